@@ -1,0 +1,6 @@
+"""kvcalc: exact KV-cache bytes and roofline decode throughput for real LLM architectures.
+
+Importing this package does no work and imports nothing heavy (no torch, no rich).
+"""
+
+__version__ = "0.1.0"

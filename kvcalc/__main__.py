@@ -1,0 +1,6 @@
+"""`python -m kvcalc` runs the CLI."""
+
+from kvcalc.cli import main
+
+if __name__ == "__main__":
+    main()

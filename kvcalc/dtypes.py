@@ -1,0 +1,158 @@
+"""KV-cache and weight storage formats, held as data.
+
+Every format is a block: `block_values` values stored in `block_bytes` bytes. Plain types are
+blocks of one value (fp16: 1 value in 2 bytes); quantized formats carry their scales inside
+the block (llama.cpp q8_0: 32 int8 values + one fp16 scale = 34 bytes per 32 values; int4 with a
+per-group fp16 scale: 32 values x 4 bits + 2 bytes = 18 bytes per 32 values). Totals stay exact
+integers because a row (one token's K or V for one head, `head_dim` values) is always a whole
+number of blocks: `bytes_for(n) = n // block_values * block_bytes`, and a row that is not a whole
+number of blocks is refused, as llama.cpp refuses it (ggml.c `ggml_row_size` asserts
+`ne % blck_size == 0`).
+
+Sources: llama.cpp `ggml/src/ggml-common.h` (block_q8_0, block_q4_0, block_q4_1, block_q5_0,
+block_q5_1, block_iq4_nl) and `ggml/src/ggml.c` type_traits; PyTorch float8 dtypes for fp8
+(e4m3fn, e5m2); KIVI (Liu et al. 2024, arXiv:2402.02750) for group-wise int4/int8 KV with scales.
+"""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from kvcalc.errors import KvcalcError, UnknownNameError
+
+
+class KvFormat(BaseModel):
+    """A storage format: `block_values` values cost `block_bytes` bytes.
+
+    `name` is the canonical name; `torch_dtype` is the torch dtype name the values are stored
+    in by `kvcalc measure` (None for llama.cpp block formats, which torch does not have);
+    `group_size` and `scale_bytes` are set for group-quantized int formats.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    name: str
+    block_values: int = Field(gt=0)
+    block_bytes: int = Field(gt=0)
+    description: str = ""
+    torch_dtype: str | None = None
+    bits: int = Field(gt=0)
+    group_size: int | None = None
+    scale_bytes: int = 0
+
+    @property
+    def bytes_per_element(self) -> float:
+        """Bytes per value as a float, for display only; use `bytes_for` for totals."""
+        return self.block_bytes / self.block_values
+
+    def bytes_for(self, n_values: int, *, what: str = "row") -> int:
+        """Exact bytes that `n_values` values take: n_values // block_values * block_bytes.
+
+        Raises `KvcalcError` when `n_values` is not a whole number of blocks.
+        """
+        if n_values % self.block_values:
+            raise KvcalcError(
+                f"{self.name} packs {self.block_values} values per block; a {what} of {n_values} "
+                f"values is not a whole number of blocks (use another KV dtype)"
+            )
+        return n_values // self.block_values * self.block_bytes
+
+
+def _plain(name: str, nbytes: int, torch_dtype: str, description: str) -> KvFormat:
+    return KvFormat(name=name, block_values=1, block_bytes=nbytes, torch_dtype=torch_dtype,
+                    bits=8 * nbytes, description=description)
+
+
+def _ggml(name: str, block_bytes: int, bits: int, description: str) -> KvFormat:
+    return KvFormat(name=name, block_values=32, block_bytes=block_bytes, bits=bits,
+                    description=description)
+
+
+#: canonical formats; group-quantized int formats are built by `kv_format` from these defaults.
+FORMATS: dict[str, KvFormat] = {f.name: f for f in [
+    _plain("fp32", 4, "float32", "IEEE float32"),
+    _plain("fp16", 2, "float16", "IEEE float16"),
+    _plain("bf16", 2, "bfloat16", "bfloat16"),
+    _plain("fp8_e4m3", 1, "float8_e4m3fn", "fp8 e4m3 (vLLM/SGLang 'fp8'); per-tensor scale outside the cache"),
+    _plain("fp8_e5m2", 1, "float8_e5m2", "fp8 e5m2; per-tensor scale outside the cache"),
+    _plain("int8", 1, "int8", "int8, one per-tensor scale outside the cache (add --group-size for group scales)"),
+    KvFormat(name="int4", block_values=32, block_bytes=18, bits=4, torch_dtype="uint8", group_size=32,
+             scale_bytes=2, description="int4 packed two per byte, one fp16 scale per group of 32"),
+    _ggml("q8_0", 34, 8, "llama.cpp block_q8_0: fp16 scale + 32 x int8 = 34 B / 32 values"),
+    _ggml("q4_0", 18, 4, "llama.cpp block_q4_0: fp16 scale + 32 x 4 bit = 18 B / 32 values"),
+    _ggml("q4_1", 20, 4, "llama.cpp block_q4_1: fp16 scale + fp16 min + 32 x 4 bit = 20 B / 32 values"),
+    _ggml("q5_0", 22, 5, "llama.cpp block_q5_0: fp16 scale + 32 high bits + 32 x 4 bit = 22 B / 32 values"),
+    _ggml("q5_1", 24, 5, "llama.cpp block_q5_1: fp16 scale + fp16 min + 32 high bits + 32 x 4 bit = 24 B / 32"),
+    _ggml("iq4_nl", 18, 4, "llama.cpp block_iq4_nl: fp16 scale + 32 x 4 bit non-linear = 18 B / 32 values"),
+]}
+
+#: other spellings, including llama.cpp's type names (f32, f16) and torch's.
+ALIASES: dict[str, str] = {
+    "float32": "fp32", "f32": "fp32", "float": "fp32",
+    "float16": "fp16", "f16": "fp16", "half": "fp16",
+    "bfloat16": "bf16",
+    "fp8": "fp8_e4m3", "fp8e4m3": "fp8_e4m3", "e4m3": "fp8_e4m3", "float8_e4m3fn": "fp8_e4m3",
+    "fp8_e4m3fn": "fp8_e4m3",
+    "fp8e5m2": "fp8_e5m2", "e5m2": "fp8_e5m2", "float8_e5m2": "fp8_e5m2",
+    "uint4": "int4",
+}
+
+#: scale dtypes a group-quantized int format may use, with their bytes.
+SCALE_BYTES: dict[str, int] = {"fp32": 4, "fp16": 2, "bf16": 2, "fp8_e4m3": 1}
+
+
+def canonical_name(name: str) -> str:
+    """The canonical format name for `name` (case-insensitive, aliases resolved).
+
+    Raises `UnknownNameError` with close matches.
+    """
+    key = name.strip().lower().replace("-", "_")
+    key = ALIASES.get(key, key)
+    if key not in FORMATS:
+        raise UnknownNameError("dtype", name, list(FORMATS) + list(ALIASES))
+    return key
+
+
+def kv_format(name: str | KvFormat, group_size: int | None = None,
+              scale_dtype: str | None = None) -> KvFormat:
+    """Resolve a format name to a `KvFormat`.
+
+    `name` may carry group options as `int4:g64` or `int4:g64:fp32` (group size, scale dtype).
+    `group_size` and `scale_dtype` apply to `int8` and `int4` only: int8 with group size G and
+    a scale of S bytes costs G + S bytes per G values; int4 costs G/2 + S. Plain int8 has no
+    group scales; int4 defaults to groups of 32 with an fp16 scale (18 B per 32 values).
+
+    Raises `UnknownNameError` for an unknown name and `KvcalcError` for bad group options.
+    """
+    if isinstance(name, KvFormat):
+        return name
+    parts = name.split(":")
+    base = canonical_name(parts[0])
+    for extra in parts[1:]:
+        e = extra.strip().lower()
+        if e.startswith("g") and e[1:].isdigit():
+            group_size = int(e[1:])
+        elif e:
+            scale_dtype = e
+    fmt = FORMATS[base]
+    if group_size is None and scale_dtype is None:
+        return fmt
+    if base not in ("int8", "int4"):
+        raise KvcalcError(f"group size and scale dtype apply to int8 and int4 only, not {base}")
+    g = group_size if group_size is not None else (fmt.group_size or 32)
+    if g <= 0 or (base == "int4" and g % 2):
+        raise KvcalcError(f"group size must be a positive{' even' if base == 'int4' else ''} integer, got {g}")
+    s_name = canonical_name(scale_dtype) if scale_dtype else "fp16"
+    if s_name not in SCALE_BYTES:
+        raise UnknownNameError("scale dtype", scale_dtype or "", SCALE_BYTES)
+    s = SCALE_BYTES[s_name]
+    value_bytes = g if base == "int8" else g // 2
+    label = f"{base}:g{g}:{s_name}"
+    return KvFormat(name=label, block_values=g, block_bytes=value_bytes + s, bits=fmt.bits,
+                    torch_dtype=fmt.torch_dtype, group_size=g, scale_bytes=s,
+                    description=f"{base}, one {s_name} scale per group of {g}: {value_bytes + s} B / {g} values")
+
+
+def all_names() -> list[str]:
+    """Every accepted format name and alias, sorted."""
+    return sorted(set(FORMATS) | set(ALIASES))

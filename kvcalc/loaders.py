@@ -1,0 +1,192 @@
+"""Reading configs: YAML and JSON files, bundled names, and turning every parse or validation
+problem into a `ConfigError` that names the file, the line and the field.
+
+Bundled configs live in the repo's top-level `configs/` and ship in the wheel as the package
+`kvcalc.configs`, so a name like `llama-3.1-70b` resolves after a plain install too.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+from functools import cache
+from pathlib import Path
+from typing import Any, TypeVar
+
+import yaml
+from pydantic import BaseModel, ValidationError
+
+from kvcalc.errors import ConfigError, UnknownNameError
+from kvcalc.schema import ModelSpec
+
+M = TypeVar("M", bound=BaseModel)
+
+#: Hugging Face / other calculators' spellings of our fields, for "did you mean" hints.
+FIELD_HINTS: dict[str, str] = {
+    "num_hidden_layers": "n_layers", "num_layers": "n_layers", "n_layer": "n_layers", "layers": "n_layers",
+    "num_attention_heads": "n_heads", "n_head": "n_heads", "heads": "n_heads", "num_heads": "n_heads",
+    "num_key_value_heads": "n_kv_heads", "kv_heads": "n_kv_heads", "n_kv_head": "n_kv_heads",
+    "num_kv_heads": "n_kv_heads", "n_embd": "hidden_size", "d_model": "hidden_size",
+    "torch_dtype": "dtype", "n_positions": "max_position_embeddings", "max_seq_len": "max_position_embeddings",
+    "context_length": "max_position_embeddings", "window": "sliding_window",
+}
+
+
+def configs_dir() -> Path:
+    """The bundled `configs/` folder: the installed `kvcalc.configs` package, else the repo's."""
+    try:
+        from importlib.resources import files
+
+        p = Path(str(files("kvcalc.configs")))
+        if (p / "models").is_dir():
+            return p
+    except (ModuleNotFoundError, TypeError):
+        pass
+    return Path(__file__).resolve().parent.parent / "configs"
+
+
+@cache
+def bundled(kind: str = "models") -> dict[str, Path]:
+    """Bundled configs of `kind` ('models' or 'deployments'): lower-case name -> path.
+
+    A bundled model's file is named for its `name:` field in lower case (a test checks it)."""
+    d = configs_dir() / kind
+    if not d.is_dir():
+        return {}
+    return {p.stem.lower(): p for p in sorted(d.glob("*.yaml"))}
+
+
+def _key_lines(text: str) -> dict[str, int]:
+    """Top-level mapping keys -> 1-based line numbers, from the YAML node tree."""
+    try:
+        node = yaml.compose(text, Loader=yaml.SafeLoader)
+    except yaml.YAMLError:
+        return {}
+    if not isinstance(node, yaml.MappingNode):
+        return {}
+    return {k.value: k.start_mark.line + 1 for k, _ in node.value if isinstance(k, yaml.ScalarNode)}
+
+
+def read_mapping(path: Path) -> tuple[dict[str, Any], dict[str, int]]:
+    """Parse a YAML or JSON file that must hold one mapping; returns (data, key -> line).
+
+    Raises `ConfigError` for a missing, unreadable or unparsable file, or one that is not a mapping.
+    """
+    p = str(path)
+    if not path.exists():
+        raise ConfigError("file not found", path=p)
+    if path.is_dir():
+        raise ConfigError("is a folder, not a file (give a .yaml or config.json)", path=p)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as e:
+        raise ConfigError(f"cannot read: {e.__class__.__name__}: {e}", path=p) from None
+    if path.suffix.lower() == ".json":
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as e:
+            raise ConfigError(f"invalid JSON: {e.msg} (column {e.colno})", path=p, line=e.lineno) from None
+        lines = {}
+        for i, ln in enumerate(text.splitlines(), 1):
+            s = ln.strip()
+            if s.startswith('"') and '":' in s:
+                lines.setdefault(s[1:s.index('"', 1)], i)
+    else:
+        try:
+            docs = [d for d in yaml.safe_load_all(text) if d is not None]
+        except yaml.YAMLError as e:
+            mark = getattr(e, "problem_mark", None)
+            problem = getattr(e, "problem", None) or str(e).splitlines()[0]
+            raise ConfigError(f"invalid YAML: {problem}", path=p,
+                              line=(mark.line + 1) if mark else None) from None
+        if len(docs) > 1:
+            raise ConfigError("holds several YAML documents; put one config in each file", path=p)
+        data = docs[0] if docs else None
+        lines = _key_lines(text)
+    if not isinstance(data, dict):
+        raise ConfigError(f"must hold a mapping of fields, not {type(data).__name__}", path=p)
+    return data, lines
+
+
+def validation_error(err: ValidationError, model_cls: type[BaseModel], path: str | None,
+                     lines: dict[str, int] | None = None) -> ConfigError:
+    """One `ConfigError` line per pydantic error, each naming file, line and field, with a
+    "did you mean" hint for an unknown field."""
+    lines = lines or {}
+    out = []
+    for e in err.errors():
+        loc = ".".join(str(x) for x in e["loc"])
+        top = str(e["loc"][0]) if e["loc"] else None
+        msg = e["msg"].removeprefix("Value error, ")
+        if e["type"] == "extra_forbidden":
+            msg = "unknown field"
+            hint = FIELD_HINTS.get(top or "")
+            if not hint:
+                close = difflib.get_close_matches(top or "", list(model_cls.model_fields), n=1, cutoff=0.6)
+                hint = close[0] if close else None
+            msg += f"; did you mean '{hint}'?" if hint else f"; known fields: {', '.join(model_cls.model_fields)}"
+        elif e["type"] == "missing":
+            msg = "required field is missing"
+        elif "input" in e and e["type"] not in ("value_error",):
+            msg += f" (got {e['input']!r})"
+        field = loc or None
+        if field is None:  # a model-level check: name the fields it mentions
+            named = [f for f in model_cls.model_fields if f in msg]
+            field = named[0] if named else None
+        out.append(str(ConfigError(msg, path=path, field=field, line=lines.get(top or field or ""))))
+    ce = ConfigError("\n".join(out))
+    ce.path = path
+    return ce
+
+
+def build(model_cls: type[M], data: dict[str, Any], path: str | None = None,
+          lines: dict[str, int] | None = None) -> M:
+    """Validate `data` as `model_cls`; raises `ConfigError` naming the file, line and field."""
+    try:
+        return model_cls.model_validate(data)
+    except ValidationError as e:
+        raise validation_error(e, model_cls, path, lines) from None
+
+
+def _looks_like_path(ref: str) -> bool:
+    return "/" in ref or "\\" in ref or ref.lower().endswith((".yaml", ".yml", ".json"))
+
+
+def load_model(ref: str | Path) -> ModelSpec:
+    """A `ModelSpec` from a YAML path, a Hugging Face config.json (or a folder holding one),
+    or a bundled name (case-insensitive).
+
+    Raises `ConfigError` for a bad file, `UnknownNameError` (with close matches) for an
+    unknown bundled name.
+    """
+    ref_s = str(ref)
+    path = Path(ref_s).expanduser()
+    if path.is_dir() and (path / "config.json").is_file():
+        path = path / "config.json"
+    if path.is_file() or _looks_like_path(ref_s):
+        return load_model_file(path)
+    models = bundled("models")
+    key = ref_s.strip().lower()
+    if key in models:
+        return load_model_file(models[key])
+    raise UnknownNameError("model", ref_s, models,
+                           hint="`kvcalc models` lists the bundled ones; or give a .yaml or config.json path")
+
+
+def load_model_file(path: Path) -> ModelSpec:
+    """A `ModelSpec` from one file: our YAML/JSON schema, or a Hugging Face config.json
+    (recognised by its `model_type` or `num_hidden_layers` / `n_layer` fields)."""
+    data, lines = read_mapping(path)
+    if is_hf_config(data):
+        from kvcalc.hf import model_from_hf_config
+
+        return model_from_hf_config(data, path=str(path))
+    return build(ModelSpec, data, str(path), lines)
+
+
+def is_hf_config(data: dict[str, Any]) -> bool:
+    """True for a Hugging Face config.json dict rather than a kvcalc model config."""
+    if "n_layers" in data:
+        return False
+    return any(k in data for k in ("model_type", "architectures", "num_hidden_layers", "n_layer",
+                                   "text_config"))

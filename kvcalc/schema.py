@@ -1,0 +1,363 @@
+"""Pydantic v2 models: a model as its layers, the workload, and the results every command returns.
+
+All models are frozen and refuse unknown fields (`extra="forbid"`); the loaders turn a refused
+field into one line with a "did you mean" hint. Derived values (the resolved `head_dim`, the
+attention kind, the group size, the layer list) are computed properties, never stored twice.
+
+Tensor shapes use one notation throughout: `(B, H_kv, T, D)` = batch, KV heads, tokens, head dim.
+"""
+
+from __future__ import annotations
+
+from functools import cached_property
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, PositiveInt, field_validator, model_validator
+
+#: the kinds a layer can be. full / sliding cache K and V per head; mla caches one latent
+#: vector per token; mamba and linear (linear attention, Gated DeltaNet) keep a fixed
+#: per-sequence state and no per-token cache.
+LayerKind = Literal["full", "sliding", "mla", "mamba", "linear"]
+
+#: spellings accepted in `layer_pattern` / `layer_types` (Hugging Face `layer_types` names too).
+LAYER_KIND_ALIASES: dict[str, str] = {
+    "full": "full", "full_attention": "full", "attention": "full", "global": "full",
+    "attn": "full", "global_attention": "full",
+    "sliding": "sliding", "sliding_attention": "sliding", "local": "sliding",
+    "sliding_window": "sliding", "local_attention": "sliding", "swa": "sliding",
+    "mamba": "mamba", "mamba2": "mamba", "ssm": "mamba",
+    "linear": "linear", "linear_attention": "linear", "gated_deltanet": "linear", "deltanet": "linear",
+    "none": "linear",
+}
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class LayerSpec(_Frozen):
+    """One decoder layer as the KV cache sees it (derived from `ModelSpec`, never written).
+
+    - `full` / `sliding`: K of shape (B, n_kv_heads, T, head_dim_k) and V of shape
+      (B, n_kv_heads, T, head_dim_v); a sliding layer keeps T = min(seq_len, window) tokens.
+    - `mla`: one latent of shape (B, T, head_dim_k) with head_dim_k = kv_lora_rank +
+      qk_rope_head_dim serving as both K and V (head_dim_v = 0, n_kv_heads = 1), replicated
+      on every tensor-parallel rank (DeepSeek-V2, arXiv:2405.04434, section 2.1).
+    - `mamba` / `linear`: no per-token cache; `state_values` values of fixed state per sequence
+      (0 when the config does not give enough to size it).
+    """
+
+    kind: LayerKind
+    n_kv_heads: int = 0
+    head_dim_k: int = 0
+    head_dim_v: int = 0
+    window: int | None = None
+    state_values: int = 0
+
+    @property
+    def caches_kv(self) -> bool:
+        """True for layers whose cache grows with the context (full, sliding, mla)."""
+        return self.kind in ("full", "sliding", "mla")
+
+
+class ModelSpec(_Frozen):
+    """A model architecture, as much of it as KV cache, weights and roofline need.
+
+    A uniform model is its counts (`n_layers`, `n_heads`, `n_kv_heads`, `head_dim`); a mixed
+    one adds `layer_pattern` (kinds that repeat over the layers: Gemma-3's five sliding layers
+    then one full) or `layer_types` (one kind per layer, as Hugging Face writes it). With a
+    `sliding_window` and neither, every layer slides (Mistral-7B-v0.1, as transformers does).
+
+    Raises `pydantic.ValidationError` on bad values (the loaders turn it into `ConfigError`).
+    """
+
+    # identity
+    name: str = Field(min_length=1)
+    source: str | None = None
+    model_type: str | None = None
+
+    # attention
+    n_layers: PositiveInt
+    n_heads: PositiveInt
+    n_kv_heads: PositiveInt | None = None
+    head_dim: PositiveInt | None = None
+    v_head_dim: PositiveInt | None = None
+    hidden_size: PositiveInt | None = None
+    dtype: str = "bf16"
+    max_position_embeddings: PositiveInt | None = None
+    attention: Literal["standard", "mla"] = "standard"
+    kv_lora_rank: PositiveInt | None = None
+    qk_rope_head_dim: PositiveInt | None = None
+    qk_nope_head_dim: PositiveInt | None = None
+    q_lora_rank: PositiveInt | None = None
+    sliding_window: PositiveInt | None = None
+    layer_pattern: list[str] | None = None
+    layer_types: list[str] | None = None
+
+    # fixed per-sequence state of mamba / linear-attention layers
+    mamba_d_state: PositiveInt | None = None
+    mamba_d_conv: PositiveInt | None = None
+    mamba_expand: PositiveInt | None = None
+    mamba_dt_rank: PositiveInt | None = None
+    linear_num_key_heads: PositiveInt | None = None
+    linear_num_value_heads: PositiveInt | None = None
+    linear_key_head_dim: PositiveInt | None = None
+    linear_value_head_dim: PositiveInt | None = None
+    linear_conv_kernel_dim: PositiveInt | None = None
+
+    # weights (parameter count)
+    vocab_size: PositiveInt | None = None
+    intermediate_size: PositiveInt | None = None
+    mlp_kind: Literal["gated", "plain"] = "gated"
+    tie_word_embeddings: bool = False
+    attention_bias: bool = False
+    n_experts: PositiveInt | None = None
+    n_experts_per_token: PositiveInt | None = None
+    moe_intermediate_size: PositiveInt | None = None
+    shared_expert_intermediate_size: PositiveInt | None = None
+    first_dense_layers: int = Field(default=0, ge=0)
+    moe_layer_period: PositiveInt = 1
+    moe_layer_offset: int = Field(default=0, ge=0)
+    n_params: PositiveInt | None = None
+    n_active_params: PositiveInt | None = None
+
+    @field_validator("layer_pattern", "layer_types")
+    @classmethod
+    def _kinds(cls, v: list[str] | None) -> list[str] | None:
+        if v is None:
+            return v
+        if not v:
+            raise ValueError("must list at least one layer kind")
+        out = []
+        for k in v:
+            key = str(k).strip().lower()
+            if key not in LAYER_KIND_ALIASES:
+                raise ValueError(f"unknown layer kind '{k}'; use full, sliding, mamba or linear")
+            out.append(LAYER_KIND_ALIASES[key])
+        return out
+
+    @field_validator("dtype")
+    @classmethod
+    def _dtype(cls, v: str) -> str:
+        from kvcalc.dtypes import canonical_name
+
+        try:
+            return canonical_name(v)
+        except Exception as e:  # UnknownNameError -> pydantic ValueError, with its hint
+            raise ValueError(str(e)) from None
+
+    @model_validator(mode="after")
+    def _check(self) -> ModelSpec:
+        if self.attention == "mla":
+            missing = [f for f in ("kv_lora_rank", "qk_rope_head_dim") if getattr(self, f) is None]
+            if missing:
+                raise ValueError(f"attention: mla needs {' and '.join(missing)}")
+        else:
+            kv = self.n_kv_heads or self.n_heads
+            if self.n_heads % kv:
+                raise ValueError(
+                    f"n_heads ({self.n_heads}) must be divisible by n_kv_heads ({kv})")
+            if self.head_dim is None and self.hidden_size is None:
+                raise ValueError("give head_dim, or hidden_size to derive it as hidden_size // n_heads")
+            if self.head_dim is None and self.hidden_size % self.n_heads:
+                raise ValueError(
+                    f"hidden_size ({self.hidden_size}) is not divisible by n_heads ({self.n_heads}); give head_dim")
+        if self.layer_pattern is not None and self.layer_types is not None:
+            raise ValueError("give layer_pattern or layer_types, not both")
+        if self.layer_types is not None and len(self.layer_types) != self.n_layers:
+            raise ValueError(
+                f"layer_types lists {len(self.layer_types)} layers but n_layers is {self.n_layers}")
+        kinds = set(self.layer_pattern or self.layer_types or [])
+        if "sliding" in kinds and self.sliding_window is None:
+            raise ValueError("layers of kind 'sliding' need sliding_window")
+        if self.n_experts_per_token and self.n_experts and self.n_experts_per_token > self.n_experts:
+            raise ValueError("n_experts_per_token exceeds n_experts")
+        return self
+
+    # ----- derived -------------------------------------------------------------------------
+
+    @property
+    def resolved_n_kv_heads(self) -> int:
+        """KV heads per attention layer: `n_kv_heads`, else `n_heads` (MHA); 1 for MLA's latent."""
+        if self.attention == "mla":
+            return 1
+        return self.n_kv_heads or self.n_heads
+
+    @property
+    def resolved_head_dim(self) -> int:
+        """K head size: explicit `head_dim`, else hidden_size // n_heads; MLA: the latent width
+        kv_lora_rank + qk_rope_head_dim."""
+        if self.attention == "mla":
+            return self.kv_lora_rank + self.qk_rope_head_dim  # type: ignore[operator]
+        if self.head_dim is not None:
+            return self.head_dim
+        return self.hidden_size // self.n_heads  # type: ignore[operator]
+
+    @property
+    def resolved_v_head_dim(self) -> int:
+        """V head size as cached: `v_head_dim` if given, else the K head size; 0 for MLA."""
+        if self.attention == "mla":
+            return 0
+        return self.v_head_dim or self.resolved_head_dim
+
+    @property
+    def attention_kind(self) -> str:
+        """'mla', or by the KV-head count: 'mha' (= n_heads), 'mqa' (1), else 'gqa'."""
+        if self.attention == "mla":
+            return "mla"
+        kv = self.resolved_n_kv_heads
+        if kv == self.n_heads:
+            return "mha"
+        return "mqa" if kv == 1 else "gqa"
+
+    @property
+    def group_size(self) -> int:
+        """Query heads per KV head (n_heads // n_kv_heads); n_heads for MLA's one latent."""
+        return self.n_heads // self.resolved_n_kv_heads
+
+    @property
+    def layer_kinds(self) -> list[str]:
+        """The kind of each layer, in order (length n_layers)."""
+        if self.layer_types is not None:
+            kinds = list(self.layer_types)
+        elif self.layer_pattern is not None:
+            p = self.layer_pattern
+            kinds = [p[i % len(p)] for i in range(self.n_layers)]
+        elif self.sliding_window is not None:
+            kinds = ["sliding"] * self.n_layers
+        else:
+            kinds = ["full"] * self.n_layers
+        if self.attention == "mla":
+            kinds = ["mla" if k in ("full", "sliding") else k for k in kinds]
+        return kinds
+
+    @cached_property
+    def layers(self) -> tuple[LayerSpec, ...]:
+        """The layer list (length n_layers), derived from the counts and the pattern."""
+        kv, dk, dv = self.resolved_n_kv_heads, self.resolved_head_dim, self.resolved_v_head_dim
+        made: dict[str, LayerSpec] = {}
+        for kind in set(self.layer_kinds):
+            if kind == "full":
+                made[kind] = LayerSpec(kind="full", n_kv_heads=kv, head_dim_k=dk, head_dim_v=dv)
+            elif kind == "sliding":
+                made[kind] = LayerSpec(kind="sliding", n_kv_heads=kv, head_dim_k=dk, head_dim_v=dv,
+                                       window=self.sliding_window)
+            elif kind == "mla":
+                made[kind] = LayerSpec(kind="mla", n_kv_heads=1, head_dim_k=dk, head_dim_v=0)
+            else:
+                made[kind] = LayerSpec(kind=kind, state_values=self._state_values(kind))
+        return tuple(made[k] for k in self.layer_kinds)
+
+    def _state_values(self, kind: str) -> int:
+        """Fixed state values per sequence of one mamba or linear layer (0 when unknown).
+
+        mamba (Mamba-1, as in Jamba; vLLM `mamba_utils.py` MambaStateShapeCalculator):
+        d_inner = expand x hidden; conv state d_inner x (d_conv - 1) + SSM state d_inner x d_state.
+        linear (Gated DeltaNet, Qwen3-Next; vLLM `gdn_attn` state shapes): conv state
+        (2 x key_heads x key_dim + value_heads x value_dim) x (kernel - 1) + recurrent state
+        value_heads x key_dim x value_dim.
+        """
+        if kind == "mamba":
+            if None in (self.mamba_d_state, self.mamba_d_conv, self.mamba_expand, self.hidden_size):
+                return 0
+            d_inner = self.mamba_expand * self.hidden_size  # type: ignore[operator]
+            return d_inner * (self.mamba_d_conv - 1) + d_inner * self.mamba_d_state  # type: ignore[operator]
+        if None in (self.linear_num_key_heads, self.linear_num_value_heads, self.linear_key_head_dim,
+                    self.linear_value_head_dim, self.linear_conv_kernel_dim):
+            return 0
+        hk, hv = self.linear_num_key_heads, self.linear_num_value_heads
+        dk, dv = self.linear_key_head_dim, self.linear_value_head_dim
+        conv_dim = 2 * hk * dk + hv * dv  # type: ignore[operator]
+        return conv_dim * (self.linear_conv_kernel_dim - 1) + hv * dk * dv  # type: ignore[operator]
+
+
+class Parallelism(_Frozen):
+    """How the model is split: `tp` ranks share each layer's heads, `pp` stages split the
+    layers, `dp` whole replicas each serve their own batch."""
+
+    tp: PositiveInt = 1
+    pp: PositiveInt = 1
+    dp: PositiveInt = 1
+
+    @property
+    def n_gpus(self) -> int:
+        """tp x pp x dp."""
+        return self.tp * self.pp * self.dp
+
+
+class Workload(_Frozen):
+    """What the cache must hold: `seq_len` tokens for each of `batch` sequences (per DP
+    replica), K and V in the named formats (group options as in `dtypes.kv_format`)."""
+
+    seq_len: PositiveInt
+    batch: PositiveInt = 1
+    k_dtype: str
+    v_dtype: str
+    parallel: Parallelism = Parallelism()
+
+
+class KindBreakdown(_Frozen):
+    """KV bytes of one layer kind, for one replica: `n_layers` layers, what one more token adds
+    to one sequence (`kv_bytes_per_token`), tokens cached per sequence, and the cache total."""
+
+    kind: str
+    n_layers: int
+    kv_bytes_per_token: int
+    tokens_cached: int
+    kv_cache_bytes: int
+    kv_cache_bytes_per_gpu: int
+    window: int | None = None
+
+
+class KvEstimate(_Frozen):
+    """The result of `kvcalc estimate` (its JSON keys are a public contract).
+
+    - `kv_bytes_per_token`: what one more token adds to one sequence, over all layers, while
+      the context is shorter than every window (sliding layers still growing).
+    - `kv_cache_bytes`: the cache of one model replica at `seq_len` x `batch`, window-aware.
+    - `kv_cache_bytes_no_window`: the same with sliding layers treated as full (what an engine
+      that gives sliding layers no saving allocates).
+    - `..._per_gpu`: the fullest GPU under `tp` / `pp`; `kv_cache_bytes_all_gpus` sums every
+      GPU (tp x pp x dp), counting heads replicated when tp exceeds the KV heads.
+    - `state_bytes`: fixed per-sequence state of mamba / linear layers x batch (None when the
+      config does not size it; 0 when the model has no such layers).
+    """
+
+    model: str
+    source: str | None
+    attention: str
+    n_layers: int
+    n_heads: int
+    n_kv_heads: int
+    head_dim: int
+    v_head_dim: int
+    group_size: int
+    seq_len: int
+    batch: int
+    kv_dtype: str
+    k_dtype: str
+    v_dtype: str
+    tp: int
+    pp: int
+    dp: int
+    n_gpus: int
+    kv_bytes_per_token: int
+    kv_cache_bytes: int
+    kv_cache_bytes_no_window: int
+    kv_bytes_per_token_per_gpu: int
+    kv_cache_bytes_per_gpu: int
+    kv_cache_bytes_all_gpus: int
+    state_bytes: int | None
+    formula: str
+    breakdown: list[KindBreakdown]
+
+
+class CompareRow(_Frozen):
+    """One attention variant in `kvcalc compare`: its KV heads and bytes, and the reduction
+    against MHA as a percentage (exact: 100 x (1 - bytes / mha_bytes))."""
+
+    variant: str
+    n_kv_heads: int
+    kv_bytes_per_token: int
+    kv_cache_bytes: int
+    reduction_vs_mha_percent: float

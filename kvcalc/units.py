@@ -1,0 +1,66 @@
+"""Parsing numbers the user types: token counts (`32k` = 32,768) and sizes (`6.51GiB`, `80GB`).
+
+GB = 10^9 bytes, GiB = 2^30 bytes; MB = 10^6, MiB = 2^20; KB = 10^3, KiB = 2^10. Token counts
+use the binary k that context lengths are named by (`32k` = 32,768, `128k` = 131,072).
+"""
+
+from __future__ import annotations
+
+import re
+from decimal import Decimal, InvalidOperation
+
+from kvcalc.errors import KvcalcError
+
+SIZE_UNITS: dict[str, int] = {
+    "": 1, "b": 1,
+    "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12,
+    "kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40,
+}
+
+
+def parse_count(text: str | int, what: str = "--seq-len") -> int:
+    """A positive count: `8192`, `32k` (x 1024), `1m` (x 1024^2), `8_192` or `8,192`.
+
+    Raises `KvcalcError` for anything else, zero or negative.
+    """
+    if isinstance(text, int):
+        n = text
+    else:
+        s = str(text).strip().lower().replace("_", "").replace(",", "")
+        m = re.fullmatch(r"(-?\d+)([km]?)", s)
+        if not m:
+            raise KvcalcError(f"{what}: '{text}' is not a count (write 8192 or 32k)")
+        n = int(m.group(1)) * {"": 1, "k": 1024, "m": 1024**2}[m.group(2)]
+    if n <= 0:
+        raise KvcalcError(f"{what} must be a positive integer, got {text}")
+    return n
+
+
+def parse_counts(text: str, what: str = "--seq-len") -> list[int]:
+    """A comma-separated list of counts: `1k,8k,32k` -> [1024, 8192, 32768]."""
+    parts = [p for p in str(text).split(",") if p.strip()]
+    if not parts:
+        raise KvcalcError(f"{what}: give at least one value")
+    return [parse_count(p, what) for p in parts]
+
+
+def parse_size(text: str | int, what: str = "size") -> int:
+    """Bytes from `6.51GiB`, `80GB`, `512MiB` or a plain byte count; floored to whole bytes.
+
+    Raises `KvcalcError` for an unknown unit or a non-positive size.
+    """
+    if isinstance(text, int):
+        n = text
+    else:
+        s = str(text).strip().replace("_", "").replace(",", "")
+        m = re.fullmatch(r"([0-9]*\.?[0-9]+)\s*([A-Za-z]*)", s)
+        unit = m.group(2).lower() if m else None
+        if not m or unit not in SIZE_UNITS:
+            raise KvcalcError(f"{what}: '{text}' is not a size (write 80GB, 6.51GiB or a byte count)")
+        try:
+            n = int(Decimal(m.group(1)) * SIZE_UNITS[unit])
+        except InvalidOperation:
+            raise KvcalcError(f"{what}: '{text}' is not a size") from None
+    if n <= 0:
+        raise KvcalcError(f"{what} must be positive, got {text}")
+    return n
