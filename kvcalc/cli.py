@@ -254,6 +254,11 @@ def compare(
         ("kv_cache_bytes", "KV cache"), ("reduction_vs_mha_percent", "saving vs MHA %")], title))
 
 
+# ----- commands in their own modules: each imports `app` (and helpers) from here and is
+# registered by importing it below. Keep these imports light: no torch, no matplotlib.
+# (one line per module, e.g. `from kvcalc import cli_measure  # noqa: E402,F401`)
+
+
 def main() -> None:
     """Console entry point; `--debug` anywhere on the line turns on tracebacks."""
     if "--debug" in sys.argv[1:]:
