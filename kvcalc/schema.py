@@ -361,3 +361,24 @@ class CompareRow(_Frozen):
     kv_bytes_per_token: int
     kv_cache_bytes: int
     reduction_vs_mha_percent: float
+
+
+class GpuSpec(_Frozen):
+    """One GPU from `kvcalc/data/gpus.yaml` or a user's own YAML. Base units throughout.
+
+    `memory_bytes` is the memory as the device reports it (nvidia-smi total MiB x 2^20), not
+    the marketing figure; FLOP/s are dense (not 2:4 sparse); `interconnect_bytes_per_s` is the
+    per-GPU bidirectional figure vendors quote (one direction is half).
+    """
+
+    key: str
+    name: str
+    vendor: Literal["nvidia", "amd", "other"] = "other"
+    memory_bytes: PositiveInt
+    memory_note: str = ""
+    hbm_bytes_per_s: PositiveInt
+    bf16_flops_per_s: PositiveInt
+    fp8_flops_per_s: PositiveInt | None = None
+    l2_bytes: int = Field(default=0, ge=0)
+    interconnect_bytes_per_s: PositiveInt | None = None
+    source: str
