@@ -66,8 +66,7 @@ def handle_errors(fn: Callable[..., Any]) -> Callable[..., Any]:
 @app.callback()
 def _root(debug: Annotated[bool, typer.Option("--debug", help="Show tracebacks.")] = False) -> None:
     """Exact KV-cache memory and roofline decode throughput for real LLM architectures."""
-    if debug:
-        _STATE["debug"] = True
+    _STATE["debug"] = debug or bool(os.environ.get("KVCALC_DEBUG"))
 
 
 def echo(obj: Any) -> None:
@@ -263,5 +262,5 @@ def main() -> None:
     """Console entry point; `--debug` anywhere on the line turns on tracebacks."""
     if "--debug" in sys.argv[1:]:
         sys.argv.remove("--debug")
-        _STATE["debug"] = True
+        os.environ["KVCALC_DEBUG"] = "1"
     app()

@@ -1,0 +1,1 @@
+"""Bundled model and deployment configs (ships in the wheel as kvcalc.configs)."""
