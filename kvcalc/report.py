@@ -116,10 +116,12 @@ def kv_table(est: Any, title: str | None = None):
 
     t = Table(title=title or f"KV cache: {est.model}", show_header=False, title_justify="left")
     t.add_column("what", style="bold")
-    t.add_column("value")
+    t.add_column("value", overflow="fold")
     heads = (f"{est.n_heads} query heads, {est.n_kv_heads} KV heads (group {est.group_size})"
              if est.attention != "mla" else f"{est.n_heads} query heads, one latent of {est.head_dim}")
-    t.add_row("model", f"{est.model}" + (f"  [dim]({est.source})[/dim]" if est.source else ""))
+    t.add_row("model", est.model)
+    if est.source:
+        t.add_row("source", est.source, style="dim")
     t.add_row("attention", f"{est.attention}: {heads}")
     dims = f"head_dim {est.head_dim}" + (f", v_head_dim {est.v_head_dim}" if est.v_head_dim not in (0, est.head_dim) else "")
     t.add_row("layers", f"{est.n_layers}, {dims}")
