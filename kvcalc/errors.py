@@ -60,3 +60,8 @@ class MissingExtraError(KvcalcError):
 
     def __init__(self, package: str, extra: str) -> None:
         super().__init__(f"this needs {package}: pip install 'kvcalc[{extra}]'")
+
+
+class KvcalcWarning(UserWarning):
+    """Something the user should check but that does not stop the command (an unknown
+    model_type read as a plain decoder). The CLI prints each as one yellow `warning:` line."""

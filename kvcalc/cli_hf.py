@@ -1,0 +1,68 @@
+"""`kvcalc import PATH [-o OUT.yaml]`: a Hugging Face config.json (or any model config kvcalc
+reads) written out as a compact kvcalc model YAML.
+
+The YAML holds only the fields that are set, `name` and `source` first, and loads back to the
+same `ModelSpec` (the same layer kinds and bytes; tests/test_hf.py checks every fixture). A
+file is written to a temporary file beside the target and renamed over it, so an error never
+leaves half a file.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from kvcalc.cli import app, echo, handle_errors
+from kvcalc.errors import KvcalcError
+
+
+def write_atomic(path: Path, text: str) -> None:
+    """Write `text` to `path` through a temporary file in the same folder and `os.replace`
+    (atomic on POSIX and Windows); the temporary file is removed on any error.
+
+    Raises `KvcalcError` when the folder is missing or not writable.
+    """
+    folder = path.parent if str(path.parent) else Path(".")
+    if not folder.is_dir():
+        raise KvcalcError(f"-o {path}: folder {folder} does not exist")
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=folder)
+    except OSError as e:
+        raise KvcalcError(f"-o {path}: cannot write in {folder}: {e.strerror}") from None
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except OSError as e:
+        Path(tmp).unlink(missing_ok=True)
+        raise KvcalcError(f"-o {path}: cannot write: {e.strerror}") from None
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+@app.command("import")
+@handle_errors
+def import_(
+    path: Annotated[str, typer.Argument(help="A Hugging Face config.json (or a folder holding one).")],
+    output: Annotated[Optional[Path], typer.Option("--output", "-o", help="Write the YAML here instead of stdout.")] = None,
+) -> None:
+    """Convert a Hugging Face config.json into a kvcalc model YAML (stdout, or -o FILE)."""
+    from kvcalc.hf import spec_to_yaml
+    from kvcalc.loaders import load_model
+
+    spec = load_model(path)
+    text = spec_to_yaml(spec)
+    if output is None:
+        echo(text.rstrip("\n"))
+        return
+    write_atomic(output, text)
+    from kvcalc.cli import _err_console
+
+    _err_console().print(f"wrote {output} ({spec.name}: {spec.n_layers} layers)", markup=False)
