@@ -69,6 +69,8 @@ def _dump(obj: BaseModel | Sequence[BaseModel] | dict) -> Any:
         return obj.model_dump(mode="json")
     if isinstance(obj, dict):
         return {k: _dump(v) if isinstance(v, (BaseModel, list, dict)) else v for k, v in obj.items()}
+    if not isinstance(obj, (list, tuple)):  # a scalar inside a list (e.g. a list of str)
+        return obj
     return [_dump(x) for x in obj]
 
 

@@ -1,0 +1,38 @@
+"""The `ideal` profile: the exact formula of `kvcalc.engine`, with no block, page or padding rule.
+
+tokens = memory // bytes per token (one TP rank, while no window is full); concurrency at L =
+memory / window-aware bytes of one request of L tokens. It logs nothing: the lines say what it is.
+"""
+
+from __future__ import annotations
+
+from kvcalc.dtypes import KvFormat
+from kvcalc.engine import check_tp, layer_kv_bytes_per_token, layers_cache_bytes
+from kvcalc.engines import SEARCH_LIMIT_TOKENS, EngineResult, longest_fitting
+from kvcalc.schema import ModelSpec
+
+VERSION = "kvcalc exact formula (no engine rounding)"
+
+
+def capacity(model: ModelSpec, kv_memory_bytes: int, k: KvFormat, v: KvFormat, *, tp: int = 1,
+             max_model_len: int | None = None, concurrency: int | None = None) -> EngineResult:
+    """Tokens, concurrency at `max_model_len` and the longest context at `concurrency` for
+    `kv_memory_bytes` per rank, by the exact window-aware formula."""
+    check_tp(model, tp)
+    per_token = sum(layer_kv_bytes_per_token(layer, k, v, tp) for layer in model.layers)
+    tokens = kv_memory_bytes // per_token if per_token else 0
+    L = max_model_len or model.max_position_embeddings
+
+    def req(n: int) -> int:
+        return layers_cache_bytes(model.layers, n, 1, k, v, tp)
+
+    conc = kv_memory_bytes / req(L) if L and req(L) else None
+    longest = longest_fitting(lambda n: concurrency * req(n) <= kv_memory_bytes, SEARCH_LIMIT_TOKENS) \
+        if concurrency else None
+    return EngineResult(
+        engine="ideal", engine_version=VERSION, kv_memory_bytes=kv_memory_bytes,
+        kv_cache_dtype=k.name if k == v else f"{k.name}/{v.name}", page_size_bytes=per_token,
+        kv_cache_tokens=tokens, engine_kv_bytes=tokens * per_token, max_model_len=L,
+        max_concurrency=conc, concurrency=concurrency, longest_context=longest,
+        log_lines=[f"{tokens:,} tokens of {per_token:,} B each fit in {kv_memory_bytes:,} B"
+                   + (f"; {conc:.2f} requests of {L:,} tokens" if conc is not None else "")])

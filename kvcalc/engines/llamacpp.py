@@ -1,0 +1,251 @@
+"""llama.cpp's KV cache: cells, streams, the SWA cache, the per-device split, and its log lines.
+
+Two versions are modelled (`version=`):
+
+- `current`: llama.cpp after PR #17046 (Nov 2025, b7000+). `src/llama-context.cpp`:
+  n_ctx = GGML_PAD(n_ctx, 256); with a unified cache (`--kv-unified`) one stream of n_ctx cells,
+  otherwise n_seq_max (`--parallel`) streams of n_ctx_seq = GGML_PAD(n_ctx / n_seq_max, 256) cells
+  each (n_ctx becomes n_ctx_seq x n_seq_max). `src/llama-kv-cache-iswa.cpp`: models with sliding
+  and full layers get two caches, the SWA one of min(n_ctx_seq, n_swa x (unified ? n_seq_max : 1)
+  + n_ubatch) cells (n_pad = 1, `src/llama-model.cpp` `create_memory`), or n_ctx_seq with
+  `--swa-full`. `src/llama-kv-cache.cpp` logs, per cache,
+  "llama_kv_cache: %10s KV buffer size = %8.2f MiB" for each device and
+  "llama_kv_cache: size = %7.2f MiB (%6u cells, %3d layers, %2u/%u seqs), K (%s): %7.2f MiB, V (%s): %7.2f MiB".
+- `legacy`: llama.cpp of 2024 to spring 2025 (the "KV self size" era, as in ollama's runner):
+  n_ctx = GGML_PAD(n_ctx, flash_attn ? 256 : 32) (`llama_kv_cache_get_padding`), one unified cache
+  of n_ctx cells with every layer, sliding ones full size (the SWA cache came with PR #13194,
+  May 2025). Logs "llama_kv_cache_init: %10s KV buffer size = %8.2f MiB" per device and
+  "llama_new_context_with_model: KV self size  = %7.2f MiB, K (%s): %7.2f MiB, V (%s): %7.2f MiB"
+  (two spaces before '=' are in the format string).
+
+K of one layer is a tensor of (n_embd_k_gqa, cells, streams) in type_k: ggml_row_size(type_k,
+n_embd_k_gqa) x cells x streams bytes = `layer_kv_bytes_per_token` of the K half x cells; V alike.
+The MiB figures are `(float)bytes / (1024.0f * 1024.0f)`, so they are computed in float32 here.
+
+Layers to devices, `src/llama-model.cpp` `load_tensors`: the last n_gpu_layers layers are
+offloaded (i_gpu_start = max(n_layer - n_gpu_layers, 0); act = min(n_gpu_layers, n_layer + 1),
+the +1 being the output layer); layer il goes to device upper_bound(splits, (il - i_gpu_start) /
+act) where splits are the cumulative, normalised `--tensor-split` (default: each device's free
+memory; kvcalc assumes equal devices). A layer's K and V live on its device (`--no-kv-offload` not
+modelled). ollama passes n_ctx x OLLAMA_NUM_PARALLEL as llama.cpp's n_ctx (`ollama=True`).
+
+MLA layers (DeepSeek) cache the latent as K and no V (V is a view of K since April 2025); mamba /
+linear-attention layers live in llama.cpp's separate recurrent memory and are not counted here.
+"""
+
+from __future__ import annotations
+
+import bisect
+import struct
+
+from kvcalc.dtypes import KvFormat
+from kvcalc.engine import layer_kv_bytes_per_token
+from kvcalc.engines import SEARCH_LIMIT_TOKENS, DeviceBuffer, EngineResult, longest_fitting
+from kvcalc.errors import KvcalcError
+from kvcalc.schema import LayerSpec, ModelSpec
+
+VERSION = "llama.cpp b7000+ (Nov 2025, current) and the 2024-spring 2025 'KV self size' era (legacy)"
+VERSIONS = ("current", "legacy")
+N_CTX_PAD = 256
+DEFAULT_N_UBATCH = 512
+SWA_FULL_REF = "https://github.com/ggml-org/llama.cpp/pull/13194#issuecomment-2868343055"
+
+#: kvcalc format name -> ggml type name (ggml.c type_traits), the KV types llama.cpp accepts.
+GGML_NAMES: dict[str, str] = {"fp32": "f32", "fp16": "f16", "bf16": "bf16", "q8_0": "q8_0",
+                              "q4_0": "q4_0", "q4_1": "q4_1", "q5_0": "q5_0", "q5_1": "q5_1",
+                              "iq4_nl": "iq4_nl"}
+
+
+def pad(n: int, to: int) -> int:
+    """GGML_PAD(n, to): n rounded up to a multiple of `to`."""
+    return (n + to - 1) // to * to
+
+
+def f32(x: float) -> float:
+    """x rounded to float32, as C's (float) cast does."""
+    return struct.unpack("f", struct.pack("f", x))[0]
+
+
+def mib_f32(n_bytes: int) -> float:
+    """(float)n_bytes / (1024.0f * 1024.0f), the MiB llama.cpp prints in its size lines."""
+    return f32(n_bytes) / 2**20
+
+
+def ggml_name(f: KvFormat) -> str:
+    """The ggml type name of a KV format; raises `KvcalcError` for one llama.cpp lacks."""
+    if f.name not in GGML_NAMES:
+        raise KvcalcError(f"llama.cpp has no '{f.name}' KV cache type; use one of {', '.join(GGML_NAMES.values())}")
+    return GGML_NAMES[f.name]
+
+
+def layer_k_v_bytes_per_cell(layer: LayerSpec, k: KvFormat, v: KvFormat) -> tuple[int, int]:
+    """(K, V) bytes of one cell of one layer: ggml_row_size(type, n_embd_{k,v}_gqa), via
+    `layer_kv_bytes_per_token` of the layer with its V (then K) head size set to 0. MLA: the
+    latent as K, V 0."""
+    kb = layer_kv_bytes_per_token(layer.model_copy(update={"head_dim_v": 0}), k, v)
+    if layer.kind == "mla":
+        return kb, 0
+    vb = layer_kv_bytes_per_token(layer.model_copy(update={"head_dim_k": 0}), k, v)
+    return kb, vb
+
+
+def device_of_layers(n_layer: int, n_gpu_layers: int | None, splits: list[float] | None,
+                     n_devices: int = 1) -> list[int]:
+    """Device index of each layer (-1 = CPU), as `llama_model::load_tensors` assigns them.
+
+    i_gpu_start = max(n_layer - ngl, 0); act = min(ngl, n_layer + 1); layer il >= i_gpu_start goes
+    to upper_bound(cumulative normalised splits, (il - i_gpu_start) / act) (float32).
+    """
+    ngl = n_layer + 1 if n_gpu_layers is None else n_gpu_layers
+    if n_devices <= 0 or ngl <= 0:
+        return [-1] * n_layer
+    raw = list(splits) if splits else [1.0] * n_devices
+    if len(raw) != n_devices or any(s < 0 for s in raw) or sum(raw) <= 0:
+        raise KvcalcError(f"--tensor-split needs {n_devices} non-negative values that do not all vanish")
+    cum, total = [], 0.0
+    for s in raw:
+        total = f32(total + f32(s))
+        cum.append(total)
+    cum = [f32(c / total) for c in cum]
+    i_gpu_start = max(n_layer - ngl, 0)
+    act = min(ngl, n_layer + 1)
+    out = []
+    for il in range(n_layer):
+        if il < i_gpu_start or il - i_gpu_start >= act:
+            out.append(-1)
+            continue
+        out.append(min(bisect.bisect_right(cum, f32((il - i_gpu_start) / act)), n_devices - 1))
+    return out
+
+
+def _cache_lines(prefix: str, legacy: bool, cells: int, n_stream: int, n_seq_max: int, layers: list[int],
+                 per_cell: list[tuple[int, int]], dev: list[int], tk: str, tv: str,
+                 buffers: dict[str, tuple[int, int]]) -> tuple[list[str], int, int]:
+    """Log lines of one llama_kv_cache over `layers` (indices), adding to `buffers`; (lines, K, V)."""
+    own: dict[str, tuple[int, int]] = {}
+    k_tot = v_tot = 0
+    for il in layers:
+        kb, vb = per_cell[il]
+        kb, vb = kb * cells * n_stream, vb * cells * n_stream
+        name = "CPU" if dev[il] < 0 else f"CUDA{dev[il]}"
+        n, b = own.get(name, (0, 0))
+        own[name] = (n + 1, b + kb + vb)
+        k_tot += kb
+        v_tot += vb
+    order = sorted(own) if not legacy else sorted(own, key=lambda s: (s == "CPU", s))
+    lines = []
+    for name in order:
+        lines.append(f"{prefix}: {name:>10} KV buffer size = {own[name][1] / 2**20:8.2f} MiB")
+        n, b = buffers.get(name, (0, 0))
+        buffers[name] = (n + own[name][0], b + own[name][1])
+    if not legacy:
+        lines.append(f"llama_kv_cache: size = {mib_f32(k_tot + v_tot):7.2f} MiB ({cells:6d} cells, "
+                     f"{len(layers):3d} layers, {n_seq_max:2d}/{n_stream} seqs), K ({tk}): {mib_f32(k_tot):7.2f} MiB, "
+                     f"V ({tv}): {mib_f32(v_tot):7.2f} MiB")
+    return lines, k_tot, v_tot
+
+
+def allocate(model: ModelSpec, n_ctx: int, k: KvFormat, v: KvFormat, *, parallel: int = 1,
+             unified: bool = True, version: str = "current", flash_attn: bool = False,
+             swa_full: bool = False, n_ubatch: int = DEFAULT_N_UBATCH, n_gpu_layers: int | None = None,
+             n_devices: int = 1, tensor_split: list[float] | None = None, ollama: bool = False,
+             max_model_len: int | None = None, concurrency: int | None = None,
+             kv_memory_bytes: int | None = None) -> EngineResult:
+    """What llama.cpp allocates for `--ctx-size n_ctx` (ollama: n_ctx per sequence), with the
+    lines it logs. Raises `KvcalcError` for bad options and KV types llama.cpp lacks."""
+    if version not in VERSIONS:
+        raise KvcalcError(f"--llamacpp-version: use one of {', '.join(VERSIONS)}, not '{version}'")
+    if n_ctx <= 0 or parallel <= 0 or n_ubatch <= 0:
+        raise KvcalcError("--ctx-size, --parallel and --ubatch-size must be positive")
+    tk, tv = ggml_name(k), ggml_name(v)
+    legacy = version == "legacy"
+    notes: list[str] = []
+    requested = n_ctx * parallel if ollama else n_ctx
+    if ollama:
+        notes.append(f"ollama passes n_ctx x OLLAMA_NUM_PARALLEL = {n_ctx} x {parallel} = {requested} to llama.cpp")
+    att = [i for i, layer in enumerate(model.layers) if layer.caches_kv]
+    if len(att) < model.n_layers:
+        notes.append("mamba / linear-attention layers use llama.cpp's recurrent memory: not counted")
+    per_cell = [layer_k_v_bytes_per_cell(layer, k, v) if layer.caches_kv else (0, 0) for layer in model.layers]
+    dev = device_of_layers(model.n_layers, n_gpu_layers, tensor_split, n_devices)
+    kinds = {model.layers[i].kind for i in att}
+    iswa = not legacy and "sliding" in kinds and len(kinds) > 1
+    if "sliding" in kinds and not iswa:
+        notes.append("sliding-window layers get the full cache size "
+                     + ("(before llama.cpp PR #13194)" if legacy else "(no full layers: no SWA cache)"))
+    buffers: dict[str, tuple[int, int]] = {}
+    if legacy:
+        n_ctx_pad = pad(requested, 256 if flash_attn else 32)
+        n_stream, cells = 1, n_ctx_pad
+        lines = [f"llama_kv_cache_init: kv_size = {cells}, offload = 1, type_k = '{tk}', type_v = '{tv}', "
+                 f"n_layer = {model.n_layers}, can_shift = 1"]
+        more, k_tot, v_tot = _cache_lines("llama_kv_cache_init", True, cells, 1, parallel, att, per_cell, dev,
+                                          tk, tv, buffers)
+        lines += more
+        lines.append(f"llama_new_context_with_model: KV self size  = {mib_f32(k_tot + v_tot):7.2f} MiB, "
+                     f"K ({tk}): {mib_f32(k_tot):7.2f} MiB, V ({tv}): {mib_f32(v_tot):7.2f} MiB")
+        n_seq_cells = cells
+    else:
+        n_ctx_pad = pad(requested, N_CTX_PAD)
+        if unified:
+            n_stream, cells = 1, n_ctx_pad
+        else:
+            cells = pad(n_ctx_pad // parallel, N_CTX_PAD)
+            if cells == 0:
+                raise KvcalcError("n_ctx_seq == 0: --ctx-size is smaller than --parallel")
+            n_stream, n_ctx_pad = parallel, cells * parallel
+        n_seq_cells = cells
+        if iswa:
+            window = max(model.layers[i].window or 0 for i in att if model.layers[i].kind == "sliding")
+            size_swa = min(cells, window * (parallel if unified else 1) + n_ubatch)
+            lines = []
+            if swa_full:
+                lines.append(f"llama_kv_cache_iswa: using full-size SWA cache (ref: {SWA_FULL_REF})")
+                size_swa = cells
+            base = [i for i in att if model.layers[i].kind != "sliding"]
+            swa = [i for i in att if model.layers[i].kind == "sliding"]
+            lines.append(f"llama_kv_cache_iswa: creating non-SWA KV cache, size = {cells} cells")
+            more, k_tot, v_tot = _cache_lines("llama_kv_cache", False, cells, n_stream, parallel, base, per_cell,
+                                              dev, tk, tv, buffers)
+            lines += more
+            lines.append(f"llama_kv_cache_iswa: creating     SWA KV cache, size = {size_swa} cells")
+            more, k2, v2 = _cache_lines("llama_kv_cache", False, size_swa, n_stream, parallel, swa, per_cell,
+                                        dev, tk, tv, buffers)
+            lines += more
+            k_tot, v_tot = k_tot + k2, v_tot + v2
+        else:
+            lines, k_tot, v_tot = _cache_lines("llama_kv_cache", False, cells, n_stream, parallel, att, per_cell,
+                                               dev, tk, tv, buffers)
+    order = sorted(buffers, key=lambda s: (s == "CPU", s))
+    devices = [DeviceBuffer(device=d, n_layers=buffers[d][0], kv_bytes=buffers[d][1]) for d in order]
+    total_cells = n_seq_cells * n_stream
+    L = max_model_len
+    conc = None
+    if L:
+        conc = (total_cells / L) if n_stream == 1 else float(n_stream if n_seq_cells >= L else 0)
+    longest = None
+    if concurrency:
+        longest = (total_cells // concurrency) if n_stream == 1 else (n_seq_cells if concurrency <= n_stream else 0)
+    return EngineResult(
+        engine="llamacpp", engine_version=f"llama.cpp ({version})", kv_memory_bytes=kv_memory_bytes,
+        kv_cache_dtype=tk if tk == tv else f"{tk}/{tv}", kv_cache_tokens=total_cells,
+        engine_kv_bytes=k_tot + v_tot, max_model_len=L, max_concurrency=conc, concurrency=concurrency,
+        longest_context=longest, n_cells=total_cells, n_ctx=n_ctx_pad, k_bytes=k_tot, v_bytes=v_tot,
+        devices=devices, log_lines=lines, notes=notes)
+
+
+def capacity(model: ModelSpec, kv_memory_bytes: int, k: KvFormat, v: KvFormat, **options) -> EngineResult:
+    """The largest `--ctx-size` (a multiple of 256, ollama: per sequence) whose cache fits in
+    `kv_memory_bytes` (summed over devices), and what llama.cpp allocates for it.
+    Raises `KvcalcError` when not even 256 cells fit."""
+    opts = {key: val for key, val in options.items() if key not in ("max_model_len", "concurrency")}
+
+    def fits(units: int) -> bool:
+        return allocate(model, units * N_CTX_PAD, k, v, **opts).engine_kv_bytes <= kv_memory_bytes
+
+    units = longest_fitting(fits, SEARCH_LIMIT_TOKENS // N_CTX_PAD)
+    if units == 0:
+        raise KvcalcError(f"{kv_memory_bytes:,} B does not hold even 256 cells of {model.name}'s cache")
+    units = units or SEARCH_LIMIT_TOKENS // N_CTX_PAD
+    res = allocate(model, units * N_CTX_PAD, k, v, kv_memory_bytes=kv_memory_bytes, **options)
+    return res.model_copy(update={"notes": res.notes + [f"largest --ctx-size that fits: {units * N_CTX_PAD}"]})
