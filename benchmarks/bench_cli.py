@@ -1,0 +1,99 @@
+"""Benchmarks that print figures (record them in the README):
+
+1. CLI start-up: `kvcalc estimate llama-3.1-70b` against `python -c "import typer, rich, pydantic,
+   yaml"` (its own dependencies), each run as a fresh subprocess N times in the same run; medians
+   and their ratio.
+2. Sweep speed: 100,000 (model, seq_len, batch) points through the engine's per-layer KV bytes
+   (`plan.KvProfile`), the memory plan and the roofline (`plan.Planner.point`), on one core
+   (target: under 1 s), planners' set-up included.
+
+    python3 benchmarks/bench_cli.py [--runs 15]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+
+def _time_cmd(cmd: list[str], runs: int, env: dict[str, str]) -> list[float]:
+    out = []
+    for _ in range(runs):
+        t0 = time.perf_counter()
+        subprocess.run(cmd, cwd=ROOT, env=env, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        out.append(time.perf_counter() - t0)
+    return out
+
+
+def startup(runs: int) -> None:
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    py = sys.executable
+    base_cmd = [py, "-c", "import typer, rich, pydantic, yaml"]
+    cli_cmd = [py, "-m", "kvcalc", "estimate", "llama-3.1-70b"]
+    _time_cmd(base_cmd, 2, env)  # warm the page cache
+    _time_cmd(cli_cmd, 2, env)
+    base, cli = [], []
+    for _ in range(runs):  # interleave so drift hits both alike
+        base += _time_cmd(base_cmd, 1, env)
+        cli += _time_cmd(cli_cmd, 1, env)
+    mb, mc = statistics.median(base), statistics.median(cli)
+    print(f"start-up, median of {runs} fresh processes:")
+    print(f"  python -c 'import typer, rich, pydantic, yaml' : {mb * 1e3:7.1f} ms "
+          f"(min {min(base) * 1e3:.1f}, max {max(base) * 1e3:.1f})")
+    print(f"  kvcalc estimate llama-3.1-70b                  : {mc * 1e3:7.1f} ms "
+          f"(min {min(cli) * 1e3:.1f}, max {max(cli) * 1e3:.1f})")
+    print(f"  ratio                                          : {mc / mb:7.2f} x")
+
+
+def sweep_speed() -> None:
+    from kvcalc.gpus import get_gpu
+    from kvcalc.loaders import load_model
+    from kvcalc.plan import Layout, Planner
+
+    if hasattr(os, "sched_setaffinity"):
+        os.sched_setaffinity(0, {sorted(os.sched_getaffinity(0))[0]})
+    cases = [("llama-3.1-8b", "h100-sxm", Layout()),
+             ("llama-3.1-70b", "h100-sxm", Layout(tp=4, k_dtype="fp8_e4m3")),
+             ("gemma-3-27b", "h200", Layout()),
+             ("deepseek-v3", "h200", Layout(tp=8, weight_dtype="fp8"))]
+    models = [(load_model(m), get_gpu(g), lay) for m, g, lay in cases]
+    seq_lens = [256 * (i + 1) for i in range(250)]          # 256 .. 64,000 tokens
+    batches = list(range(1, 101))                            # 1 .. 100
+    n = len(models) * len(seq_lens) * len(batches)
+    t0 = time.perf_counter()
+    acc = 0.0
+    fits = 0
+    for spec, gpu, lay in models:
+        p = Planner(spec, gpu, lay)
+        point = p.point
+        for T in seq_lens:
+            for B in batches:
+                used, ok, tpot, tok = point(T, B)
+                fits += ok
+                acc += tpot
+    dt = time.perf_counter() - t0
+    print(f"sweep: {n:,} (model, seq_len, batch) points over {len(models)} models on one core: "
+          f"{dt:.3f} s ({dt / n * 1e6:.2f} us/point; {fits:,} fit; target < 1 s)")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--runs", type=int, default=15, help="fresh processes per start-up command")
+    ap.add_argument("--skip-startup", action="store_true")
+    a = ap.parse_args()
+    print(f"python {sys.version.split()[0]} on {os.cpu_count()} CPUs")
+    if not a.skip_startup:
+        startup(a.runs)
+    sweep_speed()
+
+
+if __name__ == "__main__":
+    main()
