@@ -35,10 +35,34 @@ def _err_console():
 
 def fail(message: str, code: int = 2) -> None:
     """Print each line of `message` in red on stderr and exit with `code`."""
+    from rich.markup import escape
+
     con = _err_console()
     for line in str(message).splitlines() or [""]:
-        con.print(f"[red]error:[/red] {line}", markup=True)
+        con.print(f"[red]error:[/red] {escape(line)}", markup=True)  # escape: "kvcalc[measure]" is not markup
     raise typer.Exit(code)
+
+
+def _run_warned(fn: Callable[..., Any], args: tuple, kwargs: dict) -> Any:
+    """Call fn; print each `KvcalcWarning` it raised as one yellow `warning:` line on stderr
+    (before any error line); other warnings are shown as Python would."""
+    import warnings
+
+    from kvcalc.errors import KvcalcWarning
+
+    caught: list[warnings.WarningMessage] = []
+    try:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always", KvcalcWarning)
+            return fn(*args, **kwargs)
+    finally:
+        for w in caught:
+            if issubclass(w.category, KvcalcWarning):
+                from rich.markup import escape
+
+                _err_console().print(f"[yellow]warning:[/yellow] {escape(str(w.message))}", markup=True)
+            else:
+                warnings.showwarning(w.message, w.category, w.filename, w.lineno)
 
 
 def handle_errors(fn: Callable[..., Any]) -> Callable[..., Any]:
@@ -48,7 +72,7 @@ def handle_errors(fn: Callable[..., Any]) -> Callable[..., Any]:
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         try:
-            return fn(*args, **kwargs)
+            return _run_warned(fn, args, kwargs)
         except (typer.Exit, typer.Abort, KeyboardInterrupt):
             raise
         except KvcalcError as e:
@@ -125,6 +149,15 @@ TpOpt = Annotated[int, typer.Option("--tp", help="Tensor-parallel ranks.")]
 PpOpt = Annotated[int, typer.Option("--pp", help="Pipeline stages.")]
 DpOpt = Annotated[int, typer.Option("--dp", help="Data-parallel replicas.")]
 FormatOpt = Annotated[str, typer.Option("--format", "-f", help="table, json, yaml, csv or markdown.")]
+# GPU fit and roofline options (estimate --gpu, sweep; see cli_throughput.py)
+GpuOpt = Annotated[Optional[str], typer.Option("--gpu", help="A GPU from `kvcalc gpus` (h100-sxm, h200 ...) or a GPU YAML file.")]
+CountOpt = Annotated[Optional[int], typer.Option("--count", help="GPUs in all (= tp x pp x dp); alone, it sets --tp.")]
+WeightDtypeOpt = Annotated[Optional[str], typer.Option("--weight-dtype", help="Weight format: bf16, fp16, fp8, int8, int4 (group scales: int4:g128). Default: the model's dtype.")]
+UtilOpt = Annotated[float, typer.Option("--gpu-memory-utilization", help="Fraction of GPU memory the engine may use (vLLM default 0.9).")]
+BwEffOpt = Annotated[float, typer.Option("--bw-efficiency", help="Fraction of HBM bandwidth decode reaches (default 0.8: FlashInfer / FlashDecoding reach 80-95%).")]
+FlopsEffOpt = Annotated[float, typer.Option("--flops-efficiency", help="Fraction of dense peak FLOP/s reached (default 0.5: PaLM 46% MFU).")]
+CudaCtxOpt = Annotated[Optional[str], typer.Option("--cuda-context", help="Memory outside the allocator per GPU (default 500MiB).")]
+ActOpt = Annotated[Optional[str], typer.Option("--activation-reserve", help="Activation reserve per GPU, e.g. 2GiB (default: estimated from an 8192-token prefill chunk).")]
 
 
 def resolve_seq_len(model: Any, seq_len: str | None) -> int:
@@ -173,9 +206,21 @@ def estimate(
     tp: TpOpt = 1,
     pp: PpOpt = 1,
     dp: DpOpt = 1,
+    engine_name: Annotated[str, typer.Option("--engine", "-e", help="Also show what an engine allocates and logs: ideal (none), vllm, sglang, llamacpp.")] = "ideal",
+    block_size: Annotated[int, typer.Option("--block-size", help="vLLM tokens per block (--engine vllm).")] = 16,
+    page_size: Annotated[int, typer.Option("--page-size", help="SGLang tokens per page (--engine sglang).")] = 1,
+    gpu: GpuOpt = None,
+    count: CountOpt = None,
+    weight_dtype: WeightDtypeOpt = None,
+    gpu_memory_utilization: UtilOpt = 0.9,
+    bw_efficiency: BwEffOpt = 0.8,
+    flops_efficiency: FlopsEffOpt = 0.5,
+    cuda_context: CudaCtxOpt = None,
+    activation_reserve: ActOpt = None,
     fmt: FormatOpt = "table",
 ) -> None:
-    """Exact KV-cache bytes for MODEL at a context length, batch, KV dtype and TP/PP layout."""
+    """Exact KV-cache bytes for MODEL at a context length, batch, KV dtype and TP/PP layout;
+    with --gpu, also weights, the memory plan, whether it fits, and roofline TPOT / TTFT."""
     from kvcalc import engine, report
     from kvcalc.loaders import load_model
     from kvcalc.schema import Parallelism, Workload
@@ -184,12 +229,26 @@ def estimate(
     spec = load_model(model)
     T = resolve_seq_len(spec, seq_len)
     k, v = resolve_kv_dtypes(spec, kv_dtype, k_dtype, v_dtype, group_size, scale_dtype)
+    if gpu is not None:
+        from kvcalc.cli_throughput import resolve_count
+
+        tp, pp, dp = resolve_count(count, tp, pp, dp)
     wl = Workload(seq_len=T, batch=batch, k_dtype=k, v_dtype=v, parallel=Parallelism(tp=tp, pp=pp, dp=dp))
     check_format(fmt)
     est = engine.estimate(spec, wl)
     # Each feature that adds to `estimate` (GPU fit and roofline, engine profiles) appends
     # (result model, table builder); their keys sit beside the KV keys in the JSON.
     parts: list[tuple[Any, Callable[[], Any]]] = [(est, lambda: report.kv_table(est))]
+    if gpu is not None:
+        from kvcalc.cli_throughput import make_layout, serving_part
+
+        parts.append(serving_part(spec, est, gpu, make_layout(
+            tp, pp, dp, weight_dtype, k, v, gpu_memory_utilization, bw_efficiency, flops_efficiency,
+            cuda_context, activation_reserve)))
+    if engine_name.strip().lower() not in ("ideal", "exact", "none"):
+        from kvcalc.cli_capacity import engine_part
+
+        parts.append(engine_part(spec, T, batch, k, v, tp, engine_name, block_size, page_size))
     emit_parts(parts, fmt)
 
 
@@ -256,6 +315,10 @@ def compare(
 # ----- commands in their own modules: each imports `app` (and helpers) from here and is
 # registered by importing it below. Keep these imports light: no torch, no matplotlib.
 # (one line per module, e.g. `from kvcalc import cli_measure  # noqa: E402,F401`)
+from kvcalc import cli_hf  # noqa: E402,F401
+from kvcalc import cli_measure  # noqa: E402,F401
+from kvcalc import cli_throughput  # noqa: E402,F401
+from kvcalc import cli_capacity  # noqa: E402,F401
 
 
 def main() -> None:
