@@ -130,8 +130,10 @@ def kv_format(name: str | KvFormat, group_size: int | None = None,
     base = canonical_name(parts[0])
     for extra in parts[1:]:
         e = extra.strip().lower()
-        if e.startswith("g") and e[1:].isdigit():
+        if e.startswith("g") and e[1:].lstrip("-").isdigit():
             group_size = int(e[1:])
+        elif e.startswith("g") and e not in ALIASES and e not in FORMATS:
+            raise KvcalcError(f"'{name}': group option '{extra}' is not a group size; write e.g. {parts[0]}:g64")
         elif e:
             scale_dtype = e
     fmt = FORMATS[base]

@@ -56,6 +56,33 @@ def bundled(kind: str = "models") -> dict[str, Path]:
     return {p.stem.lower(): p for p in sorted(d.glob("*.yaml"))}
 
 
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """SafeLoader that refuses a key given twice in one mapping (PyYAML keeps the last)."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict:
+        seen: dict[Any, int] = {}
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=deep)
+            try:
+                first = seen.get(key)
+            except TypeError:  # an unhashable key: let PyYAML report it
+                break
+            if first is not None:
+                raise yaml.constructor.ConstructorError(
+                    None, None, f"key '{key}' is given twice (first on line {first})", key_node.start_mark)
+            seen[key] = key_node.start_mark.line + 1
+        return super().construct_mapping(node, deep=deep)
+
+
+def _no_duplicate_pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for k, v in pairs:
+        if k in out:
+            raise ValueError(f"key '{k}' is given twice")
+        out[k] = v
+    return out
+
+
 def _key_lines(text: str) -> dict[str, int]:
     """Top-level mapping keys -> 1-based line numbers, from the YAML node tree."""
     try:
@@ -83,9 +110,13 @@ def read_mapping(path: Path) -> tuple[dict[str, Any], dict[str, int]]:
         raise ConfigError(f"cannot read: {e.__class__.__name__}: {e}", path=p) from None
     if path.suffix.lower() == ".json":
         try:
-            data = json.loads(text)
+            data = json.loads(text, object_pairs_hook=_no_duplicate_pairs)
         except json.JSONDecodeError as e:
             raise ConfigError(f"invalid JSON: {e.msg} (column {e.colno})", path=p, line=e.lineno) from None
+        except ValueError as e:
+            raise ConfigError(f"invalid JSON: {e}", path=p) from None
+        except RecursionError:
+            raise ConfigError("invalid JSON: nested too deeply", path=p) from None
         lines = {}
         for i, ln in enumerate(text.splitlines(), 1):
             s = ln.strip()
@@ -93,7 +124,7 @@ def read_mapping(path: Path) -> tuple[dict[str, Any], dict[str, int]]:
                 lines.setdefault(s[1:s.index('"', 1)], i)
     else:
         try:
-            docs = [d for d in yaml.safe_load_all(text) if d is not None]
+            docs = [d for d in yaml.load_all(text, Loader=_UniqueKeyLoader) if d is not None]
         except yaml.YAMLError as e:
             mark = getattr(e, "problem_mark", None)
             problem = getattr(e, "problem", None) or str(e).splitlines()[0]

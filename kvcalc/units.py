@@ -29,7 +29,7 @@ def parse_count(text: str | int, what: str = "--seq-len") -> int:
         s = str(text).strip().lower().replace("_", "").replace(",", "")
         m = re.fullmatch(r"(-?\d+)([km]?)", s)
         if not m:
-            raise KvcalcError(f"{what}: '{text}' is not a count (write 8192 or 32k)")
+            raise KvcalcError(f"{what}: '{text}' is not a positive whole number (e.g. 16, 8192 or 32k)")
         n = int(m.group(1)) * {"": 1, "k": 1024, "m": 1024**2}[m.group(2)]
     if n <= 0:
         raise KvcalcError(f"{what} must be a positive integer, got {text}")

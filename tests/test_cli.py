@@ -268,3 +268,30 @@ def test_console_script_debug_flag_anywhere(tmp_path):
     out = subprocess.run([sys.executable, "-m", "kvcalc", "estimate", str(tmp_path / "x.yaml")],
                          capture_output=True, text=True, cwd=Path(__file__).parent.parent)
     assert out.returncode == 2 and "Traceback" not in out.stderr and out.stderr.count("\n") == 1
+
+
+def test_duplicate_yaml_key_refused(tmp_path):
+    # PyYAML would silently keep the last n_layers; we name both lines
+    bad(["estimate", write(tmp_path, GOOD + "n_layers: 3\n")], "m.yaml:7", "key 'n_layers' is given twice (first on line 2)")
+
+
+def test_duplicate_json_key_refused(tmp_path):
+    p = tmp_path / "config.json"
+    p.write_text('{"model_type": "llama", "num_hidden_layers": 2, "num_hidden_layers": 3}')
+    bad(["estimate", str(p)], "config.json", "'num_hidden_layers' is given twice")
+
+
+@pytest.mark.parametrize("args,needle", [
+    (["--kv-dtype", "int4", "--group-size", "0"], "group size must be a positive even integer, got 0"),
+    (["--kv-dtype", "int4:gabc"], "group option 'gabc'"),
+    (["--kv-dtype", "fp16", "--group-size", "64"], "apply to int8 and int4 only"),
+])
+def test_bad_group_options(args, needle):
+    bad(["estimate", "llama-3.1-70b", "-s", "8k", *args], needle)
+
+
+def test_group_size_option_is_exact():
+    # int4, groups of 64 with an fp16 scale: a 128-value head = 2 x (32 + 2) = 68 B;
+    # 2 x 80 layers x 8 KV heads x 68 B = 87,040 B per token
+    d = est_json("llama-3.1-70b", "-s", "8k", "--kv-dtype", "int4", "--group-size", "64")
+    assert (d["kv_dtype"], d["kv_bytes_per_token"]) == ("int4:g64:fp16", 87_040)
