@@ -34,13 +34,19 @@ ParallelOpt = Annotated[int, typer.Option("--parallel", "-np", help="llama.cpp s
 
 
 def resolve_formats(spec: Any, engine: str, kv_dtype: str | None, k_dtype: str | None,
-                    v_dtype: str | None) -> tuple[Any, Any, str, bool]:
+                    v_dtype: str | None, v0: bool = False) -> tuple[Any, Any, str, bool]:
     """(K format, V format, the dtype name as the engine spells it, per-token-head scales).
 
-    'auto' (or nothing) is the model's dtype; vLLM's `int8_per_token_head` /
-    `fp8_per_token_head` are int8 / fp8 values plus fp32 scales per token and head."""
+    No --kv-dtype (or 'auto') is the ENGINE's default, from its profile's `default_kv_dtype`:
+    vLLM and SGLang serve the model's dtype (fp32 checkpoints downcast to 2 bytes), llama.cpp
+    uses f16 whatever the model's dtype; the label says which was used. vLLM's
+    `int8_per_token_head` / `fp8_per_token_head` are int8 / fp8 values plus fp32 scales per
+    token and head."""
     from kvcalc.dtypes import kv_format
+    from kvcalc.engines import profile
 
+    mod = profile(engine)
+    default, label = mod.default_kv_dtype(spec, v0=v0) if engine == "vllm" else mod.default_kv_dtype(spec)
     scales = False
     base = (kv_dtype or "auto").strip()
     shown = base
@@ -52,8 +58,7 @@ def resolve_formats(spec: Any, engine: str, kv_dtype: str | None, k_dtype: str |
             raise KvcalcError(f"--kv-dtype {base}: vLLM has int8_per_token_head and fp8_per_token_head only")
         base = plain
     if base.lower() == "auto":
-        base = spec.dtype
-        shown = f"auto ({spec.dtype})"
+        base, shown = default, label
     k = kv_format(k_dtype or base)
     v = kv_format(v_dtype or base)
     if k_dtype or v_dtype:
@@ -73,6 +78,8 @@ def result_table(res: Any, title: str) -> Any:
     t.add_row("engine", res.engine_version)
     if res.kv_memory_bytes is not None:
         t.add_row("KV memory", size(res.kv_memory_bytes))
+    if res.kv_memory_basis:
+        t.add_row("KV memory basis", res.kv_memory_basis)
     t.add_row("KV cache dtype", res.kv_cache_dtype)
     if res.n_ctx is not None:
         t.add_row("n_ctx (padded)", f"{res.n_ctx:,}")
@@ -111,30 +118,63 @@ def show_result(res: Any, title: str) -> str:
 
 
 def engine_part(spec: Any, seq_len: int, batch: int, k: str, v: str, tp: int, engine: str,
-                block_size: int = 16, page_size: int = 1, parallel: int | None = None
-                ) -> tuple[Any, Callable[[], Any]]:
-    """(EngineResult, table builder) for `estimate --engine`: the memory the engine needs for
-    `batch` requests of `seq_len` tokens, and what it then allocates and logs."""
+                block_size: int = 16, page_size: int = 1, parallel: int | None = None, *,
+                kv_given: bool = True, plan: Any = None) -> tuple[Any, Callable[[], Any]] | None:
+    """(EngineResult, table builder) for `estimate --engine`, or None when the engine would not start.
+
+    `kv_given`: the user gave a KV dtype (`k`, `v` are used as they are); otherwise the engine's
+    own default (llama.cpp: f16; vLLM / SGLang: the model's dtype, fp32 downcast).
+    KV memory: with `plan` (the `ServingEstimate` of `estimate --gpu`), what the plan leaves for
+    the KV cache on one GPU, as vLLM sizes it: budget - weights - state - activation reserve -
+    CUDA context, i.e. the plan's `headroom_bytes + kv_cache_bytes_per_gpu` (the KV the engine
+    then takes is all of it). Without a plan, the memory this batch needs ("sized for this batch").
+    llama.cpp allocates n_ctx = T x B cells (--parallel B) either way.
+    """
+    import warnings
+
     from kvcalc.dtypes import kv_format
     from kvcalc.engines import canonical, profile
+    from kvcalc.errors import KvcalcWarning
 
     name = canonical(engine)
-    kf, vf = kv_format(k), kv_format(v)
+    check_positive(block_size=block_size, page_size=page_size)
+    if kv_given:
+        kf, vf = kv_format(k), kv_format(v)
+        shown = None
+    else:
+        kf, vf, shown, _ = resolve_formats(spec, name, None, None, None)
     mod = profile(name)
-    if name == "vllm":
-        mem = mod.memory_for(spec, seq_len, batch, kf, vf, tp=tp, block_size=block_size)
-        res = mod.capacity(spec, mem, kf, vf, tp=tp, block_size=block_size, max_model_len=seq_len, concurrency=batch)
-    elif name == "sglang":
-        mem = mod.memory_for(spec, seq_len, batch, kf, vf, tp=tp, page_size=page_size)
-        res = mod.capacity(spec, mem, kf, vf, tp=tp, page_size=page_size, max_model_len=seq_len, concurrency=batch)
+    if name in ("vllm", "sglang"):
+        size_opt = dict(block_size=block_size) if name == "vllm" else dict(page_size=page_size)
+        if name == "vllm":
+            mod.check_block_size(block_size)
+        if plan is not None:
+            mem = plan.headroom_bytes + plan.kv_cache_bytes_per_gpu
+            basis = (f"what the {plan.gpu} plan leaves for KV per GPU: {plan.gpu_memory_utilization:g} x GPU memory "
+                     "- weights - activations - CUDA context"
+                     + (" (vLLM's rule; SGLang's own budget comes from --mem-fraction-static)" if name == "sglang" else ""))
+            if mem <= 0:
+                warnings.warn(f"{name} would fail at start-up on {plan.gpu}: the plan leaves {mem:,} B for the KV "
+                              f"cache: {mod.NO_MEMORY}", KvcalcWarning, stacklevel=2)
+                return None
+            title = f"{name}: what it allocates on {plan.gpu} (KV memory from the GPU plan)"
+        else:
+            mem = mod.memory_for(spec, seq_len, batch, kf, vf, tp=tp, **size_opt)
+            basis = f"sized for this batch ({batch} x {seq_len:,} tokens), not a GPU's budget: give --gpu for that"
+            title = f"{name}: sized for this batch ({batch} x {seq_len:,} tokens)"
+        res = mod.capacity(spec, mem, kf, vf, tp=tp, max_model_len=seq_len, concurrency=batch,
+                           kv_cache_dtype=shown, **size_opt)
     elif name == "llamacpp":
         if tp != 1:
             raise KvcalcError("llama.cpp splits layers, not heads: use --engine llamacpp with --tp 1")
         res = mod.allocate(spec, seq_len * batch, kf, vf, parallel=parallel or batch, max_model_len=seq_len,
                            concurrency=batch)
+        basis = f"n_ctx = {batch} x {seq_len:,} tokens, --parallel {parallel or batch}"
+        title = f"{name}: what it allocates for {batch} x {seq_len:,} tokens"
     else:
         raise KvcalcError("--engine ideal is estimate's own result")
-    return res, lambda: show_result(res, f"{name}: what it allocates for {batch} x {seq_len:,} tokens")
+    res = res.model_copy(update={"kv_memory_basis": basis})
+    return res, lambda: show_result(res, title)
 
 
 def _split(text: str | None) -> list[float] | None:
@@ -155,7 +195,7 @@ def capacity(
     max_model_len: Annotated[Optional[str], typer.Option("--max-model-len", "-L", help="Tokens per request for the concurrency figure (8192 or 32k). Default: the model's max_position_embeddings.")] = None,
     concurrency: Annotated[Optional[int], typer.Option("--concurrency", "-c", help="Also find the longest context that fits this many requests at once.")] = None,
     tp: TpOpt = 1,
-    kv_dtype: Annotated[Optional[str], typer.Option("--kv-dtype", help="auto (the model's dtype), bf16, fp16, fp8, fp8_e5m2; vLLM int8_per_token_head / fp8_per_token_head; llama.cpp f16, q8_0, q4_0 ...")] = None,
+    kv_dtype: Annotated[Optional[str], typer.Option("--kv-dtype", help="auto (the engine's default: the model's dtype, fp32 served as 16-bit; llama.cpp f16), bf16, fp16, fp8, fp8_e5m2; vLLM int8_per_token_head / fp8_per_token_head; llama.cpp f16, q8_0, q4_0 ...")] = None,
     k_dtype: KDtypeOpt = None,
     v_dtype: VDtypeOpt = None,
     block_size: BlockSizeOpt = 16,
@@ -170,7 +210,7 @@ def capacity(
     swa_full: Annotated[bool, typer.Option("--swa-full", help="llama.cpp: full-size cache for sliding-window layers.")] = False,
     flash_attn: Annotated[bool, typer.Option("--flash-attn", help="llama.cpp legacy: pad n_ctx to 256 (else 32).")] = False,
     llamacpp_version: Annotated[str, typer.Option("--llamacpp-version", help="current (b7000+, 'llama_kv_cache: size = ...') or legacy ('KV self size').")] = "current",
-    n_gpu_layers: Annotated[Optional[int], typer.Option("--n-gpu-layers", "-ngl", help="llama.cpp layers offloaded (default all).")] = None,
+    n_gpu_layers: Annotated[Optional[int], typer.Option("--n-gpu-layers", "-ngl", help="llama.cpp layers offloaded (default, or -1: all).")] = None,
     gpus: Annotated[Optional[int], typer.Option("--gpus", help="llama.cpp devices the layers are split over (default: the --tensor-split count, else 1).")] = None,
     tensor_split: Annotated[Optional[str], typer.Option("--tensor-split", "-ts", help="llama.cpp share of each device, e.g. 63,37 (default even).")] = None,
     ubatch_size: Annotated[int, typer.Option("--ubatch-size", help="llama.cpp n_ubatch (sizes the SWA cache).")] = 512,
@@ -183,13 +223,17 @@ def capacity(
     from kvcalc.units import parse_count, parse_size
 
     check_positive(tp=tp, block_size=block_size, page_size=page_size, parallel=parallel,
-                   concurrency=concurrency, ubatch_size=ubatch_size)
+                   concurrency=concurrency, ubatch_size=ubatch_size, gpus=gpus,
+                   max_num_batched_tokens=max_num_batched_tokens)
     check_format(fmt)
     name = canonical(engine)
     spec = load_model(model)
     L = parse_count(max_model_len, "--max-model-len") if max_model_len else None
     mem = parse_size(kv_memory, "--kv-memory") if kv_memory else None
-    k, v, shown, scales = resolve_formats(spec, name, kv_dtype, k_dtype, v_dtype)
+    if swap_space != "0" and not (name == "vllm" and v0):
+        raise KvcalcError("--swap-space is vLLM V0's CPU swap (# CPU blocks); V1 and the other engines have none: "
+                          "add --engine vllm --vllm-v0, or drop --swap-space")
+    k, v, shown, scales = resolve_formats(spec, name, kv_dtype, k_dtype, v_dtype, v0=v0)
     mod = profile(name)
     if name == "llamacpp":
         if tp != 1:
@@ -219,6 +263,7 @@ def capacity(
                                concurrency=concurrency, kv_cache_dtype=shown)
         else:
             res = mod.capacity(spec, mem, k, v, tp=tp, max_model_len=L, concurrency=concurrency)
+            res = res.model_copy(update={"kv_cache_dtype": shown})
     title = f"KV capacity: {spec.name} on {name}" + (f", tp {tp}" if tp > 1 else "")
     if fmt == "table":
         show_result(res, title)

@@ -56,7 +56,9 @@ def test_o01_vllm_v0_blocks_swap_and_concurrency(fixtures):
                                    "Maximum concurrency for 20000 tokens per request: 1.56x"]
         assert f"{r.max_concurrency:.2f}x" == rep["max_concurrency@20000"]
     assert 1952 * block == 4_093_640_704 and f"{1952 * block / GiB:.2f} GiB" == rep["kv_cache_size"]
-    assert vllm.capacity(m, parse_size("3.81GiB"), BF16, BF16, v0=True).num_gpu_blocks == 1950
+    # at the model's 131,072 tokens V0 would not start (1950 x 16 = 31,200 tokens): kvcalc warns
+    with pytest.warns(UserWarning, match=r"max seq len \(131072\) is larger than .* \(31200\)"):
+        assert vllm.capacity(m, parse_size("3.81GiB"), BF16, BF16, v0=True).num_gpu_blocks == 1950
 
 
 # ----- O03: vLLM V1, Qwen3-14B, bf16, block 16, max_model_len 32768 ---------------------------
@@ -79,16 +81,22 @@ def test_o03_vllm_v1_tokens_and_concurrency_from_rounded_memory(fixtures):
 
 
 # ----- O09: llama.cpp (Jan 2025), Qwen2.5-Coder-32B, n_ctx 32768, q8_0 K and V, 2 GPUs ----------
+# The reporter's command line (ggml-org/llama.cpp#11200, build 4462, 2 x RTX 3090 Ti):
+#   llama-server ... -b 512 -ub 256 -ts 10,6 --threads 8 -ngl 99 -c 32768 --flash-attn
+#   --cache-type-k q8_0 --cache-type-v q8_0 -m qwen2.5-coder:32b-instruct-q8_0.gguf ...
+O09_OPTS = dict(n_devices=2, tensor_split=[10, 6], n_gpu_layers=99, flash_attn=True, n_ubatch=256)
+
 
 @pytest.mark.parametrize("version", ["legacy", "current"])
 def test_o09_llamacpp_q8_sizes_and_two_device_split(fixtures, version):
     rep = fixtures["O09"]["reported"]
     m = model("qwen2.5-coder-32b")
     # K = 32768 cells x 64 layers x 1024 (8 heads x 128) x 34/32 B = 2,281,701,376 B = 2176 MiB;
-    # per layer K+V = 68 MiB. Layers to devices: splits 63,37 -> cumulative [0.63, 1.0];
-    # act = min(ngl=65, 64 + 1) = 65; layer il -> CUDA0 while il/65 < 0.63, i.e. il <= 40:
+    # per layer K+V = 68 MiB. Layers to devices: -ts 10,6 -> cumulative [10/16 = 0.625, 1.0];
+    # -ngl 99: i_gpu_start = max(64 - 99, 0) = 0, act = min(99, 64 + 1) = 65; layer il -> CUDA0
+    # while il/65 < 0.625 (40/65 = 0.615, 41/65 = 0.631), i.e. il <= 40:
     # 41 layers x 68 = 2788 MiB on CUDA0, 23 x 68 = 1564 MiB on CUDA1.
-    r = llamacpp.allocate(m, 32768, Q8, Q8, version=version, n_devices=2, tensor_split=[63, 37])
+    r = llamacpp.allocate(m, 32768, Q8, Q8, version=version, **O09_OPTS)
     assert r.k_bytes == r.v_bytes == 2_281_701_376 and r.n_cells == 32768
     assert [(d.device, d.n_layers, d.kv_bytes) for d in r.devices] == [
         ("CUDA0", 41, 41 * 68 * MiB), ("CUDA1", 23, 23 * 68 * MiB)]
@@ -107,7 +115,8 @@ def test_o09_llamacpp_q8_sizes_and_two_device_split(fixtures, version):
 
 @pytest.mark.parametrize("ngl, split, expected", [
     (None, None, [33, 31]),          # even split: il/65 < 0.5 -> il <= 32
-    (None, [63, 37], [41, 23]),      # O09
+    (99, [10, 6], [41, 23]),         # O09: il/65 < 0.625 -> il <= 40
+    (-1, [10, 6], [41, 23]),         # -ngl -1 = llama.cpp's default: every layer, as ngl None
     (40, [1, 1], [-24, 20, 20]),     # 24 layers stay on the CPU, 40 offloaded: il' / 40 < 0.5
 ])
 def test_llamacpp_layer_to_device_rule(ngl, split, expected):
@@ -185,7 +194,9 @@ def test_vllm_hybrid_groups_sliding_pages_and_tokens():
     assert vllm.blocks_per_request(groups, 131072, 16) == 8192 + 6 * 577 == 11_654
     # 16384 / 11654 = 1.4059 -> "1.41x"
     assert r.log_lines[-1] == "Maximum concurrency for 131,072 tokens per request: 1.41x"
-    off = vllm.capacity(m, 20 * GiB, BF16, BF16, max_model_len=131072, hybrid_allocator=False)
+    # (131,072 full-length tokens x 62 layers x 8 KiB = 62 GiB > 20 GiB: vLLM would not start; kvcalc warns)
+    with pytest.warns(UserWarning, match="62.00 GiB KV cache is needed"):
+        off = vllm.capacity(m, 20 * GiB, BF16, BF16, max_model_len=131072, hybrid_allocator=False)
     # without the hybrid allocator: one group of 62 full-length layers
     assert off.num_gpu_blocks == 20 * GiB // page // 62 and off.kv_cache_tokens == off.num_gpu_blocks * 16
     assert off.max_concurrency == off.num_gpu_blocks / 8192
@@ -299,7 +310,7 @@ runner = CliRunner()
 def run_json(*args: str) -> dict:
     res = runner.invoke(app, [*args, "-f", "json"])
     assert res.exit_code == 0, res.output
-    return json.loads(res.output)
+    return json.loads(res.stdout)  # warnings go to stderr
 
 
 def test_cli_capacity_vllm_json():
@@ -323,7 +334,8 @@ def test_cli_capacity_vllm_v0_and_per_token_head_dtype():
 
 def test_cli_capacity_llamacpp_json_and_table():
     args = ["capacity", str(CFG / "qwen2.5-coder-32b.yaml"), "-e", "llamacpp", "--ctx-size", "32768",
-            "--kv-dtype", "q8_0", "--tensor-split", "63,37", "--llamacpp-version", "legacy"]
+            "--kv-dtype", "q8_0", "--tensor-split", "10,6", "-ngl", "99", "--flash-attn", "--ubatch-size", "256",
+            "--llamacpp-version", "legacy"]  # O09, as the reporter ran it
     out = run_json(*args)
     assert out["n_cells"] == 32768 and out["k_bytes"] == out["v_bytes"] == 2_281_701_376
     assert [d["kv_bytes"] for d in out["devices"]] == [2788 * MiB, 1564 * MiB]
@@ -365,3 +377,162 @@ def test_cli_estimate_engine_keys_beside_kv_keys():
 def test_cli_capacity_errors_exit_2(args, message):
     res = runner.invoke(app, ["capacity", str(CFG / "llama-3.1-8b.yaml"), *args])
     assert res.exit_code == 2 and message in res.output
+
+
+# ----- issue 6 follow-ups: options the engines refuse, defaults they pick, budgets -----------------
+
+def run_err(*args: str) -> str:
+    """stderr of a command that must exit 2 with exactly one line."""
+    res = runner.invoke(app, list(args))
+    assert res.exit_code == 2, res.output
+    lines = res.stderr.strip().splitlines()
+    assert len(lines) == 1, res.stderr
+    return lines[0]
+
+
+@pytest.mark.parametrize("args, message", [
+    # shared validation (cli.check_positive): before, ZeroDivisionError and exit 1
+    (["--engine", "vllm", "--block-size", "0"], "error: --block-size must be a positive integer, got 0"),
+    (["--engine", "sglang", "--page-size", "0"], "error: --page-size must be a positive integer, got 0"),
+    (["--engine", "vllm", "--block-size", "7"],
+     "error: --block-size 7: vLLM accepts 1, 8, 16, 32, 64, 128, 256 (vllm/config/cache.py BlockSize)"),
+])
+def test_estimate_engine_block_and_page_size_one_line_exit_2(args, message):
+    assert run_err("estimate", str(CFG / "llama-3.1-8b.yaml"), "-s", "8k", *args) == message
+
+
+def test_vllm_block_sizes_it_accepts():
+    m = model("llama-3.1-8b")
+    # vllm/config/cache.py BlockSize = Literal[1, 8, 16, 32, 64, 128, 256]
+    for bad in (0, 7, 12, 512):
+        with pytest.raises(KvcalcError, match="--block-size"):
+            vllm.capacity(m, GiB, BF16, BF16, block_size=bad, max_model_len=4096)
+    # 256: one block over all 32 layers = 256 tokens x 131,072 B = 32 MiB; 1 GiB // 32 MiB = 32
+    # blocks = 8192 tokens
+    r = vllm.capacity(m, GiB, BF16, BF16, block_size=256, max_model_len=4096)
+    assert r.num_gpu_blocks == 32 and r.kv_cache_tokens == 8192
+
+
+@pytest.mark.parametrize("name, ctx, k_mib", [
+    # llama.cpp's default --cache-type-k/-v is f16 (common/common.h), whatever the model's dtype:
+    # llama-3.1-8b (bf16): 32768 cells x 32 layers x 1024 x 2 B = 2048 MiB of K
+    ("llama-3.1-8b", "32k", "2048.00"),
+    # gpt2 (fp32 checkpoint): 1024 x 12 layers x 768 x 2 B = 18 MiB of K (not f32's 36)
+    ("gpt2", "1024", "18.00"),
+])
+def test_llamacpp_default_kv_type_is_f16(name, ctx, k_mib):
+    cfg = str(CFG / "llama-3.1-8b.yaml") if name == "llama-3.1-8b" else name
+    out = run_json("capacity", cfg, "--engine", "llamacpp", "--ctx-size", ctx, "-np", "4")
+    assert out["kv_cache_dtype"] == "f16"
+    assert f"K (f16): {k_mib:>7} MiB" in out["log_lines"][-1]
+    if name == "gpt2":
+        assert out["k_bytes"] == out["v_bytes"] == 1024 * 12 * 768 * 2 == 18 * MiB
+        assert out["log_lines"][-1] == ("llama_kv_cache: size =   36.00 MiB (  1024 cells,  12 layers,  4/1 seqs), "
+                                        "K (f16):   18.00 MiB, V (f16):   18.00 MiB")
+    # estimate --engine llamacpp without --kv-dtype: the same f16 default
+    est = run_json("estimate", cfg, "-s", ctx, "--engine", "llamacpp")
+    assert est["kv_cache_dtype"] == "f16" and f"K (f16)" in est["log_lines"][-1]
+
+
+def test_engine_auto_dtype_of_fp32_checkpoints():
+    # gpt2 is fp32: vLLM (0.10.1+ on sm80+: bf16; V0: fp16) and SGLang (fp16) serve it in 2 bytes:
+    # 12 layers x 2 x 12 heads x 64 x 2 B = 36,864 B/token (not fp32's 73,728).
+    out = run_json("capacity", "gpt2", "-e", "vllm", "-m", "1GiB")
+    assert out["page_size_bytes"] == 16 * 36_864 == 589_824          # one block over 12 layers
+    # per-layer page = 16 x 12 heads x 64 x 2 (K, V) x 2 B = 49,152; 1 GiB // 49,152 // 12 = 21,845 // 12
+    assert out["num_gpu_blocks"] == GiB // 49_152 // 12 == 1820
+    assert out["kv_cache_dtype"] == "auto (bf16: fp32 checkpoint served in bf16)"
+    v0 = run_json("capacity", "gpt2", "-e", "vllm", "-m", "1GiB", "--vllm-v0")
+    assert v0["kv_cache_dtype"].startswith("auto (fp16") and v0["page_size_bytes"] == 589_824
+    sg = run_json("capacity", "gpt2", "-e", "sglang", "-m", "1GiB")
+    assert sg["kv_cache_tokens"] == GiB // 36_864 == 29_127 and sg["kv_cache_dtype"].startswith("auto (fp16")
+    # a bf16 model stays bf16; --kv-dtype still wins
+    assert run_json("capacity", str(CFG / "qwen3-4b.yaml"), "-e", "sglang", "-m", "1GiB")["kv_cache_dtype"] == "auto (bf16)"
+    assert run_json("capacity", "gpt2", "-e", "vllm", "-m", "1GiB", "--kv-dtype", "fp8")["page_size_bytes"] == 294_912
+    # estimate --engine vllm with no --kv-dtype: the engine's default, not the model's fp32
+    est = run_json("estimate", "gpt2", "-s", "1024", "--engine", "vllm")
+    assert est["kv_bytes_per_token"] == 73_728 and est["page_size_bytes"] == 589_824
+
+
+def test_llamacpp_kv_memory_too_small_warns_and_notes():
+    args = ["capacity", str(CFG / "llama-3.1-8b.yaml"), "-e", "llamacpp", "--ctx-size", "128k", "-np", "4",
+            "--kv-memory", "1GiB"]
+    res = runner.invoke(app, [*args, "-f", "json"])
+    assert res.exit_code == 0
+    # 131072 cells x 131,072 B = 16384 MiB > 1024 MiB; 1 GiB holds 1 GiB / 131,072 B = 8192 cells
+    msg = ("--ctx-size 131072 allocates 16384.00 MiB of KV cache, more than --kv-memory 1024.00 MiB: llama.cpp "
+           "would fail to allocate the KV buffer on a device that size; the largest --ctx-size that fits is 8192")
+    assert json.loads(res.stdout)["notes"] == [msg]
+    assert res.stderr.strip() == f"warning: {msg}"
+    # fits: no warning, no note
+    ok = runner.invoke(app, ["capacity", str(CFG / "llama-3.1-8b.yaml"), "-e", "llamacpp", "--ctx-size", "8192",
+                             "--kv-memory", "1GiB", "-f", "json"])
+    assert ok.exit_code == 0 and ok.stderr == "" and json.loads(ok.stdout)["notes"] == []
+
+
+def test_llamacpp_parallel_cap_ngl_minus_one_and_gpus():
+    m = model("llama-3.1-8b")
+    # src/llama-cparams.h LLAMA_MAX_SEQ 256: 256 sequences allowed, 257 refused as llama_context does
+    assert "256/1 seqs" in llamacpp.allocate(m, 65536, F16, F16, parallel=256).log_lines[-1]
+    with pytest.raises(KvcalcError, match="n_seq_max must be <= 256"):
+        llamacpp.allocate(m, 65536, F16, F16, parallel=257)
+    assert run_err("capacity", str(CFG / "llama-3.1-8b.yaml"), "-e", "llamacpp", "--ctx-size", "4k",
+                   "-np", "100000").startswith("error: --parallel 100000: llama.cpp refuses it: n_seq_max must be <= 256")
+    # -ngl -1 is llama.cpp's default (all layers on the GPU), not CPU-only
+    r = llamacpp.allocate(m, 4096, F16, F16, n_gpu_layers=-1)
+    assert [(d.device, d.n_layers) for d in r.devices] == [("CUDA0", 32)]
+    with pytest.raises(KvcalcError, match="-1 for llama.cpp's default"):
+        llamacpp.allocate(m, 4096, F16, F16, n_gpu_layers=-2)
+    assert run_err("capacity", str(CFG / "llama-3.1-8b.yaml"), "-e", "llamacpp", "--ctx-size", "4k",
+                   "--gpus", "0") == "error: --gpus must be a positive integer, got 0"
+
+
+def test_vllm_startup_failures_and_refused_options():
+    cfg = str(CFG / "llama-3.1-8b.yaml")
+    # 1 byte: not one block (16 x 131,072 B = 2 MiB); vLLM's check_enough_kv_cache_memory text,
+    # a request of 131,072 tokens needs 131072 x 131,072 B = 16.00 GiB
+    assert run_err("capacity", cfg, "-e", "vllm", "-m", "1") == (
+        "error: vLLM would fail at start-up: To serve at least one request with the models's max seq len (131072), "
+        "(16.00 GiB KV cache is needed, which is larger than the available KV cache memory (0.00 GiB). Try "
+        "increasing `gpu_memory_utilization` or decreasing `max_model_len` when initializing the engine.")
+    m = model("llama-3.1-8b")
+    with pytest.raises(KvcalcError, match="No available memory for the cache blocks"):
+        vllm.capacity(m, 0, BF16, BF16)
+    with pytest.raises(KvcalcError, match="No available memory for the cache blocks"):
+        vllm.capacity(m, 2 * MiB - 1, BF16, BF16, v0=True)   # V0: 0 GPU blocks
+    # 1 GiB holds 512 blocks = 8192 tokens: a 131,072-token request does not fit; vLLM would refuse
+    # to start (estimated maximum model length 8192), kvcalc still answers and says so
+    with pytest.warns(UserWarning, match="estimated maximum model length is 8192"):
+        r = vllm.capacity(m, GiB, BF16, BF16)
+    assert r.num_gpu_blocks == 512 and any("refuses to start" in n for n in r.notes)
+    assert run_err("capacity", cfg, "-e", "vllm", "-m", "1GiB", "--max-num-batched-tokens", "0") == \
+        "error: --max-num-batched-tokens must be a positive integer, got 0"
+    assert run_err("capacity", cfg, "-e", "vllm", "-m", "1GiB", "--swap-space", "4GiB").startswith(
+        "error: --swap-space is vLLM V0's CPU swap")
+
+
+def test_sglang_no_tokens_is_its_startup_error():
+    # cell = 147,456 B (qwen3-4b); 147,455 B holds none
+    with pytest.raises(KvcalcError, match=r"Not enough memory\. Please try to increase --mem-fraction-static\."):
+        sglang.capacity(model("qwen3-4b"), 147_455, BF16, BF16)
+
+
+def test_estimate_engine_kv_memory_from_gpu_plan():
+    # bundled llama-3.1-8b (8,030,261,248 params) on h100-sxm (85,520,809,984 B, nvidia-smi 81559 MiB):
+    # budget = floor(0.9 x 85,520,809,984) = 76,968,728,985; weights bf16 = 16,060,522,496;
+    # KV memory = 76,968,728,985 - 16,060,522,496 - 2 GiB (2,147,483,648) - 500 MiB (524,288,000)
+    #           = 58,236,434,841 B (54.24 GiB) = the plan's headroom + this batch's KV
+    # blocks = 58,236,434,841 // (16 x 131,072 = 2,097,152) = 27,769; tokens 444,304;
+    # concurrency 27,769 / 2048 = 13.56x
+    out = run_json("estimate", "llama-3.1-8b", "-s", "32k", "-b", "2", "--engine", "vllm", "--gpu", "h100-sxm",
+                   "--activation-reserve", "2GiB", "--cuda-context", "500MiB")
+    assert out["kv_memory_bytes"] == out["headroom_bytes"] + out["kv_cache_bytes_per_gpu"] == 58_236_434_841
+    assert out["num_gpu_blocks"] == 27_769 and out["kv_cache_tokens"] == 444_304
+    assert out["log_lines"] == ["Available KV cache memory: 54.24 GiB", "GPU KV cache size: 444,304 tokens",
+                                "Maximum concurrency for 32,768 tokens per request: 13.56x"]
+    assert out["kv_memory_basis"].startswith("what the h100-sxm plan leaves for KV per GPU")
+    # without --gpu: sized for the batch, and labelled so
+    out = run_json("estimate", "llama-3.1-8b", "-s", "32k", "-b", "2", "--engine", "vllm")
+    assert out["kv_memory_bytes"] == 2 * 2048 * 2_097_152 and out["kv_memory_basis"].startswith("sized for this batch")
+    table = runner.invoke(app, ["estimate", "llama-3.1-8b", "-s", "32k", "-b", "2", "--engine", "vllm"])
+    assert "vllm: sized for this batch (2 x 32,768 tokens)" in table.stdout

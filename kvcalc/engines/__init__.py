@@ -72,6 +72,8 @@ class EngineResult(BaseModel):
     - `max_concurrency`: requests of `max_model_len` tokens that fit, by the engine's own formula.
     - `longest_context`: the longest context that still fits `concurrency` requests (None when
       sliding windows make it unbounded).
+    - `kv_memory_basis`: where `kv_memory_bytes` came from in `estimate --engine` (a GPU plan's
+      KV budget, or sized for the batch); None in `capacity` (the user's --kv-memory).
     - `log_lines`: the engine's own log lines, formatted as it formats them.
     """
 
@@ -80,6 +82,7 @@ class EngineResult(BaseModel):
     engine: str
     engine_version: str
     kv_memory_bytes: int | None = None
+    kv_memory_basis: str | None = None
     kv_cache_dtype: str
     block_size: int | None = None
     page_size_bytes: int | None = None

@@ -14,6 +14,14 @@ from kvcalc.schema import ModelSpec
 VERSION = "kvcalc exact formula (no engine rounding)"
 
 
+def default_kv_dtype(model: ModelSpec) -> tuple[str, str]:
+    """(format name, label) with no --kv-dtype: the model's own dtype."""
+    from kvcalc.dtypes import kv_format
+
+    name = kv_format(model.dtype).name
+    return name, f"auto ({name})"
+
+
 def capacity(model: ModelSpec, kv_memory_bytes: int, k: KvFormat, v: KvFormat, *, tp: int = 1,
              max_model_len: int | None = None, concurrency: int | None = None) -> EngineResult:
     """Tokens, concurrency at `max_model_len` and the longest context at `concurrency` for

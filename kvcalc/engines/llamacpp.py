@@ -29,6 +29,14 @@ act) where splits are the cumulative, normalised `--tensor-split` (default: each
 memory; kvcalc assumes equal devices). A layer's K and V live on its device (`--no-kv-offload` not
 modelled). ollama passes n_ctx x OLLAMA_NUM_PARALLEL as llama.cpp's n_ctx (`ollama=True`).
 
+Defaults and limits (current): `--cache-type-k/-v` default f16 whatever the model's dtype
+(`common/common.h`: `ggml_type cache_type_k = GGML_TYPE_F16;`), so `default_kv_dtype` is f16;
+`--parallel` above LLAMA_MAX_SEQ = 256 (`src/llama-cparams.h`) is refused by `llama_context`
+("n_seq_max must be <= 256", `src/llama-context.cpp`); `-ngl -1` is "use the default" (`common/common.h`
+`n_gpu_layers = -1; // ... (-1 - use default)`), modelled as every layer offloaded. A cache larger
+than a given `--kv-memory` is allocated anyway by kvcalc, with a `KvcalcWarning`: llama.cpp itself
+would fail to allocate the buffer on a device of that size.
+
 MLA layers (DeepSeek) cache the latent as K and no V (V is a view of K since April 2025); mamba /
 linear-attention layers live in llama.cpp's separate recurrent memory and are not counted here.
 """
@@ -37,16 +45,19 @@ from __future__ import annotations
 
 import bisect
 import struct
+import warnings
 
 from kvcalc.dtypes import KvFormat
 from kvcalc.engine import layer_kv_bytes_per_token
 from kvcalc.engines import SEARCH_LIMIT_TOKENS, DeviceBuffer, EngineResult, longest_fitting
-from kvcalc.errors import KvcalcError
+from kvcalc.errors import KvcalcError, KvcalcWarning
 from kvcalc.schema import LayerSpec, ModelSpec
 
 VERSION = "llama.cpp b7000+ (Nov 2025, current) and the 2024-spring 2025 'KV self size' era (legacy)"
 VERSIONS = ("current", "legacy")
 N_CTX_PAD = 256
+#: src/llama-cparams.h `#define LLAMA_MAX_SEQ 256` (current); llama_context refuses more.
+LLAMA_MAX_SEQ = 256
 DEFAULT_N_UBATCH = 512
 SWA_FULL_REF = "https://github.com/ggml-org/llama.cpp/pull/13194#issuecomment-2868343055"
 
@@ -54,6 +65,12 @@ SWA_FULL_REF = "https://github.com/ggml-org/llama.cpp/pull/13194#issuecomment-28
 GGML_NAMES: dict[str, str] = {"fp32": "f32", "fp16": "f16", "bf16": "bf16", "q8_0": "q8_0",
                               "q4_0": "q4_0", "q4_1": "q4_1", "q5_0": "q5_0", "q5_1": "q5_1",
                               "iq4_nl": "iq4_nl"}
+
+
+def default_kv_dtype(model: ModelSpec) -> tuple[str, str]:
+    """(format name, label) when no `--cache-type-k/-v` is given: f16 for every model
+    (`common/common.h` `cache_type_k = GGML_TYPE_F16`), not the model's dtype."""
+    return "fp16", "f16 (llama.cpp default --cache-type-k/-v)"
 
 
 def pad(n: int, to: int) -> int:
@@ -96,7 +113,7 @@ def device_of_layers(n_layer: int, n_gpu_layers: int | None, splits: list[float]
     i_gpu_start = max(n_layer - ngl, 0); act = min(ngl, n_layer + 1); layer il >= i_gpu_start goes
     to upper_bound(cumulative normalised splits, (il - i_gpu_start) / act) (float32).
     """
-    ngl = n_layer + 1 if n_gpu_layers is None else n_gpu_layers
+    ngl = n_layer + 1 if n_gpu_layers is None or n_gpu_layers == -1 else n_gpu_layers
     if n_devices <= 0 or ngl <= 0:
         return [-1] * n_layer
     raw = list(splits) if splits else [1.0] * n_devices
@@ -157,6 +174,13 @@ def allocate(model: ModelSpec, n_ctx: int, k: KvFormat, v: KvFormat, *, parallel
         raise KvcalcError(f"--llamacpp-version: use one of {', '.join(VERSIONS)}, not '{version}'")
     if n_ctx <= 0 or parallel <= 0 or n_ubatch <= 0:
         raise KvcalcError("--ctx-size, --parallel and --ubatch-size must be positive")
+    if version == "current" and parallel > LLAMA_MAX_SEQ:
+        raise KvcalcError(f"--parallel {parallel}: llama.cpp refuses it: n_seq_max must be <= {LLAMA_MAX_SEQ} "
+                          "(src/llama-context.cpp, LLAMA_MAX_SEQ)")
+    if n_gpu_layers is not None and n_gpu_layers < -1:
+        raise KvcalcError(f"--n-gpu-layers {n_gpu_layers}: use a count >= 0, or -1 for llama.cpp's default (all layers)")
+    if n_devices < 1:
+        raise KvcalcError(f"--gpus must be a positive integer, got {n_devices} (for a CPU-only cache use --n-gpu-layers 0)")
     tk, tv = ggml_name(k), ggml_name(v)
     legacy = version == "legacy"
     notes: list[str] = []
@@ -226,6 +250,16 @@ def allocate(model: ModelSpec, n_ctx: int, k: KvFormat, v: KvFormat, *, parallel
     longest = None
     if concurrency:
         longest = (total_cells // concurrency) if n_stream == 1 else (n_seq_cells if concurrency <= n_stream else 0)
+    if kv_memory_bytes is not None and k_tot + v_tot > kv_memory_bytes:
+        fit = largest_ctx_size(model, kv_memory_bytes, k, v, parallel=parallel, unified=unified, version=version,
+                               flash_attn=flash_attn, swa_full=swa_full, n_ubatch=n_ubatch,
+                               n_gpu_layers=n_gpu_layers, n_devices=n_devices, tensor_split=tensor_split,
+                               ollama=ollama)
+        msg = (f"--ctx-size {n_ctx} allocates {mib_f32(k_tot + v_tot):.2f} MiB of KV cache, more than --kv-memory "
+               f"{mib_f32(kv_memory_bytes):.2f} MiB: llama.cpp would fail to allocate the KV buffer on a device "
+               "that size; " + (f"the largest --ctx-size that fits is {fit}" if fit else "not even 256 cells fit"))
+        notes.append(msg)
+        warnings.warn(msg, KvcalcWarning, stacklevel=2)
     return EngineResult(
         engine="llamacpp", engine_version=f"llama.cpp ({version})", kv_memory_bytes=kv_memory_bytes,
         kv_cache_dtype=tk if tk == tv else f"{tk}/{tv}", kv_cache_tokens=total_cells,
@@ -234,18 +268,24 @@ def allocate(model: ModelSpec, n_ctx: int, k: KvFormat, v: KvFormat, *, parallel
         devices=devices, log_lines=lines, notes=notes)
 
 
-def capacity(model: ModelSpec, kv_memory_bytes: int, k: KvFormat, v: KvFormat, **options) -> EngineResult:
+def largest_ctx_size(model: ModelSpec, kv_memory_bytes: int, k: KvFormat, v: KvFormat, **options) -> int:
     """The largest `--ctx-size` (a multiple of 256, ollama: per sequence) whose cache fits in
-    `kv_memory_bytes` (summed over devices), and what llama.cpp allocates for it.
-    Raises `KvcalcError` when not even 256 cells fit."""
-    opts = {key: val for key, val in options.items() if key not in ("max_model_len", "concurrency")}
+    `kv_memory_bytes` (summed over devices); 0 when not even 256 cells fit."""
+    opts = {key: val for key, val in options.items()
+            if key not in ("max_model_len", "concurrency", "kv_memory_bytes")}
 
     def fits(units: int) -> bool:
         return allocate(model, units * N_CTX_PAD, k, v, **opts).engine_kv_bytes <= kv_memory_bytes
 
     units = longest_fitting(fits, SEARCH_LIMIT_TOKENS // N_CTX_PAD)
-    if units == 0:
+    return (SEARCH_LIMIT_TOKENS // N_CTX_PAD if units is None else units) * N_CTX_PAD
+
+
+def capacity(model: ModelSpec, kv_memory_bytes: int, k: KvFormat, v: KvFormat, **options) -> EngineResult:
+    """The largest `--ctx-size` (`largest_ctx_size`) and what llama.cpp allocates for it.
+    Raises `KvcalcError` when not even 256 cells fit."""
+    n_ctx = largest_ctx_size(model, kv_memory_bytes, k, v, **options)
+    if n_ctx == 0:
         raise KvcalcError(f"{kv_memory_bytes:,} B does not hold even 256 cells of {model.name}'s cache")
-    units = units or SEARCH_LIMIT_TOKENS // N_CTX_PAD
-    res = allocate(model, units * N_CTX_PAD, k, v, kv_memory_bytes=kv_memory_bytes, **options)
-    return res.model_copy(update={"notes": res.notes + [f"largest --ctx-size that fits: {units * N_CTX_PAD}"]})
+    res = allocate(model, n_ctx, k, v, kv_memory_bytes=kv_memory_bytes, **options)
+    return res.model_copy(update={"notes": res.notes + [f"largest --ctx-size that fits: {n_ctx}"]})

@@ -18,6 +18,13 @@ Models SGLang 0.4.x-0.5.x (`python/sglang/srt/`). Rules, each from its source:
   "KV size: X GB") with `GB = 1024 * 1024 * 1024` in `memory_pool.py`: SGLang labels GiB
   values "GB". kvcalc prints the line exactly as SGLang does; the value is bytes / 2^30.
 
+- Start-up check, `model_executor/model_runner.py` `init_memory_pool`: max_total_num_tokens <= 0
+  raises "Not enough memory. Please try to increase --mem-fraction-static."
+- KV dtype `auto` (`init_memory_pool`: kv_cache_dtype = self.dtype): the model's dtype as
+  `configs/model_config.py` `_get_and_verify_dtype` resolves `--dtype auto` (adapted from vLLM
+  0.6.4): an fp32 checkpoint is served in fp16 ("Following the common practice, we use float16
+  for float32 models"), gemma-family fp32 checkpoints in bf16.
+
 Sliding-window layers are sized like full ones (SGLang's SWA pool for hybrid models is not
 modelled); mamba / linear-attention layers are refused.
 """
@@ -33,6 +40,21 @@ from kvcalc.schema import ModelSpec
 VERSION = "SGLang 0.4.x-0.5.x (model_runner.profile_max_num_token, memory_pool.MHATokenToKVPool)"
 DEFAULT_PAGE_SIZE = 1
 SGLANG_GB = 1 << 30  # memory_pool.py: GB = 1024 * 1024 * 1024 (a GiB, labelled "GB")
+
+
+NO_MEMORY = "Not enough memory. Please try to increase --mem-fraction-static."
+
+
+def default_kv_dtype(model: ModelSpec) -> tuple[str, str]:
+    """(format name, label) of `--kv-cache-dtype auto`: the model's serving dtype; fp32
+    checkpoints in fp16 (gemma*: bf16), `configs/model_config.py` `_get_and_verify_dtype`."""
+    from kvcalc.dtypes import kv_format
+
+    name = kv_format(model.dtype).name
+    if name == "fp32":
+        name = "bf16" if (model.model_type or "").startswith("gemma") else "fp16"
+        return name, f"auto ({name}: fp32 checkpoint served in {name})"
+    return name, f"auto ({name})"
 
 
 def _check(model: ModelSpec, k: KvFormat, v: KvFormat) -> None:
@@ -79,9 +101,12 @@ def capacity(model: ModelSpec, kv_memory_bytes: int, k: KvFormat, v: KvFormat, *
     check_tp(model, tp)
     _check(model, k, v)
     if page_size <= 0:
-        raise KvcalcError(f"--page-size must be positive, got {page_size}")
+        raise KvcalcError(f"--page-size must be a positive integer, got {page_size}")
     L = max_model_len or model.max_position_embeddings
-    n = max_total_num_tokens(model, kv_memory_bytes, k, v, tp, page_size)
+    n = max_total_num_tokens(model, kv_memory_bytes, k, v, tp, page_size) if kv_memory_bytes > 0 else 0
+    if n <= 0:
+        raise KvcalcError(f"SGLang would fail at start-up ({max(kv_memory_bytes, 0):,} B holds no page of "
+                          f"{cell_size_bytes(model, k, v, tp) * page_size:,} B): {NO_MEMORY}")
     k_bytes, v_bytes = pool_bytes(model, n, page_size, k, v, tp)
     if model.attention == "mla":
         line = f"KV Cache is allocated. #tokens: {n}, KV size: {(k_bytes + v_bytes) / SGLANG_GB:.2f} GB"
@@ -111,4 +136,6 @@ def memory_for(model: ModelSpec, seq_len: int, batch: int, k: KvFormat, v: KvFor
     batch x cdiv(seq_len, page) x page x cell_size."""
     check_tp(model, tp)
     _check(model, k, v)
+    if page_size <= 0:
+        raise KvcalcError(f"--page-size must be a positive integer, got {page_size}")
     return batch * -(-seq_len // page_size) * page_size * cell_size_bytes(model, k, v, tp)

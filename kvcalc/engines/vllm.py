@@ -27,6 +27,20 @@ Models vLLM V1 (0.10-0.11 line, `vllm/v1/`) and, with `v0=True`, the V0 engine o
   logs "# GPU blocks: N, # CPU blocks: M" (0.6.4+ prints "# CUDA blocks") and
   "Maximum concurrency for L tokens per request: X.XXx" = blocks x block_size / L.
 
+- Block sizes, `vllm/config/cache.py` (0.11): `BlockSize = Literal[1, 8, 16, 32, 64, 128, 256]`
+  (0.10 lacked 256); anything else is refused.
+- Start-up checks, `vllm/v1/core/kv_cache_utils.py` `check_enough_kv_cache_memory`: available <= 0
+  raises "No available memory for the cache blocks. ..."; less than one request of max_model_len
+  needs (sum over layers of `max_memory_usage_bytes`) raises "To serve at least one request with
+  the models's max seq len (L), (X GiB KV cache is needed, ...". kvcalc raises the first, and the
+  second when not one block fits; otherwise it warns (`KvcalcWarning`) and notes it, so the
+  block figures stay readable. V0 (`vllm/worker/worker.py` `raise_if_cache_size_invalid`): 0 GPU
+  blocks raise the same "No available memory" text; L > blocks x block_size warns.
+- KV dtype `auto`, `vllm/config/model.py` `_resolve_auto_dtype` (0.10.1+): the model's dtype, but
+  an fp32 checkpoint is served in the platform's first supported dtype (bf16 on compute
+  capability >= 8.0, `vllm/platforms/cuda.py` `supported_dtypes`); V0 0.6.x
+  `_get_and_verify_dtype`: fp32 -> fp16. Either way 2 bytes per value (`default_kv_dtype`).
+
 Tensor parallelism: each rank holds kv_heads_per_rank heads (MLA: the whole latent), and
 `available` is one rank's memory; vLLM takes the smallest block count over ranks, which for equal
 ranks is any rank's. Mamba / linear-attention layers (vLLM `MambaSpec`) are not modelled.
@@ -34,12 +48,13 @@ ranks is any rank's. Mamba / linear-attention layers (vLLM `MambaSpec`) are not 
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass
 
 from kvcalc.dtypes import KvFormat
 from kvcalc.engine import check_tp, kv_heads_per_rank, layer_kv_bytes_per_token
 from kvcalc.engines import SEARCH_LIMIT_TOKENS, EngineResult, longest_fitting
-from kvcalc.errors import KvcalcError
+from kvcalc.errors import KvcalcError, KvcalcWarning
 from kvcalc.schema import LayerSpec, ModelSpec
 
 VERSION = "vLLM 0.11 (V1 engine); V0 as in vLLM 0.6.x"
@@ -48,9 +63,57 @@ DEFAULT_BLOCK_SIZE = 16
 #: larger ones 8192 (`vllm/engine/arg_utils.py` `_set_default_args`); it only matters for
 #: sliding-window pages in the concurrency figure.
 DEFAULT_MAX_NUM_BATCHED_TOKENS = 8192
+#: block sizes vLLM 0.11 accepts (`vllm/config/cache.py` `BlockSize`).
+BLOCK_SIZES = (1, 8, 16, 32, 64, 128, 256)
+#: vLLM's start-up error when the profiled KV memory is <= 0 (`check_enough_kv_cache_memory`).
+NO_MEMORY = ("No available memory for the cache blocks. Try increasing `gpu_memory_utilization` "
+             "when initializing the engine.")
 #: `kv_cache_dtype` suffix whose pages carry fp32 scales per token and head.
 PER_TOKEN_HEAD = "_per_token_head"
 SCALE_BYTES = 4  # torch.float32
+
+
+def default_kv_dtype(model: ModelSpec, v0: bool = False) -> tuple[str, str]:
+    """(format name, label) of `--kv-cache-dtype auto`: the dtype vLLM serves the model in.
+
+    The model's dtype, except fp32 checkpoints: bf16 in vLLM 0.10.1+ on compute capability >= 8.0
+    (`vllm/config/model.py` `_resolve_auto_dtype` picks `current_platform.supported_dtypes[0]`),
+    fp16 in V0 (0.6.x `vllm/config.py` `_get_and_verify_dtype`: "we use float16 for float32
+    models"). gpt2 (fp32): 12 layers x 2 x 12 heads x 64 x 2 B = 36,864 B/token, not 73,728.
+    """
+    from kvcalc.dtypes import kv_format
+
+    name = kv_format(model.dtype).name
+    if name == "fp32":
+        name = "fp16" if v0 else "bf16"
+        return name, f"auto ({name}: fp32 checkpoint served in {name})"
+    return name, f"auto ({name})"
+
+
+def check_block_size(block_size: int) -> None:
+    """Raise `KvcalcError` unless `block_size` is one vLLM accepts (`BLOCK_SIZES`)."""
+    if block_size <= 0:
+        raise KvcalcError(f"--block-size must be a positive integer, got {block_size}")
+    if block_size not in BLOCK_SIZES:
+        raise KvcalcError(f"--block-size {block_size}: vLLM accepts {', '.join(map(str, BLOCK_SIZES))} "
+                          "(vllm/config/cache.py BlockSize)")
+
+
+def needed_bytes(model: ModelSpec, groups: list[Group], max_model_len: int, block_size: int, page: int,
+                 max_num_batched_tokens: int = DEFAULT_MAX_NUM_BATCHED_TOKENS) -> int:
+    """KV bytes one request of `max_model_len` needs, as `check_enough_kv_cache_memory` sums them:
+    per real layer (no padding layers) its group's pages x page."""
+    return sum(g.n_layers * pages_per_request(g, max_model_len, block_size, max_num_batched_tokens) * page
+               for g in groups)
+
+
+def _too_small(L: int, needed: int, available: int, estimated: int) -> str:
+    """vLLM's message when one request of L does not fit (`check_enough_kv_cache_memory`)."""
+    est = (f"Based on the available memory, the estimated maximum model length is {estimated}. "
+           if estimated > 0 else "")
+    return (f"To serve at least one request with the models's max seq len ({L}), ({needed / 2**30:.2f} GiB KV "
+            f"cache is needed, which is larger than the available KV cache memory ({available / 2**30:.2f} GiB). "
+            f"{est}Try increasing `gpu_memory_utilization` or decreasing `max_model_len` when initializing the engine.")
 
 
 def split_kv_dtype(kv_cache_dtype: str) -> tuple[str, bool]:
@@ -168,8 +231,11 @@ def capacity(model: ModelSpec, kv_memory_bytes: int, k: KvFormat, v: KvFormat, *
     """
     check_tp(model, tp)
     _formats(model, k, v)
-    if block_size <= 0:
-        raise KvcalcError(f"--block-size must be positive, got {block_size}")
+    check_block_size(block_size)
+    if max_num_batched_tokens <= 0:
+        raise KvcalcError(f"--max-num-batched-tokens must be a positive integer, got {max_num_batched_tokens}")
+    if kv_memory_bytes <= 0:
+        raise KvcalcError(f"vLLM would fail at start-up: {NO_MEMORY}")
     L = max_model_len or model.max_position_embeddings
     if L is None:
         raise KvcalcError(f"{model.name} has no max_position_embeddings; give --max-model-len")
@@ -184,6 +250,15 @@ def capacity(model: ModelSpec, kv_memory_bytes: int, k: KvFormat, v: KvFormat, *
         block_bytes = page * model.n_layers  # CacheEngine.get_cache_block_size
         gpu_blocks = kv_memory_bytes // block_bytes
         cpu_blocks = swap_space_bytes // block_bytes
+        if gpu_blocks <= 0:  # vllm/worker/worker.py raise_if_cache_size_invalid
+            raise KvcalcError(f"vLLM would fail at start-up: {kv_memory_bytes:,} B holds no block of "
+                              f"{block_bytes:,} B: {NO_MEMORY}")
+        if L > gpu_blocks * block_size:
+            msg = (f"vLLM V0 would refuse to start: The model's max seq len ({L}) is larger than the maximum "
+                   f"number of tokens that can be stored in KV cache ({gpu_blocks * block_size}). Try increasing "
+                   "`gpu_memory_utilization` or decreasing `max_model_len` when initializing the engine.")
+            notes.append(msg)
+            warnings.warn(msg, KvcalcWarning, stacklevel=2)
         conc = gpu_blocks * block_size / L
         lines += [f"# GPU blocks: {gpu_blocks}, # CPU blocks: {cpu_blocks}",
                   f"Maximum concurrency for {L} tokens per request: {conc:.2f}x"]
@@ -200,6 +275,15 @@ def capacity(model: ModelSpec, kv_memory_bytes: int, k: KvFormat, v: KvFormat, *
     lines = [f"Available KV cache memory: {kv_memory_bytes / 2**30:.2f} GiB"]
     groups, group_size = kv_cache_groups(model, hybrid_allocator)
     num_blocks = kv_memory_bytes // page // group_size  # get_num_blocks
+    need = needed_bytes(model, groups, L, block_size, page, max_num_batched_tokens)
+    if need > kv_memory_bytes:  # check_enough_kv_cache_memory
+        est = longest_fitting(
+            lambda n: needed_bytes(model, groups, n, block_size, page, max_num_batched_tokens) <= kv_memory_bytes, L)
+        msg = _too_small(L, need, kv_memory_bytes, est or 0)
+        if num_blocks == 0:
+            raise KvcalcError(f"vLLM would fail at start-up: {msg}")
+        notes.append(f"vLLM refuses to start at this max_model_len: {msg}")
+        warnings.warn(f"vLLM would refuse to start: {msg}", KvcalcWarning, stacklevel=2)
     tokens = num_blocks // len(groups) * block_size  # _report_kv_cache_config
     per_req = blocks_per_request(groups, L, block_size, max_num_batched_tokens)
     conc = num_blocks / per_req
@@ -230,6 +314,7 @@ def memory_for(model: ModelSpec, seq_len: int, batch: int, k: KvFormat, v: KvFor
     batch x cdiv(seq_len, block_size) x block bytes)."""
     check_tp(model, tp)
     _formats(model, k, v)
+    check_block_size(block_size)
     page = _page(model, k, v, block_size, tp, per_token_head_scales)
     if v0:
         return batch * -(-seq_len // block_size) * page * model.n_layers
