@@ -51,12 +51,13 @@ def main(argv: list[str]) -> int:
     head = (f"kvcalc gpu_check: {name}, torch {torch.__version__}, "
             f"PYTORCH_CUDA_ALLOC_CONF={os.environ.get('PYTORCH_CUDA_ALLOC_CONF', '')}, "
             f"{datetime.datetime.now().isoformat(timespec='seconds')}")
-    cols = ["model", "layers", "T", "B", "KV GiB", "bytes equal", "median ms", "p10-p90 ms", "GB/s",
+    cols = ["model", "mode", "layers", "T", "B", "KV GiB", "bytes equal", "median ms", "p10-p90 ms", "GB/s",
             "% probe", "% table", "err % (probe)", "err % (table)", "probe GB/s"]
     rows: list[list[str]] = []
     notes: list[str] = []
     t0 = time.monotonic()
     fmt = kv_format("bf16")
+    over = False
     for model_name, layers in models:
         try:
             spec = load_model(model_name)
@@ -66,38 +67,31 @@ def main(argv: list[str]) -> int:
         for T in contexts:
             for B in batches:
                 if time.monotonic() - t0 > budget_s:
-                    notes.append(f"budget {budget_s:.0f} s reached: skipped {model_name} T={T} B={B} and after")
-                    break
+                    if not over:
+                        notes.append(f"budget {budget_s:.0f} s reached: skipped {model_name} T={T} B={B} and after")
+                    over = True
+                    continue
                 plan = M.make_plan(spec, T, B, fmt, fmt, device, layers)
                 free = M.free_memory_bytes(device) or 0
                 if plan.needed_bytes > 0.85 * free:
                     notes.append(f"skip {spec.name} T={T} B={B}: needs {plan.needed_bytes / GIB:.1f} GiB, "
                                  f"{free / GIB:.1f} GiB free")
                     continue
-                try:
-                    r = M.run(spec, T, B, fmt, fmt, device=device, layers=layers, steps=steps)
-                except KvcalcError as e:
-                    notes.append(f"skip {spec.name} T={T} B={B}: {e}")
-                    continue
-                eq = r.measured_kv_bytes == r.predicted_kv_bytes and (
-                    r.allocator_requested_delta_bytes in (None, r.predicted_kv_bytes)) and (
-                    r.allocator_allocated_delta_bytes == r.allocator_allocated_expected_bytes)
-                rows.append([spec.name, f"{r.layers_measured}/{r.n_layers}", f"{T // 1024}k" if T >= 1024 else str(T),
-                             str(B), f"{r.predicted_kv_bytes / GIB:.3f}", "yes" if eq else "NO",
-                             f"{r.measured_step_s_median * 1e3:.3f}",
-                             f"{r.measured_step_s_p10 * 1e3:.3f}-{r.measured_step_s_p90 * 1e3:.3f}",
-                             f"{r.achieved_bytes_per_s / 1e9:.0f}", f"{100 * r.fraction_of_probe:.1f}",
-                             "n/a" if r.fraction_of_table is None else f"{100 * r.fraction_of_table:.1f}",
-                             f"{r.error_percent:+.1f}",
-                             "n/a" if r.error_percent_table is None else f"{r.error_percent_table:+.1f}",
-                             f"{r.probe_bytes_per_s / 1e9:.0f}"])
-                if not eq:
-                    notes.append(f"{spec.name} T={T} B={B}: storage {r.measured_kv_bytes}, requested "
-                                 f"{r.allocator_requested_delta_bytes}, allocated {r.allocator_allocated_delta_bytes} "
-                                 f"(expected {r.allocator_allocated_expected_bytes}) vs predicted {r.predicted_kv_bytes}")
-                print(" | ".join(rows[-1]), file=sys.stderr, flush=True)
+                for graph in ([False] if cpu else [False, True]):
+                    try:
+                        r = M.run(spec, T, B, fmt, fmt, device=device, layers=layers, steps=steps, cuda_graph=graph)
+                    except KvcalcError as e:
+                        notes.append(f"skip {spec.name} T={T} B={B}: {e}")
+                        continue
+                    rows.append(_row(r, T, "graph" if graph else "eager"))
+                    if rows[-1][6] != "yes":
+                        notes.append(f"{spec.name} T={T} B={B}: storage {r.measured_kv_bytes}, requested "
+                                     f"{r.allocator_requested_delta_bytes}, allocated {r.allocator_allocated_delta_bytes} "
+                                     f"(expected {r.allocator_allocated_expected_bytes}) vs predicted {r.predicted_kv_bytes}")
+                    print(" | ".join(rows[-1]), file=sys.stderr, flush=True)
     widths = [max(len(c), *(len(r[i]) for r in rows)) if rows else len(c) for i, c in enumerate(cols)]
-    lines = [head, "KV bf16, backend sdpa; bytes equal = tensor storage == allocator requested == engine "
+    lines = [head, "KV bf16, backend sdpa; mode eager = one Python step per token, graph = one step captured "
+             "in a CUDA graph and replayed; bytes equal = tensor storage == allocator requested == engine "
              "prediction, and memory_allocated == tensors rounded to 512 B; err % = 100 x (predicted - "
              "measured) / measured, predicted = bytes read / bandwidth (probe: measured in the same run; "
              "table: kvcalc/data/gpus.yaml)", ""]
@@ -112,7 +106,23 @@ def main(argv: list[str]) -> int:
         path = out_dir / f"{slug}-{datetime.date.today().isoformat()}.txt"
         path.write_text(text + "\n")
         print(f"wrote {path}")
-    return 0 if rows and all(r[5] == "yes" for r in rows) else 1
+    return 0 if rows and all(r[6] == "yes" for r in rows) else 1
+
+
+def _row(r, T: int, mode: str) -> list[str]:
+    """One table row from a MeasureResult."""
+    eq = r.measured_kv_bytes == r.predicted_kv_bytes and (
+        r.allocator_requested_delta_bytes in (None, r.predicted_kv_bytes)) and (
+        r.allocator_allocated_delta_bytes == r.allocator_allocated_expected_bytes)
+    return [r.model, mode, f"{r.layers_measured}/{r.n_layers}", f"{T // 1024}k" if T >= 1024 else str(T),
+            str(r.batch), f"{r.predicted_kv_bytes / GIB:.3f}", "yes" if eq else "NO",
+            f"{r.measured_step_s_median * 1e3:.3f}",
+            f"{r.measured_step_s_p10 * 1e3:.3f}-{r.measured_step_s_p90 * 1e3:.3f}",
+            f"{r.achieved_bytes_per_s / 1e9:.0f}", f"{100 * r.fraction_of_probe:.1f}",
+            "n/a" if r.fraction_of_table is None else f"{100 * r.fraction_of_table:.1f}",
+            f"{r.error_percent:+.1f}",
+            "n/a" if r.error_percent_table is None else f"{r.error_percent_table:+.1f}",
+            f"{r.probe_bytes_per_s / 1e9:.0f}"]
 
 
 if __name__ == "__main__":

@@ -84,19 +84,26 @@ class _progress:
         from rich.console import Console
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+        con = Console(stderr=True)
+        # started on the first update (a refused run prints nothing but its error line);
+        # off when stderr is not a terminal (pipes, CI, CliRunner)
         self.p = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-                          TimeElapsedColumn(), console=Console(stderr=True), transient=True)
-        self.p.start()
+                          TimeElapsedColumn(), console=con, transient=True, disable=not con.is_terminal)
+        self.started = False
         self.tasks: dict[str, Any] = {}
         return self.update
 
     def update(self, name: str, done: int, total: int) -> None:
+        if not self.started:
+            self.p.start()
+            self.started = True
         if name not in self.tasks:
             self.tasks[name] = self.p.add_task(name, total=total)
         self.p.update(self.tasks[name], completed=done)
 
     def __exit__(self, *exc: Any) -> None:
-        self.p.stop()
+        if self.started:
+            self.p.stop()
 
 
 def measure_table(r: Any) -> Any:

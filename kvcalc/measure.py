@@ -27,7 +27,7 @@ import os
 import statistics
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Callable
 
 import torch
 import torch.nn.functional as F
