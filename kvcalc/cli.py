@@ -178,8 +178,8 @@ def resolve_kv_dtypes(model: Any, kv_dtype: str | None, k_dtype: str | None, v_d
     from kvcalc.dtypes import kv_format
 
     base = kv_dtype or model.dtype
-    k = kv_format(k_dtype or base, group_size, scale_dtype) if (group_size or scale_dtype) else kv_format(k_dtype or base)
-    v = kv_format(v_dtype or base, group_size, scale_dtype) if (group_size or scale_dtype) else kv_format(v_dtype or base)
+    k = kv_format(k_dtype or base, group_size, scale_dtype)
+    v = kv_format(v_dtype or base, group_size, scale_dtype)
     return k.name, v.name
 
 
@@ -229,10 +229,12 @@ def estimate(
     spec = load_model(model)
     T = resolve_seq_len(spec, seq_len)
     k, v = resolve_kv_dtypes(spec, kv_dtype, k_dtype, v_dtype, group_size, scale_dtype)
-    if gpu is not None:
-        from kvcalc.cli_throughput import resolve_count
+    from kvcalc.cli_throughput import check_gpu_only_options, check_limits, resolve_count, warn_beyond_context
 
-        tp, pp, dp = resolve_count(count, tp, pp, dp)
+    check_gpu_only_options(gpu)  # GPU-only options without --gpu are refused, never ignored
+    check_limits([batch], [T])
+    tp, pp, dp = resolve_count(count, tp, pp, dp)  # count = tp x pp x dp; alone it sets tp
+    warn_beyond_context(spec, [T])
     wl = Workload(seq_len=T, batch=batch, k_dtype=k, v_dtype=v, parallel=Parallelism(tp=tp, pp=pp, dp=dp))
     check_format(fmt)
     est = engine.estimate(spec, wl)
@@ -248,7 +250,12 @@ def estimate(
     if engine_name.strip().lower() not in ("ideal", "exact", "none"):
         from kvcalc.cli_capacity import engine_part
 
-        parts.append(engine_part(spec, T, batch, k, v, tp, engine_name, block_size, page_size))
+        # the engine sizes its KV from the GPU plan's budget when --gpu is given (else: for this batch)
+        plan = next((r for r, _ in parts if hasattr(r, "budget_bytes_per_gpu")), None)
+        part = engine_part(spec, T, batch, k, v, tp, engine_name, block_size, page_size,
+                           kv_given=bool(kv_dtype or k_dtype or v_dtype or group_size or scale_dtype), plan=plan)
+        if part is not None:
+            parts.append(part)
     emit_parts(parts, fmt)
 
 

@@ -50,6 +50,99 @@ def resolve_count(count: int | None, tp: int, pp: int, dp: int) -> tuple[int, in
                       f"give a count that is a multiple of tp x pp")
 
 
+#: options of `estimate` / `sweep` that mean something only with --gpu (--count does not: it
+#: sets the layout, count = tp x pp x dp)
+GPU_ONLY_OPTIONS = ("weight_dtype", "gpu_memory_utilization", "bw_efficiency", "flops_efficiency",
+                    "cuda_context", "activation_reserve")
+
+
+def _typed_options() -> list[str]:
+    """Parameters of the running command that came from the command line (or the
+    environment), not from their defaults. typer >= 0.20 runs on its own copy of click
+    (`typer._click`); older typer on click itself: ask whichever holds the current context."""
+    import importlib
+
+    for name in ("typer._click", "click"):
+        try:
+            glob, core = importlib.import_module(name + ".globals"), importlib.import_module(name + ".core")
+        except ImportError:
+            continue
+        ctx = glob.get_current_context(silent=True)
+        if ctx is not None:
+            default = core.ParameterSource.DEFAULT
+            return [n for n in ctx.params if ctx.get_parameter_source(n) not in (default, None)]
+    return []
+
+
+def check_gpu_only_options(gpu: str | None, allowed: tuple[str, ...] = ()) -> None:
+    """Raise `KvcalcError` naming --gpu when an option that needs a GPU was given on the command
+    line without one (typer fills defaults, so the click context says which were typed).
+    `allowed` lists those the command uses without a GPU (sweep's --weight-dtype)."""
+    if gpu is not None:
+        return
+    given = [n for n in _typed_options() if n in GPU_ONLY_OPTIONS and n not in allowed]
+    if given:
+        opts = ", ".join("--" + n.replace("_", "-") for n in given)
+        raise KvcalcError(f"{opts} {'needs' if len(given) == 1 else 'need'} --gpu (a GPU from `kvcalc gpus`); "
+                          f"without it there is no memory plan or roofline to apply {'it' if len(given) == 1 else 'them'} to")
+
+
+def check_limits(batches: list[int], seq_lens: list[int]) -> None:
+    """Raise `KvcalcError` for a batch or context past the bounds a deployment file accepts
+    (`deploy.MAX_CONCURRENCY` sequences, `deploy.MAX_SEQ_LEN` tokens): beyond them the sums
+    lose meaning and the printed figures turn to garbage."""
+    from kvcalc.deploy import MAX_CONCURRENCY, MAX_SEQ_LEN
+
+    for what, values, cap in (("--batch", batches, MAX_CONCURRENCY), ("--seq-len", seq_lens, MAX_SEQ_LEN)):
+        big = [v for v in values if v > cap]
+        if big:
+            raise KvcalcError(f"{what} {big[0]:,} is beyond what kvcalc sizes (at most {cap:,})")
+
+
+def warn_beyond_context(spec: Any, seq_lens: list[int]) -> list[int]:
+    """Warn (one `KvcalcWarning` line) when a context exceeds the model's
+    max_position_embeddings, naming the maximum; returns the contexts beyond it."""
+    cap = spec.max_position_embeddings
+    beyond = sorted({t for t in seq_lens if cap and t > cap})
+    if beyond:
+        import warnings
+
+        from kvcalc.errors import KvcalcWarning
+
+        shown = ", ".join(f"{t:,}" for t in beyond[:4]) + (", ..." if len(beyond) > 4 else "")
+        many = len(beyond) > 1
+        warnings.warn(f"context{'s' if many else ''} of {shown} tokens {'are' if many else 'is'} beyond "
+                      f"{spec.name}'s max_position_embeddings "
+                      f"({cap:,}); the model was not trained for it and engines refuse it",
+                      KvcalcWarning, stacklevel=2)
+    return beyond
+
+
+#: a reserve written without a unit and below this is almost surely a unit left off (1.5 -> 1 B)
+MIN_UNITLESS_RESERVE_BYTES = 2**20
+
+
+def parse_reserve(text: str, what: str) -> int:
+    """Bytes of a per-GPU reserve (--cuda-context, --activation-reserve): `0`, a size with a
+    unit (`2GiB`, `512MiB`), or a whole byte count of at least 1 MiB. Raises `KvcalcError` for a
+    unitless fraction (`1.5` would floor to 1 byte) or a unitless count under 1 MiB."""
+    import re
+
+    from kvcalc.units import parse_size
+
+    s = str(text).strip().replace("_", "").replace(",", "")
+    if re.fullmatch(r"0*\.?0*", s) and s not in ("", "."):
+        return 0
+    if re.fullmatch(r"[0-9]*\.?[0-9]+", s):  # no unit: a byte count
+        if not s.isdigit():
+            raise KvcalcError(f"{what}: '{text}' has no unit and is not a whole number of bytes; "
+                              f"write the unit, e.g. {s}GiB or {s}MiB")
+        if int(s) < MIN_UNITLESS_RESERVE_BYTES:
+            raise KvcalcError(f"{what}: '{text}' has no unit, so it would be {int(s):,} bytes; "
+                              f"write the unit, e.g. {s}GiB, {s}MiB or {s}B")
+    return parse_size(text, what)
+
+
 def make_layout(tp: int, pp: int, dp: int, weight_dtype: str | None, k_dtype: str | None, v_dtype: str | None,
                 gpu_memory_utilization: float, bw_efficiency: float, flops_efficiency: float,
                 cuda_context: str | None, activation_reserve: str | None):
@@ -57,10 +150,8 @@ def make_layout(tp: int, pp: int, dp: int, weight_dtype: str | None, k_dtype: st
     from kvcalc.plan import DEFAULT_CUDA_CONTEXT_BYTES, Layout
     from kvcalc.units import parse_size
 
-    ctx = DEFAULT_CUDA_CONTEXT_BYTES if cuda_context is None else (
-        0 if cuda_context.strip() == "0" else parse_size(cuda_context, "--cuda-context"))
-    act = None if activation_reserve is None else (
-        0 if activation_reserve.strip() == "0" else parse_size(activation_reserve, "--activation-reserve"))
+    ctx = DEFAULT_CUDA_CONTEXT_BYTES if cuda_context is None else parse_reserve(cuda_context, "--cuda-context")
+    act = None if activation_reserve is None else parse_reserve(activation_reserve, "--activation-reserve")
     return Layout(tp=tp, pp=pp, dp=dp, weight_dtype=weight_dtype, k_dtype=k_dtype, v_dtype=v_dtype,
                   gpu_memory_utilization=gpu_memory_utilization, cuda_context_bytes=ctx,
                   activation_reserve_bytes=act, bw_efficiency=bw_efficiency, flops_efficiency=flops_efficiency)
@@ -178,7 +269,7 @@ def sweep_rows(spec: Any, seq_lens: list[int], batches: list[int], layout: Any, 
 def sweep(
     model: ModelArg,
     seq_len: Annotated[str, typer.Option("--seq-len", "-s", help="Context lengths: 1k,8k,32k,128k.")] = "1k,8k,32k,128k",
-    batch: Annotated[str, typer.Option("--batch", "-b", help="Batch sizes: 1,8,32.")] = "1,8,32",
+    batch: Annotated[str, typer.Option("--batch", "-b", help="Batch sizes (sequences per DP replica): 1,8,32.")] = "1,8,32",
     gpu: GpuOpt = None,
     count: CountOpt = None,
     tp: TpOpt = 1,
@@ -190,18 +281,22 @@ def sweep(
     flops_efficiency: FlopsEffOpt = 0.5,
     cuda_context: CudaCtxOpt = None,
     activation_reserve: ActOpt = None,
-    plot: Annotated[Optional[str], typer.Option("--plot", help="Write a PNG (or .svg/.pdf) of memory and throughput against context (needs kvcalc[plot]).")] = None,
+    plot: Annotated[Optional[str], typer.Option("--plot", help="Write a plot of memory (and, with --gpu, throughput) against context: .png, .svg, .pdf, .eps, .jpg or .tif (no extension: .png). Needs matplotlib: pip install 'kvcalc[plot]'.")] = None,
     fmt: FormatOpt = "table",
 ) -> None:
     """Memory, fit, TPOT and tokens/s over a grid of context lengths and batch sizes."""
     from kvcalc.dtypes import kv_format
     from kvcalc.loaders import load_model
     from kvcalc.units import parse_counts
+    from kvcalc.weights import weight_format_label
 
     check_format(fmt)
+    plot = None if plot is None else plot_path(plot)  # a bad name fails before any work
+    check_gpu_only_options(gpu, allowed=("weight_dtype",))
     T = parse_counts(seq_len, "--seq-len")
     B = parse_counts(batch, "--batch")
     check_positive(tp=tp, pp=pp)
+    check_limits(B, T)
     tp, pp, dp = resolve_count(count, tp, pp, 1)
     spec = load_model(model)
     kv = kv_format(kv_dtype or spec.dtype).name
@@ -214,14 +309,38 @@ def sweep(
         g = get_gpu(gpu)
     if plot is not None:  # fail on a missing extra before the work, not after
         _matplotlib()
+    warn_beyond_context(spec, T)
     rows = sweep_rows(spec, T, B, layout, g, progress=fmt == "table")
     if plot is not None:
         plot_sweep(rows, spec, g, layout, kv, plot)
-    title = (f"{spec.name}, KV {kv}, weights {layout.weight_dtype or spec.dtype}"
-             + (f", {tp * pp * dp} x {g.key} (tp {tp}, pp {pp}, dp {dp})" if g else f", tp {tp}, pp {pp}"))
+    par = (f", {tp * pp * dp} x {g.key} (tp {tp}, pp {pp}, dp {dp})" if g
+           else (f", tp {tp}, pp {pp}" if (tp, pp) != (1, 1) else ""))
+    title = f"{spec.name}, KV {kv}, weights {weight_format_label(spec, layout.weight_dtype)}{par}"
     emit(rows, fmt, lambda: _sweep_table(rows, title, g is not None))
     if plot is not None and fmt == "table":
         echo(f"plot written to {plot}")
+
+
+#: file types `--plot` writes (matplotlib's Agg, SVG, PDF and PS backends; jpg / tif through Pillow)
+PLOT_EXTENSIONS = ("png", "svg", "pdf", "eps", "ps", "jpg", "jpeg", "tif", "tiff")
+
+
+def plot_path(path: str) -> str:
+    """The file `--plot` will write: `path` itself when its extension is one of
+    `PLOT_EXTENSIONS`, `path` + `.png` when it has none (matplotlib would add .png anyway, and
+    we print the real name). Raises `KvcalcError` for any other extension."""
+    from pathlib import Path
+
+    p = Path(path)
+    ext = p.suffix.lower().lstrip(".")
+    if not p.name or path.endswith(("/", "\\")):
+        raise KvcalcError(f"--plot: '{path}' is a folder; give a file name such as sweep.png")
+    if not ext:
+        return path + ".png"
+    if ext not in PLOT_EXTENSIONS:
+        raise KvcalcError(f"--plot: cannot write a .{ext} file; use one of "
+                          f"{', '.join('.' + e for e in PLOT_EXTENSIONS)}")
+    return path
 
 
 def _sweep_table(rows: list[dict[str, Any]], title: str, with_gpu: bool):
@@ -256,72 +375,137 @@ def _matplotlib():
 
 
 def _fmt_tokens(n: float) -> str:
+    """A context length as it is named: 1024 -> 1k, 131072 -> 128k, 1048576 -> 1M, else 1,000."""
     n = int(n)
+    if n >= 2**20 and n % 2**20 == 0:
+        return f"{n // 2**20}M"
     if n >= 1024 and n % 1024 == 0:
         return f"{n // 1024}k"
     return f"{n:,}"
 
 
+def _fmt_number(v: float, short: bool = True) -> str:
+    """A log-axis label in plain figures: 20, 50, 200, 1,000, 20k, 1.5M (never 2x10^1);
+    `short=False` keeps every digit (5,000, 500,000) for quantities with a unit of their own."""
+    if v <= 0:
+        return ""
+    if not short and v >= 1:
+        return f"{v:,.0f}"
+    if v >= 1e6:
+        return f"{v / 1e6:g}M"
+    if v >= 1e4:
+        return f"{v / 1e3:g}k"
+    if v >= 1:
+        return f"{v:,.0f}"
+    return f"{v:g}"
+
+
+def _styles(n: int, plt: Any) -> list[tuple[Any, str]]:
+    """(colour, line style) for n lines, all distinct: the default 10-colour cycle up to 10,
+    tab20 up to 20, then viridis, with line styles cycling past 10 so neighbours differ twice."""
+    if n <= 10:
+        return [(c, "-") for c in plt.rcParams["axes.prop_cycle"].by_key()["color"][:n]]
+    cmap = plt.get_cmap("tab20") if n <= 20 else plt.get_cmap("viridis")
+    cols = [cmap(i) for i in range(n)] if n <= 20 else [cmap(i / (n - 1)) for i in range(n)]
+    ls = ["-", "--", ":", "-."]
+    return [(c, ls[i % len(ls)]) for i, c in enumerate(cols)]
+
+
+def _log_axis(axis: Any, short: bool = True) -> None:
+    """Major ticks at 1, 2, 5 x 10^k labelled in plain figures; no minor labels."""
+    from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
+
+    axis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
+    axis.set_major_formatter(FuncFormatter(lambda v, _: _fmt_number(v, short)))
+    axis.set_minor_formatter(NullFormatter())
+
+
 def plot_sweep(rows: list[dict[str, Any]], spec: Any, gpu: Any | None, layout: Any, kv: str, path: str) -> None:
-    """Memory per GPU (GiB) and total tokens/s against context, one line per batch, with the
-    GPU's memory and the engine's budget as horizontal lines; points that do not fit are hollow."""
+    """Memory per GPU (GiB) and total tokens/s against context, one line per batch (distinct
+    colour and style, markers in the legend as on the lines), with the GPU's memory and the
+    engine's budget as horizontal lines; points that do not fit are hollow; contexts beyond the
+    model's max_position_embeddings are shaded and named in the legend. The batch legend sits
+    below the panels, so it never covers data."""
     plt = _matplotlib()
+    from matplotlib.lines import Line2D
     from matplotlib.ticker import FixedLocator, FuncFormatter, NullLocator
+
+    from kvcalc.weights import weight_format_label
 
     batches = sorted({r["batch"] for r in rows})
     seqs = sorted({r["seq_len"] for r in rows})
+    cap = spec.max_position_embeddings
     panels = 2 if gpu is not None else 1
-    fig, axes = plt.subplots(1, panels, figsize=(6.4 * panels, 4.8), squeeze=False)
+    fig, axes = plt.subplots(1, panels, figsize=(6.4 * panels, 5.2), squeeze=False, layout="constrained")
     ax_mem = axes[0][0]
-    colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
-    for j, b in enumerate(batches):
+    ax_tok = axes[0][1] if gpu is not None else None
+    styles = _styles(len(batches), plt)
+    handles = []
+    for (c, ls), b in zip(styles, batches):
         rs = sorted((r for r in rows if r["batch"] == b), key=lambda r: r["seq_len"])
-        c = colors[j % len(colors)]
         x = [r["seq_len"] for r in rs]
-        ax_mem.plot(x, [r["memory_bytes_per_gpu"] / 2**30 for r in rs], "-o", color=c, label=f"batch {b}")
-        if gpu is not None:
-            ax = axes[0][1]
-            ax.plot(x, [r["tokens_per_s"] for r in rs], "-", color=c, label=f"batch {b}")
-            fit = [r for r in rs if r["fits"]]
-            miss = [r for r in rs if not r["fits"]]
-            ax.plot([r["seq_len"] for r in fit], [r["tokens_per_s"] for r in fit], "o", color=c)
-            ax.plot([r["seq_len"] for r in miss], [r["tokens_per_s"] for r in miss], "o", mfc="white", color=c)
-            ax_mem.plot([r["seq_len"] for r in miss], [r["memory_bytes_per_gpu"] / 2**30 for r in miss],
-                        "o", mfc="white", color=c)
-    if gpu is not None:
-        ax_mem.axhline(gpu.memory_bytes / 2**30, color="black", lw=1.2,
-                       label=f"{gpu.key} memory {gpu.memory_bytes / 2**30:,.1f} GiB")
-        ax_mem.axhline(rows[0]["budget_bytes_per_gpu"] / 2**30, color="black", ls="--", lw=1,
-                       label=f"budget ({layout.gpu_memory_utilization:g} x memory)")
-    n_gpu = layout.tp * layout.pp * layout.dp
-    where = f"{n_gpu} x {gpu.key}" if gpu is not None else f"tp {layout.tp}, pp {layout.pp}"
+        panels_y = [(ax_mem, [r["memory_bytes_per_gpu"] / 2**30 for r in rs])]
+        if ax_tok is not None:
+            panels_y.append((ax_tok, [r["tokens_per_s"] for r in rs]))
+        for ax, y in panels_y:
+            ax.plot(x, y, ls=ls, color=c, lw=1.5)
+            fit = [i for i, r in enumerate(rs) if r.get("fits", True)]
+            miss = [i for i, r in enumerate(rs) if not r.get("fits", True)]
+            ax.plot([x[i] for i in fit], [y[i] for i in fit], "o", color=c, ms=5)
+            ax.plot([x[i] for i in miss], [y[i] for i in miss], "o", mfc="white", color=c, ms=5)
+        handles.append(Line2D([], [], color=c, ls=ls, marker="o", ms=5, label=f"batch {b}"))
     for ax in axes[0]:
         ax.set_xscale("log", base=2)
         ax.xaxis.set_major_locator(FixedLocator(seqs))
         ax.xaxis.set_minor_locator(NullLocator())
         ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: _fmt_tokens(v)))
+        if len(seqs) > 6:
+            ax.tick_params(axis="x", labelrotation=45)
         ax.set_xlabel("context length (tokens per sequence)")
         ax.grid(True, which="major", alpha=0.3)
+    extra: list[Any] = []  # legend entries for the reference lines and marks
+    if gpu is not None:
+        extra.append(ax_mem.axhline(gpu.memory_bytes / 2**30, color="black", lw=1.2,
+                                    label=f"{gpu.key} memory {gpu.memory_bytes / 2**30:,.1f} GiB"))
+        extra.append(ax_mem.axhline(rows[0]["budget_bytes_per_gpu"] / 2**30, color="black", ls="--", lw=1,
+                                    label=f"budget ({layout.gpu_memory_utilization:g} x memory)"))
+        if any(not r["fits"] for r in rows):
+            extra.append(Line2D([], [], color="grey", marker="o", mfc="white", ls="none", label="does not fit"))
+    if cap and seqs[-1] > cap:
+        for ax in axes[0]:
+            ax.axvspan(cap, seqs[-1] * 1.5, color="grey", alpha=0.15, lw=0)
+            ax.set_xlim(seqs[0] / 1.5 if len(seqs) > 1 else cap / 2, seqs[-1] * 1.5)
+        from matplotlib.patches import Patch
+
+        extra.append(Patch(color="grey", alpha=0.3, label=f"beyond max_position_embeddings ({_fmt_tokens(cap)})"))
     ax_mem.set_ylabel("memory per GPU (GiB = 2^30 B)")
     top = max(r["memory_bytes_per_gpu"] for r in rows)
     if gpu is not None and top > 3 * gpu.memory_bytes:
         ax_mem.set_yscale("log")  # keep the GPU line readable when the sweep runs far past it
+        _log_axis(ax_mem.yaxis, short=False)
     else:
         ax_mem.set_ylim(bottom=0)
     ax_mem.set_title("Memory per GPU: weights + KV cache" + (" + reserves" if gpu is not None else ""))
-    ax_mem.legend(fontsize="small")
+    if ax_tok is not None:
+        ax_tok.set_yscale("log")
+        _log_axis(ax_tok.yaxis)
+        ax_tok.set_ylabel("decode throughput (output tokens/s, all sequences)")
+        ax_tok.set_title(f"Roofline decode (bw eff {layout.bw_efficiency:g})")
+    # one legend below the panels (batches, then the reference lines and marks): it never covers data
+    fig.legend(handles=handles + extra, loc="outside lower center", ncol=min(len(handles) + len(extra), 6),
+               fontsize="small", frameon=False)
+    weights = weight_format_label(spec, layout.weight_dtype)
     if gpu is not None:
-        ax = axes[0][1]
-        ax.set_yscale("log")
-        ax.set_ylabel("decode throughput (output tokens/s, all sequences)")
-        ax.set_title(f"Roofline decode (bw eff {layout.bw_efficiency:g}); hollow = does not fit")
-        ax.legend(fontsize="small")
-    fig.suptitle(f"{spec.name} on {where}: weights {layout.weight_dtype or spec.dtype}, KV cache {kv}")
-    fig.tight_layout()
+        n_gpu = layout.tp * layout.pp * layout.dp
+        par = f" (tp {layout.tp}, pp {layout.pp}, dp {layout.dp})" if n_gpu > 1 else ""
+        where = f" on {n_gpu} x {gpu.key}{par}"
+    else:
+        where = f" (tp {layout.tp}, pp {layout.pp})" if (layout.tp, layout.pp) != (1, 1) else ""
+    fig.suptitle(f"{spec.name}{where}: weights {weights}, KV cache {kv}")
     try:
         fig.savefig(path, dpi=150)
-    except OSError as e:
-        raise KvcalcError(f"--plot: cannot write {path}: {e.strerror or e}") from None
+    except (OSError, ValueError) as e:
+        raise KvcalcError(f"--plot: cannot write {path}: {getattr(e, 'strerror', None) or e}") from None
     finally:
         plt.close(fig)
 

@@ -19,9 +19,9 @@ targets: {max_tpot_ms: 50, min_tokens_per_s: 300}
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, PositiveFloat, PositiveInt, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from kvcalc.errors import ConfigError, KvcalcError
 
@@ -30,30 +30,43 @@ class _Frozen(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
 
+#: Bounds past which the arithmetic stops meaning anything (and float formatting turns to
+#: garbage): no deployment has more GPUs, sequences or tokens per sequence than these.
+MAX_GPUS = 100_000
+MAX_CONCURRENCY = 10_000_000
+MAX_SEQ_LEN = 2**30
+
+# strict: YAML `true` or `1.5` is not a count (pydantic's lax mode would read true as 1)
+Count = Annotated[int, Field(strict=True, gt=0, le=MAX_GPUS)]
+# strict floats still take YAML ints (50 -> 50.0) but not booleans or strings; never inf / nan
+Positive = Annotated[float, Field(strict=True, gt=0, le=1e12, allow_inf_nan=False)]
+
+
 class Targets(_Frozen):
     """Service targets: the slowest acceptable time per output token (ms) and the least total
     output tokens/s over the whole deployment."""
 
-    max_tpot_ms: PositiveFloat | None = None
-    min_tokens_per_s: PositiveFloat | None = None
+    max_tpot_ms: Positive | None = None
+    min_tokens_per_s: Positive | None = None
 
 
 class Deployment(_Frozen):
-    """One deployment. `tp` defaults to count / pp; dp = count / (tp x pp) replicas each serve
-    ceil(concurrency / dp) sequences of `max_seq_len` tokens."""
+    """One deployment. `tp` defaults to count / pp; dp = count / (tp x pp) replicas share the
+    `concurrency` sequences of `max_seq_len` tokens: some hold ceil(concurrency / dp), the rest
+    floor (`plan.Planner.split_decode`)."""
 
     name: str | None = None
     description: str | None = None
     model: str = Field(min_length=1)
     gpu: str = Field(min_length=1)
-    count: PositiveInt = 1
-    tp: PositiveInt | None = None
-    pp: PositiveInt = 1
+    count: Count = 1
+    tp: Count | None = None
+    pp: Count = 1
     kv_dtype: str | None = None
     weight_dtype: str | None = None
-    max_seq_len: PositiveInt
-    concurrency: PositiveInt = 1
-    gpu_memory_utilization: float = Field(default=0.9, gt=0, le=1)
+    max_seq_len: Annotated[int, Field(strict=True, gt=0, le=MAX_SEQ_LEN)]
+    concurrency: Annotated[int, Field(strict=True, gt=0, le=MAX_CONCURRENCY)] = 1
+    gpu_memory_utilization: float = Field(default=0.9, gt=0, le=1, strict=True, allow_inf_nan=False)
     targets: Targets | None = None
 
     @field_validator("kv_dtype", "weight_dtype")
@@ -87,7 +100,7 @@ class Deployment(_Frozen):
 
     @property
     def batch_per_replica(self) -> int:
-        """ceil(concurrency / dp)."""
+        """ceil(concurrency / dp): the fullest replica's sequences."""
         return -(-self.concurrency // self.dp)
 
 
@@ -149,7 +162,7 @@ def _resolve(ref: str, base: Path) -> str:
 
 
 def load_deployment(path: Path):
-    """(Deployment, ModelSpec, GpuSpec) from one file; raises `ConfigError` naming the file, the
+    """(Deployment, ModelSpec, GpuSpec, key -> line) from one file; raises `ConfigError` naming the file, the
     line and the field (an unknown model or GPU name is reported against `model:` / `gpu:`)."""
     from kvcalc.gpus import get_gpu
     from kvcalc.loaders import build, load_model, read_mapping
@@ -164,7 +177,17 @@ def load_deployment(path: Path):
         gpu = get_gpu(_resolve(dep.gpu, path.parent))
     except KvcalcError as e:
         raise ConfigError(str(e), path=str(path), field="gpu", line=lines.get("gpu")) from None
-    return dep, model, gpu
+    return dep, model, gpu, lines
+
+
+def _field_error(e: KvcalcError, path: Path, lines: dict[str, int], field: str,
+                 fallback: str | None = None) -> ConfigError:
+    """`e` reported against `field` of the deployment file (its line, else `fallback`'s line),
+    without the CLI option prefix the engine gives it (`--tp 3: `)."""
+    import re
+
+    msg = re.sub(r"^--[a-z-]+ [^:]+: ", "", str(e))
+    return ConfigError(msg, path=str(path), field=field, line=lines.get(field) or lines.get(fallback or ""))
 
 
 def check_deployment(path: Path) -> CheckRow:
@@ -172,19 +195,36 @@ def check_deployment(path: Path) -> CheckRow:
     invalid, including a layout the engines refuse (reported against `tp`)."""
     from kvcalc.plan import Layout, Planner
 
-    dep, model, gpu = load_deployment(path)
+    dep, model, gpu, lines = load_deployment(path)
     kv = dep.kv_dtype or model.dtype
     layout = Layout(tp=dep.resolved_tp, pp=dep.pp, dp=dep.dp, weight_dtype=dep.weight_dtype, k_dtype=kv,
                     gpu_memory_utilization=dep.gpu_memory_utilization)
+    from kvcalc import engine
+
+    try:
+        engine.check_tp(model, dep.resolved_tp)
+    except KvcalcError as e:
+        raise _field_error(e, path, lines, "tp", "count") from None
     try:
         planner = Planner(model, gpu, layout)
     except KvcalcError as e:
-        raise ConfigError(str(e), path=str(path)) from None
+        m = str(e)
+        field = ("model" if "cannot count parameters" in m else "weight_dtype" if "weight" in m
+                 else "kv_dtype")
+        raise _field_error(e, path, lines, field, "model") from None
+    if model.max_position_embeddings and dep.max_seq_len > model.max_position_embeddings:
+        import warnings
+
+        from kvcalc.errors import KvcalcWarning
+
+        warnings.warn(str(ConfigError(
+            f"{dep.max_seq_len:,} tokens is beyond {model.name}'s max_position_embeddings "
+            f"({model.max_position_embeddings:,}); engines refuse a longer max_model_len",
+            path=str(path), field="max_seq_len", line=lines.get("max_seq_len"))), KvcalcWarning, stacklevel=2)
     B, T = dep.batch_per_replica, dep.max_seq_len
     used = max(planner.stage_used_bytes(T, B))
-    step = planner.decode(T, B)
+    step, tok_s = planner.split_decode(T, dep.concurrency)
     tpot_ms = step.step_time_s * 1e3
-    tok_s = B * dep.dp / step.step_time_s
     fits = used <= planner.budget
     t = dep.targets or Targets()
     missed = []

@@ -84,6 +84,10 @@ FORMATS: dict[str, KvFormat] = {f.name: f for f in [
     _ggml("q5_0", 22, 5, "llama.cpp block_q5_0: fp16 scale + 32 high bits + 32 x 4 bit = 22 B / 32 values"),
     _ggml("q5_1", 24, 5, "llama.cpp block_q5_1: fp16 scale + fp16 min + 32 high bits + 32 x 4 bit = 24 B / 32"),
     _ggml("iq4_nl", 18, 4, "llama.cpp block_iq4_nl: fp16 scale + 32 x 4 bit non-linear = 18 B / 32 values"),
+    # OCP Microscaling Formats (MX) v1.0 spec, section 5: MXFP4 = 32 e2m1 values (4 bit) sharing one
+    # e8m0 scale (8 bit): 16 + 1 = 17 B / 32 values; gpt-oss ships its MoE experts so (model card)
+    KvFormat(name="mxfp4", block_values=32, block_bytes=17, bits=4, group_size=32, scale_bytes=1,
+             description="OCP MXFP4 weights: 32 x e2m1 (4 bit) + one e8m0 scale = 17 B / 32 values"),
 ]}
 
 #: other spellings, including llama.cpp's type names (f32, f16) and torch's.

@@ -139,6 +139,24 @@ def read_mapping(path: Path) -> tuple[dict[str, Any], dict[str, int]]:
     return data, lines
 
 
+def _nested_fields(model_cls: type[BaseModel], loc: tuple) -> list[str]:
+    """Field names of the model that `loc` (a pydantic error location, less its last part)
+    leads to from `model_cls` (`('targets',)` -> Targets' fields), for the unknown-field hint."""
+    import typing
+
+    cls = model_cls
+    for part in loc:
+        f = cls.model_fields.get(str(part)) if isinstance(part, str) else None
+        if f is None:
+            continue  # a list index or a union tag: stay on the model found so far
+        subs = [a for a in (f.annotation, *typing.get_args(f.annotation))
+                if isinstance(a, type) and issubclass(a, BaseModel)]
+        if not subs:
+            break
+        cls = subs[0]
+    return list(cls.model_fields)
+
+
 def validation_error(err: ValidationError, model_cls: type[BaseModel], path: str | None,
                      lines: dict[str, int] | None = None) -> ConfigError:
     """One `ConfigError` line per pydantic error, each naming file, line and field, with a
@@ -151,11 +169,12 @@ def validation_error(err: ValidationError, model_cls: type[BaseModel], path: str
         msg = e["msg"].removeprefix("Value error, ")
         if e["type"] == "extra_forbidden":
             msg = "unknown field"
-            hint = FIELD_HINTS.get(top or "")
+            name, known = str(e["loc"][-1]) if e["loc"] else "", _nested_fields(model_cls, e["loc"][:-1])
+            hint = FIELD_HINTS.get(name) if len(e["loc"]) == 1 else None
             if not hint:
-                close = difflib.get_close_matches(top or "", list(model_cls.model_fields), n=1, cutoff=0.6)
+                close = difflib.get_close_matches(name, known, n=1, cutoff=0.6)
                 hint = close[0] if close else None
-            msg += f"; did you mean '{hint}'?" if hint else f"; known fields: {', '.join(model_cls.model_fields)}"
+            msg += f"; did you mean '{hint}'?" if hint else f"; known fields: {', '.join(known)}"
         elif e["type"] == "missing":
             msg = "required field is missing"
         elif "input" in e and e["type"] not in ("value_error",):

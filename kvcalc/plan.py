@@ -26,10 +26,17 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict
 
 from kvcalc import engine, throughput
-from kvcalc.dtypes import KvFormat, kv_format
+from kvcalc.dtypes import KvFormat
 from kvcalc.errors import KvcalcError
 from kvcalc.schema import GpuSpec, ModelSpec
-from kvcalc.weights import can_derive, model_params, param_counts, weight_bytes
+from kvcalc.weights import (
+    can_derive,
+    model_params,
+    param_counts,
+    weight_bytes,
+    weight_format_label,
+    weight_formats,
+)
 
 #: CUDA context and runtime allocations outside the torch allocator (cuBLAS workspaces, NCCL
 #: buffers, CUDA graphs); vLLM's profiler reports this "non-torch memory" at a few hundred MiB
@@ -195,12 +202,12 @@ class Planner:
         self.model, self.gpu, self.layout = model, gpu, layout
         tp, pp = layout.tp, layout.pp
         self.stages = engine.pp_stages(model.n_layers, pp)
-        wf = kv_format(layout.weight_dtype or model.dtype)
-        self.weight_dtype = wf.name
+        wf, _ = weight_formats(model, layout.weight_dtype)
+        self.weight_dtype = weight_format_label(model, layout.weight_dtype)
         k, v = engine.formats(layout.k_dtype or model.dtype, layout.v_dtype)
         self.kv_dtype = k.name if k == v else f"{k.name}/{v.name}"
         self.kv = KvProfile.build(model, k, v, tp, pp)
-        wb = weight_bytes(model, wf, tp)
+        wb = weight_bytes(model, layout.weight_dtype, tp)
         self.stage_weight_bytes = wb.stage_bytes(self.stages)
         self.n_params, self.n_active_params = param_counts(model)
         state = engine.state_bytes_per_seq(model)
@@ -336,6 +343,20 @@ class Planner:
         st = self.decode(seq_len, batch)
         t = st.step_time_s
         return used, used <= self.budget, t, batch * self.layout.dp / t
+
+    def split_decode(self, seq_len: int, concurrency: int) -> tuple[throughput.StepTime, float]:
+        """`concurrency` sequences spread over the layout's dp replicas as evenly as they go:
+        with q, r = divmod(concurrency, dp), r replicas hold q + 1 sequences and dp - r hold q
+        (idle when q = 0). Returns (the fullest replica's decode step, whose time is the TPOT a
+        target must meet; total output tokens/s = r (q + 1) / t(q + 1) + (dp - r) q / t(q)).
+        Counting ceil(concurrency / dp) on every replica would invent sequences: 1 sequence
+        on 8 replicas is 1 / TPOT tokens/s, not 8 / TPOT."""
+        q, r = divmod(concurrency, self.layout.dp)
+        full = self.decode(seq_len, q + 1 if r else q)
+        tok_s = (r * (q + 1) if r else self.layout.dp * q) / full.step_time_s
+        if r and q:
+            tok_s += (self.layout.dp - r) * q / self.decode(seq_len, q).step_time_s
+        return full, tok_s
 
     def serving(self, seq_len: int, batch: int, kv_cache_bytes_per_gpu: int | None = None) -> ServingEstimate:
         """The full result at (T, B). `kv_cache_bytes_per_gpu` is `engine.estimate`'s figure when

@@ -120,6 +120,10 @@ class ModelSpec(_Frozen):
     moe_layer_offset: int = Field(default=0, ge=0)
     n_params: PositiveInt | None = None
     n_active_params: PositiveInt | None = None
+    # storage format of the published checkpoint's decoder matrices (else `dtype`), and of its
+    # routed experts when they differ (gpt-oss: MXFP4 experts, bf16 attention); --weight-dtype overrides
+    weight_dtype: str | None = None
+    expert_weight_dtype: str | None = None
 
     @field_validator("layer_pattern", "layer_types")
     @classmethod
@@ -135,6 +139,16 @@ class ModelSpec(_Frozen):
                 raise ValueError(f"unknown layer kind '{k}'; use full, sliding, mamba or linear")
             out.append(LAYER_KIND_ALIASES[key])
         return out
+
+    @field_validator("weight_dtype", "expert_weight_dtype")
+    @classmethod
+    def _weight_dtype(cls, v: str | None) -> str | None:
+        from kvcalc.dtypes import kv_format
+
+        try:
+            return None if v is None else kv_format(v).name
+        except Exception as e:  # UnknownNameError -> pydantic ValueError, with its hint
+            raise ValueError(str(e)) from None
 
     @field_validator("dtype")
     @classmethod

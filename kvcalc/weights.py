@@ -290,15 +290,35 @@ class WeightBytes:
         return out
 
 
+def weight_formats(model: ModelSpec, weight_dtype: FormatLike | None = None) -> tuple[KvFormat, KvFormat]:
+    """(format of the decoder matrices, format of the routed experts): `weight_dtype` (the
+    --weight-dtype override) for both when given; else the config's `weight_dtype` (the
+    published checkpoint's format: DeepSeek-V3 / Kimi-K2 fp8) and `expert_weight_dtype`
+    (gpt-oss: MXFP4 experts, bf16 attention), each defaulting to the model's dtype."""
+    if weight_dtype is not None:
+        wf = kv_format(weight_dtype)
+        return wf, wf
+    wf = kv_format(model.weight_dtype or model.dtype)
+    return wf, kv_format(model.expert_weight_dtype) if model.expert_weight_dtype else wf
+
+
+def weight_format_label(model: ModelSpec, weight_dtype: FormatLike | None = None) -> str:
+    """The weight formats in words: `bf16`, or `bf16 + mxfp4 experts` when the experts differ."""
+    wf, ef = weight_formats(model, weight_dtype)
+    return wf.name if wf == ef or not model.n_experts else f"{wf.name} + {ef.name} experts"
+
+
 def weight_bytes(model: ModelSpec, weight_dtype: FormatLike | None = None, tp: int = 1) -> WeightBytes:
-    """Weight bytes on one TP rank: decoder matrices in `weight_dtype` (default the model's
-    dtype), everything else in the model's dtype. With explicit `n_params` and no derivable
-    architecture, the whole count is spread evenly over the layers in `weight_dtype`.
+    """Weight bytes on one TP rank: decoder matrices in `weight_dtype` (default the config's
+    `weight_dtype`, else the model's dtype; routed experts in `expert_weight_dtype` when the
+    config gives one, see `weight_formats`), everything else in the model's dtype. With explicit
+    `n_params` and no derivable architecture, the whole count is spread evenly over the layers
+    in the decoder matrices' format.
 
     Raises `KvcalcError` when the count cannot be made or a matrix is not a whole number of
     quantization groups.
     """
-    wf = kv_format(weight_dtype or model.dtype)
+    wf, ef = weight_formats(model, weight_dtype)
     base = kv_format(model.dtype)
     n = model.n_layers
     if model.n_params is not None and not can_derive(model):
@@ -319,7 +339,7 @@ def weight_bytes(model: ModelSpec, weight_dtype: FormatLike | None = None, tp: i
     for lp in p.layers:
         if lp not in cache:
             cache[lp] = (wf.bytes_for(lp.linear, what="layer's weight matrices") + base.bytes_for(lp.other),
-                         wf.bytes_for(lp.expert_linear, what="expert's weight matrices"))
+                         ef.bytes_for(lp.expert_linear, what="expert's weight matrices"))
         dense_b.append(cache[lp][0])
         expert_b.append(cache[lp][1])
     return WeightBytes(

@@ -117,3 +117,83 @@ def test_schema_command() -> None:
     dep = json.loads(r.output)
     assert "max_seq_len" in dep["required"] and dep["additionalProperties"] is False
     assert runner.invoke(app, ["schema", "deploymnt"]).exit_code == 2
+
+
+def _dep(tmp_path: Path, body: str, name: str = "dep.yaml") -> Path:
+    p = tmp_path / name
+    p.write_text(body)
+    return p
+
+
+LLAMA_DP8 = ("model: llama-3.1-8b\ngpu: h100-sxm\ncount: 8\ntp: 1\nmax_seq_len: 8192\n"
+             "concurrency: {c}\ntargets: {{min_tokens_per_s: 1000}}\n")
+
+
+def test_dp_replicas_count_only_real_sequences(tmp_path: Path) -> None:
+    # 1 sequence on 8 DP replicas: one replica decodes it, 7 idle. Llama-3.1-8B bf16 on H100 SXM:
+    # (16,060,522,496 weights + 8192 x 131,072 = 1,073,741,824 KV) / (3.35e12 x 0.8) = 6.3934 ms
+    # -> 156.4 tokens/s (ceil(1/8) x 8 / TPOT would claim 1,251)
+    r = check(str(_dep(tmp_path, LLAMA_DP8.format(c=1))), "--format", "json")
+    assert r.exit_code == 1, r.output
+    row = json.loads(r.output)["deployments"][0]
+    assert row["tpot_ms"] == pytest.approx(6.3934, rel=1e-4)
+    assert row["tokens_per_s"] == pytest.approx(1 / 6.3934e-3, rel=1e-4)
+    assert row["status"] == "misses target"
+
+
+def test_dp_split_uneven() -> None:
+    from kvcalc.gpus import get_gpu
+    from kvcalc.loaders import load_model
+    from kvcalc.plan import Layout, Planner
+
+    # 5 sequences on 4 replicas: one holds 2, three hold 1; TPOT is the fuller replica's
+    p = Planner(load_model("llama-3.1-8b"), get_gpu("h100-sxm"), Layout(dp=4))
+    t1, t2 = p.decode(8192, 1).step_time_s, p.decode(8192, 2).step_time_s
+    # t(2) = (16,060,522,496 + 2 x 1,073,741,824) / 2.68e12 = 6.7940 ms
+    assert t2 == pytest.approx(6.7940e-3, rel=1e-4)
+    step, tok = p.split_decode(8192, 5)
+    assert step.step_time_s == t2 and tok == pytest.approx(2 / t2 + 3 / t1)
+    step, tok = p.split_decode(8192, 8)  # even: 2 each
+    assert tok == pytest.approx(8 / t2)
+
+
+@pytest.mark.parametrize("line,field,msg", [
+    ("concurrency: true", "concurrency", "valid integer"),
+    ("concurrency: 1.5", "concurrency", "valid integer"),
+    ("concurrency: 1.0e+23", "concurrency", "valid integer"),
+    ("concurrency: 100000000000", "concurrency", "less than or equal to 10000000"),
+    ("count: yes", "count", "valid integer"),
+    ("max_seq_len: 1.0e+23", "max_seq_len", "valid integer"),
+    ("targets: {max_tpot_ms: .inf}", "targets.max_tpot_ms", "finite"),
+    ("targets: {max_tpot_ms: true}", "targets.max_tpot_ms", "valid number"),
+])
+def test_strict_fields(tmp_path: Path, line: str, field: str, msg: str) -> None:
+    body = "model: llama-3.1-8b\ngpu: h100-sxm\n" + ("" if "max_seq_len" in line else "max_seq_len: 8192\n")
+    p = _dep(tmp_path, body + line + "\n")
+    r = check(str(p))
+    n = body.count("\n") + 1
+    assert r.exit_code == 2, r.output
+    assert f"dep.yaml:{n}: field '{field}'" in r.output and msg in r.output, r.output
+    assert "Traceback" not in r.output
+
+
+def test_bad_tp_names_file_line_and_field(tmp_path: Path) -> None:
+    p = _dep(tmp_path, "model: llama-3.1-8b\ngpu: h100-sxm\ncount: 3\nmax_seq_len: 8192\ntp: 3\n")
+    r = check(str(p))
+    assert r.exit_code == 2
+    assert "dep.yaml:5: field 'tp': llama-3.1-8b has 32 attention heads, not divisible by 3" in r.output
+    assert "--tp" not in r.output
+
+
+def test_nested_unknown_field_hint(tmp_path: Path) -> None:
+    p = _dep(tmp_path, "model: llama-3.1-8b\ngpu: h100-sxm\nmax_seq_len: 8192\ntargets: {max_tpot: 50}\n")
+    r = check(str(p))
+    assert r.exit_code == 2
+    assert "field 'targets.max_tpot': unknown field; did you mean 'max_tpot_ms'?" in r.output
+
+
+def test_context_beyond_the_model_warns(tmp_path: Path) -> None:
+    p = _dep(tmp_path, "model: llama-3.1-8b\ngpu: h200\nmax_seq_len: 1000000\n")
+    r = check(str(p))
+    assert "warning:" in r.output and "dep.yaml:3: field 'max_seq_len'" in r.output
+    assert "max_position_embeddings (131,072)" in r.output

@@ -182,3 +182,110 @@ def test_estimate_does_not_import_matplotlib() -> None:
     root = Path(__file__).resolve().parent.parent
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=root)
     assert out.stdout.split() == ["False", "False"]
+
+
+@pytest.mark.parametrize("name", ["x.txt", "x.html", "x.png.bak"])
+def test_sweep_plot_bad_extension_is_one_line(tmp_path, name: str) -> None:
+    r = runner.invoke(app, ["sweep", "llama-3.1-8b", "--plot", str(tmp_path / name)])
+    assert r.exit_code == 2, r.output
+    assert r.output.count("error:") == 1 and "cannot write a ." in r.output and ".png" in r.output
+    assert not (tmp_path / name).exists()
+
+
+def test_sweep_plot_without_extension_writes_png(tmp_path) -> None:
+    pytest.importorskip("matplotlib")
+    r = runner.invoke(app, ["sweep", "llama-3.1-8b", "-s", "1k,8k", "-b", "1", "--plot", str(tmp_path / "x")])
+    assert r.exit_code == 0, r.output
+    assert (tmp_path / "x.png").read_bytes()[:4] == b"\x89PNG"
+    assert f"plot written to {tmp_path / 'x.png'}" in r.output.replace("\n", "")
+
+
+def test_estimate_count_without_gpu_sets_tp() -> None:
+    # count 2 alone = tp 2: Llama-3.1-8B KV per GPU halves (4 of 8 KV heads per rank):
+    # 8192 x 131,072 / 2 = 536,870,912 B
+    r = runner.invoke(app, ["estimate", "llama-3.1-8b", "-s", "8k", "--count", "2", "--format", "json"])
+    assert r.exit_code == 0, r.output
+    d = json.loads(r.output)
+    assert d["tp"] == 2 and d["kv_cache_bytes_per_gpu"] == 536_870_912
+
+
+@pytest.mark.parametrize("cmd,opts", [
+    ("estimate", ["--weight-dtype", "fp8"]),
+    ("estimate", ["--bw-efficiency", "0.9"]),
+    ("estimate", ["--gpu-memory-utilization", "0.8", "--cuda-context", "1GiB"]),
+    ("sweep", ["--flops-efficiency", "0.4"]),
+    ("sweep", ["--activation-reserve", "2GiB"]),
+])
+def test_gpu_only_options_need_gpu(cmd: str, opts: list[str]) -> None:
+    r = runner.invoke(app, [cmd, "llama-3.1-8b", "-s", "8k", *opts])
+    assert r.exit_code == 2, r.output
+    assert r.output.count("error:") == 1 and "need" in r.output and "--gpu" in r.output
+    assert opts[0] in r.output
+
+
+def test_sweep_weight_dtype_without_gpu_still_works() -> None:
+    r = runner.invoke(app, ["sweep", "llama-3.1-8b", "-s", "1k", "-b", "1", "--weight-dtype", "fp8",
+                            "--format", "json"])
+    assert r.exit_code == 0, r.output
+    # fp8 decoder matrices 32 x 218,103,808 x 1 B = 6,979,321,856; bf16 layer norms 32 x 8192 x 2 B =
+    # 524,288; bf16 embedding + head + final norm (2 x 128256 x 4096 + 4096) x 2 B = 2,101,354,496
+    assert json.loads(r.output)[0]["weights_bytes_per_gpu"] == 6_979_321_856 + 524_288 + 2_101_354_496
+
+
+@pytest.mark.parametrize("cmd", [["estimate", "llama-3.1-8b", "-s", "1M", "--gpu", "h100-sxm"],
+                                 ["estimate", "llama-3.1-8b", "-s", "1M"],
+                                 ["sweep", "llama-3.1-8b", "-s", "8k,1M,2M", "-b", "1"]])
+def test_context_beyond_the_model_warns(cmd: list[str]) -> None:
+    r = runner.invoke(app, cmd)
+    assert r.exit_code == 0, r.output
+    assert "warning:" in r.output and "max_position_embeddings (131,072)" in r.output
+    assert "1,048,576" in r.output
+
+
+@pytest.mark.parametrize("value,ok", [("1.5", None), ("512", None), ("2GiB", 2**31), ("0", 0),
+                                      ("1048576", 1_048_576), ("512MiB", 512 * 2**20)])
+def test_activation_reserve_needs_a_unit(value: str, ok: int | None) -> None:
+    r = runner.invoke(app, ["estimate", "llama-3.1-8b", "-s", "8k", "--gpu", "h100-sxm",
+                            "--activation-reserve", value, "--format", "json"])
+    if ok is None:
+        assert r.exit_code == 2 and "no unit" in r.output and "GiB" in r.output, r.output
+    else:
+        assert r.exit_code == 0, r.output
+        assert json.loads(r.output)["activation_reserve_bytes"] == ok
+
+
+def test_plot_labels_and_styles() -> None:
+    from kvcalc.cli_throughput import _fmt_number, _fmt_tokens, _styles
+
+    assert [_fmt_tokens(n) for n in (1024, 131072, 2**20, 2**21, 1000)] == ["1k", "128k", "1M", "2M", "1,000"]
+    assert [_fmt_number(v) for v in (20, 50, 200, 5000, 20000)] == ["20", "50", "200", "5,000", "20k"]
+    assert _fmt_number(500_000, short=False) == "500,000"
+    plt = pytest.importorskip("matplotlib.pyplot")
+    for n in (3, 12, 30):
+        st = _styles(n, plt)
+        assert len(st) == n and len({(str(c), ls) for c, ls in st}) == n
+
+
+def test_sweep_plot_marks_contexts_beyond_the_model(tmp_path, monkeypatch) -> None:
+    plt = pytest.importorskip("matplotlib.pyplot")
+    seen = {}
+    real_savefig = plt.Figure.savefig
+
+    def spy(fig, *a, **k):
+        seen["legend"] = [t.get_text() for lg in fig.legends for t in lg.get_texts()]
+        seen["title"] = fig._suptitle.get_text()
+        return real_savefig(fig, *a, **k)
+
+    monkeypatch.setattr(plt.Figure, "savefig", spy)
+    r = runner.invoke(app, ["sweep", "llama-3.1-8b", "-s", "8k,1M", "-b", "1,8", "--plot", str(tmp_path / "p.png")])
+    assert r.exit_code == 0, r.output
+    assert "beyond max_position_embeddings (128k)" in seen["legend"]
+    assert "batch 1" in seen["legend"] and "tp 1" not in seen["title"]
+
+
+@pytest.mark.parametrize("cmd", [["estimate", "llama-3.1-8b", "-s", "8k", "-b", "100000000000000000000000"],
+                                 ["sweep", "llama-3.1-8b", "-b", "1,100000000000"],
+                                 ["sweep", "llama-3.1-8b", "-s", "2000M"]])
+def test_absurd_sizes_are_refused(cmd: list[str]) -> None:
+    r = runner.invoke(app, cmd)
+    assert r.exit_code == 2 and r.output.count("error:") == 1 and "at most" in r.output, r.output

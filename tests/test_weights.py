@@ -171,3 +171,56 @@ def test_hybrid_layers_counted() -> None:
                   mamba_expand=2)
     lp = model_params(m).layers[0]
     assert (lp.linear, lp.other) == (29_696 + 24_576, 2_944 + 128)
+
+
+# huggingface.co/openai/gpt-oss-120b/blob/main/config.json: 36 layers, 128 experts of 2880 (4 per
+# token), hidden 2880; quantization_config quant_method mxfp4 for the experts only
+# (modules_to_not_convert: self_attn, router, embed_tokens, lm_head)
+GPT_OSS_120B = dict(name="gpt-oss-120b", n_layers=36, n_heads=64, n_kv_heads=8, head_dim=64, hidden_size=2880,
+                    vocab_size=201088, intermediate_size=2880, moe_intermediate_size=2880, n_experts=128,
+                    n_experts_per_token=4, attention_bias=True, sliding_window=128,
+                    layer_pattern=["sliding", "full"])
+
+
+def test_mxfp4_format() -> None:
+    from kvcalc.dtypes import kv_format
+
+    # OCP MX v1.0: 32 e2m1 values x 4 bit = 16 B + one e8m0 scale = 17 B per 32 values
+    f = kv_format("mxfp4")
+    assert (f.block_values, f.block_bytes, f.bits) == (32, 17, 4)
+    assert f.bytes_for(3 * 2880 * 2880) == 13_219_200  # 24,883,200 / 32 x 17
+    with pytest.raises(KvcalcError):
+        f.bytes_for(2880 + 16)  # not a whole number of 32-value blocks
+
+
+def test_checkpoint_weight_formats() -> None:
+    bf16 = weight_bytes(ModelSpec(**GPT_OSS_120B)).total_bytes
+    shipped = weight_bytes(ModelSpec(**GPT_OSS_120B, expert_weight_dtype="mxfp4")).total_bytes
+    # each expert: 3 x 2880 x 2880 = 24,883,200 values: 49,766,400 B in bf16, 13,219,200 in mxfp4;
+    # 36 layers x 128 experts = 4,608 experts x 36,547,200 B saved = 168,409,497,600 B
+    assert bf16 - shipped == 168_409_497_600
+    # attention, router, embeddings stay bf16; --weight-dtype overrides both
+    assert weight_bytes(ModelSpec(**GPT_OSS_120B, expert_weight_dtype="mxfp4"), "bf16").total_bytes == bf16
+    # DeepSeek-V3 ships fp8 decoder matrices: the config default equals --weight-dtype fp8
+    ds = ModelSpec(**DEEPSEEK_V3, weight_dtype="fp8")
+    assert weight_bytes(ds).total_bytes == weight_bytes(ModelSpec(**DEEPSEEK_V3), "fp8").total_bytes
+    assert weight_bytes(ds).total_bytes < weight_bytes(ModelSpec(**DEEPSEEK_V3)).total_bytes
+
+
+@pytest.mark.parametrize("model,weight_dtype,fits", [
+    ("gpt-oss-120b", None, True),      # 65.2 GB (MXFP4 experts) < 0.9 x 79.6 GiB
+    ("gpt-oss-120b", "bf16", False),   # 233 GB in bf16
+])
+def test_bundled_gpt_oss_fits_h100(model: str, weight_dtype: str | None, fits: bool) -> None:
+    import json
+
+    from typer.testing import CliRunner
+
+    from kvcalc.cli import app
+
+    args = ["estimate", model, "-s", "8k", "--gpu", "h100-sxm", "--format", "json"]
+    r = CliRunner().invoke(app, args + (["--weight-dtype", weight_dtype] if weight_dtype else []))
+    assert r.exit_code == 0, r.output
+    d = json.loads(r.output)
+    assert d["fits"] is fits
+    assert d["weight_dtype"] == ("bf16 + mxfp4 experts" if weight_dtype is None else "bf16")
