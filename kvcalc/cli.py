@@ -195,6 +195,7 @@ def check_positive(**values: int) -> None:
 @app.command()
 @handle_errors
 def estimate(
+    ctx: typer.Context,
     model: ModelArg,
     seq_len: SeqLenOpt = None,
     batch: BatchOpt = 1,
@@ -231,7 +232,7 @@ def estimate(
     k, v = resolve_kv_dtypes(spec, kv_dtype, k_dtype, v_dtype, group_size, scale_dtype)
     from kvcalc.cli_throughput import check_gpu_only_options, check_limits, resolve_count, warn_beyond_context
 
-    check_gpu_only_options(gpu)  # GPU-only options without --gpu are refused, never ignored
+    check_gpu_only_options(ctx, gpu)  # GPU-only options without --gpu are refused, never ignored
     check_limits([batch], [T])
     tp, pp, dp = resolve_count(count, tp, pp, dp)  # count = tp x pp x dp; alone it sets tp
     warn_beyond_context(spec, [T])

@@ -56,31 +56,14 @@ GPU_ONLY_OPTIONS = ("weight_dtype", "gpu_memory_utilization", "bw_efficiency", "
                     "cuda_context", "activation_reserve")
 
 
-def _typed_options() -> list[str]:
-    """Parameters of the running command that came from the command line (or the
-    environment), not from their defaults. typer >= 0.20 runs on its own copy of click
-    (`typer._click`); older typer on click itself: ask whichever holds the current context."""
-    import importlib
-
-    for name in ("typer._click", "click"):
-        try:
-            glob, core = importlib.import_module(name + ".globals"), importlib.import_module(name + ".core")
-        except ImportError:
-            continue
-        ctx = glob.get_current_context(silent=True)
-        if ctx is not None:
-            default = core.ParameterSource.DEFAULT
-            return [n for n in ctx.params if ctx.get_parameter_source(n) not in (default, None)]
-    return []
-
-
-def check_gpu_only_options(gpu: str | None, allowed: tuple[str, ...] = ()) -> None:
-    """Raise `KvcalcError` naming --gpu when an option that needs a GPU was given on the command
-    line without one (typer fills defaults, so the click context says which were typed).
+def check_gpu_only_options(ctx: typer.Context, gpu: str | None, allowed: tuple[str, ...] = ()) -> None:
+    """Raise `KvcalcError` naming --gpu when an option that needs a GPU was typed without one.
+    typer fills in defaults, so the click context's parameter source says which were typed.
     `allowed` lists those the command uses without a GPU (sweep's --weight-dtype)."""
     if gpu is not None:
         return
-    given = [n for n in _typed_options() if n in GPU_ONLY_OPTIONS and n not in allowed]
+    given = [n for n in GPU_ONLY_OPTIONS if n not in allowed and n in ctx.params
+             and getattr(ctx.get_parameter_source(n), "name", "DEFAULT") != "DEFAULT"]
     if given:
         opts = ", ".join("--" + n.replace("_", "-") for n in given)
         raise KvcalcError(f"{opts} {'needs' if len(given) == 1 else 'need'} --gpu (a GPU from `kvcalc gpus`); "
@@ -267,6 +250,7 @@ def sweep_rows(spec: Any, seq_lens: list[int], batches: list[int], layout: Any, 
 @app.command()
 @handle_errors
 def sweep(
+    ctx: typer.Context,
     model: ModelArg,
     seq_len: Annotated[str, typer.Option("--seq-len", "-s", help="Context lengths: 1k,8k,32k,128k.")] = "1k,8k,32k,128k",
     batch: Annotated[str, typer.Option("--batch", "-b", help="Batch sizes (sequences per DP replica): 1,8,32.")] = "1,8,32",
@@ -292,7 +276,7 @@ def sweep(
 
     check_format(fmt)
     plot = None if plot is None else plot_path(plot)  # a bad name fails before any work
-    check_gpu_only_options(gpu, allowed=("weight_dtype",))
+    check_gpu_only_options(ctx, gpu, allowed=("weight_dtype",))
     T = parse_counts(seq_len, "--seq-len")
     B = parse_counts(batch, "--batch")
     check_positive(tp=tp, pp=pp)
