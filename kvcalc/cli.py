@@ -100,7 +100,9 @@ def echo(obj: Any) -> None:
     else:
         from rich.console import Console
 
-        Console(highlight=False).print(obj)
+        # markup off: names and sources come from user files ("[red]x" must print as typed);
+        # tables style their cells with rich Text, never markup.
+        Console(highlight=False, markup=False).print(obj)
 
 
 def check_format(fmt: str) -> None:
@@ -177,9 +179,9 @@ def resolve_kv_dtypes(model: Any, kv_dtype: str | None, k_dtype: str | None, v_d
     options are folded into the name (`int4:g64:fp32`) so results say what was used."""
     from kvcalc.dtypes import kv_format
 
-    base = kv_dtype or model.dtype
-    k = kv_format(k_dtype or base, group_size, scale_dtype)
-    v = kv_format(v_dtype or base, group_size, scale_dtype)
+    base = kv_dtype if kv_dtype is not None else model.dtype
+    k = kv_format(k_dtype if k_dtype is not None else base, group_size, scale_dtype)
+    v = kv_format(v_dtype if v_dtype is not None else base, group_size, scale_dtype)
     return k.name, v.name
 
 
@@ -281,7 +283,7 @@ def models(fmt: FormatOpt = "table") -> None:
 
     t = Table(title="Bundled models (kvcalc estimate NAME)", title_justify="left")
     for col in ("name", "attention", "layers", "heads (q/kv)", "head_dim", "max context"):
-        t.add_column(col)
+        t.add_column(col, no_wrap=col == "name", overflow="fold")
     for r in rows:
         t.add_row(r["name"], r["attention"], r["layers"], f"{r['n_heads']}/{r['n_kv_heads']}",
                   str(r["head_dim"]), f"{r['max_position_embeddings'] or 0:,}")

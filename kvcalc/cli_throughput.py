@@ -171,8 +171,10 @@ def serving_table(r: Any, gpu: Any, est: Any):
     t.add_row("memory per GPU", size(r.memory_bytes_per_gpu))
     t.add_row("budget per GPU", f"{size(r.budget_bytes_per_gpu)} = {r.gpu_memory_utilization:g} x "
               f"{gib(r.gpu_memory_bytes)}")
-    verdict = "[green]fits[/green]" if r.fits else "[red]does not fit[/red]"
-    t.add_row("fits", f"{verdict}: headroom {r.headroom_bytes:,} B ({gib(r.headroom_bytes)})")
+    from rich.text import Text
+
+    verdict = Text("fits", style="green") if r.fits else Text("does not fit", style="red")
+    t.add_row("fits", verdict + f": headroom {r.headroom_bytes:,} B ({gib(r.headroom_bytes)})")
     t.add_row("max batch", f"{r.max_batch:,} sequences of {est.seq_len:,} tokens per replica")
     cap = " (the model's limit)" if r.max_seq_len_capped else ""
     t.add_row("max context", f"{r.max_seq_len:,} tokens at batch {est.batch}{cap}")
@@ -329,11 +331,13 @@ def plot_path(path: str) -> str:
 
 def _sweep_table(rows: list[dict[str, Any]], title: str, with_gpu: bool):
     from rich.table import Table
+    from rich.text import Text
 
-    t = Table(title=title, title_justify="left")
-    cols = ["seq_len", "batch", "weights\nGiB/GPU", "KV\nGiB/GPU", "memory\nGiB/GPU"]
+    t = Table(title=title, title_justify="left", caption="memory columns: GiB (2^30 B) per GPU",
+              caption_justify="left")
+    cols = ["seq_len", "batch", "weights", "KV", "memory"]
     if with_gpu:
-        cols += ["budget\nGiB/GPU", "fits", "TPOT\nms", "tokens/s\n(all)"]
+        cols += ["budget", "fits", "TPOT ms", "tok/s"]
     for c in cols:
         t.add_column(c, justify="right", no_wrap=True)
     for r in rows:
@@ -341,7 +345,7 @@ def _sweep_table(rows: list[dict[str, Any]], title: str, with_gpu: bool):
                  f"{r['kv_cache_bytes_per_gpu'] / 2**30:,.2f}", f"{r['memory_bytes_per_gpu'] / 2**30:,.2f}"]
         if with_gpu:
             cells += [f"{r['budget_bytes_per_gpu'] / 2**30:,.2f}",
-                      "[green]yes[/green]" if r["fits"] else "[red]no[/red]",
+                      Text("yes", style="green") if r["fits"] else Text("no", style="red"),
                       f"{r['tpot_s'] * 1e3:,.2f}", f"{r['tokens_per_s']:,.0f}"]
         t.add_row(*cells)
     return t
@@ -533,7 +537,9 @@ def check(
 
         con = _err_console()
         for e in errors:
-            con.print(f"[red]error:[/red] {e}", markup=True)
+            from rich.markup import escape
+
+            con.print(f"[red]error:[/red] {escape(str(e))}", markup=True)
     raise typer.Exit(code)
 
 

@@ -205,10 +205,11 @@ def estimate(model: ModelSpec, workload: Workload) -> KvEstimate:
 
     stage_bytes = [layers_cache_bytes([layers[i] for i in st], T, B, k, v, tp) for st in stages]
     stage_tok = [sum(layer_kv_bytes_per_token(layers[i], k, v, tp) for i in st) for st in stages]
+    fullest = stages[stage_bytes.index(max(stage_bytes))]
     breakdown = []
     for kind, kl in _by_kind(model).items():
-        per_gpu = max(layers_cache_bytes([layers[i] for i in st if layers[i].kind == kind], T, B, k, v, tp)
-                      for st in stages)
+        # this kind's share of the fullest GPU, so the kinds add up to kv_cache_bytes_per_gpu
+        per_gpu = layers_cache_bytes([layers[i] for i in fullest if layers[i].kind == kind], T, B, k, v, tp)
         breakdown.append(KindBreakdown(
             kind=kind, n_layers=len(kl),
             kv_bytes_per_token=sum(layer_kv_bytes_per_token(x, k, v) for x in kl),

@@ -105,7 +105,7 @@ def read_mapping(path: Path) -> tuple[dict[str, Any], dict[str, int]]:
     if path.is_dir():
         raise ConfigError("is a folder, not a file (give a .yaml or config.json)", path=p)
     try:
-        text = path.read_text(encoding="utf-8")
+        text = path.read_text(encoding="utf-8-sig")  # -sig: a UTF-8 byte-order mark is fine
     except (OSError, UnicodeDecodeError) as e:
         raise ConfigError(f"cannot read: {e.__class__.__name__}: {e}", path=p) from None
     if path.suffix.lower() == ".json":
@@ -213,7 +213,7 @@ def load_model(ref: str | Path) -> ModelSpec:
     path = Path(ref_s).expanduser()
     if path.is_dir() and (path / "config.json").is_file():
         path = path / "config.json"
-    if path.is_file() or _looks_like_path(ref_s):
+    if path.is_file() or path.is_dir() or _looks_like_path(ref_s):
         return load_model_file(path)
     models = bundled("models")
     key = ref_s.strip().lower()
@@ -236,7 +236,7 @@ def load_model_file(path: Path) -> ModelSpec:
 
 def is_hf_config(data: dict[str, Any]) -> bool:
     """True for a Hugging Face config.json dict rather than a kvcalc model config."""
-    if "n_layers" in data:
+    if "name" in data and "n_layers" in data:  # kvcalc's own schema (MPT's config.json has n_layers)
         return False
     return any(k in data for k in ("model_type", "architectures", "num_hidden_layers", "n_layer",
                                    "text_config"))

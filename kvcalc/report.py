@@ -32,11 +32,23 @@ def mib(n: int | float) -> str:
     return f"{n / 2**20:.2f} MiB"
 
 
+def _scaled(n: int | float, base: int, names: tuple[str, ...]) -> str:
+    """n in the largest unit of `base` (1000 or 1024) that keeps it >= 1, up to the last name."""
+    i = 0
+    while i < len(names) - 1 and abs(n) >= base ** (i + 1):
+        i += 1
+    return f"{n / base ** i:,.2f} {names[i]}" if i else f"{n:,} B"
+
+
 def size(n: int | None) -> str:
-    """'2,684,354,560 B (2.68 GB, 2.50 GiB)': exact bytes with both decimal and binary units."""
+    """'2,684,354,560 B (2.68 GB, 2.50 GiB)': exact bytes with a decimal and a binary unit, each
+    the largest that keeps the figure >= 1 ('20,480 B (20.48 KB, 20.00 KiB)')."""
     if n is None:
         return "n/a"
-    return f"{n:,} B ({gb(n)}, {gib(n)})"
+    if abs(n) < 1000:
+        return f"{n:,} B"
+    return (f"{n:,} B ({_scaled(n, 1000, ('B', 'KB', 'MB', 'GB', 'TB'))}, "
+            f"{_scaled(n, 1024, ('B', 'KiB', 'MiB', 'GiB', 'TiB'))})")
 
 
 def seconds(s: float | None) -> str:

@@ -12,7 +12,20 @@ from __future__ import annotations
 from functools import cached_property
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, PositiveInt, field_validator, model_validator
+from typing import Annotated
+
+from pydantic import BaseModel, ConfigDict, Field, PositiveInt, StrictBool, field_validator, model_validator
+
+#: a config count: a whole number > 0, strictly an int (a YAML `true`, `32.0` or `"8"` is refused)
+#: and bounded so no typo can make the arithmetic hang or overflow.
+Count = Annotated[int, Field(strict=True, gt=0, le=2**40)]
+#: a layer count, bounded lower: the engine walks the layer list.
+LayerCount = Annotated[int, Field(strict=True, gt=0, le=100_000)]
+#: a count that may be 0.
+Count0 = Annotated[int, Field(strict=True, ge=0, le=2**40)]
+#: a large quantity in base units (parameters, bytes, bytes/s, FLOP/s), strictly an int.
+Quantity = Annotated[int, Field(strict=True, gt=0, le=10**21)]
+Quantity0 = Annotated[int, Field(strict=True, ge=0, le=10**21)]
 
 #: the kinds a layer can be. full / sliding cache K and V per head; mla caches one latent
 #: vector per token; mamba and linear (linear attention, Gated DeltaNet) keep a fixed
@@ -77,49 +90,49 @@ class ModelSpec(_Frozen):
     model_type: str | None = None
 
     # attention
-    n_layers: PositiveInt
-    n_heads: PositiveInt
-    n_kv_heads: PositiveInt | None = None
-    head_dim: PositiveInt | None = None
-    v_head_dim: PositiveInt | None = None
-    hidden_size: PositiveInt | None = None
+    n_layers: LayerCount
+    n_heads: Count
+    n_kv_heads: Count | None = None
+    head_dim: Count | None = None
+    v_head_dim: Count | None = None
+    hidden_size: Count | None = None
     dtype: str = "bf16"
-    max_position_embeddings: PositiveInt | None = None
+    max_position_embeddings: Count | None = None
     attention: Literal["standard", "mla"] = "standard"
-    kv_lora_rank: PositiveInt | None = None
-    qk_rope_head_dim: PositiveInt | None = None
-    qk_nope_head_dim: PositiveInt | None = None
-    q_lora_rank: PositiveInt | None = None
-    sliding_window: PositiveInt | None = None
+    kv_lora_rank: Count | None = None
+    qk_rope_head_dim: Count | None = None
+    qk_nope_head_dim: Count | None = None
+    q_lora_rank: Count | None = None
+    sliding_window: Count | None = None
     layer_pattern: list[str] | None = None
     layer_types: list[str] | None = None
 
     # fixed per-sequence state of mamba / linear-attention layers
-    mamba_d_state: PositiveInt | None = None
-    mamba_d_conv: PositiveInt | None = None
-    mamba_expand: PositiveInt | None = None
-    mamba_dt_rank: PositiveInt | None = None
-    linear_num_key_heads: PositiveInt | None = None
-    linear_num_value_heads: PositiveInt | None = None
-    linear_key_head_dim: PositiveInt | None = None
-    linear_value_head_dim: PositiveInt | None = None
-    linear_conv_kernel_dim: PositiveInt | None = None
+    mamba_d_state: Count | None = None
+    mamba_d_conv: Count | None = None
+    mamba_expand: Count | None = None
+    mamba_dt_rank: Count | None = None
+    linear_num_key_heads: Count | None = None
+    linear_num_value_heads: Count | None = None
+    linear_key_head_dim: Count | None = None
+    linear_value_head_dim: Count | None = None
+    linear_conv_kernel_dim: Count | None = None
 
     # weights (parameter count)
-    vocab_size: PositiveInt | None = None
-    intermediate_size: PositiveInt | None = None
+    vocab_size: Count | None = None
+    intermediate_size: Count | None = None
     mlp_kind: Literal["gated", "plain"] = "gated"
-    tie_word_embeddings: bool = False
-    attention_bias: bool = False
-    n_experts: PositiveInt | None = None
-    n_experts_per_token: PositiveInt | None = None
-    moe_intermediate_size: PositiveInt | None = None
-    shared_expert_intermediate_size: PositiveInt | None = None
-    first_dense_layers: int = Field(default=0, ge=0)
-    moe_layer_period: PositiveInt = 1
-    moe_layer_offset: int = Field(default=0, ge=0)
-    n_params: PositiveInt | None = None
-    n_active_params: PositiveInt | None = None
+    tie_word_embeddings: StrictBool = False
+    attention_bias: StrictBool = False
+    n_experts: Count | None = None
+    n_experts_per_token: Count | None = None
+    moe_intermediate_size: Count | None = None
+    shared_expert_intermediate_size: Count | None = None
+    first_dense_layers: Count0 = 0
+    moe_layer_period: Count = 1
+    moe_layer_offset: Count0 = 0
+    n_params: Quantity | None = None
+    n_active_params: Quantity | None = None
     # storage format of the published checkpoint's decoder matrices (else `dtype`), and of its
     # routed experts when they differ (gpt-oss: MXFP4 experts, bf16 attention); --weight-dtype overrides
     weight_dtype: str | None = None
@@ -166,6 +179,10 @@ class ModelSpec(_Frozen):
             missing = [f for f in ("kv_lora_rank", "qk_rope_head_dim") if getattr(self, f) is None]
             if missing:
                 raise ValueError(f"attention: mla needs {' and '.join(missing)}")
+            kinds = set(self.layer_pattern or self.layer_types or [])
+            if self.sliding_window is not None or "sliding" in kinds:
+                raise ValueError("sliding_window with attention: mla is not supported (no published "
+                                 "model has sliding MLA layers); remove sliding_window")
         else:
             kv = self.n_kv_heads or self.n_heads
             if self.n_heads % kv:
@@ -312,7 +329,9 @@ class Workload(_Frozen):
 
 class KindBreakdown(_Frozen):
     """KV bytes of one layer kind, for one replica: `n_layers` layers, what one more token adds
-    to one sequence (`kv_bytes_per_token`), tokens cached per sequence, and the cache total."""
+    to one sequence (`kv_bytes_per_token`), tokens cached per sequence, and the cache total;
+    `kv_cache_bytes_per_gpu` is this kind's share of the fullest GPU (the kinds add up to
+    `KvEstimate.kv_cache_bytes_per_gpu`)."""
 
     kind: str
     n_layers: int
@@ -388,11 +407,11 @@ class GpuSpec(_Frozen):
     key: str
     name: str
     vendor: Literal["nvidia", "amd", "other"] = "other"
-    memory_bytes: PositiveInt
+    memory_bytes: Quantity
     memory_note: str = ""
-    hbm_bytes_per_s: PositiveInt
-    bf16_flops_per_s: PositiveInt
-    fp8_flops_per_s: PositiveInt | None = None
-    l2_bytes: int = Field(default=0, ge=0)
-    interconnect_bytes_per_s: PositiveInt | None = None
+    hbm_bytes_per_s: Quantity
+    bf16_flops_per_s: Quantity
+    fp8_flops_per_s: Quantity | None = None
+    l2_bytes: Quantity0 = 0
+    interconnect_bytes_per_s: Quantity | None = None
     source: str

@@ -295,3 +295,58 @@ def test_group_size_option_is_exact():
     # 2 x 80 layers x 8 KV heads x 68 B = 87,040 B per token
     d = est_json("llama-3.1-70b", "-s", "8k", "--kv-dtype", "int4", "--group-size", "64")
     assert (d["kv_dtype"], d["kv_bytes_per_token"]) == ("int4:g64:fp16", 87_040)
+
+
+@pytest.mark.parametrize("value,needle", [
+    ("true", "valid integer"), ("32.0", "valid integer"), ('"8"', "valid integer"),
+    ("99999999999999999999", "less than or equal to 100000"), ("10000000", "less than or equal to 100000"),
+])
+def test_counts_are_strict_bounded_ints(tmp_path, value, needle):
+    # a YAML `true` or `"8"` must not become 1 or 8 layers; a typo'd huge count must not hang
+    text = GOOD.replace("n_layers: 2", f"n_layers: {value}")
+    bad(["estimate", write(tmp_path, text)], "m.yaml:2", "field 'n_layers'", needle)
+
+
+def test_mla_with_sliding_window_refused(tmp_path):
+    text = "name: x\nn_layers: 2\nn_heads: 4\nattention: mla\nkv_lora_rank: 512\nqk_rope_head_dim: 64\nsliding_window: 128\n"
+    bad(["estimate", write(tmp_path, text), "-s", "8"], "sliding_window with attention: mla")
+
+
+def test_utf8_bom_json(tmp_path):
+    # 2 x 2 layers x 4 KV heads x (64 / 4 = 16) x 8 tokens x 2 B = 4,096 B
+    p = tmp_path / "config.json"
+    p.write_bytes(b'\xef\xbb\xbf{"model_type": "llama", "num_hidden_layers": 2, "num_attention_heads": 4, "hidden_size": 64}')
+    assert est_json(str(p), "-s", "8")["kv_cache_bytes"] == 4_096
+
+
+def test_folder_without_config(tmp_path, monkeypatch):
+    (tmp_path / "somefolder").mkdir()
+    monkeypatch.chdir(tmp_path)
+    bad(["estimate", "somefolder"], "somefolder", "is a folder")
+
+
+def test_empty_kv_dtype_refused():
+    bad(["estimate", "llama-3.1-70b", "--kv-dtype", ""], "unknown dtype ''")
+
+
+def test_markup_in_names_prints_literally(tmp_path):
+    p = write(tmp_path, GOOD.replace("name: tiny", 'name: "[red]boom[/red]"'))
+    r = run("estimate", p)
+    assert r.exit_code == 0 and "[red]boom[/red]" in r.stdout
+
+
+def test_breakdown_adds_up_to_the_fullest_gpu():
+    # gemma-3-27b --pp 4 at 32k: the per-kind shares are taken on the fullest stage
+    d = est_json("gemma-3-27b", "--pp", "4", "-s", "32k")
+    assert sum(b["kv_cache_bytes_per_gpu"] for b in d["breakdown"]) == d["kv_cache_bytes_per_gpu"]
+
+
+def test_small_sizes_use_small_units():
+    assert report_size(20_480) == "20,480 B (20.48 KB, 20.00 KiB)"
+    assert report_size(33_554_432) == "33,554,432 B (33.55 MB, 32.00 MiB)"
+
+
+def report_size(n):
+    from kvcalc.report import size
+
+    return size(n)
