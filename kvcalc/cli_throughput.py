@@ -553,7 +553,8 @@ def _check_table(rows: list[Any]):
                     "every sequence at max_seq_len", title_justify="left")
     for c in ("deployment", "GPUs", "tokens x seqs", "GiB/GPU\nused / budget", "max\nseqs",
               "TPOT ms\n(target)", "tokens/s\n(target)", "status"):
-        t.add_column(c, justify="left" if c in ("deployment", "GPUs", "status") else "right", overflow="fold")
+        t.add_column(c, justify="left" if c in ("deployment", "GPUs", "status") else "right", overflow="fold",
+                     no_wrap=c == "deployment")
     style = {"ok": "green", "does not fit": "red", "misses target": "yellow"}
     notes = []
     for r in rows:
@@ -563,7 +564,7 @@ def _check_table(rows: list[Any]):
         t.add_row(r.name, f"{r.count}x {r.gpu} {par}", f"{r.max_seq_len:,} x {r.concurrency}",
                   f"{r.memory_bytes_per_gpu / 2**30:,.1f} / {r.budget_bytes_per_gpu / 2**30:,.1f}",
                   f"{r.max_concurrency:,}", f"{r.tpot_ms:,.1f}{tgt_tpot}", f"{r.tokens_per_s:,.0f}{tgt_tok}",
-                  f"[{style[r.status]}]{r.status}[/{style[r.status]}]")
+                  Text(r.status, style=style[r.status]))
         notes += [Text(f"{r.name}: {p}  ({r.file})", style=style[r.status]) for p in r.problems]
     return Group(t, *notes) if notes else t
 

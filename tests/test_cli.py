@@ -350,3 +350,19 @@ def report_size(n):
     from kvcalc.report import size
 
     return size(n)
+
+
+@pytest.mark.parametrize("args", [
+    ["estimate", "llama-3.1-8b", "-s", "8k", "--gpu", "h100-sxm"],
+    ["estimate", "llama-3.1-8b", "-s", "8k", "--engine", "vllm"],
+    ["sweep", "llama-3.1-8b", "-s", "1k,8k", "-b", "1,4", "--gpu", "h100-sxm"],
+    ["check", "tests/data/deployments/misses-target.yaml", "tests/data/deployments/does-not-fit.yaml"],
+    ["capacity", "llama-3.1-8b", "--engine", "sglang", "--kv-memory", "10GiB"],
+    ["gpus"], ["models"], ["compare", "llama-3.1-8b", "-s", "8k"],
+])
+def test_tables_print_no_raw_markup(args, monkeypatch):
+    # tables print with markup off (user strings print as typed), so styles must be rich Text
+    monkeypatch.chdir(Path(__file__).parent.parent)
+    r = run(*args)
+    assert r.exit_code in (0, 1), r.output
+    assert "[/" not in r.stdout and "[green]" not in r.stdout and "[red]" not in r.stdout
