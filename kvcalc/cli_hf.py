@@ -4,20 +4,22 @@ reads) written out as a compact kvcalc model YAML.
 The YAML holds only the fields that are set, `name` and `source` first, and loads back to the
 same `ModelSpec` (the same layer kinds and bytes; tests/test_hf.py checks every fixture). A
 file is written to a temporary file beside the target and renamed over it, so an error never
-leaves half a file.
+leaves half a file. Warnings the conversion raised (an unknown model_type read as a plain
+decoder) are printed as usual and also written into the YAML's header comment.
 """
 
 from __future__ import annotations
 
 import os
 import tempfile
+import warnings
 from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
 
 from kvcalc.cli import app, echo, handle_errors
-from kvcalc.errors import KvcalcError
+from kvcalc.errors import KvcalcError, KvcalcWarning
 
 
 def write_atomic(path: Path, text: str) -> None:
@@ -57,8 +59,12 @@ def import_(
     from kvcalc.hf import spec_to_yaml
     from kvcalc.loaders import load_model
 
-    spec = load_model(path)
-    text = spec_to_yaml(spec)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", KvcalcWarning)
+        spec = load_model(path)
+    for w in caught:  # shown on stderr as before (handle_errors prints KvcalcWarning lines)
+        warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
+    text = spec_to_yaml(spec, [str(w.message) for w in caught if issubclass(w.category, KvcalcWarning)])
     if output is None:
         echo(text.rstrip("\n"))
         return

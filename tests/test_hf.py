@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import os
+import warnings
 from collections import Counter
 from pathlib import Path
 
@@ -423,3 +424,190 @@ def test_bundled_matches_fixture(file, name):
     for dt in ("bf16", "fp8"):
         assert engine.kv_bytes_per_token(ours, dt) == engine.kv_bytes_per_token(theirs, dt)
     assert engine.state_bytes_per_seq(ours) == engine.state_bytes_per_seq(theirs)
+
+
+# ----- issue 3 (new-user tester): KV layout rules, refusals, strict types ----------------------
+
+# tiiuae/falcon-40b config.json (old format, model_type RefinedWeb): no multi_query key, n_head_kv 8.
+FALCON_40B = {"model_type": "RefinedWeb", "hidden_size": 8192, "n_layer": 60, "n_head": 128, "n_head_kv": 8,
+              "parallel_attn": True, "bias": False, "alibi": False, "torch_dtype": "bfloat16"}
+# tiiuae/falcon-7b before its transformers port (RefinedWebModel): multi_query, no n_head_kv.
+FALCON_7B_RW = {"model_type": "RefinedWebModel", "hidden_size": 4544, "n_layer": 32, "n_head": 71,
+                "multi_query": True, "parallel_attn": True, "bias": False, "torch_dtype": "bfloat16"}
+
+
+@pytest.mark.parametrize("cfg,kv_heads,per_token", [
+    # vLLM RWConfig "Hack for falcon-40b" / falcon-40b's modelling_RW.py: n_head_kv present -> new
+    # decoder architecture, multi_query ignored; 8192 / 128 = 64: 2 x 60 x 8 x 64 x 2 = 122,880
+    (FALCON_40B, 8, 122_880),
+    # no n_head_kv, hidden 4544: multi_query -> 1 KV head; 4544 / 71 = 64: 2 x 32 x 1 x 64 x 2 = 8,192
+    (FALCON_7B_RW, 1, 8_192),
+    # the same with multi_query false -> MHA: 2 x 32 x 71 x 64 x 2 = 581,632
+    ({**FALCON_7B_RW, "multi_query": False}, 71, 581_632),
+], ids=["falcon-40b-RefinedWeb", "falcon-7b-RefinedWebModel", "RefinedWebModel-mha"])
+def test_falcon_old_format_kv_heads(cfg, kv_heads, per_token):
+    spec = model_from_hf_config(cfg, "config.json")
+    assert spec.resolved_n_kv_heads == kv_heads
+    assert engine.kv_bytes_per_token(spec, spec.dtype) == per_token
+
+
+# bigcode/starcoder config.json (shape): gpt_bigcode, multi_query, fp32 (no dtype field)
+STARCODER = {"model_type": "gpt_bigcode", "multi_query": True, "n_head": 48, "n_embd": 6144, "n_layer": 40,
+             "n_positions": 8192, "n_inner": 24576, "vocab_size": 49152, "torch_dtype": "float32"}
+# THUDM/chatglm2-6b config.json (shape)
+CHATGLM2 = {"model_type": "chatglm", "num_layers": 28, "hidden_size": 4096, "num_attention_heads": 32,
+            "kv_channels": 128, "multi_query_attention": True, "multi_query_group_num": 2,
+            "seq_length": 32768, "padded_vocab_size": 65024, "ffn_hidden_size": 13696,
+            "add_qkv_bias": True, "torch_dtype": "float16"}
+# mosaicml/mpt-7b config.json (shape): n_layers at the top level, MHA
+MPT_7B = {"model_type": "mpt", "d_model": 4096, "n_heads": 32, "n_layers": 32, "max_seq_len": 2048,
+          "expansion_ratio": 4, "vocab_size": 50432, "no_bias": True,
+          "attn_config": {"alibi": True, "attn_type": "multihead_attention", "attn_impl": "torch"},
+          "torch_dtype": "bfloat16"}
+# databricks/dbrx-instruct config.json (shape)
+DBRX = {"model_type": "dbrx", "d_model": 6144, "n_heads": 48, "n_layers": 40, "max_seq_len": 32768,
+        "vocab_size": 100352, "attn_config": {"clip_qkv": 8, "kv_n_heads": 8, "rope_theta": 500000},
+        "ffn_config": {"ffn_hidden_size": 10752, "moe_num_experts": 16, "moe_top_k": 4},
+        "torch_dtype": "bfloat16"}
+
+
+@pytest.mark.parametrize("cfg,dtype,kv_heads,head_dim,per_token", [
+    # GPTBigCodeAttention: kv_heads = 1 if multi_query; 6144 / 48 = 128: 2 x 40 x 1 x 128 x 4 = 40,960
+    (STARCODER, "fp32", 1, 128, 40_960),
+    # ChatGLM SelfAttention: multi_query_group_num KV heads of kv_channels: 2 x 28 x 2 x 128 x 2 = 28,672
+    (CHATGLM2, "fp16", 2, 128, 28_672),
+    # MptAttention is multi-head, 4096 / 32 = 128: 2 x 32 x 32 x 128 x 2 = 524,288
+    (MPT_7B, "bf16", 32, 128, 524_288),
+    # DbrxAttentionConfig kv_n_heads 8, 6144 / 48 = 128: 2 x 40 x 8 x 128 x 2 = 163,840
+    (DBRX, "bf16", 8, 128, 163_840),
+], ids=["starcoder", "chatglm2-6b", "mpt-7b", "dbrx-instruct"])
+def test_newly_mapped_families(cfg, dtype, kv_heads, head_dim, per_token):
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", KvcalcWarning)  # a real mapping, not the generic fallback
+        spec = model_from_hf_config(cfg, "config.json")
+    assert (spec.dtype, spec.resolved_n_kv_heads, spec.resolved_head_dim) == (dtype, kv_heads, head_dim)
+    assert engine.kv_bytes_per_token(spec, spec.dtype) == per_token
+
+
+def test_family_defaults_and_details():
+    # GPTBigCodeConfig: multi_query defaults to true; false -> 48 KV heads
+    assert model_from_hf_config({k: v for k, v in STARCODER.items() if k != "multi_query"}).resolved_n_kv_heads == 1
+    assert model_from_hf_config({**STARCODER, "multi_query": False}).resolved_n_kv_heads == 48
+    assert model_from_hf_config({k: v for k, v in STARCODER.items() if k != "torch_dtype"}).dtype == "fp32"
+    # ChatGLM: seq_length is the context; multi_query_attention false without a group number -> MHA
+    glm = model_from_hf_config(CHATGLM2)
+    assert (glm.max_position_embeddings, glm.vocab_size, glm.attention_bias) == (32768, 65024, True)
+    mha = {k: v for k, v in CHATGLM2.items() if k != "multi_query_group_num"}
+    assert model_from_hf_config({**mha, "multi_query_attention": False}).resolved_n_kv_heads == 32
+    # DBRX: kv_n_heads defaults to 1 (DbrxAttentionConfig); experts from ffn_config
+    d = model_from_hf_config({**DBRX, "attn_config": {}})
+    assert d.resolved_n_kv_heads == 1
+    assert (d.n_experts, d.n_experts_per_token, d.moe_intermediate_size) == (16, 4, 10752)
+    # MPT grouped-query attention: attn_config.kv_n_heads
+    gqa = {**MPT_7B, "attn_config": {"attn_type": "grouped_query_attention", "kv_n_heads": 8}}
+    assert model_from_hf_config(gqa).resolved_n_kv_heads == 8
+
+
+@pytest.mark.parametrize("cfg,field", [
+    # model code: MHA; vLLM get_total_num_kv_heads: 2 -> refused, naming the switch
+    ({**CHATGLM2, "multi_query_attention": False}, "multi_query_attention"),
+    ({k: v for k, v in CHATGLM2.items() if k != "multi_query_attention"}, "multi_query_attention"),
+    # llm-foundry: 1 KV head; transformers / vLLM: 32
+    ({**MPT_7B, "attn_config": {"attn_type": "multiquery_attention"}}, "attn_config.attn_type"),
+    ({**MPT_7B, "attn_config": {"attn_type": "multihead_attention", "kv_n_heads": 8}}, "attn_config.kv_n_heads"),
+    ({**MPT_7B, "attn_config": {"sliding_window_size": 4096}}, "attn_config.sliding_window_size"),
+    ({**MPT_7B, "attn_config": {"kv_n_heads": 8.0, "attn_type": "grouped_query_attention"}}, "attn_config.kv_n_heads"),
+    ({**DBRX, "attn_config": "8"}, "attn_config"),
+])
+def test_family_contradictions_refused(cfg, field):
+    with pytest.raises(ConfigError, match=f"^x.json: field '{field}': "):
+        model_from_hf_config(cfg, "x.json")
+
+
+@pytest.mark.parametrize("extra", [
+    {"multi_query": True}, {"multi_query_group_num": 2}, {"multi_query_attention": True},
+    {"kv_channels": 128}, {"n_kv_heads": 8}, {"kv_n_heads": 8}, {"num_key_value_groups": 4},
+    {"attention_chunk_size": 8192}, {"cross_attention_layers": [3, 8, 13]},
+    {"attn_config": {"kv_n_heads": 8}}, {"num_kv_shared_layers": 10}, {"v_head_dim": 128},
+], ids=lambda e: next(iter(e)))
+def test_generic_fallback_refuses_layout_fields(extra):
+    field = next(iter(extra))
+    with pytest.raises(ConfigError, match=f"odd.json: model_type 'olmo' is not one kvcalc maps, and its {field}"):
+        model_from_hf_config({**PLAIN, **extra}, "odd.json")
+    # false / null spell "off" and stay readable
+    if extra[field] is True:
+        with pytest.warns(KvcalcWarning):
+            model_from_hf_config({**PLAIN, field: False}, "odd.json")
+
+
+def test_mllama_refused_naming_cross_attention_layers():
+    # meta-llama/Llama-3.2-11B-Vision config.json (shape): 40 text layers, 8 of them cross-attention
+    # layers that cache the image tokens, not the text; a plain-decoder reading would be wrong.
+    cfg = {"model_type": "mllama", "torch_dtype": "bfloat16",
+           "text_config": {"model_type": "mllama_text_model", "hidden_size": 4096, "num_attention_heads": 32,
+                           "num_key_value_heads": 8, "num_hidden_layers": 40,
+                           "cross_attention_layers": [3, 8, 13, 18, 23, 28, 33, 38]},
+           "vision_config": {"model_type": "mllama_vision_model"}}
+    with pytest.raises(ConfigError, match="cross_attention_layers \\(those layers cache the image tokens"):
+        model_from_hf_config(cfg, "config.json")
+
+
+LLAMA_MIN = {"model_type": "llama", "hidden_size": 4096, "num_attention_heads": 32, "num_hidden_layers": 32}
+
+
+@pytest.mark.parametrize("text,line", [
+    ('"num_hidden_layers": 32.0', "field 'num_hidden_layers': must be an integer, got 32.0"),
+    ('"num_hidden_layers": NaN', "field 'num_hidden_layers': must be an integer, got NaN"),
+    ('"num_hidden_layers": Infinity', "field 'num_hidden_layers': must be an integer, got Infinity"),
+    ('"num_hidden_layers": 1e308', "field 'num_hidden_layers': must be an integer, got 1e+308"),
+    ('"num_hidden_layers": 1000000000', "field 'num_hidden_layers': is too large (1000000000); at most 100,000"),
+    ('"num_hidden_layers": 0', "field 'num_hidden_layers': must be at least 1, got 0"),
+    ('"num_key_value_heads": true', "field 'num_key_value_heads': must be an integer, got true"),
+    ('"num_key_value_heads": "8"', "field 'num_key_value_heads': must be an integer, got \"8\""),
+    ('"head_dim": -128', "field 'head_dim': must be at least 1, got -128"),
+    ('"vocab_size": 0', "field 'vocab_size': must be at least 1, got 0"),
+    ('"tie_word_embeddings": "false"', "field 'tie_word_embeddings': must be true or false, got \"false\""),
+    ('"torch_dtype": 5', "field 'torch_dtype': must be a dtype name such as \"bfloat16\", got 5"),
+    ('"text_config": [1]', "field 'text_config': must be a JSON object (the text model's config), got [1]"),
+    ('"model_type": 7', "field 'model_type': must be a string such as \"llama\", got 7"),
+])
+def test_cli_bad_value_is_one_line_naming_file_and_field(tmp_path, text, line):
+    key = text.split('"')[1]
+    base = json.dumps({k: v for k, v in LLAMA_MIN.items() if k != key})
+    p = tmp_path / "config.json"
+    p.write_text(base[:-1] + ", " + text + "}")
+    r = runner.invoke(app, ["estimate", str(p), "--seq-len", "1"])
+    assert r.exit_code == 2, r.output
+    assert r.stderr.strip().splitlines() == [f"error: {p}: {line}"]
+    assert "Traceback" not in r.output
+
+
+@pytest.mark.parametrize("cfg,per_token", [
+    (MPT_7B, 524_288),  # 2 x 32 x 32 x 128 x 2, as above
+    (DBRX, 163_840),  # 2 x 40 x 8 x 128 x 2, as above
+], ids=["mpt", "dbrx"])
+def test_cli_hf_config_with_n_layers_key(tmp_path, cfg, per_token):
+    # MPT / DBRX put n_layers at the top level; with model_type and no name it is an HF config
+    p = tmp_path / "config.json"
+    p.write_text(json.dumps(cfg))
+    r = runner.invoke(app, ["estimate", str(p), "--seq-len", "1", "--format", "json"])
+    assert r.exit_code == 0, r.output
+    assert json.loads(r.stdout)["kv_bytes_per_token"] == per_token
+
+
+def test_cli_import_writes_warnings_into_header(tmp_path):
+    src = tmp_path / "config.json"
+    src.write_text(json.dumps(PLAIN))
+    out = tmp_path / "olmo.yaml"
+    r = runner.invoke(app, ["import", str(src), "-o", str(out)])
+    assert r.exit_code == 0, r.output
+    assert f"warning: {src}: model_type 'olmo' has no kvcalc mapping" in r.stderr  # still shown
+    text = out.read_text()
+    header = [ln for ln in text.splitlines() if ln.startswith("#")]
+    assert header[0].startswith("# Converted by `kvcalc import`")
+    assert header[2].startswith(f"# warning: {src}: model_type 'olmo' has no kvcalc mapping")
+    # the file still loads to the same numbers: 2 x 32 x 32 x 128 x 4 (fp32) = 1,048,576
+    assert engine.kv_bytes_per_token(load_model(out), "fp32") == 1_048_576
+    # a mapped family has no warning line
+    r2 = runner.invoke(app, ["import", str(HF / "gpt2.json")])
+    assert r2.exit_code == 0 and "# warning:" not in r2.stdout
