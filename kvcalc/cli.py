@@ -328,6 +328,7 @@ def compare(
 from kvcalc import cli_hf  # noqa: E402,F401
 from kvcalc import cli_measure  # noqa: E402,F401
 from kvcalc import cli_throughput  # noqa: E402,F401
+from kvcalc import cli_deploy  # noqa: E402,F401
 from kvcalc import cli_capacity  # noqa: E402,F401
 
 

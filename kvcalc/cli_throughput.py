@@ -1,7 +1,8 @@
-"""Commands `gpus`, `sweep`, `check`, `schema`, and the GPU part of `kvcalc estimate --gpu`.
+"""Commands `gpus`, `sweep`, and the GPU part of `kvcalc estimate --gpu` (`check` and `schema`
+are in `cli_deploy`).
 
-Thin: parse -> load -> `plan.Planner` / `deploy.check_paths` -> tables. matplotlib is imported
-only inside `--plot`.
+Thin: parse -> load -> `plan.Planner` -> tables. The plot is
+`kvcalc.plot`, imported (with matplotlib) only when `--plot` is given.
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ from kvcalc.cli import (
     emit,
     handle_errors,
 )
-from kvcalc.errors import KvcalcError, MissingExtraError
+from kvcalc.errors import KvcalcError
 
 
 def resolve_count(count: int | None, tp: int, pp: int, dp: int) -> tuple[int, int, int]:
@@ -131,7 +132,6 @@ def make_layout(tp: int, pp: int, dp: int, weight_dtype: str | None, k_dtype: st
                 cuda_context: str | None, activation_reserve: str | None):
     """A `plan.Layout` from CLI options (sizes parsed with `units.parse_size`)."""
     from kvcalc.plan import DEFAULT_CUDA_CONTEXT_BYTES, Layout
-    from kvcalc.units import parse_size
 
     ctx = DEFAULT_CUDA_CONTEXT_BYTES if cuda_context is None else parse_reserve(cuda_context, "--cuda-context")
     act = None if activation_reserve is None else parse_reserve(activation_reserve, "--activation-reserve")
@@ -277,7 +277,10 @@ def sweep(
     from kvcalc.weights import weight_format_label
 
     check_format(fmt)
-    plot = None if plot is None else plot_path(plot)  # a bad name fails before any work
+    if plot is not None:
+        from kvcalc.plot import plot_path, plot_sweep, pyplot
+
+        plot = plot_path(plot)  # a bad name fails before any work
     check_gpu_only_options(ctx, gpu, allowed=("weight_dtype",))
     T = parse_counts(seq_len, "--seq-len")
     B = parse_counts(batch, "--batch")
@@ -294,7 +297,7 @@ def sweep(
 
         g = get_gpu(gpu)
     if plot is not None:  # fail on a missing extra before the work, not after
-        _matplotlib()
+        pyplot()
     warn_beyond_context(spec, T)
     rows = sweep_rows(spec, T, B, layout, g, progress=fmt == "table")
     if plot is not None:
@@ -305,28 +308,6 @@ def sweep(
     emit(rows, fmt, lambda: _sweep_table(rows, title, g is not None))
     if plot is not None and fmt == "table":
         echo(f"plot written to {plot}")
-
-
-#: file types `--plot` writes (matplotlib's Agg, SVG, PDF and PS backends; jpg / tif through Pillow)
-PLOT_EXTENSIONS = ("png", "svg", "pdf", "eps", "ps", "jpg", "jpeg", "tif", "tiff")
-
-
-def plot_path(path: str) -> str:
-    """The file `--plot` will write: `path` itself when its extension is one of
-    `PLOT_EXTENSIONS`, `path` + `.png` when it has none (matplotlib would add .png anyway, and
-    we print the real name). Raises `KvcalcError` for any other extension."""
-    from pathlib import Path
-
-    p = Path(path)
-    ext = p.suffix.lower().lstrip(".")
-    if not p.name or path.endswith(("/", "\\")):
-        raise KvcalcError(f"--plot: '{path}' is a folder; give a file name such as sweep.png")
-    if not ext:
-        return path + ".png"
-    if ext not in PLOT_EXTENSIONS:
-        raise KvcalcError(f"--plot: cannot write a .{ext} file; use one of "
-                          f"{', '.join('.' + e for e in PLOT_EXTENSIONS)}")
-    return path
 
 
 def _sweep_table(rows: list[dict[str, Any]], title: str, with_gpu: bool):
@@ -349,248 +330,3 @@ def _sweep_table(rows: list[dict[str, Any]], title: str, with_gpu: bool):
                       f"{r['tpot_s'] * 1e3:,.2f}", f"{r['tokens_per_s']:,.0f}"]
         t.add_row(*cells)
     return t
-
-
-def _matplotlib():
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        raise MissingExtraError("matplotlib", "plot") from None
-    return plt
-
-
-def _fmt_tokens(n: float) -> str:
-    """A context length as it is named: 1024 -> 1k, 131072 -> 128k, 1048576 -> 1M, else 1,000."""
-    n = int(n)
-    if n >= 2**20 and n % 2**20 == 0:
-        return f"{n // 2**20}M"
-    if n >= 1024 and n % 1024 == 0:
-        return f"{n // 1024}k"
-    return f"{n:,}"
-
-
-def _fmt_number(v: float, short: bool = True) -> str:
-    """A log-axis label in plain figures: 20, 50, 200, 1,000, 20k, 1.5M (never 2x10^1);
-    `short=False` keeps every digit (5,000, 500,000) for quantities with a unit of their own."""
-    if v <= 0:
-        return ""
-    if not short and v >= 1:
-        return f"{v:,.0f}"
-    if v >= 1e6:
-        return f"{v / 1e6:g}M"
-    if v >= 1e4:
-        return f"{v / 1e3:g}k"
-    if v >= 1:
-        return f"{v:,.0f}"
-    return f"{v:g}"
-
-
-def _styles(n: int, plt: Any) -> list[tuple[Any, str]]:
-    """(colour, line style) for n lines, all distinct: the default 10-colour cycle up to 10,
-    tab20 up to 20, then viridis, with line styles cycling past 10 so neighbours differ twice."""
-    if n <= 10:
-        return [(c, "-") for c in plt.rcParams["axes.prop_cycle"].by_key()["color"][:n]]
-    cmap = plt.get_cmap("tab20") if n <= 20 else plt.get_cmap("viridis")
-    cols = [cmap(i) for i in range(n)] if n <= 20 else [cmap(i / (n - 1)) for i in range(n)]
-    ls = ["-", "--", ":", "-."]
-    return [(c, ls[i % len(ls)]) for i, c in enumerate(cols)]
-
-
-def _log_axis(axis: Any, short: bool = True) -> None:
-    """Major ticks at 1, 2, 5 x 10^k labelled in plain figures; no minor labels."""
-    from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
-
-    axis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
-    axis.set_major_formatter(FuncFormatter(lambda v, _: _fmt_number(v, short)))
-    axis.set_minor_formatter(NullFormatter())
-
-
-def plot_sweep(rows: list[dict[str, Any]], spec: Any, gpu: Any | None, layout: Any, kv: str, path: str) -> None:
-    """Memory per GPU (GiB) and total tokens/s against context, one line per batch (distinct
-    colour and style, markers in the legend as on the lines), with the GPU's memory and the
-    engine's budget as horizontal lines; points that do not fit are hollow; contexts beyond the
-    model's max_position_embeddings are shaded and named in the legend. The batch legend sits
-    below the panels, so it never covers data."""
-    plt = _matplotlib()
-    from matplotlib.lines import Line2D
-    from matplotlib.ticker import FixedLocator, FuncFormatter, NullLocator
-
-    from kvcalc.weights import weight_format_label
-
-    batches = sorted({r["batch"] for r in rows})
-    seqs = sorted({r["seq_len"] for r in rows})
-    cap = spec.max_position_embeddings
-    panels = 2 if gpu is not None else 1
-    fig, axes = plt.subplots(1, panels, figsize=(6.4 * panels, 5.2), squeeze=False, layout="constrained")
-    ax_mem = axes[0][0]
-    ax_tok = axes[0][1] if gpu is not None else None
-    styles = _styles(len(batches), plt)
-    handles = []
-    for (c, ls), b in zip(styles, batches):
-        rs = sorted((r for r in rows if r["batch"] == b), key=lambda r: r["seq_len"])
-        x = [r["seq_len"] for r in rs]
-        panels_y = [(ax_mem, [r["memory_bytes_per_gpu"] / 2**30 for r in rs])]
-        if ax_tok is not None:
-            panels_y.append((ax_tok, [r["tokens_per_s"] for r in rs]))
-        for ax, y in panels_y:
-            ax.plot(x, y, ls=ls, color=c, lw=1.5)
-            fit = [i for i, r in enumerate(rs) if r.get("fits", True)]
-            miss = [i for i, r in enumerate(rs) if not r.get("fits", True)]
-            ax.plot([x[i] for i in fit], [y[i] for i in fit], "o", color=c, ms=5)
-            ax.plot([x[i] for i in miss], [y[i] for i in miss], "o", mfc="white", color=c, ms=5)
-        handles.append(Line2D([], [], color=c, ls=ls, marker="o", ms=5, label=f"batch {b}"))
-    for ax in axes[0]:
-        ax.set_xscale("log", base=2)
-        ax.xaxis.set_major_locator(FixedLocator(seqs))
-        ax.xaxis.set_minor_locator(NullLocator())
-        ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: _fmt_tokens(v)))
-        if len(seqs) > 6:
-            ax.tick_params(axis="x", labelrotation=45)
-        ax.set_xlabel("context length (tokens per sequence)")
-        ax.grid(True, which="major", alpha=0.3)
-    extra: list[Any] = []  # legend entries for the reference lines and marks
-    if gpu is not None:
-        extra.append(ax_mem.axhline(gpu.memory_bytes / 2**30, color="black", lw=1.2,
-                                    label=f"{gpu.key} memory {gpu.memory_bytes / 2**30:,.1f} GiB"))
-        extra.append(ax_mem.axhline(rows[0]["budget_bytes_per_gpu"] / 2**30, color="black", ls="--", lw=1,
-                                    label=f"budget ({layout.gpu_memory_utilization:g} x memory)"))
-        if any(not r["fits"] for r in rows):
-            extra.append(Line2D([], [], color="grey", marker="o", mfc="white", ls="none", label="does not fit"))
-    if cap and seqs[-1] > cap:
-        for ax in axes[0]:
-            ax.axvspan(cap, seqs[-1] * 1.5, color="grey", alpha=0.15, lw=0)
-            ax.set_xlim(seqs[0] / 1.5 if len(seqs) > 1 else cap / 2, seqs[-1] * 1.5)
-        from matplotlib.patches import Patch
-
-        extra.append(Patch(color="grey", alpha=0.3, label=f"beyond max_position_embeddings ({_fmt_tokens(cap)})"))
-    ax_mem.set_ylabel("memory per GPU (GiB = 2^30 B)")
-    top = max(r["memory_bytes_per_gpu"] for r in rows)
-    if gpu is not None and top > 3 * gpu.memory_bytes:
-        ax_mem.set_yscale("log")  # keep the GPU line readable when the sweep runs far past it
-        _log_axis(ax_mem.yaxis, short=False)
-    else:
-        ax_mem.set_ylim(bottom=0)
-    ax_mem.set_title("Memory per GPU: weights + KV cache" + (" + reserves" if gpu is not None else ""))
-    if ax_tok is not None:
-        ax_tok.set_yscale("log")
-        _log_axis(ax_tok.yaxis)
-        ax_tok.set_ylabel("decode throughput (output tokens/s, all sequences)")
-        ax_tok.set_title(f"Roofline decode (bw eff {layout.bw_efficiency:g})")
-    # one legend below the panels (batches, then the reference lines and marks): it never covers data
-    fig.legend(handles=handles + extra, loc="outside lower center", ncol=min(len(handles) + len(extra), 6),
-               fontsize="small", frameon=False)
-    weights = weight_format_label(spec, layout.weight_dtype)
-    if gpu is not None:
-        n_gpu = layout.tp * layout.pp * layout.dp
-        par = f" (tp {layout.tp}, pp {layout.pp}, dp {layout.dp})" if n_gpu > 1 else ""
-        where = f" on {n_gpu} x {gpu.key}{par}"
-    else:
-        where = f" (tp {layout.tp}, pp {layout.pp})" if (layout.tp, layout.pp) != (1, 1) else ""
-    fig.suptitle(f"{spec.name}{where}: weights {weights}, KV cache {kv}")
-    try:
-        fig.savefig(path, dpi=150)
-    except (OSError, ValueError) as e:
-        raise KvcalcError(f"--plot: cannot write {path}: {getattr(e, 'strerror', None) or e}") from None
-    finally:
-        plt.close(fig)
-
-
-@app.command()
-@handle_errors
-def check(
-    paths: Annotated[list[str], typer.Argument(help="Deployment YAML files or folders of them.")],
-    fmt: Annotated[str, typer.Option("--format", "-f", help="table, markdown (for a PR comment) or json.")] = "table",
-) -> None:
-    """Check deployment files: exit 0 when all fit and meet their targets, 1 when any does not,
-    2 when a file is invalid."""
-    from kvcalc.deploy import check_paths, exit_code
-    from kvcalc.report import markdown_table
-
-    if fmt not in ("table", "markdown", "json"):
-        raise KvcalcError(f"--format: unknown format '{fmt}'; use table, markdown or json")
-    rows, errors = check_paths(paths)
-    code = exit_code(rows, errors)
-    if fmt == "json":
-        import json
-
-        echo(json.dumps({"ok": code == 0, "exit_code": code,
-                         "deployments": [r.model_dump(mode="json") for r in rows], "errors": errors}, indent=2))
-    elif fmt == "markdown":
-        icon = {"ok": "✅ ok", "does not fit": "❌ does not fit", "misses target": "⚠️ misses target"}
-        lines = [markdown_table(
-            ["deployment", "model", "GPUs", "KV", "context x concurrency", "memory/GPU GiB", "budget GiB",
-             "TPOT ms", "tokens/s", "status", "why"],
-            [[r.name, r.model, f"{r.count} x {r.gpu} (tp {r.tp}, pp {r.pp}, dp {r.dp})", r.kv_dtype,
-              f"{r.max_seq_len:,} x {r.concurrency}", f"{r.memory_bytes_per_gpu / 2**30:,.2f}",
-              f"{r.budget_bytes_per_gpu / 2**30:,.2f}", f"{r.tpot_ms:,.2f}", f"{r.tokens_per_s:,.0f}",
-              icon[r.status], "; ".join(r.problems)] for r in rows])]
-        lines += [f"\n**invalid:** `{e}`" for e in errors]
-        echo("\n".join(lines))
-    else:
-        if rows:
-            echo(_check_table(rows))
-    if errors and fmt != "json":
-        from kvcalc.cli import _err_console
-
-        con = _err_console()
-        for e in errors:
-            from rich.markup import escape
-
-            con.print(f"[red]error:[/red] {escape(str(e))}", markup=True)
-    raise typer.Exit(code)
-
-
-def _check_table(rows: list[Any]):
-    """The rich table of `kvcalc check`, with each failing deployment's reasons after it."""
-    from rich.console import Group
-    from rich.table import Table
-    from rich.text import Text
-
-    t = Table(title="kvcalc check: memory per GPU vs gpu_memory_utilization x memory; decode with "
-                    "every sequence at max_seq_len", title_justify="left")
-    for c in ("deployment", "GPUs", "tokens x seqs", "GiB/GPU\nused / budget", "max\nseqs",
-              "TPOT ms\n(target)", "tokens/s\n(target)", "status"):
-        t.add_column(c, justify="left" if c in ("deployment", "GPUs", "status") else "right", overflow="fold",
-                     no_wrap=c == "deployment")
-    style = {"ok": "green", "does not fit": "red", "misses target": "yellow"}
-    notes = []
-    for r in rows:
-        tgt_tpot = f" (≤{r.max_tpot_ms:g})" if r.max_tpot_ms is not None else ""
-        tgt_tok = f" (≥{r.min_tokens_per_s:g})" if r.min_tokens_per_s is not None else ""
-        par = f"tp{r.tp}" + (f" pp{r.pp}" if r.pp > 1 else "") + (f" dp{r.dp}" if r.dp > 1 else "")
-        t.add_row(r.name, f"{r.count}x {r.gpu} {par}", f"{r.max_seq_len:,} x {r.concurrency}",
-                  f"{r.memory_bytes_per_gpu / 2**30:,.1f} / {r.budget_bytes_per_gpu / 2**30:,.1f}",
-                  f"{r.max_concurrency:,}", f"{r.tpot_ms:,.1f}{tgt_tpot}", f"{r.tokens_per_s:,.0f}{tgt_tok}",
-                  Text(r.status, style=style[r.status]))
-        notes += [Text(f"{r.name}: {p}  ({r.file})", style=style[r.status]) for p in r.problems]
-    return Group(t, *notes) if notes else t
-
-
-@app.command()
-@handle_errors
-def schema(
-    which: Annotated[str, typer.Argument(help="all, model, deployment or gpu.")] = "all",
-) -> None:
-    """Print the JSON Schema of the model, deployment and GPU configs (for editor validation)."""
-    import json
-
-    from kvcalc.deploy import Deployment
-    from kvcalc.schema import GpuSpec, ModelSpec
-
-    schemas = {"model": ModelSpec, "deployment": Deployment, "gpu": GpuSpec}
-    if which == "all":
-        from pydantic.json_schema import models_json_schema
-
-        _, out = models_json_schema([(m, "validation") for m in schemas.values()], title="kvcalc configs")
-        out["$schema"] = "https://json-schema.org/draft/2020-12/schema"
-    elif which in schemas:
-        out = schemas[which].model_json_schema()
-        out["$schema"] = "https://json-schema.org/draft/2020-12/schema"
-    else:
-        from kvcalc.errors import UnknownNameError
-
-        raise UnknownNameError("schema", which, ["all", *schemas])
-    echo(json.dumps(out, indent=2))

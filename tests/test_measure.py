@@ -23,6 +23,8 @@ from kvcalc.schema import ModelSpec
 
 torch = pytest.importorskip("torch")
 from kvcalc import measure as M  # noqa: E402
+from kvcalc.measure import cache as measure_cache  # noqa: E402
+from kvcalc.measure import runner as measure_runner  # noqa: E402  (run looks its helpers up here)
 
 TINY_YAML = str(Path(__file__).parent / "data" / "tiny-gqa.yaml")
 TINY_MLA = str(Path(__file__).parent / "data" / "tiny-mla.yaml")
@@ -85,7 +87,7 @@ def test_sliding_and_mla_layers_allocate_what_the_engine_predicts():
 def test_fill_is_random_and_finite():
     for dt in (torch.float8_e4m3fn, torch.float8_e5m2, torch.bfloat16, torch.int8, torch.uint8):
         t = torch.empty(4096, dtype=dt)
-        M._fill(t)
+        measure_cache._fill(t)
         f = t.float()
         assert torch.isfinite(f).all()
         assert (f != 0).float().mean() > 0.9  # never zeros (a few random zeros are fine)
@@ -229,13 +231,13 @@ def test_cli_layers_scale_and_quantized_mla_with_weights():
 
 def test_cli_refuses_what_does_not_fit(monkeypatch):
     # per sequence: KV 16,384 B + scores/probs 2 x 4 heads x 64 x 4 B = 2,048 B -> 18,432 B
-    monkeypatch.setattr(M, "free_memory_bytes", lambda device: 5 * 18432 + 100)
+    monkeypatch.setattr(measure_runner, "free_memory_bytes", lambda device: 5 * 18432 + 100)
     r = runner.invoke(app, ["measure", TINY_YAML, "--device", "cpu", "--batch", "8"])
     assert r.exit_code == 2
     assert "largest --batch that fits is 5" in r.output
     assert "Traceback" not in r.output and len(r.output.strip().splitlines()) == 1
     # below one sequence: one layer at batch 1 needs 8,192 + 2,048 = 10,240 B
-    monkeypatch.setattr(M, "free_memory_bytes", lambda device: 10250)
+    monkeypatch.setattr(measure_runner, "free_memory_bytes", lambda device: 10250)
     r = runner.invoke(app, ["measure", TINY_YAML, "--device", "cpu"])
     assert r.exit_code == 2 and "largest --layers that fits at --batch 1 is 1" in r.output
 
@@ -267,7 +269,7 @@ def test_cli_table_and_no_half_report_on_error(monkeypatch):
     def boom(*a, **k):
         raise RuntimeError("step failed")
 
-    monkeypatch.setattr(M, "layer_step", boom)
+    monkeypatch.setattr(measure_runner, "layer_step", boom)
     r = runner.invoke(app, ["measure", TINY_YAML, "--device", "cpu", "--steps", "2"])
     assert r.exit_code == 1 and r.stdout == ""  # one error line on stderr, no report
     assert "step failed" in r.stderr

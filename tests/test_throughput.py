@@ -255,7 +255,7 @@ def test_activation_reserve_needs_a_unit(value: str, ok: int | None) -> None:
 
 
 def test_plot_labels_and_styles() -> None:
-    from kvcalc.cli_throughput import _fmt_number, _fmt_tokens, _styles
+    from kvcalc.plot import _fmt_number, _fmt_tokens, _styles
 
     assert [_fmt_tokens(n) for n in (1024, 131072, 2**20, 2**21, 1000)] == ["1k", "128k", "1M", "2M", "1,000"]
     assert [_fmt_number(v) for v in (20, 50, 200, 5000, 20000)] == ["20", "50", "200", "5,000", "20k"]
