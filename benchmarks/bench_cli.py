@@ -2,7 +2,9 @@
 
 1. CLI start-up: `kvcalc estimate llama-3.1-70b` against `python -c "import typer, rich, pydantic,
    yaml"` (its own dependencies), each run as a fresh subprocess N times in the same run; medians
-   and their ratio.
+   and their ratio. A third line times the floor any typer CLI pays: a one-command typer app
+   that parses one option and prints a rich table of one pydantic model read from YAML
+   (typer loads its option adapters and rich its renderer only when a command runs).
 2. Sweep speed: 100,000 (model, seq_len, batch) points through the engine's per-layer KV bytes
    (`plan.KvProfile`), the memory plan and the roofline (`plan.Planner.point`), on one core
    (target: under 1 s), planners' set-up included.
@@ -33,24 +35,50 @@ def _time_cmd(cmd: list[str], runs: int, env: dict[str, str]) -> list[float]:
     return out
 
 
+#: the floor: what any typer CLI that reads a YAML into a pydantic model and prints a rich table
+#: pays at start-up, whatever it computes.
+FLOOR_APP = """
+import sys, typer, yaml
+from pydantic import BaseModel, ConfigDict
+from rich.console import Console
+from rich.table import Table
+class M(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+    name: str
+    n_layers: int
+app = typer.Typer()
+@app.command()
+def show(path: str, seq_len: int = 8192) -> None:
+    m = M.model_validate(yaml.safe_load(open(path)))
+    t = Table(); t.add_column("name"); t.add_column("n_layers"); t.add_row(m.name, str(m.n_layers))
+    Console().print(t)
+app()
+"""
+
+
 def startup(runs: int) -> None:
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     py = sys.executable
     base_cmd = [py, "-c", "import typer, rich, pydantic, yaml"]
+    floor_cmd = [py, "-c", FLOOR_APP, str(ROOT / "configs" / "models" / "llama-3.1-70b.yaml")]
     cli_cmd = [py, "-m", "kvcalc", "estimate", "llama-3.1-70b"]
-    _time_cmd(base_cmd, 2, env)  # warm the page cache
-    _time_cmd(cli_cmd, 2, env)
-    base, cli = [], []
-    for _ in range(runs):  # interleave so drift hits both alike
+    for cmd in (base_cmd, floor_cmd, cli_cmd):
+        _time_cmd(cmd, 2, env)  # warm the page cache
+    base, floor, cli = [], [], []
+    for _ in range(runs):  # interleave so drift hits all alike
         base += _time_cmd(base_cmd, 1, env)
+        floor += _time_cmd(floor_cmd, 1, env)
         cli += _time_cmd(cli_cmd, 1, env)
-    mb, mc = statistics.median(base), statistics.median(cli)
+    mb, mf, mc = statistics.median(base), statistics.median(floor), statistics.median(cli)
     print(f"start-up, median of {runs} fresh processes:")
     print(f"  python -c 'import typer, rich, pydantic, yaml' : {mb * 1e3:7.1f} ms "
           f"(min {min(base) * 1e3:.1f}, max {max(base) * 1e3:.1f})")
     print(f"  kvcalc estimate llama-3.1-70b                  : {mc * 1e3:7.1f} ms "
           f"(min {min(cli) * 1e3:.1f}, max {max(cli) * 1e3:.1f})")
-    print(f"  ratio                                          : {mc / mb:7.2f} x")
+    print(f"  a bare typer + rich + pydantic + yaml command  : {mf * 1e3:7.1f} ms "
+          f"(min {min(floor) * 1e3:.1f}, max {max(floor) * 1e3:.1f})")
+    print(f"  ratio to the imports                           : {mc / mb:7.2f} x")
+    print(f"  ratio to the bare command                      : {mc / mf:7.2f} x")
 
 
 def sweep_speed() -> None:
