@@ -10,7 +10,7 @@ from __future__ import annotations
 import functools
 import os
 import sys
-from typing import Annotated, Any, Callable, Optional
+from typing import Annotated, Any, Callable, Iterable, Optional
 
 import typer
 
@@ -22,6 +22,7 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
+    rich_markup_mode=None,  # help text prints as written: "kvcalc[plot]" is not markup
 )
 
 _STATE = {"debug": bool(os.environ.get("KVCALC_DEBUG"))}
@@ -185,6 +186,29 @@ def resolve_kv_dtypes(model: Any, kv_dtype: str | None, k_dtype: str | None, v_d
     return k.name, v.name
 
 
+def typed_options(ctx: typer.Context) -> list[str]:
+    """Parameters of the running command that the user typed (not left at their defaults)."""
+    return [n for n in ctx.params if getattr(ctx.get_parameter_source(n), "name", "DEFAULT") != "DEFAULT"]
+
+
+def flag_name(ctx: typer.Context, param: str) -> str:
+    """The option as the user writes it (`--vllm-v0` for the parameter `v0`)."""
+    for p in ctx.command.params:
+        if p.name == param and getattr(p, "opts", None):
+            return max(p.opts, key=len)
+    return "--" + param.replace("_", "-")
+
+
+def refuse_typed(ctx: typer.Context, params: Iterable[str], applies_to: str) -> None:
+    """Raise `KvcalcError` when any of `params` was typed: an option that would be ignored is
+    refused, never silently dropped ('--x applies to `applies_to`')."""
+    typed = set(typed_options(ctx))
+    given = [n for n in params if n in typed]
+    if given:
+        verb = "applies" if len(given) == 1 else "apply"
+        raise KvcalcError(f"{', '.join(flag_name(ctx, n) for n in given)} {verb} to {applies_to}")
+
+
 def check_positive(**values: int) -> None:
     """Raise KvcalcError naming the first option that is not a positive integer."""
     for name, v in values.items():
@@ -250,7 +274,12 @@ def estimate(
         parts.append(serving_part(spec, est, gpu, make_layout(
             tp, pp, dp, weight_dtype, k, v, gpu_memory_utilization, bw_efficiency, flops_efficiency,
             cuda_context, activation_reserve)))
-    if engine_name.strip().lower() not in ("ideal", "exact", "none"):
+    eng = engine_name.strip().lower()
+    if eng != "vllm":
+        refuse_typed(ctx, ["block_size"], "--engine vllm only")
+    if eng != "sglang":
+        refuse_typed(ctx, ["page_size"], "--engine sglang only")
+    if eng not in ("ideal", "exact", "none"):
         from kvcalc.cli_capacity import engine_part
 
         # the engine sizes its KV from the GPU plan's budget when --gpu is given (else: for this batch)

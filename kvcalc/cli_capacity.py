@@ -24,6 +24,7 @@ from kvcalc.cli import (
     echo,
     emit_parts,
     handle_errors,
+    refuse_typed,
 )
 from kvcalc.errors import KvcalcError
 
@@ -111,9 +112,10 @@ def show_result(res: Any, title: str) -> str:
     """Print the table, then the engine's log lines as plain text (never wrapped or cropped, so
     they diff against the engine's log); returns '' for callers that echo a result."""
     echo(result_table(res, title))
-    typer.echo(f"{res.engine} would log:")
-    for line in res.log_lines:
-        typer.echo(line)
+    if res.log_lines and res.engine != "ideal":  # the exact formula is no engine: nothing to diff
+        typer.echo(f"{res.engine} would log:")
+        for line in res.log_lines:
+            typer.echo(line)
     return ""
 
 
@@ -186,9 +188,19 @@ def _split(text: str | None) -> list[float] | None:
         raise KvcalcError(f"--tensor-split: '{text}' is not a list of numbers (write 63,37)") from None
 
 
+#: options that mean something to one engine only; typed with another engine they are refused
+ENGINE_ONLY_OPTIONS: dict[str, tuple[str, ...]] = {
+    "vllm": ("block_size", "disable_hybrid", "max_num_batched_tokens", "v0", "swap_space"),
+    "sglang": ("page_size",),
+    "llamacpp": ("ctx_size", "parallel", "kv_unified", "swa_full", "flash_attn", "llamacpp_version",
+                 "n_gpu_layers", "gpus", "tensor_split", "ubatch_size", "ollama"),
+}
+
+
 @app.command()
 @handle_errors
 def capacity(
+    ctx: typer.Context,
     model: ModelArg,
     kv_memory: Annotated[Optional[str], typer.Option("--kv-memory", "-m", help="KV memory per GPU rank: 6.51GiB, 80GB or bytes (vLLM: 'Available KV cache memory'; SGLang: the static pool budget).")] = None,
     engine: EngineOpt = "ideal",
@@ -227,6 +239,9 @@ def capacity(
                    max_num_batched_tokens=max_num_batched_tokens)
     check_format(fmt)
     name = canonical(engine)
+    for owner, params in ENGINE_ONLY_OPTIONS.items():
+        if owner != name:
+            refuse_typed(ctx, params, f"--engine {owner} only")
     spec = load_model(model)
     L = parse_count(max_model_len, "--max-model-len") if max_model_len else None
     mem = parse_size(kv_memory, "--kv-memory") if kv_memory else None

@@ -59,6 +59,10 @@ def import_(
     from kvcalc.hf import spec_to_yaml
     from kvcalc.loaders import load_model
 
+    src = Path(path).expanduser()
+    src = src / "config.json" if src.is_dir() else src
+    if output is not None and src.exists() and output.expanduser().resolve() == src.resolve():
+        raise KvcalcError(f"-o {output}: is the input file; write the YAML to another path")
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", KvcalcWarning)
         spec = load_model(path)

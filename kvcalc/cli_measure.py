@@ -22,7 +22,7 @@ from kvcalc.cli import (
     resolve_kv_dtypes,
     resolve_seq_len,
 )
-from kvcalc.errors import MissingExtraError
+from kvcalc.errors import KvcalcError, MissingExtraError
 
 DeviceOpt = Annotated[str, typer.Option("--device", help="auto (CUDA when present, else CPU), cuda or cpu.")]
 LayersOpt = Annotated[Optional[int], typer.Option("--layers", help="Measure this many KV layers and scale to the whole model.")]
@@ -68,6 +68,8 @@ def measure(
     check_positive(batch=batch, layers=layers, steps=steps)
     check_format(fmt)
     spec = load_model(model)
+    if layers is not None and layers > spec.n_layers:
+        raise KvcalcError(f"--layers {layers} exceeds {spec.name}'s {spec.n_layers} layers")
     T = resolve_seq_len(spec, seq_len)
     k, v = resolve_kv_dtypes(spec, kv_dtype, None, None)
     m = _import_measure()

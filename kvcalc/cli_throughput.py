@@ -63,8 +63,10 @@ def check_gpu_only_options(ctx: typer.Context, gpu: str | None, allowed: tuple[s
     `allowed` lists those the command uses without a GPU (sweep's --weight-dtype)."""
     if gpu is not None:
         return
-    given = [n for n in GPU_ONLY_OPTIONS if n not in allowed and n in ctx.params
-             and getattr(ctx.get_parameter_source(n), "name", "DEFAULT") != "DEFAULT"]
+    from kvcalc.cli import typed_options
+
+    typed = set(typed_options(ctx))
+    given = [n for n in GPU_ONLY_OPTIONS if n not in allowed and n in typed]
     if given:
         opts = ", ".join("--" + n.replace("_", "-") for n in given)
         raise KvcalcError(f"{opts} {'needs' if len(given) == 1 else 'need'} --gpu (a GPU from `kvcalc gpus`); "

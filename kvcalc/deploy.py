@@ -150,7 +150,8 @@ def deployment_files(paths: list[str]) -> list[Path]:
             out.append(p)
         else:
             raise ConfigError("file not found", path=str(p))
-    return out
+    seen: set[Path] = set()
+    return [f for f in out if not (f.resolve() in seen or seen.add(f.resolve()))]  # each file once
 
 
 def _resolve(ref: str, base: Path) -> str:

@@ -122,6 +122,14 @@ def _dtype(data: dict[str, Any], outer: dict[str, Any], model_type: str, path: s
                     return canonical_name(v.removeprefix("torch."))
                 except UnknownNameError as e:
                     raise ConfigError(str(e), path=path, field=key) from None
+    if model_type not in DEFAULT_DTYPE:
+        import warnings
+
+        from kvcalc.errors import KvcalcWarning
+
+        warnings.warn(f"{path or 'config'}: no torch_dtype; assuming bf16, as most published checkpoints "
+                      "are (give --kv-dtype, or add dtype to the YAML, if yours differs)", KvcalcWarning,
+                      stacklevel=2)
     return DEFAULT_DTYPE.get(model_type, "bf16")
 
 

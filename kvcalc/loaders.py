@@ -103,7 +103,7 @@ def read_mapping(path: Path) -> tuple[dict[str, Any], dict[str, int]]:
     if not path.exists():
         raise ConfigError("file not found", path=p)
     if path.is_dir():
-        raise ConfigError("is a folder, not a file (give a .yaml or config.json)", path=p)
+        raise ConfigError("is a folder with no config.json in it (give a .yaml or a config.json)", path=p)
     try:
         text = path.read_text(encoding="utf-8-sig")  # -sig: a UTF-8 byte-order mark is fine
     except (OSError, UnicodeDecodeError) as e:
@@ -134,8 +134,10 @@ def read_mapping(path: Path) -> tuple[dict[str, Any], dict[str, int]]:
             raise ConfigError("holds several YAML documents; put one config in each file", path=p)
         data = docs[0] if docs else None
         lines = _key_lines(text)
+    if data is None:
+        raise ConfigError("is empty; it must hold a mapping of fields (name: ..., n_layers: ...)", path=p)
     if not isinstance(data, dict):
-        raise ConfigError(f"must hold a mapping of fields, not {type(data).__name__}", path=p)
+        raise ConfigError(f"must hold a mapping of fields, not a {type(data).__name__}", path=p)
     return data, lines
 
 

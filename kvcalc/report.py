@@ -116,7 +116,7 @@ def machine(obj: BaseModel | Sequence[BaseModel] | dict, fmt: str) -> str:
 def markdown_table(header: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
     """A GitHub-flavoured markdown table."""
     def cell(x: Any) -> str:
-        return str(x).replace("|", "\\|")
+        return "" if x is None else str(x).replace("|", "\\|")
     lines = ["| " + " | ".join(cell(h) for h in header) + " |",
              "| " + " | ".join("---" for _ in header) + " |"]
     lines += ["| " + " | ".join(cell(c) for c in r) + " |" for r in rows]
@@ -179,6 +179,8 @@ def rows_table(rows: Sequence[BaseModel], columns: Sequence[tuple[str, str]], ti
                 cells.append(f"{v:,} B ({gib(v)})")
             elif isinstance(v, float):
                 cells.append(f"{v:g}")
+            elif isinstance(v, int) and not isinstance(v, bool):
+                cells.append(f"{v:,}")
             else:
                 cells.append(str(v))
         t.add_row(*cells)

@@ -179,6 +179,10 @@ class ModelSpec(_Frozen):
             missing = [f for f in ("kv_lora_rank", "qk_rope_head_dim") if getattr(self, f) is None]
             if missing:
                 raise ValueError(f"attention: mla needs {' and '.join(missing)}")
+            ignored = [f for f in ("n_kv_heads", "head_dim") if getattr(self, f) is not None]
+            if ignored:
+                raise ValueError(f"{' and '.join(ignored)} mean nothing with attention: mla (the cache is one "
+                                 f"latent of kv_lora_rank + qk_rope_head_dim per token); remove {' and '.join(ignored)}")
             kinds = set(self.layer_pattern or self.layer_types or [])
             if self.sliding_window is not None or "sliding" in kinds:
                 raise ValueError("sliding_window with attention: mla is not supported (no published "

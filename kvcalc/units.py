@@ -38,10 +38,15 @@ def parse_count(text: str | int, what: str = "--seq-len") -> int:
 
 def parse_counts(text: str, what: str = "--seq-len") -> list[int]:
     """A comma-separated list of counts: `1k,8k,32k` -> [1024, 8192, 32768]."""
-    parts = [p for p in str(text).split(",") if p.strip()]
-    if not parts:
-        raise KvcalcError(f"{what}: give at least one value")
-    return [parse_count(p, what) for p in parts]
+    parts = str(text).split(",")
+    if any(not p.strip() for p in parts):
+        raise KvcalcError(f"{what}: '{text}' has an empty item; write values separated by single commas")
+    out: list[int] = []
+    for p in parts:
+        n = parse_count(p, what)
+        if n not in out:  # a repeated value is one point
+            out.append(n)
+    return out
 
 
 def parse_size(text: str | int, what: str = "size") -> int:

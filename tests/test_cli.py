@@ -366,3 +366,43 @@ def test_tables_print_no_raw_markup(args, monkeypatch):
     r = run(*args)
     assert r.exit_code in (0, 1), r.output
     assert "[/" not in r.stdout and "[green]" not in r.stdout and "[red]" not in r.stdout
+
+
+def test_config_json_without_dtype_warns(tmp_path):
+    # no torch_dtype: bf16 is assumed and said; 2 x 2 layers x 4 heads x 16 x 8 tokens x 2 B = 4,096 B
+    p = tmp_path / "config.json"
+    p.write_text('{"model_type": "llama", "num_hidden_layers": 2, "num_attention_heads": 4, "hidden_size": 64}')
+    r = run("estimate", str(p), "-s", "8", "-f", "json")
+    assert r.exit_code == 0 and json.loads(r.stdout)["kv_cache_bytes"] == 4_096
+    assert "warning:" in r.stderr and "no torch_dtype; assuming bf16" in r.stderr
+
+
+@pytest.mark.parametrize("args,needle", [
+    (["estimate", "llama-3.1-8b", "-s", "8k", "--block-size", "32"], "--block-size applies to --engine vllm only"),
+    (["estimate", "llama-3.1-8b", "-s", "8k", "--engine", "vllm", "--page-size", "64"], "--page-size applies to --engine sglang only"),
+    (["capacity", "llama-3.1-8b", "--engine", "vllm", "-m", "5GiB", "--ctx-size", "8k", "--swa-full"],
+     "--ctx-size, --swa-full apply to --engine llamacpp only"),
+    (["capacity", "llama-3.1-8b", "--engine", "llamacpp", "--ctx-size", "8k", "--vllm-v0"], "--vllm-v0 applies to --engine vllm only"),
+])
+def test_options_of_another_engine_refused(args, needle):
+    bad(args, needle)
+
+
+def test_import_refuses_to_overwrite_its_input(tmp_path):
+    p = tmp_path / "config.json"
+    p.write_text((Path(__file__).parent / "data" / "hf" / "gpt2.json").read_text())
+    before = p.read_text()
+    bad(["import", str(p), "-o", str(p)], "is the input file")
+    assert p.read_text() == before
+
+
+def test_empty_file_and_mla_with_heads(tmp_path):
+    bad(["estimate", write(tmp_path, "")], "m.yaml", "is empty")
+    text = "name: x\nn_layers: 2\nn_heads: 4\nn_kv_heads: 4\nattention: mla\nkv_lora_rank: 512\nqk_rope_head_dim: 64\n"
+    bad(["estimate", write(tmp_path, text, "mla.yaml"), "-s", "8"], "n_kv_heads mean nothing with attention: mla")
+
+
+def test_sweep_lists_refuse_empty_items_and_merge_repeats():
+    bad(["sweep", "llama-3.1-8b", "-s", "1k,,2k"], "empty item")
+    r = run("sweep", "llama-3.1-8b", "-s", "1k,1k", "-b", "1,1", "-f", "json")
+    assert r.exit_code == 0 and len(json.loads(r.stdout)) == 1
