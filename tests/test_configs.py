@@ -50,6 +50,8 @@ GOLDEN: dict[str, tuple[str, int]] = {
     "gemma-2-9b": ("gqa", 344_064),
     # 2 x 62 layers x 16 kv x 128 x 2 B = 507,904
     "gemma-3-27b": ("gqa", 507_904),
+    # gemma-3-1b: 26 layers x 2 x 1 KV head x 256 x 2 B = 26,624 (4 query heads on 1 KV head: MQA)
+    "gemma-3-1b": ("mqa", 26_624),
     # 27 layers x (512 + 64) latent x 2 B = 31,104 (no factor 2: the latent is K and V)
     "deepseek-v2-lite": ("mla", 31_104),
     # 61 layers x (512 + 64) x 2 B = 70,272
