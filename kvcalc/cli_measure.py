@@ -125,7 +125,7 @@ def measure_table(r: Any) -> Any:
         if x is None:
             return "n/a"
         d = x - r.predicted_kv_bytes
-        return f"{x:,} B ({gib(x)}): " + ("equal" if d == 0 else f"{d:+,} B vs predicted") + label
+        return f"{size(x)}: " + ("equal" if d == 0 else f"{d:+,} B vs predicted") + label
 
     t = Table(title=f"kvcalc measure: {r.model} on {r.device} ({r.device_name})", show_header=False,
               title_justify="left")
