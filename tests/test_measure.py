@@ -264,7 +264,7 @@ def test_without_torch_one_line(monkeypatch):
 def test_cli_table_and_no_half_report_on_error(monkeypatch):
     r = runner.invoke(app, ["measure", TINY_YAML, "--device", "cpu", "--steps", "2"])
     assert r.exit_code == 0, r.output
-    assert "16,384 B (0.00 GiB): equal" in r.stdout and "device cpu" in r.stdout
+    assert "16,384 B (16.38 KB, 16.00 KiB): equal" in r.stdout and "device cpu" in r.stdout
 
     def boom(*a, **k):
         raise RuntimeError("step failed")
