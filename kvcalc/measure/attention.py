@@ -24,7 +24,8 @@ def attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: float, back
     (G = H_q / H_kv; the cache is never expanded).
 
     backends: 'matmul' groups q as (B, H_kv, G, D_k) and does two batched matmuls with the
-    softmax in fp32; 'sdpa' is torch's scaled_dot_product_attention(enable_gqa=True);
+    softmax in fp32; 'sdpa' is torch's scaled_dot_product_attention(enable_gqa=True) where its
+    kernel takes GQA without copying (`sdpa_gqa_native`), else SDPA over q grouped the same way;
     'flash' is flash-attn's flash_attn_func, else FlashInfer's single_decode_with_kv_cache
     (CUDA, fp16/bf16 only; not exercised on the CPU).
     """
@@ -36,12 +37,17 @@ def attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: float, back
         p = torch.softmax(s, dim=-1).to(v.dtype)
         return torch.matmul(p, v).reshape(b, hq, v.shape[-1])             # (B, H_q, D_v)
     if backend == "sdpa":
-        out = F.scaled_dot_product_attention(q.unsqueeze(2), k, v, scale=scale, enable_gqa=hq != hkv)
-        return out.squeeze(2)
+        if hq == hkv or sdpa_gqa_native(q, k, v):
+            out = F.scaled_dot_product_attention(q.unsqueeze(2), k, v, scale=scale, enable_gqa=hq != hkv)
+            return out.squeeze(2)
+        # the G query heads of a KV head as G query rows: the same softmax(q K^T) V, and no
+        # backend expands the cache (the math backend's enable_gqa would repeat_interleave K, V)
+        out = F.scaled_dot_product_attention(q.reshape(b, hkv, hq // hkv, dk), k, v, scale=scale)
+        return out.reshape(b, hq, v.shape[-1])
     if backend == "flash-attn":  # GPU path, untested on CPU
         from flash_attn import flash_attn_func
 
-        out = flash_attn_func(q.unsqueeze(1), k.transpose(1, 2), v.transpose(1, 2), softmax_scale=scale)
+        out = flash_attn_func(q.unsqueeze(1), flash_layout(k), flash_layout(v), softmax_scale=scale)
         return out.squeeze(1)
     if backend == "flashinfer":  # GPU path, untested on CPU
         import flashinfer
@@ -49,6 +55,27 @@ def attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: float, back
         return torch.stack([flashinfer.single_decode_with_kv_cache(q[i], k[i], v[i], kv_layout="HND",
                                                                    sm_scale=scale) for i in range(b)])
     raise KvcalcError(f"--backend: unknown backend '{backend}'; use auto, sdpa, matmul or flash")
+
+
+def sdpa_gqa_native(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> bool:
+    """True when torch's SDPA can take enable_gqa=True without expanding the cache: on the CPU,
+    and on CUDA when its flash kernel applies (fp16/bf16, D_k == D_v <= 256). Otherwise only
+    the math backend accepts enable_gqa and it repeat_interleaves K and V (G x the cache: an
+    OOM at long context, and the wrong bytes timed). Source: torch.nn.functional
+    .scaled_dot_product_attention docstring ("GQA ... works only for Flash_attention and math
+    kernel on CUDA"); flash head-dim limit 256 (aten/src/ATen/native/transformers/sdp_utils)."""
+    if not q.is_cuda:
+        return True
+    return q.dtype in (torch.float16, torch.bfloat16) and k.shape[-1] == v.shape[-1] <= 256
+
+
+def flash_layout(x: torch.Tensor) -> torch.Tensor:
+    """A cache slice (B, H_kv, n, D) as the (B, n, H_kv, D) that flash-attn's flash_attn_func
+    reads: a transposed view, no copy (stride(-1) stays 1, which is all flash_attn_func needs:
+    flash_attn_interface.maybe_contiguous copies only when stride(-1) != 1, and mha_fwd reads
+    the batch, row and head strides; csrc/flash_attn/flash_api.cpp). The write of the new
+    token stays in `layer_step` (flash_attn_with_kvcache, which would do it, is not used)."""
+    return x.transpose(1, 2)
 
 
 def resolve_backend(backend: str, device: str) -> str:

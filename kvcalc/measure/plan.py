@@ -119,14 +119,20 @@ def make_plan(model: ModelSpec, seq_len: int, batch: int, k_fmt: KvFormat, v_fmt
     return Plan(model, seq_len, batch, k_fmt, v_fmt, idx, predicted, whole, work, wbytes, cd)
 
 
-def check_fits(plan: Plan, free: int | None, device: str, make: Callable[..., Plan]) -> None:
-    """Refuse (KvcalcError) when the plan needs more than `free` bytes, naming the largest
-    --batch that fits, else the largest --layers at --batch 1. `make(batch=, layers=)` rebuilds
-    the plan for another batch or layer count."""
-    if free is None or plan.needed_bytes <= free:
+def check_fits(plan: Plan, free: int | None, device: str, make: Callable[..., Plan],
+               margin_bytes: int = 0) -> None:
+    """Refuse (KvcalcError) when the plan needs more than `free - margin_bytes` bytes, naming
+    the largest --batch that fits, else the largest --layers at --batch 1. `make(batch=,
+    layers=)` rebuilds the plan for another batch or layer count."""
+    if free is None:
+        return
+    usable = free - margin_bytes
+    if plan.needed_bytes <= usable:
         return
     what = (f"needs {plan.needed_bytes / GIB:.2f} GiB ({plan.predicted_kv_bytes:,} B of KV cache + "
-            f"workspace) but {device} has {free / GIB:.2f} GiB free")
+            f"workspace) but {device} has {free / GIB:.2f} GiB free"
+            + (f", {usable / GIB:.2f} GiB after a {margin_bytes / GIB:.2f} GiB margin" if margin_bytes else ""))
+    free = usable
     best_b = 0
     lo, hi = 1, plan.batch - 1
     while lo <= hi:  # largest batch that fits (needed bytes grow with the batch)

@@ -46,6 +46,23 @@ def cuda_block_bytes(t: torch.Tensor) -> int:
     return -(-t.untyped_storage().nbytes() // CUDA_BLOCK_BYTES) * CUDA_BLOCK_BYTES
 
 
+def l2_bytes(props: object, table_l2_bytes: int = 0) -> int:
+    """L2 size for the flush buffer: the device's own `L2_cache_size` (torch
+    `_CudaDeviceProperties`, from cudaDeviceProp.l2CacheSize), else the GPU table's `l2_bytes`,
+    else 128 MiB (more than any current GPU's L2 but B200's, so a flush still evicts)."""
+    return int(getattr(props, "L2_cache_size", 0) or table_l2_bytes or 128 * 2**20)
+
+
+#: free device memory kept back by the fit check: cuBLAS / SDPA workspaces, the CUDA graph's
+#: private pool and allocator page granularity (expandable segments map 20 MiB pages).
+CUDA_MARGIN_MIN_BYTES = 1 * 2**30
+
+
+def cuda_margin_bytes(total_bytes: int) -> int:
+    """Bytes of free device memory the fit check leaves unused: max(1 GiB, 2% of total)."""
+    return max(CUDA_MARGIN_MIN_BYTES, total_bytes // 50)
+
+
 def run(model: ModelSpec, seq_len: int, batch: int, k_fmt: KvFormat, v_fmt: KvFormat, *,
         device: str = "auto", layers: int | None = None, steps: int | None = None,
         backend: str = "auto", with_weights: bool = False, cuda_graph: bool = False,
@@ -84,12 +101,14 @@ def run(model: ModelSpec, seq_len: int, batch: int, k_fmt: KvFormat, v_fmt: KvFo
 
         torch.cuda.init()
         torch.empty(1, device="cuda")
+        torch.cuda.empty_cache()  # blocks cached by an earlier run in this process count as free
         free0, total = torch.cuda.mem_get_info()
         # device memory in use before any tensor of ours: the CUDA context (+ other processes)
         ctx_bytes = total - free0 - torch.cuda.memory_reserved()
         dev_name = torch.cuda.get_device_name()
         gpu_row = gpu_for_device_name(dev_name)
-        l2 = gpu_row.l2_bytes if gpu_row and gpu_row.l2_bytes else 128 * 2**20
+        l2 = l2_bytes(torch.cuda.get_device_properties(torch.cuda.current_device()),
+                      gpu_row.l2_bytes if gpu_row else 0)
     else:
         import platform
 
@@ -106,7 +125,8 @@ def run(model: ModelSpec, seq_len: int, batch: int, k_fmt: KvFormat, v_fmt: KvFo
     free = free_memory_bytes(device)
     if free is None:
         notes.append("free memory unknown (no psutil, no /proc/meminfo): not checked before allocating")
-    check_fits(plan, free, device, make)
+    margin = cuda_margin_bytes(total) if device == "cuda" else 0
+    check_fits(plan, free, device, make, margin_bytes=margin)
 
     if layers is not None and len(plan.layer_indices) < sum(x.caches_kv for x in model.layers):
         n_kv = sum(x.caches_kv for x in model.layers)
@@ -122,6 +142,9 @@ def run(model: ModelSpec, seq_len: int, batch: int, k_fmt: KvFormat, v_fmt: KvFo
     if plan.compute_dtype != (getattr(torch, k_fmt.torch_dtype) if k_fmt.torch_dtype and not k_fmt.group_size else None):
         notes.append(f"{k_fmt.name}: dequantized per layer to {str(plan.compute_dtype).removeprefix('torch.')} "
                      f"then attended (the copy adds traffic not in bytes_read_per_step)")
+    if be == "flashinfer":
+        notes.append("flashinfer: single_decode_with_kv_cache once per batch row (B launches per layer), "
+                     "HND views of the cache")
     if model.attention == "mla":
         notes.append("MLA: absorbed decode, q of width kv_lora_rank + rope against the latent as one shared "
                      "KV head; output over the first kv_lora_rank values")
@@ -175,10 +198,11 @@ def run(model: ModelSpec, seq_len: int, batch: int, k_fmt: KvFormat, v_fmt: KvFo
         extra += [gen_q, x]
         wbytes = 0
         if with_weights:
-            for s in states:
-                s.weights = [torch.empty(a, b, dtype=cd, device=device).normal_(std=a ** -0.5)
-                             for a, b in weight_shapes(model)]
-                wbytes += sum(w.untyped_storage().nbytes() for w in s.weights)
+            for st in states:
+                st.weights = [torch.empty(a, b, dtype=cd, device=device).normal_(std=a ** -0.5)
+                              for a, b in weight_shapes(model)]
+                wbytes += sum(w.untyped_storage().nbytes() for w in st.weights)
+            st = None
             notes.append("--with-weights: random QKV, output and MLP weights per layer; a whole decoder layer "
                          "is timed (no norms, no RoPE)")
         scale = attention_scale(model)
@@ -220,16 +244,19 @@ def run(model: ModelSpec, seq_len: int, batch: int, k_fmt: KvFormat, v_fmt: KvFo
         graph = None
         if cuda_graph:
             positions = [seq_len - 1] * total_steps
-            s = torch.cuda.Stream()
-            s.wait_stream(torch.cuda.current_stream())
-            with torch.cuda.stream(s):
+            side = torch.cuda.Stream()
+            side.wait_stream(torch.cuda.current_stream())
+            with torch.cuda.stream(side):  # warm-up off the default stream (lazy inits, kernel choice)
                 for _ in range(3):
                     step(seq_len - 1)
-            torch.cuda.current_stream().wait_stream(s)
+            torch.cuda.current_stream().wait_stream(side)
             graph = torch.cuda.CUDAGraph()
             with torch.cuda.graph(graph):
                 step(seq_len - 1)
-            notes.append("CUDA graph: one step at position seq_len - 1 (reading every cached token) captured, replayed")
+            # the slot is a Python int inside step(): capture bakes it in, so every replay writes the
+            # same slot seq_len - 1 % cache_len and reads the same length; inputs gen_q / x are static
+            notes.append("CUDA graph: one step at position seq_len - 1 captured and replayed; the position is "
+                         "baked into the graph, so every replay rewrites the same slot and reads every cached token")
         times: list[float] = []
         for i, pos in enumerate(positions):
             if flush is not None:
@@ -241,7 +268,11 @@ def run(model: ModelSpec, seq_len: int, batch: int, k_fmt: KvFormat, v_fmt: KvFo
                 progress("decode steps", i + 1, total_steps)
         _sync(device)
     finally:
-        del states[:], extra[:]
+        # drop every reference to device memory (the closure cells of step() included) before
+        # handing the cached blocks back, so the next run (gpu_check's sweep) sees them free
+        states.clear()
+        extra.clear()
+        graph = flush = gen_q = x = row_tensors = None  # noqa: F841
         if device == "cuda":
             torch.cuda.empty_cache()
 
