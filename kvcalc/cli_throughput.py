@@ -75,9 +75,9 @@ def check_gpu_only_options(ctx: typer.Context, gpu: str | None, allowed: tuple[s
 
 def check_limits(batches: list[int], seq_lens: list[int]) -> None:
     """Raise `KvcalcError` for a batch or context past the bounds a deployment file accepts
-    (`deploy.MAX_CONCURRENCY` sequences, `deploy.MAX_SEQ_LEN` tokens): beyond them the sums
+    (`units.MAX_CONCURRENCY` sequences, `units.MAX_SEQ_LEN` tokens): beyond them the sums
     lose meaning and the printed figures turn to garbage."""
-    from kvcalc.deploy import MAX_CONCURRENCY, MAX_SEQ_LEN
+    from kvcalc.units import MAX_CONCURRENCY, MAX_SEQ_LEN
 
     for what, values, cap in (("--batch", batches, MAX_CONCURRENCY), ("--seq-len", seq_lens, MAX_SEQ_LEN)):
         big = [v for v in values if v > cap]

@@ -24,6 +24,7 @@ from typing import Annotated, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from kvcalc.errors import ConfigError, KvcalcError
+from kvcalc.units import MAX_CONCURRENCY, MAX_SEQ_LEN  # shared with the CLI's --batch / --seq-len checks
 
 
 class _Frozen(BaseModel):
@@ -33,8 +34,6 @@ class _Frozen(BaseModel):
 #: Bounds past which the arithmetic stops meaning anything (and float formatting turns to
 #: garbage): no deployment has more GPUs, sequences or tokens per sequence than these.
 MAX_GPUS = 100_000
-MAX_CONCURRENCY = 10_000_000
-MAX_SEQ_LEN = 2**30
 
 # strict: YAML `true` or `1.5` is not a count (pydantic's lax mode would read true as 1)
 Count = Annotated[int, Field(strict=True, gt=0, le=MAX_GPUS)]

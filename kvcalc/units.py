@@ -11,6 +11,11 @@ from decimal import Decimal, InvalidOperation
 
 from kvcalc.errors import KvcalcError
 
+#: the largest batch (sequences) and context (tokens) kvcalc sizes: beyond them the sums lose
+#: meaning and printed figures turn to garbage (deployment files, --batch, --seq-len).
+MAX_CONCURRENCY = 10_000_000
+MAX_SEQ_LEN = 2**30
+
 SIZE_UNITS: dict[str, int] = {
     "": 1, "b": 1,
     "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12,
