@@ -21,14 +21,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import Field, field_validator, model_validator
 
 from kvcalc.errors import ConfigError, KvcalcError
+from kvcalc.schema import _Frozen  # frozen, extra="forbid": the one base of every config model
 from kvcalc.units import MAX_CONCURRENCY, MAX_SEQ_LEN  # shared with the CLI's --batch / --seq-len checks
-
-
-class _Frozen(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
 
 
 #: Bounds past which the arithmetic stops meaning anything (and float formatting turns to

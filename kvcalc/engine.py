@@ -258,8 +258,7 @@ def compare_attention(model: ModelSpec, seq_len: int, batch: int, kv_dtype: Form
     for label, kv in variants:
         if kv == own:
             label = label if "own" in label else f"{label} (own)"
-        m = model.model_copy(update={"n_kv_heads": kv})
-        m.__dict__.pop("layers", None)  # model_copy keeps the cached layer list: drop it
+        m = ModelSpec.model_validate({**model.model_dump(), "n_kv_heads": kv})
         total = kv_cache_bytes(m, seq_len, batch, kv_dtype)
         mha_bytes = mha_bytes or total
         rows.append(CompareRow(variant=label, n_kv_heads=kv,

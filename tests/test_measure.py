@@ -16,6 +16,8 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
+from attention_reference import float64_attention
+
 from kvcalc import engine
 from kvcalc.cli import app
 from kvcalc.dtypes import kv_format
@@ -124,13 +126,6 @@ def test_ggml_block_dequant(name, expect):
 
 # ----- attention against float64 ----------------------------------------------------------
 
-def _reference(q, k, v, scale):
-    """float64: query head h reads KV head h // G (K and V expanded only here)."""
-    g = q.shape[1] // k.shape[1]
-    k = k.double().repeat_interleave(g, dim=1)
-    v = v.double().repeat_interleave(g, dim=1)
-    s = torch.einsum("bhd,bhnd->bhn", q.double(), k) * scale
-    return torch.einsum("bhn,bhnd->bhd", torch.softmax(s, -1), v)
 
 
 @pytest.mark.parametrize("backend", ["sdpa", "matmul"])
@@ -142,7 +137,7 @@ def test_attention_matches_float64(backend, hq, hkv):
     v = torch.randn(2, hkv, 9, 12, generator=g)
     out = M.attend(q, k, v, 0.25, backend)
     assert out.shape == (2, hq, 12)
-    torch.testing.assert_close(out.double(), _reference(q, k, v, 0.25), rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(out.double(), float64_attention(q, k, v, 0.25), rtol=1e-5, atol=1e-5)
 
 
 @pytest.mark.parametrize("backend", ["sdpa", "matmul"])
@@ -157,7 +152,7 @@ def test_mla_absorbed_attention_matches_float64(backend):
     assert scale == 1 / math.sqrt(16)  # qk_nope 8 + rope 8
     out = M.layer_step(st, q, 5, scale, backend, torch.float32, 16)
     lat = st.k.parts[0]
-    ref = _reference(q, lat.unsqueeze(1), lat[..., :16].unsqueeze(1), scale)
+    ref = float64_attention(q, lat.unsqueeze(1), lat[..., :16].unsqueeze(1), scale)
     torch.testing.assert_close(out.double(), ref, rtol=1e-5, atol=1e-5)
 
 
@@ -178,7 +173,7 @@ def test_step_writes_at_position_and_never_reads_past_it(backend, window, pos, s
     assert torch.equal(k[:, :, slot], st.k_row.parts[0][:, :, 0])
     assert torch.equal(v[:, :, slot], st.v_row.parts[0][:, :, 0])
     assert torch.isfinite(out).all()
-    torch.testing.assert_close(out.double(), _reference(q, k[:, :, :n], v[:, :, :n], 0.25), rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(out.double(), float64_attention(q, k[:, :, :n], v[:, :, :n], 0.25), rtol=1e-5, atol=1e-5)
 
 
 def test_pick_layers_spreads_over_kinds():

@@ -11,6 +11,8 @@ from types import SimpleNamespace
 
 import pytest
 
+from attention_reference import float64_attention
+
 from kvcalc.dtypes import kv_format
 from kvcalc.errors import KvcalcError
 from kvcalc.loaders import load_model
@@ -32,12 +34,6 @@ def _gpu_check():
     return mod
 
 
-def _reference(q, k, v, scale):
-    g = q.shape[1] // k.shape[1]
-    k = k.double().repeat_interleave(g, dim=1)
-    v = v.double().repeat_interleave(g, dim=1)
-    s = torch.einsum("bhd,bhnd->bhn", q.double(), k) * scale
-    return torch.einsum("bhn,bhnd->bhd", torch.softmax(s, -1), v)
 
 
 @pytest.mark.parametrize("hq,hkv,dv", [(8, 2, 16), (4, 1, 12)], ids=["gqa", "mqa-mla-like"])
@@ -50,7 +46,7 @@ def test_sdpa_grouped_path_matches_float64(monkeypatch, hq, hkv, dv):
     v = torch.randn(2, hkv, 9, dv, generator=g)
     out = M.attend(q, k, v, 0.25, "sdpa")
     assert out.shape == (2, hq, dv)
-    torch.testing.assert_close(out.double(), _reference(q, k, v, 0.25), rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(out.double(), float64_attention(q, k, v, 0.25), rtol=1e-5, atol=1e-5)
 
 
 def _t(dtype, d, cuda=True):
