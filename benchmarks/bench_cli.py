@@ -82,9 +82,9 @@ def startup(runs: int) -> None:
 
 
 def sweep_speed() -> None:
-    from kvcalc.gpus import get_gpu
-    from kvcalc.loaders import load_model
-    from kvcalc.plan import Layout, Planner
+    from kvcalc.load.gpus import get_gpu
+    from kvcalc.load.models import load_model
+    from kvcalc.calc.memory_plan import Layout, Planner
 
     if hasattr(os, "sched_setaffinity"):
         os.sched_setaffinity(0, {sorted(os.sched_getaffinity(0))[0]})

@@ -19,9 +19,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from kvcalc.dtypes import kv_format  # noqa: E402
+from kvcalc.formats import kv_format  # noqa: E402
 from kvcalc.errors import KvcalcError  # noqa: E402
-from kvcalc.loaders import load_model  # noqa: E402
+from kvcalc.load.models import load_model  # noqa: E402
 
 GIB = 2**30
 #: (model, --layers or None for all): two dense GQA models and a GQA 70B at 8 layers

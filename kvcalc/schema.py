@@ -156,7 +156,7 @@ class ModelSpec(_Frozen):
     @field_validator("weight_dtype", "expert_weight_dtype")
     @classmethod
     def _weight_dtype(cls, v: str | None) -> str | None:
-        from kvcalc.dtypes import kv_format
+        from kvcalc.formats import kv_format
 
         try:
             return None if v is None else kv_format(v).name
@@ -166,7 +166,7 @@ class ModelSpec(_Frozen):
     @field_validator("dtype")
     @classmethod
     def _dtype(cls, v: str) -> str:
-        from kvcalc.dtypes import canonical_name
+        from kvcalc.formats import canonical_name
 
         try:
             return canonical_name(v)

@@ -74,3 +74,26 @@ def parse_size(text: str | int, what: str = "size") -> int:
     if n <= 0:
         raise KvcalcError(f"{what} must be positive, got {text}")
     return n
+
+
+#: a reserve written without a unit and below this is almost surely a unit left off (1.5 -> 1 B)
+MIN_UNITLESS_RESERVE_BYTES = 2**20
+
+
+def parse_reserve(text: str, what: str) -> int:
+    """Bytes of a per-GPU reserve (--cuda-context, --activation-reserve): `0`, a size with a
+    unit (`2GiB`, `512MiB`), or a whole byte count of at least 1 MiB. Raises `KvcalcError` for a
+    unitless fraction (`1.5` would floor to 1 byte) or a unitless count under 1 MiB."""
+    import re
+
+    s = str(text).strip().replace("_", "").replace(",", "")
+    if re.fullmatch(r"0*\.?0*", s) and s not in ("", "."):
+        return 0
+    if re.fullmatch(r"[0-9]*\.?[0-9]+", s):  # no unit: a byte count
+        if not s.isdigit():
+            raise KvcalcError(f"{what}: '{text}' has no unit and is not a whole number of bytes; "
+                              f"write the unit, e.g. {s}GiB or {s}MiB")
+        if int(s) < MIN_UNITLESS_RESERVE_BYTES:
+            raise KvcalcError(f"{what}: '{text}' has no unit, so it would be {int(s):,} bytes; "
+                              f"write the unit, e.g. {s}GiB, {s}MiB or {s}B")
+    return parse_size(text, what)

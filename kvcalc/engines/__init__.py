@@ -1,8 +1,8 @@
 """Engine profiles: what vLLM, SGLang and llama.cpp allocate, rule by rule, one module each.
 
 `ENGINES` maps an engine name to its profile module; `ideal` is the exact formula of
-`kvcalc.engine` with no block, page or padding rule (tokens = memory // bytes per token).
-Each profile is pure arithmetic on `kvcalc.engine`'s per-layer functions
+`kvcalc.calc.kv_cache` with no block, page or padding rule (tokens = memory // bytes per token).
+Each profile is pure arithmetic on `kvcalc.calc.kv_cache`'s per-layer functions
 (`layer_kv_bytes_per_token`, `tokens_cached`, `kv_heads_per_rank`, `check_tp`), states the
 engine version it models, and returns an `EngineResult` carrying the lines the engine logs.
 

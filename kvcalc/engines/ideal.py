@@ -1,4 +1,4 @@
-"""The `ideal` profile: the exact formula of `kvcalc.engine`, with no block, page or padding rule.
+"""The `ideal` profile: the exact formula of `kvcalc.calc.kv_cache`, with no block, page or padding rule.
 
 tokens = memory // bytes per token (one TP rank, while no window is full); concurrency at L =
 memory / window-aware bytes of one request of L tokens. It logs nothing: the lines say what it is.
@@ -6,8 +6,8 @@ memory / window-aware bytes of one request of L tokens. It logs nothing: the lin
 
 from __future__ import annotations
 
-from kvcalc.dtypes import KvFormat
-from kvcalc.engine import check_tp, layer_kv_bytes_per_token, layers_cache_bytes
+from kvcalc.formats import KvFormat
+from kvcalc.calc.kv_cache import check_tp, layer_kv_bytes_per_token, layers_cache_bytes
 from kvcalc.engines import SEARCH_LIMIT_TOKENS, EngineResult, longest_fitting
 from kvcalc.schema import ModelSpec
 
@@ -16,7 +16,7 @@ VERSION = "kvcalc exact formula (no engine rounding)"
 
 def default_kv_dtype(model: ModelSpec) -> tuple[str, str]:
     """(format name, label) with no --kv-dtype: the model's own dtype."""
-    from kvcalc.dtypes import kv_format
+    from kvcalc.formats import kv_format
 
     name = kv_format(model.dtype).name
     return name, f"auto ({name})"

@@ -47,8 +47,8 @@ import bisect
 import struct
 import warnings
 
-from kvcalc.dtypes import KvFormat
-from kvcalc.engine import layer_kv_bytes_per_token
+from kvcalc.formats import KvFormat
+from kvcalc.calc.kv_cache import layer_kv_bytes_per_token
 from kvcalc.engines import SEARCH_LIMIT_TOKENS, DeviceBuffer, EngineResult, longest_fitting
 from kvcalc.errors import KvcalcError, KvcalcWarning
 from kvcalc.schema import LayerSpec, ModelSpec

@@ -31,8 +31,8 @@ modelled); mamba / linear-attention layers are refused.
 
 from __future__ import annotations
 
-from kvcalc.dtypes import KvFormat
-from kvcalc.engine import check_tp, layer_kv_bytes_per_token
+from kvcalc.formats import KvFormat
+from kvcalc.calc.kv_cache import check_tp, layer_kv_bytes_per_token
 from kvcalc.engines import SEARCH_LIMIT_TOKENS, EngineResult, longest_fitting
 from kvcalc.errors import KvcalcError
 from kvcalc.schema import ModelSpec
@@ -48,7 +48,7 @@ NO_MEMORY = "Not enough memory. Please try to increase --mem-fraction-static."
 def default_kv_dtype(model: ModelSpec) -> tuple[str, str]:
     """(format name, label) of `--kv-cache-dtype auto`: the model's serving dtype; fp32
     checkpoints in fp16 (gemma*: bf16), `configs/model_config.py` `_get_and_verify_dtype`."""
-    from kvcalc.dtypes import kv_format
+    from kvcalc.formats import kv_format
 
     name = kv_format(model.dtype).name
     if name == "fp32":

@@ -51,8 +51,8 @@ from __future__ import annotations
 import warnings
 from dataclasses import dataclass
 
-from kvcalc.dtypes import KvFormat
-from kvcalc.engine import check_tp, kv_heads_per_rank, layer_kv_bytes_per_token
+from kvcalc.formats import KvFormat
+from kvcalc.calc.kv_cache import check_tp, kv_heads_per_rank, layer_kv_bytes_per_token
 from kvcalc.engines import SEARCH_LIMIT_TOKENS, EngineResult, longest_fitting
 from kvcalc.errors import KvcalcError, KvcalcWarning
 from kvcalc.schema import LayerSpec, ModelSpec
@@ -81,7 +81,7 @@ def default_kv_dtype(model: ModelSpec, v0: bool = False) -> tuple[str, str]:
     fp16 in V0 (0.6.x `vllm/config.py` `_get_and_verify_dtype`: "we use float16 for float32
     models"). gpt2 (fp32): 12 layers x 2 x 12 heads x 64 x 2 B = 36,864 B/token, not 73,728.
     """
-    from kvcalc.dtypes import kv_format
+    from kvcalc.formats import kv_format
 
     name = kv_format(model.dtype).name
     if name == "fp32":

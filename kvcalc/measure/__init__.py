@@ -14,7 +14,7 @@ a `MeasureResult`. Nothing is returned, and so nothing is printed, unless the wh
 
 Shapes: K (B, H_kv, T, D_k) and V (B, H_kv, T, D_v) per full/sliding layer (a sliding layer at
 T = min(seq_len, window), written as a ring buffer); an MLA latent (B, T, kv_lora_rank +
-qk_rope_head_dim). Queries (B, H_q, D). Bytes come from `kvcalc.engine` and nowhere else.
+qk_rope_head_dim). Queries (B, H_q, D). Bytes come from `kvcalc.calc.kv_cache` and nowhere else.
 
 Sources: attention softmax(q K^T / sqrt(d)) V (Vaswani et al. 2017); GQA grouping (Ainslie et
 al. 2023, arXiv:2305.13245); MLA absorbed decode over the latent (DeepSeek-V2, arXiv:2405.04434,
@@ -44,7 +44,7 @@ from kvcalc.measure.device import (
     probe_bandwidth,
     resolve_device,
 )
-from kvcalc.measure.plan import Plan, check_fits, compute_dtype_for, make_plan, pick_layers, weight_shapes
+from kvcalc.measure.sizing import Plan, check_fits, compute_dtype_for, make_plan, pick_layers, weight_shapes
 from kvcalc.measure.result import MeasureResult
 from kvcalc.measure.runner import CPU_DEFAULT_STEPS, CUDA_BLOCK_BYTES, GPU_MIN_STEPS, run
 

@@ -3,7 +3,7 @@ scales, llama.cpp blocks as raw uint8), random fills, dequantization, and one la
 
 Shapes: K (B, H_kv, T, D_k) and V (B, H_kv, T, D_v) per full/sliding layer (a sliding layer at
 T = min(seq_len, window), written as a ring buffer); an MLA latent (B, T, kv_lora_rank +
-qk_rope_head_dim). Bytes come from `kvcalc.engine` and nowhere else.
+qk_rope_head_dim). Bytes come from `kvcalc.calc.kv_cache` and nowhere else.
 
 Sources: llama.cpp block layouts (ggml/src/ggml-common.h block_q8_0, block_q4_0, block_q4_1,
 block_iq4_nl; ggml-quants.c `dequantize_row_q4_0`: low nibbles are values 0..15, high nibbles
@@ -16,10 +16,10 @@ from dataclasses import dataclass, field
 
 import torch
 
-from kvcalc import engine
-from kvcalc.dtypes import KvFormat
+from kvcalc.calc import kv_cache
+from kvcalc.formats import KvFormat
 from kvcalc.errors import KvcalcError
-from kvcalc.measure.plan import Plan
+from kvcalc.measure.sizing import Plan
 from kvcalc.schema import LayerSpec
 
 #: llama.cpp block formats this command can dequantize (q5_0/q5_1 are refused).
@@ -207,7 +207,7 @@ class LayerState:
 def allocate_layer(spec: LayerSpec, plan: Plan, device: str) -> LayerState:
     """K (B, H_kv, T', D_k) and V (B, H_kv, T', D_v) with T' = tokens_cached (window length for
     a sliding layer), or an MLA latent (B, T', D_latent); empty, then filled with random values."""
-    b, t = plan.batch, engine.tokens_cached(spec, plan.seq_len)
+    b, t = plan.batch, kv_cache.tokens_cached(spec, plan.seq_len)
     if spec.kind == "mla":
         k = Store.empty(plan.k_fmt, (b,), t, spec.head_dim_k, device)
         k_row = Store.empty(plan.k_fmt, (b,), 1, spec.head_dim_k, device)

@@ -13,8 +13,8 @@ import statistics
 import torch
 import torch.nn.functional as F
 
-from kvcalc import engine
-from kvcalc.dtypes import KvFormat
+from kvcalc.calc import kv_cache
+from kvcalc.formats import KvFormat
 from kvcalc.errors import KvcalcError
 from kvcalc.measure.attention import attention_scale, layer_step, resolve_backend
 from kvcalc.measure.cache import GGML_DEQUANT, LayerState, allocate_layer, is_ggml
@@ -29,7 +29,7 @@ from kvcalc.measure.device import (
     resolve_device,
     time_call_s,
 )
-from kvcalc.measure.plan import Plan, check_fits, make_plan, weight_shapes
+from kvcalc.measure.sizing import Plan, check_fits, make_plan, weight_shapes
 from kvcalc.measure.result import MeasureResult
 from kvcalc.schema import ModelSpec
 
@@ -97,7 +97,7 @@ def run(model: ModelSpec, seq_len: int, batch: int, k_fmt: KvFormat, v_fmt: KvFo
     gpu_row = None
     l2 = 0
     if device == "cuda":
-        from kvcalc.gpus import gpu_for_device_name
+        from kvcalc.load.gpus import gpu_for_device_name
 
         torch.cuda.init()
         torch.empty(1, device="cuda")
@@ -279,11 +279,11 @@ def run(model: ModelSpec, seq_len: int, batch: int, k_fmt: KvFormat, v_fmt: KvFo
     # --- prediction against measurement (bytes read: the engine's bytes at each step's length)
     chosen = plan.layers
     timed = positions[warmup:]
-    kv_read = round(statistics.fmean(engine.layers_cache_bytes(chosen, min(p + 1, seq_len), batch, k_fmt, v_fmt)
+    kv_read = round(statistics.fmean(kv_cache.layers_cache_bytes(chosen, min(p + 1, seq_len), batch, k_fmt, v_fmt)
                                      for p in timed))
     read = kv_read + wbytes
     med = statistics.median(times)
-    from kvcalc.throughput import memory_time_s  # the roofline's memory term, at full bandwidth
+    from kvcalc.calc.roofline import memory_time_s  # the roofline's memory term, at full bandwidth
 
     pred = memory_time_s(read, probe_bps)
     table_bps = float(gpu_row.hbm_bytes_per_s) if gpu_row else None

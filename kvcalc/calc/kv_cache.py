@@ -1,0 +1,268 @@
+"""Pure KV-cache arithmetic on the schema: bytes per token, cache bytes, TP/PP per-GPU bytes.
+
+No I/O, no logging, no torch, no rich, no yaml. Every byte count is an exact integer.
+
+The core formula (Vaswani et al. 2017 attention; GQA, Ainslie et al. 2023, arXiv:2305.13245):
+
+    kv_cache_bytes = 2 x n_layers x n_kv_heads x head_dim x seq_len x batch x bytes_per_element
+
+generalised per layer: a full layer caches K (B, H_kv, T, D_k) and V (B, H_kv, T, D_v); a sliding
+layer the same with T = min(seq_len, window); an MLA layer one latent (B, T, kv_lora_rank +
+qk_rope_head_dim) serving as K and V (DeepSeek-V2, arXiv:2405.04434); mamba and linear layers
+no per-token cache.
+"""
+
+from __future__ import annotations
+
+from fractions import Fraction
+
+from kvcalc.formats import KvFormat, kv_format
+from kvcalc.errors import KvcalcError
+from kvcalc.schema import (
+    CompareRow,
+    KindBreakdown,
+    KvEstimate,
+    LayerSpec,
+    ModelSpec,
+    Parallelism,
+    Workload,
+)
+
+FormatLike = str | KvFormat
+
+
+def formats(k_dtype: FormatLike, v_dtype: FormatLike | None = None) -> tuple[KvFormat, KvFormat]:
+    """(K format, V format); V defaults to K. Raises `UnknownNameError` for unknown names."""
+    k = kv_format(k_dtype)
+    return k, (kv_format(v_dtype) if v_dtype is not None else k)
+
+
+def check_tp(model: ModelSpec, tp: int) -> None:
+    """Refuse a TP degree the engines refuse (vLLM `ModelConfig.verify_with_parallel_config`
+    and `QKVParallelLinear`): query heads must divide by tp, and KV heads must divide by tp or
+    tp by KV heads. MLA latents are replicated, so only the query heads count there.
+
+    Raises `KvcalcError`.
+    """
+    if model.n_heads % tp:
+        raise KvcalcError(f"--tp {tp}: {model.name} has {model.n_heads} attention heads, "
+                          f"not divisible by {tp}; use a tp that divides {model.n_heads}")
+    kv = model.resolved_n_kv_heads
+    if model.attention != "mla" and kv % tp and tp % kv:
+        raise KvcalcError(f"--tp {tp}: {kv} KV heads cannot be split over {tp} ranks "
+                          f"(neither divides the other); use a tp that divides {kv} or a multiple of it")
+
+
+def kv_heads_per_rank(layer: LayerSpec, tp: int = 1) -> int:
+    """KV heads one tensor-parallel rank holds: max(1, n_kv_heads // tp); heads are replicated
+    when tp exceeds them (vLLM `QKVParallelLinear`: num_kv_head_replicas = tp // n_kv_heads).
+    An MLA latent is one vector replicated on every rank, so 1."""
+    if layer.kind == "mla":
+        return 1
+    return max(1, layer.n_kv_heads // tp)
+
+
+def layer_kv_bytes_per_token(layer: LayerSpec, k_fmt: KvFormat, v_fmt: KvFormat, tp: int = 1) -> int:
+    """Bytes one token adds to one layer's cache on one TP rank.
+
+    full / sliding: h x (bytes(D_k in k_fmt) + bytes(D_v in v_fmt)), h = kv_heads_per_rank;
+    mla: bytes(kv_lora_rank + qk_rope_head_dim in k_fmt), no factor 2; mamba / linear: 0.
+    Raises `KvcalcError` when a head is not a whole number of quantization blocks.
+    """
+    if not layer.caches_kv:
+        return 0
+    if layer.kind == "mla":
+        return k_fmt.bytes_for(layer.head_dim_k, what="latent")
+    h = kv_heads_per_rank(layer, tp)
+    return h * (k_fmt.bytes_for(layer.head_dim_k, what="K head") +
+                v_fmt.bytes_for(layer.head_dim_v, what="V head"))
+
+
+def tokens_cached(layer: LayerSpec, seq_len: int, window_aware: bool = True) -> int:
+    """Tokens one sequence keeps in this layer: min(seq_len, window) for a sliding layer when
+    `window_aware`, else seq_len; 0 for layers without a per-token cache."""
+    if not layer.caches_kv:
+        return 0
+    if window_aware and layer.kind == "sliding" and layer.window is not None:
+        return min(seq_len, layer.window)
+    return seq_len
+
+
+def kv_bytes_per_token(model: ModelSpec, kv_dtype: FormatLike, v_dtype: FormatLike | None = None,
+                       tp: int = 1) -> int:
+    """What one more token adds to one sequence's cache, summed over all layers (on one TP
+    rank when tp > 1), while the context is shorter than every window.
+
+    For a uniform model: 2 x n_layers x n_kv_heads x head_dim x bytes_per_element.
+    """
+    k, v = formats(kv_dtype, v_dtype)
+    return sum(layer_kv_bytes_per_token(layer, k, v, tp) for layer in model.layers)
+
+
+def layers_cache_bytes(layers: tuple[LayerSpec, ...] | list[LayerSpec], seq_len: int, batch: int,
+                       k: KvFormat, v: KvFormat, tp: int = 1, window_aware: bool = True) -> int:
+    """Sum over `layers` of layer bytes per token x tokens cached x batch (one TP rank)."""
+    return sum(layer_kv_bytes_per_token(layer, k, v, tp) * tokens_cached(layer, seq_len, window_aware)
+               for layer in layers) * batch
+
+
+def kv_cache_bytes(model: ModelSpec, seq_len: int, batch: int, kv_dtype: FormatLike,
+                   v_dtype: FormatLike | None = None, tp: int = 1, window_aware: bool = True) -> int:
+    """Bytes of the whole cache for `batch` sequences of `seq_len` tokens (one TP rank when
+    tp > 1; one pipeline replica of all layers).
+
+    Uniform model: 2 x n_layers x n_kv_heads x head_dim x seq_len x batch x bytes_per_element.
+    Sliding layers hold min(seq_len, window) tokens unless `window_aware` is False.
+    """
+    k, v = formats(kv_dtype, v_dtype)
+    return layers_cache_bytes(model.layers, seq_len, batch, k, v, tp, window_aware)
+
+
+def pp_stages(n_layers: int, pp: int) -> list[range]:
+    """Layer indices of each pipeline stage, as vLLM splits them (`vllm/distributed/utils.py`
+    `get_pp_indices`): n_layers // pp each, and the remainder one extra layer per stage from the
+    second-to-last stage backwards (the last stage also holds the LM head).
+
+    Raises `KvcalcError` when pp exceeds the layers.
+    """
+    if pp > n_layers:
+        raise KvcalcError(f"--pp {pp} exceeds the model's {n_layers} layers")
+    sizes = [n_layers // pp] * pp
+    for i in range(2, n_layers % pp + 2):
+        sizes[-i] += 1
+    out, start = [], 0
+    for s in sizes:
+        out.append(range(start, start + s))
+        start += s
+    return out
+
+
+def state_bytes_per_seq(model: ModelSpec) -> int | None:
+    """Fixed state of the mamba / linear layers for one sequence, in the model's dtype; 0 when
+    there are none; None when some such layer cannot be sized from the config."""
+    fixed = [layer for layer in model.layers if not layer.caches_kv]
+    if any(layer.state_values == 0 for layer in fixed):
+        return None
+    k = kv_format(model.dtype)
+    return sum(k.bytes_for(layer.state_values, what="state") for layer in fixed)
+
+
+def _fmt_bytes_per_element(f: KvFormat) -> str:
+    if f.block_values == 1:
+        return f"{f.block_bytes} B"
+    return f"{f.block_bytes}/{f.block_values} B"
+
+
+def formula(model: ModelSpec, seq_len: int, batch: int, k: KvFormat, v: KvFormat,
+            window_aware: bool = True) -> str:
+    """The cache formula with the numbers put in, one term per layer kind, and its total."""
+    terms = []
+    total = 0
+    for kind, layers in _by_kind(model).items():
+        layer = layers[0]
+        if not layer.caches_kv:
+            continue
+        n = len(layers)
+        t = tokens_cached(layer, seq_len, window_aware)
+        tok = f"{t} tokens" if t == seq_len else f"min({seq_len}, {layer.window}) tokens"
+        if layer.kind == "mla":
+            terms.append(f"{n} layers x {layer.head_dim_k} latent x {tok} x {batch} batch x "
+                         f"{_fmt_bytes_per_element(k)}")
+        elif k == v and layer.head_dim_k == layer.head_dim_v:
+            terms.append(f"2 x {n} layers x {layer.n_kv_heads} KV heads x {layer.head_dim_k} head_dim x "
+                         f"{tok} x {batch} batch x {_fmt_bytes_per_element(k)}")
+        else:
+            terms.append(f"{n} layers x {layer.n_kv_heads} KV heads x ({layer.head_dim_k} x "
+                         f"{_fmt_bytes_per_element(k)} + {layer.head_dim_v} x {_fmt_bytes_per_element(v)})"
+                         f" x {tok} x {batch} batch")
+        total += layers_cache_bytes(layers, seq_len, batch, k, v, 1, window_aware)
+    if not terms:
+        return "0 (no layer caches K or V)"
+    return " + ".join(terms) + f" = {total} B"
+
+
+def _by_kind(model: ModelSpec) -> dict[str, list[LayerSpec]]:
+    out: dict[str, list[LayerSpec]] = {}
+    for layer in model.layers:
+        out.setdefault(layer.kind, []).append(layer)
+    return out
+
+
+def estimate(model: ModelSpec, workload: Workload) -> KvEstimate:
+    """The full KV estimate for one model and workload: bytes per token, cache bytes (window-
+    aware and not), the fullest GPU under TP/PP, the total over every GPU, and a breakdown by
+    layer kind.
+
+    Raises `KvcalcError` for a TP or PP layout the engines refuse and for formats that do not
+    fit the head size.
+    """
+    k, v = formats(workload.k_dtype, workload.v_dtype)
+    par: Parallelism = workload.parallel
+    check_tp(model, par.tp)
+    stages = pp_stages(model.n_layers, par.pp)
+    T, B, tp = workload.seq_len, workload.batch, par.tp
+    layers = model.layers
+
+    stage_bytes = [layers_cache_bytes([layers[i] for i in st], T, B, k, v, tp) for st in stages]
+    stage_tok = [sum(layer_kv_bytes_per_token(layers[i], k, v, tp) for i in st) for st in stages]
+    fullest = stages[stage_bytes.index(max(stage_bytes))]
+    breakdown = []
+    for kind, kl in _by_kind(model).items():
+        # this kind's share of the fullest GPU, so the kinds add up to kv_cache_bytes_per_gpu
+        per_gpu = layers_cache_bytes([layers[i] for i in fullest if layers[i].kind == kind], T, B, k, v, tp)
+        breakdown.append(KindBreakdown(
+            kind=kind, n_layers=len(kl),
+            kv_bytes_per_token=sum(layer_kv_bytes_per_token(x, k, v) for x in kl),
+            tokens_cached=tokens_cached(kl[0], T),
+            kv_cache_bytes=layers_cache_bytes(kl, T, B, k, v),
+            kv_cache_bytes_per_gpu=per_gpu,
+            window=kl[0].window))
+    state = state_bytes_per_seq(model)
+    kv_name = k.name if k == v else f"{k.name}/{v.name}"
+    return KvEstimate(
+        model=model.name, source=model.source, attention=model.attention_kind,
+        n_layers=model.n_layers, n_heads=model.n_heads, n_kv_heads=model.resolved_n_kv_heads,
+        head_dim=model.resolved_head_dim, v_head_dim=model.resolved_v_head_dim,
+        group_size=model.group_size, seq_len=T, batch=B,
+        kv_dtype=kv_name, k_dtype=k.name, v_dtype=v.name,
+        tp=par.tp, pp=par.pp, dp=par.dp, n_gpus=par.n_gpus,
+        kv_bytes_per_token=sum(layer_kv_bytes_per_token(x, k, v) for x in layers),
+        kv_cache_bytes=layers_cache_bytes(layers, T, B, k, v),
+        kv_cache_bytes_no_window=layers_cache_bytes(layers, T, B, k, v, window_aware=False),
+        kv_bytes_per_token_per_gpu=max(stage_tok),
+        kv_cache_bytes_per_gpu=max(stage_bytes),
+        kv_cache_bytes_all_gpus=sum(stage_bytes) * tp * par.dp,
+        state_bytes=None if state is None else state * B,
+        formula=formula(model, T, B, k, v),
+        breakdown=breakdown,
+    )
+
+
+def compare_attention(model: ModelSpec, seq_len: int, batch: int, kv_dtype: FormatLike) -> list[CompareRow]:
+    """The same model as MHA (KV heads = query heads), as its own layout, and as MQA (1 KV
+    head), with each one's reduction against MHA: 100 x (1 - n_kv_heads / n_heads) for a
+    uniform model (32 heads sharing 8: 75%; sharing 1: 96.875%; 64 sharing 8: 87.5%).
+
+    Raises `KvcalcError` for MLA models, which have no per-head cache to share.
+    """
+    if model.attention == "mla":
+        raise KvcalcError(f"{model.name} uses MLA (one latent per token), not per-head K and V; "
+                          "compare applies to MHA/GQA/MQA models")
+    own = model.resolved_n_kv_heads
+    variants = [("MHA", model.n_heads)]
+    if own not in (model.n_heads, 1):
+        variants.append((f"GQA ({model.group_size} queries per KV head, own)", own))
+    variants.append(("MQA", 1))
+    rows = []
+    mha_bytes = None
+    for label, kv in variants:
+        if kv == own:
+            label = label if "own" in label else f"{label} (own)"
+        m = ModelSpec.model_validate({**model.model_dump(), "n_kv_heads": kv})
+        total = kv_cache_bytes(m, seq_len, batch, kv_dtype)
+        mha_bytes = mha_bytes or total
+        rows.append(CompareRow(variant=label, n_kv_heads=kv,
+                               kv_bytes_per_token=kv_bytes_per_token(m, kv_dtype),
+                               kv_cache_bytes=total,
+                               reduction_vs_mha_percent=float((1 - Fraction(total, mha_bytes)) * 100)))
+    return rows

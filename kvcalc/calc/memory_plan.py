@@ -1,0 +1,387 @@
+"""The memory plan of one GPU and the capacity solves, plus the roofline of a whole layout.
+
+Pure arithmetic on the schema (no I/O, no rich, no yaml, no torch). Per GPU (the fullest
+pipeline stage of one tensor-parallel rank):
+
+    used_bytes = weights (this rank's share of this stage) + KV cache (this rank, this stage)
+               + fixed SSM / linear-attention state + activation reserve + CUDA context
+    budget_bytes = floor(memory_bytes x gpu_memory_utilization)
+    fits = used_bytes <= budget_bytes on every stage; headroom_bytes = min(budget - used)
+
+as vLLM budgets it (`vllm/v1/worker/gpu_worker.py` `determine_available_memory`: the KV cache
+gets `total x gpu_memory_utilization` minus weights, the profiled activation peak and
+non-torch memory; `gpu_memory_utilization` defaults to 0.9 in `vllm/config/cache.py`).
+
+KV bytes come from the engine only: `KvProfile` groups each stage's layers by the engine's
+`layer_kv_bytes_per_token` and window, and sums bytes x `tokens_cached` (min(T, window) for a
+sliding layer), which is `kv_cache.estimate(...).kv_cache_bytes_per_gpu` exactly (a test holds
+the two equal); grouping is what makes a 100,000-point sweep take well under a second.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict
+
+from kvcalc.calc import kv_cache, roofline
+from kvcalc.formats import KvFormat
+from kvcalc.errors import KvcalcError
+from kvcalc.schema import GpuSpec, ModelSpec
+from kvcalc.calc.weights import (
+    can_derive,
+    model_params,
+    param_counts,
+    weight_bytes,
+    weight_format_label,
+    weight_formats,
+)
+
+#: CUDA context and runtime allocations outside the torch allocator (cuBLAS workspaces, NCCL
+#: buffers, CUDA graphs); vLLM's profiler reports this "non-torch memory" at a few hundred MiB
+#: on one GPU (`vllm/utils/mem_utils.py` `memory_profiling`); settable.
+DEFAULT_CUDA_CONTEXT_BYTES = 500 * 2**20
+DEFAULT_GPU_MEMORY_UTILIZATION = 0.9
+#: tokens of one prefill chunk in vLLM's profiling run (`max_num_batched_tokens`; V1 defaults to
+#: 8192 for the OpenAI server on large GPUs, `vllm/engine/arg_utils.py` `_set_default_args`)
+DEFAULT_PREFILL_CHUNK_TOKENS = 8192
+#: sequences sampled at once in the profiling run (`max_num_seqs` default 256)
+DEFAULT_MAX_NUM_SEQS = 256
+
+
+def _cdiv(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+def budget_bytes(memory_bytes: int, gpu_memory_utilization: float) -> int:
+    """floor(memory_bytes x gpu_memory_utilization): what the engine lets itself use."""
+    return int(memory_bytes * gpu_memory_utilization)
+
+
+def activation_reserve_bytes(model: ModelSpec, tp: int = 1,
+                             chunk_tokens: int = DEFAULT_PREFILL_CHUNK_TOKENS,
+                             max_num_seqs: int = DEFAULT_MAX_NUM_SEQS) -> int:
+    """An estimate of the activation peak of a prefill chunk, which the engine keeps free:
+
+        chunk_tokens x (2 x hidden + widest per-rank intermediate) x 2 B   (bf16 activations)
+      + max_num_seqs x vocab / tp x 4 B                                     (fp32 logits)
+
+    where the widest intermediate is max(2 x dense intermediate, 2 x (k x moe_intermediate +
+    shared)) / tp (gate and up outputs live together). An approximation of vLLM's profiled peak,
+    not a measurement: set it with `activation_reserve_bytes` when you have measured yours.
+    """
+    hidden = model.hidden_size or model.n_heads * model.resolved_head_dim
+    widths = [2 * (model.intermediate_size or 4 * hidden)]
+    if model.n_experts:
+        moe = model.moe_intermediate_size or model.intermediate_size or 4 * hidden
+        widths.append(2 * ((model.n_experts_per_token or 1) * moe + (model.shared_expert_intermediate_size or 0)))
+    inter = _cdiv(max(widths), tp)
+    vocab = _cdiv(model.vocab_size or 32_000, tp)
+    return chunk_tokens * (2 * hidden + inter) * 2 + max_num_seqs * vocab * 4
+
+
+@dataclass(frozen=True, slots=True)
+class KvProfile:
+    """Per-GPU KV bytes as a function of (T, B), from the engine's per-layer bytes.
+
+    `stages[s]` lists (bytes per token on one rank, window or None) for each group of layers of
+    stage s; stage bytes at (T, B) = B x sum(bytes x min(T, window)).
+    """
+
+    stages: tuple[tuple[tuple[int, int | None], ...], ...]
+
+    @classmethod
+    def build(cls, model: ModelSpec, k: KvFormat, v: KvFormat, tp: int = 1, pp: int = 1) -> KvProfile:
+        """Group each stage's layers by (kv_cache.layer_kv_bytes_per_token, window)."""
+        layers = model.layers
+        out = []
+        for st in kv_cache.pp_stages(model.n_layers, pp):
+            groups: dict[tuple[int, int | None], int] = {}
+            for i in st:
+                layer = layers[i]
+                if not layer.caches_kv:
+                    continue
+                # kv_cache.tokens_cached: min(T, window) for sliding layers, else T
+                w = layer.window if layer.kind == "sliding" else None
+                key = (kv_cache.layer_kv_bytes_per_token(layer, k, v, tp), w)
+                groups[key] = groups.get(key, 0) + 1
+            out.append(tuple((b * n, w) for (b, w), n in groups.items()))
+        return cls(stages=tuple(out))
+
+    def stage_bytes(self, seq_len: int, batch: int) -> list[int]:
+        """KV bytes of each stage on one rank."""
+        T = seq_len
+        return [batch * sum(b * (T if w is None or T < w else w) for b, w in st) for st in self.stages]
+
+    def per_gpu_bytes(self, seq_len: int, batch: int) -> int:
+        """The fullest stage: `kv_cache.estimate(...).kv_cache_bytes_per_gpu`."""
+        return max(self.stage_bytes(seq_len, batch))
+
+
+class ServingEstimate(BaseModel):
+    """The GPU side of `kvcalc estimate --gpu` (its JSON keys sit beside the KV keys).
+
+    Bytes are per GPU (the fullest pipeline stage of one TP rank) unless named otherwise;
+    `tokens_per_s` is the whole layout's output (every DP replica), `tokens_per_s_per_seq` one
+    sequence's; `max_batch` is per replica at `seq_len`; `max_seq_len` at `batch`.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    gpu: str
+    gpu_count: int
+    weight_dtype: str
+    n_params: int
+    n_active_params: int
+    weights_bytes_per_gpu: int
+    kv_cache_bytes_per_gpu: int
+    state_bytes_per_gpu: int
+    activation_reserve_bytes: int
+    cuda_context_bytes: int
+    memory_bytes_per_gpu: int
+    gpu_memory_bytes: int
+    gpu_memory_utilization: float
+    budget_bytes_per_gpu: int
+    headroom_bytes: int
+    fits: bool
+    max_batch: int
+    max_seq_len: int
+    max_seq_len_capped: bool
+    bw_efficiency: float
+    flops_efficiency: float
+    decode_bytes_read_per_step: int
+    decode_flops_per_step: int
+    decode_bound: Literal["memory", "compute"]
+    decode_allreduce_s: float
+    tpot_s: float
+    tokens_per_s_per_seq: float
+    tokens_per_s: float
+    ttft_s: float
+    prefill_bound: Literal["memory", "compute"]
+
+
+@dataclass(frozen=True)
+class Layout:
+    """How a model is placed: tp x pp x dp GPUs, the weight and KV formats, and the knobs of the
+    memory plan and the roofline."""
+
+    tp: int = 1
+    pp: int = 1
+    dp: int = 1
+    weight_dtype: str | None = None
+    k_dtype: str | None = None
+    v_dtype: str | None = None
+    gpu_memory_utilization: float = DEFAULT_GPU_MEMORY_UTILIZATION
+    cuda_context_bytes: int = DEFAULT_CUDA_CONTEXT_BYTES
+    activation_reserve_bytes: int | None = None
+    bw_efficiency: float = roofline.DEFAULT_BW_EFFICIENCY
+    flops_efficiency: float = roofline.DEFAULT_FLOPS_EFFICIENCY
+
+    def check(self) -> None:
+        """Raise `KvcalcError` for a utilization or efficiency outside (0, 1]."""
+        for name in ("gpu_memory_utilization", "bw_efficiency", "flops_efficiency"):
+            x = getattr(self, name)
+            if not 0 < x <= 1:
+                raise KvcalcError(f"--{name.replace('_', '-')} must be in (0, 1], got {x}")
+        if self.cuda_context_bytes < 0:
+            raise KvcalcError(f"--cuda-context must not be negative, got {self.cuda_context_bytes}")
+
+
+class Planner:
+    """Everything about one (model, GPU, layout) that does not depend on (T, B), precomputed, so
+    that each (T, B) point is a few multiplications: memory plan, capacity solves, roofline.
+
+    Raises `KvcalcError` for a TP / PP layout the engines refuse, formats that do not fit the
+    heads, or a config that cannot be sized.
+    """
+
+    def __init__(self, model: ModelSpec, gpu: GpuSpec, layout: Layout = Layout()) -> None:
+        layout.check()
+        kv_cache.check_tp(model, layout.tp)
+        self.model, self.gpu, self.layout = model, gpu, layout
+        tp, pp = layout.tp, layout.pp
+        self.stages = kv_cache.pp_stages(model.n_layers, pp)
+        wf, _ = weight_formats(model, layout.weight_dtype)
+        self.weight_dtype = weight_format_label(model, layout.weight_dtype)
+        k, v = kv_cache.formats(layout.k_dtype or model.dtype, layout.v_dtype)
+        self.kv_dtype = k.name if k == v else f"{k.name}/{v.name}"
+        self.kv = KvProfile.build(model, k, v, tp, pp)
+        wb = weight_bytes(model, layout.weight_dtype, tp)
+        self.stage_weight_bytes = wb.stage_bytes(self.stages)
+        self.n_params, self.n_active_params = param_counts(model)
+        state = kv_cache.state_bytes_per_seq(model)
+        self.state_per_seq_per_gpu = _cdiv(state, tp * pp) if state else 0
+        self.act_bytes = (layout.activation_reserve_bytes if layout.activation_reserve_bytes is not None
+                          else activation_reserve_bytes(model, tp))
+        self.fixed_bytes = self.act_bytes + layout.cuda_context_bytes
+        self.budget = budget_bytes(gpu.memory_bytes, layout.gpu_memory_utilization)
+        self.peak = roofline.peak_flops_per_s(gpu, wf.name)
+
+        # roofline precompute: decode reads every dense weight of every stage on this rank (the
+        # token passes through the stages in turn) and the experts its batch routes to.
+        n = len(wb.layer_dense_bytes)
+        self.dense_read_bytes = sum(wb.layer_dense_bytes) + wb.embedding_bytes + wb.head_bytes
+        moe: dict[tuple[int, int, int], int] = {}
+        for i in range(n):
+            if wb.layer_n_experts[i]:
+                key = (wb.layer_expert_bytes[i], wb.layer_n_experts[i], wb.layer_n_active_experts[i])
+                moe[key] = moe.get(key, 0) + 1
+        self.moe_groups = tuple((cnt, eb, e, a) for (eb, e, a), cnt in moe.items())
+        # FLOPs per token: 2 per active matrix weight on this rank (embedding lookups excluded)
+        if can_derive(model):
+            p = model_params(model, tp)
+            self.matmul_flops_per_token = 2 * (p.active - p.embedding)
+        else:
+            self.matmul_flops_per_token = 2 * _cdiv(self.n_active_params, tp)
+        # attention FLOPs per (query, cached key) pair, grouped by window
+        h = _cdiv(model.n_heads, tp)
+        att: dict[int | None, list[int]] = {}
+        for layer in model.layers:
+            if not layer.caches_kv:
+                continue
+            w = layer.window if layer.kind == "sliding" else None
+            if layer.kind == "mla":
+                lora, rope = model.kv_lora_rank, model.qk_rope_head_dim
+                nope = model.qk_nope_head_dim or lora
+                vd = model.v_head_dim or nope
+                dec = 2 * h * (2 * lora + rope)      # absorbed: scores over the latent, values from it
+                pre = 2 * h * (nope + rope + vd)      # prefill: per-head q.k and p.v
+            else:
+                dec = pre = 2 * h * (layer.head_dim_k + layer.head_dim_v)
+            g = att.setdefault(w, [0, 0])
+            g[0] += dec
+            g[1] += pre
+        self.att_groups = tuple((w, d, p_) for w, (d, p_) in att.items())
+        self.hidden = model.hidden_size or model.n_heads * model.resolved_head_dim
+
+    # ----- memory ------------------------------------------------------------------------
+
+    def stage_used_bytes(self, seq_len: int, batch: int) -> list[int]:
+        """Bytes each stage's GPU uses at (T, B)."""
+        kv = self.kv.stage_bytes(seq_len, batch)
+        st = batch * self.state_per_seq_per_gpu + self.fixed_bytes
+        return [w + k + st for w, k in zip(self.stage_weight_bytes, kv)]
+
+    def headroom_bytes(self, seq_len: int, batch: int) -> int:
+        """min over stages of budget - used (negative: short by that much)."""
+        return self.budget - max(self.stage_used_bytes(seq_len, batch))
+
+    def max_batch(self, seq_len: int) -> int:
+        """The largest batch per replica that fits at `seq_len` on every stage (0 if none):
+        min over stages of (budget - weights - reserve) // (KV + state per sequence). Exact:
+        a stage's KV bytes are linear in the batch."""
+        per_seq = self.kv.stage_bytes(seq_len, 1)
+        out = None
+        for w, kv1 in zip(self.stage_weight_bytes, per_seq):
+            free = self.budget - w - self.fixed_bytes
+            one = kv1 + self.state_per_seq_per_gpu
+            b = 0 if free < 0 else (free // one if one else 2**62)
+            out = b if out is None else min(out, b)
+        return int(out or 0)
+
+    def max_seq_len(self, batch: int, cap: int | None = None) -> tuple[int, bool]:
+        """(the longest context that fits `batch` sequences on every stage, capped): binary
+        search on T, exact because KV bytes never shrink as T grows (they stop growing on
+        sliding layers past the window, so the curve bends and a linear solve would be wrong).
+        `cap` defaults to the model's max_position_embeddings (else 2^30); the flag says the cap,
+        not memory, was the limit. 0 when not even one token fits."""
+        hi = cap or self.model.max_position_embeddings or 2**30
+        if self.headroom_bytes(hi, batch) >= 0:
+            return hi, True
+        if self.headroom_bytes(1, batch) < 0:
+            return 0, False
+        lo = 1  # fits at lo, not at hi
+        while hi - lo > 1:
+            mid = (lo + hi) // 2
+            if self.headroom_bytes(mid, batch) >= 0:
+                lo = mid
+            else:
+                hi = mid
+        return lo, False
+
+    # ----- roofline ----------------------------------------------------------------------
+
+    def _weights_read(self, tokens: int) -> int:
+        b = self.dense_read_bytes
+        for cnt, eb, e, a in self.moe_groups:
+            touched = a if tokens == 1 else roofline.expected_experts_touched(e, a, tokens)
+            b += int(round(cnt * eb * touched))
+        return b
+
+    def decode(self, seq_len: int, batch: int) -> roofline.StepTime:
+        """One decode step of `batch` sequences at `seq_len` cached tokens, on one TP rank over
+        every pipeline stage in turn: bytes = weights touched + the batch's KV; FLOPs = 2 x active
+        weights x batch + attention (per cached token per layer: 2 H (D_k + D_v); MLA absorbed:
+        2 H (2 kv_lora + rope)); plus 2 all-reduces per layer of (batch, hidden)."""
+        T = seq_len
+        kv = sum(self.kv.stage_bytes(T, batch))
+        att = sum(d * (T if w is None or T < w else w) for w, d, _ in self.att_groups)
+        flops = batch * (self.matmul_flops_per_token + att)
+        comm = roofline.tp_allreduce_bytes(self.model.n_layers, batch, self.hidden)
+        return roofline.step_time(self._weights_read(batch) + kv, flops, comm, self.gpu, self.layout.tp,
+                                    self.peak, self.layout.bw_efficiency, self.layout.flops_efficiency)
+
+    def prefill(self, prompt_len: int) -> roofline.StepTime:
+        """Prefill of one `prompt_len`-token prompt (time to first token): FLOPs = 2 x active
+        weights x P + attention over the causal pairs (2 H (D_k + D_v) per pair, the term that
+        grows with P^2; sliding layers min(i, window)); bytes = weights touched by P tokens +
+        the prompt's KV written; plus the all-reduces of (P, hidden)."""
+        P = prompt_len
+        att = sum(p * roofline.attended_pairs(P, w) for w, _, p in self.att_groups)
+        flops = P * self.matmul_flops_per_token + att
+        kv = sum(self.kv.stage_bytes(P, 1))
+        comm = roofline.tp_allreduce_bytes(self.model.n_layers, P, self.hidden)
+        return roofline.step_time(self._weights_read(P) + kv, flops, comm, self.gpu, self.layout.tp,
+                                    self.peak, self.layout.bw_efficiency, self.layout.flops_efficiency)
+
+    # ----- one point ---------------------------------------------------------------------
+
+    def point(self, seq_len: int, batch: int) -> tuple[int, bool, float, float]:
+        """(memory bytes per GPU, fits, TPOT s, total tokens/s) at (T, B): the sweep's hot path."""
+        used = max(self.stage_used_bytes(seq_len, batch))
+        st = self.decode(seq_len, batch)
+        t = st.step_time_s
+        return used, used <= self.budget, t, batch * self.layout.dp / t
+
+    def split_decode(self, seq_len: int, concurrency: int) -> tuple[roofline.StepTime, float]:
+        """`concurrency` sequences spread over the layout's dp replicas as evenly as they go:
+        with q, r = divmod(concurrency, dp), r replicas hold q + 1 sequences and dp - r hold q
+        (idle when q = 0). Returns (the fullest replica's decode step, whose time is the TPOT a
+        target must meet; total output tokens/s = r (q + 1) / t(q + 1) + (dp - r) q / t(q)).
+        Counting ceil(concurrency / dp) on every replica would invent sequences: 1 sequence
+        on 8 replicas is 1 / TPOT tokens/s, not 8 / TPOT."""
+        q, r = divmod(concurrency, self.layout.dp)
+        full = self.decode(seq_len, q + 1 if r else q)
+        tok_s = (r * (q + 1) if r else self.layout.dp * q) / full.step_time_s
+        if r and q:
+            tok_s += (self.layout.dp - r) * q / self.decode(seq_len, q).step_time_s
+        return full, tok_s
+
+    def serving(self, seq_len: int, batch: int, kv_cache_bytes_per_gpu: int | None = None) -> ServingEstimate:
+        """The full result at (T, B). `kv_cache_bytes_per_gpu` is `kv_cache.estimate`'s figure when
+        the caller has it (it must equal this plan's own; a mismatch is a bug and raises)."""
+        lay = self.layout
+        kv = self.kv.per_gpu_bytes(seq_len, batch)
+        if kv_cache_bytes_per_gpu is not None and kv_cache_bytes_per_gpu != kv:
+            raise RuntimeError(f"KV per GPU {kv} != kv_cache.estimate {kv_cache_bytes_per_gpu}")
+        used = max(self.stage_used_bytes(seq_len, batch))
+        dec = self.decode(seq_len, batch)
+        pre = self.prefill(seq_len)
+        max_t, capped = self.max_seq_len(batch)
+        tpot = dec.step_time_s
+        return ServingEstimate(
+            gpu=self.gpu.key, gpu_count=lay.tp * lay.pp * lay.dp, weight_dtype=self.weight_dtype,
+            n_params=self.n_params, n_active_params=self.n_active_params,
+            weights_bytes_per_gpu=max(self.stage_weight_bytes),
+            kv_cache_bytes_per_gpu=kv, state_bytes_per_gpu=batch * self.state_per_seq_per_gpu,
+            activation_reserve_bytes=self.act_bytes, cuda_context_bytes=lay.cuda_context_bytes,
+            memory_bytes_per_gpu=used, gpu_memory_bytes=self.gpu.memory_bytes,
+            gpu_memory_utilization=lay.gpu_memory_utilization, budget_bytes_per_gpu=self.budget,
+            headroom_bytes=self.budget - used, fits=used <= self.budget,
+            max_batch=self.max_batch(seq_len), max_seq_len=max_t, max_seq_len_capped=capped,
+            bw_efficiency=lay.bw_efficiency, flops_efficiency=lay.flops_efficiency,
+            decode_bytes_read_per_step=dec.bytes_read, decode_flops_per_step=dec.flops,
+            decode_bound=dec.bound, decode_allreduce_s=dec.comm_time_s,
+            tpot_s=tpot, tokens_per_s_per_seq=1 / tpot, tokens_per_s=batch * lay.dp / tpot,
+            ttft_s=pre.step_time_s, prefill_bound=pre.bound)

@@ -1,0 +1,350 @@
+"""Parameter counts and weight bytes, derived from the architecture (pure arithmetic).
+
+No I/O, no rich, no yaml, no torch. Counts are exact integers; bytes go through the one
+format table, `kvcalc.formats.kv_format` / `KvFormat.bytes_for` (weights and KV share it).
+
+What is counted (the Hugging Face modelling files of each family are the source:
+`transformers/models/llama/modeling_llama.py`, `mixtral`, `deepseek_v3`, `qwen3_moe`,
+`jamba`, `qwen3_next`):
+
+- embeddings `vocab x hidden`, and an untied LM head of the same size; the final norm `hidden`;
+- per layer two norms (`2 x hidden`);
+- standard attention: q `hidden x H x D_k`, k `hidden x H_kv x D_k`, v `hidden x H_kv x D_v`,
+  o `H x D_v x hidden`; with `attention_bias`, q/k/v biases (`H x D_k + H_kv x (D_k + D_v)`);
+- MLA (DeepSeek-V2/V3, arXiv:2405.04434): q_a `hidden x q_lora` + its norm + q_b
+  `q_lora x H x (nope + rope)` (or one q `hidden x H x (nope + rope)` without q_lora_rank);
+  kv_a `hidden x (kv_lora + rope)` + its norm `kv_lora`; kv_b `kv_lora x H x (nope + v)`;
+  o `H x v x hidden`;
+- dense MLP: gated (SwiGLU: gate, up, down) `3 x hidden x inter`, plain `2 x hidden x inter`;
+- MoE: router `hidden x E`, E routed experts of `3 x hidden x moe_inter` each (k of them active
+  per token), plus a shared expert `3 x hidden x shared_inter` always active;
+- mamba (Mamba-1 as in Jamba; d_inner = expand x hidden, dt_rank default ceil(hidden / 16)):
+  in_proj `hidden x 2 d_inner`, conv1d `d_inner x d_conv + d_inner`, x_proj
+  `d_inner x (dt_rank + 2 d_state)`, dt_proj `dt_rank x d_inner + d_inner`, A_log
+  `d_inner x d_state`, D `d_inner`, out_proj `d_inner x hidden`;
+- linear attention (Gated DeltaNet, Qwen3-Next): in_proj_qkvz `hidden x (2 Hk Dk + 2 Hv Dv)`,
+  in_proj_ba `hidden x 2 Hv`, conv1d `(2 Hk Dk + Hv Dv) x kernel`, dt_bias and A_log `Hv` each,
+  gated norm `Dv`, out_proj `Hv Dv x hidden`.
+
+Not counted (each well under 0.1% of the models tested): Qwen3's per-head q/k norms, Qwen3-Next's
+attention output gate, shared-expert gates, DeepSeek-V3's router bias, Jamba's dt/B/C norms,
+DeepSeek-V3's multi-token-prediction module (published 671B excludes it too).
+
+Tensor parallel (one rank's share, as vLLM shards: `ColumnParallelLinear` / `RowParallelLinear`
+split the head / intermediate dimension; `VocabParallelEmbedding` and `ParallelLMHead` split the
+vocabulary; `ReplicatedLinear` keeps MLA's q_a / kv_a and the router whole; KV heads are
+replicated when tp exceeds them): sharded dimensions are divided by tp, rounded up.
+
+Weight formats: the linear (matrix) weights of the decoder layers are stored in the weight
+format; embeddings, LM head, norms, routers and the small mamba / DeltaNet vectors stay in the
+model's dtype, as fp8 and int4 (GPTQ / AWQ) checkpoints leave them (vLLM `fp8.py` and `awq.py`
+quantize `LinearBase` layers only).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from math import ceil
+
+from kvcalc.formats import KvFormat, kv_format
+from kvcalc.errors import KvcalcError
+from kvcalc.schema import ModelSpec
+
+FormatLike = str | KvFormat
+
+
+def _cdiv(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+@dataclass(frozen=True, slots=True)
+class LayerParams:
+    """Parameters of one decoder layer on one TP rank.
+
+    `linear`: matrix weights always used (attention or mamba / DeltaNet mixer, dense MLP,
+    shared expert) in the weight format; `other`: norms, router, biases and small vectors, in
+    the model dtype; `expert_linear`: one routed expert's matrices; `n_experts` routed experts,
+    `n_active_experts` of them used per token (0 and 0 for a dense layer).
+    """
+
+    linear: int
+    other: int
+    expert_linear: int = 0
+    n_experts: int = 0
+    n_active_experts: int = 0
+
+    @property
+    def total(self) -> int:
+        """linear + other + n_experts x expert_linear."""
+        return self.linear + self.other + self.n_experts * self.expert_linear
+
+    @property
+    def active(self) -> int:
+        """linear + other + n_active_experts x expert_linear (what one token touches)."""
+        return self.linear + self.other + self.n_active_experts * self.expert_linear
+
+
+@dataclass(frozen=True, slots=True)
+class ModelParams:
+    """Every parameter of a model on one TP rank: the layers, the embedding, the LM head (0
+    when tied) and the final norm."""
+
+    layers: tuple[LayerParams, ...]
+    embedding: int
+    lm_head: int
+    final_norm: int
+
+    @property
+    def total(self) -> int:
+        """All parameters on the rank."""
+        return sum(x.total for x in self.layers) + self.embedding + self.lm_head + self.final_norm
+
+    @property
+    def active(self) -> int:
+        """Parameters one token touches (active experts only)."""
+        return sum(x.active for x in self.layers) + self.embedding + self.lm_head + self.final_norm
+
+
+def is_moe_layer(model: ModelSpec, i: int) -> bool:
+    """True when layer `i` (0-based) has routed experts: the model has `n_experts`, i is past
+    `first_dense_layers` (DeepSeek `first_k_dense_replace`), and i % moe_layer_period ==
+    moe_layer_offset % moe_layer_period (Jamba `expert_layer_period` / `expert_layer_offset`)."""
+    if not model.n_experts:
+        return False
+    p = model.moe_layer_period
+    return i >= model.first_dense_layers and i % p == model.moe_layer_offset % p
+
+
+def _need(model: ModelSpec, *fields: str) -> None:
+    missing = [f for f in fields if getattr(model, f) is None]
+    if missing:
+        raise KvcalcError(
+            f"{model.name}: cannot count parameters without {', '.join(missing)}; "
+            f"add them to the config, or give n_params (and n_active_params)")
+
+
+def _attention_params(model: ModelSpec, tp: int) -> tuple[int, int]:
+    """(linear, other) of one attention block on one rank."""
+    d = model.hidden_size
+    h = _cdiv(model.n_heads, tp)
+    if model.attention == "mla":
+        _need(model, "qk_nope_head_dim")
+        nope, rope, lora = model.qk_nope_head_dim, model.qk_rope_head_dim, model.kv_lora_rank
+        v = model.v_head_dim or nope
+        linear = other = 0
+        if model.q_lora_rank:
+            linear += d * model.q_lora_rank + model.q_lora_rank * h * (nope + rope)
+            other += model.q_lora_rank  # q_a_layernorm
+        else:
+            linear += d * h * (nope + rope)
+        linear += d * (lora + rope)           # kv_a_proj_with_mqa (replicated)
+        other += lora                          # kv_a_layernorm
+        linear += lora * h * (nope + v)        # kv_b_proj
+        linear += h * v * d                    # o_proj
+        return linear, other
+    dk, dv = model.resolved_head_dim, model.resolved_v_head_dim
+    kv = model.resolved_n_kv_heads
+    kvr = max(1, kv // tp)
+    linear = d * h * dk + d * kvr * (dk + dv) + h * dv * d
+    other = (h * dk + kvr * (dk + dv)) if model.attention_bias else 0
+    return linear, other
+
+
+def _mlp_params(model: ModelSpec, inter: int, tp: int) -> int:
+    """Matrices of one dense MLP (or one expert) of width `inter` on one rank."""
+    n = 3 if model.mlp_kind == "gated" else 2
+    return n * model.hidden_size * _cdiv(inter, tp)
+
+
+def _mamba_params(model: ModelSpec, tp: int) -> tuple[int, int]:
+    _need(model, "mamba_d_state", "mamba_d_conv", "mamba_expand")
+    d = model.hidden_size
+    di = _cdiv(model.mamba_expand * d, tp)
+    r = model.mamba_dt_rank or ceil(d / 16)
+    s = model.mamba_d_state
+    linear = d * 2 * di + di * (r + 2 * s) + r * di + di * d
+    other = di * model.mamba_d_conv + di + di + di * s + di  # conv w+b, dt bias, A_log, D
+    return linear, other
+
+
+def _linear_attention_params(model: ModelSpec, tp: int) -> tuple[int, int]:
+    _need(model, "linear_num_key_heads", "linear_num_value_heads", "linear_key_head_dim",
+          "linear_value_head_dim", "linear_conv_kernel_dim")
+    d = model.hidden_size
+    hk, hv = _cdiv(model.linear_num_key_heads, tp), _cdiv(model.linear_num_value_heads, tp)
+    dk, dv = model.linear_key_head_dim, model.linear_value_head_dim
+    linear = d * (2 * hk * dk + 2 * hv * dv) + d * 2 * hv + hv * dv * d
+    other = (2 * hk * dk + hv * dv) * model.linear_conv_kernel_dim + 2 * hv + dv
+    return linear, other
+
+
+def layer_params(model: ModelSpec, i: int, tp: int = 1) -> LayerParams:
+    """Parameters of layer `i` on one TP rank (see the module docstring for each term).
+
+    Raises `KvcalcError` when the config lacks a size the layer needs.
+    """
+    _need(model, "hidden_size")
+    d = model.hidden_size
+    kind = model.layer_kinds[i]
+    if kind == "mamba":
+        linear, other = _mamba_params(model, tp)
+    elif kind == "linear":
+        linear, other = _linear_attention_params(model, tp)
+    else:
+        linear, other = _attention_params(model, tp)
+    other += 2 * d  # input and post-attention norms
+    if is_moe_layer(model, i):
+        moe_inter = model.moe_intermediate_size or model.intermediate_size
+        if moe_inter is None:
+            _need(model, "moe_intermediate_size")
+        other += d * model.n_experts  # router (replicated)
+        if model.shared_expert_intermediate_size:
+            linear += _mlp_params(model, model.shared_expert_intermediate_size, tp)
+        return LayerParams(linear=linear, other=other, expert_linear=_mlp_params(model, moe_inter, tp),
+                           n_experts=model.n_experts,
+                           n_active_experts=model.n_experts_per_token or model.n_experts)
+    _need(model, "intermediate_size")
+    return LayerParams(linear=linear + _mlp_params(model, model.intermediate_size, tp), other=other)
+
+
+def model_params(model: ModelSpec, tp: int = 1) -> ModelParams:
+    """Every parameter on one TP rank, derived from the architecture.
+
+    Raises `KvcalcError` when the config lacks a size (hidden_size, vocab_size, ...).
+    """
+    _need(model, "hidden_size", "vocab_size")
+    d, vocab = model.hidden_size, _cdiv(model.vocab_size, tp)
+    cache: dict[tuple[str, bool], LayerParams] = {}
+    layers = []
+    for i, kind in enumerate(model.layer_kinds):
+        key = (kind, is_moe_layer(model, i))
+        if key not in cache:
+            cache[key] = layer_params(model, i, tp)
+        layers.append(cache[key])
+    return ModelParams(layers=tuple(layers), embedding=vocab * d,
+                       lm_head=0 if model.tie_word_embeddings else vocab * d, final_norm=d)
+
+
+def can_derive(model: ModelSpec) -> bool:
+    """True when the config sizes every parameter (else only explicit n_params can be used)."""
+    try:
+        model_params(model)
+    except KvcalcError:
+        return False
+    return True
+
+
+def param_counts(model: ModelSpec) -> tuple[int, int]:
+    """(n_params, n_active_params) of the whole model: the config's explicit `n_params` /
+    `n_active_params` when given (active defaults to the total), else derived.
+
+    Llama-3.1-8B: 2 x 128256 x 4096 + 32 x 218,112,000 + 4096 = 8,030,261,248.
+    Raises `KvcalcError` when neither is possible.
+    """
+    if model.n_params is not None:
+        return model.n_params, model.n_active_params or model.n_params
+    p = model_params(model)
+    return p.total, (model.n_active_params or p.active)
+
+
+def format_bytes(fmt: KvFormat, n_values: int, fallback: KvFormat) -> int:
+    """Bytes of `n_values` values in `fmt`: whole blocks through `fmt.bytes_for`, and a
+    remainder shorter than one block (only possible for explicit n_params) in `fallback`."""
+    whole = n_values - n_values % fmt.block_values
+    return fmt.bytes_for(whole, what="weight count") + fallback.bytes_for(n_values - whole)
+
+
+@dataclass(frozen=True, slots=True)
+class WeightBytes:
+    """Weight bytes of one model on one TP rank, split so PP stages and touched experts can be
+    summed: per layer (always-used bytes, bytes of one routed expert, experts, active experts),
+    plus the embedding (first stage) and the LM head and final norm (last stage)."""
+
+    layer_dense_bytes: tuple[int, ...]
+    layer_expert_bytes: tuple[int, ...]
+    layer_n_experts: tuple[int, ...]
+    layer_n_active_experts: tuple[int, ...]
+    embedding_bytes: int
+    head_bytes: int
+    tied: bool
+
+    def layer_bytes(self, i: int) -> int:
+        """All bytes of layer i on the rank (every expert)."""
+        return self.layer_dense_bytes[i] + self.layer_n_experts[i] * self.layer_expert_bytes[i]
+
+    @property
+    def total_bytes(self) -> int:
+        """All weights on the rank over every layer (no PP split)."""
+        return (sum(self.layer_bytes(i) for i in range(len(self.layer_dense_bytes)))
+                + self.embedding_bytes + self.head_bytes)
+
+    def stage_bytes(self, stages: list[range]) -> list[int]:
+        """Bytes of each pipeline stage on one rank: its layers, the embedding on the first
+        stage, the LM head and final norm on the last (a tied head is a second copy there when
+        pp > 1, as vLLM's last stage builds its own `ParallelLMHead`)."""
+        out = [sum(self.layer_bytes(i) for i in st) for st in stages]
+        out[0] += self.embedding_bytes
+        out[-1] += self.head_bytes
+        if self.tied and len(stages) > 1:
+            out[-1] += self.embedding_bytes
+        return out
+
+
+def weight_formats(model: ModelSpec, weight_dtype: FormatLike | None = None) -> tuple[KvFormat, KvFormat]:
+    """(format of the decoder matrices, format of the routed experts): `weight_dtype` (the
+    --weight-dtype override) for both when given; else the config's `weight_dtype` (the
+    published checkpoint's format: DeepSeek-V3 / Kimi-K2 fp8) and `expert_weight_dtype`
+    (gpt-oss: MXFP4 experts, bf16 attention), each defaulting to the model's dtype."""
+    if weight_dtype is not None:
+        wf = kv_format(weight_dtype)
+        return wf, wf
+    wf = kv_format(model.weight_dtype or model.dtype)
+    return wf, kv_format(model.expert_weight_dtype) if model.expert_weight_dtype else wf
+
+
+def weight_format_label(model: ModelSpec, weight_dtype: FormatLike | None = None) -> str:
+    """The weight formats in words: `bf16`, or `bf16 + mxfp4 experts` when the experts differ."""
+    wf, ef = weight_formats(model, weight_dtype)
+    return wf.name if wf == ef or not model.n_experts else f"{wf.name} + {ef.name} experts"
+
+
+def weight_bytes(model: ModelSpec, weight_dtype: FormatLike | None = None, tp: int = 1) -> WeightBytes:
+    """Weight bytes on one TP rank: decoder matrices in `weight_dtype` (default the config's
+    `weight_dtype`, else the model's dtype; routed experts in `expert_weight_dtype` when the
+    config gives one, see `weight_formats`), everything else in the model's dtype. With explicit
+    `n_params` and no derivable architecture, the whole count is spread evenly over the layers
+    in the decoder matrices' format.
+
+    Raises `KvcalcError` when the count cannot be made or a matrix is not a whole number of
+    quantization groups.
+    """
+    wf, ef = weight_formats(model, weight_dtype)
+    base = kv_format(model.dtype)
+    n = model.n_layers
+    if model.n_params is not None and not can_derive(model):
+        total = _cdiv(model.n_params, tp)
+        active = _cdiv(model.n_active_params or model.n_params, tp)
+        per_layer_active, per_layer_rest = active // n, (total - active) // n
+        dense = format_bytes(wf, per_layer_active, base)
+        # the inactive remainder as one "expert" so that decode reads only the active part
+        return WeightBytes(
+            layer_dense_bytes=(dense,) * n,
+            layer_expert_bytes=(format_bytes(wf, per_layer_rest, base),) * n,
+            layer_n_experts=(1 if per_layer_rest else 0,) * n, layer_n_active_experts=(0,) * n,
+            embedding_bytes=format_bytes(wf, total - per_layer_active * n - per_layer_rest * n, base),
+            head_bytes=0, tied=False)
+    p = model_params(model, tp)
+    cache: dict[LayerParams, tuple[int, int]] = {}
+    dense_b, expert_b = [], []
+    for lp in p.layers:
+        if lp not in cache:
+            cache[lp] = (wf.bytes_for(lp.linear, what="layer's weight matrices") + base.bytes_for(lp.other),
+                         ef.bytes_for(lp.expert_linear, what="expert's weight matrices"))
+        dense_b.append(cache[lp][0])
+        expert_b.append(cache[lp][1])
+    return WeightBytes(
+        layer_dense_bytes=tuple(dense_b), layer_expert_bytes=tuple(expert_b),
+        layer_n_experts=tuple(lp.n_experts for lp in p.layers),
+        layer_n_active_experts=tuple(lp.n_active_experts for lp in p.layers),
+        embedding_bytes=base.bytes_for(p.embedding),
+        head_bytes=base.bytes_for(p.lm_head + p.final_norm), tied=model.tie_word_embeddings)

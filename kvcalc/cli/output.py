@@ -1,0 +1,152 @@
+"""What every command shares on the way out: one error handler (`handle_errors`: one red line per
+problem, exit 2 for the user's errors, 1 for a bug, `--debug` for the traceback), warnings as
+yellow lines, `echo` / `emit` for tables and machine formats, and atomic file writes.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import tempfile
+from pathlib import Path
+from typing import Any, Callable
+
+import typer
+
+from kvcalc.errors import KvcalcError
+
+_STATE = {"debug": bool(os.environ.get("KVCALC_DEBUG"))}
+
+def _err_console():
+    from rich.console import Console
+
+    return Console(stderr=True, highlight=False, soft_wrap=True)
+
+def fail(message: str, code: int = 2) -> None:
+    """Print each line of `message` in red on stderr and exit with `code`."""
+    from rich.markup import escape
+
+    con = _err_console()
+    for line in str(message).splitlines() or [""]:
+        con.print(f"[red]error:[/red] {escape(line)}", markup=True)  # escape: "kvcalc[measure]" is not markup
+    raise typer.Exit(code)
+
+def _run_warned(fn: Callable[..., Any], args: tuple, kwargs: dict) -> Any:
+    """Call fn; print each `KvcalcWarning` it raised as one yellow `warning:` line on stderr
+    (before any error line); other warnings are shown as Python would."""
+    import warnings
+
+    from kvcalc.errors import KvcalcWarning
+
+    caught: list[warnings.WarningMessage] = []
+    try:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always", KvcalcWarning)
+            return fn(*args, **kwargs)
+    finally:
+        for w in caught:
+            if issubclass(w.category, KvcalcWarning):
+                from rich.markup import escape
+
+                _err_console().print(f"[yellow]warning:[/yellow] {escape(str(w.message))}", markup=True)
+            else:
+                warnings.showwarning(w.message, w.category, w.filename, w.lineno)
+
+def handle_errors(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """Run a command; turn `KvcalcError` into one red line per problem and exit 2, and any
+    other exception into one line and exit 1, unless --debug is set."""
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return _run_warned(fn, args, kwargs)
+        except (typer.Exit, typer.Abort, KeyboardInterrupt):
+            raise
+        except KvcalcError as e:
+            if _STATE["debug"]:
+                raise
+            fail(str(e), 2)
+        except Exception as e:  # a bug, not the user's fault: still one line
+            if _STATE["debug"]:
+                raise
+            fail(f"internal error: {e.__class__.__name__}: {e} (rerun with --debug for the traceback)", 1)
+
+    return wrapper
+
+def echo(obj: Any) -> None:
+    """Print a rich renderable, or plain text as is (machine formats must not be wrapped)."""
+    if isinstance(obj, str):
+        typer.echo(obj)
+    else:
+        from rich.console import Console
+
+        # markup off: names and sources come from user files ("[red]x" must print as typed);
+        # tables style their cells with rich Text, never markup.
+        Console(highlight=False, markup=False).print(obj)
+
+def check_format(fmt: str) -> None:
+    """Raise KvcalcError for an unknown --format."""
+    from kvcalc import report
+
+    if fmt not in report.FORMATS:
+        raise KvcalcError(f"--format: unknown format '{fmt}'; use one of {', '.join(report.FORMATS)}")
+
+def emit(result: Any, fmt: str, table: Callable[[], Any]) -> None:
+    """Print `result` as `fmt`; `table` builds the rich table lazily."""
+    from kvcalc import report
+
+    check_format(fmt)
+    echo(table() if fmt == "table" else report.machine(result, fmt))
+
+def emit_parts(parts: list[tuple[Any, Callable[[], Any]]], fmt: str) -> None:
+    """Print several results as one: machine formats merge their keys into one object (the
+    first part's keys first); the table format prints each part's table in turn."""
+    from kvcalc import report
+
+    check_format(fmt)
+    if fmt == "table":
+        for _, table in parts:
+            echo(table())
+        return
+    merged: dict[str, Any] = {}
+    for result, _ in parts:
+        merged.update(result.model_dump(mode="json"))
+    echo(report.machine(merged, fmt))
+
+def show_result(res: Any, title: str) -> str:
+    """Print the table, then the engine's log lines as plain text (never wrapped or cropped, so
+    they diff against the engine's log); returns '' for callers that echo a result."""
+    from kvcalc.report.tables import result_table
+
+    echo(result_table(res, title))
+    if res.log_lines and res.engine != "ideal":  # the exact formula is no engine: nothing to diff
+        typer.echo(f"{res.engine} would log:")
+        for line in res.log_lines:
+            typer.echo(line)
+    return ""
+
+def write_atomic(path: Path, text: str) -> None:
+    """Write `text` to `path` through a temporary file in the same folder and `os.replace`
+    (atomic on POSIX and Windows); the temporary file is removed on any error.
+
+    Raises `KvcalcError` when the folder is missing or not writable.
+    """
+    folder = path.parent if str(path.parent) else Path(".")
+    if not folder.is_dir():
+        raise KvcalcError(f"-o {path}: folder {folder} does not exist")
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=folder)
+    except OSError as e:
+        raise KvcalcError(f"-o {path}: cannot write in {folder}: {e.strerror}") from None
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except OSError as e:
+        Path(tmp).unlink(missing_ok=True)
+        raise KvcalcError(f"-o {path}: cannot write: {e.strerror}") from None
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise

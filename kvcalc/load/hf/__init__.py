@@ -1,0 +1,205 @@
+"""Hugging Face `config.json` -> `ModelSpec`: one small mapping per `model_type` family.
+
+Each family function reads the fields its transformers configuration class reads, with that
+class's defaults where a published config relies on them, and returns `ModelSpec` fields. The
+rules that change the KV cache, each from the transformers source named beside it:
+
+- an explicit `head_dim` wins over hidden_size / num_attention_heads (Qwen3-4B: 128, not 80);
+- `num_key_value_heads` absent or null means MHA (every `configuration_*.py`);
+- `layer_types` wins; else the family's default pattern (gemma2: even layers slide; gemma3:
+  every `sliding_window_pattern`-th layer is global; gpt_oss: even layers slide; qwen2/qwen3:
+  layers >= `max_window_layers` slide when `use_sliding_window`; qwen3_next: every
+  `full_attention_interval`-th layer is full, the rest linear attention; jamba: attention every
+  `attn_layer_period` layers from `attn_layer_offset`, the rest mamba);
+- `sliding_window: null` means no window; `use_sliding_window: false` means none either;
+- falcon: `multi_query: true` means one KV head unless `new_decoder_architecture`
+  (`modeling_falcon.py` FalconAttention); old RefinedWeb configs with `n_head_kv` (falcon-40b)
+  are the new architecture (vLLM `RWConfig`); gpt_bigcode: `multi_query` (default true) means
+  one KV head; chatglm: `multi_query_group_num` KV heads of `kv_channels`; mpt / dbrx: their
+  nested `attn_config.kv_n_heads`;
+- every number is checked before any arithmetic: a JSON integer (never a boolean, 32.0, NaN or
+  "8"), in range; a bad one is one `ConfigError` naming the file and the config field;
+- MLA (deepseek_v2, deepseek_v3, kimi_k2): one latent of kv_lora_rank + qk_rope_head_dim per
+  token; `num_key_value_heads` is not used.
+
+A config whose `model_type` is not in the table but has the standard fields maps as a plain
+decoder with a `KvcalcWarning`; one with a feature kvcalc cannot size that way fails with a
+`ConfigError`. Nothing here reads files: `kvcalc.load.models` passes the parsed dict.
+"""
+
+from __future__ import annotations
+
+import warnings
+from pathlib import Path
+from typing import Any
+
+from kvcalc.errors import ConfigError, KvcalcWarning
+from kvcalc.load.files import build
+from kvcalc.load.hf.families import FAMILIES, TEXT_MODEL_TYPES
+from kvcalc.load.hf.reader import _Cfg, _decoder, _kinds_from_layer_types, _set_kinds, _shown
+from kvcalc.schema import ModelSpec
+
+#: fields that change the cache in ways a plain decoder cannot express: an unknown model_type
+#: carrying any of them fails rather than giving a wrong number.
+#: Each changes the KV heads, the head size, which layers cache or what they cache:
+#: multi_query (gpt_bigcode / falcon: one KV head), multi_query_attention and
+#: multi_query_group_num (chatglm), kv_channels (chatglm's head size), n_kv_heads / kv_n_heads /
+#: num_kv_groups / num_key_value_groups (other spellings of the KV heads, not read generically),
+#: attn_config (MPT / DBRX nest theirs), cross_attention_layers (mllama: those layers cache the
+#: image tokens, not the text), v_head_dim / qk_rope_head_dim / q_lora_rank (MLA-style heads),
+#: num_kv_shared_layers (gemma3n: layers reuse another layer's cache), attention_chunk_size
+#: (llama4 chunked attention), global_attn_every_n_layers / attention_types / attention_window /
+#: local_attention / sliding_window_size (other window spellings), and the hybrid patterns.
+_UNSIZABLE = ("kv_lora_rank", "attn_layer_period", "full_attention_interval", "sliding_window_pattern",
+              "mamba_d_state", "ssm_state_size", "linear_num_key_heads", "interleaved_sliding_window",
+              "attention_chunk_size", "no_rope_layers", "hybrid_override_pattern", "layers_block_type",
+              "block_types", "attention_type", "attention_layers",
+              "multi_query", "multi_query_attention", "multi_query_group_num", "kv_channels",
+              "n_kv_heads", "kv_n_heads", "num_kv_groups", "num_key_value_groups", "attn_config",
+              "cross_attention_layers", "v_head_dim", "qk_rope_head_dim", "q_lora_rank",
+              "num_kv_shared_layers", "global_attn_every_n_layers", "attention_types",
+              "attention_window", "local_attention", "sliding_window_size", "block_configs",
+              "attn_type_list", "layer_block_types")
+
+#: why a field in _UNSIZABLE matters, for the error line.
+_WHY = {
+    "multi_query": "one KV head",
+    "multi_query_group_num": "the KV heads",
+    "kv_channels": "the head size",
+    "cross_attention_layers": "those layers cache the image tokens, not the text",
+    "attention_chunk_size": "chunked attention caches only the current chunk",
+    "num_kv_shared_layers": "layers that reuse another layer's cache",
+}
+
+#: weight dtype when the config names none: gpt2's and gpt_bigcode's checkpoints are fp32 (their
+#: configs predate torch_dtype); the rest default bf16.
+DEFAULT_DTYPE = {"gpt2": "fp32", "gpt_bigcode": "fp32"}
+
+
+def _generic(c: _Cfg) -> dict[str, Any]:
+    """An unknown model_type as a plain decoder (LlamaConfig fields, old GPT-2 names too);
+    warns; fails on any field that needs a family mapping to size."""
+    odd = [k + (f" ({_WHY[k]})" if k in _WHY else "")
+           for k in _UNSIZABLE if c.data.get(k) not in (None, False, [], {})]
+    window = c.count("sliding_window") if c.flag("use_sliding_window", default=True) else None
+    if window and c.get("layer_types") is None:
+        odd.append("sliding_window (which layers slide is family-specific)")
+    if odd:
+        raise c.fail(f"model_type '{c.model_type}' is not one kvcalc maps, and its "
+                     f"{', '.join(odd)} cannot be sized without a mapping; write a kvcalc YAML "
+                     "(see configs/models/) or ask for the family to be added")
+    f = _decoder(c, layer_keys=("num_hidden_layers", "n_layer", "num_layers"),
+                 head_keys=("num_attention_heads", "n_head", "num_heads"),
+                 hidden_keys=("hidden_size", "n_embd", "d_model"),
+                 kv_keys=("num_key_value_heads", "num_kv_heads", "n_head_kv"))
+    if f["max_position_embeddings"] is None:
+        f["max_position_embeddings"] = c.count("n_positions", "max_seq_len")
+    c.check_missing()
+    warnings.warn(f"{c.path or 'config'}: model_type '{c.model_type}' has no kvcalc mapping; read it "
+                  "as a plain decoder (every layer full attention, explicit head_dim or "
+                  "hidden_size / num_attention_heads); check the result", KvcalcWarning, stacklevel=3)
+    kinds = _kinds_from_layer_types(c, f["n_layers"]) if c.get("layer_types") is not None else None
+    return _set_kinds(c, f, kinds, window if kinds else None)
+
+
+# ----- entry point -------------------------------------------------------------------------
+
+
+def _dtype(data: dict[str, Any], outer: dict[str, Any], model_type: str, path: str | None) -> str:
+    """`torch_dtype` or `dtype` (the text config's, else the top level's) as a kvcalc format
+    name; bf16 when absent, except the families in DEFAULT_DTYPE."""
+    from kvcalc.formats import canonical_name
+    from kvcalc.errors import UnknownNameError
+
+    for d in (data, outer):
+        for key in ("torch_dtype", "dtype"):
+            v = d.get(key)
+            if v is not None and not isinstance(v, str):
+                raise ConfigError(f"must be a dtype name such as \"bfloat16\", got {_shown(v)}",
+                                  path=path, field=key if d is outer or data is outer else f"text_config.{key}")
+            if isinstance(v, str) and v != "auto":
+                try:
+                    return canonical_name(v.removeprefix("torch."))
+                except UnknownNameError as e:
+                    raise ConfigError(str(e), path=path, field=key) from None
+    if model_type not in DEFAULT_DTYPE:
+        import warnings
+
+        from kvcalc.errors import KvcalcWarning
+
+        warnings.warn(f"{path or 'config'}: no torch_dtype; assuming bf16, as most published checkpoints "
+                      "are (give --kv-dtype, or add dtype to the YAML, if yours differs)", KvcalcWarning,
+                      stacklevel=2)
+    return DEFAULT_DTYPE.get(model_type, "bf16")
+
+
+def _name(data: dict[str, Any], outer: dict[str, Any], path: str | None, model_type: str) -> str:
+    """`_name_or_path`'s last part, else the file's folder (for config.json) or stem; lower case."""
+    for d in (outer, data):
+        v = d.get("_name_or_path")
+        if isinstance(v, str) and v.strip().strip("/"):
+            return v.strip().rstrip("/").replace("\\", "/").split("/")[-1].lower()
+    if path:
+        p = Path(path)
+        stem = p.parent.name if p.stem.lower() == "config" and p.parent.name else p.stem
+        if stem:
+            return stem.lower()
+    return model_type.lower() or "model"
+
+
+def _model_type(data: dict[str, Any], path: str | None, field: str) -> str:
+    """`model_type` as a string ('' when absent or null); anything else is refused."""
+    v = data.get("model_type")
+    if v is None:
+        return ""
+    if not isinstance(v, str):
+        raise ConfigError(f"must be a string such as \"llama\", got {_shown(v)}", path=path, field=field)
+    return v
+
+
+def model_fields_from_hf_config(data: dict[str, Any], path: str | None = None) -> dict[str, Any]:
+    """The `ModelSpec` fields (name and source first, only those set) for a Hugging Face
+    config dict. A multimodal config's `text_config` is read as the model; its dtype and name
+    fall back to the top level.
+
+    Raises `ConfigError` naming the file and the missing or unsizable fields; warns
+    (`KvcalcWarning`) for an unknown model_type read as a plain decoder.
+    """
+    outer = data
+    top_type = _model_type(data, path, "model_type")
+    text = data.get("text_config")
+    if text is not None and not isinstance(text, dict):
+        raise ConfigError(f"must be a JSON object (the text model's config), got {_shown(text)}",
+                          path=path, field="text_config")
+    if text is not None:
+        data = text
+        model_type = _model_type(text, path, "text_config.model_type") or TEXT_MODEL_TYPES.get(top_type, top_type)
+    else:
+        model_type = top_type
+    c = _Cfg(data, path, model_type or "(none)")
+    fn = FAMILIES.get(model_type, _generic)
+    fields = fn(c)
+    c.check_missing()
+    shown_type = model_type if model_type == top_type or not top_type else f"{top_type} > {model_type}"
+    out: dict[str, Any] = {
+        "name": _name(data, outer, path, model_type),
+        "source": f"{path or '<dict>'} (HF config.json, model_type {shown_type or 'none'})",
+        "model_type": model_type or None,
+        "dtype": _dtype(data, outer, model_type, path),
+    }
+    out.update(fields)
+    return {k: v for k, v in out.items() if v is not None}
+
+
+def model_from_hf_config(data: dict[str, Any], path: str | None = None) -> ModelSpec:
+    """A `ModelSpec` from a Hugging Face config.json dict (see `model_fields_from_hf_config`).
+
+    Raises `ConfigError` (file and field named) for a missing field, an unsizable feature or a
+    value the schema refuses.
+    """
+    return build(ModelSpec, model_fields_from_hf_config(data, path), path)
+
+
+# ----- kvcalc YAML out ---------------------------------------------------------------------
+
+#: header of a converted file; `{source}` is filled in.

@@ -1,0 +1,55 @@
+"""A `ModelSpec` from what the user holds: a bundled name, a YAML file, or a Hugging Face
+config.json (or the folder holding one). The one entry point is `load_model`."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from kvcalc.errors import UnknownNameError
+from kvcalc.load.files import build, bundled, read_mapping
+from kvcalc.schema import ModelSpec
+
+
+def _looks_like_path(ref: str) -> bool:
+    return "/" in ref or "\\" in ref or ref.lower().endswith((".yaml", ".yml", ".json"))
+
+
+def load_model(ref: str | Path) -> ModelSpec:
+    """A `ModelSpec` from a YAML path, a Hugging Face config.json (or a folder holding one),
+    or a bundled name (case-insensitive).
+
+    Raises `ConfigError` for a bad file, `UnknownNameError` (with close matches) for an
+    unknown bundled name.
+    """
+    ref_s = str(ref)
+    path = Path(ref_s).expanduser()
+    if path.is_dir() and (path / "config.json").is_file():
+        path = path / "config.json"
+    if path.is_file() or path.is_dir() or _looks_like_path(ref_s):
+        return load_model_file(path)
+    models = bundled("models")
+    key = ref_s.strip().lower()
+    if key in models:
+        return load_model_file(models[key])
+    raise UnknownNameError("model", ref_s, models,
+                           hint="`kvcalc models` lists the bundled ones; or give a .yaml or config.json path")
+
+
+def load_model_file(path: Path) -> ModelSpec:
+    """A `ModelSpec` from one file: our YAML/JSON schema, or a Hugging Face config.json
+    (recognised by its `model_type` or `num_hidden_layers` / `n_layer` fields)."""
+    data, lines = read_mapping(path)
+    if is_hf_config(data):
+        from kvcalc.load.hf import model_from_hf_config  # imported only for config.json input
+
+        return model_from_hf_config(data, path=str(path))
+    return build(ModelSpec, data, str(path), lines)
+
+
+def is_hf_config(data: dict[str, Any]) -> bool:
+    """True for a Hugging Face config.json dict rather than a kvcalc model config."""
+    if "name" in data and "n_layers" in data:  # kvcalc's own schema (MPT's config.json has n_layers)
+        return False
+    return any(k in data for k in ("model_type", "architectures", "num_hidden_layers", "n_layer",
+                                   "text_config"))

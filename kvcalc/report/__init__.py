@@ -1,0 +1,131 @@
+"""Results -> text: rich tables and the machine formats (json, yaml, csv, markdown).
+
+Formats results and computes nothing. Units are converted only here: GB = 10^9 bytes,
+GiB = 2^30 bytes, MiB = 2^20 bytes, and every printed size says which.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from collections.abc import Sequence
+from typing import Any
+
+from pydantic import BaseModel
+
+FORMATS = ("table", "json", "yaml", "csv", "markdown")
+
+
+def gb(n: int | float) -> str:
+    """'2.68 GB' (decimal, 10^9)."""
+    return f"{n / 1e9:,.2f} GB"
+
+
+def gib(n: int | float) -> str:
+    """'2.50 GiB' (binary, 2^30)."""
+    return f"{n / 2**30:,.2f} GiB"
+
+
+def mib(n: int | float) -> str:
+    """'2176.00 MiB' (binary, 2^20), llama.cpp's and vLLM's style."""
+    return f"{n / 2**20:.2f} MiB"
+
+
+def _scaled(n: int | float, base: int, names: tuple[str, ...]) -> str:
+    """n in the largest unit of `base` (1000 or 1024) that keeps it >= 1, up to the last name."""
+    i = 0
+    while i < len(names) - 1 and abs(n) >= base ** (i + 1):
+        i += 1
+    return f"{n / base ** i:,.2f} {names[i]}" if i else f"{n:,} B"
+
+
+def size(n: int | None) -> str:
+    """'2,684,354,560 B (2.68 GB, 2.50 GiB)': exact bytes with a decimal and a binary unit, each
+    the largest that keeps the figure >= 1 ('20,480 B (20.48 KB, 20.00 KiB)')."""
+    if n is None:
+        return "n/a"
+    if abs(n) < 1000:
+        return f"{n:,} B"
+    return (f"{n:,} B ({_scaled(n, 1000, ('B', 'KB', 'MB', 'GB', 'TB'))}, "
+            f"{_scaled(n, 1024, ('B', 'KiB', 'MiB', 'GiB', 'TiB'))})")
+
+
+def seconds(s: float | None) -> str:
+    """A time in ms or s, labelled."""
+    if s is None:
+        return "n/a"
+    return f"{s * 1e3:,.3f} ms" if s < 1 else f"{s:,.3f} s"
+
+
+def flatten(obj: Any, prefix: str = "") -> dict[str, Any]:
+    """Nested dicts and lists -> one level with dotted keys (lists of dicts keyed by their
+    'kind' / 'name' / 'variant' field when they have one, else by index), for csv."""
+    out: dict[str, Any] = {}
+    if isinstance(obj, BaseModel):
+        obj = obj.model_dump(mode="json")
+    if isinstance(obj, dict):
+        for k, v in obj.items():
+            out.update(flatten(v, f"{prefix}{k}."))
+    elif isinstance(obj, list) and obj and all(isinstance(x, dict) for x in obj):
+        for i, x in enumerate(obj):
+            tag = x.get("kind") or x.get("name") or x.get("variant") or str(i)
+            out.update(flatten({k: v for k, v in x.items()}, f"{prefix}{tag}."))
+    else:
+        out[prefix.rstrip(".")] = obj if not isinstance(obj, list) else json.dumps(obj)
+    return out
+
+
+def _dump(obj: BaseModel | Sequence[BaseModel] | dict) -> Any:
+    if isinstance(obj, BaseModel):
+        return obj.model_dump(mode="json")
+    if isinstance(obj, dict):
+        return {k: _dump(v) if isinstance(v, (BaseModel, list, dict)) else v for k, v in obj.items()}
+    if not isinstance(obj, (list, tuple)):  # a scalar inside a list (e.g. a list of str)
+        return obj
+    return [_dump(x) for x in obj]
+
+
+def machine(obj: BaseModel | Sequence[BaseModel] | dict, fmt: str) -> str:
+    """Render a result (or a list of rows) as json, yaml, csv or markdown text."""
+    data = _dump(obj)
+    if fmt == "json":
+        return json.dumps(data, indent=2)
+    if fmt == "yaml":
+        import yaml
+
+        return yaml.safe_dump(data, sort_keys=False, width=1000).rstrip()
+    rows = data if isinstance(data, list) else [data]
+    flat = [flatten(r) for r in rows]
+    keys: list[str] = []
+    for r in flat:
+        keys += [k for k in r if k not in keys]
+    if fmt == "csv":
+        buf = io.StringIO()
+        w = csv.DictWriter(buf, fieldnames=keys, lineterminator="\n")
+        w.writeheader()
+        w.writerows(flat)
+        return buf.getvalue().rstrip()
+    if fmt == "markdown":
+        if len(flat) == 1:
+            return markdown_table(["field", "value"], [[k, flat[0][k]] for k in keys])
+        return markdown_table(keys, [[r.get(k, "") for k in keys] for r in flat])
+    raise ValueError(f"unknown format {fmt}")
+
+
+def markdown_table(header: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
+    """A GitHub-flavoured markdown table."""
+    def cell(x: Any) -> str:
+        return "" if x is None else str(x).replace("|", "\\|")
+    lines = ["| " + " | ".join(cell(h) for h in header) + " |",
+             "| " + " | ".join("---" for _ in header) + " |"]
+    lines += ["| " + " | ".join(cell(c) for c in r) + " |" for r in rows]
+    return "\n".join(lines)
+
+
+def kinds_summary(kinds: list[str]) -> str:
+    """'52 sliding + 10 full': layer kinds with their counts, in first-seen order."""
+    counts: dict[str, int] = {}
+    for k in kinds:
+        counts[k] = counts.get(k, 0) + 1
+    return " + ".join(f"{n} {k}" for k, n in counts.items())

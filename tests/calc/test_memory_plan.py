@@ -1,0 +1,114 @@
+"""The memory plan and capacity solves (kvcalc/plan.py): KV per GPU equals kv_cache.estimate's,
+the budget arithmetic, max batch and max context (exact, including the sliding-window bend)."""
+
+from __future__ import annotations
+
+import pytest
+
+from kvcalc.calc import kv_cache
+from kvcalc.formats import kv_format
+from kvcalc.errors import KvcalcError
+from kvcalc.load.gpus import get_gpu
+from kvcalc.calc.memory_plan import (
+    DEFAULT_CUDA_CONTEXT_BYTES,
+    KvProfile,
+    Layout,
+    Planner,
+    activation_reserve_bytes,
+    budget_bytes,
+)
+from kvcalc.schema import ModelSpec, Parallelism, Workload
+
+# huggingface.co/meta-llama/Llama-3.1-8B/blob/main/config.json
+LLAMA_8B = ModelSpec(name="llama-3.1-8b", n_layers=32, n_heads=32, n_kv_heads=8, hidden_size=4096,
+                     vocab_size=128256, intermediate_size=14336, max_position_embeddings=131072)
+# huggingface.co/google/gemma-3-27b-it config.json (text_config): 62 layers, 5 sliding : 1 full,
+# window 1024, 32 heads, 16 KV heads, head_dim 128, hidden 5376, intermediate 21504, vocab 262208
+GEMMA3_27B = ModelSpec(name="gemma-3-27b", n_layers=62, n_heads=32, n_kv_heads=16, head_dim=128,
+                       hidden_size=5376, intermediate_size=21504, vocab_size=262208, sliding_window=1024,
+                       layer_pattern=["sliding"] * 5 + ["full"], tie_word_embeddings=True,
+                       max_position_embeddings=131072)
+# huggingface.co/deepseek-ai/DeepSeek-V2-Lite config.json: 27 layers, MLA 512 + 64, 16 heads
+DSV2_LITE = ModelSpec(name="deepseek-v2-lite", n_layers=27, n_heads=16, hidden_size=2048, attention="mla",
+                      kv_lora_rank=512, qk_rope_head_dim=64, qk_nope_head_dim=128, v_head_dim=128,
+                      vocab_size=102400, intermediate_size=10944, moe_intermediate_size=1408, n_experts=64,
+                      n_experts_per_token=6, shared_expert_intermediate_size=2816, first_dense_layers=1)
+H100 = get_gpu("h100-sxm")
+
+
+@pytest.mark.parametrize("model", [LLAMA_8B, GEMMA3_27B, DSV2_LITE], ids=lambda m: m.name)
+@pytest.mark.parametrize("tp,pp", [(1, 1), (2, 1), (1, 3), (16, 2)])
+@pytest.mark.parametrize("seq_len", [1, 1000, 1024, 1025, 40_000])
+def test_kv_profile_equals_engine_estimate(model: ModelSpec, tp: int, pp: int, seq_len: int) -> None:
+    if model.n_heads % tp:
+        pytest.skip("tp does not divide the heads")
+    k = kv_format("fp8")
+    est = kv_cache.estimate(model, Workload(seq_len=seq_len, batch=3, k_dtype="fp8", v_dtype="fp8",
+                                          parallel=Parallelism(tp=tp, pp=pp)))
+    prof = KvProfile.build(model, k, k, tp, pp)
+    assert prof.per_gpu_bytes(seq_len, 3) == est.kv_cache_bytes_per_gpu
+    assert sum(prof.stage_bytes(seq_len, 3)) * tp == est.kv_cache_bytes_all_gpus
+
+
+def test_budget_and_fit_llama_8b() -> None:
+    # budget: floor(85,520,809,984 x 0.9) = 76,968,728,985
+    assert budget_bytes(H100.memory_bytes, 0.9) == 76_968_728_985
+    # activation reserve: 8192 x (2 x 4096 + 2 x 14336) x 2 B + 256 x 128256 x 4 B = 735,313,920
+    assert activation_reserve_bytes(LLAMA_8B) == 735_313_920
+    p = Planner(LLAMA_8B, H100)
+    fixed = 16_060_522_496 + 735_313_920 + DEFAULT_CUDA_CONTEXT_BYTES
+    assert p.stage_used_bytes(32768, 1) == [fixed + 4_294_967_296]
+    assert p.headroom_bytes(32768, 1) == 76_968_728_985 - fixed - 4_294_967_296
+    # max batch at 32k: (76,968,728,985 - 17,320,124,416) // 4,294,967,296 = 13
+    assert p.max_batch(32768) == 13
+    assert p.headroom_bytes(32768, 13) >= 0 > p.headroom_bytes(32768, 14)
+
+
+def test_max_seq_len_is_exact() -> None:
+    p = Planner(LLAMA_8B, H100)
+    # batch 32: (76,968,728,985 - 17,320,124,416) // (32 x 131,072 B/token) = 14,221 tokens
+    t, capped = p.max_seq_len(32)
+    assert (t, capped) == (14_221, False)
+    assert p.headroom_bytes(t, 32) >= 0 > p.headroom_bytes(t + 1, 32)
+    assert p.max_seq_len(1) == (131072, True)  # capped by max_position_embeddings
+
+
+def test_max_seq_len_bends_at_the_window() -> None:
+    # Gemma-3-27B: past 1024 tokens only the 10 full layers grow (10 x 2 x 16 x 128 x 2 B = 81,920
+    # B/token, not the 62-layer 507,904), so a linear solve from short contexts would be 6x off.
+    p = Planner(GEMMA3_27B, H100, Layout(k_dtype="bf16"))
+    b = 8
+    t, capped = p.max_seq_len(b, cap=10**9)
+    assert not capped and t > 1024
+    assert p.headroom_bytes(t, b) >= 0 > p.headroom_bytes(t + 1, b)
+    free = p.budget - max(p.stage_weight_bytes) - p.fixed_bytes
+    # per layer 2 x 16 KV heads x 128 x 2 B = 8,192 B/token; for T > 1024:
+    # KV(T) = b x (52 sliding x 8,192 x 1024 + 10 full x 8,192 x T)
+    per_layer = 2 * 16 * 128 * 2
+    assert t == (free // b - 52 * per_layer * 1024) // (10 * per_layer)
+
+
+def test_does_not_fit_and_pipeline_stages() -> None:
+    llama70 = ModelSpec(name="l70", n_layers=80, n_heads=64, n_kv_heads=8, hidden_size=8192,
+                        vocab_size=128256, intermediate_size=28672)
+    p = Planner(llama70, H100)
+    assert p.headroom_bytes(8192, 1) < 0 and p.max_batch(8192) == 0 and p.max_seq_len(1) == (0, False)
+    # pp 2: each GPU holds 40 layers; the fullest stage is the last (head + final norm)
+    p2 = Planner(llama70, H100, Layout(pp=2))
+    assert p2.stage_weight_bytes[1] - p2.stage_weight_bytes[0] == 8192 * 2
+    assert p2.max_batch(8192) == min(
+        (p2.budget - w - p2.fixed_bytes) // kv for w, kv in zip(p2.stage_weight_bytes, p2.kv.stage_bytes(8192, 1)))
+
+
+def test_layout_checks() -> None:
+    with pytest.raises(KvcalcError, match="gpu-memory-utilization"):
+        Planner(LLAMA_8B, H100, Layout(gpu_memory_utilization=1.2))
+    with pytest.raises(KvcalcError, match="tp 3"):
+        Planner(LLAMA_8B, H100, Layout(tp=3))
+
+
+def test_serving_refuses_a_kv_mismatch() -> None:
+    p = Planner(LLAMA_8B, H100)
+    assert p.serving(8192, 2, 2 * 8192 * 131_072).kv_cache_bytes_per_gpu == 2_147_483_648
+    with pytest.raises(RuntimeError):
+        p.serving(8192, 2, 1)
