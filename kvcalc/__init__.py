@@ -3,4 +3,4 @@
 Importing this package does no work and imports nothing heavy (no torch, no rich).
 """
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"

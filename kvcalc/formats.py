@@ -16,17 +16,21 @@ block_q5_1, block_iq4_nl) and `ggml/src/ggml.c` type_traits; PyTorch float8 dtyp
 
 from __future__ import annotations
 
+from typing import Literal
+
 from pydantic import BaseModel, ConfigDict, Field
 
 from kvcalc.errors import KvcalcError, UnknownNameError
 
 
-class KvFormat(BaseModel):
+class StorageFormat(BaseModel):
     """A storage format: `block_values` values cost `block_bytes` bytes.
 
     `name` is the canonical name; `torch_dtype` is the torch dtype name the values are stored
     in by `kvcalc measure` (None for llama.cpp block formats, which torch does not have);
-    `group_size` and `scale_bytes` are set for group-quantized int formats.
+    `quant_group_size` and `scale_bytes` are set for group-quantized formats (values sharing
+    one scale). `kind` says what the format may store: `both` (KV cache and weights), `weight`
+    (weights only, e.g. MXFP4, which no engine offers for its KV cache) or `kv` (the cache only).
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -37,8 +41,9 @@ class KvFormat(BaseModel):
     description: str = ""
     torch_dtype: str | None = None
     bits: int = Field(gt=0)
-    group_size: int | None = None
+    quant_group_size: int | None = None
     scale_bytes: int = 0
+    kind: Literal["kv", "weight", "both"] = "both"
 
     @property
     def bytes_per_element(self) -> float:
@@ -58,25 +63,25 @@ class KvFormat(BaseModel):
         return n_values // self.block_values * self.block_bytes
 
 
-def _plain(name: str, nbytes: int, torch_dtype: str, description: str) -> KvFormat:
-    return KvFormat(name=name, block_values=1, block_bytes=nbytes, torch_dtype=torch_dtype,
+def _plain(name: str, nbytes: int, torch_dtype: str, description: str) -> StorageFormat:
+    return StorageFormat(name=name, block_values=1, block_bytes=nbytes, torch_dtype=torch_dtype,
                     bits=8 * nbytes, description=description)
 
 
-def _ggml(name: str, block_bytes: int, bits: int, description: str) -> KvFormat:
-    return KvFormat(name=name, block_values=32, block_bytes=block_bytes, bits=bits,
+def _ggml(name: str, block_bytes: int, bits: int, description: str) -> StorageFormat:
+    return StorageFormat(name=name, block_values=32, block_bytes=block_bytes, bits=bits,
                     description=description)
 
 
 #: canonical formats; group-quantized int formats are built by `kv_format` from these defaults.
-FORMATS: dict[str, KvFormat] = {f.name: f for f in [
+STORAGE_FORMATS: dict[str, StorageFormat] = {f.name: f for f in [
     _plain("fp32", 4, "float32", "IEEE float32"),
     _plain("fp16", 2, "float16", "IEEE float16"),
     _plain("bf16", 2, "bfloat16", "bfloat16"),
     _plain("fp8_e4m3", 1, "float8_e4m3fn", "fp8 e4m3 (vLLM/SGLang 'fp8'); per-tensor scale outside the cache"),
     _plain("fp8_e5m2", 1, "float8_e5m2", "fp8 e5m2; per-tensor scale outside the cache"),
     _plain("int8", 1, "int8", "int8, one per-tensor scale outside the cache (add --group-size for group scales)"),
-    KvFormat(name="int4", block_values=32, block_bytes=18, bits=4, torch_dtype="uint8", group_size=32,
+    StorageFormat(name="int4", block_values=32, block_bytes=18, bits=4, torch_dtype="uint8", quant_group_size=32,
              scale_bytes=2, description="int4 packed two per byte, one fp16 scale per group of 32"),
     _ggml("q8_0", 34, 8, "llama.cpp block_q8_0: fp16 scale + 32 x int8 = 34 B / 32 values"),
     _ggml("q4_0", 18, 4, "llama.cpp block_q4_0: fp16 scale + 32 x 4 bit = 18 B / 32 values"),
@@ -86,7 +91,7 @@ FORMATS: dict[str, KvFormat] = {f.name: f for f in [
     _ggml("iq4_nl", 18, 4, "llama.cpp block_iq4_nl: fp16 scale + 32 x 4 bit non-linear = 18 B / 32 values"),
     # OCP Microscaling Formats (MX) v1.0 spec, section 5: MXFP4 = 32 e2m1 values (4 bit) sharing one
     # e8m0 scale (8 bit): 16 + 1 = 17 B / 32 values; gpt-oss ships its MoE experts so (model card)
-    KvFormat(name="mxfp4", block_values=32, block_bytes=17, bits=4, group_size=32, scale_bytes=1,
+    StorageFormat(name="mxfp4", block_values=32, block_bytes=17, bits=4, quant_group_size=32, scale_bytes=1, kind="weight",
              description="OCP MXFP4 weights: 32 x e2m1 (4 bit) + one e8m0 scale = 17 B / 32 values"),
 ]}
 
@@ -112,40 +117,41 @@ def canonical_name(name: str) -> str:
     """
     key = name.strip().lower().replace("-", "_")
     key = ALIASES.get(key, key)
-    if key not in FORMATS:
-        raise UnknownNameError("dtype", name, list(FORMATS) + list(ALIASES))
+    if key not in STORAGE_FORMATS:
+        raise UnknownNameError("dtype", name, list(STORAGE_FORMATS) + list(ALIASES))
     return key
 
 
-def kv_format(name: str | KvFormat, group_size: int | None = None,
-              scale_dtype: str | None = None) -> KvFormat:
-    """Resolve a format name to a `KvFormat`.
+def storage_format(name: str | StorageFormat, quant_group_size: int | None = None,
+              scale_dtype: str | None = None) -> StorageFormat:
+    """Resolve a format name to a `StorageFormat`, whatever it may store (see `kv_format` and
+    `weight_format` for the checked lookups).
 
     `name` may carry group options as `int4:g64` or `int4:g64:fp32` (group size, scale dtype).
-    `group_size` and `scale_dtype` apply to `int8` and `int4` only: int8 with group size G and
+    `quant_group_size` and `scale_dtype` apply to `int8` and `int4` only: int8 with group size G and
     a scale of S bytes costs G + S bytes per G values; int4 costs G/2 + S. Plain int8 has no
     group scales; int4 defaults to groups of 32 with an fp16 scale (18 B per 32 values).
 
     Raises `UnknownNameError` for an unknown name and `KvcalcError` for bad group options.
     """
-    if isinstance(name, KvFormat):
+    if isinstance(name, StorageFormat):
         return name
     parts = name.split(":")
     base = canonical_name(parts[0])
     for extra in parts[1:]:
         e = extra.strip().lower()
         if e.startswith("g") and e[1:].lstrip("-").isdigit():
-            group_size = int(e[1:])
-        elif e.startswith("g") and e not in ALIASES and e not in FORMATS:
+            quant_group_size = int(e[1:])
+        elif e.startswith("g") and e not in ALIASES and e not in STORAGE_FORMATS:
             raise KvcalcError(f"'{name}': group option '{extra}' is not a group size; write e.g. {parts[0]}:g64")
         elif e:
             scale_dtype = e
-    fmt = FORMATS[base]
-    if group_size is None and scale_dtype is None:
+    fmt = STORAGE_FORMATS[base]
+    if quant_group_size is None and scale_dtype is None:
         return fmt
     if base not in ("int8", "int4"):
         raise KvcalcError(f"group size and scale dtype apply to int8 and int4 only, not {base}")
-    g = group_size if group_size is not None else (fmt.group_size or 32)
+    g = quant_group_size if quant_group_size is not None else (fmt.quant_group_size or 32)
     if g <= 0 or (base == "int4" and g % 2):
         raise KvcalcError(f"group size must be a positive{' even' if base == 'int4' else ''} integer, got {g}")
     s_name = canonical_name(scale_dtype) if scale_dtype else "fp16"
@@ -154,11 +160,32 @@ def kv_format(name: str | KvFormat, group_size: int | None = None,
     s = SCALE_BYTES[s_name]
     value_bytes = g if base == "int8" else g // 2
     label = f"{base}:g{g}:{s_name}"
-    return KvFormat(name=label, block_values=g, block_bytes=value_bytes + s, bits=fmt.bits,
-                    torch_dtype=fmt.torch_dtype, group_size=g, scale_bytes=s,
+    return StorageFormat(name=label, block_values=g, block_bytes=value_bytes + s, bits=fmt.bits,
+                    torch_dtype=fmt.torch_dtype, quant_group_size=g, scale_bytes=s,
                     description=f"{base}, one {s_name} scale per group of {g}: {value_bytes + s} B / {g} values")
+
+
+def kv_format(name: str | StorageFormat, quant_group_size: int | None = None,
+              scale_dtype: str | None = None) -> StorageFormat:
+    """`storage_format` for a KV cache: also raises `KvcalcError` for a weight-only format
+    (MXFP4: an OCP microscaling weight format that vLLM, SGLang and llama.cpp do not offer as a
+    cache type)."""
+    fmt = storage_format(name, quant_group_size, scale_dtype)
+    if fmt.kind == "weight":
+        raise KvcalcError(f"{fmt.name} is a weight format, not a KV-cache format; for the cache use one of "
+                          f"{', '.join(n for n, f in STORAGE_FORMATS.items() if f.kind != 'weight')}")
+    return fmt
+
+
+def weight_format(name: str | StorageFormat, quant_group_size: int | None = None,
+                  scale_dtype: str | None = None) -> StorageFormat:
+    """`storage_format` for weights: also raises `KvcalcError` for a KV-only format."""
+    fmt = storage_format(name, quant_group_size, scale_dtype)
+    if fmt.kind == "kv":
+        raise KvcalcError(f"{fmt.name} is a KV-cache format, not a weight format")
+    return fmt
 
 
 def all_names() -> list[str]:
     """Every accepted format name and alias, sorted."""
-    return sorted(set(FORMATS) | set(ALIASES))
+    return sorted(set(STORAGE_FORMATS) | set(ALIASES))

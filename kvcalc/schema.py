@@ -156,10 +156,10 @@ class ModelSpec(_Frozen):
     @field_validator("weight_dtype", "expert_weight_dtype")
     @classmethod
     def _weight_dtype(cls, v: str | None) -> str | None:
-        from kvcalc.formats import kv_format
+        from kvcalc.formats import weight_format
 
         try:
-            return None if v is None else kv_format(v).name
+            return None if v is None else weight_format(v).name
         except Exception as e:  # UnknownNameError -> pydantic ValueError, with its hint
             raise ValueError(str(e)) from None
 
@@ -246,8 +246,8 @@ class ModelSpec(_Frozen):
         return "mqa" if kv == 1 else "gqa"
 
     @property
-    def group_size(self) -> int:
-        """Query heads per KV head (n_heads // n_kv_heads); n_heads for MLA's one latent."""
+    def queries_per_kv_head(self) -> int:
+        """Query heads per KV head (transformers' `num_key_value_groups`) (n_heads // n_kv_heads); n_heads for MLA's one latent."""
         return self.n_heads // self.resolved_n_kv_heads
 
     @property
@@ -322,7 +322,7 @@ class Parallelism(_Frozen):
 
 class Workload(_Frozen):
     """What the cache must hold: `seq_len` tokens for each of `batch` sequences (per DP
-    replica), K and V in the named formats (group options as in `dtypes.kv_format`)."""
+    replica), K and V in the named formats (group options as in `formats.kv_format`)."""
 
     seq_len: PositiveInt
     batch: PositiveInt = 1
@@ -368,7 +368,7 @@ class KvEstimate(_Frozen):
     n_kv_heads: int
     head_dim: int
     v_head_dim: int
-    group_size: int
+    queries_per_kv_head: int
     seq_len: int
     batch: int
     kv_dtype: str

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from fractions import Fraction
 
-from kvcalc.formats import KvFormat, kv_format
+from kvcalc.formats import StorageFormat, kv_format
 from kvcalc.errors import KvcalcError
 from kvcalc.schema import (
     CompareRow,
@@ -28,10 +28,10 @@ from kvcalc.schema import (
     Workload,
 )
 
-FormatLike = str | KvFormat
+FormatLike = str | StorageFormat
 
 
-def formats(k_dtype: FormatLike, v_dtype: FormatLike | None = None) -> tuple[KvFormat, KvFormat]:
+def formats(k_dtype: FormatLike, v_dtype: FormatLike | None = None) -> tuple[StorageFormat, StorageFormat]:
     """(K format, V format); V defaults to K. Raises `UnknownNameError` for unknown names."""
     k = kv_format(k_dtype)
     return k, (kv_format(v_dtype) if v_dtype is not None else k)
@@ -62,7 +62,7 @@ def kv_heads_per_rank(layer: LayerSpec, tp: int = 1) -> int:
     return max(1, layer.n_kv_heads // tp)
 
 
-def layer_kv_bytes_per_token(layer: LayerSpec, k_fmt: KvFormat, v_fmt: KvFormat, tp: int = 1) -> int:
+def layer_kv_bytes_per_token(layer: LayerSpec, k_fmt: StorageFormat, v_fmt: StorageFormat, tp: int = 1) -> int:
     """Bytes one token adds to one layer's cache on one TP rank.
 
     full / sliding: h x (bytes(D_k in k_fmt) + bytes(D_v in v_fmt)), h = kv_heads_per_rank;
@@ -100,7 +100,7 @@ def kv_bytes_per_token(model: ModelSpec, kv_dtype: FormatLike, v_dtype: FormatLi
 
 
 def layers_cache_bytes(layers: tuple[LayerSpec, ...] | list[LayerSpec], seq_len: int, batch: int,
-                       k: KvFormat, v: KvFormat, tp: int = 1, window_aware: bool = True) -> int:
+                       k: StorageFormat, v: StorageFormat, tp: int = 1, window_aware: bool = True) -> int:
     """Sum over `layers` of layer bytes per token x tokens cached x batch (one TP rank)."""
     return sum(layer_kv_bytes_per_token(layer, k, v, tp) * tokens_cached(layer, seq_len, window_aware)
                for layer in layers) * batch
@@ -147,13 +147,13 @@ def state_bytes_per_seq(model: ModelSpec) -> int | None:
     return sum(k.bytes_for(layer.state_values, what="state") for layer in fixed)
 
 
-def _fmt_bytes_per_element(f: KvFormat) -> str:
+def _fmt_bytes_per_element(f: StorageFormat) -> str:
     if f.block_values == 1:
         return f"{f.block_bytes} B"
     return f"{f.block_bytes}/{f.block_values} B"
 
 
-def formula(model: ModelSpec, seq_len: int, batch: int, k: KvFormat, v: KvFormat,
+def formula(model: ModelSpec, seq_len: int, batch: int, k: StorageFormat, v: StorageFormat,
             window_aware: bool = True) -> str:
     """The cache formula with the numbers put in, one term per layer kind, and its total."""
     terms = []
@@ -223,7 +223,7 @@ def estimate(model: ModelSpec, workload: Workload) -> KvEstimate:
         model=model.name, source=model.source, attention=model.attention_kind,
         n_layers=model.n_layers, n_heads=model.n_heads, n_kv_heads=model.resolved_n_kv_heads,
         head_dim=model.resolved_head_dim, v_head_dim=model.resolved_v_head_dim,
-        group_size=model.group_size, seq_len=T, batch=B,
+        queries_per_kv_head=model.queries_per_kv_head, seq_len=T, batch=B,
         kv_dtype=kv_name, k_dtype=k.name, v_dtype=v.name,
         tp=par.tp, pp=par.pp, dp=par.dp, n_gpus=par.n_gpus,
         kv_bytes_per_token=sum(layer_kv_bytes_per_token(x, k, v) for x in layers),
@@ -251,7 +251,7 @@ def compare_attention(model: ModelSpec, seq_len: int, batch: int, kv_dtype: Form
     own = model.resolved_n_kv_heads
     variants = [("MHA", model.n_heads)]
     if own not in (model.n_heads, 1):
-        variants.append((f"GQA ({model.group_size} queries per KV head, own)", own))
+        variants.append((f"GQA ({model.queries_per_kv_head} queries per KV head, own)", own))
     variants.append(("MQA", 1))
     rows = []
     mha_bytes = None

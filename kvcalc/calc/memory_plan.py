@@ -26,7 +26,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict
 
 from kvcalc.calc import kv_cache, roofline
-from kvcalc.formats import KvFormat
+from kvcalc.formats import StorageFormat
 from kvcalc.errors import KvcalcError
 from kvcalc.schema import GpuSpec, ModelSpec
 from kvcalc.calc.weights import (
@@ -92,7 +92,7 @@ class KvProfile:
     stages: tuple[tuple[tuple[int, int | None], ...], ...]
 
     @classmethod
-    def build(cls, model: ModelSpec, k: KvFormat, v: KvFormat, tp: int = 1, pp: int = 1) -> KvProfile:
+    def build(cls, model: ModelSpec, k: StorageFormat, v: StorageFormat, tp: int = 1, pp: int = 1) -> KvProfile:
         """Group each stage's layers by (kv_cache.layer_kv_bytes_per_token, window)."""
         layers = model.layers
         out = []

@@ -1,7 +1,7 @@
 """Parameter counts and weight bytes, derived from the architecture (pure arithmetic).
 
 No I/O, no rich, no yaml, no torch. Counts are exact integers; bytes go through the one
-format table, `kvcalc.formats.kv_format` / `KvFormat.bytes_for` (weights and KV share it).
+format table, `kvcalc.formats.weight_format` / `StorageFormat.bytes_for` (weights and KV share it).
 
 What is counted (the Hugging Face modelling files of each family are the source:
 `transformers/models/llama/modeling_llama.py`, `mixtral`, `deepseek_v3`, `qwen3_moe`,
@@ -46,11 +46,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from math import ceil
 
-from kvcalc.formats import KvFormat, kv_format
+from kvcalc.formats import StorageFormat, weight_format
 from kvcalc.errors import KvcalcError
 from kvcalc.schema import ModelSpec
 
-FormatLike = str | KvFormat
+FormatLike = str | StorageFormat
 
 
 def _cdiv(a: int, b: int) -> int:
@@ -247,7 +247,7 @@ def param_counts(model: ModelSpec) -> tuple[int, int]:
     return p.total, (model.n_active_params or p.active)
 
 
-def format_bytes(fmt: KvFormat, n_values: int, fallback: KvFormat) -> int:
+def format_bytes(fmt: StorageFormat, n_values: int, fallback: StorageFormat) -> int:
     """Bytes of `n_values` values in `fmt`: whole blocks through `fmt.bytes_for`, and a
     remainder shorter than one block (only possible for explicit n_params) in `fallback`."""
     whole = n_values - n_values % fmt.block_values
@@ -290,16 +290,16 @@ class WeightBytes:
         return out
 
 
-def weight_formats(model: ModelSpec, weight_dtype: FormatLike | None = None) -> tuple[KvFormat, KvFormat]:
+def weight_formats(model: ModelSpec, weight_dtype: FormatLike | None = None) -> tuple[StorageFormat, StorageFormat]:
     """(format of the decoder matrices, format of the routed experts): `weight_dtype` (the
     --weight-dtype override) for both when given; else the config's `weight_dtype` (the
     published checkpoint's format: DeepSeek-V3 / Kimi-K2 fp8) and `expert_weight_dtype`
     (gpt-oss: MXFP4 experts, bf16 attention), each defaulting to the model's dtype."""
     if weight_dtype is not None:
-        wf = kv_format(weight_dtype)
+        wf = weight_format(weight_dtype)
         return wf, wf
-    wf = kv_format(model.weight_dtype or model.dtype)
-    return wf, kv_format(model.expert_weight_dtype) if model.expert_weight_dtype else wf
+    wf = weight_format(model.weight_dtype or model.dtype)
+    return wf, weight_format(model.expert_weight_dtype) if model.expert_weight_dtype else wf
 
 
 def weight_format_label(model: ModelSpec, weight_dtype: FormatLike | None = None) -> str:
@@ -319,7 +319,7 @@ def weight_bytes(model: ModelSpec, weight_dtype: FormatLike | None = None, tp: i
     quantization groups.
     """
     wf, ef = weight_formats(model, weight_dtype)
-    base = kv_format(model.dtype)
+    base = weight_format(model.dtype)
     n = model.n_layers
     if model.n_params is not None and not can_derive(model):
         total = _cdiv(model.n_params, tp)

@@ -24,7 +24,7 @@ def estimate(
     kv_dtype: KvDtypeOpt = None,
     k_dtype: KDtypeOpt = None,
     v_dtype: VDtypeOpt = None,
-    group_size: GroupOpt = None,
+    quant_group_size: GroupOpt = None,
     scale_dtype: ScaleOpt = None,
     tp: TpOpt = 1,
     pp: PpOpt = 1,
@@ -52,7 +52,7 @@ def estimate(
     check_positive(batch=batch, tp=tp, pp=pp, dp=dp)
     spec = load_model(model)
     T = resolve_seq_len(spec, seq_len)
-    k, v = resolve_kv_dtypes(spec, kv_dtype, k_dtype, v_dtype, group_size, scale_dtype)
+    k, v = resolve_kv_dtypes(spec, kv_dtype, k_dtype, v_dtype, quant_group_size, scale_dtype)
     check_gpu_only_options(ctx, gpu)  # GPU-only options without --gpu are refused, never ignored
     check_limits([batch], [T])
     tp, pp, dp = resolve_count(count, tp, pp, dp)  # count = tp x pp x dp; alone it sets tp
@@ -76,7 +76,7 @@ def estimate(
         # the engine sizes its KV from the GPU plan's budget when --gpu is given (else: for this batch)
         plan = next((r for r, _ in parts if hasattr(r, "budget_bytes_per_gpu")), None)
         part = engine_part(spec, T, batch, k, v, tp, engine_name, block_size, page_size,
-                           kv_given=bool(kv_dtype or k_dtype or v_dtype or group_size or scale_dtype), plan=plan)
+                           kv_given=bool(kv_dtype or k_dtype or v_dtype or quant_group_size or scale_dtype), plan=plan)
         if part is not None:
             parts.append(part)
     emit_parts(parts, fmt)

@@ -25,7 +25,7 @@ KDtypeOpt = Annotated[Optional[str], typer.Option("--k-dtype", help="K format, w
 
 VDtypeOpt = Annotated[Optional[str], typer.Option("--v-dtype", help="V format, when it differs from K.")]
 
-GroupOpt = Annotated[Optional[int], typer.Option("--group-size", help="Group size of int8/int4 scales.")]
+GroupOpt = Annotated[Optional[int], typer.Option("--quant-group-size", "--group-size", help="Values per scale of an int8/int4 KV cache (quantization group).")]
 
 ScaleOpt = Annotated[Optional[str], typer.Option("--scale-dtype", help="Scale dtype of int8/int4 groups (fp16, bf16, fp32).")]
 
@@ -87,14 +87,14 @@ def resolve_seq_len(model: Any, seq_len: str | None) -> int:
     return model.max_position_embeddings
 
 def resolve_kv_dtypes(model: Any, kv_dtype: str | None, k_dtype: str | None, v_dtype: str | None,
-                      group_size: int | None = None, scale_dtype: str | None = None) -> tuple[str, str]:
+                      quant_group_size: int | None = None, scale_dtype: str | None = None) -> tuple[str, str]:
     """(K format name, V format name) from the options; default the model's dtype. Group
     options are folded into the name (`int4:g64:fp32`) so results say what was used."""
     from kvcalc.formats import kv_format
 
     base = kv_dtype if kv_dtype is not None else model.dtype
-    k = kv_format(k_dtype if k_dtype is not None else base, group_size, scale_dtype)
-    v = kv_format(v_dtype if v_dtype is not None else base, group_size, scale_dtype)
+    k = kv_format(k_dtype if k_dtype is not None else base, quant_group_size, scale_dtype)
+    v = kv_format(v_dtype if v_dtype is not None else base, quant_group_size, scale_dtype)
     return k.name, v.name
 
 def typed_options(ctx: typer.Context) -> list[str]:

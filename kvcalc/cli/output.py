@@ -88,8 +88,8 @@ def check_format(fmt: str) -> None:
     """Raise KvcalcError for an unknown --format."""
     from kvcalc import report
 
-    if fmt not in report.FORMATS:
-        raise KvcalcError(f"--format: unknown format '{fmt}'; use one of {', '.join(report.FORMATS)}")
+    if fmt not in report.OUTPUT_FORMATS:
+        raise KvcalcError(f"--format: unknown format '{fmt}'; use one of {', '.join(report.OUTPUT_FORMATS)}")
 
 def emit(result: Any, fmt: str, table: Callable[[], Any]) -> None:
     """Print `result` as `fmt`; `table` builds the rich table lazily."""

@@ -6,7 +6,7 @@ memory / window-aware bytes of one request of L tokens. It logs nothing: the lin
 
 from __future__ import annotations
 
-from kvcalc.formats import KvFormat
+from kvcalc.formats import StorageFormat
 from kvcalc.calc.kv_cache import check_tp, layer_kv_bytes_per_token, layers_cache_bytes
 from kvcalc.engines import SEARCH_LIMIT_TOKENS, EngineResult, longest_fitting
 from kvcalc.schema import ModelSpec
@@ -22,7 +22,7 @@ def default_kv_dtype(model: ModelSpec) -> tuple[str, str]:
     return name, f"auto ({name})"
 
 
-def capacity(model: ModelSpec, kv_memory_bytes: int, k: KvFormat, v: KvFormat, *, tp: int = 1,
+def capacity(model: ModelSpec, kv_memory_bytes: int, k: StorageFormat, v: StorageFormat, *, tp: int = 1,
              max_model_len: int | None = None, concurrency: int | None = None) -> EngineResult:
     """Tokens, concurrency at `max_model_len` and the longest context at `concurrency` for
     `kv_memory_bytes` per rank, by the exact window-aware formula."""

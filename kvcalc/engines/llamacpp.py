@@ -47,7 +47,7 @@ import bisect
 import struct
 import warnings
 
-from kvcalc.formats import KvFormat
+from kvcalc.formats import StorageFormat
 from kvcalc.calc.kv_cache import layer_kv_bytes_per_token
 from kvcalc.engines import SEARCH_LIMIT_TOKENS, DeviceBuffer, EngineResult, longest_fitting
 from kvcalc.errors import KvcalcError, KvcalcWarning
@@ -88,14 +88,14 @@ def mib_f32(n_bytes: int) -> float:
     return f32(n_bytes) / 2**20
 
 
-def ggml_name(f: KvFormat) -> str:
+def ggml_name(f: StorageFormat) -> str:
     """The ggml type name of a KV format; raises `KvcalcError` for one llama.cpp lacks."""
     if f.name not in GGML_NAMES:
         raise KvcalcError(f"llama.cpp has no '{f.name}' KV cache type; use one of {', '.join(GGML_NAMES.values())}")
     return GGML_NAMES[f.name]
 
 
-def layer_k_v_bytes_per_cell(layer: LayerSpec, k: KvFormat, v: KvFormat) -> tuple[int, int]:
+def layer_k_v_bytes_per_cell(layer: LayerSpec, k: StorageFormat, v: StorageFormat) -> tuple[int, int]:
     """(K, V) bytes of one cell of one layer: ggml_row_size(type, n_embd_{k,v}_gqa), via
     `layer_kv_bytes_per_token` of the layer with its V (then K) head size set to 0. MLA: the
     latent as K, V 0."""
@@ -162,7 +162,7 @@ def _cache_lines(prefix: str, legacy: bool, cells: int, n_stream: int, n_seq_max
     return lines, k_tot, v_tot
 
 
-def allocate(model: ModelSpec, n_ctx: int, k: KvFormat, v: KvFormat, *, parallel: int = 1,
+def allocate(model: ModelSpec, n_ctx: int, k: StorageFormat, v: StorageFormat, *, parallel: int = 1,
              unified: bool = True, version: str = "current", flash_attn: bool = False,
              swa_full: bool = False, n_ubatch: int = DEFAULT_N_UBATCH, n_gpu_layers: int | None = None,
              n_devices: int = 1, tensor_split: list[float] | None = None, ollama: bool = False,
@@ -268,7 +268,7 @@ def allocate(model: ModelSpec, n_ctx: int, k: KvFormat, v: KvFormat, *, parallel
         devices=devices, log_lines=lines, notes=notes)
 
 
-def largest_ctx_size(model: ModelSpec, kv_memory_bytes: int, k: KvFormat, v: KvFormat, **options) -> int:
+def largest_ctx_size(model: ModelSpec, kv_memory_bytes: int, k: StorageFormat, v: StorageFormat, **options) -> int:
     """The largest `--ctx-size` (a multiple of 256, ollama: per sequence) whose cache fits in
     `kv_memory_bytes` (summed over devices); 0 when not even 256 cells fit."""
     opts = {key: val for key, val in options.items()
@@ -281,7 +281,7 @@ def largest_ctx_size(model: ModelSpec, kv_memory_bytes: int, k: KvFormat, v: KvF
     return (SEARCH_LIMIT_TOKENS // N_CTX_PAD if units is None else units) * N_CTX_PAD
 
 
-def capacity(model: ModelSpec, kv_memory_bytes: int, k: KvFormat, v: KvFormat, **options) -> EngineResult:
+def capacity(model: ModelSpec, kv_memory_bytes: int, k: StorageFormat, v: StorageFormat, **options) -> EngineResult:
     """The largest `--ctx-size` (`largest_ctx_size`) and what llama.cpp allocates for it.
     Raises `KvcalcError` when not even 256 cells fit."""
     n_ctx = largest_ctx_size(model, kv_memory_bytes, k, v, **options)

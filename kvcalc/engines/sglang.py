@@ -31,7 +31,7 @@ modelled); mamba / linear-attention layers are refused.
 
 from __future__ import annotations
 
-from kvcalc.formats import KvFormat
+from kvcalc.formats import StorageFormat
 from kvcalc.calc.kv_cache import check_tp, layer_kv_bytes_per_token
 from kvcalc.engines import SEARCH_LIMIT_TOKENS, EngineResult, longest_fitting
 from kvcalc.errors import KvcalcError
@@ -57,7 +57,7 @@ def default_kv_dtype(model: ModelSpec) -> tuple[str, str]:
     return name, f"auto ({name})"
 
 
-def _check(model: ModelSpec, k: KvFormat, v: KvFormat) -> None:
+def _check(model: ModelSpec, k: StorageFormat, v: StorageFormat) -> None:
     if any(not layer.caches_kv for layer in model.layers):
         raise KvcalcError(f"{model.name} has mamba / linear-attention layers; the SGLang profile models "
                           "attention layers only (use --engine ideal)")
@@ -66,13 +66,13 @@ def _check(model: ModelSpec, k: KvFormat, v: KvFormat) -> None:
             raise KvcalcError(f"SGLang has no '{f.name}' KV cache dtype; use auto, bf16, fp16, fp8_e4m3 or fp8_e5m2")
 
 
-def cell_size_bytes(model: ModelSpec, k: KvFormat, v: KvFormat, tp: int = 1) -> int:
+def cell_size_bytes(model: ModelSpec, k: StorageFormat, v: StorageFormat, tp: int = 1) -> int:
     """Bytes one token takes in the pool over all layers on one TP rank
     (`profile_max_num_token`'s cell_size): sum of `layer_kv_bytes_per_token`, window ignored."""
     return sum(layer_kv_bytes_per_token(layer, k, v, tp) for layer in model.layers)
 
 
-def pool_bytes(model: ModelSpec, size: int, page_size: int, k: KvFormat, v: KvFormat,
+def pool_bytes(model: ModelSpec, size: int, page_size: int, k: StorageFormat, v: StorageFormat,
                tp: int = 1) -> tuple[int, int]:
     """(K bytes, V bytes) of the pool as `get_kv_size_bytes` sums them: every layer's buffer has
     size + page_size rows. For MLA the one latent buffer is returned as K and V is 0."""
@@ -82,14 +82,14 @@ def pool_bytes(model: ModelSpec, size: int, page_size: int, k: KvFormat, v: KvFo
     return k_bytes, cell_size_bytes(model, k, v, tp) * rows - k_bytes
 
 
-def max_total_num_tokens(model: ModelSpec, kv_memory_bytes: int, k: KvFormat, v: KvFormat, tp: int = 1,
+def max_total_num_tokens(model: ModelSpec, kv_memory_bytes: int, k: StorageFormat, v: StorageFormat, tp: int = 1,
                          page_size: int = DEFAULT_PAGE_SIZE) -> int:
     """budget // cell_size, rounded down to a multiple of `page_size` (`init_memory_pool`)."""
     n = kv_memory_bytes // cell_size_bytes(model, k, v, tp)
     return n // page_size * page_size
 
 
-def capacity(model: ModelSpec, kv_memory_bytes: int, k: KvFormat, v: KvFormat, *, tp: int = 1,
+def capacity(model: ModelSpec, kv_memory_bytes: int, k: StorageFormat, v: StorageFormat, *, tp: int = 1,
              page_size: int = DEFAULT_PAGE_SIZE, max_model_len: int | None = None,
              concurrency: int | None = None, kv_cache_dtype: str | None = None) -> EngineResult:
     """SGLang's pool for a static budget of `kv_memory_bytes` per rank: `max_total_num_tokens`,
@@ -130,7 +130,7 @@ def capacity(model: ModelSpec, kv_memory_bytes: int, k: KvFormat, v: KvFormat, *
         k_bytes=k_bytes, v_bytes=v_bytes, log_lines=[line], notes=notes)
 
 
-def memory_for(model: ModelSpec, seq_len: int, batch: int, k: KvFormat, v: KvFormat, *, tp: int = 1,
+def memory_for(model: ModelSpec, seq_len: int, batch: int, k: StorageFormat, v: StorageFormat, *, tp: int = 1,
                page_size: int = DEFAULT_PAGE_SIZE) -> int:
     """The static budget per rank for `batch` requests of `seq_len` tokens:
     batch x cdiv(seq_len, page) x page x cell_size."""

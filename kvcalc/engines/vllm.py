@@ -12,8 +12,8 @@ Models vLLM V1 (0.10-0.11 line, `vllm/v1/`) and, with `v0=True`, the V0 engine o
   Plain `fp8` / `fp8_e4m3` / `fp8_e5m2` keep one per-tensor scale outside the pages: no extra bytes.
 - Blocks, `vllm/v1/core/kv_cache_utils.py` `get_num_blocks`: available // page // layers per group.
   All layers alike (`is_kv_cache_spec_uniform`): one group of every layer. Sliding + full with the
-  hybrid allocator (`_get_kv_cache_groups_uniform_page_size`): group_size = the smaller layer count
-  (the larger one if it is under 1.5x the smaller), each kind split into cdiv(n, group_size)
+  hybrid allocator (`_get_kv_cache_groups_uniform_page_size`): layers_per_group (vLLM's `group_size`) = the smaller layer count
+  (the larger one if it is under 1.5x the smaller), each kind split into cdiv(n, layers_per_group)
   groups (padding layers waste memory). Without it (`--disable-hybrid-kv-cache-manager`,
   `unify_hybrid_kv_cache_specs`): sliding layers become full ones (blocks for every token).
 - "GPU KV cache size: N tokens", `_report_kv_cache_config`: num_blocks // n_groups x block_size,
@@ -51,7 +51,7 @@ from __future__ import annotations
 import warnings
 from dataclasses import dataclass
 
-from kvcalc.formats import KvFormat
+from kvcalc.formats import StorageFormat
 from kvcalc.calc.kv_cache import check_tp, kv_heads_per_rank, layer_kv_bytes_per_token
 from kvcalc.engines import SEARCH_LIMIT_TOKENS, EngineResult, longest_fitting
 from kvcalc.errors import KvcalcError, KvcalcWarning
@@ -124,7 +124,7 @@ def split_kv_dtype(kv_cache_dtype: str) -> tuple[str, bool]:
     return name, False
 
 
-def page_size_bytes(layer: LayerSpec, k: KvFormat, v: KvFormat, block_size: int, tp: int = 1,
+def page_size_bytes(layer: LayerSpec, k: StorageFormat, v: StorageFormat, block_size: int, tp: int = 1,
                     per_token_head_scales: bool = False) -> int:
     """One block of one layer on one TP rank, bytes: block_size x layer_kv_bytes_per_token,
     plus 2 x block_size x kv_heads_per_rank x 4 for per-token-head scales (not for MLA).
@@ -152,7 +152,7 @@ def kv_cache_groups(model: ModelSpec, hybrid_allocator: bool = True) -> tuple[li
     """(groups, layers per group) as vLLM V1 builds them (`get_kv_cache_groups`).
 
     Uniform models: one group of every layer. Sliding + full with the hybrid allocator:
-    group_size = min layer count (max if max < 1.5 x min), each kind in cdiv(n, group_size)
+    layers_per_group = min layer count (max if max < 1.5 x min), each kind in cdiv(n, layers_per_group)
     groups. Raises `KvcalcError` for models with mamba or linear-attention layers.
     """
     if any(not layer.caches_kv for layer in model.layers):
@@ -169,15 +169,15 @@ def kv_cache_groups(model: ModelSpec, hybrid_allocator: bool = True) -> tuple[li
         (kind, window), n = next(iter(kinds.items()))
         return [Group(kind, window, n)], n
     counts = list(kinds.values())
-    group_size = min(counts)
+    layers_per_group = min(counts)
     if max(counts) < min(counts) * 1.5:
-        group_size = max(counts)
+        layers_per_group = max(counts)
     groups = []
     for (kind, window), n in kinds.items():
-        n_groups = -(-n // group_size)
+        n_groups = -(-n // layers_per_group)
         for i in range(n_groups):
             groups.append(Group(kind, window, len(range(i, n, n_groups))))
-    return groups, group_size
+    return groups, layers_per_group
 
 
 def pages_per_request(group: Group, max_model_len: int, block_size: int,
@@ -201,21 +201,21 @@ def blocks_per_request(groups: list[Group], max_model_len: int, block_size: int,
     return sum(pages_per_request(g, max_model_len, block_size, max_num_batched_tokens) for g in groups)
 
 
-def _formats(model: ModelSpec, k: KvFormat, v: KvFormat) -> None:
+def _formats(model: ModelSpec, k: StorageFormat, v: StorageFormat) -> None:
     for f in (k, v):
         if f.block_values != 1:
             raise KvcalcError(f"vLLM has no '{f.name}' KV cache dtype; use auto, bfloat16, float16, fp8, "
                               "fp8_e5m2, int8_per_token_head or fp8_per_token_head")
 
 
-def _page(model: ModelSpec, k: KvFormat, v: KvFormat, block_size: int, tp: int, scales: bool) -> int:
+def _page(model: ModelSpec, k: StorageFormat, v: StorageFormat, block_size: int, tp: int, scales: bool) -> int:
     pages = {page_size_bytes(layer, k, v, block_size, tp, scales) for layer in model.layers}
     if len(pages) != 1:  # vLLM `unify_kv_cache_spec_page_size` grows block sizes: not modelled
         raise KvcalcError(f"{model.name}: layers have different page sizes; not modelled by the vLLM profile")
     return pages.pop()
 
 
-def capacity(model: ModelSpec, kv_memory_bytes: int, k: KvFormat, v: KvFormat, *, tp: int = 1,
+def capacity(model: ModelSpec, kv_memory_bytes: int, k: StorageFormat, v: StorageFormat, *, tp: int = 1,
              block_size: int = DEFAULT_BLOCK_SIZE, max_model_len: int | None = None,
              concurrency: int | None = None, hybrid_allocator: bool = True,
              per_token_head_scales: bool = False, kv_cache_dtype: str | None = None,
@@ -223,7 +223,7 @@ def capacity(model: ModelSpec, kv_memory_bytes: int, k: KvFormat, v: KvFormat, *
              v0: bool = False, swap_space_bytes: int = 0) -> EngineResult:
     """vLLM's blocks, tokens and concurrency for `kv_memory_bytes` of KV memory on each rank.
 
-    V1: page = `page_size_bytes`; blocks = available // page // group_size; tokens =
+    V1: page = `page_size_bytes`; blocks = available // page // layers_per_group; tokens =
     blocks // n_groups x block_size; concurrency = blocks / `blocks_per_request`.
     V0: block bytes = page x n_layers; blocks = available // block bytes; concurrency =
     blocks x block_size / L. Raises `KvcalcError` for TP layouts vLLM refuses, block formats,
@@ -273,8 +273,8 @@ def capacity(model: ModelSpec, kv_memory_bytes: int, k: KvFormat, v: KvFormat, *
             concurrency=concurrency, longest_context=longest, log_lines=lines, notes=notes)
     # vllm/v1/worker/gpu_worker.py determine_available_memory
     lines = [f"Available KV cache memory: {kv_memory_bytes / 2**30:.2f} GiB"]
-    groups, group_size = kv_cache_groups(model, hybrid_allocator)
-    num_blocks = kv_memory_bytes // page // group_size  # get_num_blocks
+    groups, layers_per_group = kv_cache_groups(model, hybrid_allocator)
+    num_blocks = kv_memory_bytes // page // layers_per_group  # get_num_blocks
     need = needed_bytes(model, groups, L, block_size, page, max_num_batched_tokens)
     if need > kv_memory_bytes:  # check_enough_kv_cache_memory
         est = longest_fitting(
@@ -289,9 +289,9 @@ def capacity(model: ModelSpec, kv_memory_bytes: int, k: KvFormat, v: KvFormat, *
     conc = num_blocks / per_req
     lines += [f"GPU KV cache size: {tokens:,} tokens",
               f"Maximum concurrency for {L:,} tokens per request: {conc:.2f}x"]
-    padding = len(groups) * group_size - model.n_layers
+    padding = len(groups) * layers_per_group - model.n_layers
     if padding:
-        notes.append(f"{len(groups)} KV cache groups of {group_size} layers: {padding} padding layers")
+        notes.append(f"{len(groups)} KV cache groups of {layers_per_group} layers: {padding} padding layers")
     longest = None
     if concurrency:
         longest = longest_fitting(
@@ -299,13 +299,13 @@ def capacity(model: ModelSpec, kv_memory_bytes: int, k: KvFormat, v: KvFormat, *
             SEARCH_LIMIT_TOKENS)
     return EngineResult(
         engine="vllm", engine_version=VERSION.split(";")[0], kv_memory_bytes=kv_memory_bytes,
-        kv_cache_dtype=dtype_name, block_size=block_size, page_size_bytes=page * group_size,
+        kv_cache_dtype=dtype_name, block_size=block_size, page_size_bytes=page * layers_per_group,
         num_gpu_blocks=num_blocks, usable_blocks=max(num_blocks - 1, 0), kv_cache_tokens=tokens,
-        engine_kv_bytes=num_blocks * page * group_size, max_model_len=L, max_concurrency=conc,
+        engine_kv_bytes=num_blocks * page * layers_per_group, max_model_len=L, max_concurrency=conc,
         concurrency=concurrency, longest_context=longest, log_lines=lines, notes=notes)
 
 
-def memory_for(model: ModelSpec, seq_len: int, batch: int, k: KvFormat, v: KvFormat, *, tp: int = 1,
+def memory_for(model: ModelSpec, seq_len: int, batch: int, k: StorageFormat, v: StorageFormat, *, tp: int = 1,
                block_size: int = DEFAULT_BLOCK_SIZE, hybrid_allocator: bool = True,
                per_token_head_scales: bool = False,
                max_num_batched_tokens: int = DEFAULT_MAX_NUM_BATCHED_TOKENS, v0: bool = False) -> int:
@@ -318,5 +318,5 @@ def memory_for(model: ModelSpec, seq_len: int, batch: int, k: KvFormat, v: KvFor
     page = _page(model, k, v, block_size, tp, per_token_head_scales)
     if v0:
         return batch * -(-seq_len // block_size) * page * model.n_layers
-    groups, group_size = kv_cache_groups(model, hybrid_allocator)
-    return batch * blocks_per_request(groups, seq_len, block_size, max_num_batched_tokens) * page * group_size
+    groups, layers_per_group = kv_cache_groups(model, hybrid_allocator)
+    return batch * blocks_per_request(groups, seq_len, block_size, max_num_batched_tokens) * page * layers_per_group

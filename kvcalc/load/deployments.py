@@ -67,13 +67,13 @@ class Deployment(_Frozen):
 
     @field_validator("kv_dtype", "weight_dtype")
     @classmethod
-    def _fmt(cls, v: str | None) -> str | None:
+    def _fmt(cls, v: str | None, info) -> str | None:
         if v is None:
             return v
-        from kvcalc.formats import kv_format
+        from kvcalc.formats import kv_format, weight_format
 
         try:
-            return kv_format(v).name
+            return (kv_format if info.field_name == "kv_dtype" else weight_format)(v).name
         except KvcalcError as e:
             raise ValueError(str(e)) from None
 

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 import torch
 
 from kvcalc.calc import kv_cache
-from kvcalc.formats import KvFormat
+from kvcalc.formats import StorageFormat
 from kvcalc.errors import KvcalcError
 from kvcalc.measure.sizing import Plan
 from kvcalc.schema import LayerSpec
@@ -30,15 +30,15 @@ _SCALE_DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfl
                  "fp8_e4m3": torch.float8_e4m3fn}
 
 
-def is_ggml(fmt: KvFormat) -> bool:
+def is_ggml(fmt: StorageFormat) -> bool:
     """True for llama.cpp block formats (no torch dtype: stored as raw uint8 blocks)."""
     return fmt.torch_dtype is None
 
 
-def scale_dtype(fmt: KvFormat) -> torch.dtype | None:
+def scale_dtype(fmt: StorageFormat) -> torch.dtype | None:
     """The torch dtype of a group-quantized format's scales (from its name `int4:g64:fp32`,
     default fp16), or None for formats without group scales. Checked against `scale_bytes`."""
-    if not fmt.group_size or is_ggml(fmt):
+    if not fmt.quant_group_size or is_ggml(fmt):
         return None
     parts = fmt.name.split(":")
     dt = _SCALE_DTYPES[parts[2] if len(parts) >= 3 else "fp16"]
@@ -47,7 +47,7 @@ def scale_dtype(fmt: KvFormat) -> torch.dtype | None:
     return dt
 
 
-def row_shapes(fmt: KvFormat, d: int) -> list[tuple[int, torch.dtype]]:
+def row_shapes(fmt: StorageFormat, d: int) -> list[tuple[int, torch.dtype]]:
     """(last-dim size, dtype) of the tensors that hold one row of `d` values in `fmt`:
     plain: [(d, dtype)]; int8 with groups: [(d, int8), (d/G, scale)]; int4: [(d/2, uint8),
     (d/G, scale)]; llama.cpp blocks: [(d/32 x block_bytes, uint8)]. Their bytes sum to
@@ -58,9 +58,9 @@ def row_shapes(fmt: KvFormat, d: int) -> list[tuple[int, torch.dtype]]:
     sd = scale_dtype(fmt)
     base = fmt.name.split(":")[0]
     if base == "int4":
-        return [(d // 2, torch.uint8), (d // fmt.group_size, sd)]
+        return [(d // 2, torch.uint8), (d // fmt.quant_group_size, sd)]
     if sd is not None:
-        return [(d, torch.int8), (d // fmt.group_size, sd)]
+        return [(d, torch.int8), (d // fmt.quant_group_size, sd)]
     return [(d, getattr(torch, fmt.torch_dtype))]
 
 
@@ -95,13 +95,13 @@ class Store:
     cache, as in vLLM; not counted, as the engine does not count it).
     """
 
-    fmt: KvFormat
+    fmt: StorageFormat
     d: int
     parts: list[torch.Tensor]
     tensor_scale: float = 0.01
 
     @classmethod
-    def empty(cls, fmt: KvFormat, prefix: tuple[int, ...], t: int, d: int, device: str) -> Store:
+    def empty(cls, fmt: StorageFormat, prefix: tuple[int, ...], t: int, d: int, device: str) -> Store:
         parts = [torch.empty(*prefix, t, last, dtype=dt, device=device) for last, dt in row_shapes(fmt, d)]
         return cls(fmt, d, parts)
 
@@ -133,7 +133,7 @@ class Store:
             lo, hi = (x & 0x0F), (x >> 4)
             x = torch.stack((lo, hi), dim=-1).flatten(-2).to(dtype) - 8  # value 2i low, 2i+1 high
         if len(self.parts) > 1:
-            g = self.fmt.group_size
+            g = self.fmt.quant_group_size
             s = self.parts[1][..., :n, :].to(dtype)
             return (x.to(dtype).unflatten(-1, (self.d // g, g)) * s.unsqueeze(-1)).flatten(-2)
         if base == "int8":
@@ -141,7 +141,7 @@ class Store:
         return x if x.dtype == dtype else x.to(dtype)
 
 
-def _fill_ggml_scales(data: torch.Tensor, fmt: KvFormat) -> None:
+def _fill_ggml_scales(data: torch.Tensor, fmt: StorageFormat) -> None:
     """Overwrite each block's fp16 scale (and q4_1's fp16 min) with small finite values,
     one batch row at a time to bound the temporary."""
     nb, bb = data.shape[-1] // fmt.block_bytes, fmt.block_bytes
@@ -162,7 +162,7 @@ def _iq4nl_table(dtype: torch.dtype, device: torch.device) -> torch.Tensor:
     return _TABLES[key]
 
 
-def _dequant_ggml(x: torch.Tensor, fmt: KvFormat, d: int, dtype: torch.dtype) -> torch.Tensor:
+def _dequant_ggml(x: torch.Tensor, fmt: StorageFormat, d: int, dtype: torch.dtype) -> torch.Tensor:
     """llama.cpp blocks (…, n, d/32 x block_bytes) uint8 -> (…, n, d) `dtype`."""
     if fmt.name not in GGML_DEQUANT:
         raise KvcalcError(f"--kv-dtype {fmt.name}: measure can time {', '.join(GGML_DEQUANT)} "

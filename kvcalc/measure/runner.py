@@ -14,7 +14,7 @@ import torch
 import torch.nn.functional as F
 
 from kvcalc.calc import kv_cache
-from kvcalc.formats import KvFormat
+from kvcalc.formats import StorageFormat
 from kvcalc.errors import KvcalcError
 from kvcalc.measure.attention import attention_scale, layer_step, resolve_backend
 from kvcalc.measure.cache import GGML_DEQUANT, LayerState, allocate_layer, is_ggml
@@ -63,7 +63,7 @@ def cuda_margin_bytes(total_bytes: int) -> int:
     return max(CUDA_MARGIN_MIN_BYTES, total_bytes // 50)
 
 
-def run(model: ModelSpec, seq_len: int, batch: int, k_fmt: KvFormat, v_fmt: KvFormat, *,
+def run(model: ModelSpec, seq_len: int, batch: int, k_fmt: StorageFormat, v_fmt: StorageFormat, *,
         device: str = "auto", layers: int | None = None, steps: int | None = None,
         backend: str = "auto", with_weights: bool = False, cuda_graph: bool = False,
         progress: Progress | None = None) -> MeasureResult:
@@ -139,7 +139,7 @@ def run(model: ModelSpec, seq_len: int, batch: int, k_fmt: KvFormat, v_fmt: KvFo
         if is_ggml(f):
             notes.append(f"{f.name}: allocated as raw uint8 llama.cpp blocks of the exact byte size "
                          f"({f.block_bytes} B / {f.block_values} values)")
-    if plan.compute_dtype != (getattr(torch, k_fmt.torch_dtype) if k_fmt.torch_dtype and not k_fmt.group_size else None):
+    if plan.compute_dtype != (getattr(torch, k_fmt.torch_dtype) if k_fmt.torch_dtype and not k_fmt.quant_group_size else None):
         notes.append(f"{k_fmt.name}: dequantized per layer to {str(plan.compute_dtype).removeprefix('torch.')} "
                      f"then attended (the copy adds traffic not in bytes_read_per_step)")
     if be == "flashinfer":

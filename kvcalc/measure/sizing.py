@@ -10,7 +10,7 @@ from typing import Callable
 import torch
 
 from kvcalc.calc import kv_cache
-from kvcalc.formats import KvFormat
+from kvcalc.formats import StorageFormat
 from kvcalc.errors import KvcalcError
 from kvcalc.measure.device import GIB
 from kvcalc.schema import LayerSpec, ModelSpec
@@ -25,8 +25,8 @@ class Plan:
     model: ModelSpec
     seq_len: int
     batch: int
-    k_fmt: KvFormat
-    v_fmt: KvFormat
+    k_fmt: StorageFormat
+    v_fmt: StorageFormat
     layer_indices: tuple[int, ...]
     predicted_kv_bytes: int
     model_kv_bytes: int
@@ -65,10 +65,10 @@ def pick_layers(model: ModelSpec, k: int | None) -> tuple[int, ...]:
     return tuple(sorted(i for kind, n in take.items() for i in by_kind[kind][:n]))
 
 
-def compute_dtype_for(k_fmt: KvFormat, device: str) -> torch.dtype:
+def compute_dtype_for(k_fmt: StorageFormat, device: str) -> torch.dtype:
     """Attention runs in the cache's own dtype for fp16/bf16/fp32; quantized formats (fp8, int8,
     int4, llama.cpp blocks) are dequantized per layer to bf16 on CUDA, fp32 on the CPU."""
-    if k_fmt.torch_dtype in ("float16", "bfloat16", "float32") and not k_fmt.group_size:
+    if k_fmt.torch_dtype in ("float16", "bfloat16", "float32") and not k_fmt.quant_group_size:
         return getattr(torch, k_fmt.torch_dtype)
     return torch.bfloat16 if device == "cuda" else torch.float32
 
@@ -96,7 +96,7 @@ def weight_shapes(model: ModelSpec) -> list[tuple[int, int]]:
     return attn + mlp
 
 
-def make_plan(model: ModelSpec, seq_len: int, batch: int, k_fmt: KvFormat, v_fmt: KvFormat,
+def make_plan(model: ModelSpec, seq_len: int, batch: int, k_fmt: StorageFormat, v_fmt: StorageFormat,
               device: str, layers: int | None = None, with_weights: bool = False) -> Plan:
     """The engine's bytes for the layers measured and the whole model, and the workspace:
     per step the scores and probabilities (B, H_q, T) fp32, plus, for formats that are
@@ -109,7 +109,7 @@ def make_plan(model: ModelSpec, seq_len: int, batch: int, k_fmt: KvFormat, v_fmt
     t_max = max(kv_cache.tokens_cached(x, seq_len) for x in chosen)
     work = 2 * batch * model.n_heads * t_max * 4
     native = k_fmt == v_fmt and k_fmt.torch_dtype is not None and getattr(torch, k_fmt.torch_dtype) == cd \
-        and not k_fmt.group_size
+        and not k_fmt.quant_group_size
     if not native:
         work += max(batch * x.n_kv_heads * kv_cache.tokens_cached(x, seq_len) * (x.head_dim_k + x.head_dim_v)
                     for x in chosen) * cd.itemsize

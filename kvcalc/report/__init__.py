@@ -14,7 +14,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-FORMATS = ("table", "json", "yaml", "csv", "markdown")
+OUTPUT_FORMATS = ("table", "json", "yaml", "csv", "markdown")
 
 
 def gb(n: int | float) -> str:

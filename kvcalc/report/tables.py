@@ -19,7 +19,7 @@ def kv_table(est: Any, title: str | None = None):
     t = Table(title=title or f"KV cache: {est.model}", show_header=False, title_justify="left")
     t.add_column("what", style="bold")
     t.add_column("value", overflow="fold")
-    heads = (f"{est.n_heads} query heads, {est.n_kv_heads} KV heads (group {est.group_size})"
+    heads = (f"{est.n_heads} query heads, {est.n_kv_heads} KV heads (group {est.queries_per_kv_head})"
              if est.attention != "mla" else f"{est.n_heads} query heads, one latent of {est.head_dim}")
     t.add_row("model", est.model)
     if est.source:

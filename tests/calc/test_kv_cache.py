@@ -181,8 +181,8 @@ def test_kv_format_blocks(name, block_values, block_bytes):
 
 
 def test_kv_format_group_keywords_match_the_spelled_form():
-    assert kv_format("int8", group_size=64, scale_dtype="fp16") == kv_format("int8:g64:fp16")
-    assert kv_format("int4", group_size=128, scale_dtype="fp32").bytes_for(256) == 136
+    assert kv_format("int8", quant_group_size=64, scale_dtype="fp16") == kv_format("int8:g64:fp16")
+    assert kv_format("int4", quant_group_size=128, scale_dtype="fp32").bytes_for(256) == 136
 
 
 @pytest.mark.parametrize("name,n_values", [
@@ -278,5 +278,5 @@ def test_sliding_model_cache_bytes():
 
 def test_estimate_reports_its_inputs():
     est = kv_cache.estimate(spec(), Workload(seq_len=8192, k_dtype="fp16", v_dtype="fp16"))
-    assert (est.attention, est.group_size, est.head_dim, est.kv_dtype) == ("gqa", 8, 128, "fp16")
+    assert (est.attention, est.queries_per_kv_head, est.head_dim, est.kv_dtype) == ("gqa", 8, 128, "fp16")
     assert est.kv_cache_bytes == est.kv_cache_bytes_per_gpu == est.kv_cache_bytes_all_gpus == 2_684_354_560

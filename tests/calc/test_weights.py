@@ -183,11 +183,13 @@ GPT_OSS_120B = dict(name="gpt-oss-120b", n_layers=36, n_heads=64, n_kv_heads=8, 
 
 
 def test_mxfp4_format() -> None:
-    from kvcalc.formats import kv_format
+    from kvcalc.formats import kv_format, weight_format
 
     # OCP MX v1.0: 32 e2m1 values x 4 bit = 16 B + one e8m0 scale = 17 B per 32 values
-    f = kv_format("mxfp4")
-    assert (f.block_values, f.block_bytes, f.bits) == (32, 17, 4)
+    f = weight_format("mxfp4")
+    assert (f.block_values, f.block_bytes, f.bits, f.kind) == (32, 17, 4, "weight")
+    with pytest.raises(KvcalcError, match="mxfp4 is a weight format, not a KV-cache format"):
+        kv_format("mxfp4")  # no engine caches K/V in MXFP4
     assert f.bytes_for(3 * 2880 * 2880) == 13_219_200  # 24,883,200 / 32 x 17
     with pytest.raises(KvcalcError):
         f.bytes_for(2880 + 16)  # not a whole number of 32-value blocks

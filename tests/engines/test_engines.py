@@ -431,7 +431,7 @@ def test_llamacpp_default_kv_type_is_f16(name, ctx, k_mib):
                                         "K (f16):   18.00 MiB, V (f16):   18.00 MiB")
     # estimate --engine llamacpp without --kv-dtype: the same f16 default
     est = run_json("estimate", cfg, "-s", ctx, "--engine", "llamacpp")
-    assert est["kv_cache_dtype"] == "f16" and f"K (f16)" in est["log_lines"][-1]
+    assert est["kv_cache_dtype"] == "f16" and "K (f16)" in est["log_lines"][-1]
 
 
 def test_engine_auto_dtype_of_fp32_checkpoints():

@@ -3,7 +3,7 @@ the refusal path, the JSON contract, and the message without torch. CPU only; GP
 marked `gpu` and skipped without CUDA.
 
 Tiny configs are built here as ModelSpec (hand-made, not real models); the byte arithmetic is
-in the comments. Formats: kvcalc/dtypes.py (llama.cpp blocks from ggml-common.h).
+in the comments. Formats: kvcalc/formats.py (llama.cpp blocks from ggml-common.h).
 """
 
 from __future__ import annotations
