@@ -1,46 +1,117 @@
 """The one user-error type and its few subclasses.
 
 Every problem a user can fix (a bad file, a bad field, a bad option) is a `KvcalcError`;
-the CLI catches it once, prints its message as one line and exits 2.
+the CLI catches it once, prints it as one line and exits 2.
+
+An error carries what it is about as data, never only in its wording: `field` (the standard
+name of the field: `tp`, `pp`, `kv_dtype`, `weight_dtype`, `model`, `cuda_context_bytes`, ...),
+`option` (the CLI flag, from `OPTIONS` unless the raise site names one) and `value` (what was
+given). `message` is the bare sentence. `str(err)` is the CLI's line, rendered from that data
+in the error's `form` (`--tp 3: llama-3.1-70b has 64 attention heads, ...`); `kvcalc check`
+renders the same error against a deployment file as `file:line: field 'tp': <message>`.
+Nothing ever parses a message back into a field.
 """
 
 from __future__ import annotations
 
 import difflib
 from collections.abc import Iterable
+from typing import Any
+
+#: field (standard name) -> the CLI flag that sets it: the one place the calc words meet the CLI's.
+OPTIONS: dict[str, str] = {
+    "tp": "--tp", "pp": "--pp", "dp": "--dp", "count": "--count",
+    "seq_len": "--seq-len", "batch": "--batch",
+    "kv_dtype": "--kv-dtype", "k_dtype": "--k-dtype", "v_dtype": "--v-dtype", "weight_dtype": "--weight-dtype",
+    "gpu_memory_utilization": "--gpu-memory-utilization", "bw_efficiency": "--bw-efficiency",
+    "flops_efficiency": "--flops-efficiency", "cuda_context_bytes": "--cuda-context",
+    "activation_reserve_bytes": "--activation-reserve",
+    # engines
+    "block_size": "--block-size", "max_num_batched_tokens": "--max-num-batched-tokens",
+    "page_size": "--page-size", "max_model_len": "--max-model-len", "kv_memory_bytes": "--kv-memory",
+    "swap_space_bytes": "--swap-space", "n_ctx": "--ctx-size", "parallel": "--parallel",
+    "n_ubatch": "--ubatch-size", "n_gpu_layers": "--n-gpu-layers", "n_devices": "--gpus",
+    "tensor_split": "--tensor-split", "llamacpp_version": "--llamacpp-version",
+    # output
+    "plot": "--plot", "format": "--format",
+}
+
+#: flag -> field, for errors raised where only the flag is known (`units.parse_count(text, "--seq-len")`).
+FIELDS: dict[str, str] = {flag: field for field, flag in OPTIONS.items()}
+
+#: how `str(err)` puts the option before the message (the CLI's one line). `OPTION_VALUE` is
+#: the default when there is a value, `OPTION` when there is none.
+OPTION_VALUE = "{option} {value}: {message}"  # --tp 3: llama-3.1-70b has 64 attention heads, ...
+OPTION = "{option}: {message}"                # --seq-len: 'abc' is not a positive whole number
+OPTION_SAYS = "{option} {message}"            # --block-size must be a positive integer, got 0
+MESSAGE = "{message}"                         # the message names its own subject (mxfp4 is a weight format)
+FORMS = (OPTION_VALUE, OPTION, OPTION_SAYS, MESSAGE)
+
+
+def flag(field: str) -> str:
+    """The CLI flag of `field` (`OPTIONS`), else `--field-name`."""
+    return OPTIONS.get(field) or "--" + field.replace("_", "-")
 
 
 class KvcalcError(Exception):
-    """A problem the user can fix. `str(err)` is one line: where, what, and the fix."""
+    """A problem the user can fix. `str(err)` is one line: where, what, and the fix.
+
+    `KvcalcError(message, *, option=None, field=None, value=None, form=None)`: `field` is the
+    field's standard name, `option` the CLI flag (default `OPTIONS[field]`), `value` what was
+    given; `form` (one of `FORMS`) says how the CLI line joins them: default `OPTION_VALUE`
+    when a value is given (`--tp 3: ...`), else `OPTION` (`--plot: ...`); `OPTION_SAYS` when the
+    message is a predicate (`--pp` + `5 exceeds the model's 4 layers`), `MESSAGE` when it names
+    its own subject. With no option the line is the message alone.
+    """
+
+    def __init__(self, message: str = "", *, option: str | None = None, field: str | None = None,
+                 value: Any = None, form: str | None = None) -> None:
+        if form is not None and form not in FORMS:
+            raise ValueError(f"form must be one of {FORMS}, got {form!r}")
+        self.message = message
+        self.field = field if field is not None else FIELDS.get(option or "")
+        self.option = option or (OPTIONS.get(self.field) if self.field else None)
+        self.value = value
+        self.form = form or (OPTION_VALUE if value is not None else OPTION)
+        super().__init__(self._render())  # the text is fixed here: setting attributes later never changes it
+
+    def _render(self) -> str:
+        if self.option is None or self.form == MESSAGE:
+            return self.message
+        return self.form.format(option=self.option, value=self.value, message=self.message)
 
 
 class ConfigError(KvcalcError):
     """A model, deployment or GPU config that cannot be read or is invalid.
 
     Attributes: `path` (file or None), `field` (dotted field name or None), `line` (1-based
-    line in the file or None).
+    line in the file or None); `str(err)` is `path:line: field 'field': message`.
     """
 
     def __init__(self, message: str, *, path: str | None = None, field: str | None = None,
-                 line: int | None = None) -> None:
+                 line: int | None = None, value: Any = None) -> None:
         self.path = path
-        self.field = field
         self.line = line
+        super().__init__(message, field=field, value=value, form=MESSAGE)
+        self.option = None  # about a file's field, not a CLI flag
+
+    def _render(self) -> str:
         where = ""
-        if path:
-            where = f"{path}"
-            if line:
-                where += f":{line}"
+        if self.path:
+            where = f"{self.path}"
+            if self.line:
+                where += f":{self.line}"
             where += ": "
-        if field:
-            where += f"field '{field}': "
-        super().__init__(where + message)
+        if self.field:
+            where += f"field '{self.field}': "
+        return where + self.message
 
 
 class UnknownNameError(KvcalcError):
     """A name (model, GPU, dtype, engine) that is not in its table; the message lists close matches."""
 
-    def __init__(self, what: str, name: str, choices: Iterable[str], hint: str = "") -> None:
+    def __init__(self, what: str, name: str, choices: Iterable[str], hint: str = "", *,
+                 field: str | None = None) -> None:
         choices = list(choices)
         close = difflib.get_close_matches(name.lower(), [c.lower() for c in choices], n=3, cutoff=0.5)
         msg = f"unknown {what} '{name}'"
@@ -50,7 +121,7 @@ class UnknownNameError(KvcalcError):
             msg += f"; {hint}"
         else:
             msg += f"; choose one of: {', '.join(sorted(choices))}"
-        super().__init__(msg)
+        super().__init__(msg, field=field, value=name, form=MESSAGE)
         self.name = name
         self.close = close
 
@@ -59,7 +130,9 @@ class MissingExtraError(KvcalcError):
     """An optional package is needed: the message says what to install."""
 
     def __init__(self, package: str, extra: str) -> None:
-        super().__init__(f"this needs {package}: pip install 'kvcalc[{extra}]'")
+        super().__init__(f"this needs {package}: pip install 'kvcalc[{extra}]'", form=MESSAGE)
+        self.package = package
+        self.extra = extra
 
 
 class KvcalcWarning(UserWarning):

@@ -20,7 +20,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from kvcalc.errors import KvcalcError, UnknownNameError
+from kvcalc.errors import MESSAGE, KvcalcError, UnknownNameError
 
 
 class StorageFormat(BaseModel):
@@ -50,16 +50,17 @@ class StorageFormat(BaseModel):
         """Bytes per value as a float, for display only; use `bytes_for` for totals."""
         return self.block_bytes / self.block_values
 
-    def bytes_for(self, n_values: int, *, what: str = "row") -> int:
+    def bytes_for(self, n_values: int, *, what: str = "row", field: str | None = None) -> int:
         """Exact bytes that `n_values` values take: n_values // block_values * block_bytes.
 
-        Raises `KvcalcError` when `n_values` is not a whole number of blocks.
+        Raises `KvcalcError` when `n_values` is not a whole number of blocks; its `field` is
+        `field` (the caller's: `k_dtype`, `v_dtype`, `weight_dtype`), its `value` this format.
         """
         if n_values % self.block_values:
             raise KvcalcError(
                 f"{self.name} packs {self.block_values} values per block; a {what} of {n_values} "
-                f"values is not a whole number of blocks (use another KV dtype)"
-            )
+                f"values is not a whole number of blocks (use another KV dtype)",
+                field=field, value=self.name, form=MESSAGE)
         return n_values // self.block_values * self.block_bytes
 
 
@@ -110,20 +111,20 @@ ALIASES: dict[str, str] = {
 SCALE_BYTES: dict[str, int] = {"fp32": 4, "fp16": 2, "bf16": 2, "fp8_e4m3": 1}
 
 
-def canonical_name(name: str) -> str:
+def canonical_name(name: str, *, field: str | None = None) -> str:
     """The canonical format name for `name` (case-insensitive, aliases resolved).
 
-    Raises `UnknownNameError` with close matches.
+    Raises `UnknownNameError` with close matches (its `field` is `field`).
     """
     key = name.strip().lower().replace("-", "_")
     key = ALIASES.get(key, key)
     if key not in STORAGE_FORMATS:
-        raise UnknownNameError("dtype", name, list(STORAGE_FORMATS) + list(ALIASES))
+        raise UnknownNameError("dtype", name, list(STORAGE_FORMATS) + list(ALIASES), field=field)
     return key
 
 
 def storage_format(name: str | StorageFormat, quant_group_size: int | None = None,
-              scale_dtype: str | None = None) -> StorageFormat:
+              scale_dtype: str | None = None, *, field: str | None = None) -> StorageFormat:
     """Resolve a format name to a `StorageFormat`, whatever it may store (see `kv_format` and
     `weight_format` for the checked lookups).
 
@@ -132,31 +133,35 @@ def storage_format(name: str | StorageFormat, quant_group_size: int | None = Non
     a scale of S bytes costs G + S bytes per G values; int4 costs G/2 + S. Plain int8 has no
     group scales; int4 defaults to groups of 32 with an fp16 scale (18 B per 32 values).
 
-    Raises `UnknownNameError` for an unknown name and `KvcalcError` for bad group options.
+    Raises `UnknownNameError` for an unknown name and `KvcalcError` for bad group options, each
+    with `field` (the caller's: `kv_dtype`, `weight_dtype`) and `value` `name`.
     """
     if isinstance(name, StorageFormat):
         return name
     parts = name.split(":")
-    base = canonical_name(parts[0])
+    base = canonical_name(parts[0], field=field)
     for extra in parts[1:]:
         e = extra.strip().lower()
         if e.startswith("g") and e[1:].lstrip("-").isdigit():
             quant_group_size = int(e[1:])
         elif e.startswith("g") and e not in ALIASES and e not in STORAGE_FORMATS:
-            raise KvcalcError(f"'{name}': group option '{extra}' is not a group size; write e.g. {parts[0]}:g64")
+            raise KvcalcError(f"'{name}': group option '{extra}' is not a group size; write e.g. {parts[0]}:g64",
+                              field=field, value=name, form=MESSAGE)
         elif e:
             scale_dtype = e
     fmt = STORAGE_FORMATS[base]
     if quant_group_size is None and scale_dtype is None:
         return fmt
     if base not in ("int8", "int4"):
-        raise KvcalcError(f"group size and scale dtype apply to int8 and int4 only, not {base}")
+        raise KvcalcError(f"group size and scale dtype apply to int8 and int4 only, not {base}",
+                          field=field, value=name, form=MESSAGE)
     g = quant_group_size if quant_group_size is not None else (fmt.quant_group_size or 32)
     if g <= 0 or (base == "int4" and g % 2):
-        raise KvcalcError(f"group size must be a positive{' even' if base == 'int4' else ''} integer, got {g}")
-    s_name = canonical_name(scale_dtype) if scale_dtype else "fp16"
+        raise KvcalcError(f"group size must be a positive{' even' if base == 'int4' else ''} integer, got {g}",
+                          field=field, value=name, form=MESSAGE)
+    s_name = canonical_name(scale_dtype, field=field) if scale_dtype else "fp16"
     if s_name not in SCALE_BYTES:
-        raise UnknownNameError("scale dtype", scale_dtype or "", SCALE_BYTES)
+        raise UnknownNameError("scale dtype", scale_dtype or "", SCALE_BYTES, field=field)
     s = SCALE_BYTES[s_name]
     value_bytes = g if base == "int8" else g // 2
     label = f"{base}:g{g}:{s_name}"
@@ -166,23 +171,26 @@ def storage_format(name: str | StorageFormat, quant_group_size: int | None = Non
 
 
 def kv_format(name: str | StorageFormat, quant_group_size: int | None = None,
-              scale_dtype: str | None = None) -> StorageFormat:
+              scale_dtype: str | None = None, *, field: str | None = "kv_dtype") -> StorageFormat:
     """`storage_format` for a KV cache: also raises `KvcalcError` for a weight-only format
     (MXFP4: an OCP microscaling weight format that vLLM, SGLang and llama.cpp do not offer as a
-    cache type)."""
-    fmt = storage_format(name, quant_group_size, scale_dtype)
+    cache type). Every error names `field` (`kv_dtype`, or `k_dtype` / `v_dtype`)."""
+    fmt = storage_format(name, quant_group_size, scale_dtype, field=field)
     if fmt.kind == "weight":
         raise KvcalcError(f"{fmt.name} is a weight format, not a KV-cache format; for the cache use one of "
-                          f"{', '.join(n for n, f in STORAGE_FORMATS.items() if f.kind != 'weight')}")
+                          f"{', '.join(n for n, f in STORAGE_FORMATS.items() if f.kind != 'weight')}",
+                          field=field, value=fmt.name, form=MESSAGE)
     return fmt
 
 
 def weight_format(name: str | StorageFormat, quant_group_size: int | None = None,
-                  scale_dtype: str | None = None) -> StorageFormat:
-    """`storage_format` for weights: also raises `KvcalcError` for a KV-only format."""
-    fmt = storage_format(name, quant_group_size, scale_dtype)
+                  scale_dtype: str | None = None, *, field: str | None = "weight_dtype") -> StorageFormat:
+    """`storage_format` for weights: also raises `KvcalcError` for a KV-only format. Every
+    error names `field` (`weight_dtype`)."""
+    fmt = storage_format(name, quant_group_size, scale_dtype, field=field)
     if fmt.kind == "kv":
-        raise KvcalcError(f"{fmt.name} is a KV-cache format, not a weight format")
+        raise KvcalcError(f"{fmt.name} is a KV-cache format, not a weight format",
+                          field=field, value=fmt.name, form=MESSAGE)
     return fmt
 
 

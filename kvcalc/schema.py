@@ -1,4 +1,5 @@
-"""Pydantic v2 models: a model as its layers, the workload, and the results every command returns.
+"""Pydantic v2 models of the inputs: a model as its layers, the workload, a GPU, a deployment.
+The results every command returns are in `kvcalc.results`.
 
 All models are frozen and refuse unknown fields (`extra="forbid"`); the loaders turn a refused
 field into one line with a "did you mean" hint. Derived values (the resolved `head_dim`, the
@@ -10,11 +11,11 @@ Tensor shapes use one notation throughout: `(B, H_kv, T, D)` = batch, KV heads, 
 from __future__ import annotations
 
 from functools import cached_property
-from typing import Literal
-
-from typing import Annotated
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, PositiveInt, StrictBool, field_validator, model_validator
+
+from kvcalc.units import MAX_CONCURRENCY, MAX_GPUS, MAX_SEQ_LEN  # shared with the CLI's --batch / --seq-len checks
 
 #: a config count: a whole number > 0, strictly an int (a YAML `true`, `32.0` or `"8"` is refused)
 #: and bounded so no typo can make the arithmetic hang or overflow.
@@ -331,73 +332,75 @@ class Workload(_Frozen):
     parallel: Parallelism = Parallelism()
 
 
-class KindBreakdown(_Frozen):
-    """KV bytes of one layer kind, for one replica: `n_layers` layers, what one more token adds
-    to one sequence (`kv_bytes_per_token`), tokens cached per sequence, and the cache total;
-    `kv_cache_bytes_per_gpu` is this kind's share of the fullest GPU (the kinds add up to
-    `KvEstimate.kv_cache_bytes_per_gpu`)."""
+# ----- deployments (`kvcalc check`; read by `kvcalc.load.deployments`) ------------------------
 
-    kind: str
-    n_layers: int
-    kv_bytes_per_token: int
-    tokens_cached: int
-    kv_cache_bytes: int
-    kv_cache_bytes_per_gpu: int
-    window: int | None = None
+# strict: YAML `true` or `1.5` is not a count (pydantic's lax mode would read true as 1)
+GpuCount = Annotated[int, Field(strict=True, gt=0, le=MAX_GPUS)]
+# strict floats still take YAML ints (50 -> 50.0) but not booleans or strings; never inf / nan
+Positive = Annotated[float, Field(strict=True, gt=0, le=1e12, allow_inf_nan=False)]
 
 
-class KvEstimate(_Frozen):
-    """The result of `kvcalc estimate` (its JSON keys are a public contract).
+class Targets(_Frozen):
+    """Service targets: the slowest acceptable time per output token (ms) and the least total
+    output tokens/s over the whole deployment."""
 
-    - `kv_bytes_per_token`: what one more token adds to one sequence, over all layers, while
-      the context is shorter than every window (sliding layers still growing).
-    - `kv_cache_bytes`: the cache of one model replica at `seq_len` x `batch`, window-aware.
-    - `kv_cache_bytes_no_window`: the same with sliding layers treated as full (what an engine
-      that gives sliding layers no saving allocates).
-    - `..._per_gpu`: the fullest GPU under `tp` / `pp`; `kv_cache_bytes_all_gpus` sums every
-      GPU (tp x pp x dp), counting heads replicated when tp exceeds the KV heads.
-    - `state_bytes`: fixed per-sequence state of mamba / linear layers x batch (None when the
-      config does not size it; 0 when the model has no such layers).
-    """
-
-    model: str
-    source: str | None
-    attention: str
-    n_layers: int
-    n_heads: int
-    n_kv_heads: int
-    head_dim: int
-    v_head_dim: int
-    queries_per_kv_head: int
-    seq_len: int
-    batch: int
-    kv_dtype: str
-    k_dtype: str
-    v_dtype: str
-    tp: int
-    pp: int
-    dp: int
-    n_gpus: int
-    kv_bytes_per_token: int
-    kv_cache_bytes: int
-    kv_cache_bytes_no_window: int
-    kv_bytes_per_token_per_gpu: int
-    kv_cache_bytes_per_gpu: int
-    kv_cache_bytes_all_gpus: int
-    state_bytes: int | None
-    formula: str
-    breakdown: list[KindBreakdown]
+    max_tpot_ms: Positive | None = None
+    min_tokens_per_s: Positive | None = None
 
 
-class CompareRow(_Frozen):
-    """One attention variant in `kvcalc compare`: its KV heads and bytes, and the reduction
-    against MHA as a percentage (exact: 100 x (1 - bytes / mha_bytes))."""
+class Deployment(_Frozen):
+    """One deployment. `tp` defaults to count / pp; dp = count / (tp x pp) replicas share the
+    `concurrency` sequences of `max_seq_len` tokens: some hold ceil(concurrency / dp), the rest
+    floor (`plan.Planner.split_decode`)."""
 
-    variant: str
-    n_kv_heads: int
-    kv_bytes_per_token: int
-    kv_cache_bytes: int
-    reduction_vs_mha_percent: float
+    name: str | None = None
+    description: str | None = None
+    model: str = Field(min_length=1)
+    gpu: str = Field(min_length=1)
+    count: GpuCount = 1
+    tp: GpuCount | None = None
+    pp: GpuCount = 1
+    kv_dtype: str | None = None
+    weight_dtype: str | None = None
+    max_seq_len: Annotated[int, Field(strict=True, gt=0, le=MAX_SEQ_LEN)]
+    concurrency: Annotated[int, Field(strict=True, gt=0, le=MAX_CONCURRENCY)] = 1
+    gpu_memory_utilization: float = Field(default=0.9, gt=0, le=1, strict=True, allow_inf_nan=False)
+    targets: Targets | None = None
+
+    @field_validator("kv_dtype", "weight_dtype")
+    @classmethod
+    def _fmt(cls, v: str | None, info) -> str | None:
+        if v is None:
+            return v
+        from kvcalc.errors import KvcalcError
+        from kvcalc.formats import kv_format, weight_format
+
+        try:
+            return (kv_format if info.field_name == "kv_dtype" else weight_format)(v).name
+        except KvcalcError as e:  # -> pydantic ValueError, which the loader reports against this field
+            raise ValueError(str(e)) from None
+
+    @model_validator(mode="after")
+    def _layout(self) -> Deployment:
+        tp = self.tp or self.count // self.pp
+        if tp < 1 or self.count % (tp * self.pp):
+            raise ValueError(f"count ({self.count}) must be a multiple of tp x pp ({tp} x {self.pp})")
+        return self
+
+    @property
+    def resolved_tp(self) -> int:
+        """tp, else count // pp."""
+        return self.tp or self.count // self.pp
+
+    @property
+    def dp(self) -> int:
+        """Replicas: count // (tp x pp)."""
+        return self.count // (self.resolved_tp * self.pp)
+
+    @property
+    def batch_per_replica(self) -> int:
+        """ceil(concurrency / dp): the fullest replica's sequences."""
+        return -(-self.concurrency // self.dp)
 
 
 class GpuSpec(_Frozen):
@@ -419,3 +422,16 @@ class GpuSpec(_Frozen):
     l2_bytes: Quantity0 = 0
     interconnect_bytes_per_s: Quantity | None = None
     source: str
+
+
+#: results that lived here before `kvcalc.results`; imported from there on first use.
+_MOVED_TO_RESULTS = ("KindBreakdown", "KvEstimate", "CompareRow")
+
+
+def __getattr__(name: str) -> Any:
+    """`from kvcalc.schema import KvEstimate` still works (the results moved to `kvcalc.results`)."""
+    if name in _MOVED_TO_RESULTS:
+        from kvcalc import results
+
+        return getattr(results, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

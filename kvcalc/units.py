@@ -9,12 +9,14 @@ from __future__ import annotations
 import re
 from decimal import Decimal, InvalidOperation
 
-from kvcalc.errors import KvcalcError
+from kvcalc.errors import OPTION, OPTION_SAYS, KvcalcError
 
 #: the largest batch (sequences) and context (tokens) kvcalc sizes: beyond them the sums lose
 #: meaning and printed figures turn to garbage (deployment files, --batch, --seq-len).
 MAX_CONCURRENCY = 10_000_000
 MAX_SEQ_LEN = 2**30
+#: the most GPUs a deployment may name (count, tp, pp): no deployment has more.
+MAX_GPUS = 100_000
 
 SIZE_UNITS: dict[str, int] = {
     "": 1, "b": 1,
@@ -34,10 +36,11 @@ def parse_count(text: str | int, what: str = "--seq-len") -> int:
         s = str(text).strip().lower().replace("_", "").replace(",", "")
         m = re.fullmatch(r"(-?\d+)([km]?)", s)
         if not m:
-            raise KvcalcError(f"{what}: '{text}' is not a positive whole number (e.g. 16, 8192 or 32k)")
+            raise KvcalcError(f"'{text}' is not a positive whole number (e.g. 16, 8192 or 32k)",
+                              option=what, value=text, form=OPTION)
         n = int(m.group(1)) * {"": 1, "k": 1024, "m": 1024**2}[m.group(2)]
     if n <= 0:
-        raise KvcalcError(f"{what} must be a positive integer, got {text}")
+        raise KvcalcError(f"must be a positive integer, got {text}", option=what, value=text, form=OPTION_SAYS)
     return n
 
 
@@ -45,7 +48,8 @@ def parse_counts(text: str, what: str = "--seq-len") -> list[int]:
     """A comma-separated list of counts: `1k,8k,32k` -> [1024, 8192, 32768]."""
     parts = str(text).split(",")
     if any(not p.strip() for p in parts):
-        raise KvcalcError(f"{what}: '{text}' has an empty item; write values separated by single commas")
+        raise KvcalcError(f"'{text}' has an empty item; write values separated by single commas",
+                          option=what, value=text, form=OPTION)
     out: list[int] = []
     for p in parts:
         n = parse_count(p, what)
@@ -66,13 +70,14 @@ def parse_size(text: str | int, what: str = "size") -> int:
         m = re.fullmatch(r"([0-9]*\.?[0-9]+)\s*([A-Za-z]*)", s)
         unit = m.group(2).lower() if m else None
         if not m or unit not in SIZE_UNITS:
-            raise KvcalcError(f"{what}: '{text}' is not a size (write 80GB, 6.51GiB or a byte count)")
+            raise KvcalcError(f"'{text}' is not a size (write 80GB, 6.51GiB or a byte count)",
+                              option=what, value=text, form=OPTION)
         try:
             n = int(Decimal(m.group(1)) * SIZE_UNITS[unit])
         except InvalidOperation:
-            raise KvcalcError(f"{what}: '{text}' is not a size") from None
+            raise KvcalcError(f"'{text}' is not a size", option=what, value=text, form=OPTION) from None
     if n <= 0:
-        raise KvcalcError(f"{what} must be positive, got {text}")
+        raise KvcalcError(f"must be positive, got {text}", option=what, value=text, form=OPTION_SAYS)
     return n
 
 
@@ -91,9 +96,9 @@ def parse_reserve(text: str, what: str) -> int:
         return 0
     if re.fullmatch(r"[0-9]*\.?[0-9]+", s):  # no unit: a byte count
         if not s.isdigit():
-            raise KvcalcError(f"{what}: '{text}' has no unit and is not a whole number of bytes; "
-                              f"write the unit, e.g. {s}GiB or {s}MiB")
+            raise KvcalcError(f"'{text}' has no unit and is not a whole number of bytes; "
+                              f"write the unit, e.g. {s}GiB or {s}MiB", option=what, value=text, form=OPTION)
         if int(s) < MIN_UNITLESS_RESERVE_BYTES:
-            raise KvcalcError(f"{what}: '{text}' has no unit, so it would be {int(s):,} bytes; "
-                              f"write the unit, e.g. {s}GiB, {s}MiB or {s}B")
+            raise KvcalcError(f"'{text}' has no unit, so it would be {int(s):,} bytes; "
+                              f"write the unit, e.g. {s}GiB, {s}MiB or {s}B", option=what, value=text, form=OPTION)
     return parse_size(text, what)

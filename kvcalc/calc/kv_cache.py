@@ -17,24 +17,18 @@ from __future__ import annotations
 from fractions import Fraction
 
 from kvcalc.formats import StorageFormat, kv_format
-from kvcalc.errors import KvcalcError
-from kvcalc.schema import (
-    CompareRow,
-    KindBreakdown,
-    KvEstimate,
-    LayerSpec,
-    ModelSpec,
-    Parallelism,
-    Workload,
-)
+from kvcalc.errors import MESSAGE, OPTION_SAYS, KvcalcError
+from kvcalc.results import CompareRow, KindBreakdown, KvEstimate
+from kvcalc.schema import LayerSpec, ModelSpec, Parallelism, Workload
 
 FormatLike = str | StorageFormat
 
 
 def formats(k_dtype: FormatLike, v_dtype: FormatLike | None = None) -> tuple[StorageFormat, StorageFormat]:
-    """(K format, V format); V defaults to K. Raises `UnknownNameError` for unknown names."""
-    k = kv_format(k_dtype)
-    return k, (kv_format(v_dtype) if v_dtype is not None else k)
+    """(K format, V format); V defaults to K. Raises `UnknownNameError` for unknown names and
+    `KvcalcError` for weight-only formats (field `k_dtype` / `v_dtype`)."""
+    k = kv_format(k_dtype, field="k_dtype")
+    return k, (kv_format(v_dtype, field="v_dtype") if v_dtype is not None else k)
 
 
 def check_tp(model: ModelSpec, tp: int) -> None:
@@ -42,15 +36,15 @@ def check_tp(model: ModelSpec, tp: int) -> None:
     and `QKVParallelLinear`): query heads must divide by tp, and KV heads must divide by tp or
     tp by KV heads. MLA latents are replicated, so only the query heads count there.
 
-    Raises `KvcalcError`.
+    Raises `KvcalcError` with field `tp` and value `tp` (the CLI shows `--tp 3: ...`).
     """
     if model.n_heads % tp:
-        raise KvcalcError(f"--tp {tp}: {model.name} has {model.n_heads} attention heads, "
-                          f"not divisible by {tp}; use a tp that divides {model.n_heads}")
+        raise KvcalcError(f"{model.name} has {model.n_heads} attention heads, "
+                          f"not divisible by {tp}; use a tp that divides {model.n_heads}", field="tp", value=tp)
     kv = model.resolved_n_kv_heads
     if model.attention != "mla" and kv % tp and tp % kv:
-        raise KvcalcError(f"--tp {tp}: {kv} KV heads cannot be split over {tp} ranks "
-                          f"(neither divides the other); use a tp that divides {kv} or a multiple of it")
+        raise KvcalcError(f"{kv} KV heads cannot be split over {tp} ranks (neither divides the other); "
+                          f"use a tp that divides {kv} or a multiple of it", field="tp", value=tp)
 
 
 def kv_heads_per_rank(layer: LayerSpec, tp: int = 1) -> int:
@@ -67,15 +61,16 @@ def layer_kv_bytes_per_token(layer: LayerSpec, k_fmt: StorageFormat, v_fmt: Stor
 
     full / sliding: h x (bytes(D_k in k_fmt) + bytes(D_v in v_fmt)), h = kv_heads_per_rank;
     mla: bytes(kv_lora_rank + qk_rope_head_dim in k_fmt), no factor 2; mamba / linear: 0.
-    Raises `KvcalcError` when a head is not a whole number of quantization blocks.
+    Raises `KvcalcError` (field `k_dtype` or `v_dtype`) when a head is not a whole number of
+    quantization blocks.
     """
     if not layer.caches_kv:
         return 0
     if layer.kind == "mla":
-        return k_fmt.bytes_for(layer.head_dim_k, what="latent")
+        return k_fmt.bytes_for(layer.head_dim_k, what="latent", field="k_dtype")
     h = kv_heads_per_rank(layer, tp)
-    return h * (k_fmt.bytes_for(layer.head_dim_k, what="K head") +
-                v_fmt.bytes_for(layer.head_dim_v, what="V head"))
+    return h * (k_fmt.bytes_for(layer.head_dim_k, what="K head", field="k_dtype") +
+                v_fmt.bytes_for(layer.head_dim_v, what="V head", field="v_dtype"))
 
 
 def tokens_cached(layer: LayerSpec, seq_len: int, window_aware: bool = True) -> int:
@@ -123,10 +118,10 @@ def pp_stages(n_layers: int, pp: int) -> list[range]:
     `get_pp_indices`): n_layers // pp each, and the remainder one extra layer per stage from the
     second-to-last stage backwards (the last stage also holds the LM head).
 
-    Raises `KvcalcError` when pp exceeds the layers.
+    Raises `KvcalcError` (field `pp`) when pp exceeds the layers.
     """
     if pp > n_layers:
-        raise KvcalcError(f"--pp {pp} exceeds the model's {n_layers} layers")
+        raise KvcalcError(f"{pp} exceeds the model's {n_layers} layers", field="pp", value=pp, form=OPTION_SAYS)
     sizes = [n_layers // pp] * pp
     for i in range(2, n_layers % pp + 2):
         sizes[-i] += 1
@@ -143,7 +138,7 @@ def state_bytes_per_seq(model: ModelSpec) -> int | None:
     fixed = [layer for layer in model.layers if not layer.caches_kv]
     if any(layer.state_values == 0 for layer in fixed):
         return None
-    k = kv_format(model.dtype)
+    k = kv_format(model.dtype, field=None)  # the model's own dtype: no option sets it
     return sum(k.bytes_for(layer.state_values, what="state") for layer in fixed)
 
 
@@ -243,11 +238,11 @@ def compare_attention(model: ModelSpec, seq_len: int, batch: int, kv_dtype: Form
     head), with each one's reduction against MHA: 100 x (1 - n_kv_heads / n_heads) for a
     uniform model (32 heads sharing 8: 75%; sharing 1: 96.875%; 64 sharing 8: 87.5%).
 
-    Raises `KvcalcError` for MLA models, which have no per-head cache to share.
+    Raises `KvcalcError` (field `model`) for MLA models, which have no per-head cache to share.
     """
     if model.attention == "mla":
         raise KvcalcError(f"{model.name} uses MLA (one latent per token), not per-head K and V; "
-                          "compare applies to MHA/GQA/MQA models")
+                          "compare applies to MHA/GQA/MQA models", field="model", value=model.name, form=MESSAGE)
     own = model.resolved_n_kv_heads
     variants = [("MHA", model.n_heads)]
     if own not in (model.n_heads, 1):

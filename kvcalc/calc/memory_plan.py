@@ -21,13 +21,11 @@ the two equal); grouping is what makes a 100,000-point sweep take well under a s
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
-
-from pydantic import BaseModel, ConfigDict
 
 from kvcalc.calc import kv_cache, roofline
 from kvcalc.formats import StorageFormat
-from kvcalc.errors import KvcalcError
+from kvcalc.errors import OPTION_SAYS, KvcalcError
+from kvcalc.results import ServingEstimate  # the result `Planner.serving` returns
 from kvcalc.schema import GpuSpec, ModelSpec
 from kvcalc.calc.weights import (
     can_derive,
@@ -119,48 +117,6 @@ class KvProfile:
         return max(self.stage_bytes(seq_len, batch))
 
 
-class ServingEstimate(BaseModel):
-    """The GPU side of `kvcalc estimate --gpu` (its JSON keys sit beside the KV keys).
-
-    Bytes are per GPU (the fullest pipeline stage of one TP rank) unless named otherwise;
-    `tokens_per_s` is the whole layout's output (every DP replica), `tokens_per_s_per_seq` one
-    sequence's; `max_batch` is per replica at `seq_len`; `max_seq_len` at `batch`.
-    """
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    gpu: str
-    gpu_count: int
-    weight_dtype: str
-    n_params: int
-    n_active_params: int
-    weights_bytes_per_gpu: int
-    kv_cache_bytes_per_gpu: int
-    state_bytes_per_gpu: int
-    activation_reserve_bytes: int
-    cuda_context_bytes: int
-    memory_bytes_per_gpu: int
-    gpu_memory_bytes: int
-    gpu_memory_utilization: float
-    budget_bytes_per_gpu: int
-    headroom_bytes: int
-    fits: bool
-    max_batch: int
-    max_seq_len: int
-    max_seq_len_capped: bool
-    bw_efficiency: float
-    flops_efficiency: float
-    decode_bytes_read_per_step: int
-    decode_flops_per_step: int
-    decode_bound: Literal["memory", "compute"]
-    decode_allreduce_s: float
-    tpot_s: float
-    tokens_per_s_per_seq: float
-    tokens_per_s: float
-    ttft_s: float
-    prefill_bound: Literal["memory", "compute"]
-
-
 @dataclass(frozen=True)
 class Layout:
     """How a model is placed: tp x pp x dp GPUs, the weight and KV formats, and the knobs of the
@@ -179,13 +135,15 @@ class Layout:
     flops_efficiency: float = roofline.DEFAULT_FLOPS_EFFICIENCY
 
     def check(self) -> None:
-        """Raise `KvcalcError` for a utilization or efficiency outside (0, 1]."""
+        """Raise `KvcalcError` (field: the knob's name) for a utilization or efficiency outside
+        (0, 1] or a negative CUDA context."""
         for name in ("gpu_memory_utilization", "bw_efficiency", "flops_efficiency"):
             x = getattr(self, name)
             if not 0 < x <= 1:
-                raise KvcalcError(f"--{name.replace('_', '-')} must be in (0, 1], got {x}")
+                raise KvcalcError(f"must be in (0, 1], got {x}", field=name, value=x, form=OPTION_SAYS)
         if self.cuda_context_bytes < 0:
-            raise KvcalcError(f"--cuda-context must not be negative, got {self.cuda_context_bytes}")
+            raise KvcalcError(f"must not be negative, got {self.cuda_context_bytes}", field="cuda_context_bytes",
+                              value=self.cuda_context_bytes, form=OPTION_SAYS)
 
 
 class Planner:

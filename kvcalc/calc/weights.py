@@ -47,7 +47,7 @@ from dataclasses import dataclass
 from math import ceil
 
 from kvcalc.formats import StorageFormat, weight_format
-from kvcalc.errors import KvcalcError
+from kvcalc.errors import MESSAGE, KvcalcError
 from kvcalc.schema import ModelSpec
 
 FormatLike = str | StorageFormat
@@ -120,7 +120,8 @@ def _need(model: ModelSpec, *fields: str) -> None:
     if missing:
         raise KvcalcError(
             f"{model.name}: cannot count parameters without {', '.join(missing)}; "
-            f"add them to the config, or give n_params (and n_active_params)")
+            f"add them to the config, or give n_params (and n_active_params)",
+            field="model", value=model.name, form=MESSAGE)
 
 
 def _attention_params(model: ModelSpec, tp: int) -> tuple[int, int]:
@@ -251,7 +252,7 @@ def format_bytes(fmt: StorageFormat, n_values: int, fallback: StorageFormat) -> 
     """Bytes of `n_values` values in `fmt`: whole blocks through `fmt.bytes_for`, and a
     remainder shorter than one block (only possible for explicit n_params) in `fallback`."""
     whole = n_values - n_values % fmt.block_values
-    return fmt.bytes_for(whole, what="weight count") + fallback.bytes_for(n_values - whole)
+    return fmt.bytes_for(whole, what="weight count", field="weight_dtype") + fallback.bytes_for(n_values - whole)
 
 
 @dataclass(frozen=True, slots=True)
@@ -319,7 +320,7 @@ def weight_bytes(model: ModelSpec, weight_dtype: FormatLike | None = None, tp: i
     quantization groups.
     """
     wf, ef = weight_formats(model, weight_dtype)
-    base = weight_format(model.dtype)
+    base = weight_format(model.dtype, field=None)  # the model's own dtype: no option sets it
     n = model.n_layers
     if model.n_params is not None and not can_derive(model):
         total = _cdiv(model.n_params, tp)
@@ -338,8 +339,9 @@ def weight_bytes(model: ModelSpec, weight_dtype: FormatLike | None = None, tp: i
     dense_b, expert_b = [], []
     for lp in p.layers:
         if lp not in cache:
-            cache[lp] = (wf.bytes_for(lp.linear, what="layer's weight matrices") + base.bytes_for(lp.other),
-                         ef.bytes_for(lp.expert_linear, what="expert's weight matrices"))
+            cache[lp] = (wf.bytes_for(lp.linear, what="layer's weight matrices", field="weight_dtype")
+                         + base.bytes_for(lp.other),
+                         ef.bytes_for(lp.expert_linear, what="expert's weight matrices", field="weight_dtype"))
         dense_b.append(cache[lp][0])
         expert_b.append(cache[lp][1])
     return WeightBytes(

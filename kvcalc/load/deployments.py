@@ -19,115 +19,17 @@ targets: {max_tpot_ms: 50, min_tokens_per_s: 300}
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Literal
-
-from pydantic import Field, field_validator, model_validator
 
 from kvcalc.errors import ConfigError, KvcalcError
-from kvcalc.schema import _Frozen  # frozen, extra="forbid": the one base of every config model
-from kvcalc.units import MAX_CONCURRENCY, MAX_SEQ_LEN  # shared with the CLI's --batch / --seq-len checks
+from kvcalc.results import CheckRow
+from kvcalc.schema import Deployment  # the input model (kvcalc.schema); `kvcalc schema` finds it here too
 
-
-#: Bounds past which the arithmetic stops meaning anything (and float formatting turns to
-#: garbage): no deployment has more GPUs, sequences or tokens per sequence than these.
-MAX_GPUS = 100_000
-
-# strict: YAML `true` or `1.5` is not a count (pydantic's lax mode would read true as 1)
-Count = Annotated[int, Field(strict=True, gt=0, le=MAX_GPUS)]
-# strict floats still take YAML ints (50 -> 50.0) but not booleans or strings; never inf / nan
-Positive = Annotated[float, Field(strict=True, gt=0, le=1e12, allow_inf_nan=False)]
-
-
-class Targets(_Frozen):
-    """Service targets: the slowest acceptable time per output token (ms) and the least total
-    output tokens/s over the whole deployment."""
-
-    max_tpot_ms: Positive | None = None
-    min_tokens_per_s: Positive | None = None
-
-
-class Deployment(_Frozen):
-    """One deployment. `tp` defaults to count / pp; dp = count / (tp x pp) replicas share the
-    `concurrency` sequences of `max_seq_len` tokens: some hold ceil(concurrency / dp), the rest
-    floor (`plan.Planner.split_decode`)."""
-
-    name: str | None = None
-    description: str | None = None
-    model: str = Field(min_length=1)
-    gpu: str = Field(min_length=1)
-    count: Count = 1
-    tp: Count | None = None
-    pp: Count = 1
-    kv_dtype: str | None = None
-    weight_dtype: str | None = None
-    max_seq_len: Annotated[int, Field(strict=True, gt=0, le=MAX_SEQ_LEN)]
-    concurrency: Annotated[int, Field(strict=True, gt=0, le=MAX_CONCURRENCY)] = 1
-    gpu_memory_utilization: float = Field(default=0.9, gt=0, le=1, strict=True, allow_inf_nan=False)
-    targets: Targets | None = None
-
-    @field_validator("kv_dtype", "weight_dtype")
-    @classmethod
-    def _fmt(cls, v: str | None, info) -> str | None:
-        if v is None:
-            return v
-        from kvcalc.formats import kv_format, weight_format
-
-        try:
-            return (kv_format if info.field_name == "kv_dtype" else weight_format)(v).name
-        except KvcalcError as e:
-            raise ValueError(str(e)) from None
-
-    @model_validator(mode="after")
-    def _layout(self) -> Deployment:
-        tp = self.tp or self.count // self.pp
-        if tp < 1 or self.count % (tp * self.pp):
-            raise ValueError(f"count ({self.count}) must be a multiple of tp x pp ({tp} x {self.pp})")
-        return self
-
-    @property
-    def resolved_tp(self) -> int:
-        """tp, else count // pp."""
-        return self.tp or self.count // self.pp
-
-    @property
-    def dp(self) -> int:
-        """Replicas: count // (tp x pp)."""
-        return self.count // (self.resolved_tp * self.pp)
-
-    @property
-    def batch_per_replica(self) -> int:
-        """ceil(concurrency / dp): the fullest replica's sequences."""
-        return -(-self.concurrency // self.dp)
-
-
-class CheckRow(_Frozen):
-    """One checked deployment: its memory per GPU against the budget, the roofline decode at
-    its worst case (every sequence at max_seq_len), and what, if anything, fails."""
-
-    file: str
-    name: str
-    model: str
-    gpu: str
-    count: int
-    tp: int
-    pp: int
-    dp: int
-    kv_dtype: str
-    weight_dtype: str
-    max_seq_len: int
-    concurrency: int
-    memory_bytes_per_gpu: int
-    budget_bytes_per_gpu: int
-    headroom_bytes: int
-    fits: bool
-    max_concurrency: int
-    tpot_ms: float
-    tokens_per_s: float
-    max_tpot_ms: float | None
-    min_tokens_per_s: float | None
-    meets_targets: bool
-    status: Literal["ok", "does not fit", "misses target"]
-    problems: list[str]
+#: an error's field -> the deployment key it is reported against: the calc's `k_dtype` /
+#: `v_dtype` are the file's `kv_dtype`.
+FIELD_KEYS: dict[str, str] = {"k_dtype": "kv_dtype", "v_dtype": "kv_dtype"}
+#: key -> the key whose line stands in when the key is not written: tp defaults from count; the
+#: formats and everything else about the model default from the model's config.
+FALLBACK_KEYS: dict[str, str] = {"tp": "count"}
 
 
 def deployment_files(paths: list[str]) -> list[Path]:
@@ -178,38 +80,30 @@ def load_deployment(path: Path):
     return dep, model, gpu, lines
 
 
-def _field_error(e: KvcalcError, path: Path, lines: dict[str, int], field: str,
-                 fallback: str | None = None) -> ConfigError:
-    """`e` reported against `field` of the deployment file (its line, else `fallback`'s line),
-    without the CLI option prefix the engine gives it (`--tp 3: `)."""
-    import re
-
-    msg = re.sub(r"^--[a-z-]+ [^:]+: ", "", str(e))
-    return ConfigError(msg, path=str(path), field=field, line=lines.get(field) or lines.get(fallback or ""))
+def field_error(e: KvcalcError, path: Path, lines: dict[str, int]) -> ConfigError:
+    """`e` reported against the deployment key its `field` names (`FIELD_KEYS`), at that key's
+    line (else the line of `FALLBACK_KEYS`' stand-in, else of `model:`). An error about no key of
+    the file (a field of the model's config, or none) is reported against `model`, which brought
+    that config in."""
+    key = FIELD_KEYS.get(e.field or "", e.field)
+    if key not in Deployment.model_fields:
+        key = "model"
+    line = lines.get(key) or lines.get(FALLBACK_KEYS.get(key, "model"))
+    return ConfigError(e.message, path=str(path), field=key, line=line, value=e.value)
 
 
 def check_deployment(path: Path) -> CheckRow:
-    """Load, plan and roofline one deployment file. Raises `ConfigError` when the file is
-    invalid, including a layout the engines refuse (reported against `tp`)."""
-    from kvcalc.calc.memory_plan import Layout, Planner
+    """Load one deployment file and check it (`kvcalc.calc.check.check`). Raises `ConfigError`
+    naming the file, the line and the field when the file is invalid, including a layout or a
+    format the engines refuse (reported against the key of the error's `field`). Warns
+    (`KvcalcWarning`) when `max_seq_len` is beyond the model's max_position_embeddings."""
+    from kvcalc.calc.check import check
 
     dep, model, gpu, lines = load_deployment(path)
-    kv = dep.kv_dtype or model.dtype
-    layout = Layout(tp=dep.resolved_tp, pp=dep.pp, dp=dep.dp, weight_dtype=dep.weight_dtype, k_dtype=kv,
-                    gpu_memory_utilization=dep.gpu_memory_utilization)
-    from kvcalc.calc import kv_cache
-
     try:
-        kv_cache.check_tp(model, dep.resolved_tp)
+        row = check(dep, model, gpu, file=str(path))
     except KvcalcError as e:
-        raise _field_error(e, path, lines, "tp", "count") from None
-    try:
-        planner = Planner(model, gpu, layout)
-    except KvcalcError as e:
-        m = str(e)
-        field = ("model" if "cannot count parameters" in m else "weight_dtype" if "weight" in m
-                 else "kv_dtype")
-        raise _field_error(e, path, lines, field, "model") from None
+        raise field_error(e, path, lines) from None
     if model.max_position_embeddings and dep.max_seq_len > model.max_position_embeddings:
         import warnings
 
@@ -219,32 +113,7 @@ def check_deployment(path: Path) -> CheckRow:
             f"{dep.max_seq_len:,} tokens is beyond {model.name}'s max_position_embeddings "
             f"({model.max_position_embeddings:,}); engines refuse a longer max_model_len",
             path=str(path), field="max_seq_len", line=lines.get("max_seq_len"))), KvcalcWarning, stacklevel=2)
-    B, T = dep.batch_per_replica, dep.max_seq_len
-    used = max(planner.stage_used_bytes(T, B))
-    step, tok_s = planner.split_decode(T, dep.concurrency)
-    tpot_ms = step.step_time_s * 1e3
-    fits = used <= planner.budget
-    t = dep.targets or Targets()
-    missed = []
-    if t.max_tpot_ms is not None and tpot_ms > t.max_tpot_ms:
-        missed.append(f"TPOT {tpot_ms:,.2f} ms > max_tpot_ms {t.max_tpot_ms:g}")
-    if t.min_tokens_per_s is not None and tok_s < t.min_tokens_per_s:
-        missed.append(f"{tok_s:,.0f} tokens/s < min_tokens_per_s {t.min_tokens_per_s:g}")
-    problems = [] if fits else [
-        f"needs {used / 2**30:,.2f} GiB per GPU > budget {planner.budget / 2**30:,.2f} GiB "
-        f"({dep.gpu_memory_utilization:g} x {gpu.memory_bytes / 2**30:,.2f} GiB); "
-        f"at most {planner.max_batch(T) * dep.dp} sequences fit"]
-    problems += missed
-    meets = not missed
-    status = "does not fit" if not fits else ("ok" if meets else "misses target")
-    return CheckRow(
-        file=str(path), name=dep.name or path.stem, model=model.name, gpu=gpu.key, count=dep.count,
-        tp=dep.resolved_tp, pp=dep.pp, dp=dep.dp, kv_dtype=planner.kv_dtype,
-        weight_dtype=planner.weight_dtype, max_seq_len=T, concurrency=dep.concurrency,
-        memory_bytes_per_gpu=used, budget_bytes_per_gpu=planner.budget, headroom_bytes=planner.budget - used,
-        fits=fits, max_concurrency=planner.max_batch(T) * dep.dp, tpot_ms=tpot_ms, tokens_per_s=tok_s,
-        max_tpot_ms=t.max_tpot_ms, min_tokens_per_s=t.min_tokens_per_s, meets_targets=meets,
-        status=status, problems=problems)
+    return row
 
 
 def check_paths(paths: list[str]) -> tuple[list[CheckRow], list[str]]:

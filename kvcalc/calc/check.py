@@ -1,0 +1,76 @@
+"""`kvcalc check` as arithmetic: one deployment (a model on tp x pp x dp GPUs at a context and a
+concurrency) against its GPU's memory budget and its service targets.
+
+Pure (no I/O, no warnings, no CLI words): `kvcalc.load.deployments` reads the file, calls
+`check`, and reports any `KvcalcError` raised here against the YAML line of the error's `field`
+(`tp`, `pp`, `kv_dtype` / `k_dtype`, `weight_dtype`, `model`).
+
+Per GPU (the fullest pipeline stage of one TP rank, `memory_plan.Planner`), with every sequence at
+`max_seq_len` (the worst case) and the fullest replica holding ceil(concurrency / dp) of them:
+
+    fits = weights + KV + state + reserves <= floor(memory x gpu_memory_utilization)
+    TPOT = the fullest replica's roofline decode step; tokens/s over every replica
+           (`Planner.split_decode`)
+"""
+
+from __future__ import annotations
+
+from pathlib import PurePath
+
+from kvcalc.calc import kv_cache
+from kvcalc.calc.memory_plan import Layout, Planner
+from kvcalc.results import CheckRow
+from kvcalc.schema import Deployment, GpuSpec, ModelSpec, Targets
+
+
+def layout(dep: Deployment, model: ModelSpec) -> Layout:
+    """The memory plan's layout of `dep`: tp (else count // pp) x pp x dp, its weight format,
+    its KV format (else the model's dtype) and its `gpu_memory_utilization`."""
+    return Layout(tp=dep.resolved_tp, pp=dep.pp, dp=dep.dp, weight_dtype=dep.weight_dtype,
+                  k_dtype=dep.kv_dtype or model.dtype, gpu_memory_utilization=dep.gpu_memory_utilization)
+
+
+def missed_targets(targets: Targets | None, tpot_ms: float, tokens_per_s: float) -> list[str]:
+    """One line per target missed: TPOT above `max_tpot_ms`, tokens/s below `min_tokens_per_s`."""
+    t = targets or Targets()
+    missed = []
+    if t.max_tpot_ms is not None and tpot_ms > t.max_tpot_ms:
+        missed.append(f"TPOT {tpot_ms:,.2f} ms > max_tpot_ms {t.max_tpot_ms:g}")
+    if t.min_tokens_per_s is not None and tokens_per_s < t.min_tokens_per_s:
+        missed.append(f"{tokens_per_s:,.0f} tokens/s < min_tokens_per_s {t.min_tokens_per_s:g}")
+    return missed
+
+
+def check(dep: Deployment, model: ModelSpec, gpu: GpuSpec, *, file: str) -> CheckRow:
+    """Plan and roofline one deployment: its memory per GPU against the budget (fits when
+    used <= budget), the decode TPOT and total tokens/s at `max_seq_len` x `concurrency`, and
+    its targets. `file` names the row (and, without a `name`, gives it its stem).
+
+    Raises `KvcalcError` with its `field` set: `tp` for a TP degree the engines refuse
+    (`kv_cache.check_tp`), `pp` for more stages than layers, `k_dtype` / `weight_dtype` for a
+    format that does not fit the heads or matrices, `model` for a config that cannot be sized.
+    """
+    kv_cache.check_tp(model, dep.resolved_tp)
+    planner = Planner(model, gpu, layout(dep, model))
+    T = dep.max_seq_len
+    used = max(planner.stage_used_bytes(T, dep.batch_per_replica))
+    step, tok_s = planner.split_decode(T, dep.concurrency)
+    tpot_ms = step.step_time_s * 1e3
+    fits = used <= planner.budget
+    max_concurrency = planner.max_batch(T) * dep.dp
+    problems = [] if fits else [
+        f"needs {used / 2**30:,.2f} GiB per GPU > budget {planner.budget / 2**30:,.2f} GiB "
+        f"({dep.gpu_memory_utilization:g} x {gpu.memory_bytes / 2**30:,.2f} GiB); "
+        f"at most {max_concurrency} sequences fit"]
+    missed = missed_targets(dep.targets, tpot_ms, tok_s)
+    problems += missed
+    status = "does not fit" if not fits else ("ok" if not missed else "misses target")
+    t = dep.targets or Targets()
+    return CheckRow(
+        file=file, name=dep.name or PurePath(file).stem, model=model.name, gpu=gpu.key, count=dep.count,
+        tp=dep.resolved_tp, pp=dep.pp, dp=dep.dp, kv_dtype=planner.kv_dtype,
+        weight_dtype=planner.weight_dtype, max_seq_len=T, concurrency=dep.concurrency,
+        memory_bytes_per_gpu=used, budget_bytes_per_gpu=planner.budget, headroom_bytes=planner.budget - used,
+        fits=fits, max_concurrency=max_concurrency, tpot_ms=tpot_ms, tokens_per_s=tok_s,
+        max_tpot_ms=t.max_tpot_ms, min_tokens_per_s=t.min_tokens_per_s, meets_targets=not missed,
+        status=status, problems=problems)

@@ -1,0 +1,157 @@
+"""The results every command returns: pydantic v2 models, frozen, `extra="forbid"` (their JSON
+keys are a public contract). Inputs live in `kvcalc.schema`; `calc/` fills these in and
+`report/` formats them.
+
+- `KvEstimate` (with a `KindBreakdown` per layer kind): `kvcalc estimate`, `kv_cache.estimate`.
+- `CompareRow`: `kvcalc compare`, `kv_cache.compare_attention`.
+- `ServingEstimate`: the GPU side of `kvcalc estimate --gpu`, `memory_plan.Planner.serving`.
+- `CheckRow`: one deployment of `kvcalc check`, `calc.check.check`.
+
+`EngineResult` / `DeviceBuffer` (what an engine allocates) stay in `kvcalc.engines`, beside the
+profile interface.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from kvcalc.schema import _Frozen  # frozen, extra="forbid": the one base of every model
+
+
+class KindBreakdown(_Frozen):
+    """KV bytes of one layer kind, for one replica: `n_layers` layers, what one more token adds
+    to one sequence (`kv_bytes_per_token`), tokens cached per sequence, and the cache total;
+    `kv_cache_bytes_per_gpu` is this kind's share of the fullest GPU (the kinds add up to
+    `KvEstimate.kv_cache_bytes_per_gpu`)."""
+
+    kind: str
+    n_layers: int
+    kv_bytes_per_token: int
+    tokens_cached: int
+    kv_cache_bytes: int
+    kv_cache_bytes_per_gpu: int
+    window: int | None = None
+
+
+class KvEstimate(_Frozen):
+    """The result of `kvcalc estimate` (its JSON keys are a public contract).
+
+    - `kv_bytes_per_token`: what one more token adds to one sequence, over all layers, while
+      the context is shorter than every window (sliding layers still growing).
+    - `kv_cache_bytes`: the cache of one model replica at `seq_len` x `batch`, window-aware.
+    - `kv_cache_bytes_no_window`: the same with sliding layers treated as full (what an engine
+      that gives sliding layers no saving allocates).
+    - `..._per_gpu`: the fullest GPU under `tp` / `pp`; `kv_cache_bytes_all_gpus` sums every
+      GPU (tp x pp x dp), counting heads replicated when tp exceeds the KV heads.
+    - `state_bytes`: fixed per-sequence state of mamba / linear layers x batch (None when the
+      config does not size it; 0 when the model has no such layers).
+    """
+
+    model: str
+    source: str | None
+    attention: str
+    n_layers: int
+    n_heads: int
+    n_kv_heads: int
+    head_dim: int
+    v_head_dim: int
+    queries_per_kv_head: int
+    seq_len: int
+    batch: int
+    kv_dtype: str
+    k_dtype: str
+    v_dtype: str
+    tp: int
+    pp: int
+    dp: int
+    n_gpus: int
+    kv_bytes_per_token: int
+    kv_cache_bytes: int
+    kv_cache_bytes_no_window: int
+    kv_bytes_per_token_per_gpu: int
+    kv_cache_bytes_per_gpu: int
+    kv_cache_bytes_all_gpus: int
+    state_bytes: int | None
+    formula: str
+    breakdown: list[KindBreakdown]
+
+
+class CompareRow(_Frozen):
+    """One attention variant in `kvcalc compare`: its KV heads and bytes, and the reduction
+    against MHA as a percentage (exact: 100 x (1 - bytes / mha_bytes))."""
+
+    variant: str
+    n_kv_heads: int
+    kv_bytes_per_token: int
+    kv_cache_bytes: int
+    reduction_vs_mha_percent: float
+
+
+class ServingEstimate(_Frozen):
+    """The GPU side of `kvcalc estimate --gpu` (its JSON keys sit beside the KV keys).
+
+    Bytes are per GPU (the fullest pipeline stage of one TP rank) unless named otherwise;
+    `tokens_per_s` is the whole layout's output (every DP replica), `tokens_per_s_per_seq` one
+    sequence's; `max_batch` is per replica at `seq_len`; `max_seq_len` at `batch`.
+    """
+
+    gpu: str
+    gpu_count: int
+    weight_dtype: str
+    n_params: int
+    n_active_params: int
+    weights_bytes_per_gpu: int
+    kv_cache_bytes_per_gpu: int
+    state_bytes_per_gpu: int
+    activation_reserve_bytes: int
+    cuda_context_bytes: int
+    memory_bytes_per_gpu: int
+    gpu_memory_bytes: int
+    gpu_memory_utilization: float
+    budget_bytes_per_gpu: int
+    headroom_bytes: int
+    fits: bool
+    max_batch: int
+    max_seq_len: int
+    max_seq_len_capped: bool
+    bw_efficiency: float
+    flops_efficiency: float
+    decode_bytes_read_per_step: int
+    decode_flops_per_step: int
+    decode_bound: Literal["memory", "compute"]
+    decode_allreduce_s: float
+    tpot_s: float
+    tokens_per_s_per_seq: float
+    tokens_per_s: float
+    ttft_s: float
+    prefill_bound: Literal["memory", "compute"]
+
+
+class CheckRow(_Frozen):
+    """One checked deployment: its memory per GPU against the budget, the roofline decode at
+    its worst case (every sequence at max_seq_len), and what, if anything, fails."""
+
+    file: str
+    name: str
+    model: str
+    gpu: str
+    count: int
+    tp: int
+    pp: int
+    dp: int
+    kv_dtype: str
+    weight_dtype: str
+    max_seq_len: int
+    concurrency: int
+    memory_bytes_per_gpu: int
+    budget_bytes_per_gpu: int
+    headroom_bytes: int
+    fits: bool
+    max_concurrency: int
+    tpot_ms: float
+    tokens_per_s: float
+    max_tpot_ms: float | None
+    min_tokens_per_s: float | None
+    meets_targets: bool
+    status: Literal["ok", "does not fit", "misses target"]
+    problems: list[str]
