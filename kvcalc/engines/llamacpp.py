@@ -46,11 +46,12 @@ from __future__ import annotations
 import bisect
 import struct
 import warnings
+from dataclasses import dataclass
 
 from kvcalc.formats import StorageFormat
 from kvcalc.calc.kv_cache import layer_kv_bytes_per_token
 from kvcalc.engines import SEARCH_LIMIT_TOKENS, DeviceBuffer, EngineResult, longest_fitting
-from kvcalc.errors import KvcalcError, KvcalcWarning
+from kvcalc.errors import MESSAGE, OPTION, OPTION_SAYS, KvcalcError, KvcalcWarning, flag
 from kvcalc.schema import LayerSpec, ModelSpec
 
 VERSION = "llama.cpp b7000+ (Nov 2025, current) and the 2024-spring 2025 'KV self size' era (legacy)"
@@ -88,10 +89,12 @@ def mib_f32(n_bytes: int) -> float:
     return f32(n_bytes) / 2**20
 
 
-def ggml_name(f: StorageFormat) -> str:
-    """The ggml type name of a KV format; raises `KvcalcError` for one llama.cpp lacks."""
+def ggml_name(f: StorageFormat, *, field: str = "k_dtype") -> str:
+    """The ggml type name of a KV format; raises `KvcalcError` (field `field`: `k_dtype` or
+    `v_dtype`) for one llama.cpp lacks."""
     if f.name not in GGML_NAMES:
-        raise KvcalcError(f"llama.cpp has no '{f.name}' KV cache type; use one of {', '.join(GGML_NAMES.values())}")
+        raise KvcalcError(f"llama.cpp has no '{f.name}' KV cache type; use one of {', '.join(GGML_NAMES.values())}",
+                          field=field, value=f.name, form=MESSAGE)
     return GGML_NAMES[f.name]
 
 
@@ -118,7 +121,8 @@ def device_of_layers(n_layer: int, n_gpu_layers: int | None, splits: list[float]
         return [-1] * n_layer
     raw = list(splits) if splits else [1.0] * n_devices
     if len(raw) != n_devices or any(s < 0 for s in raw) or sum(raw) <= 0:
-        raise KvcalcError(f"--tensor-split needs {n_devices} non-negative values that do not all vanish")
+        raise KvcalcError(f"needs {n_devices} non-negative values that do not all vanish", field="tensor_split",
+                          value=splits, form=OPTION_SAYS)
     cum, total = [], 0.0
     for s in raw:
         total = f32(total + f32(s))
@@ -162,6 +166,123 @@ def _cache_lines(prefix: str, legacy: bool, cells: int, n_stream: int, n_seq_max
     return lines, k_tot, v_tot
 
 
+def _check_options(n_ctx: int, *, parallel: int, n_ubatch: int, version: str, n_gpu_layers: int | None,
+                   n_devices: int) -> None:
+    """Raise `KvcalcError` (field: the option's) for options llama.cpp refuses or kvcalc cannot read."""
+    if version not in VERSIONS:
+        raise KvcalcError(f"use one of {', '.join(VERSIONS)}, not '{version}'", field="llamacpp_version",
+                          value=version, form=OPTION)
+    bad = [(f, x) for f, x in (("n_ctx", n_ctx), ("parallel", parallel), ("n_ubatch", n_ubatch)) if x <= 0]
+    if bad:
+        raise KvcalcError(f"{flag('n_ctx')}, {flag('parallel')} and {flag('n_ubatch')} must be positive",
+                          field=bad[0][0], value=bad[0][1], form=MESSAGE)
+    if version == "current" and parallel > LLAMA_MAX_SEQ:
+        raise KvcalcError(f"llama.cpp refuses it: n_seq_max must be <= {LLAMA_MAX_SEQ} "
+                          "(src/llama-context.cpp, LLAMA_MAX_SEQ)", field="parallel", value=parallel)
+    if n_gpu_layers is not None and n_gpu_layers < -1:
+        raise KvcalcError("use a count >= 0, or -1 for llama.cpp's default (all layers)", field="n_gpu_layers",
+                          value=n_gpu_layers)
+    if n_devices < 1:
+        raise KvcalcError(f"must be a positive integer, got {n_devices} (for a CPU-only cache use "
+                          f"{flag('n_gpu_layers')} 0)", field="n_devices", value=n_devices, form=OPTION_SAYS)
+
+
+@dataclass(frozen=True)
+class _Layers:
+    """What every cache of one allocation is built from: the indices of the layers that cache
+    K and V, each layer's (K, V) bytes per cell and device (-1 = CPU), and the ggml type names."""
+
+    att: list[int]
+    per_cell: list[tuple[int, int]]
+    dev: list[int]
+    tk: str
+    tv: str
+
+    def lines(self, prefix: str, legacy: bool, cells: int, n_stream: int, n_seq_max: int, layers: list[int],
+              buffers: dict[str, tuple[int, int]]) -> tuple[list[str], int, int]:
+        """`_cache_lines` of one cache over `layers`."""
+        return _cache_lines(prefix, legacy, cells, n_stream, n_seq_max, layers, self.per_cell, self.dev,
+                            self.tk, self.tv, buffers)
+
+
+@dataclass
+class _Caches:
+    """The caches of one allocation: their log lines, K and V bytes over every cache, streams,
+    cells per stream, llama.cpp's final n_ctx and the bytes per device (name -> (layers, bytes))."""
+
+    lines: list[str]
+    k_bytes: int
+    v_bytes: int
+    n_stream: int
+    n_seq_cells: int
+    n_ctx: int
+    buffers: dict[str, tuple[int, int]]
+
+
+def _legacy_caches(model: ModelSpec, lay: _Layers, requested: int, parallel: int, flash_attn: bool) -> _Caches:
+    """The 'KV self size' era: one unified cache of GGML_PAD(n_ctx, flash_attn ? 256 : 32) cells
+    holding every layer, sliding ones full size."""
+    buffers: dict[str, tuple[int, int]] = {}
+    cells = pad(requested, 256 if flash_attn else 32)
+    lines = [f"llama_kv_cache_init: kv_size = {cells}, offload = 1, type_k = '{lay.tk}', type_v = '{lay.tv}', "
+             f"n_layer = {model.n_layers}, can_shift = 1"]
+    more, k_tot, v_tot = lay.lines("llama_kv_cache_init", True, cells, 1, parallel, lay.att, buffers)
+    lines += more
+    lines.append(f"llama_new_context_with_model: KV self size  = {mib_f32(k_tot + v_tot):7.2f} MiB, "
+                 f"K ({lay.tk}): {mib_f32(k_tot):7.2f} MiB, V ({lay.tv}): {mib_f32(v_tot):7.2f} MiB")
+    return _Caches(lines, k_tot, v_tot, n_stream=1, n_seq_cells=cells, n_ctx=cells, buffers=buffers)
+
+
+def _current_caches(model: ModelSpec, lay: _Layers, requested: int, *, parallel: int, unified: bool, iswa: bool,
+                    swa_full: bool, n_ubatch: int) -> _Caches:
+    """llama.cpp b7000+: n_ctx = GGML_PAD(n_ctx, 256); one stream of n_ctx cells (unified) or
+    n_seq_max streams of GGML_PAD(n_ctx / n_seq_max, 256); with sliding and full layers a
+    non-SWA cache and an SWA cache of min(cells, n_swa x (unified ? n_seq_max : 1) + n_ubatch)."""
+    buffers: dict[str, tuple[int, int]] = {}
+    n_ctx_pad = pad(requested, N_CTX_PAD)
+    if unified:
+        n_stream, cells = 1, n_ctx_pad
+    else:
+        cells = pad(n_ctx_pad // parallel, N_CTX_PAD)
+        if cells == 0:
+            raise KvcalcError(f"n_ctx_seq == 0: {flag('n_ctx')} is smaller than {flag('parallel')}", field="n_ctx",
+                              value=requested, form=MESSAGE)
+        n_stream, n_ctx_pad = parallel, cells * parallel
+    if not iswa:
+        lines, k_tot, v_tot = lay.lines("llama_kv_cache", False, cells, n_stream, parallel, lay.att, buffers)
+        return _Caches(lines, k_tot, v_tot, n_stream, cells, n_ctx_pad, buffers)
+    sliding = [i for i in lay.att if model.layers[i].kind == "sliding"]
+    window = max(model.layers[i].window or 0 for i in sliding)
+    size_swa = min(cells, window * (parallel if unified else 1) + n_ubatch)
+    lines = []
+    if swa_full:
+        lines.append(f"llama_kv_cache_iswa: using full-size SWA cache (ref: {SWA_FULL_REF})")
+        size_swa = cells
+    base = [i for i in lay.att if model.layers[i].kind != "sliding"]
+    lines.append(f"llama_kv_cache_iswa: creating non-SWA KV cache, size = {cells} cells")
+    more, k_tot, v_tot = lay.lines("llama_kv_cache", False, cells, n_stream, parallel, base, buffers)
+    lines += more
+    lines.append(f"llama_kv_cache_iswa: creating     SWA KV cache, size = {size_swa} cells")
+    more, k2, v2 = lay.lines("llama_kv_cache", False, size_swa, n_stream, parallel, sliding, buffers)
+    lines += more
+    return _Caches(lines, k_tot + k2, v_tot + v2, n_stream, cells, n_ctx_pad, buffers)
+
+
+def _fill(c: _Caches, max_model_len: int | None, concurrency: int | None) -> tuple[float | None, int | None]:
+    """(requests of `max_model_len` the cells hold, the longest context for `concurrency`):
+    one stream shares its cells (cells / L, cells // concurrency); separate streams hold one
+    sequence each (streams when a stream holds L, the stream's cells when concurrency fits)."""
+    total_cells = c.n_seq_cells * c.n_stream
+    L = max_model_len
+    conc = None
+    if L:
+        conc = (total_cells / L) if c.n_stream == 1 else float(c.n_stream if c.n_seq_cells >= L else 0)
+    longest = None
+    if concurrency:
+        longest = (total_cells // concurrency) if c.n_stream == 1 else (c.n_seq_cells if concurrency <= c.n_stream else 0)
+    return conc, longest
+
+
 def allocate(model: ModelSpec, n_ctx: int, k: StorageFormat, v: StorageFormat, *, parallel: int = 1,
              unified: bool = True, version: str = "current", flash_attn: bool = False,
              swa_full: bool = False, n_ubatch: int = DEFAULT_N_UBATCH, n_gpu_layers: int | None = None,
@@ -169,19 +290,11 @@ def allocate(model: ModelSpec, n_ctx: int, k: StorageFormat, v: StorageFormat, *
              max_model_len: int | None = None, concurrency: int | None = None,
              kv_memory_bytes: int | None = None) -> EngineResult:
     """What llama.cpp allocates for `--ctx-size n_ctx` (ollama: n_ctx per sequence), with the
-    lines it logs. Raises `KvcalcError` for bad options and KV types llama.cpp lacks."""
-    if version not in VERSIONS:
-        raise KvcalcError(f"--llamacpp-version: use one of {', '.join(VERSIONS)}, not '{version}'")
-    if n_ctx <= 0 or parallel <= 0 or n_ubatch <= 0:
-        raise KvcalcError("--ctx-size, --parallel and --ubatch-size must be positive")
-    if version == "current" and parallel > LLAMA_MAX_SEQ:
-        raise KvcalcError(f"--parallel {parallel}: llama.cpp refuses it: n_seq_max must be <= {LLAMA_MAX_SEQ} "
-                          "(src/llama-context.cpp, LLAMA_MAX_SEQ)")
-    if n_gpu_layers is not None and n_gpu_layers < -1:
-        raise KvcalcError(f"--n-gpu-layers {n_gpu_layers}: use a count >= 0, or -1 for llama.cpp's default (all layers)")
-    if n_devices < 1:
-        raise KvcalcError(f"--gpus must be a positive integer, got {n_devices} (for a CPU-only cache use --n-gpu-layers 0)")
-    tk, tv = ggml_name(k), ggml_name(v)
+    lines it logs. Raises `KvcalcError` for bad options and KV types llama.cpp lacks, with the
+    option's field (`n_ctx`, `parallel`, `n_gpu_layers`, `k_dtype`, ...)."""
+    _check_options(n_ctx, parallel=parallel, n_ubatch=n_ubatch, version=version, n_gpu_layers=n_gpu_layers,
+                   n_devices=n_devices)
+    tk, tv = ggml_name(k), ggml_name(v, field="v_dtype")
     legacy = version == "legacy"
     notes: list[str] = []
     requested = n_ctx * parallel if ollama else n_ctx
@@ -191,81 +304,36 @@ def allocate(model: ModelSpec, n_ctx: int, k: StorageFormat, v: StorageFormat, *
     if len(att) < model.n_layers:
         notes.append("mamba / linear-attention layers use llama.cpp's recurrent memory: not counted")
     per_cell = [layer_k_v_bytes_per_cell(layer, k, v) if layer.caches_kv else (0, 0) for layer in model.layers]
-    dev = device_of_layers(model.n_layers, n_gpu_layers, tensor_split, n_devices)
+    lay = _Layers(att, per_cell, device_of_layers(model.n_layers, n_gpu_layers, tensor_split, n_devices), tk, tv)
     kinds = {model.layers[i].kind for i in att}
     iswa = not legacy and "sliding" in kinds and len(kinds) > 1
     if "sliding" in kinds and not iswa:
         notes.append("sliding-window layers get the full cache size "
                      + ("(before llama.cpp PR #13194)" if legacy else "(no full layers: no SWA cache)"))
-    buffers: dict[str, tuple[int, int]] = {}
-    if legacy:
-        n_ctx_pad = pad(requested, 256 if flash_attn else 32)
-        n_stream, cells = 1, n_ctx_pad
-        lines = [f"llama_kv_cache_init: kv_size = {cells}, offload = 1, type_k = '{tk}', type_v = '{tv}', "
-                 f"n_layer = {model.n_layers}, can_shift = 1"]
-        more, k_tot, v_tot = _cache_lines("llama_kv_cache_init", True, cells, 1, parallel, att, per_cell, dev,
-                                          tk, tv, buffers)
-        lines += more
-        lines.append(f"llama_new_context_with_model: KV self size  = {mib_f32(k_tot + v_tot):7.2f} MiB, "
-                     f"K ({tk}): {mib_f32(k_tot):7.2f} MiB, V ({tv}): {mib_f32(v_tot):7.2f} MiB")
-        n_seq_cells = cells
-    else:
-        n_ctx_pad = pad(requested, N_CTX_PAD)
-        if unified:
-            n_stream, cells = 1, n_ctx_pad
-        else:
-            cells = pad(n_ctx_pad // parallel, N_CTX_PAD)
-            if cells == 0:
-                raise KvcalcError("n_ctx_seq == 0: --ctx-size is smaller than --parallel")
-            n_stream, n_ctx_pad = parallel, cells * parallel
-        n_seq_cells = cells
-        if iswa:
-            window = max(model.layers[i].window or 0 for i in att if model.layers[i].kind == "sliding")
-            size_swa = min(cells, window * (parallel if unified else 1) + n_ubatch)
-            lines = []
-            if swa_full:
-                lines.append(f"llama_kv_cache_iswa: using full-size SWA cache (ref: {SWA_FULL_REF})")
-                size_swa = cells
-            base = [i for i in att if model.layers[i].kind != "sliding"]
-            swa = [i for i in att if model.layers[i].kind == "sliding"]
-            lines.append(f"llama_kv_cache_iswa: creating non-SWA KV cache, size = {cells} cells")
-            more, k_tot, v_tot = _cache_lines("llama_kv_cache", False, cells, n_stream, parallel, base, per_cell,
-                                              dev, tk, tv, buffers)
-            lines += more
-            lines.append(f"llama_kv_cache_iswa: creating     SWA KV cache, size = {size_swa} cells")
-            more, k2, v2 = _cache_lines("llama_kv_cache", False, size_swa, n_stream, parallel, swa, per_cell,
-                                        dev, tk, tv, buffers)
-            lines += more
-            k_tot, v_tot = k_tot + k2, v_tot + v2
-        else:
-            lines, k_tot, v_tot = _cache_lines("llama_kv_cache", False, cells, n_stream, parallel, att, per_cell,
-                                               dev, tk, tv, buffers)
-    order = sorted(buffers, key=lambda s: (s == "CPU", s))
-    devices = [DeviceBuffer(device=d, n_layers=buffers[d][0], kv_bytes=buffers[d][1]) for d in order]
-    total_cells = n_seq_cells * n_stream
-    L = max_model_len
-    conc = None
-    if L:
-        conc = (total_cells / L) if n_stream == 1 else float(n_stream if n_seq_cells >= L else 0)
-    longest = None
-    if concurrency:
-        longest = (total_cells // concurrency) if n_stream == 1 else (n_seq_cells if concurrency <= n_stream else 0)
-    if kv_memory_bytes is not None and k_tot + v_tot > kv_memory_bytes:
+    c = (_legacy_caches(model, lay, requested, parallel, flash_attn) if legacy else
+         _current_caches(model, lay, requested, parallel=parallel, unified=unified, iswa=iswa, swa_full=swa_full,
+                         n_ubatch=n_ubatch))
+    devices = [DeviceBuffer(device=d, n_layers=c.buffers[d][0], kv_bytes=c.buffers[d][1])
+               for d in sorted(c.buffers, key=lambda s: (s == "CPU", s))]
+    conc, longest = _fill(c, max_model_len, concurrency)
+    kv_bytes = c.k_bytes + c.v_bytes
+    if kv_memory_bytes is not None and kv_bytes > kv_memory_bytes:
         fit = largest_ctx_size(model, kv_memory_bytes, k, v, parallel=parallel, unified=unified, version=version,
                                flash_attn=flash_attn, swa_full=swa_full, n_ubatch=n_ubatch,
                                n_gpu_layers=n_gpu_layers, n_devices=n_devices, tensor_split=tensor_split,
                                ollama=ollama)
-        msg = (f"--ctx-size {n_ctx} allocates {mib_f32(k_tot + v_tot):.2f} MiB of KV cache, more than --kv-memory "
-               f"{mib_f32(kv_memory_bytes):.2f} MiB: llama.cpp would fail to allocate the KV buffer on a device "
-               "that size; " + (f"the largest --ctx-size that fits is {fit}" if fit else "not even 256 cells fit"))
+        msg = (f"{flag('n_ctx')} {n_ctx} allocates {mib_f32(kv_bytes):.2f} MiB of KV cache, more than "
+               f"{flag('kv_memory_bytes')} {mib_f32(kv_memory_bytes):.2f} MiB: llama.cpp would fail to allocate "
+               "the KV buffer on a device that size; "
+               + (f"the largest {flag('n_ctx')} that fits is {fit}" if fit else "not even 256 cells fit"))
         notes.append(msg)
         warnings.warn(msg, KvcalcWarning, stacklevel=2)
     return EngineResult(
         engine="llamacpp", engine_version=f"llama.cpp ({version})", kv_memory_bytes=kv_memory_bytes,
-        kv_cache_dtype=tk if tk == tv else f"{tk}/{tv}", kv_cache_tokens=total_cells,
-        engine_kv_bytes=k_tot + v_tot, max_model_len=L, max_concurrency=conc, concurrency=concurrency,
-        longest_context=longest, n_cells=total_cells, n_ctx=n_ctx_pad, k_bytes=k_tot, v_bytes=v_tot,
-        devices=devices, log_lines=lines, notes=notes)
+        kv_cache_dtype=tk if tk == tv else f"{tk}/{tv}", kv_cache_tokens=c.n_seq_cells * c.n_stream,
+        engine_kv_bytes=kv_bytes, max_model_len=max_model_len, max_concurrency=conc, concurrency=concurrency,
+        longest_context=longest, n_cells=c.n_seq_cells * c.n_stream, n_ctx=c.n_ctx, k_bytes=c.k_bytes,
+        v_bytes=c.v_bytes, devices=devices, log_lines=c.lines, notes=notes)
 
 
 def largest_ctx_size(model: ModelSpec, kv_memory_bytes: int, k: StorageFormat, v: StorageFormat, **options) -> int:
@@ -286,6 +354,7 @@ def capacity(model: ModelSpec, kv_memory_bytes: int, k: StorageFormat, v: Storag
     Raises `KvcalcError` when not even 256 cells fit."""
     n_ctx = largest_ctx_size(model, kv_memory_bytes, k, v, **options)
     if n_ctx == 0:
-        raise KvcalcError(f"{kv_memory_bytes:,} B does not hold even 256 cells of {model.name}'s cache")
+        raise KvcalcError(f"{kv_memory_bytes:,} B does not hold even 256 cells of {model.name}'s cache",
+                          field="kv_memory_bytes", value=kv_memory_bytes, form=MESSAGE)
     res = allocate(model, n_ctx, k, v, kv_memory_bytes=kv_memory_bytes, **options)
     return res.model_copy(update={"notes": res.notes + [f"largest --ctx-size that fits: {n_ctx}"]})

@@ -34,7 +34,7 @@ from __future__ import annotations
 from kvcalc.formats import StorageFormat
 from kvcalc.calc.kv_cache import check_tp, layer_kv_bytes_per_token
 from kvcalc.engines import SEARCH_LIMIT_TOKENS, EngineResult, longest_fitting
-from kvcalc.errors import KvcalcError
+from kvcalc.errors import MESSAGE, OPTION_SAYS, KvcalcError
 from kvcalc.schema import ModelSpec
 
 VERSION = "SGLang 0.4.x-0.5.x (model_runner.profile_max_num_token, memory_pool.MHATokenToKVPool)"
@@ -57,13 +57,20 @@ def default_kv_dtype(model: ModelSpec) -> tuple[str, str]:
     return name, f"auto ({name})"
 
 
-def _check(model: ModelSpec, k: StorageFormat, v: StorageFormat) -> None:
+def _check(model: ModelSpec, k: StorageFormat, v: StorageFormat, tp: int, page_size: int) -> None:
+    """The checks `capacity` and `memory_for` share: the TP degree (field `tp`), no mamba layers
+    (`model`), plain formats (`k_dtype` / `v_dtype`), a positive page size (`page_size`)."""
+    check_tp(model, tp)
     if any(not layer.caches_kv for layer in model.layers):
         raise KvcalcError(f"{model.name} has mamba / linear-attention layers; the SGLang profile models "
-                          "attention layers only (use --engine ideal)")
-    for f in (k, v):
+                          "attention layers only (use --engine ideal)", field="model", value=model.name, form=MESSAGE)
+    for field, f in (("k_dtype", k), ("v_dtype", v)):
         if f.block_values != 1:
-            raise KvcalcError(f"SGLang has no '{f.name}' KV cache dtype; use auto, bf16, fp16, fp8_e4m3 or fp8_e5m2")
+            raise KvcalcError(f"SGLang has no '{f.name}' KV cache dtype; use auto, bf16, fp16, fp8_e4m3 or fp8_e5m2",
+                              field=field, value=f.name, form=MESSAGE)
+    if page_size <= 0:
+        raise KvcalcError(f"must be a positive integer, got {page_size}", field="page_size", value=page_size,
+                          form=OPTION_SAYS)
 
 
 def cell_size_bytes(model: ModelSpec, k: StorageFormat, v: StorageFormat, tp: int = 1) -> int:
@@ -98,15 +105,13 @@ def capacity(model: ModelSpec, kv_memory_bytes: int, k: StorageFormat, v: Storag
 
     Raises `KvcalcError` for TP layouts SGLang refuses, block formats and mamba layers.
     """
-    check_tp(model, tp)
-    _check(model, k, v)
-    if page_size <= 0:
-        raise KvcalcError(f"--page-size must be a positive integer, got {page_size}")
+    _check(model, k, v, tp, page_size)
     L = max_model_len or model.max_position_embeddings
     n = max_total_num_tokens(model, kv_memory_bytes, k, v, tp, page_size) if kv_memory_bytes > 0 else 0
     if n <= 0:
         raise KvcalcError(f"SGLang would fail at start-up ({max(kv_memory_bytes, 0):,} B holds no page of "
-                          f"{cell_size_bytes(model, k, v, tp) * page_size:,} B): {NO_MEMORY}")
+                          f"{cell_size_bytes(model, k, v, tp) * page_size:,} B): {NO_MEMORY}",
+                          field="kv_memory_bytes", value=kv_memory_bytes, form=MESSAGE)
     k_bytes, v_bytes = pool_bytes(model, n, page_size, k, v, tp)
     if model.attention == "mla":
         line = f"KV Cache is allocated. #tokens: {n}, KV size: {(k_bytes + v_bytes) / SGLANG_GB:.2f} GB"
@@ -134,8 +139,5 @@ def memory_for(model: ModelSpec, seq_len: int, batch: int, k: StorageFormat, v: 
                page_size: int = DEFAULT_PAGE_SIZE) -> int:
     """The static budget per rank for `batch` requests of `seq_len` tokens:
     batch x cdiv(seq_len, page) x page x cell_size."""
-    check_tp(model, tp)
-    _check(model, k, v)
-    if page_size <= 0:
-        raise KvcalcError(f"--page-size must be a positive integer, got {page_size}")
+    _check(model, k, v, tp, page_size)
     return batch * -(-seq_len // page_size) * page_size * cell_size_bytes(model, k, v, tp)

@@ -54,7 +54,7 @@ from dataclasses import dataclass
 from kvcalc.formats import StorageFormat
 from kvcalc.calc.kv_cache import check_tp, kv_heads_per_rank, layer_kv_bytes_per_token
 from kvcalc.engines import SEARCH_LIMIT_TOKENS, EngineResult, longest_fitting
-from kvcalc.errors import KvcalcError, KvcalcWarning
+from kvcalc.errors import MESSAGE, OPTION_SAYS, KvcalcError, KvcalcWarning, flag
 from kvcalc.schema import LayerSpec, ModelSpec
 
 VERSION = "vLLM 0.11 (V1 engine); V0 as in vLLM 0.6.x"
@@ -91,12 +91,13 @@ def default_kv_dtype(model: ModelSpec, v0: bool = False) -> tuple[str, str]:
 
 
 def check_block_size(block_size: int) -> None:
-    """Raise `KvcalcError` unless `block_size` is one vLLM accepts (`BLOCK_SIZES`)."""
+    """Raise `KvcalcError` (field `block_size`) unless `block_size` is one vLLM accepts (`BLOCK_SIZES`)."""
     if block_size <= 0:
-        raise KvcalcError(f"--block-size must be a positive integer, got {block_size}")
+        raise KvcalcError(f"must be a positive integer, got {block_size}", field="block_size", value=block_size,
+                          form=OPTION_SAYS)
     if block_size not in BLOCK_SIZES:
-        raise KvcalcError(f"--block-size {block_size}: vLLM accepts {', '.join(map(str, BLOCK_SIZES))} "
-                          "(vllm/config/cache.py BlockSize)")
+        raise KvcalcError(f"vLLM accepts {', '.join(map(str, BLOCK_SIZES))} (vllm/config/cache.py BlockSize)",
+                          field="block_size", value=block_size)
 
 
 def needed_bytes(model: ModelSpec, groups: list[Group], max_model_len: int, block_size: int, page: int,
@@ -153,11 +154,11 @@ def kv_cache_groups(model: ModelSpec, hybrid_allocator: bool = True) -> tuple[li
 
     Uniform models: one group of every layer. Sliding + full with the hybrid allocator:
     layers_per_group = min layer count (max if max < 1.5 x min), each kind in cdiv(n, layers_per_group)
-    groups. Raises `KvcalcError` for models with mamba or linear-attention layers.
+    groups. Raises `KvcalcError` (field `model`) for models with mamba or linear-attention layers.
     """
     if any(not layer.caches_kv for layer in model.layers):
         raise KvcalcError(f"{model.name} has mamba / linear-attention layers; the vLLM profile models "
-                          "attention layers only (use --engine ideal)")
+                          "attention layers only (use --engine ideal)", field="model", value=model.name, form=MESSAGE)
     kinds: dict[tuple[str, int | None], int] = {}
     for layer in model.layers:
         kind = layer.kind
@@ -202,88 +203,100 @@ def blocks_per_request(groups: list[Group], max_model_len: int, block_size: int,
 
 
 def _formats(model: ModelSpec, k: StorageFormat, v: StorageFormat) -> None:
-    for f in (k, v):
+    for field, f in (("k_dtype", k), ("v_dtype", v)):
         if f.block_values != 1:
             raise KvcalcError(f"vLLM has no '{f.name}' KV cache dtype; use auto, bfloat16, float16, fp8, "
-                              "fp8_e5m2, int8_per_token_head or fp8_per_token_head")
+                              "fp8_e5m2, int8_per_token_head or fp8_per_token_head",
+                              field=field, value=f.name, form=MESSAGE)
+
+
+def _check(model: ModelSpec, k: StorageFormat, v: StorageFormat, tp: int, block_size: int) -> None:
+    """The checks `capacity` and `memory_for` share: the TP degree, the formats, the block size."""
+    check_tp(model, tp)
+    _formats(model, k, v)
+    check_block_size(block_size)
 
 
 def _page(model: ModelSpec, k: StorageFormat, v: StorageFormat, block_size: int, tp: int, scales: bool) -> int:
     pages = {page_size_bytes(layer, k, v, block_size, tp, scales) for layer in model.layers}
     if len(pages) != 1:  # vLLM `unify_kv_cache_spec_page_size` grows block sizes: not modelled
-        raise KvcalcError(f"{model.name}: layers have different page sizes; not modelled by the vLLM profile")
+        raise KvcalcError(f"{model.name}: layers have different page sizes; not modelled by the vLLM profile",
+                          field="model", value=model.name, form=MESSAGE)
     return pages.pop()
 
 
-def capacity(model: ModelSpec, kv_memory_bytes: int, k: StorageFormat, v: StorageFormat, *, tp: int = 1,
-             block_size: int = DEFAULT_BLOCK_SIZE, max_model_len: int | None = None,
-             concurrency: int | None = None, hybrid_allocator: bool = True,
-             per_token_head_scales: bool = False, kv_cache_dtype: str | None = None,
-             max_num_batched_tokens: int = DEFAULT_MAX_NUM_BATCHED_TOKENS,
-             v0: bool = False, swap_space_bytes: int = 0) -> EngineResult:
-    """vLLM's blocks, tokens and concurrency for `kv_memory_bytes` of KV memory on each rank.
+def _no_memory(kv_memory_bytes: int, message: str) -> KvcalcError:
+    """vLLM's start-up failure for `kv_memory_bytes` of KV memory (field `kv_memory_bytes`)."""
+    return KvcalcError(f"vLLM would fail at start-up: {message}", field="kv_memory_bytes", value=kv_memory_bytes,
+                       form=MESSAGE)
 
-    V1: page = `page_size_bytes`; blocks = available // page // layers_per_group; tokens =
-    blocks // n_groups x block_size; concurrency = blocks / `blocks_per_request`.
-    V0: block bytes = page x n_layers; blocks = available // block bytes; concurrency =
-    blocks x block_size / L. Raises `KvcalcError` for TP layouts vLLM refuses, block formats,
-    mamba layers.
-    """
-    check_tp(model, tp)
-    _formats(model, k, v)
-    check_block_size(block_size)
-    if max_num_batched_tokens <= 0:
-        raise KvcalcError(f"--max-num-batched-tokens must be a positive integer, got {max_num_batched_tokens}")
-    if kv_memory_bytes <= 0:
-        raise KvcalcError(f"vLLM would fail at start-up: {NO_MEMORY}")
-    L = max_model_len or model.max_position_embeddings
-    if L is None:
-        raise KvcalcError(f"{model.name} has no max_position_embeddings; give --max-model-len")
-    page = _page(model, k, v, block_size, tp, per_token_head_scales)
-    dtype_name = kv_cache_dtype or (k.name if k == v else f"{k.name}/{v.name}")
+
+def _capacity_v0(model: ModelSpec, kv_memory_bytes: int, page: int, *, block_size: int, max_model_len: int,
+                 concurrency: int | None, swap_space_bytes: int, dtype_name: str) -> EngineResult:
+    """V0 (0.6.x): block bytes = page x n_layers (`CacheEngine.get_cache_block_size`, sliding
+    layers full); GPU blocks = available // block bytes, CPU blocks = swap // block bytes;
+    concurrency = blocks x block_size / L. Raises when not one block fits
+    (`raise_if_cache_size_invalid`); warns when L > blocks x block_size."""
+    L = max_model_len
+    # vllm/worker/worker.py determine_num_available_blocks (0.6.x) memory report, last clause
+    lines = [f"the rest of the memory reserved for KV Cache is {kv_memory_bytes / 2**30:.2f}GiB."]
     notes: list[str] = []
-    if v0:
-        # vllm/worker/worker.py determine_num_available_blocks (0.6.x) memory report, last clause
-        lines = [f"the rest of the memory reserved for KV Cache is {kv_memory_bytes / 2**30:.2f}GiB."]
-        if any(layer.kind == "sliding" for layer in model.layers):
-            notes.append("V0 allocates sliding-window layers for the full length")
-        block_bytes = page * model.n_layers  # CacheEngine.get_cache_block_size
-        gpu_blocks = kv_memory_bytes // block_bytes
-        cpu_blocks = swap_space_bytes // block_bytes
-        if gpu_blocks <= 0:  # vllm/worker/worker.py raise_if_cache_size_invalid
-            raise KvcalcError(f"vLLM would fail at start-up: {kv_memory_bytes:,} B holds no block of "
-                              f"{block_bytes:,} B: {NO_MEMORY}")
-        if L > gpu_blocks * block_size:
-            msg = (f"vLLM V0 would refuse to start: The model's max seq len ({L}) is larger than the maximum "
-                   f"number of tokens that can be stored in KV cache ({gpu_blocks * block_size}). Try increasing "
-                   "`gpu_memory_utilization` or decreasing `max_model_len` when initializing the engine.")
-            notes.append(msg)
-            warnings.warn(msg, KvcalcWarning, stacklevel=2)
-        conc = gpu_blocks * block_size / L
-        lines += [f"# GPU blocks: {gpu_blocks}, # CPU blocks: {cpu_blocks}",
-                  f"Maximum concurrency for {L} tokens per request: {conc:.2f}x"]
-        longest = None
-        if concurrency:
-            longest = longest_fitting(lambda n: gpu_blocks * block_size / n >= concurrency, SEARCH_LIMIT_TOKENS)
-        return EngineResult(
-            engine="vllm", engine_version="vLLM 0.6.x (V0 engine)", kv_memory_bytes=kv_memory_bytes,
-            kv_cache_dtype=dtype_name, block_size=block_size, page_size_bytes=block_bytes,
-            num_gpu_blocks=gpu_blocks, num_cpu_blocks=cpu_blocks, kv_cache_tokens=gpu_blocks * block_size,
-            engine_kv_bytes=gpu_blocks * block_bytes, max_model_len=L, max_concurrency=conc,
-            concurrency=concurrency, longest_context=longest, log_lines=lines, notes=notes)
+    if any(layer.kind == "sliding" for layer in model.layers):
+        notes.append("V0 allocates sliding-window layers for the full length")
+    block_bytes = page * model.n_layers  # CacheEngine.get_cache_block_size
+    gpu_blocks = kv_memory_bytes // block_bytes
+    cpu_blocks = swap_space_bytes // block_bytes
+    if gpu_blocks <= 0:  # vllm/worker/worker.py raise_if_cache_size_invalid
+        raise _no_memory(kv_memory_bytes, f"{kv_memory_bytes:,} B holds no block of {block_bytes:,} B: {NO_MEMORY}")
+    if L > gpu_blocks * block_size:
+        msg = (f"vLLM V0 would refuse to start: The model's max seq len ({L}) is larger than the maximum "
+               f"number of tokens that can be stored in KV cache ({gpu_blocks * block_size}). Try increasing "
+               "`gpu_memory_utilization` or decreasing `max_model_len` when initializing the engine.")
+        notes.append(msg)
+        warnings.warn(msg, KvcalcWarning, stacklevel=3)  # at capacity's caller
+    conc = gpu_blocks * block_size / L
+    lines += [f"# GPU blocks: {gpu_blocks}, # CPU blocks: {cpu_blocks}",
+              f"Maximum concurrency for {L} tokens per request: {conc:.2f}x"]
+    longest = None
+    if concurrency:
+        longest = longest_fitting(lambda n: gpu_blocks * block_size / n >= concurrency, SEARCH_LIMIT_TOKENS)
+    return EngineResult(
+        engine="vllm", engine_version="vLLM 0.6.x (V0 engine)", kv_memory_bytes=kv_memory_bytes,
+        kv_cache_dtype=dtype_name, block_size=block_size, page_size_bytes=block_bytes,
+        num_gpu_blocks=gpu_blocks, num_cpu_blocks=cpu_blocks, kv_cache_tokens=gpu_blocks * block_size,
+        engine_kv_bytes=gpu_blocks * block_bytes, max_model_len=L, max_concurrency=conc,
+        concurrency=concurrency, longest_context=longest, log_lines=lines, notes=notes)
+
+
+def _too_small_check(model: ModelSpec, groups: list[Group], num_blocks: int, kv_memory_bytes: int, page: int, *,
+                     block_size: int, max_model_len: int, max_num_batched_tokens: int) -> list[str]:
+    """`check_enough_kv_cache_memory`: raise when one request of L needs more than the memory
+    and not one block fits; when blocks fit, warn and return the note (else no note)."""
+    L = max_model_len
+    need = needed_bytes(model, groups, L, block_size, page, max_num_batched_tokens)
+    if need <= kv_memory_bytes:
+        return []
+    est = longest_fitting(
+        lambda n: needed_bytes(model, groups, n, block_size, page, max_num_batched_tokens) <= kv_memory_bytes, L)
+    msg = _too_small(L, need, kv_memory_bytes, est or 0)
+    if num_blocks == 0:
+        raise _no_memory(kv_memory_bytes, msg)
+    warnings.warn(f"vLLM would refuse to start: {msg}", KvcalcWarning, stacklevel=4)  # at capacity's caller
+    return [f"vLLM refuses to start at this max_model_len: {msg}"]
+
+
+def _capacity_v1(model: ModelSpec, kv_memory_bytes: int, page: int, *, block_size: int, max_model_len: int,
+                 concurrency: int | None, hybrid_allocator: bool, max_num_batched_tokens: int,
+                 dtype_name: str) -> EngineResult:
+    """V1: blocks = available // page // layers_per_group (`get_num_blocks`); tokens = blocks //
+    n_groups x block_size (`_report_kv_cache_config`); concurrency = blocks / `blocks_per_request`."""
+    L = max_model_len
     # vllm/v1/worker/gpu_worker.py determine_available_memory
     lines = [f"Available KV cache memory: {kv_memory_bytes / 2**30:.2f} GiB"]
     groups, layers_per_group = kv_cache_groups(model, hybrid_allocator)
     num_blocks = kv_memory_bytes // page // layers_per_group  # get_num_blocks
-    need = needed_bytes(model, groups, L, block_size, page, max_num_batched_tokens)
-    if need > kv_memory_bytes:  # check_enough_kv_cache_memory
-        est = longest_fitting(
-            lambda n: needed_bytes(model, groups, n, block_size, page, max_num_batched_tokens) <= kv_memory_bytes, L)
-        msg = _too_small(L, need, kv_memory_bytes, est or 0)
-        if num_blocks == 0:
-            raise KvcalcError(f"vLLM would fail at start-up: {msg}")
-        notes.append(f"vLLM refuses to start at this max_model_len: {msg}")
-        warnings.warn(f"vLLM would refuse to start: {msg}", KvcalcWarning, stacklevel=2)
+    notes = _too_small_check(model, groups, num_blocks, kv_memory_bytes, page, block_size=block_size,
+                             max_model_len=L, max_num_batched_tokens=max_num_batched_tokens)
     tokens = num_blocks // len(groups) * block_size  # _report_kv_cache_config
     per_req = blocks_per_request(groups, L, block_size, max_num_batched_tokens)
     conc = num_blocks / per_req
@@ -305,6 +318,40 @@ def capacity(model: ModelSpec, kv_memory_bytes: int, k: StorageFormat, v: Storag
         concurrency=concurrency, longest_context=longest, log_lines=lines, notes=notes)
 
 
+def capacity(model: ModelSpec, kv_memory_bytes: int, k: StorageFormat, v: StorageFormat, *, tp: int = 1,
+             block_size: int = DEFAULT_BLOCK_SIZE, max_model_len: int | None = None,
+             concurrency: int | None = None, hybrid_allocator: bool = True,
+             per_token_head_scales: bool = False, kv_cache_dtype: str | None = None,
+             max_num_batched_tokens: int = DEFAULT_MAX_NUM_BATCHED_TOKENS,
+             v0: bool = False, swap_space_bytes: int = 0) -> EngineResult:
+    """vLLM's blocks, tokens and concurrency for `kv_memory_bytes` of KV memory on each rank.
+
+    V1: page = `page_size_bytes`; blocks = available // page // layers_per_group; tokens =
+    blocks // n_groups x block_size; concurrency = blocks / `blocks_per_request`.
+    V0: block bytes = page x n_layers; blocks = available // block bytes; concurrency =
+    blocks x block_size / L. Raises `KvcalcError` for TP layouts vLLM refuses, block formats,
+    mamba layers.
+    """
+    _check(model, k, v, tp, block_size)
+    if max_num_batched_tokens <= 0:
+        raise KvcalcError(f"must be a positive integer, got {max_num_batched_tokens}",
+                          field="max_num_batched_tokens", value=max_num_batched_tokens, form=OPTION_SAYS)
+    if kv_memory_bytes <= 0:
+        raise _no_memory(kv_memory_bytes, NO_MEMORY)
+    L = max_model_len or model.max_position_embeddings
+    if L is None:
+        raise KvcalcError(f"{model.name} has no max_position_embeddings; give {flag('max_model_len')}",
+                          field="max_model_len", form=MESSAGE)
+    page = _page(model, k, v, block_size, tp, per_token_head_scales)
+    dtype_name = kv_cache_dtype or (k.name if k == v else f"{k.name}/{v.name}")
+    if v0:
+        return _capacity_v0(model, kv_memory_bytes, page, block_size=block_size, max_model_len=L,
+                            concurrency=concurrency, swap_space_bytes=swap_space_bytes, dtype_name=dtype_name)
+    return _capacity_v1(model, kv_memory_bytes, page, block_size=block_size, max_model_len=L,
+                        concurrency=concurrency, hybrid_allocator=hybrid_allocator,
+                        max_num_batched_tokens=max_num_batched_tokens, dtype_name=dtype_name)
+
+
 def memory_for(model: ModelSpec, seq_len: int, batch: int, k: StorageFormat, v: StorageFormat, *, tp: int = 1,
                block_size: int = DEFAULT_BLOCK_SIZE, hybrid_allocator: bool = True,
                per_token_head_scales: bool = False,
@@ -312,9 +359,7 @@ def memory_for(model: ModelSpec, seq_len: int, batch: int, k: StorageFormat, v: 
     """KV memory one rank needs so that vLLM fits `batch` requests of `seq_len` tokens
     (max concurrency >= batch): batch x blocks per request x page x group size (V0:
     batch x cdiv(seq_len, block_size) x block bytes)."""
-    check_tp(model, tp)
-    _formats(model, k, v)
-    check_block_size(block_size)
+    _check(model, k, v, tp, block_size)
     page = _page(model, k, v, block_size, tp, per_token_head_scales)
     if v0:
         return batch * -(-seq_len // block_size) * page * model.n_layers

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from kvcalc.errors import KvcalcError, MissingExtraError
+from kvcalc.errors import OPTION, KvcalcError, MissingExtraError
 
 #: file types `--plot` writes (matplotlib's Agg, SVG, PDF and PS backends; jpg / tif through Pillow)
 PLOT_EXTENSIONS = ("png", "svg", "pdf", "eps", "ps", "jpg", "jpeg", "tif", "tiff")
@@ -21,12 +21,13 @@ def plot_path(path: str) -> str:
     p = Path(path)
     ext = p.suffix.lower().lstrip(".")
     if not p.name or path.endswith(("/", "\\")):
-        raise KvcalcError(f"--plot: '{path}' is a folder; give a file name such as sweep.png")
+        raise KvcalcError(f"'{path}' is a folder; give a file name such as sweep.png", field="plot", value=path,
+                          form=OPTION)
     if not ext:
         return path + ".png"
     if ext not in PLOT_EXTENSIONS:
-        raise KvcalcError(f"--plot: cannot write a .{ext} file; use one of "
-                          f"{', '.join('.' + e for e in PLOT_EXTENSIONS)}")
+        raise KvcalcError(f"cannot write a .{ext} file; use one of {', '.join('.' + e for e in PLOT_EXTENSIONS)}",
+                          field="plot", value=path, form=OPTION)
     return path
 
 
@@ -89,33 +90,18 @@ def _log_axis(axis: Any, short: bool = True) -> None:
     axis.set_minor_formatter(NullFormatter())
 
 
-def plot_sweep(rows: list[dict[str, Any]], spec: Any, gpu: Any | None, layout: Any, kv: str, path: str) -> None:
-    """Memory per GPU (GiB) and total tokens/s against context, one line per batch (distinct
-    colour and style, markers in the legend as on the lines), with the GPU's memory and the
-    engine's budget as horizontal lines; points that do not fit are hollow; contexts beyond the
-    model's max_position_embeddings are shaded and named in the legend. The batch legend sits
-    below the panels, so it never covers data."""
-    plt = pyplot()
+def _plot_batches(axes: list[Any], rows: list[dict[str, Any]], batches: list[int], plt: Any) -> list[Any]:
+    """One line per batch on each panel (memory; tokens/s when there is a second panel), points
+    that fit filled and those that do not hollow; returns the legend handles."""
     from matplotlib.lines import Line2D
-    from matplotlib.ticker import FixedLocator, FuncFormatter, NullLocator
 
-    from kvcalc.calc.weights import weight_format_label
-
-    batches = sorted({r["batch"] for r in rows})
-    seqs = sorted({r["seq_len"] for r in rows})
-    cap = spec.max_position_embeddings
-    panels = 2 if gpu is not None else 1
-    fig, axes = plt.subplots(1, panels, figsize=(6.4 * panels, 5.2), squeeze=False, layout="constrained")
-    ax_mem = axes[0][0]
-    ax_tok = axes[0][1] if gpu is not None else None
-    styles = _styles(len(batches), plt)
     handles = []
-    for (c, ls), b in zip(styles, batches):
+    for (c, ls), b in zip(_styles(len(batches), plt), batches):
         rs = sorted((r for r in rows if r["batch"] == b), key=lambda r: r["seq_len"])
         x = [r["seq_len"] for r in rs]
-        panels_y = [(ax_mem, [r["memory_bytes_per_gpu"] / 2**30 for r in rs])]
-        if ax_tok is not None:
-            panels_y.append((ax_tok, [r["tokens_per_s"] for r in rs]))
+        panels_y = [(axes[0], [r["memory_bytes_per_gpu"] / 2**30 for r in rs])]
+        if len(axes) > 1:
+            panels_y.append((axes[1], [r["tokens_per_s"] for r in rs]))
         for ax, y in panels_y:
             ax.plot(x, y, ls=ls, color=c, lw=1.5)
             fit = [i for i, r in enumerate(rs) if r.get("fits", True)]
@@ -123,7 +109,14 @@ def plot_sweep(rows: list[dict[str, Any]], spec: Any, gpu: Any | None, layout: A
             ax.plot([x[i] for i in fit], [y[i] for i in fit], "o", color=c, ms=5)
             ax.plot([x[i] for i in miss], [y[i] for i in miss], "o", mfc="white", color=c, ms=5)
         handles.append(Line2D([], [], color=c, ls=ls, marker="o", ms=5, label=f"batch {b}"))
-    for ax in axes[0]:
+    return handles
+
+
+def _context_axes(axes: list[Any], seqs: list[int]) -> None:
+    """A log2 context axis on every panel, ticked at the swept contexts (1k, 32k, 128k)."""
+    from matplotlib.ticker import FixedLocator, FuncFormatter, NullLocator
+
+    for ax in axes:
         ax.set_xscale("log", base=2)
         ax.xaxis.set_major_locator(FixedLocator(seqs))
         ax.xaxis.set_minor_locator(NullLocator())
@@ -132,7 +125,16 @@ def plot_sweep(rows: list[dict[str, Any]], spec: Any, gpu: Any | None, layout: A
             ax.tick_params(axis="x", labelrotation=45)
         ax.set_xlabel("context length (tokens per sequence)")
         ax.grid(True, which="major", alpha=0.3)
-    extra: list[Any] = []  # legend entries for the reference lines and marks
+
+
+def _reference_marks(axes: list[Any], rows: list[dict[str, Any]], seqs: list[int], cap: int | None,
+                     gpu: Any | None, layout: Any) -> list[Any]:
+    """The GPU's memory and the budget as horizontal lines, a 'does not fit' legend entry, and
+    the contexts beyond max_position_embeddings shaded; returns their legend entries."""
+    from matplotlib.lines import Line2D
+
+    ax_mem = axes[0]
+    extra: list[Any] = []
     if gpu is not None:
         extra.append(ax_mem.axhline(gpu.memory_bytes / 2**30, color="black", lw=1.2,
                                     label=f"{gpu.key} memory {gpu.memory_bytes / 2**30:,.1f} GiB"))
@@ -141,12 +143,19 @@ def plot_sweep(rows: list[dict[str, Any]], spec: Any, gpu: Any | None, layout: A
         if any(not r["fits"] for r in rows):
             extra.append(Line2D([], [], color="grey", marker="o", mfc="white", ls="none", label="does not fit"))
     if cap and seqs[-1] > cap:
-        for ax in axes[0]:
+        for ax in axes:
             ax.axvspan(cap, seqs[-1] * 1.5, color="grey", alpha=0.15, lw=0)
             ax.set_xlim(seqs[0] / 1.5 if len(seqs) > 1 else cap / 2, seqs[-1] * 1.5)
         from matplotlib.patches import Patch
 
         extra.append(Patch(color="grey", alpha=0.3, label=f"beyond max_position_embeddings ({_fmt_tokens(cap)})"))
+    return extra
+
+
+def _value_axes(axes: list[Any], rows: list[dict[str, Any]], gpu: Any | None, layout: Any) -> None:
+    """Labels, scales and titles of the memory panel (log when the sweep runs past 3 x the GPU)
+    and the throughput panel (always log)."""
+    ax_mem = axes[0]
     ax_mem.set_ylabel("memory per GPU (GiB = 2^30 B)")
     top = max(r["memory_bytes_per_gpu"] for r in rows)
     if gpu is not None and top > 3 * gpu.memory_bytes:
@@ -155,14 +164,18 @@ def plot_sweep(rows: list[dict[str, Any]], spec: Any, gpu: Any | None, layout: A
     else:
         ax_mem.set_ylim(bottom=0)
     ax_mem.set_title("Memory per GPU: weights + KV cache" + (" + reserves" if gpu is not None else ""))
-    if ax_tok is not None:
+    if len(axes) > 1:
+        ax_tok = axes[1]
         ax_tok.set_yscale("log")
         _log_axis(ax_tok.yaxis)
         ax_tok.set_ylabel("decode throughput (output tokens/s, all sequences)")
         ax_tok.set_title(f"Roofline decode (bw eff {layout.bw_efficiency:g})")
-    # one legend below the panels (batches, then the reference lines and marks): it never covers data
-    fig.legend(handles=handles + extra, loc="outside lower center", ncol=min(len(handles) + len(extra), 6),
-               fontsize="small", frameon=False)
+
+
+def _title(spec: Any, gpu: Any | None, layout: Any, kv: str) -> str:
+    """`model on N x gpu (tp, pp, dp): weights W, KV cache K` (the layout only when not 1 x 1)."""
+    from kvcalc.calc.weights import weight_format_label
+
     weights = weight_format_label(spec, layout.weight_dtype)
     if gpu is not None:
         n_gpu = layout.tp * layout.pp * layout.dp
@@ -170,11 +183,34 @@ def plot_sweep(rows: list[dict[str, Any]], spec: Any, gpu: Any | None, layout: A
         where = f" on {n_gpu} x {gpu.key}{par}"
     else:
         where = f" (tp {layout.tp}, pp {layout.pp})" if (layout.tp, layout.pp) != (1, 1) else ""
-    fig.suptitle(f"{spec.name}{where}: weights {weights}, KV cache {kv}")
+    return f"{spec.name}{where}: weights {weights}, KV cache {kv}"
+
+
+def plot_sweep(rows: list[dict[str, Any]], spec: Any, gpu: Any | None, layout: Any, kv: str, path: str) -> None:
+    """Memory per GPU (GiB) and total tokens/s against context, one line per batch (distinct
+    colour and style, markers in the legend as on the lines), with the GPU's memory and the
+    engine's budget as horizontal lines; points that do not fit are hollow; contexts beyond the
+    model's max_position_embeddings are shaded and named in the legend. The batch legend sits
+    below the panels, so it never covers data. Raises `KvcalcError` (field `plot`) when the
+    file cannot be written."""
+    plt = pyplot()
+    batches = sorted({r["batch"] for r in rows})
+    seqs = sorted({r["seq_len"] for r in rows})
+    panels = 2 if gpu is not None else 1
+    fig, grid = plt.subplots(1, panels, figsize=(6.4 * panels, 5.2), squeeze=False, layout="constrained")
+    axes = list(grid[0])
+    handles = _plot_batches(axes, rows, batches, plt)
+    _context_axes(axes, seqs)
+    extra = _reference_marks(axes, rows, seqs, spec.max_position_embeddings, gpu, layout)
+    _value_axes(axes, rows, gpu, layout)
+    # one legend below the panels (batches, then the reference lines and marks): it never covers data
+    fig.legend(handles=handles + extra, loc="outside lower center", ncol=min(len(handles) + len(extra), 6),
+               fontsize="small", frameon=False)
+    fig.suptitle(_title(spec, gpu, layout, kv))
     try:
         fig.savefig(path, dpi=150)
     except (OSError, ValueError) as e:
-        raise KvcalcError(f"--plot: cannot write {path}: {getattr(e, 'strerror', None) or e}") from None
+        raise KvcalcError(f"cannot write {path}: {getattr(e, 'strerror', None) or e}", field="plot", value=path,
+                          form=OPTION) from None
     finally:
         plt.close(fig)
-
