@@ -351,7 +351,7 @@ class Targets(_Frozen):
 class Deployment(_Frozen):
     """One deployment. `tp` defaults to count / pp; dp = count / (tp x pp) replicas share the
     `concurrency` sequences of `max_seq_len` tokens: some hold ceil(concurrency / dp), the rest
-    floor (`plan.Planner.split_decode`)."""
+    floor (`memory_plan.Planner.split_decode`). Checked by `kvcalc.calc.check.check`."""
 
     name: str | None = None
     description: str | None = None

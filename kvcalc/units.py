@@ -2,6 +2,10 @@
 
 GB = 10^9 bytes, GiB = 2^30 bytes; MB = 10^6, MiB = 2^20; KB = 10^3, KiB = 2^10. Token counts
 use the binary k that context lengths are named by (`32k` = 32,768, `128k` = 131,072).
+
+`what` is the flag the text came from (`--seq-len`); a refused text raises `KvcalcError` with
+`option=what`, the field that flag sets (`errors.FIELDS`) and `value` the text. Also the bounds
+past which kvcalc refuses to size anything (`MAX_GPUS`, `MAX_CONCURRENCY`, `MAX_SEQ_LEN`).
 """
 
 from __future__ import annotations
@@ -11,11 +15,11 @@ from decimal import Decimal, InvalidOperation
 
 from kvcalc.errors import OPTION, OPTION_SAYS, KvcalcError
 
-#: the largest batch (sequences) and context (tokens) kvcalc sizes: beyond them the sums lose
-#: meaning and printed figures turn to garbage (deployment files, --batch, --seq-len).
+#: the largest batch (sequences), context (tokens) and GPU count kvcalc sizes: beyond them the
+#: sums lose meaning and printed figures turn to garbage (deployment files, --batch, --seq-len).
 MAX_CONCURRENCY = 10_000_000
 MAX_SEQ_LEN = 2**30
-#: the most GPUs a deployment may name (count, tp, pp): no deployment has more.
+#: the most GPUs a deployment may name (count, tp, pp)
 MAX_GPUS = 100_000
 
 SIZE_UNITS: dict[str, int] = {

@@ -11,7 +11,7 @@ import pytest
 from typer.testing import CliRunner
 
 from kvcalc.cli import app
-from kvcalc.load.deployments import Deployment
+from kvcalc.schema import Deployment
 
 runner = CliRunner()
 ROOT = Path(__file__).resolve().parents[2]
