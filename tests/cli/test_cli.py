@@ -166,7 +166,7 @@ def test_unknown_field_did_you_mean(tmp_path):
 
 
 def test_hf_field_name_hint(tmp_path):
-    p = write(tmp_path, GOOD.replace("n_kv_heads: 2", "num_key_value_heads: 2").replace("n_layers", "n_layers"))
+    p = write(tmp_path, GOOD.replace("n_kv_heads: 2", "num_key_value_heads: 2"))
     bad(["estimate", p], "num_key_value_heads", "did you mean 'n_kv_heads'")
 
 
