@@ -86,6 +86,15 @@ def test_max_seq_len_bends_at_the_window() -> None:
     # KV(T) = b x (52 sliding x 8,192 x 1024 + 10 full x 8,192 x T)
     per_layer = 2 * 16 * 128 * 2
     assert t == (free // b - 52 * per_layer * 1024) // (10 * per_layer)
+    # by hand: weights (bf16) per layer q, o 2 x 5376 x 4096 + k, v 2 x 5376 x 2048 + MLP 3 x 5376 x
+    # 21504 + 2 norms x 5376 = 412,887,552 x 62 = 25,599,028,224; tied embedding 262,208 x 5376 =
+    # 1,409,630,208; final norm 5,376 -> 27,008,663,808 params x 2 B = 54,017,327,616 B;
+    # fixed = activations 8192 x (2 x 5376 + 2 x 21504) x 2 + 256 x 262,208 x 4 = 1,149,304,832
+    # + 524,288,000 CUDA context = 1,673,592,832; free = 76,968,728,985 - 54,017,327,616
+    # - 1,673,592,832 = 21,277,808,537; // 8 = 2,659,726,067; - 436,207,616 sliding = 2,223,518,451;
+    # // 81,920 = 27,142 tokens
+    assert (p.stage_weight_bytes, p.fixed_bytes, free) == ([54_017_327_616], 1_673_592_832, 21_277_808_537)
+    assert t == 27_142
 
 
 def test_does_not_fit_and_pipeline_stages() -> None:

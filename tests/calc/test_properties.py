@@ -111,6 +111,11 @@ def test_a_window_never_increases_bytes(model, seq_len, batch, dtype):
     assert kv_cache.kv_cache_bytes(model, seq_len, batch, dtype, window_aware=False) == plain
     if model.sliding_window >= seq_len:  # a window no shorter than the context changes nothing
         assert windowed == plain
+    elif "sliding" in model.layer_kinds:  # a sliding layer past its window saves exactly the overhang
+        n_sliding = model.layer_kinds.count("sliding")
+        per_layer = kv_cache.layer_kv_bytes_per_token(model.layers[model.layer_kinds.index("sliding")],
+                                                      *kv_cache.formats(dtype))
+        assert plain - windowed == n_sliding * per_layer * (seq_len - model.sliding_window) * batch > 0
 
 
 @PROPS
