@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from kvcalc import report
@@ -15,9 +17,13 @@ def test_parse_count(text, n):
     assert parse_count(text) == n
 
 
-@pytest.mark.parametrize("text", ["0", "-1", "1.5k", "k", "", "12 tokens"])
-def test_parse_count_refuses(text):
-    with pytest.raises(KvcalcError):
+@pytest.mark.parametrize("text,needle", [
+    ("0", "--seq-len must be a positive integer, got 0"), ("-1", "--seq-len must be a positive integer, got -1"),
+    ("1.5k", "'1.5k' is not a positive whole number"), ("k", "'k' is not a positive whole number"),
+    ("", "'' is not a positive whole number"), ("12 tokens", "'12 tokens' is not a positive whole number"),
+])
+def test_parse_count_refuses(text, needle):
+    with pytest.raises(KvcalcError, match=re.escape(needle)):
         parse_count(text)
 
 
@@ -37,9 +43,12 @@ def test_parse_size(text, n):
     assert parse_size(text) == n
 
 
-@pytest.mark.parametrize("text", ["0", "80 GBs", "-1GB", "GiB", "1.2.3GB"])
-def test_parse_size_refuses(text):
-    with pytest.raises(KvcalcError):
+@pytest.mark.parametrize("text,needle", [
+    ("0", "size must be positive, got 0"), ("80 GBs", "'80 GBs' is not a size"), ("-1GB", "'-1GB' is not a size"),
+    ("GiB", "'GiB' is not a size"), ("1.2.3GB", "'1.2.3GB' is not a size"),
+])
+def test_parse_size_refuses(text, needle):
+    with pytest.raises(KvcalcError, match=re.escape(needle)):
         parse_size(text)
 
 
@@ -53,3 +62,42 @@ def test_csv_flattens_breakdown_by_kind():
     flat = report.flatten({"a": 1, "breakdown": [{"kind": "full", "n": 2}, {"kind": "sliding", "n": 3}]})
     assert flat == {"a": 1, "breakdown.full.kind": "full", "breakdown.full.n": 2,
                     "breakdown.sliding.kind": "sliding", "breakdown.sliding.n": 3}
+
+
+# ----- exact decimal parsing: float would lose a byte ------------------------------------------
+# Each of these sizes is exact in decimal but not in binary floating point: float("2.01") x 10^9
+# = 2,009,999,999.9999998 floors to 2,009,999,999 B; Decimal gives the exact 2,010,000,000.
+
+@pytest.mark.parametrize("text,n", [
+    ("2.01GB", 2_010_000_000),
+    ("4.35TB", 4_350_000_000_000),       # float: 4,349,999,999,999
+    ("2.03MB", 2_030_000),               # float: 2,029,999
+    ("8.03kb", 8_030),                   # float: 8,029
+    ("4.02GB", 4_020_000_000),
+    ("0.000000001GB", 1),                # the smallest whole byte in GB
+    ("80.000000001GB", 80_000_000_001),
+    ("1.0000000005GiB", 1_073_741_824),  # 1 GiB + 0.54 B floors to 1 GiB
+])
+def test_parse_size_is_exact_decimal(text, n):
+    assert parse_size(text) == n
+
+
+def test_parse_size_floors_fractions_of_a_byte():
+    # 6.51 x 2^30 = 6,990,059,274.24 -> 6,990,059,274; 1.9999 B -> 1 B; 0.5 B -> 0 -> refused
+    assert parse_size("6.51GiB") == 6_990_059_274
+    assert parse_size("1.9999") == 1
+    with pytest.raises(KvcalcError, match="^kv must be positive, got 0.5$"):
+        parse_size("0.5", "kv")
+
+
+@pytest.mark.parametrize("text,n", [("1KiB", 1024), ("1 kib", 1024), ("2TiB", 2 * 2**40), ("3tb", 3 * 10**12),
+                                    ("1_000B", 1000), ("1,000,000", 1_000_000), ("7b", 7)])
+def test_parse_size_units_and_separators(text, n):
+    assert parse_size(text) == n
+
+
+def test_parse_size_messages_name_the_option():
+    with pytest.raises(KvcalcError, match=r"^--kv-memory: '80 GBs' is not a size \(write 80GB, 6.51GiB or a byte count\)$"):
+        parse_size("80 GBs", "--kv-memory")
+    with pytest.raises(KvcalcError, match=r"^--kv-memory must be positive, got 0$"):
+        parse_size("0", "--kv-memory")

@@ -202,9 +202,14 @@ def test_engine_refuses_head_dim_not_whole_blocks():
         kv_cache.kv_bytes_per_token(spec(2, 32, 8, head_dim=80), "q4_0")
 
 
-@pytest.mark.parametrize("bad", ["q8_0:g64", "fp16:g32", "int4:g3", "int4:g0"])
-def test_kv_format_refuses_bad_group_options(bad):
-    with pytest.raises(KvcalcError):
+@pytest.mark.parametrize("bad,needle", [
+    ("q8_0:g64", "group size and scale dtype apply to int8 and int4 only, not q8_0"),
+    ("fp16:g32", "group size and scale dtype apply to int8 and int4 only, not fp16"),
+    ("int4:g3", "group size must be a positive even integer, got 3"),
+    ("int4:g0", "group size must be a positive even integer, got 0"),
+])
+def test_kv_format_refuses_bad_group_options(bad, needle):
+    with pytest.raises(KvcalcError, match=needle):
         kv_format(bad)
 
 

@@ -86,6 +86,15 @@ def test_max_seq_len_bends_at_the_window() -> None:
     # KV(T) = b x (52 sliding x 8,192 x 1024 + 10 full x 8,192 x T)
     per_layer = 2 * 16 * 128 * 2
     assert t == (free // b - 52 * per_layer * 1024) // (10 * per_layer)
+    # by hand: weights (bf16) per layer q, o 2 x 5376 x 4096 + k, v 2 x 5376 x 2048 + MLP 3 x 5376 x
+    # 21504 + 2 norms x 5376 = 412,887,552 x 62 = 25,599,028,224; tied embedding 262,208 x 5376 =
+    # 1,409,630,208; final norm 5,376 -> 27,008,663,808 params x 2 B = 54,017,327,616 B;
+    # fixed = activations 8192 x (2 x 5376 + 2 x 21504) x 2 + 256 x 262,208 x 4 = 1,149,304,832
+    # + 524,288,000 CUDA context = 1,673,592,832; free = 76,968,728,985 - 54,017,327,616
+    # - 1,673,592,832 = 21,277,808,537; // 8 = 2,659,726,067; - 436,207,616 sliding = 2,223,518,451;
+    # // 81,920 = 27,142 tokens
+    assert (p.stage_weight_bytes, p.fixed_bytes, free) == ([54_017_327_616], 1_673_592_832, 21_277_808_537)
+    assert t == 27_142
 
 
 def test_does_not_fit_and_pipeline_stages() -> None:
@@ -96,8 +105,18 @@ def test_does_not_fit_and_pipeline_stages() -> None:
     # pp 2: each GPU holds 40 layers; the fullest stage is the last (head + final norm)
     p2 = Planner(llama70, H100, Layout(pp=2))
     assert p2.stage_weight_bytes[1] - p2.stage_weight_bytes[0] == 8192 * 2
-    assert p2.max_batch(8192) == min(
-        (p2.budget - w - p2.fixed_bytes) // kv for w, kv in zip(p2.stage_weight_bytes, p2.kv.stage_bytes(8192, 1)))
+    # per layer 855,654,400 params x 2 B = 1,711,308,800 B; 40 layers = 68,452,352,000 B per stage;
+    # stage 0 + embedding 128,256 x 8,192 x 2 B = 2,101,346,304 -> 70,553,698,304 B;
+    # stage 1 + head 2,101,346,304 + final norm 16,384 -> 70,553,714,688 B
+    assert p2.stage_weight_bytes == [70_553_698_304, 70_553_714_688]
+    # fixed: activation reserve 8192 x (2 x 8192 + 2 x 28672) x 2 B + 256 x 128,256 x 4 B
+    # = 1,207,959,552 + 131,334,144 = 1,339,293,696, + CUDA context 524,288,000 = 1,863,581,696
+    assert p2.fixed_bytes == 1_863_581_696
+    # last stage: 76,968,728,985 - 70,553,714,688 - 1,863,581,696 = 4,551,432,601 B free;
+    # KV per sequence of 8,192 tokens on 40 layers: 40 x 2 x 8 x 128 x 2 B x 8,192 = 1,342,177,280
+    # -> 3 sequences (4,026,531,840 B), headroom 524,900,761 B
+    assert p2.max_batch(8192) == 3
+    assert p2.headroom_bytes(8192, 3) == 524_900_761
 
 
 def test_layout_checks() -> None:
@@ -110,5 +129,5 @@ def test_layout_checks() -> None:
 def test_serving_refuses_a_kv_mismatch() -> None:
     p = Planner(LLAMA_8B, H100)
     assert p.serving(8192, 2, 2 * 8192 * 131_072).kv_cache_bytes_per_gpu == 2_147_483_648
-    with pytest.raises(RuntimeError):
+    with pytest.raises(RuntimeError, match="KV per GPU 2147483648 != kv_cache.estimate 1"):
         p.serving(8192, 2, 1)

@@ -191,7 +191,7 @@ def test_mxfp4_format() -> None:
     with pytest.raises(KvcalcError, match="mxfp4 is a weight format, not a KV-cache format"):
         kv_format("mxfp4")  # no engine caches K/V in MXFP4
     assert f.bytes_for(3 * 2880 * 2880) == 13_219_200  # 24,883,200 / 32 x 17
-    with pytest.raises(KvcalcError):
+    with pytest.raises(KvcalcError, match="mxfp4 packs 32 values per block; a row of 2896 values is not a whole"):
         f.bytes_for(2880 + 16)  # not a whole number of 32-value blocks
 
 

@@ -166,7 +166,7 @@ def test_unknown_field_did_you_mean(tmp_path):
 
 
 def test_hf_field_name_hint(tmp_path):
-    p = write(tmp_path, GOOD.replace("n_kv_heads: 2", "num_key_value_heads: 2").replace("n_layers", "n_layers"))
+    p = write(tmp_path, GOOD.replace("n_kv_heads: 2", "num_key_value_heads: 2"))
     bad(["estimate", p], "num_key_value_heads", "did you mean 'n_kv_heads'")
 
 
@@ -265,9 +265,20 @@ def test_python_dash_m(tmp_path):
 
 
 def test_console_script_debug_flag_anywhere(tmp_path):
-    out = subprocess.run([sys.executable, "-m", "kvcalc", "estimate", str(tmp_path / "x.yaml")],
-                         capture_output=True, text=True, cwd=Path(__file__).parents[2])
-    assert out.returncode == 2 and "Traceback" not in out.stderr and out.stderr.count("\n") == 1
+    missing = str(tmp_path / "x.yaml")
+    root = Path(__file__).parents[2]
+    # without --debug: one red line, exit 2
+    out = subprocess.run([sys.executable, "-m", "kvcalc", "estimate", missing, "-s", "8"],
+                         capture_output=True, text=True, cwd=root)
+    assert out.returncode == 2 and "Traceback" not in out.stderr
+    assert out.stderr == f"error: {missing}: file not found\n"
+    # --debug in the middle of the line (after the command and its argument, before an option):
+    # main() lifts it out, so the same error comes out as a traceback ending in the ConfigError
+    out = subprocess.run([sys.executable, "-m", "kvcalc", "estimate", missing, "--debug", "-s", "8"],
+                         capture_output=True, text=True, cwd=root)
+    assert out.returncode == 1, out.stderr
+    assert out.stderr.startswith("Traceback (most recent call last):")
+    assert out.stderr.rstrip().endswith(f"kvcalc.errors.ConfigError: {missing}: file not found")
 
 
 def test_duplicate_yaml_key_refused(tmp_path):

@@ -5,9 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from typer.testing import CliRunner
 
-from kvcalc.cli import app
 from kvcalc.errors import ConfigError, UnknownNameError
 from kvcalc.load.gpus import get_gpu, gpu_for_device_name, gpu_table
 
@@ -62,10 +60,10 @@ def test_device_names(device: str, key: str) -> None:
     assert gpu_for_device_name(device).key == key
 
 
-def test_gpus_command() -> None:
-    r = CliRunner().invoke(app, ["gpus", "--format", "json"])
+def test_gpus_command(cli) -> None:
+    r = cli("gpus", "--format", "json")
     assert r.exit_code == 0
-    rows = json.loads(r.output)
+    rows = json.loads(r.stdout)
     assert {x["key"] for x in rows} >= set(REQUIRED)
-    t = CliRunner().invoke(app, ["gpus"], env={"COLUMNS": "160"})
+    t = cli("gpus", env={"COLUMNS": "160"})
     assert "GiB" in t.output and "GB" in t.output and "h200" in t.output and "140.4" in t.output
