@@ -11,7 +11,7 @@ Tensor shapes use one notation throughout: `(B, H_kv, T, D)` = batch, KV heads, 
 from __future__ import annotations
 
 from functools import cached_property
-from typing import Annotated, Any, Literal
+from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, PositiveInt, StrictBool, field_validator, model_validator
 
@@ -424,14 +424,3 @@ class GpuSpec(_Frozen):
     source: str
 
 
-#: results that lived here before `kvcalc.results`; imported from there on first use.
-_MOVED_TO_RESULTS = ("KindBreakdown", "KvEstimate", "CompareRow")
-
-
-def __getattr__(name: str) -> Any:
-    """`from kvcalc.schema import KvEstimate` still works (the results moved to `kvcalc.results`)."""
-    if name in _MOVED_TO_RESULTS:
-        from kvcalc import results
-
-        return getattr(results, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -12,7 +12,7 @@ import pytest
 import yaml
 
 from kvcalc import report
-from kvcalc.schema import KindBreakdown
+from kvcalc.results import KindBreakdown
 
 
 @pytest.mark.parametrize("n,text", [
