@@ -6,7 +6,10 @@ Each profile is pure arithmetic on `kvcalc.calc.kv_cache`'s per-layer functions
 (`layer_kv_bytes_per_token`, `tokens_cached`, `kv_heads_per_rank`, `check_tp`), states the
 engine version it models, and returns an `EngineResult` carrying the lines the engine logs.
 
-Nothing is imported at package import time; `profile(name)` imports the module on demand.
+Every engine also sits behind one interface, `kvcalc.engines.profile.EngineProfile`, with a typed
+options object (`VllmOptions`, `SglangOptions`, `LlamacppOptions`, `IdealOptions`);
+`get_profile(name)` returns it. Nothing is imported at package import time; `profile(name)`
+imports the module on demand.
 """
 
 from __future__ import annotations
@@ -43,6 +46,14 @@ def canonical(name: str) -> str:
 def profile(name: str) -> ModuleType:
     """The profile module for engine `name` (imported lazily)."""
     return importlib.import_module(ENGINES[canonical(name)])
+
+
+def get_profile(name: str):
+    """The `EngineProfile` object for engine `name` (see `kvcalc.engines.profile`); raises
+    `UnknownNameError` for an unknown name."""
+    from kvcalc.engines.profile import get_profile as _get
+
+    return _get(name)
 
 
 class DeviceBuffer(BaseModel):
