@@ -38,11 +38,11 @@ def estimate(
     spec = load_model(model)
     gpu.refuse_without_gpu(ctx)  # GPU-only options without --gpu are refused, never ignored
     tp, pp, dp = layout.resolve()  # count = tp x pp x dp; alone it sets tp
-    req = EstimateRequest.build(spec, seq_len=seq_len, batch=batch, **dataclasses.asdict(kv), tp=tp, pp=pp, dp=dp)
+    req = EstimateRequest.build(spec, seq_len=seq_len, batch=batch, **dataclasses.asdict(kv), tp=tp, pp=pp, dp=dp,
+                                gpu=gpu.gpu, layout=gpu.layout() if gpu.gpu is not None else None,
+                                engine=engine_name, engine_options=engine_options(engine_name, (vllm, sglang)))
     check_format(fmt)
     refuse_other_engines(ctx, engine_name)
-    req = dataclasses.replace(req, gpu=gpu.gpu, layout=gpu.layout() if gpu.gpu is not None else None,
-                              engine=engine_name, engine_options=engine_options(engine_name, (vllm, sglang)))
     emit_parts(estimate_parts(run_estimate(req)), fmt)
 
 def estimate_parts(res: Any) -> list[tuple[Any, Callable[[], Any]]]:
