@@ -1,6 +1,98 @@
 """kvcalc: exact KV-cache bytes and roofline decode throughput for real LLM architectures.
 
-Importing this package does no work and imports nothing heavy (no torch, no rich).
+The Python API (the same request objects and code path as the CLI, `kvcalc.requests`):
+
+    >>> import kvcalc
+    >>> kvcalc.estimate("llama-3.1-70b", seq_len=8192, kv_dtype="fp16").kv_cache_bytes
+    2684354560
+
+- `load_model(ref)`: a `ModelSpec` from a bundled name, a YAML file, a config.json, a folder.
+- `estimate(model, seq_len=..., ...)`: a `KvEstimate` (exact bytes).
+- `capacity(model, engine=..., kv_memory_bytes=..., ...)`: an `EngineResult` (what vLLM, SGLang,
+  llama.cpp or the exact formula make of a KV memory budget, with the lines the engine logs).
+
+Every user error raises `kvcalc.errors.KvcalcError`. Importing this package does no work and
+imports nothing beyond the standard library (no pydantic, torch or rich): each function imports
+what it needs when called.
 """
 
+# Annotations are never evaluated (`from __future__ import annotations`): `ModelSpec`,
+# `KvEstimate` and `EngineResult` (kvcalc.results) are imported for type checkers only, and
+# `typing` not at all (14 ms), so that `import kvcalc` stays free.
+from __future__ import annotations
+
 __version__ = "0.2.0"
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing
+if TYPE_CHECKING:
+    from kvcalc.results import EngineResult, KvEstimate
+    from kvcalc.schema import ModelSpec
+
+__all__ = ["__version__", "capacity", "estimate", "load_model"]
+
+
+def load_model(ref: str | ModelSpec) -> ModelSpec:
+    """The `ModelSpec` for `ref`: a bundled name (`kvcalc models`), a model YAML file, a Hugging
+    Face config.json (or a folder holding one); a `ModelSpec` is returned as is.
+
+    Raises `KvcalcError` (an `UnknownNameError` listing close names) when `ref` names nothing
+    kvcalc reads, or the config is invalid.
+    """
+    from kvcalc.schema import ModelSpec
+
+    if isinstance(ref, ModelSpec):
+        return ref
+    from kvcalc.load.models import load_model as _load
+
+    return _load(str(ref))
+
+
+def estimate(model: str | ModelSpec, *, seq_len: int | str | None = None, batch: int = 1, kv_dtype: str | None = None,
+             k_dtype: str | None = None, v_dtype: str | None = None, quant_group_size: int | None = None,
+             scale_dtype: str | None = None, tp: int = 1, pp: int = 1, dp: int = 1) -> KvEstimate:
+    """Exact KV-cache bytes of `model` (a name, path or `ModelSpec`) for `batch` sequences of
+    `seq_len` tokens (None: the model's max_position_embeddings; '32k' is read as 32,768) per
+    data-parallel replica, K and V stored as `kv_dtype` (None: the model's dtype; `k_dtype` /
+    `v_dtype` override one side; `quant_group_size` values per scale of `scale_dtype` for
+    int8 / int4), split over `tp` tensor ranks x `pp` pipeline stages x `dp` replicas.
+
+    Returns a `KvEstimate`: `kv_cache_bytes` (one replica, all layers, bytes), `kv_bytes_per_token`,
+    `kv_cache_bytes_per_gpu` (the fullest GPU), ... (`kvcalc estimate -f json` prints the same keys).
+    Formula: sum over layers of 2 x n_kv_heads x head_dim x cached tokens x batch x bytes per
+    value (sliding-window layers cache min(seq_len, window) tokens; MLA one latent per token).
+
+    Raises `KvcalcError` for a non-positive count, an unknown format, a TP / PP layout the
+    engines refuse; warns (`KvcalcWarning`) for a context beyond the model's.
+    """
+    from kvcalc.requests import EstimateRequest, run_estimate
+
+    req = EstimateRequest.build(load_model(model), seq_len=seq_len, batch=batch, kv_dtype=kv_dtype, k_dtype=k_dtype,
+                                v_dtype=v_dtype, quant_group_size=quant_group_size, scale_dtype=scale_dtype,
+                                tp=tp, pp=pp, dp=dp)
+    return run_estimate(req).kv
+
+
+def capacity(model: str | ModelSpec, *, engine: str = "ideal", kv_memory_bytes: int | None, max_model_len: int | None = None,
+             concurrency: int | None = None, kv_dtype: str | None = None, k_dtype: str | None = None,
+             v_dtype: str | None = None, tp: int = 1, options: object = None) -> EngineResult:
+    """What `engine` ('ideal', 'vllm', 'sglang', 'llamacpp') makes of `kv_memory_bytes` bytes of
+    KV memory on each of `tp` GPU ranks (vLLM's "Available KV cache memory"; SGLang's static pool
+    budget): tokens, blocks, requests of `max_model_len` tokens (None: the model's) that fit at
+    once, and, given `concurrency`, the longest context that fits that many requests.
+
+    `kv_dtype` None (or 'auto') is the engine's own default (the model's dtype served as 16-bit;
+    llama.cpp f16). `options` is the engine's options object (`kvcalc.engines.profile.VllmOptions`,
+    `SglangOptions`, `LlamacppOptions`; None: the engine's defaults); llama.cpp with
+    `LlamacppOptions(n_ctx=...)` sizes that context and `kv_memory_bytes` may be None.
+
+    Returns an `EngineResult` (`kv_cache_tokens`, `num_gpu_blocks`, `max_concurrency`,
+    `log_lines` as the engine prints them, ...). Raises `KvcalcError` for an unknown engine or
+    format, another engine's options, or a budget the engine would refuse to start with.
+    """
+    from kvcalc.requests import CapacityRequest, check_positive, run_capacity
+
+    check_positive(tp=tp, concurrency=concurrency, max_model_len=max_model_len)
+    req = CapacityRequest.build(load_model(model), engine=engine, kv_memory_bytes=kv_memory_bytes, kv_dtype=kv_dtype,
+                                k_dtype=k_dtype, v_dtype=v_dtype, tp=tp, max_model_len=max_model_len,
+                                concurrency=concurrency, options=options)
+    return run_capacity(req)

@@ -19,7 +19,6 @@ def check(
     """Check deployment files: exit 0 when all fit and meet their targets, 1 when any does not,
     2 when a file is invalid."""
     from kvcalc.load.deployments import check_paths, exit_code
-    from kvcalc.report import markdown_table
 
     if fmt not in ("table", "markdown", "json"):
         raise KvcalcError(f"--format: unknown format '{fmt}'; use table, markdown or json")
@@ -31,16 +30,9 @@ def check(
         echo(json.dumps({"ok": code == 0, "exit_code": code,
                          "deployments": [r.model_dump(mode="json") for r in rows], "errors": errors}, indent=2))
     elif fmt == "markdown":
-        icon = {"ok": "✅ ok", "does not fit": "❌ does not fit", "misses target": "⚠️ misses target"}
-        lines = [markdown_table(
-            ["deployment", "model", "GPUs", "KV", "context x concurrency", "memory/GPU GiB", "budget GiB",
-             "TPOT ms", "tokens/s", "status", "why"],
-            [[r.name, r.model, f"{r.count} x {r.gpu} (tp {r.tp}, pp {r.pp}, dp {r.dp})", r.kv_dtype,
-              f"{r.max_seq_len:,} x {r.concurrency}", f"{r.memory_bytes_per_gpu / 2**30:,.2f}",
-              f"{r.budget_bytes_per_gpu / 2**30:,.2f}", f"{r.tpot_ms:,.2f}", f"{r.tokens_per_s:,.0f}",
-              icon[r.status], "; ".join(r.problems)] for r in rows])]
-        lines += [f"\n**invalid:** `{e}`" for e in errors]
-        echo("\n".join(lines))
+        from kvcalc.report.tables import check_markdown
+
+        echo(check_markdown(rows, errors))
     else:
         if rows:
             from kvcalc.report.tables import check_table

@@ -1,15 +1,37 @@
-"""Options every command shares (declared once, as `Annotated` aliases) and the checks that turn
-them into values: context length, KV formats, the parallel layout, the GPU plan's layout, and
-refusing an option that would be ignored.
+"""Options every command shares, declared once: single options as `Annotated` aliases, and option
+groups (`KvFormatOptions`, `LayoutOptions`, `GpuPlanOptions`, one group per engine) that
+`option_groups` spreads into a command's signature and hands back as one frozen object each.
+Also the checks that turn options into values and refuse an option that would be ignored.
+
+A command declares a group as a parameter annotated with the group's class (all its options)
+or `Annotated[Group, only("a", "b", a="other help")]` (some of them, help text overridden):
+
+    @handle_errors
+    @option_groups(order=("gpu", "count"))
+    def estimate(ctx: typer.Context, model: ModelArg, kv: KvFormatOptions = KvFormatOptions(), ...)
+
+typer reads `inspect.signature`, so the wrapper's rewritten `__signature__` lists each group's
+options in place (or in `order`); which options the user typed still comes from the click
+context (`typed_options`).
 """
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Iterable, Optional
+import copy
+import dataclasses
+import functools
+import inspect
+import typing
+from collections.abc import Callable, Iterable, Sequence
+from typing import Annotated, Any, ClassVar, Optional
 
 import typer
 
+from kvcalc.calc.memory_plan import DEFAULT_CUDA_CONTEXT_BYTES, DEFAULT_GPU_MEMORY_UTILIZATION
+from kvcalc.calc.roofline import DEFAULT_BW_EFFICIENCY, DEFAULT_FLOPS_EFFICIENCY
+from kvcalc.engines.profile import LlamacppOptions, SglangOptions, VllmOptions
 from kvcalc.errors import KvcalcError
+from kvcalc.requests import check_limits, check_positive, resolve_seq_len, warn_beyond_context  # noqa: F401
 
 # ----- shared options ---------------------------------------------------------------------
 
@@ -43,13 +65,13 @@ CountOpt = Annotated[Optional[int], typer.Option("--count", help="GPUs in all (=
 
 WeightDtypeOpt = Annotated[Optional[str], typer.Option("--weight-dtype", help="Weight format: bf16, fp16, fp8, int8, int4 (group scales: int4:g128). Default: the model's dtype.")]
 
-UtilOpt = Annotated[float, typer.Option("--gpu-memory-utilization", help="Fraction of GPU memory the engine may use (vLLM default 0.9).")]
+UtilOpt = Annotated[float, typer.Option("--gpu-memory-utilization", help=f"Fraction of GPU memory the engine may use (vLLM default {DEFAULT_GPU_MEMORY_UTILIZATION:g}).")]
 
-BwEffOpt = Annotated[float, typer.Option("--bw-efficiency", help="Fraction of HBM bandwidth decode reaches (default 0.8: FlashInfer / FlashDecoding reach 80-95%).")]
+BwEffOpt = Annotated[float, typer.Option("--bw-efficiency", help=f"Fraction of HBM bandwidth decode reaches (default {DEFAULT_BW_EFFICIENCY:g}: FlashInfer / FlashDecoding reach 80-95%).")]
 
-FlopsEffOpt = Annotated[float, typer.Option("--flops-efficiency", help="Fraction of dense peak FLOP/s reached (default 0.5: PaLM 46% MFU).")]
+FlopsEffOpt = Annotated[float, typer.Option("--flops-efficiency", help=f"Fraction of dense peak FLOP/s reached (default {DEFAULT_FLOPS_EFFICIENCY:g}: PaLM 46% MFU).")]
 
-CudaCtxOpt = Annotated[Optional[str], typer.Option("--cuda-context", help="Memory outside the allocator per GPU (default 500MiB).")]
+CudaCtxOpt = Annotated[Optional[str], typer.Option("--cuda-context", help=f"Memory outside the allocator per GPU (default {DEFAULT_CUDA_CONTEXT_BYTES // 2**20}MiB).")]
 
 ActOpt = Annotated[Optional[str], typer.Option("--activation-reserve", help="Activation reserve per GPU, e.g. 2GiB (default: estimated from an 8192-token prefill chunk).")]
 
@@ -74,28 +96,263 @@ WeightsOpt = Annotated[bool, typer.Option("--with-weights", help="Add random QKV
 GraphOpt = Annotated[bool, typer.Option("--cuda-graph", help="Capture one step in a CUDA graph and replay it.")]
 
 
+# ----- option groups ----------------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class Only:
+    """Marker for `Annotated[Group, only(...)]`: the group's options a command takes, and help
+    text that differs from the group's."""
+
+    names: tuple[str, ...]
+    help: dict[str, str]
+
+
+def only(*names: str, **help: str) -> Only:
+    """Take only the options `names` of a group (the rest keep their defaults); `help` maps an
+    option's parameter name to the help text this command shows for it."""
+    return Only(names, help)
+
+
+class OptionGroup:
+    """Base of an option group: a frozen dataclass whose fields are declared like a command's
+    parameters (`Annotated[type, typer.Option(...)] = default`)."""
+
+    @classmethod
+    def option_names(cls) -> tuple[str, ...]:
+        """The group's parameter names, in declaration order."""
+        return tuple(f.name for f in dataclasses.fields(cls))  # type: ignore[arg-type]
+
+    @classmethod
+    def parameters(cls, selection: Only | None = None) -> list[inspect.Parameter]:
+        """The group's options as `inspect.Parameter`s (selected, help overridden)."""
+        hints = typing.get_type_hints(cls, include_extras=True)
+        defaults = {f.name: f.default for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
+        names = selection.names if selection else cls.option_names()
+        params = []
+        for name in names:
+            ann = hints[name]
+            if selection and name in selection.help:
+                base, info = typing.get_args(ann)
+                info = copy.copy(info)
+                info.help = selection.help[name]
+                ann = Annotated[base, info]
+            params.append(inspect.Parameter(name, inspect.Parameter.POSITIONAL_OR_KEYWORD,
+                                            default=defaults[name], annotation=ann))
+        return params
+
+
+def _group_of(annotation: Any) -> tuple[type[OptionGroup] | None, Only | None]:
+    """(group class, selection) when a parameter is annotated with an option group."""
+    if typing.get_origin(annotation) is Annotated:
+        base, *meta = typing.get_args(annotation)
+        sel = next((m for m in meta if isinstance(m, Only)), None)
+        if sel is not None and isinstance(base, type) and issubclass(base, OptionGroup):
+            return base, sel
+        return None, None
+    if isinstance(annotation, type) and issubclass(annotation, OptionGroup):
+        return annotation, None
+    return None, None
+
+
+def _reorder(params: list[inspect.Parameter], order: Sequence[str]) -> list[inspect.Parameter]:
+    """Move the parameters named in `order[1:]` to follow `order[0]`, in that order."""
+    if not order:
+        return params
+    by_name = {p.name: p for p in params}
+    rest = [p for p in params if p.name not in order[1:]]
+    i = next(j for j, p in enumerate(rest) if p.name == order[0])
+    return rest[:i] + [by_name[n] for n in order] + rest[i + 1:]
+
+
+def option_groups(*, order: Sequence[str] = ()) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """Decorator: spread each option-group parameter of a command into the group's typer
+    options (`__signature__` rewritten, so typer sees them), and call the command with one
+    group object per group parameter. `order` places options that the groups would otherwise
+    list elsewhere, to keep a command's `--help` order: ("gpu", "count") puts --count after --gpu.
+    """
+
+    def deco(fn: Callable[..., Any]) -> Callable[..., Any]:
+        hints = typing.get_type_hints(fn, include_extras=True)
+        sig = inspect.signature(fn)
+        params: list[inspect.Parameter] = []
+        groups: dict[str, tuple[type[OptionGroup], tuple[str, ...]]] = {}
+        for p in sig.parameters.values():
+            ann = hints.get(p.name, p.annotation)
+            group, selection = _group_of(ann)
+            if group is None:
+                params.append(p.replace(annotation=ann))
+                continue
+            expanded = group.parameters(selection)
+            groups[p.name] = (group, tuple(q.name for q in expanded))
+            params += expanded
+        params = _reorder(params, order)
+
+        @functools.wraps(fn)
+        def command(*args: Any, **kwargs: Any) -> Any:
+            for name, (group, names) in groups.items():
+                kwargs[name] = group(**{n: kwargs.pop(n) for n in names if n in kwargs})
+            return fn(*args, **kwargs)
+
+        command.__signature__ = sig.replace(parameters=params, return_annotation=None)  # type: ignore[attr-defined]
+        command.__annotations__ = {p.name: p.annotation for p in params} | {"return": None}
+        return command
+
+    return deco
+
+
+@dataclasses.dataclass(frozen=True)
+class KvFormatOptions(OptionGroup):
+    """The KV cache's formats: --kv-dtype, --k-dtype, --v-dtype, --quant-group-size, --scale-dtype."""
+
+    kv_dtype: KvDtypeOpt = None
+    k_dtype: KDtypeOpt = None
+    v_dtype: VDtypeOpt = None
+    quant_group_size: GroupOpt = None
+    scale_dtype: ScaleOpt = None
+
+
+@dataclasses.dataclass(frozen=True)
+class LayoutOptions(OptionGroup):
+    """The parallel layout: --tp, --pp, --dp, and --count (= tp x pp x dp)."""
+
+    tp: TpOpt = 1
+    pp: PpOpt = 1
+    dp: DpOpt = 1
+    count: CountOpt = None
+
+    def resolve(self) -> tuple[int, int, int]:
+        """(tp, pp, dp) with --count applied (`resolve_count`)."""
+        return resolve_count(self.count, self.tp, self.pp, self.dp)
+
+
+@dataclasses.dataclass(frozen=True)
+class GpuPlanOptions(OptionGroup):
+    """The GPU and the knobs of the memory plan and roofline; all but --gpu need --gpu."""
+
+    gpu: GpuOpt = None
+    weight_dtype: WeightDtypeOpt = None
+    gpu_memory_utilization: UtilOpt = DEFAULT_GPU_MEMORY_UTILIZATION
+    bw_efficiency: BwEffOpt = DEFAULT_BW_EFFICIENCY
+    flops_efficiency: FlopsEffOpt = DEFAULT_FLOPS_EFFICIENCY
+    cuda_context: CudaCtxOpt = None
+    activation_reserve: ActOpt = None
+
+    def refuse_without_gpu(self, ctx: typer.Context, allowed: tuple[str, ...] = ()) -> None:
+        """`check_gpu_only_options` for this group."""
+        check_gpu_only_options(ctx, self.gpu, allowed)
+
+    def layout(self, tp: int = 1, pp: int = 1, dp: int = 1, k_dtype: str | None = None,
+               v_dtype: str | None = None) -> Any:
+        """A `memory_plan.Layout` with this group's knobs (sizes parsed with `units.parse_reserve`)."""
+        return make_layout(tp, pp, dp, self.weight_dtype, k_dtype, v_dtype, self.gpu_memory_utilization,
+                           self.bw_efficiency, self.flops_efficiency, self.cuda_context, self.activation_reserve)
+
+
+_VLLM, _SGLANG, _LLAMACPP = VllmOptions(), SglangOptions(), LlamacppOptions()
+
+
+@dataclasses.dataclass(frozen=True)
+class VllmFlags(OptionGroup):
+    """vLLM's options (`--engine vllm` only), turned into `VllmOptions` by `to_options`."""
+
+    engine: ClassVar[str] = "vllm"
+    block_size: BlockSizeOpt = _VLLM.block_size
+    disable_hybrid: Annotated[bool, typer.Option("--disable-hybrid-kv-cache-manager", help="vLLM: sliding-window layers keep every token (no hybrid allocator).")] = not _VLLM.hybrid_allocator
+    max_num_batched_tokens: Annotated[int, typer.Option("--max-num-batched-tokens", help="vLLM: sizes sliding-window pages in the concurrency figure.")] = _VLLM.max_num_batched_tokens
+    v0: Annotated[bool, typer.Option("--vllm-v0", help="vLLM's V0 engine (0.6.x): '# GPU blocks' lines.")] = _VLLM.v0
+    swap_space: Annotated[str, typer.Option("--swap-space", help="vLLM V0 CPU swap space per GPU (4GiB).")] = "0"
+
+    def to_options(self) -> VllmOptions:
+        """The engine's options; raises `KvcalcError` for --swap-space without --vllm-v0."""
+        from kvcalc.units import parse_size
+
+        if self.swap_space != "0" and not self.v0:
+            raise KvcalcError("--swap-space is vLLM V0's CPU swap (# CPU blocks); V1 and the other engines have none: "
+                              "add --engine vllm --vllm-v0, or drop --swap-space")
+        return VllmOptions(block_size=self.block_size, hybrid_allocator=not self.disable_hybrid,
+                           max_num_batched_tokens=self.max_num_batched_tokens, v0=self.v0,
+                           swap_space_bytes=parse_size(self.swap_space, "--swap-space") if self.swap_space != "0" else 0)
+
+
+@dataclasses.dataclass(frozen=True)
+class SglangFlags(OptionGroup):
+    """SGLang's options (`--engine sglang` only)."""
+
+    engine: ClassVar[str] = "sglang"
+    page_size: PageSizeOpt = _SGLANG.page_size
+
+    def to_options(self) -> SglangOptions:
+        return SglangOptions(page_size=self.page_size)
+
+
+@dataclasses.dataclass(frozen=True)
+class LlamacppFlags(OptionGroup):
+    """llama.cpp's options (`--engine llamacpp` only), turned into `LlamacppOptions`."""
+
+    engine: ClassVar[str] = "llamacpp"
+    ctx_size: Annotated[Optional[str], typer.Option("--ctx-size", help="llama.cpp -c: n_ctx (ollama: per sequence).")] = None
+    parallel: ParallelOpt = _LLAMACPP.parallel
+    kv_unified: Annotated[bool, typer.Option("--kv-unified/--no-kv-unified", help="llama.cpp: one stream shared by all sequences, or one per sequence.")] = _LLAMACPP.unified
+    swa_full: Annotated[bool, typer.Option("--swa-full", help="llama.cpp: full-size cache for sliding-window layers.")] = _LLAMACPP.swa_full
+    flash_attn: Annotated[bool, typer.Option("--flash-attn", help="llama.cpp legacy: pad n_ctx to 256 (else 32).")] = _LLAMACPP.flash_attn
+    llamacpp_version: Annotated[str, typer.Option("--llamacpp-version", help="current (b7000+, 'llama_kv_cache: size = ...') or legacy ('KV self size').")] = _LLAMACPP.version
+    n_gpu_layers: Annotated[Optional[int], typer.Option("--n-gpu-layers", "-ngl", help="llama.cpp layers offloaded (default, or -1: all).")] = _LLAMACPP.n_gpu_layers
+    gpus: Annotated[Optional[int], typer.Option("--gpus", help="llama.cpp devices the layers are split over (default: the --tensor-split count, else 1).")] = None
+    tensor_split: Annotated[Optional[str], typer.Option("--tensor-split", "-ts", help="llama.cpp share of each device, e.g. 63,37 (default even).")] = None
+    ubatch_size: Annotated[int, typer.Option("--ubatch-size", help="llama.cpp n_ubatch (sizes the SWA cache).")] = _LLAMACPP.n_ubatch
+    ollama: Annotated[bool, typer.Option("--ollama", help="ollama's runner: n_ctx x --parallel cells, legacy log lines.")] = _LLAMACPP.ollama
+
+    def to_options(self) -> LlamacppOptions:
+        """The engine's options: --tensor-split and --ctx-size parsed, --gpus defaulting to the
+        split's length, --ollama meaning the legacy log lines. Raises `KvcalcError`."""
+        from kvcalc.units import parse_count
+
+        split = _split(self.tensor_split)
+        return LlamacppOptions(
+            n_ctx=parse_count(self.ctx_size, "--ctx-size") if self.ctx_size else None, parallel=self.parallel,
+            unified=self.kv_unified, version="legacy" if self.ollama else self.llamacpp_version,
+            flash_attn=self.flash_attn, swa_full=self.swa_full, n_ubatch=self.ubatch_size,
+            n_gpu_layers=self.n_gpu_layers, n_devices=self.gpus or (len(split) if split else 1),
+            tensor_split=tuple(split) if split else None, ollama=self.ollama)
+
+
+#: the engine option groups, in the order their refusals are checked.
+ENGINE_FLAGS: tuple[type[OptionGroup], ...] = (VllmFlags, SglangFlags, LlamacppFlags)
+
+
+def engine_key(engine: str) -> str:
+    """`engine` as a registry key (lower case, aliases resolved), without refusing unknown names."""
+    from kvcalc.engines import ALIASES
+
+    key = engine.strip().lower()
+    return ALIASES.get(key, key)
+
+
+def refuse_other_engines(ctx: typer.Context, engine: str) -> None:
+    """Raise `KvcalcError` when an option of another engine than `engine` was typed
+    ('--block-size applies to --engine vllm only'); which options belong to which engine is
+    read from the engine groups' fields."""
+    key = engine_key(engine)
+    for group in ENGINE_FLAGS:
+        if group.engine != key:  # type: ignore[attr-defined]
+            refuse_typed(ctx, group.option_names(), f"--engine {group.engine} only")  # type: ignore[attr-defined]
+
+
+def engine_options(engine: str, groups: Iterable[Any]) -> Any:
+    """The options object of `engine` from the command's group for it (None: the engine's defaults)."""
+    key = engine_key(engine)
+    return next((g.to_options() for g in groups if g.engine == key), None)
+
+
 # ----- option checks ----------------------------------------------------------------------
-
-def resolve_seq_len(model: Any, seq_len: str | None) -> int:
-    """--seq-len parsed, or the model's max_position_embeddings; raises KvcalcError if neither."""
-    from kvcalc.units import parse_count
-
-    if seq_len is not None:
-        return parse_count(seq_len, "--seq-len")
-    if model.max_position_embeddings is None:
-        raise KvcalcError(f"{model.name} has no max_position_embeddings; give --seq-len")
-    return model.max_position_embeddings
 
 def resolve_kv_dtypes(model: Any, kv_dtype: str | None, k_dtype: str | None, v_dtype: str | None,
                       quant_group_size: int | None = None, scale_dtype: str | None = None) -> tuple[str, str]:
-    """(K format name, V format name) from the options; default the model's dtype. Group
-    options are folded into the name (`int4:g64:fp32`) so results say what was used."""
-    from kvcalc.formats import kv_format
+    """(K format name, V format name) from the options (`requests.kv_format_names`)."""
+    from kvcalc.requests import kv_format_names
 
-    base = kv_dtype if kv_dtype is not None else model.dtype
-    k = kv_format(k_dtype if k_dtype is not None else base, quant_group_size, scale_dtype)
-    v = kv_format(v_dtype if v_dtype is not None else base, quant_group_size, scale_dtype)
-    return k.name, v.name
+    return kv_format_names(model, kv_dtype, k_dtype, v_dtype, quant_group_size, scale_dtype)
 
 def typed_options(ctx: typer.Context) -> list[str]:
     """Parameters of the running command that the user typed (not left at their defaults)."""
@@ -117,12 +374,6 @@ def refuse_typed(ctx: typer.Context, params: Iterable[str], applies_to: str) -> 
         verb = "applies" if len(given) == 1 else "apply"
         raise KvcalcError(f"{', '.join(flag_name(ctx, n) for n in given)} {verb} to {applies_to}")
 
-def check_positive(**values: int) -> None:
-    """Raise KvcalcError naming the first option that is not a positive integer."""
-    for name, v in values.items():
-        if v is not None and v <= 0:
-            raise KvcalcError(f"--{name.replace('_', '-')} must be a positive integer, got {v}")
-
 def resolve_count(count: int | None, tp: int, pp: int, dp: int) -> tuple[int, int, int]:
     """(tp, pp, dp) from --count and the layout options: --count alone sets tp; with tp / pp
     given, the rest of the count becomes dp replicas. Raises `KvcalcError` when they disagree."""
@@ -138,10 +389,9 @@ def resolve_count(count: int | None, tp: int, pp: int, dp: int) -> tuple[int, in
     raise KvcalcError(f"--count {count} does not equal --tp {tp} x --pp {pp} x --dp {dp}; "
                       f"give a count that is a multiple of tp x pp")
 
-#: options of `estimate` / `sweep` that mean something only with --gpu (--count does not: it
-#: sets the layout, count = tp x pp x dp)
-GPU_ONLY_OPTIONS = ("weight_dtype", "gpu_memory_utilization", "bw_efficiency", "flops_efficiency",
-                    "cuda_context", "activation_reserve")
+#: options that mean something only with --gpu: the GPU group's, but --gpu itself (--count is
+#: the layout's: it sets count = tp x pp x dp)
+GPU_ONLY_OPTIONS = tuple(n for n in GpuPlanOptions.option_names() if n != "gpu")
 
 def check_gpu_only_options(ctx: typer.Context, gpu: str | None, allowed: tuple[str, ...] = ()) -> None:
     """Raise `KvcalcError` naming --gpu when an option that needs a GPU was typed without one.
@@ -156,40 +406,11 @@ def check_gpu_only_options(ctx: typer.Context, gpu: str | None, allowed: tuple[s
         raise KvcalcError(f"{opts} {'needs' if len(given) == 1 else 'need'} --gpu (a GPU from `kvcalc gpus`); "
                           f"without it there is no memory plan or roofline to apply {'it' if len(given) == 1 else 'them'} to")
 
-def check_limits(batches: list[int], seq_lens: list[int]) -> None:
-    """Raise `KvcalcError` for a batch or context past the bounds a deployment file accepts
-    (`units.MAX_CONCURRENCY` sequences, `units.MAX_SEQ_LEN` tokens): beyond them the sums
-    lose meaning and the printed figures turn to garbage."""
-    from kvcalc.units import MAX_CONCURRENCY, MAX_SEQ_LEN
-
-    for what, values, cap in (("--batch", batches, MAX_CONCURRENCY), ("--seq-len", seq_lens, MAX_SEQ_LEN)):
-        big = [v for v in values if v > cap]
-        if big:
-            raise KvcalcError(f"{what} {big[0]:,} is beyond what kvcalc sizes (at most {cap:,})")
-
-def warn_beyond_context(spec: Any, seq_lens: list[int]) -> list[int]:
-    """Warn (one `KvcalcWarning` line) when a context exceeds the model's
-    max_position_embeddings, naming the maximum; returns the contexts beyond it."""
-    cap = spec.max_position_embeddings
-    beyond = sorted({t for t in seq_lens if cap and t > cap})
-    if beyond:
-        import warnings
-
-        from kvcalc.errors import KvcalcWarning
-
-        shown = ", ".join(f"{t:,}" for t in beyond[:4]) + (", ..." if len(beyond) > 4 else "")
-        many = len(beyond) > 1
-        warnings.warn(f"context{'s' if many else ''} of {shown} tokens {'are' if many else 'is'} beyond "
-                      f"{spec.name}'s max_position_embeddings "
-                      f"({cap:,}); the model was not trained for it and engines refuse it",
-                      KvcalcWarning, stacklevel=2)
-    return beyond
-
 def make_layout(tp: int, pp: int, dp: int, weight_dtype: str | None, k_dtype: str | None, v_dtype: str | None,
                 gpu_memory_utilization: float, bw_efficiency: float, flops_efficiency: float,
                 cuda_context: str | None, activation_reserve: str | None):
     """A `plan.Layout` from CLI options (sizes parsed with `units.parse_size`)."""
-    from kvcalc.calc.memory_plan import DEFAULT_CUDA_CONTEXT_BYTES, Layout
+    from kvcalc.calc.memory_plan import Layout
     from kvcalc.units import parse_reserve
 
     ctx = DEFAULT_CUDA_CONTEXT_BYTES if cuda_context is None else parse_reserve(cuda_context, "--cuda-context")
@@ -198,38 +419,6 @@ def make_layout(tp: int, pp: int, dp: int, weight_dtype: str | None, k_dtype: st
                   gpu_memory_utilization=gpu_memory_utilization, cuda_context_bytes=ctx,
                   activation_reserve_bytes=act, bw_efficiency=bw_efficiency, flops_efficiency=flops_efficiency)
 
-def resolve_formats(spec: Any, engine: str, kv_dtype: str | None, k_dtype: str | None,
-                    v_dtype: str | None, v0: bool = False) -> tuple[Any, Any, str, bool]:
-    """(K format, V format, the dtype name as the engine spells it, per-token-head scales).
-
-    No --kv-dtype (or 'auto') is the ENGINE's default, from its profile's `default_kv_dtype`:
-    vLLM and SGLang serve the model's dtype (fp32 checkpoints downcast to 2 bytes), llama.cpp
-    uses f16 whatever the model's dtype; the label says which was used. vLLM's
-    `int8_per_token_head` / `fp8_per_token_head` are int8 / fp8 values plus fp32 scales per
-    token and head."""
-    from kvcalc.formats import kv_format
-    from kvcalc.engines import profile
-
-    mod = profile(engine)
-    default, label = mod.default_kv_dtype(spec, v0=v0) if engine == "vllm" else mod.default_kv_dtype(spec)
-    scales = False
-    base = (kv_dtype or "auto").strip()
-    shown = base
-    if engine == "vllm":
-        from kvcalc.engines.vllm import split_kv_dtype
-
-        plain, scales = split_kv_dtype(base)
-        if scales and plain not in ("int8", "fp8"):
-            raise KvcalcError(f"--kv-dtype {base}: vLLM has int8_per_token_head and fp8_per_token_head only")
-        base = plain
-    if base.lower() == "auto":
-        base, shown = default, label
-    k = kv_format(k_dtype or base)
-    v = kv_format(v_dtype or base)
-    if k_dtype or v_dtype:
-        shown = k.name if k == v else f"{k.name}/{v.name}"
-    return k, v, shown, scales
-
 def _split(text: str | None) -> list[float] | None:
     if not text:
         return None
@@ -237,11 +426,3 @@ def _split(text: str | None) -> list[float] | None:
         return [float(x) for x in text.replace("/", ",").split(",") if x.strip()]
     except ValueError:
         raise KvcalcError(f"--tensor-split: '{text}' is not a list of numbers (write 63,37)") from None
-
-#: options that mean something to one engine only; typed with another engine they are refused
-ENGINE_ONLY_OPTIONS: dict[str, tuple[str, ...]] = {
-    "vllm": ("block_size", "disable_hybrid", "max_num_batched_tokens", "v0", "swap_space"),
-    "sglang": ("page_size",),
-    "llamacpp": ("ctx_size", "parallel", "kv_unified", "swa_full", "flash_attn", "llamacpp_version",
-                 "n_gpu_layers", "gpus", "tensor_split", "ubatch_size", "ollama"),
-}

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 from kvcalc.formats import StorageFormat
 from kvcalc.calc.kv_cache import check_tp, layer_kv_bytes_per_token, layers_cache_bytes
-from kvcalc.engines import SEARCH_LIMIT_TOKENS, EngineResult, longest_fitting
+from kvcalc.engines import SEARCH_LIMIT_TOKENS, longest_fitting
+from kvcalc.results import EngineResult
 from kvcalc.schema import ModelSpec
 
 VERSION = "kvcalc exact formula (no engine rounding)"

@@ -50,7 +50,8 @@ from dataclasses import dataclass
 
 from kvcalc.formats import StorageFormat
 from kvcalc.calc.kv_cache import layer_kv_bytes_per_token
-from kvcalc.engines import SEARCH_LIMIT_TOKENS, DeviceBuffer, EngineResult, longest_fitting
+from kvcalc.engines import SEARCH_LIMIT_TOKENS, longest_fitting
+from kvcalc.results import DeviceBuffer, EngineResult
 from kvcalc.errors import MESSAGE, OPTION, OPTION_SAYS, KvcalcError, KvcalcWarning, flag
 from kvcalc.schema import LayerSpec, ModelSpec
 

@@ -33,7 +33,8 @@ from __future__ import annotations
 
 from kvcalc.formats import StorageFormat
 from kvcalc.calc.kv_cache import check_tp, layer_kv_bytes_per_token
-from kvcalc.engines import SEARCH_LIMIT_TOKENS, EngineResult, longest_fitting
+from kvcalc.engines import SEARCH_LIMIT_TOKENS, longest_fitting
+from kvcalc.results import EngineResult
 from kvcalc.errors import MESSAGE, OPTION_SAYS, KvcalcError
 from kvcalc.schema import ModelSpec
 

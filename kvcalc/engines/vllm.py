@@ -53,7 +53,8 @@ from dataclasses import dataclass
 
 from kvcalc.formats import StorageFormat
 from kvcalc.calc.kv_cache import check_tp, kv_heads_per_rank, layer_kv_bytes_per_token
-from kvcalc.engines import SEARCH_LIMIT_TOKENS, EngineResult, longest_fitting
+from kvcalc.engines import SEARCH_LIMIT_TOKENS, longest_fitting
+from kvcalc.results import EngineResult
 from kvcalc.errors import MESSAGE, OPTION_SAYS, KvcalcError, KvcalcWarning, flag
 from kvcalc.schema import LayerSpec, ModelSpec
 

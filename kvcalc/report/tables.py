@@ -194,6 +194,22 @@ def check_table(rows: list[Any]):
         notes += [Text(f"{r.name}: {p}  ({r.file})", style=style[r.status]) for p in r.problems]
     return Group(t, *notes) if notes else t
 
+def check_markdown(rows: list[Any], errors: list[str]) -> str:
+    """`kvcalc check --format markdown` (for a PR comment): one row per deployment (memory and
+    budget in GiB = 2^30 B, TPOT in ms), then one line per invalid file."""
+    from kvcalc.report import markdown_table
+
+    icon = {"ok": "✅ ok", "does not fit": "❌ does not fit", "misses target": "⚠️ misses target"}
+    lines = [markdown_table(
+        ["deployment", "model", "GPUs", "KV", "context x concurrency", "memory/GPU GiB", "budget GiB",
+         "TPOT ms", "tokens/s", "status", "why"],
+        [[r.name, r.model, f"{r.count} x {r.gpu} (tp {r.tp}, pp {r.pp}, dp {r.dp})", r.kv_dtype,
+          f"{r.max_seq_len:,} x {r.concurrency}", f"{r.memory_bytes_per_gpu / 2**30:,.2f}",
+          f"{r.budget_bytes_per_gpu / 2**30:,.2f}", f"{r.tpot_ms:,.2f}", f"{r.tokens_per_s:,.0f}",
+          icon[r.status], "; ".join(r.problems)] for r in rows])]
+    lines += [f"\n**invalid:** `{e}`" for e in errors]
+    return "\n".join(lines)
+
 def measure_table(r: Any) -> Any:
     """The rich table for a `MeasureResult`: what ran, bytes predicted against each memory
     reading, step time predicted against measured, bandwidth achieved, and the notes."""

@@ -1,46 +1,154 @@
-"""`kvcalc/cli/options.py::resolve_count`: --count with the layout options (count = tp x pp x dp;
-alone it sets tp; with tp / pp given the rest of the count becomes dp replicas)."""
+"""The command layer's structure: option groups spread into signatures (`option_groups`), narrow
+command functions, refusals derived from the engine groups, no import cycle, short functions."""
 
 from __future__ import annotations
 
-import json
+import ast
+import inspect
 import re
+from pathlib import Path
+from typing import Annotated
 
 import pytest
+import typer
+from typer.testing import CliRunner
 
-from kvcalc.cli.options import resolve_count
-from kvcalc.errors import KvcalcError
+from kvcalc.calc.memory_plan import Layout
+from kvcalc.engines.profile import LlamacppOptions, SglangOptions, VllmOptions
+from kvcalc.cli import app
+from kvcalc.cli import capacity as capacity_cmd
+from kvcalc.cli import estimate as estimate_cmd
+from kvcalc.cli import sweep as sweep_cmd
+from kvcalc.cli.options import (ENGINE_FLAGS, GPU_ONLY_OPTIONS, GpuPlanOptions, KvFormatOptions, LayoutOptions,
+                                LlamacppFlags, SglangFlags, VllmFlags, only, option_groups)
 
-
-@pytest.mark.parametrize("count,tp,pp,dp,layout", [
-    (None, 2, 1, 3, (2, 1, 3)),   # no --count: the options as given
-    (4, 1, 1, 1, (4, 1, 1)),      # --count alone sets tp
-    (8, 2, 1, 1, (2, 1, 4)),      # --count 8 --tp 2: 8 / 2 = 4 dp replicas
-    (8, 2, 2, 1, (2, 2, 2)),      # --count 8 --tp 2 --pp 2: 8 / 4 = 2 replicas
-    (12, 1, 3, 1, (1, 3, 4)),     # --count 12 --pp 3: 4 replicas
-    (8, 2, 1, 4, (2, 1, 4)),      # all given and consistent: 2 x 1 x 4 = 8
-])
-def test_resolve_count(count, tp, pp, dp, layout):
-    assert resolve_count(count, tp, pp, dp) == layout
-
-
-@pytest.mark.parametrize("count,tp,pp,dp,needle", [
-    (6, 4, 1, 1, "--count 6 does not equal --tp 4 x --pp 1 x --dp 1"),  # 6 is no multiple of 4
-    (8, 2, 1, 2, "--count 8 does not equal --tp 2 x --pp 1 x --dp 2"),  # dp given: no filling in
-    (0, 1, 1, 1, "--count must be a positive integer, got 0"),
-])
-def test_resolve_count_refuses(count, tp, pp, dp, needle):
-    with pytest.raises(KvcalcError, match=re.escape(needle)):
-        resolve_count(count, tp, pp, dp)
+runner = CliRunner()
+CLI = Path(__file__).parents[2] / "kvcalc" / "cli"
 
 
-def test_count_with_tp_makes_dp_replicas_through_the_cli(cli):
-    # llama-3.1-8b (32 layers, 8 KV heads x 128, bf16): 131,072 B per token; tp 2 -> 65,536 B per
-    # token per GPU x 8,192 tokens = 536,870,912 B per GPU; 8 GPUs = 2 tp x 4 dp replicas:
-    # all GPUs 536,870,912 x 8 = 4,294,967,296 B
-    r = cli("estimate", "llama-3.1-8b", "-s", "8k", "--count", "8", "--tp", "2", "-f", "json")
+def long_flags(*args: str) -> list[str]:
+    """The options of a command's --help, in order (the first long name on each option line)."""
+    r = runner.invoke(app, [*args, "--help"])
     assert r.exit_code == 0, r.output
-    d = json.loads(r.stdout)
-    assert (d["tp"], d["pp"], d["dp"], d["n_gpus"]) == (2, 1, 4, 8)
-    assert d["kv_cache_bytes_per_gpu"] == 536_870_912
-    assert d["kv_cache_bytes_all_gpus"] == 4_294_967_296
+    return [m.group(1) for m in re.finditer(r"^  (?:-\w+, )?(--[\w-]+)", r.stdout, re.M)]
+
+
+def test_help_lists_every_option_in_its_place():
+    # the order each command had before the option groups (`order=` keeps --count after --gpu)
+    assert long_flags("estimate") == [
+        "--seq-len", "--batch", "--kv-dtype", "--k-dtype", "--v-dtype", "--quant-group-size", "--scale-dtype",
+        "--tp", "--pp", "--dp", "--engine", "--block-size", "--page-size", "--gpu", "--count", "--weight-dtype",
+        "--gpu-memory-utilization", "--bw-efficiency", "--flops-efficiency", "--cuda-context",
+        "--activation-reserve", "--format", "--help"]
+    assert long_flags("sweep") == [
+        "--seq-len", "--batch", "--gpu", "--count", "--tp", "--pp", "--kv-dtype", "--weight-dtype",
+        "--gpu-memory-utilization", "--bw-efficiency", "--flops-efficiency", "--cuda-context",
+        "--activation-reserve", "--plot", "--format", "--help"]
+    assert long_flags("capacity") == [
+        "--kv-memory", "--engine", "--max-model-len", "--concurrency", "--tp", "--kv-dtype", "--k-dtype", "--v-dtype",
+        "--block-size", "--page-size", "--disable-hybrid-kv-cache-manager", "--max-num-batched-tokens", "--vllm-v0",
+        "--swap-space", "--ctx-size", "--parallel", "--kv-unified", "--swa-full", "--flash-attn",
+        "--llamacpp-version", "--n-gpu-layers", "--gpus", "--tensor-split", "--ubatch-size", "--ollama", "--format",
+        "--help"]
+
+
+def test_gpu_defaults_are_the_plans_defaults():
+    # the CLI's defaults (0.9, 0.8, 0.5, 500 MiB) are memory_plan / roofline's: an untyped group
+    # gives exactly `Layout()`
+    assert GpuPlanOptions().layout() == Layout()
+    assert Layout().cuda_context_bytes == 500 * 2**20
+    text = " ".join(runner.invoke(app, ["estimate", "--help"]).stdout.split())
+    assert "(vLLM default 0.9)" in text and "(default 500MiB)" in text and "[default: 0.8]" in text
+    assert GPU_ONLY_OPTIONS == ("weight_dtype", "gpu_memory_utilization", "bw_efficiency", "flops_efficiency",
+                                "cuda_context", "activation_reserve")
+
+
+@pytest.mark.parametrize("fn", [estimate_cmd.estimate, capacity_cmd.capacity, sweep_cmd.sweep])
+def test_command_functions_take_few_parameters(fn):
+    own = inspect.signature(inspect.unwrap(fn)).parameters
+    assert len(own) <= 12, list(own)
+    # what typer sees: every option, spread out (estimate 23, capacity 30, sweep 16 with ctx and model)
+    assert len(inspect.signature(fn).parameters) > len(own)
+
+
+#: a value for each engine option that takes one (flags take none)
+VALUES = {"block_size": "32", "max_num_batched_tokens": "2048", "swap_space": "1GiB", "page_size": "16",
+          "ctx_size": "4096", "parallel": "2", "llamacpp_version": "legacy", "n_gpu_layers": "10", "gpus": "2",
+          "tensor_split": "1,1", "ubatch_size": "256"}
+
+
+def _typed(group: type, name: str) -> list[str]:
+    param = next(p for p in group.parameters() if p.name == name)
+    info = param.annotation.__metadata__[0]
+    # typer keeps the first declaration of an Annotated option in `default`
+    flag = max([info.default.split("/")[0], *info.param_decls], key=len)  # the long name
+    return [flag] + ([VALUES[name]] if name in VALUES else [])
+
+
+@pytest.mark.parametrize("group,name", [(g, n) for g in ENGINE_FLAGS for n in g.option_names()])
+def test_each_engine_option_is_refused_with_another_engine(group, name):
+    # the refusal is read from the engine groups' fields: every option of every group
+    other = "sglang" if group.engine != "sglang" else "vllm"
+    args = _typed(group, name)
+    r = runner.invoke(app, ["capacity", "llama-3.1-70b", "-m", "6.51GiB", "-e", other, *args])
+    assert r.exit_code == 2
+    assert f"applies to --engine {group.engine} only" in r.output
+    assert args[0].removeprefix("--") in r.output
+
+
+def test_engine_groups_build_the_engines_options():
+    # untyped, each group gives its engine's own defaults
+    assert (VllmFlags().to_options(), SglangFlags().to_options(), LlamacppFlags().to_options()) == (
+        VllmOptions(), SglangOptions(), LlamacppOptions())
+    o = VllmFlags(block_size=32, disable_hybrid=True, v0=True, swap_space="4GiB").to_options()
+    assert (o.block_size, o.hybrid_allocator, o.v0, o.swap_space_bytes) == (32, False, True, 4 * 2**30)
+    assert SglangFlags(page_size=16).to_options().page_size == 16
+    # --tensor-split 63,37 -> 2 devices unless --gpus says otherwise; --ollama means legacy lines
+    o = LlamacppFlags(ctx_size="32k", tensor_split="63,37", ollama=True).to_options()
+    assert (o.n_ctx, o.n_devices, o.tensor_split, o.version) == (32_768, 2, (63.0, 37.0), "legacy")
+
+
+def test_option_groups_hand_one_object_per_group():
+    seen = {}
+    toy = typer.Typer(rich_markup_mode=None, add_completion=False)
+
+    @toy.command()
+    @option_groups(order=("gpu", "count"))
+    def cmd(layout: LayoutOptions = LayoutOptions(), kv: Annotated[KvFormatOptions, only("kv_dtype", kv_dtype="K and V.")] = KvFormatOptions(),
+            gpu: Annotated[GpuPlanOptions, only("gpu")] = GpuPlanOptions(), n: int = 1) -> None:
+        seen.update(layout=layout, kv=kv, gpu=gpu, n=n)
+
+    r = runner.invoke(toy, ["--tp", "2", "--count", "8", "--kv-dtype", "fp8", "--gpu", "h100-sxm", "--n", "3"])
+    assert r.exit_code == 0, r.output
+    assert seen["layout"] == LayoutOptions(tp=2, count=8) and seen["layout"].resolve() == (2, 1, 4)
+    assert seen["kv"] == KvFormatOptions(kv_dtype="fp8") and seen["gpu"].gpu == "h100-sxm" and seen["n"] == 3
+    help_text = runner.invoke(toy, ["--help"]).stdout
+    assert "K and V." in help_text
+    flags = re.findall(r"^  (--[\w-]+)", help_text, re.M)
+    assert flags == ["--tp", "--pp", "--dp", "--kv-dtype", "--gpu", "--count", "--n", "--help"]
+
+
+def _imports(path: Path) -> list[str]:
+    names = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom) and node.module:
+            names += [node.module] + [f"{node.module}.{a.name}" for a in node.names]
+        elif isinstance(node, ast.Import):
+            names += [a.name for a in node.names]
+    return names
+
+
+@pytest.mark.parametrize("path", sorted(p for p in CLI.glob("*.py") if p.name not in ("__init__.py", "app.py")),
+                         ids=lambda p: p.name)
+def test_command_modules_never_import_the_app(path):
+    # app.py imports the command modules; they import options / output / kvcalc.*, never the app
+    # nor the package (`from kvcalc.cli import ...` would run app.py mid-import: a cycle)
+    cli = [n for n in _imports(path) if n == "kvcalc.cli" or n.startswith("kvcalc.cli.")]
+    assert [n for n in cli if n.split(".")[:3] not in (["kvcalc", "cli", "options"], ["kvcalc", "cli", "output"])] == []
+
+
+def test_no_function_in_the_cli_is_over_60_lines():
+    long = [(p.name, n.name, n.end_lineno - n.lineno + 1) for p in CLI.glob("*.py")
+            for n in ast.walk(ast.parse(p.read_text())) if isinstance(n, ast.FunctionDef)
+            and n.end_lineno - n.lineno + 1 > 60]
+    assert long == []

@@ -1,0 +1,65 @@
+"""The sweep: memory, fit, TPOT and tokens/s over a grid of (context, batch) points.
+
+Pure arithmetic on `memory_plan.Planner` (with a GPU) or `memory_plan.KvProfile` and
+`weights.weight_bytes` (without one); no I/O, no printing. A caller that wants a progress bar
+passes `progress`, a function that wraps the iterable of points (the CLI passes rich's `track`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from kvcalc.calc import kv_cache
+from kvcalc.calc.memory_plan import KvProfile, Layout, Planner
+from kvcalc.calc.weights import can_derive, weight_bytes
+from kvcalc.schema import GpuSpec, ModelSpec
+
+
+@dataclass(frozen=True)
+class SweepRequest:
+    """`kvcalc sweep`: `model` at every (T, B) of `seq_lens` (tokens) x `batches` (sequences per
+    DP replica), placed by `layout`, on `gpu` (None: KV and weights only, no plan)."""
+
+    model: ModelSpec
+    seq_lens: tuple[int, ...]
+    batches: tuple[int, ...]
+    layout: Layout
+    gpu: GpuSpec | None = None
+
+    @property
+    def points(self) -> list[tuple[int, int]]:
+        """(T, B) for each batch, contexts fastest: the rows' order."""
+        return [(T, B) for B in self.batches for T in self.seq_lens]
+
+
+def sweep_rows(req: SweepRequest,
+               progress: Callable[[list[tuple[int, int]]], Iterable[tuple[int, int]]] | None = None
+               ) -> list[dict[str, Any]]:
+    """One row per (seq_len, batch): KV and weights per GPU (bytes), and with a GPU the memory
+    per GPU, the budget, fit, TPOT (s) and tokens/s (`memory_plan.Planner.point`). Without a
+    GPU, memory is weights + KV only. Raises `KvcalcError` for a layout the engines refuse."""
+    points = req.points
+    it: Iterable[tuple[int, int]] = progress(points) if progress is not None else points
+    spec, layout = req.model, req.layout
+    rows = []
+    if req.gpu is not None:
+        p = Planner(spec, req.gpu, layout)
+        for T, B in it:
+            used, fits, tpot, tok = p.point(T, B)
+            rows.append({"seq_len": T, "batch": B, "weights_bytes_per_gpu": max(p.stage_weight_bytes),
+                         "kv_cache_bytes_per_gpu": p.kv.per_gpu_bytes(T, B), "memory_bytes_per_gpu": used,
+                         "budget_bytes_per_gpu": p.budget, "fits": fits, "tpot_s": tpot, "tokens_per_s": tok})
+        return rows
+    kv_cache.check_tp(spec, layout.tp)
+    k, v = kv_cache.formats(layout.k_dtype or spec.dtype, layout.v_dtype)
+    prof = KvProfile.build(spec, k, v, layout.tp, layout.pp)
+    w = 0
+    if spec.n_params is not None or can_derive(spec):
+        w = max(weight_bytes(spec, layout.weight_dtype, layout.tp).stage_bytes(kv_cache.pp_stages(spec.n_layers, layout.pp)))
+    for T, B in it:
+        kv = prof.per_gpu_bytes(T, B)
+        rows.append({"seq_len": T, "batch": B, "weights_bytes_per_gpu": w, "kv_cache_bytes_per_gpu": kv,
+                     "memory_bytes_per_gpu": w + kv})
+    return rows

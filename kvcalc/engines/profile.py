@@ -1,0 +1,322 @@
+"""One interface over the engine modules: a typed options object per engine and a profile object
+that every engine implements (`EngineProfile`).
+
+The module-level functions of `vllm.py`, `sglang.py`, `llamacpp.py` and `ideal.py` stay the
+engines' arithmetic (tests call them directly); a profile only maps its options object onto them.
+`get_profile(name)` (also `kvcalc.engines.get_profile`) gives the profile for an engine name or
+alias. Callers never branch on the engine: what differs is a profile attribute
+(`allocates_cells`, `splits_heads`, `plan_budget_note`, `no_memory`) or method.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+from kvcalc.engines import canonical, ideal, llamacpp, sglang, vllm
+from kvcalc.results import EngineResult
+from kvcalc.errors import KvcalcError
+from kvcalc.formats import StorageFormat, kv_format
+from kvcalc.schema import ModelSpec
+
+# ----- options: one frozen dataclass per engine -------------------------------------------
+
+
+@dataclass(frozen=True)
+class IdealOptions:
+    """The exact formula has no options."""
+
+
+@dataclass(frozen=True)
+class VllmOptions:
+    """vLLM's cache options (`vllm serve` flags), as `vllm.capacity` / `vllm.memory_for` take them.
+
+    - `block_size`: tokens per block (`--block-size`; `vllm.BLOCK_SIZES`).
+    - `hybrid_allocator`: False is `--disable-hybrid-kv-cache-manager` (sliding layers keep every token).
+    - `max_num_batched_tokens`: sizes sliding-window pages in the concurrency figure.
+    - `v0`: model the V0 engine of vLLM 0.6.x ('# GPU blocks' lines).
+    - `swap_space_bytes`: V0's CPU swap space per GPU (`# CPU blocks`), bytes.
+    - `per_token_head_scales`: `int8_per_token_head` / `fp8_per_token_head` pages carry fp32
+      scales per token and head (set from the KV dtype by `VllmProfile.kv_formats`).
+    """
+
+    block_size: int = vllm.DEFAULT_BLOCK_SIZE
+    hybrid_allocator: bool = True
+    max_num_batched_tokens: int = vllm.DEFAULT_MAX_NUM_BATCHED_TOKENS
+    v0: bool = False
+    swap_space_bytes: int = 0
+    per_token_head_scales: bool = False
+
+
+@dataclass(frozen=True)
+class SglangOptions:
+    """SGLang's pool options: `page_size`, tokens per page (`--page-size`)."""
+
+    page_size: int = sglang.DEFAULT_PAGE_SIZE
+
+
+@dataclass(frozen=True)
+class LlamacppOptions:
+    """llama.cpp's context options, as `llamacpp.allocate` takes them.
+
+    - `n_ctx`: `--ctx-size` (ollama: per sequence); None: `capacity` searches the largest that fits.
+    - `parallel`: `--parallel` (n_seq_max); `unified`: `--kv-unified` (one stream for all sequences).
+    - `version`: 'current' (b7000+) or 'legacy' ('KV self size'); `flash_attn`: legacy padding to 256.
+    - `swa_full`, `n_ubatch`: sliding-window cache size; `n_gpu_layers`, `n_devices`,
+      `tensor_split`: how layers are split over devices; `ollama`: n_ctx x parallel cells.
+    """
+
+    n_ctx: int | None = None
+    parallel: int = 1
+    unified: bool = True
+    version: str = "current"
+    flash_attn: bool = False
+    swa_full: bool = False
+    n_ubatch: int = llamacpp.DEFAULT_N_UBATCH
+    n_gpu_layers: int | None = None
+    n_devices: int = 1
+    tensor_split: tuple[float, ...] | None = None
+    ollama: bool = False
+
+    def allocate_kwargs(self) -> dict[str, Any]:
+        """The keyword arguments of `llamacpp.allocate` / `llamacpp.capacity` (all but n_ctx)."""
+        return dict(parallel=self.parallel, unified=self.unified, version=self.version, flash_attn=self.flash_attn,
+                    swa_full=self.swa_full, n_ubatch=self.n_ubatch, n_gpu_layers=self.n_gpu_layers,
+                    n_devices=self.n_devices, ollama=self.ollama,
+                    tensor_split=list(self.tensor_split) if self.tensor_split else None)
+
+
+# ----- the interface ----------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class KvChoice:
+    """The KV formats an engine uses: `k`, `v`, the dtype as the engine spells it (`label`), and
+    the options with anything the dtype name implies folded in (vLLM's per-token-head scales)."""
+
+    k: StorageFormat
+    v: StorageFormat
+    label: str
+    options: Any
+
+
+class EngineProfile:
+    """What every engine profile offers. Subclasses set the class attributes and implement
+    `_capacity` (and, where the engine sizes from a memory budget, `memory_for`).
+
+    - `name`: the registry key; `display_name`: as the engine spells itself; `version`: the
+      engine version modelled (the module's `VERSION`); `options_type`: its options dataclass.
+    - `allocates_cells`: sized by a cell count (llama.cpp's n_ctx), not a memory budget.
+    - `splits_heads`: tensor parallelism splits KV heads (False: llama.cpp splits layers).
+    - `no_memory`: the engine's start-up error when there is no KV memory.
+    - `plan_budget_note`: appended where a GPU plan's budget stands in for the engine's own.
+    """
+
+    name: ClassVar[str]
+    display_name: ClassVar[str]
+    module: ClassVar[Any]
+    options_type: ClassVar[type]
+    allocates_cells: ClassVar[bool] = False
+    splits_heads: ClassVar[bool] = True
+    no_memory: ClassVar[str] = ""
+    plan_budget_note: ClassVar[str] = ""
+
+    @property
+    def version(self) -> str:
+        return self.module.VERSION
+
+    def options(self, options: Any = None) -> Any:
+        """`options`, or the defaults; raises `KvcalcError` for another engine's options object."""
+        if options is None:
+            return self.options_type()
+        if not isinstance(options, self.options_type):
+            raise KvcalcError(f"--engine {self.name} takes {self.options_type.__name__}, "
+                              f"not {type(options).__name__}")
+        return options
+
+    def check_options(self, options: Any) -> None:
+        """Raise `KvcalcError` for option values the engine refuses (checked before any sizing)."""
+
+    def default_kv_dtype(self, model: ModelSpec, options: Any) -> tuple[str, str]:
+        """(format name, label) with no KV dtype given (or 'auto'): the engine's default."""
+        return self.module.default_kv_dtype(model)
+
+    def split_kv_dtype(self, text: str, options: Any) -> tuple[str, Any]:
+        """(plain format name, options) for a KV dtype as typed; engines with dtype suffixes
+        (vLLM's `_per_token_head`) fold them into the options."""
+        return text, options
+
+    def kv_formats(self, model: ModelSpec, kv_dtype: str | None = None, k_dtype: str | None = None,
+                   v_dtype: str | None = None, options: Any = None) -> KvChoice:
+        """The K and V formats and their label. No `kv_dtype` (or 'auto') is the engine's default
+        (`default_kv_dtype`), labelled 'auto (...)'; `k_dtype` / `v_dtype` override either side.
+        Raises `KvcalcError` (an `UnknownNameError`) for a format kvcalc does not know."""
+        options = self.options(options)
+        default, label = self.default_kv_dtype(model, options)
+        base = (kv_dtype or "auto").strip()
+        shown = base
+        base, options = self.split_kv_dtype(base, options)
+        if base.lower() == "auto":
+            base, shown = default, label
+        k = kv_format(k_dtype or base)
+        v = kv_format(v_dtype or base)
+        if k_dtype or v_dtype:
+            shown = k.name if k == v else f"{k.name}/{v.name}"
+        return KvChoice(k, v, shown, options)
+
+    def capacity(self, model: ModelSpec, kv_memory_bytes: int | None, k: StorageFormat, v: StorageFormat, *,
+                 tp: int = 1, max_model_len: int | None = None, concurrency: int | None = None,
+                 options: Any = None, kv_cache_dtype: str | None = None) -> EngineResult:
+        """What the engine makes of `kv_memory_bytes` of KV memory per rank: tokens, blocks,
+        concurrency at `max_model_len` (tokens), the longest context at `concurrency`, its log lines.
+        Raises `KvcalcError` when the memory is missing or the engine would refuse to start."""
+        if kv_memory_bytes is None:
+            raise KvcalcError(f"--engine {self.name} needs --kv-memory (the KV memory of one GPU rank, e.g. 6.51GiB)")
+        return self._capacity(model, kv_memory_bytes, k, v, tp=tp, max_model_len=max_model_len,
+                              concurrency=concurrency, options=self.options(options), kv_cache_dtype=kv_cache_dtype)
+
+    def _capacity(self, model: ModelSpec, kv_memory_bytes: int, k: StorageFormat, v: StorageFormat, *, tp: int,
+                  max_model_len: int | None, concurrency: int | None, options: Any,
+                  kv_cache_dtype: str | None) -> EngineResult:
+        raise NotImplementedError
+
+    def memory_for(self, model: ModelSpec, seq_len: int, batch: int, k: StorageFormat, v: StorageFormat, *,
+                   tp: int = 1, options: Any = None) -> int:
+        """KV memory per rank (bytes) for `batch` requests of `seq_len` tokens."""
+        raise KvcalcError(f"--engine {self.name} does not size a KV memory budget")
+
+    def for_batch(self, model: ModelSpec, seq_len: int, batch: int, k: StorageFormat, v: StorageFormat, *,
+                  tp: int = 1, options: Any = None, kv_cache_dtype: str | None = None,
+                  kv_memory_bytes: int | None = None) -> EngineResult:
+        """What the engine allocates to serve `batch` requests of `seq_len` tokens, from
+        `kv_memory_bytes` per rank (None: `memory_for` the batch)."""
+        options = self.options(options)
+        if kv_memory_bytes is None:
+            kv_memory_bytes = self.memory_for(model, seq_len, batch, k, v, tp=tp, options=options)
+        return self._capacity(model, kv_memory_bytes, k, v, tp=tp, max_model_len=seq_len, concurrency=batch,
+                              options=options, kv_cache_dtype=kv_cache_dtype)
+
+
+class IdealProfile(EngineProfile):
+    """The exact formula (`kvcalc.engines.ideal`): no block, page or padding rule."""
+
+    name = "ideal"
+    display_name = "ideal"
+    module = ideal
+    options_type = IdealOptions
+
+    def _capacity(self, model, kv_memory_bytes, k, v, *, tp, max_model_len, concurrency, options, kv_cache_dtype):
+        res = ideal.capacity(model, kv_memory_bytes, k, v, tp=tp, max_model_len=max_model_len, concurrency=concurrency)
+        return res if kv_cache_dtype is None else res.model_copy(update={"kv_cache_dtype": kv_cache_dtype})
+
+    def for_batch(self, *args: Any, **kwargs: Any) -> EngineResult:
+        raise KvcalcError("--engine ideal is estimate's own result")
+
+
+class VllmProfile(EngineProfile):
+    """vLLM's paged cache (`kvcalc.engines.vllm`)."""
+
+    name = "vllm"
+    display_name = "vLLM"
+    module = vllm
+    options_type = VllmOptions
+    no_memory = vllm.NO_MEMORY
+
+    def check_options(self, options: VllmOptions) -> None:
+        vllm.check_block_size(options.block_size)
+
+    def default_kv_dtype(self, model: ModelSpec, options: VllmOptions) -> tuple[str, str]:
+        return vllm.default_kv_dtype(model, v0=options.v0)
+
+    def split_kv_dtype(self, text: str, options: VllmOptions) -> tuple[str, VllmOptions]:
+        plain, scales = vllm.split_kv_dtype(text)
+        if scales and plain not in ("int8", "fp8"):
+            raise KvcalcError(f"--kv-dtype {text}: vLLM has int8_per_token_head and fp8_per_token_head only")
+        return plain, dataclasses.replace(options, per_token_head_scales=scales)
+
+    def _capacity(self, model, kv_memory_bytes, k, v, *, tp, max_model_len, concurrency, options, kv_cache_dtype):
+        o: VllmOptions = options
+        return vllm.capacity(model, kv_memory_bytes, k, v, tp=tp, block_size=o.block_size,
+                             max_model_len=max_model_len, concurrency=concurrency,
+                             hybrid_allocator=o.hybrid_allocator, per_token_head_scales=o.per_token_head_scales,
+                             kv_cache_dtype=kv_cache_dtype, max_num_batched_tokens=o.max_num_batched_tokens,
+                             v0=o.v0, swap_space_bytes=o.swap_space_bytes)
+
+    def memory_for(self, model, seq_len, batch, k, v, *, tp=1, options=None) -> int:
+        o: VllmOptions = self.options(options)
+        return vllm.memory_for(model, seq_len, batch, k, v, tp=tp, block_size=o.block_size,
+                               hybrid_allocator=o.hybrid_allocator, per_token_head_scales=o.per_token_head_scales,
+                               max_num_batched_tokens=o.max_num_batched_tokens, v0=o.v0)
+
+
+class SglangProfile(EngineProfile):
+    """SGLang's token pool (`kvcalc.engines.sglang`)."""
+
+    name = "sglang"
+    display_name = "SGLang"
+    module = sglang
+    options_type = SglangOptions
+    no_memory = sglang.NO_MEMORY
+    plan_budget_note = " (vLLM's rule; SGLang's own budget comes from --mem-fraction-static)"
+
+    def check_options(self, options: SglangOptions) -> None:
+        if options.page_size <= 0:
+            raise KvcalcError(f"--page-size must be a positive integer, got {options.page_size}")
+
+    def _capacity(self, model, kv_memory_bytes, k, v, *, tp, max_model_len, concurrency, options, kv_cache_dtype):
+        return sglang.capacity(model, kv_memory_bytes, k, v, tp=tp, page_size=options.page_size,
+                               max_model_len=max_model_len, concurrency=concurrency, kv_cache_dtype=kv_cache_dtype)
+
+    def memory_for(self, model, seq_len, batch, k, v, *, tp=1, options=None) -> int:
+        return sglang.memory_for(model, seq_len, batch, k, v, tp=tp, page_size=self.options(options).page_size)
+
+
+class LlamacppProfile(EngineProfile):
+    """llama.cpp's cells (`kvcalc.engines.llamacpp`): sized by n_ctx, layers split over devices."""
+
+    name = "llamacpp"
+    display_name = "llama.cpp"
+    module = llamacpp
+    options_type = LlamacppOptions
+    allocates_cells = True
+    splits_heads = False
+
+    def capacity(self, model, kv_memory_bytes, k, v, *, tp=1, max_model_len=None, concurrency=None,
+                 options=None, kv_cache_dtype=None) -> EngineResult:
+        """With `options.n_ctx`: what llama.cpp allocates for it (checked against
+        `kv_memory_bytes` when given); else the largest --ctx-size that fits `kv_memory_bytes`.
+        `kv_cache_dtype` is unused: llama.cpp names its types itself (f16, q8_0)."""
+        o: LlamacppOptions = self.options(options)
+        if tp != 1:
+            raise KvcalcError("llama.cpp splits layers over devices, not heads: drop --tp, use --gpus / --tensor-split")
+        kw = dict(o.allocate_kwargs(), max_model_len=max_model_len, concurrency=concurrency)
+        if o.n_ctx:
+            return llamacpp.allocate(model, o.n_ctx, k, v, kv_memory_bytes=kv_memory_bytes, **kw)
+        if kv_memory_bytes:
+            return llamacpp.capacity(model, kv_memory_bytes, k, v, **kw)
+        raise KvcalcError("give --ctx-size (llama.cpp's -c) or --kv-memory")
+
+    def allocate(self, model: ModelSpec, n_ctx: int, k: StorageFormat, v: StorageFormat, *,
+                 options: Any = None, max_model_len: int | None = None, concurrency: int | None = None,
+                 kv_memory_bytes: int | None = None) -> EngineResult:
+        """What llama.cpp allocates for `--ctx-size n_ctx` (`llamacpp.allocate`)."""
+        o: LlamacppOptions = self.options(options)
+        return llamacpp.allocate(model, n_ctx, k, v, max_model_len=max_model_len, concurrency=concurrency,
+                                 kv_memory_bytes=kv_memory_bytes, **o.allocate_kwargs())
+
+    def for_batch(self, model, seq_len, batch, k, v, *, tp=1, options=None, kv_cache_dtype=None,
+                  kv_memory_bytes=None) -> EngineResult:
+        """n_ctx = seq_len x batch cells with --parallel batch (one sequence per request)."""
+        o = dataclasses.replace(self.options(options), parallel=batch)
+        return self.allocate(model, seq_len * batch, k, v, options=o, max_model_len=seq_len, concurrency=batch)
+
+
+#: engine name -> its profile (one instance each; profiles hold no state).
+PROFILES: dict[str, EngineProfile] = {p.name: p for p in (IdealProfile(), VllmProfile(), SglangProfile(),
+                                                          LlamacppProfile())}
+
+
+def get_profile(name: str) -> EngineProfile:
+    """The profile for engine `name` (case-insensitive, aliases resolved); raises `UnknownNameError`."""
+    return PROFILES[canonical(name)]

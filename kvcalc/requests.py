@@ -1,0 +1,246 @@
+"""One request object per command, and the one code path that answers it.
+
+The CLI (`kvcalc.cli`) and the Python API (`kvcalc.estimate`, `kvcalc.capacity`) both build an
+`EstimateRequest` or a `CapacityRequest` here and call `run_estimate` / `run_capacity`; the sweep's
+request is `kvcalc.calc.sweep.SweepRequest`. This module sits above `calc/` and `engines/` and
+below `cli/`: it checks values that are not yet typed (counts, names), loads nothing but the GPU
+named in a request, and prints nothing. Errors are `KvcalcError`; a context beyond the model's
+trained length is a `KvcalcWarning`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Any
+
+from kvcalc.errors import KvcalcError
+
+# ----- checks shared by every entry point -------------------------------------------------
+
+
+def check_positive(**values: int | None) -> None:
+    """Raise KvcalcError naming the first option that is not a positive integer (None is skipped)."""
+    for name, v in values.items():
+        if v is not None and v <= 0:
+            raise KvcalcError(f"--{name.replace('_', '-')} must be a positive integer, got {v}")
+
+
+def resolve_seq_len(model: Any, seq_len: str | int | None) -> int:
+    """`seq_len` (tokens; '32k' is parsed), or the model's max_position_embeddings; raises
+    KvcalcError if neither."""
+    from kvcalc.units import parse_count
+
+    if seq_len is not None:
+        return parse_count(seq_len, "--seq-len")
+    if model.max_position_embeddings is None:
+        raise KvcalcError(f"{model.name} has no max_position_embeddings; give --seq-len")
+    return model.max_position_embeddings
+
+
+def kv_format_names(model: Any, kv_dtype: str | None, k_dtype: str | None, v_dtype: str | None,
+                    quant_group_size: int | None = None, scale_dtype: str | None = None) -> tuple[str, str]:
+    """(K format name, V format name); default the model's dtype. Group options are folded into
+    the name (`int4:g64:fp32`) so results say what was used. Raises `KvcalcError` for an unknown
+    format or a group option the format cannot take."""
+    from kvcalc.formats import kv_format
+
+    base = kv_dtype if kv_dtype is not None else model.dtype
+    k = kv_format(k_dtype if k_dtype is not None else base, quant_group_size, scale_dtype)
+    v = kv_format(v_dtype if v_dtype is not None else base, quant_group_size, scale_dtype)
+    return k.name, v.name
+
+
+def check_limits(batches: list[int], seq_lens: list[int]) -> None:
+    """Raise `KvcalcError` for a batch or context past the bounds a deployment file accepts
+    (`units.MAX_CONCURRENCY` sequences, `units.MAX_SEQ_LEN` tokens): beyond them the sums
+    lose meaning and the printed figures turn to garbage."""
+    from kvcalc.units import MAX_CONCURRENCY, MAX_SEQ_LEN
+
+    for what, values, cap in (("--batch", batches, MAX_CONCURRENCY), ("--seq-len", seq_lens, MAX_SEQ_LEN)):
+        big = [v for v in values if v > cap]
+        if big:
+            raise KvcalcError(f"{what} {big[0]:,} is beyond what kvcalc sizes (at most {cap:,})")
+
+
+def warn_beyond_context(spec: Any, seq_lens: list[int]) -> list[int]:
+    """Warn (one `KvcalcWarning`) when a context exceeds the model's max_position_embeddings,
+    naming the maximum; returns the contexts beyond it."""
+    cap = spec.max_position_embeddings
+    beyond = sorted({t for t in seq_lens if cap and t > cap})
+    if beyond:
+        import warnings
+
+        from kvcalc.errors import KvcalcWarning
+
+        shown = ", ".join(f"{t:,}" for t in beyond[:4]) + (", ..." if len(beyond) > 4 else "")
+        many = len(beyond) > 1
+        warnings.warn(f"context{'s' if many else ''} of {shown} tokens {'are' if many else 'is'} beyond "
+                      f"{spec.name}'s max_position_embeddings "
+                      f"({cap:,}); the model was not trained for it and engines refuse it",
+                      KvcalcWarning, stacklevel=3)
+    return beyond
+
+
+# ----- estimate ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class EstimateRequest:
+    """`kvcalc estimate`: the KV cache of `workload` (a `schema.Workload`) on `model` (a
+    `ModelSpec`); with `gpu` (a name from `kvcalc gpus`, a GPU YAML path or a `GpuSpec`) the memory
+    plan and roofline, with the knobs of `layout` (a `memory_plan.Layout`: weight format,
+    utilization, efficiencies, reserves; its tp / pp / dp and KV formats are the workload's); with `engine` (not 'ideal') what that engine allocates for the batch, with
+    `engine_options` (its options object; None: the defaults). `kv_given`: the KV formats were
+    chosen by the user; otherwise the engine part uses the engine's own default dtype."""
+
+    model: Any
+    workload: Any
+    gpu: Any = None
+    layout: Any = None
+    engine: str = "ideal"
+    engine_options: Any = None
+    kv_given: bool = True
+
+    @classmethod
+    def build(cls, model: Any, *, seq_len: str | int | None = None, batch: int = 1, kv_dtype: str | None = None,
+              k_dtype: str | None = None, v_dtype: str | None = None, quant_group_size: int | None = None,
+              scale_dtype: str | None = None, tp: int = 1, pp: int = 1, dp: int = 1, **rest: Any) -> EstimateRequest:
+        """Check and resolve the values (the context defaults to the model's
+        max_position_embeddings, the KV format to the model's dtype), warn for a context beyond
+        the model's, and build the `Workload`. `rest`: gpu, layout, engine, engine_options."""
+        from kvcalc.schema import Parallelism, Workload
+
+        check_positive(batch=batch, tp=tp, pp=pp, dp=dp)
+        T = resolve_seq_len(model, seq_len)
+        k, v = kv_format_names(model, kv_dtype, k_dtype, v_dtype, quant_group_size, scale_dtype)
+        check_limits([batch], [T])
+        warn_beyond_context(model, [T])
+        wl = Workload(seq_len=T, batch=batch, k_dtype=k, v_dtype=v, parallel=Parallelism(tp=tp, pp=pp, dp=dp))
+        kv_given = bool(kv_dtype or k_dtype or v_dtype or quant_group_size or scale_dtype)
+        return cls(model=model, workload=wl, kv_given=kv_given, **rest)
+
+
+@dataclass(frozen=True)
+class EstimateResult:
+    """The parts of an estimate: `kv` (`KvEstimate`), `serving` (`ServingEstimate`, with a GPU)
+    on `gpu` (`GpuSpec`), `engine` (`EngineResult`, with an engine; None when it would not start)."""
+
+    kv: Any
+    serving: Any = None
+    gpu: Any = None
+    engine: Any = None
+
+
+def run_estimate(req: EstimateRequest) -> EstimateResult:
+    """KV bytes (`calc.kv_cache.estimate`), then the GPU plan (`calc.memory_plan.Planner.serving`
+    at the estimate's (T, B)), then the engine's allocation (`engine_for_batch`)."""
+    from kvcalc.calc import kv_cache
+    from kvcalc.engines import canonical
+
+    est = kv_cache.estimate(req.model, req.workload)
+    serving = gpu = None
+    if req.gpu is not None:
+        from kvcalc.calc.memory_plan import Layout, Planner
+        from kvcalc.load.gpus import get_gpu
+
+        gpu = get_gpu(req.gpu) if isinstance(req.gpu, str) else req.gpu
+        par, wl = req.workload.parallel, req.workload
+        layout = dataclasses.replace(req.layout if req.layout is not None else Layout(), tp=par.tp, pp=par.pp,
+                                     dp=par.dp, k_dtype=wl.k_dtype, v_dtype=wl.v_dtype)
+        serving = Planner(req.model, gpu, layout).serving(est.seq_len, est.batch, est.kv_cache_bytes_per_gpu)
+    engine = None
+    if canonical(req.engine) != "ideal":
+        engine = engine_for_batch(req, serving)
+    return EstimateResult(kv=est, serving=serving, gpu=gpu, engine=engine)
+
+
+def engine_for_batch(req: EstimateRequest, plan: Any = None) -> Any:
+    """(`EngineResult`) what `req.engine` allocates for the request's batch, or None (with a
+    `KvcalcWarning`) when it would not start.
+
+    KV memory: with `plan` (a `ServingEstimate`), what the plan leaves for the KV cache on one
+    GPU, as vLLM sizes it: budget - weights - state - activation reserve - CUDA context, i.e.
+    `headroom_bytes + kv_cache_bytes_per_gpu` (the KV the engine then takes is all of it).
+    Without a plan, the memory this batch needs ("sized for this batch"). An engine that
+    allocates cells (llama.cpp) gets n_ctx = T x B cells, --parallel B, either way.
+    """
+    import warnings
+
+    from kvcalc.engines.profile import get_profile
+    from kvcalc.errors import KvcalcWarning
+    from kvcalc.formats import kv_format
+
+    prof = get_profile(req.engine)
+    opts = prof.options(req.engine_options)
+    prof.check_options(opts)
+    T, B, tp = req.workload.seq_len, req.workload.batch, req.workload.parallel.tp
+    if req.kv_given:
+        k, v, shown = kv_format(req.workload.k_dtype), kv_format(req.workload.v_dtype), None
+    else:
+        choice = prof.kv_formats(req.model, options=opts)
+        k, v, shown, opts = choice.k, choice.v, choice.label, choice.options
+    mem = None
+    if prof.allocates_cells:
+        if tp != 1 and not prof.splits_heads:
+            raise KvcalcError(f"{prof.display_name} splits layers, not heads: use --engine {prof.name} with --tp 1")
+        basis = f"n_ctx = {B} x {T:,} tokens, --parallel {B}"
+    elif plan is not None:
+        mem = plan.headroom_bytes + plan.kv_cache_bytes_per_gpu
+        basis = (f"what the {plan.gpu} plan leaves for KV per GPU: {plan.gpu_memory_utilization:g} x GPU memory "
+                 "- weights - activations - CUDA context" + prof.plan_budget_note)
+        if mem <= 0:
+            warnings.warn(f"{prof.name} would fail at start-up on {plan.gpu}: the plan leaves {mem:,} B for the KV "
+                          f"cache: {prof.no_memory}", KvcalcWarning, stacklevel=2)
+            return None
+    else:
+        basis = f"sized for this batch ({B} x {T:,} tokens), not a GPU's budget: give --gpu for that"
+    res = prof.for_batch(req.model, T, B, k, v, tp=tp, options=opts, kv_cache_dtype=shown, kv_memory_bytes=mem)
+    return res.model_copy(update={"kv_memory_basis": basis})
+
+
+# ----- capacity ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class CapacityRequest:
+    """`kvcalc capacity`: what `engine` makes of `kv_memory_bytes` of KV memory per GPU rank
+    (None: llama.cpp's `options.n_ctx` alone), with K / V formats `k`, `v` labelled `label`, at
+    `tp` ranks; concurrency at `max_model_len` tokens (None: the model's) and the longest
+    context that fits `concurrency` requests. `options`: the engine's options object."""
+
+    model: Any
+    engine: str
+    kv_memory_bytes: int | None
+    k: Any
+    v: Any
+    label: str
+    options: Any
+    tp: int = 1
+    max_model_len: int | None = None
+    concurrency: int | None = None
+
+    @classmethod
+    def build(cls, model: Any, *, engine: str = "ideal", kv_memory_bytes: int | None = None,
+              kv_dtype: str | None = None, k_dtype: str | None = None, v_dtype: str | None = None,
+              tp: int = 1, max_model_len: int | None = None, concurrency: int | None = None,
+              options: Any = None) -> CapacityRequest:
+        """Resolve the engine (name or alias) and its KV formats: no `kv_dtype` (or 'auto') is
+        the engine's default dtype (`EngineProfile.kv_formats`). Raises `KvcalcError` for an
+        unknown engine or format, or options of another engine."""
+        from kvcalc.engines.profile import get_profile
+
+        prof = get_profile(engine)
+        choice = prof.kv_formats(model, kv_dtype, k_dtype, v_dtype, options)
+        return cls(model=model, engine=prof.name, kv_memory_bytes=kv_memory_bytes, k=choice.k, v=choice.v,
+                   label=choice.label, options=choice.options, tp=tp, max_model_len=max_model_len,
+                   concurrency=concurrency)
+
+
+def run_capacity(req: CapacityRequest) -> Any:
+    """The engine's `EngineResult` for the request (`EngineProfile.capacity`)."""
+    from kvcalc.engines.profile import get_profile
+
+    return get_profile(req.engine).capacity(req.model, req.kv_memory_bytes, req.k, req.v, tp=req.tp,
+                                            max_model_len=req.max_model_len, concurrency=req.concurrency,
+                                            options=req.options, kv_cache_dtype=req.label)
