@@ -154,3 +154,22 @@ def test_readme_measure_excerpt(cli, monkeypatch):
         assert key in got, key
         if not _is_timing(key):  # bytes exactly; the backend and device as printed
             assert got[key] == value, (key, got[key], value)
+
+
+def python_sessions(text: str) -> list[tuple[int, str]]:
+    """(README line, block) for every ```python block that holds a `>>>` session."""
+    return [(line, "\n".join(lines)) for line, info, lines in fenced_blocks(text)
+            if info.startswith("python") and any(x.lstrip().startswith(">>>") for x in lines)]
+
+
+def test_readme_python_sessions_run_as_shown():
+    """The Python API examples are doctests: each `>>>` line's printed value must match."""
+    import doctest
+
+    sessions = python_sessions(README.read_text(encoding="utf-8"))
+    assert sessions, "README.md shows no Python API session"
+    for line, block in sessions:
+        test = doctest.DocTestParser().get_doctest(block, {}, f"README.md:{line}", str(README), line)
+        runner = doctest.DocTestRunner(optionflags=doctest.ELLIPSIS)
+        runner.run(test)
+        assert runner.failures == 0, f"README line {line}: the Python session prints something else"
