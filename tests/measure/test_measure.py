@@ -296,7 +296,7 @@ def test_gpu_check_cpu_smoke(monkeypatch, tmp_path, capsys):
 def test_gpu_allocator_bytes_equal(dtype):
     m = _spec(8, 2, d=128, n_layers=2)
     fmt = kv_format(dtype)
-    r = M.run(m, 4096, 2, fmt, fmt, device="cuda", steps=30)
+    r = M.run(M.MeasureRequest(model=m, seq_len=4096, batch=2, k_format=fmt, v_format=fmt, device="cuda", steps=30))
     assert r.measured_kv_bytes == r.predicted_kv_bytes
     assert r.allocator_requested_delta_bytes == r.predicted_kv_bytes
     assert r.allocator_allocated_delta_bytes == r.allocator_allocated_expected_bytes
