@@ -52,7 +52,13 @@ _SOURCES = {
     "CPU_DEFAULT_STEPS": "runner", "CUDA_BLOCK_BYTES": "runner", "GPU_MIN_STEPS": "runner", "run": "runner",
 }
 
-__all__ = sorted(_SOURCES)
+__all__ = [  # == sorted(_SOURCES) (a test checks it); a literal, so linters see the names
+    "CPU_DEFAULT_STEPS", "CPU_PROBE_MAX_BYTES", "CUDA_BLOCK_BYTES", "GGML_DEQUANT", "GIB", "GPU_MIN_STEPS",
+    "GPU_PROBE_BYTES", "IQ4NL_VALUES", "LayerState", "MeasureRequest", "MeasureResult", "Plan", "Progress",
+    "Store", "allocate_layer", "attend", "attention_scale", "check_fits", "compute_dtype_for",
+    "free_memory_bytes", "is_ggml", "layer_step", "make_plan", "pick_layers", "probe_bandwidth",
+    "resolve_backend", "resolve_device", "row_shapes", "run", "scale_dtype", "slot_and_len", "weight_shapes",
+]
 
 
 def __getattr__(name: str) -> Any:

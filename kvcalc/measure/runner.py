@@ -1,9 +1,10 @@
 """`run`: `kvcalc measure` as named stages over one `MeasureRequest` (see the package docstring
 for the flow): `plan` (options, the device, sizing and the free-memory check; nothing
-allocated), `allocate` (the cache, its memory readings, step inputs and weights; after the
-bandwidth probe of the `time` stage, which needs the memory first), `time_steps` (warm-up and
-timed decode steps) and `compare` (predicted against measured: the `MeasureResult`). Every
-tensor lives in one `Resources`, released when the stages end, normally or not.
+allocated), `allocate` (the cache, its memory readings, step inputs and weights), the time
+stage in `timing` (`probe`, run first while the cache's memory is still free, then
+`time_steps`: warm-up and timed decode steps) and `compare` (predicted against measured: the
+`MeasureResult`). Every tensor lives in one `Resources`, released when the stages end,
+normally or not.
 
 Sources: CUDA caching allocator: blocks rounded up to 512 B (c10/cuda/CUDACachingAllocator.cpp
 `kMinBlockSize = 512`, `round_size`).
@@ -18,11 +19,10 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 import torch
-import torch.nn.functional as F
 
 from kvcalc.calc import kv_cache
 from kvcalc.errors import KvcalcError
-from kvcalc.measure.attention import attention_scale, layer_step, resolve_backend
+from kvcalc.measure.attention import resolve_backend
 from kvcalc.measure.cache import GGML_DEQUANT, LayerState, allocate_layer, is_ggml
 from kvcalc.measure.device import (
     Progress,
@@ -31,13 +31,12 @@ from kvcalc.measure.device import (
     _rss,
     _sync,
     free_memory_bytes,
-    probe_bandwidth,
     resolve_device,
-    time_call_s,
 )
 from kvcalc.measure.request import MeasureRequest
 from kvcalc.measure.result import MeasureResult
 from kvcalc.measure.sizing import Plan, check_fits, make_plan, weight_shapes
+from kvcalc.measure.timing import Probe, Timing, probe, time_steps
 from kvcalc.schema import GpuSpec
 
 #: CUDA caching allocator block granularity (CUDACachingAllocator.cpp kMinBlockSize).
@@ -79,10 +78,10 @@ def run(request: MeasureRequest, *, progress: Progress | None = None) -> Measure
     every tensor on any error or Ctrl-C."""
     run_plan = plan(request)
     with Resources(run_plan.device) as res:
-        probe = probe_stage(run_plan, progress)
+        bandwidth = probe(run_plan, progress)  # first, while the cache's memory is still free
         alloc = allocate(run_plan, res, progress)
         timing = time_steps(run_plan, res, alloc, progress)
-    return compare(run_plan, probe, alloc, timing)
+    return compare(run_plan, bandwidth, alloc, timing)
 
 
 # ----- resources ---------------------------------------------------------------------------
@@ -323,129 +322,9 @@ def _allocate_inputs_and_weights(rp: RunPlan, res: Resources) -> int:
     return wbytes
 
 
-# ----- time --------------------------------------------------------------------------------
-
-@dataclass(frozen=True)
-class Probe:
-    """The bandwidth probe: bytes read per pass and the median bytes per second."""
-
-    probe_bytes: int
-    bytes_per_s: float
-
-
-@dataclass(frozen=True)
-class Timing:
-    """The timed steps: each one's position (0-based token index) and seconds."""
-
-    positions: list[int]
-    times_s: list[float]
-
-
-def probe_stage(rp: RunPlan, progress: Progress | None) -> Probe:
-    """The device's read bandwidth (`device.probe_bandwidth`), measured first, while the
-    memory the cache will take is still free; its buffer is freed before it returns."""
-    n, bps = probe_bandwidth(rp.device, rp.free_bytes, progress)
-    if rp.device == "cpu":
-        rp.notes.append(f"CPU probe: sum() over {n / 2**20:.0f} MiB (a GPU probe reads >= 2 GiB)")
-    return Probe(n, bps)
-
-
-def step_positions(seq_len: int, total_steps: int) -> list[int]:
-    """The token index of each step (warm-up first): the last `total_steps` positions, ending
-    at seq_len - 1, so each step reads as many tokens as the context allows; when seq_len <
-    total_steps, 0, 1, ... wrapping around at seq_len."""
-    return [(seq_len - total_steps + i) if seq_len >= total_steps else i % seq_len for i in range(total_steps)]
-
-
-def time_steps(rp: RunPlan, res: Resources, alloc: Allocation, progress: Progress | None) -> Timing:
-    """Warm-up, then the timed decode steps (progress per step), each one call of
-    `res.step(pos)` (or the CUDA graph's replay) timed by `device.time_call_s`. On CUDA, a
-    working set under 4 x L2 gets a 2 x L2 buffer written before each step (an L2 flush)."""
-    r, device = rp.request, rp.device
-    res.step = _make_step(rp, res)
-    total_steps = rp.warmup + rp.steps
-    positions = step_positions(r.seq_len, total_steps)
-    if device == "cuda" and rp.sizing.predicted_kv_bytes + alloc.weight_bytes < 4 * rp.l2_bytes:
-        res.tensors["flush"] = torch.empty(2 * rp.l2_bytes, dtype=torch.uint8, device=device)
-        rp.notes.append(f"working set under 4 x L2: L2 flushed ({2 * rp.l2_bytes / 2**20:.0f} MiB write) "
-                        "before each timed step")
-    if r.cuda_graph:
-        positions = [r.seq_len - 1] * total_steps
-        _capture_graph(rp, res)
-    times: list[float] = []
-    for i, pos in enumerate(positions):
-        if "flush" in res.tensors:
-            res.tensors["flush"].zero_()
-        dt = time_call_s(device, res.graph.replay if res.graph is not None else lambda: res.step(pos))
-        if i >= rp.warmup:
-            times.append(dt)
-        if progress:
-            progress("decode steps", i + 1, total_steps)
-    _sync(device)
-    return Timing(positions[rp.warmup:], times)
-
-
-def _capture_graph(rp: RunPlan, res: Resources) -> None:
-    """Capture one step at position seq_len - 1 into res.graph, after 3 warm-up steps on a side
-    stream (lazy inits, kernel choice). The slot is a Python int inside the step: capture bakes
-    it in, so every replay writes the same slot (seq_len - 1) % cache_len and reads the same
-    length; the inputs q / x are static tensors."""
-    pos = rp.request.seq_len - 1
-    side = torch.cuda.Stream()
-    side.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(side):
-        for _ in range(3):
-            res.step(pos)
-    torch.cuda.current_stream().wait_stream(side)
-    res.graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(res.graph):
-        res.step(pos)
-    rp.notes.append("CUDA graph: one step at position seq_len - 1 captured and replayed; the position is "
-                    "baked into the graph, so every replay rewrites the same slot and reads every cached token")
-
-
-def _make_step(rp: RunPlan, res: Resources) -> Callable[[int], None]:
-    """One decode step over every measured layer at token `pos`: attention only (the random
-    query res.tensors['q'] against each layer's cache), or with --with-weights whole decoder
-    layers (QKV projection, attention, output projection, MLP; no norms, no RoPE) carrying the
-    hidden state (B, hidden) from res.tensors['x'] through the layers. The function reads the
-    tensors through `res` only, so clearing `res` frees them."""
-    model, cd, be = rp.request.model, rp.sizing.compute_dtype, rp.backend
-    batch, with_weights = rp.request.batch, rp.request.with_weights
-    scale = attention_scale(model)
-    r = model.kv_lora_rank or 0
-    hq, dk = model.n_heads, model.resolved_head_dim
-    hkv, dv = model.resolved_n_kv_heads, model.resolved_v_head_dim
-
-    def layer_with_weights(st: LayerState, h: torch.Tensor, pos: int) -> torch.Tensor:
-        if model.attention == "mla":
-            wq, wdown, wo, *mlp = st.weights
-            o = layer_step(st, (h @ wq).view(batch, hq, dk), pos, scale, be, cd, r, h @ wdown)
-        else:
-            wqkv, wo, *mlp = st.weights
-            q, kn, vn = (h @ wqkv).split([hq * dk, hkv * dk, hkv * dv], dim=-1)
-            o = layer_step(st, q.view(batch, hq, dk), pos, scale, be, cd, r,
-                           kn.view(batch, hkv, dk), vn.view(batch, hkv, dv))
-        h = h + o.reshape(batch, -1) @ wo
-        if len(mlp) == 2 and model.mlp_kind == "gated":
-            g, u = (h @ mlp[0]).chunk(2, dim=-1)
-            return h + (F.silu(g) * u) @ mlp[1]
-        return h + F.gelu(h @ mlp[0]) @ mlp[1]
-
-    def step(pos: int) -> None:
-        h = res.tensors["x"]
-        for st in res.states:
-            if with_weights:
-                h = layer_with_weights(st, h, pos)
-            else:
-                layer_step(st, res.tensors["q"], pos, scale, be, cd, r)
-
-    return step
-
-
 # ----- compare -----------------------------------------------------------------------------
 
-def compare(rp: RunPlan, probe: Probe, alloc: Allocation, timing: Timing) -> MeasureResult:
+def compare(rp: RunPlan, bandwidth: Probe, alloc: Allocation, timing: Timing) -> MeasureResult:
     """Predicted against measured. Bytes read per step = the engine's KV bytes of the measured
     layers at each timed step's length (pos + 1, at most seq_len), averaged over the timed
     steps and rounded, plus the weight bytes; predicted step time = bytes read / bandwidth
@@ -460,7 +339,7 @@ def compare(rp: RunPlan, probe: Probe, alloc: Allocation, timing: Timing) -> Mea
                                                                  r.k_format, r.v_format) for pos in timing.positions))
     read = kv_read + alloc.weight_bytes
     med = statistics.median(timing.times_s)
-    pred = memory_time_s(read, probe.bytes_per_s)
+    pred = memory_time_s(read, bandwidth.bytes_per_s)
     table_bps = float(rp.gpu_row.hbm_bytes_per_s) if rp.gpu_row else None
     if rp.device == "cuda" and rp.gpu_row is None:
         notes.append(f"'{rp.device_name}' has no row in the GPU table: no table prediction")
@@ -485,9 +364,9 @@ def compare(rp: RunPlan, probe: Probe, alloc: Allocation, timing: Timing) -> Mea
         weight_bytes=alloc.weight_bytes, bytes_read_per_step=read,
         predicted_step_s=pred, predicted_step_s_table=pred_t, measured_step_s_median=med,
         measured_step_s_p10=_pct(timing.times_s, 10), measured_step_s_p90=_pct(timing.times_s, 90),
-        model_step_s_median=model_med, achieved_bytes_per_s=achieved, probe_bytes=probe.probe_bytes,
-        probe_bytes_per_s=probe.bytes_per_s, table_gpu=rp.gpu_row.key if rp.gpu_row else None,
-        table_bytes_per_s=table_bps, fraction_of_probe=achieved / probe.bytes_per_s,
+        model_step_s_median=model_med, achieved_bytes_per_s=achieved, probe_bytes=bandwidth.probe_bytes,
+        probe_bytes_per_s=bandwidth.bytes_per_s, table_gpu=rp.gpu_row.key if rp.gpu_row else None,
+        table_bytes_per_s=table_bps, fraction_of_probe=achieved / bandwidth.bytes_per_s,
         fraction_of_table=achieved / table_bps if table_bps else None,
         error_percent=100 * (pred - med) / med, error_percent_table=100 * (pred_t - med) / med if pred_t else None,
         notes=notes,
