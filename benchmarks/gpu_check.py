@@ -122,7 +122,8 @@ def main(argv: list[str]) -> int:
         for graph in modes:
             r = None
             try:
-                r = M.run(spec, T, B, fmt, fmt, device=device, layers=layers, steps=steps, cuda_graph=graph)
+                r = M.run(M.MeasureRequest(model=spec, seq_len=T, batch=B, k_format=fmt, v_format=fmt, device=device,
+                                           layers=layers, steps=steps, cuda_graph=graph))
             except KvcalcError as e:
                 notes.append(f"skip {spec.name} T={T} B={B}: {e}")
             except Exception as e:  # CUDA OOM, a kernel error: note it, free, go on

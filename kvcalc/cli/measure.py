@@ -49,10 +49,14 @@ def measure(
         raise KvcalcError(f"--layers {layers} exceeds {spec.name}'s {spec.n_layers} layers")
     T = resolve_seq_len(spec, seq_len)
     k, v = resolve_kv_dtypes(spec, kv_dtype, None, None)
+    from kvcalc.measure.request import MeasureRequest  # torch-free
+
+    request = MeasureRequest(model=spec, seq_len=T, batch=batch, k_format=kv_format(k), v_format=kv_format(v),
+                             device=device, layers=layers, steps=steps, backend=backend,
+                             with_weights=with_weights, cuda_graph=cuda_graph)
     m = _import_measure()
     with _progress() as prog:
-        res = m.run(spec, T, batch, kv_format(k), kv_format(v), device=device, layers=layers, steps=steps,
-                    backend=backend, with_weights=with_weights, cuda_graph=cuda_graph, progress=prog)
+        res = m.run(request, progress=prog)
     from kvcalc.report.tables import measure_table
 
     emit(res, fmt, lambda: measure_table(res))

@@ -130,10 +130,10 @@ def test_gpu_check_survives_a_point_that_raises(monkeypatch, capsys):
     monkeypatch.setattr(g, "CPU_BATCHES", [1, 2])
     real = M.run
 
-    def run(spec, T, B, *a, **k):
-        if B == 2 and T == 64:
+    def run(request, **k):
+        if request.batch == 2 and request.seq_len == 64:
             raise RuntimeError("CUDA out of memory. Tried to allocate 2.00 GiB\nmore text")
-        return real(spec, T, B, *a, **k)
+        return real(request, **k)
 
     monkeypatch.setattr(M, "run", run)
     assert g.main([]) == 1  # a failed point fails the check, and the sweep goes on

@@ -27,6 +27,7 @@ torch = pytest.importorskip("torch")
 from kvcalc import measure as M  # noqa: E402
 from kvcalc.measure import cache as measure_cache  # noqa: E402
 from kvcalc.measure import runner as measure_runner  # noqa: E402  (run looks its helpers up here)
+from kvcalc.measure import timing as measure_timing  # noqa: E402  (the time stage looks layer_step up here)
 
 TINY_YAML = str(Path(__file__).parents[1] / "data" / "tiny-gqa.yaml")
 TINY_MLA = str(Path(__file__).parents[1] / "data" / "tiny-mla.yaml")
@@ -186,7 +187,24 @@ def test_pick_layers_spreads_over_kinds():
 
 # ----- the command -------------------------------------------------------------------------
 
-def test_cli_json_keys_and_exact_bytes():
+def _scripted_step_times(monkeypatch, times_s: list[float]) -> list[int]:
+    """Make the time stage's clock return `times_s` in order (each step still runs); returns the
+    list the fake appends to once per timed call."""
+    it = iter(times_s)
+    calls: list[int] = []
+
+    def fake(device, fn):
+        fn()
+        calls.append(len(calls))
+        return next(it)
+
+    monkeypatch.setattr(measure_timing, "time_call_s", fake)
+    return calls
+
+
+def test_cli_json_keys_and_exact_bytes(monkeypatch):
+    # the clock scripted: 2 warm-up steps of 100 ms (never counted), then 3, 1, 2 ms
+    calls = _scripted_step_times(monkeypatch, [0.1, 0.1, 3e-3, 1e-3, 2e-3])
     # tiny-gqa: 2 layers x 2 (K, V) x 2 KV heads x 16 x 2 B (fp16) x 64 tokens = 16,384 B
     r = runner.invoke(app, ["measure", TINY_YAML, "--device", "cpu", "--steps", "3", "--format", "json"])
     assert r.exit_code == 0, r.output
@@ -202,7 +220,15 @@ def test_cli_json_keys_and_exact_bytes():
     # 5 steps end at the last position: tokens 59..63, 2 warm-up then 3 timed at 61..63, which
     # read 62..64 tokens x 256 B/token: mean 63 x 256 = 16,128 B
     assert d["bytes_read_per_step"] == 63 * 256
-    assert d["measured_step_s_p10"] <= d["measured_step_s_median"] <= d["measured_step_s_p90"]
+    # timed 3, 1, 2 ms sorted [1, 2, 3]: median 2 ms; percentiles interpolate at index (n - 1) p / 100:
+    # p10 at 0.2 -> 1 + 0.2 x (2 - 1) = 1.2 ms, p90 at 1.8 -> 2 + 0.8 x (3 - 2) = 2.8 ms (min/max: 1, 3)
+    assert len(calls) == 5
+    assert d["measured_step_s_median"] == pytest.approx(2e-3, rel=1e-12)
+    assert d["measured_step_s_p10"] == pytest.approx(1.2e-3, rel=1e-12)
+    assert d["measured_step_s_p90"] == pytest.approx(2.8e-3, rel=1e-12)
+    assert d["model_step_s_median"] == pytest.approx(2e-3, rel=1e-12)  # every layer measured: scale 1
+    # 16,128 B read / 2 ms = 8,064,000 B/s
+    assert d["achieved_bytes_per_s"] == pytest.approx(8.064e6, rel=1e-12)
     assert d["rss_delta_bytes"] is not None and d["rss_delta_bytes"] >= 0
 
 
@@ -264,7 +290,7 @@ def test_cli_table_and_no_half_report_on_error(monkeypatch):
     def boom(*a, **k):
         raise RuntimeError("step failed")
 
-    monkeypatch.setattr(measure_runner, "layer_step", boom)
+    monkeypatch.setattr(measure_timing, "layer_step", boom)
     r = runner.invoke(app, ["measure", TINY_YAML, "--device", "cpu", "--steps", "2"])
     assert r.exit_code == 1 and r.stdout == ""  # one error line on stderr, no report
     assert "step failed" in r.stderr
@@ -296,7 +322,7 @@ def test_gpu_check_cpu_smoke(monkeypatch, tmp_path, capsys):
 def test_gpu_allocator_bytes_equal(dtype):
     m = _spec(8, 2, d=128, n_layers=2)
     fmt = kv_format(dtype)
-    r = M.run(m, 4096, 2, fmt, fmt, device="cuda", steps=30)
+    r = M.run(M.MeasureRequest(model=m, seq_len=4096, batch=2, k_format=fmt, v_format=fmt, device="cuda", steps=30))
     assert r.measured_kv_bytes == r.predicted_kv_bytes
     assert r.allocator_requested_delta_bytes == r.predicted_kv_bytes
     assert r.allocator_allocated_delta_bytes == r.allocator_allocated_expected_bytes
