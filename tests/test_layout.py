@@ -41,12 +41,28 @@ def modules() -> dict[str, Path]:
     return {module_name(p): p for p in sorted(PKG.rglob("*.py"))}
 
 
+def _type_checking_only(tree: ast.AST) -> set[int]:
+    """ids of the nodes under `if TYPE_CHECKING:`: imports for type checkers, never run."""
+    out: set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and (
+                (isinstance(node.test, ast.Name) and node.test.id == "TYPE_CHECKING")
+                or (isinstance(node.test, ast.Attribute) and node.test.attr == "TYPE_CHECKING")):
+            out.update(id(n) for stmt in node.body for n in ast.walk(stmt))
+    return out
+
+
 def imports_of(name: str) -> set[str]:
-    """Every module `name` imports (any package, any depth in the file), resolved as above."""
+    """Every module `name` imports when it runs (any package, any depth in the file, but not
+    the imports under `if TYPE_CHECKING:`), resolved as above."""
     path = modules()[name]
     package = name if path.name == "__init__.py" else name.rpartition(".")[0]
     out: set[str] = set()
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
+    tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
+    skip = _type_checking_only(tree)
+    for node in ast.walk(tree):
+        if id(node) in skip:
+            continue
         if isinstance(node, ast.Import):
             out.update(a.name for a in node.names)
         elif isinstance(node, ast.ImportFrom):
