@@ -36,7 +36,8 @@ def test_parse_counts():
     ("6.51GiB", 6_990_059_274),  # 6.51 x 2^30 = 6,990,059,274.24 -> floored
     ("512MiB", 512 * 2**20),
     ("4 GiB", 4 * 2**30),
-    ("1234", 1234),
+    ("1234B", 1234),         # plain bytes: whole, any size, with the unit written
+    ("1048576", 1_048_576),  # no unit: a byte count of at least 1 MiB
     ("1.5kb", 1500),
 ])
 def test_parse_size(text, n):
@@ -82,16 +83,19 @@ def test_parse_size_is_exact_decimal(text, n):
     assert parse_size(text) == n
 
 
-def test_parse_size_floors_fractions_of_a_byte():
-    # 6.51 x 2^30 = 6,990,059,274.24 -> 6,990,059,274; 1.9999 B -> 1 B; 0.5 B -> 0 -> refused
+def test_parse_size_floors_fractions_of_a_byte_only_under_a_prefixed_unit():
+    # 6.51 x 2^30 = 6,990,059,274.24 -> 6,990,059,274; 0.0000000001GB = 0.1 B -> 0 -> refused.
+    # Without a unit (or in plain bytes) a fraction is refused: 1.9999 is no byte count
     assert parse_size("6.51GiB") == 6_990_059_274
-    assert parse_size("1.9999") == 1
-    with pytest.raises(KvcalcError, match="^kv must be positive, got 0.5$"):
-        parse_size("0.5", "kv")
+    with pytest.raises(KvcalcError, match="^kv must be positive, got 0.0000000001GB$"):
+        parse_size("0.0000000001GB", "kv")
+    with pytest.raises(KvcalcError, match=r"^kv: '1.9999' has no unit and is not a whole number of bytes; "
+                                          r"did you mean 1.9999GiB\?$"):
+        parse_size("1.9999", "kv")
 
 
 @pytest.mark.parametrize("text,n", [("1KiB", 1024), ("1 kib", 1024), ("2TiB", 2 * 2**40), ("3tb", 3 * 10**12),
-                                    ("1_000B", 1000), ("1,000,000", 1_000_000), ("7b", 7)])
+                                    ("1_000B", 1000), ("1,000,000B", 1_000_000), ("7b", 7)])
 def test_parse_size_units_and_separators(text, n):
     assert parse_size(text) == n
 
