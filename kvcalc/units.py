@@ -108,7 +108,8 @@ def parse_size(text: str | int | float, what: str | None = "size", *, allow_zero
     """
     noun, units, suffixes = _KINDS[kind]
     if isinstance(text, bool) or not isinstance(text, (str, int, float)):
-        raise KvcalcError(f"{text!r} is not a {noun} (write {_EXAMPLES[kind]})", option=what, value=text, form=OPTION)
+        shown = str(text).lower() if isinstance(text, bool) else repr(text)  # YAML's true, not Python's True
+        raise KvcalcError(f"{shown} is not a {noun} (write {_EXAMPLES[kind]})", option=what, value=text, form=OPTION)
     s = repr(text) if isinstance(text, float) else str(text)  # repr: the shortest decimal of a YAML float
     s = s.strip().replace("_", "")
     if "," in s:  # thousands separators only: "1,5GiB" is not 15 GiB
