@@ -139,13 +139,21 @@ def parse_size(text: str | int | float, what: str | None = "size", *, allow_zero
         return 0
     if n <= 0:
         raise KvcalcError(f"must be positive, got {text}", option=what, value=text, form=OPTION_SAYS)
-    if not written and n < min_unitless:  # a unit left off: 6 -> 6GiB; a big figure: bytes meant?
-        plain = f"{m.group(1)}{_exp(m)}B"
-        raise KvcalcError(f"'{text}' has no unit, so it would be {n:,} {count}; " + (
-            f"did you mean {guess}?" + (f" (write {plain} for bytes)" if kind == "bytes" else "") if n < 1024 else
-            f"write the unit ({plain} for bytes)" if kind == "bytes" else f"did you mean {guess}?"),
-            option=what, value=text, form=OPTION)
+    if not written and n < min_unitless:
+        raise KvcalcError(f"'{text}' has no unit, so it would be {n:,} {count}; {_fix(m, n, guess, kind)}",
+                          option=what, value=text, form=OPTION)
     return n
+
+
+def _fix(m: re.Match, n: int, guess: str, kind: str) -> str:
+    """The fix for a figure with no unit below the minimum: a small one lost its unit (`6` ->
+    `6GiB`); a larger byte count may be meant as bytes (`1000000` -> `1000000B`)."""
+    plain = f"{m.group(1)}{_exp(m)}B"
+    if kind != "bytes":
+        return f"did you mean {guess}?"
+    if n < 1024:
+        return f"did you mean {guess}? (write {plain} for bytes)"
+    return f"write the unit ({plain} for bytes)"
 
 
 #: what a plain figure of each kind counts, in messages
@@ -162,7 +170,7 @@ def _unit(written: str, units: dict[str, int], suffixes: tuple[str, ...]) -> str
     for suffix in suffixes:
         if written.endswith(suffix):
             base = written[: len(written) - len(suffix)] if suffix else written
-            if base in units and (suffix == "" or base != "" or written == suffix):
+            if base in units:
                 return base
     return None
 
