@@ -13,9 +13,12 @@ from __future__ import annotations
 from functools import cached_property
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, PositiveInt, StrictBool, field_validator, model_validator
+from pydantic import (BaseModel, BeforeValidator, ConfigDict, Field, PositiveInt, StrictBool, WithJsonSchema,
+                      field_validator, model_validator)
 
-from kvcalc.units import MAX_CONCURRENCY, MAX_GPUS, MAX_SEQ_LEN  # shared with the CLI's --batch / --seq-len checks
+from kvcalc.errors import KvcalcError
+from kvcalc.units import (MAX_CONCURRENCY, MAX_GPUS, MAX_QUANTITY, MAX_SEQ_LEN,  # shared with the CLI's checks
+                          parse_count, parse_size)
 
 #: a config count: a whole number > 0, strictly an int (a YAML `true`, `32.0` or `"8"` is refused)
 #: and bounded so no typo can make the arithmetic hang or overflow.
@@ -27,6 +30,52 @@ Count0 = Annotated[int, Field(strict=True, ge=0, le=2**40)]
 #: a large quantity in base units (parameters, bytes, bytes/s, FLOP/s), strictly an int.
 Quantity = Annotated[int, Field(strict=True, gt=0, le=10**21)]
 Quantity0 = Annotated[int, Field(strict=True, ge=0, le=10**21)]
+
+
+def _tokens(value: object) -> object:
+    """A token count written as on the command line (`32k` = 32,768, `8,192`); ints and
+    anything else go on to the strict int check unchanged (a YAML `true` or `32.5` is refused)."""
+    if isinstance(value, str):
+        try:
+            return parse_count(value, None)
+        except KvcalcError as e:  # -> pydantic ValueError: the loader names the file, line and field
+            raise ValueError(e.message) from None
+    return value
+
+
+def _quantity(kind: str, *, min_unitless: int, hint_unit: str, allow_zero: bool = False) -> BeforeValidator:
+    """A validator reading a file's size, rate or FLOP/s field with `units.parse_size`, the rule
+    the CLI's size options follow: `80GB`, `24GiB`, `3.35TB/s`, `768e9`, `989.4TFLOPS` or an int."""
+
+    def parse(value: object) -> object:
+        if value is None:
+            return value
+        try:
+            return parse_size(value, None, kind=kind, min_unitless=min_unitless, hint_unit=hint_unit,
+                              allow_zero=allow_zero)
+        except KvcalcError as e:
+            raise ValueError(e.message) from None
+
+    return BeforeValidator(parse)
+
+
+#: a token count that may be written `32k` (deployment `max_seq_len`, model `max_position_embeddings`)
+_TOKENS_SCHEMA = WithJsonSchema({"anyOf": [{"type": "integer", "exclusiveMinimum": 0},
+                                           {"type": "string", "pattern": r"^[0-9][0-9_,]*[kKmM]?$"}]})
+Tokens = Annotated[int, BeforeValidator(_tokens), Field(strict=True, gt=0, le=2**40), _TOKENS_SCHEMA]
+#: bytes of memory: `80GB`, `24GiB`, `1.5e9` or an int; unitless figures under 1 MiB are refused
+_SIZE_SCHEMA = WithJsonSchema({"anyOf": [{"type": "integer"}, {"type": "number"}, {"type": "string"}]})
+MemoryBytes = Annotated[int, _quantity("bytes", min_unitless=2**20, hint_unit="GiB"),
+                        Field(strict=True, gt=0, le=MAX_QUANTITY), _SIZE_SCHEMA]
+#: bytes that may be small or 0 (an L2 cache)
+Bytes0 = Annotated[int, _quantity("bytes", min_unitless=0, hint_unit="MiB", allow_zero=True),
+                   Field(strict=True, ge=0, le=MAX_QUANTITY), _SIZE_SCHEMA]
+#: bytes per second: `3.35TB/s`, `768GB/s`, `768e9` or an int (decimal prefixes, as vendors quote)
+BytesPerS = Annotated[int, _quantity("bytes_per_s", min_unitless=10**6, hint_unit="GB/s"),
+                      Field(strict=True, gt=0, le=MAX_QUANTITY), _SIZE_SCHEMA]
+#: FLOP/s: `989.4TFLOPS`, `989.4e12` or an int
+FlopsPerS = Annotated[int, _quantity("flops_per_s", min_unitless=10**6, hint_unit="TFLOPS"),
+                      Field(strict=True, gt=0, le=MAX_QUANTITY), _SIZE_SCHEMA]
 
 #: the kinds a layer can be. full / sliding cache K and V per head; mla caches one latent
 #: vector per token; mamba and linear (linear attention, Gated DeltaNet) keep a fixed
@@ -98,7 +147,7 @@ class ModelSpec(_Frozen):
     v_head_dim: Count | None = None
     hidden_size: Count | None = None
     dtype: str = "bf16"
-    max_position_embeddings: Count | None = None
+    max_position_embeddings: Tokens | None = None
     attention: Literal["standard", "mla"] = "standard"
     kv_lora_rank: Count | None = None
     qk_rope_head_dim: Count | None = None
@@ -336,6 +385,8 @@ class Workload(_Frozen):
 
 # strict: YAML `true` or `1.5` is not a count (pydantic's lax mode would read true as 1)
 GpuCount = Annotated[int, Field(strict=True, gt=0, le=MAX_GPUS)]
+#: a deployment's context: `32k` or an int, at most `units.MAX_SEQ_LEN`
+ContextTokens = Annotated[int, BeforeValidator(_tokens), Field(strict=True, gt=0, le=MAX_SEQ_LEN), _TOKENS_SCHEMA]
 # strict floats still take YAML ints (50 -> 50.0) but not booleans or strings; never inf / nan
 Positive = Annotated[float, Field(strict=True, gt=0, le=1e12, allow_inf_nan=False)]
 
@@ -362,7 +413,7 @@ class Deployment(_Frozen):
     pp: GpuCount = 1
     kv_dtype: str | None = None
     weight_dtype: str | None = None
-    max_seq_len: Annotated[int, Field(strict=True, gt=0, le=MAX_SEQ_LEN)]
+    max_seq_len: ContextTokens
     concurrency: Annotated[int, Field(strict=True, gt=0, le=MAX_CONCURRENCY)] = 1
     gpu_memory_utilization: float = Field(default=0.9, gt=0, le=1, strict=True, allow_inf_nan=False)
     targets: Targets | None = None
@@ -404,7 +455,9 @@ class Deployment(_Frozen):
 
 
 class GpuSpec(_Frozen):
-    """One GPU from `kvcalc/data/gpus.yaml` or a user's own YAML. Base units throughout.
+    """One GPU from `kvcalc/data/gpus.yaml` or a user's own YAML. Base units throughout; a file
+    may write sizes with units (`memory_bytes: 80GiB`, `hbm_bytes_per_s: 3.35TB/s` or `768e9`,
+    `bf16_flops_per_s: 989.4TFLOPS`), read exactly by `units.parse_size`.
 
     `memory_bytes` is the memory as the device reports it (nvidia-smi total MiB x 2^20), not
     the marketing figure; FLOP/s are dense (not 2:4 sparse); `interconnect_bytes_per_s` is the
@@ -414,13 +467,13 @@ class GpuSpec(_Frozen):
     key: str
     name: str
     vendor: Literal["nvidia", "amd", "other"] = "other"
-    memory_bytes: Quantity
+    memory_bytes: MemoryBytes
     memory_note: str = ""
-    hbm_bytes_per_s: Quantity
-    bf16_flops_per_s: Quantity
-    fp8_flops_per_s: Quantity | None = None
-    l2_bytes: Quantity0 = 0
-    interconnect_bytes_per_s: Quantity | None = None
+    hbm_bytes_per_s: BytesPerS
+    bf16_flops_per_s: FlopsPerS
+    fp8_flops_per_s: FlopsPerS | None = None
+    l2_bytes: Bytes0 = 0
+    interconnect_bytes_per_s: BytesPerS | None = None
     source: str
 
 

@@ -2,6 +2,8 @@
 
 GB = 10^9 bytes, GiB = 2^30 bytes; MB = 10^6, MiB = 2^20; KB = 10^3, KiB = 2^10. Token counts
 use the binary k that context lengths are named by (`32k` = 32,768, `128k` = 131,072).
+`parse_size` is the one rule for every size, rate and FLOP/s figure, on the command line and in
+GPU and deployment files alike (`kvcalc.schema` validates file fields through it).
 
 `what` is the flag the text came from (`--seq-len`); a refused text raises `KvcalcError` with
 `option=what`, the field that flag sets (`errors.FIELDS`) and `value` the text. Also the bounds
@@ -11,7 +13,8 @@ past which kvcalc refuses to size anything (`MAX_GPUS`, `MAX_CONCURRENCY`, `MAX_
 from __future__ import annotations
 
 import re
-from decimal import Decimal, InvalidOperation
+from decimal import Decimal
+from typing import Any
 
 from kvcalc.errors import OPTION, OPTION_SAYS, KvcalcError
 
@@ -62,47 +65,120 @@ def parse_counts(text: str, what: str = "--seq-len") -> list[int]:
     return out
 
 
-def parse_size(text: str | int, what: str = "size") -> int:
-    """Bytes from `6.51GiB`, `80GB`, `512MiB` or a plain byte count; floored to whole bytes.
+#: the largest size, rate or FLOP/s kvcalc reads (10^21: a zettabyte; every real GPU figure is far below)
+MAX_QUANTITY = 10**21
 
-    Raises `KvcalcError` for an unknown unit or a non-positive size.
+#: a size written without a unit and below this is almost surely a unit left off (`--kv-memory 6`
+#: would be 6 B): refused with a did-you-mean where memory is meant
+MIN_UNITLESS_BYTES = 2**20
+
+#: rate and FLOP/s units: decimal prefixes (vendors quote TB/s and TFLOPS in powers of ten)
+RATE_UNITS: dict[str, int] = {"": 1, "b": 1, "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12, "pb": 10**15}
+FLOPS_UNITS: dict[str, int] = {"": 1, "k": 10**3, "m": 10**6, "g": 10**9, "t": 10**12, "p": 10**15}
+
+#: what each kind of quantity is called in a message, its units, and the suffixes its units may carry
+_KINDS: dict[str, tuple[str, dict[str, int], tuple[str, ...]]] = {
+    "bytes": ("size", SIZE_UNITS, ("",)),
+    "bytes_per_s": ("rate", RATE_UNITS, ("/s", "ps", "")),
+    "flops_per_s": ("FLOP/s figure", FLOPS_UNITS, ("flop/s", "flops", "")),
+}
+_EXAMPLES = {"bytes": "80GB, 6.51GiB or a byte count", "bytes_per_s": "3.35TB/s, 768GB/s or 768e9",
+             "flops_per_s": "989.4TFLOPS or 989.4e12"}
+_NUMBER = r"([0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE]([-+]?[0-9]{1,4}))?"
+_THOUSANDS = re.compile(r"[0-9]{1,3}(,[0-9]{3})+(\.[0-9]*)?")
+
+
+def parse_size(text: str | int | float, what: str | None = "size", *, allow_zero: bool = False,
+               min_unitless: int = MIN_UNITLESS_BYTES, hint_unit: str = "GiB", kind: str = "bytes") -> int:
+    """The one rule for every size kvcalc reads (CLI options, GPU and deployment files): whole
+    bytes (or bytes/s, FLOP/s with `kind`) from `24GiB`, `80GB`, `6.51GiB`, `1.5e9`, `512 MiB`,
+    `1_000_000`, `1,048,576` or a YAML int / float.
+
+    Parsed exactly with `Decimal` (never float: `2.01GB` is 2,010,000,000 B). A figure with a
+    prefixed unit (KB ... TiB) is floored to whole bytes (`6.51GiB` = 6,990,059,274.24 ->
+    6,990,059,274, as vLLM's two-decimal GiB figures need); one without a unit, or in plain
+    bytes (`B`), must be a whole number (`1.5B` is refused, not 1 byte), and without a unit it
+    must be at least `min_unitless` (1 MiB where memory is meant: `--kv-memory 6.5` is refused
+    with "did you mean 6.5GiB?", `hint_unit` being the unit suggested); `0` passes when
+    `allow_zero`. `kind` is 'bytes' (units `SIZE_UNITS`), 'bytes_per_s' (`RATE_UNITS`, written
+    `3.35TB/s`, `768GB/s` or `768e9`) or 'flops_per_s' (`FLOPS_UNITS`: `989.4TFLOPS`, `989.4e12`).
+
+    Raises `KvcalcError` (`option=what`, its message without the option in `.message`) for
+    anything else, a negative or zero size, or one past `MAX_QUANTITY`.
     """
-    if isinstance(text, int):
-        n = text
-    else:
-        s = str(text).strip().replace("_", "").replace(",", "")
-        m = re.fullmatch(r"([0-9]*\.?[0-9]+)\s*([A-Za-z]*)", s)
-        unit = m.group(2).lower() if m else None
-        if not m or unit not in SIZE_UNITS:
-            raise KvcalcError(f"'{text}' is not a size (write 80GB, 6.51GiB or a byte count)",
+    noun, units, suffixes = _KINDS[kind]
+    if isinstance(text, bool) or not isinstance(text, (str, int, float)):
+        shown = str(text).lower() if isinstance(text, bool) else repr(text)  # YAML's true, not Python's True
+        raise KvcalcError(f"{shown} is not a {noun} (write {_EXAMPLES[kind]})", option=what, value=text, form=OPTION)
+    s = repr(text) if isinstance(text, float) else str(text)  # repr: the shortest decimal of a YAML float
+    s = s.strip().replace("_", "")
+    if "," in s:  # thousands separators only: "1,5GiB" is not 15 GiB
+        m = _THOUSANDS.match(s)
+        if not m:
+            raise KvcalcError(f"'{text}' is not a {noun} (commas may only group thousands: 1,048,576)",
                               option=what, value=text, form=OPTION)
-        try:
-            n = int(Decimal(m.group(1)) * SIZE_UNITS[unit])
-        except InvalidOperation:
-            raise KvcalcError(f"'{text}' is not a size", option=what, value=text, form=OPTION) from None
+        s = s[:m.end()].replace(",", "") + s[m.end():]
+    m = re.fullmatch(_NUMBER + r"\s*([A-Za-z/]*)", s)
+    written = m.group(3) if m else ""
+    unit = _unit(written.lower(), units, suffixes) if m else None
+    if not m or unit is None:
+        raise KvcalcError(_not_a(text, written if m else "", m.group(1) if m else "", noun, kind),
+                          option=what, value=text, form=OPTION)
+    number = Decimal(m.group(1)) * Decimal(10) ** int(m.group(2) or 0)
+    if number > MAX_QUANTITY:  # before any int(): 1e9999 must not build a 9,999-digit number
+        raise KvcalcError(f"'{text}' is beyond what kvcalc sizes (at most 10^21)", option=what, value=text, form=OPTION)
+    exact = number * units[unit]
+    count = _COUNTED[kind]
+    guess = f"{m.group(1)}{_exp(m)}{hint_unit}"  # the figure as written, with the unit it surely meant
+    if units[unit] == 1 and exact != exact.to_integral_value():  # no unit, or plain bytes: a count
+        raise KvcalcError(f"'{text}' {'has no unit and ' if not written else ''}is not a whole number of {count}; "
+                          f"did you mean {guess}?",
+                          option=what, value=text, form=OPTION)
+    n = int(exact)  # floors a fraction of a byte under a prefixed unit
+    if n == 0 and allow_zero and number == 0:
+        return 0
     if n <= 0:
         raise KvcalcError(f"must be positive, got {text}", option=what, value=text, form=OPTION_SAYS)
+    if not written and n < min_unitless:
+        raise KvcalcError(f"'{text}' has no unit, so it would be {n:,} {count}; {_fix(m, n, guess, kind)}",
+                          option=what, value=text, form=OPTION)
     return n
 
 
-#: a reserve written without a unit and below this is almost surely a unit left off (1.5 -> 1 B)
-MIN_UNITLESS_RESERVE_BYTES = 2**20
+def _fix(m: re.Match, n: int, guess: str, kind: str) -> str:
+    """The fix for a figure with no unit below the minimum: a small one lost its unit (`6` ->
+    `6GiB`); a larger byte count may be meant as bytes (`1000000` -> `1000000B`)."""
+    plain = f"{m.group(1)}{_exp(m)}B"
+    if kind != "bytes":
+        return f"did you mean {guess}?"
+    if n < 1024:
+        return f"did you mean {guess}? (write {plain} for bytes)"
+    return f"write the unit ({plain} for bytes)"
 
 
-def parse_reserve(text: str, what: str) -> int:
-    """Bytes of a per-GPU reserve (--cuda-context, --activation-reserve): `0`, a size with a
-    unit (`2GiB`, `512MiB`), or a whole byte count of at least 1 MiB. Raises `KvcalcError` for a
-    unitless fraction (`1.5` would floor to 1 byte) or a unitless count under 1 MiB."""
-    import re
+#: what a plain figure of each kind counts, in messages
+_COUNTED = {"bytes": "bytes", "bytes_per_s": "bytes/s", "flops_per_s": "FLOP/s"}
 
-    s = str(text).strip().replace("_", "").replace(",", "")
-    if re.fullmatch(r"0*\.?0*", s) and s not in ("", "."):
-        return 0
-    if re.fullmatch(r"[0-9]*\.?[0-9]+", s):  # no unit: a byte count
-        if not s.isdigit():
-            raise KvcalcError(f"'{text}' has no unit and is not a whole number of bytes; "
-                              f"write the unit, e.g. {s}GiB or {s}MiB", option=what, value=text, form=OPTION)
-        if int(s) < MIN_UNITLESS_RESERVE_BYTES:
-            raise KvcalcError(f"'{text}' has no unit, so it would be {int(s):,} bytes; "
-                              f"write the unit, e.g. {s}GiB, {s}MiB or {s}B", option=what, value=text, form=OPTION)
-    return parse_size(text, what)
+
+def _exp(m: re.Match) -> str:
+    """The exponent part as written (`e9`), for a did-you-mean."""
+    return f"e{m.group(2)}" if m.group(2) else ""
+
+
+def _unit(written: str, units: dict[str, int], suffixes: tuple[str, ...]) -> str | None:
+    """The key of `units` that `written` (lower case) names, with one of `suffixes` after it."""
+    for suffix in suffixes:
+        if written.endswith(suffix):
+            base = written[: len(written) - len(suffix)] if suffix else written
+            if base in units:
+                return base
+    return None
+
+
+def _not_a(text: Any, written: str, number: str, noun: str, kind: str) -> str:
+    """The message for text that is not a `noun`: a bare prefix (`24G`) gets a did-you-mean."""
+    bare = written.lower()
+    if kind == "bytes" and number and bare in ("k", "m", "g", "t", "ki", "mi", "gi", "ti"):
+        p = bare[0].upper() if bare[0] != "k" else "K"
+        return f"'{text}' is not a size; did you mean {number}{p}B or {number}{p}iB?"
+    return f"'{text}' is not a {noun} (write {_EXAMPLES[kind]})"

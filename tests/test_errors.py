@@ -24,7 +24,7 @@ from kvcalc.formats import canonical_name, kv_format, storage_format, weight_for
 from kvcalc.load.models import load_model
 from kvcalc.report.plot import plot_path
 from kvcalc.schema import ModelSpec
-from kvcalc.units import parse_count, parse_counts, parse_reserve, parse_size
+from kvcalc.units import parse_count, parse_counts, parse_size
 
 FP16 = kv_format("fp16")
 
@@ -190,10 +190,10 @@ def test_unknown_scale_dtype() -> None:
     (parse_size, "80 GBs", "--kv-memory", "kv_memory_bytes",
      "--kv-memory: '80 GBs' is not a size (write 80GB, 6.51GiB or a byte count)"),
     (parse_size, "0", "--kv-memory", "kv_memory_bytes", "--kv-memory must be positive, got 0"),
-    (parse_reserve, "1.5", "--cuda-context", "cuda_context_bytes",
-     "--cuda-context: '1.5' has no unit and is not a whole number of bytes; write the unit, e.g. 1.5GiB or 1.5MiB"),
-    (parse_reserve, "12", "--activation-reserve", "activation_reserve_bytes",
-     "--activation-reserve: '12' has no unit, so it would be 12 bytes; write the unit, e.g. 12GiB, 12MiB or 12B"),
+    (parse_size, "1.5", "--cuda-context", "cuda_context_bytes",
+     "--cuda-context: '1.5' has no unit and is not a whole number of bytes; did you mean 1.5GiB?"),
+    (parse_size, "12", "--activation-reserve", "activation_reserve_bytes",
+     "--activation-reserve: '12' has no unit, so it would be 12 bytes; did you mean 12GiB? (write 12B for bytes)"),
 ])
 def test_units(fn, text: str, what: str, field: str, line: str) -> None:
     carries(raised(fn, text, what), field, what, text, line)

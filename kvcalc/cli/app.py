@@ -13,11 +13,27 @@ import sys
 from typing import Annotated
 
 import typer
+from typer.core import TyperGroup
 
 from kvcalc.cli import capacity, check, compare, estimate, gpus, import_, measure, models, sweep
-from kvcalc.cli.output import _STATE
+from kvcalc.cli.output import _STATE, OneLineUsageErrors
+
+
+class KvcalcGroup(OneLineUsageErrors, TyperGroup):
+    """The app's click group: typer's, with usage errors printed as one line plus the hint."""
+
+
+def _version(value: bool) -> None:
+    """--version: print `kvcalc <version>` (`kvcalc.__version__`) and exit 0."""
+    if value:
+        from kvcalc import __version__
+
+        typer.echo(f"kvcalc {__version__}")
+        raise typer.Exit()
+
 
 app = typer.Typer(
+    cls=KvcalcGroup,
     name="kvcalc",
     help="Exact KV-cache memory and roofline decode throughput for real LLM architectures.",
     no_args_is_help=True,
@@ -26,7 +42,9 @@ app = typer.Typer(
     rich_markup_mode=None,  # help text prints as written: "kvcalc[plot]" is not markup
 )
 
-def _root(debug: Annotated[bool, typer.Option("--debug", help="Show tracebacks.")] = False) -> None:
+def _root(debug: Annotated[bool, typer.Option("--debug", help="Show tracebacks.")] = False,
+          version: Annotated[bool, typer.Option("--version", callback=_version, is_eager=True,
+                                                help="Print the version and exit.")] = False) -> None:
     """Exact KV-cache memory and roofline decode throughput for real LLM architectures."""
     _STATE["debug"] = debug or bool(os.environ.get("KVCALC_DEBUG"))
 

@@ -8,17 +8,48 @@ the largest --ctx-size that fits).
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Annotated, Optional
 
 import typer
 
 from kvcalc.cli.options import (EngineOpt, FormatOpt, KvFormatOptions, LayoutOptions, LlamacppFlags, ModelArg,
-                                SglangFlags, VllmFlags, check_positive, engine_options, only, option_groups,
-                                refuse_other_engines)
+                                OptionGroup, SglangFlags, VllmFlags, check_positive, engine_options, only,
+                                option_groups, refuse_other_engines)
 from kvcalc.cli.output import check_format, emit_parts, handle_errors, show_result
 
 KV_DTYPE_HELP = ("auto (the engine's default: the model's dtype, fp32 served as 16-bit; llama.cpp f16), bf16, fp16, "
                  "fp8, fp8_e5m2; vLLM int8_per_token_head / fp8_per_token_head; llama.cpp f16, q8_0, q4_0 ...")
+
+@dataclasses.dataclass(frozen=True)
+class RequestOptions(OptionGroup):
+    """The requests a capacity figure is for: their context (--max-model-len, or --seq-len /
+    --context-length as estimate and SGLang name it), how many at once (--concurrency, vLLM's
+    --max-num-seqs), and `-c`: llama.cpp's context (--ctx-size) under --engine llamacpp, as a
+    pasted llama.cpp line means it; with another engine --concurrency, kvcalc's -c before 0.2."""
+
+    max_model_len: Annotated[Optional[str], typer.Option("--max-model-len", "-L", "--seq-len", "-s", "--context-length", help="Tokens per request for the concurrency figure (8192 or 32k; also --seq-len, SGLang --context-length). Default: the model's max_position_embeddings.")] = None
+    concurrency: Annotated[Optional[int], typer.Option("--concurrency", "--max-num-seqs", help="Also find the longest context that fits this many requests at once (vLLM --max-num-seqs).")] = None
+    short_c: Annotated[Optional[str], typer.Option("-c", help="With --engine llamacpp, llama.cpp's -c: --ctx-size (n_ctx); with another engine, --concurrency (kvcalc's -c before 0.2).")] = None
+
+    def resolve(self, engine: str, llamacpp: LlamacppFlags) -> tuple[LlamacppFlags, int | None]:
+        """(llama.cpp group, concurrency) with `-c` applied for `engine` (a registry key).
+        Raises `KvcalcError` when -c and the long option it stands for are both given."""
+        from kvcalc.errors import MESSAGE, KvcalcError
+        from kvcalc.units import parse_count
+
+        if self.short_c is None:
+            return llamacpp, self.concurrency
+        if engine == "llamacpp":
+            if llamacpp.ctx_size is not None:
+                raise KvcalcError(f"-c {self.short_c} is llama.cpp's --ctx-size with --engine llamacpp; give -c or "
+                                  "--ctx-size, not both", option="-c", value=self.short_c, form=MESSAGE)
+            return dataclasses.replace(llamacpp, ctx_size=self.short_c), self.concurrency
+        if self.concurrency is not None:
+            raise KvcalcError(f"-c {self.short_c} is --concurrency with --engine {engine}; give -c or --concurrency, "
+                              "not both", option="-c", value=self.short_c, form=MESSAGE)
+        return llamacpp, parse_count(self.short_c, "-c")
+
 
 @handle_errors
 @option_groups(order=("block_size", "page_size"))
@@ -27,8 +58,7 @@ def capacity(
     model: ModelArg,
     kv_memory: Annotated[Optional[str], typer.Option("--kv-memory", "-m", help="KV memory per GPU rank: 6.51GiB, 80GB or bytes (vLLM: 'Available KV cache memory'; SGLang: the static pool budget).")] = None,
     engine: EngineOpt = "ideal",
-    max_model_len: Annotated[Optional[str], typer.Option("--max-model-len", "-L", help="Tokens per request for the concurrency figure (8192 or 32k). Default: the model's max_position_embeddings.")] = None,
-    concurrency: Annotated[Optional[int], typer.Option("--concurrency", "-c", help="Also find the longest context that fits this many requests at once.")] = None,
+    requests: RequestOptions = RequestOptions(),
     layout: Annotated[LayoutOptions, only("tp")] = LayoutOptions(),
     kv: Annotated[KvFormatOptions, only("kv_dtype", "k_dtype", "v_dtype", kv_dtype=KV_DTYPE_HELP)] = KvFormatOptions(),
     vllm: VllmFlags = VllmFlags(),
@@ -42,14 +72,15 @@ def capacity(
     from kvcalc.requests import CapacityRequest, run_capacity
     from kvcalc.units import parse_count, parse_size
 
+    name = canonical(engine)
+    llamacpp, concurrency = requests.resolve(name, llamacpp)
     check_positive(tp=layout.tp, block_size=vllm.block_size, page_size=sglang.page_size, parallel=llamacpp.parallel,
                    concurrency=concurrency, ubatch_size=llamacpp.ubatch_size, gpus=llamacpp.gpus,
                    max_num_batched_tokens=vllm.max_num_batched_tokens)
     check_format(fmt)
-    name = canonical(engine)
     refuse_other_engines(ctx, name)
     spec = load_model(model)
-    L = parse_count(max_model_len, "--max-model-len") if max_model_len else None
+    L = parse_count(requests.max_model_len, "--max-model-len") if requests.max_model_len else None
     mem = parse_size(kv_memory, "--kv-memory") if kv_memory else None
     req = CapacityRequest.build(spec, engine=name, kv_memory_bytes=mem, kv_dtype=kv.kv_dtype, k_dtype=kv.k_dtype,
                                 v_dtype=kv.v_dtype, tp=layout.tp, max_model_len=L, concurrency=concurrency,
@@ -60,3 +91,4 @@ def capacity(
         show_result(res, title)
         return
     emit_parts([(res, lambda: None)], fmt)
+

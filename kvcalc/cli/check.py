@@ -8,13 +8,14 @@ from typing import Annotated
 
 import typer
 
+from kvcalc.cli.options import lower_choice
 from kvcalc.cli.output import _err_console, echo, handle_errors
 from kvcalc.errors import KvcalcError
 
 @handle_errors
 def check(
     paths: Annotated[list[str], typer.Argument(help="Deployment YAML files or folders of them.")],
-    fmt: Annotated[str, typer.Option("--format", "-f", help="table, markdown (for a PR comment) or json.")] = "table",
+    fmt: Annotated[str, typer.Option("--format", "-f", callback=lower_choice, help="table, markdown (for a PR comment) or json.")] = "table",
 ) -> None:
     """Check deployment files: exit 0 when all fit and meet their targets, 1 when any does not,
     2 when a file is invalid."""
@@ -48,7 +49,7 @@ def check(
 
 @handle_errors
 def schema(
-    which: Annotated[str, typer.Argument(help="all, model, deployment or gpu.")] = "all",
+    which: Annotated[str, typer.Argument(callback=lower_choice, help="all, model, deployment or gpu.")] = "all",
 ) -> None:
     """Print the JSON Schema of the model, deployment and GPU configs (for editor validation)."""
     import json

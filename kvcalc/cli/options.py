@@ -34,30 +34,54 @@ from kvcalc.errors import KvcalcError
 from kvcalc.requests import check_limits, check_positive, resolve_seq_len, warn_beyond_context  # noqa: F401
 
 # ----- shared options ---------------------------------------------------------------------
+#
+# Each option also answers to the engines' own names for the same thing, so a launch line's flags
+# can be pasted: vLLM (--kv-cache-dtype, --tensor-parallel-size / -tp, --pipeline-parallel-size /
+# -pp, --max-model-len, --gpu-memory-utilization, --max-num-seqs), SGLang (--context-length,
+# --mem-fraction-static, --tp-size, --pp-size), llama.cpp (-ctk / --cache-type-k, -ctv /
+# --cache-type-v, -np / --parallel, and in `capacity`'s llama.cpp group -c, -fa, -ub, -ngl, -ts).
+# Choices (--format, --device, --backend, --llamacpp-version) are case-insensitive.
+
+
+def lower_choice(value: Optional[str]) -> Optional[str]:
+    """typer callback: a choice in lower case (`--format JSON` is `--format json`)."""
+    return value.strip().lower() if isinstance(value, str) else value
+
+
+def auto_is_default(value: Optional[str]) -> Optional[str]:
+    """typer callback for --kv-dtype: 'auto' (vLLM's and SGLang's word for the default) is no
+    choice, i.e. the model's dtype, or the engine's own default under --engine."""
+    return None if isinstance(value, str) and value.strip().lower() == "auto" else value
+
+
+#: the names of the context per sequence: kvcalc's, vLLM's (--max-model-len) and SGLang's
+#: (--context-length); `estimate` and `capacity` take all of them (llama.cpp's -c is n_ctx,
+#: the context of all sequences together: `capacity --engine llamacpp -c`)
+SEQ_LEN_NAMES = ("--seq-len", "-s", "--max-model-len", "-L", "--context-length")
 
 ModelArg = Annotated[str, typer.Argument(help="A bundled name (see `kvcalc models`), a .yaml file, or a config.json.")]
 
-SeqLenOpt = Annotated[Optional[str], typer.Option("--seq-len", "-s", help="Tokens per sequence (8192 or 32k). Default: the model's max_position_embeddings.")]
+SeqLenOpt = Annotated[Optional[str], typer.Option(*SEQ_LEN_NAMES, help="Tokens per sequence (8192 or 32k; vLLM --max-model-len, SGLang --context-length). Default: the model's max_position_embeddings.")]
 
-BatchOpt = Annotated[int, typer.Option("--batch", "-b", help="Sequences in the batch (per DP replica).")]
+BatchOpt = Annotated[int, typer.Option("--batch", "-b", "--max-num-seqs", "--parallel", "-np", help="Sequences in the batch (per DP replica; vLLM --max-num-seqs, llama.cpp -np). -b is kvcalc's batch of sequences, not llama.cpp's -b (prompt tokens per step, which does not change the KV cache).")]
 
-KvDtypeOpt = Annotated[Optional[str], typer.Option("--kv-dtype", help="KV format for K and V: fp16, bf16, fp8, fp8_e5m2, int8, int4, q8_0, q4_0 ... Default: the model's dtype.")]
+KvDtypeOpt = Annotated[Optional[str], typer.Option("--kv-dtype", "--kv-cache-dtype", callback=auto_is_default, help="KV format for K and V (vLLM --kv-cache-dtype): fp16, bf16, fp8, fp8_e5m2, int8, int4, q8_0, q4_0 ... Default (or auto): the model's dtype; with --engine, the engine's default.")]
 
-KDtypeOpt = Annotated[Optional[str], typer.Option("--k-dtype", help="K format, when it differs from V.")]
+KDtypeOpt = Annotated[Optional[str], typer.Option("--k-dtype", "--cache-type-k", "-ctk", help="K format, when it differs from V (llama.cpp -ctk).")]
 
-VDtypeOpt = Annotated[Optional[str], typer.Option("--v-dtype", help="V format, when it differs from K.")]
+VDtypeOpt = Annotated[Optional[str], typer.Option("--v-dtype", "--cache-type-v", "-ctv", help="V format, when it differs from K (llama.cpp -ctv).")]
 
 GroupOpt = Annotated[Optional[int], typer.Option("--quant-group-size", "--group-size", help="Values per scale of an int8/int4 KV cache (quantization group).")]
 
 ScaleOpt = Annotated[Optional[str], typer.Option("--scale-dtype", help="Scale dtype of int8/int4 groups (fp16, bf16, fp32).")]
 
-TpOpt = Annotated[int, typer.Option("--tp", help="Tensor-parallel ranks.")]
+TpOpt = Annotated[int, typer.Option("--tp", "--tensor-parallel-size", "-tp", "--tp-size", help="Tensor-parallel ranks.")]
 
-PpOpt = Annotated[int, typer.Option("--pp", help="Pipeline stages.")]
+PpOpt = Annotated[int, typer.Option("--pp", "--pipeline-parallel-size", "-pp", "--pp-size", help="Pipeline stages.")]
 
-DpOpt = Annotated[int, typer.Option("--dp", help="Data-parallel replicas.")]
+DpOpt = Annotated[int, typer.Option("--dp", "--data-parallel-size", "-dp", "--dp-size", help="Data-parallel replicas.")]
 
-FormatOpt = Annotated[str, typer.Option("--format", "-f", help="table, json, yaml, csv or markdown.")]
+FormatOpt = Annotated[str, typer.Option("--format", "-f", callback=lower_choice, help="table, json, yaml, csv or markdown.")]
 
 GpuOpt = Annotated[Optional[str], typer.Option("--gpu", help="A GPU from `kvcalc gpus` (h100-sxm, h200 ...) or a GPU YAML file.")]
 
@@ -65,17 +89,17 @@ CountOpt = Annotated[Optional[int], typer.Option("--count", help="GPUs in all (=
 
 WeightDtypeOpt = Annotated[Optional[str], typer.Option("--weight-dtype", help="Weight format: bf16, fp16, fp8, int8, int4 (group scales: int4:g128). Default: the model's dtype.")]
 
-UtilOpt = Annotated[float, typer.Option("--gpu-memory-utilization", help=f"Fraction of GPU memory the engine may use (vLLM default {DEFAULT_GPU_MEMORY_UTILIZATION:g}).")]
+UtilOpt = Annotated[float, typer.Option("--gpu-memory-utilization", "--mem-fraction-static", help=f"Fraction of GPU memory the engine may use (vLLM default {DEFAULT_GPU_MEMORY_UTILIZATION:g}); SGLang: --mem-fraction-static.")]
 
 BwEffOpt = Annotated[float, typer.Option("--bw-efficiency", help=f"Fraction of HBM bandwidth decode reaches (default {DEFAULT_BW_EFFICIENCY:g}: FlashInfer / FlashDecoding reach 80-95%).")]
 
 FlopsEffOpt = Annotated[float, typer.Option("--flops-efficiency", help=f"Fraction of dense peak FLOP/s reached (default {DEFAULT_FLOPS_EFFICIENCY:g}: PaLM 46% MFU).")]
 
-CudaCtxOpt = Annotated[Optional[str], typer.Option("--cuda-context", help=f"Memory outside the allocator per GPU (default {DEFAULT_CUDA_CONTEXT_BYTES // 2**20}MiB).")]
+CudaCtxOpt = Annotated[Optional[str], typer.Option("--cuda-context", help=f"Memory outside the allocator per GPU: 500MiB, 1GiB, 0 (default {DEFAULT_CUDA_CONTEXT_BYTES // 2**20}MiB).")]
 
 ActOpt = Annotated[Optional[str], typer.Option("--activation-reserve", help="Activation reserve per GPU, e.g. 2GiB (default: estimated from an 8192-token prefill chunk).")]
 
-EngineOpt = Annotated[str, typer.Option("--engine", "-e", help="ideal (exact formula), vllm, sglang or llamacpp.")]
+EngineOpt = Annotated[str, typer.Option("--engine", "-e", callback=lower_choice, help="ideal (exact formula), vllm, sglang or llamacpp.")]
 
 BlockSizeOpt = Annotated[int, typer.Option("--block-size", help="vLLM tokens per block.")]
 
@@ -83,13 +107,13 @@ PageSizeOpt = Annotated[int, typer.Option("--page-size", help="SGLang tokens per
 
 ParallelOpt = Annotated[int, typer.Option("--parallel", "-np", help="llama.cpp sequences (n_seq_max); ollama: OLLAMA_NUM_PARALLEL.")]
 
-DeviceOpt = Annotated[str, typer.Option("--device", help="auto (CUDA when present, else CPU), cuda or cpu.")]
+DeviceOpt = Annotated[str, typer.Option("--device", callback=lower_choice, help="auto (CUDA when present, else CPU), cuda or cpu.")]
 
 LayersOpt = Annotated[Optional[int], typer.Option("--layers", help="Measure this many KV layers and scale to the whole model.")]
 
 StepsOpt = Annotated[Optional[int], typer.Option("--steps", help="Timed decode steps (GPU: at least 30; CPU default 8).")]
 
-BackendOpt = Annotated[str, typer.Option("--backend", help="auto (= sdpa), sdpa, matmul, or flash (flash-attn / FlashInfer).")]
+BackendOpt = Annotated[str, typer.Option("--backend", callback=lower_choice, help="auto (= sdpa), sdpa, matmul, or flash (flash-attn / FlashInfer).")]
 
 WeightsOpt = Annotated[bool, typer.Option("--with-weights", help="Add random QKV, output and MLP weights: time whole decoder layers.")]
 
@@ -244,12 +268,16 @@ class GpuPlanOptions(OptionGroup):
 
     def layout(self, tp: int = 1, pp: int = 1, dp: int = 1, k_dtype: str | None = None,
                v_dtype: str | None = None) -> Any:
-        """A `memory_plan.Layout` with this group's knobs (sizes parsed with `units.parse_reserve`)."""
+        """A `memory_plan.Layout` with this group's knobs (sizes parsed with `units.parse_size`)."""
         return make_layout(tp, pp, dp, self.weight_dtype, k_dtype, v_dtype, self.gpu_memory_utilization,
                            self.bw_efficiency, self.flops_efficiency, self.cuda_context, self.activation_reserve)
 
 
 _VLLM, _SGLANG, _LLAMACPP = VllmOptions(), SglangOptions(), LlamacppOptions()
+
+#: llama.cpp's -fa values (b6300+: `-fa on|off|auto`); auto is on where the backend has flash
+#: attention, as on the GPUs kvcalc sizes
+FLASH_ATTN_VALUES = {"on": True, "off": False, "auto": True}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -261,18 +289,19 @@ class VllmFlags(OptionGroup):
     disable_hybrid: Annotated[bool, typer.Option("--disable-hybrid-kv-cache-manager", help="vLLM: sliding-window layers keep every token (no hybrid allocator).")] = not _VLLM.hybrid_allocator
     max_num_batched_tokens: Annotated[int, typer.Option("--max-num-batched-tokens", help="vLLM: sizes sliding-window pages in the concurrency figure.")] = _VLLM.max_num_batched_tokens
     v0: Annotated[bool, typer.Option("--vllm-v0", help="vLLM's V0 engine (0.6.x): '# GPU blocks' lines.")] = _VLLM.v0
-    swap_space: Annotated[str, typer.Option("--swap-space", help="vLLM V0 CPU swap space per GPU (4GiB).")] = "0"
+    swap_space: Annotated[str, typer.Option("--swap-space", help="vLLM V0 CPU swap space per GPU: 4GiB (vLLM's --swap-space 4 is 4GiB: write the unit).")] = "0"
 
     def to_options(self) -> VllmOptions:
         """The engine's options; raises `KvcalcError` for --swap-space without --vllm-v0."""
         from kvcalc.units import parse_size
 
-        if self.swap_space != "0" and not self.v0:
+        swap_bytes = parse_size(self.swap_space, "--swap-space", allow_zero=True)
+        if swap_bytes and not self.v0:
             raise KvcalcError("--swap-space is vLLM V0's CPU swap (# CPU blocks); V1 and the other engines have none: "
                               "add --engine vllm --vllm-v0, or drop --swap-space")
         return VllmOptions(block_size=self.block_size, hybrid_allocator=not self.disable_hybrid,
                            max_num_batched_tokens=self.max_num_batched_tokens, v0=self.v0,
-                           swap_space_bytes=parse_size(self.swap_space, "--swap-space") if self.swap_space != "0" else 0)
+                           swap_space_bytes=swap_bytes)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -291,16 +320,17 @@ class LlamacppFlags(OptionGroup):
     """llama.cpp's options (`--engine llamacpp` only), turned into `LlamacppOptions`."""
 
     engine: ClassVar[str] = "llamacpp"
-    ctx_size: Annotated[Optional[str], typer.Option("--ctx-size", help="llama.cpp -c: n_ctx (ollama: per sequence).")] = None
+    ctx_size: Annotated[Optional[str], typer.Option("--ctx-size", help="llama.cpp n_ctx, the context of all sequences together (ollama: per sequence); `capacity -c` with --engine llamacpp.")] = None
     parallel: ParallelOpt = _LLAMACPP.parallel
-    kv_unified: Annotated[bool, typer.Option("--kv-unified/--no-kv-unified", help="llama.cpp: one stream shared by all sequences, or one per sequence.")] = _LLAMACPP.unified
+    kv_unified: Annotated[bool, typer.Option("--kv-unified/--no-kv-unified", "-kvu", help="llama.cpp: one stream shared by all sequences, or one per sequence.")] = _LLAMACPP.unified
     swa_full: Annotated[bool, typer.Option("--swa-full", help="llama.cpp: full-size cache for sliding-window layers.")] = _LLAMACPP.swa_full
     flash_attn: Annotated[bool, typer.Option("--flash-attn", help="llama.cpp legacy: pad n_ctx to 256 (else 32).")] = _LLAMACPP.flash_attn
-    llamacpp_version: Annotated[str, typer.Option("--llamacpp-version", help="current (b7000+, 'llama_kv_cache: size = ...') or legacy ('KV self size').")] = _LLAMACPP.version
-    n_gpu_layers: Annotated[Optional[int], typer.Option("--n-gpu-layers", "-ngl", help="llama.cpp layers offloaded (default, or -1: all).")] = _LLAMACPP.n_gpu_layers
+    fa: Annotated[Optional[str], typer.Option("-fa", callback=lower_choice, help="llama.cpp -fa on|off|auto, as llama.cpp takes it (on or auto: --flash-attn).")] = None
+    llamacpp_version: Annotated[str, typer.Option("--llamacpp-version", callback=lower_choice, help="current (b7000+, 'llama_kv_cache: size = ...') or legacy ('KV self size').")] = _LLAMACPP.version
+    n_gpu_layers: Annotated[Optional[int], typer.Option("--n-gpu-layers", "--gpu-layers", "-ngl", help="llama.cpp layers offloaded (default, or -1: all).")] = _LLAMACPP.n_gpu_layers
     gpus: Annotated[Optional[int], typer.Option("--gpus", help="llama.cpp devices the layers are split over (default: the --tensor-split count, else 1).")] = None
     tensor_split: Annotated[Optional[str], typer.Option("--tensor-split", "-ts", help="llama.cpp share of each device, e.g. 63,37 (default even).")] = None
-    ubatch_size: Annotated[int, typer.Option("--ubatch-size", help="llama.cpp n_ubatch (sizes the SWA cache).")] = _LLAMACPP.n_ubatch
+    ubatch_size: Annotated[int, typer.Option("--ubatch-size", "-ub", help="llama.cpp n_ubatch (sizes the SWA cache).")] = _LLAMACPP.n_ubatch
     ollama: Annotated[bool, typer.Option("--ollama", help="ollama's runner: n_ctx x --parallel cells, legacy log lines.")] = _LLAMACPP.ollama
 
     def to_options(self) -> LlamacppOptions:
@@ -309,10 +339,14 @@ class LlamacppFlags(OptionGroup):
         from kvcalc.units import parse_count
 
         split = _split(self.tensor_split)
+        if self.fa is not None and self.fa not in FLASH_ATTN_VALUES:
+            raise KvcalcError(f"-fa: '{self.fa}' is not on, off or auto (llama.cpp's values)", option="-fa", value=self.fa)
+        if self.fa == "off" and self.flash_attn:
+            raise KvcalcError("--flash-attn and -fa off disagree; give one of them", option="-fa", value=self.fa)
         return LlamacppOptions(
             n_ctx=parse_count(self.ctx_size, "--ctx-size") if self.ctx_size else None, parallel=self.parallel,
             unified=self.kv_unified, version="legacy" if self.ollama else self.llamacpp_version,
-            flash_attn=self.flash_attn, swa_full=self.swa_full, n_ubatch=self.ubatch_size,
+            flash_attn=self.flash_attn or FLASH_ATTN_VALUES.get(self.fa or "off", False), swa_full=self.swa_full, n_ubatch=self.ubatch_size,
             n_gpu_layers=self.n_gpu_layers, n_devices=self.gpus or (len(split) if split else 1),
             tensor_split=tuple(split) if split else None, ollama=self.ollama)
 
@@ -409,12 +443,14 @@ def check_gpu_only_options(ctx: typer.Context, gpu: str | None, allowed: tuple[s
 def make_layout(tp: int, pp: int, dp: int, weight_dtype: str | None, k_dtype: str | None, v_dtype: str | None,
                 gpu_memory_utilization: float, bw_efficiency: float, flops_efficiency: float,
                 cuda_context: str | None, activation_reserve: str | None):
-    """A `plan.Layout` from CLI options (sizes parsed with `units.parse_size`)."""
+    """A `plan.Layout` from CLI options (sizes parsed with `units.parse_size`: 0, or a size
+    with a unit or of at least 1 MiB)."""
     from kvcalc.calc.memory_plan import Layout
-    from kvcalc.units import parse_reserve
+    from kvcalc.units import parse_size
 
-    ctx = DEFAULT_CUDA_CONTEXT_BYTES if cuda_context is None else parse_reserve(cuda_context, "--cuda-context")
-    act = None if activation_reserve is None else parse_reserve(activation_reserve, "--activation-reserve")
+    ctx = (DEFAULT_CUDA_CONTEXT_BYTES if cuda_context is None else
+           parse_size(cuda_context, "--cuda-context", allow_zero=True, hint_unit="MiB"))
+    act = None if activation_reserve is None else parse_size(activation_reserve, "--activation-reserve", allow_zero=True)
     return Layout(tp=tp, pp=pp, dp=dp, weight_dtype=weight_dtype, k_dtype=k_dtype, v_dtype=v_dtype,
                   gpu_memory_utilization=gpu_memory_utilization, cuda_context_bytes=ctx,
                   activation_reserve_bytes=act, bw_efficiency=bw_efficiency, flops_efficiency=flops_efficiency)

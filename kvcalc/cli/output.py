@@ -1,6 +1,7 @@
 """What every command shares on the way out: one error handler (`handle_errors`: one red line per
 problem, exit 2 for the user's errors, 1 for a bug, `--debug` for the traceback), warnings as
-yellow lines, `echo` / `emit` for tables and machine formats, and atomic file writes.
+yellow lines, `echo` / `emit` for tables and machine formats, atomic file writes, and click's
+usage errors as one line plus the hint (`OneLineUsageErrors`, mixed into the app's group).
 """
 
 from __future__ import annotations
@@ -150,3 +151,70 @@ def write_atomic(path: Path, text: str) -> None:
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+# ----- click's usage errors as one line -----------------------------------------------------
+
+
+def usage_error_lines(err: Any, command_path: str | None = None) -> list[str]:
+    """A click `UsageError` as kvcalc prints it: the problem on one line (first letter lower
+    case, as kvcalc's own errors; a bad value names the option by its first name, not every
+    alias), then click's hint (`Try 'kvcalc estimate --help' for help.`); click's own `show`
+    prints the usage line first and the problem last, four lines in all. `command_path` stands
+    in for the error's context when click raised it without one."""
+    param = getattr(err, "param", None)
+    if param is not None and getattr(param, "opts", None) and getattr(err, "param_hint", None) is None:
+        err.param_hint = f"'{param.opts[0]}'"
+    message = " ".join(err.format_message().split())
+    lines = [message[:1].lower() + message[1:]]
+    ctx = getattr(err, "ctx", None)
+    path = ctx.command_path if ctx is not None else command_path
+    if path:
+        lines.append(f"Try '{path} --help' for help.")
+    return lines
+
+
+def _one_line(err: Any, command_path: str | None = None) -> Any:
+    """`err` (a click `UsageError`) with a `show` that prints `usage_error_lines`: the problem in
+    red after `error:` on stderr, then the hint. click's `NoArgsIsHelpError` (`kvcalc` with no
+    command prints the help) is left as it is."""
+    if type(err).__name__ == "NoArgsIsHelpError" or getattr(err, "_kvcalc_one_line", False):
+        return err
+
+    def show(file: Any = None) -> None:
+        from rich.markup import escape
+
+        con = _err_console()
+        first, *rest = usage_error_lines(err, command_path)
+        con.print(f"[red]error:[/red] {escape(first)}", markup=True)
+        for line in rest:
+            typer.echo(line, err=True)
+
+    err.show = show
+    err._kvcalc_one_line = True
+    return err
+
+
+class OneLineUsageErrors:
+    """Mixin for the app's click group (before `typer.core.TyperGroup` in the bases): a usage
+    error (unknown option, missing argument, a bad int) prints as one `error:` line plus the
+    hint, with click's exit code 2, wherever click raises it: the group's own options or a
+    command's (`make_context` and `invoke` both re-raise it with `_one_line`'s `show`)."""
+
+    def make_context(self, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return super().make_context(*args, **kwargs)  # type: ignore[misc]
+        except _UsageError as e:
+            raise _one_line(e, getattr(self, "name", None)) from None
+
+    def invoke(self, ctx: Any) -> Any:
+        try:
+            return super().invoke(ctx)  # type: ignore[misc]
+        except _UsageError as e:
+            sub = ctx.invoked_subcommand  # set by click before it parses the command's options
+            raise _one_line(e, f"{ctx.command_path} {sub}" if sub else ctx.command_path) from None
+
+
+#: click's UsageError as typer uses it (typer 0.29 ships its own copy of click: `import click`
+#: would name another class); found from typer's public `BadParameter`, one of its subclasses.
+_UsageError = next(c for c in typer.BadParameter.__mro__ if c.__name__ == "UsageError")

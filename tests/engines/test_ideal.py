@@ -97,7 +97,7 @@ def test_default_kv_dtype_is_the_models(gqa_spec):
 
 
 def test_capacity_cli_defaults_to_ideal_json(cli, gqa_spec, write_spec):
-    r = cli("capacity", write_spec(gqa_spec), "--kv-memory", "1000000", "--concurrency", "1", "-f", "json")
+    r = cli("capacity", write_spec(gqa_spec), "--kv-memory", "1000000B", "--concurrency", "1", "-f", "json")
     assert r.exit_code == 0, r.output
     d = json.loads(r.stdout)
     # the same figures as test_tokens_are_memory_floor_divided_by_bytes_per_token
@@ -106,7 +106,7 @@ def test_capacity_cli_defaults_to_ideal_json(cli, gqa_spec, write_spec):
     assert (d["max_model_len"], d["max_concurrency"], d["longest_context"]) == (4096, 0.11920928955078125, 488)
     assert d["num_gpu_blocks"] is None and d["notes"] == []
     # --tp 2 through the CLI: 976 tokens of 1,024 B
-    d2 = json.loads(cli("capacity", write_spec(gqa_spec), "-m", "1000000", "--tp", "2", "-f", "json").stdout)
+    d2 = json.loads(cli("capacity", write_spec(gqa_spec), "-m", "1000000B", "--tp", "2", "-f", "json").stdout)
     assert (d2["page_size_bytes"], d2["kv_cache_tokens"]) == (1_024, 976)
 
 

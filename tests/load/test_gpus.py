@@ -43,10 +43,10 @@ def test_lookup_spellings_and_suggestion() -> None:
 
 def test_user_gpu_yaml(tmp_path) -> None:
     p = tmp_path / "mygpu.yaml"
-    p.write_text("name: My GPU\nmemory_bytes: 1000\nhbm_bytes_per_s: 10\nbf16_flops_per_s: 100\n"
+    p.write_text("name: My GPU\nmemory_bytes: 1000B\nhbm_bytes_per_s: 10B/s\nbf16_flops_per_s: 100FLOPS\n"
                  "source: lab measurement\n")
-    g = get_gpu(str(p))
-    assert (g.key, g.memory_bytes) == ("mygpu", 1000)
+    g = get_gpu(str(p))  # toy figures, written with their units (a bare 1000 would be refused)
+    assert (g.key, g.memory_bytes, g.hbm_bytes_per_s, g.bf16_flops_per_s) == ("mygpu", 1000, 10, 100)
     p.write_text("name: My GPU\nmemory_byte: 1000\n")
     with pytest.raises(ConfigError, match="memory_byte"):
         get_gpu(str(p))
