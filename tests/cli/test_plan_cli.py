@@ -161,3 +161,18 @@ def test_estimate_gpu_that_fits_is_unchanged(cli):
     assert "smallest_fitting_count" not in json.loads(j.stdout)
     t = cli("estimate", "llama-3.1-8b", "-s", "8k", "--gpu", "h100-sxm")
     assert "does not fit" not in t.stdout
+
+
+def test_readme_why_not_block_is_the_real_output(cli, monkeypatch):
+    # tests/test_readme.py runs only examples that exit 0; this one exits 1, so it is run here:
+    # the README block opens with the command as a comment, then the output
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    text = (root / "README.md").read_text(encoding="utf-8")
+    block = text.split("# $ kvcalc plan ", 1)[1].split("```", 1)[0].rstrip().splitlines()
+    monkeypatch.chdir(root)
+    args = ["plan", *block[0].split()]
+    r = cli(*args, env={"COLUMNS": "80"})
+    assert r.exit_code == 1, r.output
+    assert [ln.rstrip() for ln in r.stdout.rstrip().splitlines()] == block[1:]
