@@ -14,7 +14,7 @@ from typing import Annotated, Any, Optional
 
 import typer
 
-from kvcalc.cli.options import FormatOpt, GpuPlanOptions, ModelArg, SeqLenOpt, only, option_groups
+from kvcalc.cli.options import GpuPlanOptions, ModelArg, SeqLenOpt, only, option_groups
 from kvcalc.cli.output import check_format, echo, handle_errors
 from kvcalc.errors import KvcalcError
 
@@ -42,7 +42,7 @@ def plan(
     write_deployment: Annotated[Optional[Path], typer.Option("--write-deployment", help="Write the top layout as a deployment YAML for `kvcalc check`.")] = None,
     force: Annotated[bool, typer.Option("--force", help="Overwrite the --write-deployment file.")] = False,
     knobs: Annotated[GpuPlanOptions, only(*KNOBS)] = GpuPlanOptions(),
-    fmt: FormatOpt = "table",
+    fmt: Annotated[str, typer.Option("--format", "-f", help="table, json, yaml or markdown.")] = "table",
 ) -> None:
     """The GPUs, layout and engine command that serve CONCURRENCY sequences of SEQ_LEN tokens
     within the targets: fewest GPUs first, then the lowest cost (--prices), then the most tokens/s."""
@@ -139,6 +139,13 @@ def deployment_text(res: Any, layout: Any, model_arg: str, req: Any) -> str:
                           "not written")
     head = [f"# written by kvcalc {__version__} plan: layout #1 of {res.n_qualifying:,} that qualify",
             f"# launch ({res.engine}): {layout.launch}" if layout.launch else f"# engine: {res.engine}"]
+    from kvcalc.calc.memory_plan import Layout
+
+    knobs, plain = req.search.knobs, Layout()
+    changed = [f"{k} {getattr(knobs, k)}" for k in ("bw_efficiency", "flops_efficiency", "cuda_context_bytes",
+                                                     "activation_reserve_bytes") if getattr(knobs, k) != getattr(plain, k)]
+    if changed:
+        head.append(f"# planned with {', '.join(changed)}; kvcalc check uses its defaults (it passes with them too)")
     if res.max_ttft_s is not None:
         head.append(f"# target max_ttft_s {res.max_ttft_s:g} (TTFT {layout.ttft_s:.2f} s): kvcalc check does not check TTFT")
     return "\n".join(head) + "\n" + yaml.safe_dump(data, sort_keys=False, width=1000)

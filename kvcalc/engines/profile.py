@@ -309,8 +309,10 @@ class LlamacppProfile(EngineProfile):
 
     def plan_formats(self, model: ModelSpec) -> tuple[tuple[str, ...], tuple[str | None, ...], frozenset[str]]:
         """llama.cpp's default cache type (f16, `common/common.h`), then q8_0; the checkpoint's
-        weights, then q8_0 (a GGUF's Q8_0). No fp8: llama.cpp has no fp8 cache type."""
-        return ("fp16", "q8_0"), (None, "q8_0"), frozenset()
+        weights (its 16-bit dtype where the checkpoint is fp8: GGUF has no fp8), then q8_0 (a
+        GGUF's Q8_0). No fp8 cache either: llama.cpp has no fp8 cache type."""
+        own = (model.weight_dtype or model.dtype).startswith("fp8")
+        return ("fp16", "q8_0"), (model.dtype if own else None, "q8_0"), frozenset()
 
     def launch_line(self, spec: launch.LaunchSpec) -> str:
         """`llama-server ...` (`launch.llamacpp_line`: flags from `common/arg.cpp`)."""
