@@ -10,6 +10,8 @@ The Python API (the same request objects and code path as the CLI, `kvcalc.reque
 - `estimate(model, seq_len=..., ...)`: a `KvEstimate` (exact bytes).
 - `capacity(model, engine=..., kv_memory_bytes=..., ...)`: an `EngineResult` (what vLLM, SGLang,
   llama.cpp or the exact formula make of a KV memory budget, with the lines the engine logs).
+- `plan(model, seq_len=..., concurrency=..., max_tpot_ms=..., ...)`: a `PlanResult` (the GPUs,
+  layouts and launch lines that serve a workload within its targets, `kvcalc plan`).
 
 Every user error raises `kvcalc.errors.KvcalcError`. Importing this package does no work and
 imports nothing beyond the standard library (no pydantic, torch or rich): each function imports
@@ -25,10 +27,10 @@ __version__ = "0.2.0"
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing
 if TYPE_CHECKING:
-    from kvcalc.results import EngineResult, KvEstimate
+    from kvcalc.results import EngineResult, KvEstimate, PlanResult
     from kvcalc.schema import ModelSpec
 
-__all__ = ["__version__", "capacity", "estimate", "load_model"]
+__all__ = ["__version__", "capacity", "estimate", "load_model", "plan"]
 
 
 def load_model(ref: str | ModelSpec) -> ModelSpec:
@@ -96,3 +98,32 @@ def capacity(model: str | ModelSpec, *, engine: str = "ideal", kv_memory_bytes: 
                                 k_dtype=k_dtype, v_dtype=v_dtype, tp=tp, max_model_len=max_model_len,
                                 concurrency=concurrency, options=options)
     return run_capacity(req)
+
+
+def plan(model: str | ModelSpec, *, seq_len: int | str | None = None, concurrency: int = 1,
+         gpus: str | list[str] | None = None, max_gpus: int | None = None, engine: str = "vllm",
+         kv_dtypes: str | list[str] | None = None, weight_dtypes: str | list[str] | None = None,
+         max_tpot_ms: float | None = None, min_tokens_per_s: float | None = None, max_ttft_s: float | None = None,
+         prices: dict[str, float] | str | None = None, top: int | None = None, why_not: int | None = None,
+         gpus_per_node: int | None = None) -> PlanResult:
+    """The layouts that serve `concurrency` sequences of `seq_len` tokens (None: the model's
+    max_position_embeddings) of `model` within the targets (`max_tpot_ms` ms per output token,
+    `min_tokens_per_s` total output tokens/s, `max_ttft_s` s to the first token of one prompt):
+    every GPU of `gpus` (names or a comma list; `a+b` a fixed set of devices; None: the whole
+    table) x counts up to `max_gpus` (default 32; whole nodes of `gpus_per_node`, default 8,
+    past one) x tp / pp / dp x the KV and weight formats listed (None: the model's, then fp8
+    where the GPU has it), ranked by fewest GPUs, then the lowest cost where `prices` (GPU key
+    -> dollars per GPU-hour, or a YAML file of them) give one, then the most tokens/s.
+
+    Returns a `PlanResult` (`layouts`, each with its figures and `engine`'s launch line; when
+    none qualifies, `misses` with what failed and what would fix it), as `kvcalc plan -f json`.
+    Raises `KvcalcError` for an unknown GPU, engine or format, a target <= 0, a count < 1, a
+    price file naming an unknown GPU or a negative price.
+    """
+    from kvcalc.requests import PlanRequest, run_plan
+
+    req = PlanRequest.build(load_model(model), seq_len=seq_len, concurrency=concurrency, gpus=gpus, max_gpus=max_gpus,
+                            engine=engine, kv_dtypes=kv_dtypes, weight_dtypes=weight_dtypes, max_tpot_ms=max_tpot_ms,
+                            min_tokens_per_s=min_tokens_per_s, max_ttft_s=max_ttft_s, prices=prices, top=top,
+                            why_not=why_not, gpus_per_node=gpus_per_node)
+    return run_plan(req)

@@ -130,6 +130,7 @@ class EstimateResult:
     serving: Any = None
     gpu: Any = None
     engine: Any = None
+    fit_hint: Any = None
 
 
 def run_estimate(req: EstimateRequest) -> EstimateResult:
@@ -149,10 +150,29 @@ def run_estimate(req: EstimateRequest) -> EstimateResult:
         layout = dataclasses.replace(req.layout if req.layout is not None else Layout(), tp=par.tp, pp=par.pp,
                                      dp=par.dp, k_dtype=wl.k_dtype, v_dtype=wl.v_dtype)
         serving = Planner(req.model, gpu, layout).serving(est.seq_len, est.batch, est.kv_cache_bytes_per_gpu)
+    hint = None
+    if serving is not None and not serving.fits:
+        hint = fit_hint(req, gpu, layout, est)
     engine = None
     if canonical(req.engine) != "ideal":
         engine = engine_for_batch(req, serving)
-    return EstimateResult(kv=est, serving=serving, gpu=gpu, engine=engine)
+    return EstimateResult(kv=est, serving=serving, gpu=gpu, engine=engine, fit_hint=hint)
+
+
+def fit_hint(req: EstimateRequest, gpu: Any, layout: Any, est: Any) -> Any:
+    """(`FitHint`) the fewest GPUs of `gpu` that fit the estimate's batch x dp sequences of its
+    context in its formats (`calc.plan.smallest_fitting`, up to `FIX_SEARCH_MAX_GPUS`)."""
+    from kvcalc.calc.plan import FIX_SEARCH_MAX_GPUS, smallest_fitting
+    from kvcalc.results import FitHint
+
+    found = smallest_fitting(req.model, gpu, layout, est.seq_len, est.batch * est.dp,
+                             (layout.k_dtype, layout.v_dtype), layout.weight_dtype)
+    text = None
+    if found is not None:
+        n, tp, pp, dp = found
+        text = f"{n} x {gpu.key} (tp {tp}, pp {pp}, dp {dp})"
+    return FitHint(smallest_fitting_count=None if found is None else found[0], smallest_fitting_layout=text,
+                   smallest_fitting_limit=FIX_SEARCH_MAX_GPUS)
 
 
 def engine_for_batch(req: EstimateRequest, plan: Any = None) -> Any:
@@ -244,3 +264,117 @@ def run_capacity(req: CapacityRequest) -> Any:
     return get_profile(req.engine).capacity(req.model, req.kv_memory_bytes, req.k, req.v, tp=req.tp,
                                             max_model_len=req.max_model_len, concurrency=req.concurrency,
                                             options=req.options, kv_cache_dtype=req.label)
+
+
+# ----- plan -------------------------------------------------------------------------------
+
+
+def _names(value: Any) -> list[str] | None:
+    """A comma list (or a list of names) as names; None for None or 'all'."""
+    if value is None:
+        return None
+    items = value.split(",") if isinstance(value, str) else [str(v) for v in value]
+    items = [v.strip() for v in items if v.strip()]
+    return None if not items or [v.lower() for v in items] == ["all"] else items
+
+
+def check_targets(**targets: float | None) -> None:
+    """Raise `KvcalcError` naming the first target that is not a positive finite number."""
+    import math
+
+    for name, v in targets.items():
+        if v is not None and (not math.isfinite(v) or v <= 0):
+            raise KvcalcError(f"--{name.replace('_', '-')} must be a positive number, got {v:g}")
+
+
+@dataclass(frozen=True)
+class PlanRequest:
+    """`kvcalc plan`: the layouts that serve `search.concurrency` sequences of `search.seq_len`
+    tokens of a model within its targets (`search`: a `calc.plan.PlanSearch`, engine rules and
+    formats resolved), launched by `engine`."""
+
+    search: Any
+    engine: str
+
+    @classmethod
+    def build(cls, model: Any, *, seq_len: str | int | None = None, concurrency: int = 1,
+              gpus: Any = None, max_gpus: int | None = None, engine: str = "vllm",
+              kv_dtypes: Any = None, weight_dtypes: Any = None, max_tpot_ms: float | None = None,
+              min_tokens_per_s: float | None = None, max_ttft_s: float | None = None,
+              prices: Any = None, knobs: Any = None, top: int | None = None, why_not: int | None = None,
+              gpus_per_node: int | None = None) -> PlanRequest:
+        """Check and resolve: the context (default the model's), positive counts and targets,
+        the GPUs (a comma list or list of names / GPU files, `a+b` a fixed set of devices in one
+        machine, None or 'all' every row of the table), the formats (comma lists; None: the
+        engine's defaults, `EngineProfile.plan_formats`), `prices` (a mapping or a price file).
+        Each format is tried on the engine's launch line first, so a format the engine lacks is
+        refused before the search. Raises `KvcalcError`."""
+        from kvcalc.calc import plan as P
+        from kvcalc.calc.memory_plan import Layout
+        from kvcalc.engines.launch import LaunchSpec
+        from kvcalc.engines.profile import get_profile
+        from kvcalc.formats import kv_format, weight_format
+        from kvcalc.load.gpus import get_gpu, gpu_table
+
+        max_gpus = P.DEFAULT_MAX_GPUS if max_gpus is None else max_gpus
+        top = P.DEFAULT_TOP if top is None else top
+        why_not = P.DEFAULT_WHY_NOT if why_not is None else why_not
+        node = P.GPUS_PER_NODE if gpus_per_node is None else gpus_per_node
+        check_positive(concurrency=concurrency, max_gpus=max_gpus, top=top, gpus_per_node=node)
+        if why_not < 0:
+            raise KvcalcError(f"--why-not must not be negative, got {why_not}")
+        check_targets(max_tpot_ms=max_tpot_ms, min_tokens_per_s=min_tokens_per_s, max_ttft_s=max_ttft_s)
+        T = resolve_seq_len(model, seq_len)
+        check_limits([concurrency], [T])
+        warn_beyond_context(model, [T])
+        prof = get_profile(engine)
+        knobs = knobs if knobs is not None else Layout()
+        knobs.check()
+
+        choices, table = [], gpu_table()
+        for name in _names(gpus) or list(table):
+            parts = [p.strip() for p in name.split("+")]
+            devices = tuple(get_gpu(p) for p in parts if p)
+            fixed = len(devices) > 1
+            if fixed and not prof.plan_layer_split and len({g.key for g in devices}) > 1:
+                raise KvcalcError(f"--gpu {name}: {prof.display_name} needs identical GPUs in a layout; "
+                                  "a set of different GPUs is for --engine llamacpp (it splits layers)")
+            if fixed and len(devices) > node:
+                raise KvcalcError(f"--gpu {name}: {len(devices)} devices exceed one node of {node}")
+            choices.append(P.GpuChoice(devices, fixed))
+        if not choices:
+            raise KvcalcError("--gpu: no GPU to search")
+
+        kv_default, w_default, fp8_only = prof.plan_formats(model)
+        kvs = tuple((kv_format(n).name,) * 2 for n in (_names(kv_dtypes) or kv_default))
+        ws = tuple(None if n is None else weight_format(n).name for n in (_names(weight_dtypes) or w_default))
+        kvs, ws = tuple(dict.fromkeys(kvs)), tuple(dict.fromkeys(ws))
+
+        def launch(**kw: Any) -> str | None:
+            return prof.launch_line(LaunchSpec(model=model, **kw))
+
+        for (k, v), w in ((kv, w) for kv in kvs for w in ws):  # refuse what the engine cannot run
+            launch(tp=1, pp=1, dp=1, nodes=1, max_model_len=T, max_num_seqs=concurrency, k_dtype=k, v_dtype=v,
+                   weight_dtype=w, gpu_memory_utilization=knobs.gpu_memory_utilization, tensor_split=None)
+
+        if prices is not None and not isinstance(prices, dict):
+            from kvcalc.load.prices import load_prices
+
+            prices = load_prices(prices, [*table, *(g.key for c in choices for g in c.devices)])
+        elif prices is not None:
+            from kvcalc.load.prices import check_prices
+
+            prices = check_prices(prices, [*table, *(g.key for c in choices for g in c.devices)])
+        search = P.PlanSearch(
+            model=model, seq_len=T, concurrency=concurrency, gpus=tuple(choices), kv_dtypes=kvs, weight_dtypes=ws,
+            fp8_only=fp8_only, gate_kv=not _names(kv_dtypes), gate_weights=not _names(weight_dtypes), targets=P.PlanTargets(max_tpot_ms, min_tokens_per_s, max_ttft_s), knobs=knobs,
+            max_gpus=max_gpus, gpus_per_node=node, layer_split=prof.plan_layer_split, prices=prices or {},
+            top=top, why_not=why_not, engine=prof.name, launch=launch)
+        return cls(search=search, engine=prof.name)
+
+
+def run_plan(req: PlanRequest) -> Any:
+    """The `PlanResult` of the request (`calc.plan.search`), launch lines filled in."""
+    from kvcalc.calc.plan import search
+
+    return search(req.search)

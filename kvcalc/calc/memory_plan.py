@@ -20,11 +20,13 @@ the two equal); grouping is what makes a 100,000-point sweep take well under a s
 
 from __future__ import annotations
 
+import copy
+import dataclasses
 from dataclasses import dataclass
 
 from kvcalc.calc import kv_cache, roofline
 from kvcalc.formats import StorageFormat
-from kvcalc.errors import OPTION_SAYS, KvcalcError
+from kvcalc.errors import MESSAGE, OPTION_SAYS, KvcalcError
 from kvcalc.results import ServingEstimate  # the result `Planner.serving` returns
 from kvcalc.schema import GpuSpec, ModelSpec
 from kvcalc.calc.weights import (
@@ -90,11 +92,13 @@ class KvProfile:
     stages: tuple[tuple[tuple[int, int | None], ...], ...]
 
     @classmethod
-    def build(cls, model: ModelSpec, k: StorageFormat, v: StorageFormat, tp: int = 1, pp: int = 1) -> KvProfile:
-        """Group each stage's layers by (kv_cache.layer_kv_bytes_per_token, window)."""
+    def build(cls, model: ModelSpec, k: StorageFormat, v: StorageFormat, tp: int = 1, pp: int = 1,
+              stages: list[range] | None = None) -> KvProfile:
+        """Group each stage's layers by (kv_cache.layer_kv_bytes_per_token, window); `stages`
+        (layer ranges) overrides vLLM's split of the layers into `pp` stages."""
         layers = model.layers
         out = []
-        for st in kv_cache.pp_stages(model.n_layers, pp):
+        for st in stages if stages is not None else kv_cache.pp_stages(model.n_layers, pp):
             groups: dict[tuple[int, int | None], int] = {}
             for i in st:
                 layer = layers[i]
@@ -133,6 +137,23 @@ class Layout:
     activation_reserve_bytes: int | None = None
     bw_efficiency: float = roofline.DEFAULT_BW_EFFICIENCY
     flops_efficiency: float = roofline.DEFAULT_FLOPS_EFFICIENCY
+    #: layers of each pipeline stage, first to last (None: vLLM's split, `kv_cache.pp_stages`);
+    #: llama.cpp's `--tensor-split` puts its own counts on each device (`calc.plan`)
+    stage_layers: tuple[int, ...] | None = None
+
+    def stages(self, n_layers: int) -> list[range]:
+        """The layer indices of each stage: `stage_layers` when given (they must sum to
+        `n_layers`, one count per stage), else `kv_cache.pp_stages(n_layers, pp)`."""
+        if self.stage_layers is None:
+            return kv_cache.pp_stages(n_layers, self.pp)
+        if len(self.stage_layers) != self.pp or sum(self.stage_layers) != n_layers or min(self.stage_layers) < 1:
+            raise KvcalcError(f"stage layers {list(self.stage_layers)} must be {self.pp} positive counts summing "
+                              f"to {n_layers}", field="pp", value=self.pp, form=MESSAGE)
+        out, start = [], 0
+        for n in self.stage_layers:
+            out.append(range(start, start + n))
+            start += n
+        return out
 
     def check(self) -> None:
         """Raise `KvcalcError` (field: the knob's name) for a utilization or efficiency outside
@@ -159,12 +180,13 @@ class Planner:
         kv_cache.check_tp(model, layout.tp)
         self.model, self.gpu, self.layout = model, gpu, layout
         tp, pp = layout.tp, layout.pp
-        self.stages = kv_cache.pp_stages(model.n_layers, pp)
+        self.stages = layout.stages(model.n_layers)
         wf, _ = weight_formats(model, layout.weight_dtype)
+        self.weight_format_name = wf.name
         self.weight_dtype = weight_format_label(model, layout.weight_dtype)
         k, v = kv_cache.formats(layout.k_dtype or model.dtype, layout.v_dtype)
         self.kv_dtype = k.name if k == v else f"{k.name}/{v.name}"
-        self.kv = KvProfile.build(model, k, v, tp, pp)
+        self.kv = KvProfile.build(model, k, v, tp, pp, self.stages)
         wb = weight_bytes(model, layout.weight_dtype, tp)
         self.stage_weight_bytes = wb.stage_bytes(self.stages)
         self.n_params, self.n_active_params = param_counts(model)
@@ -213,6 +235,19 @@ class Planner:
         self.att_groups = tuple((w, d, p_) for w, (d, p_) in att.items())
         self.hidden = model.hidden_size or model.n_heads * model.resolved_head_dim
 
+    def variant(self, *, gpu: GpuSpec | None = None, dp: int | None = None) -> Planner:
+        """This plan on another GPU and / or with another number of replicas, without redoing
+        what depends on neither (weights, KV profile, FLOPs): only the budget and the peak
+        FLOP/s follow the GPU. What a search over GPUs and counts reuses (`calc.plan`)."""
+        new = copy.copy(self)
+        if dp is not None:
+            new.layout = dataclasses.replace(self.layout, dp=dp)
+        if gpu is not None:
+            new.gpu = gpu
+            new.budget = budget_bytes(gpu.memory_bytes, self.layout.gpu_memory_utilization)
+            new.peak = roofline.peak_flops_per_s(gpu, self.weight_format_name)
+        return new
+
     # ----- memory ------------------------------------------------------------------------
 
     def stage_used_bytes(self, seq_len: int, batch: int) -> list[int]:
@@ -225,13 +260,15 @@ class Planner:
         """min over stages of budget - used (negative: short by that much)."""
         return self.budget - max(self.stage_used_bytes(seq_len, batch))
 
-    def max_batch(self, seq_len: int) -> int:
+    def max_batch(self, seq_len: int, stage: int | None = None) -> int:
         """The largest batch per replica that fits at `seq_len` on every stage (0 if none):
         min over stages of (budget - weights - reserve) // (KV + state per sequence). Exact:
-        a stage's KV bytes are linear in the batch."""
+        a stage's KV bytes are linear in the batch. `stage`: that stage only (a device of a
+        layer split whose GPUs differ, `calc.plan`)."""
         per_seq = self.kv.stage_bytes(seq_len, 1)
         out = None
-        for w, kv1 in zip(self.stage_weight_bytes, per_seq):
+        pairs = list(zip(self.stage_weight_bytes, per_seq))
+        for w, kv1 in (pairs if stage is None else [pairs[stage]]):
             free = self.budget - w - self.fixed_bytes
             one = kv1 + self.state_per_seq_per_gpu
             b = 0 if free < 0 else (free // one if one else 2**62)

@@ -15,7 +15,7 @@ from typing import Annotated
 import typer
 from typer.core import TyperGroup
 
-from kvcalc.cli import capacity, check, compare, estimate, gpus, import_, measure, models, sweep
+from kvcalc.cli import capacity, check, compare, estimate, gpus, import_, measure, models, plan, sweep
 from kvcalc.cli.output import _STATE, OneLineUsageErrors
 
 
@@ -61,6 +61,7 @@ app.command()(sweep.sweep)
 app.command()(check.check)
 app.command()(check.schema)
 app.command()(capacity.capacity)
+app.command()(plan.plan)
 
 
 def main() -> None:

@@ -54,6 +54,8 @@ def estimate_parts(res: Any) -> list[tuple[Any, Callable[[], Any]]]:
     parts: list[tuple[Any, Callable[[], Any]]] = [(res.kv, lambda: tables.kv_table(res.kv))]
     if res.serving is not None:
         parts.append((res.serving, lambda: tables.serving_table(res.serving, res.gpu, res.kv)))
+    if res.fit_hint is not None:
+        parts.append((res.fit_hint, lambda: tables.fit_hint_line(res.fit_hint, res.kv)))
     if res.engine is not None:
         parts.append((res.engine, lambda: show_result(res.engine, engine_title(res))))
     return parts

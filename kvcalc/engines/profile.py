@@ -14,7 +14,7 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from kvcalc.engines import canonical, ideal, llamacpp, sglang, vllm
+from kvcalc.engines import canonical, ideal, launch, llamacpp, sglang, vllm
 from kvcalc.results import EngineResult
 from kvcalc.errors import KvcalcError
 from kvcalc.formats import StorageFormat, kv_format
@@ -186,6 +186,21 @@ class EngineProfile:
         """KV memory per rank (bytes) for `batch` requests of `seq_len` tokens."""
         raise KvcalcError(f"--engine {self.name} does not size a KV memory budget")
 
+    #: the engine splits layers over devices (llama.cpp), so a plan uses tp 1 and a layer split
+    plan_layer_split: ClassVar[bool] = False
+
+    def plan_formats(self, model: ModelSpec) -> tuple[tuple[str, ...], tuple[str | None, ...], frozenset[str]]:
+        """`kvcalc plan`'s default (KV formats, weight formats, the fp8-only ones): the model's
+        dtype (the checkpoint's weights), then fp8 where the GPU has fp8 tensor cores."""
+        kv = (model.dtype if model.dtype != "fp32" else "bf16", "fp8_e4m3")
+        weights = (None,) if (model.weight_dtype or model.dtype).startswith("fp8") else (None, "fp8_e4m3")
+        return kv, weights, frozenset({"fp8_e4m3"})
+
+    def launch_line(self, spec: launch.LaunchSpec) -> str | None:
+        """The command that starts this layout (`kvcalc.engines.launch`); None for an engine
+        that is no program (ideal). Raises `KvcalcError` for a format the engine lacks."""
+        return None
+
     def for_batch(self, model: ModelSpec, seq_len: int, batch: int, k: StorageFormat, v: StorageFormat, *,
                   tp: int = 1, options: Any = None, kv_cache_dtype: str | None = None,
                   kv_memory_bytes: int | None = None) -> EngineResult:
@@ -243,6 +258,10 @@ class VllmProfile(EngineProfile):
                              kv_cache_dtype=kv_cache_dtype, max_num_batched_tokens=o.max_num_batched_tokens,
                              v0=o.v0, swap_space_bytes=o.swap_space_bytes)
 
+    def launch_line(self, spec: launch.LaunchSpec) -> str:
+        """`vllm serve ...` (`launch.vllm_line`: flags from `vllm/engine/arg_utils.py`)."""
+        return launch.vllm_line(spec)
+
     def memory_for(self, model, seq_len, batch, k, v, *, tp=1, options=None) -> int:
         o: VllmOptions = self.options(options)
         return vllm.memory_for(model, seq_len, batch, k, v, tp=tp, block_size=o.block_size,
@@ -268,6 +287,11 @@ class SglangProfile(EngineProfile):
         return sglang.capacity(model, kv_memory_bytes, k, v, tp=tp, page_size=options.page_size,
                                max_model_len=max_model_len, concurrency=concurrency, kv_cache_dtype=kv_cache_dtype)
 
+    def launch_line(self, spec: launch.LaunchSpec) -> str:
+        """`python -m sglang.launch_server ...` (`launch.sglang_line`: flags from
+        `python/sglang/srt/server_args.py`)."""
+        return launch.sglang_line(spec)
+
     def memory_for(self, model, seq_len, batch, k, v, *, tp=1, options=None) -> int:
         return sglang.memory_for(model, seq_len, batch, k, v, tp=tp, page_size=self.options(options).page_size)
 
@@ -281,6 +305,18 @@ class LlamacppProfile(EngineProfile):
     options_type = LlamacppOptions
     allocates_cells = True
     splits_heads = False
+    plan_layer_split = True
+
+    def plan_formats(self, model: ModelSpec) -> tuple[tuple[str, ...], tuple[str | None, ...], frozenset[str]]:
+        """llama.cpp's default cache type (f16, `common/common.h`), then q8_0; the checkpoint's
+        weights (its 16-bit dtype where the checkpoint is fp8: GGUF has no fp8), then q8_0 (a
+        GGUF's Q8_0). No fp8 cache either: llama.cpp has no fp8 cache type."""
+        own = (model.weight_dtype or model.dtype).startswith("fp8")
+        return ("fp16", "q8_0"), (model.dtype if own else None, "q8_0"), frozenset()
+
+    def launch_line(self, spec: launch.LaunchSpec) -> str:
+        """`llama-server ...` (`launch.llamacpp_line`: flags from `common/arg.cpp`)."""
+        return launch.llamacpp_line(spec, llamacpp.ggml_name)
 
     def capacity(self, model, kv_memory_bytes, k, v, *, tp=1, max_model_len=None, concurrency=None,
                  options=None, kv_cache_dtype=None) -> EngineResult:

@@ -301,3 +301,85 @@ def gpus_table(rows: list[Any]):
                   f"{g.fp8_flops_per_s / 1e12:,.0f}" if g.fp8_flops_per_s else "-",
                   f"{g.interconnect_bytes_per_s / 1e9:,.0f}" if g.interconnect_bytes_per_s else "-", g.name)
     return t
+
+def _plan_gpus(r: Any) -> str:
+    par = f"tp{r.tp}" + (f" pp{r.pp}" if r.pp > 1 else "") + (f" dp{r.dp}" if r.dp > 1 else "")
+    where = f", {r.nodes} nodes" if r.nodes > 1 else ""
+    return f"{r.count}x {r.gpu} {par}{where}"
+
+
+def _plan_formats(r: Any) -> str:
+    short = {"fp8_e4m3": "fp8"}
+    return f"{short.get(r.kv_dtype, r.kv_dtype)}/{short.get(r.weight_dtype, r.weight_dtype)}"
+
+
+def plan_title(res: Any) -> str:
+    """What was asked: the model, the workload and the targets."""
+    tg = [f"TPOT ≤ {res.max_tpot_ms:g} ms" if res.max_tpot_ms is not None else "",
+          f"≥ {res.min_tokens_per_s:g} tokens/s" if res.min_tokens_per_s is not None else "",
+          f"TTFT ≤ {res.max_ttft_s:g} s" if res.max_ttft_s is not None else ""]
+    tg = [t for t in tg if t]
+    return (f"kvcalc plan: {res.model}, {res.concurrency} x {res.seq_len:,} tokens"
+            + (f", {', '.join(tg)}" if tg else "") + f" ({res.engine}; {res.n_qualifying:,} of "
+            f"{res.points_searched:,} layouts qualify)")
+
+
+def plan_table(res: Any):
+    """The rich table of a `PlanResult`: one row per layout (GPUs and layout; KV / weight
+    formats; memory per GPU used / budget in GiB = 2^30 B; sequences of seq_len that fit; TPOT;
+    total tokens/s; TTFT; with prices $/hour and $ per million output tokens)."""
+    from rich.table import Table
+
+    priced = any(r.dollars_per_hour is not None for r in res.layouts)
+    t = Table(title=plan_title(res), title_justify="left", caption="GiB = 2^30 B per GPU; TPOT and tokens/s with "
+              f"every sequence at {res.seq_len:,} tokens", caption_justify="left")
+    cols = ["#", "GPUs", "KV/\nweights", "GiB/GPU\nused/budget", "max\nseqs", "TPOT\nms", "tokens\n/s",
+            "TTFT\ns"]
+    if priced:
+        cols += ["$/hour", "$/M\ntokens"]
+    for c in cols:
+        t.add_column(c, justify="left" if c in ("GPUs", "KV/\nweights") else "right",
+                     overflow="fold", no_wrap=c not in ("GPUs", "KV/\nweights"))
+    for r in res.layouts:
+        cells = [str(r.rank), _plan_gpus(r), _plan_formats(r),
+                 f"{r.memory_bytes_per_gpu / 2**30:,.1f}/{r.budget_bytes_per_gpu / 2**30:,.1f}",
+                 f"{r.max_concurrency:,}", f"{r.tpot_ms:,.1f}", f"{r.tokens_per_s:,.0f}", f"{r.ttft_s:,.2f}"]
+        if priced:
+            cells += ["-" if r.dollars_per_hour is None else f"{r.dollars_per_hour:,.2f}",
+                      "-" if r.dollars_per_million_tokens is None else f"{r.dollars_per_million_tokens:,.2f}"]
+        t.add_row(*cells)
+    return t
+
+
+def plan_markdown(res: Any) -> str:
+    """`kvcalc plan --format markdown`: the layouts as a table (GiB = 2^30 B), the top layout's
+    launch line, and the nearest misses when nothing qualifies."""
+    from kvcalc.report import markdown_table
+
+    lines = [f"**{plan_title(res)}**", ""]
+    if res.layouts:
+        lines.append(markdown_table(
+            ["#", "GPUs", "KV / weights", "memory/GPU GiB", "budget GiB", "max seqs", "TPOT ms", "tokens/s",
+             "TTFT s", "$/hour", "$/M tokens"],
+            [[r.rank, _plan_gpus(r), _plan_formats(r), f"{r.memory_bytes_per_gpu / 2**30:,.2f}",
+              f"{r.budget_bytes_per_gpu / 2**30:,.2f}", f"{r.max_concurrency:,}", f"{r.tpot_ms:,.2f}",
+              f"{r.tokens_per_s:,.0f}", f"{r.ttft_s:,.2f}",
+              "" if r.dollars_per_hour is None else f"{r.dollars_per_hour:,.2f}",
+              "" if r.dollars_per_million_tokens is None else f"{r.dollars_per_million_tokens:,.2f}"]
+             for r in res.layouts]))
+        if res.layouts[0].launch:
+            lines += ["", "```bash", res.layouts[0].launch, "```"]
+    else:
+        lines.append(f"Nothing fits and meets the targets within {res.max_gpus} GPUs. Nearest misses:")
+        lines += [f"- {m.line}" for m in res.misses]
+    return "\n".join(lines)
+
+
+def fit_hint_line(hint: Any, est: Any) -> str:
+    """The line under `kvcalc estimate --gpu` when the layout does not fit: the fewest GPUs
+    of that type that fit it."""
+    what = f"{est.batch * est.dp} x {est.seq_len:,} tokens in {est.kv_dtype}"
+    if hint.smallest_fitting_layout is None:
+        return f"does not fit: no count of this GPU up to {hint.smallest_fitting_limit} fits {what}"
+    return (f"does not fit: the smallest count that fits {what} is {hint.smallest_fitting_layout} "
+            f"(kvcalc plan searches every GPU and target)")

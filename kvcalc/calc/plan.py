@@ -1,0 +1,614 @@
+"""`kvcalc plan` as arithmetic: search GPU x count x tp x pp x dp x KV format x weight format for
+the layouts that fit a workload (`concurrency` sequences of `seq_len` tokens) and meet its targets,
+rank them, and say for the nearest misses what failed, by how much, and what would fix it.
+
+Pure (no I/O, no rich, no engine names): `kvcalc.requests.run_plan` loads the GPUs, resolves the
+engine's formats and rules into a `PlanSearch`, calls `search`, and adds the launch lines.
+
+Every figure comes from `memory_plan.Planner` (the memory plan, max batch, the roofline TPOT and
+TTFT), exactly as `kvcalc check` computes a deployment (`calc.check`): the fullest replica holds
+ceil(concurrency / dp) sequences, all at `seq_len`. Nothing here re-derives a byte or a second.
+
+The search space, per GPU type (`GpuChoice`):
+
+- counts 1..min(max_gpus, gpus_per_node), then whole nodes (2 x, 3 x ... gpus_per_node) up to
+  `max_gpus`; a fixed set of devices (`a+b`) is its own count;
+- tp x pp x dp = count with tp dividing the heads as the engines require (`kv_cache.check_tp`),
+  tp inside a node (tp <= gpus_per_node, and a divisor of it once the replica spans nodes), so
+  beyond one node the extra GPUs are pipeline stages or replicas: vLLM's and SGLang's multi-node
+  layout (TP over NVLink inside a node, PP over the network between nodes);
+- with `layer_split` (llama.cpp, which splits layers, not heads): tp = dp = 1, one pipeline stage
+  per device of one node, the layers split in proportion to each device's free memory
+  (budget - reserves), as llama.cpp's default `--tensor-split` does by each device's free memory;
+- each (K, V) format x weight format the request lists; those in `fp8_only` only on GPUs with
+  fp8 tensor cores (`GpuSpec.fp8_flops_per_s`).
+
+Speed: a `Planner` depends on (tp, pp, formats, stage split) only, so it is built once for all
+GPUs and counts and re-targeted per GPU / dp with `Planner.variant` (budget and peak change);
+the memory test, which no GPU changes, is made once per (planner, batch) and compared with each
+GPU's budget before any roofline is computed.
+
+Ranking: fewest GPUs, then the lowest $/hour where a price is known (priced before unpriced),
+then the most output tokens/s, then the names (so the order is total and repeatable).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from kvcalc.calc import kv_cache
+from kvcalc.calc.memory_plan import Layout, Planner, budget_bytes
+from kvcalc.errors import KvcalcError
+from kvcalc.results import PlanLayout, PlanMiss, PlanResult
+from kvcalc.schema import GpuSpec, ModelSpec
+
+GPUS_PER_NODE = 8
+DEFAULT_MAX_GPUS = 32
+DEFAULT_TOP = 10
+DEFAULT_WHY_NOT = 5
+#: how far "more GPUs" looks past --max-gpus when it explains a miss (32 nodes of 8)
+FIX_SEARCH_MAX_GPUS = 256
+
+
+def _cdiv(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+def _gib(n: int | float) -> str:
+    return f"{n / 2**30:,.1f} GiB"
+
+
+@dataclass(frozen=True)
+class PlanTargets:
+    """Service targets: the slowest time per output token (ms), the least total output
+    tokens/s, the slowest time to the first token of one `seq_len`-token prompt (s)."""
+
+    max_tpot_ms: float | None = None
+    min_tokens_per_s: float | None = None
+    max_ttft_s: float | None = None
+
+
+@dataclass(frozen=True)
+class GpuChoice:
+    """One entry of the GPU search space: a GPU type whose count the search picks (`fixed`
+    False, `devices` its one `GpuSpec`), or a fixed set of devices in one machine (`fixed` True,
+    one `GpuSpec` per device; they may differ only under a layer split)."""
+
+    devices: tuple[GpuSpec, ...]
+    fixed: bool = False
+
+    @property
+    def key(self) -> str:
+        """The GPU key, or the keys joined by '+' for a fixed set."""
+        return "+".join(g.key for g in self.devices) if self.fixed else self.devices[0].key
+
+    @property
+    def mixed(self) -> bool:
+        """A fixed set whose devices are not all the same GPU."""
+        return len({g.key for g in self.devices}) > 1
+
+
+@dataclass(frozen=True)
+class PlanSearch:
+    """What to search (all sizes in tokens, counts in GPUs or sequences).
+
+    - `kv_dtypes`: (K format, V format) pairs; `weight_dtypes`: weight formats (None: the
+      checkpoint's own); names in `fp8_only` are tried only on GPUs with fp8 tensor cores, in
+      the KV list when `gate_kv` and in the weight list when `gate_weights` (the defaults are
+      gated, formats the user names are tried everywhere).
+    - `knobs`: a `Layout` whose utilization, reserves and efficiencies every layout keeps.
+    - `layer_split`: the engine splits layers over the devices of one node (llama.cpp), not heads.
+    - `prices`: GPU key -> $ per GPU-hour (the user's figures; a GPU without one ranks after
+      the priced ones of its count).
+    """
+
+    model: ModelSpec
+    seq_len: int
+    concurrency: int
+    gpus: tuple[GpuChoice, ...]
+    kv_dtypes: tuple[tuple[str, str], ...]
+    weight_dtypes: tuple[str | None, ...]
+    fp8_only: frozenset[str] = frozenset()
+    gate_kv: bool = True
+    gate_weights: bool = True
+    targets: PlanTargets = PlanTargets()
+    knobs: Layout = Layout()
+    max_gpus: int = DEFAULT_MAX_GPUS
+    gpus_per_node: int = GPUS_PER_NODE
+    layer_split: bool = False
+    prices: dict[str, float] = field(default_factory=dict)
+    top: int = DEFAULT_TOP
+    why_not: int = DEFAULT_WHY_NOT
+    engine: str = "ideal"
+    #: builds a layout's launch line from keywords (tp, pp, dp, nodes, max_model_len,
+    #: max_num_seqs, k_dtype, v_dtype, weight_dtype, gpu_memory_utilization, tensor_split): the
+    #: engine layer's, handed down so that calc/ imports no engine (None: no launch lines)
+    launch: Callable[..., str | None] | None = None
+
+
+# ----- the space -----------------------------------------------------------------------------
+
+
+def counts(max_gpus: int, gpus_per_node: int = GPUS_PER_NODE, layer_split: bool = False,
+           min_count: int = 1) -> list[int]:
+    """GPU counts searched: 1..min(max_gpus, gpus_per_node), then whole nodes up to max_gpus
+    (none past one node under a layer split); only those >= `min_count`."""
+    out = list(range(1, min(max_gpus, gpus_per_node) + 1))
+    if not layer_split:
+        out += list(range(2 * gpus_per_node, max_gpus + 1, gpus_per_node))
+    return [n for n in out if n >= min_count]
+
+
+def _divisors(n: int) -> list[int]:
+    return [d for d in range(1, n + 1) if n % d == 0]
+
+
+def parallel_layouts(model: ModelSpec, count: int, gpus_per_node: int = GPUS_PER_NODE) -> list[tuple[int, int, int]]:
+    """(tp, pp, dp) with tp x pp x dp = count: tp one the engines accept for the model's heads
+    (`kv_cache.check_tp`), at most `gpus_per_node` (and dividing it once `count` spans nodes,
+    so no TP group straddles two), pp at most the layers."""
+    out = []
+    for tp in _divisors(count):
+        if tp > gpus_per_node or (count > gpus_per_node and gpus_per_node % tp):
+            continue
+        try:
+            kv_cache.check_tp(model, tp)
+        except KvcalcError:
+            continue
+        rest = count // tp
+        for pp in _divisors(rest):
+            if pp <= model.n_layers:
+                out.append((tp, pp, rest // pp))
+    return out
+
+
+def layer_split(model: ModelSpec, free_bytes: list[int]) -> tuple[int, ...]:
+    """Layers per device in proportion to each device's free bytes (largest remainder, each
+    device at least one layer): what llama.cpp's default `--tensor-split` (each device's free
+    memory, `src/llama-model.cpp` `load_tensors`) does. Raises `KvcalcError` (field `pp`) with
+    more devices than layers."""
+    n, d = model.n_layers, len(free_bytes)
+    if d > n:
+        raise KvcalcError(f"{d} devices exceed the model's {n} layers", field="pp", value=d)
+    weights = [max(f, 1) for f in free_bytes]
+    total = sum(weights)
+    exact = [n * w / total for w in weights]
+    out = [max(1, int(x)) for x in exact]
+    order = sorted(range(d), key=lambda i: (-(exact[i] - int(exact[i])), i))
+    i = 0
+    while sum(out) < n:
+        out[order[i % d]] += 1
+        i += 1
+    while sum(out) > n:
+        j = max(range(d), key=lambda k: (out[k], -k))
+        out[j] -= 1
+    return tuple(out)
+
+
+def tensor_split(stage_layers: tuple[int, ...]) -> list[int]:
+    """llama.cpp `-ts` values that put exactly `stage_layers[d]` layers on device d with
+    `-ngl` covering every layer: the layers per device, the output layer counted on the last.
+    llama.cpp (`load_tensors`) puts layer il on device upper_bound(cumsum(ts) / sum(ts),
+    il / (n_layer + 1)); with sum(ts) = n_layer + 1 that is the device whose cumulative count
+    first exceeds il."""
+    ts = list(stage_layers)
+    ts[-1] += 1
+    return ts
+
+
+# ----- one layout ----------------------------------------------------------------------------
+
+
+@dataclass
+class _Outcome:
+    """The figures of one placed layout at (T, C)."""
+
+    used: list[int]
+    budgets: list[int]
+    tpot_s: float | None = None
+    tokens_per_s: float | None = None
+    ttft_s: float | None = None
+    problems: list[str] = field(default_factory=list)
+    score: float = 0.0
+
+    @property
+    def fits(self) -> bool:
+        return all(u <= b for u, b in zip(self.used, self.budgets))
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+    @property
+    def worst(self) -> int:
+        """The stage with the least headroom."""
+        return min(range(len(self.used)), key=lambda s: self.budgets[s] - self.used[s])
+
+
+@dataclass(frozen=True)
+class _Placed:
+    """A layout placed on GPUs: `base` (the GPU-independent plan), `devices` (one GPU per
+    pipeline stage under a layer split, else the one GPU type), `dp` replicas."""
+
+    choice: GpuChoice
+    base: Planner
+    devices: tuple[GpuSpec, ...]
+    dp: int
+    kv: tuple[str, str]
+    weight: str | None
+
+    @property
+    def tp(self) -> int:
+        return self.base.layout.tp
+
+    @property
+    def pp(self) -> int:
+        return self.base.layout.pp
+
+    @property
+    def count(self) -> int:
+        return self.tp * self.pp * self.dp
+
+    @property
+    def split(self) -> bool:
+        """The stages sit on devices that may differ (a layer split over a device tuple)."""
+        return len(self.devices) > 1
+
+    def planner(self, gpu: GpuSpec) -> Planner:
+        return self.base.variant(gpu=gpu, dp=self.dp)
+
+    def budgets(self) -> list[int]:
+        """Each stage's budget (bytes): its device's under a split, else the GPU's."""
+        util = self.base.layout.gpu_memory_utilization
+        if self.split:
+            return [budget_bytes(g.memory_bytes, util) for g in self.devices]
+        return [budget_bytes(self.devices[0].memory_bytes, util)] * self.pp
+
+    def used(self, seq_len: int, concurrency: int) -> list[int]:
+        """Each stage's bytes with the fullest replica's ceil(concurrency / dp) sequences."""
+        return self.base.stage_used_bytes(seq_len, _cdiv(concurrency, self.dp))
+
+    def decode(self, seq_len: int, concurrency: int) -> tuple[float, float]:
+        """(TPOT s, total output tokens/s). One GPU type: `Planner.split_decode`. A split over
+        devices that differ: the token passes the stages in turn, so the step is the sum over
+        stages of each stage's share of the bytes read (its weights and KV over all) times its
+        device's whole-model roofline step (exact while decode is memory-bound)."""
+        if not self.split or len({g.key for g in self.devices}) == 1:
+            step, tok = self.planner(self.devices[0]).split_decode(seq_len, concurrency)
+            return step.step_time_s, tok
+        b = self.base
+        per_stage = [w + k for w, k in zip(b.stage_weight_bytes, b.kv.stage_bytes(seq_len, concurrency))]
+        total = sum(per_stage)
+        t = sum(part / total * self.planner(g).decode(seq_len, concurrency).step_time_s
+                for part, g in zip(per_stage, self.devices))
+        return t, concurrency / t
+
+    def prefill(self, seq_len: int) -> float:
+        """TTFT (s) of one `seq_len`-token prompt: `Planner.prefill`; under a split over devices
+        that differ, each device's time weighted by its share of the layers."""
+        if not self.split or len({g.key for g in self.devices}) == 1:
+            return self.planner(self.devices[0]).prefill(seq_len).step_time_s
+        n = self.base.model.n_layers
+        return sum(len(st) / n * self.planner(g).prefill(seq_len).step_time_s
+                   for st, g in zip(self.base.stages, self.devices))
+
+    def max_concurrency(self, seq_len: int) -> int:
+        """Sequences of `seq_len` tokens that fit over all replicas."""
+        if not self.split:
+            return self.planner(self.devices[0]).max_batch(seq_len) * self.dp
+        return min(self.planner(g).max_batch(seq_len, stage=s) for s, g in enumerate(self.devices))
+
+    def label(self) -> str:
+        return (f"{self.count} x {self.choice.key if self.choice.fixed else self.devices[0].key} "
+                f"(tp {self.tp}, pp {self.pp}, dp {self.dp}; KV {_kv_label(self.kv)}, "
+                f"weights {self.base.weight_dtype})")
+
+
+def _kv_label(kv: tuple[str, str]) -> str:
+    return kv[0] if kv[0] == kv[1] else f"{kv[0]}/{kv[1]}"
+
+
+def evaluate(placed: _Placed, seq_len: int, concurrency: int, targets: PlanTargets,
+             used: list[int] | None = None, with_ttft: bool = False) -> _Outcome:
+    """Memory first (no roofline for a layout that does not fit), then the targets. `score` is
+    the worst ratio of a figure to its limit (> 1 on a miss)."""
+    out = _Outcome(used=used if used is not None else placed.used(seq_len, concurrency), budgets=placed.budgets())
+    if not out.fits:
+        s = out.worst
+        out.problems.append(f"needs {_gib(out.used[s])} per GPU, budget {_gib(out.budgets[s])}")
+        out.score = max(u / b for u, b in zip(out.used, out.budgets))
+        return out
+    t = targets
+    out.tpot_s, out.tokens_per_s = placed.decode(seq_len, concurrency)
+    ratios = [1.0]
+    tpot_ms = out.tpot_s * 1e3
+    if t.max_tpot_ms is not None and tpot_ms > t.max_tpot_ms:
+        out.problems.append(f"TPOT {tpot_ms:,.1f} ms > {t.max_tpot_ms:g} ms")
+        ratios.append(tpot_ms / t.max_tpot_ms)
+    if t.min_tokens_per_s is not None and out.tokens_per_s < t.min_tokens_per_s:
+        out.problems.append(f"{out.tokens_per_s:,.0f} tokens/s < {t.min_tokens_per_s:g} tokens/s")
+        ratios.append(t.min_tokens_per_s / out.tokens_per_s)
+    if t.max_ttft_s is not None or with_ttft:
+        out.ttft_s = placed.prefill(seq_len)
+        if t.max_ttft_s is not None and out.ttft_s > t.max_ttft_s:
+            out.problems.append(f"TTFT {out.ttft_s:,.2f} s > {t.max_ttft_s:g} s")
+            ratios.append(out.ttft_s / t.max_ttft_s)
+    out.score = max(ratios)
+    return out
+
+
+# ----- the search ----------------------------------------------------------------------------
+
+
+class _Space:
+    """The search space of one request, with the GPU-independent planners cached."""
+
+    def __init__(self, req: PlanSearch) -> None:
+        self.req = req
+        self.bases: dict[tuple, Planner | None] = {}
+        self.skipped: dict[str, str] = {}
+        self.used_cache: dict[tuple[int, int], list[int]] = {}
+
+    def base(self, tp: int, pp: int, kv: tuple[str, str], weight: str | None, ref: GpuSpec,
+             stage_layers: tuple[int, ...] | None = None) -> Planner | None:
+        """The planner of (tp, pp, formats, split), built once; None (noted) when the formats do
+        not fit the model (a block format over a head that is not a whole number of blocks)."""
+        key = (tp, pp, kv, weight, stage_layers)
+        if key not in self.bases:
+            lay = dataclasses.replace(self.req.knobs, tp=tp, pp=pp, dp=1, k_dtype=kv[0], v_dtype=kv[1],
+                                      weight_dtype=weight, stage_layers=stage_layers)
+            try:
+                self.bases[key] = Planner(self.req.model, ref, lay)
+            except KvcalcError as e:
+                if e.field == "tp":
+                    raise
+                self.bases[key] = None
+                self.skipped.setdefault(f"KV {_kv_label(kv)}, weights {weight or 'checkpoint'}", e.message)
+        return self.bases[key]
+
+    def formats(self, choice: GpuChoice) -> list[tuple[tuple[str, str], str | None]]:
+        """The (KV, weight) pairs tried on `choice`: fp8-only names need fp8 on every device."""
+        fp8 = all(g.fp8_flops_per_s for g in choice.devices)
+        req = self.req
+        kvs = [kv for kv in req.kv_dtypes if fp8 or not req.gate_kv or not (set(kv) & req.fp8_only)]
+        ws = [w for w in req.weight_dtypes if fp8 or not req.gate_weights or w not in req.fp8_only]
+        return list(itertools.product(kvs, ws))
+
+    def placements(self, choice: GpuChoice, kv: tuple[str, str], weight: str | None,
+                   count_list: list[int] | None = None) -> list[_Placed]:
+        """Every layout of `choice` in these formats, fewest GPUs first."""
+        req, model = self.req, self.req.model
+        ref = choice.devices[0]
+        out: list[_Placed] = []
+        if choice.fixed:
+            n = len(choice.devices)
+            if req.layer_split:
+                return self._split(choice, choice.devices, kv, weight)
+            for tp, pp, dp in parallel_layouts(model, n, req.gpus_per_node):
+                b = self.base(tp, pp, kv, weight, ref)
+                if b is not None:
+                    out.append(_Placed(choice, b, (ref,), dp, kv, weight))
+            return out
+        for n in count_list if count_list is not None else counts(req.max_gpus, req.gpus_per_node, req.layer_split):
+            if req.layer_split:
+                out += self._split(choice, (ref,) * n, kv, weight)
+                continue
+            for tp, pp, dp in parallel_layouts(model, n, req.gpus_per_node):
+                b = self.base(tp, pp, kv, weight, ref)
+                if b is not None:
+                    out.append(_Placed(choice, b, (ref,), dp, kv, weight))
+        return out
+
+    def _split(self, choice: GpuChoice, devices: tuple[GpuSpec, ...], kv: tuple[str, str],
+               weight: str | None) -> list[_Placed]:
+        """One layer-split layout over `devices` (tp = dp = 1, a stage per device)."""
+        model = self.req.model
+        if len(devices) > model.n_layers:
+            return []
+        if len(devices) == 1:
+            b = self.base(1, 1, kv, weight, devices[0])
+            return [] if b is None else [_Placed(choice, b, devices, 1, kv, weight)]
+        probe = self.base(1, 1, kv, weight, devices[0])
+        if probe is None:
+            return []
+        util = self.req.knobs.gpu_memory_utilization
+        free = [budget_bytes(g.memory_bytes, util) - probe.fixed_bytes for g in devices]
+        stages = layer_split(model, free)
+        b = self.base(1, len(devices), kv, weight, devices[0], stages)
+        return [] if b is None else [_Placed(choice, b, devices, 1, kv, weight)]
+
+    def used(self, placed: _Placed) -> list[int]:
+        """Stage bytes, cached per (planner, batch): no GPU changes them."""
+        key = (id(placed.base), _cdiv(self.req.concurrency, placed.dp))
+        if key not in self.used_cache:
+            self.used_cache[key] = placed.used(self.req.seq_len, self.req.concurrency)
+        return self.used_cache[key]
+
+
+def _price(req: PlanSearch, placed: _Placed) -> float | None:
+    """$ per hour of the layout: the sum of its devices' prices (None when one has none)."""
+    keys = [g.key for g in placed.choice.devices] if placed.choice.fixed else [placed.devices[0].key] * placed.count
+    if any(k not in req.prices for k in keys):
+        return None
+    return sum(req.prices[k] for k in keys)
+
+
+def rank_key(count: int, dollars_per_hour: float | None, tokens_per_s: float, names: tuple) -> tuple:
+    """Fewest GPUs; then the lowest $/hour where known (priced before unpriced); then the most
+    tokens/s; then the names."""
+    return (count, dollars_per_hour is None, dollars_per_hour or 0.0, -tokens_per_s, names)
+
+
+def _names(p: _Placed) -> tuple:
+    return (p.choice.key, p.tp, p.pp, p.dp, p.kv, p.weight or "")
+
+
+def search(req: PlanSearch) -> PlanResult:
+    """Search, rank and explain: the best `req.top` layouts that fit and meet every target
+    (`PlanLayout`, launch lines not yet filled in; the best variant of each (GPU, count), so the
+    list shows choices rather than one GPU's tp / dp / format variants; `n_qualifying` counts
+    every variant), and, when none does, the nearest
+    `req.why_not` misses (`PlanMiss`, one per GPU choice, with their fixes).
+
+    Raises `KvcalcError` when the model cannot be sized at all (no weights derivable).
+    """
+    space = _Space(req)
+    T, C, tg = req.seq_len, req.concurrency, req.targets
+    found: list[tuple[tuple, _Placed, _Outcome]] = []
+    nearest: dict[str, tuple[tuple, _Placed, _Outcome]] = {}
+    points = 0
+    for choice in req.gpus:
+        for kv, weight in space.formats(choice):
+            for placed in space.placements(choice, kv, weight):
+                points += 1
+                out = evaluate(placed, T, C, tg, used=space.used(placed))
+                if out.ok:
+                    price = _price(req, placed)
+                    found.append((rank_key(placed.count, price, out.tokens_per_s, _names(placed)), placed, out))
+                else:
+                    key = (out.score, placed.count, _names(placed))
+                    if choice.key not in nearest or key < nearest[choice.key][0]:
+                        nearest[choice.key] = (key, placed, out)
+    found.sort(key=lambda x: x[0])
+    best: list[tuple[tuple, _Placed, _Outcome]] = []
+    seen: set[tuple[str, int]] = set()
+    for item in found:  # the table shows the best variant of each (GPU, count)
+        if (item[1].choice.key, item[1].count) not in seen:
+            seen.add((item[1].choice.key, item[1].count))
+            best.append(item)
+    layouts = [_layout(req, i + 1, placed, out) for i, (_, placed, out) in enumerate(best[:req.top])]
+    misses = []
+    if not found:
+        for _, placed, out in sorted(nearest.values(), key=lambda x: x[0])[:req.why_not]:
+            fixes = _fixes(space, placed, out)
+            misses.append(PlanMiss(gpu=placed.choice.key, count=placed.count, tp=placed.tp, pp=placed.pp,
+                                   dp=placed.dp, kv_dtype=_kv_label(placed.kv), weight_dtype=placed.base.weight_dtype,
+                                   score=out.score, problems=out.problems, fixes=fixes,
+                                   line=f"{placed.label()}: {'; '.join(out.problems)}"
+                                        + (f"; fix: {', or '.join(fixes)}" if fixes else
+                                           f"; no fix within {FIX_SEARCH_MAX_GPUS} GPUs, a shorter context "
+                                           "or fewer sequences")))
+    notes = [f"skipped {what}: {why}" for what, why in space.skipped.items()]
+    return PlanResult(model=req.model.name, source=req.model.source, engine=req.engine, seq_len=T, concurrency=C,
+                      max_tpot_ms=tg.max_tpot_ms, min_tokens_per_s=tg.min_tokens_per_s, max_ttft_s=tg.max_ttft_s,
+                      max_gpus=req.max_gpus, gpus_searched=[c.key for c in req.gpus], points_searched=points,
+                      n_qualifying=len(found), layouts=layouts, misses=misses, notes=notes)
+
+
+def _layout(req: PlanSearch, rank: int, placed: _Placed, out: _Outcome) -> PlanLayout:
+    T, C = req.seq_len, req.concurrency
+    ttft = out.ttft_s if out.ttft_s is not None else placed.prefill(T)
+    s = out.worst
+    b = placed.base
+    kv_stage = b.kv.stage_bytes(T, _cdiv(C, placed.dp))
+    price = _price(req, placed)
+    per_gpu = None if price is None else price / placed.count
+    stages = list(b.layout.stage_layers) if b.layout.stage_layers else None
+    ts = tensor_split(b.layout.stage_layers) if stages else None
+    nodes = 1 if placed.choice.fixed else _cdiv(placed.count, req.gpus_per_node)
+    line = None
+    if req.launch is not None:
+        line = req.launch(tp=placed.tp, pp=placed.pp, dp=placed.dp, nodes=nodes, max_model_len=T,
+                          max_num_seqs=_cdiv(C, placed.dp), k_dtype=placed.kv[0], v_dtype=placed.kv[1],
+                          weight_dtype=placed.weight, gpu_memory_utilization=b.layout.gpu_memory_utilization,
+                          tensor_split=tuple(ts) if ts else None)
+    return PlanLayout(
+        rank=rank, gpu=placed.choice.key, devices=[g.key for g in placed.devices], count=placed.count,
+        tp=placed.tp, pp=placed.pp, dp=placed.dp,
+        nodes=nodes,
+        kv_dtype=_kv_label(placed.kv), weight_dtype=b.weight_dtype, seq_len=T, concurrency=C,
+        weights_bytes_per_gpu=b.stage_weight_bytes[s], kv_cache_bytes_per_gpu=kv_stage[s],
+        memory_bytes_per_gpu=out.used[s], budget_bytes_per_gpu=out.budgets[s],
+        headroom_bytes=out.budgets[s] - out.used[s], max_concurrency=placed.max_concurrency(T),
+        tpot_ms=out.tpot_s * 1e3, tokens_per_s=out.tokens_per_s, ttft_s=ttft,
+        stage_layers=stages, tensor_split=ts, launch=line,
+        price_per_gpu_hour=per_gpu, dollars_per_hour=price,
+        dollars_per_million_tokens=None if price is None else price / (out.tokens_per_s * 3600) * 1e6)
+
+
+# ----- why not -------------------------------------------------------------------------------
+
+
+def _largest(lo: int, hi: int, ok) -> int:
+    """The largest x in [lo, hi] with ok(x) (ok monotone: true up to some x), or 0."""
+    if hi < lo or not ok(lo):
+        return 0
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if ok(mid):
+            lo = mid
+        else:
+            hi = mid - 1
+    return lo
+
+
+def _fixes(space: _Space, placed: _Placed, out: _Outcome) -> list[str]:
+    """What would make this layout qualify, each checked: more GPUs (past --max-gpus, the
+    same GPU and formats), an fp8 KV cache or fp8 weights on a GPU that has fp8, a shorter
+    context, fewer sequences."""
+    req, tg = space.req, space.req.targets
+    T, C = req.seq_len, req.concurrency
+    fixes: list[str] = []
+    if not placed.choice.fixed and req.max_gpus < FIX_SEARCH_MAX_GPUS:
+        more = counts(FIX_SEARCH_MAX_GPUS, req.gpus_per_node, req.layer_split, min_count=req.max_gpus + 1)
+        best = None
+        for p in space.placements(placed.choice, placed.kv, placed.weight, more):
+            if best is not None and p.count > best[1].count:
+                break
+            o = evaluate(p, T, C, tg)
+            if o.ok:
+                key = rank_key(p.count, None, o.tokens_per_s, _names(p))
+                if best is None or key < best[0]:
+                    best = (key, p)
+        if best is not None:
+            p = best[1]
+            fixes.append(f"more GPUs: {p.count} x {p.devices[0].key} (tp {p.tp}, pp {p.pp}, dp {p.dp})")
+    fp8 = all(g.fp8_flops_per_s for g in placed.choice.devices)
+    cheaper = []
+    if fp8 and not req.layer_split:
+        cheaper = [("fp8 KV", ("fp8_e4m3", "fp8_e4m3"), placed.weight), ("fp8 weights", placed.kv, "fp8_e4m3"),
+                   ("fp8 KV and weights", ("fp8_e4m3", "fp8_e4m3"), "fp8_e4m3")]
+    elif req.layer_split:
+        cheaper = [("q8_0 KV", ("q8_0", "q8_0"), placed.weight), ("q8_0 weights", placed.kv, "q8_0")]
+    for what, kv, w in cheaper:
+        if (kv, w) == (placed.kv, placed.weight):
+            continue
+        b = space.base(placed.tp, placed.pp, kv, w, placed.devices[0], placed.base.layout.stage_layers)
+        if b is not None and evaluate(dataclasses.replace(placed, base=b, kv=kv, weight=w), T, C, tg).ok:
+            fixes.append(f"{what} on the same {placed.count} GPUs")
+            break
+    t = _largest(1, T - 1, lambda x: evaluate(placed, x, C, tg).ok)
+    if t:
+        fixes.append(f"a context of at most {t:,} tokens")
+    c = _largest(1, C - 1, lambda x: evaluate(placed, T, x, tg).ok)
+    if c:
+        fixes.append(f"at most {c:,} concurrent sequences")
+    return fixes
+
+
+def smallest_fitting(model: ModelSpec, gpu: GpuSpec, knobs: Layout, seq_len: int, concurrency: int,
+                     kv: tuple[str, str], weight: str | None, limit: int = FIX_SEARCH_MAX_GPUS,
+                     gpus_per_node: int = GPUS_PER_NODE) -> tuple[int, int, int, int] | None:
+    """(count, tp, pp, dp): the fewest GPUs of `gpu` on which `concurrency` sequences of `seq_len`
+    tokens fit in these formats (the most tokens/s among layouts of that count), or None within
+    `limit` GPUs. What `kvcalc estimate --gpu` names when its layout does not fit."""
+    req = PlanSearch(model=model, seq_len=seq_len, concurrency=concurrency, gpus=(GpuChoice((gpu,)),),
+                     kv_dtypes=(kv,), weight_dtypes=(weight,), knobs=knobs, max_gpus=limit,
+                     gpus_per_node=gpus_per_node)
+    space = _Space(req)
+    best = None
+    for p in space.placements(req.gpus[0], kv, weight):
+        if best is not None and p.count > best[1].count:
+            break
+        o = evaluate(p, seq_len, concurrency, PlanTargets(), used=space.used(p))
+        if o.ok:
+            key = rank_key(p.count, None, o.tokens_per_s, _names(p))
+            if best is None or key < best[0]:
+                best = (key, p)
+    if best is None:
+        return None
+    p = best[1]
+    return p.count, p.tp, p.pp, p.dp

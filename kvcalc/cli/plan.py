@@ -1,0 +1,151 @@
+"""`kvcalc plan`: from a model and a workload to the GPUs, the layout and the command that serve it.
+
+`kvcalc plan MODEL --seq-len 32k --concurrency 64 --max-tpot-ms 50` searches every GPU of the table
+(or `--gpu`), counts up to `--max-gpus`, tensor / pipeline / data parallel layouts and formats
+(`kvcalc.calc.plan`), prints the best layouts and the top one's launch line, and, when nothing
+qualifies, the nearest misses with what would fix them (exit 1). `--write-deployment FILE` writes
+the top layout as a deployment that `kvcalc check` passes.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Any, Optional
+
+import typer
+
+from kvcalc.cli.options import GpuPlanOptions, ModelArg, SeqLenOpt, only, option_groups
+from kvcalc.cli.output import check_format, echo, handle_errors
+from kvcalc.errors import KvcalcError
+
+KNOBS = ("gpu_memory_utilization", "bw_efficiency", "flops_efficiency", "cuda_context", "activation_reserve")
+
+
+@handle_errors
+@option_groups()
+def plan(
+    model: ModelArg,
+    seq_len: SeqLenOpt = None,
+    concurrency: Annotated[int, typer.Option("--concurrency", "-c", help="Sequences served at once, all at --seq-len.")] = 1,
+    max_tpot_ms: Annotated[Optional[float], typer.Option("--max-tpot-ms", help="Target: the slowest time per output token, ms.")] = None,
+    min_tokens_per_s: Annotated[Optional[float], typer.Option("--min-tokens-per-s", help="Target: the least total output tokens/s.")] = None,
+    max_ttft_s: Annotated[Optional[float], typer.Option("--max-ttft-s", help="Target: the slowest first token of one --seq-len prompt, s.")] = None,
+    gpus: Annotated[Optional[str], typer.Option("--gpu", help="GPUs to search: h100-sxm,h200,l40s (default all; a+b: a fixed set of devices, llama.cpp).")] = None,
+    max_gpus: Annotated[int, typer.Option("--max-gpus", help="Most GPUs in a layout; above --gpus-per-node, whole nodes (pipeline stages or replicas across nodes, TP inside one).")] = 32,
+    gpus_per_node: Annotated[int, typer.Option("--gpus-per-node", help="GPUs in one node (TP stays inside a node).")] = 8,
+    engine: Annotated[str, typer.Option("--engine", "-e", help="vllm, sglang, llamacpp (layers split over one node's devices) or ideal (no launch line).")] = "vllm",
+    kv_dtypes: Annotated[Optional[str], typer.Option("--kv-dtype", help="KV formats to choose from, a comma list (default: the model's dtype, then fp8 where the GPU has it; llama.cpp f16,q8_0).")] = None,
+    weight_dtypes: Annotated[Optional[str], typer.Option("--weight-dtype", help="Weight formats to choose from, a comma list (default: the checkpoint's, then fp8 where the GPU has it; llama.cpp q8_0).")] = None,
+    prices: Annotated[Optional[str], typer.Option("--prices", help="YAML of gpu: dollars per GPU-hour (your figures); ranks by cost after the GPU count.")] = None,
+    top: Annotated[int, typer.Option("--top", help="Layouts shown.")] = 10,
+    why_not: Annotated[int, typer.Option("--why-not", help="Nearest misses explained when nothing qualifies.")] = 5,
+    write_deployment: Annotated[Optional[Path], typer.Option("--write-deployment", help="Write the top layout as a deployment YAML for `kvcalc check`.")] = None,
+    force: Annotated[bool, typer.Option("--force", help="Overwrite the --write-deployment file.")] = False,
+    knobs: Annotated[GpuPlanOptions, only(*KNOBS)] = GpuPlanOptions(),
+    fmt: Annotated[str, typer.Option("--format", "-f", help="table, json, yaml or markdown.")] = "table",
+) -> None:
+    """The GPUs, layout and engine command that serve CONCURRENCY sequences of SEQ_LEN tokens
+    within the targets: fewest GPUs first, then the lowest cost (--prices), then the most tokens/s."""
+    from kvcalc.load.models import load_model
+    from kvcalc.requests import PlanRequest, run_plan
+
+    if fmt not in ("table", "json", "yaml", "markdown"):
+        check_format(fmt)
+        raise KvcalcError(f"--format: kvcalc plan prints table, json, yaml or markdown, not {fmt}")
+    if write_deployment is not None and write_deployment.exists() and not force:
+        raise KvcalcError(f"--write-deployment {write_deployment}: the file exists; add --force to overwrite it")
+    spec = load_model(model)
+    req = PlanRequest.build(spec, seq_len=seq_len, concurrency=concurrency, gpus=gpus, max_gpus=max_gpus,
+                            engine=engine, kv_dtypes=kv_dtypes, weight_dtypes=weight_dtypes, max_tpot_ms=max_tpot_ms,
+                            min_tokens_per_s=min_tokens_per_s, max_ttft_s=max_ttft_s, prices=prices,
+                            knobs=knobs.layout(), top=top, why_not=why_not, gpus_per_node=gpus_per_node)
+    res = run_plan(req)
+    if write_deployment is not None and res.layouts:
+        text = deployment_text(res, res.layouts[0], model, req)
+        from kvcalc.cli.output import write_atomic
+
+        write_atomic(write_deployment, text)
+    show(res, fmt)
+    if write_deployment is not None and res.layouts and fmt == "table":
+        typer.echo(f"wrote {write_deployment} (check it with: kvcalc check {write_deployment})")
+    if not res.layouts:
+        raise typer.Exit(1)
+
+
+def show(res: Any, fmt: str) -> None:
+    """Print the result: the table, the top layout's launch line (plain text: it must copy as
+    one line), and the nearest misses when nothing qualifies; or a machine format."""
+    if fmt == "markdown":
+        from kvcalc.report.tables import plan_markdown
+
+        echo(plan_markdown(res))
+        return
+    if fmt != "table":
+        from kvcalc import report
+
+        echo(report.machine(res, fmt))
+        return
+    from kvcalc.report.tables import plan_table, plan_title
+
+    if res.layouts:
+        echo(plan_table(res))
+        top = res.layouts[0]
+        if top.launch:
+            typer.echo(f"launch #1 ({res.engine}):")
+            typer.echo(top.launch)
+    else:
+        typer.echo(plan_title(res))
+        typer.echo(f"nothing fits and meets the targets within {res.max_gpus} GPUs; the nearest misses:")
+        for m in res.misses:
+            typer.echo(f"  {m.line}")
+    for n in res.notes:
+        typer.echo(f"note: {n}")
+
+
+def deployment_text(res: Any, layout: Any, model_arg: str, req: Any) -> str:
+    """The top layout as a deployment YAML (`kvcalc.schema.Deployment`), checked with
+    `calc.check.check` before it is written: `kvcalc check` passes it. Raises `KvcalcError` for
+    a layout a deployment cannot state (devices that differ) or one the check would fail
+    (a llama.cpp layer split that vLLM's split of the layers does not fit)."""
+    import yaml
+
+    from kvcalc import __version__
+    from kvcalc.calc.check import check
+    from kvcalc.load.gpus import get_gpu
+    from kvcalc.schema import Deployment
+
+    if len(set(layout.devices)) > 1:
+        raise KvcalcError(f"--write-deployment: a deployment names one GPU type, not {layout.gpu}")
+    p = Path(model_arg).expanduser()
+    model_ref = str(p.resolve()) if p.exists() else model_arg
+    data: dict[str, Any] = {
+        "name": f"{res.model}-{layout.count}x{layout.devices[0]}",
+        "description": f"kvcalc plan: {res.concurrency} x {res.seq_len:,} tokens on {res.engine}",
+        "model": model_ref, "gpu": layout.devices[0], "count": layout.count, "tp": layout.tp, "pp": layout.pp,
+        "kv_dtype": layout.kv_dtype}
+    if " + " not in layout.weight_dtype:
+        data["weight_dtype"] = layout.weight_dtype
+    data |= {"max_seq_len": res.seq_len, "concurrency": res.concurrency,
+             "gpu_memory_utilization": req.search.knobs.gpu_memory_utilization}
+    targets = {k: v for k, v in (("max_tpot_ms", res.max_tpot_ms), ("min_tokens_per_s", res.min_tokens_per_s))
+               if v is not None}
+    if targets:
+        data["targets"] = targets
+    dep = Deployment.model_validate(data)
+    spec = req.search.model
+    row = check(dep, spec, get_gpu(layout.devices[0]), file="plan")
+    if row.status != "ok":
+        raise KvcalcError(f"--write-deployment: kvcalc check would not pass this layout ({'; '.join(row.problems)}); "
+                          "not written")
+    head = [f"# written by kvcalc {__version__} plan: layout #1 of {res.n_qualifying:,} that qualify",
+            f"# launch ({res.engine}): {layout.launch}" if layout.launch else f"# engine: {res.engine}"]
+    from kvcalc.calc.memory_plan import Layout
+
+    knobs, plain = req.search.knobs, Layout()
+    changed = [f"{k} {getattr(knobs, k)}" for k in ("bw_efficiency", "flops_efficiency", "cuda_context_bytes",
+                                                     "activation_reserve_bytes") if getattr(knobs, k) != getattr(plain, k)]
+    if changed:
+        head.append(f"# planned with {', '.join(changed)}; kvcalc check uses its defaults (it passes with them too)")
+    if res.max_ttft_s is not None:
+        head.append(f"# target max_ttft_s {res.max_ttft_s:g} (TTFT {layout.ttft_s:.2f} s): kvcalc check does not check TTFT")
+    return "\n".join(head) + "\n" + yaml.safe_dump(data, sort_keys=False, width=1000)

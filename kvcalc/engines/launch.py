@@ -1,0 +1,150 @@
+"""The command line that launches a planned layout, per engine (`EngineProfile.launch_line`).
+
+Each flag is the engine's own current name, checked against its argument parser:
+
+- vLLM, `vllm/engine/arg_utils.py` (`EngineArgs.add_cli_args`; `vllm serve` takes the model as
+  its positional argument): `--tensor-parallel-size`, `--pipeline-parallel-size`,
+  `--data-parallel-size`, `--max-model-len`, `--kv-cache-dtype` (`auto`, `fp8`, `fp8_e4m3`,
+  `fp8_e5m2`: `vllm/config/cache.py` `CacheDType`), `--gpu-memory-utilization`, `--max-num-seqs`,
+  `--quantization fp8` (fp8 weights quantized at load from a 16-bit checkpoint). Several nodes
+  run one engine over a Ray cluster: the line is run on the head node.
+- SGLang, `python/sglang/srt/server_args.py` (`ServerArgs.add_cli_args`), run as
+  `python -m sglang.launch_server`: `--model-path`, `--tp-size` (alias `--tensor-parallel-size`),
+  `--pp-size`, `--dp-size`, `--context-length`, `--kv-cache-dtype` (`auto`, `fp8_e4m3`,
+  `fp8_e5m2`), `--mem-fraction-static`, `--max-running-requests`, `--quantization fp8`; several
+  nodes: `--nnodes N --node-rank R --dist-init-addr HOST:PORT`, one line per node.
+- llama.cpp, `common/arg.cpp` (`common_params_parser_init`), `llama-server`: `-m` (`--model`),
+  `-c` (`--ctx-size`: all slots together, each of the `-np` slots gets c / np), `-np`
+  (`--parallel`), `-ctk` / `-ctv` (`--cache-type-k` / `--cache-type-v`: f16, bf16, q8_0, q4_0,
+  ...), `-ngl` (`--n-gpu-layers`), `-ts` (`--tensor-split`, proportions per device),
+  `-fa on` (`--flash-attn [on|off|auto]`: a quantized V cache needs flash attention).
+
+Flag names were confirmed in the engines' sources through a search of public code: vLLM's
+`--tensor-parallel-size`, `--pipeline-parallel-size`, `--max-model-len`, `--kv-cache-dtype`,
+`--gpu-memory-utilization`, `--max-num-seqs`, `--quantization`; llama.cpp's `-ngl`, `-ts`,
+`-np`, `-c`, `-m`, `-ctk`, `-ctv` (arg.cpp) and `-fa [on|off|auto]`; SGLang's `--tp-size` /
+`--pp-size` / `--dp-size` / `--nnodes` / `--context-length` / `--mem-fraction-static` /
+`--max-running-requests` from its server-arguments documentation and launch scripts.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from kvcalc.errors import KvcalcError
+from kvcalc.schema import ModelSpec
+
+#: an `org/name` Hugging Face id at the start of a config's `source`
+_HF_ID = re.compile(r"^([\w.-]+/[\w.-]+)(\s|$)")
+
+
+def model_ref(model: ModelSpec) -> str:
+    """The Hugging Face id an engine loads (`org/name`, from the config's `source`), else the
+    config's name (a placeholder for the checkpoint's path)."""
+    m = _HF_ID.match(model.source or "")
+    return m.group(1) if m else model.name
+
+
+@dataclass(frozen=True)
+class LaunchSpec:
+    """What a launch line needs from a plan: the layout (tp x pp x dp over `nodes`), the
+    context (tokens) and concurrency (sequences per replica), the formats as kvcalc names
+    (`weight_dtype` None: the checkpoint's own), the memory fraction, and llama.cpp's split."""
+
+    model: ModelSpec
+    tp: int
+    pp: int
+    dp: int
+    nodes: int
+    max_model_len: int
+    max_num_seqs: int
+    k_dtype: str
+    v_dtype: str
+    weight_dtype: str | None
+    gpu_memory_utilization: float
+    tensor_split: tuple[int, ...] | None = None
+
+
+def _checkpoint_format(model: ModelSpec) -> str:
+    return model.weight_dtype or model.dtype
+
+
+def _quantization(spec: LaunchSpec, engine: str) -> list[str]:
+    """`--quantization fp8` for fp8 weights from a checkpoint that is not fp8 already; refuse
+    other weight formats (they need a checkpoint quantized offline: AWQ, GPTQ, GGUF)."""
+    w = spec.weight_dtype
+    if w is None or w == _checkpoint_format(spec.model):
+        return []
+    if w.startswith("fp8"):
+        return ["--quantization", "fp8"]
+    if w in ("bf16", "fp16"):
+        return ["--dtype", "bfloat16" if w == "bf16" else "float16"]
+    raise KvcalcError(f"{engine} loads {w} weights from a checkpoint quantized offline (AWQ, GPTQ); "
+                      f"kvcalc has no launch line for it: plan with --weight-dtype fp8 or the model's dtype",
+                      field="weight_dtype", value=w)
+
+
+def _kv_cache_dtype(spec: LaunchSpec, engine: str, fp8: str) -> str:
+    """The engine's `--kv-cache-dtype` for the planned K / V format: `auto` for the model's own
+    dtype, `fp8` spelled as the engine spells it; anything else is refused."""
+    k, v = spec.k_dtype, spec.v_dtype
+    if k != v:
+        raise KvcalcError(f"{engine} stores K and V in one format; plan with one --kv-dtype", field="k_dtype")
+    if k == spec.model.dtype or (k in ("bf16", "fp16") and spec.model.dtype == "fp32"):
+        return "auto"
+    if k == "fp8_e4m3":
+        return fp8
+    if k == "fp8_e5m2":
+        return "fp8_e5m2"
+    raise KvcalcError(f"{engine} has no {k} KV cache (auto, fp8, fp8_e5m2)", field="k_dtype", value=k)
+
+
+def vllm_line(spec: LaunchSpec) -> str:
+    """`vllm serve MODEL --tensor-parallel-size ... --max-num-seqs ...` (vLLM V1)."""
+    parts = ["vllm", "serve", model_ref(spec.model), "--tensor-parallel-size", str(spec.tp),
+             "--pipeline-parallel-size", str(spec.pp)]
+    if spec.dp > 1:
+        parts += ["--data-parallel-size", str(spec.dp)]
+    parts += ["--max-model-len", str(spec.max_model_len), "--kv-cache-dtype", _kv_cache_dtype(spec, "vLLM", "fp8"),
+              "--gpu-memory-utilization", f"{spec.gpu_memory_utilization:g}", "--max-num-seqs", str(spec.max_num_seqs)]
+    return " ".join(parts + _quantization(spec, "vLLM"))
+
+
+def sglang_line(spec: LaunchSpec) -> str:
+    """`python -m sglang.launch_server --model-path MODEL --tp-size ...` (run on each node with
+    its `--node-rank` when the layout spans nodes)."""
+    parts = ["python", "-m", "sglang.launch_server", "--model-path", model_ref(spec.model), "--tp-size", str(spec.tp)]
+    if spec.pp > 1:
+        parts += ["--pp-size", str(spec.pp)]
+    if spec.dp > 1:
+        parts += ["--dp-size", str(spec.dp)]
+    if spec.nodes > 1:
+        parts += ["--nnodes", str(spec.nodes), "--node-rank", "0", "--dist-init-addr", "HEAD_NODE_IP:5000"]
+    parts += ["--context-length", str(spec.max_model_len), "--kv-cache-dtype",
+              _kv_cache_dtype(spec, "SGLang", "fp8_e4m3"), "--mem-fraction-static",
+              f"{spec.gpu_memory_utilization:g}", "--max-running-requests", str(spec.max_num_seqs)]
+    return " ".join(parts + _quantization(spec, "SGLang"))
+
+
+def llamacpp_line(spec: LaunchSpec, ggml_name) -> str:
+    """`llama-server -m MODEL-FORMAT.gguf -c (T x B) -np B -ctk K -ctv V -ngl N [-ts ...]`:
+    every layer offloaded (-ngl at least n_layers + 1, the output layer too), `-c` the whole
+    cache (T tokens for each of B slots). `ggml_name` maps a kvcalc format to llama.cpp's
+    type name (`llamacpp.ggml_name`, which refuses a type llama.cpp lacks). The file name is a
+    placeholder for the GGUF of the planned weight format."""
+    if spec.tp != 1 or spec.dp != 1:
+        raise KvcalcError("llama.cpp splits layers over devices, not heads: plan it with tp 1", field="tp")
+    from kvcalc.formats import kv_format
+
+    k = ggml_name(kv_format(spec.k_dtype), field="k_dtype")
+    v = ggml_name(kv_format(spec.v_dtype), field="v_dtype")
+    w = spec.weight_dtype or _checkpoint_format(spec.model)
+    gguf = f"{spec.model.name}-{w.upper()}.gguf"
+    parts = ["llama-server", "-m", gguf, "-c", str(spec.max_model_len * spec.max_num_seqs),
+             "-np", str(spec.max_num_seqs), "-ctk", k, "-ctv", v, "-ngl", str(max(99, spec.model.n_layers + 1))]
+    if spec.tensor_split and len(spec.tensor_split) > 1:
+        parts += ["-ts", ",".join(str(x) for x in spec.tensor_split)]
+    if v not in ("f32", "f16", "bf16"):
+        parts += ["-fa", "on"]
+    return " ".join(parts)

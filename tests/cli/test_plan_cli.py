@@ -1,0 +1,178 @@
+"""`kvcalc plan` on the command line: the table and launch line, the machine formats, the why-not
+exit code, --write-deployment (which `kvcalc check` must pass), --prices, and every bad input as
+one line on stderr with exit 2. The figures themselves are derived in tests/calc/test_plan.py."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+LLAMA = ("plan", "llama-3.1-70b", "-s", "32k", "-c", "64", "--max-tpot-ms", "50")
+
+
+def test_table_and_launch_line(cli):
+    r = cli(*LLAMA, "--top", "3")
+    assert r.exit_code == 0, r.output
+    out = r.stdout
+    # the title says what was asked; rows: 4x b200 tp4, fp8/fp8, 97.9 / 161.2 GiB (see test_plan)
+    assert "llama-3.1-70b, 64 x 32,768 tokens, TPOT ≤ 50 ms" in out
+    assert "4x b200 tp4" in out and "97.9/161.2" in out and "3,869" in out
+    assert "GiB = 2^30 B per GPU" in out
+    # the launch line is one unwrapped line (longer than 80 columns)
+    assert ("vllm serve meta-llama/Llama-3.1-70B --tensor-parallel-size 4 --pipeline-parallel-size 1 --max-model-len "
+            "32768 --kv-cache-dtype fp8 --gpu-memory-utilization 0.9 --max-num-seqs 64 --quantization fp8\n") in out
+    assert max(len(line) for line in out.splitlines() if "│" in line) <= 80
+
+
+def test_json_is_every_layout_with_its_launch_line(cli):
+    r = cli(*LLAMA, "--top", "2", "-f", "json")
+    assert r.exit_code == 0, r.output
+    d = json.loads(r.stdout)
+    assert [x["gpu"] for x in d["layouts"]] == ["b200", "mi300x"]
+    first = d["layouts"][0]
+    assert first["memory_bytes_per_gpu"] == 105_125_855_232 and first["count"] == 4
+    assert first["launch"].startswith("vllm serve meta-llama/Llama-3.1-70B --tensor-parallel-size 4")
+    assert d["misses"] == [] and d["points_searched"] == 3528
+
+
+def test_markdown(cli):
+    r = cli(*LLAMA, "--top", "1", "-f", "markdown")
+    assert r.exit_code == 0, r.output
+    assert "| 1 | 4x b200 tp4 | fp8/fp8 | 97.91 | 161.16 |" in r.stdout
+    assert "```bash\nvllm serve meta-llama/Llama-3.1-70B" in r.stdout
+
+
+def test_nothing_fits_prints_why_not_and_exits_1(cli):
+    r = cli(*LLAMA, "--max-gpus", "2", "--gpu", "h100-sxm,l40s")
+    assert r.exit_code == 1, r.output
+    assert "nothing fits and meets the targets within 2 GPUs" in r.stdout
+    assert ("2 x h100-sxm (tp 2, pp 1, dp 1; KV fp8_e4m3, weights fp8_e4m3): needs 195.1 GiB per GPU, budget "
+            "71.7 GiB; fix: more GPUs: 8 x h100-sxm") in r.stdout
+
+
+def test_llamacpp_two_unequal_gpus_cli(cli):
+    r = cli("plan", "qwen3-32b", "-s", "8k", "-c", "4", "--gpu", "l40s+rtx-4090", "-e", "llamacpp")
+    assert r.exit_code == 0, r.output
+    assert "llama-server -m qwen3-32b-Q8_0.gguf -c 32768 -np 4 -ctk q8_0 -ctv q8_0 -ngl 99 -ts 42,23 -fa on" in r.stdout
+
+
+def test_write_deployment_passes_check(cli, tmp_path):
+    out = tmp_path / "dep.yaml"
+    r = cli(*LLAMA, "--write-deployment", str(out))
+    assert r.exit_code == 0, r.output
+    text = out.read_text()
+    assert "gpu: b200\ncount: 4\ntp: 4\npp: 1\nkv_dtype: fp8_e4m3\nweight_dtype: fp8_e4m3\n" in text
+    assert "targets:\n  max_tpot_ms: 50.0\n" in text
+    assert "# launch (vllm): vllm serve meta-llama/Llama-3.1-70B" in text
+    c = cli("check", str(out), "-f", "json")
+    assert c.exit_code == 0, c.output
+    row = json.loads(c.stdout)["deployments"][0]
+    # the same figures as the plan: 105,125,855,232 B per GPU, TPOT 16.54 ms
+    assert row["status"] == "ok" and row["memory_bytes_per_gpu"] == 105_125_855_232
+    assert row["tpot_ms"] == pytest.approx(16.540, abs=1e-3)
+
+
+def test_write_deployment_refuses_an_existing_file_unless_force(cli, tmp_path):
+    out = tmp_path / "dep.yaml"
+    out.write_text("keep me\n")
+    r = cli(*LLAMA, "--write-deployment", str(out))
+    assert r.exit_code == 2
+    assert r.stderr.strip().splitlines() == [f"error: --write-deployment {out}: the file exists; add --force to "
+                                             "overwrite it"]
+    assert out.read_text() == "keep me\n"
+    r = cli(*LLAMA, "--write-deployment", str(out), "--force")
+    assert r.exit_code == 0, r.output
+    assert "count: 4" in out.read_text()
+
+
+def test_prices_file(cli, tmp_path):
+    p = tmp_path / "prices.yaml"
+    p.write_text("# example figures\nh100-sxm: 2.5\nl40s: 0.9\na100-80gb-sxm: 1.5\n")
+    r = cli("plan", "llama-3.1-8b", "-s", "8k", "-c", "8", "--gpu", "h100-sxm,l40s,a100-80gb-sxm", "--kv-dtype", "bf16",
+            "--weight-dtype", "bf16", "--prices", str(p), "--top", "3", "-f", "json")
+    assert r.exit_code == 0, r.output
+    d = json.loads(r.stdout)
+    assert [(x["gpu"], x["dollars_per_hour"]) for x in d["layouts"]] == [("l40s", 0.9), ("a100-80gb-sxm", 1.5),
+                                                                          ("h100-sxm", 2.5)]
+
+
+def test_python_api_returns_the_cli_objects(cli):
+    import kvcalc
+
+    api = kvcalc.plan("llama-3.1-70b", seq_len="32k", concurrency=64, max_tpot_ms=50, top=2)
+    r = cli(*LLAMA, "--top", "2", "-f", "json")
+    assert json.loads(r.stdout) == api.model_dump(mode="json")
+
+
+# ----- bad input: one line on stderr, exit 2 ---------------------------------------------------
+
+BAD = [
+    (("--gpu", "h100-sxm,h999"), "unknown GPU 'h999'"),
+    (("--max-tpot-ms", "0"), "--max-tpot-ms must be a positive number, got 0"),
+    (("--min-tokens-per-s", "-5"), "--min-tokens-per-s must be a positive number, got -5"),
+    (("--max-ttft-s", "-1"), "--max-ttft-s must be a positive number, got -1"),
+    (("--max-gpus", "0"), "--max-gpus must be a positive integer, got 0"),
+    (("--kv-dtype", "fp9"), "unknown"),
+    (("-e", "trt"), "unknown engine 'trt'"),
+    (("-f", "csv"), "kvcalc plan prints table, json, yaml or markdown"),
+]
+
+
+@pytest.mark.parametrize("extra, says", BAD, ids=[b[0][0] + "=" + b[0][1] for b in BAD])
+def test_bad_input_is_one_line_exit_2(cli, extra, says):
+    r = cli("plan", "llama-3.1-8b", "-s", "8k", "-c", "4", *extra)
+    assert r.exit_code == 2, r.output
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: ") and says in lines[0], lines
+
+
+@pytest.mark.parametrize("text, says", [
+    ("h100-sxm: 2.5\nh999: 1.0\n", "unknown GPU 'h999'"),
+    ("h100-sxm: -2.5\n", "greater than or equal to 0"),
+    ("h100-sxm: lots\n", "h100-sxm"),
+], ids=["unknown-gpu", "negative", "not-a-number"])
+def test_bad_price_file_is_one_line_exit_2(cli, tmp_path, text, says):
+    p = tmp_path / "prices.yaml"
+    p.write_text(text)
+    r = cli("plan", "llama-3.1-8b", "-s", "8k", "--prices", str(p))
+    assert r.exit_code == 2, r.output
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and str(p) in lines[0] and says in lines[0], lines
+
+
+# ----- estimate --gpu names the smallest count that fits ------------------------------------------
+
+
+def test_estimate_gpu_that_does_not_fit_names_the_smallest_count(cli):
+    # llama-3.1-70b bf16, 12 x 32k on one h100-sxm: 141 GB of weights alone exceed 77 GB. 3 GPUs
+    # (tp 1 x pp 3): 47.1 GB weights + 12 x 32,768 x 327,680 B / 3 = 42.9 GB KV + ~1.7 GB > 77.0
+    # GB; 4 (tp 4): 35.3 + 32.2 + 1.1 GB = 68.6 GB fits.
+    r = cli("estimate", "llama-3.1-70b", "-s", "32k", "-b", "12", "--gpu", "h100-sxm")
+    assert r.exit_code == 0, r.output
+    assert ("does not fit: the smallest count that fits 12 x 32,768 tokens in bf16 is 4 x h100-sxm (tp 4, pp 1, dp 1)"
+            in r.stdout)
+    j = cli("estimate", "llama-3.1-70b", "-s", "32k", "-b", "12", "--gpu", "h100-sxm", "-f", "json")
+    assert json.loads(j.stdout)["smallest_fitting_count"] == 4
+
+
+def test_estimate_gpu_that_fits_is_unchanged(cli):
+    j = cli("estimate", "llama-3.1-8b", "-s", "8k", "--gpu", "h100-sxm", "-f", "json")
+    assert "smallest_fitting_count" not in json.loads(j.stdout)
+    t = cli("estimate", "llama-3.1-8b", "-s", "8k", "--gpu", "h100-sxm")
+    assert "does not fit" not in t.stdout
+
+
+def test_readme_why_not_block_is_the_real_output(cli, monkeypatch):
+    # tests/test_readme.py runs only examples that exit 0; this one exits 1, so it is run here:
+    # the README block opens with the command as a comment, then the output
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    text = (root / "README.md").read_text(encoding="utf-8")
+    block = text.split("# $ kvcalc plan ", 1)[1].split("```", 1)[0].rstrip().splitlines()
+    monkeypatch.chdir(root)
+    args = ["plan", *block[0].split()]
+    r = cli(*args, env={"COLUMNS": "80"})
+    assert r.exit_code == 1, r.output
+    assert [ln.rstrip() for ln in r.stdout.rstrip().splitlines()] == block[1:]
