@@ -107,16 +107,37 @@ class ConfigError(KvcalcError):
         return where + self.message
 
 
+def _norm(name: str) -> str:
+    """A name as the tables spell their keys: lower case, spaces and underscores as hyphens."""
+    return name.strip().lower().replace(" ", "-").replace("_", "-")
+
+
+def close_names(name: str, choices: Iterable[str], n: int = 3) -> list[str]:
+    """The names of `choices` that `name` most likely meant, the family first: every choice that
+    starts with `name` (`h100` -> `h100-sxm`, `h100-pcie`, `h100-nvl`, in table order), then
+    difflib's close matches (`h100-smx` -> `h100-sxm`) up to `n` names in all (more when the
+    family alone is larger). Case, spaces and underscores are ignored in the comparison."""
+    choices = list(choices)
+    key = _norm(name)
+    family = [c for c in choices if key and _norm(c).startswith(key) and _norm(c) != key]
+    close = difflib.get_close_matches(name.lower(), [c.lower() for c in choices], n=n, cutoff=0.5)
+    out = list(family)
+    out += [c for c in close if c not in out and c.lower() not in {x.lower() for x in out}]
+    return out[:max(n, len(family))]
+
+
 class UnknownNameError(KvcalcError):
-    """A name (model, GPU, dtype, engine) that is not in its table; the message lists close matches."""
+    """A name (model, GPU, dtype, engine) that is not in its table; the message lists the
+    names it most likely meant (`close_names`: its family first, then close spellings)."""
 
     def __init__(self, what: str, name: str, choices: Iterable[str], hint: str = "", *,
                  field: str | None = None) -> None:
         choices = list(choices)
-        close = difflib.get_close_matches(name.lower(), [c.lower() for c in choices], n=3, cutoff=0.5)
+        close = close_names(name, choices)
         msg = f"unknown {what} '{name}'"
         if close:
-            msg += "; did you mean " + " or ".join(f"'{c}'" for c in close) + "?"
+            quoted = [f"'{c}'" for c in close]
+            msg += "; did you mean " + (", ".join(quoted[:-1]) + " or " if len(quoted) > 1 else "") + quoted[-1] + "?"
         elif hint:
             msg += f"; {hint}"
         else:

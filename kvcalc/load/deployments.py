@@ -14,11 +14,18 @@ concurrency: 16               # sequences at once over all replicas
 gpu_memory_utilization: 0.9
 targets: {max_tpot_ms: 50, min_tokens_per_s: 300}
 ```
+
+A folder may also hold the GPU files its deployments use (a GPU row as `--gpu FILE` takes it:
+`name`, `memory_bytes`, `hbm_bytes_per_s`, ...): `gpu: my-gpu` then names the file `my-gpu.yaml`
+(or its `key:`). Each file's kind is read from its keys (`file_kind`), or from `kind: deployment`
+/ `kind: gpu` when given.
 """
 
 from __future__ import annotations
 
+from functools import cache
 from pathlib import Path
+from typing import Any
 
 from kvcalc.errors import ConfigError, KvcalcError
 from kvcalc.results import CheckRow
@@ -52,6 +59,76 @@ def deployment_files(paths: list[str]) -> list[Path]:
     return [f for f in out if not (f.resolve() in seen or seen.add(f.resolve()))]  # each file once
 
 
+#: the kinds a file in a `kvcalc check` folder may be (`kind:` in the file, or read from its keys).
+KINDS = ("deployment", "gpu", "model")
+
+
+@cache
+def _kind_keys() -> dict[str, frozenset[str]]:
+    """kind -> the keys that mark a file as that kind: a deployment's own fields (all but
+    `name` / `description`, which every kind may have); a GPU row's fields (but `name`, `key`,
+    `source`) and the spellings `FIELD_HINTS` maps to them (`memory:` is a GPU row with a
+    misspelt field, not an unknown file); a model config's fields and their HF spellings."""
+    from kvcalc.load.files import FIELD_HINTS
+    from kvcalc.schema import GpuSpec, ModelSpec
+
+    common = {"name", "description", "source", "key"}
+    gpu = set(GpuSpec.model_fields) - common
+    model = set(ModelSpec.model_fields) - common
+    return {"deployment": frozenset(set(Deployment.model_fields) - common),
+            "gpu": frozenset(gpu | {k for k, v in FIELD_HINTS.items() if v in gpu}),
+            "model": frozenset(model | {k for k, v in FIELD_HINTS.items() if v in model})}
+
+
+def file_kind(data: dict[str, Any], path: Path, lines: dict[str, int] | None = None) -> str | None:
+    """What a config file holds: its `kind:` when given (deployment, gpu or model), else
+    "deployment" when it has any deployment key (`model`, `gpu`, `max_seq_len`, ...: a file
+    with a misspelt field is still a deployment, reported as such), else "gpu" for a GPU row's
+    keys (`memory_bytes`, `hbm_bytes_per_s`, ...), else "model" for a model config's, else None.
+
+    Raises `ConfigError` for a `kind:` that is none of those."""
+    if "kind" in data:
+        kind = str(data["kind"]).strip().lower()
+        if kind not in KINDS:
+            raise ConfigError(f"unknown kind '{data['kind']}'; use one of: {', '.join(KINDS)}", path=str(path),
+                              field="kind", line=(lines or {}).get("kind"))
+        return kind
+    keys = {str(k) for k in data}
+    for kind, marks in _kind_keys().items():
+        if keys & marks:
+            return kind
+    return None
+
+
+def folder_gpus(folder: Path) -> dict[str, Any]:
+    """The GPU files of `folder` by normalized key (the file's `key:`, else its stem): each a
+    `GpuSpec`, or the `KvcalcError` that loading it raised (raised again when a deployment
+    names it). A key defined by two files maps to an error naming both."""
+    from kvcalc.load.files import read_mapping
+    from kvcalc.load.gpus import gpu_from_mapping, normalize_key
+
+    out: dict[str, Any] = {}
+    where: dict[str, Path] = {}
+    for f in sorted([*folder.glob("*.yaml"), *folder.glob("*.yml")]):
+        try:
+            data, lines = read_mapping(f)
+            if file_kind(data, f, lines) != "gpu":
+                continue
+        except KvcalcError:
+            continue  # reported when the file itself is checked
+        key = normalize_key(str(data.get("key", f.stem)))
+        if key in out:
+            out[key] = ConfigError(f"GPU '{key}' is defined twice in {folder}: {where[key].name} and {f.name}",
+                                   path=str(f), field="key", line=lines.get("key"))
+            continue
+        where[key] = f
+        try:
+            out[key] = gpu_from_mapping(data, f, lines)
+        except KvcalcError as e:
+            out[key] = e
+    return out
+
+
 def _resolve(ref: str, base: Path) -> str:
     """A path-looking reference resolved against the deployment's folder; names unchanged."""
     looks = "/" in ref or "\\" in ref or ref.lower().endswith((".yaml", ".yml", ".json"))
@@ -60,21 +137,24 @@ def _resolve(ref: str, base: Path) -> str:
     return ref
 
 
-def load_deployment(path: Path):
+def load_deployment(path: Path, gpus: dict[str, Any] | None = None):
     """(Deployment, ModelSpec, GpuSpec, key -> line) from one file; raises `ConfigError` naming the file, the
-    line and the field (an unknown model or GPU name is reported against `model:` / `gpu:`)."""
+    line and the field (an unknown model or GPU name is reported against `model:` / `gpu:`). `gpus`: the GPU
+    files beside it (`folder_gpus`), named before the bundled table; `kind: deployment` is allowed."""
     from kvcalc.load.gpus import get_gpu
     from kvcalc.load.files import build, read_mapping
     from kvcalc.load.models import load_model
 
     data, lines = read_mapping(path)
+    if str(data.get("kind", "deployment")).strip().lower() == "deployment":
+        data = {k: v for k, v in data.items() if k != "kind"}
     dep = build(Deployment, data, str(path), lines)
     try:
         model = load_model(_resolve(dep.model, path.parent))
     except KvcalcError as e:
         raise ConfigError(str(e), path=str(path), field="model", line=lines.get("model")) from None
     try:
-        gpu = get_gpu(_resolve(dep.gpu, path.parent))
+        gpu = get_gpu(_resolve(dep.gpu, path.parent), local=gpus)
     except KvcalcError as e:
         raise ConfigError(str(e), path=str(path), field="gpu", line=lines.get("gpu")) from None
     return dep, model, gpu, lines
@@ -92,14 +172,15 @@ def field_error(e: KvcalcError, path: Path, lines: dict[str, int]) -> ConfigErro
     return ConfigError(e.message, path=str(path), field=key, line=line, value=e.value)
 
 
-def check_deployment(path: Path) -> CheckRow:
+def check_deployment(path: Path, gpus: dict[str, Any] | None = None) -> CheckRow:
     """Load one deployment file and check it (`kvcalc.calc.check.check`). Raises `ConfigError`
     naming the file, the line and the field when the file is invalid, including a layout or a
     format the engines refuse (reported against the key of the error's `field`). Warns
-    (`KvcalcWarning`) when `max_seq_len` is beyond the model's max_position_embeddings."""
+    (`KvcalcWarning`) when `max_seq_len` is beyond the model's max_position_embeddings. `gpus`: the
+    GPU files beside it (`folder_gpus`; read from the file's folder when None)."""
     from kvcalc.calc.check import check
 
-    dep, model, gpu, lines = load_deployment(path)
+    dep, model, gpu, lines = load_deployment(path, folder_gpus(path.parent) if gpus is None else gpus)
     try:
         row = check(dep, model, gpu, file=str(path))
     except KvcalcError as e:
@@ -118,14 +199,53 @@ def check_deployment(path: Path) -> CheckRow:
 
 def check_paths(paths: list[str]) -> tuple[list[CheckRow], list[str]]:
     """Check every deployment file under `paths`: (rows of the valid ones, one error line per
-    invalid one). Raises `ConfigError` only when a path itself does not exist."""
-    rows, errors = [], []
+    problem). The GPU files among them are loaded (an invalid one is an error line) and named by
+    the deployments of their folder; model configs are skipped; a file found in a folder that is
+    none of these is skipped with a warning, while a file named on its own is checked as a
+    deployment. Raises `ConfigError` when a path does not exist or no deployment is found."""
+    import warnings
+
+    from kvcalc.errors import KvcalcWarning
+    from kvcalc.load.files import read_mapping
+    from kvcalc.load.gpus import normalize_key
+
+    named = {Path(s).expanduser().resolve() for s in paths if not Path(s).expanduser().is_dir()}
+    folders: dict[Path, dict[str, Any]] = {}
+    rows: list[CheckRow] = []
+    errors: list[str] = []
+    n_deployments = 0
     for f in deployment_files(paths):
         try:
-            rows.append(check_deployment(f))
+            data, lines = read_mapping(f)
+            kind = file_kind(data, f, lines)
         except KvcalcError as e:
             errors += str(e).splitlines()
-    return rows, errors
+            continue
+        if kind is None and f.resolve() in named:
+            kind = "deployment"
+        if f.parent not in folders:
+            folders[f.parent] = folder_gpus(f.parent)
+        if kind == "gpu":
+            hit = folders[f.parent].get(normalize_key(str(data.get("key", f.stem))))
+            if isinstance(hit, KvcalcError):
+                errors += str(hit).splitlines()
+            continue
+        if kind == "model":
+            continue
+        if kind is None:
+            warnings.warn(str(ConfigError(
+                "neither a deployment (model:, gpu:, max_seq_len:) nor a GPU file (memory_bytes:, hbm_bytes_per_s:, "
+                "...); skipped (set kind: deployment or kind: gpu)", path=str(f))), KvcalcWarning, stacklevel=2)
+            continue
+        n_deployments += 1
+        try:
+            rows.append(check_deployment(f, folders[f.parent]))
+        except KvcalcError as e:
+            errors += str(e).splitlines()
+    if not n_deployments and not errors:
+        raise ConfigError("holds no deployment file (one with model:, gpu: and max_seq_len:, or kind: deployment)",
+                          path=", ".join(paths))
+    return rows, list(dict.fromkeys(errors))
 
 
 def exit_code(rows: list[CheckRow], errors: list[str]) -> int:

@@ -28,7 +28,32 @@ FIELD_HINTS: dict[str, str] = {
     "num_kv_heads": "n_kv_heads", "n_embd": "hidden_size", "d_model": "hidden_size",
     "torch_dtype": "dtype", "n_positions": "max_position_embeddings", "max_seq_len": "max_position_embeddings",
     "context_length": "max_position_embeddings", "window": "sliding_window",
+    # GPU rows (`--gpu FILE`, a GPU file in a `kvcalc check` folder)
+    "memory": "memory_bytes", "mem": "memory_bytes", "vram": "memory_bytes", "memory_gb": "memory_bytes",
+    "memory_gib": "memory_bytes", "memory_size": "memory_bytes", "bandwidth": "hbm_bytes_per_s",
+    "memory_bandwidth": "hbm_bytes_per_s", "mem_bandwidth": "hbm_bytes_per_s", "hbm_bandwidth": "hbm_bytes_per_s",
+    "bf16_tflops": "bf16_flops_per_s", "tflops": "bf16_flops_per_s", "flops": "bf16_flops_per_s",
+    "fp16_flops_per_s": "bf16_flops_per_s", "fp8_tflops": "fp8_flops_per_s", "nvlink": "interconnect_bytes_per_s",
+    "nvlink_bytes_per_s": "interconnect_bytes_per_s", "l2_cache": "l2_bytes", "l2_cache_bytes": "l2_bytes",
 }
+
+#: endings of fields named for their unit: `memory` -> `memory_bytes`, `hbm` -> `hbm_bytes_per_s`.
+UNIT_SUFFIXES = ("_bytes", "_bytes_per_s", "_flops_per_s", "_per_s", "_ms", "_s")
+
+
+def field_hint(name: str, known: list[str], top_level: bool = True) -> str | None:
+    """The field an unknown `name` most likely meant, among `known`: a spelling from
+    `FIELD_HINTS` (top-level keys; only when that field exists here), else the one known field
+    that is `name` plus a unit suffix (`memory` -> `memory_bytes`, not `memory_note`), else
+    difflib's closest (cutoff 0.6), else None."""
+    hint = FIELD_HINTS.get(name.lower()) if top_level else None
+    if hint in known:
+        return hint
+    unit = [f for f in known if f.startswith(name + "_") and f.endswith(UNIT_SUFFIXES)]
+    if len(unit) == 1:
+        return unit[0]
+    close = difflib.get_close_matches(name, known, n=1, cutoff=0.6)
+    return close[0] if close else None
 
 
 def configs_dir() -> Path:
@@ -171,10 +196,7 @@ def validation_error(err: ValidationError, model_cls: type[BaseModel], path: str
         if e["type"] == "extra_forbidden":
             msg = "unknown field"
             name, known = str(e["loc"][-1]) if e["loc"] else "", _nested_fields(model_cls, e["loc"][:-1])
-            hint = FIELD_HINTS.get(name) if len(e["loc"]) == 1 else None
-            if not hint:
-                close = difflib.get_close_matches(name, known, n=1, cutoff=0.6)
-                hint = close[0] if close else None
+            hint = field_hint(name, known, top_level=len(e["loc"]) == 1)
             msg += f"; did you mean '{hint}'?" if hint else f"; known fields: {', '.join(known)}"
         elif e["type"] == "missing":
             msg = "required field is missing"

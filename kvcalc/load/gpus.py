@@ -3,10 +3,12 @@ user's own GPU from a YAML file with the same fields."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from functools import cache
 from pathlib import Path
+from typing import Any
 
-from kvcalc.errors import ConfigError, UnknownNameError
+from kvcalc.errors import ConfigError, KvcalcError, UnknownNameError
 from kvcalc.schema import GpuSpec
 
 
@@ -24,25 +26,62 @@ def gpu_table() -> dict[str, GpuSpec]:
     return {key: build(GpuSpec, {"key": key, **row}, f"{path} (gpus.{key})") for key, row in rows.items()}
 
 
-def get_gpu(name: str) -> GpuSpec:
-    """A GPU by bundled key (case-insensitive; spaces and underscores read as hyphens) or by
-    the path of a YAML file holding one row (`name`, `memory_bytes`, `hbm_bytes_per_s`,
-    `bf16_flops_per_s`, `source`, ...).
+def normalize_key(name: str) -> str:
+    """A GPU name as the table spells its keys: lower case, spaces and underscores as hyphens
+    (`H100_SXM` -> `h100-sxm`)."""
+    return name.strip().lower().replace(" ", "-").replace("_", "-")
 
-    Raises `UnknownNameError` with close matches, or `ConfigError` for a bad file.
+
+def gpu_from_mapping(data: dict[str, Any], path: Path, lines: dict[str, int] | None = None) -> GpuSpec:
+    """A `GpuSpec` from one GPU file's mapping: `key` defaults to the file's stem; an optional
+    `kind: gpu` marks the file as a GPU row (for `kvcalc check` folders) and is not a field.
+
+    Raises `ConfigError` naming the file, the line and the field (an unknown field with its
+    did-you-mean: `memory` -> `memory_bytes`), or for a `kind:` other than gpu."""
+    from kvcalc.load.files import build
+
+    data = dict(data)
+    kind = data.pop("kind", "gpu")
+    if str(kind).lower() != "gpu":
+        raise ConfigError(f"kind '{kind}' is not a GPU (kind: gpu)", path=str(path), field="kind",
+                          line=(lines or {}).get("kind"))
+    data = {"key": data.get("key", path.stem), **data}
+    return build(GpuSpec, data, str(path), lines)
+
+
+def load_gpu_file(path: Path) -> GpuSpec:
+    """The GPU row in a YAML (or JSON) file (`gpu_from_mapping`). Raises `ConfigError`."""
+    from kvcalc.load.files import read_mapping
+
+    data, lines = read_mapping(path)
+    return gpu_from_mapping(data, path, lines)
+
+
+def get_gpu(name: str, *, local: Mapping[str, GpuSpec | KvcalcError] | None = None) -> GpuSpec:
+    """A GPU by key (case-insensitive; spaces and underscores read as hyphens) or by the path of
+    a YAML file holding one row (`name`, `memory_bytes`, `hbm_bytes_per_s`, `bf16_flops_per_s`,
+    `source`, ...). `local` holds GPUs defined beside a deployment (`kvcalc check` folders), by
+    normalized key: they are looked up before the bundled table (a local row of the same key
+    is the user's own figures for that GPU); an entry that is an error (an invalid GPU file)
+    raises that error when named.
+
+    Raises `UnknownNameError` listing the GPU family first (`h100` -> `h100-sxm`, `h100-pcie`,
+    `h100-nvl`), or `ConfigError` for a bad file.
     """
-    from kvcalc.load.files import build, read_mapping
-
     p = Path(name).expanduser()
     if p.suffix.lower() in (".yaml", ".yml") or p.is_file():
-        data, lines = read_mapping(p)
-        data = {"key": data.get("key", p.stem), **data}
-        return build(GpuSpec, data, str(p), lines)
-    key = name.strip().lower().replace(" ", "-").replace("_", "-")
+        return load_gpu_file(p)
+    key = normalize_key(name)
+    if local and key in local:
+        hit = local[key]
+        if isinstance(hit, KvcalcError):
+            raise hit
+        return hit
     table = gpu_table()
     if key in table:
         return table[key]
-    raise UnknownNameError("GPU", name, table, hint="`kvcalc gpus` lists them; or give a YAML file")
+    names = [*(local or {}), *table]
+    raise UnknownNameError("GPU", name, names, hint="`kvcalc gpus` lists them; or give a YAML file")
 
 
 def gpu_for_device_name(device_name: str) -> GpuSpec | None:

@@ -1,198 +1,465 @@
 """Every rich table kvcalc prints. Formats results and computes nothing; sizes are labelled
 (GB = 10^9 B, GiB = 2^30 B, MiB = 2^20 B) through `kvcalc.report`'s helpers.
+
+Widths (issue 11): no number is ever cut, split or ellipsized, at any width from 60 columns up.
+Every table is laid out for a width (`console_width()` unless the caller passes one):
+
+- key/value tables (`pairs_table`): the label column keeps its natural width while the value
+  column still holds its longest figure; values wrap between words, never inside a figure.
+- grid tables (`grid`): a numeric cell never wraps (a cell given as a tuple of parts may put each
+  part on its own line, each part whole). When the table does not fit it changes shape, in this
+  order: narrower text columns (wrapped between words), abbreviated headers with a legend,
+  `legend` columns moved below the table as "KEY: value" lines, the columns split over several
+  tables (each repeating the key columns), and last one key/value block per row.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, Union
 
 from pydantic import BaseModel
 
 from kvcalc.report import gib, mib, seconds, size
 
-def kv_table(est: Any, title: str | None = None):
-    """The rich table for a `KvEstimate`: inputs, the formula with numbers, bytes per token,
-    the totals in B, GB and GiB, per GPU under TP/PP, and the breakdown by layer kind."""
+#: a cell: plain text, a rich Text, or a tuple of parts that may go on separate lines (each whole)
+Cell = Union[str, Any, tuple]
+
+#: a word of a text column longer than this may fold (a URL, a long path): it is no figure
+TEXT_WORD_CAP = 24
+
+
+def console_width() -> int:
+    """The width tables are laid out for: rich's `Console().width` (`COLUMNS` when set, else the
+    terminal's width, else 80 in a pipe). The one place kvcalc reads it."""
+    from rich.console import Console
+
+    return Console().width
+
+
+def _plain(cell: Cell) -> str:
+    """A cell's text on one line."""
+    if isinstance(cell, tuple):
+        return " ".join(_plain(c) for c in cell)
+    return cell.plain if hasattr(cell, "plain") else str(cell)
+
+
+def _len(s: str) -> int:
+    from rich.cells import cell_len
+
+    return cell_len(s)
+
+
+def _parts(cell: Cell) -> list[str]:
+    """The pieces of a cell that must stay whole on one line: a tuple's parts, else the lines."""
+    if isinstance(cell, tuple):
+        return [_plain(c) for c in cell]
+    return _plain(cell).split("\n") if isinstance(cell, str) else [_plain(cell)]
+
+
+def _longest_word(text: str, cap: int | None = None) -> int:
+    n = max((_len(w) for w in text.split()), default=0)
+    return min(n, cap) if cap is not None else n
+
+
+def _number_word(text: str) -> int:
+    """The widest word of `text` that holds a digit and is not a path or URL (those may fold)."""
+    return max((_len(w) for w in text.split() if any(ch.isdigit() for ch in w) and "/" not in w), default=0)
+
+
+@dataclass(frozen=True)
+class Col:
+    """One column of a `grid` table.
+
+    `kind`: "num" never wraps (right-justified figures), "id" never wraps (a key, a name),
+    "text" wraps between words. `short`: the header used (and explained in a legend) when the
+    full one does not fit. `legend`: a text column that may move below the table as
+    "KEY: value" lines. `style`: a rich style for the whole column.
+    """
+
+    header: str
+    kind: str = "num"
+    short: str = ""
+    justify: str = "right"
+    legend: bool = False
+    style: str | None = None
+
+
+def _table_width(widths: Sequence[int]) -> int:
+    """A rich box table's width for these content widths: padding 1 each side, a rule between
+    columns and one at each edge."""
+    return sum(widths) + 3 * len(widths) + 1
+
+
+def _header_need(header: str) -> int:
+    return max((_longest_word(line) for line in header.split("\n")), default=0)
+
+
+def _header_want(header: str) -> int:
+    return max((_len(line) for line in header.split("\n")), default=0)
+
+
+def _need(col: Col, header: str, cells: list[Cell]) -> int:
+    """The narrowest the column may be: its longest header word, its widest whole part (a text
+    column: its longest word, up to TEXT_WORD_CAP)."""
+    if col.kind == "text":
+        body = max((_longest_word(_plain(c), TEXT_WORD_CAP) for c in cells), default=0)
+    else:
+        body = max((_len(p) for c in cells for p in _parts(c)), default=0)
+    return max(body, _header_need(header), 1)
+
+
+def _want(col: Col, header: str, cells: list[Cell]) -> int:
+    """The column's natural width: every cell on one line, the header as written."""
+    body = max((max(_len(line) for line in _plain(c).split("\n")) for c in cells), default=0)
+    return max(body, _header_want(header), 1)
+
+
+def _render_cell(cell: Cell, width: int | None) -> Any:
+    if isinstance(cell, tuple):
+        joined = _plain(cell)
+        return joined if width is None or _len(joined) <= width else "\n".join(_plain(c) for c in cell)
+    return cell
+
+
+def _widths(need: list[int], want: list[int], cols: Sequence[Col], width: int) -> list[int]:
+    """`need` plus the slack, handed to text columns first, then to the others, each up to its
+    natural width."""
+    out = list(need)
+    slack = width - _table_width(out)
+    for pass_text in (True, False):
+        for i, c in enumerate(cols):
+            if (c.kind == "text") == pass_text and slack > 0:
+                add = min(slack, want[i] - out[i])
+                if add > 0:
+                    out[i] += add
+                    slack -= add
+    return out
+
+
+def _one_table(cols: Sequence[Col], headers: Sequence[str], rows: Sequence[Sequence[Cell]],
+               widths: list[int] | None, title: str | None, caption: str | None, **table_kw: Any) -> Any:
+    from rich.table import Table
+    from rich.text import Text
+
+    t = Table(title=title, title_justify="left", caption=caption, caption_justify="left", **table_kw)
+    for i, c in enumerate(cols):
+        # a header wraps between words even over a column of figures that never wrap
+        t.add_column(Text(headers[i], no_wrap=False, overflow="fold"), justify=c.justify, no_wrap=c.kind != "text",
+                     overflow="fold",
+                     width=None if widths is None else widths[i], style=c.style)
+    for r in rows:
+        t.add_row(*[_render_cell(cell, None if widths is None else widths[i]) for i, cell in enumerate(r)])
+    return t
+
+
+def _fit(cols: Sequence[Col], headers: Sequence[str], rows: Sequence[Sequence[Cell]], width: int,
+         title: str | None, caption: str | None, **table_kw: Any) -> Any | None:
+    """One table of these columns within `width` (natural widths when they fit, else `need`
+    plus the slack), or None when even the narrowest layout is too wide."""
+    cells = [[r[i] for r in rows] for i in range(len(cols))]
+    want = [_want(c, headers[i], cells[i]) for i, c in enumerate(cols)]
+    if _table_width(want) <= width:
+        return _one_table(cols, headers, rows, None, title, caption, **table_kw)
+    need = [_need(c, headers[i], cells[i]) for i, c in enumerate(cols)]
+    if _table_width(need) > width:
+        return None
+    return _one_table(cols, headers, rows, _widths(need, want, cols, width), title, caption, **table_kw)
+
+
+def _legend_text(cols: Sequence[Col]) -> str:
+    """'q/kv: heads (q/kv); ctx: max context' for the abbreviated headers."""
+    return "; ".join(f"{c.short}: {' '.join(c.header.split())}" for c in cols if c.short)
+
+
+def _join_caption(*parts: str | None) -> str | None:
+    text = "\n".join(p for p in parts if p)
+    return text or None
+
+
+def grid(cols: Sequence[Col], rows: Sequence[Sequence[Cell]], *, width: int | None = None,
+         title: str | None = None, caption: str | None = None, keys: int = 1, **table_kw: Any) -> Any:
+    """A table of `rows` (one cell per column of `cols`) laid out to fit `width` columns
+    (`console_width()` when None) without ever wrapping, cutting or ellipsizing a figure.
+
+    Shapes tried in turn (module docstring): the natural table; text columns narrowed; short
+    headers with a legend in the caption; `legend` columns moved below as "KEY: value" lines
+    (KEY from the first column); the columns split over several tables, each repeating the first
+    `keys` columns; one key/value block per row. Returns a rich renderable.
+    """
+    from rich.console import Group
+    from rich.text import Text
+
+    width = width or console_width()
+    full = [c.header for c in cols]
+    t = _fit(cols, full, rows, width, title, caption, **table_kw)
+    if t is not None:
+        return t
+    short = [c.short or c.header for c in cols]
+    abbrev = _legend_text(cols)
+    if abbrev:
+        t = _fit(cols, short, rows, width, title, _join_caption(caption, abbrev), **table_kw)
+        if t is not None:
+            return t
+    moved = [i for i, c in enumerate(cols) if c.legend]
+    kept = [i for i in range(len(cols)) if i not in moved]
+    legend_lines = [Text(f"{_plain(r[0])}: {' '.join(_plain(r[i]) for i in moved)}") for r in rows] if moved else []
+    kcols = [cols[i] for i in kept]
+    krows = [[r[i] for i in kept] for r in rows]
+    kabbrev = _legend_text(kcols)
+    if moved:
+        t = _fit(kcols, [short[i] for i in kept], krows, width, title, _join_caption(caption, kabbrev), **table_kw)
+        if t is not None:
+            return Group(t, *legend_lines)
+    # split: the key columns, then as many other columns as fit, table after table
+    kheaders = [short[i] for i in kept]
+    cells = [[r[j] for r in krows] for j in range(len(kcols))]
+    need = [_need(c, kheaders[j], cells[j]) for j, c in enumerate(kcols)]
+    groups: list[list[int]] = []
+    base = list(range(min(keys, len(kcols))))
+    cur: list[int] = []
+    split_ok = True
+    for j in range(len(base), len(kcols)):
+        if _table_width([need[b] for b in base + cur + [j]]) <= width:
+            cur.append(j)
+        elif cur and _table_width([need[b] for b in base + [j]]) <= width:
+            groups.append(cur)
+            cur = [j]
+        else:
+            split_ok = False  # the key columns and this one column alone are too wide
+            break
+    if cur:
+        groups.append(cur)
+    if split_ok and len(groups) > 1:
+        tables, abbreviated = [], []
+        for g in groups:
+            idx = base + g
+            gcols, grows = [kcols[j] for j in idx], [[r[j] for j in idx] for r in krows]
+            gt = _fit(gcols, [c.header for c in gcols], grows, width, None, None, **table_kw)
+            if gt is None:  # fits with the short headers (the groups were sized with them)
+                gt = _fit(gcols, [kheaders[j] for j in idx], grows, width, None, None, **table_kw)
+                abbreviated += [c for c in gcols if c.short and c not in abbreviated]
+            tables.append(gt)
+        head = [Text(title)] if title else []
+        tail = [Text(x) for x in (caption, _legend_text(abbreviated)) if x]
+        return Group(*head, *tables, *tail, *legend_lines)
+    # last: one key/value block per row
+    blocks = []
+    for r in rows:
+        name = " ".join(_plain(r[i]) for i in range(min(keys, len(cols))))
+        pairs = [(" ".join(full[i].split()), r[i], None) for i in range(len(cols)) if i >= keys]
+        blocks.append(pairs_table(name, pairs, width=width))
+    head = [Text(title)] if title else []
+    return Group(*head, *blocks, *([Text(caption)] if caption else []))
+
+
+def pairs_table(title: str | None, rows: Sequence[tuple[str, Cell, str | None]], *, width: int | None = None,
+                label_style: str = "bold", **table_kw: Any) -> Any:
+    """A two-column key/value table (no header) of (label, value, row style) rows, laid out for
+    `width` (`console_width()` when None): values wrap between words; the label column keeps its
+    natural width while the value column still holds the longest figure of any value (a word
+    with a digit that is not a path), else it narrows (labels wrap between words) so that the
+    value column does."""
     from rich.table import Table
 
-    t = Table(title=title or f"KV cache: {est.model}", show_header=False, title_justify="left")
-    t.add_column("what", style="bold")
-    t.add_column("value", overflow="fold")
+    width = width or console_width()
+    labels = [lab for lab, _, _ in rows]
+    values = [_plain(v) for _, v, _ in rows]
+    lab_want = max((_len(x) for x in labels), default=1)
+    val_want = max((max(_len(line) for line in v.split("\n")) for v in values), default=1)
+    widths: list[int] | None = None
+    if _table_width([lab_want, val_want]) > width:
+        lab_need = max((_longest_word(x) for x in labels), default=1)
+        val_need = max((_number_word(v) for v in values), default=1)
+        room = width - _table_width([0, 0])
+        lab_w = max(min(lab_want, room - val_need), min(lab_need, room // 2))
+        widths = [lab_w, room - lab_w]
+    t = Table(title=title, show_header=False, title_justify="left", **table_kw)
+    t.add_column("what", style=label_style, overflow="fold", width=None if widths is None else widths[0])
+    t.add_column("value", overflow="fold", width=None if widths is None else widths[1])
+    for lab, v, style in rows:
+        t.add_row(lab, v, style=style)
+    return t
+
+
+def kv_table(est: Any, title: str | None = None, *, width: int | None = None):
+    """The rich table for a `KvEstimate`: inputs, the formula with numbers, bytes per token,
+    the totals in B, GB and GiB, per GPU under TP/PP, and the breakdown by layer kind."""
     heads = (f"{est.n_heads} query heads, {est.n_kv_heads} KV heads (group {est.queries_per_kv_head})"
              if est.attention != "mla" else f"{est.n_heads} query heads, one latent of {est.head_dim}")
-    t.add_row("model", est.model)
+    rows: list[tuple[str, Cell, str | None]] = [("model", est.model, None)]
     if est.source:
-        t.add_row("source", est.source, style="dim")
-    t.add_row("attention", f"{est.attention}: {heads}")
+        rows.append(("source", est.source, "dim"))
+    rows.append(("attention", f"{est.attention}: {heads}", None))
     dims = f"head_dim {est.head_dim}" + (f", v_head_dim {est.v_head_dim}" if est.v_head_dim not in (0, est.head_dim) else "")
-    t.add_row("layers", f"{est.n_layers}, {dims}")
-    t.add_row("workload", f"seq_len {est.seq_len:,} tokens x batch {est.batch}, KV dtype {est.kv_dtype}")
+    rows.append(("layers", f"{est.n_layers}, {dims}", None))
+    rows.append(("workload", f"seq_len {est.seq_len:,} tokens x batch {est.batch}, KV dtype {est.kv_dtype}", None))
     if est.n_gpus > 1:
-        t.add_row("parallel", f"tp {est.tp} x pp {est.pp} x dp {est.dp} = {est.n_gpus} GPUs")
-    t.add_row("formula", est.formula)
-    t.add_row("bytes per token", f"{est.kv_bytes_per_token:,} B (one more token, one sequence, all layers)")
-    t.add_row("KV cache", size(est.kv_cache_bytes))
+        rows.append(("parallel", f"tp {est.tp} x pp {est.pp} x dp {est.dp} = {est.n_gpus} GPUs", None))
+    rows.append(("formula", est.formula, None))
+    rows.append(("bytes per token", f"{est.kv_bytes_per_token:,} B (one more token, one sequence, all layers)", None))
+    rows.append(("KV cache", size(est.kv_cache_bytes), None))
     if est.kv_cache_bytes_no_window != est.kv_cache_bytes:
-        t.add_row("without window saving", size(est.kv_cache_bytes_no_window))
+        rows.append(("without window saving", size(est.kv_cache_bytes_no_window), None))
     if est.n_gpus > 1:
-        t.add_row("bytes per token per GPU", f"{est.kv_bytes_per_token_per_gpu:,} B (fullest GPU)")
-        t.add_row("KV cache per GPU", size(est.kv_cache_bytes_per_gpu) + " (fullest GPU)")
-        t.add_row("KV cache, all GPUs", size(est.kv_cache_bytes_all_gpus))
+        rows.append(("bytes per token per GPU", f"{est.kv_bytes_per_token_per_gpu:,} B (fullest GPU)", None))
+        rows.append(("KV cache per GPU", size(est.kv_cache_bytes_per_gpu) + " (fullest GPU)", None))
+        rows.append(("KV cache, all GPUs", size(est.kv_cache_bytes_all_gpus), None))
     if est.state_bytes:
-        t.add_row("fixed state (SSM/linear)", size(est.state_bytes) + " for the batch")
+        rows.append(("fixed state (SSM/linear)", size(est.state_bytes) + " for the batch", None))
     if len(est.breakdown) > 1:
         for b in est.breakdown:
             win = f", window {b.window:,}" if b.window else ""
-            t.add_row(f"  {b.kind} layers",
-                      f"{b.n_layers} layers{win}: {b.kv_bytes_per_token:,} B/token, "
-                      f"{b.tokens_cached:,} tokens cached, {size(b.kv_cache_bytes)}")
-    return t
+            rows.append((f"  {b.kind} layers",
+                         f"{b.n_layers} layers{win}: {b.kv_bytes_per_token:,} B/token, "
+                         f"{b.tokens_cached:,} tokens cached, {size(b.kv_cache_bytes)}", None))
+    return pairs_table(title or f"KV cache: {est.model}", rows, width=width)
 
-def rows_table(rows: Sequence[BaseModel], columns: Sequence[tuple[str, str]], title: str | None = None):
-    """A rich table of result rows; `columns` are (field, header) pairs. Ints that end in
-    `_bytes` are shown exactly and in GiB."""
-    from rich.table import Table
 
-    t = Table(title=title, title_justify="left")
-    for _, header in columns:
-        t.add_column(header, justify="right")
-    for r in rows:
-        d = r.model_dump()
-        cells = []
+def rows_table(rows: Sequence[BaseModel], columns: Sequence[tuple[str, str]], title: str | None = None, *,
+               width: int | None = None, short: dict[str, str] | None = None):
+    """A rich table of result rows; `columns` are (field, header) pairs, `short` maps a field to
+    its abbreviated header. Ints that end in `_bytes` are shown exactly and in GiB (two parts
+    that may go on two lines); other numbers never wrap; strings wrap between words."""
+    short = short or {}
+    data = [r.model_dump() for r in rows]
+    cols = []
+    for field, header in columns:
+        vals = [d.get(field) for d in data]
+        text = any(isinstance(v, str) for v in vals)
+        cols.append(Col(header, kind="text" if text else "num", short=short.get(field, "")))
+    cells: list[list[Cell]] = []
+    for d in data:
+        row: list[Cell] = []
         for field, _ in columns:
             v = d.get(field)
-            if isinstance(v, int) and field.endswith("_bytes"):
-                cells.append(f"{v:,} B ({gib(v)})")
+            if isinstance(v, int) and not isinstance(v, bool) and field.endswith("_bytes"):
+                row.append((f"{v:,} B", f"({gib(v)})"))
             elif isinstance(v, float):
-                cells.append(f"{v:g}")
+                row.append(f"{v:g}")
             elif isinstance(v, int) and not isinstance(v, bool):
-                cells.append(f"{v:,}")
+                row.append(f"{v:,}")
             else:
-                cells.append(str(v))
-        t.add_row(*cells)
-    return t
+                row.append(str(v))
+        cells.append(row)
+    return grid(cols, cells, width=width, title=title)
 
-def result_table(res: Any, title: str) -> Any:
+
+def result_table(res: Any, title: str, *, width: int | None = None) -> Any:
     """The rich table of an `EngineResult` (the log lines are printed by `show_result`)."""
-    from rich.table import Table
-
-    from kvcalc.report import gib, size
-
-    t = Table(title=title, show_header=False, title_justify="left")
-    t.add_column("what", style="bold")
-    t.add_column("value")
-    t.add_row("engine", res.engine_version)
+    rows: list[tuple[str, Cell, str | None]] = [("engine", res.engine_version, None)]
     if res.kv_memory_bytes is not None:
-        t.add_row("KV memory", size(res.kv_memory_bytes))
+        rows.append(("KV memory", size(res.kv_memory_bytes), None))
     if res.kv_memory_basis:
-        t.add_row("KV memory basis", res.kv_memory_basis)
-    t.add_row("KV cache dtype", res.kv_cache_dtype)
+        rows.append(("KV memory basis", res.kv_memory_basis, None))
+    rows.append(("KV cache dtype", res.kv_cache_dtype, None))
     if res.n_ctx is not None:
-        t.add_row("n_ctx (padded)", f"{res.n_ctx:,}")
-        t.add_row("cells", f"{res.n_cells:,}")
+        rows.append(("n_ctx (padded)", f"{res.n_ctx:,}", None))
+        rows.append(("cells", f"{res.n_cells:,}", None))
     if res.num_gpu_blocks is not None:
         unit = "pages" if res.engine == "sglang" else "blocks"
         extra = f", {res.usable_blocks:,} usable (one null block)" if res.usable_blocks is not None else ""
-        t.add_row(unit, f"{res.num_gpu_blocks:,} of {res.block_size} tokens, {res.page_size_bytes:,} B each{extra}")
+        rows.append((unit, f"{res.num_gpu_blocks:,} of {res.block_size} tokens, {res.page_size_bytes:,} B each{extra}",
+                     None))
     if res.num_cpu_blocks is not None:
-        t.add_row("CPU (swap) blocks", f"{res.num_cpu_blocks:,}")
-    t.add_row("KV cache tokens", f"{res.kv_cache_tokens:,}")
-    t.add_row("allocated", size(res.engine_kv_bytes))
+        rows.append(("CPU (swap) blocks", f"{res.num_cpu_blocks:,}", None))
+    rows.append(("KV cache tokens", f"{res.kv_cache_tokens:,}", None))
+    rows.append(("allocated", size(res.engine_kv_bytes), None))
     if res.k_bytes is not None:
-        t.add_row("K / V", f"{res.k_bytes:,} B ({mib(res.k_bytes)}) / {res.v_bytes:,} B ({mib(res.v_bytes)})")
+        rows.append(("K / V", f"{res.k_bytes:,} B ({mib(res.k_bytes)}) / {res.v_bytes:,} B ({mib(res.v_bytes)})", None))
     for d in res.devices or []:
-        t.add_row(f"  {d.device}", f"{d.n_layers} layers, {d.kv_bytes:,} B ({mib(d.kv_bytes)}, {gib(d.kv_bytes)})")
+        rows.append((f"  {d.device}", f"{d.n_layers} layers, {d.kv_bytes:,} B ({mib(d.kv_bytes)}, {gib(d.kv_bytes)})",
+                     None))
     if res.max_concurrency is not None:
-        t.add_row("max concurrency", f"{res.max_concurrency:.2f}x requests of {res.max_model_len:,} tokens")
+        rows.append(("max concurrency", f"{res.max_concurrency:.2f}x requests of {res.max_model_len:,} tokens", None))
     if res.concurrency:
         longest = ("no limit (sliding windows cap each request)" if res.longest_context is None
                    else f"{res.longest_context:,} tokens")
-        t.add_row(f"longest context at {res.concurrency}x", longest)
+        rows.append((f"longest context at {res.concurrency}x", longest, None))
     for n in res.notes:
-        t.add_row("note", n)
-    return t
+        rows.append(("note", n, None))
+    return pairs_table(title, rows, width=width)
 
-def serving_table(r: Any, gpu: Any, est: Any):
+
+def serving_table(r: Any, gpu: Any, est: Any, *, width: int | None = None):
     """The rich table of a `ServingEstimate`."""
-    from rich.table import Table
+    from rich.text import Text
 
-    from kvcalc.report import gib, size
-
-    t = Table(title=f"On {r.gpu_count} x {gpu.name} ({r.gpu})", show_header=False, title_justify="left")
-    t.add_column("what", style="bold")
-    t.add_column("value")
     act = f" ({r.n_active_params:,} active per token)" if r.n_active_params != r.n_params else ""
-    t.add_row("parameters", f"{r.n_params:,}{act}")
-    t.add_row("weights per GPU", f"{size(r.weights_bytes_per_gpu)} in {r.weight_dtype}")
-    t.add_row("KV cache per GPU", size(r.kv_cache_bytes_per_gpu))
+    rows: list[tuple[str, Cell, str | None]] = [
+        ("parameters", f"{r.n_params:,}{act}", None),
+        ("weights per GPU", f"{size(r.weights_bytes_per_gpu)} in {r.weight_dtype}", None),
+        ("KV cache per GPU", size(r.kv_cache_bytes_per_gpu), None)]
     if r.state_bytes_per_gpu:
-        t.add_row("SSM / linear state per GPU", size(r.state_bytes_per_gpu))
-    t.add_row("activation reserve", size(r.activation_reserve_bytes))
-    t.add_row("CUDA context", size(r.cuda_context_bytes))
-    t.add_row("memory per GPU", size(r.memory_bytes_per_gpu))
-    t.add_row("budget per GPU", f"{size(r.budget_bytes_per_gpu)} = {r.gpu_memory_utilization:g} x "
-              f"{gib(r.gpu_memory_bytes)}")
-    from rich.text import Text
-
+        rows.append(("SSM / linear state per GPU", size(r.state_bytes_per_gpu), None))
+    rows += [("activation reserve", size(r.activation_reserve_bytes), None),
+             ("CUDA context", size(r.cuda_context_bytes), None),
+             ("memory per GPU", size(r.memory_bytes_per_gpu), None),
+             ("budget per GPU", f"{size(r.budget_bytes_per_gpu)} = {r.gpu_memory_utilization:g} x "
+                                f"{gib(r.gpu_memory_bytes)}", None)]
     verdict = Text("fits", style="green") if r.fits else Text("does not fit", style="red")
-    t.add_row("fits", verdict + f": headroom {r.headroom_bytes:,} B ({gib(r.headroom_bytes)})")
-    t.add_row("max batch", f"{r.max_batch:,} sequences of {est.seq_len:,} tokens per replica")
+    rows.append(("fits", verdict + f": headroom {r.headroom_bytes:,} B ({gib(r.headroom_bytes)})", None))
+    rows.append(("max batch", f"{r.max_batch:,} sequences of {est.seq_len:,} tokens per replica", None))
     cap = " (the model's limit)" if r.max_seq_len_capped else ""
-    t.add_row("max context", f"{r.max_seq_len:,} tokens at batch {est.batch}{cap}")
-    t.add_row("decode step", f"reads {size(r.decode_bytes_read_per_step)}, {r.decode_flops_per_step:,} FLOPs: "
-              f"{r.decode_bound}-bound (bw eff {r.bw_efficiency:g}, FLOPs eff {r.flops_efficiency:g})"
-              + (f", all-reduce {seconds(r.decode_allreduce_s)}" if r.decode_allreduce_s else ""))
-    t.add_row("TPOT", seconds(r.tpot_s))
-    t.add_row("tokens/s", f"{r.tokens_per_s_per_seq:,.1f} per sequence, {r.tokens_per_s:,.1f} in total")
-    t.add_row("TTFT", f"{seconds(r.ttft_s)} for a {est.seq_len:,}-token prompt ({r.prefill_bound}-bound)")
-    return t
+    rows.append(("max context", f"{r.max_seq_len:,} tokens at batch {est.batch}{cap}", None))
+    rows.append(("decode step", f"reads {size(r.decode_bytes_read_per_step)}, {r.decode_flops_per_step:,} FLOPs: "
+                 f"{r.decode_bound}-bound (bw eff {r.bw_efficiency:g}, FLOPs eff {r.flops_efficiency:g})"
+                 + (f", all-reduce {seconds(r.decode_allreduce_s)}" if r.decode_allreduce_s else ""), None))
+    rows.append(("TPOT", seconds(r.tpot_s), None))
+    rows.append(("tokens/s", f"{r.tokens_per_s_per_seq:,.1f} per sequence, {r.tokens_per_s:,.1f} in total", None))
+    rows.append(("TTFT", f"{seconds(r.ttft_s)} for a {est.seq_len:,}-token prompt ({r.prefill_bound}-bound)", None))
+    return pairs_table(f"On {r.gpu_count} x {gpu.name} ({r.gpu})", rows, width=width)
 
-def sweep_table(rows: list[dict[str, Any]], title: str, with_gpu: bool):
-    from rich.table import Table
+
+def sweep_table(rows: list[dict[str, Any]], title: str, with_gpu: bool, *, width: int | None = None):
+    """The rich table of `kvcalc sweep`: one row per (seq_len, batch); memory columns in GiB
+    (2^30 B) per GPU. Split over two tables (each led by seq_len and batch) when too wide."""
     from rich.text import Text
 
-    t = Table(title=title, title_justify="left", caption="memory columns: GiB (2^30 B) per GPU",
-              caption_justify="left")
-    cols = ["seq_len", "batch", "weights", "KV", "memory"]
+    cols = [Col("seq_len", short="T"), Col("batch", short="B"), Col("weights", short="wts"), Col("KV"),
+            Col("memory", short="mem")]
     if with_gpu:
-        cols += ["budget", "fits", "TPOT ms", "tok/s"]
-    for c in cols:
-        t.add_column(c, justify="right", no_wrap=True)
+        cols += [Col("budget", short="bdgt"), Col("fits"), Col("TPOT ms", short="TPOT"), Col("tok/s")]
+    cells: list[list[Cell]] = []
     for r in rows:
-        cells = [f"{r['seq_len']:,}", str(r["batch"]), f"{r['weights_bytes_per_gpu'] / 2**30:,.2f}",
-                 f"{r['kv_cache_bytes_per_gpu'] / 2**30:,.2f}", f"{r['memory_bytes_per_gpu'] / 2**30:,.2f}"]
+        row: list[Cell] = [f"{r['seq_len']:,}", str(r["batch"]), f"{r['weights_bytes_per_gpu'] / 2**30:,.2f}",
+                           f"{r['kv_cache_bytes_per_gpu'] / 2**30:,.2f}", f"{r['memory_bytes_per_gpu'] / 2**30:,.2f}"]
         if with_gpu:
-            cells += [f"{r['budget_bytes_per_gpu'] / 2**30:,.2f}",
-                      Text("yes", style="green") if r["fits"] else Text("no", style="red"),
-                      f"{r['tpot_s'] * 1e3:,.2f}", f"{r['tokens_per_s']:,.0f}"]
-        t.add_row(*cells)
-    return t
+            row += [f"{r['budget_bytes_per_gpu'] / 2**30:,.2f}",
+                    Text("yes", style="green") if r["fits"] else Text("no", style="red"),
+                    f"{r['tpot_s'] * 1e3:,.2f}", f"{r['tokens_per_s']:,.0f}"]
+        cells.append(row)
+    return grid(cols, cells, width=width, title=title, caption="memory columns: GiB (2^30 B) per GPU", keys=2)
 
-def check_table(rows: list[Any]):
-    """The rich table of `kvcalc check`, with each failing deployment's reasons after it."""
+
+def check_table(rows: list[Any], *, width: int | None = None):
+    """The rich table of `kvcalc check`, with each failing deployment's reasons after it. The
+    two-figure cells ("32,768 x 12", "65.1 / 71.7", "25.6 (≤50)") go on two lines, each figure
+    whole, when the column is narrower than the pair."""
     from rich.console import Group
-    from rich.table import Table
     from rich.text import Text
 
-    t = Table(title="kvcalc check: memory per GPU vs gpu_memory_utilization x memory; decode with "
-                    "every sequence at max_seq_len", title_justify="left")
-    for c in ("deployment", "GPUs", "tokens x seqs", "GiB/GPU\nused / budget", "max\nseqs",
-              "TPOT ms\n(target)", "tokens/s\n(target)", "status"):
-        t.add_column(c, justify="left" if c in ("deployment", "GPUs", "status") else "right", overflow="fold",
-                     no_wrap=c == "deployment")
+    cols = [Col("deployment", kind="id", justify="left"), Col("GPUs", kind="text", justify="left"),
+            Col("tokens x seqs", short="T x seqs"), Col("GiB/GPU\nused / budget", short="GiB used / budget"),
+            Col("max\nseqs"), Col("TPOT ms\n(target)"), Col("tokens/s\n(target)", short="tok/s (target)"),
+            Col("status", kind="text", justify="left")]
     style = {"ok": "green", "does not fit": "red", "misses target": "yellow"}
+    cells: list[list[Cell]] = []
     notes = []
     for r in rows:
-        tgt_tpot = f" (≤{r.max_tpot_ms:g})" if r.max_tpot_ms is not None else ""
-        tgt_tok = f" (≥{r.min_tokens_per_s:g})" if r.min_tokens_per_s is not None else ""
+        tgt_tpot = (f"(≤{r.max_tpot_ms:g})",) if r.max_tpot_ms is not None else ()
+        tgt_tok = (f"(≥{r.min_tokens_per_s:g})",) if r.min_tokens_per_s is not None else ()
         par = f"tp{r.tp}" + (f" pp{r.pp}" if r.pp > 1 else "") + (f" dp{r.dp}" if r.dp > 1 else "")
-        t.add_row(r.name, f"{r.count}x {r.gpu} {par}", f"{r.max_seq_len:,} x {r.concurrency}",
-                  f"{r.memory_bytes_per_gpu / 2**30:,.1f} / {r.budget_bytes_per_gpu / 2**30:,.1f}",
-                  f"{r.max_concurrency:,}", f"{r.tpot_ms:,.1f}{tgt_tpot}", f"{r.tokens_per_s:,.0f}{tgt_tok}",
-                  Text(r.status, style=style[r.status]))
+        cells.append([r.name, f"{r.count}x {r.gpu} {par}", (f"{r.max_seq_len:,} x", f"{r.concurrency}"),
+                      (f"{r.memory_bytes_per_gpu / 2**30:,.1f} /", f"{r.budget_bytes_per_gpu / 2**30:,.1f}"),
+                      f"{r.max_concurrency:,}", (f"{r.tpot_ms:,.1f}", *tgt_tpot), (f"{r.tokens_per_s:,.0f}", *tgt_tok),
+                      Text(r.status, style=style[r.status])])
         notes += [Text(f"{r.name}: {p}  ({r.file})", style=style[r.status]) for p in r.problems]
+    t = grid(cols, cells, width=width, title="kvcalc check: memory per GPU vs gpu_memory_utilization x memory; "
+             "decode with every sequence at max_seq_len")
     return Group(t, *notes) if notes else t
+
 
 def check_markdown(rows: list[Any], errors: list[str]) -> str:
     """`kvcalc check --format markdown` (for a PR comment): one row per deployment (memory and
@@ -210,13 +477,9 @@ def check_markdown(rows: list[Any], errors: list[str]) -> str:
     lines += [f"\n**invalid:** `{e}`" for e in errors]
     return "\n".join(lines)
 
-def measure_table(r: Any) -> Any:
+def measure_table(r: Any, *, width: int | None = None) -> Any:
     """The rich table for a `MeasureResult`: what ran, bytes predicted against each memory
     reading, step time predicted against measured, bandwidth achieved, and the notes."""
-    from rich.table import Table
-
-    from kvcalc.report import gib, size
-
     def gbs(x: float | None) -> str:
         return "n/a" if x is None else f"{x / 1e9:,.1f} GB/s"
 
@@ -229,78 +492,73 @@ def measure_table(r: Any) -> Any:
         d = x - r.predicted_kv_bytes
         return f"{size(x)}: " + ("equal" if d == 0 else f"{d:+,} B vs predicted") + label
 
-    t = Table(title=f"kvcalc measure: {r.model} on {r.device} ({r.device_name})", show_header=False,
-              title_justify="left")
-    t.add_column("what", style="bold")
-    t.add_column("value")
-    t.add_row("workload", f"seq_len {r.seq_len:,} x batch {r.batch}, KV {r.kv_dtype} (attend in {r.compute_dtype})")
-    t.add_row("layers", f"{r.layers_measured} of {r.n_layers} measured" +
-              (" (scaled to the model)" if r.layers_measured < r.n_layers else ""))
-    t.add_row("backend", r.backend + (", CUDA graph" if r.cuda_graph else "") + (", with weights" if r.with_weights else ""))
-    t.add_row("predicted KV bytes", size(r.predicted_kv_bytes) + " (kvcalc.calc.kv_cache)")
-    t.add_row("tensor storage bytes", diff(r.measured_kv_bytes, ""))
+    rows: list[tuple[str, Cell, str | None]] = []
+
+    def add(label: str, value: Cell) -> None:
+        rows.append((label, value, None))
+
+    add("workload", f"seq_len {r.seq_len:,} x batch {r.batch}, KV {r.kv_dtype} (attend in {r.compute_dtype})")
+    add("layers", f"{r.layers_measured} of {r.n_layers} measured" +
+        (" (scaled to the model)" if r.layers_measured < r.n_layers else ""))
+    add("backend", r.backend + (", CUDA graph" if r.cuda_graph else "") + (", with weights" if r.with_weights else ""))
+    add("predicted KV bytes", size(r.predicted_kv_bytes) + " (kvcalc.calc.kv_cache)")
+    add("tensor storage bytes", diff(r.measured_kv_bytes, ""))
     if r.device == "cuda":
-        t.add_row("allocator requested", diff(r.allocator_requested_delta_bytes, ""))
+        add("allocator requested", diff(r.allocator_requested_delta_bytes, ""))
         exp = r.allocator_allocated_expected_bytes
         a = r.allocator_allocated_delta_bytes
-        t.add_row("memory_allocated", "n/a" if a is None else
-                  f"{a:,} B: {'equal' if a == exp else f'{a - (exp or 0):+,} B'} vs {exp:,} B (each tensor rounded up to 512 B)")
-        t.add_row("device used (mem_get_info)", diff(r.device_used_delta_bytes, " (allocator segments)"))
-        t.add_row("device used (NVML)", "n/a (pip install nvidia-ml-py)" if r.nvml_used_delta_bytes is None
-                  else diff(r.nvml_used_delta_bytes, ""))
-        t.add_row("CUDA context", size(r.cuda_context_bytes) + " (used before any tensor; includes other processes)")
+        add("memory_allocated", "n/a" if a is None else
+            f"{a:,} B: {'equal' if a == exp else f'{a - (exp or 0):+,} B'} vs {exp:,} B (each tensor rounded up to 512 B)")
+        add("device used (mem_get_info)", diff(r.device_used_delta_bytes, " (allocator segments)"))
+        add("device used (NVML)", "n/a (pip install nvidia-ml-py)" if r.nvml_used_delta_bytes is None
+            else diff(r.nvml_used_delta_bytes, ""))
+        add("CUDA context", size(r.cuda_context_bytes) + " (used before any tensor; includes other processes)")
     else:
-        t.add_row("process RSS delta", "n/a, pip install psutil" if r.rss_delta_bytes is None
-                  else diff(r.rss_delta_bytes, " (pages committed by the random fill)"))
+        add("process RSS delta", "n/a, pip install psutil" if r.rss_delta_bytes is None
+            else diff(r.rss_delta_bytes, " (pages committed by the random fill)"))
     if r.with_weights:
-        t.add_row("weights", size(r.weight_bytes))
-    t.add_row("model KV bytes", size(r.model_kv_bytes) + f" (all {r.n_layers} layers)")
-    t.add_row("bytes read per step", size(r.bytes_read_per_step))
-    t.add_row("measured step", f"median {seconds(r.measured_step_s_median)}, p10 {seconds(r.measured_step_s_p10)}, "
-              f"p90 {seconds(r.measured_step_s_p90)} ({r.steps} steps after {r.warmup_steps} warm-up)")
+        add("weights", size(r.weight_bytes))
+    add("model KV bytes", size(r.model_kv_bytes) + f" (all {r.n_layers} layers)")
+    add("bytes read per step", size(r.bytes_read_per_step))
+    add("measured step", f"median {seconds(r.measured_step_s_median)}, p10 {seconds(r.measured_step_s_p10)}, "
+        f"p90 {seconds(r.measured_step_s_p90)} ({r.steps} steps after {r.warmup_steps} warm-up)")
     if r.layers_measured < r.n_layers:
-        t.add_row("step, whole model", seconds(r.model_step_s_median) + " (median scaled to every layer)")
-    t.add_row("bandwidth probe", f"{gbs(r.probe_bytes_per_s)} (sum over {gib(r.probe_bytes)})")
-    t.add_row("GPU table", "n/a (no table row)" if r.table_gpu is None else f"{r.table_gpu}: {gbs(r.table_bytes_per_s)}")
-    t.add_row("achieved", f"{gbs(r.achieved_bytes_per_s)} = {pct(r.fraction_of_probe)} of probe, "
-              f"{pct(r.fraction_of_table)} of table")
-    t.add_row("predicted step (probe)", f"{seconds(r.predicted_step_s)}: error {r.error_percent:+.1f}%")
-    t.add_row("predicted step (table)", "n/a" if r.predicted_step_s_table is None else
-              f"{seconds(r.predicted_step_s_table)}: error {r.error_percent_table:+.1f}%")
+        add("step, whole model", seconds(r.model_step_s_median) + " (median scaled to every layer)")
+    add("bandwidth probe", f"{gbs(r.probe_bytes_per_s)} (sum over {gib(r.probe_bytes)})")
+    add("GPU table", "n/a (no table row)" if r.table_gpu is None else f"{r.table_gpu}: {gbs(r.table_bytes_per_s)}")
+    add("achieved", f"{gbs(r.achieved_bytes_per_s)} = {pct(r.fraction_of_probe)} of probe, "
+        f"{pct(r.fraction_of_table)} of table")
+    add("predicted step (probe)", f"{seconds(r.predicted_step_s)}: error {r.error_percent:+.1f}%")
+    add("predicted step (table)", "n/a" if r.predicted_step_s_table is None else
+        f"{seconds(r.predicted_step_s_table)}: error {r.error_percent_table:+.1f}%")
     for n in r.notes:
-        t.add_row("note", n)
-    return t
+        add("note", n)
+    return pairs_table(f"kvcalc measure: {r.model} on {r.device} ({r.device_name})", rows, width=width)
 
 
-def models_table(rows: list[dict[str, Any]]):
+def models_table(rows: list[dict[str, Any]], *, width: int | None = None):
     """The rich table of `kvcalc models` (rows as its JSON output holds them)."""
-    from rich.table import Table
-
-    t = Table(title="Bundled models (kvcalc estimate NAME)", title_justify="left")
-    for col in ("name", "attention", "layers", "heads (q/kv)", "head_dim", "max context"):
-        t.add_column(col, no_wrap=col == "name", overflow="fold")
-    for r in rows:
-        t.add_row(r["name"], r["attention"], r["layers"], f"{r['n_heads']}/{r['n_kv_heads']}",
-                  str(r["head_dim"]), f"{r['max_position_embeddings'] or 0:,}")
-    return t
+    cols = [Col("name", kind="id", justify="left"), Col("attention", kind="id", short="attn", justify="left"),
+            Col("layers", kind="text", justify="left"), Col("heads (q/kv)", short="q/kv", justify="left"),
+            Col("head_dim", short="hd", justify="left"), Col("max context", short="ctx", justify="left")]
+    cells: list[list[Cell]] = [[r["name"], r["attention"], r["layers"], f"{r['n_heads']}/{r['n_kv_heads']}",
+                                str(r["head_dim"]), f"{r['max_position_embeddings'] or 0:,}"] for r in rows]
+    return grid(cols, cells, width=width, title="Bundled models (kvcalc estimate NAME)")
 
 
-def gpus_table(rows: list[Any]):
-    """The rich table of `kvcalc gpus` (`GpuSpec` rows)."""
-    from rich.table import Table
+def gpus_table(rows: list[Any], *, width: int | None = None):
+    """The rich table of `kvcalc gpus` (`GpuSpec` rows); at narrow widths the names move below
+    the table as "key: name" lines."""
+    cols = [Col("key", kind="id", justify="left"), Col("memory\nGiB", short="GiB"), Col("memory\nGB", short="GB"),
+            Col("HBM\nTB/s", short="TB/s"), Col("bf16\nTFLOP/s", short="bf16"), Col("fp8\nTFLOP/s", short="fp8"),
+            Col("link GB/s\n(bidir)", short="link"), Col("name", kind="text", justify="left", legend=True)]
+    cells: list[list[Cell]] = [
+        [g.key, f"{g.memory_bytes / 2**30:,.1f}", f"{g.memory_bytes / 1e9:,.1f}", f"{g.hbm_bytes_per_s / 1e12:,.2f}",
+         f"{g.bf16_flops_per_s / 1e12:,.0f}", f"{g.fp8_flops_per_s / 1e12:,.0f}" if g.fp8_flops_per_s else "-",
+         f"{g.interconnect_bytes_per_s / 1e9:,.0f}" if g.interconnect_bytes_per_s else "-", g.name] for g in rows]
+    return grid(cols, cells, width=width,
+                title="GPUs (kvcalc ... --gpu KEY); memory as nvidia-smi / rocm-smi report it; dense FLOP/s")
 
-    t = Table(title="GPUs (kvcalc ... --gpu KEY); memory as nvidia-smi / rocm-smi report it; dense FLOP/s",
-              title_justify="left")
-    for col in ("key", "memory\nGiB", "memory\nGB", "HBM\nTB/s", "bf16\nTFLOP/s", "fp8\nTFLOP/s",
-                "link GB/s\n(bidir)", "name"):
-        t.add_column(col, justify="left" if col in ("key", "name") else "right",
-                     no_wrap=col != "name", overflow="fold")
-    for g in rows:
-        t.add_row(g.key, f"{g.memory_bytes / 2**30:,.1f}", f"{g.memory_bytes / 1e9:,.1f}",
-                  f"{g.hbm_bytes_per_s / 1e12:,.2f}", f"{g.bf16_flops_per_s / 1e12:,.0f}",
-                  f"{g.fp8_flops_per_s / 1e12:,.0f}" if g.fp8_flops_per_s else "-",
-                  f"{g.interconnect_bytes_per_s / 1e9:,.0f}" if g.interconnect_bytes_per_s else "-", g.name)
-    return t
 
 def _plan_gpus(r: Any) -> str:
     par = f"tp{r.tp}" + (f" pp{r.pp}" if r.pp > 1 else "") + (f" dp{r.dp}" if r.dp > 1 else "")
@@ -324,31 +582,29 @@ def plan_title(res: Any) -> str:
             f"{res.points_searched:,} layouts qualify)")
 
 
-def plan_table(res: Any):
+def plan_table(res: Any, *, width: int | None = None):
     """The rich table of a `PlanResult`: one row per layout (GPUs and layout; KV / weight
     formats; memory per GPU used / budget in GiB = 2^30 B; sequences of seq_len that fit; TPOT;
-    total tokens/s; TTFT; with prices $/hour and $ per million output tokens)."""
-    from rich.table import Table
-
+    total tokens/s; TTFT; with prices $/hour and $ per million output tokens), laid out by
+    `grid` so that no figure is cut at any width."""
     priced = any(r.dollars_per_hour is not None for r in res.layouts)
-    t = Table(title=plan_title(res), title_justify="left", caption="GiB = 2^30 B per GPU; TPOT and tokens/s with "
-              f"every sequence at {res.seq_len:,} tokens", caption_justify="left")
-    cols = ["#", "GPUs", "KV/\nweights", "GiB/GPU\nused/budget", "max\nseqs", "TPOT\nms", "tokens\n/s",
-            "TTFT\ns"]
+    cols = [Col("#", kind="id"), Col("GPUs", kind="text", justify="left"),
+            Col("KV/\nweights", kind="id", short="KV/w", justify="left"),
+            Col("GiB/GPU\nused/budget", short="GiB"), Col("max\nseqs", short="seqs"), Col("TPOT\nms", short="TPOT"),
+            Col("tokens\n/s", short="tok/s"), Col("TTFT\ns", short="TTFT")]
     if priced:
-        cols += ["$/hour", "$/M\ntokens"]
-    for c in cols:
-        t.add_column(c, justify="left" if c in ("GPUs", "KV/\nweights") else "right",
-                     overflow="fold", no_wrap=c not in ("GPUs", "KV/\nweights"))
+        cols += [Col("$/hour", short="$/h"), Col("$/M\ntokens", short="$/M")]
+    cells: list[list[Cell]] = []
     for r in res.layouts:
-        cells = [str(r.rank), _plan_gpus(r), _plan_formats(r),
-                 f"{r.memory_bytes_per_gpu / 2**30:,.1f}/{r.budget_bytes_per_gpu / 2**30:,.1f}",
-                 f"{r.max_concurrency:,}", f"{r.tpot_ms:,.1f}", f"{r.tokens_per_s:,.0f}", f"{r.ttft_s:,.2f}"]
+        row: list[Cell] = [str(r.rank), _plan_gpus(r), _plan_formats(r),
+                           (f"{r.memory_bytes_per_gpu / 2**30:,.1f}/", f"{r.budget_bytes_per_gpu / 2**30:,.1f}"),
+                           f"{r.max_concurrency:,}", f"{r.tpot_ms:,.1f}", f"{r.tokens_per_s:,.0f}", f"{r.ttft_s:,.2f}"]
         if priced:
-            cells += ["-" if r.dollars_per_hour is None else f"{r.dollars_per_hour:,.2f}",
-                      "-" if r.dollars_per_million_tokens is None else f"{r.dollars_per_million_tokens:,.2f}"]
-        t.add_row(*cells)
-    return t
+            row += ["-" if r.dollars_per_hour is None else f"{r.dollars_per_hour:,.2f}",
+                    "-" if r.dollars_per_million_tokens is None else f"{r.dollars_per_million_tokens:,.2f}"]
+        cells.append(row)
+    return grid(cols, cells, width=width, title=plan_title(res),
+                caption=f"GiB = 2^30 B per GPU; TPOT and tokens/s with every sequence at {res.seq_len:,} tokens")
 
 
 def plan_markdown(res: Any) -> str:
