@@ -9,24 +9,13 @@ import typer
 
 from kvcalc.cli.options import (BatchOpt, FormatOpt, GpuPlanOptions, KvFormatOptions, LayoutOptions, ModelArg,
                                 SeqLenOpt, SglangFlags, VllmFlags, check_positive, engine_options, only,
-                                option_groups, refuse_other_engines)
+                                option_groups, refuse_other_engines, with_help)
 from kvcalc.cli.output import check_format, emit, emit_parts, handle_errors, show_result
 from kvcalc.errors import KvcalcError
 
 
-def _with_help(alias: Any, text: str) -> Any:
-    """The shared option `alias` (its names and type kept) with this command's help text."""
-    import copy
-    import typing
-
-    base, info = typing.get_args(alias)
-    info = copy.copy(info)
-    info.help = text
-    return Annotated[base, info]
-
-
 #: --seq-len as every command declares it, taking several contexts here
-SeqLensOpt = _with_help(SeqLenOpt, "Tokens per sequence (8192 or 32k); several (8k,32k,128k) print one row "
+SeqLensOpt = with_help(SeqLenOpt, "Tokens per sequence (8192 or 32k); several (8k,32k,128k) print one row "
                                    "each. Default: the model's max_position_embeddings.")
 
 @handle_errors

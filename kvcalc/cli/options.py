@@ -119,6 +119,15 @@ def only(*names: str, **help: str) -> Only:
     return Only(names, help)
 
 
+def with_help(alias: Any, text: str) -> Any:
+    """A shared single option (`SeqLenOpt`, ...) with this command's help text: its names and
+    type kept, so the options stay declared once."""
+    base, info = typing.get_args(alias)
+    info = copy.copy(info)
+    info.help = text
+    return Annotated[base, info]
+
+
 class OptionGroup:
     """Base of an option group: a frozen dataclass whose fields are declared like a command's
     parameters (`Annotated[type, typer.Option(...)] = default`)."""
