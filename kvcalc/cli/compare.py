@@ -54,6 +54,6 @@ def compare_models(specs: list[Any], seq_len: str | None, batch: int, kv_dtype: 
     T = shared_seq_len(specs, seq_len)
     dtype = shared_kv_dtype(specs, kv_dtype)
     rows = [run_estimate(EstimateRequest.build(s, seq_len=T, batch=batch, kv_dtype=dtype)).kv for s in specs]
-    where = "" if seq_len is not None else " (the shortest max_position_embeddings of these models)"
+    where = "" if seq_len is not None else " (the models' shortest context)"
     title = f"KV cache at {T:,} tokens{where} x batch {batch}, KV dtype {dtype}"
     emit(rows, fmt, lambda: compare_models_table(rows, title))
