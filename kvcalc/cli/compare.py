@@ -55,5 +55,5 @@ def compare_models(specs: list[Any], seq_len: str | None, batch: int, kv_dtype: 
     dtype = shared_kv_dtype(specs, kv_dtype)
     rows = [run_estimate(EstimateRequest.build(s, seq_len=T, batch=batch, kv_dtype=dtype)).kv for s in specs]
     where = "" if seq_len is not None else " (the models' shortest context)"
-    title = f"KV cache at {T:,} tokens{where} x batch {batch}, KV dtype {dtype}"
+    title = f"KV cache at {T:,} tokens{where}, batch {batch}, {dtype}"
     emit(rows, fmt, lambda: compare_models_table(rows, title))
