@@ -26,7 +26,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from kvcalc.calc.defaults import DEFAULT_BW_EFFICIENCY, DEFAULT_FLOPS_EFFICIENCY  # in calc.defaults: the CLI reads them there
+from kvcalc.calc.defaults import DEFAULT_BW_EFFICIENCY, DEFAULT_FLOPS_EFFICIENCY  # the CLI reads them there
 from kvcalc.schema import GpuSpec
 
 #: bytes of one activation value moved by the TP all-reduce (bf16 / fp16 activations)
