@@ -14,7 +14,7 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
-from kvcalc.errors import KvcalcError
+from kvcalc.errors import MESSAGE, KvcalcError
 
 # ----- checks shared by every entry point -------------------------------------------------
 
@@ -36,6 +36,43 @@ def resolve_seq_len(model: Any, seq_len: str | int | None) -> int:
     if model.max_position_embeddings is None:
         raise KvcalcError(f"{model.name} has no max_position_embeddings; give --seq-len")
     return model.max_position_embeddings
+
+
+def resolve_seq_lens(model: Any, seq_len: str | int | None) -> list[int]:
+    """The contexts of `seq_len` in tokens, in the order given, repeats dropped ('8k,32k,128k' ->
+    [8192, 32768, 131072]; one value -> a list of one), or [max_position_embeddings]; raises
+    KvcalcError for a bad item or a model without max_position_embeddings when none is given."""
+    from kvcalc.units import parse_counts
+
+    if seq_len is None or isinstance(seq_len, int):
+        return [resolve_seq_len(model, seq_len)]
+    return parse_counts(seq_len, "--seq-len")
+
+
+def shared_seq_len(models: list[Any], seq_len: str | int | None) -> int:
+    """One context for several models (`kvcalc compare A B ...`): `seq_len` (tokens) when given,
+    else the shortest max_position_embeddings among them (so every model is within its trained
+    context). Raises KvcalcError when none is given and no model states its maximum."""
+    if seq_len is not None:
+        return resolve_seq_len(models[0], seq_len)
+    known = [m.max_position_embeddings for m in models if m.max_position_embeddings]
+    if not known:
+        raise KvcalcError(f"none of {', '.join(m.name for m in models)} has max_position_embeddings; give --seq-len")
+    return min(known)
+
+
+def shared_kv_dtype(models: list[Any], kv_dtype: str | None) -> str:
+    """One KV format name for several models: `kv_dtype` when given, else their common dtype.
+    Raises KvcalcError when the models' dtypes differ (naming each) and none is given."""
+    from kvcalc.formats import kv_format
+
+    if kv_dtype is not None:
+        return kv_format(kv_dtype).name
+    names = {m.name: kv_format(m.dtype).name for m in models}
+    if len(set(names.values())) > 1:
+        raise KvcalcError("the models' dtypes differ (" + ", ".join(f"{k}: {v}" for k, v in names.items())
+                          + "): give --kv-dtype to compare them in one format", option="--kv-dtype", form=MESSAGE)
+    return next(iter(names.values()))
 
 
 def kv_format_names(model: Any, kv_dtype: str | None, k_dtype: str | None, v_dtype: str | None,
@@ -105,20 +142,31 @@ class EstimateRequest:
     @classmethod
     def build(cls, model: Any, *, seq_len: str | int | None = None, batch: int = 1, kv_dtype: str | None = None,
               k_dtype: str | None = None, v_dtype: str | None = None, quant_group_size: int | None = None,
-              scale_dtype: str | None = None, tp: int = 1, pp: int = 1, dp: int = 1, **rest: Any) -> EstimateRequest:
+              scale_dtype: str | None = None, tp: int = 1, pp: int = 1, dp: int = 1, warn: bool = True,
+              **rest: Any) -> EstimateRequest:
         """Check and resolve the values (the context defaults to the model's
         max_position_embeddings, the KV format to the model's dtype), warn for a context beyond
-        the model's, and build the `Workload`. `rest`: gpu, layout, engine, engine_options."""
+        the model's (unless `warn` is False), and build the `Workload`. `rest`: gpu, layout,
+        engine, engine_options."""
         from kvcalc.schema import Parallelism, Workload
 
         check_positive(batch=batch, tp=tp, pp=pp, dp=dp)
         T = resolve_seq_len(model, seq_len)
         k, v = kv_format_names(model, kv_dtype, k_dtype, v_dtype, quant_group_size, scale_dtype)
         check_limits([batch], [T])
-        warn_beyond_context(model, [T])
+        if warn:
+            warn_beyond_context(model, [T])
         wl = Workload(seq_len=T, batch=batch, k_dtype=k, v_dtype=v, parallel=Parallelism(tp=tp, pp=pp, dp=dp))
         kv_given = bool(kv_dtype or k_dtype or v_dtype or quant_group_size or scale_dtype)
         return cls(model=model, workload=wl, kv_given=kv_given, **rest)
+
+    @classmethod
+    def build_lengths(cls, model: Any, seq_lens: list[int], **kwargs: Any) -> list[EstimateRequest]:
+        """One request per context of `seq_lens` (tokens), the other values as `build` takes
+        them; contexts beyond the model's are named in one warning, not one per length."""
+        check_limits([], seq_lens)
+        warn_beyond_context(model, seq_lens)
+        return [cls.build(model, seq_len=T, warn=False, **kwargs) for T in seq_lens]
 
 
 @dataclass(frozen=True)

@@ -38,11 +38,12 @@ from kvcalc.calc.weights import (
     weight_formats,
 )
 
-#: CUDA context and runtime allocations outside the torch allocator (cuBLAS workspaces, NCCL
-#: buffers, CUDA graphs); vLLM's profiler reports this "non-torch memory" at a few hundred MiB
-#: on one GPU (`vllm/utils/mem_utils.py` `memory_profiling`); settable.
-DEFAULT_CUDA_CONTEXT_BYTES = 500 * 2**20
-DEFAULT_GPU_MEMORY_UTILIZATION = 0.9
+#: DEFAULT_CUDA_CONTEXT_BYTES (500 MiB, in `calc.defaults` so the CLI reads it without this
+#: module): CUDA context and runtime allocations outside the torch allocator (cuBLAS workspaces,
+#: NCCL buffers, CUDA graphs); vLLM's profiler reports this "non-torch memory" at a few hundred
+#: MiB on one GPU (`vllm/utils/mem_utils.py` `memory_profiling`); settable.
+#: DEFAULT_GPU_MEMORY_UTILIZATION: 0.9, vLLM's default.
+from kvcalc.calc.defaults import DEFAULT_CUDA_CONTEXT_BYTES, DEFAULT_GPU_MEMORY_UTILIZATION  # noqa: E402,F401
 #: tokens of one prefill chunk in vLLM's profiling run (`max_num_batched_tokens`; V1 defaults to
 #: 8192 for the OpenAI server on large GPUs, `vllm/engine/arg_utils.py` `_set_default_args`)
 DEFAULT_PREFILL_CHUNK_TOKENS = 8192

@@ -26,10 +26,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from kvcalc.calc.defaults import DEFAULT_BW_EFFICIENCY, DEFAULT_FLOPS_EFFICIENCY  # the CLI reads them there
 from kvcalc.schema import GpuSpec
 
-DEFAULT_BW_EFFICIENCY = 0.8
-DEFAULT_FLOPS_EFFICIENCY = 0.5
 #: bytes of one activation value moved by the TP all-reduce (bf16 / fp16 activations)
 ACTIVATION_BYTES = 2
 

@@ -7,7 +7,7 @@ passes `progress`, a function that wraps the iterable of points (the CLI passes 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -32,6 +32,15 @@ class SweepRequest:
     def points(self) -> list[tuple[int, int]]:
         """(T, B) for each batch, contexts fastest: the rows' order."""
         return [(T, B) for B in self.batches for T in self.seq_lens]
+
+
+def within_context(seq_lens: Sequence[int], limit: int | None) -> tuple[list[int], list[int]]:
+    """(kept, dropped): the contexts of `seq_lens` (tokens, order kept) at most `limit` (a model's
+    max_position_embeddings; None keeps all) and those beyond it. A sweep's grid stops at the
+    model's context unless asked (`kvcalc sweep --beyond-context`)."""
+    if limit is None:
+        return list(seq_lens), []
+    return [T for T in seq_lens if T <= limit], [T for T in seq_lens if T > limit]
 
 
 def sweep_rows(req: SweepRequest,

@@ -1,7 +1,10 @@
 """The typer app: parse -> load -> compute -> report. Thin by design.
 
-Each command lives in its own module under `kvcalc/cli/` and is registered here; command modules
-import `options` and `output`, never this module, so there is no import cycle. Every user error
+Each command lives in its own module under `kvcalc/cli/` and is named here, in `COMMANDS`, with
+its one-line help: a command's module is imported only when that command runs or its help is
+asked for (`kvcalc.cli.lazy`), so `kvcalc estimate` loads nothing of `measure`, `check` or the
+engines. Command modules import `options` and `output`, never this module, so there is no
+import cycle. Every user error
 is a `KvcalcError`; `output.handle_errors` catches it once per command, prints one red line per
 problem and exits 2 (`--debug` shows the traceback instead). torch is never imported here.
 """
@@ -13,14 +16,43 @@ import sys
 from typing import Annotated
 
 import typer
-from typer.core import TyperGroup
 
-from kvcalc.cli import capacity, check, compare, estimate, gpus, import_, measure, models, plan, sweep
+from kvcalc.cli.lazy import LazyCommand, lazy_group
 from kvcalc.cli.output import _STATE, OneLineUsageErrors
 
+#: every command, in the order of `kvcalc --help`: name, "module:function", the first paragraph
+#: of the function's docstring (a test checks it against the docstring).
+COMMANDS = (
+    LazyCommand("estimate", "kvcalc.cli.estimate:estimate",
+                "Exact KV-cache bytes for MODEL at a context length, batch, KV dtype and TP/PP layout; with "
+                "--gpu, also weights, the memory plan, whether it fits, and roofline TPOT / TTFT."),
+    LazyCommand("models", "kvcalc.cli.models:models", "List the bundled model configs."),
+    LazyCommand("compare", "kvcalc.cli.compare:compare",
+                "MODEL as MHA, as its own GQA, and as MQA, side by side, with each one's saving against MHA."),
+    LazyCommand("import", "kvcalc.cli.import_:import_",
+                "Convert a Hugging Face config.json into a kvcalc model YAML (stdout, or -o FILE)."),
+    LazyCommand("measure", "kvcalc.cli.measure:measure",
+                "Allocate MODEL's real KV cache with PyTorch, time decode steps, and print predicted against measured."),
+    LazyCommand("gpus", "kvcalc.cli.gpus:gpus",
+                "List the bundled GPUs: memory as the device reports it, HBM bandwidth, dense FLOP/s."),
+    LazyCommand("sweep", "kvcalc.cli.sweep:sweep",
+                "Memory, fit, TPOT and tokens/s over a grid of context lengths and batch sizes."),
+    LazyCommand("check", "kvcalc.cli.check:check",
+                "Check deployment files: exit 0 when all fit and meet their targets, 1 when any does not, "
+                "2 when a file is invalid."),
+    LazyCommand("schema", "kvcalc.cli.check:schema",
+                "Print the JSON Schema of the model, deployment and GPU configs (for editor validation)."),
+    LazyCommand("capacity", "kvcalc.cli.capacity:capacity",
+                "What ENGINE makes of a KV memory budget: tokens, blocks, concurrency, and its own log lines."),
+    LazyCommand("plan", "kvcalc.cli.plan:plan",
+                "The GPUs, layout and engine command that serve CONCURRENCY sequences of SEQ_LEN tokens within "
+                "the targets: fewest GPUs first, then the lowest cost (--prices), then the most tokens/s."),
+)
 
-class KvcalcGroup(OneLineUsageErrors, TyperGroup):
-    """The app's click group: typer's, with usage errors printed as one line plus the hint."""
+
+class KvcalcGroup(OneLineUsageErrors, lazy_group(COMMANDS)):
+    """The app's click group: commands load when they run (`COMMANDS`), and usage errors print
+    as one line plus the hint."""
 
 
 def _version(value: bool) -> None:
@@ -33,13 +65,13 @@ def _version(value: bool) -> None:
 
 
 app = typer.Typer(
-    cls=KvcalcGroup,
     name="kvcalc",
     help="Exact KV-cache memory and roofline decode throughput for real LLM architectures.",
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
     rich_markup_mode=None,  # help text prints as written: "kvcalc[plot]" is not markup
+    cls=KvcalcGroup,  # commands load when they run (COMMANDS); one-line usage errors
 )
 
 def _root(debug: Annotated[bool, typer.Option("--debug", help="Show tracebacks.")] = False,
@@ -50,18 +82,6 @@ def _root(debug: Annotated[bool, typer.Option("--debug", help="Show tracebacks."
 
 
 app.callback()(_root)
-# registration order is the order of `kvcalc --help`
-app.command()(estimate.estimate)
-app.command()(models.models)
-app.command()(compare.compare)
-app.command("import")(import_.import_)
-app.command()(measure.measure)
-app.command()(gpus.gpus)
-app.command()(sweep.sweep)
-app.command()(check.check)
-app.command()(check.schema)
-app.command()(capacity.capacity)
-app.command()(plan.plan)
 
 
 def main() -> None:

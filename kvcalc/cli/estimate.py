@@ -1,5 +1,5 @@
 """`kvcalc estimate`: exact KV bytes; with --gpu the memory plan and roofline; with --engine what
-an engine allocates."""
+an engine allocates. Several contexts (`-s 8k,32k,128k`) print one compact row per context."""
 
 from __future__ import annotations
 
@@ -9,15 +9,21 @@ import typer
 
 from kvcalc.cli.options import (BatchOpt, FormatOpt, GpuPlanOptions, KvFormatOptions, LayoutOptions, ModelArg,
                                 SeqLenOpt, SglangFlags, VllmFlags, check_positive, engine_options, only,
-                                option_groups, refuse_other_engines)
-from kvcalc.cli.output import check_format, emit_parts, handle_errors, show_result
+                                option_groups, refuse_other_engines, with_help)
+from kvcalc.cli.output import check_format, emit, emit_parts, handle_errors, show_result
+from kvcalc.errors import KvcalcError
+
+
+#: --seq-len as every command declares it, taking several contexts here
+SeqLensOpt = with_help(SeqLenOpt, "Tokens per sequence (8192 or 32k); several (8k,32k,128k) print one row "
+                                   "each. Default: the model's max_position_embeddings.")
 
 @handle_errors
 @option_groups(order=("gpu", "count"))
 def estimate(
     ctx: typer.Context,
     model: ModelArg,
-    seq_len: SeqLenOpt = None,
+    seq_len: SeqLensOpt = None,
     batch: BatchOpt = 1,
     kv: KvFormatOptions = KvFormatOptions(),
     layout: LayoutOptions = LayoutOptions(),
@@ -32,18 +38,44 @@ def estimate(
     import dataclasses
 
     from kvcalc.load.models import load_model
-    from kvcalc.requests import EstimateRequest, run_estimate
+    from kvcalc.requests import EstimateRequest, resolve_seq_lens, run_estimate
 
     check_positive(batch=batch, tp=layout.tp, pp=layout.pp, dp=layout.dp)
     spec = load_model(model)
     gpu.refuse_without_gpu(ctx)  # GPU-only options without --gpu are refused, never ignored
     tp, pp, dp = layout.resolve()  # count = tp x pp x dp; alone it sets tp
-    req = EstimateRequest.build(spec, seq_len=seq_len, batch=batch, **dataclasses.asdict(kv), tp=tp, pp=pp, dp=dp,
-                                gpu=gpu.gpu, layout=gpu.layout() if gpu.gpu is not None else None,
+    lengths = resolve_seq_lens(spec, seq_len)
+    if len(lengths) > 1:
+        check_format(fmt)
+        refuse_other_engines(ctx, engine_name)
+        return estimate_lengths(spec, lengths, fmt, batch=batch, **dataclasses.asdict(kv), tp=tp, pp=pp, dp=dp,
+                                gpu=gpu.gpu, engine=engine_name)
+    req = EstimateRequest.build(spec, seq_len=lengths[0], batch=batch, **dataclasses.asdict(kv), tp=tp, pp=pp,
+                                dp=dp, gpu=gpu.gpu, layout=gpu.layout() if gpu.gpu is not None else None,
                                 engine=engine_name, engine_options=engine_options(engine_name, (vllm, sglang)))
     check_format(fmt)
     refuse_other_engines(ctx, engine_name)
     emit_parts(estimate_parts(run_estimate(req)), fmt)
+
+def estimate_lengths(spec: Any, lengths: list[int], fmt: str, *, gpu: str | None, engine: str, **kw: Any) -> None:
+    """Several contexts: one `KvEstimate` per length (machine formats: a list of the usual
+    objects), shown as one compact table. --gpu and --engine are refused: their tables are per
+    workload, and `kvcalc sweep` is the grid of contexts on a GPU."""
+    from kvcalc.engines import canonical
+    from kvcalc.errors import MESSAGE
+    from kvcalc.report.tables import kv_lengths_table
+    from kvcalc.requests import EstimateRequest, run_estimate
+
+    shown = ",".join(str(T) for T in lengths)
+    if gpu is not None:
+        raise KvcalcError(f"--gpu with several --seq-len values: use `kvcalc sweep {spec.name} --seq-len {shown} "
+                          f"--batch {kw['batch']} --gpu {gpu}` for the grid, or give one --seq-len",
+                          option="--gpu", form=MESSAGE)
+    if canonical(engine) != "ideal":
+        raise KvcalcError(f"--engine {engine} with several --seq-len values: give one --seq-len "
+                          f"(an engine's table is for one workload)", option="--engine", form=MESSAGE)
+    rows = [run_estimate(req).kv for req in EstimateRequest.build_lengths(spec, lengths, **kw)]
+    emit(rows, fmt, lambda: kv_lengths_table(rows))
 
 def estimate_parts(res: Any) -> list[tuple[Any, Callable[[], Any]]]:
     """(result model, table builder) for each part of an `EstimateResult`: the KV estimate, the

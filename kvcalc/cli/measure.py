@@ -1,15 +1,29 @@
 """`kvcalc measure`: the command. torch (through `kvcalc.measure`) is imported inside it only;
-without torch it prints one line saying what to install and exits 2."""
+without torch it prints one line saying what to install and exits 2.
+
+Never a surprise: without --seq-len the run is sized to take seconds on the device
+(`kvcalc.measure.defaults`); before any tensor one stderr line gives its bytes and rough time;
+while it runs, a progress bar on a terminal, or when stderr is not a terminal (a pipe, CI) one
+plain line every `PIPE_EVERY_S` seconds once it has run that long."""
 
 from __future__ import annotations
 
 import os
-from typing import Any
+import sys
+import time
+from typing import Any, Callable, TextIO
 
 from kvcalc.cli.options import (BackendOpt, BatchOpt, DeviceOpt, FormatOpt, GraphOpt, KvDtypeOpt, LayersOpt, ModelArg,
-                                SeqLenOpt, StepsOpt, WeightsOpt, check_positive, resolve_kv_dtypes, resolve_seq_len)
+                                SeqLenOpt, StepsOpt, WeightsOpt, check_positive, resolve_kv_dtypes, with_help)
 from kvcalc.cli.output import check_format, emit, handle_errors
 from kvcalc.errors import KvcalcError, MissingExtraError
+
+#: when stderr is not a terminal, a progress line at most this often (seconds), the first after as long
+PIPE_EVERY_S = 5.0
+
+MeasureSeqLenOpt = with_help(SeqLenOpt, "Tokens per sequence (8192 or 32k). Default: a run of seconds: the largest "
+                                        "power of two up to the model's context whose KV cache fits 32 MiB on the "
+                                        "CPU, or 1/8 of free memory on a GPU.")
 
 def _import_measure() -> Any:
     """kvcalc.measure, or MissingExtraError when torch is not installed. Sets
@@ -27,7 +41,7 @@ def _import_measure() -> Any:
 @handle_errors
 def measure(
     model: ModelArg,
-    seq_len: SeqLenOpt = None,
+    seq_len: MeasureSeqLenOpt = None,
     batch: BatchOpt = 1,
     kv_dtype: KvDtypeOpt = None,
     device: DeviceOpt = "auto",
@@ -47,7 +61,9 @@ def measure(
     spec = load_model(model)
     if layers is not None and layers > spec.n_layers:
         raise KvcalcError(f"--layers {layers} exceeds {spec.name}'s {spec.n_layers} layers")
-    T = resolve_seq_len(spec, seq_len)
+    from kvcalc.units import parse_count
+
+    T = parse_count(seq_len, "--seq-len") if seq_len is not None else None  # None: sized for the device
     k, v = resolve_kv_dtypes(spec, kv_dtype, None, None)
     from kvcalc.measure.request import MeasureRequest  # torch-free
 
@@ -56,24 +72,62 @@ def measure(
                              with_weights=with_weights, cuda_graph=cuda_graph)
     m = _import_measure()
     with _progress() as prog:
-        res = m.run(request, progress=prog)
+        res = m.run(request, progress=prog, announce=announce)
     from kvcalc.report.tables import measure_table
 
     emit(res, fmt, lambda: measure_table(res))
 
+def announce_line(a: Any) -> str:
+    """The line printed before a run starts: what it allocates (bytes, GB and GiB) and a rough
+    time. `a`: a `kvcalc.measure.defaults.Announcement`."""
+    from kvcalc.report import size
+
+    how = " (default size: --seq-len to choose)" if a.seq_len_rule else ""
+    other = f" + {size(a.other_bytes)} beside it" if a.other_bytes else ""
+    took = f"about {a.estimated_s:.0f} s" if a.estimated_s >= 1 else "under a second"
+    return (f"measure: {a.model}, {a.seq_len:,} tokens{how} x batch {a.batch} on {a.device}: "
+            f"{size(a.kv_bytes)} of KV cache{other}; {took}")
+
+
+def announce(a: Any) -> None:
+    """Print `announce_line(a)` on stderr (one line, never wrapped)."""
+    print(announce_line(a), file=sys.stderr, flush=True)
+
+
+class PipeProgress:
+    """Progress as plain stderr lines for a pipe or a CI log: a line ('measure: decode steps
+    12/38, 10 s') at most every `every_s` seconds, the first once the run has lasted that long,
+    so a short run prints none. `clock` and `out` are injectable for tests."""
+
+    def __init__(self, every_s: float = PIPE_EVERY_S, clock: Callable[[], float] = time.monotonic,
+                 out: TextIO | None = None) -> None:
+        self.every_s, self.clock, self.out = every_s, clock, out
+        self.start = self.last = clock()
+
+    def __call__(self, name: str, done: int, total: int) -> None:
+        now = self.clock()
+        if now - self.last >= self.every_s:
+            self.last = now
+            print(f"measure: {name} {done}/{total}, {now - self.start:.0f} s", file=self.out or sys.stderr,
+                  flush=True)
+
+
 class _progress:
-    """A rich progress bar on stderr (transient), as a callback (task, done, total)."""
+    """A rich progress bar on stderr (transient) when stderr is a terminal, else `PipeProgress`
+    lines; as a callback (task, done, total)."""
 
     def __enter__(self) -> Any:
         from rich.console import Console
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
         con = Console(stderr=True)
-        # started on the first update (a refused run prints nothing but its error line);
-        # off when stderr is not a terminal (pipes, CI, CliRunner)
-        self.p = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-                          TimeElapsedColumn(), console=con, transient=True, disable=not con.is_terminal)
         self.started = False
+        if not con.is_terminal:  # pipes, CI, CliRunner: plain lines every few seconds
+            self.pipe = PipeProgress()
+            return self.pipe
+        # started on the first update (a refused run prints nothing but its error line)
+        self.p = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                          TimeElapsedColumn(), console=con, transient=True)
         self.tasks: dict[str, Any] = {}
         return self.update
 

@@ -23,15 +23,20 @@ import functools
 import inspect
 import typing
 from collections.abc import Callable, Iterable, Sequence
-from typing import Annotated, Any, ClassVar, Optional
+from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Optional
 
 import typer
 
-from kvcalc.calc.memory_plan import DEFAULT_CUDA_CONTEXT_BYTES, DEFAULT_GPU_MEMORY_UTILIZATION
-from kvcalc.calc.roofline import DEFAULT_BW_EFFICIENCY, DEFAULT_FLOPS_EFFICIENCY
-from kvcalc.engines.profile import LlamacppOptions, SglangOptions, VllmOptions
+# defaults as plain constants: importing the plan, the roofline or the engines here would make
+# every command pay for them at start-up (the engines' options objects load in `to_options`)
+from kvcalc.calc.defaults import (DEFAULT_BW_EFFICIENCY, DEFAULT_CUDA_CONTEXT_BYTES, DEFAULT_FLOPS_EFFICIENCY,
+                                  DEFAULT_GPU_MEMORY_UTILIZATION)
+from kvcalc.engines import defaults as engine_defaults
 from kvcalc.errors import KvcalcError
 from kvcalc.requests import check_limits, check_positive, resolve_seq_len, warn_beyond_context  # noqa: F401
+
+if TYPE_CHECKING:
+    from kvcalc.engines.profile import LlamacppOptions, SglangOptions, VllmOptions
 
 # ----- shared options ---------------------------------------------------------------------
 #
@@ -136,6 +141,15 @@ def only(*names: str, **help: str) -> Only:
     """Take only the options `names` of a group (the rest keep their defaults); `help` maps an
     option's parameter name to the help text this command shows for it."""
     return Only(names, help)
+
+
+def with_help(alias: Any, text: str) -> Any:
+    """A shared single option (`SeqLenOpt`, ...) with this command's help text: its names and
+    type kept, so the options stay declared once."""
+    base, info = typing.get_args(alias)
+    info = copy.copy(info)
+    info.help = text
+    return Annotated[base, info]
 
 
 class OptionGroup:
@@ -273,8 +287,6 @@ class GpuPlanOptions(OptionGroup):
                            self.bw_efficiency, self.flops_efficiency, self.cuda_context, self.activation_reserve)
 
 
-_VLLM, _SGLANG, _LLAMACPP = VllmOptions(), SglangOptions(), LlamacppOptions()
-
 #: llama.cpp's -fa values (b6300+: `-fa on|off|auto`); auto is on where the backend has flash
 #: attention, as on the GPUs kvcalc sizes
 FLASH_ATTN_VALUES = {"on": True, "off": False, "auto": True}
@@ -282,17 +294,19 @@ FLASH_ATTN_VALUES = {"on": True, "off": False, "auto": True}
 
 @dataclasses.dataclass(frozen=True)
 class VllmFlags(OptionGroup):
-    """vLLM's options (`--engine vllm` only), turned into `VllmOptions` by `to_options`."""
+    """vLLM's options (`--engine vllm` only), turned into `VllmOptions` by `to_options`; left at
+    their defaults they give `VllmOptions()` (a test holds the two equal)."""
 
     engine: ClassVar[str] = "vllm"
-    block_size: BlockSizeOpt = _VLLM.block_size
-    disable_hybrid: Annotated[bool, typer.Option("--disable-hybrid-kv-cache-manager", help="vLLM: sliding-window layers keep every token (no hybrid allocator).")] = not _VLLM.hybrid_allocator
-    max_num_batched_tokens: Annotated[int, typer.Option("--max-num-batched-tokens", help="vLLM: sizes sliding-window pages in the concurrency figure.")] = _VLLM.max_num_batched_tokens
-    v0: Annotated[bool, typer.Option("--vllm-v0", help="vLLM's V0 engine (0.6.x): '# GPU blocks' lines.")] = _VLLM.v0
+    block_size: BlockSizeOpt = engine_defaults.VLLM_BLOCK_SIZE
+    disable_hybrid: Annotated[bool, typer.Option("--disable-hybrid-kv-cache-manager", help="vLLM: sliding-window layers keep every token (no hybrid allocator).")] = False
+    max_num_batched_tokens: Annotated[int, typer.Option("--max-num-batched-tokens", help="vLLM: sizes sliding-window pages in the concurrency figure.")] = engine_defaults.VLLM_MAX_NUM_BATCHED_TOKENS
+    v0: Annotated[bool, typer.Option("--vllm-v0", help="vLLM's V0 engine (0.6.x): '# GPU blocks' lines.")] = False
     swap_space: Annotated[str, typer.Option("--swap-space", help="vLLM V0 CPU swap space per GPU: 4GiB (vLLM's --swap-space 4 is 4GiB: write the unit).")] = "0"
 
     def to_options(self) -> VllmOptions:
         """The engine's options; raises `KvcalcError` for --swap-space without --vllm-v0."""
+        from kvcalc.engines.profile import VllmOptions
         from kvcalc.units import parse_size
 
         swap_bytes = parse_size(self.swap_space, "--swap-space", allow_zero=True)
@@ -309,33 +323,37 @@ class SglangFlags(OptionGroup):
     """SGLang's options (`--engine sglang` only)."""
 
     engine: ClassVar[str] = "sglang"
-    page_size: PageSizeOpt = _SGLANG.page_size
+    page_size: PageSizeOpt = engine_defaults.SGLANG_PAGE_SIZE
 
     def to_options(self) -> SglangOptions:
+        from kvcalc.engines.profile import SglangOptions
+
         return SglangOptions(page_size=self.page_size)
 
 
 @dataclasses.dataclass(frozen=True)
 class LlamacppFlags(OptionGroup):
-    """llama.cpp's options (`--engine llamacpp` only), turned into `LlamacppOptions`."""
+    """llama.cpp's options (`--engine llamacpp` only), turned into `LlamacppOptions`; left at
+    their defaults they give `LlamacppOptions()` (a test holds the two equal)."""
 
     engine: ClassVar[str] = "llamacpp"
     ctx_size: Annotated[Optional[str], typer.Option("--ctx-size", help="llama.cpp n_ctx, the context of all sequences together (ollama: per sequence); `capacity -c` with --engine llamacpp.")] = None
-    parallel: ParallelOpt = _LLAMACPP.parallel
-    kv_unified: Annotated[bool, typer.Option("--kv-unified/--no-kv-unified", "-kvu", help="llama.cpp: one stream shared by all sequences, or one per sequence.")] = _LLAMACPP.unified
-    swa_full: Annotated[bool, typer.Option("--swa-full", help="llama.cpp: full-size cache for sliding-window layers.")] = _LLAMACPP.swa_full
-    flash_attn: Annotated[bool, typer.Option("--flash-attn", help="llama.cpp legacy: pad n_ctx to 256 (else 32).")] = _LLAMACPP.flash_attn
+    parallel: ParallelOpt = 1
+    kv_unified: Annotated[bool, typer.Option("--kv-unified/--no-kv-unified", "-kvu", help="llama.cpp: one stream shared by all sequences, or one per sequence.")] = True
+    swa_full: Annotated[bool, typer.Option("--swa-full", help="llama.cpp: full-size cache for sliding-window layers.")] = False
+    flash_attn: Annotated[bool, typer.Option("--flash-attn", help="llama.cpp legacy: pad n_ctx to 256 (else 32).")] = False
     fa: Annotated[Optional[str], typer.Option("-fa", callback=lower_choice, help="llama.cpp -fa on|off|auto, as llama.cpp takes it (on or auto: --flash-attn).")] = None
-    llamacpp_version: Annotated[str, typer.Option("--llamacpp-version", callback=lower_choice, help="current (b7000+, 'llama_kv_cache: size = ...') or legacy ('KV self size').")] = _LLAMACPP.version
-    n_gpu_layers: Annotated[Optional[int], typer.Option("--n-gpu-layers", "--gpu-layers", "-ngl", help="llama.cpp layers offloaded (default, or -1: all).")] = _LLAMACPP.n_gpu_layers
+    llamacpp_version: Annotated[str, typer.Option("--llamacpp-version", callback=lower_choice, help="current (b7000+, 'llama_kv_cache: size = ...') or legacy ('KV self size').")] = "current"
+    n_gpu_layers: Annotated[Optional[int], typer.Option("--n-gpu-layers", "--gpu-layers", "-ngl", help="llama.cpp layers offloaded (default, or -1: all).")] = None
     gpus: Annotated[Optional[int], typer.Option("--gpus", help="llama.cpp devices the layers are split over (default: the --tensor-split count, else 1).")] = None
     tensor_split: Annotated[Optional[str], typer.Option("--tensor-split", "-ts", help="llama.cpp share of each device, e.g. 63,37 (default even).")] = None
-    ubatch_size: Annotated[int, typer.Option("--ubatch-size", "-ub", help="llama.cpp n_ubatch (sizes the SWA cache).")] = _LLAMACPP.n_ubatch
-    ollama: Annotated[bool, typer.Option("--ollama", help="ollama's runner: n_ctx x --parallel cells, legacy log lines.")] = _LLAMACPP.ollama
+    ubatch_size: Annotated[int, typer.Option("--ubatch-size", "-ub", help="llama.cpp n_ubatch (sizes the SWA cache).")] = engine_defaults.LLAMACPP_N_UBATCH
+    ollama: Annotated[bool, typer.Option("--ollama", help="ollama's runner: n_ctx x --parallel cells, legacy log lines.")] = False
 
     def to_options(self) -> LlamacppOptions:
         """The engine's options: --tensor-split and --ctx-size parsed, --gpus defaulting to the
         split's length, --ollama meaning the legacy log lines. Raises `KvcalcError`."""
+        from kvcalc.engines.profile import LlamacppOptions
         from kvcalc.units import parse_count
 
         split = _split(self.tensor_split)

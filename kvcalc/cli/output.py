@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import functools
 import os
-import tempfile
 from pathlib import Path
 from typing import Any, Callable
 
@@ -132,6 +131,8 @@ def write_atomic(path: Path, text: str) -> None:
 
     Raises `KvcalcError` when the folder is missing or not writable.
     """
+    import tempfile  # here, not at import: only `-o` writes a file
+
     folder = path.parent if str(path.parent) else Path(".")
     if not folder.is_dir():
         raise KvcalcError(f"-o {path}: folder {folder} does not exist")

@@ -32,6 +32,7 @@ def sweep(
     layout: Annotated[LayoutOptions, only("tp", "pp", "count")] = LayoutOptions(),
     kv: Annotated[KvFormatOptions, only("kv_dtype")] = KvFormatOptions(),
     plot: Annotated[Optional[str], typer.Option("--plot", help="Write a plot of memory (and, with --gpu, throughput) against context: .png, .svg, .pdf, .eps, .jpg or .tif (no extension: .png). Needs matplotlib: pip install 'kvcalc[plot]'.")] = None,
+    beyond_context: Annotated[bool, typer.Option("--beyond-context", help="Keep contexts past the model's max_position_embeddings (by default they are dropped, with one warning naming them).")] = False,
     fmt: FormatOpt = "table",
 ) -> None:
     """Memory, fit, TPOT and tokens/s over a grid of context lengths and batch sizes."""
@@ -54,6 +55,7 @@ def sweep(
     check_limits(B, T)
     tp, pp, dp = resolve_count(layout.count, layout.tp, layout.pp, 1)
     spec = load_model(model)
+    T = T if beyond_context else drop_beyond_context(spec, T)
     kv_name = kv_format(kv.kv_dtype or spec.dtype).name
     req = SweepRequest(spec, tuple(T), tuple(B), gpu.layout(tp, pp, dp, kv_name, None), _gpu(gpu.gpu))
     if plot is not None:  # fail on a missing extra before the work, not after
@@ -69,6 +71,27 @@ def sweep(
     emit(rows, fmt, lambda: sweep_table(rows, title, g is not None))
     if plot is not None and fmt == "table":
         echo(f"plot written to {plot}")
+
+def drop_beyond_context(spec: Any, seq_lens: list[int]) -> list[int]:
+    """The contexts within `spec`'s max_position_embeddings (`calc.sweep.within_context`); the
+    dropped ones are named in one warning. Raises `KvcalcError` when none is left."""
+    import warnings
+
+    from kvcalc.calc.sweep import within_context
+    from kvcalc.errors import KvcalcError, KvcalcWarning
+
+    kept, dropped = within_context(seq_lens, spec.max_position_embeddings)
+    if not dropped:
+        return kept
+    cap = spec.max_position_embeddings
+    if not kept:
+        raise KvcalcError(f"every --seq-len is beyond {spec.name}'s max_position_embeddings ({cap:,}): give shorter "
+                          f"contexts, or --beyond-context to sweep them anyway")
+    many = len(dropped) > 1
+    warnings.warn(f"dropped the context{'s' if many else ''} of {', '.join(f'{t:,}' for t in dropped)} tokens: "
+                  f"beyond {spec.name}'s max_position_embeddings ({cap:,}); --beyond-context keeps "
+                  f"{'them' if many else 'it'}", KvcalcWarning, stacklevel=2)
+    return kept
 
 def _gpu(name: str | None) -> Any:
     """The `GpuSpec` for --gpu, or None."""

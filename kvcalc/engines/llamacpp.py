@@ -50,7 +50,7 @@ from dataclasses import dataclass
 
 from kvcalc.formats import StorageFormat
 from kvcalc.calc.kv_cache import layer_kv_bytes_per_token
-from kvcalc.engines import SEARCH_LIMIT_TOKENS, longest_fitting
+from kvcalc.engines import SEARCH_LIMIT_TOKENS, defaults, longest_fitting
 from kvcalc.results import DeviceBuffer, EngineResult
 from kvcalc.errors import MESSAGE, OPTION, OPTION_SAYS, KvcalcError, KvcalcWarning, flag
 from kvcalc.schema import LayerSpec, ModelSpec
@@ -60,7 +60,7 @@ VERSIONS = ("current", "legacy")
 N_CTX_PAD = 256
 #: src/llama-cparams.h `#define LLAMA_MAX_SEQ 256` (current); llama_context refuses more.
 LLAMA_MAX_SEQ = 256
-DEFAULT_N_UBATCH = 512
+DEFAULT_N_UBATCH = defaults.LLAMACPP_N_UBATCH
 SWA_FULL_REF = "https://github.com/ggml-org/llama.cpp/pull/13194#issuecomment-2868343055"
 
 #: kvcalc format name -> ggml type name (ggml.c type_traits), the KV types llama.cpp accepts.

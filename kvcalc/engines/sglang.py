@@ -33,13 +33,13 @@ from __future__ import annotations
 
 from kvcalc.formats import StorageFormat
 from kvcalc.calc.kv_cache import check_tp, layer_kv_bytes_per_token
-from kvcalc.engines import SEARCH_LIMIT_TOKENS, longest_fitting
+from kvcalc.engines import SEARCH_LIMIT_TOKENS, defaults, longest_fitting
 from kvcalc.results import EngineResult
 from kvcalc.errors import MESSAGE, OPTION_SAYS, KvcalcError
 from kvcalc.schema import ModelSpec
 
 VERSION = "SGLang 0.4.x-0.5.x (model_runner.profile_max_num_token, memory_pool.MHATokenToKVPool)"
-DEFAULT_PAGE_SIZE = 1
+DEFAULT_PAGE_SIZE = defaults.SGLANG_PAGE_SIZE
 SGLANG_GB = 1 << 30  # memory_pool.py: GB = 1024 * 1024 * 1024 (a GiB, labelled "GB")
 
 

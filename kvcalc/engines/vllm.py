@@ -53,17 +53,17 @@ from dataclasses import dataclass
 
 from kvcalc.formats import StorageFormat
 from kvcalc.calc.kv_cache import check_tp, kv_heads_per_rank, layer_kv_bytes_per_token
-from kvcalc.engines import SEARCH_LIMIT_TOKENS, longest_fitting
+from kvcalc.engines import SEARCH_LIMIT_TOKENS, defaults, longest_fitting
 from kvcalc.results import EngineResult
 from kvcalc.errors import MESSAGE, OPTION_SAYS, KvcalcError, KvcalcWarning, flag
 from kvcalc.schema import LayerSpec, ModelSpec
 
 VERSION = "vLLM 0.11 (V1 engine); V0 as in vLLM 0.6.x"
-DEFAULT_BLOCK_SIZE = 16
+DEFAULT_BLOCK_SIZE = defaults.VLLM_BLOCK_SIZE
 #: vLLM V1 default `max_num_batched_tokens` for `vllm serve` on a GPU under 70 GiB is 2048, on
 #: larger ones 8192 (`vllm/engine/arg_utils.py` `_set_default_args`); it only matters for
 #: sliding-window pages in the concurrency figure.
-DEFAULT_MAX_NUM_BATCHED_TOKENS = 8192
+DEFAULT_MAX_NUM_BATCHED_TOKENS = defaults.VLLM_MAX_NUM_BATCHED_TOKENS
 #: block sizes vLLM 0.11 accepts (`vllm/config/cache.py` `BlockSize`).
 BLOCK_SIZES = (1, 8, 16, 32, 64, 128, 256)
 #: vLLM's start-up error when the profiled KV memory is <= 0 (`check_enough_kv_cache_memory`).

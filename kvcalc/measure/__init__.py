@@ -48,16 +48,20 @@ _SOURCES = {
     "Plan": "sizing", "check_fits": "sizing", "compute_dtype_for": "sizing", "make_plan": "sizing",
     "pick_layers": "sizing", "weight_shapes": "sizing",
     "MeasureRequest": "request",
+    "Announcement": "defaults", "CPU_BUDGET_BYTES": "defaults", "GPU_BUDGET_DIVISOR": "defaults",
+    "budget_bytes": "defaults", "default_seq_len": "defaults", "estimate_run_s": "defaults",
     "MeasureResult": "result",
     "CPU_DEFAULT_STEPS": "runner", "CUDA_BLOCK_BYTES": "runner", "GPU_MIN_STEPS": "runner", "run": "runner",
 }
 
 __all__ = [  # == sorted(_SOURCES) (a test checks it); a literal, so linters see the names
-    "CPU_DEFAULT_STEPS", "CPU_PROBE_MAX_BYTES", "CUDA_BLOCK_BYTES", "GGML_DEQUANT", "GIB", "GPU_MIN_STEPS",
-    "GPU_PROBE_BYTES", "IQ4NL_VALUES", "LayerState", "MeasureRequest", "MeasureResult", "Plan", "Progress",
-    "Store", "allocate_layer", "attend", "attention_scale", "check_fits", "compute_dtype_for",
-    "free_memory_bytes", "is_ggml", "layer_step", "make_plan", "pick_layers", "probe_bandwidth",
-    "resolve_backend", "resolve_device", "row_shapes", "run", "scale_dtype", "slot_and_len", "weight_shapes",
+    "Announcement", "CPU_BUDGET_BYTES", "CPU_DEFAULT_STEPS", "CPU_PROBE_MAX_BYTES", "CUDA_BLOCK_BYTES",
+    "GGML_DEQUANT", "GIB", "GPU_BUDGET_DIVISOR", "GPU_MIN_STEPS", "GPU_PROBE_BYTES", "IQ4NL_VALUES",
+    "LayerState", "MeasureRequest", "MeasureResult", "Plan", "Progress", "Store", "allocate_layer", "attend",
+    "attention_scale", "budget_bytes", "check_fits", "compute_dtype_for", "default_seq_len",
+    "estimate_run_s", "free_memory_bytes", "is_ggml", "layer_step", "make_plan", "pick_layers",
+    "probe_bandwidth", "resolve_backend", "resolve_device", "row_shapes", "run", "scale_dtype",
+    "slot_and_len", "weight_shapes",
 ]
 
 
@@ -77,6 +81,8 @@ if TYPE_CHECKING:  # the names as static analysis sees them
                                       row_shapes, scale_dtype)
     from kvcalc.measure.device import (CPU_PROBE_MAX_BYTES, GIB, GPU_PROBE_BYTES, Progress, free_memory_bytes,
                                        probe_bandwidth, resolve_device)
+    from kvcalc.measure.defaults import (CPU_BUDGET_BYTES, GPU_BUDGET_DIVISOR, Announcement, budget_bytes,
+                                         default_seq_len, estimate_run_s)
     from kvcalc.measure.request import MeasureRequest
     from kvcalc.measure.result import MeasureResult
     from kvcalc.measure.runner import CPU_DEFAULT_STEPS, CUDA_BLOCK_BYTES, GPU_MIN_STEPS, run

@@ -11,7 +11,9 @@ from kvcalc.schema import ModelSpec
 
 class MeasureRequest(BaseModel):
     """One measurement: `model`'s cache at `seq_len` tokens x `batch` sequences, K stored in
-    `k_format` and V in `v_format` (the same format twice for one --kv-dtype).
+    `k_format` and V in `v_format` (the same format twice for one --kv-dtype). `seq_len` None:
+    a size that runs in seconds on the device (`kvcalc.measure.defaults.default_seq_len`),
+    resolved by `run` once it has read the device.
 
     `device` is 'auto', 'cuda' or 'cpu'; `layers` the number of caching layers to measure
     (None: all); `steps` the timed decode steps (None: 30 on a GPU, 8 on the CPU; a GPU run
@@ -24,7 +26,7 @@ class MeasureRequest(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     model: ModelSpec
-    seq_len: int = Field(gt=0)
+    seq_len: int | None = Field(default=None, gt=0)
     batch: int = Field(gt=0)
     k_format: StorageFormat
     v_format: StorageFormat

@@ -24,6 +24,7 @@ from kvcalc.calc import kv_cache
 from kvcalc.errors import KvcalcError
 from kvcalc.measure.attention import resolve_backend
 from kvcalc.measure.cache import GGML_DEQUANT, LayerState, allocate_layer, is_ggml
+from kvcalc.measure.defaults import Announcement, budget_bytes, default_rule, default_seq_len, estimate_run_s
 from kvcalc.measure.device import (
     Progress,
     _nvml_used,
@@ -35,7 +36,7 @@ from kvcalc.measure.device import (
 )
 from kvcalc.measure.request import MeasureRequest
 from kvcalc.measure.result import MeasureResult
-from kvcalc.measure.sizing import Plan, check_fits, make_plan, weight_shapes
+from kvcalc.measure.sizing import Plan, check_fits, make_plan, pick_layers, weight_shapes
 from kvcalc.measure.timing import Probe, Timing, probe, time_steps
 from kvcalc.schema import GpuSpec
 
@@ -70,13 +71,17 @@ def cuda_margin_bytes(total_bytes: int) -> int:
     return max(CUDA_MARGIN_MIN_BYTES, total_bytes // 50)
 
 
-def run(request: MeasureRequest, *, progress: Progress | None = None) -> MeasureResult:
+def run(request: MeasureRequest, *, progress: Progress | None = None,
+        announce: Callable[[Announcement], None] | None = None) -> MeasureResult:
     """Allocate the cache of `request.model` at `seq_len` x `batch` as the engine predicts it,
-    time decode steps, and compare (see the module docstring). `progress(task, done, total)` is
-    called per probe pass, per layer allocated and per decode step. Raises KvcalcError (before
-    allocating) for a run that does not fit, an unsupported format, device or backend; frees
-    every tensor on any error or Ctrl-C."""
+    time decode steps, and compare (see the module docstring). `announce` is called once, after
+    planning and before any tensor, with the bytes the run will allocate and its rough time
+    (`announcement`); `progress(task, done, total)` per probe pass, per layer allocated and per
+    decode step. Raises KvcalcError (before allocating) for a run that does not fit, an
+    unsupported format, device or backend; frees every tensor on any error or Ctrl-C."""
     run_plan = plan(request)
+    if announce is not None:
+        announce(announcement(run_plan))
     with Resources(run_plan.device) as res:
         bandwidth = probe(run_plan, progress)  # first, while the cache's memory is still free
         alloc = allocate(run_plan, res, progress)
@@ -155,6 +160,9 @@ def plan(request: MeasureRequest) -> RunPlan:
     if device == "cpu":
         notes.append(f"CPU: {steps} timed steps (perf_counter); a GPU run uses at least {GPU_MIN_STEPS} with CUDA events")
     dev_name, gpu_row, ctx_bytes, l2, total = _read_device(device, notes)
+    free = free_memory_bytes(device)
+    if r.seq_len is None:
+        r = _with_default_seq_len(r, device, free, notes)
 
     def make(batch: int = r.batch, layers: int | None = r.layers) -> Plan:
         p = make_plan(r.model, r.seq_len, batch, r.k_format, r.v_format, device, layers, r.with_weights)
@@ -163,7 +171,6 @@ def plan(request: MeasureRequest) -> RunPlan:
         return p
 
     sizing = make()
-    free = free_memory_bytes(device)
     if free is None:
         notes.append("free memory unknown (no psutil, no /proc/meminfo): not checked before allocating")
     check_fits(sizing, free, device, make, margin_bytes=cuda_margin_bytes(total) if device == "cuda" else 0)
@@ -171,6 +178,33 @@ def plan(request: MeasureRequest) -> RunPlan:
                        dev_name, gpu_row, ctx_bytes, l2, free, sizing, notes)
     notes += _plan_notes(run_plan)
     return run_plan
+
+
+def _with_default_seq_len(r: MeasureRequest, device: str, free: int | None, notes: list[str]) -> MeasureRequest:
+    """`r` with `seq_len` set by the default rule (`defaults.default_seq_len` over the layers
+    that will be measured, against `defaults.budget_bytes` of this device), and a note saying so."""
+    layers = [r.model.layers[i] for i in pick_layers(r.model, r.layers)]
+    budget = budget_bytes(device, free)
+    T = default_seq_len(layers, r.model.max_position_embeddings, r.batch, r.k_format, r.v_format, budget)
+    limit = (f"{r.model.max_position_embeddings:,} (max_position_embeddings)" if r.model.max_position_embeddings
+             else "2^17 (the model states no max_position_embeddings)")
+    notes.append(f"--seq-len not given: {T:,} tokens, {default_rule(device, free)} ({budget:,} B); context "
+                 f"limit {limit}; give --seq-len for another size")
+    return r.model_copy(update={"seq_len": T})
+
+
+def announcement(rp: RunPlan) -> Announcement:
+    """What the planned run will allocate (KV cache of the measured layers; workspace, weights
+    and the L2 flush buffer beside it) and its rough time (`defaults.estimate_run_s`; on a GPU
+    with a table row, at half the row's bandwidth)."""
+    r, p = rp.request, rp.sizing
+    bw = float(rp.gpu_row.hbm_bytes_per_s) / 2 if rp.gpu_row else None
+    est = estimate_run_s(p.predicted_kv_bytes, p.workspace_bytes + p.weight_bytes, rp.steps + rp.warmup, rp.device,
+                         str(p.compute_dtype).removeprefix("torch."), bw)
+    rule = next((n for n in rp.notes if n.startswith("--seq-len not given")), None)
+    return Announcement(model=r.model.name, seq_len=r.seq_len, batch=r.batch, device=rp.device,
+                        kv_bytes=p.predicted_kv_bytes, other_bytes=p.workspace_bytes + p.weight_bytes,
+                        estimated_s=est, seq_len_rule=rule)
 
 
 def _check_options(r: MeasureRequest, device: str, backend: str) -> None:

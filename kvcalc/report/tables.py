@@ -639,3 +639,101 @@ def fit_hint_line(hint: Any, est: Any) -> str:
         return f"does not fit: no count of this GPU up to {hint.smallest_fitting_limit} fits {what}"
     return (f"does not fit: the smallest count that fits {what} is {hint.smallest_fitting_layout} "
             f"(kvcalc plan searches every GPU and target)")
+
+
+# ----- compact tables of several estimates (`estimate -s 8k,32k`, `compare A B C`) ----------------
+
+class WideOrRecords:
+    """`headers` x `rows` (cells as text) as one table when it fits the console's width, else
+    one two-column block per row (header: value): no cell is ever cut, wrapped or ellipsized,
+    at any width (decided when printed, from the console's width). `right`: the headers whose
+    cells are right-aligned (numbers)."""
+
+    def __init__(self, title: str, headers: Sequence[str], rows: Sequence[Sequence[str]],
+                 right: Sequence[str] = (), caption: str | None = None) -> None:
+        self.title, self.headers, self.rows = title, list(headers), [list(r) for r in rows]
+        self.right, self.caption = set(right), caption
+
+    def wide(self) -> Any:
+        """The one-table shape."""
+        from rich.table import Table
+
+        t = Table(title=self.title, title_justify="left", caption=self.caption, caption_justify="left")
+        for h in self.headers:
+            t.add_column(h, justify="right" if h in self.right else "left", no_wrap=True)
+        for r in self.rows:
+            t.add_row(*r)
+        return t
+
+    def records(self) -> list[Any]:
+        """The narrow shape: the title, then per row a block of (header, value) lines."""
+        from rich.table import Table
+        from rich.text import Text
+
+        out: list[Any] = [Text(self.title)]
+        for r in self.rows:
+            t = Table(show_header=False)
+            t.add_column("what", no_wrap=True)
+            t.add_column("value", no_wrap=True)
+            for h, v in zip(self.headers, r):
+                t.add_row(h, v)
+            out.append(t)
+        if self.caption:
+            out.append(Text(self.caption))
+        return out
+
+    def __rich_console__(self, console: Any, options: Any) -> Any:
+        from rich.measure import Measurement
+
+        wide = self.wide()
+        natural = Measurement.get(console, options.update(max_width=10**6), wide).maximum  # unclamped
+        if natural <= options.max_width:
+            yield wide
+        else:
+            from rich.console import Group
+
+            yield Group(*self.records())
+
+
+def _gib_cell(n: int) -> str:
+    return f"{n / 2**30:,.2f}"
+
+
+def kv_lengths_table(rows: Sequence[Any]) -> WideOrRecords:
+    """`kvcalc estimate -s 8k,32k,...`: one row per `KvEstimate` (same model, batch, format and
+    layout): seq_len, bytes per token, the KV cache in B and GiB, and per GPU (fullest GPU) when
+    the layout spans more than one GPU per replica."""
+    e = rows[0]
+    per_gpu = e.tp * e.pp > 1
+    headers = ["seq_len", "B/token", "KV cache (B)", "GiB"] + (["per GPU (B)", "GiB/GPU"] if per_gpu else [])
+    cells = []
+    for r in rows:
+        c = [f"{r.seq_len:,}", f"{r.kv_bytes_per_token:,}", f"{r.kv_cache_bytes:,}", _gib_cell(r.kv_cache_bytes)]
+        if per_gpu:
+            c += [f"{r.kv_cache_bytes_per_gpu:,}", _gib_cell(r.kv_cache_bytes_per_gpu)]
+        cells.append(c)
+    layout = f", tp {e.tp} x pp {e.pp}" + (f" x dp {e.dp}" if e.dp > 1 else "") if e.n_gpus > 1 else ""
+    title = f"KV cache: {e.model}, batch {e.batch}, KV dtype {e.kv_dtype}{layout}"
+    return WideOrRecords(title, headers, cells, right=headers,
+                         caption="B/token: one more token, one sequence, all layers; GiB = 2^30 B")
+
+
+def attention_summary(e: Any) -> str:
+    """'gqa 64q/8kv', 'mla latent 576', with ', sliding' when some layers keep a window."""
+    if e.attention == "mla":
+        text = f"mla latent {e.head_dim}"
+    else:
+        text = f"{e.attention} {e.n_heads}q/{e.n_kv_heads}kv"
+    if any(b.window for b in e.breakdown):
+        text += ", sliding"
+    return text
+
+
+def compare_models_table(rows: Sequence[Any], title: str) -> WideOrRecords:
+    """`kvcalc compare A B ...`: one row per `KvEstimate` (same context, batch and format): the
+    model, its own attention, bytes per token and the KV cache in B and GiB."""
+    headers = ["model", "attention", "B/token", "KV cache (B)", "GiB"]
+    cells = [[r.model, attention_summary(r), f"{r.kv_bytes_per_token:,}", f"{r.kv_cache_bytes:,}",
+              _gib_cell(r.kv_cache_bytes)] for r in rows]
+    return WideOrRecords(title, headers, cells, right=headers[2:],
+                         caption="B/token: one more token, one sequence, all layers; GiB = 2^30 B")

@@ -277,7 +277,9 @@ def test_sweep_plot_marks_contexts_beyond_the_model(tmp_path, monkeypatch) -> No
         return real_savefig(fig, *a, **k)
 
     monkeypatch.setattr(plt.Figure, "savefig", spy)
-    r = runner.invoke(app, ["sweep", "llama-3.1-8b", "-s", "8k,1M", "-b", "1,8", "--plot", str(tmp_path / "p.png")])
+    # the grid stops at the model's context unless asked: --beyond-context keeps 1M in the plot
+    r = runner.invoke(app, ["sweep", "llama-3.1-8b", "-s", "8k,1M", "-b", "1,8", "--beyond-context",
+                            "--plot", str(tmp_path / "p.png")])
     assert r.exit_code == 0, r.output
     assert "beyond max_position_embeddings (128k)" in seen["legend"]
     assert "batch 1" in seen["legend"] and "tp 1" not in seen["title"]

@@ -1,0 +1,121 @@
+"""Commands imported only when they run: a typer group whose commands are named in a table
+(`LazyCommand`: name, "module:function", one-line help) and built on first use.
+
+`kvcalc estimate ...` imports `kvcalc.cli.estimate` and no other command module; `kvcalc --help`
+lists every command with its one-line help from the table, importing none of them; `kvcalc X
+--help` imports X only. Commands registered on the typer app the usual way
+(`app.command()(fn)`) still work: they are built eagerly, as typer does, and listed after the
+table's. A test (`tests/cli/test_lazy_commands.py`) checks that each table entry's help is the
+one its function's docstring gives, so the listing never drifts from the commands.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Iterator, MutableMapping
+from dataclasses import dataclass
+from typing import Any
+
+from typer.core import TyperGroup
+
+
+@dataclass(frozen=True)
+class LazyCommand:
+    """One command of the table: its `name` on the command line, its `target`
+    ("package.module:function", imported on first use) and `help`, the first paragraph of the
+    function's docstring (what `kvcalc --help` shows, shortened to fit as click shortens it)."""
+
+    name: str
+    target: str
+    help: str
+
+    def load(self, rich_markup_mode: Any) -> Any:
+        """The click command of `target`, built as typer builds a registered command."""
+        from typer.main import get_command_from_info
+        from typer.models import CommandInfo
+
+        module, _, attr = self.target.partition(":")
+        fn = getattr(importlib.import_module(module), attr)
+        return get_command_from_info(CommandInfo(name=self.name, callback=fn), pretty_exceptions_short=True,
+                                     rich_markup_mode=rich_markup_mode)
+
+
+class _Commands(MutableMapping):
+    """The group's `commands` mapping: the table's names first (each built on first lookup),
+    then the commands added as built objects. Iterating or testing membership builds nothing."""
+
+    def __init__(self, table: tuple[LazyCommand, ...], built: MutableMapping[str, Any], rich_markup_mode: Any) -> None:
+        self.table = {c.name: c for c in table}
+        self.built = dict(built)
+        self.rich_markup_mode = rich_markup_mode
+
+    def __getitem__(self, name: str) -> Any:
+        if name not in self.built:
+            if name not in self.table:
+                raise KeyError(name)
+            self.built[name] = self.table[name].load(self.rich_markup_mode)
+        return self.built[name]
+
+    def __setitem__(self, name: str, cmd: Any) -> None:
+        self.built[name] = cmd
+
+    def __delitem__(self, name: str) -> None:
+        self.table.pop(name, None)
+        del self.built[name]
+
+    def __iter__(self) -> Iterator[str]:
+        yield from self.table
+        yield from (n for n in self.built if n not in self.table)
+
+    def __len__(self) -> int:
+        return len(self.table) + sum(n not in self.table for n in self.built)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self.table or name in self.built
+
+    def is_loaded(self, name: str) -> bool:
+        """Whether `name`'s command object exists (its module imported)."""
+        return name in self.built
+
+
+class LazyGroup(TyperGroup):
+    """A `TyperGroup` whose commands come from `table` (set by `lazy_group`), loaded on use."""
+
+    table: tuple[LazyCommand, ...] = ()
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.commands = _Commands(self.table, self.commands, self.rich_markup_mode)
+
+    def list_commands(self, ctx: Any) -> list[str]:
+        """Every command name, the table's in its order, without importing any command."""
+        return list(self.commands)
+
+    def format_commands(self, ctx: Any, formatter: Any) -> None:
+        """The 'Commands:' section of `kvcalc --help`: each name with its one-line help, read
+        from the table for a command not yet loaded (so listing them imports none), shortened
+        to the width as click shortens a command's own help."""
+        from gettext import gettext
+
+        from typer._click.utils import make_default_short_help
+
+        names = self.list_commands(ctx)
+        if not names:
+            return
+        limit = formatter.width - 6 - max(len(n) for n in names)
+        rows = []
+        for name in names:
+            if self.commands.is_loaded(name) or name not in self.commands.table:
+                cmd = self.commands[name]
+                if cmd.hidden:
+                    continue
+                rows.append((name, cmd.get_short_help_str(limit)))
+            else:
+                rows.append((name, make_default_short_help(self.commands.table[name].help, limit)))
+        with formatter.section(gettext("Commands")):
+            formatter.write_dl(rows)
+
+
+def lazy_group(table: tuple[LazyCommand, ...]) -> type[LazyGroup]:
+    """A `LazyGroup` class serving `table` (pass it as `typer.Typer(cls=...)`)."""
+    return type("KvcalcGroup", (LazyGroup,), {"table": tuple(table)})
