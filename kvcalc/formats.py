@@ -111,20 +111,24 @@ ALIASES: dict[str, str] = {
 SCALE_BYTES: dict[str, int] = {"fp32": 4, "fp16": 2, "bf16": 2, "fp8_e4m3": 1}
 
 
-def canonical_name(name: str, *, field: str | None = None) -> str:
+def canonical_name(name: str, *, field: str | None = None, kinds: tuple[str, ...] = ("kv", "weight", "both")) -> str:
     """The canonical format name for `name` (case-insensitive, aliases resolved).
 
-    Raises `UnknownNameError` with close matches (its `field` is `field`).
+    Raises `UnknownNameError` with close matches (its `field` is `field`), suggesting only
+    formats of `kinds` (a KV dtype is never offered a weight-only format).
     """
     key = name.strip().lower().replace("-", "_")
     key = ALIASES.get(key, key)
     if key not in STORAGE_FORMATS:
-        raise UnknownNameError("dtype", name, list(STORAGE_FORMATS) + list(ALIASES), field=field)
+        names = [n for n, f in STORAGE_FORMATS.items() if f.kind in kinds]
+        names += [a for a, n in ALIASES.items() if STORAGE_FORMATS[n].kind in kinds]
+        raise UnknownNameError("dtype", name, names, field=field)
     return key
 
 
 def storage_format(name: str | StorageFormat, quant_group_size: int | None = None,
-              scale_dtype: str | None = None, *, field: str | None = None) -> StorageFormat:
+              scale_dtype: str | None = None, *, field: str | None = None,
+              kinds: tuple[str, ...] = ("kv", "weight", "both")) -> StorageFormat:
     """Resolve a format name to a `StorageFormat`, whatever it may store (see `kv_format` and
     `weight_format` for the checked lookups).
 
@@ -139,7 +143,7 @@ def storage_format(name: str | StorageFormat, quant_group_size: int | None = Non
     if isinstance(name, StorageFormat):
         return name
     parts = name.split(":")
-    base = canonical_name(parts[0], field=field)
+    base = canonical_name(parts[0], field=field, kinds=kinds)
     for extra in parts[1:]:
         e = extra.strip().lower()
         if e.startswith("g") and e[1:].lstrip("-").isdigit():
@@ -175,7 +179,7 @@ def kv_format(name: str | StorageFormat, quant_group_size: int | None = None,
     """`storage_format` for a KV cache: also raises `KvcalcError` for a weight-only format
     (MXFP4: an OCP microscaling weight format that vLLM, SGLang and llama.cpp do not offer as a
     cache type). Every error names `field` (`kv_dtype`, or `k_dtype` / `v_dtype`)."""
-    fmt = storage_format(name, quant_group_size, scale_dtype, field=field)
+    fmt = storage_format(name, quant_group_size, scale_dtype, field=field, kinds=("kv", "both"))
     if fmt.kind == "weight":
         raise KvcalcError(f"{fmt.name} is a weight format, not a KV-cache format; for the cache use one of "
                           f"{', '.join(n for n, f in STORAGE_FORMATS.items() if f.kind != 'weight')}",
@@ -187,7 +191,7 @@ def weight_format(name: str | StorageFormat, quant_group_size: int | None = None
                   scale_dtype: str | None = None, *, field: str | None = "weight_dtype") -> StorageFormat:
     """`storage_format` for weights: also raises `KvcalcError` for a KV-only format. Every
     error names `field` (`weight_dtype`)."""
-    fmt = storage_format(name, quant_group_size, scale_dtype, field=field)
+    fmt = storage_format(name, quant_group_size, scale_dtype, field=field, kinds=("weight", "both"))
     if fmt.kind == "kv":
         raise KvcalcError(f"{fmt.name} is a KV-cache format, not a weight format",
                           field=field, value=fmt.name, form=MESSAGE)

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from fractions import Fraction
 
-from kvcalc.formats import StorageFormat, kv_format
+from kvcalc.formats import StorageFormat, kv_format, storage_format
 from kvcalc.errors import MESSAGE, OPTION_SAYS, KvcalcError
 from kvcalc.results import CompareRow, KindBreakdown, KvEstimate
 from kvcalc.schema import LayerSpec, ModelSpec, Parallelism, Workload
@@ -136,9 +136,11 @@ def state_bytes_per_seq(model: ModelSpec) -> int | None:
     """Fixed state of the mamba / linear layers for one sequence, in the model's dtype; 0 when
     there are none; None when some such layer cannot be sized from the config."""
     fixed = [layer for layer in model.layers if not layer.caches_kv]
+    if not fixed:
+        return 0
     if any(layer.state_values == 0 for layer in fixed):
         return None
-    k = kv_format(model.dtype, field=None)  # the model's own dtype: no option sets it
+    k = storage_format(model.dtype, field=None)  # the model's own dtype: no option sets it
     return sum(k.bytes_for(layer.state_values, what="state") for layer in fixed)
 
 

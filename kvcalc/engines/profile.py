@@ -17,7 +17,7 @@ from typing import Any, ClassVar
 from kvcalc.engines import canonical, ideal, launch, llamacpp, sglang, vllm
 from kvcalc.results import EngineResult
 from kvcalc.errors import KvcalcError
-from kvcalc.formats import StorageFormat, kv_format
+from kvcalc.formats import StorageFormat, kv_format, storage_format
 from kvcalc.schema import ModelSpec
 
 # ----- options: one frozen dataclass per engine -------------------------------------------
@@ -151,7 +151,8 @@ class EngineProfile:
                    v_dtype: str | None = None, options: Any = None) -> KvChoice:
         """The K and V formats and their label. No `kv_dtype` (or 'auto') is the engine's default
         (`default_kv_dtype`), labelled 'auto (...)'; `k_dtype` / `v_dtype` override either side.
-        Raises `KvcalcError` (an `UnknownNameError`) for a format kvcalc does not know."""
+        Raises `KvcalcError` (an `UnknownNameError`) for a format kvcalc does not know, and, in
+        the engine's own words (`check_kv_formats`), for one the engine has no cache type for."""
         options = self.options(options)
         default, label = self.default_kv_dtype(model, options)
         base = (kv_dtype or "auto").strip()
@@ -159,11 +160,19 @@ class EngineProfile:
         base, options = self.split_kv_dtype(base, options)
         if base.lower() == "auto":
             base, shown = default, label
-        k = kv_format(k_dtype or base)
-        v = kv_format(v_dtype or base)
+        k = storage_format(k_dtype or base)
+        v = storage_format(v_dtype or base)
+        self.check_kv_formats(model, k, v)
         if k_dtype or v_dtype:
             shown = k.name if k == v else f"{k.name}/{v.name}"
         return KvChoice(k, v, shown, options)
+
+    def check_kv_formats(self, model: ModelSpec, k: StorageFormat, v: StorageFormat) -> None:
+        """Raise `KvcalcError` for a K or V format this engine has no cache type for: first in
+        the engine's own words (each engine's override), then any weight-only format
+        (`formats.kv_format`: MXFP4 is no cache type of any engine)."""
+        kv_format(k, field="k_dtype")
+        kv_format(v, field="v_dtype")
 
     def capacity(self, model: ModelSpec, kv_memory_bytes: int | None, k: StorageFormat, v: StorageFormat, *,
                  tp: int = 1, max_model_len: int | None = None, concurrency: int | None = None,
@@ -244,6 +253,10 @@ class VllmProfile(EngineProfile):
     def default_kv_dtype(self, model: ModelSpec, options: VllmOptions) -> tuple[str, str]:
         return vllm.default_kv_dtype(model, v0=options.v0)
 
+    def check_kv_formats(self, model: ModelSpec, k: StorageFormat, v: StorageFormat) -> None:
+        vllm._formats(model, k, v)  # "vLLM has no 'q8_0' KV cache dtype; use auto, ..."
+        super().check_kv_formats(model, k, v)
+
     def split_kv_dtype(self, text: str, options: VllmOptions) -> tuple[str, VllmOptions]:
         plain, scales = vllm.split_kv_dtype(text)
         if scales and plain not in ("int8", "fp8"):
@@ -279,6 +292,10 @@ class SglangProfile(EngineProfile):
     no_memory = sglang.NO_MEMORY
     plan_budget_note = " (vLLM's rule; SGLang's own budget comes from --mem-fraction-static)"
 
+    def check_kv_formats(self, model: ModelSpec, k: StorageFormat, v: StorageFormat) -> None:
+        sglang.check_dtypes(k, v)  # "SGLang has no 'q8_0' KV cache dtype; use auto, ..."
+        super().check_kv_formats(model, k, v)
+
     def check_options(self, options: SglangOptions) -> None:
         if options.page_size <= 0:
             raise KvcalcError(f"--page-size must be a positive integer, got {options.page_size}")
@@ -306,6 +323,11 @@ class LlamacppProfile(EngineProfile):
     allocates_cells = True
     splits_heads = False
     plan_layer_split = True
+
+    def check_kv_formats(self, model: ModelSpec, k: StorageFormat, v: StorageFormat) -> None:
+        llamacpp.ggml_name(k, field="k_dtype")  # "llama.cpp has no 'int4' KV cache type; use one of ..."
+        llamacpp.ggml_name(v, field="v_dtype")
+        super().check_kv_formats(model, k, v)
 
     def plan_formats(self, model: ModelSpec) -> tuple[tuple[str, ...], tuple[str | None, ...], frozenset[str]]:
         """llama.cpp's default cache type (f16, `common/common.h`), then q8_0; the checkpoint's

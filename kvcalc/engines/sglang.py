@@ -58,6 +58,15 @@ def default_kv_dtype(model: ModelSpec) -> tuple[str, str]:
     return name, f"auto ({name})"
 
 
+def check_dtypes(k: StorageFormat, v: StorageFormat) -> None:
+    """Raise `KvcalcError` (field `k_dtype` / `v_dtype`) for a format SGLang has no KV pool dtype
+    for: it stores plain 16- or 8-bit values (`--kv-cache-dtype auto|bf16|fp8_e4m3|fp8_e5m2`)."""
+    for field, f in (("k_dtype", k), ("v_dtype", v)):
+        if f.block_values != 1:
+            raise KvcalcError(f"SGLang has no '{f.name}' KV cache dtype; use auto, bf16, fp16, fp8_e4m3 or fp8_e5m2",
+                              field=field, value=f.name, form=MESSAGE)
+
+
 def _check(model: ModelSpec, k: StorageFormat, v: StorageFormat, tp: int, page_size: int) -> None:
     """The checks `capacity` and `memory_for` share: the TP degree (field `tp`), no mamba layers
     (`model`), plain formats (`k_dtype` / `v_dtype`), a positive page size (`page_size`)."""
@@ -65,10 +74,7 @@ def _check(model: ModelSpec, k: StorageFormat, v: StorageFormat, tp: int, page_s
     if any(not layer.caches_kv for layer in model.layers):
         raise KvcalcError(f"{model.name} has mamba / linear-attention layers; the SGLang profile models "
                           "attention layers only (use --engine ideal)", field="model", value=model.name, form=MESSAGE)
-    for field, f in (("k_dtype", k), ("v_dtype", v)):
-        if f.block_values != 1:
-            raise KvcalcError(f"SGLang has no '{f.name}' KV cache dtype; use auto, bf16, fp16, fp8_e4m3 or fp8_e5m2",
-                              field=field, value=f.name, form=MESSAGE)
+    check_dtypes(k, v)
     if page_size <= 0:
         raise KvcalcError(f"must be a positive integer, got {page_size}", field="page_size", value=page_size,
                           form=OPTION_SAYS)
