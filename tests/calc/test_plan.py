@@ -22,6 +22,10 @@ from kvcalc.errors import KvcalcError
 from kvcalc.load.gpus import get_gpu
 from kvcalc.load.models import load_model
 
+#: the GPUs a test about one answer searches: pinned, so that a new row in kvcalc/data/gpus.yaml never
+#: changes its answer (the six of docs/example-prices.yaml; all have fp8 but the a100-80gb-sxm)
+GPUS = "h100-sxm,h200,b200,mi300x,a100-80gb-sxm,l40s"
+
 # ----- the space -------------------------------------------------------------------------------
 
 
@@ -86,7 +90,7 @@ def test_variant_equals_a_fresh_planner():
 
 
 def test_llama_70b_32k_x64_at_50ms():
-    """Llama-3.1-70B, 64 users at 32,768 tokens, TPOT <= 50 ms, every GPU, up to 32.
+    """Llama-3.1-70B, 64 users at 32,768 tokens, TPOT <= 50 ms, up to 32 of the GPUs in `GPUS`.
 
     The answer: 4 x b200, tp 4, fp8 KV and fp8 weights. By hand, per GPU (tp 4):
     - weights: a layer's matrices on one rank: q 8192 x 8192 / 4 + k, v 8192 x 1024 / 4 each +
@@ -106,8 +110,12 @@ def test_llama_70b_32k_x64_at_50ms():
     budget, mi300x). pp 3: the token passes all 3 stages: (70.6 + 343.6) GB read per step /
     (8 TB/s x 0.8) = 64.7 ms > 50 ms even on a b200. So 4 GPUs; of the 4-GPU layouts the b200
     (8 TB/s) decodes fastest, then mi300x (5.3 TB/s), then h200 (4.8 TB/s).
+    Searched: 84 (tp, pp, dp) layouts over counts 1..8, 16, 24, 32 (see
+    test_default_search_size_and_speed) x (2 KV x 2 weight formats on the five GPUs with fp8,
+    bf16/bf16 alone on the a100-80gb-sxm) = 84 x (5 x 4 + 1) = 1,764 points.
     """
-    r = kvcalc.plan("llama-3.1-70b", seq_len="32k", concurrency=64, max_tpot_ms=50)
+    r = kvcalc.plan("llama-3.1-70b", seq_len="32k", concurrency=64, max_tpot_ms=50, gpus=GPUS)
+    assert r.gpus_searched == GPUS.split(",") and r.points_searched == 1764
     top = r.layouts[0]
     assert (top.count, top.gpu, top.tp, top.pp, top.dp) == (4, "b200", 4, 1, 1)
     assert (top.kv_dtype, top.weight_dtype) == ("fp8_e4m3", "fp8_e4m3")
@@ -255,12 +263,28 @@ def test_rank_key_orders_count_then_price_then_speed():
 
 
 def test_default_search_size_and_speed():
+    """The default search covers every row of the GPU table, so its size follows the table:
+    points = (tp, pp, dp) layouts over the counts x the (KV, weight) formats each GPU gets.
+
+    Llama-3.1-70B (64 query, 8 KV heads): tp in {1, 2, 4, 8}, pp x dp the rest (pp <= 80 layers
+    always holds), so a count n has sum over tp | gcd(n, 8) of d(n / tp) layouts, d = number of
+    divisors: n = 1..8 -> 1, 3, 2, 6, 2, 6, 2, 10 (= 32); 16 -> 5 + 4 + 3 + 2 = 14; 24 -> 8 + 6 + 4
+    + 2 = 20; 32 -> 6 + 5 + 4 + 3 = 18: 84 layouts. Formats: bf16 or fp8 KV x the bf16 checkpoint
+    or fp8 weights = 4 on a GPU with fp8 tensor cores (`fp8_flops_per_s`), bf16/bf16 alone
+    otherwise. So points = 84 x (4 x GPUs with fp8 + GPUs without): 15 rows (9 with fp8) gave
+    84 x 42 = 3,528; the 29 rows of 2026-12-01 (17 with fp8) give 84 x 80 = 6,720.
+    """
     import time
 
+    from kvcalc.load.gpus import gpu_table
+
+    m = load_model("llama-3.1-70b")
+    assert sum(len(P.parallel_layouts(m, n)) for n in P.counts(32)) == 84
+    table = gpu_table().values()
+    want = 84 * sum(4 if g.fp8_flops_per_s else 1 for g in table)
     t = time.perf_counter()
     r = kvcalc.plan("llama-3.1-70b", seq_len="32k", concurrency=64, max_tpot_ms=50)
     dt = time.perf_counter() - t
-    # 14 GPUs x counts 1..8, 16, 24, 32 x (tp, pp, dp) x up to 2 x 2 formats (fp8 only where
-    # the GPU has it): 3,528 points
-    assert r.points_searched == 3528
+    assert r.gpus_searched == [g.key for g in table]
+    assert r.points_searched == want
     assert dt < 3.0  # the target is < 1 s on one idle core (benchmarks/bench_plan.py); CI machines are shared

@@ -8,16 +8,21 @@ import json
 
 import pytest
 
-LLAMA = ("plan", "llama-3.1-70b", "-s", "32k", "-c", "64", "--max-tpot-ms", "50")
+#: the GPUs searched, pinned as in tests/calc/test_plan.py (`GPUS`) so that a new row of the GPU
+#: table never changes the answer: 4 x b200 tp4 fp8/fp8, then 4 x mi300x, then 4 x h200
+GPUS = "h100-sxm,h200,b200,mi300x,a100-80gb-sxm,l40s"
+WORKLOAD = ("plan", "llama-3.1-70b", "-s", "32k", "-c", "64", "--max-tpot-ms", "50")
+LLAMA = (*WORKLOAD, "--gpu", GPUS)
 
 
 def test_table_and_launch_line(cli):
     r = cli(*LLAMA, "--top", "3")
     assert r.exit_code == 0, r.output
     out = r.stdout
-    # the title says what was asked; rows: 4x b200 tp4, fp8/fp8, 97.9 / 161.2 GiB (see test_plan)
+    # the title says what was asked; rows: 4x b200 tp4, fp8/fp8, 97.9 / 161.2 GiB (see test_plan;
+    # the grid joins the two parts of the used/budget cell with a space)
     assert "llama-3.1-70b, 64 x 32,768 tokens, TPOT ≤ 50 ms" in out
-    assert "4x b200 tp4" in out and "97.9/161.2" in out and "3,869" in out
+    assert "4x b200 tp4" in out and "97.9/ 161.2" in out and "3,869" in out
     assert "GiB = 2^30 B per GPU" in out
     # the launch line is one unwrapped line (longer than 80 columns)
     assert ("vllm serve meta-llama/Llama-3.1-70B --tensor-parallel-size 4 --pipeline-parallel-size 1 --max-model-len "
@@ -33,7 +38,8 @@ def test_json_is_every_layout_with_its_launch_line(cli):
     first = d["layouts"][0]
     assert first["memory_bytes_per_gpu"] == 105_125_855_232 and first["count"] == 4
     assert first["launch"].startswith("vllm serve meta-llama/Llama-3.1-70B --tensor-parallel-size 4")
-    assert d["misses"] == [] and d["points_searched"] == 3528
+    # 84 layouts x (4 formats on the 5 GPUs with fp8 + 1 on the a100-80gb-sxm) = 1,764 (test_plan)
+    assert d["misses"] == [] and d["points_searched"] == 1764
 
 
 def test_markdown(cli):
@@ -44,7 +50,7 @@ def test_markdown(cli):
 
 
 def test_nothing_fits_prints_why_not_and_exits_1(cli):
-    r = cli(*LLAMA, "--max-gpus", "2", "--gpu", "h100-sxm,l40s")
+    r = cli(*WORKLOAD, "--max-gpus", "2", "--gpu", "h100-sxm,l40s")
     assert r.exit_code == 1, r.output
     assert "nothing fits and meets the targets within 2 GPUs" in r.stdout
     assert ("2 x h100-sxm (tp 2, pp 1, dp 1; KV fp8_e4m3, weights fp8_e4m3): needs 195.1 GiB per GPU, budget "
@@ -100,7 +106,7 @@ def test_prices_file(cli, tmp_path):
 def test_python_api_returns_the_cli_objects(cli):
     import kvcalc
 
-    api = kvcalc.plan("llama-3.1-70b", seq_len="32k", concurrency=64, max_tpot_ms=50, top=2)
+    api = kvcalc.plan("llama-3.1-70b", seq_len="32k", concurrency=64, max_tpot_ms=50, gpus=GPUS, top=2)
     r = cli(*LLAMA, "--top", "2", "-f", "json")
     assert json.loads(r.stdout) == api.model_dump(mode="json")
 

@@ -4,7 +4,8 @@ Every table-printing command runs at 60, 80 and 120 columns (the width pinned th
 which rich's `Console().width` reads; the CLI runner's output is a pipe, as in CI). For each run:
 
 - no line of the text is wider than the width (the engine's own log lines, printed verbatim
-  after "ENGINE would log:" so they diff against the engine's log, are exempt);
+  after "ENGINE would log:" so they diff against the engine's log, and the launch line `kvcalc
+  plan` prints after "launch #1 (ENGINE):", which must copy as one line, are exempt);
 - no cell is ellipsized (no "…");
 - every figure the command's `--format json` output holds appears whole on one line of the
   text, formatted as the table formats it (`f"{v:,}"` for counts and bytes, the GiB / GB / TB/s
@@ -63,6 +64,25 @@ SERVING_SKIP = frozenset({
     "gpu_count",    # in the title "On 2 x ..."
 })
 
+PLAN_GPUS = "h100-sxm,h200,b200,mi300x,a100-80gb-sxm,l40s"  # pinned, as in tests/calc/test_plan.py
+PLAN_SHOW: dict[str, Callable[[Any], str | list[str]]] = {
+    "memory_bytes_per_gpu": gib1, "budget_bytes_per_gpu": gib1,  # "97.9/ 161.2"
+    "count": lambda v: f"{v}x",                                   # "4x b200 tp4"
+    "tp": lambda v: f"tp{v}",
+    "pp": lambda v: [f"pp{v}"] if v > 1 else [],                  # pp1 and dp1 are not written
+    "dp": lambda v: [f"dp{v}"] if v > 1 else [],
+    "nodes": lambda v: [str(v)] if v > 1 else [],                 # ", 2 nodes" (may wrap before "nodes")
+    "tpot_ms": lambda v: f"{v:,.1f}", "tokens_per_s": lambda v: f"{v:,.0f}", "ttft_s": lambda v: f"{v:,.2f}",
+    "dollars_per_hour": lambda v: f"{v:,.2f}", "dollars_per_million_tokens": lambda v: f"{v:,.2f}",
+    "max_tpot_ms": lambda v: f"{v:g}",                            # the title: "TPOT ≤ 50 ms"
+}
+PLAN_SKIP = frozenset({
+    "weights_bytes_per_gpu", "kv_cache_bytes_per_gpu", "headroom_bytes",  # JSON detail: the table shows used/budget
+    "price_per_gpu_hour",  # the table shows the layout's $/hour
+    "max_gpus",            # printed only when nothing fits ("within 32 GPUs")
+})
+PLAN = ["plan", "llama-3.1-70b", "-s", "32k", "-c", "64", "--max-tpot-ms", "50", "--gpu", PLAN_GPUS, "--top", "5"]
+
 COMMANDS = [
     Command("estimate", ["estimate", "llama-3.1-70b", "--seq-len", "8192", "--kv-dtype", "fp16"], skip=ESTIMATE_SKIP),
     Command("estimate-window", ["estimate", "gemma-3-27b", "--seq-len", "128k"], skip=ESTIMATE_SKIP),
@@ -116,6 +136,10 @@ COMMANDS = [
     Command("capacity-sglang", ["capacity", "qwen3-4b", "--engine", "sglang", "--kv-memory", "10GiB"]),
     Command("capacity-llamacpp", ["capacity", "tests/data/engine-configs/qwen2.5-coder-32b.yaml", "--engine",
                                   "llamacpp", "--ctx-size", "32768", "--kv-dtype", "q8_0", "--tensor-split", "10,6"]),
+    Command("plan", PLAN, show=PLAN_SHOW, skip=PLAN_SKIP),
+    Command("plan-prices", [*PLAN, "--prices", "docs/example-prices.yaml"], show=PLAN_SHOW, skip=PLAN_SKIP),
+    Command("plan-nodes", ["plan", "deepseek-v3", "-s", "32k", "-c", "16", "--max-tpot-ms", "100", "--gpu", "h100-sxm",
+                           "--engine", "sglang", "--top", "3"], show=PLAN_SHOW, skip=PLAN_SKIP),
     Command("measure", ["measure", "tests/data/tiny-gqa.yaml", "--device", "cpu", "--seq-len", "64", "--steps", "3"],
             show={"probe_bytes": gib2},  # "(sum over 0.25 GiB)"
             skip=frozenset({"rss_delta_bytes",   # measured: differs between the text and the JSON run
@@ -152,11 +176,18 @@ def whole_on_a_line(text: str, figure: str) -> bool:
 
 
 def table_lines(stdout: str) -> list[str]:
-    """The lines a table printed: all but the engine log lines after "... would log:"."""
-    out, in_log = [], False
+    """The lines a table printed: all but the engine log lines after "... would log:" and the
+    launch line after `kvcalc plan`'s "launch #1 (ENGINE):"."""
+    out, in_log, launch = [], False, False
     for line in stdout.splitlines():
+        if launch:
+            launch = False
+            continue
         if line.endswith(" would log:"):
             in_log = True
+            continue
+        if re.fullmatch(r"launch #\d+ \(\w+\):", line):
+            launch = True
             continue
         if in_log and line.startswith(("Available KV", "GPU KV", "Maximum concurrency", "KV Cache is", "llama_kv")):
             continue
