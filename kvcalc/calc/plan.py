@@ -392,7 +392,12 @@ class _Space:
                 if b is not None:
                     out.append(_Placed(choice, b, (ref,), dp, kv, weight))
             return out
-        for n in count_list if count_list is not None else counts(req.max_gpus, req.gpus_per_node, req.layer_split):
+        ns = count_list if count_list is not None else counts(req.max_gpus, req.gpus_per_node, req.layer_split)
+        if ref.interconnect_bytes_per_s is None:
+            # a row without a link between devices (Apple's unified memory: one device per
+            # machine) is searched alone: no tensor-parallel traffic could be charged for more
+            ns = [n for n in ns if n == 1]
+        for n in ns:
             if req.layer_split:
                 out += self._split(choice, (ref,) * n, kv, weight)
                 continue

@@ -271,8 +271,11 @@ def test_default_search_size_and_speed():
     divisors: n = 1..8 -> 1, 3, 2, 6, 2, 6, 2, 10 (= 32); 16 -> 5 + 4 + 3 + 2 = 14; 24 -> 8 + 6 + 4
     + 2 = 20; 32 -> 6 + 5 + 4 + 3 = 18: 84 layouts. Formats: bf16 or fp8 KV x the bf16 checkpoint
     or fp8 weights = 4 on a GPU with fp8 tensor cores (`fp8_flops_per_s`), bf16/bf16 alone
-    otherwise. So points = 84 x (4 x GPUs with fp8 + GPUs without): 15 rows (9 with fp8) gave
-    84 x 42 = 3,528; the 29 rows of 2026-12-01 (17 with fp8) give 84 x 80 = 6,720.
+    otherwise. A row with no link between devices (`interconnect_bytes_per_s` unset: Apple's
+    unified memory, one device per machine) is searched at one device only: 1 layout. So points =
+    84 x (4 x linked GPUs with fp8 + linked GPUs without) + (formats of each unlinked row): the 29
+    rows of 2026-12-01 (17 with fp8, 5 Apple rows without fp8 or a link) give
+    84 x (4 x 17 + 7) + 5 x 1 = 84 x 75 + 5 = 6,305.
     """
     import time
 
@@ -281,7 +284,9 @@ def test_default_search_size_and_speed():
     m = load_model("llama-3.1-70b")
     assert sum(len(P.parallel_layouts(m, n)) for n in P.counts(32)) == 84
     table = gpu_table().values()
-    want = 84 * sum(4 if g.fp8_flops_per_s else 1 for g in table)
+    formats = {g.key: 4 if g.fp8_flops_per_s else 1 for g in table}
+    want = sum((84 if g.interconnect_bytes_per_s else 1) * formats[g.key] for g in table)
+    assert (len(formats), sum(f == 4 for f in formats.values()), want) == (29, 17, 6_305)
     t = time.perf_counter()
     r = kvcalc.plan("llama-3.1-70b", seq_len="32k", concurrency=64, max_tpot_ms=50)
     dt = time.perf_counter() - t
