@@ -74,12 +74,13 @@ def estimate(model: str | ModelSpec, *, seq_len: int | str | None = None, batch:
     return run_estimate(req).kv
 
 
-def capacity(model: str | ModelSpec, *, engine: str = "ideal", kv_memory_bytes: int | None, max_model_len: int | None = None,
+def capacity(model: str | ModelSpec, *, engine: str = "ideal", kv_memory_bytes: int | str | None,
+             max_model_len: int | None = None,
              concurrency: int | None = None, kv_dtype: str | None = None, k_dtype: str | None = None,
              v_dtype: str | None = None, tp: int = 1, options: object = None) -> EngineResult:
     """What `engine` ('ideal', 'vllm', 'sglang', 'llamacpp') makes of `kv_memory_bytes` bytes of
     KV memory on each of `tp` GPU ranks (vLLM's "Available KV cache memory"; SGLang's static pool
-    budget): tokens, blocks, requests of `max_model_len` tokens (None: the model's) that fit at
+    budget; an int, or a size as the CLI takes it: '6.51GiB', '80GB'): tokens, blocks, requests of `max_model_len` tokens (None: the model's) that fit at
     once, and, given `concurrency`, the longest context that fits that many requests.
 
     `kv_dtype` None (or 'auto') is the engine's own default (the model's dtype served as 16-bit;
@@ -94,6 +95,15 @@ def capacity(model: str | ModelSpec, *, engine: str = "ideal", kv_memory_bytes: 
     from kvcalc.requests import CapacityRequest, check_positive, run_capacity
 
     check_positive(tp=tp, concurrency=concurrency, max_model_len=max_model_len)
+    if isinstance(kv_memory_bytes, str):  # a size as the CLI takes it; an int is bytes as given
+        from kvcalc.units import parse_size
+
+        kv_memory_bytes = parse_size(kv_memory_bytes, "--kv-memory")
+    elif kv_memory_bytes is not None and (isinstance(kv_memory_bytes, bool) or not isinstance(kv_memory_bytes, int)):
+        from kvcalc.errors import KvcalcError
+
+        raise KvcalcError(f"kv_memory_bytes must be an int (bytes) or a size such as '6.51GiB', "
+                          f"not {type(kv_memory_bytes).__name__}", field="kv_memory_bytes")
     req = CapacityRequest.build(load_model(model), engine=engine, kv_memory_bytes=kv_memory_bytes, kv_dtype=kv_dtype,
                                 k_dtype=k_dtype, v_dtype=v_dtype, tp=tp, max_model_len=max_model_len,
                                 concurrency=concurrency, options=options)

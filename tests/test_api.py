@@ -134,3 +134,15 @@ def test_api_and_cli_give_the_same_result():
     assert json.loads(r.stdout) == api.model_dump(mode="json")
     # 2 requests need 2 x cdiv(L, 16) <= 2666 blocks -> L <= 1333 x 16 = 21,328 (tests/engines)
     assert api.longest_context == 21_328
+
+
+def test_capacity_takes_a_size_string_as_the_cli_does():
+    # '40GiB' = 40 x 2^30 = 42,949,672,960 B; llama-3.1-70b in bf16 takes 2 x 80 x 8 x 128 x 2 =
+    # 327,680 B per token, 5,242,880 B per 16-token block: 8,192 blocks = 131,072 tokens
+    by_text = kvcalc.capacity("llama-3.1-70b", engine="vllm", kv_memory_bytes="40GiB", max_model_len=32768)
+    by_int = kvcalc.capacity("llama-3.1-70b", engine="vllm", kv_memory_bytes=40 * 2**30, max_model_len=32768)
+    assert by_text == by_int and by_text.kv_cache_tokens == 131_072
+    with pytest.raises(KvcalcError, match="kv_memory_bytes must be an int"):
+        kvcalc.capacity("llama-3.1-70b", engine="vllm", kv_memory_bytes=[1])
+    with pytest.raises(KvcalcError, match="did you mean 6.5GiB"):
+        kvcalc.capacity("llama-3.1-70b", engine="vllm", kv_memory_bytes="6.5")
