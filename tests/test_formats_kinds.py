@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from kvcalc.errors import KvcalcError, UnknownNameError
+from kvcalc.errors import UnknownNameError
 from kvcalc.formats import kv_format, weight_format
 
 

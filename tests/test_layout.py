@@ -218,3 +218,25 @@ def test_cli_entry_point_exemption_is_still_needed():
     # kvcalc/__main__.py imports kvcalc.cli (it runs main); if it stops, drop the exemption
     for name in CLI_IMPORTERS_OUTSIDE:
         assert "kvcalc.cli" in graph()[name]
+
+
+def test_results_lists_every_result_once():
+    """`kvcalc.results` loads each result from its submodule on demand: the name table, `__all__`
+    and the submodules agree, so no result is missing or defined twice."""
+    import importlib
+
+    import kvcalc.results as results
+
+    assert sorted(results.WHERE) == results.__all__
+    for name, mod in results.WHERE.items():
+        assert getattr(importlib.import_module(f"kvcalc.results.{mod}"), name) is getattr(results, name)
+
+
+def test_estimate_builds_only_its_own_results():
+    """`kvcalc estimate` (no --gpu, no --engine) imports the KV results and no other result module."""
+    code = ("import sys; sys.argv = ['kvcalc', 'estimate', 'llama-3.1-8b', '-s', '8k']\n"
+            "from kvcalc.cli import main\n"
+            "try:\n    main()\nexcept SystemExit:\n    pass\n"
+            "print(sorted(m for m in sys.modules if m.startswith('kvcalc.results.')), file=sys.stderr)")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, cwd=ROOT)
+    assert r.stderr.strip().splitlines()[-1] == "['kvcalc.results.kv']"

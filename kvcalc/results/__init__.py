@@ -1,0 +1,51 @@
+"""The results every command returns: frozen pydantic v2 models, `extra="forbid"` (their JSON
+keys are a public contract). Inputs live in `kvcalc.schema`; `calc/` and `engines/` fill these
+in and `report/` formats them.
+
+- `kv`: `KvEstimate` (a `KindBreakdown` per layer kind) for `kvcalc estimate`; `CompareRow`.
+- `serving`: `ServingEstimate` (`estimate --gpu`), `FitHint` (the smallest count that fits).
+- `check`: `CheckRow` (`kvcalc check`).
+- `engine`: `EngineResult`, `DeviceBuffer` (`kvcalc capacity`, `estimate --engine`).
+- `plan`: `PlanLayout`, `PlanMiss`, `PlanResult` (`kvcalc plan`).
+
+`from kvcalc.results import KvEstimate` imports only the module that defines it (module
+`__getattr__`): a command builds the model classes it returns and no others, which keeps
+`kvcalc estimate`'s start-up short.
+"""
+
+from __future__ import annotations
+
+import importlib
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing
+if TYPE_CHECKING:
+    from kvcalc.results.check import CheckRow
+    from kvcalc.results.engine import DeviceBuffer, EngineResult
+    from kvcalc.results.kv import CompareRow, KindBreakdown, KvEstimate
+    from kvcalc.results.plan import PlanLayout, PlanMiss, PlanResult
+    from kvcalc.results.serving import FitHint, ServingEstimate
+
+#: result name -> the submodule that defines it
+WHERE: dict[str, str] = {
+    "KindBreakdown": "kv",
+    "KvEstimate": "kv",
+    "CompareRow": "kv",
+    "ServingEstimate": "serving",
+    "FitHint": "serving",
+    "CheckRow": "check",
+    "DeviceBuffer": "engine",
+    "EngineResult": "engine",
+    "PlanLayout": "plan",
+    "PlanMiss": "plan",
+    "PlanResult": "plan",
+}
+
+__all__ = ["CheckRow", "CompareRow", "DeviceBuffer", "EngineResult", "FitHint", "KindBreakdown", "KvEstimate", "PlanLayout", "PlanMiss", "PlanResult", "ServingEstimate"]  # = sorted(WHERE)
+
+
+def __getattr__(name: str) -> object:
+    if name in WHERE:
+        value = getattr(importlib.import_module(f"kvcalc.results.{WHERE[name]}"), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module 'kvcalc.results' has no attribute {name!r}")

@@ -1,0 +1,39 @@
+"""`CheckRow`: one deployment of `kvcalc check` (`calc.check.check`).
+
+Frozen pydantic models, `extra="forbid"`: their JSON keys are a public contract."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from kvcalc.schema import _Frozen  # frozen, extra="forbid": the one base of every model
+
+
+class CheckRow(_Frozen):
+    """One checked deployment: its memory per GPU against the budget, the roofline decode at
+    its worst case (every sequence at max_seq_len), and what, if anything, fails."""
+
+    file: str
+    name: str
+    model: str
+    gpu: str
+    count: int
+    tp: int
+    pp: int
+    dp: int
+    kv_dtype: str
+    weight_dtype: str
+    max_seq_len: int
+    concurrency: int
+    memory_bytes_per_gpu: int
+    budget_bytes_per_gpu: int
+    headroom_bytes: int
+    fits: bool
+    max_concurrency: int
+    tpot_ms: float
+    tokens_per_s: float
+    max_tpot_ms: float | None
+    min_tokens_per_s: float | None
+    meets_targets: bool
+    status: Literal["ok", "does not fit", "misses target"]
+    problems: list[str]
