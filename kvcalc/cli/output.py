@@ -27,9 +27,19 @@ def fail(message: str, code: int = 2) -> None:
     from rich.markup import escape
 
     con = _err_console()
-    for line in str(message).splitlines() or [""]:
+    for line in message_lines(message):
         con.print(f"[red]error:[/red] {escape(line)}", markup=True)  # escape: "kvcalc[measure]" is not markup
     raise typer.Exit(code)
+
+
+def message_lines(message: Any) -> list[str]:
+    """A message as the lines kvcalc prints: split at newlines only (not at the other characters
+    `str.splitlines` breaks on), every terminal control character written visibly (`\\x1b`:
+    `kvcalc.text.escape_controls`), so a name from a user's file cannot drive the terminal."""
+    from kvcalc.text import escape_controls
+
+    text = str(message).replace("\r\n", "\n")
+    return [escape_controls(line, keep="\t") for line in text.split("\n")] or [""]
 
 def _run_warned(fn: Callable[..., Any], args: tuple, kwargs: dict) -> Any:
     """Call fn; print each `KvcalcWarning` it raised as one yellow `warning:` line on stderr
@@ -48,7 +58,8 @@ def _run_warned(fn: Callable[..., Any], args: tuple, kwargs: dict) -> Any:
             if issubclass(w.category, KvcalcWarning):
                 from rich.markup import escape
 
-                _err_console().print(f"[yellow]warning:[/yellow] {escape(str(w.message))}", markup=True)
+                for line in message_lines(w.message):
+                    _err_console().print(f"[yellow]warning:[/yellow] {escape(line)}", markup=True)
             else:
                 warnings.showwarning(w.message, w.category, w.filename, w.lineno)
 
@@ -76,7 +87,9 @@ def handle_errors(fn: Callable[..., Any]) -> Callable[..., Any]:
 def echo(obj: Any) -> None:
     """Print a rich renderable, or plain text as is (machine formats must not be wrapped)."""
     if isinstance(obj, str):
-        typer.echo(obj)
+        from kvcalc.text import escape_controls
+
+        typer.echo(escape_controls(obj))  # machine formats hold none (JSON and YAML escape them); text may
     else:
         from rich.console import Console
 
