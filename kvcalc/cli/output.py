@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import functools
 import os
+import stat
 from pathlib import Path
 from typing import Any, Callable
 
@@ -138,33 +139,110 @@ def show_result(res: Any, title: str) -> str:
             typer.echo(line)
     return ""
 
-def write_atomic(path: Path, text: str) -> None:
-    """Write `text` to `path` through a temporary file in the same folder and `os.replace`
-    (atomic on POSIX and Windows); the temporary file is removed on any error.
+_KINDS = {stat.S_IFIFO: "a FIFO (named pipe)", stat.S_IFCHR: "a character device", stat.S_IFBLK: "a block device",
+          stat.S_IFSOCK: "a socket"}
 
-    Raises `KvcalcError` when the folder is missing or not writable.
+
+def check_target(path: str | Path, option: str, *, force: bool = False) -> Path:
+    """The file a writer (`-o`, `--plot`, `--write-deployment`) will write, checked before any
+    work, by the rules of README's "Guarantees": a name that ends in `/` or names a folder is
+    refused; a symbolic link is refused, with or without `--force` (kvcalc neither writes through
+    a link nor replaces one: give the path of the file itself); anything but a regular file (a
+    FIFO, a device) is refused; an existing file is refused unless `force`; the folder must exist.
+
+    `path` is what the user typed (a str keeps a trailing `/`, which `Path` drops). Raises
+    `KvcalcError` naming `option` and the path; returns the path as a `Path`.
     """
-    import tempfile  # here, not at import: only `-o` writes a file
+    raw = str(path)
 
-    folder = path.parent if str(path.parent) else Path(".")
-    if not folder.is_dir():
-        raise KvcalcError(f"-o {path}: folder {folder} does not exist")
+    def refuse(message: str) -> KvcalcError:
+        return KvcalcError(message, option=option, value=raw)
+
+    if not raw:
+        raise refuse("give a file name")
+    if raw.endswith(("/", os.sep)) or (os.altsep and raw.endswith(os.altsep)):
+        raise refuse("names a folder (it ends in /); give a file name")
+    p = Path(raw)
     try:
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=folder)
+        st = os.lstat(p)
+    except FileNotFoundError:
+        st = None
     except OSError as e:
-        raise KvcalcError(f"-o {path}: cannot write in {folder}: {e.strerror}") from None
+        raise refuse(f"cannot write: {e.strerror}") from None
+    if st is not None:
+        if stat.S_ISLNK(st.st_mode):
+            raise refuse("is a symbolic link; kvcalc neither writes through a link nor replaces one "
+                         "(give the path of the file itself)")
+        if stat.S_ISDIR(st.st_mode):
+            raise refuse("is a folder; give a file name")
+        if not stat.S_ISREG(st.st_mode):
+            raise refuse(f"is {_KINDS.get(stat.S_IFMT(st.st_mode), 'not a regular file')}; kvcalc writes only "
+                         "regular files")
+        if not force:
+            raise refuse("the file exists; add --force to overwrite it")
+    folder = p.parent
+    if not folder.is_dir():
+        raise refuse(f"folder {folder} does not exist")
+    return p
+
+
+def write_atomic(path: str | Path, data: str | bytes, *, option: str = "-o", force: bool = False) -> Path:
+    """Write `data` (text as UTF-8, or bytes) to `path`, after `check_target`'s checks (again:
+    the file may have appeared since), through a temporary file in the same folder: written,
+    flushed and fsync'd, then moved into place in one step, so an interrupted run leaves either
+    the old file whole or no file, and never a temporary file. Without `force` the move is a hard
+    link, which fails if a file appeared meanwhile (no overwrite even then; `os.replace` where
+    the file system has no hard links); with `force`, `os.replace` (atomic on POSIX and Windows).
+    A new file gets the usual permissions (0o666 less the umask), a replaced one keeps its own.
+
+    Raises `KvcalcError` naming `option` when the target is refused, the folder is missing or
+    not writable, or the write fails (a full disk). Returns the path written.
+    """
+    import tempfile  # here, not at import: only a writer needs it
+
+    p = check_target(path, option, force=force)
+    raw = str(path)
+    blob = data.encode("utf-8") if isinstance(data, str) else data
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
+        old_mode = stat.S_IMODE(os.stat(p).st_mode) if force and p.exists() else None
+    except OSError:
+        old_mode = None
+    if old_mode is None:
+        umask = os.umask(0)
+        os.umask(umask)
+        mode = 0o666 & ~umask
+    else:
+        mode = old_mode
+    folder = p.parent
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", suffix=".tmp", dir=folder)
+    except OSError as e:
+        raise KvcalcError(f"cannot write in {folder}: {e.strerror}", option=option, value=raw) from None
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(blob)
             fh.flush()
             os.fsync(fh.fileno())
-        os.replace(tmp, path)
+        os.chmod(tmp, mode)
+        if force:
+            os.replace(tmp, p)
+        else:
+            try:
+                os.link(tmp, p)  # fails when the name exists: never an overwrite
+            except FileExistsError:
+                raise KvcalcError("the file exists; add --force to overwrite it", option=option, value=raw) from None
+            except OSError:  # no hard links on this file system (FAT, some network mounts)
+                check_target(path, option, force=False)
+                os.replace(tmp, p)
+            else:
+                os.unlink(tmp)
     except OSError as e:
         Path(tmp).unlink(missing_ok=True)
-        raise KvcalcError(f"-o {path}: cannot write: {e.strerror}") from None
+        raise KvcalcError(f"cannot write: {e.strerror}", option=option, value=raw) from None
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+    return p
 
 
 # ----- click's usage errors as one line -----------------------------------------------------
