@@ -38,6 +38,22 @@ def comment_line(text: str) -> str:
     return cut(s, COMMENT_CHARS)
 
 
+#: characters PyYAML writes raw even in a double-quoted scalar (it counts them printable) that
+#: `kvcalc.text.escape_controls` escapes on a terminal: the bidirectional overrides and isolates
+_RAW_IN_QUOTES = "\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069"
+
+
+def _represent_str(dumper: Any, value: str) -> Any:
+    """A string as PyYAML writes it, but double-quoted (where every character can be escaped)
+    when it holds a control character, a line break YAML reads (NEL, U+2028, U+2029), a BOM or
+    a bidirectional control: a plain or single-quoted scalar would carry those raw, and a raw
+    NEL loads back as a line break."""
+    from kvcalc.text import has_controls
+
+    style = '"' if has_controls(value, keep="") or "\ufeff" in value else None
+    return dumper.represent_scalar("tag:yaml.org,2002:str", value, style=style)
+
+
 def spec_to_yaml_dict(spec: ModelSpec) -> dict[str, Any]:
     """The fields of `spec` that differ from the schema defaults (dtype always), name and
     source first, with the layer kinds written compactly (`compact_layers`)."""
@@ -67,8 +83,11 @@ def spec_to_yaml(spec: ModelSpec, warnings_seen: Iterable[str] = ()) -> str:
 
     _Dumper.add_representer(list, lambda d, v: d.represent_sequence("tag:yaml.org,2002:seq", v,
                                                                      flow_style=True))
+    _Dumper.add_representer(str, _represent_str)
     body = yaml.dump(spec_to_yaml_dict(spec), Dumper=_Dumper, sort_keys=False,
                      default_flow_style=False, width=100, allow_unicode=True)
+    for c in _RAW_IN_QUOTES:  # only ever inside a double-quoted scalar (`_represent_str`): same text
+        body = body.replace(c, f"\\u{ord(c):04x}")
     notes = "".join(f"# warning: {comment_line(ln)}\n" for w in warnings_seen for ln in str(w).split("\n"))
     return YAML_HEADER.format(source=comment_line(spec.source or spec.name)) + notes + body
 

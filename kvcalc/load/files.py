@@ -10,6 +10,7 @@ from __future__ import annotations
 import difflib
 import json
 import os
+import re
 import stat
 from functools import cache
 from pathlib import Path
@@ -214,17 +215,27 @@ def _no_duplicate_pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     return out
 
 
-def _json_depth_ok(data: Any) -> bool:
-    """True when `data` (parsed JSON) nests lists and dicts at most `MAX_DEPTH` deep; iterative,
-    so no depth can overflow the stack."""
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _check_data(data: Any, path: str, what: str) -> None:
+    """Raise `ConfigError` when parsed `data` nests lists and mappings deeper than `MAX_DEPTH`
+    or holds a string with a lone UTF-16 surrogate (JSON's `"\\ud800"`: no text can print or
+    save it). Iterative, so no depth can overflow the stack; a mapping's keys are checked too."""
     stack = [(data, 1)]
     while stack:
         v, d = stack.pop()
-        if isinstance(v, (list, dict)):
+        if isinstance(v, str):
+            m = _SURROGATE.search(v)
+            if m:
+                raise ConfigError(f"invalid {what}: a string holds \\u{ord(m.group()):04x}, half of a UTF-16 "
+                                  "surrogate pair, which is not text", path=path)
+        elif isinstance(v, (list, dict)):
             if d > MAX_DEPTH:
-                return False
+                raise ConfigError(f"invalid {what}: nested deeper than {MAX_DEPTH} levels", path=path)
+            if isinstance(v, dict):
+                stack.extend((k, d) for k in v)
             stack.extend((c, d + 1) for c in (v.values() if isinstance(v, dict) else v))
-    return True
 
 
 def read_config_text(path: Path, kind: str = "config") -> str:
@@ -305,8 +316,7 @@ def parse_mapping(text: str, path: str, *, json_text: bool = False) -> tuple[dic
             raise ConfigError(f"invalid JSON: {excerpt(str(e), 120)}", path=p) from None
         except RecursionError:
             raise ConfigError(f"invalid JSON: nested deeper than {MAX_DEPTH} levels", path=p) from None
-        if not _json_depth_ok(data):
-            raise ConfigError(f"invalid JSON: nested deeper than {MAX_DEPTH} levels", path=p)
+        _check_data(data, p, "JSON")
         for i, ln in enumerate(text.splitlines(), 1):
             s = ln.strip()
             if s.startswith('"') and '":' in s:
@@ -336,6 +346,7 @@ def parse_mapping(text: str, path: str, *, json_text: bool = False) -> tuple[dic
         if len(docs) > 1:
             raise ConfigError("holds several YAML documents; put one config in each file", path=p)
         node, data = docs[0] if docs else (None, None)
+        _check_data(data, p, "YAML")
         if isinstance(node, yaml.MappingNode):
             lines = {k.value: k.start_mark.line + 1 for k, _ in node.value if isinstance(k, yaml.ScalarNode)}
     if data is None:
