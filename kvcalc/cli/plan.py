@@ -142,7 +142,7 @@ def deployment_text(res: Any, layout: Any, model_arg: str, req: Any) -> str:
     from kvcalc.load.export import comment_line
 
     head = [f"# written by kvcalc {__version__} plan: layout #1 of {res.n_qualifying:,} that qualify",
-            f"# launch ({res.engine}): {comment_line(layout.launch)}" if layout.launch else f"# engine: {res.engine}"]
+            f"# launch ({res.engine}): {comment_line(layout.launch, 2000)}" if layout.launch else f"# engine: {res.engine}"]
     from kvcalc.calc.memory_plan import Layout
 
     knobs, plain = req.search.knobs, Layout()

@@ -27,15 +27,15 @@ COMMENT_CHARS = 200
 _YAML_BREAKS = "\r\n\x85\u2028\u2029"
 
 
-def comment_line(text: str) -> str:
+def comment_line(text: str, limit: int = COMMENT_CHARS) -> str:
     """`text` as the body of one YAML comment line: every control character, line break
     (`\\n`, `\\r`, NEL, U+2028, U+2029) and BOM written visibly (`\\x0a`), cut to
-    `COMMENT_CHARS` characters; so what follows `# ` can never start a line of its own."""
+    `limit` characters; so what follows `# ` can never start a line of its own."""
     from kvcalc.text import cut, escape_controls
 
-    s = escape_controls(text[:COMMENT_CHARS * 8], keep="")
+    s = escape_controls(text[:limit * 8], keep="")
     s = "".join(f"\\u{ord(c):04x}" if c in _YAML_BREAKS or c == "\ufeff" else c for c in s)
-    return cut(s, COMMENT_CHARS)
+    return cut(s, limit)
 
 
 #: characters PyYAML writes raw even in a double-quoted scalar (it counts them printable) that
