@@ -413,7 +413,7 @@ def validation_error(err: ValidationError, model_cls: type[BaseModel], path: str
             msg = "required field is missing"
         elif "input" in e and e["type"] not in ("value_error",):
             msg += f" (got {excerpt(e['input'], quote=True)})"
-        msg = excerpt(msg, 400) if len(msg) > 400 else msg
+        msg = excerpt(msg, 2000) if len(msg) > 2000 else msg  # a safety net: a validator's own wording
         field = loc or None
         if field is None:  # a model-level check: name the fields it mentions
             named = [f for f in model_cls.model_fields if f in msg]
