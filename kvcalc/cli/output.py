@@ -33,14 +33,26 @@ def fail(message: str, code: int = 2) -> None:
     raise typer.Exit(code)
 
 
+#: the most characters of one error or warning line, and the most lines of one message: a
+#: safety net behind the excerpts each message takes of a user's values (`kvcalc.text.excerpt`)
+MESSAGE_LINE_CHARS = 2000
+MESSAGE_LINES = 50
+
+
 def message_lines(message: Any) -> list[str]:
     """A message as the lines kvcalc prints: split at newlines only (not at the other characters
     `str.splitlines` breaks on), every terminal control character written visibly (`\\x1b`:
-    `kvcalc.text.escape_controls`), so a name from a user's file cannot drive the terminal."""
-    from kvcalc.text import escape_controls
+    `kvcalc.text.escape_controls`), so a name from a user's file cannot drive the terminal; each
+    line cut to `MESSAGE_LINE_CHARS` characters, and past `MESSAGE_LINES` lines one "and N more
+    lines" line."""
+    from kvcalc.text import cut, escape_controls
 
-    text = str(message).replace("\r\n", "\n")
-    return [escape_controls(line, keep="\t") for line in text.split("\n")] or [""]
+    lines = str(message).replace("\r\n", "\n").split("\n")
+    out = [cut(escape_controls(line[:MESSAGE_LINE_CHARS * 8], keep="\t"), MESSAGE_LINE_CHARS)
+           for line in lines[:MESSAGE_LINES]]
+    if len(lines) > MESSAGE_LINES:
+        out.append(f"and {len(lines) - MESSAGE_LINES:,} more lines")
+    return out
 
 def _run_warned(fn: Callable[..., Any], args: tuple, kwargs: dict) -> Any:
     """Call fn; print each `KvcalcWarning` it raised as one yellow `warning:` line on stderr
