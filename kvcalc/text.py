@@ -63,8 +63,9 @@ def cut(text: str, limit: int) -> str:
 def excerpt(value: Any, limit: int = EXCERPT_CHARS, *, quote: bool = False) -> str:
     """A value as a message may echo it: `repr` for non-strings (`str` for strings, so a name
     reads as typed; `quote=True`: `repr` for strings too), newlines and other controls escaped,
-    then cut to `limit` characters with an ellipsis. Only ever in a message, never a figure: `excerpt(12345678901234567890)` keeps every
-    digit up to the limit, and the limit is far above any number kvcalc accepts."""
+    then cut to `limit` characters with an ellipsis. Only ever in a message, never a figure:
+    `excerpt(12345678901234567890)` keeps every digit up to the limit, and the limit is far above
+    any number kvcalc accepts."""
     if quote or not isinstance(value, str):
         r = _bounded_repr(value, limit)
     else:
@@ -83,7 +84,8 @@ def _bounded_repr(value: Any, limit: int, depth: int = 0) -> str:
         o, c = ("[", "]") if isinstance(value, list) else ("(", ")")
         return o + ", ".join(items)[:limit * 2] + more + c
     if isinstance(value, dict):
-        items = [f"{_bounded_repr(k, limit, depth + 1)}: {_bounded_repr(v, limit, depth + 1)}" for k, v in list(value.items())[:8]]
+        items = [f"{_bounded_repr(k, limit, depth + 1)}: {_bounded_repr(v, limit, depth + 1)}"
+                 for k, v in list(value.items())[:8]]
         more = ", ..." if len(value) > 8 else ""
         return "{" + ", ".join(items)[:limit * 2] + more + "}"
     if isinstance(value, str):

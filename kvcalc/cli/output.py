@@ -146,9 +146,9 @@ def show_result(res: Any, title: str) -> str:
 
     echo(result_table(res, title))
     if res.log_lines and res.engine != "ideal":  # the exact formula is no engine: nothing to diff
-        typer.echo(f"{res.engine} would log:")
+        echo(f"{res.engine} would log:")
         for line in res.log_lines:
-            typer.echo(line)
+            echo(line)  # control characters escaped (a model name from a file)
     return ""
 
 _KINDS = {stat.S_IFIFO: "a FIFO (named pipe)", stat.S_IFCHR: "a character device", stat.S_IFBLK: "a block device",

@@ -93,15 +93,15 @@ def show(res: Any, fmt: str) -> None:
         echo(plan_table(res))
         top = res.layouts[0]
         if top.launch:
-            typer.echo(f"launch #1 ({res.engine}):")
-            typer.echo(top.launch)
+            echo(f"launch #1 ({res.engine}):")
+            echo(top.launch)
     else:
-        typer.echo(plan_title(res))
-        typer.echo(f"nothing fits and meets the targets within {res.max_gpus} GPUs; the nearest misses:")
+        echo(plan_title(res))
+        echo(f"nothing fits and meets the targets within {res.max_gpus} GPUs; the nearest misses:")
         for m in res.misses:
-            typer.echo(f"  {m.line}")
+            echo(f"  {m.line}")
     for n in res.notes:
-        typer.echo(f"note: {n}")
+        echo(f"note: {n}")
 
 
 def deployment_text(res: Any, layout: Any, model_arg: str, req: Any) -> str:
@@ -141,8 +141,9 @@ def deployment_text(res: Any, layout: Any, model_arg: str, req: Any) -> str:
                           "not written")
     from kvcalc.load.export import comment_line
 
+    launch = f"# launch ({res.engine}): {comment_line(layout.launch, 2000)}" if layout.launch else None
     head = [f"# written by kvcalc {__version__} plan: layout #1 of {res.n_qualifying:,} that qualify",
-            f"# launch ({res.engine}): {comment_line(layout.launch, 2000)}" if layout.launch else f"# engine: {res.engine}"]
+            launch or f"# engine: {res.engine}"]
     from kvcalc.calc.memory_plan import Layout
 
     knobs, plain = req.search.knobs, Layout()

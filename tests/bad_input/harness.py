@@ -1,8 +1,9 @@
 """The bad-input harness (issue 12), imported by each module here: every case runs the real CLI
 in a fresh process with a time bound (`subprocess.run(..., timeout=)`: a hang fails the case
-instead of the suite), and a refusal is checked the same way everywhere (`refused`): exit 2 (or the code given), exactly one
-line on stderr, starting `error:` and naming the file / option / field, stdout empty (or valid
-JSON under `--format json`), and no raw terminal control character in either stream.
+instead of the suite), and a refusal is checked the same way everywhere (`refused`): exit 2 (or
+the code given), exactly one line on stderr, starting `error:` and naming the file / option /
+field, stdout empty (or valid JSON under `--format json`), and no raw terminal control character
+in either stream.
 
 One module per kind of bad input: `test_writers.py` (item 1), `test_readers.py` (2),
 `test_yaml_bounds.py` (3), `test_output_bounds.py` (4), `test_control_chars.py` (9),
