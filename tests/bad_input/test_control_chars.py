@@ -98,7 +98,7 @@ def test_import_writes_them_as_yaml_escapes(evil_model, tmp_path):
     r = run_kvcalc("import", str(evil_model))
     assert r.code == 0, r.stderr
     no_raw_controls(r)
-    assert 'name: "evil\\e]0;pwned\\a\\e[2J\\x9B\\u202Ename"' in r.stdout.splitlines()
+    assert 'name: "evil\\e]0;pwned\\a\\e[2J\\x9B\\u202ename"' in r.stdout.splitlines()
     out = tmp_path / "back.yaml"
     out.write_text(r.stdout)
     from kvcalc.load.models import load_model
