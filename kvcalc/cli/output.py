@@ -1,7 +1,10 @@
 """What every command shares on the way out: one error handler (`handle_errors`: one red line per
 problem, exit 2 for the user's errors, 1 for a bug, `--debug` for the traceback), warnings as
-yellow lines, `echo` / `emit` for tables and machine formats, atomic file writes, and click's
-usage errors as one line plus the hint (`OneLineUsageErrors`, mixed into the app's group).
+yellow lines, `echo` / `emit` for tables and machine formats, the one file writer
+(`check_target` / `write_atomic`: no overwrite without --force, no folder, no link, atomic), and
+click's usage errors as one line plus the hint (`OneLineUsageErrors`, mixed into the app's group).
+Every line printed here has its terminal control characters written visibly (`message_lines`,
+`echo`: `kvcalc.text.escape_controls`).
 """
 
 from __future__ import annotations

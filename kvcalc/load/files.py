@@ -1,6 +1,13 @@
 """Reading configs: YAML and JSON files, bundled names, and turning every parse or validation
 problem into a `ConfigError` that names the file, the line and the field.
 
+Every file a user names is read by `read_config_text` (issue 12): only a regular file (a FIFO,
+a device, a socket or a folder is refused before it is opened for reading), and at most
+`MAX_FILE_BYTES[kind]` bytes (refused from its size before it is read). YAML is composed with
+`MAX_DEPTH` levels at most and aliases adding at most `MAX_ALIAS_NODES` values; JSON is held to
+the same depth. A message echoes a user's value as a short excerpt (`kvcalc.text.excerpt`), and a
+validation error lists `MAX_PROBLEMS` problems, then how many more.
+
 Bundled configs live in the repo's top-level `configs/` and ship in the wheel as the package
 `kvcalc.configs`, so a name like `llama-3.1-70b` resolves after a plain install too.
 """

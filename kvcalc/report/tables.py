@@ -11,6 +11,10 @@ Every table is laid out for a width (`console_width()` unless the caller passes 
   order: narrower text columns (wrapped between words), abbreviated headers with a legend,
   `legend` columns moved below the table as "KEY: value" lines, the columns split over several
   tables (each repeating the key columns), and last one key/value block per row.
+
+Text from a user's file is shown safe (issue 12): every cell, title and caption passes through
+`safe_text` on its way into `grid`, `pairs_table` and `WideOrRecords` (terminal control
+characters written visibly, `\\x1b`; text past `TEXT_CELL_CHARS` cut with an ellipsis).
 """
 
 from __future__ import annotations
