@@ -134,7 +134,9 @@ class UnknownNameError(KvcalcError):
                  field: str | None = None) -> None:
         choices = list(choices)
         close = close_names(name, choices)
-        msg = f"unknown {what} '{name}'"
+        from kvcalc.text import excerpt  # a name from a user's file may be megabytes, or hold controls
+
+        msg = f"unknown {what} '{excerpt(name)}'"
         if close:
             quoted = [f"'{c}'" for c in close]
             msg += "; did you mean " + (", ".join(quoted[:-1]) + " or " if len(quoted) > 1 else "") + quoted[-1] + "?"

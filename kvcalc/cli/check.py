@@ -9,7 +9,7 @@ from typing import Annotated
 import typer
 
 from kvcalc.cli.options import lower_choice
-from kvcalc.cli.output import _err_console, echo, handle_errors
+from kvcalc.cli.output import _err_console, echo, handle_errors, message_lines
 from kvcalc.errors import KvcalcError
 
 @handle_errors
@@ -44,7 +44,8 @@ def check(
         for e in errors:
             from rich.markup import escape
 
-            con.print(f"[red]error:[/red] {escape(str(e))}", markup=True)
+            for line in message_lines(e):  # control characters from the files written visibly (issue 12 item 9)
+                con.print(f"[red]error:[/red] {escape(line)}", markup=True)
     raise typer.Exit(code)
 
 @handle_errors

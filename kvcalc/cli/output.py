@@ -1,13 +1,17 @@
 """What every command shares on the way out: one error handler (`handle_errors`: one red line per
 problem, exit 2 for the user's errors, 1 for a bug, `--debug` for the traceback), warnings as
-yellow lines, `echo` / `emit` for tables and machine formats, atomic file writes, and click's
-usage errors as one line plus the hint (`OneLineUsageErrors`, mixed into the app's group).
+yellow lines, `echo` / `emit` for tables and machine formats, the one file writer
+(`check_target` / `write_atomic`: no overwrite without --force, no folder, no link, atomic), and
+click's usage errors as one line plus the hint (`OneLineUsageErrors`, mixed into the app's group).
+Every line printed here has its terminal control characters written visibly (`message_lines`,
+`echo`: `kvcalc.text.escape_controls`).
 """
 
 from __future__ import annotations
 
 import functools
 import os
+import stat
 from pathlib import Path
 from typing import Any, Callable
 
@@ -27,9 +31,31 @@ def fail(message: str, code: int = 2) -> None:
     from rich.markup import escape
 
     con = _err_console()
-    for line in str(message).splitlines() or [""]:
+    for line in message_lines(message):
         con.print(f"[red]error:[/red] {escape(line)}", markup=True)  # escape: "kvcalc[measure]" is not markup
     raise typer.Exit(code)
+
+
+#: the most characters of one error or warning line, and the most lines of one message: a
+#: safety net behind the excerpts each message takes of a user's values (`kvcalc.text.excerpt`)
+MESSAGE_LINE_CHARS = 2000
+MESSAGE_LINES = 50
+
+
+def message_lines(message: Any) -> list[str]:
+    """A message as the lines kvcalc prints: split at newlines only (not at the other characters
+    `str.splitlines` breaks on), every terminal control character written visibly (`\\x1b`:
+    `kvcalc.text.escape_controls`), so a name from a user's file cannot drive the terminal; each
+    line cut to `MESSAGE_LINE_CHARS` characters, and past `MESSAGE_LINES` lines one "and N more
+    lines" line."""
+    from kvcalc.text import cut, escape_controls
+
+    lines = str(message).replace("\r\n", "\n").split("\n")
+    out = [cut(escape_controls(line[:MESSAGE_LINE_CHARS * 8], keep="\t"), MESSAGE_LINE_CHARS)
+           for line in lines[:MESSAGE_LINES]]
+    if len(lines) > MESSAGE_LINES:
+        out.append(f"and {len(lines) - MESSAGE_LINES:,} more lines")
+    return out
 
 def _run_warned(fn: Callable[..., Any], args: tuple, kwargs: dict) -> Any:
     """Call fn; print each `KvcalcWarning` it raised as one yellow `warning:` line on stderr
@@ -48,7 +74,8 @@ def _run_warned(fn: Callable[..., Any], args: tuple, kwargs: dict) -> Any:
             if issubclass(w.category, KvcalcWarning):
                 from rich.markup import escape
 
-                _err_console().print(f"[yellow]warning:[/yellow] {escape(str(w.message))}", markup=True)
+                for line in message_lines(w.message):
+                    _err_console().print(f"[yellow]warning:[/yellow] {escape(line)}", markup=True)
             else:
                 warnings.showwarning(w.message, w.category, w.filename, w.lineno)
 
@@ -76,7 +103,9 @@ def handle_errors(fn: Callable[..., Any]) -> Callable[..., Any]:
 def echo(obj: Any) -> None:
     """Print a rich renderable, or plain text as is (machine formats must not be wrapped)."""
     if isinstance(obj, str):
-        typer.echo(obj)
+        from kvcalc.text import escape_controls
+
+        typer.echo(escape_controls(obj))  # machine formats hold none (JSON and YAML escape them); text may
     else:
         from rich.console import Console
 
@@ -120,38 +149,115 @@ def show_result(res: Any, title: str) -> str:
 
     echo(result_table(res, title))
     if res.log_lines and res.engine != "ideal":  # the exact formula is no engine: nothing to diff
-        typer.echo(f"{res.engine} would log:")
+        echo(f"{res.engine} would log:")
         for line in res.log_lines:
-            typer.echo(line)
+            echo(line)  # control characters escaped (a model name from a file)
     return ""
 
-def write_atomic(path: Path, text: str) -> None:
-    """Write `text` to `path` through a temporary file in the same folder and `os.replace`
-    (atomic on POSIX and Windows); the temporary file is removed on any error.
+_KINDS = {stat.S_IFIFO: "a FIFO (named pipe)", stat.S_IFCHR: "a character device", stat.S_IFBLK: "a block device",
+          stat.S_IFSOCK: "a socket"}
 
-    Raises `KvcalcError` when the folder is missing or not writable.
+
+def check_target(path: str | Path, option: str, *, force: bool = False) -> Path:
+    """The file a writer (`-o`, `--plot`, `--write-deployment`) will write, checked before any
+    work, by the rules of README's "Guarantees": a name that ends in `/` or names a folder is
+    refused; a symbolic link is refused, with or without `--force` (kvcalc neither writes through
+    a link nor replaces one: give the path of the file itself); anything but a regular file (a
+    FIFO, a device) is refused; an existing file is refused unless `force`; the folder must exist.
+
+    `path` is what the user typed (a str keeps a trailing `/`, which `Path` drops). Raises
+    `KvcalcError` naming `option` and the path; returns the path as a `Path`.
     """
-    import tempfile  # here, not at import: only `-o` writes a file
+    raw = str(path)
 
-    folder = path.parent if str(path.parent) else Path(".")
-    if not folder.is_dir():
-        raise KvcalcError(f"-o {path}: folder {folder} does not exist")
+    def refuse(message: str) -> KvcalcError:
+        return KvcalcError(message, option=option, value=raw)
+
+    if not raw:
+        raise refuse("give a file name")
+    if raw.endswith(("/", os.sep)) or (os.altsep and raw.endswith(os.altsep)):
+        raise refuse("names a folder (it ends in /); give a file name")
+    p = Path(raw)
     try:
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=folder)
+        st = os.lstat(p)
+    except FileNotFoundError:
+        st = None
     except OSError as e:
-        raise KvcalcError(f"-o {path}: cannot write in {folder}: {e.strerror}") from None
+        raise refuse(f"cannot write: {e.strerror}") from None
+    if st is not None:
+        if stat.S_ISLNK(st.st_mode):
+            raise refuse("is a symbolic link; kvcalc neither writes through a link nor replaces one "
+                         "(give the path of the file itself)")
+        if stat.S_ISDIR(st.st_mode):
+            raise refuse("is a folder; give a file name")
+        if not stat.S_ISREG(st.st_mode):
+            raise refuse(f"is {_KINDS.get(stat.S_IFMT(st.st_mode), 'not a regular file')}; kvcalc writes only "
+                         "regular files")
+        if not force:
+            raise refuse("the file exists; add --force to overwrite it")
+    folder = p.parent
+    if not folder.is_dir():
+        raise refuse(f"folder {folder} does not exist")
+    return p
+
+
+def write_atomic(path: str | Path, data: str | bytes, *, option: str = "-o", force: bool = False) -> Path:
+    """Write `data` (text as UTF-8, or bytes) to `path`, after `check_target`'s checks (again:
+    the file may have appeared since), through a temporary file in the same folder: written,
+    flushed and fsync'd, then moved into place in one step, so an interrupted run leaves either
+    the old file whole or no file, and never a temporary file. Without `force` the move is a hard
+    link, which fails if a file appeared meanwhile (no overwrite even then; `os.replace` where
+    the file system has no hard links); with `force`, `os.replace` (atomic on POSIX and Windows).
+    A new file gets the usual permissions (0o666 less the umask), a replaced one keeps its own.
+
+    Raises `KvcalcError` naming `option` when the target is refused, the folder is missing or
+    not writable, or the write fails (a full disk). Returns the path written.
+    """
+    import tempfile  # here, not at import: only a writer needs it
+
+    p = check_target(path, option, force=force)
+    raw = str(path)
+    blob = data.encode("utf-8") if isinstance(data, str) else data
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
+        old_mode = stat.S_IMODE(os.stat(p).st_mode) if force and p.exists() else None
+    except OSError:
+        old_mode = None
+    if old_mode is None:
+        umask = os.umask(0)
+        os.umask(umask)
+        mode = 0o666 & ~umask
+    else:
+        mode = old_mode
+    folder = p.parent
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", suffix=".tmp", dir=folder)
+    except OSError as e:
+        raise KvcalcError(f"cannot write in {folder}: {e.strerror}", option=option, value=raw) from None
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(blob)
             fh.flush()
             os.fsync(fh.fileno())
-        os.replace(tmp, path)
+        os.chmod(tmp, mode)
+        if force:
+            os.replace(tmp, p)
+        else:
+            try:
+                os.link(tmp, p)  # fails when the name exists: never an overwrite
+            except FileExistsError:
+                raise KvcalcError("the file exists; add --force to overwrite it", option=option, value=raw) from None
+            except OSError:  # no hard links on this file system (FAT, some network mounts)
+                check_target(path, option, force=False)
+                os.replace(tmp, p)
+            else:
+                os.unlink(tmp)
     except OSError as e:
         Path(tmp).unlink(missing_ok=True)
-        raise KvcalcError(f"-o {path}: cannot write: {e.strerror}") from None
+        raise KvcalcError(f"cannot write: {e.strerror}", option=option, value=raw) from None
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+    return p
 
 
 # ----- click's usage errors as one line -----------------------------------------------------

@@ -39,7 +39,7 @@ def plan(
     prices: Annotated[Optional[str], typer.Option("--prices", help="YAML of gpu: dollars per GPU-hour (your figures); ranks by cost after the GPU count.")] = None,
     top: Annotated[int, typer.Option("--top", help="Layouts shown.")] = 10,
     why_not: Annotated[int, typer.Option("--why-not", help="Nearest misses explained when nothing qualifies.")] = 5,
-    write_deployment: Annotated[Optional[Path], typer.Option("--write-deployment", help="Write the top layout as a deployment YAML for `kvcalc check`.")] = None,
+    write_deployment: Annotated[Optional[str], typer.Option("--write-deployment", help="Write the top layout as a deployment YAML for `kvcalc check` (an existing file only with --force).")] = None,
     force: Annotated[bool, typer.Option("--force", help="Overwrite the --write-deployment file.")] = False,
     knobs: Annotated[GpuPlanOptions, only(*KNOBS)] = GpuPlanOptions(),
     fmt: Annotated[str, typer.Option("--format", "-f", help="table, json, yaml or markdown.")] = "table",
@@ -52,8 +52,10 @@ def plan(
     if fmt not in ("table", "json", "yaml", "markdown"):
         check_format(fmt)
         raise KvcalcError(f"--format: kvcalc plan prints table, json, yaml or markdown, not {fmt}")
-    if write_deployment is not None and write_deployment.exists() and not force:
-        raise KvcalcError(f"--write-deployment {write_deployment}: the file exists; add --force to overwrite it")
+    if write_deployment is not None:
+        from kvcalc.cli.output import check_target
+
+        check_target(write_deployment, "--write-deployment", force=force)  # before any work
     spec = load_model(model)
     req = PlanRequest.build(spec, seq_len=seq_len, concurrency=concurrency, gpus=gpus, max_gpus=max_gpus,
                             engine=engine, kv_dtypes=kv_dtypes, weight_dtypes=weight_dtypes, max_tpot_ms=max_tpot_ms,
@@ -64,10 +66,10 @@ def plan(
         text = deployment_text(res, res.layouts[0], model, req)
         from kvcalc.cli.output import write_atomic
 
-        write_atomic(write_deployment, text)
+        write_atomic(write_deployment, text, option="--write-deployment", force=force)
     show(res, fmt)
     if write_deployment is not None and res.layouts and fmt == "table":
-        typer.echo(f"wrote {write_deployment} (check it with: kvcalc check {write_deployment})")
+        echo(f"wrote {write_deployment} (check it with: kvcalc check {write_deployment})")
     if not res.layouts:
         raise typer.Exit(1)
 
@@ -91,15 +93,15 @@ def show(res: Any, fmt: str) -> None:
         echo(plan_table(res))
         top = res.layouts[0]
         if top.launch:
-            typer.echo(f"launch #1 ({res.engine}):")
-            typer.echo(top.launch)
+            echo(f"launch #1 ({res.engine}):")
+            echo(top.launch)
     else:
-        typer.echo(plan_title(res))
-        typer.echo(f"nothing fits and meets the targets within {res.max_gpus} GPUs; the nearest misses:")
+        echo(plan_title(res))
+        echo(f"nothing fits and meets the targets within {res.max_gpus} GPUs; the nearest misses:")
         for m in res.misses:
-            typer.echo(f"  {m.line}")
+            echo(f"  {m.line}")
     for n in res.notes:
-        typer.echo(f"note: {n}")
+        echo(f"note: {n}")
 
 
 def deployment_text(res: Any, layout: Any, model_arg: str, req: Any) -> str:
@@ -137,8 +139,11 @@ def deployment_text(res: Any, layout: Any, model_arg: str, req: Any) -> str:
     if row.status != "ok":
         raise KvcalcError(f"--write-deployment: kvcalc check would not pass this layout ({'; '.join(row.problems)}); "
                           "not written")
+    from kvcalc.load.export import comment_line
+
+    launch = f"# launch ({res.engine}): {comment_line(layout.launch, 2000)}" if layout.launch else None
     head = [f"# written by kvcalc {__version__} plan: layout #1 of {res.n_qualifying:,} that qualify",
-            f"# launch ({res.engine}): {layout.launch}" if layout.launch else f"# engine: {res.engine}"]
+            launch or f"# engine: {res.engine}"]
     from kvcalc.calc.memory_plan import Layout
 
     knobs, plain = req.search.knobs, Layout()

@@ -31,7 +31,8 @@ def sweep(
     gpu: GpuPlanOptions = GpuPlanOptions(),
     layout: Annotated[LayoutOptions, only("tp", "pp", "count")] = LayoutOptions(),
     kv: Annotated[KvFormatOptions, only("kv_dtype")] = KvFormatOptions(),
-    plot: Annotated[Optional[str], typer.Option("--plot", help="Write a plot of memory (and, with --gpu, throughput) against context: .png, .svg, .pdf, .eps, .jpg or .tif (no extension: .png). Needs matplotlib: pip install 'kvcalc[plot]'.")] = None,
+    plot: Annotated[Optional[str], typer.Option("--plot", help="Write a plot of memory (and, with --gpu, throughput) against context to this file, named with its type: .png, .svg, .pdf, .eps, .jpg or .tif (an existing file only with --force). Needs matplotlib: pip install 'kvcalc[plot]'.")] = None,
+    force: Annotated[bool, typer.Option("--force", help="Overwrite the --plot file if it exists.")] = False,
     beyond_context: Annotated[bool, typer.Option("--beyond-context", help="Keep contexts past the model's max_position_embeddings (by default they are dropped, with one warning naming them).")] = False,
     fmt: FormatOpt = "table",
 ) -> None:
@@ -45,9 +46,11 @@ def sweep(
 
     check_format(fmt)
     if plot is not None:
-        from kvcalc.report.plot import plot_path, plot_sweep, pyplot
+        from kvcalc.cli.output import check_target, write_atomic
+        from kvcalc.report.plot import plot_path, pyplot, render_sweep
 
-        plot = plot_path(plot)  # a bad name fails before any work
+        plot_path(plot)  # a bad name fails before any work
+        check_target(plot, "--plot", force=force)
     gpu.refuse_without_gpu(ctx, allowed=("weight_dtype",))
     T = parse_counts(seq_len, "--seq-len")
     B = parse_counts(batch, "--batch")
@@ -63,7 +66,8 @@ def sweep(
     warn_beyond_context(spec, T)
     rows = sweep_rows(req, progress=track if fmt == "table" else None)
     if plot is not None:
-        plot_sweep(rows, spec, req.gpu, req.layout, kv_name, plot)
+        image = render_sweep(rows, spec, req.gpu, req.layout, kv_name, plot_path(plot))
+        write_atomic(plot, image, option="--plot", force=force)
     g = req.gpu
     par = (f", {tp * pp * dp} x {g.key} (tp {tp}, pp {pp}, dp {dp})" if g
            else (f", tp {tp}, pp {pp}" if (tp, pp) != (1, 1) else ""))

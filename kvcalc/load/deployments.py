@@ -145,7 +145,7 @@ def load_deployment(path: Path, gpus: dict[str, Any] | None = None):
     from kvcalc.load.files import build, read_mapping
     from kvcalc.load.models import load_model
 
-    data, lines = read_mapping(path)
+    data, lines = read_mapping(path, "deployment")
     if str(data.get("kind", "deployment")).strip().lower() == "deployment":
         data = {k: v for k, v in data.items() if k != "kind"}
     dep = build(Deployment, data, str(path), lines)

@@ -1,6 +1,13 @@
 """Reading configs: YAML and JSON files, bundled names, and turning every parse or validation
 problem into a `ConfigError` that names the file, the line and the field.
 
+Every file a user names is read by `read_config_text` (issue 12): only a regular file (a FIFO,
+a device, a socket or a folder is refused before it is opened for reading), and at most
+`MAX_FILE_BYTES[kind]` bytes (refused from its size before it is read). YAML is composed with
+`MAX_DEPTH` levels at most and aliases adding at most `MAX_ALIAS_NODES` values; JSON is held to
+the same depth. A message echoes a user's value as a short excerpt (`kvcalc.text.excerpt`), and a
+validation error lists `MAX_PROBLEMS` problems, then how many more.
+
 Bundled configs live in the repo's top-level `configs/` and ship in the wheel as the package
 `kvcalc.configs`, so a name like `llama-3.1-70b` resolves after a plain install too.
 """
@@ -9,6 +16,9 @@ from __future__ import annotations
 
 import difflib
 import json
+import os
+import re
+import stat
 from functools import cache
 from pathlib import Path
 from typing import Any, TypeVar
@@ -17,6 +27,7 @@ import yaml
 from pydantic import BaseModel, ValidationError
 
 from kvcalc.errors import ConfigError
+from kvcalc.text import excerpt
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -80,8 +91,112 @@ def bundled(kind: str = "models") -> dict[str, Path]:
     return {p.stem.lower(): p for p in sorted(d.glob("*.yaml"))}
 
 
-class _UniqueKeyLoader(yaml.SafeLoader):
-    """SafeLoader that refuses a key given twice in one mapping (PyYAML keeps the last)."""
+#: the largest file of each kind read (bytes), checked before the file is read: a model config
+#: (kvcalc YAML or a Hugging Face config.json) is kilobytes, 4 MiB leaves room for the largest
+#: published config.json (label maps); a GPU row, a deployment and a price file are a few lines.
+#: A file whose kind is not known before it is read (`kvcalc check` folders) gets the largest.
+MAX_FILE_BYTES: dict[str, int] = {"model": 4 * 2**20, "gpu": 2**20, "deployment": 2**20, "prices": 2**20,
+                                  "config": 4 * 2**20}
+
+#: the deepest nesting of lists and mappings in a config (a real one nests 3 deep)
+MAX_DEPTH = 32
+
+#: the most nodes YAML aliases (`*name`) may add to a document when expanded: an anchor used a
+#: few times is fine, an alias bomb (each level repeating the one before) is refused
+MAX_ALIAS_NODES = 10_000
+
+#: the most problems a validation error lists; the rest are counted in one "and N more" line
+MAX_PROBLEMS = 10
+
+_WHAT = {stat.S_IFIFO: "a FIFO (named pipe)", stat.S_IFCHR: "a character device", stat.S_IFBLK: "a block device",
+         stat.S_IFSOCK: "a socket", stat.S_IFDIR: "a folder"}
+
+
+#: libyaml's event parser when PyYAML was built with it (ten times the pure-Python scanner's
+#: speed on a large file); the composing, where the checks below live, stays in Python
+try:
+    from yaml.cyaml import CParser as _Parser
+except ImportError:  # PyYAML without libyaml
+    _Parser = yaml.parser.Parser
+_Reader: Any = object if _Parser is not yaml.parser.Parser else yaml.reader.Reader
+_Scanner: Any = object if _Parser is not yaml.parser.Parser else yaml.scanner.Scanner
+
+
+class _ConfigLoader(yaml.composer.Composer, yaml.constructor.SafeConstructor, yaml.resolver.Resolver, _Parser,
+                    *(c for c in (_Reader, _Scanner) if c is not object)):
+    """A safe loader (PyYAML's SafeLoader: libyaml's parser when present, Python's composer and
+    safe constructor) that refuses a key given twice in one mapping (PyYAML keeps the last),
+    nesting deeper than `MAX_DEPTH` (as written or as aliases expand it), aliases that add more
+    than `MAX_ALIAS_NODES` nodes, and an alias to the node it is in (a recursive structure)."""
+
+    def __init__(self, stream: str) -> None:
+        if _Parser is yaml.parser.Parser:
+            yaml.reader.Reader.__init__(self, stream)
+            yaml.scanner.Scanner.__init__(self)
+            yaml.parser.Parser.__init__(self)
+        else:
+            _Parser.__init__(self, stream)
+        yaml.composer.Composer.__init__(self)
+        yaml.constructor.SafeConstructor.__init__(self)
+        yaml.resolver.Resolver.__init__(self)
+        self._depth = 0
+        self._alias_nodes = 0
+        self._open_anchors: list[str] = []
+        self._shape: dict[int, tuple[int, int]] = {}  # id(node) -> (expanded nodes, expanded depth)
+
+    def _refuse(self, problem: str, mark: Any) -> None:
+        raise yaml.composer.ComposerError(None, None, problem, mark)
+
+    def _expanded(self, node: yaml.Node) -> tuple[int, int]:
+        """(nodes, depth) of `node` with every alias in it expanded; memoized per node, so a
+        chain of aliases costs one pass. Recursion is bounded: a node's own children are at most
+        `MAX_DEPTH` levels deep as written, and aliased nodes are memoized when first aliased."""
+        key = id(node)
+        got = self._shape.get(key)
+        if got is not None:
+            return got
+        n, d = 1, 0
+        if isinstance(node, yaml.SequenceNode):
+            children = node.value
+        elif isinstance(node, yaml.MappingNode):
+            children = [c for pair in node.value for c in pair]
+        else:
+            children = []
+        for c in children:
+            cn, cd = self._expanded(c)
+            n += cn
+            d = max(d, cd)
+        self._shape[key] = (n, d + 1)
+        return n, d + 1
+
+    def compose_node(self, parent: Any, index: Any) -> Any:
+        if self.check_event(yaml.AliasEvent):
+            event = self.peek_event()
+            if event.anchor in self._open_anchors:
+                self._refuse(f"the alias *{excerpt(event.anchor, 30)} refers to the node it is in", event.start_mark)
+            target = self.anchors.get(event.anchor)
+            if target is not None:
+                nodes, depth = self._expanded(target)
+                self._alias_nodes += nodes
+                if self._alias_nodes > MAX_ALIAS_NODES:
+                    self._refuse(f"aliases expand to more than {MAX_ALIAS_NODES:,} values (an alias bomb?); "
+                                 "write the values out", event.start_mark)
+                if self._depth + depth > MAX_DEPTH:
+                    self._refuse(f"nested deeper than {MAX_DEPTH} levels once aliases are expanded", event.start_mark)
+            return super().compose_node(parent, index)
+        event = self.peek_event()
+        self._depth += 1
+        if self._depth > MAX_DEPTH:
+            self._refuse(f"nested deeper than {MAX_DEPTH} levels", event.start_mark)
+        anchor = getattr(event, "anchor", None)
+        if anchor is not None:
+            self._open_anchors.append(anchor)
+        try:
+            return super().compose_node(parent, index)
+        finally:
+            self._depth -= 1
+            if anchor is not None:
+                self._open_anchors.pop()
 
     def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict:
         seen: dict[Any, int] = {}
@@ -93,7 +208,7 @@ class _UniqueKeyLoader(yaml.SafeLoader):
                 break
             if first is not None:
                 raise yaml.constructor.ConstructorError(
-                    None, None, f"key '{key}' is given twice (first on line {first})", key_node.start_mark)
+                    None, None, f"key '{excerpt(key)}' is given twice (first on line {first})", key_node.start_mark)
             seen[key] = key_node.start_mark.line + 1
         return super().construct_mapping(node, deep=deep)
 
@@ -102,67 +217,162 @@ def _no_duplicate_pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for k, v in pairs:
         if k in out:
-            raise ValueError(f"key '{k}' is given twice")
+            raise ValueError(f"key '{excerpt(k)}' is given twice")
         out[k] = v
     return out
 
 
-def _key_lines(text: str) -> dict[str, int]:
-    """Top-level mapping keys -> 1-based line numbers, from the YAML node tree."""
-    try:
-        node = yaml.compose(text, Loader=yaml.SafeLoader)
-    except yaml.YAMLError:
-        return {}
-    if not isinstance(node, yaml.MappingNode):
-        return {}
-    return {k.value: k.start_mark.line + 1 for k, _ in node.value if isinstance(k, yaml.ScalarNode)}
+_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
-def read_mapping(path: Path) -> tuple[dict[str, Any], dict[str, int]]:
-    """Parse a YAML or JSON file that must hold one mapping; returns (data, key -> line).
+def _check_data(data: Any, path: str, what: str) -> None:
+    """Raise `ConfigError` when parsed `data` nests lists and mappings deeper than `MAX_DEPTH`
+    or holds a string with a lone UTF-16 surrogate (JSON's `"\\ud800"`: no text can print or
+    save it). Iterative, so no depth can overflow the stack; a mapping's keys are checked too."""
+    stack = [(data, 1)]
+    while stack:
+        v, d = stack.pop()
+        if isinstance(v, str):
+            m = _SURROGATE.search(v)
+            if m:
+                raise ConfigError(f"invalid {what}: a string holds \\u{ord(m.group()):04x}, half of a UTF-16 "
+                                  "surrogate pair, which is not text", path=path)
+        elif isinstance(v, (list, dict)):
+            if d > MAX_DEPTH:
+                raise ConfigError(f"invalid {what}: nested deeper than {MAX_DEPTH} levels", path=path)
+            if isinstance(v, dict):
+                stack.extend((k, d) for k in v)
+            stack.extend((c, d + 1) for c in (v.values() if isinstance(v, dict) else v))
 
-    Raises `ConfigError` for a missing, unreadable or unparsable file, or one that is not a mapping.
+
+def read_config_text(path: Path, kind: str = "config") -> str:
+    """The text of a config file, read only when it is a regular file of at most
+    `MAX_FILE_BYTES[kind]` bytes: a FIFO, a device (`/dev/zero`), a socket or a folder is refused
+    before it is opened for reading, a file past the bound before it is read. The file is opened
+    non-blocking and checked again through its descriptor (it may have been swapped since), and at
+    most the bound plus one byte is read (a `/proc` file says 0 bytes and holds more).
+
+    Raises `ConfigError` naming the file: not found, not a regular file, too large, unreadable,
+    not UTF-8 (a UTF-8 byte-order mark is fine).
     """
     p = str(path)
-    if not path.exists():
-        raise ConfigError("file not found", path=p)
-    if path.is_dir():
-        raise ConfigError("is a folder with no config.json in it (give a .yaml or a config.json)", path=p)
+    limit = MAX_FILE_BYTES[kind]
+    what = "model config" if kind == "model" else ("config" if kind == "config" else f"{kind} file")
+    if kind == "prices":
+        what = "price file"
     try:
-        text = path.read_text(encoding="utf-8-sig")  # -sig: a UTF-8 byte-order mark is fine
-    except (OSError, UnicodeDecodeError) as e:
-        raise ConfigError(f"cannot read: {e.__class__.__name__}: {e}", path=p) from None
-    if path.suffix.lower() == ".json":
+        st = os.stat(path)
+    except FileNotFoundError:
+        raise ConfigError("file not found", path=p) from None
+    except OSError as e:
+        raise ConfigError(f"cannot read: {e.strerror or e.__class__.__name__}", path=p) from None
+    if stat.S_ISDIR(st.st_mode):
+        raise ConfigError("is a folder with no config.json in it (give a .yaml or a config.json)", path=p)
+
+    def check(st: os.stat_result) -> None:
+        if not stat.S_ISREG(st.st_mode):
+            raise ConfigError(f"is {_WHAT.get(stat.S_IFMT(st.st_mode), 'not a regular file')}, not a regular file; "
+                              "kvcalc reads configs only from regular files", path=p)
+        if st.st_size > limit:
+            raise ConfigError(f"is {st.st_size:,} B; a {what} is at most {limit:,} B ({limit // 2**20} MiB)", path=p)
+
+    check(st)
+    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0) | getattr(os, "O_BINARY", 0)
+    try:
+        fd = os.open(path, flags)
+    except OSError as e:
+        raise ConfigError(f"cannot read: {e.strerror or e.__class__.__name__}", path=p) from None
+    try:
+        check(os.fstat(fd))
+        chunks, got = [], 0
+        while got <= limit:
+            b = os.read(fd, min(1 << 20, limit + 1 - got))
+            if not b:
+                break
+            chunks.append(b)
+            got += len(b)
+    except OSError as e:
+        raise ConfigError(f"cannot read: {e.strerror or e.__class__.__name__}", path=p) from None
+    finally:
+        os.close(fd)
+    if got > limit:
+        raise ConfigError(f"holds more than {limit:,} B; a {what} is at most {limit // 2**20} MiB", path=p)
+    try:
+        return b"".join(chunks).decode("utf-8-sig")  # -sig: a UTF-8 byte-order mark is fine
+    except UnicodeDecodeError as e:
+        raise ConfigError(f"cannot read: not UTF-8 text (byte {e.start:,} is 0x{e.object[e.start]:02x})",
+                          path=p) from None
+
+
+def parse_mapping(text: str, path: str, *, json_text: bool = False) -> tuple[dict[str, Any], dict[str, int]]:
+    """Parse `text` (JSON when `json_text`, else YAML) that must hold one mapping; returns
+    (data, top-level key -> 1-based line). `path` names the source in errors.
+
+    Raises `ConfigError` for text that does not parse, holds several YAML documents, is empty or
+    not a mapping, gives a key twice, nests deeper than `MAX_DEPTH`, or holds aliases that expand
+    past `MAX_ALIAS_NODES`.
+    """
+    p = path
+    lines: dict[str, int] = {}
+    if json_text:
         try:
             data = json.loads(text, object_pairs_hook=_no_duplicate_pairs)
         except json.JSONDecodeError as e:
             raise ConfigError(f"invalid JSON: {e.msg} (column {e.colno})", path=p, line=e.lineno) from None
         except ValueError as e:
-            raise ConfigError(f"invalid JSON: {e}", path=p) from None
+            raise ConfigError(f"invalid JSON: {excerpt(str(e), 120)}", path=p) from None
         except RecursionError:
-            raise ConfigError("invalid JSON: nested too deeply", path=p) from None
-        lines = {}
+            raise ConfigError(f"invalid JSON: nested deeper than {MAX_DEPTH} levels", path=p) from None
+        _check_data(data, p, "JSON")
         for i, ln in enumerate(text.splitlines(), 1):
             s = ln.strip()
             if s.startswith('"') and '":' in s:
                 lines.setdefault(s[1:s.index('"', 1)], i)
     else:
+        loader = _ConfigLoader(text)
+        docs: list[tuple[Any, Any]] = []
         try:
-            docs = [d for d in yaml.load_all(text, Loader=_UniqueKeyLoader) if d is not None]
+            while loader.check_node():
+                node = loader.get_node()
+                d = loader.construct_document(node)
+                if d is not None:
+                    docs.append((node, d))
         except yaml.YAMLError as e:
             mark = getattr(e, "problem_mark", None)
             problem = getattr(e, "problem", None) or str(e).splitlines()[0]
-            raise ConfigError(f"invalid YAML: {problem}", path=p,
+            if "maximum nesting depth" in problem:  # libyaml's own cap (1,000), past ours
+                problem = f"nested deeper than {MAX_DEPTH} levels"
+            raise ConfigError(f"invalid YAML: {excerpt(problem, 160)}", path=p,
                               line=(mark.line + 1) if mark else None) from None
+        except (ValueError, OverflowError) as e:  # an integer of more than 4,300 digits
+            raise ConfigError(f"invalid YAML: {excerpt(str(e), 120)}", path=p) from None
+        except RecursionError:
+            raise ConfigError(f"invalid YAML: nested deeper than {MAX_DEPTH} levels", path=p) from None
+        finally:
+            loader.dispose()
         if len(docs) > 1:
             raise ConfigError("holds several YAML documents; put one config in each file", path=p)
-        data = docs[0] if docs else None
-        lines = _key_lines(text)
+        node, data = docs[0] if docs else (None, None)
+        _check_data(data, p, "YAML")
+        if isinstance(node, yaml.MappingNode):
+            lines = {k.value: k.start_mark.line + 1 for k, _ in node.value if isinstance(k, yaml.ScalarNode)}
     if data is None:
         raise ConfigError("is empty; it must hold a mapping of fields (name: ..., n_layers: ...)", path=p)
     if not isinstance(data, dict):
         raise ConfigError(f"must hold a mapping of fields, not a {type(data).__name__}", path=p)
     return data, lines
+
+
+def read_mapping(path: Path, kind: str = "config") -> tuple[dict[str, Any], dict[str, int]]:
+    """Parse a YAML or JSON file that must hold one mapping; returns (data, key -> line).
+    `kind` (a key of `MAX_FILE_BYTES`: model, gpu, deployment, prices, config) sets the largest
+    file read (`read_config_text`).
+
+    Raises `ConfigError` for a missing, unreadable, non-regular, too large or unparsable file,
+    or one that is not a mapping (`parse_mapping`).
+    """
+    text = read_config_text(path, kind)
+    return parse_mapping(text, str(path), json_text=path.suffix.lower() == ".json")
 
 
 def _nested_fields(model_cls: type[BaseModel], loc: tuple) -> list[str]:
@@ -186,27 +396,39 @@ def _nested_fields(model_cls: type[BaseModel], loc: tuple) -> list[str]:
 def validation_error(err: ValidationError, model_cls: type[BaseModel], path: str | None,
                      lines: dict[str, int] | None = None) -> ConfigError:
     """One `ConfigError` line per pydantic error, each naming file, line and field, with a
-    "did you mean" hint for an unknown field."""
+    "did you mean" hint for an unknown field (the known fields are listed once, on the first
+    unknown field without a hint). At most `MAX_PROBLEMS` lines, then "and N more problems";
+    a value the user gave is echoed as a short excerpt (`kvcalc.text.excerpt`), never whole."""
     lines = lines or {}
     out = []
-    for e in err.errors():
-        loc = ".".join(str(x) for x in e["loc"])
+    errors = err.errors(include_url=False, include_context=False)
+    listed_known = False
+    for e in errors[:MAX_PROBLEMS]:
+        loc = ".".join(excerpt(x, 40) if isinstance(x, str) else str(x) for x in e["loc"])
         top = str(e["loc"][0]) if e["loc"] else None
         msg = e["msg"].removeprefix("Value error, ")
         if e["type"] == "extra_forbidden":
             msg = "unknown field"
             name, known = str(e["loc"][-1]) if e["loc"] else "", _nested_fields(model_cls, e["loc"][:-1])
-            hint = field_hint(name, known, top_level=len(e["loc"]) == 1)
-            msg += f"; did you mean '{hint}'?" if hint else f"; known fields: {', '.join(known)}"
+            hint = field_hint(name[:200], known, top_level=len(e["loc"]) == 1)
+            if hint:
+                msg += f"; did you mean '{hint}'?"
+            elif not listed_known:
+                msg += f"; known fields: {', '.join(known)}"
+                listed_known = True
         elif e["type"] == "missing":
             msg = "required field is missing"
         elif "input" in e and e["type"] not in ("value_error",):
-            msg += f" (got {e['input']!r})"
+            msg += f" (got {excerpt(e['input'], quote=True)})"
+        msg = excerpt(msg, 2000) if len(msg) > 2000 else msg  # a safety net: a validator's own wording
         field = loc or None
         if field is None:  # a model-level check: name the fields it mentions
             named = [f for f in model_cls.model_fields if f in msg]
             field = named[0] if named else None
         out.append(str(ConfigError(msg, path=path, field=field, line=lines.get(top or field or ""))))
+    if len(errors) > MAX_PROBLEMS:
+        more = len(errors) - MAX_PROBLEMS
+        out.append(str(ConfigError(f"and {more:,} more problem{'s' if more > 1 else ''}", path=path)))
     ce = ConfigError("\n".join(out))
     ce.path = path
     return ce

@@ -19,7 +19,7 @@ def gpu_table() -> dict[str, GpuSpec]:
     from kvcalc.load.files import build, read_mapping
 
     path = Path(__file__).parent.parent / "data" / "gpus.yaml"
-    data, _ = read_mapping(path)
+    data, _ = read_mapping(path, "gpu")
     rows = data.get("gpus")
     if not isinstance(rows, dict):
         raise ConfigError("expected a mapping 'gpus:'", path=str(path))
@@ -53,7 +53,7 @@ def load_gpu_file(path: Path) -> GpuSpec:
     """The GPU row in a YAML (or JSON) file (`gpu_from_mapping`). Raises `ConfigError`."""
     from kvcalc.load.files import read_mapping
 
-    data, lines = read_mapping(path)
+    data, lines = read_mapping(path, "gpu")
     return gpu_from_mapping(data, path, lines)
 
 

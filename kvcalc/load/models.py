@@ -39,7 +39,7 @@ def load_model(ref: str | Path) -> ModelSpec:
 def load_model_file(path: Path) -> ModelSpec:
     """A `ModelSpec` from one file: our YAML/JSON schema, or a Hugging Face config.json
     (recognised by its `model_type` or `num_hidden_layers` / `n_layer` fields)."""
-    data, lines = read_mapping(path)
+    data, lines = read_mapping(path, "model")
     if is_hf_config(data):
         from kvcalc.load.hf import model_from_hf_config  # imported only for config.json input
 

@@ -57,5 +57,5 @@ def load_prices(path: str | Path, known: Iterable[str]) -> dict[str, float]:
     from kvcalc.load.files import read_mapping
 
     p = Path(path).expanduser()
-    data, lines = read_mapping(p)
+    data, lines = read_mapping(p, "prices")
     return check_prices(data, known, path=str(p), lines=lines)

@@ -100,6 +100,7 @@ def machine(obj: BaseModel | Sequence[BaseModel] | dict, fmt: str) -> str:
     keys: list[str] = []
     for r in flat:
         keys += [k for k in r if k not in keys]
+    flat = [{k: _safe_scalar(v) for k, v in r.items()} for r in flat]
     if fmt == "csv":
         buf = io.StringIO()
         w = csv.DictWriter(buf, fieldnames=keys, lineterminator="\n")
@@ -113,10 +114,23 @@ def machine(obj: BaseModel | Sequence[BaseModel] | dict, fmt: str) -> str:
     raise ValueError(f"unknown format {fmt}")
 
 
+def _safe_scalar(v: Any) -> Any:
+    """A csv / markdown value with its terminal control characters written visibly (`\\x1b`;
+    newline and tab kept: the csv module quotes them), as the json output escapes them."""
+    if isinstance(v, str):
+        from kvcalc.text import escape_controls
+
+        return escape_controls(v)
+    return v
+
+
 def markdown_table(header: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
-    """A GitHub-flavoured markdown table."""
+    """A GitHub-flavoured markdown table; a cell's `|` is escaped, and every control character
+    (a newline too: it would end the row) written visibly (`\\x0a`)."""
+    from kvcalc.text import escape_controls
+
     def cell(x: Any) -> str:
-        return "" if x is None else str(x).replace("|", "\\|")
+        return "" if x is None else escape_controls(str(x), keep="").replace("|", "\\|")
     lines = ["| " + " | ".join(cell(h) for h in header) + " |",
              "| " + " | ".join("---" for _ in header) + " |"]
     lines += ["| " + " | ".join(cell(c) for c in r) + " |" for r in rows]

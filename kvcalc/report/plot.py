@@ -13,9 +13,10 @@ PLOT_EXTENSIONS = ("png", "svg", "pdf", "eps", "ps", "jpg", "jpeg", "tif", "tiff
 
 
 def plot_path(path: str) -> str:
-    """The file `--plot` will write: `path` itself when its extension is one of
-    `PLOT_EXTENSIONS`, `path` + `.png` when it has none (matplotlib would add .png anyway, and
-    we print the real name). Raises `KvcalcError` for any other extension."""
+    """The file type `--plot PATH` writes: PATH's extension, lower case, one of
+    `PLOT_EXTENSIONS`. kvcalc writes only the name the user typed, so a name without an
+    extension is refused (matplotlib would have written `photo.png` for `photo`), as is any
+    other extension and a folder name. Raises `KvcalcError` (field `plot`)."""
     from pathlib import Path
 
     p = Path(path)
@@ -24,11 +25,12 @@ def plot_path(path: str) -> str:
         raise KvcalcError(f"'{path}' is a folder; give a file name such as sweep.png", field="plot", value=path,
                           form=OPTION)
     if not ext:
-        return path + ".png"
+        raise KvcalcError(f"give the file type in the name ({p.name}.png, or .svg, .pdf, ...): kvcalc writes only "
+                          "the name you give", field="plot", value=path)
     if ext not in PLOT_EXTENSIONS:
         raise KvcalcError(f"cannot write a .{ext} file; use one of {', '.join('.' + e for e in PLOT_EXTENSIONS)}",
                           field="plot", value=path, form=OPTION)
-    return path
+    return ext
 
 
 
@@ -137,7 +139,7 @@ def _reference_marks(axes: list[Any], rows: list[dict[str, Any]], seqs: list[int
     extra: list[Any] = []
     if gpu is not None:
         extra.append(ax_mem.axhline(gpu.memory_bytes / 2**30, color="black", lw=1.2,
-                                    label=f"{gpu.key} memory {gpu.memory_bytes / 2**30:,.1f} GiB"))
+                                    label=_label(f"{gpu.key} memory {gpu.memory_bytes / 2**30:,.1f} GiB")))
         extra.append(ax_mem.axhline(rows[0]["budget_bytes_per_gpu"] / 2**30, color="black", ls="--", lw=1,
                                     label=f"budget ({layout.gpu_memory_utilization:g} x memory)"))
         if any(not r["fits"] for r in rows):
@@ -172,6 +174,14 @@ def _value_axes(axes: list[Any], rows: list[dict[str, Any]], gpu: Any | None, la
         ax_tok.set_title(f"Roofline decode (bw eff {layout.bw_efficiency:g})")
 
 
+def _label(text: str, limit: int = 80) -> str:
+    """Text from a user's file (a model name, a GPU key) as a plot shows it: control characters
+    escaped, cut to `limit` characters, and `$` escaped (matplotlib would read mathtext)."""
+    from kvcalc.text import cut, escape_controls
+
+    return cut(escape_controls(text[:limit * 8], keep=""), limit).replace("$", r"\$")
+
+
 def _title(spec: Any, gpu: Any | None, layout: Any, kv: str) -> str:
     """`model on N x gpu (tp, pp, dp): weights W, KV cache K` (the layout only when not 1 x 1)."""
     from kvcalc.calc.weights import weight_format_label
@@ -186,13 +196,17 @@ def _title(spec: Any, gpu: Any | None, layout: Any, kv: str) -> str:
     return f"{spec.name}{where}: weights {weights}, KV cache {kv}"
 
 
-def plot_sweep(rows: list[dict[str, Any]], spec: Any, gpu: Any | None, layout: Any, kv: str, path: str) -> None:
+def render_sweep(rows: list[dict[str, Any]], spec: Any, gpu: Any | None, layout: Any, kv: str, fmt: str) -> bytes:
     """Memory per GPU (GiB) and total tokens/s against context, one line per batch (distinct
     colour and style, markers in the legend as on the lines), with the GPU's memory and the
     engine's budget as horizontal lines; points that do not fit are hollow; contexts beyond the
     model's max_position_embeddings are shaded and named in the legend. The batch legend sits
-    below the panels, so it never covers data. Raises `KvcalcError` (field `plot`) when the
-    file cannot be written."""
+    below the panels, so it never covers data. Returns the image as bytes in `fmt` (a
+    `PLOT_EXTENSIONS` entry): the caller writes the file (atomically: `cli.output.write_atomic`).
+    Raises `KvcalcError` (field `plot`) when matplotlib cannot draw that type (jpg, tif without
+    Pillow)."""
+    import io
+
     plt = pyplot()
     batches = sorted({r["batch"] for r in rows})
     seqs = sorted({r["seq_len"] for r in rows})
@@ -206,11 +220,13 @@ def plot_sweep(rows: list[dict[str, Any]], spec: Any, gpu: Any | None, layout: A
     # one legend below the panels (batches, then the reference lines and marks): it never covers data
     fig.legend(handles=handles + extra, loc="outside lower center", ncol=min(len(handles) + len(extra), 6),
                fontsize="small", frameon=False)
-    fig.suptitle(_title(spec, gpu, layout, kv))
+    fig.suptitle(_label(_title(spec, gpu, layout, kv), 160))
+    buf = io.BytesIO()
     try:
-        fig.savefig(path, dpi=150)
-    except (OSError, ValueError) as e:
-        raise KvcalcError(f"cannot write {path}: {getattr(e, 'strerror', None) or e}", field="plot", value=path,
+        fig.savefig(buf, format=fmt, dpi=150)
+    except (OSError, ValueError, ImportError) as e:
+        raise KvcalcError(f"cannot draw a .{fmt} file: {getattr(e, 'strerror', None) or e}", field="plot",
                           form=OPTION) from None
     finally:
         plt.close(fig)
+    return buf.getvalue()

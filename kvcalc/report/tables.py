@@ -11,6 +11,10 @@ Every table is laid out for a width (`console_width()` unless the caller passes 
   order: narrower text columns (wrapped between words), abbreviated headers with a legend,
   `legend` columns moved below the table as "KEY: value" lines, the columns split over several
   tables (each repeating the key columns), and last one key/value block per row.
+
+Text from a user's file is shown safe (issue 12): every cell, title and caption passes through
+`safe_text` on its way into `grid`, `pairs_table` and `WideOrRecords` (terminal control
+characters written visibly, `\\x1b`; text past `TEXT_CELL_CHARS` cut with an ellipsis).
 """
 
 from __future__ import annotations
@@ -28,6 +32,39 @@ Cell = Union[str, Any, tuple]
 
 #: a word of a text column longer than this may fold (a URL, a long path): it is no figure
 TEXT_WORD_CAP = 24
+
+#: the most characters a cell, a title or a caption shows; a longer one (a 5 MB `source` from a
+#: user's file) is cut with an ellipsis before any layout work. It is text, never a figure: the
+#: longest cell kvcalc builds itself, a formula with one term per layer kind, stays far below
+#: (204 characters over every bundled model; tests/bad_input/test_output_bounds.py pins the margin).
+TEXT_CELL_CHARS = 1000
+
+
+def safe_text(text: str | None, limit: int = TEXT_CELL_CHARS) -> str | None:
+    """`text` as a table shows it: terminal control characters written visibly (`\\x1b`; newline
+    and tab kept), then cut to `limit` characters with an ellipsis (`kvcalc.text`)."""
+    if text is None:
+        return None
+    from kvcalc.text import cut, escape_controls
+
+    return cut(escape_controls(text[:limit * 8]), limit)
+
+
+def safe_cell(cell: Cell, limit: int = TEXT_CELL_CHARS) -> Cell:
+    """A cell with `safe_text` applied to its text: a str, each part of a tuple, or a rich Text
+    (rebuilt in its base style only when it needs a change)."""
+    if isinstance(cell, tuple):
+        return tuple(safe_cell(c, limit) for c in cell)
+    if isinstance(cell, str):
+        return safe_text(cell, limit)
+    plain = getattr(cell, "plain", None)
+    if isinstance(plain, str):
+        safe = safe_text(plain, limit)
+        if safe != plain:
+            from rich.text import Text
+
+            return Text(safe, style=cell.style)
+    return cell
 
 
 def console_width() -> int:
@@ -192,6 +229,8 @@ def grid(cols: Sequence[Col], rows: Sequence[Sequence[Cell]], *, width: int | No
     from rich.text import Text
 
     width = width or console_width()
+    rows = [[safe_cell(c) for c in r] for r in rows]
+    title, caption = safe_text(title), safe_text(caption)
     full = [c.header for c in cols]
     t = _fit(cols, full, rows, width, title, caption, **table_kw)
     if t is not None:
@@ -264,6 +303,8 @@ def pairs_table(title: str | None, rows: Sequence[tuple[str, Cell, str | None]],
     from rich.table import Table
 
     width = width or console_width()
+    rows = [(safe_text(lab), safe_cell(v), style) for lab, v, style in rows]
+    title = safe_text(title)
     labels = [lab for lab, _, _ in rows]
     values = [_plain(v) for _, v, _ in rows]
     lab_want = max((_len(x) for x in labels), default=1)
@@ -455,7 +496,7 @@ def check_table(rows: list[Any], *, width: int | None = None):
                       (f"{r.memory_bytes_per_gpu / 2**30:,.1f} /", f"{r.budget_bytes_per_gpu / 2**30:,.1f}"),
                       f"{r.max_concurrency:,}", (f"{r.tpot_ms:,.1f}", *tgt_tpot), (f"{r.tokens_per_s:,.0f}", *tgt_tok),
                       Text(r.status, style=style[r.status])])
-        notes += [Text(f"{r.name}: {p}  ({r.file})", style=style[r.status]) for p in r.problems]
+        notes += [Text(safe_text(f"{r.name}: {p}  ({r.file})"), style=style[r.status]) for p in r.problems]
     t = grid(cols, cells, width=width, title="kvcalc check: memory per GPU vs gpu_memory_utilization x memory; "
              "decode with every sequence at max_seq_len")
     return Group(t, *notes) if notes else t
@@ -474,7 +515,7 @@ def check_markdown(rows: list[Any], errors: list[str]) -> str:
           f"{r.max_seq_len:,} x {r.concurrency}", f"{r.memory_bytes_per_gpu / 2**30:,.2f}",
           f"{r.budget_bytes_per_gpu / 2**30:,.2f}", f"{r.tpot_ms:,.2f}", f"{r.tokens_per_s:,.0f}",
           icon[r.status], "; ".join(r.problems)] for r in rows])]
-    lines += [f"\n**invalid:** `{e}`" for e in errors]
+    lines += [f"\n**invalid:** `{safe_text(e)}`" for e in errors]
     return "\n".join(lines)
 
 def measure_table(r: Any, *, width: int | None = None) -> Any:
@@ -651,8 +692,9 @@ class WideOrRecords:
 
     def __init__(self, title: str, headers: Sequence[str], rows: Sequence[Sequence[str]],
                  right: Sequence[str] = (), caption: str | None = None) -> None:
-        self.title, self.headers, self.rows = title, list(headers), [list(r) for r in rows]
-        self.right, self.caption = set(right), caption
+        self.title, self.headers = safe_text(title), list(headers)
+        self.rows = [[safe_text(c) for c in r] for r in rows]
+        self.right, self.caption = set(right), safe_text(caption)
 
     def wide(self) -> Any:
         """The one-table shape."""

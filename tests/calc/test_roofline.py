@@ -192,12 +192,16 @@ def test_sweep_plot_bad_extension_is_one_line(tmp_path, name: str) -> None:
     assert not (tmp_path / name).exists()
 
 
-def test_sweep_plot_without_extension_writes_png(tmp_path) -> None:
-    pytest.importorskip("matplotlib")
+def test_sweep_plot_without_extension_is_refused(tmp_path) -> None:
+    # issue 12 item 1: `--plot x` once wrote x.png, a name the user never typed (and could replace
+    # a picture of that name); now the type must be in the name, and nothing is written
+    (tmp_path / "x.png").write_bytes(b"a picture")
     r = runner.invoke(app, ["sweep", "llama-3.1-8b", "-s", "1k,8k", "-b", "1", "--plot", str(tmp_path / "x")])
-    assert r.exit_code == 0, r.output
-    assert (tmp_path / "x.png").read_bytes()[:4] == b"\x89PNG"
-    assert f"plot written to {tmp_path / 'x.png'}" in r.output.replace("\n", "")
+    assert r.exit_code == 2, r.output
+    assert r.stderr.splitlines() == [f"error: --plot {tmp_path / 'x'}: give the file type in the name (x.png, or "
+                                     ".svg, .pdf, ...): kvcalc writes only the name you give"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["x.png"]
+    assert (tmp_path / "x.png").read_bytes() == b"a picture"
 
 
 def test_estimate_count_without_gpu_sets_tp() -> None:

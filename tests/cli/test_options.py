@@ -43,7 +43,7 @@ def test_help_lists_every_option_in_its_place():
     assert long_flags("sweep") == [
         "--seq-len", "--batch", "--gpu", "--count", "--tp", "--pp", "--kv-dtype", "--weight-dtype",
         "--gpu-memory-utilization", "--bw-efficiency", "--flops-efficiency", "--cuda-context",
-        "--activation-reserve", "--plot", "--beyond-context", "--format", "--help"]
+        "--activation-reserve", "--plot", "--force", "--beyond-context", "--format", "--help"]
     assert long_flags("capacity") == [
         "--kv-memory", "--engine", "--max-model-len", "--concurrency", "--tp", "--kv-dtype", "--k-dtype", "--v-dtype",
         "--block-size", "--page-size", "--disable-hybrid-kv-cache-manager", "--max-num-batched-tokens", "--vllm-v0",

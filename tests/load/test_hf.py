@@ -394,7 +394,8 @@ def test_cli_import_failed_write_leaves_no_file(tmp_path, monkeypatch):
         raise OSError(28, "No space left on device")
 
     monkeypatch.setattr(os, "replace", boom)
-    r = runner.invoke(app, ["import", str(HF / "gpt2.json"), "-o", str(out)])
+    # --force: without it the existing file is refused before any write (tests/bad_input/test_writers.py)
+    r = runner.invoke(app, ["import", str(HF / "gpt2.json"), "-o", str(out), "--force"])
     assert r.exit_code == 2 and "No space left on device" in r.stderr
     assert out.read_text() == "old\n"
     assert [p.name for p in tmp_path.iterdir()] == ["m.yaml"]
