@@ -85,7 +85,7 @@ BOUNDS: dict[str, Bound] = {
     # the rest
     "steps": Bound(1, MAX_STEPS, "steps"), "top": Bound(1, 1_000_000, "rows"),
     "why_not": Bound(0, 1_000_000, "rows", low_words="must not be negative"),
-    "quant_group_size": Bound(1, 2**20, "values", "beyond any quantization group (at most 2^20 values)"),
+    "quant_group_size": Bound(1, 2**20, "values", "beyond any quantization group"),
 }
 
 
