@@ -138,6 +138,23 @@ def warn_beyond_context(spec: Any, seq_lens: list[int]) -> list[int]:
     return beyond
 
 
+def refuse_without_kv_layers(model: Any, what: str) -> None:
+    """Raise `KvcalcError` (field `model`) when no layer of `model` caches K and V (every layer
+    mamba / linear attention): `what` (a capacity in tokens, a comparison of KV heads) has no
+    meaning for it. The message gives its fixed state per sequence instead
+    (`kv_cache.state_bytes_per_seq`, in the model's dtype), or says the config does not size it."""
+    if any(layer.caches_kv for layer in model.layers):
+        return
+    from kvcalc.calc.kv_cache import state_bytes_per_seq
+
+    state = state_bytes_per_seq(model)
+    shown = (f"its fixed state is {state:,} B per sequence, whatever the context" if state
+             else "its fixed state per sequence is not sized by the config")
+    raise KvcalcError(f"{model.name} has no per-token KV cache (every layer is mamba / linear attention), so {what} "
+                      f"does not apply; {shown} (kvcalc estimate shows it)", field="model", value=model.name,
+                      form=MESSAGE)
+
+
 # ----- estimate ---------------------------------------------------------------------------
 
 
@@ -334,6 +351,7 @@ def run_capacity(req: CapacityRequest) -> Any:
     """The engine's `EngineResult` for the request (`EngineProfile.capacity`)."""
     from kvcalc.engines.profile import get_profile
 
+    refuse_without_kv_layers(req.model, "a capacity in tokens")
     return get_profile(req.engine).capacity(req.model, req.kv_memory_bytes, req.k, req.v, tp=req.tp,
                                             max_model_len=req.max_model_len, concurrency=req.concurrency,
                                             options=req.options, kv_cache_dtype=req.label)
