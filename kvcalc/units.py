@@ -38,8 +38,12 @@ MAX_DEVICE_BYTES = 2**50
 LLAMACPP_MAX_N_CTX = 2**31 - 1
 #: llama.cpp's other 32-bit counts (n_ubatch, n_gpu_layers: `int32_t` in common_params)
 LLAMACPP_MAX_INT32 = 2**31 - 1
-#: the most timed decode steps `measure` takes (a run of hours at a millisecond a step)
-MAX_STEPS = 1_000_000
+#: the most timed decode steps `measure` takes (ten seconds at a millisecond a step; a GPU run
+#: needs 30)
+MAX_STEPS = 10_000
+#: the most GPUs `plan` searches up to (--max-gpus): the search grows with the count (every
+#: bundled GPU up to 1,024 takes about 15 s on one core; 4,096 about a minute)
+MAX_PLAN_GPUS = 1024
 
 
 @dataclass(frozen=True)
@@ -77,7 +81,7 @@ BOUNDS: dict[str, Bound] = {
     "batch": _SEQS, "concurrency": _SEQS, "parallel": _SEQS,
     # devices
     "tp": _GPUS, "pp": _GPUS, "dp": _GPUS, "count": _GPUS, "n_gpus": _GPUS, "gpus": _GPUS, "n_devices": _GPUS,
-    "max_gpus": _GPUS, "gpus_per_node": _GPUS,
+    "max_gpus": Bound(1, MAX_PLAN_GPUS, "GPUs", "beyond what plan searches"), "gpus_per_node": _GPUS,
     # sizes per device
     "kv_memory_bytes": _DEVICE_BYTES, "kv_memory": _DEVICE_BYTES, "cuda_context_bytes": _DEVICE_BYTES,
     "cuda_context": _DEVICE_BYTES, "activation_reserve_bytes": _DEVICE_BYTES, "activation_reserve": _DEVICE_BYTES,
