@@ -108,20 +108,21 @@ def _third_party_warnings_as_one_line(fn: Callable[..., Any]) -> Callable[..., A
 
         from kvcalc.errors import KvcalcWarning
 
-        with warnings.catch_warnings(record=True) as caught:
-            warnings.simplefilter("always")
-            try:
+        caught: list[warnings.WarningMessage] = []
+        try:
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always")
                 return fn(*args, **kwargs)
-            finally:
-                ours = [w for w in caught if issubclass(w.category, KvcalcWarning)]
-                theirs = list(dict.fromkeys(" ".join(str(w.message).split())[:200]
-                                            for w in caught if not issubclass(w.category, KvcalcWarning)))
-                for w in ours:
-                    warnings.warn(w.message, w.category, stacklevel=2)
-                if theirs:
-                    more = f" (and {len(theirs) - 1} more)" if len(theirs) > 1 else ""
-                    warnings.warn(f"the plot may be hard to read: the plotting library said: {theirs[0]}{more}",
-                                  KvcalcWarning, stacklevel=2)
+        finally:  # outside the recording block, so the caller's handler sees these
+            ours = [w for w in caught if issubclass(w.category, KvcalcWarning)]
+            theirs = list(dict.fromkeys(" ".join(str(w.message).split())[:200]
+                                        for w in caught if not issubclass(w.category, KvcalcWarning)))
+            for w in ours:
+                warnings.warn(w.message, w.category, stacklevel=2)
+            if theirs:
+                more = f" (and {len(theirs) - 1} more)" if len(theirs) > 1 else ""
+                warnings.warn(f"the plot may be hard to read: the plotting library said: {theirs[0]}{more}",
+                              KvcalcWarning, stacklevel=2)
 
     return wrapper
 
