@@ -144,15 +144,41 @@ def storage_format(name: str | StorageFormat, quant_group_size: int | None = Non
         return name
     parts = name.split(":")
     base = canonical_name(parts[0], field=field, kinds=kinds)
+    named_group: int | None = None
+    named_scale: str | None = None
     for extra in parts[1:]:
         e = extra.strip().lower()
         if e.startswith("g") and e[1:].lstrip("-").isdigit():
-            quant_group_size = int(e[1:])
+            if named_group is not None:  # `int4:g64:g128`: which one was meant?
+                raise KvcalcError(f"'{name}' names two group sizes (g{named_group} and {e}); give one",
+                                  field=field, value=name, form=MESSAGE)
+            named_group = int(e[1:])
         elif e.startswith("g") and e not in ALIASES and e not in STORAGE_FORMATS:
             raise KvcalcError(f"'{name}': group option '{extra}' is not a group size; write e.g. {parts[0]}:g64",
                               field=field, value=name, form=MESSAGE)
         elif e:
-            scale_dtype = e
+            if named_scale is not None:  # `int8:fp16:fp32`
+                raise KvcalcError(f"'{name}' names two scale dtypes ({named_scale} and {e}); give one",
+                                  field=field, value=name, form=MESSAGE)
+            named_scale = e
+    # a name's options and the separate ones (--quant-group-size, --scale-dtype) must agree
+    if named_group is not None:
+        if quant_group_size is not None and quant_group_size != named_group:
+            raise KvcalcError(f"'{name}' says group size {named_group} but --quant-group-size says "
+                              f"{quant_group_size}; give one", field=field, value=name, form=MESSAGE)
+        quant_group_size = named_group
+    if named_scale is not None:
+        if scale_dtype is not None and _scale_key(scale_dtype) != _scale_key(named_scale):
+            raise KvcalcError(f"'{name}' says scale dtype {named_scale} but --scale-dtype says {scale_dtype}; "
+                              "give one", field=field, value=name, form=MESSAGE)
+        scale_dtype = named_scale
+    if quant_group_size is not None:
+        from kvcalc.units import BOUNDS
+
+        b = BOUNDS["quant_group_size"]
+        if quant_group_size > b.high:
+            raise KvcalcError(f"'{name}': group size {quant_group_size:,} is {b.why} (at most {b.high:,} {b.unit})",
+                              field=field, value=name, form=MESSAGE)
     fmt = STORAGE_FORMATS[base]
     if quant_group_size is None and scale_dtype is None:
         return fmt
@@ -172,6 +198,12 @@ def storage_format(name: str | StorageFormat, quant_group_size: int | None = Non
     return StorageFormat(name=label, block_values=g, block_bytes=value_bytes + s, bits=fmt.bits,
                     torch_dtype=fmt.torch_dtype, quant_group_size=g, scale_bytes=s,
                     description=f"{base}, one {s_name} scale per group of {g}: {value_bytes + s} B / {g} values")
+
+
+def _scale_key(name: str) -> str:
+    """A scale dtype name compared loosely (`float16` and `fp16` agree); unknown names as typed."""
+    key = name.strip().lower().replace("-", "_")
+    return ALIASES.get(key, key)
 
 
 def kv_format(name: str | StorageFormat, quant_group_size: int | None = None,

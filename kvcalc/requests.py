@@ -20,10 +20,30 @@ from kvcalc.errors import MESSAGE, KvcalcError
 
 
 def check_positive(**values: int | None) -> None:
-    """Raise KvcalcError naming the first option that is not a positive integer (None is skipped)."""
+    """Raise KvcalcError naming the first option that is not a positive integer, or that lies
+    past its bound in `units.BOUNDS` (`units.check_bound`: the one set of bounds every entry point
+    shares); None is skipped. The option is `--name` (`max_num_batched_tokens` ->
+    `--max-num-batched-tokens`)."""
+    from kvcalc.units import bound_of, check_bound
+
     for name, v in values.items():
-        if v is not None and v <= 0:
-            raise KvcalcError(f"--{name.replace('_', '-')} must be a positive integer, got {v}")
+        if v is None:
+            continue
+        flag = "--" + name.replace("_", "-")
+        if bound_of(name) is not None:
+            check_bound(name, v, option=flag)
+        elif v <= 0:
+            raise KvcalcError(f"{flag} must be a positive integer, got {v}")
+
+
+def check_gpu_total(tp: int, pp: int, dp: int) -> None:
+    """Raise KvcalcError when tp x pp x dp GPUs pass `units.MAX_GPUS` (each is bounded alone by
+    `check_positive`; their product is the GPU count a layout needs)."""
+    from kvcalc.units import MAX_GPUS
+
+    if tp * pp * dp > MAX_GPUS:
+        raise KvcalcError(f"--tp {tp} x --pp {pp} x --dp {dp} = {tp * pp * dp:,} GPUs is beyond what kvcalc sizes "
+                          f"(at most {MAX_GPUS:,} GPUs)", option="--dp", value=dp, form=MESSAGE)
 
 
 def resolve_seq_len(model: Any, seq_len: str | int | None) -> int:
@@ -92,12 +112,11 @@ def check_limits(batches: list[int], seq_lens: list[int]) -> None:
     """Raise `KvcalcError` for a batch or context past the bounds a deployment file accepts
     (`units.MAX_CONCURRENCY` sequences, `units.MAX_SEQ_LEN` tokens): beyond them the sums
     lose meaning and the printed figures turn to garbage."""
-    from kvcalc.units import MAX_CONCURRENCY, MAX_SEQ_LEN
+    from kvcalc.units import check_bound
 
-    for what, values, cap in (("--batch", batches, MAX_CONCURRENCY), ("--seq-len", seq_lens, MAX_SEQ_LEN)):
-        big = [v for v in values if v > cap]
-        if big:
-            raise KvcalcError(f"{what} {big[0]:,} is beyond what kvcalc sizes (at most {cap:,})")
+    for what, values in (("--batch", batches), ("--seq-len", seq_lens)):
+        for v in values:
+            check_bound(what, v)
 
 
 def warn_beyond_context(spec: Any, seq_lens: list[int]) -> list[int]:
@@ -117,6 +136,23 @@ def warn_beyond_context(spec: Any, seq_lens: list[int]) -> list[int]:
                       f"({cap:,}); the model was not trained for it and engines refuse it",
                       KvcalcWarning, stacklevel=3)
     return beyond
+
+
+def refuse_without_kv_layers(model: Any, what: str) -> None:
+    """Raise `KvcalcError` (field `model`) when no layer of `model` caches K and V (every layer
+    mamba / linear attention): `what` (a capacity in tokens, a comparison of KV heads) has no
+    meaning for it. The message gives its fixed state per sequence instead
+    (`kv_cache.state_bytes_per_seq`, in the model's dtype), or says the config does not size it."""
+    if any(layer.caches_kv for layer in model.layers):
+        return
+    from kvcalc.calc.kv_cache import state_bytes_per_seq
+
+    state = state_bytes_per_seq(model)
+    shown = (f"its fixed state is {state:,} B per sequence, whatever the context" if state
+             else "its fixed state per sequence is not sized by the config")
+    raise KvcalcError(f"{model.name} has no per-token KV cache (every layer is mamba / linear attention), so {what} "
+                      f"does not apply; {shown} (kvcalc estimate shows it)", field="model", value=model.name,
+                      form=MESSAGE)
 
 
 # ----- estimate ---------------------------------------------------------------------------
@@ -151,6 +187,7 @@ class EstimateRequest:
         from kvcalc.schema import Parallelism, Workload
 
         check_positive(batch=batch, tp=tp, pp=pp, dp=dp)
+        check_gpu_total(tp, pp, dp)
         T = resolve_seq_len(model, seq_len)
         k, v = kv_format_names(model, kv_dtype, k_dtype, v_dtype, quant_group_size, scale_dtype)
         check_limits([batch], [T])
@@ -241,6 +278,7 @@ def engine_for_batch(req: EstimateRequest, plan: Any = None) -> Any:
 
     prof = get_profile(req.engine)
     opts = prof.options(req.engine_options)
+    check_option_bounds(opts)
     prof.check_options(opts)
     T, B, tp = req.workload.seq_len, req.workload.batch, req.workload.parallel.tp
     if req.kv_given:
@@ -297,8 +335,12 @@ class CapacityRequest:
         the engine's default dtype (`EngineProfile.kv_formats`). Raises `KvcalcError` for an
         unknown engine or format, or options of another engine."""
         from kvcalc.engines.profile import get_profile
+        from kvcalc.units import check_bound
 
+        check_positive(tp=tp, max_model_len=max_model_len, concurrency=concurrency)
+        check_bound("kv_memory_bytes", kv_memory_bytes)
         prof = get_profile(engine)
+        check_option_bounds(prof.options(options))
         choice = prof.kv_formats(model, kv_dtype, k_dtype, v_dtype, options)
         return cls(model=model, engine=prof.name, kv_memory_bytes=kv_memory_bytes, k=choice.k, v=choice.v,
                    label=choice.label, options=choice.options, tp=tp, max_model_len=max_model_len,
@@ -309,6 +351,7 @@ def run_capacity(req: CapacityRequest) -> Any:
     """The engine's `EngineResult` for the request (`EngineProfile.capacity`)."""
     from kvcalc.engines.profile import get_profile
 
+    refuse_without_kv_layers(req.model, "a capacity in tokens")
     return get_profile(req.engine).capacity(req.model, req.kv_memory_bytes, req.k, req.v, tp=req.tp,
                                             max_model_len=req.max_model_len, concurrency=req.concurrency,
                                             options=req.options, kv_cache_dtype=req.label)
@@ -368,9 +411,7 @@ class PlanRequest:
         top = P.DEFAULT_TOP if top is None else top
         why_not = P.DEFAULT_WHY_NOT if why_not is None else why_not
         node = P.GPUS_PER_NODE if gpus_per_node is None else gpus_per_node
-        check_positive(concurrency=concurrency, max_gpus=max_gpus, top=top, gpus_per_node=node)
-        if why_not < 0:
-            raise KvcalcError(f"--why-not must not be negative, got {why_not}")
+        check_positive(concurrency=concurrency, max_gpus=max_gpus, top=top, gpus_per_node=node, why_not=why_not)
         check_targets(max_tpot_ms=max_tpot_ms, min_tokens_per_s=min_tokens_per_s, max_ttft_s=max_ttft_s)
         T = resolve_seq_len(model, seq_len)
         check_limits([concurrency], [T])
@@ -426,3 +467,25 @@ def run_plan(req: PlanRequest) -> Any:
     from kvcalc.calc.plan import search
 
     return search(req.search)
+
+
+def check_option_bounds(options: Any) -> None:
+    """Raise `KvcalcError` for an engine option (`VllmOptions`, `SglangOptions`, `LlamacppOptions`,
+    from the CLI or the Python API alike) past its upper bound in `units.BOUNDS` (n_ctx: llama.cpp's
+    32-bit int; block and page sizes, tokens per step: `units.MAX_SEQ_LEN`; devices:
+    `units.MAX_GPUS`); values below their bound are left to the engine, which refuses them in its
+    own words. A NaN or inf `tensor_split` share is refused here too."""
+    from kvcalc.units import bound_of, check_bound
+
+    if options is None or not dataclasses.is_dataclass(options):
+        return
+    for f in dataclasses.fields(options):
+        value = getattr(options, f.name)
+        found = bound_of(f.name)
+        if found is not None and isinstance(value, int) and not isinstance(value, bool) and value > found[1].high:
+            check_bound(f.name, value)
+    split = getattr(options, "tensor_split", None)
+    if split is not None:
+        from kvcalc.engines.llamacpp import check_tensor_split
+
+        check_tensor_split(split, len(split))

@@ -94,6 +94,18 @@ LAYER_KIND_ALIASES: dict[str, str] = {
 }
 
 
+def field_error(model: str, field: str, message: str, value: object = None) -> Exception:
+    """A pydantic `ValidationError` located at `field` (its `loc`), for a model-level check: the
+    loaders name the file's line and the field from this data, never from the wording
+    (`load.files.validation_error` reads `loc`). Raise it from a `model_validator`."""
+    from pydantic import ValidationError
+    from pydantic_core import InitErrorDetails, PydanticCustomError
+
+    return ValidationError.from_exception_data(model, [InitErrorDetails(
+        type=PydanticCustomError("value_error", message.replace("{", "{{").replace("}", "}}")), loc=(field,),
+        input=value)])
+
+
 class _Frozen(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
@@ -227,8 +239,8 @@ class ModelSpec(_Frozen):
     def _check(self) -> ModelSpec:
         if self.attention == "mla":
             missing = [f for f in ("kv_lora_rank", "qk_rope_head_dim") if getattr(self, f) is None]
-            if missing:
-                raise ValueError(f"attention: mla needs {' and '.join(missing)}")
+            if missing:  # reported against the first field missing, as data
+                raise field_error("ModelSpec", missing[0], f"attention: mla needs {' and '.join(missing)}")
             ignored = [f for f in ("n_kv_heads", "head_dim") if getattr(self, f) is not None]
             if ignored:
                 raise ValueError(f"{' and '.join(ignored)} mean nothing with attention: mla (the cache is one "
@@ -243,15 +255,22 @@ class ModelSpec(_Frozen):
                 raise ValueError(
                     f"n_heads ({self.n_heads}) must be divisible by n_kv_heads ({kv})")
             if self.head_dim is None and self.hidden_size is None:
-                raise ValueError("give head_dim, or hidden_size to derive it as hidden_size // n_heads")
+                raise field_error("ModelSpec", "head_dim",
+                                  "give head_dim, or hidden_size to derive it as hidden_size // n_heads")
             if self.head_dim is None and self.hidden_size % self.n_heads:
                 raise ValueError(
                     f"hidden_size ({self.hidden_size}) is not divisible by n_heads ({self.n_heads}); give head_dim")
         if self.layer_pattern is not None and self.layer_types is not None:
             raise ValueError("give layer_pattern or layer_types, not both")
         if self.layer_types is not None and len(self.layer_types) != self.n_layers:
-            raise ValueError(
-                f"layer_types lists {len(self.layer_types)} layers but n_layers is {self.n_layers}")
+            raise field_error("ModelSpec", "layer_types",
+                              f"layer_types lists {len(self.layer_types)} layers but n_layers is {self.n_layers}")
+        if self.layer_pattern is not None and len(self.layer_pattern) > self.n_layers:
+            # a pattern repeats over the layers: a longer one would be cut without a word
+            raise field_error("ModelSpec", "layer_pattern",
+                              f"layer_pattern lists {len(self.layer_pattern)} kinds but n_layers is {self.n_layers}; "
+                              f"a pattern repeats over the layers, so it cannot be longer (give layer_types for "
+                              f"one kind per layer)")
         kinds = set(self.layer_pattern or self.layer_types or [])
         if "sliding" in kinds and self.sliding_window is None:
             raise ValueError("layers of kind 'sliding' need sliding_window")

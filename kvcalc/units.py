@@ -6,14 +6,19 @@ use the binary k that context lengths are named by (`32k` = 32,768, `128k` = 131
 GPU and deployment files alike (`kvcalc.schema` validates file fields through it).
 
 `what` is the flag the text came from (`--seq-len`); a refused text raises `KvcalcError` with
-`option=what`, the field that flag sets (`errors.FIELDS`) and `value` the text. Also the bounds
-past which kvcalc refuses to size anything (`MAX_GPUS`, `MAX_CONCURRENCY`, `MAX_SEQ_LEN`).
+`option=what`, the field that flag sets (`errors.FIELDS`) and `value` the text.
+
+Also the one set of bounds (`BOUNDS`, checked by `check_bound`): every count and size a command,
+a deployment file or the Python API takes is refused outside its bound, with the same words
+wherever it came from (`MAX_GPUS`, `MAX_CONCURRENCY`, `MAX_SEQ_LEN`, `MAX_DEVICE_BYTES`,
+`LLAMACPP_MAX_N_CTX`).
 """
 
 from __future__ import annotations
 
 import re
-from decimal import Decimal
+from dataclasses import dataclass
+from decimal import Decimal, localcontext
 from typing import Any
 
 from kvcalc.errors import OPTION, OPTION_SAYS, KvcalcError
@@ -24,6 +29,103 @@ MAX_CONCURRENCY = 10_000_000
 MAX_SEQ_LEN = 2**30
 #: the most GPUs a deployment may name (count, tp, pp)
 MAX_GPUS = 100_000
+#: the largest memory one device (or one rank's KV pool) may be given: 2^50 B = 1 PiB, four
+#: orders of magnitude above the largest GPU (a B300's 288 GB); --kv-memory, --cuda-context,
+#: --activation-reserve, --swap-space
+MAX_DEVICE_BYTES = 2**50
+#: llama.cpp reads -c / --ctx-size into `common_params.n_ctx`, an `int32_t` (common/common.h;
+#: parsed with std::stoi in common/arg.cpp), so it refuses a context past 2^31 - 1 tokens
+LLAMACPP_MAX_N_CTX = 2**31 - 1
+#: llama.cpp's other 32-bit counts (n_ubatch, n_gpu_layers: `int32_t` in common_params)
+LLAMACPP_MAX_INT32 = 2**31 - 1
+#: the most timed decode steps `measure` takes (ten seconds at a millisecond a step; a GPU run
+#: needs 30)
+MAX_STEPS = 10_000
+#: the most GPUs `plan` searches up to (--max-gpus): the search grows with the count (every
+#: bundled GPU up to 1,024 takes about 15 s on one core; 4,096 about a minute)
+MAX_PLAN_GPUS = 1024
+
+
+@dataclass(frozen=True)
+class Bound:
+    """The values one count or size may take: `low` <= value <= `high`, in `unit`; `why` says
+    where the upper bound comes from (shown when it is passed); `low_words` replaces "must be a
+    positive integer" when zero or -1 means something (`--why-not 0`, `--n-gpu-layers -1`)."""
+
+    low: int
+    high: int
+    unit: str
+    why: str = "beyond what kvcalc sizes"
+    low_words: str = ""
+
+
+_TOKENS = Bound(1, MAX_SEQ_LEN, "tokens")
+_SEQS = Bound(1, MAX_CONCURRENCY, "sequences")
+_GPUS = Bound(1, MAX_GPUS, "GPUs")
+_DEVICE_BYTES = Bound(0, MAX_DEVICE_BYTES, "B (1 PiB)", "beyond any device's memory")
+_INT32 = "beyond llama.cpp's 32-bit int"
+
+#: the one set of bounds, by field (the standard names of `errors.OPTIONS`, and the names
+#: `requests.check_positive` is called with): every entry point checks these (`check_bound`).
+BOUNDS: dict[str, Bound] = {
+    # contexts and token counts
+    "seq_len": _TOKENS, "max_model_len": _TOKENS, "block_size": _TOKENS, "page_size": _TOKENS,
+    "max_num_batched_tokens": _TOKENS, "layers": Bound(1, 100_000, "layers"),
+    "n_ctx": Bound(1, LLAMACPP_MAX_N_CTX, "tokens", f"{_INT32} n_ctx (common_params.n_ctx is an int32_t: "
+                                                  "llama.cpp refuses -c past 2^31 - 1)"),
+    "ubatch_size": Bound(1, LLAMACPP_MAX_INT32, "tokens", f"{_INT32} n_ubatch"),
+    "n_ubatch": Bound(1, LLAMACPP_MAX_INT32, "tokens", f"{_INT32} n_ubatch"),
+    "n_gpu_layers": Bound(-1, LLAMACPP_MAX_INT32, "layers", f"{_INT32} n_gpu_layers",
+                          "must be -1 (all layers) or a count of layers"),
+    # sequences
+    "batch": _SEQS, "concurrency": _SEQS, "parallel": _SEQS,
+    # devices
+    "tp": _GPUS, "pp": _GPUS, "dp": _GPUS, "count": _GPUS, "n_gpus": _GPUS, "gpus": _GPUS, "n_devices": _GPUS,
+    "max_gpus": Bound(1, MAX_PLAN_GPUS, "GPUs", "beyond what plan searches"), "gpus_per_node": _GPUS,
+    # sizes per device
+    "kv_memory_bytes": _DEVICE_BYTES, "kv_memory": _DEVICE_BYTES, "cuda_context_bytes": _DEVICE_BYTES,
+    "cuda_context": _DEVICE_BYTES, "activation_reserve_bytes": _DEVICE_BYTES, "activation_reserve": _DEVICE_BYTES,
+    "swap_space_bytes": _DEVICE_BYTES, "swap_space": _DEVICE_BYTES,
+    # the rest
+    "steps": Bound(1, MAX_STEPS, "steps"), "top": Bound(1, 1_000_000, "rows"),
+    "why_not": Bound(0, 1_000_000, "rows", low_words="must not be negative"),
+    "quant_group_size": Bound(1, 2**20, "values", "beyond any quantization group"),
+}
+
+
+def bound_of(name: str | None) -> tuple[str, Bound] | None:
+    """(field, bound) for a field name (`dp`), a flag (`--dp`, through `errors.FIELDS`) or a
+    parameter name (`ctx_size`), or None when it has no bound."""
+    from kvcalc.errors import FIELDS
+
+    if not name:
+        return None
+    key = FIELDS.get(name, name).lstrip("-").replace("-", "_")
+    key = {"ctx_size": "n_ctx"}.get(key, key)
+    return (key, BOUNDS[key]) if key in BOUNDS else None
+
+
+def check_bound(name: str | None, value: int | None, *, option: str | None = None) -> int | None:
+    """`value` when it lies within the bound of `name` (`bound_of`; None, and a name without a
+    bound, pass unchanged), else raise `KvcalcError` naming `option` (default `--name`, or the
+    flag of the field): `--dp 100,001 is beyond what kvcalc sizes (at most 100,000)`,
+    `--batch must be a positive integer, got 0`, `--ctx-size 2,147,483,648 is beyond llama.cpp's
+    32-bit int n_ctx (...) (at most 2,147,483,647 tokens)`."""
+    from kvcalc.errors import OPTIONS
+
+    found = bound_of(name)
+    if value is None or found is None:
+        return value
+    field, b = found
+    flag = option or (name if name and name.startswith("-") else OPTIONS.get(field) or
+                      "--" + str(name).replace("_", "-"))
+    if value < b.low:
+        words = b.low_words or ("must be a positive integer" if b.low == 1 else f"must be at least {b.low:,}")
+        raise KvcalcError(f"{words}, got {value}", option=flag, field=field, value=value, form=OPTION_SAYS)
+    if value > b.high:
+        raise KvcalcError(f"{value:,} is {b.why} (at most {b.high:,} {b.unit})",
+                          option=flag, field=field, value=value, form=OPTION_SAYS)
+    return value
 
 SIZE_UNITS: dict[str, int] = {
     "": 1, "b": 1,
@@ -48,7 +150,7 @@ def parse_count(text: str | int, what: str = "--seq-len") -> int:
         n = int(m.group(1)) * {"": 1, "k": 1024, "m": 1024**2}[m.group(2)]
     if n <= 0:
         raise KvcalcError(f"must be a positive integer, got {text}", option=what, value=text, form=OPTION_SAYS)
-    return n
+    return check_bound(what, n)  # type: ignore[return-value]
 
 
 def parse_counts(text: str, what: str = "--seq-len") -> list[int]:
@@ -124,10 +226,16 @@ def parse_size(text: str | int | float, what: str | None = "size", *, allow_zero
     if not m or unit is None:
         raise KvcalcError(_not_a(text, written if m else "", m.group(1) if m else "", noun, kind),
                           option=what, value=text, form=OPTION)
-    number = Decimal(m.group(1)) * Decimal(10) ** int(m.group(2) or 0)
-    if number > MAX_QUANTITY:  # before any int(): 1e9999 must not build a 9,999-digit number
+    # exactly: Decimal's default context keeps 28 significant digits and would round a longer
+    # figure ('999999999999999999999TiB', a 30-digit byte count); scaleb and the product are
+    # exact under a precision wider than the digits written plus the unit's
+    with localcontext() as dec:
+        dec.prec = len(m.group(1)) + 40
+        dec.Emax, dec.Emin = 100_000, -100_000
+        number = Decimal(m.group(1)).scaleb(int(m.group(2) or 0))
+        exact = number * units[unit] if number <= MAX_QUANTITY else number
+    if exact > MAX_QUANTITY:  # before any int(): 1e9999 must not build a 9,999-digit number
         raise KvcalcError(f"'{text}' is beyond what kvcalc sizes (at most 10^21)", option=what, value=text, form=OPTION)
-    exact = number * units[unit]
     count = _COUNTED[kind]
     guess = f"{m.group(1)}{_exp(m)}{hint_unit}"  # the figure as written, with the unit it surely meant
     if units[unit] == 1 and exact != exact.to_integral_value():  # no unit, or plain bytes: a count
@@ -142,7 +250,7 @@ def parse_size(text: str | int | float, what: str | None = "size", *, allow_zero
     if not written and n < min_unitless:
         raise KvcalcError(f"'{text}' has no unit, so it would be {n:,} {count}; {_fix(m, n, guess, kind)}",
                           option=what, value=text, form=OPTION)
-    return n
+    return check_bound(what, n)  # type: ignore[return-value]
 
 
 def _fix(m: re.Match, n: int, guess: str, kind: str) -> str:

@@ -84,8 +84,24 @@ def _root(debug: Annotated[bool, typer.Option("--debug", help="Show tracebacks."
 app.callback()(_root)
 
 
+#: the exit status of a command stopped by Ctrl-C (128 + SIGINT, as a shell reports it)
+INTERRUPTED_EXIT = 130
+
+
+def _interrupted(signum: int, frame: object) -> None:
+    """SIGINT (Ctrl-C) in any command: one line on stderr, then exit 130 through `SystemExit`,
+    which `finally` blocks see (a half-written file's temporary copy is removed) but no
+    `except Exception` swallows, and which click does not turn into "Aborted!" and exit 1.
+    (`kvcalc measure` installs its own handler while torch runs: it exits at once.)"""
+    sys.stderr.write("\nerror: interrupted (Ctrl-C)\n")
+    raise SystemExit(INTERRUPTED_EXIT)
+
+
 def main() -> None:
-    """Console entry point; `--debug` anywhere on the line turns on tracebacks."""
+    """Console entry point; `--debug` anywhere on the line turns on tracebacks; Ctrl-C exits 130."""
+    import signal
+
+    signal.signal(signal.SIGINT, _interrupted)
     if "--debug" in sys.argv[1:]:
         sys.argv.remove("--debug")
         os.environ["KVCALC_DEBUG"] = "1"

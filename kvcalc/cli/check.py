@@ -39,7 +39,7 @@ def check(
             from kvcalc.report.tables import check_table
 
             echo(check_table(rows))
-    if errors and fmt != "json":
+    if errors:  # on stderr in every format (json too: a pipeline's log shows why it failed)
         con = _err_console()
         for e in errors:
             from rich.markup import escape

@@ -35,6 +35,9 @@ def compare(
     if len(specs) > 1:
         return compare_models(specs, seq_len, batch, kv_dtype, fmt)
     spec = specs[0]
+    from kvcalc.requests import refuse_without_kv_layers
+
+    refuse_without_kv_layers(spec, "comparing its KV heads (MHA / GQA / MQA)")
     T = resolve_seq_len(spec, seq_len)
     dtype = kv_format(kv_dtype or spec.dtype).name
     rows = kv_cache.compare_attention(spec, T, batch, dtype)

@@ -31,9 +31,9 @@ def import_(
     """Convert a Hugging Face config.json into a kvcalc model YAML (stdout, or -o FILE)."""
     from kvcalc.load.export import check_round_trip, spec_to_yaml
     from kvcalc.text import escape_controls
-    from kvcalc.load.models import load_model
+    from kvcalc.load.models import load_model, user_path
 
-    src = Path(path).expanduser()
+    src = user_path(path)
     src = src / "config.json" if src.is_dir() else src
     if output is not None:
         if src.exists() and Path(output).exists() and Path(output).resolve() == src.resolve():

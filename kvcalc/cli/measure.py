@@ -25,18 +25,71 @@ MeasureSeqLenOpt = with_help(SeqLenOpt, "Tokens per sequence (8192 or 32k). Defa
                                         "power of two up to the model's context whose KV cache fits 32 MiB on the "
                                         "CPU, or 1/8 of free memory on a GPU.")
 
+#: the exit status of a run stopped by Ctrl-C (128 + SIGINT, as a shell reports it)
+INTERRUPTED_EXIT = 130
+
+
 def _import_measure() -> Any:
     """kvcalc.measure, or MissingExtraError when torch is not installed. Sets
     PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True (unless the user set it) before torch
-    starts CUDA, so the allocator's memory_allocated delta is exact."""
+    starts CUDA, so the allocator's memory_allocated delta is exact.
+
+    Only a missing torch package (`ModuleNotFoundError` naming `torch` itself) says "this needs
+    torch"; torch present but failing to import (a missing CUDA library, a half-imported module)
+    is a `KvcalcError` quoting torch's first line."""
     os.environ.setdefault("PYTORCH_CUDA_ALLOC_CONF", "expandable_segments:True")
     try:
         import torch  # noqa: F401
-    except ImportError:
-        raise MissingExtraError("torch", "measure") from None
+    except ModuleNotFoundError as e:
+        if e.name == "torch":
+            raise MissingExtraError("torch", "measure") from None
+        raise KvcalcError(f"torch is installed but failed to import: {_first_line(e)}") from None
+    except ImportError as e:
+        raise KvcalcError(f"torch is installed but failed to import: {_first_line(e)}") from None
     from kvcalc import measure
 
     return measure
+
+
+def _first_line(e: BaseException) -> str:
+    """The first line of an exception's text, cut to 200 characters (one error line)."""
+    text = (str(e).strip().splitlines() or [e.__class__.__name__])[0]
+    return text if len(text) <= 200 else text[:199] + "…"
+
+
+def _exit_interrupted(signum: int = 0, frame: Any = None) -> None:
+    """SIGINT during `measure`: one line on stderr, then exit 130 at once (`os._exit`). No
+    exception is raised into the running code, so nothing can swallow the interrupt (an
+    `except ImportError` around a half-imported torch, a C++ frame that aborts on a Python
+    exception) or delay it past the current bytecode; the OS frees every allocation, the
+    driver the GPU's memory. On a terminal the cursor the progress bar hid is shown again."""
+    try:
+        if sys.stderr.isatty():
+            sys.stderr.write("\x1b[?25h\n")
+        sys.stderr.write("error: interrupted (Ctrl-C); nothing measured\n")
+        sys.stderr.flush()
+    finally:
+        os._exit(INTERRUPTED_EXIT)
+
+
+class _interrupts_exit:
+    """Context manager: while it is open, SIGINT (Ctrl-C) ends the process with exit 130
+    (`_exit_interrupted`); the previous handler is put back on leaving. Installed only from
+    the main thread (where Python runs signal handlers); elsewhere it does nothing."""
+
+    def __enter__(self) -> None:
+        import signal
+        import threading
+
+        self.previous = None
+        if threading.current_thread() is threading.main_thread():
+            self.previous = signal.signal(signal.SIGINT, _exit_interrupted)
+
+    def __exit__(self, *exc: Any) -> None:
+        import signal
+
+        if self.previous is not None:
+            signal.signal(signal.SIGINT, self.previous)
 
 @handle_errors
 def measure(
@@ -53,6 +106,16 @@ def measure(
     fmt: FormatOpt = "table",
 ) -> None:
     """Allocate MODEL's real KV cache with PyTorch, time decode steps, and print predicted against measured."""
+    try:
+        with _interrupts_exit():
+            _measure(model, seq_len, batch, kv_dtype, device, layers, steps, backend, with_weights, cuda_graph, fmt)
+    except KeyboardInterrupt:  # raised before the handler was in place: the same exit
+        _exit_interrupted()
+
+
+def _measure(model: str, seq_len: str | None, batch: int, kv_dtype: str | None, device: str, layers: int | None,
+             steps: int | None, backend: str, with_weights: bool, cuda_graph: bool, fmt: str) -> None:
+    """The command's body (`measure`), run while Ctrl-C exits 130."""
     from kvcalc.formats import kv_format
     from kvcalc.load.models import load_model
 

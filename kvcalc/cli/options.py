@@ -474,9 +474,17 @@ def make_layout(tp: int, pp: int, dp: int, weight_dtype: str | None, k_dtype: st
                   activation_reserve_bytes=act, bw_efficiency=bw_efficiency, flops_efficiency=flops_efficiency)
 
 def _split(text: str | None) -> list[float] | None:
+    """--tensor-split as shares (`63,37` or `63/37`); raises `KvcalcError` for a share that is
+    not a finite non-negative number (NaN or inf would put every layer on one device)."""
+    import math
+
     if not text:
         return None
     try:
-        return [float(x) for x in text.replace("/", ",").split(",") if x.strip()]
+        shares = [float(x) for x in text.replace("/", ",").split(",") if x.strip()]
     except ValueError:
         raise KvcalcError(f"--tensor-split: '{text}' is not a list of numbers (write 63,37)") from None
+    if not all(math.isfinite(x) and x >= 0 for x in shares):
+        raise KvcalcError("every share must be a finite number >= 0 (write 63,37)", option="--tensor-split",
+                          value=text)
+    return shares

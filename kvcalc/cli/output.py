@@ -177,7 +177,9 @@ def check_target(path: str | Path, option: str, *, force: bool = False) -> Path:
         raise refuse("give a file name")
     if raw.endswith(("/", os.sep)) or (os.altsep and raw.endswith(os.altsep)):
         raise refuse("names a folder (it ends in /); give a file name")
-    p = Path(raw)
+    from kvcalc.load.models import user_path
+
+    p = user_path(raw)  # `~/x.yaml` as a shell would expand it (when that home exists)
     try:
         st = os.lstat(p)
     except FileNotFoundError:

@@ -118,7 +118,9 @@ def deployment_text(res: Any, layout: Any, model_arg: str, req: Any) -> str:
 
     if len(set(layout.devices)) > 1:
         raise KvcalcError(f"--write-deployment: a deployment names one GPU type, not {layout.gpu}")
-    p = Path(model_arg).expanduser()
+    from kvcalc.load.models import user_path
+
+    p = user_path(model_arg)
     model_ref = str(p.resolve()) if p.exists() else model_arg
     data: dict[str, Any] = {
         "name": f"{res.model}-{layout.count}x{layout.devices[0]}",

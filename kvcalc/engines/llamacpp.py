@@ -120,10 +120,8 @@ def device_of_layers(n_layer: int, n_gpu_layers: int | None, splits: list[float]
     ngl = n_layer + 1 if n_gpu_layers is None or n_gpu_layers == -1 else n_gpu_layers
     if n_devices <= 0 or ngl <= 0:
         return [-1] * n_layer
+    check_tensor_split(splits or None, n_devices)
     raw = list(splits) if splits else [1.0] * n_devices
-    if len(raw) != n_devices or any(s < 0 for s in raw) or sum(raw) <= 0:
-        raise KvcalcError(f"needs {n_devices} non-negative values that do not all vanish", field="tensor_split",
-                          value=splits, form=OPTION_SAYS)
     cum, total = [], 0.0
     for s in raw:
         total = f32(total + f32(s))
@@ -186,6 +184,29 @@ def _check_options(n_ctx: int, *, parallel: int, n_ubatch: int, version: str, n_
     if n_devices < 1:
         raise KvcalcError(f"must be a positive integer, got {n_devices} (for a CPU-only cache use "
                           f"{flag('n_gpu_layers')} 0)", field="n_devices", value=n_devices, form=OPTION_SAYS)
+    from kvcalc.units import check_bound  # the one set of bounds (n_ctx: llama.cpp's int32)
+
+    for field, value in (("n_ctx", n_ctx), ("parallel", parallel), ("n_ubatch", n_ubatch),
+                         ("n_gpu_layers", n_gpu_layers), ("n_devices", n_devices)):
+        check_bound(field, value)
+
+
+def check_tensor_split(splits: list[float] | tuple[float, ...] | None, n_devices: int) -> None:
+    """Raise `KvcalcError` (field `tensor_split`) unless `splits` is None or `n_devices` finite,
+    non-negative shares that do not all vanish: a NaN or inf share would put every layer on one
+    device (llama.cpp normalises the shares by their sum, `llama_model::load_tensors`)."""
+    import math
+
+    if splits is None:
+        return
+    raw = list(splits)
+    bad = [s for s in raw if not isinstance(s, (int, float)) or isinstance(s, bool) or not math.isfinite(s)]
+    if bad:
+        raise KvcalcError(f"share {bad[0]!r} is not a finite number; give {n_devices} shares such as 63,37",
+                          field="tensor_split", value=",".join(str(s) for s in raw), form=OPTION)
+    if len(raw) != n_devices or any(s < 0 for s in raw) or sum(raw) <= 0:
+        raise KvcalcError(f"needs {n_devices} non-negative values that do not all vanish", field="tensor_split",
+                          value=splits, form=OPTION_SAYS)
 
 
 @dataclass(frozen=True)
@@ -299,6 +320,10 @@ def allocate(model: ModelSpec, n_ctx: int, k: StorageFormat, v: StorageFormat, *
     legacy = version == "legacy"
     notes: list[str] = []
     requested = n_ctx * parallel if ollama else n_ctx
+    if ollama:  # ollama hands llama.cpp n_ctx x parallel cells: llama.cpp's 32-bit bound applies to the product
+        from kvcalc.units import check_bound
+
+        check_bound("n_ctx", requested, option=f"{flag('n_ctx')} {n_ctx} x {flag('parallel')} {parallel} =")
     if ollama:
         notes.append(f"ollama passes n_ctx x OLLAMA_NUM_PARALLEL = {n_ctx} x {parallel} = {requested} to llama.cpp")
     att = [i for i, layer in enumerate(model.layers) if layer.caches_kv]

@@ -27,6 +27,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
+from kvcalc.load.models import user_path  # `~` expanded only when it names a home
 from kvcalc.errors import ConfigError, KvcalcError
 from kvcalc.results import CheckRow
 from kvcalc.schema import Deployment  # the input model (kvcalc.schema); `kvcalc schema` finds it here too
@@ -45,7 +46,7 @@ def deployment_files(paths: list[str]) -> list[Path]:
     Raises `ConfigError` for a path that does not exist or a folder with no YAML."""
     out: list[Path] = []
     for s in paths:
-        p = Path(s).expanduser()
+        p = user_path(s)
         if p.is_dir():
             found = sorted([*p.glob("*.yaml"), *p.glob("*.yml")])
             if not found:
@@ -132,7 +133,7 @@ def folder_gpus(folder: Path) -> dict[str, Any]:
 def _resolve(ref: str, base: Path) -> str:
     """A path-looking reference resolved against the deployment's folder; names unchanged."""
     looks = "/" in ref or "\\" in ref or ref.lower().endswith((".yaml", ".yml", ".json"))
-    if looks and not Path(ref).expanduser().is_absolute():
+    if looks and not user_path(ref).is_absolute():
         return str(base / ref)
     return ref
 
@@ -209,7 +210,7 @@ def check_paths(paths: list[str]) -> tuple[list[CheckRow], list[str]]:
     from kvcalc.load.files import read_mapping
     from kvcalc.load.gpus import normalize_key
 
-    named = {Path(s).expanduser().resolve() for s in paths if not Path(s).expanduser().is_dir()}
+    named = {user_path(s).resolve() for s in paths if not user_path(s).is_dir()}
     folders: dict[Path, dict[str, Any]] = {}
     rows: list[CheckRow] = []
     errors: list[str] = []

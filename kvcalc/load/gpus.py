@@ -8,6 +8,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
+from kvcalc.load.models import user_path  # `~` expanded only when it names a home
 from kvcalc.errors import ConfigError, KvcalcError, UnknownNameError
 from kvcalc.schema import GpuSpec
 
@@ -68,7 +69,7 @@ def get_gpu(name: str, *, local: Mapping[str, GpuSpec | KvcalcError] | None = No
     Raises `UnknownNameError` listing the GPU family first (`h100` -> `h100-sxm`, `h100-pcie`,
     `h100-nvl`), or `ConfigError` for a bad file.
     """
-    p = Path(name).expanduser()
+    p = user_path(name)
     if p.suffix.lower() in (".yaml", ".yml") or p.is_file():
         return load_gpu_file(p)
     key = normalize_key(name)

@@ -11,6 +11,29 @@ from kvcalc.load.files import build, bundled, read_mapping
 from kvcalc.schema import ModelSpec
 
 
+def user_path(text: str | Path) -> Path:
+    """The path the user means by `text`: a leading `~` (`~/m.yaml`, `~alice/m.yaml`) is expanded
+    only when it names a home folder that exists; otherwise the text is the literal path (a file
+    named `~draft.yaml` in the current folder, or `~nosuchuser/m.yaml`, which then is reported
+    missing as written). Never raises: `Path.expanduser` raises `RuntimeError` for an unknown user
+    or an unset home (Python 3.12+), which is not the user's error to see as a crash."""
+    s = str(text)
+    literal = Path(s)
+    if not s.startswith("~"):
+        return literal
+    head = s.replace("\\", "/").split("/", 1)[0]
+    try:
+        home = Path(head).expanduser()
+        expanded = literal.expanduser()
+    except (RuntimeError, KeyError, OSError):
+        return literal
+    if str(home) == head or not home.is_dir():  # not expanded, or no such home folder
+        return literal
+    if literal.exists() and not expanded.exists():  # `~` is a home, yet only the literal file exists
+        return literal
+    return expanded
+
+
 def _looks_like_path(ref: str) -> bool:
     return "/" in ref or "\\" in ref or ref.lower().endswith((".yaml", ".yml", ".json"))
 
@@ -23,7 +46,7 @@ def load_model(ref: str | Path) -> ModelSpec:
     unknown bundled name.
     """
     ref_s = str(ref)
-    path = Path(ref_s).expanduser()
+    path = user_path(ref_s)
     if path.is_dir() and (path / "config.json").is_file():
         path = path / "config.json"
     if path.is_file() or path.is_dir() or _looks_like_path(ref_s):

@@ -20,6 +20,7 @@ from typing import Annotated
 
 from pydantic import Field, RootModel
 
+from kvcalc.load.models import user_path  # `~` expanded only when it names a home
 from kvcalc.errors import ConfigError, UnknownNameError
 
 #: dollars per GPU-hour: a finite number, not negative (strict: YAML `true` is no price)
@@ -56,6 +57,6 @@ def load_prices(path: str | Path, known: Iterable[str]) -> dict[str, float]:
     unreadable or invalid file, naming the file, the line and the GPU."""
     from kvcalc.load.files import read_mapping
 
-    p = Path(path).expanduser()
+    p = user_path(path)
     data, lines = read_mapping(p, "prices")
     return check_prices(data, known, path=str(p), lines=lines)

@@ -21,10 +21,20 @@ Progress = Callable[[str, int, int], None]
 
 
 def free_memory_bytes(device: str) -> int | None:
-    """Free memory now: CUDA `mem_get_info()` free; CPU psutil `available`, else
-    /proc/meminfo MemAvailable; None when neither can be read."""
+    """Free memory now: CUDA `mem_get_info()` free; CPU the least of what the machine has
+    available (psutil `available`, else /proc/meminfo MemAvailable) and what this process may
+    still take under its limits (`process_limit_bytes`: a cgroup v2 / v1 memory limit, as a
+    container sets, and `RLIMIT_AS`); None when none can be read."""
     if device == "cuda":
         return torch.cuda.mem_get_info()[0]
+    machine = _machine_available_bytes()
+    limit = process_limit_bytes()
+    known = [x for x in (machine, limit) if x is not None]
+    return min(known) if known else None
+
+
+def _machine_available_bytes() -> int | None:
+    """psutil `virtual_memory().available`, else /proc/meminfo MemAvailable, else None."""
     try:
         import psutil
 
@@ -39,6 +49,88 @@ def free_memory_bytes(device: str) -> int | None:
     except OSError:
         pass
     return None
+
+
+#: cgroup files: (limit, usage) for cgroup v2 (the unified hierarchy) and v1 (the memory
+#: controller); the kernel's docs, admin-guide/cgroup-v2.rst `memory.max` / `memory.current`
+#: and cgroup-v1/memory.rst `memory.limit_in_bytes` / `memory.usage_in_bytes`
+CGROUP_FILES = (("memory.max", "memory.current"), ("memory.limit_in_bytes", "memory.usage_in_bytes"))
+
+
+def _read_int(path: str) -> int | None:
+    """The integer in a one-line file; None for 'max', a missing file or anything else."""
+    try:
+        with open(path) as f:
+            text = f.read(64).strip()
+    except OSError:
+        return None
+    return int(text) if text.isdigit() else None
+
+
+def _cgroup_dirs() -> list[str]:
+    """This process's cgroup folders (from /proc/self/cgroup: `0::/path` for v2, `N:memory:/path`
+    for v1) under /sys/fs/cgroup, then the mount roots themselves (inside a container the
+    process's cgroup is the namespace root)."""
+    out: list[str] = []
+    try:
+        with open("/proc/self/cgroup") as f:
+            for line in f:
+                parts = line.strip().split(":", 2)
+                if len(parts) != 3:
+                    continue
+                _, controllers, rel = parts
+                if controllers == "":
+                    out.append("/sys/fs/cgroup" + rel.rstrip("/"))
+                elif "memory" in controllers.split(","):
+                    out.append("/sys/fs/cgroup/memory" + rel.rstrip("/"))
+    except OSError:
+        pass
+    return out + ["/sys/fs/cgroup", "/sys/fs/cgroup/memory"]
+
+
+def cgroup_free_bytes() -> int | None:
+    """What the memory cgroup still lets this process take: limit - usage of the first cgroup
+    folder with a limit (v2 `memory.max` - `memory.current`, v1 `memory.limit_in_bytes` -
+    `memory.usage_in_bytes`; v1's "no limit" is a huge number, taken as none); None with no limit."""
+    for folder in _cgroup_dirs():
+        for limit_name, usage_name in CGROUP_FILES:
+            limit = _read_int(f"{folder}/{limit_name}")
+            if limit is None or limit >= 2**60:  # 'max', absent, or v1's page-rounded LONG_MAX
+                continue
+            usage = _read_int(f"{folder}/{usage_name}") or 0
+            return max(limit - usage, 0)
+    return None
+
+
+def address_space_free_bytes() -> int | None:
+    """What `RLIMIT_AS` (ulimit -v) still lets this process map: the soft limit less the
+    current virtual size (/proc/self/status VmSize); None when unlimited or unreadable."""
+    try:
+        import resource
+
+        soft, _ = resource.getrlimit(resource.RLIMIT_AS)
+    except (ImportError, OSError, ValueError):
+        return None
+    if soft == resource.RLIM_INFINITY or soft < 0:
+        return None
+    used = 0
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("VmSize:"):
+                    used = int(line.split()[1]) * 1024
+                    break
+    except OSError:
+        pass
+    return max(soft - used, 0)
+
+
+def process_limit_bytes() -> int | None:
+    """The least of `cgroup_free_bytes` and `address_space_free_bytes`: memory this process may
+    still allocate whatever the machine has free (a container's limit, `ulimit -v`); None when
+    neither limits it."""
+    known = [x for x in (cgroup_free_bytes(), address_space_free_bytes()) if x is not None]
+    return min(known) if known else None
 
 
 def resolve_device(device: str) -> str:

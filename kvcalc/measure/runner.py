@@ -40,6 +40,7 @@ from kvcalc.measure.sizing import Plan, check_fits, make_plan, pick_layers, weig
 from kvcalc.measure.timing import Probe, Timing, probe, time_steps
 from kvcalc.schema import GpuSpec
 
+GIB_BYTES = 2**30
 #: CUDA caching allocator block granularity (CUDACachingAllocator.cpp kMinBlockSize).
 CUDA_BLOCK_BYTES = 512
 #: timed steps: at least this many on a GPU; the CPU default is smaller, for speed.
@@ -82,11 +83,35 @@ def run(request: MeasureRequest, *, progress: Progress | None = None,
     run_plan = plan(request)
     if announce is not None:
         announce(announcement(run_plan))
-    with Resources(run_plan.device) as res:
-        bandwidth = probe(run_plan, progress)  # first, while the cache's memory is still free
-        alloc = allocate(run_plan, res, progress)
-        timing = time_steps(run_plan, res, alloc, progress)
+    try:
+        with Resources(run_plan.device) as res:
+            bandwidth = probe(run_plan, progress)  # first, while the cache's memory is still free
+            alloc = allocate(run_plan, res, progress)
+            timing = time_steps(run_plan, res, alloc, progress)
+    except (MemoryError, RuntimeError) as e:  # torch.OutOfMemoryError is a RuntimeError
+        if not is_out_of_memory(e):
+            raise
+        raise KvcalcError(out_of_memory_message(run_plan, e)) from None
     return compare(run_plan, bandwidth, alloc, timing)
+
+
+def is_out_of_memory(e: BaseException) -> bool:
+    """True for an allocation refused by the device or the OS: Python's `MemoryError`, torch's
+    `OutOfMemoryError` (CUDA), or the CPU allocator's RuntimeError ("DefaultCPUAllocator: can't
+    allocate memory", c10/core/impl/alloc_cpu.cpp; "not enough memory")."""
+    if isinstance(e, MemoryError) or type(e).__name__ == "OutOfMemoryError":
+        return True
+    text = str(e).lower()
+    return any(s in text for s in ("can't allocate memory", "out of memory", "not enough memory"))
+
+
+def out_of_memory_message(rp: RunPlan, e: BaseException) -> str:
+    """One line for an allocation that failed although the fit check passed: a limit the free
+    memory reading did not show (another process, a container's limit, ulimit -v)."""
+    first = (str(e).strip().splitlines() or [type(e).__name__])[0][:160]
+    free = f"{rp.free_bytes / GIB_BYTES:.2f} GiB" if rp.free_bytes is not None else "an unknown amount"
+    return (f"{rp.device} refused an allocation ({first}) although {free} looked free: another process or a "
+            f"memory limit took it; use a smaller --seq-len, --batch or --layers")
 
 
 # ----- resources ---------------------------------------------------------------------------

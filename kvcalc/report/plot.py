@@ -4,9 +4,16 @@ nothing; `plot_path` checks the file name before any work, without matplotlib.""
 
 from __future__ import annotations
 
-from typing import Any
+import functools
+from typing import Any, Callable
 
 from kvcalc.errors import OPTION, KvcalcError, MissingExtraError
+
+#: at most this many batches get a legend entry each; past it the lines are coloured along a
+#: colour bar of the batch size (300 entries would squeeze both panels to nothing)
+MAX_LEGEND_BATCHES = 10
+#: at most this many context ticks on the x axis; past it every k-th swept context, first and last kept
+MAX_CONTEXT_TICKS = 12
 
 #: file types `--plot` writes (matplotlib's Agg, SVG, PDF and PS backends; jpg / tif through Pillow)
 PLOT_EXTENSIONS = ("png", "svg", "pdf", "eps", "ps", "jpg", "jpeg", "tif", "tiff")
@@ -92,11 +99,46 @@ def _log_axis(axis: Any, short: bool = True) -> None:
     axis.set_minor_formatter(NullFormatter())
 
 
-def _plot_batches(axes: list[Any], rows: list[dict[str, Any]], batches: list[int], plt: Any) -> list[Any]:
+def _third_party_warnings_as_one_line(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """Run `fn` with every warning matplotlib, numpy or Pillow raises caught; afterwards at most
+    one `KvcalcWarning` line in kvcalc's words (the first message, how many more), never a raw
+    warning with a source path. kvcalc's own warnings pass through unchanged."""
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        import warnings
+
+        from kvcalc.errors import KvcalcWarning
+
+        caught: list[warnings.WarningMessage] = []
+        try:
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always")
+                return fn(*args, **kwargs)
+        finally:  # outside the recording block, so the caller's handler sees these
+            ours = [w for w in caught if issubclass(w.category, KvcalcWarning)]
+            theirs = list(dict.fromkeys(" ".join(str(w.message).split())[:200]
+                                        for w in caught if not issubclass(w.category, KvcalcWarning)))
+            for w in ours:
+                warnings.warn(w.message, w.category, stacklevel=2)
+            if theirs:
+                more = f" (and {len(theirs) - 1} more)" if len(theirs) > 1 else ""
+                warnings.warn(f"the plot may be hard to read: the plotting library said: {theirs[0]}{more}",
+                              KvcalcWarning, stacklevel=2)
+
+    return wrapper
+
+
+def _plot_batches(axes: list[Any], rows: list[dict[str, Any]], batches: list[int], plt: Any,
+                  fig: Any = None) -> list[Any]:
     """One line per batch on each panel (memory; tokens/s when there is a second panel), points
-    that fit filled and those that do not hollow; returns the legend handles."""
+    that fit filled and those that do not hollow; returns the legend handles: one per batch up
+    to `MAX_LEGEND_BATCHES`; past it the lines are coloured along viridis by log batch size,
+    a colour bar on `fig` names the batches, and the legend gets none of them."""
     from matplotlib.lines import Line2D
 
+    if len(batches) > MAX_LEGEND_BATCHES:
+        return _plot_many_batches(axes, rows, batches, plt, fig)
     handles = []
     for (c, ls), b in zip(_styles(len(batches), plt), batches):
         rs = sorted((r for r in rows if r["batch"] == b), key=lambda r: r["seq_len"])
@@ -114,10 +156,58 @@ def _plot_batches(axes: list[Any], rows: list[dict[str, Any]], batches: list[int
     return handles
 
 
+def _plot_many_batches(axes: list[Any], rows: list[dict[str, Any]], batches: list[int], plt: Any,
+                       fig: Any) -> list[Any]:
+    """More batches than `MAX_LEGEND_BATCHES`: one thin line per batch, coloured by its place on
+    a log colour scale (viridis), the fitting points filled, the rest hollow; a colour bar
+    labelled "batch (sequences)" stands in for the legend. Returns no legend handles."""
+    from matplotlib.colors import LogNorm, Normalize
+    from matplotlib.cm import ScalarMappable
+
+    cmap = plt.get_cmap("viridis")
+    lo, hi = batches[0], batches[-1]
+    norm = LogNorm(vmin=lo, vmax=hi) if lo > 0 and hi > lo else Normalize(vmin=lo - 1, vmax=hi + 1)
+    for b in batches:
+        c = cmap(norm(b))
+        rs = sorted((r for r in rows if r["batch"] == b), key=lambda r: r["seq_len"])
+        x = [r["seq_len"] for r in rs]
+        panels_y = [(axes[0], [r["memory_bytes_per_gpu"] / 2**30 for r in rs])]
+        if len(axes) > 1:
+            panels_y.append((axes[1], [r["tokens_per_s"] for r in rs]))
+        for ax, y in panels_y:
+            ax.plot(x, y, color=c, lw=0.8)
+            miss = [i for i, r in enumerate(rs) if not r.get("fits", True)]
+            fit = [i for i, r in enumerate(rs) if r.get("fits", True)]
+            ax.plot([x[i] for i in fit], [y[i] for i in fit], "o", color=c, ms=2)
+            ax.plot([x[i] for i in miss], [y[i] for i in miss], "o", mfc="white", color=c, ms=2)
+    if fig is not None:
+        bar = fig.colorbar(ScalarMappable(norm=norm, cmap=cmap), ax=axes, location="right", shrink=0.9)
+        if isinstance(norm, LogNorm):
+            _log_axis(bar.ax.yaxis)  # 1, 2, 5, 10, 20 ... in plain figures, not 10^1
+        bar.set_label(f"batch (sequences): {len(batches)} sizes, {lo:,} to {hi:,}")
+    return []
+
+
+def _context_ticks(seqs: list[int]) -> list[int]:
+    """The swept contexts to tick: all of them up to `MAX_CONTEXT_TICKS`, else at most that many,
+    spaced evenly on the log axis (each at least (last / first)^(1 / (MAX_CONTEXT_TICKS - 1))
+    times the one before; the first and the last always), so labels never overlap."""
+    if len(seqs) <= MAX_CONTEXT_TICKS:
+        return seqs
+    ratio = (seqs[-1] / seqs[0]) ** (1 / (MAX_CONTEXT_TICKS - 1))
+    ticks = [seqs[0]]
+    for t in seqs[1:-1]:
+        if t >= ticks[-1] * ratio and seqs[-1] >= t * ratio:
+            ticks.append(t)
+    return ticks + [seqs[-1]]
+
+
 def _context_axes(axes: list[Any], seqs: list[int]) -> None:
-    """A log2 context axis on every panel, ticked at the swept contexts (1k, 32k, 128k)."""
+    """A log2 context axis on every panel, ticked at the swept contexts (1k, 32k, 128k), at
+    most `MAX_CONTEXT_TICKS` of them (`_context_ticks`)."""
     from matplotlib.ticker import FixedLocator, FuncFormatter, NullLocator
 
+    seqs = _context_ticks(seqs)
     for ax in axes:
         ax.set_xscale("log", base=2)
         ax.xaxis.set_major_locator(FixedLocator(seqs))
@@ -196,6 +286,7 @@ def _title(spec: Any, gpu: Any | None, layout: Any, kv: str) -> str:
     return f"{spec.name}{where}: weights {weights}, KV cache {kv}"
 
 
+@_third_party_warnings_as_one_line
 def render_sweep(rows: list[dict[str, Any]], spec: Any, gpu: Any | None, layout: Any, kv: str, fmt: str) -> bytes:
     """Memory per GPU (GiB) and total tokens/s against context, one line per batch (distinct
     colour and style, markers in the legend as on the lines), with the GPU's memory and the
@@ -213,13 +304,14 @@ def render_sweep(rows: list[dict[str, Any]], spec: Any, gpu: Any | None, layout:
     panels = 2 if gpu is not None else 1
     fig, grid = plt.subplots(1, panels, figsize=(6.4 * panels, 5.2), squeeze=False, layout="constrained")
     axes = list(grid[0])
-    handles = _plot_batches(axes, rows, batches, plt)
+    handles = _plot_batches(axes, rows, batches, plt, fig)
     _context_axes(axes, seqs)
     extra = _reference_marks(axes, rows, seqs, spec.max_position_embeddings, gpu, layout)
     _value_axes(axes, rows, gpu, layout)
     # one legend below the panels (batches, then the reference lines and marks): it never covers data
-    fig.legend(handles=handles + extra, loc="outside lower center", ncol=min(len(handles) + len(extra), 6),
-               fontsize="small", frameon=False)
+    if handles or extra:
+        fig.legend(handles=handles + extra, loc="outside lower center", ncol=min(len(handles) + len(extra), 6),
+                   fontsize="small", frameon=False)
     fig.suptitle(_label(_title(spec, gpu, layout, kv), 160))
     buf = io.BytesIO()
     try:

@@ -37,7 +37,9 @@ def standard_models(draw, window: bool | None = None) -> ModelSpec:
     if window if window is not None else draw(st.booleans()):
         kw["sliding_window"] = draw(st.integers(1, 4096))
         if draw(st.booleans()):  # a local/global mix; else every layer slides
-            kw["layer_pattern"] = draw(st.lists(st.sampled_from(["sliding", "full"]), min_size=1, max_size=6))
+            # at most n_layers kinds: a longer pattern is refused (issue 12, item 8)
+            kw["layer_pattern"] = draw(st.lists(st.sampled_from(["sliding", "full"]), min_size=1,
+                                                max_size=min(6, n_layers)))
     return ModelSpec(**kw)
 
 

@@ -54,8 +54,10 @@ def test_one_folder_one_line_each(folder: Path) -> None:
     assert r.exit_code == 2
     import json
 
-    errors = json.loads(r.output)["errors"]
+    errors = json.loads(r.stdout)["errors"]
     assert len(errors) == len(CASES)
+    # -f json also prints each error on stderr, one line each (issue 12, item 11)
+    assert r.stderr.splitlines() == [f"error: {e}" for e in errors]
     for name, (_, _, line) in CASES.items():
         assert any(e.startswith(str(folder / line)) for e in errors), (name, errors)
 

@@ -59,7 +59,10 @@ _UNSIZABLE = ("kv_lora_rank", "attn_layer_period", "full_attention_interval", "s
               "cross_attention_layers", "v_head_dim", "qk_rope_head_dim", "q_lora_rank",
               "num_kv_shared_layers", "global_attn_every_n_layers", "attention_types",
               "attention_window", "local_attention", "sliding_window_size", "block_configs",
-              "attn_type_list", "layer_block_types")
+              "attn_type_list", "layer_block_types",
+              # state-space models (transformers MambaConfig / Mamba2Config: state_size, conv_kernel,
+              # n_groups; mamba_ssm's ssm_cfg / d_state): their layers keep a fixed state, no K and V
+              "state_size", "conv_kernel", "n_groups", "ssm_cfg", "d_state", "time_step_rank")
 
 #: why a field in _UNSIZABLE matters, for the error line.
 _WHY = {
@@ -69,7 +72,14 @@ _WHY = {
     "cross_attention_layers": "those layers cache the image tokens, not the text",
     "attention_chunk_size": "chunked attention caches only the current chunk",
     "num_kv_shared_layers": "layers that reuse another layer's cache",
+    "state_size": "state-space (Mamba) layers: a fixed state per sequence, no per-token cache",
+    "n_groups": "Mamba-2 state groups",
+    "conv_kernel": "a Mamba convolution state",
 }
+
+#: model_types that are state-space models whatever fields they carry (transformers `mamba`,
+#: `mamba2`, `falcon_mamba`): refused by name, never read as attention layers
+_STATE_SPACE_TYPES = ("mamba", "mamba2", "falcon_mamba")
 
 #: weight dtype when the config names none: gpt2's and gpt_bigcode's checkpoints are fp32 (their
 #: configs predate torch_dtype); the rest default bf16.
@@ -79,6 +89,10 @@ DEFAULT_DTYPE = {"gpt2": "fp32", "gpt_bigcode": "fp32"}
 def _generic(c: _Cfg) -> dict[str, Any]:
     """An unknown model_type as a plain decoder (LlamaConfig fields, old GPT-2 names too);
     warns; fails on any field that needs a family mapping to size."""
+    if c.model_type.lower() in _STATE_SPACE_TYPES:
+        raise c.fail(f"model_type '{c.model_type}' is a state-space model: its layers keep a fixed state per "
+                     "sequence and no per-token KV cache, which kvcalc cannot size from this config; write a "
+                     "kvcalc YAML with mamba layers (see configs/models/)", field="model_type")
     odd = [k + (f" ({_WHY[k]})" if k in _WHY else "")
            for k in _UNSIZABLE if c.data.get(k) not in (None, False, [], {})]
     window = c.count("sliding_window") if c.flag("use_sliding_window", default=True) else None

@@ -326,6 +326,15 @@ def _gpt_oss(c: _Cfg) -> dict[str, Any]:
     return _set_kinds(c, f, kinds, c.int_or_null("sliding_window", 128))
 
 
+def _offset_below_period(c: _Cfg, key: str, period: int, offset: int, what: str) -> None:
+    """Raise `ConfigError` (field `<key>_offset`) unless offset < period: transformers' Jamba makes
+    layer i a(n) `what` layer when i % period == offset (`configuration_jamba.py`
+    `layers_block_type`, `layers_num_experts`), so an offset at or past the period makes none."""
+    if offset >= period:
+        raise c.fail(f"{offset} is not below {key}_period ({period}): layer i is {what} when i % {period} == "
+                     f"{offset}, so no layer would be; give an offset from 0 to {period - 1}", field=f"{key}_offset")
+
+
 def _jamba(c: _Cfg) -> dict[str, Any]:
     """jamba (`configuration_jamba.py`): layer i is attention when i % attn_layer_period ==
     attn_layer_offset (8, 4), else Mamba-1 (d_state 16, d_conv 4, expand 2, dt_rank "auto" =
@@ -335,6 +344,9 @@ def _jamba(c: _Cfg) -> dict[str, Any]:
     f = _decoder(c, n_kv_heads=8, max_pos=262144)
     period = c.count("attn_layer_period", default=8)
     offset = c.count("attn_layer_offset", default=4, minimum=0)
+    _offset_below_period(c, "attn_layer", period, offset, "attention")
+    _offset_below_period(c, "expert_layer", c.count("expert_layer_period", default=2),
+                         c.count("expert_layer_offset", default=1, minimum=0), "MoE")
     window = c.count("sliding_window")
     attn = "sliding" if window else "full"
     kinds = [attn if i % period == offset else "mamba" for i in range(f["n_layers"] or 0)]
