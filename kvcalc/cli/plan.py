@@ -9,7 +9,6 @@ the top layout as a deployment that `kvcalc check` passes.
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Annotated, Any, Optional
 
 import typer
