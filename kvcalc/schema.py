@@ -107,7 +107,7 @@ def field_error(model: str, field: str, message: str, value: object = None) -> E
 
 
 class _Frozen(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)  # built on first use: a command pays only for the models it validates
 
 
 class LayerSpec(_Frozen):
