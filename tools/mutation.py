@@ -203,7 +203,7 @@ def main() -> int:
     mode.add_argument("--resume", action="store_true",
                       help="keep mutants/ and its verdicts; test only mutants not yet checked")
     mode.add_argument("--survivors", action="store_true",
-                      help="re-test the current survivors and no-test mutants (after adding tests)")
+                      help="re-test the current survivors, no-test and timed-out mutants (after adding tests)")
     mode.add_argument("--report", action="store_true", help="run nothing; print the table from mutants/")
     p.add_argument("--max-children", type=int, default=2, help="mutmut workers (default 2: a shared 2-core box)")
     p.add_argument("--list", action="store_true", help="print each survivor not listed as equivalent, with its diff")
@@ -224,7 +224,7 @@ def main() -> int:
             if not MUTANTS_DIR.exists():
                 p.error("--survivors needs an earlier run's mutants/")
             globs = sorted(n for n, s in results().items()
-                           if s in (SURVIVED, NO_TESTS) and selected(module_of(n), only))
+                           if s in (SURVIVED, NO_TESTS, TIMEOUT) and selected(module_of(n), only))
             if not globs:
                 print("no survivors to re-test")
         elif not a.resume and MUTANTS_DIR.exists():
