@@ -59,3 +59,10 @@ def test_reserve_zero_empty_and_names():
             parse_reserve(text, "--activation-reserve")
     with pytest.raises(KvcalcError, match="^--cuda-context: 'abc' is not a size"):
         parse_reserve("abc", "--cuda-context")
+
+
+def test_unitless_reserves_with_separators_are_still_checked():
+    # "1_000" and "1,000" are 1,000 unitless bytes, under 1 MiB: refused like "1000"
+    for text in ("1_000", "1,000"):
+        with pytest.raises(KvcalcError, match=rf"^--cuda-context: '{text}' has no unit, so it would be 1,000 bytes"):
+            parse_reserve(text, "--cuda-context")

@@ -176,8 +176,8 @@ def test_budget_that_fits_gives_no_warning_and_an_unfittable_one_says_so():
 
 @pytest.mark.parametrize("kwargs, match", [
     (dict(version="b1234"), "--llamacpp-version: use one of current, legacy, not 'b1234'"),
-    (dict(parallel=0), "--ctx-size, --parallel and --ubatch-size must be positive"),
-    (dict(n_ubatch=0), "--ctx-size, --parallel and --ubatch-size must be positive"),
+    (dict(parallel=0), "^--ctx-size, --parallel and --ubatch-size must be positive$"),
+    (dict(n_ubatch=0), "^--ctx-size, --parallel and --ubatch-size must be positive$"),
     (dict(parallel=257), "--parallel 257: llama.cpp refuses it: n_seq_max must be <= 256 "
                          r"\(src/llama-context.cpp, LLAMA_MAX_SEQ\)"),
     (dict(n_gpu_layers=-2), r"--n-gpu-layers -2: use a count >= 0, or -1 for llama.cpp's default \(all layers\)"),
@@ -241,3 +241,60 @@ def test_capacity_largest_ctx_and_its_note():
     with pytest.raises(KvcalcError, match=r"^1,000 B does not hold even 256 cells of llama-3\.1-8b's cache$"):
         llamacpp.capacity(load_model("llama-3.1-8b"), 1000, F16, F16)
     assert llamacpp.largest_ctx_size(load_model("llama-3.1-8b"), 100 * MiB, F16, F16, concurrency=3) == 768
+
+
+def test_ctx_size_bounds_and_equal_streams():
+    m = load_model("llama-3.1-8b")
+    with pytest.raises(KvcalcError, match="^--ctx-size, --parallel and --ubatch-size must be positive$"):
+        llamacpp.allocate(m, 0, F16, F16)
+    assert llamacpp.allocate(m, 1, F16, F16).n_cells == 256  # pad(1, 256)
+    # 3 requests on 3 streams of 1,792 cells (see test_current_streams_per_sequence): each gets 1,792
+    r = llamacpp.allocate(m, 5000, F16, F16, parallel=3, unified=False, concurrency=3)
+    assert r.longest_context == 1792
+
+
+@pytest.mark.parametrize("model, kwargs, fit", [
+    # gemma-3-27b, n_ubatch 256: SWA cap 1,024 + 256 = 1,280 cells; 1 GiB: 10 x 8,192 x c + 52 x 8,192 x 1,280
+    #   <= 2^30 -> 81,920 c <= 528,482,304 -> c <= 6,451 -> 6,400 (with the default 512: cap 1,536 -> 5,120)
+    ("gemma-3-27b", dict(n_ubatch=256), 6400),
+    # --swa-full: every layer full size: 62 x 8,192 x c <= 2^30 -> c <= 2,114 -> 2,048
+    ("gemma-3-27b", dict(swa_full=True), 2048),
+    # legacy: every layer full size too -> 2,048 (current without options: 5,120)
+    ("gemma-3-27b", dict(version="legacy"), 2048),
+    ("gemma-3-27b", dict(), 5120),
+    # llama-3.1-8b (131,072 B/cell), 2 streams not unified: c = 512 -> 256 x 2 cells = 64 MiB; c = 768 ->
+    #   pad(384, 256) = 512 x 2 = 1,024 cells = 128 MiB > 100 MiB -> 512 (unified: 768)
+    ("llama-3.1-8b", dict(parallel=2, unified=False), 512),
+    # ollama, --parallel 2: llama.cpp gets 2c cells: 2c x 131,072 <= 100 MiB -> c <= 400 -> 256
+    ("llama-3.1-8b", dict(parallel=2, ollama=True), 256),
+])
+def test_the_largest_fitting_ctx_size_in_the_warning_uses_every_option(model, kwargs, fit):
+    budget = GiB if model.startswith("gemma") else 100 * MiB
+    with pytest.warns(KvcalcWarning, match=rf"the largest --ctx-size that fits is {fit}$"):
+        llamacpp.allocate(load_model(model), 65536, F16, F16, kv_memory_bytes=budget, **kwargs)
+    assert llamacpp.largest_ctx_size(load_model(model), budget, F16, F16, **kwargs) == fit
+
+
+def test_largest_ctx_size_ignores_request_options_and_caps_at_the_search_limit():
+    import warnings
+
+    m = load_model("llama-3.1-8b")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert llamacpp.largest_ctx_size(m, 100 * MiB, F16, F16, max_model_len=4096, concurrency=3) == 768
+    # 2^27 cells x 131,072 B = 2^44 B fit in 2^45: the search limit itself, an int
+    got = llamacpp.largest_ctx_size(m, 2**45, F16, F16)
+    assert got == 2**27 and type(got) is int
+
+
+def test_capacity_passes_its_options_and_budget():
+    # 2 streams not unified in 100 MiB: 512 (see above); 512 cells x 131,072 = 64 MiB
+    r = llamacpp.capacity(load_model("llama-3.1-8b"), 100 * MiB, F16, F16, parallel=2, unified=False)
+    assert (r.n_ctx, r.n_cells, r.kv_memory_bytes, r.engine_kv_bytes) == (512, 512, 100 * MiB, 64 * MiB)
+    assert "(   256 cells,  32 layers,  2/2 seqs)" in r.log_lines[-1]
+
+
+def test_device_of_layers_defaults_and_one_offloaded_layer():
+    assert llamacpp.device_of_layers(4, None, None) == [0, 0, 0, 0]  # one device by default
+    # -ngl 1: only the last layer on the GPU
+    assert llamacpp.device_of_layers(4, 1, None, 1) == [-1, -1, -1, 0]

@@ -145,3 +145,13 @@ def test_pool_bytes_tp_default_and_split():
     # llama-3.1-8b, 10 rows, page 2 -> 12 rows x 65,536 B (K half, tp 1) = 786,432 B each
     assert sglang.pool_bytes(llama(), 10, 2, BF16, BF16) == (786_432, 786_432)
     assert sglang.pool_bytes(llama(), 10, 2, BF16, BF16, tp=2) == (393_216, 393_216)
+
+
+def test_no_request_length_no_concurrency_and_tp_defaults():
+    # no max_position_embeddings and no max_model_len: no concurrency figure
+    m = ModelSpec(name="t", n_layers=2, n_heads=4, n_kv_heads=2, head_dim=16, dtype="fp16")
+    r = sglang.capacity(m, 1000, kv_format("fp16"), kv_format("fp16"))
+    assert (r.max_model_len, r.max_concurrency, r.kv_cache_tokens) == (None, None, 3)  # 1,000 // 256
+    # tp defaults to 1: a llama-3.1-8b cell is 131,072 B; 1 GiB // 131,072 = 8,192 tokens
+    assert sglang.cell_size_bytes(llama(), BF16, BF16) == 131_072
+    assert sglang.max_total_num_tokens(llama(), GiB, BF16, BF16) == 8192
