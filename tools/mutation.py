@@ -8,7 +8,9 @@ every function of the target files so that each mutant can be switched on by nam
 test suite once to learn which tests reach which function, then runs, for each mutant, only the
 tests that reach its function (forked workers, `--max-children`, default 2).
 
-Kill rate = killed / (mutants - equivalent). A mutant is *equivalent* when it cannot change any
+Kill rate = (killed + timeout) / (mutants - equivalent), as mutmut scores it (its `badge` command
+counts a timeout as detected: the tests did not pass); the "strict" column leaves timeouts out,
+killed / (mutants - equivalent). A mutant is *equivalent* when it cannot change any
 result (e.g. a default argument no caller leaves out); each one is listed, with the line it
 changes and why, in `docs/mutation-equivalents.md`, and this script checks every listed entry
 still names the same change (mutant numbers move when a function is edited: a stale entry is
@@ -149,18 +151,27 @@ class Row:
 
     @property
     def rate(self) -> float | None:
+        """(killed + timeout) / (mutants - equivalent), in percent."""
+        denom = self.total - self.equivalent
+        return 100.0 * (self.n(KILLED) + self.n(TIMEOUT)) / denom if denom else None
+
+    @property
+    def strict_rate(self) -> float | None:
+        """killed / (mutants - equivalent), in percent (timeouts count as not killed)."""
         denom = self.total - self.equivalent
         return 100.0 * self.n(KILLED) / denom if denom else None
 
 
 def table(rows: list[Row], markdown: bool) -> str:
-    head = ["module", "mutants", "killed", "survived", "no tests", "timeout", "other", "equivalent", "kill rate"]
+    head = ["module", "mutants", "killed", "survived", "no tests", "timeout", "other", "equivalent", "kill rate",
+            "strict"]
     body = []
     for r in rows:
         other = r.total - sum(r.n(s) for s in (KILLED, SURVIVED, NO_TESTS, TIMEOUT))
         rate = "-" if r.rate is None else f"{r.rate:.1f}%"
+        strict = "-" if r.strict_rate is None else f"{r.strict_rate:.1f}%"
         body.append([r.module, r.total, r.n(KILLED), r.n(SURVIVED), r.n(NO_TESTS), r.n(TIMEOUT), other,
-                     r.equivalent, rate])
+                     r.equivalent, rate, strict])
     cells = [head] + [[str(c) for c in b] for b in body]
     if markdown:
         lines = ["| " + " | ".join(c) + " |" for c in cells]
@@ -195,7 +206,8 @@ def main() -> int:
     p = argparse.ArgumentParser(
         description="Run mutmut over kvcalc's arithmetic (calc/, engines/, units.py, formats.py) and print "
                     "a per-module table: mutants, killed, survived, timeout, equivalent (from "
-                    "docs/mutation-equivalents.md), kill rate = killed / (mutants - equivalent).",
+                    "docs/mutation-equivalents.md), kill rate = (killed + timeout) / (mutants - equivalent) "
+                    "and the strict rate killed / (mutants - equivalent).",
         epilog="By default the run is fresh (mutants/ is deleted first), since mutmut keeps a survivor's "
                "verdict even after new tests are added. Modules: " + ", ".join(TARGETS))
     p.add_argument("--only", action="append", metavar="PATH",
@@ -249,7 +261,7 @@ def main() -> int:
             print(f"warning: equivalents entry {e.name} no longer changes `{e.line}` (stale: renumber it); not counted")
             continue
         if st == KILLED:
-            print(f"note: {e.name} is listed as equivalent but a test kills it; remove the entry")
+            print(f"note: {e.name} is listed as equivalent but a test kills it; remove the row")
             continue
         equivalent.add(e.name)
 
@@ -272,7 +284,7 @@ def main() -> int:
     print(table(ordered + [total], a.markdown))
     if not_checked:
         print(f"\n{not_checked} mutants not checked yet (an interrupted run, or --only elsewhere before)")
-    survivors = sorted(n for n, s in status.items() if s != KILLED and n not in equivalent)
+    survivors = sorted(n for n, s in status.items() if s not in (KILLED, TIMEOUT) and n not in equivalent)
     print(f"\n{len(survivors)} mutants not killed and not listed as equivalent"
           + (":" if a.list else " (--list shows them; `mutmut show NAME` shows one)"))
     if a.list:
@@ -281,7 +293,8 @@ def main() -> int:
             print("\n".join(l for l in diff_of(n).splitlines()[1:] if l.startswith(("+", "-")) and
                             not l.startswith(("+++", "---"))))
     rate = total.rate or 0.0
-    print(f"\nkill rate {rate:.1f}% (threshold {a.min_rate:g}%)")
+    print(f"\nkill rate {rate:.1f}% ((killed + timeout) / (mutants - equivalent); strict, killed only: "
+          f"{total.strict_rate or 0.0:.1f}%; threshold {a.min_rate:g}%)")
     return 0 if rate >= a.min_rate else 1
 
 
