@@ -144,7 +144,8 @@ class Row:
 
     @property
     def total(self) -> int:
-        return sum(self.counts.values())
+        """Every mutant: the equivalent ones are counted in `equivalent`, not under their status."""
+        return sum(self.counts.values()) + self.equivalent
 
     def n(self, status: str) -> int:
         return self.counts.get(status, 0)
@@ -163,11 +164,12 @@ class Row:
 
 
 def table(rows: list[Row], markdown: bool) -> str:
+    # the status columns count non-equivalent mutants only: mutants = those + equivalent
     head = ["module", "mutants", "killed", "survived", "no tests", "timeout", "other", "equivalent", "kill rate",
             "strict"]
     body = []
     for r in rows:
-        other = r.total - sum(r.n(s) for s in (KILLED, SURVIVED, NO_TESTS, TIMEOUT))
+        other = r.total - r.equivalent - sum(r.n(s) for s in (KILLED, SURVIVED, NO_TESTS, TIMEOUT))
         rate = "-" if r.rate is None else f"{r.rate:.1f}%"
         strict = "-" if r.strict_rate is None else f"{r.strict_rate:.1f}%"
         body.append([r.module, r.total, r.n(KILLED), r.n(SURVIVED), r.n(NO_TESTS), r.n(TIMEOUT), other,
@@ -268,8 +270,10 @@ def main() -> int:
     rows: dict[str, Row] = {}
     for name, st in status.items():
         r = rows.setdefault(module_of(name), Row(module_of(name)))
-        r.counts[st] = r.counts.get(st, 0) + 1
-        r.equivalent += name in equivalent
+        if name in equivalent:
+            r.equivalent += 1
+        else:
+            r.counts[st] = r.counts.get(st, 0) + 1
     ordered = [rows[m] for m in sorted(rows)]
     total = Row("total")
     for r in ordered:
