@@ -9,15 +9,22 @@ from __future__ import annotations
 import pytest
 
 from kvcalc.errors import KvcalcError
-from kvcalc.units import parse_count, parse_counts, parse_reserve, parse_size
+from kvcalc.units import parse_count, parse_counts, parse_size
+
+
+def parse_reserve(text, what):
+    """A per-GPU reserve as the CLI parses --cuda-context / --activation-reserve (0 allowed)."""
+    return parse_size(text, what, allow_zero=True, hint_unit="MiB")
 
 
 def test_integers_pass_through():
     assert parse_count(8192) == 8192
-    assert parse_size(80) == 80
+    assert parse_size("80B") == 80 and parse_size(2**20) == 1_048_576  # 1 MiB: the least unitless size
+    with pytest.raises(KvcalcError, match=r"^size: '80' has no unit, so it would be 80 bytes; did you mean 80GiB\?"):
+        parse_size(80)  # a bare number under 1 MiB is a unit left off
     with pytest.raises(KvcalcError, match="^--seq-len must be a positive integer, got 0$"):
         parse_count(0)
-    with pytest.raises(KvcalcError, match="^size must be positive, got -1$"):
+    with pytest.raises(KvcalcError, match="^size: '-1' is not a size"):
         parse_size(-1)
 
 
@@ -41,8 +48,8 @@ def test_counts_keep_the_callers_name():
 
 
 def test_separators_in_sizes():
-    # underscores and commas are dropped: 1_000 = 1,000 B; 8,192 MiB = 8,192 x 2^20 = 8,589,934,592 B
-    assert parse_size("1_000") == 1000
+    # underscores and commas are dropped: 1_000 B = 1,000 B; 8,192 MiB = 8,192 x 2^20 = 8,589,934,592 B
+    assert parse_size("1_000B") == 1000
     assert parse_size("8,192MiB") == 8_589_934_592
     # 6.51 x 2^30 = 6,442,450,944 + 0.51 x 1,073,741,824 = 6,990,059,274.24, floored (Decimal, no float)
     assert parse_size(" 6.51 GiB ") == 6_990_059_274
