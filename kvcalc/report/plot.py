@@ -141,19 +141,26 @@ def _plot_batches(axes: list[Any], rows: list[dict[str, Any]], batches: list[int
         return _plot_many_batches(axes, rows, batches, plt, fig)
     handles = []
     for (c, ls), b in zip(_styles(len(batches), plt), batches):
-        rs = sorted((r for r in rows if r["batch"] == b), key=lambda r: r["seq_len"])
-        x = [r["seq_len"] for r in rs]
-        panels_y = [(axes[0], [r["memory_bytes_per_gpu"] / 2**30 for r in rs])]
-        if len(axes) > 1:
-            panels_y.append((axes[1], [r["tokens_per_s"] for r in rs]))
-        for ax, y in panels_y:
-            ax.plot(x, y, ls=ls, color=c, lw=1.5)
-            fit = [i for i, r in enumerate(rs) if r.get("fits", True)]
-            miss = [i for i, r in enumerate(rs) if not r.get("fits", True)]
-            ax.plot([x[i] for i in fit], [y[i] for i in fit], "o", color=c, ms=5)
-            ax.plot([x[i] for i in miss], [y[i] for i in miss], "o", mfc="white", color=c, ms=5)
+        _plot_batch(axes, rows, b, color=c, ls=ls, lw=1.5, ms=5)
         handles.append(Line2D([], [], color=c, ls=ls, marker="o", ms=5, label=f"batch {b}"))
     return handles
+
+
+def _plot_batch(axes: list[Any], rows: list[dict[str, Any]], batch: int, *, color: Any, ls: str, lw: float,
+                ms: float) -> None:
+    """One batch's line on each panel (memory per GPU in GiB; with a GPU, total tokens/s) against
+    context, the points that fit filled and the rest hollow."""
+    rs = sorted((r for r in rows if r["batch"] == batch), key=lambda r: r["seq_len"])
+    x = [r["seq_len"] for r in rs]
+    panels_y = [(axes[0], [r["memory_bytes_per_gpu"] / 2**30 for r in rs])]
+    if len(axes) > 1:
+        panels_y.append((axes[1], [r["tokens_per_s"] for r in rs]))
+    fit = [i for i, r in enumerate(rs) if r.get("fits", True)]
+    miss = [i for i, r in enumerate(rs) if not r.get("fits", True)]
+    for ax, y in panels_y:
+        ax.plot(x, y, ls=ls, color=color, lw=lw)
+        ax.plot([x[i] for i in fit], [y[i] for i in fit], "o", color=color, ms=ms)
+        ax.plot([x[i] for i in miss], [y[i] for i in miss], "o", mfc="white", color=color, ms=ms)
 
 
 def _plot_many_batches(axes: list[Any], rows: list[dict[str, Any]], batches: list[int], plt: Any,
@@ -168,18 +175,7 @@ def _plot_many_batches(axes: list[Any], rows: list[dict[str, Any]], batches: lis
     lo, hi = batches[0], batches[-1]
     norm = LogNorm(vmin=lo, vmax=hi) if lo > 0 and hi > lo else Normalize(vmin=lo - 1, vmax=hi + 1)
     for b in batches:
-        c = cmap(norm(b))
-        rs = sorted((r for r in rows if r["batch"] == b), key=lambda r: r["seq_len"])
-        x = [r["seq_len"] for r in rs]
-        panels_y = [(axes[0], [r["memory_bytes_per_gpu"] / 2**30 for r in rs])]
-        if len(axes) > 1:
-            panels_y.append((axes[1], [r["tokens_per_s"] for r in rs]))
-        for ax, y in panels_y:
-            ax.plot(x, y, color=c, lw=0.8)
-            miss = [i for i, r in enumerate(rs) if not r.get("fits", True)]
-            fit = [i for i, r in enumerate(rs) if r.get("fits", True)]
-            ax.plot([x[i] for i in fit], [y[i] for i in fit], "o", color=c, ms=2)
-            ax.plot([x[i] for i in miss], [y[i] for i in miss], "o", mfc="white", color=c, ms=2)
+        _plot_batch(axes, rows, b, color=cmap(norm(b)), ls="-", lw=0.8, ms=2)
     if fig is not None:
         bar = fig.colorbar(ScalarMappable(norm=norm, cmap=cmap), ax=axes, location="right", shrink=0.9)
         if isinstance(norm, LogNorm):
