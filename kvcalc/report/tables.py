@@ -411,7 +411,11 @@ def kv_lengths_table(rows: Sequence[Any]) -> WideOrRecords:
 
 
 def attention_summary(e: Any) -> str:
-    """'gqa 64q/8kv', 'mla latent 576', with ', sliding' when some layers keep a window."""
+    """'gqa 64q/8kv', 'mla latent 576', with ', sliding' when some layers keep a window; 'no KV
+    cache (mamba state)' for a model whose layers keep only a fixed state (its 0 B are no MHA's)."""
+    if not any(b.kind not in ("mamba", "linear") for b in e.breakdown):
+        kinds = sorted({b.kind for b in e.breakdown})
+        return f"no KV cache ({' / '.join(kinds)} state)"
     if e.attention == "mla":
         text = f"mla latent {e.head_dim}"
     else:
