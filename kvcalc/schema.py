@@ -135,6 +135,51 @@ class LayerSpec(_Frozen):
         return self.kind in ("full", "sliding", "mla")
 
 
+class CheckpointWeights(_Frozen):
+    """Weight bytes as a checkpoint stores them, read from its own files' headers (never the
+    tensor data): the safetensors header of each shard (`safetensors` format: an 8-byte little
+    endian length, then a JSON map name -> dtype, shape, data_offsets), or a GGUF file's tensor
+    table (`gguf` package: name, ggml type, shape). Set by the loaders of local checkpoint folders,
+    Hub ids and GGUF files; a `--weight-dtype` override ignores it and counts from the architecture.
+
+    Bytes are exact and whole-model (every shard, no TP split):
+    - `layer_bytes[i]`: every tensor of decoder layer i (`model.layers.{i}.` / `blk.{i}.`), its
+      routed experts included; `layer_expert_bytes[i]` of them belong to routed experts (all of
+      the layer's experts together; 0 for a dense layer). len == the model's n_layers.
+    - `embedding_bytes`: the token embedding; `head_bytes`: the LM head and the final norm (0 for
+      the head when tied); `other_bytes`: everything else the files hold (vision tower, MTP layers
+      past n_layers, ...), loaded with the first stage.
+    - `n_params`: values stored (packed int4/nf4 words unpacked to their values; scales and zero
+      points counted as the parameters they are); `bytes_by_dtype`: stored type name (safetensors
+      `BF16`, `F8_E4M3`, `I32`; GGUF `Q4_K`, `Q6_K`) -> bytes.
+    - `source`: where the figures come from, in words (`safetensors headers of 4 files`,
+      `GGUF tensor table`); `label`: the stored formats in words (`bf16`, `fp8 + bf16`, `Q4_K_M`).
+    """
+
+    source: str = Field(min_length=1)
+    label: str = Field(min_length=1)
+    n_params: Annotated[int, Field(strict=True, ge=0)]
+    layer_bytes: list[Annotated[int, Field(strict=True, ge=0)]]
+    layer_expert_bytes: list[Annotated[int, Field(strict=True, ge=0)]]
+    embedding_bytes: Annotated[int, Field(strict=True, ge=0)] = 0
+    head_bytes: Annotated[int, Field(strict=True, ge=0)] = 0
+    other_bytes: Annotated[int, Field(strict=True, ge=0)] = 0
+    bytes_by_dtype: dict[str, int] = Field(default_factory=dict)
+
+    @model_validator(mode="after")
+    def _check(self) -> CheckpointWeights:
+        if len(self.layer_expert_bytes) != len(self.layer_bytes):
+            raise ValueError("layer_expert_bytes and layer_bytes must list the same layers")
+        if any(e > t for e, t in zip(self.layer_expert_bytes, self.layer_bytes)):
+            raise ValueError("a layer's expert bytes exceed its bytes")
+        return self
+
+    @property
+    def total_bytes(self) -> int:
+        """Every byte of weight data the files hold."""
+        return sum(self.layer_bytes) + self.embedding_bytes + self.head_bytes + self.other_bytes
+
+
 class ModelSpec(_Frozen):
     """A model architecture, as much of it as KV cache, weights and roofline need.
 
@@ -199,6 +244,9 @@ class ModelSpec(_Frozen):
     # routed experts when they differ (gpt-oss: MXFP4 experts, bf16 attention); --weight-dtype overrides
     weight_dtype: str | None = None
     expert_weight_dtype: str | None = None
+    # exact stored weight bytes from the checkpoint's own headers (safetensors / GGUF), when the
+    # model came from a checkpoint; None: counted from the architecture
+    checkpoint: CheckpointWeights | None = None
 
     @field_validator("layer_pattern", "layer_types")
     @classmethod
@@ -276,6 +324,10 @@ class ModelSpec(_Frozen):
             raise ValueError("layers of kind 'sliding' need sliding_window")
         if self.n_experts_per_token and self.n_experts and self.n_experts_per_token > self.n_experts:
             raise ValueError("n_experts_per_token exceeds n_experts")
+        if self.checkpoint is not None and len(self.checkpoint.layer_bytes) != self.n_layers:
+            raise field_error("ModelSpec", "checkpoint",
+                              f"the checkpoint's tensors cover {len(self.checkpoint.layer_bytes)} layers "
+                              f"but n_layers is {self.n_layers}")
         return self
 
     # ----- derived -------------------------------------------------------------------------

@@ -35,6 +35,7 @@ from kvcalc.calc.weights import (
     param_counts,
     weight_bytes,
     weight_format_label,
+    weights_source,
     weight_formats,
 )
 
@@ -191,6 +192,7 @@ class Planner:
         wb = weight_bytes(model, layout.weight_dtype, tp)
         self.stage_weight_bytes = wb.stage_bytes(self.stages)
         self.n_params, self.n_active_params = param_counts(model)
+        self.weights_source = weights_source(model, layout.weight_dtype)
         state = kv_cache.state_bytes_per_seq(model)
         self.state_per_seq_per_gpu = _cdiv(state, tp * pp) if state else 0
         self.act_bytes = (layout.activation_reserve_bytes if layout.activation_reserve_bytes is not None
@@ -368,7 +370,7 @@ class Planner:
         tpot = dec.step_time_s
         return ServingEstimate(
             gpu=self.gpu.key, gpu_count=lay.tp * lay.pp * lay.dp, weight_dtype=self.weight_dtype,
-            n_params=self.n_params, n_active_params=self.n_active_params,
+            n_params=self.n_params, n_active_params=self.n_active_params, weights_source=self.weights_source,
             weights_bytes_per_gpu=max(self.stage_weight_bytes),
             kv_cache_bytes_per_gpu=kv, state_bytes_per_gpu=batch * self.state_per_seq_per_gpu,
             activation_reserve_bytes=self.act_bytes, cuda_context_bytes=lay.cuda_context_bytes,

@@ -242,10 +242,27 @@ def param_counts(model: ModelSpec) -> tuple[int, int]:
     Llama-3.1-8B: 2 x 128256 x 4096 + 32 x 218,112,000 + 4096 = 8,030,261,248.
     Raises `KvcalcError` when neither is possible.
     """
+    if model.checkpoint is not None:  # counted from the checkpoint's headers
+        n = model.checkpoint.n_params
+        if model.n_active_params or not model.n_experts:
+            return n, model.n_active_params or n
+        p = model_params(model)  # MoE: the routed experts a token skips, from the architecture
+        return n, max(n - (p.total - p.active), 0)
     if model.n_params is not None:
         return model.n_params, model.n_active_params or model.n_params
     p = model_params(model)
     return p.total, (model.n_active_params or p.active)
+
+
+def weights_source(model: ModelSpec, weight_dtype: FormatLike | None = None) -> str:
+    """Where the weight bytes come from, in words: the checkpoint's headers (`model.checkpoint.source`)
+    unless `weight_dtype` overrides the format, else `architecture` (counted from the config) or
+    `n_params` (the config's explicit count, spread over the layers)."""
+    if model.checkpoint is not None and weight_dtype is None:
+        return model.checkpoint.source
+    if model.n_params is not None and not can_derive(model):
+        return "n_params"
+    return "architecture"
 
 
 def format_bytes(fmt: StorageFormat, n_values: int, fallback: StorageFormat) -> int:
@@ -305,8 +322,42 @@ def weight_formats(model: ModelSpec, weight_dtype: FormatLike | None = None) -> 
 
 def weight_format_label(model: ModelSpec, weight_dtype: FormatLike | None = None) -> str:
     """The weight formats in words: `bf16`, or `bf16 + mxfp4 experts` when the experts differ."""
+    if model.checkpoint is not None and weight_dtype is None:
+        return f"{model.checkpoint.label} as stored"
     wf, ef = weight_formats(model, weight_dtype)
     return wf.name if wf == ef or not model.n_experts else f"{wf.name} + {ef.name} experts"
+
+
+def checkpoint_weight_bytes(model: ModelSpec, tp: int = 1) -> WeightBytes:
+    """Weight bytes on one TP rank from the checkpoint's own headers (`model.checkpoint`, exact
+    for tp = 1). For tp > 1 each part is divided evenly, rounded up: a close upper estimate (norms
+    and KV heads replicated across ranks are not added back). A layer's routed-expert bytes are
+    split evenly over its `n_experts`, `n_experts_per_token` of them read per token.
+
+    Raises `KvcalcError` when the model has no checkpoint figures.
+    """
+    ck = model.checkpoint
+    if ck is None:
+        raise KvcalcError(f"{model.name}: no checkpoint weight bytes (load it from a checkpoint folder, "
+                          f"a Hub id or a GGUF file)", field="model", value=model.name, form=MESSAGE)
+    dense, expert, n_exp, n_act = [], [], [], []
+    for i, (total, experts) in enumerate(zip(ck.layer_bytes, ck.layer_expert_bytes)):
+        e = model.n_experts if experts and model.n_experts and is_moe_layer(model, i) else 0
+        if e:
+            dense.append(_cdiv(total - experts, tp))
+            expert.append(_cdiv(_cdiv(experts, e), tp))
+            n_exp.append(e)
+            n_act.append(min(model.n_experts_per_token or e, e))
+        else:  # a dense layer (or experts the architecture does not place): all always read
+            dense.append(_cdiv(total, tp))
+            expert.append(0)
+            n_exp.append(0)
+            n_act.append(0)
+    return WeightBytes(
+        layer_dense_bytes=tuple(dense), layer_expert_bytes=tuple(expert),
+        layer_n_experts=tuple(n_exp), layer_n_active_experts=tuple(n_act),
+        embedding_bytes=_cdiv(ck.embedding_bytes + ck.other_bytes, tp),
+        head_bytes=_cdiv(ck.head_bytes, tp), tied=model.tie_word_embeddings)
 
 
 def weight_bytes(model: ModelSpec, weight_dtype: FormatLike | None = None, tp: int = 1) -> WeightBytes:
@@ -316,9 +367,15 @@ def weight_bytes(model: ModelSpec, weight_dtype: FormatLike | None = None, tp: i
     `n_params` and no derivable architecture, the whole count is spread evenly over the layers
     in the decoder matrices' format.
 
+    A model loaded from a checkpoint (`model.checkpoint`: safetensors headers, GGUF tensor
+    table) and no `weight_dtype` override gives the stored bytes instead
+    (`checkpoint_weight_bytes`).
+
     Raises `KvcalcError` when the count cannot be made or a matrix is not a whole number of
     quantization groups.
     """
+    if model.checkpoint is not None and weight_dtype is None:
+        return checkpoint_weight_bytes(model, tp)
     wf, ef = weight_formats(model, weight_dtype)
     base = weight_format(model.dtype, field=None)  # the model's own dtype: no option sets it
     n = model.n_layers

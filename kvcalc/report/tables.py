@@ -132,7 +132,8 @@ def serving_table(r: Any, gpu: Any, est: Any, *, width: int | None = None):
 
     act = f" ({r.n_active_params:,} active per token)" if r.n_active_params != r.n_params else ""
     rows: list[tuple[str, Cell, str | None]] = [
-        ("parameters", f"{r.n_params:,}{act}", None),
+        ("parameters", f"{r.n_params:,}{act}" + ("" if r.weights_source == "architecture" else
+                                                   f" (from {r.weights_source})"), None),
         ("weights per GPU", f"{size(r.weights_bytes_per_gpu)} in {r.weight_dtype}", None),
         ("KV cache per GPU", size(r.kv_cache_bytes_per_gpu), None)]
     if r.state_bytes_per_gpu:

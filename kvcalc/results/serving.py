@@ -15,6 +15,8 @@ class ServingEstimate(_Frozen):
     Bytes are per GPU (the fullest pipeline stage of one TP rank) unless named otherwise;
     `tokens_per_s` is the whole layout's output (every DP replica), `tokens_per_s_per_seq` one
     sequence's; `max_batch` is per replica at `seq_len`; `max_seq_len` at `batch`.
+    `weights_source`: where the parameter count and weight bytes come from (`architecture`,
+    `n_params`, or the checkpoint's headers: `safetensors headers of 4 files`, `GGUF tensor table`).
     """
 
     gpu: str
@@ -22,6 +24,7 @@ class ServingEstimate(_Frozen):
     weight_dtype: str
     n_params: int
     n_active_params: int
+    weights_source: str = "architecture"
     weights_bytes_per_gpu: int
     kv_cache_bytes_per_gpu: int
     state_bytes_per_gpu: int
