@@ -24,6 +24,11 @@ Usage, from anywhere (the script works in the repo root):
     python tools/mutation.py --survivors              # re-test the current survivors (after adding tests)
     python tools/mutation.py --report                 # no run: the table from the last results
     python tools/mutation.py --report --list          # ... and every survivor with its diff
+    python tools/mutation.py --ledger                 # every module's last recorded run, while unchanged
+
+Each run records its fully checked modules in `docs/mutation-ledger.json` with the SHA-256 of the
+source they ran on; `--ledger` adds up the rows whose source is unchanged and names the modules
+that changed since (or never ran): so the modules can be run one at a time, as the code settles.
 
 Exit status: 0 when the kill rate over the selected modules is at least `--min-rate` (default 90),
 1 when below, 2 when mutmut itself failed. Needs `mutmut` 3.8 in the same environment as this
@@ -33,6 +38,8 @@ Python (`pip install mutmut==3.8.1`).
 from __future__ import annotations
 
 import argparse
+import hashlib
+import json
 import re
 import shutil
 import subprocess
@@ -45,6 +52,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 MUTANTS_DIR = ROOT / "mutants"
 EQUIVALENTS_FILE = ROOT / "docs" / "mutation-equivalents.md"
+#: per-module results of the last run of each module, keyed by the source's SHA-256 (see `--ledger`)
+LEDGER_FILE = ROOT / "docs" / "mutation-ledger.json"
 #: the modules mutated, as in `only_mutate` of `[tool.mutmut]` (keep the two in step)
 TARGETS = ("kvcalc/calc", "kvcalc/engines", "kvcalc/units.py", "kvcalc/formats.py")
 #: a mutant name, e.g. `kvcalc.units.x_parse_size__mutmut_3` or `kvcalc.formats.xǁStorageFormatǁbytes_for__mutmut_2`
@@ -186,6 +195,56 @@ def table(rows: list[Row], markdown: bool) -> str:
     return "\n".join(lines)
 
 
+def source_sha(module: str) -> str | None:
+    """SHA-256 of a module's source as it is now (None when the file is gone)."""
+    path = ROOT / module
+    return hashlib.sha256(path.read_bytes()).hexdigest() if path.is_file() else None
+
+
+def target_modules() -> list[str]:
+    """Every mutated module file (the .py files under `TARGETS`), as repo-relative paths."""
+    out: list[str] = []
+    for t in TARGETS:
+        p = ROOT / t
+        out += [str(f.relative_to(ROOT)) for f in sorted(p.rglob("*.py"))] if p.is_dir() else [t]
+    return out
+
+
+def read_ledger(path: Path = LEDGER_FILE) -> dict[str, dict]:
+    return json.loads(path.read_text()) if path.exists() else {}
+
+
+def record(rows: list[Row], path: Path = LEDGER_FILE) -> None:
+    """Store each fully checked module's row in the ledger, with the SHA-256 of the source it ran
+    on: a later `--ledger` counts a row only while the module's source is byte for byte the same
+    (tests may only have grown since, which can only kill more mutants)."""
+    ledger = read_ledger(path)
+    head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
+    for r in rows:
+        if r.n("not checked"):
+            continue  # an interrupted module is not a result
+        ledger[r.module] = {"sha256": source_sha(r.module), "date": date.today().isoformat(),
+                            "mutmut": mutmut_version(), "commit": head or "?",
+                            "counts": dict(sorted(r.counts.items())), "equivalent": r.equivalent}
+    path.write_text(json.dumps(dict(sorted(ledger.items())), indent=1) + "\n")
+
+
+def ledger_rows(path: Path = LEDGER_FILE) -> tuple[list[Row], list[str]]:
+    """(rows of the ledger whose source is unchanged, problems: modules never run or changed since)."""
+    ledger = read_ledger(path)
+    rows, problems = [], []
+    for m in target_modules():
+        e = ledger.get(m)
+        if e is None:
+            problems.append(f"{m}: no recorded run")
+        elif e["sha256"] != source_sha(m):
+            problems.append(f"{m}: changed since its run on {e['date']} (commit {e['commit']}); run --only {m}")
+        else:
+            if e["counts"] or e["equivalent"]:
+                rows.append(Row(m, dict(e["counts"]), e["equivalent"]))
+    return rows, problems
+
+
 def run_mutmut(globs: list[str], max_children: int, log: Path) -> None:
     cmd = [mutmut_exe(), "run", "--max-children", str(max_children), *globs]
     shown = cmd[1:] if len(globs) <= 8 else cmd[1:4] + [f"<{len(globs)} mutant names>"]
@@ -220,12 +279,31 @@ def main() -> int:
     mode.add_argument("--survivors", action="store_true",
                       help="re-test the current survivors, no-test and timed-out mutants (after adding tests)")
     mode.add_argument("--report", action="store_true", help="run nothing; print the table from mutants/")
+    mode.add_argument("--ledger", action="store_true",
+                      help="run nothing; the table over every module from docs/mutation-ledger.json (each module's "
+                           "last recorded run, counted only while its source is unchanged)")
     p.add_argument("--max-children", type=int, default=2, help="mutmut workers (default 2: a shared 2-core box)")
     p.add_argument("--list", action="store_true", help="print each survivor not listed as equivalent, with its diff")
     p.add_argument("--markdown", action="store_true", help="print the table as Markdown (for docs/mutation.md)")
     p.add_argument("--min-rate", type=float, default=90.0, help="exit 1 below this kill rate, in percent (default 90)")
     p.add_argument("--equivalents", type=Path, default=EQUIVALENTS_FILE, help="the equivalents file")
     a = p.parse_args()
+
+    if a.ledger:
+        rows_l, problems = ledger_rows()
+        total_l = Row("total")
+        for r in rows_l:
+            for k, v in r.counts.items():
+                total_l.counts[k] = total_l.counts.get(k, 0) + v
+            total_l.equivalent += r.equivalent
+        print(f"mutation testing ledger ({LEDGER_FILE.relative_to(ROOT)}), read {date.today().isoformat()}")
+        print(table(rows_l + [total_l], a.markdown))
+        for pr in problems:
+            print(f"not counted: {pr}")
+        rate = total_l.rate or 0.0
+        print(f"\nkill rate {rate:.1f}% over the modules counted; strict {total_l.strict_rate or 0.0:.1f}%; "
+              f"threshold {a.min_rate:g}%" + (f"; {len(problems)} module(s) not counted" if problems else ""))
+        return 0 if rate >= a.min_rate and not problems else 1
 
     only = [o.rstrip("/") for o in (a.only or list(TARGETS))]
     for o in only:
@@ -281,6 +359,8 @@ def main() -> int:
             total.counts[k] = total.counts.get(k, 0) + v
         total.equivalent += r.equivalent
     not_checked = total.n("not checked")
+    if not a.report:  # modules with no function to mutate are recorded too, as 0 mutants
+        record(ordered + [Row(m) for m in target_modules() if selected(m, only) and m not in rows])
 
     print()
     print(f"mutation testing, {date.today().isoformat()}, mutmut {mutmut_version()}"
