@@ -135,6 +135,22 @@ class LayerSpec(_Frozen):
         return self.kind in ("full", "sliding", "mla")
 
 
+#: rope types whose `factor` does not lengthen the context vLLM derives (`su` is longrope's old
+#: name; llama3 configs already state the scaled max_position_embeddings).
+ROPE_TYPES_UNSCALED = ("su", "longrope", "llama3")
+
+
+class RopeScaling(_Frozen):
+    """A config's `rope_scaling` (transformers v5: `rope_parameters`), as much as the context limit
+    needs: `rope_type` (default, linear, dynamic, yarn, longrope, llama3, ...), its `factor`, and
+    the `original_max_position_embeddings` YaRN scales from (for longrope: the config's top-level
+    one, which vLLM takes as the default context)."""
+
+    rope_type: str = Field(default="default", min_length=1)
+    factor: Annotated[float, Field(strict=True, gt=0, le=2**20, allow_inf_nan=False)] | None = None
+    original_max_position_embeddings: Tokens | None = None
+
+
 class ModelSpec(_Frozen):
     """A model architecture, as much of it as KV cache, weights and roofline need.
 
@@ -160,6 +176,8 @@ class ModelSpec(_Frozen):
     hidden_size: Count | None = None
     dtype: str = "bf16"
     max_position_embeddings: Tokens | None = None
+    # the config's rope scaling: the longest context engines allow is derived from it (`context_limit`)
+    rope_scaling: RopeScaling | None = None
     attention: Literal["standard", "mla"] = "standard"
     kv_lora_rank: Count | None = None
     qk_rope_head_dim: Count | None = None
@@ -279,6 +297,52 @@ class ModelSpec(_Frozen):
         return self
 
     # ----- derived -------------------------------------------------------------------------
+
+    @property
+    def context_limit(self) -> int | None:
+        """The longest context (tokens) vLLM allows for this config, as its
+        `_get_and_verify_max_len` derives it (vllm/config/model.py, vLLM 0.11; vllm/config.py
+        `_get_and_verify_max_len` since 0.6 has the same rule): max_position_embeddings, except
+        that a rope_scaling whose type is not su / longrope / llama3 multiplies it by `factor`
+        (1 when absent), YaRN starting from its original_max_position_embeddings when given;
+        gemma3 configs are never scaled ("Gemma3's max_model_len (128K) is already scaled").
+        Qwen3-4B with YaRN factor 4 over 32,768: int(32,768 x 4.0) = 131,072, not its 40,960.
+        None when the config states no context at all."""
+        base, r = self.max_position_embeddings, self.rope_scaling
+        if r is None or r.rope_type in ROPE_TYPES_UNSCALED or "gemma3" in (self.model_type or ""):
+            return base
+        if r.rope_type == "yarn" and r.original_max_position_embeddings is not None:
+            base = r.original_max_position_embeddings
+        if base is None:
+            return None
+        return int(base * (r.factor if r.factor is not None else 1.0))
+
+    @property
+    def default_context(self) -> int | None:
+        """The context vLLM serves when no --max-model-len is given (tokens): `context_limit`,
+        except longrope, where vLLM defaults to original_max_position_embeddings "to avoid
+        performance degradation for shorter sequences" (same function)."""
+        r = self.rope_scaling
+        if r is not None and r.rope_type in ("longrope", "su") and r.original_max_position_embeddings:
+            return min(r.original_max_position_embeddings, self.context_limit or r.original_max_position_embeddings)
+        return self.context_limit
+
+    @property
+    def context_limit_label(self) -> str:
+        """The limit in words for messages: "max_position_embeddings (40,960)" when no rope
+        scaling changes it, else "context limit (131,072 = yarn factor 4 x
+        original_max_position_embeddings 32,768)"."""
+        cap, r = self.context_limit, self.rope_scaling
+        if cap is None:
+            return "max_position_embeddings (none)"
+        if cap == self.max_position_embeddings or r is None:
+            return f"max_position_embeddings ({cap:,})"
+        factor = f"{r.factor:g}" if r.factor is not None else "1"
+        if r.rope_type == "yarn" and r.original_max_position_embeddings is not None:
+            base = f"original_max_position_embeddings {r.original_max_position_embeddings:,}"
+        else:
+            base = f"max_position_embeddings {self.max_position_embeddings:,}"
+        return f"context limit ({cap:,} = {r.rope_type} factor {factor} x {base})"
 
     @property
     def resolved_n_kv_heads(self) -> int:

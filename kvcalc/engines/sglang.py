@@ -113,7 +113,7 @@ def capacity(model: ModelSpec, kv_memory_bytes: int, k: StorageFormat, v: Storag
     Raises `KvcalcError` for TP layouts SGLang refuses, block formats and mamba layers.
     """
     _check(model, k, v, tp, page_size)
-    L = max_model_len or model.max_position_embeddings
+    L = max_model_len or model.default_context
     n = max_total_num_tokens(model, kv_memory_bytes, k, v, tp, page_size) if kv_memory_bytes > 0 else 0
     if n <= 0:
         raise KvcalcError(f"SGLang would fail at start-up ({max(kv_memory_bytes, 0):,} B holds no page of "

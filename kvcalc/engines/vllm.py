@@ -339,7 +339,7 @@ def capacity(model: ModelSpec, kv_memory_bytes: int, k: StorageFormat, v: Storag
                           field="max_num_batched_tokens", value=max_num_batched_tokens, form=OPTION_SAYS)
     if kv_memory_bytes <= 0:
         raise _no_memory(kv_memory_bytes, NO_MEMORY)
-    L = max_model_len or model.max_position_embeddings
+    L = max_model_len or model.default_context
     if L is None:
         raise KvcalcError(f"{model.name} has no max_position_embeddings; give {flag('max_model_len')}",
                           field="max_model_len", form=MESSAGE)
