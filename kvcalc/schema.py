@@ -79,8 +79,9 @@ FlopsPerS = Annotated[int, _quantity("flops_per_s", min_unitless=10**6, hint_uni
 
 #: the kinds a layer can be. full / sliding cache K and V per head; mla caches one latent
 #: vector per token; mamba and linear (linear attention, Gated DeltaNet) keep a fixed
-#: per-sequence state and no per-token cache.
-LayerKind = Literal["full", "sliding", "mla", "mamba", "linear"]
+#: per-sequence state and no per-token cache; mlp is a layer with no token mixer at all
+#: (Nemotron-H's "-" and "E" layers): no cache, no state.
+LayerKind = Literal["full", "sliding", "mla", "mamba", "linear", "mlp"]
 
 #: spellings accepted in `layer_pattern` / `layer_types` (Hugging Face `layer_types` names too).
 LAYER_KIND_ALIASES: dict[str, str] = {
@@ -91,6 +92,7 @@ LAYER_KIND_ALIASES: dict[str, str] = {
     "mamba": "mamba", "mamba2": "mamba", "ssm": "mamba",
     "linear": "linear", "linear_attention": "linear", "gated_deltanet": "linear", "deltanet": "linear",
     "none": "linear",
+    "mlp": "mlp", "moe": "mlp",
 }
 
 
@@ -120,6 +122,9 @@ class LayerSpec(_Frozen):
       on every tensor-parallel rank (DeepSeek-V2, arXiv:2405.04434, section 2.1).
     - `mamba` / `linear`: no per-token cache; `state_values` values of fixed state per sequence
       (0 when the config does not give enough to size it).
+    - `mlp`: no token mixer: neither cache nor state.
+    - `index_dim` (DeepSeek-V3.2 `mla` layers): the lightning indexer's key, `index_head_dim`
+      values per token beside the latent (`kv_cache.layer_kv_bytes_per_token` sizes it).
     """
 
     kind: LayerKind
@@ -128,6 +133,7 @@ class LayerSpec(_Frozen):
     head_dim_v: int = 0
     window: int | None = None
     state_values: int = 0
+    index_dim: int = 0
 
     @property
     def caches_kv(self) -> bool:
@@ -183,6 +189,8 @@ class ModelSpec(_Frozen):
     qk_rope_head_dim: Count | None = None
     qk_nope_head_dim: Count | None = None
     q_lora_rank: Count | None = None
+    # DeepSeek-V3.2 sparse attention: the indexer caches one key of index_head_dim per token per layer
+    index_head_dim: Count | None = None
     sliding_window: Count | None = None
     layer_pattern: list[str] | None = None
     layer_types: list[str] | None = None
@@ -192,6 +200,11 @@ class ModelSpec(_Frozen):
     mamba_d_conv: Count | None = None
     mamba_expand: Count | None = None
     mamba_dt_rank: Count | None = None
+    # Mamba-2 (Nemotron-H, Granite-4.0-H): n_groups set means the mamba layers are Mamba-2, with
+    # n_heads heads of head_dim (d_inner = n_heads x head_dim)
+    mamba_n_groups: Count | None = None
+    mamba_n_heads: Count | None = None
+    mamba_head_dim: Count | None = None
     linear_num_key_heads: Count | None = None
     linear_num_value_heads: Count | None = None
     linear_key_head_dim: Count | None = None
@@ -255,6 +268,9 @@ class ModelSpec(_Frozen):
 
     @model_validator(mode="after")
     def _check(self) -> ModelSpec:
+        if self.index_head_dim is not None and self.attention != "mla":
+            raise field_error("ModelSpec", "index_head_dim", "index_head_dim (DeepSeek-V3.2's indexer) needs "
+                              "attention: mla")
         if self.attention == "mla":
             missing = [f for f in ("kv_lora_rank", "qk_rope_head_dim") if getattr(self, f) is None]
             if missing:  # reported against the first field missing, as data
@@ -411,7 +427,10 @@ class ModelSpec(_Frozen):
                 made[kind] = LayerSpec(kind="sliding", n_kv_heads=kv, head_dim_k=dk, head_dim_v=dv,
                                        window=self.sliding_window)
             elif kind == "mla":
-                made[kind] = LayerSpec(kind="mla", n_kv_heads=1, head_dim_k=dk, head_dim_v=0)
+                made[kind] = LayerSpec(kind="mla", n_kv_heads=1, head_dim_k=dk, head_dim_v=0,
+                                       index_dim=self.index_head_dim or 0)
+            elif kind == "mlp":
+                made[kind] = LayerSpec(kind="mlp")
             else:
                 made[kind] = LayerSpec(kind=kind, state_values=self._state_values(kind))
         return tuple(made[k] for k in self.layer_kinds)
@@ -421,10 +440,19 @@ class ModelSpec(_Frozen):
 
         mamba (Mamba-1, as in Jamba; vLLM `mamba_utils.py` MambaStateShapeCalculator):
         d_inner = expand x hidden; conv state d_inner x (d_conv - 1) + SSM state d_inner x d_state.
+        Mamba-2 (`mamba_n_groups` set; `MambaStateShapeCalculator.mamba2_state_shape` at tp 1):
+        d_inner = n_heads x head_dim; conv state (d_inner + 2 x n_groups x d_state) x (d_conv - 1)
+        + SSM state n_heads x head_dim x d_state.
         linear (Gated DeltaNet, Qwen3-Next; vLLM `gdn_attn` state shapes): conv state
         (2 x key_heads x key_dim + value_heads x value_dim) x (kernel - 1) + recurrent state
         value_heads x key_dim x value_dim.
         """
+        if kind == "mamba" and self.mamba_n_groups is not None:
+            if None in (self.mamba_d_state, self.mamba_d_conv, self.mamba_n_heads, self.mamba_head_dim):
+                return 0
+            d_inner = self.mamba_n_heads * self.mamba_head_dim  # type: ignore[operator]
+            conv_dim = d_inner + 2 * self.mamba_n_groups * self.mamba_d_state  # type: ignore[operator]
+            return conv_dim * (self.mamba_d_conv - 1) + d_inner * self.mamba_d_state  # type: ignore[operator]
         if kind == "mamba":
             if None in (self.mamba_d_state, self.mamba_d_conv, self.mamba_expand, self.hidden_size):
                 return 0

@@ -32,7 +32,7 @@ modelled); mamba / linear-attention layers are refused.
 from __future__ import annotations
 
 from kvcalc.formats import StorageFormat
-from kvcalc.calc.kv_cache import check_tp, layer_kv_bytes_per_token
+from kvcalc.calc.kv_cache import check_tp, layer_kv_bytes_per_token, refuse_indexer
 from kvcalc.engines import SEARCH_LIMIT_TOKENS, defaults, longest_fitting
 from kvcalc.results import EngineResult
 from kvcalc.errors import MESSAGE, OPTION_SAYS, KvcalcError
@@ -71,6 +71,7 @@ def _check(model: ModelSpec, k: StorageFormat, v: StorageFormat, tp: int, page_s
     """The checks `capacity` and `memory_for` share: the TP degree (field `tp`), no mamba layers
     (`model`), plain formats (`k_dtype` / `v_dtype`), a positive page size (`page_size`)."""
     check_tp(model, tp)
+    refuse_indexer(model, "SGLang")
     if any(not layer.caches_kv for layer in model.layers):
         raise KvcalcError(f"{model.name} has mamba / linear-attention layers; the SGLang profile models "
                           "attention layers only (use --engine ideal)", field="model", value=model.name, form=MESSAGE)

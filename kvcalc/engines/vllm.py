@@ -52,7 +52,7 @@ import warnings
 from dataclasses import dataclass
 
 from kvcalc.formats import StorageFormat
-from kvcalc.calc.kv_cache import check_tp, kv_heads_per_rank, layer_kv_bytes_per_token
+from kvcalc.calc.kv_cache import check_tp, kv_heads_per_rank, layer_kv_bytes_per_token, refuse_indexer
 from kvcalc.engines import SEARCH_LIMIT_TOKENS, defaults, longest_fitting
 from kvcalc.results import EngineResult
 from kvcalc.errors import MESSAGE, OPTION_SAYS, KvcalcError, KvcalcWarning, flag
@@ -214,6 +214,7 @@ def _formats(model: ModelSpec, k: StorageFormat, v: StorageFormat) -> None:
 def _check(model: ModelSpec, k: StorageFormat, v: StorageFormat, tp: int, block_size: int) -> None:
     """The checks `capacity` and `memory_for` share: the TP degree, the formats, the block size."""
     check_tp(model, tp)
+    refuse_indexer(model, "vLLM")
     _formats(model, k, v)
     check_block_size(block_size)
 
