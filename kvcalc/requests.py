@@ -47,15 +47,16 @@ def check_gpu_total(tp: int, pp: int, dp: int) -> None:
 
 
 def resolve_seq_len(model: Any, seq_len: str | int | None) -> int:
-    """`seq_len` (tokens; '32k' is parsed), or the model's max_position_embeddings; raises
-    KvcalcError if neither."""
+    """`seq_len` (tokens; '32k' is parsed), or the context vLLM serves the model at by default
+    (`ModelSpec.default_context`: max_position_embeddings, scaled by the config's rope_scaling as
+    vLLM derives it); raises KvcalcError if neither."""
     from kvcalc.units import parse_count
 
     if seq_len is not None:
         return parse_count(seq_len, "--seq-len")
-    if model.max_position_embeddings is None:
+    if model.default_context is None:
         raise KvcalcError(f"{model.name} has no max_position_embeddings; give --seq-len")
-    return model.max_position_embeddings
+    return model.default_context
 
 
 def resolve_seq_lens(model: Any, seq_len: str | int | None) -> list[int]:
@@ -71,11 +72,11 @@ def resolve_seq_lens(model: Any, seq_len: str | int | None) -> list[int]:
 
 def shared_seq_len(models: list[Any], seq_len: str | int | None) -> int:
     """One context for several models (`kvcalc compare A B ...`): `seq_len` (tokens) when given,
-    else the shortest max_position_embeddings among them (so every model is within its trained
-    context). Raises KvcalcError when none is given and no model states its maximum."""
+    else the shortest default context among them (`ModelSpec.default_context`, so every model is
+    within its limit). Raises KvcalcError when none is given and no model states its maximum."""
     if seq_len is not None:
         return resolve_seq_len(models[0], seq_len)
-    known = [m.max_position_embeddings for m in models if m.max_position_embeddings]
+    known = [m.default_context for m in models if m.default_context]
     if not known:
         raise KvcalcError(f"none of {', '.join(m.name for m in models)} has max_position_embeddings; give --seq-len")
     return min(known)
@@ -120,9 +121,10 @@ def check_limits(batches: list[int], seq_lens: list[int]) -> None:
 
 
 def warn_beyond_context(spec: Any, seq_lens: list[int]) -> list[int]:
-    """Warn (one `KvcalcWarning`) when a context exceeds the model's max_position_embeddings,
-    naming the maximum; returns the contexts beyond it."""
-    cap = spec.max_position_embeddings
+    """Warn (one `KvcalcWarning`) when a context exceeds the model's context limit
+    (`ModelSpec.context_limit`: max_position_embeddings, or as vLLM scales it by rope_scaling),
+    naming the limit and how it was derived; returns the contexts beyond it."""
+    cap = spec.context_limit
     beyond = sorted({t for t in seq_lens if cap and t > cap})
     if beyond:
         import warnings
@@ -132,8 +134,7 @@ def warn_beyond_context(spec: Any, seq_lens: list[int]) -> list[int]:
         shown = ", ".join(f"{t:,}" for t in beyond[:4]) + (", ..." if len(beyond) > 4 else "")
         many = len(beyond) > 1
         warnings.warn(f"context{'s' if many else ''} of {shown} tokens {'are' if many else 'is'} beyond "
-                      f"{spec.name}'s max_position_embeddings "
-                      f"({cap:,}); the model was not trained for it and engines refuse it",
+                      f"{spec.name}'s {spec.context_limit_label}; the model was not trained for it and engines refuse it",
                       KvcalcWarning, stacklevel=3)
     return beyond
 

@@ -79,8 +79,9 @@ FlopsPerS = Annotated[int, _quantity("flops_per_s", min_unitless=10**6, hint_uni
 
 #: the kinds a layer can be. full / sliding cache K and V per head; mla caches one latent
 #: vector per token; mamba and linear (linear attention, Gated DeltaNet) keep a fixed
-#: per-sequence state and no per-token cache.
-LayerKind = Literal["full", "sliding", "mla", "mamba", "linear"]
+#: per-sequence state and no per-token cache; mlp is a layer with no token mixer at all
+#: (Nemotron-H's "-" and "E" layers): no cache, no state.
+LayerKind = Literal["full", "sliding", "mla", "mamba", "linear", "mlp"]
 
 #: spellings accepted in `layer_pattern` / `layer_types` (Hugging Face `layer_types` names too).
 LAYER_KIND_ALIASES: dict[str, str] = {
@@ -91,6 +92,7 @@ LAYER_KIND_ALIASES: dict[str, str] = {
     "mamba": "mamba", "mamba2": "mamba", "ssm": "mamba",
     "linear": "linear", "linear_attention": "linear", "gated_deltanet": "linear", "deltanet": "linear",
     "none": "linear",
+    "mlp": "mlp", "moe": "mlp",
 }
 
 
@@ -120,6 +122,9 @@ class LayerSpec(_Frozen):
       on every tensor-parallel rank (DeepSeek-V2, arXiv:2405.04434, section 2.1).
     - `mamba` / `linear`: no per-token cache; `state_values` values of fixed state per sequence
       (0 when the config does not give enough to size it).
+    - `mlp`: no token mixer: neither cache nor state.
+    - `index_dim` (DeepSeek-V3.2 `mla` layers): the lightning indexer's key, `index_head_dim`
+      values per token beside the latent (`kv_cache.layer_kv_bytes_per_token` sizes it).
     """
 
     kind: LayerKind
@@ -128,6 +133,7 @@ class LayerSpec(_Frozen):
     head_dim_v: int = 0
     window: int | None = None
     state_values: int = 0
+    index_dim: int = 0
 
     @property
     def caches_kv(self) -> bool:
@@ -178,6 +184,20 @@ class CheckpointWeights(_Frozen):
     def total_bytes(self) -> int:
         """Every byte of weight data the files hold."""
         return sum(self.layer_bytes) + self.embedding_bytes + self.head_bytes + self.other_bytes
+#: rope types whose `factor` does not lengthen the context vLLM derives (`su` is longrope's old
+#: name; llama3 configs already state the scaled max_position_embeddings).
+ROPE_TYPES_UNSCALED = ("su", "longrope", "llama3")
+
+
+class RopeScaling(_Frozen):
+    """A config's `rope_scaling` (transformers v5: `rope_parameters`), as much as the context limit
+    needs: `rope_type` (default, linear, dynamic, yarn, longrope, llama3, ...), its `factor`, and
+    the `original_max_position_embeddings` YaRN scales from (for longrope: the config's top-level
+    one, which vLLM takes as the default context)."""
+
+    rope_type: str = Field(default="default", min_length=1)
+    factor: Annotated[float, Field(strict=True, gt=0, le=2**20, allow_inf_nan=False)] | None = None
+    original_max_position_embeddings: Tokens | None = None
 
 
 class ModelSpec(_Frozen):
@@ -205,11 +225,15 @@ class ModelSpec(_Frozen):
     hidden_size: Count | None = None
     dtype: str = "bf16"
     max_position_embeddings: Tokens | None = None
+    # the config's rope scaling: the longest context engines allow is derived from it (`context_limit`)
+    rope_scaling: RopeScaling | None = None
     attention: Literal["standard", "mla"] = "standard"
     kv_lora_rank: Count | None = None
     qk_rope_head_dim: Count | None = None
     qk_nope_head_dim: Count | None = None
     q_lora_rank: Count | None = None
+    # DeepSeek-V3.2 sparse attention: the indexer caches one key of index_head_dim per token per layer
+    index_head_dim: Count | None = None
     sliding_window: Count | None = None
     layer_pattern: list[str] | None = None
     layer_types: list[str] | None = None
@@ -219,6 +243,11 @@ class ModelSpec(_Frozen):
     mamba_d_conv: Count | None = None
     mamba_expand: Count | None = None
     mamba_dt_rank: Count | None = None
+    # Mamba-2 (Nemotron-H, Granite-4.0-H): n_groups set means the mamba layers are Mamba-2, with
+    # n_heads heads of head_dim (d_inner = n_heads x head_dim)
+    mamba_n_groups: Count | None = None
+    mamba_n_heads: Count | None = None
+    mamba_head_dim: Count | None = None
     linear_num_key_heads: Count | None = None
     linear_num_value_heads: Count | None = None
     linear_key_head_dim: Count | None = None
@@ -285,6 +314,9 @@ class ModelSpec(_Frozen):
 
     @model_validator(mode="after")
     def _check(self) -> ModelSpec:
+        if self.index_head_dim is not None and self.attention != "mla":
+            raise field_error("ModelSpec", "index_head_dim", "index_head_dim (DeepSeek-V3.2's indexer) needs "
+                              "attention: mla")
         if self.attention == "mla":
             missing = [f for f in ("kv_lora_rank", "qk_rope_head_dim") if getattr(self, f) is None]
             if missing:  # reported against the first field missing, as data
@@ -331,6 +363,52 @@ class ModelSpec(_Frozen):
         return self
 
     # ----- derived -------------------------------------------------------------------------
+
+    @property
+    def context_limit(self) -> int | None:
+        """The longest context (tokens) vLLM allows for this config, as its
+        `_get_and_verify_max_len` derives it (vllm/config/model.py, vLLM 0.11; vllm/config.py
+        `_get_and_verify_max_len` since 0.6 has the same rule): max_position_embeddings, except
+        that a rope_scaling whose type is not su / longrope / llama3 multiplies it by `factor`
+        (1 when absent), YaRN starting from its original_max_position_embeddings when given;
+        gemma3 configs are never scaled ("Gemma3's max_model_len (128K) is already scaled").
+        Qwen3-4B with YaRN factor 4 over 32,768: int(32,768 x 4.0) = 131,072, not its 40,960.
+        None when the config states no context at all."""
+        base, r = self.max_position_embeddings, self.rope_scaling
+        if r is None or r.rope_type in ROPE_TYPES_UNSCALED or "gemma3" in (self.model_type or ""):
+            return base
+        if r.rope_type == "yarn" and r.original_max_position_embeddings is not None:
+            base = r.original_max_position_embeddings
+        if base is None:
+            return None
+        return int(base * (r.factor if r.factor is not None else 1.0))
+
+    @property
+    def default_context(self) -> int | None:
+        """The context vLLM serves when no --max-model-len is given (tokens): `context_limit`,
+        except longrope, where vLLM defaults to original_max_position_embeddings "to avoid
+        performance degradation for shorter sequences" (same function)."""
+        r = self.rope_scaling
+        if r is not None and r.rope_type in ("longrope", "su") and r.original_max_position_embeddings:
+            return min(r.original_max_position_embeddings, self.context_limit or r.original_max_position_embeddings)
+        return self.context_limit
+
+    @property
+    def context_limit_label(self) -> str:
+        """The limit in words for messages: "max_position_embeddings (40,960)" when no rope
+        scaling changes it, else "context limit (131,072 = yarn factor 4 x
+        original_max_position_embeddings 32,768)"."""
+        cap, r = self.context_limit, self.rope_scaling
+        if cap is None:
+            return "max_position_embeddings (none)"
+        if cap == self.max_position_embeddings or r is None:
+            return f"max_position_embeddings ({cap:,})"
+        factor = f"{r.factor:g}" if r.factor is not None else "1"
+        if r.rope_type == "yarn" and r.original_max_position_embeddings is not None:
+            base = f"original_max_position_embeddings {r.original_max_position_embeddings:,}"
+        else:
+            base = f"max_position_embeddings {self.max_position_embeddings:,}"
+        return f"context limit ({cap:,} = {r.rope_type} factor {factor} x {base})"
 
     @property
     def resolved_n_kv_heads(self) -> int:
@@ -399,7 +477,10 @@ class ModelSpec(_Frozen):
                 made[kind] = LayerSpec(kind="sliding", n_kv_heads=kv, head_dim_k=dk, head_dim_v=dv,
                                        window=self.sliding_window)
             elif kind == "mla":
-                made[kind] = LayerSpec(kind="mla", n_kv_heads=1, head_dim_k=dk, head_dim_v=0)
+                made[kind] = LayerSpec(kind="mla", n_kv_heads=1, head_dim_k=dk, head_dim_v=0,
+                                       index_dim=self.index_head_dim or 0)
+            elif kind == "mlp":
+                made[kind] = LayerSpec(kind="mlp")
             else:
                 made[kind] = LayerSpec(kind=kind, state_values=self._state_values(kind))
         return tuple(made[k] for k in self.layer_kinds)
@@ -409,10 +490,19 @@ class ModelSpec(_Frozen):
 
         mamba (Mamba-1, as in Jamba; vLLM `mamba_utils.py` MambaStateShapeCalculator):
         d_inner = expand x hidden; conv state d_inner x (d_conv - 1) + SSM state d_inner x d_state.
+        Mamba-2 (`mamba_n_groups` set; `MambaStateShapeCalculator.mamba2_state_shape` at tp 1):
+        d_inner = n_heads x head_dim; conv state (d_inner + 2 x n_groups x d_state) x (d_conv - 1)
+        + SSM state n_heads x head_dim x d_state.
         linear (Gated DeltaNet, Qwen3-Next; vLLM `gdn_attn` state shapes): conv state
         (2 x key_heads x key_dim + value_heads x value_dim) x (kernel - 1) + recurrent state
         value_heads x key_dim x value_dim.
         """
+        if kind == "mamba" and self.mamba_n_groups is not None:
+            if None in (self.mamba_d_state, self.mamba_d_conv, self.mamba_n_heads, self.mamba_head_dim):
+                return 0
+            d_inner = self.mamba_n_heads * self.mamba_head_dim  # type: ignore[operator]
+            conv_dim = d_inner + 2 * self.mamba_n_groups * self.mamba_d_state  # type: ignore[operator]
+            return conv_dim * (self.mamba_d_conv - 1) + d_inner * self.mamba_d_state  # type: ignore[operator]
         if kind == "mamba":
             if None in (self.mamba_d_state, self.mamba_d_conv, self.mamba_expand, self.hidden_size):
                 return 0

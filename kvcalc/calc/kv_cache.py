@@ -56,18 +56,44 @@ def kv_heads_per_rank(layer: LayerSpec, tp: int = 1) -> int:
     return max(1, layer.n_kv_heads // tp)
 
 
+#: DeepSeek-V3.2's indexer keys are stored as fp8 e4m3 with one fp32 scale per block of 128
+#: values, whatever the KV format (DeepSeek's reference `inference/model.py` Indexer `k_cache`
+#: float8_e4m3fn + `k_scale_cache` float32 per `block_size` 128; vLLM's `DeepseekV32IndexerCache`
+#: the same, 128 + 4 = 132 B per token per layer).
+INDEXER_BLOCK_VALUES = 128
+INDEXER_SCALE_BYTES = 4
+
+
+def indexer_bytes_per_token(index_dim: int) -> int:
+    """Bytes of one token's indexer key in one layer: index_dim x 1 B (fp8) + 4 B per 128 values
+    (DeepSeek-V3.2, index_head_dim 128: 128 + 4 = 132 B). 0 when there is no indexer."""
+    return index_dim + INDEXER_SCALE_BYTES * -(-index_dim // INDEXER_BLOCK_VALUES)
+
+
+def refuse_indexer(model: ModelSpec, engine: str) -> None:
+    """Raise `KvcalcError` (field `model`) when `model` has DeepSeek-V3.2's indexer: the engine
+    profiles (`engine` names it) do not model the pages it adds (vLLM keeps the indexer keys in a
+    cache group of their own, SGLang in its NSA pool), so they would print a wrong figure."""
+    if model.index_head_dim is not None:
+        raise KvcalcError(f"{model.name} has DeepSeek-V3.2's sparse-attention indexer, whose key cache the "
+                          f"{engine} profile does not model; use --engine ideal", field="model",
+                          value=model.name, form=MESSAGE)
+
+
 def layer_kv_bytes_per_token(layer: LayerSpec, k_fmt: StorageFormat, v_fmt: StorageFormat, tp: int = 1) -> int:
     """Bytes one token adds to one layer's cache on one TP rank.
 
     full / sliding: h x (bytes(D_k in k_fmt) + bytes(D_v in v_fmt)), h = kv_heads_per_rank;
-    mla: bytes(kv_lora_rank + qk_rope_head_dim in k_fmt), no factor 2; mamba / linear: 0.
+    mla: bytes(kv_lora_rank + qk_rope_head_dim in k_fmt), no factor 2, plus the DeepSeek-V3.2
+    indexer key when the layer has one (`indexer_bytes_per_token`: fp8 + fp32 scales, whatever
+    k_fmt); mamba / linear / mlp: 0.
     Raises `KvcalcError` (field `k_dtype` or `v_dtype`) when a head is not a whole number of
     quantization blocks.
     """
     if not layer.caches_kv:
         return 0
     if layer.kind == "mla":
-        return k_fmt.bytes_for(layer.head_dim_k, what="latent", field="k_dtype")
+        return k_fmt.bytes_for(layer.head_dim_k, what="latent", field="k_dtype") + indexer_bytes_per_token(layer.index_dim)
     h = kv_heads_per_rank(layer, tp)
     return h * (k_fmt.bytes_for(layer.head_dim_k, what="K head", field="k_dtype") +
                 v_fmt.bytes_for(layer.head_dim_v, what="V head", field="v_dtype"))
@@ -135,7 +161,7 @@ def pp_stages(n_layers: int, pp: int) -> list[range]:
 def state_bytes_per_seq(model: ModelSpec) -> int | None:
     """Fixed state of the mamba / linear layers for one sequence, in the model's dtype; 0 when
     there are none; None when some such layer cannot be sized from the config."""
-    fixed = [layer for layer in model.layers if not layer.caches_kv]
+    fixed = [layer for layer in model.layers if layer.kind in ("mamba", "linear")]
     if not fixed:
         return 0
     if any(layer.state_values == 0 for layer in fixed):
@@ -165,6 +191,9 @@ def formula(model: ModelSpec, seq_len: int, batch: int, k: StorageFormat, v: Sto
         if layer.kind == "mla":
             terms.append(f"{n} layers x {layer.head_dim_k} latent x {tok} x {batch} batch x "
                          f"{_fmt_bytes_per_element(k)}")
+            if layer.index_dim:
+                terms.append(f"{n} layers x {indexer_bytes_per_token(layer.index_dim)} B indexer key "
+                             f"(fp8 + fp32 scales) x {tok} x {batch} batch")
         elif k == v and layer.head_dim_k == layer.head_dim_v:
             terms.append(f"2 x {n} layers x {layer.n_kv_heads} KV heads x {layer.head_dim_k} head_dim x "
                          f"{tok} x {batch} batch x {_fmt_bytes_per_element(k)}")

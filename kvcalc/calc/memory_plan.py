@@ -282,9 +282,9 @@ class Planner:
         """(the longest context that fits `batch` sequences on every stage, capped): binary
         search on T, exact because KV bytes never shrink as T grows (they stop growing on
         sliding layers past the window, so the curve bends and a linear solve would be wrong).
-        `cap` defaults to the model's max_position_embeddings (else 2^30); the flag says the cap,
+        `cap` defaults to the model's context limit (`ModelSpec.context_limit`, else 2^30); the flag says the cap,
         not memory, was the limit. 0 when not even one token fits."""
-        hi = cap or self.model.max_position_embeddings or 2**30
+        hi = cap or self.model.context_limit or 2**30
         if self.headroom_bytes(hi, batch) >= 0:
             return hi, True
         if self.headroom_bytes(1, batch) < 0:

@@ -36,7 +36,7 @@ class SweepRequest:
 
 def within_context(seq_lens: Sequence[int], limit: int | None) -> tuple[list[int], list[int]]:
     """(kept, dropped): the contexts of `seq_lens` (tokens, order kept) at most `limit` (a model's
-    max_position_embeddings; None keeps all) and those beyond it. A sweep's grid stops at the
+    context limit, `ModelSpec.context_limit`; None keeps all) and those beyond it. A sweep's grid stops at the
     model's context unless asked (`kvcalc sweep --beyond-context`)."""
     if limit is None:
         return list(seq_lens), []

@@ -22,6 +22,12 @@ What is counted (the Hugging Face modelling files of each family are the source:
   in_proj `hidden x 2 d_inner`, conv1d `d_inner x d_conv + d_inner`, x_proj
   `d_inner x (dt_rank + 2 d_state)`, dt_proj `dt_rank x d_inner + d_inner`, A_log
   `d_inner x d_state`, D `d_inner`, out_proj `d_inner x hidden`;
+- Mamba-2 (`mamba_n_groups` set: Nemotron-H, Granite-4.0-H; transformers `MambaMixer2`), with
+  d_inner = n_heads x head_dim, G groups, N = d_state: in_proj `hidden x (2 d_inner + 2 G N +
+  n_heads)`, conv1d `(d_inner + 2 G N) x (d_conv + 1)` (weight and bias), dt_bias, A_log and D
+  `n_heads` each, gated norm `d_inner`, out_proj `d_inner x hidden`;
+- a layer of kind `mlp` (no token mixer: Nemotron-H's separate MLP / MoE layers) is refused:
+  those models put the mixer and the MLP in separate layers, which this count does not follow;
 - linear attention (Gated DeltaNet, Qwen3-Next): in_proj_qkvz `hidden x (2 Hk Dk + 2 Hv Dv)`,
   in_proj_ba `hidden x 2 Hv`, conv1d `(2 Hk Dk + Hv Dv) x kernel`, dt_bias and A_log `Hv` each,
   gated norm `Dv`, out_proj `Hv Dv x hidden`.
@@ -157,7 +163,20 @@ def _mlp_params(model: ModelSpec, inter: int, tp: int) -> int:
     return n * model.hidden_size * _cdiv(inter, tp)
 
 
+def _mamba2_params(model: ModelSpec, tp: int) -> tuple[int, int]:
+    _need(model, "mamba_d_state", "mamba_d_conv", "mamba_n_heads", "mamba_head_dim")
+    d, g, s = model.hidden_size, model.mamba_n_groups, model.mamba_d_state
+    h = _cdiv(model.mamba_n_heads, tp)
+    di = h * model.mamba_head_dim
+    conv = di + 2 * g * s
+    linear = d * (2 * di + 2 * g * s + h) + di * d
+    other = conv * (model.mamba_d_conv + 1) + 3 * h + di  # conv w+b, dt_bias, A_log, D, gated norm
+    return linear, other
+
+
 def _mamba_params(model: ModelSpec, tp: int) -> tuple[int, int]:
+    if model.mamba_n_groups is not None:
+        return _mamba2_params(model, tp)
     _need(model, "mamba_d_state", "mamba_d_conv", "mamba_expand")
     d = model.hidden_size
     di = _cdiv(model.mamba_expand * d, tp)
@@ -187,6 +206,10 @@ def layer_params(model: ModelSpec, i: int, tp: int = 1) -> LayerParams:
     _need(model, "hidden_size")
     d = model.hidden_size
     kind = model.layer_kinds[i]
+    if kind == "mlp":
+        raise KvcalcError(f"{model.name}: its token mixers and MLPs are separate layers (Nemotron-H), which "
+                          f"kvcalc's parameter count does not follow; give n_params (and n_active_params)",
+                          field="model", value=model.name, form=MESSAGE)
     if kind == "mamba":
         linear, other = _mamba_params(model, tp)
     elif kind == "linear":

@@ -28,7 +28,7 @@ class RequestOptions(OptionGroup):
     --max-num-seqs), and `-c`: llama.cpp's context (--ctx-size) under --engine llamacpp, as a
     pasted llama.cpp line means it; with another engine --concurrency, kvcalc's -c before 0.2."""
 
-    max_model_len: Annotated[Optional[str], typer.Option("--max-model-len", "-L", "--seq-len", "-s", "--context-length", help="Tokens per request for the concurrency figure (8192 or 32k; also --seq-len, SGLang --context-length). Default: the model's max_position_embeddings.")] = None
+    max_model_len: Annotated[Optional[str], typer.Option("--max-model-len", "-L", "--seq-len", "-s", "--context-length", help="Tokens per request for the concurrency figure (8192 or 32k; also --seq-len, SGLang --context-length). Default: the model's max_position_embeddings (as vLLM scales it by rope_scaling).")] = None
     concurrency: Annotated[Optional[int], typer.Option("--concurrency", "--max-num-seqs", help="Also find the longest context that fits this many requests at once (vLLM --max-num-seqs).")] = None
     short_c: Annotated[Optional[str], typer.Option("-c", help="With --engine llamacpp, llama.cpp's -c: --ctx-size (n_ctx); with another engine, --concurrency (kvcalc's -c before 0.2).")] = None
 

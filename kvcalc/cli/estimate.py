@@ -16,7 +16,7 @@ from kvcalc.errors import KvcalcError
 
 #: --seq-len as every command declares it, taking several contexts here
 SeqLensOpt = with_help(SeqLenOpt, "Tokens per sequence (8192 or 32k); several (8k,32k,128k) print one row "
-                                   "each. Default: the model's max_position_embeddings.")
+                                   "each. Default: the model's max_position_embeddings (as vLLM scales it by rope_scaling).")
 
 @handle_errors
 @option_groups(order=("gpu", "count"))

@@ -66,7 +66,7 @@ SEQ_LEN_NAMES = ("--seq-len", "-s", "--max-model-len", "-L", "--context-length")
 
 ModelArg = Annotated[str, typer.Argument(help="A bundled name (see `kvcalc models`), a .yaml file, or a config.json.")]
 
-SeqLenOpt = Annotated[Optional[str], typer.Option(*SEQ_LEN_NAMES, help="Tokens per sequence (8192 or 32k; vLLM --max-model-len, SGLang --context-length). Default: the model's max_position_embeddings.")]
+SeqLenOpt = Annotated[Optional[str], typer.Option(*SEQ_LEN_NAMES, help="Tokens per sequence (8192 or 32k; vLLM --max-model-len, SGLang --context-length). Default: the model's max_position_embeddings (as vLLM scales it by rope_scaling).")]
 
 BatchOpt = Annotated[int, typer.Option("--batch", "-b", "--max-num-seqs", "--parallel", "-np", help="Sequences in the batch (per DP replica; vLLM --max-num-seqs, llama.cpp -np). -b is kvcalc's batch of sequences, not llama.cpp's -b (prompt tokens per step, which does not change the KV cache).")]
 

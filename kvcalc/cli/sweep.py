@@ -77,23 +77,23 @@ def sweep(
         echo(f"plot written to {plot}")
 
 def drop_beyond_context(spec: Any, seq_lens: list[int]) -> list[int]:
-    """The contexts within `spec`'s max_position_embeddings (`calc.sweep.within_context`); the
+    """The contexts within `spec`'s context limit (`ModelSpec.context_limit`, `calc.sweep.within_context`); the
     dropped ones are named in one warning. Raises `KvcalcError` when none is left."""
     import warnings
 
     from kvcalc.calc.sweep import within_context
     from kvcalc.errors import KvcalcError, KvcalcWarning
 
-    kept, dropped = within_context(seq_lens, spec.max_position_embeddings)
+    kept, dropped = within_context(seq_lens, spec.context_limit)
     if not dropped:
         return kept
-    cap = spec.max_position_embeddings
+    label = spec.context_limit_label
     if not kept:
-        raise KvcalcError(f"every --seq-len is beyond {spec.name}'s max_position_embeddings ({cap:,}): give shorter "
+        raise KvcalcError(f"every --seq-len is beyond {spec.name}'s {label}: give shorter "
                           f"contexts, or --beyond-context to sweep them anyway")
     many = len(dropped) > 1
     warnings.warn(f"dropped the context{'s' if many else ''} of {', '.join(f'{t:,}' for t in dropped)} tokens: "
-                  f"beyond {spec.name}'s max_position_embeddings ({cap:,}); --beyond-context keeps "
+                  f"beyond {spec.name}'s {label}; --beyond-context keeps "
                   f"{'them' if many else 'it'}", KvcalcWarning, stacklevel=2)
     return kept
 

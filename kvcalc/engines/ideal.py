@@ -30,7 +30,7 @@ def capacity(model: ModelSpec, kv_memory_bytes: int, k: StorageFormat, v: Storag
     check_tp(model, tp)
     per_token = sum(layer_kv_bytes_per_token(layer, k, v, tp) for layer in model.layers)
     tokens = kv_memory_bytes // per_token if per_token else 0
-    L = max_model_len or model.max_position_embeddings
+    L = max_model_len or model.default_context
 
     def req(n: int) -> int:
         return layers_cache_bytes(model.layers, n, 1, k, v, tp)

@@ -49,7 +49,7 @@ import warnings
 from dataclasses import dataclass
 
 from kvcalc.formats import StorageFormat
-from kvcalc.calc.kv_cache import layer_kv_bytes_per_token
+from kvcalc.calc.kv_cache import layer_kv_bytes_per_token, refuse_indexer
 from kvcalc.engines import SEARCH_LIMIT_TOKENS, defaults, longest_fitting
 from kvcalc.results import DeviceBuffer, EngineResult
 from kvcalc.errors import MESSAGE, OPTION, OPTION_SAYS, KvcalcError, KvcalcWarning, flag
@@ -316,6 +316,7 @@ def allocate(model: ModelSpec, n_ctx: int, k: StorageFormat, v: StorageFormat, *
     option's field (`n_ctx`, `parallel`, `n_gpu_layers`, `k_dtype`, ...)."""
     _check_options(n_ctx, parallel=parallel, n_ubatch=n_ubatch, version=version, n_gpu_layers=n_gpu_layers,
                    n_devices=n_devices)
+    refuse_indexer(model, "llama.cpp")
     tk, tv = ggml_name(k), ggml_name(v, field="v_dtype")
     legacy = version == "legacy"
     notes: list[str] = []

@@ -32,7 +32,7 @@ modelled); mamba / linear-attention layers are refused.
 from __future__ import annotations
 
 from kvcalc.formats import StorageFormat
-from kvcalc.calc.kv_cache import check_tp, layer_kv_bytes_per_token
+from kvcalc.calc.kv_cache import check_tp, layer_kv_bytes_per_token, refuse_indexer
 from kvcalc.engines import SEARCH_LIMIT_TOKENS, defaults, longest_fitting
 from kvcalc.results import EngineResult
 from kvcalc.errors import MESSAGE, OPTION_SAYS, KvcalcError
@@ -71,6 +71,7 @@ def _check(model: ModelSpec, k: StorageFormat, v: StorageFormat, tp: int, page_s
     """The checks `capacity` and `memory_for` share: the TP degree (field `tp`), no mamba layers
     (`model`), plain formats (`k_dtype` / `v_dtype`), a positive page size (`page_size`)."""
     check_tp(model, tp)
+    refuse_indexer(model, "SGLang")
     if any(not layer.caches_kv for layer in model.layers):
         raise KvcalcError(f"{model.name} has mamba / linear-attention layers; the SGLang profile models "
                           "attention layers only (use --engine ideal)", field="model", value=model.name, form=MESSAGE)
@@ -113,7 +114,7 @@ def capacity(model: ModelSpec, kv_memory_bytes: int, k: StorageFormat, v: Storag
     Raises `KvcalcError` for TP layouts SGLang refuses, block formats and mamba layers.
     """
     _check(model, k, v, tp, page_size)
-    L = max_model_len or model.max_position_embeddings
+    L = max_model_len or model.default_context
     n = max_total_num_tokens(model, kv_memory_bytes, k, v, tp, page_size) if kv_memory_bytes > 0 else 0
     if n <= 0:
         raise KvcalcError(f"SGLang would fail at start-up ({max(kv_memory_bytes, 0):,} B holds no page of "

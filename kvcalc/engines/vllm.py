@@ -52,7 +52,7 @@ import warnings
 from dataclasses import dataclass
 
 from kvcalc.formats import StorageFormat
-from kvcalc.calc.kv_cache import check_tp, kv_heads_per_rank, layer_kv_bytes_per_token
+from kvcalc.calc.kv_cache import check_tp, kv_heads_per_rank, layer_kv_bytes_per_token, refuse_indexer
 from kvcalc.engines import SEARCH_LIMIT_TOKENS, defaults, longest_fitting
 from kvcalc.results import EngineResult
 from kvcalc.errors import MESSAGE, OPTION_SAYS, KvcalcError, KvcalcWarning, flag
@@ -214,6 +214,7 @@ def _formats(model: ModelSpec, k: StorageFormat, v: StorageFormat) -> None:
 def _check(model: ModelSpec, k: StorageFormat, v: StorageFormat, tp: int, block_size: int) -> None:
     """The checks `capacity` and `memory_for` share: the TP degree, the formats, the block size."""
     check_tp(model, tp)
+    refuse_indexer(model, "vLLM")
     _formats(model, k, v)
     check_block_size(block_size)
 
@@ -339,7 +340,7 @@ def capacity(model: ModelSpec, kv_memory_bytes: int, k: StorageFormat, v: Storag
                           field="max_num_batched_tokens", value=max_num_batched_tokens, form=OPTION_SAYS)
     if kv_memory_bytes <= 0:
         raise _no_memory(kv_memory_bytes, NO_MEMORY)
-    L = max_model_len or model.max_position_embeddings
+    L = max_model_len or model.default_context
     if L is None:
         raise KvcalcError(f"{model.name} has no max_position_embeddings; give {flag('max_model_len')}",
                           field="max_model_len", form=MESSAGE)

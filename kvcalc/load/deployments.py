@@ -177,7 +177,7 @@ def check_deployment(path: Path, gpus: dict[str, Any] | None = None) -> CheckRow
     """Load one deployment file and check it (`kvcalc.calc.check.check`). Raises `ConfigError`
     naming the file, the line and the field when the file is invalid, including a layout or a
     format the engines refuse (reported against the key of the error's `field`). Warns
-    (`KvcalcWarning`) when `max_seq_len` is beyond the model's max_position_embeddings. `gpus`: the
+    (`KvcalcWarning`) when `max_seq_len` is beyond the model's context limit (`ModelSpec.context_limit`). `gpus`: the
     GPU files beside it (`folder_gpus`; read from the file's folder when None)."""
     from kvcalc.calc.check import check
 
@@ -186,14 +186,13 @@ def check_deployment(path: Path, gpus: dict[str, Any] | None = None) -> CheckRow
         row = check(dep, model, gpu, file=str(path))
     except KvcalcError as e:
         raise field_error(e, path, lines) from None
-    if model.max_position_embeddings and dep.max_seq_len > model.max_position_embeddings:
+    if model.context_limit and dep.max_seq_len > model.context_limit:
         import warnings
 
         from kvcalc.errors import KvcalcWarning
 
         warnings.warn(str(ConfigError(
-            f"{dep.max_seq_len:,} tokens is beyond {model.name}'s max_position_embeddings "
-            f"({model.max_position_embeddings:,}); engines refuse a longer max_model_len",
+            f"{dep.max_seq_len:,} tokens is beyond {model.name}'s {model.context_limit_label}; engines refuse a longer max_model_len",
             path=str(path), field="max_seq_len", line=lines.get("max_seq_len"))), KvcalcWarning, stacklevel=2)
     return row
 

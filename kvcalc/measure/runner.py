@@ -210,9 +210,11 @@ def _with_default_seq_len(r: MeasureRequest, device: str, free: int | None, note
     that will be measured, against `defaults.budget_bytes` of this device), and a note saying so."""
     layers = [r.model.layers[i] for i in pick_layers(r.model, r.layers)]
     budget = budget_bytes(device, free)
-    T = default_seq_len(layers, r.model.max_position_embeddings, r.batch, r.k_format, r.v_format, budget)
-    limit = (f"{r.model.max_position_embeddings:,} (max_position_embeddings)" if r.model.max_position_embeddings
-             else "2^17 (the model states no max_position_embeddings)")
+    cap = r.model.context_limit
+    T = default_seq_len(layers, cap, r.batch, r.k_format, r.v_format, budget)
+    limit = ("2^17 (the model states no max_position_embeddings)" if not cap
+             else f"{cap:,} (max_position_embeddings)" if cap == r.model.max_position_embeddings
+             else f"{cap:,} ({r.model.context_limit_label})")
     notes.append(f"--seq-len not given: {T:,} tokens, {default_rule(device, free)} ({budget:,} B); context "
                  f"limit {limit}; give --seq-len for another size")
     return r.model_copy(update={"seq_len": T})

@@ -216,9 +216,9 @@ def _context_axes(axes: list[Any], seqs: list[int]) -> None:
 
 
 def _reference_marks(axes: list[Any], rows: list[dict[str, Any]], seqs: list[int], cap: int | None,
-                     gpu: Any | None, layout: Any) -> list[Any]:
+                     gpu: Any | None, layout: Any, cap_name: str = "max_position_embeddings") -> list[Any]:
     """The GPU's memory and the budget as horizontal lines, a 'does not fit' legend entry, and
-    the contexts beyond max_position_embeddings shaded; returns their legend entries."""
+    the contexts beyond the context limit `cap` (named `cap_name`) shaded; returns their legend entries."""
     from matplotlib.lines import Line2D
 
     ax_mem = axes[0]
@@ -236,7 +236,7 @@ def _reference_marks(axes: list[Any], rows: list[dict[str, Any]], seqs: list[int
             ax.set_xlim(seqs[0] / 1.5 if len(seqs) > 1 else cap / 2, seqs[-1] * 1.5)
         from matplotlib.patches import Patch
 
-        extra.append(Patch(color="grey", alpha=0.3, label=f"beyond max_position_embeddings ({_fmt_tokens(cap)})"))
+        extra.append(Patch(color="grey", alpha=0.3, label=f"beyond {cap_name} ({_fmt_tokens(cap)})"))
     return extra
 
 
@@ -302,7 +302,9 @@ def render_sweep(rows: list[dict[str, Any]], spec: Any, gpu: Any | None, layout:
     axes = list(grid[0])
     handles = _plot_batches(axes, rows, batches, plt, fig)
     _context_axes(axes, seqs)
-    extra = _reference_marks(axes, rows, seqs, spec.max_position_embeddings, gpu, layout)
+    extra = _reference_marks(axes, rows, seqs, spec.context_limit, gpu, layout,
+                             "max_position_embeddings" if spec.context_limit == spec.max_position_embeddings
+                             else "context limit")
     _value_axes(axes, rows, gpu, layout)
     # one legend below the panels (batches, then the reference lines and marks): it never covers data
     if handles or extra:

@@ -71,6 +71,33 @@ GOLDEN: dict[str, tuple[str, int]] = {
     "qwen3-next-80b-a3b": ("gqa", 24_576),
     # 2 x 40 layers x 8 kv x 128 (explicit, not 5120/32 = 160) x 2 B = 163,840
     "mistral-nemo": ("gqa", 163_840),
+    # issue 9 item 7 (tests/load/test_bundled_more.py pins their contexts and sources too):
+    # 2 x 36 layers x 8 kv x 128 x 2 B = 147,456
+    "qwen3-8b": ("gqa", 147_456),
+    # 2 x 40 layers x 8 kv x 128 x 2 B = 163,840
+    "qwen3-14b": ("gqa", 163_840),
+    # 2 x 94 layers x 4 kv x 128 x 2 B = 192,512
+    "qwen3-235b-a22b": ("gqa", 192_512),
+    # 2 x 80 layers x 8 kv x 128 (8192/64) x 2 B = 327,680
+    "qwen2.5-72b": ("gqa", 327_680),
+    # 2 x 16 layers x 8 kv x 64 x 2 B = 32,768
+    "llama-3.2-1b": ("gqa", 32_768),
+    # 2 x 28 layers x 8 kv x 128 x 2 B = 114,688
+    "llama-3.2-3b": ("gqa", 114_688),
+    # 2 x 80 layers x 8 kv x 128 x 2 B = 327,680
+    "llama-3.3-70b": ("gqa", 327_680),
+    # 61 layers x (512 + 64) x 2 B = 70,272
+    "deepseek-r1": ("mla", 70_272),
+    # 2 x 40 layers x 8 kv x 128 (explicit, not 5120/32 = 160) x 2 B = 163,840
+    "mistral-small-24b": ("gqa", 163_840),
+    # 2 x 34 layers x 4 kv x 256 x 2 B = 139,264 (29 sliding + 5 full, same per token)
+    "gemma-3-4b": ("gqa", 139_264),
+    # 2 x 48 layers x 8 kv x 256 x 2 B = 393,216
+    "gemma-3-12b": ("gqa", 393_216),
+    # 2 x 40 layers x 10 kv x 128 (5120/40) x 2 B = 204,800
+    "phi-4": ("gqa", 204_800),
+    # 2 x 48 layers x 8 kv x 128 x 2 B = 196,608 (36 chunked + 12 full, same per token)
+    "llama-4-scout": ("gqa", 196_608),
 }
 
 NAMES = sorted(GOLDEN)

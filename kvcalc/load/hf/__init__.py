@@ -161,6 +161,49 @@ def _name(data: dict[str, Any], outer: dict[str, Any], path: str | None, model_t
     return model_type.lower() or "model"
 
 
+#: transformers v5 `rope_parameters` may be one dict per layer type (`ALLOWED_LAYER_TYPES`)
+_ROPE_LAYER_KEYS = ("full_attention", "sliding_attention", "chunked_attention", "linear_attention",
+                    "compressed_sparse_attention", "heavily_compressed_attention")
+
+
+def _rope_scaling(c: _Cfg, outer: dict[str, Any]) -> dict[str, Any] | None:
+    """`rope_parameters` (transformers v5) or `rope_scaling` as `RopeScaling` fields, normalised
+    as vLLM's `patch_rope_parameters` does (`type` -> `rope_type`, `su` -> `longrope`, `mrope` ->
+    `default`); a per-layer-type dict gives the entry that scales (vLLM assumes they agree).
+    longrope takes the config's top-level original_max_position_embeddings (Phi-3), which vLLM
+    serves by default. None when the config has neither or a plain default rope."""
+    key = "rope_parameters" if c.data.get("rope_parameters") is not None else "rope_scaling"
+    raw = c.mapping(key)
+    if not raw:
+        return None
+    entries = [raw]
+    if all(k in _ROPE_LAYER_KEYS for k in raw):
+        entries = [v for v in raw.values() if isinstance(v, dict)] or [{}]
+    chosen = entries[0]
+    for e in entries:
+        t = e.get("rope_type", e.get("type"))
+        if t not in (None, "default", "su", "longrope", "llama3"):
+            chosen = e
+            break
+    rope_type = chosen.get("rope_type", chosen.get("type", "default"))
+    if not isinstance(rope_type, str) or not rope_type:
+        raise c.fail(f"rope_type must be a name such as \"yarn\", got {_shown(rope_type)}", key)
+    rope_type = {"su": "longrope", "mrope": "default"}.get(rope_type, rope_type)
+    factor = chosen.get("factor")
+    if factor is not None and (type(factor) not in (int, float) or not 0 < factor <= 2**20):
+        raise c.fail(f"factor must be a positive number such as 4.0, got {_shown(factor)}", key)
+    orig = chosen.get("original_max_position_embeddings")
+    if rope_type == "longrope" and orig is None:
+        orig = c.data.get("original_max_position_embeddings", outer.get("original_max_position_embeddings"))
+    if orig is not None:
+        orig = c.check_int(f"{key}.original_max_position_embeddings" if "original_max_position_embeddings" in chosen
+                           else "original_max_position_embeddings", orig)
+    if rope_type == "default" and factor is None:
+        return None
+    return {"rope_type": rope_type, "factor": None if factor is None else float(factor),
+            "original_max_position_embeddings": orig}
+
+
 def _model_type(data: dict[str, Any], path: str | None, field: str) -> str:
     """`model_type` as a string ('' when absent or null); anything else is refused."""
     v = data.get("model_type")
@@ -193,6 +236,7 @@ def model_fields_from_hf_config(data: dict[str, Any], path: str | None = None) -
     c = _Cfg(data, path, model_type or "(none)")
     fn = FAMILIES.get(model_type, _generic)
     fields = fn(c)
+    fields.setdefault("rope_scaling", _rope_scaling(c, outer))
     c.check_missing()
     shown_type = model_type if model_type == top_type or not top_type else f"{top_type} > {model_type}"
     out: dict[str, Any] = {

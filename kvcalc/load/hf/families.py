@@ -9,7 +9,7 @@ from collections.abc import Callable
 from typing import Any
 
 from kvcalc.load.hf.reader import (_Cfg, _decoder, _every_nth, _kinds_from_layer_types, _qwen_experts,
-                              _qwen_window_kinds, _set_kinds)
+                              _qwen_window_kinds, _set_kinds, _shown)
 
 # ----- one function per family -------------------------------------------------------------
 
@@ -374,6 +374,267 @@ def _jamba(c: _Cfg) -> dict[str, Any]:
     return _set_kinds(c, f, kinds, window)
 
 
+# ----- issue 9 item 6: families users serve today ------------------------------------------
+
+
+def _starcoder2(c: _Cfg) -> dict[str, Any]:
+    """starcoder2 (`configuration_starcoder2.py`: hidden 3072, 30 layers, 24 heads, 2 KV heads,
+    max_position_embeddings 4096, sliding_window 4096, use_bias true; `modeling_starcoder2.py`:
+    a plain GELU MLP c_fc / c_proj of intermediate_size, biased projections, the window on every
+    layer as Mistral; vLLM `starcoder2.py` likewise). Tied unless the config says otherwise
+    (PretrainedConfig's default)."""
+    f = _decoder(c, max_pos=4096, tie=True)
+    f["attention_bias"] = c.flag("use_bias", default=True)
+    f["mlp_kind"] = "plain"
+    kinds = _kinds_from_layer_types(c, f["n_layers"]) if c.get("layer_types") else None
+    return _set_kinds(c, f, kinds, c.int_or_null("sliding_window", 4096))
+
+
+def _olmo2(c: _Cfg) -> dict[str, Any]:
+    """olmo2 (`configuration_olmo2.py`): a llama decoder (q/k norms aside), 2048 context by
+    default, MHA unless num_key_value_heads says otherwise, no window, untied."""
+    f = _decoder(c, max_pos=2048)
+    return _set_kinds(c, f, None, None)
+
+
+def _cohere2(c: _Cfg) -> dict[str, Any]:
+    """cohere2, Command R7B (`configuration_cohere2.py`): layer_types, else layer i slides when
+    (i + 1) % sliding_window_pattern != 0 (default 4: three sliding then one global); window
+    4096; embeddings tied (use_embedding_sharing); 8192 context by default."""
+    f = _decoder(c, max_pos=8192, tie=True)
+    f["tie_word_embeddings"] = c.flag("use_embedding_sharing", "tie_word_embeddings", default=True)
+    kinds = _every_nth(c, f["n_layers"], "full", "sliding", every=4,
+                       every_keys=("sliding_window_pattern", "_sliding_window_pattern"))
+    return _set_kinds(c, f, kinds, c.int_or_null("sliding_window", 4096))
+
+
+def _exaone4(c: _Cfg) -> dict[str, Any]:
+    """exaone4 (`configuration_exaone4.py`): layer_types, else with a sliding_window layer i slides
+    when (i + 1) % sliding_window_pattern != 0 (default 4), and with none every layer is global;
+    the published EXAONE-4.0-32B writes the pattern as "LLLG" (L local, G global), read here
+    repeating over the layers. Untied, no bias, 131,072 context by default."""
+    f = _decoder(c, max_pos=131072)
+    window = c.int_or_null("sliding_window", 4096)
+    pattern = c.get("sliding_window_pattern", default=4)
+    if c.get("layer_types") is not None:
+        kinds = _kinds_from_layer_types(c, f["n_layers"])
+    elif window is None:
+        kinds = None
+    elif isinstance(pattern, str):
+        if not pattern or set(pattern) - {"L", "G"}:
+            raise c.fail(f"must be a count or a string of L (local) and G (global), got {_shown(pattern)}",
+                         "sliding_window_pattern")
+        kinds = ["sliding" if pattern[i % len(pattern)] == "L" else "full" for i in range(f["n_layers"] or 0)]
+    else:
+        kinds = _every_nth(c, f["n_layers"], "full", "sliding", every=4, every_keys=("sliding_window_pattern",))
+    return _set_kinds(c, f, kinds, window)
+
+
+def _glm4_moe(c: _Cfg) -> dict[str, Any]:
+    """glm4_moe, GLM-4.5 / GLM-4.5-Air / GLM-4.6 (`configuration_glm4_moe.py`: hidden 4096, 46
+    layers, 96 heads, 8 KV heads, head_dim 128, 131,072 context, vocab 151552; n_routed_experts
+    128 of moe_intermediate_size 1408, 8 per token, n_shared_experts 1, the first
+    first_k_dense_replace (1) layers dense of intermediate_size 10944; attention_bias false by
+    default). The MTP layers (num_nextn_predict_layers) are not in num_hidden_layers."""
+    f = _decoder(c, max_pos=131072, head_dim=128, n_kv_heads=8)
+    width = c.count("moe_intermediate_size", default=1408)
+    f.update(n_experts=c.count("n_routed_experts", default=128),
+             n_experts_per_token=c.count("num_experts_per_tok", default=8),
+             moe_intermediate_size=width,
+             first_dense_layers=c.count("first_k_dense_replace", default=1, minimum=0))
+    shared = c.count("n_shared_experts", default=1, minimum=0)
+    if shared:
+        f["shared_expert_intermediate_size"] = shared * width
+    return _set_kinds(c, f, None, None)
+
+
+def _llama4_text(c: _Cfg) -> dict[str, Any]:
+    """llama4_text, the text model of Llama 4 Scout / Maverick (`configuration_llama4.py`
+    Llama4TextConfig; `modeling_llama4.py`; vLLM `llama4.py`: `use_chunked_local_attn = not nope
+    and attention_chunk_size`). Layers that use RoPE attend within chunks of
+    attention_chunk_size (8192), so they cache at most one chunk: written as a window of that
+    size. `no_rope_layers[i]` is 1 for a RoPE (chunked) layer and 0 for a NoPE global layer;
+    when absent or empty, layer i is global when (i + 1) % no_rope_layer_interval == 0 (4).
+    `layer_types` (chunked_attention / full_attention) wins. MoE on the layers i with
+    (i + 1) % interleave_moe_layer_step == 0 (1: every layer): num_local_experts (16) of
+    intermediate_size (8192), num_experts_per_tok (1), plus a shared expert of the same width;
+    the dense layers' MLP is intermediate_size_mlp (16384). Defaults: 48 layers, 40 heads, 8 KV
+    heads, head_dim 128, hidden 5120, vocab 202048, untied."""
+    f = _decoder(c, max_pos=4096 * 32, head_dim=128, n_kv_heads=8)
+    n = f["n_layers"] or 0
+    chunk = c.int_or_null("attention_chunk_size", 8192)
+    if c.get("layer_types") is not None:
+        raw = c.data["layer_types"]
+        if not isinstance(raw, list):
+            raise c.fail("must be a non-empty list of layer kinds", "layer_types")
+        swapped = _Cfg({**c.data, "layer_types": ["sliding_attention" if k == "chunked_attention" else k
+                                                  for k in raw]}, c.path, c.model_type)
+        kinds = _kinds_from_layer_types(swapped, n)
+    else:
+        rope = c.get("no_rope_layers")
+        if rope:
+            if not isinstance(rope, list) or len(rope) != n or any(v not in (0, 1) or type(v) is bool for v in rope):
+                raise c.fail(f"must list 0 (NoPE, global) or 1 (RoPE, chunked) for each of the {n} layers",
+                             "no_rope_layers")
+        else:
+            every = c.count("no_rope_layer_interval", default=4)
+            rope = [int((i + 1) % every != 0) for i in range(n)]
+        kinds = ["sliding" if r else "full" for r in rope]
+    if chunk is None:
+        kinds = ["full" if k == "sliding" else k for k in kinds]
+    width = c.count("intermediate_size", default=8192)
+    step = c.count("interleave_moe_layer_step", default=1)
+    f.update(intermediate_size=c.count("intermediate_size_mlp", default=16384),
+             n_experts=c.count("num_local_experts", default=16),
+             n_experts_per_token=c.count("num_experts_per_tok", default=1),
+             moe_intermediate_size=width, shared_expert_intermediate_size=width,
+             vocab_size=f["vocab_size"] or 202048)
+    if step > 1:
+        f["moe_layer_period"], f["moe_layer_offset"] = step, step - 1
+    moe_layers = c.get("moe_layers")
+    if moe_layers is not None and list(moe_layers) != list(range(step - 1, n, step)):
+        raise c.fail(f"lists MoE layers other than every {step}-th (interleave_moe_layer_step); kvcalc places "
+                     "experts by a period: write a kvcalc YAML", "moe_layers")
+    return _set_kinds(c, f, kinds, chunk)
+
+
+def _deepseek_v32(c: _Cfg) -> dict[str, Any]:
+    """deepseek_v32, DeepSeek-V3.2(-Exp) (DeepSeek's `configuration_deepseek_v32.py` / vLLM
+    `deepseek_v2.py` with `is_v32`): DeepSeek-V3's MLA and experts plus the lightning indexer,
+    which caches one key of index_head_dim (128) per token per layer beside the latent
+    (index_n_heads query heads, index_topk tokens attended: neither changes the cache). The
+    indexer key is sized as fp8 + one fp32 scale per 128 values (`kv_cache.indexer_bytes_per_token`)."""
+    f = _deepseek(c)
+    f["index_head_dim"] = c.count("index_head_dim", default=128)
+    return f
+
+
+def _qwen3_5_text(c: _Cfg) -> dict[str, Any]:
+    """qwen3_5_text, the text model of Qwen3.5 (`configuration_qwen3_5.py` Qwen3_5TextConfig:
+    hidden 4096, 32 layers, 16 heads, 4 KV heads, head_dim 256, dense MLP 12288, vocab 248320,
+    32,768 context; layer_types, else every full_attention_interval-th (4) layer full attention
+    and the rest Gated DeltaNet: 16 key heads and 32 value heads of 128, conv kernel 4), as
+    qwen3_next without experts."""
+    f = _decoder(c, max_pos=32768, head_dim=256, n_kv_heads=4)
+    f["vocab_size"] = f["vocab_size"] or 248320
+    f["intermediate_size"] = f["intermediate_size"] or 12288
+    kinds = _every_nth(c, f["n_layers"], "full", "linear", every=4, every_keys=("full_attention_interval",))
+    f.update(
+        linear_num_key_heads=c.count("linear_num_key_heads", default=16),
+        linear_num_value_heads=c.count("linear_num_value_heads", default=32),
+        linear_key_head_dim=c.count("linear_key_head_dim", default=128),
+        linear_value_head_dim=c.count("linear_value_head_dim", default=128),
+        linear_conv_kernel_dim=c.count("linear_conv_kernel_dim", default=4),
+    )
+    return _set_kinds(c, f, kinds, None)
+
+
+def _qwen3_5_moe_text(c: _Cfg) -> dict[str, Any]:
+    """qwen3_5_moe_text, Qwen3.5 MoE (`configuration_qwen3_5_moe.py` Qwen3_5MoeTextConfig: hidden
+    2048, 40 layers, 16 heads, 2 KV heads, head_dim 256; 256 experts of 512, 8 per token, a shared
+    expert of 512 on every layer; the linear layers as `_qwen3_5_text`)."""
+    f = _qwen3_5_text(c)
+    f.pop("intermediate_size", None)
+    f["n_kv_heads"] = c.count("num_key_value_heads", default=2)
+    f["n_experts"] = c.count("num_experts", default=256)
+    f["n_experts_per_token"] = c.count("num_experts_per_tok", default=8)
+    f["moe_intermediate_size"] = c.count("moe_intermediate_size", default=512)
+    f["shared_expert_intermediate_size"] = c.count("shared_expert_intermediate_size", default=512)
+    return f
+
+
+#: Nemotron-H's `hybrid_override_pattern` characters (`configuration_nemotron_h.py`
+#: `_pattern_to_list`): M Mamba-2, * attention, - MLP, E MoE; the last two mix no tokens.
+_NEMOTRON_H_KINDS = {"M": "mamba", "*": "full", "-": "mlp", "E": "mlp"}
+_NEMOTRON_H_TYPES = {"mamba": "mamba", "linear_attention": "mamba", "attention": "full", "full_attention": "full",
+                     "mlp": "mlp", "moe": "mlp"}
+
+
+def _nemotron_h(c: _Cfg) -> dict[str, Any]:
+    """nemotron_h, Nemotron-H and Nemotron Nano 2 / 3 (`configuration_nemotron_h.py`): one block per
+    layer, from `hybrid_override_pattern` (M Mamba-2, * attention, - MLP, E MoE) or
+    `layers_block_type`; the pattern's length is the layer count. Attention: 32 heads, 8 KV heads,
+    head_dim 128 by default. Mamba-2 (vLLM `nemotron_h.py`, `mamba2_state_shape`): mamba_num_heads
+    (128) heads of mamba_head_dim (64), so d_inner = heads x head_dim; ssm_state_size (128),
+    n_groups (8), conv_kernel (4). The separate MLP / MoE layers cache nothing (kind `mlp`); the
+    parameter count refuses them (give n_params). The state is sized in the model's dtype (the
+    config's mamba_ssm_cache_dtype float32 doubles the SSM part where an engine honours it)."""
+    pattern = c.get("hybrid_override_pattern")
+    if pattern is not None:
+        if not isinstance(pattern, str) or not pattern or set(pattern) - set(_NEMOTRON_H_KINDS):
+            raise c.fail(f"must be a string of M, *, - and E, got {_shown(pattern)}", "hybrid_override_pattern")
+        kinds = [_NEMOTRON_H_KINDS[ch] for ch in pattern]
+        key = "hybrid_override_pattern"
+    else:
+        raw = c.get("layers_block_type", "layer_types")
+        if not isinstance(raw, list) or not raw or any(k not in _NEMOTRON_H_TYPES for k in raw):
+            raise c.fail("needs hybrid_override_pattern (M, *, -, E) or layers_block_type listing mamba, "
+                         "attention, mlp or moe per layer", "hybrid_override_pattern")
+        kinds = [_NEMOTRON_H_TYPES[k] for k in raw]
+        key = "layers_block_type"
+    layers = c.count("num_hidden_layers")
+    if layers is not None and layers != len(kinds):
+        raise c.fail(f"has {len(kinds)} layers but num_hidden_layers is {layers}", key)
+    counted = _Cfg({**c.data, "num_hidden_layers": len(kinds)}, c.path, c.model_type)
+    f = _decoder(counted, max_pos=4096, head_dim=128, n_kv_heads=8)
+    c.missing.extend(counted.missing)
+    f["mlp_kind"] = "plain"  # relu2 up / down
+    f.update(mamba_n_groups=c.count("n_groups", "mamba_n_groups", default=8),
+             mamba_n_heads=c.count("mamba_num_heads", default=128),
+             mamba_head_dim=c.count("mamba_head_dim", default=64),
+             mamba_d_state=c.count("ssm_state_size", default=128),
+             mamba_d_conv=c.count("conv_kernel", "mamba_d_conv", default=4),
+             mamba_expand=c.count("expand", "mamba_expand", default=2))
+    return _set_kinds(c, f, kinds, c.count("sliding_window"))
+
+
+def _granitemoehybrid(c: _Cfg) -> dict[str, Any]:
+    """granitemoehybrid, Granite 4.0-H (`configuration_granitemoehybrid.py`): `layer_types`
+    (layers_block_type) lists mamba or attention per layer; attention layers GQA (NoPE); Mamba-2
+    layers of mamba_n_heads (128) heads, mamba_d_head ("auto" = mamba_expand (2) x hidden /
+    heads), mamba_d_state (256), mamba_n_groups (1), mamba_d_conv (4) (vLLM
+    `granitemoehybrid.py`). Every layer has an MLP: num_local_experts of intermediate_size with a
+    shared MLP of shared_intermediate_size, or a dense MLP of shared_intermediate_size when
+    num_local_experts is 0. Embeddings tied by default."""
+    f = _decoder(c, max_pos=4096, tie=True)
+    raw = c.get("layer_types", "layers_block_type")
+    if not isinstance(raw, list) or not raw or any(k not in ("mamba", "attention") for k in raw):
+        raise c.fail("must list mamba or attention for each layer", "layer_types")
+    if f["n_layers"] is not None and len(raw) != f["n_layers"]:
+        raise c.fail(f"lists {len(raw)} layers but num_hidden_layers is {f['n_layers']}", "layer_types")
+    kinds = ["mamba" if k == "mamba" else "full" for k in raw]
+    heads = c.count("mamba_n_heads", default=128)
+    expand = c.count("mamba_expand", default=2)
+    head_dim = c.get("mamba_d_head", default="auto")
+    if head_dim == "auto":
+        hidden = f["hidden_size"]
+        head_dim = expand * hidden // heads if hidden else None
+    else:
+        head_dim = c.check_int("mamba_d_head", head_dim)
+    f.update(mamba_n_groups=c.count("mamba_n_groups", default=1), mamba_n_heads=heads, mamba_head_dim=head_dim,
+             mamba_d_state=c.count("mamba_d_state", default=256), mamba_d_conv=c.count("mamba_d_conv", default=4),
+             mamba_expand=expand)
+    experts = c.count("num_local_experts", default=0, minimum=0)
+    shared = c.count("shared_intermediate_size", default=1024)
+    if experts:
+        f.update(n_experts=experts, n_experts_per_token=c.count("num_experts_per_tok", default=2),
+                 moe_intermediate_size=c.count("intermediate_size", default=1024),
+                 shared_expert_intermediate_size=shared)
+        f.pop("intermediate_size", None)
+    else:
+        f["intermediate_size"] = shared
+    return _set_kinds(c, f, kinds, None)
+
+
+def _falcon_h1(c: _Cfg) -> dict[str, Any]:
+    """falcon_h1 (`modeling_falcon_h1.py` FalconH1DecoderLayer): every layer runs attention and a
+    Mamba-2 mixer side by side, so each layer has both a KV cache and a fixed state; kvcalc gives
+    a layer one kind, and refuses rather than drop either."""
+    raise c.fail("model_type 'falcon_h1' runs attention and Mamba-2 side by side in every layer (a KV cache "
+                 "and a fixed state per layer), which kvcalc's one-kind-per-layer model cannot size yet; "
+                 "write a kvcalc YAML of its attention layers for the KV cache alone", "model_type")
+
+
 #: model_type -> mapping function. Aliases: Falcon's old RW names; Kimi-K2 is DeepSeek-V3.
 FAMILIES: dict[str, Callable[[_Cfg], dict[str, Any]]] = {
     "llama": _llama,
@@ -403,7 +664,27 @@ FAMILIES: dict[str, Callable[[_Cfg], dict[str, Any]]] = {
     "kimi_k2": _deepseek,
     "gpt_oss": _gpt_oss,
     "jamba": _jamba,
+    "starcoder2": _starcoder2,
+    "olmo2": _olmo2,
+    "cohere2": _cohere2,
+    "exaone4": _exaone4,
+    "glm4_moe": _glm4_moe,
+    "llama4": _llama4_text,
+    "llama4_text": _llama4_text,
+    "deepseek_v32": _deepseek_v32,
+    "qwen3_5": _qwen3_5_text,
+    "qwen3_5_text": _qwen3_5_text,
+    "qwen3_5_moe": _qwen3_5_moe_text,
+    "qwen3_5_moe_text": _qwen3_5_moe_text,
+    "nemotron_h": _nemotron_h,
+    "granitemoehybrid": _granitemoehybrid,
+    "falcon_h1": _falcon_h1,
 }
 
 #: a multimodal config's text model_type when its text_config does not say.
-TEXT_MODEL_TYPES = {"gemma3": "gemma3_text"}
+#: The multimodal wrappers here keep their text model under text_config (transformers'
+#: `Llama4Config`, `Qwen3_5Config`, `Mistral3Config` (Mistral Small 3.1), `AyaVisionConfig`,
+#: `Cohere2VisionConfig`, `LlavaConfig`); a text_config that names its own model_type wins.
+TEXT_MODEL_TYPES = {"gemma3": "gemma3_text", "llama4": "llama4_text", "qwen3_5": "qwen3_5_text",
+                    "qwen3_5_moe": "qwen3_5_moe_text", "mistral3": "mistral", "aya_vision": "cohere2",
+                    "cohere2_vision": "cohere2", "llava": "llama"}
