@@ -157,11 +157,12 @@ class _Cursor:
         """A uint64 count of items of at least `min_bytes` each, refused when they cannot fit."""
         n = self.u64()
         if n * min_bytes > self.size - self.pos:
-            raise self.fail(f"{what} count {n:,} does not fit in the file")
+            raise self.fail(f"the header is truncated or corrupt: the {what} is {n:,}, more than the "
+                            f"{self.size - self.pos:,} B left can hold")
         return n
 
     def string(self, what: str) -> str:
-        n = self.count(f"{what} length", 1)
+        n = self.count(f"length of the {what}", 1)
         raw = bytes(self.buf[self.pos:self.pos + n])
         self.pos += n
         try:
@@ -170,7 +171,7 @@ class _Cursor:
             raise self.fail(f"a {what} is not UTF-8") from None
 
     def skip_string(self) -> None:
-        n = self.count("string length", 1)
+        n = self.count("length of a string in an array", 1)
         self.pos += n
 
 
@@ -183,15 +184,15 @@ def _value(cur: _Cursor, vtype: int, key: str) -> Any:
     if vtype in _SCALAR:
         return cur.take(_SCALAR[vtype])[0]
     if vtype == _STRING:
-        return cur.string(f"value of {excerpt(key, 60)}")
+        return cur.string(f"string value of {excerpt(key, 60)}")
     if vtype == _ARRAY:
         etype = cur.u32()
         if etype in _SCALAR:
             size = struct.calcsize(_SCALAR[etype])
-            n = cur.count(f"array {excerpt(key, 60)}", size)
+            n = cur.count(f"length of array {excerpt(key, 60)}", size)
             return cur.take(f"{n}{_SCALAR[etype]}")
         if etype == _STRING:
-            n = cur.count(f"array {excerpt(key, 60)}", 8)
+            n = cur.count(f"length of array {excerpt(key, 60)}", 8)
             for _ in range(n):
                 cur.skip_string()
             return StringArray(n)
@@ -216,8 +217,8 @@ def read_header(path: str | Path) -> GgufHeader:
         raise ConfigError(f"cannot read: {e.strerror or e.__class__.__name__}", path=p) from None
     if not stat.S_ISREG(st.st_mode):
         raise ConfigError("is not a regular file; kvcalc reads GGUF models only from regular files", path=p)
-    if st.st_size < 24:
-        raise ConfigError(f"not a GGUF file: {st.st_size} B, shorter than a GGUF header (24 B)", path=p)
+    if st.st_size == 0:
+        raise ConfigError("not a GGUF file: it is empty", path=p)
     c = _gguf()
     try:
         with open(path, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as buf:
@@ -229,17 +230,16 @@ def read_header(path: str | Path) -> GgufHeader:
 def _parse(buf: Any, p: str, c: Any) -> GgufHeader:
     if bytes(buf[:4]) != b"GGUF":
         raise ConfigError(f"not a GGUF file: it starts with {bytes(buf[:4])!r}, not b'GGUF'", path=p)
-    order = "<"
-    version = struct.unpack_from("<I", buf, 4)[0]
+    cur = _Cursor(buf, p, "<")
+    cur.pos = 4
+    version = cur.u32()
     if version & 0xFFFF == 0:  # written on the other byte order
-        order, version = ">", struct.unpack_from(">I", buf, 4)[0]
+        cur.order, version = ">", struct.unpack_from(">I", buf, 4)[0]
     if version not in (2, 3):
         raise ConfigError(f"GGUF version {version} cannot be read; kvcalc reads versions 2 and 3 (convert the "
                           "model again with a current llama.cpp)", path=p)
-    cur = _Cursor(buf, p, order)
-    cur.pos = 8
-    n_tensors = cur.count("tensor", 8 + 4 + 8 + 4 + 8)
-    n_kv = cur.count("metadata key", 8 + 4 + 1)
+    n_tensors = cur.count("tensor count", 8 + 4 + 8 + 4 + 8)
+    n_kv = cur.count("metadata key count", 8 + 4 + 1)
     meta: dict[str, Any] = {}
     for _ in range(n_kv):
         key = cur.string("metadata key")
@@ -280,7 +280,7 @@ def _parse(buf: Any, p: str, c: Any) -> GgufHeader:
         raise ConfigError(f"must be a power of two, got {excerpt(align)}", path=p, field="general.alignment")
     data_offset = -(-cur.pos // align) * align
     end = max((t.offset + t.n_bytes for t in tensors), default=0) + data_offset
-    if end > cur.size:
+    if tensors and end > cur.size:
         raise ConfigError(f"truncated: its tensor data ends at byte {end:,} but the file has {cur.size:,} B "
                           "(an incomplete download?)", path=p)
     return GgufHeader(path=p, version=version, metadata=meta, tensors=tuple(tensors), data_offset=data_offset,
@@ -493,14 +493,14 @@ def model_fields_from_gguf(header: GgufHeader) -> dict[str, Any]:
         raise ConfigError("is missing or not a string; a GGUF model names its architecture there", path=p,
                           field="general.architecture")
     a = ARCHITECTURES.get(arch)
-    if a is None:
-        raise ConfigError(f"'{excerpt(arch, 40)}' is not a GGUF architecture kvcalc reads (it reads "
-                          f"{', '.join(sorted(ARCHITECTURES))}); write a kvcalc YAML for this model",
-                          path=p, field="general.architecture")
     m = _Meta(header, arch)
     if m.has("ssm.group_count"):
         raise m.fail("ssm.group_count", "Mamba-2 layers (state groups) are not modelled by kvcalc yet; "
                                         "write a kvcalc YAML for this model")
+    if a is None:
+        raise ConfigError(f"'{excerpt(arch, 40)}' is not a GGUF architecture kvcalc reads (it reads "
+                          f"{', '.join(sorted(ARCHITECTURES))}); write a kvcalc YAML for this model",
+                          path=p, field="general.architecture")
     n_layers = m.count("block_count", maximum=MAX_LAYERS)
     hidden = m.count("embedding_length")
     heads = m.per_layer("attention.head_count", n_layers)
