@@ -72,6 +72,7 @@ from pathlib import Path
 from typing import Any
 
 from kvcalc.errors import ConfigError, KvcalcWarning, MissingExtraError
+from kvcalc.load.hf.reader import compact_layers
 from kvcalc.schema import ModelSpec
 from kvcalc.text import excerpt
 
@@ -343,7 +344,7 @@ class _Meta:
 def _uniform(m: _Meta, name: str, values: list[int], what: str) -> int | None:
     """The one non-zero value of a per-layer list (None when all are 0); a list whose non-zero
     values differ (OpenELM) cannot be expressed."""
-    nonzero = sorted(set(v for v in values if v))
+    nonzero = sorted({v for v in values if v})
     if len(nonzero) > 1:
         raise m.fail(name, f"gives {what} that differ between layers ({', '.join(map(str, nonzero[:4]))}"
                            f"{' ...' if len(nonzero) > 4 else ''}); kvcalc models one count for every attention layer, "
@@ -574,9 +575,7 @@ def model_fields_from_gguf(header: GgufHeader) -> dict[str, Any]:
     kinds = ["mamba" if not att else ("sliding" if s else "full") for att, s in zip(attends, slides)]
     if "sliding" in kinds:
         f["sliding_window"] = window
-    from kvcalc.load.hf.reader import compact_layers  # the same shortest form config.json files get
-
-    f.update(compact_layers(kinds))
+    f.update(compact_layers(kinds))  # the same shortest form config.json files get
     if "mamba" in kinds:
         inner = m.count("ssm.inner_size")
         if inner % hidden:

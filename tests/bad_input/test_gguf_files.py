@@ -15,7 +15,7 @@ import pytest
 from tests.bad_input.harness import refused, run_kvcalc
 
 sys.path.insert(0, str(Path(__file__).parents[1] / "load"))
-from gguf_files import ENDS, LLAMA_8B_KV, tiny_layers, write_gguf  # noqa: E402
+from gguf_files import ENDS, LLAMA_8B_KV, tiny_layers, write_gguf
 
 
 def s(text: str) -> bytes:

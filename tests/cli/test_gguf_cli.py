@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parents[1] / "load"))
-from gguf_files import ENDS, LLAMA_8B_KV, tiny_layers, write_gguf  # noqa: E402
+from gguf_files import ENDS, LLAMA_8B_KV, tiny_layers, write_gguf
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -93,7 +93,7 @@ def test_estimate_of_a_bundled_model_imports_neither_gguf_nor_numpy():
     code = ("import sys; from kvcalc.cli import main; sys.argv = ['kvcalc', 'estimate', 'llama-3.1-8b', '-s', '1k'];\n"
             "try:\n    main()\nexcept SystemExit:\n    pass\n"
             "print('LOADED', [m for m in ('gguf', 'numpy') if m in sys.modules])")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=60,
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=60, check=False,
                          env={"PYTHONPATH": str(ROOT), "COLUMNS": "80", "PATH": "/usr/bin:/bin"})
     assert "LOADED []" in out.stdout, (out.stdout[-500:], out.stderr[-2000:])
 
@@ -102,7 +102,7 @@ def test_without_the_gguf_package_one_line(tmp_path, llama8b):
     # a `gguf` that cannot be imported: the one line names the extra to install
     (tmp_path / "gguf").mkdir()
     (tmp_path / "gguf" / "__init__.py").write_text("raise ImportError('no gguf here')\n")
-    out = subprocess.run([sys.executable, "-m", "kvcalc", "estimate", str(llama8b)], capture_output=True, text=True,
+    out = subprocess.run([sys.executable, "-m", "kvcalc", "estimate", str(llama8b)], capture_output=True, text=True, check=False,
                          cwd=ROOT, timeout=60, env={"PYTHONPATH": f"{tmp_path}:{ROOT}", "COLUMNS": "80", "PATH": "/usr/bin:/bin"})
     assert out.returncode == 2
     assert out.stderr.strip() == "error: this needs the gguf package to read .gguf files: pip install 'kvcalc[gguf]'"

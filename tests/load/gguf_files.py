@@ -38,9 +38,7 @@ def write_gguf(path: Path, arch: str, kv: dict, tensors: list[tuple[str, str, tu
             w.add_uint32(full, value)
         elif isinstance(value, str):
             w.add_string(full, value)
-        elif isinstance(value, list) and value and isinstance(value[0], str):
-            w.add_array(full, value)
-        elif isinstance(value, list) and value and isinstance(value[0], bool):
+        elif isinstance(value, list) and value and isinstance(value[0], str) or isinstance(value, list) and value and isinstance(value[0], bool):
             w.add_array(full, value)
         elif isinstance(value, list):
             w.add_key_value(full, value, gguf.GGUFValueType.ARRAY, sub_type=gguf.GGUFValueType.UINT32)

@@ -10,14 +10,14 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
-from gguf_files import ENDS, LLAMA_8B_KV, gguf, stored_bytes, tiny_layers, write_gguf  # noqa: E402
+from gguf_files import ENDS, LLAMA_8B_KV, gguf, stored_bytes, tiny_layers, write_gguf
 
-from kvcalc.calc.kv_cache import estimate  # noqa: E402
-from kvcalc.calc.weights import param_counts, weight_bytes, weight_format_label, weights_source  # noqa: E402
-from kvcalc.errors import ConfigError  # noqa: E402
-from kvcalc.load.gguf import StringArray, model_from_gguf, read_header  # noqa: E402
-from kvcalc.load.models import load_model  # noqa: E402
-from kvcalc.schema import Workload  # noqa: E402
+from kvcalc.calc.kv_cache import estimate
+from kvcalc.calc.weights import param_counts, weight_bytes, weight_format_label, weights_source
+from kvcalc.errors import ConfigError
+from kvcalc.load.gguf import StringArray, model_from_gguf, read_header
+from kvcalc.load.models import load_model
+from kvcalc.schema import Workload
 
 
 @pytest.fixture

@@ -12,13 +12,13 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
-from gguf_files import write_gguf  # noqa: E402
+from gguf_files import write_gguf
 
-from kvcalc.calc.kv_cache import estimate  # noqa: E402
-from kvcalc.calc.weights import checkpoint_weight_bytes, param_counts  # noqa: E402
-from kvcalc.errors import ConfigError, KvcalcWarning  # noqa: E402
-from kvcalc.load.gguf import model_from_gguf  # noqa: E402
-from kvcalc.schema import Workload  # noqa: E402
+from kvcalc.calc.kv_cache import estimate
+from kvcalc.calc.weights import checkpoint_weight_bytes, param_counts
+from kvcalc.errors import ConfigError, KvcalcWarning
+from kvcalc.load.gguf import model_from_gguf
+from kvcalc.schema import Workload
 
 
 def est(model, seq_len: int = 1, kv_dtype: str = "fp16"):
