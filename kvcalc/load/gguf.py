@@ -518,8 +518,9 @@ def model_fields_from_gguf(header: GgufHeader) -> dict[str, Any]:
     f: dict[str, Any] = {"n_layers": n_layers, "n_heads": n_heads, "hidden_size": hidden,
                          "max_position_embeddings": m.count("context_length", None)}
     ff = m.per_layer("feed_forward_length", n_layers, default=None)
-    if ff is not None:
-        f["intermediate_size"] = _uniform(m, "feed_forward_length", ff, "MLP widths")
+    widths = sorted({w for w in ff or [] if w})
+    if len(widths) == 1:  # MLP widths that differ per layer only size the weights, which the tensor table gives
+        f["intermediate_size"] = widths[0]
     vocab = m.count("vocab_size", None)
     tokens = header.metadata.get("tokenizer.ggml.tokens")
     f["vocab_size"] = vocab or (tokens.count if isinstance(tokens, StringArray) and tokens.count else None)

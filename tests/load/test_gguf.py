@@ -179,3 +179,11 @@ def test_no_tensor_data_is_read(llama8b, monkeypatch):
     monkeypatch.setattr(g, "struct", spy)
     h = read_header(llama8b)
     assert max(seen) < h.data_offset < h.file_bytes
+
+
+def test_mlp_widths_that_differ_leave_the_width_to_the_tensor_table(tmp_path):
+    # an OpenELM-style per-layer feed_forward_length: the KV cache does not need it, the weights come
+    # from the tensors, so the model loads without an intermediate_size
+    kv = {**LLAMA_8B_KV, "feed_forward_length": [768 * (1 + i % 3) for i in range(32)]}
+    m = model_from_gguf(write_gguf(tmp_path / "m.gguf", "llama", kv, tiny_layers(32) + ENDS))
+    assert m.intermediate_size is None and weight_bytes(m).total_bytes == 13320
