@@ -74,6 +74,11 @@ def _ggml(name: str, block_bytes: int, bits: int, description: str) -> StorageFo
                     description=description)
 
 
+def _kquant(name: str, block_bytes: int, bits: int, description: str) -> StorageFormat:
+    return StorageFormat(name=name, block_values=256, block_bytes=block_bytes, bits=bits, kind="weight",
+                         description="llama.cpp " + description)
+
+
 #: canonical formats; group-quantized int formats are built by `kv_format` from these defaults.
 STORAGE_FORMATS: dict[str, StorageFormat] = {f.name: f for f in [
     _plain("fp32", 4, "float32", "IEEE float32"),
@@ -90,6 +95,24 @@ STORAGE_FORMATS: dict[str, StorageFormat] = {f.name: f for f in [
     _ggml("q5_0", 22, 5, "llama.cpp block_q5_0: fp16 scale + 32 high bits + 32 x 4 bit = 22 B / 32 values"),
     _ggml("q5_1", 24, 5, "llama.cpp block_q5_1: fp16 scale + fp16 min + 32 high bits + 32 x 4 bit = 24 B / 32"),
     _ggml("iq4_nl", 18, 4, "llama.cpp block_iq4_nl: fp16 scale + 32 x 4 bit non-linear = 18 B / 32 values"),
+    # llama.cpp's super-block weight types (256 values per block; `ggml/src/ggml-common.h` block_q2_K ...
+    # block_iq4_xs, block_tq1_0, block_tq2_0): weights only, as llama.cpp offers none of them for its cache
+    # (`--cache-type-k` takes f32, f16, bf16, q8_0, q4_0, q4_1, iq4_nl, q5_0, q5_1)
+    _kquant("q2_k", 84, 2, "block_q2_K: 16 B scales + 64 B 2-bit quants + fp16 d, dmin = 84 B / 256 values"),
+    _kquant("q3_k", 110, 3, "block_q3_K: 32 B high bits + 64 B 2-bit quants + 12 B scales + fp16 d = 110 B / 256"),
+    _kquant("q4_k", 144, 4, "block_q4_K: fp16 d, dmin + 12 B scales + 128 B 4-bit quants = 144 B / 256 values"),
+    _kquant("q5_k", 176, 5, "block_q5_K: fp16 d, dmin + 12 B scales + 32 B high bits + 128 B = 176 B / 256 values"),
+    _kquant("q6_k", 210, 6, "block_q6_K: 128 B low 4 bits + 64 B high 2 bits + 16 B scales + fp16 d = 210 B / 256"),
+    _kquant("iq1_s", 50, 1, "block_iq1_s: fp16 d + 32 B quants + 16 B high bits = 50 B / 256 values"),
+    _kquant("iq1_m", 56, 1, "block_iq1_m: 32 B quants + 16 B high bits + 8 B scales = 56 B / 256 values"),
+    _kquant("iq2_xxs", 66, 2, "block_iq2_xxs: fp16 d + 64 B grid indices and signs = 66 B / 256 values"),
+    _kquant("iq2_xs", 74, 2, "block_iq2_xs: fp16 d + 64 B quants + 8 B scales = 74 B / 256 values"),
+    _kquant("iq2_s", 82, 2, "block_iq2_s: fp16 d + 64 B quants + 8 B high bits + 8 B scales = 82 B / 256 values"),
+    _kquant("iq3_xxs", 98, 3, "block_iq3_xxs: fp16 d + 96 B quants, signs and scales = 98 B / 256 values"),
+    _kquant("iq3_s", 110, 3, "block_iq3_s: fp16 d + 64 + 8 + 32 B quants, high bits, signs + 4 B scales = 110 B / 256"),
+    _kquant("iq4_xs", 136, 4, "block_iq4_xs: fp16 d + 2 + 4 B scales + 128 B 4-bit non-linear = 136 B / 256 values"),
+    _kquant("tq1_0", 54, 1, "block_tq1_0: 48 + 4 B ternary digits + fp16 d = 54 B / 256 values"),
+    _kquant("tq2_0", 66, 2, "block_tq2_0: 64 B 2-bit ternary + fp16 d = 66 B / 256 values"),
     # OCP Microscaling Formats (MX) v1.0 spec, section 5: MXFP4 = 32 e2m1 values (4 bit) sharing one
     # e8m0 scale (8 bit): 16 + 1 = 17 B / 32 values; gpt-oss ships its MoE experts so (model card)
     StorageFormat(name="mxfp4", block_values=32, block_bytes=17, bits=4, quant_group_size=32, scale_bytes=1, kind="weight",
@@ -107,6 +130,15 @@ ALIASES: dict[str, str] = {
     "uint4": "int4",
 }
 
+#: llama.cpp file types (`llama.h` llama_ftype, llama-quantize's names, lower case) that mix several
+#: tensor types, chosen per tensor (`src/llama-quant.cpp` llama_tensor_get_type): a property of a GGUF
+#: file, not a format; each maps to the per-tensor type it is named for, for the did-you-mean.
+GGUF_FILE_TYPE_MIXES: dict[str, str] = {
+    "q2_k_s": "q2_k", "q3_k_s": "q3_k", "q3_k_m": "q3_k", "q3_k_l": "q3_k", "q4_k_s": "q4_k", "q4_k_m": "q4_k",
+    "q5_k_s": "q5_k", "q5_k_m": "q5_k", "iq2_m": "iq2_s", "iq3_xs": "iq3_s", "iq3_m": "iq3_s",
+    "mxfp4_moe": "mxfp4",
+}
+
 #: scale dtypes a group-quantized int format may use, with their bytes.
 SCALE_BYTES: dict[str, int] = {"fp32": 4, "fp16": 2, "bf16": 2, "fp8_e4m3": 1}
 
@@ -119,6 +151,12 @@ def canonical_name(name: str, *, field: str | None = None, kinds: tuple[str, ...
     """
     key = name.strip().lower().replace("-", "_")
     key = ALIASES.get(key, key)
+    if key not in STORAGE_FORMATS and key in GGUF_FILE_TYPE_MIXES:
+        near = GGUF_FILE_TYPE_MIXES[key]
+        raise KvcalcError(f"'{name}' is a llama.cpp file type, a mix of types llama-quantize picks per tensor, so a "
+                          f"property of a GGUF file rather than one format: give the .gguf file as the model to count "
+                          f"its tensors as stored, or did you mean {near} (every matrix in {near.upper()})?",
+                          field=field, value=name)
     if key not in STORAGE_FORMATS:
         names = [n for n, f in STORAGE_FORMATS.items() if f.kind in kinds]
         names += [a for a, n in ALIASES.items() if STORAGE_FORMATS[n].kind in kinds]

@@ -32,6 +32,27 @@ TABLE = {
     "q5_1": (32, 24, 5, None, None, 0, "both"),
     "iq4_nl": (32, 18, 4, None, None, 0, "both"),
     "mxfp4": (32, 17, 4, None, 32, 1, "weight"),
+    # llama.cpp super-blocks of 256 values (ggml-common.h; each checked against the gguf package's
+    # GGML_QUANT_SIZES in tests/test_formats_ggml.py): q2_K 16 + 64 + 2 + 2 = 84 B; q3_K 32 + 64 + 12 + 2
+    # = 110; q4_K 2 + 2 + 12 + 128 = 144; q5_K 2 + 2 + 12 + 32 + 128 = 176; q6_K 128 + 64 + 16 + 2 = 210;
+    # iq1_s 2 + 32 + 16 = 50; iq1_m 32 + 16 + 8 = 56; iq2_xxs 2 + 64 = 66; iq2_xs 2 + 64 + 8 = 74; iq2_s
+    # 2 + 64 + 8 + 8 = 82; iq3_xxs 2 + 96 = 98; iq3_s 2 + 64 + 8 + 32 + 4 = 110; iq4_xs 2 + 2 + 4 + 128 =
+    # 136; tq1_0 48 + 4 + 2 = 54; tq2_0 64 + 2 = 66
+    "q2_k": (256, 84, 2, None, None, 0, "weight"),
+    "q3_k": (256, 110, 3, None, None, 0, "weight"),
+    "q4_k": (256, 144, 4, None, None, 0, "weight"),
+    "q5_k": (256, 176, 5, None, None, 0, "weight"),
+    "q6_k": (256, 210, 6, None, None, 0, "weight"),
+    "iq1_s": (256, 50, 1, None, None, 0, "weight"),
+    "iq1_m": (256, 56, 1, None, None, 0, "weight"),
+    "iq2_xxs": (256, 66, 2, None, None, 0, "weight"),
+    "iq2_xs": (256, 74, 2, None, None, 0, "weight"),
+    "iq2_s": (256, 82, 2, None, None, 0, "weight"),
+    "iq3_xxs": (256, 98, 3, None, None, 0, "weight"),
+    "iq3_s": (256, 110, 3, None, None, 0, "weight"),
+    "iq4_xs": (256, 136, 4, None, None, 0, "weight"),
+    "tq1_0": (256, 54, 1, None, None, 0, "weight"),
+    "tq2_0": (256, 66, 2, None, None, 0, "weight"),
 }
 
 
@@ -71,7 +92,7 @@ def test_all_names_is_the_union_of_names_and_aliases():
     assert all_names() == sorted(set(TABLE) | {
         "float32", "f32", "float", "float16", "f16", "half", "bfloat16", "fp8", "fp8e4m3", "e4m3", "float8_e4m3fn",
         "fp8_e4m3fn", "fp8e5m2", "e5m2", "float8_e5m2", "uint4"})
-    assert len(all_names()) == 30  # 14 formats + 16 aliases
+    assert len(all_names()) == 45  # 29 formats (14 + the 15 llama.cpp super-block types) + 16 aliases
 
 
 def test_weight_format_with_groups_and_a_kv_only_format():

@@ -101,9 +101,28 @@ def _lines(text: str) -> list[str]:
     return out
 
 
+def _llama_8b_gguf(folder: Path, name: str) -> None:
+    """A GGUF file with Llama-3.1-8B-Instruct's metadata as llama.cpp's converter writes it (file
+    type Q4_K_M) and tiny tensors (tests/load/gguf_files.py); needs the gguf package."""
+    sys.path.insert(0, str(ROOT / "tests" / "load"))
+    from gguf_files import ENDS, LLAMA_8B_KV, tiny_layers, write_gguf
+
+    write_gguf(folder / name, "llama", LLAMA_8B_KV, tiny_layers(32) + ENDS)
+
+
+#: files a README example names that the repository does not hold: made before the example runs, in
+#: a temporary folder that is then its working directory
+EXAMPLE_FILES = {"Meta-Llama-3.1-8B-Instruct-Q4_K_M.gguf": _llama_8b_gguf}
+
+
 @pytest.mark.parametrize("ex", EXAMPLES, ids=lambda ex: f"L{ex.line}:{ex.command[:60]}")
-def test_readme_example(ex: Example, cli, monkeypatch):
-    monkeypatch.chdir(ROOT)  # commands name files relative to the repository root
+def test_readme_example(ex: Example, cli, monkeypatch, tmp_path):
+    made = [name for name in EXAMPLE_FILES if name in ex.command]
+    if made:
+        pytest.importorskip("gguf", reason="the gguf package is not installed (pip install 'kvcalc[gguf]')")
+        for name in made:
+            EXAMPLE_FILES[name](tmp_path, name)
+    monkeypatch.chdir(tmp_path if made else ROOT)  # commands name files relative to the repository root
     kv_part, _, pipe = ex.command.partition(" | ")
     r = run_kvcalc(cli, shlex.split(kv_part), ex.width)
     assert r.exit_code == 0, r.output

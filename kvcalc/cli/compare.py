@@ -10,7 +10,7 @@ import typer
 from kvcalc.cli.options import BatchOpt, FormatOpt, KvDtypeOpt, SeqLenOpt, check_positive, resolve_seq_len
 from kvcalc.cli.output import check_format, emit, handle_errors
 
-ModelsArg = Annotated[list[str], typer.Argument(help="One or more models: bundled names (see `kvcalc models`), .yaml files or config.json files.", show_default=False)]
+ModelsArg = Annotated[list[str], typer.Argument(help="One or more models: bundled names (see `kvcalc models`), .yaml files, config.json files or .gguf files.", show_default=False)]
 
 @handle_errors
 def compare(

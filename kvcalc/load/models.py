@@ -35,12 +35,12 @@ def user_path(text: str | Path) -> Path:
 
 
 def _looks_like_path(ref: str) -> bool:
-    return "/" in ref or "\\" in ref or ref.lower().endswith((".yaml", ".yml", ".json"))
+    return "/" in ref or "\\" in ref or ref.lower().endswith((".yaml", ".yml", ".json", ".gguf"))
 
 
 def load_model(ref: str | Path) -> ModelSpec:
-    """A `ModelSpec` from a YAML path, a Hugging Face config.json (or a folder holding one),
-    or a bundled name (case-insensitive).
+    """A `ModelSpec` from a YAML path, a Hugging Face config.json (or a folder holding one), a
+    GGUF file, or a bundled name (case-insensitive).
 
     Raises `ConfigError` for a bad file, `UnknownNameError` (with close matches) for an
     unknown bundled name.
@@ -61,7 +61,12 @@ def load_model(ref: str | Path) -> ModelSpec:
 
 def load_model_file(path: Path) -> ModelSpec:
     """A `ModelSpec` from one file: our YAML/JSON schema, or a Hugging Face config.json
-    (recognised by its `model_type` or `num_hidden_layers` / `n_layer` fields)."""
+    (recognised by its `model_type` or `num_hidden_layers` / `n_layer` fields), or a GGUF file
+    (`.gguf`: `kvcalc.load.gguf`, its header only)."""
+    if path.suffix.lower() == ".gguf":
+        from kvcalc.load.gguf import model_from_gguf  # imported only for GGUF input (needs the gguf package)
+
+        return model_from_gguf(path)
     data, lines = read_mapping(path, "model")
     if is_hf_config(data):
         from kvcalc.load.hf import model_from_hf_config  # imported only for config.json input
