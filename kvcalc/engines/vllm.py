@@ -563,10 +563,13 @@ def capacity(model: ModelSpec, kv_memory_bytes: int, k: StorageFormat, v: Storag
     formats, mamba layers, a max_model_len past the model's limit, no memory.
     """
     version = "0.6" if v0 else check_version(version)
+    asked = (k, v)
     k, v, block_size, page, notes = _resolve(model, k, v, tp=tp, block_size=block_size, version=version,
                                              attention_backend=attention_backend,
                                              compute_capability=compute_capability,
                                              per_token_head_scales=per_token_head_scales)
+    if (k, v) != asked:  # the layers cache in their own dtype: the label says what they hold
+        kv_cache_dtype = None
     if max_num_batched_tokens <= 0:
         raise KvcalcError(f"must be a positive integer, got {max_num_batched_tokens}",
                           field="max_num_batched_tokens", value=max_num_batched_tokens, form=OPTION_SAYS)
