@@ -221,8 +221,8 @@ def test_falcon_cache_stays_bf16_under_fp8_in_033():
     r = vllm.capacity(m, GiB, FP8, FP8, version="0.33", kv_cache_dtype="fp8")
     assert (r.page_size_bytes, r.num_gpu_blocks, r.kv_cache_tokens, r.kv_cache_dtype) == (32 * 4096, 8192, 131_072,
                                                                                           "bf16")
-    assert r.notes == ["vLLM 0.33 builds falcon's attention without the cache config: its cache stays bf16, "
-                       "not fp8_e4m3"]
+    assert r.notes == [("vLLM 0.33 builds falcon's attention without the cache config: its cache stays bf16, "
+                        "not fp8_e4m3")]
     old = vllm.capacity(m, GiB, FP8, FP8, version="0.11")
     assert (old.num_gpu_blocks, old.kv_cache_tokens) == (16_384, 262_144)
     # other models take fp8 in 0.33: llama-3.1-8b page 16 x 2,048 B
