@@ -32,6 +32,8 @@ OPTIONS: dict[str, str] = {
     "swap_space_bytes": "--swap-space", "n_ctx": "--ctx-size", "parallel": "--parallel",
     "n_ubatch": "--ubatch-size", "n_gpu_layers": "--n-gpu-layers", "n_devices": "--gpus",
     "tensor_split": "--tensor-split", "llamacpp_version": "--llamacpp-version",
+    "vllm_version": "--vllm-version", "attention_backend": "--attention-backend",
+    "allow_long_max_model_len": "--allow-long-max-model-len",
     # output
     "plot": "--plot", "format": "--format",
 }

@@ -622,7 +622,9 @@ class GpuSpec(_Frozen):
 
     `memory_bytes` is the memory as the device reports it (nvidia-smi total MiB x 2^20), not
     the marketing figure; FLOP/s are dense (not 2:4 sparse); `interconnect_bytes_per_s` is the
-    per-GPU bidirectional figure vendors quote (one direction is half).
+    per-GPU bidirectional figure vendors quote (one direction is half). `compute_capability`:
+    NVIDIA's "major.minor" (`torch.cuda.get_device_capability`; 9.0 Hopper, 10.0 Blackwell), which
+    picks an engine's attention backend (vLLM's MLA block size); None for other vendors.
     """
 
     key: str
@@ -635,6 +637,7 @@ class GpuSpec(_Frozen):
     fp8_flops_per_s: FlopsPerS | None = None
     l2_bytes: Bytes0 = 0
     interconnect_bytes_per_s: BytesPerS | None = None
+    compute_capability: Annotated[str, Field(pattern=r"^[0-9]+\.[0-9]+$")] | None = None
     source: str
 
 

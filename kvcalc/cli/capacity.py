@@ -13,13 +13,18 @@ from typing import Annotated, Optional
 
 import typer
 
-from kvcalc.cli.options import (EngineOpt, FormatOpt, KvFormatOptions, LayoutOptions, LlamacppFlags, ModelArg,
+from kvcalc.cli.options import (EngineOpt, FormatOpt, GpuOpt, KvFormatOptions, LayoutOptions, LlamacppFlags, ModelArg,
                                 OptionGroup, SglangFlags, VllmFlags, check_positive, engine_options, only,
-                                option_groups, refuse_other_engines)
+                                option_groups, refuse_other_engines, with_help)
 from kvcalc.cli.output import check_format, emit_parts, handle_errors, show_result
 
 KV_DTYPE_HELP = ("auto (the engine's default: the model's dtype, fp32 served as 16-bit; llama.cpp f16), bf16, fp16, "
                  "fp8, fp8_e5m2; vLLM int8_per_token_head / fp8_per_token_head; llama.cpp f16, q8_0, q4_0 ...")
+
+#: --gpu as every command declares it, with capacity's meaning: vLLM's GPU
+CapacityGpuOpt = with_help(GpuOpt, "vLLM: the GPU (`kvcalc gpus`, or a GPU YAML file) whose compute capability picks "
+                                   "the attention backend (an MLA model's block size).")
+
 
 @dataclasses.dataclass(frozen=True)
 class RequestOptions(OptionGroup):
@@ -64,10 +69,12 @@ def capacity(
     vllm: VllmFlags = VllmFlags(),
     sglang: SglangFlags = SglangFlags(),
     llamacpp: LlamacppFlags = LlamacppFlags(),
+    gpu: CapacityGpuOpt = None,
     fmt: FormatOpt = "table",
 ) -> None:
     """What ENGINE makes of a KV memory budget: tokens, blocks, concurrency, and its own log lines."""
     from kvcalc.engines import canonical
+    from kvcalc.errors import KvcalcError
     from kvcalc.load.models import load_model
     from kvcalc.requests import CapacityRequest, run_capacity
     from kvcalc.units import parse_count, parse_size
@@ -79,12 +86,15 @@ def capacity(
                    max_num_batched_tokens=vllm.max_num_batched_tokens)
     check_format(fmt)
     refuse_other_engines(ctx, name)
+    if gpu is not None and name != "vllm":
+        raise KvcalcError("--gpu applies to --engine vllm only (it picks vLLM's attention backend); "
+                          f"--engine {name} takes --kv-memory", option="--gpu", value=gpu)
     spec = load_model(model)
     L = parse_count(requests.max_model_len, "--max-model-len") if requests.max_model_len else None
     mem = parse_size(kv_memory, "--kv-memory") if kv_memory else None
     req = CapacityRequest.build(spec, engine=name, kv_memory_bytes=mem, kv_dtype=kv.kv_dtype, k_dtype=kv.k_dtype,
                                 v_dtype=kv.v_dtype, tp=layout.tp, max_model_len=L, concurrency=concurrency,
-                                options=engine_options(name, (vllm, sglang, llamacpp)))
+                                options=engine_options(name, (vllm, sglang, llamacpp), gpu=gpu))
     res = run_capacity(req)
     title = f"KV capacity: {spec.name} on {name}" + (f", tp {layout.tp}" if layout.tp > 1 else "")
     if fmt == "table":

@@ -52,7 +52,7 @@ def estimate(
                                 gpu=gpu.gpu, engine=engine_name)
     req = EstimateRequest.build(spec, seq_len=lengths[0], batch=batch, **dataclasses.asdict(kv), tp=tp, pp=pp,
                                 dp=dp, gpu=gpu.gpu, layout=gpu.layout() if gpu.gpu is not None else None,
-                                engine=engine_name, engine_options=engine_options(engine_name, (vllm, sglang)))
+                                engine=engine_name, engine_options=engine_options(engine_name, (vllm, sglang), gpu=gpu.gpu))
     check_format(fmt)
     refuse_other_engines(ctx, engine_name)
     emit_parts(estimate_parts(run_estimate(req)), fmt)

@@ -287,6 +287,9 @@ class GpuPlanOptions(OptionGroup):
                            self.bw_efficiency, self.flops_efficiency, self.cuda_context, self.activation_reserve)
 
 
+#: vLLM's env var that lets --max-model-len exceed the model's limit (`vllm/envs.py`: "1" or "true").
+ALLOW_LONG_ENV = "VLLM_ALLOW_LONG_MAX_MODEL_LEN"
+
 #: llama.cpp's -fa values (b6300+: `-fa on|off|auto`); auto is on where the backend has flash
 #: attention, as on the GPUs kvcalc sizes
 FLASH_ATTN_VALUES = {"on": True, "off": False, "auto": True}
@@ -295,27 +298,45 @@ FLASH_ATTN_VALUES = {"on": True, "off": False, "auto": True}
 @dataclasses.dataclass(frozen=True)
 class VllmFlags(OptionGroup):
     """vLLM's options (`--engine vllm` only), turned into `VllmOptions` by `to_options`; left at
-    their defaults they give `VllmOptions()` (a test holds the two equal)."""
+    their defaults (and VLLM_ALLOW_LONG_MAX_MODEL_LEN unset) they give `VllmOptions()` (a test
+    holds the two equal)."""
 
     engine: ClassVar[str] = "vllm"
     block_size: BlockSizeOpt = engine_defaults.VLLM_BLOCK_SIZE
+    vllm_version: Annotated[str, typer.Option("--vllm-version", callback=lower_choice, help=f"vLLM release modelled: {engine_defaults.VLLM_VERSION} (current, default), 0.11, or 0.6 (the V0 engine, as --vllm-v0).")] = engine_defaults.VLLM_VERSION
     disable_hybrid: Annotated[bool, typer.Option("--disable-hybrid-kv-cache-manager", help="vLLM: sliding-window layers keep every token (no hybrid allocator).")] = False
     max_num_batched_tokens: Annotated[int, typer.Option("--max-num-batched-tokens", help="vLLM: sizes sliding-window pages in the concurrency figure.")] = engine_defaults.VLLM_MAX_NUM_BATCHED_TOKENS
-    v0: Annotated[bool, typer.Option("--vllm-v0", help="vLLM's V0 engine (0.6.x): '# GPU blocks' lines.")] = False
+    async_scheduling: Annotated[bool, typer.Option("--async-scheduling/--no-async-scheduling", help="vLLM 0.33: two batches in flight (on by default in `vllm serve`), held by sliding-window requests.")] = True
+    attention_backend: Annotated[Optional[str], typer.Option("--attention-backend", help="vLLM attention backend (VLLM_ATTENTION_BACKEND): FLASHMLA, CUTLASS_MLA, FLASHINFER_MLA, TRITON_MLA set an MLA model's block size. Default: the GPU's (--gpu; else Hopper is assumed).")] = None
+    allow_long_max_model_len: Annotated[bool, typer.Option("--allow-long-max-model-len", help=f"vLLM's {ALLOW_LONG_ENV}=1 (also read from the environment): a --max-model-len past the model's limit warns instead of being refused.")] = False
+    v0: Annotated[bool, typer.Option("--vllm-v0", help="vLLM's V0 engine (0.6.x): '# GPU blocks' lines (= --vllm-version 0.6).")] = False
     swap_space: Annotated[str, typer.Option("--swap-space", help="vLLM V0 CPU swap space per GPU: 4GiB (vLLM's --swap-space 4 is 4GiB: write the unit).")] = "0"
 
-    def to_options(self) -> VllmOptions:
-        """The engine's options; raises `KvcalcError` for --swap-space without --vllm-v0."""
+    def to_options(self, compute_capability: str | None = None) -> VllmOptions:
+        """The engine's options, on a GPU of `compute_capability` ('9.0'; None: unknown).
+        Raises `KvcalcError` for --swap-space without V0, --vllm-v0 beside another
+        --vllm-version, or a version kvcalc does not model."""
+        import os
+
         from kvcalc.engines.profile import VllmOptions
         from kvcalc.units import parse_size
 
         swap_bytes = parse_size(self.swap_space, "--swap-space", allow_zero=True)
-        if swap_bytes and not self.v0:
+        version = self.vllm_version
+        if self.v0:
+            if version not in (engine_defaults.VLLM_VERSION, "0.6"):
+                raise KvcalcError(f"--vllm-v0 is --vllm-version 0.6; it disagrees with --vllm-version {version}",
+                                  option="--vllm-v0")
+            version = "0.6"
+        if swap_bytes and version != "0.6":
             raise KvcalcError("--swap-space is vLLM V0's CPU swap (# CPU blocks); V1 and the other engines have none: "
-                              "add --engine vllm --vllm-v0, or drop --swap-space")
+                              "add --engine vllm --vllm-version 0.6, or drop --swap-space")
+        allow_long = self.allow_long_max_model_len or os.environ.get(ALLOW_LONG_ENV, "0").strip().lower() in ("1", "true")
         return VllmOptions(block_size=self.block_size, hybrid_allocator=not self.disable_hybrid,
-                           max_num_batched_tokens=self.max_num_batched_tokens, v0=self.v0,
-                           swap_space_bytes=swap_bytes)
+                           max_num_batched_tokens=self.max_num_batched_tokens, version=version,
+                           swap_space_bytes=swap_bytes, async_scheduling=self.async_scheduling,
+                           attention_backend=self.attention_backend, compute_capability=compute_capability,
+                           allow_long_max_model_len=allow_long)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -391,10 +412,25 @@ def refuse_other_engines(ctx: typer.Context, engine: str) -> None:
             refuse_typed(ctx, group.option_names(), f"--engine {group.engine} only")  # type: ignore[attr-defined]
 
 
-def engine_options(engine: str, groups: Iterable[Any]) -> Any:
-    """The options object of `engine` from the command's group for it (None: the engine's defaults)."""
+def engine_options(engine: str, groups: Iterable[Any], gpu: str | None = None) -> Any:
+    """The options object of `engine` from the command's group for it (None: the engine's
+    defaults). `gpu` (a `--gpu` name or file) gives vLLM the GPU's compute capability."""
     key = engine_key(engine)
-    return next((g.to_options() for g in groups if g.engine == key), None)
+    group = next((g for g in groups if g.engine == key), None)
+    if group is None:
+        return None
+    if key == "vllm":
+        return group.to_options(gpu_compute_capability(gpu))
+    return group.to_options()
+
+
+def gpu_compute_capability(gpu: str | None) -> str | None:
+    """The compute capability of `--gpu` ('9.0'; None without a GPU or for one that names none)."""
+    if gpu is None:
+        return None
+    from kvcalc.load.gpus import get_gpu
+
+    return get_gpu(gpu).compute_capability
 
 
 # ----- option checks ----------------------------------------------------------------------

@@ -5,6 +5,8 @@ takes its default from here under its own name (`vllm.DEFAULT_BLOCK_SIZE`, ...),
 is cited.
 """
 
+#: the vLLM release modelled by default (`--vllm-version`; `kvcalc/engines/vllm.py` VERSIONS).
+VLLM_VERSION = "0.33"
 #: vLLM tokens per block (`--block-size`, `vllm/config/cache.py`).
 VLLM_BLOCK_SIZE = 16
 #: vLLM V1 `max_num_batched_tokens` on a GPU of 70 GiB or more (`vllm/engine/arg_utils.py`).

@@ -32,13 +32,27 @@ class IdealOptions:
 class VllmOptions:
     """vLLM's cache options (`vllm serve` flags), as `vllm.capacity` / `vllm.memory_for` take them.
 
-    - `block_size`: tokens per block (`--block-size`; `vllm.BLOCK_SIZES`).
+    - `version`: the vLLM release modelled (`vllm.VERSIONS`: '0.33', the current one, by default;
+      '0.11'; '0.6', the V0 engine); `--vllm-version`.
+    - `block_size`: tokens per block (`--block-size`; `vllm.BLOCK_SIZES`); an MLA model's
+      attention backend may force another (`vllm.attention_block_size`).
     - `hybrid_allocator`: False is `--disable-hybrid-kv-cache-manager` (sliding layers keep every token).
     - `max_num_batched_tokens`: sizes sliding-window pages in the concurrency figure.
-    - `v0`: model the V0 engine of vLLM 0.6.x ('# GPU blocks' lines).
+    - `async_scheduling`: 0.33 keeps two batches in flight (`--async-scheduling`, on by default;
+      False is `--no-async-scheduling`).
+    - `attention_backend`: vLLM's `--attention-backend` / `VLLM_ATTENTION_BACKEND` (FLASHMLA,
+      CUTLASS_MLA, FLASHINFER_MLA, TRITON_MLA ...); None: the GPU's default.
+    - `compute_capability`: the GPU's ('9.0' for an H100; from `--gpu`); None: kvcalc assumes
+      Hopper where it matters (an MLA model's block size) and says so in the notes.
+    - `allow_long_max_model_len`: `VLLM_ALLOW_LONG_MAX_MODEL_LEN=1` (a max_model_len past the
+      model's limit warns instead of being refused).
+    - `v0`: the V0 engine of vLLM 0.6.x ('# GPU blocks' lines); the same as `version='0.6'`
+      (either one sets the other).
     - `swap_space_bytes`: V0's CPU swap space per GPU (`# CPU blocks`), bytes.
     - `per_token_head_scales`: `int8_per_token_head` / `fp8_per_token_head` pages carry fp32
       scales per token and head (set from the KV dtype by `VllmProfile.kv_formats`).
+
+    Raises `KvcalcError` (field `vllm_version`) for a version kvcalc does not model.
     """
 
     block_size: int = vllm.DEFAULT_BLOCK_SIZE
@@ -47,6 +61,24 @@ class VllmOptions:
     v0: bool = False
     swap_space_bytes: int = 0
     per_token_head_scales: bool = False
+    version: str = vllm.CURRENT_VERSION
+    async_scheduling: bool = True
+    attention_backend: str | None = None
+    compute_capability: str | None = None
+    allow_long_max_model_len: bool = False
+
+    def __post_init__(self) -> None:
+        version = "0.6" if self.v0 else vllm.check_version(self.version)
+        object.__setattr__(self, "version", version)
+        object.__setattr__(self, "v0", version == "0.6")
+
+    def engine_kwargs(self) -> dict[str, Any]:
+        """The keyword arguments `vllm.capacity` and `vllm.memory_for` share."""
+        return dict(block_size=self.block_size, hybrid_allocator=self.hybrid_allocator,
+                    per_token_head_scales=self.per_token_head_scales,
+                    max_num_batched_tokens=self.max_num_batched_tokens, version=self.version,
+                    async_scheduling=self.async_scheduling, attention_backend=self.attention_backend,
+                    compute_capability=self.compute_capability)
 
 
 @dataclass(frozen=True)
@@ -265,11 +297,10 @@ class VllmProfile(EngineProfile):
 
     def _capacity(self, model, kv_memory_bytes, k, v, *, tp, max_model_len, concurrency, options, kv_cache_dtype):
         o: VllmOptions = options
-        return vllm.capacity(model, kv_memory_bytes, k, v, tp=tp, block_size=o.block_size,
-                             max_model_len=max_model_len, concurrency=concurrency,
-                             hybrid_allocator=o.hybrid_allocator, per_token_head_scales=o.per_token_head_scales,
-                             kv_cache_dtype=kv_cache_dtype, max_num_batched_tokens=o.max_num_batched_tokens,
-                             v0=o.v0, swap_space_bytes=o.swap_space_bytes)
+        return vllm.capacity(model, kv_memory_bytes, k, v, tp=tp, max_model_len=max_model_len,
+                             concurrency=concurrency, kv_cache_dtype=kv_cache_dtype,
+                             swap_space_bytes=o.swap_space_bytes,
+                             allow_long_max_model_len=o.allow_long_max_model_len, **o.engine_kwargs())
 
     def launch_line(self, spec: launch.LaunchSpec) -> str:
         """`vllm serve ...` (`launch.vllm_line`: flags from `vllm/engine/arg_utils.py`)."""
@@ -277,9 +308,7 @@ class VllmProfile(EngineProfile):
 
     def memory_for(self, model, seq_len, batch, k, v, *, tp=1, options=None) -> int:
         o: VllmOptions = self.options(options)
-        return vllm.memory_for(model, seq_len, batch, k, v, tp=tp, block_size=o.block_size,
-                               hybrid_allocator=o.hybrid_allocator, per_token_head_scales=o.per_token_head_scales,
-                               max_num_batched_tokens=o.max_num_batched_tokens, v0=o.v0)
+        return vllm.memory_for(model, seq_len, batch, k, v, tp=tp, **o.engine_kwargs())
 
 
 class SglangProfile(EngineProfile):

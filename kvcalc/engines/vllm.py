@@ -1,7 +1,11 @@
 """vLLM's paged KV cache: blocks, pages, hybrid groups, and the lines vLLM logs.
 
-Models vLLM V1 (0.10-0.11 line, `vllm/v1/`) and, with `v0=True`, the V0 engine of vLLM 0.6.x
-(`vllm/worker/cache_engine.py`, `vllm/executor/gpu_executor.py`). Rules, each from its source:
+Models three versions (`VERSIONS`; `--vllm-version`): vLLM 0.33 (the current release, V1
+engine) by default through `VllmOptions`, vLLM 0.11 (V1, the 0.10-0.11 line) and the V0 engine
+of vLLM 0.6.x (`vllm/worker/cache_engine.py`, `vllm/executor/gpu_executor.py`). The module's
+functions take `version=` and default to 0.11 (`DEFAULT_FUNCTION_VERSION`, what they modelled
+before 0.33 was added); `VllmOptions.version` (what the CLI and `kvcalc.capacity` use) defaults
+to `CURRENT_VERSION`. Rules, each from its source (0.11 unless a version is named):
 
 - Page (one block of one layer), `vllm/v1/kv_cache_interface.py` `AttentionSpec.page_size_bytes`
   / `FullAttentionSpec.real_page_size_bytes`: block_size x kv_heads_per_rank x (head_size +
@@ -10,18 +14,31 @@ Models vLLM V1 (0.10-0.11 line, `vllm/v1/`) and, with `v0=True`, the V0 engine o
   Per-token-head scales (`kv_cache_dtype` `int8_per_token_head` / `fp8_per_token_head`,
   `KVQuantMode.is_per_token_head`): + 2 x block_size x kv_heads x 4 bytes (fp32) per page.
   Plain `fp8` / `fp8_e4m3` / `fp8_e5m2` keep one per-tensor scale outside the pages: no extra bytes.
+- Each layer's own KV dtype (0.33): Falcon's attention is built without the cache config
+  (`vllm/model_executor/models/falcon.py`), so `--kv-cache-dtype` does not reach it and its
+  cache stays in the model's dtype (`OWN_DTYPE_MODEL_TYPES`).
+- MLA block size, `vllm/platforms/cuda.py` `CudaPlatform.check_and_update_config` (V1 versions):
+  the attention backend forces it whatever `--block-size` says: FlashMLA (the default MLA
+  backend on Hopper, compute capability 9.x) 64 tokens, CUTLASS MLA (the default on Blackwell
+  10.x) 128, FlashInfer MLA 32 or 64 (else 64); Triton MLA (the default elsewhere) keeps
+  `--block-size`. `attention_block_size`; without a GPU or backend kvcalc assumes Hopper and says so.
 - Blocks, `vllm/v1/core/kv_cache_utils.py` `get_num_blocks`: available // page // layers per group.
   All layers alike (`is_kv_cache_spec_uniform`): one group of every layer. Sliding + full with the
   hybrid allocator (`_get_kv_cache_groups_uniform_page_size`): layers_per_group (vLLM's `group_size`) = the smaller layer count
   (the larger one if it is under 1.5x the smaller), each kind split into cdiv(n, layers_per_group)
   groups (padding layers waste memory). Without it (`--disable-hybrid-kv-cache-manager`,
   `unify_hybrid_kv_cache_specs`): sliding layers become full ones (blocks for every token).
-- "GPU KV cache size: N tokens", `_report_kv_cache_config`: num_blocks // n_groups x block_size,
-  printed with thousands separators.
+- "GPU KV cache size: N tokens": 0.11 `_report_kv_cache_config`: num_blocks // n_groups x
+  block_size; 0.33 `kv_cache_utils.get_kv_cache_capacity`: int(max concurrency x max_model_len)
+  (the same for one full-attention group whose L is a multiple of the block size; larger for
+  sliding-window models, whose requests hold only their window). Printed with thousands separators.
 - "Maximum concurrency for L tokens per request: X.XXx", `get_max_concurrency_for_kv_cache_config`:
-  num_blocks / cdiv(sum over groups of max_memory_usage_bytes, page); a full group needs
-  cdiv(L, block_size) pages (`FullAttentionSpec.max_memory_usage_bytes`), a sliding one
-  cdiv(min(window - 1 + max_num_batched_tokens, L), block_size) + 1 (`SlidingWindowSpec`).
+  num_blocks / sum over groups of pages per request; a full group needs cdiv(L, block_size)
+  pages (`FullAttentionSpec.max_memory_usage_bytes`), a sliding one cdiv(min(window - 1 +
+  in_flight, L), block_size) + 1 (`SlidingWindowSpec.max_memory_usage_bytes`; 0.33
+  `SlidingWindowSpec.max_admission_blocks_per_request`). in_flight is max_num_batched_tokens in
+  0.11; in 0.33 `VllmConfig.max_in_flight_tokens` = max_concurrent_batches x
+  max_num_batched_tokens, 2 batches with async scheduling (on by default in `vllm serve`), else 1.
 - V0: `CacheEngine.get_cache_block_size` = block_size x sum over layers of (K + V) bytes per token
   (sliding layers full); GPU blocks = available // that, CPU blocks = swap_space // that;
   logs "# GPU blocks: N, # CPU blocks: M" (0.6.4+ prints "# CUDA blocks") and
@@ -29,10 +46,18 @@ Models vLLM V1 (0.10-0.11 line, `vllm/v1/`) and, with `v0=True`, the V0 engine o
 
 - Block sizes, `vllm/config/cache.py` (0.11): `BlockSize = Literal[1, 8, 16, 32, 64, 128, 256]`
   (0.10 lacked 256); anything else is refused.
+- max_model_len, `vllm/config/model.py` `_get_and_verify_max_len`: longer than the model's
+  max_position_embeddings is refused ("User-specified max_model_len ... VLLM_ALLOW_LONG_MAX_MODEL_LEN=1")
+  unless `VLLM_ALLOW_LONG_MAX_MODEL_LEN=1` (`allow_long_max_model_len`), which only warns. The
+  longest context kvcalc reports never exceeds the model's limit (or the max_model_len allowed past it).
 - Start-up checks, `vllm/v1/core/kv_cache_utils.py` `check_enough_kv_cache_memory`: available <= 0
   raises "No available memory for the cache blocks. ..."; less than one request of max_model_len
   needs (sum over layers of `max_memory_usage_bytes`) raises "To serve at least one request with
-  the models's max seq len (L), (X GiB KV cache is needed, ...". kvcalc raises the first, and the
+  the models's max seq len (L), (X GiB KV cache is needed, ...". 0.33
+  (`vllm/v1/core/kv_cache_planning.py` `get_kv_cache_configs`, `_max_memory_usage_bytes_from_groups`):
+  the check and the estimated maximum length use the budget less one block of every group (the
+  null block `BlockPool` holds back), and one request costs bytes per block (page x layers per
+  group, padding layers included) x its pages over all groups. kvcalc raises the first, and the
   second when not one block fits; otherwise it warns (`KvcalcWarning`) and notes it, so the
   block figures stay readable. V0 (`vllm/worker/worker.py` `raise_if_cache_size_invalid`): 0 GPU
   blocks raise the same "No available memory" text; L > blocks x block_size warns.
@@ -41,9 +66,17 @@ Models vLLM V1 (0.10-0.11 line, `vllm/v1/`) and, with `v0=True`, the V0 engine o
   capability >= 8.0, `vllm/platforms/cuda.py` `supported_dtypes`); V0 0.6.x
   `_get_and_verify_dtype`: fp32 -> fp16. Either way 2 bytes per value (`default_kv_dtype`).
 
+What changed between the versions modelled: 0.6 -> 0.11, the V1 engine (pages per layer, hybrid
+groups, the null block, the concurrency formula over groups); 0.11 -> 0.33, the token figure from
+the concurrency, the sliding-window admission cap with async scheduling's two batches in flight,
+the null block and padding layers in the start-up check, Falcon's cache dtype, the longer
+start-up messages (a link to the conserving-memory guide).
+
 Tensor parallelism: each rank holds kv_heads_per_rank heads (MLA: the whole latent), and
 `available` is one rank's memory; vLLM takes the smallest block count over ranks, which for equal
-ranks is any rank's. Mamba / linear-attention layers (vLLM `MambaSpec`) are not modelled.
+ranks is any rank's. Mamba / linear-attention layers (vLLM `MambaSpec`, whose page sizes vLLM
+unifies with the attention page, `HybridAttentionMambaModelConfig.verify_and_update_config`) and
+Llama-4's chunked local attention (`ChunkedLocalAttentionSpec`) are not modelled: refused.
 """
 
 from __future__ import annotations
@@ -58,7 +91,15 @@ from kvcalc.results import EngineResult
 from kvcalc.errors import MESSAGE, OPTION_SAYS, KvcalcError, KvcalcWarning, flag
 from kvcalc.schema import LayerSpec, ModelSpec
 
-VERSION = "vLLM 0.11 (V1 engine); V0 as in vLLM 0.6.x"
+#: the versions modelled, by `--vllm-version` value: V0 of 0.6.x, V1 of 0.11, V1 of 0.33.
+VERSIONS = ("0.6", "0.11", "0.33")
+#: the current vLLM release: what `VllmOptions` (the CLI, `kvcalc.capacity`) models by default.
+CURRENT_VERSION = defaults.VLLM_VERSION
+#: what the module's functions model when no `version=` is given (their behaviour before 0.33).
+DEFAULT_FUNCTION_VERSION = "0.11"
+#: `--vllm-version` value -> the `engine_version` a result names.
+VERSION_LABELS = {"0.6": "vLLM 0.6.x (V0 engine)", "0.11": "vLLM 0.11 (V1 engine)", "0.33": "vLLM 0.33 (V1 engine)"}
+VERSION = "vLLM 0.33 (V1 engine) by default; vLLM 0.11 (V1) and 0.6.x (V0) with --vllm-version"
 DEFAULT_BLOCK_SIZE = defaults.VLLM_BLOCK_SIZE
 #: vLLM V1 default `max_num_batched_tokens` for `vllm serve` on a GPU under 70 GiB is 2048, on
 #: larger ones 8192 (`vllm/engine/arg_utils.py` `_set_default_args`); it only matters for
@@ -69,6 +110,22 @@ BLOCK_SIZES = (1, 8, 16, 32, 64, 128, 256)
 #: vLLM's start-up error when the profiled KV memory is <= 0 (`check_enough_kv_cache_memory`).
 NO_MEMORY = ("No available memory for the cache blocks. Try increasing `gpu_memory_utilization` "
              "when initializing the engine.")
+#: 0.33's start-up messages end with a pointer to the guide (`_check_enough_kv_cache_memory`).
+SEE_GUIDE = "See https://docs.vllm.ai/en/latest/configuration/conserving_memory/ for more details."
+#: model types whose attention is built without the cache config in 0.33, so `--kv-cache-dtype`
+#: does not reach their cache (`vllm/model_executor/models/falcon.py` `FalconAttention`).
+OWN_DTYPE_MODEL_TYPES = frozenset({"falcon"})
+#: MLA attention backends (`--attention-backend`, vLLM's `VLLM_ATTENTION_BACKEND`) -> the block
+#: size they force (None: --block-size stands), `vllm/platforms/cuda.py` `check_and_update_config`.
+MLA_BACKENDS: dict[str, int | None] = {"FLASHMLA": 64, "CUTLASS_MLA": 128, "FLASHINFER_MLA": 64, "TRITON_MLA": None}
+#: block sizes FlashInfer MLA takes as given (others become 64).
+FLASHINFER_MLA_BLOCK_SIZES = (32, 64)
+#: attention backends of non-MLA models: none changes the block size kvcalc models.
+OTHER_BACKENDS = ("FLASH_ATTN", "FLASHINFER", "TRITON_ATTN", "FLEX_ATTENTION", "TREE_ATTN")
+#: the GPU kvcalc assumes for the MLA block size when neither --gpu nor --attention-backend is given.
+ASSUMED_COMPUTE_CAPABILITY = "9.0"
+#: vLLM's env var (and kvcalc's option) that lets max_model_len exceed the model's own limit.
+ALLOW_LONG_ENV = "VLLM_ALLOW_LONG_MAX_MODEL_LEN"
 #: `kv_cache_dtype` suffix whose pages carry fp32 scales per token and head.
 PER_TOKEN_HEAD = "_per_token_head"
 SCALE_BYTES = 4  # torch.float32
@@ -109,13 +166,128 @@ def needed_bytes(model: ModelSpec, groups: list[Group], max_model_len: int, bloc
                for g in groups)
 
 
-def _too_small(L: int, needed: int, available: int, estimated: int) -> str:
-    """vLLM's message when one request of L does not fit (`check_enough_kv_cache_memory`)."""
+def _too_small(L: int, needed: int, available: int, estimated: int, version: str = DEFAULT_FUNCTION_VERSION) -> str:
+    """vLLM's message when one request of L does not fit (`check_enough_kv_cache_memory`; 0.33
+    adds the guide's link)."""
     est = (f"Based on the available memory, the estimated maximum model length is {estimated}. "
            if estimated > 0 else "")
-    return (f"To serve at least one request with the models's max seq len ({L}), ({needed / 2**30:.2f} GiB KV "
-            f"cache is needed, which is larger than the available KV cache memory ({available / 2**30:.2f} GiB). "
-            f"{est}Try increasing `gpu_memory_utilization` or decreasing `max_model_len` when initializing the engine.")
+    msg = (f"To serve at least one request with the models's max seq len ({L}), ({needed / 2**30:.2f} GiB KV "
+           f"cache is needed, which is larger than the available KV cache memory ({available / 2**30:.2f} GiB). "
+           f"{est}Try increasing `gpu_memory_utilization` or decreasing `max_model_len` when initializing the engine.")
+    return msg + " " + SEE_GUIDE if version == "0.33" else msg
+
+
+def no_memory_message(version: str = DEFAULT_FUNCTION_VERSION) -> str:
+    """vLLM's "No available memory" start-up error in `version` (0.33 adds the guide's link)."""
+    return NO_MEMORY + " " + SEE_GUIDE if version == "0.33" else NO_MEMORY
+
+
+def check_version(version: str) -> str:
+    """`version` as one of `VERSIONS` ('0.33.0' and 'v0.11' are accepted); raises `KvcalcError`
+    (field `vllm_version`) for any other."""
+    text = str(version).strip().lower().removeprefix("v")
+    for known in VERSIONS:
+        if text == known or text.startswith(known + "."):
+            return known
+    raise KvcalcError(f"kvcalc models vLLM {', '.join(VERSIONS)} (0.6: the V0 engine)", field="vllm_version",
+                      value=version)
+
+
+def in_flight_tokens(version: str, max_num_batched_tokens: int, async_scheduling: bool = True) -> int:
+    """Tokens scheduled but not yet settled, which a sliding-window request holds beyond its window.
+
+    0.11: max_num_batched_tokens (`SlidingWindowSpec.max_memory_usage_bytes`). 0.33:
+    `VllmConfig.max_in_flight_tokens` = max_concurrent_batches x max_num_batched_tokens, two
+    batches with async scheduling (`vllm/config/vllm.py`; on by default in `vllm serve`), else one.
+    """
+    if version == "0.33" and async_scheduling:
+        return 2 * max_num_batched_tokens
+    return max_num_batched_tokens
+
+
+def attention_block_size(model: ModelSpec, block_size: int, backend: str | None = None,
+                         compute_capability: str | None = None) -> tuple[int, str | None]:
+    """(block size vLLM uses, a note saying what forced it or None) for an MLA model.
+
+    `vllm/platforms/cuda.py` `CudaPlatform.check_and_update_config`: an MLA model's attention
+    backend forces its block size whatever `--block-size` says: FLASHMLA 64, CUTLASS_MLA 128,
+    FLASHINFER_MLA 32 or 64 (anything else becomes 64), TRITON_MLA keeps it. With no backend
+    given, vLLM picks CUTLASS_MLA on Blackwell (compute capability 10.x), FLASHMLA on Hopper
+    (9.x; FlashMLA needs sm90, `is_flashmla_supported`) and TRITON_MLA elsewhere; with no GPU
+    either, kvcalc assumes Hopper (`ASSUMED_COMPUTE_CAPABILITY`) and the note says so.
+    Non-MLA models keep `block_size`; raises `KvcalcError` (field `attention_backend`) for an
+    unknown backend or an MLA backend on a non-MLA model.
+    """
+    name = backend.strip().upper() if backend else None
+    if name is not None and name not in MLA_BACKENDS and name not in OTHER_BACKENDS:
+        raise KvcalcError(f"kvcalc knows the MLA backends {', '.join(MLA_BACKENDS)} and {', '.join(OTHER_BACKENDS)}",
+                          field="attention_backend", value=backend)
+    if not any(layer.kind == "mla" for layer in model.layers):
+        if name in MLA_BACKENDS:
+            raise KvcalcError(f"{name} is an MLA backend and {model.name} has no MLA layers", field="attention_backend",
+                              value=backend)
+        return block_size, None
+    if name in OTHER_BACKENDS:
+        raise KvcalcError(f"{model.name} uses MLA: give an MLA backend ({', '.join(MLA_BACKENDS)})",
+                          field="attention_backend", value=backend)
+    if name is None:
+        cc = compute_capability or ASSUMED_COMPUTE_CAPABILITY
+        major = int(cc.split(".")[0])
+        name = "CUTLASS_MLA" if major == 10 else "FLASHMLA" if major == 9 else "TRITON_MLA"
+        why = f"vLLM's default MLA backend on compute capability {cc}"
+        if compute_capability is None:
+            why += " (Hopper), assumed: no GPU or attention backend given"
+    else:
+        why = "the attention backend given"
+    forced = MLA_BACKENDS[name]
+    if name == "FLASHINFER_MLA" and block_size in FLASHINFER_MLA_BLOCK_SIZES:
+        forced = None
+    if forced is None:
+        return block_size, f"MLA attention backend {name} ({why}) keeps block size {block_size}"
+    return forced, (f"MLA attention backend {name} ({why}) forces block size {forced}"
+                    + (f", not the {block_size} asked for" if block_size != forced else ""))
+
+
+def check_max_model_len(model: ModelSpec, max_model_len: int, allow_long: bool = False,
+                        version: str = DEFAULT_FUNCTION_VERSION) -> str | None:
+    """vLLM's verdict on a max_model_len past the model's max_position_embeddings
+    (`vllm/config/model.py` `_get_and_verify_max_len`; V0 0.6.x `vllm/config.py`): raises
+    `KvcalcError` (field `max_model_len`) with vLLM's message, or, with `allow_long`
+    (`VLLM_ALLOW_LONG_MAX_MODEL_LEN=1`), returns the warning vLLM logs. None when within the limit."""
+    limit = model.context_limit  # derived as vLLM derives it: rope scaling included
+    if limit is None or max_model_len <= limit:
+        return None
+    msg = (f"User-specified max_model_len ({max_model_len}) is greater than the derived max_model_len "
+           f"(max_position_embeddings={model.max_position_embeddings} or model_max_length=None in model's "
+           f"config.json).")
+    if allow_long:
+        return f"{msg} Make sure the value is correct and within the model context size."
+    if version == "0.6":
+        tail = (" This may lead to incorrect model outputs or CUDA errors. To allow overriding this maximum, set the "
+                f"env var {ALLOW_LONG_ENV}=1")
+    else:
+        tail = (f" To allow overriding this maximum, set the env var {ALLOW_LONG_ENV}=1. {ALLOW_LONG_ENV} must be "
+                "used with extreme caution. If the model uses relative position encoding (RoPE), positions exceeding "
+                "derived_max_model_len lead to nan. If the model uses absolute position encoding, positions exceeding "
+                "derived_max_model_len will cause a CUDA array out-of-bounds error.")
+    raise KvcalcError(f"vLLM refuses it: {msg}{tail} (kvcalc reads the env var, or {flag('allow_long_max_model_len')})",
+                      field="max_model_len", value=max_model_len, form=MESSAGE)
+
+
+def layer_formats(model: ModelSpec, k: StorageFormat, v: StorageFormat,
+                  version: str = DEFAULT_FUNCTION_VERSION) -> tuple[StorageFormat, StorageFormat, str | None]:
+    """(K, V, note) as the model's layers cache them: in 0.33 the attention of the model types in
+    `OWN_DTYPE_MODEL_TYPES` is built without the cache config, so a `--kv-cache-dtype` other than
+    the model's dtype does not reach it (Falcon stays bf16 under fp8). Else `k`, `v`, None."""
+    if version != "0.33" or model.model_type not in OWN_DTYPE_MODEL_TYPES:
+        return k, v, None
+    from kvcalc.formats import kv_format
+
+    own = kv_format(default_kv_dtype(model)[0])
+    if (k, v) == (own, own):
+        return k, v, None
+    return own, own, (f"vLLM 0.33 builds {model.model_type}'s attention without the cache config: its cache stays "
+                      f"{own.name}, not {k.name if k == v else f'{k.name}/{v.name}'}")
 
 
 def split_kv_dtype(kv_cache_dtype: str) -> tuple[str, bool]:
@@ -233,8 +405,21 @@ def _no_memory(kv_memory_bytes: int, message: str) -> KvcalcError:
                        form=MESSAGE)
 
 
+def _longest(fits, model: ModelSpec, max_model_len: int) -> int | None:
+    """The longest context with `fits`, searched up to the model's limit (`context_limit`: its
+    max_position_embeddings with rope scaling, or a max_model_len allowed past it): the limit itself
+    when it fits. None when the model names no limit and nothing up to `SEARCH_LIMIT_TOKENS` fails
+    (sliding windows)."""
+    limit = model.context_limit
+    if limit is None:
+        return longest_fitting(fits, SEARCH_LIMIT_TOKENS)
+    cap = max(limit, max_model_len)
+    return longest_fitting(fits, cap) or (cap if fits(cap) else 0)
+
+
 def _capacity_v0(model: ModelSpec, kv_memory_bytes: int, page: int, *, block_size: int, max_model_len: int,
-                 concurrency: int | None, swap_space_bytes: int, dtype_name: str) -> EngineResult:
+                 concurrency: int | None, swap_space_bytes: int, dtype_name: str,
+                 notes: list[str]) -> EngineResult:
     """V0 (0.6.x): block bytes = page x n_layers (`CacheEngine.get_cache_block_size`, sliding
     layers full); GPU blocks = available // block bytes, CPU blocks = swap // block bytes;
     concurrency = blocks x block_size / L. Raises when not one block fits
@@ -242,7 +427,6 @@ def _capacity_v0(model: ModelSpec, kv_memory_bytes: int, page: int, *, block_siz
     L = max_model_len
     # vllm/worker/worker.py determine_num_available_blocks (0.6.x) memory report, last clause
     lines = [f"the rest of the memory reserved for KV Cache is {kv_memory_bytes / 2**30:.2f}GiB."]
-    notes: list[str] = []
     if any(layer.kind == "sliding" for layer in model.layers):
         notes.append("V0 allocates sliding-window layers for the full length")
     block_bytes = page * model.n_layers  # CacheEngine.get_cache_block_size
@@ -261,26 +445,46 @@ def _capacity_v0(model: ModelSpec, kv_memory_bytes: int, page: int, *, block_siz
               f"Maximum concurrency for {L} tokens per request: {conc:.2f}x"]
     longest = None
     if concurrency:
-        longest = longest_fitting(lambda n: gpu_blocks * block_size / n >= concurrency, SEARCH_LIMIT_TOKENS)
+        longest = _longest(lambda n: gpu_blocks * block_size / n >= concurrency, model, L)
     return EngineResult(
-        engine="vllm", engine_version="vLLM 0.6.x (V0 engine)", kv_memory_bytes=kv_memory_bytes,
+        engine="vllm", engine_version=VERSION_LABELS["0.6"], kv_memory_bytes=kv_memory_bytes,
         kv_cache_dtype=dtype_name, block_size=block_size, page_size_bytes=block_bytes,
         num_gpu_blocks=gpu_blocks, num_cpu_blocks=cpu_blocks, kv_cache_tokens=gpu_blocks * block_size,
         engine_kv_bytes=gpu_blocks * block_bytes, max_model_len=L, max_concurrency=conc,
         concurrency=concurrency, longest_context=longest, log_lines=lines, notes=notes)
 
 
-def _too_small_check(model: ModelSpec, groups: list[Group], num_blocks: int, kv_memory_bytes: int, page: int, *,
-                     block_size: int, max_model_len: int, max_num_batched_tokens: int) -> list[str]:
+def request_bytes(model: ModelSpec, groups: list[Group], layers_per_group: int, max_model_len: int, block_size: int,
+                  page: int, in_flight: int, version: str = DEFAULT_FUNCTION_VERSION) -> int:
+    """KV bytes one request of `max_model_len` needs in vLLM's start-up check.
+
+    0.11 (`check_enough_kv_cache_memory`, `max_memory_usage_bytes`): per real layer its group's
+    pages x page (`needed_bytes`). 0.33 (`kv_cache_planning._max_memory_usage_bytes_from_groups`):
+    bytes per block (page x layers per group, padding layers included) x the pages of all groups.
+    `in_flight`: tokens in flight (`in_flight_tokens`)."""
+    if version == "0.33":
+        return page * layers_per_group * blocks_per_request(groups, max_model_len, block_size, in_flight)
+    return needed_bytes(model, groups, max_model_len, block_size, page, in_flight)
+
+
+def _too_small_check(model: ModelSpec, groups: list[Group], layers_per_group: int, num_blocks: int,
+                     kv_memory_bytes: int, page: int, *, block_size: int, max_model_len: int, in_flight: int,
+                     version: str) -> list[str]:
     """`check_enough_kv_cache_memory`: raise when one request of L needs more than the memory
-    and not one block fits; when blocks fit, warn and return the note (else no note)."""
+    and not one block fits; when blocks fit, warn and return the note (else no note). 0.33
+    checks against the memory less one block of every group (`get_kv_cache_configs`: the null block)."""
     L = max_model_len
-    need = needed_bytes(model, groups, L, block_size, page, max_num_batched_tokens)
-    if need <= kv_memory_bytes:
+    check = kv_memory_bytes - page * layers_per_group if version == "0.33" else kv_memory_bytes
+
+    def need(n: int) -> int:
+        return request_bytes(model, groups, layers_per_group, n, block_size, page, in_flight, version)
+
+    if need(L) <= check:
         return []
-    est = longest_fitting(
-        lambda n: needed_bytes(model, groups, n, block_size, page, max_num_batched_tokens) <= kv_memory_bytes, L)
-    msg = _too_small(L, need, kv_memory_bytes, est or 0)
+    if check <= 0:  # 0.33: the null block takes all there is (`_check_enough_kv_cache_memory`)
+        raise _no_memory(kv_memory_bytes, no_memory_message(version))
+    est = longest_fitting(lambda n: need(n) <= check, L)
+    msg = _too_small(L, need(L), check, est or 0, version)
     if num_blocks == 0:
         raise _no_memory(kv_memory_bytes, msg)
     warnings.warn(f"vLLM would refuse to start: {msg}", KvcalcWarning, stacklevel=4)  # at capacity's caller
@@ -288,20 +492,24 @@ def _too_small_check(model: ModelSpec, groups: list[Group], num_blocks: int, kv_
 
 
 def _capacity_v1(model: ModelSpec, kv_memory_bytes: int, page: int, *, block_size: int, max_model_len: int,
-                 concurrency: int | None, hybrid_allocator: bool, max_num_batched_tokens: int,
-                 dtype_name: str) -> EngineResult:
-    """V1: blocks = available // page // layers_per_group (`get_num_blocks`); tokens = blocks //
-    n_groups x block_size (`_report_kv_cache_config`); concurrency = blocks / `blocks_per_request`."""
+                 concurrency: int | None, hybrid_allocator: bool, in_flight: int, dtype_name: str,
+                 version: str, notes: list[str]) -> EngineResult:
+    """V1: blocks = available // page // layers_per_group (`get_num_blocks`); concurrency =
+    blocks / `blocks_per_request`; tokens = blocks // n_groups x block_size
+    (0.11 `_report_kv_cache_config`) or int(concurrency x L) (0.33 `get_kv_cache_capacity`)."""
     L = max_model_len
     # vllm/v1/worker/gpu_worker.py determine_available_memory
     lines = [f"Available KV cache memory: {kv_memory_bytes / 2**30:.2f} GiB"]
     groups, layers_per_group = kv_cache_groups(model, hybrid_allocator)
     num_blocks = kv_memory_bytes // page // layers_per_group  # get_num_blocks
-    notes = _too_small_check(model, groups, num_blocks, kv_memory_bytes, page, block_size=block_size,
-                             max_model_len=L, max_num_batched_tokens=max_num_batched_tokens)
-    tokens = num_blocks // len(groups) * block_size  # _report_kv_cache_config
-    per_req = blocks_per_request(groups, L, block_size, max_num_batched_tokens)
+    notes += _too_small_check(model, groups, layers_per_group, num_blocks, kv_memory_bytes, page,
+                              block_size=block_size, max_model_len=L, in_flight=in_flight, version=version)
+    per_req = blocks_per_request(groups, L, block_size, in_flight)
     conc = num_blocks / per_req
+    if version == "0.33":
+        tokens = int(conc * L)  # kv_cache_utils.get_kv_cache_capacity
+    else:
+        tokens = num_blocks // len(groups) * block_size  # _report_kv_cache_config
     lines += [f"GPU KV cache size: {tokens:,} tokens",
               f"Maximum concurrency for {L:,} tokens per request: {conc:.2f}x"]
     padding = len(groups) * layers_per_group - model.n_layers
@@ -309,15 +517,33 @@ def _capacity_v1(model: ModelSpec, kv_memory_bytes: int, page: int, *, block_siz
         notes.append(f"{len(groups)} KV cache groups of {layers_per_group} layers: {padding} padding layers")
     longest = None
     if concurrency:
-        longest = longest_fitting(
-            lambda n: num_blocks >= concurrency * blocks_per_request(groups, n, block_size, max_num_batched_tokens),
-            SEARCH_LIMIT_TOKENS)
+        longest = _longest(lambda n: num_blocks >= concurrency * blocks_per_request(groups, n, block_size, in_flight),
+                           model, L)
     return EngineResult(
-        engine="vllm", engine_version=VERSION.split(";")[0], kv_memory_bytes=kv_memory_bytes,
+        engine="vllm", engine_version=VERSION_LABELS[version], kv_memory_bytes=kv_memory_bytes,
         kv_cache_dtype=dtype_name, block_size=block_size, page_size_bytes=page * layers_per_group,
         num_gpu_blocks=num_blocks, usable_blocks=max(num_blocks - 1, 0), kv_cache_tokens=tokens,
         engine_kv_bytes=num_blocks * page * layers_per_group, max_model_len=L, max_concurrency=conc,
         concurrency=concurrency, longest_context=longest, log_lines=lines, notes=notes)
+
+
+def _resolve(model: ModelSpec, k: StorageFormat, v: StorageFormat, *, tp: int, block_size: int, version: str,
+             attention_backend: str | None, compute_capability: str | None,
+             per_token_head_scales: bool) -> tuple[StorageFormat, StorageFormat, int, int, list[str]]:
+    """The checks `capacity` and `memory_for` share, then (K, V, block size, page, notes): each
+    layer's own KV dtype (`layer_formats`), the MLA backend's block size (V1,
+    `attention_block_size`), the page (`page_size_bytes`)."""
+    _check(model, k, v, tp, block_size)
+    notes: list[str] = []
+    k, v, dtype_note = layer_formats(model, k, v, version)
+    if dtype_note:
+        notes.append(dtype_note)
+    if version != "0.6":
+        block_size, block_note = attention_block_size(model, block_size, attention_backend, compute_capability)
+        if block_note:
+            notes.append(block_note)
+    page = _page(model, k, v, block_size, tp, per_token_head_scales and not dtype_note)
+    return k, v, block_size, page, notes
 
 
 def capacity(model: ModelSpec, kv_memory_bytes: int, k: StorageFormat, v: StorageFormat, *, tp: int = 1,
@@ -325,45 +551,70 @@ def capacity(model: ModelSpec, kv_memory_bytes: int, k: StorageFormat, v: Storag
              concurrency: int | None = None, hybrid_allocator: bool = True,
              per_token_head_scales: bool = False, kv_cache_dtype: str | None = None,
              max_num_batched_tokens: int = DEFAULT_MAX_NUM_BATCHED_TOKENS,
-             v0: bool = False, swap_space_bytes: int = 0) -> EngineResult:
+             v0: bool = False, swap_space_bytes: int = 0, version: str = DEFAULT_FUNCTION_VERSION,
+             async_scheduling: bool = True, attention_backend: str | None = None,
+             compute_capability: str | None = None, allow_long_max_model_len: bool = False) -> EngineResult:
     """vLLM's blocks, tokens and concurrency for `kv_memory_bytes` of KV memory on each rank.
 
-    V1: page = `page_size_bytes`; blocks = available // page // layers_per_group; tokens =
-    blocks // n_groups x block_size; concurrency = blocks / `blocks_per_request`.
-    V0: block bytes = page x n_layers; blocks = available // block bytes; concurrency =
-    blocks x block_size / L. Raises `KvcalcError` for TP layouts vLLM refuses, block formats,
-    mamba layers.
+    `version`: one of `VERSIONS` (`v0=True` is '0.6'). V1: page = `page_size_bytes`; blocks =
+    available // page // layers_per_group; concurrency = blocks / `blocks_per_request`; tokens as
+    the version logs them. V0: block bytes = page x n_layers; blocks = available // block bytes;
+    concurrency = blocks x block_size / L. `attention_backend` / `compute_capability` ('9.0')
+    pick an MLA model's block size (`attention_block_size`); `async_scheduling` doubles 0.33's
+    tokens in flight (`in_flight_tokens`); `allow_long_max_model_len` is
+    VLLM_ALLOW_LONG_MAX_MODEL_LEN=1. Raises `KvcalcError` for TP layouts vLLM refuses, block
+    formats, mamba layers, a max_model_len past the model's limit, no memory.
     """
-    _check(model, k, v, tp, block_size)
+    version = "0.6" if v0 else check_version(version)
+    asked = (k, v)
+    k, v, block_size, page, notes = _resolve(model, k, v, tp=tp, block_size=block_size, version=version,
+                                             attention_backend=attention_backend,
+                                             compute_capability=compute_capability,
+                                             per_token_head_scales=per_token_head_scales)
+    if (k, v) != asked:  # the layers cache in their own dtype: the label says what they hold
+        kv_cache_dtype = None
     if max_num_batched_tokens <= 0:
         raise KvcalcError(f"must be a positive integer, got {max_num_batched_tokens}",
                           field="max_num_batched_tokens", value=max_num_batched_tokens, form=OPTION_SAYS)
     if kv_memory_bytes <= 0:
-        raise _no_memory(kv_memory_bytes, NO_MEMORY)
+        raise _no_memory(kv_memory_bytes, no_memory_message(version))
     L = max_model_len or model.default_context
     if L is None:
         raise KvcalcError(f"{model.name} has no max_position_embeddings; give {flag('max_model_len')}",
                           field="max_model_len", form=MESSAGE)
-    page = _page(model, k, v, block_size, tp, per_token_head_scales)
+    long_note = check_max_model_len(model, L, allow_long_max_model_len, version)
+    if long_note:
+        notes.append(f"vLLM warns: {long_note}")
     dtype_name = kv_cache_dtype or (k.name if k == v else f"{k.name}/{v.name}")
-    if v0:
+    if version == "0.6":
         return _capacity_v0(model, kv_memory_bytes, page, block_size=block_size, max_model_len=L,
-                            concurrency=concurrency, swap_space_bytes=swap_space_bytes, dtype_name=dtype_name)
+                            concurrency=concurrency, swap_space_bytes=swap_space_bytes, dtype_name=dtype_name,
+                            notes=notes)
     return _capacity_v1(model, kv_memory_bytes, page, block_size=block_size, max_model_len=L,
                         concurrency=concurrency, hybrid_allocator=hybrid_allocator,
-                        max_num_batched_tokens=max_num_batched_tokens, dtype_name=dtype_name)
+                        in_flight=in_flight_tokens(version, max_num_batched_tokens, async_scheduling),
+                        dtype_name=dtype_name, version=version, notes=notes)
 
 
 def memory_for(model: ModelSpec, seq_len: int, batch: int, k: StorageFormat, v: StorageFormat, *, tp: int = 1,
                block_size: int = DEFAULT_BLOCK_SIZE, hybrid_allocator: bool = True,
                per_token_head_scales: bool = False,
-               max_num_batched_tokens: int = DEFAULT_MAX_NUM_BATCHED_TOKENS, v0: bool = False) -> int:
-    """KV memory one rank needs so that vLLM fits `batch` requests of `seq_len` tokens
+               max_num_batched_tokens: int = DEFAULT_MAX_NUM_BATCHED_TOKENS, v0: bool = False,
+               version: str = DEFAULT_FUNCTION_VERSION, async_scheduling: bool = True,
+               attention_backend: str | None = None, compute_capability: str | None = None) -> int:
+    """KV memory one rank needs so that vLLM starts and fits `batch` requests of `seq_len` tokens
     (max concurrency >= batch): batch x blocks per request x page x group size (V0:
-    batch x cdiv(seq_len, block_size) x block bytes)."""
-    _check(model, k, v, tp, block_size)
-    page = _page(model, k, v, block_size, tp, per_token_head_scales)
-    if v0:
+    batch x cdiv(seq_len, block_size) x block bytes). 0.33's start-up check holds back the null
+    block, so one request needs its blocks + 1: max(batch x per request, per request + 1)
+    blocks. Options as in `capacity`."""
+    version = "0.6" if v0 else check_version(version)
+    k, v, block_size, page, _ = _resolve(model, k, v, tp=tp, block_size=block_size, version=version,
+                                         attention_backend=attention_backend, compute_capability=compute_capability,
+                                         per_token_head_scales=per_token_head_scales)
+    if version == "0.6":
         return batch * -(-seq_len // block_size) * page * model.n_layers
     groups, layers_per_group = kv_cache_groups(model, hybrid_allocator)
-    return batch * blocks_per_request(groups, seq_len, block_size, max_num_batched_tokens) * page * layers_per_group
+    in_flight = in_flight_tokens(version, max_num_batched_tokens, async_scheduling)
+    per_req = blocks_per_request(groups, seq_len, block_size, in_flight)
+    blocks = max(batch * per_req, per_req + 1) if version == "0.33" else batch * per_req
+    return blocks * page * layers_per_group

@@ -490,11 +490,16 @@ def test_llamacpp_parallel_cap_ngl_minus_one_and_gpus():
 def test_vllm_startup_failures_and_refused_options():
     cfg = str(CFG / "llama-3.1-8b.yaml")
     # 1 byte (written 1B: a bare 1 is refused as a unit left off): not one block (16 x 131,072 B = 2 MiB); vLLM's check_enough_kv_cache_memory text,
-    # a request of 131,072 tokens needs 131072 x 131,072 B = 16.00 GiB
-    assert run_err("capacity", cfg, "-e", "vllm", "-m", "1B") == (
+    # a request of 131,072 tokens needs 131072 x 131,072 B = 16.00 GiB (vLLM 0.11)
+    assert run_err("capacity", cfg, "-e", "vllm", "-m", "1B", "--vllm-version", "0.11") == (
         "error: vLLM would fail at start-up: To serve at least one request with the models's max seq len (131072), "
         "(16.00 GiB KV cache is needed, which is larger than the available KV cache memory (0.00 GiB). Try "
         "increasing `gpu_memory_utilization` or decreasing `max_model_len` when initializing the engine.")
+    # vLLM 0.33 checks 1 B less the null block (one 2 MiB block of 32 layers): <= 0, "No available memory"
+    assert run_err("capacity", cfg, "-e", "vllm", "-m", "1B") == (
+        "error: vLLM would fail at start-up: No available memory for the cache blocks. Try increasing "
+        "`gpu_memory_utilization` when initializing the engine. See "
+        "https://docs.vllm.ai/en/latest/configuration/conserving_memory/ for more details.")
     m = model("llama-3.1-8b")
     with pytest.raises(KvcalcError, match="No available memory for the cache blocks"):
         vllm.capacity(m, 0, BF16, BF16)
