@@ -48,7 +48,9 @@ def load_model(ref: str | Path) -> ModelSpec:
     ref_s = str(ref)
     path = user_path(ref_s)
     if path.is_dir() and (path / "config.json").is_file():
-        path = path / "config.json"
+        from kvcalc.load.checkpoint import load_folder  # a checkpoint folder: config.json + safetensors headers
+
+        return load_folder(path)
     if path.is_file() or path.is_dir() or _looks_like_path(ref_s):
         return load_model_file(path)
     models = bundled("models")
