@@ -13,7 +13,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from kvcalc.cli.options import (EngineOpt, FormatOpt, KvFormatOptions, LayoutOptions, LlamacppFlags, ModelArg,
+from kvcalc.cli.options import (RevisionOpt, EngineOpt, FormatOpt, KvFormatOptions, LayoutOptions, LlamacppFlags, ModelArg,
                                 OptionGroup, SglangFlags, VllmFlags, check_positive, engine_options, only,
                                 option_groups, refuse_other_engines)
 from kvcalc.cli.output import check_format, emit_parts, handle_errors, show_result
@@ -56,6 +56,7 @@ class RequestOptions(OptionGroup):
 def capacity(
     ctx: typer.Context,
     model: ModelArg,
+    revision: RevisionOpt = None,
     kv_memory: Annotated[Optional[str], typer.Option("--kv-memory", "-m", help="KV memory per GPU rank: 6.51GiB, 80GB or bytes (vLLM: 'Available KV cache memory'; SGLang: the static pool budget).")] = None,
     engine: EngineOpt = "ideal",
     requests: RequestOptions = RequestOptions(),
@@ -79,7 +80,7 @@ def capacity(
                    max_num_batched_tokens=vllm.max_num_batched_tokens)
     check_format(fmt)
     refuse_other_engines(ctx, name)
-    spec = load_model(model)
+    spec = load_model(model, revision)
     L = parse_count(requests.max_model_len, "--max-model-len") if requests.max_model_len else None
     mem = parse_size(kv_memory, "--kv-memory") if kv_memory else None
     req = CapacityRequest.build(spec, engine=name, kv_memory_bytes=mem, kv_dtype=kv.kv_dtype, k_dtype=kv.k_dtype,

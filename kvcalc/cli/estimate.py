@@ -7,7 +7,7 @@ from typing import Annotated, Any, Callable
 
 import typer
 
-from kvcalc.cli.options import (BatchOpt, FormatOpt, GpuPlanOptions, KvFormatOptions, LayoutOptions, ModelArg,
+from kvcalc.cli.options import (RevisionOpt, BatchOpt, FormatOpt, GpuPlanOptions, KvFormatOptions, LayoutOptions, ModelArg,
                                 SeqLenOpt, SglangFlags, VllmFlags, check_positive, engine_options, only,
                                 option_groups, refuse_other_engines, with_help)
 from kvcalc.cli.output import check_format, emit, emit_parts, handle_errors, show_result
@@ -23,6 +23,7 @@ SeqLensOpt = with_help(SeqLenOpt, "Tokens per sequence (8192 or 32k); several (8
 def estimate(
     ctx: typer.Context,
     model: ModelArg,
+    revision: RevisionOpt = None,
     seq_len: SeqLensOpt = None,
     batch: BatchOpt = 1,
     kv: KvFormatOptions = KvFormatOptions(),
@@ -41,7 +42,7 @@ def estimate(
     from kvcalc.requests import EstimateRequest, resolve_seq_lens, run_estimate
 
     check_positive(batch=batch, tp=layout.tp, pp=layout.pp, dp=layout.dp)
-    spec = load_model(model)
+    spec = load_model(model, revision)
     gpu.refuse_without_gpu(ctx)  # GPU-only options without --gpu are refused, never ignored
     tp, pp, dp = layout.resolve()  # count = tp x pp x dp; alone it sets tp
     lengths = resolve_seq_lens(spec, seq_len)

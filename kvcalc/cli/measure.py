@@ -13,7 +13,7 @@ import sys
 import time
 from typing import Any, Callable, TextIO
 
-from kvcalc.cli.options import (BackendOpt, BatchOpt, DeviceOpt, FormatOpt, GraphOpt, KvDtypeOpt, LayersOpt, ModelArg,
+from kvcalc.cli.options import (RevisionOpt, BackendOpt, BatchOpt, DeviceOpt, FormatOpt, GraphOpt, KvDtypeOpt, LayersOpt, ModelArg,
                                 SeqLenOpt, StepsOpt, WeightsOpt, check_positive, resolve_kv_dtypes, with_help)
 from kvcalc.cli.output import check_format, emit, handle_errors
 from kvcalc.errors import KvcalcError, MissingExtraError
@@ -94,6 +94,7 @@ class _interrupts_exit:
 @handle_errors
 def measure(
     model: ModelArg,
+    revision: RevisionOpt = None,
     seq_len: MeasureSeqLenOpt = None,
     batch: BatchOpt = 1,
     kv_dtype: KvDtypeOpt = None,
@@ -121,7 +122,7 @@ def _measure(model: str, seq_len: str | None, batch: int, kv_dtype: str | None, 
 
     check_positive(batch=batch, layers=layers, steps=steps)
     check_format(fmt)
-    spec = load_model(model)
+    spec = load_model(model, revision)
     if layers is not None and layers > spec.n_layers:
         raise KvcalcError(f"--layers {layers} exceeds {spec.name}'s {spec.n_layers} layers")
     from kvcalc.units import parse_count

@@ -13,7 +13,7 @@ from typing import Annotated, Any, Optional
 
 import typer
 
-from kvcalc.cli.options import GpuPlanOptions, ModelArg, SeqLenOpt, only, option_groups
+from kvcalc.cli.options import RevisionOpt, GpuPlanOptions, ModelArg, SeqLenOpt, only, option_groups
 from kvcalc.cli.output import check_format, echo, handle_errors
 from kvcalc.errors import KvcalcError
 
@@ -24,6 +24,7 @@ KNOBS = ("gpu_memory_utilization", "bw_efficiency", "flops_efficiency", "cuda_co
 @option_groups()
 def plan(
     model: ModelArg,
+    revision: RevisionOpt = None,
     seq_len: SeqLenOpt = None,
     concurrency: Annotated[int, typer.Option("--concurrency", "-c", help="Sequences served at once, all at --seq-len.")] = 1,
     max_tpot_ms: Annotated[Optional[float], typer.Option("--max-tpot-ms", help="Target: the slowest time per output token, ms.")] = None,
@@ -55,7 +56,7 @@ def plan(
         from kvcalc.cli.output import check_target
 
         check_target(write_deployment, "--write-deployment", force=force)  # before any work
-    spec = load_model(model)
+    spec = load_model(model, revision)
     req = PlanRequest.build(spec, seq_len=seq_len, concurrency=concurrency, gpus=gpus, max_gpus=max_gpus,
                             engine=engine, kv_dtypes=kv_dtypes, weight_dtypes=weight_dtypes, max_tpot_ms=max_tpot_ms,
                             min_tokens_per_s=min_tokens_per_s, max_ttft_s=max_ttft_s, prices=prices,

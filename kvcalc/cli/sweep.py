@@ -6,7 +6,7 @@ from typing import Annotated, Any, Optional
 
 import typer
 
-from kvcalc.cli.options import (FormatOpt, GpuPlanOptions, KvFormatOptions, LayoutOptions, ModelArg, check_limits,
+from kvcalc.cli.options import (RevisionOpt, FormatOpt, GpuPlanOptions, KvFormatOptions, LayoutOptions, ModelArg, check_limits,
                                 check_positive, only, option_groups, resolve_count, warn_beyond_context)
 from kvcalc.cli.output import check_format, echo, emit, handle_errors
 
@@ -26,6 +26,7 @@ def track(points: list[tuple[int, int]]) -> Any:
 def sweep(
     ctx: typer.Context,
     model: ModelArg,
+    revision: RevisionOpt = None,
     seq_len: Annotated[str, typer.Option("--seq-len", "-s", help="Context lengths: 1k,8k,32k,128k.")] = "1k,8k,32k,128k",
     batch: Annotated[str, typer.Option("--batch", "-b", help="Batch sizes (sequences per DP replica): 1,8,32.")] = "1,8,32",
     gpu: GpuPlanOptions = GpuPlanOptions(),
@@ -57,7 +58,7 @@ def sweep(
     check_positive(tp=layout.tp, pp=layout.pp)
     check_limits(B, T)
     tp, pp, dp = resolve_count(layout.count, layout.tp, layout.pp, 1)
-    spec = load_model(model)
+    spec = load_model(model, revision)
     T = T if beyond_context else drop_beyond_context(spec, T)
     kv_name = kv_format(kv.kv_dtype or spec.dtype).name
     req = SweepRequest(spec, tuple(T), tuple(B), gpu.layout(tp, pp, dp, kv_name, None), _gpu(gpu.gpu))
