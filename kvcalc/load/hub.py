@@ -123,10 +123,18 @@ def _hf() -> Any:
     return huggingface_hub
 
 
+#: suffixes of fine-tuned or re-packaged variants of one base model (`-Instruct`, `-it`, `-FP8` ...)
+_VARIANT = re.compile(r"(-(instruct|it|chat|base|hf|fp8|awq|gptq|int4|int8|bnb-4bit|\d{4}))+$")
+
+
 def _near(repo_id: str) -> str:
-    """'; or use the bundled 'x' (org/X)' for the closest bundled model, else ''."""
+    """'; or use the bundled 'x' (org/X)' for the closest bundled model, else '': the bundled
+    model of the same base (`meta-llama/Llama-3.1-8B-Instruct` -> `meta-llama/Llama-3.1-8B`, variant
+    suffixes dropped on both sides), else the closest spelling."""
     ids = bundled_hub_ids()
-    by_id = close_names(repo_id.lower(), list(ids), n=1)
+    base = _VARIANT.sub("", repo_id.lower())
+    same = [k for k in ids if _VARIANT.sub("", k) == base]
+    by_id = same[:1] or close_names(repo_id.lower(), list(ids), n=1)
     if by_id:
         name, shown = ids[by_id[0]]
         return f"; or use the bundled '{name}' ({shown})"
