@@ -32,6 +32,9 @@ TABLE = {
     "q5_1": (32, 24, 5, None, None, 0, "both"),
     "iq4_nl": (32, 18, 4, None, None, 0, "both"),
     "mxfp4": (32, 17, 4, None, 32, 1, "weight"),
+    "nf4": (64, 36, 4, None, 64, 4, "weight"),          # 32 B of 4-bit values + fp32 absmax
+    "nvfp4": (16, 9, 4, None, 16, 1, "weight"),         # 8 B of e2m1 values + fp8 scale
+    "nf4_dq": (16384, 8452, 4, None, 64, 1, "weight"),  # 8,192 + 256 uint8 absmax + one fp32
 }
 
 
@@ -70,8 +73,8 @@ def test_bytes_for_a_partial_block_is_refused():
 def test_all_names_is_the_union_of_names_and_aliases():
     assert all_names() == sorted(set(TABLE) | {
         "float32", "f32", "float", "float16", "f16", "half", "bfloat16", "fp8", "fp8e4m3", "e4m3", "float8_e4m3fn",
-        "fp8_e4m3fn", "fp8e5m2", "e5m2", "float8_e5m2", "uint4"})
-    assert len(all_names()) == 30  # 14 formats + 16 aliases
+        "fp8_e4m3fn", "fp8e5m2", "e5m2", "float8_e5m2", "uint4", "bnb_nf4", "bnb_4bit"})
+    assert len(all_names()) == 35  # 17 formats + 18 aliases
 
 
 def test_weight_format_with_groups_and_a_kv_only_format():

@@ -56,7 +56,6 @@ class RequestOptions(OptionGroup):
 def capacity(
     ctx: typer.Context,
     model: ModelArg,
-    revision: RevisionOpt = None,
     kv_memory: Annotated[Optional[str], typer.Option("--kv-memory", "-m", help="KV memory per GPU rank: 6.51GiB, 80GB or bytes (vLLM: 'Available KV cache memory'; SGLang: the static pool budget).")] = None,
     engine: EngineOpt = "ideal",
     requests: RequestOptions = RequestOptions(),
@@ -65,6 +64,7 @@ def capacity(
     vllm: VllmFlags = VllmFlags(),
     sglang: SglangFlags = SglangFlags(),
     llamacpp: LlamacppFlags = LlamacppFlags(),
+    revision: RevisionOpt = None,
     fmt: FormatOpt = "table",
 ) -> None:
     """What ENGINE makes of a KV memory budget: tokens, blocks, concurrency, and its own log lines."""

@@ -23,7 +23,6 @@ SeqLensOpt = with_help(SeqLenOpt, "Tokens per sequence (8192 or 32k); several (8
 def estimate(
     ctx: typer.Context,
     model: ModelArg,
-    revision: RevisionOpt = None,
     seq_len: SeqLensOpt = None,
     batch: BatchOpt = 1,
     kv: KvFormatOptions = KvFormatOptions(),
@@ -32,6 +31,7 @@ def estimate(
     vllm: Annotated[VllmFlags, only("block_size", block_size="vLLM tokens per block (--engine vllm).")] = VllmFlags(),
     sglang: Annotated[SglangFlags, only("page_size", page_size="SGLang tokens per page (--engine sglang).")] = SglangFlags(),
     gpu: GpuPlanOptions = GpuPlanOptions(),
+    revision: RevisionOpt = None,
     fmt: FormatOpt = "table",
 ) -> None:
     """Exact KV-cache bytes for MODEL at a context length, batch, KV dtype and TP/PP layout;

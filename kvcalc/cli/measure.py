@@ -94,7 +94,6 @@ class _interrupts_exit:
 @handle_errors
 def measure(
     model: ModelArg,
-    revision: RevisionOpt = None,
     seq_len: MeasureSeqLenOpt = None,
     batch: BatchOpt = 1,
     kv_dtype: KvDtypeOpt = None,
@@ -104,6 +103,7 @@ def measure(
     backend: BackendOpt = "auto",
     with_weights: WeightsOpt = False,
     cuda_graph: GraphOpt = False,
+    revision: RevisionOpt = None,
     fmt: FormatOpt = "table",
 ) -> None:
     """Allocate MODEL's real KV cache with PyTorch, time decode steps, and print predicted against measured."""

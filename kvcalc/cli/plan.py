@@ -24,7 +24,6 @@ KNOBS = ("gpu_memory_utilization", "bw_efficiency", "flops_efficiency", "cuda_co
 @option_groups()
 def plan(
     model: ModelArg,
-    revision: RevisionOpt = None,
     seq_len: SeqLenOpt = None,
     concurrency: Annotated[int, typer.Option("--concurrency", "-c", help="Sequences served at once, all at --seq-len.")] = 1,
     max_tpot_ms: Annotated[Optional[float], typer.Option("--max-tpot-ms", help="Target: the slowest time per output token, ms.")] = None,
@@ -42,6 +41,7 @@ def plan(
     write_deployment: Annotated[Optional[str], typer.Option("--write-deployment", help="Write the top layout as a deployment YAML for `kvcalc check` (an existing file only with --force).")] = None,
     force: Annotated[bool, typer.Option("--force", help="Overwrite the --write-deployment file.")] = False,
     knobs: Annotated[GpuPlanOptions, only(*KNOBS)] = GpuPlanOptions(),
+    revision: RevisionOpt = None,
     fmt: Annotated[str, typer.Option("--format", "-f", help="table, json, yaml or markdown.")] = "table",
 ) -> None:
     """The GPUs, layout and engine command that serve CONCURRENCY sequences of SEQ_LEN tokens

@@ -26,7 +26,6 @@ def track(points: list[tuple[int, int]]) -> Any:
 def sweep(
     ctx: typer.Context,
     model: ModelArg,
-    revision: RevisionOpt = None,
     seq_len: Annotated[str, typer.Option("--seq-len", "-s", help="Context lengths: 1k,8k,32k,128k.")] = "1k,8k,32k,128k",
     batch: Annotated[str, typer.Option("--batch", "-b", help="Batch sizes (sequences per DP replica): 1,8,32.")] = "1,8,32",
     gpu: GpuPlanOptions = GpuPlanOptions(),
@@ -35,6 +34,7 @@ def sweep(
     plot: Annotated[Optional[str], typer.Option("--plot", help="Write a plot of memory (and, with --gpu, throughput) against context to this file, named with its type: .png, .svg, .pdf, .eps, .jpg or .tif (an existing file only with --force). Needs matplotlib: pip install 'kvcalc[plot]'.")] = None,
     force: Annotated[bool, typer.Option("--force", help="Overwrite the --plot file if it exists.")] = False,
     beyond_context: Annotated[bool, typer.Option("--beyond-context", help="Keep contexts past the model's max_position_embeddings (by default they are dropped, with one warning naming them).")] = False,
+    revision: RevisionOpt = None,
     fmt: FormatOpt = "table",
 ) -> None:
     """Memory, fit, TPOT and tokens/s over a grid of context lengths and batch sizes."""

@@ -246,19 +246,15 @@ def attach_checkpoint(fields: dict[str, Any], config: dict[str, Any], files: dic
     return out
 
 
-def load_folder(folder: Path) -> ModelSpec:
-    """A `ModelSpec` from a checkpoint folder: its config.json (a Hugging Face config, or
-    kvcalc's own schema), with exact weight bytes from the safetensors headers beside it when
-    there are any (`local_headers`).
+def load_folder(folder: Path, config: dict[str, Any]) -> ModelSpec:
+    """A `ModelSpec` from a checkpoint folder: its Hugging Face config.json (`config`, parsed
+    by the caller), with exact weight bytes from the safetensors headers beside it when there
+    are any (`local_headers`).
 
     Raises `ConfigError` for a bad config.json, index or header."""
-    from kvcalc.load.files import build, read_mapping
+    from kvcalc.load.files import build
     from kvcalc.load.hf import model_fields_from_hf_config
-    from kvcalc.load.models import is_hf_config
 
-    config = folder / "config.json"
-    data, lines = read_mapping(config, "model")
-    if not is_hf_config(data):
-        return build(ModelSpec, data, str(config), lines)
-    fields = model_fields_from_hf_config(data, path=str(config))
-    return build(ModelSpec, attach_checkpoint(fields, data, local_headers(folder), path=str(config)), str(config))
+    path = str(folder / "config.json")
+    fields = model_fields_from_hf_config(config, path=path)
+    return build(ModelSpec, attach_checkpoint(fields, config, local_headers(folder), path=path), path)

@@ -279,8 +279,9 @@ def load_hub_model(ref: str, revision: str | None = None) -> ModelSpec:
 
 def _bundled(repo_id: str, name: str) -> ModelSpec:
     """The bundled config copied from `repo_id`, its source saying it is the bundled copy."""
-    from kvcalc.load.files import bundled
-    from kvcalc.load.models import load_model_file
+    from kvcalc.load.files import build, bundled, read_mapping
 
-    spec = load_model_file(bundled("models")[name])
+    path = bundled("models")[name]
+    data, lines = read_mapping(path, "model")  # a bundled config is kvcalc's own YAML
+    spec = build(ModelSpec, data, str(path), lines)
     return spec.model_copy(update={"source": f"{repo_id} config.json, bundled copy '{name}' (the Hub was not contacted)"})

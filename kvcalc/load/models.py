@@ -61,9 +61,12 @@ def load_model(ref: str | Path, revision: str | None = None) -> ModelSpec:
         raise KvcalcError(f"applies to a Hugging Face Hub id (org/name), not to '{ref_s}'", option="--revision",
                           form=OPTION_SAYS)
     if path.is_dir() and (path / "config.json").is_file():
-        from kvcalc.load.checkpoint import load_folder  # a checkpoint folder: config.json + safetensors headers
+        data, _ = read_mapping(path / "config.json", "model")
+        if is_hf_config(data):  # a checkpoint folder: config.json + the safetensors headers beside it
+            from kvcalc.load.checkpoint import load_folder
 
-        return load_folder(path)
+            return load_folder(path, data)
+        path = path / "config.json"
     if path.is_file() or path.is_dir() or _looks_like_path(ref_s):
         return load_model_file(path)
     models = bundled("models")

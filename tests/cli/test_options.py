@@ -39,17 +39,17 @@ def test_help_lists_every_option_in_its_place():
         "--seq-len", "--batch", "--kv-dtype", "--k-dtype", "--v-dtype", "--quant-group-size", "--scale-dtype",
         "--tp", "--pp", "--dp", "--engine", "--block-size", "--page-size", "--gpu", "--count", "--weight-dtype",
         "--gpu-memory-utilization", "--bw-efficiency", "--flops-efficiency", "--cuda-context",
-        "--activation-reserve", "--format", "--help"]
+        "--activation-reserve", "--revision", "--format", "--help"]
     assert long_flags("sweep") == [
         "--seq-len", "--batch", "--gpu", "--count", "--tp", "--pp", "--kv-dtype", "--weight-dtype",
         "--gpu-memory-utilization", "--bw-efficiency", "--flops-efficiency", "--cuda-context",
-        "--activation-reserve", "--plot", "--force", "--beyond-context", "--format", "--help"]
+        "--activation-reserve", "--plot", "--force", "--beyond-context", "--revision", "--format", "--help"]
     assert long_flags("capacity") == [
         "--kv-memory", "--engine", "--max-model-len", "--concurrency", "--tp", "--kv-dtype", "--k-dtype", "--v-dtype",
         "--block-size", "--page-size", "--disable-hybrid-kv-cache-manager", "--max-num-batched-tokens", "--vllm-v0",
         "--swap-space", "--ctx-size", "--parallel", "--kv-unified", "--swa-full", "--flash-attn",
-        "--llamacpp-version", "--n-gpu-layers", "--gpus", "--tensor-split", "--ubatch-size", "--ollama", "--format",
-        "--help"]
+        "--llamacpp-version", "--n-gpu-layers", "--gpus", "--tensor-split", "--ubatch-size", "--ollama", "--revision",
+        "--format", "--help"]
 
 
 def test_gpu_defaults_are_the_plans_defaults():
