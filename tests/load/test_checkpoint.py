@@ -136,16 +136,19 @@ def test_moe_experts_and_mtp_layer(tmp_path):
     for i in range(3):
         t[f"model.layers.{i}.self_attn.q_proj.weight"] = torch.zeros(16, 16, dtype=torch.bfloat16)
         t[f"model.layers.{i}.mlp.gate.weight"] = torch.zeros(4, 16, dtype=torch.bfloat16)
+        # a shared expert (DeepSeek naming), read by every token: dense bytes, not routed-expert bytes
+        t[f"model.layers.{i}.mlp.shared_experts.down_proj.weight"] = torch.zeros(32, 16, dtype=torch.bfloat16)
         for j in range(4):
             for p in ("gate_proj", "up_proj", "down_proj"):
                 t[f"model.layers.{i}.mlp.experts.{j}.{p}.weight"] = torch.zeros(32, 16, dtype=torch.bfloat16)
     st.save_file(t, str(folder / "model.safetensors"))
     m = load_model(str(folder))
     ck = m.checkpoint
-    # experts: 4 x 3 x 32 x 16 x 2 B = 12,288 B; q 16 x 16 x 2 = 512 B; router 4 x 16 x 2 = 128 B
+    # experts: 4 x 3 x 32 x 16 x 2 B = 12,288 B; q 16 x 16 x 2 = 512 B; router 4 x 16 x 2 = 128 B;
+    # shared expert 32 x 16 x 2 = 1,024 B
     assert ck.layer_expert_bytes == [12_288, 12_288]
-    assert ck.layer_bytes == [12_288 + 512 + 128] * 2
-    assert ck.other_bytes == 12_288 + 512 + 128     # the MTP layer 2
+    assert ck.layer_bytes == [12_288 + 512 + 128 + 1_024] * 2
+    assert ck.other_bytes == 12_288 + 512 + 128 + 1_024     # the MTP layer 2
     assert (ck.embedding_bytes, ck.head_bytes) == (320, 32)  # 10 x 16 x 2; tied head: the norm only
     # the plan reads 2 of 4 experts per token: 12,288 / 4 = 3,072 B per expert
     wb = weight_bytes(m)
