@@ -9,7 +9,6 @@ import json
 import struct
 import subprocess
 import sys
-import warnings
 from pathlib import Path
 
 import pytest

@@ -18,7 +18,7 @@ import pytest
 
 hf = pytest.importorskip("huggingface_hub", reason="Hub ids need huggingface_hub: pip install 'kvcalc[hub]'")
 
-from kvcalc.load.hub import headers_cache_path, parse_hub_id, save_headers  # noqa: E402
+from kvcalc.load.hub import headers_cache_path, parse_hub_id, save_headers
 
 ROOT = Path(__file__).parents[2]
 LLAMA = (ROOT / "tests" / "data" / "hf" / "Llama-3.1-8B.json").read_text()
@@ -207,7 +207,7 @@ def test_hub_failures_are_one_line_exit_2(cli, monkeypatch, tmp_path, make, ref,
     import huggingface_hub
     from huggingface_hub import constants, errors
 
-    import kvcalc.load.hub as hub
+    from kvcalc.load import hub
 
     # the bundled ids the near-names come from, fixed here (more bundled models must not change the lines)
     monkeypatch.setattr(hub, "bundled_hub_ids", lambda: {"meta-llama/llama-3.1-70b": ("llama-3.1-70b", "meta-llama/Llama-3.1-70B"),
@@ -226,7 +226,11 @@ def test_online_fetch_keeps_the_headers(cli, monkeypatch, tmp_path):
     # client's metadata objects; kvcalc keeps them for the commit, so the next run is offline-ready
     import huggingface_hub
     from huggingface_hub import constants
-    from huggingface_hub.utils import SafetensorsFileMetadata, SafetensorsRepoMetadata, TensorInfo
+    from huggingface_hub.utils import (
+        SafetensorsFileMetadata,
+        SafetensorsRepoMetadata,
+        TensorInfo,
+    )
 
     snap = cache_repo(tmp_path / "hub", "acme/tiny", json.dumps({
         "model_type": "llama", "hidden_size": 16, "intermediate_size": 32, "num_attention_heads": 2,

@@ -12,7 +12,6 @@ Llama-3.1-8B, hand-counted (calc/weights.py module docstring):
 from __future__ import annotations
 
 import json
-import warnings
 from pathlib import Path
 
 import pytest
