@@ -32,13 +32,7 @@ import warnings
 from pathlib import Path
 from typing import Any
 
-from kvcalc.errors import (
-    MESSAGE,
-    KvcalcError,
-    KvcalcWarning,
-    MissingExtraError,
-    close_names,
-)
+from kvcalc.errors import MESSAGE, KvcalcError, KvcalcWarning, MissingExtraError, close_names
 from kvcalc.schema import ModelSpec
 
 #: a Hub repo id (`huggingface_hub.utils.validate_repo_id`: letters, digits, `-`, `_`, `.`; at most
@@ -152,15 +146,8 @@ def hub_error(e: BaseException, repo_id: str, revision: str | None) -> KvcalcErr
     """One line for an exception of `huggingface_hub` (gated, not found, bad revision, offline,
     no network, no config.json), naming the fix."""
     from huggingface_hub import constants
-    from huggingface_hub.errors import (
-        EntryNotFoundError,
-        GatedRepoError,
-        HfHubHTTPError,
-        LocalEntryNotFoundError,
-        OfflineModeIsEnabled,
-        RepositoryNotFoundError,
-        RevisionNotFoundError,
-    )
+    from huggingface_hub.errors import (EntryNotFoundError, GatedRepoError, HfHubHTTPError, LocalEntryNotFoundError,
+                                        OfflineModeIsEnabled, RepositoryNotFoundError, RevisionNotFoundError)
 
     at = f" at revision '{revision}'" if revision else ""
     if isinstance(e, GatedRepoError):

@@ -51,9 +51,7 @@ def load_model(ref: str | Path, revision: str | None = None) -> ModelSpec:
     ref_s = str(ref)
     path = user_path(ref_s)
     if not path.exists():
-        from kvcalc.load.hub import (
-            parse_hub_id,  # regex only: huggingface_hub loads on the Hub path alone
-        )
+        from kvcalc.load.hub import parse_hub_id  # regex only: huggingface_hub loads on the Hub path alone
 
         if parse_hub_id(ref_s) is not None:
             from kvcalc.load.hub import load_hub_model
@@ -84,9 +82,7 @@ def load_model_file(path: Path) -> ModelSpec:
     (recognised by its `model_type` or `num_hidden_layers` / `n_layer` fields)."""
     data, lines = read_mapping(path, "model")
     if is_hf_config(data):
-        from kvcalc.load.hf import (
-            model_from_hf_config,  # imported only for config.json input
-        )
+        from kvcalc.load.hf import model_from_hf_config  # imported only for config.json input
 
         return model_from_hf_config(data, path=str(path))
     return build(ModelSpec, data, str(path), lines)
