@@ -117,6 +117,20 @@ STORAGE_FORMATS: dict[str, StorageFormat] = {f.name: f for f in [
     # e8m0 scale (8 bit): 16 + 1 = 17 B / 32 values; gpt-oss ships its MoE experts so (model card)
     StorageFormat(name="mxfp4", block_values=32, block_bytes=17, bits=4, quant_group_size=32, scale_bytes=1, kind="weight",
              description="OCP MXFP4 weights: 32 x e2m1 (4 bit) + one e8m0 scale = 17 B / 32 values"),
+    # bitsandbytes 4-bit (`BitsAndBytesConfig(load_in_4bit=True)`; bitsandbytes `functional.quantize_4bit`,
+    # blocksize 64): 64 values packed two per byte + one fp32 absmax = 32 + 4 = 36 B / 64 values (nf4 and
+    # bnb's fp4 cost the same). With double quantization (`bnb_4bit_use_double_quant`) the absmax is
+    # itself stored as uint8 in blocks of 256 with one fp32 scale each: 256 x 64 = 16,384 values cost
+    # 8,192 + 256 + 4 = 8,452 B. Per-tensor extras (the 16-entry quant_map, the quant_state) are not counted.
+    StorageFormat(name="nf4", block_values=64, block_bytes=36, bits=4, quant_group_size=64, scale_bytes=4, kind="weight",
+             description="bitsandbytes nf4 weights: 64 x 4 bit + one fp32 absmax = 36 B / 64 values"),
+    # NVFP4 (NVIDIA Blackwell; compressed-tensors `nvfp4-pack-quantized`, ModelOpt `NVFP4`): 16 e2m1 values
+    # (4 bit) share one fp8 e4m3 scale: 8 + 1 = 9 B / 16 values (one fp32 global scale per tensor not counted)
+    StorageFormat(name="nvfp4", block_values=16, block_bytes=9, bits=4, quant_group_size=16, scale_bytes=1, kind="weight",
+             description="NVFP4 weights: 16 x e2m1 (4 bit) + one fp8 e4m3 scale = 9 B / 16 values"),
+    StorageFormat(name="nf4_dq", block_values=16384, block_bytes=8452, bits=4, quant_group_size=64, scale_bytes=1,
+             kind="weight", description="bitsandbytes nf4, double-quantized absmax: 8,192 + 256 x 1 + 4 = 8,452 B / "
+                                        "16,384 values"),
 ]}
 
 #: other spellings, including llama.cpp's type names (f32, f16) and torch's.
@@ -128,6 +142,7 @@ ALIASES: dict[str, str] = {
     "fp8_e4m3fn": "fp8_e4m3",
     "fp8e5m2": "fp8_e5m2", "e5m2": "fp8_e5m2", "float8_e5m2": "fp8_e5m2",
     "uint4": "int4",
+    "bnb_nf4": "nf4", "bnb_4bit": "nf4",
 }
 
 #: llama.cpp file types (`llama.h` llama_ftype, llama-quantize's names, lower case) that mix several
@@ -184,8 +199,16 @@ def storage_format(name: str | StorageFormat, quant_group_size: int | None = Non
     base = canonical_name(parts[0], field=field, kinds=kinds)
     named_group: int | None = None
     named_scale: str | None = None
+    named_block: int | None = None
+    zero_point = False
     for extra in parts[1:]:
         e = extra.strip().lower()
+        if e == "zp":
+            zero_point = True
+            continue
+        if e.startswith("b") and e[1:].isdigit():
+            named_block = int(e[1:])
+            continue
         if e.startswith("g") and e[1:].lstrip("-").isdigit():
             if named_group is not None:  # `int4:g64:g128`: which one was meant?
                 raise KvcalcError(f"'{name}' names two group sizes (g{named_group} and {e}); give one",
@@ -218,8 +241,13 @@ def storage_format(name: str | StorageFormat, quant_group_size: int | None = Non
             raise KvcalcError(f"'{name}': group size {quant_group_size:,} is {b.why} (at most {b.high:,} {b.unit})",
                               field=field, value=name, form=MESSAGE)
     fmt = STORAGE_FORMATS[base]
-    if quant_group_size is None and scale_dtype is None:
+    if quant_group_size is None and scale_dtype is None and named_block is None and not zero_point:
         return fmt
+    if base in ("fp8_e4m3", "fp8_e5m2"):
+        return _fp8_scaled(name, fmt, quant_group_size, named_block, scale_dtype, zero_point, field)
+    if named_block is not None:
+        raise KvcalcError(f"'{name}': square scale blocks (b{named_block}) apply to fp8 weights only",
+                          field=field, value=name, form=MESSAGE)
     if base not in ("int8", "int4"):
         raise KvcalcError(f"group size and scale dtype apply to int8 and int4 only, not {base}",
                           field=field, value=name, form=MESSAGE)
@@ -233,9 +261,51 @@ def storage_format(name: str | StorageFormat, quant_group_size: int | None = Non
     s = SCALE_BYTES[s_name]
     value_bytes = g if base == "int8" else g // 2
     label = f"{base}:g{g}:{s_name}"
+    if zero_point:
+        # AWQ / GPTQ (vLLM `awq.py` / `gptq.py` create_weights): per group one scale (`scales`) and one
+        # zero point of the value's bits, packed eight 4-bit (four 8-bit) to an int32 (`qzeros`):
+        # int4 g128 fp16 = 64 + 2 + 0.5 B per 128 values, i.e. 133 B per two groups
+        n_groups = 2 if base == "int4" else 1
+        block_bytes = n_groups * (value_bytes + s) + n_groups * fmt.bits // 8
+        return StorageFormat(name=label + ":zp", block_values=n_groups * g, block_bytes=block_bytes, bits=fmt.bits,
+                             quant_group_size=g, scale_bytes=s, kind="weight",
+                             description=f"{base}, one {s_name} scale and one {fmt.bits}-bit zero point per group of "
+                                         f"{g}: {block_bytes} B / {n_groups * g} values")
     return StorageFormat(name=label, block_values=g, block_bytes=value_bytes + s, bits=fmt.bits,
                     torch_dtype=fmt.torch_dtype, quant_group_size=g, scale_bytes=s,
                     description=f"{base}, one {s_name} scale per group of {g}: {value_bytes + s} B / {g} values")
+
+
+def _fp8_scaled(name: str, fmt: StorageFormat, group: int | None, block: int | None, scale_dtype: str | None,
+                zero_point: bool, field: str | None) -> StorageFormat:
+    """fp8 weights with a scale per group of `group` values (`fp8_e4m3:g128`) or per square
+    block of `block` x `block` values (`fp8_e4m3:b128`, DeepSeek-V3's `weight_block_size:
+    [128, 128]`), the scale fp32 unless named. vLLM `quantization/fp8.py` `Fp8LinearMethod.
+    create_weights`: `weight_scale_inv` of shape (ceil(out / 128), ceil(in / 128)), float32.
+    A block counts block^2 values: exact for a matrix whose both sizes are multiples of the
+    block (a partial block still costs a whole scale, which a count over values cannot see).
+
+    Raises `KvcalcError` for both options, a zero point, or a size out of range."""
+    if zero_point or (group is not None and block is not None):
+        raise KvcalcError(f"'{name}': fp8 takes either a group (g128) or a square block (b128) of scales, "
+                          "without a zero point", field=field, value=name, form=MESSAGE)
+    from kvcalc.units import BOUNDS
+
+    size = group if group is not None else block
+    if size is None or size <= 0 or (block is not None and block * block > BOUNDS["quant_group_size"].high):
+        raise KvcalcError(f"'{name}': give the scale group (g128) or block (b128) of fp8 weights",
+                          field=field, value=name, form=MESSAGE)
+    s_name = canonical_name(scale_dtype, field=field) if scale_dtype else "fp32"
+    if s_name not in SCALE_BYTES:
+        raise UnknownNameError("scale dtype", scale_dtype or "", SCALE_BYTES, field=field)
+    s = SCALE_BYTES[s_name]
+    values = size if group is not None else size * size
+    shape = f"g{size}" if group is not None else f"b{size}"
+    return StorageFormat(name=f"{fmt.name}:{shape}:{s_name}", block_values=values, block_bytes=values + s, bits=8,
+                         torch_dtype=fmt.torch_dtype, quant_group_size=values, scale_bytes=s, kind="weight",
+                         description=f"{fmt.name}, one {s_name} scale per "
+                                     f"{'group of ' + str(size) if group is not None else f'{size} x {size} block'}: "
+                                     f"{values + s} B / {values} values")
 
 
 def _scale_key(name: str) -> str:

@@ -53,6 +53,9 @@ TABLE = {
     "iq4_xs": (256, 136, 4, None, None, 0, "weight"),
     "tq1_0": (256, 54, 1, None, None, 0, "weight"),
     "tq2_0": (256, 66, 2, None, None, 0, "weight"),
+    "nf4": (64, 36, 4, None, 64, 4, "weight"),          # 32 B of 4-bit values + fp32 absmax
+    "nvfp4": (16, 9, 4, None, 16, 1, "weight"),         # 8 B of e2m1 values + fp8 scale
+    "nf4_dq": (16384, 8452, 4, None, 64, 1, "weight"),  # 8,192 + 256 uint8 absmax + one fp32
 }
 
 
@@ -91,8 +94,8 @@ def test_bytes_for_a_partial_block_is_refused():
 def test_all_names_is_the_union_of_names_and_aliases():
     assert all_names() == sorted(set(TABLE) | {
         "float32", "f32", "float", "float16", "f16", "half", "bfloat16", "fp8", "fp8e4m3", "e4m3", "float8_e4m3fn",
-        "fp8_e4m3fn", "fp8e5m2", "e5m2", "float8_e5m2", "uint4"})
-    assert len(all_names()) == 45  # 29 formats (14 + the 15 llama.cpp super-block types) + 16 aliases
+        "fp8_e4m3fn", "fp8e5m2", "e5m2", "float8_e5m2", "uint4", "bnb_nf4", "bnb_4bit"})
+    assert len(all_names()) == 50  # 32 formats (17 + the 15 llama.cpp super-block types) + 18 aliases
 
 
 def test_weight_format_with_groups_and_a_kv_only_format():

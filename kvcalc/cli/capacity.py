@@ -13,7 +13,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from kvcalc.cli.options import (EngineOpt, FormatOpt, GpuOpt, KvFormatOptions, LayoutOptions, LlamacppFlags, ModelArg,
+from kvcalc.cli.options import (RevisionOpt, EngineOpt, FormatOpt, GpuOpt, KvFormatOptions, LayoutOptions, LlamacppFlags, ModelArg,
                                 OptionGroup, SglangFlags, VllmFlags, check_positive, engine_options, only,
                                 option_groups, refuse_other_engines, with_help)
 from kvcalc.cli.output import check_format, emit_parts, handle_errors, show_result
@@ -70,6 +70,7 @@ def capacity(
     sglang: SglangFlags = SglangFlags(),
     llamacpp: LlamacppFlags = LlamacppFlags(),
     gpu: CapacityGpuOpt = None,
+    revision: RevisionOpt = None,
     fmt: FormatOpt = "table",
 ) -> None:
     """What ENGINE makes of a KV memory budget: tokens, blocks, concurrency, and its own log lines."""
@@ -89,7 +90,7 @@ def capacity(
     if gpu is not None and name != "vllm":
         raise KvcalcError("--gpu applies to --engine vllm only (it picks vLLM's attention backend); "
                           f"--engine {name} takes --kv-memory", option="--gpu", value=gpu)
-    spec = load_model(model)
+    spec = load_model(model, revision)
     L = parse_count(requests.max_model_len, "--max-model-len") if requests.max_model_len else None
     mem = parse_size(kv_memory, "--kv-memory") if kv_memory else None
     req = CapacityRequest.build(spec, engine=name, kv_memory_bytes=mem, kv_dtype=kv.kv_dtype, k_dtype=kv.k_dtype,

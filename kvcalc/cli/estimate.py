@@ -7,7 +7,7 @@ from typing import Annotated, Any, Callable
 
 import typer
 
-from kvcalc.cli.options import (BatchOpt, FormatOpt, GpuPlanOptions, KvFormatOptions, LayoutOptions, ModelArg,
+from kvcalc.cli.options import (RevisionOpt, BatchOpt, FormatOpt, GpuPlanOptions, KvFormatOptions, LayoutOptions, ModelArg,
                                 SeqLenOpt, SglangFlags, VllmFlags, check_positive, engine_options, only,
                                 option_groups, refuse_other_engines, with_help)
 from kvcalc.cli.output import check_format, emit, emit_parts, handle_errors, show_result
@@ -31,6 +31,7 @@ def estimate(
     vllm: Annotated[VllmFlags, only("block_size", block_size="vLLM tokens per block (--engine vllm).")] = VllmFlags(),
     sglang: Annotated[SglangFlags, only("page_size", page_size="SGLang tokens per page (--engine sglang).")] = SglangFlags(),
     gpu: GpuPlanOptions = GpuPlanOptions(),
+    revision: RevisionOpt = None,
     fmt: FormatOpt = "table",
 ) -> None:
     """Exact KV-cache bytes for MODEL at a context length, batch, KV dtype and TP/PP layout;
@@ -41,7 +42,7 @@ def estimate(
     from kvcalc.requests import EstimateRequest, resolve_seq_lens, run_estimate
 
     check_positive(batch=batch, tp=layout.tp, pp=layout.pp, dp=layout.dp)
-    spec = load_model(model)
+    spec = load_model(model, revision)
     gpu.refuse_without_gpu(ctx)  # GPU-only options without --gpu are refused, never ignored
     tp, pp, dp = layout.resolve()  # count = tp x pp x dp; alone it sets tp
     lengths = resolve_seq_lens(spec, seq_len)

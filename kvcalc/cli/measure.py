@@ -13,7 +13,7 @@ import sys
 import time
 from typing import Any, Callable, TextIO
 
-from kvcalc.cli.options import (BackendOpt, BatchOpt, DeviceOpt, FormatOpt, GraphOpt, KvDtypeOpt, LayersOpt, ModelArg,
+from kvcalc.cli.options import (RevisionOpt, BackendOpt, BatchOpt, DeviceOpt, FormatOpt, GraphOpt, KvDtypeOpt, LayersOpt, ModelArg,
                                 SeqLenOpt, StepsOpt, WeightsOpt, check_positive, resolve_kv_dtypes, with_help)
 from kvcalc.cli.output import check_format, emit, handle_errors
 from kvcalc.errors import KvcalcError, MissingExtraError
@@ -103,25 +103,28 @@ def measure(
     backend: BackendOpt = "auto",
     with_weights: WeightsOpt = False,
     cuda_graph: GraphOpt = False,
+    revision: RevisionOpt = None,
     fmt: FormatOpt = "table",
 ) -> None:
     """Allocate MODEL's real KV cache with PyTorch, time decode steps, and print predicted against measured."""
     try:
         with _interrupts_exit():
-            _measure(model, seq_len, batch, kv_dtype, device, layers, steps, backend, with_weights, cuda_graph, fmt)
+            _measure(model, seq_len, batch, kv_dtype, device, layers, steps, backend, with_weights, cuda_graph, fmt,
+                     revision)
     except KeyboardInterrupt:  # raised before the handler was in place: the same exit
         _exit_interrupted()
 
 
 def _measure(model: str, seq_len: str | None, batch: int, kv_dtype: str | None, device: str, layers: int | None,
-             steps: int | None, backend: str, with_weights: bool, cuda_graph: bool, fmt: str) -> None:
+             steps: int | None, backend: str, with_weights: bool, cuda_graph: bool, fmt: str,
+             revision: str | None = None) -> None:
     """The command's body (`measure`), run while Ctrl-C exits 130."""
     from kvcalc.formats import kv_format
     from kvcalc.load.models import load_model
 
     check_positive(batch=batch, layers=layers, steps=steps)
     check_format(fmt)
-    spec = load_model(model)
+    spec = load_model(model, revision)
     if layers is not None and layers > spec.n_layers:
         raise KvcalcError(f"--layers {layers} exceeds {spec.name}'s {spec.n_layers} layers")
     from kvcalc.units import parse_count

@@ -64,7 +64,9 @@ def auto_is_default(value: Optional[str]) -> Optional[str]:
 #: the context of all sequences together: `capacity --engine llamacpp -c`)
 SEQ_LEN_NAMES = ("--seq-len", "-s", "--max-model-len", "-L", "--context-length")
 
-ModelArg = Annotated[str, typer.Argument(help="A bundled name (see `kvcalc models`), a .yaml file, a config.json, or a .gguf file.")]
+ModelArg = Annotated[str, typer.Argument(help="A bundled name (see `kvcalc models`), a .yaml file, a config.json, a checkpoint folder (config.json + safetensors), a .gguf file, or a Hugging Face Hub id (org/name, org/name@revision).")]
+
+RevisionOpt = Annotated[Optional[str], typer.Option("--revision", help="Hub ids only: the branch, tag or commit hash to read (default main).")]
 
 SeqLenOpt = Annotated[Optional[str], typer.Option(*SEQ_LEN_NAMES, help="Tokens per sequence (8192 or 32k; vLLM --max-model-len, SGLang --context-length). Default: the model's max_position_embeddings (as vLLM scales it by rope_scaling).")]
 

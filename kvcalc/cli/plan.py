@@ -13,7 +13,7 @@ from typing import Annotated, Any, Optional
 
 import typer
 
-from kvcalc.cli.options import GpuPlanOptions, ModelArg, SeqLenOpt, only, option_groups
+from kvcalc.cli.options import RevisionOpt, GpuPlanOptions, ModelArg, SeqLenOpt, only, option_groups
 from kvcalc.cli.output import check_format, echo, handle_errors
 from kvcalc.errors import KvcalcError
 
@@ -41,6 +41,7 @@ def plan(
     write_deployment: Annotated[Optional[str], typer.Option("--write-deployment", help="Write the top layout as a deployment YAML for `kvcalc check` (an existing file only with --force).")] = None,
     force: Annotated[bool, typer.Option("--force", help="Overwrite the --write-deployment file.")] = False,
     knobs: Annotated[GpuPlanOptions, only(*KNOBS)] = GpuPlanOptions(),
+    revision: RevisionOpt = None,
     fmt: Annotated[str, typer.Option("--format", "-f", help="table, json, yaml or markdown.")] = "table",
 ) -> None:
     """The GPUs, layout and engine command that serve CONCURRENCY sequences of SEQ_LEN tokens
@@ -55,7 +56,7 @@ def plan(
         from kvcalc.cli.output import check_target
 
         check_target(write_deployment, "--write-deployment", force=force)  # before any work
-    spec = load_model(model)
+    spec = load_model(model, revision)
     req = PlanRequest.build(spec, seq_len=seq_len, concurrency=concurrency, gpus=gpus, max_gpus=max_gpus,
                             engine=engine, kv_dtypes=kv_dtypes, weight_dtypes=weight_dtypes, max_tpot_ms=max_tpot_ms,
                             min_tokens_per_s=min_tokens_per_s, max_ttft_s=max_ttft_s, prices=prices,

@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from kvcalc.errors import UnknownNameError
+from kvcalc.errors import OPTION_SAYS, KvcalcError, UnknownNameError
 from kvcalc.load.files import build, bundled, read_mapping
 from kvcalc.schema import ModelSpec
 
@@ -38,16 +38,34 @@ def _looks_like_path(ref: str) -> bool:
     return "/" in ref or "\\" in ref or ref.lower().endswith((".yaml", ".yml", ".json", ".gguf"))
 
 
-def load_model(ref: str | Path) -> ModelSpec:
-    """A `ModelSpec` from a YAML path, a Hugging Face config.json (or a folder holding one), a
-    GGUF file, or a bundled name (case-insensitive).
+def load_model(ref: str | Path, revision: str | None = None) -> ModelSpec:
+    """A `ModelSpec` from a YAML path, a Hugging Face config.json, a checkpoint folder (its
+    config.json and safetensors headers: `load.checkpoint`), a GGUF file (`load.gguf`), a bundled
+    name (case-insensitive), or a Hugging Face Hub id `org/name` that is not a local path
+    (`load.hub`; `revision` is for Hub ids only).
 
     Raises `ConfigError` for a bad file, `UnknownNameError` (with close matches) for an
-    unknown bundled name.
+    unknown bundled name, `KvcalcError` for a Hub id that cannot be resolved or a `revision`
+    given with anything but a Hub id.
     """
     ref_s = str(ref)
     path = user_path(ref_s)
+    if not path.exists():
+        from kvcalc.load.hub import parse_hub_id  # regex only: huggingface_hub loads on the Hub path alone
+
+        if parse_hub_id(ref_s) is not None:
+            from kvcalc.load.hub import load_hub_model
+
+            return load_hub_model(ref_s, revision)
+    if revision is not None:
+        raise KvcalcError(f"applies to a Hugging Face Hub id (org/name), not to '{ref_s}'", option="--revision",
+                          form=OPTION_SAYS)
     if path.is_dir() and (path / "config.json").is_file():
+        data, _ = read_mapping(path / "config.json", "model")
+        if is_hf_config(data):  # a checkpoint folder: config.json + the safetensors headers beside it
+            from kvcalc.load.checkpoint import load_folder
+
+            return load_folder(path, data)
         path = path / "config.json"
     if path.is_file() or path.is_dir() or _looks_like_path(ref_s):
         return load_model_file(path)

@@ -39,17 +39,17 @@ def test_help_lists_every_option_in_its_place():
         "--seq-len", "--batch", "--kv-dtype", "--k-dtype", "--v-dtype", "--quant-group-size", "--scale-dtype",
         "--tp", "--pp", "--dp", "--engine", "--block-size", "--page-size", "--gpu", "--count", "--weight-dtype",
         "--gpu-memory-utilization", "--bw-efficiency", "--flops-efficiency", "--cuda-context",
-        "--activation-reserve", "--format", "--help"]
+        "--activation-reserve", "--revision", "--format", "--help"]
     assert long_flags("sweep") == [
         "--seq-len", "--batch", "--gpu", "--count", "--tp", "--pp", "--kv-dtype", "--weight-dtype",
         "--gpu-memory-utilization", "--bw-efficiency", "--flops-efficiency", "--cuda-context",
-        "--activation-reserve", "--plot", "--force", "--beyond-context", "--format", "--help"]
+        "--activation-reserve", "--plot", "--force", "--beyond-context", "--revision", "--format", "--help"]
     assert long_flags("capacity") == [
         "--kv-memory", "--engine", "--max-model-len", "--concurrency", "--tp", "--kv-dtype", "--k-dtype", "--v-dtype",
         "--block-size", "--page-size", "--vllm-version", "--disable-hybrid-kv-cache-manager",
         "--max-num-batched-tokens", "--async-scheduling", "--attention-backend", "--allow-long-max-model-len",
         "--vllm-v0", "--swap-space", "--ctx-size", "--parallel", "--kv-unified", "--swa-full", "--flash-attn",
-        "--llamacpp-version", "--n-gpu-layers", "--gpus", "--tensor-split", "--ubatch-size", "--ollama", "--gpu",
+        "--llamacpp-version", "--n-gpu-layers", "--gpus", "--tensor-split", "--ubatch-size", "--ollama", "--gpu", "--revision",
         "--format", "--help"]
 
 

@@ -246,6 +246,13 @@ def model_fields_from_hf_config(data: dict[str, Any], path: str | None = None) -
         "dtype": _dtype(data, outer, model_type, path),
     }
     out.update(fields)
+    if "quantization_config" in outer or "quantization_config" in data:  # the checkpoint's own weight format
+        from kvcalc.load.hf.quant import read_quantization
+
+        quant = read_quantization(outer, dtype=out["dtype"], n_layers=out.get("n_layers") or 1, moe=bool(out.get("n_experts")),
+                                  path=path)
+        if quant is not None:
+            out.update(quant.fields())
     return {k: v for k, v in out.items() if v is not None}
 
 

@@ -1,0 +1,260 @@
+"""Exact weight bytes from a checkpoint's safetensors headers (`schema.CheckpointWeights`).
+
+The safetensors format (huggingface/safetensors, README "Format"): 8 bytes, a little-endian
+unsigned 64-bit header length N; N bytes of UTF-8 JSON mapping each tensor name to
+`{"dtype", "shape", "data_offsets": [begin, end]}` (and an optional `__metadata__`); then the
+data. `read_header` reads exactly those 8 + N bytes, never the data, and checks that each
+tensor's byte range matches its shape and dtype. A local checkpoint folder (config.json plus
+`*.safetensors`, or `model.safetensors.index.json` naming the shards) and a Hub id (the headers
+fetched by `huggingface_hub`, `kvcalc.load.hub`) both arrive here as {file: {tensor: Tensor}}.
+
+Tensor names map to the parts of `CheckpointWeights` (the transformers naming):
+- `model.layers.{i}.` (also `model.language_model.layers.{i}.` and `language_model.model.layers.{i}.`
+  of multimodal wrappers, `transformer.h.{i}.`, `backbone.layers.{i}.`, `gpt_neox.layers.{i}.`) ->
+  layer i when i < n_layers; inside it `experts.` (`mlp.experts.{j}.`, `block_sparse_moe.experts.`,
+  gpt-oss `mlp.experts.*_blocks`) -> the layer's routed-expert bytes (`shared_experts.` is not);
+- `embed_tokens` / `wte` / `wpe` / `word_embeddings` / `embed_in` -> embedding;
+- `lm_head` / `embed_out` and the final norm (`model.norm`, `transformer.ln_f`, `norm_f`) -> head;
+- everything else (vision tower, projector, MTP layers past n_layers) -> other.
+
+Parameters are the values stored: packed words are unpacked (int32 `qweight` / `qzeros` /
+`weight_packed` hold 32 / bits values, uint8 mxfp4 / nf4 / nvfp4 bytes two 4-bit values, safetensors
+`F4` two per byte); scales and zero points count as the parameters they are.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import struct
+import warnings
+from math import prod
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, NamedTuple
+
+from kvcalc.errors import ConfigError, KvcalcWarning
+from kvcalc.schema import CheckpointWeights, ModelSpec
+
+if TYPE_CHECKING:
+    from kvcalc.load.hf.quant import Quantization
+
+#: safetensors refuses longer headers (safetensors `src/tensor.rs`, MAX_HEADER_SIZE = 100,000,000)
+MAX_HEADER_BYTES = 100_000_000
+
+#: safetensors dtype -> bits per element (safetensors `src/tensor.rs`, `Dtype` and its `bitsize`)
+DTYPE_BITS: dict[str, int] = {
+    "BOOL": 8, "U8": 8, "I8": 8, "F8_E5M2": 8, "F8_E4M3": 8, "F8_E8M0": 8, "F4": 4, "F6_E2M3": 6, "F6_E3M2": 6,
+    "I16": 16, "U16": 16, "F16": 16, "BF16": 16, "I32": 32, "U32": 32, "F32": 32, "C64": 64, "F64": 64,
+    "I64": 64, "U64": 64,
+}
+
+#: safetensors dtype -> kvcalc format name, for the label
+_DTYPE_NAMES = {"BF16": "bf16", "F16": "fp16", "F32": "fp32", "F8_E4M3": "fp8_e4m3", "F8_E5M2": "fp8_e5m2",
+                "I8": "int8", "F4": "fp4", "F8_E8M0": "e8m0"}
+
+_PREFIX = r"(?:model\.language_model\.|language_model\.model\.|model\.|transformer\.|backbone\.|gpt_neox\.)?"
+_LAYER = re.compile(_PREFIX + r"(?:layers|h)\.(\d+)\.(.+)$")
+_EXPERT = re.compile(r"(?:^|\.)experts\.")
+_EMBEDDING = re.compile(_PREFIX + r"(?:embed_tokens|wte|wpe|word_embeddings|embed_in)\.")
+_HEAD = re.compile(r"(?:lm_head|embed_out)\.|" + _PREFIX + r"(?:norm|ln_f|norm_f|final_layernorm|final_layer_norm)\.")
+#: int32 words of packed low-bit values (AWQ / GPTQ `qweight`, `qzeros`; compressed-tensors `weight_packed`)
+_PACKED_I32 = (".qweight", ".qzeros", ".weight_packed", ".weight_zero_point")
+#: uint8 bytes of two 4-bit values (gpt-oss `*_blocks`, bitsandbytes 4-bit `.weight`, nvfp4 `weight_packed`)
+_PACKED_U8 = ("_blocks", ".weight", ".weight_packed")
+
+
+class Tensor(NamedTuple):
+    """One tensor as a header lists it: safetensors dtype, shape, bytes stored."""
+
+    dtype: str
+    shape: tuple[int, ...]
+    nbytes: int
+
+
+def parse_header(header: object, where: str) -> dict[str, Tensor]:
+    """{name: Tensor} from a parsed safetensors header (the JSON object), `__metadata__` left out.
+
+    Raises `ConfigError` naming `where` (the file) and the tensor for an entry that is not a
+    dtype, a shape of whole numbers and a byte range of exactly shape x dtype bytes."""
+    if not isinstance(header, dict):
+        raise ConfigError("the safetensors header is not a JSON object", path=where)
+    out: dict[str, Tensor] = {}
+    for name, entry in header.items():
+        if name == "__metadata__":
+            continue
+        ok = isinstance(entry, dict) and entry.get("dtype") in DTYPE_BITS and isinstance(entry.get("shape"), list)
+        shape = entry.get("shape", []) if ok else []
+        offsets = entry.get("data_offsets") if ok else None
+        ok = ok and all(isinstance(d, int) and not isinstance(d, bool) and d >= 0 for d in shape) \
+            and isinstance(offsets, list) and len(offsets) == 2 \
+            and all(isinstance(o, int) and not isinstance(o, bool) for o in offsets) and 0 <= offsets[0] <= offsets[1]
+        if not ok:
+            raise ConfigError("needs a safetensors dtype, a shape and data_offsets [begin, end]", path=where,
+                              field=str(name)[:120])
+        nbytes = offsets[1] - offsets[0]
+        expected = -(-prod(shape) * DTYPE_BITS[entry["dtype"]] // 8)
+        if nbytes != expected:
+            raise ConfigError(f"data_offsets hold {nbytes:,} B but shape {shape} of {entry['dtype']} is "
+                              f"{expected:,} B: the file is damaged", path=where, field=str(name)[:120])
+        out[name] = Tensor(entry["dtype"], tuple(shape), nbytes)
+    return out
+
+
+def read_header(path: Path) -> dict[str, Tensor]:
+    """The tensors of one .safetensors file, from its header only: reads the 8-byte length and
+    exactly that many bytes of JSON, never the tensor data.
+
+    Raises `ConfigError` naming the file for a short file, a length over `MAX_HEADER_BYTES`, or a
+    header that is not valid JSON or not a safetensors header."""
+    try:
+        with open(path, "rb") as f:
+            head = f.read(8)
+            if len(head) < 8:
+                raise ConfigError("too short for a safetensors file (no 8-byte header length)", path=str(path))
+            (n,) = struct.unpack("<Q", head)
+            if n > MAX_HEADER_BYTES:
+                raise ConfigError(f"header length {n:,} B exceeds safetensors' limit of {MAX_HEADER_BYTES:,} B: "
+                                  "not a safetensors file", path=str(path))
+            raw = f.read(n)
+    except OSError as e:
+        raise ConfigError(f"cannot read: {e.strerror or e}", path=str(path)) from None
+    if len(raw) < n:
+        raise ConfigError(f"truncated: the header says {n:,} B, the file holds {len(raw):,}", path=str(path))
+    try:
+        header = json.loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise ConfigError(f"the safetensors header is not valid JSON ({e})", path=str(path)) from None
+    return parse_header(header, str(path))
+
+
+def local_headers(folder: Path) -> dict[str, dict[str, Tensor]] | None:
+    """{file name: tensors} of the safetensors files in a checkpoint folder: the shards that
+    `model.safetensors.index.json` names, else every `*.safetensors` file. None (after a
+    `KvcalcWarning` when the index names missing shards) when there is nothing complete to read.
+
+    Raises `ConfigError` for a malformed index or header."""
+    index = folder / "model.safetensors.index.json"
+    if index.is_file():
+        try:
+            weight_map = json.loads(index.read_text(encoding="utf-8")).get("weight_map")
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError, AttributeError) as e:
+            raise ConfigError(f"cannot read the safetensors index ({e})", path=str(index)) from None
+        if not isinstance(weight_map, dict) or not all(isinstance(v, str) for v in weight_map.values()):
+            raise ConfigError("must map tensor names to shard files", path=str(index), field="weight_map")
+        names = sorted(set(weight_map.values()))
+        missing = [n for n in names if not (folder / n).is_file()]
+        if missing:
+            warnings.warn(f"{folder}: {len(missing)} of {len(names)} safetensors shards are missing "
+                          f"({', '.join(missing[:3])}{' ...' if len(missing) > 3 else ''}); weights are counted from "
+                          "the architecture", KvcalcWarning, stacklevel=2)
+            return None
+    else:
+        names = sorted(p.name for p in folder.glob("*.safetensors"))
+    if not names:
+        return None
+    return {n: read_header(folder / n) for n in names}
+
+
+def _values(name: str, t: Tensor, quant: Quantization | None) -> int:
+    """Values a tensor holds: its elements, unpacked where words pack several values."""
+    n = prod(t.shape)
+    if quant is not None and quant.packed_bits and t.dtype in ("I32", "U32") and name.endswith(_PACKED_I32):
+        return n * (32 // quant.packed_bits)
+    if quant is not None and quant.u8_nibbles and t.dtype == "U8" and name.endswith(_PACKED_U8):
+        return 2 * n
+    return n  # safetensors F4 shapes count the 4-bit values themselves
+
+
+def _label(by_dtype: dict[str, int], quant: Quantization | None) -> str:
+    """The stored formats in words, largest first, each holding at least 1% of the bytes."""
+    total = sum(by_dtype.values()) or 1
+    names: list[str] = []
+    for dtype, b in sorted(by_dtype.items(), key=lambda kv: -kv[1]):
+        if b * 100 < total and names:
+            continue
+        if quant is not None and quant.packed_bits and dtype in ("I32", "U32"):
+            name = f"int{quant.packed_bits}"
+        elif quant is not None and quant.u8_nibbles and dtype == "U8":
+            name = (quant.expert_weight_dtype or quant.weight_dtype or "4-bit").split(":")[0].removesuffix("_dq")
+        else:
+            name = _DTYPE_NAMES.get(dtype, dtype.lower())
+        if name not in names:
+            names.append(name)
+    return " + ".join(names)
+
+
+def checkpoint_weights(files: dict[str, dict[str, Tensor]], *, n_layers: int, quant: Quantization | None = None,
+                       source: str | None = None) -> CheckpointWeights | None:
+    """`CheckpointWeights` of a model with `n_layers` decoder layers from its files' headers
+    (see the module docstring for the name mapping). None, after a `KvcalcWarning`, when some
+    decoder layer has no tensor (a config that does not match its files): the caller counts
+    from the architecture then. `quant` says how packed tensors hold their values."""
+    layer_bytes = [0] * n_layers
+    expert_bytes = [0] * n_layers
+    embedding = head = other = n_params = 0
+    by_dtype: dict[str, int] = {}
+    for tensors in files.values():
+        for name, t in tensors.items():
+            n_params += _values(name, t, quant)
+            by_dtype[t.dtype] = by_dtype.get(t.dtype, 0) + t.nbytes
+            m = _LAYER.match(name)
+            if m and int(m.group(1)) < n_layers:
+                i = int(m.group(1))
+                layer_bytes[i] += t.nbytes
+                if _EXPERT.search(m.group(2)):
+                    expert_bytes[i] += t.nbytes
+            elif _EMBEDDING.match(name):
+                embedding += t.nbytes
+            elif _HEAD.match(name):
+                head += t.nbytes
+            else:
+                other += t.nbytes
+    empty = [i for i, b in enumerate(layer_bytes) if not b]
+    if empty:
+        warnings.warn(f"{source or 'checkpoint'}: no tensors for decoder layer{'s' if len(empty) > 1 else ''} "
+                      f"{', '.join(map(str, empty[:5]))}{' ...' if len(empty) > 5 else ''} of {n_layers}; weights "
+                      "are counted from the architecture", KvcalcWarning, stacklevel=2)
+        return None
+    k = len(files)
+    return CheckpointWeights(
+        source=source or f"safetensors headers of {k} file{'s' if k != 1 else ''}", label=_label(by_dtype, quant),
+        n_params=n_params, layer_bytes=layer_bytes, layer_expert_bytes=expert_bytes, embedding_bytes=embedding,
+        head_bytes=head, other_bytes=other, bytes_by_dtype=by_dtype)
+
+
+def attach_checkpoint(fields: dict[str, Any], config: dict[str, Any], files: dict[str, dict[str, Tensor]] | None, *,
+                      path: str | None = None, missing: str = "no safetensors files") -> dict[str, Any]:
+    """`fields` (a Hugging Face config's `ModelSpec` fields) with `checkpoint` set from the
+    files' headers, and the `source` saying which count is used: `...; weights from safetensors
+    headers of 4 files`, or `...; weights counted from the architecture (<missing>)`."""
+    from kvcalc.load.hf.quant import read_quantization
+
+    ck = None
+    if files:
+        with warnings.catch_warnings():  # the config's reader has already warned about its quantization
+            warnings.simplefilter("ignore", KvcalcWarning)
+            quant = read_quantization(config, dtype=fields["dtype"], n_layers=fields["n_layers"],
+                                      moe=bool(fields.get("n_experts")), path=path)
+        ck = checkpoint_weights(files, n_layers=fields["n_layers"], quant=quant, source=None)
+        missing = "the headers do not cover every layer" if ck is None else missing
+    out = dict(fields)
+    if ck is not None:
+        out["checkpoint"] = ck
+        out["source"] = f"{fields['source']}; weights from {ck.source}"
+    else:
+        out["source"] = f"{fields['source']}; weights counted from the architecture ({missing})"
+    return out
+
+
+def load_folder(folder: Path, config: dict[str, Any]) -> ModelSpec:
+    """A `ModelSpec` from a checkpoint folder: its Hugging Face config.json (`config`, parsed
+    by the caller), with exact weight bytes from the safetensors headers beside it when there
+    are any (`local_headers`).
+
+    Raises `ConfigError` for a bad config.json, index or header."""
+    from kvcalc.load.files import build
+    from kvcalc.load.hf import model_fields_from_hf_config
+
+    path = str(folder / "config.json")
+    fields = model_fields_from_hf_config(config, path=path)
+    return build(ModelSpec, attach_checkpoint(fields, config, local_headers(folder), path=path), path)

@@ -1,0 +1,234 @@
+"""A checkpoint's own quantization: `quantization_config` in config.json -> the weight formats
+of the memory plan (`ModelSpec.weight_dtype`, `expert_weight_dtype`) and how its packed tensors
+hold their values (for counting parameters from safetensors headers).
+
+Each method as the engine that loads it reads it (vLLM `model_executor/layers/quantization/`):
+
+| `quant_method` | fields read | weight format (`kvcalc.formats`) |
+| --- | --- | --- |
+| `fp8` (`fp8.py`) | `weight_block_size` [128, 128], `fmt` | `fp8_e4m3:b128:fp32` (fp32 `weight_scale_inv` per block); none: `fp8_e4m3` (one fp32 scale per tensor, not counted) |
+| `compressed-tensors` (`compressed_tensors.py`) | `config_groups.*.weights`: `num_bits`, `type`, `strategy`, `group_size`, `block_structure`, `symmetric`; `ignore` | float 8: `fp8_e4m3` (`:b128` block, `:g128` group); int 4/8 group G: `int4:gG:<dtype>` (+ `:zp` when asymmetric); float 4 group 16: `nvfp4`; channel / tensor strategy: the value format (per-row or per-tensor scales not counted) |
+| `awq` (`awq.py`) | `bits` / `w_bit`, `group_size` / `q_group_size`, `zero_point` | `int4:gG:fp16:zp` (fp16 `scales`, packed int32 `qzeros`) |
+| `gptq` (`gptq.py`) | `bits`, `group_size` | `int4:gG:fp16:zp` / `int8:gG:fp16:zp` (GPTQ always stores `qzeros`; the int32 `g_idx`, 4 B per input column, is not counted) |
+| `bitsandbytes` (`bitsandbytes.py`) | `load_in_4bit`, `bnb_4bit_use_double_quant`, `load_in_8bit`, `llm_int8_skip_modules` | `nf4` / `nf4_dq`; 8 bit: `int8` (fp32 row scales `SCB` not counted) |
+| `mxfp4` (`mxfp4.py`, gpt-oss) | `modules_to_not_convert` | `mxfp4` |
+| `modelopt` (`modelopt.py`) | `quant_algo` FP8 / NVFP4 | `fp8_e4m3` / `nvfp4` |
+
+Layers left unquantized: embeddings, LM head, norms and routers are always counted in the model's
+dtype (kvcalc's weight count puts only decoder matrices in the weight format). The config's
+`modules_to_not_convert` / `ignore` / `ignored_layers` / `llm_int8_skip_modules` patterns are
+matched against module names (plain names as substrings, as transformers does; `re:` regexes as
+compressed-tensors does; `*` globs as gpt-oss writes them): attention left unquantized in a MoE
+model means only the routed experts are quantized (`expert_weight_dtype`, as gpt-oss); a pattern
+kvcalc's per-layer count cannot express (attention of a dense model, some layers only) gives a
+`KvcalcWarning` and the count keeps the quantized format; a checkpoint's safetensors headers are
+exact either way. Nothing here reads files.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import re
+import warnings
+from dataclasses import dataclass
+from typing import Any
+
+from kvcalc.errors import ConfigError, KvcalcWarning
+
+
+@dataclass(frozen=True)
+class Quantization:
+    """What `quantization_config` says, for the memory plan and the header reader.
+
+    `weight_dtype` / `expert_weight_dtype`: kvcalc format names of the decoder matrices and the
+    routed experts (None: the model's dtype); `packed_bits`: bits of each value packed into int32
+    words (`qweight`, `qzeros`, `weight_packed`: 32 / bits values per word), None when nothing is
+    packed so; `u8_nibbles`: 4-bit values packed two per uint8 byte (mxfp4 `*_blocks`, bitsandbytes
+    4-bit `weight`, nvfp4 `weight_packed`); `method`: the config's `quant_method`."""
+
+    method: str
+    weight_dtype: str | None
+    expert_weight_dtype: str | None = None
+    packed_bits: int | None = None
+    u8_nibbles: bool = False
+
+    def fields(self) -> dict[str, Any]:
+        """The `ModelSpec` fields this sets (only those not None)."""
+        return {k: v for k, v in (("weight_dtype", self.weight_dtype),
+                                  ("expert_weight_dtype", self.expert_weight_dtype)) if v is not None}
+
+
+def _int(q: dict[str, Any], keys: tuple[str, ...], default: int | None, path: str | None) -> int | None:
+    for k in keys:
+        v = q.get(k)
+        if v is None:
+            continue
+        if isinstance(v, bool) or not isinstance(v, int):
+            raise ConfigError(f"must be a whole number, got {v!r}", path=path, field=f"quantization_config.{k}")
+        return v
+    return default
+
+
+def _unquantized_patterns(q: dict[str, Any], path: str | None) -> list[str]:
+    out: list[str] = []
+    for key in ("modules_to_not_convert", "ignore", "ignored_layers", "llm_int8_skip_modules"):
+        v = q.get(key)
+        if v is None:
+            continue
+        if not isinstance(v, list) or not all(isinstance(x, str) for x in v):
+            raise ConfigError("must be a list of module names", path=path, field=f"quantization_config.{key}")
+        out += v
+    return out
+
+
+def matches(pattern: str, module: str) -> bool:
+    """True when an unquantized-module `pattern` covers `module` (a dotted module name):
+    `re:REGEX` matched from the start (compressed-tensors `ignore`), a glob with `*` (gpt-oss
+    `model.layers.*.self_attn`, also covering the modules below it), else a substring of the
+    name (transformers' `modules_to_not_convert` test)."""
+    if pattern.startswith("re:"):
+        try:
+            return re.match(pattern[3:], module) is not None
+        except re.error:
+            return False
+    if "*" in pattern:
+        return fnmatch.fnmatchcase(module, pattern) or fnmatch.fnmatchcase(module, pattern + ".*")
+    return pattern in module
+
+
+#: module names of one decoder layer the patterns are tested on, per part
+_ATTENTION = ("self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj", "self_attn.o_proj")
+_DENSE_MLP = ("mlp.gate_proj", "mlp.up_proj", "mlp.down_proj")
+_EXPERTS = ("mlp.experts.0.gate_proj", "mlp.experts.0.down_proj")
+
+
+def _left_out(patterns: list[str], n_layers: int, part: tuple[str, ...]) -> list[bool]:
+    """For each of the first, second and last layers: is every module of `part` unquantized?"""
+    layers = sorted({0, min(1, n_layers - 1), n_layers - 1})
+    return [all(any(matches(p, f"model.layers.{i}.{m}") for p in patterns) for m in part) for i in layers]
+
+
+def _format(method: str, q: dict[str, Any], dtype: str, path: str | None) -> Quantization | None:
+    """The weight format a method stores its matrices in (None after a warning when kvcalc
+    cannot size it)."""
+    where = path or "config"
+
+    def unsized(what: str) -> None:
+        warnings.warn(f"{where}: quantization_config {what} is not one kvcalc sizes; weights are counted in "
+                      f"{dtype} (give --weight-dtype, or point kvcalc at the checkpoint's safetensors files)",
+                      KvcalcWarning, stacklevel=4)
+
+    if method == "fp8":
+        fmt = q.get("fmt", "e4m3")
+        base = "fp8_e5m2" if fmt == "e5m2" else "fp8_e4m3"
+        block = q.get("weight_block_size")
+        if block is None:
+            return Quantization(method, base)
+        if (not isinstance(block, list) or len(block) != 2 or not all(isinstance(b, int) and not isinstance(b, bool)
+                                                                      and 0 < b <= 1024 for b in block)):
+            raise ConfigError(f"must be two block sizes such as [128, 128], got {block!r}", path=path,
+                              field="quantization_config.weight_block_size")
+        if block[0] != block[1]:
+            unsized(f"fp8 with a {block[0]} x {block[1]} block")
+            return None
+        return Quantization(method, f"{base}:b{block[0]}:fp32")
+    if method == "compressed-tensors":
+        groups = q.get("config_groups")
+        if not isinstance(groups, dict) or not groups:
+            raise ConfigError("must map group names to their schemes (compressed-tensors)", path=path,
+                              field="quantization_config.config_groups")
+        scheme = next(iter(groups.values()))
+        w = scheme.get("weights") if isinstance(scheme, dict) else None
+        if not isinstance(w, dict):
+            raise ConfigError("needs a `weights` scheme", path=path, field="quantization_config.config_groups")
+        if len(groups) > 1:
+            warnings.warn(f"{where}: quantization_config has {len(groups)} config_groups; kvcalc counts every "
+                          f"matrix with the first", KvcalcWarning, stacklevel=4)
+        bits, kind = w.get("num_bits"), w.get("type", "int")
+        strategy, gsize = w.get("strategy", "tensor"), w.get("group_size")
+        if kind == "float" and bits == 8:
+            if strategy == "block":
+                b = w.get("block_structure") or [128, 128]
+                if isinstance(b, list) and len(b) == 2 and b[0] == b[1] and isinstance(b[0], int):
+                    return Quantization(method, f"fp8_e4m3:b{b[0]}:{dtype}")
+                unsized(f"fp8 block_structure {b!r}")
+                return None
+            if strategy == "group" and isinstance(gsize, int):
+                return Quantization(method, f"fp8_e4m3:g{gsize}:{dtype}")
+            return Quantization(method, "fp8_e4m3")
+        if kind == "float" and bits == 4:
+            return Quantization(method, "nvfp4", u8_nibbles=True)
+        if kind == "int" and bits in (4, 8):
+            if strategy == "group" and isinstance(gsize, int) and not isinstance(gsize, bool) and gsize > 0:
+                zp = "" if w.get("symmetric", True) else ":zp"
+                return Quantization(method, f"int{bits}:g{gsize}:{dtype}{zp}", packed_bits=bits if bits == 4 else None)
+            if bits == 8:
+                return Quantization(method, "int8")
+        unsized(f"compressed-tensors {kind} {bits}-bit with strategy {strategy}")
+        return None
+    if method in ("awq", "gptq"):
+        bits = _int(q, ("bits", "w_bit"), 4, path)
+        group = _int(q, ("group_size", "q_group_size"), 128, path)
+        if bits not in (4, 8) or group is None or group <= 0:
+            unsized(f"{method} {bits}-bit with group_size {group}")
+            return None
+        zp = ":zp" if method == "gptq" or q.get("zero_point", True) else ""
+        return Quantization(method, f"int{bits}:g{group}:fp16{zp}", packed_bits=bits)
+    if method == "bitsandbytes":
+        if q.get("load_in_4bit"):
+            return Quantization(method, "nf4_dq" if q.get("bnb_4bit_use_double_quant") else "nf4", u8_nibbles=True)
+        if q.get("load_in_8bit"):
+            return Quantization(method, "int8")
+        unsized("bitsandbytes without load_in_4bit or load_in_8bit")
+        return None
+    if method == "mxfp4":
+        return Quantization(method, "mxfp4", u8_nibbles=True)
+    if method == "modelopt":
+        algo = str(q.get("quant_algo", "")).upper()
+        if algo == "FP8":
+            return Quantization(method, "fp8_e4m3")
+        if algo == "NVFP4":
+            return Quantization(method, "nvfp4", u8_nibbles=True)
+        unsized(f"modelopt quant_algo {algo or '(none)'}")
+        return None
+    unsized(f"quant_method '{method}'")
+    return None
+
+
+def read_quantization(config: dict[str, Any], *, dtype: str, n_layers: int, moe: bool,
+                      path: str | None = None) -> Quantization | None:
+    """The `Quantization` of a Hugging Face config dict (`quantization_config`, at the top level
+    or in `text_config`), None when it has none or kvcalc cannot size its method (after a
+    `KvcalcWarning`). `dtype`: the model's dtype (the unquantized parts, and compressed-tensors'
+    scales); `moe`: the model has routed experts.
+
+    Raises `ConfigError` (file and field named) for a malformed `quantization_config`.
+    """
+    q = config.get("quantization_config")
+    if q is None and isinstance(config.get("text_config"), dict):
+        q = config["text_config"].get("quantization_config")
+    if q is None:
+        return None
+    if not isinstance(q, dict):
+        raise ConfigError(f"must be a JSON object, got {q!r}"[:200], path=path, field="quantization_config")
+    method = q.get("quant_method")
+    if not isinstance(method, str):
+        raise ConfigError("needs quant_method (fp8, compressed-tensors, awq, gptq, bitsandbytes, mxfp4)",
+                          path=path, field="quantization_config.quant_method")
+    method = method.strip().lower()
+    quant = _format(method, q, dtype, path)
+    if quant is None:
+        return None
+    patterns = _unquantized_patterns(q, path)
+    attention = _left_out(patterns, n_layers, _ATTENTION)
+    mlp = _left_out(patterns, n_layers, _EXPERTS if moe else _DENSE_MLP)
+    if all(attention) and all(mlp):  # nothing of the decoder is quantized
+        return Quantization(method, None, packed_bits=quant.packed_bits, u8_nibbles=quant.u8_nibbles)
+    if moe and all(attention) and not any(mlp):  # gpt-oss: bf16 attention, quantized routed experts
+        return Quantization(method, None, quant.weight_dtype, quant.packed_bits, quant.u8_nibbles)
+    if any(attention) or any(mlp):
+        shown = ", ".join(p for p in patterns if "layers" in p or "attn" in p or "mlp" in p)
+        warnings.warn(f"{path or 'config'}: quantization_config leaves some decoder matrices unquantized "
+                      f"({shown[:120]}); kvcalc counts them in {quant.weight_dtype} (the checkpoint's safetensors "
+                      f"headers are exact)", KvcalcWarning, stacklevel=3)
+    return quant
