@@ -27,6 +27,15 @@ CapacityGpuOpt = with_help(GpuOpt, "vLLM: the GPU (`kvcalc gpus`, or a GPU YAML 
 
 
 @dataclasses.dataclass(frozen=True)
+class SourceOptions(OptionGroup):
+    """Where the figures come from besides the model: the GPU vLLM runs on (--gpu, whose compute
+    capability picks the attention backend) and the Hub revision of a Hub-id model."""
+
+    gpu: CapacityGpuOpt = None
+    revision: RevisionOpt = None
+
+
+@dataclasses.dataclass(frozen=True)
 class RequestOptions(OptionGroup):
     """The requests a capacity figure is for: their context (--max-model-len, or --seq-len /
     --context-length as estimate and SGLang name it), how many at once (--concurrency, vLLM's
@@ -69,8 +78,7 @@ def capacity(
     vllm: VllmFlags = VllmFlags(),
     sglang: SglangFlags = SglangFlags(),
     llamacpp: LlamacppFlags = LlamacppFlags(),
-    gpu: CapacityGpuOpt = None,
-    revision: RevisionOpt = None,
+    source: SourceOptions = SourceOptions(),
     fmt: FormatOpt = "table",
 ) -> None:
     """What ENGINE makes of a KV memory budget: tokens, blocks, concurrency, and its own log lines."""
@@ -87,15 +95,15 @@ def capacity(
                    max_num_batched_tokens=vllm.max_num_batched_tokens)
     check_format(fmt)
     refuse_other_engines(ctx, name)
-    if gpu is not None and name != "vllm":
+    if source.gpu is not None and name != "vllm":
         raise KvcalcError("--gpu applies to --engine vllm only (it picks vLLM's attention backend); "
-                          f"--engine {name} takes --kv-memory", option="--gpu", value=gpu)
-    spec = load_model(model, revision)
+                          f"--engine {name} takes --kv-memory", option="--gpu", value=source.gpu)
+    spec = load_model(model, source.revision)
     L = parse_count(requests.max_model_len, "--max-model-len") if requests.max_model_len else None
     mem = parse_size(kv_memory, "--kv-memory") if kv_memory else None
     req = CapacityRequest.build(spec, engine=name, kv_memory_bytes=mem, kv_dtype=kv.kv_dtype, k_dtype=kv.k_dtype,
                                 v_dtype=kv.v_dtype, tp=layout.tp, max_model_len=L, concurrency=concurrency,
-                                options=engine_options(name, (vllm, sglang, llamacpp), gpu=gpu))
+                                options=engine_options(name, (vllm, sglang, llamacpp), gpu=source.gpu))
     res = run_capacity(req)
     title = f"KV capacity: {spec.name} on {name}" + (f", tp {layout.tp}" if layout.tp > 1 else "")
     if fmt == "table":
