@@ -22,7 +22,7 @@ from kvcalc.load.models import load_model
 F16, Q8, Q4, BF16 = kv_format("f16"), kv_format("q8_0"), kv_format("q4_0"), kv_format("bf16")
 FP8 = kv_format("fp8")
 MiB, GiB = 2**20, 2**30
-NONE = dict(kv_memory_basis=None, block_size=None, page_size_bytes=None, num_gpu_blocks=None, usable_blocks=None,
+NONE = dict(engine_state_bytes=None, kv_memory_basis=None, block_size=None, page_size_bytes=None, num_gpu_blocks=None, usable_blocks=None,
             num_cpu_blocks=None)
 
 
