@@ -32,7 +32,7 @@ import typer
 from kvcalc.calc.defaults import (DEFAULT_BW_EFFICIENCY, DEFAULT_CUDA_CONTEXT_BYTES, DEFAULT_FLOPS_EFFICIENCY,
                                   DEFAULT_GPU_MEMORY_UTILIZATION)
 from kvcalc.engines import defaults as engine_defaults
-from kvcalc.errors import KvcalcError
+from kvcalc.errors import OPTION_SAYS, KvcalcError
 from kvcalc.requests import check_limits, check_positive, resolve_seq_len, warn_beyond_context  # noqa: F401
 
 if TYPE_CHECKING:
@@ -368,8 +368,15 @@ class LlamacppFlags(OptionGroup):
             raise KvcalcError(f"use one of {', '.join(LLAMACPP_TOOLS)}, not '{self.llamacpp_tool}'",
                               option="--llamacpp-tool", value=self.llamacpp_tool)
         n_ctx = None
-        if self.ctx_size is not None:
-            n_ctx = 0 if self.ctx_size.strip() == "0" else parse_count(self.ctx_size, "--ctx-size")
+        if self.ctx_size is not None:  # llama.cpp's -c 0 is the model's training context; below 0 means nothing
+            text = self.ctx_size.strip()
+            if text.lstrip("-").isdigit() and int(text) <= 0:
+                if int(text) < 0:
+                    raise KvcalcError(f"must be 0 (the model's training context) or a count of tokens, got {text}",
+                                      option="--ctx-size", value=text, form=OPTION_SAYS)
+                n_ctx = 0
+            else:
+                n_ctx = parse_count(self.ctx_size, "--ctx-size")
         return LlamacppOptions(
             n_ctx=n_ctx, parallel=self.parallel, unified=self.kv_unified,
             version="legacy" if self.ollama else self.llamacpp_version, tool=self.llamacpp_tool,

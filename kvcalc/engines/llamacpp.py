@@ -325,7 +325,8 @@ def resolve_context(*, tool: str = DEFAULT_TOOL, version: str = "current", paral
     'off'; auto is on (kvcalc assumes the backend supports it). Raises `KvcalcError` (field
     `llamacpp_tool` / `flash_attn`) for an unknown tool or `-fa` value."""
     if tool not in TOOLS:
-        raise KvcalcError(f"use one of {', '.join(TOOLS)}, not '{tool}'", field="llamacpp_tool", value=tool, form=OPTION)
+        raise KvcalcError(f"use one of {', '.join(TOOLS)}, not '{tool}'", option="--llamacpp-tool", field="llamacpp_tool",
+                          value=tool, form=OPTION)
     fa = {True: "on", False: "off"}.get(flash_attn, flash_attn) if isinstance(flash_attn, bool) else flash_attn
     if fa is not None and fa not in FLASH_ATTN:
         raise KvcalcError(f"'{fa}' is not on, off or auto (llama.cpp's -fa values)", option="-fa", field="flash_attn",
@@ -334,14 +335,14 @@ def resolve_context(*, tool: str = DEFAULT_TOOL, version: str = "current", paral
     fa = fa or ("off" if legacy else "auto")
     notes: list[str] = []
     if legacy:  # one cache for every sequence, no SWA cache: the tool changes nothing
-        return Context(parallel or 1, True, bool(swa_full), fa != "off", ())
+        return Context(1 if parallel is None else parallel, True, bool(swa_full), fa != "off", ())
     if tool == "llama-server" and parallel is None:
         notes.append(f"llama-server without -np: {SERVER_AUTO_PARALLEL} slots sharing one unified cache "
                      "(tools/server/server.cpp: n_parallel is set to auto, using n_parallel = 4 and kv_unified = true)")
         parallel, unified = SERVER_AUTO_PARALLEL, True
     if swa_full is None:
         swa_full = tool == "library"  # llama_context_default_params: swa_full = true; common_params: false
-    return Context(parallel or 1, bool(unified), swa_full, fa != "off", tuple(notes))
+    return Context(1 if parallel is None else parallel, bool(unified), swa_full, fa != "off", tuple(notes))
 
 
 def _check_options(n_ctx: int, *, parallel: int, n_ubatch: int, n_batch: int, version: str,
