@@ -495,15 +495,15 @@ def _current_caches(model: ModelSpec, lay: _Layers, requested: int, *, parallel:
     return _Caches(lines, k_tot + k2, v_tot + v2, n_stream, cells, n_ctx_pad, buffers)
 
 
-def _fill(c: _Caches, max_model_len: int | None, concurrency: int | None,
-          parallel: int) -> tuple[float | None, int | None]:
+def _fill(c: _Caches, max_model_len: int | None, concurrency: int | None, parallel: int,
+          has_kv: bool = True) -> tuple[float | None, int | None]:
     """(requests of `max_model_len` the cells hold, the longest context for `concurrency`):
     one stream shares its cells (cells / L, cells // concurrency); separate streams hold one
     sequence each (streams when a stream holds L, the stream's cells when concurrency fits).
     Without a KV cache (a recurrent model) every one of the `parallel` sequences holds any length."""
     total_cells = c.n_seq_cells * c.n_stream
     L = max_model_len
-    if not c.lines and c.k_bytes == 0:  # no attention layer: the state does not grow
+    if not has_kv:  # no attention layer: the state does not grow with the context
         return (float(parallel) if L else None,
                 (None if concurrency <= parallel else 0) if concurrency else None)
     conc = None
@@ -590,7 +590,7 @@ def allocate(model: ModelSpec, n_ctx: int, k: StorageFormat, v: StorageFormat, *
         state_bytes = state if more else None
     devices = [DeviceBuffer(device=d, n_layers=c.buffers[d][0], kv_bytes=c.buffers[d][1])
                for d in sorted(c.buffers, key=lambda s: (s == "CPU", s))]
-    conc, longest = _fill(c, max_model_len, concurrency, parallel)
+    conc, longest = _fill(c, max_model_len, concurrency, parallel, has_kv=bool(att))
     kv_bytes = c.k_bytes + c.v_bytes
     total = kv_bytes + (state_bytes or 0)
     if kv_memory_bytes is not None and total > kv_memory_bytes:

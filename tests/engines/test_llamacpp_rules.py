@@ -341,3 +341,18 @@ def test_the_model_can_say_which_mla_cache_its_gguf_has():
     with pytest.raises(KvcalcError, match=r"^bare-mla: the expanded MLA cache .* needs qk_nope_head_dim and "
                                           r"v_head_dim in the config$"):
         llamacpp.allocate(bare, 4096, F16, F16, version="legacy")
+
+
+def test_a_mamba_only_model_has_state_and_no_kv_cache():
+    # 4 Mamba-1 layers, hidden 256 (d_inner 2 x 256 = 512, d_conv 4, d_state 16): R = 3 x 512 = 1,536 and
+    # S = 16 x 512 = 8,192 values per layer and sequence. llama-server's 4 slots: 4 cells;
+    # R = 4 x 1,536 x 4 x 4 B = 98,304 B (0.09 MiB), S = 4 x 8,192 x 4 x 4 B = 524,288 B (0.50 MiB),
+    # 622,592 B (0.59 MiB). No llama_kv_cache at all; each of the 4 slots holds any length.
+    m = ModelSpec(name="mamba-4", n_layers=4, n_heads=4, hidden_size=256, layer_pattern=["mamba"], mamba_d_state=16,
+                  mamba_d_conv=4, mamba_expand=2, max_position_embeddings=2048)
+    r = llamacpp.allocate(m, 4096, F16, F16, max_model_len=1000, concurrency=5)
+    assert r.log_lines == ["llama_memory_recurrent:      CUDA0 RS buffer size =     0.59 MiB",
+                           "llama_memory_recurrent: size =    0.59 MiB (     4 cells,   4 layers,  4 seqs), "
+                           "R (f32):    0.09 MiB, S (f32):    0.50 MiB"]
+    assert (r.engine_kv_bytes, r.engine_state_bytes, r.max_concurrency, r.longest_context) == (0, 622_592, 4.0, 0)
+    assert llamacpp.allocate(m, 4096, F16, F16, concurrency=4).longest_context is None  # no limit
