@@ -295,7 +295,8 @@ def _recurrent_lines(model: ModelSpec, dev: list[int], n_seq_max: int) -> tuple[
         own[name] = own.get(name, 0) + rb + sb
         r_tot += rb
         s_tot += sb
-    lines = [f"llama_memory_recurrent: {name:>10} RS buffer size = {own[name] / 2**20:8.2f} MiB" for name in sorted(own)]
+    lines = [f"llama_memory_recurrent: {name:>10} RS buffer size = {own[name] / 2**20:8.2f} MiB"
+             for name in sorted(own)]
     lines.append(f"llama_memory_recurrent: size = {mib_f32(r_tot + s_tot):7.2f} MiB ({cells:6d} cells, "
                  f"{model.n_layers:3d} layers, {n_seq_max:2d} seqs), R ({RECURRENT_TYPE}): {mib_f32(r_tot):7.2f} MiB, "
                  f"S ({RECURRENT_TYPE}): {mib_f32(s_tot):7.2f} MiB")
@@ -325,8 +326,8 @@ def resolve_context(*, tool: str = DEFAULT_TOOL, version: str = "current", paral
     'off'; auto is on (kvcalc assumes the backend supports it). Raises `KvcalcError` (field
     `llamacpp_tool` / `flash_attn`) for an unknown tool or `-fa` value."""
     if tool not in TOOLS:
-        raise KvcalcError(f"use one of {', '.join(TOOLS)}, not '{tool}'", option="--llamacpp-tool", field="llamacpp_tool",
-                          value=tool, form=OPTION)
+        raise KvcalcError(f"use one of {', '.join(TOOLS)}, not '{tool}'", option="--llamacpp-tool",
+                          field="llamacpp_tool", value=tool, form=OPTION)
     fa = {True: "on", False: "off"}.get(flash_attn, flash_attn) if isinstance(flash_attn, bool) else flash_attn
     if fa is not None and fa not in FLASH_ATTN:
         raise KvcalcError(f"'{fa}' is not on, off or auto (llama.cpp's -fa values)", option="-fa", field="flash_attn",
