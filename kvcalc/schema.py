@@ -234,6 +234,10 @@ class ModelSpec(_Frozen):
     q_lora_rank: Count | None = None
     # DeepSeek-V3.2 sparse attention: the indexer caches one key of index_head_dim per token per layer
     index_head_dim: Count | None = None
+    # how llama.cpp caches MLA, where the file tells (a GGUF loader sets it): "latent" for a GGUF
+    # converted for llama.cpp's latent cache (it carries deepseek2.attention.key_length_mla, April
+    # 2025 on), "expanded" for an older one (K and V per head); None: the llama.cpp version decides
+    mla_cache: Literal["latent", "expanded"] | None = None
     sliding_window: Count | None = None
     layer_pattern: list[str] | None = None
     layer_types: list[str] | None = None
@@ -317,6 +321,8 @@ class ModelSpec(_Frozen):
         if self.index_head_dim is not None and self.attention != "mla":
             raise field_error("ModelSpec", "index_head_dim", "index_head_dim (DeepSeek-V3.2's indexer) needs "
                               "attention: mla")
+        if self.mla_cache is not None and self.attention != "mla":
+            raise field_error("ModelSpec", "mla_cache", "mla_cache (how llama.cpp caches MLA) needs attention: mla")
         if self.attention == "mla":
             missing = [f for f in ("kv_lora_rank", "qk_rope_head_dim") if getattr(self, f) is None]
             if missing:  # reported against the first field missing, as data

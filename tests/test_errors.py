@@ -250,7 +250,7 @@ def test_sglang_errors() -> None:
 
 @pytest.mark.parametrize("kwargs,field,value,text", [
     ({"version": "x"}, "llamacpp_version", "x", "--llamacpp-version: use one of current, legacy, not 'x'"),
-    ({"n_ubatch": 0}, "n_ubatch", 0, "--ctx-size, --parallel and --ubatch-size must be positive"),
+    ({"n_ubatch": 0}, "n_ubatch", 0, "--parallel and --ubatch-size must be positive"),
     ({"parallel": 300}, "parallel", 300, "--parallel 300: llama.cpp refuses it: n_seq_max must be <= 256 "
      "(src/llama-context.cpp, LLAMA_MAX_SEQ)"),
     ({"n_gpu_layers": -2}, "n_gpu_layers", -2, "--n-gpu-layers -2: use a count >= 0, or -1 for llama.cpp's "

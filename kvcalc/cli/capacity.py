@@ -91,8 +91,8 @@ def capacity(
     name = canonical(engine)
     llamacpp, concurrency = requests.resolve(name, llamacpp)
     check_positive(tp=layout.tp, block_size=vllm.block_size, page_size=sglang.page_size, parallel=llamacpp.parallel,
-                   concurrency=concurrency, ubatch_size=llamacpp.ubatch_size, gpus=llamacpp.gpus,
-                   max_num_batched_tokens=vllm.max_num_batched_tokens)
+                   concurrency=concurrency, ubatch_size=llamacpp.ubatch_size, batch_size=llamacpp.batch_size,
+                   gpus=llamacpp.gpus, max_num_batched_tokens=vllm.max_num_batched_tokens)
     check_format(fmt)
     refuse_other_engines(ctx, name)
     if source.gpu is not None and name != "vllm":

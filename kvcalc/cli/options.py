@@ -32,7 +32,7 @@ import typer
 from kvcalc.calc.defaults import (DEFAULT_BW_EFFICIENCY, DEFAULT_CUDA_CONTEXT_BYTES, DEFAULT_FLOPS_EFFICIENCY,
                                   DEFAULT_GPU_MEMORY_UTILIZATION)
 from kvcalc.engines import defaults as engine_defaults
-from kvcalc.errors import KvcalcError
+from kvcalc.errors import OPTION_SAYS, KvcalcError
 from kvcalc.requests import check_limits, check_positive, resolve_seq_len, warn_beyond_context  # noqa: F401
 
 if TYPE_CHECKING:
@@ -111,8 +111,6 @@ EngineOpt = Annotated[str, typer.Option("--engine", "-e", callback=lower_choice,
 BlockSizeOpt = Annotated[int, typer.Option("--block-size", help="vLLM tokens per block.")]
 
 PageSizeOpt = Annotated[int, typer.Option("--page-size", help="SGLang tokens per page.")]
-
-ParallelOpt = Annotated[int, typer.Option("--parallel", "-np", help="llama.cpp sequences (n_seq_max); ollama: OLLAMA_NUM_PARALLEL.")]
 
 DeviceOpt = Annotated[str, typer.Option("--device", callback=lower_choice, help="auto (CUDA when present, else CPU), cuda or cpu.")]
 
@@ -293,8 +291,10 @@ class GpuPlanOptions(OptionGroup):
 ALLOW_LONG_ENV = "VLLM_ALLOW_LONG_MAX_MODEL_LEN"
 
 #: llama.cpp's -fa values (b6300+: `-fa on|off|auto`); auto is on where the backend has flash
-#: attention, as on the GPUs kvcalc sizes
-FLASH_ATTN_VALUES = {"on": True, "off": False, "auto": True}
+#: attention, as on the GPUs kvcalc sizes (`kvcalc.engines.llamacpp.FLASH_ATTN`)
+FLASH_ATTN_VALUES = ("on", "off", "auto")
+#: the llama.cpp programs whose defaults `--llamacpp-tool` picks (`kvcalc.engines.llamacpp.TOOLS`)
+LLAMACPP_TOOLS = ("llama-server", "llama-cli", "library")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -360,22 +360,25 @@ class LlamacppFlags(OptionGroup):
     their defaults they give `LlamacppOptions()` (a test holds the two equal)."""
 
     engine: ClassVar[str] = "llamacpp"
-    ctx_size: Annotated[Optional[str], typer.Option("--ctx-size", help="llama.cpp n_ctx, the context of all sequences together (ollama: per sequence); `capacity -c` with --engine llamacpp.")] = None
-    parallel: ParallelOpt = 1
-    kv_unified: Annotated[bool, typer.Option("--kv-unified/--no-kv-unified", "-kvu", help="llama.cpp: one stream shared by all sequences, or one per sequence.")] = True
-    swa_full: Annotated[bool, typer.Option("--swa-full", help="llama.cpp: full-size cache for sliding-window layers.")] = False
-    flash_attn: Annotated[bool, typer.Option("--flash-attn", help="llama.cpp legacy: pad n_ctx to 256 (else 32).")] = False
-    fa: Annotated[Optional[str], typer.Option("-fa", callback=lower_choice, help="llama.cpp -fa on|off|auto, as llama.cpp takes it (on or auto: --flash-attn).")] = None
+    ctx_size: Annotated[Optional[str], typer.Option("--ctx-size", help="llama.cpp n_ctx, the context of all sequences together (0: the model's training context; ollama: per sequence); `capacity -c` with --engine llamacpp.")] = None
+    llamacpp_tool: Annotated[str, typer.Option("--llamacpp-tool", callback=lower_choice, help="The llama.cpp program whose defaults apply: llama-server (no -np: 4 slots in one unified cache), llama-cli (1 sequence), library (llama_context_default_params: full-size SWA cache).")] = "llama-server"
+    parallel: Annotated[Optional[int], typer.Option("--parallel", "-np", help="llama.cpp sequences (n_seq_max; default: the tool's, llama-server 4 unified); ollama: OLLAMA_NUM_PARALLEL.")] = None
+    kv_unified: Annotated[Optional[bool], typer.Option("--kv-unified/--no-kv-unified", "-kvu/-no-kvu", help="llama.cpp: one stream shared by all sequences, or one per sequence (default: the tool's; llama-server unified only without -np).")] = None
+    swa_full: Annotated[bool, typer.Option("--swa-full", help="llama.cpp: full-size cache for sliding-window layers (the library's default).")] = False
+    flash_attn: Annotated[bool, typer.Option("--flash-attn", help="llama.cpp flash attention on (= -fa on; legacy: pads n_ctx to 256, else 32).")] = False
+    fa: Annotated[Optional[str], typer.Option("-fa", callback=lower_choice, help="llama.cpp -fa on|off|auto (default auto, which kvcalc takes as on; legacy: off).")] = None
     llamacpp_version: Annotated[str, typer.Option("--llamacpp-version", callback=lower_choice, help="current (b7000+, 'llama_kv_cache: size = ...') or legacy ('KV self size').")] = "current"
     n_gpu_layers: Annotated[Optional[int], typer.Option("--n-gpu-layers", "--gpu-layers", "-ngl", help="llama.cpp layers offloaded (default, or -1: all).")] = None
     gpus: Annotated[Optional[int], typer.Option("--gpus", help="llama.cpp devices the layers are split over (default: the --tensor-split count, else 1).")] = None
     tensor_split: Annotated[Optional[str], typer.Option("--tensor-split", "-ts", help="llama.cpp share of each device, e.g. 63,37 (default even).")] = None
     ubatch_size: Annotated[int, typer.Option("--ubatch-size", "-ub", help="llama.cpp n_ubatch (sizes the SWA cache).")] = engine_defaults.LLAMACPP_N_UBATCH
+    batch_size: Annotated[int, typer.Option("--batch-size", "-b", help="llama.cpp n_batch (caps n_ubatch).")] = engine_defaults.LLAMACPP_N_BATCH
     ollama: Annotated[bool, typer.Option("--ollama", help="ollama's runner: n_ctx x --parallel cells, legacy log lines.")] = False
 
     def to_options(self) -> LlamacppOptions:
-        """The engine's options: --tensor-split and --ctx-size parsed, --gpus defaulting to the
-        split's length, --ollama meaning the legacy log lines. Raises `KvcalcError`."""
+        """The engine's options: --tensor-split and --ctx-size parsed (0: the training context),
+        --gpus defaulting to the split's length, --ollama meaning the legacy log lines, -fa /
+        --flash-attn as one value. Raises `KvcalcError`."""
         from kvcalc.engines.profile import LlamacppOptions
         from kvcalc.units import parse_count
 
@@ -384,12 +387,26 @@ class LlamacppFlags(OptionGroup):
             raise KvcalcError(f"-fa: '{self.fa}' is not on, off or auto (llama.cpp's values)", option="-fa", value=self.fa)
         if self.fa == "off" and self.flash_attn:
             raise KvcalcError("--flash-attn and -fa off disagree; give one of them", option="-fa", value=self.fa)
+        if self.llamacpp_tool not in LLAMACPP_TOOLS:
+            raise KvcalcError(f"use one of {', '.join(LLAMACPP_TOOLS)}, not '{self.llamacpp_tool}'",
+                              option="--llamacpp-tool", value=self.llamacpp_tool)
+        n_ctx = None
+        if self.ctx_size is not None:  # llama.cpp's -c 0 is the model's training context; below 0 means nothing
+            text = self.ctx_size.strip()
+            if text.lstrip("-").isdigit() and int(text) <= 0:
+                if int(text) < 0:
+                    raise KvcalcError(f"must be 0 (the model's training context) or a count of tokens, got {text}",
+                                      option="--ctx-size", value=text, form=OPTION_SAYS)
+                n_ctx = 0
+            else:
+                n_ctx = parse_count(self.ctx_size, "--ctx-size")
         return LlamacppOptions(
-            n_ctx=parse_count(self.ctx_size, "--ctx-size") if self.ctx_size else None, parallel=self.parallel,
-            unified=self.kv_unified, version="legacy" if self.ollama else self.llamacpp_version,
-            flash_attn=self.flash_attn or FLASH_ATTN_VALUES.get(self.fa or "off", False), swa_full=self.swa_full, n_ubatch=self.ubatch_size,
-            n_gpu_layers=self.n_gpu_layers, n_devices=self.gpus or (len(split) if split else 1),
-            tensor_split=tuple(split) if split else None, ollama=self.ollama)
+            n_ctx=n_ctx, parallel=self.parallel, unified=self.kv_unified,
+            version="legacy" if self.ollama else self.llamacpp_version, tool=self.llamacpp_tool,
+            flash_attn="on" if self.flash_attn else self.fa, swa_full=True if self.swa_full else None,
+            n_ubatch=self.ubatch_size, n_batch=self.batch_size, n_gpu_layers=self.n_gpu_layers,
+            n_devices=self.gpus or (len(split) if split else 1), tensor_split=tuple(split) if split else None,
+            ollama=self.ollama)
 
 
 #: the engine option groups, in the order their refusals are checked.

@@ -15,3 +15,5 @@ VLLM_MAX_NUM_BATCHED_TOKENS = 8192
 SGLANG_PAGE_SIZE = 1
 #: llama.cpp `n_ubatch` (`-ub`, `common/common.h`).
 LLAMACPP_N_UBATCH = 512
+#: llama.cpp `n_batch` (`-b`, `common/common.h`), the cap on n_ubatch.
+LLAMACPP_N_BATCH = 2048

@@ -15,9 +15,13 @@ Each flag is the engine's own current name, checked against its argument parser:
   nodes: `--nnodes N --node-rank R --dist-init-addr HOST:PORT`, one line per node.
 - llama.cpp, `common/arg.cpp` (`common_params_parser_init`), `llama-server`: `-m` (`--model`),
   `-c` (`--ctx-size`: all slots together, each of the `-np` slots gets c / np), `-np`
-  (`--parallel`), `-ctk` / `-ctv` (`--cache-type-k` / `--cache-type-v`: f16, bf16, q8_0, q4_0,
-  ...), `-ngl` (`--n-gpu-layers`), `-ts` (`--tensor-split`, proportions per device),
-  `-fa on` (`--flash-attn [on|off|auto]`: a quantized V cache needs flash attention).
+  (`--parallel`: given, the slots are separate streams of c / np cells, as `llamacpp.allocate`
+  sizes them; left out, llama-server would run 4 slots in one unified cache instead), `-ctk` /
+  `-ctv` (`--cache-type-k` / `--cache-type-v`: f16, bf16, q8_0, q4_0, ...), `-ngl`
+  (`--n-gpu-layers`), `-ts` (`--tensor-split`, proportions per device), `-fa on`
+  (`--flash-attn [on|off|auto]`: a quantized V cache needs flash attention, "V cache
+  quantization requires flash_attn"; `on` rather than the default `auto`, which turns it off
+  where the backend lacks it).
 
 Flag names were confirmed in the engines' sources through a search of public code: vLLM's
 `--tensor-parallel-size`, `--pipeline-parallel-size`, `--max-model-len`, `--kv-cache-dtype`,

@@ -1,22 +1,64 @@
-"""llama.cpp's KV cache: cells, streams, the SWA cache, the per-device split, and its log lines.
+"""llama.cpp's KV cache: cells, streams, the SWA cache, the per-device split, recurrent state, the
+tool's slot defaults, the refusals, and its log lines.
 
-Two versions are modelled (`version=`):
+Two versions are modelled (`version=`); what changed between them is listed under each.
 
-- `current`: llama.cpp after PR #17046 (Nov 2025, b7000+). `src/llama-context.cpp`:
-  n_ctx = GGML_PAD(n_ctx, 256); with a unified cache (`--kv-unified`) one stream of n_ctx cells,
-  otherwise n_seq_max (`--parallel`) streams of n_ctx_seq = GGML_PAD(n_ctx / n_seq_max, 256) cells
-  each (n_ctx becomes n_ctx_seq x n_seq_max). `src/llama-kv-cache-iswa.cpp`: models with sliding
-  and full layers get two caches, the SWA one of min(n_ctx_seq, n_swa x (unified ? n_seq_max : 1)
-  + n_ubatch) cells (n_pad = 1, `src/llama-model.cpp` `create_memory`), or n_ctx_seq with
-  `--swa-full`. `src/llama-kv-cache.cpp` logs, per cache,
-  "llama_kv_cache: %10s KV buffer size = %8.2f MiB" for each device and
-  "llama_kv_cache: size = %7.2f MiB (%6u cells, %3d layers, %2u/%u seqs), K (%s): %7.2f MiB, V (%s): %7.2f MiB".
+- `current`: llama.cpp after PR #17046 (Nov 2025, b7000+).
+  * `src/llama-context.cpp` (`llama_context::llama_context`): n_ctx = n_ctx_train when `-c 0`
+    (the GGUF's `context_length`, the config's max_position_embeddings); n_batch =
+    min(n_ctx, n_batch) (causal attention), n_ubatch = min(n_batch, n_ubatch); then
+    n_ctx = GGML_PAD(n_ctx, 256); with a unified cache (`--kv-unified`) one stream of n_ctx
+    cells, otherwise n_seq_max (`--parallel`) streams of n_ctx_seq = GGML_PAD(n_ctx / n_seq_max,
+    256) cells each (n_ctx becomes n_ctx_seq x n_seq_max).
+  * `src/llama-kv-cache-iswa.cpp` (`llama_kv_cache_iswa::llama_kv_cache_iswa`): models with
+    sliding and full layers get two caches, the SWA one of GGML_PAD(min(n_ctx_seq, n_swa x
+    (unified ? n_seq_max : 1) + n_ubatch), 256) cells ("the SWA cache is always padded to 256
+    for performance", llama.cpp issue #17037), or n_ctx_seq with `--swa-full`.
+  * `src/llama-kv-cache.cpp` logs, per cache, "llama_kv_cache: %10s KV buffer size = %8.2f MiB"
+    for each device and "llama_kv_cache: size = %7.2f MiB (%6u cells, %3d layers, %2u/%u seqs),
+    K (%s): %7.2f MiB, V (%s): %7.2f MiB".
+  * Recurrent state (`src/llama-memory-recurrent.cpp`, made by `llama_model::create_memory` in
+    `src/llama-model.cpp`, hybrids through `src/llama-memory-hybrid.cpp`, the attention cache
+    first): Mamba / Mamba-2 / Gated-DeltaNet layers keep max(1, n_seq_max) cells of R (conv
+    state, `hparams.n_embd_r()` values) and S (`hparams.n_embd_s()` values), both f32 whatever
+    `-ctk` / `-ctv` say (`GGML_TYPE_F32` in `create_memory`), on the layer's device. Logs
+    "llama_memory_recurrent: %10s RS buffer size = %8.2f MiB" per device and
+    "llama_memory_recurrent: size = %7.2f MiB (%6u cells, %3d layers, %2u seqs), R (%s): %7.2f
+    MiB, S (%s): %7.2f MiB", the layer count being the model's n_layer (every layer).
+    `src/llama-hparams.cpp`: n_embd_r = (d_conv - 1) x (d_inner + 2 x n_group x d_state),
+    n_embd_s = d_state x d_inner (Mamba-1: n_group 0; Gated DeltaNet: d_inner = value heads x
+    value head dim, n_group = key heads, d_state = key head dim).
+  * MLA (DeepSeek, Kimi): since llama.cpp PR #12801 (April 2025) a GGUF converted for it
+    (`deepseek2.attention.key_length_mla`) caches the latent (kv_lora_rank + qk_rope_head_dim)
+    as K and no V (V is a view of K). An older GGUF still gets the expanded cache (below).
+  * Refusals, `llama_init_from_model` (`src/llama-context.cpp`), each with llama.cpp's message:
+    "model does not support different K (%s) and V (%s) cache types" (an MLA model, latent
+    cache); "V cache quantization requires flash_attn" (a quantized V cache with `-fa off`);
+    `llama_context` refuses n_seq_max > LLAMA_MAX_SEQ = 256 (`src/llama-cparams.h`).
+    `-fa auto` (the default, `common/common.h` `flash_attn_type = LLAMA_FLASH_ATTN_TYPE_AUTO`)
+    turns flash attention on where the backend supports it for every layer: kvcalc assumes it
+    does (CUDA, Metal and the CPU backend do for the head sizes of the bundled models), so a
+    quantized V cache passes with auto; on a backend without it llama.cpp refuses
+    ("quantized V cache was requested, but this requires Flash Attention").
 - `legacy`: llama.cpp of 2024 to spring 2025 (the "KV self size" era, as in ollama's runner):
   n_ctx = GGML_PAD(n_ctx, flash_attn ? 256 : 32) (`llama_kv_cache_get_padding`), one unified cache
   of n_ctx cells with every layer, sliding ones full size (the SWA cache came with PR #13194,
-  May 2025). Logs "llama_kv_cache_init: %10s KV buffer size = %8.2f MiB" per device and
-  "llama_new_context_with_model: KV self size  = %7.2f MiB, K (%s): %7.2f MiB, V (%s): %7.2f MiB"
-  (two spaces before '=' are in the format string).
+  May 2025); MLA K and V expanded per head (n_heads x (qk_nope_head_dim + qk_rope_head_dim) of
+  K, n_heads x v_head_dim of V per layer: before PR #12801); one slot unless `--parallel`; `-fa`
+  a switch, off by default. Logs "llama_kv_cache_init: %10s KV buffer size = %8.2f MiB" per
+  device and "llama_new_context_with_model: KV self size  = %7.2f MiB, K (%s): %7.2f MiB, V (%s):
+  %7.2f MiB" (two spaces before '=' are in the format string). Recurrent state is not modelled
+  for legacy (a note says so).
+
+The tool that makes the context (`tool=`, current only) sets what the user left out:
+- `llama-server` (the default: what users compare with): without `-np` it serves 4 slots sharing
+  one unified cache ("n_parallel is set to auto, using n_parallel = 4 and kv_unified = true",
+  `tools/server/server.cpp`; `common/arg.cpp` gives the server n_parallel = -1, auto); an
+  explicit `-np N` gives N separate streams unless `-kvu` (`common/common.h`
+  `bool kv_unified = false`).
+- `llama-cli`: the `common_params` defaults: one sequence, kv_unified false, swa_full false.
+- `library`: `llama_context_default_params()` (`src/llama-context.cpp`): n_seq_max 1,
+  kv_unified false, swa_full true (the full-size SWA cache), flash_attn_type auto.
 
 K of one layer is a tensor of (n_embd_k_gqa, cells, streams) in type_k: ggml_row_size(type_k,
 n_embd_k_gqa) x cells x streams bytes = `layer_kv_bytes_per_token` of the K half x cells; V alike.
@@ -31,14 +73,12 @@ modelled). ollama passes n_ctx x OLLAMA_NUM_PARALLEL as llama.cpp's n_ctx (`olla
 
 Defaults and limits (current): `--cache-type-k/-v` default f16 whatever the model's dtype
 (`common/common.h`: `ggml_type cache_type_k = GGML_TYPE_F16;`), so `default_kv_dtype` is f16;
-`--parallel` above LLAMA_MAX_SEQ = 256 (`src/llama-cparams.h`) is refused by `llama_context`
-("n_seq_max must be <= 256", `src/llama-context.cpp`); `-ngl -1` is "use the default" (`common/common.h`
-`n_gpu_layers = -1; // ... (-1 - use default)`), modelled as every layer offloaded. A cache larger
-than a given `--kv-memory` is allocated anyway by kvcalc, with a `KvcalcWarning`: llama.cpp itself
-would fail to allocate the buffer on a device of that size.
-
-MLA layers (DeepSeek) cache the latent as K and no V (V is a view of K since April 2025); mamba /
-linear-attention layers live in llama.cpp's separate recurrent memory and are not counted here.
+`-b` n_batch 2048 and `-ub` n_ubatch 512 (`common/common.h`); `-ngl -1` is "use the default"
+(`common/common.h` `n_gpu_layers = -1; // ... (-1 - use default)`), modelled as every layer
+offloaded. A cache larger than a given `--kv-memory` is allocated anyway by kvcalc, with a
+`KvcalcWarning`: llama.cpp itself would fail to allocate the buffer on a device of that size.
+Builds before late 2025 also raised n_batch to GGML_KQ_MASK_PAD (64) first; that only matters for
+`-b` below 64 with `-ub` above it, and is not modelled.
 """
 
 from __future__ import annotations
@@ -58,10 +98,28 @@ from kvcalc.schema import LayerSpec, ModelSpec
 VERSION = "llama.cpp b7000+ (Nov 2025, current) and the 2024-spring 2025 'KV self size' era (legacy)"
 VERSIONS = ("current", "legacy")
 N_CTX_PAD = 256
+#: src/llama-kv-cache-iswa.cpp: "the SWA cache is always padded to 256 for performance"
+SWA_PAD = 256
 #: src/llama-cparams.h `#define LLAMA_MAX_SEQ 256` (current); llama_context refuses more.
 LLAMA_MAX_SEQ = 256
 DEFAULT_N_UBATCH = defaults.LLAMACPP_N_UBATCH
+#: `-b` / `--batch-size` (`common/common.h` `int32_t n_batch = 2048`; `llama_context_default_params` alike)
+DEFAULT_N_BATCH = defaults.LLAMACPP_N_BATCH
 SWA_FULL_REF = "https://github.com/ggml-org/llama.cpp/pull/13194#issuecomment-2868343055"
+#: the programs whose defaults kvcalc models (`tool=`): see the module docstring
+TOOLS = ("llama-server", "llama-cli", "library")
+DEFAULT_TOOL = "llama-server"
+#: llama-server's slots when -np is not given (`tools/server/server.cpp`)
+SERVER_AUTO_PARALLEL = 4
+#: `-fa` values (`common/arg.cpp`, b6300+: `-fa, --flash-attn [on|off|auto]`)
+FLASH_ATTN = ("on", "off", "auto")
+#: how an MLA model's cache is laid out (`ModelSpec.mla_cache`): the latent, or K and V per head
+MLA_CACHES = ("latent", "expanded")
+#: recurrent state (R and S) is f32 whatever the KV types (`llama_model::create_memory`)
+RECURRENT_TYPE = "f32"
+RECURRENT_BYTES = 4
+#: ggml types whose blocks quantize (`ggml_is_quantized`): the KV types llama.cpp takes, less the float ones
+QUANTIZED = ("q8_0", "q4_0", "q4_1", "q5_0", "q5_1", "iq4_nl")
 
 #: kvcalc format name -> ggml type name (ggml.c type_traits), the KV types llama.cpp accepts.
 GGML_NAMES: dict[str, str] = {"fp32": "f32", "fp16": "f16", "bf16": "bf16", "q8_0": "q8_0",
@@ -110,6 +168,55 @@ def layer_k_v_bytes_per_cell(layer: LayerSpec, k: StorageFormat, v: StorageForma
     return kb, vb
 
 
+def mla_cache(model: ModelSpec, version: str) -> str:
+    """How llama.cpp lays out an MLA model's cache: the model's own `mla_cache` when it states
+    one (a GGUF tells: the files converted for the latent cache carry
+    `deepseek2.attention.key_length_mla`), else 'latent' for `current` and 'expanded' for
+    `legacy` (before llama.cpp PR #12801, April 2025)."""
+    own = getattr(model, "mla_cache", None)
+    if own is not None:
+        return own
+    return "expanded" if version == "legacy" else "latent"
+
+
+def expanded_mla_layer(model: ModelSpec) -> LayerSpec:
+    """An MLA layer as llama.cpp cached it before the latent cache: K of n_heads x
+    (qk_nope_head_dim + qk_rope_head_dim) values and V of n_heads x v_head_dim per cell
+    (`src/llama-model.cpp`: n_embd_head_k = qk_nope + qk_rope, n_embd_head_v = v_head_dim,
+    n_head_kv = n_head). Raises `KvcalcError` (field `qk_nope_head_dim` / `v_head_dim`) when the
+    config does not give them."""
+    missing = [f for f in ("qk_nope_head_dim", "v_head_dim") if getattr(model, f) is None]
+    if missing:
+        raise KvcalcError(f"{model.name}: the expanded MLA cache (llama.cpp before April 2025, or a GGUF without "
+                          f"key_length_mla) needs {' and '.join(missing)} in the config", field=missing[0],
+                          form=MESSAGE)
+    return LayerSpec(kind="full", n_kv_heads=model.n_heads, head_dim_k=model.qk_nope_head_dim + model.qk_rope_head_dim,
+                     head_dim_v=model.v_head_dim)
+
+
+def recurrent_r_s_values(model: ModelSpec, layer: LayerSpec) -> tuple[int, int]:
+    """(n_embd_r, n_embd_s): the R (conv) and S (state) values one sequence keeps in one mamba
+    or linear layer, as `src/llama-hparams.cpp` sizes them: n_embd_r = (d_conv - 1) x (d_inner +
+    2 x n_group x d_state), n_embd_s = d_state x d_inner. Mamba-1: d_inner = expand x hidden,
+    n_group 0; Mamba-2: d_inner = n_heads x head_dim; Gated DeltaNet: d_inner = value heads x
+    value head dim, n_group = key heads, d_state = key head dim, d_conv the conv kernel. (0, 0)
+    when the config does not size the layer (`LayerSpec.state_values` 0); r + s equals
+    `state_values`."""
+    if layer.state_values == 0:
+        return 0, 0
+    m = model
+    if layer.kind == "mamba":
+        d_state, d_conv = m.mamba_d_state, m.mamba_d_conv
+        if m.mamba_n_groups is not None:
+            d_inner, n_group = m.mamba_n_heads * m.mamba_head_dim, m.mamba_n_groups  # type: ignore[operator]
+        else:
+            d_inner, n_group = m.mamba_expand * m.hidden_size, 0  # type: ignore[operator]
+    else:
+        d_inner = m.linear_num_value_heads * m.linear_value_head_dim  # type: ignore[operator]
+        n_group, d_state, d_conv = m.linear_num_key_heads, m.linear_key_head_dim, m.linear_conv_kernel_dim
+    return (d_conv - 1) * (d_inner + 2 * n_group * d_state), d_state * d_inner  # type: ignore[operator]
+
+
 def device_of_layers(n_layer: int, n_gpu_layers: int | None, splits: list[float] | None,
                      n_devices: int = 1) -> list[int]:
     """Device index of each layer (-1 = CPU), as `llama_model::load_tensors` assigns them.
@@ -138,6 +245,10 @@ def device_of_layers(n_layer: int, n_gpu_layers: int | None, splits: list[float]
     return out
 
 
+def _device_name(d: int) -> str:
+    return "CPU" if d < 0 else f"CUDA{d}"
+
+
 def _cache_lines(prefix: str, legacy: bool, cells: int, n_stream: int, n_seq_max: int, layers: list[int],
                  per_cell: list[tuple[int, int]], dev: list[int], tk: str, tv: str,
                  buffers: dict[str, tuple[int, int]]) -> tuple[list[str], int, int]:
@@ -147,7 +258,7 @@ def _cache_lines(prefix: str, legacy: bool, cells: int, n_stream: int, n_seq_max
     for il in layers:
         kb, vb = per_cell[il]
         kb, vb = kb * cells * n_stream, vb * cells * n_stream
-        name = "CPU" if dev[il] < 0 else f"CUDA{dev[il]}"
+        name = _device_name(dev[il])
         n, b = own.get(name, (0, 0))
         own[name] = (n + 1, b + kb + vb)
         k_tot += kb
@@ -165,16 +276,92 @@ def _cache_lines(prefix: str, legacy: bool, cells: int, n_stream: int, n_seq_max
     return lines, k_tot, v_tot
 
 
-def _check_options(n_ctx: int, *, parallel: int, n_ubatch: int, version: str, n_gpu_layers: int | None,
-                   n_devices: int) -> None:
+def _recurrent_lines(model: ModelSpec, dev: list[int], n_seq_max: int) -> tuple[list[str], int, list[str]]:
+    """`llama_memory_recurrent`'s lines for the mamba / linear layers: max(1, n_seq_max) cells of
+    R and S in f32 per layer on the layer's device; (lines, bytes, notes). No lines when the
+    model has no recurrent layer or the config does not size them."""
+    rec = [i for i, layer in enumerate(model.layers) if layer.kind in ("mamba", "linear")]
+    if not rec:
+        return [], 0, []
+    sized = [(i, *recurrent_r_s_values(model, model.layers[i])) for i in rec]
+    if any(r + s == 0 for _, r, s in sized):
+        return [], 0, ["mamba / linear-attention layers: the config does not size their state; not counted"]
+    cells = max(1, n_seq_max)
+    own: dict[str, int] = {}
+    r_tot = s_tot = 0
+    for il, r, s in sized:
+        rb, sb = r * cells * RECURRENT_BYTES, s * cells * RECURRENT_BYTES
+        name = _device_name(dev[il])
+        own[name] = own.get(name, 0) + rb + sb
+        r_tot += rb
+        s_tot += sb
+    lines = [f"llama_memory_recurrent: {name:>10} RS buffer size = {own[name] / 2**20:8.2f} MiB"
+             for name in sorted(own)]
+    lines.append(f"llama_memory_recurrent: size = {mib_f32(r_tot + s_tot):7.2f} MiB ({cells:6d} cells, "
+                 f"{model.n_layers:3d} layers, {n_seq_max:2d} seqs), R ({RECURRENT_TYPE}): {mib_f32(r_tot):7.2f} MiB, "
+                 f"S ({RECURRENT_TYPE}): {mib_f32(s_tot):7.2f} MiB")
+    return lines, r_tot + s_tot, []
+
+
+@dataclass(frozen=True)
+class Context:
+    """What llama.cpp runs with once the tool's defaults are applied (`resolve_context`):
+    `parallel` (n_seq_max), `unified` (kv_unified), `swa_full`, `flash_attn` (True when on; an
+    `auto` the backend supports is on), and `notes` saying which defaults were taken."""
+
+    parallel: int
+    unified: bool
+    swa_full: bool
+    flash_attn: bool
+    notes: tuple[str, ...] = ()
+
+
+def resolve_context(*, tool: str = DEFAULT_TOOL, version: str = "current", parallel: int | None = None,
+                    unified: bool | None = None, swa_full: bool | None = None,
+                    flash_attn: bool | str | None = None) -> Context:
+    """The options llama.cpp runs with: what was given, the rest from `tool`'s defaults (module
+    docstring). llama-server without `parallel`: 4 slots in one unified cache; with it: separate
+    streams unless `unified`. llama-cli: 1 sequence, not unified. library: 1 sequence, not
+    unified, `swa_full` on. `flash_attn` None is auto (current; legacy: off), True 'on', False
+    'off'; auto is on (kvcalc assumes the backend supports it). Raises `KvcalcError` (field
+    `llamacpp_tool` / `flash_attn`) for an unknown tool or `-fa` value."""
+    if tool not in TOOLS:
+        raise KvcalcError(f"use one of {', '.join(TOOLS)}, not '{tool}'", option="--llamacpp-tool",
+                          field="llamacpp_tool", value=tool, form=OPTION)
+    fa = {True: "on", False: "off"}.get(flash_attn, flash_attn) if isinstance(flash_attn, bool) else flash_attn
+    if fa is not None and fa not in FLASH_ATTN:
+        raise KvcalcError(f"'{fa}' is not on, off or auto (llama.cpp's -fa values)", option="-fa", field="flash_attn",
+                          value=fa, form=OPTION)
+    legacy = version == "legacy"
+    fa = fa or ("off" if legacy else "auto")
+    notes: list[str] = []
+    if legacy:  # one cache for every sequence, no SWA cache: the tool changes nothing
+        return Context(1 if parallel is None else parallel, True, bool(swa_full), fa != "off", ())
+    if tool == "llama-server" and parallel is None:
+        notes.append(f"llama-server without -np: {SERVER_AUTO_PARALLEL} slots sharing one unified cache "
+                     "(tools/server/server.cpp: n_parallel is set to auto, using n_parallel = 4 and kv_unified = true)")
+        parallel, unified = SERVER_AUTO_PARALLEL, True
+    if swa_full is None:
+        swa_full = tool == "library"  # llama_context_default_params: swa_full = true; common_params: false
+    return Context(1 if parallel is None else parallel, bool(unified), swa_full, fa != "off", tuple(notes))
+
+
+def _check_options(n_ctx: int, *, parallel: int, n_ubatch: int, n_batch: int, version: str,
+                   n_gpu_layers: int | None, n_devices: int) -> None:
     """Raise `KvcalcError` (field: the option's) for options llama.cpp refuses or kvcalc cannot read."""
     if version not in VERSIONS:
         raise KvcalcError(f"use one of {', '.join(VERSIONS)}, not '{version}'", field="llamacpp_version",
                           value=version, form=OPTION)
-    bad = [(f, x) for f, x in (("n_ctx", n_ctx), ("parallel", parallel), ("n_ubatch", n_ubatch)) if x <= 0]
+    if n_ctx < 0:
+        raise KvcalcError(f"must be 0 (the model's training context) or a count of tokens, got {n_ctx}",
+                          field="n_ctx", value=n_ctx, form=OPTION_SAYS)
+    bad = [(f, x) for f, x in (("parallel", parallel), ("n_ubatch", n_ubatch)) if x <= 0]
     if bad:
-        raise KvcalcError(f"{flag('n_ctx')}, {flag('parallel')} and {flag('n_ubatch')} must be positive",
+        raise KvcalcError(f"{flag('parallel')} and {flag('n_ubatch')} must be positive",
                           field=bad[0][0], value=bad[0][1], form=MESSAGE)
+    if n_batch <= 0:
+        raise KvcalcError(f"must be a positive integer, got {n_batch}", option="--batch-size", field="n_batch",
+                          value=n_batch, form=OPTION_SAYS)
     if version == "current" and parallel > LLAMA_MAX_SEQ:
         raise KvcalcError(f"llama.cpp refuses it: n_seq_max must be <= {LLAMA_MAX_SEQ} "
                           "(src/llama-context.cpp, LLAMA_MAX_SEQ)", field="parallel", value=parallel)
@@ -186,9 +373,25 @@ def _check_options(n_ctx: int, *, parallel: int, n_ubatch: int, version: str, n_
                           f"{flag('n_gpu_layers')} 0)", field="n_devices", value=n_devices, form=OPTION_SAYS)
     from kvcalc.units import check_bound  # the one set of bounds (n_ctx: llama.cpp's int32)
 
-    for field, value in (("n_ctx", n_ctx), ("parallel", parallel), ("n_ubatch", n_ubatch),
+    for field, value in (("n_ctx", n_ctx or None), ("parallel", parallel), ("n_ubatch", n_ubatch),
                          ("n_gpu_layers", n_gpu_layers), ("n_devices", n_devices)):
         check_bound(field, value)
+
+
+def check_refusals(model: ModelSpec, tk: str, tv: str, *, flash_attn: bool, version: str = "current") -> None:
+    """Raise `KvcalcError` (field `v_dtype`) where `llama_init_from_model` (`src/llama-context.cpp`)
+    returns no context, with llama.cpp's own message: an MLA model with its latent cache and K and
+    V of different types ("model does not support different K (%s) and V (%s) cache types"); a
+    quantized V cache without flash attention ("V cache quantization requires flash_attn")."""
+    func = "llama_new_context_with_model" if version == "legacy" else "llama_init_from_model"
+    latent = any(layer.kind == "mla" for layer in model.layers) and mla_cache(model, version) == "latent"
+    if latent and tk != tv and version != "legacy":
+        raise KvcalcError(f"llama.cpp refuses it: \"{func}: model does not support different K ({tk}) and V ({tv}) "
+                          f"cache types\" ({model.name} caches the MLA latent as K, V is a view of it); give one "
+                          "type to -ctk and -ctv", field="v_dtype", value=tv)
+    if tv in QUANTIZED and not flash_attn:
+        raise KvcalcError(f"llama.cpp refuses it: \"{func}: V cache quantization requires flash_attn\"; add -fa on "
+                          "(or auto) or use an f16 V cache", field="v_dtype", value=tv)
 
 
 def check_tensor_split(splits: list[float] | tuple[float, ...] | None, n_devices: int) -> None:
@@ -259,7 +462,8 @@ def _current_caches(model: ModelSpec, lay: _Layers, requested: int, *, parallel:
                     swa_full: bool, n_ubatch: int) -> _Caches:
     """llama.cpp b7000+: n_ctx = GGML_PAD(n_ctx, 256); one stream of n_ctx cells (unified) or
     n_seq_max streams of GGML_PAD(n_ctx / n_seq_max, 256); with sliding and full layers a
-    non-SWA cache and an SWA cache of min(cells, n_swa x (unified ? n_seq_max : 1) + n_ubatch)."""
+    non-SWA cache and an SWA cache of GGML_PAD(min(cells, n_swa x (unified ? n_seq_max : 1) +
+    n_ubatch), 256). A model without attention layers gets no KV cache (no lines)."""
     buffers: dict[str, tuple[int, int]] = {}
     n_ctx_pad = pad(requested, N_CTX_PAD)
     if unified:
@@ -270,12 +474,14 @@ def _current_caches(model: ModelSpec, lay: _Layers, requested: int, *, parallel:
             raise KvcalcError(f"n_ctx_seq == 0: {flag('n_ctx')} is smaller than {flag('parallel')}", field="n_ctx",
                               value=requested, form=MESSAGE)
         n_stream, n_ctx_pad = parallel, cells * parallel
+    if not lay.att:
+        return _Caches([], 0, 0, n_stream, cells, n_ctx_pad, buffers)
     if not iswa:
         lines, k_tot, v_tot = lay.lines("llama_kv_cache", False, cells, n_stream, parallel, lay.att, buffers)
         return _Caches(lines, k_tot, v_tot, n_stream, cells, n_ctx_pad, buffers)
     sliding = [i for i in lay.att if model.layers[i].kind == "sliding"]
     window = max(model.layers[i].window or 0 for i in sliding)
-    size_swa = min(cells, window * (parallel if unified else 1) + n_ubatch)
+    size_swa = pad(min(cells, window * (parallel if unified else 1) + n_ubatch), SWA_PAD)
     lines = []
     if swa_full:
         lines.append(f"llama_kv_cache_iswa: using full-size SWA cache (ref: {SWA_FULL_REF})")
@@ -290,12 +496,17 @@ def _current_caches(model: ModelSpec, lay: _Layers, requested: int, *, parallel:
     return _Caches(lines, k_tot + k2, v_tot + v2, n_stream, cells, n_ctx_pad, buffers)
 
 
-def _fill(c: _Caches, max_model_len: int | None, concurrency: int | None) -> tuple[float | None, int | None]:
+def _fill(c: _Caches, max_model_len: int | None, concurrency: int | None, parallel: int,
+          has_kv: bool = True) -> tuple[float | None, int | None]:
     """(requests of `max_model_len` the cells hold, the longest context for `concurrency`):
     one stream shares its cells (cells / L, cells // concurrency); separate streams hold one
-    sequence each (streams when a stream holds L, the stream's cells when concurrency fits)."""
+    sequence each (streams when a stream holds L, the stream's cells when concurrency fits).
+    Without a KV cache (a recurrent model) every one of the `parallel` sequences holds any length."""
     total_cells = c.n_seq_cells * c.n_stream
     L = max_model_len
+    if not has_kv:  # no attention layer: the state does not grow with the context
+        return (float(parallel) if L else None,
+                (None if concurrency <= parallel else 0) if concurrency else None)
     conc = None
     if L:
         conc = (total_cells / L) if c.n_stream == 1 else float(c.n_stream if c.n_seq_cells >= L else 0)
@@ -305,51 +516,91 @@ def _fill(c: _Caches, max_model_len: int | None, concurrency: int | None) -> tup
     return conc, longest
 
 
-def allocate(model: ModelSpec, n_ctx: int, k: StorageFormat, v: StorageFormat, *, parallel: int = 1,
-             unified: bool = True, version: str = "current", flash_attn: bool = False,
-             swa_full: bool = False, n_ubatch: int = DEFAULT_N_UBATCH, n_gpu_layers: int | None = None,
+def n_ctx_train(model: ModelSpec) -> int:
+    """llama.cpp's `hparams.n_ctx_train`, which `-c 0` takes: the GGUF's `context_length`, which
+    convert_hf_to_gguf.py writes from the config's max_position_embeddings. Raises `KvcalcError`
+    (field `n_ctx`) when the config states none."""
+    if model.max_position_embeddings is None:
+        raise KvcalcError(f"-c 0 means the model's training context, but {model.name} states no "
+                          "max_position_embeddings; give the context", field="n_ctx", value=0)
+    return model.max_position_embeddings
+
+
+def allocate(model: ModelSpec, n_ctx: int, k: StorageFormat, v: StorageFormat, *, parallel: int | None = None,
+             unified: bool | None = None, version: str = "current", tool: str = DEFAULT_TOOL,
+             flash_attn: bool | str | None = None, swa_full: bool | None = None,
+             n_ubatch: int = DEFAULT_N_UBATCH, n_batch: int = DEFAULT_N_BATCH, n_gpu_layers: int | None = None,
              n_devices: int = 1, tensor_split: list[float] | None = None, ollama: bool = False,
              max_model_len: int | None = None, concurrency: int | None = None,
              kv_memory_bytes: int | None = None) -> EngineResult:
-    """What llama.cpp allocates for `--ctx-size n_ctx` (ollama: n_ctx per sequence), with the
-    lines it logs. Raises `KvcalcError` for bad options and KV types llama.cpp lacks, with the
-    option's field (`n_ctx`, `parallel`, `n_gpu_layers`, `k_dtype`, ...)."""
-    _check_options(n_ctx, parallel=parallel, n_ubatch=n_ubatch, version=version, n_gpu_layers=n_gpu_layers,
-                   n_devices=n_devices)
+    """What llama.cpp allocates for `--ctx-size n_ctx` (0: the model's training context; ollama:
+    n_ctx per sequence), with the lines it logs. `parallel`, `unified`, `swa_full` and
+    `flash_attn` left None take `tool`'s defaults (`resolve_context`); `n_batch` caps `n_ubatch`.
+    `engine_kv_bytes` is the KV cache; `engine_state_bytes` the recurrent state of mamba /
+    linear layers (current). Raises `KvcalcError` for bad options, KV types llama.cpp lacks and
+    combinations it refuses (`check_refusals`), with the option's field (`n_ctx`, `parallel`,
+    `n_gpu_layers`, `k_dtype`, `v_dtype`, ...)."""
+    ctx = resolve_context(tool=tool, version=version, parallel=parallel, unified=unified, swa_full=swa_full,
+                          flash_attn=flash_attn)
+    _check_options(n_ctx, parallel=ctx.parallel, n_ubatch=n_ubatch, n_batch=n_batch, version=version,
+                   n_gpu_layers=n_gpu_layers, n_devices=n_devices)
+    parallel = ctx.parallel
     refuse_indexer(model, "llama.cpp")
     tk, tv = ggml_name(k), ggml_name(v, field="v_dtype")
     legacy = version == "legacy"
-    notes: list[str] = []
+    check_refusals(model, tk, tv, flash_attn=ctx.flash_attn, version=version)
+    notes: list[str] = list(ctx.notes)
     requested = n_ctx * parallel if ollama else n_ctx
     if ollama:  # ollama hands llama.cpp n_ctx x parallel cells: llama.cpp's 32-bit bound applies to the product
         from kvcalc.units import check_bound
 
-        check_bound("n_ctx", requested, option=f"{flag('n_ctx')} {n_ctx} x {flag('parallel')} {parallel} =")
-    if ollama:
+        check_bound("n_ctx", requested or None, option=f"{flag('n_ctx')} {n_ctx} x {flag('parallel')} {parallel} =")
         notes.append(f"ollama passes n_ctx x OLLAMA_NUM_PARALLEL = {n_ctx} x {parallel} = {requested} to llama.cpp")
+    if requested == 0:  # llama_context: n_ctx = params.n_ctx == 0 ? hparams.n_ctx_train : params.n_ctx
+        requested = n_ctx_train(model)
+        notes.append(f"-c 0: n_ctx = n_ctx_train = {requested:,} (the model's max_position_embeddings, "
+                     "the GGUF's context_length)")
+    # llama_context: n_batch = min(n_ctx, n_batch) (causal attention); n_ubatch = min(n_batch, n_ubatch)
+    n_ubatch_eff = min(min(requested, n_batch), n_ubatch)
+    mla = mla_cache(model, version)
+    expanded = expanded_mla_layer(model) if mla == "expanded" and model.attention == "mla" else None
     att = [i for i, layer in enumerate(model.layers) if layer.caches_kv]
-    if len(att) < model.n_layers:
-        notes.append("mamba / linear-attention layers use llama.cpp's recurrent memory: not counted")
-    per_cell = [layer_k_v_bytes_per_cell(layer, k, v) if layer.caches_kv else (0, 0) for layer in model.layers]
-    lay = _Layers(att, per_cell, device_of_layers(model.n_layers, n_gpu_layers, tensor_split, n_devices), tk, tv)
+    if len(att) < model.n_layers and legacy and any(layer.kind in ("mamba", "linear") for layer in model.layers):
+        notes.append("mamba / linear-attention layers use llama.cpp's recurrent memory: not counted (legacy)")
+    if expanded is not None:
+        notes.append("MLA cached as K and V per head (llama.cpp before the latent cache of April 2025, "
+                     f"or a GGUF without key_length_mla): {model.n_heads} heads x "
+                     f"{expanded.head_dim_k} K + {expanded.head_dim_v} V values per layer")
+    per_cell = [layer_k_v_bytes_per_cell(expanded if expanded is not None and layer.kind == "mla" else layer, k, v)
+                if layer.caches_kv else (0, 0) for layer in model.layers]
+    dev = device_of_layers(model.n_layers, n_gpu_layers, tensor_split, n_devices)
+    lay = _Layers(att, per_cell, dev, tk, tv)
     kinds = {model.layers[i].kind for i in att}
     iswa = not legacy and "sliding" in kinds and len(kinds) > 1
     if "sliding" in kinds and not iswa:
         notes.append("sliding-window layers get the full cache size "
                      + ("(before llama.cpp PR #13194)" if legacy else "(no full layers: no SWA cache)"))
-    c = (_legacy_caches(model, lay, requested, parallel, flash_attn) if legacy else
-         _current_caches(model, lay, requested, parallel=parallel, unified=unified, iswa=iswa, swa_full=swa_full,
-                         n_ubatch=n_ubatch))
+    c = (_legacy_caches(model, lay, requested, parallel, ctx.flash_attn) if legacy else
+         _current_caches(model, lay, requested, parallel=parallel, unified=ctx.unified, iswa=iswa,
+                         swa_full=ctx.swa_full, n_ubatch=n_ubatch_eff))
+    state_bytes = None
+    if not legacy:
+        more, state, more_notes = _recurrent_lines(model, dev, parallel)
+        c.lines += more
+        notes += more_notes
+        state_bytes = state if more else None
     devices = [DeviceBuffer(device=d, n_layers=c.buffers[d][0], kv_bytes=c.buffers[d][1])
                for d in sorted(c.buffers, key=lambda s: (s == "CPU", s))]
-    conc, longest = _fill(c, max_model_len, concurrency)
+    conc, longest = _fill(c, max_model_len, concurrency, parallel, has_kv=bool(att))
     kv_bytes = c.k_bytes + c.v_bytes
-    if kv_memory_bytes is not None and kv_bytes > kv_memory_bytes:
-        fit = largest_ctx_size(model, kv_memory_bytes, k, v, parallel=parallel, unified=unified, version=version,
-                               flash_attn=flash_attn, swa_full=swa_full, n_ubatch=n_ubatch,
-                               n_gpu_layers=n_gpu_layers, n_devices=n_devices, tensor_split=tensor_split,
-                               ollama=ollama)
-        msg = (f"{flag('n_ctx')} {n_ctx} allocates {mib_f32(kv_bytes):.2f} MiB of KV cache, more than "
+    total = kv_bytes + (state_bytes or 0)
+    if kv_memory_bytes is not None and total > kv_memory_bytes:
+        fit = largest_ctx_size(model, kv_memory_bytes, k, v, parallel=parallel, unified=ctx.unified, version=version,
+                               tool=tool, flash_attn=ctx.flash_attn, swa_full=ctx.swa_full, n_ubatch=n_ubatch,
+                               n_batch=n_batch, n_gpu_layers=n_gpu_layers, n_devices=n_devices,
+                               tensor_split=tensor_split, ollama=ollama)
+        what = "of KV cache" + (" and recurrent state" if state_bytes else "")
+        msg = (f"{flag('n_ctx')} {n_ctx} allocates {mib_f32(total):.2f} MiB {what}, more than "
                f"{flag('kv_memory_bytes')} {mib_f32(kv_memory_bytes):.2f} MiB: llama.cpp would fail to allocate "
                "the KV buffer on a device that size; "
                + (f"the largest {flag('n_ctx')} that fits is {fit}" if fit else "not even 256 cells fit"))
@@ -358,19 +609,20 @@ def allocate(model: ModelSpec, n_ctx: int, k: StorageFormat, v: StorageFormat, *
     return EngineResult(
         engine="llamacpp", engine_version=f"llama.cpp ({version})", kv_memory_bytes=kv_memory_bytes,
         kv_cache_dtype=tk if tk == tv else f"{tk}/{tv}", kv_cache_tokens=c.n_seq_cells * c.n_stream,
-        engine_kv_bytes=kv_bytes, max_model_len=max_model_len, max_concurrency=conc, concurrency=concurrency,
-        longest_context=longest, n_cells=c.n_seq_cells * c.n_stream, n_ctx=c.n_ctx, k_bytes=c.k_bytes,
-        v_bytes=c.v_bytes, devices=devices, log_lines=c.lines, notes=notes)
+        engine_kv_bytes=kv_bytes, engine_state_bytes=state_bytes, max_model_len=max_model_len,
+        max_concurrency=conc, concurrency=concurrency, longest_context=longest, n_cells=c.n_seq_cells * c.n_stream,
+        n_ctx=c.n_ctx, k_bytes=c.k_bytes, v_bytes=c.v_bytes, devices=devices, log_lines=c.lines, notes=notes)
 
 
 def largest_ctx_size(model: ModelSpec, kv_memory_bytes: int, k: StorageFormat, v: StorageFormat, **options) -> int:
-    """The largest `--ctx-size` (a multiple of 256, ollama: per sequence) whose cache fits in
-    `kv_memory_bytes` (summed over devices); 0 when not even 256 cells fit."""
+    """The largest `--ctx-size` (a multiple of 256, ollama: per sequence) whose cache and
+    recurrent state fit in `kv_memory_bytes` (summed over devices); 0 when not even 256 cells fit."""
     opts = {key: val for key, val in options.items()
             if key not in ("max_model_len", "concurrency", "kv_memory_bytes")}
 
     def fits(units: int) -> bool:
-        return allocate(model, units * N_CTX_PAD, k, v, **opts).engine_kv_bytes <= kv_memory_bytes
+        r = allocate(model, units * N_CTX_PAD, k, v, **opts)
+        return r.engine_kv_bytes + (r.engine_state_bytes or 0) <= kv_memory_bytes
 
     units = longest_fitting(fits, SEARCH_LIMIT_TOKENS // N_CTX_PAD)
     return (SEARCH_LIMIT_TOKENS // N_CTX_PAD if units is None else units) * N_CTX_PAD

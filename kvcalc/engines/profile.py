@@ -92,20 +92,29 @@ class SglangOptions:
 class LlamacppOptions:
     """llama.cpp's context options, as `llamacpp.allocate` takes them.
 
-    - `n_ctx`: `--ctx-size` (ollama: per sequence); None: `capacity` searches the largest that fits.
-    - `parallel`: `--parallel` (n_seq_max); `unified`: `--kv-unified` (one stream for all sequences).
-    - `version`: 'current' (b7000+) or 'legacy' ('KV self size'); `flash_attn`: legacy padding to 256.
-    - `swa_full`, `n_ubatch`: sliding-window cache size; `n_gpu_layers`, `n_devices`,
-      `tensor_split`: how layers are split over devices; `ollama`: n_ctx x parallel cells.
+    - `n_ctx`: `--ctx-size` (0: the model's training context; ollama: per sequence); None:
+      `capacity` searches the largest that fits.
+    - `tool`: the program whose defaults fill what is None (`llamacpp.TOOLS`: 'llama-server',
+      'llama-cli', 'library'; `llamacpp.resolve_context`).
+    - `parallel`: `--parallel` (n_seq_max; None: the tool's: llama-server 4); `unified`:
+      `--kv-unified` (one stream for all sequences; None: the tool's: llama-server unified only
+      without `-np`).
+    - `version`: 'current' (b7000+) or 'legacy' ('KV self size'); `flash_attn`: `-fa` 'on',
+      'off' or 'auto' (None: auto, legacy off; True / False are on / off).
+    - `swa_full` (None: the tool's; the library's is on), `n_ubatch`, `n_batch` (`-b`, caps
+      n_ubatch): sliding-window cache size; `n_gpu_layers`, `n_devices`, `tensor_split`: how
+      layers are split over devices; `ollama`: n_ctx x parallel cells.
     """
 
     n_ctx: int | None = None
-    parallel: int = 1
-    unified: bool = True
+    parallel: int | None = None
+    unified: bool | None = None
     version: str = "current"
-    flash_attn: bool = False
-    swa_full: bool = False
+    tool: str = llamacpp.DEFAULT_TOOL
+    flash_attn: bool | str | None = None
+    swa_full: bool | None = None
     n_ubatch: int = llamacpp.DEFAULT_N_UBATCH
+    n_batch: int = llamacpp.DEFAULT_N_BATCH
     n_gpu_layers: int | None = None
     n_devices: int = 1
     tensor_split: tuple[float, ...] | None = None
@@ -113,9 +122,9 @@ class LlamacppOptions:
 
     def allocate_kwargs(self) -> dict[str, Any]:
         """The keyword arguments of `llamacpp.allocate` / `llamacpp.capacity` (all but n_ctx)."""
-        return dict(parallel=self.parallel, unified=self.unified, version=self.version, flash_attn=self.flash_attn,
-                    swa_full=self.swa_full, n_ubatch=self.n_ubatch, n_gpu_layers=self.n_gpu_layers,
-                    n_devices=self.n_devices, ollama=self.ollama,
+        return dict(parallel=self.parallel, unified=self.unified, version=self.version, tool=self.tool,
+                    flash_attn=self.flash_attn, swa_full=self.swa_full, n_ubatch=self.n_ubatch, n_batch=self.n_batch,
+                    n_gpu_layers=self.n_gpu_layers, n_devices=self.n_devices, ollama=self.ollama,
                     tensor_split=list(self.tensor_split) if self.tensor_split else None)
 
 
@@ -378,7 +387,7 @@ class LlamacppProfile(EngineProfile):
         if tp != 1:
             raise KvcalcError("llama.cpp splits layers over devices, not heads: drop --tp, use --gpus / --tensor-split")
         kw = dict(o.allocate_kwargs(), max_model_len=max_model_len, concurrency=concurrency)
-        if o.n_ctx:
+        if o.n_ctx is not None:
             return llamacpp.allocate(model, o.n_ctx, k, v, kv_memory_bytes=kv_memory_bytes, **kw)
         if kv_memory_bytes:
             return llamacpp.capacity(model, kv_memory_bytes, k, v, **kw)

@@ -110,6 +110,8 @@ def result_table(res: Any, title: str, *, width: int | None = None) -> Any:
         rows.append(("CPU (swap) blocks", f"{res.num_cpu_blocks:,}", None))
     rows.append(("KV cache tokens", f"{res.kv_cache_tokens:,}", None))
     rows.append(("allocated", size(res.engine_kv_bytes), None))
+    if res.engine_state_bytes is not None:
+        rows.append(("recurrent state", size(res.engine_state_bytes), None))
     if res.k_bytes is not None:
         rows.append(("K / V", f"{res.k_bytes:,} B ({mib(res.k_bytes)}) / {res.v_bytes:,} B ({mib(res.v_bytes)})", None))
     for d in res.devices or []:

@@ -28,6 +28,8 @@ class EngineResult(_Frozen):
     - `usable_blocks`: blocks requests can use (vLLM V1 keeps block 0 as its null block,
       `vllm/v1/core/block_pool.py` `BlockPool.null_block`).
     - `engine_kv_bytes`: bytes the engine allocates (per rank), including its padding.
+    - `engine_state_bytes`: bytes of recurrent state beside the KV cache (llama.cpp's R and S
+      buffers of mamba / linear-attention layers, f32); None where the engine keeps none.
     - `max_concurrency`: requests of `max_model_len` tokens that fit, by the engine's own formula.
     - `longest_context`: the longest context that still fits `concurrency` requests (None when
       sliding windows make it unbounded).
@@ -48,6 +50,7 @@ class EngineResult(_Frozen):
     num_cpu_blocks: int | None = None
     kv_cache_tokens: int
     engine_kv_bytes: int
+    engine_state_bytes: int | None = None
     max_model_len: int | None = None
     max_concurrency: float | None = None
     concurrency: int | None = None

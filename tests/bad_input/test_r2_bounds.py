@@ -51,7 +51,7 @@ MATRIX = [
     (["capacity", "llama-3.1-8b", "--kv-memory", "10GiB"], "--tp", MAX_GPUS, ()),
     (["capacity", "llama-3.1-8b", "--kv-memory", "10GiB", "--engine", "vllm"], "--max-num-batched-tokens",
      MAX_SEQ_LEN, ()),
-    (LLAMA, "--ctx-size", LLAMACPP_MAX_N_CTX, ()),
+    (LLAMA, "--ctx-size", LLAMACPP_MAX_N_CTX, ("0",)),  # 0: the model's training context (n_ctx_train)
     (LLAMA + ["-c", "8192"], "--gpus", MAX_GPUS, ()),
     (LLAMA + ["-c", "8192"], "--ubatch-size", LLAMACPP_MAX_N_CTX, ()),
     (LLAMA + ["-c", "8192"], "--n-gpu-layers", LLAMACPP_MAX_N_CTX, ("0", "-1")),  # 0: CPU only; -1: all

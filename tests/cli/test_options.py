@@ -48,8 +48,9 @@ def test_help_lists_every_option_in_its_place():
         "--kv-memory", "--engine", "--max-model-len", "--concurrency", "--tp", "--kv-dtype", "--k-dtype", "--v-dtype",
         "--block-size", "--page-size", "--vllm-version", "--disable-hybrid-kv-cache-manager",
         "--max-num-batched-tokens", "--async-scheduling", "--attention-backend", "--allow-long-max-model-len",
-        "--vllm-v0", "--swap-space", "--ctx-size", "--parallel", "--kv-unified", "--swa-full", "--flash-attn",
-        "--llamacpp-version", "--n-gpu-layers", "--gpus", "--tensor-split", "--ubatch-size", "--ollama", "--gpu", "--revision",
+        "--vllm-v0", "--swap-space", "--ctx-size", "--llamacpp-tool", "--parallel", "--kv-unified", "--swa-full",
+        "--flash-attn", "--llamacpp-version", "--n-gpu-layers", "--gpus", "--tensor-split", "--ubatch-size",
+        "--batch-size", "--ollama", "--gpu", "--revision",
         "--format", "--help"]
 
 
@@ -76,7 +77,7 @@ def test_command_functions_take_few_parameters(fn):
 VALUES = {"block_size": "32", "max_num_batched_tokens": "2048", "swap_space": "1GiB", "page_size": "16",
           "ctx_size": "4096", "parallel": "2", "llamacpp_version": "legacy", "n_gpu_layers": "10", "gpus": "2",
           "tensor_split": "1,1", "ubatch_size": "256", "fa": "on", "vllm_version": "0.11",
-          "attention_backend": "FLASHMLA"}
+          "attention_backend": "FLASHMLA", "llamacpp_tool": "llama-cli", "batch_size": "256"}
 
 
 def _typed(group: type, name: str) -> list[str]:

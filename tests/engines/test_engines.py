@@ -108,8 +108,8 @@ def test_o09_llamacpp_q8_sizes_and_two_device_split(fixtures, version):
     if version == "legacy":
         assert r.log_lines[-1] == ("llama_new_context_with_model: KV self size  = 4352.00 MiB, "
                                    "K (q8_0): 2176.00 MiB, V (q8_0): 2176.00 MiB")
-    else:
-        assert r.log_lines[-1] == ("llama_kv_cache: size = 4352.00 MiB ( 32768 cells,  64 layers,  1/1 seqs), "
+    else:  # today's llama-server, given no -np, runs 4 slots in the one unified cache: the same cells, "4/1 seqs"
+        assert r.log_lines[-1] == ("llama_kv_cache: size = 4352.00 MiB ( 32768 cells,  64 layers,  4/1 seqs), "
                                    "K (q8_0): 2176.00 MiB, V (q8_0): 2176.00 MiB")
 
 
@@ -263,8 +263,10 @@ def test_llamacpp_current_padding_streams_and_seqs():
     assert r.n_cells == 8192 and r.k_bytes == 8192 * 32 * 1024 * 2 == 512 * MiB
     assert r.log_lines[-1] == ("llama_kv_cache: size = 1024.00 MiB (  2048 cells,  32 layers,  4/4 seqs), "
                                "K (f16):  512.00 MiB, V (f16):  512.00 MiB")
-    # unified: one stream of 8192 cells, "4/1 seqs"
-    assert "(  8192 cells,  32 layers,  4/1 seqs)" in llamacpp.allocate(m, 8192, F16, F16, parallel=4).log_lines[-1]
+    # unified: one stream of 8192 cells, "4/1 seqs": llama-server without -np (4 slots, unified), or -np 4 -kvu
+    assert "(  8192 cells,  32 layers,  4/1 seqs)" in llamacpp.allocate(m, 8192, F16, F16).log_lines[-1]
+    assert "(  8192 cells,  32 layers,  4/1 seqs)" in llamacpp.allocate(m, 8192, F16, F16, parallel=4,
+                                                                         unified=True).log_lines[-1]
     # legacy without flash attention pads to 32: 1001 -> 1024; with it to 256: 1001 -> 1024, 1025 -> 1280
     assert llamacpp.allocate(m, 1001, F16, F16, version="legacy").n_cells == 1024
     assert llamacpp.allocate(m, 1025, F16, F16, version="legacy").n_cells == 1056
@@ -273,16 +275,16 @@ def test_llamacpp_current_padding_streams_and_seqs():
 
 def test_llamacpp_swa_cache_and_swa_full():
     m = model("gemma-3-27b")  # 10 full + 52 sliding layers, window 1024, 16 KV heads x 128
-    r = llamacpp.allocate(m, 32768, F16, F16)
-    # SWA cache = min(32768, 1024 x 1 + n_ubatch 512) = 1536 cells for the 52 sliding layers
+    r = llamacpp.allocate(m, 32768, F16, F16, parallel=1)
+    # SWA cache = GGML_PAD(min(32768, 1024 x 1 + n_ubatch 512), 256) = 1536 cells for the 52 sliding layers
     assert "llama_kv_cache_iswa: creating     SWA KV cache, size = 1536 cells" in r.log_lines
     per_cell = 16 * 128 * 2  # K bytes per cell per layer
     assert r.k_bytes == 32768 * 10 * per_cell + 1536 * 52 * per_cell
-    full = llamacpp.allocate(m, 32768, F16, F16, swa_full=True)
+    full = llamacpp.allocate(m, 32768, F16, F16, parallel=1, swa_full=True)
     assert full.k_bytes == 32768 * 62 * per_cell
     assert full.log_lines[0].startswith("llama_kv_cache_iswa: using full-size SWA cache")
     # 4 sequences in a unified cache: the window is kept per sequence: 4 x 1024 + 512 = 4608
-    assert "size = 4608 cells" in llamacpp.allocate(m, 32768, F16, F16, parallel=4).log_lines[3]
+    assert "size = 4608 cells" in llamacpp.allocate(m, 32768, F16, F16, parallel=4, unified=True).log_lines[3]
 
 
 def test_llamacpp_capacity_from_memory_and_type_names():
@@ -427,7 +429,8 @@ def test_llamacpp_default_kv_type_is_f16(name, ctx, k_mib):
     assert f"K (f16): {k_mib:>7} MiB" in out["log_lines"][-1]
     if name == "gpt2":
         assert out["k_bytes"] == out["v_bytes"] == 1024 * 12 * 768 * 2 == 18 * MiB
-        assert out["log_lines"][-1] == ("llama_kv_cache: size =   36.00 MiB (  1024 cells,  12 layers,  4/1 seqs), "
+        # an explicit -np 4 gives 4 streams of pad(1024 / 4, 256) = 256 cells (llama-server: no -kvu)
+        assert out["log_lines"][-1] == ("llama_kv_cache: size =   36.00 MiB (   256 cells,  12 layers,  4/4 seqs), "
                                         "K (f16):   18.00 MiB, V (f16):   18.00 MiB")
     # estimate --engine llamacpp without --kv-dtype: the same f16 default
     est = run_json("estimate", cfg, "-s", ctx, "--engine", "llamacpp")
@@ -466,14 +469,14 @@ def test_llamacpp_kv_memory_too_small_warns_and_notes():
     assert res.stderr.strip() == f"warning: {msg}"
     # fits: no warning, no note
     ok = runner.invoke(app, ["capacity", str(CFG / "llama-3.1-8b.yaml"), "-e", "llamacpp", "--ctx-size", "8192",
-                             "--kv-memory", "1GiB", "-f", "json"])
+                             "-np", "1", "--kv-memory", "1GiB", "-f", "json"])
     assert ok.exit_code == 0 and ok.stderr == "" and json.loads(ok.stdout)["notes"] == []
 
 
 def test_llamacpp_parallel_cap_ngl_minus_one_and_gpus():
     m = model("llama-3.1-8b")
     # src/llama-cparams.h LLAMA_MAX_SEQ 256: 256 sequences allowed, 257 refused as llama_context does
-    assert "256/1 seqs" in llamacpp.allocate(m, 65536, F16, F16, parallel=256).log_lines[-1]
+    assert "256/1 seqs" in llamacpp.allocate(m, 65536, F16, F16, parallel=256, unified=True).log_lines[-1]
     with pytest.raises(KvcalcError, match="n_seq_max must be <= 256"):
         llamacpp.allocate(m, 65536, F16, F16, parallel=257)
     assert run_err("capacity", str(CFG / "llama-3.1-8b.yaml"), "-e", "llamacpp", "--ctx-size", "4k",

@@ -18,7 +18,7 @@ from kvcalc.schema import ModelSpec
 BF16, FP8, FP16 = kv_format("bf16"), kv_format("fp8"), kv_format("fp16")
 GiB = 2**30
 VERSION = "kvcalc exact formula (no engine rounding)"
-EMPTY = dict(kv_memory_basis=None, block_size=None, num_gpu_blocks=None, usable_blocks=None, num_cpu_blocks=None,
+EMPTY = dict(engine_state_bytes=None, kv_memory_basis=None, block_size=None, num_gpu_blocks=None, usable_blocks=None, num_cpu_blocks=None,
              n_cells=None, n_ctx=None, k_bytes=None, v_bytes=None, devices=None, notes=[])
 
 

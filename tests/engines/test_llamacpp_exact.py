@@ -22,7 +22,7 @@ from kvcalc.load.models import load_model
 F16, Q8, Q4, BF16 = kv_format("f16"), kv_format("q8_0"), kv_format("q4_0"), kv_format("bf16")
 FP8 = kv_format("fp8")
 MiB, GiB = 2**20, 2**30
-NONE = dict(kv_memory_basis=None, block_size=None, page_size_bytes=None, num_gpu_blocks=None, usable_blocks=None,
+NONE = dict(engine_state_bytes=None, kv_memory_basis=None, block_size=None, page_size_bytes=None, num_gpu_blocks=None, usable_blocks=None,
             num_cpu_blocks=None)
 
 
@@ -31,9 +31,10 @@ def dev(name, n, b):
 
 
 def test_current_iswa_two_devices_split_3_to_1_and_a_too_small_budget():
-    # gemma-3-27b, --ctx-size 8192 unified, --parallel 4, --ubatch-size 256, -ngl 40, 2 GPUs split 3:1.
+    # gemma-3-27b, --ctx-size 8192 unified (-kvu: an explicit -np alone gives separate streams), --parallel 4,
+    # --ubatch-size 256, -ngl 40, 2 GPUs split 3:1.
     # K f16: 16 x 128 x 2 = 4,096 B per cell per layer; V q8_0: 16 x 128/32 x 34 = 2,176 B; 6,272 B.
-    # SWA cache: min(8192, 1024 x 4 + 256) = 4,352 cells; non-SWA: 8,192 cells.
+    # SWA cache: GGML_PAD(min(8192, 1024 x 4 + 256), 256) = 4,352 cells (17 x 256); non-SWA: 8,192 cells.
     # devices: i_gpu_start = 62 - 40 = 22 (layers 0-21 on the CPU); (il - 22) / 40 < 0.75 -> CUDA0
     #   (layers 22-51), else CUDA1 (52-61). Full layers: CPU 5, 11, 17; CUDA0 23..47 (5); CUDA1 53, 59.
     # a full layer: 6,272 x 8,192 = 51,380,224 B (49 MiB); a sliding one: 6,272 x 4,352 = 27,295,744 B.
@@ -45,8 +46,8 @@ def test_current_iswa_two_devices_split_3_to_1_and_a_too_small_budget():
     msg = ("--ctx-size 8192 allocates 1843.62 MiB of KV cache, more than --kv-memory 1024.00 MiB: llama.cpp would "
            "fail to allocate the KV buffer on a device that size; the largest --ctx-size that fits is 2560")
     with pytest.warns(KvcalcWarning) as w:
-        r = llamacpp.allocate(load_model("gemma-3-27b"), 8192, F16, Q8, parallel=4, n_ubatch=256, n_gpu_layers=40,
-                              n_devices=2, tensor_split=[3, 1], max_model_len=4096, concurrency=3,
+        r = llamacpp.allocate(load_model("gemma-3-27b"), 8192, F16, Q8, parallel=4, unified=True, n_ubatch=256,
+                              n_gpu_layers=40, n_devices=2, tensor_split=[3, 1], max_model_len=4096, concurrency=3,
                               kv_memory_bytes=GiB)
     assert [str(x.message) for x in w] == [msg]
     assert r.model_dump() == dict(
@@ -125,24 +126,27 @@ def test_current_swa_full_per_stream():
 
 def test_legacy_ollama_linear_layers_on_the_cpu():
     # qwen3-next-80b-a3b, legacy, ollama with --parallel 2: llama.cpp gets n_ctx 1000 x 2 = 2,000, padded to
-    # 32 (no flash attention): 2,016 cells. 12 full layers (the 36 linear ones are not counted):
-    # K f16: 2 x 256 x 2 = 1,024 B/cell; V q4_0: 2 x 256/32 x 18 = 288 B/cell.
-    # K = 12 x 1,024 x 2,016 = 24,772,608 B (23.62 MiB), V = 12 x 288 x 2,016 = 6,967,296 B (6.64 MiB).
-    # -ngl 0: every layer on the CPU. 2,016 / 1,000 = 2.016 requests; 4 requests: 2,016 // 4 = 504.
+    # 256 (flash attention, which a q4_0 V cache needs): 2,048 cells. 12 full layers (the 36 linear ones
+    # are not counted in legacy): K f16: 2 x 256 x 2 = 1,024 B/cell; V q4_0: 2 x 256/32 x 18 = 288 B/cell.
+    # K = 12 x 1,024 x 2,048 = 25,165,824 B (24.00 MiB), V = 12 x 288 x 2,048 = 7,077,888 B (6.75 MiB).
+    # -ngl 0: every layer on the CPU. 2,048 / 1,000 = 2.048 requests; 4 requests: 2,048 // 4 = 512.
     r = llamacpp.allocate(load_model("qwen3-next-80b-a3b"), 1000, F16, Q4, version="legacy", ollama=True,
-                          parallel=2, n_gpu_layers=0, max_model_len=1000, concurrency=4)
+                          parallel=2, n_gpu_layers=0, max_model_len=1000, concurrency=4, flash_attn=True)
     assert r.model_dump() == dict(
         NONE, engine="llamacpp", engine_version="llama.cpp (legacy)", kv_memory_bytes=None,
-        kv_cache_dtype="f16/q4_0", kv_cache_tokens=2016, engine_kv_bytes=31_739_904, max_model_len=1000,
-        max_concurrency=2.016, concurrency=4, longest_context=504, n_cells=2016, n_ctx=2016,
-        k_bytes=24_772_608, v_bytes=6_967_296, devices=[dev("CPU", 12, 31_739_904)],
-        log_lines=["llama_kv_cache_init: kv_size = 2016, offload = 1, type_k = 'f16', type_v = 'q4_0', n_layer = 48, "
+        kv_cache_dtype="f16/q4_0", kv_cache_tokens=2048, engine_kv_bytes=32_243_712, max_model_len=1000,
+        max_concurrency=2.048, concurrency=4, longest_context=512, n_cells=2048, n_ctx=2048,
+        k_bytes=25_165_824, v_bytes=7_077_888, devices=[dev("CPU", 12, 32_243_712)],
+        log_lines=["llama_kv_cache_init: kv_size = 2048, offload = 1, type_k = 'f16', type_v = 'q4_0', n_layer = 48, "
                    "can_shift = 1",
-                   "llama_kv_cache_init:        CPU KV buffer size =    30.27 MiB",
-                   "llama_new_context_with_model: KV self size  =   30.27 MiB, K (f16):   23.62 MiB, "
-                   "V (q4_0):    6.64 MiB"],
+                   "llama_kv_cache_init:        CPU KV buffer size =    30.75 MiB",
+                   "llama_new_context_with_model: KV self size  =   30.75 MiB, K (f16):   24.00 MiB, "
+                   "V (q4_0):    6.75 MiB"],
         notes=["ollama passes n_ctx x OLLAMA_NUM_PARALLEL = 1000 x 2 = 2000 to llama.cpp",
-               "mamba / linear-attention layers use llama.cpp's recurrent memory: not counted"])
+               "mamba / linear-attention layers use llama.cpp's recurrent memory: not counted (legacy)"])
+    # without flash attention llama.cpp refuses the q4_0 V cache
+    with pytest.raises(KvcalcError, match=r'"llama_new_context_with_model: V cache quantization requires flash_attn"'):
+        llamacpp.allocate(load_model("qwen3-next-80b-a3b"), 1000, F16, Q4, version="legacy", ollama=True, parallel=2)
 
 
 def test_legacy_flash_attention_pads_to_256_and_lists_the_gpu_first():
@@ -167,7 +171,7 @@ def test_budget_that_fits_gives_no_warning_and_an_unfittable_one_says_so():
     m = load_model("llama-3.1-8b")  # 131,072 B per cell; 256 cells = 32 MiB
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        r = llamacpp.allocate(m, 256, F16, F16, kv_memory_bytes=32 * MiB)  # exactly fits
+        r = llamacpp.allocate(m, 256, F16, F16, parallel=1, kv_memory_bytes=32 * MiB)  # exactly fits
     assert r.notes == [] and r.kv_memory_bytes == 32 * MiB
     with pytest.warns(KvcalcWarning, match=r"allocates 32\.00 MiB of KV cache, more than --kv-memory 1\.00 MiB: .*"
                                            r"device that size; not even 256 cells fit$"):
@@ -176,8 +180,11 @@ def test_budget_that_fits_gives_no_warning_and_an_unfittable_one_says_so():
 
 @pytest.mark.parametrize("kwargs, match", [
     (dict(version="b1234"), "--llamacpp-version: use one of current, legacy, not 'b1234'"),
-    (dict(parallel=0), "^--ctx-size, --parallel and --ubatch-size must be positive$"),
-    (dict(n_ubatch=0), "^--ctx-size, --parallel and --ubatch-size must be positive$"),
+    (dict(parallel=0), "^--parallel and --ubatch-size must be positive$"),
+    (dict(n_ubatch=0), "^--parallel and --ubatch-size must be positive$"),
+    (dict(n_batch=0), "^--batch-size must be a positive integer, got 0$"),
+    (dict(tool="llama-bench"), "^--llamacpp-tool: use one of llama-server, llama-cli, library, not 'llama-bench'$"),
+    (dict(flash_attn="maybe"), "^-fa: 'maybe' is not on, off or auto"),
     (dict(parallel=257), "--parallel 257: llama.cpp refuses it: n_seq_max must be <= 256 "
                          r"\(src/llama-context.cpp, LLAMA_MAX_SEQ\)"),
     (dict(n_gpu_layers=-2), r"--n-gpu-layers -2: use a count >= 0, or -1 for llama.cpp's default \(all layers\)"),
@@ -236,7 +243,7 @@ def test_default_kv_dtype_is_f16():
 
 def test_capacity_largest_ctx_and_its_note():
     # llama-3.1-8b: 131,072 B per cell; 100 MiB holds 800 cells -> the largest multiple of 256 is 768
-    r = llamacpp.capacity(load_model("llama-3.1-8b"), 100 * MiB, F16, F16)
+    r = llamacpp.capacity(load_model("llama-3.1-8b"), 100 * MiB, F16, F16, parallel=1)
     assert (r.n_cells, r.engine_kv_bytes, r.notes) == (768, 96 * MiB, ["largest --ctx-size that fits: 768"])
     with pytest.raises(KvcalcError, match=r"^1,000 B does not hold even 256 cells of llama-3\.1-8b's cache$"):
         llamacpp.capacity(load_model("llama-3.1-8b"), 1000, F16, F16)
@@ -245,8 +252,10 @@ def test_capacity_largest_ctx_and_its_note():
 
 def test_ctx_size_bounds_and_equal_streams():
     m = load_model("llama-3.1-8b")
-    with pytest.raises(KvcalcError, match="^--ctx-size, --parallel and --ubatch-size must be positive$"):
-        llamacpp.allocate(m, 0, F16, F16)
+    with pytest.raises(KvcalcError, match=r"^--ctx-size must be 0 \(the model's training context\) or a count of "
+                                          "tokens, got -1$"):
+        llamacpp.allocate(m, -1, F16, F16)
+    assert llamacpp.allocate(m, 0, F16, F16).n_cells == 131_072  # -c 0: n_ctx_train = max_position_embeddings
     assert llamacpp.allocate(m, 1, F16, F16).n_cells == 256  # pad(1, 256)
     # 3 requests on 3 streams of 1,792 cells (see test_current_streams_per_sequence): each gets 1,792
     r = llamacpp.allocate(m, 5000, F16, F16, parallel=3, unified=False, concurrency=3)
@@ -256,12 +265,13 @@ def test_ctx_size_bounds_and_equal_streams():
 @pytest.mark.parametrize("model, kwargs, fit", [
     # gemma-3-27b, n_ubatch 256: SWA cap 1,024 + 256 = 1,280 cells; 1 GiB: 10 x 8,192 x c + 52 x 8,192 x 1,280
     #   <= 2^30 -> 81,920 c <= 528,482,304 -> c <= 6,451 -> 6,400 (with the default 512: cap 1,536 -> 5,120)
-    ("gemma-3-27b", dict(n_ubatch=256), 6400),
+    # (one sequence, -np 1; llama-server's 4 unified slots would make the SWA cache 4 x 1,024 + 256)
+    ("gemma-3-27b", dict(n_ubatch=256, parallel=1), 6400),
     # --swa-full: every layer full size: 62 x 8,192 x c <= 2^30 -> c <= 2,114 -> 2,048
     ("gemma-3-27b", dict(swa_full=True), 2048),
     # legacy: every layer full size too -> 2,048 (current without options: 5,120)
     ("gemma-3-27b", dict(version="legacy"), 2048),
-    ("gemma-3-27b", dict(), 5120),
+    ("gemma-3-27b", dict(parallel=1), 5120),
     # llama-3.1-8b (131,072 B/cell), 2 streams not unified: c = 512 -> 256 x 2 cells = 64 MiB; c = 768 ->
     #   pad(384, 256) = 512 x 2 = 1,024 cells = 128 MiB > 100 MiB -> 512 (unified: 768)
     ("llama-3.1-8b", dict(parallel=2, unified=False), 512),

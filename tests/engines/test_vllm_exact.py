@@ -29,7 +29,8 @@ BF16, FP8, INT8, Q8 = kv_format("bf16"), kv_format("fp8"), kv_format("int8"), kv
 GiB, MiB = 2**30, 2**20
 V1 = "vLLM 0.11 (V1 engine)"
 V0 = "vLLM 0.6.x (V0 engine)"
-EMPTY = dict(kv_memory_basis=None, n_cells=None, n_ctx=None, k_bytes=None, v_bytes=None, devices=None)
+EMPTY = dict(engine_state_bytes=None, kv_memory_basis=None, n_cells=None, n_ctx=None, k_bytes=None, v_bytes=None,
+             devices=None)
 TRY = "Try increasing `gpu_memory_utilization` or decreasing `max_model_len` when initializing the engine."
 
 
