@@ -541,7 +541,8 @@ def model_fields_from_gguf(header: GgufHeader) -> dict[str, Any]:
         if k_head <= rope:
             raise m.fail("rope.dimension_count", f"({rope}) must be less than the key head size ({k_head})")
         f.update(attention="mla", kv_lora_rank=lora, qk_rope_head_dim=rope, qk_nope_head_dim=k_head - rope,
-                 v_head_dim=v_head, q_lora_rank=m.count("attention.q_lora_rank", None))
+                 v_head_dim=v_head, q_lora_rank=m.count("attention.q_lora_rank", None),
+                 mla_cache="expanded" if legacy_mla else "latent")  # what llama.cpp caches for this file
     else:
         k_len = m.count("attention.key_length", hidden // n_heads or None)
         v_len = m.count("attention.value_length", hidden // n_heads or None)
@@ -600,7 +601,8 @@ def model_fields_from_gguf(header: GgufHeader) -> dict[str, Any]:
     if legacy_mla:
         warnings.warn(f"{p}: this {arch} file predates llama.cpp's MLA cache (no {arch}.attention.key_length_mla): "
                       f"llama.cpp caches full K and V for it ({n_heads} heads x {k_head} + {v_head} values per token "
-                      "and layer), far more than the latent kvcalc sizes; convert it again with a current llama.cpp",
+                      "and layer, as `capacity --engine llamacpp` sizes it), far more than the latent other engines "
+                      "cache; convert it again with a current llama.cpp to get the latent cache",
                       KvcalcWarning, stacklevel=2)
     return {k: v for k, v in out.items() if v is not None}
 

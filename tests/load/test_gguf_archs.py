@@ -218,6 +218,7 @@ def test_deepseek_v3_latent_cache(tmp_path):
     # 61 layers x (512 + 64) x 2 B = 70,272 B per token (no factor 2: one latent serves K and V)
     assert est(m).kv_bytes_per_token == 70272
     assert "expanded" not in m.source
+    assert m.mla_cache == "latent"  # llama.cpp caches the latent for this file, whatever --llamacpp-version
 
 
 def test_deepseek_v3_expanded_layout_warns(tmp_path):
@@ -228,6 +229,14 @@ def test_deepseek_v3_expanded_layout_warns(tmp_path):
     assert (m.qk_nope_head_dim, m.v_head_dim) == (128, 128)  # 192 - 64 rope
     assert est(m).kv_bytes_per_token == 70272  # kvcalc sizes the latent; llama.cpp would cache 61 x 128 x 320 x 2
     assert "expanded MLA cache layout" in m.source
+    assert m.mla_cache == "expanded"
+    # and llama.cpp (current) sizes the expanded cache for it: 61 layers x 128 heads x (192 + 128) x 2 B
+    # = 4,997,120 B per cell; x 256 cells = 1,279,262,720 B
+    from kvcalc.engines import llamacpp
+    from kvcalc.formats import kv_format
+
+    f16 = kv_format("f16")
+    assert llamacpp.allocate(m, 256, f16, f16, tool="llama-cli").engine_kv_bytes == 1_279_262_720
 
 
 def test_deepseek_v2_lite_has_no_q_lora(tmp_path):
