@@ -67,8 +67,8 @@ class SglangOptions:
 
     def pool_kwargs(self) -> dict[str, Any]:
         """The keyword arguments of `sglang.capacity` / `sglang.memory_for`."""
-        return dict(page_size=self.page_size, version=self.version, hybrid_swa_memory=self.hybrid_swa_memory,
-                    swa_full_tokens_ratio=self.swa_full_tokens_ratio)
+        return {"page_size": self.page_size, "version": self.version, "hybrid_swa_memory": self.hybrid_swa_memory,
+                "swa_full_tokens_ratio": self.swa_full_tokens_ratio}
 
 
 @dataclass(frozen=True)

@@ -74,11 +74,15 @@ Mamba / linear-attention layers are refused.
 
 from __future__ import annotations
 
-from kvcalc.formats import StorageFormat
-from kvcalc.calc.kv_cache import check_tp, indexer_bytes_per_token, layer_kv_bytes_per_token
+from kvcalc.calc.kv_cache import (
+    check_tp,
+    indexer_bytes_per_token,
+    layer_kv_bytes_per_token,
+)
 from kvcalc.engines import SEARCH_LIMIT_TOKENS, defaults, longest_fitting
-from kvcalc.results import EngineResult
 from kvcalc.errors import MESSAGE, OPTION_SAYS, KvcalcError
+from kvcalc.formats import StorageFormat
+from kvcalc.results import EngineResult
 from kvcalc.schema import LayerSpec, ModelSpec
 
 VERSION = "SGLang 0.4.x-0.5.x (model_runner.profile_max_num_token, memory_pool.MHATokenToKVPool)"
