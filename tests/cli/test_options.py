@@ -47,7 +47,7 @@ def test_help_lists_every_option_in_its_place():
     assert long_flags("capacity") == [
         "--kv-memory", "--engine", "--max-model-len", "--concurrency", "--tp", "--kv-dtype", "--k-dtype", "--v-dtype",
         "--block-size", "--page-size", "--disable-hybrid-kv-cache-manager", "--max-num-batched-tokens", "--vllm-v0",
-        "--swap-space", "--ctx-size", "--parallel", "--kv-unified", "--swa-full", "--flash-attn",
+        "--swap-space", "--sglang-version", "--disable-hybrid-swa-memory", "--swa-full-tokens-ratio", "--ctx-size", "--parallel", "--kv-unified", "--swa-full", "--flash-attn",
         "--llamacpp-version", "--n-gpu-layers", "--gpus", "--tensor-split", "--ubatch-size", "--ollama", "--format",
         "--help"]
 
@@ -74,7 +74,8 @@ def test_command_functions_take_few_parameters(fn):
 #: a value for each engine option that takes one (flags take none)
 VALUES = {"block_size": "32", "max_num_batched_tokens": "2048", "swap_space": "1GiB", "page_size": "16",
           "ctx_size": "4096", "parallel": "2", "llamacpp_version": "legacy", "n_gpu_layers": "10", "gpus": "2",
-          "tensor_split": "1,1", "ubatch_size": "256", "fa": "on"}
+          "tensor_split": "1,1", "ubatch_size": "256", "fa": "on", "sglang_version": "legacy",
+          "swa_full_tokens_ratio": "0.5"}
 
 
 def _typed(group: type, name: str) -> list[str]:
