@@ -182,6 +182,28 @@ def test_gpt_oss_swa_pool_tp2_pages_of_16():
         "SWAKVPool mem usage: 4.00 GB, swa size: 155328, full size: 194160"]
 
 
+def test_swa_split_float_truncation_then_page_alignment():
+    # tp 2, page 16, 5 GiB: capacity 5,368,709,120 // 24,576 = 218,453 -> 218,448; total_memory = 218,448 x
+    # 24,576 = 5,368,578,048; / 22,118.4 is 242,720 exactly, but SGLang's float gives 242,719.99999999997 ->
+    # int 242,719 -> page 16: 242,704; swa = int(242,704 x 0.8) = int(194,163.2) = 194,163 -> page 16: 194,160
+    assert sglang.swa_split(gpt_oss(), 218_448, BF16, BF16, tp=2, page_size=16) == (242_704, 194_160)
+    r = sglang.capacity(gpt_oss(), 5 * GiB, BF16, BF16, tp=2, page_size=16)
+    assert r.log_lines[0] == "Use sliding window memory pool. full_layer_tokens=242704, swa_layer_tokens=194160"
+    assert (r.kv_cache_tokens, r.num_gpu_blocks) == (242_704, 15_169)
+
+
+def test_a_small_swa_pool_limits_the_requests():
+    # ratio 0.001: denominator 24,576 + 0.001 x 2,048 x 12 = 24,600.576; full = int(10,737,401,856 / 24,600.576)
+    # = int(436,469.53) = 436,469; swa = int(436.469) = 436 tokens for the sliding layers.
+    # Requests of 1,000 tokens: full pool 436,469 / 1,000 = 436.5, SWA pool 436 / min(1,000, 128) = 3.40625.
+    # 4 requests: the SWA pool needs 4 x min(t, 128) <= 436 -> t <= 109 (the full pool alone would allow 109,117)
+    r = sglang.capacity(gpt_oss(), 10 * GiB, BF16, BF16, swa_full_tokens_ratio=0.001, max_model_len=1000,
+                        concurrency=4)
+    assert r.log_lines[0] == "Use sliding window memory pool. full_layer_tokens=436469, swa_layer_tokens=436"
+    assert r.max_concurrency == pytest.approx(436 / 128)
+    assert r.longest_context == 109
+
+
 def test_swa_ratio_and_disable_flag():
     # ratio 0.5: denominator 24,576 + 0.5 x 2,048 x 12 = 36,864; full = int(10,737,401,856 / 36,864)
     # = int(291,270.67) = 291,270; swa = int(291,270 x 0.5) = 145,635
