@@ -347,11 +347,16 @@ class SglangFlags(OptionGroup):
 
     engine: ClassVar[str] = "sglang"
     page_size: PageSizeOpt = engine_defaults.SGLANG_PAGE_SIZE
+    sglang_version: Annotated[str, typer.Option("--sglang-version", callback=lower_choice, help="SGLang current, or legacy (before PR #11309: DeepSeek-V3.2's pool sized without its indexer).")] = "current"
+    disable_hybrid_swa_memory: Annotated[bool, typer.Option("--disable-hybrid-swa-memory", help="SGLang: no separate pool for sliding-window layers (gpt-oss, Llama-4).")] = False
+    swa_full_tokens_ratio: Annotated[float, typer.Option("--swa-full-tokens-ratio", help="SGLang: sliding-layer pool tokens per full-layer pool token.")] = engine_defaults.SGLANG_SWA_FULL_TOKENS_RATIO
 
     def to_options(self) -> SglangOptions:
         from kvcalc.engines.profile import SglangOptions
 
-        return SglangOptions(page_size=self.page_size)
+        return SglangOptions(page_size=self.page_size, version=self.sglang_version,
+                             hybrid_swa_memory=not self.disable_hybrid_swa_memory,
+                             swa_full_tokens_ratio=self.swa_full_tokens_ratio)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -13,6 +13,8 @@ VLLM_BLOCK_SIZE = 16
 VLLM_MAX_NUM_BATCHED_TOKENS = 8192
 #: SGLang tokens per page (`--page-size`).
 SGLANG_PAGE_SIZE = 1
+#: SGLang `--swa-full-tokens-ratio`: SWA-pool tokens per full-pool token (`server_args.py`).
+SGLANG_SWA_FULL_TOKENS_RATIO = 0.8
 #: llama.cpp `n_ubatch` (`-ub`, `common/common.h`).
 LLAMACPP_N_UBATCH = 512
 #: llama.cpp `n_batch` (`-b`, `common/common.h`), the cap on n_ubatch.

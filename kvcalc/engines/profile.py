@@ -83,9 +83,24 @@ class VllmOptions:
 
 @dataclass(frozen=True)
 class SglangOptions:
-    """SGLang's pool options: `page_size`, tokens per page (`--page-size`)."""
+    """SGLang's pool options, as `sglang.capacity` / `sglang.memory_for` take them.
+
+    - `page_size`: tokens per page (`--page-size`; DeepSeek-V3.2's NSA pool forces 64).
+    - `version`: 'current' or 'legacy' (before PR #11309: the NSA pool sized without its
+      indexer), `--sglang-version`.
+    - `hybrid_swa_memory`: False is `--disable-hybrid-swa-memory` (sliding layers sized as full).
+    - `swa_full_tokens_ratio`: `--swa-full-tokens-ratio`, SWA-pool tokens per full-pool token.
+    """
 
     page_size: int = sglang.DEFAULT_PAGE_SIZE
+    version: str = "current"
+    hybrid_swa_memory: bool = True
+    swa_full_tokens_ratio: float = sglang.DEFAULT_SWA_FULL_TOKENS_RATIO
+
+    def pool_kwargs(self) -> dict[str, Any]:
+        """The keyword arguments of `sglang.capacity` / `sglang.memory_for`."""
+        return {"page_size": self.page_size, "version": self.version, "hybrid_swa_memory": self.hybrid_swa_memory,
+                "swa_full_tokens_ratio": self.swa_full_tokens_ratio}
 
 
 @dataclass(frozen=True)
@@ -337,10 +352,12 @@ class SglangProfile(EngineProfile):
     def check_options(self, options: SglangOptions) -> None:
         if options.page_size <= 0:
             raise KvcalcError(f"--page-size must be a positive integer, got {options.page_size}")
+        sglang.check_version(options.version)
+        sglang.check_swa_ratio(options.swa_full_tokens_ratio)
 
     def _capacity(self, model, kv_memory_bytes, k, v, *, tp, max_model_len, concurrency, options, kv_cache_dtype):
-        return sglang.capacity(model, kv_memory_bytes, k, v, tp=tp, page_size=options.page_size,
-                               max_model_len=max_model_len, concurrency=concurrency, kv_cache_dtype=kv_cache_dtype)
+        return sglang.capacity(model, kv_memory_bytes, k, v, tp=tp, max_model_len=max_model_len,
+                               concurrency=concurrency, kv_cache_dtype=kv_cache_dtype, **options.pool_kwargs())
 
     def launch_line(self, spec: launch.LaunchSpec) -> str:
         """`python -m sglang.launch_server ...` (`launch.sglang_line`: flags from
@@ -348,7 +365,7 @@ class SglangProfile(EngineProfile):
         return launch.sglang_line(spec)
 
     def memory_for(self, model, seq_len, batch, k, v, *, tp=1, options=None) -> int:
-        return sglang.memory_for(model, seq_len, batch, k, v, tp=tp, page_size=self.options(options).page_size)
+        return sglang.memory_for(model, seq_len, batch, k, v, tp=tp, **self.options(options).pool_kwargs())
 
 
 class LlamacppProfile(EngineProfile):

@@ -1,22 +1,66 @@
 """SGLang's token pool: `max_total_num_tokens` from a memory budget, and the pool it logs.
 
-Models SGLang 0.4.x-0.5.x (`python/sglang/srt/`). Rules, each from its source:
+Models SGLang 0.4.x-0.5.x (`python/sglang/srt/`); `version="legacy"` (`--sglang-version legacy`)
+is SGLang before PR #11309 (merged 2025-10-08), which sized DeepSeek-V3.2's pool without the
+indexer. Rules, each from its source:
 
-- Cell size, `model_executor/model_runner.py` `profile_max_num_token`: bytes one token takes over
-  all layers on one TP rank: get_num_kv_heads(tp) x head_dim x layers x 2 x element bytes
+- Cell size, `model_executor/model_runner.py` `profile_max_num_token` (since 0.5.x
+  `model_runner_kv_cache_mixin.py` `get_cell_size_per_token`): bytes one token takes over all
+  layers on one TP rank: get_num_kv_heads(tp) x (head_dim + v_head_dim) x layers x element bytes
   (= sum of `layer_kv_bytes_per_token`); MLA (`use_mla_backend`): (kv_lora_rank +
   qk_rope_head_dim) x layers x element bytes, one buffer.
-- Tokens: max_num_token = int(rest_memory x 2^30 // cell_size) where rest_memory is the static
+- Tokens: max_num_token = int(rest_memory x 2^30) // cell_size where rest_memory is the static
   budget in GiB (`available - total x (1 - mem_fraction_static)`); here the budget is given in
-  bytes, so tokens = budget // cell_size; then `init_memory_pool` rounds down to the page size:
-  max_total_num_tokens // page_size x page_size (`--page-size`, default 1).
+  bytes, so tokens = budget // cell_size; then rounded down to the page size:
+  max_total_num_tokens // page_size x page_size (`--page-size`, default 1; `_resolve_token_capacity`).
 - The pool, `mem_cache/memory_pool.py` `MHATokenToKVPool._create_buffers`: one K and one V buffer
   per layer of shape (size + page_size, head_num, head_dim) (slot 0 is a padded dummy), so
   K bytes = layers x (size + page_size) x heads x head_dim x element bytes; `MLATokenToKVPool`:
-  one buffer per layer of (size + page_size, 1, kv_lora_rank + qk_rope_head_dim).
+  one buffer per layer of (size + page_size, 1, kv_cache_dim), kv_cache_dim = kv_lora_rank +
+  qk_rope_head_dim.
 - Its log line: "KV Cache is allocated. #tokens: N, K size: X GB, V size: Y GB" (MLA:
   "KV size: X GB") with `GB = 1024 * 1024 * 1024` in `memory_pool.py`: SGLang labels GiB
   values "GB". kvcalc prints the line exactly as SGLang does; the value is bytes / 2^30.
+
+DeepSeek-V3.2 (NSA, `is_deepseek_nsa`: the model has an `index_head_dim`):
+
+- `server_args.py`: "Setting page size to 64 for DeepSeek NSA." (CUDA): the page is 64 tokens
+  whatever `--page-size` says; the KV dtype is bf16 or fp8_e4m3 only ("DeepSeek NSA only supports
+  bf16/bfloat16 or fp8_e4m3 kv_cache_dtype"); `auto` is fp8_e4m3 on Blackwell, bf16 on Hopper
+  (kvcalc's `auto` is the model's dtype: pass --kv-dtype fp8 for Blackwell).
+- `memory_pool.py` `NSATokenToKVPool`: the latent row is `calculate_mla_kv_cache_dim()`: with an
+  fp8_e4m3 cache 656 B (kv_lora_rank 512 fp8 + 512 / 128 x 4 B fp32 scales + qk_rope_head_dim 64
+  x 2 B bf16 rope), else (kv_lora_rank + qk_rope_head_dim) x element bytes (576 x 2 B bf16); plus
+  per layer an indexer buffer `index_k_with_scale_buffer` of ((size + page_size + 1) // page_size)
+  pages x page_size x (index_head_dim + index_head_dim / 128 x 4) B (128 + 4 = 132 B a token).
+- Current rule (PR #11309, `get_cell_size_per_token`): cell = layers x ((kv_lora_rank +
+  qk_rope_head_dim) x element bytes + 132): 61 x (576 + 132) = 43,188 B with fp8. The cell
+  counts the fp8 latent as 576 B, not the 656 B the pool allocates, so the pool exceeds the
+  budget by layers x 80 B a token (a note says by how much); the log's "KV size" includes the
+  indexer buffers (`NSATokenToKVPool.get_kv_size_bytes`).
+- Legacy rule (before PR #11309): cell = layers x 576 B (no indexer) and the logged "KV size" is
+  the latent buffers only, while the indexer buffers are allocated all the same. PR #11309's own
+  logs (8 x B200, DeepSeek-V3.2-Exp): before, "#tokens: 1462784, KV size: 54.52 GB" (really
+  65.49 GiB with the indexer); after, "#tokens: 975424, KV size: 43.67 GB".
+
+Sliding-window models (`SWAKVPool`, `mem_cache/swa_memory_pool.py`): SGLang keeps separate
+pools only for the architectures `configs/model_config.py` `is_hybrid_swa_model` lists (of the
+models kvcalc knows: gpt-oss, Llama-4) unless `--disable-hybrid-swa-memory`; every other model
+(Gemma 2/3, Mistral; `server_args.py` also logs "Disable hybrid SWA memory for Gemma3... as it
+is not yet supported.") sizes sliding layers like full ones. The split,
+`model_runner_kv_cache_mixin.py` `_resolve_hybrid_swa_tokens`: with F and S the bytes of one
+token in one full / sliding layer, r = `--swa-full-tokens-ratio` (default 0.8) and C the
+page-aligned capacity (budget // (F x n_full + S x n_swa)):
+full_max_total_num_tokens = align(int(C x (F x n_full + S x n_swa) / (F x n_full + r x S x n_swa))),
+swa_max_total_num_tokens = align(int(full x r)), logged as "Use sliding window memory pool.
+full_layer_tokens=..., swa_layer_tokens=..."; each sub-pool is an `MHATokenToKVPool` (its own
+"KV Cache is allocated" line, the SWA pool first) and `SWAKVPool` logs "SWAKVPool mem usage:
+X GB, swa size: S, full size: F". (Older 0.4.10-0.5.x `set_num_token_hybrid` split
+max_total_num_tokens x num_hidden_layers by layer counts, the same when F = S, without the
+page alignment after the split.) A request of L tokens holds L full-pool tokens and, once SGLang
+evicts the tokens that left the window, min(L, sliding_window) SWA-pool tokens; kvcalc's
+concurrency takes the smaller of the two pools' counts. On Blackwell SGLang serves gpt-oss
+with trtllm_mha and turns the SWA pool off (`server_args.py`): use --disable-hybrid-swa-memory.
 
 - Start-up check, `model_executor/model_runner.py` `init_memory_pool`: max_total_num_tokens <= 0
   raises "Not enough memory. Please try to increase --mem-fraction-static."
@@ -25,22 +69,41 @@ Models SGLang 0.4.x-0.5.x (`python/sglang/srt/`). Rules, each from its source:
   0.6.4): an fp32 checkpoint is served in fp16 ("Following the common practice, we use float16
   for float32 models"), gemma-family fp32 checkpoints in bf16.
 
-Sliding-window layers are sized like full ones (SGLang's SWA pool for hybrid models is not
-modelled); mamba / linear-attention layers are refused.
+Mamba / linear-attention layers are refused.
 """
 
 from __future__ import annotations
 
-from kvcalc.formats import StorageFormat
-from kvcalc.calc.kv_cache import check_tp, layer_kv_bytes_per_token, refuse_indexer
+from kvcalc.calc.kv_cache import (
+    check_tp,
+    indexer_bytes_per_token,
+    layer_kv_bytes_per_token,
+)
 from kvcalc.engines import SEARCH_LIMIT_TOKENS, defaults, longest_fitting
-from kvcalc.results import EngineResult
 from kvcalc.errors import MESSAGE, OPTION_SAYS, KvcalcError
-from kvcalc.schema import ModelSpec
+from kvcalc.formats import StorageFormat
+from kvcalc.results import EngineResult
+from kvcalc.schema import LayerSpec, ModelSpec
 
 VERSION = "SGLang 0.4.x-0.5.x (model_runner.profile_max_num_token, memory_pool.MHATokenToKVPool)"
+#: `--sglang-version`: the current rules, or SGLang before PR #11309 (DeepSeek-V3.2's pool sized
+#: without its indexer); the label each puts in `engine_version`.
+VERSIONS = {"current": "SGLang 0.4.x-0.5.x", "legacy": "SGLang 0.5.x before PR #11309"}
 DEFAULT_PAGE_SIZE = defaults.SGLANG_PAGE_SIZE
 SGLANG_GB = 1 << 30  # memory_pool.py: GB = 1024 * 1024 * 1024 (a GiB, labelled "GB")
+#: server_args.py: "Setting page size to 64 for DeepSeek NSA." (NSATokenToKVPool asserts it on CUDA)
+NSA_PAGE_SIZE = 64
+#: NSATokenToKVPool.quant_block_size: one fp32 scale (4 B) per 128 fp8 latent values; the rope
+#: part stays bf16 (rope_storage_dtype), 2 B a value
+NSA_QUANT_BLOCK_VALUES = 128
+NSA_SCALE_BYTES = 4
+NSA_ROPE_BYTES = 2
+NSA_KV_DTYPES = ("bf16", "fp8_e4m3")
+#: server_args.py `--swa-full-tokens-ratio` default: SWA-pool tokens per full-pool token
+DEFAULT_SWA_FULL_TOKENS_RATIO = defaults.SGLANG_SWA_FULL_TOKENS_RATIO
+#: model types whose architectures `configs/model_config.py` `is_hybrid_swa_model` lists
+#: (GptOssForCausalLM, Llama4ForConditionalGeneration): they get the SWAKVPool
+SWA_POOL_MODEL_TYPES = frozenset({"gpt_oss", "llama4", "llama4_text"})
 
 
 NO_MEMORY = "Not enough memory. Please try to increase --mem-fraction-static."
@@ -67,85 +130,266 @@ def check_dtypes(k: StorageFormat, v: StorageFormat) -> None:
                               field=field, value=f.name, form=MESSAGE)
 
 
-def _check(model: ModelSpec, k: StorageFormat, v: StorageFormat, tp: int, page_size: int) -> None:
+def is_nsa(model: ModelSpec) -> bool:
+    """True for DeepSeek-V3.2's sparse attention (`configs/model_config.py` `is_deepseek_nsa`):
+    the model has an indexer (`index_head_dim`), so SGLang builds an `NSATokenToKVPool`."""
+    return model.index_head_dim is not None
+
+
+def uses_swa_pool(model: ModelSpec, hybrid_swa_memory: bool = True) -> bool:
+    """True when SGLang gives the sliding layers their own pool (`SWAKVPool`): a model type of
+    `SWA_POOL_MODEL_TYPES` with sliding layers, and no `--disable-hybrid-swa-memory`."""
+    return (hybrid_swa_memory and (model.model_type or "") in SWA_POOL_MODEL_TYPES
+            and any(layer.kind == "sliding" for layer in model.layers))
+
+
+def check_version(version: str) -> None:
+    """Raise `KvcalcError` (field `sglang_version`) for a version kvcalc does not model."""
+    if version not in VERSIONS:
+        raise KvcalcError(f"must be one of {', '.join(VERSIONS)}, got '{version}'", field="sglang_version",
+                          option="--sglang-version", value=version, form=OPTION_SAYS)
+
+
+def check_swa_ratio(ratio: float) -> None:
+    """Raise `KvcalcError` (field `swa_full_tokens_ratio`) unless 0 < ratio (SGLang asserts a
+    positive denominator in `_resolve_hybrid_swa_tokens`)."""
+    if not ratio > 0:
+        raise KvcalcError(f"must be a positive number, got {ratio}", field="swa_full_tokens_ratio",
+                          option="--swa-full-tokens-ratio", value=ratio, form=OPTION_SAYS)
+
+
+def _check(model: ModelSpec, k: StorageFormat, v: StorageFormat, tp: int, page_size: int,
+           version: str = "current", swa_full_tokens_ratio: float = DEFAULT_SWA_FULL_TOKENS_RATIO) -> None:
     """The checks `capacity` and `memory_for` share: the TP degree (field `tp`), no mamba layers
-    (`model`), plain formats (`k_dtype` / `v_dtype`), a positive page size (`page_size`)."""
+    (`model`), plain formats (`k_dtype` / `v_dtype`; NSA: bf16 or fp8_e4m3 only), a positive page
+    size (`page_size`), the version (`sglang_version`) and the SWA ratio."""
     check_tp(model, tp)
-    refuse_indexer(model, "SGLang")
     if any(not layer.caches_kv for layer in model.layers):
         raise KvcalcError(f"{model.name} has mamba / linear-attention layers; the SGLang profile models "
                           "attention layers only (use --engine ideal)", field="model", value=model.name, form=MESSAGE)
     check_dtypes(k, v)
+    if is_nsa(model):
+        for field, f in (("k_dtype", k), ("v_dtype", v)):
+            if f.name not in NSA_KV_DTYPES:  # server_args.py's assertion
+                raise KvcalcError(f"SGLang: DeepSeek NSA only supports bf16/bfloat16 or fp8_e4m3 kv_cache_dtype, "
+                                  f"not {f.name}", field=field, value=f.name, form=MESSAGE)
     if page_size <= 0:
         raise KvcalcError(f"must be a positive integer, got {page_size}", field="page_size", value=page_size,
                           form=OPTION_SAYS)
+    check_version(version)
+    check_swa_ratio(swa_full_tokens_ratio)
 
 
-def cell_size_bytes(model: ModelSpec, k: StorageFormat, v: StorageFormat, tp: int = 1) -> int:
+def _indexer_bytes(layer: LayerSpec) -> int:
+    return indexer_bytes_per_token(layer.index_dim) if layer.kind == "mla" else 0
+
+
+def cell_size_bytes(model: ModelSpec, k: StorageFormat, v: StorageFormat, tp: int = 1,
+                    version: str = "current") -> int:
     """Bytes one token takes in the pool over all layers on one TP rank
-    (`profile_max_num_token`'s cell_size): sum of `layer_kv_bytes_per_token`, window ignored."""
-    return sum(layer_kv_bytes_per_token(layer, k, v, tp) for layer in model.layers)
+    (`get_cell_size_per_token`): sum of `layer_kv_bytes_per_token`, window ignored. For NSA the
+    latent is (kv_lora_rank + qk_rope_head_dim) x element bytes (576 B with fp8, not the 656 B row
+    the pool allocates) plus the indexer key (132 B) a layer; `version="legacy"` leaves the
+    indexer out (SGLang before PR #11309)."""
+    total = sum(layer_kv_bytes_per_token(layer, k, v, tp) for layer in model.layers)
+    if version == "legacy":
+        total -= sum(_indexer_bytes(layer) for layer in model.layers)
+    return total
+
+
+def nsa_row_bytes(model: ModelSpec, k: StorageFormat) -> int:
+    """Bytes of one token's latent row in one NSA layer (`calculate_mla_kv_cache_dim`): fp8_e4m3:
+    kv_lora_rank + kv_lora_rank / 128 x 4 B + qk_rope_head_dim x 2 B (512 + 16 + 128 = 656 B);
+    bf16: (kv_lora_rank + qk_rope_head_dim) x 2 B (1,152 B)."""
+    rank, rope = model.kv_lora_rank or 0, model.qk_rope_head_dim or 0
+    if k.name == "fp8_e4m3":
+        return rank + rank // NSA_QUANT_BLOCK_VALUES * NSA_SCALE_BYTES + rope * NSA_ROPE_BYTES
+    return k.bytes_for(rank + rope, what="latent", field="k_dtype")
+
+
+def _layers_pool_bytes(layers: list[LayerSpec] | tuple[LayerSpec, ...], rows: int, k: StorageFormat,
+                       v: StorageFormat, tp: int) -> tuple[int, int]:
+    """(K bytes, V bytes) of `MHATokenToKVPool` / `MLATokenToKVPool` buffers of `rows` rows for
+    `layers` (MLA: the one latent buffer is K, V is 0)."""
+    k_only = [layer.model_copy(update={"head_dim_v": 0}) for layer in layers]
+    k_bytes = sum(layer_kv_bytes_per_token(layer, k, v, tp) - _indexer_bytes(layer) for layer in k_only) * rows
+    total = sum(layer_kv_bytes_per_token(layer, k, v, tp) - _indexer_bytes(layer) for layer in layers) * rows
+    return k_bytes, total - k_bytes
+
+
+def nsa_pool_bytes(model: ModelSpec, size: int, k: StorageFormat, page_size: int = NSA_PAGE_SIZE) -> tuple[int, int]:
+    """(latent bytes, indexer bytes) of `NSATokenToKVPool` for `size` tokens: every layer has a
+    latent buffer of (size + page_size) rows of `nsa_row_bytes` and an indexer buffer of
+    (size + page_size + 1) // page_size pages x page_size x 132 B."""
+    layers = [layer for layer in model.layers if layer.kind == "mla"]
+    latent = len(layers) * (size + page_size) * nsa_row_bytes(model, k)
+    pages = (size + page_size + 1) // page_size
+    return latent, sum(pages * page_size * _indexer_bytes(layer) for layer in layers)
 
 
 def pool_bytes(model: ModelSpec, size: int, page_size: int, k: StorageFormat, v: StorageFormat,
                tp: int = 1) -> tuple[int, int]:
     """(K bytes, V bytes) of the pool as `get_kv_size_bytes` sums them: every layer's buffer has
-    size + page_size rows. For MLA the one latent buffer is returned as K and V is 0."""
-    rows = size + page_size
-    k_only = [layer.model_copy(update={"head_dim_v": 0}) for layer in model.layers]
-    k_bytes = sum(layer_kv_bytes_per_token(layer, k, v, tp) for layer in k_only) * rows
-    return k_bytes, cell_size_bytes(model, k, v, tp) * rows - k_bytes
+    size + page_size rows. For MLA the one latent buffer is returned as K and V is 0; for NSA, K
+    is the latent and indexer buffers together (`nsa_pool_bytes`)."""
+    if is_nsa(model):
+        return sum(nsa_pool_bytes(model, size, k, page_size)), 0
+    return _layers_pool_bytes(model.layers, size + page_size, k, v, tp)
+
+
+def swa_split(model: ModelSpec, capacity: int, k: StorageFormat, v: StorageFormat, tp: int = 1,
+              page_size: int = DEFAULT_PAGE_SIZE,
+              swa_full_tokens_ratio: float = DEFAULT_SWA_FULL_TOKENS_RATIO) -> tuple[int, int]:
+    """(full_max_total_num_tokens, swa_max_total_num_tokens) for a page-aligned `capacity`
+    (`_resolve_hybrid_swa_tokens`), in SGLang's own float arithmetic: full = align(int(C x cell /
+    (F x n_full + r x S x n_swa))), swa = align(int(full x r)); every layer sliding: (0, align(C))."""
+    full_layers = [layer for layer in model.layers if layer.kind != "sliding"]
+    swa_layers = [layer for layer in model.layers if layer.kind == "sliding"]
+    if not full_layers:
+        return 0, capacity // page_size * page_size
+    F = layer_kv_bytes_per_token(full_layers[0], k, v, tp)
+    S = layer_kv_bytes_per_token(swa_layers[0], k, v, tp)
+    total_memory = capacity * (F * len(full_layers) + S * len(swa_layers))
+    denominator = F * len(full_layers) + swa_full_tokens_ratio * S * len(swa_layers)
+    full = int(total_memory / denominator) // page_size * page_size
+    return full, int(full * swa_full_tokens_ratio) // page_size * page_size
 
 
 def max_total_num_tokens(model: ModelSpec, kv_memory_bytes: int, k: StorageFormat, v: StorageFormat, tp: int = 1,
-                         page_size: int = DEFAULT_PAGE_SIZE) -> int:
-    """budget // cell_size, rounded down to a multiple of `page_size` (`init_memory_pool`)."""
-    n = kv_memory_bytes // cell_size_bytes(model, k, v, tp)
+                         page_size: int = DEFAULT_PAGE_SIZE, version: str = "current") -> int:
+    """budget // cell_size, rounded down to a multiple of `page_size` (`_resolve_token_capacity`)."""
+    n = kv_memory_bytes // cell_size_bytes(model, k, v, tp, version)
     return n // page_size * page_size
+
+
+def _gib(n: int) -> str:
+    return f"{n / SGLANG_GB:.2f} GB"
+
+
+def _kv_line(n: int, k_bytes: int, v_bytes: int, mla: bool) -> str:
+    if mla:
+        return f"KV Cache is allocated. #tokens: {n}, KV size: {_gib(k_bytes + v_bytes)}"
+    return f"KV Cache is allocated. #tokens: {n}, K size: {_gib(k_bytes)}, V size: {_gib(v_bytes)}"
 
 
 def capacity(model: ModelSpec, kv_memory_bytes: int, k: StorageFormat, v: StorageFormat, *, tp: int = 1,
              page_size: int = DEFAULT_PAGE_SIZE, max_model_len: int | None = None,
-             concurrency: int | None = None, kv_cache_dtype: str | None = None) -> EngineResult:
+             concurrency: int | None = None, kv_cache_dtype: str | None = None, version: str = "current",
+             hybrid_swa_memory: bool = True,
+             swa_full_tokens_ratio: float = DEFAULT_SWA_FULL_TOKENS_RATIO) -> EngineResult:
     """SGLang's pool for a static budget of `kv_memory_bytes` per rank: `max_total_num_tokens`,
-    pages, K and V bytes and the log line. SGLang prints no concurrency; kvcalc reports
-    tokens / (cdiv(L, page_size) x page_size), requests of L tokens the pool holds at once.
+    pages, K and V bytes and the log lines; DeepSeek-V3.2's NSA pool (page 64, the indexer
+    buffers) and, for the models in `SWA_POOL_MODEL_TYPES`, the SWA pool's two token counts
+    (`kv_cache_tokens` is the full pool's). SGLang prints no concurrency; kvcalc reports
+    tokens / (cdiv(L, page_size) x page_size), requests of L tokens the pool holds at once (SWA
+    pool: the smaller of full / pages(L) and swa / pages(min(L, window))).
 
-    Raises `KvcalcError` for TP layouts SGLang refuses, block formats and mamba layers.
+    Raises `KvcalcError` for TP layouts SGLang refuses, block formats, mamba layers, NSA caches
+    other than bf16 / fp8_e4m3, and a budget that holds no page ("Not enough memory").
     """
-    _check(model, k, v, tp, page_size)
+    _check(model, k, v, tp, page_size, version, swa_full_tokens_ratio)
+    notes = ['SGLang prints GiB values (bytes / 2^30) labelled "GB" (memory_pool.py: GB = 1024 * 1024 * 1024)']
+    lines: list[str] = []
+    nsa = is_nsa(model)
+    if nsa:
+        page_size = NSA_PAGE_SIZE
+        lines.append("Setting page size to 64 for DeepSeek NSA.")
     L = max_model_len or model.default_context
-    n = max_total_num_tokens(model, kv_memory_bytes, k, v, tp, page_size) if kv_memory_bytes > 0 else 0
+    cell = cell_size_bytes(model, k, v, tp, version)
+    n = max_total_num_tokens(model, kv_memory_bytes, k, v, tp, page_size, version) if kv_memory_bytes > 0 else 0
     if n <= 0:
         raise KvcalcError(f"SGLang would fail at start-up ({max(kv_memory_bytes, 0):,} B holds no page of "
-                          f"{cell_size_bytes(model, k, v, tp) * page_size:,} B): {NO_MEMORY}",
+                          f"{cell * page_size:,} B): {NO_MEMORY}",
                           field="kv_memory_bytes", value=kv_memory_bytes, form=MESSAGE)
-    k_bytes, v_bytes = pool_bytes(model, n, page_size, k, v, tp)
-    if model.attention == "mla":
-        line = f"KV Cache is allocated. #tokens: {n}, KV size: {(k_bytes + v_bytes) / SGLANG_GB:.2f} GB"
-    else:
-        line = (f"KV Cache is allocated. #tokens: {n}, K size: {k_bytes / SGLANG_GB:.2f} GB, "
-                f"V size: {v_bytes / SGLANG_GB:.2f} GB")
     per_req = (lambda t: -(-t // page_size) * page_size)
-    conc = n / per_req(L) if L else None
+    swa_pool = uses_swa_pool(model, hybrid_swa_memory)
+    if swa_pool:
+        full, swa = swa_split(model, n, k, v, tp, page_size, swa_full_tokens_ratio)
+        has_full = any(layer.kind != "sliding" for layer in model.layers)
+        if swa <= 0 or (has_full and full <= 0):
+            raise KvcalcError(f"SGLang would fail at start-up ({kv_memory_bytes:,} B leaves the SWA pool "
+                              f"{full:,} full-layer and {swa:,} sliding-layer tokens): {NO_MEMORY}",
+                              field="kv_memory_bytes", value=kv_memory_bytes, form=MESSAGE)
+        sliding = [layer for layer in model.layers if layer.kind == "sliding"]
+        window = sliding[0].window or 0
+        sk, sv = _layers_pool_bytes(sliding, swa + page_size, k, v, tp)
+        fk, fv = _layers_pool_bytes([x for x in model.layers if x.kind != "sliding"], full + page_size, k, v, tp)
+        k_bytes, v_bytes = fk + sk, fv + sv
+        lines += [f"Use sliding window memory pool. full_layer_tokens={full}, swa_layer_tokens={swa}",
+                  _kv_line(swa, sk, sv, False), _kv_line(full, fk, fv, False),
+                  f"SWAKVPool mem usage: {(k_bytes + v_bytes) / SGLANG_GB:.2f} GB, swa size: {swa}, full size: {full}"]
+        notes.append(f"sliding-window layers in their own pool (SWAKVPool): {swa:,} tokens "
+                     f"(--swa-full-tokens-ratio {swa_full_tokens_ratio:g}) beside {full:,} for the full layers; "
+                     "on Blackwell SGLang serves gpt-oss with trtllm_mha and turns it off (--disable-hybrid-swa-memory)")
+
+        def fits(t: int, c: int) -> bool:
+            return full >= c * per_req(t) and swa >= c * per_req(min(t, window))
+
+        conc = min(full / per_req(L), swa / per_req(min(L, window))) if L else None
+        n = full if has_full else swa  # every layer sliding: SGLang's capacity is the SWA pool's
+    else:
+        fits = (lambda t, c: n >= c * per_req(t))
+        conc = n / per_req(L) if L else None
+        if nsa:
+            latent, indexer = nsa_pool_bytes(model, n, k, page_size)
+            k_bytes, v_bytes = latent + indexer, 0
+            logged = latent if version == "legacy" else latent + indexer
+            lines.append(f"KV Cache is allocated. #tokens: {n}, KV size: {_gib(logged)}")
+            if version == "legacy":
+                notes.append(f"SGLang before PR #11309 sized tokens and logged the KV size without the indexer "
+                             f"key cache: the pool really takes {k_bytes:,} B ({k_bytes / SGLANG_GB:.2f} GiB)")
+            row = nsa_row_bytes(model, k)
+            sized = k.bytes_for((model.kv_lora_rank or 0) + (model.qk_rope_head_dim or 0), what="latent")
+            if row != sized:
+                notes.append(f"SGLang sizes the fp8 latent as {sized} B a layer but allocates {row} B rows (fp32 "
+                             f"scales and a bf16 rope): the pool takes {k_bytes:,} B, "
+                             f"{k_bytes - kv_memory_bytes:,} B over the budget")
+        else:
+            k_bytes, v_bytes = pool_bytes(model, n, page_size, k, v, tp)
+            lines.append(_kv_line(n, k_bytes, v_bytes, model.attention == "mla"))
+        if any(layer.kind == "sliding" for layer in model.layers):
+            why = ("--disable-hybrid-swa-memory" if (model.model_type or "") in SWA_POOL_MODEL_TYPES
+                   else "SGLang's SWA pool serves gpt-oss and Llama-4 only, model_config.is_hybrid_swa_model")
+            notes.append(f"sliding-window layers sized like full ones ({why})")
     longest = None
     if concurrency:
-        longest = longest_fitting(lambda t: n >= concurrency * per_req(t), SEARCH_LIMIT_TOKENS)
-    notes = ['SGLang prints GiB values (bytes / 2^30) labelled "GB" (memory_pool.py: GB = 1024 * 1024 * 1024)']
-    if any(layer.kind == "sliding" for layer in model.layers):
-        notes.append("sliding-window layers sized like full ones (SGLang's SWA pool is not modelled)")
+        longest = longest_fitting(lambda t: fits(t, concurrency), SEARCH_LIMIT_TOKENS)
     return EngineResult(
-        engine="sglang", engine_version=VERSION.split(" (")[0], kv_memory_bytes=kv_memory_bytes,
+        engine="sglang", engine_version=VERSIONS[version], kv_memory_bytes=kv_memory_bytes,
         kv_cache_dtype=kv_cache_dtype or (k.name if k == v else f"{k.name}/{v.name}"),
-        block_size=page_size, page_size_bytes=cell_size_bytes(model, k, v, tp) * page_size,
+        block_size=page_size, page_size_bytes=cell * page_size,
         num_gpu_blocks=n // page_size, kv_cache_tokens=n, engine_kv_bytes=k_bytes + v_bytes,
         max_model_len=L, max_concurrency=conc, concurrency=concurrency, longest_context=longest,
-        k_bytes=k_bytes, v_bytes=v_bytes, log_lines=[line], notes=notes)
+        k_bytes=k_bytes, v_bytes=v_bytes, log_lines=lines, notes=notes)
 
 
 def memory_for(model: ModelSpec, seq_len: int, batch: int, k: StorageFormat, v: StorageFormat, *, tp: int = 1,
-               page_size: int = DEFAULT_PAGE_SIZE) -> int:
+               page_size: int = DEFAULT_PAGE_SIZE, version: str = "current", hybrid_swa_memory: bool = True,
+               swa_full_tokens_ratio: float = DEFAULT_SWA_FULL_TOKENS_RATIO) -> int:
     """The static budget per rank for `batch` requests of `seq_len` tokens:
-    batch x cdiv(seq_len, page) x page x cell_size."""
-    _check(model, k, v, tp, page_size)
-    return batch * -(-seq_len // page_size) * page_size * cell_size_bytes(model, k, v, tp)
+    batch x cdiv(seq_len, page) x page x cell_size (NSA: page 64). With the SWA pool, the least
+    budget whose split (`swa_split`) holds batch x pages(seq_len) full-layer tokens and
+    batch x pages(min(seq_len, window)) sliding-layer tokens (found by bisection)."""
+    _check(model, k, v, tp, page_size, version, swa_full_tokens_ratio)
+    if is_nsa(model):
+        page_size = NSA_PAGE_SIZE
+    cell = cell_size_bytes(model, k, v, tp, version)
+    need_full = batch * -(-seq_len // page_size) * page_size
+    if not uses_swa_pool(model, hybrid_swa_memory):
+        return need_full * cell
+    window = next(layer.window for layer in model.layers if layer.kind == "sliding") or seq_len
+    need_swa = batch * -(-min(seq_len, window) // page_size) * page_size
+
+    def enough(budget: int) -> bool:
+        c = budget // cell // page_size * page_size
+        full, swa = swa_split(model, c, k, v, tp, page_size, swa_full_tokens_ratio)
+        return full >= need_full and swa >= need_swa
+
+    hi = cell * page_size
+    while not enough(hi):
+        hi *= 2
+    lo = 0  # enough(lo) is false: no tokens
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        lo, hi = (lo, mid) if enough(mid) else (mid, hi)
+    return hi

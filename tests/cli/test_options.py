@@ -48,7 +48,8 @@ def test_help_lists_every_option_in_its_place():
         "--kv-memory", "--engine", "--max-model-len", "--concurrency", "--tp", "--kv-dtype", "--k-dtype", "--v-dtype",
         "--block-size", "--page-size", "--vllm-version", "--disable-hybrid-kv-cache-manager",
         "--max-num-batched-tokens", "--async-scheduling", "--attention-backend", "--allow-long-max-model-len",
-        "--vllm-v0", "--swap-space", "--ctx-size", "--llamacpp-tool", "--parallel", "--kv-unified", "--swa-full",
+        "--vllm-v0", "--swap-space", "--sglang-version", "--disable-hybrid-swa-memory", "--swa-full-tokens-ratio",
+        "--ctx-size", "--llamacpp-tool", "--parallel", "--kv-unified", "--swa-full",
         "--flash-attn", "--llamacpp-version", "--n-gpu-layers", "--gpus", "--tensor-split", "--ubatch-size",
         "--batch-size", "--ollama", "--gpu", "--revision",
         "--format", "--help"]
@@ -77,7 +78,8 @@ def test_command_functions_take_few_parameters(fn):
 VALUES = {"block_size": "32", "max_num_batched_tokens": "2048", "swap_space": "1GiB", "page_size": "16",
           "ctx_size": "4096", "parallel": "2", "llamacpp_version": "legacy", "n_gpu_layers": "10", "gpus": "2",
           "tensor_split": "1,1", "ubatch_size": "256", "fa": "on", "vllm_version": "0.11",
-          "attention_backend": "FLASHMLA", "llamacpp_tool": "llama-cli", "batch_size": "256"}
+          "attention_backend": "FLASHMLA", "llamacpp_tool": "llama-cli", "batch_size": "256",
+          "sglang_version": "legacy", "swa_full_tokens_ratio": "0.5"}
 
 
 def _typed(group: type, name: str) -> list[str]:
