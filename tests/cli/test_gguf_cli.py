@@ -43,20 +43,22 @@ def test_capacity_llamacpp_end_to_end(cli, llama8b):
     r = cli("capacity", llama8b, "--engine", "llamacpp", "--ctx-size", "8192", "-f", "json")
     assert r.exit_code == 0, r.output
     d = json.loads(r.stdout)
-    # 8,192 cells x 131,072 B = 1,073,741,824 B = 1024.00 MiB; K and V 512.00 MiB each
-    assert d["log_lines"][-1] == ("llama_kv_cache: size = 1024.00 MiB (  8192 cells,  32 layers,  1/1 seqs), "
+    # 8,192 cells x 131,072 B = 1,073,741,824 B = 1024.00 MiB; K and V 512.00 MiB each; llama-server
+    # without -np: 4 slots sharing one unified stream ("4/1 seqs")
+    assert d["log_lines"][-1] == ("llama_kv_cache: size = 1024.00 MiB (  8192 cells,  32 layers,  4/1 seqs), "
                                   "K (f16):  512.00 MiB, V (f16):  512.00 MiB")
 
 
 def test_capacity_llamacpp_with_sliding_layers(cli, tmp_path):
     # Gemma-3-27B (62 layers: 10 global, 52 sliding over 1,024) at n_ctx 32,768: the SWA cache holds
-    # min(32,768, 1,024 + n_ubatch 512) = 1,536 cells; per cell and layer 2 x 16 x 128 x 2 B = 8,192 B:
+    # (-np 1: one sequence) pad(min(32,768, 1,024 + n_ubatch 512), 256) = 1,536 cells; per cell and layer
+    # 2 x 16 x 128 x 2 B = 8,192 B:
     # global 32,768 x 10 x 8,192 = 2,684,354,560 B = 2560.00 MiB; SWA 1,536 x 52 x 8,192 = 654,311,424 B = 624.00 MiB
     kv = {"block_count": 62, "embedding_length": 5376, "attention.head_count": 32, "attention.head_count_kv": 16,
           "attention.key_length": 128, "attention.value_length": 128, "attention.sliding_window": 1024,
           "context_length": 131072}
     p = write_gguf(tmp_path / "gemma-3-27b.gguf", "gemma3", kv, [("blk.0.attn_norm.weight", "F32", (8,))])
-    r = cli("capacity", p, "--engine", "llamacpp", "--ctx-size", "32768", "-f", "json")
+    r = cli("capacity", p, "--engine", "llamacpp", "--ctx-size", "32768", "-np", "1", "-f", "json")
     assert r.exit_code == 0, r.output
     sizes = [ln for ln in json.loads(r.stdout)["log_lines"] if ln.startswith("llama_kv_cache: size =")]
     assert sizes[0].startswith("llama_kv_cache: size = 2560.00 MiB ( 32768 cells,  10 layers")
