@@ -1,0 +1,131 @@
+"""`kvcalc.calc.plan`'s why-not lines, exactly: each fix the search offers (more GPUs, fp8 KV,
+fp8 weights, both, q8_0 under llama.cpp, a shorter context, fewer sequences) with the figures
+that decide it, the target misses (TPOT, tokens/s, TTFT) with their texts and scores, and the
+line when nothing fixes a layout.
+
+Shared figures (llama-3.1-8b, configs/models/llama-3.1-8b.yaml: 32 layers, 8 KV heads x 128,
+hidden 4096, intermediate 14336, vocab 128,256; one h100-sxm under vLLM's defaults):
+- budget: floor(0.9 x 85,520,809,984) = 76,968,728,985 B (71.7 GiB);
+- weights in bf16: 8,030,261,248 parameters x 2 B = 16,060,522,496 B; in fp8: the layers'
+  matrices 32 x (2 x 4096 x 4096 + 2 x 4096 x 1024 + 3 x 4096 x 14336) = 6,979,321,856 B at 1 B,
+  + norms 32 x 2 x 4096 x 2 B = 524,288 B, + embedding and LM head 2 x 128,256 x 4096 x 2 B =
+  2,101,346,304 B (kept in bf16), + the final norm 8,192 B = 9,081,200,640 B;
+- reserves: activations 8192 x (2 x 4096 + 2 x 14336) x 2 + 256 x 128,256 x 4 = 735,313,920 B
+  + the CUDA context 524,288,000 B = 1,259,601,920 B;
+- free for KV with bf16 weights: 76,968,728,985 - 16,060,522,496 - 1,259,601,920 =
+  59,648,604,569 B; with fp8 weights: 76,968,728,985 - 9,081,200,640 - 1,259,601,920 =
+  66,627,926,425 B;
+- KV per token: 32 layers x 2 x 8 x 128 = 65,536 values: 131,072 B in bf16, 65,536 B in fp8;
+  per 32,768-token sequence 4,294,967,296 B (bf16) or 2,147,483,648 B (fp8).
+"""
+
+from __future__ import annotations
+
+import pytest
+
+import kvcalc
+from kvcalc.calc import plan as P
+from kvcalc.calc.memory_plan import Layout, Planner
+from kvcalc.load.gpus import get_gpu
+from kvcalc.load.models import load_model
+
+FREE_BF16_W = 59_648_604_569
+FREE_FP8_W = 66_627_926_425
+
+
+def only_miss(**kw):
+    r = kvcalc.plan("llama-3.1-8b", seq_len="32k", max_gpus=1, **kw)
+    assert r.layouts == [] and r.n_qualifying == 0
+    (m,) = r.misses
+    return m
+
+
+def test_fp8_kv_is_the_fix():
+    # 20 x 32k in bf16: 16,060,522,496 + 20 x 4,294,967,296 + 1,259,601,920 = 103,219,470,336 B
+    # = 96.13 GiB > 71.7 GiB. fp8 KV: 20 x 2,147,483,648 = 42,949,672,960 <= 59,648,604,569 fits.
+    # context: 59,648,604,569 // (20 x 131,072) = 22,754; sequences: // 4,294,967,296 = 13.
+    m = only_miss(concurrency=20, gpus="h100-sxm", kv_dtypes="bf16", weight_dtypes="bf16")
+    assert m.line == ("1 x h100-sxm (tp 1, pp 1, dp 1; KV bf16, weights bf16): needs 96.1 GiB per GPU, budget "
+                      "71.7 GiB; fix: more GPUs: 2 x h100-sxm (tp 2, pp 1, dp 1), or fp8 KV on the same 1 GPUs, "
+                      "or a context of at most 22,754 tokens, or at most 13 concurrent sequences")
+    assert m.fixes[1] == "fp8 KV on the same 1 GPUs"
+    assert m.score == pytest.approx(103_219_470_336 / 76_968_728_985, rel=1e-12)
+    assert FREE_BF16_W // (20 * 131_072) == 22_754 and FREE_BF16_W // 4_294_967_296 == 13
+
+
+def test_fp8_weights_is_the_fix_when_the_kv_is_fp8_already():
+    # 30 x 32k, fp8 KV, bf16 weights: 16,060,522,496 + 30 x 2,147,483,648 + 1,259,601,920 =
+    # 81,744,633,856 B = 76.13 GiB > 71.7 GiB. "fp8 KV" is what it has (skipped, not the end of
+    # the list); fp8 weights: 9,081,200,640 + 64,424,509,440 + 1,259,601,920 = 74,765,312,000 B fits.
+    # context: 59,648,604,569 // (30 x 65,536) = 30,338; sequences: // 2,147,483,648 = 27.
+    m = only_miss(concurrency=30, gpus="h100-sxm", kv_dtypes="fp8", weight_dtypes="bf16")
+    assert m.line == ("1 x h100-sxm (tp 1, pp 1, dp 1; KV fp8_e4m3, weights bf16): needs 76.1 GiB per GPU, "
+                      "budget 71.7 GiB; fix: more GPUs: 2 x h100-sxm (tp 2, pp 1, dp 1), or fp8 weights on the "
+                      "same 1 GPUs, or a context of at most 30,338 tokens, or at most 27 concurrent sequences")
+    assert 9_081_200_640 + 30 * 2_147_483_648 + 1_259_601_920 == 74_765_312_000 <= 76_968_728_985
+
+
+def test_fp8_kv_and_weights_together_when_neither_alone_is_enough():
+    # 29 x 32k in bf16: 16,060,522,496 + 29 x 4,294,967,296 + 1,259,601,920 = 141,874,176,000 B
+    # = 132.13 GiB. fp8 KV alone: 29 x 2,147,483,648 = 62,277,025,792 > 59,648,604,569; fp8
+    # weights alone: 124,554,051,584 > 66,627,926,425; both: 62,277,025,792 <= 66,627,926,425.
+    # context: 59,648,604,569 // (29 x 131,072) = 15,692; sequences 13.
+    m = only_miss(concurrency=29, gpus="h100-sxm", kv_dtypes="bf16", weight_dtypes="bf16")
+    assert m.line == ("1 x h100-sxm (tp 1, pp 1, dp 1; KV bf16, weights bf16): needs 132.1 GiB per GPU, budget "
+                      "71.7 GiB; fix: more GPUs: 2 x h100-sxm (tp 2, pp 1, dp 1), or fp8 KV and weights on the "
+                      "same 1 GPUs, or a context of at most 15,692 tokens, or at most 13 concurrent sequences")
+    assert 29 * 2_147_483_648 > FREE_BF16_W and 29 * 4_294_967_296 > FREE_FP8_W >= 29 * 2_147_483_648
+
+
+def test_no_fp8_fix_on_a_gpu_without_fp8():
+    # the a100-80gb-sxm has no fp8 tensor cores: the same miss as test_fp8_kv_is_the_fix offers
+    # no fp8 format. Budget floor(0.9 x 85,899,345,920) = 77,309,411,328 B (72.0 GiB); free
+    # 77,309,411,328 - 16,060,522,496 - 1,259,601,920 = 59,989,286,912 B: context
+    # // 2,621,440 = 22,884 tokens, 13 sequences
+    m = only_miss(concurrency=20, gpus="a100-80gb-sxm", kv_dtypes="bf16", weight_dtypes="bf16")
+    assert m.line == ("1 x a100-80gb-sxm (tp 1, pp 1, dp 1; KV bf16, weights bf16): needs 96.1 GiB per GPU, "
+                      "budget 72.0 GiB; fix: more GPUs: 2 x a100-80gb-sxm (tp 2, pp 1, dp 1), or a context of at "
+                      "most 22,884 tokens, or at most 13 concurrent sequences")
+
+
+def test_more_gpus_starts_just_past_max_gpus():
+    # with --max-gpus 2, "more GPUs" looks from 3 up: 20 x 32k bf16 fits 3 GPUs (tp 1 x pp 3:
+    # 96.1 GiB over three stages) before 4; with --max-gpus 1 it found 2 (test_fp8_kv_is_the_fix)
+    r = kvcalc.plan("llama-3.1-8b", seq_len="32k", concurrency=60, max_gpus=2, gpus="h100-sxm", kv_dtypes="bf16",
+                    weight_dtypes="bf16")
+    m = r.misses[0]
+    assert m.count == 2
+    more = [f for f in m.fixes if f.startswith("more GPUs")]
+    assert more == ["more GPUs: 4 x h100-sxm (tp 4, pp 1, dp 1)"]
+    # 60 x 4,294,967,296 = 257,698,037,760 B of KV: over 3 GPUs (tp 1, pp 3) each holds 1/3 of
+    # it, 85.9 GB + weights > 77 GB; 4 at tp 4 holds 64.4 GB + 4.0 GB weights + reserves: fits
+
+
+def test_q8_0_kv_is_the_llamacpp_fix():
+    # llama.cpp (a layer split) offers q8_0, not fp8, even on the l40s (which has fp8). Its budget
+    # floor(0.9 x 48,305,799,168) = 43,475,219,251 B (40.5 GiB), the same reserves as above.
+    # 8 x 32k in f16: 16,060,522,496 + 8 x 4,294,967,296 + 1,259,601,920 = 51,679,862,784 B =
+    # 48.13 GiB. Free 43,475,219,251 - 16,060,522,496 - 1,259,601,920 = 26,155,094,835 B; q8_0 KV
+    # (34 B per 32 values): 8 x 32,768 x 32 x 2 x 1024 x 34 / 32 = 18,253,611,008 B fits.
+    # context: 26,155,094,835 // (8 x 131,072) = 24,943; sequences: // 4,294,967,296 = 6
+    r = kvcalc.plan("llama-3.1-8b", seq_len="32k", concurrency=8, max_gpus=1, gpus="l40s", kv_dtypes="f16",
+                    weight_dtypes="f16", engine="llamacpp")
+    (m,) = r.misses
+    assert m.line == ("1 x l40s (tp 1, pp 1, dp 1; KV fp16, weights fp16): needs 48.1 GiB per GPU, budget 40.5 GiB; "
+                      "fix: more GPUs: 2 x l40s (tp 1, pp 2, dp 1), or q8_0 KV on the same 1 GPUs, or a context of "
+                      "at most 24,943 tokens, or at most 6 concurrent sequences")
+    assert m.score == pytest.approx(51_679_862_784 / 43_475_219_251, rel=1e-12)
+
+
+def test_q8_0_weights_is_the_llamacpp_fix_when_the_kv_is_q8_0():
+    # 13 x 32k, q8_0 KV (2,281,701,376 B a sequence), f16 weights: 16,060,522,496 + 29,662,117,888
+    # + 1,259,601,920 = 46,982,242,304 B = 43.76 GiB > 40.5 GiB. q8_0 KV is what it has (skipped);
+    # q8_0 weights (9,517,408,256 B: the q8_0 layout's weights, see test_llamacpp_single_device in
+    # test_plan_layouts_exact.py) + 29,662,117,888 + 1,259,601,920 = 40,439,128,064 B fits.
+    # context: 26,155,094,835 // (13 x 69,632 B a token) = 28,893; sequences // 2,281,701,376 = 11
+    r = kvcalc.plan("llama-3.1-8b", seq_len="32k", concurrency=13, max_gpus=1, gpus="l40s", kv_dtypes="q8_0",
+                    weight_dtypes="f16", engine="llamacpp")
+    (m,) = r.misses
+    assert m.line == ("1 x l40s (tp 1, pp 1, dp 1; KV q8_0, weights fp16): needs 43.8 GiB per GPU, budget 40.5 GiB; "
+                      "fix: more GPUs: 2 x l40s (tp 1, pp 2, dp 1), or q8_0 weights on the same 1 GPUs, or a context "
+                      "of at most 28,893 tokens, or at most 11 concurrent sequences")
