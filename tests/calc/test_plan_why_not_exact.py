@@ -129,3 +129,16 @@ def test_q8_0_weights_is_the_llamacpp_fix_when_the_kv_is_q8_0():
     assert m.line == ("1 x l40s (tp 1, pp 1, dp 1; KV q8_0, weights fp16): needs 43.8 GiB per GPU, budget 40.5 GiB; "
                       "fix: more GPUs: 2 x l40s (tp 1, pp 2, dp 1), or q8_0 weights on the same 1 GPUs, or a context "
                       "of at most 28,893 tokens, or at most 11 concurrent sequences")
+
+
+def test_llamacpp_more_gpus_stay_in_one_machine():
+    # llama.cpp splits layers over the devices of one machine: "more GPUs" looks at 2..8 only.
+    # 100 x 32k in f16: 16,060,522,496 + 100 x 4,294,967,296 + 1,259,601,920 = 446,816,854,016 B =
+    # 416.13 GiB. Eight l40s hold 8 x 43,475,219,251 = 347.8 GB < the 429.5 GB of KV alone, so no
+    # count fixes it (16 would, but that is two machines); q8_0 KV (228.2 GB) or weights do not
+    # fit one either. context: 26,155,094,835 // (100 x 131,072) = 1,995; sequences: 6
+    r = kvcalc.plan("llama-3.1-8b", seq_len="32k", concurrency=100, max_gpus=1, gpus="l40s", kv_dtypes="f16",
+                    weight_dtypes="f16", engine="llamacpp")
+    (m,) = r.misses
+    assert m.line == ("1 x l40s (tp 1, pp 1, dp 1; KV fp16, weights fp16): needs 416.1 GiB per GPU, budget 40.5 GiB; "
+                      "fix: a context of at most 1,995 tokens, or at most 6 concurrent sequences")
