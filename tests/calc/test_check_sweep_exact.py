@@ -15,7 +15,7 @@ from kvcalc.calc.memory_plan import Layout
 from kvcalc.calc.sweep import SweepRequest, sweep_rows
 from kvcalc.load.gpus import get_gpu
 from kvcalc.load.models import load_model
-from kvcalc.schema import Deployment, ModelSpec, Targets
+from kvcalc.schema import Deployment, Targets
 
 LLAMA_8B = load_model("llama-3.1-8b")
 H100 = get_gpu("h100-sxm")

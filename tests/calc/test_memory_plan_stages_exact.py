@@ -15,11 +15,11 @@ from kvcalc.load.models import load_model
 def test_explicit_stage_layers_become_consecutive_ranges():
     # 3 + 5 + 24 = 32 layers: 0..2, 3..7, 8..31
     lay = Layout(pp=3, stage_layers=(3, 5, 24))
-    assert lay.stages(32) == [range(0, 3), range(3, 8), range(8, 32)]
+    assert lay.stages(32) == [range(3), range(3, 8), range(8, 32)]
     # a stage of one layer is allowed
-    assert Layout(pp=2, stage_layers=(1, 31)).stages(32) == [range(0, 1), range(1, 32)]
+    assert Layout(pp=2, stage_layers=(1, 31)).stages(32) == [range(1), range(1, 32)]
     # without counts: vLLM's split (kv_cache.pp_stages)
-    assert Layout(pp=2).stages(32) == kv_cache.pp_stages(32, 2) == [range(0, 16), range(16, 32)]
+    assert Layout(pp=2).stages(32) == kv_cache.pp_stages(32, 2) == [range(16), range(16, 32)]
 
 
 @pytest.mark.parametrize("counts", [(16, 16, 0), (20, 13), (32,), (0, 32)])

@@ -5,6 +5,8 @@ reserves and KV per token as in test_plan_why_not_exact.py)."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 import kvcalc
@@ -12,6 +14,7 @@ from kvcalc.calc import plan as P
 from kvcalc.calc.memory_plan import Layout, Planner
 from kvcalc.load.gpus import get_gpu
 from kvcalc.load.models import load_model
+from kvcalc.schema import ModelSpec
 
 L40S_BUDGET = 43_475_219_251  # floor(0.9 x 48,305,799,168)
 H100_BUDGET = 76_968_728_985  # floor(0.9 x 85,520,809,984)
@@ -153,9 +156,9 @@ def _twin_search(**kw) -> P.PlanSearch:
     """llama-3.1-8b at 8k x 4 in bf16 on the h100-sxm and a copy of it under another key."""
     h100 = get_gpu("h100-sxm")
     twin = h100.model_copy(update={"key": "h100-twin"})
-    base = dict(model=load_model("llama-3.1-8b"), seq_len=8192, concurrency=4,
-                gpus=(P.GpuChoice((h100,)), P.GpuChoice((twin,))), kv_dtypes=(("bf16", "bf16"),),
-                weight_dtypes=("bf16",), max_gpus=2)
+    base = {"model": load_model("llama-3.1-8b"), "seq_len": 8192, "concurrency": 4,
+            "gpus": (P.GpuChoice((h100,)), P.GpuChoice((twin,))), "kv_dtypes": (("bf16", "bf16"),),
+            "weight_dtypes": ("bf16",), "max_gpus": 2}
     base.update(kw)
     return P.PlanSearch(**base)
 
@@ -242,3 +245,77 @@ def test_a_layout_that_does_not_fit_scores_used_over_budget():
     assert not out.fits and out.tpot_s is None
     assert out.problems == ["needs 96.1 GiB per GPU, budget 71.7 GiB"]
     assert out.score == 103_219_470_336 / H100_BUDGET
+
+
+def test_a_split_over_different_devices_times_each_stage_on_its_own_device():
+    """Qwen3-32B through llama.cpp on l40s + rtx-4090 (test_plan.py's layers 42 + 22), 4 x 8k,
+    q8_0 weights and KV.
+
+    Stage bytes (weights + KV): l40s 23,315,292,160 + 2,994,733,056 = 26,310,025,216 B;
+    rtx-4090 12,953,651,200 + 1,568,669,696 = 14,522,320,896 B. Decode is memory-bound, so the
+    step is each stage's bytes over its own device's bandwidth: 26,310,025,216 / (864e9 x 0.8)
+    = 38.0643 ms + 14,522,320,896 / (1008e9 x 0.8) = 18.0089 ms = 56.0732 ms. TTFT: each device's
+    prefill weighted by its share of the layers, 42/64 and 22/64. Prices: $1.00 + $0.50 an hour
+    (each device its own), $0.75 a GPU on average.
+    """
+    r = kvcalc.plan("qwen3-32b", seq_len="8k", concurrency=4, gpus="l40s+rtx-4090", engine="llamacpp",
+                    prices={"l40s": 1.0, "rtx-4090": 0.5})
+    top = r.layouts[0]
+    assert top.stage_layers == [42, 22]
+    step_s = 26_310_025_216 / (864e9 * 0.8) + 14_522_320_896 / (1008e9 * 0.8)
+    assert top.tpot_ms == pytest.approx(step_s * 1e3, rel=1e-9)
+    assert top.tokens_per_s == pytest.approx(4 / step_s, rel=1e-9)
+    m = load_model("qwen3-32b")
+    lay = Layout(pp=2, stage_layers=(42, 22), k_dtype="q8_0", weight_dtype="q8_0")
+    pre = [Planner(m, get_gpu(g), lay).prefill(8192).step_time_s for g in ("l40s", "rtx-4090")]
+    assert top.ttft_s == pytest.approx(42 / 64 * pre[0] + 22 / 64 * pre[1], rel=1e-12)
+    assert (top.dollars_per_hour, top.price_per_gpu_hour) == (1.5, 0.75)
+
+
+def test_llamacpp_uses_at_most_one_device_per_layer():
+    # a 4-layer model: llama.cpp can use 1..4 devices (4: one layer each); 5..8 are not searched
+    tiny = ModelSpec(name="tiny", n_layers=4, n_heads=8, n_kv_heads=8, hidden_size=512, vocab_size=1000,
+                     intermediate_size=1024)
+    r = kvcalc.plan(tiny, seq_len=1024, concurrency=1, gpus="l40s", engine="llamacpp", top=10)
+    assert [(x.count, x.stage_layers) for x in r.layouts] == [(1, None), (2, [2, 2]), (3, [2, 1, 1]),
+                                                               (4, [1, 1, 1, 1])]
+
+
+def test_the_launch_line_gets_each_layouts_figures():
+    # the engine's launch builder is handed every figure by keyword; a recorder shows them
+    calls = []
+
+    def launch(**kw):
+        calls.append(kw)
+        return f"serve {len(calls)}"
+
+    h100 = get_gpu("h100-sxm")
+    req = P.PlanSearch(model=load_model("llama-3.1-8b"), seq_len=8192, concurrency=5, gpus=(P.GpuChoice((h100,)),),
+                       kv_dtypes=(("fp8_e4m3", "bf16"),), weight_dtypes=("bf16",), max_gpus=2, launch=launch,
+                       knobs=Layout(gpu_memory_utilization=0.85))
+    r = P.search(req)
+    # 1 GPU first, then the best 2-GPU layout: tp 2 (5 sequences in one replica)
+    assert [x.launch for x in r.layouts] == ["serve 1", "serve 2"]
+    assert calls[0] == {"tp": 1, "pp": 1, "dp": 1, "nodes": 1, "max_model_len": 8192, "max_num_seqs": 5, "k_dtype": "fp8_e4m3",
+                            "v_dtype": "bf16", "weight_dtype": "bf16", "gpu_memory_utilization": 0.85, "tensor_split": None}
+    assert calls[1]["tp"] == 2 and calls[1]["max_num_seqs"] == 5
+    assert r.layouts[0].kv_dtype == "fp8_e4m3/bf16"
+    # without a builder there is no launch line at all (None, not "")
+    assert P.search(dataclasses.replace(req, launch=None)).layouts[0].launch is None
+
+
+def test_dp_replicas_share_the_sequences_in_the_launch_line():
+    # 5 sequences over dp 2: the fullest replica runs ceil(5 / 2) = 3 (--max-num-seqs 3), on
+    # nodes = ceil(16 / 8) = 2 for 16 GPUs
+    calls = []
+    h100 = get_gpu("h100-sxm")
+    req = P.PlanSearch(model=load_model("llama-3.1-8b"), seq_len=8192, concurrency=5, gpus=(P.GpuChoice((h100,)),),
+                       kv_dtypes=(("bf16", "bf16"),), weight_dtypes=("bf16",), max_gpus=16,
+                       launch=lambda **kw: calls.append(kw) or "x")
+    space = P._Space(req)
+    placed = next(p for p in space.placements(req.gpus[0], ("bf16", "bf16"), "bf16") if (p.tp, p.pp, p.dp) == (8, 1, 2))
+    out = P.evaluate(placed, 8192, 5, P.PlanTargets(), used=space.used(placed))
+    lay = P._layout(req, 1, placed, out)
+    assert (calls[0]["dp"], calls[0]["max_num_seqs"], calls[0]["nodes"], lay.nodes) == (2, 3, 2, 2)
+    # KV per GPU for the fullest replica: 3 x 8192 x 32 x 2 x 1 head (8 / tp 8) x 128 x 2 B
+    assert lay.kv_cache_bytes_per_gpu == 3 * 8192 * 32 * 2 * 1 * 128 * 2

@@ -24,14 +24,6 @@ from __future__ import annotations
 import pytest
 
 import kvcalc
-from kvcalc.calc import plan as P
-from kvcalc.calc.memory_plan import Layout, Planner
-from kvcalc.load.gpus import get_gpu
-from kvcalc.load.models import load_model
-
-FREE_BF16_W = 59_648_604_569
-FREE_FP8_W = 66_627_926_425
-
 
 def only_miss(**kw):
     r = kvcalc.plan("llama-3.1-8b", seq_len="32k", max_gpus=1, **kw)
@@ -50,7 +42,6 @@ def test_fp8_kv_is_the_fix():
                       "or a context of at most 22,754 tokens, or at most 13 concurrent sequences")
     assert m.fixes[1] == "fp8 KV on the same 1 GPUs"
     assert m.score == pytest.approx(103_219_470_336 / 76_968_728_985, rel=1e-12)
-    assert FREE_BF16_W // (20 * 131_072) == 22_754 and FREE_BF16_W // 4_294_967_296 == 13
 
 
 def test_fp8_weights_is_the_fix_when_the_kv_is_fp8_already():
@@ -62,7 +53,6 @@ def test_fp8_weights_is_the_fix_when_the_kv_is_fp8_already():
     assert m.line == ("1 x h100-sxm (tp 1, pp 1, dp 1; KV fp8_e4m3, weights bf16): needs 76.1 GiB per GPU, "
                       "budget 71.7 GiB; fix: more GPUs: 2 x h100-sxm (tp 2, pp 1, dp 1), or fp8 weights on the "
                       "same 1 GPUs, or a context of at most 30,338 tokens, or at most 27 concurrent sequences")
-    assert 9_081_200_640 + 30 * 2_147_483_648 + 1_259_601_920 == 74_765_312_000 <= 76_968_728_985
 
 
 def test_fp8_kv_and_weights_together_when_neither_alone_is_enough():
@@ -74,7 +64,6 @@ def test_fp8_kv_and_weights_together_when_neither_alone_is_enough():
     assert m.line == ("1 x h100-sxm (tp 1, pp 1, dp 1; KV bf16, weights bf16): needs 132.1 GiB per GPU, budget "
                       "71.7 GiB; fix: more GPUs: 2 x h100-sxm (tp 2, pp 1, dp 1), or fp8 KV and weights on the "
                       "same 1 GPUs, or a context of at most 15,692 tokens, or at most 13 concurrent sequences")
-    assert 29 * 2_147_483_648 > FREE_BF16_W and 29 * 4_294_967_296 > FREE_FP8_W >= 29 * 2_147_483_648
 
 
 def test_no_fp8_fix_on_a_gpu_without_fp8():
