@@ -300,6 +300,8 @@ def test_the_launch_line_gets_each_layouts_figures():
                             "v_dtype": "bf16", "weight_dtype": "bf16", "gpu_memory_utilization": 0.85, "tensor_split": None}
     assert calls[1]["tp"] == 2 and calls[1]["max_num_seqs"] == 5
     assert r.layouts[0].kv_dtype == "fp8_e4m3/bf16"
+    # K in fp8 (1 B), V in bf16 (2 B): 5 x 8192 tokens x 32 layers x 8 heads x 128 x 3 B
+    assert r.layouts[0].kv_cache_bytes_per_gpu == 5 * 8192 * 32 * 8 * 128 * 3
     # without a builder there is no launch line at all (None, not "")
     assert P.search(dataclasses.replace(req, launch=None)).layouts[0].launch is None
 
