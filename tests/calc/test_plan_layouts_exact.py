@@ -321,3 +321,28 @@ def test_dp_replicas_share_the_sequences_in_the_launch_line():
     assert (calls[0]["dp"], calls[0]["max_num_seqs"], calls[0]["nodes"], lay.nodes) == (2, 3, 2, 2)
     # KV per GPU for the fullest replica: 3 x 8192 x 32 x 2 x 1 head (8 / tp 8) x 128 x 2 B
     assert lay.kv_cache_bytes_per_gpu == 3 * 8192 * 32 * 2 * 1 * 128 * 2
+
+
+def test_the_layer_split_subtracts_the_tp_1_reserves():
+    """llama-3.1-8b through llama.cpp on h200 + rtx-4090: free bytes are each budget less the
+    reserves of one unsplit rank (tp 1: 1,259,601,920 B; at tp 2 they would be 959,053,824 B).
+
+    h200: floor(0.9 x 150,754,820,096) = 135,679,338,086 - 1,259,601,920 = 134,419,736,166 B;
+    rtx-4090: 23,181,498,777 - 1,259,601,920 = 21,921,896,857 B; sum 156,341,633,023 B.
+    32 layers x 0.85978 = 27.513 -> 27, x 0.14022 = 4.487 -> 4; the one left goes to the larger
+    remainder (0.513, the h200): (28, 4), -ts 28,5. (With tp 2's reserves: 27.469 / 4.531 -> (27, 5).)
+    """
+    r = kvcalc.plan("llama-3.1-8b", seq_len="8k", concurrency=1, gpus="h200+rtx-4090", engine="llamacpp",
+                    kv_dtypes="f16", weight_dtypes="f16")
+    assert [(x.stage_layers, x.tensor_split) for x in r.layouts] == [([28, 4], [28, 5])]
+
+
+def test_smallest_fitting_follows_the_node_size():
+    # llama-3.1-70b bf16, 64 x 8k: weights 141.1 GB + KV 64 x 8192 x 327,680 B = 171.8 GB > 4 x
+    # 76.97 GB, so 4 h100s cannot hold it; 5 can, as tp 1 x pp 5 (5 is prime and tp must divide
+    # the 8 KV heads; dp 5 would put all weights on one GPU). In nodes of 4 there is no 5: the next
+    # count is 8 (two nodes), whose fastest layout is tp 4 x dp 2
+    m, h100 = load_model("llama-3.1-70b"), get_gpu("h100-sxm")
+    kv = ("bf16", "bf16")
+    assert P.smallest_fitting(m, h100, Layout(), 8192, 64, kv, "bf16") == (5, 1, 5, 1)
+    assert P.smallest_fitting(m, h100, Layout(), 8192, 64, kv, "bf16", gpus_per_node=4) == (8, 4, 1, 2)

@@ -159,3 +159,8 @@ def test_rank_key_treats_a_free_gpu_as_priced():
     assert k(1, 0.0, 1.0, ()) < k(1, 0.5, 1e6, ())
     assert k(2, 0.0, 5.0, ("a",)) == (2, False, 0.0, -5.0, ("a",))
     assert k(2, None, 5.0, ("a",)) == (2, True, 0.0, -5.0, ("a",))
+
+
+def test_layer_split_hands_out_three_remainders():
+    # 8 layers over 5 equal devices: 1.6 each -> 1 x 5 = 5; the 3 left go to devices 0, 1, 2
+    assert P.layer_split(with_layers(8), [1] * 5) == (2, 2, 2, 1, 1)
