@@ -132,3 +132,39 @@ def test_llamacpp_more_gpus_stay_in_one_machine():
     (m,) = r.misses
     assert m.line == ("1 x l40s (tp 1, pp 1, dp 1; KV fp16, weights fp16): needs 416.1 GiB per GPU, budget 40.5 GiB; "
                       "fix: a context of at most 1,995 tokens, or at most 6 concurrent sequences")
+
+
+def test_a_context_one_token_shorter_and_one_sequence_fewer():
+    # 4 x 113,771 tokens in bf16: KV 4 x 113,771 x 131,072 = 59,648,770,048 B, 165,479 B more than
+    # the 59,648,604,569 B free (both sides print as 71.7 GiB). One token less fits: 4 x 113,770 x
+    # 131,072 = 59,648,245,760 B; sequences: 59,648,604,569 // (113,771 x 131,072) = 3
+    m = only_miss(seq_len=113_771, concurrency=4, gpus="h100-sxm", kv_dtypes="bf16", weight_dtypes="bf16")
+    assert m.line == ("1 x h100-sxm (tp 1, pp 1, dp 1; KV bf16, weights bf16): needs 71.7 GiB per GPU, budget "
+                      "71.7 GiB; fix: more GPUs: 2 x h100-sxm (tp 2, pp 1, dp 1), or fp8 KV on the same 1 GPUs, "
+                      "or a context of at most 113,770 tokens, or at most 3 concurrent sequences")
+
+
+def test_one_sequence_is_a_fix():
+    # 2 x 128k on an l40s: 16,060,522,496 + 2 x 17,179,869,184 + 1,259,601,920 = 51,679,862,784 B =
+    # 48.13 GiB; free 26,155,094,835 B holds one 128k sequence (17,179,869,184 B), not two;
+    # context: 26,155,094,835 // (2 x 131,072) = 99,773; fp8 KV: 2 x 8,589,934,592 B fits
+    m = only_miss(seq_len="128k", concurrency=2, gpus="l40s", kv_dtypes="bf16", weight_dtypes="bf16")
+    assert m.line == ("1 x l40s (tp 1, pp 1, dp 1; KV bf16, weights bf16): needs 48.1 GiB per GPU, budget 40.5 GiB; "
+                      "fix: more GPUs: 2 x l40s (tp 2, pp 1, dp 1), or fp8 KV on the same 1 GPUs, or a context of "
+                      "at most 99,773 tokens, or at most 1 concurrent sequences")
+
+
+def test_q8_0_kv_fix_keeps_the_layer_split():
+    # Qwen3-32B, q8_0 weights, f16 KV, on l40s + rtx-4090 (layers 42 + 22, see test_plan.py), 12 x
+    # 8k. The 4090: weights 12,953,651,200 B + KV 12 x 8192 x 22 layers x 2 x 8 x 128 x 2 B =
+    # 8,858,370,048 B + reserves 1,686,503,424 B = 23,498,524,672 B (21.9 GiB) > 23,181,498,777 B
+    # (21.6 GiB). q8_0 KV (34 B per 32 values) on the same split: 4,705,964,032 B of KV fits.
+    # (Split evenly, 32 + 32, the 4090 would hold 10 more layers and not fit.) A fixed set gets no
+    # "more GPUs". Free on the 4090: 23,181,498,777 - 12,953,651,200 - 1,686,503,424 =
+    # 8,541,344,153 B: context // (12 x 90,112 B) = 7,898; sequences // (8192 x 90,112 B) = 11
+    r = kvcalc.plan("qwen3-32b", seq_len="8k", concurrency=12, gpus="l40s+rtx-4090", engine="llamacpp",
+                    kv_dtypes="f16", weight_dtypes="q8_0")
+    (m,) = r.misses
+    assert m.line == ("2 x l40s+rtx-4090 (tp 1, pp 2, dp 1; KV fp16, weights q8_0): needs 21.9 GiB per GPU, budget "
+                      "21.6 GiB; fix: q8_0 KV on the same 2 GPUs, or a context of at most 7,898 tokens, or at most "
+                      "11 concurrent sequences")
