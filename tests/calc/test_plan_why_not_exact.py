@@ -27,7 +27,7 @@ import kvcalc
 
 
 def only_miss(**kw):
-    r = kvcalc.plan("llama-3.1-8b", seq_len="32k", max_gpus=1, **kw)
+    r = kvcalc.plan("llama-3.1-8b", **{"seq_len": "32k", "max_gpus": 1, **kw})
     assert r.layouts == [] and r.n_qualifying == 0
     (m,) = r.misses
     return m
