@@ -47,6 +47,9 @@ def test_llamacpp_single_device():
     assert one.tpot_ms == pytest.approx((9_517_408_256 + 1_140_850_688) / (864e9 * 0.8) * 1e3, rel=1e-9)
     assert one.tokens_per_s == pytest.approx(2 / ((9_517_408_256 + 1_140_850_688) / (864e9 * 0.8)), rel=1e-9)
     assert one.stage_layers is None and one.tensor_split is None
+    # llama.cpp stays in one machine: counts 1..8 x 4 format pairs (f16 / q8_0 KV x checkpoint /
+    # q8_0 weights) = 32 points, no 16-, 24- or 32-device layouts
+    assert r.points_searched == 32
     assert one.launch == "llama-server -m llama-3.1-8b-Q8_0.gguf -c 16384 -np 2 -ctk q8_0 -ctv q8_0 -ngl 99 -fa on"
     assert one.dollars_per_hour is None and one.price_per_gpu_hour is None and one.dollars_per_million_tokens is None
     # two equal devices: 32 layers split 16 + 16 by equal free bytes; -ts 16,17 (the output layer
@@ -346,3 +349,15 @@ def test_smallest_fitting_follows_the_node_size():
     kv = ("bf16", "bf16")
     assert P.smallest_fitting(m, h100, Layout(), 8192, 64, kv, "bf16") == (5, 1, 5, 1)
     assert P.smallest_fitting(m, h100, Layout(), 8192, 64, kv, "bf16", gpus_per_node=4) == (8, 4, 1, 2)
+
+
+def test_a_fixed_set_in_fp8_weights():
+    # the fixed set h100-sxm+h100-sxm with fp8 weights: tp 2 holds half the fp8 matrices
+    # 6,979,321,856 / 2 = 3,489,660,928 B + norms 524,288 B (replicated) + half the bf16 embedding
+    # and LM head 2,101,346,304 / 2 = 1,050,673,152 B + final norm 8,192 B = 4,540,866,560 B; the
+    # launch line asks vLLM for fp8 weights
+    r = kvcalc.plan("llama-3.1-8b", seq_len="8k", concurrency=4, gpus="h100-sxm+h100-sxm", kv_dtypes="bf16",
+                    weight_dtypes="fp8")
+    top = r.layouts[0]
+    assert (top.tp, top.weight_dtype, top.weights_bytes_per_gpu) == (2, "fp8_e4m3", 4_540_866_560)
+    assert top.launch.endswith("--max-num-seqs 4 --quantization fp8")
