@@ -583,14 +583,14 @@ def _fixes(space: _Space, placed: _Placed, out: _Outcome) -> list[str]:
             continue
         b = space.base(placed.tp, placed.pp, kv, w, placed.devices[0], placed.base.layout.stage_layers)
         if b is not None and evaluate(dataclasses.replace(placed, base=b, kv=kv, weight=w), T, C, tg).ok:
-            fixes.append(f"{what} on the same {placed.count} GPUs")
+            fixes.append(f"{what} on the same {placed.count} GPU{'s' if placed.count > 1 else ''}")
             break
     t = _largest(1, T - 1, lambda x: evaluate(placed, x, C, tg).ok)
     if t:
         fixes.append(f"a context of at most {t:,} tokens")
     c = _largest(1, C - 1, lambda x: evaluate(placed, T, x, tg).ok)
     if c:
-        fixes.append(f"at most {c:,} concurrent sequences")
+        fixes.append(f"at most {c:,} concurrent sequence{'s' if c > 1 else ''}")
     return fixes
 
 

@@ -39,9 +39,9 @@ def test_fp8_kv_is_the_fix():
     # context: 59,648,604,569 // (20 x 131,072) = 22,754; sequences: // 4,294,967,296 = 13.
     m = only_miss(concurrency=20, gpus="h100-sxm", kv_dtypes="bf16", weight_dtypes="bf16")
     assert m.line == ("1 x h100-sxm (tp 1, pp 1, dp 1; KV bf16, weights bf16): needs 96.1 GiB per GPU, budget "
-                      "71.7 GiB; fix: more GPUs: 2 x h100-sxm (tp 2, pp 1, dp 1), or fp8 KV on the same 1 GPUs, "
+                      "71.7 GiB; fix: more GPUs: 2 x h100-sxm (tp 2, pp 1, dp 1), or fp8 KV on the same 1 GPU, "
                       "or a context of at most 22,754 tokens, or at most 13 concurrent sequences")
-    assert m.fixes[1] == "fp8 KV on the same 1 GPUs"
+    assert m.fixes[1] == "fp8 KV on the same 1 GPU"
     assert m.score == pytest.approx(103_219_470_336 / 76_968_728_985, rel=1e-12)
 
 
@@ -53,7 +53,7 @@ def test_fp8_weights_is_the_fix_when_the_kv_is_fp8_already():
     m = only_miss(concurrency=30, gpus="h100-sxm", kv_dtypes="fp8", weight_dtypes="bf16")
     assert m.line == ("1 x h100-sxm (tp 1, pp 1, dp 1; KV fp8_e4m3, weights bf16): needs 76.1 GiB per GPU, "
                       "budget 71.7 GiB; fix: more GPUs: 2 x h100-sxm (tp 2, pp 1, dp 1), or fp8 weights on the "
-                      "same 1 GPUs, or a context of at most 30,338 tokens, or at most 27 concurrent sequences")
+                      "same 1 GPU, or a context of at most 30,338 tokens, or at most 27 concurrent sequences")
 
 
 def test_fp8_kv_and_weights_together_when_neither_alone_is_enough():
@@ -64,7 +64,7 @@ def test_fp8_kv_and_weights_together_when_neither_alone_is_enough():
     m = only_miss(concurrency=29, gpus="h100-sxm", kv_dtypes="bf16", weight_dtypes="bf16")
     assert m.line == ("1 x h100-sxm (tp 1, pp 1, dp 1; KV bf16, weights bf16): needs 132.1 GiB per GPU, budget "
                       "71.7 GiB; fix: more GPUs: 2 x h100-sxm (tp 2, pp 1, dp 1), or fp8 KV and weights on the "
-                      "same 1 GPUs, or a context of at most 15,692 tokens, or at most 13 concurrent sequences")
+                      "same 1 GPU, or a context of at most 15,692 tokens, or at most 13 concurrent sequences")
 
 
 def test_no_fp8_fix_on_a_gpu_without_fp8():
@@ -102,7 +102,7 @@ def test_q8_0_kv_is_the_llamacpp_fix():
                     weight_dtypes="f16", engine="llamacpp")
     (m,) = r.misses
     assert m.line == ("1 x l40s (tp 1, pp 1, dp 1; KV fp16, weights fp16): needs 48.1 GiB per GPU, budget 40.5 GiB; "
-                      "fix: more GPUs: 2 x l40s (tp 1, pp 2, dp 1), or q8_0 KV on the same 1 GPUs, or a context of "
+                      "fix: more GPUs: 2 x l40s (tp 1, pp 2, dp 1), or q8_0 KV on the same 1 GPU, or a context of "
                       "at most 24,943 tokens, or at most 6 concurrent sequences")
     assert m.score == pytest.approx(51_679_862_784 / 43_475_219_251, rel=1e-12)
 
@@ -117,7 +117,7 @@ def test_q8_0_weights_is_the_llamacpp_fix_when_the_kv_is_q8_0():
                     weight_dtypes="f16", engine="llamacpp")
     (m,) = r.misses
     assert m.line == ("1 x l40s (tp 1, pp 1, dp 1; KV q8_0, weights fp16): needs 43.8 GiB per GPU, budget 40.5 GiB; "
-                      "fix: more GPUs: 2 x l40s (tp 1, pp 2, dp 1), or q8_0 weights on the same 1 GPUs, or a context "
+                      "fix: more GPUs: 2 x l40s (tp 1, pp 2, dp 1), or q8_0 weights on the same 1 GPU, or a context "
                       "of at most 28,893 tokens, or at most 11 concurrent sequences")
 
 
@@ -140,7 +140,7 @@ def test_a_context_one_token_shorter_and_one_sequence_fewer():
     # 131,072 = 59,648,245,760 B; sequences: 59,648,604,569 // (113,771 x 131,072) = 3
     m = only_miss(seq_len=113_771, concurrency=4, gpus="h100-sxm", kv_dtypes="bf16", weight_dtypes="bf16")
     assert m.line == ("1 x h100-sxm (tp 1, pp 1, dp 1; KV bf16, weights bf16): needs 71.7 GiB per GPU, budget "
-                      "71.7 GiB; fix: more GPUs: 2 x h100-sxm (tp 2, pp 1, dp 1), or fp8 KV on the same 1 GPUs, "
+                      "71.7 GiB; fix: more GPUs: 2 x h100-sxm (tp 2, pp 1, dp 1), or fp8 KV on the same 1 GPU, "
                       "or a context of at most 113,770 tokens, or at most 3 concurrent sequences")
 
 
@@ -150,8 +150,8 @@ def test_one_sequence_is_a_fix():
     # context: 26,155,094,835 // (2 x 131,072) = 99,773; fp8 KV: 2 x 8,589,934,592 B fits
     m = only_miss(seq_len="128k", concurrency=2, gpus="l40s", kv_dtypes="bf16", weight_dtypes="bf16")
     assert m.line == ("1 x l40s (tp 1, pp 1, dp 1; KV bf16, weights bf16): needs 48.1 GiB per GPU, budget 40.5 GiB; "
-                      "fix: more GPUs: 2 x l40s (tp 2, pp 1, dp 1), or fp8 KV on the same 1 GPUs, or a context of "
-                      "at most 99,773 tokens, or at most 1 concurrent sequences")
+                      "fix: more GPUs: 2 x l40s (tp 2, pp 1, dp 1), or fp8 KV on the same 1 GPU, or a context of "
+                      "at most 99,773 tokens, or at most 1 concurrent sequence")
 
 
 def test_q8_0_kv_fix_keeps_the_layer_split():
