@@ -44,7 +44,7 @@ class RequestOptions(OptionGroup):
             if llamacpp.ctx_size is not None:
                 raise KvcalcError(f"-c {self.short_c} is llama.cpp's --ctx-size with --engine llamacpp; give -c or "
                                   "--ctx-size, not both", option="-c", value=self.short_c, form=MESSAGE)
-            return dataclasses.replace(llamacpp, ctx_size=self.short_c), self.concurrency
+            return llamacpp.replace(ctx_size=self.short_c), self.concurrency
         if self.concurrency is not None:
             raise KvcalcError(f"-c {self.short_c} is --concurrency with --engine {engine}; give -c or --concurrency, "
                               "not both", option="-c", value=self.short_c, form=MESSAGE)
