@@ -17,7 +17,7 @@ import importlib
 from collections.abc import Iterator, MutableMapping
 from typing import Any, NamedTuple
 
-from typer.core import TyperGroup
+from typer.core import TyperCommand, TyperGroup
 
 
 class LazyCommand(NamedTuple):
@@ -38,16 +38,16 @@ class LazyCommand(NamedTuple):
 
         module, _, attr = self.target.partition(":")
         fn = getattr(importlib.import_module(module), attr)
-        cmd = get_command_from_info(CommandInfo(name=self.name, callback=fn), pretty_exceptions_short=True,
-                                    rich_markup_mode=rich_markup_mode)
+        cmd = get_command_from_info(CommandInfo(name=self.name, callback=fn, cls=LazyGroupCommand),
+                                    pretty_exceptions_short=True, rich_markup_mode=rich_markup_mode)
         typed_values_as_given(cmd)
         return cmd
 
 
 #: the option types whose values `AsGiven` passes through: typer's converter returns a value that
-#: already has this exact type unchanged (str: `str(value)`; int and float: pydantic's lax
-#: number validation of an int or a float)
-PLAIN_TYPES = (str, int, float)
+#: already has this exact type unchanged (str: `str(value)`; int, float, bool: pydantic's lax
+#: validation of an int, a float, a bool)
+PLAIN_TYPES = (str, int, float, bool)
 
 
 class AsGiven:
@@ -58,7 +58,8 @@ class AsGiven:
     text typed on the command line) goes through typer's own converter
     (`typer._coercion.build_runtime_param`, a pydantic `TypeAdapter`), built on first use and
     kept. typer builds that converter for every option of a call, typed or not: about 0.3 ms
-    each, two dozen for `kvcalc estimate MODEL`."""
+    each, two dozen for `kvcalc estimate MODEL` (typer itself skips it for a flag already a bool,
+    but not for the None a flag of the group may hold)."""
 
     def __init__(self, kind: type) -> None:
         self.kind = kind
@@ -72,19 +73,39 @@ class AsGiven:
         return param._runtime_param.coerce(value, param=param, ctx=ctx)
 
 
+def value_as_given(param: Any) -> None:
+    """Give click parameter `param` an `AsGiven` conversion in place of the one typer would build,
+    when `AsGiven` passes its values through unchanged: one value of a plain type
+    (`PLAIN_TYPES`), no parser, no bounds, no file. Any other parameter, and any typer without
+    runtime coercion (before 0.2x click's own types convert), is left as typer made it."""
+    desc = getattr(param, "type_descriptor", None)
+    if desc is None or getattr(param, "_runtime_param", False) is not None:
+        return
+    info = desc.parameter_info
+    if (desc.annotation in PLAIN_TYPES and desc.file_annotation is None and info.parser is None
+            and info.min is None and info.max is None and not param.multiple and param.nargs == 1):
+        param._runtime_param = AsGiven(desc.annotation)
+
+
 def typed_values_as_given(cmd: Any) -> None:
-    """Give each option of click command `cmd` whose values `AsGiven` passes through unchanged
-    (one value of a plain type, no parser, no bounds, no file) an `AsGiven` conversion in place
-    of the one typer would build; leave every other option, and any typer without runtime
-    coercion (before 0.2x: click's own types convert), as typer made it."""
+    """`value_as_given` for each parameter of click command `cmd`."""
     for p in getattr(cmd, "params", ()):
-        desc = getattr(p, "type_descriptor", None)
-        if desc is None or getattr(p, "_runtime_param", False) is not None:
-            continue
-        info = desc.parameter_info
-        if (desc.annotation in PLAIN_TYPES and desc.file_annotation is None and info.parser is None
-                and info.min is None and info.max is None and not p.multiple and p.nargs == 1):
-            p._runtime_param = AsGiven(desc.annotation)
+        value_as_given(p)
+
+
+class HelpAsGiven:
+    """Mixin for a typer command or group (before the typer class in the bases): the `--help`
+    option, which click builds on first use, gets `value_as_given` too."""
+
+    def get_help_option(self, ctx: Any) -> Any:
+        opt = super().get_help_option(ctx)  # type: ignore[misc]
+        if opt is not None:
+            value_as_given(opt)
+        return opt
+
+
+class LazyGroupCommand(HelpAsGiven, TyperCommand):
+    """The click command class of a `LazyCommand`: typer's, with `--help` as `HelpAsGiven` makes it."""
 
 
 class _Commands(MutableMapping):
@@ -125,7 +146,7 @@ class _Commands(MutableMapping):
         return name in self.built
 
 
-class LazyGroup(TyperGroup):
+class LazyGroup(HelpAsGiven, TyperGroup):
     """A `TyperGroup` whose commands come from `table` (set by `lazy_group`), loaded on use."""
 
     table: tuple[LazyCommand, ...] = ()
@@ -133,6 +154,7 @@ class LazyGroup(TyperGroup):
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.commands = _Commands(self.table, self.commands, self.rich_markup_mode)
+        typed_values_as_given(self)  # the group's own options (--debug, --version)
 
     def list_commands(self, ctx: Any) -> list[str]:
         """Every command name, the table's in its order, without importing any command."""
