@@ -115,17 +115,8 @@ PageSizeOpt = Annotated[int, typer.Option("--page-size", help="SGLang tokens per
 
 ParallelOpt = Annotated[int, typer.Option("--parallel", "-np", help="llama.cpp sequences (n_seq_max); ollama: OLLAMA_NUM_PARALLEL.")]
 
-DeviceOpt = Annotated[str, typer.Option("--device", callback=lower_choice, help="auto (CUDA when present, else CPU), cuda or cpu.")]
-
-LayersOpt = Annotated[Optional[int], typer.Option("--layers", help="Measure this many KV layers and scale to the whole model.")]
-
-StepsOpt = Annotated[Optional[int], typer.Option("--steps", help="Timed decode steps (GPU: at least 30; CPU default 8).")]
-
-BackendOpt = Annotated[str, typer.Option("--backend", callback=lower_choice, help="auto (= sdpa), sdpa, matmul, or flash (flash-attn / FlashInfer).")]
-
-WeightsOpt = Annotated[bool, typer.Option("--with-weights", help="Add random QKV, output and MLP weights: time whole decoder layers.")]
-
-GraphOpt = Annotated[bool, typer.Option("--cuda-graph", help="Capture one step in a CUDA graph and replay it.")]
+# `kvcalc measure`'s own options (--device, --layers, --steps, --backend, --with-weights,
+# --cuda-graph) are declared in `kvcalc.cli.measure`: no other command pays for them at start-up.
 
 
 # ----- option groups ----------------------------------------------------------------------
