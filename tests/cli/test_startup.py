@@ -98,13 +98,14 @@ def test_as_given_returns_what_typers_converter_returns():
     ctx = None  # plain options never read the context
     for name, p in options:
         theirs = build_runtime_param(p.type_descriptor)
+        mine = p._runtime_param  # kept: a value it hands on to typer replaces p._runtime_param
         for value in SAMPLES:
             try:
                 expected = ("ok", theirs.coerce(value, param=p, ctx=ctx))
             except typer.BadParameter as e:
                 expected = ("error", e.message)
             try:
-                got = ("ok", p._runtime_param.coerce(value, param=p, ctx=ctx))
+                got = ("ok", mine.coerce(value, param=p, ctx=ctx))
             except typer.BadParameter as e:
                 got = ("error", e.message)
             assert got == expected and type(got[1]) is type(expected[1]), (name, p.name, value)
