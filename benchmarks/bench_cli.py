@@ -10,7 +10,11 @@
    (`plan.KvProfile`), the memory plan and the roofline (`plan.Planner.point`), on one core
    (target: under 1 s), planners' set-up included.
 
-    python3 benchmarks/bench_cli.py [--runs 15]
+    python3 benchmarks/bench_cli.py [--runs 15] [--instructions]
+
+`--instructions` also counts the instructions each start-up command executes, once, under
+valgrind (`--tool=callgrind`, where installed): a figure that other jobs on the machine do not
+move, for comparing two trees on a busy machine (CPU time still swings a few percent there).
 """
 
 from __future__ import annotations
@@ -66,7 +70,7 @@ MODEL = "llama-3.1-8b"
 TARGET_RATIO = 1.15
 
 
-def startup(runs: int) -> None:
+def startup(runs: int, count_instructions: bool = False) -> None:
     """Median (and spread) of `runs` fresh processes of each command, interleaved; wall and CPU
     time; the ratios of `kvcalc estimate MODEL` to the imports and to the floor app. Bytecode
     caching is on for the children (PYTHONDONTWRITEBYTECODE is dropped): an installed package
@@ -100,6 +104,31 @@ def startup(runs: int) -> None:
         rc = statistics.median(cpu[cli]) / statistics.median(cpu[other])
         target = f"   (target <= {TARGET_RATIO:g})" if other == floor else ""
         print(f"  {label:<46}: {rw:6.2f} x wall | {rc:6.2f} x CPU{target}")
+    if count_instructions:
+        counts = instructions(cmds, env)
+        if counts is None:
+            print("instructions: valgrind is not installed")
+            return
+        print("instructions executed, one run each (valgrind callgrind):")
+        for name, n in counts.items():
+            print(f"  {name:<46}: {n / 1e6:8.1f} M")
+        print(f"  {'ratio to the bare command':<46}: {counts[cli] / counts[floor]:8.3f} x")
+
+
+def instructions(cmds: dict[str, list[str]], env: dict[str, str]) -> dict[str, int] | None:
+    """Instructions each command executes (valgrind callgrind's "Collected" count, user space,
+    one run each after the timed runs, .pyc files written); None when valgrind is not installed."""
+    import re
+    import shutil
+
+    if shutil.which("valgrind") is None:
+        return None
+    out = {}
+    for name, cmd in cmds.items():
+        r = subprocess.run(["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null", *cmd], cwd=ROOT,
+                           env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, check=True)
+        out[name] = int(re.search(r"Collected : (\d+)", r.stderr).group(1))
+    return out
 
 
 def sweep_speed() -> None:
@@ -137,10 +166,11 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--runs", type=int, default=15, help="fresh processes per start-up command")
     ap.add_argument("--skip-startup", action="store_true")
+    ap.add_argument("--instructions", action="store_true", help="also count instructions under valgrind")
     a = ap.parse_args()
     print(f"python {sys.version.split()[0]} on {os.cpu_count()} CPUs")
     if not a.skip_startup:
-        startup(a.runs)
+        startup(a.runs, a.instructions)
     sweep_speed()
 
 

@@ -6,14 +6,17 @@ field into one line with a "did you mean" hint. Derived values (the resolved `he
 attention kind, the group size, the layer list) are computed properties, never stored twice.
 
 Tensor shapes use one notation throughout: `(B, H_kv, T, D)` = batch, KV heads, tokens, head dim.
-"""
 
-from __future__ import annotations
+Annotations here are objects, not text (no `from __future__ import annotations`): pydantic reads
+a class's field types when the class is declared, at every start-up, and text it would have to
+compile and evaluate, some eighty times. A name not yet defined goes in quotes (`-> "ModelSpec"`).
+"""
 
 from functools import cached_property
 from typing import Annotated, Literal
 
-from pydantic import (BaseModel, BeforeValidator, ConfigDict, Field, PositiveInt, StrictBool, WithJsonSchema,
+from annotated_types import Ge, Gt, Le  # pydantic's own constraint types (a dependency of pydantic)
+from pydantic import (BaseModel, BeforeValidator, ConfigDict, Field, PositiveInt, Strict, StrictBool, WithJsonSchema,
                       field_validator, model_validator)
 
 from kvcalc.errors import KvcalcError
@@ -21,15 +24,18 @@ from kvcalc.units import (MAX_CONCURRENCY, MAX_GPUS, MAX_QUANTITY, MAX_SEQ_LEN, 
                           parse_count, parse_size)
 
 #: a config count: a whole number > 0, strictly an int (a YAML `true`, `32.0` or `"8"` is refused)
-#: and bounded so no typo can make the arithmetic hang or overflow.
-Count = Annotated[int, Field(strict=True, gt=0, le=2**40)]
+#: and bounded so no typo can make the arithmetic hang or overflow. The model's count types give
+#: their constraints as `Strict()`, `Gt`, `Le` (what `Field(strict=True, gt=..., le=...)` turns
+#: into): the same validation and JSON Schema, and `ModelSpec`, with some fifty of them, is built
+#: at every start-up without a `FieldInfo` to merge for each.
+Count = Annotated[int, Strict(), Gt(0), Le(2**40)]
 #: a layer count, bounded lower: the engine walks the layer list.
-LayerCount = Annotated[int, Field(strict=True, gt=0, le=100_000)]
+LayerCount = Annotated[int, Strict(), Gt(0), Le(100_000)]
 #: a count that may be 0.
-Count0 = Annotated[int, Field(strict=True, ge=0, le=2**40)]
+Count0 = Annotated[int, Strict(), Ge(0), Le(2**40)]
 #: a large quantity in base units (parameters, bytes, bytes/s, FLOP/s), strictly an int.
-Quantity = Annotated[int, Field(strict=True, gt=0, le=10**21)]
-Quantity0 = Annotated[int, Field(strict=True, ge=0, le=10**21)]
+Quantity = Annotated[int, Strict(), Gt(0), Le(10**21)]
+Quantity0 = Annotated[int, Strict(), Ge(0), Le(10**21)]
 
 
 def _tokens(value: object) -> object:
@@ -62,7 +68,7 @@ def _quantity(kind: str, *, min_unitless: int, hint_unit: str, allow_zero: bool 
 #: a token count that may be written `32k` (deployment `max_seq_len`, model `max_position_embeddings`)
 _TOKENS_SCHEMA = WithJsonSchema({"anyOf": [{"type": "integer", "exclusiveMinimum": 0},
                                            {"type": "string", "pattern": r"^[0-9][0-9_,]*[kKmM]?$"}]})
-Tokens = Annotated[int, BeforeValidator(_tokens), Field(strict=True, gt=0, le=2**40), _TOKENS_SCHEMA]
+Tokens = Annotated[int, BeforeValidator(_tokens), Strict(), Gt(0), Le(2**40), _TOKENS_SCHEMA]
 #: bytes of memory: `80GB`, `24GiB`, `1.5e9` or an int; unitless figures under 1 MiB are refused
 _SIZE_SCHEMA = WithJsonSchema({"anyOf": [{"type": "integer"}, {"type": "number"}, {"type": "string"}]})
 MemoryBytes = Annotated[int, _quantity("bytes", min_unitless=2**20, hint_unit="GiB"),
@@ -173,7 +179,7 @@ class CheckpointWeights(_Frozen):
     bytes_by_dtype: dict[str, int] = Field(default_factory=dict)
 
     @model_validator(mode="after")
-    def _check(self) -> CheckpointWeights:
+    def _check(self) -> "CheckpointWeights":
         if len(self.layer_expert_bytes) != len(self.layer_bytes):
             raise ValueError("layer_expert_bytes and layer_bytes must list the same layers")
         if any(e > t for e, t in zip(self.layer_expert_bytes, self.layer_bytes)):
@@ -317,7 +323,7 @@ class ModelSpec(_Frozen):
             raise ValueError(str(e)) from None
 
     @model_validator(mode="after")
-    def _check(self) -> ModelSpec:
+    def _check(self) -> "ModelSpec":
         if self.index_head_dim is not None and self.attention != "mla":
             raise field_error("ModelSpec", "index_head_dim", "index_head_dim (DeepSeek-V3.2's indexer) needs "
                               "attention: mla")
@@ -599,7 +605,7 @@ class Deployment(_Frozen):
             raise ValueError(str(e)) from None
 
     @model_validator(mode="after")
-    def _layout(self) -> Deployment:
+    def _layout(self) -> "Deployment":
         tp = self.tp or self.count // self.pp
         if tp < 1 or self.count % (tp * self.pp):
             raise ValueError(f"count ({self.count}) must be a multiple of tp x pp ({tp} x {self.pp})")

@@ -17,9 +17,8 @@ wherever it came from (`MAX_GPUS`, `MAX_CONCURRENCY`, `MAX_SEQ_LEN`, `MAX_DEVICE
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from decimal import Decimal, localcontext
-from typing import Any
+from typing import Any, NamedTuple
 
 from kvcalc.errors import OPTION, OPTION_SAYS, KvcalcError
 
@@ -46,11 +45,12 @@ MAX_STEPS = 10_000
 MAX_PLAN_GPUS = 1024
 
 
-@dataclass(frozen=True)
-class Bound:
+class Bound(NamedTuple):
     """The values one count or size may take: `low` <= value <= `high`, in `unit`; `why` says
     where the upper bound comes from (shown when it is passed); `low_words` replaces "must be a
-    positive integer" when zero or -1 means something (`--why-not 0`, `--n-gpu-layers -1`)."""
+    positive integer" when zero or -1 means something (`--why-not 0`, `--n-gpu-layers -1`).
+    A NamedTuple, not a frozen dataclass: it is declared on every start-up, and a dataclass
+    compiles its methods when declared."""
 
     low: int
     high: int

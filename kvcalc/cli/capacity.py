@@ -8,7 +8,6 @@ the largest --ctx-size that fits).
 
 from __future__ import annotations
 
-import dataclasses
 from typing import Annotated, Optional
 
 import typer
@@ -26,7 +25,6 @@ CapacityGpuOpt = with_help(GpuOpt, "vLLM: the GPU (`kvcalc gpus`, or a GPU YAML 
                                    "the attention backend (an MLA model's block size).")
 
 
-@dataclasses.dataclass(frozen=True)
 class SourceOptions(OptionGroup):
     """Where the figures come from besides the model: the GPU vLLM runs on (--gpu, whose compute
     capability picks the attention backend) and the Hub revision of a Hub-id model."""
@@ -35,7 +33,6 @@ class SourceOptions(OptionGroup):
     revision: RevisionOpt = None
 
 
-@dataclasses.dataclass(frozen=True)
 class RequestOptions(OptionGroup):
     """The requests a capacity figure is for: their context (--max-model-len, or --seq-len /
     --context-length as estimate and SGLang name it), how many at once (--concurrency, vLLM's
@@ -58,7 +55,7 @@ class RequestOptions(OptionGroup):
             if llamacpp.ctx_size is not None:
                 raise KvcalcError(f"-c {self.short_c} is llama.cpp's --ctx-size with --engine llamacpp; give -c or "
                                   "--ctx-size, not both", option="-c", value=self.short_c, form=MESSAGE)
-            return dataclasses.replace(llamacpp, ctx_size=self.short_c), self.concurrency
+            return llamacpp.replace(ctx_size=self.short_c), self.concurrency
         if self.concurrency is not None:
             raise KvcalcError(f"-c {self.short_c} is --concurrency with --engine {engine}; give -c or --concurrency, "
                               "not both", option="-c", value=self.short_c, form=MESSAGE)

@@ -1,7 +1,8 @@
 """`kvcalc estimate`: exact KV bytes; with --gpu the memory plan and roofline; with --engine what
-an engine allocates. Several contexts (`-s 8k,32k,128k`) print one compact row per context."""
+an engine allocates. Several contexts (`-s 8k,32k,128k`) print one compact row per context.
 
-from __future__ import annotations
+No `from __future__ import annotations`: typer reads the signature's annotations as objects,
+without evaluating their text at every start-up."""
 
 from typing import Annotated, Any, Callable
 
@@ -36,8 +37,6 @@ def estimate(
 ) -> None:
     """Exact KV-cache bytes for MODEL at a context length, batch, KV dtype and TP/PP layout;
     with --gpu, also weights, the memory plan, whether it fits, and roofline TPOT / TTFT."""
-    import dataclasses
-
     from kvcalc.load.models import load_model
     from kvcalc.requests import EstimateRequest, resolve_seq_lens, run_estimate
 
@@ -49,9 +48,9 @@ def estimate(
     if len(lengths) > 1:
         check_format(fmt)
         refuse_other_engines(ctx, engine_name)
-        return estimate_lengths(spec, lengths, fmt, batch=batch, **dataclasses.asdict(kv), tp=tp, pp=pp, dp=dp,
+        return estimate_lengths(spec, lengths, fmt, batch=batch, **kv.asdict(), tp=tp, pp=pp, dp=dp,
                                 gpu=gpu.gpu, engine=engine_name)
-    req = EstimateRequest.build(spec, seq_len=lengths[0], batch=batch, **dataclasses.asdict(kv), tp=tp, pp=pp,
+    req = EstimateRequest.build(spec, seq_len=lengths[0], batch=batch, **kv.asdict(), tp=tp, pp=pp,
                                 dp=dp, gpu=gpu.gpu, layout=gpu.layout() if gpu.gpu is not None else None,
                                 engine=engine_name, engine_options=engine_options(engine_name, (vllm, sglang), gpu=gpu.gpu))
     check_format(fmt)

@@ -11,12 +11,27 @@ from __future__ import annotations
 import os
 import sys
 import time
-from typing import Any, Callable, TextIO
+from typing import Annotated, Any, Callable, Optional, TextIO
 
-from kvcalc.cli.options import (RevisionOpt, BackendOpt, BatchOpt, DeviceOpt, FormatOpt, GraphOpt, KvDtypeOpt, LayersOpt, ModelArg,
-                                SeqLenOpt, StepsOpt, WeightsOpt, check_positive, resolve_kv_dtypes, with_help)
+import typer
+
+from kvcalc.cli.options import (RevisionOpt, BatchOpt, FormatOpt, KvDtypeOpt, ModelArg, SeqLenOpt, check_positive,
+                                lower_choice, resolve_kv_dtypes, with_help)
 from kvcalc.cli.output import check_format, emit, handle_errors
 from kvcalc.errors import KvcalcError, MissingExtraError
+
+# measure's own options, declared here rather than in `kvcalc.cli.options` (which every command imports)
+DeviceOpt = Annotated[str, typer.Option("--device", callback=lower_choice, help="auto (CUDA when present, else CPU), cuda or cpu.")]
+
+LayersOpt = Annotated[Optional[int], typer.Option("--layers", help="Measure this many KV layers and scale to the whole model.")]
+
+StepsOpt = Annotated[Optional[int], typer.Option("--steps", help="Timed decode steps (GPU: at least 30; CPU default 8).")]
+
+BackendOpt = Annotated[str, typer.Option("--backend", callback=lower_choice, help="auto (= sdpa), sdpa, matmul, or flash (flash-attn / FlashInfer).")]
+
+WeightsOpt = Annotated[bool, typer.Option("--with-weights", help="Add random QKV, output and MLP weights: time whole decoder layers.")]
+
+GraphOpt = Annotated[bool, typer.Option("--cuda-graph", help="Capture one step in a CUDA graph and replay it.")]
 
 #: when stderr is not a terminal, a progress line at most this often (seconds), the first after as long
 PIPE_EVERY_S = 5.0

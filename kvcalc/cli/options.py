@@ -13,9 +13,12 @@ or `Annotated[Group, only("a", "b", a="other help")]` (some of them, help text o
 typer reads `inspect.signature`, so the wrapper's rewritten `__signature__` lists each group's
 options in place (or in `order`); which options the user typed still comes from the click
 context (`typed_options`).
-"""
 
-from __future__ import annotations
+Start-up: every command imports this module, so declaring it must cost little. The annotations
+are objects, not strings (no `from __future__ import annotations`): typer and the groups read
+them without evaluating text. The groups are `OptionGroup`s, not dataclasses (a frozen dataclass
+compiles six methods when declared), and `Only` is a NamedTuple.
+"""
 
 import copy
 import dataclasses
@@ -23,7 +26,7 @@ import functools
 import inspect
 import typing
 from collections.abc import Callable, Iterable, Sequence
-from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Optional
+from typing import TYPE_CHECKING, Annotated, Any, ClassVar, NamedTuple, Optional
 
 import typer
 
@@ -112,24 +115,14 @@ BlockSizeOpt = Annotated[int, typer.Option("--block-size", help="vLLM tokens per
 
 PageSizeOpt = Annotated[int, typer.Option("--page-size", help="SGLang tokens per page.")]
 
-DeviceOpt = Annotated[str, typer.Option("--device", callback=lower_choice, help="auto (CUDA when present, else CPU), cuda or cpu.")]
-
-LayersOpt = Annotated[Optional[int], typer.Option("--layers", help="Measure this many KV layers and scale to the whole model.")]
-
-StepsOpt = Annotated[Optional[int], typer.Option("--steps", help="Timed decode steps (GPU: at least 30; CPU default 8).")]
-
-BackendOpt = Annotated[str, typer.Option("--backend", callback=lower_choice, help="auto (= sdpa), sdpa, matmul, or flash (flash-attn / FlashInfer).")]
-
-WeightsOpt = Annotated[bool, typer.Option("--with-weights", help="Add random QKV, output and MLP weights: time whole decoder layers.")]
-
-GraphOpt = Annotated[bool, typer.Option("--cuda-graph", help="Capture one step in a CUDA graph and replay it.")]
+# `kvcalc measure`'s own options (--device, --layers, --steps, --backend, --with-weights,
+# --cuda-graph) are declared in `kvcalc.cli.measure`: no other command pays for them at start-up.
 
 
 # ----- option groups ----------------------------------------------------------------------
 
 
-@dataclasses.dataclass(frozen=True)
-class Only:
+class Only(NamedTuple):
     """Marker for `Annotated[Group, only(...)]`: the group's options a command takes, and help
     text that differs from the group's."""
 
@@ -152,20 +145,83 @@ def with_help(alias: Any, text: str) -> Any:
     return Annotated[base, info]
 
 
+def _is_class_var(annotation: Any) -> bool:
+    """True for `ClassVar[...]` (an object, or the text a postponed annotation leaves)."""
+    if isinstance(annotation, str):
+        return annotation.startswith(("ClassVar", "typing.ClassVar"))
+    return annotation is ClassVar or typing.get_origin(annotation) is ClassVar
+
+
 class OptionGroup:
-    """Base of an option group: a frozen dataclass whose fields are declared like a command's
-    parameters (`Annotated[type, typer.Option(...)] = default`)."""
+    """Base of an option group: a class whose fields are declared like a command's parameters
+    (`name: Annotated[type, typer.Option(...)] = default`, every field with its default;
+    `ClassVar` annotations are no fields).
+
+    An instance is an immutable value, as a frozen dataclass would be: built from keyword
+    arguments (the class's defaults fill the rest; an unknown name raises `TypeError`), equal
+    and hashed by its type and values, shown as `Group(name=value, ...)`; setting or deleting a
+    field raises `dataclasses.FrozenInstanceError`. `asdict()` and `replace(**changes)` stand in
+    for `dataclasses.asdict` / `dataclasses.replace`. Not a dataclass: a frozen dataclass
+    compiles six methods for each class when it is declared (about 0.4 ms each), and every
+    command declares these groups at start-up; this base does that work once, for all of them.
+    """
+
+    _fields: ClassVar[tuple[str, ...]] = ()
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        own = cls.__dict__.get("__annotations__", {})
+        cls._fields = tuple(n for n, a in own.items() if not _is_class_var(a))
+        missing = [n for n in cls._fields if n not in cls.__dict__]
+        if missing:
+            raise TypeError(f"{cls.__name__}: option group fields need a default: {', '.join(missing)}")
+
+    def __init__(self, **values: Any) -> None:
+        cls = type(self)
+        unknown = [n for n in values if n not in cls._fields]
+        if unknown:
+            raise TypeError(f"{cls.__name__}.__init__() got an unexpected keyword argument '{unknown[0]}'")
+        for name in cls._fields:
+            object.__setattr__(self, name, values[name] if name in values else cls.__dict__[name])
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        raise dataclasses.FrozenInstanceError(f"cannot assign to field '{name}'")
+
+    def __delattr__(self, name: str) -> None:
+        raise dataclasses.FrozenInstanceError(f"cannot delete field '{name}'")
+
+    def _values(self) -> tuple[Any, ...]:
+        return tuple(self.__dict__[n] for n in self._fields)
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__:
+            return NotImplemented
+        return self._values() == other._values()  # type: ignore[attr-defined]
+
+    def __hash__(self) -> int:
+        return hash((type(self), self._values()))
+
+    def __repr__(self) -> str:
+        return f"{type(self).__qualname__}({', '.join(f'{n}={self.__dict__[n]!r}' for n in self._fields)})"
+
+    def asdict(self) -> dict[str, Any]:
+        """The fields and their values, in declaration order."""
+        return {n: self.__dict__[n] for n in self._fields}
+
+    def replace(self, **changes: Any) -> "OptionGroup":
+        """A copy with `changes` applied (`TypeError` for an unknown field)."""
+        return type(self)(**(self.asdict() | changes))
 
     @classmethod
     def option_names(cls) -> tuple[str, ...]:
         """The group's parameter names, in declaration order."""
-        return tuple(f.name for f in dataclasses.fields(cls))  # type: ignore[arg-type]
+        return cls._fields
 
     @classmethod
-    def parameters(cls, selection: Only | None = None) -> list[inspect.Parameter]:
+    def parameters(cls, selection: Optional[Only] = None) -> list[inspect.Parameter]:
         """The group's options as `inspect.Parameter`s (selected, help overridden)."""
         hints = typing.get_type_hints(cls, include_extras=True)
-        defaults = {f.name: f.default for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
+        defaults = {n: cls.__dict__[n] for n in cls._fields}
         names = selection.names if selection else cls.option_names()
         params = []
         for name in names:
@@ -180,7 +236,7 @@ class OptionGroup:
         return params
 
 
-def _group_of(annotation: Any) -> tuple[type[OptionGroup] | None, Only | None]:
+def _group_of(annotation: Any) -> "tuple[type[OptionGroup] | None, Only | None]":
     """(group class, selection) when a parameter is annotated with an option group."""
     if typing.get_origin(annotation) is Annotated:
         base, *meta = typing.get_args(annotation)
@@ -239,7 +295,6 @@ def option_groups(*, order: Sequence[str] = ()) -> Callable[[Callable[..., Any]]
     return deco
 
 
-@dataclasses.dataclass(frozen=True)
 class KvFormatOptions(OptionGroup):
     """The KV cache's formats: --kv-dtype, --k-dtype, --v-dtype, --quant-group-size, --scale-dtype."""
 
@@ -250,7 +305,6 @@ class KvFormatOptions(OptionGroup):
     scale_dtype: ScaleOpt = None
 
 
-@dataclasses.dataclass(frozen=True)
 class LayoutOptions(OptionGroup):
     """The parallel layout: --tp, --pp, --dp, and --count (= tp x pp x dp)."""
 
@@ -264,7 +318,6 @@ class LayoutOptions(OptionGroup):
         return resolve_count(self.count, self.tp, self.pp, self.dp)
 
 
-@dataclasses.dataclass(frozen=True)
 class GpuPlanOptions(OptionGroup):
     """The GPU and the knobs of the memory plan and roofline; all but --gpu need --gpu."""
 
@@ -297,7 +350,6 @@ FLASH_ATTN_VALUES = ("on", "off", "auto")
 LLAMACPP_TOOLS = ("llama-server", "llama-cli", "library")
 
 
-@dataclasses.dataclass(frozen=True)
 class VllmFlags(OptionGroup):
     """vLLM's options (`--engine vllm` only), turned into `VllmOptions` by `to_options`; left at
     their defaults (and VLLM_ALLOW_LONG_MAX_MODEL_LEN unset) they give `VllmOptions()` (a test
@@ -314,7 +366,7 @@ class VllmFlags(OptionGroup):
     v0: Annotated[bool, typer.Option("--vllm-v0", help="vLLM's V0 engine (0.6.x): '# GPU blocks' lines (= --vllm-version 0.6).")] = False
     swap_space: Annotated[str, typer.Option("--swap-space", help="vLLM V0 CPU swap space per GPU: 4GiB (vLLM's --swap-space 4 is 4GiB: write the unit).")] = "0"
 
-    def to_options(self, compute_capability: str | None = None) -> VllmOptions:
+    def to_options(self, compute_capability: str | None = None) -> "VllmOptions":
         """The engine's options, on a GPU of `compute_capability` ('9.0'; None: unknown).
         Raises `KvcalcError` for --swap-space without V0, --vllm-v0 beside another
         --vllm-version, or a version kvcalc does not model."""
@@ -341,7 +393,6 @@ class VllmFlags(OptionGroup):
                            allow_long_max_model_len=allow_long)
 
 
-@dataclasses.dataclass(frozen=True)
 class SglangFlags(OptionGroup):
     """SGLang's options (`--engine sglang` only)."""
 
@@ -351,7 +402,7 @@ class SglangFlags(OptionGroup):
     disable_hybrid_swa_memory: Annotated[bool, typer.Option("--disable-hybrid-swa-memory", help="SGLang: no separate pool for sliding-window layers (gpt-oss, Llama-4).")] = False
     swa_full_tokens_ratio: Annotated[float, typer.Option("--swa-full-tokens-ratio", help="SGLang: sliding-layer pool tokens per full-layer pool token.")] = engine_defaults.SGLANG_SWA_FULL_TOKENS_RATIO
 
-    def to_options(self) -> SglangOptions:
+    def to_options(self) -> "SglangOptions":
         from kvcalc.engines.profile import SglangOptions
 
         return SglangOptions(page_size=self.page_size, version=self.sglang_version,
@@ -359,7 +410,6 @@ class SglangFlags(OptionGroup):
                              swa_full_tokens_ratio=self.swa_full_tokens_ratio)
 
 
-@dataclasses.dataclass(frozen=True)
 class LlamacppFlags(OptionGroup):
     """llama.cpp's options (`--engine llamacpp` only), turned into `LlamacppOptions`; left at
     their defaults they give `LlamacppOptions()` (a test holds the two equal)."""
@@ -380,7 +430,7 @@ class LlamacppFlags(OptionGroup):
     batch_size: Annotated[int, typer.Option("--batch-size", "-b", help="llama.cpp n_batch (caps n_ubatch).")] = engine_defaults.LLAMACPP_N_BATCH
     ollama: Annotated[bool, typer.Option("--ollama", help="ollama's runner: n_ctx x --parallel cells, legacy log lines.")] = False
 
-    def to_options(self) -> LlamacppOptions:
+    def to_options(self) -> "LlamacppOptions":
         """The engine's options: --tensor-split and --ctx-size parsed (0: the training context),
         --gpus defaulting to the split's length, --ollama meaning the legacy log lines, -fa /
         --flash-attn as one value. Raises `KvcalcError`."""

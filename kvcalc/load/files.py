@@ -15,7 +15,6 @@ Bundled configs live in the repo's top-level `configs/` and ship in the wheel as
 from __future__ import annotations
 
 import difflib
-import json
 import os
 import re
 import stat
@@ -315,6 +314,8 @@ def parse_mapping(text: str, path: str, *, json_text: bool = False) -> tuple[dic
     p = path
     lines: dict[str, int] = {}
     if json_text:
+        import json  # here, not at import: a bundled name or a YAML file never needs it
+
         try:
             data = json.loads(text, object_pairs_hook=_no_duplicate_pairs)
         except json.JSONDecodeError as e:

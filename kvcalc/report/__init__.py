@@ -6,9 +6,6 @@ GiB = 2^30 bytes, MiB = 2^20 bytes, and every printed size says which.
 
 from __future__ import annotations
 
-import csv
-import io
-import json
 from collections.abc import Sequence
 from typing import Any
 
@@ -72,6 +69,8 @@ def flatten(obj: Any, prefix: str = "") -> dict[str, Any]:
             tag = x.get("kind") or x.get("name") or x.get("variant") or str(i)
             out.update(flatten({k: v for k, v in x.items()}, f"{prefix}{tag}."))
     else:
+        import json  # here: a table never needs it
+
         out[prefix.rstrip(".")] = obj if not isinstance(obj, list) else json.dumps(obj)
     return out
 
@@ -90,6 +89,8 @@ def machine(obj: BaseModel | Sequence[BaseModel] | dict, fmt: str) -> str:
     """Render a result (or a list of rows) as json, yaml, csv or markdown text."""
     data = _dump(obj)
     if fmt == "json":
+        import json  # here, not at import: the table format never needs it
+
         return json.dumps(data, indent=2)
     if fmt == "yaml":
         import yaml
@@ -102,6 +103,9 @@ def machine(obj: BaseModel | Sequence[BaseModel] | dict, fmt: str) -> str:
         keys += [k for k in r if k not in keys]
     flat = [{k: _safe_scalar(v) for k, v in r.items()} for r in flat]
     if fmt == "csv":
+        import csv  # here, not at import: the table format never needs it
+        import io
+
         buf = io.StringIO()
         w = csv.DictWriter(buf, fieldnames=keys, lineterminator="\n")
         w.writeheader()

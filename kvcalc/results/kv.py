@@ -2,8 +2,8 @@
 
 Frozen pydantic models, `extra="forbid"`: their JSON keys are a public contract."""
 
-from __future__ import annotations
-
+# no `from __future__ import annotations`: pydantic reads these field types as objects, without
+# compiling and evaluating their text when `kvcalc estimate` declares the models
 from kvcalc.schema import _Frozen  # frozen, extra="forbid": the one base of every model
 
 

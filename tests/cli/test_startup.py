@@ -1,0 +1,164 @@
+"""Start-up (issue 11 item 8): what `kvcalc estimate MODEL` loads and builds, read in a fresh
+interpreter (`sys.modules` after the call), and the two devices that keep it short: typer's
+per-option converters built only for values typed on the command line (`kvcalc.cli.lazy.AsGiven`),
+and option groups that are values without dataclass code generation (`kvcalc.cli.options.OptionGroup`).
+The time itself is `benchmarks/bench_cli.py`'s to measure (README "Speed")."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Annotated, ClassVar, Optional
+
+import pytest
+import typer
+
+from kvcalc.cli.app import COMMANDS, app
+from kvcalc.cli.options import OptionGroup
+
+ROOT = Path(__file__).resolve().parents[2]
+
+#: every command module but estimate's (the table in `cli/app.py`, so a new command is covered)
+OTHER_COMMAND_MODULES = {c.target.partition(":")[0] for c in COMMANDS} - {"kvcalc.cli.estimate"}
+#: packages `kvcalc estimate` never needs: torch and matplotlib (`measure`, `--plot`), and the
+#: readers of checkpoints and the Hub (a bundled name reads one YAML file)
+HEAVY = {"torch", "matplotlib", "numpy", "huggingface_hub", "safetensors", "gguf"}
+
+RUN = """
+import json, sys
+sys.argv = ["kvcalc", *json.loads(sys.argv[1])]
+from kvcalc.cli import main
+try:
+    main()
+except SystemExit:
+    pass
+print("\\nMODULES " + json.dumps(sorted(sys.modules)))
+"""
+
+
+def modules_after(*args: str) -> tuple[str, set[str]]:
+    """(stdout before the module list, every module loaded) of `kvcalc ARGS` in a fresh process."""
+    out = subprocess.run([sys.executable, "-c", RUN, json.dumps(list(args))], capture_output=True, text=True,
+                         cwd=ROOT, timeout=60, env={"COLUMNS": "80", "PATH": "/usr/bin:/bin"}).stdout
+    text, _, mods = out.rpartition("\nMODULES ")
+    return text, set(json.loads(mods))
+
+
+def test_estimate_imports_no_other_command_and_nothing_heavy():
+    text, mods = modules_after("estimate", "llama-3.1-8b")
+    assert "17,179,869,184 B" in text  # 2 x 32 layers x 8 KV heads x 128 x 131,072 tokens x 2 B
+    assert mods & OTHER_COMMAND_MODULES == set()
+    assert "kvcalc.cli.plan" in OTHER_COMMAND_MODULES  # the table covers every command
+    assert {m.split(".")[0] for m in mods} & HEAVY == set()
+
+
+def test_estimate_builds_no_typer_converter_for_its_defaults():
+    # typer 0.2x converts each option's value through a pydantic TypeAdapter (`typer._adapters`);
+    # none of `estimate`'s two dozen options is typed here, so none is built
+    pytest.importorskip("typer._coercion")
+    _, mods = modules_after("estimate", "llama-3.1-8b")
+    assert "typer._adapters" not in mods
+    # a typed value still goes through typer's converter: -b 2 is the int 2 (8,192 x 2 sequences
+    # x 131,072 B per token = 2,147,483,648 B)
+    text, mods = modules_after("estimate", "llama-3.1-8b", "-s", "8k", "-b", "2", "-f", "json")
+    assert json.loads(text)["kv_cache_bytes"] == 2_147_483_648
+    assert "typer._adapters" in mods
+
+
+# ----- AsGiven: the same values as typer's own converter ------------------------------------------
+
+
+def _converted_options():
+    """(command name, click parameter) of every option `typed_values_as_given` took over."""
+    from kvcalc.cli.lazy import AsGiven
+
+    out = []
+    for c in COMMANDS:
+        cmd = c.load(None)
+        out += [(c.name, p) for p in cmd.params if isinstance(getattr(p, "_runtime_param", None), AsGiven)]
+    group = typer.main.get_command(app)
+    out += [("kvcalc", p) for p in group.params if isinstance(getattr(p, "_runtime_param", None), AsGiven)]
+    return out
+
+
+#: values as click hands them over: defaults (None, ints, floats, strings) and typed text, good and bad
+SAMPLES = (None, 0, 1, 16, -3, 0.9, 0.5, "", "table", "8192", "32k", "0.85", "abc", " 7 ", "1e3", True, False,
+           "true", "0")
+
+
+def test_as_given_returns_what_typers_converter_returns():
+    from typer._coercion import build_runtime_param
+
+    options = _converted_options()
+    kinds = {p.type_descriptor.annotation for _, p in options}
+    assert kinds == {str, int, float, bool}  # every plain type occurs, so each path below is exercised
+    ctx = None  # plain options never read the context
+    for name, p in options:
+        theirs = build_runtime_param(p.type_descriptor)
+        mine = p._runtime_param  # kept: a value it hands on to typer replaces p._runtime_param
+        for value in SAMPLES:
+            try:
+                expected = ("ok", theirs.coerce(value, param=p, ctx=ctx))
+            except typer.BadParameter as e:
+                expected = ("error", e.message)
+            try:
+                got = ("ok", mine.coerce(value, param=p, ctx=ctx))
+            except typer.BadParameter as e:
+                got = ("error", e.message)
+            assert got == expected and type(got[1]) is type(expected[1]), (name, p.name, value)
+
+
+def test_as_given_leaves_other_options_to_typer():
+    from kvcalc.cli.lazy import AsGiven, typed_values_as_given
+
+    @typer.Typer().command()
+    def f(flag: bool = False, n: Annotated[int, typer.Option(min=1)] = 1, xs: Optional[list[str]] = None,
+          s: str = "a", v: float = 0.5) -> None: ...
+
+    cmd = typer.main.get_command_from_info(typer.models.CommandInfo(callback=f), pretty_exceptions_short=True,
+                                           rich_markup_mode=None)
+    typed_values_as_given(cmd)
+    given = {p.name for p in cmd.params if isinstance(p._runtime_param, AsGiven)}
+    assert given == {"flag", "s", "v"}  # not the bounded int, nor the list
+
+
+# ----- OptionGroup: an immutable value, as the frozen dataclass it replaced -----------------------
+
+
+class G(OptionGroup):
+    """A two-option group, declared as the real ones are."""
+
+    engine: ClassVar[str] = "x"
+    a: Annotated[int, typer.Option("--a")] = 1
+    b: Annotated[Optional[str], typer.Option("--b")] = None
+
+
+def test_group_fields_defaults_and_keywords():
+    assert G.option_names() == ("a", "b")  # declaration order; the ClassVar is no field
+    g = G(b="x")
+    assert (g.a, g.b, g.engine) == (1, "x", "x")
+    assert g.asdict() == {"a": 1, "b": "x"}
+    assert [p.name for p in G.parameters()] == ["a", "b"] and G.parameters()[0].default == 1
+    with pytest.raises(TypeError, match="unexpected keyword argument 'c'"):
+        G(c=1)
+
+
+def test_group_is_an_immutable_value():
+    g = G(a=2)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        g.a = 3  # type: ignore[misc]
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        del g.b
+    assert g == G(a=2) and g != G(a=3) and g != G()
+    assert hash(g) == hash(G(a=2)) and len({g, G(a=2), G()}) == 2
+    assert repr(g) == "G(a=2, b=None)"
+    assert g.replace(b="y") == G(a=2, b="y") and g.b is None  # a copy; the original unchanged
+
+
+def test_group_field_without_default_is_refused():
+    with pytest.raises(TypeError, match="need a default: n"):
+        class Bad(OptionGroup):
+            n: int
