@@ -21,7 +21,7 @@ import warnings
 import pytest
 
 from kvcalc.engines import ideal, llamacpp, sglang, vllm
-from kvcalc.engines.profile import (IdealOptions, LlamacppOptions, SglangOptions, VllmOptions, get_profile)
+from kvcalc.engines.profile import IdealOptions, LlamacppOptions, SglangOptions, VllmOptions, get_profile
 from kvcalc.errors import KvcalcError, KvcalcWarning
 from kvcalc.formats import kv_format
 from kvcalc.load.models import load_model
