@@ -33,6 +33,7 @@ Python (`pip install mutmut==3.8.1`).
 from __future__ import annotations
 
 import argparse
+import os
 import re
 import shutil
 import subprocess
@@ -191,8 +192,14 @@ def run_mutmut(globs: list[str], max_children: int, log: Path) -> None:
     shown = cmd[1:] if len(globs) <= 8 else cmd[1:4] + [f"<{len(globs)} mutant names>"]
     print("$ mutmut " + " ".join(shown), flush=True)
     t0 = time.monotonic()
+    # one OpenMP thread: mutmut forks a worker per mutant from a process whose stats run used torch
+    # (tests/measure); a forked child that runs a torch op then waits forever at libgomp's team
+    # barrier for threads that did not survive the fork (a sleeping process: mutmut's CPU-time
+    # limit never fires), so every mutant the measure tests reach (units.parse_size,
+    # formats.storage_format, ...) would hang the run
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
     with open(log, "w") as f:
-        rc = subprocess.run(cmd, cwd=ROOT, stdout=f, stderr=subprocess.STDOUT).returncode
+        rc = subprocess.run(cmd, cwd=ROOT, stdout=f, stderr=subprocess.STDOUT, env=env).returncode
     text = log.read_text(errors="replace")
     for line in text.splitlines():
         if "done in" in line or "mutations/second" in line:
