@@ -1,7 +1,10 @@
-"""The engine registry (`kvcalc/engines/__init__.py`): `profile(name)` imports the engine's
-module by its name or an alias; an unknown name is refused with the names it may mean."""
+"""The engine registry (`kvcalc/engines/__init__.py`): `canonical(name)` resolves a name or an
+alias (any case, spaces around it) to its registry key, whose `ENGINES` entry is the engine's
+module; an unknown name is refused with the names it may mean."""
 
 from __future__ import annotations
+
+import importlib
 
 import pytest
 
@@ -10,14 +13,17 @@ from kvcalc.engines import ideal, llamacpp, sglang, vllm
 from kvcalc.errors import UnknownNameError
 
 
-@pytest.mark.parametrize("name, module", [("vllm", vllm), ("SGLang", sglang), (" llama.cpp ", llamacpp),
-                                          ("llama_cpp", llamacpp), ("exact", ideal), ("none", ideal)])
-def test_profile_imports_the_module(name, module):
-    assert engines.profile(name) is module
+@pytest.mark.parametrize("name, key, module", [("vllm", "vllm", vllm), ("SGLang", "sglang", sglang),
+                                               (" llama.cpp ", "llamacpp", llamacpp), ("llama_cpp", "llamacpp", llamacpp),
+                                               ("LLAMA-CPP", "llamacpp", llamacpp), ("exact", "ideal", ideal),
+                                               ("none", "ideal", ideal)])
+def test_canonical_names_the_module(name, key, module):
+    assert engines.canonical(name) == key
+    assert importlib.import_module(engines.ENGINES[key]) is module
 
 
-def test_profile_refuses_an_unknown_engine():
+def test_unknown_engine_refused():
     with pytest.raises(UnknownNameError) as e:
-        engines.profile("vlm")
+        engines.canonical("vlm")
     assert str(e.value).startswith("unknown engine 'vlm'")
     assert "vllm" in str(e.value)
