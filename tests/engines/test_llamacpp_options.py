@@ -38,6 +38,7 @@ def refusal(*args, **kwargs) -> KvcalcError:
     # two bad: the first named
     (dict(parallel=-2, n_ubatch=0), "parallel", -2)])
 def test_non_positive_counts_name_their_field(llama, kw, field, value):
+    kw = dict(kw)  # the parameter is shared between runs: never change it
     n_ctx = kw.pop("n_ctx", 4096)
     e = refusal(llama, n_ctx, F16, F16, **kw)
     assert (e.field, e.value) == (field, value)
@@ -57,6 +58,7 @@ def test_non_positive_counts_name_their_field(llama, kw, field, value):
      "--parallel 10,000,001 is beyond what kvcalc sizes (at most 10,000,000 sequences)"),
 ])
 def test_bounds_name_the_flag(llama, kw, line):
+    kw = dict(kw)  # the parameter is shared between runs: never change it
     n_ctx = kw.pop("n_ctx", 4096)
     e = refusal(llama, n_ctx, F16, F16, **kw)
     assert str(e) == line
