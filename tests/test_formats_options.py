@@ -44,6 +44,8 @@ def test_unknown_name_offers_formats_of_its_kind():
     # a weight dtype is offered bf16; a KV dtype typed like mxfp4 is never offered mxfp4
     assert "bf16" in str(refusal(weight_format, "bf17"))
     assert "mxfp4" not in str(refusal(kv_format, "mxfp5"))
+    # a KV dtype is offered the formats of both kinds
+    assert str(refusal(kv_format, "bf17")) == "unknown dtype 'bf17'; did you mean 'bf16', 'f16' or 'fp16'?"
     assert "mxfp4" in str(refusal(weight_format, "mxfp5"))
     assert refusal(weight_format, "bf17").field == "weight_dtype"
 
