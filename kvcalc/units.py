@@ -277,7 +277,7 @@ def _unit(written: str, units: dict[str, int], suffixes: tuple[str, ...]) -> str
     """The key of `units` that `written` (lower case) names, with one of `suffixes` after it."""
     for suffix in suffixes:
         if written.endswith(suffix):
-            base = written[: len(written) - len(suffix)] if suffix else written
+            base = written[: len(written) - len(suffix)]  # no suffix: the whole text
             if base in units:
                 return base
     return None
@@ -287,6 +287,6 @@ def _not_a(text: Any, written: str, number: str, noun: str, kind: str) -> str:
     """The message for text that is not a `noun`: a bare prefix (`24G`) gets a did-you-mean."""
     bare = written.lower()
     if kind == "bytes" and number and bare in ("k", "m", "g", "t", "ki", "mi", "gi", "ti"):
-        p = bare[0].upper() if bare[0] != "k" else "K"
+        p = bare[0].upper()  # k, m, g, t -> KB / KiB, MB / MiB, ...
         return f"'{text}' is not a size; did you mean {number}{p}B or {number}{p}iB?"
     return f"'{text}' is not a {noun} (write {_EXAMPLES[kind]})"

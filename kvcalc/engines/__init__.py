@@ -8,14 +8,10 @@ engine version it models, and returns an `EngineResult` carrying the lines the e
 
 Every engine also sits behind one interface, `kvcalc.engines.profile.EngineProfile`, with a typed
 options object (`VllmOptions`, `SglangOptions`, `LlamacppOptions`, `IdealOptions`);
-`kvcalc.engines.profile.get_profile(name)` returns it. Nothing is imported at package import time; `profile(name)`
-imports the module on demand.
+`kvcalc.engines.profile.get_profile(name)` returns it. Nothing is imported at package import time.
 """
 
 from __future__ import annotations
-
-import importlib
-from types import ModuleType
 
 from kvcalc.errors import UnknownNameError
 
@@ -39,11 +35,6 @@ def canonical(name: str) -> str:
     if key not in ENGINES:
         raise UnknownNameError("engine", name, list(ENGINES))
     return key
-
-
-def profile(name: str) -> ModuleType:
-    """The profile module for engine `name` (imported lazily)."""
-    return importlib.import_module(ENGINES[canonical(name)])
 
 
 def longest_fitting(fits, hi: int) -> int | None:

@@ -469,10 +469,9 @@ def _current_caches(model: ModelSpec, lay: _Layers, requested: int, *, parallel:
     if unified:
         n_stream, cells = 1, n_ctx_pad
     else:
+        # llama.cpp's "n_ctx_seq == 0" error cannot fire here: n_ctx_pad >= 256 and parallel <= 256
+        # (`_check_options`), so n_ctx_pad // parallel >= 1 and cells >= 256
         cells = pad(n_ctx_pad // parallel, N_CTX_PAD)
-        if cells == 0:
-            raise KvcalcError(f"n_ctx_seq == 0: {flag('n_ctx')} is smaller than {flag('parallel')}", field="n_ctx",
-                              value=requested, form=MESSAGE)
         n_stream, n_ctx_pad = parallel, cells * parallel
     if not lay.att:
         return _Caches([], 0, 0, n_stream, cells, n_ctx_pad, buffers)

@@ -1,0 +1,80 @@
+"""The refusals of `kvcalc/engines/vllm.py` and `sglang.py` as data: each error's field, value and
+CLI line (`str(err)`), side by side (K, then V), since `kvcalc check` and the CLI render an error
+from its field and value, never from its words.
+
+Models: configs/models/llama-3.1-8b.yaml (32 layers, 8 KV heads x 128: a bf16 vLLM block of 16
+tokens is 32 x 16 x 4,096 = 2,097,152 B) and qwen3-next-80b-a3b (Gated DeltaNet linear-attention
+layers beside full attention ones: no KV cache in those layers).
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from kvcalc.engines import sglang, vllm
+from kvcalc.errors import KvcalcError
+from kvcalc.formats import kv_format
+from kvcalc.load.models import load_model
+
+BF16, Q8, Q4 = kv_format("bf16"), kv_format("q8_0"), kv_format("q4_0")
+
+
+@pytest.fixture(scope="module")
+def llama():
+    return load_model("llama-3.1-8b")
+
+
+@pytest.fixture(scope="module")
+def qwen_next():
+    return load_model("qwen3-next-80b-a3b")
+
+
+def refusal(fn, *args, **kwargs) -> KvcalcError:
+    with pytest.raises(KvcalcError) as e:
+        fn(*args, **kwargs)
+    return e.value
+
+
+SGLANG_TYPES = "use auto, bf16, fp16, fp8_e4m3 or fp8_e5m2"
+VLLM_TYPES = "use auto, bfloat16, float16, fp8, fp8_e5m2, int8_per_token_head or fp8_per_token_head"
+
+
+@pytest.mark.parametrize("k, v, field, name", [(Q8, BF16, "k_dtype", "q8_0"), (BF16, Q4, "v_dtype", "q4_0"),
+                                               (Q4, Q8, "k_dtype", "q4_0")])
+def test_sglang_block_formats_refused_per_side(k, v, field, name):
+    e = refusal(sglang.check_dtypes, k, v)
+    # the message names its own subject: no flag before it
+    assert str(e) == f"SGLang has no '{name}' KV cache dtype; {SGLANG_TYPES}"
+    assert (e.field, e.value, e.option) == (field, name, "--" + field.replace("_", "-"))
+
+
+@pytest.mark.parametrize("k, v, field, name", [(Q8, BF16, "k_dtype", "q8_0"), (BF16, Q4, "v_dtype", "q4_0")])
+def test_vllm_block_formats_refused_per_side(llama, k, v, field, name):
+    e = refusal(vllm.capacity, llama, 2**30, k, v)
+    assert str(e) == f"vLLM has no '{name}' KV cache dtype; {VLLM_TYPES}"
+    assert (e.field, e.value) == (field, name)
+
+
+def test_linear_attention_refused_by_model(qwen_next):
+    e = refusal(sglang.capacity, qwen_next, 2**30, BF16, BF16)
+    assert str(e) == ("qwen3-next-80b-a3b has mamba / linear-attention layers; the SGLang profile models "
+                      "attention layers only (use --engine ideal)")
+    assert (e.field, e.value) == ("model", "qwen3-next-80b-a3b")
+    e = refusal(sglang.memory_for, qwen_next, 1000, 1, BF16, BF16)
+    assert (e.field, e.value) == ("model", "qwen3-next-80b-a3b")
+    e = refusal(vllm.kv_cache_groups, qwen_next, True)
+    assert str(e) == ("qwen3-next-80b-a3b has mamba / linear-attention layers; the vLLM profile models "
+                      "attention layers only (use --engine ideal)")
+    assert (e.field, e.value) == ("model", "qwen3-next-80b-a3b")
+    # capacity stops earlier, at the page sizes (the linear layers' page differs)
+    e = refusal(vllm.capacity, qwen_next, 2**30, BF16, BF16)
+    assert str(e) == "qwen3-next-80b-a3b: layers have different page sizes; not modelled by the vLLM profile"
+    assert (e.field, e.value) == ("model", "qwen3-next-80b-a3b")
+
+
+def test_vllm_v0_no_block_names_the_budget(llama):
+    # 1,000 B is less than one V0 block (2,097,152 B)
+    e = refusal(vllm.capacity, llama, 1000, BF16, BF16, v0=True)
+    assert str(e) == ("vLLM would fail at start-up: 1,000 B holds no block of 2,097,152 B: No available memory for "
+                      "the cache blocks. Try increasing `gpu_memory_utilization` when initializing the engine.")
+    assert (e.field, e.value) == ("kv_memory_bytes", 1000)
