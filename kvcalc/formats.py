@@ -57,9 +57,10 @@ class StorageFormat(BaseModel):
         `field` (the caller's: `k_dtype`, `v_dtype`, `weight_dtype`), its `value` this format.
         """
         if n_values % self.block_values:
+            other = "weight format" if field == "weight_dtype" else "KV dtype"
             raise KvcalcError(
                 f"{self.name} packs {self.block_values} values per block; a {what} of {n_values} "
-                f"values is not a whole number of blocks (use another KV dtype)",
+                f"values is not a whole number of blocks (use another {other})",
                 field=field, value=self.name, form=MESSAGE)
         return n_values // self.block_values * self.block_bytes
 

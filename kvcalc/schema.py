@@ -368,6 +368,14 @@ class ModelSpec(_Frozen):
             raise ValueError("layers of kind 'sliding' need sliding_window")
         if self.n_experts_per_token and self.n_experts and self.n_experts_per_token > self.n_experts:
             raise ValueError("n_experts_per_token exceeds n_experts")
+        limit = self.context_limit
+        if self.rope_scaling is not None and limit is not None and not 1 <= limit <= MAX_SEQ_LEN:
+            # a factor that leaves no token (int(131,072 x 1e-300) = 0) or a limit past every bound
+            # would otherwise surface as a bad --seq-len the user never gave
+            how = self.context_limit_label.removesuffix(")").split(" = ", 1)[-1]  # "linear factor 1e+06 x ..."
+            raise field_error("ModelSpec", "rope_scaling",
+                              f"makes the longest context {limit:,} tokens ({how}); kvcalc sizes 1 to "
+                              f"{MAX_SEQ_LEN:,} tokens: check its factor")
         if self.checkpoint is not None and len(self.checkpoint.layer_bytes) != self.n_layers:
             raise field_error("ModelSpec", "checkpoint",
                               f"the checkpoint's tensors cover {len(self.checkpoint.layer_bytes)} layers "

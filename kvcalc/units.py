@@ -75,6 +75,8 @@ BOUNDS: dict[str, Bound] = {
                                                   "llama.cpp refuses -c past 2^31 - 1)"),
     "ubatch_size": Bound(1, LLAMACPP_MAX_INT32, "tokens", f"{_INT32} n_ubatch"),
     "n_ubatch": Bound(1, LLAMACPP_MAX_INT32, "tokens", f"{_INT32} n_ubatch"),
+    "batch_size": Bound(1, LLAMACPP_MAX_INT32, "tokens", f"{_INT32} n_batch"),
+    "n_batch": Bound(1, LLAMACPP_MAX_INT32, "tokens", f"{_INT32} n_batch"),
     "n_gpu_layers": Bound(-1, LLAMACPP_MAX_INT32, "layers", f"{_INT32} n_gpu_layers",
                           "must be -1 (all layers) or a count of layers"),
     # sequences

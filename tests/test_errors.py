@@ -119,7 +119,7 @@ def test_weight_matrices_not_whole_groups() -> None:
     e = raised(weights.weight_bytes, load_model("llama-3.1-8b"), "int4:g48")
     carries(e, "weight_dtype", "--weight-dtype", "int4:g48:fp16",
             "int4:g48:fp16 packs 48 values per block; a layer's weight matrices of 218103808 values is not a "
-            "whole number of blocks (use another KV dtype)")
+            "whole number of blocks (use another weight format)")
 
 
 def test_cannot_count_parameters() -> None:

@@ -439,7 +439,7 @@ class LlamacppFlags(OptionGroup):
 
         split = _split(self.tensor_split)
         if self.fa is not None and self.fa not in FLASH_ATTN_VALUES:
-            raise KvcalcError(f"-fa: '{self.fa}' is not on, off or auto (llama.cpp's values)", option="-fa", value=self.fa)
+            raise KvcalcError(f"'{self.fa}' is not on, off or auto (llama.cpp's values)", option="-fa", value=self.fa)
         if self.fa == "off" and self.flash_attn:
             raise KvcalcError("--flash-attn and -fa off disagree; give one of them", option="-fa", value=self.fa)
         if self.llamacpp_tool not in LLAMACPP_TOOLS:

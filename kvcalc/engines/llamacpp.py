@@ -376,6 +376,7 @@ def _check_options(n_ctx: int, *, parallel: int, n_ubatch: int, n_batch: int, ve
     for field, value in (("n_ctx", n_ctx or None), ("parallel", parallel), ("n_ubatch", n_ubatch),
                          ("n_gpu_layers", n_gpu_layers), ("n_devices", n_devices)):
         check_bound(field, value)
+    check_bound("n_batch", n_batch, option="--batch-size")  # an int32, as -ub (common/arg.cpp std::stoi)
 
 
 def check_refusals(model: ModelSpec, tk: str, tv: str, *, flash_attn: bool, version: str = "current") -> None:

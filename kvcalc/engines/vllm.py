@@ -236,7 +236,7 @@ def attention_block_size(model: ModelSpec, block_size: int, backend: str | None 
         name = "CUTLASS_MLA" if major == 10 else "FLASHMLA" if major == 9 else "TRITON_MLA"
         why = f"vLLM's default MLA backend on compute capability {cc}"
         if compute_capability is None:
-            why += " (Hopper), assumed: no GPU or attention backend given"
+            why += " (Hopper), assumed: no NVIDIA GPU (compute capability) or attention backend given"
     else:
         why = "the attention backend given"
     forced = MLA_BACKENDS[name]

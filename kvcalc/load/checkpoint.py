@@ -25,7 +25,9 @@ Parameters are the values stored: packed words are unpacked (int32 `qweight` / `
 from __future__ import annotations
 
 import json
+import os
 import re
+import stat
 import struct
 import warnings
 from math import prod
@@ -34,6 +36,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 from kvcalc.errors import ConfigError, KvcalcWarning
 from kvcalc.schema import CheckpointWeights, ModelSpec
+from kvcalc.text import excerpt
 
 if TYPE_CHECKING:
     from kvcalc.load.hf.quant import Quantization
@@ -82,7 +85,8 @@ def parse_header(header: object, where: str) -> dict[str, Tensor]:
     for name, entry in header.items():
         if name == "__metadata__":
             continue
-        ok = isinstance(entry, dict) and entry.get("dtype") in DTYPE_BITS and isinstance(entry.get("shape"), list)
+        ok = isinstance(entry, dict) and isinstance(entry.get("dtype"), str) and entry["dtype"] in DTYPE_BITS \
+            and isinstance(entry.get("shape"), list)
         shape = entry.get("shape", []) if ok else []
         offsets = entry.get("data_offsets") if ok else None
         ok = ok and all(isinstance(d, int) and not isinstance(d, bool) and d >= 0 for d in shape) \
@@ -104,9 +108,14 @@ def read_header(path: Path) -> dict[str, Tensor]:
     """The tensors of one .safetensors file, from its header only: reads the 8-byte length and
     exactly that many bytes of JSON, never the tensor data.
 
-    Raises `ConfigError` naming the file for a short file, a length over `MAX_HEADER_BYTES`, or a
-    header that is not valid JSON or not a safetensors header."""
+    Raises `ConfigError` naming the file for one that is not a regular file (a FIFO, whose
+    opening would block, a device, a folder), a short file, a length over `MAX_HEADER_BYTES`, or a
+    header that is not valid JSON (nested past the decoder's recursion limit, an integer of more
+    than 4,300 digits) or not a safetensors header."""
     try:
+        if not stat.S_ISREG(os.stat(path).st_mode):
+            raise ConfigError("is not a regular file; kvcalc reads safetensors headers only from regular files",
+                              path=str(path))
         with open(path, "rb") as f:
             head = f.read(8)
             if len(head) < 8:
@@ -122,8 +131,10 @@ def read_header(path: Path) -> dict[str, Tensor]:
         raise ConfigError(f"truncated: the header says {n:,} B, the file holds {len(raw):,}", path=str(path))
     try:
         header = json.loads(raw.decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise ConfigError(f"the safetensors header is not valid JSON ({e})", path=str(path)) from None
+    except (UnicodeDecodeError, ValueError) as e:  # ValueError: JSONDecodeError, or an integer of > 4,300 digits
+        raise ConfigError(f"the safetensors header is not valid JSON ({excerpt(str(e), 120)})", path=str(path)) from None
+    except RecursionError:
+        raise ConfigError("the safetensors header is not valid JSON (nested too deep)", path=str(path)) from None
     return parse_header(header, str(path))
 
 
@@ -135,10 +146,12 @@ def local_headers(folder: Path) -> dict[str, dict[str, Tensor]] | None:
     Raises `ConfigError` for a malformed index or header."""
     index = folder / "model.safetensors.index.json"
     if index.is_file():
-        try:
-            weight_map = json.loads(index.read_text(encoding="utf-8")).get("weight_map")
-        except (OSError, UnicodeDecodeError, json.JSONDecodeError, AttributeError) as e:
-            raise ConfigError(f"cannot read the safetensors index ({e})", path=str(index)) from None
+        from kvcalc.load.files import parse_mapping, read_config_text
+
+        # the bounded reader of every config: a regular file of at most MAX_FILE_BYTES["index"],
+        # JSON nested at most MAX_DEPTH levels, one line for any problem
+        data, _ = parse_mapping(read_config_text(index, "index"), str(index), json_text=True)
+        weight_map = data.get("weight_map")
         if not isinstance(weight_map, dict) or not all(isinstance(v, str) for v in weight_map.values()):
             raise ConfigError("must map tensor names to shard files", path=str(index), field="weight_map")
         names = sorted(set(weight_map.values()))
@@ -184,11 +197,12 @@ def _label(by_dtype: dict[str, int], quant: Quantization | None) -> str:
 
 
 def checkpoint_weights(files: dict[str, dict[str, Tensor]], *, n_layers: int, quant: Quantization | None = None,
-                       source: str | None = None) -> CheckpointWeights | None:
+                       source: str | None = None, where: str | None = None) -> CheckpointWeights | None:
     """`CheckpointWeights` of a model with `n_layers` decoder layers from its files' headers
     (see the module docstring for the name mapping). None, after a `KvcalcWarning`, when some
     decoder layer has no tensor (a config that does not match its files): the caller counts
-    from the architecture then. `quant` says how packed tensors hold their values."""
+    from the architecture then. `quant` says how packed tensors hold their values; `where` (the
+    folder or Hub id) names the checkpoint in that warning."""
     layer_bytes = [0] * n_layers
     expert_bytes = [0] * n_layers
     embedding = head = other = n_params = 0
@@ -211,7 +225,7 @@ def checkpoint_weights(files: dict[str, dict[str, Tensor]], *, n_layers: int, qu
                 other += t.nbytes
     empty = [i for i, b in enumerate(layer_bytes) if not b]
     if empty:
-        warnings.warn(f"{source or 'checkpoint'}: no tensors for decoder layer{'s' if len(empty) > 1 else ''} "
+        warnings.warn(f"{where or source or 'checkpoint'}: no tensors for decoder layer{'s' if len(empty) > 1 else ''} "
                       f"{', '.join(map(str, empty[:5]))}{' ...' if len(empty) > 5 else ''} of {n_layers}; weights "
                       "are counted from the architecture", KvcalcWarning, stacklevel=2)
         return None
@@ -235,7 +249,8 @@ def attach_checkpoint(fields: dict[str, Any], config: dict[str, Any], files: dic
             warnings.simplefilter("ignore", KvcalcWarning)
             quant = read_quantization(config, dtype=fields["dtype"], n_layers=fields["n_layers"],
                                       moe=bool(fields.get("n_experts")), path=path)
-        ck = checkpoint_weights(files, n_layers=fields["n_layers"], quant=quant, source=None)
+        where = str(Path(path).parent) if path and path.endswith("config.json") else path
+        ck = checkpoint_weights(files, n_layers=fields["n_layers"], quant=quant, source=None, where=where)
         missing = "the headers do not cover every layer" if ck is None else missing
     out = dict(fields)
     if ck is not None:

@@ -93,9 +93,11 @@ def bundled(kind: str = "models") -> dict[str, Path]:
 #: the largest file of each kind read (bytes), checked before the file is read: a model config
 #: (kvcalc YAML or a Hugging Face config.json) is kilobytes, 4 MiB leaves room for the largest
 #: published config.json (label maps); a GPU row, a deployment and a price file are a few lines.
-#: A file whose kind is not known before it is read (`kvcalc check` folders) gets the largest.
+#: A file whose kind is not known before it is read (`kvcalc check` folders) gets the largest
+#: config bound. A safetensors index (`model.safetensors.index.json`) names every tensor, one line
+#: each: tens of thousands of lines (megabytes) for the largest MoE checkpoints, so 64 MiB.
 MAX_FILE_BYTES: dict[str, int] = {"model": 4 * 2**20, "gpu": 2**20, "deployment": 2**20, "prices": 2**20,
-                                  "config": 4 * 2**20}
+                                  "config": 4 * 2**20, "index": 64 * 2**20}
 
 #: the deepest nesting of lists and mappings in a config (a real one nests 3 deep)
 MAX_DEPTH = 32

@@ -312,7 +312,8 @@ class _Meta:
 
     def _int(self, name: str, v: Any, minimum: int, maximum: int) -> int:
         if type(v) is not int:
-            raise self.fail(name, f"must be an integer, got {excerpt(v)}")
+            shown = f"the string {excerpt(v, quote=True)}" if isinstance(v, str) else excerpt(v)
+            raise self.fail(name, f"must be an integer, got {shown}")
         if not minimum <= v <= maximum:
             raise self.fail(name, f"must be from {minimum} to {maximum:,}, got {v:,}")
         return v
@@ -509,7 +510,7 @@ def model_fields_from_gguf(header: GgufHeader) -> dict[str, Any]:
     kv = m.per_layer("attention.head_count_kv", n_layers, default=heads)
     n_kv = _uniform(m, "attention.head_count_kv", kv, "KV head counts")
     if n_heads is None or n_kv is None:
-        raise m.fail("attention.head_count", "is 0 for every layer: a model without attention (a pure state-space "
+        raise m.fail("attention.head_count" if n_heads is None else "attention.head_count_kv", "is 0 for every layer: a model without attention (a pure state-space "
                                              "model) keeps no KV cache kvcalc can size; write a kvcalc YAML")
     attends = [bool(h) for h in kv]
     if not all(attends) and not a.mamba:
@@ -589,7 +590,11 @@ def model_fields_from_gguf(header: GgufHeader) -> dict[str, Any]:
     ft = header.metadata.get("general.file_type")
     ft_name = label.split(" ")[0]
     f["dtype"] = {"F32": "fp32", "BF16": "bf16"}.get(ft_name, "fp16") if type(ft) is int else "fp16"
-    f["checkpoint"] = checkpoint_from_header(header, n_layers, label)
+    if header.tensors:
+        f["checkpoint"] = checkpoint_from_header(header, n_layers, label)
+    else:  # a vocab-only file (llama.cpp's models/ggml-vocab-*.gguf): 0 B of weights would be a lie
+        warnings.warn(f"{p}: the GGUF tensor table is empty (a vocab-only file?); weights are counted from the "
+                      f"architecture in {f['dtype']}", KvcalcWarning, stacklevel=2)
     general = header.metadata.get("general.name")
     named = f", {excerpt(general, 60)}" if isinstance(general, str) and general.strip() else ""
     layout = ", expanded MLA cache layout (no key_length_mla)" if legacy_mla else ""

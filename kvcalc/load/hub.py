@@ -100,6 +100,7 @@ def load_headers(repo_id: str, commit: str) -> dict[str, dict[str, Any]] | None:
     Raises `ConfigError` naming the cache file when it is damaged."""
     from kvcalc.errors import ConfigError
     from kvcalc.load.checkpoint import parse_header
+    from kvcalc.text import excerpt
 
     path = headers_cache_path(repo_id, commit)
     if not path.is_file():
@@ -107,8 +108,9 @@ def load_headers(repo_id: str, commit: str) -> dict[str, dict[str, Any]] | None:
     try:
         files = json.loads(path.read_text(encoding="utf-8"))["files"]
         return {name: parse_header(h, f"{path} ({name})") for name, h in files.items()}
-    except (OSError, ValueError, KeyError, TypeError, AttributeError) as e:
-        raise ConfigError(f"kvcalc's cached safetensors headers are damaged ({e}); delete the file", path=str(path)) from None
+    except (OSError, ValueError, KeyError, TypeError, AttributeError, RecursionError) as e:
+        raise ConfigError(f"kvcalc's cached safetensors headers are damaged ({excerpt(str(e) or type(e).__name__, 120)}); "
+                          "delete the file", path=str(path)) from None
 
 
 def _hf() -> Any:

@@ -95,9 +95,10 @@ def test_the_bounds_are_the_documented_ones():
     from kvcalc.load.files import MAX_FILE_BYTES
 
     # README "Guarantees": a model config at most 4 MiB, a GPU, deployment or price file 1 MiB;
-    # a file of a kind not known before reading (a `kvcalc check` folder) the largest
+    # a file of a kind not known before reading (a `kvcalc check` folder) the largest config bound;
+    # a safetensors index (one line per tensor) 64 MiB
     assert MAX_FILE_BYTES == {"model": 4_194_304, "gpu": 1_048_576, "deployment": 1_048_576, "prices": 1_048_576,
-                              "config": 4_194_304}
+                              "config": 4_194_304, "index": 67_108_864}
 
 
 def test_a_file_at_its_bound_is_read_and_one_byte_more_is_not(tmp_path):

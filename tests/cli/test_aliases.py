@@ -138,7 +138,7 @@ def test_short_c_with_its_long_form_is_refused(cli):
 
 def test_fa_takes_llama_cpps_values_only(cli):
     r = cli("capacity", M, "-e", "llamacpp", "-c", "4096", "-fa", "maybe")
-    assert (r.exit_code, r.output) == (2, "error: -fa maybe: -fa: 'maybe' is not on, off or auto (llama.cpp's values)\n")
+    assert (r.exit_code, r.output) == (2, "error: -fa maybe: 'maybe' is not on, off or auto (llama.cpp's values)\n")
 
 
 # ----- case-insensitive choices ----------------------------------------------------------------

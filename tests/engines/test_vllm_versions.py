@@ -88,7 +88,7 @@ def test_mla_block_size_per_gpu_and_backend():
     assert (r.block_size, r.num_gpu_blocks, r.kv_cache_tokens) == (16, 2157, 34_512)
     # no GPU, no backend: Hopper is assumed, and said
     r = quiet_capacity(m, GiB, BF16, BF16, version="0.33")
-    assert r.block_size == 64 and "(Hopper), assumed: no GPU or attention backend given" in r.notes[0]
+    assert r.block_size == 64 and "(Hopper), assumed: no NVIDIA GPU (compute capability) or attention backend given" in r.notes[0]
     # an explicit backend wins over the GPU; FlashInfer MLA keeps 32 or 64, else 64
     assert vllm.attention_block_size(m, 16, "cutlass_mla", "9.0")[0] == 128
     assert vllm.attention_block_size(m, 32, "FLASHINFER_MLA")[0] == 32

@@ -34,6 +34,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from kvcalc.errors import ConfigError, KvcalcWarning
+from kvcalc.load.hf.reader import _shown
+from kvcalc.text import excerpt
 
 
 @dataclass(frozen=True)
@@ -69,7 +71,71 @@ def _int(q: dict[str, Any], keys: tuple[str, ...], default: int | None, path: st
     return default
 
 
+#: the most repeats (`*`, `+`, `{m,n}`) one `re:` pattern may hold: k unbounded repeats in a row
+#: try up to n^k splits of an n-character name (`.*` x 7 over a 38-character module name: 0.3 s
+#: per name, and a pattern is tried on about 30 names); published patterns hold one or two
+MAX_PATTERN_REPEATS = 5
+
+
+def _regex_problem(regex: str) -> str | None:
+    """Why `regex` (an `re:` pattern's body) cannot be matched safely, or None: it does not
+    compile, holds a repeat inside a repeat (`(.*)*`) or an alternation inside a repeat
+    (`(a|a)*`), which backtrack exponentially in the name's length (Python's `re` has no time
+    limit), or more than `MAX_PATTERN_REPEATS` repeats. Read from the parse tree of Python's own
+    regex compiler (`re._parser`, `sre_parse` before Python 3.11)."""
+    try:
+        from re import _parser as sre  # type: ignore[attr-defined]
+    except ImportError:  # Python 3.10
+        import sre_parse as sre  # type: ignore[no-redef]
+    try:
+        tree = sre.parse(regex)
+    except (re.error, RecursionError, OverflowError) as e:
+        return f"is not a regular expression ({str(e)[:80]})"
+    repeat_ops = {sre.MAX_REPEAT, sre.MIN_REPEAT} | ({sre.POSSESSIVE_REPEAT} if hasattr(sre, "POSSESSIVE_REPEAT") else set())
+    count = 0
+
+    def walk(items: Any, in_repeat: bool) -> str | None:
+        nonlocal count
+        for op, av in items:
+            if op in repeat_ops:
+                lo, hi, sub = av
+                if hi is sre.MAXREPEAT or hi > 1:
+                    if in_repeat:
+                        return "holds a repeat inside a repeat"
+                    count += 1
+                    problem = walk(sub, True)
+                else:
+                    problem = walk(sub, in_repeat)
+            elif op is sre.BRANCH:
+                if in_repeat:
+                    return "holds an alternation inside a repeat"
+                problem = next((w for b in av[1] if (w := walk(b, in_repeat))), None)
+            elif op is sre.SUBPATTERN:
+                problem = walk(av[-1], in_repeat)
+            elif op in (sre.ASSERT, sre.ASSERT_NOT):
+                problem = walk(av[1], in_repeat)
+            elif op is getattr(sre, "ATOMIC_GROUP", None):
+                problem = walk(av, in_repeat)
+            elif op is sre.GROUPREF_EXISTS:
+                problem = next((w for b in av[1:] if b is not None and (w := walk(b, in_repeat))), None)
+            else:
+                problem = None
+            if problem:
+                return problem
+        return None
+
+    problem = walk(tree, False)
+    if problem is None and count > MAX_PATTERN_REPEATS:
+        problem = f"holds {count} repeats, more than {MAX_PATTERN_REPEATS}"
+    if problem and not problem.startswith("is not"):
+        problem += ", which backtracks without end on a module name; write a simpler pattern"
+    return problem
+
+
 def _unquantized_patterns(q: dict[str, Any], path: str | None) -> list[str]:
+    """The unquantized-module patterns of every key transformers and the engines read (see the
+    module docstring). Raises `ConfigError` for a key that is not a list of strings, and for an
+    `re:` pattern that does not compile or could not be matched in bounded time (`_regex_problem`)."""
     out: list[str] = []
     for key in ("modules_to_not_convert", "ignore", "ignored_layers", "llm_int8_skip_modules"):
         v = q.get(key)
@@ -77,6 +143,11 @@ def _unquantized_patterns(q: dict[str, Any], path: str | None) -> list[str]:
             continue
         if not isinstance(v, list) or not all(isinstance(x, str) for x in v):
             raise ConfigError("must be a list of module names", path=path, field=f"quantization_config.{key}")
+        for x in v:
+            problem = _regex_problem(x[3:]) if x.startswith("re:") else None
+            if problem:
+                raise ConfigError(f"{excerpt(x, 60, quote=True)} {problem}", path=path,
+                                  field=f"quantization_config.{key}")
         out += v
     return out
 
@@ -175,6 +246,11 @@ def _format(method: str, q: dict[str, Any], dtype: str, path: str | None) -> Qua
         zp = ":zp" if method == "gptq" or q.get("zero_point", True) else ""
         return Quantization(method, f"int{bits}:g{group}:fp16{zp}", packed_bits=bits)
     if method == "bitsandbytes":
+        for flag in ("load_in_4bit", "load_in_8bit", "bnb_4bit_use_double_quant"):
+            # transformers' BitsAndBytesConfig.post_init: "load_in_4bit must be a boolean" (TypeError)
+            if flag in q and not isinstance(q[flag], bool):
+                raise ConfigError(f"must be true or false, got {_shown(q[flag])}", path=path,
+                                  field=f"quantization_config.{flag}")
         if q.get("load_in_4bit"):
             return Quantization(method, "nf4_dq" if q.get("bnb_4bit_use_double_quant") else "nf4", u8_nibbles=True)
         if q.get("load_in_8bit"):
