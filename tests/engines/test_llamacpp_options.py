@@ -34,15 +34,20 @@ def refusal(*args, **kwargs) -> KvcalcError:
 
 
 @pytest.mark.parametrize("kw, field, value", [
-    (dict(n_ctx=0), "n_ctx", 0), (dict(parallel=0), "parallel", 0), (dict(n_ubatch=-1), "n_ubatch", -1),
+    (dict(parallel=0), "parallel", 0), (dict(n_ubatch=-1), "n_ubatch", -1),
     # two bad: the first named
     (dict(parallel=-2, n_ubatch=0), "parallel", -2)])
 def test_non_positive_counts_name_their_field(llama, kw, field, value):
     kw = dict(kw)  # the parameter is shared between runs: never change it
-    n_ctx = kw.pop("n_ctx", 4096)
-    e = refusal(llama, n_ctx, F16, F16, **kw)
+    e = refusal(llama, 4096, F16, F16, **kw)
     assert (e.field, e.value) == (field, value)
-    assert str(e) == "--ctx-size, --parallel and --ubatch-size must be positive"
+    assert str(e) == "--parallel and --ubatch-size must be positive"
+
+
+def test_a_negative_context_is_refused_and_zero_is_the_training_context(llama):
+    e = refusal(llama, -1, F16, F16)
+    assert (e.field, e.value) == ("n_ctx", -1)
+    assert str(e) == "--ctx-size must be 0 (the model's training context) or a count of tokens, got -1"
 
 
 @pytest.mark.parametrize("kw, line", [

@@ -186,7 +186,7 @@ def test_vllm_memory_for_by_hand(llama):
 def test_vllm_memory_for_passes_each_option(gemma, opts):
     o = VllmOptions(**opts)
     got = VLLM.memory_for(gemma, 8000, 2, BF16, BF16, options=o)
-    assert got == vllm.memory_for(gemma, 8000, 2, BF16, BF16, **opts)
+    assert got == vllm.memory_for(gemma, 8000, 2, BF16, BF16, version=o.version, **opts)
     assert got != VLLM.memory_for(gemma, 8000, 2, BF16, BF16)
 
 
@@ -201,8 +201,9 @@ def test_vllm_memory_for_without_hybrid_by_hand(gemma):
                                   dict(max_num_batched_tokens=2048), dict(v0=True, swap_space_bytes=4 * GiB)])
 def test_vllm_capacity_passes_each_option(gemma, opts):
     kw = dict(tp=2, max_model_len=8000, concurrency=3)
-    got = VLLM.capacity(gemma, 8 * GiB, BF16, BF16, options=VllmOptions(**opts), **kw)
-    assert got == vllm.capacity(gemma, 8 * GiB, BF16, BF16, **kw, **opts)
+    o = VllmOptions(**opts)
+    got = VLLM.capacity(gemma, 8 * GiB, BF16, BF16, options=o, **kw)
+    assert got == vllm.capacity(gemma, 8 * GiB, BF16, BF16, version=o.version, **kw, **opts)
     assert got != VLLM.capacity(gemma, 8 * GiB, BF16, BF16, **kw)
     assert (got.max_model_len, got.concurrency) == (8000, 3)
 
@@ -211,7 +212,8 @@ def test_vllm_capacity_label_and_scales(llama):
     i8 = kv_format("int8")
     got = VLLM.capacity(llama, GiB, i8, i8, options=VllmOptions(per_token_head_scales=True),
                         kv_cache_dtype="int8_per_token_head")
-    assert got == vllm.capacity(llama, GiB, i8, i8, per_token_head_scales=True, kv_cache_dtype="int8_per_token_head")
+    assert got == vllm.capacity(llama, GiB, i8, i8, per_token_head_scales=True, kv_cache_dtype="int8_per_token_head",
+                                version=VllmOptions().version)
     assert got.kv_cache_dtype == "int8_per_token_head"
     # 32 x 16 x 2,112 B = 1,081,344 B a block: floor(2^30 / 1,081,344) = 992 blocks
     assert got.num_gpu_blocks == 992
@@ -339,6 +341,6 @@ def test_llamacpp_allocate_kwargs():
                         n_ubatch=1024, n_gpu_layers=20, n_devices=2, tensor_split=(1.0, 2.0), ollama=True)
     assert o.allocate_kwargs() == dict(parallel=4, unified=False, version="legacy", flash_attn=True, swa_full=True,
                                        n_ubatch=1024, n_gpu_layers=20, n_devices=2, ollama=True,
-                                       tensor_split=[1.0, 2.0])
+                                       tensor_split=[1.0, 2.0], n_batch=2048, tool="llama-server")
     assert LlamacppOptions().allocate_kwargs()["tensor_split"] is None
     assert dataclasses.asdict(LlamacppOptions())["n_ctx"] is None
