@@ -193,3 +193,12 @@ def test_commas_only_group_thousands():
     e = refusal(parse_size, "1,5GiB", "--kv-memory")
     assert str(e) == "--kv-memory: '1,5GiB' is not a size (commas may only group thousands: 1,048,576)"
     assert (e.field, e.value) == ("kv_memory_bytes", "1,5GiB")
+
+
+@pytest.mark.parametrize("text", ["9" * 100_002, "9" * 100_010 + "e9999", "9" * 99_995 + "TiB"])
+def test_a_figure_past_the_decimal_range_is_refused(text):
+    # 100,002 digits pass Decimal's Emax (10^100,000) used by parse_size: it was a decimal.Overflow
+    # traceback; now Infinity, past 10^21 like any figure that large. 99,995 nines x 2^40 passes it
+    # only in the product.
+    e = refusal(parse_size, text, "--kv-memory")
+    assert str(e) == f"--kv-memory: '{text}' is beyond what kvcalc sizes (at most 10^21)"
