@@ -17,7 +17,7 @@ wherever it came from (`MAX_GPUS`, `MAX_CONCURRENCY`, `MAX_SEQ_LEN`, `MAX_DEVICE
 from __future__ import annotations
 
 import re
-from decimal import Decimal, localcontext
+from decimal import Decimal, Overflow, localcontext
 from typing import Any, NamedTuple
 
 from kvcalc.errors import OPTION, OPTION_SAYS, KvcalcError
@@ -234,6 +234,7 @@ def parse_size(text: str | int | float, what: str | None = "size", *, allow_zero
     with localcontext() as dec:
         dec.prec = len(m.group(1)) + 40
         dec.Emax, dec.Emin = 100_000, -100_000
+        dec.traps[Overflow] = False  # a figure past 10^100,000 (100,002 digits) is Infinity: refused below
         number = Decimal(m.group(1)).scaleb(int(m.group(2) or 0))
         exact = number * units[unit] if number <= MAX_QUANTITY else number
     if exact > MAX_QUANTITY:  # before any int(): 1e9999 must not build a 9,999-digit number

@@ -113,8 +113,9 @@ def test_group_size_bounds_and_odd_int8():
     assert storage_format("int8:g1048576").block_bytes == 2**20 + 2
     # int8 may take an odd group (one byte per value): 33 + 2 = 35 B
     assert storage_format("int8:g33").block_bytes == 35
-    # int4 in groups of 2: 1 + 2 = 3 B
+    # int4 in groups of 2: 1 + 2 = 3 B; int8 in groups of 1 (a scale per value): 1 + 2 = 3 B
     assert storage_format("int4:g2").block_bytes == 3
+    assert storage_format("int8:g1").block_bytes == 3
 
 
 def test_scale_dtype_must_be_a_scale():

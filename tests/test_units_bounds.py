@@ -161,3 +161,44 @@ def test_parse_size_checks_the_bound_of_its_flag():
     e = refusal(parse_size, "1125899906842625B", "--kv-memory")
     assert str(e) == ("--kv-memory 1,125,899,906,842,625 is beyond any device's memory "
                       "(at most 1,125,899,906,842,624 B (1 PiB))")
+
+
+def test_a_flag_errors_do_not_know_keeps_its_name():
+    # --max-gpus is not in errors.OPTIONS: the flag as given names the refusal
+    assert str(refusal(check_bound, "--max-gpus", 1025)) == (
+        "--max-gpus 1,025 is beyond what plan searches (at most 1,024 GPUs)")
+    assert str(refusal(check_bound, "--top", 0)) == "--top must be a positive integer, got 0"
+
+
+def test_parse_count_checks_its_bound():
+    # 1025m tokens = 1,025 x 2^20 = 1,074,790,400 > MAX_SEQ_LEN = 2^30 = 1,073,741,824
+    from kvcalc.units import parse_count
+
+    assert parse_count("1024m") == 2**30
+    e = refusal(parse_count, "1025m", "--seq-len")
+    assert str(e) == "--seq-len 1,074,790,400 is beyond what kvcalc sizes (at most 1,073,741,824 tokens)"
+    # 10,000,001 sequences > MAX_CONCURRENCY
+    assert str(refusal(parse_count, "10000001", "--batch")) == (
+        "--batch 10,000,001 is beyond what kvcalc sizes (at most 10,000,000 sequences)")
+
+
+def test_parse_size_shows_what_is_not_text():
+    # YAML's null is shown as Python writes it (repr), a YAML bool lower-case
+    assert str(refusal(parse_size, None, "--kv-memory")) == (
+        "--kv-memory: None is not a size (write 80GB, 6.51GiB or a byte count)")
+    assert str(refusal(parse_size, False, None)) == "false is not a size (write 80GB, 6.51GiB or a byte count)"
+
+
+def test_commas_only_group_thousands():
+    e = refusal(parse_size, "1,5GiB", "--kv-memory")
+    assert str(e) == "--kv-memory: '1,5GiB' is not a size (commas may only group thousands: 1,048,576)"
+    assert (e.field, e.value) == ("kv_memory_bytes", "1,5GiB")
+
+
+@pytest.mark.parametrize("text", ["9" * 100_002, "9" * 100_010 + "e9999", "9" * 99_995 + "TiB"])
+def test_a_figure_past_the_decimal_range_is_refused(text):
+    # 100,002 digits pass Decimal's Emax (10^100,000) used by parse_size: it was a decimal.Overflow
+    # traceback; now Infinity, past 10^21 like any figure that large. 99,995 nines x 2^40 passes it
+    # only in the product.
+    e = refusal(parse_size, text, "--kv-memory")
+    assert str(e) == f"--kv-memory: '{text}' is beyond what kvcalc sizes (at most 10^21)"
