@@ -262,7 +262,7 @@ def test_rank_key_orders_count_then_price_then_speed():
 # ----- the default search is fast ----------------------------------------------------------------
 
 
-def test_default_search_size_and_speed():
+def test_default_search_size():
     """The default search covers every row of the GPU table, so its size follows the table:
     points = (tp, pp, dp) layouts over the counts x the (KV, weight) formats each GPU gets.
 
@@ -277,8 +277,6 @@ def test_default_search_size_and_speed():
     rows of 2026-12-01 (17 with fp8, 5 Apple rows without fp8 or a link) give
     84 x (4 x 17 + 7) + 5 x 1 = 84 x 75 + 5 = 6,305.
     """
-    import time
-
     from kvcalc.load.gpus import gpu_table
 
     m = load_model("llama-3.1-70b")
@@ -287,9 +285,7 @@ def test_default_search_size_and_speed():
     formats = {g.key: 4 if g.fp8_flops_per_s else 1 for g in table}
     want = sum((84 if g.interconnect_bytes_per_s else 1) * formats[g.key] for g in table)
     assert (len(formats), sum(f == 4 for f in formats.values()), want) == (29, 17, 6_305)
-    t = time.perf_counter()
+    # (its speed, < 1 s on one idle core, is measured by benchmarks/bench_plan.py, not timed here)
     r = kvcalc.plan("llama-3.1-70b", seq_len="32k", concurrency=64, max_tpot_ms=50)
-    dt = time.perf_counter() - t
     assert r.gpus_searched == [g.key for g in table]
     assert r.points_searched == want
-    assert dt < 3.0  # the target is < 1 s on one idle core (benchmarks/bench_plan.py); CI machines are shared
