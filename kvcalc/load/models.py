@@ -50,7 +50,7 @@ def load_model(ref: str | Path, revision: str | None = None) -> ModelSpec:
     """
     ref_s = str(ref)
     path = user_path(ref_s)
-    if not path.exists():
+    if "/" in ref_s and not path.exists():  # a Hub id has a '/': a bundled name never loads the Hub module
         from kvcalc.load.hub import parse_hub_id  # regex only: huggingface_hub loads on the Hub path alone
 
         if parse_hub_id(ref_s) is not None:
