@@ -482,6 +482,61 @@ def checkpoint_from_header(header: GgufHeader, n_layers: int, label: str):
                              bytes_by_dtype=dict(sorted(by_type.items())))
 
 
+def _attention_fields(m: _Meta, a: Any, f: dict[str, Any], hidden: int, n_heads: int, n_kv: int) -> bool:
+    """Put the attention fields into `f`: MLA's latent (DeepSeek: `kv_lora_rank`, the rope and
+    per-head sizes, which MLA cache llama.cpp keeps) or the heads' K / V sizes. Returns True for
+    a DeepSeek file of the expanded layout (no `key_length_mla`: converted before llama.cpp PR
+    #12801). Raises `ConfigError` naming the key."""
+    legacy_mla = False
+    if a.mla:
+        rope = m.count("rope.dimension_count")
+        lora = m.count("attention.kv_lora_rank")
+        if m.has("attention.key_length_mla"):
+            k_head, v_head = m.count("attention.key_length_mla"), m.count("attention.value_length_mla")
+        else:  # the expanded layout of files converted before llama.cpp PR #12801
+            legacy_mla = True
+            k_head, v_head = m.count("attention.key_length"), m.count("attention.value_length")
+        if k_head <= rope:
+            raise m.fail("rope.dimension_count", f"({rope}) must be less than the key head size ({k_head})")
+        f.update(attention="mla", kv_lora_rank=lora, qk_rope_head_dim=rope, qk_nope_head_dim=k_head - rope,
+                 v_head_dim=v_head, q_lora_rank=m.count("attention.q_lora_rank", None),
+                 mla_cache="expanded" if legacy_mla else "latent")  # what llama.cpp caches for this file
+    else:
+        k_len = m.count("attention.key_length", hidden // n_heads or None)
+        v_len = m.count("attention.value_length", hidden // n_heads or None)
+        if k_len is None:
+            raise m.fail("attention.key_length", "is missing, and embedding_length / head_count is 0")
+        f.update(n_kv_heads=n_kv, head_dim=k_len)
+        if v_len != k_len:
+            f["v_head_dim"] = v_len
+    return legacy_mla
+
+
+def _expert_fields(m: _Meta, header: GgufHeader, arch: str, f: dict[str, Any], n_layers: int) -> None:
+    """Put the routed and shared experts into `f`: counts and widths from the metadata, which
+    layers hold them from the tensor table (`_exps` tensors). Raises `ConfigError` naming the key."""
+    n_exp = m.count("expert_count", 0, minimum=0)
+    if n_exp:
+        f["n_experts"] = n_exp
+        f["n_experts_per_token"] = m.count("expert_used_count")
+        width = m.count("expert_feed_forward_length", None)
+        if width is None:  # llama / mixtral files: the experts are feed_forward_length wide
+            width = f.pop("intermediate_size", None)
+        f["moe_intermediate_size"] = width
+        shared = m.count("expert_shared_count", None, minimum=0)
+        shared_width = m.count("expert_shared_feed_forward_length", None)
+        if shared_width is not None:
+            f["shared_expert_intermediate_size"] = (shared or 1) * shared_width
+        elif shared and width:
+            f["shared_expert_intermediate_size"] = shared * width
+        elif arch == "llama4" and width:  # one shared expert as wide as a routed one
+            f["shared_expert_intermediate_size"] = width
+        moe = sorted({int(t.name.split(".")[1]) for t in header.tensors
+                      if t.name.startswith("blk.") and _is_expert(t.name) and t.name.split(".")[1].isdigit()
+                      and int(t.name.split(".")[1]) < n_layers})
+        f.update(_moe_placement(m, moe, n_layers))
+
+
 def model_fields_from_gguf(header: GgufHeader) -> dict[str, Any]:
     """The `ModelSpec` fields of a GGUF file's header (name, source, architecture, checkpoint).
 
@@ -530,49 +585,8 @@ def model_fields_from_gguf(header: GgufHeader) -> dict[str, Any]:
     f["attention_bias"] = any(f"blk.0.attn_{x}.bias" in names for x in ("q", "k", "qkv"))
     if a.plain_mlp:
         f["mlp_kind"] = "plain"
-    legacy_mla = False
-    if a.mla:
-        rope = m.count("rope.dimension_count")
-        lora = m.count("attention.kv_lora_rank")
-        if m.has("attention.key_length_mla"):
-            k_head, v_head = m.count("attention.key_length_mla"), m.count("attention.value_length_mla")
-        else:  # the expanded layout of files converted before llama.cpp PR #12801
-            legacy_mla = True
-            k_head, v_head = m.count("attention.key_length"), m.count("attention.value_length")
-        if k_head <= rope:
-            raise m.fail("rope.dimension_count", f"({rope}) must be less than the key head size ({k_head})")
-        f.update(attention="mla", kv_lora_rank=lora, qk_rope_head_dim=rope, qk_nope_head_dim=k_head - rope,
-                 v_head_dim=v_head, q_lora_rank=m.count("attention.q_lora_rank", None),
-                 mla_cache="expanded" if legacy_mla else "latent")  # what llama.cpp caches for this file
-    else:
-        k_len = m.count("attention.key_length", hidden // n_heads or None)
-        v_len = m.count("attention.value_length", hidden // n_heads or None)
-        if k_len is None:
-            raise m.fail("attention.key_length", "is missing, and embedding_length / head_count is 0")
-        f.update(n_kv_heads=n_kv, head_dim=k_len)
-        if v_len != k_len:
-            f["v_head_dim"] = v_len
-    # experts: which layers hold them comes from the tensor table
-    n_exp = m.count("expert_count", 0, minimum=0)
-    if n_exp:
-        f["n_experts"] = n_exp
-        f["n_experts_per_token"] = m.count("expert_used_count")
-        width = m.count("expert_feed_forward_length", None)
-        if width is None:  # llama / mixtral files: the experts are feed_forward_length wide
-            width = f.pop("intermediate_size", None)
-        f["moe_intermediate_size"] = width
-        shared = m.count("expert_shared_count", None, minimum=0)
-        shared_width = m.count("expert_shared_feed_forward_length", None)
-        if shared_width is not None:
-            f["shared_expert_intermediate_size"] = (shared or 1) * shared_width
-        elif shared and width:
-            f["shared_expert_intermediate_size"] = shared * width
-        elif arch == "llama4" and width:  # one shared expert as wide as a routed one
-            f["shared_expert_intermediate_size"] = width
-        moe = sorted({int(t.name.split(".")[1]) for t in header.tensors
-                      if t.name.startswith("blk.") and _is_expert(t.name) and t.name.split(".")[1].isdigit()
-                      and int(t.name.split(".")[1]) < n_layers})
-        f.update(_moe_placement(m, moe, n_layers))
+    legacy_mla = _attention_fields(m, a, f, hidden, n_heads, n_kv)
+    _expert_fields(m, header, arch, f, n_layers)  # which layers hold them comes from the tensor table
     # which layers slide, which are Mamba
     slides, window = _sliding(m, a, n_layers)
     kinds = ["mamba" if not att else ("sliding" if s else "full") for att, s in zip(attends, slides)]
@@ -605,7 +619,8 @@ def model_fields_from_gguf(header: GgufHeader) -> dict[str, Any]:
     out.update(f)
     if legacy_mla:
         warnings.warn(f"{p}: this {arch} file predates llama.cpp's MLA cache (no {arch}.attention.key_length_mla): "
-                      f"llama.cpp caches full K and V for it ({n_heads} heads x {k_head} + {v_head} values per token "
+                      f"llama.cpp caches full K and V for it ({n_heads} heads x {f['qk_nope_head_dim'] + f['qk_rope_head_dim']} "
+                      f"+ {f['v_head_dim']} values per token "
                       "and layer, as `capacity --engine llamacpp` sizes it), far more than the latent other engines "
                       "cache; convert it again with a current llama.cpp to get the latent cache",
                       KvcalcWarning, stacklevel=2)
