@@ -179,6 +179,62 @@ def _left_out(patterns: list[str], n_layers: int, part: tuple[str, ...]) -> list
     return [all(any(matches(p, f"model.layers.{i}.{m}") for p in patterns) for m in part) for i in layers]
 
 
+def _fp8_format(method: str, q: dict[str, Any], path: str | None, unsized: Any) -> Quantization | None:
+    """fp8 (vLLM `fp8.py`): per-tensor scales, or `weight_block_size` blocks with fp32 scales."""
+    fmt = q.get("fmt", "e4m3")
+    base = "fp8_e5m2" if fmt == "e5m2" else "fp8_e4m3"
+    block = q.get("weight_block_size")
+    if block is None:
+        return Quantization(method, base)
+    if (not isinstance(block, list) or len(block) != 2 or not all(isinstance(b, int) and not isinstance(b, bool)
+                                                                  and 0 < b <= 1024 for b in block)):
+        raise ConfigError(f"must be two block sizes such as [128, 128], got {block!r}", path=path,
+                          field="quantization_config.weight_block_size")
+    if block[0] != block[1]:
+        unsized(f"fp8 with a {block[0]} x {block[1]} block")
+        return None
+    return Quantization(method, f"{base}:b{block[0]}:fp32")
+
+
+def _compressed_tensors_format(method: str, q: dict[str, Any], dtype: str, path: str | None, where: str,
+                               unsized: Any) -> Quantization | None:
+    """compressed-tensors (`config_groups`: the first group's `weights` scheme): fp8 per tensor,
+    per group or per block, nvfp4, int4 / int8 with group scales (`:zp` when asymmetric)."""
+    groups = q.get("config_groups")
+    if not isinstance(groups, dict) or not groups:
+        raise ConfigError("must map group names to their schemes (compressed-tensors)", path=path,
+                          field="quantization_config.config_groups")
+    scheme = next(iter(groups.values()))
+    w = scheme.get("weights") if isinstance(scheme, dict) else None
+    if not isinstance(w, dict):
+        raise ConfigError("needs a `weights` scheme", path=path, field="quantization_config.config_groups")
+    if len(groups) > 1:
+        warnings.warn(f"{where}: quantization_config has {len(groups)} config_groups; kvcalc counts every "
+                      f"matrix with the first", KvcalcWarning, stacklevel=4)
+    bits, kind = w.get("num_bits"), w.get("type", "int")
+    strategy, gsize = w.get("strategy", "tensor"), w.get("group_size")
+    if kind == "float" and bits == 8:
+        if strategy == "block":
+            b = w.get("block_structure") or [128, 128]
+            if isinstance(b, list) and len(b) == 2 and b[0] == b[1] and isinstance(b[0], int):
+                return Quantization(method, f"fp8_e4m3:b{b[0]}:{dtype}")
+            unsized(f"fp8 block_structure {b!r}")
+            return None
+        if strategy == "group" and isinstance(gsize, int):
+            return Quantization(method, f"fp8_e4m3:g{gsize}:{dtype}")
+        return Quantization(method, "fp8_e4m3")
+    if kind == "float" and bits == 4:
+        return Quantization(method, "nvfp4", u8_nibbles=True)
+    if kind == "int" and bits in (4, 8):
+        if strategy == "group" and isinstance(gsize, int) and not isinstance(gsize, bool) and gsize > 0:
+            zp = "" if w.get("symmetric", True) else ":zp"
+            return Quantization(method, f"int{bits}:g{gsize}:{dtype}{zp}", packed_bits=bits if bits == 4 else None)
+        if bits == 8:
+            return Quantization(method, "int8")
+    unsized(f"compressed-tensors {kind} {bits}-bit with strategy {strategy}")
+    return None
+
+
 def _format(method: str, q: dict[str, Any], dtype: str, path: str | None) -> Quantization | None:
     """The weight format a method stores its matrices in (None after a warning when kvcalc
     cannot size it)."""
@@ -190,53 +246,9 @@ def _format(method: str, q: dict[str, Any], dtype: str, path: str | None) -> Qua
                       KvcalcWarning, stacklevel=4)
 
     if method == "fp8":
-        fmt = q.get("fmt", "e4m3")
-        base = "fp8_e5m2" if fmt == "e5m2" else "fp8_e4m3"
-        block = q.get("weight_block_size")
-        if block is None:
-            return Quantization(method, base)
-        if (not isinstance(block, list) or len(block) != 2 or not all(isinstance(b, int) and not isinstance(b, bool)
-                                                                      and 0 < b <= 1024 for b in block)):
-            raise ConfigError(f"must be two block sizes such as [128, 128], got {block!r}", path=path,
-                              field="quantization_config.weight_block_size")
-        if block[0] != block[1]:
-            unsized(f"fp8 with a {block[0]} x {block[1]} block")
-            return None
-        return Quantization(method, f"{base}:b{block[0]}:fp32")
+        return _fp8_format(method, q, path, unsized)
     if method == "compressed-tensors":
-        groups = q.get("config_groups")
-        if not isinstance(groups, dict) or not groups:
-            raise ConfigError("must map group names to their schemes (compressed-tensors)", path=path,
-                              field="quantization_config.config_groups")
-        scheme = next(iter(groups.values()))
-        w = scheme.get("weights") if isinstance(scheme, dict) else None
-        if not isinstance(w, dict):
-            raise ConfigError("needs a `weights` scheme", path=path, field="quantization_config.config_groups")
-        if len(groups) > 1:
-            warnings.warn(f"{where}: quantization_config has {len(groups)} config_groups; kvcalc counts every "
-                          f"matrix with the first", KvcalcWarning, stacklevel=4)
-        bits, kind = w.get("num_bits"), w.get("type", "int")
-        strategy, gsize = w.get("strategy", "tensor"), w.get("group_size")
-        if kind == "float" and bits == 8:
-            if strategy == "block":
-                b = w.get("block_structure") or [128, 128]
-                if isinstance(b, list) and len(b) == 2 and b[0] == b[1] and isinstance(b[0], int):
-                    return Quantization(method, f"fp8_e4m3:b{b[0]}:{dtype}")
-                unsized(f"fp8 block_structure {b!r}")
-                return None
-            if strategy == "group" and isinstance(gsize, int):
-                return Quantization(method, f"fp8_e4m3:g{gsize}:{dtype}")
-            return Quantization(method, "fp8_e4m3")
-        if kind == "float" and bits == 4:
-            return Quantization(method, "nvfp4", u8_nibbles=True)
-        if kind == "int" and bits in (4, 8):
-            if strategy == "group" and isinstance(gsize, int) and not isinstance(gsize, bool) and gsize > 0:
-                zp = "" if w.get("symmetric", True) else ":zp"
-                return Quantization(method, f"int{bits}:g{gsize}:{dtype}{zp}", packed_bits=bits if bits == 4 else None)
-            if bits == 8:
-                return Quantization(method, "int8")
-        unsized(f"compressed-tensors {kind} {bits}-bit with strategy {strategy}")
-        return None
+        return _compressed_tensors_format(method, q, dtype, path, where, unsized)
     if method in ("awq", "gptq"):
         bits = _int(q, ("bits", "w_bit"), 4, path)
         group = _int(q, ("group_size", "q_group_size"), 128, path)
