@@ -76,6 +76,18 @@ def _qwen3_moe(c: _Cfg) -> dict[str, Any]:
     return _qwen_experts(c, _qwen3(c), n_experts=128, per_token=8, width=768)
 
 
+def _gated_deltanet(c: _Cfg) -> dict[str, Any]:
+    """The Gated DeltaNet (linear attention) fields of Qwen3-Next and Qwen3.5, with
+    transformers' `Qwen3NextConfig` defaults: 16 key heads, 32 value heads of 128, conv kernel 4."""
+    return dict(
+        linear_num_key_heads=c.count("linear_num_key_heads", default=16),
+        linear_num_value_heads=c.count("linear_num_value_heads", default=32),
+        linear_key_head_dim=c.count("linear_key_head_dim", default=128),
+        linear_value_head_dim=c.count("linear_value_head_dim", default=128),
+        linear_conv_kernel_dim=c.count("linear_conv_kernel_dim", default=4),
+    )
+
+
 def _qwen3_next(c: _Cfg) -> dict[str, Any]:
     """qwen3_next (`configuration_qwen3_next.py`): layer_types, else every
     `full_attention_interval`-th layer (default 4) full attention and the rest Gated DeltaNet
@@ -84,13 +96,7 @@ def _qwen3_next(c: _Cfg) -> dict[str, Any]:
     expert of 512."""
     f = _decoder(c, max_pos=32768, head_dim=256, n_kv_heads=2)
     kinds = _every_nth(c, f["n_layers"], "full", "linear", every=4, every_keys=("full_attention_interval",))
-    f.update(
-        linear_num_key_heads=c.count("linear_num_key_heads", default=16),
-        linear_num_value_heads=c.count("linear_num_value_heads", default=32),
-        linear_key_head_dim=c.count("linear_key_head_dim", default=128),
-        linear_value_head_dim=c.count("linear_value_head_dim", default=128),
-        linear_conv_kernel_dim=c.count("linear_conv_kernel_dim", default=4),
-    )
+    f.update(_gated_deltanet(c))
     _qwen_experts(c, f, n_experts=512, per_token=10, width=512, shared=512)
     return _set_kinds(c, f, kinds, c.count("sliding_window"))
 
@@ -519,13 +525,7 @@ def _qwen3_5_text(c: _Cfg) -> dict[str, Any]:
     f["vocab_size"] = f["vocab_size"] or 248320
     f["intermediate_size"] = f["intermediate_size"] or 12288
     kinds = _every_nth(c, f["n_layers"], "full", "linear", every=4, every_keys=("full_attention_interval",))
-    f.update(
-        linear_num_key_heads=c.count("linear_num_key_heads", default=16),
-        linear_num_value_heads=c.count("linear_num_value_heads", default=32),
-        linear_key_head_dim=c.count("linear_key_head_dim", default=128),
-        linear_value_head_dim=c.count("linear_value_head_dim", default=128),
-        linear_conv_kernel_dim=c.count("linear_conv_kernel_dim", default=4),
-    )
+    f.update(_gated_deltanet(c))
     return _set_kinds(c, f, kinds, None)
 
 
