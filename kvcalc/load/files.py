@@ -246,6 +246,18 @@ def _check_data(data: Any, path: str, what: str) -> None:
             stack.extend((c, d + 1) for c in (v.values() if isinstance(v, dict) else v))
 
 
+
+def stat_path(path: str | Path) -> os.stat_result:
+    """`os.stat(path)`, following links. Raises `ConfigError` naming the file: not found, or
+    unreadable (the OS's reason)."""
+    try:
+        return os.stat(path)
+    except FileNotFoundError:
+        raise ConfigError("file not found", path=str(path)) from None
+    except OSError as e:
+        raise ConfigError(f"cannot read: {e.strerror or e.__class__.__name__}", path=str(path)) from None
+
+
 def read_config_text(path: Path, kind: str = "config") -> str:
     """The text of a config file, read only when it is a regular file of at most
     `MAX_FILE_BYTES[kind]` bytes: a FIFO, a device (`/dev/zero`), a socket or a folder is refused
@@ -261,12 +273,7 @@ def read_config_text(path: Path, kind: str = "config") -> str:
     what = "model config" if kind == "model" else ("config" if kind == "config" else f"{kind} file")
     if kind == "prices":
         what = "price file"
-    try:
-        st = os.stat(path)
-    except FileNotFoundError:
-        raise ConfigError("file not found", path=p) from None
-    except OSError as e:
-        raise ConfigError(f"cannot read: {e.strerror or e.__class__.__name__}", path=p) from None
+    st = stat_path(path)
     if stat.S_ISDIR(st.st_mode):
         raise ConfigError("is a folder with no config.json in it (give a .yaml or a config.json)", path=p)
 

@@ -63,7 +63,6 @@ Q8_0, BF16). Routed-expert placement (first dense layers, period) comes from whi
 from __future__ import annotations
 
 import mmap
-import os
 import stat
 import struct
 import warnings
@@ -72,6 +71,7 @@ from pathlib import Path
 from typing import Any
 
 from kvcalc.errors import ConfigError, KvcalcWarning, MissingExtraError
+from kvcalc.load.files import stat_path
 from kvcalc.load.hf.reader import compact_layers
 from kvcalc.schema import ModelSpec
 from kvcalc.text import excerpt
@@ -210,12 +210,7 @@ def read_header(path: str | Path) -> GgufHeader:
     of the file, a name given twice); `MissingExtraError` without the `gguf` package.
     """
     p = str(path)
-    try:
-        st = os.stat(path)
-    except FileNotFoundError:
-        raise ConfigError("file not found", path=p) from None
-    except OSError as e:
-        raise ConfigError(f"cannot read: {e.strerror or e.__class__.__name__}", path=p) from None
+    st = stat_path(path)
     if not stat.S_ISREG(st.st_mode):
         raise ConfigError("is not a regular file; kvcalc reads GGUF models only from regular files", path=p)
     if st.st_size == 0:
