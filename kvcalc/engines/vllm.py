@@ -82,7 +82,7 @@ Llama-4's chunked local attention (`ChunkedLocalAttentionSpec`) are not modelled
 from __future__ import annotations
 
 import warnings
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from kvcalc.formats import StorageFormat
 from kvcalc.calc.kv_cache import check_tp, kv_heads_per_rank, layer_kv_bytes_per_token, refuse_indexer
@@ -95,8 +95,6 @@ from kvcalc.schema import LayerSpec, ModelSpec
 VERSIONS = ("0.6", "0.11", "0.33")
 #: the current vLLM release: what `VllmOptions` (the CLI, `kvcalc.capacity`) models by default.
 CURRENT_VERSION = defaults.VLLM_VERSION
-#: what the module's functions model when no `version=` is given (their behaviour before 0.33).
-DEFAULT_FUNCTION_VERSION = "0.11"
 #: `--vllm-version` value -> the `engine_version` a result names.
 VERSION_LABELS = {"0.6": "vLLM 0.6.x (V0 engine)", "0.11": "vLLM 0.11 (V1 engine)", "0.33": "vLLM 0.33 (V1 engine)"}
 VERSION = "vLLM 0.33 (V1 engine) by default; vLLM 0.11 (V1) and 0.6.x (V0) with --vllm-version"
@@ -117,7 +115,10 @@ SEE_GUIDE = "See https://docs.vllm.ai/en/latest/configuration/conserving_memory/
 OWN_DTYPE_MODEL_TYPES = frozenset({"falcon"})
 #: MLA attention backends (`--attention-backend`, vLLM's `VLLM_ATTENTION_BACKEND`) -> the block
 #: size they force (None: --block-size stands), `vllm/platforms/cuda.py` `check_and_update_config`.
-MLA_BACKENDS: dict[str, int | None] = {"FLASHMLA": 64, "CUTLASS_MLA": 128, "FLASHINFER_MLA": 64, "TRITON_MLA": None}
+MLA_BACKENDS: dict[str, int | None] = {"FLASHMLA": 64, "CUTLASS_MLA": 128, "FLASHINFER_MLA": 64, "TRITON_MLA": None,
+                                       "ROCM_AITER_MLA": None}
+#: the MLA backends of AMD GPUs (`vllm/platforms/rocm.py`); TRITON_MLA runs on both vendors.
+ROCM_MLA_BACKENDS = frozenset({"ROCM_AITER_MLA"})
 #: block sizes FlashInfer MLA takes as given (others become 64).
 FLASHINFER_MLA_BLOCK_SIZES = (32, 64)
 #: attention backends of non-MLA models: none changes the block size kvcalc models.
@@ -166,7 +167,7 @@ def needed_bytes(model: ModelSpec, groups: list[Group], max_model_len: int, bloc
                for g in groups)
 
 
-def _too_small(L: int, needed: int, available: int, estimated: int, version: str = DEFAULT_FUNCTION_VERSION) -> str:
+def _too_small(L: int, needed: int, available: int, estimated: int, version: str = CURRENT_VERSION) -> str:
     """vLLM's message when one request of L does not fit (`check_enough_kv_cache_memory`; 0.33
     adds the guide's link)."""
     est = (f"Based on the available memory, the estimated maximum model length is {estimated}. "
@@ -177,7 +178,7 @@ def _too_small(L: int, needed: int, available: int, estimated: int, version: str
     return msg + " " + SEE_GUIDE if version == "0.33" else msg
 
 
-def no_memory_message(version: str = DEFAULT_FUNCTION_VERSION) -> str:
+def no_memory_message(version: str = CURRENT_VERSION) -> str:
     """vLLM's "No available memory" start-up error in `version` (0.33 adds the guide's link)."""
     return NO_MEMORY + " " + SEE_GUIDE if version == "0.33" else NO_MEMORY
 
@@ -206,17 +207,23 @@ def in_flight_tokens(version: str, max_num_batched_tokens: int, async_scheduling
 
 
 def attention_block_size(model: ModelSpec, block_size: int, backend: str | None = None,
-                         compute_capability: str | None = None) -> tuple[int, str | None]:
+                         compute_capability: str | None = None, vendor: str | None = None,
+                         version: str = CURRENT_VERSION) -> tuple[int, str | None]:
     """(block size vLLM uses, a note saying what forced it or None) for an MLA model.
 
-    `vllm/platforms/cuda.py` `CudaPlatform.check_and_update_config`: an MLA model's attention
-    backend forces its block size whatever `--block-size` says: FLASHMLA 64, CUTLASS_MLA 128,
-    FLASHINFER_MLA 32 or 64 (anything else becomes 64), TRITON_MLA keeps it. With no backend
-    given, vLLM picks CUTLASS_MLA on Blackwell (compute capability 10.x), FLASHMLA on Hopper
-    (9.x; FlashMLA needs sm90, `is_flashmla_supported`) and TRITON_MLA elsewhere; with no GPU
-    either, kvcalc assumes Hopper (`ASSUMED_COMPUTE_CAPABILITY`) and the note says so.
+    NVIDIA, `vllm/platforms/cuda.py` `CudaPlatform.check_and_update_config`: an MLA model's
+    attention backend forces its block size whatever `--block-size` says: FLASHMLA 64,
+    CUTLASS_MLA 128, FLASHINFER_MLA 32 or 64 (anything else becomes 64), TRITON_MLA keeps it.
+    With no backend given, vLLM picks CUTLASS_MLA on Blackwell (compute capability 10.x),
+    FLASHMLA on Hopper (9.x; FlashMLA needs sm90, `is_flashmla_supported`) and TRITON_MLA
+    elsewhere. AMD (`vendor` 'amd'), `vllm/platforms/rocm.py`: TRITON_MLA unless AITER is on
+    (`VLLM_ROCM_USE_AITER`, off by default; 0.11 `RocmPlatform.get_attn_backend_cls`, 0.33
+    `_get_backend_priorities`), so `--block-size` stands; ROCM_AITER_MLA (the backend given)
+    needs block size 1 in 0.11 ("currently only supports block size 1") and takes any in 0.33
+    (`AiterMLABackend.get_supported_kernel_block_sizes`: MultipleOf(1)). With neither GPU nor
+    backend, kvcalc assumes Hopper (`ASSUMED_COMPUTE_CAPABILITY`) and the note says so.
     Non-MLA models keep `block_size`; raises `KvcalcError` (field `attention_backend`) for an
-    unknown backend or an MLA backend on a non-MLA model.
+    unknown backend, an MLA backend on a non-MLA model, or one the GPU's vendor lacks.
     """
     name = backend.strip().upper() if backend else None
     if name is not None and name not in MLA_BACKENDS and name not in OTHER_BACKENDS:
@@ -230,7 +237,13 @@ def attention_block_size(model: ModelSpec, block_size: int, backend: str | None 
     if name in OTHER_BACKENDS:
         raise KvcalcError(f"{model.name} uses MLA: give an MLA backend ({', '.join(MLA_BACKENDS)})",
                           field="attention_backend", value=backend)
-    if name is None:
+    amd = vendor == "amd"
+    if name is not None and (name in ROCM_MLA_BACKENDS) != amd and name != "TRITON_MLA":
+        raise KvcalcError(f"{name} is {'a ROCm' if name in ROCM_MLA_BACKENDS else 'an NVIDIA'} backend and the GPU "
+                          f"is {'AMD' if amd else 'NVIDIA'}", field="attention_backend", value=backend)
+    if name is None and amd:
+        name, why = "TRITON_MLA", "vLLM's default MLA backend on ROCm (VLLM_ROCM_USE_AITER unset)"
+    elif name is None:
         cc = compute_capability or ASSUMED_COMPUTE_CAPABILITY
         major = int(cc.split(".")[0])
         name = "CUTLASS_MLA" if major == 10 else "FLASHMLA" if major == 9 else "TRITON_MLA"
@@ -240,6 +253,10 @@ def attention_block_size(model: ModelSpec, block_size: int, backend: str | None 
     else:
         why = "the attention backend given"
     forced = MLA_BACKENDS[name]
+    if name == "ROCM_AITER_MLA" and version == "0.11":
+        if block_size != 1:
+            raise KvcalcError(f"vLLM 0.11's ROCM_AITER_MLA does not support block size {block_size} (currently only "
+                              "supports block size 1): give --block-size 1", field="block_size", value=block_size)
     if name == "FLASHINFER_MLA" and block_size in FLASHINFER_MLA_BLOCK_SIZES:
         forced = None
     if forced is None:
@@ -249,7 +266,7 @@ def attention_block_size(model: ModelSpec, block_size: int, backend: str | None 
 
 
 def check_max_model_len(model: ModelSpec, max_model_len: int, allow_long: bool = False,
-                        version: str = DEFAULT_FUNCTION_VERSION) -> str | None:
+                        version: str = CURRENT_VERSION) -> str | None:
     """vLLM's verdict on a max_model_len past the model's max_position_embeddings
     (`vllm/config/model.py` `_get_and_verify_max_len`; V0 0.6.x `vllm/config.py`): raises
     `KvcalcError` (field `max_model_len`) with vLLM's message, or, with `allow_long`
@@ -275,7 +292,7 @@ def check_max_model_len(model: ModelSpec, max_model_len: int, allow_long: bool =
 
 
 def layer_formats(model: ModelSpec, k: StorageFormat, v: StorageFormat,
-                  version: str = DEFAULT_FUNCTION_VERSION) -> tuple[StorageFormat, StorageFormat, str | None]:
+                  version: str = CURRENT_VERSION) -> tuple[StorageFormat, StorageFormat, str | None]:
     """(K, V, note) as the model's layers cache them: in 0.33 the attention of the model types in
     `OWN_DTYPE_MODEL_TYPES` is built without the cache config, so a `--kv-cache-dtype` other than
     the model's dtype does not reach it (Falcon stays bf16 under fp8). Else `k`, `v`, None."""
@@ -314,54 +331,101 @@ def page_size_bytes(layer: LayerSpec, k: StorageFormat, v: StorageFormat, block_
 
 @dataclass(frozen=True)
 class Group:
-    """One vLLM KV cache group: its kind ('full' / 'sliding' / 'mla'), its window, and how many
-    real layers it holds (the rest up to the group size are padding)."""
+    """One vLLM KV cache group: its kind ('full' / 'sliding' / 'mla' / 'chunked' / 'mamba'), its
+    window (a sliding window, or a chunked group's attention_chunk_size), how many real layers it
+    holds (the rest up to the group size are padding), and, for a Mamba group, the pages one
+    request holds whatever its length (`mamba_pages`)."""
 
     kind: str
     window: int | None
     n_layers: int
+    mamba_pages: int = 0
 
 
-def kv_cache_groups(model: ModelSpec, hybrid_allocator: bool = True) -> tuple[list[Group], int]:
+#: model types whose sliding layers are Llama-4's chunked local attention (`attention_chunk_size`,
+#: which kvcalc's loaders write as the layers' window): vLLM `ChunkedLocalAttention`, whose spec is
+#: `ChunkedLocalAttentionSpec` (`vllm/model_executor/models/llama4.py`: RoPE layers when
+#: attention_chunk_size is set).
+CHUNKED_LOCAL_MODEL_TYPES = frozenset({"llama4", "llama4_text"})
+#: vLLM's env var that keeps the hybrid allocator on for chunked local attention (0.11: off by
+#: default, `VllmConfig.__post_init__`; 0.33: on, `vllm/envs.py`).
+CHUNKED_HYBRID_ENV = "VLLM_ALLOW_CHUNKED_LOCAL_ATTN_WITH_HYBRID_KV_CACHE"
+
+
+def chunked_local(model: ModelSpec) -> bool:
+    """True when `model`'s sliding layers are Llama-4 chunked local attention (`CHUNKED_LOCAL_MODEL_TYPES`)."""
+    return model.model_type in CHUNKED_LOCAL_MODEL_TYPES and any(layer.kind == "sliding" for layer in model.layers)
+
+
+def chunked_hybrid_allowed(version: str, allow: bool | None = None) -> bool:
+    """`VLLM_ALLOW_CHUNKED_LOCAL_ATTN_WITH_HYBRID_KV_CACHE` (`allow`; None: the version's
+    default: off in 0.11, on in 0.33). Off, vLLM turns the hybrid allocator off for a model with
+    chunked local attention ("There is a latency regression ...", `VllmConfig.__post_init__`)."""
+    return (version == "0.33") if allow is None else allow
+
+
+def kv_cache_groups(model: ModelSpec, hybrid_allocator: bool = True, version: str = CURRENT_VERSION,
+                    mamba_pages: int = 1) -> tuple[list[Group], int]:
     """(groups, layers per group) as vLLM V1 builds them (`get_kv_cache_groups`).
 
-    Uniform models: one group of every layer. Sliding + full with the hybrid allocator:
-    layers_per_group = min layer count (max if max < 1.5 x min), each kind in cdiv(n, layers_per_group)
-    groups. Raises `KvcalcError` (field `model`) for models with mamba or linear-attention layers.
+    Uniform models: one group of every layer. Mixed kinds with the hybrid allocator
+    (`_get_kv_cache_groups_uniform_page_size`): layers_per_group = the smallest kind's layer
+    count (0.33 only: the largest when it is under 1.5 x the smallest, a rule 0.11 lacks), each
+    kind in cdiv(n, layers_per_group) groups, layers i::n_groups. Kinds: full, sliding (per
+    window), mla, chunked (Llama-4's chunked local attention, `ChunkedLocalAttentionSpec`),
+    mamba (Mamba and Gated-DeltaNet layers, `MambaSpec`, holding `mamba_pages` pages per
+    request); mlp layers have no cache. Without the hybrid allocator
+    (`unify_hybrid_kv_cache_specs`) sliding and chunked layers become full ones; Mamba layers
+    cannot: raises `KvcalcError` (field `hybrid_allocator`) with vLLM's message.
     """
-    if any(not layer.caches_kv for layer in model.layers):
-        raise KvcalcError(f"{model.name} has mamba / linear-attention layers; the vLLM profile models "
-                          "attention layers only (use --engine ideal)", field="model", value=model.name, form=MESSAGE)
+    chunked = chunked_local(model)
     kinds: dict[tuple[str, int | None], int] = {}
     for layer in model.layers:
-        kind = layer.kind
+        if layer.kind == "mlp":
+            continue
+        kind = "mamba" if layer.kind in ("mamba", "linear") else layer.kind
         window = layer.window if kind == "sliding" else None
-        if kind == "sliding" and not hybrid_allocator:
+        if kind == "sliding" and chunked:
+            kind = "chunked"
+        if kind in ("sliding", "chunked") and not hybrid_allocator:
             kind, window = "full", None
         kinds[(kind, window)] = kinds.get((kind, window), 0) + 1
+    if ("mamba", None) in kinds and not hybrid_allocator:
+        raise KvcalcError(f"{model.name} has Mamba / linear-attention layers: vLLM refuses it without the hybrid KV "
+                          "cache manager (Hybrid KV cache manager is disabled but failed to convert the KV cache "
+                          "specs to one unified type.)", field="hybrid_allocator", value=False, form=MESSAGE)
+    pages = {"mamba": mamba_pages}
     if len(kinds) == 1:
         (kind, window), n = next(iter(kinds.items()))
-        return [Group(kind, window, n)], n
+        return [Group(kind, window, n, pages.get(kind, 0))], n
     counts = list(kinds.values())
     layers_per_group = min(counts)
-    if max(counts) < min(counts) * 1.5:
+    if version == "0.33" and max(counts) < min(counts) * 1.5:
         layers_per_group = max(counts)
     groups = []
     for (kind, window), n in kinds.items():
         n_groups = -(-n // layers_per_group)
         for i in range(n_groups):
-            groups.append(Group(kind, window, len(range(i, n, n_groups))))
+            groups.append(Group(kind, window, len(range(i, n, n_groups)), pages.get(kind, 0)))
     return groups, layers_per_group
 
 
 def pages_per_request(group: Group, max_model_len: int, block_size: int,
                       max_num_batched_tokens: int = DEFAULT_MAX_NUM_BATCHED_TOKENS) -> int:
-    """Pages one request of `max_model_len` tokens needs in one group.
+    """Pages one request of `max_model_len` tokens needs in one group (`max_num_batched_tokens`:
+    the tokens in flight, `in_flight_tokens`).
 
     full / mla: cdiv(L, block_size) (`FullAttentionSpec.max_memory_usage_bytes`);
-    sliding: cdiv(min(window - 1 + max_num_batched_tokens, L), block_size) + 1
-    (`SlidingWindowSpec.max_memory_usage_bytes`: the window may straddle a block boundary).
+    sliding: cdiv(min(window - 1 + in_flight, L), block_size) + 1
+    (`SlidingWindowSpec.max_memory_usage_bytes`: the window may straddle a block boundary);
+    chunked: cdiv(min(chunk + in_flight, L), block_size) (`ChunkedLocalAttentionSpec.max_memory_usage_bytes`:
+    one chunk plus the tokens in flight, no straddle page); mamba: its fixed `mamba_pages`
+    (`MambaSpec.max_memory_usage_bytes`).
     """
+    if group.kind == "mamba":
+        return group.mamba_pages
+    if group.kind == "chunked" and group.window is not None:
+        return -(-min(group.window + max_num_batched_tokens, max_model_len) // block_size)
     if group.kind == "sliding" and group.window is not None:
         tokens = min(group.window - 1 + max_num_batched_tokens, max_model_len)
         return -(-tokens // block_size) + 1
@@ -392,7 +456,7 @@ def _check(model: ModelSpec, k: StorageFormat, v: StorageFormat, tp: int, block_
 
 
 def _page(model: ModelSpec, k: StorageFormat, v: StorageFormat, block_size: int, tp: int, scales: bool) -> int:
-    pages = {page_size_bytes(layer, k, v, block_size, tp, scales) for layer in model.layers}
+    pages = {page_size_bytes(layer, k, v, block_size, tp, scales) for layer in model.layers if layer.caches_kv}
     if len(pages) != 1:  # vLLM `unify_kv_cache_spec_page_size` grows block sizes: not modelled
         raise KvcalcError(f"{model.name}: layers have different page sizes; not modelled by the vLLM profile",
                           field="model", value=model.name, form=MESSAGE)
@@ -455,7 +519,7 @@ def _capacity_v0(model: ModelSpec, kv_memory_bytes: int, page: int, *, block_siz
 
 
 def request_bytes(model: ModelSpec, groups: list[Group], layers_per_group: int, max_model_len: int, block_size: int,
-                  page: int, in_flight: int, version: str = DEFAULT_FUNCTION_VERSION) -> int:
+                  page: int, in_flight: int, version: str = CURRENT_VERSION) -> int:
     """KV bytes one request of `max_model_len` needs in vLLM's start-up check.
 
     0.11 (`check_enough_kv_cache_memory`, `max_memory_usage_bytes`): per real layer its group's
@@ -491,16 +555,16 @@ def _too_small_check(model: ModelSpec, groups: list[Group], layers_per_group: in
     return [f"vLLM refuses to start at this max_model_len: {msg}"]
 
 
-def _capacity_v1(model: ModelSpec, kv_memory_bytes: int, page: int, *, block_size: int, max_model_len: int,
-                 concurrency: int | None, hybrid_allocator: bool, in_flight: int, dtype_name: str,
-                 version: str, notes: list[str]) -> EngineResult:
+def _capacity_v1(model: ModelSpec, kv_memory_bytes: int, r: _Resolved, *, max_model_len: int,
+                 concurrency: int | None, in_flight: int, dtype_name: str, version: str) -> EngineResult:
     """V1: blocks = available // page // layers_per_group (`get_num_blocks`); concurrency =
-    blocks / `blocks_per_request`; tokens = blocks // n_groups x block_size
-    (0.11 `_report_kv_cache_config`) or int(concurrency x L) (0.33 `get_kv_cache_capacity`)."""
-    L = max_model_len
+    blocks / `blocks_per_request`; tokens = blocks // n_groups x the smallest group block size
+    (0.11 `get_kv_cache_config_from_groups`: a Mamba group's block is max_model_len) or
+    int(concurrency x L) (0.33 `get_kv_cache_capacity`)."""
+    L, block_size, page, notes = max_model_len, r.block_size, r.page, r.notes
     # vllm/v1/worker/gpu_worker.py determine_available_memory
-    lines = [f"Available KV cache memory: {kv_memory_bytes / 2**30:.2f} GiB"]
-    groups, layers_per_group = kv_cache_groups(model, hybrid_allocator)
+    lines = [*r.log_lines, f"Available KV cache memory: {kv_memory_bytes / 2**30:.2f} GiB"]
+    groups, layers_per_group = kv_cache_groups(model, r.hybrid_allocator, version, r.mamba_pages)
     num_blocks = kv_memory_bytes // page // layers_per_group  # get_num_blocks
     notes += _too_small_check(model, groups, layers_per_group, num_blocks, kv_memory_bytes, page,
                               block_size=block_size, max_model_len=L, in_flight=in_flight, version=version)
@@ -509,10 +573,11 @@ def _capacity_v1(model: ModelSpec, kv_memory_bytes: int, page: int, *, block_siz
     if version == "0.33":
         tokens = int(conc * L)  # kv_cache_utils.get_kv_cache_capacity
     else:
-        tokens = num_blocks // len(groups) * block_size  # _report_kv_cache_config
+        min_block = min(block_size, L) if any(g.kind == "mamba" for g in groups) else block_size
+        tokens = num_blocks // len(groups) * min_block  # get_kv_cache_config_from_groups
     lines += [f"GPU KV cache size: {tokens:,} tokens",
               f"Maximum concurrency for {L:,} tokens per request: {conc:.2f}x"]
-    padding = len(groups) * layers_per_group - model.n_layers
+    padding = len(groups) * layers_per_group - sum(g.n_layers for g in groups)
     if padding:
         notes.append(f"{len(groups)} KV cache groups of {layers_per_group} layers: {padding} padding layers")
     longest = None
@@ -527,23 +592,88 @@ def _capacity_v1(model: ModelSpec, kv_memory_bytes: int, page: int, *, block_siz
         concurrency=concurrency, longest_context=longest, log_lines=lines, notes=notes)
 
 
+@dataclass
+class _Resolved:
+    """What `_resolve` settles for `capacity` and `memory_for`: the formats the layers cache in,
+    the block size and page vLLM uses, the hybrid allocator as vLLM leaves it, the Mamba pages a
+    request holds, the lines vLLM logs before the KV figures, and kvcalc's notes."""
+
+    k: StorageFormat
+    v: StorageFormat
+    block_size: int
+    page: int
+    hybrid_allocator: bool
+    mamba_pages: int = 1
+    log_lines: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+
+def _hybrid_blocks(model: ModelSpec, k: StorageFormat, v: StorageFormat, *, block_size: int, tp: int, version: str,
+                   prefix_caching: bool | None, compute_capability: str | None, scales: bool):
+    """`vllm_hybrid.align_block_size` for a model with Mamba / linear-attention layers beside
+    full attention; refuses what kvcalc does not model (V0, MLA or sliding layers beside Mamba,
+    attention-free models, per-token-head scales)."""
+    from kvcalc.engines import vllm_hybrid
+    from kvcalc.formats import kv_format
+
+    kinds = {layer.kind for layer in model.layers} - {"mlp"}
+
+    def refuse(why: str) -> KvcalcError:
+        return KvcalcError(f"{model.name}: {why}", field="model", value=model.name, form=MESSAGE)
+
+    if version == "0.6":
+        raise refuse("vLLM 0.6 (V0) keeps Mamba state outside the KV blocks (MambaCacheManager, sized by "
+                     "max_num_seqs); kvcalc models hybrid models for vLLM 0.11 and 0.33")
+    if kinds & {"mla", "sliding"}:
+        raise refuse("Mamba / linear-attention layers beside MLA or sliding-window layers are not modelled by "
+                     "the vLLM profile")
+    if "full" not in kinds:
+        raise refuse("an attention-free model (only Mamba layers) is not modelled by the vLLM profile")
+    if scales:
+        raise refuse("per-token-head KV scales beside Mamba layers are not modelled by the vLLM profile")
+    dtype_name = default_kv_dtype(model)[0]
+    fmt = kv_format(dtype_name)
+    attention = next(layer for layer in model.layers if layer.kind == "full")
+    return vllm_hybrid.align_block_size(
+        model, attention, k, v, block_size=block_size, tp=tp, version=version, prefix_caching=prefix_caching,
+        compute_capability=compute_capability or ASSUMED_COMPUTE_CAPABILITY, model_dtype=fmt.name,
+        model_dtype_bytes=fmt.block_bytes // fmt.block_values)
+
+
 def _resolve(model: ModelSpec, k: StorageFormat, v: StorageFormat, *, tp: int, block_size: int, version: str,
-             attention_backend: str | None, compute_capability: str | None,
-             per_token_head_scales: bool) -> tuple[StorageFormat, StorageFormat, int, int, list[str]]:
-    """The checks `capacity` and `memory_for` share, then (K, V, block size, page, notes): each
-    layer's own KV dtype (`layer_formats`), the MLA backend's block size (V1,
-    `attention_block_size`), the page (`page_size_bytes`)."""
+             attention_backend: str | None, compute_capability: str | None, vendor: str | None,
+             per_token_head_scales: bool, hybrid_allocator: bool, prefix_caching: bool | None,
+             chunked_local_hybrid: bool | None) -> _Resolved:
+    """The checks `capacity` and `memory_for` share, then (`_Resolved`): each layer's own KV
+    dtype (`layer_formats`), the MLA backend's block size (V1, `attention_block_size`), a hybrid
+    Mamba model's unified block and page (`vllm_hybrid.align_block_size`), the hybrid allocator
+    vLLM leaves on (off for chunked local attention unless `chunked_hybrid_allowed`), the page."""
     _check(model, k, v, tp, block_size)
     notes: list[str] = []
     k, v, dtype_note = layer_formats(model, k, v, version)
     if dtype_note:
         notes.append(dtype_note)
     if version != "0.6":
-        block_size, block_note = attention_block_size(model, block_size, attention_backend, compute_capability)
+        block_size, block_note = attention_block_size(model, block_size, attention_backend, compute_capability,
+                                                      vendor, version)
         if block_note:
             notes.append(block_note)
-    page = _page(model, k, v, block_size, tp, per_token_head_scales and not dtype_note)
-    return k, v, block_size, page, notes
+    scales = per_token_head_scales and not dtype_note
+    if version != "0.6" and chunked_local(model) and hybrid_allocator:
+        hybrid_allocator = chunked_hybrid_allowed(version, chunked_local_hybrid)
+        if not hybrid_allocator:
+            notes.append(f"vLLM {version} turns the hybrid KV cache manager off for chunked local attention "
+                         f"(latency regression) unless {CHUNKED_HYBRID_ENV}=1: chunked layers keep every token")
+    if any(layer.kind in ("mamba", "linear") for layer in model.layers):
+        hb = _hybrid_blocks(model, k, v, block_size=block_size, tp=tp, version=version,
+                            prefix_caching=prefix_caching, compute_capability=compute_capability, scales=scales)
+        notes += hb.notes
+        if compute_capability is None and version == "0.33" and hb.state.kind == "gdn":
+            notes.append(f"GPU assumed Hopper (compute capability {ASSUMED_COMPUTE_CAPABILITY}): no GPU given")
+        return _Resolved(k, v, hb.block_size, hb.page_bytes, hybrid_allocator, hb.mamba_pages,
+                         list(hb.log_lines), notes)
+    page = _page(model, k, v, block_size, tp, scales)
+    return _Resolved(k, v, block_size, page, hybrid_allocator, notes=notes)
 
 
 def capacity(model: ModelSpec, kv_memory_bytes: int, k: StorageFormat, v: StorageFormat, *, tp: int = 1,
@@ -551,26 +681,32 @@ def capacity(model: ModelSpec, kv_memory_bytes: int, k: StorageFormat, v: Storag
              concurrency: int | None = None, hybrid_allocator: bool = True,
              per_token_head_scales: bool = False, kv_cache_dtype: str | None = None,
              max_num_batched_tokens: int = DEFAULT_MAX_NUM_BATCHED_TOKENS,
-             v0: bool = False, swap_space_bytes: int = 0, version: str = DEFAULT_FUNCTION_VERSION,
+             v0: bool = False, swap_space_bytes: int = 0, version: str = CURRENT_VERSION,
              async_scheduling: bool = True, attention_backend: str | None = None,
-             compute_capability: str | None = None, allow_long_max_model_len: bool = False) -> EngineResult:
+             compute_capability: str | None = None, allow_long_max_model_len: bool = False,
+             vendor: str | None = None, prefix_caching: bool | None = None,
+             chunked_local_hybrid: bool | None = None) -> EngineResult:
     """vLLM's blocks, tokens and concurrency for `kv_memory_bytes` of KV memory on each rank.
 
     `version`: one of `VERSIONS` (`v0=True` is '0.6'). V1: page = `page_size_bytes`; blocks =
     available // page // layers_per_group; concurrency = blocks / `blocks_per_request`; tokens as
     the version logs them. V0: block bytes = page x n_layers; blocks = available // block bytes;
-    concurrency = blocks x block_size / L. `attention_backend` / `compute_capability` ('9.0')
-    pick an MLA model's block size (`attention_block_size`); `async_scheduling` doubles 0.33's
-    tokens in flight (`in_flight_tokens`); `allow_long_max_model_len` is
-    VLLM_ALLOW_LONG_MAX_MODEL_LEN=1. Raises `KvcalcError` for TP layouts vLLM refuses, block
-    formats, mamba layers, a max_model_len past the model's limit, no memory.
+    concurrency = blocks x block_size / L. `attention_backend` / `compute_capability` ('9.0') /
+    `vendor` ('nvidia', 'amd') pick an MLA model's block size (`attention_block_size`) and a
+    Gated-DeltaNet model's alignment; `async_scheduling` doubles 0.33's tokens in flight
+    (`in_flight_tokens`); `allow_long_max_model_len` is VLLM_ALLOW_LONG_MAX_MODEL_LEN=1;
+    `prefix_caching` (None: the version's default) sets a hybrid Mamba model's cache mode
+    (`vllm_hybrid`); `chunked_local_hybrid` is VLLM_ALLOW_CHUNKED_LOCAL_ATTN_WITH_HYBRID_KV_CACHE
+    (None: the version's default). Raises `KvcalcError` for TP layouts vLLM refuses, block
+    formats, a max_model_len past the model's limit, no memory, hybrids kvcalc does not model.
     """
     version = "0.6" if v0 else check_version(version)
     asked = (k, v)
-    k, v, block_size, page, notes = _resolve(model, k, v, tp=tp, block_size=block_size, version=version,
-                                             attention_backend=attention_backend,
-                                             compute_capability=compute_capability,
-                                             per_token_head_scales=per_token_head_scales)
+    r = _resolve(model, k, v, tp=tp, block_size=block_size, version=version, attention_backend=attention_backend,
+                 compute_capability=compute_capability, vendor=vendor, per_token_head_scales=per_token_head_scales,
+                 hybrid_allocator=hybrid_allocator, prefix_caching=prefix_caching,
+                 chunked_local_hybrid=chunked_local_hybrid)
+    k, v, notes = r.k, r.v, r.notes
     if (k, v) != asked:  # the layers cache in their own dtype: the label says what they hold
         kv_cache_dtype = None
     if max_num_batched_tokens <= 0:
@@ -587,34 +723,36 @@ def capacity(model: ModelSpec, kv_memory_bytes: int, k: StorageFormat, v: Storag
         notes.append(f"vLLM warns: {long_note}")
     dtype_name = kv_cache_dtype or (k.name if k == v else f"{k.name}/{v.name}")
     if version == "0.6":
-        return _capacity_v0(model, kv_memory_bytes, page, block_size=block_size, max_model_len=L,
+        return _capacity_v0(model, kv_memory_bytes, r.page, block_size=r.block_size, max_model_len=L,
                             concurrency=concurrency, swap_space_bytes=swap_space_bytes, dtype_name=dtype_name,
                             notes=notes)
-    return _capacity_v1(model, kv_memory_bytes, page, block_size=block_size, max_model_len=L,
-                        concurrency=concurrency, hybrid_allocator=hybrid_allocator,
+    return _capacity_v1(model, kv_memory_bytes, r, max_model_len=L, concurrency=concurrency,
                         in_flight=in_flight_tokens(version, max_num_batched_tokens, async_scheduling),
-                        dtype_name=dtype_name, version=version, notes=notes)
+                        dtype_name=dtype_name, version=version)
 
 
 def memory_for(model: ModelSpec, seq_len: int, batch: int, k: StorageFormat, v: StorageFormat, *, tp: int = 1,
                block_size: int = DEFAULT_BLOCK_SIZE, hybrid_allocator: bool = True,
                per_token_head_scales: bool = False,
                max_num_batched_tokens: int = DEFAULT_MAX_NUM_BATCHED_TOKENS, v0: bool = False,
-               version: str = DEFAULT_FUNCTION_VERSION, async_scheduling: bool = True,
-               attention_backend: str | None = None, compute_capability: str | None = None) -> int:
+               version: str = CURRENT_VERSION, async_scheduling: bool = True,
+               attention_backend: str | None = None, compute_capability: str | None = None,
+               vendor: str | None = None, prefix_caching: bool | None = None,
+               chunked_local_hybrid: bool | None = None) -> int:
     """KV memory one rank needs so that vLLM starts and fits `batch` requests of `seq_len` tokens
     (max concurrency >= batch): batch x blocks per request x page x group size (V0:
     batch x cdiv(seq_len, block_size) x block bytes). 0.33's start-up check holds back the null
     block, so one request needs its blocks + 1: max(batch x per request, per request + 1)
     blocks. Options as in `capacity`."""
     version = "0.6" if v0 else check_version(version)
-    k, v, block_size, page, _ = _resolve(model, k, v, tp=tp, block_size=block_size, version=version,
-                                         attention_backend=attention_backend, compute_capability=compute_capability,
-                                         per_token_head_scales=per_token_head_scales)
+    r = _resolve(model, k, v, tp=tp, block_size=block_size, version=version, attention_backend=attention_backend,
+                 compute_capability=compute_capability, vendor=vendor, per_token_head_scales=per_token_head_scales,
+                 hybrid_allocator=hybrid_allocator, prefix_caching=prefix_caching,
+                 chunked_local_hybrid=chunked_local_hybrid)
     if version == "0.6":
-        return batch * -(-seq_len // block_size) * page * model.n_layers
-    groups, layers_per_group = kv_cache_groups(model, hybrid_allocator)
+        return batch * -(-seq_len // r.block_size) * r.page * model.n_layers
+    groups, layers_per_group = kv_cache_groups(model, r.hybrid_allocator, version, r.mamba_pages)
     in_flight = in_flight_tokens(version, max_num_batched_tokens, async_scheduling)
-    per_req = blocks_per_request(groups, seq_len, block_size, in_flight)
+    per_req = blocks_per_request(groups, seq_len, r.block_size, in_flight)
     blocks = max(batch * per_req, per_req + 1) if version == "0.33" else batch * per_req
-    return blocks * page * layers_per_group
+    return blocks * r.page * layers_per_group

@@ -62,13 +62,14 @@ def test_linear_attention_refused_by_model(qwen_next):
     assert (e.field, e.value) == ("model", "qwen3-next-80b-a3b")
     e = refusal(sglang.memory_for, qwen_next, 1000, 1, BF16, BF16)
     assert (e.field, e.value) == ("model", "qwen3-next-80b-a3b")
-    e = refusal(vllm.kv_cache_groups, qwen_next, True)
-    assert str(e) == ("qwen3-next-80b-a3b has mamba / linear-attention layers; the vLLM profile models "
-                      "attention layers only (use --engine ideal)")
-    assert (e.field, e.value) == ("model", "qwen3-next-80b-a3b")
-    # capacity stops earlier, at the page sizes (the linear layers' page differs)
-    e = refusal(vllm.capacity, qwen_next, 2**30, BF16, BF16)
-    assert str(e) == "qwen3-next-80b-a3b: layers have different page sizes; not modelled by the vLLM profile"
+    # vLLM unifies the pages (tests/engines/test_vllm_hybrid.py) but needs its hybrid allocator
+    e = refusal(vllm.kv_cache_groups, qwen_next, False)
+    assert str(e).startswith("qwen3-next-80b-a3b has Mamba / linear-attention layers: vLLM refuses it without the "
+                             "hybrid KV cache manager")
+    assert (e.field, e.value) == ("hybrid_allocator", False)
+    # V0 keeps the Mamba state outside the blocks: refused with the reason
+    e = refusal(vllm.capacity, qwen_next, 2**30, BF16, BF16, version="0.6")
+    assert str(e).startswith("qwen3-next-80b-a3b: vLLM 0.6 (V0) keeps Mamba state outside the KV blocks")
     assert (e.field, e.value) == ("model", "qwen3-next-80b-a3b")
 
 

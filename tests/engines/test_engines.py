@@ -181,11 +181,11 @@ def test_vllm_page_size(name, dtype, scales, tp, page):
 
 def test_vllm_hybrid_groups_sliding_pages_and_tokens():
     m = model("gemma-3-27b")  # 52 sliding (window 1024) + 10 full layers
-    groups, size = vllm.kv_cache_groups(m)
+    groups, size = vllm.kv_cache_groups(m, version="0.11")
     # group_size = 10 (52 >= 1.5 x 10): 6 sliding groups (52 layers + 8 padding) + 1 full group
     assert size == 10 and len(groups) == 7 and sum(g.n_layers for g in groups) == 62
     page = 2 * 16 * 16 * 128 * 2  # 131,072 B per layer
-    r = vllm.capacity(m, 20 * GiB, BF16, BF16, max_model_len=131072)
+    r = vllm.capacity(m, 20 * GiB, BF16, BF16, max_model_len=131072, version="0.11")
     blocks = 20 * GiB // page // 10  # 16,384
     assert r.num_gpu_blocks == blocks == 16384
     assert r.kv_cache_tokens == blocks // 7 * 16 == 37_440
@@ -196,7 +196,7 @@ def test_vllm_hybrid_groups_sliding_pages_and_tokens():
     assert r.log_lines[-1] == "Maximum concurrency for 131,072 tokens per request: 1.41x"
     # (131,072 full-length tokens x 62 layers x 8 KiB = 62 GiB > 20 GiB: vLLM would not start; kvcalc warns)
     with pytest.warns(UserWarning, match="62.00 GiB KV cache is needed"):
-        off = vllm.capacity(m, 20 * GiB, BF16, BF16, max_model_len=131072, hybrid_allocator=False)
+        off = vllm.capacity(m, 20 * GiB, BF16, BF16, max_model_len=131072, hybrid_allocator=False, version="0.11")
     # without the hybrid allocator: one group of 62 full-length layers
     assert off.num_gpu_blocks == 20 * GiB // page // 62 and off.kv_cache_tokens == off.num_gpu_blocks * 16
     assert off.max_concurrency == off.num_gpu_blocks / 8192
@@ -204,15 +204,15 @@ def test_vllm_hybrid_groups_sliding_pages_and_tokens():
 
 def test_vllm_longest_context_search():
     m = model("qwen3-14b")
-    r = vllm.capacity(m, 2666 * 2_621_440, BF16, BF16, max_model_len=32768, concurrency=2)
+    r = vllm.capacity(m, 2666 * 2_621_440, BF16, BF16, max_model_len=32768, concurrency=2, version="0.11")
     # 2 requests need 2 x cdiv(L, 16) <= 2666 blocks: cdiv(L,16) <= 1333 -> L <= 21,328
     assert r.longest_context == 1333 * 16 == 21_328
     # gemma-3 with the hybrid allocator: the sliding groups cap at 578 pages, the full one grows
-    g = vllm.capacity(model("gemma-3-27b"), 20 * GiB, BF16, BF16, concurrency=4)
+    g = vllm.capacity(model("gemma-3-27b"), 20 * GiB, BF16, BF16, concurrency=4, version="0.11")
     # 4 x (cdiv(L, 16) + 6 x 577) <= 16384 once L > 9215 -> cdiv(L, 16) <= 634 -> L = 10,144
     n = g.longest_context
     assert n == 634 * 16 == 10_144
-    groups, _ = vllm.kv_cache_groups(model("gemma-3-27b"))
+    groups, _ = vllm.kv_cache_groups(model("gemma-3-27b"), version="0.11")
     assert 4 * vllm.blocks_per_request(groups, n, 16) <= 16384 < 4 * vllm.blocks_per_request(groups, n + 1, 16)
 
 
@@ -505,13 +505,13 @@ def test_vllm_startup_failures_and_refused_options():
         "https://docs.vllm.ai/en/latest/configuration/conserving_memory/ for more details.")
     m = model("llama-3.1-8b")
     with pytest.raises(KvcalcError, match="No available memory for the cache blocks"):
-        vllm.capacity(m, 0, BF16, BF16)
+        vllm.capacity(m, 0, BF16, BF16, version="0.11")
     with pytest.raises(KvcalcError, match="No available memory for the cache blocks"):
         vllm.capacity(m, 2 * MiB - 1, BF16, BF16, v0=True)   # V0: 0 GPU blocks
     # 1 GiB holds 512 blocks = 8192 tokens: a 131,072-token request does not fit; vLLM would refuse
     # to start (estimated maximum model length 8192), kvcalc still answers and says so
     with pytest.warns(UserWarning, match="estimated maximum model length is 8192"):
-        r = vllm.capacity(m, GiB, BF16, BF16)
+        r = vllm.capacity(m, GiB, BF16, BF16, version="0.11")
     assert r.num_gpu_blocks == 512 and any("refuses to start" in n for n in r.notes)
     assert run_err("capacity", cfg, "-e", "vllm", "-m", "1GiB", "--max-num-batched-tokens", "0") == \
         "error: --max-num-batched-tokens must be a positive integer, got 0"
