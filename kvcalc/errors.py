@@ -33,7 +33,8 @@ OPTIONS: dict[str, str] = {
     "n_ubatch": "--ubatch-size", "n_gpu_layers": "--n-gpu-layers", "n_devices": "--gpus",
     "tensor_split": "--tensor-split", "llamacpp_version": "--llamacpp-version",
     "vllm_version": "--vllm-version", "attention_backend": "--attention-backend",
-    "allow_long_max_model_len": "--allow-long-max-model-len",
+    "allow_long_max_model_len": "--allow-long-max-model-len", "prefix_caching": "--enable-prefix-caching",
+    "hybrid_allocator": "--disable-hybrid-kv-cache-manager",
     # output
     "plot": "--plot", "format": "--format",
 }

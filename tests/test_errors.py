@@ -217,7 +217,7 @@ def test_vllm_capacity_errors() -> None:
     m = load_model("llama-3.1-8b")
     carries(raised(vllm.capacity, m, 2**30, FP16, FP16, max_num_batched_tokens=0), "max_num_batched_tokens",
             "--max-num-batched-tokens", 0, "--max-num-batched-tokens must be a positive integer, got 0")
-    e = raised(vllm.capacity, m, 0, FP16, FP16)
+    e = raised(vllm.capacity, m, 0, FP16, FP16, version="0.11")
     assert (e.field, e.value) == ("kv_memory_bytes", 0)
     assert str(e) == ("vLLM would fail at start-up: No available memory for the cache blocks. Try increasing "
                       "`gpu_memory_utilization` when initializing the engine.")

@@ -342,6 +342,8 @@ class GpuPlanOptions(OptionGroup):
 
 #: vLLM's env var that lets --max-model-len exceed the model's limit (`vllm/envs.py`: "1" or "true").
 ALLOW_LONG_ENV = "VLLM_ALLOW_LONG_MAX_MODEL_LEN"
+#: vLLM's env var keeping the hybrid allocator on for Llama-4's chunked local attention.
+CHUNKED_HYBRID_ENV = "VLLM_ALLOW_CHUNKED_LOCAL_ATTN_WITH_HYBRID_KV_CACHE"
 
 #: llama.cpp's -fa values (b6300+: `-fa on|off|auto`); auto is on where the backend has flash
 #: attention, as on the GPUs kvcalc sizes (`kvcalc.engines.llamacpp.FLASH_ATTN`)
@@ -363,11 +365,14 @@ class VllmFlags(OptionGroup):
     async_scheduling: Annotated[bool, typer.Option("--async-scheduling/--no-async-scheduling", help="vLLM 0.33: two batches in flight (on by default in `vllm serve`), held by sliding-window requests.")] = True
     attention_backend: Annotated[Optional[str], typer.Option("--attention-backend", help="vLLM attention backend (VLLM_ATTENTION_BACKEND): FLASHMLA, CUTLASS_MLA, FLASHINFER_MLA, TRITON_MLA set an MLA model's block size. Default: the GPU's (--gpu; else Hopper is assumed).")] = None
     allow_long_max_model_len: Annotated[bool, typer.Option("--allow-long-max-model-len", help=f"vLLM's {ALLOW_LONG_ENV}=1 (also read from the environment): a --max-model-len past the model's limit warns instead of being refused.")] = False
+    prefix_caching: Annotated[Optional[bool], typer.Option("--enable-prefix-caching/--no-enable-prefix-caching", help="vLLM prefix caching (default: the version's; 0.33 on, which puts hybrid Mamba models' cache in 'align' mode).")] = None
     v0: Annotated[bool, typer.Option("--vllm-v0", help="vLLM's V0 engine (0.6.x): '# GPU blocks' lines (= --vllm-version 0.6).")] = False
     swap_space: Annotated[str, typer.Option("--swap-space", help="vLLM V0 CPU swap space per GPU: 4GiB (vLLM's --swap-space 4 is 4GiB: write the unit).")] = "0"
 
-    def to_options(self, compute_capability: str | None = None) -> "VllmOptions":
-        """The engine's options, on a GPU of `compute_capability` ('9.0'; None: unknown).
+    def to_options(self, compute_capability: str | None = None, vendor: str | None = None) -> "VllmOptions":
+        """The engine's options, on a GPU of `compute_capability` ('9.0'; None: unknown) and
+        `vendor` ('nvidia', 'amd'; None: unknown); VLLM_ALLOW_CHUNKED_LOCAL_ATTN_WITH_HYBRID_KV_CACHE
+        is read from the environment.
         Raises `KvcalcError` for --swap-space without V0, --vllm-v0 beside another
         --vllm-version, or a version kvcalc does not model."""
         import os
@@ -390,7 +395,8 @@ class VllmFlags(OptionGroup):
                            max_num_batched_tokens=self.max_num_batched_tokens, version=version,
                            swap_space_bytes=swap_bytes, async_scheduling=self.async_scheduling,
                            attention_backend=self.attention_backend, compute_capability=compute_capability,
-                           allow_long_max_model_len=allow_long)
+                           allow_long_max_model_len=allow_long, vendor=vendor, prefix_caching=self.prefix_caching,
+                           chunked_local_hybrid=_env_flag(CHUNKED_HYBRID_ENV))
 
 
 class SglangFlags(OptionGroup):
@@ -494,8 +500,28 @@ def engine_options(engine: str, groups: Iterable[Any], gpu: str | None = None) -
     if group is None:
         return None
     if key == "vllm":
-        return group.to_options(gpu_compute_capability(gpu))
+        return group.to_options(gpu_compute_capability(gpu), gpu_vendor(gpu))
     return group.to_options()
+
+
+def gpu_vendor(gpu: str | None) -> str | None:
+    """The vendor of `--gpu` ('nvidia', 'amd'; None without a GPU or for 'other')."""
+    if gpu is None:
+        return None
+    from kvcalc.load.gpus import get_gpu
+
+    vendor = get_gpu(gpu).vendor
+    return None if vendor == "other" else vendor
+
+
+def _env_flag(name: str) -> bool | None:
+    """An environment variable read as vLLM reads its 0/1 flags: None when unset."""
+    import os
+
+    text = os.environ.get(name)
+    if text is None or not text.strip():
+        return None
+    return text.strip().lower() in ("1", "true")
 
 
 def gpu_compute_capability(gpu: str | None) -> str | None:

@@ -44,6 +44,11 @@ class VllmOptions:
       CUTLASS_MLA, FLASHINFER_MLA, TRITON_MLA ...); None: the GPU's default.
     - `compute_capability`: the GPU's ('9.0' for an H100; from `--gpu`); None: kvcalc assumes
       Hopper where it matters (an MLA model's block size) and says so in the notes.
+    - `vendor`: the GPU's ('nvidia', 'amd'; from `--gpu`): AMD GPUs take ROCm's MLA backend.
+    - `prefix_caching`: None is the version's default (0.33: on, so a hybrid Mamba model's cache
+      mode is 'align'; 0.11: off for hybrid models); False is `--no-enable-prefix-caching`.
+    - `chunked_local_hybrid`: `VLLM_ALLOW_CHUNKED_LOCAL_ATTN_WITH_HYBRID_KV_CACHE` (None: the
+      version's default, 0.11 off, 0.33 on): Llama-4's chunked layers keep one chunk, not every token.
     - `allow_long_max_model_len`: `VLLM_ALLOW_LONG_MAX_MODEL_LEN=1` (a max_model_len past the
       model's limit warns instead of being refused).
     - `v0`: the V0 engine of vLLM 0.6.x ('# GPU blocks' lines); the same as `version='0.6'`
@@ -66,6 +71,9 @@ class VllmOptions:
     attention_backend: str | None = None
     compute_capability: str | None = None
     allow_long_max_model_len: bool = False
+    vendor: str | None = None
+    prefix_caching: bool | None = None
+    chunked_local_hybrid: bool | None = None
 
     def __post_init__(self) -> None:
         version = "0.6" if self.v0 else vllm.check_version(self.version)
@@ -78,7 +86,8 @@ class VllmOptions:
                     per_token_head_scales=self.per_token_head_scales,
                     max_num_batched_tokens=self.max_num_batched_tokens, version=self.version,
                     async_scheduling=self.async_scheduling, attention_backend=self.attention_backend,
-                    compute_capability=self.compute_capability)
+                    compute_capability=self.compute_capability, vendor=self.vendor,
+                    prefix_caching=self.prefix_caching, chunked_local_hybrid=self.chunked_local_hybrid)
 
 
 @dataclass(frozen=True)

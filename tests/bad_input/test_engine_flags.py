@@ -37,10 +37,13 @@ def test_batch_size_is_bounded_as_llama_cpp_parses_it():
 
 def test_a_gpu_without_a_compute_capability_is_not_called_no_gpu():
     # DeepSeek-V3 on vLLM with --gpu mi300x: the note said "assumed: no GPU or attention backend
-    # given", though a GPU was given; kvcalc only knows NVIDIA compute capabilities
+    # given", though a GPU was given; an AMD GPU now takes ROCm's default MLA backend (TRITON_MLA,
+    # vllm/platforms/rocm.py), which keeps the block size
     r = run_kvcalc("capacity", "deepseek-v3", "--engine", "vllm", "--kv-memory", "10GiB", "--gpu", "mi300x",
                    "-f", "json")
     assert r.code == 0, r.stderr
     notes = json.loads(r.stdout)["notes"]
     assert not any("no GPU or attention backend given" in n for n in notes), notes
-    assert any("assumed: no NVIDIA GPU (compute capability) or attention backend given" in n for n in notes), notes
+    assert any("MLA attention backend TRITON_MLA (vLLM's default MLA backend on ROCm (VLLM_ROCM_USE_AITER unset)) "
+               "keeps block size 16" == n for n in notes), notes
+    assert json.loads(r.stdout)["block_size"] == 16
