@@ -227,12 +227,13 @@ def test_vllm_capacity_errors() -> None:
     e = raised(vllm.capacity, m.model_copy(update={"max_position_embeddings": None}), 2**30, FP16, FP16)
     carries(e, "max_model_len", "--max-model-len", None, "llama-3.1-8b has no max_position_embeddings; "
             "give --max-model-len")
-    jamba = load_model("jamba-1.5-mini")  # mamba layers have no page: the page sizes differ
-    e = raised(vllm.capacity, jamba, 2**30, FP16, FP16)
-    carries(e, "model", None, "jamba-1.5-mini", "jamba-1.5-mini: layers have different page sizes; not modelled "
-            "by the vLLM profile")
-    e = raised(vllm.kv_cache_groups, jamba)
-    assert (e.field, e.value) == ("model", "jamba-1.5-mini") and "mamba" in str(e)
+    jamba = load_model("jamba-1.5-mini")  # V0 keeps the Mamba state outside the blocks: refused with the reason
+    e = raised(vllm.capacity, jamba, 2**30, FP16, FP16, version="0.6")
+    assert (e.field, e.value) == ("model", "jamba-1.5-mini") and "MambaCacheManager" in str(e)
+    e = raised(vllm.kv_cache_groups, jamba, False)  # Mamba layers need the hybrid allocator
+    carries(e, "hybrid_allocator", "--disable-hybrid-kv-cache-manager", False, "jamba-1.5-mini has Mamba / "
+            "linear-attention layers: vLLM refuses it without the hybrid KV cache manager (Hybrid KV cache manager "
+            "is disabled but failed to convert the KV cache specs to one unified type.)")
     # not one 16-token block of 32 layers x 16 x 2,048 B = 1 MiB fits in 4 KiB
     e = raised(vllm.capacity, m, 4096, FP16, FP16)
     assert (e.field, e.value) == ("kv_memory_bytes", 4096) and str(e).startswith("vLLM would fail at start-up")

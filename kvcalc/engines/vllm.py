@@ -1,11 +1,10 @@
 """vLLM's paged KV cache: blocks, pages, hybrid groups, and the lines vLLM logs.
 
 Models three versions (`VERSIONS`; `--vllm-version`): vLLM 0.33 (the current release, V1
-engine) by default through `VllmOptions`, vLLM 0.11 (V1, the 0.10-0.11 line) and the V0 engine
-of vLLM 0.6.x (`vllm/worker/cache_engine.py`, `vllm/executor/gpu_executor.py`). The module's
-functions take `version=` and default to 0.11 (`DEFAULT_FUNCTION_VERSION`, what they modelled
-before 0.33 was added); `VllmOptions.version` (what the CLI and `kvcalc.capacity` use) defaults
-to `CURRENT_VERSION`. Rules, each from its source (0.11 unless a version is named):
+engine), vLLM 0.11 (V1, the 0.10-0.11 line) and the V0 engine of vLLM 0.6.x
+(`vllm/worker/cache_engine.py`, `vllm/executor/gpu_executor.py`). One default everywhere: the
+module's functions (`version=`) and `VllmOptions.version` (the CLI, `kvcalc.capacity`) model
+`CURRENT_VERSION`, 0.33. Rules, each from its source (0.11 unless a version is named):
 
 - Page (one block of one layer), `vllm/v1/kv_cache_interface.py` `AttentionSpec.page_size_bytes`
   / `FullAttentionSpec.real_page_size_bytes`: block_size x kv_heads_per_rank x (head_size +
@@ -21,11 +20,29 @@ to `CURRENT_VERSION`. Rules, each from its source (0.11 unless a version is name
   the attention backend forces it whatever `--block-size` says: FlashMLA (the default MLA
   backend on Hopper, compute capability 9.x) 64 tokens, CUTLASS MLA (the default on Blackwell
   10.x) 128, FlashInfer MLA 32 or 64 (else 64); Triton MLA (the default elsewhere) keeps
-  `--block-size`. `attention_block_size`; without a GPU or backend kvcalc assumes Hopper and says so.
+  `--block-size`. AMD GPUs (`vllm/platforms/rocm.py`): TRITON_MLA unless VLLM_ROCM_USE_AITER=1, so
+  `--block-size` stands; ROCM_AITER_MLA needs block size 1 in 0.11. `attention_block_size`;
+  without a GPU or backend kvcalc assumes Hopper and says so.
+- Hybrid Mamba / Gated-DeltaNet models (Qwen3-Next, Qwen3.5 (0.33 only), Jamba, Nemotron-H,
+  Granite-4.0-H; `kvcalc.engines.vllm_hybrid`): the state page (`MambaSpec.page_size_bytes`),
+  the attention block raised until one page holds one state and the state padded to it (0.11
+  `HybridAttentionMambaModelConfig.verify_and_update_config`: multiples of 16; 0.33
+  `Platform._align_hybrid_block_size`: multiples of max(16, block size), lcm 64 for a FlashInfer
+  Gated-DeltaNet prefill with prefix caching), each Mamba layer group a `Group('mamba')` holding 1
+  page per request (0.11; 0.33 without prefix caching) or 2 + checkpoint blocks (0.33's default
+  'align' mode, `MambaSpec.max_memory_usage_bytes`); mlp-only layers have no spec. 0.11 logs
+  "GPU KV cache size" with the smallest group block size, a Mamba group's being max_model_len.
+  V0 keeps the state outside the blocks: refused.
+- Llama-4's chunked local attention (`ChunkedLocalAttentionSpec`; model types in
+  `CHUNKED_LOCAL_MODEL_TYPES`, whose sliding layers are the chunked ones, window = chunk):
+  cdiv(min(chunk + in_flight, L), block_size) pages, no straddle page; its own groups beside the
+  full layers with the hybrid allocator, which 0.11 turns off for such models unless
+  VLLM_ALLOW_CHUNKED_LOCAL_ATTN_WITH_HYBRID_KV_CACHE=1 and 0.33 keeps on (`chunked_hybrid_allowed`);
+  without it the chunked layers are full ones (`unify_hybrid_kv_cache_specs`).
 - Blocks, `vllm/v1/core/kv_cache_utils.py` `get_num_blocks`: available // page // layers per group.
   All layers alike (`is_kv_cache_spec_uniform`): one group of every layer. Sliding + full with the
   hybrid allocator (`_get_kv_cache_groups_uniform_page_size`): layers_per_group (vLLM's `group_size`) = the smaller layer count
-  (the larger one if it is under 1.5x the smaller), each kind split into cdiv(n, layers_per_group)
+  (0.33: the larger one if it is under 1.5x the smaller; 0.11 has no such rule), each kind split into cdiv(n, layers_per_group)
   groups (padding layers waste memory). Without it (`--disable-hybrid-kv-cache-manager`,
   `unify_hybrid_kv_cache_specs`): sliding layers become full ones (blocks for every token).
 - "GPU KV cache size: N tokens": 0.11 `_report_kv_cache_config`: num_blocks // n_groups x
@@ -70,19 +87,20 @@ What changed between the versions modelled: 0.6 -> 0.11, the V1 engine (pages pe
 groups, the null block, the concurrency formula over groups); 0.11 -> 0.33, the token figure from
 the concurrency, the sliding-window admission cap with async scheduling's two batches in flight,
 the null block and padding layers in the start-up check, Falcon's cache dtype, the longer
-start-up messages (a link to the conserving-memory guide).
+start-up messages (a link to the conserving-memory guide), the 1.5x group-size rule, prefix caching
+on for hybrid models ('align' Mamba pages, fp32 SSM state for Nemotron-H and Qwen3.5), the
+hybrid block alignment moved to the platform, chunked local attention kept in the hybrid allocator.
 
 Tensor parallelism: each rank holds kv_heads_per_rank heads (MLA: the whole latent), and
 `available` is one rank's memory; vLLM takes the smallest block count over ranks, which for equal
-ranks is any rank's. Mamba / linear-attention layers (vLLM `MambaSpec`, whose page sizes vLLM
-unifies with the attention page, `HybridAttentionMambaModelConfig.verify_and_update_config`) and
-Llama-4's chunked local attention (`ChunkedLocalAttentionSpec`) are not modelled: refused.
+ranks is any rank's. Not modelled (refused with the reason): Mamba layers beside MLA or sliding
+layers, attention-free Mamba models, linear attention other than Gated DeltaNet, hybrids in V0.
 """
 
 from __future__ import annotations
 
 import warnings
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field as dc_field
 
 from kvcalc.formats import StorageFormat
 from kvcalc.calc.kv_cache import check_tp, kv_heads_per_rank, layer_kv_bytes_per_token, refuse_indexer
@@ -253,9 +271,8 @@ def attention_block_size(model: ModelSpec, block_size: int, backend: str | None 
     else:
         why = "the attention backend given"
     forced = MLA_BACKENDS[name]
-    if name == "ROCM_AITER_MLA" and version == "0.11":
-        if block_size != 1:
-            raise KvcalcError(f"vLLM 0.11's ROCM_AITER_MLA does not support block size {block_size} (currently only "
+    if name == "ROCM_AITER_MLA" and version == "0.11" and block_size != 1:
+        raise KvcalcError(f"vLLM 0.11's ROCM_AITER_MLA does not support block size {block_size} (currently only "
                               "supports block size 1): give --block-size 1", field="block_size", value=block_size)
     if name == "FLASHINFER_MLA" and block_size in FLASHINFER_MLA_BLOCK_SIZES:
         forced = None
@@ -604,8 +621,8 @@ class _Resolved:
     page: int
     hybrid_allocator: bool
     mamba_pages: int = 1
-    log_lines: list[str] = field(default_factory=list)
-    notes: list[str] = field(default_factory=list)
+    log_lines: list[str] = dc_field(default_factory=list)
+    notes: list[str] = dc_field(default_factory=list)
 
 
 def _hybrid_blocks(model: ModelSpec, k: StorageFormat, v: StorageFormat, *, block_size: int, tp: int, version: str,

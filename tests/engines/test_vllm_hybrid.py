@@ -256,3 +256,15 @@ def test_one_default_version_everywhere():
     assert vllm.capacity(m, GiB, BF16, BF16, max_model_len=4096).engine_version == "vLLM 0.33 (V1 engine)"
     prof = get_profile("vllm")
     assert prof.capacity(m, GiB, BF16, BF16, max_model_len=4096).engine_version == "vLLM 0.33 (V1 engine)"
+
+
+def test_group_size_rule_per_version():
+    # 12 sliding + 10 full: 0.33 (kv_cache_planning._get_kv_cache_groups_uniform_page_size) takes the
+    # larger count when it is under 1.5 x the smaller (12 < 15): one group of each, 12 layers each;
+    # 0.11 (kv_cache_utils, same function) always takes the smaller, 10: sliding in 2 groups (6 + 6)
+    m = ModelSpec(name="mix", n_layers=22, n_heads=4, n_kv_heads=2, head_dim=16, dtype="fp16", sliding_window=128,
+                  layer_types=["sliding"] * 12 + ["full"] * 10, max_position_embeddings=4096)
+    G = vllm.Group
+    assert vllm.kv_cache_groups(m, version="0.33") == ([G("sliding", 128, 12), G("full", None, 10)], 12)
+    assert vllm.kv_cache_groups(m, version="0.11") == (
+        [G("sliding", 128, 6), G("sliding", 128, 6), G("full", None, 10)], 10)
