@@ -309,8 +309,8 @@ class ModelSpec(_Frozen):
 
         try:
             return None if v is None else weight_format(v).name
-        except Exception as e:  # UnknownNameError -> pydantic ValueError, with its hint
-            raise ValueError(str(e)) from None
+        except Exception as e:  # UnknownNameError -> pydantic ValueError, with its hint (no CLI flag: a file's field)
+            raise ValueError(getattr(e, "message", str(e))) from None
 
     @field_validator("dtype")
     @classmethod
@@ -319,8 +319,8 @@ class ModelSpec(_Frozen):
 
         try:
             return canonical_name(v)
-        except Exception as e:  # UnknownNameError -> pydantic ValueError, with its hint
-            raise ValueError(str(e)) from None
+        except Exception as e:  # UnknownNameError -> pydantic ValueError, with its hint (no CLI flag: a file's field)
+            raise ValueError(getattr(e, "message", str(e))) from None
 
     @model_validator(mode="after")
     def _check(self) -> "ModelSpec":
@@ -610,7 +610,7 @@ class Deployment(_Frozen):
         try:
             return (kv_format if info.field_name == "kv_dtype" else weight_format)(v).name
         except KvcalcError as e:  # -> pydantic ValueError, which the loader reports against this field
-            raise ValueError(str(e)) from None
+            raise ValueError(e.message) from None
 
     @model_validator(mode="after")
     def _layout(self) -> "Deployment":

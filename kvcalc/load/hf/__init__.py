@@ -272,7 +272,8 @@ def _check_scale_groups(fields: dict[str, Any], quant: Any, path: str | None) ->
     except KvcalcError as e:
         if e.field == "weight_dtype":
             what = e.message.split(" (use another", 1)[0]
-            raise ConfigError(f"{what}: the checkpoint cannot be quantized so; check its group or block size",
+            raise ConfigError(f"{what}: this weight format comes from the checkpoint's quantization_config; check its "
+                              "group or block size",
                               path=path, field=quant.field) from None
     except ValueError:  # pydantic's ValidationError: reported when the spec is built
         pass
