@@ -26,8 +26,13 @@ What is counted (the Hugging Face modelling files of each family are the source:
   d_inner = n_heads x head_dim, G groups, N = d_state: in_proj `hidden x (2 d_inner + 2 G N +
   n_heads)`, conv1d `(d_inner + 2 G N) x (d_conv + 1)` (weight and bias), dt_bias, A_log and D
   `n_heads` each, gated norm `d_inner`, out_proj `d_inner x hidden`;
-- a layer of kind `mlp` (no token mixer: Nemotron-H's separate MLP / MoE layers) is refused:
-  those models put the mixer and the MLP in separate layers, which this count does not follow;
+- separate blocks (a model with layers of kind `mlp`: Nemotron-H, `NemotronHBlock` in transformers'
+  `modeling_nemotron_h.py` / vLLM `nemotron_h.py`): every layer is one norm (`hidden`) and ONE of a
+  Mamba-2 mixer, an attention block or an MLP (relu2: up `hidden x inter` and down, no gate, the
+  loader's `mlp_kind: plain`); no layer has both a mixer and an MLP. Nemotron-H-8B: 24 Mamba-2
+  layers of 109,640,064, 4 attention layers of 41,947,136 and 24 MLP layers of 176,164,864, plus
+  2 x 131,072 x 4,096 embeddings and head and the final norm: 8,100,852,736 ("8B"). MoE layers
+  (Nemotron-H's `E`) are refused: the loader leaves their width unset;
 - linear attention (Gated DeltaNet, Qwen3-Next): in_proj_qkvz `hidden x (2 Hk Dk + 2 Hv Dv)`,
   in_proj_ba `hidden x 2 Hv`, conv1d `(2 Hk Dk + Hv Dv) x kernel`, dt_bias and A_log `Hv` each,
   gated norm `Dv`, out_proj `Hv Dv x hidden`.
@@ -205,11 +210,10 @@ def layer_params(model: ModelSpec, i: int, tp: int = 1) -> LayerParams:
     """
     _need(model, "hidden_size")
     d = model.hidden_size
-    kind = model.layer_kinds[i]
-    if kind == "mlp":
-        raise KvcalcError(f"{model.name}: its token mixers and MLPs are separate layers (Nemotron-H), which "
-                          f"kvcalc's parameter count does not follow; give n_params (and n_active_params)",
-                          field="model", value=model.name, form=MESSAGE)
+    kinds = model.layer_kinds
+    kind = kinds[i]
+    if "mlp" in kinds:  # separate blocks (Nemotron-H): one norm and one part per layer
+        return _separate_block_params(model, kind, tp)
     if kind == "mamba":
         linear, other = _mamba_params(model, tp)
     elif kind == "linear":
@@ -229,6 +233,27 @@ def layer_params(model: ModelSpec, i: int, tp: int = 1) -> LayerParams:
                            n_active_experts=model.n_experts_per_token or model.n_experts)
     _need(model, "intermediate_size")
     return LayerParams(linear=linear + _mlp_params(model, model.intermediate_size, tp), other=other)
+
+
+def _separate_block_params(model: ModelSpec, kind: str, tp: int) -> LayerParams:
+    """One layer of a model whose mixers and MLPs are layers of their own (Nemotron-H's
+    `NemotronHBlock`: `norm` then one `mixer`): the norm (`hidden`) plus the Mamba-2 mixer, the
+    attention block or the MLP (`intermediate_size`, plain relu2). Raises `KvcalcError` for MoE
+    (routed experts, or MLP layers without a width: Nemotron-H's `E` layers)."""
+    d = model.hidden_size
+    if model.n_experts or (kind == "mlp" and model.intermediate_size is None):
+        raise KvcalcError(f"{model.name}: its MoE layers (Nemotron-H's 'E' blocks) are not counted by kvcalc's "
+                          f"parameter count; give n_params (and n_active_params)",
+                          field="model", value=model.name, form=MESSAGE)
+    if kind == "mlp":
+        return LayerParams(linear=_mlp_params(model, model.intermediate_size, tp), other=d)  # type: ignore[arg-type]
+    if kind == "mamba":
+        linear, other = _mamba_params(model, tp)
+    elif kind == "linear":
+        linear, other = _linear_attention_params(model, tp)
+    else:
+        linear, other = _attention_params(model, tp)
+    return LayerParams(linear=linear, other=other + d)
 
 
 def model_params(model: ModelSpec, tp: int = 1) -> ModelParams:

@@ -557,21 +557,22 @@ def _nemotron_h(c: _Cfg) -> dict[str, Any]:
     head_dim 128 by default. Mamba-2 (vLLM `nemotron_h.py`, `mamba2_state_shape`): mamba_num_heads
     (128) heads of mamba_head_dim (64), so d_inner = heads x head_dim; ssm_state_size (128),
     n_groups (8), conv_kernel (4). The separate MLP / MoE layers cache nothing (kind `mlp`); the
-    parameter count refuses them (give n_params). The state is sized in the model's dtype (the
+    parameter count counts each layer as one block (`weights._separate_block_params`) and refuses
+    MoE (`E`) layers, whose intermediate_size is left unset (give n_params). The state is sized in the model's dtype (the
     config's mamba_ssm_cache_dtype float32 doubles the SSM part where an engine honours it)."""
     pattern = c.get("hybrid_override_pattern")
     if pattern is not None:
         if not isinstance(pattern, str) or not pattern or set(pattern) - set(_NEMOTRON_H_KINDS):
             raise c.fail(f"must be a string of M, *, - and E, got {_shown(pattern)}", "hybrid_override_pattern")
         kinds = [_NEMOTRON_H_KINDS[ch] for ch in pattern]
-        key = "hybrid_override_pattern"
+        key, moe = "hybrid_override_pattern", "E" in pattern
     else:
         raw = c.get("layers_block_type", "layer_types")
         if not isinstance(raw, list) or not raw or any(k not in _NEMOTRON_H_TYPES for k in raw):
             raise c.fail("needs hybrid_override_pattern (M, *, -, E) or layers_block_type listing mamba, "
                          "attention, mlp or moe per layer", "hybrid_override_pattern")
         kinds = [_NEMOTRON_H_TYPES[k] for k in raw]
-        key = "layers_block_type"
+        key, moe = "layers_block_type", "moe" in raw
     layers = c.count("num_hidden_layers")
     if layers is not None and layers != len(kinds):
         raise c.fail(f"has {len(kinds)} layers but num_hidden_layers is {layers}", key)
@@ -579,6 +580,10 @@ def _nemotron_h(c: _Cfg) -> dict[str, Any]:
     f = _decoder(counted, max_pos=4096, head_dim=128, n_kv_heads=8)
     c.missing.extend(counted.missing)
     f["mlp_kind"] = "plain"  # relu2 up / down
+    if moe:
+        # MoE blocks (Nemotron 3): routed experts of moe_intermediate_size, not dense MLPs of
+        # intermediate_size; left unset, so the parameter count refuses rather than miscount them
+        f.pop("intermediate_size", None)
     f.update(mamba_n_groups=c.count("n_groups", "mamba_n_groups", default=8),
              mamba_n_heads=c.count("mamba_num_heads", default=128),
              mamba_head_dim=c.count("mamba_head_dim", default=64),
