@@ -25,7 +25,12 @@ What is counted (the Hugging Face modelling files of each family are the source:
 - Mamba-2 (`mamba_n_groups` set: Nemotron-H, Granite-4.0-H; transformers `MambaMixer2`), with
   d_inner = n_heads x head_dim, G groups, N = d_state: in_proj `hidden x (2 d_inner + 2 G N +
   n_heads)`, conv1d `(d_inner + 2 G N) x (d_conv + 1)` (weight and bias), dt_bias, A_log and D
-  `n_heads` each, gated norm `d_inner`, out_proj `d_inner x hidden`;
+  `n_heads` each, gated norm `d_inner` (none when `mamba_norm` is false: Falcon-H1's
+  `mamba_rms_norm: false`), out_proj `d_inner x hidden`;
+- hybrid (Falcon-H1, transformers `modeling_falcon_h1.py` FalconH1DecoderLayer / FalconH1Mixer,
+  vLLM `falcon_h1.py` FalconH1ParallelHybrid): the attention block AND the Mamba-2 mixer above
+  (d_inner = mamba_d_ssm = n_heads x head_dim), then the gated MLP, with two norms
+  (`input_layernorm`, `pre_ff_layernorm`); the muP multipliers are constants, no parameters;
 - separate blocks (a model with layers of kind `mlp`: Nemotron-H, `NemotronHBlock` in transformers'
   `modeling_nemotron_h.py` / vLLM `nemotron_h.py`): every layer is one norm (`hidden`) and ONE of a
   Mamba-2 mixer, an attention block or an MLP (relu2: up `hidden x inter` and down, no gate, the
@@ -175,7 +180,7 @@ def _mamba2_params(model: ModelSpec, tp: int) -> tuple[int, int]:
     di = h * model.mamba_head_dim
     conv = di + 2 * g * s
     linear = d * (2 * di + 2 * g * s + h) + di * d
-    other = conv * (model.mamba_d_conv + 1) + 3 * h + di  # conv w+b, dt_bias, A_log, D, gated norm
+    other = conv * (model.mamba_d_conv + 1) + 3 * h + (di if model.mamba_norm else 0)  # conv w+b, dt_bias, A_log, D, norm
     return linear, other
 
 
@@ -218,9 +223,13 @@ def layer_params(model: ModelSpec, i: int, tp: int = 1) -> LayerParams:
         linear, other = _mamba_params(model, tp)
     elif kind == "linear":
         linear, other = _linear_attention_params(model, tp)
+    elif kind == "hybrid":  # Falcon-H1: attention and a Mamba-2 mixer on the same normed input
+        linear, other = _attention_params(model, tp)
+        m_linear, m_other = _mamba2_params(model, tp)
+        linear, other = linear + m_linear, other + m_other
     else:
         linear, other = _attention_params(model, tp)
-    other += 2 * d  # input and post-attention norms
+    other += 2 * d  # input and post-attention (Falcon-H1: pre_ff) norms
     if is_moe_layer(model, i):
         moe_inter = model.moe_intermediate_size or model.intermediate_size
         if moe_inter is None:
