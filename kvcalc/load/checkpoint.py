@@ -191,17 +191,13 @@ def local_headers(folder: Path) -> dict[str, dict[str, Tensor]] | None:
 
 
 def _inside(folder: Path, name: str) -> bool:
-    """True when `name` (a shard file of an index's weight_map) is a relative path that stays in
-    `folder`: not absolute, no `..`, no drive, and still inside it once symbolic links are
-    resolved. transformers joins the names to the folder as given, so `../x.safetensors` or
-    `/etc/...` would read files the checkpoint does not own."""
+    """True when `name` (a shard file of an index's weight_map) names a file in `folder` by a
+    plain relative path: not absolute, no drive, no `..`, no backslash. transformers joins the
+    names to the folder as given, so `../x.safetensors` or `/etc/...` would read files the
+    checkpoint does not own. The test is on the name, not the resolved file: a Hugging Face cache
+    snapshot's shards are symbolic links to `../../blobs/<hash>` and must still be read."""
     p = Path(name)
-    if not name or p.is_absolute() or p.drive or ".." in p.parts or "\\" in name:
-        return False
-    try:
-        return (folder / p).resolve().is_relative_to(folder.resolve())
-    except (OSError, RuntimeError, ValueError):
-        return False
+    return bool(name) and not p.is_absolute() and not p.drive and ".." not in p.parts and "\\" not in name
 
 
 def _values(name: str, t: Tensor, quant: Quantization | None) -> int:

@@ -82,6 +82,20 @@ def test_index_naming_a_shard_beside_it_still_reads(tmp_path):
     assert sorted(local_headers(folder)) == ["./model-00001-of-00001.safetensors", "model-00001-of-00001.safetensors"]
 
 
+def test_shards_linked_to_blobs_outside_are_read(tmp_path):
+    # a Hugging Face cache snapshot: the shard is a symbolic link to ../../blobs/<hash>; the index
+    # names it plainly, so it is read (the rule is on the name, not where the link points)
+    blobs = tmp_path / "blobs"
+    blobs.mkdir()
+    shard(blobs / "abc123")
+    snap = tmp_path / "snapshots" / "rev"
+    snap.mkdir(parents=True)
+    (snap / "model-00001-of-00001.safetensors").symlink_to(Path("../../blobs/abc123"))
+    (snap / "model.safetensors.index.json").write_text(json.dumps(
+        {"weight_map": {"a": "model-00001-of-00001.safetensors", "b": "model-00001-of-00001.safetensors"}}))
+    assert len(local_headers(snap)["model-00001-of-00001.safetensors"]) == 2
+
+
 def test_gptq_group_size_minus_one_is_per_column_gptq():
     data = dict(LLAMA, quantization_config={"quant_method": "gptq", "bits": 4, "group_size": -1, "desc_act": False,
                                             "sym": True})
