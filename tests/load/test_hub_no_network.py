@@ -26,7 +26,7 @@ def run(tmp_path: Path, *args: str, **env: str) -> tuple[subprocess.CompletedPro
     full.update({"HF_ENDPOINT": "http://127.0.0.1:9", "HF_HUB_CACHE": str(tmp_path / "hub"),
                  "KVCALC_CACHE": str(tmp_path / "kv"), "PYTHONPATH": str(ROOT), **env})
     start = time.monotonic()
-    r = subprocess.run([sys.executable, "-m", "kvcalc", *args], capture_output=True, text=True, env=full, timeout=60)
+    r = subprocess.run([sys.executable, "-m", "kvcalc", *args], capture_output=True, text=True, env=full, timeout=60, check=False)
     return r, time.monotonic() - start
 
 
