@@ -37,6 +37,8 @@ OPTIONS: dict[str, str] = {
     "hybrid_allocator": "--disable-hybrid-kv-cache-manager",
     # output
     "plot": "--plot", "format": "--format",
+    # choices by name
+    "engine": "--engine", "gpu": "--gpu", "scale_dtype": "--scale-dtype",
 }
 
 #: flag -> field, for errors raised where only the flag is known (`units.parse_count(text, "--seq-len")`).
@@ -131,7 +133,10 @@ def close_names(name: str, choices: Iterable[str], n: int = 3) -> list[str]:
 
 class UnknownNameError(KvcalcError):
     """A name (model, GPU, dtype, engine) that is not in its table; the message lists the
-    names it most likely meant (`close_names`: its family first, then close spellings)."""
+    names it most likely meant (`close_names`: its family first, then close spellings), else the
+    choices (or `hint`). With a `field` that a CLI flag sets (`OPTIONS`: `kv_dtype`, `engine`,
+    `gpu`, ...) the CLI line names the flag first (`--kv-dtype: unknown dtype 'nope'; choose one
+    of: ...`); a file's reader uses `message` and names its own field."""
 
     def __init__(self, what: str, name: str, choices: Iterable[str], hint: str = "", *,
                  field: str | None = None) -> None:
@@ -147,7 +152,7 @@ class UnknownNameError(KvcalcError):
             msg += f"; {hint}"
         else:
             msg += f"; choose one of: {', '.join(sorted(choices))}"
-        super().__init__(msg, field=field, value=name, form=MESSAGE)
+        super().__init__(msg, field=field, value=name, form=OPTION if field in OPTIONS else MESSAGE)
         self.name = name
         self.close = close
 

@@ -234,6 +234,8 @@ def storage_format(name: str | StorageFormat, quant_group_size: int | None = Non
             raise KvcalcError(f"'{name}' says scale dtype {named_scale} but --scale-dtype says {scale_dtype}; "
                               "give one", field=field, value=name, form=MESSAGE)
         scale_dtype = named_scale
+    # an unknown scale dtype is the --scale-dtype option's unless the name itself carried it
+    scale_field = field if named_scale is not None else "scale_dtype"
     if quant_group_size is not None:
         from kvcalc.units import BOUNDS
 
@@ -245,7 +247,7 @@ def storage_format(name: str | StorageFormat, quant_group_size: int | None = Non
     if quant_group_size is None and scale_dtype is None and named_block is None and not zero_point:
         return fmt
     if base in ("fp8_e4m3", "fp8_e5m2"):
-        return _fp8_scaled(name, fmt, quant_group_size, named_block, scale_dtype, zero_point, field)
+        return _fp8_scaled(name, fmt, quant_group_size, named_block, scale_dtype, zero_point, field, scale_field)
     if named_block is not None:
         raise KvcalcError(f"'{name}': square scale blocks (b{named_block}) apply to fp8 weights only",
                           field=field, value=name, form=MESSAGE)
@@ -256,9 +258,9 @@ def storage_format(name: str | StorageFormat, quant_group_size: int | None = Non
     if g <= 0 or (base == "int4" and g % 2):
         raise KvcalcError(f"group size must be a positive{' even' if base == 'int4' else ''} integer, got {g}",
                           field=field, value=name, form=MESSAGE)
-    s_name = canonical_name(scale_dtype, field=field) if scale_dtype else "fp16"
+    s_name = canonical_name(scale_dtype, field=scale_field) if scale_dtype else "fp16"
     if s_name not in SCALE_BYTES:
-        raise UnknownNameError("scale dtype", scale_dtype or "", SCALE_BYTES, field=field)
+        raise UnknownNameError("scale dtype", scale_dtype or "", SCALE_BYTES, field=scale_field)
     s = SCALE_BYTES[s_name]
     value_bytes = g if base == "int8" else g // 2
     label = f"{base}:g{g}:{s_name}"
@@ -278,7 +280,7 @@ def storage_format(name: str | StorageFormat, quant_group_size: int | None = Non
 
 
 def _fp8_scaled(name: str, fmt: StorageFormat, group: int | None, block: int | None, scale_dtype: str | None,
-                zero_point: bool, field: str | None) -> StorageFormat:
+                zero_point: bool, field: str | None, scale_field: str | None = None) -> StorageFormat:
     """fp8 weights with a scale per group of `group` values (`fp8_e4m3:g128`) or per square
     block of `block` x `block` values (`fp8_e4m3:b128`, DeepSeek-V3's `weight_block_size:
     [128, 128]`), the scale fp32 unless named. vLLM `quantization/fp8.py` `Fp8LinearMethod.
@@ -296,9 +298,9 @@ def _fp8_scaled(name: str, fmt: StorageFormat, group: int | None, block: int | N
     if size is None or size <= 0 or (block is not None and block * block > BOUNDS["quant_group_size"].high):
         raise KvcalcError(f"'{name}': give the scale group (g128) or block (b128) of fp8 weights",
                           field=field, value=name, form=MESSAGE)
-    s_name = canonical_name(scale_dtype, field=field) if scale_dtype else "fp32"
+    s_name = canonical_name(scale_dtype, field=scale_field) if scale_dtype else "fp32"
     if s_name not in SCALE_BYTES:
-        raise UnknownNameError("scale dtype", scale_dtype or "", SCALE_BYTES, field=field)
+        raise UnknownNameError("scale dtype", scale_dtype or "", SCALE_BYTES, field=scale_field)
     s = SCALE_BYTES[s_name]
     values = size if group is not None else size * size
     shape = f"g{size}" if group is not None else f"b{size}"

@@ -104,9 +104,11 @@ def kv_format_names(model: Any, kv_dtype: str | None, k_dtype: str | None, v_dty
     format or a group option the format cannot take."""
     from kvcalc.formats import kv_format
 
-    base = kv_dtype if kv_dtype is not None else model.dtype
-    k = kv_format(k_dtype if k_dtype is not None else base, quant_group_size, scale_dtype)
-    v = kv_format(v_dtype if v_dtype is not None else base, quant_group_size, scale_dtype)
+    base, base_field = (kv_dtype, "kv_dtype") if kv_dtype is not None else (model.dtype, None)
+    k = kv_format(k_dtype if k_dtype is not None else base, quant_group_size, scale_dtype,
+                  field="k_dtype" if k_dtype is not None else base_field)
+    v = kv_format(v_dtype if v_dtype is not None else base, quant_group_size, scale_dtype,
+                  field="v_dtype" if v_dtype is not None else base_field)
     return k.name, v.name
 
 

@@ -85,9 +85,11 @@ FlopsPerS = Annotated[int, _quantity("flops_per_s", min_unitless=10**6, hint_uni
 
 #: the kinds a layer can be. full / sliding cache K and V per head; mla caches one latent
 #: vector per token; mamba and linear (linear attention, Gated DeltaNet) keep a fixed
-#: per-sequence state and no per-token cache; mlp is a layer with no token mixer at all
-#: (Nemotron-H's "-" and "E" layers): no cache, no state.
-LayerKind = Literal["full", "sliding", "mla", "mamba", "linear", "mlp"]
+#: per-sequence state and no per-token cache; hybrid runs full attention and a Mamba-2 mixer side
+#: by side (Falcon-H1's parallel hybrid; transformers `FalconH1Config.layers_block_type` calls every
+#: layer "hybrid"): K and V per head AND the Mamba-2 state; mlp is a layer with no token mixer at
+#: all (Nemotron-H's "-" and "E" layers): no cache, no state.
+LayerKind = Literal["full", "sliding", "mla", "mamba", "linear", "hybrid", "mlp"]
 
 #: spellings accepted in `layer_pattern` / `layer_types` (Hugging Face `layer_types` names too).
 LAYER_KIND_ALIASES: dict[str, str] = {
@@ -98,6 +100,7 @@ LAYER_KIND_ALIASES: dict[str, str] = {
     "mamba": "mamba", "mamba2": "mamba", "ssm": "mamba",
     "linear": "linear", "linear_attention": "linear", "gated_deltanet": "linear", "deltanet": "linear",
     "none": "linear",
+    "hybrid": "hybrid", "parallel_hybrid": "hybrid",
     "mlp": "mlp", "moe": "mlp",
 }
 
@@ -128,6 +131,8 @@ class LayerSpec(_Frozen):
       on every tensor-parallel rank (DeepSeek-V2, arXiv:2405.04434, section 2.1).
     - `mamba` / `linear`: no per-token cache; `state_values` values of fixed state per sequence
       (0 when the config does not give enough to size it).
+    - `hybrid` (Falcon-H1): a `full` layer's K and V per head AND a Mamba-2 mixer's
+      `state_values` per sequence, both for every layer.
     - `mlp`: no token mixer: neither cache nor state.
     - `index_dim` (DeepSeek-V3.2 `mla` layers): the lightning indexer's key, `index_head_dim`
       values per token beside the latent (`kv_cache.layer_kv_bytes_per_token` sizes it).
@@ -143,8 +148,13 @@ class LayerSpec(_Frozen):
 
     @property
     def caches_kv(self) -> bool:
-        """True for layers whose cache grows with the context (full, sliding, mla)."""
-        return self.kind in ("full", "sliding", "mla")
+        """True for layers whose cache grows with the context (full, sliding, mla, hybrid)."""
+        return self.kind in ("full", "sliding", "mla", "hybrid")
+
+    @property
+    def keeps_state(self) -> bool:
+        """True for layers with a fixed per-sequence state (mamba, linear, hybrid)."""
+        return self.kind in ("mamba", "linear", "hybrid")
 
 
 class CheckpointWeights(_Frozen):
@@ -258,6 +268,8 @@ class ModelSpec(_Frozen):
     mamba_n_groups: Count | None = None
     mamba_n_heads: Count | None = None
     mamba_head_dim: Count | None = None
+    # Mamba-2's gated RMS norm over d_inner (a weight of d_inner values); Falcon-H1's mamba_rms_norm: false has none
+    mamba_norm: StrictBool = True
     linear_num_key_heads: Count | None = None
     linear_num_value_heads: Count | None = None
     linear_key_head_dim: Count | None = None
@@ -309,8 +321,8 @@ class ModelSpec(_Frozen):
 
         try:
             return None if v is None else weight_format(v).name
-        except Exception as e:  # UnknownNameError -> pydantic ValueError, with its hint
-            raise ValueError(str(e)) from None
+        except Exception as e:  # UnknownNameError -> pydantic ValueError, with its hint (no CLI flag: a file's field)
+            raise ValueError(getattr(e, "message", str(e))) from None
 
     @field_validator("dtype")
     @classmethod
@@ -319,8 +331,8 @@ class ModelSpec(_Frozen):
 
         try:
             return canonical_name(v)
-        except Exception as e:  # UnknownNameError -> pydantic ValueError, with its hint
-            raise ValueError(str(e)) from None
+        except Exception as e:  # UnknownNameError -> pydantic ValueError, with its hint (no CLI flag: a file's field)
+            raise ValueError(getattr(e, "message", str(e))) from None
 
     @model_validator(mode="after")
     def _check(self) -> "ModelSpec":
@@ -501,6 +513,9 @@ class ModelSpec(_Frozen):
                                        index_dim=self.index_head_dim or 0)
             elif kind == "mlp":
                 made[kind] = LayerSpec(kind="mlp")
+            elif kind == "hybrid":
+                made[kind] = LayerSpec(kind="hybrid", n_kv_heads=kv, head_dim_k=dk, head_dim_v=dv,
+                                       state_values=self._state_values("mamba"))
             else:
                 made[kind] = LayerSpec(kind=kind, state_values=self._state_values(kind))
         return tuple(made[k] for k in self.layer_kinds)
@@ -610,7 +625,7 @@ class Deployment(_Frozen):
         try:
             return (kv_format if info.field_name == "kv_dtype" else weight_format)(v).name
         except KvcalcError as e:  # -> pydantic ValueError, which the loader reports against this field
-            raise ValueError(str(e)) from None
+            raise ValueError(e.message) from None
 
     @model_validator(mode="after")
     def _layout(self) -> "Deployment":

@@ -75,7 +75,12 @@ def test_config_error_keeps_path_field_line() -> None:
 
 def test_unknown_name_and_missing_extra() -> None:
     e = UnknownNameError("dtype", "fp7", ["fp8", "fp16"], field="kv_dtype")
-    carries(e, "kv_dtype", "--kv-dtype", "fp7", "unknown dtype 'fp7'; did you mean 'fp8' or 'fp16'?")
+    # the CLI line names the option (a user trial: `--kv-dtype nope` did not say which option was wrong);
+    # the bare message, which a file's reader uses, does not
+    carries(e, "kv_dtype", "--kv-dtype", "fp7", "--kv-dtype: unknown dtype 'fp7'; did you mean 'fp8' or 'fp16'?",
+            "unknown dtype 'fp7'; did you mean 'fp8' or 'fp16'?")
+    e = UnknownNameError("model", "x", ["y"])  # no option sets it: the message alone
+    assert str(e) == "unknown model 'x'; choose one of: y"
     e = MissingExtraError("torch", "measure")
     assert (e.field, e.option, e.package, e.extra) == (None, None, "torch", "measure")
     assert str(e) == "this needs torch: pip install 'kvcalc[measure]'"

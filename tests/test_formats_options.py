@@ -40,12 +40,12 @@ def test_unknown_name_offers_formats_of_its_kind():
     e = refusal(storage_format, "bf17", field="kv_dtype")
     assert isinstance(e, UnknownNameError)
     assert (e.field, e.value) == ("kv_dtype", "bf17")
-    assert str(e) == "unknown dtype 'bf17'; did you mean 'bf16', 'f16' or 'fp16'?"
+    assert str(e) == "--kv-dtype: unknown dtype 'bf17'; did you mean 'bf16', 'f16' or 'fp16'?"
     # a weight dtype is offered bf16; a KV dtype typed like mxfp4 is never offered mxfp4
     assert "bf16" in str(refusal(weight_format, "bf17"))
     assert "mxfp4" not in str(refusal(kv_format, "mxfp5"))
     # a KV dtype is offered the formats of both kinds
-    assert str(refusal(kv_format, "bf17")) == "unknown dtype 'bf17'; did you mean 'bf16', 'f16' or 'fp16'?"
+    assert refusal(kv_format, "bf17").message == "unknown dtype 'bf17'; did you mean 'bf16', 'f16' or 'fp16'?"
     assert "mxfp4" in str(refusal(weight_format, "mxfp5"))
     assert refusal(weight_format, "bf17").field == "weight_dtype"
 
@@ -122,11 +122,12 @@ def test_scale_dtype_must_be_a_scale():
     # q8_0 is a format but no scale dtype (SCALE_BYTES: fp32, fp16, bf16, fp8_e4m3)
     e = refusal(storage_format, "int8:q8_0", field="kv_dtype")
     assert isinstance(e, UnknownNameError)
-    assert str(e) == "unknown scale dtype 'q8_0'; choose one of: bf16, fp16, fp32, fp8_e4m3"
+    assert str(e) == "--kv-dtype: unknown scale dtype 'q8_0'; choose one of: bf16, fp16, fp32, fp8_e4m3"
     assert (e.field, e.value) == ("kv_dtype", "q8_0")
+    # a scale dtype given on its own (--scale-dtype) is that option's error, not the format's
     e = refusal(storage_format, "int8", scale_dtype="zz", field="weight_dtype")
     assert isinstance(e, UnknownNameError)
-    assert (e.field, e.value) == ("weight_dtype", "zz")
+    assert (e.field, e.value) == ("scale_dtype", "zz") and str(e).startswith("--scale-dtype: unknown dtype 'zz'")
 
 
 # ----- kv_format / weight_format --------------------------------------------------------------

@@ -70,10 +70,27 @@ def indexer_bytes_per_token(index_dim: int) -> int:
     return index_dim + INDEXER_SCALE_BYTES * -(-index_dim // INDEXER_BLOCK_VALUES)
 
 
+def refuse_hybrid_layers(model: ModelSpec, engine: str) -> None:
+    """Raise `KvcalcError` (field `model`) when `model` has hybrid layers (Falcon-H1: attention
+    and a Mamba-2 mixer in every layer): the engine profiles (`engine` names it) size the KV cache
+    of attention layers and, where they model it, the state of separate mamba layers; a layer that
+    keeps both would lose its state. vLLM (`model_executor/models/falcon_h1.py`, IsHybrid: a Mamba
+    cache group beside the attention groups) and llama.cpp (`LLM_ARCH_FALCON_H1`:
+    `llama_memory_hybrid`, every layer in both the KV cache and the recurrent memory) serve it;
+    kvcalc's `--engine ideal` sizes both parts exactly."""
+    if any(layer.kind == "hybrid" for layer in model.layers):
+        raise KvcalcError(f"{model.name} runs attention and a Mamba-2 mixer side by side in every layer; the {engine} "
+                          "profile does not yet size the state those layers keep beside their KV cache (use --engine "
+                          "ideal)", field="model", value=model.name, form=MESSAGE)
+
+
 def refuse_indexer(model: ModelSpec, engine: str) -> None:
     """Raise `KvcalcError` (field `model`) when `model` has DeepSeek-V3.2's indexer: the engine
     profiles (`engine` names it) do not model the pages it adds (vLLM keeps the indexer keys in a
-    cache group of their own, SGLang in its NSA pool), so they would print a wrong figure."""
+    cache group of their own, SGLang in its NSA pool), so they would print a wrong figure. Also
+    refuses hybrid layers (`refuse_hybrid_layers`): vLLM and llama.cpp call this first, so their
+    profiles refuse Falcon-H1 rather than drop its state."""
+    refuse_hybrid_layers(model, engine)
     if model.index_head_dim is not None:
         raise KvcalcError(f"{model.name} has DeepSeek-V3.2's sparse-attention indexer, whose key cache the "
                           f"{engine} profile does not model; use --engine ideal", field="model",
@@ -159,9 +176,10 @@ def pp_stages(n_layers: int, pp: int) -> list[range]:
 
 
 def state_bytes_per_seq(model: ModelSpec) -> int | None:
-    """Fixed state of the mamba / linear layers for one sequence, in the model's dtype; 0 when
-    there are none; None when some such layer cannot be sized from the config."""
-    fixed = [layer for layer in model.layers if layer.kind in ("mamba", "linear")]
+    """Fixed state of the mamba / linear layers, and of the Mamba-2 half of hybrid layers
+    (Falcon-H1), for one sequence, in the model's dtype; 0 when there are none; None when some
+    such layer cannot be sized from the config."""
+    fixed = [layer for layer in model.layers if layer.keeps_state]
     if not fixed:
         return 0
     if any(layer.state_values == 0 for layer in fixed):

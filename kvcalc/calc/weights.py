@@ -25,9 +25,19 @@ What is counted (the Hugging Face modelling files of each family are the source:
 - Mamba-2 (`mamba_n_groups` set: Nemotron-H, Granite-4.0-H; transformers `MambaMixer2`), with
   d_inner = n_heads x head_dim, G groups, N = d_state: in_proj `hidden x (2 d_inner + 2 G N +
   n_heads)`, conv1d `(d_inner + 2 G N) x (d_conv + 1)` (weight and bias), dt_bias, A_log and D
-  `n_heads` each, gated norm `d_inner`, out_proj `d_inner x hidden`;
-- a layer of kind `mlp` (no token mixer: Nemotron-H's separate MLP / MoE layers) is refused:
-  those models put the mixer and the MLP in separate layers, which this count does not follow;
+  `n_heads` each, gated norm `d_inner` (none when `mamba_norm` is false: Falcon-H1's
+  `mamba_rms_norm: false`), out_proj `d_inner x hidden`;
+- hybrid (Falcon-H1, transformers `modeling_falcon_h1.py` FalconH1DecoderLayer / FalconH1Mixer,
+  vLLM `falcon_h1.py` FalconH1ParallelHybrid): the attention block AND the Mamba-2 mixer above
+  (d_inner = mamba_d_ssm = n_heads x head_dim), then the gated MLP, with two norms
+  (`input_layernorm`, `pre_ff_layernorm`); the muP multipliers are constants, no parameters;
+- separate blocks (a model with layers of kind `mlp`: Nemotron-H, `NemotronHBlock` in transformers'
+  `modeling_nemotron_h.py` / vLLM `nemotron_h.py`): every layer is one norm (`hidden`) and ONE of a
+  Mamba-2 mixer, an attention block or an MLP (relu2: up `hidden x inter` and down, no gate, the
+  loader's `mlp_kind: plain`); no layer has both a mixer and an MLP. Nemotron-H-8B: 24 Mamba-2
+  layers of 109,640,064, 4 attention layers of 41,947,136 and 24 MLP layers of 176,164,864, plus
+  2 x 131,072 x 4,096 embeddings and head and the final norm: 8,100,852,736 ("8B"). MoE layers
+  (Nemotron-H's `E`) are refused: the loader leaves their width unset;
 - linear attention (Gated DeltaNet, Qwen3-Next): in_proj_qkvz `hidden x (2 Hk Dk + 2 Hv Dv)`,
   in_proj_ba `hidden x 2 Hv`, conv1d `(2 Hk Dk + Hv Dv) x kernel`, dt_bias and A_log `Hv` each,
   gated norm `Dv`, out_proj `Hv Dv x hidden`.
@@ -170,7 +180,7 @@ def _mamba2_params(model: ModelSpec, tp: int) -> tuple[int, int]:
     di = h * model.mamba_head_dim
     conv = di + 2 * g * s
     linear = d * (2 * di + 2 * g * s + h) + di * d
-    other = conv * (model.mamba_d_conv + 1) + 3 * h + di  # conv w+b, dt_bias, A_log, D, gated norm
+    other = conv * (model.mamba_d_conv + 1) + 3 * h + (di if model.mamba_norm else 0)  # conv w+b, dt_bias, A_log, D, norm
     return linear, other
 
 
@@ -205,18 +215,21 @@ def layer_params(model: ModelSpec, i: int, tp: int = 1) -> LayerParams:
     """
     _need(model, "hidden_size")
     d = model.hidden_size
-    kind = model.layer_kinds[i]
-    if kind == "mlp":
-        raise KvcalcError(f"{model.name}: its token mixers and MLPs are separate layers (Nemotron-H), which "
-                          f"kvcalc's parameter count does not follow; give n_params (and n_active_params)",
-                          field="model", value=model.name, form=MESSAGE)
+    kinds = model.layer_kinds
+    kind = kinds[i]
+    if "mlp" in kinds:  # separate blocks (Nemotron-H): one norm and one part per layer
+        return _separate_block_params(model, kind, tp)
     if kind == "mamba":
         linear, other = _mamba_params(model, tp)
     elif kind == "linear":
         linear, other = _linear_attention_params(model, tp)
+    elif kind == "hybrid":  # Falcon-H1: attention and a Mamba-2 mixer on the same normed input
+        linear, other = _attention_params(model, tp)
+        m_linear, m_other = _mamba2_params(model, tp)
+        linear, other = linear + m_linear, other + m_other
     else:
         linear, other = _attention_params(model, tp)
-    other += 2 * d  # input and post-attention norms
+    other += 2 * d  # input and post-attention (Falcon-H1: pre_ff) norms
     if is_moe_layer(model, i):
         moe_inter = model.moe_intermediate_size or model.intermediate_size
         if moe_inter is None:
@@ -229,6 +242,27 @@ def layer_params(model: ModelSpec, i: int, tp: int = 1) -> LayerParams:
                            n_active_experts=model.n_experts_per_token or model.n_experts)
     _need(model, "intermediate_size")
     return LayerParams(linear=linear + _mlp_params(model, model.intermediate_size, tp), other=other)
+
+
+def _separate_block_params(model: ModelSpec, kind: str, tp: int) -> LayerParams:
+    """One layer of a model whose mixers and MLPs are layers of their own (Nemotron-H's
+    `NemotronHBlock`: `norm` then one `mixer`): the norm (`hidden`) plus the Mamba-2 mixer, the
+    attention block or the MLP (`intermediate_size`, plain relu2). Raises `KvcalcError` for MoE
+    (routed experts, or MLP layers without a width: Nemotron-H's `E` layers)."""
+    d = model.hidden_size
+    if model.n_experts or (kind == "mlp" and model.intermediate_size is None):
+        raise KvcalcError(f"{model.name}: its MoE layers (Nemotron-H's 'E' blocks) are not counted by kvcalc's "
+                          f"parameter count; give n_params (and n_active_params)",
+                          field="model", value=model.name, form=MESSAGE)
+    if kind == "mlp":
+        return LayerParams(linear=_mlp_params(model, model.intermediate_size, tp), other=d)  # type: ignore[arg-type]
+    if kind == "mamba":
+        linear, other = _mamba_params(model, tp)
+    elif kind == "linear":
+        linear, other = _linear_attention_params(model, tp)
+    else:
+        linear, other = _attention_params(model, tp)
+    return LayerParams(linear=linear, other=other + d)
 
 
 def model_params(model: ModelSpec, tp: int = 1) -> ModelParams:

@@ -33,7 +33,7 @@ def canonical(name: str) -> str:
     key = name.strip().lower()
     key = ALIASES.get(key, key)
     if key not in ENGINES:
-        raise UnknownNameError("engine", name, list(ENGINES))
+        raise UnknownNameError("engine", name, list(ENGINES), field="engine")
     return key
 
 

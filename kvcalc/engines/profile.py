@@ -225,8 +225,8 @@ class EngineProfile:
         base, options = self.split_kv_dtype(base, options)
         if base.lower() == "auto":
             base, shown = default, label
-        k = storage_format(k_dtype or base)
-        v = storage_format(v_dtype or base)
+        k = storage_format(k_dtype or base, field="k_dtype" if k_dtype else "kv_dtype")
+        v = storage_format(v_dtype or base, field="v_dtype" if v_dtype else "kv_dtype")
         self.check_kv_formats(model, k, v)
         if k_dtype or v_dtype:
             shown = k.name if k == v else f"{k.name}/{v.name}"

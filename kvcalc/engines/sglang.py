@@ -76,6 +76,7 @@ from __future__ import annotations
 
 from kvcalc.calc.kv_cache import (
     check_tp,
+    refuse_hybrid_layers,
     indexer_bytes_per_token,
     layer_kv_bytes_per_token,
 )
@@ -172,6 +173,7 @@ def _check(model: ModelSpec, k: StorageFormat, v: StorageFormat, tp: int, page_s
     if any(not layer.caches_kv for layer in model.layers):
         raise KvcalcError(f"{model.name} has mamba / linear-attention layers; the SGLang profile models "
                           "attention layers only (use --engine ideal)", field="model", value=model.name, form=MESSAGE)
+    refuse_hybrid_layers(model, "SGLang")
     check_dtypes(k, v)
     if is_nsa(model):
         for field, f in (("k_dtype", k), ("v_dtype", v)):

@@ -111,12 +111,14 @@ def read_header(path: Path) -> dict[str, Tensor]:
     Raises `ConfigError` naming the file for one that is not a regular file (a FIFO, whose
     opening would block, a device, a folder), a short file, a length over `MAX_HEADER_BYTES`, or a
     header that is not valid JSON (nested past the decoder's recursion limit, an integer of more
-    than 4,300 digits) or not a safetensors header."""
+    than 4,300 digits) or not a safetensors header, and for a file shorter than its header's
+    tensor data (`check_data_size`)."""
     try:
         if not stat.S_ISREG(os.stat(path).st_mode):
             raise ConfigError("is not a regular file; kvcalc reads safetensors headers only from regular files",
                               path=str(path))
         with open(path, "rb") as f:
+            size = os.fstat(f.fileno()).st_size
             head = f.read(8)
             if len(head) < 8:
                 raise ConfigError("too short for a safetensors file (no 8-byte header length)", path=str(path))
@@ -135,7 +137,22 @@ def read_header(path: Path) -> dict[str, Tensor]:
         raise ConfigError(f"the safetensors header is not valid JSON ({excerpt(str(e), 120)})", path=str(path)) from None
     except RecursionError:
         raise ConfigError("the safetensors header is not valid JSON (nested too deep)", path=str(path)) from None
-    return parse_header(header, str(path))
+    tensors = parse_header(header, str(path))
+    check_data_size(header, 8 + n, size, str(path))
+    return tensors
+
+
+def check_data_size(header: dict[str, Any], data_start: int, file_bytes: int, where: str) -> None:
+    """Raise `ConfigError` naming `where` when the header places tensor data past the end of the
+    file: the data begins at byte `data_start` (8 + header length) and each tensor's
+    `data_offsets` count from there (safetensors README, "Format"), so the file must hold at
+    least data_start + the largest end offset bytes. A download cut short passes every other
+    check of the header; the safetensors loader itself refuses it (`MetadataIncompleteBuffer`).
+    `header` has passed `parse_header`."""
+    end = max((e["data_offsets"][1] for k, e in header.items() if k != "__metadata__"), default=0)
+    if data_start + end > file_bytes:
+        raise ConfigError(f"truncated: its header places tensor data up to byte {data_start + end:,} but the file "
+                          f"holds {file_bytes:,} B (an interrupted download?); fetch the file again", path=where)
 
 
 def local_headers(folder: Path) -> dict[str, dict[str, Tensor]] | None:
@@ -155,6 +172,11 @@ def local_headers(folder: Path) -> dict[str, dict[str, Tensor]] | None:
         if not isinstance(weight_map, dict) or not all(isinstance(v, str) for v in weight_map.values()):
             raise ConfigError("must map tensor names to shard files", path=str(index), field="weight_map")
         names = sorted(set(weight_map.values()))
+        outside = next((n for n in names if not _inside(folder, n)), None)
+        if outside is not None:
+            raise ConfigError(f"names shard file {excerpt(outside, 80, quote=True)} outside the checkpoint folder; "
+                              "shards must sit beside the index (a plain file name such as "
+                              "model-00001-of-00004.safetensors)", path=str(index), field="weight_map")
         missing = [n for n in names if not (folder / n).is_file()]
         if missing:
             warnings.warn(f"{folder}: {len(missing)} of {len(names)} safetensors shards are missing "
@@ -166,6 +188,16 @@ def local_headers(folder: Path) -> dict[str, dict[str, Tensor]] | None:
     if not names:
         return None
     return {n: read_header(folder / n) for n in names}
+
+
+def _inside(folder: Path, name: str) -> bool:
+    """True when `name` (a shard file of an index's weight_map) names a file in `folder` by a
+    plain relative path: not absolute, no drive, no `..`, no backslash. transformers joins the
+    names to the folder as given, so `../x.safetensors` or `/etc/...` would read files the
+    checkpoint does not own. The test is on the name, not the resolved file: a Hugging Face cache
+    snapshot's shards are symbolic links to `../../blobs/<hash>` and must still be read."""
+    p = Path(name)
+    return bool(name) and not p.is_absolute() and not p.drive and ".." not in p.parts and "\\" not in name
 
 
 def _values(name: str, t: Tensor, quant: Quantization | None) -> int:
@@ -248,7 +280,7 @@ def attach_checkpoint(fields: dict[str, Any], config: dict[str, Any], files: dic
         with warnings.catch_warnings():  # the config's reader has already warned about its quantization
             warnings.simplefilter("ignore", KvcalcWarning)
             quant = read_quantization(config, dtype=fields["dtype"], n_layers=fields["n_layers"],
-                                      moe=bool(fields.get("n_experts")), path=path)
+                                      moe=bool(fields.get("n_experts")), path=path, hidden_size=fields.get("hidden_size"))
         where = str(Path(path).parent) if path and path.endswith("config.json") else path
         ck = checkpoint_weights(files, n_layers=fields["n_layers"], quant=quant, source=None, where=where)
         missing = "the headers do not cover every layer" if ck is None else missing

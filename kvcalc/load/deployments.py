@@ -153,11 +153,13 @@ def load_deployment(path: Path, gpus: dict[str, Any] | None = None):
     try:
         model = load_model(_resolve(dep.model, path.parent))
     except KvcalcError as e:
-        raise ConfigError(str(e), path=str(path), field="model", line=lines.get("model")) from None
+        raise ConfigError(str(e) if isinstance(e, ConfigError) else e.message, path=str(path), field="model",
+                          line=lines.get("model")) from None
     try:
         gpu = get_gpu(_resolve(dep.gpu, path.parent), local=gpus)
     except KvcalcError as e:
-        raise ConfigError(str(e), path=str(path), field="gpu", line=lines.get("gpu")) from None
+        raise ConfigError(str(e) if isinstance(e, ConfigError) else e.message, path=str(path), field="gpu",
+                          line=lines.get("gpu")) from None
     return dep, model, gpu, lines
 
 

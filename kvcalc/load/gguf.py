@@ -47,8 +47,10 @@ for that file is larger.
 
 Jamba (`jamba`): layers whose head_count_kv is 0 are Mamba-1 layers, sized by `.ssm.state_size`,
 `.ssm.conv_kernel`, `.ssm.inner_size` (= expand x embedding_length) and `.ssm.time_step_rank`.
-Mamba-2 hybrids (`.ssm.group_count`: nemotron_h, granitehybrid, falcon-h1), pure state-space
-models and architectures with per-layer head counts that differ between attention layers
+Falcon-H1 (`falcon-h1`): every layer attends and runs a Mamba-2 mixer (kind `hybrid`), sized by
+`.ssm.inner_size` (d_inner), `.ssm.time_step_rank` (the Mamba-2 heads, as llama.cpp reads it),
+`.ssm.group_count`, `.ssm.state_size` and `.ssm.conv_kernel`. Other Mamba-2 hybrids
+(`.ssm.group_count`: nemotron_h, granitehybrid), pure state-space models and architectures with per-layer head counts that differ between attention layers
 (OpenELM) are refused in one line: kvcalc has no model of them yet.
 
 Weights (`ModelSpec.checkpoint`): every tensor's bytes from its type and shape; `blk.{i}.` ->
@@ -361,6 +363,7 @@ class _Arch:
     plain_mlp: bool = False
     mla: bool = False
     mamba: bool = False
+    hybrid: bool = False
 
 
 #: the GGUF architectures kvcalc reads (`general.architecture`), with llama.cpp's rules
@@ -372,7 +375,7 @@ ARCHITECTURES: dict[str, _Arch] = {
     "cohere2": _Arch(swa_period=4), "gpt-oss": _Arch(swa_period=2), "olmo2": _Arch(swa_period=4, swa_if_key=True),
     "llama4": _Arch(swa_period=4, chunked=True),
     "falcon": _Arch(plain_mlp=True), "starcoder2": _Arch(plain_mlp=True),
-    "deepseek2": _Arch(mla=True), "jamba": _Arch(mamba=True),
+    "deepseek2": _Arch(mla=True), "jamba": _Arch(mamba=True), "falcon-h1": _Arch(hybrid=True),
 }
 
 #: llama4: `hparams.n_swa = 8192` (chunked attention's chunk, whatever the file says)
@@ -532,6 +535,20 @@ def _expert_fields(m: _Meta, header: GgufHeader, arch: str, f: dict[str, Any], n
         f.update(_moe_placement(m, moe, n_layers))
 
 
+def _mamba2_fields(m: _Meta, names: set[str]) -> dict[str, Any]:
+    """The Mamba-2 fields of a Falcon-H1 file, as llama.cpp reads them (`src/models/falcon-h1.cpp`
+    load_arch_hparams / load_arch_tensors): ssm.inner_size = d_inner (mamba_d_ssm),
+    ssm.time_step_rank = the heads ("ssm_num_heads = hparams.ssm_dt_rank"), head_dim = d_inner /
+    heads, ssm.group_count, ssm.state_size, ssm.conv_kernel; the gated norm when the file holds
+    `blk.0.ssm_norm.weight` (TENSOR_NOT_REQUIRED there)."""
+    inner, heads = m.count("ssm.inner_size"), m.count("ssm.time_step_rank")
+    if inner % heads:
+        raise m.fail("ssm.time_step_rank", f"({heads:,}, the Mamba-2 heads) does not divide ssm.inner_size ({inner:,})")
+    return {"mamba_n_heads": heads, "mamba_head_dim": inner // heads, "mamba_n_groups": m.count("ssm.group_count"),
+            "mamba_d_state": m.count("ssm.state_size"), "mamba_d_conv": m.count("ssm.conv_kernel"),
+            "mamba_norm": "blk.0.ssm_norm.weight" in names}
+
+
 def model_fields_from_gguf(header: GgufHeader) -> dict[str, Any]:
     """The `ModelSpec` fields of a GGUF file's header (name, source, architecture, checkpoint).
 
@@ -546,7 +563,7 @@ def model_fields_from_gguf(header: GgufHeader) -> dict[str, Any]:
                           field="general.architecture")
     a = ARCHITECTURES.get(arch)
     m = _Meta(header, arch)
-    if m.has("ssm.group_count"):
+    if m.has("ssm.group_count") and not (a is not None and a.hybrid):
         raise m.fail("ssm.group_count", "Mamba-2 layers (state groups) are not modelled by kvcalc yet; "
                                         "write a kvcalc YAML for this model")
     if a is None:
@@ -588,6 +605,12 @@ def model_fields_from_gguf(header: GgufHeader) -> dict[str, Any]:
     if "sliding" in kinds:
         f["sliding_window"] = window
     f.update(compact_layers(kinds))  # the same shortest form config.json files get
+    if a.hybrid:
+        if not all(attends):
+            raise m.fail("attention.head_count_kv", f"is 0 for some layers, but every {arch} layer attends")
+        kinds = ["hybrid"] * n_layers
+        f.update(compact_layers(kinds))
+        f.update(_mamba2_fields(m, names))
     if "mamba" in kinds:
         inner = m.count("ssm.inner_size")
         if inner % hidden:

@@ -82,7 +82,8 @@ def get_gpu(name: str, *, local: Mapping[str, GpuSpec | KvcalcError] | None = No
     if key in table:
         return table[key]
     names = [*(local or {}), *table]
-    raise UnknownNameError("GPU", name, names, hint="`kvcalc gpus` lists them; or give a YAML file")
+    raise UnknownNameError("GPU", name, names, field="gpu",
+                           hint=f"choose one of: {', '.join(names)} (`kvcalc gpus` describes them); or give a YAML file")
 
 
 def gpu_for_device_name(device_name: str) -> GpuSpec | None:

@@ -16,7 +16,9 @@ The order, so that nothing touches the network that need not:
 2. a bundled copy: an id that a bundled config names as its `source` (`meta-llama/Llama-3.1-8B`
    -> `llama-3.1-8b`) resolves without the network, and the source says it is the bundled copy
    (only for the default revision);
-3. the Hub (`HF_TOKEN` for gated repos; refused under `HF_HUB_OFFLINE=1`).
+3. the Hub (`HF_TOKEN` for gated repos; refused under `HF_HUB_OFFLINE=1`): first one request for
+   config.json without the client's retry loop (`_probe`), so that no network answers in a few
+   seconds, not the ~24 s of `hf_hub_download`'s retries.
 
 Every failure is one `KvcalcError` line naming the fix: a gated repo without a token (`HF_TOKEN`),
 an unknown repo (the bundled near-name), a revision that does not exist (`--revision`), no
@@ -175,9 +177,10 @@ def hub_error(e: BaseException, repo_id: str, revision: str | None) -> KvcalcErr
         status = getattr(getattr(e, "response", None), "status_code", None)
         return KvcalcError(f"the Hugging Face Hub answered {status or 'an error'} for {repo_id}{at}: "
                            f"{str(e).splitlines()[0][:160]}", form=MESSAGE)
-    return KvcalcError(f"cannot reach the Hugging Face Hub for {repo_id}{at}, and its config.json is not in the "
-                       f"cache ({constants.HF_HUB_CACHE}): check the network (or HF_ENDPOINT), or set "
-                       f"HF_HUB_OFFLINE=1 to use only the cache{_near(repo_id)}", form=MESSAGE)
+    return KvcalcError(f"cannot reach the Hugging Face Hub for {repo_id}{at} ({type(e).__name__}), and its config.json "
+                       f"is not in the cache ({constants.HF_HUB_CACHE}): check the network (or HF_ENDPOINT); to work "
+                       f"offline, set HF_HUB_OFFLINE=1 with the model in that cache, or give a local folder holding "
+                       f"its config.json{_near(repo_id)}", form=MESSAGE)
 
 
 def _hub_exceptions() -> tuple[type[BaseException], ...]:
@@ -192,6 +195,37 @@ def _hub_exceptions() -> tuple[type[BaseException], ...]:
         except (ImportError, AttributeError):
             pass
     return out
+
+
+#: seconds the one reachability request may take before kvcalc says the Hub cannot be reached
+#: (the client's own `HF_HUB_ETAG_TIMEOUT` wins when set)
+PROBE_TIMEOUT_S = 5
+
+
+def probe_timeout_s() -> float:
+    """The reachability request's timeout: `HF_HUB_ETAG_TIMEOUT` when the environment sets it,
+    else `PROBE_TIMEOUT_S`."""
+    raw = os.environ.get("HF_HUB_ETAG_TIMEOUT", "").strip()
+    try:
+        return float(raw) if raw and float(raw) > 0 else PROBE_TIMEOUT_S
+    except ValueError:
+        return PROBE_TIMEOUT_S
+
+
+def _probe(hf: Any, repo_id: str, revision: str | None) -> None:
+    """One HEAD request for the repo's config.json (`get_hf_file_metadata`, the client's own call,
+    with its `retry_on_errors=False` default and a `probe_timeout_s` timeout) before
+    `hf_hub_download`, which, when the first request fails on the network and nothing is cached,
+    tries again through `http_backoff` (huggingface_hub 2.4 `file_download._hf_hub_download_to_cache_dir`:
+    "No local file found. Retrying..", up to 5 retries, 1 + 2 + 4 + 8 + 8 s): about 24 s before
+    a one-line answer with no network. The probe fails at once instead, raising what the client
+    raises (a connection error, `GatedRepoError`, `RepositoryNotFoundError`, ...). Nothing is
+    probed in offline mode (`hf_hub_download` refuses at once there)."""
+    from huggingface_hub import constants
+
+    if constants.is_offline_mode():
+        return
+    hf.get_hf_file_metadata(hf.hf_hub_url(repo_id, "config.json", revision=revision), timeout=probe_timeout_s())
 
 
 def _cached_config(hf: Any, repo_id: str, revision: str | None) -> str | None:
@@ -272,6 +306,7 @@ def load_hub_model(ref: str, revision: str | None = None) -> ModelSpec:
     if bundled_name:
         return _bundled(repo_id, bundled_name)
     try:
+        _probe(hf, repo_id, revision)
         path = hf.hf_hub_download(repo_id, "config.json", revision=revision)
     except _hub_exceptions() as e:
         raise hub_error(e, repo_id, revision) from None

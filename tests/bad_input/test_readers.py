@@ -52,7 +52,9 @@ def test_a_fifo_is_refused_before_it_is_opened(kind, tmp_path):
 def test_dev_zero_is_refused_before_it_is_read(kind):
     line = refused(read(kind, "/dev/zero"), "/dev/zero", json_out=True)
     if kind == "gpu":  # --gpu takes a file only when it is one (kvcalc.load.gpus): else it is a GPU name
-        assert line == "unknown GPU '/dev/zero'; `kvcalc gpus` lists them; or give a YAML file"
+        # the option named and its choices listed (a user trial: choice errors named neither)
+        assert line.startswith("--gpu: unknown GPU '/dev/zero'; choose one of: h200, h100-sxm, ")
+        assert line.endswith("(`kvcalc gpus` describes them); or give a YAML file")
         return
     assert line == ("/dev/zero: is a character device, not a regular file; kvcalc reads configs only from "
                     "regular files")

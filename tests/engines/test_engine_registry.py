@@ -25,5 +25,5 @@ def test_canonical_names_the_module(name, key, module):
 def test_unknown_engine_refused():
     with pytest.raises(UnknownNameError) as e:
         engines.canonical("vlm")
-    assert str(e.value).startswith("unknown engine 'vlm'")
+    assert e.value.message.startswith("unknown engine 'vlm'") and str(e.value).startswith("--engine: ")
     assert "vllm" in str(e.value)

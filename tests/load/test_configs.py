@@ -98,6 +98,8 @@ GOLDEN: dict[str, tuple[str, int]] = {
     "phi-4": ("gqa", 204_800),
     # 2 x 48 layers x 8 kv x 128 x 2 B = 196,608 (36 chunked + 12 full, same per token)
     "llama-4-scout": ("gqa", 196_608),
+    # 2 x 44 layers (each attention beside a Mamba-2 mixer) x 2 kv x 128 x 2 B = 45,056
+    "falcon-h1-7b": ("gqa", 45_056),
 }
 
 NAMES = sorted(GOLDEN)

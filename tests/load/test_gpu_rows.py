@@ -67,7 +67,7 @@ def test_unsourced_figures_say_so() -> None:
 def test_near_miss_gpu_names(typed: str, message: str) -> None:
     with pytest.raises(UnknownNameError) as e:
         get_gpu(typed)
-    assert str(e.value) == message
+    assert e.value.message == message and str(e.value) == f"--gpu: {message}"
 
 
 def test_close_names_family_before_difflib() -> None:

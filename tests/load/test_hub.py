@@ -197,8 +197,9 @@ def _http_error(cls, status: int):
      "--revision nosuch: acme/model has no such revision on the Hugging Face Hub: give a branch, tag or commit hash "
      "that exists (default main)"),
     (lambda e: e.LocalEntryNotFoundError("connection error"), "acme/model",
-     "cannot reach the Hugging Face Hub for acme/model, and its config.json is not in the cache ({cache}): check the "
-     "network (or HF_ENDPOINT), or set HF_HUB_OFFLINE=1 to use only the cache"),
+     "cannot reach the Hugging Face Hub for acme/model (LocalEntryNotFoundError), and its config.json is not in the "
+     "cache ({cache}): check the network (or HF_ENDPOINT); to work offline, set HF_HUB_OFFLINE=1 with the model in "
+     "that cache, or give a local folder holding its config.json"),
     (lambda e: _http_error(e.RemoteEntryNotFoundError, 404), "acme/model",
      "acme/model has no config.json on the Hugging Face Hub: kvcalc reads transformers checkpoints (for a GGUF "
      "repository, download the .gguf file and give its path)"),
@@ -216,6 +217,10 @@ def test_hub_failures_are_one_line_exit_2(cli, monkeypatch, tmp_path, make, ref,
     monkeypatch.setattr(constants, "HF_HUB_OFFLINE", False)
     monkeypatch.setattr(constants, "HF_HUB_CACHE", str(tmp_path))
     monkeypatch.setattr(huggingface_hub, "hf_hub_download", _raiser(make(errors)))
+
+    def probe(url, **kw):  # the one request before the download (`hub._probe`) meets the same answer
+        raise make(errors)
+    monkeypatch.setattr(huggingface_hub, "get_hf_file_metadata", probe)
     r = cli("estimate", ref)
     assert r.exit_code == 2
     assert r.stderr.splitlines() == ["error: " + line.format(cache=tmp_path)]
@@ -255,6 +260,7 @@ def test_online_fetch_keeps_the_headers(cli, monkeypatch, tmp_path):
                                    files_metadata={"model.safetensors": SafetensorsFileMetadata(metadata={}, tensors=tensors)})
     monkeypatch.setattr(constants, "HF_HUB_OFFLINE", False)
     monkeypatch.setattr(huggingface_hub, "hf_hub_download", download)
+    monkeypatch.setattr(huggingface_hub, "get_hf_file_metadata", lambda url, **kw: None)  # the Hub answers
     monkeypatch.setattr(huggingface_hub, "get_safetensors_metadata", lambda repo_id, revision=None: meta)
     monkeypatch.setenv("KVCALC_CACHE", str(tmp_path / "kv"))
     r = cli("estimate", "acme/tiny", "-s", "64", "--gpu", "h100-sxm", "-f", "json")

@@ -33,7 +33,7 @@ import warnings
 from pathlib import Path
 from typing import Any
 
-from kvcalc.errors import ConfigError, KvcalcWarning
+from kvcalc.errors import ConfigError, KvcalcError, KvcalcWarning
 from kvcalc.load.files import build
 from kvcalc.load.hf.families import FAMILIES, TEXT_MODEL_TYPES
 from kvcalc.load.hf.reader import _Cfg, _decoder, _kinds_from_layer_types, _set_kinds, _shown
@@ -250,10 +250,33 @@ def model_fields_from_hf_config(data: dict[str, Any], path: str | None = None) -
         from kvcalc.load.hf.quant import read_quantization
 
         quant = read_quantization(outer, dtype=out["dtype"], n_layers=out.get("n_layers") or 1, moe=bool(out.get("n_experts")),
-                                  path=path)
+                                  path=path, hidden_size=out.get("hidden_size"))
         if quant is not None:
             out.update(quant.fields())
+            _check_scale_groups(out, quant, path)
     return {k: v for k, v in out.items() if v is not None}
+
+
+def _check_scale_groups(fields: dict[str, Any], quant: Any, path: str | None) -> None:
+    """Raise `ConfigError` naming the file and the quantization field (`quant.field`: the fp8
+    `weight_block_size`, a GPTQ / AWQ `group_size`, the compressed-tensors `config_groups`) when the
+    architecture's decoder matrices are not whole groups or blocks of it (a [100, 100] block over
+    4,096-wide matrices), so the problem is reported here, against the config, rather than later
+    by the weight count without a file. Configs kvcalc cannot count from the architecture (their
+    fields are checked when they are built) pass."""
+    from kvcalc.calc.weights import weight_bytes
+
+    try:
+        spec = ModelSpec.model_validate({k: v for k, v in fields.items() if v is not None})
+        weight_bytes(spec)
+    except KvcalcError as e:
+        if e.field == "weight_dtype":
+            what = e.message.split(" (use another", 1)[0]
+            raise ConfigError(f"{what}: this weight format comes from the checkpoint's quantization_config; check its "
+                              "group or block size",
+                              path=path, field=quant.field) from None
+    except ValueError:  # pydantic's ValidationError: reported when the spec is built
+        pass
 
 
 def model_from_hf_config(data: dict[str, Any], path: str | None = None) -> ModelSpec:

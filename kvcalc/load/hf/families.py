@@ -557,21 +557,22 @@ def _nemotron_h(c: _Cfg) -> dict[str, Any]:
     head_dim 128 by default. Mamba-2 (vLLM `nemotron_h.py`, `mamba2_state_shape`): mamba_num_heads
     (128) heads of mamba_head_dim (64), so d_inner = heads x head_dim; ssm_state_size (128),
     n_groups (8), conv_kernel (4). The separate MLP / MoE layers cache nothing (kind `mlp`); the
-    parameter count refuses them (give n_params). The state is sized in the model's dtype (the
+    parameter count counts each layer as one block (`weights._separate_block_params`) and refuses
+    MoE (`E`) layers, whose intermediate_size is left unset (give n_params). The state is sized in the model's dtype (the
     config's mamba_ssm_cache_dtype float32 doubles the SSM part where an engine honours it)."""
     pattern = c.get("hybrid_override_pattern")
     if pattern is not None:
         if not isinstance(pattern, str) or not pattern or set(pattern) - set(_NEMOTRON_H_KINDS):
             raise c.fail(f"must be a string of M, *, - and E, got {_shown(pattern)}", "hybrid_override_pattern")
         kinds = [_NEMOTRON_H_KINDS[ch] for ch in pattern]
-        key = "hybrid_override_pattern"
+        key, moe = "hybrid_override_pattern", "E" in pattern
     else:
         raw = c.get("layers_block_type", "layer_types")
         if not isinstance(raw, list) or not raw or any(k not in _NEMOTRON_H_TYPES for k in raw):
             raise c.fail("needs hybrid_override_pattern (M, *, -, E) or layers_block_type listing mamba, "
                          "attention, mlp or moe per layer", "hybrid_override_pattern")
         kinds = [_NEMOTRON_H_TYPES[k] for k in raw]
-        key = "layers_block_type"
+        key, moe = "layers_block_type", "moe" in raw
     layers = c.count("num_hidden_layers")
     if layers is not None and layers != len(kinds):
         raise c.fail(f"has {len(kinds)} layers but num_hidden_layers is {layers}", key)
@@ -579,6 +580,10 @@ def _nemotron_h(c: _Cfg) -> dict[str, Any]:
     f = _decoder(counted, max_pos=4096, head_dim=128, n_kv_heads=8)
     c.missing.extend(counted.missing)
     f["mlp_kind"] = "plain"  # relu2 up / down
+    if moe:
+        # MoE blocks (Nemotron 3): routed experts of moe_intermediate_size, not dense MLPs of
+        # intermediate_size; left unset, so the parameter count refuses rather than miscount them
+        f.pop("intermediate_size", None)
     f.update(mamba_n_groups=c.count("n_groups", "mamba_n_groups", default=8),
              mamba_n_heads=c.count("mamba_num_heads", default=128),
              mamba_head_dim=c.count("mamba_head_dim", default=64),
@@ -627,12 +632,47 @@ def _granitemoehybrid(c: _Cfg) -> dict[str, Any]:
 
 
 def _falcon_h1(c: _Cfg) -> dict[str, Any]:
-    """falcon_h1 (`modeling_falcon_h1.py` FalconH1DecoderLayer): every layer runs attention and a
-    Mamba-2 mixer side by side, so each layer has both a KV cache and a fixed state; kvcalc gives
-    a layer one kind, and refuses rather than drop either."""
-    raise c.fail("model_type 'falcon_h1' runs attention and Mamba-2 side by side in every layer (a KV cache "
-                 "and a fixed state per layer), which kvcalc's one-kind-per-layer model cannot size yet; "
-                 "write a kvcalc YAML of its attention layers for the KV cache alone", "model_type")
+    """falcon_h1, Falcon-H1 (`configuration_falcon_h1.py` FalconH1Config, `modeling_falcon_h1.py`
+    FalconH1DecoderLayer; vLLM `falcon_h1.py` FalconH1ParallelHybrid; llama.cpp `LLM_ARCH_FALCON_H1`):
+    every layer runs attention and a Mamba-2 mixer side by side (kind `hybrid`: a KV cache AND a
+    state per layer; `layers_block_type` is "hybrid" for every layer), then a gated MLP.
+
+    Attention: num_attention_heads (32), num_key_value_heads (8; null -> the heads), head_dim
+    (else hidden // heads), max_position_embeddings 8192, untied, by default. Mamba-2 (vLLM
+    `get_mamba_state_shape_from_config` -> `mamba2_state_shape`): d_inner = mamba_d_ssm (default
+    1024; null -> mamba_expand x hidden) with mamba_n_heads (128) heads of mamba_d_head ("auto" =
+    d_inner // heads; transformers' `validate_architecture` requires heads x head_dim = d_inner),
+    mamba_n_groups (1) groups of mamba_d_state (256), conv kernel mamba_d_conv (4): conv state
+    (d_conv - 1) x (d_inner + 2 x groups x d_state), SSM state heads x head_dim x d_state.
+    mamba_rms_norm (false) says whether the mixer has its gated norm. `attn_layer_indices` (tiiuae's
+    early remote code: attention on some layers only) is refused; the bias flags (mamba_proj_bias,
+    projectors_bias, mlp_bias) are false in the published configs and their vectors are not counted."""
+    f = _decoder(c, max_pos=8192, n_kv_heads=8)
+    if "num_key_value_heads" in c.data and c.data["num_key_value_heads"] is None:
+        f["n_kv_heads"] = f["n_heads"]  # FalconH1Config.__post_init__: None -> num_attention_heads
+    if c.get("attn_layer_indices") is not None:
+        raise c.fail("lists the layers with attention; transformers' and vLLM's Falcon-H1 put attention in every "
+                     "layer, and kvcalc sizes it so: remove it (null) or write a kvcalc YAML", "attn_layer_indices")
+    hidden = f["hidden_size"]
+    expand = c.count("mamba_expand", default=2)
+    d_ssm = c.int_or_null("mamba_d_ssm", 1024)
+    if d_ssm is None:
+        d_ssm = expand * hidden if hidden else None
+    heads = c.count("mamba_n_heads", default=128)
+    head_dim = c.get("mamba_d_head", default="auto")
+    if head_dim == "auto":
+        head_dim = d_ssm // heads if d_ssm else None
+    else:
+        head_dim = c.check_int("mamba_d_head", head_dim)
+    if d_ssm is not None and head_dim is not None and heads * head_dim != d_ssm:
+        raise c.fail(f"mamba_n_heads x mamba_d_head = {heads} x {head_dim} = {heads * head_dim:,} but the mixer's width "
+                     f"(mamba_d_ssm, else mamba_expand x hidden_size) is {d_ssm:,}; transformers refuses such a config "
+                     "(FalconH1Config.validate_architecture)", "mamba_d_head")
+    f.update(mamba_n_groups=c.count("mamba_n_groups", default=1), mamba_n_heads=heads, mamba_head_dim=head_dim,
+             mamba_d_state=c.count("mamba_d_state", default=256), mamba_d_conv=c.count("mamba_d_conv", default=4),
+             mamba_expand=expand, mamba_norm=c.flag("mamba_rms_norm", default=False))
+    n = f["n_layers"] or 0
+    return _set_kinds(c, f, ["hybrid"] * n if n else None, None)
 
 
 #: model_type -> mapping function. Aliases: Falcon's old RW names; Kimi-K2 is DeepSeek-V3.

@@ -9,7 +9,7 @@ Each method as the engine that loads it reads it (vLLM `model_executor/layers/qu
 | `fp8` (`fp8.py`) | `weight_block_size` [128, 128], `fmt` | `fp8_e4m3:b128:fp32` (fp32 `weight_scale_inv` per block); none: `fp8_e4m3` (one fp32 scale per tensor, not counted) |
 | `compressed-tensors` (`compressed_tensors.py`) | `config_groups.*.weights`: `num_bits`, `type`, `strategy`, `group_size`, `block_structure`, `symmetric`; `ignore` | float 8: `fp8_e4m3` (`:b128` block, `:g128` group); int 4/8 group G: `int4:gG:<dtype>` (+ `:zp` when asymmetric); float 4 group 16: `nvfp4`; channel / tensor strategy: the value format (per-row or per-tensor scales not counted) |
 | `awq` (`awq.py`) | `bits` / `w_bit`, `group_size` / `q_group_size`, `zero_point` | `int4:gG:fp16:zp` (fp16 `scales`, packed int32 `qzeros`) |
-| `gptq` (`gptq.py`) | `bits`, `group_size` | `int4:gG:fp16:zp` / `int8:gG:fp16:zp` (GPTQ always stores `qzeros`; the int32 `g_idx`, 4 B per input column, is not counted) |
+| `gptq` (`gptq.py`) | `bits`, `group_size` | `int4:gG:fp16:zp` / `int8:gG:fp16:zp` (GPTQ always stores `qzeros`; the int32 `g_idx`, 4 B per input column, is not counted); `group_size: -1` (one scale and zero per output column, over all its input values): G = hidden_size, exact for the matrices that read the hidden state, while down_proj / o_proj, whose input is wider, are given K / hidden_size times their scales (Llama-3.1-8B down_proj: 14,336 scales and zeros instead of 4,096, 10,240 x 2.5 B = 25,600 B more per layer, 0.02% of it) |
 | `bitsandbytes` (`bitsandbytes.py`) | `load_in_4bit`, `bnb_4bit_use_double_quant`, `load_in_8bit`, `llm_int8_skip_modules` | `nf4` / `nf4_dq`; 8 bit: `int8` (fp32 row scales `SCB` not counted) |
 | `mxfp4` (`mxfp4.py`, gpt-oss) | `modules_to_not_convert` | `mxfp4` |
 | `modelopt` (`modelopt.py`) | `quant_algo` FP8 / NVFP4 | `fp8_e4m3` / `nvfp4` |
@@ -53,6 +53,9 @@ class Quantization:
     expert_weight_dtype: str | None = None
     packed_bits: int | None = None
     u8_nibbles: bool = False
+    #: the config field that sets the group or block of the scales (`quantization_config.weight_block_size`),
+    #: named when the architecture's matrices are not whole groups or blocks of it
+    field: str = "quantization_config"
 
     def fields(self) -> dict[str, Any]:
         """The `ModelSpec` fields this sets (only those not None)."""
@@ -193,7 +196,7 @@ def _fp8_format(method: str, q: dict[str, Any], path: str | None, unsized: Any) 
     if block[0] != block[1]:
         unsized(f"fp8 with a {block[0]} x {block[1]} block")
         return None
-    return Quantization(method, f"{base}:b{block[0]}:fp32")
+    return Quantization(method, f"{base}:b{block[0]}:fp32", field="quantization_config.weight_block_size")
 
 
 def _compressed_tensors_format(method: str, q: dict[str, Any], dtype: str, path: str | None, where: str,
@@ -217,25 +220,27 @@ def _compressed_tensors_format(method: str, q: dict[str, Any], dtype: str, path:
         if strategy == "block":
             b = w.get("block_structure") or [128, 128]
             if isinstance(b, list) and len(b) == 2 and b[0] == b[1] and isinstance(b[0], int):
-                return Quantization(method, f"fp8_e4m3:b{b[0]}:{dtype}")
+                return Quantization(method, f"fp8_e4m3:b{b[0]}:{dtype}", field="quantization_config.config_groups")
             unsized(f"fp8 block_structure {b!r}")
             return None
         if strategy == "group" and isinstance(gsize, int):
-            return Quantization(method, f"fp8_e4m3:g{gsize}:{dtype}")
+            return Quantization(method, f"fp8_e4m3:g{gsize}:{dtype}", field="quantization_config.config_groups")
         return Quantization(method, "fp8_e4m3")
     if kind == "float" and bits == 4:
         return Quantization(method, "nvfp4", u8_nibbles=True)
     if kind == "int" and bits in (4, 8):
         if strategy == "group" and isinstance(gsize, int) and not isinstance(gsize, bool) and gsize > 0:
             zp = "" if w.get("symmetric", True) else ":zp"
-            return Quantization(method, f"int{bits}:g{gsize}:{dtype}{zp}", packed_bits=bits if bits == 4 else None)
+            return Quantization(method, f"int{bits}:g{gsize}:{dtype}{zp}", packed_bits=bits if bits == 4 else None,
+                                field="quantization_config.config_groups")
         if bits == 8:
             return Quantization(method, "int8")
     unsized(f"compressed-tensors {kind} {bits}-bit with strategy {strategy}")
     return None
 
 
-def _format(method: str, q: dict[str, Any], dtype: str, path: str | None) -> Quantization | None:
+def _format(method: str, q: dict[str, Any], dtype: str, path: str | None,
+            hidden_size: int | None = None) -> Quantization | None:
     """The weight format a method stores its matrices in (None after a warning when kvcalc
     cannot size it)."""
     where = path or "config"
@@ -252,11 +257,19 @@ def _format(method: str, q: dict[str, Any], dtype: str, path: str | None) -> Qua
     if method in ("awq", "gptq"):
         bits = _int(q, ("bits", "w_bit"), 4, path)
         group = _int(q, ("group_size", "q_group_size"), 128, path)
+        if method == "gptq" and group == -1 and bits in (4, 8) and hidden_size:
+            # GPTQ group_size -1: one group per output column, spanning all its input values (vLLM
+            # `gptq.py` create_weights: `group_size = input_size` when -1; `scales` and `qzeros` of
+            # shape (1, output_size)): counted as groups of hidden_size, exact for the matrices that
+            # read the hidden state (q, k, v, gate, up, in_proj)
+            return Quantization(method, f"int{bits}:g{hidden_size}:fp16:zp", packed_bits=bits,
+                                field="quantization_config.group_size")
         if bits not in (4, 8) or group is None or group <= 0:
             unsized(f"{method} {bits}-bit with group_size {group}")
             return None
         zp = ":zp" if method == "gptq" or q.get("zero_point", True) else ""
-        return Quantization(method, f"int{bits}:g{group}:fp16{zp}", packed_bits=bits)
+        return Quantization(method, f"int{bits}:g{group}:fp16{zp}", packed_bits=bits,
+                            field="quantization_config.group_size")
     if method == "bitsandbytes":
         for flag in ("load_in_4bit", "load_in_8bit", "bnb_4bit_use_double_quant"):
             # transformers' BitsAndBytesConfig.post_init: "load_in_4bit must be a boolean" (TypeError)
@@ -284,11 +297,12 @@ def _format(method: str, q: dict[str, Any], dtype: str, path: str | None) -> Qua
 
 
 def read_quantization(config: dict[str, Any], *, dtype: str, n_layers: int, moe: bool,
-                      path: str | None = None) -> Quantization | None:
+                      path: str | None = None, hidden_size: int | None = None) -> Quantization | None:
     """The `Quantization` of a Hugging Face config dict (`quantization_config`, at the top level
     or in `text_config`), None when it has none or kvcalc cannot size its method (after a
     `KvcalcWarning`). `dtype`: the model's dtype (the unquantized parts, and compressed-tensors'
-    scales); `moe`: the model has routed experts.
+    scales); `moe`: the model has routed experts; `hidden_size`: the group of GPTQ's
+    `group_size: -1` (one scale and zero point per output column).
 
     Raises `ConfigError` (file and field named) for a malformed `quantization_config`.
     """
@@ -304,16 +318,16 @@ def read_quantization(config: dict[str, Any], *, dtype: str, n_layers: int, moe:
         raise ConfigError("needs quant_method (fp8, compressed-tensors, awq, gptq, bitsandbytes, mxfp4)",
                           path=path, field="quantization_config.quant_method")
     method = method.strip().lower()
-    quant = _format(method, q, dtype, path)
+    quant = _format(method, q, dtype, path, hidden_size)
     if quant is None:
         return None
     patterns = _unquantized_patterns(q, path)
     attention = _left_out(patterns, n_layers, _ATTENTION)
     mlp = _left_out(patterns, n_layers, _EXPERTS if moe else _DENSE_MLP)
     if all(attention) and all(mlp):  # nothing of the decoder is quantized
-        return Quantization(method, None, packed_bits=quant.packed_bits, u8_nibbles=quant.u8_nibbles)
+        return Quantization(method, None, packed_bits=quant.packed_bits, u8_nibbles=quant.u8_nibbles, field=quant.field)
     if moe and all(attention) and not any(mlp):  # gpt-oss: bf16 attention, quantized routed experts
-        return Quantization(method, None, quant.weight_dtype, quant.packed_bits, quant.u8_nibbles)
+        return Quantization(method, None, quant.weight_dtype, quant.packed_bits, quant.u8_nibbles, quant.field)
     if any(attention) or any(mlp):
         shown = ", ".join(p for p in patterns if "layers" in p or "attn" in p or "mlp" in p)
         warnings.warn(f"{path or 'config'}: quantization_config leaves some decoder matrices unquantized "
