@@ -297,9 +297,11 @@ def _recurrent_lines(model: ModelSpec, dev: list[int], n_seq_max: int) -> tuple[
         s_tot += sb
     lines = [f"llama_memory_recurrent: {name:>10} RS buffer size = {own[name] / 2**20:8.2f} MiB"
              for name in sorted(own)]
+    # n_rs_seq (recurrent snapshots for speculative rollback) is 0 unless a draft model asks for it
     lines.append(f"llama_memory_recurrent: size = {mib_f32(r_tot + s_tot):7.2f} MiB ({cells:6d} cells, "
-                 f"{model.n_layers:3d} layers, {n_seq_max:2d} seqs), R ({RECURRENT_TYPE}): {mib_f32(r_tot):7.2f} MiB, "
-                 f"S ({RECURRENT_TYPE}): {mib_f32(s_tot):7.2f} MiB")
+                 f"{model.n_layers:3d} layers, {n_seq_max:2d} seqs {0:2d} rs_seq), R ({RECURRENT_TYPE}): "
+                 f"{mib_f32(r_tot):7.2f} MiB, S ({RECURRENT_TYPE}): {mib_f32(s_tot):7.2f} MiB, "
+                 f"P ({RECURRENT_TYPE}): {mib_f32(0):7.2f} MiB")
     return lines, r_tot + s_tot, []
 
 
@@ -379,20 +381,65 @@ def _check_options(n_ctx: int, *, parallel: int, n_ubatch: int, n_batch: int, ve
     check_bound("n_batch", n_batch, option="--batch-size")  # an int32, as -ub (common/arg.cpp std::stoi)
 
 
+#: values per block of the quantized KV types (ggml.c type_traits blck_size: QK8_0 = QK4_0 = ... = 32)
+QUANT_BLOCK = 32
+
+
+def head_sizes(model: ModelSpec, version: str = "current") -> list[tuple[int, int]]:
+    """(n_embd_head_k, n_embd_head_v) of each attention layer as llama.cpp sees it: the head's
+    K and V values (`src/llama-hparams.cpp`); an MLA model with its latent cache: K the latent
+    (kv_lora_rank + rope), V the kv_lora_rank (the GGUF's key_length / value_length); the
+    expanded MLA cache: nope + rope and v_head_dim."""
+    mla = mla_cache(model, version)
+    out = []
+    for layer in model.layers:
+        if not layer.caches_kv:
+            continue
+        if layer.kind == "mla" and mla == "latent":
+            out.append((layer.head_dim_k, model.kv_lora_rank or 0))
+        elif layer.kind == "mla":
+            ex = expanded_mla_layer(model)
+            out.append((ex.head_dim_k, ex.head_dim_v))
+        else:
+            out.append((layer.head_dim_k, layer.head_dim_v))
+    return out
+
+
 def check_refusals(model: ModelSpec, tk: str, tv: str, *, flash_attn: bool, version: str = "current") -> None:
-    """Raise `KvcalcError` (field `v_dtype`) where `llama_init_from_model` (`src/llama-context.cpp`)
-    returns no context, with llama.cpp's own message: an MLA model with its latent cache and K and
-    V of different types ("model does not support different K (%s) and V (%s) cache types"); a
-    quantized V cache without flash attention ("V cache quantization requires flash_attn")."""
-    func = "llama_new_context_with_model" if version == "legacy" else "llama_init_from_model"
+    """Raise `KvcalcError` (field `k_dtype` / `v_dtype`) where `llama_init_from_model`
+    (`src/llama-context.cpp`) returns no context, with llama.cpp's own message, in its order:
+
+    - an MLA model with its latent cache and K and V of different types ("model does not support
+      different K (%s) and V (%s) cache types");
+    - a quantized V cache with flash attention off: current "quantized V cache requires
+      flash_attn to be enabled" (`-fa auto` turns it on instead: "enabling flash_attn since it is
+      required for quantized V cache"); legacy "V cache quantization requires flash_attn";
+    - current, flash attention not off: a quantized K (V) type whose block (32 values) does not
+      divide a layer's head size ("K cache type %s with block size %u does not divide
+      n_embd_head_k=%u"; `head_sizes`), e.g. q8_0 with Phi-2's heads of 80.
+    """
+    legacy = version == "legacy"
+    func = "llama_new_context_with_model" if legacy else "llama_init_from_model"
     latent = any(layer.kind == "mla" for layer in model.layers) and mla_cache(model, version) == "latent"
-    if latent and tk != tv and version != "legacy":
+    if latent and tk != tv and not legacy:
         raise KvcalcError(f"llama.cpp refuses it: \"{func}: model does not support different K ({tk}) and V ({tv}) "
                           f"cache types\" ({model.name} caches the MLA latent as K, V is a view of it); give one "
                           "type to -ctk and -ctv", field="v_dtype", value=tv)
     if tv in QUANTIZED and not flash_attn:
-        raise KvcalcError(f"llama.cpp refuses it: \"{func}: V cache quantization requires flash_attn\"; add -fa on "
+        reason = ("V cache quantization requires flash_attn" if legacy
+                  else "quantized V cache requires flash_attn to be enabled")
+        raise KvcalcError(f"llama.cpp refuses it: \"{func}: {reason}\"; add -fa on "
                           "(or auto) or use an f16 V cache", field="v_dtype", value=tv)
+    if legacy or not flash_attn:
+        return
+    for which, t in (("K", tk), ("V", tv)):
+        if t not in QUANTIZED:
+            continue
+        bad = [hs[which == "V"] for hs in head_sizes(model, version) if hs[which == "V"] % QUANT_BLOCK]
+        if bad:
+            raise KvcalcError(f"llama.cpp refuses it: \"{func}: {which} cache type {t} with block size {QUANT_BLOCK} "
+                              f"does not divide n_embd_head_{which.lower()}={bad[0]}\"; use an f16 or bf16 "
+                              f"{which} cache for {model.name}", field=f"{which.lower()}_dtype", value=t)
 
 
 def check_tensor_split(splits: list[float] | tuple[float, ...] | None, n_devices: int) -> None:
