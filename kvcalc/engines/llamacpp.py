@@ -3,7 +3,25 @@ tool's slot defaults, the refusals, and its log lines.
 
 Two versions are modelled (`version=`); what changed between them is listed under each.
 
-- `current`: llama.cpp after PR #17046 (Nov 2025, b7000+).
+- `current`: the llama.cpp that llama-cpp-python 0.3.36 vendors (commit 0c1e570, 2026-10-01),
+  the version the llama.cpp oracle (`tests/oracle`, docs/engine-oracles.md) builds and runs. Its
+  rules are those of PR #17046 (Nov 2025, b7000) on, but for what changed since b7000:
+  * the recurrent size line gained the rs_seq count and a P figure: "(%6u cells, %3d layers,
+    %2u seqs %2u rs_seq), R (%s): %7.2f MiB, S (%s): %7.2f MiB, P (%s): %7.2f MiB" (b7000:
+    "(%6u cells, %3d layers, %2u seqs), R ..., S ..."). n_rs_seq, recurrent snapshots kept for a
+    draft model's rollback, multiplies the R and S rows by 1 + n_rs_seq; it is 0 unless a
+    speculative draft (MTP, EAGLE3) asks for it, which kvcalc does not model; P, the per-layer
+    embedding conv state, is 0 B for every model kvcalc reads;
+  * a quantized V cache with `-fa off` is refused as "quantized V cache requires flash_attn to be
+    enabled" (b7000: "V cache quantization requires flash_attn"), and `-fa auto` turns flash
+    attention on for it ("enabling flash_attn since it is required for quantized V cache");
+  * new refusal with flash attention on: a quantized K (V) type whose 32-value block does not
+    divide a layer's head size ("K cache type %s with block size %u does not divide
+    n_embd_head_k=%u"), e.g. q8_0 with Phi-2's heads of 80;
+  * llama-server and llama-cli fit unset options to free device memory (`--fit`, on by default,
+    `common/common.h` `fit_params = true`): a `-c 0` may come out lower than n_ctx_train (not
+    below `--fit-ctx`, 4096). kvcalc does not know the device's free memory and gives the context
+    as asked (what `--fit off` does, or a context that fits).
   * `src/llama-context.cpp` (`llama_context::llama_context`): n_ctx = n_ctx_train when `-c 0`
     (the GGUF's `context_length`, the config's max_position_embeddings); n_batch =
     min(n_ctx, n_batch) (causal attention), n_ubatch = min(n_batch, n_ubatch); then
@@ -23,17 +41,19 @@ Two versions are modelled (`version=`); what changed between them is listed unde
     state, `hparams.n_embd_r()` values) and S (`hparams.n_embd_s()` values), both f32 whatever
     `-ctk` / `-ctv` say (`GGML_TYPE_F32` in `create_memory`), on the layer's device. Logs
     "llama_memory_recurrent: %10s RS buffer size = %8.2f MiB" per device and
-    "llama_memory_recurrent: size = %7.2f MiB (%6u cells, %3d layers, %2u seqs), R (%s): %7.2f
-    MiB, S (%s): %7.2f MiB", the layer count being the model's n_layer (every layer).
+    "llama_memory_recurrent: size = %7.2f MiB (%6u cells, %3d layers, %2u seqs %2u rs_seq), R (%s):
+    %7.2f MiB, S (%s): %7.2f MiB, P (%s): %7.2f MiB", the layer count being the model's n_layer
+    (every layer).
     `src/llama-hparams.cpp`: n_embd_r = (d_conv - 1) x (d_inner + 2 x n_group x d_state),
     n_embd_s = d_state x d_inner (Mamba-1: n_group 0; Gated DeltaNet: d_inner = value heads x
     value head dim, n_group = key heads, d_state = key head dim).
   * MLA (DeepSeek, Kimi): since llama.cpp PR #12801 (April 2025) a GGUF converted for it
     (`deepseek2.attention.key_length_mla`) caches the latent (kv_lora_rank + qk_rope_head_dim)
     as K and no V (V is a view of K). An older GGUF still gets the expanded cache (below).
-  * Refusals, `llama_init_from_model` (`src/llama-context.cpp`), each with llama.cpp's message:
-    "model does not support different K (%s) and V (%s) cache types" (an MLA model, latent
-    cache); "V cache quantization requires flash_attn" (a quantized V cache with `-fa off`);
+  * Refusals, `llama_init_from_model` (`src/llama-context.cpp`), each with llama.cpp's message
+    (`check_refusals`): "model does not support different K (%s) and V (%s) cache types" (an MLA
+    model, latent cache); "quantized V cache requires flash_attn to be enabled" (a quantized V
+    cache with `-fa off`); a quantized type whose block does not divide the head size (above);
     `llama_context` refuses n_seq_max > LLAMA_MAX_SEQ = 256 (`src/llama-cparams.h`).
     `-fa auto` (the default, `common/common.h` `flash_attn_type = LLAMA_FLASH_ATTN_TYPE_AUTO`)
     turns flash attention on where the backend supports it for every layer: kvcalc assumes it
@@ -61,7 +81,7 @@ The tool that makes the context (`tool=`, current only) sets what the user left 
   kv_unified false, swa_full true (the full-size SWA cache), flash_attn_type auto.
 
 K of one layer is a tensor of (n_embd_k_gqa, cells, streams) in type_k: ggml_row_size(type_k,
-n_embd_k_gqa) x cells x streams bytes = `layer_kv_bytes_per_token` of the K half x cells; V alike.
+n_embd_k_gqa) x cells x streams bytes (`layer_k_v_bytes_per_cell`); V alike.
 The MiB figures are `(float)bytes / (1024.0f * 1024.0f)`, so they are computed in float32 here.
 
 Layers to devices, `src/llama-model.cpp` `load_tensors`: the last n_gpu_layers layers are
@@ -88,14 +108,17 @@ import struct
 import warnings
 from dataclasses import dataclass
 
-from kvcalc.formats import StorageFormat
-from kvcalc.calc.kv_cache import layer_kv_bytes_per_token, refuse_indexer
+from kvcalc.calc.kv_cache import refuse_indexer
 from kvcalc.engines import SEARCH_LIMIT_TOKENS, defaults, longest_fitting
-from kvcalc.results import DeviceBuffer, EngineResult
 from kvcalc.errors import MESSAGE, OPTION, OPTION_SAYS, KvcalcError, KvcalcWarning, flag
+from kvcalc.formats import StorageFormat
+from kvcalc.results import DeviceBuffer, EngineResult
 from kvcalc.schema import LayerSpec, ModelSpec
 
-VERSION = "llama.cpp b7000+ (Nov 2025, current) and the 2024-spring 2025 'KV self size' era (legacy)"
+#: the llama.cpp commit "current" is held against (llama-cpp-python 0.3.36's vendor/llama.cpp)
+CURRENT_COMMIT = "0c1e570"
+VERSION = (f"llama.cpp {CURRENT_COMMIT} (Oct 2026, as llama-cpp-python 0.3.36 vendors it; b7000+ rules; current) "
+           "and the 2024-spring 2025 'KV self size' era (legacy)")
 VERSIONS = ("current", "legacy")
 N_CTX_PAD = 256
 #: src/llama-kv-cache-iswa.cpp: "the SWA cache is always padded to 256 for performance"
@@ -158,14 +181,18 @@ def ggml_name(f: StorageFormat, *, field: str = "k_dtype") -> str:
 
 
 def layer_k_v_bytes_per_cell(layer: LayerSpec, k: StorageFormat, v: StorageFormat) -> tuple[int, int]:
-    """(K, V) bytes of one cell of one layer: ggml_row_size(type, n_embd_{k,v}_gqa), via
-    `layer_kv_bytes_per_token` of the layer with its V (then K) head size set to 0. MLA: the
-    latent as K, V 0."""
-    kb = layer_kv_bytes_per_token(layer.model_copy(update={"head_dim_v": 0}), k, v)
+    """(K, V) bytes of one cell of one layer: ggml_row_size(type, n_embd_{k,v}_gqa), the row of
+    every KV head together, as `llama_kv_cache` makes it (`src/llama-kv-cache.cpp`:
+    ggml_new_tensor_3d(type_k, n_embd_k_gqa, kv_size, n_stream)). A quantized row need only be
+    whole blocks over all heads: Phi-2's 32 heads x 80 = 2,560 values = 80 q8_0 blocks of 34 B =
+    2,720 B, though one head of 80 is 2.5 blocks. MLA: the latent as K, V 0. Raises `KvcalcError`
+    (field `k_dtype` / `v_dtype`) for a row that is not whole blocks."""
+    if not layer.caches_kv:
+        return 0, 0
     if layer.kind == "mla":
-        return kb, 0
-    vb = layer_kv_bytes_per_token(layer.model_copy(update={"head_dim_k": 0}), k, v)
-    return kb, vb
+        return k.bytes_for(layer.head_dim_k, what="latent", field="k_dtype"), 0
+    return (k.bytes_for(layer.n_kv_heads * layer.head_dim_k, what="K row", field="k_dtype"),
+            v.bytes_for(layer.n_kv_heads * layer.head_dim_v, what="V row", field="v_dtype"))
 
 
 def mla_cache(model: ModelSpec, version: str) -> str:

@@ -24,10 +24,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-import llama_cpp as L  # noqa: E402
-
-from llamacpp_geometries import GEOMETRIES  # noqa: E402
-from llamacpp_gguf import GGML_TYPES, discover_tensors, write_gguf  # noqa: E402
+import llama_cpp as L
+from llamacpp_geometries import GEOMETRIES
+from llamacpp_gguf import GGML_TYPES, discover_tensors, write_gguf
 
 FLASH_ATTN = {"auto": -1, "off": 0, "on": 1}  # include/llama.h enum llama_flash_attn_type
 LOAD_MODE_MMAP = 1  # include/llama.h enum llama_load_mode
