@@ -54,12 +54,20 @@ def _take_lines() -> list[str]:
     return text.splitlines()
 
 
+def _set(params: ctypes.Structure, **values) -> None:
+    """Set fields of a ctypes struct, refusing a name the struct lacks (ctypes would silently
+    make it a plain Python attribute, and llama.cpp would never see it)."""
+    names = {f[0] for f in type(params)._fields_}
+    for name, value in values.items():
+        if name not in names:
+            raise SystemExit(f"llama-cpp-python's {type(params).__name__} has no field {name!r}")
+        setattr(params, name, value)
+
+
 def load(path: Path):
     """The model at `path` (mmap, no extra buffer types: the weights are never read), or None."""
     mp = L.llama_model_default_params()
-    mp.load_mode = LOAD_MODE_MMAP
-    mp.use_extra_bufts = False
-    mp.check_tensors = False
+    _set(mp, load_mode=LOAD_MODE_MMAP, use_extra_bufts=False, check_tensors=False)
     return L.llama_model_load_from_file(str(path).encode(), mp) or None
 
 
@@ -73,16 +81,10 @@ def try_load(path: Path) -> tuple[bool, list[str]]:
 
 def run_case(model, case: dict) -> dict:
     cp = L.llama_context_default_params()
-    cp.n_ctx = case["n_ctx"]
-    cp.n_batch = case["n_batch"]
-    cp.n_ubatch = case["n_ubatch"]
-    cp.n_seq_max = case["n_seq_max"]
-    cp.type_k = GGML_TYPES[case["type_k"]]
-    cp.type_v = GGML_TYPES[case["type_v"]]
-    cp.flash_attn_type = FLASH_ATTN[case["flash_attn"]]
-    cp.swa_full = case["swa_full"]
-    cp.kv_unified = case["kv_unified"]
-    cp.n_threads = cp.n_threads_batch = 1
+    _set(cp, n_ctx=case["n_ctx"], n_batch=case["n_batch"], n_ubatch=case["n_ubatch"], n_seq_max=case["n_seq_max"],
+         type_k=GGML_TYPES[case["type_k"]], type_v=GGML_TYPES[case["type_v"]],
+         flash_attn_type=FLASH_ATTN[case["flash_attn"]], swa_full=case["swa_full"], kv_unified=case["kv_unified"],
+         n_threads=1, n_threads_batch=1)
     _take_lines()
     ctx = L.llama_init_from_model(model, cp)
     ok = bool(ctx)
