@@ -497,12 +497,31 @@ class _Layers:
     dev: list[int]
     tk: str
     tv: str
+    pad_v_line: str | None = None
 
     def lines(self, prefix: str, legacy: bool, cells: int, n_stream: int, n_seq_max: int, layers: list[int],
               buffers: dict[str, tuple[int, int]]) -> tuple[list[str], int, int]:
-        """`_cache_lines` of one cache over `layers`."""
-        return _cache_lines(prefix, legacy, cells, n_stream, n_seq_max, layers, self.per_cell, self.dev,
-                            self.tk, self.tv, buffers)
+        """`_cache_lines` of one cache over `layers`, after the V padding warning when there is one."""
+        lines, k_tot, v_tot = _cache_lines(prefix, legacy, cells, n_stream, n_seq_max, layers, self.per_cell,
+                                           self.dev, self.tk, self.tv, buffers)
+        return ([self.pad_v_line] if self.pad_v_line and not legacy else []) + lines, k_tot, v_tot
+
+
+def v_pad_line(model: ModelSpec, flash_attn: bool) -> str | None:
+    """The warning `llama_kv_cache` logs before its buffers when flash attention is off (V is
+    stored transposed) and the V width, head_count_kv(il) x value_length, differs between layers
+    (`llama_hparams::is_n_embd_v_gqa_variable`, `src/llama-kv-cache.cpp` [TAG_V_CACHE_VARIABLE]):
+    "the V embeddings have different sizes across layers and FA is not enabled - padding V cache
+    to %d" (the widest). A Mamba hybrid's GGUF gives head_count_kv per layer, 0 on the Mamba
+    layers (Jamba, Nemotron-H, Granite-4 hybrid: `convert_hf_to_gguf.py`), so its V width varies;
+    Gated-DeltaNet hybrids (Qwen3-Next, Qwen3.5) give one count for all layers and do not. Every
+    attention layer of a kvcalc model has the same V width, so the padding adds no bytes. None
+    when there is no warning."""
+    widths = [layer.n_kv_heads * layer.head_dim_v for layer in model.layers if layer.caches_kv]
+    if flash_attn or not widths or not any(layer.kind == "mamba" for layer in model.layers):
+        return None
+    return ("llama_kv_cache: the V embeddings have different sizes across layers and FA is not enabled - "
+            f"padding V cache to {max(widths)}")
 
 
 @dataclass
@@ -648,7 +667,7 @@ def allocate(model: ModelSpec, n_ctx: int, k: StorageFormat, v: StorageFormat, *
     per_cell = [layer_k_v_bytes_per_cell(expanded if expanded is not None and layer.kind == "mla" else layer, k, v)
                 if layer.caches_kv else (0, 0) for layer in model.layers]
     dev = device_of_layers(model.n_layers, n_gpu_layers, tensor_split, n_devices)
-    lay = _Layers(att, per_cell, dev, tk, tv)
+    lay = _Layers(att, per_cell, dev, tk, tv, v_pad_line(model, ctx.flash_attn))
     kinds = {model.layers[i].kind for i in att}
     iswa = not legacy and "sliding" in kinds and len(kinds) > 1
     if "sliding" in kinds and not iswa:

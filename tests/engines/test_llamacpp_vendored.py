@@ -83,3 +83,22 @@ def test_the_recurrent_size_line_of_this_commit():
     assert r.engine_state_bytes == (1536 + 8192) * 4 * 4 == 155_648
     assert r.log_lines[-1] == ("llama_memory_recurrent: size =    0.15 MiB (     1 cells,   4 layers,  1 seqs  0 rs_seq), "
                                "R (f32):    0.02 MiB, S (f32):    0.12 MiB, P (f32):    0.00 MiB")
+
+
+def test_a_mamba_hybrid_without_flash_attention_pads_v_and_says_so():
+    # src/llama-kv-cache.cpp [TAG_V_CACHE_VARIABLE]: v_trans (flash attention off) and
+    # hparams.is_n_embd_v_gqa_variable() -> "the V embeddings have different sizes across layers and FA is
+    # not enabled - padding V cache to %d" (n_embd_v_gqa_max). Jamba's GGUF gives head_count_kv per layer,
+    # 0 on its 28 Mamba layers, 8 on its 4 attention layers: V widths 0 and 8 x 128 = 1,024 -> padded to
+    # 1,024, which every attention layer has anyway: V stays 4 layers x 4,096 cells x 1,024 x 2 B = 32 MiB.
+    jamba = load_model("jamba-1.5-mini")
+    r = llamacpp.allocate(jamba, 4096, F16, F16, flash_attn="off", tool="llama-cli")
+    assert r.log_lines[0] == ("llama_kv_cache: the V embeddings have different sizes across layers and FA is not "
+                              "enabled - padding V cache to 1024")
+    assert r.v_bytes == 4 * 4096 * 1024 * 2 == 32 * 2**20
+    # flash attention on: V is not transposed, no padding, no line, the same bytes
+    on = llamacpp.allocate(jamba, 4096, F16, F16, flash_attn="on", tool="llama-cli")
+    assert "V embeddings" not in " ".join(on.log_lines) and on.v_bytes == r.v_bytes
+    # a model without Mamba layers keeps one V width: no line with -fa off
+    off = llamacpp.allocate(load_model("llama-3.1-8b"), 4096, F16, F16, flash_attn="off", tool="llama-cli")
+    assert "V embeddings" not in " ".join(off.log_lines)

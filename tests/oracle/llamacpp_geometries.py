@@ -83,6 +83,10 @@ GEOMETRIES: dict[str, Geometry] = {g.name: g for g in [
               "ssm.conv_kernel": 4, "ssm.inner_size": 4096, "ssm.state_size": 128, "ssm.time_step_rank": 32,
               "ssm.group_count": 16, "full_attention_interval": 4},
              "Qwen/Qwen3.5-9B", layer_class=lambda il: "attn" if (il + 1) % 4 == 0 else "recr", kvcalc=_qwen35_spec,
+             # src/models/qwen35.cpp: the fused QKV (key_dim 16 x 128 twice + value_dim 32 x 128) and the gate
+             # of the Gated-DeltaNet layers load as optional and the graph needs them
+             optional_tensors=lambda il: {} if (il + 1) % 4 == 0 else {"attn_qkv.weight": (4096, 2 * 2048 + 4096),
+                                                                       "attn_gate.weight": (4096, 4096)},
              kv_widths=(4 * 256, 4 * 256), state_widths=(3 * (4096 + 2 * 16 * 128), 128 * 4096, 24)),
     Geometry("jamba-1.5-mini", "jamba", 32,
              {**_attn(4096, 32, [8 if il % 8 == 4 else 0 for il in range(32)], 128, 262144),

@@ -31,7 +31,7 @@ GGML_TYPES = {"f32": 0, "f16": 1, "q4_0": 2, "q4_1": 3, "q5_0": 6, "q5_1": 7, "q
 #: the widths that do not size the KV cache, shrunk
 SMALL_FF, SMALL_VOCAB, SMALL_EXPERTS = 64, 64, 4
 
-MISSING = re.compile(r"missing tensor '([^']+)'")
+MISSING = re.compile(r"missing tensor '([^']+)'|tensor '([^']+)' not found")
 WRONG_SHAPE = re.compile(r"tensor '([^']+)' has wrong shape; expected ([-\d, ]+), got")
 
 
@@ -47,7 +47,9 @@ class Geometry:
     returning a `ModelSpec`; None: from this very GGUF, through kvcalc's GGUF reader); `real`:
     the published model this geometry is taken from; `kv_widths`: (n_embd_k_gqa, n_embd_v_gqa)
     of an attention layer (values per cell; V 0 for the MLA latent); `state_widths`: (n_embd_r,
-    n_embd_s, recurrent layers) of the Mamba / Gated-DeltaNet layers (`src/llama-hparams.cpp`).
+    n_embd_s, recurrent layers) of the Mamba / Gated-DeltaNet layers (`src/llama-hparams.cpp`);
+    `optional_tensors(il)`: tensors of layer il (suffix -> ggml shape) the loader takes as
+    optional (`TENSOR_NOT_REQUIRED`) but the graph needs: the loader's errors cannot teach them.
     """
 
     name: str
@@ -59,6 +61,7 @@ class Geometry:
     kvcalc: Any = None
     kv_widths: tuple[int, int] = (0, 0)
     state_widths: tuple[int, int, int] = (0, 0, 0)
+    optional_tensors: Callable[[int], dict[str, tuple[int, ...]]] = lambda il: {}
     general: dict[str, Any] = field(default_factory=dict)
 
 
@@ -125,7 +128,8 @@ def discover_tensors(geo: Geometry, workdir: Path, try_load: Callable[[Path], tu
     the same to every other layer of that layer's class. Raises `RuntimeError` with the loader's
     last lines when a round learns nothing (an error that is not about a tensor).
     """
-    tensors: dict[str, tuple[int, ...]] = {}
+    tensors = {f"blk.{il}.{suffix}": shape for il in range(geo.n_layers)
+               for suffix, shape in geo.optional_tensors(il).items()}
     path = workdir / f"{geo.name}.gguf"
     for _ in range(max_rounds):
         write_gguf(path, geo, tensors)
@@ -139,7 +143,7 @@ def discover_tensors(geo: Geometry, workdir: Path, try_load: Callable[[Path], tu
             name = shape_err.group(1)
             shape = tuple(int(x) for x in shape_err.group(2).split(","))
         elif missing:
-            name, shape = missing.group(1), (1,)
+            name, shape = missing.group(1) or missing.group(2), (1,)
         else:
             raise RuntimeError(f"{geo.name}: llama.cpp does not load the file and names no tensor:\n"
                                + "\n".join(lines[-15:]))

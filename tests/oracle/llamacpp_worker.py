@@ -34,6 +34,7 @@ LOAD_MODE_MMAP = 1  # include/llama.h enum llama_load_mode
 #: ggml/include/ggml.h enum ggml_log_level
 LOG_DEBUG, LOG_CONT = 1, 5
 
+VERBOSE = os.environ.get("ORACLE_VERBOSE") == "1"
 _chunks: list[str] = []
 _last_level = [0]
 
@@ -45,6 +46,8 @@ def _log(level: int, text: bytes, user_data: ctypes.c_void_p) -> None:
         _last_level[0] = level
     if _last_level[0] != LOG_DEBUG:
         _chunks.append(text.decode("utf-8", "replace"))
+        if VERBOSE:  # ORACLE_VERBOSE=1: echo the log as it comes (a crash leaves no OUT)
+            sys.stderr.write(_chunks[-1])
 
 
 def _take_lines() -> list[str]:
