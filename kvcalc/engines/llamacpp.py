@@ -3,7 +3,25 @@ tool's slot defaults, the refusals, and its log lines.
 
 Two versions are modelled (`version=`); what changed between them is listed under each.
 
-- `current`: llama.cpp after PR #17046 (Nov 2025, b7000+).
+- `current`: the llama.cpp that llama-cpp-python 0.3.36 vendors (commit 0c1e570, 2026-10-01),
+  the version the llama.cpp oracle (`tests/oracle`, docs/engine-oracles.md) builds and runs. Its
+  rules are those of PR #17046 (Nov 2025, b7000) on, but for what changed since b7000:
+  * the recurrent size line gained the rs_seq count and a P figure: "(%6u cells, %3d layers,
+    %2u seqs %2u rs_seq), R (%s): %7.2f MiB, S (%s): %7.2f MiB, P (%s): %7.2f MiB" (b7000:
+    "(%6u cells, %3d layers, %2u seqs), R ..., S ..."). n_rs_seq, recurrent snapshots kept for a
+    draft model's rollback, multiplies the R and S rows by 1 + n_rs_seq; it is 0 unless a
+    speculative draft (MTP, EAGLE3) asks for it, which kvcalc does not model; P, the per-layer
+    embedding conv state, is 0 B for every model kvcalc reads;
+  * a quantized V cache with `-fa off` is refused as "quantized V cache requires flash_attn to be
+    enabled" (b7000: "V cache quantization requires flash_attn"), and `-fa auto` turns flash
+    attention on for it ("enabling flash_attn since it is required for quantized V cache");
+  * new refusal with flash attention on: a quantized K (V) type whose 32-value block does not
+    divide a layer's head size ("K cache type %s with block size %u does not divide
+    n_embd_head_k=%u"), e.g. q8_0 with Phi-2's heads of 80;
+  * llama-server and llama-cli fit unset options to free device memory (`--fit`, on by default,
+    `common/common.h` `fit_params = true`): a `-c 0` may come out lower than n_ctx_train (not
+    below `--fit-ctx`, 4096). kvcalc does not know the device's free memory and gives the context
+    as asked (what `--fit off` does, or a context that fits).
   * `src/llama-context.cpp` (`llama_context::llama_context`): n_ctx = n_ctx_train when `-c 0`
     (the GGUF's `context_length`, the config's max_position_embeddings); n_batch =
     min(n_ctx, n_batch) (causal attention), n_ubatch = min(n_batch, n_ubatch); then
@@ -23,17 +41,19 @@ Two versions are modelled (`version=`); what changed between them is listed unde
     state, `hparams.n_embd_r()` values) and S (`hparams.n_embd_s()` values), both f32 whatever
     `-ctk` / `-ctv` say (`GGML_TYPE_F32` in `create_memory`), on the layer's device. Logs
     "llama_memory_recurrent: %10s RS buffer size = %8.2f MiB" per device and
-    "llama_memory_recurrent: size = %7.2f MiB (%6u cells, %3d layers, %2u seqs), R (%s): %7.2f
-    MiB, S (%s): %7.2f MiB", the layer count being the model's n_layer (every layer).
+    "llama_memory_recurrent: size = %7.2f MiB (%6u cells, %3d layers, %2u seqs %2u rs_seq), R (%s):
+    %7.2f MiB, S (%s): %7.2f MiB, P (%s): %7.2f MiB", the layer count being the model's n_layer
+    (every layer).
     `src/llama-hparams.cpp`: n_embd_r = (d_conv - 1) x (d_inner + 2 x n_group x d_state),
     n_embd_s = d_state x d_inner (Mamba-1: n_group 0; Gated DeltaNet: d_inner = value heads x
     value head dim, n_group = key heads, d_state = key head dim).
   * MLA (DeepSeek, Kimi): since llama.cpp PR #12801 (April 2025) a GGUF converted for it
     (`deepseek2.attention.key_length_mla`) caches the latent (kv_lora_rank + qk_rope_head_dim)
     as K and no V (V is a view of K). An older GGUF still gets the expanded cache (below).
-  * Refusals, `llama_init_from_model` (`src/llama-context.cpp`), each with llama.cpp's message:
-    "model does not support different K (%s) and V (%s) cache types" (an MLA model, latent
-    cache); "V cache quantization requires flash_attn" (a quantized V cache with `-fa off`);
+  * Refusals, `llama_init_from_model` (`src/llama-context.cpp`), each with llama.cpp's message
+    (`check_refusals`): "model does not support different K (%s) and V (%s) cache types" (an MLA
+    model, latent cache); "quantized V cache requires flash_attn to be enabled" (a quantized V
+    cache with `-fa off`); a quantized type whose block does not divide the head size (above);
     `llama_context` refuses n_seq_max > LLAMA_MAX_SEQ = 256 (`src/llama-cparams.h`).
     `-fa auto` (the default, `common/common.h` `flash_attn_type = LLAMA_FLASH_ATTN_TYPE_AUTO`)
     turns flash attention on where the backend supports it for every layer: kvcalc assumes it
@@ -61,7 +81,7 @@ The tool that makes the context (`tool=`, current only) sets what the user left 
   kv_unified false, swa_full true (the full-size SWA cache), flash_attn_type auto.
 
 K of one layer is a tensor of (n_embd_k_gqa, cells, streams) in type_k: ggml_row_size(type_k,
-n_embd_k_gqa) x cells x streams bytes = `layer_kv_bytes_per_token` of the K half x cells; V alike.
+n_embd_k_gqa) x cells x streams bytes (`layer_k_v_bytes_per_cell`); V alike.
 The MiB figures are `(float)bytes / (1024.0f * 1024.0f)`, so they are computed in float32 here.
 
 Layers to devices, `src/llama-model.cpp` `load_tensors`: the last n_gpu_layers layers are
@@ -88,14 +108,17 @@ import struct
 import warnings
 from dataclasses import dataclass
 
-from kvcalc.formats import StorageFormat
-from kvcalc.calc.kv_cache import layer_kv_bytes_per_token, refuse_indexer
+from kvcalc.calc.kv_cache import refuse_indexer
 from kvcalc.engines import SEARCH_LIMIT_TOKENS, defaults, longest_fitting
-from kvcalc.results import DeviceBuffer, EngineResult
 from kvcalc.errors import MESSAGE, OPTION, OPTION_SAYS, KvcalcError, KvcalcWarning, flag
+from kvcalc.formats import StorageFormat
+from kvcalc.results import DeviceBuffer, EngineResult
 from kvcalc.schema import LayerSpec, ModelSpec
 
-VERSION = "llama.cpp b7000+ (Nov 2025, current) and the 2024-spring 2025 'KV self size' era (legacy)"
+#: the llama.cpp commit "current" is held against (llama-cpp-python 0.3.36's vendor/llama.cpp)
+CURRENT_COMMIT = "0c1e570"
+VERSION = (f"llama.cpp {CURRENT_COMMIT} (Oct 2026, as llama-cpp-python 0.3.36 vendors it; b7000+ rules; current) "
+           "and the 2024-spring 2025 'KV self size' era (legacy)")
 VERSIONS = ("current", "legacy")
 N_CTX_PAD = 256
 #: src/llama-kv-cache-iswa.cpp: "the SWA cache is always padded to 256 for performance"
@@ -158,14 +181,18 @@ def ggml_name(f: StorageFormat, *, field: str = "k_dtype") -> str:
 
 
 def layer_k_v_bytes_per_cell(layer: LayerSpec, k: StorageFormat, v: StorageFormat) -> tuple[int, int]:
-    """(K, V) bytes of one cell of one layer: ggml_row_size(type, n_embd_{k,v}_gqa), via
-    `layer_kv_bytes_per_token` of the layer with its V (then K) head size set to 0. MLA: the
-    latent as K, V 0."""
-    kb = layer_kv_bytes_per_token(layer.model_copy(update={"head_dim_v": 0}), k, v)
+    """(K, V) bytes of one cell of one layer: ggml_row_size(type, n_embd_{k,v}_gqa), the row of
+    every KV head together, as `llama_kv_cache` makes it (`src/llama-kv-cache.cpp`:
+    ggml_new_tensor_3d(type_k, n_embd_k_gqa, kv_size, n_stream)). A quantized row need only be
+    whole blocks over all heads: Phi-2's 32 heads x 80 = 2,560 values = 80 q8_0 blocks of 34 B =
+    2,720 B, though one head of 80 is 2.5 blocks. MLA: the latent as K, V 0. Raises `KvcalcError`
+    (field `k_dtype` / `v_dtype`) for a row that is not whole blocks."""
+    if not layer.caches_kv:
+        return 0, 0
     if layer.kind == "mla":
-        return kb, 0
-    vb = layer_kv_bytes_per_token(layer.model_copy(update={"head_dim_k": 0}), k, v)
-    return kb, vb
+        return k.bytes_for(layer.head_dim_k, what="latent", field="k_dtype"), 0
+    return (k.bytes_for(layer.n_kv_heads * layer.head_dim_k, what="K row", field="k_dtype"),
+            v.bytes_for(layer.n_kv_heads * layer.head_dim_v, what="V row", field="v_dtype"))
 
 
 def mla_cache(model: ModelSpec, version: str) -> str:
@@ -297,9 +324,11 @@ def _recurrent_lines(model: ModelSpec, dev: list[int], n_seq_max: int) -> tuple[
         s_tot += sb
     lines = [f"llama_memory_recurrent: {name:>10} RS buffer size = {own[name] / 2**20:8.2f} MiB"
              for name in sorted(own)]
+    # n_rs_seq (recurrent snapshots for speculative rollback) is 0 unless a draft model asks for it
     lines.append(f"llama_memory_recurrent: size = {mib_f32(r_tot + s_tot):7.2f} MiB ({cells:6d} cells, "
-                 f"{model.n_layers:3d} layers, {n_seq_max:2d} seqs), R ({RECURRENT_TYPE}): {mib_f32(r_tot):7.2f} MiB, "
-                 f"S ({RECURRENT_TYPE}): {mib_f32(s_tot):7.2f} MiB")
+                 f"{model.n_layers:3d} layers, {n_seq_max:2d} seqs {0:2d} rs_seq), R ({RECURRENT_TYPE}): "
+                 f"{mib_f32(r_tot):7.2f} MiB, S ({RECURRENT_TYPE}): {mib_f32(s_tot):7.2f} MiB, "
+                 f"P ({RECURRENT_TYPE}): {mib_f32(0):7.2f} MiB")
     return lines, r_tot + s_tot, []
 
 
@@ -379,20 +408,65 @@ def _check_options(n_ctx: int, *, parallel: int, n_ubatch: int, n_batch: int, ve
     check_bound("n_batch", n_batch, option="--batch-size")  # an int32, as -ub (common/arg.cpp std::stoi)
 
 
+#: values per block of the quantized KV types (ggml.c type_traits blck_size: QK8_0 = QK4_0 = ... = 32)
+QUANT_BLOCK = 32
+
+
+def head_sizes(model: ModelSpec, version: str = "current") -> list[tuple[int, int]]:
+    """(n_embd_head_k, n_embd_head_v) of each attention layer as llama.cpp sees it: the head's
+    K and V values (`src/llama-hparams.cpp`); an MLA model with its latent cache: K the latent
+    (kv_lora_rank + rope), V the kv_lora_rank (the GGUF's key_length / value_length); the
+    expanded MLA cache: nope + rope and v_head_dim."""
+    mla = mla_cache(model, version)
+    out = []
+    for layer in model.layers:
+        if not layer.caches_kv:
+            continue
+        if layer.kind == "mla" and mla == "latent":
+            out.append((layer.head_dim_k, model.kv_lora_rank or 0))
+        elif layer.kind == "mla":
+            ex = expanded_mla_layer(model)
+            out.append((ex.head_dim_k, ex.head_dim_v))
+        else:
+            out.append((layer.head_dim_k, layer.head_dim_v))
+    return out
+
+
 def check_refusals(model: ModelSpec, tk: str, tv: str, *, flash_attn: bool, version: str = "current") -> None:
-    """Raise `KvcalcError` (field `v_dtype`) where `llama_init_from_model` (`src/llama-context.cpp`)
-    returns no context, with llama.cpp's own message: an MLA model with its latent cache and K and
-    V of different types ("model does not support different K (%s) and V (%s) cache types"); a
-    quantized V cache without flash attention ("V cache quantization requires flash_attn")."""
-    func = "llama_new_context_with_model" if version == "legacy" else "llama_init_from_model"
+    """Raise `KvcalcError` (field `k_dtype` / `v_dtype`) where `llama_init_from_model`
+    (`src/llama-context.cpp`) returns no context, with llama.cpp's own message, in its order:
+
+    - an MLA model with its latent cache and K and V of different types ("model does not support
+      different K (%s) and V (%s) cache types");
+    - a quantized V cache with flash attention off: current "quantized V cache requires
+      flash_attn to be enabled" (`-fa auto` turns it on instead: "enabling flash_attn since it is
+      required for quantized V cache"); legacy "V cache quantization requires flash_attn";
+    - current, flash attention not off: a quantized K (V) type whose block (32 values) does not
+      divide a layer's head size ("K cache type %s with block size %u does not divide
+      n_embd_head_k=%u"; `head_sizes`), e.g. q8_0 with Phi-2's heads of 80.
+    """
+    legacy = version == "legacy"
+    func = "llama_new_context_with_model" if legacy else "llama_init_from_model"
     latent = any(layer.kind == "mla" for layer in model.layers) and mla_cache(model, version) == "latent"
-    if latent and tk != tv and version != "legacy":
+    if latent and tk != tv and not legacy:
         raise KvcalcError(f"llama.cpp refuses it: \"{func}: model does not support different K ({tk}) and V ({tv}) "
                           f"cache types\" ({model.name} caches the MLA latent as K, V is a view of it); give one "
                           "type to -ctk and -ctv", field="v_dtype", value=tv)
     if tv in QUANTIZED and not flash_attn:
-        raise KvcalcError(f"llama.cpp refuses it: \"{func}: V cache quantization requires flash_attn\"; add -fa on "
+        reason = ("V cache quantization requires flash_attn" if legacy
+                  else "quantized V cache requires flash_attn to be enabled")
+        raise KvcalcError(f"llama.cpp refuses it: \"{func}: {reason}\"; add -fa on "
                           "(or auto) or use an f16 V cache", field="v_dtype", value=tv)
+    if legacy or not flash_attn:
+        return
+    for which, t in (("K", tk), ("V", tv)):
+        if t not in QUANTIZED:
+            continue
+        bad = [hs[which == "V"] for hs in head_sizes(model, version) if hs[which == "V"] % QUANT_BLOCK]
+        if bad:
+            raise KvcalcError(f"llama.cpp refuses it: \"{func}: {which} cache type {t} with block size {QUANT_BLOCK} "
+                              f"does not divide n_embd_head_{which.lower()}={bad[0]}\"; use an f16 or bf16 "
+                              f"{which} cache for {model.name}", field=f"{which.lower()}_dtype", value=t)
 
 
 def check_tensor_split(splits: list[float] | tuple[float, ...] | None, n_devices: int) -> None:
@@ -423,12 +497,31 @@ class _Layers:
     dev: list[int]
     tk: str
     tv: str
+    pad_v_line: str | None = None
 
     def lines(self, prefix: str, legacy: bool, cells: int, n_stream: int, n_seq_max: int, layers: list[int],
               buffers: dict[str, tuple[int, int]]) -> tuple[list[str], int, int]:
-        """`_cache_lines` of one cache over `layers`."""
-        return _cache_lines(prefix, legacy, cells, n_stream, n_seq_max, layers, self.per_cell, self.dev,
-                            self.tk, self.tv, buffers)
+        """`_cache_lines` of one cache over `layers`, after the V padding warning when there is one."""
+        lines, k_tot, v_tot = _cache_lines(prefix, legacy, cells, n_stream, n_seq_max, layers, self.per_cell,
+                                           self.dev, self.tk, self.tv, buffers)
+        return ([self.pad_v_line] if self.pad_v_line and not legacy else []) + lines, k_tot, v_tot
+
+
+def v_pad_line(model: ModelSpec, flash_attn: bool) -> str | None:
+    """The warning `llama_kv_cache` logs before its buffers when flash attention is off (V is
+    stored transposed) and the V width, head_count_kv(il) x value_length, differs between layers
+    (`llama_hparams::is_n_embd_v_gqa_variable`, `src/llama-kv-cache.cpp` [TAG_V_CACHE_VARIABLE]):
+    "the V embeddings have different sizes across layers and FA is not enabled - padding V cache
+    to %d" (the widest). A Mamba hybrid's GGUF gives head_count_kv per layer, 0 on the Mamba
+    layers (Jamba, Nemotron-H, Granite-4 hybrid: `convert_hf_to_gguf.py`), so its V width varies;
+    Gated-DeltaNet hybrids (Qwen3-Next, Qwen3.5) give one count for all layers and do not. Every
+    attention layer of a kvcalc model has the same V width, so the padding adds no bytes. None
+    when there is no warning."""
+    widths = [layer.n_kv_heads * layer.head_dim_v for layer in model.layers if layer.caches_kv]
+    if flash_attn or not widths or not any(layer.kind == "mamba" for layer in model.layers):
+        return None
+    return ("llama_kv_cache: the V embeddings have different sizes across layers and FA is not enabled - "
+            f"padding V cache to {max(widths)}")
 
 
 @dataclass
@@ -574,7 +667,7 @@ def allocate(model: ModelSpec, n_ctx: int, k: StorageFormat, v: StorageFormat, *
     per_cell = [layer_k_v_bytes_per_cell(expanded if expanded is not None and layer.kind == "mla" else layer, k, v)
                 if layer.caches_kv else (0, 0) for layer in model.layers]
     dev = device_of_layers(model.n_layers, n_gpu_layers, tensor_split, n_devices)
-    lay = _Layers(att, per_cell, dev, tk, tv)
+    lay = _Layers(att, per_cell, dev, tk, tv, v_pad_line(model, ctx.flash_attn))
     kinds = {model.layers[i].kind for i in att}
     iswa = not legacy and "sliding" in kinds and len(kinds) > 1
     if "sliding" in kinds and not iswa:

@@ -216,7 +216,7 @@ def test_mla_model_refuses_different_k_and_v_types():
 
 def test_quantized_v_cache_needs_flash_attention():
     m = load_model("llama-3.1-8b")
-    with pytest.raises(KvcalcError, match='"llama_init_from_model: V cache quantization requires flash_attn"'):
+    with pytest.raises(KvcalcError, match='"llama_init_from_model: quantized V cache requires flash_attn to be enabled"'):
         llamacpp.allocate(m, 4096, F16, Q8, flash_attn="off")
     # -fa auto (the default) is on where the backend supports it, which kvcalc assumes; -fa on alike
     for fa in (None, "auto", "on", True):
@@ -224,8 +224,8 @@ def test_quantized_v_cache_needs_flash_attention():
     # a quantized K alone needs no flash attention
     assert llamacpp.allocate(m, 4096, Q8, F16, flash_attn="off").k_bytes == 32 * 8 * 4 * 34 * 4096
     err = cli_error("capacity", "llama-3.1-8b", "-e", "llamacpp", "-c", "4096", "-ctv", "q8_0", "-fa", "off")
-    assert err == ("error: --v-dtype q8_0: llama.cpp refuses it: \"llama_init_from_model: V cache quantization "
-                   "requires flash_attn\"; add -fa on (or auto) or use an f16 V cache")
+    assert err == ("error: --v-dtype q8_0: llama.cpp refuses it: \"llama_init_from_model: quantized V cache "
+                   "requires flash_attn to be enabled\"; add -fa on (or auto) or use an f16 V cache")
 
 
 # ----- recurrent state -------------------------------------------------------------------------
@@ -243,17 +243,17 @@ def test_qwen3_5_9b_recurrent_state_beside_the_kv_cache():
         "llama_kv_cache: size =  128.00 MiB (  4096 cells,   8 layers,  1/1 seqs), K (f16):   64.00 MiB, "
         "V (f16):   64.00 MiB",
         "llama_memory_recurrent:      CUDA0 RS buffer size =    50.25 MiB",
-        "llama_memory_recurrent: size =   50.25 MiB (     1 cells,  32 layers,  1 seqs), R (f32):    2.25 MiB, "
-        "S (f32):   48.00 MiB"]
+        "llama_memory_recurrent: size =   50.25 MiB (     1 cells,  32 layers,  1 seqs  0 rs_seq), R (f32):    2.25 MiB, "
+        "S (f32):   48.00 MiB, P (f32):    0.00 MiB"]
     assert (r.engine_kv_bytes, r.engine_state_bytes) == (128 * MiB, 52_690_944)
     # a q8_0 cache shrinks the KV, not the state
     q8 = llamacpp.allocate(m, 4096, Q8, Q8, tool="llama-cli")
     assert q8.engine_state_bytes == 52_690_944 and q8.log_lines[-1] == r.log_lines[-1]
     # llama-server's 4 slots keep 4 cells: 201.00 MiB, R 9.00, S 192.00 (as a public llama-server log of
-    # Qwen3.5-9B prints it)
+    # Qwen3.5-9B prints it; llama.cpp 0c1e570 adds the rs_seq count and the P (PLE) figure)
     server = llamacpp.allocate(m, 4096, F16, F16)
-    assert server.log_lines[-1] == ("llama_memory_recurrent: size =  201.00 MiB (     4 cells,  32 layers,  4 seqs), "
-                                    "R (f32):    9.00 MiB, S (f32):  192.00 MiB")
+    assert server.log_lines[-1] == ("llama_memory_recurrent: size =  201.00 MiB (     4 cells,  32 layers,  4 seqs  0 rs_seq), "
+                                    "R (f32):    9.00 MiB, S (f32):  192.00 MiB, P (f32):    0.00 MiB")
     assert server.engine_state_bytes == 4 * 52_690_944
 
 
@@ -292,8 +292,8 @@ def test_jamba_mamba_state_two_sequences():
     # state, 2 cells: R = 28 x 3 x 8,192 x 2 x 4 B = 5,505,024 B = 5.25 MiB; S = 28 x 16 x 8,192 x 2 x 4 B
     # = 29,360,128 B = 28 MiB; together 34,865,152 B = 33.25 MiB
     r = llamacpp.allocate(load_model("jamba-1.5-mini"), 4096, F16, F16, parallel=2)
-    assert r.log_lines[-1] == ("llama_memory_recurrent: size =   33.25 MiB (     2 cells,  32 layers,  2 seqs), "
-                               "R (f32):    5.25 MiB, S (f32):   28.00 MiB")
+    assert r.log_lines[-1] == ("llama_memory_recurrent: size =   33.25 MiB (     2 cells,  32 layers,  2 seqs  0 rs_seq), "
+                               "R (f32):    5.25 MiB, S (f32):   28.00 MiB, P (f32):    0.00 MiB")
     assert (r.engine_kv_bytes, r.engine_state_bytes) == (64 * MiB, 34_865_152)
 
 
@@ -352,7 +352,7 @@ def test_a_mamba_only_model_has_state_and_no_kv_cache():
                   mamba_d_conv=4, mamba_expand=2, max_position_embeddings=2048)
     r = llamacpp.allocate(m, 4096, F16, F16, max_model_len=1000, concurrency=5)
     assert r.log_lines == ["llama_memory_recurrent:      CUDA0 RS buffer size =     0.59 MiB",
-                           "llama_memory_recurrent: size =    0.59 MiB (     4 cells,   4 layers,  4 seqs), "
-                           "R (f32):    0.09 MiB, S (f32):    0.50 MiB"]
+                           "llama_memory_recurrent: size =    0.59 MiB (     4 cells,   4 layers,  4 seqs  0 rs_seq), "
+                           "R (f32):    0.09 MiB, S (f32):    0.50 MiB, P (f32):    0.00 MiB"]
     assert (r.engine_kv_bytes, r.engine_state_bytes, r.max_concurrency, r.longest_context) == (0, 622_592, 4.0, 0)
     assert llamacpp.allocate(m, 4096, F16, F16, concurrency=4).longest_context is None  # no limit

@@ -1,0 +1,102 @@
+"""The model geometries the llama.cpp oracle writes as GGUF files: each the KV geometry of a
+published model (its config.json, as the GGUF converter `convert_hf_to_gguf.py` writes it), with
+the widths that do not size the cache shrunk (`llamacpp_gguf.SMALL_*`).
+
+- llama-3.2-1b (meta-llama/Llama-3.2-1B): 16 layers, 32 heads on 8 KV heads of 64; GQA.
+- gemma-3-1b (google/gemma-3-1b-it): 26 layers, 4 heads on 1 KV head of 256, window 512, every
+  6th layer full (llama.cpp's gemma3 pattern); gemma-3-270m (google/gemma-3-270m): 18 layers of
+  the same heads (issue 10's `-c 1024 -np 3` figure).
+- gpt-oss-20b (openai/gpt-oss-20b): 24 layers, 64 heads on 8 KV heads of 64, window 128 on every
+  other layer, attention sinks (tensors only: the cache does not hold them).
+- deepseek-v2-lite (deepseek-ai/DeepSeek-V2-Lite): 27 layers, 16 heads, kv_lora_rank 512, rope 64,
+  nope 128, v 128, first layer dense; as converted since llama.cpp PR #12801 (the latent cache,
+  `key_length_mla` 192) and as converted before it (`deepseek-v2-lite-expanded`: K and V per head).
+- qwen3.5-9b (Qwen/Qwen3.5-9B): 32 layers, every 4th full attention (16 heads on 4 KV heads of
+  256), the rest Gated DeltaNet (16 key heads, 32 value heads of 128, conv kernel 4).
+- jamba-1.5-mini (ai21labs/AI21-Jamba-1.5-Mini): 32 layers, attention on layer i % 8 == 4 (32 heads
+  on 8 KV heads of 128), Mamba-1 elsewhere (d_state 16, d_conv 4, d_inner 8192, dt_rank 256);
+  experts left out (they do not touch the cache).
+- mamba-130m (state-spaces/mamba-130m-hf): 24 Mamba-1 layers, hidden 768, d_inner 1536, d_state 16,
+  d_conv 4, dt_rank 48; no attention, no KV cache.
+"""
+
+from __future__ import annotations
+
+from llamacpp_gguf import SMALL_EXPERTS, SMALL_FF, Geometry
+
+#: Qwen3.5-9B's config.json (Qwen3_5TextConfig defaults for the Gated DeltaNet: 16 key heads,
+#: 32 value heads, head dims 128, conv kernel 4), as tests/engines/test_llamacpp_rules.py has it
+QWEN35_9B_CONFIG = {"architectures": ["Qwen3_5ForConditionalGeneration"], "model_type": "qwen3_5",
+                    "torch_dtype": "bfloat16",
+                    "text_config": {"model_type": "qwen3_5_text", "num_hidden_layers": 32, "hidden_size": 4096,
+                                    "num_attention_heads": 16, "num_key_value_heads": 4, "head_dim": 256,
+                                    "full_attention_interval": 4, "max_position_embeddings": 262144}}
+
+
+def _qwen35_spec():
+    from kvcalc.load.hf import model_from_hf_config
+
+    return model_from_hf_config(QWEN35_9B_CONFIG, "Qwen3.5-9B/config.json")
+
+
+def _mamba_130m_spec():
+    from kvcalc.schema import ModelSpec
+
+    return ModelSpec(name="mamba-130m", n_layers=24, n_heads=1, n_kv_heads=1, head_dim=768, hidden_size=768,
+                     layer_pattern=["mamba"], mamba_d_state=16, mamba_d_conv=4, mamba_expand=2,
+                     max_position_embeddings=2048)
+
+
+def _attn(n_embd: int, n_head: int, n_head_kv, head_dim: int, ctx: int, eps: float = 1e-6) -> dict:
+    return {"context_length": ctx, "embedding_length": n_embd, "feed_forward_length": SMALL_FF,
+            "attention.head_count": n_head, "attention.head_count_kv": n_head_kv,
+            "attention.key_length": head_dim, "attention.value_length": head_dim,
+            "rope.dimension_count": head_dim, "attention.layer_norm_rms_epsilon": eps}
+
+
+_DSV2_LITE = {"context_length": 163840, "embedding_length": 2048, "feed_forward_length": SMALL_FF,
+              "attention.head_count": 16, "attention.kv_lora_rank": 512, "rope.dimension_count": 64,
+              "leading_dense_block_count": 1, "expert_count": SMALL_EXPERTS, "expert_used_count": 2,
+              "expert_shared_count": 2, "expert_feed_forward_length": SMALL_FF, "expert_weights_scale": 1.0,
+              "attention.layer_norm_rms_epsilon": 1e-6}
+
+GEOMETRIES: dict[str, Geometry] = {g.name: g for g in [
+    Geometry("llama-3.2-1b", "llama", 16, _attn(2048, 32, 8, 64, 131072, 1e-5), "meta-llama/Llama-3.2-1B", kv_widths=(8 * 64, 8 * 64)),
+    Geometry("gemma-3-1b", "gemma3", 26, {**_attn(1152, 4, 1, 256, 32768), "attention.sliding_window": 512},
+             "google/gemma-3-1b-it", kv_widths=(256, 256)),
+    Geometry("gemma-3-270m", "gemma3", 18, {**_attn(640, 4, 1, 256, 32768), "attention.sliding_window": 512},
+             "google/gemma-3-270m", kv_widths=(256, 256)),
+    Geometry("gpt-oss-20b", "gpt-oss", 24,
+             {**_attn(2880, 64, 8, 64, 131072, 1e-5), "attention.sliding_window": 128, "expert_count": SMALL_EXPERTS,
+              "expert_used_count": 2, "expert_feed_forward_length": SMALL_FF}, "openai/gpt-oss-20b", kv_widths=(8 * 64, 8 * 64)),
+    Geometry("deepseek-v2-lite", "deepseek2", 27,
+             {**_DSV2_LITE, "attention.head_count_kv": 1, "attention.key_length": 576, "attention.value_length": 512,
+              "attention.key_length_mla": 192, "attention.value_length_mla": 128},
+             "deepseek-ai/DeepSeek-V2-Lite (GGUF converted since llama.cpp PR #12801: the latent cache)",
+             layer_class=lambda il: "dense" if il < 1 else "moe", kv_widths=(512 + 64, 0)),
+    Geometry("deepseek-v2-lite-expanded", "deepseek2", 27,
+             {**_DSV2_LITE, "attention.head_count_kv": 16, "attention.key_length": 192, "attention.value_length": 128},
+             "deepseek-ai/DeepSeek-V2-Lite (GGUF converted before llama.cpp PR #12801: K and V per head)",
+             layer_class=lambda il: "dense" if il < 1 else "moe", kv_widths=(16 * 192, 16 * 128)),
+    Geometry("qwen3.5-9b", "qwen35", 32,
+             {**_attn(4096, 16, 4, 256, 262144), "rope.dimension_count": 64, "rope.dimension_sections": [11, 11, 10, 0],
+              "ssm.conv_kernel": 4, "ssm.inner_size": 4096, "ssm.state_size": 128, "ssm.time_step_rank": 32,
+              "ssm.group_count": 16, "full_attention_interval": 4},
+             "Qwen/Qwen3.5-9B", layer_class=lambda il: "attn" if (il + 1) % 4 == 0 else "recr", kvcalc=_qwen35_spec,
+             # src/models/qwen35.cpp: the fused QKV (key_dim 16 x 128 twice + value_dim 32 x 128) and the gate
+             # of the Gated-DeltaNet layers load as optional and the graph needs them
+             optional_tensors=lambda il: {} if (il + 1) % 4 == 0 else {"attn_qkv.weight": (4096, 2 * 2048 + 4096),
+                                                                       "attn_gate.weight": (4096, 4096)},
+             kv_widths=(4 * 256, 4 * 256), state_widths=(3 * (4096 + 2 * 16 * 128), 128 * 4096, 24)),
+    Geometry("jamba-1.5-mini", "jamba", 32,
+             {**_attn(4096, 32, [8 if il % 8 == 4 else 0 for il in range(32)], 128, 262144),
+              "ssm.conv_kernel": 4, "ssm.inner_size": 8192, "ssm.state_size": 16, "ssm.time_step_rank": 256},
+             "ai21labs/AI21-Jamba-1.5-Mini (experts left out)", layer_class=lambda il: "attn" if il % 8 == 4 else "mamba",
+             kv_widths=(8 * 128, 8 * 128), state_widths=(3 * 8192, 16 * 8192, 28)),
+    Geometry("mamba-130m", "mamba", 24,
+             {"context_length": 2048, "embedding_length": 768, "feed_forward_length": 0, "attention.head_count": 0,
+              "attention.layer_norm_rms_epsilon": 1e-5, "ssm.conv_kernel": 4, "ssm.inner_size": 1536,
+              "ssm.state_size": 16, "ssm.time_step_rank": 48},
+             "state-spaces/mamba-130m-hf", kvcalc=_mamba_130m_spec,
+             state_widths=(3 * 1536, 16 * 1536, 24)),
+]}

@@ -1,0 +1,188 @@
+"""llama.cpp itself as the test of kvcalc's llama.cpp profile (`kvcalc/engines/llamacpp.py`,
+version "current" = the llama.cpp vendored by llama-cpp-python 0.3.36).
+
+For each geometry of `llamacpp_geometries` a worker process (`llamacpp_worker.py`) writes a tiny
+GGUF file (`llamacpp_gguf.py`: real KV geometry, no tensor data), loads it with llama.cpp and
+creates a context for every case of the grid below, capturing llama.cpp's log. Each case is then
+held against `llamacpp.allocate` with the same options, as llama.cpp's own library defaults take
+them (`tool="library"`, everything given explicitly, CPU: `n_gpu_layers=0`):
+
+- every `llama_kv_cache`, `llama_kv_cache_iswa` and `llama_memory_recurrent` line must be the
+  one kvcalc prints, in order (the two `attn_rot_k/v` lines, which size nothing, aside);
+- the exact bytes: kvcalc's K, V and recurrent-state bytes must equal cells x streams x layers x
+  `ggml_row_size(type, width)` summed over the caches llama.cpp made, with cells, streams and
+  layers read from llama.cpp's lines and `ggml_row_size` called in the library;
+- a context llama.cpp refuses, kvcalc refuses with llama.cpp's reason (its error line).
+
+Marked `oracle` and skipped unless asked for (`pytest -m oracle tests/oracle`) and unless
+llama-cpp-python is installed (`tools/install_llama_cpp_oracle.sh`); docs/engine-oracles.md has
+the last run.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+if importlib.util.find_spec("llama_cpp") is None:
+    pytest.skip("llama-cpp-python is not installed: the llama.cpp oracle needs it "
+                "(bash tools/install_llama_cpp_oracle.sh)", allow_module_level=True)
+
+sys.path.insert(0, str(Path(__file__).parent))
+
+from llamacpp_geometries import GEOMETRIES
+
+from kvcalc.engines import llamacpp
+from kvcalc.errors import KvcalcError
+from kvcalc.formats import kv_format
+
+pytestmark = pytest.mark.oracle
+
+WORKER = Path(__file__).parent / "llamacpp_worker.py"
+MEMORY_LINE = re.compile(r"^(llama_kv_cache|llama_kv_cache_iswa|llama_memory_recurrent): ")
+#: llama_kv_cache lines that size nothing (the Hadamard rotation of quantized caches)
+NOT_SIZES = re.compile(r"^llama_kv_cache: attn_rot_[kv] = ")
+KV_SIZE = re.compile(r"^llama_kv_cache: size = +[\d.]+ MiB \( *(\d+) cells, +(\d+) layers, +\d+/(\d+) seqs\), "
+                     r"K \((\w+)\): +([\d.]+) MiB, V \((\w+)\): +([\d.]+) MiB$")
+RS_SIZE = re.compile(r"^llama_memory_recurrent: size = +[\d.]+ MiB \( *(\d+) cells, +(\d+) layers, +\d+ seqs +(\d+) "
+                     r"rs_seq\), R \(f32\): +([\d.]+) MiB, S \(f32\): +([\d.]+) MiB")
+ERROR = re.compile(r"^llama_init_from_model: (.*)$")
+
+
+def case(n_ctx: int = 4096, np: int = 1, kvu: bool = False, ub: int = 512, b: int = 2048, ctk: str = "f16",
+         ctv: str = "f16", fa: str = "auto", swa_full: bool = False) -> dict:
+    """One llama_context_params setting: -c, -np, -kvu, -ub, -b, -ctk, -ctv, -fa, --swa-full."""
+    return {"n_ctx": n_ctx, "n_seq_max": np, "kv_unified": kvu, "n_ubatch": ub, "n_batch": b, "type_k": ctk,
+            "type_v": ctv, "flash_attn": fa, "swa_full": swa_full}
+
+
+#: what every attention model is run with: contexts (padding to 256, -c 0), slots unified or not
+#: (n_ctx not a multiple of n_seq_max x 256), -ub and -b (-b caps -ub; -b below the context caps
+#: it too), the cache types (quantized, mixed K/V, bf16, f32), -fa on/off/auto (a quantized V
+#: with -fa off is refused), --swa-full.
+COMMON = [case(), case(n_ctx=1000), case(n_ctx=2048, np=3), case(n_ctx=2048, np=3, kvu=True), case(n_ctx=5000, np=4),
+          case(n_ctx=1024, np=2, kvu=True, swa_full=True), case(ub=1), case(ub=64, b=32), case(n_ctx=1024, ub=2048),
+          case(ctk="q8_0", ctv="q8_0"), case(ctk="q4_0", ctv="q4_0", fa="on"), case(ctk="q8_0", ctv="f16"),
+          case(ctk="f16", ctv="q4_0"), case(ctk="bf16", ctv="bf16", fa="off"), case(ctk="f32", ctv="f32", n_ctx=1024),
+          case(fa="off"), case(fa="on", np=2), case(ctv="q8_0", fa="off"), case(swa_full=True),
+          case(n_ctx=3000, np=2, ub=256)]
+SMALL = [case(n_ctx=1024), case(n_ctx=512, np=2), case(n_ctx=700, np=3, kvu=True), case(n_ctx=1024, fa="off"),
+         case(n_ctx=1024, ctk="q8_0", ctv="q8_0"), case(n_ctx=512, ctk="f16", ctv="q8_0", fa="off")]
+GRID: dict[str, list[dict]] = {
+    "llama-3.2-1b": COMMON,
+    "gemma-3-1b": COMMON,
+    "gemma-3-270m": COMMON + [case(n_ctx=1024, np=3), case(n_ctx=0), case(n_ctx=1024, np=3, ub=1)],
+    "gpt-oss-20b": COMMON,
+    "deepseek-v2-lite": COMMON + [case(ctk="q8_0", ctv="f16", fa="on")],
+    "deepseek-v2-lite-expanded": SMALL,
+    "qwen3.5-9b": COMMON + [case(n_ctx=1024, np=8)],
+    "jamba-1.5-mini": COMMON,
+    "mamba-130m": [case(n_ctx=0), case(n_ctx=1024, np=4), case(n_ctx=2048, np=2, kvu=True), case(ctk="q8_0", ctv="q8_0"),
+                   case(fa="off")],
+}
+for _name, _cases in GRID.items():
+    GRID[_name] = [{**c, "id": i} for i, c in enumerate(_cases)]
+
+
+def _case_id(name: str, c: dict) -> str:
+    return (f"{name}-c{c['n_ctx']}-np{c['n_seq_max']}{'-kvu' if c['kv_unified'] else ''}-ub{c['n_ubatch']}"
+            f"-b{c['n_batch']}-{c['type_k']}-{c['type_v']}-fa{c['flash_attn']}{'-swafull' if c['swa_full'] else ''}")
+
+
+PARAMS = [pytest.param(name, c, id=_case_id(name, c)) for name, cases in GRID.items() for c in cases]
+
+
+@pytest.fixture(scope="session")
+def engine(tmp_path_factory):
+    """name -> the worker's output for that geometry's grid (one llama.cpp process per geometry)."""
+    runs: dict[str, dict] = {}
+    workdir = tmp_path_factory.mktemp("llamacpp-oracle")
+
+    def run(name: str) -> dict:
+        if name not in runs:
+            geo = GEOMETRIES[name]
+            job = workdir / f"{name}.job.json"
+            out = workdir / f"{name}.out.json"
+            widths = sorted({w for w in (*geo.kv_widths, *geo.state_widths[:2])})
+            job.write_text(json.dumps({"geometry": name, "workdir": str(workdir), "cases": GRID[name],
+                                       "widths": widths}))
+            p = subprocess.run([sys.executable, str(WORKER), str(job), str(out)], capture_output=True, text=True,
+                               check=False, timeout=600)
+            if p.returncode != 0 or not out.is_file():
+                pytest.fail(f"llama.cpp worker for {name} failed ({p.returncode}):\n{p.stdout[-3000:]}\n{p.stderr[-3000:]}")
+            runs[name] = json.loads(out.read_text())
+        return runs[name]
+
+    return run
+
+
+def kvcalc_model(name: str, gguf: str):
+    """kvcalc's model: from the GGUF file itself where kvcalc reads the architecture, else the
+    geometry's own spec (Qwen3.5's config.json, a Mamba spec)."""
+    from kvcalc.load.models import load_model
+
+    geo = GEOMETRIES[name]
+    return geo.kvcalc() if callable(geo.kvcalc) else load_model(gguf)
+
+
+def memory_lines(lines: list[str]) -> list[str]:
+    return [ln for ln in lines if MEMORY_LINE.match(ln) and not NOT_SIZES.match(ln)]
+
+
+def mib(n_bytes: int) -> str:
+    return f"{llamacpp.mib_f32(n_bytes):.2f}"
+
+
+def exact_bytes(name: str, lines: list[str], row: dict[str, dict[str, int]]) -> tuple[int, int, int]:
+    """(K, V, recurrent state) bytes from llama.cpp's own lines and its ggml_row_size: per cache
+    cells x streams x layers x row size; each cache's printed K and V MiB checked against them."""
+    geo = GEOMETRIES[name]
+    wk, wv = geo.kv_widths
+    k_tot = v_tot = state = 0
+    for ln in lines:
+        if m := KV_SIZE.match(ln):
+            cells, layers, streams, tk, k_mib, tv, v_mib = m.groups()
+            kb = int(cells) * int(streams) * int(layers) * row[tk][str(wk)]
+            vb = int(cells) * int(streams) * int(layers) * row[tv][str(wv)] if wv else 0
+            assert (mib(kb), mib(vb)) == (k_mib, v_mib), ln
+            k_tot, v_tot = k_tot + kb, v_tot + vb
+        elif m := RS_SIZE.match(ln):
+            cells, _, rs_seq, r_mib, s_mib = m.groups()
+            wr, ws, n_rec = geo.state_widths
+            rows = int(cells) * (1 + int(rs_seq)) * n_rec
+            rb, sb = rows * 4 * wr, rows * 4 * ws  # f32: 4 B per value
+            assert (mib(rb), mib(sb)) == (r_mib, s_mib), ln
+            state += rb + sb
+    return k_tot, v_tot, state
+
+
+@pytest.mark.parametrize(("name", "c"), PARAMS)
+def test_llamacpp_allocates_what_kvcalc_prints(name: str, c: dict, engine) -> None:
+    out = engine(name)
+    res = out["results"][c["id"]]
+    model = kvcalc_model(name, out["gguf"])
+    try:
+        r = llamacpp.allocate(model, c["n_ctx"], kv_format(c["type_k"]), kv_format(c["type_v"]), parallel=c["n_seq_max"],
+                              unified=c["kv_unified"], tool="library", flash_attn=c["flash_attn"],
+                              swa_full=c["swa_full"], n_ubatch=c["n_ubatch"], n_batch=c["n_batch"], n_gpu_layers=0)
+    except KvcalcError as e:
+        reasons = [m.group(1) for ln in res["lines"] if (m := ERROR.match(ln))]
+        assert not res["ok"], f"kvcalc refuses ({e}) what llama.cpp allocates:\n" + "\n".join(memory_lines(res["lines"]))
+        assert reasons and reasons[0] in str(e), f"llama.cpp's reason {reasons} is not kvcalc's: {e}"
+        return
+    assert res["ok"], "llama.cpp refuses what kvcalc allocates:\n" + "\n".join(res["lines"][-8:])
+    assert r.log_lines == memory_lines(res["lines"])
+    k_bytes, v_bytes, state_bytes = exact_bytes(name, res["lines"], out["row_bytes"])
+    assert (r.k_bytes, r.v_bytes, r.engine_state_bytes or 0) == (k_bytes, v_bytes, state_bytes)
+
+
+def test_the_oracle_runs_the_vendored_llama_cpp(engine) -> None:
+    """The record in docs/engine-oracles.md names this version: llama-cpp-python 0.3.36."""
+    out = engine("llama-3.2-1b")
+    assert out["llama_cpp_python"] == "0.3.36"
