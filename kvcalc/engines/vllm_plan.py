@@ -32,8 +32,9 @@ CUTLASS MLA 128 on Blackwell, ROCm's TRITON_MLA keeping `--block-size` (`vllm.at
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 from kvcalc.engines import vllm
 from kvcalc.errors import MESSAGE, KvcalcError
@@ -79,18 +80,17 @@ class VllmPlanKv:
         compute capability and vendor become the GPU's (`gpu_options`). Raises `KvcalcError`
         where `vllm.capacity` would, and (field `pp`) for a multi-group (hybrid or sliding +
         full) model over more than one stage."""
-        o = gpu_options(options, gpu)
-        k, v = kv_format(k_dtype), kv_format(v_dtype)
-        r = vllm._resolve(model, k, v, tp=tp, block_size=o.block_size, version=o.version,
-                          attention_backend=o.attention_backend, compute_capability=o.compute_capability,
-                          vendor=o.vendor, per_token_head_scales=o.per_token_head_scales,
-                          hybrid_allocator=o.hybrid_allocator, prefix_caching=o.prefix_caching,
-                          chunked_local_hybrid=o.chunked_local_hybrid)
-        in_flight = vllm.in_flight_tokens(o.version, o.max_num_batched_tokens, o.async_scheduling)
-        if o.version == "0.6":  # one block of every layer, sliding ones full (CacheEngine)
-            groups, per_group = [vllm.Group("full", None, model.n_layers)], model.n_layers
-        else:
-            groups, per_group = vllm.kv_cache_groups(model, r.hybrid_allocator, o.version, r.mamba_pages)
+        return cls.on_stages(model, resolve(model, options, gpu, tp, k_dtype, v_dtype), stages)
+
+    @classmethod
+    def on_stages(cls, model: ModelSpec, whole: VllmPlanKv, stages: tuple[range, ...]) -> VllmPlanKv:
+        """`whole` (the model on one stage, `resolve`) over the pipeline `stages` (layer
+        ranges): each stage one group of its own layers; raises `KvcalcError` (field `pp`) for
+        a multi-group model over more than one stage."""
+        import dataclasses
+
+        ((groups, per_group),) = whole.stages
+        version = whole.version
         if len(stages) == 1:
             out = ((tuple(groups), per_group),)
         elif len(groups) > 1:
@@ -100,11 +100,10 @@ class VllmPlanKv:
         else:
             g = groups[0]
             counted = [sum(1 for i in st if model.layers[i].kind != "mlp") for st in stages]
-            if o.version == "0.6":
+            if version == "0.6":
                 counted = [len(st) for st in stages]
             out = tuple(((vllm.Group(g.kind, g.window, n, g.mamba_pages),), n) if n else ((), 0) for n in counted)
-        return cls(version=o.version, block_size=r.block_size, page_bytes=r.page, stages=out, in_flight=in_flight,
-                   notes=tuple(r.notes))
+        return dataclasses.replace(whole, stages=out)
 
     def _per_request(self, groups: tuple[vllm.Group, ...], seq_len: int) -> int:
         """Blocks one request of `seq_len` tokens takes (V0: cdiv(seq_len, block_size))."""
@@ -144,23 +143,49 @@ class VllmPlanKv:
         return 0 if best is None else best
 
 
+def resolve(model: ModelSpec, options: Any, gpu: GpuSpec | None, tp: int, k_dtype: str, v_dtype: str) -> VllmPlanKv:
+    """The model on one stage on `gpu` (what depends on the GPU, tp and formats, not on the
+    pipeline split): `vllm._resolve`'s block size, page and notes, `vllm.kv_cache_groups`
+    (V0: one block of every layer, sliding ones full, `CacheEngine`). Raises `KvcalcError`
+    where `vllm.capacity` would."""
+    o = gpu_options(options, gpu)
+    k, v = kv_format(k_dtype), kv_format(v_dtype)
+    r = vllm._resolve(model, k, v, tp=tp, block_size=o.block_size, version=o.version,
+                      attention_backend=o.attention_backend, compute_capability=o.compute_capability,
+                      vendor=o.vendor, per_token_head_scales=o.per_token_head_scales,
+                      hybrid_allocator=o.hybrid_allocator, prefix_caching=o.prefix_caching,
+                      chunked_local_hybrid=o.chunked_local_hybrid)
+    in_flight = vllm.in_flight_tokens(o.version, o.max_num_batched_tokens, o.async_scheduling)
+    if o.version == "0.6":
+        groups, per_group = [vllm.Group("full", None, model.n_layers)], model.n_layers
+    else:
+        groups, per_group = vllm.kv_cache_groups(model, r.hybrid_allocator, o.version, r.mamba_pages)
+    return VllmPlanKv(version=o.version, block_size=r.block_size, page_bytes=r.page,
+                      stages=((tuple(groups), per_group),), in_flight=in_flight, notes=tuple(r.notes))
+
+
 def plan_kv(model: ModelSpec, options: Any) -> Callable[[GpuSpec, int, tuple[range, ...], tuple[str, str]], VllmPlanKv]:
     """The callable `calc.plan.PlanSearch.engine_kv` takes: (gpu, tp, stages, (K, V)) ->
-    `VllmPlanKv`, built once per (compute capability, vendor, tp, stages, formats): GPUs of one
-    architecture share it."""
+    `VllmPlanKv`, resolved once per (compute capability, vendor, tp, formats) and split once per
+    pipeline split: GPUs of one architecture share it."""
     cache: dict[tuple, VllmPlanKv | KvcalcError] = {}
 
-    def build(gpu: GpuSpec, tp: int, stages: tuple[range, ...], kv: tuple[str, str]) -> VllmPlanKv:
-        key = (gpu.compute_capability, gpu.vendor, tp, tuple((s.start, s.stop) for s in stages), kv)
+    def cached(key: tuple, make: Callable[[], VllmPlanKv]) -> VllmPlanKv:
         if key not in cache:
             try:
-                cache[key] = VllmPlanKv.build(model, options, gpu, tp, stages, *kv)
+                cache[key] = make()
             except KvcalcError as e:
                 cache[key] = e
         found = cache[key]
         if isinstance(found, KvcalcError):
             raise found
         return found
+
+    def build(gpu: GpuSpec, tp: int, stages: tuple[range, ...], kv: tuple[str, str]) -> VllmPlanKv:
+        key = (gpu.compute_capability, gpu.vendor, tp, kv)
+        whole = cached(key, lambda: resolve(model, options, gpu, tp, *kv))
+        split = tuple((s.start, s.stop) for s in stages)
+        return cached((*key, split), lambda: VllmPlanKv.on_stages(model, whole, stages))
 
     return build
 
