@@ -115,7 +115,7 @@ def plan(model: str | ModelSpec, *, seq_len: int | str | None = None, concurrenc
          kv_dtypes: str | list[str] | None = None, weight_dtypes: str | list[str] | None = None,
          max_tpot_ms: float | None = None, min_tokens_per_s: float | None = None, max_ttft_s: float | None = None,
          prices: dict[str, float] | str | None = None, top: int | None = None, why_not: int | None = None,
-         gpus_per_node: int | None = None) -> PlanResult:
+         gpus_per_node: int | None = None, options: object = None) -> PlanResult:
     """The layouts that serve `concurrency` sequences of `seq_len` tokens (None: the model's
     max_position_embeddings) of `model` within the targets (`max_tpot_ms` ms per output token,
     `min_tokens_per_s` total output tokens/s, `max_ttft_s` s to the first token of one prompt):
@@ -124,6 +124,8 @@ def plan(model: str | ModelSpec, *, seq_len: int | str | None = None, concurrenc
     past one) x tp / pp / dp x the KV and weight formats listed (None: the model's, then fp8
     where the GPU has it), ranked by fewest GPUs, then the lowest cost where `prices` (GPU key
     -> dollars per GPU-hour, or a YAML file of them) give one, then the most tokens/s.
+    `options`: the engine's options object (`kvcalc.engines.profile.VllmOptions(version="0.11")`);
+    with vLLM each layout's KV cache on each GPU is vLLM's own blocks (`engines.vllm_plan`).
 
     Returns a `PlanResult` (`layouts`, each with its figures and `engine`'s launch line; when
     none qualifies, `misses` with what failed and what would fix it), as `kvcalc plan -f json`.
@@ -135,5 +137,5 @@ def plan(model: str | ModelSpec, *, seq_len: int | str | None = None, concurrenc
     req = PlanRequest.build(load_model(model), seq_len=seq_len, concurrency=concurrency, gpus=gpus, max_gpus=max_gpus,
                             engine=engine, kv_dtypes=kv_dtypes, weight_dtypes=weight_dtypes, max_tpot_ms=max_tpot_ms,
                             min_tokens_per_s=min_tokens_per_s, max_ttft_s=max_ttft_s, prices=prices, top=top,
-                            why_not=why_not, gpus_per_node=gpus_per_node)
+                            why_not=why_not, gpus_per_node=gpus_per_node, engine_options=options)
     return run_plan(req)

@@ -393,13 +393,17 @@ class PlanRequest(NamedTuple):
               kv_dtypes: Any = None, weight_dtypes: Any = None, max_tpot_ms: float | None = None,
               min_tokens_per_s: float | None = None, max_ttft_s: float | None = None,
               prices: Any = None, knobs: Any = None, top: int | None = None, why_not: int | None = None,
-              gpus_per_node: int | None = None) -> PlanRequest:
+              gpus_per_node: int | None = None, engine_options: Any = None) -> PlanRequest:
         """Check and resolve: the context (default the model's), positive counts and targets,
         the GPUs (a comma list or list of names / GPU files, `a+b` a fixed set of devices in one
         machine, None or 'all' every row of the table), the formats (comma lists; None: the
-        engine's defaults, `EngineProfile.plan_formats`), `prices` (a mapping or a price file).
+        engine's defaults, `EngineProfile.plan_formats`), `prices` (a mapping or a price file),
+        `engine_options` (the engine's options object, e.g. `VllmOptions(version='0.11')`; None:
+        its defaults; each GPU's compute capability and vendor replace the options' own).
         Each format is tried on the engine's launch line first, so a format the engine lacks is
-        refused before the search. Raises `KvcalcError`."""
+        refused before the search. The engine's own KV arithmetic per GPU
+        (`EngineProfile.plan_engine_kv`: vLLM's blocks) sizes each layout where it has one.
+        Raises `KvcalcError`."""
         from kvcalc.calc import plan as P
         from kvcalc.calc.memory_plan import Layout
         from kvcalc.engines.launch import LaunchSpec
@@ -417,6 +421,9 @@ class PlanRequest(NamedTuple):
         check_limits([concurrency], [T])
         warn_beyond_context(model, [T])
         prof = get_profile(engine)
+        opts = prof.options(engine_options)
+        check_option_bounds(opts)
+        prof.check_options(opts)
         knobs = knobs if knobs is not None else Layout()
         knobs.check()
 
@@ -439,8 +446,8 @@ class PlanRequest(NamedTuple):
         ws = tuple(None if n is None else weight_format(n).name for n in (_names(weight_dtypes) or w_default))
         kvs, ws = tuple(dict.fromkeys(kvs)), tuple(dict.fromkeys(ws))
 
-        def launch(**kw: Any) -> str | None:
-            return prof.launch_line(LaunchSpec(model=model, **kw))
+        def launch(gpu: Any = None, **kw: Any) -> str | None:
+            return prof.launch_line(LaunchSpec(model=model, **kw, **prof.launch_extras(model, opts, gpu)))
 
         for (k, v), w in ((kv, w) for kv in kvs for w in ws):  # refuse what the engine cannot run
             launch(tp=1, pp=1, dp=1, nodes=1, max_model_len=T, max_num_seqs=concurrency, k_dtype=k, v_dtype=v,
@@ -458,7 +465,7 @@ class PlanRequest(NamedTuple):
             model=model, seq_len=T, concurrency=concurrency, gpus=tuple(choices), kv_dtypes=kvs, weight_dtypes=ws,
             fp8_only=fp8_only, gate_kv=not _names(kv_dtypes), gate_weights=not _names(weight_dtypes), targets=P.PlanTargets(max_tpot_ms, min_tokens_per_s, max_ttft_s), knobs=knobs,
             max_gpus=max_gpus, gpus_per_node=node, layer_split=prof.plan_layer_split, prices=prices or {},
-            top=top, why_not=why_not, engine=prof.name, launch=launch)
+            top=top, why_not=why_not, engine=prof.name, launch=launch, engine_kv=prof.plan_engine_kv(model, opts))
         return cls(search=search, engine=prof.name)
 
 

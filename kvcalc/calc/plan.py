@@ -30,6 +30,15 @@ GPU's budget before any roofline is computed.
 
 Ranking: fewest GPUs, then the lowest $/hour where a price is known (priced before unpriced),
 then the most output tokens/s, then the names (so the order is total and repeatable).
+
+The engine's own KV arithmetic: with `PlanSearch.engine_kv` (handed down by the engine layer,
+e.g. vLLM's blocks, `kvcalc.engines.vllm_plan`), each layout's KV bytes and max concurrency on
+each GPU come from an `EngineKv` built for that GPU (block size by attention backend, null
+block, page unification, the version's concurrency rule) instead of the exact formula: the KV
+memory a rank leaves the engine is budget - weights - activation reserve - CUDA context (what
+`kvcalc capacity --kv-memory` takes), the engine's blocks hold any recurrent state, and the
+roofline keeps the exact bytes read. A layout the engine's arithmetic does not cover (it raises
+`KvcalcError`) keeps the exact formula, and the result's notes say so.
 """
 
 from __future__ import annotations
@@ -38,6 +47,7 @@ import dataclasses
 import itertools
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Protocol
 
 from kvcalc.calc import kv_cache
 from kvcalc.calc.memory_plan import Layout, Planner, budget_bytes
@@ -59,6 +69,25 @@ def _cdiv(a: int, b: int) -> int:
 
 def _gib(n: int | float) -> str:
     return f"{n / 2**30:,.1f} GiB"
+
+
+class EngineKv(Protocol):
+    """An engine's KV arithmetic for one layout (tp, pipeline stages, K / V formats) on one kind
+    of GPU, as the engine layer builds it (`PlanSearch.engine_kv`).
+
+    - `stage_bytes(seq_len, batch)`: the KV memory (bytes) each stage's rank must leave the
+      engine so that it starts and admits `batch` requests of `seq_len` tokens.
+    - `max_batch(seq_len, free_bytes)`: the requests of `seq_len` tokens the engine admits at
+      once when stage s leaves it `free_bytes[s]` bytes (0: it would not start).
+    - `notes`: what the engine assumed on this GPU (e.g. the attention backend that set the
+      block size), shown once per note with the GPUs it applies to.
+    """
+
+    notes: tuple[str, ...]
+
+    def stage_bytes(self, seq_len: int, batch: int) -> list[int]: ...
+
+    def max_batch(self, seq_len: int, free_bytes: list[int]) -> int: ...
 
 
 @dataclass(frozen=True)
@@ -124,9 +153,13 @@ class PlanSearch:
     why_not: int = DEFAULT_WHY_NOT
     engine: str = "ideal"
     #: builds a layout's launch line from keywords (tp, pp, dp, nodes, max_model_len,
-    #: max_num_seqs, k_dtype, v_dtype, weight_dtype, gpu_memory_utilization, tensor_split): the
-    #: engine layer's, handed down so that calc/ imports no engine (None: no launch lines)
+    #: max_num_seqs, k_dtype, v_dtype, weight_dtype, gpu_memory_utilization, tensor_split, gpu):
+    #: the engine layer's, handed down so that calc/ imports no engine (None: no launch lines)
     launch: Callable[..., str | None] | None = None
+    #: the engine's KV arithmetic per GPU: engine_kv(gpu, tp, stages (layer ranges), (K, V)) ->
+    #: `EngineKv`, raising `KvcalcError` where it does not apply; handed down by the engine layer
+    #: (None: the exact formula, `memory_plan.KvProfile`)
+    engine_kv: Callable[[GpuSpec, int, tuple[range, ...], tuple[str, str]], EngineKv] | None = None
 
 
 # ----- the space -----------------------------------------------------------------------------
@@ -231,7 +264,8 @@ class _Outcome:
 @dataclass(frozen=True)
 class _Placed:
     """A layout placed on GPUs: `base` (the GPU-independent plan), `devices` (one GPU per
-    pipeline stage under a layer split, else the one GPU type), `dp` replicas."""
+    pipeline stage under a layer split, else the one GPU type), `dp` replicas, and `ekv`, the
+    engine's KV arithmetic on this GPU (None: the exact formula of `base`)."""
 
     choice: GpuChoice
     base: Planner
@@ -239,6 +273,7 @@ class _Placed:
     dp: int
     kv: tuple[str, str]
     weight: str | None
+    ekv: EngineKv | None = None
 
     @property
     def tp(self) -> int:
@@ -267,9 +302,29 @@ class _Placed:
             return [budget_bytes(g.memory_bytes, util) for g in self.devices]
         return [budget_bytes(self.devices[0].memory_bytes, util)] * self.pp
 
+    def kv_bytes(self, seq_len: int, batch: int) -> list[int]:
+        """Each stage's KV bytes on one rank for `batch` sequences: the engine's (`ekv`), else
+        the exact formula's."""
+        if self.ekv is not None:
+            return self.ekv.stage_bytes(seq_len, batch)
+        return self.base.kv.stage_bytes(seq_len, batch)
+
     def used(self, seq_len: int, concurrency: int) -> list[int]:
-        """Each stage's bytes with the fullest replica's ceil(concurrency / dp) sequences."""
-        return self.base.stage_used_bytes(seq_len, _cdiv(concurrency, self.dp))
+        """Each stage's bytes with the fullest replica's ceil(concurrency / dp) sequences. With
+        the engine's arithmetic: weights + the engine's KV memory for that batch (its blocks hold
+        any recurrent state) + activation reserve + CUDA context."""
+        batch = _cdiv(concurrency, self.dp)
+        if self.ekv is None:
+            return self.base.stage_used_bytes(seq_len, batch)
+        b = self.base
+        return [w + k + b.fixed_bytes for w, k in zip(b.stage_weight_bytes, self.ekv.stage_bytes(seq_len, batch))]
+
+    def kv_free(self) -> list[int]:
+        """The KV memory each stage's rank leaves the engine (bytes): budget - weights -
+        activation reserve - CUDA context, vLLM's "Available KV cache memory" (what `kvcalc
+        capacity --kv-memory` takes)."""
+        b = self.base
+        return [budget - w - b.fixed_bytes for budget, w in zip(self.budgets(), b.stage_weight_bytes)]
 
     def decode(self, seq_len: int, concurrency: int) -> tuple[float, float]:
         """(TPOT s, total output tokens/s). One GPU type: `Planner.split_decode`. A split over
@@ -296,7 +351,10 @@ class _Placed:
                    for st, g in zip(self.base.stages, self.devices))
 
     def max_concurrency(self, seq_len: int) -> int:
-        """Sequences of `seq_len` tokens that fit over all replicas."""
+        """Sequences of `seq_len` tokens that fit over all replicas (with the engine's
+        arithmetic: what it admits per replica, `EngineKv.max_batch`, x dp)."""
+        if self.ekv is not None:
+            return self.ekv.max_batch(seq_len, self.kv_free()) * self.dp
         if not self.split:
             return self.planner(self.devices[0]).max_batch(seq_len) * self.dp
         return min(self.planner(g).max_batch(seq_len, stage=s) for s, g in enumerate(self.devices))
@@ -350,7 +408,41 @@ class _Space:
         self.req = req
         self.bases: dict[tuple, Planner | None] = {}
         self.skipped: dict[str, str] = {}
-        self.used_cache: dict[tuple[int, int], list[int]] = {}
+        self.used_cache: dict[tuple[int, int, int], list[int]] = {}
+        self.engine_cache: dict[tuple[str, int], EngineKv | None] = {}
+        #: the engine's notes (and why its arithmetic was not applied) -> the GPU keys they concern
+        self.engine_notes: dict[str, list[str]] = {}
+
+    def _note(self, note: str, gpu: str) -> None:
+        keys = self.engine_notes.setdefault(note, [])
+        if gpu not in keys:
+            keys.append(gpu)
+
+    def engine(self, base: Planner, gpu: GpuSpec) -> EngineKv | None:
+        """The engine's KV arithmetic for `base` on `gpu` (`PlanSearch.engine_kv`), built once
+        per (GPU, planner); None without one, or (noted) where it raises `KvcalcError`: the
+        exact formula then sizes the layout."""
+        if self.req.engine_kv is None:
+            return None
+        key = (gpu.key, id(base))
+        if key not in self.engine_cache:
+            lay = base.layout
+            try:
+                found = self.req.engine_kv(gpu, lay.tp, tuple(base.stages), (lay.k_dtype, lay.v_dtype))
+            except KvcalcError as e:
+                found = None
+                self._note(f"{e.message}: sized by the exact formula instead", gpu.key)
+            else:
+                for n in found.notes:
+                    self._note(n, gpu.key)
+            self.engine_cache[key] = found
+        return self.engine_cache[key]
+
+    def place(self, choice: GpuChoice, base: Planner, devices: tuple[GpuSpec, ...], dp: int, kv: tuple[str, str],
+              weight: str | None) -> _Placed:
+        """A `_Placed` with the engine's arithmetic on its (first) device: engines that have
+        one split heads, not layers, so a layout's devices are one GPU type."""
+        return _Placed(choice, base, devices, dp, kv, weight, self.engine(base, devices[0]))
 
     def base(self, tp: int, pp: int, kv: tuple[str, str], weight: str | None, ref: GpuSpec,
              stage_layers: tuple[int, ...] | None = None) -> Planner | None:
@@ -390,7 +482,7 @@ class _Space:
             for tp, pp, dp in parallel_layouts(model, n, req.gpus_per_node):
                 b = self.base(tp, pp, kv, weight, ref)
                 if b is not None:
-                    out.append(_Placed(choice, b, (ref,), dp, kv, weight))
+                    out.append(self.place(choice, b, (ref,), dp, kv, weight))
             return out
         ns = count_list if count_list is not None else counts(req.max_gpus, req.gpus_per_node, req.layer_split)
         if ref.interconnect_bytes_per_s is None:
@@ -404,7 +496,7 @@ class _Space:
             for tp, pp, dp in parallel_layouts(model, n, req.gpus_per_node):
                 b = self.base(tp, pp, kv, weight, ref)
                 if b is not None:
-                    out.append(_Placed(choice, b, (ref,), dp, kv, weight))
+                    out.append(self.place(choice, b, (ref,), dp, kv, weight))
         return out
 
     def _split(self, choice: GpuChoice, devices: tuple[GpuSpec, ...], kv: tuple[str, str],
@@ -415,7 +507,7 @@ class _Space:
             return []
         if len(devices) == 1:
             b = self.base(1, 1, kv, weight, devices[0])
-            return [] if b is None else [_Placed(choice, b, devices, 1, kv, weight)]
+            return [] if b is None else [self.place(choice, b, devices, 1, kv, weight)]
         probe = self.base(1, 1, kv, weight, devices[0])
         if probe is None:
             return []
@@ -423,11 +515,12 @@ class _Space:
         free = [budget_bytes(g.memory_bytes, util) - probe.fixed_bytes for g in devices]
         stages = layer_split(model, free)
         b = self.base(1, len(devices), kv, weight, devices[0], stages)
-        return [] if b is None else [_Placed(choice, b, devices, 1, kv, weight)]
+        return [] if b is None else [self.place(choice, b, devices, 1, kv, weight)]
 
     def used(self, placed: _Placed) -> list[int]:
-        """Stage bytes, cached per (planner, batch): no GPU changes them."""
-        key = (id(placed.base), _cdiv(self.req.concurrency, placed.dp))
+        """Stage bytes, cached per (planner, batch, engine arithmetic): only the engine's
+        arithmetic (one per GPU architecture) depends on the GPU."""
+        key = (id(placed.base), _cdiv(self.req.concurrency, placed.dp), id(placed.ekv))
         if key not in self.used_cache:
             self.used_cache[key] = placed.used(self.req.seq_len, self.req.concurrency)
         return self.used_cache[key]
@@ -497,6 +590,7 @@ def search(req: PlanSearch) -> PlanResult:
                                            f"; no fix within {FIX_SEARCH_MAX_GPUS} GPUs, a shorter context "
                                            "or fewer sequences")))
     notes = [f"skipped {what}: {why}" for what, why in space.skipped.items()]
+    notes += [f"{req.engine} on {', '.join(gpus)}: {note}" for note, gpus in space.engine_notes.items()]
     return PlanResult(model=req.model.name, source=req.model.source, engine=req.engine, seq_len=T, concurrency=C,
                       max_tpot_ms=tg.max_tpot_ms, min_tokens_per_s=tg.min_tokens_per_s, max_ttft_s=tg.max_ttft_s,
                       max_gpus=req.max_gpus, gpus_searched=[c.key for c in req.gpus], points_searched=points,
@@ -508,7 +602,7 @@ def _layout(req: PlanSearch, rank: int, placed: _Placed, out: _Outcome) -> PlanL
     ttft = out.ttft_s if out.ttft_s is not None else placed.prefill(T)
     s = out.worst
     b = placed.base
-    kv_stage = b.kv.stage_bytes(T, _cdiv(C, placed.dp))
+    kv_stage = placed.kv_bytes(T, _cdiv(C, placed.dp))
     price = _price(req, placed)
     per_gpu = None if price is None else price / placed.count
     stages = list(b.layout.stage_layers) if b.layout.stage_layers else None
@@ -519,7 +613,7 @@ def _layout(req: PlanSearch, rank: int, placed: _Placed, out: _Outcome) -> PlanL
         line = req.launch(tp=placed.tp, pp=placed.pp, dp=placed.dp, nodes=nodes, max_model_len=T,
                           max_num_seqs=_cdiv(C, placed.dp), k_dtype=placed.kv[0], v_dtype=placed.kv[1],
                           weight_dtype=placed.weight, gpu_memory_utilization=b.layout.gpu_memory_utilization,
-                          tensor_split=tuple(ts) if ts else None)
+                          tensor_split=tuple(ts) if ts else None, gpu=placed.devices[0])
     return PlanLayout(
         rank=rank, gpu=placed.choice.key, devices=[g.key for g in placed.devices], count=placed.count,
         tp=placed.tp, pp=placed.pp, dp=placed.dp,
@@ -582,7 +676,7 @@ def _fixes(space: _Space, placed: _Placed, out: _Outcome) -> list[str]:
         if (kv, w) == (placed.kv, placed.weight):
             continue
         b = space.base(placed.tp, placed.pp, kv, w, placed.devices[0], placed.base.layout.stage_layers)
-        if b is not None and evaluate(dataclasses.replace(placed, base=b, kv=kv, weight=w), T, C, tg).ok:
+        if b is not None and evaluate(space.place(placed.choice, b, placed.devices, placed.dp, kv, w), T, C, tg).ok:
             fixes.append(f"{what} on the same {placed.count} GPU{'s' if placed.count > 1 else ''}")
             break
     t = _largest(1, T - 1, lambda x: evaluate(placed, x, C, tg).ok)

@@ -68,6 +68,10 @@ class LaunchSpec:
     weight_dtype: str | None
     gpu_memory_utilization: float
     tensor_split: tuple[int, ...] | None = None
+    #: vLLM: the block size to state (an MLA backend's forced block on the planned GPU), the
+    #: attention backend given; None: vLLM's own choice, not stated
+    block_size: int | None = None
+    attention_backend: str | None = None
 
 
 def _checkpoint_format(model: ModelSpec) -> str:
@@ -105,13 +109,20 @@ def _kv_cache_dtype(spec: LaunchSpec, engine: str, fp8: str) -> str:
 
 
 def vllm_line(spec: LaunchSpec) -> str:
-    """`vllm serve MODEL --tensor-parallel-size ... --max-num-seqs ...` (vLLM V1)."""
+    """`vllm serve MODEL --tensor-parallel-size ... --max-num-seqs ...` (vLLM V1), with
+    `--block-size` (`vllm/config/cache.py`) where the plan's GPU forces one (an MLA backend:
+    FlashMLA 64 on Hopper, CUTLASS MLA 128 on Blackwell, `vllm.attention_block_size`), and
+    `--attention-backend` where one was given."""
     parts = ["vllm", "serve", model_ref(spec.model), "--tensor-parallel-size", str(spec.tp),
              "--pipeline-parallel-size", str(spec.pp)]
     if spec.dp > 1:
         parts += ["--data-parallel-size", str(spec.dp)]
     parts += ["--max-model-len", str(spec.max_model_len), "--kv-cache-dtype", _kv_cache_dtype(spec, "vLLM", "fp8"),
               "--gpu-memory-utilization", f"{spec.gpu_memory_utilization:g}", "--max-num-seqs", str(spec.max_num_seqs)]
+    if spec.block_size is not None:
+        parts += ["--block-size", str(spec.block_size)]
+    if spec.attention_backend is not None:
+        parts += ["--attention-backend", spec.attention_backend.strip().upper()]
     return " ".join(parts + _quantization(spec, "vLLM"))
 
 

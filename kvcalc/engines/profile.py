@@ -275,6 +275,16 @@ class EngineProfile:
         that is no program (ideal). Raises `KvcalcError` for a format the engine lacks."""
         return None
 
+    def plan_engine_kv(self, model: ModelSpec, options: Any) -> Any:
+        """`kvcalc plan`'s per-GPU KV arithmetic (`calc.plan.PlanSearch.engine_kv`: (gpu, tp,
+        stages, (K, V)) -> `calc.plan.EngineKv`), or None: the exact formula sizes every layout."""
+        return None
+
+    def launch_extras(self, model: ModelSpec, options: Any, gpu: Any) -> dict[str, Any]:
+        """`LaunchSpec` fields this engine's launch line states for a layout on `gpu` (a
+        `GpuSpec`, or None) beyond the layout's own: none by default."""
+        return {}
+
     def for_batch(self, model: ModelSpec, seq_len: int, batch: int, k: StorageFormat, v: StorageFormat, *,
                   tp: int = 1, options: Any = None, kv_cache_dtype: str | None = None,
                   kv_memory_bytes: int | None = None) -> EngineResult:
@@ -338,6 +348,21 @@ class VllmProfile(EngineProfile):
     def launch_line(self, spec: launch.LaunchSpec) -> str:
         """`vllm serve ...` (`launch.vllm_line`: flags from `vllm/engine/arg_utils.py`)."""
         return launch.vllm_line(spec)
+
+    def plan_engine_kv(self, model: ModelSpec, options: Any) -> Any:
+        """vLLM's blocks on each GPU (`vllm_plan.plan_kv`): the MLA backend's block size, the
+        null block, a hybrid's unified page, the version's concurrency rule."""
+        from kvcalc.engines import vllm_plan
+
+        return vllm_plan.plan_kv(model, self.options(options))
+
+    def launch_extras(self, model: ModelSpec, options: Any, gpu: Any) -> dict[str, Any]:
+        """`--block-size` where the MLA backend on `gpu` forces one or the options give one
+        (`vllm_plan.launch_block_size`), `--attention-backend` where the options name one."""
+        from kvcalc.engines import vllm_plan
+
+        o: VllmOptions = self.options(options)
+        return {"block_size": vllm_plan.launch_block_size(model, o, gpu), "attention_backend": o.attention_backend}
 
     def memory_for(self, model, seq_len, batch, k, v, *, tp=1, options=None) -> int:
         o: VllmOptions = self.options(options)

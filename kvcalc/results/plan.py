@@ -16,7 +16,10 @@ class PlanLayout(_Frozen):
     - `count` = tp x pp x dp GPUs over `nodes` nodes; `stage_layers`: layers on each pipeline
       stage (llama.cpp's split; None: vLLM's), `tensor_split`: llama.cpp's `-ts` values.
     - Memory is per GPU (the device with the least headroom); `max_concurrency`: sequences of
-      `seq_len` tokens that fit over all replicas; `tpot_ms` the fullest replica's decode step,
+      `seq_len` tokens that fit over all replicas. Under vLLM, `kv_cache_bytes_per_gpu` is the
+      KV memory vLLM's blocks need for the batch on that GPU and `max_concurrency` what its
+      blocks admit (`engines.vllm_plan`); `headroom_bytes + kv_cache_bytes_per_gpu` is the KV
+      memory the layout leaves the engine. `tpot_ms` the fullest replica's decode step,
       `tokens_per_s` total output, `ttft_s` one `seq_len`-token prompt.
     - Prices (None without `--prices`): `price_per_gpu_hour` (the user's figure, $),
       `dollars_per_hour` = count x price, `dollars_per_million_tokens` = dollars_per_hour /

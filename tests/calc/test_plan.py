@@ -144,8 +144,11 @@ def test_nothing_within_max_gpus_says_why_and_what_fixes_it():
     against 71.68 GiB. Fixes, each checked:
     - more GPUs: 8 x h100-sxm tp 8 (4 at tp 4 needs 105 GB > 77 GB; 6 at tp 2 x pp 3 fits but
       reads 208 GB a step: 78 ms > 50 ms);
-    - context: (76,968,728,985 - 36,329,504,768 - 1,328,152,576) B / (64 x 81,920 B per token)
-      = 7,497.99 -> 7,497 tokens;
+    - context, in vLLM's blocks (the default engine sizes by its own arithmetic,
+      `engines.vllm_plan`): free (76,968,728,985 - 36,329,504,768 - 1,328,152,576) =
+      39,311,071,641 B // (16 tokens x 81,920 B per token) = 29,991 blocks; 64 requests take at
+      most 29,991 // 64 = 468 blocks each = 7,488 tokens (the exact formula's 7,497.99 -> 7,497
+      would need a 469th block);
     - concurrency: the same free bytes / (32,768 x 81,920 B) = 14.6 -> 14 sequences.
     """
     r = kvcalc.plan("llama-3.1-70b", seq_len="32k", concurrency=64, max_tpot_ms=50, max_gpus=2,
@@ -154,7 +157,7 @@ def test_nothing_within_max_gpus_says_why_and_what_fixes_it():
     h100 = r.misses[0]
     assert h100.line == ("2 x h100-sxm (tp 2, pp 1, dp 1; KV fp8_e4m3, weights fp8_e4m3): needs 195.1 GiB per "
                          "GPU, budget 71.7 GiB; fix: more GPUs: 8 x h100-sxm (tp 8, pp 1, dp 1), or a context of "
-                         "at most 7,497 tokens, or at most 14 concurrent sequences")
+                         "at most 7,488 tokens, or at most 14 concurrent sequences")
     assert h100.score == pytest.approx(209_456_349_184 / 76_968_728_985)
     # l40s (40.5 GiB budget) is further off, so it comes second
     assert r.misses[1].gpu == "l40s" and r.misses[1].problems == ["needs 195.1 GiB per GPU, budget 40.5 GiB"]
@@ -177,7 +180,9 @@ def test_deepseek_v3_needs_pipeline_stages_across_nodes():
     fewest is two nodes, 16 GPUs, TP 8 inside each node and 2 pipeline stages across them (vLLM
     splits 61 layers 31 + 30). The fullest GPU is the last stage's (30 layers + the LM head); its
     MLA latent cache, replicated on each TP rank: 16 x 32,768 x 30 layers x 576 x 1 B (fp8) =
-    9,059,696,640 B.
+    9,059,696,640 B. vLLM's FlashMLA backend, the default for MLA on Hopper, forces 64-token
+    blocks (32,768 is 512 of them, so the bytes are the formula's): the launch line states
+    `--block-size 64`.
     """
     r = kvcalc.plan("deepseek-v3", seq_len="32k", concurrency=16, max_tpot_ms=100, gpus="h100-sxm")
     top = r.layouts[0]
@@ -186,7 +191,8 @@ def test_deepseek_v3_needs_pipeline_stages_across_nodes():
     assert top.kv_cache_bytes_per_gpu == 16 * 32768 * 30 * 576
     assert top.memory_bytes_per_gpu <= top.budget_bytes_per_gpu == 76_968_728_985
     assert top.launch == ("vllm serve deepseek-ai/DeepSeek-V3 --tensor-parallel-size 8 --pipeline-parallel-size 2 "
-                          "--max-model-len 32768 --kv-cache-dtype fp8 --gpu-memory-utilization 0.9 --max-num-seqs 16")
+                          "--max-model-len 32768 --kv-cache-dtype fp8 --gpu-memory-utilization 0.9 --max-num-seqs 16 "
+                          "--block-size 64")
     sg = kvcalc.plan("deepseek-v3", seq_len="32k", concurrency=16, max_tpot_ms=100, gpus="h100-sxm", engine="sglang",
                      top=1)
     assert sg.layouts[0].launch == (

@@ -300,7 +300,8 @@ def test_the_launch_line_gets_each_layouts_figures():
     # 1 GPU first, then the best 2-GPU layout: tp 2 (5 sequences in one replica)
     assert [x.launch for x in r.layouts] == ["serve 1", "serve 2"]
     assert calls[0] == {"tp": 1, "pp": 1, "dp": 1, "nodes": 1, "max_model_len": 8192, "max_num_seqs": 5, "k_dtype": "fp8_e4m3",
-                            "v_dtype": "bf16", "weight_dtype": "bf16", "gpu_memory_utilization": 0.85, "tensor_split": None}
+                            "v_dtype": "bf16", "weight_dtype": "bf16", "gpu_memory_utilization": 0.85, "tensor_split": None,
+                        "gpu": h100}
     assert calls[1]["tp"] == 2 and calls[1]["max_num_seqs"] == 5
     assert r.layouts[0].kv_dtype == "fp8_e4m3/bf16"
     # K in fp8 (1 B), V in bf16 (2 B): 5 x 8192 tokens x 32 layers x 8 heads x 128 x 3 B

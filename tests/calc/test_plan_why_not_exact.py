@@ -17,6 +17,11 @@ hidden 4096, intermediate 14336, vocab 128,256; one h100-sxm under vLLM's defaul
   66,627,926,425 B;
 - KV per token: 32 layers x 2 x 8 x 128 = 65,536 values: 131,072 B in bf16, 65,536 B in fp8;
   per 32,768-token sequence 4,294,967,296 B (bf16) or 2,147,483,648 B (fp8).
+- the default engine is vLLM, whose own blocks size the KV cache (`engines.vllm_plan`): a block
+  of 16 tokens over all layers is 2,097,152 B in bf16 (1,048,576 B in fp8); the free bytes hold
+  59,648,604,569 // 2,097,152 = 28,442 bf16 blocks (56,885 fp8), and a shorter context is a
+  whole number of blocks per request: where the exact formula's context is not a multiple of
+  16, vLLM's is the multiple of 16 below it.
 """
 
 from __future__ import annotations
@@ -36,11 +41,12 @@ def only_miss(**kw):
 def test_fp8_kv_is_the_fix():
     # 20 x 32k in bf16: 16,060,522,496 + 20 x 4,294,967,296 + 1,259,601,920 = 103,219,470,336 B
     # = 96.13 GiB > 71.7 GiB. fp8 KV: 20 x 2,147,483,648 = 42,949,672,960 <= 59,648,604,569 fits.
-    # context: 59,648,604,569 // (20 x 131,072) = 22,754; sequences: // 4,294,967,296 = 13.
+    # context: 28,442 blocks // 20 = 1,422 blocks = 22,752 tokens (the exact formula's
+    # 59,648,604,569 // (20 x 131,072) = 22,754 is 1,423 blocks each); sequences: // 2,048 = 13.
     m = only_miss(concurrency=20, gpus="h100-sxm", kv_dtypes="bf16", weight_dtypes="bf16")
     assert m.line == ("1 x h100-sxm (tp 1, pp 1, dp 1; KV bf16, weights bf16): needs 96.1 GiB per GPU, budget "
                       "71.7 GiB; fix: more GPUs: 2 x h100-sxm (tp 2, pp 1, dp 1), or fp8 KV on the same 1 GPU, "
-                      "or a context of at most 22,754 tokens, or at most 13 concurrent sequences")
+                      "or a context of at most 22,752 tokens, or at most 13 concurrent sequences")
     assert m.fixes[1] == "fp8 KV on the same 1 GPU"
     assert m.score == pytest.approx(103_219_470_336 / 76_968_728_985, rel=1e-12)
 
@@ -49,33 +55,35 @@ def test_fp8_weights_is_the_fix_when_the_kv_is_fp8_already():
     # 30 x 32k, fp8 KV, bf16 weights: 16,060,522,496 + 30 x 2,147,483,648 + 1,259,601,920 =
     # 81,744,633,856 B = 76.13 GiB > 71.7 GiB. "fp8 KV" is what it has (skipped, not the end of
     # the list); fp8 weights: 9,081,200,640 + 64,424,509,440 + 1,259,601,920 = 74,765,312,000 B fits.
-    # context: 59,648,604,569 // (30 x 65,536) = 30,338; sequences: // 2,147,483,648 = 27.
+    # context: 56,885 fp8 blocks // 30 = 1,896 blocks = 30,336 tokens (formula: 30,338);
+    # sequences: 56,885 // 2,048 = 27.
     m = only_miss(concurrency=30, gpus="h100-sxm", kv_dtypes="fp8", weight_dtypes="bf16")
     assert m.line == ("1 x h100-sxm (tp 1, pp 1, dp 1; KV fp8_e4m3, weights bf16): needs 76.1 GiB per GPU, "
                       "budget 71.7 GiB; fix: more GPUs: 2 x h100-sxm (tp 2, pp 1, dp 1), or fp8 weights on the "
-                      "same 1 GPU, or a context of at most 30,338 tokens, or at most 27 concurrent sequences")
+                      "same 1 GPU, or a context of at most 30,336 tokens, or at most 27 concurrent sequences")
 
 
 def test_fp8_kv_and_weights_together_when_neither_alone_is_enough():
     # 29 x 32k in bf16: 16,060,522,496 + 29 x 4,294,967,296 + 1,259,601,920 = 141,874,176,000 B
     # = 132.13 GiB. fp8 KV alone: 29 x 2,147,483,648 = 62,277,025,792 > 59,648,604,569; fp8
     # weights alone: 124,554,051,584 > 66,627,926,425; both: 62,277,025,792 <= 66,627,926,425.
-    # context: 59,648,604,569 // (29 x 131,072) = 15,692; sequences 13.
+    # context: 28,442 blocks // 29 = 980 blocks = 15,680 tokens (formula: 15,692); sequences 13.
     m = only_miss(concurrency=29, gpus="h100-sxm", kv_dtypes="bf16", weight_dtypes="bf16")
     assert m.line == ("1 x h100-sxm (tp 1, pp 1, dp 1; KV bf16, weights bf16): needs 132.1 GiB per GPU, budget "
                       "71.7 GiB; fix: more GPUs: 2 x h100-sxm (tp 2, pp 1, dp 1), or fp8 KV and weights on the "
-                      "same 1 GPU, or a context of at most 15,692 tokens, or at most 13 concurrent sequences")
+                      "same 1 GPU, or a context of at most 15,680 tokens, or at most 13 concurrent sequences")
 
 
 def test_no_fp8_fix_on_a_gpu_without_fp8():
     # the a100-80gb-sxm has no fp8 tensor cores: the same miss as test_fp8_kv_is_the_fix offers
     # no fp8 format. Budget floor(0.9 x 85,899,345,920) = 77,309,411,328 B (72.0 GiB); free
-    # 77,309,411,328 - 16,060,522,496 - 1,259,601,920 = 59,989,286,912 B: context
-    # // 2,621,440 = 22,884 tokens, 13 sequences
+    # 77,309,411,328 - 16,060,522,496 - 1,259,601,920 = 59,989,286,912 B = 28,605 blocks of
+    # 2,097,152 B: context 28,605 // 20 = 1,430 blocks = 22,880 tokens (formula: 22,884);
+    # sequences 28,605 // 2,048 = 13
     m = only_miss(concurrency=20, gpus="a100-80gb-sxm", kv_dtypes="bf16", weight_dtypes="bf16")
     assert m.line == ("1 x a100-80gb-sxm (tp 1, pp 1, dp 1; KV bf16, weights bf16): needs 96.1 GiB per GPU, "
                       "budget 72.0 GiB; fix: more GPUs: 2 x a100-80gb-sxm (tp 2, pp 1, dp 1), or a context of at "
-                      "most 22,884 tokens, or at most 13 concurrent sequences")
+                      "most 22,880 tokens, or at most 13 concurrent sequences")
 
 
 def test_more_gpus_starts_just_past_max_gpus():
@@ -134,24 +142,27 @@ def test_llamacpp_more_gpus_stay_in_one_machine():
                       "fix: a context of at most 1,995 tokens, or at most 6 concurrent sequences")
 
 
-def test_a_context_one_token_shorter_and_one_sequence_fewer():
-    # 4 x 113,771 tokens in bf16: KV 4 x 113,771 x 131,072 = 59,648,770,048 B, 165,479 B more than
-    # the 59,648,604,569 B free (both sides print as 71.7 GiB). One token less fits: 4 x 113,770 x
-    # 131,072 = 59,648,245,760 B; sequences: 59,648,604,569 // (113,771 x 131,072) = 3
+def test_a_context_one_block_shorter_and_one_sequence_fewer():
+    # 4 x 113,771 tokens in bf16: vLLM's KV 4 x cdiv(113,771, 16) = 4 x 7,111 blocks x 2,097,152 B
+    # = 59,651,391,488 B, more than the 59,648,604,569 B free (both sides print as 71.7 GiB). The
+    # exact formula would fit 113,770 tokens (4 x 113,770 x 131,072 = 59,648,245,760 B); in vLLM's
+    # blocks the longest is 28,442 // 4 = 7,110 blocks = 113,760 tokens; sequences:
+    # 28,442 // 7,111 = 3
     m = only_miss(seq_len=113_771, concurrency=4, gpus="h100-sxm", kv_dtypes="bf16", weight_dtypes="bf16")
     assert m.line == ("1 x h100-sxm (tp 1, pp 1, dp 1; KV bf16, weights bf16): needs 71.7 GiB per GPU, budget "
                       "71.7 GiB; fix: more GPUs: 2 x h100-sxm (tp 2, pp 1, dp 1), or fp8 KV on the same 1 GPU, "
-                      "or a context of at most 113,770 tokens, or at most 3 concurrent sequences")
+                      "or a context of at most 113,760 tokens, or at most 3 concurrent sequences")
 
 
 def test_one_sequence_is_a_fix():
     # 2 x 128k on an l40s: 16,060,522,496 + 2 x 17,179,869,184 + 1,259,601,920 = 51,679,862,784 B =
     # 48.13 GiB; free 26,155,094,835 B holds one 128k sequence (17,179,869,184 B), not two;
-    # context: 26,155,094,835 // (2 x 131,072) = 99,773; fp8 KV: 2 x 8,589,934,592 B fits
+    # context: 26,155,094,835 // 2,097,152 = 12,471 blocks // 2 = 6,235 blocks = 99,760 tokens
+    # (formula: 99,773); fp8 KV: 2 x 8,589,934,592 B fits
     m = only_miss(seq_len="128k", concurrency=2, gpus="l40s", kv_dtypes="bf16", weight_dtypes="bf16")
     assert m.line == ("1 x l40s (tp 1, pp 1, dp 1; KV bf16, weights bf16): needs 48.1 GiB per GPU, budget 40.5 GiB; "
                       "fix: more GPUs: 2 x l40s (tp 2, pp 1, dp 1), or fp8 KV on the same 1 GPU, or a context of "
-                      "at most 99,773 tokens, or at most 1 concurrent sequence")
+                      "at most 99,760 tokens, or at most 1 concurrent sequence")
 
 
 def test_q8_0_kv_fix_keeps_the_layer_split():

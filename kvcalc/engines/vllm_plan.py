@@ -1,0 +1,203 @@
+"""vLLM's own block arithmetic for `kvcalc plan`, per candidate GPU.
+
+`kvcalc plan --engine vllm` asks, for every layout on every GPU, two things of the KV cache:
+the memory each rank must leave vLLM for `batch` requests of `seq_len` tokens, and how many such
+requests the memory a rank leaves admits. Both come from the same pieces `vllm.capacity` and
+`vllm.memory_for` use (`vllm._resolve`: the layers' own dtype, the MLA backend's block size on
+this GPU, a hybrid's unified page; `vllm.kv_cache_groups`, `vllm.blocks_per_request`,
+`vllm.in_flight_tokens`), so a plan's max concurrency on a GPU is floor of the "Maximum
+concurrency" `kvcalc capacity --engine vllm --gpu G --kv-memory M` prints for the KV memory M the
+plan leaves (budget - weights - activation reserve - CUDA context), and a layout fits exactly
+when vLLM would start and admit the batch:
+
+- V1 (0.11, 0.33): blocks = M // (page x layers per group) (`kv_cache_utils.get_num_blocks`);
+  requests = blocks // blocks per request (`get_max_concurrency_for_kv_cache_config`, floored).
+  0.33 also refuses to start unless M less one block (the null block) holds one request
+  (`kv_cache_planning.get_kv_cache_configs`), so one request needs per request + 1 blocks.
+  Memory for `batch` requests: max(batch x per request, per request + 1) blocks in 0.33,
+  batch x per request in 0.11 (`vllm.memory_for`).
+- V0 (0.6): block = page x every layer (`CacheEngine.get_cache_block_size`); a request of L
+  tokens takes cdiv(L, block_size) blocks (`vllm.memory_for`'s rule; V0's printed concurrency,
+  blocks x block_size / L, rounds the last block away).
+- Pipeline stages: each worker holds its stage's layers and vLLM takes the smallest block count
+  over workers (`get_kv_cache_configs`, step 5), each worker checked alone. Modelled for models
+  whose KV layers form one group (one kind); a hybrid's groups projected onto stages
+  (`_project_kv_cache_groups_to_worker`) are not: `VllmPlanKv.build` refuses them
+  (`KvcalcError`), and the plan sizes those layouts by the exact formula and says so.
+
+The GPU enters through its compute capability and vendor (`GpuSpec`), as `kvcalc capacity
+--gpu` passes them (`VllmOptions.compute_capability`, `vendor`): FlashMLA 64 tokens on Hopper,
+CUTLASS MLA 128 on Blackwell, ROCm's TRITON_MLA keeping `--block-size` (`vllm.attention_block_size`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from kvcalc.engines import vllm
+from kvcalc.errors import MESSAGE, KvcalcError
+from kvcalc.formats import kv_format
+from kvcalc.schema import GpuSpec, ModelSpec
+
+
+def _cdiv(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+def gpu_options(options: Any, gpu: GpuSpec | None) -> Any:
+    """`options` (a `VllmOptions`) with the GPU's compute capability and vendor, as `kvcalc
+    capacity --gpu` sets them (`cli.options.engine_options`: vendor 'other' is None); no GPU:
+    `options` as given."""
+    import dataclasses
+
+    if gpu is None:
+        return options
+    return dataclasses.replace(options, compute_capability=gpu.compute_capability,
+                               vendor=None if gpu.vendor == "other" else gpu.vendor)
+
+
+@dataclass(frozen=True)
+class VllmPlanKv:
+    """vLLM's KV arithmetic for one layout (tp, its pipeline stages, K / V formats) on one kind
+    of GPU: `block_size` (tokens), `page_bytes` (one page of one layer on one rank), per stage
+    (its groups, layers per group), the tokens in flight a sliding request holds
+    (`vllm.in_flight_tokens`), and the notes `vllm._resolve` makes (the backend that set the
+    block size, a layer's own dtype, a hybrid's unified page)."""
+
+    version: str
+    block_size: int
+    page_bytes: int
+    stages: tuple[tuple[tuple[vllm.Group, ...], int], ...]
+    in_flight: int
+    notes: tuple[str, ...] = ()
+
+    @classmethod
+    def build(cls, model: ModelSpec, options: Any, gpu: GpuSpec | None, tp: int, stages: tuple[range, ...],
+              k_dtype: str, v_dtype: str) -> VllmPlanKv:
+        """Resolve once what no (seq_len, batch) changes. `options`: a `VllmOptions`, whose
+        compute capability and vendor become the GPU's (`gpu_options`). Raises `KvcalcError`
+        where `vllm.capacity` would, and (field `pp`) for a multi-group (hybrid or sliding +
+        full) model over more than one stage."""
+        return cls.on_stages(model, resolve(model, options, gpu, tp, k_dtype, v_dtype), stages)
+
+    @classmethod
+    def on_stages(cls, model: ModelSpec, whole: VllmPlanKv, stages: tuple[range, ...]) -> VllmPlanKv:
+        """`whole` (the model on one stage, `resolve`) over the pipeline `stages` (layer
+        ranges): each stage one group of its own layers; raises `KvcalcError` (field `pp`) for
+        a multi-group model over more than one stage."""
+        import dataclasses
+
+        ((groups, per_group),) = whole.stages
+        version = whole.version
+        if len(stages) == 1:
+            out = ((tuple(groups), per_group),)
+        elif len(groups) > 1:
+            raise KvcalcError(f"{model.name} has {len(groups)} KV cache groups: vLLM projects them onto each "
+                              "pipeline stage (kv_cache_planning._project_kv_cache_groups_to_worker), which kvcalc "
+                              "does not model", field="pp", value=len(stages), form=MESSAGE)
+        else:
+            g = groups[0]
+            counted = [sum(1 for i in st if model.layers[i].kind != "mlp") for st in stages]
+            if version == "0.6":
+                counted = [len(st) for st in stages]
+            out = tuple(((vllm.Group(g.kind, g.window, n, g.mamba_pages),), n) if n else ((), 0) for n in counted)
+        return dataclasses.replace(whole, stages=out)
+
+    def _per_request(self, groups: tuple[vllm.Group, ...], seq_len: int) -> int:
+        """Blocks one request of `seq_len` tokens takes (V0: cdiv(seq_len, block_size))."""
+        if self.version == "0.6":
+            return _cdiv(seq_len, self.block_size)
+        return vllm.blocks_per_request(list(groups), seq_len, self.block_size, self.in_flight)
+
+    def stage_bytes(self, seq_len: int, batch: int) -> list[int]:
+        """KV memory (bytes) each stage's rank must leave vLLM so that it starts and admits
+        `batch` requests of `seq_len` tokens: `vllm.memory_for`'s blocks x page x layers per
+        group (0.33: at least one request's blocks + the null block)."""
+        out = []
+        for groups, per_group in self.stages:
+            if not groups:
+                out.append(0)
+                continue
+            per_req = self._per_request(groups, seq_len)
+            blocks = max(batch * per_req, per_req + 1) if self.version == "0.33" else batch * per_req
+            out.append(blocks * self.page_bytes * per_group)
+        return out
+
+    def max_batch(self, seq_len: int, free_bytes: list[int]) -> int:
+        """Requests of `seq_len` tokens vLLM admits at once when stage s leaves `free_bytes[s]`
+        of KV memory: min over stages of blocks // blocks per request, blocks =
+        free // (page x layers per group) (floor of `vllm.capacity`'s max concurrency); 0 when
+        a stage would not start (0.33: its blocks less the null block hold no request)."""
+        best = None
+        for (groups, per_group), free in zip(self.stages, free_bytes):
+            if not groups:
+                continue
+            blocks = max(free, 0) // (self.page_bytes * per_group)
+            per_req = self._per_request(groups, seq_len)
+            if self.version == "0.33" and blocks < per_req + 1:
+                return 0
+            n = blocks // per_req
+            best = n if best is None else min(best, n)
+        return 0 if best is None else best
+
+
+def resolve(model: ModelSpec, options: Any, gpu: GpuSpec | None, tp: int, k_dtype: str, v_dtype: str) -> VllmPlanKv:
+    """The model on one stage on `gpu` (what depends on the GPU, tp and formats, not on the
+    pipeline split): `vllm._resolve`'s block size, page and notes, `vllm.kv_cache_groups`
+    (V0: one block of every layer, sliding ones full, `CacheEngine`). Raises `KvcalcError`
+    where `vllm.capacity` would."""
+    o = gpu_options(options, gpu)
+    k, v = kv_format(k_dtype), kv_format(v_dtype)
+    r = vllm._resolve(model, k, v, tp=tp, block_size=o.block_size, version=o.version,
+                      attention_backend=o.attention_backend, compute_capability=o.compute_capability,
+                      vendor=o.vendor, per_token_head_scales=o.per_token_head_scales,
+                      hybrid_allocator=o.hybrid_allocator, prefix_caching=o.prefix_caching,
+                      chunked_local_hybrid=o.chunked_local_hybrid)
+    in_flight = vllm.in_flight_tokens(o.version, o.max_num_batched_tokens, o.async_scheduling)
+    if o.version == "0.6":
+        groups, per_group = [vllm.Group("full", None, model.n_layers)], model.n_layers
+    else:
+        groups, per_group = vllm.kv_cache_groups(model, r.hybrid_allocator, o.version, r.mamba_pages)
+    return VllmPlanKv(version=o.version, block_size=r.block_size, page_bytes=r.page,
+                      stages=((tuple(groups), per_group),), in_flight=in_flight, notes=tuple(r.notes))
+
+
+def plan_kv(model: ModelSpec, options: Any) -> Callable[[GpuSpec, int, tuple[range, ...], tuple[str, str]], VllmPlanKv]:
+    """The callable `calc.plan.PlanSearch.engine_kv` takes: (gpu, tp, stages, (K, V)) ->
+    `VllmPlanKv`, resolved once per (compute capability, vendor, tp, formats) and split once per
+    pipeline split: GPUs of one architecture share it."""
+    cache: dict[tuple, VllmPlanKv | KvcalcError] = {}
+
+    def cached(key: tuple, make: Callable[[], VllmPlanKv]) -> VllmPlanKv:
+        if key not in cache:
+            try:
+                cache[key] = make()
+            except KvcalcError as e:
+                cache[key] = e
+        found = cache[key]
+        if isinstance(found, KvcalcError):
+            raise found
+        return found
+
+    def build(gpu: GpuSpec, tp: int, stages: tuple[range, ...], kv: tuple[str, str]) -> VllmPlanKv:
+        key = (gpu.compute_capability, gpu.vendor, tp, kv)
+        whole = cached(key, lambda: resolve(model, options, gpu, tp, *kv))
+        split = tuple((s.start, s.stop) for s in stages)
+        return cached((*key, split), lambda: VllmPlanKv.on_stages(model, whole, stages))
+
+    return build
+
+
+def launch_block_size(model: ModelSpec, options: Any, gpu: GpuSpec | None) -> int | None:
+    """The `--block-size` a launch line states: the block an MLA model's attention backend
+    forces on `gpu` (`vllm.attention_block_size`: FlashMLA 64 on Hopper, CUTLASS MLA 128 on
+    Blackwell), or a block size other than vLLM's default that the options give; None when vLLM's
+    default stands (a hybrid's unified block is vLLM's own choice: not stated)."""
+    o = gpu_options(options, gpu)
+    size = o.block_size
+    if o.version != "0.6" and any(layer.kind == "mla" for layer in model.layers):
+        size, _ = vllm.attention_block_size(model, o.block_size, o.attention_backend, o.compute_capability,
+                                            o.vendor, o.version)
+    return None if size == vllm.DEFAULT_BLOCK_SIZE else size
