@@ -43,7 +43,14 @@ Two versions are modelled (`version=`); what changed between them is listed unde
     "llama_memory_recurrent: %10s RS buffer size = %8.2f MiB" per device and
     "llama_memory_recurrent: size = %7.2f MiB (%6u cells, %3d layers, %2u seqs %2u rs_seq), R (%s):
     %7.2f MiB, S (%s): %7.2f MiB, P (%s): %7.2f MiB", the layer count being the model's n_layer
-    (every layer).
+    (every layer). Which layers go where is `create_memory`'s filter_attn / filter_recr per
+    architecture: Falcon-H1 (`LLM_ARCH_FALCON_H1`, layer kind `hybrid`) puts every layer in both
+    the KV cache and the recurrent memory; Nemotron-H attention where head_count_kv > 0 and
+    feed_forward_length 0, recurrent where both are 0, its MLP layers in neither; Granite-4.0-H,
+    Jamba and the Gated-DeltaNet hybrids recurrent iff the layer is (`hparams.is_recr`), the rest
+    attention. kvcalc's layer kinds say the same: K and V for `LayerSpec.caches_kv`, R and S for
+    `LayerSpec.keeps_state`. The tests/oracle grid holds every line and byte of this against the
+    engine for Falcon-H1-7B, Nemotron-H-8B and Granite-4.0-H-Tiny (and Qwen3.5, Jamba, Mamba).
     `src/llama-hparams.cpp`: n_embd_r = (d_conv - 1) x (d_inner + 2 x n_group x d_state),
     n_embd_s = d_state x d_inner (Mamba-1: n_group 0; Gated DeltaNet: d_inner = value heads x
     value head dim, n_group = key heads, d_state = key head dim).
