@@ -77,7 +77,8 @@ def refuse_hybrid_layers(model: ModelSpec, engine: str) -> None:
     keeps both would lose its state. vLLM (`model_executor/models/falcon_h1.py`, IsHybrid: a Mamba
     cache group beside the attention groups) and llama.cpp (`LLM_ARCH_FALCON_H1`:
     `llama_memory_hybrid`, every layer in both the KV cache and the recurrent memory) serve it;
-    kvcalc's `--engine ideal` sizes both parts exactly."""
+    kvcalc's `--engine ideal` and the llama.cpp profile size both parts exactly; vLLM and SGLang
+    call this (`engines/vllm.py` `capacity`, `engines/sglang.py`)."""
     if any(layer.kind == "hybrid" for layer in model.layers):
         raise KvcalcError(f"{model.name} runs attention and a Mamba-2 mixer side by side in every layer; the {engine} "
                           "profile does not yet size the state those layers keep beside their KV cache (use --engine "
@@ -87,10 +88,8 @@ def refuse_hybrid_layers(model: ModelSpec, engine: str) -> None:
 def refuse_indexer(model: ModelSpec, engine: str) -> None:
     """Raise `KvcalcError` (field `model`) when `model` has DeepSeek-V3.2's indexer: the engine
     profiles (`engine` names it) do not model the pages it adds (vLLM keeps the indexer keys in a
-    cache group of their own, SGLang in its NSA pool), so they would print a wrong figure. Also
-    refuses hybrid layers (`refuse_hybrid_layers`): vLLM and llama.cpp call this first, so their
-    profiles refuse Falcon-H1 rather than drop its state."""
-    refuse_hybrid_layers(model, engine)
+    cache group of their own, SGLang in its NSA pool), so they would print a wrong figure.
+    Hybrid layers are `refuse_hybrid_layers`'s, which the profiles that cannot size them call."""
     if model.index_head_dim is not None:
         raise KvcalcError(f"{model.name} has DeepSeek-V3.2's sparse-attention indexer, whose key cache the "
                           f"{engine} profile does not model; use --engine ideal", field="model",

@@ -43,7 +43,14 @@ Two versions are modelled (`version=`); what changed between them is listed unde
     "llama_memory_recurrent: %10s RS buffer size = %8.2f MiB" per device and
     "llama_memory_recurrent: size = %7.2f MiB (%6u cells, %3d layers, %2u seqs %2u rs_seq), R (%s):
     %7.2f MiB, S (%s): %7.2f MiB, P (%s): %7.2f MiB", the layer count being the model's n_layer
-    (every layer).
+    (every layer). Which layers go where is `create_memory`'s filter_attn / filter_recr per
+    architecture: Falcon-H1 (`LLM_ARCH_FALCON_H1`, layer kind `hybrid`) puts every layer in both
+    the KV cache and the recurrent memory; Nemotron-H attention where head_count_kv > 0 and
+    feed_forward_length 0, recurrent where both are 0, its MLP layers in neither; Granite-4.0-H,
+    Jamba and the Gated-DeltaNet hybrids recurrent iff the layer is (`hparams.is_recr`), the rest
+    attention. kvcalc's layer kinds say the same: K and V for `LayerSpec.caches_kv`, R and S for
+    `LayerSpec.keeps_state`. The tests/oracle grid holds every line and byte of this against the
+    engine for Falcon-H1-7B, Nemotron-H-8B and Granite-4.0-H-Tiny (and Qwen3.5, Jamba, Mamba).
     `src/llama-hparams.cpp`: n_embd_r = (d_conv - 1) x (d_inner + 2 x n_group x d_state),
     n_embd_s = d_state x d_inner (Mamba-1: n_group 0; Gated DeltaNet: d_inner = value heads x
     value head dim, n_group = key heads, d_state = key head dim).
@@ -225,14 +232,15 @@ def recurrent_r_s_values(model: ModelSpec, layer: LayerSpec) -> tuple[int, int]:
     """(n_embd_r, n_embd_s): the R (conv) and S (state) values one sequence keeps in one mamba
     or linear layer, as `src/llama-hparams.cpp` sizes them: n_embd_r = (d_conv - 1) x (d_inner +
     2 x n_group x d_state), n_embd_s = d_state x d_inner. Mamba-1: d_inner = expand x hidden,
-    n_group 0; Mamba-2: d_inner = n_heads x head_dim; Gated DeltaNet: d_inner = value heads x
+    n_group 0; Mamba-2 (Nemotron-H, Granite-4.0-H, and the mixer of a Falcon-H1 `hybrid` layer):
+    d_inner = n_heads x head_dim (the GGUF's ssm.inner_size); Gated DeltaNet: d_inner = value heads x
     value head dim, n_group = key heads, d_state = key head dim, d_conv the conv kernel. (0, 0)
     when the config does not size the layer (`LayerSpec.state_values` 0); r + s equals
     `state_values`."""
     if layer.state_values == 0:
         return 0, 0
     m = model
-    if layer.kind == "mamba":
+    if layer.kind in ("mamba", "hybrid"):  # hybrid (Falcon-H1): the Mamba-2 mixer beside the attention
         d_state, d_conv = m.mamba_d_state, m.mamba_d_conv
         if m.mamba_n_groups is not None:
             d_inner, n_group = m.mamba_n_heads * m.mamba_head_dim, m.mamba_n_groups  # type: ignore[operator]
@@ -304,10 +312,12 @@ def _cache_lines(prefix: str, legacy: bool, cells: int, n_stream: int, n_seq_max
 
 
 def _recurrent_lines(model: ModelSpec, dev: list[int], n_seq_max: int) -> tuple[list[str], int, list[str]]:
-    """`llama_memory_recurrent`'s lines for the mamba / linear layers: max(1, n_seq_max) cells of
-    R and S in f32 per layer on the layer's device; (lines, bytes, notes). No lines when the
-    model has no recurrent layer or the config does not size them."""
-    rec = [i for i, layer in enumerate(model.layers) if layer.kind in ("mamba", "linear")]
+    """`llama_memory_recurrent`'s lines for the layers that keep a state (`LayerSpec.keeps_state`:
+    mamba, linear, and Falcon-H1's hybrid layers, which `llama_model::create_memory` puts in both
+    the KV cache and the recurrent memory, `filter_recr` true for every layer): max(1, n_seq_max)
+    cells of R and S in f32 per layer on the layer's device; (lines, bytes, notes). No lines when
+    the model has no recurrent layer or the config does not size them."""
+    rec = [i for i, layer in enumerate(model.layers) if layer.keeps_state]
     if not rec:
         return [], 0, []
     sized = [(i, *recurrent_r_s_values(model, model.layers[i])) for i in rec]
@@ -658,7 +668,7 @@ def allocate(model: ModelSpec, n_ctx: int, k: StorageFormat, v: StorageFormat, *
     mla = mla_cache(model, version)
     expanded = expanded_mla_layer(model) if mla == "expanded" and model.attention == "mla" else None
     att = [i for i, layer in enumerate(model.layers) if layer.caches_kv]
-    if len(att) < model.n_layers and legacy and any(layer.kind in ("mamba", "linear") for layer in model.layers):
+    if legacy and any(layer.keeps_state for layer in model.layers):
         notes.append("mamba / linear-attention layers use llama.cpp's recurrent memory: not counted (legacy)")
     if expanded is not None:
         notes.append("MLA cached as K and V per head (llama.cpp before the latent cache of April 2025, "

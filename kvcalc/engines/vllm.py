@@ -103,7 +103,8 @@ import warnings
 from dataclasses import dataclass, field as dc_field
 
 from kvcalc.formats import StorageFormat
-from kvcalc.calc.kv_cache import check_tp, kv_heads_per_rank, layer_kv_bytes_per_token, refuse_indexer
+from kvcalc.calc.kv_cache import (check_tp, kv_heads_per_rank, layer_kv_bytes_per_token, refuse_hybrid_layers,
+                                  refuse_indexer)
 from kvcalc.engines import SEARCH_LIMIT_TOKENS, defaults, longest_fitting
 from kvcalc.results import EngineResult
 from kvcalc.errors import MESSAGE, OPTION_SAYS, KvcalcError, KvcalcWarning, flag
@@ -467,6 +468,7 @@ def _formats(model: ModelSpec, k: StorageFormat, v: StorageFormat) -> None:
 def _check(model: ModelSpec, k: StorageFormat, v: StorageFormat, tp: int, block_size: int) -> None:
     """The checks `capacity` and `memory_for` share: the TP degree, the formats, the block size."""
     check_tp(model, tp)
+    refuse_hybrid_layers(model, "vLLM")
     refuse_indexer(model, "vLLM")
     _formats(model, k, v)
     check_block_size(block_size)

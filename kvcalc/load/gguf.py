@@ -49,9 +49,19 @@ Jamba (`jamba`): layers whose head_count_kv is 0 are Mamba-1 layers, sized by `.
 `.ssm.conv_kernel`, `.ssm.inner_size` (= expand x embedding_length) and `.ssm.time_step_rank`.
 Falcon-H1 (`falcon-h1`): every layer attends and runs a Mamba-2 mixer (kind `hybrid`), sized by
 `.ssm.inner_size` (d_inner), `.ssm.time_step_rank` (the Mamba-2 heads, as llama.cpp reads it),
-`.ssm.group_count`, `.ssm.state_size` and `.ssm.conv_kernel`. Other Mamba-2 hybrids
-(`.ssm.group_count`: nemotron_h, granitehybrid), pure state-space models and architectures with per-layer head counts that differ between attention layers
-(OpenELM) are refused in one line: kvcalc has no model of them yet.
+`.ssm.group_count`, `.ssm.state_size` and `.ssm.conv_kernel`. The Mamba-2 hybrids Nemotron-H
+(`nemotron_h`) and Granite-4.0-H (`granitehybrid`) have the same Mamba-2 keys and a per-layer
+`.attention.head_count_kv` (the converter, `conversion/granite.py` `GraniteHybridModel`, writes
+0 on every layer without attention). llama.cpp's layer rules (`src/models/granite-hybrid.cpp`,
+`src/models/nemotron-h.cpp` load_arch_hparams; `llama_model::create_memory` filter_attn /
+filter_recr): granitehybrid: a layer is Mamba-2 (recurrent) iff head_count_kv is 0, else
+attention; nemotron_h: recurrent iff head_count_kv and the per-layer `.feed_forward_length` are
+both 0, attention iff head_count_kv > 0 and feed_forward_length 0, and a layer with a
+feed_forward_length (the "-" MLP layers) is in neither cache (kind `mlp`). Both converters write
+context_length 2^20 (1,048,576: no RoPE) whatever the config's max_position_embeddings, so a GGUF's
+`-c 0` is that. Other Mamba-2 models (`.ssm.group_count`: nemotron_h_moe, mamba2 ...), pure
+state-space models and architectures with per-layer head counts that differ between attention
+layers (OpenELM) are refused in one line: kvcalc has no model of them yet.
 
 Weights (`ModelSpec.checkpoint`): every tensor's bytes from its type and shape; `blk.{i}.` ->
 layer i, of which `*_exps` tensors (ffn_gate_exps, ffn_up_exps, ffn_down_exps, ffn_gate_up_exps
@@ -364,6 +374,9 @@ class _Arch:
     mla: bool = False
     mamba: bool = False
     hybrid: bool = False
+    #: Mamba-2 layers beside attention layers (ssm.group_count): "granite" (recurrent iff
+    #: head_count_kv 0) or "nemotron" (recurrent iff head_count_kv and feed_forward_length 0)
+    mamba2: str | None = None
 
 
 #: the GGUF architectures kvcalc reads (`general.architecture`), with llama.cpp's rules
@@ -376,6 +389,7 @@ ARCHITECTURES: dict[str, _Arch] = {
     "llama4": _Arch(swa_period=4, chunked=True),
     "falcon": _Arch(plain_mlp=True), "starcoder2": _Arch(plain_mlp=True),
     "deepseek2": _Arch(mla=True), "jamba": _Arch(mamba=True), "falcon-h1": _Arch(hybrid=True),
+    "granitehybrid": _Arch(mamba2="granite"), "nemotron_h": _Arch(mamba2="nemotron", plain_mlp=True),
 }
 
 #: llama4: `hparams.n_swa = 8192` (chunked attention's chunk, whatever the file says)
@@ -536,17 +550,32 @@ def _expert_fields(m: _Meta, header: GgufHeader, arch: str, f: dict[str, Any], n
 
 
 def _mamba2_fields(m: _Meta, names: set[str]) -> dict[str, Any]:
-    """The Mamba-2 fields of a Falcon-H1 file, as llama.cpp reads them (`src/models/falcon-h1.cpp`
-    load_arch_hparams / load_arch_tensors): ssm.inner_size = d_inner (mamba_d_ssm),
-    ssm.time_step_rank = the heads ("ssm_num_heads = hparams.ssm_dt_rank"), head_dim = d_inner /
-    heads, ssm.group_count, ssm.state_size, ssm.conv_kernel; the gated norm when the file holds
-    `blk.0.ssm_norm.weight` (TENSOR_NOT_REQUIRED there)."""
+    """The Mamba-2 fields of a Falcon-H1, Nemotron-H or Granite-4.0-H file, as llama.cpp reads them
+    (`src/models/falcon-h1.cpp`, `nemotron-h.cpp`, `granite-hybrid.cpp` load_arch_hparams /
+    load_arch_tensors): ssm.inner_size = d_inner (Falcon-H1's mamba_d_ssm, Nemotron-H's
+    mamba_num_heads x mamba_head_dim, Granite's mamba_expand x hidden), ssm.time_step_rank = the
+    heads ("ssm_num_heads = hparams.ssm_dt_rank"), head_dim = d_inner / heads, ssm.group_count,
+    ssm.state_size, ssm.conv_kernel; the gated norm when the file holds a layer's
+    `ssm_norm.weight` (TENSOR_NOT_REQUIRED in falcon-h1.cpp)."""
     inner, heads = m.count("ssm.inner_size"), m.count("ssm.time_step_rank")
     if inner % heads:
         raise m.fail("ssm.time_step_rank", f"({heads:,}, the Mamba-2 heads) does not divide ssm.inner_size ({inner:,})")
     return {"mamba_n_heads": heads, "mamba_head_dim": inner // heads, "mamba_n_groups": m.count("ssm.group_count"),
             "mamba_d_state": m.count("ssm.state_size"), "mamba_d_conv": m.count("ssm.conv_kernel"),
-            "mamba_norm": "blk.0.ssm_norm.weight" in names}
+            "mamba_norm": any(n.startswith("blk.") and n.endswith(".ssm_norm.weight") for n in names)}
+
+
+def _mamba2_kinds(rule: str, kv: list[int], ff: list[int] | None, n_layers: int) -> list[str]:
+    """Each layer's kind in a Mamba-2 hybrid, by llama.cpp's rule (`rule`, `_Arch.mamba2`):
+    granite (`src/models/granite-hybrid.cpp`: "A layer is recurrent IFF the n_head_kv value is set
+    to 0"): mamba where head_count_kv is 0, else full; nemotron (`src/models/nemotron-h.cpp`:
+    is_recr = n_head_kv(il) == 0 && n_ff(il) == 0; `create_memory` filter_attn = !is_recr(il) &&
+    n_ff(il) == 0): mamba where both are 0, full where head_count_kv > 0 and feed_forward_length
+    0, mlp (in neither cache) where feed_forward_length > 0."""
+    if rule == "granite":
+        return ["full" if h else "mamba" for h in kv]
+    widths = ff or [0] * n_layers
+    return ["mlp" if w else ("full" if h else "mamba") for h, w in zip(kv, widths)]
 
 
 def model_fields_from_gguf(header: GgufHeader) -> dict[str, Any]:
@@ -563,7 +592,7 @@ def model_fields_from_gguf(header: GgufHeader) -> dict[str, Any]:
                           field="general.architecture")
     a = ARCHITECTURES.get(arch)
     m = _Meta(header, arch)
-    if m.has("ssm.group_count") and not (a is not None and a.hybrid):
+    if m.has("ssm.group_count") and not (a is not None and (a.hybrid or a.mamba2)):
         raise m.fail("ssm.group_count", "Mamba-2 layers (state groups) are not modelled by kvcalc yet; "
                                         "write a kvcalc YAML for this model")
     if a is None:
@@ -580,7 +609,7 @@ def model_fields_from_gguf(header: GgufHeader) -> dict[str, Any]:
         raise m.fail("attention.head_count" if n_heads is None else "attention.head_count_kv", "is 0 for every layer: a model without attention (a pure state-space "
                                              "model) keeps no KV cache kvcalc can size; write a kvcalc YAML")
     attends = [bool(h) for h in kv]
-    if not all(attends) and not a.mamba:
+    if not all(attends) and not (a.mamba or a.mamba2):
         raise m.fail("attention.head_count_kv", "is 0 for some layers, which a {arch} model does not have; "
                                                 "kvcalc cannot tell what those layers keep".replace("{arch}", arch))
     f: dict[str, Any] = {"n_layers": n_layers, "n_heads": n_heads, "hidden_size": hidden,
@@ -605,13 +634,17 @@ def model_fields_from_gguf(header: GgufHeader) -> dict[str, Any]:
     if "sliding" in kinds:
         f["sliding_window"] = window
     f.update(compact_layers(kinds))  # the same shortest form config.json files get
-    if a.hybrid:
+    if a.mamba2:
+        kinds = _mamba2_kinds(a.mamba2, kv, ff, n_layers)
+        f.update(compact_layers(kinds))
+        f.update(_mamba2_fields(m, names))
+    elif a.hybrid:
         if not all(attends):
             raise m.fail("attention.head_count_kv", f"is 0 for some layers, but every {arch} layer attends")
         kinds = ["hybrid"] * n_layers
         f.update(compact_layers(kinds))
         f.update(_mamba2_fields(m, names))
-    if "mamba" in kinds:
+    if "mamba" in kinds and not a.mamba2:  # Mamba-1 (jamba)
         inner = m.count("ssm.inner_size")
         if inner % hidden:
             raise m.fail("ssm.inner_size", f"({inner:,}) is not a whole multiple of embedding_length ({hidden:,}); "

@@ -127,8 +127,9 @@ def test_attention_on_some_layers_only_is_refused():
     assert e.value.field == "attn_layer_indices"
 
 
-@pytest.mark.parametrize("engine, name", [("vllm", "vLLM"), ("sglang", "SGLang"), ("llamacpp", "llama.cpp")])
+@pytest.mark.parametrize("engine, name", [("vllm", "vLLM"), ("sglang", "SGLang")])
 def test_engine_profiles_refuse_rather_than_drop_the_state(engine, name):
+    # llama.cpp sizes both parts (tests/engines/test_llamacpp_mamba2_hybrids.py)
     from kvcalc.engines.profile import get_profile
 
     m = h1_7b()

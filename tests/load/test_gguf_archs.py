@@ -281,8 +281,9 @@ def test_jamba_mamba_layers_where_kv_heads_are_zero(tmp_path):
 
 def test_mamba2_hybrids_are_refused(tmp_path):
     kv = {**JAMBA, "ssm.group_count": 8}
-    with pytest.raises(ConfigError, match=r"field 'nemotron_h.ssm.group_count': Mamba-2 layers"):
-        model_from_gguf(write_gguf(tmp_path / "nh.gguf", "nemotron_h", kv, norms(32)))
+    # nemotron_h and granitehybrid are read (tests/load/test_gguf_mamba2_hybrids.py); other Mamba-2 files are not
+    with pytest.raises(ConfigError, match=r"field 'mamba2.ssm.group_count': Mamba-2 layers"):
+        model_from_gguf(write_gguf(tmp_path / "m2.gguf", "mamba2", kv, norms(32)))
 
 
 def test_zero_kv_heads_outside_a_hybrid_are_refused(tmp_path):

@@ -16,6 +16,18 @@ the widths that do not size the cache shrunk (`llamacpp_gguf.SMALL_*`).
 - jamba-1.5-mini (ai21labs/AI21-Jamba-1.5-Mini): 32 layers, attention on layer i % 8 == 4 (32 heads
   on 8 KV heads of 128), Mamba-1 elsewhere (d_state 16, d_conv 4, d_inner 8192, dt_rank 256);
   experts left out (they do not touch the cache).
+- falcon-h1-7b (tiiuae/Falcon-H1-7B-Instruct, as tests/load/test_falcon_h1.py has it): 44 layers,
+  each attention (12 heads on 2 KV heads of 128) AND a Mamba-2 mixer (d_inner 3072 = 24 heads x
+  128, 1 group, d_state 256, conv 4): every layer in the KV cache and in the recurrent memory.
+- nemotron-h-8b (nvidia/Nemotron-H-8B-Base-8K, as tests/load/test_hf_families_more.py has it):
+  52 layers of hybrid_override_pattern "M-M-M-M*-M-...": 24 Mamba-2 (d_inner 8192 = 128 heads x
+  64, 8 groups, d_state 128, conv 4), 4 attention (32 heads on 8 KV heads of 128), 24 MLP layers
+  in neither cache; head_count_kv and feed_forward_length per layer as the converter writes them.
+- granite-4.0-h-tiny (ibm-granite/granite-4.0-h-tiny, as tests/load/test_hf_families_more.py has
+  it): 40 layers, attention (12 heads on 4 KV heads of 128) on layers 5, 15, 25, 35, Mamba-2
+  elsewhere (d_inner 3072 = 48 heads x 64, 1 group, d_state 128, conv 4); experts shrunk.
+  Both converters (`conversion/granite.py` GraniteHybridModel, Nemotron-H its subclass) write
+  context_length 2^20 for these NoPE models, so `-c 0` is 1,048,576 cells.
 - mamba-130m (state-spaces/mamba-130m-hf): 24 Mamba-1 layers, hidden 768, d_inner 1536, d_state 16,
   d_conv 4, dt_rank 48; no attention, no KV cache.
 """
@@ -31,6 +43,12 @@ QWEN35_9B_CONFIG = {"architectures": ["Qwen3_5ForConditionalGeneration"], "model
                     "text_config": {"model_type": "qwen3_5_text", "num_hidden_layers": 32, "hidden_size": 4096,
                                     "num_attention_heads": 16, "num_key_value_heads": 4, "head_dim": 256,
                                     "full_attention_interval": 4, "max_position_embeddings": 262144}}
+
+
+#: nvidia/Nemotron-H-8B-Base-8K's hybrid_override_pattern: M Mamba-2, * attention, - MLP
+NEMOTRON_H_8B_PATTERN = "M-M-M-M*-M-M-M-M-M*-M-M-M-M-M*-M-M-M-M-M*-M-M-M-M-M-"
+#: ibm-granite/granite-4.0-h-tiny's attention layers (its layer_types; the rest Mamba-2)
+GRANITE_H_TINY_ATTENTION = (5, 15, 25, 35)
 
 
 def _qwen35_spec():
@@ -93,6 +111,32 @@ GEOMETRIES: dict[str, Geometry] = {g.name: g for g in [
               "ssm.conv_kernel": 4, "ssm.inner_size": 8192, "ssm.state_size": 16, "ssm.time_step_rank": 256},
              "ai21labs/AI21-Jamba-1.5-Mini (experts left out)", layer_class=lambda il: "attn" if il % 8 == 4 else "mamba",
              kv_widths=(8 * 128, 8 * 128), state_widths=(3 * 8192, 16 * 8192, 28)),
+    Geometry("falcon-h1-7b", "falcon-h1", 44,
+             {**_attn(3072, 12, 2, 128, 262144), "ssm.conv_kernel": 4, "ssm.inner_size": 3072,
+              "ssm.state_size": 256, "ssm.time_step_rank": 24, "ssm.group_count": 1},
+             "tiiuae/Falcon-H1-7B-Instruct",
+             # src/models/falcon-h1.cpp loads the conv bias as optional; mamba-base.cpp's Mamba-2 layer adds it
+             # (the published model has it: mamba_conv_bias true), d_inner 3072 + 2 x 1 x 256 = 3584 wide
+             optional_tensors=lambda il: {"ssm_conv1d.bias": (3072 + 2 * 256,)}, kv_widths=(2 * 128, 2 * 128), state_widths=(3 * (3072 + 2 * 256), 256 * 3072, 44)),
+    Geometry("nemotron-h-8b", "nemotron_h", 52,
+             {**_attn(4096, 32, [8 if ch == "*" else 0 for ch in NEMOTRON_H_8B_PATTERN], 128, 2**20, 1e-5),
+              "feed_forward_length": [SMALL_FF if ch == "-" else 0 for ch in NEMOTRON_H_8B_PATTERN],
+              "attention.layer_norm_epsilon": 1e-5, "ssm.conv_kernel": 4, "ssm.inner_size": 8192,
+              "ssm.state_size": 128, "ssm.time_step_rank": 128, "ssm.group_count": 8},
+             "nvidia/Nemotron-H-8B-Base-8K", layer_class=lambda il: NEMOTRON_H_8B_PATTERN[il],
+             # the Mamba-2 conv bias (optional in src/models/nemotron-h.cpp, added by mamba-base.cpp): 8192 + 2 x 8 x 128
+             optional_tensors=lambda il: {"ssm_conv1d.bias": (8192 + 2 * 8 * 128,)} if NEMOTRON_H_8B_PATTERN[il] == "M" else {},
+             kv_widths=(8 * 128, 8 * 128), state_widths=(3 * (8192 + 2 * 8 * 128), 128 * 8192, 24)),
+    Geometry("granite-4.0-h-tiny", "granitehybrid", 40,
+             {**_attn(1536, 12, [4 if il in GRANITE_H_TINY_ATTENTION else 0 for il in range(40)], 128, 2**20, 1e-5),
+              "expert_count": SMALL_EXPERTS, "expert_used_count": 2, "expert_feed_forward_length": SMALL_FF,
+              "expert_shared_feed_forward_length": SMALL_FF, "ssm.conv_kernel": 4, "ssm.inner_size": 3072,
+              "ssm.state_size": 128, "ssm.time_step_rank": 48, "ssm.group_count": 1},
+             "ibm-granite/granite-4.0-h-tiny (experts shrunk)",
+             layer_class=lambda il: "attn" if il in GRANITE_H_TINY_ATTENTION else "mamba",
+             # the Mamba-2 conv bias (optional in src/models/granite-hybrid.cpp, added by mamba-base.cpp): 3072 + 2 x 128
+             optional_tensors=lambda il: {} if il in GRANITE_H_TINY_ATTENTION else {"ssm_conv1d.bias": (3072 + 2 * 128,)},
+             kv_widths=(4 * 128, 4 * 128), state_widths=(3 * (3072 + 2 * 128), 128 * 3072, 36)),
     Geometry("mamba-130m", "mamba", 24,
              {"context_length": 2048, "embedding_length": 768, "feed_forward_length": 0, "attention.head_count": 0,
               "attention.layer_norm_rms_epsilon": 1e-5, "ssm.conv_kernel": 4, "ssm.inner_size": 1536,

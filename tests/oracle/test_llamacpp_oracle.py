@@ -83,6 +83,9 @@ GRID: dict[str, list[dict]] = {
     "deepseek-v2-lite-expanded": SMALL,
     "qwen3.5-9b": COMMON + [case(n_ctx=1024, np=8)],
     "jamba-1.5-mini": COMMON,
+    "falcon-h1-7b": COMMON + [case(n_ctx=1024, np=8), case(n_ctx=8192, np=2, kvu=True)],
+    "nemotron-h-8b": COMMON + [case(n_ctx=1024, np=8), case(n_ctx=2048, np=3, kvu=True, fa="off")],
+    "granite-4.0-h-tiny": COMMON + [case(n_ctx=1024, np=8), case(n_ctx=2048, np=3, fa="off")],
     "mamba-130m": [case(n_ctx=0), case(n_ctx=1024, np=4), case(n_ctx=2048, np=2, kvu=True), case(ctk="q8_0", ctv="q8_0"),
                    case(fa="off")],
 }
