@@ -220,3 +220,173 @@ def run_kvcalc(model, *, kv_memory_bytes: int, max_model_len: int, tp: int, kv_c
     m = _ESTIMATED.search(refusal or "")
     return Figures(num_blocks=r.num_gpu_blocks, tokens=r.kv_cache_tokens, concurrency=r.max_concurrency,
                    refused=refusal, estimated_max_len=int(m.group(1)) if m else None)
+
+
+# ---------------------------------------------------------------------------------------------
+# The grid and the comparison
+
+#: the models: kvcalc's bundled configs (configs/models), each from its published config.json
+MODELS = ("llama-3.1-8b", "llama-3.1-70b", "qwen3-8b", "mistral-7b-v0.1", "gemma-2-9b", "gemma-3-1b", "gemma-3-27b",
+          "gpt-oss-20b", "deepseek-v2-lite", "deepseek-v3", "qwen3-next-80b-a3b", "llama-4-scout")
+GIB = 2**30
+#: per-rank KV budgets, bytes (1 B: nothing fits, the "No available memory" refusal; 6.51 GiB: gpt-oss-20b's figure in issue 10), plus per case the
+#: budget of exactly one request and one byte less (`one_request_bytes`)
+BUDGETS = (1, GIB // 2, int(6.51 * GIB), 40 * GIB)
+LENGTHS = (4096, 32768, 131072)
+TPS = (1, 4)
+KV_DTYPES = ("auto", "fp8")
+#: the MLA backend the cases name (the CUDA platform that would pick it does not load on a CPU)
+MLA_BACKEND, MLA_BLOCK_SIZE = "FLASHMLA", 64
+
+
+@dataclass(frozen=True)
+class Case:
+    model: str
+    kv_memory_bytes: int | str  # bytes, or 'one' / 'one-1': one request's budget (and one byte less)
+    max_model_len: int
+    tp: int
+    kv_cache_dtype: str
+
+    @property
+    def id(self) -> str:
+        mem = self.kv_memory_bytes
+        if not isinstance(mem, str):
+            mem = f"{mem / GIB:g}GiB" if mem >= 2**20 else f"{mem}B"
+        return f"{self.model}-{mem}-L{self.max_model_len}-tp{self.tp}-{self.kv_cache_dtype}"
+
+
+def grid() -> list[Case]:
+    """Every case: models x budgets x lengths (up to the model's limit) x tp x KV dtype."""
+    import kvcalc
+
+    cases = []
+    for name in MODELS:
+        model = kvcalc.load_model(name)
+        for L in LENGTHS:
+            if model.context_limit is not None and L > model.context_limit:
+                continue
+            for tp in TPS:
+                for dtype in KV_DTYPES:
+                    for mem in (*BUDGETS, "one", "one-1"):
+                        cases.append(Case(name, mem, L, tp, dtype))
+    return cases
+
+
+def one_request_bytes(model, case: Case, **kw) -> int:
+    """The smallest per-rank budget vLLM starts with for one request of max_model_len, from
+    vLLM's own functions: 0.33 `get_kv_cache_configs` checks the budget less the null block
+    (`_pool_bytes_per_block_from_builder`) against `_max_memory_usage_bytes_from_groups`; 0.11
+    `check_enough_kv_cache_memory` checks it against `max_memory_usage_bytes`."""
+    cfg = make_vllm_config(max_model_len=case.max_model_len, kv_cache_dtype=case.kv_cache_dtype,
+                           model_dtype=TORCH_DTYPES.get(model.dtype, torch.bfloat16), tp=case.tp,
+                           block_size=kw.get("block_size", 16))
+    specs = layer_specs(model, cfg, case.kv_cache_dtype, case.tp)
+    if KVCALC_VERSION == "0.11":
+        return planning.max_memory_usage_bytes(cfg, specs.values())
+    from vllm.v1.core.kv_cache_config_builder import get_kv_cache_config_builder
+
+    builder = get_kv_cache_config_builder(cfg)
+    groups = planning.get_global_kv_cache_groups(cfg, [specs])
+    return (planning._max_memory_usage_bytes_from_groups(builder, cfg, groups)
+            + planning._pool_bytes_per_block_from_builder(builder, cfg, groups))
+
+
+def _options(model) -> dict:
+    if any(layer.kind == "mla" for layer in model.layers):
+        return {"block_size": MLA_BLOCK_SIZE}
+    return {}
+
+
+def _same_float(a: float | None, b: float | None) -> bool:
+    return a is None and b is None or (a is not None and b is not None and abs(a - b) <= 1e-12 * max(1.0, abs(a)))
+
+
+@dataclass
+class Outcome:
+    """One case compared: status 'match', 'mismatch' (with the fields that differ) or 'refused'
+    (kvcalc refuses the model or option on purpose; `reason` says why)."""
+
+    case: Case
+    status: str
+    vllm: Figures | None = None
+    kvcalc: Figures | None = None
+    differs: tuple[str, ...] = ()
+    reason: str = ""
+
+
+def _message(text: str | None) -> str | None:
+    if text is None:
+        return None
+    return text.removeprefix("vLLM would refuse to start: ").removeprefix("vLLM would fail at start-up: ")
+
+
+def compare(case: Case) -> Outcome:
+    """Run one case on both sides and compare blocks, tokens, concurrency, the refusal, its text
+    and the estimated maximum length."""
+    import kvcalc
+    from kvcalc.errors import KvcalcError
+
+    model = kvcalc.load_model(case.model)
+    opts = _options(model)
+    try:
+        specs_ok = layer_specs(model, make_vllm_config(max_model_len=case.max_model_len, block_size=16,
+                                                       kv_cache_dtype=case.kv_cache_dtype, model_dtype=torch.bfloat16,
+                                                       tp=case.tp), case.kv_cache_dtype, case.tp)
+    except NotImplementedError as e:
+        specs_ok, why = None, str(e)
+    mem = case.kv_memory_bytes
+    if isinstance(mem, str):
+        if specs_ok is None:
+            mem = 40 * GIB
+        else:
+            mem = one_request_bytes(model, case, **opts) - (1 if mem == "one-1" else 0)
+    backend = MLA_BACKEND if opts else None
+    k = run_kvcalc(model, kv_memory_bytes=mem, max_model_len=case.max_model_len, tp=case.tp,
+                   kv_cache_dtype=case.kv_cache_dtype, attention_backend=backend, **opts)
+    if specs_ok is None:
+        return Outcome(case, "refused", kvcalc=k, reason=f"{why}; kvcalc: {k.refused}")
+    v = run_vllm(model, kv_memory_bytes=mem, max_model_len=case.max_model_len, tp=case.tp,
+                 kv_cache_dtype=case.kv_cache_dtype, **opts)
+    if k.refused and k.num_blocks is None and v.refused is None:
+        return Outcome(case, "refused", vllm=v, kvcalc=k, reason=k.refused)
+    differs = []
+    if (v.refused is None) != (k.refused is None):
+        differs.append("refusal")
+    elif v.refused is not None:
+        if v.estimated_max_len != k.estimated_max_len:
+            differs.append("estimated_max_len")
+        if _message(v.refused) != _message(k.refused):
+            differs.append("message")
+    if v.refused is None:
+        for name in ("num_blocks", "tokens"):
+            if getattr(v, name) != getattr(k, name):
+                differs.append(name)
+        if not _same_float(v.concurrency, k.concurrency):
+            differs.append("concurrency")
+    return Outcome(case, "mismatch" if differs else "match", vllm=v, kvcalc=k, differs=tuple(differs))
+
+
+def main() -> None:
+    """Print every mismatch and the totals (`python tests/oracle/vllm_harness.py`)."""
+    import collections
+    import time
+    import warnings
+
+    warnings.simplefilter("ignore")
+    start = time.time()
+    outcomes = [compare(c) for c in grid()]
+    counts = collections.Counter(o.status for o in outcomes)
+    kinds = collections.Counter()
+    for o in outcomes:
+        if o.status == "mismatch":
+            kinds[(o.case.model, o.differs)] += 1
+            print(f"MISMATCH {o.case.id} {o.differs}\n  vllm   {o.vllm}\n  kvcalc {o.kvcalc}")
+        elif o.status == "refused":
+            print(f"REFUSED  {o.case.id}: {o.reason[:200]}")
+    print(f"vLLM {VLLM_VERSION}: {len(outcomes)} cases, {dict(counts)} in {time.time() - start:.0f} s")
+    for (model, differs), n in sorted(kinds.items()):
+        print(f"  {model}: {', '.join(differs)} x {n}")
+
+
+if __name__ == "__main__":
+    main()
