@@ -48,6 +48,12 @@ os.environ.setdefault("VLLM_LOGGING_LEVEL", "ERROR")
 
 import torch  # noqa: E402
 import vllm  # noqa: E402
+import vllm.platforms  # noqa: E402
+
+if vllm.platforms._current_platform is None:  # 0.11 infers CPU only from a CPU build: name it
+    from vllm.platforms.cpu import CpuPlatform
+
+    vllm.platforms._current_platform = CpuPlatform()
 from vllm.config import VllmConfig  # noqa: E402
 
 VLLM_VERSION = vllm.__version__
@@ -99,7 +105,8 @@ def make_vllm_config(*, max_model_len: int, block_size: int, kv_cache_dtype: str
     """vLLM's `VllmConfig` for one case (CPU platform), with a stand-in model config."""
     from vllm.config import CacheConfig
 
-    cfg = VllmConfig(cache_config=CacheConfig(block_size=block_size, cache_dtype=kv_cache_dtype))
+    cfg = VllmConfig(cache_config=CacheConfig(block_size=16, cache_dtype=kv_cache_dtype))
+    cfg.cache_config.block_size = block_size  # after the CPU platform's checks (0.11's refuses 64 without IPEX)
     cfg.model_config = SimpleNamespace(max_model_len=max_model_len, original_max_model_len=max_model_len,
                                        dtype=model_dtype, supports_kv_cache_grouping=False, use_mla=False)
     cfg.scheduler_config.max_num_batched_tokens = max_num_batched_tokens
@@ -131,9 +138,14 @@ def layer_specs(model, cfg: VllmConfig, kv_cache_dtype: str, tp: int) -> dict:
     (Llama-4's chunked layers, `model_type` llama4*, -> ChunkedLocalAttentionSpec), mla ->
     MLAAttentionSpec. Raises `NotImplementedError` for Mamba / linear-attention layers.
     """
-    from vllm.utils.torch_utils import kv_cache_dtype_str_to_dtype
+    try:
+        from vllm.utils.torch_utils import kv_cache_dtype_str_to_dtype
 
-    dtype = kv_cache_dtype_str_to_dtype(kv_cache_dtype, cfg.model_config)
+        dtype = kv_cache_dtype_str_to_dtype(kv_cache_dtype, cfg.model_config)
+    except ImportError:  # 0.11: `GPUModelRunner.__init__` (`kv_cache_dtype`)
+        from vllm.utils import STR_DTYPE_TO_TORCH_DTYPE
+
+        dtype = cfg.model_config.dtype if kv_cache_dtype == "auto" else STR_DTYPE_TO_TORCH_DTYPE[kv_cache_dtype]
     block_size = cfg.cache_config.block_size
     quant = {}
     if hasattr(kvi, "get_kv_quant_mode"):
@@ -143,8 +155,9 @@ def layer_specs(model, cfg: VllmConfig, kv_cache_dtype: str, tp: int) -> dict:
     for i, layer in enumerate(model.layers):
         name = f"model.layers.{i}.self_attn.attn"
         if layer.kind == "mla":
+            mla = dict(quant, max_tp_shards=1) if quant else {}  # 0.33 `MLAAttention.get_kv_cache_spec`
             specs[name] = kvi.MLAAttentionSpec(block_size=block_size, num_kv_heads=1, head_size=layer.head_dim_k,
-                                               dtype=dtype, cache_dtype_str=kv_cache_dtype, **quant)
+                                               dtype=dtype, cache_dtype_str=kv_cache_dtype, **mla)
             continue
         if layer.kind not in ("full", "sliding"):
             raise NotImplementedError(f"{model.name}: {layer.kind} layers (MambaSpec) are not built by the harness")
@@ -383,7 +396,9 @@ def main() -> None:
             print(f"MISMATCH {o.case.id} {o.differs}\n  vllm   {o.vllm}\n  kvcalc {o.kvcalc}")
         elif o.status == "refused":
             print(f"REFUSED  {o.case.id}: {o.reason[:200]}")
-    print(f"vLLM {VLLM_VERSION}: {len(outcomes)} cases, {dict(counts)} in {time.time() - start:.0f} s")
+    figures_only = sum(o.status == "match" or (o.status == "mismatch" and o.differs == ("message",)) for o in outcomes)
+    print(f"vLLM {VLLM_VERSION}: {len(outcomes)} cases, {dict(counts)} in {time.time() - start:.0f} s; "
+          f"{figures_only} match in every figure (the refusal text aside)")
     for (model, differs), n in sorted(kinds.items()):
         print(f"  {model}: {', '.join(differs)} x {n}")
 
