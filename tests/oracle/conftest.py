@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-REASON = "llama.cpp oracle: run it with `pytest -m oracle tests/oracle` (docs/engine-oracles.md)"
+REASON = "engine oracle (llama.cpp, vLLM): run it with `pytest -m oracle tests/oracle` (docs/engine-oracles.md)"
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
