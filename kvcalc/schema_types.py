@@ -67,6 +67,10 @@ Quantity0 = _int(ge=0, le=10**21)
 Int0 = _int(ge=0)
 #: a list of such ints (one per layer)
 Int0List = Annotated[list[int], CoreSchema(lambda: cs.list_schema(cs.int_schema(strict=True, ge=0)))]
+#: an int > 0 (lax: pydantic's `PositiveInt`, `Field(gt=0)`)
+PositiveInt = Annotated[int, CoreSchema(lambda: cs.int_schema(gt=0))]
+#: an int, or None (lax)
+OptInt = Annotated[Optional[int], CoreSchema(lambda: cs.nullable_schema(cs.int_schema()))]
 #: text, or None
 OptStr = Annotated[Optional[str], CoreSchema(lambda: cs.nullable_schema(cs.str_schema()))]
 #: a list of text, or None
