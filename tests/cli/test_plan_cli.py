@@ -11,7 +11,7 @@ import pytest
 #: the GPUs searched, pinned as in tests/calc/test_plan.py (`GPUS`) so that a new row of the GPU
 #: table never changes the answer: 4 x b200 tp4 fp8/fp8, then 4 x mi300x, then 4 x h200
 GPUS = "h100-sxm,h200,b200,mi300x,a100-80gb-sxm,l40s"
-WORKLOAD = ("plan", "llama-3.1-70b", "-s", "32k", "-c", "64", "--max-tpot-ms", "50")
+WORKLOAD = ("plan", "llama-3.1-70b", "-s", "32k", "--concurrency", "64", "--max-tpot-ms", "50")
 LLAMA = (*WORKLOAD, "--gpu", GPUS)
 
 
@@ -154,11 +154,11 @@ def test_estimate_gpu_that_does_not_fit_names_the_smallest_count(cli):
     # llama-3.1-70b bf16, 12 x 32k on one h100-sxm: 141 GB of weights alone exceed 77 GB. 3 GPUs
     # (tp 1 x pp 3): 47.1 GB weights + 12 x 32,768 x 327,680 B / 3 = 42.9 GB KV + ~1.7 GB > 77.0
     # GB; 4 (tp 4): 35.3 + 32.2 + 1.1 GB = 68.6 GB fits.
-    r = cli("estimate", "llama-3.1-70b", "-s", "32k", "-b", "12", "--gpu", "h100-sxm")
+    r = cli("estimate", "llama-3.1-70b", "-s", "32k", "--batch", "12", "--gpu", "h100-sxm")
     assert r.exit_code == 0, r.output
     assert ("does not fit: the smallest count that fits 12 x 32,768 tokens in bf16 is 4 x h100-sxm (tp 4, pp 1, dp 1)"
             in r.stdout)
-    j = cli("estimate", "llama-3.1-70b", "-s", "32k", "-b", "12", "--gpu", "h100-sxm", "-f", "json")
+    j = cli("estimate", "llama-3.1-70b", "-s", "32k", "--batch", "12", "--gpu", "h100-sxm", "-f", "json")
     assert json.loads(j.stdout)["smallest_fitting_count"] == 4
 
 

@@ -61,9 +61,9 @@ def test_estimate_builds_no_typer_converter_for_its_defaults():
     pytest.importorskip("typer._coercion")
     _, mods = modules_after("estimate", "llama-3.1-8b")
     assert "typer._adapters" not in mods
-    # a typed value still goes through typer's converter: -b 2 is the int 2 (8,192 x 2 sequences
+    # a typed value still goes through typer's converter: --batch 2 is the int 2 (8,192 x 2 sequences
     # x 131,072 B per token = 2,147,483,648 B)
-    text, mods = modules_after("estimate", "llama-3.1-8b", "-s", "8k", "-b", "2", "-f", "json")
+    text, mods = modules_after("estimate", "llama-3.1-8b", "-s", "8k", "--batch", "2", "-f", "json")
     assert json.loads(text)["kv_cache_bytes"] == 2_147_483_648
     assert "typer._adapters" in mods
 
