@@ -58,7 +58,7 @@ def test_nothing_fits_prints_why_not_and_exits_1(cli):
 
 
 def test_llamacpp_two_unequal_gpus_cli(cli):
-    r = cli("plan", "qwen3-32b", "-s", "8k", "-c", "4", "--gpu", "l40s+rtx-4090", "-e", "llamacpp")
+    r = cli("plan", "qwen3-32b", "-s", "8k", "--concurrency", "4", "--gpu", "l40s+rtx-4090", "-e", "llamacpp")
     assert r.exit_code == 0, r.output
     assert "llama-server -m qwen3-32b-Q8_0.gguf -c 32768 -np 4 -ctk q8_0 -ctv q8_0 -ngl 99 -ts 42,23 -fa on" in r.stdout
 
@@ -95,7 +95,7 @@ def test_write_deployment_refuses_an_existing_file_unless_force(cli, tmp_path):
 def test_prices_file(cli, tmp_path):
     p = tmp_path / "prices.yaml"
     p.write_text("# example figures\nh100-sxm: 2.5\nl40s: 0.9\na100-80gb-sxm: 1.5\n")
-    r = cli("plan", "llama-3.1-8b", "-s", "8k", "-c", "8", "--gpu", "h100-sxm,l40s,a100-80gb-sxm", "--kv-dtype", "bf16",
+    r = cli("plan", "llama-3.1-8b", "-s", "8k", "--concurrency", "8", "--gpu", "h100-sxm,l40s,a100-80gb-sxm", "--kv-dtype", "bf16",
             "--weight-dtype", "bf16", "--prices", str(p), "--top", "3", "-f", "json")
     assert r.exit_code == 0, r.output
     d = json.loads(r.stdout)
@@ -127,7 +127,7 @@ BAD = [
 
 @pytest.mark.parametrize("extra, says", BAD, ids=[b[0][0] + "=" + b[0][1] for b in BAD])
 def test_bad_input_is_one_line_exit_2(cli, extra, says):
-    r = cli("plan", "llama-3.1-8b", "-s", "8k", "-c", "4", *extra)
+    r = cli("plan", "llama-3.1-8b", "-s", "8k", "--concurrency", "4", *extra)
     assert r.exit_code == 2, r.output
     lines = r.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("error: ") and says in lines[0], lines
