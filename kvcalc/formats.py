@@ -18,9 +18,11 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict
 
 from kvcalc.errors import MESSAGE, KvcalcError, UnknownNameError
+# field types whose core schema is given ready-made: the table below is built at every start-up
+from kvcalc.schema_types import OptInt, OptStr, PositiveInt
 
 
 class StorageFormat(BaseModel):
@@ -36,12 +38,12 @@ class StorageFormat(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     name: str
-    block_values: int = Field(gt=0)
-    block_bytes: int = Field(gt=0)
+    block_values: PositiveInt
+    block_bytes: PositiveInt
     description: str = ""
-    torch_dtype: str | None = None
-    bits: int = Field(gt=0)
-    quant_group_size: int | None = None
+    torch_dtype: OptStr = None
+    bits: PositiveInt
+    quant_group_size: OptInt = None
     scale_bytes: int = 0
     kind: Literal["kv", "weight", "both"] = "both"
 

@@ -1,4 +1,5 @@
-"""Pydantic v2 models of the inputs: a model as its layers, the workload, a GPU, a deployment.
+"""Pydantic v2 models of the inputs: a model as its layers, the workload; a GPU and a deployment
+(`GpuSpec`, `Deployment`, `Targets`: declared in `kvcalc.schema_deploy`, handed out here by name).
 The results every command returns are in `kvcalc.results`.
 
 All models are frozen and refuse unknown fields (`extra="forbid"`); the loaders turn a refused
@@ -13,75 +14,36 @@ compile and evaluate, some eighty times. A name not yet defined goes in quotes (
 """
 
 from functools import cached_property
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
-from annotated_types import Ge, Gt, Le  # pydantic's own constraint types (a dependency of pydantic)
-from pydantic import (BaseModel, BeforeValidator, ConfigDict, Field, PositiveInt, Strict, StrictBool, WithJsonSchema,
-                      field_validator, model_validator)
+from pydantic import Field, PositiveInt, field_validator, model_validator
 
-from kvcalc.errors import KvcalcError
-from kvcalc.units import (MAX_CONCURRENCY, MAX_GPUS, MAX_QUANTITY, MAX_SEQ_LEN,  # shared with the CLI's checks
-                          parse_count, parse_size)
+from kvcalc.schema_types import (  # noqa: F401  (the field types and the base model, shared with kvcalc.schema_deploy)
+    Count, Count0, CoreSchema, Int0, Int0List, LayerCount, OptCount, OptQuantity, OptStr, OptStrList, Quantity,
+    Quantity0, StrictBool, Tokens, _Frozen)
+from kvcalc.units import MAX_SEQ_LEN
 
-#: a config count: a whole number > 0, strictly an int (a YAML `true`, `32.0` or `"8"` is refused)
-#: and bounded so no typo can make the arithmetic hang or overflow. The model's count types give
-#: their constraints as `Strict()`, `Gt`, `Le` (what `Field(strict=True, gt=..., le=...)` turns
-#: into): the same validation and JSON Schema, and `ModelSpec`, with some fifty of them, is built
-#: at every start-up without a `FieldInfo` to merge for each.
-Count = Annotated[int, Strict(), Gt(0), Le(2**40)]
-#: a layer count, bounded lower: the engine walks the layer list.
-LayerCount = Annotated[int, Strict(), Gt(0), Le(100_000)]
-#: a count that may be 0.
-Count0 = Annotated[int, Strict(), Ge(0), Le(2**40)]
-#: a large quantity in base units (parameters, bytes, bytes/s, FLOP/s), strictly an int.
-Quantity = Annotated[int, Strict(), Gt(0), Le(10**21)]
-Quantity0 = Annotated[int, Strict(), Ge(0), Le(10**21)]
+TYPE_CHECKING = False  # typing.TYPE_CHECKING: for type checkers only
+if TYPE_CHECKING:
+    from kvcalc.schema_deploy import Deployment, GpuSpec, Targets
+
+#: the names `kvcalc.schema_deploy` declares, handed out by `__getattr__` on first use
+DEPLOY_NAMES = ("GpuSpec", "Deployment", "Targets", "GpuCount", "ContextTokens", "Positive", "MemoryBytes", "Bytes0",
+                "BytesPerS", "FlopsPerS")
 
 
-def _tokens(value: object) -> object:
-    """A token count written as on the command line (`32k` = 32,768, `8,192`); ints and
-    anything else go on to the strict int check unchanged (a YAML `true` or `32.5` is refused)."""
-    if isinstance(value, str):
-        try:
-            return parse_count(value, None)
-        except KvcalcError as e:  # -> pydantic ValueError: the loader names the file, line and field
-            raise ValueError(e.message) from None
-    return value
+def __getattr__(name: str) -> Any:
+    """`GpuSpec`, `Deployment`, `Targets` and their field types, from `kvcalc.schema_deploy`:
+    `from kvcalc.schema import GpuSpec` imports that module on first use only, so a call that
+    reads no GPU or deployment (`kvcalc estimate MODEL`) never declares them."""
+    if name in DEPLOY_NAMES:
+        import kvcalc.schema_deploy as deploy
 
+        value = getattr(deploy, name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module 'kvcalc.schema' has no attribute {name!r}")
 
-def _quantity(kind: str, *, min_unitless: int, hint_unit: str, allow_zero: bool = False) -> BeforeValidator:
-    """A validator reading a file's size, rate or FLOP/s field with `units.parse_size`, the rule
-    the CLI's size options follow: `80GB`, `24GiB`, `3.35TB/s`, `768e9`, `989.4TFLOPS` or an int."""
-
-    def parse(value: object) -> object:
-        if value is None:
-            return value
-        try:
-            return parse_size(value, None, kind=kind, min_unitless=min_unitless, hint_unit=hint_unit,
-                              allow_zero=allow_zero)
-        except KvcalcError as e:
-            raise ValueError(e.message) from None
-
-    return BeforeValidator(parse)
-
-
-#: a token count that may be written `32k` (deployment `max_seq_len`, model `max_position_embeddings`)
-_TOKENS_SCHEMA = WithJsonSchema({"anyOf": [{"type": "integer", "exclusiveMinimum": 0},
-                                           {"type": "string", "pattern": r"^[0-9][0-9_,]*[kKmM]?$"}]})
-Tokens = Annotated[int, BeforeValidator(_tokens), Strict(), Gt(0), Le(2**40), _TOKENS_SCHEMA]
-#: bytes of memory: `80GB`, `24GiB`, `1.5e9` or an int; unitless figures under 1 MiB are refused
-_SIZE_SCHEMA = WithJsonSchema({"anyOf": [{"type": "integer"}, {"type": "number"}, {"type": "string"}]})
-MemoryBytes = Annotated[int, _quantity("bytes", min_unitless=2**20, hint_unit="GiB"),
-                        Field(strict=True, gt=0, le=MAX_QUANTITY), _SIZE_SCHEMA]
-#: bytes that may be small or 0 (an L2 cache)
-Bytes0 = Annotated[int, _quantity("bytes", min_unitless=0, hint_unit="MiB", allow_zero=True),
-                   Field(strict=True, ge=0, le=MAX_QUANTITY), _SIZE_SCHEMA]
-#: bytes per second: `3.35TB/s`, `768GB/s`, `768e9` or an int (decimal prefixes, as vendors quote)
-BytesPerS = Annotated[int, _quantity("bytes_per_s", min_unitless=10**6, hint_unit="GB/s"),
-                      Field(strict=True, gt=0, le=MAX_QUANTITY), _SIZE_SCHEMA]
-#: FLOP/s: `989.4TFLOPS`, `989.4e12` or an int
-FlopsPerS = Annotated[int, _quantity("flops_per_s", min_unitless=10**6, hint_unit="TFLOPS"),
-                      Field(strict=True, gt=0, le=MAX_QUANTITY), _SIZE_SCHEMA]
 
 #: the kinds a layer can be. full / sliding cache K and V per head; mla caches one latent
 #: vector per token; mamba and linear (linear attention, Gated DeltaNet) keep a fixed
@@ -115,10 +77,6 @@ def field_error(model: str, field: str, message: str, value: object = None) -> E
     return ValidationError.from_exception_data(model, [InitErrorDetails(
         type=PydanticCustomError("value_error", message.replace("{", "{{").replace("}", "}}")), loc=(field,),
         input=value)])
-
-
-class _Frozen(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)  # built on first use: a command pays only for the models it validates
 
 
 class LayerSpec(_Frozen):
@@ -180,12 +138,12 @@ class CheckpointWeights(_Frozen):
 
     source: str = Field(min_length=1)
     label: str = Field(min_length=1)
-    n_params: Annotated[int, Field(strict=True, ge=0)]
-    layer_bytes: list[Annotated[int, Field(strict=True, ge=0)]]
-    layer_expert_bytes: list[Annotated[int, Field(strict=True, ge=0)]]
-    embedding_bytes: Annotated[int, Field(strict=True, ge=0)] = 0
-    head_bytes: Annotated[int, Field(strict=True, ge=0)] = 0
-    other_bytes: Annotated[int, Field(strict=True, ge=0)] = 0
+    n_params: Int0
+    layer_bytes: Int0List
+    layer_expert_bytes: Int0List
+    embedding_bytes: Int0 = 0
+    head_bytes: Int0 = 0
+    other_bytes: Int0 = 0
     bytes_by_dtype: dict[str, int] = Field(default_factory=dict)
 
     @model_validator(mode="after")
@@ -229,72 +187,72 @@ class ModelSpec(_Frozen):
 
     # identity
     name: str = Field(min_length=1)
-    source: str | None = None
-    model_type: str | None = None
+    source: OptStr = None
+    model_type: OptStr = None
 
     # attention
     n_layers: LayerCount
     n_heads: Count
-    n_kv_heads: Count | None = None
-    head_dim: Count | None = None
-    v_head_dim: Count | None = None
-    hidden_size: Count | None = None
+    n_kv_heads: OptCount = None
+    head_dim: OptCount = None
+    v_head_dim: OptCount = None
+    hidden_size: OptCount = None
     dtype: str = "bf16"
     max_position_embeddings: Tokens | None = None
     # the config's rope scaling: the longest context engines allow is derived from it (`context_limit`)
     rope_scaling: RopeScaling | None = None
     attention: Literal["standard", "mla"] = "standard"
-    kv_lora_rank: Count | None = None
-    qk_rope_head_dim: Count | None = None
-    qk_nope_head_dim: Count | None = None
-    q_lora_rank: Count | None = None
+    kv_lora_rank: OptCount = None
+    qk_rope_head_dim: OptCount = None
+    qk_nope_head_dim: OptCount = None
+    q_lora_rank: OptCount = None
     # DeepSeek-V3.2 sparse attention: the indexer caches one key of index_head_dim per token per layer
-    index_head_dim: Count | None = None
+    index_head_dim: OptCount = None
     # how llama.cpp caches MLA, where the file tells (a GGUF loader sets it): "latent" for a GGUF
     # converted for llama.cpp's latent cache (it carries deepseek2.attention.key_length_mla, April
     # 2025 on), "expanded" for an older one (K and V per head); None: the llama.cpp version decides
     mla_cache: Literal["latent", "expanded"] | None = None
-    sliding_window: Count | None = None
-    layer_pattern: list[str] | None = None
-    layer_types: list[str] | None = None
+    sliding_window: OptCount = None
+    layer_pattern: OptStrList = None
+    layer_types: OptStrList = None
 
     # fixed per-sequence state of mamba / linear-attention layers
-    mamba_d_state: Count | None = None
-    mamba_d_conv: Count | None = None
-    mamba_expand: Count | None = None
-    mamba_dt_rank: Count | None = None
+    mamba_d_state: OptCount = None
+    mamba_d_conv: OptCount = None
+    mamba_expand: OptCount = None
+    mamba_dt_rank: OptCount = None
     # Mamba-2 (Nemotron-H, Granite-4.0-H): n_groups set means the mamba layers are Mamba-2, with
     # n_heads heads of head_dim (d_inner = n_heads x head_dim)
-    mamba_n_groups: Count | None = None
-    mamba_n_heads: Count | None = None
-    mamba_head_dim: Count | None = None
+    mamba_n_groups: OptCount = None
+    mamba_n_heads: OptCount = None
+    mamba_head_dim: OptCount = None
     # Mamba-2's gated RMS norm over d_inner (a weight of d_inner values); Falcon-H1's mamba_rms_norm: false has none
     mamba_norm: StrictBool = True
-    linear_num_key_heads: Count | None = None
-    linear_num_value_heads: Count | None = None
-    linear_key_head_dim: Count | None = None
-    linear_value_head_dim: Count | None = None
-    linear_conv_kernel_dim: Count | None = None
+    linear_num_key_heads: OptCount = None
+    linear_num_value_heads: OptCount = None
+    linear_key_head_dim: OptCount = None
+    linear_value_head_dim: OptCount = None
+    linear_conv_kernel_dim: OptCount = None
 
     # weights (parameter count)
-    vocab_size: Count | None = None
-    intermediate_size: Count | None = None
+    vocab_size: OptCount = None
+    intermediate_size: OptCount = None
     mlp_kind: Literal["gated", "plain"] = "gated"
     tie_word_embeddings: StrictBool = False
     attention_bias: StrictBool = False
-    n_experts: Count | None = None
-    n_experts_per_token: Count | None = None
-    moe_intermediate_size: Count | None = None
-    shared_expert_intermediate_size: Count | None = None
+    n_experts: OptCount = None
+    n_experts_per_token: OptCount = None
+    moe_intermediate_size: OptCount = None
+    shared_expert_intermediate_size: OptCount = None
     first_dense_layers: Count0 = 0
     moe_layer_period: Count = 1
     moe_layer_offset: Count0 = 0
-    n_params: Quantity | None = None
-    n_active_params: Quantity | None = None
+    n_params: OptQuantity = None
+    n_active_params: OptQuantity = None
     # storage format of the published checkpoint's decoder matrices (else `dtype`), and of its
     # routed experts when they differ (gpt-oss: MXFP4 experts, bf16 attention); --weight-dtype overrides
-    weight_dtype: str | None = None
-    expert_weight_dtype: str | None = None
+    weight_dtype: OptStr = None
+    expert_weight_dtype: OptStr = None
     # exact stored weight bytes from the checkpoint's own headers (safetensors / GGUF), when the
     # model came from a checkpoint; None: counted from the architecture
     checkpoint: CheckpointWeights | None = None
@@ -575,104 +533,3 @@ class Workload(_Frozen):
     k_dtype: str
     v_dtype: str
     parallel: Parallelism = Parallelism()
-
-
-# ----- deployments (`kvcalc check`; read by `kvcalc.load.deployments`) ------------------------
-
-# strict: YAML `true` or `1.5` is not a count (pydantic's lax mode would read true as 1)
-GpuCount = Annotated[int, Field(strict=True, gt=0, le=MAX_GPUS)]
-#: a deployment's context: `32k` or an int, at most `units.MAX_SEQ_LEN`
-ContextTokens = Annotated[int, BeforeValidator(_tokens), Field(strict=True, gt=0, le=MAX_SEQ_LEN), _TOKENS_SCHEMA]
-# strict floats still take YAML ints (50 -> 50.0) but not booleans or strings; never inf / nan
-Positive = Annotated[float, Field(strict=True, gt=0, le=1e12, allow_inf_nan=False)]
-
-
-class Targets(_Frozen):
-    """Service targets: the slowest acceptable time per output token (ms) and the least total
-    output tokens/s over the whole deployment."""
-
-    max_tpot_ms: Positive | None = None
-    min_tokens_per_s: Positive | None = None
-
-
-class Deployment(_Frozen):
-    """One deployment. `tp` defaults to count / pp; dp = count / (tp x pp) replicas share the
-    `concurrency` sequences of `max_seq_len` tokens: some hold ceil(concurrency / dp), the rest
-    floor (`memory_plan.Planner.split_decode`). Checked by `kvcalc.calc.check.check`."""
-
-    name: str | None = None
-    description: str | None = None
-    model: str = Field(min_length=1)
-    gpu: str = Field(min_length=1)
-    count: GpuCount = 1
-    tp: GpuCount | None = None
-    pp: GpuCount = 1
-    kv_dtype: str | None = None
-    weight_dtype: str | None = None
-    max_seq_len: ContextTokens
-    concurrency: Annotated[int, Field(strict=True, gt=0, le=MAX_CONCURRENCY)] = 1
-    gpu_memory_utilization: float = Field(default=0.9, gt=0, le=1, strict=True, allow_inf_nan=False)
-    targets: Targets | None = None
-
-    @field_validator("kv_dtype", "weight_dtype")
-    @classmethod
-    def _fmt(cls, v: str | None, info) -> str | None:
-        if v is None:
-            return v
-        from kvcalc.errors import KvcalcError
-        from kvcalc.formats import kv_format, weight_format
-
-        try:
-            return (kv_format if info.field_name == "kv_dtype" else weight_format)(v).name
-        except KvcalcError as e:  # -> pydantic ValueError, which the loader reports against this field
-            raise ValueError(e.message) from None
-
-    @model_validator(mode="after")
-    def _layout(self) -> "Deployment":
-        tp = self.tp or self.count // self.pp
-        if tp < 1 or self.count % (tp * self.pp):
-            raise ValueError(f"count ({self.count}) must be a multiple of tp x pp ({tp} x {self.pp})")
-        return self
-
-    @property
-    def resolved_tp(self) -> int:
-        """tp, else count // pp."""
-        return self.tp or self.count // self.pp
-
-    @property
-    def dp(self) -> int:
-        """Replicas: count // (tp x pp)."""
-        return self.count // (self.resolved_tp * self.pp)
-
-    @property
-    def batch_per_replica(self) -> int:
-        """ceil(concurrency / dp): the fullest replica's sequences."""
-        return -(-self.concurrency // self.dp)
-
-
-class GpuSpec(_Frozen):
-    """One GPU from `kvcalc/data/gpus.yaml` or a user's own YAML. Base units throughout; a file
-    may write sizes with units (`memory_bytes: 80GiB`, `hbm_bytes_per_s: 3.35TB/s` or `768e9`,
-    `bf16_flops_per_s: 989.4TFLOPS`), read exactly by `units.parse_size`.
-
-    `memory_bytes` is the memory as the device reports it (nvidia-smi total MiB x 2^20), not
-    the marketing figure; FLOP/s are dense (not 2:4 sparse); `interconnect_bytes_per_s` is the
-    per-GPU bidirectional figure vendors quote (one direction is half). `compute_capability`:
-    NVIDIA's "major.minor" (`torch.cuda.get_device_capability`; 9.0 Hopper, 10.0 Blackwell), which
-    picks an engine's attention backend (vLLM's MLA block size); None for other vendors.
-    """
-
-    key: str
-    name: str
-    vendor: Literal["nvidia", "amd", "other"] = "other"
-    memory_bytes: MemoryBytes
-    memory_note: str = ""
-    hbm_bytes_per_s: BytesPerS
-    bf16_flops_per_s: FlopsPerS
-    fp8_flops_per_s: FlopsPerS | None = None
-    l2_bytes: Bytes0 = 0
-    interconnect_bytes_per_s: BytesPerS | None = None
-    compute_capability: Annotated[str, Field(pattern=r"^[0-9]+\.[0-9]+$")] | None = None
-    source: str
-
-

@@ -127,7 +127,7 @@ def test_capacity_errors():
 def test_api_and_cli_give_the_same_result():
     # one code path: `kvcalc capacity -f json` is the API's EngineResult, key for key
     r = CliRunner().invoke(app, ["capacity", str(CFG / "qwen3-14b.yaml"), "-m", "6.51GiB", "-e", "vllm",
-                                 "-L", "32768", "-c", "2", "-f", "json"])
+                                 "-L", "32768", "--concurrency", "2", "-f", "json"])
     assert r.exit_code == 0, r.output
     api = kvcalc.capacity(CFG / "qwen3-14b.yaml", engine="vllm", kv_memory_bytes=6_990_059_274,
                           max_model_len=32768, concurrency=2)

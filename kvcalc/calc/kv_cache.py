@@ -18,8 +18,12 @@ from fractions import Fraction
 
 from kvcalc.formats import StorageFormat, kv_format, storage_format
 from kvcalc.errors import MESSAGE, OPTION_SAYS, KvcalcError
-from kvcalc.results import CompareRow, KindBreakdown, KvEstimate
+from kvcalc.results import KindBreakdown, KvEstimate
 from kvcalc.schema import LayerSpec, ModelSpec, Parallelism, Workload
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING: for type checkers only
+if TYPE_CHECKING:
+    from kvcalc.results import CompareRow
 
 FormatLike = str | StorageFormat
 
@@ -288,6 +292,8 @@ def compare_attention(model: ModelSpec, seq_len: int, batch: int, kv_dtype: Form
 
     Raises `KvcalcError` (field `model`) for MLA models, which have no per-head cache to share.
     """
+    from kvcalc.results import CompareRow  # here: `kvcalc estimate` never declares it
+
     if model.attention == "mla":
         raise KvcalcError(f"{model.name} uses MLA (one latent per token), not per-head K and V; "
                           "compare applies to MHA/GQA/MQA models", field="model", value=model.name, form=MESSAGE)

@@ -35,31 +35,12 @@ class SourceOptions(OptionGroup):
 
 class RequestOptions(OptionGroup):
     """The requests a capacity figure is for: their context (--max-model-len, or --seq-len /
-    --context-length as estimate and SGLang name it), how many at once (--concurrency, vLLM's
-    --max-num-seqs), and `-c`: llama.cpp's context (--ctx-size) under --engine llamacpp, as a
-    pasted llama.cpp line means it; with another engine --concurrency, kvcalc's -c before 0.2."""
+    --context-length as estimate and SGLang name it) and how many at once (--concurrency, vLLM's
+    --max-num-seqs). `-c` is llama.cpp's --ctx-size (`LlamacppFlags`), as a pasted llama.cpp line
+    means it, and nothing else: with another engine it is refused like every llama.cpp option."""
 
     max_model_len: Annotated[Optional[str], typer.Option("--max-model-len", "-L", "--seq-len", "-s", "--context-length", help="Tokens per request for the concurrency figure (8192 or 32k; also --seq-len, SGLang --context-length). Default: the model's max_position_embeddings (as vLLM scales it by rope_scaling).")] = None
-    concurrency: Annotated[Optional[int], typer.Option("--concurrency", "--max-num-seqs", help="Also find the longest context that fits this many requests at once (vLLM --max-num-seqs).")] = None
-    short_c: Annotated[Optional[str], typer.Option("-c", help="With --engine llamacpp, llama.cpp's -c: --ctx-size (n_ctx); with another engine, --concurrency (kvcalc's -c before 0.2).")] = None
-
-    def resolve(self, engine: str, llamacpp: LlamacppFlags) -> tuple[LlamacppFlags, int | None]:
-        """(llama.cpp group, concurrency) with `-c` applied for `engine` (a registry key).
-        Raises `KvcalcError` when -c and the long option it stands for are both given."""
-        from kvcalc.errors import MESSAGE, KvcalcError
-        from kvcalc.units import parse_count
-
-        if self.short_c is None:
-            return llamacpp, self.concurrency
-        if engine == "llamacpp":
-            if llamacpp.ctx_size is not None:
-                raise KvcalcError(f"-c {self.short_c} is llama.cpp's --ctx-size with --engine llamacpp; give -c or "
-                                  "--ctx-size, not both", option="-c", value=self.short_c, form=MESSAGE)
-            return llamacpp.replace(ctx_size=self.short_c), self.concurrency
-        if self.concurrency is not None:
-            raise KvcalcError(f"-c {self.short_c} is --concurrency with --engine {engine}; give -c or --concurrency, "
-                              "not both", option="-c", value=self.short_c, form=MESSAGE)
-        return llamacpp, parse_count(self.short_c, "-c")
+    concurrency: Annotated[Optional[int], typer.Option("--concurrency", "--max-num-seqs", help="Also find the longest context that fits this many requests at once (vLLM --max-num-seqs; not -c: llama.cpp's --ctx-size).")] = None
 
 
 @handle_errors
@@ -86,7 +67,7 @@ def capacity(
     from kvcalc.units import parse_count, parse_size
 
     name = canonical(engine)
-    llamacpp, concurrency = requests.resolve(name, llamacpp)
+    concurrency = requests.concurrency
     check_positive(tp=layout.tp, block_size=vllm.block_size, page_size=sglang.page_size, parallel=llamacpp.parallel,
                    concurrency=concurrency, ubatch_size=llamacpp.ubatch_size, batch_size=llamacpp.batch_size,
                    gpus=llamacpp.gpus, max_num_batched_tokens=vllm.max_num_batched_tokens)

@@ -73,7 +73,17 @@ RevisionOpt = Annotated[Optional[str], typer.Option("--revision", help="Hub ids 
 
 SeqLenOpt = Annotated[Optional[str], typer.Option(*SEQ_LEN_NAMES, help="Tokens per sequence (8192 or 32k; vLLM --max-model-len, SGLang --context-length). Default: the model's max_position_embeddings (as vLLM scales it by rope_scaling).")]
 
-BatchOpt = Annotated[int, typer.Option("--batch", "-b", "--max-num-seqs", "--parallel", "-np", help="Sequences in the batch (per DP replica; vLLM --max-num-seqs, llama.cpp -np). -b is kvcalc's batch of sequences, not llama.cpp's -b (prompt tokens per step, which does not change the KV cache).")]
+#: the short options that are llama.cpp's own, whichever command takes them: -b is llama.cpp's
+#: --batch-size (n_batch, prompt tokens per step) and -c its --ctx-size (n_ctx), both in
+#: `capacity --engine llamacpp`, never kvcalc's --batch (sequences) or --concurrency. A command
+#: without them answers `-b` / `-c` with this hint (`output.usage_error_lines`). One flag means one
+#: thing on every command (tests/cli/test_flag_meanings.py walks them all).
+LLAMACPP_SHORT_OPTIONS = {"-b": "llama.cpp's --batch-size (n_batch: `kvcalc capacity --engine llamacpp -b`); "
+                                "the number of sequences is --batch",
+                          "-c": "llama.cpp's --ctx-size (n_ctx: `kvcalc capacity --engine llamacpp -c`); "
+                                "the number of sequences is --batch (plan, capacity: --concurrency)"}
+
+BatchOpt = Annotated[int, typer.Option("--batch", "--max-num-seqs", "--parallel", "-np", help="Sequences in the batch (per DP replica; vLLM --max-num-seqs, llama.cpp -np). Not -b: that is llama.cpp's --batch-size (prompt tokens per step, which does not change the KV cache).")]
 
 KvDtypeOpt = Annotated[Optional[str], typer.Option("--kv-dtype", "--kv-cache-dtype", callback=auto_is_default, help="KV format for K and V (vLLM --kv-cache-dtype): fp16, bf16, fp8, fp8_e5m2, int8, int4, q8_0, q4_0 ... Default (or auto): the model's dtype; with --engine, the engine's default.")]
 
@@ -421,7 +431,7 @@ class LlamacppFlags(OptionGroup):
     their defaults they give `LlamacppOptions()` (a test holds the two equal)."""
 
     engine: ClassVar[str] = "llamacpp"
-    ctx_size: Annotated[Optional[str], typer.Option("--ctx-size", help="llama.cpp n_ctx, the context of all sequences together (0: the model's training context; ollama: per sequence); `capacity -c` with --engine llamacpp.")] = None
+    ctx_size: Annotated[Optional[str], typer.Option("--ctx-size", "-c", help="llama.cpp n_ctx, the context of all sequences together (0: the model's training context; ollama: per sequence).")] = None
     llamacpp_tool: Annotated[str, typer.Option("--llamacpp-tool", callback=lower_choice, help="The llama.cpp program whose defaults apply: llama-server (no -np: 4 slots in one unified cache), llama-cli (1 sequence), library (llama_context_default_params: full-size SWA cache).")] = "llama-server"
     parallel: Annotated[Optional[int], typer.Option("--parallel", "-np", help="llama.cpp sequences (n_seq_max; default: the tool's, llama-server 4 unified); ollama: OLLAMA_NUM_PARALLEL.")] = None
     kv_unified: Annotated[Optional[bool], typer.Option("--kv-unified/--no-kv-unified", "-kvu/-no-kvu", help="llama.cpp: one stream shared by all sequences, or one per sequence (default: the tool's; llama-server unified only without -np).")] = None

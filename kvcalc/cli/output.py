@@ -275,6 +275,12 @@ def usage_error_lines(err: Any, command_path: str | None = None) -> list[str]:
     if param is not None and getattr(param, "opts", None) and getattr(err, "param_hint", None) is None:
         err.param_hint = f"'{param.opts[0]}'"
     message = " ".join(err.format_message().split())
+    opt = getattr(err, "option_name", None)  # click's NoSuchOption
+    if type(err).__name__ == "NoSuchOption" and opt is not None:
+        from kvcalc.cli.options import LLAMACPP_SHORT_OPTIONS
+
+        if opt in LLAMACPP_SHORT_OPTIONS:  # -b / -c: llama.cpp's own, on a command that has none of them
+            message = f"no such option: {opt}; {opt} is {LLAMACPP_SHORT_OPTIONS[opt]}"
     lines = [message[:1].lower() + message[1:]]
     ctx = getattr(err, "ctx", None)
     path = ctx.command_path if ctx is not None else command_path

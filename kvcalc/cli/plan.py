@@ -25,7 +25,7 @@ KNOBS = ("gpu_memory_utilization", "bw_efficiency", "flops_efficiency", "cuda_co
 def plan(
     model: ModelArg,
     seq_len: SeqLenOpt = None,
-    concurrency: Annotated[int, typer.Option("--concurrency", "-c", help="Sequences served at once, all at --seq-len.")] = 1,
+    concurrency: Annotated[int, typer.Option("--concurrency", help="Sequences served at once, all at --seq-len (not -c: llama.cpp's --ctx-size).")] = 1,
     max_tpot_ms: Annotated[Optional[float], typer.Option("--max-tpot-ms", help="Target: the slowest time per output token, ms.")] = None,
     min_tokens_per_s: Annotated[Optional[float], typer.Option("--min-tokens-per-s", help="Target: the least total output tokens/s.")] = None,
     max_ttft_s: Annotated[Optional[float], typer.Option("--max-ttft-s", help="Target: the slowest first token of one --seq-len prompt, s.")] = None,

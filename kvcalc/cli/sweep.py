@@ -27,7 +27,7 @@ def sweep(
     ctx: typer.Context,
     model: ModelArg,
     seq_len: Annotated[str, typer.Option("--seq-len", "-s", help="Context lengths: 1k,8k,32k,128k.")] = "1k,8k,32k,128k",
-    batch: Annotated[str, typer.Option("--batch", "-b", help="Batch sizes (sequences per DP replica): 1,8,32.")] = "1,8,32",
+    batch: Annotated[str, typer.Option("--batch", help="Batch sizes (sequences per DP replica): 1,8,32 (not -b: llama.cpp's --batch-size).")] = "1,8,32",
     gpu: GpuPlanOptions = GpuPlanOptions(),
     layout: Annotated[LayoutOptions, only("tp", "pp", "count")] = LayoutOptions(),
     kv: Annotated[KvFormatOptions, only("kv_dtype")] = KvFormatOptions(),

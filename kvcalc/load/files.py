@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import difflib
 import os
-import re
 import stat
 from functools import cache
 from pathlib import Path
@@ -67,15 +66,20 @@ def field_hint(name: str, known: list[str], top_level: bool = True) -> str | Non
 
 
 def configs_dir() -> Path:
-    """The bundled `configs/` folder: the installed `kvcalc.configs` package, else the repo's."""
-    try:
-        from importlib.resources import files
+    """The bundled `configs/` folder: the installed `kvcalc.configs` package, else the repo's.
+    The package is found, not imported (`importlib.util.find_spec`: its folder, as
+    `importlib.resources.files` would give it, without importing `importlib.resources`'
+    readers at every start-up)."""
+    from importlib.util import find_spec
 
-        p = Path(str(files("kvcalc.configs")))
+    try:
+        spec = find_spec("kvcalc.configs")
+    except (ImportError, ValueError):
+        spec = None
+    for folder in (spec.submodule_search_locations or ()) if spec is not None else ():
+        p = Path(folder)
         if (p / "models").is_dir():
             return p
-    except (ModuleNotFoundError, TypeError):
-        pass
     return Path(__file__).resolve().parent.parent.parent / "configs"
 
 
@@ -88,6 +92,17 @@ def bundled(kind: str = "models") -> dict[str, Path]:
     if not d.is_dir():
         return {}
     return {p.stem.lower(): p for p in sorted(d.glob("*.yaml"))}
+
+
+def bundled_path(kind: str, key: str) -> Path | None:
+    """The bundled config of `kind` named `key` (lower case), or None: `configs/KIND/KEY.yaml`
+    looked up directly (a bundled file is named for its name in lower case), so loading a bundled
+    name lists no folder; `bundled` (the whole listing) answers only when that file is not there."""
+    if key and key == Path(key).name and not key.startswith("."):
+        p = configs_dir() / kind / f"{key}.yaml"
+        if p.is_file():
+            return p
+    return bundled(kind).get(key)
 
 
 #: the largest file of each kind read (bytes), checked before the file is read: a model config
@@ -223,9 +238,6 @@ def _no_duplicate_pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     return out
 
 
-_SURROGATE = re.compile("[\ud800-\udfff]")
-
-
 def _check_data(data: Any, path: str, what: str) -> None:
     """Raise `ConfigError` when parsed `data` nests lists and mappings deeper than `MAX_DEPTH`
     or holds a string with a lone UTF-16 surrogate (JSON's `"\\ud800"`: no text can print or
@@ -234,10 +246,11 @@ def _check_data(data: Any, path: str, what: str) -> None:
     while stack:
         v, d = stack.pop()
         if isinstance(v, str):
-            m = _SURROGATE.search(v)
-            if m:
-                raise ConfigError(f"invalid {what}: a string holds \\u{ord(m.group()):04x}, half of a UTF-16 "
-                                  "surrogate pair, which is not text", path=path)
+            try:
+                v.encode("utf-8")  # refuses a lone surrogate (U+D800..U+DFFF), and nothing else
+            except UnicodeEncodeError as e:
+                raise ConfigError(f"invalid {what}: a string holds \\u{ord(v[e.start]):04x}, half of a UTF-16 "
+                                  "surrogate pair, which is not text", path=path) from None
         elif isinstance(v, (list, dict)):
             if d > MAX_DEPTH:
                 raise ConfigError(f"invalid {what}: nested deeper than {MAX_DEPTH} levels", path=path)

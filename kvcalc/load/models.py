@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from kvcalc.errors import OPTION_SAYS, KvcalcError, UnknownNameError
-from kvcalc.load.files import build, bundled, read_mapping
+from kvcalc.load.files import build, bundled, bundled_path, read_mapping
 from kvcalc.schema import ModelSpec
 
 
@@ -69,11 +69,11 @@ def load_model(ref: str | Path, revision: str | None = None) -> ModelSpec:
         path = path / "config.json"
     if path.is_file() or path.is_dir() or _looks_like_path(ref_s):
         return load_model_file(path)
-    models = bundled("models")
     key = ref_s.strip().lower()
-    if key in models:
-        return load_model_file(models[key])
-    raise UnknownNameError("model", ref_s, models,
+    found = bundled_path("models", key)
+    if found is not None:
+        return load_model_file(found)
+    raise UnknownNameError("model", ref_s, bundled("models"),
                            hint="`kvcalc models` lists the bundled ones; or give a .yaml or config.json path")
 
 

@@ -2,7 +2,8 @@
 keys are a public contract). Inputs live in `kvcalc.schema`; `calc/` and `engines/` fill these
 in and `report/` formats them.
 
-- `kv`: `KvEstimate` (a `KindBreakdown` per layer kind) for `kvcalc estimate`; `CompareRow`.
+- `kv`: `KvEstimate` (a `KindBreakdown` per layer kind) for `kvcalc estimate`.
+- `compare`: `CompareRow` (`kvcalc compare`).
 - `serving`: `ServingEstimate` (`estimate --gpu`), `FitHint` (the smallest count that fits).
 - `check`: `CheckRow` (`kvcalc check`).
 - `engine`: `EngineResult`, `DeviceBuffer` (`kvcalc capacity`, `estimate --engine`).
@@ -21,7 +22,8 @@ TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing
 if TYPE_CHECKING:
     from kvcalc.results.check import CheckRow
     from kvcalc.results.engine import DeviceBuffer, EngineResult
-    from kvcalc.results.kv import CompareRow, KindBreakdown, KvEstimate
+    from kvcalc.results.compare import CompareRow
+    from kvcalc.results.kv import KindBreakdown, KvEstimate
     from kvcalc.results.plan import PlanLayout, PlanMiss, PlanResult
     from kvcalc.results.serving import FitHint, ServingEstimate
 
@@ -29,7 +31,7 @@ if TYPE_CHECKING:
 WHERE: dict[str, str] = {
     "KindBreakdown": "kv",
     "KvEstimate": "kv",
-    "CompareRow": "kv",
+    "CompareRow": "compare",
     "ServingEstimate": "serving",
     "FitHint": "serving",
     "CheckRow": "check",

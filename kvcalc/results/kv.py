@@ -1,4 +1,4 @@
-"""`KvEstimate` (with a `KindBreakdown` per layer kind): `kvcalc estimate`, `kv_cache.estimate`; `CompareRow`: `kvcalc compare`.
+"""`KvEstimate` (with a `KindBreakdown` per layer kind): `kvcalc estimate`, `kv_cache.estimate`.
 
 Frozen pydantic models, `extra="forbid"`: their JSON keys are a public contract."""
 
@@ -62,13 +62,3 @@ class KvEstimate(_Frozen):
     state_bytes: int | None
     formula: str
     breakdown: list[KindBreakdown]
-
-class CompareRow(_Frozen):
-    """One attention variant in `kvcalc compare`: its KV heads and bytes, and the reduction
-    against MHA as a percentage (exact: 100 x (1 - bytes / mha_bytes))."""
-
-    variant: str
-    n_kv_heads: int
-    kv_bytes_per_token: int
-    kv_cache_bytes: int
-    reduction_vs_mha_percent: float

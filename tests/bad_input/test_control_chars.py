@@ -35,7 +35,7 @@ def evil_model(tmp_path):
     ["estimate", "{}", "-s", "1k", "-f", "markdown"],
     ["estimate", "{}", "-s", "1k,2k"],
     ["compare", "{}", "gpt2", "-s", "1k", "--kv-dtype", "fp16"],
-    ["sweep", "{}", "-s", "1k", "-b", "1"],
+    ["sweep", "{}", "-s", "1k", "--batch", "1"],
     ["estimate", "{}", "-s", "1k", "--gpu", "h100-sxm"],
     ["capacity", "{}", "--engine", "vllm", "--kv-memory", "1GiB", "--max-model-len", "1024"],
 ], ids=["table", "csv", "markdown", "lengths", "compare", "sweep", "gpu", "capacity"])

@@ -38,7 +38,7 @@ def test_a_long_model_name_is_cut_in_every_table(tmp_path):
                     "max_position_embeddings: 4096\n")
     for args in (["estimate", str(path), "-s", "1k"], ["estimate", str(path), "-s", "1k,2k"],
                  ["compare", str(path), "gpt2", "-s", "1k", "--kv-dtype", "fp16"],
-                 ["sweep", str(path), "-s", "1k", "-b", "1"]):
+                 ["sweep", str(path), "-s", "1k", "--batch", "1"]):
         r = run_kvcalc(*args, timeout=TABLE_BOUND_S)
         assert r.code == 0, (args, r.stderr)
         assert "n" * 1000 not in r.stdout and "…" in r.stdout, args

@@ -44,7 +44,7 @@ MATRIX = [
     (["compare", "llama-3.1-8b"], "--batch", MAX_CONCURRENCY, ()),
     (["compare", "llama-3.1-8b", "gpt2", "--kv-dtype", "fp16"], "--batch", MAX_CONCURRENCY, ()),
     (["sweep", "llama-3.1-8b", "-s", "1k"], "--batch", MAX_CONCURRENCY, ()),
-    (["sweep", "llama-3.1-8b", "-b", "1", "--beyond-context"], "--seq-len", MAX_SEQ_LEN, ()),
+    (["sweep", "llama-3.1-8b", "--batch", "1", "--beyond-context"], "--seq-len", MAX_SEQ_LEN, ()),
     (["sweep", "llama-3.1-8b"], "--tp", MAX_GPUS, ()),
     (["capacity", "llama-3.1-8b", "--kv-memory", "10GiB"], "--max-model-len", MAX_SEQ_LEN, ()),
     (["capacity", "llama-3.1-8b", "--kv-memory", "10GiB"], "--concurrency", MAX_CONCURRENCY, ()),
@@ -67,7 +67,7 @@ SIZES = [
     (["capacity", "llama-3.1-8b"], "--kv-memory"),
     (["estimate", "llama-3.1-8b", "--gpu", "h100-sxm"], "--cuda-context"),
     (["estimate", "llama-3.1-8b", "--gpu", "h100-sxm"], "--activation-reserve"),
-    (["sweep", "llama-3.1-8b", "--gpu", "h100-sxm", "-s", "1k", "-b", "1"], "--activation-reserve"),
+    (["sweep", "llama-3.1-8b", "--gpu", "h100-sxm", "-s", "1k", "--batch", "1"], "--activation-reserve"),
 ]
 
 

@@ -23,7 +23,7 @@ HF = ROOT / "tests" / "data" / "hf"
 #: (option, the command up to the option, a good file name for it)
 WRITERS = {
     "-o": (["import", str(HF / "gpt2.json")], "model.yaml"),
-    "--plot": (["sweep", "gpt2", "-s", "1k", "-b", "1"], "sweep.png"),
+    "--plot": (["sweep", "gpt2", "-s", "1k", "--batch", "1"], "sweep.png"),
     "--write-deployment": (["plan", "llama-3.1-8b", "--seq-len", "8k", "--concurrency", "4", "--gpu", "h100-sxm"],
                            "deployment.yaml"),
 }

@@ -196,7 +196,7 @@ def test_sweep_plot_without_extension_is_refused(tmp_path) -> None:
     # issue 12 item 1: `--plot x` once wrote x.png, a name the user never typed (and could replace
     # a picture of that name); now the type must be in the name, and nothing is written
     (tmp_path / "x.png").write_bytes(b"a picture")
-    r = runner.invoke(app, ["sweep", "llama-3.1-8b", "-s", "1k,8k", "-b", "1", "--plot", str(tmp_path / "x")])
+    r = runner.invoke(app, ["sweep", "llama-3.1-8b", "-s", "1k,8k", "--batch", "1", "--plot", str(tmp_path / "x")])
     assert r.exit_code == 2, r.output
     assert r.stderr.splitlines() == [f"error: --plot {tmp_path / 'x'}: give the file type in the name (x.png, or "
                                      ".svg, .pdf, ...): kvcalc writes only the name you give"]
@@ -228,7 +228,7 @@ def test_gpu_only_options_need_gpu(cmd: str, opts: list[str]) -> None:
 
 
 def test_sweep_weight_dtype_without_gpu_still_works() -> None:
-    r = runner.invoke(app, ["sweep", "llama-3.1-8b", "-s", "1k", "-b", "1", "--weight-dtype", "fp8",
+    r = runner.invoke(app, ["sweep", "llama-3.1-8b", "-s", "1k", "--batch", "1", "--weight-dtype", "fp8",
                             "--format", "json"])
     assert r.exit_code == 0, r.output
     # fp8 decoder matrices 32 x 218,103,808 x 1 B = 6,979,321,856; bf16 layer norms 32 x 8192 x 2 B =
@@ -238,7 +238,7 @@ def test_sweep_weight_dtype_without_gpu_still_works() -> None:
 
 @pytest.mark.parametrize("cmd", [["estimate", "llama-3.1-8b", "-s", "1M", "--gpu", "h100-sxm"],
                                  ["estimate", "llama-3.1-8b", "-s", "1M"],
-                                 ["sweep", "llama-3.1-8b", "-s", "8k,1M,2M", "-b", "1"]])
+                                 ["sweep", "llama-3.1-8b", "-s", "8k,1M,2M", "--batch", "1"]])
 def test_context_beyond_the_model_warns(cmd: list[str]) -> None:
     r = runner.invoke(app, cmd)
     assert r.exit_code == 0, r.output
@@ -282,15 +282,15 @@ def test_sweep_plot_marks_contexts_beyond_the_model(tmp_path, monkeypatch) -> No
 
     monkeypatch.setattr(plt.Figure, "savefig", spy)
     # the grid stops at the model's context unless asked: --beyond-context keeps 1M in the plot
-    r = runner.invoke(app, ["sweep", "llama-3.1-8b", "-s", "8k,1M", "-b", "1,8", "--beyond-context",
+    r = runner.invoke(app, ["sweep", "llama-3.1-8b", "-s", "8k,1M", "--batch", "1,8", "--beyond-context",
                             "--plot", str(tmp_path / "p.png")])
     assert r.exit_code == 0, r.output
     assert "beyond max_position_embeddings (128k)" in seen["legend"]
     assert "batch 1" in seen["legend"] and "tp 1" not in seen["title"]
 
 
-@pytest.mark.parametrize("cmd", [["estimate", "llama-3.1-8b", "-s", "8k", "-b", "100000000000000000000000"],
-                                 ["sweep", "llama-3.1-8b", "-b", "1,100000000000"],
+@pytest.mark.parametrize("cmd", [["estimate", "llama-3.1-8b", "-s", "8k", "--batch", "100000000000000000000000"],
+                                 ["sweep", "llama-3.1-8b", "--batch", "1,100000000000"],
                                  ["sweep", "llama-3.1-8b", "-s", "2000M"]])
 def test_absurd_sizes_are_refused(cmd: list[str]) -> None:
     r = runner.invoke(app, cmd)

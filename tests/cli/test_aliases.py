@@ -32,7 +32,7 @@ ESTIMATE = [
     (["--dp", "2"], [["--data-parallel-size", "2"], ["-dp", "2"], ["--dp-size", "2"]], "dp", 2),
     (["--seq-len", "8k"], [["-s", "8192"], ["--max-model-len", "8k"], ["-L", "8k"], ["--context-length", "8192"]],
      "seq_len", 8192),
-    (["--batch", "4"], [["-b", "4"], ["--max-num-seqs", "4"], ["--parallel", "4"], ["-np", "4"]], "batch", 4),
+    (["--batch", "4"], [["--max-num-seqs", "4"], ["--parallel", "4"], ["-np", "4"]], "batch", 4),
     (["--k-dtype", "q8_0", "--v-dtype", "q4_0"],
      [["-ctk", "q8_0", "-ctv", "q4_0"], ["--cache-type-k", "q8_0", "--cache-type-v", "q4_0"]], "v_dtype", "q4_0"),
     # --gpu: the plan's utilization; SGLang's --mem-fraction-static is the same fraction
@@ -57,7 +57,7 @@ CAPACITY = [
     (["--max-model-len", "32k"], [["-L", "32k"], ["--seq-len", "32k"], ["-s", "32768"], ["--context-length", "32k"]],
      "max_model_len", 32_768),
     # vLLM: 10 GiB / 131,072 B = 81,920 tokens; 4 requests at once -> 20,480 tokens each
-    (["-e", "vllm", "--concurrency", "4"], [["-e", "vllm", "--max-num-seqs", "4"], ["-e", "VLLM", "-c", "4"]],
+    (["-e", "vllm", "--concurrency", "4"], [["-e", "vllm", "--max-num-seqs", "4"], ["-e", "VLLM", "--concurrency", "4"]],
      "longest_context", 20_480),
     (["-e", "vllm", "--tp", "2"], [["-e", "vllm", "-tp", "2"], ["-e", "vllm", "--tensor-parallel-size", "2"]],
      "kv_cache_tokens", 163_840),  # 8 KV heads over 2 ranks: 65,536 B/token per rank -> 163,840 tokens
@@ -123,17 +123,18 @@ def test_ubatch_alias_on_a_sliding_window_model(cli):
 
 
 def test_sweep_takes_the_layout_and_dtype_aliases(cli):
-    args = ["sweep", "llama-3.1-70b", "-s", "1k,8k", "-b", "1,8"]
+    args = ["sweep", "llama-3.1-70b", "-s", "1k,8k", "--batch", "1,8"]
     assert js(cli, *args, "-tp", "2", "--kv-cache-dtype", "fp8") == js(cli, *args, "--tp", "2", "--kv-dtype", "fp8")
 
 
-def test_short_c_with_its_long_form_is_refused(cli):
-    r = cli("capacity", M, "-m", "10GiB", "-c", "4", "--concurrency", "3")
-    assert (r.exit_code, r.output) == (2, "error: -c 4 is --concurrency with --engine ideal; give -c or "
-                                          "--concurrency, not both\n")
-    r = cli("capacity", M, "-e", "llamacpp", "-c", "4096", "--ctx-size", "8192")
-    assert (r.exit_code, r.output) == (2, "error: -c 4096 is llama.cpp's --ctx-size with --engine llamacpp; give "
-                                          "-c or --ctx-size, not both\n")
+def test_short_c_is_llama_cpps_ctx_size_only(cli):
+    # -c is llama.cpp's --ctx-size (one meaning on every command): with another engine it is
+    # refused as every llama.cpp option is, never read as --concurrency (kvcalc's -c before)
+    r = cli("capacity", M, "-m", "10GiB", "-c", "4")
+    assert (r.exit_code, r.output) == (2, "error: --ctx-size applies to --engine llamacpp only\n")
+    base = ["capacity", M, "-e", "llamacpp", "-np", "1"]
+    assert js(cli, *base, "-c", "4096") == js(cli, *base, "--ctx-size", "4096")
+    assert js(cli, *base, "-c", "4096")["n_ctx"] == 4096
 
 
 def test_fa_takes_llama_cpps_values_only(cli):
@@ -174,7 +175,7 @@ def test_version(cli):
     (["estimate", M, "--sq-len", "5"],
      ["error: no such option: --sq-len (Possible options: --seq-len)", "Try 'kvcalc estimate --help' for help."]),
     (["estimate"], ["error: missing argument 'model'.", "Try 'kvcalc estimate --help' for help."]),
-    (["estimate", M, "-b", "x"],
+    (["estimate", M, "--batch", "x"],
      ["error: invalid value for '--batch': Input should be a valid integer, unable to parse string as an integer",
       "Try 'kvcalc estimate --help' for help."]),
     (["estimate", M, "extra"], ["error: got unexpected extra argument(s) (extra)", "Try 'kvcalc estimate --help' for help."]),

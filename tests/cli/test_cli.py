@@ -64,8 +64,8 @@ def test_defaults_come_from_the_model():
 def test_sixteen_users():
     # 16 x 32,768 x 327,680 B = 171,798,691,840 B ("over 170 GB" holds); at 32,000 tokens
     # 16 x 32,000 x 327,680 = 167,772,160,000 B, under 170 GB.
-    assert est_json("llama-3.1-70b", "-s", "32k", "-b", "16", "--kv-dtype", "fp16")["kv_cache_bytes"] == 171_798_691_840
-    assert est_json("llama-3.1-70b", "-s", "32000", "-b", "16", "--kv-dtype", "fp16")["kv_cache_bytes"] == 167_772_160_000
+    assert est_json("llama-3.1-70b", "-s", "32k", "--batch", "16", "--kv-dtype", "fp16")["kv_cache_bytes"] == 171_798_691_840
+    assert est_json("llama-3.1-70b", "-s", "32000", "--batch", "16", "--kv-dtype", "fp16")["kv_cache_bytes"] == 167_772_160_000
 
 
 def test_bundled_names_case_insensitive():
@@ -366,7 +366,7 @@ def report_size(n):
 @pytest.mark.parametrize("args", [
     ["estimate", "llama-3.1-8b", "-s", "8k", "--gpu", "h100-sxm"],
     ["estimate", "llama-3.1-8b", "-s", "8k", "--engine", "vllm"],
-    ["sweep", "llama-3.1-8b", "-s", "1k,8k", "-b", "1,4", "--gpu", "h100-sxm"],
+    ["sweep", "llama-3.1-8b", "-s", "1k,8k", "--batch", "1,4", "--gpu", "h100-sxm"],
     ["check", "tests/data/deployments/misses-target.yaml", "tests/data/deployments/does-not-fit.yaml"],
     ["capacity", "llama-3.1-8b", "--engine", "sglang", "--kv-memory", "10GiB"],
     ["gpus"], ["models"], ["compare", "llama-3.1-8b", "-s", "8k"],
@@ -415,5 +415,5 @@ def test_empty_file_and_mla_with_heads(tmp_path):
 
 def test_sweep_lists_refuse_empty_items_and_merge_repeats():
     bad(["sweep", "llama-3.1-8b", "-s", "1k,,2k"], "empty item")
-    r = run("sweep", "llama-3.1-8b", "-s", "1k,1k", "-b", "1,1", "-f", "json")
+    r = run("sweep", "llama-3.1-8b", "-s", "1k,1k", "--batch", "1,1", "-f", "json")
     assert r.exit_code == 0 and len(json.loads(r.stdout)) == 1

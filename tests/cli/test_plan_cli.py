@@ -11,7 +11,7 @@ import pytest
 #: the GPUs searched, pinned as in tests/calc/test_plan.py (`GPUS`) so that a new row of the GPU
 #: table never changes the answer: 4 x b200 tp4 fp8/fp8, then 4 x mi300x, then 4 x h200
 GPUS = "h100-sxm,h200,b200,mi300x,a100-80gb-sxm,l40s"
-WORKLOAD = ("plan", "llama-3.1-70b", "-s", "32k", "-c", "64", "--max-tpot-ms", "50")
+WORKLOAD = ("plan", "llama-3.1-70b", "-s", "32k", "--concurrency", "64", "--max-tpot-ms", "50")
 LLAMA = (*WORKLOAD, "--gpu", GPUS)
 
 
@@ -58,7 +58,7 @@ def test_nothing_fits_prints_why_not_and_exits_1(cli):
 
 
 def test_llamacpp_two_unequal_gpus_cli(cli):
-    r = cli("plan", "qwen3-32b", "-s", "8k", "-c", "4", "--gpu", "l40s+rtx-4090", "-e", "llamacpp")
+    r = cli("plan", "qwen3-32b", "-s", "8k", "--concurrency", "4", "--gpu", "l40s+rtx-4090", "-e", "llamacpp")
     assert r.exit_code == 0, r.output
     assert "llama-server -m qwen3-32b-Q8_0.gguf -c 32768 -np 4 -ctk q8_0 -ctv q8_0 -ngl 99 -ts 42,23 -fa on" in r.stdout
 
@@ -95,7 +95,7 @@ def test_write_deployment_refuses_an_existing_file_unless_force(cli, tmp_path):
 def test_prices_file(cli, tmp_path):
     p = tmp_path / "prices.yaml"
     p.write_text("# example figures\nh100-sxm: 2.5\nl40s: 0.9\na100-80gb-sxm: 1.5\n")
-    r = cli("plan", "llama-3.1-8b", "-s", "8k", "-c", "8", "--gpu", "h100-sxm,l40s,a100-80gb-sxm", "--kv-dtype", "bf16",
+    r = cli("plan", "llama-3.1-8b", "-s", "8k", "--concurrency", "8", "--gpu", "h100-sxm,l40s,a100-80gb-sxm", "--kv-dtype", "bf16",
             "--weight-dtype", "bf16", "--prices", str(p), "--top", "3", "-f", "json")
     assert r.exit_code == 0, r.output
     d = json.loads(r.stdout)
@@ -127,7 +127,7 @@ BAD = [
 
 @pytest.mark.parametrize("extra, says", BAD, ids=[b[0][0] + "=" + b[0][1] for b in BAD])
 def test_bad_input_is_one_line_exit_2(cli, extra, says):
-    r = cli("plan", "llama-3.1-8b", "-s", "8k", "-c", "4", *extra)
+    r = cli("plan", "llama-3.1-8b", "-s", "8k", "--concurrency", "4", *extra)
     assert r.exit_code == 2, r.output
     lines = r.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("error: ") and says in lines[0], lines
@@ -154,11 +154,11 @@ def test_estimate_gpu_that_does_not_fit_names_the_smallest_count(cli):
     # llama-3.1-70b bf16, 12 x 32k on one h100-sxm: 141 GB of weights alone exceed 77 GB. 3 GPUs
     # (tp 1 x pp 3): 47.1 GB weights + 12 x 32,768 x 327,680 B / 3 = 42.9 GB KV + ~1.7 GB > 77.0
     # GB; 4 (tp 4): 35.3 + 32.2 + 1.1 GB = 68.6 GB fits.
-    r = cli("estimate", "llama-3.1-70b", "-s", "32k", "-b", "12", "--gpu", "h100-sxm")
+    r = cli("estimate", "llama-3.1-70b", "-s", "32k", "--batch", "12", "--gpu", "h100-sxm")
     assert r.exit_code == 0, r.output
     assert ("does not fit: the smallest count that fits 12 x 32,768 tokens in bf16 is 4 x h100-sxm (tp 4, pp 1, dp 1)"
             in r.stdout)
-    j = cli("estimate", "llama-3.1-70b", "-s", "32k", "-b", "12", "--gpu", "h100-sxm", "-f", "json")
+    j = cli("estimate", "llama-3.1-70b", "-s", "32k", "--batch", "12", "--gpu", "h100-sxm", "-f", "json")
     assert json.loads(j.stdout)["smallest_fitting_count"] == 4
 
 

@@ -53,6 +53,17 @@ def test_estimate_imports_no_other_command_and_nothing_heavy():
     assert mods & OTHER_COMMAND_MODULES == set()
     assert "kvcalc.cli.plan" in OTHER_COMMAND_MODULES  # the table covers every command
     assert {m.split(".")[0] for m in mods} & HEAVY == set()
+    # nor the models it never validates: GPU and deployment (kvcalc.schema_deploy, behind
+    # `kvcalc.schema.__getattr__`) and compare's rows
+    assert {"kvcalc.schema_deploy", "kvcalc.results.compare"} & mods == set()
+    assert "kvcalc.schema" in mods
+
+
+def test_gpu_and_deployment_models_load_on_first_use():
+    # `from kvcalc.schema import GpuSpec` imports kvcalc.schema_deploy then, and only then
+    text, mods = modules_after("estimate", "llama-3.1-8b", "-s", "8k", "--gpu", "h100-sxm", "-f", "json")
+    assert json.loads(text)["kv_cache_bytes"] == 1_073_741_824  # 8,192 tokens x 131,072 B
+    assert "kvcalc.schema_deploy" in mods
 
 
 def test_estimate_builds_no_typer_converter_for_its_defaults():
@@ -61,9 +72,9 @@ def test_estimate_builds_no_typer_converter_for_its_defaults():
     pytest.importorskip("typer._coercion")
     _, mods = modules_after("estimate", "llama-3.1-8b")
     assert "typer._adapters" not in mods
-    # a typed value still goes through typer's converter: -b 2 is the int 2 (8,192 x 2 sequences
+    # a typed value still goes through typer's converter: --batch 2 is the int 2 (8,192 x 2 sequences
     # x 131,072 B per token = 2,147,483,648 B)
-    text, mods = modules_after("estimate", "llama-3.1-8b", "-s", "8k", "-b", "2", "-f", "json")
+    text, mods = modules_after("estimate", "llama-3.1-8b", "-s", "8k", "--batch", "2", "-f", "json")
     assert json.loads(text)["kv_cache_bytes"] == 2_147_483_648
     assert "typer._adapters" in mods
 

@@ -358,13 +358,13 @@ def test_cli_capacity_ollama_and_sglang():
 
 
 def test_cli_estimate_engine_keys_beside_kv_keys():
-    out = run_json("estimate", str(CFG / "qwen3-14b.yaml"), "-s", "32768", "-b", "2", "--engine", "vllm")
+    out = run_json("estimate", str(CFG / "qwen3-14b.yaml"), "-s", "32768", "--batch", "2", "--engine", "vllm")
     # KvEstimate keys and the engine's keys in one object: 2 requests of 32,768 tokens need
     # 2 x 2048 blocks of 2,621,440 B; vLLM then logs 65,536 tokens and 2.00x.
     assert out["kv_cache_bytes"] == 2 * 32768 * 163_840 and out["num_gpu_blocks"] == 4096
     assert out["log_lines"][1:] == ["GPU KV cache size: 65,536 tokens",
                                     "Maximum concurrency for 32,768 tokens per request: 2.00x"]
-    out = run_json("estimate", str(CFG / "qwen2.5-7b.yaml"), "-s", "2048", "-b", "4", "--engine", "llamacpp",
+    out = run_json("estimate", str(CFG / "qwen2.5-7b.yaml"), "-s", "2048", "--batch", "4", "--engine", "llamacpp",
                    "--kv-dtype", "f16")
     assert out["n_cells"] == 8192 and out["k_bytes"] == 224 * MiB
 
@@ -532,7 +532,7 @@ def test_estimate_engine_kv_memory_from_gpu_plan():
     #           = 58,236,434,841 B (54.24 GiB) = the plan's headroom + this batch's KV
     # blocks = 58,236,434,841 // (16 x 131,072 = 2,097,152) = 27,769; tokens 444,304;
     # concurrency 27,769 / 2048 = 13.56x
-    out = run_json("estimate", "llama-3.1-8b", "-s", "32k", "-b", "2", "--engine", "vllm", "--gpu", "h100-sxm",
+    out = run_json("estimate", "llama-3.1-8b", "-s", "32k", "--batch", "2", "--engine", "vllm", "--gpu", "h100-sxm",
                    "--activation-reserve", "2GiB", "--cuda-context", "500MiB")
     assert out["kv_memory_bytes"] == out["headroom_bytes"] + out["kv_cache_bytes_per_gpu"] == 58_236_434_841
     assert out["num_gpu_blocks"] == 27_769 and out["kv_cache_tokens"] == 444_304
@@ -540,7 +540,7 @@ def test_estimate_engine_kv_memory_from_gpu_plan():
                                 "Maximum concurrency for 32,768 tokens per request: 13.56x"]
     assert out["kv_memory_basis"].startswith("what the h100-sxm plan leaves for KV per GPU")
     # without --gpu: sized for the batch, and labelled so
-    out = run_json("estimate", "llama-3.1-8b", "-s", "32k", "-b", "2", "--engine", "vllm")
+    out = run_json("estimate", "llama-3.1-8b", "-s", "32k", "--batch", "2", "--engine", "vllm")
     assert out["kv_memory_bytes"] == 2 * 2048 * 2_097_152 and out["kv_memory_basis"].startswith("sized for this batch")
-    table = runner.invoke(app, ["estimate", "llama-3.1-8b", "-s", "32k", "-b", "2", "--engine", "vllm"])
+    table = runner.invoke(app, ["estimate", "llama-3.1-8b", "-s", "32k", "--batch", "2", "--engine", "vllm"])
     assert "vllm: sized for this batch (2 x 32,768 tokens)" in table.stdout

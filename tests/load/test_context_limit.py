@@ -146,7 +146,7 @@ def test_cli_default_seq_len_and_sweep_cap_use_the_derived_limit(cli, tmp_path):
     out = json.loads(r.stdout)
     # 2 x 36 layers x 8 KV heads x 128 x 2 B = 147,456 B per token; x 131,072 = 19,327,352,832 B
     assert (out["seq_len"], out["kv_bytes_per_token"], out["kv_cache_bytes"]) == (131_072, 147_456, 19_327_352_832)
-    r = cli("sweep", str(p), "-s", "32k,128k,256k", "-b", "1", "-f", "json")
+    r = cli("sweep", str(p), "-s", "32k,128k,256k", "--batch", "1", "-f", "json")
     assert r.exit_code == 0, r.output
     assert [row["seq_len"] for row in json.loads(r.stdout)] == [32_768, 131_072]  # 262,144 dropped
     assert "beyond qwen3-4b's context limit (131,072" in r.stderr

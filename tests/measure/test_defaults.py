@@ -143,7 +143,7 @@ def test_within_context():
 
 def test_sweep_drops_contexts_beyond_the_model_in_one_warning(cli):
     # gpt2: 1,024 positions; the default grid is 1k,8k,32k,128k
-    r = cli("sweep", "gpt2", "-b", "1", "-f", "json")
+    r = cli("sweep", "gpt2", "--batch", "1", "-f", "json")
     assert r.exit_code == 0
     assert [row["seq_len"] for row in json.loads(r.stdout)] == [1024]
     assert r.stderr.strip() == ("warning: dropped the contexts of 8,192, 32,768, 131,072 tokens: beyond gpt2's "
@@ -151,7 +151,7 @@ def test_sweep_drops_contexts_beyond_the_model_in_one_warning(cli):
 
 
 def test_sweep_beyond_context_keeps_them_and_all_beyond_is_refused(cli):
-    r = cli("sweep", "gpt2", "-s", "1k,8k", "-b", "1", "--beyond-context", "-f", "json")
+    r = cli("sweep", "gpt2", "-s", "1k,8k", "--batch", "1", "--beyond-context", "-f", "json")
     assert [row["seq_len"] for row in json.loads(r.stdout)] == [1024, 8192]
     assert r.stderr.count("warning:") == 1 and "8,192 tokens is beyond gpt2's" in r.stderr
     bad = cli("sweep", "gpt2", "-s", "8k,32k")

@@ -81,19 +81,19 @@ PLAN_SKIP = frozenset({
     "price_per_gpu_hour",  # the table shows the layout's $/hour
     "max_gpus",            # printed only when nothing fits ("within 32 GPUs")
 })
-PLAN = ["plan", "llama-3.1-70b", "-s", "32k", "-c", "64", "--max-tpot-ms", "50", "--gpu", PLAN_GPUS, "--top", "5"]
+PLAN = ["plan", "llama-3.1-70b", "-s", "32k", "--concurrency", "64", "--max-tpot-ms", "50", "--gpu", PLAN_GPUS, "--top", "5"]
 
 COMMANDS = [
     Command("estimate", ["estimate", "llama-3.1-70b", "--seq-len", "8192", "--kv-dtype", "fp16"], skip=ESTIMATE_SKIP),
     Command("estimate-window", ["estimate", "gemma-3-27b", "--seq-len", "128k"], skip=ESTIMATE_SKIP),
     Command("estimate-tp", ["estimate", "deepseek-v3", "--seq-len", "32k", "--tp", "8"], skip=ESTIMATE_SKIP),
-    Command("estimate-gpu", ["estimate", "llama-3.1-70b", "-s", "32k", "-b", "12", "--kv-dtype", "fp8", "--gpu",
+    Command("estimate-gpu", ["estimate", "llama-3.1-70b", "-s", "32k", "--batch", "12", "--kv-dtype", "fp8", "--gpu",
                              "h100-sxm", "--count", "2", "--weight-dtype", "fp8"],
             show=SERVING_SHOW, skip=ESTIMATE_SKIP | SERVING_SKIP),
-    Command("estimate-gpu-engine", ["estimate", "llama-3.1-70b", "-s", "32k", "-b", "12", "--kv-dtype", "fp8", "--gpu",
+    Command("estimate-gpu-engine", ["estimate", "llama-3.1-70b", "-s", "32k", "--batch", "12", "--kv-dtype", "fp8", "--gpu",
                                     "h100-sxm", "--count", "2", "--weight-dtype", "fp8", "--engine", "vllm"],
             show=SERVING_SHOW, skip=ESTIMATE_SKIP | SERVING_SKIP),
-    Command("estimate-engine", ["estimate", "llama-3.1-8b", "-s", "32k", "-b", "4", "--engine", "llamacpp"],
+    Command("estimate-engine", ["estimate", "llama-3.1-8b", "-s", "32k", "--batch", "4", "--engine", "llamacpp"],
             skip=ESTIMATE_SKIP),
     Command("compare", ["compare", "llama-3.1-70b"],
             show={"kv_cache_bytes": lambda v: [f"{v:,} B", f"({v / 2**30:,.2f} GiB)"]}),
@@ -138,7 +138,7 @@ COMMANDS = [
                                   "llamacpp", "--ctx-size", "32768", "--kv-dtype", "q8_0", "--tensor-split", "10,6"]),
     Command("plan", PLAN, show=PLAN_SHOW, skip=PLAN_SKIP),
     Command("plan-prices", [*PLAN, "--prices", "docs/example-prices.yaml"], show=PLAN_SHOW, skip=PLAN_SKIP),
-    Command("plan-nodes", ["plan", "deepseek-v3", "-s", "32k", "-c", "16", "--max-tpot-ms", "100", "--gpu", "h100-sxm",
+    Command("plan-nodes", ["plan", "deepseek-v3", "-s", "32k", "--concurrency", "16", "--max-tpot-ms", "100", "--gpu", "h100-sxm",
                            "--engine", "sglang", "--top", "3"], show=PLAN_SHOW, skip=PLAN_SKIP),
     Command("measure", ["measure", "tests/data/tiny-gqa.yaml", "--device", "cpu", "--seq-len", "64", "--steps", "3"],
             show={"probe_bytes": gib2},  # "(sum over 0.25 GiB)"

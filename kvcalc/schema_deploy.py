@@ -1,0 +1,147 @@
+"""Pydantic v2 models of the serving side's inputs: a GPU (`GpuSpec`, `kvcalc gpus`, `--gpu`) and
+a deployment with its service targets (`Deployment`, `Targets`, `kvcalc check`). Part of
+`kvcalc.schema`, which hands these names out (`from kvcalc.schema import GpuSpec` works
+everywhere); they live in their own module so that a call that reads no GPU and no deployment,
+`kvcalc estimate MODEL`, does not declare them at start-up (README "Speed").
+
+Annotations are objects, not text, as in `kvcalc.schema`.
+"""
+
+from typing import Annotated, Literal
+
+from pydantic import BeforeValidator, Field, WithJsonSchema, field_validator, model_validator
+
+from kvcalc.errors import KvcalcError
+from kvcalc.schema_types import _TOKENS_SCHEMA, _Frozen, _tokens
+from kvcalc.units import MAX_CONCURRENCY, MAX_GPUS, MAX_QUANTITY, MAX_SEQ_LEN, parse_size
+
+
+def _quantity(kind: str, *, min_unitless: int, hint_unit: str, allow_zero: bool = False) -> BeforeValidator:
+    """A validator reading a file's size, rate or FLOP/s field with `units.parse_size`, the rule
+    the CLI's size options follow: `80GB`, `24GiB`, `3.35TB/s`, `768e9`, `989.4TFLOPS` or an int."""
+
+    def parse(value: object) -> object:
+        if value is None:
+            return value
+        try:
+            return parse_size(value, None, kind=kind, min_unitless=min_unitless, hint_unit=hint_unit,
+                              allow_zero=allow_zero)
+        except KvcalcError as e:
+            raise ValueError(e.message) from None
+
+    return BeforeValidator(parse)
+
+#: bytes of memory: `80GB`, `24GiB`, `1.5e9` or an int; unitless figures under 1 MiB are refused
+_SIZE_SCHEMA = WithJsonSchema({"anyOf": [{"type": "integer"}, {"type": "number"}, {"type": "string"}]})
+MemoryBytes = Annotated[int, _quantity("bytes", min_unitless=2**20, hint_unit="GiB"),
+                        Field(strict=True, gt=0, le=MAX_QUANTITY), _SIZE_SCHEMA]
+#: bytes that may be small or 0 (an L2 cache)
+Bytes0 = Annotated[int, _quantity("bytes", min_unitless=0, hint_unit="MiB", allow_zero=True),
+                   Field(strict=True, ge=0, le=MAX_QUANTITY), _SIZE_SCHEMA]
+#: bytes per second: `3.35TB/s`, `768GB/s`, `768e9` or an int (decimal prefixes, as vendors quote)
+BytesPerS = Annotated[int, _quantity("bytes_per_s", min_unitless=10**6, hint_unit="GB/s"),
+                      Field(strict=True, gt=0, le=MAX_QUANTITY), _SIZE_SCHEMA]
+#: FLOP/s: `989.4TFLOPS`, `989.4e12` or an int
+FlopsPerS = Annotated[int, _quantity("flops_per_s", min_unitless=10**6, hint_unit="TFLOPS"),
+                      Field(strict=True, gt=0, le=MAX_QUANTITY), _SIZE_SCHEMA]
+
+
+# ----- deployments (`kvcalc check`; read by `kvcalc.load.deployments`) ------------------------
+
+# strict: YAML `true` or `1.5` is not a count (pydantic's lax mode would read true as 1)
+GpuCount = Annotated[int, Field(strict=True, gt=0, le=MAX_GPUS)]
+#: a deployment's context: `32k` or an int, at most `units.MAX_SEQ_LEN`
+ContextTokens = Annotated[int, BeforeValidator(_tokens), Field(strict=True, gt=0, le=MAX_SEQ_LEN), _TOKENS_SCHEMA]
+# strict floats still take YAML ints (50 -> 50.0) but not booleans or strings; never inf / nan
+Positive = Annotated[float, Field(strict=True, gt=0, le=1e12, allow_inf_nan=False)]
+
+
+class Targets(_Frozen):
+    """Service targets: the slowest acceptable time per output token (ms) and the least total
+    output tokens/s over the whole deployment."""
+
+    max_tpot_ms: Positive | None = None
+    min_tokens_per_s: Positive | None = None
+
+
+class Deployment(_Frozen):
+    """One deployment. `tp` defaults to count / pp; dp = count / (tp x pp) replicas share the
+    `concurrency` sequences of `max_seq_len` tokens: some hold ceil(concurrency / dp), the rest
+    floor (`memory_plan.Planner.split_decode`). Checked by `kvcalc.calc.check.check`."""
+
+    name: str | None = None
+    description: str | None = None
+    model: str = Field(min_length=1)
+    gpu: str = Field(min_length=1)
+    count: GpuCount = 1
+    tp: GpuCount | None = None
+    pp: GpuCount = 1
+    kv_dtype: str | None = None
+    weight_dtype: str | None = None
+    max_seq_len: ContextTokens
+    concurrency: Annotated[int, Field(strict=True, gt=0, le=MAX_CONCURRENCY)] = 1
+    gpu_memory_utilization: float = Field(default=0.9, gt=0, le=1, strict=True, allow_inf_nan=False)
+    targets: Targets | None = None
+
+    @field_validator("kv_dtype", "weight_dtype")
+    @classmethod
+    def _fmt(cls, v: str | None, info) -> str | None:
+        if v is None:
+            return v
+        from kvcalc.errors import KvcalcError
+        from kvcalc.formats import kv_format, weight_format
+
+        try:
+            return (kv_format if info.field_name == "kv_dtype" else weight_format)(v).name
+        except KvcalcError as e:  # -> pydantic ValueError, which the loader reports against this field
+            raise ValueError(e.message) from None
+
+    @model_validator(mode="after")
+    def _layout(self) -> "Deployment":
+        tp = self.tp or self.count // self.pp
+        if tp < 1 or self.count % (tp * self.pp):
+            raise ValueError(f"count ({self.count}) must be a multiple of tp x pp ({tp} x {self.pp})")
+        return self
+
+    @property
+    def resolved_tp(self) -> int:
+        """tp, else count // pp."""
+        return self.tp or self.count // self.pp
+
+    @property
+    def dp(self) -> int:
+        """Replicas: count // (tp x pp)."""
+        return self.count // (self.resolved_tp * self.pp)
+
+    @property
+    def batch_per_replica(self) -> int:
+        """ceil(concurrency / dp): the fullest replica's sequences."""
+        return -(-self.concurrency // self.dp)
+
+
+class GpuSpec(_Frozen):
+    """One GPU from `kvcalc/data/gpus.yaml` or a user's own YAML. Base units throughout; a file
+    may write sizes with units (`memory_bytes: 80GiB`, `hbm_bytes_per_s: 3.35TB/s` or `768e9`,
+    `bf16_flops_per_s: 989.4TFLOPS`), read exactly by `units.parse_size`.
+
+    `memory_bytes` is the memory as the device reports it (nvidia-smi total MiB x 2^20), not
+    the marketing figure; FLOP/s are dense (not 2:4 sparse); `interconnect_bytes_per_s` is the
+    per-GPU bidirectional figure vendors quote (one direction is half). `compute_capability`:
+    NVIDIA's "major.minor" (`torch.cuda.get_device_capability`; 9.0 Hopper, 10.0 Blackwell), which
+    picks an engine's attention backend (vLLM's MLA block size); None for other vendors.
+    """
+
+    key: str
+    name: str
+    vendor: Literal["nvidia", "amd", "other"] = "other"
+    memory_bytes: MemoryBytes
+    memory_note: str = ""
+    hbm_bytes_per_s: BytesPerS
+    bf16_flops_per_s: FlopsPerS
+    fp8_flops_per_s: FlopsPerS | None = None
+    l2_bytes: Bytes0 = 0
+    interconnect_bytes_per_s: BytesPerS | None = None
+    compute_capability: Annotated[str, Field(pattern=r"^[0-9]+\.[0-9]+$")] | None = None
+    source: str
+
+
