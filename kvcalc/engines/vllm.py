@@ -16,13 +16,20 @@ module's functions (`version=`) and `VllmOptions.version` (the CLI, `kvcalc.capa
 - Each layer's own KV dtype (0.33): Falcon's attention is built without the cache config
   (`vllm/model_executor/models/falcon.py`), so `--kv-cache-dtype` does not reach it and its
   cache stays in the model's dtype (`OWN_DTYPE_MODEL_TYPES`).
-- MLA block size, `vllm/platforms/cuda.py` `CudaPlatform.check_and_update_config` (V1 versions):
-  the attention backend forces it whatever `--block-size` says: FlashMLA (the default MLA
-  backend on Hopper, compute capability 9.x) 64 tokens, CUTLASS MLA (the default on Blackwell
-  10.x) 128, FlashInfer MLA 32 or 64 (else 64); Triton MLA (the default elsewhere) keeps
-  `--block-size`. AMD GPUs (`vllm/platforms/rocm.py`): TRITON_MLA unless VLLM_ROCM_USE_AITER=1, so
-  `--block-size` stands; ROCM_AITER_MLA needs block size 1 in 0.11. `attention_block_size`;
-  without a GPU or backend kvcalc assumes Hopper and says so.
+- Attention backend and block size (`attention_block_size`; without a GPU or backend kvcalc
+  assumes Hopper and says so). 0.11, `vllm/platforms/cuda.py` `CudaPlatform.check_and_update_config`:
+  an MLA model's backend forces its block whatever `--block-size` says: FlashMLA (the default on
+  Hopper, compute capability 9.x) 64 tokens, CUTLASS MLA (the default on Blackwell 10.x) 128,
+  FlashInfer MLA 32 or 64 (else 64); Triton MLA (the default elsewhere) keeps `--block-size`; AMD
+  (`vllm/platforms/rocm.py`): TRITON_MLA unless VLLM_ROCM_USE_AITER=1; ROCM_AITER_MLA needs block
+  size 1. 0.33, `CudaPlatform.get_attn_backend_cls` / `_get_backend_priorities` and
+  `Platform.update_block_size_for_backend`: the first backend of the GPU's priority list that
+  `validate_configuration` accepts (head size, KV dtype, a `--block-size` given, compute
+  capability, `supports_combination`; `mla_backend_reasons`), at its `get_preferred_block_size`
+  when no `--block-size` is given: Hopper FLASH_ATTN_MLA 16 (bf16/fp16 caches only), else FLASHMLA
+  64 (fp8); Blackwell FLASHINFER_MLA 32 (qk_nope_head_dim 64 / 128 / 192), else CUTLASS_MLA 128;
+  SM120 and ROCm TRITON_MLA 16. Non-MLA backends (FLASH_ATTN, FLASHINFER, TRITON_ATTN, ROCM_ATTN)
+  all prefer 16, so the default stays; on CUDA a block size not a multiple of 16 finds none.
 - Hybrid Mamba / Gated-DeltaNet models (Qwen3-Next, Qwen3.5 (0.33 only), Jamba, Nemotron-H,
   Granite-4.0-H; `kvcalc.engines.vllm_hybrid`): the state page (`MambaSpec.page_size_bytes`),
   the attention block raised until one page holds one state and the state padded to it (0.11
@@ -89,7 +96,9 @@ the concurrency, the sliding-window admission cap with async scheduling's two ba
 the null block and padding layers in the start-up check, Falcon's cache dtype, the longer
 start-up messages (a link to the conserving-memory guide), the 1.5x group-size rule, prefix caching
 on for hybrid models ('align' Mamba pages, fp32 SSM state for Nemotron-H and Qwen3.5), the
-hybrid block alignment moved to the platform, chunked local attention kept in the hybrid allocator.
+hybrid block alignment moved to the platform, chunked local attention kept in the hybrid allocator,
+the attention backend chosen from a priority list with the block size taking part (an MLA
+model's block no longer forced: 16 on Hopper, 32 on Blackwell).
 
 Tensor parallelism: each rank holds kv_heads_per_rank heads (MLA: the whole latent), and
 `available` is one rank's memory; vLLM takes the smallest block count over ranks, which for equal
