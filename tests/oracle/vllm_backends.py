@@ -25,7 +25,7 @@ What is not vLLM's code, and why:
 - the model config the backends read (`get_current_vllm_config().model_config`):
   `hf_text_config` with the case's qk_nope / qk_rope / v head dims, and the head counts.
 
-It replaces vLLM's current platform for the whole process, so `tests/oracle/test_vllm_backends.py`
+It replaces vLLM's current platform for the whole process, so `tests/oracle/test_vllm_backend_oracle.py`
 runs it in a process of its own (`python tests/oracle/vllm_backends.py --json`).
 """
 
@@ -258,7 +258,7 @@ def compare(case: Case) -> Outcome:
 
 def main() -> None:
     """Print the grid's summary (docs/engine-oracles.md, "vLLM backend choice"); with `--json`,
-    one JSON object per case instead (what `test_vllm_backends.py` reads: this module replaces
+    one JSON object per case instead (what `test_vllm_backend_oracle.py` reads: this module replaces
     vLLM's current platform, so the tests run it in a process of its own)."""
     import json
     import warnings

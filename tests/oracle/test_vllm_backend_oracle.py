@@ -3,7 +3,7 @@ items 2 and 4; `tests/oracle/vllm_backends.py`).
 
 Needs vLLM 0.33's Python code (`tools/install_vllm_oracle.sh 0.33.0`; run with
 `PYTHONPATH=$PWD /work/oracle/venv-vllm-0.33.0/bin/python -m pytest -m oracle
-tests/oracle/test_vllm_backends.py -q`). Skipped with the reason where vllm is not importable or
+tests/oracle/test_vllm_backend_oracle.py -q`). Skipped with the reason where vllm is not importable or
 is not 0.33. The harness replaces vLLM's current platform with a CUDA one on a faked device, so it
 runs in a process of its own (`python tests/oracle/vllm_backends.py --json`, one line per case).
 """
