@@ -447,7 +447,7 @@ class PlanRequest(NamedTuple):
         kvs, ws = tuple(dict.fromkeys(kvs)), tuple(dict.fromkeys(ws))
 
         def launch(gpu: Any = None, **kw: Any) -> str | None:
-            return prof.launch_line(LaunchSpec(model=model, **kw, **prof.launch_extras(model, opts, gpu)))
+            return prof.launch_line(LaunchSpec(model=model, **kw, **prof.launch_extras(model, opts, gpu, kw.get("k_dtype"))))
 
         for (k, v), w in ((kv, w) for kv in kvs for w in ws):  # refuse what the engine cannot run
             launch(tp=1, pp=1, dp=1, nodes=1, max_model_len=T, max_num_seqs=concurrency, k_dtype=k, v_dtype=v,

@@ -121,7 +121,7 @@ ActOpt = Annotated[Optional[str], typer.Option("--activation-reserve", help="Act
 
 EngineOpt = Annotated[str, typer.Option("--engine", "-e", callback=lower_choice, help="ideal (exact formula), vllm, sglang or llamacpp.")]
 
-BlockSizeOpt = Annotated[int, typer.Option("--block-size", help="vLLM tokens per block.")]
+BlockSizeOpt = Annotated[Optional[int], typer.Option("--block-size", help="vLLM tokens per block (default: the attention backend's choice, 16 for most; vLLM 0.33 on Hopper: 64 for an MLA model with an fp8 cache, on Blackwell 32).")]
 
 PageSizeOpt = Annotated[int, typer.Option("--page-size", help="SGLang tokens per page.")]
 
@@ -368,7 +368,7 @@ class VllmFlags(OptionGroup):
     holds the two equal)."""
 
     engine: ClassVar[str] = "vllm"
-    block_size: BlockSizeOpt = engine_defaults.VLLM_BLOCK_SIZE
+    block_size: BlockSizeOpt = None
     vllm_version: Annotated[str, typer.Option("--vllm-version", callback=lower_choice, help=f"vLLM release modelled: {engine_defaults.VLLM_VERSION} (current, default), 0.11, or 0.6 (the V0 engine, as --vllm-v0).")] = engine_defaults.VLLM_VERSION
     disable_hybrid: Annotated[bool, typer.Option("--disable-hybrid-kv-cache-manager", help="vLLM: sliding-window layers keep every token (no hybrid allocator).")] = False
     max_num_batched_tokens: Annotated[int, typer.Option("--max-num-batched-tokens", help="vLLM: sizes sliding-window pages in the concurrency figure.")] = engine_defaults.VLLM_MAX_NUM_BATCHED_TOKENS

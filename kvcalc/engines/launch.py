@@ -68,7 +68,7 @@ class LaunchSpec:
     weight_dtype: str | None
     gpu_memory_utilization: float
     tensor_split: tuple[int, ...] | None = None
-    #: vLLM: the block size to state (an MLA backend's forced block on the planned GPU), the
+    #: vLLM: the block size to state (`vllm_plan.launch_block_size`), the
     #: attention backend given; None: vLLM's own choice, not stated
     block_size: int | None = None
     attention_backend: str | None = None
@@ -110,8 +110,9 @@ def _kv_cache_dtype(spec: LaunchSpec, engine: str, fp8: str) -> str:
 
 def vllm_line(spec: LaunchSpec) -> str:
     """`vllm serve MODEL --tensor-parallel-size ... --max-num-seqs ...` (vLLM V1), with
-    `--block-size` (`vllm/config/cache.py`) where the plan's GPU forces one (an MLA backend:
-    FlashMLA 64 on Hopper, CUTLASS MLA 128 on Blackwell, `vllm.attention_block_size`), and
+    `--block-size` (`vllm/config/cache.py`) where the plan's block is not vLLM's default 16 or
+    differs from vLLM's own choice (an MLA backend's size on the plan's GPU,
+    `vllm_plan.launch_block_size`), and
     `--attention-backend` where one was given."""
     parts = ["vllm", "serve", model_ref(spec.model), "--tensor-parallel-size", str(spec.tp),
              "--pipeline-parallel-size", str(spec.pp)]

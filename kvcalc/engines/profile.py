@@ -34,8 +34,9 @@ class VllmOptions:
 
     - `version`: the vLLM release modelled (`vllm.VERSIONS`: '0.33', the current one, by default;
       '0.11'; '0.6', the V0 engine); `--vllm-version`.
-    - `block_size`: tokens per block (`--block-size`; `vllm.BLOCK_SIZES`); an MLA model's
-      attention backend may force another (`vllm.attention_block_size`).
+    - `block_size`: tokens per block (`--block-size`; `vllm.BLOCK_SIZES`); None: not given, so
+      vLLM picks (16; in 0.33 an MLA model's backend prefers its own: FLASHMLA 64, FLASHINFER_MLA 32,
+      CUTLASS_MLA 128); 0.11's MLA backend forces its own whatever is given (`vllm.attention_block_size`).
     - `hybrid_allocator`: False is `--disable-hybrid-kv-cache-manager` (sliding layers keep every token).
     - `max_num_batched_tokens`: sizes sliding-window pages in the concurrency figure.
     - `async_scheduling`: 0.33 keeps two batches in flight (`--async-scheduling`, on by default;
@@ -60,7 +61,7 @@ class VllmOptions:
     Raises `KvcalcError` (field `vllm_version`) for a version kvcalc does not model.
     """
 
-    block_size: int = vllm.DEFAULT_BLOCK_SIZE
+    block_size: int | None = None
     hybrid_allocator: bool = True
     max_num_batched_tokens: int = vllm.DEFAULT_MAX_NUM_BATCHED_TOKENS
     v0: bool = False
@@ -280,9 +281,10 @@ class EngineProfile:
         stages, (K, V)) -> `calc.plan.EngineKv`), or None: the exact formula sizes every layout."""
         return None
 
-    def launch_extras(self, model: ModelSpec, options: Any, gpu: Any) -> dict[str, Any]:
+    def launch_extras(self, model: ModelSpec, options: Any, gpu: Any, k_dtype: str | None = None) -> dict[str, Any]:
         """`LaunchSpec` fields this engine's launch line states for a layout on `gpu` (a
-        `GpuSpec`, or None) beyond the layout's own: none by default."""
+        `GpuSpec`, or None) with KV format `k_dtype` (None: the engine's default) beyond the
+        layout's own: none by default."""
         return {}
 
     def for_batch(self, model: ModelSpec, seq_len: int, batch: int, k: StorageFormat, v: StorageFormat, *,
@@ -323,7 +325,8 @@ class VllmProfile(EngineProfile):
     no_memory = vllm.NO_MEMORY
 
     def check_options(self, options: VllmOptions) -> None:
-        vllm.check_block_size(options.block_size)
+        if options.block_size is not None:
+            vllm.check_block_size(options.block_size)
 
     def default_kv_dtype(self, model: ModelSpec, options: VllmOptions) -> tuple[str, str]:
         return vllm.default_kv_dtype(model, v0=options.v0)
@@ -356,13 +359,15 @@ class VllmProfile(EngineProfile):
 
         return vllm_plan.plan_kv(model, self.options(options))
 
-    def launch_extras(self, model: ModelSpec, options: Any, gpu: Any) -> dict[str, Any]:
-        """`--block-size` where the MLA backend on `gpu` forces one or the options give one
-        (`vllm_plan.launch_block_size`), `--attention-backend` where the options name one."""
+    def launch_extras(self, model: ModelSpec, options: Any, gpu: Any, k_dtype: str | None = None) -> dict[str, Any]:
+        """`--block-size` where the options give one or the MLA backend on `gpu` takes another
+        than 16 for a `k_dtype` cache (`vllm_plan.launch_block_size`), `--attention-backend`
+        where the options name one."""
         from kvcalc.engines import vllm_plan
 
         o: VllmOptions = self.options(options)
-        return {"block_size": vllm_plan.launch_block_size(model, o, gpu), "attention_backend": o.attention_backend}
+        return {"block_size": vllm_plan.launch_block_size(model, o, gpu, k_dtype),
+                "attention_backend": o.attention_backend}
 
     def memory_for(self, model, seq_len, batch, k, v, *, tp=1, options=None) -> int:
         o: VllmOptions = self.options(options)

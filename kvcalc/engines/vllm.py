@@ -16,13 +16,20 @@ module's functions (`version=`) and `VllmOptions.version` (the CLI, `kvcalc.capa
 - Each layer's own KV dtype (0.33): Falcon's attention is built without the cache config
   (`vllm/model_executor/models/falcon.py`), so `--kv-cache-dtype` does not reach it and its
   cache stays in the model's dtype (`OWN_DTYPE_MODEL_TYPES`).
-- MLA block size, `vllm/platforms/cuda.py` `CudaPlatform.check_and_update_config` (V1 versions):
-  the attention backend forces it whatever `--block-size` says: FlashMLA (the default MLA
-  backend on Hopper, compute capability 9.x) 64 tokens, CUTLASS MLA (the default on Blackwell
-  10.x) 128, FlashInfer MLA 32 or 64 (else 64); Triton MLA (the default elsewhere) keeps
-  `--block-size`. AMD GPUs (`vllm/platforms/rocm.py`): TRITON_MLA unless VLLM_ROCM_USE_AITER=1, so
-  `--block-size` stands; ROCM_AITER_MLA needs block size 1 in 0.11. `attention_block_size`;
-  without a GPU or backend kvcalc assumes Hopper and says so.
+- Attention backend and block size (`attention_block_size`; without a GPU or backend kvcalc
+  assumes Hopper and says so). 0.11, `vllm/platforms/cuda.py` `CudaPlatform.check_and_update_config`:
+  an MLA model's backend forces its block whatever `--block-size` says: FlashMLA (the default on
+  Hopper, compute capability 9.x) 64 tokens, CUTLASS MLA (the default on Blackwell 10.x) 128,
+  FlashInfer MLA 32 or 64 (else 64); Triton MLA (the default elsewhere) keeps `--block-size`; AMD
+  (`vllm/platforms/rocm.py`): TRITON_MLA unless VLLM_ROCM_USE_AITER=1; ROCM_AITER_MLA needs block
+  size 1. 0.33, `CudaPlatform.get_attn_backend_cls` / `_get_backend_priorities` and
+  `Platform.update_block_size_for_backend`: the first backend of the GPU's priority list that
+  `validate_configuration` accepts (head size, KV dtype, a `--block-size` given, compute
+  capability, `supports_combination`; `mla_backend_reasons`), at its `get_preferred_block_size`
+  when no `--block-size` is given: Hopper FLASH_ATTN_MLA 16 (bf16/fp16 caches only), else FLASHMLA
+  64 (fp8); Blackwell FLASHINFER_MLA 32 (qk_nope_head_dim 64 / 128 / 192), else CUTLASS_MLA 128;
+  SM120 and ROCm TRITON_MLA 16. Non-MLA backends (FLASH_ATTN, FLASHINFER, TRITON_ATTN, ROCM_ATTN)
+  all prefer 16, so the default stays; on CUDA a block size not a multiple of 16 finds none.
 - Hybrid Mamba / Gated-DeltaNet models (Qwen3-Next, Qwen3.5 (0.33 only), Jamba, Nemotron-H,
   Granite-4.0-H; `kvcalc.engines.vllm_hybrid`): the state page (`MambaSpec.page_size_bytes`),
   the attention block raised until one page holds one state and the state padded to it (0.11
@@ -89,7 +96,9 @@ the concurrency, the sliding-window admission cap with async scheduling's two ba
 the null block and padding layers in the start-up check, Falcon's cache dtype, the longer
 start-up messages (a link to the conserving-memory guide), the 1.5x group-size rule, prefix caching
 on for hybrid models ('align' Mamba pages, fp32 SSM state for Nemotron-H and Qwen3.5), the
-hybrid block alignment moved to the platform, chunked local attention kept in the hybrid allocator.
+hybrid block alignment moved to the platform, chunked local attention kept in the hybrid allocator,
+the attention backend chosen from a priority list with the block size taking part (an MLA
+model's block no longer forced: 16 on Hopper, 32 on Blackwell).
 
 Tensor parallelism: each rank holds kv_heads_per_rank heads (MLA: the whole latent), and
 `available` is one rank's memory; vLLM takes the smallest block count over ranks, which for equal
@@ -225,41 +234,243 @@ def in_flight_tokens(version: str, max_num_batched_tokens: int, async_scheduling
     return max_num_batched_tokens
 
 
-def attention_block_size(model: ModelSpec, block_size: int, backend: str | None = None,
-                         compute_capability: str | None = None, vendor: str | None = None,
-                         version: str = CURRENT_VERSION) -> tuple[int, str | None]:
-    """(block size vLLM uses, a note saying what forced it or None) for an MLA model.
+#: vLLM 0.33's default block size (`vllm/config/cache.py` `CacheConfig.DEFAULT_BLOCK_SIZE`): the
+#: size a backend's `get_preferred_block_size` starts from when `--block-size` is not given.
+DEFAULT_BLOCK_SIZE_033 = 16
+#: vLLM cache dtypes (`vllm/config/cache.py` `CacheDType`) the 0.33 backends list.
+_UNQUANTIZED = ("auto", "float16", "bfloat16")
+_FP8 = ("fp8", "fp8_e4m3")
+#: head sizes of `MLACommonBackend.get_supported_head_sizes` (kv_lora_rank + qk_rope_head_dim)
+MLA_HEAD_SIZES = (320, 512, 576)
 
-    NVIDIA, `vllm/platforms/cuda.py` `CudaPlatform.check_and_update_config`: an MLA model's
-    attention backend forces its block size whatever `--block-size` says: FLASHMLA 64,
-    CUTLASS_MLA 128, FLASHINFER_MLA 32 or 64 (anything else becomes 64), TRITON_MLA keeps it.
-    With no backend given, vLLM picks CUTLASS_MLA on Blackwell (compute capability 10.x),
-    FLASHMLA on Hopper (9.x; FlashMLA needs sm90, `is_flashmla_supported`) and TRITON_MLA
-    elsewhere. AMD (`vendor` 'amd'), `vllm/platforms/rocm.py`: TRITON_MLA unless AITER is on
-    (`VLLM_ROCM_USE_AITER`, off by default; 0.11 `RocmPlatform.get_attn_backend_cls`, 0.33
-    `_get_backend_priorities`), so `--block-size` stands; ROCM_AITER_MLA (the backend given)
-    needs block size 1 in 0.11 ("currently only supports block size 1") and takes any in 0.33
-    (`AiterMLABackend.get_supported_kernel_block_sizes`: MultipleOf(1)). With neither GPU nor
-    backend, kvcalc assumes Hopper (`ASSUMED_COMPUTE_CAPABILITY`) and the note says so.
-    Non-MLA models keep `block_size`; raises `KvcalcError` (field `attention_backend`) for an
-    unknown backend, an MLA backend on a non-MLA model, or one the GPU's vendor lacks.
+
+@dataclass(frozen=True)
+class MlaBackend:
+    """One of vLLM 0.33's dense MLA attention backends as its selector sees it
+    (`AttentionBackend.validate_configuration`): the cache dtypes it lists
+    (`supported_kv_cache_dtypes`), its kernel block sizes (`get_supported_kernel_block_sizes`:
+    fixed sizes, or every multiple of `multiple_of`), the compute capability majors it runs on
+    (`supports_compute_capability`; None: any), its head sizes (`get_supported_head_sizes`; ():
+    any) and the file it is in (under `vllm/v1/attention/backends/mla/`)."""
+
+    kv_dtypes: tuple[str, ...]
+    block_sizes: tuple[int, ...] = ()
+    multiple_of: int | None = None
+    cc_majors: tuple[int, ...] | None = None
+    head_sizes: tuple[int, ...] = MLA_HEAD_SIZES
+    source: str = ""
+
+    def supports_block_size(self, block_size: int | None) -> bool:
+        """`AttentionBackend.supports_block_size`: None (not given) or a multiple of one kernel
+        block size (TRITON_MLA's override is the same test: a multiple of 16)."""
+        if block_size is None:
+            return True
+        return any(block_size % s == 0 for s in (*self.block_sizes, *([self.multiple_of] if self.multiple_of else [])))
+
+    def preferred_block_size(self, default: int = DEFAULT_BLOCK_SIZE_033) -> int:
+        """`AttentionBackend.get_preferred_block_size`: `default` if supported, else the smallest
+        kernel block size (FLASHMLA 64, FLASHINFER_MLA 32, CUTLASS_MLA 128)."""
+        if self.supports_block_size(default):
+            return default
+        return min((*self.block_sizes, *([self.multiple_of] if self.multiple_of else [])))
+
+
+#: vLLM 0.33's dense MLA backends, by `--attention-backend` name.
+MLA_BACKENDS_033: dict[str, MlaBackend] = {
+    "FLASH_ATTN_MLA": MlaBackend(_UNQUANTIZED, multiple_of=16, cc_majors=(9,), source="flashattn_mla.py"),
+    "FLASHMLA": MlaBackend(_UNQUANTIZED + _FP8, block_sizes=(64,), cc_majors=(9, 10), source="flashmla.py"),
+    "FLASHINFER_MLA": MlaBackend(_UNQUANTIZED + _FP8, block_sizes=(32, 64), cc_majors=(10,),
+                                 source="flashinfer_mla.py"),
+    "TOKENSPEED_MLA": MlaBackend(_FP8, block_sizes=(32, 64), cc_majors=(10,), source="tokenspeed_mla.py"),
+    "CUTLASS_MLA": MlaBackend(_UNQUANTIZED + _FP8, block_sizes=(128,), cc_majors=(10,), source="cutlass_mla.py"),
+    "TRITON_MLA": MlaBackend(_UNQUANTIZED + _FP8, multiple_of=16, head_sizes=(), source="triton_mla.py"),
+    "ROCM_AITER_MLA": MlaBackend(_UNQUANTIZED + _FP8 + ("fp8_e5m2",), multiple_of=1, head_sizes=(),
+                                 source="rocm_aiter_mla.py"),
+}
+
+
+def mla_backend_priorities(compute_capability: str | None, vendor: str | None = None) -> tuple[str, ...]:
+    """vLLM 0.33's dense MLA backends in the order its selector tries them.
+
+    NVIDIA, `vllm/platforms/cuda.py` `_get_backend_priorities` (use_mla): compute capability
+    10.x: FLASHINFER_MLA, TOKENSPEED_MLA, CUTLASS_MLA, FLASH_ATTN_MLA, FLASHMLA, TRITON_MLA;
+    12.x: TRITON_MLA; any other: FLASH_ATTN_MLA, FLASHMLA, FLASHINFER_MLA, TRITON_MLA. The
+    sparse backends at the end of each list refuse a dense model ("non-sparse not supported")
+    and are left out. AMD, `vllm/platforms/rocm.py` `_get_backend_priorities`: TRITON_MLA
+    (ROCM_AITER_MLA first only with VLLM_ROCM_USE_AITER=1, off by default).
+    """
+    if vendor == "amd":
+        return ("TRITON_MLA",)
+    major = int((compute_capability or ASSUMED_COMPUTE_CAPABILITY).split(".")[0])
+    if major == 10:
+        return ("FLASHINFER_MLA", "TOKENSPEED_MLA", "CUTLASS_MLA", "FLASH_ATTN_MLA", "FLASHMLA", "TRITON_MLA")
+    if major == 12:
+        return ("TRITON_MLA",)
+    return ("FLASH_ATTN_MLA", "FLASHMLA", "FLASHINFER_MLA", "TRITON_MLA")
+
+
+def mla_backend_reasons(name: str, model: ModelSpec, kv_cache_dtype: str | None, block_size: int | None,
+                        compute_capability: str | None, vendor: str | None = None) -> list[str]:
+    """Why vLLM 0.33 finds MLA backend `name` invalid, in its own words and order ([] = valid):
+    `AttentionBackend.validate_configuration` (head size, kv cache dtype, block size, compute
+    capability) then the backend's `supports_combination`: FLASH_ATTN_MLA needs FA3 on sm90
+    (`fa_utils.flash_attn_supports_mla`), FLASHMLA's dense kernel Hopper
+    (`ops/flashmla.is_flashmla_dense_supported`), FLASHINFER_MLA qk_nope_head_dim in [64, 128,
+    192], TOKENSPEED_MLA DeepSeek-R1's dims (128, 64, 128). Kernels are assumed present as in the
+    official CUDA wheel (vllm 0.33.0: FA3, `_flashmla_C`, flashinfer-python and tokenspeed-mla
+    are in it). `kv_cache_dtype` is vLLM's name ('auto', 'fp8', ...; None: not checked)."""
+    b = MLA_BACKENDS_033[name]
+    reasons = []
+    head_size = model.resolved_head_dim
+    if b.head_sizes and head_size not in b.head_sizes:
+        reasons.append("head_size not supported")
+    if kv_cache_dtype is not None and kv_cache_dtype not in b.kv_dtypes:
+        reasons.append("kv_cache_dtype not supported")
+    if not b.supports_block_size(block_size):
+        reasons.append("block_size not supported")
+    if vendor == "amd":
+        return reasons
+    major = int((compute_capability or ASSUMED_COMPUTE_CAPABILITY).split(".")[0])
+    if b.cc_majors is not None and major not in b.cc_majors:
+        reasons.append("compute capability not supported")
+    if name == "FLASH_ATTN_MLA" and major != 9:
+        reasons.append("FlashAttention MLA not supported on this device")
+    elif name == "FLASHMLA" and major != 9:
+        reasons.append("FlashMLA Dense is only supported on Hopper devices.")
+    elif name == "FLASHINFER_MLA":
+        nope = model.qk_nope_head_dim if model.qk_nope_head_dim is not None else 1  # getattr(..., 1)
+        if nope not in (64, 128, 192):
+            reasons.append(f"FlashInfer MLA kernel requires qk_nope_head_dim in [64, 128, 192], but got {nope}")
+    elif name == "TOKENSPEED_MLA":
+        dims = tuple(d or 0 for d in (model.qk_nope_head_dim, model.qk_rope_head_dim, model.v_head_dim))
+        if dims != (128, 64, 128):
+            reasons.append("tokenspeed_mla requires DeepSeek R1 MLA dimensions (qk_nope_head_dim=128, "
+                           f"qk_rope_head_dim=64, v_head_dim=128), got ({dims[0]}, {dims[1]}, {dims[2]})")
+    return reasons
+
+
+def vllm_cache_dtype(model: ModelSpec, k: StorageFormat, per_token_head_scales: bool = False) -> str | None:
+    """vLLM's `--kv-cache-dtype` name for a cache of format `k`, as its backends list them:
+    'auto' for the dtype the model is served in, 'bfloat16' / 'float16', 'fp8' (e4m3),
+    'fp8_e5m2', 'int8_per_token_head' / 'fp8_per_token_head'; None for a format vLLM has no name
+    for (not checked against the backends)."""
+    if per_token_head_scales:
+        return f"{k.name.split('_')[0]}{PER_TOKEN_HEAD}"
+    if k.name == default_kv_dtype(model)[0]:
+        return "auto"
+    return {"bf16": "bfloat16", "fp16": "float16", "fp8_e4m3": "fp8", "fp8_e5m2": "fp8_e5m2"}.get(k.name)
+
+
+def _cc_words(compute_capability: str | None, vendor: str | None) -> str:
+    if vendor == "amd":
+        return "ROCm (VLLM_ROCM_USE_AITER unset)"
+    if compute_capability is None:
+        return (f"compute capability {ASSUMED_COMPUTE_CAPABILITY} (Hopper), assumed: no NVIDIA GPU (compute "
+                "capability) or attention backend given")
+    return f"compute capability {compute_capability}"
+
+
+def _select_033(model: ModelSpec, block_size: int | None, name: str | None, compute_capability: str | None,
+                vendor: str | None, kv_cache_dtype: str | None) -> tuple[int, str | None]:
+    """`attention_block_size` for vLLM 0.33 (the backend's name is checked by the caller)."""
+    if not any(layer.kind == "mla" for layer in model.layers):
+        if vendor != "amd" and block_size is not None and block_size % 16:
+            raise KvcalcError(f"vLLM 0.33 finds no valid attention backend for block size {block_size} on CUDA: "
+                              "FLASH_ATTN, FLASHINFER, TRITON_ATTN and FLEX_ATTENTION take multiples of 16 "
+                              "(get_supported_kernel_block_sizes); give a multiple of 16", field="block_size",
+                              value=block_size)
+        return (block_size or DEFAULT_BLOCK_SIZE_033), None
+    if name is not None:  # get_attn_backend_cls: the selected backend alone, refused if invalid
+        reasons = mla_backend_reasons(name, model, kv_cache_dtype, block_size, compute_capability, vendor)
+        if reasons:
+            raise KvcalcError(f"vLLM 0.33: Selected backend {name} is not valid for this configuration. "
+                              f"Reason: {reasons}", field="attention_backend", value=name)
+        size = block_size or MLA_BACKENDS_033[name].preferred_block_size()
+        how = f"keeps the --block-size {size} given" if block_size else f"sets block size {size}"
+        return size, f"MLA attention backend {name} (the attention backend given) {how}"
+    invalid: dict[str, list[str]] = {}
+    for candidate in mla_backend_priorities(compute_capability, vendor):  # CudaPlatform.get_valid_backends
+        reasons = mla_backend_reasons(candidate, model, kv_cache_dtype, block_size, compute_capability, vendor)
+        if not reasons:
+            break
+        invalid[candidate] = reasons
+    else:
+        found = "; ".join(f"{n}: {', '.join(r)}" for n, r in invalid.items())
+        raise KvcalcError(f"vLLM 0.33 finds no valid MLA attention backend on {_cc_words(compute_capability, vendor)} "
+                          f"for kv_cache_dtype {kv_cache_dtype or 'auto'}, block_size {block_size}: {found}",
+                          field="block_size" if block_size else "kv_dtype", value=block_size or kv_cache_dtype)
+    where = f"vLLM 0.33's first valid MLA backend on {_cc_words(compute_capability, vendor)}"
+    if invalid:
+        where += "; passed over: " + "; ".join(f"{n} ({', '.join(r)})" for n, r in invalid.items())
+    if block_size is None:  # Platform.update_block_size_for_backend, phase 1
+        size = MLA_BACKENDS_033[candidate].preferred_block_size()
+        return size, f"MLA attention backend {candidate} ({where}) sets block size {size}"
+    note = f"MLA attention backend {candidate} ({where}) keeps the --block-size {block_size} given"
+    precluded = [n for n, r in invalid.items() if r == ["block_size not supported"]]
+    if precluded:  # CudaPlatform.get_attn_backend_cls's warning
+        note += (f". vLLM warns: --block-size {block_size} precluded higher-priority backend(s) "
+                 f"{', '.join(precluded)}. Using {candidate} instead, which may result in reduced performance. "
+                 "Consider removing --block-size to auto-select the optimal block size.")
+    return block_size, note
+
+
+def attention_block_size(model: ModelSpec, block_size: int | None, backend: str | None = None,
+                         compute_capability: str | None = None, vendor: str | None = None,
+                         version: str = CURRENT_VERSION, kv_cache_dtype: str | None = "auto") -> tuple[int, str | None]:
+    """(block size vLLM uses, a note naming the MLA backend and why, or None) for `model`.
+
+    `block_size` is the `--block-size` given (None: not given, vLLM's default);
+    `kv_cache_dtype` vLLM's name for the cache dtype (`vllm_cache_dtype`).
+
+    vLLM 0.33 (`vllm/platforms/cuda.py` `CudaPlatform.get_attn_backend_cls`, `get_valid_backends`;
+    `vllm/platforms/interface.py` `Platform.update_block_size_for_backend`): the first MLA
+    backend of `mla_backend_priorities` that `mla_backend_reasons` finds valid, the block size
+    given taking part (a backend that cannot run it is passed over, and vLLM warns when that
+    precluded a higher-priority one); without `--block-size`, the backend's preferred size
+    (`AttentionBackend.get_preferred_block_size` from 16: FLASH_ATTN_MLA and TRITON_MLA 16,
+    FLASHMLA 64, FLASHINFER_MLA 32, CUTLASS_MLA 128). So an H100 serves DeepSeek with
+    FLASH_ATTN_MLA and 16-token blocks, with FLASHMLA and 64 under `--kv-cache-dtype fp8`, a B200
+    with FLASHINFER_MLA and 32. A backend given (`--attention-backend`) is checked alone and
+    refused when invalid. Non-MLA models keep the size given, else 16 (FLASH_ATTN, FLASHINFER,
+    TRITON_ATTN, ROCM_ATTN all prefer 16); on CUDA a size that is not a multiple of 16 finds no
+    backend and is refused.
+
+    vLLM 0.11 (`CudaPlatform.check_and_update_config`): an MLA model's attention backend forces
+    its block size whatever `--block-size` says: FLASHMLA 64, CUTLASS_MLA 128, FLASHINFER_MLA 32
+    or 64 (anything else becomes 64), TRITON_MLA keeps it. With no backend given, vLLM picks
+    CUTLASS_MLA on Blackwell (compute capability 10.x), FLASHMLA on Hopper (9.x; FlashMLA needs
+    sm90, `is_flashmla_supported`) and TRITON_MLA elsewhere. AMD (`vendor` 'amd',
+    `RocmPlatform.get_attn_backend_cls`): TRITON_MLA unless AITER is on (`VLLM_ROCM_USE_AITER`,
+    off by default), so `--block-size` stands; ROCM_AITER_MLA needs block size 1.
+
+    With neither GPU nor backend, kvcalc assumes Hopper (`ASSUMED_COMPUTE_CAPABILITY`) and the
+    note says so. Raises `KvcalcError` (field `attention_backend`) for an unknown backend, an MLA
+    backend on a non-MLA model, one the GPU's vendor lacks or (0.33) one vLLM finds invalid, and
+    (fields `block_size` / `kv_dtype`) where 0.33 finds no valid backend.
     """
     name = backend.strip().upper() if backend else None
-    if name is not None and name not in MLA_BACKENDS and name not in OTHER_BACKENDS:
-        raise KvcalcError(f"kvcalc knows the MLA backends {', '.join(MLA_BACKENDS)} and {', '.join(OTHER_BACKENDS)}",
+    mla_names = (*MLA_BACKENDS, *(n for n in MLA_BACKENDS_033 if n not in MLA_BACKENDS)) if version == "0.33" \
+        else tuple(MLA_BACKENDS)
+    if name is not None and name not in mla_names and name not in OTHER_BACKENDS:
+        raise KvcalcError(f"kvcalc knows the MLA backends {', '.join(mla_names)} and {', '.join(OTHER_BACKENDS)}",
                           field="attention_backend", value=backend)
     if not any(layer.kind == "mla" for layer in model.layers):
-        if name in MLA_BACKENDS:
+        if name in mla_names:
             raise KvcalcError(f"{name} is an MLA backend and {model.name} has no MLA layers", field="attention_backend",
                               value=backend)
-        return block_size, None
+        if version == "0.33":
+            return _select_033(model, block_size, name, compute_capability, vendor, kv_cache_dtype)
+        return block_size or DEFAULT_BLOCK_SIZE, None
     if name in OTHER_BACKENDS:
-        raise KvcalcError(f"{model.name} uses MLA: give an MLA backend ({', '.join(MLA_BACKENDS)})",
+        raise KvcalcError(f"{model.name} uses MLA: give an MLA backend ({', '.join(mla_names)})",
                           field="attention_backend", value=backend)
     amd = vendor == "amd"
     if name is not None and (name in ROCM_MLA_BACKENDS) != amd and name != "TRITON_MLA":
         raise KvcalcError(f"{name} is {'a ROCm' if name in ROCM_MLA_BACKENDS else 'an NVIDIA'} backend and the GPU "
                           f"is {'AMD' if amd else 'NVIDIA'}", field="attention_backend", value=backend)
+    if version == "0.33":
+        return _select_033(model, block_size, name, compute_capability, vendor, kv_cache_dtype)
+    block_size = block_size or DEFAULT_BLOCK_SIZE
     if name is None and amd:
         name, why = "TRITON_MLA", "vLLM's default MLA backend on ROCm (VLLM_ROCM_USE_AITER unset)"
     elif name is None:
@@ -272,7 +483,7 @@ def attention_block_size(model: ModelSpec, block_size: int, backend: str | None 
     else:
         why = "the attention backend given"
     forced = MLA_BACKENDS[name]
-    if name == "ROCM_AITER_MLA" and version == "0.11" and block_size != 1:
+    if name == "ROCM_AITER_MLA" and block_size != 1:
         raise KvcalcError(f"vLLM 0.11's ROCM_AITER_MLA does not support block size {block_size} (currently only "
                               "supports block size 1): give --block-size 1", field="block_size", value=block_size)
     if name == "FLASHINFER_MLA" and block_size in FLASHINFER_MLA_BLOCK_SIZES:
@@ -465,13 +676,15 @@ def _formats(model: ModelSpec, k: StorageFormat, v: StorageFormat) -> None:
                               field=field, value=f.name, form=MESSAGE)
 
 
-def _check(model: ModelSpec, k: StorageFormat, v: StorageFormat, tp: int, block_size: int) -> None:
-    """The checks `capacity` and `memory_for` share: the TP degree, the formats, the block size."""
+def _check(model: ModelSpec, k: StorageFormat, v: StorageFormat, tp: int, block_size: int | None) -> None:
+    """The checks `capacity` and `memory_for` share: the TP degree, the formats, the block size
+    given (None: not given)."""
     check_tp(model, tp)
     refuse_hybrid_layers(model, "vLLM")
     refuse_indexer(model, "vLLM")
     _formats(model, k, v)
-    check_block_size(block_size)
+    if block_size is not None:
+        check_block_size(block_size)
 
 
 def _page(model: ModelSpec, k: StorageFormat, v: StorageFormat, block_size: int, tp: int, scales: bool) -> int:
@@ -659,25 +872,27 @@ def _hybrid_blocks(model: ModelSpec, k: StorageFormat, v: StorageFormat, *, bloc
         model_dtype_bytes=fmt.block_bytes // fmt.block_values)
 
 
-def _resolve(model: ModelSpec, k: StorageFormat, v: StorageFormat, *, tp: int, block_size: int, version: str,
+def _resolve(model: ModelSpec, k: StorageFormat, v: StorageFormat, *, tp: int, block_size: int | None, version: str,
              attention_backend: str | None, compute_capability: str | None, vendor: str | None,
              per_token_head_scales: bool, hybrid_allocator: bool, prefix_caching: bool | None,
              chunked_local_hybrid: bool | None) -> _Resolved:
     """The checks `capacity` and `memory_for` share, then (`_Resolved`): each layer's own KV
     dtype (`layer_formats`), the MLA backend's block size (V1, `attention_block_size`), a hybrid
     Mamba model's unified block and page (`vllm_hybrid.align_block_size`), the hybrid allocator
-    vLLM leaves on (off for chunked local attention unless `chunked_hybrid_allowed`), the page."""
+    vLLM leaves on (off for chunked local attention unless `chunked_hybrid_allowed`), the page.
+    `block_size` None: `--block-size` not given (vLLM's default; 0.33: the backend's preferred)."""
     _check(model, k, v, tp, block_size)
     notes: list[str] = []
     k, v, dtype_note = layer_formats(model, k, v, version)
     if dtype_note:
         notes.append(dtype_note)
+    scales = per_token_head_scales and not dtype_note
     if version != "0.6":
         block_size, block_note = attention_block_size(model, block_size, attention_backend, compute_capability,
-                                                      vendor, version)
+                                                      vendor, version, vllm_cache_dtype(model, k, scales))
         if block_note:
             notes.append(block_note)
-    scales = per_token_head_scales and not dtype_note
+    block_size = block_size or DEFAULT_BLOCK_SIZE
     if version != "0.6" and chunked_local(model) and hybrid_allocator:
         hybrid_allocator = chunked_hybrid_allowed(version, chunked_local_hybrid)
         if not hybrid_allocator:
@@ -696,7 +911,7 @@ def _resolve(model: ModelSpec, k: StorageFormat, v: StorageFormat, *, tp: int, b
 
 
 def capacity(model: ModelSpec, kv_memory_bytes: int, k: StorageFormat, v: StorageFormat, *, tp: int = 1,
-             block_size: int = DEFAULT_BLOCK_SIZE, max_model_len: int | None = None,
+             block_size: int | None = None, max_model_len: int | None = None,
              concurrency: int | None = None, hybrid_allocator: bool = True,
              per_token_head_scales: bool = False, kv_cache_dtype: str | None = None,
              max_num_batched_tokens: int = DEFAULT_MAX_NUM_BATCHED_TOKENS,
@@ -751,7 +966,7 @@ def capacity(model: ModelSpec, kv_memory_bytes: int, k: StorageFormat, v: Storag
 
 
 def memory_for(model: ModelSpec, seq_len: int, batch: int, k: StorageFormat, v: StorageFormat, *, tp: int = 1,
-               block_size: int = DEFAULT_BLOCK_SIZE, hybrid_allocator: bool = True,
+               block_size: int | None = None, hybrid_allocator: bool = True,
                per_token_head_scales: bool = False,
                max_num_batched_tokens: int = DEFAULT_MAX_NUM_BATCHED_TOKENS, v0: bool = False,
                version: str = CURRENT_VERSION, async_scheduling: bool = True,

@@ -26,8 +26,10 @@ when vLLM would start and admit the batch:
   (`KvcalcError`), and the plan sizes those layouts by the exact formula and says so.
 
 The GPU enters through its compute capability and vendor (`GpuSpec`), as `kvcalc capacity
---gpu` passes them (`VllmOptions.compute_capability`, `vendor`): FlashMLA 64 tokens on Hopper,
-CUTLASS MLA 128 on Blackwell, ROCm's TRITON_MLA keeping `--block-size` (`vllm.attention_block_size`).
+--gpu` passes them (`VllmOptions.compute_capability`, `vendor`), which pick an MLA model's
+backend and block size (`vllm.attention_block_size`): in 0.33 FLASH_ATTN_MLA 16 tokens on Hopper
+(FLASHMLA 64 for an fp8 cache), FLASHINFER_MLA 32 on Blackwell, TRITON_MLA 16 on ROCm and SM120;
+in 0.11 FlashMLA 64 on Hopper, CUTLASS MLA 128 on Blackwell.
 """
 
 from __future__ import annotations
@@ -190,14 +192,29 @@ def plan_kv(model: ModelSpec, options: Any) -> Callable[[GpuSpec, int, tuple[ran
     return build
 
 
-def launch_block_size(model: ModelSpec, options: Any, gpu: GpuSpec | None) -> int | None:
-    """The `--block-size` a launch line states: the block an MLA model's attention backend
-    forces on `gpu` (`vllm.attention_block_size`: FlashMLA 64 on Hopper, CUTLASS MLA 128 on
-    Blackwell), or a block size other than vLLM's default that the options give; None when vLLM's
-    default stands (a hybrid's unified block is vLLM's own choice: not stated)."""
+def launch_block_size(model: ModelSpec, options: Any, gpu: GpuSpec | None, k_dtype: str | None = None) -> int | None:
+    """The `--block-size` a launch line states, None where vLLM's default 16 stands.
+
+    The block vLLM uses on `gpu` for a `k_dtype` cache (None: the model's dtype) is stated when
+    it is not 16 or when the options give one that differs from vLLM's own choice: an MLA
+    model's backend takes another size (`vllm.attention_block_size`; 0.33: FLASHMLA 64 for an
+    fp8 cache on Hopper, FLASHINFER_MLA 32 on Blackwell, and a `--block-size 16` given on
+    Blackwell, which moves vLLM to TRITON_MLA, is stated; 0.11: FlashMLA 64 on Hopper, CUTLASS
+    MLA 128 on Blackwell whatever is given). Stating a backend's own preferred size picks the
+    same backend again: the ones passed over for it were passed over without it too. A hybrid's
+    unified block is vLLM's own choice: not stated."""
     o = gpu_options(options, gpu)
-    size = o.block_size
+    given = o.block_size
+    own = chosen = given or vllm.DEFAULT_BLOCK_SIZE
     if o.version != "0.6" and any(layer.kind == "mla" for layer in model.layers):
-        size, _ = vllm.attention_block_size(model, o.block_size, o.attention_backend, o.compute_capability,
-                                            o.vendor, o.version)
-    return None if size == vllm.DEFAULT_BLOCK_SIZE else size
+        k = kv_format(k_dtype or vllm.default_kv_dtype(model)[0])
+        dtype = vllm.vllm_cache_dtype(model, k, o.per_token_head_scales)
+
+        def pick(size: int | None) -> int:
+            return vllm.attention_block_size(model, size, o.attention_backend, o.compute_capability, o.vendor,
+                                             o.version, dtype)[0]
+
+        own, chosen = pick(None), pick(given)
+    elif given is not None:
+        own = vllm.DEFAULT_BLOCK_SIZE
+    return None if chosen == own == vllm.DEFAULT_BLOCK_SIZE else chosen

@@ -231,10 +231,9 @@ def test_llama4_chunked_local_attention():
 def test_mla_block_size_follows_the_gpu():
     m = load_model("deepseek-v2-lite")
     # page per block of 16: 27 layers x 16 x 576 x 2 B = 497,664 B
-    h = vllm.capacity(m, GiB, BF16, BF16, compute_capability="9.0", vendor="nvidia", max_model_len=32768)
-    b = vllm.capacity(m, GiB, BF16, BF16, compute_capability="10.0", vendor="nvidia", max_model_len=32768)
-    a = vllm.capacity(m, GiB, BF16, BF16, vendor="amd", max_model_len=32768)
-    # FlashMLA 64: 1 GiB // (27 x 64 x 1,152 B) = 539; CUTLASS MLA 128: // 3,981,312 = 269;
+    h, b, a = (vllm.capacity(m, GiB, BF16, BF16, compute_capability=cc, vendor=vendor, max_model_len=32768,
+                             version="0.11") for cc, vendor in (("9.0", "nvidia"), ("10.0", "nvidia"), (None, "amd")))
+    # 0.11: FlashMLA 64: 1 GiB // (27 x 64 x 1,152 B) = 539; CUTLASS MLA 128: // 3,981,312 = 269;
     # ROCm TRITON_MLA keeps 16: // 497,664 = 2,157
     assert (h.block_size, h.num_gpu_blocks) == (64, 539)
     assert (b.block_size, b.num_gpu_blocks) == (128, 269)

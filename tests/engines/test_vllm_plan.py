@@ -4,16 +4,19 @@
 
 DeepSeek-V2-Lite (configs/models/deepseek-v2-lite.yaml: 27 MLA layers, latent 512 + rope 64 =
 576 values), bf16: 27 x 576 x 2 B = 31,104 B per token over all layers. vLLM's MLA backend sets
-the block size from the GPU (`vllm/platforms/cuda.py` `check_and_update_config`, `rocm.py`):
-FlashMLA 64 tokens on an H100 (compute capability 9.0), CUTLASS MLA 128 on a B200 (10.0), ROCm's
-TRITON_MLA keeps the default 16 on an MI300X. One block of every layer is then 64 x 31,104 =
-1,990,656 B, 128 x 31,104 = 3,981,312 B, 16 x 31,104 = 497,664 B. With 1 GiB (1,073,741,824 B) of
-KV memory: 539, 269 and 2,157 blocks (the issue's "539 blocks / 34,496 tokens" on an H100).
+the block size from the GPU. vLLM 0.11 (`vllm/platforms/cuda.py` `check_and_update_config`,
+`rocm.py`): FlashMLA 64 tokens on an H100 (compute capability 9.0), CUTLASS MLA 128 on a B200
+(10.0), ROCm's TRITON_MLA keeps the default 16 on an MI300X. One block of every layer is then 64 x
+31,104 = 1,990,656 B, 128 x 31,104 = 3,981,312 B, 16 x 31,104 = 497,664 B. With 1 GiB
+(1,073,741,824 B) of KV memory: 539, 269 and 2,157 blocks (the issue's "539 blocks / 34,496
+tokens" on an H100). vLLM 0.33 (`_get_backend_priorities`, `get_preferred_block_size`):
+FLASH_ATTN_MLA 16 on the H100, FLASHINFER_MLA 32 on the B200 (32 x 31,104 = 995,328 B: 1,078
+blocks), TRITON_MLA 16 on the MI300X.
 
 A request of 1,025 tokens (one past 1,024) takes cdiv(1,025, 64) = 17, cdiv(1,025, 128) = 9,
-cdiv(1,025, 16) = 65 blocks, so 1 GiB admits 539 // 17 = 31 on the H100, 269 // 9 = 29 on the
-B200, 2,157 // 65 = 33 on the MI300X, where the exact formula says 1,073,741,824 //
-(1,025 x 31,104) = 33 on every GPU.
+cdiv(1,025, 32) = 33, cdiv(1,025, 16) = 65 blocks, so 1 GiB admits under 0.11 539 // 17 = 31 on
+the H100, 269 // 9 = 29 on the B200, 2,157 // 65 = 33 on the MI300X; under 0.33 33, 1,078 // 33 =
+32 and 33, where the exact formula says 1,073,741,824 // (1,025 x 31,104) = 33 on every GPU.
 """
 
 from __future__ import annotations
@@ -37,12 +40,19 @@ GIB = 2**30
 LITE = load_model("deepseek-v2-lite")
 TOKEN_BYTES = 27 * 576 * 2  # 31,104 B per token, all layers, bf16
 
-#: GPU -> (block size, blocks in 1 GiB, blocks per 1,025-token request, requests admitted)
+#: vLLM 0.11: GPU -> (block size, blocks in 1 GiB, blocks per 1,025-token request, requests admitted)
 PER_GPU = {
     "h100-sxm": (64, 539, 17, 31),   # 1,073,741,824 // 1,990,656 = 539; 539 // 17 = 31
     "b200": (128, 269, 9, 29),        # 1,073,741,824 // 3,981,312 = 269; 269 // 9 = 29
     "mi300x": (16, 2157, 65, 33),     # 1,073,741,824 // 497,664 = 2,157; 2,157 // 65 = 33
 }
+#: vLLM 0.33 (the default), the same columns
+PER_GPU_033 = {
+    "h100-sxm": (16, 2157, 65, 33),   # FLASH_ATTN_MLA: 1,073,741,824 // 497,664 = 2,157; // 65 = 33
+    "b200": (32, 1078, 33, 32),       # FLASHINFER_MLA: 1,073,741,824 // 995,328 = 1,078; // 33 = 32
+    "mi300x": (16, 2157, 65, 33),     # TRITON_MLA
+}
+V011 = VllmOptions(version="0.11")
 
 
 def knobs_leaving(gpu: str, kv_memory_bytes: int) -> Layout:
@@ -61,18 +71,19 @@ def plan_one(gpu: str, seq_len: int, concurrency: int, engine: str = "vllm", kv_
     return run_plan(req)
 
 
-@pytest.mark.parametrize("gpu", list(PER_GPU))
-def test_mla_plan_per_gpu_is_capacity_on_that_gpu(gpu, cli):
-    block, blocks, per_req, admitted = PER_GPU[gpu]
-    r = plan_one(gpu, 1025, 1)
+@pytest.mark.parametrize("version,gpu", [(v, g) for v in ("0.11", "0.33") for g in PER_GPU])
+def test_mla_plan_per_gpu_is_capacity_on_that_gpu(version, gpu, cli):
+    block, blocks, per_req, admitted = (PER_GPU if version == "0.11" else PER_GPU_033)[gpu]
+    r = plan_one(gpu, 1025, 1, options=VllmOptions(version=version))
     (lay,) = r.layouts
     assert lay.max_concurrency == admitted
     # the KV memory the plan leaves vLLM: what `capacity --kv-memory` is given below
     assert lay.headroom_bytes + lay.kv_cache_bytes_per_gpu == GIB
-    # one request in 0.33: its blocks + the null block, (17 + 1) x 1,990,656 = 35,831,808 B on an H100
-    assert lay.kv_cache_bytes_per_gpu == (per_req + 1) * block * TOKEN_BYTES
+    # one request: its blocks, + the null block in 0.33 ((65 + 1) x 497,664 = 32,845,824 B on an H100;
+    # 0.11: 17 x 1,990,656 = 33,841,152 B)
+    assert lay.kv_cache_bytes_per_gpu == (per_req + (version == "0.33")) * block * TOKEN_BYTES
     out = cli("capacity", "deepseek-v2-lite", "--engine", "vllm", "--gpu", gpu, "--kv-memory", str(GIB),
-              "-L", "1025", "-f", "json")
+              "-L", "1025", "-f", "json", "--vllm-version", version)
     assert out.exit_code == 0, out.output
     cap = json.loads(out.stdout)
     assert (cap["block_size"], cap["num_gpu_blocks"]) == (block, blocks)
@@ -87,10 +98,11 @@ def test_the_exact_formula_ignores_the_block_size():
 
 
 def test_the_block_size_decides_whether_30_requests_fit():
+    # vLLM 0.11's forced blocks (PER_GPU)
     # 30 requests: the H100 admits 31 (539 blocks >= 30 x 17 = 510), the B200 only 29
     # (269 blocks < 30 x 9 = 270): it needs 1,074,954,240 B, 1,212,416 B past the 1 GiB it has
-    assert plan_one("h100-sxm", 1025, 30).layouts[0].max_concurrency == 31
-    r = plan_one("b200", 1025, 30)
+    assert plan_one("h100-sxm", 1025, 30, options=V011).layouts[0].max_concurrency == 31
+    r = plan_one("b200", 1025, 30, options=V011)
     assert r.layouts == []
     (miss,) = r.misses
     budget = int(get_gpu("b200").memory_bytes * 0.9)
@@ -99,18 +111,34 @@ def test_the_block_size_decides_whether_30_requests_fit():
     # what would fix it, in whole blocks: 269 // 30 = 8 blocks = 1,024 tokens; 269 // 9 = 29 requests
     assert miss.fixes[-2:] == ["a context of at most 1,024 tokens", "at most 29 concurrent sequences"]
     # and 32 requests fit on the MI300X (2,157 >= 32 x 65 = 2,080), not on the H100 (539 < 32 x 17 = 544)
-    assert plan_one("mi300x", 1025, 32).layouts[0].max_concurrency == 33
-    assert plan_one("h100-sxm", 1025, 32).layouts == []
+    assert plan_one("mi300x", 1025, 32, options=V011).layouts[0].max_concurrency == 33
+    assert plan_one("h100-sxm", 1025, 32, options=V011).layouts == []
 
 
 def test_the_launch_line_states_the_forced_block_size():
-    lines = {gpu: plan_one(gpu, 1025, 1).layouts[0].launch for gpu in PER_GPU}
+    lines = {gpu: plan_one(gpu, 1025, 1, options=V011).layouts[0].launch for gpu in PER_GPU}
     assert lines["h100-sxm"].endswith("--max-num-seqs 1 --block-size 64")
     assert lines["b200"].endswith("--max-num-seqs 1 --block-size 128")
     assert "--block-size" not in lines["mi300x"]  # TRITON_MLA keeps vLLM's default 16
-    notes = plan_one("mi300x", 1025, 1).notes
+    notes = plan_one("mi300x", 1025, 1, options=V011).notes
     assert notes == [("vllm on mi300x: MLA attention backend TRITON_MLA (vLLM's default MLA backend on ROCm "
                       "(VLLM_ROCM_USE_AITER unset)) keeps block size 16")]
+
+
+def test_the_launch_line_states_033s_block_size_only_where_it_is_not_16():
+    # 0.33, bf16: FLASH_ATTN_MLA 16 on the H100 and TRITON_MLA 16 on the MI300X: nothing stated;
+    # FLASHINFER_MLA 32 on the B200: stated (vLLM would pick it itself; the line pins the plan's block)
+    lines = {gpu: plan_one(gpu, 1025, 1).layouts[0].launch for gpu in PER_GPU_033}
+    assert "--block-size" not in lines["h100-sxm"] and "--block-size" not in lines["mi300x"]
+    assert lines["b200"].endswith("--max-num-seqs 1 --block-size 32")
+    # a --block-size 16 given on the B200 moves vLLM to TRITON_MLA (FLASHINFER_MLA takes 32 or 64, CUTLASS_MLA
+    # 128): it differs from vLLM's own 32, so it is stated; the same 16 on the H100 is vLLM's own choice
+    assert plan_one("b200", 1025, 1, options=VllmOptions(block_size=16)).layouts[0].launch.endswith(
+        "--max-num-seqs 1 --block-size 16")
+    assert "--block-size" not in plan_one("h100-sxm", 1025, 1, options=VllmOptions(block_size=16)).layouts[0].launch
+    note = plan_one("h100-sxm", 1025, 1).notes[0]
+    assert note == ("vllm on h100-sxm: MLA attention backend FLASH_ATTN_MLA (vLLM 0.33's first valid MLA backend "
+                    "on compute capability 9.0) sets block size 16")
 
 
 def test_an_attention_backend_given_applies_to_every_gpu():

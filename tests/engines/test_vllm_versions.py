@@ -62,13 +62,12 @@ def run_err(*args: str) -> str:
 
 # ----- the MLA block size the attention backend forces (vllm/platforms/cuda.py) --------------
 
-@pytest.mark.parametrize("version", ["0.33", "0.11"])
-def test_deepseek_v2_lite_flashmla_on_hopper_uses_64_token_blocks(version):
-    # CudaPlatform.check_and_update_config: FlashMLA (Hopper's default MLA backend) forces block 64.
-    # page = 64 x 1,152 B = 73,728 B; 1 GiB // 73,728 // 27 layers = 14,563 // 27 = 539 blocks;
-    # tokens 539 x 64 = 34,496 (0.11: 539 // 1 group x 64; 0.33: int(539 / 2,560 x 163,840) with
-    # 163,840 / 64 = 2,560 pages per request), not 2,157 blocks / 34,512 tokens of 16.
-    r = quiet_capacity(load_model("deepseek-v2-lite"), GiB, BF16, BF16, version=version, compute_capability="9.0")
+def test_deepseek_v2_lite_flashmla_on_hopper_uses_64_token_blocks():
+    # vLLM 0.11 CudaPlatform.check_and_update_config: FlashMLA (Hopper's default MLA backend) forces
+    # block 64. page = 64 x 1,152 B = 73,728 B; 1 GiB // 73,728 // 27 layers = 14,563 // 27 = 539
+    # blocks; tokens 539 // 1 group x 64 = 34,496, not 2,157 blocks / 34,512 tokens of 16. (0.33 picks
+    # FLASH_ATTN_MLA and keeps 16: tests/engines/test_vllm_backends.py.)
+    r = quiet_capacity(load_model("deepseek-v2-lite"), GiB, BF16, BF16, version="0.11", compute_capability="9.0")
     assert (r.block_size, r.num_gpu_blocks, r.kv_cache_tokens) == (64, 539, 34_496)
     assert r.page_size_bytes == 27 * 73_728 == 1_990_656
     assert r.log_lines[1] == "GPU KV cache size: 34,496 tokens"
@@ -77,23 +76,24 @@ def test_deepseek_v2_lite_flashmla_on_hopper_uses_64_token_blocks(version):
 
 
 def test_mla_block_size_per_gpu_and_backend():
+    # vLLM 0.11's rule (CudaPlatform.check_and_update_config); 0.33's: tests/engines/test_vllm_backends.py
     m = load_model("deepseek-v2-lite")
     # Blackwell (10.0): CUTLASS MLA forces 128: page 147,456 B; 1 GiB // 147,456 = 7,281; // 27 = 269
     # blocks -> 269 x 128 = 34,432 tokens
-    r = quiet_capacity(m, GiB, BF16, BF16, version="0.33", compute_capability="10.0")
+    r = quiet_capacity(m, GiB, BF16, BF16, version="0.11", compute_capability="10.0")
     assert (r.block_size, r.num_gpu_blocks, r.kv_cache_tokens) == (128, 269, 34_432)
     # Ampere (8.0): Triton MLA keeps --block-size 16: page 18,432 B; 1 GiB // 18,432 // 27 = 58,254 // 27
     # = 2,157 blocks -> 34,512 tokens
-    r = quiet_capacity(m, GiB, BF16, BF16, version="0.33", compute_capability="8.0")
+    r = quiet_capacity(m, GiB, BF16, BF16, version="0.11", compute_capability="8.0")
     assert (r.block_size, r.num_gpu_blocks, r.kv_cache_tokens) == (16, 2157, 34_512)
     # no GPU, no backend: Hopper is assumed, and said
-    r = quiet_capacity(m, GiB, BF16, BF16, version="0.33")
+    r = quiet_capacity(m, GiB, BF16, BF16, version="0.11")
     assert r.block_size == 64 and "(Hopper), assumed: no NVIDIA GPU (compute capability) or attention backend given" in r.notes[0]
     # an explicit backend wins over the GPU; FlashInfer MLA keeps 32 or 64, else 64
-    assert vllm.attention_block_size(m, 16, "cutlass_mla", "9.0")[0] == 128
-    assert vllm.attention_block_size(m, 32, "FLASHINFER_MLA")[0] == 32
-    assert vllm.attention_block_size(m, 128, "FLASHINFER_MLA")[0] == 64
-    assert vllm.attention_block_size(m, 128, "TRITON_MLA", "9.0") == (
+    assert vllm.attention_block_size(m, 16, "cutlass_mla", "9.0", version="0.11")[0] == 128
+    assert vllm.attention_block_size(m, 32, "FLASHINFER_MLA", version="0.11")[0] == 32
+    assert vllm.attention_block_size(m, 128, "FLASHINFER_MLA", version="0.11")[0] == 64
+    assert vllm.attention_block_size(m, 128, "TRITON_MLA", "9.0", version="0.11") == (
         128, "MLA attention backend TRITON_MLA (the attention backend given) keeps block size 128")
     # non-MLA models keep their block size under any GPU; an MLA backend for them is refused
     llama = load_model("llama-3.1-8b")
@@ -103,13 +103,17 @@ def test_mla_block_size_per_gpu_and_backend():
     with pytest.raises(KvcalcError, match="deepseek-v2-lite uses MLA: give an MLA backend"):
         vllm.attention_block_size(m, 16, "FLASH_ATTN")
     with pytest.raises(KvcalcError, match="kvcalc knows the MLA backends"):
-        vllm.attention_block_size(m, 16, "XFORMERS_MLA")
+        vllm.attention_block_size(m, 16, "XFORMERS_MLA", version="0.11")
 
 
 def test_mla_block_size_from_the_cli_gpu():
-    # --gpu b200 (compute capability 10.0 in kvcalc/data/gpus.yaml): 128-token blocks as above
-    out = run_json("capacity", "deepseek-v2-lite", "-e", "vllm", "-m", "1GiB", "--gpu", "b200")
+    # --gpu b200 (compute capability 10.0 in kvcalc/data/gpus.yaml): 0.11's 128-token blocks as above;
+    # 0.33's FLASHINFER_MLA 32: page 32 x 1,152 x 27 = 995,328 B; 1 GiB // 995,328 = 1,078 blocks; tokens
+    # int(1,078 / (163,840 / 32 = 5,120) x 163,840) = 34,496
+    out = run_json("capacity", "deepseek-v2-lite", "-e", "vllm", "-m", "1GiB", "--gpu", "b200", "--vllm-version", "0.11")
     assert (out["block_size"], out["num_gpu_blocks"], out["kv_cache_tokens"]) == (128, 269, 34_432)
+    out = run_json("capacity", "deepseek-v2-lite", "-e", "vllm", "-m", "1GiB", "--gpu", "b200")
+    assert (out["block_size"], out["num_gpu_blocks"], out["kv_cache_tokens"]) == (32, 1078, 34_496)
     assert out["engine_version"] == "vLLM 0.33 (V1 engine)"
     out = run_json("capacity", "deepseek-v2-lite", "-e", "vllm", "-m", "1GiB", "--attention-backend", "TRITON_MLA")
     assert (out["block_size"], out["num_gpu_blocks"]) == (16, 2157)
@@ -293,10 +297,10 @@ def test_options_default_to_the_current_release():
 
 
 def test_estimate_passes_its_gpu_to_vllm():
-    # estimate --engine vllm --gpu b200: the plan's GPU (compute capability 10.0) gives CUTLASS MLA's
-    # 128-token blocks; without --gpu, Hopper's 64 is assumed. Sized for 1 x 4,096 tokens: 4,096 / 128
-    # = 32 pages (+ 1: 0.33's null block) at 128 x 1,152 x 27 = 3,981,312 B
+    # estimate --engine vllm --gpu b200: the plan's GPU (compute capability 10.0) gives 0.33's
+    # FLASHINFER_MLA 32-token blocks; without --gpu, Hopper's FLASH_ATTN_MLA 16 is assumed. Sized for
+    # 1 x 4,096 tokens: 4,096 / 16 = 256 pages (+ 1: 0.33's null block) at 16 x 1,152 x 27 = 497,664 B
     out = run_json("estimate", "deepseek-v2-lite", "-s", "4096", "--engine", "vllm", "--gpu", "b200")
-    assert out["block_size"] == 128
+    assert out["block_size"] == 32
     out = run_json("estimate", "deepseek-v2-lite", "-s", "4096", "--engine", "vllm")
-    assert out["block_size"] == 64 and out["kv_memory_bytes"] == (4096 // 64 + 1) * 64 * 1152 * 27
+    assert out["block_size"] == 16 and out["kv_memory_bytes"] == (4096 // 16 + 1) * 16 * 1152 * 27 == 127_899_648
