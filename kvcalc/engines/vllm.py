@@ -600,9 +600,19 @@ def _too_small_check(model: ModelSpec, groups: list[Group], layers_per_group: in
                      version: str) -> list[str]:
     """`check_enough_kv_cache_memory`: raise when one request of L needs more than the memory
     and not one block fits; when blocks fit, warn and return the note (else no note). 0.33
-    checks against the memory less one block of every group (`get_kv_cache_configs`: the null block)."""
+    checks against the memory less one block of every group (`get_kv_cache_configs`: the null block).
+
+    0.11 checks each worker's layer specs as the layers built them, before `get_kv_cache_groups`
+    unifies them (`vllm/v1/core/kv_cache_utils.py` `get_kv_cache_configs`, lines 1241-1244 before
+    1258; `unify_hybrid_kv_cache_specs` runs inside `get_kv_cache_groups`): with the hybrid KV cache
+    manager off (Llama-4's chunked local attention by default, `--disable-hybrid-kv-cache-manager`)
+    a chunked or sliding layer is counted by its window in the check and the estimated length,
+    while its blocks are full ones. So the check's groups are the layers' own kinds
+    (`kv_cache_groups` with the hybrid allocator on)."""
     L = max_model_len
     check = kv_memory_bytes - page * layers_per_group if version == "0.33" else kv_memory_bytes
+    if version == "0.11":
+        groups = kv_cache_groups(model, True, version, next((g.mamba_pages for g in groups if g.kind == "mamba"), 1))[0]
 
     def need(n: int) -> int:
         return request_bytes(model, groups, layers_per_group, n, block_size, page, in_flight, version)

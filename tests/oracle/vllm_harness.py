@@ -491,6 +491,9 @@ def run_vllm(model, *, kv_memory_bytes: int, max_model_len: int, tp: int, kv_cac
             kv_cache_utils.update_kv_cache_capacity(cfg, sched)  # EngineCore._initialize_kv_caches
         conc = cfg.cache_config.kv_cache_max_concurrency
     figures = [line for line in log.lines if line.startswith(("GPU KV cache size", "Maximum concurrency"))]
+    if KVCALC_VERSION == "0.11":  # logged once per rank (`get_kv_cache_configs` per worker), all alike: one pair
+        assert figures == figures[:2] * tp, figures
+        figures = figures[:2]
     tokens = int(re.search(r"GPU KV cache size: ([\d,]+) tokens", figures[0]).group(1).replace(",", ""))
     return Figures(num_blocks=sched.num_blocks, tokens=tokens, concurrency=conc,
                    lines=[*config_lines, available_memory_line(kv_memory_bytes), *figures],
