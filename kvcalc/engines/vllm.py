@@ -49,6 +49,9 @@ module's functions (`version=`) and `VllmOptions.version` (the CLI, `kvcalc.capa
   block_size; 0.33 `kv_cache_utils.get_kv_cache_capacity`: int(max concurrency x max_model_len)
   (the same for one full-attention group whose L is a multiple of the block size; larger for
   sliding-window models, whose requests hold only their window). Printed with thousands separators.
+  0.33 logs it on one line with the concurrency ("GPU KV cache size: N tokens, Maximum concurrency
+  for ...", `update_kv_cache_capacity`), 0.11 on two (`kv_figures_lines`); "Available KV cache
+  memory" is `format_gib` in 0.33 ("40.0"), "%.2f" in 0.11 ("40.00") (`available_memory_line`).
 - "Maximum concurrency for L tokens per request: X.XXx", `get_max_concurrency_for_kv_cache_config`:
   num_blocks / sum over groups of pages per request; a full group needs cdiv(L, block_size)
   pages (`FullAttentionSpec.max_memory_usage_bytes`), a sliding one cdiv(min(window - 1 +
@@ -69,8 +72,9 @@ module's functions (`version=`) and `VllmOptions.version` (the CLI, `kvcalc.capa
   longest context kvcalc reports never exceeds the model's limit (or the max_model_len allowed past it).
 - Start-up checks, `vllm/v1/core/kv_cache_utils.py` `check_enough_kv_cache_memory`: available <= 0
   raises "No available memory for the cache blocks. ..."; less than one request of max_model_len
-  needs (sum over layers of `max_memory_usage_bytes`) raises "To serve at least one request with
-  the models's max seq len (L), (X GiB KV cache is needed, ...". 0.33
+  needs (sum over layers of `max_memory_usage_bytes`, each layer's own spec before the hybrid
+  manager's unification) raises "To serve at least one request with the models's max seq len (L),
+  (X GiB KV cache is needed, ..." (texts byte for byte per version: `_too_small`). 0.33
   (`vllm/v1/core/kv_cache_planning.py` `get_kv_cache_configs`, `_max_memory_usage_bytes_from_groups`):
   the check and the estimated maximum length use the budget less one block of every group (the
   null block `BlockPool` holds back), and one request costs bytes per block (page x layers per

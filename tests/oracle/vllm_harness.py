@@ -30,7 +30,23 @@ code, and why:
 - the MLA block size is the one the case gives (the backend forcing it is chosen by the CUDA
   platform, which does not load on a CPU); kvcalc is told the matching backend;
 - the KV cache layout: FlashAttention's NHD (`CacheConfig.kv_cache_layout`), which the engine
-  core resolves from the workers' backends.
+  core resolves from the workers' backends;
+- Llama-4's `attention_chunk_size` is on the stand-in model config and `VllmConfig.__post_init__`'s
+  rule for it (the hybrid KV cache manager off unless vLLM's own
+  `envs.VLLM_ALLOW_CHUNKED_LOCAL_ATTN_WITH_HYBRID_KV_CACHE`) is applied by the harness, citing the
+  lines (`make_vllm_config`);
+- hybrid Mamba / Gated-DeltaNet models (`HYBRID_ARCHS`): the stand-in model config carries the
+  architecture and the HF config; vLLM's own `VllmConfig.try_verify_and_update_config` (0.11:
+  the block alignment and the padded Mamba page; 0.33: Nemotron-H's float32 SSM state, the
+  'align' Mamba cache mode) and 0.33's `Platform._align_hybrid_block_size` run on it; the Mamba
+  layers are stand-ins of vLLM's `MambaBase` whose state is the model class's own
+  `get_mamba_state_shape_from_config` / `get_mamba_state_dtype_from_config` (0.11's qwen3_next.py
+  does not import on a CPU torch: its two classmethods are restated, calling vLLM's calculators);
+  Gated DeltaNet's FlashInfer prefill (Hopper) is assumed, as the CUDA platform would pick it;
+- the start-up lines: vLLM's own logged lines are captured ("Setting attention block size",
+  "Padding mamba page size", 0.11's "disabling prefix caching", "GPU KV cache size", "Maximum
+  concurrency"; the device named "GPU" as on CUDA); "Available KV cache memory" (the worker's
+  GPU profiling) is formatted with vLLM's own `format_gib` / `GiB_bytes`.
 
 Only this module imports vllm; it is imported by `tests/oracle/test_vllm_oracle.py` after the
 test has checked that vllm is importable.
