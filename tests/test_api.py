@@ -83,8 +83,8 @@ def test_capacity_vllm_o03_as_tests_engines_pins_it():
     r = kvcalc.capacity(CFG / "qwen3-14b.yaml", engine="vllm", kv_memory_bytes=6_990_059_274, max_model_len=32768)
     assert r.num_gpu_blocks == 2666 and r.kv_cache_tokens == 42_656
     # 0.33 (the default): the figures in one line (kv_cache_utils.update_kv_cache_capacity)
-    assert r.log_lines == ["Available KV cache memory: 6.51 GiB", "GPU KV cache size: 42,656 tokens, "
-                           "Maximum concurrency for 32,768 tokens per request: 1.30x"]
+    assert r.log_lines == ["Available KV cache memory: 6.51 GiB", ("GPU KV cache size: 42,656 tokens, "
+                           "Maximum concurrency for 32,768 tokens per request: 1.30x")]
     assert r.kv_cache_dtype == "auto (bf16)"  # no kv_dtype: the engine's default, labelled as the CLI does
 
 

@@ -374,8 +374,8 @@ def test_cli_estimate_engine_keys_beside_kv_keys():
     # KvEstimate keys and the engine's keys in one object: 2 requests of 32,768 tokens need
     # 2 x 2048 blocks of 2,621,440 B; vLLM then logs 65,536 tokens and 2.00x.
     assert out["kv_cache_bytes"] == 2 * 32768 * 163_840 and out["num_gpu_blocks"] == 4096
-    assert out["log_lines"][1:] == ["GPU KV cache size: 65,536 tokens, Maximum concurrency for 32,768 tokens per "
-                                    "request: 2.00x"]  # one line in 0.33 (update_kv_cache_capacity)
+    assert out["log_lines"][1:] == [("GPU KV cache size: 65,536 tokens, Maximum concurrency for 32,768 tokens per "
+                                     "request: 2.00x")]  # one line in 0.33 (update_kv_cache_capacity)
     out = run_json("estimate", str(CFG / "qwen2.5-7b.yaml"), "-s", "2048", "-b", "4", "--engine", "llamacpp",
                    "--kv-dtype", "f16")
     assert out["n_cells"] == 8192 and out["k_bytes"] == 224 * MiB
@@ -552,8 +552,8 @@ def test_estimate_engine_kv_memory_from_gpu_plan():
     assert out["kv_memory_bytes"] == out["headroom_bytes"] + out["kv_cache_bytes_per_gpu"] == 58_236_434_841
     assert out["num_gpu_blocks"] == 27_769 and out["kv_cache_tokens"] == 444_304
     # 0.33: GiB by format_gib (gpu_worker.py line 772), the figures in one line (update_kv_cache_capacity)
-    assert out["log_lines"] == ["Available KV cache memory: 54.24 GiB", "GPU KV cache size: 444,304 tokens, "
-                                "Maximum concurrency for 32,768 tokens per request: 13.56x"]
+    assert out["log_lines"] == ["Available KV cache memory: 54.24 GiB", ("GPU KV cache size: 444,304 tokens, "
+                                "Maximum concurrency for 32,768 tokens per request: 13.56x")]
     assert out["kv_memory_basis"].startswith("what the h100-sxm plan leaves for KV per GPU")
     # without --gpu: sized for the batch, and labelled so
     out = run_json("estimate", "llama-3.1-8b", "-s", "32k", "-b", "2", "--engine", "vllm")

@@ -91,8 +91,8 @@ def test_log_lines_per_version():
     m = load_model("llama-3.1-70b")
     new = vllm.capacity(m, 40 * GiB, BF16, BF16, max_model_len=32768, version="0.33")
     assert new.log_lines == ["Available KV cache memory: 40.0 GiB",
-                             "GPU KV cache size: 131,072 tokens, Maximum concurrency for 32,768 tokens per request: "
-                             "4.00x"]
+                             ("GPU KV cache size: 131,072 tokens, Maximum concurrency for 32,768 tokens per request: "
+                              "4.00x")]
     old = vllm.capacity(m, 40 * GiB, BF16, BF16, max_model_len=32768, version="0.11")
     assert old.log_lines == ["Available KV cache memory: 40.00 GiB", "GPU KV cache size: 131,072 tokens",
                              "Maximum concurrency for 32,768 tokens per request: 4.00x"]

@@ -135,8 +135,8 @@ def test_gpt_oss_20b_token_figure_is_concurrency_times_length_in_033():
     assert (r.num_gpu_blocks, r.kv_cache_tokens) == (17_776, 252_567)
     assert r.max_concurrency == pytest.approx(17_776 / 9_225)
     # one line in 0.33: vllm/v1/core/kv_cache_utils.py update_kv_cache_capacity, lines 1147-1153
-    assert r.log_lines == ["Available KV cache memory: 6.51 GiB", "GPU KV cache size: 252,567 tokens, "
-                           "Maximum concurrency for 131,072 tokens per request: 1.93x"]
+    assert r.log_lines == ["Available KV cache memory: 6.51 GiB", ("GPU KV cache size: 252,567 tokens, "
+                           "Maximum concurrency for 131,072 tokens per request: 1.93x")]
     old = vllm.capacity(m, mem, BF16, BF16, max_model_len=131_072, version="0.11")
     # 0.11: one batch in flight: cdiv(127 + 8,192, 16) + 1 = 521 pages -> 17,776 / 8,713
     assert old.kv_cache_tokens == 142_208 and old.max_concurrency == pytest.approx(17_776 / 8_713)

@@ -62,27 +62,27 @@ from types import SimpleNamespace
 os.environ.setdefault("VLLM_TARGET_DEVICE", "cpu")  # vLLM's CPU platform: no CUDA driver needed
 os.environ.setdefault("VLLM_LOGGING_LEVEL", "ERROR")
 
-import torch  # noqa: E402
-import vllm  # noqa: E402
-import vllm.platforms  # noqa: E402
+import torch
+import vllm
+import vllm.platforms
 
 if vllm.platforms._current_platform is None:  # 0.11 infers CPU only from a CPU build: name it
     from vllm.platforms.cpu import CpuPlatform
 
     vllm.platforms._current_platform = CpuPlatform()
-from vllm.config import VllmConfig  # noqa: E402
+from vllm.config import VllmConfig
 
 VLLM_VERSION = vllm.__version__
 #: kvcalc's name for the vLLM release installed ('0.33', '0.11')
 KVCALC_VERSION = ".".join(VLLM_VERSION.split(".")[:2])
 
-from vllm.v1 import kv_cache_interface as kvi  # noqa: E402
+from vllm.v1 import kv_cache_interface as kvi
 
 if KVCALC_VERSION == "0.11":
-    from vllm.v1.core import kv_cache_utils as planning  # noqa: E402
+    from vllm.v1.core import kv_cache_utils as planning
 else:
-    from vllm.v1.core import kv_cache_planning as planning  # noqa: E402
-from vllm.v1.core import kv_cache_utils  # noqa: E402
+    from vllm.v1.core import kv_cache_planning as planning
+from vllm.v1.core import kv_cache_utils
 
 TORCH_DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.bfloat16}  # fp32 served as bf16
 
@@ -164,7 +164,9 @@ def _sliding_block_size(cfg: VllmConfig, spec_kwargs: dict, window: int) -> int:
     """0.33 `Attention.get_kv_cache_spec`: the backend picks a sliding layer's block size."""
     if KVCALC_VERSION == "0.11":
         return cfg.cache_config.block_size
-    from vllm.model_executor.layers.attention.attention import _largest_kernel_block_within
+    from vllm.model_executor.layers.attention.attention import (
+        _largest_kernel_block_within,
+    )
 
     one = kvi.SlidingWindowSpec(**{**spec_kwargs, "block_size": 1}, sliding_window=window)
     per_token = one.real_page_size_bytes
@@ -243,7 +245,10 @@ def _model_class(model):
     except (ImportError, AttributeError):
         if not (KVCALC_VERSION == "0.11" and module == "qwen3_next"):
             raise
-    from vllm.model_executor.layers.mamba.mamba_utils import MambaStateDtypeCalculator, MambaStateShapeCalculator
+    from vllm.model_executor.layers.mamba.mamba_utils import (
+        MambaStateDtypeCalculator,
+        MambaStateShapeCalculator,
+    )
 
     class Qwen3NextForCausalLM:  # 0.11 vllm/model_executor/models/qwen3_next.py, the two classmethods
         @classmethod
@@ -306,7 +311,9 @@ def _mamba_layer(cfg: VllmConfig, model, model_cls):
         model.model_type in ("nemotron_h", "granitemoehybrid") else "mamba1"
     align = None
     if kind == "gdn" and KVCALC_VERSION != "0.11" and cfg.cache_config.mamba_cache_mode == "align":
-        from vllm.v1.attention.backends.gdn_attn import FLASHINFER_GDN_CHECKPOINT_ALIGNMENT
+        from vllm.v1.attention.backends.gdn_attn import (
+            FLASHINFER_GDN_CHECKPOINT_ALIGNMENT,
+        )
 
         align = FLASHINFER_GDN_CHECKPOINT_ALIGNMENT
     mamba_types = {"gdn": "gdn_attn", "mamba2": "mamba2", "mamba1": "mamba1"}
@@ -324,7 +331,9 @@ def _mamba_layer(cfg: VllmConfig, model, model_cls):
         @property
         def mamba_type(self):
             try:
-                from vllm.v1.attention.backends.registry import MambaAttentionBackendEnum
+                from vllm.v1.attention.backends.registry import (
+                    MambaAttentionBackendEnum,
+                )
 
                 return MambaAttentionBackendEnum[mamba_types[kind].upper()]
             except (ImportError, KeyError):
@@ -413,8 +422,10 @@ def mamba_specs(cfg: VllmConfig, model) -> dict:
         if layer.kind == "mamba2":
             spec = replace(spec, num_prefill_checkpoint_blocks=1, prefill_checkpoint_alignment=1)
         elif layer.kind == "gdn" and layer.get_prefill_checkpoint_alignment() is not None:
-            from vllm.model_executor.layers.mamba.abstract import (get_mamba_prefill_checkpoint_alignment,
-                                                                   get_mamba_prefill_checkpoint_grid)
+            from vllm.model_executor.layers.mamba.abstract import (
+                get_mamba_prefill_checkpoint_alignment,
+                get_mamba_prefill_checkpoint_grid,
+            )
 
             if get_mamba_prefill_checkpoint_alignment(cfg) is not None:
                 spec = replace(spec, num_prefill_checkpoint_blocks=1,
@@ -524,10 +535,10 @@ def available_memory_line(kv_memory_bytes: int) -> str:
     if KVCALC_VERSION == "0.11":
         from vllm.utils import GiB_bytes
 
-        return "Available KV cache memory: %.2f GiB" % (kv_memory_bytes / GiB_bytes)
+        return f"Available KV cache memory: {kv_memory_bytes / GiB_bytes:.2f} GiB"  # "%.2f GiB" % GiB(...)
     from vllm.utils.mem_utils import format_gib
 
-    return "Available KV cache memory: %s GiB" % format_gib(kv_memory_bytes)
+    return f"Available KV cache memory: {format_gib(kv_memory_bytes)} GiB"  # "%s GiB" % format_gib(...)
 
 
 class _LogCapture:
@@ -640,7 +651,6 @@ class Case:
 
 def grid() -> list[Case]:
     """Every case: models x budgets x lengths (up to the model's limit) x tp x KV dtype."""
-    import kvcalc
 
     cases = []
     for name in MODELS:
@@ -705,8 +715,6 @@ def _message(text: str | None) -> str | None:
 def compare(case: Case) -> Outcome:
     """Run one case on both sides and compare blocks, tokens, concurrency, the refusal, its text
     and the estimated maximum length."""
-    import kvcalc
-    from kvcalc.errors import KvcalcError
 
     model = load(case.model)
     opts = _options(model)
