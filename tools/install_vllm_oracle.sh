@@ -50,6 +50,13 @@ case "$VERSION" in
     *) EXTRA=("transformers>=5.16.1,<5.21" xgrammar llguidance) ;;
 esac
 "${PIP[@]}" "${COMMON[@]}" "${EXTRA[@]}"
+# The hybrid models' files (their `get_mamba_state_shape_from_config`), pinned as each vLLM's
+# metadata pins them, without their dependencies: 0.11's nemotron_h.py imports gguf, 0.33's
+# qwen3_next.py compressed_tensors (and loguru through it).
+case "$VERSION" in
+    0.11.*) "${PIP[@]}" --no-deps "gguf>=0.13.0" ;;
+    *) "${PIP[@]}" --no-deps "compressed-tensors==0.17.0" loguru ;;
+esac
 
 "${PIP[@]}" pytest
 "${PIP[@]}" -e "$REPO"

@@ -56,6 +56,9 @@ module's functions (`version=`) and `VllmOptions.version` (the CLI, `kvcalc.capa
   block_size; 0.33 `kv_cache_utils.get_kv_cache_capacity`: int(max concurrency x max_model_len)
   (the same for one full-attention group whose L is a multiple of the block size; larger for
   sliding-window models, whose requests hold only their window). Printed with thousands separators.
+  0.33 logs it on one line with the concurrency ("GPU KV cache size: N tokens, Maximum concurrency
+  for ...", `update_kv_cache_capacity`), 0.11 on two (`kv_figures_lines`); "Available KV cache
+  memory" is `format_gib` in 0.33 ("40.0"), "%.2f" in 0.11 ("40.00") (`available_memory_line`).
 - "Maximum concurrency for L tokens per request: X.XXx", `get_max_concurrency_for_kv_cache_config`:
   num_blocks / sum over groups of pages per request; a full group needs cdiv(L, block_size)
   pages (`FullAttentionSpec.max_memory_usage_bytes`), a sliding one cdiv(min(window - 1 +
@@ -76,8 +79,9 @@ module's functions (`version=`) and `VllmOptions.version` (the CLI, `kvcalc.capa
   longest context kvcalc reports never exceeds the model's limit (or the max_model_len allowed past it).
 - Start-up checks, `vllm/v1/core/kv_cache_utils.py` `check_enough_kv_cache_memory`: available <= 0
   raises "No available memory for the cache blocks. ..."; less than one request of max_model_len
-  needs (sum over layers of `max_memory_usage_bytes`) raises "To serve at least one request with
-  the models's max seq len (L), (X GiB KV cache is needed, ...". 0.33
+  needs (sum over layers of `max_memory_usage_bytes`, each layer's own spec before the hybrid
+  manager's unification) raises "To serve at least one request with the models's max seq len (L),
+  (X GiB KV cache is needed, ..." (texts byte for byte per version: `_too_small`). 0.33
   (`vllm/v1/core/kv_cache_planning.py` `get_kv_cache_configs`, `_max_memory_usage_bytes_from_groups`):
   the check and the estimated maximum length use the budget less one block of every group (the
   null block `BlockPool` holds back), and one request costs bytes per block (page x layers per
@@ -133,9 +137,16 @@ DEFAULT_BLOCK_SIZE = defaults.VLLM_BLOCK_SIZE
 DEFAULT_MAX_NUM_BATCHED_TOKENS = defaults.VLLM_MAX_NUM_BATCHED_TOKENS
 #: block sizes vLLM 0.11 accepts (`vllm/config/cache.py` `BlockSize`).
 BLOCK_SIZES = (1, 8, 16, 32, 64, 128, 256)
-#: vLLM's start-up error when the profiled KV memory is <= 0 (`check_enough_kv_cache_memory`).
+#: vLLM's start-up error when the profiled KV memory is <= 0 (0.11 `vllm/v1/core/kv_cache_utils.py`
+#: `check_enough_kv_cache_memory`; V0 `raise_if_cache_size_invalid`).
 NO_MEMORY = ("No available memory for the cache blocks. Try increasing `gpu_memory_utilization` "
              "when initializing the engine.")
+#: 0.33's text of the same error (`vllm/v1/core/kv_cache_planning.py` `_check_enough_kv_cache_memory`,
+#: lines 57-64): the flag's CPU clause and the guide's link.
+NO_MEMORY_033 = ("No available memory for the cache blocks. Try increasing `gpu_memory_utilization` "
+                 "when initializing the engine (this flag also controls CPU memory reservation on the CPU "
+                 "backend, despite its name). "
+                 "See https://docs.vllm.ai/en/latest/configuration/conserving_memory/ for more details.")
 #: 0.33's start-up messages end with a pointer to the guide (`_check_enough_kv_cache_memory`).
 SEE_GUIDE = "See https://docs.vllm.ai/en/latest/configuration/conserving_memory/ for more details."
 #: model types whose attention is built without the cache config in 0.33, so `--kv-cache-dtype`
@@ -195,20 +206,58 @@ def needed_bytes(model: ModelSpec, groups: list[Group], max_model_len: int, bloc
                for g in groups)
 
 
+def format_gib(n_bytes: int) -> str:
+    """GiB as vLLM 0.33 prints them (`vllm/utils/mem_utils.py` `format_gib`:
+    f"{round(b / GiB_bytes, 2)}"): 2**29 -> '0.5', 40 x 2**30 -> '40.0', 6.51 GiB -> '6.51'."""
+    return f"{round(n_bytes / 2**30, 2)}"
+
+
 def _too_small(L: int, needed: int, available: int, estimated: int, version: str = CURRENT_VERSION) -> str:
-    """vLLM's message when one request of L does not fit (`check_enough_kv_cache_memory`; 0.33
-    adds the guide's link)."""
-    est = (f"Based on the available memory, the estimated maximum model length is {estimated}. "
-           if estimated > 0 else "")
-    msg = (f"To serve at least one request with the models's max seq len ({L}), ({needed / 2**30:.2f} GiB KV "
-           f"cache is needed, which is larger than the available KV cache memory ({available / 2**30:.2f} GiB). "
-           f"{est}Try increasing `gpu_memory_utilization` or decreasing `max_model_len` when initializing the engine.")
-    return msg + " " + SEE_GUIDE if version == "0.33" else msg
+    """vLLM's message when one request of L does not fit, byte for byte per version.
+
+    0.33 (`vllm/v1/core/kv_cache_planning.py` `_check_enough_kv_cache_memory`, lines 70-87):
+    "model's", GiB by `format_gib`, the estimated length sentence ending in a space, the
+    `gpu_memory_utilization` CPU clause, the guide's link. 0.11 (`vllm/v1/core/kv_cache_utils.py`
+    `check_enough_kv_cache_memory`, lines 710-723): "models's", GiB to 2 places, then
+    f"{estimated_msg} Try ...", so with no estimated length (estimated_msg "") two spaces: "GiB).  Try".
+    """
+    if version == "0.33":
+        est = (f"Based on the available memory, the estimated maximum model length is {estimated}. "
+               if estimated > 0 else "")
+        return (f"To serve at least one request with the model's max seq len ({L}), ({format_gib(needed)} GiB KV "
+                f"cache is needed, which is larger than the available KV cache memory ({format_gib(available)} GiB). "
+                f"{est}Try increasing `gpu_memory_utilization` (which also controls CPU memory on the CPU backend) "
+                f"or decreasing `max_model_len` when initializing the engine. {SEE_GUIDE}")
+    est = f"Based on the available memory, the estimated maximum model length is {estimated}." if estimated > 0 else ""
+    return (f"To serve at least one request with the models's max seq len ({L}), ({needed / 2**30:.2f} GiB KV "
+            f"cache is needed, which is larger than the available KV cache memory ({available / 2**30:.2f} GiB). "
+            f"{est} Try increasing `gpu_memory_utilization` or decreasing `max_model_len` when initializing the engine.")
 
 
 def no_memory_message(version: str = CURRENT_VERSION) -> str:
-    """vLLM's "No available memory" start-up error in `version` (0.33 adds the guide's link)."""
-    return NO_MEMORY + " " + SEE_GUIDE if version == "0.33" else NO_MEMORY
+    """vLLM's "No available memory" start-up error in `version`: `NO_MEMORY_033` in 0.33, else `NO_MEMORY`."""
+    return NO_MEMORY_033 if version == "0.33" else NO_MEMORY
+
+
+def kv_figures_lines(tokens: int, max_model_len: int, concurrency: float, version: str = CURRENT_VERSION) -> list[str]:
+    """The start-up lines vLLM logs with the KV cache figures, per version.
+
+    0.33 (`vllm/v1/core/kv_cache_utils.py` `update_kv_cache_capacity`, lines 1136-1153): one line,
+    "GPU KV cache size: N tokens, Maximum concurrency for L tokens per request: X.XXx".
+    0.11 (`kv_cache_utils.get_kv_cache_config_from_groups`, lines 1087-1092): two lines,
+    "GPU KV cache size: N tokens" and "Maximum concurrency for L tokens per request: X.XXx".
+    N and L with thousands separators, X with `%.2f`.
+    """
+    size = f"GPU KV cache size: {tokens:,} tokens"
+    conc = f"Maximum concurrency for {max_model_len:,} tokens per request: {concurrency:.2f}x"
+    return [f"{size}, {conc}"] if version == "0.33" else [size, conc]
+
+
+def available_memory_line(kv_memory_bytes: int, version: str = CURRENT_VERSION) -> str:
+    """The worker's "Available KV cache memory" line: 0.33 `vllm/v1/worker/gpu_worker.py`
+    `determine_available_memory` (line 772) prints `format_gib` ('40.0 GiB'); 0.11 (line 298) `%.2f` ('40.00 GiB')."""
+    gib = format_gib(kv_memory_bytes) if version == "0.33" else f"{kv_memory_bytes / 2**30:.2f}"
+    return f"Available KV cache memory: {gib} GiB"
 
 
 def check_version(version: str) -> str:
@@ -768,9 +817,19 @@ def _too_small_check(model: ModelSpec, groups: list[Group], layers_per_group: in
                      version: str) -> list[str]:
     """`check_enough_kv_cache_memory`: raise when one request of L needs more than the memory
     and not one block fits; when blocks fit, warn and return the note (else no note). 0.33
-    checks against the memory less one block of every group (`get_kv_cache_configs`: the null block)."""
+    checks against the memory less one block of every group (`get_kv_cache_configs`: the null block).
+
+    0.11 checks each worker's layer specs as the layers built them, before `get_kv_cache_groups`
+    unifies them (`vllm/v1/core/kv_cache_utils.py` `get_kv_cache_configs`, lines 1241-1244 before
+    1258; `unify_hybrid_kv_cache_specs` runs inside `get_kv_cache_groups`): with the hybrid KV cache
+    manager off (Llama-4's chunked local attention by default, `--disable-hybrid-kv-cache-manager`)
+    a chunked or sliding layer is counted by its window in the check and the estimated length,
+    while its blocks are full ones. So the check's groups are the layers' own kinds
+    (`kv_cache_groups` with the hybrid allocator on)."""
     L = max_model_len
     check = kv_memory_bytes - page * layers_per_group if version == "0.33" else kv_memory_bytes
+    if version == "0.11":
+        groups = kv_cache_groups(model, True, version, next((g.mamba_pages for g in groups if g.kind == "mamba"), 1))[0]
 
     def need(n: int) -> int:
         return request_bytes(model, groups, layers_per_group, n, block_size, page, in_flight, version)
@@ -795,7 +854,7 @@ def _capacity_v1(model: ModelSpec, kv_memory_bytes: int, r: _Resolved, *, max_mo
     int(concurrency x L) (0.33 `get_kv_cache_capacity`)."""
     L, block_size, page, notes = max_model_len, r.block_size, r.page, r.notes
     # vllm/v1/worker/gpu_worker.py determine_available_memory
-    lines = [*r.log_lines, f"Available KV cache memory: {kv_memory_bytes / 2**30:.2f} GiB"]
+    lines = [*r.log_lines, available_memory_line(kv_memory_bytes, version)]
     groups, layers_per_group = kv_cache_groups(model, r.hybrid_allocator, version, r.mamba_pages)
     num_blocks = kv_memory_bytes // page // layers_per_group  # get_num_blocks
     notes += _too_small_check(model, groups, layers_per_group, num_blocks, kv_memory_bytes, page,
@@ -807,8 +866,7 @@ def _capacity_v1(model: ModelSpec, kv_memory_bytes: int, r: _Resolved, *, max_mo
     else:
         min_block = min(block_size, L) if any(g.kind == "mamba" for g in groups) else block_size
         tokens = num_blocks // len(groups) * min_block  # get_kv_cache_config_from_groups
-    lines += [f"GPU KV cache size: {tokens:,} tokens",
-              f"Maximum concurrency for {L:,} tokens per request: {conc:.2f}x"]
+    lines += kv_figures_lines(tokens, L, conc, version)
     padding = len(groups) * layers_per_group - sum(g.n_layers for g in groups)
     if padding:
         notes.append(f"{len(groups)} KV cache groups of {layers_per_group} layers: {padding} padding layers")

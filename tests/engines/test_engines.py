@@ -70,8 +70,10 @@ def test_o03_vllm_v1_tokens_and_concurrency_from_rounded_memory(fixtures):
     # 6.51 GiB = 6,990,059,274 B (parse_size floors); // 65,536 // 40 = 2666 blocks
     # (2666.47); tokens = 2666 x 16 = 42,656. The real budget lay in [2666, 2667) blocks =
     # [6.5088, 6.5112) GiB, all printed "6.51", so the rounded figure lands on the same block.
+    # the report's lines are a V1 release before 0.33's one combined line (separate "GPU KV cache
+    # size" and "Maximum concurrency" lines, kv_cache_utils lines 1087-1092 of 0.11): pinned to 0.11
     r = vllm.capacity(m, parse_size(rep["available_kv_cache_memory"].replace(" ", "")), BF16, BF16,
-                      max_model_len=32768)
+                      max_model_len=32768, version="0.11")
     assert r.num_gpu_blocks == 2666 and r.kv_cache_tokens == rep["gpu_kv_cache_size_tokens"] == 42_656
     # concurrency = 2666 / cdiv(32768, 16) = 2666 / 2048 = 1.3018 -> "1.30x"
     assert r.log_lines == ["Available KV cache memory: 6.51 GiB", "GPU KV cache size: 42,656 tokens",
@@ -194,9 +196,18 @@ def test_vllm_hybrid_groups_sliding_pages_and_tokens():
     assert vllm.blocks_per_request(groups, 131072, 16) == 8192 + 6 * 577 == 11_654
     # 16384 / 11654 = 1.4059 -> "1.41x"
     assert r.log_lines[-1] == "Maximum concurrency for 131,072 tokens per request: 1.41x"
-    # (131,072 full-length tokens x 62 layers x 8 KiB = 62 GiB > 20 GiB: vLLM would not start; kvcalc warns)
-    with pytest.warns(UserWarning, match="62.00 GiB KV cache is needed"):
+    # without the hybrid allocator 0.11 still checks memory on the layers' own specs, before
+    # `get_kv_cache_groups` unifies them (kv_cache_utils.get_kv_cache_configs, lines 1241-1258):
+    # 10 full x 8,192 pages + 52 sliding x 577 pages = 111,924 pages x 131,072 B = 14,670,102,528 B
+    # = 13.66 GiB <= 20 GiB: vLLM starts (no warning), though one request needs 8,192 full blocks
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
         off = vllm.capacity(m, 20 * GiB, BF16, BF16, max_model_len=131072, hybrid_allocator=False, version="0.11")
+    with pytest.warns(UserWarning, match=r"\(13\.66 GiB KV cache is needed, which is larger than the available KV "
+                                         r"cache memory \(12\.00 GiB\)"):
+        vllm.capacity(m, 12 * GiB, BF16, BF16, max_model_len=131072, hybrid_allocator=False, version="0.11")
     # without the hybrid allocator: one group of 62 full-length layers
     assert off.num_gpu_blocks == 20 * GiB // page // 62 and off.kv_cache_tokens == off.num_gpu_blocks * 16
     assert off.max_concurrency == off.num_gpu_blocks / 8192
@@ -320,7 +331,8 @@ def test_cli_capacity_vllm_json():
                    "--max-model-len", "32768", "--concurrency", "2")
     assert out["num_gpu_blocks"] == 2666 and out["kv_cache_tokens"] == 42656
     assert round(out["max_concurrency"], 2) == 1.30 and out["longest_context"] == 21328
-    assert out["log_lines"][1] == "GPU KV cache size: 42,656 tokens"
+    # 0.33 logs both figures in one line (kv_cache_utils.update_kv_cache_capacity, lines 1147-1153)
+    assert out["log_lines"][1] == "GPU KV cache size: 42,656 tokens, Maximum concurrency for 32,768 tokens per request: 1.30x"
     assert out["kv_cache_dtype"] == "auto (bf16)"
 
 
@@ -362,8 +374,8 @@ def test_cli_estimate_engine_keys_beside_kv_keys():
     # KvEstimate keys and the engine's keys in one object: 2 requests of 32,768 tokens need
     # 2 x 2048 blocks of 2,621,440 B; vLLM then logs 65,536 tokens and 2.00x.
     assert out["kv_cache_bytes"] == 2 * 32768 * 163_840 and out["num_gpu_blocks"] == 4096
-    assert out["log_lines"][1:] == ["GPU KV cache size: 65,536 tokens",
-                                    "Maximum concurrency for 32,768 tokens per request: 2.00x"]
+    assert out["log_lines"][1:] == [("GPU KV cache size: 65,536 tokens, Maximum concurrency for 32,768 tokens per "
+                                     "request: 2.00x")]  # one line in 0.33 (update_kv_cache_capacity)
     out = run_json("estimate", str(CFG / "qwen2.5-7b.yaml"), "-s", "2048", "--batch", "4", "--engine", "llamacpp",
                    "--kv-dtype", "f16")
     assert out["n_cells"] == 8192 and out["k_bytes"] == 224 * MiB
@@ -496,13 +508,16 @@ def test_vllm_startup_failures_and_refused_options():
     # a request of 131,072 tokens needs 131072 x 131,072 B = 16.00 GiB (vLLM 0.11)
     assert run_err("capacity", cfg, "-e", "vllm", "-m", "1B", "--vllm-version", "0.11") == (
         "error: vLLM would fail at start-up: To serve at least one request with the models's max seq len (131072), "
-        "(16.00 GiB KV cache is needed, which is larger than the available KV cache memory (0.00 GiB). Try "
+        "(16.00 GiB KV cache is needed, which is larger than the available KV cache memory (0.00 GiB).  Try "
         "increasing `gpu_memory_utilization` or decreasing `max_model_len` when initializing the engine.")
+    # (two spaces before "Try": 0.11 kv_cache_utils.py lines 720-722 write f"... GiB). " f"{estimated_msg} "
+    # "Try ...", and no length fits, so estimated_msg is "")
     # vLLM 0.33 checks 1 B less the null block (one 2 MiB block of 32 layers): <= 0, "No available memory"
     assert run_err("capacity", cfg, "-e", "vllm", "-m", "1B") == (
         "error: vLLM would fail at start-up: No available memory for the cache blocks. Try increasing "
-        "`gpu_memory_utilization` when initializing the engine. See "
-        "https://docs.vllm.ai/en/latest/configuration/conserving_memory/ for more details.")
+        "`gpu_memory_utilization` when initializing the engine (this flag also controls CPU memory reservation on "
+        "the CPU backend, despite its name). See "
+        "https://docs.vllm.ai/en/latest/configuration/conserving_memory/ for more details.")  # kv_cache_planning.py 57-64
     m = model("llama-3.1-8b")
     with pytest.raises(KvcalcError, match="No available memory for the cache blocks"):
         vllm.capacity(m, 0, BF16, BF16, version="0.11")
@@ -536,8 +551,9 @@ def test_estimate_engine_kv_memory_from_gpu_plan():
                    "--activation-reserve", "2GiB", "--cuda-context", "500MiB")
     assert out["kv_memory_bytes"] == out["headroom_bytes"] + out["kv_cache_bytes_per_gpu"] == 58_236_434_841
     assert out["num_gpu_blocks"] == 27_769 and out["kv_cache_tokens"] == 444_304
-    assert out["log_lines"] == ["Available KV cache memory: 54.24 GiB", "GPU KV cache size: 444,304 tokens",
-                                "Maximum concurrency for 32,768 tokens per request: 13.56x"]
+    # 0.33: GiB by format_gib (gpu_worker.py line 772), the figures in one line (update_kv_cache_capacity)
+    assert out["log_lines"] == ["Available KV cache memory: 54.24 GiB", ("GPU KV cache size: 444,304 tokens, "
+                                "Maximum concurrency for 32,768 tokens per request: 13.56x")]
     assert out["kv_memory_basis"].startswith("what the h100-sxm plan leaves for KV per GPU")
     # without --gpu: sized for the batch, and labelled so
     out = run_json("estimate", "llama-3.1-8b", "-s", "32k", "--batch", "2", "--engine", "vllm")

@@ -5,13 +5,13 @@ Needs vLLM's Python code, installed into a venv of its own by `tools/install_vll
 `/work/oracle/venv-vllm-0.33.0/bin/python -m pytest tests/oracle/test_vllm_oracle.py -q`).
 Skipped, with the reason, where vllm does not import (kvcalc's own venv, CI).
 
-Each case (`vllm_harness.grid`: 12 models x 5 per-rank budgets x 3 max_model_len x tp 1 / 4 x
-KV dtype auto / fp8) runs vLLM's engine-core KV cache initialisation on the CPU and kvcalc's
-`capacity(engine='vllm')` for the same version, and asserts the same block count, "GPU KV cache
-size" tokens, maximum concurrency, start-up refusal, refusal text and estimated maximum model
-length. Cases kvcalc refuses on purpose (models with Mamba / linear-attention layers) are
-skipped with kvcalc's reason. `python tests/oracle/vllm_harness.py` prints the same run as a
-summary (docs/engine-oracles-vllm.md has the last one).
+Each case (`vllm_harness.grid`: 15 models, the Mamba / Gated-DeltaNet hybrids included, x 6
+per-rank budgets x 3 max_model_len x tp 1 / 4 x KV dtype auto / fp8) runs vLLM's engine-core KV
+cache initialisation on the CPU and kvcalc's `capacity(engine='vllm')` for the same version, and
+asserts the same block count, "GPU KV cache size" tokens, maximum concurrency, start-up refusal,
+refusal text, estimated maximum model length and the start-up lines vLLM logs. Cases kvcalc
+refuses on purpose are skipped with kvcalc's reason. `python tests/oracle/vllm_harness.py` prints
+the same run as a summary (docs/engine-oracles.md, "vLLM", has the last one).
 """
 
 from __future__ import annotations
@@ -74,6 +74,22 @@ def test_vllm_refuses_one_request_less_one_byte():
     short = harness.run_vllm(model, kv_memory_bytes=need - 1, max_model_len=4096, tp=1, kv_cache_dtype="auto")
     assert ok.refused is None
     assert short.refused is not None and short.estimated_max_len == 4080  # 255 whole blocks of 16 tokens
+
+
+@pytest.mark.skipif(_MISSING is not None, reason=_MISSING or "")
+def test_harness_drives_vllm_hybrid_alignment():
+    """vLLM's own hybrid code, driven: Qwen3-Next-80B-A3B, bf16, tp 1. State (vLLM's
+    `MambaStateShapeCalculator.gated_delta_net_state_shape`): conv 3 x 8,192 + recurrent
+    32 x 128 x 128 values x 2 B = 1,097,728 B; attention 2 x 2 heads x 256 x 2 B = 2,048 B per token.
+    0.11 (`HybridAttentionMambaModelConfig`): 16 x cdiv(1,097,728, 16 x 2,048) = 16 x 34 = 544 tokens.
+    0.33 (`_align_hybrid_block_size`, FlashInfer's 64-token GDN checkpoints on Hopper):
+    64 x cdiv(1,097,728, 64 x 2,048) = 64 x 9 = 576 tokens."""
+    model = harness.load("qwen3-next-80b-a3b")
+    figures = harness.run_vllm(model, kv_memory_bytes=40 * 2**30, max_model_len=32768, tp=1, kv_cache_dtype="auto")
+    expected = 544 if harness.KVCALC_VERSION == "0.11" else 576
+    assert figures.extra["block_sizes"][0] == expected  # 0.11: the Mamba groups' own block is max_model_len
+    assert (f"Setting attention block size to {expected} tokens to ensure that attention page size is >= mamba page "
+            "size.") in figures.lines
 
 
 @pytest.mark.skipif(_MISSING is not None, reason=_MISSING or "")
