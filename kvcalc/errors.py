@@ -157,6 +157,41 @@ class UnknownNameError(KvcalcError):
         self.close = close
 
 
+class UncountedParamsError(KvcalcError):
+    """A model whose parameters (the weight memory of a GPU plan) cannot be counted from its
+    architecture: `missing` names the config fields it lacks (`vocab_size`, ...), `model` the
+    model. `path` and `kind` ('yaml' or 'config.json'), when the file the model came from is
+    known (`in_file`), put the file first and give that file's fix: a kvcalc YAML may add the
+    fields or give `n_params`; a config.json may add the fields or take the checkpoint's
+    safetensors beside it (`n_params` is not a config.json field). Field `model`, value the name."""
+
+    def __init__(self, model: str, missing: Iterable[str], *, path: str | None = None,
+                 kind: str | None = None) -> None:
+        self.model = model
+        self.missing = tuple(missing)
+        self.path = path
+        self.kind = kind
+        fields = ", ".join(self.missing)
+        them = "them" if len(self.missing) > 1 else "it"
+        if path is None:
+            fix = f"add {them} to the config, or give n_params (and n_active_params)"
+            msg = f"{model}: cannot count parameters without {fields}; {fix}"
+        else:
+            if kind == "yaml":
+                fix = (f"add {fields} to that file, or give the parameter count there as n_params "
+                       "(and n_active_params for a mixture of experts)")
+            else:
+                fix = (f"add {fields} to the config.json, or put the checkpoint's *.safetensors files beside it "
+                       "(their headers give the weights); a kvcalc YAML may give n_params instead "
+                       "(`kvcalc import` writes one from the config.json)")
+            msg = f"{path}: cannot count the parameters of {model} (for the weight memory) without {fields}; {fix}"
+        super().__init__(msg, field="model", value=model, form=MESSAGE)
+
+    def in_file(self, path: str, kind: str) -> UncountedParamsError:
+        """The same error, naming the file `path` the model came from (`kind` 'yaml' or 'config.json')."""
+        return UncountedParamsError(self.model, self.missing, path=path, kind=kind)
+
+
 class MissingExtraError(KvcalcError):
     """An optional package is needed: the message says what to install."""
 

@@ -20,7 +20,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
 
-from kvcalc.errors import MESSAGE, KvcalcError, UnknownNameError
+from kvcalc.errors import MESSAGE, OPTION_SAYS, KvcalcError, UnknownNameError
 # field types whose core schema is given ready-made: the table below is built at every start-up
 from kvcalc.schema_types import OptInt, OptStr, PositiveInt
 
@@ -161,6 +161,32 @@ GGUF_FILE_TYPE_MIXES: dict[str, str] = {
 SCALE_BYTES: dict[str, int] = {"fp32": 4, "fp16": 2, "bf16": 2, "fp8_e4m3": 1}
 
 
+class FileTypeMixError(KvcalcError):
+    """A llama.cpp file type given as a format (`q4_K_M`: a mix of tensor types llama-quantize
+    picks per tensor, `GGUF_FILE_TYPE_MIXES`): `name` as given, `near` the one type it is named
+    for (`q4_k`), `field` the caller's (`weight_dtype`). The fix depends on the model: `on_gguf`
+    words it for a model that is itself a GGUF file (its tensors are already counted as stored)."""
+
+    def __init__(self, name: str, near: str, *, field: str | None = None, gguf_path: str | None = None) -> None:
+        self.name, self.near, self.gguf_path = name, near, gguf_path
+        if gguf_path is None:
+            msg = (f"'{name}' is a llama.cpp file type, a mix of types llama-quantize picks per tensor, so a "
+                   f"property of a GGUF file rather than one format: give the .gguf file as the model to count "
+                   f"its tensors as stored, or did you mean {near} (every matrix in {near.upper()})?")
+        else:
+            from kvcalc.errors import flag
+
+            option = flag(field) if field else "--weight-dtype"
+            msg = (f"'{name}' is a llama.cpp file type, not one format, and the model {gguf_path} is a GGUF file "
+                   f"whose tensors are already counted as stored: drop {option}, or give one format to count "
+                   f"the architecture in it instead (did you mean {near}, every matrix in {near.upper()}?)")
+        super().__init__(msg, field=field, value=name)
+
+    def on_gguf(self, path: str) -> FileTypeMixError:
+        """The same error for a model read from the GGUF file `path`."""
+        return FileTypeMixError(self.name, self.near, field=self.field, gguf_path=path)
+
+
 def canonical_name(name: str, *, field: str | None = None, kinds: tuple[str, ...] = ("kv", "weight", "both")) -> str:
     """The canonical format name for `name` (case-insensitive, aliases resolved).
 
@@ -171,10 +197,7 @@ def canonical_name(name: str, *, field: str | None = None, kinds: tuple[str, ...
     key = ALIASES.get(key, key)
     if key not in STORAGE_FORMATS and key in GGUF_FILE_TYPE_MIXES:
         near = GGUF_FILE_TYPE_MIXES[key]
-        raise KvcalcError(f"'{name}' is a llama.cpp file type, a mix of types llama-quantize picks per tensor, so a "
-                          f"property of a GGUF file rather than one format: give the .gguf file as the model to count "
-                          f"its tensors as stored, or did you mean {near} (every matrix in {near.upper()})?",
-                          field=field, value=name)
+        raise FileTypeMixError(name, near, field=field)
     if key not in STORAGE_FORMATS:
         names = [n for n, f in STORAGE_FORMATS.items() if f.kind in kinds]
         names += [a for a, n in ALIASES.items() if STORAGE_FORMATS[n].kind in kinds]
@@ -225,6 +248,9 @@ def storage_format(name: str | StorageFormat, quant_group_size: int | None = Non
                 raise KvcalcError(f"'{name}' names two scale dtypes ({named_scale} and {e}); give one",
                                   field=field, value=name, form=MESSAGE)
             named_scale = e
+    # the separate options (--quant-group-size, --scale-dtype) the error lines name when the name did not carry them
+    given = [o for o, v, named in (("--quant-group-size", quant_group_size, named_group),
+                                   ("--scale-dtype", scale_dtype, named_scale)) if v is not None and named is None]
     # a name's options and the separate ones (--quant-group-size, --scale-dtype) must agree
     if named_group is not None:
         if quant_group_size is not None and quant_group_size != named_group:
@@ -254,12 +280,13 @@ def storage_format(name: str | StorageFormat, quant_group_size: int | None = Non
         raise KvcalcError(f"'{name}': square scale blocks (b{named_block}) apply to fp8 weights only",
                           field=field, value=name, form=MESSAGE)
     if base not in ("int8", "int4"):
-        raise KvcalcError(f"group size and scale dtype apply to int8 and int4 only, not {base}",
-                          field=field, value=name, form=MESSAGE)
+        raise _group_options_refused(name, base, given, field, kinds)
     g = quant_group_size if quant_group_size is not None else (fmt.quant_group_size or 32)
     if g <= 0 or (base == "int4" and g % 2):
-        raise KvcalcError(f"group size must be a positive{' even' if base == 'int4' else ''} integer, got {g}",
-                          field=field, value=name, form=MESSAGE)
+        words = f"must be a positive{' even' if base == 'int4' else ''} integer{' for int4' if g > 0 else ''}, got {g}"
+        if named_group is None:  # --quant-group-size 0
+            raise KvcalcError(words, option="--quant-group-size", field="quant_group_size", value=g, form=OPTION_SAYS)
+        raise KvcalcError(f"'{name}': the group size {words}", field=field, value=name, form=MESSAGE)
     s_name = canonical_name(scale_dtype, field=scale_field) if scale_dtype else "fp16"
     if s_name not in SCALE_BYTES:
         raise UnknownNameError("scale dtype", scale_dtype or "", SCALE_BYTES, field=scale_field)
@@ -279,6 +306,22 @@ def storage_format(name: str | StorageFormat, quant_group_size: int | None = Non
     return StorageFormat(name=label, block_values=g, block_bytes=value_bytes + s, bits=fmt.bits,
                     torch_dtype=fmt.torch_dtype, quant_group_size=g, scale_bytes=s,
                     description=f"{base}, one {s_name} scale per group of {g}: {value_bytes + s} B / {g} values")
+
+
+def _group_options_refused(name: str, base: str, given: list[str], field: str | None,
+                           kinds: tuple[str, ...]) -> KvcalcError:
+    """The error for group options on a format without group scales (`--quant-group-size 64`
+    with the model's bf16): names the options given (or the name that carried them), the format
+    and the fix, the dtype flag set to int8 or int4 (`--kv-dtype int4`; `--k-dtype` when the
+    K side was named; with no flag the model's own dtype was used)."""
+    from kvcalc.errors import flag
+
+    dtype_flag = flag(field) if field else ("--kv-dtype" if "kv" in kinds else "--weight-dtype")
+    what = " and ".join(given) if given else f"'{name}': group options"
+    verb = "applies" if len(given) == 1 else "apply"
+    source = f"{base} (the model's dtype)" if field is None else base
+    return KvcalcError(f"{what} {verb} to int8 and int4 only, not {source}; give {dtype_flag} int8 or "
+                       f"{dtype_flag} int4", field=field, value=name, form=MESSAGE)
 
 
 def _fp8_scaled(name: str, fmt: StorageFormat, group: int | None, block: int | None, scale_dtype: str | None,

@@ -172,8 +172,9 @@ def test_unknown_dtype_names_the_callers_field() -> None:
 
 @pytest.mark.parametrize("name,text", [
     ("int4:gx", "'int4:gx': group option 'gx' is not a group size; write e.g. int4:g64"),
-    ("q8_0:g64", "group size and scale dtype apply to int8 and int4 only, not q8_0"),
-    ("int4:g3", "group size must be a positive even integer, got 3"),
+    ("q8_0:g64", "'q8_0:g64': group options apply to int8 and int4 only, not q8_0; "
+                 "give --kv-dtype int8 or --kv-dtype int4"),
+    ("int4:g3", "'int4:g3': the group size must be a positive even integer for int4, got 3"),
 ])
 def test_group_options(name: str, text: str) -> None:
     carries(raised(kv_format, name), "kv_dtype", "--kv-dtype", name, text)

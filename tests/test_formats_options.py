@@ -96,11 +96,13 @@ def test_group_options_given_separately():
     # 2^20 = 1,048,576 values: the largest group (units.BOUNDS["quant_group_size"])
     (("int8:g1048577",), {}, "'int8:g1048577': group size 1,048,577 is beyond any quantization group "
                              "(at most 1,048,576 values)"),
-    (("q8_0:g64",), {}, "group size and scale dtype apply to int8 and int4 only, not q8_0"),
-    (("fp16",), dict(scale_dtype="fp32"), "group size and scale dtype apply to int8 and int4 only, not fp16"),
-    (("int4:g0",), {}, "group size must be a positive even integer, got 0"),
-    (("int4:g33",), {}, "group size must be a positive even integer, got 33"),
-    (("int8:g-4",), {}, "group size must be a positive integer, got -4"),
+    (("q8_0:g64",), {}, "'q8_0:g64': group options apply to int8 and int4 only, not q8_0; "
+                             "give --kv-dtype int8 or --kv-dtype int4"),
+    (("fp16",), dict(scale_dtype="fp32"), "--scale-dtype applies to int8 and int4 only, not fp16; "
+                                          "give --kv-dtype int8 or --kv-dtype int4"),
+    (("int4:g0",), {}, "'int4:g0': the group size must be a positive even integer, got 0"),
+    (("int4:g33",), {}, "'int4:g33': the group size must be a positive even integer for int4, got 33"),
+    (("int8:g-4",), {}, "'int8:g-4': the group size must be a positive integer, got -4"),
 ])
 def test_group_option_refusals(args, kw, line):
     e = refusal(storage_format, *args, field="kv_dtype", **kw)

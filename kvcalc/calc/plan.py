@@ -51,7 +51,7 @@ from typing import Protocol
 
 from kvcalc.calc import kv_cache
 from kvcalc.calc.memory_plan import Layout, Planner, budget_bytes
-from kvcalc.errors import KvcalcError
+from kvcalc.errors import KvcalcError, UncountedParamsError
 from kvcalc.results import PlanLayout, PlanMiss, PlanResult
 from kvcalc.schema import GpuSpec, ModelSpec
 
@@ -455,7 +455,7 @@ class _Space:
             try:
                 self.bases[key] = Planner(self.req.model, ref, lay)
             except KvcalcError as e:
-                if e.field == "tp":
+                if e.field == "tp" or isinstance(e, UncountedParamsError):  # the same for every layout
                     raise
                 self.bases[key] = None
                 self.skipped.setdefault(f"KV {_kv_label(kv)}, weights {weight or 'checkpoint'}", e.message)

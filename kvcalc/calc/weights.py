@@ -63,7 +63,7 @@ from dataclasses import dataclass
 from math import ceil
 
 from kvcalc.formats import StorageFormat, weight_format
-from kvcalc.errors import MESSAGE, KvcalcError
+from kvcalc.errors import MESSAGE, KvcalcError, UncountedParamsError
 from kvcalc.schema import ModelSpec
 
 FormatLike = str | StorageFormat
@@ -134,10 +134,7 @@ def is_moe_layer(model: ModelSpec, i: int) -> bool:
 def _need(model: ModelSpec, *fields: str) -> None:
     missing = [f for f in fields if getattr(model, f) is None]
     if missing:
-        raise KvcalcError(
-            f"{model.name}: cannot count parameters without {', '.join(missing)}; "
-            f"add them to the config, or give n_params (and n_active_params)",
-            field="model", value=model.name, form=MESSAGE)
+        raise UncountedParamsError(model.name, missing)
 
 
 def _attention_params(model: ModelSpec, tp: int) -> tuple[int, int]:

@@ -37,7 +37,7 @@ def estimate(
 ) -> None:
     """Exact KV-cache bytes for MODEL at a context length, batch, KV dtype and TP/PP layout;
     with --gpu, also weights, the memory plan, whether it fits, and roofline TPOT / TTFT."""
-    from kvcalc.load.models import load_model
+    from kvcalc.load.models import load_model, naming_model_file
     from kvcalc.requests import EstimateRequest, resolve_seq_lens, run_estimate
 
     check_positive(batch=batch, tp=layout.tp, pp=layout.pp, dp=layout.dp)
@@ -55,7 +55,9 @@ def estimate(
                                 engine=engine_name, engine_options=engine_options(engine_name, (vllm, sglang), gpu=gpu.gpu))
     check_format(fmt)
     refuse_other_engines(ctx, engine_name)
-    emit_parts(estimate_parts(run_estimate(req)), fmt)
+    with naming_model_file(model):  # a YAML or config.json that cannot size the weights is named
+        res = run_estimate(req)
+    emit_parts(estimate_parts(res), fmt)
 
 def estimate_lengths(spec: Any, lengths: list[int], fmt: str, *, gpu: str | None, engine: str, **kw: Any) -> None:
     """Several contexts: one `KvEstimate` per length (machine formats: a list of the usual

@@ -46,7 +46,7 @@ def plan(
 ) -> None:
     """The GPUs, layout and engine command that serve CONCURRENCY sequences of SEQ_LEN tokens
     within the targets: fewest GPUs first, then the lowest cost (--prices), then the most tokens/s."""
-    from kvcalc.load.models import load_model
+    from kvcalc.load.models import load_model, naming_model_file
     from kvcalc.requests import PlanRequest, run_plan
 
     if fmt not in ("table", "json", "yaml", "markdown"):
@@ -57,11 +57,12 @@ def plan(
 
         check_target(write_deployment, "--write-deployment", force=force)  # before any work
     spec = load_model(model, revision)
-    req = PlanRequest.build(spec, seq_len=seq_len, concurrency=concurrency, gpus=gpus, max_gpus=max_gpus,
-                            engine=engine, kv_dtypes=kv_dtypes, weight_dtypes=weight_dtypes, max_tpot_ms=max_tpot_ms,
-                            min_tokens_per_s=min_tokens_per_s, max_ttft_s=max_ttft_s, prices=prices,
-                            knobs=knobs.layout(), top=top, why_not=why_not, gpus_per_node=gpus_per_node)
-    res = run_plan(req)
+    with naming_model_file(model):  # a YAML or config.json that cannot size the weights is named
+        req = PlanRequest.build(spec, seq_len=seq_len, concurrency=concurrency, gpus=gpus, max_gpus=max_gpus,
+                                engine=engine, kv_dtypes=kv_dtypes, weight_dtypes=weight_dtypes, max_tpot_ms=max_tpot_ms,
+                                min_tokens_per_s=min_tokens_per_s, max_ttft_s=max_ttft_s, prices=prices,
+                                knobs=knobs.layout(), top=top, why_not=why_not, gpus_per_node=gpus_per_node)
+        res = run_plan(req)
     if write_deployment is not None and res.layouts:
         text = deployment_text(res, res.layouts[0], model, req)
         from kvcalc.cli.output import write_atomic

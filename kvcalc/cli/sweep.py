@@ -41,7 +41,7 @@ def sweep(
     from kvcalc.calc.sweep import SweepRequest, sweep_rows
     from kvcalc.calc.weights import weight_format_label
     from kvcalc.formats import kv_format
-    from kvcalc.load.models import load_model
+    from kvcalc.load.models import load_model, naming_model_file
     from kvcalc.report.tables import sweep_table
     from kvcalc.units import parse_counts
 
@@ -65,7 +65,8 @@ def sweep(
     if plot is not None:  # fail on a missing extra before the work, not after
         pyplot()
     warn_beyond_context(spec, T)
-    rows = sweep_rows(req, progress=track if fmt == "table" else None)
+    with naming_model_file(model):  # a YAML or config.json that cannot size the weights is named
+        rows = sweep_rows(req, progress=track if fmt == "table" else None)
     if plot is not None:
         image = render_sweep(rows, spec, req.gpu, req.layout, kv_name, plot_path(plot))
         write_atomic(plot, image, option="--plot", force=force)

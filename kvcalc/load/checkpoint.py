@@ -85,16 +85,10 @@ def parse_header(header: object, where: str) -> dict[str, Tensor]:
     for name, entry in header.items():
         if name == "__metadata__":
             continue
-        ok = isinstance(entry, dict) and isinstance(entry.get("dtype"), str) and entry["dtype"] in DTYPE_BITS \
-            and isinstance(entry.get("shape"), list)
-        shape = entry.get("shape", []) if ok else []
-        offsets = entry.get("data_offsets") if ok else None
-        ok = ok and all(isinstance(d, int) and not isinstance(d, bool) and d >= 0 for d in shape) \
-            and isinstance(offsets, list) and len(offsets) == 2 \
-            and all(isinstance(o, int) and not isinstance(o, bool) for o in offsets) and 0 <= offsets[0] <= offsets[1]
-        if not ok:
-            raise ConfigError("needs a safetensors dtype, a shape and data_offsets [begin, end]", path=where,
-                              field=str(name)[:120])
+        problem = _entry_problem(entry)
+        if problem:
+            raise ConfigError(problem, path=where, field=str(name)[:120])
+        shape, offsets = entry["shape"], entry["data_offsets"]
         nbytes = offsets[1] - offsets[0]
         expected = -(-prod(shape) * DTYPE_BITS[entry["dtype"]] // 8)
         if nbytes != expected:
@@ -102,6 +96,42 @@ def parse_header(header: object, where: str) -> dict[str, Tensor]:
                               f"{expected:,} B: the file is damaged", path=where, field=str(name)[:120])
         out[name] = Tensor(entry["dtype"], tuple(shape), nbytes)
     return out
+
+
+def _shown(value: object) -> str:
+    """A header value for a message: JSON for a scalar or a short list of scalars (`[4096, "x"]`),
+    else its JSON kind (`an object`); never more than 60 characters."""
+    if value is None:
+        return "missing"
+    if isinstance(value, (str, int, float, bool)) or (
+            isinstance(value, list) and len(value) <= 8 and all(isinstance(v, (str, int, float, bool)) for v in value)):
+        return excerpt(json.dumps(value), 60)
+    return "a list" if isinstance(value, list) else "an object"
+
+
+def _entry_problem(entry: object) -> str | None:
+    """What is wrong with one tensor entry of a safetensors header, in words with the fix, or
+    None: it must be an object with a `dtype` of `DTYPE_BITS` (safetensors `src/tensor.rs`
+    `Dtype`), a `shape` of whole numbers >= 0 and `data_offsets` [begin, end], 0 <= begin <= end
+    (safetensors README, "Format")."""
+    if not isinstance(entry, dict):
+        return (f"is {_shown(entry)}, not a tensor entry; a safetensors header maps each tensor to "
+                '{"dtype", "shape", "data_offsets"}')
+    dtype = entry.get("dtype")
+    if dtype is None:
+        return f"has no dtype; give one of the safetensors dtypes: {', '.join(sorted(DTYPE_BITS))}"
+    if not isinstance(dtype, str) or dtype not in DTYPE_BITS:
+        return (f"'{excerpt(str(dtype), 40)}' is not a safetensors dtype; the known ones are: "
+                f"{', '.join(sorted(DTYPE_BITS))}")
+    shape = entry.get("shape")
+    if not isinstance(shape, list) or not all(isinstance(d, int) and not isinstance(d, bool) and d >= 0
+                                              for d in shape):
+        return f"shape {_shown(shape)} is not a list of whole numbers (e.g. [4096, 4096])"
+    offsets = entry.get("data_offsets")
+    if not (isinstance(offsets, list) and len(offsets) == 2
+            and all(isinstance(o, int) and not isinstance(o, bool) for o in offsets) and 0 <= offsets[0] <= offsets[1]):
+        return f"data_offsets {_shown(offsets)} is not [begin, end] with 0 <= begin <= end"
+    return None
 
 
 def read_header(path: Path) -> dict[str, Tensor]:

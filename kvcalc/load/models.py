@@ -3,6 +3,8 @@ config.json (or the folder holding one). The one entry point is `load_model`."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -75,6 +77,50 @@ def load_model(ref: str | Path, revision: str | None = None) -> ModelSpec:
         return load_model_file(found)
     raise UnknownNameError("model", ref_s, bundled("models"),
                            hint="`kvcalc models` lists the bundled ones; or give a .yaml or config.json path")
+
+
+def model_file(ref: str | Path) -> tuple[str, str] | None:
+    """(path, kind) of the file `load_model(ref)` reads the architecture from: kind 'config.json'
+    for a Hugging Face config.json (given, or in a checkpoint folder), 'yaml' for a kvcalc model
+    file; None for a bundled name, a Hub id, a GGUF file or a path that is not there. Reads the
+    file again (only on an error's path: to say which file lacks a field). Never raises."""
+    ref_s = str(ref)
+    path = user_path(ref_s)
+    if path.is_dir():
+        path = path / "config.json"
+    if not path.is_file() or path.suffix.lower() == ".gguf":
+        return None
+    try:
+        data, _ = read_mapping(path, "model")
+    except KvcalcError:
+        return None
+    return str(path), "config.json" if is_hf_config(data) else "yaml"
+
+
+@contextmanager
+def naming_model_file(ref: str | Path, name: str | None = None) -> Iterator[None]:
+    """Within the block, an error whose fix depends on the file the model came from is raised
+    again in that file's words: an `UncountedParamsError` about the model loaded from `ref`
+    (named `name`; None: any) names the file and its fix (`model_file`); a llama.cpp file type
+    given as --weight-dtype (`formats.FileTypeMixError`) while the model IS a .gguf file says to
+    drop the option. Other errors pass unchanged. For the commands that count weights (a GPU
+    plan) from a model the user gave."""
+    from kvcalc.errors import UncountedParamsError
+
+    try:
+        yield
+    except UncountedParamsError as e:
+        found = model_file(ref) if e.path is None and (name is None or e.model == name) else None
+        if found is None:
+            raise
+        raise e.in_file(*found) from None
+    except KvcalcError as e:
+        from kvcalc.formats import FileTypeMixError
+
+        path = user_path(str(ref))
+        if isinstance(e, FileTypeMixError) and e.gguf_path is None and path.suffix.lower() == ".gguf":
+            raise e.on_gguf(str(path)) from None
+        raise
 
 
 def load_model_file(path: Path) -> ModelSpec:

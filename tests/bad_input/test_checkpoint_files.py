@@ -40,9 +40,9 @@ def estimate(folder: Path):
 @pytest.mark.parametrize("content, words", [
     # a dtype that is not a string: `[...] in DTYPE_BITS` raised TypeError (unhashable)
     (header_file({"model.layers.0.a.weight": {"dtype": ["F16"], "shape": [2], "data_offsets": [0, 4]}}),
-     "field 'model.layers.0.a.weight': needs a safetensors dtype"),
+     "field 'model.layers.0.a.weight': '['F16']' is not a safetensors dtype; the known ones are: BF16, BOOL"),
     (header_file({"model.layers.0.a.weight": {"dtype": {}, "shape": [2], "data_offsets": [0, 4]}}),
-     "field 'model.layers.0.a.weight': needs a safetensors dtype"),
+     "field 'model.layers.0.a.weight': '{}' is not a safetensors dtype; the known ones are: BF16, BOOL"),
     # nesting past the JSON decoder's recursion limit: RecursionError
     (header_file(b"[" * 20_000), "the safetensors header is not valid JSON"),
     # an integer of more than 4,300 digits: ValueError, not a JSONDecodeError

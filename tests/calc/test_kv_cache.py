@@ -203,10 +203,10 @@ def test_engine_refuses_head_dim_not_whole_blocks():
 
 
 @pytest.mark.parametrize("bad,needle", [
-    ("q8_0:g64", "group size and scale dtype apply to int8 and int4 only, not q8_0"),
-    ("fp16:g32", "group size and scale dtype apply to int8 and int4 only, not fp16"),
-    ("int4:g3", "group size must be a positive even integer, got 3"),
-    ("int4:g0", "group size must be a positive even integer, got 0"),
+    ("q8_0:g64", "'q8_0:g64': group options apply to int8 and int4 only, not q8_0"),
+    ("fp16:g32", "'fp16:g32': group options apply to int8 and int4 only, not fp16"),
+    ("int4:g3", "the group size must be a positive even integer for int4, got 3"),
+    ("int4:g0", "the group size must be a positive even integer, got 0"),
 ])
 def test_kv_format_refuses_bad_group_options(bad, needle):
     with pytest.raises(KvcalcError, match=needle):

@@ -293,9 +293,10 @@ def test_duplicate_json_key_refused(tmp_path):
 
 
 @pytest.mark.parametrize("args,needle", [
-    (["--kv-dtype", "int4", "--group-size", "0"], "group size must be a positive even integer, got 0"),
+    (["--kv-dtype", "int4", "--group-size", "0"], "--quant-group-size must be a positive even integer, got 0"),
     (["--kv-dtype", "int4:gabc"], "group option 'gabc'"),
-    (["--kv-dtype", "fp16", "--group-size", "64"], "apply to int8 and int4 only"),
+    (["--kv-dtype", "fp16", "--group-size", "64"], "--quant-group-size applies to int8 and int4 only, not fp16; "
+                                                  "give --kv-dtype int8 or --kv-dtype int4"),
 ])
 def test_bad_group_options(args, needle):
     bad(["estimate", "llama-3.1-70b", "-s", "8k", *args], needle)
