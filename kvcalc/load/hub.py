@@ -11,7 +11,8 @@ fetched once gives the same exact weight bytes offline.
 
 The order, so that nothing touches the network that need not:
 1. the Hub cache: a config.json cached for the revision (default `main`) is used as is, with the
-   headers kvcalc cached for its commit (else the weights are counted from the architecture, and
+   headers kvcalc cached for its commit, else those of the safetensors files in the snapshot
+   folder itself (a full download), else the weights are counted from the architecture (and
    the source says so);
 2. a bundled copy: an id that a bundled config names as its `source` (`meta-llama/Llama-3.1-8B`
    -> `llama-3.1-8b`) resolves without the network, and the source says it is the bundled copy
@@ -263,6 +264,22 @@ def _parsed(raw: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
     return {name: parse_header(h, name) for name, h in raw.items()}
 
 
+def _snapshot_headers(snapshot: Path) -> dict[str, dict[str, Any]] | None:
+    """The headers of the safetensors files the Hub cache's snapshot folder itself holds (the
+    shards its `model.safetensors.index.json` names, else every `*.safetensors`: downloaded
+    with the weights by `hf download` or transformers), read as a local checkpoint folder's are
+    (`checkpoint.local_headers`; the snapshot's files are links to `../../blobs/`); None when it
+    holds none, or not every shard the index names (a config-only download: no warning then,
+    the source says the weights are counted from the architecture).
+
+    Raises `ConfigError` for a damaged header or index."""
+    from kvcalc.load.checkpoint import local_headers
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", KvcalcWarning)  # shards missing from a partial download are not news
+        return local_headers(snapshot)
+
+
 def _from_config(repo_id: str, config_path: str, *, where: str, files: dict[str, Any] | None, missing: str) -> ModelSpec:
     from kvcalc.load.checkpoint import attach_checkpoint
     from kvcalc.load.files import build, read_mapping
@@ -300,7 +317,7 @@ def load_hub_model(ref: str, revision: str | None = None) -> ModelSpec:
         raise
     cached = _cached_config(hf, repo_id, revision)
     if cached is not None:
-        files = load_headers(repo_id, Path(cached).parent.name)
+        files = load_headers(repo_id, Path(cached).parent.name) or _snapshot_headers(Path(cached).parent)
         return _from_config(repo_id, cached, where="Hugging Face cache", files=files,
                             missing="no safetensors headers cached for this commit")
     if bundled_name:

@@ -36,8 +36,12 @@ def user_path(text: str | Path) -> Path:
     return expanded
 
 
+#: the suffixes of the model files kvcalc reads
+_FILE_SUFFIXES = (".yaml", ".yml", ".json", ".gguf")
+
+
 def _looks_like_path(ref: str) -> bool:
-    return "/" in ref or "\\" in ref or ref.lower().endswith((".yaml", ".yml", ".json", ".gguf"))
+    return "/" in ref or "\\" in ref or ref.lower().endswith(_FILE_SUFFIXES)
 
 
 def load_model(ref: str | Path, revision: str | None = None) -> ModelSpec:
@@ -69,6 +73,13 @@ def load_model(ref: str | Path, revision: str | None = None) -> ModelSpec:
 
             return load_folder(path, data)
         path = path / "config.json"
+    if "/" in ref_s and not path.exists() and not ref_s.lower().endswith(_FILE_SUFFIXES):
+        # `a/b/c`: not a file kvcalc reads by its name, and (above) not written as a Hub id either
+        from kvcalc.errors import ConfigError
+        from kvcalc.text import excerpt
+
+        raise ConfigError("no such file or folder, and not a Hugging Face Hub id (org/name or org/name@revision, "
+                          "e.g. meta-llama/Llama-3.1-8B)", path=excerpt(ref_s, 200))
     if path.is_file() or path.is_dir() or _looks_like_path(ref_s):
         return load_model_file(path)
     key = ref_s.strip().lower()
