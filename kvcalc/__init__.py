@@ -40,9 +40,10 @@ def load_model(ref: str | ModelSpec) -> ModelSpec:
     Raises `KvcalcError` (an `UnknownNameError` listing close names) when `ref` names nothing
     kvcalc reads, or the config is invalid.
     """
+    from kvcalc.arguments import check_argument
     from kvcalc.schema import ModelSpec
 
-    if isinstance(ref, ModelSpec):
+    if isinstance(check_argument("model", ref), ModelSpec):
         return ref
     from kvcalc.load.models import load_model as _load
 
@@ -63,19 +64,22 @@ def estimate(model: str | ModelSpec, *, seq_len: int | str | None = None, batch:
     Formula: sum over layers of 2 x n_kv_heads x head_dim x cached tokens x batch x bytes per
     value (sliding-window layers cache min(seq_len, window) tokens; MLA one latent per token).
 
-    Raises `KvcalcError` for a non-positive count, an unknown format, a TP / PP layout the
-    engines refuse; warns (`KvcalcWarning`) for a context beyond the model's.
+    Raises `KvcalcError` naming the argument for a value of the wrong type (a bool, a float or a
+    str where a count goes) or past the CLI's bounds (`kvcalc.arguments`), and for an unknown
+    format or a TP / PP layout the engines refuse; warns (`KvcalcWarning`) for a context beyond
+    the model's.
     """
+    from kvcalc.arguments import check_arguments
     from kvcalc.requests import EstimateRequest, run_estimate
 
-    req = EstimateRequest.build(load_model(model), seq_len=seq_len, batch=batch, kv_dtype=kv_dtype, k_dtype=k_dtype,
-                                v_dtype=v_dtype, quant_group_size=quant_group_size, scale_dtype=scale_dtype,
-                                tp=tp, pp=pp, dp=dp)
+    args = check_arguments(seq_len=seq_len, batch=batch, kv_dtype=kv_dtype, k_dtype=k_dtype, v_dtype=v_dtype,
+                           quant_group_size=quant_group_size, scale_dtype=scale_dtype, tp=tp, pp=pp, dp=dp)
+    req = EstimateRequest.build(load_model(model), **args)
     return run_estimate(req).kv
 
 
 def capacity(model: str | ModelSpec, *, engine: str = "ideal", kv_memory_bytes: int | str | None,
-             max_model_len: int | None = None,
+             max_model_len: int | str | None = None,
              concurrency: int | None = None, kv_dtype: str | None = None, k_dtype: str | None = None,
              v_dtype: str | None = None, tp: int = 1, options: object = None) -> EngineResult:
     """What `engine` ('ideal', 'vllm', 'sglang', 'llamacpp') makes of `kv_memory_bytes` bytes of
@@ -89,24 +93,17 @@ def capacity(model: str | ModelSpec, *, engine: str = "ideal", kv_memory_bytes: 
     `LlamacppOptions(n_ctx=...)` sizes that context and `kv_memory_bytes` may be None.
 
     Returns an `EngineResult` (`kv_cache_tokens`, `num_gpu_blocks`, `max_concurrency`,
-    `log_lines` as the engine prints them, ...). Raises `KvcalcError` for an unknown engine or
-    format, another engine's options, or a budget the engine would refuse to start with.
+    `log_lines` as the engine prints them, ...). Raises `KvcalcError` naming the argument for a
+    value of the wrong type or past the CLI's bounds (`kvcalc.arguments`: a budget of 0 B is
+    refused as `--kv-memory 0` is), and for an unknown engine or format, another engine's
+    options, or a budget the engine would refuse to start with.
     """
-    from kvcalc.requests import CapacityRequest, check_positive, run_capacity
+    from kvcalc.arguments import check_arguments
+    from kvcalc.requests import CapacityRequest, run_capacity
 
-    check_positive(tp=tp, concurrency=concurrency, max_model_len=max_model_len)
-    if isinstance(kv_memory_bytes, str):  # a size as the CLI takes it; an int is bytes as given
-        from kvcalc.units import parse_size
-
-        kv_memory_bytes = parse_size(kv_memory_bytes, "--kv-memory")
-    elif kv_memory_bytes is not None and (isinstance(kv_memory_bytes, bool) or not isinstance(kv_memory_bytes, int)):
-        from kvcalc.errors import KvcalcError
-
-        raise KvcalcError(f"kv_memory_bytes must be an int (bytes) or a size such as '6.51GiB', "
-                          f"not {type(kv_memory_bytes).__name__}", field="kv_memory_bytes")
-    req = CapacityRequest.build(load_model(model), engine=engine, kv_memory_bytes=kv_memory_bytes, kv_dtype=kv_dtype,
-                                k_dtype=k_dtype, v_dtype=v_dtype, tp=tp, max_model_len=max_model_len,
-                                concurrency=concurrency, options=options)
+    args = check_arguments(engine=engine, kv_memory_bytes=kv_memory_bytes, max_model_len=max_model_len,
+                           concurrency=concurrency, kv_dtype=kv_dtype, k_dtype=k_dtype, v_dtype=v_dtype, tp=tp)
+    req = CapacityRequest.build(load_model(model), **args, options=options)
     return run_capacity(req)
 
 
@@ -129,13 +126,19 @@ def plan(model: str | ModelSpec, *, seq_len: int | str | None = None, concurrenc
 
     Returns a `PlanResult` (`layouts`, each with its figures and `engine`'s launch line; when
     none qualifies, `misses` with what failed and what would fix it), as `kvcalc plan -f json`.
-    Raises `KvcalcError` for an unknown GPU, engine or format, a target <= 0, a count < 1, a
-    price file naming an unknown GPU or a negative price.
+    Raises `KvcalcError` naming the argument for a value of the wrong type or past the CLI's
+    bounds (`kvcalc.arguments`: a target <= 0, a count < 1), and for an unknown GPU, engine or
+    format, a price file naming an unknown GPU or a negative price, or a model file that cannot
+    size the weights (naming the file).
     """
+    from kvcalc.arguments import check_arguments
+    from kvcalc.load.models import naming_model_file
     from kvcalc.requests import PlanRequest, run_plan
 
-    req = PlanRequest.build(load_model(model), seq_len=seq_len, concurrency=concurrency, gpus=gpus, max_gpus=max_gpus,
-                            engine=engine, kv_dtypes=kv_dtypes, weight_dtypes=weight_dtypes, max_tpot_ms=max_tpot_ms,
-                            min_tokens_per_s=min_tokens_per_s, max_ttft_s=max_ttft_s, prices=prices, top=top,
-                            why_not=why_not, gpus_per_node=gpus_per_node, engine_options=options)
-    return run_plan(req)
+    args = check_arguments(seq_len=seq_len, concurrency=concurrency, gpus=gpus, max_gpus=max_gpus, engine=engine,
+                           kv_dtypes=kv_dtypes, weight_dtypes=weight_dtypes, max_tpot_ms=max_tpot_ms,
+                           min_tokens_per_s=min_tokens_per_s, max_ttft_s=max_ttft_s, prices=prices, top=top,
+                           why_not=why_not, gpus_per_node=gpus_per_node)
+    spec = load_model(model)
+    with naming_model_file(None if model is spec else model, spec.name):
+        return run_plan(PlanRequest.build(spec, **args, engine_options=options))

@@ -152,7 +152,7 @@ def parse_count(text: str | int, what: str = "--seq-len") -> int:
         n = int(m.group(1)) * {"": 1, "k": 1024, "m": 1024**2}[m.group(2)]
     if n <= 0:
         raise KvcalcError(f"must be a positive integer, got {text}", option=what, value=text, form=OPTION_SAYS)
-    return check_bound(what, n)  # type: ignore[return-value]
+    return check_bound(what, n, option=what)  # type: ignore[return-value]
 
 
 def parse_counts(text: str, what: str = "--seq-len") -> list[int]:
@@ -253,7 +253,7 @@ def parse_size(text: str | int | float, what: str | None = "size", *, allow_zero
     if not written and n < min_unitless:
         raise KvcalcError(f"'{text}' has no unit, so it would be {n:,} {count}; {_fix(m, n, guess, kind)}",
                           option=what, value=text, form=OPTION)
-    return check_bound(what, n)  # type: ignore[return-value]
+    return check_bound(what, n, option=what)  # type: ignore[return-value]
 
 
 def _fix(m: re.Match, n: int, guess: str, kind: str) -> str:

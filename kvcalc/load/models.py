@@ -109,27 +109,29 @@ def model_file(ref: str | Path) -> tuple[str, str] | None:
 
 
 @contextmanager
-def naming_model_file(ref: str | Path, name: str | None = None) -> Iterator[None]:
+def naming_model_file(ref: str | Path | None, name: str | None = None) -> Iterator[None]:
     """Within the block, an error whose fix depends on the file the model came from is raised
     again in that file's words: an `UncountedParamsError` about the model loaded from `ref`
     (named `name`; None: any) names the file and its fix (`model_file`); a llama.cpp file type
     given as --weight-dtype (`formats.FileTypeMixError`) while the model IS a .gguf file says to
     drop the option. Other errors pass unchanged. For the commands that count weights (a GPU
-    plan) from a model the user gave."""
+    plan) from a model the user gave; `ref` None (a `ModelSpec` given, no file): errors pass."""
     from kvcalc.errors import UncountedParamsError
 
     try:
         yield
     except UncountedParamsError as e:
-        found = model_file(ref) if e.path is None and (name is None or e.model == name) else None
+        found = None
+        if ref is not None and e.path is None and (name is None or e.model == name):
+            found = model_file(ref)
         if found is None:
             raise
         raise e.in_file(*found) from None
     except KvcalcError as e:
         from kvcalc.formats import FileTypeMixError
 
-        path = user_path(str(ref))
-        if isinstance(e, FileTypeMixError) and e.gguf_path is None and path.suffix.lower() == ".gguf":
+        path = user_path(str(ref)) if ref is not None else None
+        if isinstance(e, FileTypeMixError) and e.gguf_path is None and path is not None and path.suffix.lower() == ".gguf":
             raise e.on_gguf(str(path)) from None
         raise
 

@@ -157,9 +157,10 @@ def test_one_bound_per_field_whatever_the_entry_point() -> None:
         kvcalc.capacity("llama-3.1-8b", engine="llamacpp", kv_memory_bytes=None,
                         options=LlamacppOptions(n_ctx=2**31))
     assert e.value.field == "n_ctx"
-    with pytest.raises(KvcalcError, match=r"^--dp 100,001 is beyond what kvcalc sizes \(at most 100,000 GPUs\)$"):
+    # the API's arguments are named as the caller wrote them (`dp`, not `--dp`: kvcalc.arguments), in the same words
+    with pytest.raises(KvcalcError, match=r"^dp 100,001 is beyond what kvcalc sizes \(at most 100,000 GPUs\)$"):
         kvcalc.estimate("llama-3.1-8b", dp=MAX_GPUS + 1)
-    with pytest.raises(KvcalcError, match=r"^--kv-memory 1,125,899,906,842,625 is beyond any device's memory"):
+    with pytest.raises(KvcalcError, match=r"^kv_memory_bytes 1,125,899,906,842,625 is beyond any device's memory"):
         kvcalc.capacity("llama-3.1-8b", kv_memory_bytes=MAX_DEVICE_BYTES + 1)
     # tp x pp x dp is a GPU count too: 1,000 x 1,000 = 1,000,000 > 100,000
     with pytest.raises(KvcalcError, match=r"= 1,000,000 GPUs is beyond what kvcalc sizes"):

@@ -101,8 +101,8 @@ def _header_file(obj: object) -> bytes:
 
 @pytest.mark.parametrize("entry, words", [
     ({"dtype": "Q9", "shape": [2], "data_offsets": [0, 4]},
-     "'Q9' is not a safetensors dtype; the known ones are: BF16, BOOL, C64, F16, F32, F4, F64, F6_E2M3, F6_E3M2, "
-     "F8_E4M3, F8_E5M2, F8_E8M0, I16, I32, I64, I8, U16, U32, U64, U8"),
+     ("'Q9' is not a safetensors dtype; the known ones are: BF16, BOOL, C64, F16, F32, F4, F64, F6_E2M3, F6_E3M2, "
+      "F8_E4M3, F8_E5M2, F8_E8M0, I16, I32, I64, I8, U16, U32, U64, U8")),
     ({"shape": [2], "data_offsets": [0, 4]}, "has no dtype; give one of the safetensors dtypes: BF16, BOOL,"),
     ({"dtype": "F16", "shape": "2", "data_offsets": [0, 4]}, 'shape "2" is not a list of whole numbers'),
     ({"dtype": "F16", "shape": [2], "data_offsets": [4, 0]},
