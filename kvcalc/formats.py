@@ -366,7 +366,16 @@ def kv_format(name: str | StorageFormat, quant_group_size: int | None = None,
               scale_dtype: str | None = None, *, field: str | None = "kv_dtype") -> StorageFormat:
     """`storage_format` for a KV cache: also raises `KvcalcError` for a weight-only format
     (MXFP4: an OCP microscaling weight format that vLLM, SGLang and llama.cpp do not offer as a
-    cache type). Every error names `field` (`kv_dtype`, or `k_dtype` / `v_dtype`)."""
+    cache type). Every error names `field` (`kv_dtype`, or `k_dtype` / `v_dtype`). Group options
+    given beside an fp8 cache type (`--kv-dtype fp8 --quant-group-size 64`) are refused as for
+    bf16: a cache keeps group scales only in int8 and int4 (fp8 with group scales is a weight
+    format)."""
+    if isinstance(name, str) and (quant_group_size is not None or scale_dtype is not None):
+        base = canonical_name(name.split(":")[0], field=field, kinds=("kv", "both"))
+        if base.startswith("fp8"):  # fp8 with group scales exists only as a weight format (`_fp8_scaled`)
+            given = [o for o, v in (("--quant-group-size", quant_group_size), ("--scale-dtype", scale_dtype))
+                     if v is not None]
+            raise _group_options_refused(name, base, given, field, ("kv",))
     fmt = storage_format(name, quant_group_size, scale_dtype, field=field, kinds=("kv", "both"))
     if fmt.kind == "weight":
         raise KvcalcError(f"{fmt.name} is a weight format, not a KV-cache format; for the cache use one of "

@@ -33,6 +33,17 @@ def test_group_size_without_an_int_dtype_says_which_flag_to_add():
                           "give --kv-dtype int8 or --kv-dtype int4")
 
 
+def test_group_size_beside_an_fp8_cache_is_refused_like_bf16():
+    # fp8 with group scales exists only as a weight format (fp8_e4m3:g64): a cache keeps group
+    # scales in int8 / int4 only, so the flag and the fix are named (not "is a weight format")
+    r = run_kvcalc("estimate", "llama-3.1-8b", "--kv-dtype", "fp8", "--quant-group-size", "64")
+    assert refused(r) == ("--quant-group-size applies to int8 and int4 only, not fp8_e4m3; "
+                          "give --kv-dtype int8 or --kv-dtype int4")
+    r = run_kvcalc("estimate", "llama-3.1-8b", "--k-dtype", "fp8_e5m2", "--scale-dtype", "fp32")
+    assert refused(r) == ("--scale-dtype applies to int8 and int4 only, not fp8_e5m2; "
+                          "give --k-dtype int8 or --k-dtype int4")
+
+
 def test_both_group_options_on_q8_0_are_named():
     r = run_kvcalc("estimate", "llama-3.1-8b", "--kv-dtype", "q8_0", "--quant-group-size", "64",
                    "--scale-dtype", "fp32")
