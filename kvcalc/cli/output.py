@@ -12,6 +12,7 @@ from __future__ import annotations
 import functools
 import os
 import stat
+import sys
 from pathlib import Path
 from typing import Any, Callable
 
@@ -21,10 +22,27 @@ from kvcalc.errors import KvcalcError
 
 _STATE = {"debug": bool(os.environ.get("KVCALC_DEBUG"))}
 
-def _err_console():
-    from rich.console import Console
+_CONSOLE: list[type] = []
 
-    return Console(stderr=True, highlight=False, soft_wrap=True)
+
+def console(**kwargs: Any) -> Any:
+    """A rich `Console(**kwargs)` whose closed pipe ends the run as every other one does
+    (`reader_gone`: exit `CLOSED_PIPE_EXIT`); rich's own `Console.on_broken_pipe` would exit 1.
+    The class is built on first use: importing rich costs start-up time a command may not need."""
+    if not _CONSOLE:
+        from rich.console import Console
+
+        class PipeConsole(Console):
+            def on_broken_pipe(self) -> None:
+                self.quiet = True
+                reader_gone()
+
+        _CONSOLE.append(PipeConsole)
+    return _CONSOLE[0](**kwargs)
+
+
+def _err_console():
+    return console(stderr=True, highlight=False, soft_wrap=True)
 
 def fail(message: str, code: int = 2) -> None:
     """Print each line of `message` in red on stderr and exit with `code`."""
@@ -87,8 +105,8 @@ def handle_errors(fn: Callable[..., Any]) -> Callable[..., Any]:
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         try:
             return _run_warned(fn, args, kwargs)
-        except (typer.Exit, typer.Abort, KeyboardInterrupt):
-            raise
+        except (typer.Exit, typer.Abort, KeyboardInterrupt, BrokenPipeError):
+            raise  # a closed pipe is no error of the command: `ClosedPipeExits` ends the run
         except KvcalcError as e:
             if _STATE["debug"]:
                 raise
@@ -107,11 +125,9 @@ def echo(obj: Any) -> None:
 
         typer.echo(escape_controls(obj))  # machine formats hold none (JSON and YAML escape them); text may
     else:
-        from rich.console import Console
-
         # markup off: names and sources come from user files ("[red]x" must print as typed);
         # tables style their cells with rich Text, never markup.
-        Console(highlight=False, markup=False).print(obj)
+        console(highlight=False, markup=False).print(obj)
 
 def check_format(fmt: str) -> None:
     """Raise KvcalcError for an unknown --format."""
@@ -260,6 +276,69 @@ def write_atomic(path: str | Path, data: str | bytes, *, option: str = "-o", for
         Path(tmp).unlink(missing_ok=True)
         raise
     return p
+
+
+# ----- a reader that leaves early (`kvcalc plan ... | head -1`) ------------------------------
+
+#: the exit status when the reader of kvcalc's output closes the pipe before kvcalc is done
+#: (`kvcalc plan ... | head -1`): 141 = 128 + SIGPIPE, the status a shell reports for `cat`,
+#: `grep` or `yes` stopped the same way, so `set -o pipefail` scripts see kvcalc as they see them
+#: (and a `kvcalc check` whose table was cut off never reads as a pass). kvcalc writes no line
+#: about it: the reader left on purpose.
+CLOSED_PIPE_EXIT = 128 + 13
+
+
+def reader_gone() -> None:
+    """End the run quietly because the reader of stdout (or stderr) closed the pipe: both
+    streams pointed at the null device, so that Python's last flush at exit writes nowhere
+    instead of printing "Exception ignored ... BrokenPipeError" (the recipe of Python's `signal`
+    documentation, "Note on SIGPIPE"), then `SystemExit(CLOSED_PIPE_EXIT)`. kvcalc writes to no
+    other pipe (the Hub client reports a broken connection as its own error), so a
+    `BrokenPipeError` is always its output's reader gone. Streams without a file descriptor (a
+    test runner's) are left as they are."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+    except OSError:
+        devnull = None
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            fd = stream.fileno()
+        except (AttributeError, OSError, ValueError):  # io.UnsupportedOperation is an OSError
+            continue
+        if devnull is not None:
+            os.dup2(devnull, fd)
+    raise SystemExit(CLOSED_PIPE_EXIT)
+
+
+def flush_or_leave() -> None:
+    """Flush stdout and stderr; when the reader has gone, `reader_gone`."""
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except BrokenPipeError:
+            reader_gone()
+        except (AttributeError, OSError, ValueError):  # closed or not a stream: nothing to flush
+            pass
+
+
+class ClosedPipeExits:
+    """Mixin for the app's click group (before `typer.core.TyperGroup` in the bases): a
+    `BrokenPipeError` anywhere in a run (a command's table, `--help`, a warning on a closed
+    stderr) ends it through `reader_gone` (exit `CLOSED_PIPE_EXIT`, no message) before click's
+    own handler would exit 1. The group's `make_context` (parsing, `--help`, `--version`) and
+    `invoke` (the command) are the two calls of a run; `app.main` flushes at the end."""
+
+    def make_context(self, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return super().make_context(*args, **kwargs)  # type: ignore[misc]
+        except BrokenPipeError:
+            reader_gone()
+
+    def invoke(self, ctx: Any) -> Any:
+        try:
+            return super().invoke(ctx)  # type: ignore[misc]
+        except BrokenPipeError:
+            reader_gone()
 
 
 # ----- click's usage errors as one line -----------------------------------------------------
