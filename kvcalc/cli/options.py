@@ -77,11 +77,10 @@ SeqLenOpt = Annotated[Optional[str], typer.Option(*SEQ_LEN_NAMES, help="Tokens p
 #: --batch-size (n_batch, prompt tokens per step) and -c its --ctx-size (n_ctx), both in
 #: `capacity --engine llamacpp`, never kvcalc's --batch (sequences) or --concurrency. A command
 #: without them answers `-b` / `-c` with this hint (`output.usage_error_lines`). One flag means one
-#: thing on every command (tests/cli/test_flag_meanings.py walks them all).
-LLAMACPP_SHORT_OPTIONS = {"-b": "llama.cpp's --batch-size (n_batch: `kvcalc capacity --engine llamacpp -b`); "
-                                "the number of sequences is --batch",
-                          "-c": "llama.cpp's --ctx-size (n_ctx: `kvcalc capacity --engine llamacpp -c`); "
-                                "the number of sequences is --batch (plan, capacity: --concurrency)"}
+#: thing on every command (tests/cli/test_flag_meanings.py walks them all). The hint goes on to
+#: name the command's own option (`output.count_option_hint`).
+LLAMACPP_SHORT_OPTIONS = {"-b": "llama.cpp's --batch-size (n_batch: `kvcalc capacity --engine llamacpp -b`)",
+                          "-c": "llama.cpp's --ctx-size (n_ctx: `kvcalc capacity --engine llamacpp -c`)"}
 
 BatchOpt = Annotated[int, typer.Option("--batch", "--max-num-seqs", "--parallel", "-np", help="Sequences in the batch (per DP replica; vLLM --max-num-seqs, llama.cpp -np). Not -b: that is llama.cpp's --batch-size (prompt tokens per step, which does not change the KV cache).")]
 

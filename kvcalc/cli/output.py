@@ -355,17 +355,79 @@ def usage_error_lines(err: Any, command_path: str | None = None) -> list[str]:
         err.param_hint = f"'{param.opts[0]}'"
     message = " ".join(err.format_message().split())
     opt = getattr(err, "option_name", None)  # click's NoSuchOption
-    if type(err).__name__ == "NoSuchOption" and opt is not None:
-        from kvcalc.cli.options import LLAMACPP_SHORT_OPTIONS
-
-        if opt in LLAMACPP_SHORT_OPTIONS:  # -b / -c: llama.cpp's own, on a command that has none of them
-            message = f"no such option: {opt}; {opt} is {LLAMACPP_SHORT_OPTIONS[opt]}"
-    lines = [message[:1].lower() + message[1:]]
     ctx = getattr(err, "ctx", None)
+    if type(err).__name__ == "NoSuchOption" and opt is not None:
+        hint = count_option_hint(opt, ctx)
+        if hint:  # in place of click's "(Possible options: --batch-size, ...)"
+            message = f"no such option: {opt}; {hint}"
+    lines = [message[:1].lower() + message[1:]]
     path = ctx.command_path if ctx is not None else command_path
     if path:
         lines.append(f"Try '{path} --help' for help.")
     return lines
+
+
+#: the parameters that hold the number of sequences and the tokens per sequence, on the
+#: commands that have them (`--batch` on estimate, compare, measure, sweep; `--concurrency` on
+#: plan and capacity; `--seq-len` everywhere but capacity, where it is `max_model_len`)
+SEQUENCES_PARAMS = ("batch", "concurrency")
+CONTEXT_PARAMS = ("seq_len", "max_model_len")
+#: where a command without these options takes them from: (the context, the sequences)
+NO_COUNT_OPTIONS = {"check": ("a deployment file's max_seq_len: field", "a deployment file's concurrency: field")}
+#: llama.cpp's long names that other commands answer as they answer its -b and -c, and the
+#: llama.cpp field each sets
+LLAMACPP_LONG_OPTIONS = {"--batch-size": ("-b", "n_batch"), "--ctx-size": ("-c", "n_ctx")}
+
+
+def _option_of(command: Any, names: tuple[str, ...]) -> str | None:
+    """How `command` (a click command) spells the first of the parameters `names` it has: its
+    first long name, with its short one in brackets (`--seq-len (-s)`); None when it has none."""
+    for p in getattr(command, "params", ()):
+        if p.name in names:
+            opts = list(getattr(p, "opts", ()))
+            long = next((o for o in opts if o.startswith("--")), opts[0])
+            short = next((o for o in opts if len(o) == 2 and o != long), None)
+            return f"{long} ({short})" if short else long
+    return None
+
+
+def count_option_hint(opt: str, ctx: Any) -> str | None:
+    """The hint for an option the running command lacks where the user surely meant the number
+    of sequences or a context length: llama.cpp's `-b` / `-c` (`options.LLAMACPP_SHORT_OPTIONS`)
+    and their long names anywhere but `capacity`, `--batch` where the count is `--concurrency`
+    (plan, capacity) and `--concurrency` where it is `--batch`. The hint names the option THIS
+    command has (read from `ctx.command`'s parameters), or says it has none and where the value
+    comes from (`NO_COUNT_OPTIONS`). None for any other option: click's own message stays."""
+    from kvcalc.cli.options import LLAMACPP_SHORT_OPTIONS
+
+    command = getattr(ctx, "command", None)
+    group = command is None or hasattr(command, "commands")  # the app itself: no command yet
+    name = "kvcalc" if group else (ctx.info_name or command.name)
+    seqs = None if group else _option_of(command, SEQUENCES_PARAMS)
+    context = None if group else _option_of(command, CONTEXT_PARAMS)
+    context_from, seqs_from = NO_COUNT_OPTIONS.get(name, (None, None))
+    seqs_words = (f"the number of sequences is {seqs}" if seqs else
+                  f"`kvcalc {name}` takes no number of sequences" + (f" ({seqs_from})" if seqs_from else ""))
+    if opt in LLAMACPP_SHORT_OPTIONS or opt in LLAMACPP_LONG_OPTIONS:
+        if opt in LLAMACPP_SHORT_OPTIONS:
+            short, said = opt, f"{opt} is {LLAMACPP_SHORT_OPTIONS[opt]}"
+        else:
+            short, field = LLAMACPP_LONG_OPTIONS[opt]
+            said = f"{opt} is llama.cpp's {field} (`kvcalc capacity --engine llamacpp {opt}`)"
+        if group:
+            return f"{said}; options follow the command (`kvcalc estimate MODEL --seq-len 32k --batch 8`)"
+        if short == "-c":  # n_ctx: meant as a context length, or taken for a count (`plan -c 64`)
+            if context:
+                return f"{said}; a context length is {context}, " + seqs_words.replace(" is ", " ", 1)
+            return (f"{said}; `kvcalc {name}` takes no context length"
+                    + (f" ({context_from})" if context_from else ""))
+        return f"{said}; {seqs_words}"
+    if opt in ("--batch", "--concurrency") and not group:
+        if not seqs:
+            return seqs_words
+        n_batch = _option_of(command, ("batch_size",))  # capacity: llama.cpp's -b is no count of sequences
+        return f"{seqs_words} on `kvcalc {name}`" + (f"; its {n_batch} is llama.cpp's n_batch" if n_batch else "")
+    return None
 
 
 def _one_line(err: Any, command_path: str | None = None) -> Any:
