@@ -450,8 +450,13 @@ class PlanRequest(NamedTuple):
             return prof.launch_line(LaunchSpec(model=model, **kw, **prof.launch_extras(model, opts, gpu, kw.get("k_dtype"))))
 
         for (k, v), w in ((kv, w) for kv in kvs for w in ws):  # refuse what the engine cannot run
-            launch(tp=1, pp=1, dp=1, nodes=1, max_model_len=T, max_num_seqs=concurrency, k_dtype=k, v_dtype=v,
-                   weight_dtype=w, gpu_memory_utilization=knobs.gpu_memory_utilization, tensor_split=None)
+            try:
+                launch(tp=1, pp=1, dp=1, nodes=1, max_model_len=T, max_num_seqs=concurrency, k_dtype=k, v_dtype=v,
+                       weight_dtype=w, gpu_memory_utilization=knobs.gpu_memory_utilization, tensor_split=None)
+            except KvcalcError as e:  # plan's K and V are both its one --kv-dtype: name that, not --k-dtype
+                if e.field not in ("k_dtype", "v_dtype"):
+                    raise
+                raise KvcalcError(e.message, field="kv_dtype", value=e.value, form=e.form) from None
 
         if prices is not None and not isinstance(prices, dict):
             from kvcalc.load.prices import load_prices
