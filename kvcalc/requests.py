@@ -133,11 +133,15 @@ def warn_beyond_context(spec: Any, seq_lens: list[int]) -> list[int]:
         import warnings
 
         from kvcalc.errors import KvcalcWarning
+        from kvcalc.text import LISTED_NUMBERS, number_list
 
-        shown = ", ".join(f"{t:,}" for t in beyond[:4]) + (", ..." if len(beyond) > 4 else "")
         many = len(beyond) > 1
-        warnings.warn(f"context{'s' if many else ''} of {shown} tokens {'are' if many else 'is'} beyond "
-                      f"{spec.name}'s {spec.context_limit_label}; the model was not trained for it and engines refuse it",
+        them = "them" if many else "it"
+        count = f"the {len(beyond):,} " if len(beyond) > LISTED_NUMBERS else ""  # the list says "..."
+        warnings.warn(f"{count}context{'s' if many else ''} of {number_list(beyond)} tokens "
+                      f"{'are' if many else 'is'} beyond "
+                      f"{spec.name}'s {spec.context_limit_label}; the model was not trained for {them} "
+                      f"and engines refuse {them}",
                       KvcalcWarning, stacklevel=3)
     return beyond
 
