@@ -26,8 +26,9 @@ _CONSOLE: list[type] = []
 
 
 def console(**kwargs: Any) -> Any:
-    """A rich `Console(**kwargs)` whose closed pipe ends the run as every other one does
-    (`reader_gone`: exit `CLOSED_PIPE_EXIT`); rich's own `Console.on_broken_pipe` would exit 1.
+    """A rich `Console(**kwargs)` whose closed pipe raises `BrokenPipeError`, which ends the run
+    as every other one does (`ClosedPipeExits`: exit `CLOSED_PIPE_EXIT`); rich's own
+    `Console.on_broken_pipe` would exit 1.
     The class is built on first use: importing rich costs start-up time a command may not need."""
     if not _CONSOLE:
         from rich.console import Console
@@ -35,7 +36,7 @@ def console(**kwargs: Any) -> Any:
         class PipeConsole(Console):
             def on_broken_pipe(self) -> None:
                 self.quiet = True
-                reader_gone()
+                raise BrokenPipeError(32, "Broken pipe")  # to `ClosedPipeExits`, or an error line's caller
 
         _CONSOLE.append(PipeConsole)
     return _CONSOLE[0](**kwargs)
@@ -49,8 +50,11 @@ def fail(message: str, code: int = 2) -> None:
     from rich.markup import escape
 
     con = _err_console()
-    for line in message_lines(message):
-        con.print(f"[red]error:[/red] {escape(line)}", markup=True)  # escape: "kvcalc[measure]" is not markup
+    try:
+        for line in message_lines(message):
+            con.print(f"[red]error:[/red] {escape(line)}", markup=True)  # escape: "kvcalc[measure]" is not markup
+    except BrokenPipeError:  # the reader of stderr has gone: the error's own exit code still stands
+        silence_output()
     raise typer.Exit(code)
 
 
@@ -289,13 +293,20 @@ CLOSED_PIPE_EXIT = 128 + 13
 
 
 def reader_gone() -> None:
-    """End the run quietly because the reader of stdout (or stderr) closed the pipe: both
-    streams pointed at the null device, so that Python's last flush at exit writes nowhere
-    instead of printing "Exception ignored ... BrokenPipeError" (the recipe of Python's `signal`
-    documentation, "Note on SIGPIPE"), then `SystemExit(CLOSED_PIPE_EXIT)`. kvcalc writes to no
-    other pipe (the Hub client reports a broken connection as its own error), so a
-    `BrokenPipeError` is always its output's reader gone. Streams without a file descriptor (a
-    test runner's) are left as they are."""
+    """End the run quietly because the reader of stdout (or stderr) closed the pipe:
+    `silence_output`, then `SystemExit(CLOSED_PIPE_EXIT)`. kvcalc writes to no other pipe (the
+    Hub client reports a broken connection as its own error), so a `BrokenPipeError` is always
+    its output's reader gone. An error line that meets a closed pipe keeps its own exit code
+    (`fail`, the usage errors' `show`)."""
+    silence_output()
+    raise SystemExit(CLOSED_PIPE_EXIT)
+
+
+def silence_output() -> None:
+    """Point stdout and stderr at the null device, so that Python's last flush at exit writes
+    nowhere instead of printing "Exception ignored ... BrokenPipeError" (the recipe of Python's
+    `signal` documentation, "Note on SIGPIPE"). Streams without a file descriptor (a test
+    runner's) are left as they are."""
     try:
         devnull = os.open(os.devnull, os.O_WRONLY)
     except OSError:
@@ -307,7 +318,6 @@ def reader_gone() -> None:
             continue
         if devnull is not None:
             os.dup2(devnull, fd)
-    raise SystemExit(CLOSED_PIPE_EXIT)
 
 
 def flush_or_leave() -> None:
@@ -357,14 +367,36 @@ def usage_error_lines(err: Any, command_path: str | None = None) -> list[str]:
     opt = getattr(err, "option_name", None)  # click's NoSuchOption
     ctx = getattr(err, "ctx", None)
     if type(err).__name__ == "NoSuchOption" and opt is not None:
-        hint = count_option_hint(opt, ctx)
-        if hint:  # in place of click's "(Possible options: --batch-size, ...)"
+        typed = _typed_cluster(opt, ctx)
+        hint = None if typed else count_option_hint(opt, ctx)
+        if typed:  # `sweep -ctk`: click names the -c it read first, the user typed -ctk
+            message = f"no such option: {typed}"
+            kv = _option_of(getattr(ctx, "command", None), ("kv_dtype", "kv_dtypes"))
+            if typed in ("-ctk", "-ctv") and kv:
+                message += (f"; `kvcalc {ctx.info_name}` sets K and V together with {kv} "
+                            "(-ctk / -ctv are on estimate and capacity)")
+        elif hint:  # in place of click's "(Possible options: --batch-size, ...)"
             message = f"no such option: {opt}; {hint}"
     lines = [message[:1].lower() + message[1:]]
     path = ctx.command_path if ctx is not None else command_path
     if path:
         lines.append(f"Try '{path} --help' for help.")
     return lines
+
+
+def _typed_cluster(opt: str, ctx: Any) -> str | None:
+    """The word the user typed when click reports only its first letter as the unknown short
+    option (`-ctk` on a command without it: click reads `-c`, then `t`, `k`), from the command's
+    arguments (`LazyGroupCommand.parse_args` keeps them in `ctx.meta`); None otherwise."""
+    args = getattr(ctx, "meta", {}).get("kvcalc.args", ()) if ctx is not None else ()
+    if len(opt) != 2 or opt.startswith("--"):
+        return None
+    for token in args:
+        if token == "--":
+            break
+        if token.startswith(opt) and len(token) > 2 and token[2:].isalpha() and "=" not in token:
+            return token
+    return None
 
 
 #: the parameters that hold the number of sequences and the tokens per sequence, on the
@@ -430,6 +462,42 @@ def count_option_hint(opt: str, ctx: Any) -> str | None:
     return None
 
 
+def contradicting_options(command: Any, args: list[str]) -> str | None:
+    """What is wrong when the command line `args` (a command's own arguments) gives a flag and
+    its negation (`-kvu -no-kvu`, `--async-scheduling --no-async-scheduling`), else None. click
+    keeps the last one silently; kvcalc refuses, as it refuses `-fa off --flash-attn`, since
+    either may be the one meant. The scan follows click's parser: the token after an option that
+    takes a value is that value (`--model-name -no-kvu` sets a name), `--opt=value` and `-s8k`
+    carry their own, and nothing after `--` is an option. (An option given two values keeps
+    click's rule, the last one wins: a pasted launch line may be followed by an override.)"""
+    pairs: dict[str, tuple[str, bool]] = {}   # token -> (parameter, on / off), for flag pairs
+    takes_value: set[str] = set()             # the names of options that take a value
+    for p in getattr(command, "params", ()):
+        if getattr(p, "param_type_name", "") != "option":
+            continue
+        if getattr(p, "is_flag", False) or getattr(p, "count", False):
+            if getattr(p, "secondary_opts", None):
+                pairs |= {o: (p.name, True) for o in p.opts} | {o: (p.name, False) for o in p.secondary_opts}
+            continue
+        takes_value |= set(p.opts)
+    seen: dict[str, str] = {}  # parameter -> the first token that set it, for each state
+    i = 0
+    while i < len(args):
+        token = args[i]
+        i += 1
+        if token == "--":
+            break
+        if token in pairs:
+            param, state = pairs[token]
+            other = seen.get(f"{param}:{not state}")
+            if other is not None:
+                return f"{other} and {token} disagree; give one of them"
+            seen.setdefault(f"{param}:{state}", token)
+        elif token in takes_value:
+            i += 1  # its value, whatever it looks like (`--opt=value`, `-s8k`: one token, no match above)
+    return None
+
+
 def _one_line(err: Any, command_path: str | None = None) -> Any:
     """`err` (a click `UsageError`) with a `show` that prints `usage_error_lines`: the problem in
     red after `error:` on stderr, then the hint. click's `NoArgsIsHelpError` (`kvcalc` with no
@@ -442,9 +510,12 @@ def _one_line(err: Any, command_path: str | None = None) -> Any:
 
         con = _err_console()
         first, *rest = usage_error_lines(err, command_path)
-        con.print(f"[red]error:[/red] {escape(first)}", markup=True)
-        for line in rest:
-            typer.echo(line, err=True)
+        try:
+            con.print(f"[red]error:[/red] {escape(first)}", markup=True)
+            for line in rest:
+                typer.echo(line, err=True)
+        except BrokenPipeError:  # the reader of stderr has gone: click still exits 2
+            silence_output()
 
     err.show = show
     err._kvcalc_one_line = True
