@@ -340,12 +340,16 @@ class CapacityRequest(NamedTuple):
               options: Any = None) -> CapacityRequest:
         """Resolve the engine (name or alias) and its KV formats: no `kv_dtype` (or 'auto') is
         the engine's default dtype (`EngineProfile.kv_formats`). Raises `KvcalcError` for an
-        unknown engine or format, or options of another engine."""
+        unknown engine or format, options of another engine, or a `kv_dtype` that `k_dtype` and
+        `v_dtype` together override (`formats.refuse_unused_kv_dtype`)."""
         from kvcalc.engines.profile import get_profile
         from kvcalc.units import check_bound
 
+        from kvcalc.formats import refuse_unused_kv_dtype
+
         check_positive(tp=tp, max_model_len=max_model_len, concurrency=concurrency)
         check_bound("kv_memory_bytes", kv_memory_bytes)
+        refuse_unused_kv_dtype(kv_dtype, k_dtype, v_dtype)
         prof = get_profile(engine)
         check_option_bounds(prof.options(options))
         choice = prof.kv_formats(model, kv_dtype, k_dtype, v_dtype, options)

@@ -17,7 +17,7 @@ from typing import Any, ClassVar
 from kvcalc.engines import canonical, ideal, launch, llamacpp, sglang, vllm
 from kvcalc.results import EngineResult
 from kvcalc.errors import KvcalcError
-from kvcalc.formats import StorageFormat, kv_format, refuse_unused_kv_dtype, storage_format
+from kvcalc.formats import StorageFormat, kv_format, storage_format
 from kvcalc.schema import ModelSpec
 
 # ----- options: one frozen dataclass per engine -------------------------------------------
@@ -217,10 +217,8 @@ class EngineProfile:
                    v_dtype: str | None = None, options: Any = None) -> KvChoice:
         """The K and V formats and their label. No `kv_dtype` (or 'auto') is the engine's default
         (`default_kv_dtype`), labelled 'auto (...)'; `k_dtype` / `v_dtype` override either side.
-        Raises `KvcalcError` (an `UnknownNameError`) for a format kvcalc does not know, in
-        the engine's own words (`check_kv_formats`) for one the engine has no cache type for, and
-        for a `kv_dtype` that `k_dtype` and `v_dtype` together override (`refuse_unused_kv_dtype`)."""
-        refuse_unused_kv_dtype(kv_dtype, k_dtype, v_dtype)
+        Raises `KvcalcError` (an `UnknownNameError`) for a format kvcalc does not know, and, in
+        the engine's own words (`check_kv_formats`), for one the engine has no cache type for."""
         options = self.options(options)
         default, label = self.default_kv_dtype(model, options)
         base = (kv_dtype or "auto").strip()
