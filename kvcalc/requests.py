@@ -343,9 +343,8 @@ class CapacityRequest(NamedTuple):
         unknown engine or format, options of another engine, or a `kv_dtype` that `k_dtype` and
         `v_dtype` together override (`formats.refuse_unused_kv_dtype`)."""
         from kvcalc.engines.profile import get_profile
-        from kvcalc.units import check_bound
-
         from kvcalc.formats import refuse_unused_kv_dtype
+        from kvcalc.units import check_bound
 
         check_positive(tp=tp, max_model_len=max_model_len, concurrency=concurrency)
         check_bound("kv_memory_bytes", kv_memory_bytes)

@@ -110,8 +110,8 @@ def test_plan_seq_len_list_is_refused_the_same_way(cli):
 
 @pytest.mark.parametrize("flag", ["--async-scheduling", "--no-async-scheduling"])
 @pytest.mark.parametrize("version,why", [
-    (["--vllm-version", "0.11"], "vLLM 0.11 holds --max-num-batched-tokens in flight for a sliding-window "
-                                 "request either way (SlidingWindowSpec.max_memory_usage_bytes)"),
+    (["--vllm-version", "0.11"], ("vLLM 0.11 holds --max-num-batched-tokens in flight for a sliding-window "
+                                  "request either way (SlidingWindowSpec.max_memory_usage_bytes)")),
     (["--vllm-v0"], "vLLM 0.6 (the V0 engine) keeps sliding-window layers at full length, with no tokens in flight"),
 ])
 def test_async_scheduling_only_on_033(cli, flag, version, why):

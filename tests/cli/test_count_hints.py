@@ -18,8 +18,8 @@ C = "-c is llama.cpp's --ctx-size (n_ctx: `kvcalc capacity --engine llamacpp -c`
 @pytest.mark.parametrize("args,hint", [
     (["plan", "llama-3.1-8b", "-b", "3"], f"-b; {B}; the number of sequences is --concurrency"),
     (["capacity", "llama-3.1-8b", "--batch", "3"],
-     "--batch; the number of sequences is --concurrency on `kvcalc capacity`; "
-     "its --batch-size (-b) is llama.cpp's n_batch"),
+     ("--batch; the number of sequences is --concurrency on `kvcalc capacity`; "
+      "its --batch-size (-b) is llama.cpp's n_batch")),
     (["plan", "llama-3.1-8b", "--batch", "3"], "--batch; the number of sequences is --concurrency on `kvcalc plan`"),
     (["estimate", "llama-3.1-8b", "--concurrency", "3"],
      "--concurrency; the number of sequences is --batch on `kvcalc estimate`"),
@@ -32,8 +32,8 @@ C = "-c is llama.cpp's --ctx-size (n_ctx: `kvcalc capacity --engine llamacpp -c`
     (["plan", "llama-3.1-8b", "-c", "64"],
      f"-c; {C}; a context length is --seq-len (-s), the number of sequences --concurrency"),
     (["sweep", "llama-3.1-8b", "--ctx-size", "4096"],
-     "--ctx-size; --ctx-size is llama.cpp's n_ctx (`kvcalc capacity --engine llamacpp --ctx-size`); "
-     "a context length is --seq-len (-s), the number of sequences --batch"),
+     ("--ctx-size; --ctx-size is llama.cpp's n_ctx (`kvcalc capacity --engine llamacpp --ctx-size`); "
+      "a context length is --seq-len (-s), the number of sequences --batch")),
     (["models", "-b", "2"], f"-b; {B}; `kvcalc models` takes no number of sequences"),
 ])
 def test_the_hint_names_this_commands_option(cli, args, hint):

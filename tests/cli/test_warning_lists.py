@@ -35,8 +35,8 @@ def test_sweep_drop_warning_is_short_and_whole(cli):
     r = cli("sweep", "llama-3.1-8b", "-s", CONTEXTS, "--batch", "1,2,4,8", "--gpu", "h100-sxm", "-f", "json")
     assert r.exit_code == 0
     warnings = [line for line in r.stderr.splitlines() if line.startswith("warning:")]
-    assert warnings == ["warning: dropped the 271 contexts of 132,096, 133,120, 134,144, ..., 408,576 tokens: "
-                        "beyond llama-3.1-8b's max_position_embeddings (131,072); --beyond-context keeps them"]
+    assert warnings == [("warning: dropped the 271 contexts of 132,096, 133,120, 134,144, ..., 408,576 tokens: "
+                         "beyond llama-3.1-8b's max_position_embeddings (131,072); --beyond-context keeps them")]
     assert len(warnings[0]) < MESSAGE_LINE_CHARS // 5 and "…" not in warnings[0]
 
 
