@@ -68,3 +68,13 @@ def test_every_hint_names_an_option_the_command_has(cli, name):
     else:
         assert f"`kvcalc {name}` takes no number of sequences" in first
         assert not command_options(name) & {"--batch", "--concurrency"}
+
+
+def test_a_word_click_reads_as_its_first_letter_is_named_as_typed(cli):
+    """`sweep -ctk fp16`: click reports `-c` (it reads -c, t, k), which is not what was typed."""
+    r = cli("sweep", "llama-3.1-8b", "-ctk", "fp16")
+    assert r.exit_code == 2
+    assert r.output.splitlines()[0] == ("error: no such option: -ctk; `kvcalc sweep` sets K and V together with "
+                                        "--kv-dtype (-ctk / -ctv are on estimate and capacity)")
+    r = cli("models", "-ctv", "fp16")
+    assert r.output.splitlines()[0] == "error: no such option: -ctv"
