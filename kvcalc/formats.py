@@ -362,6 +362,17 @@ def _scale_key(name: str) -> str:
     return ALIASES.get(key, key)
 
 
+def refuse_unused_kv_dtype(kv_dtype: str | None, k_dtype: str | None, v_dtype: str | None) -> None:
+    """Raise `KvcalcError` (field `kv_dtype`) when `kv_dtype` (K and V's format; None or 'auto':
+    not given) is given beside both `k_dtype` and `v_dtype`: it would set neither side and be
+    ignored (`--kv-dtype fp8 -ctk fp16 -ctv fp16`), so which one was meant is not guessed.
+    One side given (`--kv-dtype fp8 -ctk fp16`: K fp16, V fp8) is a real choice and passes."""
+    if kv_dtype is None or k_dtype is None or v_dtype is None or str(kv_dtype).strip().lower() == "auto":
+        return
+    raise KvcalcError(f"--k-dtype (-ctk) {k_dtype} and --v-dtype (-ctv) {v_dtype} set both K and V, so it would "
+                      "be ignored; give --kv-dtype alone, or --k-dtype and --v-dtype", field="kv_dtype", value=kv_dtype)
+
+
 def kv_format(name: str | StorageFormat, quant_group_size: int | None = None,
               scale_dtype: str | None = None, *, field: str | None = "kv_dtype") -> StorageFormat:
     """`storage_format` for a KV cache: also raises `KvcalcError` for a weight-only format

@@ -15,7 +15,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, NamedTuple
 
-from kvcalc.errors import MESSAGE, KvcalcError
+from kvcalc.errors import MESSAGE, OPTION, OPTION_SAYS, KvcalcError
 
 # ----- checks shared by every entry point -------------------------------------------------
 
@@ -101,9 +101,11 @@ def kv_format_names(model: Any, kv_dtype: str | None, k_dtype: str | None, v_dty
                     quant_group_size: int | None = None, scale_dtype: str | None = None) -> tuple[str, str]:
     """(K format name, V format name); default the model's dtype. Group options are folded into
     the name (`int4:g64:fp32`) so results say what was used. Raises `KvcalcError` for an unknown
-    format or a group option the format cannot take."""
-    from kvcalc.formats import kv_format
+    format, a group option the format cannot take, or a `kv_dtype` that `k_dtype` and `v_dtype`
+    together override (`formats.refuse_unused_kv_dtype`)."""
+    from kvcalc.formats import kv_format, refuse_unused_kv_dtype
 
+    refuse_unused_kv_dtype(kv_dtype, k_dtype, v_dtype)
     base, base_field = (kv_dtype, "kv_dtype") if kv_dtype is not None else (model.dtype, None)
     k = kv_format(k_dtype if k_dtype is not None else base, quant_group_size, scale_dtype,
                   field="k_dtype" if k_dtype is not None else base_field)
@@ -133,11 +135,15 @@ def warn_beyond_context(spec: Any, seq_lens: list[int]) -> list[int]:
         import warnings
 
         from kvcalc.errors import KvcalcWarning
+        from kvcalc.text import LISTED_NUMBERS, number_list
 
-        shown = ", ".join(f"{t:,}" for t in beyond[:4]) + (", ..." if len(beyond) > 4 else "")
         many = len(beyond) > 1
-        warnings.warn(f"context{'s' if many else ''} of {shown} tokens {'are' if many else 'is'} beyond "
-                      f"{spec.name}'s {spec.context_limit_label}; the model was not trained for it and engines refuse it",
+        them = "them" if many else "it"
+        count = f"the {len(beyond):,} " if len(beyond) > LISTED_NUMBERS else ""  # the list says "..."
+        warnings.warn(f"{count}context{'s' if many else ''} of {number_list(beyond)} tokens "
+                      f"{'are' if many else 'is'} beyond "
+                      f"{spec.name}'s {spec.context_limit_label}; the model was not trained for {them} "
+                      f"and engines refuse {them}",
                       KvcalcWarning, stacklevel=3)
     return beyond
 
@@ -334,12 +340,15 @@ class CapacityRequest(NamedTuple):
               options: Any = None) -> CapacityRequest:
         """Resolve the engine (name or alias) and its KV formats: no `kv_dtype` (or 'auto') is
         the engine's default dtype (`EngineProfile.kv_formats`). Raises `KvcalcError` for an
-        unknown engine or format, or options of another engine."""
+        unknown engine or format, options of another engine, or a `kv_dtype` that `k_dtype` and
+        `v_dtype` together override (`formats.refuse_unused_kv_dtype`)."""
         from kvcalc.engines.profile import get_profile
+        from kvcalc.formats import refuse_unused_kv_dtype
         from kvcalc.units import check_bound
 
         check_positive(tp=tp, max_model_len=max_model_len, concurrency=concurrency)
         check_bound("kv_memory_bytes", kv_memory_bytes)
+        refuse_unused_kv_dtype(kv_dtype, k_dtype, v_dtype)
         prof = get_profile(engine)
         check_option_bounds(prof.options(options))
         choice = prof.kv_formats(model, kv_dtype, k_dtype, v_dtype, options)
@@ -361,12 +370,24 @@ def run_capacity(req: CapacityRequest) -> Any:
 # ----- plan -------------------------------------------------------------------------------
 
 
-def _names(value: Any) -> list[str] | None:
-    """A comma list (or a list of names) as names; None for None or 'all'."""
+def _names(value: Any, option: str) -> list[str] | None:
+    """A comma list (or a list of names) as names; None for None, an empty list or 'all'.
+    Raises `KvcalcError` naming `option` for an empty item (`h100-sxm,,h200`, `h100-sxm,`, '';
+    for --gpu also an empty device of `a+b`),
+    as `units.parse_counts` refuses `8k,,32k`: a stray comma is no request for every GPU."""
     if value is None:
         return None
     items = value.split(",") if isinstance(value, str) else [str(v) for v in value]
-    items = [v.strip() for v in items if v.strip()]
+    parts = [p for v in items for p in v.split("+")] if option == "--gpu" else items  # a+b: devices of one layout
+    if isinstance(value, str) and not value.strip():
+        raise KvcalcError(f"is empty; give names separated by commas, or leave {option} out for the default",
+                          option=option, form=OPTION_SAYS)
+    if any(not p.strip() for p in parts):
+        from kvcalc.text import excerpt
+
+        raise KvcalcError(f"'{excerpt(value if isinstance(value, str) else ','.join(items))}' has an empty item; "
+                          "write values separated by single commas", option=option, form=OPTION)
+    items = [v.strip() for v in items]
     return None if not items or [v.lower() for v in items] == ["all"] else items
 
 
@@ -428,7 +449,7 @@ class PlanRequest(NamedTuple):
         knobs.check()
 
         choices, table = [], gpu_table()
-        for name in _names(gpus) or list(table):
+        for name in _names(gpus, "--gpu") or list(table):
             parts = [p.strip() for p in name.split("+")]
             devices = tuple(get_gpu(p) for p in parts if p)
             fixed = len(devices) > 1
@@ -442,16 +463,21 @@ class PlanRequest(NamedTuple):
             raise KvcalcError("--gpu: no GPU to search")
 
         kv_default, w_default, fp8_only = prof.plan_formats(model)
-        kvs = tuple((kv_format(n).name,) * 2 for n in (_names(kv_dtypes) or kv_default))
-        ws = tuple(None if n is None else weight_format(n).name for n in (_names(weight_dtypes) or w_default))
+        kvs = tuple((kv_format(n).name,) * 2 for n in (_names(kv_dtypes, "--kv-dtype") or kv_default))
+        ws = tuple(None if n is None else weight_format(n).name for n in (_names(weight_dtypes, "--weight-dtype") or w_default))
         kvs, ws = tuple(dict.fromkeys(kvs)), tuple(dict.fromkeys(ws))
 
         def launch(gpu: Any = None, **kw: Any) -> str | None:
             return prof.launch_line(LaunchSpec(model=model, **kw, **prof.launch_extras(model, opts, gpu, kw.get("k_dtype"))))
 
         for (k, v), w in ((kv, w) for kv in kvs for w in ws):  # refuse what the engine cannot run
-            launch(tp=1, pp=1, dp=1, nodes=1, max_model_len=T, max_num_seqs=concurrency, k_dtype=k, v_dtype=v,
-                   weight_dtype=w, gpu_memory_utilization=knobs.gpu_memory_utilization, tensor_split=None)
+            try:
+                launch(tp=1, pp=1, dp=1, nodes=1, max_model_len=T, max_num_seqs=concurrency, k_dtype=k, v_dtype=v,
+                       weight_dtype=w, gpu_memory_utilization=knobs.gpu_memory_utilization, tensor_split=None)
+            except KvcalcError as e:  # plan's K and V are both its one --kv-dtype: name that, not --k-dtype
+                if e.field not in ("k_dtype", "v_dtype"):
+                    raise
+                raise KvcalcError(e.message, field="kv_dtype", value=e.value, form=e.form) from None
 
         if prices is not None and not isinstance(prices, dict):
             from kvcalc.load.prices import load_prices
@@ -463,7 +489,7 @@ class PlanRequest(NamedTuple):
             prices = check_prices(prices, [*table, *(g.key for c in choices for g in c.devices)])
         search = P.PlanSearch(
             model=model, seq_len=T, concurrency=concurrency, gpus=tuple(choices), kv_dtypes=kvs, weight_dtypes=ws,
-            fp8_only=fp8_only, gate_kv=not _names(kv_dtypes), gate_weights=not _names(weight_dtypes), targets=P.PlanTargets(max_tpot_ms, min_tokens_per_s, max_ttft_s), knobs=knobs,
+            fp8_only=fp8_only, gate_kv=not _names(kv_dtypes, "--kv-dtype"), gate_weights=not _names(weight_dtypes, "--weight-dtype"), targets=P.PlanTargets(max_tpot_ms, min_tokens_per_s, max_ttft_s), knobs=knobs,
             max_gpus=max_gpus, gpus_per_node=node, layer_split=prof.plan_layer_split, prices=prices or {},
             top=top, why_not=why_not, engine=prof.name, launch=launch, engine_kv=prof.plan_engine_kv(model, opts))
         return cls(search=search, engine=prof.name)

@@ -10,6 +10,7 @@ use them wherever text a user file supplied reaches a terminal, a table, a CSV o
 - `excerpt`: a value as an error message may echo it: escaped, then at most `EXCERPT_CHARS`
   characters with an ellipsis (messages only: never a figure of a table).
 - `cut`: a text table cell at most `limit` characters, with an ellipsis.
+- `number_list`: whole numbers as a message lists them: at most a few, never one cut in two.
 """
 
 from __future__ import annotations
@@ -91,3 +92,19 @@ def _bounded_repr(value: Any, limit: int, depth: int = 0) -> str:
     if isinstance(value, str):
         return repr(value[:limit * 2])
     return repr(value)
+
+
+#: the most numbers one warning or error lists (`number_list`)
+LISTED_NUMBERS = 4
+
+
+def number_list(values: Any, most: int = LISTED_NUMBERS) -> str:
+    """Whole numbers as a message lists them, with thousands separators: all of them when there
+    are at most `most`, else the first `most - 1`, `...` and the last (`132,096, 133,120,
+    134,144, ..., 408,576`), so a warning about 399 contexts stays one short line and no number
+    is ever cut (`MESSAGE_LINE_CHARS` would cut a long list mid-number). The caller says how
+    many there are."""
+    shown = [f"{v:,}" for v in values]
+    if len(shown) <= most:
+        return ", ".join(shown)
+    return ", ".join(shown[:max(most - 1, 1)]) + ", ..., " + shown[-1]

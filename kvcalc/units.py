@@ -1,6 +1,7 @@
 """Parsing numbers the user types: token counts (`32k` = 32,768) and sizes (`6.51GiB`, `80GB`).
 
-GB = 10^9 bytes, GiB = 2^30 bytes; MB = 10^6, MiB = 2^20; KB = 10^3, KiB = 2^10. Token counts
+GB = 10^9 bytes, GiB = 2^30 bytes; MB = 10^6, MiB = 2^20; KB = 10^3, KiB = 2^10; TB = 10^12,
+TiB = 2^40; PB = 10^15, PiB = 2^50 (the bound of a device's memory, `MAX_DEVICE_BYTES`). Token counts
 use the binary k that context lengths are named by (`32k` = 32,768, `128k` = 131,072).
 `parse_size` is the one rule for every size, rate and FLOP/s figure, on the command line and in
 GPU and deployment files alike (`kvcalc.schema` validates file fields through it).
@@ -131,8 +132,8 @@ def check_bound(name: str | None, value: int | None, *, option: str | None = Non
 
 SIZE_UNITS: dict[str, int] = {
     "": 1, "b": 1,
-    "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12,
-    "kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40,
+    "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12, "pb": 10**15,
+    "kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40, "pib": 2**50,
 }
 
 
@@ -199,7 +200,7 @@ def parse_size(text: str | int | float, what: str | None = "size", *, allow_zero
     `1_000_000`, `1,048,576` or a YAML int / float.
 
     Parsed exactly with `Decimal` (never float: `2.01GB` is 2,010,000,000 B). A figure with a
-    prefixed unit (KB ... TiB) is floored to whole bytes (`6.51GiB` = 6,990,059,274.24 ->
+    prefixed unit (KB ... PiB) is floored to whole bytes (`6.51GiB` = 6,990,059,274.24 ->
     6,990,059,274, as vLLM's two-decimal GiB figures need); one without a unit, or in plain
     bytes (`B`), must be a whole number (`1.5B` is refused, not 1 byte), and without a unit it
     must be at least `min_unitless` (1 MiB where memory is meant: `--kv-memory 6.5` is refused
@@ -208,7 +209,8 @@ def parse_size(text: str | int | float, what: str | None = "size", *, allow_zero
     `3.35TB/s`, `768GB/s` or `768e9`) or 'flops_per_s' (`FLOPS_UNITS`: `989.4TFLOPS`, `989.4e12`).
 
     Raises `KvcalcError` (`option=what`, its message without the option in `.message`) for
-    anything else, a negative or zero size, or one past `MAX_QUANTITY`.
+    anything else, a negative or zero size ("must be positive, got -1GiB": a size with a minus
+    sign is a size, just not a positive one), or one past `MAX_QUANTITY`.
     """
     noun, units, suffixes = _KINDS[kind]
     if isinstance(text, bool) or not isinstance(text, (str, int, float)):
@@ -216,6 +218,9 @@ def parse_size(text: str | int | float, what: str | None = "size", *, allow_zero
         raise KvcalcError(f"{shown} is not a {noun} (write {_EXAMPLES[kind]})", option=what, value=text, form=OPTION)
     s = repr(text) if isinstance(text, float) else str(text)  # repr: the shortest decimal of a YAML float
     s = s.strip().replace("_", "")
+    negative = s.startswith("-")  # -1GiB is a size, and not a positive one: said so once it reads as a size
+    if negative:
+        s = s[1:]
     if "," in s:  # thousands separators only: "1,5GiB" is not 15 GiB
         m = _THOUSANDS.match(s)
         if not m:
@@ -237,6 +242,8 @@ def parse_size(text: str | int | float, what: str | None = "size", *, allow_zero
         dec.traps[Overflow] = False  # a figure past 10^100,000 (100,002 digits) is Infinity: refused below
         number = Decimal(m.group(1)).scaleb(int(m.group(2) or 0))
         exact = number * units[unit] if number <= MAX_QUANTITY else number
+    if negative and exact != 0:
+        raise KvcalcError(f"must be positive, got {text}", option=what, value=text, form=OPTION_SAYS)
     if exact > MAX_QUANTITY:  # before any int(): 1e9999 must not build a 9,999-digit number
         raise KvcalcError(f"'{text}' is beyond what kvcalc sizes (at most 10^21)", option=what, value=text, form=OPTION)
     count = _COUNTED[kind]
@@ -289,7 +296,7 @@ def _unit(written: str, units: dict[str, int], suffixes: tuple[str, ...]) -> str
 def _not_a(text: Any, written: str, number: str, noun: str, kind: str) -> str:
     """The message for text that is not a `noun`: a bare prefix (`24G`) gets a did-you-mean."""
     bare = written.lower()
-    if kind == "bytes" and number and bare in ("k", "m", "g", "t", "ki", "mi", "gi", "ti"):
-        p = bare[0].upper()  # k, m, g, t -> KB / KiB, MB / MiB, ...
+    if kind == "bytes" and number and bare in ("k", "m", "g", "t", "p", "ki", "mi", "gi", "ti", "pi"):
+        p = bare[0].upper()  # k, m, g, t, p -> KB / KiB, MB / MiB, ...
         return f"'{text}' is not a size; did you mean {number}{p}B or {number}{p}iB?"
     return f"'{text}' is not a {noun} (write {_EXAMPLES[kind]})"

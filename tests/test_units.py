@@ -45,7 +45,7 @@ def test_parse_size(text, n):
 
 
 @pytest.mark.parametrize("text,needle", [
-    ("0", "size must be positive, got 0"), ("80 GBs", "'80 GBs' is not a size"), ("-1GB", "'-1GB' is not a size"),
+    ("0", "size must be positive, got 0"), ("80 GBs", "'80 GBs' is not a size"), ("-1GB", "size must be positive, got -1GB"),
     ("GiB", "'GiB' is not a size"), ("1.2.3GB", "'1.2.3GB' is not a size"),
 ])
 def test_parse_size_refuses(text, needle):

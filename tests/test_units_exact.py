@@ -24,7 +24,7 @@ def test_integers_pass_through():
         parse_size(80)  # a bare number under 1 MiB is a unit left off
     with pytest.raises(KvcalcError, match="^--seq-len must be a positive integer, got 0$"):
         parse_count(0)
-    with pytest.raises(KvcalcError, match="^size: '-1' is not a size"):
+    with pytest.raises(KvcalcError, match="^size must be positive, got -1$"):
         parse_size(-1)
 
 

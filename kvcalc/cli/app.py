@@ -18,7 +18,7 @@ from typing import Annotated
 import typer
 
 from kvcalc.cli.lazy import LazyCommand, lazy_group
-from kvcalc.cli.output import _STATE, OneLineUsageErrors
+from kvcalc.cli.output import _STATE, ClosedPipeExits, OneLineUsageErrors
 
 #: every command, in the order of `kvcalc --help`: name, "module:function", the first paragraph
 #: of the function's docstring (a test checks it against the docstring).
@@ -50,9 +50,10 @@ COMMANDS = (
 )
 
 
-class KvcalcGroup(OneLineUsageErrors, lazy_group(COMMANDS)):
-    """The app's click group: commands load when they run (`COMMANDS`), and usage errors print
-    as one line plus the hint."""
+class KvcalcGroup(ClosedPipeExits, OneLineUsageErrors, lazy_group(COMMANDS)):
+    """The app's click group: commands load when they run (`COMMANDS`), usage errors print
+    as one line plus the hint, and a reader that closes the pipe ends the run quietly
+    (`output.ClosedPipeExits`)."""
 
 
 def _version(value: bool) -> None:
@@ -98,11 +99,19 @@ def _interrupted(signum: int, frame: object) -> None:
 
 
 def main() -> None:
-    """Console entry point; `--debug` anywhere on the line turns on tracebacks; Ctrl-C exits 130."""
+    """Console entry point; `--debug` anywhere on the line turns on tracebacks; Ctrl-C exits 130;
+    a reader that closes the pipe early (`kvcalc plan ... | head -1`) ends the run with no
+    message and exit 141 (`output.CLOSED_PIPE_EXIT`), whichever command or `--help` was writing,
+    and also when only the last flush of the output finds the pipe closed."""
     import signal
+
+    from kvcalc.cli.output import flush_or_leave
 
     signal.signal(signal.SIGINT, _interrupted)
     if "--debug" in sys.argv[1:]:
         sys.argv.remove("--debug")
         os.environ["KVCALC_DEBUG"] = "1"
-    app()
+    try:
+        app()
+    finally:  # app() ends in SystemExit; output still buffered is written here, not at interpreter exit
+        flush_or_leave()

@@ -105,7 +105,18 @@ class HelpAsGiven:
 
 
 class LazyGroupCommand(HelpAsGiven, TyperCommand):
-    """The click command class of a `LazyCommand`: typer's, with `--help` as `HelpAsGiven` makes it."""
+    """The click command class of a `LazyCommand`: typer's, with `--help` as `HelpAsGiven` makes
+    it, and an option set twice in ways that disagree (`-kvu -no-kvu`) refused as a usage error
+    (`output.contradicting_options`) where click would keep the last one."""
+
+    def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
+        from kvcalc.cli.output import _UsageError, contradicting_options
+
+        ctx.meta["kvcalc.args"] = tuple(args)  # for a usage error's hint (`output.usage_error_lines`)
+        problem = contradicting_options(self, args)
+        if problem:
+            raise _UsageError(problem, ctx=ctx)
+        return super().parse_args(ctx, args)
 
 
 class _Commands(MutableMapping):

@@ -77,11 +77,10 @@ SeqLenOpt = Annotated[Optional[str], typer.Option(*SEQ_LEN_NAMES, help="Tokens p
 #: --batch-size (n_batch, prompt tokens per step) and -c its --ctx-size (n_ctx), both in
 #: `capacity --engine llamacpp`, never kvcalc's --batch (sequences) or --concurrency. A command
 #: without them answers `-b` / `-c` with this hint (`output.usage_error_lines`). One flag means one
-#: thing on every command (tests/cli/test_flag_meanings.py walks them all).
-LLAMACPP_SHORT_OPTIONS = {"-b": "llama.cpp's --batch-size (n_batch: `kvcalc capacity --engine llamacpp -b`); "
-                                "the number of sequences is --batch",
-                          "-c": "llama.cpp's --ctx-size (n_ctx: `kvcalc capacity --engine llamacpp -c`); "
-                                "the number of sequences is --batch (plan, capacity: --concurrency)"}
+#: thing on every command (tests/cli/test_flag_meanings.py walks them all). The hint goes on to
+#: name the command's own option (`output.count_option_hint`).
+LLAMACPP_SHORT_OPTIONS = {"-b": "llama.cpp's --batch-size (n_batch: `kvcalc capacity --engine llamacpp -b`)",
+                          "-c": "llama.cpp's --ctx-size (n_ctx: `kvcalc capacity --engine llamacpp -c`)"}
 
 BatchOpt = Annotated[int, typer.Option("--batch", "--max-num-seqs", "--parallel", "-np", help="Sequences in the batch (per DP replica; vLLM --max-num-seqs, llama.cpp -np). Not -b: that is llama.cpp's --batch-size (prompt tokens per step, which does not change the KV cache).")]
 
@@ -372,7 +371,7 @@ class VllmFlags(OptionGroup):
     vllm_version: Annotated[str, typer.Option("--vllm-version", callback=lower_choice, help=f"vLLM release modelled: {engine_defaults.VLLM_VERSION} (current, default), 0.11, or 0.6 (the V0 engine, as --vllm-v0).")] = engine_defaults.VLLM_VERSION
     disable_hybrid: Annotated[bool, typer.Option("--disable-hybrid-kv-cache-manager", help="vLLM: sliding-window layers keep every token (no hybrid allocator).")] = False
     max_num_batched_tokens: Annotated[int, typer.Option("--max-num-batched-tokens", help="vLLM: sizes sliding-window pages in the concurrency figure.")] = engine_defaults.VLLM_MAX_NUM_BATCHED_TOKENS
-    async_scheduling: Annotated[bool, typer.Option("--async-scheduling/--no-async-scheduling", help="vLLM 0.33: two batches in flight (on by default in `vllm serve`), held by sliding-window requests.")] = True
+    async_scheduling: Annotated[Optional[bool], typer.Option("--async-scheduling/--no-async-scheduling", help="vLLM 0.33: two batches in flight (on by default in `vllm serve`), held by sliding-window requests.")] = None
     attention_backend: Annotated[Optional[str], typer.Option("--attention-backend", help="vLLM attention backend (VLLM_ATTENTION_BACKEND): FLASHMLA, CUTLASS_MLA, FLASHINFER_MLA, TRITON_MLA set an MLA model's block size. Default: the GPU's (--gpu; else Hopper is assumed).")] = None
     allow_long_max_model_len: Annotated[bool, typer.Option("--allow-long-max-model-len", help=f"vLLM's {ALLOW_LONG_ENV}=1 (also read from the environment): a --max-model-len past the model's limit warns instead of being refused.")] = False
     prefix_caching: Annotated[Optional[bool], typer.Option("--enable-prefix-caching/--no-enable-prefix-caching", help="vLLM prefix caching (default: the version's; 0.33 on, which puts hybrid Mamba models' cache in 'align' mode).")] = None
@@ -384,7 +383,8 @@ class VllmFlags(OptionGroup):
         `vendor` ('nvidia', 'amd'; None: unknown); VLLM_ALLOW_CHUNKED_LOCAL_ATTN_WITH_HYBRID_KV_CACHE
         is read from the environment.
         Raises `KvcalcError` for --swap-space without V0, --vllm-v0 beside another
-        --vllm-version, or a version kvcalc does not model."""
+        --vllm-version, --async-scheduling / --no-async-scheduling on a version other than 0.33
+        (the only one whose KV figures it changes), or a version kvcalc does not model."""
         import os
 
         from kvcalc.engines.profile import VllmOptions
@@ -400,10 +400,18 @@ class VllmFlags(OptionGroup):
         if swap_bytes and version != "0.6":
             raise KvcalcError("--swap-space is vLLM V0's CPU swap (# CPU blocks); V1 and the other engines have none: "
                               "add --engine vllm --vllm-version 0.6, or drop --swap-space")
+        if self.async_scheduling is not None and version != "0.33":  # vllm.in_flight_tokens: 0.33's rule only
+            why = ("holds --max-num-batched-tokens in flight for a sliding-window request either way "
+                   "(SlidingWindowSpec.max_memory_usage_bytes)" if version == "0.11" else
+                   "(the V0 engine) keeps sliding-window layers at full length, with no tokens in flight")
+            raise KvcalcError(f"applies to --vllm-version 0.33 only (two batches in flight); vLLM {version} {why}: "
+                              "drop it, or give --vllm-version 0.33",
+                              option="--async-scheduling" if self.async_scheduling else "--no-async-scheduling",
+                              form=OPTION_SAYS)
         allow_long = self.allow_long_max_model_len or os.environ.get(ALLOW_LONG_ENV, "0").strip().lower() in ("1", "true")
         return VllmOptions(block_size=self.block_size, hybrid_allocator=not self.disable_hybrid,
                            max_num_batched_tokens=self.max_num_batched_tokens, version=version,
-                           swap_space_bytes=swap_bytes, async_scheduling=self.async_scheduling,
+                           swap_space_bytes=swap_bytes, async_scheduling=self.async_scheduling is not False,
                            attention_backend=self.attention_backend, compute_capability=compute_capability,
                            allow_long_max_model_len=allow_long, vendor=vendor, prefix_caching=self.prefix_caching,
                            chunked_local_hybrid=_env_flag(CHUNKED_HYBRID_ENV))
@@ -449,7 +457,8 @@ class LlamacppFlags(OptionGroup):
     def to_options(self) -> "LlamacppOptions":
         """The engine's options: --tensor-split and --ctx-size parsed (0: the training context),
         --gpus defaulting to the split's length, --ollama meaning the legacy log lines, -fa /
-        --flash-attn as one value. Raises `KvcalcError`."""
+        --flash-attn as one value. Raises `KvcalcError`, also for -kvu / -no-kvu with the legacy
+        llama.cpp or --ollama (one unified cache there: the flag would change nothing)."""
         from kvcalc.engines.profile import LlamacppOptions
         from kvcalc.units import parse_count
 
@@ -458,6 +467,12 @@ class LlamacppFlags(OptionGroup):
             raise KvcalcError(f"'{self.fa}' is not on, off or auto (llama.cpp's values)", option="-fa", value=self.fa)
         if self.fa == "off" and self.flash_attn:
             raise KvcalcError("--flash-attn and -fa off disagree; give one of them", option="-fa", value=self.fa)
+        legacy = self.ollama or self.llamacpp_version == "legacy"
+        if legacy and self.kv_unified is not None:  # llamacpp.resolve_context: legacy is one unified cache
+            raise KvcalcError(f"applies to --llamacpp-version current only; the legacy llama.cpp"
+                              f"{' of ollama' if self.ollama else ''} keeps one unified cache of n_ctx cells for "
+                              "every sequence whatever the flag: drop it",
+                              option="--kv-unified" if self.kv_unified else "--no-kv-unified", form=OPTION_SAYS)
         if self.llamacpp_tool not in LLAMACPP_TOOLS:
             raise KvcalcError(f"use one of {', '.join(LLAMACPP_TOOLS)}, not '{self.llamacpp_tool}'",
                               option="--llamacpp-tool", value=self.llamacpp_tool)

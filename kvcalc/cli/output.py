@@ -12,6 +12,7 @@ from __future__ import annotations
 import functools
 import os
 import stat
+import sys
 from pathlib import Path
 from typing import Any, Callable
 
@@ -21,18 +22,39 @@ from kvcalc.errors import KvcalcError
 
 _STATE = {"debug": bool(os.environ.get("KVCALC_DEBUG"))}
 
-def _err_console():
-    from rich.console import Console
+_CONSOLE: list[type] = []
 
-    return Console(stderr=True, highlight=False, soft_wrap=True)
+
+def console(**kwargs: Any) -> Any:
+    """A rich `Console(**kwargs)` whose closed pipe raises `BrokenPipeError`, which ends the run
+    as every other one does (`ClosedPipeExits`: exit `CLOSED_PIPE_EXIT`); rich's own
+    `Console.on_broken_pipe` would exit 1.
+    The class is built on first use: importing rich costs start-up time a command may not need."""
+    if not _CONSOLE:
+        from rich.console import Console
+
+        class PipeConsole(Console):
+            def on_broken_pipe(self) -> None:
+                self.quiet = True
+                raise BrokenPipeError(32, "Broken pipe")  # to `ClosedPipeExits`, or an error line's caller
+
+        _CONSOLE.append(PipeConsole)
+    return _CONSOLE[0](**kwargs)
+
+
+def _err_console():
+    return console(stderr=True, highlight=False, soft_wrap=True)
 
 def fail(message: str, code: int = 2) -> None:
     """Print each line of `message` in red on stderr and exit with `code`."""
     from rich.markup import escape
 
     con = _err_console()
-    for line in message_lines(message):
-        con.print(f"[red]error:[/red] {escape(line)}", markup=True)  # escape: "kvcalc[measure]" is not markup
+    try:
+        for line in message_lines(message):
+            con.print(f"[red]error:[/red] {escape(line)}", markup=True)  # escape: "kvcalc[measure]" is not markup
+    except BrokenPipeError:  # the reader of stderr has gone: the error's own exit code still stands
+        silence_output()
     raise typer.Exit(code)
 
 
@@ -87,8 +109,8 @@ def handle_errors(fn: Callable[..., Any]) -> Callable[..., Any]:
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         try:
             return _run_warned(fn, args, kwargs)
-        except (typer.Exit, typer.Abort, KeyboardInterrupt):
-            raise
+        except (typer.Exit, typer.Abort, KeyboardInterrupt, BrokenPipeError):
+            raise  # a closed pipe is no error of the command: `ClosedPipeExits` ends the run
         except KvcalcError as e:
             if _STATE["debug"]:
                 raise
@@ -107,11 +129,9 @@ def echo(obj: Any) -> None:
 
         typer.echo(escape_controls(obj))  # machine formats hold none (JSON and YAML escape them); text may
     else:
-        from rich.console import Console
-
         # markup off: names and sources come from user files ("[red]x" must print as typed);
         # tables style their cells with rich Text, never markup.
-        Console(highlight=False, markup=False).print(obj)
+        console(highlight=False, markup=False).print(obj)
 
 def check_format(fmt: str) -> None:
     """Raise KvcalcError for an unknown --format."""
@@ -262,6 +282,75 @@ def write_atomic(path: str | Path, data: str | bytes, *, option: str = "-o", for
     return p
 
 
+# ----- a reader that leaves early (`kvcalc plan ... | head -1`) ------------------------------
+
+#: the exit status when the reader of kvcalc's output closes the pipe before kvcalc is done
+#: (`kvcalc plan ... | head -1`): 141 = 128 + SIGPIPE, the status a shell reports for `cat`,
+#: `grep` or `yes` stopped the same way, so `set -o pipefail` scripts see kvcalc as they see them
+#: (and a `kvcalc check` whose table was cut off never reads as a pass). kvcalc writes no line
+#: about it: the reader left on purpose.
+CLOSED_PIPE_EXIT = 128 + 13
+
+
+def reader_gone() -> None:
+    """End the run quietly because the reader of stdout (or stderr) closed the pipe:
+    `silence_output`, then `SystemExit(CLOSED_PIPE_EXIT)`. kvcalc writes to no other pipe (the
+    Hub client reports a broken connection as its own error), so a `BrokenPipeError` is always
+    its output's reader gone. An error line that meets a closed pipe keeps its own exit code
+    (`fail`, the usage errors' `show`)."""
+    silence_output()
+    raise SystemExit(CLOSED_PIPE_EXIT)
+
+
+def silence_output() -> None:
+    """Point stdout and stderr at the null device, so that Python's last flush at exit writes
+    nowhere instead of printing "Exception ignored ... BrokenPipeError" (the recipe of Python's
+    `signal` documentation, "Note on SIGPIPE"). Streams without a file descriptor (a test
+    runner's) are left as they are."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+    except OSError:
+        devnull = None
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            fd = stream.fileno()
+        except (AttributeError, OSError, ValueError):  # io.UnsupportedOperation is an OSError
+            continue
+        if devnull is not None:
+            os.dup2(devnull, fd)
+
+
+def flush_or_leave() -> None:
+    """Flush stdout and stderr; when the reader has gone, `reader_gone`."""
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except BrokenPipeError:
+            reader_gone()
+        except (AttributeError, OSError, ValueError):  # closed or not a stream: nothing to flush
+            pass
+
+
+class ClosedPipeExits:
+    """Mixin for the app's click group (before `typer.core.TyperGroup` in the bases): a
+    `BrokenPipeError` anywhere in a run (a command's table, `--help`, a warning on a closed
+    stderr) ends it through `reader_gone` (exit `CLOSED_PIPE_EXIT`, no message) before click's
+    own handler would exit 1. The group's `make_context` (parsing, `--help`, `--version`) and
+    `invoke` (the command) are the two calls of a run; `app.main` flushes at the end."""
+
+    def make_context(self, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return super().make_context(*args, **kwargs)  # type: ignore[misc]
+        except BrokenPipeError:
+            reader_gone()
+
+    def invoke(self, ctx: Any) -> Any:
+        try:
+            return super().invoke(ctx)  # type: ignore[misc]
+        except BrokenPipeError:
+            reader_gone()
+
+
 # ----- click's usage errors as one line -----------------------------------------------------
 
 
@@ -276,17 +365,137 @@ def usage_error_lines(err: Any, command_path: str | None = None) -> list[str]:
         err.param_hint = f"'{param.opts[0]}'"
     message = " ".join(err.format_message().split())
     opt = getattr(err, "option_name", None)  # click's NoSuchOption
-    if type(err).__name__ == "NoSuchOption" and opt is not None:
-        from kvcalc.cli.options import LLAMACPP_SHORT_OPTIONS
-
-        if opt in LLAMACPP_SHORT_OPTIONS:  # -b / -c: llama.cpp's own, on a command that has none of them
-            message = f"no such option: {opt}; {opt} is {LLAMACPP_SHORT_OPTIONS[opt]}"
-    lines = [message[:1].lower() + message[1:]]
     ctx = getattr(err, "ctx", None)
+    if type(err).__name__ == "NoSuchOption" and opt is not None:
+        typed = _typed_cluster(opt, ctx)
+        hint = None if typed else count_option_hint(opt, ctx)
+        if typed:  # `sweep -ctk`: click names the -c it read first, the user typed -ctk
+            message = f"no such option: {typed}"
+            kv = _option_of(getattr(ctx, "command", None), ("kv_dtype", "kv_dtypes"))
+            if typed in ("-ctk", "-ctv") and kv:
+                message += (f"; `kvcalc {ctx.info_name}` sets K and V together with {kv} "
+                            "(-ctk / -ctv are on estimate and capacity)")
+        elif hint:  # in place of click's "(Possible options: --batch-size, ...)"
+            message = f"no such option: {opt}; {hint}"
+    lines = [message[:1].lower() + message[1:]]
     path = ctx.command_path if ctx is not None else command_path
     if path:
         lines.append(f"Try '{path} --help' for help.")
     return lines
+
+
+def _typed_cluster(opt: str, ctx: Any) -> str | None:
+    """The word the user typed when click reports only its first letter as the unknown short
+    option (`-ctk` on a command without it: click reads `-c`, then `t`, `k`), from the command's
+    arguments (`LazyGroupCommand.parse_args` keeps them in `ctx.meta`); None otherwise."""
+    args = getattr(ctx, "meta", {}).get("kvcalc.args", ()) if ctx is not None else ()
+    if len(opt) != 2 or opt.startswith("--"):
+        return None
+    for token in args:
+        if token == "--":
+            break
+        if token.startswith(opt) and len(token) > 2 and token[2:].isalpha() and "=" not in token:
+            return token
+    return None
+
+
+#: the parameters that hold the number of sequences and the tokens per sequence, on the
+#: commands that have them (`--batch` on estimate, compare, measure, sweep; `--concurrency` on
+#: plan and capacity; `--seq-len` everywhere but capacity, where it is `max_model_len`)
+SEQUENCES_PARAMS = ("batch", "concurrency")
+CONTEXT_PARAMS = ("seq_len", "max_model_len")
+#: where a command without these options takes them from: (the context, the sequences)
+NO_COUNT_OPTIONS = {"check": ("a deployment file's max_seq_len: field", "a deployment file's concurrency: field")}
+#: llama.cpp's long names that other commands answer as they answer its -b and -c, and the
+#: llama.cpp field each sets
+LLAMACPP_LONG_OPTIONS = {"--batch-size": ("-b", "n_batch"), "--ctx-size": ("-c", "n_ctx")}
+
+
+def _option_of(command: Any, names: tuple[str, ...]) -> str | None:
+    """How `command` (a click command) spells the first of the parameters `names` it has: its
+    first long name, with its short one in brackets (`--seq-len (-s)`); None when it has none."""
+    for p in getattr(command, "params", ()):
+        if p.name in names:
+            opts = list(getattr(p, "opts", ()))
+            long = next((o for o in opts if o.startswith("--")), opts[0])
+            short = next((o for o in opts if len(o) == 2 and o != long), None)
+            return f"{long} ({short})" if short else long
+    return None
+
+
+def count_option_hint(opt: str, ctx: Any) -> str | None:
+    """The hint for an option the running command lacks where the user surely meant the number
+    of sequences or a context length: llama.cpp's `-b` / `-c` (`options.LLAMACPP_SHORT_OPTIONS`)
+    and their long names anywhere but `capacity`, `--batch` where the count is `--concurrency`
+    (plan, capacity) and `--concurrency` where it is `--batch`. The hint names the option THIS
+    command has (read from `ctx.command`'s parameters), or says it has none and where the value
+    comes from (`NO_COUNT_OPTIONS`). None for any other option: click's own message stays."""
+    from kvcalc.cli.options import LLAMACPP_SHORT_OPTIONS
+
+    command = getattr(ctx, "command", None)
+    group = command is None or hasattr(command, "commands")  # the app itself: no command yet
+    name = "kvcalc" if group else (ctx.info_name or command.name)
+    seqs = None if group else _option_of(command, SEQUENCES_PARAMS)
+    context = None if group else _option_of(command, CONTEXT_PARAMS)
+    context_from, seqs_from = NO_COUNT_OPTIONS.get(name, (None, None))
+    seqs_words = (f"the number of sequences is {seqs}" if seqs else
+                  f"`kvcalc {name}` takes no number of sequences" + (f" ({seqs_from})" if seqs_from else ""))
+    if opt in LLAMACPP_SHORT_OPTIONS or opt in LLAMACPP_LONG_OPTIONS:
+        if opt in LLAMACPP_SHORT_OPTIONS:
+            short, said = opt, f"{opt} is {LLAMACPP_SHORT_OPTIONS[opt]}"
+        else:
+            short, field = LLAMACPP_LONG_OPTIONS[opt]
+            said = f"{opt} is llama.cpp's {field} (`kvcalc capacity --engine llamacpp {opt}`)"
+        if group:
+            return f"{said}; options follow the command (`kvcalc estimate MODEL --seq-len 32k --batch 8`)"
+        if short == "-c":  # n_ctx: meant as a context length, or taken for a count (`plan -c 64`)
+            if context:
+                return f"{said}; a context length is {context}, " + seqs_words.replace(" is ", " ", 1)
+            return (f"{said}; `kvcalc {name}` takes no context length"
+                    + (f" ({context_from})" if context_from else ""))
+        return f"{said}; {seqs_words}"
+    if opt in ("--batch", "--concurrency") and not group:
+        if not seqs:
+            return seqs_words
+        n_batch = _option_of(command, ("batch_size",))  # capacity: llama.cpp's -b is no count of sequences
+        return f"{seqs_words} on `kvcalc {name}`" + (f"; its {n_batch} is llama.cpp's n_batch" if n_batch else "")
+    return None
+
+
+def contradicting_options(command: Any, args: list[str]) -> str | None:
+    """What is wrong when the command line `args` (a command's own arguments) gives a flag and
+    its negation (`-kvu -no-kvu`, `--async-scheduling --no-async-scheduling`), else None. click
+    keeps the last one silently; kvcalc refuses, as it refuses `-fa off --flash-attn`, since
+    either may be the one meant. The scan follows click's parser: the token after an option that
+    takes a value is that value (`--model-name -no-kvu` sets a name), `--opt=value` and `-s8k`
+    carry their own, and nothing after `--` is an option. (An option given two values keeps
+    click's rule, the last one wins: a pasted launch line may be followed by an override.)"""
+    pairs: dict[str, tuple[str, bool]] = {}   # token -> (parameter, on / off), for flag pairs
+    takes_value: set[str] = set()             # the names of options that take a value
+    for p in getattr(command, "params", ()):
+        if getattr(p, "param_type_name", "") != "option":
+            continue
+        if getattr(p, "is_flag", False) or getattr(p, "count", False):
+            if getattr(p, "secondary_opts", None):
+                pairs |= {o: (p.name, True) for o in p.opts} | {o: (p.name, False) for o in p.secondary_opts}
+            continue
+        takes_value |= set(p.opts)
+    seen: dict[str, str] = {}  # parameter -> the first token that set it, for each state
+    i = 0
+    while i < len(args):
+        token = args[i]
+        i += 1
+        if token == "--":
+            break
+        if token in pairs:
+            param, state = pairs[token]
+            other = seen.get(f"{param}:{not state}")
+            if other is not None:
+                return f"{other} and {token} disagree; give one of them"
+            seen.setdefault(f"{param}:{state}", token)
+        elif token in takes_value:
+            i += 1  # its value, whatever it looks like (`--opt=value`, `-s8k`: one token, no match above)
+    return None
 
 
 def _one_line(err: Any, command_path: str | None = None) -> Any:
@@ -301,9 +510,12 @@ def _one_line(err: Any, command_path: str | None = None) -> Any:
 
         con = _err_console()
         first, *rest = usage_error_lines(err, command_path)
-        con.print(f"[red]error:[/red] {escape(first)}", markup=True)
-        for line in rest:
-            typer.echo(line, err=True)
+        try:
+            con.print(f"[red]error:[/red] {escape(first)}", markup=True)
+            for line in rest:
+                typer.echo(line, err=True)
+        except BrokenPipeError:  # the reader of stderr has gone: click still exits 2
+            silence_output()
 
     err.show = show
     err._kvcalc_one_line = True

@@ -93,8 +93,11 @@ def drop_beyond_context(spec: Any, seq_lens: list[int]) -> list[int]:
     if not kept:
         raise KvcalcError(f"every --seq-len is beyond {spec.name}'s {label}: give shorter "
                           f"contexts, or --beyond-context to sweep them anyway")
+    from kvcalc.text import LISTED_NUMBERS, number_list
+
     many = len(dropped) > 1
-    warnings.warn(f"dropped the context{'s' if many else ''} of {', '.join(f'{t:,}' for t in dropped)} tokens: "
+    count = f"{len(dropped):,} " if len(dropped) > LISTED_NUMBERS else ""  # the list says "..."
+    warnings.warn(f"dropped the {count}context{'s' if many else ''} of {number_list(dropped)} tokens: "
                   f"beyond {spec.name}'s {label}; --beyond-context keeps "
                   f"{'them' if many else 'it'}", KvcalcWarning, stacklevel=2)
     return kept

@@ -287,8 +287,10 @@ def checkpoint_weights(files: dict[str, dict[str, Tensor]], *, n_layers: int, qu
                 other += t.nbytes
     empty = [i for i, b in enumerate(layer_bytes) if not b]
     if empty:
+        from kvcalc.text import number_list
+
         warnings.warn(f"{where or source or 'checkpoint'}: no tensors for decoder layer{'s' if len(empty) > 1 else ''} "
-                      f"{', '.join(map(str, empty[:5]))}{' ...' if len(empty) > 5 else ''} of {n_layers}; weights "
+                      f"{number_list(empty, 5)} of {n_layers}; weights "
                       "are counted from the architecture", KvcalcWarning, stacklevel=2)
         return None
     k = len(files)

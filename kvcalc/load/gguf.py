@@ -435,7 +435,9 @@ def _moe_placement(m: _Meta, moe_layers: list[int], n_layers: int) -> dict[str, 
     for period in range(1, n_layers + 1):
         if {i for i in range(first, n_layers) if i % period == first % period} == want:
             return {"first_dense_layers": first, "moe_layer_period": period, "moe_layer_offset": first % period}
-    warnings.warn(f"{m.path}: routed experts sit on layers {moe_layers[:8]}{' ...' if len(moe_layers) > 8 else ''}, "
+    from kvcalc.text import number_list
+
+    warnings.warn(f"{m.path}: routed experts sit on {len(moe_layers)} layers ({number_list(moe_layers, 8)}), "
                   "which no first-dense-layers-and-period rule places; the weights are exact but decode reads "
                   "every expert of those layers", KvcalcWarning, stacklevel=3)
     return {}

@@ -53,19 +53,19 @@ def test_b_and_c_are_llama_cpps_wherever_they_exist():
     assert {m for m, _ in meanings["--max-num-seqs"]} == {"sequences"}
 
 
-@pytest.mark.parametrize("args,flag", [
-    (["estimate", "llama-3.1-8b", "-b", "12"], "-b"),
-    (["sweep", "llama-3.1-8b", "-b", "1,8"], "-b"),
-    (["compare", "llama-3.1-8b", "-b", "2"], "-b"),
-    (["plan", "llama-3.1-8b", "-c", "64"], "-c"),
-    (["estimate", "llama-3.1-8b", "-c", "4096"], "-c"),
+@pytest.mark.parametrize("args,flag,count", [
+    (["estimate", "llama-3.1-8b", "-b", "12"], "-b", "--batch"),
+    (["sweep", "llama-3.1-8b", "-b", "1,8"], "-b", "--batch"),
+    (["compare", "llama-3.1-8b", "-b", "2"], "-b", "--batch"),
+    (["plan", "llama-3.1-8b", "-c", "64"], "-c", "--concurrency"),  # plan's own name for it
+    (["estimate", "llama-3.1-8b", "-c", "4096"], "-c", "--batch"),
 ])
-def test_b_and_c_elsewhere_are_refused_with_the_hint(cli, args, flag):
+def test_b_and_c_elsewhere_are_refused_with_the_hint(cli, args, flag, count):
     r = cli(*args)
     assert r.exit_code == 2
     first = r.output.splitlines()[0]
     assert first.startswith(f"error: no such option: {flag}; {flag} is llama.cpp's --")
-    assert "the number of sequences is --batch" in first
+    assert first.endswith(count)  # "the number of sequences is --batch", "... sequences --concurrency"
 
 
 def test_sequences_by_their_long_name(cli):
