@@ -164,16 +164,22 @@ def check_swa_ratio(ratio: float) -> None:
                           form=OPTION_SAYS)
 
 
+def check_model(model: ModelSpec) -> None:
+    """Raise `KvcalcError` (field `model`) for a model with mamba / linear-attention or hybrid
+    layers: the profile sizes SGLang's token pool of attention layers only."""
+    if any(not layer.caches_kv for layer in model.layers):
+        raise KvcalcError(f"{model.name} has mamba / linear-attention layers; the SGLang profile models "
+                          "attention layers only (use --engine ideal)", field="model", value=model.name, form=MESSAGE)
+    refuse_hybrid_layers(model, "SGLang")
+
+
 def _check(model: ModelSpec, k: StorageFormat, v: StorageFormat, tp: int, page_size: int,
            version: str = "current", swa_full_tokens_ratio: float = DEFAULT_SWA_FULL_TOKENS_RATIO) -> None:
     """The checks `capacity` and `memory_for` share: the TP degree (field `tp`), no mamba layers
     (`model`), plain formats (`k_dtype` / `v_dtype`; NSA: bf16 or fp8_e4m3 only), a positive page
     size (`page_size`), the version (`sglang_version`) and the SWA ratio."""
     check_tp(model, tp)
-    if any(not layer.caches_kv for layer in model.layers):
-        raise KvcalcError(f"{model.name} has mamba / linear-attention layers; the SGLang profile models "
-                          "attention layers only (use --engine ideal)", field="model", value=model.name, form=MESSAGE)
-    refuse_hybrid_layers(model, "SGLang")
+    check_model(model)
     check_dtypes(k, v)
     if is_nsa(model):
         for field, f in (("k_dtype", k), ("v_dtype", v)):
