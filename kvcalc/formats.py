@@ -169,10 +169,10 @@ QUANTIZATION_METHODS: dict[str, str] = {
     "gptq_marlin": "int4:g128 or int8 (GPTQ's bits and group are the checkpoint's)",
     "marlin": "int4:g128 (Marlin kernels run 4-bit weights)",
     "bitsandbytes": "nf4 or int8 (the checkpoint's bitsandbytes mode)",
-    "compressed_tensors": "the checkpoint's scheme: fp8, int8 or int4:g128",
+    "compressed_tensors": "fp8, int8 or int4:g128 (the checkpoint's scheme)",
     "modelopt": "fp8 (ModelOpt's FP8 checkpoints)",
     "modelopt_fp4": "nvfp4",
-    "gguf": "the GGUF's type, or give the .gguf file as the model",
+    "gguf": "q8_0 or q4_k (the GGUF's type; or give the .gguf file as the model)",
 }
 
 #: scale dtypes a group-quantized int format may use, with their bytes.
