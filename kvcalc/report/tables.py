@@ -425,14 +425,35 @@ def attention_summary(e: Any) -> str:
         text = f"{e.attention} {e.n_heads}q/{e.n_kv_heads}kv"
     if any(b.window for b in e.breakdown):
         text += ", sliding"
+    kinds = [STATE_TAGS[k] for k in STATE_TAGS if any(b.kind == k for b in e.breakdown)]
+    if kinds:
+        text += f", +{' / '.join(kinds)} state"
     return text
+
+
+#: the layer kinds that keep a fixed state per sequence beside (or instead of) a KV cache, as the
+#: attention column tags them: Jamba's Mamba layers, Qwen3-Next's gated DeltaNet (linear
+#: attention), Falcon-H1's attention with a Mamba-2 mixer in the same layer
+STATE_TAGS = {"mamba": "mamba", "linear": "linear-attn", "hybrid": "mamba2"}
+#: the state cell of a model whose config does not size its state (`KvEstimate.state_bytes` None)
+STATE_UNKNOWN = "not sized"
 
 
 def compare_models_table(rows: Sequence[Any], title: str) -> WideOrRecords:
     """`kvcalc compare A B ...`: one row per `KvEstimate` (same context, batch and format): the
-    model, its own attention, bytes per token and the KV cache in B and GiB."""
-    headers = ["model", "attention", "B/token", "KV cache (B)", "GiB"]
-    cells = [[r.model, attention_summary(r), f"{r.kv_bytes_per_token:,}", f"{r.kv_cache_bytes:,}",
-              _gib_cell(r.kv_cache_bytes)] for r in rows]
-    return WideOrRecords(title, headers, cells, right=headers[2:],
-                         caption="B/token: one more token, one sequence, all layers; GiB = 2^30 B")
+    model, its own attention (tagged with the state its mamba / linear layers keep), bytes per
+    token and the KV cache in B; where a model keeps a fixed state (`state_bytes`: per sequence x
+    batch, `kv_cache.state_bytes_per_seq`), a state column, and GiB of KV cache + state, the
+    memory compared."""
+    stateful = any(r.state_bytes != 0 for r in rows)  # None: a state the config does not size
+    headers = ["model", "attention", "B/token", "KV cache (B)"] + (["state (B)"] if stateful else []) + ["GiB"]
+    cells = [[r.model, attention_summary(r), f"{r.kv_bytes_per_token:,}", f"{r.kv_cache_bytes:,}"]
+             + ([STATE_UNKNOWN if r.state_bytes is None else f"{r.state_bytes:,}"] if stateful else [])
+             + [_gib_cell(r.kv_cache_bytes + (r.state_bytes or 0))] for r in rows]
+    caption = "B/token: one more token, one sequence, all layers; GiB = 2^30 B"
+    if stateful:
+        caption = ("B/token: one more token, one sequence, all layers; state: the fixed state of mamba / linear "
+                   "layers, per sequence x batch; GiB: KV cache + state, 2^30 B"
+                   + (f" ({STATE_UNKNOWN}: the config gives no state shape; KV cache only)"
+                      if any(r.state_bytes is None for r in rows) else ""))
+    return WideOrRecords(title, headers, cells, right=headers[2:], caption=caption)
