@@ -104,7 +104,7 @@ def result_table(res: Any, title: str, *, width: int | None = None) -> Any:
     if res.num_gpu_blocks is not None:
         unit = "pages" if res.engine == "sglang" else "blocks"
         extra = f", {res.usable_blocks:,} usable (one null block)" if res.usable_blocks is not None else ""
-        rows.append((unit, f"{res.num_gpu_blocks:,} of {res.block_size} tokens, {res.page_size_bytes:,} B each{extra}",
+        rows.append((unit, f"{res.num_gpu_blocks:,} of {res.block_size:,} tokens, {res.page_size_bytes:,} B each{extra}",
                      None))
     if res.num_cpu_blocks is not None:
         rows.append(("CPU (swap) blocks", f"{res.num_cpu_blocks:,}", None))
@@ -324,7 +324,7 @@ def plan_title(res: Any) -> str:
           f"≥ {res.min_tokens_per_s:g} tokens/s" if res.min_tokens_per_s is not None else "",
           f"TTFT ≤ {res.max_ttft_s:g} s" if res.max_ttft_s is not None else ""]
     tg = [t for t in tg if t]
-    return (f"kvcalc plan: {res.model}, {res.concurrency} x {res.seq_len:,} tokens"
+    return (f"kvcalc plan: {res.model}, {res.concurrency:,} x {res.seq_len:,} tokens"
             + (f", {', '.join(tg)}" if tg else "") + f" ({res.engine}; {res.n_qualifying:,} of "
             f"{res.points_searched:,} layouts qualify)")
 
