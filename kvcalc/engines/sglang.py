@@ -155,13 +155,10 @@ def check_swa_ratio(ratio: float) -> None:
     """Raise `KvcalcError` (field `swa_full_tokens_ratio`) unless 0 < ratio <= 1: SGLang asserts a
     positive denominator in `_resolve_hybrid_swa_tokens`, and `server_args.py` documents the
     range ("It should be between 0 and 1": the SWA pool is never larger than the full one)."""
-    if not ratio > 0:
-        raise KvcalcError(f"must be a positive number, got {ratio}", field="swa_full_tokens_ratio",
+    if not 0 < ratio <= 1:  # NaN too
+        raise KvcalcError(f"must be in (0, 1]: above 0 and at most 1 (SWA-pool tokens per full-pool token, "
+                          f"SGLang's range), got {ratio:g}", field="swa_full_tokens_ratio",
                           option="--swa-full-tokens-ratio", value=ratio, form=OPTION_SAYS)
-    if ratio > 1:
-        raise KvcalcError(f"must be from 0 to 1 (SWA-pool tokens per full-pool token, SGLang's range), got {ratio:g}",
-                          field="swa_full_tokens_ratio", option="--swa-full-tokens-ratio", value=ratio,
-                          form=OPTION_SAYS)
 
 
 def check_model(model: ModelSpec) -> None:

@@ -24,7 +24,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from kvcalc.report import gib, mib, seconds, size
+from kvcalc.report import figure, gib, mib, seconds, size
 from kvcalc.report.layout import Cell, Col, WideOrRecords, grid, pairs_table, safe_text
 
 def kv_table(est: Any, title: str | None = None, *, width: int | None = None):
@@ -175,7 +175,7 @@ def sweep_table(rows: list[dict[str, Any]], title: str, with_gpu: bool, *, width
         if with_gpu:
             row += [f"{r['budget_bytes_per_gpu'] / 2**30:,.2f}",
                     Text("yes", style="green") if r["fits"] else Text("no", style="red"),
-                    f"{r['tpot_s'] * 1e3:,.2f}", f"{r['tokens_per_s']:,.0f}"]
+                    figure(r['tpot_s'] * 1e3, 2), f"{r['tokens_per_s']:,.0f}"]
         cells.append(row)
     return grid(cols, cells, width=width, title=title, caption="memory columns: GiB (2^30 B) per GPU", keys=2)
 
@@ -200,7 +200,7 @@ def check_table(rows: list[Any], *, width: int | None = None):
         par = f"tp{r.tp}" + (f" pp{r.pp}" if r.pp > 1 else "") + (f" dp{r.dp}" if r.dp > 1 else "")
         cells.append([r.name, f"{r.count}x {r.gpu} {par}", (f"{r.max_seq_len:,} x", f"{r.concurrency}"),
                       (f"{r.memory_bytes_per_gpu / 2**30:,.1f} /", f"{r.budget_bytes_per_gpu / 2**30:,.1f}"),
-                      f"{r.max_concurrency:,}", (f"{r.tpot_ms:,.1f}", *tgt_tpot), (f"{r.tokens_per_s:,.0f}", *tgt_tok),
+                      f"{r.max_concurrency:,}", (figure(r.tpot_ms, 1), *tgt_tpot), (f"{r.tokens_per_s:,.0f}", *tgt_tok),
                       Text(r.status, style=style[r.status])])
         notes += [Text(safe_text(f"{r.name}: {p}  ({r.file})"), style=style[r.status]) for p in r.problems]
     t = grid(cols, cells, width=width, title="kvcalc check: memory per GPU vs gpu_memory_utilization x memory; "
@@ -219,7 +219,7 @@ def check_markdown(rows: list[Any], errors: list[str]) -> str:
          "TPOT ms", "tokens/s", "status", "why"],
         [[r.name, r.model, f"{r.count} x {r.gpu} (tp {r.tp}, pp {r.pp}, dp {r.dp})", r.kv_dtype,
           f"{r.max_seq_len:,} x {r.concurrency}", f"{r.memory_bytes_per_gpu / 2**30:,.2f}",
-          f"{r.budget_bytes_per_gpu / 2**30:,.2f}", f"{r.tpot_ms:,.2f}", f"{r.tokens_per_s:,.0f}",
+          f"{r.budget_bytes_per_gpu / 2**30:,.2f}", figure(r.tpot_ms, 2), f"{r.tokens_per_s:,.0f}",
           icon[r.status], "; ".join(r.problems)] for r in rows])]
     lines += [f"\n**invalid:** `{safe_text(e)}`" for e in errors]
     return "\n".join(lines)
@@ -345,7 +345,7 @@ def plan_table(res: Any, *, width: int | None = None):
     for r in res.layouts:
         row: list[Cell] = [str(r.rank), _plan_gpus(r), _plan_formats(r),
                            (f"{r.memory_bytes_per_gpu / 2**30:,.1f}/", f"{r.budget_bytes_per_gpu / 2**30:,.1f}"),
-                           f"{r.max_concurrency:,}", f"{r.tpot_ms:,.1f}", f"{r.tokens_per_s:,.0f}", f"{r.ttft_s:,.2f}"]
+                           f"{r.max_concurrency:,}", figure(r.tpot_ms, 1), f"{r.tokens_per_s:,.0f}", figure(r.ttft_s, 2)]
         if priced:
             row += ["-" if r.dollars_per_hour is None else f"{r.dollars_per_hour:,.2f}",
                     "-" if r.dollars_per_million_tokens is None else f"{r.dollars_per_million_tokens:,.2f}"]
@@ -365,8 +365,8 @@ def plan_markdown(res: Any) -> str:
             ["#", "GPUs", "KV / weights", "memory/GPU GiB", "budget GiB", "max seqs", "TPOT ms", "tokens/s",
              "TTFT s", "$/hour", "$/M tokens"],
             [[r.rank, _plan_gpus(r), _plan_formats(r), f"{r.memory_bytes_per_gpu / 2**30:,.2f}",
-              f"{r.budget_bytes_per_gpu / 2**30:,.2f}", f"{r.max_concurrency:,}", f"{r.tpot_ms:,.2f}",
-              f"{r.tokens_per_s:,.0f}", f"{r.ttft_s:,.2f}",
+              f"{r.budget_bytes_per_gpu / 2**30:,.2f}", f"{r.max_concurrency:,}", figure(r.tpot_ms, 2),
+              f"{r.tokens_per_s:,.0f}", figure(r.ttft_s, 2),
               "" if r.dollars_per_hour is None else f"{r.dollars_per_hour:,.2f}",
               "" if r.dollars_per_million_tokens is None else f"{r.dollars_per_million_tokens:,.2f}"]
              for r in res.layouts]))
