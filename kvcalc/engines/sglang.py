@@ -351,7 +351,7 @@ def capacity(model: ModelSpec, kv_memory_bytes: int, k: StorageFormat, v: Storag
             row = nsa_row_bytes(model, k)
             sized = k.bytes_for((model.kv_lora_rank or 0) + (model.qk_rope_head_dim or 0), what="latent")
             if row != sized:
-                notes.append(f"SGLang sizes the fp8 latent as {sized} B a layer but allocates {row} B rows (fp32 "
+                notes.append(f"SGLang sizes the fp8 latent as {sized:,} B a layer but allocates {row:,} B rows (fp32 "
                              f"scales and a bf16 rope): the pool takes {k_bytes:,} B, "
                              f"{k_bytes - kv_memory_bytes:,} B over the budget")
         else:

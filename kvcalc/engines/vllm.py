@@ -454,7 +454,7 @@ def _select_033(model: ModelSpec, block_size: int | None, name: str | None, comp
     if block_size is None:  # Platform.update_block_size_for_backend, phase 1
         size = MLA_BACKENDS_033[candidate].preferred_block_size()
         return size, f"MLA attention backend {candidate} ({where}) sets block size {size}"
-    note = f"MLA attention backend {candidate} ({where}) keeps the --block-size {block_size} given"
+    note = f"MLA attention backend {candidate} ({where}) keeps the --block-size {block_size:,} given"
     precluded = [n for n, r in invalid.items() if r == ["block_size not supported"]]
     if precluded:  # CudaPlatform.get_attn_backend_cls's warning
         note += (f". vLLM warns: --block-size {block_size} precluded higher-priority backend(s) "

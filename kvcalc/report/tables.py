@@ -170,7 +170,7 @@ def sweep_table(rows: list[dict[str, Any]], title: str, with_gpu: bool, *, width
         cols += [Col("budget", short="bdgt"), Col("fits"), Col("TPOT ms", short="TPOT"), Col("tok/s")]
     cells: list[list[Cell]] = []
     for r in rows:
-        row: list[Cell] = [f"{r['seq_len']:,}", str(r["batch"]), f"{r['weights_bytes_per_gpu'] / 2**30:,.2f}",
+        row: list[Cell] = [f"{r['seq_len']:,}", f"{r['batch']:,}", f"{r['weights_bytes_per_gpu'] / 2**30:,.2f}",
                            f"{r['kv_cache_bytes_per_gpu'] / 2**30:,.2f}", f"{r['memory_bytes_per_gpu'] / 2**30:,.2f}"]
         if with_gpu:
             row += [f"{r['budget_bytes_per_gpu'] / 2**30:,.2f}",
@@ -289,7 +289,7 @@ def models_table(rows: list[dict[str, Any]], *, width: int | None = None):
             Col("layers", kind="text", justify="left"), Col("heads (q/kv)", short="q/kv", justify="left"),
             Col("head_dim", short="hd", justify="left"), Col("max context", short="ctx", justify="left")]
     cells: list[list[Cell]] = [[r["name"], r["attention"], r["layers"], f"{r['n_heads']}/{r['n_kv_heads']}",
-                                str(r["head_dim"]), f"{r['max_position_embeddings'] or 0:,}"] for r in rows]
+                                f"{r['head_dim']:,}", f"{r['max_position_embeddings'] or 0:,}"] for r in rows]
     return grid(cols, cells, width=width, title="Bundled models (kvcalc estimate NAME)")
 
 
