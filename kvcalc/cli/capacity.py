@@ -81,7 +81,6 @@ def capacity(
 ) -> None:
     """What ENGINE makes of a KV memory budget: tokens, blocks, concurrency, and its own log lines."""
     from kvcalc.engines import canonical
-    from kvcalc.errors import KvcalcError
     from kvcalc.load.models import load_model
     from kvcalc.requests import CapacityRequest, run_capacity
     from kvcalc.units import parse_count, parse_size

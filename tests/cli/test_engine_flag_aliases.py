@@ -93,8 +93,8 @@ def test_capacity_kv_memory_from_the_gpu_plan(cli):
     (["--engine", "llamacpp", "-c", "4096", "--quantization", "fp8"],
      "error: --weight-dtype applies to --engine vllm or sglang with --gpu and no --kv-memory"),
     (["--engine", "vllm", "--kv-memory", "10GiB", "--pipeline-parallel-size", "2"],
-     "error: --pp 2: capacity figures one GPU rank that holds every layer; 2 pipeline stages are not modelled: "
-     "give --pp 1"),
+     ("error: --pp 2: capacity figures one GPU rank that holds every layer; 2 pipeline stages are not modelled: "
+      "give --pp 1")),
     (["--engine", "sglang", "--kv-memory", "10GiB", "--gpu", "h200"],
      "error: --gpu h200: --gpu applies to --engine vllm"),
 ])
