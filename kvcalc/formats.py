@@ -157,6 +157,24 @@ GGUF_FILE_TYPE_MIXES: dict[str, str] = {
     "mxfp4_moe": "mxfp4",
 }
 
+#: the engines' `--quantization` methods that name no one format (vLLM
+#: `vllm/model_executor/layers/quantization/__init__.py` QuantizationMethods, SGLang
+#: `server_args.py` QUANTIZATION_CHOICES): the bits and group size are the checkpoint's
+#: (its `quantization_config`), so a weight format is asked for instead, with the usual one.
+#: `--quantization fp8` (and mxfp4, nvfp4) name a format and resolve as one.
+QUANTIZATION_METHODS: dict[str, str] = {
+    "awq": "int4:g128 (AWQ stores 4-bit weights, in groups of 128 in most checkpoints)",
+    "awq_marlin": "int4:g128 (AWQ stores 4-bit weights, in groups of 128 in most checkpoints)",
+    "gptq": "int4:g128 or int8 (GPTQ's bits and group are the checkpoint's)",
+    "gptq_marlin": "int4:g128 or int8 (GPTQ's bits and group are the checkpoint's)",
+    "marlin": "int4:g128 (Marlin kernels run 4-bit weights)",
+    "bitsandbytes": "nf4 or int8 (the checkpoint's bitsandbytes mode)",
+    "compressed_tensors": "fp8, int8 or int4:g128 (the checkpoint's scheme)",
+    "modelopt": "fp8 (ModelOpt's FP8 checkpoints)",
+    "modelopt_fp4": "nvfp4",
+    "gguf": "q8_0 or q4_k (the GGUF's type; or give the .gguf file as the model)",
+}
+
 #: scale dtypes a group-quantized int format may use, with their bytes.
 SCALE_BYTES: dict[str, int] = {"fp32": 4, "fp16": 2, "bf16": 2, "fp8_e4m3": 1}
 
@@ -198,6 +216,10 @@ def canonical_name(name: str, *, field: str | None = None, kinds: tuple[str, ...
     if key not in STORAGE_FORMATS and key in GGUF_FILE_TYPE_MIXES:
         near = GGUF_FILE_TYPE_MIXES[key]
         raise FileTypeMixError(name, near, field=field)
+    if key not in STORAGE_FORMATS and key in QUANTIZATION_METHODS and "weight" in kinds:
+        raise KvcalcError(f"'{name}' is a quantization method (vLLM / SGLang --quantization), not one format: "
+                          f"its bits come from the checkpoint; give the weight format, e.g. {QUANTIZATION_METHODS[key]}",
+                          field=field, value=name)
     if key not in STORAGE_FORMATS:
         names = [n for n, f in STORAGE_FORMATS.items() if f.kind in kinds]
         names += [a for a, n in ALIASES.items() if STORAGE_FORMATS[n].kind in kinds]

@@ -357,6 +357,34 @@ class CapacityRequest(NamedTuple):
                    concurrency=concurrency)
 
 
+def plan_kv_memory(model: Any, gpu: Any, layout: Any, seq_len: int | None, concurrency: int | None,
+                   engine: str) -> tuple[int, str]:
+    """(KV memory per GPU rank in bytes, where it came from) as `engine_for_batch` sizes an engine
+    on a GPU plan: util x GPU memory - weights - state - activation reserve - CUDA context, i.e.
+    `headroom_bytes + kv_cache_bytes_per_gpu` of `Planner.serving` (vLLM's "Available KV cache
+    memory", `vllm/v1/worker/gpu_worker.py` determine_available_memory; SGLang's static pool,
+    `--mem-fraction-static`). `gpu`: a name, GPU file or `GpuSpec`; `layout`: a
+    `memory_plan.Layout` (tp, weight format, utilization); the state of `concurrency` (default 1)
+    sequences of `seq_len` tokens (default the model's) is set aside, as `estimate` does.
+    Raises `KvcalcError` when the plan leaves nothing (the engine would fail at start-up)."""
+    from kvcalc.calc.memory_plan import Planner
+    from kvcalc.engines.profile import get_profile
+    from kvcalc.load.gpus import get_gpu
+
+    spec = get_gpu(gpu) if isinstance(gpu, str) else gpu
+    T = resolve_seq_len(model, seq_len)
+    B = concurrency or 1
+    planner = Planner(model, spec, layout)
+    mem = planner.headroom_bytes(T, B) + planner.kv.per_gpu_bytes(T, B)
+    prof = get_profile(engine)
+    if mem <= 0:
+        raise KvcalcError(f"{prof.name} would fail at start-up on {spec.key}: the plan leaves {mem:,} B for the KV "
+                          f"cache: {prof.no_memory}")
+    basis = (f"what the {spec.key} plan leaves for KV per GPU: {layout.gpu_memory_utilization:g} x GPU memory "
+             "- weights - activations - CUDA context" + prof.plan_budget_note)
+    return mem, basis
+
+
 def run_capacity(req: CapacityRequest) -> Any:
     """The engine's `EngineResult` for the request (`EngineProfile.capacity`)."""
     from kvcalc.engines.profile import get_profile
@@ -442,6 +470,7 @@ class PlanRequest(NamedTuple):
         check_limits([concurrency], [T])
         warn_beyond_context(model, [T])
         prof = get_profile(engine)
+        refuse_engine_model(prof, model)
         opts = prof.options(engine_options)
         check_option_bounds(opts)
         prof.check_options(opts)
@@ -493,6 +522,32 @@ class PlanRequest(NamedTuple):
             max_gpus=max_gpus, gpus_per_node=node, layer_split=prof.plan_layer_split, prices=prices or {},
             top=top, why_not=why_not, engine=prof.name, launch=launch, engine_kv=prof.plan_engine_kv(model, opts))
         return cls(search=search, engine=prof.name)
+
+
+def refuse_engine_model(prof: Any, model: Any) -> None:
+    """Raise `KvcalcError` (field `model`) when the engine profile `prof` refuses `model` outright
+    (`EngineProfile.check_model`), as `capacity` does: no launch line is planned for an engine
+    kvcalc cannot size the model on. The message names the engines that do size it."""
+    import re
+
+    from kvcalc.engines.profile import get_profile
+
+    try:
+        prof.check_model(model)
+    except KvcalcError as e:
+        others = []
+        for name in ("ideal", "llamacpp"):
+            if name == prof.name:
+                continue
+            try:
+                get_profile(name).check_model(model)
+            except KvcalcError:
+                continue
+            others.append(name)
+        reason = re.sub(r"(\s*\(use --engine ideal\)|; use --engine ideal)$", "", e.message)
+        size = " or ".join(f"--engine {n}" for n in others)
+        raise KvcalcError(f"{reason}: no {prof.display_name} layout to plan; {size} "
+                          f"size{'s' if len(others) == 1 else ''} it", field="model", value=model.name) from None
 
 
 def run_plan(req: PlanRequest) -> Any:

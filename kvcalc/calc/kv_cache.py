@@ -199,7 +199,8 @@ def _fmt_bytes_per_element(f: StorageFormat) -> str:
 
 def formula(model: ModelSpec, seq_len: int, batch: int, k: StorageFormat, v: StorageFormat,
             window_aware: bool = True) -> str:
-    """The cache formula with the numbers put in, one term per layer kind, and its total."""
+    """The cache formula with the numbers put in, one term per layer kind, and its total (integers
+    with thousands separators, as every table prints them)."""
     terms = []
     total = 0
     for kind, layers in _by_kind(model).items():
@@ -208,24 +209,24 @@ def formula(model: ModelSpec, seq_len: int, batch: int, k: StorageFormat, v: Sto
             continue
         n = len(layers)
         t = tokens_cached(layer, seq_len, window_aware)
-        tok = f"{t} tokens" if t == seq_len else f"min({seq_len}, {layer.window}) tokens"
+        tok = f"{t:,} tokens" if t == seq_len else f"min({seq_len:,}; {layer.window:,}) tokens"
         if layer.kind == "mla":
-            terms.append(f"{n} layers x {layer.head_dim_k} latent x {tok} x {batch} batch x "
+            terms.append(f"{n} layers x {layer.head_dim_k:,} latent x {tok} x {batch:,} batch x "
                          f"{_fmt_bytes_per_element(k)}")
             if layer.index_dim:
-                terms.append(f"{n} layers x {indexer_bytes_per_token(layer.index_dim)} B indexer key "
-                             f"(fp8 + fp32 scales) x {tok} x {batch} batch")
+                terms.append(f"{n} layers x {indexer_bytes_per_token(layer.index_dim):,} B indexer key "
+                             f"(fp8 + fp32 scales) x {tok} x {batch:,} batch")
         elif k == v and layer.head_dim_k == layer.head_dim_v:
             terms.append(f"2 x {n} layers x {layer.n_kv_heads} KV heads x {layer.head_dim_k} head_dim x "
-                         f"{tok} x {batch} batch x {_fmt_bytes_per_element(k)}")
+                         f"{tok} x {batch:,} batch x {_fmt_bytes_per_element(k)}")
         else:
             terms.append(f"{n} layers x {layer.n_kv_heads} KV heads x ({layer.head_dim_k} x "
                          f"{_fmt_bytes_per_element(k)} + {layer.head_dim_v} x {_fmt_bytes_per_element(v)})"
-                         f" x {tok} x {batch} batch")
+                         f" x {tok} x {batch:,} batch")
         total += layers_cache_bytes(layers, seq_len, batch, k, v, 1, window_aware)
     if not terms:
         return "0 (no layer caches K or V)"
-    return " + ".join(terms) + f" = {total} B"
+    return " + ".join(terms) + f" = {total:,} B"
 
 
 def _by_kind(model: ModelSpec) -> dict[str, list[LayerSpec]]:

@@ -8,29 +8,49 @@ the largest --ctx-size that fits).
 
 from __future__ import annotations
 
-from typing import Annotated, Optional
+from typing import Annotated, Any, Optional
 
 import typer
 
+from kvcalc.calc.defaults import DEFAULT_BW_EFFICIENCY, DEFAULT_FLOPS_EFFICIENCY, DEFAULT_GPU_MEMORY_UTILIZATION
 from kvcalc.cli.options import (RevisionOpt, EngineOpt, FormatOpt, GpuOpt, KvFormatOptions, LayoutOptions, LlamacppFlags, ModelArg,
                                 OptionGroup, SglangFlags, VllmFlags, check_positive, engine_options, only,
-                                option_groups, refuse_other_engines, with_help)
+                                option_groups, refuse_other_engines, refuse_typed, make_layout, UtilOpt, WeightDtypeOpt, with_help)
 from kvcalc.cli.output import check_format, emit_parts, handle_errors, show_result
 
 KV_DTYPE_HELP = ("auto (the engine's default: the model's dtype, fp32 served as 16-bit; llama.cpp f16), bf16, fp16, "
                  "fp8, fp8_e5m2; vLLM int8_per_token_head / fp8_per_token_head; llama.cpp f16, q8_0, q4_0 ...")
 
 #: --gpu as every command declares it, with capacity's meaning: vLLM's GPU
-CapacityGpuOpt = with_help(GpuOpt, "vLLM: the GPU (`kvcalc gpus`, or a GPU YAML file) whose compute capability picks "
-                                   "the attention backend (an MLA model's block size).")
+CapacityGpuOpt = with_help(GpuOpt, "The GPU (`kvcalc gpus`, or a GPU YAML file). vLLM: its compute capability picks the "
+                                   "attention backend (an MLA model's block size). vLLM and SGLang without --kv-memory: the "
+                                   "KV memory is what its plan leaves (as `estimate --gpu --engine` sizes it).")
+
+#: the GPU plan's knobs capacity takes: they size the KV memory from --gpu's plan (vLLM / SGLang,
+#: without --kv-memory), as the launch line's --gpu-memory-utilization / --quantization do
+PLAN_KNOBS = ("weight_dtype", "gpu_memory_utilization")
+
+
+CapacityWeightOpt = with_help(WeightDtypeOpt, "Weight format of --gpu's plan (vLLM / SGLang --quantization fp8): "
+                                             "with --gpu and no --kv-memory. Default: the model's dtype.")
+CapacityUtilOpt = with_help(UtilOpt, "Fraction of --gpu's memory the engine may use (SGLang --mem-fraction-static): "
+                                     "with --gpu and no --kv-memory, the KV memory is what it leaves.")
 
 
 class SourceOptions(OptionGroup):
-    """Where the figures come from besides the model: the GPU vLLM runs on (--gpu, whose compute
-    capability picks the attention backend) and the Hub revision of a Hub-id model."""
+    """Where the figures come from besides the model: the GPU (--gpu: vLLM's compute capability,
+    which picks the attention backend; without --kv-memory, the KV memory its plan leaves, with
+    the plan's --weight-dtype and --gpu-memory-utilization) and the Hub revision of a Hub-id model."""
 
     gpu: CapacityGpuOpt = None
     revision: RevisionOpt = None
+    weight_dtype: CapacityWeightOpt = None
+    gpu_memory_utilization: CapacityUtilOpt = DEFAULT_GPU_MEMORY_UTILIZATION
+
+    def layout(self, tp: int) -> Any:
+        """The `memory_plan.Layout` of --gpu's plan at `tp` ranks (the other knobs: defaults)."""
+        return make_layout(tp, 1, 1, self.weight_dtype, None, None, self.gpu_memory_utilization,
+                           DEFAULT_BW_EFFICIENCY, DEFAULT_FLOPS_EFFICIENCY, None, None)
 
 
 class RequestOptions(OptionGroup):
@@ -40,7 +60,7 @@ class RequestOptions(OptionGroup):
     means it, and nothing else: with another engine it is refused like every llama.cpp option."""
 
     max_model_len: Annotated[Optional[str], typer.Option("--max-model-len", "-L", "--seq-len", "-s", "--context-length", help="Tokens per request for the concurrency figure (8192 or 32k; also --seq-len, SGLang --context-length). Default: the model's max_position_embeddings (as vLLM scales it by rope_scaling).")] = None
-    concurrency: Annotated[Optional[int], typer.Option("--concurrency", "--max-num-seqs", help="Also find the longest context that fits this many requests at once (vLLM --max-num-seqs; not -c: llama.cpp's --ctx-size).")] = None
+    concurrency: Annotated[Optional[int], typer.Option("--concurrency", "--max-num-seqs", "--max-running-requests", help="Also find the longest context that fits this many requests at once (vLLM --max-num-seqs, SGLang --max-running-requests; not -c: llama.cpp's --ctx-size).")] = None
 
 
 @handle_errors
@@ -51,7 +71,7 @@ def capacity(
     kv_memory: Annotated[Optional[str], typer.Option("--kv-memory", "-m", help="KV memory per GPU rank: 6.51GiB, 80GB or bytes (vLLM: 'Available KV cache memory'; SGLang: the static pool budget).")] = None,
     engine: EngineOpt = "ideal",
     requests: RequestOptions = RequestOptions(),
-    layout: Annotated[LayoutOptions, only("tp")] = LayoutOptions(),
+    layout: Annotated[LayoutOptions, only("tp", "pp", "dp", dp="Data-parallel replicas: each has its own KV memory and requests, so the figures are per replica (as vLLM logs them).", pp="Pipeline stages: 1 only (capacity figures one GPU rank holding every layer; `kvcalc estimate --pp N --gpu G` plans stages).")] = LayoutOptions(),
     kv: Annotated[KvFormatOptions, only("kv_dtype", "k_dtype", "v_dtype", kv_dtype=KV_DTYPE_HELP)] = KvFormatOptions(),
     vllm: VllmFlags = VllmFlags(),
     sglang: SglangFlags = SglangFlags(),
@@ -61,31 +81,59 @@ def capacity(
 ) -> None:
     """What ENGINE makes of a KV memory budget: tokens, blocks, concurrency, and its own log lines."""
     from kvcalc.engines import canonical
-    from kvcalc.errors import KvcalcError
     from kvcalc.load.models import load_model
     from kvcalc.requests import CapacityRequest, run_capacity
     from kvcalc.units import parse_count, parse_size
 
     name = canonical(engine)
     concurrency = requests.concurrency
-    check_positive(tp=layout.tp, block_size=vllm.block_size, page_size=sglang.page_size, parallel=llamacpp.parallel,
-                   concurrency=concurrency, ubatch_size=llamacpp.ubatch_size, batch_size=llamacpp.batch_size,
+    check_positive(tp=layout.tp, pp=layout.pp, dp=layout.dp, block_size=vllm.block_size, page_size=sglang.page_size,
+                   parallel=llamacpp.parallel, concurrency=concurrency, ubatch_size=llamacpp.ubatch_size, batch_size=llamacpp.batch_size,
                    gpus=llamacpp.gpus, max_num_batched_tokens=vllm.max_num_batched_tokens)
     check_format(fmt)
     refuse_other_engines(ctx, name)
-    if source.gpu is not None and name != "vllm":
-        raise KvcalcError("--gpu applies to --engine vllm only (it picks vLLM's attention backend); "
-                          f"--engine {name} takes --kv-memory", option="--gpu", value=source.gpu)
+    from_plan = check_sources(ctx, name, layout, source, kv_memory)
     spec = load_model(model, source.revision)
     L = parse_count(requests.max_model_len, "--max-model-len") if requests.max_model_len else None
     mem = parse_size(kv_memory, "--kv-memory") if kv_memory else None
+    basis = None
+    if from_plan:
+        from kvcalc.requests import plan_kv_memory
+
+        mem, basis = plan_kv_memory(spec, source.gpu, source.layout(layout.tp), L, concurrency, name)
     req = CapacityRequest.build(spec, engine=name, kv_memory_bytes=mem, kv_dtype=kv.kv_dtype, k_dtype=kv.k_dtype,
                                 v_dtype=kv.v_dtype, tp=layout.tp, max_model_len=L, concurrency=concurrency,
                                 options=engine_options(name, (vllm, sglang, llamacpp), gpu=source.gpu))
     res = run_capacity(req)
-    title = f"KV capacity: {spec.name} on {name}" + (f", tp {layout.tp}" if layout.tp > 1 else "")
+    if basis is not None:
+        res = res.model_copy(update={"kv_memory_basis": basis})
+    title = (f"KV capacity: {spec.name} on {name}" + (f", tp {layout.tp}" if layout.tp > 1 else "")
+             + (f", per replica of dp {layout.dp}" if layout.dp > 1 else ""))
     if fmt == "table":
         show_result(res, title)
         return
     emit_parts([(res, lambda: None)], fmt)
 
+
+def check_sources(ctx: typer.Context, name: str, layout: LayoutOptions, source: SourceOptions,
+                  kv_memory: str | None) -> bool:
+    """True when the KV memory comes from --gpu's plan (vLLM / SGLang, --gpu, no --kv-memory).
+    Raises `KvcalcError` for --pp above 1 (capacity figures one rank holding every layer), --gpu
+    where it would mean nothing, and the plan's knobs (--weight-dtype, --gpu-memory-utilization)
+    outside a plan: they would be ignored."""
+    from kvcalc.errors import KvcalcError
+
+    if layout.pp > 1:
+        raise KvcalcError(f"capacity figures one GPU rank that holds every layer; {layout.pp} pipeline stages are not "
+                          "modelled: give --pp 1, or plan the stages with `kvcalc estimate MODEL --pp N --gpu G --engine E`",
+                          option="--pp", value=str(layout.pp))
+    from_plan = source.gpu is not None and kv_memory is None and name in ("vllm", "sglang")
+    if source.gpu is not None and name != "vllm" and not from_plan:
+        raise KvcalcError("--gpu applies to --engine vllm (it picks vLLM's attention backend), or to vllm and sglang "
+                          f"without --kv-memory (the KV memory is then what the GPU's plan leaves); --engine {name}: "
+                          "drop --gpu" + (" or --kv-memory" if name == "sglang" else ""),
+                          option="--gpu", value=source.gpu)
+    if not from_plan:
+        refuse_typed(ctx, PLAN_KNOBS, "--engine vllm or sglang with --gpu and no --kv-memory (the KV memory is then "
+                     "what the GPU's plan leaves; --kv-memory is already the KV memory)")
+    return from_plan

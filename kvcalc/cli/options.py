@@ -46,7 +46,9 @@ if TYPE_CHECKING:
 # Each option also answers to the engines' own names for the same thing, so a launch line's flags
 # can be pasted: vLLM (--kv-cache-dtype, --tensor-parallel-size / -tp, --pipeline-parallel-size /
 # -pp, --max-model-len, --gpu-memory-utilization, --max-num-seqs), SGLang (--context-length,
-# --mem-fraction-static, --tp-size, --pp-size), llama.cpp (-ctk / --cache-type-k, -ctv /
+# --mem-fraction-static, --tp-size, --pp-size, --max-running-requests), --quantization (vLLM's and
+# SGLang's: fp8 is the fp8 weight format; a method such as awq is refused with the format to give
+# instead, `formats.QUANTIZATION_METHODS`), llama.cpp (-ctk / --cache-type-k, -ctv /
 # --cache-type-v, -np / --parallel, and in `capacity`'s llama.cpp group -c, -fa, -ub, -ngl, -ts).
 # Choices (--format, --device, --backend, --llamacpp-version) are case-insensitive.
 
@@ -82,7 +84,7 @@ SeqLenOpt = Annotated[Optional[str], typer.Option(*SEQ_LEN_NAMES, help="Tokens p
 LLAMACPP_SHORT_OPTIONS = {"-b": "llama.cpp's --batch-size (n_batch: `kvcalc capacity --engine llamacpp -b`)",
                           "-c": "llama.cpp's --ctx-size (n_ctx: `kvcalc capacity --engine llamacpp -c`)"}
 
-BatchOpt = Annotated[int, typer.Option("--batch", "--max-num-seqs", "--parallel", "-np", help="Sequences in the batch (per DP replica; vLLM --max-num-seqs, llama.cpp -np). Not -b: that is llama.cpp's --batch-size (prompt tokens per step, which does not change the KV cache).")]
+BatchOpt = Annotated[int, typer.Option("--batch", "--max-num-seqs", "--max-running-requests", "--parallel", "-np", help="Sequences in the batch (per DP replica; vLLM --max-num-seqs, SGLang --max-running-requests, llama.cpp -np). Not -b: that is llama.cpp's --batch-size (prompt tokens per step, which does not change the KV cache).")]
 
 KvDtypeOpt = Annotated[Optional[str], typer.Option("--kv-dtype", "--kv-cache-dtype", callback=auto_is_default, help="KV format for K and V (vLLM --kv-cache-dtype): fp16, bf16, fp8, fp8_e5m2, int8, int4, q8_0, q4_0 ... Default (or auto): the model's dtype; with --engine, the engine's default.")]
 
@@ -106,7 +108,7 @@ GpuOpt = Annotated[Optional[str], typer.Option("--gpu", help="A GPU from `kvcalc
 
 CountOpt = Annotated[Optional[int], typer.Option("--count", help="GPUs in all (= tp x pp x dp); alone, it sets --tp.")]
 
-WeightDtypeOpt = Annotated[Optional[str], typer.Option("--weight-dtype", help="Weight format: bf16, fp16, fp8, int8, int4 (group scales: int4:g128). Default: the model's dtype.")]
+WeightDtypeOpt = Annotated[Optional[str], typer.Option("--weight-dtype", "--quantization", help="Weight format: bf16, fp16, fp8, int8, int4 (group scales: int4:g128); vLLM / SGLang --quantization fp8. Default: the model's dtype.")]
 
 UtilOpt = Annotated[float, typer.Option("--gpu-memory-utilization", "--mem-fraction-static", help=f"Fraction of GPU memory the engine may use (vLLM default {DEFAULT_GPU_MEMORY_UTILIZATION:g}); SGLang: --mem-fraction-static.")]
 

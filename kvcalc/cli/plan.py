@@ -13,7 +13,7 @@ from typing import Annotated, Any, Optional
 
 import typer
 
-from kvcalc.cli.options import RevisionOpt, GpuPlanOptions, ModelArg, SeqLenOpt, only, option_groups
+from kvcalc.cli.options import RevisionOpt, GpuPlanOptions, ModelArg, SeqLenOpt, auto_is_default, only, option_groups
 from kvcalc.cli.output import check_format, echo, handle_errors
 from kvcalc.errors import KvcalcError
 
@@ -25,7 +25,7 @@ KNOBS = ("gpu_memory_utilization", "bw_efficiency", "flops_efficiency", "cuda_co
 def plan(
     model: ModelArg,
     seq_len: SeqLenOpt = None,
-    concurrency: Annotated[int, typer.Option("--concurrency", help="Sequences served at once, all at --seq-len (not -c: llama.cpp's --ctx-size).")] = 1,
+    concurrency: Annotated[int, typer.Option("--concurrency", "--max-num-seqs", "--max-running-requests", help="Sequences served at once, all at --seq-len (vLLM --max-num-seqs, SGLang --max-running-requests; not -c: llama.cpp's --ctx-size).")] = 1,
     max_tpot_ms: Annotated[Optional[float], typer.Option("--max-tpot-ms", help="Target: the slowest time per output token, ms.")] = None,
     min_tokens_per_s: Annotated[Optional[float], typer.Option("--min-tokens-per-s", help="Target: the least total output tokens/s.")] = None,
     max_ttft_s: Annotated[Optional[float], typer.Option("--max-ttft-s", help="Target: the slowest first token of one --seq-len prompt, s.")] = None,
@@ -33,8 +33,8 @@ def plan(
     max_gpus: Annotated[int, typer.Option("--max-gpus", help="Most GPUs in a layout; above --gpus-per-node, whole nodes (pipeline stages or replicas across nodes, TP inside one).")] = 32,
     gpus_per_node: Annotated[int, typer.Option("--gpus-per-node", help="GPUs in one node (TP stays inside a node).")] = 8,
     engine: Annotated[str, typer.Option("--engine", "-e", help="vllm, sglang, llamacpp (layers split over one node's devices) or ideal (no launch line).")] = "vllm",
-    kv_dtypes: Annotated[Optional[str], typer.Option("--kv-dtype", help="KV formats to choose from, a comma list (default: the model's dtype, then fp8 where the GPU has it; llama.cpp f16,q8_0).")] = None,
-    weight_dtypes: Annotated[Optional[str], typer.Option("--weight-dtype", help="Weight formats to choose from, a comma list (default: the checkpoint's, then fp8 where the GPU has it; llama.cpp q8_0).")] = None,
+    kv_dtypes: Annotated[Optional[str], typer.Option("--kv-dtype", "--kv-cache-dtype", callback=auto_is_default, help="KV formats to choose from, a comma list (vLLM / SGLang --kv-cache-dtype; default, or auto: the model's dtype, then fp8 where the GPU has it; llama.cpp f16,q8_0).")] = None,
+    weight_dtypes: Annotated[Optional[str], typer.Option("--weight-dtype", "--quantization", help="Weight formats to choose from, a comma list (vLLM / SGLang --quantization fp8; default: the checkpoint's, then fp8 where the GPU has it; llama.cpp q8_0).")] = None,
     prices: Annotated[Optional[str], typer.Option("--prices", help="YAML of gpu: dollars per GPU-hour (your figures); ranks by cost after the GPU count.")] = None,
     top: Annotated[int, typer.Option("--top", help="Layouts shown.")] = 10,
     why_not: Annotated[int, typer.Option("--why-not", help="Nearest misses explained when nothing qualifies.")] = 5,

@@ -658,7 +658,7 @@ def allocate(model: ModelSpec, n_ctx: int, k: StorageFormat, v: StorageFormat, *
         from kvcalc.units import check_bound
 
         check_bound("n_ctx", requested or None, option=f"{flag('n_ctx')} {n_ctx} x {flag('parallel')} {parallel} =")
-        notes.append(f"ollama passes n_ctx x OLLAMA_NUM_PARALLEL = {n_ctx} x {parallel} = {requested} to llama.cpp")
+        notes.append(f"ollama passes n_ctx x OLLAMA_NUM_PARALLEL = {n_ctx:,} x {parallel:,} = {requested:,} to llama.cpp")
     if requested == 0:  # llama_context: n_ctx = params.n_ctx == 0 ? hparams.n_ctx_train : params.n_ctx
         requested = n_ctx_train(model)
         notes.append(f"-c 0: n_ctx = n_ctx_train = {requested:,} (the model's max_position_embeddings, "
@@ -739,4 +739,4 @@ def capacity(model: ModelSpec, kv_memory_bytes: int, k: StorageFormat, v: Storag
         raise KvcalcError(f"{kv_memory_bytes:,} B does not hold even 256 cells of {model.name}'s cache",
                           field="kv_memory_bytes", value=kv_memory_bytes, form=MESSAGE)
     res = allocate(model, n_ctx, k, v, kv_memory_bytes=kv_memory_bytes, **options)
-    return res.model_copy(update={"notes": res.notes + [f"largest --ctx-size that fits: {n_ctx}"]})
+    return res.model_copy(update={"notes": res.notes + [f"largest --ctx-size that fits: {n_ctx:,} cells (-c {n_ctx})"]})

@@ -204,6 +204,12 @@ class EngineProfile:
     def check_options(self, options: Any) -> None:
         """Raise `KvcalcError` for option values the engine refuses (checked before any sizing)."""
 
+    def check_model(self, model: ModelSpec) -> None:
+        """Raise `KvcalcError` (field `model`) for a model this profile cannot size whatever the
+        layout, formats or memory: the same refusal `capacity` and `estimate --engine` give
+        (vLLM: hybrid attention + Mamba-2 layers, DeepSeek-V3.2's indexer; SGLang: any mamba /
+        linear-attention layer; llama.cpp: the indexer). `kvcalc plan` asks before searching."""
+
     def default_kv_dtype(self, model: ModelSpec, options: Any) -> tuple[str, str]:
         """(format name, label) with no KV dtype given (or 'auto'): the engine's default."""
         return self.module.default_kv_dtype(model)
@@ -328,6 +334,9 @@ class VllmProfile(EngineProfile):
         if options.block_size is not None:
             vllm.check_block_size(options.block_size)
 
+    def check_model(self, model: ModelSpec) -> None:
+        vllm.check_model(model)
+
     def default_kv_dtype(self, model: ModelSpec, options: VllmOptions) -> tuple[str, str]:
         return vllm.default_kv_dtype(model, v0=options.v0)
 
@@ -384,6 +393,9 @@ class SglangProfile(EngineProfile):
     no_memory = sglang.NO_MEMORY
     plan_budget_note = " (vLLM's rule; SGLang's own budget comes from --mem-fraction-static)"
 
+    def check_model(self, model: ModelSpec) -> None:
+        sglang.check_model(model)
+
     def check_kv_formats(self, model: ModelSpec, k: StorageFormat, v: StorageFormat) -> None:
         sglang.check_dtypes(k, v)  # "SGLang has no 'q8_0' KV cache dtype; use auto, ..."
         super().check_kv_formats(model, k, v)
@@ -417,6 +429,11 @@ class LlamacppProfile(EngineProfile):
     allocates_cells = True
     splits_heads = False
     plan_layer_split = True
+
+    def check_model(self, model: ModelSpec) -> None:
+        from kvcalc.calc.kv_cache import refuse_indexer
+
+        refuse_indexer(model, "llama.cpp")
 
     def check_kv_formats(self, model: ModelSpec, k: StorageFormat, v: StorageFormat) -> None:
         llamacpp.ggml_name(k, field="k_dtype")  # "llama.cpp has no 'int4' KV cache type; use one of ..."

@@ -155,13 +155,19 @@ def check_swa_ratio(ratio: float) -> None:
     """Raise `KvcalcError` (field `swa_full_tokens_ratio`) unless 0 < ratio <= 1: SGLang asserts a
     positive denominator in `_resolve_hybrid_swa_tokens`, and `server_args.py` documents the
     range ("It should be between 0 and 1": the SWA pool is never larger than the full one)."""
-    if not ratio > 0:
-        raise KvcalcError(f"must be a positive number, got {ratio}", field="swa_full_tokens_ratio",
+    if not 0 < ratio <= 1:  # NaN too
+        raise KvcalcError(f"must be in (0, 1]: above 0 and at most 1 (SWA-pool tokens per full-pool token, "
+                          f"SGLang's range), got {ratio:g}", field="swa_full_tokens_ratio",
                           option="--swa-full-tokens-ratio", value=ratio, form=OPTION_SAYS)
-    if ratio > 1:
-        raise KvcalcError(f"must be from 0 to 1 (SWA-pool tokens per full-pool token, SGLang's range), got {ratio:g}",
-                          field="swa_full_tokens_ratio", option="--swa-full-tokens-ratio", value=ratio,
-                          form=OPTION_SAYS)
+
+
+def check_model(model: ModelSpec) -> None:
+    """Raise `KvcalcError` (field `model`) for a model with mamba / linear-attention or hybrid
+    layers: the profile sizes SGLang's token pool of attention layers only."""
+    if any(not layer.caches_kv for layer in model.layers):
+        raise KvcalcError(f"{model.name} has mamba / linear-attention layers; the SGLang profile models "
+                          "attention layers only (use --engine ideal)", field="model", value=model.name, form=MESSAGE)
+    refuse_hybrid_layers(model, "SGLang")
 
 
 def _check(model: ModelSpec, k: StorageFormat, v: StorageFormat, tp: int, page_size: int,
@@ -170,10 +176,7 @@ def _check(model: ModelSpec, k: StorageFormat, v: StorageFormat, tp: int, page_s
     (`model`), plain formats (`k_dtype` / `v_dtype`; NSA: bf16 or fp8_e4m3 only), a positive page
     size (`page_size`), the version (`sglang_version`) and the SWA ratio."""
     check_tp(model, tp)
-    if any(not layer.caches_kv for layer in model.layers):
-        raise KvcalcError(f"{model.name} has mamba / linear-attention layers; the SGLang profile models "
-                          "attention layers only (use --engine ideal)", field="model", value=model.name, form=MESSAGE)
-    refuse_hybrid_layers(model, "SGLang")
+    check_model(model)
     check_dtypes(k, v)
     if is_nsa(model):
         for field, f in (("k_dtype", k), ("v_dtype", v)):
@@ -348,7 +351,7 @@ def capacity(model: ModelSpec, kv_memory_bytes: int, k: StorageFormat, v: Storag
             row = nsa_row_bytes(model, k)
             sized = k.bytes_for((model.kv_lora_rank or 0) + (model.qk_rope_head_dim or 0), what="latent")
             if row != sized:
-                notes.append(f"SGLang sizes the fp8 latent as {sized} B a layer but allocates {row} B rows (fp32 "
+                notes.append(f"SGLang sizes the fp8 latent as {sized:,} B a layer but allocates {row:,} B rows (fp32 "
                              f"scales and a bf16 rope): the pool takes {k_bytes:,} B, "
                              f"{k_bytes - kv_memory_bytes:,} B over the budget")
         else:

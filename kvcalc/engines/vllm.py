@@ -454,7 +454,7 @@ def _select_033(model: ModelSpec, block_size: int | None, name: str | None, comp
     if block_size is None:  # Platform.update_block_size_for_backend, phase 1
         size = MLA_BACKENDS_033[candidate].preferred_block_size()
         return size, f"MLA attention backend {candidate} ({where}) sets block size {size}"
-    note = f"MLA attention backend {candidate} ({where}) keeps the --block-size {block_size} given"
+    note = f"MLA attention backend {candidate} ({where}) keeps the --block-size {block_size:,} given"
     precluded = [n for n, r in invalid.items() if r == ["block_size not supported"]]
     if precluded:  # CudaPlatform.get_attn_backend_cls's warning
         note += (f". vLLM warns: --block-size {block_size} precluded higher-priority backend(s) "
@@ -725,12 +725,18 @@ def _formats(model: ModelSpec, k: StorageFormat, v: StorageFormat) -> None:
                               field=field, value=f.name, form=MESSAGE)
 
 
-def _check(model: ModelSpec, k: StorageFormat, v: StorageFormat, tp: int, block_size: int | None) -> None:
-    """The checks `capacity` and `memory_for` share: the TP degree, the formats, the block size
-    given (None: not given)."""
-    check_tp(model, tp)
+def check_model(model: ModelSpec) -> None:
+    """Raise `KvcalcError` (field `model`) for a model the profile cannot size at all: hybrid
+    attention + Mamba-2 layers (`refuse_hybrid_layers`), DeepSeek-V3.2's indexer (`refuse_indexer`)."""
     refuse_hybrid_layers(model, "vLLM")
     refuse_indexer(model, "vLLM")
+
+
+def _check(model: ModelSpec, k: StorageFormat, v: StorageFormat, tp: int, block_size: int | None) -> None:
+    """The checks `capacity` and `memory_for` share: the TP degree, the model (`check_model`), the
+    formats, the block size given (None: not given)."""
+    check_tp(model, tp)
+    check_model(model)
     _formats(model, k, v)
     if block_size is not None:
         check_block_size(block_size)

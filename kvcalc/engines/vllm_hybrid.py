@@ -155,6 +155,34 @@ def mamba_state(model: ModelSpec, tp: int, version: str, model_dtype_bytes: int 
     return MambaState("mamba1", shapes, (model_dtype_bytes, ssm_bytes), ssm_dtype)
 
 
+#: where 0.33 takes the fp32 SSM state from, per model type (`FP32_SSM_MODEL_TYPES_033`)
+FP32_SSM_SOURCE_033 = {"nemotron_h": "NemotronHForCausalLMConfig sets mamba_ssm_cache_dtype float32"} | {
+    t: "Qwen3_5ForConditionalGenerationConfig takes the config's mamba_ssm_dtype, float32" for t in QWEN3_5_MODEL_TYPES}
+#: the state kinds as the notes name them
+STATE_KIND_NAMES = {"mamba1": "Mamba", "mamba2": "Mamba-2", "gdn": "Gated DeltaNet"}
+
+
+def state_dtype_note(model: ModelSpec, state: MambaState, version: str, model_dtype: str, tp: int,
+                     model_dtype_bytes: int) -> str:
+    """The note that says which dtype the state is in: the conv state in the model's dtype, the
+    SSM / recurrent state in `state.ssm_dtype`, the page per layer and request; for a model type
+    0.33 keeps in fp32 (Nemotron-H, Qwen3.5: `vllm/model_executor/models/config.py`), why, and the
+    other version's page, since the page (and so the attention block) differs: Nemotron-H-8B at
+    tp 1, 0.11 bf16 2,158,592 B (528-token blocks), 0.33 fp32 4,255,744 B (1,040-token blocks)."""
+    text = (f"{STATE_KIND_NAMES[state.kind]} state per layer and request: conv state {model_dtype}, "
+            f"{'recurrent' if state.kind == 'gdn' else 'SSM'} state {state.ssm_dtype}, {state.page_size_bytes:,} B")
+    source = FP32_SSM_SOURCE_033.get(model.model_type)
+    if source is None:
+        return text
+    if version == "0.33":
+        if model.model_type in QWEN3_5_MODEL_TYPES:  # no Qwen3.5 in 0.11
+            return text + f" (vLLM 0.33: {source})"
+        other = mamba_state(model, tp, "0.11", model_dtype_bytes, model_dtype).page_size_bytes
+        return text + f" (vLLM 0.33: {source}; 0.11 keeps it in {model_dtype}: {other:,} B)"
+    other = mamba_state(model, tp, "0.33", model_dtype_bytes, model_dtype).page_size_bytes
+    return text + f" (vLLM 0.11: the model's dtype; 0.33 keeps it in fp32, {other:,} B: {source})"
+
+
 def gdn_flashinfer_prefill(model: ModelSpec, compute_capability: str) -> bool:
     """Whether 0.33 runs a Gated DeltaNet prefill with FlashInfer
     (`qwen_gdn_linear_attn.py` `_resolve_gdn_prefill_backend`): Hopper (9.x), or Blackwell (10.x,
@@ -202,7 +230,7 @@ def align_block_size(model: ModelSpec, attention_layer: object, k: StorageFormat
     token_page = layer_kv_bytes_per_token(attention_layer, k, v, tp)  # type: ignore[arg-type]
     state = mamba_state(model, tp, version, model_dtype_bytes, model_dtype)
     mamba_page = state.page_size_bytes
-    notes = []
+    notes = [state_dtype_note(model, state, version, model_dtype, tp, model_dtype_bytes)]
     if version == "0.11":
         if prefix_caching:
             raise KvcalcError("vLLM 0.11 switches prefix caching off for hybrid models (MambaModelConfig: "

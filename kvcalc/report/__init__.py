@@ -49,10 +49,34 @@ def size(n: int | None) -> str:
 
 
 def seconds(s: float | None) -> str:
-    """A time in ms or s, labelled."""
+    """A time in s (from 1 s), ms (from 0.1 ms, three decimals) or µs (below: three significant
+    figures, so a tiny model's step reads 23.4 µs, never 0.000 ms), labelled."""
     if s is None:
         return "n/a"
-    return f"{s * 1e3:,.3f} ms" if s < 1 else f"{s:,.3f} s"
+    if s >= 1:
+        return f"{s:,.3f} s"
+    if s >= 1e-4 or s <= 0:
+        return f"{s * 1e3:,.3f} ms"
+    return f"{significant(s * 1e6)} µs"
+
+
+def significant(x: float, digits: int = 3) -> str:
+    """`x` with `digits` significant figures, in fixed notation (0.00123, 23.4, 1,230)."""
+    import math
+
+    if x == 0 or not math.isfinite(x):
+        return f"{x:g}"
+    decimals = max(0, digits - 1 - math.floor(math.log10(abs(x))))
+    return f"{x:,.{decimals}f}"
+
+
+def figure(x: float, decimals: int) -> str:
+    """`x` with `decimals` decimals, as a table column prints it, unless that would show fewer
+    than two significant figures of a nonzero value (0.00 for 0.0043 ms): then three
+    significant figures (0.00430)."""
+    if x == 0 or abs(x) >= 10 ** (1 - decimals):
+        return f"{x:,.{decimals}f}"
+    return significant(x)
 
 
 def flatten(obj: Any, prefix: str = "") -> dict[str, Any]:

@@ -24,7 +24,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from kvcalc.report import gib, mib, seconds, size
+from kvcalc.report import figure, gib, mib, seconds, size
 from kvcalc.report.layout import Cell, Col, WideOrRecords, grid, pairs_table, safe_text
 
 def kv_table(est: Any, title: str | None = None, *, width: int | None = None):
@@ -104,7 +104,7 @@ def result_table(res: Any, title: str, *, width: int | None = None) -> Any:
     if res.num_gpu_blocks is not None:
         unit = "pages" if res.engine == "sglang" else "blocks"
         extra = f", {res.usable_blocks:,} usable (one null block)" if res.usable_blocks is not None else ""
-        rows.append((unit, f"{res.num_gpu_blocks:,} of {res.block_size} tokens, {res.page_size_bytes:,} B each{extra}",
+        rows.append((unit, f"{res.num_gpu_blocks:,} of {res.block_size:,} tokens, {res.page_size_bytes:,} B each{extra}",
                      None))
     if res.num_cpu_blocks is not None:
         rows.append(("CPU (swap) blocks", f"{res.num_cpu_blocks:,}", None))
@@ -170,12 +170,12 @@ def sweep_table(rows: list[dict[str, Any]], title: str, with_gpu: bool, *, width
         cols += [Col("budget", short="bdgt"), Col("fits"), Col("TPOT ms", short="TPOT"), Col("tok/s")]
     cells: list[list[Cell]] = []
     for r in rows:
-        row: list[Cell] = [f"{r['seq_len']:,}", str(r["batch"]), f"{r['weights_bytes_per_gpu'] / 2**30:,.2f}",
+        row: list[Cell] = [f"{r['seq_len']:,}", f"{r['batch']:,}", f"{r['weights_bytes_per_gpu'] / 2**30:,.2f}",
                            f"{r['kv_cache_bytes_per_gpu'] / 2**30:,.2f}", f"{r['memory_bytes_per_gpu'] / 2**30:,.2f}"]
         if with_gpu:
             row += [f"{r['budget_bytes_per_gpu'] / 2**30:,.2f}",
                     Text("yes", style="green") if r["fits"] else Text("no", style="red"),
-                    f"{r['tpot_s'] * 1e3:,.2f}", f"{r['tokens_per_s']:,.0f}"]
+                    figure(r['tpot_s'] * 1e3, 2), f"{r['tokens_per_s']:,.0f}"]
         cells.append(row)
     return grid(cols, cells, width=width, title=title, caption="memory columns: GiB (2^30 B) per GPU", keys=2)
 
@@ -200,7 +200,7 @@ def check_table(rows: list[Any], *, width: int | None = None):
         par = f"tp{r.tp}" + (f" pp{r.pp}" if r.pp > 1 else "") + (f" dp{r.dp}" if r.dp > 1 else "")
         cells.append([r.name, f"{r.count}x {r.gpu} {par}", (f"{r.max_seq_len:,} x", f"{r.concurrency}"),
                       (f"{r.memory_bytes_per_gpu / 2**30:,.1f} /", f"{r.budget_bytes_per_gpu / 2**30:,.1f}"),
-                      f"{r.max_concurrency:,}", (f"{r.tpot_ms:,.1f}", *tgt_tpot), (f"{r.tokens_per_s:,.0f}", *tgt_tok),
+                      f"{r.max_concurrency:,}", (figure(r.tpot_ms, 1), *tgt_tpot), (f"{r.tokens_per_s:,.0f}", *tgt_tok),
                       Text(r.status, style=style[r.status])])
         notes += [Text(safe_text(f"{r.name}: {p}  ({r.file})"), style=style[r.status]) for p in r.problems]
     t = grid(cols, cells, width=width, title="kvcalc check: memory per GPU vs gpu_memory_utilization x memory; "
@@ -219,7 +219,7 @@ def check_markdown(rows: list[Any], errors: list[str]) -> str:
          "TPOT ms", "tokens/s", "status", "why"],
         [[r.name, r.model, f"{r.count} x {r.gpu} (tp {r.tp}, pp {r.pp}, dp {r.dp})", r.kv_dtype,
           f"{r.max_seq_len:,} x {r.concurrency}", f"{r.memory_bytes_per_gpu / 2**30:,.2f}",
-          f"{r.budget_bytes_per_gpu / 2**30:,.2f}", f"{r.tpot_ms:,.2f}", f"{r.tokens_per_s:,.0f}",
+          f"{r.budget_bytes_per_gpu / 2**30:,.2f}", figure(r.tpot_ms, 2), f"{r.tokens_per_s:,.0f}",
           icon[r.status], "; ".join(r.problems)] for r in rows])]
     lines += [f"\n**invalid:** `{safe_text(e)}`" for e in errors]
     return "\n".join(lines)
@@ -289,7 +289,7 @@ def models_table(rows: list[dict[str, Any]], *, width: int | None = None):
             Col("layers", kind="text", justify="left"), Col("heads (q/kv)", short="q/kv", justify="left"),
             Col("head_dim", short="hd", justify="left"), Col("max context", short="ctx", justify="left")]
     cells: list[list[Cell]] = [[r["name"], r["attention"], r["layers"], f"{r['n_heads']}/{r['n_kv_heads']}",
-                                str(r["head_dim"]), f"{r['max_position_embeddings'] or 0:,}"] for r in rows]
+                                f"{r['head_dim']:,}", f"{r['max_position_embeddings'] or 0:,}"] for r in rows]
     return grid(cols, cells, width=width, title="Bundled models (kvcalc estimate NAME)")
 
 
@@ -324,7 +324,7 @@ def plan_title(res: Any) -> str:
           f"≥ {res.min_tokens_per_s:g} tokens/s" if res.min_tokens_per_s is not None else "",
           f"TTFT ≤ {res.max_ttft_s:g} s" if res.max_ttft_s is not None else ""]
     tg = [t for t in tg if t]
-    return (f"kvcalc plan: {res.model}, {res.concurrency} x {res.seq_len:,} tokens"
+    return (f"kvcalc plan: {res.model}, {res.concurrency:,} x {res.seq_len:,} tokens"
             + (f", {', '.join(tg)}" if tg else "") + f" ({res.engine}; {res.n_qualifying:,} of "
             f"{res.points_searched:,} layouts qualify)")
 
@@ -345,7 +345,7 @@ def plan_table(res: Any, *, width: int | None = None):
     for r in res.layouts:
         row: list[Cell] = [str(r.rank), _plan_gpus(r), _plan_formats(r),
                            (f"{r.memory_bytes_per_gpu / 2**30:,.1f}/", f"{r.budget_bytes_per_gpu / 2**30:,.1f}"),
-                           f"{r.max_concurrency:,}", f"{r.tpot_ms:,.1f}", f"{r.tokens_per_s:,.0f}", f"{r.ttft_s:,.2f}"]
+                           f"{r.max_concurrency:,}", figure(r.tpot_ms, 1), f"{r.tokens_per_s:,.0f}", figure(r.ttft_s, 2)]
         if priced:
             row += ["-" if r.dollars_per_hour is None else f"{r.dollars_per_hour:,.2f}",
                     "-" if r.dollars_per_million_tokens is None else f"{r.dollars_per_million_tokens:,.2f}"]
@@ -365,8 +365,8 @@ def plan_markdown(res: Any) -> str:
             ["#", "GPUs", "KV / weights", "memory/GPU GiB", "budget GiB", "max seqs", "TPOT ms", "tokens/s",
              "TTFT s", "$/hour", "$/M tokens"],
             [[r.rank, _plan_gpus(r), _plan_formats(r), f"{r.memory_bytes_per_gpu / 2**30:,.2f}",
-              f"{r.budget_bytes_per_gpu / 2**30:,.2f}", f"{r.max_concurrency:,}", f"{r.tpot_ms:,.2f}",
-              f"{r.tokens_per_s:,.0f}", f"{r.ttft_s:,.2f}",
+              f"{r.budget_bytes_per_gpu / 2**30:,.2f}", f"{r.max_concurrency:,}", figure(r.tpot_ms, 2),
+              f"{r.tokens_per_s:,.0f}", figure(r.ttft_s, 2),
               "" if r.dollars_per_hour is None else f"{r.dollars_per_hour:,.2f}",
               "" if r.dollars_per_million_tokens is None else f"{r.dollars_per_million_tokens:,.2f}"]
              for r in res.layouts]))
@@ -425,14 +425,35 @@ def attention_summary(e: Any) -> str:
         text = f"{e.attention} {e.n_heads}q/{e.n_kv_heads}kv"
     if any(b.window for b in e.breakdown):
         text += ", sliding"
+    kinds = [STATE_TAGS[k] for k in STATE_TAGS if any(b.kind == k for b in e.breakdown)]
+    if kinds:
+        text += f", +{' / '.join(kinds)} state"
     return text
+
+
+#: the layer kinds that keep a fixed state per sequence beside (or instead of) a KV cache, as the
+#: attention column tags them: Jamba's Mamba layers, Qwen3-Next's gated DeltaNet (linear
+#: attention), Falcon-H1's attention with a Mamba-2 mixer in the same layer
+STATE_TAGS = {"mamba": "mamba", "linear": "linear-attn", "hybrid": "mamba2"}
+#: the state cell of a model whose config does not size its state (`KvEstimate.state_bytes` None)
+STATE_UNKNOWN = "not sized"
 
 
 def compare_models_table(rows: Sequence[Any], title: str) -> WideOrRecords:
     """`kvcalc compare A B ...`: one row per `KvEstimate` (same context, batch and format): the
-    model, its own attention, bytes per token and the KV cache in B and GiB."""
-    headers = ["model", "attention", "B/token", "KV cache (B)", "GiB"]
-    cells = [[r.model, attention_summary(r), f"{r.kv_bytes_per_token:,}", f"{r.kv_cache_bytes:,}",
-              _gib_cell(r.kv_cache_bytes)] for r in rows]
-    return WideOrRecords(title, headers, cells, right=headers[2:],
-                         caption="B/token: one more token, one sequence, all layers; GiB = 2^30 B")
+    model, its own attention (tagged with the state its mamba / linear layers keep), bytes per
+    token and the KV cache in B; where a model keeps a fixed state (`state_bytes`: per sequence x
+    batch, `kv_cache.state_bytes_per_seq`), a state column, and GiB of KV cache + state, the
+    memory compared."""
+    stateful = any(r.state_bytes != 0 for r in rows)  # None: a state the config does not size
+    headers = ["model", "attention", "B/token", "KV cache (B)"] + (["state (B)"] if stateful else []) + ["GiB"]
+    cells = [[r.model, attention_summary(r), f"{r.kv_bytes_per_token:,}", f"{r.kv_cache_bytes:,}"]
+             + ([STATE_UNKNOWN if r.state_bytes is None else f"{r.state_bytes:,}"] if stateful else [])
+             + [_gib_cell(r.kv_cache_bytes + (r.state_bytes or 0))] for r in rows]
+    caption = "B/token: one more token, one sequence, all layers; GiB = 2^30 B"
+    if stateful:
+        caption = ("B/token: one more token, one sequence, all layers; state: the fixed state of mamba / linear "
+                   "layers, per sequence x batch; GiB: KV cache + state, 2^30 B"
+                   + (f" ({STATE_UNKNOWN}: the config gives no state shape; KV cache only)"
+                      if any(r.state_bytes is None for r in rows) else ""))
+    return WideOrRecords(title, headers, cells, right=headers[2:], caption=caption)

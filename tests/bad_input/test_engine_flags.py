@@ -18,7 +18,7 @@ def test_swa_full_tokens_ratio_past_one_is_refused(ratio):
     r = run_kvcalc("capacity", "gpt-oss-20b", "--engine", "sglang", "--kv-memory", "10GiB",
                    "--swa-full-tokens-ratio", ratio)
     line = refused(r, "--swa-full-tokens-ratio")
-    assert "from 0 to 1" in line and ratio in line, line
+    assert "must be in (0, 1]" in line and ratio in line, line
 
 
 def test_swa_full_tokens_ratio_of_one_is_taken():

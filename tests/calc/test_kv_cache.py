@@ -278,7 +278,7 @@ def test_sliding_model_cache_bytes():
     by_kind = {b.kind: b for b in est.breakdown}
     assert by_kind["sliding"].tokens_cached == 512 and by_kind["full"].tokens_cached == 2048
     assert by_kind["sliding"].kv_cache_bytes == 3 * 512 * 512 * 2
-    assert est.formula.endswith("= 7864320 B")
+    assert est.formula.endswith("= 7,864,320 B")
 
 
 def test_estimate_reports_its_inputs():

@@ -42,34 +42,34 @@ def test_formula_sliding_past_the_window() -> None:
     # per layer per token 2 x 16 x 128 x 2 B = 8192 B; 52 x 8192 x 1024 + 10 x 8192 x 2000
     # = 436,207,616 + 163,840,000 = 600,047,616 B
     assert kv_cache.formula(GEMMA3_27B, 2000, 1, BF16, BF16) == (
-        "2 x 52 layers x 16 KV heads x 128 head_dim x min(2000, 1024) tokens x 1 batch x 2 B + "
-        "2 x 10 layers x 16 KV heads x 128 head_dim x 2000 tokens x 1 batch x 2 B = 600047616 B")
+        "2 x 52 layers x 16 KV heads x 128 head_dim x min(2,000; 1,024) tokens x 1 batch x 2 B + "
+        "2 x 10 layers x 16 KV heads x 128 head_dim x 2,000 tokens x 1 batch x 2 B = 600,047,616 B")
 
 
 def test_formula_windows_off_and_inside_the_window() -> None:
     # windows ignored: 62 x 8192 x 2000 = 1,015,808,000 B
     assert kv_cache.formula(GEMMA3_27B, 2000, 1, BF16, BF16, window_aware=False) == (
-        "2 x 52 layers x 16 KV heads x 128 head_dim x 2000 tokens x 1 batch x 2 B + "
-        "2 x 10 layers x 16 KV heads x 128 head_dim x 2000 tokens x 1 batch x 2 B = 1015808000 B")
+        "2 x 52 layers x 16 KV heads x 128 head_dim x 2,000 tokens x 1 batch x 2 B + "
+        "2 x 10 layers x 16 KV heads x 128 head_dim x 2,000 tokens x 1 batch x 2 B = 1,015,808,000 B")
     # 500 tokens, inside the window: 62 x 8192 x 500 = 253,952,000 B
     assert kv_cache.formula(GEMMA3_27B, 500, 1, BF16, BF16) == (
         "2 x 52 layers x 16 KV heads x 128 head_dim x 500 tokens x 1 batch x 2 B + "
-        "2 x 10 layers x 16 KV heads x 128 head_dim x 500 tokens x 1 batch x 2 B = 253952000 B")
+        "2 x 10 layers x 16 KV heads x 128 head_dim x 500 tokens x 1 batch x 2 B = 253,952,000 B")
 
 
 def test_formula_one_layer_per_kind() -> None:
     # 4 x (64 + 64) x 2 B = 1024 B per layer per token: 1024 x 512 + 1024 x 1000 = 1,548,288 B;
     # windows off: 2 x 1024 x 1000 = 2,048,000 B
     assert kv_cache.formula(PAIR, 1000, 1, BF16, BF16) == (
-        "2 x 1 layers x 4 KV heads x 64 head_dim x min(1000, 512) tokens x 1 batch x 2 B + "
-        "2 x 1 layers x 4 KV heads x 64 head_dim x 1000 tokens x 1 batch x 2 B = 1548288 B")
-    assert kv_cache.formula(PAIR, 1000, 1, BF16, BF16, window_aware=False).endswith(" = 2048000 B")
+        "2 x 1 layers x 4 KV heads x 64 head_dim x min(1,000; 512) tokens x 1 batch x 2 B + "
+        "2 x 1 layers x 4 KV heads x 64 head_dim x 1,000 tokens x 1 batch x 2 B = 1,548,288 B")
+    assert kv_cache.formula(PAIR, 1000, 1, BF16, BF16, window_aware=False).endswith(" = 2,048,000 B")
 
 
 def test_formula_hybrid_skips_the_mamba_kind_and_goes_on() -> None:
     # Jamba: 4 attention layers x 2 x 8 x 128 x 2 B = 16,384 B per token x 100 x 2 = 3,276,800 B
     assert kv_cache.formula(JAMBA, 100, 2, BF16, BF16) == (
-        "2 x 4 layers x 8 KV heads x 128 head_dim x 100 tokens x 2 batch x 2 B = 3276800 B")
+        "2 x 4 layers x 8 KV heads x 128 head_dim x 100 tokens x 2 batch x 2 B = 3,276,800 B")
     ssm = ModelSpec(name="ssm", n_layers=2, n_heads=8, head_dim=64, layer_pattern=["mamba"])
     assert kv_cache.formula(ssm, 100, 1, BF16, BF16) == "0 (no layer caches K or V)"
 
@@ -77,16 +77,16 @@ def test_formula_hybrid_skips_the_mamba_kind_and_goes_on() -> None:
 def test_formula_mla() -> None:
     # 27 layers x 576 latent x 2 B x 100 tokens = 3,110,400 B (no factor 2: the latent is K and V)
     assert kv_cache.formula(DSV2_LITE, 100, 1, BF16, BF16) == (
-        "27 layers x 576 latent x 100 tokens x 1 batch x 2 B = 3110400 B")
+        "27 layers x 576 latent x 100 tokens x 1 batch x 2 B = 3,110,400 B")
 
 
 def test_formula_mixed_and_block_formats() -> None:
     # fp8 K, bf16 V with equal head dims: 32 x 8 x (128 + 256) B x 10 tokens = 983,040 B
     assert kv_cache.formula(LLAMA_8B, 10, 1, FP8, BF16) == (
-        "32 layers x 8 KV heads x (128 x 1 B + 128 x 2 B) x 10 tokens x 1 batch = 983040 B")
+        "32 layers x 8 KV heads x (128 x 1 B + 128 x 2 B) x 10 tokens x 1 batch = 983,040 B")
     # q8_0: 34 B per 32 values; a 128 head = 4 blocks = 136 B; 32 x 8 x 2 x 136 x 10 = 696,320 B
     assert kv_cache.formula(LLAMA_8B, 10, 1, Q8, Q8) == (
-        "2 x 32 layers x 8 KV heads x 128 head_dim x 10 tokens x 1 batch x 34/32 B = 696320 B")
+        "2 x 32 layers x 8 KV heads x 128 head_dim x 10 tokens x 1 batch x 34/32 B = 696,320 B")
 
 
 # ----- estimate --------------------------------------------------------------------------------

@@ -45,14 +45,15 @@ def test_help_lists_every_option_in_its_place():
         "--gpu-memory-utilization", "--bw-efficiency", "--flops-efficiency", "--cuda-context",
         "--activation-reserve", "--plot", "--force", "--beyond-context", "--revision", "--format", "--help"]
     assert long_flags("capacity") == [
-        "--kv-memory", "--engine", "--max-model-len", "--concurrency", "--tp", "--kv-dtype", "--k-dtype", "--v-dtype",
+        "--kv-memory", "--engine", "--max-model-len", "--concurrency", "--tp", "--pp", "--dp", "--kv-dtype",
+        "--k-dtype", "--v-dtype",
         "--block-size", "--page-size", "--vllm-version", "--disable-hybrid-kv-cache-manager",
         "--max-num-batched-tokens", "--async-scheduling", "--attention-backend", "--allow-long-max-model-len",
         "--enable-prefix-caching",
         "--vllm-v0", "--swap-space", "--sglang-version", "--disable-hybrid-swa-memory", "--swa-full-tokens-ratio",
         "--ctx-size", "--llamacpp-tool", "--parallel", "--kv-unified", "--swa-full",
         "--flash-attn", "--llamacpp-version", "--n-gpu-layers", "--gpus", "--tensor-split", "--ubatch-size",
-        "--batch-size", "--ollama", "--gpu", "--revision",
+        "--batch-size", "--ollama", "--gpu", "--revision", "--weight-dtype", "--gpu-memory-utilization",
         "--format", "--help"]
 
 

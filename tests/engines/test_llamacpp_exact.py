@@ -142,7 +142,7 @@ def test_legacy_ollama_linear_layers_on_the_cpu():
                    "llama_kv_cache_init:        CPU KV buffer size =    30.75 MiB",
                    "llama_new_context_with_model: KV self size  =   30.75 MiB, K (f16):   24.00 MiB, "
                    "V (q4_0):    6.75 MiB"],
-        notes=["ollama passes n_ctx x OLLAMA_NUM_PARALLEL = 1000 x 2 = 2000 to llama.cpp",
+        notes=["ollama passes n_ctx x OLLAMA_NUM_PARALLEL = 1,000 x 2 = 2,000 to llama.cpp",
                "mamba / linear-attention layers use llama.cpp's recurrent memory: not counted (legacy)"])
     # without flash attention llama.cpp refuses the q4_0 V cache
     with pytest.raises(KvcalcError, match=r'"llama_new_context_with_model: V cache quantization requires flash_attn"'):
@@ -244,7 +244,7 @@ def test_default_kv_dtype_is_f16():
 def test_capacity_largest_ctx_and_its_note():
     # llama-3.1-8b: 131,072 B per cell; 100 MiB holds 800 cells -> the largest multiple of 256 is 768
     r = llamacpp.capacity(load_model("llama-3.1-8b"), 100 * MiB, F16, F16, parallel=1)
-    assert (r.n_cells, r.engine_kv_bytes, r.notes) == (768, 96 * MiB, ["largest --ctx-size that fits: 768"])
+    assert (r.n_cells, r.engine_kv_bytes, r.notes) == (768, 96 * MiB, ["largest --ctx-size that fits: 768 cells (-c 768)"])
     with pytest.raises(KvcalcError, match=r"^1,000 B does not hold even 256 cells of llama-3\.1-8b's cache$"):
         llamacpp.capacity(load_model("llama-3.1-8b"), 1000, F16, F16)
     assert llamacpp.largest_ctx_size(load_model("llama-3.1-8b"), 100 * MiB, F16, F16, concurrency=3) == 768

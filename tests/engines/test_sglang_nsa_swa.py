@@ -213,7 +213,7 @@ def test_swa_ratio_and_disable_flag():
     off = sglang.capacity(gpt_oss(), 10 * GiB, BF16, BF16, hybrid_swa_memory=False)
     assert off.kv_cache_tokens == 218_453 and len(off.log_lines) == 1
     assert "sliding-window layers sized like full ones (--disable-hybrid-swa-memory)" in off.notes
-    with pytest.raises(KvcalcError, match="--swa-full-tokens-ratio must be a positive number, got 0"):
+    with pytest.raises(KvcalcError, match=r"--swa-full-tokens-ratio must be in \(0, 1\]: above 0 and at most 1 .*, got 0$"):
         sglang.capacity(gpt_oss(), GiB, BF16, BF16, swa_full_tokens_ratio=0)
     with pytest.raises(KvcalcError, match="--sglang-version must be one of current, legacy, got 'old'"):
         sglang.capacity(gpt_oss(), GiB, BF16, BF16, version="old")

@@ -119,7 +119,7 @@ def test_mla_block_size_from_the_cli_gpu():
     out = run_json("capacity", "deepseek-v2-lite", "-e", "vllm", "-m", "1GiB", "--attention-backend", "TRITON_MLA")
     assert (out["block_size"], out["num_gpu_blocks"]) == (16, 2157)
     assert run_err("capacity", "qwen3-4b", "-e", "sglang", "-m", "1GiB", "--gpu", "h100-sxm").startswith(
-        "error: --gpu h100-sxm: --gpu applies to --engine vllm only")
+        "error: --gpu h100-sxm: --gpu applies to --engine vllm (it picks vLLM's attention backend)")
 
 
 # ----- 0.33's token figure and sliding-window admission ------------------------------------

@@ -60,7 +60,7 @@ def test_kv_cache_of_every_layer():
     e = estimate(m, Workload(seq_len=32768, batch=4, k_dtype="bf16", v_dtype="bf16"))
     # 45,056 x 32,768 tokens x 4 sequences = 5,905,580,032 B
     assert e.kv_cache_bytes == 5_905_580_032
-    assert e.formula == ("2 x 44 layers x 2 KV heads x 128 head_dim x 32768 tokens x 4 batch x 2 B = 5905580032 B")
+    assert e.formula == ("2 x 44 layers x 2 KV heads x 128 head_dim x 32,768 tokens x 4 batch x 2 B = 5,905,580,032 B")
     assert [b.kind for b in e.breakdown] == ["hybrid"]
 
 

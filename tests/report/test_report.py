@@ -46,7 +46,7 @@ def test_gb_gib_mib():
 @pytest.mark.parametrize("s,text", [
     (None, "n/a"),
     (0.025645, "25.645 ms"),
-    (6.0763e-6, "0.006 ms"),
+    (6.0763e-6, "6.08 µs"),     # under 0.1 ms: microseconds, three significant figures
     (0.9999, "999.900 ms"),     # under one second: milliseconds
     (1, "1.000 s"),
     (3.2039, "3.204 s"),
