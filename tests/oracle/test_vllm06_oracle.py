@@ -14,6 +14,7 @@ docs/engine-oracles.md has the last run.
 
 from __future__ import annotations
 
+import importlib.metadata
 import importlib.util
 import sys
 import warnings
@@ -28,6 +29,9 @@ def _vllm06_missing() -> str | None:
     """Why vLLM 0.6's sizing code cannot be driven here, or None."""
     if importlib.util.find_spec("vllm") is None:
         return "vllm is not installed (tools/install_vllm_oracle.sh 0.6.6.post1 installs it into its own venv)"
+    installed = importlib.metadata.version("vllm")
+    if not installed.startswith("0.6."):
+        return f"vllm {installed} is installed; this oracle drives vLLM 0.6.x (tools/install_vllm_oracle.sh 0.6.6.post1)"
     sys.path.insert(0, str(Path(__file__).parent))
     try:
         import vllm06_harness  # noqa: F401
