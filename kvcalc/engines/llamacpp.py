@@ -460,6 +460,8 @@ def check_refusals(model: ModelSpec, tk: str, tv: str, *, flash_attn: bool, vers
     - a quantized V cache with flash attention off: current "quantized V cache requires
       flash_attn to be enabled" (`-fa auto` turns it on instead: "enabling flash_attn since it is
       required for quantized V cache"); legacy "V cache quantization requires flash_attn";
+    - legacy (7841fc7), whatever `-fa` says: the same makes llama.cpp abort
+      (`GGML_ASSERT(hparams.n_embd_head_k % ggml_blck_size(type_k) == 0)` in `llama_init_from_model`);
     - current, flash attention not off: a quantized K (V) type whose block (32 values) does not
       divide a layer's head size ("K cache type %s with block size %u does not divide
       n_embd_head_k=%u"; `head_sizes`), e.g. q8_0 with Phi-2's heads of 80.
@@ -476,7 +478,16 @@ def check_refusals(model: ModelSpec, tk: str, tv: str, *, flash_attn: bool, vers
                   else "quantized V cache requires flash_attn to be enabled")
         raise KvcalcError(f"llama.cpp refuses it: \"{func}: {reason}\"; add -fa on "
                           "(or auto) or use an f16 V cache", field="v_dtype", value=tv)
-    if legacy or not flash_attn:
+    if legacy:  # 7841fc7 llama_init_from_model: GGML_ASSERT(hparams.n_embd_head_k % ggml_blck_size(type_k) == 0)
+        for which, t in (("k", tk), ("v", tv)):
+            bad = [hs[which == "v"] for hs in head_sizes(model, version) if hs[which == "v"] % QUANT_BLOCK]
+            if t in QUANTIZED and bad:
+                raise KvcalcError(f"llama.cpp aborts: \"GGML_ASSERT(hparams.n_embd_head_{which} % "
+                                  f"ggml_blck_size(type_{which}) == 0) failed\" ({t} blocks of {QUANT_BLOCK} values, "
+                                  f"heads of {bad[0]}); use an f16 or bf16 {which.upper()} cache for {model.name}",
+                                  field=f"{which}_dtype", value=t)
+        return
+    if not flash_attn:
         return
     for which, t in (("K", tk), ("V", tv)):
         if t not in QUANTIZED:

@@ -72,3 +72,19 @@ def test_mamba_keeps_its_state_in_the_kv_cache():
     # one sequence: 442,368 B (0.42 MiB) + 2,359,296 B (2.25 MiB)
     r = llamacpp.allocate(MAMBA_130M, 0, F16, F16, version="legacy")
     assert (r.k_bytes, r.v_bytes, r.n_cells) == (442_368, 2_359_296, 1)
+
+
+def test_a_quantized_type_that_does_not_divide_the_head_aborts_legacy():
+    # src/llama.cpp 7841fc7 llama_init_from_model, -fa on or off:
+    # GGML_ASSERT(hparams.n_embd_head_k % ggml_blck_size(type_k) == 0): Phi-2's heads of 80 are 2.5 q8_0
+    # blocks of 32, so llama.cpp aborts (current allocates it with -fa off: rows over all heads, 2,560 values)
+    phi2 = ModelSpec(name="phi-2", n_layers=32, n_heads=32, head_dim=80, hidden_size=2560)
+    with pytest.raises(KvcalcError, match=r"GGML_ASSERT\(hparams.n_embd_head_k % ggml_blck_size\(type_k\) == 0\)") as e:
+        llamacpp.allocate(phi2, 2048, Q8, F16, version="legacy")
+    assert e.value.field == "k_dtype"
+    # f16 K, q8_0 V with -fa on: the V assert
+    with pytest.raises(KvcalcError, match=r"n_embd_head_v % ggml_blck_size\(type_v\)") as e:
+        llamacpp.allocate(phi2, 2048, F16, Q8, version="legacy", flash_attn=True)
+    # 32 layers x 2,048 cells x 2,560 x 2 B = 335,544,320 B of K (and V) in f16
+    assert llamacpp.allocate(phi2, 2048, F16, F16, version="legacy").k_bytes == 335_544_320
+    assert llamacpp.allocate(phi2, 2048, Q8, F16, tool="llama-cli", flash_attn="off").k_bytes == 32 * 2048 * 2720
