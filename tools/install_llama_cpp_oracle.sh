@@ -1,19 +1,34 @@
 #!/usr/bin/env bash
-# Install llama-cpp-python 0.3.36 FROM SOURCE into the active virtual environment, for the
-# llama.cpp oracle tests (tests/oracle/, `pytest -m oracle tests/oracle`).
+# Install llama-cpp-python FROM SOURCE into the active virtual environment, for the llama.cpp
+# oracle tests (tests/oracle/, `pytest -m oracle tests/oracle`).
 #
-# Usage:  . .venv/bin/activate && bash tools/install_llama_cpp_oracle.sh [SDIST]
-#   SDIST  optional path to llama_cpp_python-0.3.36.tar.gz (otherwise pip fetches the sdist).
+# Usage:  . VENV/bin/activate && bash tools/install_llama_cpp_oracle.sh [VERSION] [SDIST]
+#   VERSION  0.3.36 (default): llama.cpp "current" (kvcalc --llamacpp-version current);
+#            0.3.8 (March 2025): a llama.cpp from before the MLA latent cache (PR #12801,
+#            April 2025) that prints "KV self size" (kvcalc --llamacpp-version legacy).
+#            Give each its own venv (e.g. /work/oracle/venv-llama-legacy for 0.3.8).
+#   SDIST    optional path to llama_cpp_python-VERSION.tar.gz (otherwise pip fetches the sdist).
 #
 # The CMake flags keep the build to the llama/ggml shared libraries: no tests, examples, tools,
 # server, web UI, mtmd/llava, curl/openssl; CPU backend only; GGML_NATIVE=OFF so the library runs
 # on any x86-64 the tests move to. Option names are those of the vendored llama.cpp
 # (vendor/llama.cpp/CMakeLists.txt: LLAMA_BUILD_TESTS/TOOLS/EXAMPLES/SERVER/APP, LLAMA_OPENSSL;
 # ggml/CMakeLists.txt: GGML_NATIVE, GGML_OPENMP) and of llama-cpp-python's own CMakeLists.txt
-# (LLAVA_BUILD). About 17-30 minutes on 2 cores.
+# (LLAVA_BUILD). About 17-30 minutes on 2 cores. 0.3.8's vendored llama.cpp knows only
+# LLAMA_BUILD_TESTS/EXAMPLES/SERVER of the LLAMA_BUILD_* options (CMake ignores the others with a
+# warning) and llama-cpp-python forces LLAMA_BUILD_COMMON on; the GGML_* names are the same.
 set -euo pipefail
 
 VERSION=0.3.36
+if [[ $# -ge 1 && "$1" != *.tar.gz ]]; then
+    VERSION="$1"
+    shift
+fi
+case "$VERSION" in
+    0.3.36|0.3.8) ;;
+    *) echo "install_llama_cpp_oracle.sh: version $VERSION is not one the oracle knows (0.3.36, 0.3.8)" >&2
+       exit 2 ;;
+esac
 if [[ -z "${VIRTUAL_ENV:-}" ]]; then
     echo "install_llama_cpp_oracle.sh: no active virtual environment; run '. .venv/bin/activate' first" >&2
     exit 2

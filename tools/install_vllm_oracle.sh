@@ -4,6 +4,7 @@
 #   tools/install_vllm_oracle.sh VERSION [VENV]
 #   e.g. tools/install_vllm_oracle.sh 0.33.0      (venv: /work/oracle/venv-vllm-0.33.0)
 #        tools/install_vllm_oracle.sh 0.11.0 /tmp/venv-vllm-0.11
+#        tools/install_vllm_oracle.sh 0.6.6.post1    (the V0 engine: tests/oracle/vllm06_harness.py)
 #
 # Then, from the repository root:
 #   VENV/bin/python -m pytest tests/oracle/test_vllm_oracle.py -q     (the oracle as tests)
@@ -20,7 +21,7 @@
 # About 3 GiB and a few minutes; it needs PyPI (or the local package index) for the packages.
 set -euo pipefail
 
-VERSION="${1:?usage: tools/install_vllm_oracle.sh VERSION [VENV]  (VERSION: 0.33.0 or 0.11.0)}"
+VERSION="${1:?usage: tools/install_vllm_oracle.sh VERSION [VENV]  (VERSION: 0.33.0, 0.11.0 or 0.6.6.post1)}"
 VENV="${2:-/work/oracle/venv-vllm-${VERSION}}"
 REPO="$(cd "$(dirname "$0")/.." && pwd)"
 PYTHON="${PYTHON:-python3.11}"
@@ -46,6 +47,8 @@ COMMON=(packaging pydantic regex numpy cbor2 psutil pyzmq urllib3 requests aioht
         pybase64 cachetools msgspec cloudpickle uvloop py-cpuinfo prometheus_client fastapi partial-json-parser
         einops blake3 sentencepiece tokenizers protobuf pyyaml filelock tqdm setproctitle diskcache)
 case "$VERSION" in
+    0.6.*) EXTRA=("transformers>=4.45.2,<4.48" "numpy<2" "gguf==0.10.0" tiktoken py-cpuinfo importlib_metadata
+                "mistral_common>=1.5.0" opencv-python-headless) ;;
     0.11.*) EXTRA=("transformers>=4.56,<5") ;;
     *) EXTRA=("transformers>=5.16.1,<5.21" xgrammar llguidance) ;;
 esac
@@ -54,6 +57,7 @@ esac
 # metadata pins them, without their dependencies: 0.11's nemotron_h.py imports gguf, 0.33's
 # qwen3_next.py compressed_tensors (and loguru through it).
 case "$VERSION" in
+    0.6.*) ;;
     0.11.*) "${PIP[@]}" --no-deps "gguf>=0.13.0" ;;
     *) "${PIP[@]}" --no-deps "compressed-tensors==0.17.0" loguru ;;
 esac
@@ -64,5 +68,9 @@ esac
 # The CUDA build of torch must not have come in with any of them.
 "$VENV/bin/python" -c "import sys, torch; sys.exit(0 if torch.__version__.endswith('+cpu') else 'torch ' + torch.__version__ + ' is not the CPU build')"
 # vLLM's sizing code must import (the harness names vLLM's CPU platform itself where 0.11 cannot infer it).
-(cd "$REPO" && "$VENV/bin/python" -c "import sys; sys.path.insert(0, 'tests/oracle'); import vllm_harness; print('vllm', vllm_harness.VLLM_VERSION, 'imports')")
+case "$VERSION" in
+    0.6.*) HARNESS=vllm06_harness ;;
+    *) HARNESS=vllm_harness ;;
+esac
+(cd "$REPO" && "$VENV/bin/python" -c "import sys; sys.path.insert(0, 'tests/oracle'); import $HARNESS as h; print('vllm', h.VLLM_VERSION, 'imports')")
 echo "installed vllm $VERSION into $VENV"

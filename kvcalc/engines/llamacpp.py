@@ -67,15 +67,24 @@ Two versions are modelled (`version=`); what changed between them is listed unde
     does (CUDA, Metal and the CPU backend do for the head sizes of the bundled models), so a
     quantized V cache passes with auto; on a backend without it llama.cpp refuses
     ("quantized V cache was requested, but this requires Flash Attention").
-- `legacy`: llama.cpp of 2024 to spring 2025 (the "KV self size" era, as in ollama's runner):
-  n_ctx = GGML_PAD(n_ctx, flash_attn ? 256 : 32) (`llama_kv_cache_get_padding`), one unified cache
-  of n_ctx cells with every layer, sliding ones full size (the SWA cache came with PR #13194,
-  May 2025); MLA K and V expanded per head (n_heads x (qk_nope_head_dim + qk_rope_head_dim) of
-  K, n_heads x v_head_dim of V per layer: before PR #12801); one slot unless `--parallel`; `-fa`
-  a switch, off by default. Logs "llama_kv_cache_init: %10s KV buffer size = %8.2f MiB" per
-  device and "llama_new_context_with_model: KV self size  = %7.2f MiB, K (%s): %7.2f MiB, V (%s):
-  %7.2f MiB" (two spaces before '=' are in the format string). Recurrent state is not modelled
-  for legacy (a note says so).
+- `legacy`: llama.cpp of 2024 to spring 2025 (the "KV self size" era, as in ollama's runner),
+  pinned to commit 7841fc7 (March 2025), the one llama-cpp-python 0.3.8 vendors and the legacy
+  oracle runs (docs/engine-oracles.md): n_ctx = GGML_PAD(n_ctx, flash_attn ? 256 : 32)
+  (`llama_kv_cache_get_padding`), one unified cache of n_ctx cells with every layer, sliding
+  ones full size (the SWA cache came with PR #13194, May 2025); MLA K and V expanded per head
+  (n_heads x (qk_nope_head_dim + qk_rope_head_dim) of K, n_heads x v_head_dim of V per layer:
+  before PR #12801); one slot unless `--parallel`; `-fa` a switch, off by default. Logs
+  "llama_kv_cache_init: kv_size = %d, offload = %d, type_k = '%s', type_v = '%s', n_layer = %d,
+  can_shift = %d" (can_shift 0 for DeepSeek-V2 (MLA) and recurrent models), "llama_kv_cache_init:
+  %10s KV buffer size = %8.2f MiB" per device and "llama_init_from_model: KV self size  = %7.2f
+  MiB, K (%s): %7.2f MiB, V (%s): %7.2f MiB" (two spaces before '='; builds before the January
+  2025 rename log it from llama_new_context_with_model, with the same figures). Found by the
+  oracle run, each in `tests/engines/test_llamacpp_legacy.py`: `-fa` is forced off for a model
+  whose K and V heads differ (the expanded DeepSeek cache: "flash_attn requires n_embd_head_k ==
+  n_embd_head_v - forcing off", `legacy_flash_attn`), so it pads to 32 and a quantized V is
+  refused; a pure recurrent model (Mamba) keeps its conv and SSM state as K and V of max(1,
+  n_seq_max) cells in f32. Refused (`refuse_legacy`): hybrid attention + recurrent models (no
+  such architecture yet) and DeepSeek GGUFs converted for the latent cache (no attn_kv_b).
 
 The tool that makes the context (`tool=`, current only) sets what the user left out:
 - `llama-server` (the default: what users compare with): without `-np` it serves 4 slots sharing
@@ -451,12 +460,14 @@ def check_refusals(model: ModelSpec, tk: str, tv: str, *, flash_attn: bool, vers
     - a quantized V cache with flash attention off: current "quantized V cache requires
       flash_attn to be enabled" (`-fa auto` turns it on instead: "enabling flash_attn since it is
       required for quantized V cache"); legacy "V cache quantization requires flash_attn";
+    - legacy (7841fc7), whatever `-fa` says: the same makes llama.cpp abort
+      (`GGML_ASSERT(hparams.n_embd_head_k % ggml_blck_size(type_k) == 0)` in `llama_init_from_model`);
     - current, flash attention not off: a quantized K (V) type whose block (32 values) does not
       divide a layer's head size ("K cache type %s with block size %u does not divide
       n_embd_head_k=%u"; `head_sizes`), e.g. q8_0 with Phi-2's heads of 80.
     """
     legacy = version == "legacy"
-    func = "llama_new_context_with_model" if legacy else "llama_init_from_model"
+    func = "llama_init_from_model"  # legacy too: 7841fc7 logs from llama_init_from_model
     latent = any(layer.kind == "mla" for layer in model.layers) and mla_cache(model, version) == "latent"
     if latent and tk != tv and not legacy:
         raise KvcalcError(f"llama.cpp refuses it: \"{func}: model does not support different K ({tk}) and V ({tv}) "
@@ -467,7 +478,16 @@ def check_refusals(model: ModelSpec, tk: str, tv: str, *, flash_attn: bool, vers
                   else "quantized V cache requires flash_attn to be enabled")
         raise KvcalcError(f"llama.cpp refuses it: \"{func}: {reason}\"; add -fa on "
                           "(or auto) or use an f16 V cache", field="v_dtype", value=tv)
-    if legacy or not flash_attn:
+    if legacy:  # 7841fc7 llama_init_from_model: GGML_ASSERT(hparams.n_embd_head_k % ggml_blck_size(type_k) == 0)
+        for which, t in (("k", tk), ("v", tv)):
+            bad = [hs[which == "v"] for hs in head_sizes(model, version) if hs[which == "v"] % QUANT_BLOCK]
+            if t in QUANTIZED and bad:
+                raise KvcalcError(f"llama.cpp aborts: \"GGML_ASSERT(hparams.n_embd_head_{which} % "
+                                  f"ggml_blck_size(type_{which}) == 0) failed\" ({t} blocks of {QUANT_BLOCK} values, "
+                                  f"heads of {bad[0]}); use an f16 or bf16 {which.upper()} cache for {model.name}",
+                                  field=f"{which}_dtype", value=t)
+        return
+    if not flash_attn:
         return
     for which, t in (("K", tk), ("V", tv)):
         if t not in QUANTIZED:
@@ -549,17 +569,71 @@ class _Caches:
 
 
 def _legacy_caches(model: ModelSpec, lay: _Layers, requested: int, parallel: int, flash_attn: bool) -> _Caches:
-    """The 'KV self size' era: one unified cache of GGML_PAD(n_ctx, flash_attn ? 256 : 32) cells
-    holding every layer, sliding ones full size."""
+    """The 'KV self size' era (llama.cpp 7841fc7, `src/llama.cpp` `llama_init_from_model`,
+    `src/llama-kv-cache.cpp` `llama_kv_cache_init`): n_ctx = GGML_PAD(n_ctx, flash_attn ? 256 :
+    32) (`llama_kv_cache_get_padding`); one unified cache of n_ctx cells holding every layer,
+    sliding ones full size. A recurrent model (`llama_model_is_recurrent`: Mamba) keeps
+    kv_size = max(1, n_seq_max) cells instead, K and V forced to f32 ("it's probably best to keep
+    as much precision as possible for the states"), each layer's K row n_embd_k_gqa(il) +
+    n_embd_k_s() = (d_conv - 1) x d_inner values and V row n_embd_v_s() = d_state x d_inner.
+    can_shift = !recurrent && arch != LLM_ARCH_DEEPSEEK2 ("not supported due to MLA")."""
     buffers: dict[str, tuple[int, int]] = {}
-    cells = pad(requested, 256 if flash_attn else 32)
-    lines = [f"llama_kv_cache_init: kv_size = {cells}, offload = 1, type_k = '{lay.tk}', type_v = '{lay.tv}', "
-             f"n_layer = {model.n_layers}, can_shift = 1"]
-    more, k_tot, v_tot = lay.lines("llama_kv_cache_init", True, cells, 1, parallel, lay.att, buffers)
+    n_ctx = pad(requested, 256 if flash_attn else 32)
+    recurrent = not lay.att and any(layer.keeps_state for layer in model.layers)
+    cells = max(1, parallel) if recurrent else n_ctx
+    layers = [i for i, layer in enumerate(model.layers) if layer.keeps_state] if recurrent else lay.att
+    # every MLA model kvcalc reads is llama.cpp's deepseek2 architecture (DeepSeek-V2/V3/R1, Kimi-K2)
+    can_shift = int(not recurrent and not any(layer.kind == "mla" for layer in model.layers))
+    tk, tv = (RECURRENT_TYPE, RECURRENT_TYPE) if recurrent else (lay.tk, lay.tv)
+    lines = [f"llama_kv_cache_init: kv_size = {cells}, offload = 1, type_k = '{tk}', type_v = '{tv}', "
+             f"n_layer = {model.n_layers}, can_shift = {can_shift}"]
+    if recurrent:
+        per_cell = list(lay.per_cell)
+        for il in layers:
+            r, s_values = recurrent_r_s_values(model, model.layers[il])
+            per_cell[il] = (r * RECURRENT_BYTES, s_values * RECURRENT_BYTES)
+        more, k_tot, v_tot = _cache_lines("llama_kv_cache_init", True, cells, 1, parallel, layers, per_cell, lay.dev,
+                                          tk, tv, buffers)
+    else:
+        more, k_tot, v_tot = lay.lines("llama_kv_cache_init", True, cells, 1, parallel, layers, buffers)
     lines += more
-    lines.append(f"llama_new_context_with_model: KV self size  = {mib_f32(k_tot + v_tot):7.2f} MiB, "
-                 f"K ({lay.tk}): {mib_f32(k_tot):7.2f} MiB, V ({lay.tv}): {mib_f32(v_tot):7.2f} MiB")
-    return _Caches(lines, k_tot, v_tot, n_stream=1, n_seq_cells=cells, n_ctx=cells, buffers=buffers)
+    lines.append(f"llama_init_from_model: KV self size  = {mib_f32(k_tot + v_tot):7.2f} MiB, "
+                 f"K ({tk}): {mib_f32(k_tot):7.2f} MiB, V ({tv}): {mib_f32(v_tot):7.2f} MiB")
+    return _Caches(lines, k_tot, v_tot, n_stream=1, n_seq_cells=cells, n_ctx=n_ctx, buffers=buffers)
+
+
+def legacy_flash_attn(model: ModelSpec, flash_attn: bool) -> tuple[bool, str | None]:
+    """(flash attention as legacy llama.cpp runs it, the warning it logs or None). 7841fc7's
+    `llama_init_from_model` (`src/llama.cpp`) turns `-fa` off for a model whose K and V heads
+    differ: "flash_attn requires n_embd_head_k == n_embd_head_v - forcing off", e.g. the expanded
+    DeepSeek-V2 cache (K 128 + 64 = 192, V 128). Off, the context pads to 32 and a quantized V
+    cache is refused (`check_refusals`). (It also forces it off for Grok, which kvcalc does not read.)"""
+    if not flash_attn:
+        return False, None
+    if any(hk != hv for hk, hv in head_sizes(model, "legacy")):
+        return False, "llama_init_from_model: flash_attn requires n_embd_head_k == n_embd_head_v - forcing off"
+    return True, None
+
+
+def refuse_legacy(model: ModelSpec) -> None:
+    """Raise `KvcalcError` (field `llamacpp_version`) for what legacy llama.cpp (7841fc7) cannot
+    load: hybrid attention + recurrent models (its only recurrent architectures are mamba, rwkv6
+    and rwkv6qwen2, `llama_model_is_recurrent` in `src/llama-model.cpp`: Jamba, Falcon-H1,
+    Nemotron-H, Granite-4.0-H, Qwen3-Next / Qwen3.5 came later), and a DeepSeek GGUF converted for
+    the MLA latent cache (`mla_cache` 'latent' from the file's key_length_mla): since PR #12801
+    convert_hf_to_gguf.py splits attn_kv_b into attn_k_b and attn_v_b, and 7841fc7 requires
+    attn_kv_b (`llama_model::load_tensors`: "missing tensor 'blk.0.attn_kv_b.weight'")."""
+    kinds = {layer.kind for layer in model.layers if layer.caches_kv}
+    if kinds and any(layer.keeps_state for layer in model.layers):
+        raise KvcalcError(f"{model.name} mixes attention and recurrent (mamba / linear) layers: llama.cpp of the "
+                          "'KV self size' era has no such architecture and fails to load it (\"unknown model "
+                          "architecture\"); use --llamacpp-version current", field="llamacpp_version",
+                          value="legacy", form=MESSAGE)
+    if "mla" in kinds and getattr(model, "mla_cache", None) == "latent":
+        raise KvcalcError(f"{model.name} is a GGUF converted for the MLA latent cache (key_length_mla, attn_k_b / "
+                          "attn_v_b): llama.cpp before PR #12801 (legacy) fails to load it (\"missing tensor "
+                          "'blk.0.attn_kv_b.weight'\"); use --llamacpp-version current", field="llamacpp_version",
+                          value="legacy", form=MESSAGE)
 
 
 def _current_caches(model: ModelSpec, lay: _Layers, requested: int, *, parallel: int, unified: bool, iswa: bool,
@@ -651,8 +725,17 @@ def allocate(model: ModelSpec, n_ctx: int, k: StorageFormat, v: StorageFormat, *
     refuse_indexer(model, "llama.cpp")
     tk, tv = ggml_name(k), ggml_name(v, field="v_dtype")
     legacy = version == "legacy"
-    check_refusals(model, tk, tv, flash_attn=ctx.flash_attn, version=version)
     notes: list[str] = list(ctx.notes)
+    flash_on = ctx.flash_attn
+    if legacy:
+        refuse_legacy(model)
+        flash_on, forced_off = legacy_flash_attn(model, ctx.flash_attn)
+        if forced_off:
+            if tv in QUANTIZED:
+                raise KvcalcError(f"llama.cpp refuses it: \"{forced_off}\", then \"llama_init_from_model: V cache "
+                                  "quantization requires flash_attn\"; use an f16 V cache", field="v_dtype", value=tv)
+            notes.append(forced_off.removeprefix("llama_init_from_model: "))
+    check_refusals(model, tk, tv, flash_attn=flash_on, version=version)
     requested = n_ctx * parallel if ollama else n_ctx
     if ollama:  # ollama hands llama.cpp n_ctx x parallel cells: llama.cpp's 32-bit bound applies to the product
         from kvcalc.units import check_bound
@@ -668,8 +751,6 @@ def allocate(model: ModelSpec, n_ctx: int, k: StorageFormat, v: StorageFormat, *
     mla = mla_cache(model, version)
     expanded = expanded_mla_layer(model) if mla == "expanded" and model.attention == "mla" else None
     att = [i for i, layer in enumerate(model.layers) if layer.caches_kv]
-    if legacy and any(layer.keeps_state for layer in model.layers):
-        notes.append("mamba / linear-attention layers use llama.cpp's recurrent memory: not counted (legacy)")
     if expanded is not None:
         notes.append("MLA cached as K and V per head (llama.cpp before the latent cache of April 2025, "
                      f"or a GGUF without key_length_mla): {model.n_heads} heads x "
@@ -683,7 +764,7 @@ def allocate(model: ModelSpec, n_ctx: int, k: StorageFormat, v: StorageFormat, *
     if "sliding" in kinds and not iswa:
         notes.append("sliding-window layers get the full cache size "
                      + ("(before llama.cpp PR #13194)" if legacy else "(no full layers: no SWA cache)"))
-    c = (_legacy_caches(model, lay, requested, parallel, ctx.flash_attn) if legacy else
+    c = (_legacy_caches(model, lay, requested, parallel, flash_on) if legacy else
          _current_caches(model, lay, requested, parallel=parallel, unified=ctx.unified, iswa=iswa,
                          swa_full=ctx.swa_full, n_ubatch=n_ubatch_eff))
     state_bytes = None

@@ -750,6 +750,25 @@ def _page(model: ModelSpec, k: StorageFormat, v: StorageFormat, block_size: int,
     return pages.pop()
 
 
+#: vLLM 0.6's head size for DeepSeek-V2/V3 (`vllm/config.py` `ModelConfig.get_head_size`)
+V0_MLA_HEAD_SIZE = 256
+
+
+def v0_mla_page_bytes(model: ModelSpec, k: StorageFormat, v: StorageFormat, block_size: int, tp: int) -> int:
+    """One block of one layer of a DeepSeek-V2/V3 (MLA) model in vLLM 0.6's V0 engine, bytes: MLA
+    came to vLLM in 0.7, so 0.6 caches K and V per head like any model. `CacheEngine.
+    get_cache_block_size`: block_size x num_kv_heads x head_size for K and again for V, where
+    `ModelConfig.get_head_size` returns 256 for deepseek_v2 / deepseek_v3 ("FlashAttention
+    supports only head_size 32, 64, 128, 256, we need to pad head_size 192 to 256") and
+    `get_num_kv_heads` max(1, num_key_value_heads // tp), num_key_value_heads being the number of
+    attention heads in DeepSeek's configs. DeepSeek-V3, bf16, tp 1: 16 x 128 x 256 x 2 x 2 B =
+    2,097,152 B per layer, x 61 layers = 127,926,272 B per block (the latent: 16 x 576 x 2 x 61 =
+    1,124,352 B)."""
+    heads = max(1, model.n_heads // tp)
+    values = block_size * heads * V0_MLA_HEAD_SIZE
+    return k.bytes_for(values, what="K block", field="k_dtype") + v.bytes_for(values, what="V block", field="v_dtype")
+
+
 def _no_memory(kv_memory_bytes: int, message: str) -> KvcalcError:
     """vLLM's start-up failure for `kv_memory_bytes` of KV memory (field `kv_memory_bytes`)."""
     return KvcalcError(f"vLLM would fail at start-up: {message}", field="kv_memory_bytes", value=kv_memory_bytes,
@@ -970,7 +989,12 @@ def _resolve(model: ModelSpec, k: StorageFormat, v: StorageFormat, *, tp: int, b
             notes.append(f"GPU assumed Hopper (compute capability {ASSUMED_COMPUTE_CAPABILITY}): no GPU given")
         return _Resolved(k, v, hb.block_size, hb.page_bytes, hybrid_allocator, hb.mamba_pages,
                          list(hb.log_lines), notes)
-    page = _page(model, k, v, block_size, tp, scales)
+    if version == "0.6" and model.attention == "mla":
+        page = v0_mla_page_bytes(model, k, v, block_size, tp)
+        notes.append(f"vLLM 0.6 (V0, before MLA support in 0.7) caches K and V per head, {model.n_heads} heads "
+                     f"({max(1, model.n_heads // tp)} per rank) padded to a head size of {V0_MLA_HEAD_SIZE}")
+    else:
+        page = _page(model, k, v, block_size, tp, scales)
     return _Resolved(k, v, block_size, page, hybrid_allocator, notes=notes)
 
 

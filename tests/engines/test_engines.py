@@ -108,7 +108,7 @@ def test_o09_llamacpp_q8_sizes_and_two_device_split(fixtures, version):
     assert f"{(r.k_bytes + r.v_bytes) / MiB:.2f} MiB" == rep["KV self size"]
     assert "CUDA0 KV buffer size =  2788.00 MiB" in r.log_lines[-3]
     if version == "legacy":
-        assert r.log_lines[-1] == ("llama_new_context_with_model: KV self size  = 4352.00 MiB, "
+        assert r.log_lines[-1] == ("llama_init_from_model: KV self size  = 4352.00 MiB, "
                                    "K (q8_0): 2176.00 MiB, V (q8_0): 2176.00 MiB")
     else:  # today's llama-server, given no -np, runs 4 slots in the one unified cache: the same cells, "4/1 seqs"
         assert r.log_lines[-1] == ("llama_kv_cache: size = 4352.00 MiB ( 32768 cells,  64 layers,  4/1 seqs), "
@@ -140,7 +140,7 @@ def test_o13_ollama_parallel_cells(fixtures):
     assert r.n_cells == fixtures["O13"]["settings"]["kv_size"] == 8192
     assert r.k_bytes == r.v_bytes == 234_881_024
     # the reported figures, in llama.cpp's %7.2f fields
-    assert r.log_lines[-1] == (f"llama_new_context_with_model: KV self size  = {rep['KV self size']:>11}, "
+    assert r.log_lines[-1] == (f"llama_init_from_model: KV self size  = {rep['KV self size']:>11}, "
                                f"K (f16): {rep['K (f16)']:>11}, V (f16): {rep['V (f16)']:>11}")
     assert r.log_lines[-1].endswith("448.00 MiB, K (f16):  224.00 MiB, V (f16):  224.00 MiB")
 
@@ -356,7 +356,7 @@ def test_cli_capacity_llamacpp_json_and_table():
     table = runner.invoke(app, args, env={"COLUMNS": "80"})
     assert table.exit_code == 0
     # the engine's own lines come out unwrapped, to diff against the engine's log
-    assert ("llama_new_context_with_model: KV self size  = 4352.00 MiB, K (q8_0): 2176.00 MiB, "
+    assert ("llama_init_from_model: KV self size  = 4352.00 MiB, K (q8_0): 2176.00 MiB, "
             "V (q8_0): 2176.00 MiB") in table.output.splitlines()
     assert "llama_kv_cache_init:      CUDA1 KV buffer size =  1564.00 MiB" in table.output.splitlines()
 

@@ -124,29 +124,37 @@ def test_current_swa_full_per_stream():
     assert r.log_lines[3] == "llama_kv_cache_iswa: creating     SWA KV cache, size = 1536 cells"
 
 
-def test_legacy_ollama_linear_layers_on_the_cpu():
-    # qwen3-next-80b-a3b, legacy, ollama with --parallel 2: llama.cpp gets n_ctx 1000 x 2 = 2,000, padded to
-    # 256 (flash attention, which a q4_0 V cache needs): 2,048 cells. 12 full layers (the 36 linear ones
-    # are not counted in legacy): K f16: 2 x 256 x 2 = 1,024 B/cell; V q4_0: 2 x 256/32 x 18 = 288 B/cell.
-    # K = 12 x 1,024 x 2,048 = 25,165,824 B (24.00 MiB), V = 12 x 288 x 2,048 = 7,077,888 B (6.75 MiB).
+def test_legacy_ollama_on_the_cpu():
+    # qwen2.5-7b, legacy, ollama with --parallel 2: llama.cpp gets n_ctx 1000 x 2 = 2,000, padded to
+    # 256 (flash attention, which a q4_0 V cache needs): 2,048 cells, 28 layers of 4 KV heads x 128.
+    # K f16: 512 x 2 = 1,024 B/cell/layer; V q4_0: 512/32 x 18 = 288 B/cell/layer.
+    # K = 28 x 1,024 x 2,048 = 58,720,256 B (56.00 MiB), V = 28 x 288 x 2,048 = 16,515,072 B (15.75 MiB).
     # -ngl 0: every layer on the CPU. 2,048 / 1,000 = 2.048 requests; 4 requests: 2,048 // 4 = 512.
-    r = llamacpp.allocate(load_model("qwen3-next-80b-a3b"), 1000, F16, Q4, version="legacy", ollama=True,
+    r = llamacpp.allocate(load_model("qwen2.5-7b"), 1000, F16, Q4, version="legacy", ollama=True,
                           parallel=2, n_gpu_layers=0, max_model_len=1000, concurrency=4, flash_attn=True)
     assert r.model_dump() == dict(
         NONE, engine="llamacpp", engine_version="llama.cpp (legacy)", kv_memory_bytes=None,
-        kv_cache_dtype="f16/q4_0", kv_cache_tokens=2048, engine_kv_bytes=32_243_712, max_model_len=1000,
+        kv_cache_dtype="f16/q4_0", kv_cache_tokens=2048, engine_kv_bytes=75_235_328, max_model_len=1000,
         max_concurrency=2.048, concurrency=4, longest_context=512, n_cells=2048, n_ctx=2048,
-        k_bytes=25_165_824, v_bytes=7_077_888, devices=[dev("CPU", 12, 32_243_712)],
-        log_lines=["llama_kv_cache_init: kv_size = 2048, offload = 1, type_k = 'f16', type_v = 'q4_0', n_layer = 48, "
+        k_bytes=58_720_256, v_bytes=16_515_072, devices=[dev("CPU", 28, 75_235_328)],
+        log_lines=["llama_kv_cache_init: kv_size = 2048, offload = 1, type_k = 'f16', type_v = 'q4_0', n_layer = 28, "
                    "can_shift = 1",
-                   "llama_kv_cache_init:        CPU KV buffer size =    30.75 MiB",
-                   "llama_new_context_with_model: KV self size  =   30.75 MiB, K (f16):   24.00 MiB, "
-                   "V (q4_0):    6.75 MiB"],
-        notes=["ollama passes n_ctx x OLLAMA_NUM_PARALLEL = 1,000 x 2 = 2,000 to llama.cpp",
-               "mamba / linear-attention layers use llama.cpp's recurrent memory: not counted (legacy)"])
-    # without flash attention llama.cpp refuses the q4_0 V cache
-    with pytest.raises(KvcalcError, match=r'"llama_new_context_with_model: V cache quantization requires flash_attn"'):
-        llamacpp.allocate(load_model("qwen3-next-80b-a3b"), 1000, F16, Q4, version="legacy", ollama=True, parallel=2)
+                   "llama_kv_cache_init:        CPU KV buffer size =    71.75 MiB",
+                   "llama_init_from_model: KV self size  =   71.75 MiB, K (f16):   56.00 MiB, "
+                   "V (q4_0):   15.75 MiB"],
+        notes=["ollama passes n_ctx x OLLAMA_NUM_PARALLEL = 1,000 x 2 = 2,000 to llama.cpp"])
+    # without flash attention llama.cpp refuses the q4_0 V cache (src/llama.cpp llama_init_from_model,
+    # 7841fc7: `if (ggml_is_quantized(params.type_v) && !params.flash_attn)`)
+    with pytest.raises(KvcalcError, match=r'"llama_init_from_model: V cache quantization requires flash_attn"'):
+        llamacpp.allocate(load_model("qwen2.5-7b"), 1000, F16, Q4, version="legacy", ollama=True, parallel=2)
+
+
+def test_legacy_refuses_hybrid_models():
+    # llama.cpp 7841fc7 (legacy) has no hybrid attention + linear/mamba architecture: Qwen3-Next fails to load
+    # ("unknown model architecture", src/llama-model.cpp); kvcalc refuses rather than count half the model
+    with pytest.raises(KvcalcError, match="unknown model architecture") as e:
+        llamacpp.allocate(load_model("qwen3-next-80b-a3b"), 1000, F16, F16, version="legacy")
+    assert e.value.field == "llamacpp_version"
 
 
 def test_legacy_flash_attention_pads_to_256_and_lists_the_gpu_first():
@@ -158,7 +166,7 @@ def test_legacy_flash_attention_pads_to_256_and_lists_the_gpu_first():
         "llama_kv_cache_init: kv_size = 1024, offload = 1, type_k = 'f16', type_v = 'f16', n_layer = 62, can_shift = 1",
         "llama_kv_cache_init:      CUDA0 KV buffer size =    80.00 MiB",
         "llama_kv_cache_init:        CPU KV buffer size =   416.00 MiB",
-        "llama_new_context_with_model: KV self size  =  496.00 MiB, K (f16):  248.00 MiB, V (f16):  248.00 MiB"]
+        "llama_init_from_model: KV self size  =  496.00 MiB, K (f16):  248.00 MiB, V (f16):  248.00 MiB"]
     assert r.notes == ["sliding-window layers get the full cache size (before llama.cpp PR #13194)"]
     assert [d.model_dump() for d in r.devices] == [dev("CUDA0", 10, 80 * MiB), dev("CPU", 52, 416 * MiB)]
     assert (r.n_cells, r.max_concurrency, r.longest_context) == (1024, None, None)

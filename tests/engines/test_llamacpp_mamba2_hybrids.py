@@ -140,7 +140,8 @@ def test_vllm_and_sglang_still_refuse_falcon_h1(engine):
     assert e.value.field == "model" and "side by side in every layer" in e.value.message
 
 
-def test_legacy_notes_the_state_it_does_not_count():
-    r = allocate(FALCON_H1_7B, 4096, version="legacy")
-    assert r.engine_state_bytes is None
-    assert "mamba / linear-attention layers use llama.cpp's recurrent memory: not counted (legacy)" in r.notes
+def test_legacy_refuses_the_hybrid():
+    # llama.cpp 7841fc7 (legacy) has no falcon-h1 architecture (added mid-2025): it fails to load the model
+    with pytest.raises(KvcalcError, match="unknown model architecture") as e:
+        allocate(FALCON_H1_7B, 4096, version="legacy")
+    assert e.value.field == "llamacpp_version"

@@ -315,7 +315,7 @@ def test_deepseek_v2_lite_expanded_before_the_latent_cache():
     # x 163,840 cells = 45,298,483,200 B = 43,200 MiB (K 27 x 3,072 x 2 x 163,840 = 25,920 MiB, V 17,280 MiB)
     r = llamacpp.allocate(m, 163_840, F16, F16, version="legacy")
     assert (r.engine_kv_bytes, r.k_bytes, r.v_bytes) == (45_298_483_200, 25_920 * MiB, 17_280 * MiB)
-    assert r.log_lines[-1] == ("llama_new_context_with_model: KV self size  = 43200.00 MiB, K (f16): 25920.00 MiB, "
+    assert r.log_lines[-1] == ("llama_init_from_model: KV self size  = 43200.00 MiB, K (f16): 25920.00 MiB, "
                                "V (f16): 17280.00 MiB")
     # current: the latent 512 + 64 = 576 values as K, no V: 27 x 576 x 2 B = 31,104 B per cell;
     # x 163,840 = 5,096,079,360 B = 4,860 MiB
@@ -330,9 +330,14 @@ def test_the_model_can_say_which_mla_cache_its_gguf_has():
     # a GGUF without key_length_mla, run by current llama.cpp: the expanded cache (276,480 B per cell)
     old = m.model_copy(update={"mla_cache": "expanded"})
     assert llamacpp.allocate(old, 4096, F16, F16, tool="llama-cli").engine_kv_bytes == 276_480 * 4096
-    # and a latent GGUF stays latent whatever the version (31,104 B per cell)
+    # and a latent GGUF stays latent (31,104 B per cell); legacy llama.cpp cannot load it: since PR #12801
+    # convert_hf_to_gguf.py writes attn_k_b / attn_v_b in place of attn_kv_b, which 7841fc7's
+    # llama_model::load_tensors requires (create_tensor(tn(LLM_TENSOR_ATTN_KV_B, "weight", i), ..., 0))
     new = m.model_copy(update={"mla_cache": "latent"})
-    assert llamacpp.allocate(new, 4096, F16, F16, version="legacy").engine_kv_bytes == 31_104 * 4096
+    assert llamacpp.allocate(new, 4096, F16, F16, tool="llama-cli").engine_kv_bytes == 31_104 * 4096
+    with pytest.raises(KvcalcError, match=r"missing tensor 'blk\.0\.attn_kv_b\.weight'") as e:
+        llamacpp.allocate(new, 4096, F16, F16, version="legacy")
+    assert e.value.field == "llamacpp_version"
     assert llamacpp.mla_cache(m, "current") == "latent" and llamacpp.mla_cache(m, "legacy") == "expanded"
     with pytest.raises(ValidationError, match="mla_cache"):
         ModelSpec(name="x", n_layers=2, n_heads=2, head_dim=64, mla_cache="latent")

@@ -67,9 +67,10 @@ def test_the_head_sizes_llama_cpp_checks():
     assert set(llamacpp.head_sizes(ds)) == {(576, 512)}
     assert set(llamacpp.head_sizes(ds, "legacy")) == {(192, 128)}
     assert set(llamacpp.head_sizes(PHI2)) == {(80, 80)}
-    # the legacy era had no such check: -fa on with q8_0 K on Phi-2 allocates
-    # (32 layers x 2,048 cells x 2,720 B of K = 178,257,920 B)
-    assert llamacpp.allocate(PHI2, 2048, Q8, F16, flash_attn="on", version="legacy").k_bytes == 178_257_920
+    # legacy (7841fc7) aborts instead, -fa on or off: GGML_ASSERT(hparams.n_embd_head_k % ggml_blck_size(type_k) == 0)
+    # in llama_init_from_model (src/llama.cpp); see tests/engines/test_llamacpp_legacy.py
+    with pytest.raises(KvcalcError, match="GGML_ASSERT"):
+        llamacpp.allocate(PHI2, 2048, Q8, F16, flash_attn="on", version="legacy")
 
 
 def test_the_recurrent_size_line_of_this_commit():

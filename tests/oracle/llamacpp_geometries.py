@@ -76,7 +76,10 @@ _DSV2_LITE = {"context_length": 163840, "embedding_length": 2048, "feed_forward_
               "attention.head_count": 16, "attention.kv_lora_rank": 512, "rope.dimension_count": 64,
               "leading_dense_block_count": 1, "expert_count": SMALL_EXPERTS, "expert_used_count": 2,
               "expert_shared_count": 2, "expert_feed_forward_length": SMALL_FF, "expert_weights_scale": 1.0,
-              "attention.layer_norm_rms_epsilon": 1e-6}
+              "attention.layer_norm_rms_epsilon": 1e-6,
+              # the YaRN log multiplier (0.1 x mscale_all_dim 0.707) convert_hf_to_gguf.py writes: llama.cpp
+              # 7841fc7 (legacy) requires the key, current reads it as optional
+              "rope.scaling.yarn_log_multiplier": 0.0707}
 
 GEOMETRIES: dict[str, Geometry] = {g.name: g for g in [
     Geometry("llama-3.2-1b", "llama", 16, _attn(2048, 32, 8, 64, 131072, 1e-5), "meta-llama/Llama-3.2-1B", kv_widths=(8 * 64, 8 * 64)),

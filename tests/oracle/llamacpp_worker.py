@@ -12,6 +12,12 @@ and creates one context per CASE, capturing every log line llama.cpp prints mean
 
 OUT: {"gguf": path, "llama_cpp_python": version, "system_info": ..., "row_bytes": {type: {n:
 ggml_row_size}}, "results": [{"id", "ok", "lines"}...]}.
+
+Two llama-cpp-python releases are driven (`LEGACY` tells which is installed): 0.3.36 (kvcalc's
+"current" llama.cpp) and 0.3.8 (llama.cpp 7841fc7, March 2025: kvcalc's "legacy", the "KV self
+size" era). 0.3.8's API is the older one: `llama_model_params` has `use_mmap` (no `load_mode`,
+no `use_extra_bufts`), `llama_context_params` a `flash_attn` bool (no `flash_attn_type`) and
+no `swa_full` / `kv_unified`; a case asking 0.3.8 for those is an error of the grid.
 """
 
 from __future__ import annotations
@@ -30,6 +36,9 @@ from llamacpp_gguf import GGML_TYPES, discover_tensors, write_gguf
 
 FLASH_ATTN = {"auto": -1, "off": 0, "on": 1}  # include/llama.h enum llama_flash_attn_type
 LOAD_MODE_MMAP = 1  # include/llama.h enum llama_load_mode
+#: the llama-cpp-python releases whose llama.cpp is kvcalc's "legacy" one (the older API above)
+LEGACY_RELEASES = ("0.3.8",)
+LEGACY = L.__version__ in LEGACY_RELEASES
 
 #: ggml/include/ggml.h enum ggml_log_level
 LOG_DEBUG, LOG_CONT = 1, 5
@@ -70,7 +79,10 @@ def _set(params: ctypes.Structure, **values) -> None:
 def load(path: Path):
     """The model at `path` (mmap, no extra buffer types: the weights are never read), or None."""
     mp = L.llama_model_default_params()
-    _set(mp, load_mode=LOAD_MODE_MMAP, use_extra_bufts=False, check_tensors=False)
+    if LEGACY:  # 0.3.8: mmap by a bool; no extra buffer types (no weight repacking) to turn off
+        _set(mp, use_mmap=True, check_tensors=False)
+    else:
+        _set(mp, load_mode=LOAD_MODE_MMAP, use_extra_bufts=False, check_tensors=False)
     return L.llama_model_load_from_file(str(path).encode(), mp) or None
 
 
@@ -85,9 +97,14 @@ def try_load(path: Path) -> tuple[bool, list[str]]:
 def run_case(model, case: dict) -> dict:
     cp = L.llama_context_default_params()
     _set(cp, n_ctx=case["n_ctx"], n_batch=case["n_batch"], n_ubatch=case["n_ubatch"], n_seq_max=case["n_seq_max"],
-         type_k=GGML_TYPES[case["type_k"]], type_v=GGML_TYPES[case["type_v"]],
-         flash_attn_type=FLASH_ATTN[case["flash_attn"]], swa_full=case["swa_full"], kv_unified=case["kv_unified"],
-         n_threads=1, n_threads_batch=1)
+         type_k=GGML_TYPES[case["type_k"]], type_v=GGML_TYPES[case["type_v"]], n_threads=1, n_threads_batch=1)
+    if LEGACY:  # flash attention a switch; one unified cache, no SWA cache: nothing else to set
+        if case["flash_attn"] == "auto" or case["swa_full"] or case["kv_unified"]:
+            raise SystemExit(f"case {case['id']}: llama.cpp 0.3.8 has no -fa auto, --swa-full or -kvu")
+        _set(cp, flash_attn=case["flash_attn"] == "on")
+    else:
+        _set(cp, flash_attn_type=FLASH_ATTN[case["flash_attn"]], swa_full=case["swa_full"],
+             kv_unified=case["kv_unified"])
     _take_lines()
     ctx = L.llama_init_from_model(model, cp)
     ok = bool(ctx)
@@ -127,7 +144,9 @@ def main(job_path: str, out_path: str) -> None:
     L.llama_model_free(model)
     out = {"gguf": str(path), "llama_cpp_python": L.__version__,
            "system_info": L.llama_print_system_info().decode(), "load_lines": load_lines,
-           "row_bytes": row_bytes(sorted({c["type_k"] for c in job["cases"]} | {c["type_v"] for c in job["cases"]}),
+           # f32 always: the recurrent state's type whatever the cases ask for
+           "row_bytes": row_bytes(sorted({c["type_k"] for c in job["cases"]} | {c["type_v"] for c in job["cases"]}
+                                         | {"f32"}),
                                   job.get("widths", [])),
            "results": results}
     Path(out_path).write_text(json.dumps(out))

@@ -1,5 +1,7 @@
 """llama.cpp itself as the test of kvcalc's llama.cpp profile (`kvcalc/engines/llamacpp.py`,
-version "current" = the llama.cpp vendored by llama-cpp-python 0.3.36).
+version "current" = the llama.cpp vendored by llama-cpp-python 0.3.36; version "legacy" = the one
+vendored by llama-cpp-python 0.3.8, llama.cpp 7841fc7 of March 2025, when that release is the one
+installed: `LEGACY`, its own grid `LEGACY_GRID` and its own log lines).
 
 For each geometry of `llamacpp_geometries` a worker process (`llamacpp_worker.py`) writes a tiny
 GGUF file (`llamacpp_gguf.py`: real KV geometry, no tensor data), loads it with llama.cpp and
@@ -21,6 +23,7 @@ the last run.
 
 from __future__ import annotations
 
+import importlib.metadata
 import importlib.util
 import json
 import re
@@ -44,6 +47,13 @@ from kvcalc.formats import kv_format
 
 pytestmark = pytest.mark.oracle
 
+#: the llama-cpp-python installed, and which of kvcalc's llama.cpp versions its llama.cpp is
+LLAMA_CPP_PYTHON = importlib.metadata.version("llama_cpp_python")
+#: llama-cpp-python releases that vendor a "KV self size" llama.cpp (kvcalc's legacy profile)
+LEGACY_RELEASES = {"0.3.8": "7841fc7"}
+LEGACY = LLAMA_CPP_PYTHON in LEGACY_RELEASES
+KVCALC_VERSION = "legacy" if LEGACY else "current"
+
 WORKER = Path(__file__).parent / "llamacpp_worker.py"
 MEMORY_LINE = re.compile(r"^(llama_kv_cache|llama_kv_cache_iswa|llama_memory_recurrent): ")
 #: llama_kv_cache lines that size nothing (the Hadamard rotation of quantized caches)
@@ -53,6 +63,12 @@ KV_SIZE = re.compile(r"^llama_kv_cache: size = +[\d.]+ MiB \( *(\d+) cells, +(\d
 RS_SIZE = re.compile(r"^llama_memory_recurrent: size = +[\d.]+ MiB \( *(\d+) cells, +(\d+) layers, +\d+ seqs +(\d+) "
                      r"rs_seq\), R \(f32\): +([\d.]+) MiB, S \(f32\): +([\d.]+) MiB")
 ERROR = re.compile(r"^llama_init_from_model: (.*)$")
+#: legacy (0.3.8): `llama_kv_cache_init` lines and the context's "KV self size" line
+LEGACY_MEMORY_LINE = re.compile(r"^(llama_kv_cache_init: |llama_init_from_model: KV self size )")
+LEGACY_INIT = re.compile(r"^llama_kv_cache_init: kv_size = (\d+), offload = \d, type_k = '(\w+)', type_v = '(\w+)', "
+                         r"n_layer = (\d+), can_shift = \d$")
+LEGACY_SIZE = re.compile(r"^llama_init_from_model: KV self size  = +[\d.]+ MiB, K \((\w+)\): +([\d.]+) MiB, "
+                         r"V \((\w+)\): +([\d.]+) MiB$")
 
 
 def case(n_ctx: int = 4096, np: int = 1, kvu: bool = False, ub: int = 512, b: int = 2048, ctk: str = "f16",
@@ -89,6 +105,33 @@ GRID: dict[str, list[dict]] = {
     "mamba-130m": [case(n_ctx=0), case(n_ctx=1024, np=4), case(n_ctx=2048, np=2, kvu=True), case(ctk="q8_0", ctv="q8_0"),
                    case(fa="off")],
 }
+
+
+def lcase(fa: str = "off", **kw) -> dict:
+    """A legacy (0.3.8) case: `-fa` a switch, off by default; no -kvu / --swa-full (one cache)."""
+    return case(fa=fa, **kw)
+
+
+#: legacy: contexts (padded to 32 with -fa off, 256 with it on), -np (one unified cache whatever
+#: it is), -ub / -b (n_batch below 64 raised to 64: no effect on the cache), cache types, -fa.
+LEGACY_COMMON = [lcase(), lcase(n_ctx=1000), lcase(n_ctx=1000, fa="on"), lcase(n_ctx=100), lcase(n_ctx=5000, np=4),
+                 lcase(n_ctx=2048, np=3, fa="on"), lcase(ub=1), lcase(ub=64, b=32), lcase(n_ctx=1024, ub=2048),
+                 lcase(ctk="q8_0", ctv="q8_0", fa="on"), lcase(ctk="q4_0", ctv="q4_0", fa="on"), lcase(ctk="q8_0"),
+                 lcase(ctv="q4_0"), lcase(ctk="bf16", ctv="bf16"), lcase(ctk="f32", ctv="f32", n_ctx=1024),
+                 lcase(fa="on"), lcase(ctv="q8_0"), lcase(n_ctx=3000, np=2, ub=256, fa="on"),
+                 lcase(ctk="q8_0", ctv="f16", fa="on")]
+#: the geometries llama.cpp 7841fc7 has: llama, gemma3 (sliding layers cached full size), the
+#: pre-#12801 DeepSeek-V2 (K and V per head), mamba (pure recurrent, its state in the KV cache)
+LEGACY_GRID: dict[str, list[dict]] = {
+    "llama-3.2-1b": LEGACY_COMMON,
+    "gemma-3-1b": LEGACY_COMMON,
+    "gemma-3-270m": LEGACY_COMMON + [lcase(n_ctx=0), lcase(n_ctx=1024, np=3)],
+    "deepseek-v2-lite-expanded": LEGACY_COMMON,
+    "mamba-130m": [lcase(n_ctx=0), lcase(n_ctx=1024, np=4), lcase(n_ctx=2048, np=2, fa="on"),
+                   lcase(ctk="q8_0", ctv="q8_0", fa="on"), lcase(ctk="q8_0", ctv="q8_0"), lcase(n_ctx=0, np=3)],
+}
+if LEGACY:
+    GRID = LEGACY_GRID
 for _name, _cases in GRID.items():
     GRID[_name] = [{**c, "id": i} for i, c in enumerate(_cases)]
 
@@ -135,7 +178,27 @@ def kvcalc_model(name: str, gguf: str):
 
 
 def memory_lines(lines: list[str]) -> list[str]:
+    if LEGACY:
+        return [ln for ln in lines if LEGACY_MEMORY_LINE.match(ln)]
     return [ln for ln in lines if MEMORY_LINE.match(ln) and not NOT_SIZES.match(ln)]
+
+
+def legacy_exact_bytes(name: str, lines: list[str], row: dict[str, dict[str, int]]) -> tuple[int, int]:
+    """Legacy: (K, V) bytes from llama.cpp's `llama_kv_cache_init` line (kv_size, types, n_layer)
+    and its ggml_row_size: kv_size x n_layer x row size, K and V widths the geometry's KV widths
+    (n_embd_k_gqa) or, for a recurrent model, its state widths (n_embd_k_s, n_embd_v_s: 7841fc7
+    keeps Mamba's conv and SSM states as K and V of max(1, n_seq_max) cells, in f32). The "KV
+    self size" line's K and V MiB are checked against them."""
+    geo = GEOMETRIES[name]
+    init = next(m for ln in lines if (m := LEGACY_INIT.match(ln)))
+    size = next(m for ln in lines if (m := LEGACY_SIZE.match(ln)))
+    kv_size, tk, tv, n_layer = int(init[1]), init[2], init[3], int(init[4])
+    wk, wv = geo.kv_widths if geo.kv_widths != (0, 0) else geo.state_widths[:2]
+    kb = kv_size * n_layer * row[tk][str(wk)]
+    vb = kv_size * n_layer * row[tv][str(wv)]
+    assert (size[1], size[3]) == (tk, tv)
+    assert (mib(kb), mib(vb)) == (size[2], size[4]), size[0]
+    return kb, vb
 
 
 def mib(n_bytes: int) -> str:
@@ -173,7 +236,8 @@ def test_llamacpp_allocates_what_kvcalc_prints(name: str, c: dict, engine) -> No
     try:
         r = llamacpp.allocate(model, c["n_ctx"], kv_format(c["type_k"]), kv_format(c["type_v"]), parallel=c["n_seq_max"],
                               unified=c["kv_unified"], tool="library", flash_attn=c["flash_attn"],
-                              swa_full=c["swa_full"], n_ubatch=c["n_ubatch"], n_batch=c["n_batch"], n_gpu_layers=0)
+                              swa_full=c["swa_full"], n_ubatch=c["n_ubatch"], n_batch=c["n_batch"], n_gpu_layers=0,
+                              version=KVCALC_VERSION)
     except KvcalcError as e:
         reasons = [m.group(1) for ln in res["lines"] if (m := ERROR.match(ln))]
         assert not res["ok"], f"kvcalc refuses ({e}) what llama.cpp allocates:\n" + "\n".join(memory_lines(res["lines"]))
@@ -181,11 +245,15 @@ def test_llamacpp_allocates_what_kvcalc_prints(name: str, c: dict, engine) -> No
         return
     assert res["ok"], "llama.cpp refuses what kvcalc allocates:\n" + "\n".join(res["lines"][-8:])
     assert r.log_lines == memory_lines(res["lines"])
+    if LEGACY:
+        assert (r.k_bytes, r.v_bytes) == legacy_exact_bytes(name, res["lines"], out["row_bytes"])
+        return
     k_bytes, v_bytes, state_bytes = exact_bytes(name, res["lines"], out["row_bytes"])
     assert (r.k_bytes, r.v_bytes, r.engine_state_bytes or 0) == (k_bytes, v_bytes, state_bytes)
 
 
 def test_the_oracle_runs_the_vendored_llama_cpp(engine) -> None:
-    """The record in docs/engine-oracles.md names this version: llama-cpp-python 0.3.36."""
+    """The records in docs/engine-oracles.md name these versions: llama-cpp-python 0.3.36
+    (current) and 0.3.8 (legacy)."""
     out = engine("llama-3.2-1b")
-    assert out["llama_cpp_python"] == "0.3.36"
+    assert out["llama_cpp_python"] == ("0.3.8" if LEGACY else "0.3.36")
