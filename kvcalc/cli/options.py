@@ -378,7 +378,7 @@ class VllmFlags(OptionGroup):
     allow_long_max_model_len: Annotated[bool, typer.Option("--allow-long-max-model-len", help=f"vLLM's {ALLOW_LONG_ENV}=1 (also read from the environment): a --max-model-len past the model's limit warns instead of being refused.")] = False
     prefix_caching: Annotated[Optional[bool], typer.Option("--enable-prefix-caching/--no-enable-prefix-caching", help="vLLM prefix caching (default: the version's; 0.33 on, which puts hybrid Mamba models' cache in 'align' mode).")] = None
     v0: Annotated[bool, typer.Option("--vllm-v0", help="vLLM's V0 engine (0.6.x): '# GPU blocks' lines (= --vllm-version 0.6).")] = False
-    swap_space: Annotated[str, typer.Option("--swap-space", help="vLLM V0 CPU swap space per GPU: 4GiB (vLLM's --swap-space 4 is 4GiB: write the unit).")] = "0"
+    swap_space: Annotated[Optional[str], typer.Option("--swap-space", help="vLLM V0 CPU swap space per GPU (default 4GiB, vLLM 0.6's; its --swap-space 4 is 4GiB: write the unit).")] = None
 
     def to_options(self, compute_capability: str | None = None, vendor: str | None = None) -> "VllmOptions":
         """The engine's options, on a GPU of `compute_capability` ('9.0'; None: unknown) and
@@ -392,7 +392,7 @@ class VllmFlags(OptionGroup):
         from kvcalc.engines.profile import VllmOptions
         from kvcalc.units import parse_size
 
-        swap_bytes = parse_size(self.swap_space, "--swap-space", allow_zero=True)
+        swap_bytes = None if self.swap_space is None else parse_size(self.swap_space, "--swap-space", allow_zero=True)
         version = self.vllm_version
         if self.v0:
             if version not in (engine_defaults.VLLM_VERSION, "0.6"):

@@ -54,7 +54,8 @@ class VllmOptions:
       model's limit warns instead of being refused).
     - `v0`: the V0 engine of vLLM 0.6.x ('# GPU blocks' lines); the same as `version='0.6'`
       (either one sets the other).
-    - `swap_space_bytes`: V0's CPU swap space per GPU (`# CPU blocks`), bytes.
+    - `swap_space_bytes`: V0's CPU swap space per GPU (`# CPU blocks`), bytes; None: vLLM's
+      default, 4 GiB for 0.6 (`vllm.V06_SWAP_SPACE_BYTES`, `EngineArgs.swap_space = 4`), 0 for V1.
     - `per_token_head_scales`: `int8_per_token_head` / `fp8_per_token_head` pages carry fp32
       scales per token and head (set from the KV dtype by `VllmProfile.kv_formats`).
 
@@ -65,7 +66,7 @@ class VllmOptions:
     hybrid_allocator: bool = True
     max_num_batched_tokens: int = vllm.DEFAULT_MAX_NUM_BATCHED_TOKENS
     v0: bool = False
-    swap_space_bytes: int = 0
+    swap_space_bytes: int | None = None
     per_token_head_scales: bool = False
     version: str = vllm.CURRENT_VERSION
     async_scheduling: bool = True
@@ -80,6 +81,8 @@ class VllmOptions:
         version = "0.6" if self.v0 else vllm.check_version(self.version)
         object.__setattr__(self, "version", version)
         object.__setattr__(self, "v0", version == "0.6")
+        if self.swap_space_bytes is None:
+            object.__setattr__(self, "swap_space_bytes", vllm.V06_SWAP_SPACE_BYTES if version == "0.6" else 0)
 
     def engine_kwargs(self) -> dict[str, Any]:
         """The keyword arguments `vllm.capacity` and `vllm.memory_for` share."""
@@ -332,7 +335,7 @@ class VllmProfile(EngineProfile):
 
     def check_options(self, options: VllmOptions) -> None:
         if options.block_size is not None:
-            vllm.check_block_size(options.block_size)
+            vllm.check_block_size(options.block_size, options.version)
 
     def check_model(self, model: ModelSpec) -> None:
         vllm.check_model(model)

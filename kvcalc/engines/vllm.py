@@ -69,7 +69,11 @@ module's functions (`version=`) and `VllmOptions.version` (the CLI, `kvcalc.capa
 - V0: `CacheEngine.get_cache_block_size` = block_size x sum over layers of (K + V) bytes per token
   (sliding layers full); GPU blocks = available // that, CPU blocks = swap_space // that;
   logs "# GPU blocks: N, # CPU blocks: M" (0.6.4+ prints "# CUDA blocks") and
-  "Maximum concurrency for L tokens per request: X.XXx" = blocks x block_size / L.
+  "Maximum concurrency for L tokens per request: X.XXx" = blocks x block_size / L. swap_space
+  defaults to 4 GiB (`vllm/engine/arg_utils.py` `EngineArgs.swap_space`). 0.6.6 refuses, with its
+  own text: block sizes other than 8 / 16 / 32 on CUDA (argparse choices 8-128,
+  `CacheConfig._verify_args` "up to 32"), and models whose architecture its registry lacks
+  (`V06_UNSUPPORTED_ARCHITECTURES`: Qwen3, Gemma-3, gpt-oss, Llama-4, Falcon-H1 ...).
 
 - Block sizes, `vllm/config/cache.py` (0.11): `BlockSize = Literal[1, 8, 16, 32, 64, 128, 256]`
   (0.10 lacked 256); anything else is refused.
@@ -188,11 +192,35 @@ def default_kv_dtype(model: ModelSpec, v0: bool = False) -> tuple[str, str]:
     return name, f"auto ({name})"
 
 
-def check_block_size(block_size: int) -> None:
-    """Raise `KvcalcError` (field `block_size`) unless `block_size` is one vLLM accepts (`BLOCK_SIZES`)."""
+#: vLLM 0.6.6's `--block-size` choices (`vllm/engine/arg_utils.py` `EngineArgs.add_cli_args`:
+#: `choices=[8, 16, 32, 64, 128]`); argparse refuses any other before the engine starts.
+V06_BLOCK_SIZE_CHOICES = (8, 16, 32, 64, 128)
+#: vLLM 0.6.6 on CUDA: "CUDA Paged Attention kernel only supports block sizes up to 32"
+#: (`vllm/config.py` `CacheConfig._verify_args`), so 64 and 128 are refused on NVIDIA GPUs.
+V06_CUDA_MAX_BLOCK_SIZE = 32
+#: vLLM 0.6.6's default `--swap-space` (`vllm/engine/arg_utils.py` `EngineArgs.swap_space: float =
+#: 4  # GiB`; `CacheConfig.swap_space_bytes = swap_space * GiB_bytes`): CPU swap per GPU, bytes.
+V06_SWAP_SPACE_BYTES = 4 * 2**30
+
+
+def check_block_size(block_size: int, version: str = CURRENT_VERSION) -> None:
+    """Raise `KvcalcError` (field `block_size`) unless `block_size` is one vLLM `version` accepts:
+    0.11 / 0.33 `BLOCK_SIZES`; 0.6 (vLLM 0.6.6 on CUDA) 8, 16 or 32, refused with vLLM's own
+    text: argparse's "invalid choice" outside `V06_BLOCK_SIZE_CHOICES`, `CacheConfig._verify_args`'s
+    "CUDA Paged Attention kernel only supports block sizes up to 32" for 64 and 128."""
     if block_size <= 0:
         raise KvcalcError(f"must be a positive integer, got {block_size}", field="block_size", value=block_size,
                           form=OPTION_SAYS)
+    if version == "0.6":
+        if block_size not in V06_BLOCK_SIZE_CHOICES:  # Python 3.11 argparse `_check_value`
+            raise KvcalcError(f"vLLM 0.6 refuses it: argument --block-size: invalid choice: {block_size} (choose from "
+                              f"{', '.join(map(str, V06_BLOCK_SIZE_CHOICES))}) (vllm/engine/arg_utils.py)",
+                              field="block_size", value=block_size)
+        if block_size > V06_CUDA_MAX_BLOCK_SIZE:
+            raise KvcalcError(f"vLLM 0.6 refuses it: CUDA Paged Attention kernel only supports block sizes up to "
+                              f"{V06_CUDA_MAX_BLOCK_SIZE}. Got {block_size}. (vllm/config.py CacheConfig._verify_args)",
+                              field="block_size", value=block_size)
+        return
     if block_size not in BLOCK_SIZES:
         raise KvcalcError(f"vLLM accepts {', '.join(map(str, BLOCK_SIZES))} (vllm/config/cache.py BlockSize)",
                           field="block_size", value=block_size)
@@ -732,14 +760,58 @@ def check_model(model: ModelSpec) -> None:
     refuse_indexer(model, "vLLM")
 
 
-def _check(model: ModelSpec, k: StorageFormat, v: StorageFormat, tp: int, block_size: int | None) -> None:
-    """The checks `capacity` and `memory_for` share: the TP degree, the model (`check_model`), the
-    formats, the block size given (None: not given)."""
+#: model types (a Hugging Face config's `model_type`, the text model's for a multimodal one, or a
+#: GGUF file's `general.architecture`: what `ModelSpec.model_type` keeps) whose architecture vLLM
+#: 0.6.6's model registry lacks (`vllm/model_executor/models/registry.py` `_VLLM_MODELS`), with the
+#: architecture name a checkpoint of that type lists (`architectures[0]`; kvcalc keeps the type,
+#: not the name, so a multimodal checkpoint's outer name, e.g. Gemma3ForConditionalGeneration, is
+#: shown as its text model's). Types absent here are taken as served: the ones kvcalc bundles are
+#: in the registry (LlamaForCausalLM, MistralForCausalLM, MixtralForCausalLM, Qwen2ForCausalLM,
+#: Gemma2ForCausalLM, Phi3ForCausalLM, FalconForCausalLM, GPT2LMHeadModel, DeepseekV2ForCausalLM,
+#: DeepseekV3ForCausalLM (Kimi-K2's too), JambaForCausalLM).
+V06_UNSUPPORTED_ARCHITECTURES: dict[str, str] = {
+    "qwen3": "Qwen3ForCausalLM", "qwen3_moe": "Qwen3MoeForCausalLM", "qwen3moe": "Qwen3MoeForCausalLM",
+    "qwen3_next": "Qwen3NextForCausalLM", "qwen3_5": "Qwen3_5ForCausalLM", "qwen3_5_text": "Qwen3_5ForCausalLM",
+    "gemma3": "Gemma3ForCausalLM", "gemma3_text": "Gemma3ForCausalLM",
+    "gpt_oss": "GptOssForCausalLM", "gpt-oss": "GptOssForCausalLM",
+    "llama4": "Llama4ForCausalLM", "llama4_text": "Llama4ForCausalLM",
+    "falcon_h1": "FalconH1ForCausalLM", "falcon-h1": "FalconH1ForCausalLM",
+    "granitemoehybrid": "GraniteMoeHybridForCausalLM", "granitehybrid": "GraniteMoeHybridForCausalLM",
+    "nemotron_h": "NemotronHForCausalLM", "mistral3": "Mistral3ForConditionalGeneration",
+    "deepseek_v32": "DeepseekV32ForCausalLM", "glm4_moe": "Glm4MoeForCausalLM",
+}
+
+
+def check_v06_model(model: ModelSpec) -> None:
+    """Raise `KvcalcError` (field `model`) for a model vLLM 0.6.6 cannot load: its `model_type` is
+    in `V06_UNSUPPORTED_ARCHITECTURES`. The text is vLLM's own, `ModelRegistry._raise_for_unsupported`
+    ("Model architectures [...] are not supported for now. Supported architectures: [...]", the
+    list of ~150 names left out). A model without a model_type passes (nothing to key on)."""
+    arch = V06_UNSUPPORTED_ARCHITECTURES.get((model.model_type or "").lower())
+    if arch is not None:
+        raise KvcalcError(f"{model.name}: vLLM 0.6 cannot load it: Model architectures ['{arch}'] are not supported "
+                          "for now. (vllm/model_executor/models/registry.py; model_type "
+                          f"{model.model_type}): use --vllm-version 0.11 or 0.33",
+                          field="model", value=model.name, form=MESSAGE)
+    if model.attention == "mla" and (model.model_type or "").lower() not in V0_MLA_MODEL_TYPES:
+        raise KvcalcError(f"{model.name}: vLLM 0.6 has no MLA; it pads the head of model_type deepseek_v2 / "
+                          f"deepseek_v3 only (ModelConfig.get_head_size), and model_type {model.model_type} would "
+                          "get hidden_size // heads: not modelled for --vllm-version 0.6",
+                          field="model", value=model.name, form=MESSAGE)
+
+
+def _check(model: ModelSpec, k: StorageFormat, v: StorageFormat, tp: int, block_size: int | None,
+           version: str = CURRENT_VERSION) -> None:
+    """The checks `capacity` and `memory_for` share: the block size given (None: not given; first,
+    as vLLM's argparse), the model vLLM 0.6 cannot load (`check_v06_model`), the TP degree, the
+    model (`check_model`), the formats."""
+    if block_size is not None:
+        check_block_size(block_size, version)
+    if version == "0.6":
+        check_v06_model(model)
     check_tp(model, tp)
     check_model(model)
     _formats(model, k, v)
-    if block_size is not None:
-        check_block_size(block_size)
 
 
 def _page(model: ModelSpec, k: StorageFormat, v: StorageFormat, block_size: int, tp: int, scales: bool) -> int:
@@ -752,6 +824,8 @@ def _page(model: ModelSpec, k: StorageFormat, v: StorageFormat, block_size: int,
 
 #: vLLM 0.6's head size for DeepSeek-V2/V3 (`vllm/config.py` `ModelConfig.get_head_size`)
 V0_MLA_HEAD_SIZE = 256
+#: the model types `ModelConfig.get_head_size` (0.6.6) pads to `V0_MLA_HEAD_SIZE`
+V0_MLA_MODEL_TYPES = ("deepseek_v2", "deepseek_v3")
 
 
 def v0_mla_page_bytes(model: ModelSpec, k: StorageFormat, v: StorageFormat, block_size: int, tp: int) -> int:
@@ -964,7 +1038,7 @@ def _resolve(model: ModelSpec, k: StorageFormat, v: StorageFormat, *, tp: int, b
     Mamba model's unified block and page (`vllm_hybrid.align_block_size`), the hybrid allocator
     vLLM leaves on (off for chunked local attention unless `chunked_hybrid_allowed`), the page.
     `block_size` None: `--block-size` not given (vLLM's default; 0.33: the backend's preferred)."""
-    _check(model, k, v, tp, block_size)
+    _check(model, k, v, tp, block_size, version)
     notes: list[str] = []
     k, v, dtype_note = layer_formats(model, k, v, version)
     if dtype_note:
@@ -1003,7 +1077,7 @@ def capacity(model: ModelSpec, kv_memory_bytes: int, k: StorageFormat, v: Storag
              concurrency: int | None = None, hybrid_allocator: bool = True,
              per_token_head_scales: bool = False, kv_cache_dtype: str | None = None,
              max_num_batched_tokens: int = DEFAULT_MAX_NUM_BATCHED_TOKENS,
-             v0: bool = False, swap_space_bytes: int = 0, version: str = CURRENT_VERSION,
+             v0: bool = False, swap_space_bytes: int | None = None, version: str = CURRENT_VERSION,
              async_scheduling: bool = True, attention_backend: str | None = None,
              compute_capability: str | None = None, allow_long_max_model_len: bool = False,
              vendor: str | None = None, prefix_caching: bool | None = None,
@@ -1019,8 +1093,10 @@ def capacity(model: ModelSpec, kv_memory_bytes: int, k: StorageFormat, v: Storag
     (`in_flight_tokens`); `allow_long_max_model_len` is VLLM_ALLOW_LONG_MAX_MODEL_LEN=1;
     `prefix_caching` (None: the version's default) sets a hybrid Mamba model's cache mode
     (`vllm_hybrid`); `chunked_local_hybrid` is VLLM_ALLOW_CHUNKED_LOCAL_ATTN_WITH_HYBRID_KV_CACHE
-    (None: the version's default). Raises `KvcalcError` for TP layouts vLLM refuses, block
-    formats, a max_model_len past the model's limit, no memory, hybrids kvcalc does not model.
+    (None: the version's default); `swap_space_bytes` is V0's CPU swap per GPU (None: vLLM 0.6's
+    default, `V06_SWAP_SPACE_BYTES`). Raises `KvcalcError` for TP layouts vLLM refuses, block
+    sizes and formats, a model vLLM 0.6 cannot load (`check_v06_model`), a max_model_len past the
+    model's limit, no memory, hybrids kvcalc does not model.
     """
     version = "0.6" if v0 else check_version(version)
     asked = (k, v)
@@ -1045,8 +1121,9 @@ def capacity(model: ModelSpec, kv_memory_bytes: int, k: StorageFormat, v: Storag
         notes.append(f"vLLM warns: {long_note}")
     dtype_name = kv_cache_dtype or (k.name if k == v else f"{k.name}/{v.name}")
     if version == "0.6":
+        swap = V06_SWAP_SPACE_BYTES if swap_space_bytes is None else swap_space_bytes
         return _capacity_v0(model, kv_memory_bytes, r.page, block_size=r.block_size, max_model_len=L,
-                            concurrency=concurrency, swap_space_bytes=swap_space_bytes, dtype_name=dtype_name,
+                            concurrency=concurrency, swap_space_bytes=swap, dtype_name=dtype_name,
                             notes=notes)
     return _capacity_v1(model, kv_memory_bytes, r, max_model_len=L, concurrency=concurrency,
                         in_flight=in_flight_tokens(version, max_num_batched_tokens, async_scheduling),
