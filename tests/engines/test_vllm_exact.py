@@ -151,32 +151,33 @@ def test_v1_k_and_v_dtype_label():
 # ----- V0 ---------------------------------------------------------------------------------------
 
 def test_v0_gemma_sliding_layers_full_length():
-    # V0 block = 16 tokens x 62 layers x 16 heads x (128 x 2 B + 128 x 1 B) = 16 x 62 x 6,144 = 6,094,848 B.
-    # 1 GiB // 6,094,848 = 176 GPU blocks (1,072,693,248 B); 1 GiB of swap: 176 CPU blocks.
-    # 176 x 16 = 2,816 tokens < 20,000: V0 would refuse (warning). concurrency 2,816 / 20,000 = 0.1408 -> "0.14x";
-    # 2 requests of n: 2,816 / n >= 2 -> n <= 1,408.
-    refuse = ("vLLM V0 would refuse to start: The model's max seq len (20000) is larger than the maximum number "
-              f"of tokens that can be stored in KV cache (2816). {TRY}")
+    # Gemma-2-9B (vLLM 0.6.6 cannot load Gemma-3): V0 block = 16 tokens x 42 layers x 8 heads x (256 x 2 B +
+    # 256 x 1 B) = 16 x 42 x 6,144 = 4,128,768 B. 1 GiB // 4,128,768 = 260 GPU blocks (1,073,479,680 B);
+    # 1 GiB of swap: 260 CPU blocks. 260 x 16 = 4,160 tokens < 8,000: V0 would refuse (warning).
+    # concurrency 4,160 / 8,000 = 0.52 -> "0.52x"; 2 requests of n: 4,160 / n >= 2 -> n <= 2,080.
+    refuse = ("vLLM V0 would refuse to start: The model's max seq len (8000) is larger than the maximum number "
+              f"of tokens that can be stored in KV cache (4160). {TRY}")
     with pytest.warns(KvcalcWarning) as w:
-        r = vllm.capacity(gemma(), GiB, BF16, FP8, max_model_len=20000, concurrency=2, v0=True,
+        r = vllm.capacity(load_model("gemma-2-9b"), GiB, BF16, FP8, max_model_len=8000, concurrency=2, v0=True,
                           swap_space_bytes=GiB)
     assert [str(x.message) for x in w] == [refuse]
     assert r.model_dump() == dict(
         EMPTY, engine="vllm", engine_version=V0, kv_memory_bytes=GiB, kv_cache_dtype="bf16/fp8_e4m3",
-        block_size=16, page_size_bytes=6_094_848, num_gpu_blocks=176, usable_blocks=None, num_cpu_blocks=176,
-        kv_cache_tokens=2816, engine_kv_bytes=1_072_693_248, max_model_len=20000, max_concurrency=0.1408,
-        concurrency=2, longest_context=1408,
-        log_lines=["the rest of the memory reserved for KV Cache is 1.00GiB.", "# GPU blocks: 176, # CPU blocks: 176",
-                   "Maximum concurrency for 20000 tokens per request: 0.14x"],
+        block_size=16, page_size_bytes=4_128_768, num_gpu_blocks=260, usable_blocks=None, num_cpu_blocks=260,
+        kv_cache_tokens=4160, engine_kv_bytes=1_073_479_680, max_model_len=8000, max_concurrency=0.52,
+        concurrency=2, longest_context=2080,
+        log_lines=["the rest of the memory reserved for KV Cache is 1.00GiB.", "# GPU blocks: 260, # CPU blocks: 260",
+                   "Maximum concurrency for 8000 tokens per request: 0.52x"],
         notes=["V0 allocates sliding-window layers for the full length", refuse])
 
 
 def test_v0_one_block_of_exactly_max_model_len_starts_quietly():
     # llama-3.1-8b V0 block = 16 x 131,072 B = 2 MiB; 2 MiB holds 1 block = 16 tokens = L: no warning,
-    # no sliding note, no swap (0 CPU blocks).
+    # no sliding note; vLLM 0.6's default 4 GiB of swap: 4 GiB // 2 MiB = 2,048 CPU blocks (none without swap).
     with no_warnings():
         r = vllm.capacity(llama(), 2 * MiB, BF16, BF16, max_model_len=16, v0=True)
-    assert (r.num_gpu_blocks, r.num_cpu_blocks, r.kv_cache_tokens, r.max_concurrency, r.notes) == (1, 0, 16, 1.0, [])
+    assert (r.num_gpu_blocks, r.num_cpu_blocks, r.kv_cache_tokens, r.max_concurrency, r.notes) == (1, 2048, 16, 1.0, [])
+    assert vllm.capacity(llama(), 2 * MiB, BF16, BF16, max_model_len=16, v0=True, swap_space_bytes=0).num_cpu_blocks == 0
     assert r.log_lines[0] == "the rest of the memory reserved for KV Cache is 0.00GiB."
 
 
@@ -207,10 +208,10 @@ def test_block_format_and_recurrent_layers_refused():
     with pytest.raises(KvcalcError, match="use auto, bfloat16, float16, fp8, fp8_e5m2, int8_per_token_head or "
                                           "fp8_per_token_head$"):
         vllm.capacity(llama(), GiB, Q8, Q8)
-    # qwen3-next in V0: the Mamba state lives outside the blocks (modelled for V1 only)
+    # Jamba in V0 (0.6.6's registry has it): the Mamba state lives outside the blocks (modelled for V1 only)
+    with pytest.raises(KvcalcError, match="jamba-1.5-mini: vLLM 0.6 \\(V0\\) keeps Mamba state outside"):
+        vllm.capacity(load_model("jamba-1.5-mini"), GiB, BF16, BF16, v0=True)
     hybrid = load_model("qwen3-next-80b-a3b")
-    with pytest.raises(KvcalcError, match="qwen3-next-80b-a3b: vLLM 0.6 \\(V0\\) keeps Mamba state outside"):
-        vllm.capacity(hybrid, GiB, BF16, BF16, v0=True)
     with pytest.raises(KvcalcError, match="failed to convert the KV cache specs to one unified type.\\)$"):
         vllm.kv_cache_groups(hybrid, hybrid_allocator=False)
 
@@ -264,8 +265,9 @@ def test_memory_for_v1_v0_and_defaults():
     assert vllm.memory_for(llama(), 1000, 3, BF16, BF16, version="0.11") == 396_361_728
     # V0: 3 x cdiv(1000, 16) x 65,536 x 32 = the same 396,361,728 B for a uniform model
     assert vllm.memory_for(llama(), 1000, 3, BF16, BF16, v0=True) == 396_361_728
-    # gemma, 4,096 tokens, V0: 256 blocks x 131,072 x 62 layers = 2,080,374,784 B (sliding layers full)
-    assert vllm.memory_for(gemma(), 4096, 1, BF16, BF16, v0=True) == 2_080_374_784
+    # gemma-2-9b (0.6.6 has no Gemma-3), 4,096 tokens, V0: 256 blocks x 16 x 8,192 B x 42 layers =
+    # 1,409,286,144 B (sliding layers full)
+    assert vllm.memory_for(load_model("gemma-2-9b"), 4096, 1, BF16, BF16, v0=True) == 1_409_286_144
     # gemma V1 hybrid (default): a sliding group needs cdiv(min(1023 + 8192, 4096), 16) + 1 = 257 pages, the
     # full one cdiv(4096, 16) = 256: (6 x 257 + 256) x 131,072 B x 10 layers per group
     assert vllm.memory_for(gemma(), 4096, 1, BF16, BF16, version="0.11") == (6 * 257 + 256) * 1_310_720
