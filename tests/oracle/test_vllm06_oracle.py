@@ -8,7 +8,10 @@ vLLM). Each case of `vllm06_harness.grid` (12 models x 4 per-rank budgets x 4 ma
 1 / 4 x KV dtype auto / fp8) runs vLLM's `CacheEngine.get_cache_block_size`,
 `Worker.determine_num_available_blocks`, `GPUExecutor.initialize_cache` and
 `raise_if_cache_size_invalid`, and kvcalc's `capacity(engine='vllm')` with version '0.6'; the GPU
-and CPU block counts, the block bytes, the logged lines and the refusals must agree.
+and CPU block counts (vLLM's default 4 GiB swap beside kvcalc's default), the block bytes, the
+logged lines and the refusals must agree. `vllm06_harness.refusal_checks` adds what vLLM 0.6.6
+refuses before sizing: each bundled model's architecture in its `ModelRegistry`, block sizes
+through its own CLI parser and CUDA `CacheConfig`, and the `--swap-space` default.
 docs/engine-oracles.md has the last run.
 """
 
@@ -75,3 +78,17 @@ def test_kvcalc_matches_vllm_v0(case):
         outcome = harness.compare(case)
     assert outcome.status == "match", (
         f"{case.id}: {', '.join(outcome.differs)} differ\n  vLLM   {outcome.vllm}\n  kvcalc {outcome.kvcalc}")
+
+
+CHECKS = [] if _MISSING else harness.refusal_checks()
+
+
+@pytest.mark.skipif(_MISSING is not None, reason=_MISSING or "")
+@pytest.mark.parametrize("check", CHECKS, ids=[c.id for c in CHECKS])
+def test_kvcalc_refuses_what_vllm_06_refuses(check):
+    """Each bundled model's architecture in vLLM 0.6.6's registry, each block size through vLLM's
+    parser and CUDA CacheConfig, and the swap-space default: kvcalc agrees (vLLM's text inside its
+    message); Jamba and Kimi-K2 are the two kvcalc refuses on its own (not modelled for V0)."""
+    assert check.status in ("match", "kvcalc-refuses"), f"{check.id}\n  vLLM   {check.vllm}\n  kvcalc {check.kvcalc}"
+    if check.status == "kvcalc-refuses":
+        assert check.id in ("arch-jamba-1.5-mini", "arch-kimi-k2")

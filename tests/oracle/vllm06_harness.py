@@ -146,8 +146,13 @@ _REST = re.compile(r"the rest of the memory reserved for KV Cache is [\d.]+GiB\.
 
 
 def run_vllm(model, *, kv_memory_bytes: int, max_model_len: int, tp: int, kv_cache_dtype: str,
-             block_size: int = 16, swap_space_gib: float = 4) -> Figures:
-    """vLLM 0.6's figures for one case: its block size, block counts, lines and refusal."""
+             block_size: int = 16, swap_space_gib: float | None = None) -> Figures:
+    """vLLM 0.6's figures for one case: its block size, block counts, lines and refusal.
+    `swap_space_gib` None: `vllm serve`'s default (`EngineArgs.swap_space`, 4 GiB)."""
+    from vllm.engine.arg_utils import EngineArgs
+
+    if swap_space_gib is None:
+        swap_space_gib = EngineArgs.swap_space
     try:
         mc = model_config(model, max_model_len, tp)
     except ValueError as e:
@@ -200,15 +205,17 @@ def run_vllm(model, *, kv_memory_bytes: int, max_model_len: int, tp: int, kv_cac
 
 
 def run_kvcalc(model, *, kv_memory_bytes: int, max_model_len: int, tp: int, kv_cache_dtype: str,
-               block_size: int = 16, swap_space_gib: float = 4) -> Figures:
-    """kvcalc's `--vllm-version 0.6` for the same case, through `kvcalc.capacity` (as the CLI runs it)."""
+               block_size: int = 16, swap_space_gib: float | None = None) -> Figures:
+    """kvcalc's `--vllm-version 0.6` for the same case, through `kvcalc.capacity` (as the CLI runs it);
+    `swap_space_gib` None: kvcalc's own default (no --swap-space)."""
     import warnings
 
     import kvcalc
     from kvcalc.engines.profile import VllmOptions
     from kvcalc.errors import KvcalcError
 
-    opts = VllmOptions(version="0.6", block_size=block_size, swap_space_bytes=int(swap_space_gib * GIB))
+    opts = VllmOptions(version="0.6", block_size=block_size,
+                       swap_space_bytes=None if swap_space_gib is None else int(swap_space_gib * GIB))
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         try:
@@ -300,6 +307,154 @@ def compare(case: Case) -> Outcome:
     return Outcome(case, "mismatch" if differs else "match", vllm=v, kvcalc=k, differs=tuple(differs))
 
 
+# ---------------------------------------------------------------------------------------------
+# What vLLM 0.6.6 refuses before sizing: the model's architecture, the block size
+
+#: each bundled model's `architectures[0]` in its published config.json (kvcalc keeps the
+#: model_type only; the multimodal Gemma-3 4B+ and Llama-4 checkpoints list their outer class)
+ARCHITECTURES = {
+    "deepseek-r1": "DeepseekV3ForCausalLM", "deepseek-v2-lite": "DeepseekV2ForCausalLM",
+    "deepseek-v3": "DeepseekV3ForCausalLM", "falcon-7b": "FalconForCausalLM", "falcon-h1-7b": "FalconH1ForCausalLM",
+    "gemma-2-9b": "Gemma2ForCausalLM", "gemma-3-12b": "Gemma3ForConditionalGeneration",
+    "gemma-3-1b": "Gemma3ForCausalLM", "gemma-3-27b": "Gemma3ForConditionalGeneration",
+    "gemma-3-4b": "Gemma3ForConditionalGeneration", "gpt-oss-120b": "GptOssForCausalLM",
+    "gpt-oss-20b": "GptOssForCausalLM", "gpt2": "GPT2LMHeadModel", "jamba-1.5-mini": "JambaForCausalLM",
+    "kimi-k2": "DeepseekV3ForCausalLM", "llama-2-70b": "LlamaForCausalLM", "llama-2-7b": "LlamaForCausalLM",
+    "llama-3.1-405b": "LlamaForCausalLM", "llama-3.1-70b": "LlamaForCausalLM", "llama-3.1-8b": "LlamaForCausalLM",
+    "llama-3.2-1b": "LlamaForCausalLM", "llama-3.2-3b": "LlamaForCausalLM", "llama-3.3-70b": "LlamaForCausalLM",
+    "llama-4-scout": "Llama4ForConditionalGeneration", "mistral-7b-v0.1": "MistralForCausalLM",
+    "mistral-nemo": "MistralForCausalLM", "mistral-small-24b": "MistralForCausalLM",
+    "mixtral-8x7b": "MixtralForCausalLM", "phi-3-mini": "Phi3ForCausalLM", "phi-4": "Phi3ForCausalLM",
+    "qwen2.5-72b": "Qwen2ForCausalLM", "qwen2.5-7b": "Qwen2ForCausalLM", "qwen3-14b": "Qwen3ForCausalLM",
+    "qwen3-235b-a22b": "Qwen3MoeForCausalLM", "qwen3-30b-a3b": "Qwen3MoeForCausalLM", "qwen3-32b": "Qwen3ForCausalLM",
+    "qwen3-4b": "Qwen3ForCausalLM", "qwen3-8b": "Qwen3ForCausalLM", "qwen3-next-80b-a3b": "Qwen3NextForCausalLM",
+}
+#: kvcalc refuses these for 0.6 with its own reason though vLLM's registry lists them
+KVCALC_OWN_REFUSALS = ("jamba-1.5-mini", "kimi-k2")
+#: the block sizes tried: vLLM 0.6.6's argparse choices and some outside them
+BLOCK_SIZES = (1, 4, 8, 16, 24, 32, 64, 128, 256)
+
+
+@dataclass
+class Check:
+    """One refusal check: vLLM's verdict (None: taken) beside kvcalc's."""
+
+    id: str
+    vllm: str | None
+    kvcalc: str | None
+    status: str = ""
+    note: str = ""
+
+
+def architecture_checks() -> list[Check]:
+    """Each bundled model's architecture through vLLM's `ModelRegistry` (`_raise_for_unsupported`'s
+    text, its first sentence) beside kvcalc's `--vllm-version 0.6` (a 40 GiB, 1,024-token case).
+    Match: both take it, or both refuse and vLLM's sentence is in kvcalc's message (or, for the
+    multimodal checkpoints, the same sentence with the text model's architecture name)."""
+    import kvcalc
+    from vllm.model_executor.models import ModelRegistry
+
+    from kvcalc.engines import vllm as kv_vllm
+    from kvcalc.errors import KvcalcError
+
+    supported = set(ModelRegistry.get_supported_archs())
+    out = []
+    for name, arch in sorted(ARCHITECTURES.items()):
+        v = None
+        if arch not in supported:
+            try:
+                ModelRegistry._raise_for_unsupported([arch])
+            except ValueError as e:
+                v = str(e).split(" Supported architectures:")[0]
+        try:
+            kvcalc.capacity(kvcalc.load_model(name), engine="vllm", kv_memory_bytes=40 * GIB, max_model_len=1024,
+                            options=kvcalc_options())
+            k = None
+        except KvcalcError as e:
+            k = str(e)
+        c = Check(f"arch-{name}", v, k)
+        text_arch = kv_vllm.V06_UNSUPPORTED_ARCHITECTURES.get(kvcalc.load_model(name).model_type or "")
+        if v is None and k is None:
+            c.status = "match"
+        elif v is None and name in KVCALC_OWN_REFUSALS:
+            c.status, c.note = "kvcalc-refuses", "in vLLM's registry; not modelled by kvcalc for V0"
+        elif v is not None and k is not None and v in k:
+            c.status = "match"
+        elif v is not None and k is not None and text_arch and v.replace(arch, text_arch) in k:
+            c.status, c.note = "match", f"kvcalc names the text model's architecture {text_arch}"
+        else:
+            c.status = "mismatch"
+        out.append(c)
+    return out
+
+
+def kvcalc_options(**kw):
+    from kvcalc.engines.profile import VllmOptions
+
+    return VllmOptions(version="0.6", **kw)
+
+
+def block_size_checks() -> list[Check]:
+    """Each of `BLOCK_SIZES` through vLLM's own CLI parser (`EngineArgs.add_cli_args`) and
+    `CacheConfig` on CUDA (`current_platform.is_cuda()` stood in as True), beside kvcalc's
+    `--vllm-version 0.6 --block-size B`. Match: both refuse with vLLM's text inside kvcalc's, or both take it."""
+    import argparse
+    import io
+
+    import kvcalc
+    from vllm.engine.arg_utils import EngineArgs
+    from vllm.utils import FlexibleArgumentParser
+
+    from kvcalc.errors import KvcalcError
+
+    out = []
+    for b in BLOCK_SIZES:
+        v = None
+        parser = EngineArgs.add_cli_args(FlexibleArgumentParser())
+        err = io.StringIO()
+        with contextlib.redirect_stderr(err):
+            try:
+                parser.parse_args(["--block-size", str(b)])
+            except SystemExit:
+                v = err.getvalue().strip().splitlines()[-1].split("error: ", 1)[1]
+        if v is None:
+            saved = vcfg.current_platform
+            vcfg.current_platform = SimpleNamespace(is_cuda=lambda: True, is_rocm=lambda: False,
+                                                    is_neuron=lambda: False, is_hpu=lambda: False,
+                                                    is_cpu=lambda: False, is_tpu=lambda: False,
+                                                    is_xpu=lambda: False)
+            try:
+                CacheConfig(block_size=b, gpu_memory_utilization=0.9, swap_space=4, cache_dtype="auto")
+            except ValueError as e:
+                v = str(e)
+            finally:
+                vcfg.current_platform = saved
+        try:
+            kvcalc.capacity(kvcalc.load_model("llama-3.1-8b"), engine="vllm", kv_memory_bytes=GIB, max_model_len=1024,
+                            options=kvcalc_options(block_size=b))
+            k = None
+        except KvcalcError as e:
+            k = str(e)
+        ok = (v is None and k is None) or (v is not None and k is not None and v in k)
+        out.append(Check(f"block-size-{b}", v, k, "match" if ok else "mismatch"))
+    return out
+
+
+def swap_default_check() -> Check:
+    """vLLM's `--swap-space` default (`EngineArgs.swap_space`, GiB, and the parser's) beside kvcalc's."""
+    from vllm.engine.arg_utils import EngineArgs
+    from vllm.utils import FlexibleArgumentParser
+
+    parsed = EngineArgs.add_cli_args(FlexibleArgumentParser()).parse_args([]).swap_space
+    v = f"{int(parsed * GIB)} B"
+    k = f"{kvcalc_options().swap_space_bytes} B"
+    return Check("swap-space-default", v, k, "match" if v == k and EngineArgs.swap_space == parsed else "mismatch")
+
+
+def refusal_checks() -> list[Check]:
+    return architecture_checks() + block_size_checks() + [swap_default_check()]
+
+
 def main() -> None:
     import collections
     import time
@@ -319,6 +474,11 @@ def main() -> None:
           f"in {time.time() - start:.0f} s")
     for (model, differs), n in sorted(kinds.items()):
         print(f"  {model}: {', '.join(differs)} x {n}")
+    checks = refusal_checks()
+    for c in checks:
+        if c.status != "match" or c.note:
+            print(f"{c.status.upper()} {c.id}: vllm {c.vllm!r}\n  kvcalc {c.kvcalc!r} {c.note}")
+    print(f"refusal checks: {len(checks)}, {dict(collections.Counter(c.status for c in checks))}")
 
 
 if __name__ == "__main__":
