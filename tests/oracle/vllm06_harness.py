@@ -351,9 +351,9 @@ def architecture_checks() -> list[Check]:
     text, its first sentence) beside kvcalc's `--vllm-version 0.6` (a 40 GiB, 1,024-token case).
     Match: both take it, or both refuse and vLLM's sentence is in kvcalc's message (or, for the
     multimodal checkpoints, the same sentence with the text model's architecture name)."""
-    import kvcalc
     from vllm.model_executor.models import ModelRegistry
 
+    import kvcalc
     from kvcalc.engines import vllm as kv_vllm
     from kvcalc.errors import KvcalcError
 
@@ -398,13 +398,12 @@ def block_size_checks() -> list[Check]:
     """Each of `BLOCK_SIZES` through vLLM's own CLI parser (`EngineArgs.add_cli_args`) and
     `CacheConfig` on CUDA (`current_platform.is_cuda()` stood in as True), beside kvcalc's
     `--vllm-version 0.6 --block-size B`. Match: both refuse with vLLM's text inside kvcalc's, or both take it."""
-    import argparse
     import io
 
-    import kvcalc
     from vllm.engine.arg_utils import EngineArgs
     from vllm.utils import FlexibleArgumentParser
 
+    import kvcalc
     from kvcalc.errors import KvcalcError
 
     out = []
