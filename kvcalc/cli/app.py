@@ -7,9 +7,10 @@ engines. Command modules import `options` and `output`, never this module, so th
 import cycle. Every user error
 is a `KvcalcError`; `output.handle_errors` catches it once per command, prints one red line per
 problem and exits 2 (`--debug` shows the traceback instead). torch is never imported here.
-"""
 
-from __future__ import annotations
+No `from __future__ import annotations`: typer reads `_root`'s and `_version`'s annotations as
+objects, without compiling and evaluating their text at every start-up.
+"""
 
 import os
 import sys
