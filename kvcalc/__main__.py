@@ -1,6 +1,13 @@
 """`python -m kvcalc` runs the CLI."""
 
-from kvcalc.cli import main
-
 if __name__ == "__main__":
-    main()
+    import gc
+
+    # start-up creates objects that live until exit (modules, classes, the command): the cyclic
+    # collector waits until the command runs, as `main(collector_paused=True)` says
+    # (`kvcalc.cli.output.resume_collector`)
+    gc.disable()
+
+    from kvcalc.cli import main
+
+    main(collector_paused=True)

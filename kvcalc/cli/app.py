@@ -7,9 +7,10 @@ engines. Command modules import `options` and `output`, never this module, so th
 import cycle. Every user error
 is a `KvcalcError`; `output.handle_errors` catches it once per command, prints one red line per
 problem and exits 2 (`--debug` shows the traceback instead). torch is never imported here.
-"""
 
-from __future__ import annotations
+No `from __future__ import annotations`: typer reads `_root`'s and `_version`'s annotations as
+objects, without compiling and evaluating their text at every start-up.
+"""
 
 import os
 import sys
@@ -98,15 +99,26 @@ def _interrupted(signum: int, frame: object) -> None:
     raise SystemExit(INTERRUPTED_EXIT)
 
 
-def main() -> None:
+def main(collector_paused: bool = False) -> None:
     """Console entry point; `--debug` anywhere on the line turns on tracebacks; Ctrl-C exits 130;
     a reader that closes the pipe early (`kvcalc plan ... | head -1`) ends the run with no
     message and exit 141 (`output.CLOSED_PIPE_EXIT`), whichever command or `--help` was writing,
-    and also when only the last flush of the output finds the pipe closed."""
+    and also when only the last flush of the output finds the pipe closed.
+
+    Start-up: Python's cyclic garbage collector is paused while the command line is parsed and
+    the command built (`python -m kvcalc` pauses it before the imports, and says so with
+    `collector_paused`), and resumes when the command runs (`output.resume_collector`), with
+    what start-up made frozen: those objects live until exit, and each collection on the way
+    (dozens, at every start-up) walked them all. A collector the caller turned off stays off."""
+    import gc
     import signal
 
-    from kvcalc.cli.output import flush_or_leave
+    from kvcalc.cli.output import _STATE, flush_or_leave, resume_collector
 
+    if not collector_paused and gc.isenabled():
+        gc.disable()
+        collector_paused = True
+    _STATE["collector_paused"] = collector_paused
     signal.signal(signal.SIGINT, _interrupted)
     if "--debug" in sys.argv[1:]:
         sys.argv.remove("--debug")
@@ -114,4 +126,5 @@ def main() -> None:
     try:
         app()
     finally:  # app() ends in SystemExit; output still buffered is written here, not at interpreter exit
+        resume_collector()  # --help, a usage error: no command ran
         flush_or_leave()

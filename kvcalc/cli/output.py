@@ -20,7 +20,9 @@ import typer
 
 from kvcalc.errors import KvcalcError
 
-_STATE = {"debug": bool(os.environ.get("KVCALC_DEBUG"))}
+#: "debug": --debug or KVCALC_DEBUG; "collector_paused": `app.main` paused the cyclic garbage
+#: collector for start-up (`resume_collector`)
+_STATE = {"debug": bool(os.environ.get("KVCALC_DEBUG")), "collector_paused": False}
 
 _CONSOLE: list[type] = []
 
@@ -101,12 +103,25 @@ def _run_warned(fn: Callable[..., Any], args: tuple, kwargs: dict) -> Any:
             else:
                 warnings.showwarning(w.message, w.category, w.filename, w.lineno)
 
+def resume_collector() -> None:
+    """Turn the cyclic garbage collector back on when `app.main` paused it for start-up (and
+    only then), after `gc.freeze()`: what start-up made (modules, classes, the parsed command)
+    lives until exit, so no collection needs to walk it again. Called when a command starts
+    (`handle_errors`) and when `main` ends; the second call does nothing."""
+    if _STATE["collector_paused"]:
+        import gc
+
+        _STATE["collector_paused"] = False
+        gc.freeze()
+        gc.enable()
+
 def handle_errors(fn: Callable[..., Any]) -> Callable[..., Any]:
     """Run a command; turn `KvcalcError` into one red line per problem and exit 2, and any
     other exception into one line and exit 1, unless --debug is set."""
 
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
+        resume_collector()  # paused for start-up only (`app.main`)
         try:
             return _run_warned(fn, args, kwargs)
         except (typer.Exit, typer.Abort, KeyboardInterrupt, BrokenPipeError):
