@@ -2,9 +2,9 @@
 
 The CLI (`kvcalc.cli`) and the Python API (`kvcalc.estimate`, `kvcalc.capacity`) both build an
 `EstimateRequest` or a `CapacityRequest` here and call `run_estimate` / `run_capacity`; the sweep's
-request is `kvcalc.calc.sweep.SweepRequest`. The request and result records are `records.Record`s (NamedTuples
-in use), not frozen dataclasses nor `typing.NamedTuple`s: every command declares them at start-up,
-and those compile methods when declared. This module sits above `calc/` and `engines/` and
+request is `kvcalc.calc.sweep.SweepRequest`. The request and result records are NamedTuples, not frozen
+dataclasses: every command declares them at start-up, and a dataclass compiles its methods when
+declared. This module sits above `calc/` and `engines/` and
 below `cli/`: it checks values that are not yet typed (counts, names), loads nothing but the GPU
 named in a request, and prints nothing. Errors are `KvcalcError`; a context beyond the model's
 trained length is a `KvcalcWarning`.
@@ -13,10 +13,9 @@ trained length is a `KvcalcWarning`.
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
+from typing import Any, NamedTuple
 
 from kvcalc.errors import MESSAGE, OPTION, OPTION_SAYS, KvcalcError
-from kvcalc.records import Record
 
 # ----- checks shared by every entry point -------------------------------------------------
 
@@ -169,7 +168,7 @@ def refuse_without_kv_layers(model: Any, what: str) -> None:
 # ----- estimate ---------------------------------------------------------------------------
 
 
-class EstimateRequest(Record):
+class EstimateRequest(NamedTuple):
     """`kvcalc estimate`: the KV cache of `workload` (a `schema.Workload`) on `model` (a
     `ModelSpec`); with `gpu` (a name from `kvcalc gpus`, a GPU YAML path or a `GpuSpec`) the memory
     plan and roofline, with the knobs of `layout` (a `memory_plan.Layout`: weight format,
@@ -216,7 +215,7 @@ class EstimateRequest(Record):
         return [cls.build(model, seq_len=T, warn=False, **kwargs) for T in seq_lens]
 
 
-class EstimateResult(Record):
+class EstimateResult(NamedTuple):
     """The parts of an estimate: `kv` (`KvEstimate`), `serving` (`ServingEstimate`, with a GPU)
     on `gpu` (`GpuSpec`), `engine` (`EngineResult`, with an engine; None when it would not start)."""
 
@@ -317,7 +316,7 @@ def engine_for_batch(req: EstimateRequest, plan: Any = None) -> Any:
 # ----- capacity ---------------------------------------------------------------------------
 
 
-class CapacityRequest(Record):
+class CapacityRequest(NamedTuple):
     """`kvcalc capacity`: what `engine` makes of `kv_memory_bytes` of KV memory per GPU rank
     (None: llama.cpp's `options.n_ctx` alone), with K / V formats `k`, `v` labelled `label`, at
     `tp` ranks; concurrency at `max_model_len` tokens (None: the model's) and the longest
@@ -429,7 +428,7 @@ def check_targets(**targets: float | None) -> None:
             raise KvcalcError(f"--{name.replace('_', '-')} must be a positive number, got {v:g}")
 
 
-class PlanRequest(Record):
+class PlanRequest(NamedTuple):
     """`kvcalc plan`: the layouts that serve `search.concurrency` sequences of `search.seq_len`
     tokens of a model within its targets (`search`: a `calc.plan.PlanSearch`, engine rules and
     formats resolved), launched by `engine`."""

@@ -19,10 +19,9 @@ from __future__ import annotations
 
 import re
 from decimal import Decimal, Overflow, localcontext
-from typing import Any
+from typing import Any, NamedTuple
 
 from kvcalc.errors import OPTION, OPTION_SAYS, KvcalcError
-from kvcalc.records import Record
 
 #: the largest batch (sequences), context (tokens) and GPU count kvcalc sizes: beyond them the
 #: sums lose meaning and printed figures turn to garbage (deployment files, --batch, --seq-len).
@@ -47,12 +46,12 @@ MAX_STEPS = 10_000
 MAX_PLAN_GPUS = 1024
 
 
-class Bound(Record):
+class Bound(NamedTuple):
     """The values one count or size may take: `low` <= value <= `high`, in `unit`; `why` says
     where the upper bound comes from (shown when it is passed); `low_words` replaces "must be a
     positive integer" when zero or -1 means something (`--why-not 0`, `--n-gpu-layers -1`).
-    A `records.Record` (a NamedTuple in use), not a frozen dataclass nor a `typing.NamedTuple`:
-    it is declared on every start-up, and those compile methods when declared."""
+    A NamedTuple, not a frozen dataclass: it is declared on every start-up, and a dataclass
+    compiles its methods when declared."""
 
     low: int
     high: int

@@ -15,19 +15,17 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Iterator, MutableMapping
-from typing import Any
+from typing import Any, NamedTuple
 
 from typer.core import TyperCommand, TyperGroup
 
-from kvcalc.records import Record
 
-
-class LazyCommand(Record):
+class LazyCommand(NamedTuple):
     """One command of the table: its `name` on the command line, its `target`
     ("package.module:function", imported on first use) and `help`, the first paragraph of the
     function's docstring (what `kvcalc --help` shows, shortened to fit as click shortens it).
-    A `records.Record` (a NamedTuple in use), not a frozen dataclass nor a `typing.NamedTuple`:
-    the table is read on every start-up, and those compile methods when declared."""
+    A NamedTuple, not a frozen dataclass: the table is read on every start-up, and a dataclass
+    compiles its methods when declared."""
 
     name: str
     target: str

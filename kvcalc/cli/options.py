@@ -17,8 +17,7 @@ context (`typed_options`).
 Start-up: every command imports this module, so declaring it must cost little. The annotations
 are objects, not strings (no `from __future__ import annotations`): typer and the groups read
 them without evaluating text. The groups are `OptionGroup`s, not dataclasses (a frozen dataclass
-compiles six methods when declared), and `Only` is a `records.Record` (a NamedTuple that
-compiles nothing when declared).
+compiles six methods when declared), and `Only` is a NamedTuple.
 """
 
 import copy
@@ -27,7 +26,7 @@ import functools
 import inspect
 import typing
 from collections.abc import Callable, Iterable, Sequence
-from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Optional
+from typing import TYPE_CHECKING, Annotated, Any, ClassVar, NamedTuple, Optional
 
 import typer
 
@@ -37,7 +36,6 @@ from kvcalc.calc.defaults import (DEFAULT_BW_EFFICIENCY, DEFAULT_CUDA_CONTEXT_BY
                                   DEFAULT_GPU_MEMORY_UTILIZATION)
 from kvcalc.engines import defaults as engine_defaults
 from kvcalc.errors import OPTION_SAYS, KvcalcError
-from kvcalc.records import Record
 from kvcalc.requests import check_limits, check_positive, resolve_seq_len, warn_beyond_context  # noqa: F401
 
 if TYPE_CHECKING:
@@ -135,7 +133,7 @@ PageSizeOpt = Annotated[int, typer.Option("--page-size", help="SGLang tokens per
 # ----- option groups ----------------------------------------------------------------------
 
 
-class Only(Record):
+class Only(NamedTuple):
     """Marker for `Annotated[Group, only(...)]`: the group's options a command takes, and help
     text that differs from the group's."""
 

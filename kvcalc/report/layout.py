@@ -8,9 +8,7 @@ control characters escaped before any layout work.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, Union
-
-from kvcalc.records import Record
+from typing import Any, NamedTuple, Union
 
 #: a cell: plain text, a rich Text, or a tuple of parts that may go on separate lines (each whole)
 Cell = Union[str, Any, tuple]
@@ -90,15 +88,14 @@ def _number_word(text: str) -> int:
     return max((_len(w) for w in text.split() if any(ch.isdigit() for ch in w) and "/" not in w), default=0)
 
 
-class Col(Record):
+class Col(NamedTuple):
     """One column of a `grid` table.
 
     `kind`: "num" never wraps (right-justified figures), "id" never wraps (a key, a name),
     "text" wraps between words. `short`: the header used (and explained in a legend) when the
     full one does not fit. `legend`: a text column that may move below the table as
-    "KEY: value" lines. `style`: a rich style for the whole column. A `records.Record` (a
-    NamedTuple in use), not a frozen dataclass nor a `typing.NamedTuple`: it is declared on every
-    start-up, and those compile methods when declared.
+    "KEY: value" lines. `style`: a rich style for the whole column. A NamedTuple, not a frozen
+    dataclass: it is declared on every start-up, and a dataclass compiles its methods when declared.
     """
 
     header: str
