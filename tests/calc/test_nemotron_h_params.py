@@ -16,14 +16,9 @@ import pytest
 from kvcalc.calc.weights import layer_params, param_counts, weight_bytes
 from kvcalc.errors import KvcalcError
 from kvcalc.load.hf import model_from_hf_config
+from tests.published_configs import NEMOTRON_H_8B as _NEMOTRON_H_8B
 
-NEMOTRON_H_8B = {
-    "architectures": ["NemotronHForCausalLM"], "model_type": "nemotron_h", "hidden_size": 4096,
-    "hybrid_override_pattern": "M-M-M-M*-M-M-M-M-M*-M-M-M-M-M*-M-M-M-M-M*-M-M-M-M-M-",
-    "intermediate_size": 21504, "max_position_embeddings": 8192, "num_attention_heads": 32,
-    "num_hidden_layers": 52, "num_key_value_heads": 8, "head_dim": 128, "mamba_num_heads": 128,
-    "mamba_head_dim": 64, "ssm_state_size": 128, "n_groups": 8, "conv_kernel": 4, "expand": 2,
-    "tie_word_embeddings": False, "torch_dtype": "bfloat16", "vocab_size": 131072}
+NEMOTRON_H_8B = {**_NEMOTRON_H_8B, "tie_word_embeddings": False}
 
 NANO_9B_V2 = {
     "architectures": ["NemotronHForCausalLM"], "model_type": "nemotron_h", "hidden_size": 4480,

@@ -20,6 +20,7 @@ from kvcalc.engines import llamacpp
 from kvcalc.errors import KvcalcError
 from kvcalc.formats import kv_format
 from kvcalc.load.hf import model_from_hf_config
+from tests.published_configs import NEMOTRON_H_8B
 
 F16, Q8 = kv_format("fp16"), kv_format("q8_0")
 
@@ -30,14 +31,6 @@ FALCON_H1_7B = {
     "mamba_expand": 2, "mamba_n_groups": 1, "mamba_n_heads": 24, "max_position_embeddings": 262144,
     "num_attention_heads": 12, "num_hidden_layers": 44, "num_key_value_heads": 2, "torch_dtype": "bfloat16",
     "vocab_size": 130048}
-#: nvidia/Nemotron-H-8B-Base-8K's config.json (tests/load/test_hf_families_more.py)
-NEMOTRON_H_8B = {
-    "architectures": ["NemotronHForCausalLM"], "model_type": "nemotron_h", "hidden_size": 4096,
-    "hybrid_override_pattern": "M-M-M-M*-M-M-M-M-M*-M-M-M-M-M*-M-M-M-M-M*-M-M-M-M-M-",
-    "intermediate_size": 21504, "max_position_embeddings": 8192, "num_attention_heads": 32,
-    "num_hidden_layers": 52, "num_key_value_heads": 8, "head_dim": 128, "mamba_num_heads": 128,
-    "mamba_head_dim": 64, "ssm_state_size": 128, "n_groups": 8, "conv_kernel": 4, "expand": 2,
-    "torch_dtype": "bfloat16", "vocab_size": 131072}
 #: ibm-granite/granite-4.0-h-tiny's config.json (tests/load/test_hf_families_more.py)
 GRANITE_H_TINY = {
     "architectures": ["GraniteMoeHybridForCausalLM"], "model_type": "granitemoehybrid", "hidden_size": 1536,

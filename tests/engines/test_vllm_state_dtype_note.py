@@ -8,18 +8,11 @@ from kvcalc.engines import vllm
 from kvcalc.formats import kv_format
 from kvcalc.load.hf import model_from_hf_config
 from kvcalc.load.models import load_model
+from tests.published_configs import NEMOTRON_H_8B
 
 GiB = 2**30
 BF16 = kv_format("bf16")
 
-# nvidia/Nemotron-H-8B-Base-8K config.json (as tests/engines/test_vllm_hybrid.py holds it)
-NEMOTRON_H_8B = {
-    "architectures": ["NemotronHForCausalLM"], "model_type": "nemotron_h", "hidden_size": 4096,
-    "hybrid_override_pattern": "M-M-M-M*-M-M-M-M-M*-M-M-M-M-M*-M-M-M-M-M*-M-M-M-M-M-",
-    "intermediate_size": 21504, "max_position_embeddings": 8192, "num_attention_heads": 32,
-    "num_hidden_layers": 52, "num_key_value_heads": 8, "head_dim": 128, "mamba_num_heads": 128,
-    "mamba_head_dim": 64, "ssm_state_size": 128, "n_groups": 8, "conv_kernel": 4, "expand": 2,
-    "torch_dtype": "bfloat16", "vocab_size": 131072}
 SOURCE = "NemotronHForCausalLMConfig sets mamba_ssm_cache_dtype float32"
 
 
