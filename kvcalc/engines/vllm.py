@@ -998,10 +998,12 @@ class _Resolved:
 
 
 def _hybrid_blocks(model: ModelSpec, k: StorageFormat, v: StorageFormat, *, block_size: int, tp: int, version: str,
-                   prefix_caching: bool | None, compute_capability: str | None, scales: bool):
+                   prefix_caching: bool | None, compute_capability: str | None, scales: bool,
+                   vendor: str | None = None):
     """`vllm_hybrid.align_block_size` for a model with Mamba / linear-attention layers beside
-    full attention; refuses what kvcalc does not model (V0, MLA or sliding layers beside Mamba,
-    attention-free models, per-token-head scales)."""
+    full attention, on a GPU of `compute_capability` (None: Hopper assumed) and `vendor` ('amd':
+    ROCm, whose Gated DeltaNet prefill is never FlashInfer's); refuses what kvcalc does not model
+    (V0, MLA or sliding layers beside Mamba, attention-free models, per-token-head scales)."""
     from kvcalc.engines import vllm_hybrid
     from kvcalc.formats import kv_format
 
@@ -1026,7 +1028,7 @@ def _hybrid_blocks(model: ModelSpec, k: StorageFormat, v: StorageFormat, *, bloc
     return vllm_hybrid.align_block_size(
         model, attention, k, v, block_size=block_size, tp=tp, version=version, prefix_caching=prefix_caching,
         compute_capability=compute_capability or ASSUMED_COMPUTE_CAPABILITY, model_dtype=fmt.name,
-        model_dtype_bytes=fmt.block_bytes // fmt.block_values)
+        model_dtype_bytes=fmt.block_bytes // fmt.block_values, vendor=vendor)
 
 
 def _resolve(model: ModelSpec, k: StorageFormat, v: StorageFormat, *, tp: int, block_size: int | None, version: str,
@@ -1057,9 +1059,10 @@ def _resolve(model: ModelSpec, k: StorageFormat, v: StorageFormat, *, tp: int, b
                          f"(latency regression) unless {CHUNKED_HYBRID_ENV}=1: chunked layers keep every token")
     if any(layer.kind in ("mamba", "linear") for layer in model.layers):
         hb = _hybrid_blocks(model, k, v, block_size=block_size, tp=tp, version=version,
-                            prefix_caching=prefix_caching, compute_capability=compute_capability, scales=scales)
+                            prefix_caching=prefix_caching, compute_capability=compute_capability, scales=scales,
+                            vendor=vendor)
         notes += hb.notes
-        if compute_capability is None and version == "0.33" and hb.state.kind == "gdn":
+        if compute_capability is None and vendor != "amd" and version == "0.33" and hb.state.kind == "gdn":
             notes.append(f"GPU assumed Hopper (compute capability {ASSUMED_COMPUTE_CAPABILITY}): no GPU given")
         return _Resolved(k, v, hb.block_size, hb.page_bytes, hybrid_allocator, hb.mamba_pages,
                          list(hb.log_lines), notes)

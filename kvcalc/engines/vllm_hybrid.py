@@ -159,6 +159,14 @@ def mamba_state(model: ModelSpec, tp: int, version: str, model_dtype_bytes: int 
 FP32_SSM_SOURCE_033 = {"nemotron_h": "NemotronHForCausalLMConfig sets mamba_ssm_cache_dtype float32"} | {
     t: "Qwen3_5ForConditionalGenerationConfig takes the config's mamba_ssm_dtype, float32" for t in QWEN3_5_MODEL_TYPES}
 #: the state kinds as the notes name them
+#: what vLLM 0.33 runs a Gated DeltaNet prefill with on ROCm (`qwen_gdn_linear_attn.py`
+#: `_resolve_gdn_prefill_backend`, `current_platform.is_rocm()` branch, gdn_prefill_backend 'auto'):
+#: AITER FlyDSL on MI300 / MI350 (`on_mi3xx`: gfx942, gfx950) when AITER exports its FlyDSL
+#: kernels and the model runs bf16 with linear head dims 128 / 128, else Triton/FLA. Neither is
+#: FlashInfer, the only backend that declares prefill checkpoints (`_checkpoint_alignment` is
+#: set for 'flashinfer' only), so the choice between them does not change the blocks.
+ROCM_GDN_PREFILL = "AITER FlyDSL or Triton/FLA"
+
 STATE_KIND_NAMES = {"mamba1": "Mamba", "mamba2": "Mamba-2", "gdn": "Gated DeltaNet"}
 
 
@@ -183,10 +191,14 @@ def state_dtype_note(model: ModelSpec, state: MambaState, version: str, model_dt
     return text + f" (vLLM 0.11: the model's dtype; 0.33 keeps it in fp32, {other:,} B: {source})"
 
 
-def gdn_flashinfer_prefill(model: ModelSpec, compute_capability: str) -> bool:
+def gdn_flashinfer_prefill(model: ModelSpec, compute_capability: str, vendor: str | None = None) -> bool:
     """Whether 0.33 runs a Gated DeltaNet prefill with FlashInfer
-    (`qwen_gdn_linear_attn.py` `_resolve_gdn_prefill_backend`): Hopper (9.x), or Blackwell (10.x,
-    12.x) with linear_key_head_dim 128 (kvcalc assumes vLLM's CUDA 13 build there)."""
+    (`qwen_gdn_linear_attn.py` `_resolve_gdn_prefill_backend`): on CUDA only, Hopper (9.x), or
+    Blackwell (10.x, 12.x) with linear_key_head_dim 128 (kvcalc assumes vLLM's CUDA 13 build
+    there). `vendor` 'amd' (ROCm): never; vLLM picks AITER FlyDSL or Triton/FLA there
+    (`ROCM_GDN_PREFILL`)."""
+    if vendor == "amd":
+        return False
     major = int(compute_capability.split(".")[0])
     return major == 9 or (major in (10, 12) and model.linear_key_head_dim == 128)
 
@@ -213,19 +225,22 @@ class HybridBlocks:
 
 def align_block_size(model: ModelSpec, attention_layer: object, k: StorageFormat, v: StorageFormat, *,
                      block_size: int, tp: int, version: str, prefix_caching: bool | None,
-                     compute_capability: str, model_dtype: str, model_dtype_bytes: int) -> HybridBlocks:
+                     compute_capability: str, model_dtype: str, model_dtype_bytes: int,
+                     vendor: str | None = None) -> HybridBlocks:
     """The block size, page and Mamba pages per request of a hybrid model in `version`.
 
     Token page = `layer_kv_bytes_per_token(attention_layer)` (2 x kv heads per rank x head_dim x
     bytes); mamba_page = `mamba_state(...).page_size_bytes`. 0.11: alignment 16 and no prefix
     caching; 0.33: alignment = max(16, block_size), lcm'd with the prefill-checkpoint alignment
-    (64 for a FlashInfer Gated DeltaNet) when prefix caching is on (`prefix_caching` None: on).
+    (64 for a FlashInfer Gated DeltaNet: `gdn_flashinfer_prefill` on `compute_capability` and
+    `vendor`; never on ROCm) when prefix caching is on (`prefix_caching` None: on).
     attn_block = alignment x cdiv(mamba_page, alignment x token page); the block size is
     max(block_size, attn_block); page = block size x token page.
 
     Qwen3-Next-80B-A3B, bf16, tp 1: token page 2 x 2 x 256 x 2 = 2,048 B; state 1,097,728 B;
     0.11: 16 x cdiv(1,097,728, 32,768) = 16 x 34 = 544 tokens, page 1,114,112 B (1.49% padding);
-    0.33 on Hopper: 64 x cdiv(1,097,728, 131,072) = 64 x 9 = 576 tokens.
+    0.33 on Hopper: 64 x cdiv(1,097,728, 131,072) = 64 x 9 = 576 tokens; 0.33 on ROCm (no
+    FlashInfer prefill, no checkpoint block): 16 x 34 = 544 tokens, 2 Mamba pages per request.
     """
     token_page = layer_kv_bytes_per_token(attention_layer, k, v, tp)  # type: ignore[arg-type]
     state = mamba_state(model, tp, version, model_dtype_bytes, model_dtype)
@@ -241,16 +256,20 @@ def align_block_size(model: ModelSpec, attention_layer: object, k: StorageFormat
     else:
         align_mode = prefix_caching is None or prefix_caching
         align = max(KERNEL_BLOCK_033, block_size)
-        notes.append(f"the attention backend's smallest kernel block assumed {KERNEL_BLOCK_033} tokens "
-                     "(FLASH_ATTN / FLASHINFER / TRITON_ATTN)")
+        backends = "ROCM_ATTN / ROCM_AITER_FA / TRITON_ATTN" if vendor == "amd" else "FLASH_ATTN / FLASHINFER / TRITON_ATTN"
+        notes.append(f"the attention backend's smallest kernel block assumed {KERNEL_BLOCK_033} tokens ({backends})")
         lines = []
         if align_mode:
             checkpoint = 0
-            if state.kind == "gdn" and gdn_flashinfer_prefill(model, compute_capability):
+            if state.kind == "gdn" and gdn_flashinfer_prefill(model, compute_capability, vendor):
                 align = lcm(align, FLASHINFER_GDN_CHECKPOINT_ALIGNMENT)
                 checkpoint = 1
                 notes.append(f"Gated DeltaNet prefill on FlashInfer (compute capability {compute_capability}): "
                              f"blocks aligned to its {FLASHINFER_GDN_CHECKPOINT_ALIGNMENT}-token checkpoints")
+            elif state.kind == "gdn" and vendor == "amd":
+                notes.append(f"Gated DeltaNet prefill on ROCm: {ROCM_GDN_PREFILL} (vLLM's FlashInfer prefill is "
+                             "CUDA-only), neither of which keeps prefill checkpoints: no checkpoint block, no "
+                             f"{FLASHINFER_GDN_CHECKPOINT_ALIGNMENT}-token alignment")
             elif state.kind == "mamba2":
                 checkpoint = 1  # MambaMixer2.get_kv_cache_spec: num_prefill_checkpoint_blocks=1
             mamba_pages = 2 + checkpoint
