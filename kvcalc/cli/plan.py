@@ -13,16 +13,25 @@ from typing import Annotated, Any, Optional
 
 import typer
 
-from kvcalc.cli.options import RevisionOpt, GpuPlanOptions, ModelArg, SeqLenOpt, auto_is_default, only, option_groups
+from kvcalc.cli.options import (RevisionOpt, GpuPlanOptions, ModelArg, SeqLenOpt, VllmFlags, auto_is_default, engine_key,
+                                engine_options, only, option_groups, refuse_typed)
 from kvcalc.cli.output import check_format, echo, handle_errors
 from kvcalc.errors import KvcalcError
 
 KNOBS = ("gpu_memory_utilization", "bw_efficiency", "flops_efficiency", "cuda_context", "activation_reserve")
 
+#: vLLM's options that change what plan finds (`vllm_plan.plan_kv`'s blocks per GPU) and that the
+#: launch line then states (`vllm_plan.launch_block_size`, `launch_flags`). SGLang's and
+#: llama.cpp's options are not taken: plan sizes those engines by the exact formula
+#: (`EngineProfile.plan_engine_kv` is None), so --page-size or --llamacpp-version would change nothing.
+VLLM_PLAN_FLAGS = ("vllm_version", "v0", "block_size", "attention_backend", "disable_hybrid",
+                   "max_num_batched_tokens", "async_scheduling", "prefix_caching")
+
 
 @handle_errors
 @option_groups()
 def plan(
+    ctx: typer.Context,
     model: ModelArg,
     seq_len: SeqLenOpt = None,
     concurrency: Annotated[int, typer.Option("--concurrency", "--max-num-seqs", "--max-running-requests", help="Sequences served at once, all at --seq-len (vLLM --max-num-seqs, SGLang --max-running-requests; not -c: llama.cpp's --ctx-size).")] = 1,
@@ -41,6 +50,7 @@ def plan(
     write_deployment: Annotated[Optional[str], typer.Option("--write-deployment", help="Write the top layout as a deployment YAML for `kvcalc check` (an existing file only with --force).")] = None,
     force: Annotated[bool, typer.Option("--force", help="Overwrite the --write-deployment file.")] = False,
     knobs: Annotated[GpuPlanOptions, only(*KNOBS)] = GpuPlanOptions(),
+    vllm: Annotated[VllmFlags, only(*VLLM_PLAN_FLAGS, attention_backend="vLLM attention backend (VLLM_ATTENTION_BACKEND): FLASHMLA, CUTLASS_MLA, FLASHINFER_MLA, TRITON_MLA set an MLA model's block size. Default: each planned GPU's own.")] = VllmFlags(),
     revision: RevisionOpt = None,
     fmt: Annotated[str, typer.Option("--format", "-f", help="table, json, yaml or markdown.")] = "table",
 ) -> None:
@@ -56,12 +66,16 @@ def plan(
         from kvcalc.cli.output import check_target
 
         check_target(write_deployment, "--write-deployment", force=force)  # before any work
+    if engine_key(engine) != VllmFlags.engine:  # --block-size with --engine sglang: refused, not ignored
+        refuse_typed(ctx, VLLM_PLAN_FLAGS, "--engine vllm only")
+    options = engine_options(engine, (vllm,))  # each GPU's compute capability and vendor replace these
     spec = load_model(model, revision)
     with naming_model_file(model):  # a YAML or config.json that cannot size the weights is named
         req = PlanRequest.build(spec, seq_len=seq_len, concurrency=concurrency, gpus=gpus, max_gpus=max_gpus,
                                 engine=engine, kv_dtypes=kv_dtypes, weight_dtypes=weight_dtypes, max_tpot_ms=max_tpot_ms,
                                 min_tokens_per_s=min_tokens_per_s, max_ttft_s=max_ttft_s, prices=prices,
-                                knobs=knobs.layout(), top=top, why_not=why_not, gpus_per_node=gpus_per_node)
+                                knobs=knobs.layout(), top=top, why_not=why_not, gpus_per_node=gpus_per_node,
+                                engine_options=options)
         res = run_plan(req)
     if write_deployment is not None and res.layouts:
         text = deployment_text(res, res.layouts[0], model, req)

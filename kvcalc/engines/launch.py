@@ -72,6 +72,9 @@ class LaunchSpec:
     #: attention backend given; None: vLLM's own choice, not stated
     block_size: int | None = None
     attention_backend: str | None = None
+    #: vLLM: the cache options the plan was made with where they differ from `vllm serve`'s
+    #: defaults (`vllm_plan.launch_flags`: --disable-hybrid-kv-cache-manager ...), in order
+    flags: tuple[str, ...] = ()
 
 
 def _checkpoint_format(model: ModelSpec) -> str:
@@ -113,7 +116,7 @@ def vllm_line(spec: LaunchSpec) -> str:
     `--block-size` (`vllm/config/cache.py`) where the plan's block is not vLLM's default 16 or
     differs from vLLM's own choice (an MLA backend's size on the plan's GPU,
     `vllm_plan.launch_block_size`), and
-    `--attention-backend` where one was given."""
+    `--attention-backend` where one was given, then the plan's other cache options (`spec.flags`)."""
     parts = ["vllm", "serve", model_ref(spec.model), "--tensor-parallel-size", str(spec.tp),
              "--pipeline-parallel-size", str(spec.pp)]
     if spec.dp > 1:
@@ -124,7 +127,7 @@ def vllm_line(spec: LaunchSpec) -> str:
         parts += ["--block-size", str(spec.block_size)]
     if spec.attention_backend is not None:
         parts += ["--attention-backend", spec.attention_backend.strip().upper()]
-    return " ".join(parts + _quantization(spec, "vLLM"))
+    return " ".join(parts + list(spec.flags) + _quantization(spec, "vLLM"))
 
 
 def sglang_line(spec: LaunchSpec) -> str:

@@ -374,12 +374,13 @@ class VllmProfile(EngineProfile):
     def launch_extras(self, model: ModelSpec, options: Any, gpu: Any, k_dtype: str | None = None) -> dict[str, Any]:
         """`--block-size` where the options give one or the MLA backend on `gpu` takes another
         than 16 for a `k_dtype` cache (`vllm_plan.launch_block_size`), `--attention-backend`
-        where the options name one."""
+        where the options name one, the other cache options that differ from vLLM's defaults
+        (`vllm_plan.launch_flags`)."""
         from kvcalc.engines import vllm_plan
 
         o: VllmOptions = self.options(options)
         return {"block_size": vllm_plan.launch_block_size(model, o, gpu, k_dtype),
-                "attention_backend": o.attention_backend}
+                "attention_backend": o.attention_backend, "flags": vllm_plan.launch_flags(o)}
 
     def memory_for(self, model, seq_len, batch, k, v, *, tp=1, options=None) -> int:
         o: VllmOptions = self.options(options)

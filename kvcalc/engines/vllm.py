@@ -547,6 +547,7 @@ def attention_block_size(model: ModelSpec, block_size: int | None, backend: str 
                           f"is {'AMD' if amd else 'NVIDIA'}", field="attention_backend", value=backend)
     if version == "0.33":
         return _select_033(model, block_size, name, compute_capability, vendor, kv_cache_dtype)
+    given = block_size
     block_size = block_size or DEFAULT_BLOCK_SIZE
     if name is None and amd:
         name, why = "TRITON_MLA", "vLLM's default MLA backend on ROCm (VLLM_ROCM_USE_AITER unset)"
@@ -568,7 +569,8 @@ def attention_block_size(model: ModelSpec, block_size: int | None, backend: str 
     if forced is None:
         return block_size, f"MLA attention backend {name} ({why}) keeps block size {block_size}"
     return forced, (f"MLA attention backend {name} ({why}) forces block size {forced}"
-                    + (f", not the {block_size} asked for" if block_size != forced else ""))
+                    + ("" if block_size == forced else f", not the {given} asked for" if given is not None
+                       else f", not vLLM's default {DEFAULT_BLOCK_SIZE}"))
 
 
 def check_max_model_len(model: ModelSpec, max_model_len: int, allow_long: bool = False,

@@ -218,3 +218,23 @@ def launch_block_size(model: ModelSpec, options: Any, gpu: GpuSpec | None, k_dty
     elif given is not None:
         own = vllm.DEFAULT_BLOCK_SIZE
     return None if chosen == own == vllm.DEFAULT_BLOCK_SIZE else chosen
+
+
+def launch_flags(options: Any) -> tuple[str, ...]:
+    """The `vllm serve` flags (`vllm/engine/arg_utils.py`) for the cache options of `options` (a
+    `VllmOptions`) that differ from vLLM's defaults and change its blocks, so that the launch
+    line runs what the plan sized: `--disable-hybrid-kv-cache-manager` (hybrid_allocator False),
+    `--max-num-batched-tokens N` (a value other than kvcalc's default), `--no-async-scheduling`
+    (0.33 only: other versions refuse the option), `--enable-prefix-caching` /
+    `--no-enable-prefix-caching` (given either way). The block size and attention backend are
+    `launch_block_size` and `LaunchSpec.attention_backend`."""
+    flags: list[str] = []
+    if not options.hybrid_allocator:
+        flags.append("--disable-hybrid-kv-cache-manager")
+    if options.max_num_batched_tokens != vllm.DEFAULT_MAX_NUM_BATCHED_TOKENS:
+        flags += ["--max-num-batched-tokens", str(options.max_num_batched_tokens)]
+    if options.version == "0.33" and not options.async_scheduling:
+        flags.append("--no-async-scheduling")
+    if options.prefix_caching is not None:
+        flags.append("--enable-prefix-caching" if options.prefix_caching else "--no-enable-prefix-caching")
+    return tuple(flags)

@@ -73,7 +73,7 @@ def test_deepseek_v2_lite_flashmla_on_hopper_uses_64_token_blocks():
     # 0.33 logs the figures in one line (update_kv_cache_capacity), 0.11 in two (lines 1087-1092)
     assert r.log_lines[1].startswith("GPU KV cache size: 34,496 tokens")
     assert r.notes[0] == ("MLA attention backend FLASHMLA (vLLM's default MLA backend on compute capability 9.0) "
-                          "forces block size 64, not the 16 asked for")
+                          "forces block size 64, not vLLM's default 16")  # no --block-size given
 
 
 def test_mla_block_size_per_gpu_and_backend():
