@@ -46,3 +46,12 @@ def test_capacity_on_mi300x_names_rocm_not_hopper():
     assert "no GPU given" not in out.output and "Hopper" not in out.output
     assert "Gated DeltaNet prefill on ROCm" in out.output
     assert '"block_size": 544' in out.output
+
+
+def test_plan_on_mi300x_names_rocm_not_hopper():
+    out = CliRunner().invoke(app, ["plan", "qwen3-next-80b-a3b", "--gpu", "mi300x", "--seq-len", "32k",
+                                   "--concurrency", "8", "--max-gpus", "1", "--kv-dtype", "bf16", "--format", "json"])
+    assert out.exit_code == 0, out.output
+    assert "no GPU given" not in out.output and "Hopper" not in out.output
+    assert "vllm on mi300x: Gated DeltaNet prefill on ROCm: AITER FlyDSL or Triton/FLA" in out.output
+    assert "2 Mamba pages per request" in out.output
