@@ -19,6 +19,7 @@ from kvcalc.errors import ConfigError, KvcalcError
 from kvcalc.formats import kv_format
 from kvcalc.load.hf import model_from_hf_config
 from kvcalc.load.models import load_model
+from tests.published_configs import DEEPSEEK_V32 as V32
 from tests.published_configs import NEMOTRON_H_8B
 
 BF16 = kv_format("bf16")
@@ -169,17 +170,6 @@ def test_llama4_bad_no_rope_layers():
     assert e.value.field == "no_rope_layers" and "48 layers" in str(e.value)
 
 
-# deepseek-ai/DeepSeek-V3.2-Exp config.json (the V3 fields plus the indexer's)
-V32 = {
-    "architectures": ["DeepseekV32ForCausalLM"], "model_type": "deepseek_v32", "hidden_size": 7168,
-    "intermediate_size": 18432, "kv_lora_rank": 512, "q_lora_rank": 1536, "qk_rope_head_dim": 64,
-    "qk_nope_head_dim": 128, "v_head_dim": 128, "num_attention_heads": 128, "num_hidden_layers": 61,
-    "num_key_value_heads": 128, "n_routed_experts": 256, "n_shared_experts": 1, "moe_intermediate_size": 2048,
-    "num_experts_per_tok": 8, "first_k_dense_replace": 3, "moe_layer_freq": 1, "max_position_embeddings": 163840,
-    "index_head_dim": 128, "index_n_heads": 64, "index_topk": 2048, "torch_dtype": "bfloat16",
-    "rope_scaling": {"type": "yarn", "factor": 40, "original_max_position_embeddings": 4096, "beta_fast": 32,
-                     "beta_slow": 1, "mscale": 1.0, "mscale_all_dim": 1.0},
-    "vocab_size": 129280}
 
 
 def test_deepseek_v32_counts_the_indexer_key():
