@@ -20,26 +20,10 @@ from kvcalc.engines import llamacpp
 from kvcalc.errors import KvcalcError
 from kvcalc.formats import kv_format
 from kvcalc.load.hf import model_from_hf_config
-from tests.published_configs import NEMOTRON_H_8B
+from tests.published_configs import FALCON_H1_7B, GRANITE_H_TINY, NEMOTRON_H_8B
 
 F16, Q8 = kv_format("fp16"), kv_format("q8_0")
 
-#: tiiuae/Falcon-H1-7B-Instruct's config.json as sizing reads it (tests/load/test_falcon_h1.py)
-FALCON_H1_7B = {
-    "architectures": ["FalconH1ForCausalLM"], "model_type": "falcon_h1", "head_dim": 128, "hidden_size": 3072,
-    "intermediate_size": 12288, "mamba_d_conv": 4, "mamba_d_head": 128, "mamba_d_ssm": 3072, "mamba_d_state": 256,
-    "mamba_expand": 2, "mamba_n_groups": 1, "mamba_n_heads": 24, "max_position_embeddings": 262144,
-    "num_attention_heads": 12, "num_hidden_layers": 44, "num_key_value_heads": 2, "torch_dtype": "bfloat16",
-    "vocab_size": 130048}
-#: ibm-granite/granite-4.0-h-tiny's config.json (tests/load/test_hf_families_more.py)
-GRANITE_H_TINY = {
-    "architectures": ["GraniteMoeHybridForCausalLM"], "model_type": "granitemoehybrid", "hidden_size": 1536,
-    "num_hidden_layers": 40, "num_attention_heads": 12, "num_key_value_heads": 4,
-    "layer_types": ["attention" if i in (5, 15, 25, 35) else "mamba" for i in range(40)],
-    "mamba_n_heads": 48, "mamba_d_head": 64, "mamba_d_state": 128, "mamba_n_groups": 1, "mamba_d_conv": 4,
-    "mamba_expand": 2, "num_local_experts": 64, "num_experts_per_tok": 6, "intermediate_size": 512,
-    "shared_intermediate_size": 1024, "max_position_embeddings": 131072, "tie_word_embeddings": True,
-    "torch_dtype": "bfloat16", "vocab_size": 100352}
 
 
 def allocate(config: dict, n_ctx: int, k=F16, v=F16, **options):

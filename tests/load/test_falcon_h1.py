@@ -21,16 +21,7 @@ from kvcalc.errors import ConfigError, KvcalcError
 from kvcalc.formats import kv_format
 from kvcalc.load.hf import model_from_hf_config
 from kvcalc.schema import ModelSpec, Workload
-
-FALCON_H1_7B = {
-    "architectures": ["FalconH1ForCausalLM"], "model_type": "falcon_h1", "attention_bias": False,
-    "attn_layer_indices": None, "head_dim": 128, "hidden_act": "silu", "hidden_size": 3072,
-    "intermediate_size": 12288, "mamba_chunk_size": 128, "mamba_conv_bias": True, "mamba_d_conv": 4,
-    "mamba_d_head": 128, "mamba_d_ssm": 3072, "mamba_d_state": 256, "mamba_expand": 2, "mamba_n_groups": 1,
-    "mamba_n_heads": 24, "mamba_norm_before_gate": False, "mamba_proj_bias": False, "mamba_rms_norm": False,
-    "max_position_embeddings": 262144, "mlp_bias": False, "num_attention_heads": 12, "num_hidden_layers": 44,
-    "num_key_value_heads": 2, "projectors_bias": False, "rope_theta": 1e11, "tie_word_embeddings": False,
-    "torch_dtype": "bfloat16", "vocab_size": 130048}
+from tests.published_configs import FALCON_H1_7B
 
 #: H1 34B's attention shape (transformers' table): 72 layers, 20 heads on 4 KV heads of 128
 FALCON_H1_34B = dict(FALCON_H1_7B, hidden_size=5120, num_hidden_layers=72, num_attention_heads=20,

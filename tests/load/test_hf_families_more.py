@@ -15,12 +15,12 @@ import pytest
 
 from kvcalc.calc.kv_cache import kv_bytes_per_token, kv_cache_bytes, state_bytes_per_seq
 from kvcalc.calc.weights import layer_params, param_counts
-from kvcalc.errors import ConfigError, KvcalcError
+from kvcalc.errors import ConfigError
 from kvcalc.formats import kv_format
 from kvcalc.load.hf import model_from_hf_config
 from kvcalc.load.models import load_model
 from tests.published_configs import DEEPSEEK_V32 as V32
-from tests.published_configs import NEMOTRON_H_8B
+from tests.published_configs import GRANITE_H_TINY, NEMOTRON_H_8B
 
 BF16 = kv_format("bf16")
 
@@ -266,17 +266,6 @@ def test_nemotron_h_pattern_must_match_the_layers():
     assert e.value.field == "hybrid_override_pattern"
 
 
-# ibm-granite/granite-4.0-h-tiny config.json (from memory of the model page: hidden 1536, 40
-# layers of which 4 attention, Mamba-2 48 heads x 64, state 128, 1 group; 64 experts of 512, 6 per
-# token, shared MLP 1024)
-GRANITE_H_TINY = {
-    "architectures": ["GraniteMoeHybridForCausalLM"], "model_type": "granitemoehybrid", "hidden_size": 1536,
-    "num_hidden_layers": 40, "num_attention_heads": 12, "num_key_value_heads": 4,
-    "layer_types": ["attention" if i in (5, 15, 25, 35) else "mamba" for i in range(40)],
-    "mamba_n_heads": 48, "mamba_d_head": 64, "mamba_d_state": 128, "mamba_n_groups": 1, "mamba_d_conv": 4,
-    "mamba_expand": 2, "num_local_experts": 64, "num_experts_per_tok": 6, "intermediate_size": 512,
-    "shared_intermediate_size": 1024, "max_position_embeddings": 131072, "position_embedding_type": "nope",
-    "tie_word_embeddings": True, "torch_dtype": "bfloat16", "vocab_size": 100352}
 
 
 def test_granitemoehybrid_kv_state_and_mamba2_weights():
