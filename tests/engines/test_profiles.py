@@ -182,13 +182,13 @@ def test_vllm_memory_for_by_hand(llama):
     assert VLLM.memory_for(llama, 1000, 2, i8, i8) == 132_120_576
 
 
-@pytest.mark.parametrize("opts", [dict(hybrid_allocator=False), dict(max_num_batched_tokens=2048), dict(v0=True)])
+@pytest.mark.parametrize("opts", [dict(hybrid_allocator=False), dict(max_num_batched_tokens=2048), dict(version="0.6")])
 def test_vllm_memory_for_passes_each_option(gemma, opts):
-    if opts.get("v0"):  # vLLM 0.6.6 cannot load Gemma-3 (tests/engines/test_vllm06_refusals.py): Gemma-2
+    if opts.get("version") == "0.6":  # vLLM 0.6.6 cannot load Gemma-3 (tests/engines/test_vllm06_refusals.py): Gemma-2
         gemma = load_model("gemma-2-9b")
     o = VllmOptions(**opts)
     got = VLLM.memory_for(gemma, 8000, 2, BF16, BF16, options=o)
-    assert got == vllm.memory_for(gemma, 8000, 2, BF16, BF16, version=o.version, **opts)
+    assert got == vllm.memory_for(gemma, 8000, 2, BF16, BF16, options=o)
     assert got != VLLM.memory_for(gemma, 8000, 2, BF16, BF16)
 
 
@@ -198,18 +198,18 @@ def test_vllm_memory_for_without_hybrid_by_hand(gemma):
     assert VLLM.memory_for(gemma, 8000, 2, BF16, BF16, options=VllmOptions(hybrid_allocator=False)) == 8_126_464_000
     # V0 sizes sliding layers the same way, but 0.6.6 cannot load Gemma-3; Gemma-2-9B: 42 layers x 8 heads x
     # 256 x 2 (K, V) x 2 B = 344,064 B per token x 8,000 x 2 requests = 5,505,024,000 B
-    assert VLLM.memory_for(load_model("gemma-2-9b"), 8000, 2, BF16, BF16, options=VllmOptions(v0=True)) == 5_505_024_000
+    assert VLLM.memory_for(load_model("gemma-2-9b"), 8000, 2, BF16, BF16, options=VllmOptions(version="0.6")) == 5_505_024_000
 
 
 @pytest.mark.parametrize("opts", [dict(block_size=32), dict(hybrid_allocator=False),
-                                  dict(max_num_batched_tokens=2048), dict(v0=True, swap_space_bytes=4 * GiB)])
+                                  dict(max_num_batched_tokens=2048), dict(version="0.6", swap_space_bytes=4 * GiB)])
 def test_vllm_capacity_passes_each_option(gemma, opts):
-    if opts.get("v0"):  # vLLM 0.6.6 cannot load Gemma-3: Gemma-2
+    if opts.get("version") == "0.6":  # vLLM 0.6.6 cannot load Gemma-3: Gemma-2
         gemma = load_model("gemma-2-9b")
     kw = dict(tp=2, max_model_len=8000, concurrency=3)
     o = VllmOptions(**opts)
     got = VLLM.capacity(gemma, 8 * GiB, BF16, BF16, options=o, **kw)
-    assert got == vllm.capacity(gemma, 8 * GiB, BF16, BF16, version=o.version, **kw, **opts)
+    assert got == vllm.capacity(gemma, 8 * GiB, BF16, BF16, **kw, options=VllmOptions(**opts))
     assert got != VLLM.capacity(gemma, 8 * GiB, BF16, BF16, **kw)
     assert (got.max_model_len, got.concurrency) == (8000, 3)
 
@@ -218,8 +218,7 @@ def test_vllm_capacity_label_and_scales(llama):
     i8 = kv_format("int8")
     got = VLLM.capacity(llama, GiB, i8, i8, options=VllmOptions(per_token_head_scales=True),
                         kv_cache_dtype="int8_per_token_head")
-    assert got == vllm.capacity(llama, GiB, i8, i8, per_token_head_scales=True, kv_cache_dtype="int8_per_token_head",
-                                version=VllmOptions().version)
+    assert got == vllm.capacity(llama, GiB, i8, i8, kv_cache_dtype="int8_per_token_head", options=VllmOptions(per_token_head_scales=True, version=VllmOptions().version))
     assert got.kv_cache_dtype == "int8_per_token_head"
     # 32 x 16 x 2,112 B = 1,081,344 B a block: floor(2^30 / 1,081,344) = 992 blocks
     assert got.num_gpu_blocks == 992
