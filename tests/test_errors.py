@@ -9,6 +9,7 @@ import pytest
 from kvcalc.calc import kv_cache, weights
 from kvcalc.calc.memory_plan import Layout
 from kvcalc.engines import llamacpp, sglang, vllm
+from kvcalc.engines.llamacpp import LlamacppOptions
 from kvcalc.engines.vllm import VllmOptions
 from kvcalc.errors import (
     FIELDS,
@@ -269,7 +270,7 @@ def test_sglang_errors() -> None:
      "--tensor-split needs 2 non-negative values that do not all vanish"),
 ])
 def test_llamacpp_options(kwargs: dict, field: str, value, text: str) -> None:
-    e = raised(llamacpp.allocate, load_model("llama-3.1-8b"), 4096, FP16, FP16, **kwargs)
+    e = raised(llamacpp.allocate, load_model("llama-3.1-8b"), 4096, FP16, FP16, options=LlamacppOptions(**kwargs))
     assert (e.field, e.value, str(e)) == (field, value, text)
 
 

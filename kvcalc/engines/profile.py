@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from kvcalc.engines import canonical, ideal, launch, llamacpp, sglang, vllm
+from kvcalc.engines.llamacpp.options import LlamacppOptions
 from kvcalc.engines.vllm.options import VllmOptions
 from kvcalc.results import EngineResult
 from kvcalc.errors import KvcalcError
@@ -49,46 +50,6 @@ class SglangOptions:
         """The keyword arguments of `sglang.capacity` / `sglang.memory_for`."""
         return {"page_size": self.page_size, "version": self.version, "hybrid_swa_memory": self.hybrid_swa_memory,
                 "swa_full_tokens_ratio": self.swa_full_tokens_ratio}
-
-
-@dataclass(frozen=True)
-class LlamacppOptions:
-    """llama.cpp's context options, as `llamacpp.allocate` takes them.
-
-    - `n_ctx`: `--ctx-size` (0: the model's training context; ollama: per sequence); None:
-      `capacity` searches the largest that fits.
-    - `tool`: the program whose defaults fill what is None (`llamacpp.TOOLS`: 'llama-server',
-      'llama-cli', 'library'; `llamacpp.resolve_context`).
-    - `parallel`: `--parallel` (n_seq_max; None: the tool's: llama-server 4); `unified`:
-      `--kv-unified` (one stream for all sequences; None: the tool's: llama-server unified only
-      without `-np`).
-    - `version`: 'current' (b7000+) or 'legacy' ('KV self size'); `flash_attn`: `-fa` 'on',
-      'off' or 'auto' (None: auto, legacy off; True / False are on / off).
-    - `swa_full` (None: the tool's; the library's is on), `n_ubatch`, `n_batch` (`-b`, caps
-      n_ubatch): sliding-window cache size; `n_gpu_layers`, `n_devices`, `tensor_split`: how
-      layers are split over devices; `ollama`: n_ctx x parallel cells.
-    """
-
-    n_ctx: int | None = None
-    parallel: int | None = None
-    unified: bool | None = None
-    version: str = "current"
-    tool: str = llamacpp.DEFAULT_TOOL
-    flash_attn: bool | str | None = None
-    swa_full: bool | None = None
-    n_ubatch: int = llamacpp.DEFAULT_N_UBATCH
-    n_batch: int = llamacpp.DEFAULT_N_BATCH
-    n_gpu_layers: int | None = None
-    n_devices: int = 1
-    tensor_split: tuple[float, ...] | None = None
-    ollama: bool = False
-
-    def allocate_kwargs(self) -> dict[str, Any]:
-        """The keyword arguments of `llamacpp.allocate` / `llamacpp.capacity` (all but n_ctx)."""
-        return dict(parallel=self.parallel, unified=self.unified, version=self.version, tool=self.tool,
-                    flash_attn=self.flash_attn, swa_full=self.swa_full, n_ubatch=self.n_ubatch, n_batch=self.n_batch,
-                    n_gpu_layers=self.n_gpu_layers, n_devices=self.n_devices, ollama=self.ollama,
-                    tensor_split=list(self.tensor_split) if self.tensor_split else None)
 
 
 # ----- the interface ----------------------------------------------------------------------
@@ -355,7 +316,8 @@ class SglangProfile(EngineProfile):
 
 
 class LlamacppProfile(EngineProfile):
-    """llama.cpp's cells (`kvcalc.engines.llamacpp`): sized by n_ctx, layers split over devices."""
+    """llama.cpp's cells (`kvcalc.engines.llamacpp`): sized by n_ctx, layers split over devices;
+    the version is `LlamacppOptions.version`."""
 
     name = "llamacpp"
     display_name = "llama.cpp"
@@ -394,7 +356,7 @@ class LlamacppProfile(EngineProfile):
         o: LlamacppOptions = self.options(options)
         if tp != 1:
             raise KvcalcError("llama.cpp splits layers over devices, not heads: drop --tp, use --gpus / --tensor-split")
-        kw = dict(o.allocate_kwargs(), max_model_len=max_model_len, concurrency=concurrency)
+        kw = dict(max_model_len=max_model_len, concurrency=concurrency, options=o)
         if o.n_ctx is not None:
             return llamacpp.allocate(model, o.n_ctx, k, v, kv_memory_bytes=kv_memory_bytes, **kw)
         if kv_memory_bytes:
@@ -407,7 +369,7 @@ class LlamacppProfile(EngineProfile):
         """What llama.cpp allocates for `--ctx-size n_ctx` (`llamacpp.allocate`)."""
         o: LlamacppOptions = self.options(options)
         return llamacpp.allocate(model, n_ctx, k, v, max_model_len=max_model_len, concurrency=concurrency,
-                                 kv_memory_bytes=kv_memory_bytes, **o.allocate_kwargs())
+                                 kv_memory_bytes=kv_memory_bytes, options=o)
 
     def for_batch(self, model, seq_len, batch, k, v, *, tp=1, options=None, kv_cache_dtype=None,
                   kv_memory_bytes=None) -> EngineResult:

@@ -14,6 +14,7 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
+from kvcalc.engines.llamacpp import LlamacppOptions
 from kvcalc.engines.vllm import VllmOptions
 from kvcalc.cli import app
 from kvcalc.formats import kv_format
@@ -98,7 +99,7 @@ def test_o09_llamacpp_q8_sizes_and_two_device_split(fixtures, version):
     # -ngl 99: i_gpu_start = max(64 - 99, 0) = 0, act = min(99, 64 + 1) = 65; layer il -> CUDA0
     # while il/65 < 0.625 (40/65 = 0.615, 41/65 = 0.631), i.e. il <= 40:
     # 41 layers x 68 = 2788 MiB on CUDA0, 23 x 68 = 1564 MiB on CUDA1.
-    r = llamacpp.allocate(m, 32768, Q8, Q8, version=version, **O09_OPTS)
+    r = llamacpp.allocate(m, 32768, Q8, Q8, options=LlamacppOptions(version=version, **O09_OPTS))
     assert r.k_bytes == r.v_bytes == 2_281_701_376 and r.n_cells == 32768
     assert [(d.device, d.n_layers, d.kv_bytes) for d in r.devices] == [
         ("CUDA0", 41, 41 * 68 * MiB), ("CUDA1", 23, 23 * 68 * MiB)]
@@ -136,7 +137,7 @@ def test_o13_ollama_parallel_cells(fixtures):
     rep = fixtures["O13"]["reported"]
     # ollama passes n_ctx x OLLAMA_NUM_PARALLEL = 2048 x 4 = 8192 cells.
     # K = 8192 x 28 layers x 512 (4 heads x 128) x 2 B = 234,881,024 B = 224 MiB; K+V = 448 MiB.
-    r = llamacpp.allocate(model("qwen2.5-7b"), 2048, F16, F16, parallel=4, ollama=True, version="legacy")
+    r = llamacpp.allocate(model("qwen2.5-7b"), 2048, F16, F16, options=LlamacppOptions(parallel=4, ollama=True, version="legacy"))
     assert r.n_cells == fixtures["O13"]["settings"]["kv_size"] == 8192
     assert r.k_bytes == r.v_bytes == 234_881_024
     # the reported figures, in llama.cpp's %7.2f fields
@@ -270,32 +271,31 @@ def test_llamacpp_current_padding_streams_and_seqs():
     # n_ctx 35000 -> GGML_PAD(35000, 256) = 35072 cells
     assert llamacpp.allocate(m, 35000, F16, F16).n_cells == 35072
     # non-unified, 4 sequences of 8192: n_ctx_seq = pad(8192 / 4, 256) = 2048 cells x 4 streams
-    r = llamacpp.allocate(m, 8192, F16, F16, parallel=4, unified=False)
+    r = llamacpp.allocate(m, 8192, F16, F16, options=LlamacppOptions(parallel=4, unified=False))
     assert r.n_cells == 8192 and r.k_bytes == 8192 * 32 * 1024 * 2 == 512 * MiB
     assert r.log_lines[-1] == ("llama_kv_cache: size = 1024.00 MiB (  2048 cells,  32 layers,  4/4 seqs), "
                                "K (f16):  512.00 MiB, V (f16):  512.00 MiB")
     # unified: one stream of 8192 cells, "4/1 seqs": llama-server without -np (4 slots, unified), or -np 4 -kvu
     assert "(  8192 cells,  32 layers,  4/1 seqs)" in llamacpp.allocate(m, 8192, F16, F16).log_lines[-1]
-    assert "(  8192 cells,  32 layers,  4/1 seqs)" in llamacpp.allocate(m, 8192, F16, F16, parallel=4,
-                                                                         unified=True).log_lines[-1]
+    assert "(  8192 cells,  32 layers,  4/1 seqs)" in llamacpp.allocate(m, 8192, F16, F16, options=LlamacppOptions(parallel=4, unified=True)).log_lines[-1]
     # legacy without flash attention pads to 32: 1001 -> 1024; with it to 256: 1001 -> 1024, 1025 -> 1280
-    assert llamacpp.allocate(m, 1001, F16, F16, version="legacy").n_cells == 1024
-    assert llamacpp.allocate(m, 1025, F16, F16, version="legacy").n_cells == 1056
-    assert llamacpp.allocate(m, 1025, F16, F16, version="legacy", flash_attn=True).n_cells == 1280
+    assert llamacpp.allocate(m, 1001, F16, F16, options=LlamacppOptions(version="legacy")).n_cells == 1024
+    assert llamacpp.allocate(m, 1025, F16, F16, options=LlamacppOptions(version="legacy")).n_cells == 1056
+    assert llamacpp.allocate(m, 1025, F16, F16, options=LlamacppOptions(version="legacy", flash_attn=True)).n_cells == 1280
 
 
 def test_llamacpp_swa_cache_and_swa_full():
     m = model("gemma-3-27b")  # 10 full + 52 sliding layers, window 1024, 16 KV heads x 128
-    r = llamacpp.allocate(m, 32768, F16, F16, parallel=1)
+    r = llamacpp.allocate(m, 32768, F16, F16, options=LlamacppOptions(parallel=1))
     # SWA cache = GGML_PAD(min(32768, 1024 x 1 + n_ubatch 512), 256) = 1536 cells for the 52 sliding layers
     assert "llama_kv_cache_iswa: creating     SWA KV cache, size = 1536 cells" in r.log_lines
     per_cell = 16 * 128 * 2  # K bytes per cell per layer
     assert r.k_bytes == 32768 * 10 * per_cell + 1536 * 52 * per_cell
-    full = llamacpp.allocate(m, 32768, F16, F16, parallel=1, swa_full=True)
+    full = llamacpp.allocate(m, 32768, F16, F16, options=LlamacppOptions(parallel=1, swa_full=True))
     assert full.k_bytes == 32768 * 62 * per_cell
     assert full.log_lines[0].startswith("llama_kv_cache_iswa: using full-size SWA cache")
     # 4 sequences in a unified cache: the window is kept per sequence: 4 x 1024 + 512 = 4608
-    assert "size = 4608 cells" in llamacpp.allocate(m, 32768, F16, F16, parallel=4, unified=True).log_lines[3]
+    assert "size = 4608 cells" in llamacpp.allocate(m, 32768, F16, F16, options=LlamacppOptions(parallel=4, unified=True)).log_lines[3]
 
 
 def test_llamacpp_capacity_from_memory_and_type_names():
@@ -488,16 +488,16 @@ def test_llamacpp_kv_memory_too_small_warns_and_notes():
 def test_llamacpp_parallel_cap_ngl_minus_one_and_gpus():
     m = model("llama-3.1-8b")
     # src/llama-cparams.h LLAMA_MAX_SEQ 256: 256 sequences allowed, 257 refused as llama_context does
-    assert "256/1 seqs" in llamacpp.allocate(m, 65536, F16, F16, parallel=256, unified=True).log_lines[-1]
+    assert "256/1 seqs" in llamacpp.allocate(m, 65536, F16, F16, options=LlamacppOptions(parallel=256, unified=True)).log_lines[-1]
     with pytest.raises(KvcalcError, match="n_seq_max must be <= 256"):
-        llamacpp.allocate(m, 65536, F16, F16, parallel=257)
+        llamacpp.allocate(m, 65536, F16, F16, options=LlamacppOptions(parallel=257))
     assert run_err("capacity", str(CFG / "llama-3.1-8b.yaml"), "-e", "llamacpp", "--ctx-size", "4k",
                    "-np", "100000").startswith("error: --parallel 100000: llama.cpp refuses it: n_seq_max must be <= 256")
     # -ngl -1 is llama.cpp's default (all layers on the GPU), not CPU-only
-    r = llamacpp.allocate(m, 4096, F16, F16, n_gpu_layers=-1)
+    r = llamacpp.allocate(m, 4096, F16, F16, options=LlamacppOptions(n_gpu_layers=-1))
     assert [(d.device, d.n_layers) for d in r.devices] == [("CUDA0", 32)]
     with pytest.raises(KvcalcError, match="-1 for llama.cpp's default"):
-        llamacpp.allocate(m, 4096, F16, F16, n_gpu_layers=-2)
+        llamacpp.allocate(m, 4096, F16, F16, options=LlamacppOptions(n_gpu_layers=-2))
     assert run_err("capacity", str(CFG / "llama-3.1-8b.yaml"), "-e", "llamacpp", "--ctx-size", "4k",
                    "--gpus", "0") == "error: --gpus must be a positive integer, got 0"
 

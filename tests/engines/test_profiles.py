@@ -282,7 +282,7 @@ def test_llamacpp_allocate_passes_each_option(gemma, opts):
     o = LlamacppOptions(**opts)
     kw = dict(max_model_len=4000, concurrency=2, kv_memory_bytes=64 * GiB)
     got = LLAMACPP.allocate(gemma, 8000, BF16, BF16, options=o, **kw)
-    assert got == llamacpp.allocate(gemma, 8000, BF16, BF16, **kw, **_kwargs(opts))
+    assert got == llamacpp.allocate(gemma, 8000, BF16, BF16, **kw, options=LlamacppOptions(**_kwargs(opts)))
     assert got != LLAMACPP.allocate(gemma, 8000, BF16, BF16, **kw)
     assert (got.max_model_len, got.concurrency, got.kv_memory_bytes) == (4000, 2, 64 * GiB)
 
@@ -310,7 +310,7 @@ def test_llamacpp_capacity_searches_the_budget(llama):
     # 1 GiB / 131,072 B = 8,192 cells: --ctx-size 8192
     res = LLAMACPP.capacity(llama, GiB, BF16, BF16, max_model_len=2048, concurrency=4)
     assert res == llamacpp.capacity(llama, GiB, BF16, BF16, max_model_len=2048, concurrency=4,
-                                    **LlamacppOptions().allocate_kwargs())
+                                    options=LlamacppOptions())
     assert (res.n_ctx, res.kv_memory_bytes, res.max_model_len, res.concurrency) == (8192, GiB, 2048, 4)
     # K q8_0 (34 B a block of 32: 8 x 128 / 32 x 34 = 1,088 B a layer) and V f16 (2,048 B a layer):
     # 32 x 3,136 = 100,352 B a cell; floor(2^30 / 100,352) = 10,699 cells. Two streams (not unified)
@@ -332,20 +332,19 @@ def test_llamacpp_for_batch(gemma, llama):
     res = LLAMACPP.for_batch(llama, 2048, 3, BF16, BF16)
     assert (res.n_ctx, res.max_model_len, res.concurrency) == (6144, 2048, 3)
     assert res.engine_kv_bytes == 6144 * 131_072
-    assert res == llamacpp.allocate(llama, 6144, BF16, BF16, parallel=3, max_model_len=2048, concurrency=3)
+    assert res == llamacpp.allocate(llama, 6144, BF16, BF16, max_model_len=2048, concurrency=3, options=LlamacppOptions(parallel=3))
     # the options given are kept (legacy, split streams), with --parallel set to the batch
     o = LlamacppOptions(unified=False, swa_full=True, parallel=7)
     got = LLAMACPP.for_batch(gemma, 2048, 3, BF16, BF16, options=o)
-    assert got == llamacpp.allocate(gemma, 6144, BF16, BF16, parallel=3, unified=False, swa_full=True,
-                                    max_model_len=2048, concurrency=3)
+    assert got == llamacpp.allocate(gemma, 6144, BF16, BF16, max_model_len=2048, concurrency=3, options=LlamacppOptions(parallel=3, unified=False, swa_full=True))
     assert got != LLAMACPP.for_batch(gemma, 2048, 3, BF16, BF16)
 
 
-def test_llamacpp_allocate_kwargs():
+def test_llamacpp_options_fields():
     o = LlamacppOptions(n_ctx=4096, parallel=4, unified=False, version="legacy", flash_attn=True, swa_full=True,
                         n_ubatch=1024, n_gpu_layers=20, n_devices=2, tensor_split=(1.0, 2.0), ollama=True)
-    assert o.allocate_kwargs() == dict(parallel=4, unified=False, version="legacy", flash_attn=True, swa_full=True,
-                                       n_ubatch=1024, n_gpu_layers=20, n_devices=2, ollama=True,
-                                       tensor_split=[1.0, 2.0], n_batch=2048, tool="llama-server")
-    assert LlamacppOptions().allocate_kwargs()["tensor_split"] is None
+    assert dataclasses.asdict(o) == dict(n_ctx=4096, parallel=4, unified=False, version="legacy", flash_attn=True,
+                                         swa_full=True, n_ubatch=1024, n_gpu_layers=20, n_devices=2, ollama=True,
+                                         tensor_split=(1.0, 2.0), n_batch=2048, tool="llama-server")
+    assert LlamacppOptions().tensor_split is None
     assert dataclasses.asdict(LlamacppOptions())["n_ctx"] is None
