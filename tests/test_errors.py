@@ -223,7 +223,8 @@ def test_vllm_block_size() -> None:
 
 def test_vllm_capacity_errors() -> None:
     m = load_model("llama-3.1-8b")
-    carries(raised(vllm.capacity, m, 2**30, FP16, FP16, options=VllmOptions(max_num_batched_tokens=0)), "max_num_batched_tokens",
+    carries(raised(vllm.capacity, m, 2**30, FP16, FP16,
+                   options=VllmOptions(max_num_batched_tokens=0)), "max_num_batched_tokens",
             "--max-num-batched-tokens", 0, "--max-num-batched-tokens must be a positive integer, got 0")
     e = raised(vllm.capacity, m, 0, FP16, FP16, options=VllmOptions(version="0.11"))
     assert (e.field, e.value) == ("kv_memory_bytes", 0)

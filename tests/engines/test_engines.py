@@ -49,7 +49,8 @@ def test_o01_vllm_v0_blocks_swap_and_concurrency(fixtures):
     # 1952 blocks: 1952 x 2 MiB = 4,093,640,704 B = 3.8125 GiB, printed "3.81". (3.81 GiB itself is
     # 4,090,956,267 B = 1950.7 blocks: the printed figure is rounded down from 3.8125.)
     for budget in (1952 * block, 1953 * block - 1):
-        r = vllm.capacity(m, budget, BF16, BF16, max_model_len=20000, options=VllmOptions(version="0.6", swap_space_bytes=4 * GiB))
+        r = vllm.capacity(m, budget, BF16, BF16, max_model_len=20000,
+                          options=VllmOptions(version="0.6", swap_space_bytes=4 * GiB))
         assert r.num_gpu_blocks == rep["gpu_blocks"] == 1952
         assert r.num_cpu_blocks == rep["cpu_blocks"] == 2048  # 4 GiB / 2 MiB = 2048 exactly
         assert r.page_size_bytes == block
@@ -60,7 +61,8 @@ def test_o01_vllm_v0_blocks_swap_and_concurrency(fixtures):
     assert 1952 * block == 4_093_640_704 and f"{1952 * block / GiB:.2f} GiB" == rep["kv_cache_size"]
     # at the model's 131,072 tokens V0 would not start (1950 x 16 = 31,200 tokens): kvcalc warns
     with pytest.warns(UserWarning, match=r"max seq len \(131072\) is larger than .* \(31200\)"):
-        assert vllm.capacity(m, parse_size("3.81GiB"), BF16, BF16, options=VllmOptions(version="0.6")).num_gpu_blocks == 1950
+        assert vllm.capacity(m, parse_size("3.81GiB"), BF16, BF16,
+                             options=VllmOptions(version="0.6")).num_gpu_blocks == 1950
 
 
 # ----- O03: vLLM V1, Qwen3-14B, bf16, block 16, max_model_len 32768 ---------------------------
@@ -74,7 +76,8 @@ def test_o03_vllm_v1_tokens_and_concurrency_from_rounded_memory(fixtures):
     # [6.5088, 6.5112) GiB, all printed "6.51", so the rounded figure lands on the same block.
     # the report's lines are a V1 release before 0.33's one combined line (separate "GPU KV cache
     # size" and "Maximum concurrency" lines, kv_cache_utils lines 1087-1092 of 0.11): pinned to 0.11
-    r = vllm.capacity(m, parse_size(rep["available_kv_cache_memory"].replace(" ", "")), BF16, BF16, max_model_len=32768, options=VllmOptions(version="0.11"))
+    r = vllm.capacity(m, parse_size(rep["available_kv_cache_memory"].replace(" ", "")), BF16, BF16, max_model_len=32768,
+                      options=VllmOptions(version="0.11"))
     assert r.num_gpu_blocks == 2666 and r.kv_cache_tokens == rep["gpu_kv_cache_size_tokens"] == 42_656
     # concurrency = 2666 / cdiv(32768, 16) = 2666 / 2048 = 1.3018 -> "1.30x"
     assert r.log_lines == ["Available KV cache memory: 6.51 GiB", "GPU KV cache size: 42,656 tokens",
@@ -137,7 +140,8 @@ def test_o13_ollama_parallel_cells(fixtures):
     rep = fixtures["O13"]["reported"]
     # ollama passes n_ctx x OLLAMA_NUM_PARALLEL = 2048 x 4 = 8192 cells.
     # K = 8192 x 28 layers x 512 (4 heads x 128) x 2 B = 234,881,024 B = 224 MiB; K+V = 448 MiB.
-    r = llamacpp.allocate(model("qwen2.5-7b"), 2048, F16, F16, options=LlamacppOptions(parallel=4, ollama=True, version="legacy"))
+    r = llamacpp.allocate(model("qwen2.5-7b"), 2048, F16, F16,
+                          options=LlamacppOptions(parallel=4, ollama=True, version="legacy"))
     assert r.n_cells == fixtures["O13"]["settings"]["kv_size"] == 8192
     assert r.k_bytes == r.v_bytes == 234_881_024
     # the reported figures, in llama.cpp's %7.2f fields
@@ -205,10 +209,12 @@ def test_vllm_hybrid_groups_sliding_pages_and_tokens():
 
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        off = vllm.capacity(m, 20 * GiB, BF16, BF16, max_model_len=131072, options=VllmOptions(hybrid_allocator=False, version="0.11"))
+        off = vllm.capacity(m, 20 * GiB, BF16, BF16, max_model_len=131072,
+                            options=VllmOptions(hybrid_allocator=False, version="0.11"))
     with pytest.warns(UserWarning, match=r"\(13\.66 GiB KV cache is needed, which is larger than the available KV "
                                          r"cache memory \(12\.00 GiB\)"):
-        vllm.capacity(m, 12 * GiB, BF16, BF16, max_model_len=131072, options=VllmOptions(hybrid_allocator=False, version="0.11"))
+        vllm.capacity(m, 12 * GiB, BF16, BF16, max_model_len=131072,
+                      options=VllmOptions(hybrid_allocator=False, version="0.11"))
     # without the hybrid allocator: one group of 62 full-length layers
     assert off.num_gpu_blocks == 20 * GiB // page // 62 and off.kv_cache_tokens == off.num_gpu_blocks * 16
     assert off.max_concurrency == off.num_gpu_blocks / 8192
@@ -216,7 +222,8 @@ def test_vllm_hybrid_groups_sliding_pages_and_tokens():
 
 def test_vllm_longest_context_search():
     m = model("qwen3-14b")
-    r = vllm.capacity(m, 2666 * 2_621_440, BF16, BF16, max_model_len=32768, concurrency=2, options=VllmOptions(version="0.11"))
+    r = vllm.capacity(m, 2666 * 2_621_440, BF16, BF16, max_model_len=32768, concurrency=2,
+                      options=VllmOptions(version="0.11"))
     # 2 requests need 2 x cdiv(L, 16) <= 2666 blocks: cdiv(L,16) <= 1333 -> L <= 21,328
     assert r.longest_context == 1333 * 16 == 21_328
     # gemma-3 with the hybrid allocator: the sliding groups cap at 578 pages, the full one grows
@@ -277,11 +284,13 @@ def test_llamacpp_current_padding_streams_and_seqs():
                                "K (f16):  512.00 MiB, V (f16):  512.00 MiB")
     # unified: one stream of 8192 cells, "4/1 seqs": llama-server without -np (4 slots, unified), or -np 4 -kvu
     assert "(  8192 cells,  32 layers,  4/1 seqs)" in llamacpp.allocate(m, 8192, F16, F16).log_lines[-1]
-    assert "(  8192 cells,  32 layers,  4/1 seqs)" in llamacpp.allocate(m, 8192, F16, F16, options=LlamacppOptions(parallel=4, unified=True)).log_lines[-1]
+    assert "(  8192 cells,  32 layers,  4/1 seqs)" in llamacpp.allocate(m, 8192, F16, F16,
+            options=LlamacppOptions(parallel=4, unified=True)).log_lines[-1]
     # legacy without flash attention pads to 32: 1001 -> 1024; with it to 256: 1001 -> 1024, 1025 -> 1280
     assert llamacpp.allocate(m, 1001, F16, F16, options=LlamacppOptions(version="legacy")).n_cells == 1024
     assert llamacpp.allocate(m, 1025, F16, F16, options=LlamacppOptions(version="legacy")).n_cells == 1056
-    assert llamacpp.allocate(m, 1025, F16, F16, options=LlamacppOptions(version="legacy", flash_attn=True)).n_cells == 1280
+    assert llamacpp.allocate(m, 1025, F16, F16,
+                             options=LlamacppOptions(version="legacy", flash_attn=True)).n_cells == 1280
 
 
 def test_llamacpp_swa_cache_and_swa_full():
@@ -295,7 +304,8 @@ def test_llamacpp_swa_cache_and_swa_full():
     assert full.k_bytes == 32768 * 62 * per_cell
     assert full.log_lines[0].startswith("llama_kv_cache_iswa: using full-size SWA cache")
     # 4 sequences in a unified cache: the window is kept per sequence: 4 x 1024 + 512 = 4608
-    assert "size = 4608 cells" in llamacpp.allocate(m, 32768, F16, F16, options=LlamacppOptions(parallel=4, unified=True)).log_lines[3]
+    assert "size = 4608 cells" in llamacpp.allocate(m, 32768, F16, F16,
+                                                    options=LlamacppOptions(parallel=4, unified=True)).log_lines[3]
 
 
 def test_llamacpp_capacity_from_memory_and_type_names():
@@ -488,7 +498,8 @@ def test_llamacpp_kv_memory_too_small_warns_and_notes():
 def test_llamacpp_parallel_cap_ngl_minus_one_and_gpus():
     m = model("llama-3.1-8b")
     # src/llama-cparams.h LLAMA_MAX_SEQ 256: 256 sequences allowed, 257 refused as llama_context does
-    assert "256/1 seqs" in llamacpp.allocate(m, 65536, F16, F16, options=LlamacppOptions(parallel=256, unified=True)).log_lines[-1]
+    assert "256/1 seqs" in llamacpp.allocate(m, 65536, F16, F16,
+                                             options=LlamacppOptions(parallel=256, unified=True)).log_lines[-1]
     with pytest.raises(KvcalcError, match="n_seq_max must be <= 256"):
         llamacpp.allocate(m, 65536, F16, F16, options=LlamacppOptions(parallel=257))
     assert run_err("capacity", str(CFG / "llama-3.1-8b.yaml"), "-e", "llamacpp", "--ctx-size", "4k",

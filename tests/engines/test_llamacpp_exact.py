@@ -47,7 +47,10 @@ def test_current_iswa_two_devices_split_3_to_1_and_a_too_small_budget():
     msg = ("--ctx-size 8192 allocates 1843.62 MiB of KV cache, more than --kv-memory 1024.00 MiB: llama.cpp would "
            "fail to allocate the KV buffer on a device that size; the largest --ctx-size that fits is 2560")
     with pytest.warns(KvcalcWarning) as w:
-        r = llamacpp.allocate(load_model("gemma-3-27b"), 8192, F16, Q8, max_model_len=4096, concurrency=3, kv_memory_bytes=GiB, options=LlamacppOptions(parallel=4, unified=True, n_ubatch=256, n_gpu_layers=40, n_devices=2, tensor_split=[3, 1]))
+        r = llamacpp.allocate(load_model("gemma-3-27b"), 8192, F16, Q8, max_model_len=4096, concurrency=3,
+                              kv_memory_bytes=GiB,
+                              options=LlamacppOptions(parallel=4, unified=True, n_ubatch=256, n_gpu_layers=40,
+                                                      n_devices=2, tensor_split=[3, 1]))
     assert [str(x.message) for x in w] == [msg]
     assert r.model_dump() == dict(
         NONE, engine="llamacpp", engine_version="llama.cpp (current)", kv_memory_bytes=GiB,
@@ -77,7 +80,8 @@ def test_current_streams_per_sequence():
     # n_ctx_seq = pad(5120 // 3 = 1,706, 256) = 1,792 cells x 3 streams = 5,376.
     # 32 layers x (2,048 + 2,048) B x 1,792 x 3 = 704,643,072 B = 672 MiB (K, V 336 MiB each).
     # L = 1,792 fits one stream: 3 requests; 2 requests (<= 3 streams) get 1,792 tokens each.
-    r = llamacpp.allocate(load_model("llama-3.1-8b"), 5000, F16, F16, max_model_len=1792, concurrency=2, options=LlamacppOptions(parallel=3, unified=False))
+    r = llamacpp.allocate(load_model("llama-3.1-8b"), 5000, F16, F16, max_model_len=1792, concurrency=2,
+                          options=LlamacppOptions(parallel=3, unified=False))
     assert r.model_dump() == dict(
         NONE, engine="llamacpp", engine_version="llama.cpp (current)", kv_memory_bytes=None, kv_cache_dtype="f16",
         kv_cache_tokens=5376, engine_kv_bytes=704_643_072, max_model_len=1792, max_concurrency=3.0, concurrency=2,
@@ -93,7 +97,8 @@ def test_current_all_sliding_streams_too_short_for_the_request():
     # mistral-7b-v0.1: only sliding layers, so no SWA cache (the note); --parallel 2 not unified:
     # pad(4096 // 2, 256) = 2,048 cells per stream < L = 4,096: no request fits (0.0, longest 0);
     # 3 requests > 2 streams: 0 as well. 32 x 4,096 B x 2,048 x 2 = 512 MiB.
-    r = llamacpp.allocate(load_model("mistral-7b-v0.1"), 4096, F16, F16, max_model_len=4096, concurrency=3, options=LlamacppOptions(parallel=2, unified=False))
+    r = llamacpp.allocate(load_model("mistral-7b-v0.1"), 4096, F16, F16, max_model_len=4096, concurrency=3,
+                          options=LlamacppOptions(parallel=2, unified=False))
     assert (r.max_concurrency, r.longest_context, r.n_cells, r.engine_kv_bytes) == (0.0, 0, 4096, 512 * MiB)
     assert r.notes == ["sliding-window layers get the full cache size (no full layers: no SWA cache)"]
     assert r.log_lines[-1] == ("llama_kv_cache: size =  512.00 MiB (  2048 cells,  32 layers,  2/2 seqs), "
@@ -103,7 +108,8 @@ def test_current_all_sliding_streams_too_short_for_the_request():
 def test_current_swa_full_per_stream():
     # gemma-3-27b --swa-full, --ctx-size 8192 --parallel 2 (not unified): 4,096 cells per stream for both
     # caches; full: 10 x 8,192 B x 4,096 x 2 = 640 MiB; SWA: 52 x 8,192 x 4,096 x 2 = 3,328 MiB.
-    r = llamacpp.allocate(load_model("gemma-3-27b"), 8192, F16, F16, options=LlamacppOptions(swa_full=True, parallel=2, unified=False))
+    r = llamacpp.allocate(load_model("gemma-3-27b"), 8192, F16, F16,
+                          options=LlamacppOptions(swa_full=True, parallel=2, unified=False))
     assert r.log_lines == [
         "llama_kv_cache_iswa: using full-size SWA cache "
         "(ref: https://github.com/ggml-org/llama.cpp/pull/13194#issuecomment-2868343055)",
@@ -127,7 +133,8 @@ def test_legacy_ollama_on_the_cpu():
     # K f16: 512 x 2 = 1,024 B/cell/layer; V q4_0: 512/32 x 18 = 288 B/cell/layer.
     # K = 28 x 1,024 x 2,048 = 58,720,256 B (56.00 MiB), V = 28 x 288 x 2,048 = 16,515,072 B (15.75 MiB).
     # -ngl 0: every layer on the CPU. 2,048 / 1,000 = 2.048 requests; 4 requests: 2,048 // 4 = 512.
-    r = llamacpp.allocate(load_model("qwen2.5-7b"), 1000, F16, Q4, max_model_len=1000, concurrency=4, options=LlamacppOptions(version="legacy", ollama=True, parallel=2, n_gpu_layers=0, flash_attn=True))
+    r = llamacpp.allocate(load_model("qwen2.5-7b"), 1000, F16, Q4, max_model_len=1000, concurrency=4,
+            options=LlamacppOptions(version="legacy", ollama=True, parallel=2, n_gpu_layers=0, flash_attn=True))
     assert r.model_dump() == dict(
         NONE, engine="llamacpp", engine_version="llama.cpp (legacy)", kv_memory_bytes=None,
         kv_cache_dtype="f16/q4_0", kv_cache_tokens=2048, engine_kv_bytes=75_235_328, max_model_len=1000,
@@ -142,7 +149,8 @@ def test_legacy_ollama_on_the_cpu():
     # without flash attention llama.cpp refuses the q4_0 V cache (src/llama.cpp llama_init_from_model,
     # 7841fc7: `if (ggml_is_quantized(params.type_v) && !params.flash_attn)`)
     with pytest.raises(KvcalcError, match=r'"llama_init_from_model: V cache quantization requires flash_attn"'):
-        llamacpp.allocate(load_model("qwen2.5-7b"), 1000, F16, Q4, options=LlamacppOptions(version="legacy", ollama=True, parallel=2))
+        llamacpp.allocate(load_model("qwen2.5-7b"), 1000, F16, Q4,
+                          options=LlamacppOptions(version="legacy", ollama=True, parallel=2))
 
 
 def test_legacy_refuses_hybrid_models():
@@ -156,7 +164,8 @@ def test_legacy_refuses_hybrid_models():
 def test_legacy_flash_attention_pads_to_256_and_lists_the_gpu_first():
     # gemma-3-27b legacy: pad(1000, 256) = 1,024 cells, every layer full size (8,192 B/cell):
     # 8 MiB per layer; -ngl 10 puts layers 52-61 on CUDA0 (80 MiB), 52 on the CPU (416 MiB).
-    r = llamacpp.allocate(load_model("gemma-3-27b"), 1000, F16, F16, options=LlamacppOptions(version="legacy", flash_attn=True, n_gpu_layers=10))
+    r = llamacpp.allocate(load_model("gemma-3-27b"), 1000, F16, F16,
+                          options=LlamacppOptions(version="legacy", flash_attn=True, n_gpu_layers=10))
     assert r.log_lines == [
         "llama_kv_cache_init: kv_size = 1024, offload = 1, type_k = 'f16', type_v = 'f16', n_layer = 62, can_shift = 1",
         "llama_kv_cache_init:      CUDA0 KV buffer size =    80.00 MiB",
@@ -166,7 +175,8 @@ def test_legacy_flash_attention_pads_to_256_and_lists_the_gpu_first():
     assert [d.model_dump() for d in r.devices] == [dev("CUDA0", 10, 80 * MiB), dev("CPU", 52, 416 * MiB)]
     assert (r.n_cells, r.max_concurrency, r.longest_context) == (1024, None, None)
     # legacy has no stream limit: --parallel 300 is accepted (current refuses > 256)
-    assert llamacpp.allocate(load_model("gemma-3-27b"), 1000, F16, F16, options=LlamacppOptions(version="legacy", parallel=300)).n_cells == 1024
+    assert llamacpp.allocate(load_model("gemma-3-27b"), 1000, F16, F16,
+                             options=LlamacppOptions(version="legacy", parallel=300)).n_cells == 1024
 
 
 def test_budget_that_fits_gives_no_warning_and_an_unfittable_one_says_so():
@@ -174,7 +184,8 @@ def test_budget_that_fits_gives_no_warning_and_an_unfittable_one_says_so():
     m = load_model("llama-3.1-8b")  # 131,072 B per cell; 256 cells = 32 MiB
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        r = llamacpp.allocate(m, 256, F16, F16, kv_memory_bytes=32 * MiB, options=LlamacppOptions(parallel=1))  # exactly fits
+        r = llamacpp.allocate(m, 256, F16, F16, kv_memory_bytes=32 * MiB,
+                              options=LlamacppOptions(parallel=1))  # exactly fits
     assert r.notes == [] and r.kv_memory_bytes == 32 * MiB
     with pytest.warns(KvcalcWarning, match=r"allocates 32\.00 MiB of KV cache, more than --kv-memory 1\.00 MiB: .*"
                                            r"device that size; not even 256 cells fit$"):
@@ -303,7 +314,8 @@ def test_largest_ctx_size_ignores_request_options_and_caps_at_the_search_limit()
 
 def test_capacity_passes_its_options_and_budget():
     # 2 streams not unified in 100 MiB: 512 (see above); 512 cells x 131,072 = 64 MiB
-    r = llamacpp.capacity(load_model("llama-3.1-8b"), 100 * MiB, F16, F16, options=LlamacppOptions(parallel=2, unified=False))
+    r = llamacpp.capacity(load_model("llama-3.1-8b"), 100 * MiB, F16, F16,
+                          options=LlamacppOptions(parallel=2, unified=False))
     assert (r.n_ctx, r.n_cells, r.kv_memory_bytes, r.engine_kv_bytes) == (512, 512, 100 * MiB, 64 * MiB)
     assert "(   256 cells,  32 layers,  2/2 seqs)" in r.log_lines[-1]
 

@@ -99,7 +99,8 @@ def test_legacy_flash_attention_fit(llama):
     # more than 100 MiB; the largest -c that fits 100 MiB: 800 cells -> 768 (a multiple of 256)
     with warnings.catch_warnings(record=True) as w:
         warnings.simplefilter("always")
-        r = llamacpp.allocate(llama, 1000, F16, F16, kv_memory_bytes=100 * 2**20, options=LlamacppOptions(version="legacy", flash_attn=True))
+        r = llamacpp.allocate(llama, 1000, F16, F16, kv_memory_bytes=100 * 2**20,
+                              options=LlamacppOptions(version="legacy", flash_attn=True))
     assert r.engine_kv_bytes == 1024 * 131_072
     assert r.notes == ["--ctx-size 1000 allocates 128.00 MiB of KV cache, more than --kv-memory 100.00 MiB: "
                        "llama.cpp would fail to allocate the KV buffer on a device that size; the largest "
@@ -118,7 +119,8 @@ def test_legacy_parallel_does_not_change_the_one_cache(llama):
 def test_split_streams_each_padded(llama):
     # not unified, --parallel 3: -c 1000 -> GGML_PAD(1000, 256) = 1,024 -> 1,024 // 3 = 341 a stream,
     # padded to 512: 3 streams x 512 = 1,536 cells (n_ctx 1,536)
-    r = llamacpp.allocate(llama, 1000, F16, F16, max_model_len=500, concurrency=3, options=LlamacppOptions(parallel=3, unified=False))
+    r = llamacpp.allocate(llama, 1000, F16, F16, max_model_len=500, concurrency=3,
+                          options=LlamacppOptions(parallel=3, unified=False))
     assert (r.n_ctx, r.n_cells, r.kv_cache_tokens) == (1536, 1536, 1536)
     assert r.engine_kv_bytes == 1536 * 131_072
     # one request a stream of 512 cells: 3 requests of 500 fit; 3 requests get 512 each

@@ -42,6 +42,7 @@ def test_mib_figure_printed_after_float32_rounding():
 
 
 def test_legacy_line_rounds_the_same_way():
-    r = llamacpp.allocate(ODD, 460_544, Q8, Q8, options=LlamacppOptions(version="legacy", flash_attn=True))  # q8_0 V needs it
+    r = llamacpp.allocate(ODD, 460_544, Q8, Q8,
+                          options=LlamacppOptions(version="legacy", flash_attn=True))  # q8_0 V needs it
     assert r.log_lines[-1] == ("llama_init_from_model: KV self size  = 16396.55 MiB, "
                                "K (q8_0): 8198.28 MiB, V (q8_0): 8198.28 MiB")

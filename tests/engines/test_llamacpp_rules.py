@@ -103,7 +103,8 @@ def test_swa_cache_at_ubatch_1_gemma():
 def test_n_batch_caps_n_ubatch():
     # gpt-oss-20b -c 4096 -b 100 (-ub 512): n_ubatch = min(n_batch = min(4096, 100), 512) = 100;
     # SWA GGML_PAD(min(4096, 128 + 100 = 228), 256) = 256 cells: 12 x 256 x 2,048 = 6 MiB (with -b 2048: 768)
-    r = llamacpp.allocate(load_model("gpt-oss-20b"), 4096, F16, F16, options=LlamacppOptions(tool="llama-cli", n_batch=100))
+    r = llamacpp.allocate(load_model("gpt-oss-20b"), 4096, F16, F16,
+                          options=LlamacppOptions(tool="llama-cli", n_batch=100))
     assert r.log_lines[3] == "llama_kv_cache_iswa: creating     SWA KV cache, size = 256 cells"
     assert r.engine_kv_bytes == 96 * MiB + 6 * MiB
     # the CLI's -b / --batch-size
@@ -209,7 +210,8 @@ def test_mla_model_refuses_different_k_and_v_types():
     # one type for both is fine: the latent (512 + 64) in q8_0 = 18 blocks x 34 = 612 B per cell per layer
     assert llamacpp.allocate(m, 4096, Q8, Q8).engine_kv_bytes == 27 * 612 * 4096
     # the expanded cache (legacy) has a V of its own: K and V may differ
-    assert llamacpp.allocate(m, 4096, Q8, F16, options=LlamacppOptions(version="legacy")).v_bytes == 27 * 16 * 128 * 2 * 4096
+    assert llamacpp.allocate(m, 4096, Q8, F16,
+                             options=LlamacppOptions(version="legacy")).v_bytes == 27 * 16 * 128 * 2 * 4096
     err = cli_error("capacity", "deepseek-v2-lite", "-e", "llamacpp", "-c", "4096", "-ctk", "q8_0", "-ctv", "f16")
     assert err.startswith("error: --v-dtype f16: llama.cpp refuses it: \"llama_init_from_model: model does not "
                           "support different K (q8_0) and V (f16) cache types\"")
@@ -221,9 +223,11 @@ def test_quantized_v_cache_needs_flash_attention():
         llamacpp.allocate(m, 4096, F16, Q8, options=LlamacppOptions(flash_attn="off"))
     # -fa auto (the default) is on where the backend supports it, which kvcalc assumes; -fa on alike
     for fa in (None, "auto", "on", True):
-        assert llamacpp.allocate(m, 4096, F16, Q8, options=LlamacppOptions(flash_attn=fa)).v_bytes == 32 * 8 * 4 * 34 * 4096
+        assert llamacpp.allocate(m, 4096, F16, Q8,
+                                 options=LlamacppOptions(flash_attn=fa)).v_bytes == 32 * 8 * 4 * 34 * 4096
     # a quantized K alone needs no flash attention
-    assert llamacpp.allocate(m, 4096, Q8, F16, options=LlamacppOptions(flash_attn="off")).k_bytes == 32 * 8 * 4 * 34 * 4096
+    assert llamacpp.allocate(m, 4096, Q8, F16,
+                             options=LlamacppOptions(flash_attn="off")).k_bytes == 32 * 8 * 4 * 34 * 4096
     err = cli_error("capacity", "llama-3.1-8b", "-e", "llamacpp", "-c", "4096", "-ctv", "q8_0", "-fa", "off")
     assert err == ("error: --v-dtype q8_0: llama.cpp refuses it: \"llama_init_from_model: quantized V cache "
                    "requires flash_attn to be enabled\"; add -fa on (or auto) or use an f16 V cache")
@@ -330,12 +334,14 @@ def test_the_model_can_say_which_mla_cache_its_gguf_has():
     m = load_model("deepseek-v2-lite")
     # a GGUF without key_length_mla, run by current llama.cpp: the expanded cache (276,480 B per cell)
     old = m.model_copy(update={"mla_cache": "expanded"})
-    assert llamacpp.allocate(old, 4096, F16, F16, options=LlamacppOptions(tool="llama-cli")).engine_kv_bytes == 276_480 * 4096
+    assert llamacpp.allocate(old, 4096, F16, F16,
+                             options=LlamacppOptions(tool="llama-cli")).engine_kv_bytes == 276_480 * 4096
     # and a latent GGUF stays latent (31,104 B per cell); legacy llama.cpp cannot load it: since PR #12801
     # convert_hf_to_gguf.py writes attn_k_b / attn_v_b in place of attn_kv_b, which 7841fc7's
     # llama_model::load_tensors requires (create_tensor(tn(LLM_TENSOR_ATTN_KV_B, "weight", i), ..., 0))
     new = m.model_copy(update={"mla_cache": "latent"})
-    assert llamacpp.allocate(new, 4096, F16, F16, options=LlamacppOptions(tool="llama-cli")).engine_kv_bytes == 31_104 * 4096
+    assert llamacpp.allocate(new, 4096, F16, F16,
+                             options=LlamacppOptions(tool="llama-cli")).engine_kv_bytes == 31_104 * 4096
     with pytest.raises(KvcalcError, match=r"missing tensor 'blk\.0\.attn_kv_b\.weight'") as e:
         llamacpp.allocate(new, 4096, F16, F16, options=LlamacppOptions(version="legacy"))
     assert e.value.field == "llamacpp_version"

@@ -56,7 +56,8 @@ def test_heads_that_are_whole_blocks_pass():
     # phi-3-mini's 96 = 3 x 32, Llama's 128, gemma-3's 256: no refusal; llama-3.1-8b q8_0 K and V at
     # 4,096 cells: a row of 8 KV heads x 128 = 1,024 values = 32 blocks x 34 B = 1,088 B;
     # 2 x 32 layers x 1,088 B x 4,096 = 285,212,672 B (272.00 MiB)
-    assert llamacpp.allocate(load_model("phi-3-mini"), 4096, Q8, Q8, options=LlamacppOptions(tool="llama-cli")).engine_kv_bytes > 0
+    assert llamacpp.allocate(load_model("phi-3-mini"), 4096, Q8, Q8,
+                             options=LlamacppOptions(tool="llama-cli")).engine_kv_bytes > 0
     r = llamacpp.allocate(load_model("llama-3.1-8b"), 4096, Q8, Q8, options=LlamacppOptions(tool="llama-cli"))
     assert r.engine_kv_bytes == 2 * 32 * 1088 * 4096 == 285_212_672
 
@@ -102,5 +103,6 @@ def test_a_mamba_hybrid_without_flash_attention_pads_v_and_says_so():
     on = llamacpp.allocate(jamba, 4096, F16, F16, options=LlamacppOptions(flash_attn="on", tool="llama-cli"))
     assert "V embeddings" not in " ".join(on.log_lines) and on.v_bytes == r.v_bytes
     # a model without Mamba layers keeps one V width: no line with -fa off
-    off = llamacpp.allocate(load_model("llama-3.1-8b"), 4096, F16, F16, options=LlamacppOptions(flash_attn="off", tool="llama-cli"))
+    off = llamacpp.allocate(load_model("llama-3.1-8b"), 4096, F16, F16,
+                            options=LlamacppOptions(flash_attn="off", tool="llama-cli"))
     assert "V embeddings" not in " ".join(off.log_lines)

@@ -198,7 +198,8 @@ def test_vllm_memory_for_without_hybrid_by_hand(gemma):
     assert VLLM.memory_for(gemma, 8000, 2, BF16, BF16, options=VllmOptions(hybrid_allocator=False)) == 8_126_464_000
     # V0 sizes sliding layers the same way, but 0.6.6 cannot load Gemma-3; Gemma-2-9B: 42 layers x 8 heads x
     # 256 x 2 (K, V) x 2 B = 344,064 B per token x 8,000 x 2 requests = 5,505,024,000 B
-    assert VLLM.memory_for(load_model("gemma-2-9b"), 8000, 2, BF16, BF16, options=VllmOptions(version="0.6")) == 5_505_024_000
+    assert VLLM.memory_for(load_model("gemma-2-9b"), 8000, 2, BF16, BF16,
+                           options=VllmOptions(version="0.6")) == 5_505_024_000
 
 
 @pytest.mark.parametrize("opts", [dict(block_size=32), dict(hybrid_allocator=False),
@@ -218,7 +219,8 @@ def test_vllm_capacity_label_and_scales(llama):
     i8 = kv_format("int8")
     got = VLLM.capacity(llama, GiB, i8, i8, options=VllmOptions(per_token_head_scales=True),
                         kv_cache_dtype="int8_per_token_head")
-    assert got == vllm.capacity(llama, GiB, i8, i8, kv_cache_dtype="int8_per_token_head", options=VllmOptions(per_token_head_scales=True, version=VllmOptions().version))
+    assert got == vllm.capacity(llama, GiB, i8, i8, kv_cache_dtype="int8_per_token_head",
+                                options=VllmOptions(per_token_head_scales=True, version=VllmOptions().version))
     assert got.kv_cache_dtype == "int8_per_token_head"
     # 32 x 16 x 2,112 B = 1,081,344 B a block: floor(2^30 / 1,081,344) = 992 blocks
     assert got.num_gpu_blocks == 992
@@ -332,11 +334,13 @@ def test_llamacpp_for_batch(gemma, llama):
     res = LLAMACPP.for_batch(llama, 2048, 3, BF16, BF16)
     assert (res.n_ctx, res.max_model_len, res.concurrency) == (6144, 2048, 3)
     assert res.engine_kv_bytes == 6144 * 131_072
-    assert res == llamacpp.allocate(llama, 6144, BF16, BF16, max_model_len=2048, concurrency=3, options=LlamacppOptions(parallel=3))
+    assert res == llamacpp.allocate(llama, 6144, BF16, BF16, max_model_len=2048, concurrency=3,
+                                    options=LlamacppOptions(parallel=3))
     # the options given are kept (legacy, split streams), with --parallel set to the batch
     o = LlamacppOptions(unified=False, swa_full=True, parallel=7)
     got = LLAMACPP.for_batch(gemma, 2048, 3, BF16, BF16, options=o)
-    assert got == llamacpp.allocate(gemma, 6144, BF16, BF16, max_model_len=2048, concurrency=3, options=LlamacppOptions(parallel=3, unified=False, swa_full=True))
+    assert got == llamacpp.allocate(gemma, 6144, BF16, BF16, max_model_len=2048, concurrency=3,
+                                    options=LlamacppOptions(parallel=3, unified=False, swa_full=True))
     assert got != LLAMACPP.for_batch(gemma, 2048, 3, BF16, BF16)
 
 

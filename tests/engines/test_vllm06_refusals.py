@@ -82,7 +82,8 @@ def test_v06_refuses_what_kvcalc_does_not_model(name):
 def test_v06_block_sizes_taken_on_cuda(block_size):
     # llama-3.1-8b: block = block_size x 32 layers x 8 heads x 128 x 2 (K, V) x 2 B = block_size x 131,072 B;
     # 1 GiB // that: 8 -> 1,048,576 B, 1,024 blocks; 16 -> 2,097,152 B, 512; 32 -> 4,194,304 B, 256
-    r = vllm.capacity(load_model("llama-3.1-8b"), GiB, BF16, BF16, max_model_len=4096, options=VllmOptions(version="0.6", block_size=block_size))
+    r = vllm.capacity(load_model("llama-3.1-8b"), GiB, BF16, BF16, max_model_len=4096,
+                      options=VllmOptions(version="0.6", block_size=block_size))
     assert (r.page_size_bytes, r.num_gpu_blocks) == {8: (1_048_576, 1024), 16: (2_097_152, 512),
                                                      32: (4_194_304, 256)}[block_size]
 
@@ -90,17 +91,20 @@ def test_v06_block_sizes_taken_on_cuda(block_size):
 @pytest.mark.parametrize("block_size", [64, 128])
 def test_v06_refuses_blocks_above_32_on_cuda(block_size):
     with pytest.raises(KvcalcError) as e:
-        vllm.capacity(load_model("llama-3.1-8b"), GiB, BF16, BF16, options=VllmOptions(version="0.6", block_size=block_size))
+        vllm.capacity(load_model("llama-3.1-8b"), GiB, BF16, BF16,
+                      options=VllmOptions(version="0.6", block_size=block_size))
     assert str(e.value) == (f"--block-size {block_size}: vLLM 0.6 refuses it: CUDA Paged Attention kernel only "
                             f"supports block sizes up to 32. Got {block_size}. (vllm/config.py CacheConfig._verify_args)")
     # vLLM 0.11 takes them (BlockSize = Literal[1, 8, 16, 32, 64, 128, 256])
-    assert vllm.capacity(load_model("llama-3.1-8b"), GiB, BF16, BF16, options=VllmOptions(version="0.11", block_size=block_size)).block_size == block_size
+    assert vllm.capacity(load_model("llama-3.1-8b"), GiB, BF16, BF16,
+                         options=VllmOptions(version="0.11", block_size=block_size)).block_size == block_size
 
 
 @pytest.mark.parametrize("block_size", [1, 4, 24, 256])
 def test_v06_refuses_block_sizes_outside_argparse_choices(block_size):
     with pytest.raises(KvcalcError) as e:
-        vllm.capacity(load_model("llama-3.1-8b"), GiB, BF16, BF16, options=VllmOptions(version="0.6", block_size=block_size))
+        vllm.capacity(load_model("llama-3.1-8b"), GiB, BF16, BF16,
+                      options=VllmOptions(version="0.6", block_size=block_size))
     assert str(e.value) == (f"--block-size {block_size}: vLLM 0.6 refuses it: argument --block-size: invalid choice: "
                             f"{block_size} (choose from 8, 16, 32, 64, 128) (vllm/engine/arg_utils.py)")
     assert e.value.field == "block_size"
@@ -122,7 +126,8 @@ def test_v06_default_swap_space_is_4_gib():
     assert VllmOptions(version="0.6", swap_space_bytes=0).swap_space_bytes == 0
     assert VllmOptions().swap_space_bytes == 0  # V1 has no swap
     # deepseek-v3 per-head V0 block 127,926,272 B: 4 GiB // that = 33 CPU blocks (33 x 127,926,272 = 4,221,566,976)
-    r = vllm.capacity(load_model("deepseek-v3"), 40 * GiB, BF16, BF16, max_model_len=4096, options=VllmOptions(version="0.6"))
+    r = vllm.capacity(load_model("deepseek-v3"), 40 * GiB, BF16, BF16, max_model_len=4096,
+                      options=VllmOptions(version="0.6"))
     assert r.num_cpu_blocks == 33
 
 

@@ -58,7 +58,8 @@ def test_v1_llama_tp2_block32():
     # one group of 32 layers -> page_size_bytes 32 x 65,536 = 2 MiB; 4 GiB // 65,536 // 32 = 2,048 blocks;
     # tokens 2,048 x 32 = 65,536; a request of 8,192 needs cdiv(8192, 32) = 256 blocks -> 8.00x;
     # 4 requests of n: 4 x cdiv(n, 32) <= 2,048 -> n <= 16,384. Block 0 is the null block: 2,047 usable.
-    r = vllm.capacity(llama(), 4 * GiB, BF16, BF16, tp=2, max_model_len=8192, concurrency=4, options=VllmOptions(block_size=32, version="0.11"))
+    r = vllm.capacity(llama(), 4 * GiB, BF16, BF16, tp=2, max_model_len=8192, concurrency=4,
+                      options=VllmOptions(block_size=32, version="0.11"))
     assert r.model_dump() == dict(
         EMPTY, engine="vllm", engine_version=V1, kv_memory_bytes=4 * GiB, kv_cache_dtype="bf16", block_size=32,
         page_size_bytes=2 * MiB, num_gpu_blocks=2048, usable_blocks=2047, num_cpu_blocks=None,
@@ -78,7 +79,8 @@ def test_v1_gemma_hybrid_groups_padding_and_batched_tokens():
     # 3 requests of n >= 3,071: 3 x (1,158 + cdiv(n, 16)) <= 6,553 -> cdiv(n, 16) <= 1,026 -> n <= 16,416.
     # need = (52 x 193 + 10 x 2,048) x 131,072 = 3,999,793,152 B < 8 GiB: no warning.
     with no_warnings():
-        r = vllm.capacity(gemma(), 8 * GiB, BF16, BF16, max_model_len=32768, concurrency=3, kv_cache_dtype="auto", options=VllmOptions(max_num_batched_tokens=2048, version="0.11"))
+        r = vllm.capacity(gemma(), 8 * GiB, BF16, BF16, max_model_len=32768, concurrency=3, kv_cache_dtype="auto",
+                          options=VllmOptions(max_num_batched_tokens=2048, version="0.11"))
     assert r.model_dump() == dict(
         EMPTY, engine="vllm", engine_version=V1, kv_memory_bytes=8 * GiB, kv_cache_dtype="auto", block_size=16,
         page_size_bytes=1_310_720, num_gpu_blocks=6553, usable_blocks=6552, num_cpu_blocks=None,
@@ -100,7 +102,8 @@ def test_v1_too_small_for_max_model_len_warns_with_the_estimate():
            "which is larger than the available KV cache memory (2.00 GiB). Based on the available memory, the "
            f"estimated maximum model length is 10144. {TRY}")
     with pytest.warns(KvcalcWarning) as w:
-        r = vllm.capacity(gemma(), 2 * GiB, BF16, BF16, options=VllmOptions(max_num_batched_tokens=2048, version="0.11"))
+        r = vllm.capacity(gemma(), 2 * GiB, BF16, BF16,
+                          options=VllmOptions(max_num_batched_tokens=2048, version="0.11"))
     assert [str(x.message) for x in w] == [f"vLLM would refuse to start: {msg}"]
     assert r.notes == [f"vLLM refuses to start at this max_model_len: {msg}",
                        "7 KV cache groups of 10 layers: 8 padding layers"]
@@ -138,7 +141,8 @@ def test_v1_all_sliding_model_is_one_sliding_group():
     # (as a full group it would need 2,048). need = 32 x 769 x 65,536 B = 1.50 GiB > 1 GiB: warns;
     # estimate: cdiv(n, 16) + 1 <= 512 -> n <= 8,176.
     with pytest.warns(KvcalcWarning, match=r"\(1\.50 GiB KV cache .* \(1\.00 GiB\).* length is 8176\. "):
-        r = vllm.capacity(load_model("mistral-7b-v0.1"), GiB, BF16, BF16, max_model_len=32768, options=VllmOptions(version="0.11"))
+        r = vllm.capacity(load_model("mistral-7b-v0.1"), GiB, BF16, BF16, max_model_len=32768,
+                          options=VllmOptions(version="0.11"))
     assert (r.num_gpu_blocks, r.kv_cache_tokens, r.page_size_bytes) == (512, 8192, 2 * MiB)
     assert r.max_concurrency == pytest.approx(512 / 769)
 
@@ -158,7 +162,8 @@ def test_v0_gemma_sliding_layers_full_length():
     refuse = ("vLLM V0 would refuse to start: The model's max seq len (8000) is larger than the maximum number "
               f"of tokens that can be stored in KV cache (4160). {TRY}")
     with pytest.warns(KvcalcWarning) as w:
-        r = vllm.capacity(load_model("gemma-2-9b"), GiB, BF16, FP8, max_model_len=8000, concurrency=2, options=VllmOptions(version="0.6", swap_space_bytes=GiB))
+        r = vllm.capacity(load_model("gemma-2-9b"), GiB, BF16, FP8, max_model_len=8000, concurrency=2,
+                          options=VllmOptions(version="0.6", swap_space_bytes=GiB))
     assert [str(x.message) for x in w] == [refuse]
     assert r.model_dump() == dict(
         EMPTY, engine="vllm", engine_version=V0, kv_memory_bytes=GiB, kv_cache_dtype="bf16/fp8_e4m3",
@@ -176,7 +181,8 @@ def test_v0_one_block_of_exactly_max_model_len_starts_quietly():
     with no_warnings():
         r = vllm.capacity(llama(), 2 * MiB, BF16, BF16, max_model_len=16, options=VllmOptions(version="0.6"))
     assert (r.num_gpu_blocks, r.num_cpu_blocks, r.kv_cache_tokens, r.max_concurrency, r.notes) == (1, 2048, 16, 1.0, [])
-    assert vllm.capacity(llama(), 2 * MiB, BF16, BF16, max_model_len=16, options=VllmOptions(version="0.6", swap_space_bytes=0)).num_cpu_blocks == 0
+    assert vllm.capacity(llama(), 2 * MiB, BF16, BF16, max_model_len=16,
+                         options=VllmOptions(version="0.6", swap_space_bytes=0)).num_cpu_blocks == 0
     assert r.log_lines[0] == "the rest of the memory reserved for KV Cache is 0.00GiB."
 
 
@@ -185,7 +191,8 @@ def test_v0_one_block_of_exactly_max_model_len_starts_quietly():
 def test_max_num_batched_tokens_bounds():
     with pytest.raises(KvcalcError, match="--max-num-batched-tokens must be a positive integer, got 0"):
         vllm.capacity(llama(), GiB, BF16, BF16, options=VllmOptions(max_num_batched_tokens=0))
-    r = vllm.capacity(llama(), GiB, BF16, BF16, max_model_len=1024, options=VllmOptions(max_num_batched_tokens=1))  # 1 is allowed
+    r = vllm.capacity(llama(), GiB, BF16, BF16, max_model_len=1024,
+                      options=VllmOptions(max_num_batched_tokens=1))  # 1 is allowed
     assert r.num_gpu_blocks == 512  # 1 GiB // 65,536 // 32 = 16,384 // 32
 
 
@@ -266,17 +273,22 @@ def test_memory_for_v1_v0_and_defaults():
     assert vllm.memory_for(llama(), 1000, 3, BF16, BF16, options=VllmOptions(version="0.6")) == 396_361_728
     # gemma-2-9b (0.6.6 has no Gemma-3), 4,096 tokens, V0: 256 blocks x 16 x 8,192 B x 42 layers =
     # 1,409,286,144 B (sliding layers full)
-    assert vllm.memory_for(load_model("gemma-2-9b"), 4096, 1, BF16, BF16, options=VllmOptions(version="0.6")) == 1_409_286_144
+    assert vllm.memory_for(load_model("gemma-2-9b"), 4096, 1, BF16, BF16,
+                           options=VllmOptions(version="0.6")) == 1_409_286_144
     # gemma V1 hybrid (default): a sliding group needs cdiv(min(1023 + 8192, 4096), 16) + 1 = 257 pages, the
     # full one cdiv(4096, 16) = 256: (6 x 257 + 256) x 131,072 B x 10 layers per group
-    assert vllm.memory_for(gemma(), 4096, 1, BF16, BF16, options=VllmOptions(version="0.11")) == (6 * 257 + 256) * 1_310_720
+    assert vllm.memory_for(gemma(), 4096, 1, BF16, BF16,
+                           options=VllmOptions(version="0.11")) == (6 * 257 + 256) * 1_310_720
     # 2,048 batched tokens: sliding min(3071, 4096) -> 192 + 1 = 193 pages
-    assert vllm.memory_for(gemma(), 4096, 1, BF16, BF16, options=VllmOptions(max_num_batched_tokens=2048, version="0.11")) == (6 * 193 + 256) * 1_310_720
+    assert vllm.memory_for(gemma(), 4096, 1, BF16, BF16,
+            options=VllmOptions(max_num_batched_tokens=2048, version="0.11")) == (6 * 193 + 256) * 1_310_720
     # no hybrid allocator: one group of 62 full layers: 256 x 131,072 x 62 = 2,080,374,784 B
-    assert vllm.memory_for(gemma(), 4096, 1, BF16, BF16, options=VllmOptions(hybrid_allocator=False, version="0.11")) == 2_080_374_784
+    assert vllm.memory_for(gemma(), 4096, 1, BF16, BF16,
+                           options=VllmOptions(hybrid_allocator=False, version="0.11")) == 2_080_374_784
     # tp 2 halves the page; per-token-head int8 scales add 512 B per 16,384 B page (see above)
     assert vllm.memory_for(llama(), 16, 1, BF16, BF16, tp=2, options=VllmOptions(version="0.11")) == 32_768 * 32
-    assert vllm.memory_for(llama(), 16, 1, INT8, INT8, tp=2, options=VllmOptions(per_token_head_scales=True, version="0.11")) == 16_896 * 32
+    assert vllm.memory_for(llama(), 16, 1, INT8, INT8, tp=2,
+                           options=VllmOptions(per_token_head_scales=True, version="0.11")) == 16_896 * 32
 
 
 def test_default_kv_dtype_fp32_checkpoint():

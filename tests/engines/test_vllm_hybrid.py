@@ -83,7 +83,8 @@ def test_qwen3_next_vllm_0_33_by_gpu_and_prefix_caching():
     m = load_model("qwen3-next-80b-a3b")
     # Hopper: FlashInfer GDN prefill, 'align' mode: alignment lcm(16, 64) = 64;
     # 64 x cdiv(1,097,728, 64 x 2,048 = 131,072) = 64 x 9 = 576 tokens; page 1,179,648 B (+7.46%)
-    r = vllm.capacity(m, 40 * GiB, BF16, BF16, max_model_len=32768, options=VllmOptions(version="0.33", compute_capability="9.0"))
+    r = vllm.capacity(m, 40 * GiB, BF16, BF16, max_model_len=32768,
+                      options=VllmOptions(version="0.33", compute_capability="9.0"))
     assert r.block_size == 576 and r.page_size_bytes == 12 * 576 * 2048 == 14_155_776
     assert r.log_lines[:2] == [
         "Setting attention block size to 576 tokens to ensure that attention page size is >= mamba page size.",
@@ -93,11 +94,13 @@ def test_qwen3_next_vllm_0_33_by_gpu_and_prefix_caching():
     assert r.num_gpu_blocks == 3034 and r.max_concurrency == 3034 / 66
     assert r.kv_cache_tokens == 3034 * 32768 // 66 == 1_506_335
     # Ampere (8.0): Triton GDN prefill, no checkpoint: alignment 16 -> 544 tokens, 2 pages per group
-    a = vllm.capacity(m, 40 * GiB, BF16, BF16, max_model_len=32768, options=VllmOptions(version="0.33", compute_capability="8.0"))
+    a = vllm.capacity(m, 40 * GiB, BF16, BF16, max_model_len=32768,
+                      options=VllmOptions(version="0.33", compute_capability="8.0"))
     assert a.block_size == 544 and a.num_gpu_blocks == 3212
     assert a.max_concurrency == 3212 / (61 + 3 * 2)  # 47.94x
     # --no-enable-prefix-caching: mode 'none', 1 page per Mamba group, as 0.11
-    n = vllm.capacity(m, 40 * GiB, BF16, BF16, max_model_len=32768, options=VllmOptions(version="0.33", prefix_caching=False))
+    n = vllm.capacity(m, 40 * GiB, BF16, BF16, max_model_len=32768,
+                      options=VllmOptions(version="0.33", prefix_caching=False))
     assert n.block_size == 544 and n.max_concurrency == 3212 / 64
     # 0.11 refuses prefix caching for hybrid models
     with pytest.raises(KvcalcError, match="vLLM 0.11 switches prefix caching off for hybrid models") as e:
@@ -178,7 +181,8 @@ def test_jamba_mamba1():
         # cdiv(65,536, 80) = 820 + 7 x pages
         assert r.max_concurrency == 16384 / (820 + 7 * mamba_pages)
     # 0.11 tokens: 16,384 // 8 groups x 80 = 163,840
-    assert vllm.capacity(m, 20 * GiB, BF16, BF16, max_model_len=65536, options=VllmOptions(version="0.11")).kv_cache_tokens == 163_840
+    assert vllm.capacity(m, 20 * GiB, BF16, BF16, max_model_len=65536,
+                         options=VllmOptions(version="0.11")).kv_cache_tokens == 163_840
 
 
 def test_hybrids_refused_with_the_reason():
@@ -216,7 +220,8 @@ def test_llama4_chunked_local_attention():
     assert o.num_gpu_blocks == 40 * GiB // (48 * page) == 13_653 and o.max_concurrency == 13_653 / 8192
     assert any("unless VLLM_ALLOW_CHUNKED_LOCAL_ATTN_WITH_HYBRID_KV_CACHE=1" in n for n in o.notes)
     # 0.11 with the env var: chunk pages cdiv(min(8,192 + 8,192, 131,072), 16) = 1,024
-    e = vllm.capacity(m, 40 * GiB, BF16, BF16, max_model_len=131072, options=VllmOptions(version="0.11", chunked_local_hybrid=True))
+    e = vllm.capacity(m, 40 * GiB, BF16, BF16, max_model_len=131072,
+                      options=VllmOptions(version="0.11", chunked_local_hybrid=True))
     assert e.max_concurrency == 54_613 / (8192 + 3 * 1024)
     # tokens (0.11): 54,613 // 4 groups x 16 = 218,448
     assert e.kv_cache_tokens == 218_448
@@ -227,7 +232,9 @@ def test_llama4_chunked_local_attention():
 def test_mla_block_size_follows_the_gpu():
     m = load_model("deepseek-v2-lite")
     # page per block of 16: 27 layers x 16 x 576 x 2 B = 497,664 B
-    h, b, a = (vllm.capacity(m, GiB, BF16, BF16, max_model_len=32768, options=VllmOptions(compute_capability=cc, vendor=vendor, version="0.11")) for cc, vendor in (("9.0", "nvidia"), ("10.0", "nvidia"), (None, "amd")))
+    h, b, a = (vllm.capacity(m, GiB, BF16, BF16, max_model_len=32768,
+            options=VllmOptions(compute_capability=cc, vendor=vendor, version="0.11")) for cc, vendor in (("9.0",
+            "nvidia"), ("10.0", "nvidia"), (None, "amd")))
     # 0.11: FlashMLA 64: 1 GiB // (27 x 64 x 1,152 B) = 539; CUTLASS MLA 128: // 3,981,312 = 269;
     # ROCm TRITON_MLA keeps 16: // 497,664 = 2,157
     assert (h.block_size, h.num_gpu_blocks) == (64, 539)
@@ -237,9 +244,11 @@ def test_mla_block_size_follows_the_gpu():
         vllm.capacity(m, GiB, BF16, BF16, options=VllmOptions(attention_backend="ROCM_AITER_MLA", vendor="nvidia"))
     # vLLM 0.11's AITER MLA needs block size 1; 0.33's takes any
     with pytest.raises(KvcalcError, match="does not support block size 16") as e:
-        vllm.capacity(m, GiB, BF16, BF16, options=VllmOptions(attention_backend="ROCM_AITER_MLA", vendor="amd", version="0.11"))
+        vllm.capacity(m, GiB, BF16, BF16,
+                      options=VllmOptions(attention_backend="ROCM_AITER_MLA", vendor="amd", version="0.11"))
     assert e.value.field == "block_size"
-    assert vllm.capacity(m, GiB, BF16, BF16, max_model_len=32768, options=VllmOptions(attention_backend="ROCM_AITER_MLA", vendor="amd")).block_size == 16
+    assert vllm.capacity(m, GiB, BF16, BF16, max_model_len=32768,
+                         options=VllmOptions(attention_backend="ROCM_AITER_MLA", vendor="amd")).block_size == 16
 
 
 def test_one_default_version_everywhere():

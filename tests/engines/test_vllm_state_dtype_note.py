@@ -36,7 +36,8 @@ def test_other_hybrids_say_their_dtype_alone():
     r = vllm.capacity(load_model("jamba-1.5-mini"), 20 * GiB, BF16, BF16, max_model_len=8192)
     assert r.notes[0] == "Mamba state per layer and request: conv state bf16, SSM state bf16, 311,296 B"
     # Qwen3-Next (Gated DeltaNet): conv 3 x 8,192 + recurrent 32 x 128 x 128 = 548,864 values x 2 B
-    r = vllm.capacity(load_model("qwen3-next-80b-a3b"), 20 * GiB, BF16, BF16, max_model_len=8192, options=VllmOptions(version="0.11"))
+    r = vllm.capacity(load_model("qwen3-next-80b-a3b"), 20 * GiB, BF16, BF16, max_model_len=8192,
+                      options=VllmOptions(version="0.11"))
     assert r.notes[0] == ("Gated DeltaNet state per layer and request: conv state bf16, recurrent state bf16, "
                           "1,097,728 B")
 

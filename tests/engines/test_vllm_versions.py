@@ -67,7 +67,8 @@ def test_deepseek_v2_lite_flashmla_on_hopper_uses_64_token_blocks():
     # block 64. page = 64 x 1,152 B = 73,728 B; 1 GiB // 73,728 // 27 layers = 14,563 // 27 = 539
     # blocks; tokens 539 // 1 group x 64 = 34,496, not 2,157 blocks / 34,512 tokens of 16. (0.33 picks
     # FLASH_ATTN_MLA and keeps 16: tests/engines/test_vllm_backends.py.)
-    r = quiet_capacity(load_model("deepseek-v2-lite"), GiB, BF16, BF16, options=VllmOptions(version="0.11", compute_capability="9.0"))
+    r = quiet_capacity(load_model("deepseek-v2-lite"), GiB, BF16, BF16,
+                       options=VllmOptions(version="0.11", compute_capability="9.0"))
     assert (r.block_size, r.num_gpu_blocks, r.kv_cache_tokens) == (64, 539, 34_496)
     assert r.page_size_bytes == 27 * 73_728 == 1_990_656
     # 0.33 logs the figures in one line (update_kv_cache_capacity), 0.11 in two (lines 1087-1092)
@@ -160,7 +161,8 @@ def test_gemma_3_27b_sliding_admission_with_two_batches_in_flight():
     old = vllm.capacity(m, 40 * GiB, BF16, BF16, max_model_len=32_768, options=VllmOptions(version="0.11"))
     assert round(old.max_concurrency, 4) == 5.9470
     # --no-async-scheduling: one batch in flight, as 0.11
-    sync = vllm.capacity(m, 40 * GiB, BF16, BF16, max_model_len=32_768, options=VllmOptions(version="0.33", async_scheduling=False))
+    sync = vllm.capacity(m, 40 * GiB, BF16, BF16, max_model_len=32_768,
+                         options=VllmOptions(version="0.33", async_scheduling=False))
     assert sync.max_concurrency == old.max_concurrency
     assert vllm.rules("0.33").in_flight_tokens(8192) == 16_384 and vllm.rules("0.11").in_flight_tokens(8192) == 8192
 
@@ -232,7 +234,8 @@ def test_falcon_cache_stays_bf16_under_fp8_in_033():
     old = vllm.capacity(m, GiB, FP8, FP8, options=VllmOptions(version="0.11"))
     assert (old.num_gpu_blocks, old.kv_cache_tokens) == (16_384, 262_144)
     # other models take fp8 in 0.33: llama-3.1-8b page 16 x 2,048 B
-    assert vllm.capacity(load_model("llama-3.1-8b"), GiB, FP8, FP8, max_model_len=8192, options=VllmOptions(version="0.33")).page_size_bytes == 32 * 16 * 2048
+    assert vllm.capacity(load_model("llama-3.1-8b"), GiB, FP8, FP8, max_model_len=8192,
+                         options=VllmOptions(version="0.33")).page_size_bytes == 32 * 16 * 2048
 
 
 # ----- max_model_len past the model's limit ---------------------------------------------------
@@ -246,7 +249,8 @@ def test_max_model_len_past_the_model_is_refused_unless_allowed():
     assert ("User-specified max_model_len (200000) is greater than the derived max_model_len "
             "(max_position_embeddings=131072 or model_max_length=None in model's config.json). To allow overriding "
             "this maximum, set the env var VLLM_ALLOW_LONG_MAX_MODEL_LEN=1.") in str(e.value)
-    r = vllm.capacity(m, 64 * GiB, BF16, BF16, max_model_len=200_000, options=VllmOptions(version="0.33", allow_long_max_model_len=True))
+    r = vllm.capacity(m, 64 * GiB, BF16, BF16, max_model_len=200_000,
+                      options=VllmOptions(version="0.33", allow_long_max_model_len=True))
     assert r.max_model_len == 200_000 and r.notes[0].startswith("vLLM warns: User-specified max_model_len (200000)")
     # V0 0.6.x words it its own way
     with pytest.raises(KvcalcError, match=r"This may lead to incorrect model outputs or CUDA errors\. To allow"):
@@ -257,10 +261,12 @@ def test_longest_context_never_exceeds_the_model_limit():
     # 55 GiB // (16 x 4,096 x 32 = 2 MiB) = 28,160 blocks = 450,560 tokens; one request of the model's
     # 131,072 tokens fits, so the longest context at concurrency 1 is the model's limit, not 450,560
     m = load_model("llama-3.1-8b")
-    r = vllm.capacity(m, 55 * GiB, BF16, BF16, max_model_len=131_072, concurrency=1, options=VllmOptions(version="0.33"))
+    r = vllm.capacity(m, 55 * GiB, BF16, BF16, max_model_len=131_072, concurrency=1,
+                      options=VllmOptions(version="0.33"))
     assert (r.kv_cache_tokens, r.longest_context) == (450_560, 131_072)
     # at 4 requests the blocks bind first: 4 x cdiv(n, 16) <= 28,160 -> n <= 112,640
-    r = vllm.capacity(m, 55 * GiB, BF16, BF16, max_model_len=131_072, concurrency=4, options=VllmOptions(version="0.33"))
+    r = vllm.capacity(m, 55 * GiB, BF16, BF16, max_model_len=131_072, concurrency=4,
+                      options=VllmOptions(version="0.33"))
     assert r.longest_context == 112_640
 
 
