@@ -358,7 +358,8 @@ def fill(c: Caches, max_model_len: int | None, concurrency: int | None, parallel
         conc = (total_cells / L) if c.n_stream == 1 else float(c.n_stream if c.n_seq_cells >= L else 0)
     longest = None
     if concurrency:
-        longest = (total_cells // concurrency) if c.n_stream == 1 else (c.n_seq_cells if concurrency <= c.n_stream else 0)
+        longest = ((total_cells // concurrency) if c.n_stream == 1
+                   else (c.n_seq_cells if concurrency <= c.n_stream else 0))
     return conc, longest
 
 

@@ -21,6 +21,9 @@ VERSION_MODULES: dict[str, str] = {
 VERSIONS = tuple(VERSION_MODULES)
 CURRENT_VERSION = "current"
 
+#: version as given -> its rules object, once loaded (`rules` is called per plan layout)
+_LOADED: dict[str, LlamacppRules] = {}
+
 
 def check_version(version: str) -> str:
     """`version` when it is one of `VERSIONS`; raises `KvcalcError` (field `llamacpp_version`) otherwise."""
@@ -32,4 +35,7 @@ def check_version(version: str) -> str:
 
 def rules(version: str = CURRENT_VERSION) -> LlamacppRules:
     """The rules object of llama.cpp `version` (checked by `check_version`)."""
-    return importlib.import_module(VERSION_MODULES[check_version(version)]).RULES
+    found = _LOADED.get(version)
+    if found is None:
+        found = _LOADED[version] = importlib.import_module(VERSION_MODULES[check_version(version)]).RULES
+    return found

@@ -5,9 +5,10 @@ the memory each rank must leave vLLM for `batch` requests of `seq_len` tokens, a
 requests the memory a rank leaves admits. Both come from the same pieces `vllm.capacity` and
 `vllm.memory_for` use (the release's `VllmRules.resolve`: the layers' own dtype, the MLA
 backend's block size on this GPU, a hybrid's unified page; `VllmRules.kv_cache_groups`,
-`common.blocks_per_request`, `VllmRules.in_flight_tokens`), so a plan's max concurrency on a GPU is floor of the "Maximum
-concurrency" `kvcalc capacity --engine vllm --gpu G --kv-memory M` prints for the KV memory M the
-plan leaves (budget - weights - activation reserve - CUDA context), and a layout fits exactly
+`common.blocks_per_request`, `VllmRules.in_flight_tokens`), so a plan's max concurrency on a
+GPU is floor of the "Maximum concurrency" `kvcalc capacity --engine vllm --gpu G --kv-memory M`
+prints for the KV memory M the plan leaves (budget - weights - activation reserve - CUDA
+context), and a layout fits exactly
 when vLLM would start and admit the batch:
 
 - V1 (0.11, 0.33): blocks = M // (page x layers per group) (`kv_cache_utils.get_num_blocks`);
@@ -155,7 +156,8 @@ def resolve(model: ModelSpec, options: VllmOptions, gpu: GpuSpec | None, tp: int
                       stages=((tuple(groups), per_group),), in_flight=in_flight, notes=tuple(r.notes))
 
 
-def plan_kv(model: ModelSpec, options: VllmOptions) -> Callable[[GpuSpec, int, tuple[range, ...], tuple[str, str]], VllmPlanKv]:
+def plan_kv(model: ModelSpec,
+            options: VllmOptions) -> Callable[[GpuSpec, int, tuple[range, ...], tuple[str, str]], VllmPlanKv]:
     """The callable `calc.plan.PlanSearch.engine_kv` takes: (gpu, tp, stages, (K, V)) ->
     `VllmPlanKv`, resolved once per (compute capability, vendor, tp, formats) and split once per
     pipeline split: GPUs of one architecture share it."""
@@ -181,7 +183,8 @@ def plan_kv(model: ModelSpec, options: VllmOptions) -> Callable[[GpuSpec, int, t
     return build
 
 
-def launch_block_size(model: ModelSpec, options: VllmOptions, gpu: GpuSpec | None, k_dtype: str | None = None) -> int | None:
+def launch_block_size(model: ModelSpec, options: VllmOptions, gpu: GpuSpec | None,
+                      k_dtype: str | None = None) -> int | None:
     """The `--block-size` a launch line states, None where vLLM's default 16 stands.
 
     The block vLLM uses on `gpu` for a `k_dtype` cache (None: the model's dtype) is stated when
@@ -215,9 +218,9 @@ def launch_flags(options: VllmOptions) -> tuple[str, ...]:
     `VllmOptions`) that differ from vLLM's defaults and change its blocks, so that the launch
     line runs what the plan sized: `--disable-hybrid-kv-cache-manager` (hybrid_allocator False),
     `--max-num-batched-tokens N` (a value other than kvcalc's default), `--no-async-scheduling`
-    (releases with async scheduling only, `VllmRules.async_scheduling`: others refuse the option), `--enable-prefix-caching` /
-    `--no-enable-prefix-caching` (given either way). The block size and attention backend are
-    `launch_block_size` and `LaunchSpec.attention_backend`."""
+    (releases with async scheduling only, `VllmRules.async_scheduling`: others refuse the
+    option), `--enable-prefix-caching` / `--no-enable-prefix-caching` (given either way). The
+    block size and attention backend are `launch_block_size` and `LaunchSpec.attention_backend`."""
     flags: list[str] = []
     if not options.hybrid_allocator:
         flags.append("--disable-hybrid-kv-cache-manager")

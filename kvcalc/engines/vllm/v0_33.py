@@ -212,7 +212,8 @@ class Vllm033(V1Rules):
         64 x cdiv(1,097,728, 131,072) = 64 x 9 = 576 tokens; on ROCm (no FlashInfer prefill, no
         checkpoint block): 16 x 34 = 544 tokens, 2 Mamba pages per request."""
         align = max(KERNEL_BLOCK, block_size)
-        backends = "ROCM_ATTN / ROCM_AITER_FA / TRITON_ATTN" if vendor == "amd" else "FLASH_ATTN / FLASHINFER / TRITON_ATTN"
+        backends = ("ROCM_ATTN / ROCM_AITER_FA / TRITON_ATTN" if vendor == "amd"
+                    else "FLASH_ATTN / FLASHINFER / TRITON_ATTN")
         notes = [f"the attention backend's smallest kernel block assumed {KERNEL_BLOCK} tokens ({backends})"]
         if not (prefix_caching is None or prefix_caching):
             return align, 1, [], notes

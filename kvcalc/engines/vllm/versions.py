@@ -26,6 +26,9 @@ VERSIONS = tuple(VERSION_MODULES)
 CURRENT_VERSION = defaults.VLLM_VERSION
 VERSION = "vLLM 0.33 (V1 engine) by default; vLLM 0.11 (V1) and 0.6.x (V0) with --vllm-version"
 
+#: version as given -> its rules object, once loaded (`rules` is called per plan layout)
+_LOADED: dict[str, VllmRules] = {}
+
 
 def check_version(version: str) -> str:
     """`version` as one of `VERSIONS` ('0.33.0' and 'v0.11' are accepted); raises `KvcalcError`
@@ -40,4 +43,7 @@ def check_version(version: str) -> str:
 
 def rules(version: str = CURRENT_VERSION) -> VllmRules:
     """The rules object of vLLM `version` (checked by `check_version`)."""
-    return importlib.import_module(VERSION_MODULES[check_version(version)]).RULES
+    found = _LOADED.get(version)
+    if found is None:
+        found = _LOADED[version] = importlib.import_module(VERSION_MODULES[check_version(version)]).RULES
+    return found
