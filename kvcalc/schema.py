@@ -304,6 +304,9 @@ class ModelSpec(_Frozen):
     # multi-token-prediction layers past n_layers (num_nextn_predict_layers): weights only;
     # no engine caches for them unless speculative decoding runs
     n_mtp_layers: Count0 = 0
+    # why the architecture's parameters cannot be counted (a part kvcalc does not model); the
+    # weights then need n_params, or a checkpoint's headers
+    weights_unknown: OptStr = None
 
     # fixed per-sequence state of mamba / linear-attention layers
     mamba_d_state: OptCount = None

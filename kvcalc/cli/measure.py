@@ -15,7 +15,7 @@ from typing import Annotated, Any, Callable, Optional, TextIO
 
 import typer
 
-from kvcalc.cli.options import (RevisionOpt, BatchOpt, FormatOpt, KvDtypeOpt, ModelArg, SeqLenOpt, check_positive,
+from kvcalc.cli.options import (RevisionOpt, TrustPlainOpt, BatchOpt, FormatOpt, KvDtypeOpt, ModelArg, SeqLenOpt, check_positive,
                                 lower_choice, resolve_kv_dtypes, with_help)
 from kvcalc.cli.output import check_format, emit, handle_errors
 from kvcalc.errors import KvcalcError, MissingExtraError
@@ -119,6 +119,7 @@ def measure(
     with_weights: WeightsOpt = False,
     cuda_graph: GraphOpt = False,
     revision: RevisionOpt = None,
+    trust_plain_decoder: TrustPlainOpt = False,
     fmt: FormatOpt = "table",
 ) -> None:
     """Allocate MODEL's real KV cache with PyTorch, time decode steps, and print predicted against measured."""
@@ -139,7 +140,7 @@ def _measure(model: str, seq_len: str | None, batch: int, kv_dtype: str | None, 
 
     check_positive(batch=batch, layers=layers, steps=steps)
     check_format(fmt)
-    spec = load_model(model, revision)
+    spec = load_model(model, revision, trust_plain_decoder=trust_plain_decoder)
     if layers is not None and layers > spec.n_layers:
         raise KvcalcError(f"--layers {layers} exceeds {spec.name}'s {spec.n_layers} layers")
     from kvcalc.units import parse_count

@@ -6,7 +6,7 @@ from typing import Annotated, Any, Optional
 
 import typer
 
-from kvcalc.cli.options import (RevisionOpt, FormatOpt, GpuPlanOptions, KvFormatOptions, LayoutOptions, ModelArg, check_limits,
+from kvcalc.cli.options import (RevisionOpt, TrustPlainOpt, FormatOpt, GpuPlanOptions, KvFormatOptions, LayoutOptions, ModelArg, check_limits,
                                 check_positive, only, option_groups, resolve_count, warn_beyond_context)
 from kvcalc.cli.output import check_format, echo, emit, handle_errors
 
@@ -35,6 +35,7 @@ def sweep(
     force: Annotated[bool, typer.Option("--force", help="Overwrite the --plot file if it exists.")] = False,
     beyond_context: Annotated[bool, typer.Option("--beyond-context", help="Keep contexts past the model's max_position_embeddings (by default they are dropped, with one warning naming them).")] = False,
     revision: RevisionOpt = None,
+    trust_plain_decoder: TrustPlainOpt = False,
     fmt: FormatOpt = "table",
 ) -> None:
     """Memory, fit, TPOT and tokens/s over a grid of context lengths and batch sizes."""
@@ -58,7 +59,7 @@ def sweep(
     check_positive(tp=layout.tp, pp=layout.pp)
     check_limits(B, T)
     tp, pp, dp = resolve_count(layout.count, layout.tp, layout.pp, 1)
-    spec = load_model(model, revision)
+    spec = load_model(model, revision, trust_plain_decoder=trust_plain_decoder)
     T = T if beyond_context else drop_beyond_context(spec, T)
     kv_name = kv_format(kv.kv_dtype or spec.dtype).name
     req = SweepRequest(spec, tuple(T), tuple(B), gpu.layout(tp, pp, dp, kv_name, None), _gpu(gpu.gpu))
