@@ -316,22 +316,30 @@ def _fmt_bytes_per_element(f: StorageFormat) -> str:
 
 def formula(model: ModelSpec, seq_len: int, batch: int, k: StorageFormat, v: StorageFormat,
             window_aware: bool = True) -> str:
-    """The cache formula with the numbers put in, one term per layer group (`_by_kind`), and its
-    total (integers with thousands separators, as every table prints them)."""
-    terms = []
-    total = 0
-    for kind, layers in _by_kind(model).items():
-        layer = layers[0]
+    """The cache formula with the numbers put in, one term per group of layers that cache alike
+    (the same kind, heads, head sizes, window and indexer; a compressed cache is a term of its
+    own, one per ratio), and its total (integers with thousands separators, as every table
+    prints them)."""
+    per_token: dict[tuple[object, ...], list[LayerSpec]] = {}
+    entries: dict[tuple[object, ...], list[LayerSpec]] = {}
+    for layer in model.layers:
         if not layer.caches_kv:
             continue
-        n = len(layers)
+        index = layer_index_bytes_per_entry(layer, k) if layer.compress_ratio <= 1 else 0
+        per_token.setdefault((layer.kind, layer.n_kv_heads, layer.head_dim_k, layer.head_dim_v, layer.window,
+                              index, layer.index_format), []).append(layer)
+        if layer.compress_ratio > 1:
+            entries.setdefault((layer.compress_ratio, layer_entry_bytes(layer, k)), []).append(layer)
+    terms = []
+    for layers in per_token.values():
+        layer, n = layers[0], len(layers)
         t = tokens_cached(layer, seq_len, window_aware)
         tok = f"{t:,} tokens" if t == seq_len else f"min({seq_len:,}; {layer.window:,}) tokens"
-        index = (layer_index_bytes_per_entry(layer, k) if layer.compress_ratio <= 1 else 0)
+        index = layer_index_bytes_per_entry(layer, k) if layer.compress_ratio <= 1 else 0
         if layer.kind == "mla":
             terms.append(f"{n} layers x {layer.head_dim_k:,} latent x {tok} x {batch:,} batch x "
                          f"{_fmt_bytes_per_element(k)}")
-        elif layer.v_is_k or not layer.head_dim_v:
+        elif not layer.head_dim_v:
             terms.append(f"{n} layers x {layer.n_kv_heads} KV heads x {layer.head_dim_k} head_dim (K = V, once) x "
                          f"{tok} x {batch:,} batch x {_fmt_bytes_per_element(k)}")
         elif k == v and layer.head_dim_k == layer.head_dim_v:
@@ -344,13 +352,12 @@ def formula(model: ModelSpec, seq_len: int, batch: int, k: StorageFormat, v: Sto
         if index:
             how = "fp8 + fp32 scales" if layer.index_format == "fp8_scaled" else k.name
             terms.append(f"{n} layers x {index:,} B indexer key ({how}) x {tok} x {batch:,} batch")
-        if layer.compress_ratio > 1:
-            e = compressed_entries(layer, seq_len)
-            terms.append(f"{n} layers x {layer_entry_bytes(layer, k):,} B compressed entry x {e:,} entries "
-                         f"({seq_len:,} // {layer.compress_ratio}) x {batch:,} batch")
-        total += layers_cache_bytes(layers, seq_len, batch, k, v, 1, window_aware)
+    for (ratio, nbytes), layers in entries.items():
+        terms.append(f"{len(layers)} layers x {nbytes:,} B compressed entry x {seq_len // ratio:,} entries "
+                     f"({seq_len:,} // {ratio}) x {batch:,} batch")
     if not terms:
         return "0 (no layer caches K or V)"
+    total = layers_cache_bytes(model.layers, seq_len, batch, k, v, 1, window_aware)
     return " + ".join(terms) + f" = {total:,} B"
 
 
