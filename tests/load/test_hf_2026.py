@@ -290,3 +290,92 @@ def test_mtp_layers_counted_apart():
     spec = load_model("glm-5.2")
     last = layer_params(spec, 77).total
     assert mtp_params(spec) == last + 2 * 6_144 * 6_144 + 3 * 6_144 == 9_943_548_416
+
+
+# ----- NVFP4 / FP8 checkpoints: hf_quant_config.json beside config.json -------------------------
+
+
+def test_nvfp4_experts_from_hf_quant_config():
+    # nvidia/DeepSeek-V4-Flash-NVFP4: hf_quant_config.json quant_algo MIXED_PRECISION, every quantized
+    # module a layer's ffn.experts in NVFP4; config.json's quantization_config (fp8) for the rest
+    spec = load_model(DATA / "nvidia--DeepSeek-V4-Flash-NVFP4.json")
+    assert (spec.weight_dtype, spec.expert_weight_dtype) == ("fp8_e4m3:b128:fp32", "nvfp4")
+    assert spec.source.endswith("; weight formats from hf_quant_config.json)")
+    # DeepSeek's own checkpoint: expert_dtype fp4 = MXFP4 experts (vLLM 0.33.0 deepseek_v4/quant_config.py)
+    assert load_model(DATA / "deepseek-ai--DeepSeek-V4-Flash.json").expert_weight_dtype == "mxfp4"
+
+
+def test_fp8_checkpoint_from_hf_quant_config(tmp_path):
+    # nvidia/NVIDIA-Nemotron-3-Super-120B-A12B-FP8: config.json has no quantization_config; its
+    # hf_quant_config.json says quant_algo FP8 (per-tensor scales). In a folder it is read the same way.
+    name = "nvidia--NVIDIA-Nemotron-3-Super-120B-A12B-FP8"
+    assert load_model(DATA / f"{name}.json").weight_dtype == "fp8_e4m3"
+    folder = tmp_path / "ckpt"
+    folder.mkdir()
+    (folder / "config.json").write_text((DATA / f"{name}.json").read_text())
+    assert load_model(folder).weight_dtype is None  # no file says fp8: the model dtype
+    (folder / "hf_quant_config.json").write_text((DATA / f"{name}.hf_quant_config.json").read_text())
+    assert load_model(folder).weight_dtype == "fp8_e4m3"
+
+
+def test_hf_quant_config_without_quantization_refused(tmp_path):
+    (tmp_path / "config.json").write_text((DATA / "Qwen--Qwen3-VL-8B-Instruct.json").read_text())
+    (tmp_path / "hf_quant_config.json").write_text(json.dumps({"producer": {"name": "modelopt"}}))
+    with pytest.raises(ConfigError, match="field 'quantization': must hold a `quantization` object"):
+        load_model(tmp_path)
+
+
+# ----- a checkpoint's K / V projection widths held against config.json --------------------------
+
+
+def _write_safetensors(path: Path, shapes: dict[str, tuple[int, ...]]) -> None:
+    """A safetensors file as its format defines it (an 8-byte little-endian header length, the JSON
+    header, the data), bf16 tensors of zeros: no torch needed."""
+    import struct
+
+    header, offset = {}, 0
+    for name, shape in shapes.items():
+        n = 2
+        for d in shape:
+            n *= d
+        header[name] = {"dtype": "BF16", "shape": list(shape), "data_offsets": [offset, offset + n]}
+        offset += n
+    text = json.dumps(header).encode()
+    path.write_bytes(struct.pack("<Q", len(text)) + text + bytes(offset))
+
+
+TINY = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 64, "intermediate_size": 128,
+        "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 16, "num_hidden_layers": 2,
+        "vocab_size": 32, "torch_dtype": "bfloat16"}
+
+
+def _tiny_checkpoint(folder: Path, v_rows_layer1: int) -> Path:
+    folder.mkdir()
+    (folder / "config.json").write_text(json.dumps(TINY))
+    shapes = {"model.embed_tokens.weight": (32, 64), "model.norm.weight": (64,), "lm_head.weight": (32, 64)}
+    for i in range(2):
+        p = f"model.layers.{i}."
+        shapes.update({p + "self_attn.q_proj.weight": (64, 64), p + "self_attn.k_proj.weight": (32, 64),
+                       p + "self_attn.v_proj.weight": (v_rows_layer1 if i else 32, 64),
+                       p + "self_attn.o_proj.weight": (64, 64), p + "mlp.gate_proj.weight": (128, 64),
+                       p + "mlp.up_proj.weight": (128, 64), p + "mlp.down_proj.weight": (64, 128),
+                       p + "input_layernorm.weight": (64,), p + "post_attention_layernorm.weight": (64,)})
+    _write_safetensors(folder / "model.safetensors", shapes)
+    return folder
+
+
+def test_checkpoint_projection_widths_agree_with_config():
+    # 2 KV heads x 16 = 32 rows in k_proj and v_proj of every layer: loads, weights from the headers
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as d:
+        spec = load_model(_tiny_checkpoint(Path(d) / "ok", 32))
+        assert spec.checkpoint is not None and kv_cache.kv_bytes_per_token(spec, "bf16") == 2 * 2 * 2 * 16 * 2
+
+
+def test_checkpoint_projection_width_disagreeing_with_config_refused(tmp_path):
+    # layer 1's v_proj has 64 rows (4 heads of 16) where config.json gives 2 KV heads x 16 = 32
+    folder = _tiny_checkpoint(tmp_path / "bad", 64)
+    with pytest.raises(ConfigError, match="layer 1: the checkpoint's model.layers.1.self_attn.v_proj.weight is 64 wide "
+                                          "\\(64 x 64\\), but config.json gives 32 \\(n_kv_heads x v_head_dim\\)"):
+        load_model(folder)

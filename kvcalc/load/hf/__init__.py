@@ -275,7 +275,8 @@ def _model_type(data: dict[str, Any], path: str | None, field: str) -> str:
 
 
 def model_fields_from_hf_config(data: dict[str, Any], path: str | None = None, *,
-                                trust_plain_decoder: bool | None = None) -> dict[str, Any]:
+                                trust_plain_decoder: bool | None = None,
+                                hf_quant: dict[str, Any] | None = None) -> dict[str, Any]:
     """The `ModelSpec` fields (name and source first, only those set) for a Hugging Face
     config dict. A multimodal config's `text_config` is read as the model; its dtype and name
     fall back to the top level.
@@ -323,6 +324,14 @@ def model_fields_from_hf_config(data: dict[str, Any], path: str | None = None, *
         if quant is not None:
             out.update(quant.fields())
             _check_scale_groups(out, quant, path)
+    if hf_quant is not None:  # ModelOpt's hf_quant_config.json beside config.json: its formats win
+        from kvcalc.load.hf.quant import read_hf_quant_config
+
+        modelopt = read_hf_quant_config(hf_quant, n_layers=out.get("n_layers") or 1, moe=bool(out.get("n_experts")),
+                                        path=path)
+        if modelopt is not None:
+            out.update(modelopt.fields())
+            out["source"] = out["source"][:-1] + "; weight formats from hf_quant_config.json)"
     return {k: v for k, v in out.items() if v is not None}
 
 
@@ -349,7 +358,7 @@ def _check_scale_groups(fields: dict[str, Any], quant: Any, path: str | None) ->
 
 
 def model_from_hf_config(data: dict[str, Any], path: str | None = None, *,
-                         trust_plain_decoder: bool | None = None) -> ModelSpec:
+                         trust_plain_decoder: bool | None = None, hf_quant: dict[str, Any] | None = None) -> ModelSpec:
     """A `ModelSpec` from a Hugging Face config.json dict (see `model_fields_from_hf_config`;
     `trust_plain_decoder`: accept an unmapped model_type read as a plain decoder, None: as the
     current load says, `TRUST_PLAIN_DECODER`).
@@ -357,7 +366,8 @@ def model_from_hf_config(data: dict[str, Any], path: str | None = None, *,
     Raises `ConfigError` (file and field named) for a missing field, an unsizable feature, an
     unmapped model_type or a value the schema refuses.
     """
-    return build(ModelSpec, model_fields_from_hf_config(data, path, trust_plain_decoder=trust_plain_decoder), path)
+    return build(ModelSpec, model_fields_from_hf_config(data, path, trust_plain_decoder=trust_plain_decoder,
+                                                        hf_quant=hf_quant), path)
 
 
 # ----- kvcalc YAML out ---------------------------------------------------------------------

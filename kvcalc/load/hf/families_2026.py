@@ -173,7 +173,8 @@ def _deepseek_v4(c: _Cfg, f: dict[str, Any]) -> dict[str, Any]:
     - with neither list, transformers' default: two HCA layers, then HCA and CSA alternating.
 
     The weights (hyper-connections, grouped output projection, compressors, hash-routed layers)
-    are not counted by kvcalc: give n_params.
+    are not counted by kvcalc: give n_params. `expert_dtype` fp4 means MXFP4 routed experts
+    (vLLM 0.33.0 `models/deepseek_v4/quant_config.py`).
     """
     n = f["n_layers"] or 0
     rates = {"csa": 4, "hca": 128}
@@ -200,6 +201,12 @@ def _deepseek_v4(c: _Cfg, f: dict[str, Any]) -> dict[str, Any]:
              index_layers=[int(r == rates["csa"]) for r in ratios],
              weights_unknown="DeepSeek-V4's hyper-connections, grouped output projection, compressors and indexer "
                              "are not counted by kvcalc")
+    expert = c.get("expert_dtype")
+    if expert is not None and expert not in ("fp4", "fp8"):
+        raise c.fail(f"must be fp4 or fp8 (vLLM 0.33.0 deepseek_v4/quant_config.py), got {_shown(expert)}",
+                     "expert_dtype")
+    if expert == "fp4":  # "expert_dtype='fp4' (e.g. DeepSeek-V4-Flash): MXFP4 experts"; fp8: as the rest
+        f["expert_weight_dtype"] = "mxfp4"
     if f["n_kv_heads"] != 1:
         raise c.fail(f"is {f['n_kv_heads']}; DeepSeek-V4's attention is shared-KV MQA with one KV head "
                      "(transformers' DeepseekV4Attention broadcasts one head)", "num_key_value_heads")
