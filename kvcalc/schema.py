@@ -293,8 +293,6 @@ class ModelSpec(_Frozen):
     n_kv_shared_layers: Count0 = 0
     # per layer: 0 none, N > 1: one compressed entry per N tokens beside the window (DeepSeek-V4)
     compress_ratios: Int0List | None = None
-    # values per compressed entry (else the K head size)
-    compressed_head_dim: OptCount = None
     # per layer 1 / 0: which attention layers keep the indexer's key cache (None: every one)
     index_layers: Int0List | None = None
     # how the indexer keys are stored: fp8 + fp32 scale per 128 (DeepSeek) or the KV format (MiniMax-M3)
@@ -623,7 +621,7 @@ class ModelSpec(_Frozen):
         extra = dict(v_is_k=self.v_is_k, k_eq_v=bool(g and g.k_eq_v), kv_source=source,
                      sink_heads=self.n_heads if sinks else 0)
         if ratio > 1:
-            extra.update(compress_ratio=ratio, compressed_dim=self.compressed_head_dim or dk)
+            extra.update(compress_ratio=ratio, compressed_dim=dk)  # DeepSeek-V4: entries of head_dim
         if kind == "hybrid":
             return LayerSpec(kind="hybrid", n_kv_heads=kv, head_dim_k=dk, head_dim_v=dv,
                              state_values=self._state_values("mamba"), **extra, **index)

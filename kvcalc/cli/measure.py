@@ -126,14 +126,14 @@ def measure(
     try:
         with _interrupts_exit():
             _measure(model, seq_len, batch, kv_dtype, device, layers, steps, backend, with_weights, cuda_graph, fmt,
-                     revision)
+                     revision, trust_plain_decoder)
     except KeyboardInterrupt:  # raised before the handler was in place: the same exit
         _exit_interrupted()
 
 
 def _measure(model: str, seq_len: str | None, batch: int, kv_dtype: str | None, device: str, layers: int | None,
              steps: int | None, backend: str, with_weights: bool, cuda_graph: bool, fmt: str,
-             revision: str | None = None) -> None:
+             revision: str | None = None, trust_plain_decoder: bool = False) -> None:
     """The command's body (`measure`), run while Ctrl-C exits 130."""
     from kvcalc.formats import kv_format
     from kvcalc.load.models import load_model
