@@ -96,17 +96,29 @@ GLM4_MOE = Family(source="configuration_glm4_moe.py", decoder=dict(max_pos=13107
                           "moe_intermediate_size": (("moe_intermediate_size",), 1408)},
                   build=_glm4_moe_experts)
 
+#: mixtral (`configuration_mixtral.py`): sliding_window defaults to null; every layer is sparse,
+#: and `intermediate_size` is the expert width (there is no dense MLP).
+MIXTRAL = Family(source="configuration_mixtral.py", decoder=dict(max_pos=4096 * 32),
+                 counts={"n_experts": (("num_local_experts",), 8), "n_experts_per_token": (("num_experts_per_tok",), 2)},
+                 rename={"intermediate_size": "moe_intermediate_size"}, kinds=Kinds(rest="sliding"),
+                 window=("sliding_window", None))
+
+#: gpt_neox (`configuration_gpt_neox.py`): MHA, plain GELU MLP, untied, QKV bias (default true),
+#: 2048 context.
+GPT_NEOX = Family(source="configuration_gpt_neox.py", decoder=dict(max_pos=2048, bias=True),
+                  fixed={"mlp_kind": "plain"})
+
+#: gpt_oss (`configuration_gpt_oss.py`): layer_types, else layer i slides when i % 2 == 0; window
+#: 128, 8 KV heads x 64 by default; every layer sparse: num_local_experts of intermediate_size
+#: (2880), experts_per_token / num_experts_per_tok (4); QKV bias; untied.
+GPT_OSS = Family(source="configuration_gpt_oss.py", decoder=dict(head_dim=64, n_kv_heads=8, max_pos=131072, bias=True),
+                 counts={"moe_intermediate_size": (("intermediate_size",), 2880),
+                         "n_experts": (("num_local_experts", "num_experts"), 128),
+                         "n_experts_per_token": (("experts_per_token", "num_experts_per_tok"), 4)},
+                 rename={"intermediate_size": "moe_intermediate_size"},
+                 kinds=Kinds(nth="full", rest="sliding", every=2), window=("sliding_window", 128))
+
 # ----- the families whose rules are code ---------------------------------------------------
-
-
-def _mixtral(c: _Cfg) -> dict[str, Any]:
-    """mixtral (`configuration_mixtral.py`): sliding_window defaults to null; every layer is
-    sparse, and `intermediate_size` is the expert width (there is no dense MLP)."""
-    f = _decoder(c, max_pos=4096 * 32)
-    f["moe_intermediate_size"] = f.pop("intermediate_size")
-    f["n_experts"] = c.count("num_local_experts", default=8)
-    f["n_experts_per_token"] = c.count("num_experts_per_tok", default=2)
-    return _set_kinds(c, f, None, c.count("sliding_window"))
 
 
 def _qwen2(c: _Cfg) -> dict[str, Any]:
@@ -216,14 +228,6 @@ def _gpt2(c: _Cfg) -> dict[str, Any]:
                  head_keys=("n_head", "num_attention_heads"), hidden_keys=("n_embd", "hidden_size"))
     f["max_position_embeddings"] = c.count("n_positions", "max_position_embeddings", default=1024)
     return _plain_mlp(c, f, "n_inner")
-
-
-def _gpt_neox(c: _Cfg) -> dict[str, Any]:
-    """gpt_neox (`configuration_gpt_neox.py`): MHA, plain GELU MLP, untied, QKV bias (default
-    true), 2048 context."""
-    f = _decoder(c, max_pos=2048, bias=True)
-    f["mlp_kind"] = "plain"
-    return _set_kinds(c, f, None, None)
 
 
 def _gpt_bigcode(c: _Cfg) -> dict[str, Any]:
@@ -355,18 +359,6 @@ def _deepseek(c: _Cfg) -> dict[str, Any]:
     if freq > 1:
         f["moe_layer_period"] = freq
     return _set_kinds(c, f, None, None)
-
-
-def _gpt_oss(c: _Cfg) -> dict[str, Any]:
-    """gpt_oss (`configuration_gpt_oss.py`): layer_types, else layer i slides when i % 2 == 0;
-    window 128, 8 KV heads x 64 by default; every layer sparse: num_local_experts of
-    intermediate_size (2880), experts_per_token / num_experts_per_tok (4); QKV bias; untied."""
-    f = _decoder(c, head_dim=64, n_kv_heads=8, max_pos=131072, bias=True)
-    f["moe_intermediate_size"] = f.pop("intermediate_size") or 2880
-    f["n_experts"] = c.count("num_local_experts", "num_experts", default=128)
-    f["n_experts_per_token"] = c.count("experts_per_token", "num_experts_per_tok", default=4)
-    kinds = _every_nth(c, f["n_layers"], "full", "sliding")
-    return _set_kinds(c, f, kinds, c.int_or_null("sliding_window", 128))
 
 
 def _offset_below_period(c: _Cfg, key: str, period: int, offset: int, what: str) -> None:
@@ -667,7 +659,7 @@ def _falcon_h1(c: _Cfg) -> dict[str, Any]:
 FAMILIES: dict[str, Family | Callable[[_Cfg], dict[str, Any]]] = {
     "llama": LLAMA,
     "mistral": MISTRAL,
-    "mixtral": _mixtral,
+    "mixtral": MIXTRAL,
     "phi3": PHI3,
     "qwen2": _qwen2,
     "qwen2_moe": _qwen2_moe,
@@ -682,7 +674,7 @@ FAMILIES: dict[str, Family | Callable[[_Cfg], dict[str, Any]]] = {
     "RefinedWeb": _falcon,
     "RefinedWebModel": _falcon,
     "gpt2": _gpt2,
-    "gpt_neox": _gpt_neox,
+    "gpt_neox": GPT_NEOX,
     "gpt_bigcode": _gpt_bigcode,
     "chatglm": _chatglm,
     "mpt": _mpt,
@@ -690,7 +682,7 @@ FAMILIES: dict[str, Family | Callable[[_Cfg], dict[str, Any]]] = {
     "deepseek_v2": _deepseek,
     "deepseek_v3": _deepseek,
     "kimi_k2": _deepseek,
-    "gpt_oss": _gpt_oss,
+    "gpt_oss": GPT_OSS,
     "jamba": _jamba,
     "starcoder2": STARCODER2,
     "olmo2": OLMO2,
