@@ -379,3 +379,21 @@ def test_checkpoint_projection_width_disagreeing_with_config_refused(tmp_path):
     with pytest.raises(ConfigError, match="layer 1: the checkpoint's model.layers.1.self_attn.v_proj.weight is 64 wide "
                                           "\\(64 x 64\\), but config.json gives 32 \\(n_kv_heads x v_head_dim\\)"):
         load_model(folder)
+
+
+def test_mimo_v2_flash_parameters_match_the_published_count():
+    # XiaomiMiMo/MiMo-V2-Flash README: "309B total parameters and 15B active parameters". kvcalc: 48
+    # layers (9 full: 4 KV heads; 39 SWA: 8 KV heads, K 192, V 128, and 64 sink logits each), layer 0
+    # dense (16,384), 47 layers of 256 experts of 2,048 (8 active), untied 152,576 x 4,096 embeddings
+    from kvcalc.calc.weights import layer_params, param_counts
+
+    spec = load_model("mimo-v2-flash")
+    total, active = param_counts(spec)
+    assert (total, active) == (308_778_768_832, 15_445_924_288)
+    assert (round(total / 1e9), round(active / 1e9)) == (309, 15)
+    # the sinks are weights: layer 1 (SWA) has 64 values more than its norms (2 x 4,096) and router
+    # (4,096 x 256); layer 5 (full) none: q 4,096 x 64 x 192 + k 4,096 x 4 x 192 + v 4,096 x 4 x 128
+    # + o 64 x 128 x 4,096 = 50,331,648 + 3,145,728 + 2,097,152 + 33,554,432 = 89,128,960 of attention
+    assert layer_params(spec, 1).other == 2 * 4_096 + 4_096 * 256 + 64
+    assert layer_params(spec, 0).other == 2 * 4_096
+    assert layer_params(spec, 5).linear == 89_128_960
