@@ -409,7 +409,9 @@ class Planner:
         dec = self.decode(seq_len, batch)
         pre = self.prefill(seq_len)
         max_t, capped = self.max_seq_len(batch)
+        fits = used <= self.budget
         tpot = dec.step_time_s
+        sp = lay.speed
         return ServingEstimate(
             gpu=self.gpu.key, gpu_count=lay.tp * lay.pp * lay.dp, weight_dtype=self.weight_dtype,
             n_params=self.n_params, n_active_params=self.n_active_params, weights_source=self.weights_source,
@@ -418,13 +420,16 @@ class Planner:
             activation_reserve_bytes=self.act_bytes, cuda_context_bytes=lay.cuda_context_bytes,
             memory_bytes_per_gpu=used, gpu_memory_bytes=self.gpu.memory_bytes,
             gpu_memory_utilization=lay.gpu_memory_utilization, budget_bytes_per_gpu=self.budget,
-            headroom_bytes=self.budget - used, fits=used <= self.budget,
+            headroom_bytes=self.budget - used, fits=fits,
             max_batch=self.max_batch(seq_len), max_seq_len=max_t, max_seq_len_capped=capped,
-            bw_efficiency=lay.bw_efficiency, flops_efficiency=lay.flops_efficiency,
+            bw_efficiency=sp.bw_efficiency if sp else lay.bw_efficiency,
+            flops_efficiency=sp.flops_efficiency if sp else lay.flops_efficiency,
             decode_bytes_read_per_step=dec.bytes_read, decode_flops_per_step=dec.flops,
             decode_bound=dec.bound, decode_allreduce_s=dec.comm_time_s,
-            tpot_s=tpot, tokens_per_s_per_seq=1 / tpot, tokens_per_s=batch * lay.dp / tpot,
-            ttft_s=pre.step_time_s, prefill_bound=pre.bound)
+            tpot_s=tpot if fits else None, tokens_per_s_per_seq=1 / tpot if fits else None,
+            tokens_per_s=batch * lay.dp / tpot if fits else None,
+            ttft_s=pre.step_time_s, prefill_bound=pre.bound,
+            speed_model=sp.describe(self.weight_bits) if sp else "roofline", decode_floor_s=dec.floor_s)
 
 
 def _head_read_bytes(model: ModelSpec, wb: object, wf: StorageFormat, weight_dtype: str | None, tp: int) -> int:

@@ -152,9 +152,14 @@ def serving_table(r: Any, gpu: Any, est: Any, *, width: int | None = None):
     rows.append(("max context", f"{r.max_seq_len:,} tokens at batch {est.batch}{cap}", None))
     rows.append(("decode step", f"reads {size(r.decode_bytes_read_per_step)}, {r.decode_flops_per_step:,} FLOPs: "
                  f"{r.decode_bound}-bound (bw eff {r.bw_efficiency:g}, FLOPs eff {r.flops_efficiency:g})"
+                 + (f", floor {seconds(r.decode_floor_s)}" if r.decode_floor_s else "")
                  + (f", all-reduce {seconds(r.decode_allreduce_s)}" if r.decode_allreduce_s else ""), None))
-    rows.append(("TPOT", seconds(r.tpot_s), None))
-    rows.append(("tokens/s", f"{r.tokens_per_s_per_seq:,.1f} per sequence, {r.tokens_per_s:,.1f} in total", None))
+    rows.append(("speed model", r.speed_model, None))
+    if r.tpot_s is None:
+        rows.append(("TPOT", "none: the batch does not fit", None))
+    else:
+        rows.append(("TPOT", f"{seconds(r.tpot_s)} (modelled)", None))
+        rows.append(("tokens/s", f"{r.tokens_per_s_per_seq:,.1f} per sequence, {r.tokens_per_s:,.1f} in total", None))
     rows.append(("TTFT", f"{seconds(r.ttft_s)} for a {est.seq_len:,}-token prompt ({r.prefill_bound}-bound)", None))
     return pairs_table(f"On {r.gpu_count} x {gpu.name} ({r.gpu})", rows, width=width)
 
@@ -457,3 +462,33 @@ def compare_models_table(rows: Sequence[Any], title: str) -> WideOrRecords:
                    + (f" ({STATE_UNKNOWN}: the config gives no state shape; KV cache only)"
                       if any(r.state_bytes is None for r in rows) else ""))
     return WideOrRecords(title, headers, cells, right=headers[2:], caption=caption)
+
+
+def request_table(r: Any, *, width: int | None = None):
+    """The rich table of a `RequestEstimate` (whole requests): every figure a model."""
+    rows: list[tuple[str, Cell, str | None]] = [("speed model", r.speed_model, None)]
+    if not r.fits:
+        rows.append(("figures", f"none: {r.batch:,} x {r.input_len + r.output_len:,} tokens do not fit", None))
+        return pairs_table(_request_title(r), rows, width=width)
+    rows += [("TTFT", f"{seconds(r.ttft_s)} (one request)", None),
+             ("TPOT", f"{seconds(r.tpot_s)} at {r.input_len + r.output_len // 2:,} tokens cached", None),
+             ("end to end", seconds(r.e2e_s), None),
+             ("per user", f"{r.tokens_per_s_per_user:,.1f} tokens/s", None),
+             (f"static batch {r.batch:,}", f"{r.static_tokens_per_s:,.1f} tokens/s, "
+                                           f"{r.static_tokens_per_s_per_gpu:,.1f} per GPU", None),
+             (f"static batch {r.batch:,} E2E", f"{seconds(r.static_e2e_s)} (TTFT {seconds(r.static_ttft_s)})", None)]
+    if r.request_rate is not None:
+        label = f"at {r.request_rate:g} req/s"
+        if not r.rate_sustainable:
+            rows.append((label, "no steady state: the queue grows (or the concurrency does not fit)", None))
+        else:
+            rows += [(label, f"{r.rate_concurrency:,.1f} requests in flight (Little's law), "
+                             f"{r.rate_kv_tokens:,.0f} KV tokens on average", None),
+                     (f"{label} TPOT", f"{seconds(r.rate_tpot_s)}, E2E {seconds(r.rate_e2e_s)}", None),
+                     (f"{label} tokens/s", f"{r.rate_tokens_per_s:,.1f}, {r.rate_tokens_per_s_per_gpu:,.1f} per GPU",
+                      None)]
+    return pairs_table(_request_title(r), rows, width=width)
+
+
+def _request_title(r: Any) -> str:
+    return f"Requests of {r.input_len:,} in + {r.output_len:,} out tokens on {r.gpu_count} GPU(s) (a model)"

@@ -45,11 +45,15 @@ class ServingEstimate(_Frozen):
     decode_flops_per_step: int
     decode_bound: Literal["memory", "compute"]
     decode_allreduce_s: float
-    tpot_s: float
-    tokens_per_s_per_seq: float
-    tokens_per_s: float
+    #: None when the batch does not fit: no speed is promised for a layout that cannot run
+    tpot_s: float | None
+    tokens_per_s_per_seq: float | None
+    tokens_per_s: float | None
     ttft_s: float
     prefill_bound: Literal["memory", "compute"]
+    #: the speed model's terms in words (`calc.speed.SpeedTerms.describe`): every speed figure is a model
+    speed_model: str = "roofline"
+    decode_floor_s: float = 0.0
 
 class FitHint(_Frozen):
     """Beside `kvcalc estimate --gpu G` when the layout does not fit: the smallest count of G
@@ -58,3 +62,47 @@ class FitHint(_Frozen):
     smallest_fitting_count: int | None
     smallest_fitting_layout: str | None
     smallest_fitting_limit: int
+
+
+class RequestEstimate(_Frozen):
+    """Whole requests of `input_len` / `output_len` tokens (`calc.request_speed`), beside
+    `ServingEstimate`: one request alone (TTFT, TPOT at the mean context, end to end), a static
+    batch of `batch` per replica, and continuous batching at `request_rate` requests/s (Little's
+    law). Seconds and tokens/s; per GPU divides by all `gpu_count` GPUs. Every figure is None when
+    `batch` sequences of input_len + output_len tokens do not fit; the `rate_*` figures are None
+    without a rate or when the rate has no steady state (`rate_sustainable` False)."""
+
+    input_len: int
+    output_len: int
+    batch: int
+    gpu_count: int
+    fits: bool
+    speed_model: str
+    ttft_s: float | None = None
+    tpot_s: float | None = None
+    e2e_s: float | None = None
+    static_ttft_s: float | None = None
+    static_tpot_s: float | None = None
+    static_e2e_s: float | None = None
+    static_tokens_per_s: float | None = None
+    static_tokens_per_s_per_gpu: float | None = None
+    tokens_per_s_per_user: float | None = None
+    request_rate: float | None = None
+    rate_sustainable: bool | None = None
+    rate_concurrency: float | None = None
+    rate_kv_tokens: float | None = None
+    rate_e2e_s: float | None = None
+    rate_tpot_s: float | None = None
+    rate_tokens_per_s: float | None = None
+    rate_tokens_per_s_per_gpu: float | None = None
+
+    @classmethod
+    def build(cls, rs: object, **kw: object) -> RequestEstimate:
+        """From a `calc.request_speed.RequestSpeed` (None: the batch does not fit) and the
+        request's own fields."""
+        if rs is None:
+            return cls(**kw)  # type: ignore[arg-type]
+        import dataclasses
+
+        fields = {f.name: getattr(rs, f.name) for f in dataclasses.fields(rs)}  # type: ignore[arg-type]
+        return cls(**(fields | kw))  # type: ignore[arg-type]
