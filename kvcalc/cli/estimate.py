@@ -9,7 +9,7 @@ from typing import Annotated, Any, Callable, Optional
 import typer
 
 from kvcalc.cli.options import (RevisionOpt, BatchOpt, FormatOpt, GpuPlanOptions, KvFormatOptions, LayoutOptions, ModelArg,
-                                SeqLenOpt, SglangFlags, VllmFlags, check_positive, engine_options, only,
+                                OptionGroup, SeqLenOpt, SglangFlags, VllmFlags, check_positive, engine_options, only,
                                 option_groups, refuse_other_engines, with_help)
 from kvcalc.cli.output import check_format, emit, emit_parts, handle_errors, show_result
 from kvcalc.errors import KvcalcError
@@ -21,6 +21,15 @@ InputLenOpt = Annotated[Optional[int], typer.Option("--input-len", help="Prompt 
 OutputLenOpt = Annotated[Optional[int], typer.Option("--output-len", help="Generated tokens per request (with --input-len).")]
 RequestRateOpt = Annotated[Optional[float], typer.Option("--request-rate", help="Requests/s arriving at the layout: continuous batching by Little's law (with --input-len / --output-len).")]
 CalibrationOpt = Annotated[Optional[str], typer.Option("--calibration", help="A calibration file from `kvcalc measure --calibrate`: its measured floor, bandwidth, FLOP/s and all-reduce latency replace the speed table's (needs --gpu).")]
+
+
+class RequestOptions(OptionGroup):
+    """Whole requests and calibration: --input-len, --output-len, --request-rate, --calibration."""
+
+    input_len: InputLenOpt = None
+    output_len: OutputLenOpt = None
+    request_rate: RequestRateOpt = None
+    calibration: CalibrationOpt = None
 
 
 def whole_request_options(gpu: str | None, input_len: int | None, output_len: int | None,
@@ -67,10 +76,7 @@ def estimate(
     vllm: Annotated[VllmFlags, only("block_size", block_size="vLLM tokens per block (--engine vllm).")] = VllmFlags(),
     sglang: Annotated[SglangFlags, only("page_size", page_size="SGLang tokens per page (--engine sglang).")] = SglangFlags(),
     gpu: GpuPlanOptions = GpuPlanOptions(),
-    input_len: InputLenOpt = None,
-    output_len: OutputLenOpt = None,
-    request_rate: RequestRateOpt = None,
-    calibration: CalibrationOpt = None,
+    whole: RequestOptions = RequestOptions(),
     revision: RevisionOpt = None,
     fmt: FormatOpt = "table",
 ) -> None:
@@ -83,6 +89,7 @@ def estimate(
     spec = load_model(model, revision)
     gpu.refuse_without_gpu(ctx)  # GPU-only options without --gpu are refused, never ignored
     tp, pp, dp = layout.resolve()  # count = tp x pp x dp; alone it sets tp
+    input_len, output_len, request_rate = whole.input_len, whole.output_len, whole.request_rate
     if seq_len is None and input_len is not None and output_len is not None:
         seq_len = str(input_len + output_len)  # the memory plan holds the whole request
     lengths = resolve_seq_lens(spec, seq_len)
@@ -91,7 +98,7 @@ def estimate(
         refuse_other_engines(ctx, engine_name)
         return estimate_lengths(spec, lengths, fmt, batch=batch, **kv.asdict(), tp=tp, pp=pp, dp=dp,
                                 gpu=gpu.gpu, engine=engine_name)
-    cal = whole_request_options(gpu.gpu, input_len, output_len, request_rate, calibration)
+    cal = whole_request_options(gpu.gpu, input_len, output_len, request_rate, whole.calibration)
     req = EstimateRequest.build(spec, seq_len=lengths[0], batch=batch, **kv.asdict(), tp=tp, pp=pp,
                                 dp=dp, gpu=gpu.gpu, layout=gpu.layout() if gpu.gpu is not None else None,
                                 engine=engine_name, engine_options=engine_options(engine_name, (vllm, sglang), gpu=gpu.gpu),
