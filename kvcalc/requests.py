@@ -500,13 +500,16 @@ class PlanRequest(NamedTuple):
               kv_dtypes: Any = None, weight_dtypes: Any = None, max_tpot_ms: float | None = None,
               min_tokens_per_s: float | None = None, max_ttft_s: float | None = None,
               prices: Any = None, knobs: Any = None, top: int | None = None, why_not: int | None = None,
-              gpus_per_node: int | None = None, engine_options: Any = None) -> PlanRequest:
+              gpus_per_node: int | None = None, engine_options: Any = None, calibration: Any = None) -> PlanRequest:
         """Check and resolve: the context (default the model's), positive counts and targets,
         the GPUs (a comma list or list of names / GPU files, `a+b` a fixed set of devices in one
         machine, None or 'all' every row of the table), the formats (comma lists; None: the
         engine's defaults, `EngineProfile.plan_formats`), `prices` (a mapping or a price file),
         `engine_options` (the engine's options object, e.g. `VllmOptions(version='0.11')`; None:
         its defaults; each GPU's compute capability and vendor replace the options' own).
+        `calibration` (a `calc.speed.Calibration`): the layouts are timed with the speed model's
+        terms for the engine (its measured figures on its own GPU, the table's on the others);
+        without it, on the bare roofline of `knobs` as before.
         Each format is tried on the engine's launch line first, so a format the engine lacks is
         refused before the search. The engine's own KV arithmetic per GPU
         (`EngineProfile.plan_engine_kv`: vLLM's blocks) sizes each layout where it has one.
@@ -578,8 +581,24 @@ class PlanRequest(NamedTuple):
             model=model, seq_len=T, concurrency=concurrency, gpus=tuple(choices), kv_dtypes=kvs, weight_dtypes=ws,
             fp8_only=fp8_only, gate_kv=not _names(kv_dtypes, "--kv-dtype"), gate_weights=not _names(weight_dtypes, "--weight-dtype"), targets=P.PlanTargets(max_tpot_ms, min_tokens_per_s, max_ttft_s), knobs=knobs,
             max_gpus=max_gpus, gpus_per_node=node, layer_split=prof.plan_layer_split, prices=prices or {},
-            top=top, why_not=why_not, engine=prof.name, launch=launch, engine_kv=prof.plan_engine_kv(model, opts))
+            top=top, why_not=why_not, engine=prof.name, launch=launch, engine_kv=prof.plan_engine_kv(model, opts),
+            speed=None if calibration is None else _plan_speed(prof.name, knobs, calibration))
         return cls(search=search, engine=prof.name)
+
+
+def _plan_speed(engine: str, knobs: Any, calibration: Any) -> Any:
+    """speed(gpu, tp) -> `SpeedTerms` for `calc.plan.PlanSearch.speed`, cached: the calibration
+    on the GPU it was measured on, the speed table on the others."""
+    cache: dict[tuple[str, int], Any] = {}
+
+    def speed(gpu: Any, tp: int) -> Any:
+        key = (gpu.key, tp)
+        if key not in cache:
+            cal = calibration if calibration.gpu == gpu.key else None
+            cache[key] = speed_terms(gpu, engine, tp, knobs, cal)
+        return cache[key]
+
+    return speed
 
 
 def refuse_engine_model(prof: Any, model: Any) -> None:

@@ -251,13 +251,17 @@ class Planner:
         self.att_groups = tuple((w, d, p_) for w, (d, p_) in att.items())
         self.hidden = model.hidden_size or model.n_heads * model.resolved_head_dim
 
-    def variant(self, *, gpu: GpuSpec | None = None, dp: int | None = None) -> Planner:
+    def variant(self, *, gpu: GpuSpec | None = None, dp: int | None = None,
+                speed: speed_terms.SpeedTerms | None = None) -> Planner:
         """This plan on another GPU and / or with another number of replicas, without redoing
         what depends on neither (weights, KV profile, FLOPs): only the budget and the peak
-        FLOP/s follow the GPU. What a search over GPUs and counts reuses (`calc.plan`)."""
+        FLOP/s follow the GPU, and `speed` (the speed terms on that GPU) when given. What a
+        search over GPUs and counts reuses (`calc.plan`)."""
         new = copy.copy(self)
         if dp is not None:
             new.layout = dataclasses.replace(self.layout, dp=dp)
+        if speed is not None:
+            new.layout = dataclasses.replace(new.layout, speed=speed)
         if gpu is not None:
             new.gpu = gpu
             new.budget = budget_bytes(gpu.memory_bytes, self.layout.gpu_memory_utilization)

@@ -91,8 +91,10 @@ def load_calibration(path: str | Path) -> Calibration:
         v = data.get(k)
         if v is None:
             continue
-        if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 < v < float("inf"):
-            raise ConfigError(f"{k} must be a number > 0, got {v!r}", path=str(p), field=k, line=lines.get(k))
+        low = 0 if k == "step_floor_s" else 1e-300  # a floor may be 0; a rate may not
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not low <= v < float("inf"):
+            raise ConfigError(f"{k} must be a number {'>=' if low == 0 else '>'} 0, got {v!r}", path=str(p), field=k,
+                              line=lines.get(k))
         out[k] = float(v)
     tp = data.get("allreduce_tp")
     if tp is not None and (isinstance(tp, bool) or not isinstance(tp, int) or tp < 2):

@@ -164,7 +164,8 @@ def serving_table(r: Any, gpu: Any, est: Any, *, width: int | None = None):
     return pairs_table(f"On {r.gpu_count} x {gpu.name} ({r.gpu})", rows, width=width)
 
 
-def sweep_table(rows: list[dict[str, Any]], title: str, with_gpu: bool, *, width: int | None = None):
+def sweep_table(rows: list[dict[str, Any]], title: str, with_gpu: bool, *, width: int | None = None,
+                speed_note: str | None = None):
     """The rich table of `kvcalc sweep`: one row per (seq_len, batch); memory columns in GiB
     (2^30 B) per GPU. Split over two tables (each led by seq_len and batch) when too wide."""
     from rich.text import Text
@@ -180,9 +181,11 @@ def sweep_table(rows: list[dict[str, Any]], title: str, with_gpu: bool, *, width
         if with_gpu:
             row += [f"{r['budget_bytes_per_gpu'] / 2**30:,.2f}",
                     Text("yes", style="green") if r["fits"] else Text("no", style="red"),
-                    figure(r['tpot_s'] * 1e3, 2), f"{r['tokens_per_s']:,.0f}"]
+                    "-" if r["tpot_s"] is None else figure(r['tpot_s'] * 1e3, 2),
+                    "-" if r["tokens_per_s"] is None else f"{r['tokens_per_s']:,.0f}"]
         cells.append(row)
-    return grid(cols, cells, width=width, title=title, caption="memory columns: GiB (2^30 B) per GPU", keys=2)
+    caption = "memory columns: GiB (2^30 B) per GPU" + (f"; {speed_note}" if speed_note else "")
+    return grid(cols, cells, width=width, title=title, caption=caption, keys=2)
 
 
 def check_table(rows: list[Any], *, width: int | None = None):
@@ -356,7 +359,8 @@ def plan_table(res: Any, *, width: int | None = None):
                     "-" if r.dollars_per_million_tokens is None else f"{r.dollars_per_million_tokens:,.2f}"]
         cells.append(row)
     return grid(cols, cells, width=width, title=plan_title(res),
-                caption=f"GiB = 2^30 B per GPU; TPOT and tokens/s with every sequence at {res.seq_len:,} tokens")
+                caption=f"GiB = 2^30 B per GPU; TPOT and tokens/s with every sequence at {res.seq_len:,} tokens"
+                        + _plan_speed_note(res))
 
 
 def plan_markdown(res: Any) -> str:
@@ -492,3 +496,25 @@ def request_table(r: Any, *, width: int | None = None):
 
 def _request_title(r: Any) -> str:
     return f"Requests of {r.input_len:,} in + {r.output_len:,} out tokens on {r.gpu_count} GPU(s) (a model)"
+
+
+def calibration_table(c: Any, gpu: Any, device: str, path: str, *, width: int | None = None):
+    """The rich table of `kvcalc measure --calibrate`: each measured figure beside the GPU
+    table's peak (bandwidth, bf16 FLOP/s)."""
+    rows: list[tuple[str, Cell, str | None]] = [
+        ("device", device, None),
+        ("per-step floor", seconds(c.step_floor_s) if c.step_floor_s is not None else "not measured", None),
+        ("read bandwidth", f"{c.read_bytes_per_s / 1e9:,.1f} GB/s = {c.read_bytes_per_s / gpu.hbm_bytes_per_s:.2f} "
+                           f"x the table's {gpu.hbm_bytes_per_s / 1e9:,.0f} GB/s", None),
+        ("dense FLOP/s", f"{c.flops_per_s / 1e12:,.2f} TFLOP/s = {c.flops_per_s / gpu.bf16_flops_per_s:.2f} x "
+                         f"the table's bf16 {gpu.bf16_flops_per_s / 1e12:,.1f}", None),
+        ("all-reduce", (f"{seconds(c.allreduce_latency_s)} per call at tp {c.allreduce_tp}"
+                        if c.allreduce_latency_s is not None else "not measured (one device visible)"), None),
+        ("written to", f"{path} (use: --calibration {path})", None)]
+    return pairs_table(f"Calibration of {gpu.key} (GB = 1e9 B)", rows, width=width)
+
+
+def _plan_speed_note(res: Any) -> str:
+    """'; modelled: <terms>' for the top layout when the plan used the speed model (--calibration)."""
+    models = [r.speed_model for r in res.layouts if r.speed_model != "roofline"]
+    return f"; modelled (top layout): {models[0]}" if models else ""
