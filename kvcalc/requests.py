@@ -273,10 +273,7 @@ def request_result(planner: Any, req: EstimateRequest) -> Any:
     B, I, O = req.workload.batch, req.input_len, req.output_len
     fits = planner.headroom_bytes(I + O, B) >= 0
     rs = request_speed(planner, I, O, B, req.request_rate) if fits else None
-    return RequestEstimate.build(rs, input_len=I, output_len=O, batch=B, fits=fits,
-                                 gpu_count=planner.layout.tp * planner.layout.pp * planner.layout.dp,
-                                 request_rate=req.request_rate,
-                                 speed_model=planner.layout.speed.describe(planner.weight_bits))
+    return RequestEstimate.build(rs, input_len=I, output_len=O, batch=B, fits=fits, request_rate=req.request_rate)
 
 
 def run_estimate(req: EstimateRequest) -> EstimateResult:

@@ -140,7 +140,7 @@ def estimate_parts(res: Any) -> list[tuple[Any, Callable[[], Any]]]:
     if res.serving is not None:
         parts.append((res.serving, lambda: tables.serving_table(res.serving, res.gpu, res.kv)))
     if res.request is not None:
-        parts.append((res.request, lambda: tables.request_table(res.request)))
+        parts.append((res.request, lambda: tables.request_table(res.request, res.serving)))
     if res.fit_hint is not None:
         parts.append((res.fit_hint, lambda: tables.fit_hint_line(res.fit_hint, res.kv)))
     if res.engine is not None:

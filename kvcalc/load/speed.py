@@ -91,6 +91,11 @@ def load_calibration(path: str | Path) -> Calibration:
         v = data.get(k)
         if v is None:
             continue
+        if isinstance(v, str):  # YAML 1.1 reads 2.9e12 (no "+" after the e) as text: take it as the number
+            try:
+                v = float(v)
+            except ValueError:
+                pass
         low = 0 if k == "step_floor_s" else 1e-300  # a floor may be 0; a rate may not
         if isinstance(v, bool) or not isinstance(v, (int, float)) or not low <= v < float("inf"):
             raise ConfigError(f"{k} must be a number {'>=' if low == 0 else '>'} 0, got {v!r}", path=str(p), field=k,

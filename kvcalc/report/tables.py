@@ -468,19 +468,24 @@ def compare_models_table(rows: Sequence[Any], title: str) -> WideOrRecords:
     return WideOrRecords(title, headers, cells, right=headers[2:], caption=caption)
 
 
-def request_table(r: Any, *, width: int | None = None):
-    """The rich table of a `RequestEstimate` (whole requests): every figure a model."""
-    rows: list[tuple[str, Cell, str | None]] = [("speed model", r.speed_model, None)]
-    if not r.fits:
-        rows.append(("figures", f"none: {r.batch:,} x {r.input_len + r.output_len:,} tokens do not fit", None))
-        return pairs_table(_request_title(r), rows, width=width)
-    rows += [("TTFT", f"{seconds(r.ttft_s)} (one request)", None),
-             ("TPOT", f"{seconds(r.tpot_s)} at {r.input_len + r.output_len // 2:,} tokens cached", None),
-             ("end to end", seconds(r.e2e_s), None),
+def request_table(r: Any, serving: Any, *, width: int | None = None):
+    """The rich table of a `RequestEstimate` (whole requests) on the layout of `serving` (a
+    `ServingEstimate`: its GPU count and speed model): every figure a model."""
+    title = (f"Requests of {r.input_len:,} in + {r.output_len:,} out tokens on {serving.gpu_count} GPU"
+             f"{'s' if serving.gpu_count > 1 else ''} (modelled)")
+    rows: list[tuple[str, Cell, str | None]] = [("speed model", serving.speed_model, None)]
+    if not r.request_fits:
+        rows.append(("figures", f"none: {r.static_batch:,} x {r.input_len + r.output_len:,} tokens do not fit",
+                     None))
+        return pairs_table(title, rows, width=width)
+    rows += [("TTFT", f"{seconds(r.request_ttft_s)} (one request)", None),
+             ("TPOT", f"{seconds(r.request_tpot_s)} at {r.input_len + r.output_len // 2:,} tokens cached", None),
+             ("end to end", seconds(r.request_e2e_s), None),
              ("per user", f"{r.tokens_per_s_per_user:,.1f} tokens/s", None),
-             (f"static batch {r.batch:,}", f"{r.static_tokens_per_s:,.1f} tokens/s, "
-                                           f"{r.static_tokens_per_s_per_gpu:,.1f} per GPU", None),
-             (f"static batch {r.batch:,} E2E", f"{seconds(r.static_e2e_s)} (TTFT {seconds(r.static_ttft_s)})", None)]
+             (f"static batch {r.static_batch:,}", f"{r.static_tokens_per_s:,.1f} tokens/s, "
+                                                  f"{r.static_tokens_per_s_per_gpu:,.1f} per GPU", None),
+             (f"static batch {r.static_batch:,} E2E", f"{seconds(r.static_e2e_s)} (TTFT {seconds(r.static_ttft_s)})",
+              None)]
     if r.request_rate is not None:
         label = f"at {r.request_rate:g} req/s"
         if not r.rate_sustainable:
@@ -491,11 +496,7 @@ def request_table(r: Any, *, width: int | None = None):
                      (f"{label} TPOT", f"{seconds(r.rate_tpot_s)}, E2E {seconds(r.rate_e2e_s)}", None),
                      (f"{label} tokens/s", f"{r.rate_tokens_per_s:,.1f}, {r.rate_tokens_per_s_per_gpu:,.1f} per GPU",
                       None)]
-    return pairs_table(_request_title(r), rows, width=width)
-
-
-def _request_title(r: Any) -> str:
-    return f"Requests of {r.input_len:,} in + {r.output_len:,} out tokens on {r.gpu_count} GPU(s) (a model)"
+    return pairs_table(title, rows, width=width)
 
 
 def calibration_table(c: Any, gpu: Any, device: str, path: str, *, width: int | None = None):

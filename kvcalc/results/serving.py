@@ -4,7 +4,7 @@ Frozen pydantic models, `extra="forbid"`: their JSON keys are a public contract.
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import ClassVar, Literal
 
 from kvcalc.schema import _Frozen  # frozen, extra="forbid": the one base of every model
 
@@ -66,21 +66,21 @@ class FitHint(_Frozen):
 
 class RequestEstimate(_Frozen):
     """Whole requests of `input_len` / `output_len` tokens (`calc.request_speed`), beside
-    `ServingEstimate`: one request alone (TTFT, TPOT at the mean context, end to end), a static
-    batch of `batch` per replica, and continuous batching at `request_rate` requests/s (Little's
-    law). Seconds and tokens/s; per GPU divides by all `gpu_count` GPUs. Every figure is None when
-    `batch` sequences of input_len + output_len tokens do not fit; the `rate_*` figures are None
-    without a rate or when the rate has no steady state (`rate_sustainable` False)."""
+    `ServingEstimate` (its keys sit beside the serving keys, so none repeats one: the layout's
+    `gpu_count` and `speed_model` are the serving part's): one request alone (TTFT, TPOT at the
+    mean context, end to end), a static batch of `static_batch` per replica, and continuous
+    batching at `request_rate` requests/s (Little's law). Seconds and tokens/s; per GPU divides
+    by all the layout's GPUs. Every figure is None when `static_batch` sequences of input_len +
+    output_len tokens do not fit (`request_fits` False); the `rate_*` figures are None without a
+    rate or when the rate has no steady state (`rate_sustainable` False)."""
 
     input_len: int
     output_len: int
-    batch: int
-    gpu_count: int
-    fits: bool
-    speed_model: str
-    ttft_s: float | None = None
-    tpot_s: float | None = None
-    e2e_s: float | None = None
+    static_batch: int
+    request_fits: bool
+    request_ttft_s: float | None = None
+    request_tpot_s: float | None = None
+    request_e2e_s: float | None = None
     static_ttft_s: float | None = None
     static_tpot_s: float | None = None
     static_e2e_s: float | None = None
@@ -96,13 +96,19 @@ class RequestEstimate(_Frozen):
     rate_tokens_per_s: float | None = None
     rate_tokens_per_s_per_gpu: float | None = None
 
-    @classmethod
-    def build(cls, rs: object, **kw: object) -> RequestEstimate:
-        """From a `calc.request_speed.RequestSpeed` (None: the batch does not fit) and the
-        request's own fields."""
-        if rs is None:
-            return cls(**kw)  # type: ignore[arg-type]
-        import dataclasses
+    #: `calc.request_speed.RequestSpeed` field -> this model's key
+    RENAMED: ClassVar[dict[str, str]] = {"ttft_s": "request_ttft_s", "tpot_s": "request_tpot_s", "e2e_s": "request_e2e_s",
+                                         "batch": "static_batch"}
 
-        fields = {f.name: getattr(rs, f.name) for f in dataclasses.fields(rs)}  # type: ignore[arg-type]
-        return cls(**(fields | kw))  # type: ignore[arg-type]
+    @classmethod
+    def build(cls, rs: object, *, input_len: int, output_len: int, batch: int, fits: bool,
+              request_rate: float | None) -> RequestEstimate:
+        """From a `calc.request_speed.RequestSpeed` (None: the batch does not fit)."""
+        kw: dict[str, object] = dict(input_len=input_len, output_len=output_len, static_batch=batch,
+                                     request_fits=fits, request_rate=request_rate)
+        if rs is not None:
+            import dataclasses
+
+            for f in dataclasses.fields(rs):  # type: ignore[arg-type]
+                kw[cls.RENAMED.get(f.name, f.name)] = getattr(rs, f.name)
+        return cls(**kw)  # type: ignore[arg-type]

@@ -44,7 +44,8 @@ def test_help_lists_every_option_in_its_place():
     assert long_flags("sweep") == [
         "--seq-len", "--batch", "--gpu", "--count", "--tp", "--pp", "--kv-dtype", "--weight-dtype",
         "--gpu-memory-utilization", "--bw-efficiency", "--flops-efficiency", "--cuda-context",
-        "--activation-reserve", "--plot", "--force", "--beyond-context", "--revision", "--format", "--help"]
+        "--activation-reserve", "--plot", "--force", "--beyond-context", "--engine", "--calibration", "--revision",
+        "--format", "--help"]
     assert long_flags("capacity") == [
         "--kv-memory", "--engine", "--max-model-len", "--concurrency", "--tp", "--pp", "--dp", "--kv-dtype",
         "--k-dtype", "--v-dtype",
