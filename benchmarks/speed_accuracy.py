@@ -142,6 +142,9 @@ def table_lines(cases: list[Case], ratios: list[float], title: str) -> list[str]
     line("all rows", lambda c: True)
     for reg in REGIMES:
         line(f"regime {reg}", lambda c, reg=reg: c.row["regime"] == reg)
+    # issue 21's fourth regime: whole runs (prefill + decode) at the engine's own batch are the
+    # static-batch rows, which the fixture files under batched_decode
+    line("  of which whole runs (static)", lambda c: c.row["method"] == "static")
     for eng in ENGINES:
         line(f"engine {eng}", lambda c, eng=eng: c.row["engine"] == eng)
     for fam in ("apple", "a100", "h100"):
