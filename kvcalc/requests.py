@@ -194,7 +194,7 @@ class EstimateRequest(NamedTuple):
     def build(cls, model: Any, *, seq_len: str | int | None = None, batch: int = 1, kv_dtype: str | None = None,
               k_dtype: str | None = None, v_dtype: str | None = None, quant_group_size: int | None = None,
               scale_dtype: str | None = None, tp: int = 1, pp: int = 1, dp: int = 1, warn: bool = True,
-              **rest: Any) -> EstimateRequest:
+              dp_attention: int = 1, ep: int = 1, dcp: int = 1, **rest: Any) -> EstimateRequest:
         """Check and resolve the values (the context defaults to the model's
         max_position_embeddings, the KV format to the model's dtype), warn for a context beyond
         the model's (unless `warn` is False), and build the `Workload`. `rest`: gpu, layout,
@@ -208,7 +208,10 @@ class EstimateRequest(NamedTuple):
         check_limits([batch], [T])
         if warn:
             warn_beyond_context(model, [T])
-        wl = Workload(seq_len=T, batch=batch, k_dtype=k, v_dtype=v, parallel=Parallelism(tp=tp, pp=pp, dp=dp))
+        check_positive(dp_attention=dp_attention, ep=ep, dcp=dcp)
+        check_gpu_total(tp, pp, dp * dp_attention)
+        wl = Workload(seq_len=T, batch=batch, k_dtype=k, v_dtype=v,
+                      parallel=Parallelism(tp=tp, pp=pp, dp=dp, dp_attention=dp_attention, ep=ep, dcp=dcp))
         kv_given = bool(kv_dtype or k_dtype or v_dtype or quant_group_size or scale_dtype)
         return cls(model=model, workload=wl, kv_given=kv_given, **rest)
 
@@ -291,7 +294,8 @@ def run_estimate(req: EstimateRequest) -> EstimateResult:
         gpu = get_gpu(req.gpu) if isinstance(req.gpu, str) else req.gpu
         par, wl = req.workload.parallel, req.workload
         layout = dataclasses.replace(req.layout if req.layout is not None else Layout(), tp=par.tp, pp=par.pp,
-                                     dp=par.dp, k_dtype=wl.k_dtype, v_dtype=wl.v_dtype)
+                                     dp=par.dp, k_dtype=wl.k_dtype, v_dtype=wl.v_dtype,
+                                     dp_attention=par.dp_attention, ep=par.ep, dcp=par.dcp)
         layout = dataclasses.replace(layout, speed=speed_terms(gpu, req.engine, par.tp, layout, req.calibration))
         planner = Planner(req.model, gpu, layout)
         serving = planner.serving(est.seq_len, est.batch, est.kv_cache_bytes_per_gpu)

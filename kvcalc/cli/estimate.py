@@ -8,7 +8,7 @@ from typing import Annotated, Any, Callable, Optional
 
 import typer
 
-from kvcalc.cli.options import (ModelSourceOptions, BatchOpt, FormatOpt, GpuPlanOptions, KvFormatOptions, LayoutOptions, ModelArg,
+from kvcalc.cli.options import (ModelSourceOptions, MoeLayoutOptions, BatchOpt, FormatOpt, GpuPlanOptions, KvFormatOptions, LayoutOptions, ModelArg,
                                 OptionGroup, SeqLenOpt, SglangFlags, VllmFlags, check_positive, engine_options, only,
                                 option_groups, refuse_other_engines, with_help)
 from kvcalc.cli.output import check_format, emit, emit_parts, handle_errors, show_result
@@ -72,6 +72,7 @@ def estimate(
     batch: BatchOpt = 1,
     kv: KvFormatOptions = KvFormatOptions(),
     layout: LayoutOptions = LayoutOptions(),
+    moe: MoeLayoutOptions = MoeLayoutOptions(),
     engine_name: Annotated[str, typer.Option("--engine", "-e", help="Also show what an engine allocates and logs: ideal (none), vllm, sglang, llamacpp.")] = "ideal",
     vllm: Annotated[VllmFlags, only("block_size", block_size="vLLM tokens per block (--engine vllm).")] = VllmFlags(),
     sglang: Annotated[SglangFlags, only("page_size", page_size="SGLang tokens per page (--engine sglang).")] = SglangFlags(),
@@ -89,6 +90,8 @@ def estimate(
     spec = source.load(model)
     gpu.refuse_without_gpu(ctx)  # GPU-only options without --gpu are refused, never ignored
     tp, pp, dp = layout.resolve()  # count = tp x pp x dp; alone it sets tp
+    par = moe.resolve(spec, tp, dp)  # attention DP / EP / DCP (`calc.parallel`)
+    tp, dp = par.pop("tp"), par.pop("dp")
     input_len, output_len, request_rate = whole.input_len, whole.output_len, whole.request_rate
     if seq_len is None and input_len is not None and output_len is not None:
         seq_len = str(input_len + output_len)  # the memory plan holds the whole request
@@ -100,7 +103,7 @@ def estimate(
                                 gpu=gpu.gpu, engine=engine_name)
     cal = whole_request_options(gpu.gpu, input_len, output_len, request_rate, whole.calibration)
     req = EstimateRequest.build(spec, seq_len=lengths[0], batch=batch, **kv.asdict(), tp=tp, pp=pp,
-                                dp=dp, gpu=gpu.gpu, layout=gpu.layout() if gpu.gpu is not None else None,
+                                dp=dp, **par, gpu=gpu.gpu, layout=gpu.layout() if gpu.gpu is not None else None,
                                 engine=engine_name, engine_options=engine_options(engine_name, (vllm, sglang), gpu=gpu.gpu),
                                 input_len=input_len, output_len=output_len, request_rate=request_rate,
                                 calibration=cal)

@@ -333,6 +333,46 @@ class ModelSourceOptions(OptionGroup):
         return load_model(model, self.revision, trust_plain_decoder=self.trust_plain_decoder)
 
 
+class MoeLayoutOptions(OptionGroup):
+    """Attention data-parallel, expert parallel and decode context parallel inside one engine
+    (`kvcalc.calc.parallel`), under kvcalc's words and the engines' own flags. kvcalc's `--dp`
+    stays whole replicas; `--dp-attention N` is N attention ranks of ONE engine whose MoE layers
+    span them all. vLLM's `--enable-expert-parallel` turns its `--data-parallel-size` (kvcalc's
+    --dp) on an MoE model into that (vLLM 0.33.0 `FusedMoEParallelConfig.make`: EP = tp x dp);
+    SGLang's `--enable-dp-attention` turns its `--dp-size` into that with `--tp-size` the total."""
+
+    dp_attention: Annotated[int, typer.Option("--dp-attention", help="Attention data-parallel ranks inside one engine, each holding its own sequences' KV (an MoE model's experts span them all; vLLM --data-parallel-size with --enable-expert-parallel, SGLang --enable-dp-attention --dp-size). Not --dp: whole replicas.")] = 1
+    ep: Annotated[int, typer.Option("--ep", "--ep-size", "--expert-parallel-size", help="Expert-parallel size: GPUs that divide the routed experts (SGLang --ep-size; vLLM's is tp x dp-attention under --enable-expert-parallel).")] = 1
+    enable_expert_parallel: Annotated[bool, typer.Option("--enable-expert-parallel", "-ep", help="vLLM: expert parallel; an MoE model's --data-parallel-size ranks become attention-DP ranks of one engine, EP = tp x dp.")] = False
+    enable_dp_attention: Annotated[bool, typer.Option("--enable-dp-attention", help="SGLang: --dp-size attention-DP groups inside the engine, --tp-size the engine's total GPUs.")] = False
+    dcp: Annotated[int, typer.Option("--dcp", "--decode-context-parallel-size", "-dcp", help="vLLM decode context parallel: dcp of the tp ranks each hold 1/dcp of every sequence's positions (dcp divides tp).")] = 1
+
+    def resolve(self, model: Any, tp: int, dp: int) -> dict[str, int]:
+        """(tp, dp, dp_attention, ep, dcp) as kvcalc's words, from kvcalc's and the engines' flags;
+        raises `KvcalcError` (the option named) where they disagree."""
+        from kvcalc.errors import KvcalcError
+
+        dpa, ep = self.dp_attention, self.ep
+        moe = bool(getattr(model, "n_experts", None))
+        if self.enable_dp_attention:  # SGLang: --tp-size is the total, --dp-size the attention groups
+            if dpa != 1:
+                raise KvcalcError("--enable-dp-attention takes its groups from --dp-size; drop --dp-attention",
+                                  option="--dp-attention", value=dpa)
+            if tp % dp:
+                raise KvcalcError(f"--enable-dp-attention: --tp-size {tp} must be divisible by --dp-size {dp} "
+                                  f"(SGLang's attention TP is tp / dp)", option="--dp-size", value=dp)
+            tp, dpa, dp = tp // dp, dp, 1
+        if self.enable_expert_parallel:  # vLLM
+            if not moe:
+                raise KvcalcError("--enable-expert-parallel: the model has no routed experts", option="--enable-expert-parallel")
+            if dpa == 1:
+                dpa, dp = dp, 1
+            if ep not in (1, tp * dpa):
+                raise KvcalcError(f"vLLM's EP size is tp x dp = {tp * dpa}; drop --ep", option="--ep", value=ep)
+            ep = tp * dpa
+        return {"tp": tp, "dp": dp, "dp_attention": dpa, "ep": ep, "dcp": self.dcp}
+
+
 class LayoutOptions(OptionGroup):
     """The parallel layout: --tp, --pp, --dp, and --count (= tp x pp x dp)."""
 
