@@ -434,7 +434,9 @@ def plan_kv_memory(model: Any, gpu: Any, layout: Any, seq_len: int | None, concu
     T = resolve_seq_len(model, seq_len)
     B = concurrency or 1
     planner = Planner(model, spec, layout)
-    mem = planner.headroom_bytes(T, B) + planner.kv.per_gpu_bytes(T, B)
+    # `concurrency` is one GPU rank's (vLLM's --max-num-seqs is per attention-DP rank): the
+    # replica holds dp_attention times as many
+    mem = planner.headroom_bytes(T, B * planner.dpa) + planner.kv.per_gpu_bytes(T, B)
     prof = get_profile(engine)
     if mem <= 0:
         raise KvcalcError(f"{prof.name} would fail at start-up on {spec.key}: the plan leaves {mem:,} B for the KV "
