@@ -189,6 +189,8 @@ class EstimateRequest(NamedTuple):
     input_len: int | None = None
     output_len: int | None = None
     request_rate: float | None = None
+    #: speculative decoding (`calc.speculative.SpecDecode`; None: none), sized with --gpu
+    speculative: Any = None
 
     @classmethod
     def build(cls, model: Any, *, seq_len: str | int | None = None, batch: int = 1, kv_dtype: str | None = None,
@@ -234,6 +236,8 @@ class EstimateResult(NamedTuple):
     engine: Any = None
     fit_hint: Any = None
     request: Any = None
+    #: `SpeculativeEstimate` (with --gpu and a speculative config)
+    speculative: Any = None
 
 
 def speed_terms(gpu: Any, engine: str, tp: int, layout: Any = None, calibration: Any = None) -> Any:
@@ -286,7 +290,7 @@ def run_estimate(req: EstimateRequest) -> EstimateResult:
     from kvcalc.engines import canonical
 
     est = kv_cache.estimate(req.model, req.workload)
-    serving = gpu = request = None
+    serving = gpu = request = spec_res = None
     if req.gpu is not None:
         from kvcalc.calc.memory_plan import Layout, Planner
         from kvcalc.load.gpus import get_gpu
@@ -300,6 +304,17 @@ def run_estimate(req: EstimateRequest) -> EstimateResult:
         planner = Planner(req.model, gpu, layout)
         serving = planner.serving(est.seq_len, est.batch, est.kv_cache_bytes_per_gpu)
         request = request_result(planner, req)
+        if req.speculative is not None:
+            import dataclasses as _dc
+
+            from kvcalc.calc import speculative as spec_calc
+            from kvcalc.results import SpeculativeEstimate
+
+            sp = spec_calc.estimate(planner, req.speculative, est.seq_len, est.batch)
+            spec_res = SpeculativeEstimate(**_dc.asdict(sp))
+    elif req.speculative is not None:
+        raise KvcalcError("--speculative-config needs --gpu (the draft's weights and the step times are per GPU)",
+                          option="--speculative-config")
     elif req.input_len is not None or req.output_len is not None:
         raise KvcalcError("--input-len / --output-len need --gpu (a GPU from `kvcalc gpus`)", option="--input-len")
     hint = None
@@ -308,7 +323,8 @@ def run_estimate(req: EstimateRequest) -> EstimateResult:
     engine = None
     if canonical(req.engine) != "ideal":
         engine = engine_for_batch(req, serving)
-    return EstimateResult(kv=est, serving=serving, gpu=gpu, engine=engine, fit_hint=hint, request=request)
+    return EstimateResult(kv=est, serving=serving, gpu=gpu, engine=engine, fit_hint=hint, request=request,
+                          speculative=spec_res)
 
 
 def fit_hint(req: EstimateRequest, gpu: Any, layout: Any, est: Any) -> Any:

@@ -8,6 +8,7 @@ from typing import Annotated, Any, Callable, Optional
 
 import typer
 
+from kvcalc.cli.speculative_options import SpeculativeOptions
 from kvcalc.cli.options import (ModelSourceOptions, MoeLayoutOptions, BatchOpt, FormatOpt, GpuPlanOptions, KvFormatOptions, LayoutOptions, ModelArg,
                                 OptionGroup, SeqLenOpt, SglangFlags, VllmFlags, check_positive, engine_options, only,
                                 option_groups, refuse_other_engines, with_help)
@@ -73,6 +74,7 @@ def estimate(
     kv: KvFormatOptions = KvFormatOptions(),
     layout: LayoutOptions = LayoutOptions(),
     moe: MoeLayoutOptions = MoeLayoutOptions(),
+    speculative: SpeculativeOptions = SpeculativeOptions(),
     engine_name: Annotated[str, typer.Option("--engine", "-e", help="Also show what an engine allocates and logs: ideal (none), vllm, sglang, llamacpp.")] = "ideal",
     vllm: Annotated[VllmFlags, only("block_size", block_size="vLLM tokens per block (--engine vllm).")] = VllmFlags(),
     sglang: Annotated[SglangFlags, only("page_size", page_size="SGLang tokens per page (--engine sglang).")] = SglangFlags(),
@@ -103,7 +105,7 @@ def estimate(
                                 gpu=gpu.gpu, engine=engine_name)
     cal = whole_request_options(gpu.gpu, input_len, output_len, request_rate, whole.calibration)
     req = EstimateRequest.build(spec, seq_len=lengths[0], batch=batch, **kv.asdict(), tp=tp, pp=pp,
-                                dp=dp, **par, gpu=gpu.gpu, layout=gpu.layout() if gpu.gpu is not None else None,
+                                dp=dp, **par, speculative=speculative.resolve(source.load), gpu=gpu.gpu, layout=gpu.layout() if gpu.gpu is not None else None,
                                 engine=engine_name, engine_options=engine_options(engine_name, (vllm, sglang), gpu=gpu.gpu),
                                 input_len=input_len, output_len=output_len, request_rate=request_rate,
                                 calibration=cal)
@@ -144,6 +146,10 @@ def estimate_parts(res: Any) -> list[tuple[Any, Callable[[], Any]]]:
         parts.append((res.serving, lambda: tables.serving_table(res.serving, res.gpu, res.kv)))
     if res.request is not None:
         parts.append((res.request, lambda: tables.request_table(res.request, res.serving)))
+    if res.speculative is not None:
+        from kvcalc.report.speculative import speculative_table
+
+        parts.append((res.speculative, lambda: speculative_table(res.speculative)))
     if res.fit_hint is not None:
         parts.append((res.fit_hint, lambda: tables.fit_hint_line(res.fit_hint, res.kv)))
     if res.engine is not None:

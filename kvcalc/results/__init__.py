@@ -31,6 +31,7 @@ if TYPE_CHECKING:
 WHERE: dict[str, str] = {
     "KindBreakdown": "kv",
     "KvEstimate": "kv",
+    "SpeculativeEstimate": "speculative",
     "CompareRow": "compare",
     "ServingEstimate": "serving",
     "FitHint": "serving",
