@@ -8,8 +8,7 @@ from typing import Annotated, Any, Callable, Optional
 
 import typer
 
-from kvcalc.cli.speculative_options import SpeculativeOptions
-from kvcalc.cli.options import (ModelSourceOptions, MoeLayoutOptions, BatchOpt, FormatOpt, GpuPlanOptions, KvFormatOptions, LayoutOptions, ModelArg,
+from kvcalc.cli.options import (ModelSourceOptions, MoeLayoutOptions, SpeculativeOptions, BatchOpt, FormatOpt, GpuPlanOptions, KvFormatOptions, LayoutOptions, ModelArg,
                                 OptionGroup, SeqLenOpt, SglangFlags, VllmFlags, check_positive, engine_options, only,
                                 option_groups, refuse_other_engines, with_help)
 from kvcalc.cli.output import check_format, emit, emit_parts, handle_errors, show_result
