@@ -49,7 +49,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from kvcalc.calc.weights import WeightBytes, weight_bytes
+from kvcalc.calc.weights import WeightBytes, can_derive, weight_bytes
 from kvcalc.errors import MESSAGE, KvcalcError
 from kvcalc.schema import ModelSpec
 
@@ -130,6 +130,9 @@ def rank_weight_bytes(model: ModelSpec, weight_dtype: str | None, tp: int, dp_at
     base = weight_bytes(model, weight_dtype, tp)
     if dp_attention == 1 and ep == 1:
         return base
+    if model.checkpoint is None and not can_derive(model):
+        raise KvcalcError(f"{model.name}: its weights are a total (n_params), not experts kvcalc can place on "
+                          f"expert-parallel ranks; load the checkpoint's headers", field="ep", value=ep, form=MESSAGE)
     experts = weight_bytes(model, weight_dtype, moe_tp(tp, dp_attention, ep))
     return WeightBytes(
         layer_dense_bytes=base.layer_dense_bytes, layer_expert_bytes=experts.layer_expert_bytes,
