@@ -117,7 +117,7 @@ class KvProfile:
 
     def stage_bytes(self, seq_len: int, batch: int) -> list[int]:
         """KV bytes of each stage on one rank."""
-        T = -(-seq_len // self.dcp)
+        T = parallel.dcp_tokens(seq_len, self.dcp)
         return [batch * sum(b * (T if w is None or T < w else w) for b, w in st) for st in self.stages]
 
     def per_gpu_bytes(self, seq_len: int, batch: int) -> int:

@@ -61,14 +61,17 @@ def test_weights_per_gpu_under_dp8_ep8(v3):
     assert parallel.local_experts(256, 7) == 37
 
 
-@pytest.mark.parametrize("par,batch_per_gpu", [(dict(tp=8), 64), (dict(tp=1, dp_attention=8, ep=8), 8)])
-def test_kv_per_gpu_dp8_vs_tp8(v3, par, batch_per_gpu):
+@pytest.mark.parametrize("par,batch,batch_per_gpu", [
+    (dict(tp=8), 64, 64), (dict(tp=1, dp_attention=8, ep=8), 64, 8),
+    (dict(tp=1, dp_attention=8, ep=8), 65, 9),  # the fullest rank holds ceil(65 / 8)
+])
+def test_kv_per_gpu_dp8_vs_tp8(v3, par, batch, batch_per_gpu):
     """64 sequences of 32,768 tokens, fp8 latent (576 B per token per layer, 61 layers).
     TP 8: MLA has one latent, copied on each of the 8 ranks (vLLM `MLAAttentionSpec` num_kv_heads
     1, `max_tp_shards=1`): 64 x 32,768 x 61 x 576 = 73,685,532,672 B per GPU.
     DP 8 (attention data-parallel): each rank holds its own 64 / 8 = 8 sequences:
     8 x 32,768 x 61 x 576 = 9,210,691,584 B per GPU."""
-    wl = Workload(seq_len=32768, batch=64, **FP8, parallel=Parallelism(**par))
+    wl = Workload(seq_len=32768, batch=batch, **FP8, parallel=Parallelism(**par))
     est = estimate(v3, wl)
     assert est.kv_cache_bytes_per_gpu == batch_per_gpu * 32768 * 61 * 576
     assert est.n_gpus == 8
