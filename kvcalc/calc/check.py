@@ -26,7 +26,8 @@ from kvcalc.schema import Deployment, GpuSpec, ModelSpec, Targets
 def layout(dep: Deployment, model: ModelSpec) -> Layout:
     """The memory plan's layout of `dep`: tp (else count // pp) x pp x dp, its weight format,
     its KV format (else the model's dtype) and its `gpu_memory_utilization`."""
-    return Layout(tp=dep.resolved_tp, pp=dep.pp, dp=dep.dp, weight_dtype=dep.weight_dtype,
+    return Layout(tp=dep.resolved_tp, pp=dep.pp, dp=dep.dp, dp_attention=dep.dp_attention, ep=dep.ep, dcp=dep.dcp,
+                  weight_dtype=dep.weight_dtype,
                   k_dtype=dep.kv_dtype or model.dtype, gpu_memory_utilization=dep.gpu_memory_utilization)
 
 

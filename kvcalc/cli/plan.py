@@ -144,6 +144,8 @@ def deployment_text(res: Any, layout: Any, model_arg: str, req: Any) -> str:
         "description": f"kvcalc plan: {res.concurrency} x {res.seq_len:,} tokens on {res.engine}",
         "model": model_ref, "gpu": layout.devices[0], "count": layout.count, "tp": layout.tp, "pp": layout.pp,
         "kv_dtype": layout.kv_dtype}
+    if layout.dp_attention > 1 or layout.ep > 1:  # attention DP / EP (`calc.parallel`)
+        data |= {"dp_attention": layout.dp_attention, "ep": layout.ep}
     if " + " not in layout.weight_dtype:
         data["weight_dtype"] = layout.weight_dtype
     data |= {"max_seq_len": res.seq_len, "concurrency": res.concurrency,
