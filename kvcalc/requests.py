@@ -519,7 +519,8 @@ class PlanRequest(NamedTuple):
               kv_dtypes: Any = None, weight_dtypes: Any = None, max_tpot_ms: float | None = None,
               min_tokens_per_s: float | None = None, max_ttft_s: float | None = None,
               prices: Any = None, knobs: Any = None, top: int | None = None, why_not: int | None = None,
-              gpus_per_node: int | None = None, engine_options: Any = None, calibration: Any = None) -> PlanRequest:
+              gpus_per_node: int | None = None, engine_options: Any = None, calibration: Any = None,
+              speculative: Any = None) -> PlanRequest:
         """Check and resolve: the context (default the model's), positive counts and targets,
         the GPUs (a comma list or list of names / GPU files, `a+b` a fixed set of devices in one
         machine, None or 'all' every row of the table), the formats (comma lists; None: the
@@ -576,8 +577,12 @@ class PlanRequest(NamedTuple):
         ws = tuple(None if n is None else weight_format(n).name for n in (_names(weight_dtypes, "--weight-dtype") or w_default))
         kvs, ws = tuple(dict.fromkeys(kvs)), tuple(dict.fromkeys(ws))
 
+        if speculative is not None:  # carried on the launch lines (`calc.speculative.SpecDecode`)
+            speculative.check(model)
+
         def launch(gpu: Any = None, **kw: Any) -> str | None:
-            return prof.launch_line(LaunchSpec(model=model, **kw, **prof.launch_extras(model, opts, gpu, kw.get("k_dtype"))))
+            return prof.launch_line(LaunchSpec(model=model, **kw, speculative=speculative,
+                                               **prof.launch_extras(model, opts, gpu, kw.get("k_dtype"))))
 
         for (k, v), w in ((kv, w) for kv in kvs for w in ws):  # refuse what the engine cannot run
             try:

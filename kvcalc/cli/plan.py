@@ -51,6 +51,7 @@ def plan(
     force: Annotated[bool, typer.Option("--force", help="Overwrite the --write-deployment file.")] = False,
     knobs: Annotated[GpuPlanOptions, only(*KNOBS)] = GpuPlanOptions(),
     vllm: Annotated[VllmFlags, only(*VLLM_PLAN_FLAGS, attention_backend="vLLM attention backend (VLLM_ATTENTION_BACKEND): FLASHMLA, CUTLASS_MLA, FLASHINFER_MLA, TRITON_MLA set an MLA model's block size. Default: each planned GPU's own.")] = VllmFlags(),
+    speculative_config: Annotated[Optional[str], typer.Option("--speculative-config", "-sc", help="vLLM's speculative config as JSON (method mtp, eagle, eagle3, draft_model, ngram; num_speculative_tokens; model): the launch lines carry it (vLLM --speculative-config, SGLang --speculative-algorithm ...); its memory and TPOT: `kvcalc estimate --speculative-config ... --gpu G`.")] = None,
     calibration: Annotated[Optional[str], typer.Option("--calibration", help="A calibration file from `kvcalc measure --calibrate`: time the layouts with the speed model (the engine's per-step floor, all-reduce latency, format efficiency) and the file's measured figures on its GPU. Without it, the bare roofline.")] = None,
     revision: RevisionOpt = None,
     trust_plain_decoder: TrustPlainOpt = False,
@@ -77,7 +78,8 @@ def plan(
                                 engine=engine, kv_dtypes=kv_dtypes, weight_dtypes=weight_dtypes, max_tpot_ms=max_tpot_ms,
                                 min_tokens_per_s=min_tokens_per_s, max_ttft_s=max_ttft_s, prices=prices,
                                 knobs=knobs.layout(), top=top, why_not=why_not, gpus_per_node=gpus_per_node,
-                                engine_options=options, calibration=_calibration(calibration))
+                                engine_options=options, calibration=_calibration(calibration),
+                                speculative=_speculative(speculative_config, spec))
         res = run_plan(req)
     if write_deployment is not None and res.layouts:
         text = deployment_text(res, res.layouts[0], model, req)
@@ -184,3 +186,13 @@ def _calibration(path: str | None) -> Any:
     from kvcalc.load.speed import load_calibration
 
     return load_calibration(path)
+
+
+def _speculative(config: str | None, spec: Any) -> Any:
+    """`calc.speculative.SpecDecode` from vLLM's --speculative-config JSON (None: none)."""
+    if config is None:
+        return None
+    from kvcalc.cli.options import SpeculativeOptions
+    from kvcalc.load.models import load_model
+
+    return SpeculativeOptions(speculative_config=config).resolve(load_model)
