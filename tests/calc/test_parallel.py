@@ -228,3 +228,32 @@ def test_estimate_takes_the_engines_flags(cli, flags, layout):
     kv = kv.get("kv", kv)
     assert kv["kv_cache_bytes_per_gpu"] == 9_210_691_584
     assert (kv["tp"], kv["dp"], kv["dp_attention"], kv["ep"], kv["dcp"]) == layout and kv["n_gpus"] == 8
+
+
+def test_ep_spans_an_nvl72_domain(v3):
+    """GB200 NVL72 (`nvlink_domain_gpus` 72): attention DP + EP over 16 GPUs of the rack, past
+    one 8-GPU node; on H200 (domain 8) one engine's attention DP stops at 8."""
+    from kvcalc.calc.plan import moe_layouts
+
+    assert (1, 1, 16, 16, 1) in moe_layouts(v3, 16, 8, 72)
+    assert (1, 1, 16, 16, 1) not in moe_layouts(v3, 16, 8, None)
+    assert (8, 1, 2, 16, 1) in moe_layouts(v3, 16, 8, 72)  # tp 8 inside, 2 DP groups, EP 16
+
+
+@pytest.mark.parametrize("kw,flags", [
+    # one node: vLLM 0.33.0 arg_utils.py --data-parallel-size, --enable-expert-parallel
+    (dict(dp_attention=8, ep=8, nodes=1), ["--data-parallel-size", "8", "--enable-expert-parallel"]),
+    # 16 ranks over 2 nodes of 8: --data-parallel-size-local 8 and the head's address
+    (dict(dp_attention=16, ep=16, nodes=2), ["--data-parallel-size", "16", "--data-parallel-size-local", "8",
+                                             "--data-parallel-address", "HEAD_NODE_IP", "--enable-expert-parallel"]),
+    # TP + EP, one engine
+    (dict(tp=8, ep=8, nodes=1), ["--enable-expert-parallel"]),
+    # a TP x PP engine over 2 nodes (mp backend): --nnodes / --node-rank / --master-addr
+    (dict(tp=8, pp=2, nodes=2), ["--nnodes", "2", "--node-rank", "0", "--master-addr", "HEAD_NODE_IP"]),
+])
+def test_vllm_parallel_flags(v3, kw, flags):
+    from kvcalc.engines.launch import LaunchSpec, vllm_parallel_flags
+
+    base = dict(model=v3, tp=1, pp=1, dp=1, nodes=1, max_model_len=32768, max_num_seqs=64, k_dtype="bf16",
+                v_dtype="bf16", weight_dtype=None, gpu_memory_utilization=0.9)
+    assert vllm_parallel_flags(LaunchSpec(**(base | kw))) == flags
