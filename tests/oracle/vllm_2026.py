@@ -31,14 +31,16 @@ What is vLLM's own code and what is restated (file paths are in the vllm 0.33.0 
   562-571) and `MiniMaxM3IndexerCache.get_kv_cache_spec` (`vllm/models/minimax_m3/common/
   indexer.py` 145-153; the module imports torchvision, which a CPU torch cannot load);
 - the block size each backend forces (the CUDA platform's `update_block_size_for_backend`
-  does not run on a CPU): FlashMLA 64 (`v1/attention/backends/mla/flashmla.py` 57-58),
-  FlashMLA sparse 64 (DeepSeek-V3.2 / GLM-5 on Hopper), DeepSeek-V4's sparse MLA 256
+  does not run on a CPU): dense MLA FLASH_ATTN_MLA 16 for a 16-bit cache, FlashMLA 64 for fp8
+  (`DENSE_MLA_BLOCK`); sparse MLA 64 (Hopper: FLASH_ATTN_MLA_SPARSE for a 16-bit cache,
+  `flashattn_mla_sparse.py` 41-51, 86-100; FLASHMLA_SPARSE for fp8); DeepSeek-V4's sparse MLA 256
   (`vllm/models/deepseek_v4/sparse_mla.py` 60-61), MiniMax-M3's sparse backend 128
   (`vllm/models/minimax_m3/common/sparse_attention.py` 165-167), FlashAttention 16.
 
-Hybrid families with recurrent state (Qwen3.5, Nemotron-3-Super, Kimi-K3) are not run here
-yet (see docs/engine-rules-2026.md); Nemotron-H and Qwen3-Next hybrids are in
-`vllm_harness.py`.
+Hybrid families with recurrent state (Qwen3.5, Nemotron-3-Super, Kimi-K3): the state layers
+are stand-ins of vLLM's `MambaBase` whose state comes from vLLM's calculators with the model
+class's arguments, and vLLM's own hybrid steps run on the config (`_hybrid`), as
+`vllm_harness._align_hybrid` does for the older hybrids.
 
 Only this module and `vllm_harness.py` import vllm.
 """
@@ -325,11 +327,8 @@ def specs_minimax_m3(hf: dict, cfg, kv: str, tp: int) -> dict:
     return out
 
 
-def backends_default() -> list:
-    """FlashAttention / FlashMLA / Triton on Hopper: none declares a KV cache layout
-    (`AttentionBackend.supported_kv_cache_layouts` returns None), so vLLM's default preference
-    applies (`vllm/v1/attention/backends/utils.py` 229-236, LBNHC first)."""
-    return [_NoLayoutPreference]
+# ---------------------------------------------------------------------------------------------
+# Hybrids: attention beside a recurrent state (Mamba-2, Gated DeltaNet, KDA)
 
 
 class _NoLayoutPreference(h._FlashAttentionOnHopper):
@@ -339,6 +338,224 @@ class _NoLayoutPreference(h._FlashAttentionOnHopper):
     @classmethod
     def supported_kv_cache_layouts(cls):
         return None
+
+
+class _FlashMLAOnHopper(_NoLayoutPreference):
+    """Stand-in for FlashMLA (`v1/attention/backends/mla/flashmla.py` 57-58): kernel block 64."""
+
+    @staticmethod
+    def get_supported_kernel_block_sizes(kv_cache_spec=None):
+        return [64]
+
+
+def _state_layer(kind: str, shape_fn, dtype_fn, mamba_type: str, align_fn=lambda: None):
+    """A stand-in of vLLM's `MambaBase` whose state is `shape_fn()` / `dtype_fn()` (the model
+    class's calculators) and whose prefill checkpoint alignment is `align_fn()` (asked when
+    vLLM asks, after its hooks set the Mamba cache mode), registered where
+    `get_layers_from_vllm_config` finds Mamba layers."""
+    from vllm.model_executor.layers.mamba.abstract import MambaBase
+    from vllm.v1.attention.backends.registry import MambaAttentionBackendEnum
+
+    class Layer(MambaBase, h._StandInMambaLayer):
+        def __init__(self):
+            pass
+
+        def get_state_shape(self):
+            return shape_fn()
+
+        def get_state_dtype(self):
+            return dtype_fn()
+
+        @property
+        def mamba_type(self):
+            return MambaAttentionBackendEnum[mamba_type]
+
+        def get_prefill_checkpoint_alignment(self):
+            return align_fn()
+
+        def get_attn_backend(self):
+            raise NotImplementedError
+
+    layer = Layer()
+    layer.kind = kind
+    return layer
+
+
+def _hybrid(cfg, *, arch: str, hf: dict, model_cls, attn_heads: int, attn_head: int, use_mla: bool, backend,
+            state_layers: dict) -> None:
+    """vLLM's hybrid set-up on the stand-in model config, as `vllm_harness._align_hybrid` does:
+    the architecture and HF config vLLM's hooks read, `VllmConfig.try_verify_and_update_config`
+    (the model's `MODELS_CONFIG_MAP` hook, then `HybridAttentionMambaModelConfig`), the state
+    layers registered, then `Platform._align_hybrid_block_size` (`vllm/platforms/interface.py`
+    940-1120: the attention block raised until one attention page holds a state page, the state
+    page padded to it) with the Hopper backend."""
+    from types import SimpleNamespace
+
+    from vllm.model_executor.models import ModelRegistry
+    from vllm.platforms.interface import Platform
+
+    mc = cfg.model_config
+    mc.architecture, mc.architectures = arch, [arch]
+    mc.hf_config = mc.hf_text_config = SimpleNamespace(**hf)
+    mc.is_hybrid, mc.convert_type, mc.runner_type, mc.use_mla = True, "none", "generate", use_mla
+    mc.get_num_kv_heads = lambda parallel_config: max(1, attn_heads // parallel_config.tensor_parallel_size)
+    mc.get_head_size = lambda: attn_head
+    ModelRegistry.resolve_model_cls = lambda architectures, model_config=None: (model_cls, arch)
+    cfg.cache_config.enable_prefix_caching = True
+    cfg.scheduler_config.enable_chunked_prefill = True
+    cfg.try_verify_and_update_config()
+    ctx = cfg.compilation_config.static_forward_context
+    ctx.update(state_layers)
+
+    class Hopper(Platform, h._HopperPlatform):
+        @classmethod
+        def _find_non_ssm_backends(cls, vllm_config):
+            return [backend]
+
+    Hopper._align_hybrid_block_size(cfg, backend)
+
+
+def _state_specs(cfg, layers: dict, checkpoint: dict) -> dict:
+    """`MambaBase.get_kv_cache_spec` (vLLM's, on the stand-in) and the layer class's own
+    replace of the prefill checkpoint fields (`checkpoint`)."""
+    from dataclasses import replace
+
+    from vllm.model_executor.layers.mamba.abstract import MambaBase
+
+    return {name: replace(MambaBase.get_kv_cache_spec(layer, cfg), **checkpoint) for name, layer in layers.items()}
+
+
+def specs_qwen3_5(hf: dict, cfg, kv: str, tp: int) -> dict:
+    """Qwen3.5 (`qwen3_5.py`): `layer_types` full_attention -> Qwen3-Next attention
+    (FullAttentionSpec of num_key_value_heads x head_dim; the output gate is not cache),
+    linear_attention -> Gated DeltaNet, whose state is the model class's
+    `get_mamba_state_shape_from_config` / `get_mamba_state_dtype_from_config` (lines 388-418,
+    restated: the module imports torchvision): `MambaStateShapeCalculator.
+    gated_delta_net_state_shape` / `MambaStateDtypeCalculator.gated_delta_net_state_dtype`,
+    called. `Qwen3_5ForConditionalGenerationConfig` (`config.py` 953-976) takes the SSM state
+    dtype from `mamba_ssm_dtype` (float32). The GDN prefill backend on Hopper is FlashInfer
+    (`QwenGatedDeltaNet`, `gdn_attn.FLASHINFER_GDN_CHECKPOINT_ALIGNMENT`), as in vllm_harness."""
+    from vllm.model_executor.layers.mamba.mamba_utils import (
+        MambaStateDtypeCalculator,
+        MambaStateShapeCalculator,
+    )
+
+    class Qwen3_5ForConditionalGeneration:
+        @classmethod
+        def get_mamba_state_dtype_from_config(cls, vllm_config):
+            return MambaStateDtypeCalculator.gated_delta_net_state_dtype(
+                vllm_config.model_config.dtype, vllm_config.cache_config.mamba_cache_dtype,
+                vllm_config.cache_config.mamba_ssm_cache_dtype)
+
+        @classmethod
+        def get_mamba_state_shape_from_config(cls, vllm_config):
+            c = vllm_config.model_config.hf_text_config
+            return MambaStateShapeCalculator.gated_delta_net_state_shape(
+                vllm_config.parallel_config.tensor_parallel_size, c.linear_num_key_heads, c.linear_num_value_heads,
+                c.linear_key_head_dim, c.linear_value_head_dim, c.linear_conv_kernel_dim, 0)
+
+    from vllm.v1.attention.backends.gdn_attn import FLASHINFER_GDN_CHECKPOINT_ALIGNMENT
+
+    def align():  # `QwenGatedDeltaNet.__init__`: FlashInfer's checkpoint alignment in 'align' mode
+        return FLASHINFER_GDN_CHECKPOINT_ALIGNMENT if cfg.cache_config.mamba_cache_mode == "align" else None
+
+    model_cls = Qwen3_5ForConditionalGeneration
+    names = [f"model.layers.{i}.linear_attn" for i, t in enumerate(hf["layer_types"]) if t == "linear_attention"]
+    layers = {n: _state_layer("gdn", lambda: model_cls.get_mamba_state_shape_from_config(cfg),
+                              lambda: model_cls.get_mamba_state_dtype_from_config(cfg), "GDN_ATTN", align)
+              for n in names}
+    _hybrid(cfg, arch="Qwen3_5ForConditionalGeneration", hf=hf, model_cls=model_cls,
+            attn_heads=hf["num_key_value_heads"], attn_head=hf["head_dim"], use_mla=False,
+            backend=_NoLayoutPreference, state_layers=layers)
+    checkpoint = {}
+    if align() is not None:  # `QwenGatedDeltaNet.get_kv_cache_spec`
+        from vllm.model_executor.layers.mamba.abstract import get_mamba_prefill_checkpoint_grid
+
+        checkpoint = dict(num_prefill_checkpoint_blocks=1,
+                          prefill_checkpoint_alignment=get_mamba_prefill_checkpoint_grid(cfg))
+    out = _state_specs(cfg, layers, checkpoint)
+    for i, t in enumerate(hf["layer_types"]):
+        if t == "full_attention":
+            out[f"model.layers.{i}.self_attn.attn"] = attention_spec(cfg, kv, num_kv_heads=hf["num_key_value_heads"],
+                                                                     head_size=hf["head_dim"], tp=tp)
+    return out
+
+
+def specs_nemotron_h(hf: dict, cfg, kv: str, tp: int) -> dict:
+    """Nemotron-H (`nemotron_h.py` `NemotronHForCausalLM`, vLLM's class: its
+    `get_mamba_state_shape_from_config` / `get_mamba_state_dtype_from_config`, called):
+    `hybrid_override_pattern` M = Mamba-2 mixer (MambaSpec; `MambaMixer2.get_kv_cache_spec`: one
+    prefill checkpoint block, alignment 1), * = attention (FullAttentionSpec), E / - = no cache.
+    `NemotronHForCausalLMConfig` (`config.py` 817-845) sets the SSM state dtype from the config's
+    `mamba_ssm_cache_dtype` (float32)."""
+    from vllm.model_executor.models.nemotron_h import NemotronHForCausalLM
+
+    pattern = hf["hybrid_override_pattern"]
+    layers = {f"model.layers.{i}.mixer": _state_layer(
+        "mamba2", lambda: NemotronHForCausalLM.get_mamba_state_shape_from_config(cfg),
+        lambda: NemotronHForCausalLM.get_mamba_state_dtype_from_config(cfg), "MAMBA2")
+        for i, c in enumerate(pattern) if c == "M"}
+    _hybrid(cfg, arch="NemotronHForCausalLM", hf=hf, model_cls=NemotronHForCausalLM,
+            attn_heads=hf["num_key_value_heads"], attn_head=hf["head_dim"], use_mla=False,
+            backend=_NoLayoutPreference, state_layers=layers)
+    out = _state_specs(cfg, layers, dict(num_prefill_checkpoint_blocks=1, prefill_checkpoint_alignment=1))
+    for i, c in enumerate(pattern):
+        if c == "*":
+            out[f"model.layers.{i}.mixer.attn"] = attention_spec(cfg, kv, num_kv_heads=hf["num_key_value_heads"],
+                                                                 head_size=hf["head_dim"], tp=tp)
+    return out
+
+
+def specs_kimi_k3(hf: dict, cfg, kv: str, tp: int) -> dict:
+    """Kimi-K3 (`vllm/models/kimi_k3/nvidia/`): `linear_attn_config` (1-based layer numbers)
+    `kda_layers` -> `KimiK3DeltaAttention` (`kda.py` 567-909: state `kda_state_shape(tp,
+    num_heads, head_dim, conv_kernel_size=short_conv_kernel_size)` / `kda_state_dtype`, vLLM's
+    calculators called; mamba_type GDN_ATTN; the spec replaced with one prefill checkpoint block
+    of alignment 16, `kda_prefill_checkpoint_alignment('flashkda')`: FlashKDA is what
+    `resolve_kda_prefill_backend` picks on SM90 for head 128, bf16, a bounded gate), the others
+    (`full_attn_layers`) -> MLA (`mla.py` 421-437, latent kv_lora_rank + qk_rope_head_dim, dense
+    FlashMLA, block 64)."""
+    from vllm.model_executor.layers.mamba.mamba_utils import (
+        MambaStateDtypeCalculator,
+        MambaStateShapeCalculator,
+    )
+
+    lin = hf["linear_attn_config"]
+
+    class KimiK3ForConditionalGeneration:
+        @classmethod
+        def get_mamba_state_dtype_from_config(cls, vllm_config):
+            return MambaStateDtypeCalculator.kda_state_dtype(
+                vllm_config.model_config.dtype, vllm_config.cache_config.mamba_cache_dtype,
+                vllm_config.cache_config.mamba_ssm_cache_dtype)
+
+        @classmethod
+        def get_mamba_state_shape_from_config(cls, vllm_config):
+            return MambaStateShapeCalculator.kda_state_shape(
+                vllm_config.parallel_config.tensor_parallel_size, lin["num_heads"], lin["head_dim"],
+                conv_kernel_size=lin["short_conv_kernel_size"], num_spec=0)
+
+    model_cls = KimiK3ForConditionalGeneration
+    kda = set(lin["kda_layers"])
+    head = hf["kv_lora_rank"] + hf["qk_rope_head_dim"]
+    layers = {f"model.layers.{n - 1}.self_attn": _state_layer(
+        "kda", lambda: model_cls.get_mamba_state_shape_from_config(cfg),
+        lambda: model_cls.get_mamba_state_dtype_from_config(cfg), "GDN_ATTN")
+        for n in range(1, hf["num_hidden_layers"] + 1) if n in kda}
+    _hybrid(cfg, arch="KimiK3ForConditionalGeneration", hf=hf, model_cls=model_cls, attn_heads=1, attn_head=head,
+            use_mla=True, backend=_FlashMLAOnHopper, state_layers=layers)
+    out = _state_specs(cfg, layers, dict(num_prefill_checkpoint_blocks=1, prefill_checkpoint_alignment=16))
+    for n in range(1, hf["num_hidden_layers"] + 1):
+        if n not in kda:
+            out[f"model.layers.{n - 1}.self_attn.attn"] = mla_spec(cfg, kv, head_size=head, sparse=False)
+    return out
+
+
+def backends_default() -> list:
+    """FlashAttention / FlashMLA / Triton on Hopper: none declares a KV cache layout
+    (`AttentionBackend.supported_kv_cache_layouts` returns None), so vLLM's default preference
+    applies (`vllm/v1/attention/backends/utils.py` 229-236, LBNHC first)."""
+    return [_NoLayoutPreference]
 
 
 def backends_deepseek_v4() -> list:
@@ -378,10 +595,16 @@ class Family:
     name: str
     file: str
     build: object
-    block_size: int = 16
+    block_size: int | dict = 16  # or {kv_cache_dtype: block size} where the backend depends on it
     exact_config: str = ""
     backends: object = backends_default
 
+
+#: dense MLA on Hopper (`vllm/platforms/cuda.py` `_get_backend_priorities` 139-155: FLASH_ATTN_MLA first,
+#: then FLASHMLA): FLASH_ATTN_MLA takes auto / float16 / bfloat16 caches only
+#: (`v1/attention/backends/mla/flashattn_mla.py` 42-50, kernel blocks MultipleOf(16): vLLM's
+#: default 16), an fp8 cache goes to FLASHMLA (kernel block 64, `flashmla.py` 57-58)
+DENSE_MLA_BLOCK = {"auto": 16, "bfloat16": 16, "fp8": 64}
 
 FAMILIES = {f.name: f for f in (
     Family("deepseek-v4-flash", "deepseek-ai--DeepSeek-V4-Flash.json", specs_deepseek_v4, 256,
@@ -390,7 +613,7 @@ FAMILIES = {f.name: f for f in (
            backends=backends_deepseek_v4),
     Family("deepseek-v3.2", "deepseek-ai--DeepSeek-V3.2.json", specs_dsa, 64),
     Family("glm-5.2", "zai-org--GLM-5.2.json", specs_dsa, 64),
-    Family("kimi-k2.5", "moonshotai--Kimi-K2.5.json", specs_mla, 64),
+    Family("kimi-k2.5", "moonshotai--Kimi-K2.5.json", specs_mla, DENSE_MLA_BLOCK),
     Family("minimax-m3", "MiniMaxAI--MiniMax-M3.json", specs_minimax_m3, 128,
            "architectures ['MiniMaxM3ForCausalLM'] / model_type 'minimax_m3' are in neither vLLM 0.33's registry "
            "nor its config registry (it has MiniMaxM3SparseForCausalLM, model_type minimax_m3_vl / minimax_m3_text); "
@@ -403,11 +626,14 @@ FAMILIES = {f.name: f for f in (
            "Step3p7ForConditionalGeneration, whose text model is step3p5.py's Step3p5ForCausalLM, which reads "
            "num_attention_groups, absent here); the specs are Step3p5's for this geometry"),
     Family("qwen3-vl-8b", "Qwen--Qwen3-VL-8B-Instruct.json", specs_dense),
+    Family("qwen3.5-27b", "Qwen--Qwen3.5-27B.json", specs_qwen3_5),
+    Family("nemotron-3-super", "nvidia--NVIDIA-Nemotron-3-Super-120B-A12B-FP8.json", specs_nemotron_h),
+    Family("kimi-k3", "moonshotai--Kimi-K3.json", specs_kimi_k3, DENSE_MLA_BLOCK),
 )}
 
 KV_DTYPES = ("auto", "fp8")
 LENGTHS = (32768, 131072)
-BUDGETS = (GIB // 4, 8 * GIB, 40 * GIB)
+BUDGETS = (GIB, 16 * GIB, 64 * GIB)
 TPS = (1, 8)
 
 
@@ -426,13 +652,24 @@ class Case:
 
 
 def grid() -> list[Case]:
-    return [Case(f, kv, L, tp, mem) for f in FAMILIES for kv in KV_DTYPES for L in LENGTHS for tp in TPS
-            for mem in BUDGETS]
+    """Families x KV dtypes (auto, fp8) x lengths (up to the config's max_position_embeddings) x
+    tp x per-rank budgets, and DeepSeek-V4's bfloat16 refusal."""
+    cases = []
+    for name, fam in FAMILIES.items():
+        limit = load_config(fam.file).get("max_position_embeddings")
+        cases += [Case(name, kv, L, tp, mem) for kv in KV_DTYPES for L in LENGTHS if not limit or L <= limit
+                  for tp in TPS for mem in BUDGETS]
+        if fam.build is specs_deepseek_v4:
+            cases.append(Case(name, "bfloat16", LENGTHS[0], 1, BUDGETS[1]))
+    return cases
 
 
 def case_config(family: Family, case: Case):
     hf = load_config(family.file)
-    return h.make_vllm_config(max_model_len=case.max_model_len, block_size=family.block_size,
+    block = family.block_size
+    if isinstance(block, dict):
+        block = block[case.kv_cache_dtype]
+    return h.make_vllm_config(max_model_len=case.max_model_len, block_size=block,
                               kv_cache_dtype=case.kv_cache_dtype, model_dtype=torch.bfloat16, tp=case.tp)
 
 
@@ -492,7 +729,8 @@ def run_case(case: Case) -> dict:
     try:
         with h._LogCapture() as log:
             cfg = case_config(fam, case)
-            specs = [fam.build(hf, cfg, case.kv_cache_dtype, case.tp) for _ in range(case.tp)]
+            built = fam.build(hf, cfg, case.kv_cache_dtype, case.tp)  # every rank builds the same specs
+            specs = [dict(built) for _ in range(case.tp)]
     except (ValueError, NotImplementedError, AssertionError) as e:
         out["refused"] = f"{type(e).__name__}: {e}"
         return out
