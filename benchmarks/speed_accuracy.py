@@ -97,11 +97,12 @@ def terms_for(case: Case, table: speed.SpeedTable) -> speed.SpeedTerms:
                                bf16_flops_per_s=g.bf16_flops_per_s, tp=case.row["tp"])
 
 
-def predict(case: Case, table: speed.SpeedTable) -> float:
-    """kvcalc's speed / the published speed for one row."""
+def predict(case: Case, table: speed.SpeedTable | None) -> float:
+    """kvcalc's speed / the published speed for one row (`table` None: the bare roofline,
+    bandwidth efficiency 0.8 and FLOP/s efficiency 0.5, with no speed terms)."""
     r = case.row
     p = copy.copy(case.planner)
-    p.layout = dataclasses.replace(p.layout, speed=terms_for(case, table))
+    p.layout = dataclasses.replace(p.layout, speed=terms_for(case, table) if table is not None else None)
     I, O, B, m = r["input_len"], r["output_len"], r["batch"], r["method"]
     if m == "tg":  # tokens/s of one sequence over O steps from context I
         return (1 / p.decode(I + O // 2, B).step_time_s) / r["measured"]
@@ -243,17 +244,19 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--rows", action="store_true", help="print every row's ratio")
     ap.add_argument("--fit", action="store_true", help="refit on the calibration split and print the constants")
+    ap.add_argument("--roofline", action="store_true", help="the bare roofline instead (no speed terms): the 'before'")
     args = ap.parse_args()
     cases, skipped = build_cases()
-    table = speed_table()
-    if args.fit:
+    table: speed.SpeedTable | None = None if args.roofline else speed_table()
+    if args.fit and table is not None:
         table = fit([c for c in cases if not c.held_out], table)
         for sec, path in FITTED:
             print(f"{sec}.{'.'.join(map(str, path))}: {get_param(table, sec, path):.6g}")
     ratios = [predict(c, table) for c in cases]
     cal = [(c, x) for c, x in zip(cases, ratios) if not c.held_out]
     held = [(c, x) for c, x in zip(cases, ratios) if c.held_out]
-    print(f"kvcalc speed model vs {ROWS_PATH.name}: ratio = predicted / measured speed")
+    what = "bare roofline (no speed terms)" if table is None else "speed model"
+    print(f"kvcalc {what} vs {ROWS_PATH.name}: ratio = predicted / measured speed")
     for title, part in (("CALIBRATION split (fitted on)", cal), ("HELD-OUT split (never fitted on)", held)):
         print()
         print("\n".join(table_lines([c for c, _ in part], [x for _, x in part], title)))

@@ -30,6 +30,7 @@ from kvcalc.errors import MESSAGE, OPTION_SAYS, KvcalcError
 from kvcalc.results import ServingEstimate  # the result `Planner.serving` returns
 from kvcalc.schema import GpuSpec, ModelSpec
 from kvcalc.calc.weights import (
+    WeightBytes,
     can_derive,
     model_params,
     param_counts,
@@ -478,14 +479,14 @@ class Planner:
             speed_model=sp.describe(self.weight_bits) if sp else "roofline", decode_floor_s=dec.floor_s)
 
 
-def _head_read_bytes(model: ModelSpec, wb: object, wf: StorageFormat, weight_dtype: str | None, tp: int) -> int:
+def _head_read_bytes(model: ModelSpec, wb: WeightBytes, wf: StorageFormat, weight_dtype: str | None, tp: int) -> int:
     """Bytes of the output head (and final norm) on one rank, as the file holds them. With a
     llama.cpp block format given as --weight-dtype (q4_0, q4_k, q8_0, ...), `llama-quantize`
     stores output.weight in Q6_K unless the type is Q8_0 (llama.cpp `src/llama-quant.cpp`
     `llama_tensor_get_type`: "else if (new_type != GGML_TYPE_Q8_0) new_type = GGML_TYPE_Q6_K"),
     and a tied head (no output.weight) is token_embd.weight under the same rule; otherwise the
     head is in the model's dtype (`weights.weight_bytes`), or the checkpoint's own bytes."""
-    head = wb.head_bytes + (wb.embedding_bytes if wb.tied else 0)  # type: ignore[attr-defined]
+    head = wb.head_bytes + (wb.embedding_bytes if wb.tied else 0)
     ggml = weight_dtype is not None and model.checkpoint is None and wf.name.startswith("q") and can_derive(model)
     if not ggml or not model.vocab_size or not model.hidden_size:
         return head

@@ -12,6 +12,11 @@ routes to) and the whole batch's KV cache; it does 2 FLOPs per weight per token 
 over the cached tokens. Prefill of a P-token prompt does the same matmuls for P tokens plus the
 attention, which grows with P^2 (causal: token i attends to min(i, window) tokens).
 
+This is the bare roofline. What measured engines add on top of it -- a fixed time per step by
+engine and backend, all-reduce latency, weight-format efficiency, prefill's memory + compute
+crossover -- is the speed model of `calc.speed`, applied by `memory_plan.Planner` when its
+`Layout.speed` is set (docs/speed-model.md).
+
 Efficiency defaults are not 1.0:
 
 - `DEFAULT_BW_EFFICIENCY = 0.8`: decode kernels reach 80-95% of HBM bandwidth at long context

@@ -224,16 +224,21 @@ def resolve_terms(table: SpeedTable, *, engine: str, vendor: str, name: str, int
     a_call, a_step = table.allreduce_latency_s[link]
     ar = allreduce_latency_s(tp, a_call, a_step)
     done: list[str] = []
-    if calibration is not None:
-        if calibration.step_floor_s is not None:
-            floor, _ = calibration.step_floor_s, done.append("floor")
-        if calibration.read_bytes_per_s is not None:
-            bw, _ = calibration.read_bytes_per_s / hbm_bytes_per_s, done.append("bandwidth")
-        if calibration.flops_per_s is not None:
-            fl, _ = calibration.flops_per_s / bf16_flops_per_s, done.append("FLOP/s")
-        if calibration.allreduce_latency_s is not None and calibration.allreduce_tp and tp > 1:
-            at = allreduce_latency_s(calibration.allreduce_tp, a_call, a_step)
-            ar, _ = calibration.allreduce_latency_s * (ar / at if at else 1.0), done.append("all-reduce")
+    cal = calibration
+    if cal is not None and cal.step_floor_s is not None:
+        floor = cal.step_floor_s
+        done.append("floor")
+    if cal is not None and cal.read_bytes_per_s is not None:
+        bw = cal.read_bytes_per_s / hbm_bytes_per_s
+        done.append("bandwidth")
+    if cal is not None and cal.flops_per_s is not None:
+        fl = cal.flops_per_s / bf16_flops_per_s
+        done.append("FLOP/s")
+    if cal is not None and cal.allreduce_latency_s is not None and cal.allreduce_tp and tp > 1:
+        # measured at cal.allreduce_tp ranks: carried to this tp by the table's log2(tp) law
+        at = allreduce_latency_s(cal.allreduce_tp, a_call, a_step)
+        ar = cal.allreduce_latency_s * (ar / at if at else 1.0)
+        done.append("all-reduce")
     return SpeedTerms(engine=fe if fe == engine else f"{engine} (no floor tabled)", backend=backend,
                       gpu_class=cls, link=link, step_floor_s=floor, bw_efficiency=bw,
                       format_efficiency=(fmt[16], fmt[8], fmt[4]), flops_efficiency=fl,

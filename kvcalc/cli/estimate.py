@@ -97,12 +97,12 @@ def estimate(
     if seq_len is None and input_len is not None and output_len is not None:
         seq_len = str(input_len + output_len)  # the memory plan holds the whole request
     lengths = resolve_seq_lens(spec, seq_len)
+    cal = whole_request_options(gpu.gpu, input_len, output_len, request_rate, whole.calibration)
     if len(lengths) > 1:
         check_format(fmt)
         refuse_other_engines(ctx, engine_name)
         return estimate_lengths(spec, lengths, fmt, batch=batch, **kv.asdict(), tp=tp, pp=pp, dp=dp,
                                 gpu=gpu.gpu, engine=engine_name)
-    cal = whole_request_options(gpu.gpu, input_len, output_len, request_rate, whole.calibration)
     req = EstimateRequest.build(spec, seq_len=lengths[0], batch=batch, **kv.asdict(), tp=tp, pp=pp,
                                 dp=dp, **par, speculative=speculative.resolve(source.load), gpu=gpu.gpu, layout=gpu.layout() if gpu.gpu is not None else None,
                                 engine=engine_name, engine_options=engine_options(engine_name, (vllm, sglang), gpu=gpu.gpu),

@@ -84,7 +84,7 @@ def sweep(
     par = (f", {tp * pp * dp} x {g.key} (tp {tp}, pp {pp}, dp {dp})" if g
            else (f", tp {tp}, pp {pp}" if (tp, pp) != (1, 1) else ""))
     title = f"{spec.name}, KV {kv_name}, weights {weight_format_label(spec, req.layout.weight_dtype)}{par}"
-    note = (f"TPOT, tok/s: modelled, {req.layout.speed.describe(Planner_bits(spec, req.layout))}"
+    note = (f"TPOT, tok/s: modelled, {req.layout.speed.describe(weight_bits(spec, req.layout))}"
             if g is not None and req.layout.speed is not None else None)
     emit(rows, fmt, lambda: sweep_table(rows, title, g is not None, speed_note=note))
     if plot is not None and fmt == "table":
@@ -113,7 +113,7 @@ def with_speed(layout: Any, gpu: Any, speed: SpeedFlags) -> Any:
     return dataclasses.replace(layout, speed=speed_terms(gpu, canonical(speed.engine), layout.tp, layout, cal))
 
 
-def Planner_bits(spec: Any, layout: Any) -> int:
+def weight_bits(spec: Any, layout: Any) -> int:
     """Bits per value of the decoder weights (the speed label names their format factor)."""
     from kvcalc.calc.weights import weight_formats
 

@@ -77,6 +77,7 @@ def test_calibration_of_another_gpu_is_refused(cli, cal_file) -> None:
 @pytest.mark.parametrize("args, needle", [
     (["--input-len", "100"], "--output-len"),
     (["--input-len", "100", "--output-len", "10"], "--gpu"),
+    (["-s", "8k,32k", "--input-len", "100", "--output-len", "10"], "--gpu"),  # never silently dropped
     (["--input-len", "0", "--output-len", "10", "--gpu", "h100-sxm"], "at least 1"),
     (["--request-rate", "1", "--gpu", "h100-sxm"], "--input-len and --output-len"),
     (["--input-len", "10", "--output-len", "10", "--request-rate", "nan", "--gpu", "h100-sxm"], "> 0"),
