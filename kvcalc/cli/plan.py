@@ -72,14 +72,13 @@ def plan(
     if engine_key(engine) != VllmFlags.engine:  # --block-size with --engine sglang: refused, not ignored
         refuse_typed(ctx, VLLM_PLAN_FLAGS, "--engine vllm only")
     options = engine_options(engine, (vllm,))  # each GPU's compute capability and vendor replace these
-    spec = load_model(model, revision, trust_plain_decoder=trust_plain_decoder)
+    spec, sd = load_model(model, revision, trust_plain_decoder=trust_plain_decoder), _speculative(speculative_config)
     with naming_model_file(model):  # a YAML or config.json that cannot size the weights is named
         req = PlanRequest.build(spec, seq_len=seq_len, concurrency=concurrency, gpus=gpus, max_gpus=max_gpus,
                                 engine=engine, kv_dtypes=kv_dtypes, weight_dtypes=weight_dtypes, max_tpot_ms=max_tpot_ms,
                                 min_tokens_per_s=min_tokens_per_s, max_ttft_s=max_ttft_s, prices=prices,
                                 knobs=knobs.layout(), top=top, why_not=why_not, gpus_per_node=gpus_per_node,
-                                engine_options=options, calibration=_calibration(calibration),
-                                speculative=_speculative(speculative_config, spec))
+                                engine_options=options, calibration=_calibration(calibration), speculative=sd)
         res = run_plan(req)
     if write_deployment is not None and res.layouts:
         text = deployment_text(res, res.layouts[0], model, req)
@@ -188,7 +187,7 @@ def _calibration(path: str | None) -> Any:
     return load_calibration(path)
 
 
-def _speculative(config: str | None, spec: Any) -> Any:
+def _speculative(config: str | None) -> Any:
     """`calc.speculative.SpecDecode` from vLLM's --speculative-config JSON (None: none)."""
     if config is None:
         return None
