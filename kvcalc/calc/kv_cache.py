@@ -407,11 +407,12 @@ def estimate(model: ModelSpec, workload: Workload) -> KvEstimate:
     layers = model.layers
     # per GPU: the fullest attention-DP rank's ceil(B / dp_attention) sequences, each of its
     # ceil(T / dcp) positions (`calc.parallel`; a layout kvcalc cannot place is refused there)
-    from kvcalc.calc import parallel
+    Tg, Bg = T, B
+    if (par.dp_attention, par.ep, par.dcp) != (1, 1, 1):  # imported only then: estimate starts fast
+        from kvcalc.calc import parallel
 
-    if (par.dp_attention, par.ep, par.dcp) != (1, 1, 1):
         parallel.check_layout(model, tp, par.dp_attention, par.ep, par.dcp)
-    Tg, Bg = parallel.dcp_tokens(T, par.dcp), parallel.rank_batch(B, par.dp_attention)
+        Tg, Bg = parallel.dcp_tokens(T, par.dcp), parallel.rank_batch(B, par.dp_attention)
 
     stage_bytes = [layers_cache_bytes([layers[i] for i in st], Tg, Bg, k, v, tp) for st in stages]
     stage_tok = [amortized_bytes_per_token([layers[i] for i in st], k, v, tp) for st in stages]

@@ -738,7 +738,6 @@ class SpeculativeOptions(OptionGroup):
         """A `calc.speculative.SpecDecode`, or None without a speculative option; `load(ref)`
         loads a draft's `ModelSpec`. Raises `KvcalcError` (option named) for JSON that does not
         parse or lacks a field."""
-        from kvcalc.calc.speculative import SpecDecode
         from kvcalc.errors import KvcalcError
 
         if self.speculative_config is None and self.speculative_algorithm is None:
@@ -765,6 +764,8 @@ class SpeculativeOptions(OptionGroup):
             if self.speculative_num_steps is None:
                 raise KvcalcError("--speculative-algorithm needs --speculative-num-steps", option="--speculative-num-steps")
             method, k, ref = _FROM_SGLANG[algo], self.speculative_num_steps, self.speculative_draft_model_path
+        from kvcalc.calc.speculative import SpecDecode
+
         draft = load(ref) if ref else None
         return SpecDecode(method=method, num_speculative_tokens=k, accepted=self.accepted_len, draft=draft,
                           draft_ref=ref)
