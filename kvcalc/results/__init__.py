@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     from kvcalc.results.kv import KindBreakdown, KvEstimate
     from kvcalc.results.plan import PlanLayout, PlanMiss, PlanResult
     from kvcalc.results.serving import FitHint, RequestEstimate, ServingEstimate
+    from kvcalc.results.speculative import SpeculativeEstimate
 
 #: result name -> the submodule that defines it
 WHERE: dict[str, str] = {
@@ -44,7 +45,7 @@ WHERE: dict[str, str] = {
     "PlanResult": "plan",
 }
 
-__all__ = ["CheckRow", "CompareRow", "DeviceBuffer", "EngineResult", "FitHint", "KindBreakdown", "KvEstimate", "PlanLayout", "PlanMiss", "PlanResult", "RequestEstimate", "ServingEstimate"]  # = sorted(WHERE)
+__all__ = ["CheckRow", "CompareRow", "DeviceBuffer", "EngineResult", "FitHint", "KindBreakdown", "KvEstimate", "PlanLayout", "PlanMiss", "PlanResult", "RequestEstimate", "ServingEstimate", "SpeculativeEstimate"]  # = sorted(WHERE)
 
 
 def __getattr__(name: str) -> object:
