@@ -243,9 +243,12 @@ class Planner:
                 moe[key] = moe.get(key, 0) + 1
         self.moe_groups = tuple((cnt, eb, e, a) for (eb, e, a), cnt in moe.items())
         # FLOPs per token: 2 per active matrix weight on this rank (embedding lookups excluded)
+        #: of which the routed experts' (2 per active expert weight on this TP rank)
+        self.expert_flops_per_token = 0
         if can_derive(model):
             p = model_params(model, tp)
             self.matmul_flops_per_token = 2 * (p.active - p.embedding)
+            self.expert_flops_per_token = 2 * sum(lp.n_active_experts * lp.expert_linear for lp in p.layers)
         else:
             self.matmul_flops_per_token = 2 * _cdiv(self.n_active_params, tp)
         # attention FLOPs per (query, cached key) pair, grouped by window
@@ -394,7 +397,13 @@ class Planner:
         touched by B x P tokens + the prompts' KV written; plus the all-reduces of (B P, hidden)."""
         P, B = prompt_len, batch
         att = sum(p * roofline.attended_pairs(P, w) for w, _, p in self.att_groups)
-        flops = B * (P * self.matmul_flops_per_token + att)
+        per_token = self.matmul_flops_per_token
+        if self.layout.ep > 1 or self.dpa > 1:
+            # one prompt on one attention-DP rank: its tokens' expert work is spread over the
+            # engine's tp x dp_attention GPUs, 1 / dp_attention of it on each of the tp ranks here
+            ex = self.expert_flops_per_token
+            per_token += ex // self.dpa - ex
+        flops = B * (P * per_token + att)
         kv = sum(self.kv.stage_bytes(P, B))
         comm = roofline.tp_allreduce_bytes(self.model.n_layers, B * P, self.hidden)
         return self._step(self._weights_read(B * P), kv, flops, comm, overlap=self.layout.speed is None)

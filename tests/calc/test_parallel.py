@@ -257,3 +257,15 @@ def test_vllm_parallel_flags(v3, kw, flags):
     base = dict(model=v3, tp=1, pp=1, dp=1, nodes=1, max_model_len=32768, max_num_seqs=64, k_dtype="bf16",
                 v_dtype="bf16", weight_dtype=None, gpu_memory_utilization=0.9)
     assert vllm_parallel_flags(LaunchSpec(**(base | kw))) == flags
+
+
+def test_prefill_spreads_the_experts_flops(v3, h200):
+    """One prompt on one attention-DP rank: its tokens' routed-expert FLOPs (2 x 8 active x
+    44,040,192 x 58 MoE layers = 40,869,298,176 per token) run on all 8 EP ranks, 1/8 here; the
+    attention and dense FLOPs stay on the rank."""
+    one = Planner(v3, h200, Layout(tp=1, **FP8))
+    dp8 = Planner(v3, h200, Layout(tp=1, dp_attention=8, ep=8, **FP8))
+    ex = 2 * 8 * EXPERT_B * MOE_LAYERS
+    assert one.expert_flops_per_token == dp8.expert_flops_per_token == ex == 40_869_298_176
+    P = 1024
+    assert dp8.prefill(P).flops == one.prefill(P).flops - P * (ex - ex // 8)
