@@ -364,6 +364,12 @@ def engine_for_batch(req: EstimateRequest, plan: Any = None) -> Any:
     check_option_bounds(opts)
     prof.check_options(opts)
     T, B, tp = req.workload.seq_len, req.workload.batch, req.workload.parallel.tp
+    par = req.workload.parallel
+    if par.dcp > 1:  # the engines' block arithmetic here holds whole sequences on each rank
+        raise KvcalcError(f"--dcp {par.dcp} with --engine {req.engine}: the engine tables size whole sequences per "
+                          f"rank; kvcalc's own figure (without --engine) divides the positions by dcp",
+                          option="--dcp", value=par.dcp)
+    B = -(-B // par.dp_attention)  # each attention-DP rank is an engine core with its own requests
     if req.kv_given:
         k, v, shown = kv_format(req.workload.k_dtype), kv_format(req.workload.v_dtype), None
     else:
