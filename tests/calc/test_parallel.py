@@ -269,3 +269,17 @@ def test_prefill_spreads_the_experts_flops(v3, h200):
     assert one.expert_flops_per_token == dp8.expert_flops_per_token == ex == 40_869_298_176
     P = 1024
     assert dp8.prefill(P).flops == one.prefill(P).flops - P * (ex - ex // 8)
+
+
+def test_hybrid_speculative_state_blocks(h200):
+    """Jamba-1.5-Mini (configs/models/jamba-1.5-mini.yaml): 28 Mamba layers, d_inner 2 x 4096 =
+    8192, d_conv 4, d_state 16: conv 8192 x 3 + ssm 8192 x 16 = 155,648 bf16 values = 311,296 B
+    per layer, 28 x 311,296 = 8,716,288 B per sequence. With k = 3 speculative tokens vLLM keeps
+    1 + 3 state blocks per sequence (`MambaSpec.num_speculative_blocks` = 3,
+    `max_memory_usage_bytes` = page x (1 + 3)): 3 more per sequence, x 4 sequences =
+    104,595,456 B. n-gram drafting reserves no lookahead slots and loads no draft."""
+    p = Planner(load_model("jamba-1.5-mini"), h200, Layout(tp=1))
+    assert p.state_per_seq_per_gpu == 28 * 311_296 == 8_716_288
+    est = speculative.estimate(p, speculative.SpecDecode("ngram", 3), 8192, 4)
+    assert est.state_extra_bytes == 4 * 3 * 8_716_288 == 104_595_456
+    assert est.lookahead_kv_bytes == 0 and est.draft_weight_bytes == 0
