@@ -283,3 +283,10 @@ def test_hybrid_speculative_state_blocks(h200):
     est = speculative.estimate(p, speculative.SpecDecode("ngram", 3), 8192, 4)
     assert est.state_extra_bytes == 4 * 3 * 8_716_288 == 104_595_456
     assert est.lookahead_kv_bytes == 0 and est.draft_weight_bytes == 0
+
+
+def test_mtp_kv_counts_each_mtp_layer(v3):
+    """Each MTP layer caches its own latent like a target layer: 2 MTP layers x 576 B (fp8)."""
+    two = v3.model_copy(update={"n_mtp_layers": 2})
+    assert speculative.mtp_kv_bytes_per_token(two, 576) == 2 * 576
+    assert speculative.mtp_kv_bytes_per_token(v3, 576) == 576
