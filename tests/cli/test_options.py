@@ -51,7 +51,7 @@ def test_help_lists_every_option_in_its_place():
         "--max-num-batched-tokens", "--async-scheduling", "--attention-backend", "--allow-long-max-model-len",
         "--enable-prefix-caching",
         "--vllm-v0", "--swap-space", "--sglang-version", "--disable-hybrid-swa-memory", "--swa-full-tokens-ratio",
-        "--ctx-size", "--llamacpp-tool", "--parallel", "--kv-unified", "--swa-full",
+        "--dsa-prefill-backend", "--dsa-decode-backend", "--ctx-size", "--llamacpp-tool", "--parallel", "--kv-unified", "--swa-full",
         "--flash-attn", "--llamacpp-version", "--n-gpu-layers", "--gpus", "--tensor-split", "--ubatch-size",
         "--batch-size", "--ollama", "--gpu", "--revision", "--weight-dtype", "--gpu-memory-utilization",
         "--format", "--help"]
@@ -81,7 +81,8 @@ VALUES = {"block_size": "32", "max_num_batched_tokens": "2048", "swap_space": "1
           "ctx_size": "4096", "parallel": "2", "llamacpp_version": "legacy", "n_gpu_layers": "10", "gpus": "2",
           "tensor_split": "1,1", "ubatch_size": "256", "fa": "on", "vllm_version": "0.11",
           "attention_backend": "FLASHMLA", "llamacpp_tool": "llama-cli", "batch_size": "256",
-          "sglang_version": "legacy", "swa_full_tokens_ratio": "0.5"}
+          "sglang_version": "legacy", "swa_full_tokens_ratio": "0.5", "dsa_prefill_backend": "trtllm",
+          "dsa_decode_backend": "trtllm"}
 
 
 def _typed(group: type, name: str) -> list[str]:
@@ -108,7 +109,7 @@ def test_engine_groups_build_the_engines_options():
     assert (VllmFlags().to_options(), SglangFlags().to_options(), LlamacppFlags().to_options()) == (
         VllmOptions(), SglangOptions(), LlamacppOptions())
     o = VllmFlags(block_size=32, disable_hybrid=True, v0=True, swap_space="4GiB").to_options()
-    assert (o.block_size, o.hybrid_allocator, o.v0, o.swap_space_bytes) == (32, False, True, 4 * 2**30)
+    assert (o.block_size, o.hybrid_allocator, o.version, o.swap_space_bytes) == (32, False, "0.6", 4 * 2**30)
     assert SglangFlags(page_size=16).to_options().page_size == 16
     # --tensor-split 63,37 -> 2 devices unless --gpus says otherwise; --ollama means legacy lines
     o = LlamacppFlags(ctx_size="32k", tensor_split="63,37", ollama=True).to_options()

@@ -12,6 +12,7 @@ from __future__ import annotations
 import pytest
 
 from kvcalc.engines import sglang, vllm
+from kvcalc.engines.vllm import VllmOptions
 from kvcalc.errors import KvcalcError
 from kvcalc.formats import kv_format
 from kvcalc.load.models import load_model
@@ -35,7 +36,8 @@ def refusal(fn, *args, **kwargs) -> KvcalcError:
     return e.value
 
 
-SGLANG_TYPES = "use auto, bf16, fp16, fp8_e4m3 or fp8_e5m2"
+#: SGLang 0.5.23 --kv-cache-dtype choices (srt/arg_groups/fields/model.py), as kvcalc formats
+SGLANG_TYPES = "its pool stores auto, bf16, fp16, fp8_e4m3, fp8_e5m2, mxfp8, nvfp4, fp4_mx_block16"
 VLLM_TYPES = "use auto, bfloat16, float16, fp8, fp8_e5m2, int8_per_token_head or fp8_per_token_head"
 
 
@@ -44,7 +46,7 @@ VLLM_TYPES = "use auto, bfloat16, float16, fp8, fp8_e5m2, int8_per_token_head or
 def test_sglang_block_formats_refused_per_side(k, v, field, name):
     e = refusal(sglang.check_dtypes, k, v)
     # the message names its own subject: no flag before it
-    assert str(e) == f"SGLang has no '{name}' KV cache dtype; {SGLANG_TYPES}"
+    assert str(e) == f"SGLang 0.5.23 has no '{name}' KV cache dtype; {SGLANG_TYPES}"
     assert (e.field, e.value, e.option) == (field, name, "--" + field.replace("_", "-"))
 
 
@@ -63,22 +65,22 @@ def test_linear_attention_refused_by_model(qwen_next):
     e = refusal(sglang.memory_for, qwen_next, 1000, 1, BF16, BF16)
     assert (e.field, e.value) == ("model", "qwen3-next-80b-a3b")
     # vLLM unifies the pages (tests/engines/test_vllm_hybrid.py) but needs its hybrid allocator
-    e = refusal(vllm.kv_cache_groups, qwen_next, False)
+    e = refusal(vllm.rules().kv_cache_groups, qwen_next, False)
     assert str(e).startswith("qwen3-next-80b-a3b has Mamba / linear-attention layers: vLLM refuses it without the "
                              "hybrid KV cache manager")
     assert (e.field, e.value) == ("hybrid_allocator", False)
     # vLLM 0.6.6's registry has no Qwen3-Next: refused with its text (tests/engines/test_vllm06_refusals.py);
     # Jamba it has, but V0 keeps the Mamba state outside the blocks: refused with the reason
-    e = refusal(vllm.capacity, qwen_next, 2**30, BF16, BF16, version="0.6")
+    e = refusal(vllm.capacity, qwen_next, 2**30, BF16, BF16, options=VllmOptions(version="0.6"))
     assert "Model architectures ['Qwen3NextForCausalLM'] are not supported for now." in str(e)
-    e = refusal(vllm.capacity, load_model("jamba-1.5-mini"), 2**30, BF16, BF16, version="0.6")
+    e = refusal(vllm.capacity, load_model("jamba-1.5-mini"), 2**30, BF16, BF16, options=VllmOptions(version="0.6"))
     assert str(e).startswith("jamba-1.5-mini: vLLM 0.6 (V0) keeps Mamba state outside the KV blocks")
     assert (e.field, e.value) == ("model", "jamba-1.5-mini")
 
 
 def test_vllm_v0_no_block_names_the_budget(llama):
     # 1,000 B is less than one V0 block (2,097,152 B)
-    e = refusal(vllm.capacity, llama, 1000, BF16, BF16, v0=True)
+    e = refusal(vllm.capacity, llama, 1000, BF16, BF16, options=VllmOptions(version="0.6"))
     assert str(e) == ("vLLM would fail at start-up: 1,000 B holds no block of 2,097,152 B: No available memory for "
                       "the cache blocks. Try increasing `gpu_memory_utilization` when initializing the engine.")
     assert (e.field, e.value) == ("kv_memory_bytes", 1000)
