@@ -139,7 +139,7 @@ class VllmV0(VllmRules):
         return len(stage)
 
     def resolve(self, model: ModelSpec, k: StorageFormat, v: StorageFormat, *, tp: int,
-                options: VllmOptions) -> Resolved:
+                options: VllmOptions, label: str | None = None) -> Resolved:
         """The checks, then the block size given (else 16) and the page: per head for DeepSeek
         (`mla_page_bytes`), else the layers' one page. Hybrid Mamba models are refused."""
         self.check(model, k, v, tp, options.block_size)
