@@ -55,7 +55,7 @@ KV_DTYPES = {"auto": None, "fp8": "fp8", "bfloat16": "bf16"}
 #: families kvcalc's vLLM 0.33 profile does not size as vLLM does yet (issue 19): the fixture
 #: tests mark them xfail(strict=False) with this reason. Delete a family's entry when it matches.
 KVCALC_PENDING = {f: f"kvcalc's vLLM 0.33 profile does not model {f} as vLLM 0.33 does yet (issue 19)"
-                  for f in ("kimi-k3",)}
+                  for f in ()}
 
 #: the figures `compare` checks
 FIELDS = ("refused", "num_blocks", "gpu_kv_cache_tokens", "max_concurrency", "lines")

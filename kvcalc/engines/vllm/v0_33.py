@@ -306,6 +306,9 @@ class Vllm033(V1Rules):
             notes.append("DeepSeek-V4 on Hopper: FlashMLA, fp8_ds_mla (584 B an entry, pages aligned to 576 B), "
                          "KV cache layout BLHNC, packed groups")
             block_size = v0_33_specs.DSV4_SWA_BLOCK
+        elif v0_33_specs.is_kda_mla(model):
+            specs, block_size, lines, note = v0_33_specs.kda_mla_specs(model, k, tp=tp)
+            notes.append(note)
         elif v0_33_specs.is_sparse_mla(model):
             specs, note = v0_33_specs.sparse_mla_specs(model, k, cache_dtype or "auto")
             notes.append(note)

@@ -57,6 +57,16 @@ FP32_BYTES = 4
 #: fp8 as fp8_ds_mla (FLASHMLA_SPARSE, `_canonicalize_sparse_mla_kv_cache_dtype`).
 SPARSE_16BIT = ("auto", "bfloat16", "float16")
 SPARSE_FP8 = ("fp8", "fp8_e4m3", "fp8_ds_mla")
+#: model types whose `linear` layers vLLM 0.33 runs as Kimi Delta Attention
+#: (`vllm/models/kimi_k3/nvidia/kda.py`, `kimi_linear.py`)
+KDA_MODEL_TYPES = frozenset({"kimi_linear", "kimi_k3"})
+#: `Platform._align_hybrid_block_size` (`vllm/platforms/interface.py` 1054-1060): an MLA hybrid's
+#: block is a multiple of 128 (TRTLLM / FlashInfer MLA decode kernels), which the KDA prefill
+#: checkpoint alignment (16, `kda.py` 486-525) divides.
+MLA_HYBRID_ALIGNMENT = 128
+#: Mamba pages a KDA layer holds per request with prefix caching ('align'): 2 + one prefill
+#: checkpoint block (`MambaSpec.max_memory_usage_bytes`, `kda.py` 901-909).
+KDA_MAMBA_PAGES = 3
 #: model types whose spec window is the config's `sliding_window_size`, one less than the
 #: tokens transformers attends (kvcalc's layer window): vLLM 0.33 `mimo_v2.py` 318.
 WINDOW_IS_SIZE_MODEL_TYPES = frozenset({"mimo_v2_flash", "mimo_v2"})
@@ -65,6 +75,12 @@ WINDOW_IS_SIZE_MODEL_TYPES = frozenset({"mimo_v2_flash", "mimo_v2"})
 def is_deepseek_v4(model: ModelSpec) -> bool:
     """A DeepSeek-V4 model: compressed layers, or sliding layers whose V is their K."""
     return any(x.compress_ratio > 1 or (x.v_is_k and x.kind == "sliding") for x in model.layers)
+
+
+def is_kda_mla(model: ModelSpec) -> bool:
+    """Kimi-K3 / Kimi-Linear: KDA linear-attention layers beside MLA layers."""
+    kinds = {x.kind for x in model.layers}
+    return "mla" in kinds and "linear" in kinds and model.model_type in KDA_MODEL_TYPES
 
 
 def is_sparse_mla(model: ModelSpec) -> bool:
@@ -77,7 +93,7 @@ def needs_specs(model: ModelSpec) -> bool:
     DeepSeek-V4, sparse MLA + indexer, attention layers whose heads or head sizes differ, or
     layers that share another's cache."""
     attn = [x for x in model.layers if x.kind in ("full", "sliding") and x.kv_source is None]
-    return (is_deepseek_v4(model) or is_sparse_mla(model)
+    return (is_deepseek_v4(model) or is_sparse_mla(model) or is_kda_mla(model)
             or len({(x.n_kv_heads, x.head_dim_k, x.head_dim_v) for x in attn}) > 1
             or any(x.kv_source is not None for x in model.layers))
 
@@ -168,3 +184,41 @@ def attention_specs(model: ModelSpec, k: StorageFormat, v: StorageFormat, *, tp:
         else:
             specs.append(LayerCache("FullAttentionSpec", block_size or BLOCK_SIZE, entry))
     return specs
+
+
+def kda_mla_specs(model: ModelSpec, k: StorageFormat, *, tp: int) -> tuple[list[LayerCache], int, list[str], str]:
+    """(specs, block size, log lines, note) of Kimi-K3: 24 dense MLA layers (Hopper
+    FLASH_ATTN_MLA for a 16-bit cache, FlashMLA for fp8: 1,152 / 576 B a token) beside KDA
+    layers whose state (`hybrid.mamba_state`: conv (kernel - 1) x 3 x heads x head_dim / tp in
+    the model's dtype, recurrent heads / tp x 128 x 128 fp32, `kda.py` 571-591) fills one
+    `MambaSpec` page. The block: 128 x cdiv(state, 128 x token page)
+    (`Platform._align_hybrid_block_size`); every page is block x token page, the state padded to
+    it; a KDA layer holds `KDA_MAMBA_PAGES` pages per request.
+
+    Kimi-K3, bf16, tp 1: state 3 x 36,864 x 2 + 96 x 128 x 128 x 4 = 6,512,640 B; block 128 x
+    cdiv(6,512,640, 147,456) = 5,760 tokens; page 5,760 x 1,152 = 6,635,520 B."""
+    from kvcalc.engines.vllm import hybrid
+
+    mla = next(x for x in model.layers if x.kind == "mla")
+    token_page = layer_kv_bytes_per_token(mla, k, k, tp)
+    state = hybrid.mamba_state(model, tp, 2, "bf16", ssm_fp32=True, kda=True)
+    align = MLA_HYBRID_ALIGNMENT
+    block = align * -(-state.page_size_bytes // (align * token_page))
+    page = block * token_page
+    specs = []
+    for x in model.layers:
+        if x.kind == "mla":
+            specs.append(LayerCache("MLAAttentionSpec", block, token_page))
+        elif x.kind == "linear":
+            specs.append(LayerCache("MambaSpec", block, state.page_size_bytes, page_padded=page,
+                                    mamba_pages=KDA_MAMBA_PAGES))
+    lines = [f"Setting attention block size to {block} tokens to ensure that attention page size is >= mamba page "
+             "size."]
+    if page != state.page_size_bytes:
+        pad = 100 * (page - state.page_size_bytes) / state.page_size_bytes
+        lines.append(f"Padding mamba page size by {pad:.2f}% to ensure that mamba page size and attention page size "
+                     "are exactly equal.")
+    note = (f"KDA state per layer and request: conv state bf16, recurrent state fp32, {state.page_size_bytes:,} B; "
+            f"MLA hybrid block aligned to {align} tokens; prefix caching on ('align'): {KDA_MAMBA_PAGES} Mamba pages "
+            "per request")
+    return specs, block, lines, note
