@@ -142,12 +142,12 @@ class EngineProfile:
             base, shown = default, label
         k = storage_format(k_dtype or base, field="k_dtype" if k_dtype else "kv_dtype")
         v = storage_format(v_dtype or base, field="v_dtype" if v_dtype else "kv_dtype")
-        self.check_kv_formats(model, k, v)
+        self.check_kv_formats(model, k, v, options)
         if k_dtype or v_dtype:
             shown = k.name if k == v else f"{k.name}/{v.name}"
         return KvChoice(k, v, shown, options)
 
-    def check_kv_formats(self, model: ModelSpec, k: StorageFormat, v: StorageFormat) -> None:
+    def check_kv_formats(self, model: ModelSpec, k: StorageFormat, v: StorageFormat, options: Any = None) -> None:
         """Raise `KvcalcError` for a K or V format this engine has no cache type for: first in
         the engine's own words (each engine's override), then any weight-only format
         (`formats.kv_format`: MXFP4 is no cache type of any engine)."""
@@ -248,8 +248,9 @@ class VllmProfile(EngineProfile):
     def default_kv_dtype(self, model: ModelSpec, options: VllmOptions) -> tuple[str, str]:
         return vllm.rules(options.version).default_kv_dtype(model)
 
-    def check_kv_formats(self, model: ModelSpec, k: StorageFormat, v: StorageFormat) -> None:
-        vllm.check_formats(model, k, v)  # "vLLM has no 'q8_0' KV cache dtype; use auto, ..."
+    def check_kv_formats(self, model: ModelSpec, k: StorageFormat, v: StorageFormat, options: Any = None) -> None:
+        # "vLLM 0.33 has no 'q8_0' KV cache dtype; vLLM 0.33's --kv-cache-dtype takes auto, ..."
+        vllm.rules(options.version if options is not None else vllm.CURRENT_VERSION).check_formats(model, k, v)
         super().check_kv_formats(model, k, v)
 
     def split_kv_dtype(self, text: str, options: VllmOptions) -> tuple[str, VllmOptions]:
@@ -301,7 +302,7 @@ class SglangProfile(EngineProfile):
     def check_model(self, model: ModelSpec) -> None:
         sglang.check_model(model)
 
-    def check_kv_formats(self, model: ModelSpec, k: StorageFormat, v: StorageFormat) -> None:
+    def check_kv_formats(self, model: ModelSpec, k: StorageFormat, v: StorageFormat, options: Any = None) -> None:
         sglang.check_dtypes(k, v)  # "SGLang 0.5.23 has no 'q8_0' KV cache dtype; its pool stores auto, ..."
         super().check_kv_formats(model, k, v)
 
@@ -341,7 +342,7 @@ class LlamacppProfile(EngineProfile):
 
         refuse_indexer(model, "llama.cpp")
 
-    def check_kv_formats(self, model: ModelSpec, k: StorageFormat, v: StorageFormat) -> None:
+    def check_kv_formats(self, model: ModelSpec, k: StorageFormat, v: StorageFormat, options: Any = None) -> None:
         llamacpp.ggml_name(k, field="k_dtype")  # "llama.cpp has no 'int4' KV cache type; use one of ..."
         llamacpp.ggml_name(v, field="v_dtype")
         super().check_kv_formats(model, k, v)

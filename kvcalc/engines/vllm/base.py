@@ -76,7 +76,12 @@ class VllmRules:
         self.check_loadable(model)
         check_tp(model, tp)
         self.check_features(model)
-        check_formats(model, k, v)
+        self.check_formats(model, k, v)
+
+    def check_formats(self, model: ModelSpec, k: StorageFormat, v: StorageFormat) -> None:
+        """Raise `KvcalcError` (field `k_dtype` / `v_dtype`) for a format this version has no
+        cache dtype for (`common.check_formats`: no block-quantized format before 0.33)."""
+        check_formats(model, k, v, version=self.version)
 
     def check_features(self, model: ModelSpec) -> None:
         """Raise `KvcalcError` (field `model`) for layers this version does not have: hybrid

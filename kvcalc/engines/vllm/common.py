@@ -241,11 +241,13 @@ def needed_bytes(model: ModelSpec, groups: list[Group], max_model_len: int, bloc
                for g in groups)
 
 
-def check_formats(model: ModelSpec, k: StorageFormat, v: StorageFormat) -> None:
-    """Raise `KvcalcError` (field `k_dtype` / `v_dtype`) for a block-quantized format: vLLM has no such cache dtype."""
+def check_formats(model: ModelSpec, k: StorageFormat, v: StorageFormat, *, version: str = "0.11") -> None:
+    """Raise `KvcalcError` (field `k_dtype` / `v_dtype`) for a block-quantized format: vLLM
+    `version` (0.6, 0.11) has no such cache dtype; the message names the version and the dtypes
+    it takes."""
     for field, f in (("k_dtype", k), ("v_dtype", v)):
         if f.block_values != 1:
-            raise KvcalcError(f"vLLM has no '{f.name}' KV cache dtype; use auto, bfloat16, float16, fp8, "
+            raise KvcalcError(f"vLLM {version} has no '{f.name}' KV cache dtype; use auto, bfloat16, float16, fp8, "
                               "fp8_e5m2, int8_per_token_head or fp8_per_token_head",
                               field=field, value=f.name, form=MESSAGE)
 

@@ -36,7 +36,7 @@ from math import lcm
 from typing import TYPE_CHECKING
 
 from kvcalc.calc.kv_cache import refuse_hybrid_layers, refuse_unmodelled_layers
-from kvcalc.engine_dtypes import VLLM_033_FORMAT_NAMES
+from kvcalc.engine_dtypes import VLLM_033_CACHE_DTYPES, VLLM_033_FORMAT_NAMES
 from kvcalc.engines.vllm import hybrid, planning, v0_33_mla, v0_33_specs
 from kvcalc.engines.vllm.common import (ASSUMED_COMPUTE_CAPABILITY, Group, Resolved, blocks_per_request,
                                         default_kv_dtype)
@@ -68,6 +68,10 @@ UNREGISTERED_MODEL_TYPES = {
                 "Step3p7ForConditionalGeneration, whose text model Step3p5ForCausalLM reads num_attention_groups, "
                 "which this config does not give)"),
 }
+#: the refusal's tail: 0.33's `--kv-cache-dtype` list and the part kvcalc sizes
+VLLM_033_TAKES = (f"vLLM 0.33's --kv-cache-dtype takes {', '.join(VLLM_033_CACHE_DTYPES)} (vllm/config/cache.py "
+                  "CacheDType); kvcalc sizes auto, bfloat16, float16, fp8, fp8_e5m2, int8_per_token_head, "
+                  "fp8_per_token_head and nvfp4 (fp8_ds_mla as sparse MLA's fp8)")
 #: the 2026 layer features vLLM 0.33's profile sizes (`kv_cache.LAYER_FEATURES`)
 SPEC_FEATURES = frozenset({"sinks", "k_eq_v", "kv_shared", "kind_geometry", "v_is_k", "compressed", "indexer",
                            "partial_indexer", "linear_beside_mla"})
@@ -255,6 +259,29 @@ class Vllm033(V1Rules):
         if options.compute_capability is None and options.vendor != "amd" and blocks.state.kind == "gdn":
             return [f"GPU assumed Hopper (compute capability {ASSUMED_COMPUTE_CAPABILITY}): no GPU given"]
         return []
+
+    def check_formats(self, model: ModelSpec, k: StorageFormat, v: StorageFormat) -> None:
+        """vLLM 0.33's `CacheDType` (`engine_dtypes.VLLM_033_CACHE_DTYPES`): a kvcalc format
+        whose vLLM name is in it (`VLLM_033_FORMAT_NAMES`: nvfp4 beside the 16-bit and fp8
+        ones) passes where a backend takes it for the model's layers (nvfp4: FlashInfer, full /
+        sliding attention only); any other block-quantized format is refused, naming 0.33's
+        list and what kvcalc sizes of it.
+
+        nvfp4 per K or V head row: head/2 B of fp4 + head/16 B of fp8 scales
+        (`nvfp4_kv_cache_full_dim`): Llama-3.1-8B 2 x 32 x 8 x (64 + 8) = 36,864 B a token."""
+        for field, f in (("k_dtype", k), ("v_dtype", v)):
+            if f.block_values == 1:
+                continue
+            name = VLLM_033_FORMAT_NAMES.get(f.name)
+            row = VLLM_033_CACHE_DTYPES.get(name or "")
+            if row is None:
+                raise KvcalcError(f"vLLM 0.33 has no '{f.name}' KV cache dtype; {VLLM_033_TAKES}", field=field,
+                                  value=f.name, form=MESSAGE)
+            if any(layer.kind in ("mla", "hybrid") for layer in model.layers) or v0_33_specs.needs_specs(model):
+                raise KvcalcError(f"vLLM 0.33's {name} KV cache is for full / sliding attention layers "
+                                  f"({', '.join(row.backends)}); {model.name}'s layers take other dtypes "
+                                  f"(kvcalc sizes {name} for uniform attention models)", field=field,
+                                  value=f.name, form=MESSAGE)
 
     # ----- the 2026 models: per-layer specs (`v0_33_specs`, `planning`) ---------------------
 
