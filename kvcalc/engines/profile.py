@@ -338,9 +338,7 @@ class LlamacppProfile(EngineProfile):
     plan_layer_split = True
 
     def check_model(self, model: ModelSpec) -> None:
-        from kvcalc.calc.kv_cache import refuse_indexer
-
-        refuse_indexer(model, "llama.cpp")
+        llamacpp.rules().check_model(model)  # the current release's (Gemma-4 sized, Step-3.7 refused)
 
     def check_kv_formats(self, model: ModelSpec, k: StorageFormat, v: StorageFormat, options: Any = None) -> None:
         llamacpp.ggml_name(k, field="k_dtype")  # "llama.cpp has no 'int4' KV cache type; use one of ..."
