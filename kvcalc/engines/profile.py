@@ -138,8 +138,10 @@ class EngineProfile:
         base = (kv_dtype or "auto").strip()
         shown = base
         base, options = self.split_kv_dtype(base, options)
-        if base.lower() == "auto":
-            base, shown = default, label
+        if base.lower() == "auto":  # auto, or a dtype the engine packs itself (`split_kv_dtype`)
+            base = default
+            if shown.lower() == "auto":
+                shown = label
         k = storage_format(k_dtype or base, field="k_dtype" if k_dtype else "kv_dtype")
         v = storage_format(v_dtype or base, field="v_dtype" if v_dtype else "kv_dtype")
         self.check_kv_formats(model, k, v, options)
@@ -254,6 +256,16 @@ class VllmProfile(EngineProfile):
         super().check_kv_formats(model, k, v)
 
     def split_kv_dtype(self, text: str, options: VllmOptions) -> tuple[str, VllmOptions]:
+        from kvcalc.engine_dtypes import VLLM_033_CACHE_DTYPES
+
+        row = VLLM_033_CACHE_DTYPES.get(text.strip().lower())
+        if row is not None and (row.layout == "packed_slot" or row.name == "int4_per_token_head"):
+            if options.version != vllm.CURRENT_VERSION:
+                raise KvcalcError(f"vLLM {options.version} has no '{row.name}' KV cache dtype; use auto, bfloat16, "
+                                  "float16, fp8, fp8_e5m2, int8_per_token_head or fp8_per_token_head",
+                                  field="kv_dtype", value=row.name)
+            # the layers the preset packs are sized from `cache_dtype`; the rest in the model's dtype
+            return "auto", dataclasses.replace(options, cache_dtype=row.name)
         plain, scales = vllm.split_kv_dtype(text)
         if scales and plain not in ("int8", "fp8"):
             raise KvcalcError(f"--kv-dtype {text}: vLLM has int8_per_token_head and fp8_per_token_head only")

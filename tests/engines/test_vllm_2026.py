@@ -184,3 +184,35 @@ def test_needs_specs_only_for_the_new_layers():
     assert not v0_33_specs.needs_specs(load_model("llama-3.1-8b"))
     assert not v0_33_specs.needs_specs(load_model("gemma-3-27b"))
     assert v0_33_specs.needs_specs(load_model("gemma-4-26b-a4b"))
+
+
+# ----- vLLM 0.33's packed dtypes (issue 20): TurboQuant presets, int4_per_token_head -------------------
+
+@pytest.mark.parametrize("dtype, block, blocks, tokens", [
+    # k8v4: slot 128 + (64 + 4) = 196 B a head, 8 x 196 = 1,568 B a token; layers 0, 1, 30, 31 in bf16 (4,096 B):
+    # block 16 x cdiv(4,096 x 16, 16 x 1,568) = 48; one UniformType group: 28 x 48 x 1,568 + 4 x 48 x 4,096
+    # = 2,893,824 B a block; 16 GiB // that = 5,936; per request cdiv(32,768, 48) = 683: 5,936 / 683 x 32,768
+    ("turboquant_k8v4", 48, 5_936, 284_788),
+    # 4bit_nc: slot (64 + 2) + (64 + 4) = 134 B, 1,072 B a token; block 16 x cdiv(65,536, 17,152) = 64;
+    # 28 x 64 x 1,072 + 4 x 64 x 4,096 = 2,969,600 B; 5,785 blocks; cdiv(32,768, 64) = 512
+    ("turboquant_4bit_nc", 64, 5_785, 370_240),
+    # int4_per_token_head: 8 x (64 + 64 + 2 x 4) = 1,088 B a token, block 16: 32 x 17,408 = 557,056 B; 30,840 blocks
+    ("int4_per_token_head", 16, 30_840, 493_440),
+])
+def test_packed_dtypes_llama_3_1_8b(dtype, block, blocks, tokens):
+    """Figures vLLM 0.33's own `get_kv_cache_configs` / `get_kv_cache_capacity` gave for the specs its
+    layers build (TurboQuantAttentionBackend / TritonAttentionBackend `customize_spec`; docs/engine-oracles.md)."""
+    from kvcalc import capacity as api_capacity
+
+    r = api_capacity("llama-3.1-8b", engine="vllm", kv_memory_bytes=16 * GiB, max_model_len=32_768, kv_dtype=dtype)
+    assert (r.kv_cache_dtype, r.block_size, r.num_gpu_blocks, r.kv_cache_tokens) == (dtype, block, blocks, tokens)
+
+
+def test_packed_dtypes_refused_where_not_modelled_and_before_033():
+    from kvcalc import capacity as api_capacity
+
+    with pytest.raises(KvcalcError, match="sizes turboquant_k8v4 for models whose every layer is full attention"):
+        api_capacity("gemma-3-27b", engine="vllm", kv_memory_bytes=16 * GiB, kv_dtype="turboquant_k8v4")
+    with pytest.raises(KvcalcError, match="^--kv-dtype turboquant_k8v4: vLLM 0.11 has no 'turboquant_k8v4'|vLLM 0.11 has no"):
+        api_capacity("llama-3.1-8b", engine="vllm", kv_memory_bytes=16 * GiB, kv_dtype="turboquant_k8v4",
+                     options=VllmOptions(version="0.11"))

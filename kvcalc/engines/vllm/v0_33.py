@@ -310,6 +310,11 @@ class Vllm033(V1Rules):
         of `planning.kv_cache_groups`. `label` names the `--kv-cache-dtype` given (None or
         'auto (...)': auto). Hopper's backends; a `--block-size` given is refused for these
         models (the sparse MLA and DeepSeek-V4 backends fix it; kvcalc does not model the rest)."""
+        if options.cache_dtype is not None:
+            specs, note = v0_33_specs.packed_specs(model, k, options.cache_dtype, tp=tp)
+            groups = planning.kv_cache_groups(specs)
+            return Resolved(k, v, specs[0].block_size, planning.bytes_per_block(groups), True, 1, [], [note],
+                            specs=specs)
         if not v0_33_specs.needs_specs(model):
             return None
         if options.block_size is not None:

@@ -222,3 +222,46 @@ def kda_mla_specs(model: ModelSpec, k: StorageFormat, *, tp: int) -> tuple[list[
             f"MLA hybrid block aligned to {align} tokens; prefix caching on ('align'): {KDA_MAMBA_PAGES} Mamba pages "
             "per request")
     return specs, block, lines, note
+
+
+def packed_specs(model: ModelSpec, k: StorageFormat, cache_dtype: str, *, tp: int) -> tuple[list[LayerCache], str]:
+    """(specs, note) of a uniform full-attention model under a vLLM 0.33 dtype kvcalc has no
+    storage format for (`engine_dtypes.vllm_033_head_bytes`): TurboQuant / UltraQuant / Octave
+    pack one K+V slot per head (their backend's `customize_spec`), `int4_per_token_head` int4
+    values + two fp32 scales per head (TRITON_ATTN). TurboQuant and UltraQuant keep the first and
+    last two layers at the model's dtype (`turboquant_skip_layers`, `engine/arg_utils.py`
+    2345-2350); the block then grows until a packed page covers a skipped layer's page at the
+    smallest kernel block (`Platform._align_heterogeneous_kv_block_size`,
+    `engine_dtypes.skip_layer_block_alignment`; TurboQuant's kernel blocks 16 / 32 / 64 / 128).
+    Every layer is a `FullAttentionSpec` of that block (`Attention.get_kv_cache_spec`: the full
+    branch pads nothing), so the layers form one `UniformTypeKVCacheSpecs` group whose block is
+    the sum of their pages.
+
+    Llama-3.1-8B, turboquant_k8v4: packed 8 x 196 = 1,568 B a token, skipped 8 x 512 = 4,096;
+    block 16 x cdiv(4,096 x 16, 16 x 1,568) = 48; a block of the pool 28 x 48 x 1,568 +
+    4 x 48 x 4,096 = 2,893,824 B. Raises `KvcalcError` for MLA, sliding or per-layer-geometry
+    models and Mamba hybrids (not modelled with these dtypes)."""
+    from kvcalc.engine_dtypes import (VLLM_033_CACHE_DTYPES, skip_layer_block_alignment, turboquant_skip_layers,
+                                      vllm_033_head_bytes)
+
+    row = VLLM_033_CACHE_DTYPES[cache_dtype]
+    cached = [x for x in model.layers if x.kind != "mlp"]
+    if any(x.kind != "full" for x in cached) or needs_specs(model):
+        raise _refuse(model, f"kvcalc's vLLM 0.33 profile sizes {cache_dtype} for models whose every layer is full "
+                      "attention of one geometry (not MLA, sliding-window or Mamba / linear layers)", value=cache_dtype)
+    layer = cached[0]
+    heads = kv_heads_per_rank(layer, tp)
+    packed = heads * vllm_033_head_bytes(cache_dtype, layer.head_dim_k, layer.head_dim_v,
+                                         model_dtype_bytes=k.block_bytes // k.block_values)
+    skip = set(turboquant_skip_layers(model.n_layers)) if row.skips_boundary_layers else set()
+    full = layer_kv_bytes_per_token(layer, k, k, tp)
+    block = BLOCK_SIZE
+    if skip:
+        block, _ = skip_layer_block_alignment(packed, full, BLOCK_SIZE, BLOCK_SIZE)
+    specs = [LayerCache("FullAttentionSpec", block, full if i in skip else packed, tag="skip" if i in skip else "")
+             for i, x in enumerate(model.layers) if x.kind == "full"]
+    note = f"{cache_dtype}: {packed:,} B a token per layer ({', '.join(row.backends)})"
+    if skip:
+        note += (f"; layers {', '.join(map(str, sorted(skip)))} kept in {k.name} ({full:,} B a token); block "
+                 f"{block} tokens so a packed page covers a skipped one")
+    return specs, note
