@@ -216,3 +216,17 @@ def test_packed_dtypes_refused_where_not_modelled_and_before_033():
     with pytest.raises(KvcalcError, match="^--kv-dtype turboquant_k8v4: vLLM 0.11 has no 'turboquant_k8v4'|vLLM 0.11 has no"):
         api_capacity("llama-3.1-8b", engine="vllm", kv_memory_bytes=16 * GiB, kv_dtype="turboquant_k8v4",
                      options=VllmOptions(version="0.11"))
+
+
+def test_int4_per_token_head_on_a_hybrid():
+    """Qwen3.5-27B (16 full-attention layers of 4 KV heads x 256, 48 Gated DeltaNet layers of
+    3,207,168 B state), int4_per_token_head, tp 1, Hopper: TRITON_ATTN packs 4 x (128 + 128 + 2 x 4)
+    = 1,056 B a token (`customize_spec`), which `_align_hybrid_block_size` aligns to the 64-token
+    GDN checkpoints: block 64 x cdiv(3,207,168, 67,584) = 3,072, page 3,072 x 1,056 = 3,244,032 B,
+    groups of 16: 16 x 3,244,032 = 51,904,512 B a block; 16 GiB // that = 330 blocks; a request of
+    32,768: cdiv(32,768, 3,072) = 11 + 3 GDN groups x 3 pages = 20 -> 16.5x."""
+    from kvcalc import capacity as api_capacity
+
+    r = api_capacity("qwen3.5-27b", engine="vllm", kv_memory_bytes=16 * GiB, max_model_len=32_768,
+                     kv_dtype="int4_per_token_head")
+    assert (r.block_size, r.page_size_bytes, r.num_gpu_blocks, r.max_concurrency) == (3_072, 51_904_512, 330, 16.5)

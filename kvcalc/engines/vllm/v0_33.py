@@ -35,7 +35,7 @@ from __future__ import annotations
 from math import lcm
 from typing import TYPE_CHECKING
 
-from kvcalc.calc.kv_cache import refuse_hybrid_layers, refuse_unmodelled_layers
+from kvcalc.calc.kv_cache import kv_heads_per_rank, refuse_hybrid_layers, refuse_unmodelled_layers
 from kvcalc.engine_dtypes import VLLM_033_CACHE_DTYPES, VLLM_033_FORMAT_NAMES
 from kvcalc.engines.vllm import hybrid, planning, v0_33_mla, v0_33_specs
 from kvcalc.engines.vllm.common import (ASSUMED_COMPUTE_CAPABILITY, Group, Resolved, blocks_per_request,
@@ -310,6 +310,8 @@ class Vllm033(V1Rules):
         of `planning.kv_cache_groups`. `label` names the `--kv-cache-dtype` given (None or
         'auto (...)': auto). Hopper's backends; a `--block-size` given is refused for these
         models (the sparse MLA and DeepSeek-V4 backends fix it; kvcalc does not model the rest)."""
+        if options.cache_dtype == "int4_per_token_head" and any(x.kind in ("mamba", "linear") for x in model.layers):
+            return self._int4_hybrid(model, k, v, tp=tp, options=options)
         if options.cache_dtype is not None:
             specs, note = v0_33_specs.packed_specs(model, k, options.cache_dtype, tp=tp)
             groups = planning.kv_cache_groups(specs)
@@ -353,6 +355,32 @@ class Vllm033(V1Rules):
         if options.compute_capability is None:
             notes.append(f"GPU assumed Hopper (compute capability {ASSUMED_COMPUTE_CAPABILITY}): no GPU given")
         return Resolved(k, v, block_size, page, True, 1, lines, notes, specs=specs, block_outermost=outermost)
+
+    def _int4_hybrid(self, model: ModelSpec, k: StorageFormat, v: StorageFormat, *, tp: int,
+                     options: VllmOptions) -> Resolved:
+        """`int4_per_token_head` on a hybrid attention + Mamba / Gated-DeltaNet model: the
+        attention page of one token is TRITON_ATTN's packing (`customize_spec`: heads x (D_k / 2
+        + D_v / 2 + 2 x 4 B scales)), which `Platform._align_hybrid_block_size` aligns the block
+        to (`attn_page_size_1_token = backend_cls.customize_spec(attn_spec).page_size_bytes`),
+        then the hybrid rules as for any dtype (`_hybrid_blocks`). Qwen3.5-27B, tp 1: 4 x (128 +
+        128 + 8) = 1,056 B a token; block 64 x cdiv(3,207,168, 64 x 1,056) = 3,072 tokens.
+        Read from vLLM 0.33's source (not run by the oracle: its hybrid builder has no
+        per-token-head packing)."""
+        from kvcalc.engine_dtypes import vllm_033_head_bytes
+
+        attention = next(x for x in model.layers if x.kind == "full")
+        if any(x.kind not in ("full", "mamba", "linear", "mlp") for x in model.layers):
+            raise KvcalcError(f"{model.name}: kvcalc's vLLM 0.33 profile sizes int4_per_token_head on hybrids of full "
+                              "attention and Mamba / linear layers only", field="kv_dtype",
+                              value="int4_per_token_head", form=MESSAGE)
+        token_page = kv_heads_per_rank(attention, tp) * vllm_033_head_bytes(
+            "int4_per_token_head", attention.head_dim_k, attention.head_dim_v)
+        hb = self._hybrid_blocks(model, k, v, block_size=options.block_size or 16, tp=tp, options=options,
+                                 scales=False, token_page=token_page)
+        notes = [f"int4_per_token_head: {token_page:,} B a token per attention layer (TRITON_ATTN: int4 values + "
+                 "fp32 scales per token and head)", *hb.notes, *self.hybrid_notes(hb, options)]
+        return Resolved(k, v, hb.block_size, hb.page_bytes, options.hybrid_allocator, hb.mamba_pages,
+                        list(hb.log_lines), notes)
 
 
 RULES = Vllm033()

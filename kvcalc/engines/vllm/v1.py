@@ -150,11 +150,13 @@ class V1Rules(VllmRules):
 
     def align_block_size(self, model: ModelSpec, attention_layer: LayerSpec, k: StorageFormat, v: StorageFormat, *,
                          block_size: int, tp: int, prefix_caching: bool | None, compute_capability: str,
-                         model_dtype: str, model_dtype_bytes: int, vendor: str | None = None) -> hybrid.HybridBlocks:
+                         model_dtype: str, model_dtype_bytes: int, vendor: str | None = None,
+                         token_page: int | None = None) -> hybrid.HybridBlocks:
         """The block size, page and Mamba pages per request of a hybrid model: token page =
         `layer_kv_bytes_per_token(attention_layer)`, the state (`mamba_state`), the version's
         alignment (`hybrid_alignment`), then `hybrid.unify_pages`."""
-        token_page = layer_kv_bytes_per_token(attention_layer, k, v, tp)
+        if token_page is None:  # else the backend's own packing (`customize_spec`), given
+            token_page = layer_kv_bytes_per_token(attention_layer, k, v, tp)
         state = self.mamba_state(model, tp, model_dtype_bytes, model_dtype)
         notes = [self.state_dtype_note(model, state, model_dtype, tp, model_dtype_bytes)]
         align, mamba_pages, lines, more = self.hybrid_alignment(
@@ -164,7 +166,7 @@ class V1Rules(VllmRules):
                                   log_lines=lines, notes=notes + more)
 
     def _hybrid_blocks(self, model: ModelSpec, k: StorageFormat, v: StorageFormat, *, block_size: int, tp: int,
-                       options: VllmOptions, scales: bool) -> hybrid.HybridBlocks:
+                       options: VllmOptions, scales: bool, token_page: int | None = None) -> hybrid.HybridBlocks:
         """`align_block_size` for a model with Mamba / linear-attention layers beside full
         attention, on the options' GPU (no compute capability: Hopper assumed); refuses what
         kvcalc does not model (MLA or sliding layers beside Mamba, attention-free models,
@@ -188,7 +190,7 @@ class V1Rules(VllmRules):
         return self.align_block_size(
             model, attention, k, v, block_size=block_size, tp=tp, prefix_caching=options.prefix_caching,
             compute_capability=options.compute_capability or ASSUMED_COMPUTE_CAPABILITY, model_dtype=fmt.name,
-            model_dtype_bytes=fmt.block_bytes // fmt.block_values, vendor=options.vendor)
+            model_dtype_bytes=fmt.block_bytes // fmt.block_values, vendor=options.vendor, token_page=token_page)
 
     def spec_resolve(self, model: ModelSpec, k: StorageFormat, v: StorageFormat, *, tp: int,
                      options: VllmOptions, label: str | None) -> Resolved | None:
