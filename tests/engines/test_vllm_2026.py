@@ -198,6 +198,8 @@ def test_needs_specs_only_for_the_new_layers():
     ("turboquant_4bit_nc", 64, 5_785, 370_240),
     # int4_per_token_head: 8 x (64 + 64 + 2 x 4) = 1,088 B a token, block 16: 32 x 17,408 = 557,056 B; 30,840 blocks
     ("int4_per_token_head", 16, 30_840, 493_440),
+    # nvfp4: 2 x 8 slots x (64 + 8) = 1,152 B a token a layer, 32 x 16 x 1,152 = 589,824 B a block: 29,127 blocks
+    ("nvfp4", 16, 29_127, 466_032),
 ])
 def test_packed_dtypes_llama_3_1_8b(dtype, block, blocks, tokens):
     """Figures vLLM 0.33's own `get_kv_cache_configs` / `get_kv_cache_capacity` gave for the specs its
