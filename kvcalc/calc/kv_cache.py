@@ -166,11 +166,13 @@ def refuse_indexer(model: ModelSpec, engine: str) -> None:
     profiles (`engine` names it) do not model the pages it adds (vLLM keeps the indexer keys in a
     cache group of their own, SGLang in its NSA pool), so they would print a wrong figure.
     Hybrid layers are `refuse_hybrid_layers`'s, which the profiles that cannot size them call."""
+    # a 2026 feature first, so the message names it (GLM-5's indexer on some layers, MiniMax-M3's
+    # bf16 keys, DeepSeek-V4's compressed entries), then DeepSeek-V3.2's indexer on every layer
+    refuse_unmodelled_layers(model, engine, ENGINES_MODEL_TODAY | {"indexer"})
     if model.index_head_dim is not None:
         raise KvcalcError(f"{model.name} has DeepSeek-V3.2's sparse-attention indexer, whose key cache the "
                           f"{engine} profile does not model; use --engine ideal", field="model",
                           value=model.name, form=MESSAGE)
-    refuse_unmodelled_layers(model, engine, ENGINES_MODEL_TODAY)
 
 
 def layer_kv_bytes_per_token(layer: LayerSpec, k_fmt: StorageFormat, v_fmt: StorageFormat, tp: int = 1) -> int:

@@ -8,7 +8,7 @@ from typing import Annotated, Any, Callable
 
 import typer
 
-from kvcalc.cli.options import (RevisionOpt, TrustPlainOpt, BatchOpt, FormatOpt, GpuPlanOptions, KvFormatOptions, LayoutOptions, ModelArg,
+from kvcalc.cli.options import (ModelSourceOptions, BatchOpt, FormatOpt, GpuPlanOptions, KvFormatOptions, LayoutOptions, ModelArg,
                                 SeqLenOpt, SglangFlags, VllmFlags, check_positive, engine_options, only,
                                 option_groups, refuse_other_engines, with_help)
 from kvcalc.cli.output import check_format, emit, emit_parts, handle_errors, show_result
@@ -32,17 +32,16 @@ def estimate(
     vllm: Annotated[VllmFlags, only("block_size", block_size="vLLM tokens per block (--engine vllm).")] = VllmFlags(),
     sglang: Annotated[SglangFlags, only("page_size", page_size="SGLang tokens per page (--engine sglang).")] = SglangFlags(),
     gpu: GpuPlanOptions = GpuPlanOptions(),
-    revision: RevisionOpt = None,
-    trust_plain_decoder: TrustPlainOpt = False,
+    source: ModelSourceOptions = ModelSourceOptions(),
     fmt: FormatOpt = "table",
 ) -> None:
     """Exact KV-cache bytes for MODEL at a context length, batch, KV dtype and TP/PP layout;
     with --gpu, also weights, the memory plan, whether it fits, and roofline TPOT / TTFT."""
-    from kvcalc.load.models import load_model, naming_model_file
+    from kvcalc.load.models import naming_model_file
     from kvcalc.requests import EstimateRequest, resolve_seq_lens, run_estimate
 
     check_positive(batch=batch, tp=layout.tp, pp=layout.pp, dp=layout.dp)
-    spec = load_model(model, revision, trust_plain_decoder=trust_plain_decoder)
+    spec = source.load(model)
     gpu.refuse_without_gpu(ctx)  # GPU-only options without --gpu are refused, never ignored
     tp, pp, dp = layout.resolve()  # count = tp x pp x dp; alone it sets tp
     lengths = resolve_seq_lens(spec, seq_len)

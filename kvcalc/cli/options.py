@@ -319,6 +319,20 @@ class KvFormatOptions(OptionGroup):
     scale_dtype: ScaleOpt = None
 
 
+class ModelSourceOptions(OptionGroup):
+    """Where the model comes from and how far to trust it: --revision (a Hub id's branch, tag or
+    commit) and --trust-plain-decoder (accept reading an unmapped model_type as a plain decoder)."""
+
+    revision: RevisionOpt = None
+    trust_plain_decoder: TrustPlainOpt = False
+
+    def load(self, model: str) -> Any:
+        """The `ModelSpec` of MODEL (`kvcalc.load.models.load_model`) with these options."""
+        from kvcalc.load.models import load_model
+
+        return load_model(model, self.revision, trust_plain_decoder=self.trust_plain_decoder)
+
+
 class LayoutOptions(OptionGroup):
     """The parallel layout: --tp, --pp, --dp, and --count (= tp x pp x dp)."""
 

@@ -383,8 +383,27 @@ def load_folder(folder: Path, config: dict[str, Any]) -> ModelSpec:
     from kvcalc.load.files import build
     from kvcalc.load.hf import model_fields_from_hf_config
 
-    from kvcalc.load.models import read_hf_quant_beside
-
     path = str(folder / "config.json")
     fields = model_fields_from_hf_config(config, path=path, hf_quant=read_hf_quant_beside(folder / "config.json"))
     return build(ModelSpec, attach_checkpoint(fields, config, local_headers(folder), path=path), path)
+
+
+def hf_quant_config_path(config_path: Path) -> Path:
+    """Where NVIDIA ModelOpt's `hf_quant_config.json` sits beside a config.json: in its folder
+    (`hf_quant_config.json`), or, for a config saved under its model's name (`org--name.json`), as
+    `org--name.hf_quant_config.json`."""
+    if config_path.name.lower() == "config.json":
+        return config_path.parent / "hf_quant_config.json"
+    return config_path.with_name(config_path.stem + ".hf_quant_config.json")
+
+
+def read_hf_quant_beside(config_path: Path) -> dict[str, Any] | None:
+    """The parsed `hf_quant_config.json` beside `config_path` (`hf_quant_config_path`), None when
+    there is none. Raises `ConfigError` for a malformed one (the bounded reader of every config)."""
+    from kvcalc.load.files import read_mapping
+
+    p = hf_quant_config_path(config_path)
+    if not p.is_file():
+        return None
+    data, _ = read_mapping(p, "model")
+    return data

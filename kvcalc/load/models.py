@@ -163,6 +163,8 @@ def load_model_file(path: Path) -> ModelSpec:
     if is_hf_config(data):
         from kvcalc.load.hf import model_from_hf_config  # imported only for config.json input
 
+        from kvcalc.load.checkpoint import read_hf_quant_beside
+
         return model_from_hf_config(data, path=str(path), hf_quant=read_hf_quant_beside(path))
     return build(ModelSpec, data, str(path), lines)
 
@@ -174,21 +176,3 @@ def is_hf_config(data: dict[str, Any]) -> bool:
     return any(k in data for k in ("model_type", "architectures", "num_hidden_layers", "n_layer",
                                    "text_config"))
 
-
-def hf_quant_config_path(config_path: Path) -> Path:
-    """Where NVIDIA ModelOpt's `hf_quant_config.json` sits beside a config.json: in its folder
-    (`hf_quant_config.json`), or, for a config saved under its model's name (`org--name.json`), as
-    `org--name.hf_quant_config.json`."""
-    if config_path.name.lower() == "config.json":
-        return config_path.parent / "hf_quant_config.json"
-    return config_path.with_name(config_path.stem + ".hf_quant_config.json")
-
-
-def read_hf_quant_beside(config_path: Path) -> dict[str, Any] | None:
-    """The parsed `hf_quant_config.json` beside `config_path` (`hf_quant_config_path`), None when
-    there is none. Raises `ConfigError` for a malformed one (the bounded reader of every config)."""
-    p = hf_quant_config_path(config_path)
-    if not p.is_file():
-        return None
-    data, _ = read_mapping(p, "model")
-    return data

@@ -14,6 +14,7 @@ from __future__ import annotations
 from typing import Any
 
 from kvcalc.load.hf.family import Family, Kinds
+from kvcalc.load.hf.mla import DEEPSEEK
 from kvcalc.load.hf.reader import _Cfg, _set_kinds, _shown
 
 
@@ -245,9 +246,7 @@ def _glm_moe_dsa(c: _Cfg) -> dict[str, Any]:
     (offset 2, freq 1 by default). The keys are sized as DeepSeek's fp8 + fp32 scale (132 B).
     `head_dim` / `qk_head_dim` in the config are derived sizes, not the cache. Experts as
     DeepSeek-V3, placed by `mlp_layer_types` (dense then sparse) when given."""
-    from kvcalc.load.hf.families import _deepseek
-
-    f = _deepseek(c)
+    f = DEEPSEEK(c)
     n = f["n_layers"] or 0
     for key, default in (("qk_nope_head_dim", 192), ("v_head_dim", 256)):
         f[key] = c.count(key, default=default)
@@ -283,13 +282,11 @@ def _kimi_linear(c: _Cfg) -> dict[str, Any]:
     moe_intermediate_size, num_experts_per_token, num_shared_experts. `routed_expert_hidden_size`
     (Kimi-K3's latent MoE: experts work in a narrower width) is not counted: the weights are
     refused rather than miscounted."""
-    from kvcalc.load.hf.families import _deepseek
-
     lin = c.mapping("linear_attn_config")
     renamed = {**c.data, "n_routed_experts": c.get("num_experts", "n_routed_experts"),
                "num_experts_per_tok": c.get("num_experts_per_token", "num_experts_per_tok"),
                "n_shared_experts": c.get("num_shared_experts", "n_shared_experts")}
-    f = _deepseek(_Cfg(renamed, c.path, c.model_type))
+    f = DEEPSEEK(_Cfg(renamed, c.path, c.model_type))
     n = f["n_layers"] or 0
     full, kda = lin.get("full_attn_layers"), lin.get("kda_layers")
     if c.get("layer_types") is not None:
