@@ -62,10 +62,12 @@ def run(name: str, block: int, skip: set[int], mem: int = 16 * GIB, max_model_le
     specs = {}
     for i in range(32):
         if i in skip:
-            specs[f"l{i}"] = kvi.FullAttentionSpec(block_size=block, num_kv_heads=8, head_size=128, dtype=torch.bfloat16)
+            specs[f"l{i}"] = kvi.FullAttentionSpec(block_size=block, num_kv_heads=8, head_size=128,
+                                                   dtype=torch.bfloat16)
         else:
             specs[f"l{i}"] = backend.customize_spec(kvi.FullAttentionSpec(
-                block_size=block, num_kv_heads=8, head_size=128, dtype=dtype, kv_quant_mode=kvi.get_kv_quant_mode(name)))
+                block_size=block, num_kv_heads=8, head_size=128, dtype=dtype,
+                kv_quant_mode=kvi.get_kv_quant_mode(name)))
     groups = planning.get_global_kv_cache_groups(cfg, [specs])
     (config,) = planning.get_kv_cache_configs(cfg, [specs], [mem], groups)
     tokens, concurrency = get_kv_cache_capacity(cfg, config)
