@@ -278,10 +278,11 @@ class Vllm033(V1Rules):
                 raise KvcalcError(f"vLLM 0.33 has no '{f.name}' KV cache dtype; {VLLM_033_TAKES}", field=field,
                                   value=f.name, form=MESSAGE)
             if any(layer.kind in ("mla", "hybrid") for layer in model.layers) or v0_33_specs.needs_specs(model):
+                mla = ", ".join(n for n, r in VLLM_033_CACHE_DTYPES.items() if "mla" in r.attention)
                 raise KvcalcError(f"vLLM 0.33's {name} KV cache is for full / sliding attention layers "
-                                  f"({', '.join(row.backends)}); {model.name}'s layers take other dtypes "
-                                  f"(kvcalc sizes {name} for uniform attention models)", field=field,
-                                  value=f.name, form=MESSAGE)
+                                  f"({', '.join(row.backends)}); kvcalc sizes it for models of those only, and "
+                                  f"{model.name} has MLA, hybrid or per-layer-geometry layers (vLLM 0.33's MLA "
+                                  f"backends take {mla})", field=field, value=f.name, form=MESSAGE)
 
     # ----- the 2026 models: per-layer specs (`v0_33_specs`, `planning`) ---------------------
 
