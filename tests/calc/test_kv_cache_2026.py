@@ -139,15 +139,18 @@ def test_todays_hooks_still_pass_the_models_they_size():
     kv_cache.refuse_hybrid_layers(load_model("gpt-oss-20b"), "vLLM")
 
 
-def test_cli_capacity_refuses_gemma4_under_vllm():
+def test_cli_capacity_refuses_gemma4_under_vllm_011():
+    """vLLM 0.33 sizes Gemma-4 (tests/engines/test_vllm_2026.py); 0.11 has no Gemma-4 geometry."""
     from typer.testing import CliRunner
 
     from kvcalc.cli.app import app
 
-    r = CliRunner().invoke(app, ["capacity", "gemma-4-26b-a4b", "--engine", "vllm", "--kv-memory", "40GiB"])
+    r = CliRunner().invoke(app, ["capacity", "gemma-4-26b-a4b", "--engine", "vllm", "--vllm-version", "0.11",
+                                 "--kv-memory", "40GiB"])
     assert r.exit_code == 2
-    assert r.stderr.strip() == ("error: gemma-4-26b-a4b has KV heads or head sizes that differ between the full and "
-                                "sliding layers; the vLLM profile does not model this yet; use --engine ideal")
+    assert r.stderr.strip() == ("error: gemma-4-26b-a4b: vLLM 0.11 does not have KV heads or head sizes that differ "
+                                "between the full and sliding layers (vLLM 0.33 sizes the 2026 attention: "
+                                "--vllm-version 0.33)")
 
 
 # ----- the ideal engine ------------------------------------------------------------------------

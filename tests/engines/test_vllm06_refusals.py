@@ -35,29 +35,23 @@ NOT_IN_REGISTRY = {
     "gpt-oss-20b": "GptOssForCausalLM", "llama-4-scout": "Llama4ForCausalLM", "qwen3-14b": "Qwen3ForCausalLM",
     "qwen3-235b-a22b": "Qwen3MoeForCausalLM", "qwen3-30b-a3b": "Qwen3MoeForCausalLM", "qwen3-32b": "Qwen3ForCausalLM",
     "qwen3-4b": "Qwen3ForCausalLM", "qwen3-8b": "Qwen3ForCausalLM", "qwen3-next-80b-a3b": "Qwen3NextForCausalLM",
-    "deepseek-v3.2": "DeepseekV32ForCausalLM", "qwen3.5-27b": "Qwen3_5ForCausalLM",
-    "nemotron-3-super-120b-a12b": "NemotronHForCausalLM"}
+    # the 2026 families (architectures from their config.json, tests/data/hf-configs-2026/)
+    "deepseek-v3.2": "DeepseekV32ForCausalLM", "deepseek-v4-flash": "DeepseekV4ForCausalLM",
+    "gemma-4-26b-a4b": "Gemma4ForConditionalGeneration", "glm-5.2": "GlmMoeDsaForCausalLM",
+    "mimo-v2-flash": "MiMoV2FlashForCausalLM", "minimax-m2.7": "MiniMaxM2ForCausalLM",
+    "minimax-m3": "MiniMaxM3ForCausalLM", "nemotron-3-super-120b-a12b": "NemotronHForCausalLM",
+    "qwen3-vl-8b": "Qwen3VLForConditionalGeneration", "qwen3.5-27b": "Qwen3_5ForCausalLM",
+    "step-3.7-flash": "Step3p7FlashForCausalLM"}
 #: in the registry, but refused by kvcalc with its own reason: Jamba's Mamba state lives outside
 #: V0's blocks; Kimi-K2 (model_type kimi_k2) is not padded to head size 256 by `get_head_size`
 KVCALC_REFUSES = {"jamba-1.5-mini": "keeps Mamba state outside the KV blocks",
                   "kimi-k2": "it pads the head of model_type deepseek_v2 / deepseek_v3 only",
                   "kimi-k2.5": "it pads the head of model_type deepseek_v2 / deepseek_v3 only",
-                  "kimi-k3": "it pads the head of model_type deepseek_v2 / deepseek_v3 only",
-                  "glm-5.2": "it pads the head of model_type deepseek_v2 / deepseek_v3 only",
-                  # the 2026 layer features no vLLM profile models yet (kv_cache.refuse_unmodelled_layers)
-                  "gemma-4-26b-a4b": "differ between the full and sliding layers",
-                  "mimo-v2-flash": "differ between the full and sliding layers",
-                  "deepseek-v4-flash": "a compressed cache of one entry per N tokens",
-                  "minimax-m3": "indexer key cache in the KV format"}
-#: issue 19's plain-GQA families, which vLLM 0.6.6's registry lacks too (MiniMaxM2ForCausalLM,
-#: Step3p7ForConditionalGeneration, Qwen3VLForConditionalGeneration), but which the V0 table
-#: (`engines/vllm.py` V06_UNSUPPORTED_ARCHITECTURES) does not list yet: sized today, to be refused
-#: when the engine modules list them (left to the engine split)
-V06_TABLE_LACKS = ["minimax-m2.7", "step-3.7-flash", "qwen3-vl-8b"]
+                  "kimi-k3": "it pads the head of model_type deepseek_v2 / deepseek_v3 only"}
 
 
 def test_every_bundled_model_is_listed_once():
-    listed = TAKEN + list(NOT_IN_REGISTRY) + list(KVCALC_REFUSES) + V06_TABLE_LACKS
+    listed = TAKEN + list(NOT_IN_REGISTRY) + list(KVCALC_REFUSES)
     assert sorted(listed) == sorted(bundled("models"))
     assert len(listed) == len(set(listed)) == 52
 
