@@ -23,8 +23,9 @@ def test_cli_reference_is_current():
     gen = _generator()
     want = gen.render()
     have = gen.OUT.read_text(encoding="utf-8") if gen.OUT.exists() else ""
-    diff = "".join(list(difflib.unified_diff(have.splitlines(True), want.splitlines(True), "docs/cli.md",
-                                             "--help now", n=1))[:40])
+    diff = "".join(
+        list(difflib.unified_diff(have.splitlines(True), want.splitlines(True), "docs/cli.md", "--help now", n=1))[:40]
+    )
     assert have == want, f"docs/cli.md is stale: run `{gen.REGENERATE}`\n{diff}"
 
 

@@ -36,8 +36,9 @@ def help_text(args: list[str]) -> str:
 
     from kvcalc.cli import app
 
-    result = CliRunner().invoke(app, [*args, "--help"], env={"COLUMNS": str(COLUMNS), "NO_COLOR": "1",
-                                                             "TERM": "dumb", "FORCE_COLOR": None})
+    result = CliRunner().invoke(
+        app, [*args, "--help"], env={"COLUMNS": str(COLUMNS), "NO_COLOR": "1", "TERM": "dumb", "FORCE_COLOR": None}
+    )
     if result.exit_code != 0:
         raise SystemExit(f"kvcalc {' '.join(args)} --help exited {result.exit_code}:\n{result.output}")
     return "\n".join(line.rstrip() for line in result.stdout.rstrip().splitlines())

@@ -16,8 +16,8 @@ from __future__ import annotations
 
 from fractions import Fraction
 
-from kvcalc.formats import StorageFormat, kv_format, storage_format
 from kvcalc.errors import MESSAGE, OPTION_SAYS, KvcalcError
+from kvcalc.formats import StorageFormat, kv_format, storage_format
 from kvcalc.results import KindBreakdown, KvEstimate
 from kvcalc.schema import LayerSpec, ModelSpec, Parallelism, Workload
 
@@ -203,7 +203,7 @@ def formula(model: ModelSpec, seq_len: int, batch: int, k: StorageFormat, v: Sto
     with thousands separators, as every table prints them)."""
     terms = []
     total = 0
-    for kind, layers in _by_kind(model).items():
+    for layers in _by_kind(model).values():
         layer = layers[0]
         if not layer.caches_kv:
             continue

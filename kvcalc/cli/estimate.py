@@ -4,20 +4,38 @@ an engine allocates. Several contexts (`-s 8k,32k,128k`) print one compact row p
 No `from __future__ import annotations`: typer reads the signature's annotations as objects,
 without evaluating their text at every start-up."""
 
-from typing import Annotated, Any, Callable
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from kvcalc.cli.options import (RevisionOpt, BatchOpt, FormatOpt, GpuPlanOptions, KvFormatOptions, LayoutOptions, ModelArg,
-                                SeqLenOpt, SglangFlags, VllmFlags, check_positive, engine_options, only,
-                                option_groups, refuse_other_engines, with_help)
+from kvcalc.cli.options import (
+    BatchOpt,
+    FormatOpt,
+    GpuPlanOptions,
+    KvFormatOptions,
+    LayoutOptions,
+    ModelArg,
+    RevisionOpt,
+    SeqLenOpt,
+    SglangFlags,
+    VllmFlags,
+    check_positive,
+    engine_options,
+    only,
+    option_groups,
+    refuse_other_engines,
+    with_help,
+)
 from kvcalc.cli.output import check_format, emit, emit_parts, handle_errors, show_result
 from kvcalc.errors import KvcalcError
 
-
 #: --seq-len as every command declares it, taking several contexts here
-SeqLensOpt = with_help(SeqLenOpt, "Tokens per sequence (8192 or 32k); several (8k,32k,128k) print one row "
-                                   "each. Default: the model's max_position_embeddings (as vLLM scales it by rope_scaling).")
+if TYPE_CHECKING:  # the option's type for type checkers (with_help builds the annotation at run time)
+    SeqLensOpt = SeqLenOpt
+else:
+    SeqLensOpt = with_help(SeqLenOpt, "Tokens per sequence (8192 or 32k); several (8k,32k,128k) print one row "
+                                       "each. Default: the model's max_position_embeddings (as vLLM scales it by rope_scaling).")
 
 @handle_errors
 @option_groups(order=("gpu", "count"))

@@ -11,12 +11,23 @@ from __future__ import annotations
 import os
 import sys
 import time
-from typing import Annotated, Any, Callable, Optional, TextIO
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Annotated, Any, Optional, TextIO
 
 import typer
 
-from kvcalc.cli.options import (RevisionOpt, BatchOpt, FormatOpt, KvDtypeOpt, ModelArg, SeqLenOpt, check_positive,
-                                lower_choice, resolve_kv_dtypes, with_help)
+from kvcalc.cli.options import (
+    BatchOpt,
+    FormatOpt,
+    KvDtypeOpt,
+    ModelArg,
+    RevisionOpt,
+    SeqLenOpt,
+    check_positive,
+    lower_choice,
+    resolve_kv_dtypes,
+    with_help,
+)
 from kvcalc.cli.output import check_format, emit, handle_errors
 from kvcalc.errors import KvcalcError, MissingExtraError
 
@@ -36,9 +47,12 @@ GraphOpt = Annotated[bool, typer.Option("--cuda-graph", help="Capture one step i
 #: when stderr is not a terminal, a progress line at most this often (seconds), the first after as long
 PIPE_EVERY_S = 5.0
 
-MeasureSeqLenOpt = with_help(SeqLenOpt, "Tokens per sequence (8192 or 32k). Default: a run of seconds: the largest "
-                                        "power of two up to the model's context whose KV cache fits 32 MiB on the "
-                                        "CPU, or 1/8 of free memory on a GPU.")
+if TYPE_CHECKING:  # the option's type for type checkers (with_help builds the annotation at run time)
+    MeasureSeqLenOpt = SeqLenOpt
+else:
+    MeasureSeqLenOpt = with_help(SeqLenOpt, "Tokens per sequence (8192 or 32k). Default: a run of seconds: the largest "
+                                            "power of two up to the model's context whose KV cache fits 32 MiB on the "
+                                            "CPU, or 1/8 of free memory on a GPU.")
 
 #: the exit status of a run stopped by Ctrl-C (128 + SIGINT, as a shell reports it)
 INTERRUPTED_EXIT = 130

@@ -13,8 +13,19 @@ from typing import Annotated, Any, Optional
 
 import typer
 
-from kvcalc.cli.options import (RevisionOpt, GpuPlanOptions, ModelArg, SeqLenOpt, VllmFlags, auto_is_default, engine_key,
-                                engine_options, only, option_groups, refuse_typed)
+from kvcalc.cli.options import (
+    GpuPlanOptions,
+    ModelArg,
+    RevisionOpt,
+    SeqLenOpt,
+    VllmFlags,
+    auto_is_default,
+    engine_key,
+    engine_options,
+    only,
+    option_groups,
+    refuse_typed,
+)
 from kvcalc.cli.output import check_format, echo, handle_errors
 from kvcalc.errors import KvcalcError
 

@@ -6,8 +6,20 @@ from typing import Annotated, Any, Optional
 
 import typer
 
-from kvcalc.cli.options import (RevisionOpt, FormatOpt, GpuPlanOptions, KvFormatOptions, LayoutOptions, ModelArg, check_limits,
-                                check_positive, only, option_groups, resolve_count, warn_beyond_context)
+from kvcalc.cli.options import (
+    FormatOpt,
+    GpuPlanOptions,
+    KvFormatOptions,
+    LayoutOptions,
+    ModelArg,
+    RevisionOpt,
+    check_limits,
+    check_positive,
+    only,
+    option_groups,
+    resolve_count,
+    warn_beyond_context,
+)
 from kvcalc.cli.output import check_format, echo, emit, handle_errors
 
 #: grids past this many points get a (transient) progress bar in the table format.

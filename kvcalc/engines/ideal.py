@@ -6,9 +6,9 @@ memory / window-aware bytes of one request of L tokens. It logs nothing: the lin
 
 from __future__ import annotations
 
-from kvcalc.formats import StorageFormat
 from kvcalc.calc.kv_cache import check_tp, layer_kv_bytes_per_token, layers_cache_bytes
 from kvcalc.engines import SEARCH_LIMIT_TOKENS, longest_fitting
+from kvcalc.formats import StorageFormat
 from kvcalc.results import EngineResult
 from kvcalc.schema import ModelSpec
 

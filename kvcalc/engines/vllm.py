@@ -117,14 +117,20 @@ layers, attention-free Mamba models, linear attention other than Gated DeltaNet,
 from __future__ import annotations
 
 import warnings
-from dataclasses import dataclass, field as dc_field
+from dataclasses import dataclass
+from dataclasses import field as dc_field
 
-from kvcalc.formats import StorageFormat
-from kvcalc.calc.kv_cache import (check_tp, kv_heads_per_rank, layer_kv_bytes_per_token, refuse_hybrid_layers,
-                                  refuse_indexer)
+from kvcalc.calc.kv_cache import (
+    check_tp,
+    kv_heads_per_rank,
+    layer_kv_bytes_per_token,
+    refuse_hybrid_layers,
+    refuse_indexer,
+)
 from kvcalc.engines import SEARCH_LIMIT_TOKENS, defaults, longest_fitting
-from kvcalc.results import EngineResult
 from kvcalc.errors import MESSAGE, OPTION_SAYS, KvcalcError, KvcalcWarning, flag
+from kvcalc.formats import StorageFormat
+from kvcalc.results import EngineResult
 from kvcalc.schema import LayerSpec, ModelSpec
 
 #: the versions modelled, by `--vllm-version` value: V0 of 0.6.x, V1 of 0.11, V1 of 0.33.
@@ -691,7 +697,7 @@ def kv_cache_groups(model: ModelSpec, hybrid_allocator: bool = True, version: st
     for layer in model.layers:
         if layer.kind == "mlp":
             continue
-        kind = "mamba" if layer.kind in ("mamba", "linear") else layer.kind
+        kind: str = "mamba" if layer.kind in ("mamba", "linear") else layer.kind  # a group kind (+ 'chunked')
         window = layer.window if kind == "sliding" else None
         if kind == "sliding" and chunked:
             kind = "chunked"
@@ -880,7 +886,7 @@ def _capacity_v0(model: ModelSpec, kv_memory_bytes: int, page: int, *, block_siz
     cpu_blocks = swap_space_bytes // block_bytes
     if gpu_blocks <= 0:  # vllm/worker/worker.py raise_if_cache_size_invalid
         raise _no_memory(kv_memory_bytes, f"{kv_memory_bytes:,} B holds no block of {block_bytes:,} B: {NO_MEMORY}")
-    if L > gpu_blocks * block_size:
+    if gpu_blocks * block_size < L:
         msg = (f"vLLM V0 would refuse to start: The model's max seq len ({L}) is larger than the maximum "
                f"number of tokens that can be stored in KV cache ({gpu_blocks * block_size}). Try increasing "
                "`gpu_memory_utilization` or decreasing `max_model_len` when initializing the engine.")

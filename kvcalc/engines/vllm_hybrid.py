@@ -137,21 +137,22 @@ def mamba_state(model: ModelSpec, tp: int, version: str, model_dtype_bytes: int 
                          "linear_value_head_dim", "linear_conv_kernel_dim"))
         hk, hv = model.linear_num_key_heads, model.linear_num_value_heads
         dk, dv = model.linear_key_head_dim, model.linear_value_head_dim
-        conv_dim = 2 * hk * dk + hv * dv  # type: ignore[operator]
-        shapes = ((model.linear_conv_kernel_dim - 1, _divide(conv_dim, tp, "Gated DeltaNet conv channels")),  # type: ignore[operator]
-                  (_divide(hv, tp, "linear value heads"), dv, dk))  # type: ignore[arg-type]
+        conv_dim = 2 * hk * dk + hv * dv
+        shapes: tuple[tuple[int, ...], ...] = ((model.linear_conv_kernel_dim - 1,
+                                                _divide(conv_dim, tp, "Gated DeltaNet conv channels")),
+                  (_divide(hv, tp, "linear value heads"), dv, dk))
         return MambaState("gdn", shapes, (model_dtype_bytes, ssm_bytes), ssm_dtype)
     if model.mamba_n_groups is not None:
         _missing(model, ("mamba_n_heads", "mamba_head_dim", "mamba_d_state", "mamba_d_conv"))
         heads, head_dim, d_state = model.mamba_n_heads, model.mamba_head_dim, model.mamba_d_state
         groups = model.mamba_n_groups + (0 if model.mamba_n_groups % tp == 0 else tp - model.mamba_n_groups)
-        conv_dim = heads * head_dim + 2 * groups * d_state  # type: ignore[operator]
-        shapes = ((model.mamba_d_conv - 1, _divide(conv_dim, tp, "Mamba-2 conv channels")),  # type: ignore[operator]
-                  (_divide(heads, tp, "Mamba-2 heads"), head_dim, d_state))  # type: ignore[arg-type]
+        conv_dim = heads * head_dim + 2 * groups * d_state
+        shapes = ((model.mamba_d_conv - 1, _divide(conv_dim, tp, "Mamba-2 conv channels")),
+                  (_divide(heads, tp, "Mamba-2 heads"), head_dim, d_state))
         return MambaState("mamba2", shapes, (model_dtype_bytes, ssm_bytes), ssm_dtype)
     _missing(model, ("mamba_expand", "hidden_size", "mamba_d_state", "mamba_d_conv"))
-    d_inner = _divide(model.mamba_expand * model.hidden_size, tp, "Mamba d_inner")  # type: ignore[operator]
-    shapes = ((model.mamba_d_conv - 1, d_inner), (d_inner, model.mamba_d_state))  # type: ignore[operator]
+    d_inner = _divide(model.mamba_expand * model.hidden_size, tp, "Mamba d_inner")
+    shapes = ((model.mamba_d_conv - 1, d_inner), (d_inner, model.mamba_d_state))
     return MambaState("mamba1", shapes, (model_dtype_bytes, ssm_bytes), ssm_dtype)
 
 
@@ -179,7 +180,7 @@ def state_dtype_note(model: ModelSpec, state: MambaState, version: str, model_dt
     tp 1, 0.11 bf16 2,158,592 B (528-token blocks), 0.33 fp32 4,255,744 B (1,040-token blocks)."""
     text = (f"{STATE_KIND_NAMES[state.kind]} state per layer and request: conv state {model_dtype}, "
             f"{'recurrent' if state.kind == 'gdn' else 'SSM'} state {state.ssm_dtype}, {state.page_size_bytes:,} B")
-    source = FP32_SSM_SOURCE_033.get(model.model_type)
+    source = FP32_SSM_SOURCE_033.get(model.model_type or "")
     if source is None:
         return text
     if version == "0.33":

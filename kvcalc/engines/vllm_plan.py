@@ -93,6 +93,7 @@ class VllmPlanKv:
 
         ((groups, per_group),) = whole.stages
         version = whole.version
+        out: tuple[tuple[tuple[vllm.Group, ...], int], ...]
         if len(stages) == 1:
             out = ((tuple(groups), per_group),)
         elif len(groups) > 1:

@@ -14,13 +14,23 @@ import typer
 from typer.testing import CliRunner
 
 from kvcalc.calc.memory_plan import Layout
-from kvcalc.engines.profile import LlamacppOptions, SglangOptions, VllmOptions
 from kvcalc.cli import app
 from kvcalc.cli import capacity as capacity_cmd
 from kvcalc.cli import estimate as estimate_cmd
 from kvcalc.cli import sweep as sweep_cmd
-from kvcalc.cli.options import (ENGINE_FLAGS, GPU_ONLY_OPTIONS, GpuPlanOptions, KvFormatOptions, LayoutOptions,
-                                LlamacppFlags, SglangFlags, VllmFlags, only, option_groups)
+from kvcalc.cli.options import (
+    ENGINE_FLAGS,
+    GPU_ONLY_OPTIONS,
+    GpuPlanOptions,
+    KvFormatOptions,
+    LayoutOptions,
+    LlamacppFlags,
+    SglangFlags,
+    VllmFlags,
+    only,
+    option_groups,
+)
+from kvcalc.engines.profile import LlamacppOptions, SglangOptions, VllmOptions
 
 runner = CliRunner()
 CLI = Path(__file__).parents[2] / "kvcalc" / "cli"

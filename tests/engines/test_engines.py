@@ -15,9 +15,9 @@ import yaml
 from typer.testing import CliRunner
 
 from kvcalc.cli import app
-from kvcalc.formats import kv_format
 from kvcalc.engines import canonical, llamacpp, sglang, vllm
 from kvcalc.errors import KvcalcError, UnknownNameError
+from kvcalc.formats import kv_format
 from kvcalc.load.models import load_model
 from kvcalc.units import parse_size
 
