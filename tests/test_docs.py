@@ -58,7 +58,7 @@ def _code_names(page: Path) -> list[tuple[str, Path, str]]:
     """(where, file, name): each identifier a code column names after a file, on a map page."""
     found = []
     for line, header, cells in _rows(page):
-        for col, cell in zip(header, cells):
+        for col, cell in zip(header, cells, strict=True):
             if col not in CODE_COLUMNS:
                 continue
             current = None
