@@ -18,7 +18,7 @@ MAP_PAGES = [DOCS / "architecture.md", *sorted((DOCS / "engines").glob("*.md"))]
 #: every page whose repository paths are checked
 PATH_PAGES = sorted(p for p in DOCS.rglob("*.md") if p.name != "cli.md")
 #: the table columns that name kvcalc's own code (others name the engines' files)
-CODE_COLUMNS = ("kvcalc", "where it lives")
+CODE_COLUMNS = ("kvcalc", "where it lives", "where")
 
 _TICKED = re.compile(r"`([^`]+)`")
 #: kvcalc's own paths (the engines' files, `tools/server/server.cpp` or SGLang's `configs/...`, are

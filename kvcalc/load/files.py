@@ -139,8 +139,13 @@ _Reader: Any = object if _Parser is not yaml.parser.Parser else yaml.reader.Read
 _Scanner: Any = object if _Parser is not yaml.parser.Parser else yaml.scanner.Scanner
 
 
-class _ConfigLoader(yaml.composer.Composer, yaml.constructor.SafeConstructor, yaml.resolver.Resolver, _Parser,
-                    *(c for c in (_Reader, _Scanner) if c is not object)):  # type: ignore[misc]  # bases chosen at import
+class _ConfigLoader(
+    yaml.composer.Composer,
+    yaml.constructor.SafeConstructor,
+    yaml.resolver.Resolver,
+    _Parser,
+    *(c for c in (_Reader, _Scanner) if c is not object),  # type: ignore[misc]  # (bases chosen at import)
+):
     """A safe loader (PyYAML's SafeLoader: libyaml's parser when present, Python's composer and
     safe constructor) that refuses a key given twice in one mapping (PyYAML keeps the last),
     nesting deeper than `MAX_DEPTH` (as written or as aliases expand it), aliases that add more
