@@ -7,7 +7,8 @@ widest output line, at least 80: rich tables fill the terminal), from the reposi
 output is compared line by line (trailing spaces ignored). A line starting with `...` (`...`, or
 `...the KV table above, then:`) elides: only the lines before it must open the output and the
 lines after it must close it. A command piped into `python -c CODE` has CODE run on the JSON and
-its printed line compared. The `kvcalc measure` JSON excerpt has no command line: it is run on
+its printed line compared. A command elided with ` ... ` (`kvcalc capacity ... --flag`) or with
+no output under it is shown, not run. The `kvcalc measure` JSON excerpt has no command line: it is run on
 tests/data/tiny-gqa.yaml on the CPU, its byte keys compared exactly and its timing keys checked
 only for presence.
 """
@@ -80,6 +81,9 @@ def examples(text: str, page: str = "README.md") -> list[Example]:
     for ex in out:
         while ex.expected and not ex.expected[-1].strip():
             ex.expected.pop()
+    # shown, not run: a command elided with ` ... ` (not runnable as written), or one with no output under it
+    out = [ex for ex in out if " ... " not in f" {ex.command} " and ex.expected]
+    for ex in out:
         # the width a table was drawn at (its box lines); log lines printed beside it are not wrapped
         ex.width = max([80] + [len(ln.rstrip()) for ln in ex.expected if ln[:1] in BOX_STARTS])
     return out
