@@ -27,5 +27,5 @@ files=()
 while IFS= read -r f; do files+=("$f"); done < <(
     find "${paths[@]}" -name '*.py' -not -path '*/__pycache__/*' | sort |
         if [[ -f $baseline ]]; then grep -vxF -f <(grep -v '^#' "$baseline"); else cat; fi)
-ruff format --check "${files[@]}"
+if [[ ${#files[@]} -gt 0 ]]; then ruff format --check "${files[@]}"; fi
 mypy kvcalc
