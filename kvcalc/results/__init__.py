@@ -25,7 +25,7 @@ if TYPE_CHECKING:
     from kvcalc.results.engine import DeviceBuffer, EngineResult
     from kvcalc.results.kv import KindBreakdown, KvEstimate
     from kvcalc.results.plan import PlanLayout, PlanMiss, PlanResult
-    from kvcalc.results.serving import FitHint, ServingEstimate
+    from kvcalc.results.serving import FitHint, RequestEstimate, ServingEstimate
 
 #: result name -> the submodule that defines it
 WHERE: dict[str, str] = {
@@ -34,6 +34,7 @@ WHERE: dict[str, str] = {
     "CompareRow": "compare",
     "ServingEstimate": "serving",
     "FitHint": "serving",
+    "RequestEstimate": "serving",
     "CheckRow": "check",
     "DeviceBuffer": "engine",
     "EngineResult": "engine",
@@ -42,7 +43,7 @@ WHERE: dict[str, str] = {
     "PlanResult": "plan",
 }
 
-__all__ = ["CheckRow", "CompareRow", "DeviceBuffer", "EngineResult", "FitHint", "KindBreakdown", "KvEstimate", "PlanLayout", "PlanMiss", "PlanResult", "ServingEstimate"]  # = sorted(WHERE)
+__all__ = ["CheckRow", "CompareRow", "DeviceBuffer", "EngineResult", "FitHint", "KindBreakdown", "KvEstimate", "PlanLayout", "PlanMiss", "PlanResult", "RequestEstimate", "ServingEstimate"]  # = sorted(WHERE)
 
 
 def __getattr__(name: str) -> object:
