@@ -38,7 +38,6 @@ from kvcalc.calc.weights import (
     can_derive,
     model_params,
     param_counts,
-    weight_bytes,
     weight_format_label,
     weight_formats,
     weights_source,

@@ -93,22 +93,44 @@ def check_layout(model: ModelSpec, tp: int, dp_attention: int = 1, ep: int = 1, 
             raise KvcalcError(f"must be a positive count, got {v}", field=name, value=v)
     if (ep > 1 or dp_attention > 1) and not model.n_experts:
         f, v = ("ep", ep) if ep > 1 else ("dp_attention", dp_attention)
-        raise KvcalcError(f"{model.name} has no routed experts: expert parallel and attention data-parallel "
-                          f"apply to MoE models (a dense model's data-parallel ranks are --dp replicas)",
-                          field=f, value=v, form=MESSAGE)
+        raise KvcalcError(
+            f"{model.name} has no routed experts: expert parallel and attention data-parallel "
+            f"apply to MoE models (a dense model's data-parallel ranks are --dp replicas)",
+            field=f,
+            value=v,
+            form=MESSAGE,
+        )
     if (tp * dp_attention) % ep:
-        raise KvcalcError(f"ep {ep} must divide tp x dp_attention = {tp * dp_attention} (the GPUs the MoE "
-                          f"layers span)", field="ep", value=ep, form=MESSAGE)
+        raise KvcalcError(
+            f"ep {ep} must divide tp x dp_attention = {tp * dp_attention} (the GPUs the MoE layers span)",
+            field="ep",
+            value=ep,
+            form=MESSAGE,
+        )
     if tp % dcp:
-        raise KvcalcError(f"dcp {dcp} must divide tp {tp} (vLLM 0.33.0 vllm/config/parallel.py: DCP reuses "
-                          f"the TP ranks)", field="dcp", value=dcp, form=MESSAGE)
+        raise KvcalcError(
+            f"dcp {dcp} must divide tp {tp} (vLLM 0.33.0 vllm/config/parallel.py: DCP reuses the TP ranks)",
+            field="dcp",
+            value=dcp,
+            form=MESSAGE,
+        )
     if dcp > 1 and any(layer.compress_ratio for layer in model.layers):
-        raise KvcalcError(f"{model.name} has compressed caches (one entry per N tokens); how vLLM shards them by "
-                          f"position under DCP is not modelled by kvcalc", field="dcp", value=dcp, form=MESSAGE)
+        raise KvcalcError(
+            f"{model.name} has compressed caches (one entry per N tokens); how vLLM shards them by "
+            f"position under DCP is not modelled by kvcalc",
+            field="dcp",
+            value=dcp,
+            form=MESSAGE,
+        )
     if dcp > 1 and any(layer.kind == "sliding" for layer in model.layers):
-        raise KvcalcError(f"{model.name} has sliding-window layers, which vLLM 0.33.0 does not shard by "
-                          f"position (single_type_kv_cache_manager.py SlidingWindowManager: 'DCP not support "
-                          f"sliding window attn now')", field="dcp", value=dcp, form=MESSAGE)
+        raise KvcalcError(
+            f"{model.name} has sliding-window layers, which vLLM 0.33.0 does not shard by "
+            f"position (single_type_kv_cache_manager.py SlidingWindowManager: 'DCP not support "
+            f"sliding window attn now')",
+            field="dcp",
+            value=dcp,
+            form=MESSAGE,
+        )
 
 
 def local_experts(n_experts: int, ep: int) -> int:
@@ -117,8 +139,9 @@ def local_experts(n_experts: int, ep: int) -> int:
     return _cdiv(n_experts, ep)
 
 
-def rank_weight_bytes(model: ModelSpec, weight_dtype: str | None, tp: int, dp_attention: int = 1,
-                      ep: int = 1) -> WeightBytes:
+def rank_weight_bytes(
+    model: ModelSpec, weight_dtype: str | None, tp: int, dp_attention: int = 1, ep: int = 1
+) -> WeightBytes:
     """Weight bytes on the fullest GPU of a (tp, dp_attention, ep) layout: every part but the
     routed experts as one TP rank of `tp` holds it (`weights.weight_bytes(model, w, tp)`: the
     attention, dense MLPs, shared experts, router, embedding and head), and per MoE layer
@@ -131,14 +154,23 @@ def rank_weight_bytes(model: ModelSpec, weight_dtype: str | None, tp: int, dp_at
     if dp_attention == 1 and ep == 1:
         return base
     if model.checkpoint is None and not can_derive(model):
-        raise KvcalcError(f"{model.name}: its weights are a total (n_params), not experts kvcalc can place on "
-                          f"expert-parallel ranks; load the checkpoint's headers", field="ep", value=ep, form=MESSAGE)
+        raise KvcalcError(
+            f"{model.name}: its weights are a total (n_params), not experts kvcalc can place on "
+            f"expert-parallel ranks; load the checkpoint's headers",
+            field="ep",
+            value=ep,
+            form=MESSAGE,
+        )
     experts = weight_bytes(model, weight_dtype, moe_tp(tp, dp_attention, ep))
     return WeightBytes(
-        layer_dense_bytes=base.layer_dense_bytes, layer_expert_bytes=experts.layer_expert_bytes,
+        layer_dense_bytes=base.layer_dense_bytes,
+        layer_expert_bytes=experts.layer_expert_bytes,
         layer_n_experts=tuple(local_experts(e, ep) if e else 0 for e in base.layer_n_experts),
         layer_n_active_experts=base.layer_n_active_experts,
-        embedding_bytes=base.embedding_bytes, head_bytes=base.head_bytes, tied=base.tied)
+        embedding_bytes=base.embedding_bytes,
+        head_bytes=base.head_bytes,
+        tied=base.tied,
+    )
 
 
 def rank_batch(batch: int, dp_attention: int) -> int:
@@ -166,8 +198,9 @@ def dcp_blocks_per_request(max_len: int, block_size: int, dcp: int = 1, sharded:
     return _cdiv(max_len, block_size * (dcp if sharded else 1))
 
 
-def alltoall_bytes(n_moe_layers: int, tokens: int, top_k: int, hidden_size: int, ep: int,
-                   activation_bytes: int = 2) -> int:
+def alltoall_bytes(
+    n_moe_layers: int, tokens: int, top_k: int, hidden_size: int, ep: int, activation_bytes: int = 2
+) -> int:
     """Bytes one EP rank sends per forward: each MoE layer dispatches each of its `tokens` tokens'
     hidden state to its top_k experts and combines the results back, (ep - 1) / ep of them on
     other ranks: 2 x layers x tokens x k x hidden x activation_bytes x (ep - 1) / ep (bf16

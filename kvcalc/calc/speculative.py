@@ -45,8 +45,7 @@ METHODS = {"mtp": "k", "eagle": "k", "eagle3": "k", "draft_model": "k", "ngram":
 
 #: SGLang 0.5.23's `--speculative-algorithm` name for each method (`server_args.py`: EAGLE,
 #: EAGLE3, NEXTN (MTP, run as EAGLE), STANDALONE (a draft model), NGRAM)
-SGLANG_ALGORITHM = {"mtp": "NEXTN", "eagle": "EAGLE", "eagle3": "EAGLE3", "draft_model": "STANDALONE",
-                    "ngram": "NGRAM"}
+SGLANG_ALGORITHM = {"mtp": "NEXTN", "eagle": "EAGLE", "eagle3": "EAGLE3", "draft_model": "STANDALONE", "ngram": "NGRAM"}
 
 
 @dataclass(frozen=True)
@@ -68,21 +67,37 @@ class SpecDecode:
         draft method without the draft's spec."""
         k = self.num_speculative_tokens
         if self.method not in METHODS:
-            raise KvcalcError(f"speculative method {self.method!r}: kvcalc sizes {', '.join(METHODS)}",
-                              field="speculative_method", value=self.method)
+            raise KvcalcError(
+                f"speculative method {self.method!r}: kvcalc sizes {', '.join(METHODS)}",
+                field="speculative_method",
+                value=self.method,
+            )
         if k < 1:
-            raise KvcalcError(f"num_speculative_tokens must be at least 1, got {k}", field="num_speculative_tokens",
-                              value=k)
+            raise KvcalcError(
+                f"num_speculative_tokens must be at least 1, got {k}", field="num_speculative_tokens", value=k
+            )
         if self.accepted is not None and not 1 <= self.accepted <= k + 1:
-            raise KvcalcError(f"the acceptance length (mean tokens per verify step, bonus token included) must lie "
-                              f"in [1, {k + 1}] for {k} speculative tokens, got {self.accepted}",
-                              field="accepted", value=self.accepted)
+            raise KvcalcError(
+                f"the acceptance length (mean tokens per verify step, bonus token included) must lie "
+                f"in [1, {k + 1}] for {k} speculative tokens, got {self.accepted}",
+                field="accepted",
+                value=self.accepted,
+            )
         if self.method == "mtp" and not model.n_mtp_layers:
-            raise KvcalcError(f"{model.name} has no MTP layers (num_nextn_predict_layers 0): MTP needs them",
-                              field="speculative_method", value="mtp", form=MESSAGE)
+            raise KvcalcError(
+                f"{model.name} has no MTP layers (num_nextn_predict_layers 0): MTP needs them",
+                field="speculative_method",
+                value="mtp",
+                form=MESSAGE,
+            )
         if self.method in ("eagle", "eagle3", "draft_model") and self.draft is None:
-            raise KvcalcError(f"{self.method} needs the draft's config (its layers size its weights and KV); "
-                              "kvcalc does not assume a head's size", field="draft", value=self.method, form=MESSAGE)
+            raise KvcalcError(
+                f"{self.method} needs the draft's config (its layers size its weights and KV); "
+                "kvcalc does not assume a head's size",
+                field="draft",
+                value=self.method,
+                form=MESSAGE,
+            )
 
     @property
     def lookahead_tokens(self) -> int:
@@ -102,15 +117,24 @@ class SpecDecode:
         --speculative-num-steps k, --speculative-eagle-topk 1, --speculative-num-draft-tokens
         k + 1 (a chain: topk 1 verifies k + 1 tokens), --speculative-draft-model-path."""
         k = self.num_speculative_tokens
-        out = ["--speculative-algorithm", SGLANG_ALGORITHM[self.method], "--speculative-num-steps", str(k),
-               "--speculative-eagle-topk", "1", "--speculative-num-draft-tokens", str(k + 1)]
+        out = [
+            "--speculative-algorithm",
+            SGLANG_ALGORITHM[self.method],
+            "--speculative-num-steps",
+            str(k),
+            "--speculative-eagle-topk",
+            "1",
+            "--speculative-num-draft-tokens",
+            str(k + 1),
+        ]
         if self.draft_ref:
             out += ["--speculative-draft-model-path", self.draft_ref]
         return out
 
 
-def mtp_weight_bytes(model: ModelSpec, weight_dtype: str | None, tp: int = 1, dp_attention: int = 1,
-                     ep: int = 1) -> int:
+def mtp_weight_bytes(
+    model: ModelSpec, weight_dtype: str | None, tp: int = 1, dp_attention: int = 1, ep: int = 1
+) -> int:
     """Bytes of the MTP layers on one GPU: n_mtp_layers x (the model's last layer as this rank
     holds it, `parallel.rank_weight_bytes`: its experts divided by EP like the target's + the
     MTP glue, enorm + hnorm + eh_proj (2 hidden x hidden) + the head's norm, in the matrices'
@@ -190,6 +214,7 @@ def estimate(planner: object, spec: SpecDecode, seq_len: int, batch: int) -> Spe
     Raises `KvcalcError` as `SpecDecode.check` does, or when the draft cannot be sized."""
     from kvcalc.calc import kv_cache, parallel, roofline
     from kvcalc.calc.memory_plan import Layout, Planner
+
     p: Planner = planner  # type: ignore[assignment]
     model, lay = p.model, p.layout
     spec.check(model)
@@ -210,8 +235,11 @@ def estimate(planner: object, spec: SpecDecode, seq_len: int, batch: int) -> Spe
         draft = p._step((draft_w + p.head_read_bytes, 0), draft_kv, b * active * model.n_mtp_layers, 0, overlap=True)
         draft_s = draft.step_time_s
     elif spec.draft is not None:
-        dp_ = Planner(spec.draft, p.gpu, Layout(tp=tp, k_dtype=lay.k_dtype, v_dtype=lay.v_dtype,
-                                                 gpu_memory_utilization=lay.gpu_memory_utilization))
+        dp_ = Planner(
+            spec.draft,
+            p.gpu,
+            Layout(tp=tp, k_dtype=lay.k_dtype, v_dtype=lay.v_dtype, gpu_memory_utilization=lay.gpu_memory_utilization),
+        )
         draft_w = sum(dp_.stage_weight_bytes)
         draft_kv = max(dp_.kv.stage_bytes(slots, b))
         draft_s = dp_.decode(T, b).step_time_s
@@ -231,8 +259,21 @@ def estimate(planner: object, spec: SpecDecode, seq_len: int, batch: int) -> Spe
         tpot = spec_tpot_s(verify_s, draft_s, k, spec.accepted)
         tok_s = batch * lay.dp / tpot
     return SpecEstimate(
-        method=spec.method, num_speculative_tokens=k, lookahead_tokens=spec.lookahead_tokens,
-        draft_weight_bytes=draft_w, draft_kv_bytes=draft_kv, lookahead_kv_bytes=lookahead_kv,
-        state_extra_bytes=state, memory_bytes_per_gpu=used, budget_bytes_per_gpu=p.budget, fits=used <= p.budget,
-        verify_step_s=verify_s, draft_step_s=draft_s, accepted=spec.accepted, tpot_s=tpot, tokens_per_s=tok_s,
-        vllm_config=spec.vllm_config_json(), sglang_flags=" ".join(spec.sglang_flags()))
+        method=spec.method,
+        num_speculative_tokens=k,
+        lookahead_tokens=spec.lookahead_tokens,
+        draft_weight_bytes=draft_w,
+        draft_kv_bytes=draft_kv,
+        lookahead_kv_bytes=lookahead_kv,
+        state_extra_bytes=state,
+        memory_bytes_per_gpu=used,
+        budget_bytes_per_gpu=p.budget,
+        fits=used <= p.budget,
+        verify_step_s=verify_s,
+        draft_step_s=draft_s,
+        accepted=spec.accepted,
+        tpot_s=tpot,
+        tokens_per_s=tok_s,
+        vllm_config=spec.vllm_config_json(),
+        sglang_flags=" ".join(spec.sglang_flags()),
+    )

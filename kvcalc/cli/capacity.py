@@ -13,9 +13,31 @@ from typing import TYPE_CHECKING, Annotated, Any, Optional
 import typer
 
 from kvcalc.calc.defaults import DEFAULT_BW_EFFICIENCY, DEFAULT_FLOPS_EFFICIENCY, DEFAULT_GPU_MEMORY_UTILIZATION
-from kvcalc.cli.options import (RevisionOpt, TrustPlainOpt, EngineOpt, FormatOpt, GpuOpt, KvFormatOptions, LayoutOptions, LlamacppFlags, MoeLayoutOptions, ModelArg,
-                                OptionGroup, SglangFlags, VllmFlags, check_positive, engine_options, only,
-                                option_groups, refuse_other_engines, refuse_typed, make_layout, UtilOpt, WeightDtypeOpt, with_help)
+from kvcalc.cli.options import (
+    EngineOpt,
+    FormatOpt,
+    GpuOpt,
+    KvFormatOptions,
+    LayoutOptions,
+    LlamacppFlags,
+    ModelArg,
+    MoeLayoutOptions,
+    OptionGroup,
+    RevisionOpt,
+    SglangFlags,
+    TrustPlainOpt,
+    UtilOpt,
+    VllmFlags,
+    WeightDtypeOpt,
+    check_positive,
+    engine_options,
+    make_layout,
+    only,
+    option_groups,
+    refuse_other_engines,
+    refuse_typed,
+    with_help,
+)
 from kvcalc.cli.output import check_format, emit_parts, handle_errors, show_result
 
 KV_DTYPE_HELP = ("auto (the engine's default: the model's dtype, fp32 served as 16-bit; llama.cpp f16), bf16, fp16, "
@@ -92,9 +114,9 @@ def capacity(
 ) -> None:
     """What ENGINE makes of a KV memory budget: tokens, blocks, concurrency, and its own log lines."""
     from kvcalc.engines import canonical
+    from kvcalc.errors import KvcalcError
     from kvcalc.load.models import load_model
     from kvcalc.requests import CapacityRequest, run_capacity
-    from kvcalc.errors import KvcalcError
     from kvcalc.units import parse_count, parse_size
 
     name = canonical(engine)
@@ -115,9 +137,9 @@ def capacity(
     mem = parse_size(kv_memory, "--kv-memory") if kv_memory else None
     basis = None
     if from_plan:
-        from kvcalc.requests import plan_kv_memory
-
         import dataclasses
+
+        from kvcalc.requests import plan_kv_memory
 
         lay = dataclasses.replace(source.layout(tp), dp_attention=dpa, ep=par["ep"])
         mem, basis = plan_kv_memory(spec, source.gpu, lay, L, concurrency, name)

@@ -18,14 +18,21 @@ def speculative_table(r: Any, *, width: int | None = None):
         ("draft KV", size(r.draft_kv_bytes), None),
         (f"lookahead KV ({r.lookahead_tokens} slots)", size(r.lookahead_kv_bytes), None),
         (f"state blocks (+{k} per seq)", size(r.state_extra_bytes), None),
-        ("memory per GPU", f"{size(r.memory_bytes_per_gpu)} of {size(r.budget_bytes_per_gpu)}: "
-                           + ("fits" if r.fits else "does not fit"), None),
+        (
+            "memory per GPU",
+            f"{size(r.memory_bytes_per_gpu)} of {size(r.budget_bytes_per_gpu)}: "
+            + ("fits" if r.fits else "does not fit"),
+            None,
+        ),
         (f"verify step ({k + 1} tokens/seq)", seconds(r.verify_step_s), None),
-        ("draft step", seconds(r.draft_step_s), None)]
+        ("draft step", seconds(r.draft_step_s), None),
+    ]
     if r.tpot_s is None:
         rows.append(("TPOT", "give --accepted-len (mean tokens per verify step): kvcalc assumes none", None))
     else:
-        rows += [(f"TPOT at {r.accepted:g} accepted", seconds(r.tpot_s), None),
-                 ("tokens/s", f"{r.tokens_per_s:,.1f}", None)]
+        rows += [
+            (f"TPOT at {r.accepted:g} accepted", seconds(r.tpot_s), None),
+            ("tokens/s", f"{r.tokens_per_s:,.1f}", None),
+        ]
     rows += [("vLLM", f"--speculative-config '{r.vllm_config}'", None), ("SGLang", r.sglang_flags, None)]
     return pairs_table(f"Speculative decoding: {r.method}, {k} tokens (modelled)", rows, width=width)

@@ -61,10 +61,14 @@ def test_weights_per_gpu_under_dp8_ep8(v3):
     assert parallel.local_experts(256, 7) == 37
 
 
-@pytest.mark.parametrize("par,batch,batch_per_gpu", [
-    (dict(tp=8), 64, 64), (dict(tp=1, dp_attention=8, ep=8), 64, 8),
-    (dict(tp=1, dp_attention=8, ep=8), 65, 9),  # the fullest rank holds ceil(65 / 8)
-])
+@pytest.mark.parametrize(
+    "par,batch,batch_per_gpu",
+    [
+        (dict(tp=8), 64, 64),
+        (dict(tp=1, dp_attention=8, ep=8), 64, 8),
+        (dict(tp=1, dp_attention=8, ep=8), 65, 9),  # the fullest rank holds ceil(65 / 8)
+    ],
+)
 def test_kv_per_gpu_dp8_vs_tp8(v3, par, batch, batch_per_gpu):
     """64 sequences of 32,768 tokens, fp8 latent (576 B per token per layer, 61 layers).
     TP 8: MLA has one latent, copied on each of the 8 ranks (vLLM `MLAAttentionSpec` num_kv_heads
@@ -112,24 +116,30 @@ def test_dcp_divides_the_positions(v3, h200):
     assert parallel.dcp_tokens(32769, 8) == 4097
 
 
-@pytest.mark.parametrize("max_len,block,dcp,sharded,blocks", [
-    (32768, 64, 8, True, 64),     # cdiv(32768, 64 x 8)
-    (32769, 64, 8, True, 65),     # one more position: one more block-row of 512 tokens
-    (32768, 64, 1, True, 512),    # no DCP: cdiv(32768, 64)
-    (32768, 64, 8, False, 512),   # a spec kept whole (MambaSpec, a draft's replicated cache)
-])
+@pytest.mark.parametrize(
+    "max_len,block,dcp,sharded,blocks",
+    [
+        (32768, 64, 8, True, 64),  # cdiv(32768, 64 x 8)
+        (32769, 64, 8, True, 65),  # one more position: one more block-row of 512 tokens
+        (32768, 64, 1, True, 512),  # no DCP: cdiv(32768, 64)
+        (32768, 64, 8, False, 512),  # a spec kept whole (MambaSpec, a draft's replicated cache)
+    ],
+)
 def test_dcp_block_limit_per_request(max_len, block, dcp, sharded, blocks):
     """vLLM 0.33.0 `v1/kv_cache_interface.py` `AttentionSpec.max_num_blocks_per_req`:
     cdiv(max_len, block_size x (dcp if dcp_sharded else 1))."""
     assert parallel.dcp_blocks_per_request(max_len, block, dcp, sharded) == blocks
 
 
-@pytest.mark.parametrize("name,kw,field", [
-    ("deepseek-v3", dict(tp=8, dcp=3), "dcp"),               # vllm/config/parallel.py: tp % dcp
-    ("deepseek-v3", dict(tp=2, dp_attention=2, ep=3), "ep"),  # ep divides tp x dp_attention
-    ("llama-3.1-8b", dict(tp=1, dp_attention=2, ep=2), "ep"),  # no routed experts
-    ("gemma-3-27b", dict(tp=2, dcp=2), "dcp"),                # SlidingWindowManager asserts dcp == 1
-])
+@pytest.mark.parametrize(
+    "name,kw,field",
+    [
+        ("deepseek-v3", dict(tp=8, dcp=3), "dcp"),  # vllm/config/parallel.py: tp % dcp
+        ("deepseek-v3", dict(tp=2, dp_attention=2, ep=3), "ep"),  # ep divides tp x dp_attention
+        ("llama-3.1-8b", dict(tp=1, dp_attention=2, ep=2), "ep"),  # no routed experts
+        ("gemma-3-27b", dict(tp=2, dcp=2), "dcp"),  # SlidingWindowManager asserts dcp == 1
+    ],
+)
 def test_layouts_the_engines_refuse(name, kw, field):
     tp = kw.pop("tp")
     with pytest.raises(KvcalcError) as e:
@@ -149,15 +159,18 @@ def test_plan_first_layout_deepseek_v3_h200_64x32k():
     assert top.weights_bytes_per_gpu == 100_817_025_024
     assert top.kv_cache_bytes_per_gpu == 8 * 32768 * 61 * 576
     assert top.why == "own KV, EP8"
-    assert top.launch == ("vllm serve deepseek-ai/DeepSeek-V3 --tensor-parallel-size 1 --pipeline-parallel-size 1 "
-                          "--data-parallel-size 8 --enable-expert-parallel --max-model-len 32768 --kv-cache-dtype fp8 "
-                          "--gpu-memory-utilization 0.9 --max-num-seqs 8 --block-size 64")
+    assert top.launch == (
+        "vllm serve deepseek-ai/DeepSeek-V3 --tensor-parallel-size 1 --pipeline-parallel-size 1 "
+        "--data-parallel-size 8 --enable-expert-parallel --max-model-len 32768 --kv-cache-dtype fp8 "
+        "--gpu-memory-utilization 0.9 --max-num-seqs 8 --block-size 64"
+    )
     assert all(lay.pp == 1 or lay.nodes > 1 for lay in r.layouts)  # no pipeline inside one node ranks
     sg = kvcalc.plan("deepseek-v3", seq_len="32k", concurrency=64, gpus="h200", engine="sglang", top=1)
     # SGLang 0.5.23 server_args.py: --tp-size the total, --dp-size attention groups, --ep-size
     assert sg.layouts[0].launch.startswith(
         "python -m sglang.launch_server --model-path deepseek-ai/DeepSeek-V3 --tp-size 8 --dp-size 8 "
-        "--enable-dp-attention --ep-size 8 ")
+        "--enable-dp-attention --ep-size 8 "
+    )
 
 
 def test_mtp_memory_and_tpot(v3, h200):
@@ -178,8 +191,10 @@ def test_mtp_memory_and_tpot(v3, h200):
     assert est.memory_bytes_per_gpu == (max(p.stage_used_bytes(32768, 64)) + 1_746_937_856 + 150_999_552 + 281_088)
     assert est.tpot_s == pytest.approx((est.verify_step_s + est.draft_step_s) / 1.8)
     assert est.vllm_config == '{"method":"mtp","num_speculative_tokens":1}'
-    assert est.sglang_flags == ("--speculative-algorithm NEXTN --speculative-num-steps 1 --speculative-eagle-topk 1 "
-                                "--speculative-num-draft-tokens 2")
+    assert est.sglang_flags == (
+        "--speculative-algorithm NEXTN --speculative-num-steps 1 --speculative-eagle-topk 1 "
+        "--speculative-num-draft-tokens 2"
+    )
     # without an acceptance length: no TPOT (never assumed)
     assert speculative.estimate(p, speculative.SpecDecode("mtp", 1), 32768, 64).tpot_s is None
 
@@ -195,11 +210,14 @@ def test_speculative_rules():
     assert speculative.spec_tpot_s(0.030, 0.002, 3, 2.5) == pytest.approx((0.030 + 3 * 0.002) / 2.5)
 
 
-@pytest.mark.parametrize("spec,field", [
-    (speculative.SpecDecode("mtp", 2, 3.5), "accepted"),         # above k + 1
-    (speculative.SpecDecode("eagle", 2, 2.0), "draft"),           # a head's size is never assumed
-    (speculative.SpecDecode("medusa", 2), "speculative_method"),
-])
+@pytest.mark.parametrize(
+    "spec,field",
+    [
+        (speculative.SpecDecode("mtp", 2, 3.5), "accepted"),  # above k + 1
+        (speculative.SpecDecode("eagle", 2, 2.0), "draft"),  # a head's size is never assumed
+        (speculative.SpecDecode("medusa", 2), "speculative_method"),
+    ],
+)
 def test_speculative_refusals(v3, spec, field):
     with pytest.raises(KvcalcError) as e:
         spec.check(v3)
@@ -212,11 +230,14 @@ def test_mtp_needs_mtp_layers():
     assert e.value.field == "speculative_method"
 
 
-@pytest.mark.parametrize("flags,layout", [
-    (["--dp", "8", "--enable-expert-parallel"], (1, 1, 8, 8, 1)),
-    (["--tp", "8", "--dp", "8", "--enable-dp-attention", "--ep", "8"], (1, 1, 8, 8, 1)),
-    (["--tp", "8", "--dcp", "8"], (8, 1, 1, 1, 8)),
-])
+@pytest.mark.parametrize(
+    "flags,layout",
+    [
+        (["--dp", "8", "--enable-expert-parallel"], (1, 1, 8, 8, 1)),
+        (["--tp", "8", "--dp", "8", "--enable-dp-attention", "--ep", "8"], (1, 1, 8, 8, 1)),
+        (["--tp", "8", "--dcp", "8"], (8, 1, 1, 1, 8)),
+    ],
+)
 def test_estimate_takes_the_engines_flags(cli, flags, layout):
     """vLLM's `--data-parallel-size 8 --enable-expert-parallel` and SGLang's `--tp 8 --dp 8
     --enable-dp-attention --ep-size 8` are the same layout; `-dcp 8` shards positions."""
@@ -240,22 +261,46 @@ def test_ep_spans_an_nvl72_domain(v3):
     assert (8, 1, 2, 16, 1) in moe_layouts(v3, 16, 8, 72)  # tp 8 inside, 2 DP groups, EP 16
 
 
-@pytest.mark.parametrize("kw,flags", [
-    # one node: vLLM 0.33.0 arg_utils.py --data-parallel-size, --enable-expert-parallel
-    (dict(dp_attention=8, ep=8, nodes=1), ["--data-parallel-size", "8", "--enable-expert-parallel"]),
-    # 16 ranks over 2 nodes of 8: --data-parallel-size-local 8 and the head's address
-    (dict(dp_attention=16, ep=16, nodes=2), ["--data-parallel-size", "16", "--data-parallel-size-local", "8",
-                                             "--data-parallel-address", "HEAD_NODE_IP", "--enable-expert-parallel"]),
-    # TP + EP, one engine
-    (dict(tp=8, ep=8, nodes=1), ["--enable-expert-parallel"]),
-    # a TP x PP engine over 2 nodes (mp backend): --nnodes / --node-rank / --master-addr
-    (dict(tp=8, pp=2, nodes=2), ["--nnodes", "2", "--node-rank", "0", "--master-addr", "HEAD_NODE_IP"]),
-])
+@pytest.mark.parametrize(
+    "kw,flags",
+    [
+        # one node: vLLM 0.33.0 arg_utils.py --data-parallel-size, --enable-expert-parallel
+        (dict(dp_attention=8, ep=8, nodes=1), ["--data-parallel-size", "8", "--enable-expert-parallel"]),
+        # 16 ranks over 2 nodes of 8: --data-parallel-size-local 8 and the head's address
+        (
+            dict(dp_attention=16, ep=16, nodes=2),
+            [
+                "--data-parallel-size",
+                "16",
+                "--data-parallel-size-local",
+                "8",
+                "--data-parallel-address",
+                "HEAD_NODE_IP",
+                "--enable-expert-parallel",
+            ],
+        ),
+        # TP + EP, one engine
+        (dict(tp=8, ep=8, nodes=1), ["--enable-expert-parallel"]),
+        # a TP x PP engine over 2 nodes (mp backend): --nnodes / --node-rank / --master-addr
+        (dict(tp=8, pp=2, nodes=2), ["--nnodes", "2", "--node-rank", "0", "--master-addr", "HEAD_NODE_IP"]),
+    ],
+)
 def test_vllm_parallel_flags(v3, kw, flags):
     from kvcalc.engines.launch import LaunchSpec, vllm_parallel_flags
 
-    base = dict(model=v3, tp=1, pp=1, dp=1, nodes=1, max_model_len=32768, max_num_seqs=64, k_dtype="bf16",
-                v_dtype="bf16", weight_dtype=None, gpu_memory_utilization=0.9)
+    base = dict(
+        model=v3,
+        tp=1,
+        pp=1,
+        dp=1,
+        nodes=1,
+        max_model_len=32768,
+        max_num_seqs=64,
+        k_dtype="bf16",
+        v_dtype="bf16",
+        weight_dtype=None,
+        gpu_memory_utilization=0.9,
+    )
     assert vllm_parallel_flags(LaunchSpec(**(base | kw))) == flags
 
 
