@@ -618,16 +618,18 @@ def moe_rank_key(p: _Placed, gpus_per_node: int, dollars_per_hour: float | None,
     return (nodes, piped, odd, p.count, dollars_per_hour is None, dollars_per_hour or 0.0, -tokens_per_s, _names(p))
 
 
-def why(p: _Placed, moe: bool) -> str:
-    """A short reason for the table (the caption spells the words out): `own KV` (attention
-    data-parallel: each rank holds only its sequences' cache, the experts divided over EP),
-    `KV on all N` (TP: an MLA latent or a single KV head copied on each of N ranks), `N-stage
-    pipe`, `N replicas`."""
+def why(p: _Placed, moe: bool) -> str | None:
+    """A short reason for an MoE model's row (None for a dense model, whose layouts differ only in
+    size): `own KV, EPn` (attention data-parallel: each rank holds only its sequences' cache, the
+    experts divided over EP), `KV on all N` (TP: an MLA latent copied on each of N ranks),
+    `N-stage pipe`, `N replicas`, `TPn`, `one GPU`."""
+    if not moe:
+        return None
     if p.dpa > 1:
         return f"own KV, EP{p.ep}"
     if p.tp > 1 and p.base.model.attention_kind == "mla":
         return f"KV on all {p.tp}"
-    if moe and p.pp > 1:
+    if p.pp > 1:
         return f"{p.pp}-stage pipe"
     if p.dp > 1:
         return f"{p.dp} replicas"
