@@ -7,7 +7,7 @@ from typing import Annotated, Any
 
 import typer
 
-from kvcalc.cli.options import BatchOpt, FormatOpt, KvDtypeOpt, SeqLenOpt, check_positive, resolve_seq_len
+from kvcalc.cli.options import BatchOpt, FormatOpt, PlainKvDtypeOpt, SeqLenOpt, check_positive, resolve_seq_len
 from kvcalc.cli.output import check_format, emit, handle_errors
 
 ModelsArg = Annotated[list[str], typer.Argument(help="One or more models: bundled names (see `kvcalc models`), .yaml files, config.json files or .gguf files.", show_default=False)]
@@ -17,7 +17,7 @@ def compare(
     models: ModelsArg,
     seq_len: SeqLenOpt = None,
     batch: BatchOpt = 1,
-    kv_dtype: KvDtypeOpt = None,
+    kv_dtype: PlainKvDtypeOpt = None,
     fmt: FormatOpt = "table",
 ) -> None:
     """MODEL as MHA, as its own GQA, and as MQA, side by side, with each one's saving against MHA.

@@ -15,7 +15,7 @@ from typing import Annotated, Any, Callable, Optional, TextIO
 
 import typer
 
-from kvcalc.cli.options import (RevisionOpt, BatchOpt, FormatOpt, KvDtypeOpt, ModelArg, SeqLenOpt, check_positive,
+from kvcalc.cli.options import (RevisionOpt, BatchOpt, FormatOpt, PlainKvDtypeOpt, ModelArg, SeqLenOpt, check_positive,
                                 lower_choice, resolve_kv_dtypes, with_help)
 from kvcalc.cli.output import check_format, emit, handle_errors
 from kvcalc.errors import KvcalcError, MissingExtraError
@@ -111,7 +111,7 @@ def measure(
     model: ModelArg,
     seq_len: MeasureSeqLenOpt = None,
     batch: BatchOpt = 1,
-    kv_dtype: KvDtypeOpt = None,
+    kv_dtype: PlainKvDtypeOpt = None,
     device: DeviceOpt = "auto",
     layers: LayersOpt = None,
     steps: StepsOpt = None,

@@ -87,6 +87,9 @@ LLAMACPP_SHORT_OPTIONS = {"-b": "llama.cpp's --batch-size (n_batch: `kvcalc capa
 BatchOpt = Annotated[int, typer.Option("--batch", "--max-num-seqs", "--max-running-requests", "--parallel", "-np", help="Sequences in the batch (per DP replica; vLLM --max-num-seqs, SGLang --max-running-requests, llama.cpp -np). Not -b: that is llama.cpp's --batch-size (prompt tokens per step, which does not change the KV cache).")]
 
 KvDtypeOpt = Annotated[Optional[str], typer.Option("--kv-dtype", "--kv-cache-dtype", callback=auto_is_default, help="KV format for K and V (vLLM --kv-cache-dtype): fp16, bf16, fp8, fp8_e5m2, int8, int4, q8_0, q4_0 ... Default (or auto): the model's dtype; with --engine, the engine's default.")]
+#: --kv-dtype's help on a command without --engine (compare, measure, sweep): it names no engine
+PLAIN_KV_DTYPE_HELP = ("KV format for K and V (vLLM --kv-cache-dtype): fp16, bf16, fp8, fp8_e5m2, int8, int4, q8_0, "
+                       "q4_0 ... Default (or auto): the model's dtype.")
 
 KDtypeOpt = Annotated[Optional[str], typer.Option("--k-dtype", "--cache-type-k", "-ctk", help="K format, when it differs from V (llama.cpp -ctk).")]
 
@@ -154,6 +157,10 @@ def with_help(alias: Any, text: str) -> Any:
     info = copy.copy(info)
     info.help = text
     return Annotated[base, info]
+
+
+#: --kv-dtype on a command without --engine (compare, measure)
+PlainKvDtypeOpt = with_help(KvDtypeOpt, PLAIN_KV_DTYPE_HELP)
 
 
 def _is_class_var(annotation: Any) -> bool:
