@@ -435,6 +435,8 @@ class PlanRequest(NamedTuple):
 
     search: Any
     engine: str
+    #: the engine's options object the search used (what `--write-deployment` records)
+    options: Any = None
 
     @classmethod
     def build(cls, model: Any, *, seq_len: str | int | None = None, concurrency: int = 1,
@@ -521,7 +523,7 @@ class PlanRequest(NamedTuple):
             fp8_only=fp8_only, gate_kv=not _names(kv_dtypes, "--kv-dtype"), gate_weights=not _names(weight_dtypes, "--weight-dtype"), targets=P.PlanTargets(max_tpot_ms, min_tokens_per_s, max_ttft_s), knobs=knobs,
             max_gpus=max_gpus, gpus_per_node=node, layer_split=prof.plan_layer_split, prices=prices or {},
             top=top, why_not=why_not, engine=prof.name, launch=launch, engine_kv=prof.plan_engine_kv(model, opts))
-        return cls(search=search, engine=prof.name)
+        return cls(search=search, engine=prof.name, options=opts)
 
 
 def refuse_engine_model(prof: Any, model: Any) -> None:
