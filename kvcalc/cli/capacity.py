@@ -8,7 +8,7 @@ the largest --ctx-size that fits).
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Optional
+from typing import Annotated, Any, ClassVar, Optional
 
 import typer
 
@@ -42,6 +42,8 @@ class SourceOptions(OptionGroup):
     which picks the attention backend; without --kv-memory, the KV memory its plan leaves, with
     the plan's --weight-dtype and --gpu-memory-utilization) and the Hub revision of a Hub-id model."""
 
+    panel: ClassVar[Optional[str]] = "GPU and model source"
+
     gpu: CapacityGpuOpt = None
     revision: RevisionOpt = None
     weight_dtype: CapacityWeightOpt = None
@@ -58,6 +60,8 @@ class RequestOptions(OptionGroup):
     --context-length as estimate and SGLang name it) and how many at once (--concurrency, vLLM's
     --max-num-seqs). `-c` is llama.cpp's --ctx-size (`LlamacppFlags`), as a pasted llama.cpp line
     means it, and nothing else: with another engine it is refused like every llama.cpp option."""
+
+    panel: ClassVar[Optional[str]] = "Requests"
 
     max_model_len: Annotated[Optional[str], typer.Option("--max-model-len", "-L", "--seq-len", "-s", "--context-length", help="Tokens per request for the concurrency figure (8192 or 32k; also --seq-len, SGLang --context-length). Default: the model's max_position_embeddings (as vLLM scales it by rope_scaling).")] = None
     concurrency: Annotated[Optional[int], typer.Option("--concurrency", "--max-num-seqs", "--max-running-requests", help="Also find the longest context that fits this many requests at once (vLLM --max-num-seqs, SGLang --max-running-requests; not -c: llama.cpp's --ctx-size).")] = None

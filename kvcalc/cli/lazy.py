@@ -119,6 +119,32 @@ class LazyGroupCommand(HelpAsGiven, TyperCommand):
         return super().parse_args(ctx, args)
 
 
+    def format_options(self, ctx: Any, formatter: Any) -> None:
+        """The options of `--help` in sections: the arguments, the options of no panel under
+        "Options", then one section per `rich_help_panel` (an option group's `panel`, in the
+        order the options come), as typer's rich help groups them; kvcalc's help is plain text
+        (`rich_markup_mode=None`), where typer would list all of them under "Options"."""
+        from gettext import gettext
+
+        args: list[tuple[str, str]] = []
+        panels: dict[str, list[tuple[str, str]]] = {gettext("Options"): []}
+        for param in self.get_params(ctx):
+            record = param.get_help_record(ctx)
+            if record is None:
+                continue
+            if param.param_type_name == "argument":
+                args.append(record)
+            else:
+                panels.setdefault(getattr(param, "rich_help_panel", None) or gettext("Options"), []).append(record)
+        if args:
+            with formatter.section(gettext("Arguments")):
+                formatter.write_dl(args)
+        for title, rows in panels.items():
+            if rows:
+                with formatter.section(title):
+                    formatter.write_dl(rows)
+
+
 class _Commands(MutableMapping):
     """The group's `commands` mapping: the table's names first (each built on first lookup),
     then the commands added as built objects. Iterating or testing membership builds nothing."""
