@@ -58,3 +58,4 @@ class FitHint(_Frozen):
     smallest_fitting_count: int | None
     smallest_fitting_layout: str | None
     smallest_fitting_limit: int
+
