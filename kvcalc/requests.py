@@ -386,13 +386,61 @@ def plan_kv_memory(model: Any, gpu: Any, layout: Any, seq_len: int | None, concu
 
 
 def run_capacity(req: CapacityRequest) -> Any:
-    """The engine's `EngineResult` for the request (`EngineProfile.capacity`)."""
+    """The engine's `EngineResult` for the request (`EngineProfile.capacity`). For an engine that
+    allocates its whole context up front (llama.cpp: n_ctx cells), given the KV memory and a
+    request length but neither --ctx-size nor --parallel, the answer is the requests that fit
+    (`requests_that_fit`), not one large context."""
     from kvcalc.engines.profile import get_profile
 
     refuse_without_kv_layers(req.model, "a capacity in tokens")
-    return get_profile(req.engine).capacity(req.model, req.kv_memory_bytes, req.k, req.v, tp=req.tp,
-                                            max_model_len=req.max_model_len, concurrency=req.concurrency,
-                                            options=req.options, kv_cache_dtype=req.label)
+    prof = get_profile(req.engine)
+    if (prof.allocates_cells and req.kv_memory_bytes and req.max_model_len and req.concurrency is None
+            and getattr(req.options, "n_ctx", None) is None and getattr(req.options, "parallel", None) is None):
+        found = requests_that_fit(prof, req)
+        if found is not None:
+            return found
+    return prof.capacity(req.model, req.kv_memory_bytes, req.k, req.v, tp=req.tp,
+                         max_model_len=req.max_model_len, concurrency=req.concurrency,
+                         options=req.options, kv_cache_dtype=req.label)
+
+
+def requests_that_fit(prof: Any, req: CapacityRequest) -> Any:
+    """The most requests N of `req.max_model_len` = L tokens that llama.cpp serves from
+    `req.kv_memory_bytes`, by its own allocation rule: `llama-server -c N*L -np N` allocates
+    N*L cells (n_ctx, padded) up front, one stream of n_ctx / N per slot, and that allocation
+    (`EngineProfile.for_batch`: `llamacpp.allocate`) must fit the memory. The largest such N by
+    bisection (the allocation grows with N); None when not even one request fits (the caller
+    then gives the largest --ctx-size that fits). The result is that allocation, with a note
+    naming N and the flags."""
+    from kvcalc.engines import longest_fitting
+
+    L, mem = req.max_model_len, req.kv_memory_bytes
+
+    def alloc(n: int) -> Any:
+        return prof.for_batch(req.model, L, n, req.k, req.v, tp=req.tp, options=req.options,
+                              kv_cache_dtype=req.label)
+
+    refused: dict[int, str] = {}
+
+    def fits(n: int) -> bool:
+        try:
+            return alloc(n).engine_kv_bytes <= mem
+        except KvcalcError as e:  # more slots than the engine takes (llama.cpp: n_seq_max <= 256)
+            refused[n] = e.message
+            return False
+
+    # an upper bound: every cell costs at least one byte, so N*L cells never exceed mem bytes
+    hi = max(1, min(mem // L, 1 << 20))
+    n = longest_fitting(fits, hi)
+    n = hi if n is None else n
+    if n < 1:
+        return None
+    res = alloc(n)
+    note = (f"{n:,} requests of {L:,} tokens fit: {prof.display_name} allocates the whole context up front, "
+            f"-c {n * L} -np {n} ({n * L:,} cells, {n:,} slots of {L:,})")
+    if n + 1 in refused:
+        note += f"; more slots are refused ({refused[n + 1]})"
+    return res.model_copy(update={"notes": [*res.notes, note], "kv_memory_bytes": mem})
 
 
 # ----- plan -------------------------------------------------------------------------------

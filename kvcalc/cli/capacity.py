@@ -96,7 +96,7 @@ def capacity(
                    gpus=llamacpp.gpus, max_num_batched_tokens=vllm.max_num_batched_tokens)
     check_format(fmt)
     refuse_other_engines(ctx, name)
-    from_plan = check_sources(ctx, name, layout, source, kv_memory)
+    from_plan = check_sources(ctx, name, layout, source, kv_memory, llamacpp.ctx_size)
     spec = load_model(model, source.revision)
     L = parse_count(requests.max_model_len, "--max-model-len") if requests.max_model_len else None
     mem = parse_size(kv_memory, "--kv-memory") if kv_memory else None
@@ -120,24 +120,29 @@ def capacity(
 
 
 def check_sources(ctx: typer.Context, name: str, layout: LayoutOptions, source: SourceOptions,
-                  kv_memory: str | None) -> bool:
-    """True when the KV memory comes from --gpu's plan (vLLM / SGLang, --gpu, no --kv-memory).
-    Raises `KvcalcError` for --pp above 1 (capacity figures one rank holding every layer), --gpu
-    where it would mean nothing, and the plan's knobs (--weight-dtype, --gpu-memory-utilization)
-    outside a plan: they would be ignored."""
+                  kv_memory: str | None, ctx_size: str | None = None) -> bool:
+    """True when the KV memory comes from --gpu's plan (--gpu and no --kv-memory: vLLM, SGLang,
+    and llama.cpp without --ctx-size, which then answers how many requests of --max-model-len
+    fit in what the GPU leaves after the weights: issue 23 friction 4). Raises `KvcalcError` for
+    --pp above 1 (capacity figures one rank holding every layer), --gpu where it would mean
+    nothing, and the plan's knobs (--weight-dtype, --gpu-memory-utilization) outside a plan:
+    they would be ignored."""
     from kvcalc.errors import KvcalcError
 
     if layout.pp > 1:
         raise KvcalcError(f"capacity figures one GPU rank that holds every layer; {layout.pp} pipeline stages are not "
                           "modelled: give --pp 1, or plan the stages with `kvcalc estimate MODEL --pp N --gpu G --engine E`",
                           option="--pp", value=str(layout.pp))
-    from_plan = source.gpu is not None and kv_memory is None and name in ("vllm", "sglang")
+    from_plan = source.gpu is not None and kv_memory is None and (
+        name in ("vllm", "sglang") or (name == "llamacpp" and ctx_size is None))
     if source.gpu is not None and name != "vllm" and not from_plan:
-        raise KvcalcError("--gpu applies to --engine vllm (it picks vLLM's attention backend), or to vllm and sglang "
-                          f"without --kv-memory (the KV memory is then what the GPU's plan leaves); --engine {name}: "
-                          "drop --gpu" + (" or --kv-memory" if name == "sglang" else ""),
-                          option="--gpu", value=source.gpu)
+        why = {"llamacpp": "drop --gpu, or --kv-memory and --ctx-size (--gpu with neither: the requests of "
+                           "--max-model-len that fit in what the GPU leaves)",
+               "sglang": "drop --gpu or --kv-memory"}.get(name, "drop --gpu")
+        raise KvcalcError("--gpu applies to --engine vllm (it picks vLLM's attention backend), or to vllm, sglang and "
+                          "llamacpp without --kv-memory (the KV memory is then what the GPU's plan leaves); "
+                          f"--engine {name}: {why}", option="--gpu", value=source.gpu)
     if not from_plan:
-        refuse_typed(ctx, PLAN_KNOBS, "--engine vllm or sglang with --gpu and no --kv-memory (the KV memory is then "
+        refuse_typed(ctx, PLAN_KNOBS, "--engine vllm, sglang or llamacpp with --gpu and no --kv-memory (the KV memory is then "
                      "what the GPU's plan leaves; --kv-memory is already the KV memory)")
     return from_plan

@@ -3,6 +3,8 @@ clone"), each pinned where it was fixed: a command's help names only options it 
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from kvcalc.cli.app import COMMANDS
@@ -47,3 +49,46 @@ def test_capacity_help_groups_its_options(cli):
 def test_other_commands_group_the_same_option_groups(cli, command):
     sections = _sections(cli(command, "--help").stdout)
     assert "Options" in sections and ("GPU and memory plan" in sections or "vLLM (--engine vllm)" in sections)
+
+
+# ----- friction 4: "how many 32k requests fit on one H100" asked of llama.cpp -------------------
+
+#: Llama-3.1-8B in f16: 2 x 32 layers x 8 KV heads x 128 x 2 B = 131,072 B per token; a request
+#: of 32,768 tokens is 4,294,967,296 B (4 GiB) of llama.cpp cells (meta-llama/Llama-3.1-8B config.json)
+REQUEST_32K_BYTES = 131_072 * 32_768
+
+
+@pytest.mark.parametrize("args,n", [
+    # what the H100 SXM plan leaves for KV (0.9 x memory - bf16 weights - reserves, as vLLM and
+    # SGLang are sized): 59,648,604,569 B // 4 GiB = 13 (13.89)
+    (["--gpu", "h100-sxm"], 13),
+    # 50 GiB // 4 GiB = 12 (12.5): before, one context of 409,600 cells ("12.50x")
+    (["-m", "50GiB"], 12),
+])
+def test_llamacpp_answers_how_many_requests_fit(cli, args, n):
+    r = cli("capacity", "llama-3.1-8b", "-e", "llamacpp", *args, "-L", "32k", "-f", "json")
+    assert r.exit_code == 0, r.output
+    d = json.loads(r.stdout)
+    # llama.cpp allocates -c N x 32,768 cells up front, -np N slots of 32,768
+    assert (d["n_ctx"], d["max_concurrency"], d["engine_kv_bytes"]) == (n * 32_768, float(n), n * REQUEST_32K_BYTES)
+    assert d["engine_kv_bytes"] <= d["kv_memory_bytes"] < (n + 1) * REQUEST_32K_BYTES
+    assert d["notes"][-1] == (f"{n} requests of 32,768 tokens fit: llama.cpp allocates the whole context up front, "
+                              f"-c {n * 32_768} -np {n} ({n * 32_768:,} cells, {n} slots of 32,768)")
+    if "--gpu" in args:
+        assert d["kv_memory_bytes"] == 59_648_604_569
+
+
+def test_llamacpp_requests_stop_at_its_slot_limit(cli):
+    # Llama-3.2-1B: 2 x 16 x 8 x 64 x 2 B = 32,768 B per token, 32 MiB per 1k request: 50 GiB
+    # would hold 1,600, but llama.cpp takes at most 256 sequences (LLAMA_MAX_SEQ)
+    r = cli("capacity", "llama-3.2-1b", "-e", "llamacpp", "-m", "50GiB", "-L", "1k", "-f", "json")
+    assert r.exit_code == 0, r.output
+    d = json.loads(r.stdout)
+    assert (d["n_ctx"], d["max_concurrency"]) == (256 * 1024, 256.0)
+    assert "more slots are refused (" in d["notes"][-1] and "256" in d["notes"][-1]
+
+
+def test_llamacpp_gpu_with_ctx_size_is_still_refused(cli):
+    r = cli("capacity", "llama-3.1-8b", "-e", "llamacpp", "--gpu", "h100-sxm", "-c", "8k")
+    assert r.exit_code == 2
+    assert r.stderr.startswith("error: --gpu h100-sxm: --gpu applies to --engine vllm"), r.stderr
