@@ -92,3 +92,71 @@ def test_llamacpp_gpu_with_ctx_size_is_still_refused(cli):
     r = cli("capacity", "llama-3.1-8b", "-e", "llamacpp", "--gpu", "h100-sxm", "-c", "8k")
     assert r.exit_code == 2
     assert r.stderr.startswith("error: --gpu h100-sxm: --gpu applies to --engine vllm"), r.stderr
+
+
+# ----- friction 7: URLs break at `/` only, units stay with their figures ----------------------
+
+UNIT_WORDS = ("B", "GB", "GiB", "MB", "MiB", "GB,", "GiB)", "MiB)", "GB)", "B/token", "ms", "s", "tokens")
+
+
+def _value_lines(table: str) -> list[str]:
+    """The value column's lines of a two-column box table."""
+    out = []
+    for line in table.splitlines():
+        cells = line.split("│")
+        if len(cells) == 4:
+            out.append(cells[2].strip())
+    return out
+
+
+def _run(args: list[str], columns: str | None) -> str:
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    env = {k: v for k, v in os.environ.items() if k != "COLUMNS"}
+    if columns is not None:
+        env["COLUMNS"] = columns
+    r = subprocess.run([sys.executable, "-m", "kvcalc", *args], capture_output=True, text=True, env=env,
+                       cwd=Path(__file__).parents[2], timeout=120)  # stdout a pipe: rich's 80 columns
+    assert r.returncode == 0, r.stderr
+    return r.stdout
+
+
+@pytest.mark.parametrize("columns", ["60", "80", None])
+@pytest.mark.parametrize("args", [
+    ["estimate", "gemma-3-27b", "-s", "32k", "--gpu", "h100-sxm"],
+    ["capacity", "llama-3.1-8b", "-e", "llamacpp", "-m", "50GiB", "-L", "32k"],
+])
+def test_tables_fit_urls_break_at_a_slash_and_units_stay(args, columns):
+    out = _run(args, columns)
+    width = int(columns or 80)
+    assert max(len(line) for line in out.splitlines() if line.startswith(("│", "┌", "└"))) <= width
+    values = _value_lines(out)
+    assert values
+    for i, v in enumerate(values):
+        assert v.split(" ")[0] not in UNIT_WORDS, (values[i - 1], v)  # a unit never starts a line
+    if args[1] == "gemma-3-27b":
+        # the source's URL: whole, or broken after a `/` (never `gemma-3-2` / `7b-it`)
+        url = "(huggingface.co/google/gemma-3-27b-it/blob/main/config.json)"
+        start = next(i for i, v in enumerate(values) if "(huggingface.co/" in v)
+        parts = []
+        for v in values[start:]:
+            parts.append(v.split(" ")[-1] if not parts else v)
+            if v.endswith(")"):
+                break
+        assert "".join(parts) == url and all(p.endswith("/") for p in parts[:-1]), parts
+
+
+def test_wrap_line_rules():
+    from kvcalc.report.layout import wrap_line
+
+    # a figure keeps its unit: "2.91 GiB)" moves as one piece
+    assert wrap_line("3,120,562,176 B (3.12 GB, 2.91 GiB)", 34) == ["3,120,562,176 B (3.12 GB,", "2.91 GiB)"]
+    # a URL too long for the line breaks after a `/`, never inside a name
+    assert wrap_line("(huggingface.co/google/gemma-3-27b-it/blob/main/config.json)", 34) == [
+        "(huggingface.co/google/", "gemma-3-27b-it/blob/main/", "config.json)"]
+    # a word with no `/` that cannot fit stays whole (rich folds it; no figure is that long)
+    assert wrap_line("a " + "x" * 40, 10) == ["a", "x" * 40]
+    assert wrap_line("fits as is", 80) == ["fits as is"]
