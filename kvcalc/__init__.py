@@ -59,7 +59,7 @@ def estimate(model: str | ModelSpec, *, seq_len: int | str | None = None, batch:
              gpu_memory_utilization: float | None = None, bw_efficiency: float | None = None,
              flops_efficiency: float | None = None, cuda_context_bytes: int | str | None = None,
              activation_reserve_bytes: int | str | None = None, engine: str = "ideal",
-             engine_options: object = None) -> KvEstimate:
+             options: object = None) -> KvEstimate:
     """Exact KV-cache bytes of `model` (a name, path or `ModelSpec`) for `batch` sequences of
     `seq_len` tokens (None: the model's max_position_embeddings; '32k' is read as 32,768) per
     data-parallel replica, K and V stored as `kv_dtype` (None: the model's dtype; `k_dtype` /
@@ -79,7 +79,7 @@ def estimate(model: str | ModelSpec, *, seq_len: int | str | None = None, batch:
     it does not). The plan's knobs are the CLI's: `weight_dtype` (None: the checkpoint's),
     `gpu_memory_utilization` (0.9), `bw_efficiency`, `flops_efficiency`, `cuda_context_bytes`,
     `activation_reserve_bytes` (an int or a size, '2GiB'); they need `gpu`, as on the command
-    line. `engine_options`: the engine's options object (`kvcalc.engines.profile.VllmOptions`
+    line. `options`: the engine's options object (`kvcalc.engines.profile.VllmOptions`
     ...; vLLM's compute capability and vendor come from `gpu` when the options leave them None).
 
     Raises `KvcalcError` naming the argument for a value of the wrong type (a bool, a float or a
@@ -105,7 +105,7 @@ def estimate(model: str | ModelSpec, *, seq_len: int | str | None = None, batch:
             name = next(iter(knobs))
             raise KvcalcError("needs gpu: it sets the GPU's memory plan and roofline", option=name, field=name,
                               value=knobs[name], form=OPTION_SAYS)
-        req = EstimateRequest.build(spec, **args, engine=served["engine"], engine_options=engine_options)
+        req = EstimateRequest.build(spec, **args, engine=served["engine"], engine_options=options)
     else:
         from kvcalc.calc.memory_plan import Layout
         from kvcalc.load.gpus import get_gpu
@@ -114,7 +114,7 @@ def estimate(model: str | ModelSpec, *, seq_len: int | str | None = None, batch:
         layout = Layout(**knobs)
         layout.check()
         req = EstimateRequest.build(spec, **args, gpu=gpu_spec, layout=layout, engine=served["engine"],
-                                    engine_options=_with_gpu(served["engine"], engine_options, gpu_spec))
+                                    engine_options=_with_gpu(served["engine"], options, gpu_spec))
     res = run_estimate(req)
     if served["gpu"] is None and res.engine is None and req.engine == "ideal":
         return res.kv
