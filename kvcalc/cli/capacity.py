@@ -135,13 +135,12 @@ def check_sources(ctx: typer.Context, name: str, layout: LayoutOptions, source: 
                           option="--pp", value=str(layout.pp))
     from_plan = source.gpu is not None and kv_memory is None and (
         name in ("vllm", "sglang") or (name == "llamacpp" and ctx_size is None))
-    if source.gpu is not None and name != "vllm" and not from_plan:
-        why = {"llamacpp": "drop --gpu, or --kv-memory and --ctx-size (--gpu with neither: the requests of "
-                           "--max-model-len that fit in what the GPU leaves)",
-               "sglang": "drop --gpu or --kv-memory"}.get(name, "drop --gpu")
-        raise KvcalcError("--gpu applies to --engine vllm (it picks vLLM's attention backend), or to vllm, sglang and "
-                          "llamacpp without --kv-memory (the KV memory is then what the GPU's plan leaves); "
-                          f"--engine {name}: {why}", option="--gpu", value=source.gpu)
+    if source.gpu is not None and name not in ("vllm", "sglang") and not from_plan:
+        why = ("drop --gpu, or --kv-memory and --ctx-size (--gpu with neither: the requests of --max-model-len that "
+               "fit in what the GPU leaves)") if name == "llamacpp" else "drop --gpu"
+        raise KvcalcError("--gpu applies to --engine vllm and sglang (it picks their attention backends and so the "
+                          "cache rows), and to llamacpp without --kv-memory and --ctx-size (the KV memory is then what "
+                          f"the GPU's plan leaves); --engine {name}: {why}", option="--gpu", value=source.gpu)
     if not from_plan:
         refuse_typed(ctx, PLAN_KNOBS, "--engine vllm, sglang or llamacpp with --gpu and no --kv-memory (the KV memory is then "
                      "what the GPU's plan leaves; --kv-memory is already the KV memory)")
