@@ -27,7 +27,7 @@ if TYPE_CHECKING:
     from kvcalc.results.kv import KindBreakdown, KvEstimate
     from kvcalc.results.plan import PlanLayout, PlanMiss, PlanResult
     from kvcalc.results.served import ServedEstimate
-    from kvcalc.results.serving import FitHint, ServingEstimate
+    from kvcalc.results.serving import FitHint, RequestEstimate, ServingEstimate
 
 #: result name -> the submodule that defines it
 WHERE: dict[str, str] = {
@@ -37,6 +37,7 @@ WHERE: dict[str, str] = {
     "ServingEstimate": "serving",
     "FitHint": "serving",
     "ServedEstimate": "served",
+    "RequestEstimate": "serving",
     "CheckRow": "check",
     "DeviceBuffer": "engine",
     "EngineResult": "engine",
@@ -45,7 +46,7 @@ WHERE: dict[str, str] = {
     "PlanResult": "plan",
 }
 
-__all__ = ["CheckRow", "CompareRow", "DeviceBuffer", "EngineResult", "FitHint", "KindBreakdown", "KvEstimate", "PlanLayout", "PlanMiss", "PlanResult", "ServedEstimate", "ServingEstimate"]  # = sorted(WHERE)
+__all__ = ["CheckRow", "CompareRow", "DeviceBuffer", "EngineResult", "FitHint", "KindBreakdown", "KvEstimate", "PlanLayout", "PlanMiss", "PlanResult", "RequestEstimate", "ServedEstimate", "ServingEstimate"]  # = sorted(WHERE)
 
 
 def __getattr__(name: str) -> object:
