@@ -59,7 +59,8 @@ def estimate(model: str | ModelSpec, *, seq_len: int | str | None = None, batch:
              gpu_memory_utilization: float | None = None, bw_efficiency: float | None = None,
              flops_efficiency: float | None = None, cuda_context_bytes: int | str | None = None,
              activation_reserve_bytes: int | str | None = None, engine: str = "ideal",
-             options: object = None) -> KvEstimate:
+             options: object = None, input_len: int | str | None = None, output_len: int | str | None = None,
+             request_rate: float | None = None) -> KvEstimate:
     """Exact KV-cache bytes of `model` (a name, path or `ModelSpec`) for `batch` sequences of
     `seq_len` tokens (None: the model's max_position_embeddings; '32k' is read as 32,768) per
     data-parallel replica, K and V stored as `kv_dtype` (None: the model's dtype; `k_dtype` /
@@ -79,7 +80,10 @@ def estimate(model: str | ModelSpec, *, seq_len: int | str | None = None, batch:
     it does not). The plan's knobs are the CLI's: `weight_dtype` (None: the checkpoint's),
     `gpu_memory_utilization` (0.9), `bw_efficiency`, `flops_efficiency`, `cuda_context_bytes`,
     `activation_reserve_bytes` (an int or a size, '2GiB'); they need `gpu`, as on the command
-    line. `options`: the engine's options object (`kvcalc.engines.profile.VllmOptions`
+    line. With `input_len` and `output_len` (and optionally `request_rate`, requests/s) on a
+    GPU, `request` holds the whole-request figures of `kvcalc estimate --input-len --output-len`
+    (TTFT, TPOT, end to end, static-batch and continuous-batching throughput); without `seq_len`
+    the memory plan holds input_len + output_len tokens, as on the command line. `options`: the engine's options object (`kvcalc.engines.profile.VllmOptions`
     ...; vLLM's compute capability and vendor come from `gpu` when the options leave them None).
 
     Raises `KvcalcError` naming the argument for a value of the wrong type (a bool, a float or a
@@ -96,9 +100,15 @@ def estimate(model: str | ModelSpec, *, seq_len: int | str | None = None, batch:
                             bw_efficiency=bw_efficiency, flops_efficiency=flops_efficiency,
                             cuda_context_bytes=cuda_context_bytes, activation_reserve_bytes=activation_reserve_bytes)
     served = check_arguments(gpu=gpu, engine=engine)
+    whole = check_arguments(input_len=input_len, output_len=output_len, request_rate=request_rate)
     knobs = {k: v for k, v in knobs.items() if v is not None}
     spec = load_model(model)
+    if args["seq_len"] is None and whole["input_len"] is not None and whole["output_len"] is not None:
+        args["seq_len"] = whole["input_len"] + whole["output_len"]  # the memory plan holds the whole request
     if served["gpu"] is None:
+        given = {k: v for k, v in whole.items() if v is not None}
+        if given:
+            knobs = {**given, **knobs}
         if knobs:
             from kvcalc.errors import OPTION_SAYS, KvcalcError
 
@@ -114,13 +124,14 @@ def estimate(model: str | ModelSpec, *, seq_len: int | str | None = None, batch:
         layout = Layout(**knobs)
         layout.check()
         req = EstimateRequest.build(spec, **args, gpu=gpu_spec, layout=layout, engine=served["engine"],
-                                    engine_options=_with_gpu(served["engine"], options, gpu_spec))
+                                    engine_options=_with_gpu(served["engine"], options, gpu_spec), **whole)
     res = run_estimate(req)
     if served["gpu"] is None and res.engine is None and req.engine == "ideal":
         return res.kv
     from kvcalc.results.served import ServedEstimate
 
-    return ServedEstimate(**dict(res.kv), serving=res.serving, engine=res.engine, fit_hint=res.fit_hint)
+    return ServedEstimate(**dict(res.kv), serving=res.serving, engine=res.engine, fit_hint=res.fit_hint,
+                          request=res.request)
 
 
 def _with_gpu(engine: str, options: object, gpu: GpuSpec) -> object:

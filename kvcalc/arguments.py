@@ -39,7 +39,7 @@ ARGUMENTS: dict[str, str] = {
     "kv_dtype": "name", "k_dtype": "name", "v_dtype": "name", "scale_dtype": "name", "engine": "name",
     "gpus": "names", "kv_dtypes": "names", "weight_dtypes": "names",
     "prices": "prices",
-    "gpu": "gpu", "weight_dtype": "name",
+    "gpu": "gpu", "weight_dtype": "name", "input_len": "tokens", "output_len": "tokens", "request_rate": "target",
     "gpu_memory_utilization": "fraction", "bw_efficiency": "fraction", "flops_efficiency": "fraction",
     "cuda_context_bytes": "bytes0", "activation_reserve_bytes": "bytes0",
 }

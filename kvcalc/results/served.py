@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from kvcalc.results.engine import EngineResult
 from kvcalc.results.kv import KvEstimate
-from kvcalc.results.serving import FitHint, ServingEstimate
+from kvcalc.results.serving import FitHint, RequestEstimate, ServingEstimate
 
 
 class ServedEstimate(KvEstimate):
@@ -17,8 +17,10 @@ class ServedEstimate(KvEstimate):
     memory plan, the fit and the roofline speed on the GPU (`serving`: `fits`, `max_batch`,
     `tpot_s`, `tokens_per_s`, `ttft_s` ...; None without a GPU), what the engine allocates for
     the batch (`engine`; None without one, or when it would not start) and, when the batch does
-    not fit, the fewest GPUs that would (`fit_hint`). The same objects as the CLI's JSON holds."""
+    not fit, the fewest GPUs that would (`fit_hint`), and with input and output lengths the
+    whole-request figures (`request`). The same objects as the CLI's JSON holds."""
 
     serving: ServingEstimate | None = None
     engine: EngineResult | None = None
     fit_hint: FitHint | None = None
+    request: RequestEstimate | None = None
