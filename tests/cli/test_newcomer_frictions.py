@@ -42,7 +42,7 @@ def test_capacity_help_groups_its_options(cli):
     assert _sections(r.stdout) == {
         "Arguments": 0, "Options": 4,  # --kv-memory, --engine, --format, --help
         "Requests": 2, "Parallel layout": 3, "KV cache format": 3, "vLLM (--engine vllm)": 10,
-        "SGLang (--engine sglang)": 6, "llama.cpp (--engine llamacpp)": 14, "GPU and model source": 4}
+        "SGLang (--engine sglang)": 6, "llama.cpp (--engine llamacpp)": 14, "GPU and model source": 5}
 
 
 @pytest.mark.parametrize("command", ["estimate", "sweep", "plan"])

@@ -38,14 +38,14 @@ def test_help_lists_every_option_in_its_place():
     # heading (`OptionGroup.panel`: issue 23 friction 5), in the order the command spreads them
     assert long_flags("estimate") == [
         "--seq-len", "--batch", "--engine", "--input-len", "--output-len", "--request-rate", "--calibration",
-        "--revision", "--format", "--help",
+        "--revision", "--trust-plain-decoder", "--format", "--help",
         "--kv-dtype", "--k-dtype", "--v-dtype", "--quant-group-size", "--scale-dtype",
         "--tp", "--pp", "--dp", "--count", "--block-size", "--page-size",
         "--gpu", "--weight-dtype", "--gpu-memory-utilization", "--bw-efficiency", "--flops-efficiency",
         "--cuda-context", "--activation-reserve"]
     assert long_flags("sweep") == [
         "--seq-len", "--batch", "--plot", "--force", "--beyond-context", "--engine", "--calibration", "--revision",
-        "--format", "--help",
+        "--trust-plain-decoder", "--format", "--help",
         "--gpu", "--weight-dtype", "--gpu-memory-utilization", "--bw-efficiency", "--flops-efficiency",
         "--cuda-context", "--activation-reserve", "--count", "--tp", "--pp", "--kv-dtype"]
     assert long_flags("capacity") == [
@@ -58,7 +58,8 @@ def test_help_lists_every_option_in_its_place():
         "--dsa-prefill-backend", "--dsa-decode-backend",
         "--ctx-size", "--llamacpp-tool", "--parallel", "--kv-unified", "--swa-full",
         "--flash-attn", "--llamacpp-version", "--n-gpu-layers", "--gpus", "--tensor-split", "--ubatch-size",
-        "--batch-size", "--ollama", "--gpu", "--revision", "--weight-dtype", "--gpu-memory-utilization"]
+        "--batch-size", "--ollama", "--gpu", "--revision", "--trust-plain-decoder", "--weight-dtype",
+        "--gpu-memory-utilization"]
 
 
 def test_gpu_defaults_are_the_plans_defaults():
