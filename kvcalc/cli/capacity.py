@@ -16,6 +16,7 @@ from kvcalc.calc.defaults import DEFAULT_BW_EFFICIENCY, DEFAULT_FLOPS_EFFICIENCY
 from kvcalc.cli.options import (RevisionOpt, EngineOpt, FormatOpt, GpuOpt, KvFormatOptions, LayoutOptions, LlamacppFlags, ModelArg,
                                 OptionGroup, SglangFlags, VllmFlags, check_positive, engine_options, only,
                                 option_groups, refuse_other_engines, refuse_typed, make_layout, UtilOpt, WeightDtypeOpt, with_help)
+from kvcalc.cli.offload_options import OffloadOptions
 from kvcalc.cli.output import check_format, emit_parts, handle_errors, show_result
 
 KV_DTYPE_HELP = ("auto (the engine's default: the model's dtype, fp32 served as 16-bit; llama.cpp f16), bf16, fp16, "
@@ -77,11 +78,13 @@ def capacity(
     sglang: SglangFlags = SglangFlags(),
     llamacpp: LlamacppFlags = LlamacppFlags(),
     source: SourceOptions = SourceOptions(),
+    offload: OffloadOptions = OffloadOptions(),
     fmt: FormatOpt = "table",
 ) -> None:
     """What ENGINE makes of a KV memory budget: tokens, blocks, concurrency, and its own log lines."""
     from kvcalc.engines import canonical
     from kvcalc.load.models import load_model
+    from kvcalc.cli.offload_options import offload_parts
     from kvcalc.requests import CapacityRequest, run_capacity
     from kvcalc.units import parse_count, parse_size
 
@@ -107,12 +110,14 @@ def capacity(
     res = run_capacity(req)
     if basis is not None:
         res = res.model_copy(update={"kv_memory_basis": basis})
+    extra = offload_parts(offload, req, res, dp=layout.dp, gpu=source.gpu, layout=source.layout(layout.tp))
     title = (f"KV capacity: {spec.name} on {name}" + (f", tp {layout.tp}" if layout.tp > 1 else "")
              + (f", per replica of dp {layout.dp}" if layout.dp > 1 else ""))
     if fmt == "table":
         show_result(res, title)
+        emit_parts(extra, fmt)
         return
-    emit_parts([(res, lambda: None)], fmt)
+    emit_parts([(res, lambda: None), *extra], fmt)
 
 
 def check_sources(ctx: typer.Context, name: str, layout: LayoutOptions, source: SourceOptions,

@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     from kvcalc.results.kv import KindBreakdown, KvEstimate
     from kvcalc.results.plan import PlanLayout, PlanMiss, PlanResult
     from kvcalc.results.serving import FitHint, ServingEstimate
+    from kvcalc.results.offload import LoadRow, OffloadResult, OffloadTier, PrefixResult, TransferPair, TransferResult
 
 #: result name -> the submodule that defines it
 WHERE: dict[str, str] = {
@@ -40,9 +41,15 @@ WHERE: dict[str, str] = {
     "PlanLayout": "plan",
     "PlanMiss": "plan",
     "PlanResult": "plan",
+    "OffloadTier": "offload",
+    "OffloadResult": "offload",
+    "PrefixResult": "offload",
+    "LoadRow": "offload",
+    "TransferPair": "offload",
+    "TransferResult": "offload",
 }
 
-__all__ = ["CheckRow", "CompareRow", "DeviceBuffer", "EngineResult", "FitHint", "KindBreakdown", "KvEstimate", "PlanLayout", "PlanMiss", "PlanResult", "ServingEstimate"]  # = sorted(WHERE)
+__all__ = ["CheckRow", "CompareRow", "DeviceBuffer", "EngineResult", "FitHint", "KindBreakdown", "KvEstimate", "LoadRow", "OffloadResult", "OffloadTier", "PlanLayout", "PlanMiss", "PlanResult", "PrefixResult", "ServingEstimate", "TransferPair", "TransferResult"]  # = sorted(WHERE)
 
 
 def __getattr__(name: str) -> object:
