@@ -56,7 +56,7 @@ def offload_parts(opts: OffloadOptions, req: Any, res: Any, *, dp: int, gpu: Opt
     rows. `req`: the `CapacityRequest`; `res`: its `EngineResult`; `layout`: the GPU plan's
     `memory_plan.Layout` (for the prefill model). Raises `KvcalcError`."""
     from kvcalc.engines.profile import get_profile
-    from kvcalc.errors import KvcalcError
+    from kvcalc.errors import MESSAGE, KvcalcError
     from kvcalc.results.offload import OffloadPart, PrefixPart
 
     s = opts.settings()
@@ -68,7 +68,7 @@ def offload_parts(opts: OffloadOptions, req: Any, res: Any, *, dp: int, gpu: Opt
         if not s.asked:
             raise KvcalcError("--host-memory checks an offload tier: give the engine's offload flag "
                               "(--kv-offloading-size, --lmcache-cpu-size, --hicache-ratio / --hicache-size, "
-                              "--no-kv-offload)", option="--host-memory", form="message")
+                              "--no-kv-offload)", option="--host-memory", form=MESSAGE)
         from kvcalc.engines.offload_rules import offload_for
         from kvcalc.report.offload import offload_table
 
@@ -95,7 +95,7 @@ def offload_parts(opts: OffloadOptions, req: Any, res: Any, *, dp: int, gpu: Opt
             parts.append(load_part(pre, res, req, gpu, layout, opts.link))
     elif opts.link is not None:
         raise KvcalcError("--link times a shared prefix's load: give --shared-prefix and --gpu", option="--link",
-                          form="message")
+                          form=MESSAGE)
     return parts
 
 
@@ -115,9 +115,10 @@ def load_part(pre: Any, res: Any, req: Any, gpu: str, layout: Any, link: Optiona
         links = [x for x in link_table().values() if x.kind in ("host", "storage", "network")]
     planner = Planner(req.model, get_gpu(gpu), layout)
     N = pre.prompt_tokens
+    whole_s = planner.prefill(N).step_time_s
 
     def recompute(p: int) -> float:
-        return planner.prefill(N).step_time_s - planner.prefill(N - p).step_time_s
+        return whole_s - planner.prefill(N - p).step_time_s
 
     rows = load_or_recompute(pre, bytes_per_token_per_rank(res), links, recompute)
     out = LoadRows(load_or_recompute=rows)

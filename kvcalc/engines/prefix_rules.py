@@ -97,8 +97,13 @@ def shared_prefix(prof: Any, model: ModelSpec, gpu: EngineResult, k: Any, v: Any
                           "of a prefix is modelled); use --engine vllm or sglang", option="--shared-prefix",
                           form=MESSAGE)
     if prefix_tokens < unit:
+        import warnings as w
+
+        from kvcalc.errors import KvcalcWarning
+
         warnings.append(f"the shared prefix of {prefix_tokens:,} tokens is shorter than one block: {unit_words}; "
                         "no request gets a prefix-cache hit")
+        w.warn(warnings[-1], KvcalcWarning, stacklevel=2)
     elif reusable < prefix_tokens:
         warnings.append(f"{prefix_tokens - reusable:,} tokens of the prefix past its last whole block ({unit_words}) "
                         "are recomputed by every request")
@@ -126,7 +131,7 @@ def load_or_recompute(prefix: PrefixResult, bytes_per_token: int, links: list[An
     """One `LoadRow` per link: the reusable prefix's bytes on one rank over the link
     (`calc.offload.load_time_s`, each rank over its own link) against `recompute_s(p)`, the
     prefill model's marginal time for the last `p` tokens of the prompt; the break-even is the
-    shortest whole-unit prefix that loads faster (searched over units up to the prompt)."""
+    shortest whole-unit prefix that loads faster (every unit up to the prompt, in turn)."""
     unit = prefix.reuse_unit_tokens
     top = (prefix.prompt_tokens - 1) // unit
     rows = []
@@ -146,16 +151,7 @@ def load_or_recompute(prefix: PrefixResult, bytes_per_token: int, links: list[An
             p = n_units * unit
             return C.load_time_s(p * bytes_per_token, link.bytes_per_s) < recompute(p)
 
-        even = None
-        if top >= 1 and loads_faster(top):
-            lo, hi = 0, top  # smallest n with loads_faster(n): the gap grows with n (prefill is superlinear)
-            while hi - lo > 1:
-                mid = (lo + hi) // 2
-                if loads_faster(mid):
-                    hi = mid
-                else:
-                    lo = mid
-            even = hi * unit
+        even = next((n * unit for n in range(1, top + 1) if loads_faster(n)), None)
         rows.append(LoadRow(link=link.key, link_bytes_per_s=link.bytes_per_s, source=link.source, prefix_bytes=nbytes,
                             load_s=load, recompute_s=rec,
                             faster="load" if prefix.reusable_tokens and load < rec else
