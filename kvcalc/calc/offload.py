@@ -180,6 +180,16 @@ def reusable_prefix_tokens(prefix_tokens: int, prompt_tokens: int, block_size: i
     return min(prefix_tokens, prompt_tokens - 1) // block_size * block_size
 
 
+def sessions_held(capacity_units: int, session_tokens: int, unit_tokens: int, prefix_tokens: int = 0) -> int:
+    """Sessions of `session_tokens` a tier of `capacity_units` units (blocks, chunks, pages) of
+    `unit_tokens` holds: each session takes cdiv(T, u) units; a prefix all sessions share
+    (`prefix_tokens`) is held once for its whole units (`reusable_prefix_tokens`):
+    (capacity - shared) // (per session - shared); 0 when not even one fits."""
+    per = cdiv(session_tokens, unit_tokens)
+    shared = reusable_prefix_tokens(prefix_tokens, session_tokens, unit_tokens) // unit_tokens
+    return max(capacity_units - shared, 0) // (per - shared)
+
+
 def shared_concurrency(usable_units: int, shared_units: int, own_units: int) -> int:
     """Requests that fit when `shared_units` (blocks or tokens) are held once and each request
     holds `own_units` more: floor((usable - shared) / own); 0 when the shared part alone does

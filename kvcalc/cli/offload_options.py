@@ -7,6 +7,7 @@ Each size flag takes a number in the unit the engine reads it in, as on the engi
 command line: vLLM and LMCache GiB, SGLang GB (`engines.offload_rules.engine_number`).
 """
 
+import dataclasses
 from typing import Annotated, Any, Optional
 
 import typer
@@ -61,6 +62,10 @@ def offload_parts(opts: OffloadOptions, req: Any, res: Any, *, dp: int, gpu: Opt
 
     s = opts.settings()
     parts: list = []
+    if opts.shared_prefix is not None:
+        from kvcalc.units import parse_count
+
+        s = dataclasses.replace(s, shared_prefix_tokens=parse_count(opts.shared_prefix, "--shared-prefix"))
     L = res.max_model_len or res.n_ctx or res.kv_cache_tokens
     prof = get_profile(req.engine)
     title_model = req.model.name
@@ -74,8 +79,6 @@ def offload_parts(opts: OffloadOptions, req: Any, res: Any, *, dp: int, gpu: Opt
 
         cpu_lines = None
         if req.engine == "llamacpp":
-            import dataclasses
-
             on_cpu = prof.capacity(req.model, req.kv_memory_bytes, req.k, req.v, tp=req.tp, max_model_len=L,
                                    options=dataclasses.replace(req.options, n_gpu_layers=0))
             cpu_lines = [line for line in on_cpu.log_lines if "KV buffer" in line]

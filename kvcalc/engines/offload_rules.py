@@ -46,6 +46,8 @@ class OffloadSettings:
     - `hicache_ratio`, `hicache_size` (GB, per rank), `hicache_host_memory_fraction`: SGLang.
     - `no_kv_offload`: llama.cpp `--no-kv-offload`.
     - `host_memory_bytes`: host memory per node (`--host-memory`); `gpus_per_node`.
+    - `shared_prefix_tokens`: a prefix every session shares (`--shared-prefix`): each tier holds
+      its whole blocks once, so more sessions stay warm (`calc.offload.sessions_held`).
     """
 
     kv_offloading_size: str | None = None
@@ -59,6 +61,7 @@ class OffloadSettings:
     no_kv_offload: bool = False
     host_memory_bytes: int | None = None
     gpus_per_node: int = 8
+    shared_prefix_tokens: int = 0
 
     @property
     def asked(self) -> bool:
@@ -130,10 +133,17 @@ def _ranks_per_node(tp: int, dp: int, gpus_per_node: int) -> int:
     return min(gpus_per_node, tp * dp)
 
 
-def check_host(res: OffloadResult, engine_words: str | None = None) -> OffloadResult:
+def largest_fitting(host_bytes: int, copies_per_node: int, unit_bytes: int) -> str:
+    """The largest size flag (in units of `unit_bytes`, floored to two decimals) whose
+    `copies_per_node` allocations fit `host_bytes`: '1862.64' for 2 TB and one GiB-sized engine."""
+    hundredths = host_bytes * 100 // (copies_per_node * unit_bytes)
+    return f"{hundredths // 100}.{hundredths % 100:02d}"
+
+
+def check_host(res: OffloadResult, engine_words: str | None = None, largest: str | None = None) -> OffloadResult:
     """`res` with `fits_host` set; raises `KvcalcError` (option --host-memory) with the figures
     when the host bytes per node exceed `res.host_memory_bytes` (the engine's own words
-    first, when it has some)."""
+    first, when it has some; `largest`: the largest flag value that fits)."""
     if res.host_memory_bytes is None:
         return res
     fits = res.host_bytes_per_node <= res.host_memory_bytes
@@ -143,7 +153,8 @@ def check_host(res: OffloadResult, engine_words: str | None = None) -> OffloadRe
             f"{own}the {res.backend} tier pins {size_figure(res.host_bytes_per_node)} of host memory per node "
             f"({res.ranks_per_node} rank{'s' if res.ranks_per_node > 1 else ''} x "
             f"{size_figure(res.host_bytes_per_rank)}), more than --host-memory "
-            f"{size_figure(res.host_memory_bytes)}: lower {res.flags[0].split()[0]}",
+            f"{size_figure(res.host_memory_bytes)}: lower {res.flags[0].split()[0].split('=')[0]}"
+            + (f" to at most {largest}" if largest else ""),
             option="--host-memory", value=res.host_memory_bytes, form=MESSAGE)
     return res.model_copy(update={"fits_host": True})
 
@@ -159,7 +170,8 @@ def _warm(tiers: list[OffloadTier]) -> int | None:
 
 
 INCLUSIVE_NOTE = ("the host tier holds copies of what the GPU holds (stores as blocks fill, write-through), so "
-                  "sessions kept warm are the larger tier's, not the sum")
+                  "sessions kept warm are the larger tier's, not the sum; a shared prefix's whole blocks are held "
+                  "once in each tier")
 
 
 # ----- vLLM native ------------------------------------------------------------------------
@@ -190,12 +202,11 @@ def vllm_native(model: ModelSpec, gpu: EngineResult, s: OffloadSettings, *, tp: 
     ch = C.vllm_chunks(cpu_bytes, gpu.page_size_bytes or 0, tp, s.blocks_per_chunk, replicated)
     block = gpu.block_size or 0
     chunk_tokens = block * s.blocks_per_chunk
-    per_session = C.cdiv(session_tokens, chunk_tokens)
     at_len = C.vllm_cpu_tokens_at_len(ch.num_chunks, session_tokens, block, s.blocks_per_chunk)
     per_rank = ch.total_bytes // tp
     cpu = OffloadTier(tier="CPU", tokens_per_rank=ch.num_chunks * chunk_tokens, bytes_per_rank=per_rank,
-                      sessions=ch.num_chunks // per_session)
-    gpu_sessions = max(gpu.usable_blocks or 0, 0) // C.cdiv(session_tokens, block)
+                      sessions=C.sessions_held(ch.num_chunks, session_tokens, chunk_tokens, s.shared_prefix_tokens))
+    gpu_sessions = C.sessions_held(max(gpu.usable_blocks or 0, 0), session_tokens, block, s.shared_prefix_tokens)
     tiers = [_gpu_tier(gpu, gpu_sessions), cpu]
     rpn = _ranks_per_node(tp, dp, s.gpus_per_node)
     notes = [f"--kv-offloading-size {_shown(S)} is {_shown(S)} GiB = {cpu_bytes:,} B for all {tp} rank"
@@ -217,7 +228,8 @@ def vllm_native(model: ModelSpec, gpu: EngineResult, s: OffloadSettings, *, tp: 
         host_memory_bytes=s.host_memory_bytes, session_tokens=session_tokens, sessions_warm=_warm(tiers),
         chunk_tokens=chunk_tokens, num_chunks=ch.num_chunks, bytes_per_chunk=ch.bytes_per_chunk,
         log_lines=[VLLM_SPEC_LINE], notes=notes)
-    return check_host(res)
+    engines = max(rpn // tp, 1)
+    return check_host(res, largest=largest_fitting(s.host_memory_bytes or 0, engines, C.GIB))
 
 
 # ----- LMCache ----------------------------------------------------------------------------
@@ -240,8 +252,10 @@ def lmcache(model: ModelSpec, gpu: EngineResult, s: OffloadSettings, *, tp: int,
     per_token = (gpu.page_size_bytes or 0) // block
     chunk_bytes = C.LMCACHE_CHUNK_TOKENS * per_token
     rpn = _ranks_per_node(tp, dp, s.gpus_per_node)
-    gpu_sessions = max(gpu.usable_blocks or 0, 0) // C.cdiv(session_tokens, block)
-    per_session = C.cdiv(session_tokens, C.LMCACHE_CHUNK_TOKENS)
+    gpu_sessions = C.sessions_held(max(gpu.usable_blocks or 0, 0), session_tokens, block, s.shared_prefix_tokens)
+
+    def held(chunks: int) -> int:
+        return C.sessions_held(chunks, session_tokens, C.LMCACHE_CHUNK_TOKENS, s.shared_prefix_tokens)
     if s.lmcache_l1_size is not None:
         size = engine_number(s.lmcache_l1_size, "--lmcache-l1-size", "GiB", "LMCache")
         node_bytes = C.lmcache_cpu_bytes(size)
@@ -252,7 +266,7 @@ def lmcache(model: ModelSpec, gpu: EngineResult, s: OffloadSettings, *, tp: int,
         tokens = chunks * C.LMCACHE_CHUNK_TOKENS
         tiers = [_gpu_tier(gpu, gpu_sessions),
                  OffloadTier(tier="CPU", tokens_per_rank=tokens, bytes_per_rank=per_rank,
-                             sessions=chunks // per_session)]
+                             sessions=held(chunks))]
         res = OffloadResult(
             engine="vllm", backend="lmcache-mp",
             flags=[f"python3 -m lmcache.v1.multiprocess.server --l1-size-gb {_shown(size)}",
@@ -266,13 +280,13 @@ def lmcache(model: ModelSpec, gpu: EngineResult, s: OffloadSettings, *, tp: int,
                                  "lmcache/v1/distributed/config.py)"
                                  + (f"; {engines} engines on the node share it (figures for one)" if engines > 1
                                     else ""), INCLUSIVE_NOTE])
-        return check_host(res)
+        return check_host(res, largest=largest_fitting(s.host_memory_bytes or 0, 1, C.GIB))
     size = engine_number(s.lmcache_cpu_size or "", "--lmcache-cpu-size", "GiB", "LMCache")
     per_rank = C.lmcache_cpu_bytes(size)
     chunks = per_rank // chunk_bytes
     tiers = [_gpu_tier(gpu, gpu_sessions),
              OffloadTier(tier="CPU", tokens_per_rank=chunks * C.LMCACHE_CHUNK_TOKENS, bytes_per_rank=per_rank,
-                         sessions=chunks // per_session)]
+                         sessions=held(chunks))]
     res = OffloadResult(
         engine="vllm", backend="lmcache",
         flags=[f"LMCACHE_MAX_LOCAL_CPU_SIZE={_shown(size)}", "LMCACHE_CHUNK_SIZE=256", "LMCACHE_LOCAL_CPU=True",
@@ -285,7 +299,7 @@ def lmcache(model: ModelSpec, gpu: EngineResult, s: OffloadSettings, *, tp: int,
         notes=[f"max_local_cpu_size {_shown(size)} = {per_rank:,} B per TP worker (int(x * 1024**3), "
                "lmcache/v1/cache_engine.py); each of the "
                f"{tp} worker{'s' if tp > 1 else ''} pins its own", INCLUSIVE_NOTE])
-    return check_host(res)
+    return check_host(res, largest=largest_fitting(s.host_memory_bytes or 0, rpn, C.GIB))
 
 
 # ----- SGLang HiCache ---------------------------------------------------------------------
@@ -353,9 +367,11 @@ def sglang_hicache(model: ModelSpec, gpu: EngineResult, s: OffloadSettings, *, t
             words = (f"SGLang refuses: Not enough host memory available. Requesting {per_rank / 1e9:.2f} GB but only "
                      f"have {avail / 1e9:.2f} GB free. Please reduce the size of the hierarchical cache.")
     lines.append(f"Allocating kv hierarchical KV host pool: {host_tokens} tokens, {per_rank / 1e9:.2f} GB host memory.")
-    tiers = [_gpu_tier(gpu, device_tokens // session_tokens),
+    tiers = [_gpu_tier(gpu, C.sessions_held(device_tokens // page_size, session_tokens, page_size,
+                                            s.shared_prefix_tokens)),
              OffloadTier(tier="host", tokens_per_rank=host_tokens, bytes_per_rank=per_rank,
-                         sessions=host_tokens // session_tokens)]
+                         sessions=C.sessions_held(host_tokens // page_size, session_tokens, page_size,
+                                                  s.shared_prefix_tokens))]
     rule = ("GB (10^9 B), per rank" if size_gb else
             f"ratio x the device pool's {device_tokens:,} tokens, per rank")
     notes += [f"host pool: {host_tokens:,} tokens x {size_per_token:,} B per token per rank (pool_host/mha.py "
