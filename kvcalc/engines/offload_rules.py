@@ -217,6 +217,8 @@ def vllm_native(model: ModelSpec, gpu: EngineResult, s: OffloadSettings, *, tp: 
              "(kv_offload_config_info cpu_kv_cache_size_tokens)", INCLUSIVE_NOTE]
     if replicated:
         notes.append("MLA at tp > 1 on one node: one copy of the latent for every rank (replicated layout)")
+    notes.append("vLLM 0.33 offloads prompt blocks only (kv_offload/base.py offload_prompt_only, default true): a "
+                 "session's generated tokens reach the CPU tier when the next turn sends them as its prompt")
     res = OffloadResult(
         engine="vllm", backend="vllm-native",
         flags=[f"--kv-offloading-size {_shown(S)}", "--kv-offloading-backend native"]

@@ -164,6 +164,9 @@ def test_transfer_tp_mismatch_gqa(gqa_spec):
     # the same request, same layout: each pair moves the rank's whole share
     same = T.pair_bytes(gqa_spec, 1000, bf16, bf16, prefill_tp=2, decode_tp=2, block_size=16)
     assert same == {(0, 0): (1_032_192, 504, 1), (1, 1): (1_032_192, 504, 1)}
+    # tp 8 -> tp 8 with 2 heads replicated 4x on both sides: each decode rank reads its own prefill rank
+    rep8 = T.pair_bytes(gqa_spec, 1000, bf16, bf16, prefill_tp=8, decode_tp=8, block_size=16)
+    assert rep8 == {(j, j): (1_032_192, 504, 1) for j in range(8)}
 
 
 def test_transfer_mla_and_sliding(mla_spec, sliding_spec):

@@ -189,3 +189,15 @@ def test_llamacpp_no_kv_offload(cap):
     assert o["host_bytes_per_rank"] == 1_073_741_824 and o["tiers"][0]["bytes_per_rank"] == 0
     assert o["log_lines"] == ["llama_kv_cache:        CPU KV buffer size =  1024.00 MiB"]
     assert o["flags"] == ["--no-kv-offload"]
+
+
+def test_vllm_native_mla_replicated_layout(cap):
+    """DeepSeek-V3 (61 layers, MLA latent 512 + 64, bf16) at tp 8 on one node: offloading/config.py
+    replicated_layout (use_mla, kv_tp_replicas == tp, one node, mp): one copy of each block for all 8
+    ranks. Block 16 x 61 x 576 x 2 B = 1,124,352 B, padded to 1,126,400 (275 pages of 4 KiB);
+    100 GiB // 1,126,400 = 95,325 chunks (not 100 GiB // (8 x 1,124,352) = 11,937)."""
+    o = cap("deepseek-v3", "--engine", "vllm", "--kv-memory", "60GiB", "-L", "32768", "--tp", "8",
+            "--kv-offloading-size", "100")["offload"]
+    assert (o["num_chunks"], o["bytes_per_chunk"]) == (95_325, 1_126_400)
+    assert o["host_bytes_per_node"] == 95_325 * 1_126_400 == 107_374_080_000
+    assert o["tiers"][1]["tokens_per_rank"] == 95_325 * 16
