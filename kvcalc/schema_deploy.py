@@ -64,6 +64,9 @@ class Targets(_Frozen):
     min_tokens_per_s: Positive | None = None
 
 
+from kvcalc.schema_offload import OffloadSpec  # noqa: E402 (it uses the size types above)
+
+
 class Deployment(_Frozen):
     """One deployment. `tp` defaults to count / pp; dp = count / (tp x pp) replicas share the
     `concurrency` sequences of `max_seq_len` tokens: some hold ceil(concurrency / dp), the rest
@@ -82,6 +85,8 @@ class Deployment(_Frozen):
     concurrency: Annotated[int, Field(strict=True, gt=0, le=MAX_CONCURRENCY)] = 1
     gpu_memory_utilization: float = Field(default=0.9, gt=0, le=1, strict=True, allow_inf_nan=False)
     targets: Targets | None = None
+    #: the tier below the GPU (`schema_offload.OffloadSpec`), checked against its host memory
+    offload: OffloadSpec | None = None
 
     @field_validator("kv_dtype", "weight_dtype")
     @classmethod
