@@ -26,6 +26,7 @@ class OffloadOptions(OptionGroup):
     hicache_ratio: Annotated[Optional[float], typer.Option("--hicache-ratio", help="SGLang HiCache: host pool tokens per device pool token, per rank (SGLang's default 2.0, cut to fit the host when --host-memory is given).")] = None
     hicache_size: Annotated[Optional[str], typer.Option("--hicache-size", help="SGLang HiCache: host pool per rank in GB (10^9 B), a whole number; overrides --hicache-ratio.")] = None
     hicache_host_memory_fraction: Annotated[Optional[float], typer.Option("--hicache-host-memory-fraction", help="SGLang HiCache: share of the host (after a 10 GiB reserve) the pools may take when neither ratio nor size is given (default 0.8).")] = None
+    hierarchical_cache: Annotated[bool, typer.Option("--enable-hierarchical-cache", help="SGLang HiCache with its defaults (ratio 2.0, cut to fit the host when --host-memory is given); implied by the --hicache-* options.")] = False
     no_kv_offload: Annotated[bool, typer.Option("--no-kv-offload", "-nkvo", help="llama.cpp: keep the KV cache in host memory.")] = False
     host_memory: Annotated[Optional[str], typer.Option("--host-memory", help="Host memory per node (2TB, 1.5TiB): pinned offload buffers are checked against it and refused when they exceed it.")] = None
     gpus_per_node: Annotated[int, typer.Option("--gpus-per-node", help="GPUs (ranks) per node, for host bytes per node.")] = 8
@@ -47,7 +48,7 @@ class OffloadOptions(OptionGroup):
                                lmcache_l1_size=self.lmcache_l1_size, hicache_ratio=self.hicache_ratio,
                                hicache_size=self.hicache_size,
                                hicache_host_memory_fraction=self.hicache_host_memory_fraction,
-                               no_kv_offload=self.no_kv_offload, host_memory_bytes=host,
+                               hierarchical_cache=self.hierarchical_cache, no_kv_offload=self.no_kv_offload, host_memory_bytes=host,
                                gpus_per_node=self.gpus_per_node)
 
 
@@ -72,10 +73,11 @@ def offload_parts(opts: OffloadOptions, req: Any, res: Any, *, dp: int, gpu: Opt
     if s.asked or s.host_memory_bytes is not None:
         if not s.asked:
             raise KvcalcError("--host-memory checks an offload tier: give the engine's offload flag "
-                              "(--kv-offloading-size, --lmcache-cpu-size, --hicache-ratio / --hicache-size, "
-                              "--no-kv-offload)", option="--host-memory", form=MESSAGE)
+                              "(--kv-offloading-size, --lmcache-cpu-size, --enable-hierarchical-cache / --hicache-ratio / "
+                              "--hicache-size, --no-kv-offload)", option="--host-memory", form=MESSAGE)
         from kvcalc.engines.offload_rules import offload_for
-        from kvcalc.report.offload import offload_table
+        from kvcalc.report.offload import log_text, offload_table
+        from kvcalc.results.offload import NoKeys
 
         cpu_lines = None
         if req.engine == "llamacpp":
@@ -85,6 +87,8 @@ def offload_parts(opts: OffloadOptions, req: Any, res: Any, *, dp: int, gpu: Opt
         off = offload_for(req.engine, req.model, res, s, tp=req.tp, dp=dp, session_tokens=L, k=req.k, v=req.v,
                           options=req.options, cpu_lines=cpu_lines)
         parts.append((OffloadPart(offload=off), lambda: offload_table(off, f"KV beyond the GPU: {title_model} on {prof.display_name}")))
+        if off.log_lines:
+            parts.append((NoKeys(), lambda: log_text(off.engine, off.log_lines)))
     if opts.shared_prefix is not None:
         from kvcalc.engines.prefix_rules import shared_prefix
         from kvcalc.report.offload import prefix_table

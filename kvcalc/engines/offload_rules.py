@@ -43,7 +43,8 @@ class OffloadSettings:
     - `lmcache_cpu_size`: LMCache `max_local_cpu_size` (GiB, per TP worker; env
       `LMCACHE_MAX_LOCAL_CPU_SIZE`); `lmcache_l1_size`: the multi-process server's `--l1-size-gb`
       (GiB, one server per node: what vLLM 0.33's `--kv-offloading-backend lmcache` talks to).
-    - `hicache_ratio`, `hicache_size` (GB, per rank), `hicache_host_memory_fraction`: SGLang.
+    - `hicache_ratio`, `hicache_size` (GB, per rank), `hicache_host_memory_fraction`: SGLang;
+      `hierarchical_cache`: `--enable-hierarchical-cache` alone (SGLang's defaults size the pool).
     - `no_kv_offload`: llama.cpp `--no-kv-offload`.
     - `host_memory_bytes`: host memory per node (`--host-memory`); `gpus_per_node`.
     - `shared_prefix_tokens`: a prefix every session shares (`--shared-prefix`): each tier holds
@@ -58,6 +59,7 @@ class OffloadSettings:
     hicache_ratio: float | None = None
     hicache_size: str | None = None
     hicache_host_memory_fraction: float | None = None
+    hierarchical_cache: bool = False
     no_kv_offload: bool = False
     host_memory_bytes: int | None = None
     gpus_per_node: int = 8
@@ -68,7 +70,8 @@ class OffloadSettings:
         """True when any tier below the GPU is asked for."""
         return any(v not in (None, False) for v in (self.kv_offloading_size, self.lmcache_cpu_size,
                                                     self.lmcache_l1_size, self.hicache_ratio, self.hicache_size,
-                                                    self.hicache_host_memory_fraction)) or self.no_kv_offload
+                                                    self.hicache_host_memory_fraction)) \
+            or self.no_kv_offload or self.hierarchical_cache
 
 
 # ----- sizes in the engine's unit ---------------------------------------------------------
@@ -429,9 +432,10 @@ def offload_for(name: str, model: ModelSpec, gpu: EngineResult, s: OffloadSettin
     """The offload result of engine `name` for the asked settings `s`; raises `KvcalcError`
     for flags of another engine and combinations the engine refuses."""
     vllm_flags = s.kv_offloading_size is not None or s.lmcache_cpu_size is not None or s.lmcache_l1_size is not None
-    sglang_flags = s.hicache_ratio is not None or s.hicache_size is not None or s.hicache_host_memory_fraction is not None
+    sglang_flags = s.hicache_ratio is not None or s.hicache_size is not None or \
+        s.hicache_host_memory_fraction is not None or s.hierarchical_cache
     for asked, engine, flag in ((vllm_flags, "vllm", "--kv-offloading-size / --lmcache-*"),
-                                (sglang_flags, "sglang", "--hicache-*"),
+                                (sglang_flags, "sglang", "--hicache-* / --enable-hierarchical-cache"),
                                 (s.no_kv_offload, "llamacpp", "--no-kv-offload")):
         if asked and name != engine:
             raise KvcalcError(f"{flag} is {engine}'s; --engine {name} has no such flag", option=flag.split()[0],

@@ -14,9 +14,9 @@ def _rate(bytes_per_s: int) -> str:
 
 
 def offload_table(r: Any, title: str, *, width: int | None = None) -> Any:
-    """The tiers (per rank), the host bytes and check, the flags, the engine's lines, the notes."""
+    """The tiers (per rank), the host bytes and check, the flags, the notes (the engine's lines:
+    `log_text`)."""
     from rich.console import Group
-    from rich.text import Text
 
     tiers = grid([Col("tier", "id", justify="left"), Col("tokens per rank"), Col("bytes per rank"),
                   Col("sessions")],
@@ -36,10 +36,12 @@ def offload_table(r: Any, title: str, *, width: int | None = None) -> Any:
         rows.append(("sessions kept warm", f"{r.sessions_warm:,} of {r.session_tokens:,} tokens", "bold"))
     for n in r.notes:
         rows.append(("note", n, None))
-    parts: list[Any] = [tiers, pairs_table(None, rows, width=width)]
-    if r.log_lines:
-        parts.append(Text(f"{r.engine} would log:\n" + "\n".join(r.log_lines)))
-    return Group(*parts)
+    return Group(tiers, pairs_table(None, rows, width=width))
+
+
+def log_text(engine: str, lines: list[str]) -> str:
+    """The engine's own lines as plain text, never wrapped or cropped (they diff against its log)."""
+    return f"{engine} would log:\n" + "\n".join(lines) if lines else ""
 
 
 def prefix_table(p: Any, title: str, *, width: int | None = None) -> Any:

@@ -165,3 +165,8 @@ class LoadRows(_Frozen):
     """`load_or_recompute`: one `LoadRow` per link."""
 
     load_or_recompute: list[LoadRow]
+
+
+class NoKeys(_Frozen):
+    """A part of a command's output that only the table shows (the engine's log lines, which the
+    machine formats already hold in `log_lines`)."""

@@ -37,3 +37,15 @@ def test_refused_with_the_figures_when_the_host_cannot_hold_it(cli):
     # decimal GB typed where vLLM reads GiB
     r = cli(*ARGS, "--kv-offloading-size", "1600GB")
     assert "for 1600 GB pass --kv-offloading-size 1490.12" in " ".join(r.stderr.split())
+
+
+def test_tables_fit_80_columns_and_log_lines_stay_whole(cli):
+    r = cli(*ARGS, "--kv-offloading-size", "1600")
+    assert r.exit_code == 0, r.output
+    lines = r.stdout.splitlines()
+    assert all(len(x) <= 80 for x in lines if x[:1] in "│┃┏┡└┌├┗╇━"), [x for x in lines if len(x) > 80]
+    assert "Creating offloading spec with name: CPUOffloadingSpec" in lines
+    s = cli("capacity", "llama-3.1-8b", "--engine", "sglang", "--kv-memory", "20GiB", "-L", "32k", "--dp", "8",
+            "--host-memory", "400GB", "--enable-hierarchical-cache")
+    assert ("HiCache auto-sizing: ratio 2.000 -> 1.722; 36.3 GiB host memory per rank (fraction 0.80, 8 ranks on "
+            "this host), host pools 34.4 GiB.") in s.stdout.splitlines()

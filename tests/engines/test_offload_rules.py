@@ -160,9 +160,10 @@ def test_sglang_hicache_ratio_is_per_rank(cap):
     assert o["host_bytes_per_node"] == 8 * 491_521 * 131_072
 
 
-def test_sglang_auto_ratio_fits_the_host(cap):
+@pytest.mark.parametrize("flag", [("--hicache-host-memory-fraction", "0.8"), ("--enable-hierarchical-cache",)])
+def test_sglang_auto_ratio_fits_the_host(cap, flag):
     o = cap("llama-3.1-8b", "--engine", "sglang", "--kv-memory", "20GiB", "-L", "32768", "--dp", "8",
-            "--host-memory", "400GB", "--hicache-host-memory-fraction", "0.8")["offload"]
+            "--host-memory", "400GB", *flag)["offload"]
     # budget (400e9 - 10 GiB) // 8 = 48,657,822,720; x 0.8 = 38,926,258,176; x 0.95 / 21,474,967,552 device
     # bytes (163,841 x 131,072) = 1.72200...: int(163,840 x 1.72200...) + 1 = 282,133 tokens
     assert o["tiers"][1]["tokens_per_rank"] == 282_133

@@ -51,7 +51,7 @@ def test_offload_the_host_cannot_hold(cli, tmp_path):
 @pytest.mark.parametrize("size, engine, words", [
     ("kv_offloading_size: 1600GB", "vllm", "for 1600 GB pass --kv-offloading-size 1490.12"),
     ("hicache_size: 100GiB", "sglang", "pass --hicache-size 107"),
-    ("hicache_ratio: 2.0", "vllm", "--hicache-* is sglang's"),
+    ("hicache_ratio: 2.0", "vllm", "--hicache-* / --enable-hierarchical-cache is sglang's"),
     ("kv_offloading_size: 10", "llamacpp", "Input should be 'vllm' or 'sglang'"),
 ])
 def test_offload_refusals_name_the_key(cli, tmp_path, size, engine, words):
