@@ -22,9 +22,10 @@ def decode_block_size(model: Any, tokens: int, k: Any, v: Any, tp: int) -> int:
 
 def run_transfer(model: Any, *, tokens: int, prefill_tp: int, decode_tp: int, link: Any, block_size: int | None = None,
                  kv_dtype: str | None = None, k_dtype: str | None = None, v_dtype: str | None = None,
-                 gpu: Any = None, output_tokens: int | None = None, decode_batch: int = 1) -> Any:
+                 gpu: Any = None, output_tokens: int | None = None, decode_batch: int = 1,
+                 cached_tokens: int = 0) -> Any:
     """The `TransferResult` of one request of `tokens` from `prefill_tp` to `decode_tp` ranks
-    over `link` (a `LinkSpec`). Raises `KvcalcError` for a TP the model cannot split, layers
+    over `link` (a `LinkSpec`); the decode side already holds a prefix of `cached_tokens`. Raises `KvcalcError` for a TP the model cannot split, layers
     whose transfer is not modelled, --output-tokens without --gpu."""
     from kvcalc.calc import transfer as T
     from kvcalc.calc.kv_cache import check_tp
@@ -38,12 +39,20 @@ def run_transfer(model: Any, *, tokens: int, prefill_tp: int, decode_tp: int, li
     kn, vn = kv_format_names(model, kv_dtype, k_dtype, v_dtype)
     k, v = kv_format(kn), kv_format(vn)
     block = block_size or decode_block_size(model, tokens, k, v, decode_tp)
-    pairs = T.pair_bytes(model, tokens, k, v, prefill_tp=prefill_tp, decode_tp=decode_tp, block_size=block)
+    pairs = T.pair_bytes(model, tokens, k, v, prefill_tp=prefill_tp, decode_tp=decode_tp, block_size=block,
+                         cached_tokens=cached_tokens)
+    if cached_tokens:
+        from kvcalc.calc.offload import reusable_prefix_tokens
+
+        notes_cached = [f"the decode side already holds {reusable_prefix_tokens(cached_tokens, tokens, block):,} "
+                        f"tokens of the prompt (whole blocks of its {cached_tokens:,}): not moved"]
+    else:
+        notes_cached = []
     per_decode = [sum(b for (_, j), (b, _, _) in pairs.items() if j == d) for d in range(decode_tp)]
     worst = max(per_decode)
     notes = [f"whole blocks of {block} tokens move (nixl/base_worker.py: one descriptor per region per block); "
              "each decode rank pulls over its own link, so the time is the largest decode rank's bytes / link rate",
-             f"{link.name}: {link.source}"]
+             f"{link.name}: {link.source}", *notes_cached]
     if model.attention == "mla":
         notes.append("MLA: the latent is replicated on every rank, so each decode rank pulls all of it")
     pre_s = dec_s = ratio = None

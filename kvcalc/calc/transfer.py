@@ -50,20 +50,27 @@ def layer_head_bytes_per_token(layer: LayerSpec, k: StorageFormat, v: StorageFor
 
 
 def pair_bytes(model: ModelSpec, tokens: int, k: StorageFormat, v: StorageFormat, *, prefill_tp: int,
-               decode_tp: int, block_size: int) -> dict[tuple[int, int], tuple[int, int, int]]:
+               decode_tp: int, block_size: int,
+               cached_tokens: int = 0) -> dict[tuple[int, int], tuple[int, int, int]]:
     """{(prefill rank, decode rank): (bytes, regions, KV heads per layer)} for one request of
-    `tokens`, whole blocks of `block_size` per layer (a sliding layer: its window's blocks).
+    `tokens`, whole blocks of `block_size` per layer (a sliding layer: its window's blocks), less
+    the whole blocks of a prefix of `cached_tokens` the decode side already holds (its own
+    prefix-cache hit: `calc.offload.reusable_prefix_tokens`, not moved).
     `regions`: descriptors, one per layer region (K, V; MLA latent) per block.
     Raises `KvcalcError` for layers whose transfer is not modelled (Mamba / linear state,
     2026 kinds other than full, sliding and MLA)."""
+    from kvcalc.calc.offload import reusable_prefix_tokens
+
     out: dict[tuple[int, int], list[int]] = {}
+    total = -(-tokens // block_size)
+    cached = reusable_prefix_tokens(cached_tokens, tokens, block_size) // block_size
     for layer in model.layers:
         if layer.kind in ("mlp",):
             continue
         if layer.kind not in ("full", "sliding", "mla"):
             raise KvcalcError(f"{model.name}: the transfer of {layer.kind} layers is not modelled (full, sliding and "
                               "MLA layers are)", field="model", value=model.name, form=MESSAGE)
-        blocks = -(-tokens_cached(layer, tokens) // block_size)
+        blocks = total - max(total - -(-tokens_cached(layer, tokens) // block_size), cached)
         if layer.kind == "mla":
             row = k.bytes_for(layer.head_dim_k, what="latent", field="k_dtype")
             if layer.index_dim:

@@ -26,6 +26,7 @@ def transfer(
     block_size: Annotated[Optional[int], typer.Option("--block-size", help="Decode-side block size in tokens (default: vLLM's for this model, as `kvcalc capacity --engine vllm` derives it).")] = None,
     gpu: Annotated[Optional[str], typer.Option("--gpu", help="GPU of both layouts: times prefill and decode with the roofline for the prefill:decode GPU ratio.")] = None,
     output_tokens: Annotated[Optional[str], typer.Option("--output-tokens", "-o", help="Output tokens per request (with --gpu: the prefill:decode ratio).")] = None,
+    decode_cached: Annotated[Optional[str], typer.Option("--decode-cached", help="Tokens of the prompt the decode side already holds (its prefix cache): their whole blocks are not moved.")] = None,
     decode_batch: Annotated[int, typer.Option("--decode-batch", help="Requests each decode layout runs at once (with --output-tokens).")] = 1,
     kv: Annotated[KvFormatOptions, only("kv_dtype", "k_dtype", "v_dtype")] = KvFormatOptions(),
     revision: RevisionOpt = None,
@@ -44,8 +45,9 @@ def transfer(
     spec = load_model(model, revision)
     N = parse_count(tokens, "--tokens")
     O = parse_count(output_tokens, "--output-tokens") if output_tokens else None
+    cached = parse_count(decode_cached, "--decode-cached") if decode_cached else 0
     res = run_transfer(spec, tokens=N, prefill_tp=prefill_tp, decode_tp=decode_tp, link=get_link(link),
                        block_size=block_size, kv_dtype=kv.kv_dtype, k_dtype=kv.k_dtype, v_dtype=kv.v_dtype,
-                       gpu=gpu, output_tokens=O, decode_batch=decode_batch)
+                       gpu=gpu, output_tokens=O, decode_batch=decode_batch, cached_tokens=cached)
     title = f"Prefill -> decode: {spec.name}, {N:,} tokens, tp {prefill_tp} -> tp {decode_tp}"
     emit(res, fmt, lambda: transfer_table(res, title))

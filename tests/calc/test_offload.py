@@ -169,6 +169,20 @@ def test_transfer_tp_mismatch_gqa(gqa_spec):
     assert rep8 == {(j, j): (1_032_192, 504, 1) for j in range(8)}
 
 
+def test_transfer_skips_what_decode_holds(gqa_spec, sliding_spec):
+    from kvcalc.formats import kv_format
+
+    bf16 = kv_format("bf16")
+    # 1,000 tokens = 63 blocks of 16; the decode side holds 500: floor(500 / 16) = 31 whole blocks stay;
+    # 32 blocks move: 4 layers x 32 x 16 tokens x 2 heads x 256 B = 1,048,576 B; 4 x 2 x 32 = 256 regions
+    got = T.pair_bytes(gqa_spec, 1000, bf16, bf16, prefill_tp=1, decode_tp=1, block_size=16, cached_tokens=500)
+    assert got == {(0, 0): (1_048_576, 256, 2)}
+    # sliding layers move their window's last 16 blocks either way (the cached 31 lie before them); full
+    # layers 32: (4 x 16 + 2 x 32) x 16 tokens x 2 heads x 128 B = 524,288; regions 2 x (64 + 64) = 256
+    s = T.pair_bytes(sliding_spec, 1000, bf16, bf16, prefill_tp=1, decode_tp=1, block_size=16, cached_tokens=500)
+    assert s == {(0, 0): (524_288, 256, 2)}
+
+
 def test_transfer_mla_and_sliding(mla_spec, sliding_spec):
     from kvcalc.formats import kv_format
 
