@@ -44,10 +44,10 @@ def transfer(
     check_positive(tp=prefill_tp, decode_tp=decode_tp, block_size=block_size, decode_batch=decode_batch)
     spec = load_model(model, revision)
     N = parse_count(tokens, "--tokens")
-    O = parse_count(output_tokens, "--output-tokens") if output_tokens else None
+    out = parse_count(output_tokens, "--output-tokens") if output_tokens else None
     cached = parse_count(decode_cached, "--decode-cached") if decode_cached else 0
     res = run_transfer(spec, tokens=N, prefill_tp=prefill_tp, decode_tp=decode_tp, link=get_link(link),
                        block_size=block_size, kv_dtype=kv.kv_dtype, k_dtype=kv.k_dtype, v_dtype=kv.v_dtype,
-                       gpu=gpu, output_tokens=O, decode_batch=decode_batch, cached_tokens=cached)
+                       gpu=gpu, output_tokens=out, decode_batch=decode_batch, cached_tokens=cached)
     title = f"Prefill -> decode: {spec.name}, {N:,} tokens, tp {prefill_tp} -> tp {decode_tp}"
     emit(res, fmt, lambda: transfer_table(res, title))

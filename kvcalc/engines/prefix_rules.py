@@ -147,9 +147,9 @@ def load_or_recompute(prefix: PrefixResult, bytes_per_token: int, links: list[An
         load = C.load_time_s(nbytes, link.bytes_per_s)
         rec = recompute(prefix.reusable_tokens) if prefix.reusable_tokens else 0.0
 
-        def loads_faster(n_units: int) -> bool:
+        def loads_faster(n_units: int, rate: int = link.bytes_per_s) -> bool:
             p = n_units * unit
-            return C.load_time_s(p * bytes_per_token, link.bytes_per_s) < recompute(p)
+            return C.load_time_s(p * bytes_per_token, rate) < recompute(p)
 
         even = next((n * unit for n in range(1, top + 1) if loads_faster(n)), None)
         rows.append(LoadRow(link=link.key, link_bytes_per_s=link.bytes_per_s, source=link.source, prefix_bytes=nbytes,

@@ -58,8 +58,13 @@ def vllm_spec(cpu_bytes: int, worker_bytes_per_block: int, tp: int, bpc: int, bl
               replicated: bool):
     """vLLM's `CPUOffloadingSpec` for one full-attention group (its shared-region check patched to
     CUDA's answer, so the replicated MLA layout is what a GPU node would take)."""
-    from vllm.v1.kv_offload.config import (OffloadingCacheConfig, OffloadingConfig, OffloadingGroupConfig,
-                                           OffloadingModelConfig, OffloadingParallelConfig)
+    from vllm.v1.kv_offload.config import (
+        OffloadingCacheConfig,
+        OffloadingConfig,
+        OffloadingGroupConfig,
+        OffloadingModelConfig,
+        OffloadingParallelConfig,
+    )
     from vllm.v1.kv_offload.cpu.spec import CPUOffloadingSpec
 
     config = OffloadingConfig(
