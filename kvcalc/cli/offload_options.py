@@ -71,7 +71,7 @@ def offload_parts(opts: OffloadOptions, req: Any, res: Any, *, dp: int, gpu: Opt
     prof = get_profile(req.engine)
     title_model = req.model.name
     if s.asked or s.host_memory_bytes is not None:
-        if not s.asked:
+        if not s.asked and req.engine != "llamacpp":  # llama.cpp: the KV of the layers -ngl leaves on the CPU
             raise KvcalcError("--host-memory checks an offload tier: give the engine's offload flag "
                               "(--kv-offloading-size, --lmcache-cpu-size, --enable-hierarchical-cache / --hicache-ratio / "
                               "--hicache-size, --no-kv-offload)", option="--host-memory", form=MESSAGE)

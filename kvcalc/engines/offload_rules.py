@@ -397,7 +397,7 @@ def sglang_hicache(model: ModelSpec, gpu: EngineResult, s: OffloadSettings, *, t
 
 
 def llamacpp_host(model: ModelSpec, gpu: EngineResult, cpu_lines: list[str], s: OffloadSettings, *,
-                  session_tokens: int) -> OffloadResult:
+                  session_tokens: int, n_gpu_layers: int | None = None) -> OffloadResult:
     """llama.cpp `--no-kv-offload`: every layer's K and V buffers stay in host memory
     (`src/llama-kv-cache.cpp`: the CPU buffer type unless `offload_kqv`), the same bytes the GPU
     would hold; without it, the layers left on the CPU by --n-gpu-layers keep theirs there
@@ -409,7 +409,8 @@ def llamacpp_host(model: ModelSpec, gpu: EngineResult, cpu_lines: list[str], s: 
     else:
         host = sum(d.kv_bytes for d in (gpu.devices or []) if d.device == "CPU")
         lines = [line for line in gpu.log_lines if "CPU KV buffer" in line]
-        flags = ["--n-gpu-layers (layers left on the CPU keep their KV there)"]
+        flags = [f"--n-gpu-layers {'-1' if n_gpu_layers is None else n_gpu_layers} (layers left on the CPU keep "
+                 "their KV there)"]
     on_gpu = gpu.engine_kv_bytes - host
     n_ctx = gpu.n_ctx or gpu.kv_cache_tokens
     tiers = [OffloadTier(tier="GPU", tokens_per_rank=n_ctx if on_gpu else 0, bytes_per_rank=on_gpu,
@@ -460,7 +461,8 @@ def offload_for(name: str, model: ModelSpec, gpu: EngineResult, s: OffloadSettin
                               size_per_token=mod.cell_size_bytes(model, k, v, tp),
                               page_size=getattr(options, "page_size", 1))
     if name == "llamacpp":
-        return llamacpp_host(model, gpu, cpu_lines or [], s, session_tokens=session_tokens)
+        return llamacpp_host(model, gpu, cpu_lines or [], s, session_tokens=session_tokens,
+                             n_gpu_layers=getattr(options, "n_gpu_layers", None))
     raise KvcalcError(f"--engine {name} has no offload tier: use vllm, sglang or llamacpp", option="--engine",
                       form=MESSAGE)
 

@@ -202,3 +202,11 @@ def test_vllm_native_mla_replicated_layout(cap):
     assert (o["num_chunks"], o["bytes_per_chunk"]) == (95_325, 1_126_400)
     assert o["host_bytes_per_node"] == 95_325 * 1_126_400 == 107_374_080_000
     assert o["tiers"][1]["tokens_per_rank"] == 95_325 * 16
+
+
+def test_llamacpp_layers_left_on_the_cpu(cap):
+    o = cap("llama-3.1-8b", "--engine", "llamacpp", "--ctx-size", "8192", "-ngl", "16", "--host-memory", "64GB")["offload"]
+    # -ngl 16 of 32 layers: the first 16 stay on the CPU with their KV: 16 x 8,192 x 4,096 B = 536,870,912 B
+    assert o["host_bytes_per_rank"] == 536_870_912 and o["tiers"][0]["bytes_per_rank"] == 536_870_912
+    assert o["flags"][0].startswith("--n-gpu-layers 16") and o["fits_host"] is True
+    assert o["log_lines"] == ["llama_kv_cache:        CPU KV buffer size =   512.00 MiB"]
