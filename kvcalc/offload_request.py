@@ -1,13 +1,85 @@
-"""A deployment's offload tier in `kvcalc check` (beside `kvcalc.requests`): the engine's KV
-memory from the deployment's GPU plan (`requests.plan_kv_memory`), the engine's blocks
-(`EngineProfile.capacity`), its offload tier (`engines.offload_rules.offload_for`); a tier the
-host cannot hold is a problem of the row ("does not fit"), with the figures."""
+"""KV beyond the GPU, beside `kvcalc.requests`: what `kvcalc capacity` adds to the engine's own
+result (the offload tier, a shared prefix, loading it back or recomputing it:
+`capacity_extras`) and a deployment's offload tier in `kvcalc check` (`check_offload`: the
+engine's KV memory from the deployment's GPU plan, `requests.plan_kv_memory`, its blocks,
+`EngineProfile.capacity`, its tier, `engines.offload_rules.offload_for`; a tier the host cannot
+hold is a problem of the row, "does not fit", with the figures). Computes; prints nothing."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from kvcalc.errors import KvcalcError
+from kvcalc.errors import MESSAGE, KvcalcError
+
+
+def capacity_extras(s: Any, req: Any, res: Any, *, hit_rate: float, link: str | None, dp: int, gpu: str | None,
+                    layout: Any) -> list[tuple[Any, str]]:
+    """(result, title) of each part `kvcalc capacity` prints after the engine's own: the offload
+    tier (`s`, an `OffloadSettings`, asks for one; llama.cpp: also --host-memory alone), the
+    shared prefix (`s.shared_prefix_tokens`) and, with `gpu`, the load-or-recompute rows over
+    `link` (comma list; None: every host, storage and network link). `req`: the
+    `CapacityRequest`; `res`: its `EngineResult`; `layout`: the GPU plan's `memory_plan.Layout`
+    (the prefill model). Raises `KvcalcError`."""
+    import dataclasses
+
+    from kvcalc.engines.profile import get_profile
+    from kvcalc.results.offload import OffloadPart, PrefixPart
+
+    parts: list[tuple[Any, str]] = []
+    L = res.max_model_len or res.n_ctx or res.kv_cache_tokens
+    prof = get_profile(req.engine)
+    if s.asked or s.host_memory_bytes is not None:
+        if not s.asked and req.engine != "llamacpp":  # llama.cpp: the KV of the layers -ngl leaves on the CPU
+            raise KvcalcError("--host-memory checks an offload tier: give the engine's offload flag "
+                              "(--kv-offloading-size, --lmcache-cpu-size, --enable-hierarchical-cache / --hicache-ratio / "
+                              "--hicache-size, --no-kv-offload)", option="--host-memory", form=MESSAGE)
+        from kvcalc.engines.offload_rules import offload_for
+
+        cpu_lines = None
+        if req.engine == "llamacpp":
+            on_cpu = prof.capacity(req.model, req.kv_memory_bytes, req.k, req.v, tp=req.tp, max_model_len=L,
+                                   options=dataclasses.replace(req.options, n_gpu_layers=0))
+            cpu_lines = [line for line in on_cpu.log_lines if "KV buffer" in line]
+        off = offload_for(req.engine, req.model, res, s, tp=req.tp, dp=dp, session_tokens=L, k=req.k, v=req.v,
+                          options=req.options, cpu_lines=cpu_lines)
+        parts.append((OffloadPart(offload=off), f"KV beyond the GPU: {req.model.name} on {prof.display_name}"))
+    if s.shared_prefix_tokens:
+        from kvcalc.engines.prefix_rules import shared_prefix
+
+        P = s.shared_prefix_tokens
+        pre = shared_prefix(prof, req.model, res, req.k, req.v, tp=req.tp, options=req.options, prefix_tokens=P,
+                            prompt_tokens=L, hit_rate=hit_rate, concurrency=req.concurrency)
+        parts.append((PrefixPart(shared_prefix=pre), f"Shared prefix of {P:,} tokens, requests of {L:,}"))
+        if gpu is not None:
+            parts.append((load_rows(pre, res, req, gpu, layout, link),
+                          f"Load the {pre.reusable_tokens:,}-token prefix or recompute it ({gpu})"))
+    elif link is not None:
+        raise KvcalcError("--link times a shared prefix's load: give --shared-prefix and --gpu", option="--link",
+                          form=MESSAGE)
+    return parts
+
+
+def load_rows(pre: Any, res: Any, req: Any, gpu: str, layout: Any, link: str | None) -> Any:
+    """(`LoadRows`) each link's time for the reusable prefix against the prefill model's marginal
+    time on `gpu` (`memory_plan.Planner.prefill` of the prompt less that of its rest)."""
+    from kvcalc.calc.memory_plan import Planner
+    from kvcalc.engines.prefix_rules import bytes_per_token_per_rank, load_or_recompute
+    from kvcalc.load.gpus import get_gpu
+    from kvcalc.load.links import get_link, link_table
+    from kvcalc.results.offload import LoadRows
+
+    if link:
+        links = [get_link(n) for n in link.split(",") if n.strip()]
+    else:
+        links = [x for x in link_table().values() if x.kind in ("host", "storage", "network")]
+    planner = Planner(req.model, get_gpu(gpu), layout)
+    N = pre.prompt_tokens
+    whole_s = planner.prefill(N).step_time_s
+
+    def recompute(p: int) -> float:
+        return whole_s - planner.prefill(N - p).step_time_s
+
+    return LoadRows(load_or_recompute=load_or_recompute(pre, bytes_per_token_per_rank(res), links, recompute))
 
 
 def settings_of(spec: Any) -> Any:

@@ -100,3 +100,13 @@ def transfer_table(t: Any, title: str, *, width: int | None = None) -> Any:
                  [[f"{p.prefill_rank}", f"{p.decode_rank}", p.kv_heads, f"{p.bytes:,}", f"{p.regions:,}"]
                   for p in t.pairs], width=width)
     return Group(pairs_table(title, rows, width=width), pairs)
+
+
+def part_table(part: Any, title: str, *, width: int | None = None) -> Any:
+    """The table of one part `kvcalc capacity` adds (`offload_request.capacity_extras`):
+    `OffloadPart`, `PrefixPart` or `LoadRows`."""
+    if hasattr(part, "offload"):
+        return offload_table(part.offload, title, width=width)
+    if hasattr(part, "shared_prefix"):
+        return prefix_table(part.shared_prefix, title, width=width)
+    return load_table(part.load_or_recompute, title, width=width)

@@ -45,7 +45,13 @@ def test_help_lists_every_option_in_its_place():
         "--gpu-memory-utilization", "--bw-efficiency", "--flops-efficiency", "--cuda-context",
         "--activation-reserve", "--plot", "--force", "--beyond-context", "--revision", "--format", "--help"]
     assert long_flags("capacity") == [
-        "--kv-memory", "--engine", "--max-model-len", "--concurrency", "--tp", "--pp", "--dp", "--kv-dtype",
+        "--kv-memory",
+        # KV beyond the GPU (cli/offload_options.py KvMemoryOptions)
+        "--kv-offloading-size", "--kv-offloading-backend", "--offload-blocks-per-chunk", "--lmcache-cpu-size",
+        "--lmcache-l1-size", "--hicache-ratio", "--hicache-size", "--hicache-host-memory-fraction",
+        "--enable-hierarchical-cache", "--no-kv-offload", "--host-memory", "--gpus-per-node", "--shared-prefix",
+        "--prefix-hit-rate", "--link",
+        "--engine", "--max-model-len", "--concurrency", "--tp", "--pp", "--dp", "--kv-dtype",
         "--k-dtype", "--v-dtype",
         "--block-size", "--page-size", "--vllm-version", "--disable-hybrid-kv-cache-manager",
         "--max-num-batched-tokens", "--async-scheduling", "--attention-backend", "--allow-long-max-model-len",
