@@ -325,6 +325,10 @@ def sglang_hicache(model: ModelSpec, gpu: EngineResult, s: OffloadSettings, *, t
     if s.hicache_ratio is not None and s.hicache_ratio <= 0:
         raise KvcalcError(f"--hicache-ratio must be positive, got {s.hicache_ratio:g}", option="--hicache-ratio",
                           value=s.hicache_ratio, form=MESSAGE)
+    if s.hicache_host_memory_fraction is not None and (s.hicache_ratio is not None or s.hicache_size):
+        raise KvcalcError("--hicache-host-memory-fraction applies only without --hicache-ratio and --hicache-size: "
+                          "SGLang drops it when either is given (arg_groups/hicache_hook.py)",
+                          option="--hicache-host-memory-fraction", form=MESSAGE)
     size_gb = int(engine_number(s.hicache_size, "--hicache-size", "GB", "SGLang", integer=True)) if s.hicache_size else 0
     rpn = _ranks_per_node(tp, dp, s.gpus_per_node)
     device_tokens = gpu.kv_cache_tokens

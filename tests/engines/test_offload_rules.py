@@ -177,6 +177,8 @@ def test_sglang_refusal_in_its_own_words(refused):
     assert ("Not enough host memory available. Requesting 300.00 GB but only have 248.66 GB free. Please reduce "
             "the size of the hierarchical cache.") in err
     # GiB where SGLang reads GB: 100 x 2^30 / 10^9 = 107.37 -> a whole number of GB: 107
+    assert "SGLang drops it" in refused("llama-3.1-8b", "--engine", "sglang", "--kv-memory", "20GiB",
+                                        "--hicache-ratio", "2", "--hicache-host-memory-fraction", "0.5")
     assert "pass --hicache-size 107" in refused("llama-3.1-8b", "--engine", "sglang", "--kv-memory", "20GiB",
                                                 "--hicache-size", "100GiB")
 
