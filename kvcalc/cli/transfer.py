@@ -25,7 +25,7 @@ def transfer(
     link: Annotated[str, typer.Option("--link", help="The link between the layouts (kvcalc/data/links.yaml: rdma-400g, rdma-200g, nvlink4, nvlink5, pcie5-x16 ...).")] = "rdma-400g",
     block_size: Annotated[Optional[int], typer.Option("--block-size", help="Decode-side block size in tokens (default: vLLM's for this model, as `kvcalc capacity --engine vllm` derives it).")] = None,
     gpu: Annotated[Optional[str], typer.Option("--gpu", help="GPU of both layouts: times prefill and decode with the roofline for the prefill:decode GPU ratio.")] = None,
-    output_tokens: Annotated[Optional[str], typer.Option("--output-tokens", "-o", help="Output tokens per request (with --gpu: the prefill:decode ratio).")] = None,
+    output_tokens: Annotated[Optional[str], typer.Option("--output-tokens", help="Output tokens per request (with --gpu: the prefill:decode ratio).")] = None,
     decode_cached: Annotated[Optional[str], typer.Option("--decode-cached", help="Tokens of the prompt the decode side already holds (its prefix cache): their whole blocks are not moved.")] = None,
     decode_batch: Annotated[int, typer.Option("--decode-batch", help="Requests each decode layout runs at once (with --output-tokens).")] = 1,
     kv: Annotated[KvFormatOptions, only("kv_dtype", "k_dtype", "v_dtype")] = KvFormatOptions(),
