@@ -122,7 +122,7 @@ def plan(model: str | ModelSpec, *, seq_len: int | str | None = None, concurrenc
     where the GPU has it), ranked by fewest GPUs, then the lowest cost where `prices` (GPU key
     -> dollars per GPU-hour, or a YAML file of them) give one, then the most tokens/s.
     `options`: the engine's options object (`kvcalc.engines.profile.VllmOptions(version="0.11")`);
-    with vLLM each layout's KV cache on each GPU is vLLM's own blocks (`engines.vllm_plan`).
+    with vLLM each layout's KV cache on each GPU is vLLM's own blocks (`engines.vllm.plan`).
 
     Returns a `PlanResult` (`layouts`, each with its figures and `engine`'s launch line; when
     none qualifies, `misses` with what failed and what would fix it), as `kvcalc plan -f json`.

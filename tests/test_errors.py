@@ -9,6 +9,8 @@ import pytest
 from kvcalc.calc import kv_cache, weights
 from kvcalc.calc.memory_plan import Layout
 from kvcalc.engines import llamacpp, sglang, vllm
+from kvcalc.engines.llamacpp import LlamacppOptions
+from kvcalc.engines.vllm import VllmOptions
 from kvcalc.errors import (
     FIELDS,
     MESSAGE,
@@ -213,17 +215,18 @@ def test_units_label_that_is_no_flag() -> None:
 # ----- engines --------------------------------------------------------------------------------
 
 def test_vllm_block_size() -> None:
-    carries(raised(vllm.check_block_size, 0), "block_size", "--block-size", 0,
+    carries(raised(vllm.rules().check_block_size, 0), "block_size", "--block-size", 0,
             "--block-size must be a positive integer, got 0")
-    carries(raised(vllm.check_block_size, 7), "block_size", "--block-size", 7,
+    carries(raised(vllm.rules().check_block_size, 7), "block_size", "--block-size", 7,
             "--block-size 7: vLLM accepts 1, 8, 16, 32, 64, 128, 256 (vllm/config/cache.py BlockSize)")
 
 
 def test_vllm_capacity_errors() -> None:
     m = load_model("llama-3.1-8b")
-    carries(raised(vllm.capacity, m, 2**30, FP16, FP16, max_num_batched_tokens=0), "max_num_batched_tokens",
+    carries(raised(vllm.capacity, m, 2**30, FP16, FP16,
+                   options=VllmOptions(max_num_batched_tokens=0)), "max_num_batched_tokens",
             "--max-num-batched-tokens", 0, "--max-num-batched-tokens must be a positive integer, got 0")
-    e = raised(vllm.capacity, m, 0, FP16, FP16, version="0.11")
+    e = raised(vllm.capacity, m, 0, FP16, FP16, options=VllmOptions(version="0.11"))
     assert (e.field, e.value) == ("kv_memory_bytes", 0)
     assert str(e) == ("vLLM would fail at start-up: No available memory for the cache blocks. Try increasing "
                       "`gpu_memory_utilization` when initializing the engine.")
@@ -234,9 +237,9 @@ def test_vllm_capacity_errors() -> None:
     carries(e, "max_model_len", "--max-model-len", None, "llama-3.1-8b has no max_position_embeddings; "
             "give --max-model-len")
     jamba = load_model("jamba-1.5-mini")  # V0 keeps the Mamba state outside the blocks: refused with the reason
-    e = raised(vllm.capacity, jamba, 2**30, FP16, FP16, version="0.6")
+    e = raised(vllm.capacity, jamba, 2**30, FP16, FP16, options=VllmOptions(version="0.6"))
     assert (e.field, e.value) == ("model", "jamba-1.5-mini") and "MambaCacheManager" in str(e)
-    e = raised(vllm.kv_cache_groups, jamba, False)  # Mamba layers need the hybrid allocator
+    e = raised(vllm.rules().kv_cache_groups, jamba, False)  # Mamba layers need the hybrid allocator
     carries(e, "hybrid_allocator", "--disable-hybrid-kv-cache-manager", False, "jamba-1.5-mini has Mamba / "
             "linear-attention layers: vLLM refuses it without the hybrid KV cache manager (Hybrid KV cache manager "
             "is disabled but failed to convert the KV cache specs to one unified type.)")
@@ -268,7 +271,7 @@ def test_sglang_errors() -> None:
      "--tensor-split needs 2 non-negative values that do not all vanish"),
 ])
 def test_llamacpp_options(kwargs: dict, field: str, value, text: str) -> None:
-    e = raised(llamacpp.allocate, load_model("llama-3.1-8b"), 4096, FP16, FP16, **kwargs)
+    e = raised(llamacpp.allocate, load_model("llama-3.1-8b"), 4096, FP16, FP16, options=LlamacppOptions(**kwargs))
     assert (e.field, e.value, str(e)) == (field, value, text)
 
 

@@ -240,3 +240,24 @@ def test_estimate_builds_only_its_own_results():
             "print(sorted(m for m in sys.modules if m.startswith('kvcalc.results.')), file=sys.stderr)")
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, cwd=ROOT)
     assert r.stderr.strip().splitlines()[-1] == "['kvcalc.results.kv']"
+
+
+#: each engine's registry of versions: (module holding the registry, its dict, the current version's name)
+VERSION_REGISTRIES = (("kvcalc.engines.vllm.versions", "VERSION_MODULES", "CURRENT_VERSION"),
+                      ("kvcalc.engines.llamacpp.versions", "VERSION_MODULES", "CURRENT_VERSION"))
+
+
+@pytest.mark.parametrize("registry", VERSION_REGISTRIES, ids=lambda r: r[0])
+def test_an_old_engine_version_is_one_module(registry):
+    """No module but the registry imports an old engine version's module (the current one's
+    modules read alone), so an old version goes by deleting its module and its registry line."""
+    import importlib
+
+    where, table, current = registry
+    mod = importlib.import_module(where)
+    versions = getattr(mod, table)
+    old = {m for v, m in versions.items() if v != getattr(mod, current)}
+    assert old and all(m in modules() for m in old)
+    for name in modules():
+        if name not in old:
+            assert not imports_of(name) & old, f"{name} imports an old version's module"

@@ -45,6 +45,6 @@ def test_ledger_counts_unchanged_modules_only(tool, tmp_path):
 
 def test_target_modules_are_the_mutated_files(tool):
     mods = tool.target_modules()
-    assert "kvcalc/calc/plan.py" in mods and "kvcalc/engines/vllm.py" in mods
+    assert "kvcalc/calc/plan.py" in mods and "kvcalc/engines/vllm/v0_33.py" in mods
     assert "kvcalc/units.py" in mods and "kvcalc/formats.py" in mods
     assert not any(m.startswith(("kvcalc/cli", "kvcalc/load")) for m in mods)

@@ -32,7 +32,7 @@ Ranking: fewest GPUs, then the lowest $/hour where a price is known (priced befo
 then the most output tokens/s, then the names (so the order is total and repeatable).
 
 The engine's own KV arithmetic: with `PlanSearch.engine_kv` (handed down by the engine layer,
-e.g. vLLM's blocks, `kvcalc.engines.vllm_plan`), each layout's KV bytes and max concurrency on
+e.g. vLLM's blocks, `kvcalc.engines.vllm.plan`), each layout's KV bytes and max concurrency on
 each GPU come from an `EngineKv` built for that GPU (block size by attention backend, null
 block, page unification, the version's concurrency rule) instead of the exact formula: the KV
 memory a rank leaves the engine is budget - weights - activation reserve - CUDA context (what

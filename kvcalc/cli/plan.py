@@ -20,8 +20,8 @@ from kvcalc.errors import KvcalcError
 
 KNOBS = ("gpu_memory_utilization", "bw_efficiency", "flops_efficiency", "cuda_context", "activation_reserve")
 
-#: vLLM's options that change what plan finds (`vllm_plan.plan_kv`'s blocks per GPU) and that the
-#: launch line then states (`vllm_plan.launch_block_size`, `launch_flags`). SGLang's and
+#: vLLM's options that change what plan finds (`vllm.plan.plan_kv`'s blocks per GPU) and that the
+#: launch line then states (`vllm.plan.launch_block_size`, `launch_flags`). SGLang's and
 #: llama.cpp's options are not taken: plan sizes those engines by the exact formula
 #: (`EngineProfile.plan_engine_kv` is None), so --page-size or --llamacpp-version would change nothing.
 VLLM_PLAN_FLAGS = ("vllm_version", "v0", "block_size", "attention_backend", "disable_hybrid",

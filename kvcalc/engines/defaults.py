@@ -5,7 +5,7 @@ takes its default from here under its own name (`vllm.DEFAULT_BLOCK_SIZE`, ...),
 is cited.
 """
 
-#: the vLLM release modelled by default (`--vllm-version`; `kvcalc/engines/vllm.py` VERSIONS).
+#: the vLLM release modelled by default (`--vllm-version`; `kvcalc/engines/vllm/__init__.py` VERSION_MODULES).
 VLLM_VERSION = "0.33"
 #: vLLM tokens per block (`--block-size`, `vllm/config/cache.py`).
 VLLM_BLOCK_SIZE = 16

@@ -68,12 +68,12 @@ class LaunchSpec:
     weight_dtype: str | None
     gpu_memory_utilization: float
     tensor_split: tuple[int, ...] | None = None
-    #: vLLM: the block size to state (`vllm_plan.launch_block_size`), the
+    #: vLLM: the block size to state (`vllm.plan.launch_block_size`), the
     #: attention backend given; None: vLLM's own choice, not stated
     block_size: int | None = None
     attention_backend: str | None = None
     #: vLLM: the cache options the plan was made with where they differ from `vllm serve`'s
-    #: defaults (`vllm_plan.launch_flags`: --disable-hybrid-kv-cache-manager ...), in order
+    #: defaults (`vllm.plan.launch_flags`: --disable-hybrid-kv-cache-manager ...), in order
     flags: tuple[str, ...] = ()
 
 
@@ -115,7 +115,7 @@ def vllm_line(spec: LaunchSpec) -> str:
     """`vllm serve MODEL --tensor-parallel-size ... --max-num-seqs ...` (vLLM V1), with
     `--block-size` (`vllm/config/cache.py`) where the plan's block is not vLLM's default 16 or
     differs from vLLM's own choice (an MLA backend's size on the plan's GPU,
-    `vllm_plan.launch_block_size`), and
+    `vllm.plan.launch_block_size`), and
     `--attention-backend` where one was given, then the plan's other cache options (`spec.flags`)."""
     parts = ["vllm", "serve", model_ref(spec.model), "--tensor-parallel-size", str(spec.tp),
              "--pipeline-parallel-size", str(spec.pp)]

@@ -1,7 +1,7 @@
 """One interface over the engine modules: a typed options object per engine and a profile object
 that every engine implements (`EngineProfile`).
 
-The module-level functions of `vllm.py`, `sglang.py`, `llamacpp.py` and `ideal.py` stay the
+The module-level functions of `vllm/`, `sglang.py`, `llamacpp/` and `ideal.py` stay the
 engines' arithmetic (tests call them directly); a profile only maps its options object onto them.
 `get_profile(name)` (also `kvcalc.engines.get_profile`) gives the profile for an engine name or
 alias. Callers never branch on the engine: what differs is a profile attribute
@@ -15,6 +15,8 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from kvcalc.engines import canonical, ideal, launch, llamacpp, sglang, vllm
+from kvcalc.engines.llamacpp.options import LlamacppOptions
+from kvcalc.engines.vllm.options import VllmOptions
 from kvcalc.results import EngineResult
 from kvcalc.errors import KvcalcError
 from kvcalc.formats import StorageFormat, kv_format, storage_format
@@ -26,72 +28,6 @@ from kvcalc.schema import ModelSpec
 @dataclass(frozen=True)
 class IdealOptions:
     """The exact formula has no options."""
-
-
-@dataclass(frozen=True)
-class VllmOptions:
-    """vLLM's cache options (`vllm serve` flags), as `vllm.capacity` / `vllm.memory_for` take them.
-
-    - `version`: the vLLM release modelled (`vllm.VERSIONS`: '0.33', the current one, by default;
-      '0.11'; '0.6', the V0 engine); `--vllm-version`.
-    - `block_size`: tokens per block (`--block-size`; `vllm.BLOCK_SIZES`); None: not given, so
-      vLLM picks (16; in 0.33 an MLA model's backend prefers its own: FLASHMLA 64, FLASHINFER_MLA 32,
-      CUTLASS_MLA 128); 0.11's MLA backend forces its own whatever is given (`vllm.attention_block_size`).
-    - `hybrid_allocator`: False is `--disable-hybrid-kv-cache-manager` (sliding layers keep every token).
-    - `max_num_batched_tokens`: sizes sliding-window pages in the concurrency figure.
-    - `async_scheduling`: 0.33 keeps two batches in flight (`--async-scheduling`, on by default;
-      False is `--no-async-scheduling`).
-    - `attention_backend`: vLLM's `--attention-backend` / `VLLM_ATTENTION_BACKEND` (FLASHMLA,
-      CUTLASS_MLA, FLASHINFER_MLA, TRITON_MLA ...); None: the GPU's default.
-    - `compute_capability`: the GPU's ('9.0' for an H100; from `--gpu`); None: kvcalc assumes
-      Hopper where it matters (an MLA model's block size) and says so in the notes.
-    - `vendor`: the GPU's ('nvidia', 'amd'; from `--gpu`): AMD GPUs take ROCm's MLA backend.
-    - `prefix_caching`: None is the version's default (0.33: on, so a hybrid Mamba model's cache
-      mode is 'align'; 0.11: off for hybrid models); False is `--no-enable-prefix-caching`.
-    - `chunked_local_hybrid`: `VLLM_ALLOW_CHUNKED_LOCAL_ATTN_WITH_HYBRID_KV_CACHE` (None: the
-      version's default, 0.11 off, 0.33 on): Llama-4's chunked layers keep one chunk, not every token.
-    - `allow_long_max_model_len`: `VLLM_ALLOW_LONG_MAX_MODEL_LEN=1` (a max_model_len past the
-      model's limit warns instead of being refused).
-    - `v0`: the V0 engine of vLLM 0.6.x ('# GPU blocks' lines); the same as `version='0.6'`
-      (either one sets the other).
-    - `swap_space_bytes`: V0's CPU swap space per GPU (`# CPU blocks`), bytes; None: vLLM's
-      default, 4 GiB for 0.6 (`vllm.V06_SWAP_SPACE_BYTES`, `EngineArgs.swap_space = 4`), 0 for V1.
-    - `per_token_head_scales`: `int8_per_token_head` / `fp8_per_token_head` pages carry fp32
-      scales per token and head (set from the KV dtype by `VllmProfile.kv_formats`).
-
-    Raises `KvcalcError` (field `vllm_version`) for a version kvcalc does not model.
-    """
-
-    block_size: int | None = None
-    hybrid_allocator: bool = True
-    max_num_batched_tokens: int = vllm.DEFAULT_MAX_NUM_BATCHED_TOKENS
-    v0: bool = False
-    swap_space_bytes: int | None = None
-    per_token_head_scales: bool = False
-    version: str = vllm.CURRENT_VERSION
-    async_scheduling: bool = True
-    attention_backend: str | None = None
-    compute_capability: str | None = None
-    allow_long_max_model_len: bool = False
-    vendor: str | None = None
-    prefix_caching: bool | None = None
-    chunked_local_hybrid: bool | None = None
-
-    def __post_init__(self) -> None:
-        version = "0.6" if self.v0 else vllm.check_version(self.version)
-        object.__setattr__(self, "version", version)
-        object.__setattr__(self, "v0", version == "0.6")
-        if self.swap_space_bytes is None:
-            object.__setattr__(self, "swap_space_bytes", vllm.V06_SWAP_SPACE_BYTES if version == "0.6" else 0)
-
-    def engine_kwargs(self) -> dict[str, Any]:
-        """The keyword arguments `vllm.capacity` and `vllm.memory_for` share."""
-        return dict(block_size=self.block_size, hybrid_allocator=self.hybrid_allocator,
-                    per_token_head_scales=self.per_token_head_scales,
-                    max_num_batched_tokens=self.max_num_batched_tokens, version=self.version,
-                    async_scheduling=self.async_scheduling, attention_backend=self.attention_backend,
-                    compute_capability=self.compute_capability, vendor=self.vendor,
-                    prefix_caching=self.prefix_caching, chunked_local_hybrid=self.chunked_local_hybrid)
 
 
 @dataclass(frozen=True)
@@ -114,46 +50,6 @@ class SglangOptions:
         """The keyword arguments of `sglang.capacity` / `sglang.memory_for`."""
         return {"page_size": self.page_size, "version": self.version, "hybrid_swa_memory": self.hybrid_swa_memory,
                 "swa_full_tokens_ratio": self.swa_full_tokens_ratio}
-
-
-@dataclass(frozen=True)
-class LlamacppOptions:
-    """llama.cpp's context options, as `llamacpp.allocate` takes them.
-
-    - `n_ctx`: `--ctx-size` (0: the model's training context; ollama: per sequence); None:
-      `capacity` searches the largest that fits.
-    - `tool`: the program whose defaults fill what is None (`llamacpp.TOOLS`: 'llama-server',
-      'llama-cli', 'library'; `llamacpp.resolve_context`).
-    - `parallel`: `--parallel` (n_seq_max; None: the tool's: llama-server 4); `unified`:
-      `--kv-unified` (one stream for all sequences; None: the tool's: llama-server unified only
-      without `-np`).
-    - `version`: 'current' (b7000+) or 'legacy' ('KV self size'); `flash_attn`: `-fa` 'on',
-      'off' or 'auto' (None: auto, legacy off; True / False are on / off).
-    - `swa_full` (None: the tool's; the library's is on), `n_ubatch`, `n_batch` (`-b`, caps
-      n_ubatch): sliding-window cache size; `n_gpu_layers`, `n_devices`, `tensor_split`: how
-      layers are split over devices; `ollama`: n_ctx x parallel cells.
-    """
-
-    n_ctx: int | None = None
-    parallel: int | None = None
-    unified: bool | None = None
-    version: str = "current"
-    tool: str = llamacpp.DEFAULT_TOOL
-    flash_attn: bool | str | None = None
-    swa_full: bool | None = None
-    n_ubatch: int = llamacpp.DEFAULT_N_UBATCH
-    n_batch: int = llamacpp.DEFAULT_N_BATCH
-    n_gpu_layers: int | None = None
-    n_devices: int = 1
-    tensor_split: tuple[float, ...] | None = None
-    ollama: bool = False
-
-    def allocate_kwargs(self) -> dict[str, Any]:
-        """The keyword arguments of `llamacpp.allocate` / `llamacpp.capacity` (all but n_ctx)."""
-        return dict(parallel=self.parallel, unified=self.unified, version=self.version, tool=self.tool,
-                    flash_attn=self.flash_attn, swa_full=self.swa_full, n_ubatch=self.n_ubatch, n_batch=self.n_batch,
-                    n_gpu_layers=self.n_gpu_layers, n_devices=self.n_devices, ollama=self.ollama,
-                    tensor_split=list(self.tensor_split) if self.tensor_split else None)
 
 
 # ----- the interface ----------------------------------------------------------------------
@@ -325,7 +221,7 @@ class IdealProfile(EngineProfile):
 
 
 class VllmProfile(EngineProfile):
-    """vLLM's paged cache (`kvcalc.engines.vllm`)."""
+    """vLLM's paged cache (`kvcalc.engines.vllm`): the release is `VllmOptions.version`."""
 
     name = "vllm"
     display_name = "vLLM"
@@ -335,16 +231,16 @@ class VllmProfile(EngineProfile):
 
     def check_options(self, options: VllmOptions) -> None:
         if options.block_size is not None:
-            vllm.check_block_size(options.block_size, options.version)
+            vllm.rules(options.version).check_block_size(options.block_size)
 
     def check_model(self, model: ModelSpec) -> None:
         vllm.check_model(model)
 
     def default_kv_dtype(self, model: ModelSpec, options: VllmOptions) -> tuple[str, str]:
-        return vllm.default_kv_dtype(model, v0=options.v0)
+        return vllm.rules(options.version).default_kv_dtype(model)
 
     def check_kv_formats(self, model: ModelSpec, k: StorageFormat, v: StorageFormat) -> None:
-        vllm._formats(model, k, v)  # "vLLM has no 'q8_0' KV cache dtype; use auto, ..."
+        vllm.check_formats(model, k, v)  # "vLLM has no 'q8_0' KV cache dtype; use auto, ..."
         super().check_kv_formats(model, k, v)
 
     def split_kv_dtype(self, text: str, options: VllmOptions) -> tuple[str, VllmOptions]:
@@ -354,37 +250,33 @@ class VllmProfile(EngineProfile):
         return plain, dataclasses.replace(options, per_token_head_scales=scales)
 
     def _capacity(self, model, kv_memory_bytes, k, v, *, tp, max_model_len, concurrency, options, kv_cache_dtype):
-        o: VllmOptions = options
         return vllm.capacity(model, kv_memory_bytes, k, v, tp=tp, max_model_len=max_model_len,
-                             concurrency=concurrency, kv_cache_dtype=kv_cache_dtype,
-                             swap_space_bytes=o.swap_space_bytes,
-                             allow_long_max_model_len=o.allow_long_max_model_len, **o.engine_kwargs())
+                             concurrency=concurrency, kv_cache_dtype=kv_cache_dtype, options=options)
 
     def launch_line(self, spec: launch.LaunchSpec) -> str:
         """`vllm serve ...` (`launch.vllm_line`: flags from `vllm/engine/arg_utils.py`)."""
         return launch.vllm_line(spec)
 
     def plan_engine_kv(self, model: ModelSpec, options: Any) -> Any:
-        """vLLM's blocks on each GPU (`vllm_plan.plan_kv`): the MLA backend's block size, the
+        """vLLM's blocks on each GPU (`vllm.plan.plan_kv`): the MLA backend's block size, the
         null block, a hybrid's unified page, the version's concurrency rule."""
-        from kvcalc.engines import vllm_plan
+        from kvcalc.engines.vllm import plan
 
-        return vllm_plan.plan_kv(model, self.options(options))
+        return plan.plan_kv(model, self.options(options))
 
     def launch_extras(self, model: ModelSpec, options: Any, gpu: Any, k_dtype: str | None = None) -> dict[str, Any]:
         """`--block-size` where the options give one or the MLA backend on `gpu` takes another
-        than 16 for a `k_dtype` cache (`vllm_plan.launch_block_size`), `--attention-backend`
+        than 16 for a `k_dtype` cache (`vllm.plan.launch_block_size`), `--attention-backend`
         where the options name one, the other cache options that differ from vLLM's defaults
-        (`vllm_plan.launch_flags`)."""
-        from kvcalc.engines import vllm_plan
+        (`vllm.plan.launch_flags`)."""
+        from kvcalc.engines.vllm import plan
 
         o: VllmOptions = self.options(options)
-        return {"block_size": vllm_plan.launch_block_size(model, o, gpu, k_dtype),
-                "attention_backend": o.attention_backend, "flags": vllm_plan.launch_flags(o)}
+        return {"block_size": plan.launch_block_size(model, o, gpu, k_dtype),
+                "attention_backend": o.attention_backend, "flags": plan.launch_flags(o)}
 
     def memory_for(self, model, seq_len, batch, k, v, *, tp=1, options=None) -> int:
-        o: VllmOptions = self.options(options)
-        return vllm.memory_for(model, seq_len, batch, k, v, tp=tp, **o.engine_kwargs())
+        return vllm.memory_for(model, seq_len, batch, k, v, tp=tp, options=self.options(options))
 
 
 class SglangProfile(EngineProfile):
@@ -424,7 +316,8 @@ class SglangProfile(EngineProfile):
 
 
 class LlamacppProfile(EngineProfile):
-    """llama.cpp's cells (`kvcalc.engines.llamacpp`): sized by n_ctx, layers split over devices."""
+    """llama.cpp's cells (`kvcalc.engines.llamacpp`): sized by n_ctx, layers split over devices;
+    the version is `LlamacppOptions.version`."""
 
     name = "llamacpp"
     display_name = "llama.cpp"
@@ -463,7 +356,7 @@ class LlamacppProfile(EngineProfile):
         o: LlamacppOptions = self.options(options)
         if tp != 1:
             raise KvcalcError("llama.cpp splits layers over devices, not heads: drop --tp, use --gpus / --tensor-split")
-        kw = dict(o.allocate_kwargs(), max_model_len=max_model_len, concurrency=concurrency)
+        kw = dict(max_model_len=max_model_len, concurrency=concurrency, options=o)
         if o.n_ctx is not None:
             return llamacpp.allocate(model, o.n_ctx, k, v, kv_memory_bytes=kv_memory_bytes, **kw)
         if kv_memory_bytes:
@@ -476,7 +369,7 @@ class LlamacppProfile(EngineProfile):
         """What llama.cpp allocates for `--ctx-size n_ctx` (`llamacpp.allocate`)."""
         o: LlamacppOptions = self.options(options)
         return llamacpp.allocate(model, n_ctx, k, v, max_model_len=max_model_len, concurrency=concurrency,
-                                 kv_memory_bytes=kv_memory_bytes, **o.allocate_kwargs())
+                                 kv_memory_bytes=kv_memory_bytes, options=o)
 
     def for_batch(self, model, seq_len, batch, k, v, *, tp=1, options=None, kv_cache_dtype=None,
                   kv_memory_bytes=None) -> EngineResult:

@@ -18,7 +18,7 @@ class PlanLayout(_Frozen):
     - Memory is per GPU (the device with the least headroom); `max_concurrency`: sequences of
       `seq_len` tokens that fit over all replicas. Under vLLM, `kv_cache_bytes_per_gpu` is the
       KV memory vLLM's blocks need for the batch on that GPU and `max_concurrency` what its
-      blocks admit (`engines.vllm_plan`); `headroom_bytes + kv_cache_bytes_per_gpu` is the KV
+      blocks admit (`engines.vllm.plan`); `headroom_bytes + kv_cache_bytes_per_gpu` is the KV
       memory the layout leaves the engine. `tpot_ms` the fullest replica's decode step,
       `tokens_per_s` total output, `ttft_s` one `seq_len`-token prompt.
     - Prices (None without `--prices`): `price_per_gpu_hour` (the user's figure, $),

@@ -145,7 +145,7 @@ def test_nothing_within_max_gpus_says_why_and_what_fixes_it():
     - more GPUs: 8 x h100-sxm tp 8 (4 at tp 4 needs 105 GB > 77 GB; 6 at tp 2 x pp 3 fits but
       reads 208 GB a step: 78 ms > 50 ms);
     - context, in vLLM's blocks (the default engine sizes by its own arithmetic,
-      `engines.vllm_plan`): free (76,968,728,985 - 36,329,504,768 - 1,328,152,576) =
+      `engines.vllm.plan`): free (76,968,728,985 - 36,329,504,768 - 1,328,152,576) =
       39,311,071,641 B // (16 tokens x 81,920 B per token) = 29,991 blocks; 64 requests take at
       most 29,991 // 64 = 468 blocks each = 7,488 tokens (the exact formula's 7,497.99 -> 7,497
       would need a 469th block);

@@ -17,7 +17,7 @@ hidden 4096, intermediate 14336, vocab 128,256; one h100-sxm under vLLM's defaul
   66,627,926,425 B;
 - KV per token: 32 layers x 2 x 8 x 128 = 65,536 values: 131,072 B in bf16, 65,536 B in fp8;
   per 32,768-token sequence 4,294,967,296 B (bf16) or 2,147,483,648 B (fp8).
-- the default engine is vLLM, whose own blocks size the KV cache (`engines.vllm_plan`): a block
+- the default engine is vLLM, whose own blocks size the KV cache (`engines.vllm.plan`): a block
   of 16 tokens over all layers is 2,097,152 B in bf16 (1,048,576 B in fp8); the free bytes hold
   59,648,604,569 // 2,097,152 = 28,442 bf16 blocks (56,885 fp8), and a shorter context is a
   whole number of blocks per request: where the exact formula's context is not a multiple of

@@ -114,7 +114,7 @@ def test_engine_groups_build_the_engines_options():
     assert (VllmFlags().to_options(), SglangFlags().to_options(), LlamacppFlags().to_options()) == (
         VllmOptions(), SglangOptions(), LlamacppOptions())
     o = VllmFlags(block_size=32, disable_hybrid=True, v0=True, swap_space="4GiB").to_options()
-    assert (o.block_size, o.hybrid_allocator, o.v0, o.swap_space_bytes) == (32, False, True, 4 * 2**30)
+    assert (o.block_size, o.hybrid_allocator, o.version, o.swap_space_bytes) == (32, False, "0.6", 4 * 2**30)
     assert SglangFlags(page_size=16).to_options().page_size == 16
     # --tensor-split 63,37 -> 2 devices unless --gpus says otherwise; --ollama means legacy lines
     o = LlamacppFlags(ctx_size="32k", tensor_split="63,37", ollama=True).to_options()

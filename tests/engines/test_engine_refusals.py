@@ -12,6 +12,7 @@ from __future__ import annotations
 import pytest
 
 from kvcalc.engines import sglang, vllm
+from kvcalc.engines.vllm import VllmOptions
 from kvcalc.errors import KvcalcError
 from kvcalc.formats import kv_format
 from kvcalc.load.models import load_model
@@ -63,22 +64,22 @@ def test_linear_attention_refused_by_model(qwen_next):
     e = refusal(sglang.memory_for, qwen_next, 1000, 1, BF16, BF16)
     assert (e.field, e.value) == ("model", "qwen3-next-80b-a3b")
     # vLLM unifies the pages (tests/engines/test_vllm_hybrid.py) but needs its hybrid allocator
-    e = refusal(vllm.kv_cache_groups, qwen_next, False)
+    e = refusal(vllm.rules().kv_cache_groups, qwen_next, False)
     assert str(e).startswith("qwen3-next-80b-a3b has Mamba / linear-attention layers: vLLM refuses it without the "
                              "hybrid KV cache manager")
     assert (e.field, e.value) == ("hybrid_allocator", False)
     # vLLM 0.6.6's registry has no Qwen3-Next: refused with its text (tests/engines/test_vllm06_refusals.py);
     # Jamba it has, but V0 keeps the Mamba state outside the blocks: refused with the reason
-    e = refusal(vllm.capacity, qwen_next, 2**30, BF16, BF16, version="0.6")
+    e = refusal(vllm.capacity, qwen_next, 2**30, BF16, BF16, options=VllmOptions(version="0.6"))
     assert "Model architectures ['Qwen3NextForCausalLM'] are not supported for now." in str(e)
-    e = refusal(vllm.capacity, load_model("jamba-1.5-mini"), 2**30, BF16, BF16, version="0.6")
+    e = refusal(vllm.capacity, load_model("jamba-1.5-mini"), 2**30, BF16, BF16, options=VllmOptions(version="0.6"))
     assert str(e).startswith("jamba-1.5-mini: vLLM 0.6 (V0) keeps Mamba state outside the KV blocks")
     assert (e.field, e.value) == ("model", "jamba-1.5-mini")
 
 
 def test_vllm_v0_no_block_names_the_budget(llama):
     # 1,000 B is less than one V0 block (2,097,152 B)
-    e = refusal(vllm.capacity, llama, 1000, BF16, BF16, v0=True)
+    e = refusal(vllm.capacity, llama, 1000, BF16, BF16, options=VllmOptions(version="0.6"))
     assert str(e) == ("vLLM would fail at start-up: 1,000 B holds no block of 2,097,152 B: No available memory for "
                       "the cache blocks. Try increasing `gpu_memory_utilization` when initializing the engine.")
     assert (e.field, e.value) == ("kv_memory_bytes", 1000)

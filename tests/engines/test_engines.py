@@ -14,6 +14,8 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
+from kvcalc.engines.llamacpp import LlamacppOptions
+from kvcalc.engines.vllm import VllmOptions
 from kvcalc.cli import app
 from kvcalc.formats import kv_format
 from kvcalc.engines import canonical, llamacpp, sglang, vllm
@@ -47,7 +49,8 @@ def test_o01_vllm_v0_blocks_swap_and_concurrency(fixtures):
     # 1952 blocks: 1952 x 2 MiB = 4,093,640,704 B = 3.8125 GiB, printed "3.81". (3.81 GiB itself is
     # 4,090,956,267 B = 1950.7 blocks: the printed figure is rounded down from 3.8125.)
     for budget in (1952 * block, 1953 * block - 1):
-        r = vllm.capacity(m, budget, BF16, BF16, max_model_len=20000, v0=True, swap_space_bytes=4 * GiB)
+        r = vllm.capacity(m, budget, BF16, BF16, max_model_len=20000,
+                          options=VllmOptions(version="0.6", swap_space_bytes=4 * GiB))
         assert r.num_gpu_blocks == rep["gpu_blocks"] == 1952
         assert r.num_cpu_blocks == rep["cpu_blocks"] == 2048  # 4 GiB / 2 MiB = 2048 exactly
         assert r.page_size_bytes == block
@@ -58,7 +61,8 @@ def test_o01_vllm_v0_blocks_swap_and_concurrency(fixtures):
     assert 1952 * block == 4_093_640_704 and f"{1952 * block / GiB:.2f} GiB" == rep["kv_cache_size"]
     # at the model's 131,072 tokens V0 would not start (1950 x 16 = 31,200 tokens): kvcalc warns
     with pytest.warns(UserWarning, match=r"max seq len \(131072\) is larger than .* \(31200\)"):
-        assert vllm.capacity(m, parse_size("3.81GiB"), BF16, BF16, v0=True).num_gpu_blocks == 1950
+        assert vllm.capacity(m, parse_size("3.81GiB"), BF16, BF16,
+                             options=VllmOptions(version="0.6")).num_gpu_blocks == 1950
 
 
 # ----- O03: vLLM V1, Qwen3-14B, bf16, block 16, max_model_len 32768 ---------------------------
@@ -72,8 +76,8 @@ def test_o03_vllm_v1_tokens_and_concurrency_from_rounded_memory(fixtures):
     # [6.5088, 6.5112) GiB, all printed "6.51", so the rounded figure lands on the same block.
     # the report's lines are a V1 release before 0.33's one combined line (separate "GPU KV cache
     # size" and "Maximum concurrency" lines, kv_cache_utils lines 1087-1092 of 0.11): pinned to 0.11
-    r = vllm.capacity(m, parse_size(rep["available_kv_cache_memory"].replace(" ", "")), BF16, BF16,
-                      max_model_len=32768, version="0.11")
+    r = vllm.capacity(m, parse_size(rep["available_kv_cache_memory"].replace(" ", "")), BF16, BF16, max_model_len=32768,
+                      options=VllmOptions(version="0.11"))
     assert r.num_gpu_blocks == 2666 and r.kv_cache_tokens == rep["gpu_kv_cache_size_tokens"] == 42_656
     # concurrency = 2666 / cdiv(32768, 16) = 2666 / 2048 = 1.3018 -> "1.30x"
     assert r.log_lines == ["Available KV cache memory: 6.51 GiB", "GPU KV cache size: 42,656 tokens",
@@ -98,7 +102,7 @@ def test_o09_llamacpp_q8_sizes_and_two_device_split(fixtures, version):
     # -ngl 99: i_gpu_start = max(64 - 99, 0) = 0, act = min(99, 64 + 1) = 65; layer il -> CUDA0
     # while il/65 < 0.625 (40/65 = 0.615, 41/65 = 0.631), i.e. il <= 40:
     # 41 layers x 68 = 2788 MiB on CUDA0, 23 x 68 = 1564 MiB on CUDA1.
-    r = llamacpp.allocate(m, 32768, Q8, Q8, version=version, **O09_OPTS)
+    r = llamacpp.allocate(m, 32768, Q8, Q8, options=LlamacppOptions(version=version, **O09_OPTS))
     assert r.k_bytes == r.v_bytes == 2_281_701_376 and r.n_cells == 32768
     assert [(d.device, d.n_layers, d.kv_bytes) for d in r.devices] == [
         ("CUDA0", 41, 41 * 68 * MiB), ("CUDA1", 23, 23 * 68 * MiB)]
@@ -136,7 +140,8 @@ def test_o13_ollama_parallel_cells(fixtures):
     rep = fixtures["O13"]["reported"]
     # ollama passes n_ctx x OLLAMA_NUM_PARALLEL = 2048 x 4 = 8192 cells.
     # K = 8192 x 28 layers x 512 (4 heads x 128) x 2 B = 234,881,024 B = 224 MiB; K+V = 448 MiB.
-    r = llamacpp.allocate(model("qwen2.5-7b"), 2048, F16, F16, parallel=4, ollama=True, version="legacy")
+    r = llamacpp.allocate(model("qwen2.5-7b"), 2048, F16, F16,
+                          options=LlamacppOptions(parallel=4, ollama=True, version="legacy"))
     assert r.n_cells == fixtures["O13"]["settings"]["kv_size"] == 8192
     assert r.k_bytes == r.v_bytes == 234_881_024
     # the reported figures, in llama.cpp's %7.2f fields
@@ -183,11 +188,11 @@ def test_vllm_page_size(name, dtype, scales, tp, page):
 
 def test_vllm_hybrid_groups_sliding_pages_and_tokens():
     m = model("gemma-3-27b")  # 52 sliding (window 1024) + 10 full layers
-    groups, size = vllm.kv_cache_groups(m, version="0.11")
+    groups, size = vllm.rules("0.11").kv_cache_groups(m)
     # group_size = 10 (52 >= 1.5 x 10): 6 sliding groups (52 layers + 8 padding) + 1 full group
     assert size == 10 and len(groups) == 7 and sum(g.n_layers for g in groups) == 62
     page = 2 * 16 * 16 * 128 * 2  # 131,072 B per layer
-    r = vllm.capacity(m, 20 * GiB, BF16, BF16, max_model_len=131072, version="0.11")
+    r = vllm.capacity(m, 20 * GiB, BF16, BF16, max_model_len=131072, options=VllmOptions(version="0.11"))
     blocks = 20 * GiB // page // 10  # 16,384
     assert r.num_gpu_blocks == blocks == 16384
     assert r.kv_cache_tokens == blocks // 7 * 16 == 37_440
@@ -204,10 +209,12 @@ def test_vllm_hybrid_groups_sliding_pages_and_tokens():
 
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        off = vllm.capacity(m, 20 * GiB, BF16, BF16, max_model_len=131072, hybrid_allocator=False, version="0.11")
+        off = vllm.capacity(m, 20 * GiB, BF16, BF16, max_model_len=131072,
+                            options=VllmOptions(hybrid_allocator=False, version="0.11"))
     with pytest.warns(UserWarning, match=r"\(13\.66 GiB KV cache is needed, which is larger than the available KV "
                                          r"cache memory \(12\.00 GiB\)"):
-        vllm.capacity(m, 12 * GiB, BF16, BF16, max_model_len=131072, hybrid_allocator=False, version="0.11")
+        vllm.capacity(m, 12 * GiB, BF16, BF16, max_model_len=131072,
+                      options=VllmOptions(hybrid_allocator=False, version="0.11"))
     # without the hybrid allocator: one group of 62 full-length layers
     assert off.num_gpu_blocks == 20 * GiB // page // 62 and off.kv_cache_tokens == off.num_gpu_blocks * 16
     assert off.max_concurrency == off.num_gpu_blocks / 8192
@@ -215,15 +222,16 @@ def test_vllm_hybrid_groups_sliding_pages_and_tokens():
 
 def test_vllm_longest_context_search():
     m = model("qwen3-14b")
-    r = vllm.capacity(m, 2666 * 2_621_440, BF16, BF16, max_model_len=32768, concurrency=2, version="0.11")
+    r = vllm.capacity(m, 2666 * 2_621_440, BF16, BF16, max_model_len=32768, concurrency=2,
+                      options=VllmOptions(version="0.11"))
     # 2 requests need 2 x cdiv(L, 16) <= 2666 blocks: cdiv(L,16) <= 1333 -> L <= 21,328
     assert r.longest_context == 1333 * 16 == 21_328
     # gemma-3 with the hybrid allocator: the sliding groups cap at 578 pages, the full one grows
-    g = vllm.capacity(model("gemma-3-27b"), 20 * GiB, BF16, BF16, concurrency=4, version="0.11")
+    g = vllm.capacity(model("gemma-3-27b"), 20 * GiB, BF16, BF16, concurrency=4, options=VllmOptions(version="0.11"))
     # 4 x (cdiv(L, 16) + 6 x 577) <= 16384 once L > 9215 -> cdiv(L, 16) <= 634 -> L = 10,144
     n = g.longest_context
     assert n == 634 * 16 == 10_144
-    groups, _ = vllm.kv_cache_groups(model("gemma-3-27b"), version="0.11")
+    groups, _ = vllm.rules("0.11").kv_cache_groups(model("gemma-3-27b"))
     assert 4 * vllm.blocks_per_request(groups, n, 16) <= 16384 < 4 * vllm.blocks_per_request(groups, n + 1, 16)
 
 
@@ -270,32 +278,34 @@ def test_llamacpp_current_padding_streams_and_seqs():
     # n_ctx 35000 -> GGML_PAD(35000, 256) = 35072 cells
     assert llamacpp.allocate(m, 35000, F16, F16).n_cells == 35072
     # non-unified, 4 sequences of 8192: n_ctx_seq = pad(8192 / 4, 256) = 2048 cells x 4 streams
-    r = llamacpp.allocate(m, 8192, F16, F16, parallel=4, unified=False)
+    r = llamacpp.allocate(m, 8192, F16, F16, options=LlamacppOptions(parallel=4, unified=False))
     assert r.n_cells == 8192 and r.k_bytes == 8192 * 32 * 1024 * 2 == 512 * MiB
     assert r.log_lines[-1] == ("llama_kv_cache: size = 1024.00 MiB (  2048 cells,  32 layers,  4/4 seqs), "
                                "K (f16):  512.00 MiB, V (f16):  512.00 MiB")
     # unified: one stream of 8192 cells, "4/1 seqs": llama-server without -np (4 slots, unified), or -np 4 -kvu
     assert "(  8192 cells,  32 layers,  4/1 seqs)" in llamacpp.allocate(m, 8192, F16, F16).log_lines[-1]
-    assert "(  8192 cells,  32 layers,  4/1 seqs)" in llamacpp.allocate(m, 8192, F16, F16, parallel=4,
-                                                                         unified=True).log_lines[-1]
+    assert "(  8192 cells,  32 layers,  4/1 seqs)" in llamacpp.allocate(m, 8192, F16, F16,
+            options=LlamacppOptions(parallel=4, unified=True)).log_lines[-1]
     # legacy without flash attention pads to 32: 1001 -> 1024; with it to 256: 1001 -> 1024, 1025 -> 1280
-    assert llamacpp.allocate(m, 1001, F16, F16, version="legacy").n_cells == 1024
-    assert llamacpp.allocate(m, 1025, F16, F16, version="legacy").n_cells == 1056
-    assert llamacpp.allocate(m, 1025, F16, F16, version="legacy", flash_attn=True).n_cells == 1280
+    assert llamacpp.allocate(m, 1001, F16, F16, options=LlamacppOptions(version="legacy")).n_cells == 1024
+    assert llamacpp.allocate(m, 1025, F16, F16, options=LlamacppOptions(version="legacy")).n_cells == 1056
+    assert llamacpp.allocate(m, 1025, F16, F16,
+                             options=LlamacppOptions(version="legacy", flash_attn=True)).n_cells == 1280
 
 
 def test_llamacpp_swa_cache_and_swa_full():
     m = model("gemma-3-27b")  # 10 full + 52 sliding layers, window 1024, 16 KV heads x 128
-    r = llamacpp.allocate(m, 32768, F16, F16, parallel=1)
+    r = llamacpp.allocate(m, 32768, F16, F16, options=LlamacppOptions(parallel=1))
     # SWA cache = GGML_PAD(min(32768, 1024 x 1 + n_ubatch 512), 256) = 1536 cells for the 52 sliding layers
     assert "llama_kv_cache_iswa: creating     SWA KV cache, size = 1536 cells" in r.log_lines
     per_cell = 16 * 128 * 2  # K bytes per cell per layer
     assert r.k_bytes == 32768 * 10 * per_cell + 1536 * 52 * per_cell
-    full = llamacpp.allocate(m, 32768, F16, F16, parallel=1, swa_full=True)
+    full = llamacpp.allocate(m, 32768, F16, F16, options=LlamacppOptions(parallel=1, swa_full=True))
     assert full.k_bytes == 32768 * 62 * per_cell
     assert full.log_lines[0].startswith("llama_kv_cache_iswa: using full-size SWA cache")
     # 4 sequences in a unified cache: the window is kept per sequence: 4 x 1024 + 512 = 4608
-    assert "size = 4608 cells" in llamacpp.allocate(m, 32768, F16, F16, parallel=4, unified=True).log_lines[3]
+    assert "size = 4608 cells" in llamacpp.allocate(m, 32768, F16, F16,
+                                                    options=LlamacppOptions(parallel=4, unified=True)).log_lines[3]
 
 
 def test_llamacpp_capacity_from_memory_and_type_names():
@@ -420,10 +430,10 @@ def test_vllm_block_sizes_it_accepts():
     # vllm/config/cache.py BlockSize = Literal[1, 8, 16, 32, 64, 128, 256]
     for bad in (0, 7, 12, 512):
         with pytest.raises(KvcalcError, match="--block-size"):
-            vllm.capacity(m, GiB, BF16, BF16, block_size=bad, max_model_len=4096)
+            vllm.capacity(m, GiB, BF16, BF16, max_model_len=4096, options=VllmOptions(block_size=bad))
     # 256: one block over all 32 layers = 256 tokens x 131,072 B = 32 MiB; 1 GiB // 32 MiB = 32
     # blocks = 8192 tokens
-    r = vllm.capacity(m, GiB, BF16, BF16, block_size=256, max_model_len=4096)
+    r = vllm.capacity(m, GiB, BF16, BF16, max_model_len=4096, options=VllmOptions(block_size=256))
     assert r.num_gpu_blocks == 32 and r.kv_cache_tokens == 8192
 
 
@@ -488,16 +498,17 @@ def test_llamacpp_kv_memory_too_small_warns_and_notes():
 def test_llamacpp_parallel_cap_ngl_minus_one_and_gpus():
     m = model("llama-3.1-8b")
     # src/llama-cparams.h LLAMA_MAX_SEQ 256: 256 sequences allowed, 257 refused as llama_context does
-    assert "256/1 seqs" in llamacpp.allocate(m, 65536, F16, F16, parallel=256, unified=True).log_lines[-1]
+    assert "256/1 seqs" in llamacpp.allocate(m, 65536, F16, F16,
+                                             options=LlamacppOptions(parallel=256, unified=True)).log_lines[-1]
     with pytest.raises(KvcalcError, match="n_seq_max must be <= 256"):
-        llamacpp.allocate(m, 65536, F16, F16, parallel=257)
+        llamacpp.allocate(m, 65536, F16, F16, options=LlamacppOptions(parallel=257))
     assert run_err("capacity", str(CFG / "llama-3.1-8b.yaml"), "-e", "llamacpp", "--ctx-size", "4k",
                    "-np", "100000").startswith("error: --parallel 100000: llama.cpp refuses it: n_seq_max must be <= 256")
     # -ngl -1 is llama.cpp's default (all layers on the GPU), not CPU-only
-    r = llamacpp.allocate(m, 4096, F16, F16, n_gpu_layers=-1)
+    r = llamacpp.allocate(m, 4096, F16, F16, options=LlamacppOptions(n_gpu_layers=-1))
     assert [(d.device, d.n_layers) for d in r.devices] == [("CUDA0", 32)]
     with pytest.raises(KvcalcError, match="-1 for llama.cpp's default"):
-        llamacpp.allocate(m, 4096, F16, F16, n_gpu_layers=-2)
+        llamacpp.allocate(m, 4096, F16, F16, options=LlamacppOptions(n_gpu_layers=-2))
     assert run_err("capacity", str(CFG / "llama-3.1-8b.yaml"), "-e", "llamacpp", "--ctx-size", "4k",
                    "--gpus", "0") == "error: --gpus must be a positive integer, got 0"
 
@@ -520,13 +531,13 @@ def test_vllm_startup_failures_and_refused_options():
         "https://docs.vllm.ai/en/latest/configuration/conserving_memory/ for more details.")  # kv_cache_planning.py 57-64
     m = model("llama-3.1-8b")
     with pytest.raises(KvcalcError, match="No available memory for the cache blocks"):
-        vllm.capacity(m, 0, BF16, BF16, version="0.11")
+        vllm.capacity(m, 0, BF16, BF16, options=VllmOptions(version="0.11"))
     with pytest.raises(KvcalcError, match="No available memory for the cache blocks"):
-        vllm.capacity(m, 2 * MiB - 1, BF16, BF16, v0=True)   # V0: 0 GPU blocks
+        vllm.capacity(m, 2 * MiB - 1, BF16, BF16, options=VllmOptions(version="0.6"))   # V0: 0 GPU blocks
     # 1 GiB holds 512 blocks = 8192 tokens: a 131,072-token request does not fit; vLLM would refuse
     # to start (estimated maximum model length 8192), kvcalc still answers and says so
     with pytest.warns(UserWarning, match="estimated maximum model length is 8192"):
-        r = vllm.capacity(m, GiB, BF16, BF16, version="0.11")
+        r = vllm.capacity(m, GiB, BF16, BF16, options=VllmOptions(version="0.11"))
     assert r.num_gpu_blocks == 512 and any("refuses to start" in n for n in r.notes)
     assert run_err("capacity", cfg, "-e", "vllm", "-m", "1GiB", "--max-num-batched-tokens", "0") == \
         "error: --max-num-batched-tokens must be a positive integer, got 0"

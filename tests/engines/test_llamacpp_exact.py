@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import pytest
 
+from kvcalc.engines.llamacpp import LlamacppOptions
 from kvcalc.engines import llamacpp
 from kvcalc.errors import KvcalcError, KvcalcWarning
 from kvcalc.formats import kv_format
@@ -46,9 +47,10 @@ def test_current_iswa_two_devices_split_3_to_1_and_a_too_small_budget():
     msg = ("--ctx-size 8192 allocates 1843.62 MiB of KV cache, more than --kv-memory 1024.00 MiB: llama.cpp would "
            "fail to allocate the KV buffer on a device that size; the largest --ctx-size that fits is 2560")
     with pytest.warns(KvcalcWarning) as w:
-        r = llamacpp.allocate(load_model("gemma-3-27b"), 8192, F16, Q8, parallel=4, unified=True, n_ubatch=256,
-                              n_gpu_layers=40, n_devices=2, tensor_split=[3, 1], max_model_len=4096, concurrency=3,
-                              kv_memory_bytes=GiB)
+        r = llamacpp.allocate(load_model("gemma-3-27b"), 8192, F16, Q8, max_model_len=4096, concurrency=3,
+                              kv_memory_bytes=GiB,
+                              options=LlamacppOptions(parallel=4, unified=True, n_ubatch=256, n_gpu_layers=40,
+                                                      n_devices=2, tensor_split=[3, 1]))
     assert [str(x.message) for x in w] == [msg]
     assert r.model_dump() == dict(
         NONE, engine="llamacpp", engine_version="llama.cpp (current)", kv_memory_bytes=GiB,
@@ -78,8 +80,8 @@ def test_current_streams_per_sequence():
     # n_ctx_seq = pad(5120 // 3 = 1,706, 256) = 1,792 cells x 3 streams = 5,376.
     # 32 layers x (2,048 + 2,048) B x 1,792 x 3 = 704,643,072 B = 672 MiB (K, V 336 MiB each).
     # L = 1,792 fits one stream: 3 requests; 2 requests (<= 3 streams) get 1,792 tokens each.
-    r = llamacpp.allocate(load_model("llama-3.1-8b"), 5000, F16, F16, parallel=3, unified=False,
-                          max_model_len=1792, concurrency=2)
+    r = llamacpp.allocate(load_model("llama-3.1-8b"), 5000, F16, F16, max_model_len=1792, concurrency=2,
+                          options=LlamacppOptions(parallel=3, unified=False))
     assert r.model_dump() == dict(
         NONE, engine="llamacpp", engine_version="llama.cpp (current)", kv_memory_bytes=None, kv_cache_dtype="f16",
         kv_cache_tokens=5376, engine_kv_bytes=704_643_072, max_model_len=1792, max_concurrency=3.0, concurrency=2,
@@ -95,8 +97,8 @@ def test_current_all_sliding_streams_too_short_for_the_request():
     # mistral-7b-v0.1: only sliding layers, so no SWA cache (the note); --parallel 2 not unified:
     # pad(4096 // 2, 256) = 2,048 cells per stream < L = 4,096: no request fits (0.0, longest 0);
     # 3 requests > 2 streams: 0 as well. 32 x 4,096 B x 2,048 x 2 = 512 MiB.
-    r = llamacpp.allocate(load_model("mistral-7b-v0.1"), 4096, F16, F16, parallel=2, unified=False,
-                          max_model_len=4096, concurrency=3)
+    r = llamacpp.allocate(load_model("mistral-7b-v0.1"), 4096, F16, F16, max_model_len=4096, concurrency=3,
+                          options=LlamacppOptions(parallel=2, unified=False))
     assert (r.max_concurrency, r.longest_context, r.n_cells, r.engine_kv_bytes) == (0.0, 0, 4096, 512 * MiB)
     assert r.notes == ["sliding-window layers get the full cache size (no full layers: no SWA cache)"]
     assert r.log_lines[-1] == ("llama_kv_cache: size =  512.00 MiB (  2048 cells,  32 layers,  2/2 seqs), "
@@ -106,7 +108,8 @@ def test_current_all_sliding_streams_too_short_for_the_request():
 def test_current_swa_full_per_stream():
     # gemma-3-27b --swa-full, --ctx-size 8192 --parallel 2 (not unified): 4,096 cells per stream for both
     # caches; full: 10 x 8,192 B x 4,096 x 2 = 640 MiB; SWA: 52 x 8,192 x 4,096 x 2 = 3,328 MiB.
-    r = llamacpp.allocate(load_model("gemma-3-27b"), 8192, F16, F16, swa_full=True, parallel=2, unified=False)
+    r = llamacpp.allocate(load_model("gemma-3-27b"), 8192, F16, F16,
+                          options=LlamacppOptions(swa_full=True, parallel=2, unified=False))
     assert r.log_lines == [
         "llama_kv_cache_iswa: using full-size SWA cache "
         "(ref: https://github.com/ggml-org/llama.cpp/pull/13194#issuecomment-2868343055)",
@@ -120,7 +123,7 @@ def test_current_swa_full_per_stream():
         "V (f16): 1664.00 MiB"]
     assert (r.n_cells, r.n_ctx, r.engine_kv_bytes, r.notes) == (8192, 8192, 3968 * MiB, [])
     # without --swa-full, not unified: the SWA cache is min(4096, 1024 x 1 + 512) = 1,536 cells per stream
-    r = llamacpp.allocate(load_model("gemma-3-27b"), 8192, F16, F16, parallel=2, unified=False)
+    r = llamacpp.allocate(load_model("gemma-3-27b"), 8192, F16, F16, options=LlamacppOptions(parallel=2, unified=False))
     assert r.log_lines[3] == "llama_kv_cache_iswa: creating     SWA KV cache, size = 1536 cells"
 
 
@@ -130,8 +133,8 @@ def test_legacy_ollama_on_the_cpu():
     # K f16: 512 x 2 = 1,024 B/cell/layer; V q4_0: 512/32 x 18 = 288 B/cell/layer.
     # K = 28 x 1,024 x 2,048 = 58,720,256 B (56.00 MiB), V = 28 x 288 x 2,048 = 16,515,072 B (15.75 MiB).
     # -ngl 0: every layer on the CPU. 2,048 / 1,000 = 2.048 requests; 4 requests: 2,048 // 4 = 512.
-    r = llamacpp.allocate(load_model("qwen2.5-7b"), 1000, F16, Q4, version="legacy", ollama=True,
-                          parallel=2, n_gpu_layers=0, max_model_len=1000, concurrency=4, flash_attn=True)
+    r = llamacpp.allocate(load_model("qwen2.5-7b"), 1000, F16, Q4, max_model_len=1000, concurrency=4,
+            options=LlamacppOptions(version="legacy", ollama=True, parallel=2, n_gpu_layers=0, flash_attn=True))
     assert r.model_dump() == dict(
         NONE, engine="llamacpp", engine_version="llama.cpp (legacy)", kv_memory_bytes=None,
         kv_cache_dtype="f16/q4_0", kv_cache_tokens=2048, engine_kv_bytes=75_235_328, max_model_len=1000,
@@ -146,22 +149,23 @@ def test_legacy_ollama_on_the_cpu():
     # without flash attention llama.cpp refuses the q4_0 V cache (src/llama.cpp llama_init_from_model,
     # 7841fc7: `if (ggml_is_quantized(params.type_v) && !params.flash_attn)`)
     with pytest.raises(KvcalcError, match=r'"llama_init_from_model: V cache quantization requires flash_attn"'):
-        llamacpp.allocate(load_model("qwen2.5-7b"), 1000, F16, Q4, version="legacy", ollama=True, parallel=2)
+        llamacpp.allocate(load_model("qwen2.5-7b"), 1000, F16, Q4,
+                          options=LlamacppOptions(version="legacy", ollama=True, parallel=2))
 
 
 def test_legacy_refuses_hybrid_models():
     # llama.cpp 7841fc7 (legacy) has no hybrid attention + linear/mamba architecture: Qwen3-Next fails to load
     # ("unknown model architecture", src/llama-model.cpp); kvcalc refuses rather than count half the model
     with pytest.raises(KvcalcError, match="unknown model architecture") as e:
-        llamacpp.allocate(load_model("qwen3-next-80b-a3b"), 1000, F16, F16, version="legacy")
+        llamacpp.allocate(load_model("qwen3-next-80b-a3b"), 1000, F16, F16, options=LlamacppOptions(version="legacy"))
     assert e.value.field == "llamacpp_version"
 
 
 def test_legacy_flash_attention_pads_to_256_and_lists_the_gpu_first():
     # gemma-3-27b legacy: pad(1000, 256) = 1,024 cells, every layer full size (8,192 B/cell):
     # 8 MiB per layer; -ngl 10 puts layers 52-61 on CUDA0 (80 MiB), 52 on the CPU (416 MiB).
-    r = llamacpp.allocate(load_model("gemma-3-27b"), 1000, F16, F16, version="legacy", flash_attn=True,
-                          n_gpu_layers=10)
+    r = llamacpp.allocate(load_model("gemma-3-27b"), 1000, F16, F16,
+                          options=LlamacppOptions(version="legacy", flash_attn=True, n_gpu_layers=10))
     assert r.log_lines == [
         "llama_kv_cache_init: kv_size = 1024, offload = 1, type_k = 'f16', type_v = 'f16', n_layer = 62, can_shift = 1",
         "llama_kv_cache_init:      CUDA0 KV buffer size =    80.00 MiB",
@@ -171,7 +175,8 @@ def test_legacy_flash_attention_pads_to_256_and_lists_the_gpu_first():
     assert [d.model_dump() for d in r.devices] == [dev("CUDA0", 10, 80 * MiB), dev("CPU", 52, 416 * MiB)]
     assert (r.n_cells, r.max_concurrency, r.longest_context) == (1024, None, None)
     # legacy has no stream limit: --parallel 300 is accepted (current refuses > 256)
-    assert llamacpp.allocate(load_model("gemma-3-27b"), 1000, F16, F16, version="legacy", parallel=300).n_cells == 1024
+    assert llamacpp.allocate(load_model("gemma-3-27b"), 1000, F16, F16,
+                             options=LlamacppOptions(version="legacy", parallel=300)).n_cells == 1024
 
 
 def test_budget_that_fits_gives_no_warning_and_an_unfittable_one_says_so():
@@ -179,7 +184,8 @@ def test_budget_that_fits_gives_no_warning_and_an_unfittable_one_says_so():
     m = load_model("llama-3.1-8b")  # 131,072 B per cell; 256 cells = 32 MiB
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        r = llamacpp.allocate(m, 256, F16, F16, parallel=1, kv_memory_bytes=32 * MiB)  # exactly fits
+        r = llamacpp.allocate(m, 256, F16, F16, kv_memory_bytes=32 * MiB,
+                              options=LlamacppOptions(parallel=1))  # exactly fits
     assert r.notes == [] and r.kv_memory_bytes == 32 * MiB
     with pytest.warns(KvcalcWarning, match=r"allocates 32\.00 MiB of KV cache, more than --kv-memory 1\.00 MiB: .*"
                                            r"device that size; not even 256 cells fit$"):
@@ -202,16 +208,16 @@ def test_budget_that_fits_gives_no_warning_and_an_unfittable_one_says_so():
 def test_refusals(kwargs, match):
     m = load_model("llama-3.1-8b")
     if match is None:  # legacy accepts any --parallel; not unified has no meaning there
-        assert llamacpp.allocate(m, 4096, F16, F16, **kwargs).n_cells == 4096
+        assert llamacpp.allocate(m, 4096, F16, F16, options=LlamacppOptions(**kwargs)).n_cells == 4096
         return
     with pytest.raises(KvcalcError, match=match):
-        llamacpp.allocate(m, 4096, F16, F16, **kwargs)
+        llamacpp.allocate(m, 4096, F16, F16, options=LlamacppOptions(**kwargs))
 
 
 def test_edges_that_are_accepted():
     m = load_model("llama-3.1-8b")
     # exactly 256 sequences, -ngl -1 (all layers), n_ubatch 1
-    r = llamacpp.allocate(m, 65536, F16, F16, parallel=256, n_gpu_layers=-1, n_ubatch=1)
+    r = llamacpp.allocate(m, 65536, F16, F16, options=LlamacppOptions(parallel=256, n_gpu_layers=-1, n_ubatch=1))
     assert (r.n_cells, r.devices[0].device, r.devices[0].n_layers) == (65536, "CUDA0", 32)
 
 
@@ -251,11 +257,11 @@ def test_default_kv_dtype_is_f16():
 
 def test_capacity_largest_ctx_and_its_note():
     # llama-3.1-8b: 131,072 B per cell; 100 MiB holds 800 cells -> the largest multiple of 256 is 768
-    r = llamacpp.capacity(load_model("llama-3.1-8b"), 100 * MiB, F16, F16, parallel=1)
+    r = llamacpp.capacity(load_model("llama-3.1-8b"), 100 * MiB, F16, F16, options=LlamacppOptions(parallel=1))
     assert (r.n_cells, r.engine_kv_bytes, r.notes) == (768, 96 * MiB, ["largest --ctx-size that fits: 768 cells (-c 768)"])
     with pytest.raises(KvcalcError, match=r"^1,000 B does not hold even 256 cells of llama-3\.1-8b's cache$"):
         llamacpp.capacity(load_model("llama-3.1-8b"), 1000, F16, F16)
-    assert llamacpp.largest_ctx_size(load_model("llama-3.1-8b"), 100 * MiB, F16, F16, concurrency=3) == 768
+    assert llamacpp.largest_ctx_size(load_model("llama-3.1-8b"), 100 * MiB, F16, F16) == 768
 
 
 def test_ctx_size_bounds_and_equal_streams():
@@ -266,7 +272,7 @@ def test_ctx_size_bounds_and_equal_streams():
     assert llamacpp.allocate(m, 0, F16, F16).n_cells == 131_072  # -c 0: n_ctx_train = max_position_embeddings
     assert llamacpp.allocate(m, 1, F16, F16).n_cells == 256  # pad(1, 256)
     # 3 requests on 3 streams of 1,792 cells (see test_current_streams_per_sequence): each gets 1,792
-    r = llamacpp.allocate(m, 5000, F16, F16, parallel=3, unified=False, concurrency=3)
+    r = llamacpp.allocate(m, 5000, F16, F16, concurrency=3, options=LlamacppOptions(parallel=3, unified=False))
     assert r.longest_context == 1792
 
 
@@ -289,8 +295,9 @@ def test_ctx_size_bounds_and_equal_streams():
 def test_the_largest_fitting_ctx_size_in_the_warning_uses_every_option(model, kwargs, fit):
     budget = GiB if model.startswith("gemma") else 100 * MiB
     with pytest.warns(KvcalcWarning, match=rf"the largest --ctx-size that fits is {fit}$"):
-        llamacpp.allocate(load_model(model), 65536, F16, F16, kv_memory_bytes=budget, **kwargs)
-    assert llamacpp.largest_ctx_size(load_model(model), budget, F16, F16, **kwargs) == fit
+        llamacpp.allocate(load_model(model), 65536, F16, F16, kv_memory_bytes=budget,
+                          options=LlamacppOptions(**kwargs))
+    assert llamacpp.largest_ctx_size(load_model(model), budget, F16, F16, options=LlamacppOptions(**kwargs)) == fit
 
 
 def test_largest_ctx_size_ignores_request_options_and_caps_at_the_search_limit():
@@ -299,7 +306,7 @@ def test_largest_ctx_size_ignores_request_options_and_caps_at_the_search_limit()
     m = load_model("llama-3.1-8b")
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        assert llamacpp.largest_ctx_size(m, 100 * MiB, F16, F16, max_model_len=4096, concurrency=3) == 768
+        assert llamacpp.largest_ctx_size(m, 100 * MiB, F16, F16) == 768
     # 2^27 cells x 131,072 B = 2^44 B fit in 2^45: the search limit itself, an int
     got = llamacpp.largest_ctx_size(m, 2**45, F16, F16)
     assert got == 2**27 and type(got) is int
@@ -307,7 +314,8 @@ def test_largest_ctx_size_ignores_request_options_and_caps_at_the_search_limit()
 
 def test_capacity_passes_its_options_and_budget():
     # 2 streams not unified in 100 MiB: 512 (see above); 512 cells x 131,072 = 64 MiB
-    r = llamacpp.capacity(load_model("llama-3.1-8b"), 100 * MiB, F16, F16, parallel=2, unified=False)
+    r = llamacpp.capacity(load_model("llama-3.1-8b"), 100 * MiB, F16, F16,
+                          options=LlamacppOptions(parallel=2, unified=False))
     assert (r.n_ctx, r.n_cells, r.kv_memory_bytes, r.engine_kv_bytes) == (512, 512, 100 * MiB, 64 * MiB)
     assert "(   256 cells,  32 layers,  2/2 seqs)" in r.log_lines[-1]
 

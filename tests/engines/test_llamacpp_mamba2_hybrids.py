@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import pytest
 
+from kvcalc.engines.llamacpp import LlamacppOptions
 from kvcalc.engines import llamacpp
 from kvcalc.errors import KvcalcError
 from kvcalc.formats import kv_format
@@ -28,7 +29,7 @@ F16, Q8 = kv_format("fp16"), kv_format("q8_0")
 
 def allocate(config: dict, n_ctx: int, k=F16, v=F16, **options):
     model = model_from_hf_config(config, f"{config['model_type']}/config.json")
-    return llamacpp.allocate(model, n_ctx, k, v, tool="library", n_gpu_layers=0, **options)
+    return llamacpp.allocate(model, n_ctx, k, v, options=LlamacppOptions(tool="library", n_gpu_layers=0, **options))
 
 
 def test_falcon_h1_every_layer_in_both_caches():
@@ -102,7 +103,7 @@ def test_falcon_h1_capacity_counts_the_state():
     model = model_from_hf_config(FALCON_H1_7B, "falcon_h1/config.json")
     # one sequence: 140,304,384 B of state + 44 x 2 x 512 B = 45,056 B per cell; 1 GiB = 1,073,741,824 B leaves
     # 933,437,440 B = 20,717.2 cells -> the largest multiple of 256 is 20,480
-    r = llamacpp.capacity(model, 2**30, F16, F16, tool="library", n_gpu_layers=0)
+    r = llamacpp.capacity(model, 2**30, F16, F16, options=LlamacppOptions(tool="library", n_gpu_layers=0))
     assert r.n_ctx == 20_480
     assert r.engine_kv_bytes + r.engine_state_bytes == 20_480 * 45_056 + 140_304_384
 

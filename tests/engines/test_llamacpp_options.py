@@ -13,6 +13,7 @@ import warnings
 
 import pytest
 
+from kvcalc.engines.llamacpp import LlamacppOptions
 from kvcalc.engines import llamacpp
 from kvcalc.errors import KvcalcError, KvcalcWarning
 from kvcalc.formats import kv_format
@@ -29,7 +30,7 @@ def llama():
 
 def refusal(*args, **kwargs) -> KvcalcError:
     with pytest.raises(KvcalcError) as e:
-        llamacpp.allocate(*args, **kwargs)
+        llamacpp.allocate(*args, options=LlamacppOptions(**kwargs))
     return e.value
 
 
@@ -71,7 +72,7 @@ def test_bounds_name_the_flag(llama, kw, line):
 
 def test_bounds_admit_the_largest(llama):
     # n_ubatch and n_gpu_layers at 2^31 - 1 pass the check (-ngl past the layer count is every layer)
-    r = llamacpp.allocate(llama, 256, F16, F16, n_ubatch=2**31 - 1, n_gpu_layers=2**31 - 1)
+    r = llamacpp.allocate(llama, 256, F16, F16, options=LlamacppOptions(n_ubatch=2**31 - 1, n_gpu_layers=2**31 - 1))
     assert r.engine_kv_bytes == 256 * 131_072
 
 
@@ -98,7 +99,8 @@ def test_legacy_flash_attention_fit(llama):
     # more than 100 MiB; the largest -c that fits 100 MiB: 800 cells -> 768 (a multiple of 256)
     with warnings.catch_warnings(record=True) as w:
         warnings.simplefilter("always")
-        r = llamacpp.allocate(llama, 1000, F16, F16, version="legacy", flash_attn=True, kv_memory_bytes=100 * 2**20)
+        r = llamacpp.allocate(llama, 1000, F16, F16, kv_memory_bytes=100 * 2**20,
+                              options=LlamacppOptions(version="legacy", flash_attn=True))
     assert r.engine_kv_bytes == 1024 * 131_072
     assert r.notes == ["--ctx-size 1000 allocates 128.00 MiB of KV cache, more than --kv-memory 100.00 MiB: "
                        "llama.cpp would fail to allocate the KV buffer on a device that size; the largest "
@@ -108,8 +110,8 @@ def test_legacy_flash_attention_fit(llama):
 
 def test_legacy_parallel_does_not_change_the_one_cache(llama):
     # the legacy cache is one unified cache of n_ctx cells whatever --parallel is
-    one = llamacpp.allocate(llama, 4096, F16, F16, version="legacy")
-    four = llamacpp.allocate(llama, 4096, F16, F16, version="legacy", parallel=4)
+    one = llamacpp.allocate(llama, 4096, F16, F16, options=LlamacppOptions(version="legacy"))
+    four = llamacpp.allocate(llama, 4096, F16, F16, options=LlamacppOptions(version="legacy", parallel=4))
     assert one.log_lines == four.log_lines
     assert one.engine_kv_bytes == four.engine_kv_bytes == 4096 * 131_072
 
@@ -117,7 +119,8 @@ def test_legacy_parallel_does_not_change_the_one_cache(llama):
 def test_split_streams_each_padded(llama):
     # not unified, --parallel 3: -c 1000 -> GGML_PAD(1000, 256) = 1,024 -> 1,024 // 3 = 341 a stream,
     # padded to 512: 3 streams x 512 = 1,536 cells (n_ctx 1,536)
-    r = llamacpp.allocate(llama, 1000, F16, F16, parallel=3, unified=False, max_model_len=500, concurrency=3)
+    r = llamacpp.allocate(llama, 1000, F16, F16, max_model_len=500, concurrency=3,
+                          options=LlamacppOptions(parallel=3, unified=False))
     assert (r.n_ctx, r.n_cells, r.kv_cache_tokens) == (1536, 1536, 1536)
     assert r.engine_kv_bytes == 1536 * 131_072
     # one request a stream of 512 cells: 3 requests of 500 fit; 3 requests get 512 each

@@ -9,6 +9,7 @@ steps of 256) for one whose `%7.2f` differs with and without the rounding.
 
 from __future__ import annotations
 
+from kvcalc.engines.llamacpp import LlamacppOptions
 from kvcalc.engines import llamacpp
 from kvcalc.formats import kv_format
 from kvcalc.schema import ModelSpec
@@ -30,7 +31,7 @@ def test_f32_rounds_as_a_c_float_cast():
 def test_mib_figure_printed_after_float32_rounding():
     # K = 460,544 cells x 18,666 B = 8,596,514,304 B = 8198.27490234375 MiB exactly ("8198.27"),
     # but llama.cpp divides float32(8,596,514,304) = 8,596,514,816 -> 8198.275390625 -> "8198.28"
-    r = llamacpp.allocate(ODD, 460_544, Q8, Q8, parallel=1)
+    r = llamacpp.allocate(ODD, 460_544, Q8, Q8, options=LlamacppOptions(parallel=1))
     assert r.n_cells == 460_544 and r.k_bytes == r.v_bytes == 460_544 * 18_666 == 8_596_514_304
     assert f"{r.k_bytes / 2**20:.2f}" == "8198.27"
     assert llamacpp.mib_f32(r.k_bytes) == 8198.275390625
@@ -41,6 +42,7 @@ def test_mib_figure_printed_after_float32_rounding():
 
 
 def test_legacy_line_rounds_the_same_way():
-    r = llamacpp.allocate(ODD, 460_544, Q8, Q8, version="legacy", flash_attn=True)  # q8_0 V needs it
+    r = llamacpp.allocate(ODD, 460_544, Q8, Q8,
+                          options=LlamacppOptions(version="legacy", flash_attn=True))  # q8_0 V needs it
     assert r.log_lines[-1] == ("llama_init_from_model: KV self size  = 16396.55 MiB, "
                                "K (q8_0): 8198.28 MiB, V (q8_0): 8198.28 MiB")

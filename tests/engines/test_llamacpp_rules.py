@@ -24,6 +24,7 @@ import pytest
 from pydantic import ValidationError
 from typer.testing import CliRunner
 
+from kvcalc.engines.llamacpp import LlamacppOptions
 from kvcalc.cli.app import app
 from kvcalc.engines import llamacpp
 from kvcalc.errors import KvcalcError
@@ -72,7 +73,7 @@ def test_swa_cache_is_padded_to_256_gpt_oss_20b_at_4096():
     # -c 4096, one sequence (llama-cli): non-SWA 4,096 cells: 12 x 4,096 x 2,048 = 100,663,296 B = 96 MiB;
     # SWA GGML_PAD(min(4096, 128 x 1 + 512), 256) = GGML_PAD(640, 256) = 768 cells (not 640):
     # 12 x 768 x 2,048 = 18,874,368 B = 18.00 MiB (not 15.00); total 119,537,664 B.
-    r = llamacpp.allocate(load_model("gpt-oss-20b"), 4096, F16, F16, tool="llama-cli")
+    r = llamacpp.allocate(load_model("gpt-oss-20b"), 4096, F16, F16, options=LlamacppOptions(tool="llama-cli"))
     assert r.log_lines == [
         "llama_kv_cache_iswa: creating non-SWA KV cache, size = 4096 cells",
         "llama_kv_cache:      CUDA0 KV buffer size =    96.00 MiB",
@@ -93,7 +94,7 @@ def test_swa_cache_is_padded_to_256_gpt_oss_20b_at_4096():
 def test_swa_cache_at_ubatch_1_gemma():
     # gemma-3-270m -c 4096 -ub 1, one sequence: GGML_PAD(min(4096, 512 + 1), 256) = 768 cells, not 513:
     # 15 sliding layers x 768 x 1,024 B = 11,796,480 B = 11.25 MiB
-    r = llamacpp.allocate(load_model(GEMMA_270M), 4096, F16, F16, tool="llama-cli", n_ubatch=1)
+    r = llamacpp.allocate(load_model(GEMMA_270M), 4096, F16, F16, options=LlamacppOptions(tool="llama-cli", n_ubatch=1))
     assert r.log_lines[3] == "llama_kv_cache_iswa: creating     SWA KV cache, size = 768 cells"
     assert r.log_lines[5] == ("llama_kv_cache: size =   11.25 MiB (   768 cells,  15 layers,  1/1 seqs), "
                               "K (f16):    5.62 MiB, V (f16):    5.62 MiB")
@@ -102,7 +103,8 @@ def test_swa_cache_at_ubatch_1_gemma():
 def test_n_batch_caps_n_ubatch():
     # gpt-oss-20b -c 4096 -b 100 (-ub 512): n_ubatch = min(n_batch = min(4096, 100), 512) = 100;
     # SWA GGML_PAD(min(4096, 128 + 100 = 228), 256) = 256 cells: 12 x 256 x 2,048 = 6 MiB (with -b 2048: 768)
-    r = llamacpp.allocate(load_model("gpt-oss-20b"), 4096, F16, F16, tool="llama-cli", n_batch=100)
+    r = llamacpp.allocate(load_model("gpt-oss-20b"), 4096, F16, F16,
+                          options=LlamacppOptions(tool="llama-cli", n_batch=100))
     assert r.log_lines[3] == "llama_kv_cache_iswa: creating     SWA KV cache, size = 256 cells"
     assert r.engine_kv_bytes == 96 * MiB + 6 * MiB
     # the CLI's -b / --batch-size
@@ -117,7 +119,7 @@ def test_n_batch_caps_n_ubatch():
 def test_ctx_size_0_is_the_training_context():
     # gemma-3-270m -c 0: n_ctx = n_ctx_train = 32,768 (max_position_embeddings); one sequence:
     # non-SWA 3 x 32,768 x 1,024 = 96 MiB; SWA GGML_PAD(min(32768, 512 + 512), 256) = 1,024 cells: 15 MiB
-    r = llamacpp.allocate(load_model(GEMMA_270M), 0, F16, F16, tool="llama-cli")
+    r = llamacpp.allocate(load_model(GEMMA_270M), 0, F16, F16, options=LlamacppOptions(tool="llama-cli"))
     assert (r.n_ctx, r.n_cells, r.engine_kv_bytes) == (32_768, 32_768, 111 * MiB)
     assert r.notes == ["-c 0: n_ctx = n_ctx_train = 32,768 (the model's max_position_embeddings, the GGUF's "
                        "context_length)"]
@@ -137,7 +139,7 @@ def test_llama_server_explicit_np_gives_separate_streams_gemma_3_270m():
     # non-SWA: 3 layers x 512 x 3 x 1,024 B = 4,718,592 B = 4.50 MiB;
     # SWA GGML_PAD(min(512, 512 x 1 + 512), 256) = 512 cells: 15 x 512 x 3 x 1,024 = 23,592,960 B = 22.50 MiB;
     # total 28,311,552 B = 27.00 MiB (one unified stream of 1,024 cells would be 18.00)
-    r = llamacpp.allocate(load_model(GEMMA_270M), 1024, F16, F16, parallel=3)
+    r = llamacpp.allocate(load_model(GEMMA_270M), 1024, F16, F16, options=LlamacppOptions(parallel=3))
     assert r.log_lines == [
         "llama_kv_cache_iswa: creating non-SWA KV cache, size = 512 cells",
         "llama_kv_cache:      CUDA0 KV buffer size =     4.50 MiB",
@@ -182,7 +184,7 @@ def test_llama_server_without_np_runs_4_unified_slots():
     ("library", 4096, "1/1", 72.0),
 ])
 def test_each_tool_has_its_own_defaults(tool, swa_cells, seqs, total_mib):
-    r = llamacpp.allocate(load_model(GEMMA_270M), 4096, F16, F16, tool=tool)
+    r = llamacpp.allocate(load_model(GEMMA_270M), 4096, F16, F16, options=LlamacppOptions(tool=tool))
     assert f"creating     SWA KV cache, size = {swa_cells} cells" in "\n".join(r.log_lines)
     assert f"15 layers,  {seqs} seqs)" in r.log_lines[-1]
     assert r.engine_kv_bytes == int(total_mib * MiB)
@@ -208,7 +210,8 @@ def test_mla_model_refuses_different_k_and_v_types():
     # one type for both is fine: the latent (512 + 64) in q8_0 = 18 blocks x 34 = 612 B per cell per layer
     assert llamacpp.allocate(m, 4096, Q8, Q8).engine_kv_bytes == 27 * 612 * 4096
     # the expanded cache (legacy) has a V of its own: K and V may differ
-    assert llamacpp.allocate(m, 4096, Q8, F16, version="legacy").v_bytes == 27 * 16 * 128 * 2 * 4096
+    assert llamacpp.allocate(m, 4096, Q8, F16,
+                             options=LlamacppOptions(version="legacy")).v_bytes == 27 * 16 * 128 * 2 * 4096
     err = cli_error("capacity", "deepseek-v2-lite", "-e", "llamacpp", "-c", "4096", "-ctk", "q8_0", "-ctv", "f16")
     assert err.startswith("error: --v-dtype f16: llama.cpp refuses it: \"llama_init_from_model: model does not "
                           "support different K (q8_0) and V (f16) cache types\"")
@@ -217,12 +220,14 @@ def test_mla_model_refuses_different_k_and_v_types():
 def test_quantized_v_cache_needs_flash_attention():
     m = load_model("llama-3.1-8b")
     with pytest.raises(KvcalcError, match='"llama_init_from_model: quantized V cache requires flash_attn to be enabled"'):
-        llamacpp.allocate(m, 4096, F16, Q8, flash_attn="off")
+        llamacpp.allocate(m, 4096, F16, Q8, options=LlamacppOptions(flash_attn="off"))
     # -fa auto (the default) is on where the backend supports it, which kvcalc assumes; -fa on alike
     for fa in (None, "auto", "on", True):
-        assert llamacpp.allocate(m, 4096, F16, Q8, flash_attn=fa).v_bytes == 32 * 8 * 4 * 34 * 4096
+        assert llamacpp.allocate(m, 4096, F16, Q8,
+                                 options=LlamacppOptions(flash_attn=fa)).v_bytes == 32 * 8 * 4 * 34 * 4096
     # a quantized K alone needs no flash attention
-    assert llamacpp.allocate(m, 4096, Q8, F16, flash_attn="off").k_bytes == 32 * 8 * 4 * 34 * 4096
+    assert llamacpp.allocate(m, 4096, Q8, F16,
+                             options=LlamacppOptions(flash_attn="off")).k_bytes == 32 * 8 * 4 * 34 * 4096
     err = cli_error("capacity", "llama-3.1-8b", "-e", "llamacpp", "-c", "4096", "-ctv", "q8_0", "-fa", "off")
     assert err == ("error: --v-dtype q8_0: llama.cpp refuses it: \"llama_init_from_model: quantized V cache "
                    "requires flash_attn to be enabled\"; add -fa on (or auto) or use an f16 V cache")
@@ -237,7 +242,7 @@ def test_qwen3_5_9b_recurrent_state_beside_the_kv_cache():
     # state, one sequence (max(1, n_seq_max) = 1 cell), f32 whatever -ctk / -ctv:
     # R = 24 layers x 3 (conv kernel - 1) x 8,192 (32 x 128 + 2 x 16 x 128) x 4 B = 2,359,296 B = 2.25 MiB
     # S = 24 layers x 32 x 128 x 128 x 4 B = 50,331,648 B = 48 MiB; R + S = 52,690,944 B = 50.25 MiB
-    r = llamacpp.allocate(m, 4096, F16, F16, tool="llama-cli")
+    r = llamacpp.allocate(m, 4096, F16, F16, options=LlamacppOptions(tool="llama-cli"))
     assert r.log_lines == [
         "llama_kv_cache:      CUDA0 KV buffer size =   128.00 MiB",
         "llama_kv_cache: size =  128.00 MiB (  4096 cells,   8 layers,  1/1 seqs), K (f16):   64.00 MiB, "
@@ -247,7 +252,7 @@ def test_qwen3_5_9b_recurrent_state_beside_the_kv_cache():
         "S (f32):   48.00 MiB, P (f32):    0.00 MiB"]
     assert (r.engine_kv_bytes, r.engine_state_bytes) == (128 * MiB, 52_690_944)
     # a q8_0 cache shrinks the KV, not the state
-    q8 = llamacpp.allocate(m, 4096, Q8, Q8, tool="llama-cli")
+    q8 = llamacpp.allocate(m, 4096, Q8, Q8, options=LlamacppOptions(tool="llama-cli"))
     assert q8.engine_state_bytes == 52_690_944 and q8.log_lines[-1] == r.log_lines[-1]
     # llama-server's 4 slots keep 4 cells: 201.00 MiB, R 9.00, S 192.00 (as a public llama-server log of
     # Qwen3.5-9B prints it; llama.cpp 0c1e570 adds the rs_seq count and the P (PLE) figure)
@@ -262,14 +267,14 @@ def test_recurrent_state_follows_the_layers_devices_and_counts_in_the_fit():
     # -ngl 8: layers 24-31 on CUDA0 (i_gpu_start = 32 - 8), 6 of them Gated DeltaNet (24-26, 28-30),
     # 18 on the CPU; one layer's R + S = (24,576 + 524,288) x 4 B = 2,195,456 B:
     # CPU 18 x 2,195,456 = 39,518,208 B = 37.69 MiB; CUDA0 6 x 2,195,456 = 13,172,736 B = 12.56 MiB
-    r = llamacpp.allocate(m, 4096, F16, F16, tool="llama-cli", n_gpu_layers=8)
+    r = llamacpp.allocate(m, 4096, F16, F16, options=LlamacppOptions(tool="llama-cli", n_gpu_layers=8))
     assert r.log_lines[-3:-1] == ["llama_memory_recurrent:        CPU RS buffer size =    37.69 MiB",
                                   "llama_memory_recurrent:      CUDA0 RS buffer size =    12.56 MiB"]
     # 128 MiB of KV + 50.25 MiB of state = 186,908,672 B hold exactly -c 4096; one byte less: 3,840
     # (8 x 3,840 x 4,096 = 120 MiB + 50.25)
     budget = 128 * MiB + 52_690_944
-    assert llamacpp.largest_ctx_size(m, budget, F16, F16, tool="llama-cli") == 4096
-    assert llamacpp.largest_ctx_size(m, budget - 1, F16, F16, tool="llama-cli") == 3840
+    assert llamacpp.largest_ctx_size(m, budget, F16, F16, options=LlamacppOptions(tool="llama-cli")) == 4096
+    assert llamacpp.largest_ctx_size(m, budget - 1, F16, F16, options=LlamacppOptions(tool="llama-cli")) == 3840
     out = cli_json("capacity", "-e", "llamacpp", "--kv-memory", f"{budget}B", "--llamacpp-tool", "llama-cli",
                    str(_qwen35_file()))
     assert (out["n_ctx"], out["engine_state_bytes"]) == (4096, 52_690_944)
@@ -291,7 +296,7 @@ def test_jamba_mamba_state_two_sequences():
     # 2,048 cells): KV 4 x 2 x 2,048 x 4,096 B = 64 MiB.
     # state, 2 cells: R = 28 x 3 x 8,192 x 2 x 4 B = 5,505,024 B = 5.25 MiB; S = 28 x 16 x 8,192 x 2 x 4 B
     # = 29,360,128 B = 28 MiB; together 34,865,152 B = 33.25 MiB
-    r = llamacpp.allocate(load_model("jamba-1.5-mini"), 4096, F16, F16, parallel=2)
+    r = llamacpp.allocate(load_model("jamba-1.5-mini"), 4096, F16, F16, options=LlamacppOptions(parallel=2))
     assert r.log_lines[-1] == ("llama_memory_recurrent: size =   33.25 MiB (     2 cells,  32 layers,  2 seqs  0 rs_seq), "
                                "R (f32):    5.25 MiB, S (f32):   28.00 MiB, P (f32):    0.00 MiB")
     assert (r.engine_kv_bytes, r.engine_state_bytes) == (64 * MiB, 34_865_152)
@@ -313,13 +318,13 @@ def test_deepseek_v2_lite_expanded_before_the_latent_cache():
     # legacy (before llama.cpp cached the latent, April 2025): K and V per head, 16 heads x (128 + 64) = 3,072
     # values of K and 16 x 128 = 2,048 of V per layer: 27 x (3,072 + 2,048) x 2 B = 276,480 B per cell;
     # x 163,840 cells = 45,298,483,200 B = 43,200 MiB (K 27 x 3,072 x 2 x 163,840 = 25,920 MiB, V 17,280 MiB)
-    r = llamacpp.allocate(m, 163_840, F16, F16, version="legacy")
+    r = llamacpp.allocate(m, 163_840, F16, F16, options=LlamacppOptions(version="legacy"))
     assert (r.engine_kv_bytes, r.k_bytes, r.v_bytes) == (45_298_483_200, 25_920 * MiB, 17_280 * MiB)
     assert r.log_lines[-1] == ("llama_init_from_model: KV self size  = 43200.00 MiB, K (f16): 25920.00 MiB, "
                                "V (f16): 17280.00 MiB")
     # current: the latent 512 + 64 = 576 values as K, no V: 27 x 576 x 2 B = 31,104 B per cell;
     # x 163,840 = 5,096,079,360 B = 4,860 MiB
-    cur = llamacpp.allocate(m, 163_840, F16, F16, tool="llama-cli")
+    cur = llamacpp.allocate(m, 163_840, F16, F16, options=LlamacppOptions(tool="llama-cli"))
     assert cur.engine_kv_bytes == 5_096_079_360 == 4_860 * MiB
     assert cur.log_lines[-1] == ("llama_kv_cache: size = 4860.00 MiB (163840 cells,  27 layers,  1/1 seqs), "
                                  "K (f16): 4860.00 MiB, V (f16):    0.00 MiB")
@@ -329,23 +334,25 @@ def test_the_model_can_say_which_mla_cache_its_gguf_has():
     m = load_model("deepseek-v2-lite")
     # a GGUF without key_length_mla, run by current llama.cpp: the expanded cache (276,480 B per cell)
     old = m.model_copy(update={"mla_cache": "expanded"})
-    assert llamacpp.allocate(old, 4096, F16, F16, tool="llama-cli").engine_kv_bytes == 276_480 * 4096
+    assert llamacpp.allocate(old, 4096, F16, F16,
+                             options=LlamacppOptions(tool="llama-cli")).engine_kv_bytes == 276_480 * 4096
     # and a latent GGUF stays latent (31,104 B per cell); legacy llama.cpp cannot load it: since PR #12801
     # convert_hf_to_gguf.py writes attn_k_b / attn_v_b in place of attn_kv_b, which 7841fc7's
     # llama_model::load_tensors requires (create_tensor(tn(LLM_TENSOR_ATTN_KV_B, "weight", i), ..., 0))
     new = m.model_copy(update={"mla_cache": "latent"})
-    assert llamacpp.allocate(new, 4096, F16, F16, tool="llama-cli").engine_kv_bytes == 31_104 * 4096
+    assert llamacpp.allocate(new, 4096, F16, F16,
+                             options=LlamacppOptions(tool="llama-cli")).engine_kv_bytes == 31_104 * 4096
     with pytest.raises(KvcalcError, match=r"missing tensor 'blk\.0\.attn_kv_b\.weight'") as e:
-        llamacpp.allocate(new, 4096, F16, F16, version="legacy")
+        llamacpp.allocate(new, 4096, F16, F16, options=LlamacppOptions(version="legacy"))
     assert e.value.field == "llamacpp_version"
-    assert llamacpp.mla_cache(m, "current") == "latent" and llamacpp.mla_cache(m, "legacy") == "expanded"
+    assert llamacpp.rules("current").mla_cache(m) == "latent" and llamacpp.rules("legacy").mla_cache(m) == "expanded"
     with pytest.raises(ValidationError, match="mla_cache"):
         ModelSpec(name="x", n_layers=2, n_heads=2, head_dim=64, mla_cache="latent")
     # the expanded cache needs the per-head sizes
     bare = ModelSpec(name="bare-mla", n_layers=2, n_heads=4, attention="mla", kv_lora_rank=64, qk_rope_head_dim=16)
     with pytest.raises(KvcalcError, match=r"^bare-mla: the expanded MLA cache .* needs qk_nope_head_dim and "
                                           r"v_head_dim in the config$"):
-        llamacpp.allocate(bare, 4096, F16, F16, version="legacy")
+        llamacpp.allocate(bare, 4096, F16, F16, options=LlamacppOptions(version="legacy"))
 
 
 def test_a_mamba_only_model_has_state_and_no_kv_cache():

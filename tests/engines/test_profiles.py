@@ -182,13 +182,13 @@ def test_vllm_memory_for_by_hand(llama):
     assert VLLM.memory_for(llama, 1000, 2, i8, i8) == 132_120_576
 
 
-@pytest.mark.parametrize("opts", [dict(hybrid_allocator=False), dict(max_num_batched_tokens=2048), dict(v0=True)])
+@pytest.mark.parametrize("opts", [dict(hybrid_allocator=False), dict(max_num_batched_tokens=2048), dict(version="0.6")])
 def test_vllm_memory_for_passes_each_option(gemma, opts):
-    if opts.get("v0"):  # vLLM 0.6.6 cannot load Gemma-3 (tests/engines/test_vllm06_refusals.py): Gemma-2
+    if opts.get("version") == "0.6":  # vLLM 0.6.6 cannot load Gemma-3 (tests/engines/test_vllm06_refusals.py): Gemma-2
         gemma = load_model("gemma-2-9b")
     o = VllmOptions(**opts)
     got = VLLM.memory_for(gemma, 8000, 2, BF16, BF16, options=o)
-    assert got == vllm.memory_for(gemma, 8000, 2, BF16, BF16, version=o.version, **opts)
+    assert got == vllm.memory_for(gemma, 8000, 2, BF16, BF16, options=o)
     assert got != VLLM.memory_for(gemma, 8000, 2, BF16, BF16)
 
 
@@ -198,18 +198,19 @@ def test_vllm_memory_for_without_hybrid_by_hand(gemma):
     assert VLLM.memory_for(gemma, 8000, 2, BF16, BF16, options=VllmOptions(hybrid_allocator=False)) == 8_126_464_000
     # V0 sizes sliding layers the same way, but 0.6.6 cannot load Gemma-3; Gemma-2-9B: 42 layers x 8 heads x
     # 256 x 2 (K, V) x 2 B = 344,064 B per token x 8,000 x 2 requests = 5,505,024,000 B
-    assert VLLM.memory_for(load_model("gemma-2-9b"), 8000, 2, BF16, BF16, options=VllmOptions(v0=True)) == 5_505_024_000
+    assert VLLM.memory_for(load_model("gemma-2-9b"), 8000, 2, BF16, BF16,
+                           options=VllmOptions(version="0.6")) == 5_505_024_000
 
 
 @pytest.mark.parametrize("opts", [dict(block_size=32), dict(hybrid_allocator=False),
-                                  dict(max_num_batched_tokens=2048), dict(v0=True, swap_space_bytes=4 * GiB)])
+                                  dict(max_num_batched_tokens=2048), dict(version="0.6", swap_space_bytes=4 * GiB)])
 def test_vllm_capacity_passes_each_option(gemma, opts):
-    if opts.get("v0"):  # vLLM 0.6.6 cannot load Gemma-3: Gemma-2
+    if opts.get("version") == "0.6":  # vLLM 0.6.6 cannot load Gemma-3: Gemma-2
         gemma = load_model("gemma-2-9b")
     kw = dict(tp=2, max_model_len=8000, concurrency=3)
     o = VllmOptions(**opts)
     got = VLLM.capacity(gemma, 8 * GiB, BF16, BF16, options=o, **kw)
-    assert got == vllm.capacity(gemma, 8 * GiB, BF16, BF16, version=o.version, **kw, **opts)
+    assert got == vllm.capacity(gemma, 8 * GiB, BF16, BF16, **kw, options=VllmOptions(**opts))
     assert got != VLLM.capacity(gemma, 8 * GiB, BF16, BF16, **kw)
     assert (got.max_model_len, got.concurrency) == (8000, 3)
 
@@ -218,8 +219,8 @@ def test_vllm_capacity_label_and_scales(llama):
     i8 = kv_format("int8")
     got = VLLM.capacity(llama, GiB, i8, i8, options=VllmOptions(per_token_head_scales=True),
                         kv_cache_dtype="int8_per_token_head")
-    assert got == vllm.capacity(llama, GiB, i8, i8, per_token_head_scales=True, kv_cache_dtype="int8_per_token_head",
-                                version=VllmOptions().version)
+    assert got == vllm.capacity(llama, GiB, i8, i8, kv_cache_dtype="int8_per_token_head",
+                                options=VllmOptions(per_token_head_scales=True, version=VllmOptions().version))
     assert got.kv_cache_dtype == "int8_per_token_head"
     # 32 x 16 x 2,112 B = 1,081,344 B a block: floor(2^30 / 1,081,344) = 992 blocks
     assert got.num_gpu_blocks == 992
@@ -283,7 +284,7 @@ def test_llamacpp_allocate_passes_each_option(gemma, opts):
     o = LlamacppOptions(**opts)
     kw = dict(max_model_len=4000, concurrency=2, kv_memory_bytes=64 * GiB)
     got = LLAMACPP.allocate(gemma, 8000, BF16, BF16, options=o, **kw)
-    assert got == llamacpp.allocate(gemma, 8000, BF16, BF16, **kw, **_kwargs(opts))
+    assert got == llamacpp.allocate(gemma, 8000, BF16, BF16, **kw, options=LlamacppOptions(**_kwargs(opts)))
     assert got != LLAMACPP.allocate(gemma, 8000, BF16, BF16, **kw)
     assert (got.max_model_len, got.concurrency, got.kv_memory_bytes) == (4000, 2, 64 * GiB)
 
@@ -311,7 +312,7 @@ def test_llamacpp_capacity_searches_the_budget(llama):
     # 1 GiB / 131,072 B = 8,192 cells: --ctx-size 8192
     res = LLAMACPP.capacity(llama, GiB, BF16, BF16, max_model_len=2048, concurrency=4)
     assert res == llamacpp.capacity(llama, GiB, BF16, BF16, max_model_len=2048, concurrency=4,
-                                    **LlamacppOptions().allocate_kwargs())
+                                    options=LlamacppOptions())
     assert (res.n_ctx, res.kv_memory_bytes, res.max_model_len, res.concurrency) == (8192, GiB, 2048, 4)
     # K q8_0 (34 B a block of 32: 8 x 128 / 32 x 34 = 1,088 B a layer) and V f16 (2,048 B a layer):
     # 32 x 3,136 = 100,352 B a cell; floor(2^30 / 100,352) = 10,699 cells. Two streams (not unified)
@@ -333,20 +334,21 @@ def test_llamacpp_for_batch(gemma, llama):
     res = LLAMACPP.for_batch(llama, 2048, 3, BF16, BF16)
     assert (res.n_ctx, res.max_model_len, res.concurrency) == (6144, 2048, 3)
     assert res.engine_kv_bytes == 6144 * 131_072
-    assert res == llamacpp.allocate(llama, 6144, BF16, BF16, parallel=3, max_model_len=2048, concurrency=3)
+    assert res == llamacpp.allocate(llama, 6144, BF16, BF16, max_model_len=2048, concurrency=3,
+                                    options=LlamacppOptions(parallel=3))
     # the options given are kept (legacy, split streams), with --parallel set to the batch
     o = LlamacppOptions(unified=False, swa_full=True, parallel=7)
     got = LLAMACPP.for_batch(gemma, 2048, 3, BF16, BF16, options=o)
-    assert got == llamacpp.allocate(gemma, 6144, BF16, BF16, parallel=3, unified=False, swa_full=True,
-                                    max_model_len=2048, concurrency=3)
+    assert got == llamacpp.allocate(gemma, 6144, BF16, BF16, max_model_len=2048, concurrency=3,
+                                    options=LlamacppOptions(parallel=3, unified=False, swa_full=True))
     assert got != LLAMACPP.for_batch(gemma, 2048, 3, BF16, BF16)
 
 
-def test_llamacpp_allocate_kwargs():
+def test_llamacpp_options_fields():
     o = LlamacppOptions(n_ctx=4096, parallel=4, unified=False, version="legacy", flash_attn=True, swa_full=True,
                         n_ubatch=1024, n_gpu_layers=20, n_devices=2, tensor_split=(1.0, 2.0), ollama=True)
-    assert o.allocate_kwargs() == dict(parallel=4, unified=False, version="legacy", flash_attn=True, swa_full=True,
-                                       n_ubatch=1024, n_gpu_layers=20, n_devices=2, ollama=True,
-                                       tensor_split=[1.0, 2.0], n_batch=2048, tool="llama-server")
-    assert LlamacppOptions().allocate_kwargs()["tensor_split"] is None
+    assert dataclasses.asdict(o) == dict(n_ctx=4096, parallel=4, unified=False, version="legacy", flash_attn=True,
+                                         swa_full=True, n_ubatch=1024, n_gpu_layers=20, n_devices=2, ollama=True,
+                                         tensor_split=(1.0, 2.0), n_batch=2048, tool="llama-server")
+    assert LlamacppOptions().tensor_split is None
     assert dataclasses.asdict(LlamacppOptions())["n_ctx"] is None

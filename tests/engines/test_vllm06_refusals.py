@@ -13,6 +13,7 @@ from __future__ import annotations
 import pytest
 
 from kvcalc.engines import vllm
+from kvcalc.engines.vllm import v0_6
 from kvcalc.engines.profile import VllmOptions
 from kvcalc.errors import KvcalcError
 from kvcalc.formats import kv_format
@@ -49,7 +50,7 @@ def test_every_bundled_model_is_listed_once():
 @pytest.mark.parametrize("name", TAKEN)
 def test_v06_takes_the_models_its_registry_lists(name):
     # 40 GiB on one GPU, 1,024 tokens (gpt2's whole context)
-    r = vllm.capacity(load_model(name), 40 * GiB, BF16, BF16, max_model_len=1024, version="0.6")
+    r = vllm.capacity(load_model(name), 40 * GiB, BF16, BF16, max_model_len=1024, options=VllmOptions(version="0.6"))
     assert r.engine_version == "vLLM 0.6.x (V0 engine)" and r.num_gpu_blocks > 0
 
 
@@ -57,16 +58,16 @@ def test_v06_takes_the_models_its_registry_lists(name):
 def test_v06_refuses_with_the_registry_text(name):
     model = load_model(name)
     with pytest.raises(KvcalcError) as e:
-        vllm.capacity(model, 40 * GiB, BF16, BF16, max_model_len=4096, version="0.6")
+        vllm.capacity(model, 40 * GiB, BF16, BF16, max_model_len=4096, options=VllmOptions(version="0.6"))
     assert str(e.value) == (f"{name}: vLLM 0.6 cannot load it: Model architectures ['{NOT_IN_REGISTRY[name]}'] are "
                             "not supported for now. (vllm/model_executor/models/registry.py; model_type "
                             f"{model.model_type}): use --vllm-version 0.11 or 0.33")
     assert (e.value.field, e.value.value) == ("model", name)
     with pytest.raises(KvcalcError, match="are not supported for now"):
-        vllm.memory_for(model, 4096, 1, BF16, BF16, version="0.6")
+        vllm.memory_for(model, 4096, 1, BF16, BF16, options=VllmOptions(version="0.6"))
     # the same model in vLLM 0.11 is not refused for its architecture
     try:
-        vllm.capacity(model, 40 * GiB, BF16, BF16, max_model_len=4096, version="0.11")
+        vllm.capacity(model, 40 * GiB, BF16, BF16, max_model_len=4096, options=VllmOptions(version="0.11"))
     except KvcalcError as other:
         assert "not supported for now" not in str(other)
 
@@ -74,15 +75,15 @@ def test_v06_refuses_with_the_registry_text(name):
 @pytest.mark.parametrize("name", sorted(KVCALC_REFUSES))
 def test_v06_refuses_what_kvcalc_does_not_model(name):
     with pytest.raises(KvcalcError, match=KVCALC_REFUSES[name]):
-        vllm.capacity(load_model(name), 40 * GiB, BF16, BF16, max_model_len=4096, version="0.6")
+        vllm.capacity(load_model(name), 40 * GiB, BF16, BF16, max_model_len=4096, options=VllmOptions(version="0.6"))
 
 
 @pytest.mark.parametrize("block_size", [8, 16, 32])
 def test_v06_block_sizes_taken_on_cuda(block_size):
     # llama-3.1-8b: block = block_size x 32 layers x 8 heads x 128 x 2 (K, V) x 2 B = block_size x 131,072 B;
     # 1 GiB // that: 8 -> 1,048,576 B, 1,024 blocks; 16 -> 2,097,152 B, 512; 32 -> 4,194,304 B, 256
-    r = vllm.capacity(load_model("llama-3.1-8b"), GiB, BF16, BF16, max_model_len=4096, version="0.6",
-                      block_size=block_size)
+    r = vllm.capacity(load_model("llama-3.1-8b"), GiB, BF16, BF16, max_model_len=4096,
+                      options=VllmOptions(version="0.6", block_size=block_size))
     assert (r.page_size_bytes, r.num_gpu_blocks) == {8: (1_048_576, 1024), 16: (2_097_152, 512),
                                                      32: (4_194_304, 256)}[block_size]
 
@@ -90,17 +91,20 @@ def test_v06_block_sizes_taken_on_cuda(block_size):
 @pytest.mark.parametrize("block_size", [64, 128])
 def test_v06_refuses_blocks_above_32_on_cuda(block_size):
     with pytest.raises(KvcalcError) as e:
-        vllm.capacity(load_model("llama-3.1-8b"), GiB, BF16, BF16, version="0.6", block_size=block_size)
+        vllm.capacity(load_model("llama-3.1-8b"), GiB, BF16, BF16,
+                      options=VllmOptions(version="0.6", block_size=block_size))
     assert str(e.value) == (f"--block-size {block_size}: vLLM 0.6 refuses it: CUDA Paged Attention kernel only "
                             f"supports block sizes up to 32. Got {block_size}. (vllm/config.py CacheConfig._verify_args)")
     # vLLM 0.11 takes them (BlockSize = Literal[1, 8, 16, 32, 64, 128, 256])
-    assert vllm.capacity(load_model("llama-3.1-8b"), GiB, BF16, BF16, version="0.11", block_size=block_size).block_size == block_size
+    assert vllm.capacity(load_model("llama-3.1-8b"), GiB, BF16, BF16,
+                         options=VllmOptions(version="0.11", block_size=block_size)).block_size == block_size
 
 
 @pytest.mark.parametrize("block_size", [1, 4, 24, 256])
 def test_v06_refuses_block_sizes_outside_argparse_choices(block_size):
     with pytest.raises(KvcalcError) as e:
-        vllm.capacity(load_model("llama-3.1-8b"), GiB, BF16, BF16, version="0.6", block_size=block_size)
+        vllm.capacity(load_model("llama-3.1-8b"), GiB, BF16, BF16,
+                      options=VllmOptions(version="0.6", block_size=block_size))
     assert str(e.value) == (f"--block-size {block_size}: vLLM 0.6 refuses it: argument --block-size: invalid choice: "
                             f"{block_size} (choose from 8, 16, 32, 64, 128) (vllm/engine/arg_utils.py)")
     assert e.value.field == "block_size"
@@ -109,20 +113,21 @@ def test_v06_refuses_block_sizes_outside_argparse_choices(block_size):
 def test_v06_block_size_refused_before_the_model():
     # vLLM's argparse runs before the model's config is read: the block size is named first
     with pytest.raises(KvcalcError, match="--block-size 64: vLLM 0.6 refuses it"):
-        vllm.capacity(load_model("qwen3-8b"), GiB, BF16, BF16, version="0.6", block_size=64)
+        vllm.capacity(load_model("qwen3-8b"), GiB, BF16, BF16, options=VllmOptions(version="0.6", block_size=64))
 
 
 def test_v06_default_swap_space_is_4_gib():
     # llama-3.1-8b, block 16: 2,097,152 B; vLLM 0.6's default swap 4 GiB // 2,097,152 = 2,048 CPU blocks
     llama = load_model("llama-3.1-8b")
-    r = vllm.capacity(llama, GiB, BF16, BF16, max_model_len=4096, version="0.6")
+    r = vllm.capacity(llama, GiB, BF16, BF16, max_model_len=4096, options=VllmOptions(version="0.6"))
     assert (r.num_gpu_blocks, r.num_cpu_blocks) == (512, 2048)
     assert r.log_lines[1] == "# GPU blocks: 512, # CPU blocks: 2048"
-    assert VllmOptions(version="0.6").swap_space_bytes == 4 * GiB == vllm.V06_SWAP_SPACE_BYTES
-    assert VllmOptions(v0=True, swap_space_bytes=0).swap_space_bytes == 0
+    assert VllmOptions(version="0.6").swap_space_bytes == 4 * GiB == v0_6.SWAP_SPACE_BYTES
+    assert VllmOptions(version="0.6", swap_space_bytes=0).swap_space_bytes == 0
     assert VllmOptions().swap_space_bytes == 0  # V1 has no swap
     # deepseek-v3 per-head V0 block 127,926,272 B: 4 GiB // that = 33 CPU blocks (33 x 127,926,272 = 4,221,566,976)
-    r = vllm.capacity(load_model("deepseek-v3"), 40 * GiB, BF16, BF16, max_model_len=4096, version="0.6")
+    r = vllm.capacity(load_model("deepseek-v3"), 40 * GiB, BF16, BF16, max_model_len=4096,
+                      options=VllmOptions(version="0.6"))
     assert r.num_cpu_blocks == 33
 
 

@@ -26,7 +26,9 @@ import warnings
 import pytest
 
 from kvcalc.engines import vllm
+from kvcalc.engines.vllm import v0_33_mla
 from kvcalc.errors import KvcalcError
+from kvcalc.engines.vllm import VllmOptions
 from kvcalc.formats import kv_format
 from kvcalc.load.models import load_model
 
@@ -39,7 +41,8 @@ H100, B200, RTX5090 = "9.0", "10.0", "12.0"
 def cap(model, kv=BF16, cc=H100, vendor="nvidia", **kw):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        return vllm.capacity(model, GiB, kv, kv, compute_capability=cc, vendor=vendor, max_model_len=4096, **kw)
+        return vllm.capacity(model, GiB, kv, kv, max_model_len=4096,
+                             options=VllmOptions(compute_capability=cc, vendor=vendor, **kw))
 
 
 def figures(r):
@@ -204,11 +207,11 @@ def test_flashinfer_mla_needs_qk_nope_64_128_or_192():
 
 
 def test_mla_backend_reasons_are_vllms_words():
-    assert vllm.mla_backend_priorities("9.0") == ("FLASH_ATTN_MLA", "FLASHMLA", "FLASHINFER_MLA", "TRITON_MLA")
-    assert vllm.mla_backend_priorities("10.3")[:3] == ("FLASHINFER_MLA", "TOKENSPEED_MLA", "CUTLASS_MLA")
-    assert vllm.mla_backend_priorities("8.9") == vllm.mla_backend_priorities("9.0")
-    assert vllm.mla_backend_reasons("FLASH_ATTN_MLA", LITE, "fp8", 8, "10.0") == [
+    assert v0_33_mla.mla_backend_priorities("9.0") == ("FLASH_ATTN_MLA", "FLASHMLA", "FLASHINFER_MLA", "TRITON_MLA")
+    assert v0_33_mla.mla_backend_priorities("10.3")[:3] == ("FLASHINFER_MLA", "TOKENSPEED_MLA", "CUTLASS_MLA")
+    assert v0_33_mla.mla_backend_priorities("8.9") == v0_33_mla.mla_backend_priorities("9.0")
+    assert v0_33_mla.mla_backend_reasons("FLASH_ATTN_MLA", LITE, "fp8", 8, "10.0") == [
         "kv_cache_dtype not supported", "block_size not supported", "compute capability not supported",
         "FlashAttention MLA not supported on this device"]
-    assert vllm.MLA_BACKENDS_033["FLASHMLA"].preferred_block_size() == 64
-    assert vllm.MLA_BACKENDS_033["TRITON_MLA"].preferred_block_size() == 16
+    assert v0_33_mla.MLA_BACKENDS["FLASHMLA"].preferred_block_size() == 64
+    assert v0_33_mla.MLA_BACKENDS["TRITON_MLA"].preferred_block_size() == 16

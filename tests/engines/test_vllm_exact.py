@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+from kvcalc.engines.vllm import VllmOptions
 from kvcalc.engines import vllm
 from kvcalc.errors import KvcalcError, KvcalcWarning
 from kvcalc.formats import kv_format
@@ -57,7 +58,8 @@ def test_v1_llama_tp2_block32():
     # one group of 32 layers -> page_size_bytes 32 x 65,536 = 2 MiB; 4 GiB // 65,536 // 32 = 2,048 blocks;
     # tokens 2,048 x 32 = 65,536; a request of 8,192 needs cdiv(8192, 32) = 256 blocks -> 8.00x;
     # 4 requests of n: 4 x cdiv(n, 32) <= 2,048 -> n <= 16,384. Block 0 is the null block: 2,047 usable.
-    r = vllm.capacity(llama(), 4 * GiB, BF16, BF16, tp=2, block_size=32, max_model_len=8192, concurrency=4, version="0.11")
+    r = vllm.capacity(llama(), 4 * GiB, BF16, BF16, tp=2, max_model_len=8192, concurrency=4,
+                      options=VllmOptions(block_size=32, version="0.11"))
     assert r.model_dump() == dict(
         EMPTY, engine="vllm", engine_version=V1, kv_memory_bytes=4 * GiB, kv_cache_dtype="bf16", block_size=32,
         page_size_bytes=2 * MiB, num_gpu_blocks=2048, usable_blocks=2047, num_cpu_blocks=None,
@@ -77,8 +79,8 @@ def test_v1_gemma_hybrid_groups_padding_and_batched_tokens():
     # 3 requests of n >= 3,071: 3 x (1,158 + cdiv(n, 16)) <= 6,553 -> cdiv(n, 16) <= 1,026 -> n <= 16,416.
     # need = (52 x 193 + 10 x 2,048) x 131,072 = 3,999,793,152 B < 8 GiB: no warning.
     with no_warnings():
-        r = vllm.capacity(gemma(), 8 * GiB, BF16, BF16, max_model_len=32768, concurrency=3,
-                          max_num_batched_tokens=2048, kv_cache_dtype="auto", version="0.11")
+        r = vllm.capacity(gemma(), 8 * GiB, BF16, BF16, max_model_len=32768, concurrency=3, kv_cache_dtype="auto",
+                          options=VllmOptions(max_num_batched_tokens=2048, version="0.11"))
     assert r.model_dump() == dict(
         EMPTY, engine="vllm", engine_version=V1, kv_memory_bytes=8 * GiB, kv_cache_dtype="auto", block_size=16,
         page_size_bytes=1_310_720, num_gpu_blocks=6553, usable_blocks=6552, num_cpu_blocks=None,
@@ -88,7 +90,7 @@ def test_v1_gemma_hybrid_groups_padding_and_batched_tokens():
                    "Maximum concurrency for 32,768 tokens per request: 2.04x"],
         notes=["7 KV cache groups of 10 layers: 8 padding layers"])
     # with vLLM's default 8,192 batched tokens a sliding group needs cdiv(9215, 16) + 1 = 577 pages
-    r = vllm.capacity(gemma(), 8 * GiB, BF16, BF16, max_model_len=32768, version="0.11")
+    r = vllm.capacity(gemma(), 8 * GiB, BF16, BF16, max_model_len=32768, options=VllmOptions(version="0.11"))
     assert r.max_concurrency == pytest.approx(6553 / (6 * 577 + 2048))
 
 
@@ -100,7 +102,8 @@ def test_v1_too_small_for_max_model_len_warns_with_the_estimate():
            "which is larger than the available KV cache memory (2.00 GiB). Based on the available memory, the "
            f"estimated maximum model length is 10144. {TRY}")
     with pytest.warns(KvcalcWarning) as w:
-        r = vllm.capacity(gemma(), 2 * GiB, BF16, BF16, max_num_batched_tokens=2048, version="0.11")
+        r = vllm.capacity(gemma(), 2 * GiB, BF16, BF16,
+                          options=VllmOptions(max_num_batched_tokens=2048, version="0.11"))
     assert [str(x.message) for x in w] == [f"vLLM would refuse to start: {msg}"]
     assert r.notes == [f"vLLM refuses to start at this max_model_len: {msg}",
                        "7 KV cache groups of 10 layers: 8 padding layers"]
@@ -114,7 +117,7 @@ def test_v1_estimate_of_one_token_is_printed():
     # block 1: page = 4,096 B per layer; 196,608 B // 4,096 // 32 = 1 block. One token needs
     # 32 x 4,096 = 131,072 B, two need 262,144 B > 196,608: the estimate is 1 (printed, since > 0).
     with pytest.warns(KvcalcWarning, match="the estimated maximum model length is 1. Try"):
-        r = vllm.capacity(llama(), 196_608, BF16, BF16, block_size=1, version="0.11")
+        r = vllm.capacity(llama(), 196_608, BF16, BF16, options=VllmOptions(block_size=1, version="0.11"))
     assert "(16.00 GiB KV cache is needed" in r.notes[0]  # 131,072 tokens x 131,072 B = 16 GiB
     assert "available KV cache memory (0.00 GiB)" in r.notes[0]
 
@@ -122,12 +125,12 @@ def test_v1_estimate_of_one_token_is_printed():
 def test_v1_exactly_enough_memory_starts_without_a_warning():
     # L = 1,024, block 16: need = 32 layers x 64 pages x 65,536 B = 134,217,728 B = 128 MiB exactly
     with no_warnings():
-        r = vllm.capacity(llama(), 128 * MiB, BF16, BF16, max_model_len=1024, version="0.11")
+        r = vllm.capacity(llama(), 128 * MiB, BF16, BF16, max_model_len=1024, options=VllmOptions(version="0.11"))
     # 128 MiB // 65,536 // 32 = 64 blocks = 1,024 tokens; 64 / 64 = 1.00x
     assert (r.num_gpu_blocks, r.usable_blocks, r.kv_cache_tokens, r.max_concurrency) == (64, 63, 1024, 1.0)
     # one block only (2 MiB, L = 16): 1 block, 0 usable (block 0 is vLLM's null block)
     with no_warnings():
-        r = vllm.capacity(llama(), 2 * MiB, BF16, BF16, max_model_len=16, version="0.11")
+        r = vllm.capacity(llama(), 2 * MiB, BF16, BF16, max_model_len=16, options=VllmOptions(version="0.11"))
     assert (r.num_gpu_blocks, r.usable_blocks, r.kv_cache_tokens) == (1, 0, 16)
 
 
@@ -138,7 +141,8 @@ def test_v1_all_sliding_model_is_one_sliding_group():
     # (as a full group it would need 2,048). need = 32 x 769 x 65,536 B = 1.50 GiB > 1 GiB: warns;
     # estimate: cdiv(n, 16) + 1 <= 512 -> n <= 8,176.
     with pytest.warns(KvcalcWarning, match=r"\(1\.50 GiB KV cache .* \(1\.00 GiB\).* length is 8176\. "):
-        r = vllm.capacity(load_model("mistral-7b-v0.1"), GiB, BF16, BF16, max_model_len=32768, version="0.11")
+        r = vllm.capacity(load_model("mistral-7b-v0.1"), GiB, BF16, BF16, max_model_len=32768,
+                          options=VllmOptions(version="0.11"))
     assert (r.num_gpu_blocks, r.kv_cache_tokens, r.page_size_bytes) == (512, 8192, 2 * MiB)
     assert r.max_concurrency == pytest.approx(512 / 769)
 
@@ -158,8 +162,8 @@ def test_v0_gemma_sliding_layers_full_length():
     refuse = ("vLLM V0 would refuse to start: The model's max seq len (8000) is larger than the maximum number "
               f"of tokens that can be stored in KV cache (4160). {TRY}")
     with pytest.warns(KvcalcWarning) as w:
-        r = vllm.capacity(load_model("gemma-2-9b"), GiB, BF16, FP8, max_model_len=8000, concurrency=2, v0=True,
-                          swap_space_bytes=GiB)
+        r = vllm.capacity(load_model("gemma-2-9b"), GiB, BF16, FP8, max_model_len=8000, concurrency=2,
+                          options=VllmOptions(version="0.6", swap_space_bytes=GiB))
     assert [str(x.message) for x in w] == [refuse]
     assert r.model_dump() == dict(
         EMPTY, engine="vllm", engine_version=V0, kv_memory_bytes=GiB, kv_cache_dtype="bf16/fp8_e4m3",
@@ -175,9 +179,10 @@ def test_v0_one_block_of_exactly_max_model_len_starts_quietly():
     # llama-3.1-8b V0 block = 16 x 131,072 B = 2 MiB; 2 MiB holds 1 block = 16 tokens = L: no warning,
     # no sliding note; vLLM 0.6's default 4 GiB of swap: 4 GiB // 2 MiB = 2,048 CPU blocks (none without swap).
     with no_warnings():
-        r = vllm.capacity(llama(), 2 * MiB, BF16, BF16, max_model_len=16, v0=True)
+        r = vllm.capacity(llama(), 2 * MiB, BF16, BF16, max_model_len=16, options=VllmOptions(version="0.6"))
     assert (r.num_gpu_blocks, r.num_cpu_blocks, r.kv_cache_tokens, r.max_concurrency, r.notes) == (1, 2048, 16, 1.0, [])
-    assert vllm.capacity(llama(), 2 * MiB, BF16, BF16, max_model_len=16, v0=True, swap_space_bytes=0).num_cpu_blocks == 0
+    assert vllm.capacity(llama(), 2 * MiB, BF16, BF16, max_model_len=16,
+                         options=VllmOptions(version="0.6", swap_space_bytes=0)).num_cpu_blocks == 0
     assert r.log_lines[0] == "the rest of the memory reserved for KV Cache is 0.00GiB."
 
 
@@ -185,16 +190,17 @@ def test_v0_one_block_of_exactly_max_model_len_starts_quietly():
 
 def test_max_num_batched_tokens_bounds():
     with pytest.raises(KvcalcError, match="--max-num-batched-tokens must be a positive integer, got 0"):
-        vllm.capacity(llama(), GiB, BF16, BF16, max_num_batched_tokens=0)
-    r = vllm.capacity(llama(), GiB, BF16, BF16, max_model_len=1024, max_num_batched_tokens=1)  # 1 is allowed
+        vllm.capacity(llama(), GiB, BF16, BF16, options=VllmOptions(max_num_batched_tokens=0))
+    r = vllm.capacity(llama(), GiB, BF16, BF16, max_model_len=1024,
+                      options=VllmOptions(max_num_batched_tokens=1))  # 1 is allowed
     assert r.num_gpu_blocks == 512  # 1 GiB // 65,536 // 32 = 16,384 // 32
 
 
 def test_block_size_bounds():
     with pytest.raises(KvcalcError, match="--block-size must be a positive integer, got 0"):
-        vllm.capacity(llama(), GiB, BF16, BF16, block_size=0)
+        vllm.capacity(llama(), GiB, BF16, BF16, options=VllmOptions(block_size=0))
     # 1 is in BLOCK_SIZES; 0.11 takes it, 0.33 finds no CUDA backend for it (tests/engines/test_vllm_backends.py)
-    r = vllm.capacity(llama(), GiB, BF16, BF16, block_size=1, max_model_len=1024, version="0.11")
+    r = vllm.capacity(llama(), GiB, BF16, BF16, max_model_len=1024, options=VllmOptions(block_size=1, version="0.11"))
     assert r.num_gpu_blocks == GiB // 4096 // 32
 
 
@@ -210,10 +216,10 @@ def test_block_format_and_recurrent_layers_refused():
         vllm.capacity(llama(), GiB, Q8, Q8)
     # Jamba in V0 (0.6.6's registry has it): the Mamba state lives outside the blocks (modelled for V1 only)
     with pytest.raises(KvcalcError, match="jamba-1.5-mini: vLLM 0.6 \\(V0\\) keeps Mamba state outside"):
-        vllm.capacity(load_model("jamba-1.5-mini"), GiB, BF16, BF16, v0=True)
+        vllm.capacity(load_model("jamba-1.5-mini"), GiB, BF16, BF16, options=VllmOptions(version="0.6"))
     hybrid = load_model("qwen3-next-80b-a3b")
     with pytest.raises(KvcalcError, match="failed to convert the KV cache specs to one unified type.\\)$"):
-        vllm.kv_cache_groups(hybrid, hybrid_allocator=False)
+        vllm.rules().kv_cache_groups(hybrid, hybrid_allocator=False)
 
 
 # ----- groups, pages, memory_for ----------------------------------------------------------------
@@ -227,17 +233,17 @@ def _mix(n_sliding: int, n_full: int) -> ModelSpec:
 def test_hybrid_layers_per_group_threshold():
     S, F = vllm.Group, vllm.Group
     # 15 sliding, 10 full: 15 < 1.5 x 10 is false -> groups of 10; sliding split in 2 (8 + 7 layers)
-    assert vllm.kv_cache_groups(_mix(15, 10)) == (
+    assert vllm.rules().kv_cache_groups(_mix(15, 10)) == (
         [S("sliding", 128, 8), S("sliding", 128, 7), F("full", None, 10)], 10)
     # 12 sliding, 10 full: 12 < 15 -> groups of the larger count, 12
-    assert vllm.kv_cache_groups(_mix(12, 10)) == ([S("sliding", 128, 12), F("full", None, 10)], 12)
+    assert vllm.rules().kv_cache_groups(_mix(12, 10)) == ([S("sliding", 128, 12), F("full", None, 10)], 12)
     # 20 sliding, 10 full: groups of 10
-    assert vllm.kv_cache_groups(_mix(20, 10)) == (
+    assert vllm.rules().kv_cache_groups(_mix(20, 10)) == (
         [S("sliding", 128, 10), S("sliding", 128, 10), F("full", None, 10)], 10)
     # without the hybrid allocator the sliding layers become full ones: one group
-    assert vllm.kv_cache_groups(_mix(15, 10), hybrid_allocator=False) == ([F("full", None, 25)], 25)
+    assert vllm.rules().kv_cache_groups(_mix(15, 10), hybrid_allocator=False) == ([F("full", None, 25)], 25)
     # an all-sliding model is one sliding group with its window
-    assert vllm.kv_cache_groups(load_model("mistral-7b-v0.1")) == ([S("sliding", 4096, 32)], 32)
+    assert vllm.rules().kv_cache_groups(load_model("mistral-7b-v0.1")) == ([S("sliding", 4096, 32)], 32)
 
 
 def test_sliding_pages_window_straddles_a_block():
@@ -262,26 +268,31 @@ def test_page_size_bytes_defaults_and_per_token_head_scales():
 
 def test_memory_for_v1_v0_and_defaults():
     # llama, 1,000 tokens x 3, block 16: 3 x 63 blocks x 65,536 B x 32 layers = 396,361,728 B
-    assert vllm.memory_for(llama(), 1000, 3, BF16, BF16, version="0.11") == 396_361_728
+    assert vllm.memory_for(llama(), 1000, 3, BF16, BF16, options=VllmOptions(version="0.11")) == 396_361_728
     # V0: 3 x cdiv(1000, 16) x 65,536 x 32 = the same 396,361,728 B for a uniform model
-    assert vllm.memory_for(llama(), 1000, 3, BF16, BF16, v0=True) == 396_361_728
+    assert vllm.memory_for(llama(), 1000, 3, BF16, BF16, options=VllmOptions(version="0.6")) == 396_361_728
     # gemma-2-9b (0.6.6 has no Gemma-3), 4,096 tokens, V0: 256 blocks x 16 x 8,192 B x 42 layers =
     # 1,409,286,144 B (sliding layers full)
-    assert vllm.memory_for(load_model("gemma-2-9b"), 4096, 1, BF16, BF16, v0=True) == 1_409_286_144
+    assert vllm.memory_for(load_model("gemma-2-9b"), 4096, 1, BF16, BF16,
+                           options=VllmOptions(version="0.6")) == 1_409_286_144
     # gemma V1 hybrid (default): a sliding group needs cdiv(min(1023 + 8192, 4096), 16) + 1 = 257 pages, the
     # full one cdiv(4096, 16) = 256: (6 x 257 + 256) x 131,072 B x 10 layers per group
-    assert vllm.memory_for(gemma(), 4096, 1, BF16, BF16, version="0.11") == (6 * 257 + 256) * 1_310_720
+    assert vllm.memory_for(gemma(), 4096, 1, BF16, BF16,
+                           options=VllmOptions(version="0.11")) == (6 * 257 + 256) * 1_310_720
     # 2,048 batched tokens: sliding min(3071, 4096) -> 192 + 1 = 193 pages
-    assert vllm.memory_for(gemma(), 4096, 1, BF16, BF16, max_num_batched_tokens=2048, version="0.11") == (6 * 193 + 256) * 1_310_720
+    assert vllm.memory_for(gemma(), 4096, 1, BF16, BF16,
+            options=VllmOptions(max_num_batched_tokens=2048, version="0.11")) == (6 * 193 + 256) * 1_310_720
     # no hybrid allocator: one group of 62 full layers: 256 x 131,072 x 62 = 2,080,374,784 B
-    assert vllm.memory_for(gemma(), 4096, 1, BF16, BF16, hybrid_allocator=False, version="0.11") == 2_080_374_784
+    assert vllm.memory_for(gemma(), 4096, 1, BF16, BF16,
+                           options=VllmOptions(hybrid_allocator=False, version="0.11")) == 2_080_374_784
     # tp 2 halves the page; per-token-head int8 scales add 512 B per 16,384 B page (see above)
-    assert vllm.memory_for(llama(), 16, 1, BF16, BF16, tp=2, version="0.11") == 32_768 * 32
-    assert vllm.memory_for(llama(), 16, 1, INT8, INT8, tp=2, per_token_head_scales=True, version="0.11") == 16_896 * 32
+    assert vllm.memory_for(llama(), 16, 1, BF16, BF16, tp=2, options=VllmOptions(version="0.11")) == 32_768 * 32
+    assert vllm.memory_for(llama(), 16, 1, INT8, INT8, tp=2,
+                           options=VllmOptions(per_token_head_scales=True, version="0.11")) == 16_896 * 32
 
 
 def test_default_kv_dtype_fp32_checkpoint():
     fp32 = ModelSpec(name="t", n_layers=2, n_heads=4, n_kv_heads=2, head_dim=16, dtype="fp32")
     assert vllm.default_kv_dtype(fp32) == ("bf16", "auto (bf16: fp32 checkpoint served in bf16)")
-    assert vllm.default_kv_dtype(fp32, v0=True) == ("fp16", "auto (fp16: fp32 checkpoint served in fp16)")
+    assert vllm.rules("0.6").default_kv_dtype(fp32) == ("fp16", "auto (fp16: fp32 checkpoint served in fp16)")
     assert vllm.default_kv_dtype(llama()) == ("bf16", "auto (bf16)")

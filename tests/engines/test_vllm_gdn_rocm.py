@@ -11,9 +11,10 @@ ROCM_AITER_FA 16/32, TRITON_ATTN multiples of 16).
 
 from typer.testing import CliRunner
 
+from kvcalc.engines.vllm import VllmOptions
 from kvcalc.cli.app import app
 from kvcalc.engines import vllm
-from kvcalc.engines.vllm_hybrid import gdn_flashinfer_prefill
+from kvcalc.engines.vllm.v0_33 import gdn_flashinfer_prefill
 from kvcalc.formats import kv_format
 from kvcalc.load.models import load_model
 
@@ -24,7 +25,7 @@ BF16 = kv_format("bf16")
 def test_amd_gdn_prefill_is_not_flashinfer_and_says_so():
     m = load_model("qwen3-next-80b-a3b")
     assert gdn_flashinfer_prefill(m, "9.0") and not gdn_flashinfer_prefill(m, "9.0", "amd")
-    r = vllm.capacity(m, 40 * GiB, BF16, BF16, version="0.33", max_model_len=32768, vendor="amd")
+    r = vllm.capacity(m, 40 * GiB, BF16, BF16, max_model_len=32768, options=VllmOptions(version="0.33", vendor="amd"))
     # alignment 16 (no 64-token checkpoint): 16 x cdiv(1,097,728, 16 x 2,048 = 32,768) = 16 x 34 = 544
     # tokens; 12 layers per group x 544 x 2,048 B = 13,369,344 B per block;
     # 42,949,672,960 // 13,369,344 = 3,212 blocks
@@ -35,7 +36,7 @@ def test_amd_gdn_prefill_is_not_flashinfer_and_says_so():
     assert any(n.startswith("Gated DeltaNet prefill on ROCm: AITER FlyDSL or Triton/FLA") for n in r.notes)
     assert any("(ROCM_ATTN / ROCM_AITER_FA / TRITON_ATTN)" in n for n in r.notes)
     # no vendor and no compute capability: Hopper assumed (FlashInfer, 576 tokens), and said
-    h = vllm.capacity(m, 40 * GiB, BF16, BF16, version="0.33", max_model_len=32768)
+    h = vllm.capacity(m, 40 * GiB, BF16, BF16, max_model_len=32768, options=VllmOptions(version="0.33"))
     assert h.block_size == 576 and any("no GPU given" in n for n in h.notes)
 
 

@@ -1,4 +1,4 @@
-"""Exact figures and errors of `kvcalc.engines.vllm_hybrid`, worked by hand from vLLM 0.11.0 /
+"""Exact figures and errors of `kvcalc.engines.vllm.hybrid`, worked by hand from vLLM 0.11.0 /
 0.33.0's code (the mutation run's survivors in that module).
 
 Sources: `vllm/model_executor/layers/mamba/mamba_utils.py` `MambaStateShapeCalculator` (state
@@ -11,12 +11,8 @@ key_dim 128); 0.11 `MambaModelConfig` (prefix caching refused for hybrids).
 
 import pytest
 
-from kvcalc.engines.vllm_hybrid import (
-    align_block_size,
-    gdn_flashinfer_prefill,
-    mamba_state,
-    state_dtype_note,
-)
+from kvcalc.engines import vllm
+from kvcalc.engines.vllm.v0_33 import gdn_flashinfer_prefill
 from kvcalc.errors import MESSAGE, OPTION_VALUE, KvcalcError
 from kvcalc.formats import kv_format
 from kvcalc.load.models import load_model
@@ -24,6 +20,21 @@ from kvcalc.schema import ModelSpec
 from tests.engines.test_vllm_hybrid import granite, nemotron
 
 BF16 = kv_format("bf16")
+
+
+def mamba_state(model, tp, version, *args):
+    """`V1Rules.mamba_state` of vLLM `version`."""
+    return vllm.rules(version).mamba_state(model, tp, *args)
+
+
+def state_dtype_note(model, state, version, *args):
+    """`V1Rules.state_dtype_note` of vLLM `version`."""
+    return vllm.rules(version).state_dtype_note(model, state, *args)
+
+
+def align_block_size(model, attention, k, v, *, version, **kw):
+    """`V1Rules.align_block_size` of vLLM `version`."""
+    return vllm.rules(version).align_block_size(model, attention, k, v, **kw)
 
 
 def qwen35(**update) -> ModelSpec:

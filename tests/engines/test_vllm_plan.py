@@ -1,5 +1,5 @@
 """`kvcalc plan --engine vllm` sizes each candidate GPU with vLLM's own blocks
-(`kvcalc.engines.vllm_plan`), so that a plan's max concurrency and fit on a GPU are what
+(`kvcalc.engines.vllm.plan`), so that a plan's max concurrency and fit on a GPU are what
 `kvcalc capacity --engine vllm --gpu G` gives for the KV memory the plan leaves.
 
 DeepSeek-V2-Lite (configs/models/deepseek-v2-lite.yaml: 27 MLA layers, latent 512 + rope 64 =
@@ -30,7 +30,7 @@ from kvcalc.calc.defaults import DEFAULT_CUDA_CONTEXT_BYTES
 from kvcalc.calc.memory_plan import Layout, Planner
 from kvcalc.engines import vllm
 from kvcalc.engines.profile import VllmOptions
-from kvcalc.engines.vllm_plan import VllmPlanKv
+from kvcalc.engines.vllm.plan import VllmPlanKv
 from kvcalc.errors import KvcalcError
 from kvcalc.load.gpus import get_gpu
 from kvcalc.load.models import load_model

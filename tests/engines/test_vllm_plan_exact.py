@@ -1,4 +1,4 @@
-"""Exact figures of `kvcalc.engines.vllm_plan` (the mutation run's survivors in that module),
+"""Exact figures of `kvcalc.engines.vllm.plan` (the mutation run's survivors in that module),
 worked by hand from vLLM's block arithmetic.
 
 Sources: V1 `vllm/v1/core/kv_cache_utils.py` `get_num_blocks` (blocks = M // (page x layers per
@@ -12,7 +12,7 @@ import pytest
 
 from kvcalc.engines import vllm
 from kvcalc.engines.profile import VllmOptions
-from kvcalc.engines.vllm_plan import (
+from kvcalc.engines.vllm.plan import (
     VllmPlanKv,
     gpu_options,
     launch_block_size,
@@ -129,7 +129,7 @@ def test_v0_blocks_per_request_are_cdiv_of_the_length():
     assert kv.max_batch(96, [10_000_000]) == 4
 
 
-# ----- what resolve passes on to vllm._resolve ------------------------------------------------------
+# ----- what resolve passes on to the release's resolve-----------------------------------------------------
 
 def test_resolve_passes_the_options_on():
     llama = load_model("llama-3.1-8b")

@@ -14,6 +14,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).parent))
 from gguf_files import write_gguf
 
+from kvcalc.engines.llamacpp import LlamacppOptions
 from kvcalc.calc.kv_cache import estimate
 from kvcalc.calc.weights import checkpoint_weight_bytes, param_counts
 from kvcalc.errors import ConfigError, KvcalcWarning
@@ -236,7 +237,8 @@ def test_deepseek_v3_expanded_layout_warns(tmp_path):
     from kvcalc.formats import kv_format
 
     f16 = kv_format("f16")
-    assert llamacpp.allocate(m, 256, f16, f16, tool="llama-cli").engine_kv_bytes == 1_279_262_720
+    assert llamacpp.allocate(m, 256, f16, f16,
+                             options=LlamacppOptions(tool="llama-cli")).engine_kv_bytes == 1_279_262_720
 
 
 def test_deepseek_v2_lite_has_no_q_lora(tmp_path):

@@ -16,6 +16,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).parent))
 from gguf_files import write_gguf
 
+from kvcalc.engines.llamacpp import LlamacppOptions
 from kvcalc.calc.kv_cache import kv_bytes_per_token, state_bytes_per_seq
 from kvcalc.engines import llamacpp
 from kvcalc.errors import ConfigError
@@ -67,7 +68,7 @@ def test_nemotron_nano_9b_v2_d_inner_is_not_a_multiple_of_hidden(tmp_path):
     g = model_from_gguf(write_gguf(tmp_path / "nano.gguf", "nemotron_h", nemotron_kv(PATTERN_9B, 4480, 40, 128, 80, 15680),
                                    norms(56)))
     assert (g.layer_kinds.count("mamba"), g.layer_kinds.count("full"), g.layer_kinds.count("mlp")) == (27, 4, 25)
-    r = llamacpp.allocate(g, 1024, F16, F16, tool="library", n_gpu_layers=0)
+    r = llamacpp.allocate(g, 1024, F16, F16, options=LlamacppOptions(tool="library", n_gpu_layers=0))
     # n_embd_r = 3 x (10,240 + 2 x 8 x 128) = 36,864, n_embd_s = 128 x 10,240 = 1,310,720; 27 layers x 4 B:
     # R 3,981,312 B (3.80 MiB), S 141,557,760 B (135 MiB)
     assert r.log_lines[-1] == ("llama_memory_recurrent: size =  138.80 MiB (     1 cells,  56 layers,  1 seqs  0 rs_seq), "
@@ -88,7 +89,7 @@ def test_granite_4_h_tiny(tmp_path):
     assert (g.resolved_n_kv_heads, g.resolved_head_dim, g.mamba_n_heads, g.mamba_head_dim) == (4, 128, 48, 64)
     # 2 x 4 x 4 x 128 x 2 B = 8,192 B per token; 36 x (9,984 + 393,216) values x 2 B = 29,030,400 B per sequence
     assert (kv_bytes_per_token(g, "bf16"), state_bytes_per_seq(g)) == (8_192, 29_030_400)
-    r = llamacpp.allocate(g, 4096, F16, F16, tool="library", n_gpu_layers=0)
+    r = llamacpp.allocate(g, 4096, F16, F16, options=LlamacppOptions(tool="library", n_gpu_layers=0))
     # the oracle's granite-4.0-h-tiny at -c 4096: K = 4 x 4,096 x 512 x 2 B = 16 MiB; R 36 x 9,984 x 4 B =
     # 1,437,696 B, S 36 x 393,216 x 4 B = 56,623,104 B (54 MiB)
     assert r.log_lines == [

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import pytest
 
+from kvcalc.engines.vllm import VllmOptions
 from kvcalc.calc.kv_cache import kv_bytes_per_token, kv_cache_bytes, state_bytes_per_seq
 from kvcalc.calc.weights import layer_params, param_counts
 from kvcalc.errors import ConfigError
@@ -254,7 +255,7 @@ def test_nemotron_h_weights_and_engines_refuse_clearly():
 
     # vLLM unifies the pages (tests/engines/test_vllm_hybrid.py has the arithmetic): 0.11 raises the
     # attention block to 16 x cdiv(2,158,592 B of state, 16 x 4,096 B per token) = 528 tokens
-    assert vllm.capacity(m, 2**30, BF16, BF16, version="0.11").block_size == 528
+    assert vllm.capacity(m, 2**30, BF16, BF16, options=VllmOptions(version="0.11")).block_size == 528
 
 
 def test_nemotron_h_pattern_must_match_the_layers():

@@ -41,6 +41,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 
 from llamacpp_geometries import GEOMETRIES
 
+from kvcalc.engines.llamacpp import LlamacppOptions
 from kvcalc.engines import llamacpp
 from kvcalc.errors import KvcalcError
 from kvcalc.formats import kv_format
@@ -234,10 +235,10 @@ def test_llamacpp_allocates_what_kvcalc_prints(name: str, c: dict, engine) -> No
     res = out["results"][c["id"]]
     model = kvcalc_model(name, out["gguf"])
     try:
-        r = llamacpp.allocate(model, c["n_ctx"], kv_format(c["type_k"]), kv_format(c["type_v"]), parallel=c["n_seq_max"],
-                              unified=c["kv_unified"], tool="library", flash_attn=c["flash_attn"],
-                              swa_full=c["swa_full"], n_ubatch=c["n_ubatch"], n_batch=c["n_batch"], n_gpu_layers=0,
-                              version=KVCALC_VERSION)
+        r = llamacpp.allocate(model, c["n_ctx"], kv_format(c["type_k"]), kv_format(c["type_v"]),
+                options=LlamacppOptions(parallel=c["n_seq_max"], unified=c["kv_unified"], tool="library",
+                flash_attn=c["flash_attn"], swa_full=c["swa_full"], n_ubatch=c["n_ubatch"], n_batch=c["n_batch"],
+                n_gpu_layers=0, version=KVCALC_VERSION))
     except KvcalcError as e:
         reasons = [m.group(1) for ln in res["lines"] if (m := ERROR.match(ln))]
         assert not res["ok"], f"kvcalc refuses ({e}) what llama.cpp allocates:\n" + "\n".join(memory_lines(res["lines"]))

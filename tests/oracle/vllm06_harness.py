@@ -354,7 +354,7 @@ def architecture_checks() -> list[Check]:
     from vllm.model_executor.models import ModelRegistry
 
     import kvcalc
-    from kvcalc.engines import vllm as kv_vllm
+    from kvcalc.engines.vllm import v0_6 as kv_vllm_v0
     from kvcalc.errors import KvcalcError
 
     supported = set(ModelRegistry.get_supported_archs())
@@ -373,7 +373,7 @@ def architecture_checks() -> list[Check]:
         except KvcalcError as e:
             k = str(e)
         c = Check(f"arch-{name}", v, k)
-        text_arch = kv_vllm.V06_UNSUPPORTED_ARCHITECTURES.get(kvcalc.load_model(name).model_type or "")
+        text_arch = kv_vllm_v0.UNSUPPORTED_ARCHITECTURES.get(kvcalc.load_model(name).model_type or "")
         if v is None and k is None:
             c.status = "match"
         elif v is None and name in KVCALC_OWN_REFUSALS:

@@ -225,8 +225,8 @@ def run_kvcalc(case: Case) -> tuple[str | None, int | None, str]:
 
     model = load_model(case.model)
     try:
-        size, note = kv_vllm.attention_block_size(model, case.block_size, None, case.compute_capability, "nvidia",
-                                                  "0.33", case.kv_cache_dtype)
+        size, note = kv_vllm.rules("0.33").attention_block_size(model, case.block_size, None,
+                                                                case.compute_capability, "nvidia", case.kv_cache_dtype)
     except KvcalcError as e:
         return None, None, str(e)
     if note is None:  # non-MLA: kvcalc names no backend (every CUDA one takes the same size)

@@ -3,11 +3,12 @@
 `kvcalc plan --engine vllm` asks, for every layout on every GPU, two things of the KV cache:
 the memory each rank must leave vLLM for `batch` requests of `seq_len` tokens, and how many such
 requests the memory a rank leaves admits. Both come from the same pieces `vllm.capacity` and
-`vllm.memory_for` use (`vllm._resolve`: the layers' own dtype, the MLA backend's block size on
-this GPU, a hybrid's unified page; `vllm.kv_cache_groups`, `vllm.blocks_per_request`,
-`vllm.in_flight_tokens`), so a plan's max concurrency on a GPU is floor of the "Maximum
-concurrency" `kvcalc capacity --engine vllm --gpu G --kv-memory M` prints for the KV memory M the
-plan leaves (budget - weights - activation reserve - CUDA context), and a layout fits exactly
+`vllm.memory_for` use (the release's `VllmRules.resolve`: the layers' own dtype, the MLA
+backend's block size on this GPU, a hybrid's unified page; `VllmRules.kv_cache_groups`,
+`common.blocks_per_request`, `VllmRules.in_flight_tokens`), so a plan's max concurrency on a
+GPU is floor of the "Maximum concurrency" `kvcalc capacity --engine vllm --gpu G --kv-memory M`
+prints for the KV memory M the plan leaves (budget - weights - activation reserve - CUDA
+context), and a layout fits exactly
 when vLLM would start and admit the batch:
 
 - V1 (0.11, 0.33): blocks = M // (page x layers per group) (`kv_cache_utils.get_num_blocks`);
@@ -27,7 +28,7 @@ when vLLM would start and admit the batch:
 
 The GPU enters through its compute capability and vendor (`GpuSpec`), as `kvcalc capacity
 --gpu` passes them (`VllmOptions.compute_capability`, `vendor`), which pick an MLA model's
-backend and block size (`vllm.attention_block_size`): in 0.33 FLASH_ATTN_MLA 16 tokens on Hopper
+backend and block size (`V1Rules.attention_block_size`): in 0.33 FLASH_ATTN_MLA 16 tokens on Hopper
 (FLASHMLA 64 for an fp8 cache), FLASHINFER_MLA 32 on Blackwell, TRITON_MLA 16 on ROCm and SM120;
 in 0.11 FlashMLA 64 on Hopper, CUTLASS MLA 128 on Blackwell.
 """
@@ -36,19 +37,16 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
-
-from kvcalc.engines import vllm
+from kvcalc.engines.vllm.versions import rules as release
+from kvcalc.engines.vllm.common import (DEFAULT_BLOCK_SIZE, DEFAULT_MAX_NUM_BATCHED_TOKENS, Group, blocks_per_request,
+                                        default_kv_dtype, vllm_cache_dtype)
+from kvcalc.engines.vllm.options import VllmOptions
 from kvcalc.errors import MESSAGE, KvcalcError
 from kvcalc.formats import kv_format
 from kvcalc.schema import GpuSpec, ModelSpec
 
 
-def _cdiv(a: int, b: int) -> int:
-    return -(-a // b)
-
-
-def gpu_options(options: Any, gpu: GpuSpec | None) -> Any:
+def gpu_options(options: VllmOptions, gpu: GpuSpec | None) -> VllmOptions:
     """`options` (a `VllmOptions`) with the GPU's compute capability and vendor, as `kvcalc
     capacity --gpu` sets them (`cli.options.engine_options`: vendor 'other' is None); no GPU:
     `options` as given."""
@@ -65,18 +63,18 @@ class VllmPlanKv:
     """vLLM's KV arithmetic for one layout (tp, its pipeline stages, K / V formats) on one kind
     of GPU: `block_size` (tokens), `page_bytes` (one page of one layer on one rank), per stage
     (its groups, layers per group), the tokens in flight a sliding request holds
-    (`vllm.in_flight_tokens`), and the notes `vllm._resolve` makes (the backend that set the
-    block size, a layer's own dtype, a hybrid's unified page)."""
+    (`VllmRules.in_flight_tokens`), and the notes the release's `resolve` makes (the backend that
+    set the block size, a layer's own dtype, a hybrid's unified page)."""
 
     version: str
     block_size: int
     page_bytes: int
-    stages: tuple[tuple[tuple[vllm.Group, ...], int], ...]
+    stages: tuple[tuple[tuple[Group, ...], int], ...]
     in_flight: int
     notes: tuple[str, ...] = ()
 
     @classmethod
-    def build(cls, model: ModelSpec, options: Any, gpu: GpuSpec | None, tp: int, stages: tuple[range, ...],
+    def build(cls, model: ModelSpec, options: VllmOptions, gpu: GpuSpec | None, tp: int, stages: tuple[range, ...],
               k_dtype: str, v_dtype: str) -> VllmPlanKv:
         """Resolve once what no (seq_len, batch) changes. `options`: a `VllmOptions`, whose
         compute capability and vendor become the GPU's (`gpu_options`). Raises `KvcalcError`
@@ -92,7 +90,7 @@ class VllmPlanKv:
         import dataclasses
 
         ((groups, per_group),) = whole.stages
-        version = whole.version
+        rules = release(whole.version)
         if len(stages) == 1:
             out = ((tuple(groups), per_group),)
         elif len(groups) > 1:
@@ -101,30 +99,26 @@ class VllmPlanKv:
                               "does not model", field="pp", value=len(stages), form=MESSAGE)
         else:
             g = groups[0]
-            counted = [sum(1 for i in st if model.layers[i].kind != "mlp") for st in stages]
-            if version == "0.6":
-                counted = [len(st) for st in stages]
-            out = tuple(((vllm.Group(g.kind, g.window, n, g.mamba_pages),), n) if n else ((), 0) for n in counted)
+            counted = [rules.stage_layers(model, st) for st in stages]
+            out = tuple(((Group(g.kind, g.window, n, g.mamba_pages),), n) if n else ((), 0) for n in counted)
         return dataclasses.replace(whole, stages=out)
 
-    def _per_request(self, groups: tuple[vllm.Group, ...], seq_len: int) -> int:
-        """Blocks one request of `seq_len` tokens takes (V0: cdiv(seq_len, block_size))."""
-        if self.version == "0.6":
-            return _cdiv(seq_len, self.block_size)
-        return vllm.blocks_per_request(list(groups), seq_len, self.block_size, self.in_flight)
+    def _per_request(self, groups: tuple[Group, ...], seq_len: int) -> int:
+        """Blocks one request of `seq_len` tokens takes (V0's one full group: cdiv(seq_len, block_size))."""
+        return blocks_per_request(list(groups), seq_len, self.block_size, self.in_flight)
 
     def stage_bytes(self, seq_len: int, batch: int) -> list[int]:
         """KV memory (bytes) each stage's rank must leave vLLM so that it starts and admits
         `batch` requests of `seq_len` tokens: `vllm.memory_for`'s blocks x page x layers per
         group (0.33: at least one request's blocks + the null block)."""
         out = []
+        rules = release(self.version)
         for groups, per_group in self.stages:
             if not groups:
                 out.append(0)
                 continue
             per_req = self._per_request(groups, seq_len)
-            blocks = max(batch * per_req, per_req + 1) if self.version == "0.33" else batch * per_req
-            out.append(blocks * self.page_bytes * per_group)
+            out.append(rules.blocks_for_batch(per_req, batch) * self.page_bytes * per_group)
         return out
 
     def max_batch(self, seq_len: int, free_bytes: list[int]) -> int:
@@ -133,40 +127,37 @@ class VllmPlanKv:
         free // (page x layers per group) (floor of `vllm.capacity`'s max concurrency); 0 when
         a stage would not start (0.33: its blocks less the null block hold no request)."""
         best = None
+        rules = release(self.version)
         for (groups, per_group), free in zip(self.stages, free_bytes):
             if not groups:
                 continue
             blocks = max(free, 0) // (self.page_bytes * per_group)
             per_req = self._per_request(groups, seq_len)
-            if self.version == "0.33" and blocks < per_req + 1:
+            if not rules.starts(blocks, per_req):
                 return 0
             n = blocks // per_req
             best = n if best is None else min(best, n)
         return 0 if best is None else best
 
 
-def resolve(model: ModelSpec, options: Any, gpu: GpuSpec | None, tp: int, k_dtype: str, v_dtype: str) -> VllmPlanKv:
+def resolve(model: ModelSpec, options: VllmOptions, gpu: GpuSpec | None, tp: int, k_dtype: str,
+            v_dtype: str) -> VllmPlanKv:
     """The model on one stage on `gpu` (what depends on the GPU, tp and formats, not on the
-    pipeline split): `vllm._resolve`'s block size, page and notes, `vllm.kv_cache_groups`
+    pipeline split): the release's `resolve` (block size, page, notes) and `kv_cache_groups`
     (V0: one block of every layer, sliding ones full, `CacheEngine`). Raises `KvcalcError`
     where `vllm.capacity` would."""
     o = gpu_options(options, gpu)
+    rules = release(o.version)
     k, v = kv_format(k_dtype), kv_format(v_dtype)
-    r = vllm._resolve(model, k, v, tp=tp, block_size=o.block_size, version=o.version,
-                      attention_backend=o.attention_backend, compute_capability=o.compute_capability,
-                      vendor=o.vendor, per_token_head_scales=o.per_token_head_scales,
-                      hybrid_allocator=o.hybrid_allocator, prefix_caching=o.prefix_caching,
-                      chunked_local_hybrid=o.chunked_local_hybrid)
-    in_flight = vllm.in_flight_tokens(o.version, o.max_num_batched_tokens, o.async_scheduling)
-    if o.version == "0.6":
-        groups, per_group = [vllm.Group("full", None, model.n_layers)], model.n_layers
-    else:
-        groups, per_group = vllm.kv_cache_groups(model, r.hybrid_allocator, o.version, r.mamba_pages)
+    r = rules.resolve(model, k, v, tp=tp, options=o)
+    in_flight = rules.in_flight_tokens(o.max_num_batched_tokens, o.async_scheduling)
+    groups, per_group = rules.kv_cache_groups(model, r.hybrid_allocator, r.mamba_pages)
     return VllmPlanKv(version=o.version, block_size=r.block_size, page_bytes=r.page,
                       stages=((tuple(groups), per_group),), in_flight=in_flight, notes=tuple(r.notes))
 
 
-def plan_kv(model: ModelSpec, options: Any) -> Callable[[GpuSpec, int, tuple[range, ...], tuple[str, str]], VllmPlanKv]:
+def plan_kv(model: ModelSpec,
+            options: VllmOptions) -> Callable[[GpuSpec, int, tuple[range, ...], tuple[str, str]], VllmPlanKv]:
     """The callable `calc.plan.PlanSearch.engine_kv` takes: (gpu, tp, stages, (K, V)) ->
     `VllmPlanKv`, resolved once per (compute capability, vendor, tp, formats) and split once per
     pipeline split: GPUs of one architecture share it."""
@@ -192,48 +183,50 @@ def plan_kv(model: ModelSpec, options: Any) -> Callable[[GpuSpec, int, tuple[ran
     return build
 
 
-def launch_block_size(model: ModelSpec, options: Any, gpu: GpuSpec | None, k_dtype: str | None = None) -> int | None:
+def launch_block_size(model: ModelSpec, options: VllmOptions, gpu: GpuSpec | None,
+                      k_dtype: str | None = None) -> int | None:
     """The `--block-size` a launch line states, None where vLLM's default 16 stands.
 
     The block vLLM uses on `gpu` for a `k_dtype` cache (None: the model's dtype) is stated when
     it is not 16 or when the options give one that differs from vLLM's own choice: an MLA
-    model's backend takes another size (`vllm.attention_block_size`; 0.33: FLASHMLA 64 for an
+    model's backend takes another size (`V1Rules.attention_block_size`; 0.33: FLASHMLA 64 for an
     fp8 cache on Hopper, FLASHINFER_MLA 32 on Blackwell, and a `--block-size 16` given on
     Blackwell, which moves vLLM to TRITON_MLA, is stated; 0.11: FlashMLA 64 on Hopper, CUTLASS
     MLA 128 on Blackwell whatever is given). Stating a backend's own preferred size picks the
     same backend again: the ones passed over for it were passed over without it too. A hybrid's
     unified block is vLLM's own choice: not stated."""
     o = gpu_options(options, gpu)
+    rules = release(o.version)
     given = o.block_size
-    own = chosen = given or vllm.DEFAULT_BLOCK_SIZE
-    if o.version != "0.6" and any(layer.kind == "mla" for layer in model.layers):
-        k = kv_format(k_dtype or vllm.default_kv_dtype(model)[0])
-        dtype = vllm.vllm_cache_dtype(model, k, o.per_token_head_scales)
+    own = chosen = given or DEFAULT_BLOCK_SIZE
+    if any(layer.kind == "mla" for layer in model.layers):
+        k = kv_format(k_dtype or default_kv_dtype(model)[0])
+        dtype = vllm_cache_dtype(model, k, o.per_token_head_scales)
 
         def pick(size: int | None) -> int:
-            return vllm.attention_block_size(model, size, o.attention_backend, o.compute_capability, o.vendor,
-                                             o.version, dtype)[0]
+            return rules.attention_block_size(model, size, o.attention_backend, o.compute_capability, o.vendor,
+                                              dtype)[0]
 
         own, chosen = pick(None), pick(given)
     elif given is not None:
-        own = vllm.DEFAULT_BLOCK_SIZE
-    return None if chosen == own == vllm.DEFAULT_BLOCK_SIZE else chosen
+        own = DEFAULT_BLOCK_SIZE
+    return None if chosen == own == DEFAULT_BLOCK_SIZE else chosen
 
 
-def launch_flags(options: Any) -> tuple[str, ...]:
+def launch_flags(options: VllmOptions) -> tuple[str, ...]:
     """The `vllm serve` flags (`vllm/engine/arg_utils.py`) for the cache options of `options` (a
     `VllmOptions`) that differ from vLLM's defaults and change its blocks, so that the launch
     line runs what the plan sized: `--disable-hybrid-kv-cache-manager` (hybrid_allocator False),
     `--max-num-batched-tokens N` (a value other than kvcalc's default), `--no-async-scheduling`
-    (0.33 only: other versions refuse the option), `--enable-prefix-caching` /
-    `--no-enable-prefix-caching` (given either way). The block size and attention backend are
-    `launch_block_size` and `LaunchSpec.attention_backend`."""
+    (releases with async scheduling only, `VllmRules.async_scheduling`: others refuse the
+    option), `--enable-prefix-caching` / `--no-enable-prefix-caching` (given either way). The
+    block size and attention backend are `launch_block_size` and `LaunchSpec.attention_backend`."""
     flags: list[str] = []
     if not options.hybrid_allocator:
         flags.append("--disable-hybrid-kv-cache-manager")
-    if options.max_num_batched_tokens != vllm.DEFAULT_MAX_NUM_BATCHED_TOKENS:
+    if options.max_num_batched_tokens != DEFAULT_MAX_NUM_BATCHED_TOKENS:
         flags += ["--max-num-batched-tokens", str(options.max_num_batched_tokens)]
-    if options.version == "0.33" and not options.async_scheduling:
+    if release(options.version).async_scheduling and not options.async_scheduling:
         flags.append("--no-async-scheduling")
     if options.prefix_caching is not None:
         flags.append("--enable-prefix-caching" if options.prefix_caching else "--no-enable-prefix-caching")
