@@ -105,14 +105,31 @@ def vllm_chunks(cpu_bytes: int, worker_bytes_per_block: int, world_size: int, bl
                       copies=copies, total_bytes=n * aligned)
 
 
-def vllm_cpu_tokens_at_len(num_chunks: int, max_model_len: int, tokens_per_block: int, blocks_per_chunk: int,
-                           n_full_groups: int = 1) -> int:
+def vllm_chunks_per_request(groups: list[tuple[str, int | None]], max_model_len: int, tokens_per_chunk: int) -> int:
+    """Chunks one request of `max_model_len` takes in vLLM 0.33's CPU tier, over its KV cache
+    groups (`cpu/common.py` `_kv_cache_size_tokens`; `offloading/config.py`
+    `get_sliding_window_size_in_chunks`): a full or MLA group cdiv(L, tokens per chunk); a
+    sliding group at most cdiv(window, tokens per chunk) (no speculative lookahead:
+    extra_retained_tokens 0); a chunked-local group at most cdiv(chunk, tokens per chunk); a
+    Mamba group 1. `groups`: (kind, window) per group. Raises ValueError for another kind."""
+    total = 0
+    for kind, window in groups:
+        full = cdiv(max_model_len, tokens_per_chunk)
+        if kind in ("full", "mla"):
+            total += full
+        elif kind in ("sliding", "chunked") and window:
+            total += min(full, cdiv(window, tokens_per_chunk))
+        elif kind == "mamba":
+            total += 1
+        else:
+            raise ValueError(f"no offload chunk rule for a {kind} group")
+    return total
+
+
+def vllm_cpu_tokens_at_len(num_chunks: int, max_model_len: int, chunks_per_request: int) -> int:
     """KV tokens vLLM's CPU tier reports at `max_model_len` (`cpu/common.py`
-    `_kv_cache_size_tokens`): chunks per request = sum over groups of cdiv(L, tokens per
-    chunk); tokens = num_chunks x L // chunks per request. For `n_full_groups` full-attention
-    groups of one block size (no sliding or Mamba group)."""
-    per_req = n_full_groups * cdiv(max_model_len, tokens_per_block * blocks_per_chunk)
-    return num_chunks * max_model_len // per_req
+    `_kv_cache_size_tokens`): num_chunks x L // chunks per request (`vllm_chunks_per_request`)."""
+    return num_chunks * max_model_len // chunks_per_request
 
 
 # ----- SGLang HiCache host pool -------------------------------------------------------------
@@ -180,13 +197,15 @@ def reusable_prefix_tokens(prefix_tokens: int, prompt_tokens: int, block_size: i
     return min(prefix_tokens, prompt_tokens - 1) // block_size * block_size
 
 
-def sessions_held(capacity_units: int, session_tokens: int, unit_tokens: int, prefix_tokens: int = 0) -> int:
+def sessions_held(capacity_units: int, session_tokens: int, unit_tokens: int, prefix_tokens: int = 0, *,
+                  per_session: int | None = None, sharing_groups: int = 1) -> int:
     """Sessions of `session_tokens` a tier of `capacity_units` units (blocks, chunks, pages) of
-    `unit_tokens` holds: each session takes cdiv(T, u) units; a prefix all sessions share
-    (`prefix_tokens`) is held once for its whole units (`reusable_prefix_tokens`):
+    `unit_tokens` holds: each session takes `per_session` units (default cdiv(T, u), one group);
+    a prefix all sessions share (`prefix_tokens`) is held once for its whole units
+    (`reusable_prefix_tokens`) in each of `sharing_groups` full-attention groups:
     (capacity - shared) // (per session - shared); 0 when not even one fits."""
-    per = cdiv(session_tokens, unit_tokens)
-    shared = reusable_prefix_tokens(prefix_tokens, session_tokens, unit_tokens) // unit_tokens
+    per = cdiv(session_tokens, unit_tokens) if per_session is None else per_session
+    shared = sharing_groups * (reusable_prefix_tokens(prefix_tokens, session_tokens, unit_tokens) // unit_tokens)
     return max(capacity_units - shared, 0) // (per - shared)
 
 

@@ -180,15 +180,45 @@ INCLUSIVE_NOTE = ("the host tier holds copies of what the GPU holds (stores as b
 # ----- vLLM native ------------------------------------------------------------------------
 
 
+def vllm_groups(model: ModelSpec, options: Any) -> list[tuple[str, int | None]]:
+    """(kind, window) of each vLLM KV cache group of `model` (the vLLM profile's own grouping,
+    `vllm.rules(version).kv_cache_groups`). Raises `KvcalcError` for an indexer's group, whose
+    offload chunks kvcalc does not model."""
+    from kvcalc.engines import vllm as V
+
+    if model.index_head_dim is not None:
+        raise KvcalcError(f"{model.name}: the offload of an indexer's key cache (DSA) is not modelled", field="model",
+                          value=model.name, form=MESSAGE)
+    version = getattr(options, "version", None) or V.CURRENT_VERSION
+    groups, _ = V.rules(version).kv_cache_groups(model, getattr(options, "hybrid_allocator", True))
+    return [(g.kind, g.window) for g in groups]
+
+
+def vllm_gpu_sessions(model: ModelSpec, gpu: EngineResult, k: Any, v: Any, *, tp: int, options: Any,
+                      session_tokens: int, prefix_tokens: int) -> int:
+    """Sessions of `session_tokens` the GPU's usable blocks hold, each taking the blocks the vLLM
+    profile sizes for it (`prefix_rules.vllm_blocks_per_request`: every group, sliding windows and
+    Mamba pages included), a shared prefix's blocks held once."""
+    from kvcalc.engines.prefix_rules import vllm_blocks_per_request
+    from kvcalc.engines.profile import get_profile
+
+    prof = get_profile("vllm")
+    per = vllm_blocks_per_request(prof, model, session_tokens, gpu, k, v, tp=tp, options=options)
+    reusable = C.reusable_prefix_tokens(prefix_tokens, session_tokens, gpu.block_size or 1)
+    shared = per - vllm_blocks_per_request(prof, model, session_tokens - reusable, gpu, k, v, tp=tp,
+                                           options=options) if reusable else 0
+    return max((gpu.usable_blocks or 0) - shared, 0) // (per - shared)
+
+
 def vllm_native(model: ModelSpec, gpu: EngineResult, s: OffloadSettings, *, tp: int, dp: int,
-                session_tokens: int) -> OffloadResult:
+                session_tokens: int, k: Any, v: Any, options: Any = None) -> OffloadResult:
     """vLLM 0.33 `--kv-offloading-size S --kv-offloading-backend native`: S x 2^30 bytes for all
     ranks of one engine (`config/vllm.py`), cut into chunks of `blocks_per_chunk` blocks of every
     rank, each padded to 4 KiB (`cpu/spec.py`); tokens and sessions at `session_tokens` by
-    `cpu/common.py` `_kv_cache_size_tokens`. A replicated layout (MLA, tp > 1, one node) keeps
-    one copy for all ranks. Raises `KvcalcError` for another vLLM version, an engine over more
-    than one node, or a model with several KV cache groups (its chunks per request are not
-    modelled: the bytes would be right, the tokens a guess)."""
+    `cpu/common.py` `_kv_cache_size_tokens` over the model's KV cache groups
+    (`vllm_chunks_per_request`: sliding windows and Mamba state take what they keep). A
+    replicated layout (MLA, tp > 1, one node) keeps one copy for all ranks. Raises `KvcalcError`
+    for another vLLM version, an engine over more than one node, an indexer's group."""
     if "0.33" not in gpu.engine_version:
         raise KvcalcError(f"--kv-offloading-size is modelled for vLLM 0.33 (vllm/v1/kv_offload); this is "
                           f"{gpu.engine_version}", option="--kv-offloading-size", form=MESSAGE)
@@ -196,20 +226,21 @@ def vllm_native(model: ModelSpec, gpu: EngineResult, s: OffloadSettings, *, tp: 
     if tp > s.gpus_per_node:
         raise KvcalcError(f"tp {tp} spans more than one node of {s.gpus_per_node} GPUs: vLLM's shared offload region "
                           "over nodes is not modelled", option="--tp", value=tp, form=MESSAGE)
-    if not single_group(model):
-        raise KvcalcError(f"{model.name} has several vLLM KV cache groups (sliding, Mamba or indexer layers): the "
-                          "CPU tier's chunks per request are not modelled; kvcalc models --kv-offloading-size for "
-                          "full-attention and MLA models", field="model", value=model.name, form=MESSAGE)
+    groups = vllm_groups(model, options)
     cpu_bytes = C.vllm_cpu_bytes_to_use(S)
     replicated = model.attention == "mla" and tp > 1
     ch = C.vllm_chunks(cpu_bytes, gpu.page_size_bytes or 0, tp, s.blocks_per_chunk, replicated)
     block = gpu.block_size or 0
     chunk_tokens = block * s.blocks_per_chunk
-    at_len = C.vllm_cpu_tokens_at_len(ch.num_chunks, session_tokens, block, s.blocks_per_chunk)
+    per_request = C.vllm_chunks_per_request(groups, session_tokens, chunk_tokens)
+    at_len = C.vllm_cpu_tokens_at_len(ch.num_chunks, session_tokens, per_request)
     per_rank = ch.total_bytes // tp
-    cpu = OffloadTier(tier="CPU", tokens_per_rank=ch.num_chunks * chunk_tokens, bytes_per_rank=per_rank,
-                      sessions=C.sessions_held(ch.num_chunks, session_tokens, chunk_tokens, s.shared_prefix_tokens))
-    gpu_sessions = C.sessions_held(max(gpu.usable_blocks or 0, 0), session_tokens, block, s.shared_prefix_tokens)
+    cpu = OffloadTier(tier="CPU", tokens_per_rank=at_len, bytes_per_rank=per_rank,
+                      sessions=C.sessions_held(ch.num_chunks, session_tokens, chunk_tokens, s.shared_prefix_tokens,
+                                               per_session=per_request,
+                                               sharing_groups=sum(1 for kind, _ in groups if kind in ("full", "mla"))))
+    gpu_sessions = vllm_gpu_sessions(model, gpu, k, v, tp=tp, options=options, session_tokens=session_tokens,
+                                     prefix_tokens=s.shared_prefix_tokens)
     tiers = [_gpu_tier(gpu, gpu_sessions), cpu]
     rpn = _ranks_per_node(tp, dp, s.gpus_per_node)
     notes = [f"--kv-offloading-size {_shown(S)} is {_shown(S)} GiB = {cpu_bytes:,} B for all {tp} rank"
@@ -217,7 +248,8 @@ def vllm_native(model: ModelSpec, gpu: EngineResult, s: OffloadSettings, *, tp: 
              f"{ch.bytes_per_chunk:,} B ({s.blocks_per_chunk} block{'s' if s.blocks_per_chunk > 1 else ''} of "
              f"{block} tokens x {ch.copies} rank cop{'ies' if ch.copies > 1 else 'y'}, padded to 4 KiB)",
              f"vLLM's CPU tier reports {at_len:,} tokens at max_model_len {session_tokens:,} "
-             "(kv_offload_config_info cpu_kv_cache_size_tokens)", INCLUSIVE_NOTE]
+             f"(kv_offload_config_info cpu_kv_cache_size_tokens): {per_request:,} chunks a request over "
+             f"{len(groups)} KV cache group{'s' if len(groups) > 1 else ''}", INCLUSIVE_NOTE]
     if replicated:
         notes.append("MLA at tp > 1 on one node: one copy of the latent for every rank (replicated layout)")
     notes.append("vLLM 0.33 offloads prompt blocks only (kv_offload/base.py offload_prompt_only, default true): a "
@@ -456,7 +488,7 @@ def offload_for(name: str, model: ModelSpec, gpu: EngineResult, s: OffloadSettin
                                   "--l1-size-gb) or --lmcache-cpu-size (LMCACHE_MAX_LOCAL_CPU_SIZE)",
                                   option="--kv-offloading-size", form=MESSAGE)
             return lmcache(model, gpu, s, tp=tp, dp=dp, session_tokens=session_tokens)
-        return vllm_native(model, gpu, s, tp=tp, dp=dp, session_tokens=session_tokens)
+        return vllm_native(model, gpu, s, tp=tp, dp=dp, session_tokens=session_tokens, k=k, v=v, options=options)
     if name == "sglang":
         from kvcalc.engines.profile import get_profile
 

@@ -56,15 +56,34 @@ def test_vllm_chunks_refuses_empty_block():
         C.vllm_chunks(GiB, 0, 1)
 
 
-@pytest.mark.parametrize("num_chunks, L, block, bpc, groups, tokens", [
-    (51_200, 32_768, 16, 1, 1, 819_200),   # 51,200 x 32,768 // 2,048 chunks per request
-    (563, 32_768, 16, 1, 1, 9_008),         # 563 x 32,768 // 2,048 = 9,008
-    (100, 1000, 16, 4, 1, 6_250),           # chunks per request cdiv(1000, 64) = 16: 100 x 1000 // 16 = 6,250
-    (100, 1000, 16, 1, 2, 793),             # 2 groups x cdiv(1000, 16) = 126: 100 x 1000 // 126 = 793
+@pytest.mark.parametrize("groups, L, tpc, per_request", [
+    ([("full", None)], 32_768, 16, 2_048),                       # cdiv(32,768, 16)
+    ([("full", None)], 1000, 64, 16),                            # cdiv(1,000, 64)
+    ([("full", None), ("full", None)], 1000, 16, 126),           # 2 x 63
+    # gpt-oss: a full and a sliding (window 128) group: 2,048 + cdiv(128, 16) = 2,056
+    ([("full", None), ("sliding", 128)], 32_768, 16, 2_056),
+    ([("sliding", 4096)], 1000, 16, 63),                         # a window longer than the request: the request
+    ([("chunked", 8192), ("full", None)], 32_768, 64, 128 + 512),  # Llama-4 chunk 8,192: 128 chunks of 64
+    ([("mamba", None), ("full", None)], 32_768, 576, 1 + 57),    # Mamba state: one chunk
 ])
-def test_vllm_cpu_tokens_at_len(num_chunks, L, block, bpc, groups, tokens):
-    # cpu/common.py _kv_cache_size_tokens: num_chunks x max_model_len // chunks per request
-    assert C.vllm_cpu_tokens_at_len(num_chunks, L, block, bpc, groups) == tokens
+def test_vllm_chunks_per_request(groups, L, tpc, per_request):
+    # cpu/common.py _kv_cache_size_tokens; offloading/config.py get_sliding_window_size_in_chunks
+    assert C.vllm_chunks_per_request(groups, L, tpc) == per_request
+
+
+def test_vllm_chunks_per_request_refuses_other_kinds():
+    with pytest.raises(ValueError):
+        C.vllm_chunks_per_request([("indexer", None)], 100, 16)
+
+
+@pytest.mark.parametrize("num_chunks, L, per_request, tokens", [
+    (51_200, 32_768, 2_048, 819_200),    # 51,200 x 32,768 // 2,048
+    (563, 32_768, 2_048, 9_008),
+    (100, 1000, 126, 793),               # 100 x 1,000 // 126
+    (10_000, 32_768, 2_056, 159_377),    # gpt-oss: 10,000 x 32,768 // 2,056 = 159,377.4
+])
+def test_vllm_cpu_tokens_at_len(num_chunks, L, per_request, tokens):
+    assert C.vllm_cpu_tokens_at_len(num_chunks, L, per_request) == tokens
 
 
 # ----- SGLang 0.5.23 HiCache: python/sglang/srt/mem_cache/pool_host/base.py ------------------------

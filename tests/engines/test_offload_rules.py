@@ -97,9 +97,23 @@ def test_vllm_host_memory_refusal_with_figures(refused):
     assert "more than --host-memory 1,862.65 GiB (2,000.00 GB)" in err
 
 
+def test_vllm_native_sliding_window_groups(cap):
+    """gpt-oss-20b (configs/models/gpt-oss-20b.yaml: 24 layers [sliding 128, full], 8 KV heads of 64, bf16):
+    two vLLM groups of 12 layers; a block is 12 x 16 x 8 x 128 x 2 B = 393,216 B (96 pages of 4 KiB).
+    10 GiB // 393,216 = 27,306 chunks. A 32,768-token request takes cdiv(32,768, 16) = 2,048 chunks of the
+    full group + cdiv(128, 16) = 8 of the sliding one (offloading/config.py get_sliding_window_size_in_chunks):
+    2,056; vLLM reports 27,306 x 32,768 // 2,056 = 435,196 tokens. A 12,000-token shared prefix is 750 blocks
+    of the full group held once: (27,306 - 750) // (2,056 - 750) = 20 sessions."""
+    o = cap("gpt-oss-20b", "--engine", "vllm", "--kv-memory", "20GiB", "-L", "32768", "--kv-offloading-size", "10",
+            "--shared-prefix", "12000")["offload"]
+    assert (o["num_chunks"], o["bytes_per_chunk"]) == (27_306, 393_216)
+    assert (o["tiers"][1]["tokens_per_rank"], o["tiers"][1]["sessions"]) == (435_196, 20)
+    # GPU: 20 GiB // 393,216 = 54,613 blocks (54,612 usable); a running request holds the profile's 3,081 blocks
+    # (its sliding group keeps the window and 0.33's in-flight tokens); (54,612 - 750) // (3,081 - 750) = 23
+    assert o["tiers"][0]["sessions"] == 23
+
+
 def test_vllm_native_refuses_what_it_does_not_model(refused):
-    assert "full-attention and MLA models" in refused("gemma-3-12b", "--engine", "vllm", "--kv-memory", "20GiB",
-                                                      "-L", "8k", "--kv-offloading-size", "10")
     assert "vLLM 0.33" in refused("llama-3.1-8b", "--engine", "vllm", "--vllm-version", "0.11", "--kv-memory",
                                   "20GiB", "--kv-offloading-size", "10")
     assert "sglang's" in refused("llama-3.1-8b", "--engine", "vllm", "--kv-memory", "20GiB", "--hicache-ratio", "2")

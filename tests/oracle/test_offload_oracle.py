@@ -109,7 +109,7 @@ def test_native_offload_tier_matches_vllm(model_tp_len, size, bpc):
     ch = prof.kv_formats(model)
     gpu = prof.capacity(model, 60 * GiB, ch.k, ch.v, tp=tp, max_model_len=L, options=ch.options)
     ours = vllm_native(model, gpu, OffloadSettings(kv_offloading_size=str(size), blocks_per_chunk=bpc),
-                       tp=tp, dp=1, session_tokens=L)
+                       tp=tp, dp=1, session_tokens=L, k=ch.k, v=ch.v, options=ch.options)
     spec = vllm_spec(vllm_cpu_bytes(size), gpu.page_size_bytes, tp, bpc, gpu.block_size, L,
                      replicated=model.attention == "mla" and tp > 1)
     assert ours.num_chunks == spec.num_chunks
@@ -118,3 +118,52 @@ def test_native_offload_tier_matches_vllm(model_tp_len, size, bpc):
     assert ours.chunk_tokens == gpu.block_size * spec.blocks_per_chunk
     note = next(n for n in ours.notes if n.startswith("vLLM's CPU tier reports"))
     assert f"reports {spec.cpu_info.cpu_kv_cache_size_tokens:,} tokens" in note
+
+
+GROUPS = [  # (kvcalc groups, max_model_len, tokens per chunk)
+    ([("full", None), ("sliding", 128)], 32768, 16),
+    ([("full", None), ("sliding", 128)], 100, 16),
+    ([("sliding", 4096), ("full", None)], 8192, 64),
+    ([("sliding", 1000), ("full", None), ("full", None)], 5000, 48),
+    ([("chunked", 8192), ("full", None)], 32768, 64),
+    ([("mamba", None), ("full", None)], 32768, 576),
+]
+
+
+@skip
+@pytest.mark.parametrize("groups, L, tpc", GROUPS)
+def test_chunks_per_request_matches_vllm(groups, L, tpc):
+    """vLLM's `get_sliding_window_size_in_chunks` on its own specs and `_kv_cache_size_tokens` over those
+    groups, against `calc.offload.vllm_chunks_per_request` / `vllm_cpu_tokens_at_len`."""
+    import torch
+    from vllm.distributed.kv_transfer.kv_connector.v1.offloading.config import get_sliding_window_size_in_chunks
+    from vllm.v1.kv_cache_interface import ChunkedLocalAttentionSpec, FullAttentionSpec, MambaSpec, SlidingWindowSpec
+    from vllm.v1.kv_offload.config import (
+        OffloadingCacheConfig,
+        OffloadingConfig,
+        OffloadingGroupConfig,
+        OffloadingModelConfig,
+        OffloadingParallelConfig,
+    )
+    from vllm.v1.kv_offload.cpu.common import _kv_cache_size_tokens
+
+    from kvcalc.calc.offload import vllm_chunks_per_request, vllm_cpu_tokens_at_len
+
+    attn = dict(block_size=tpc, num_kv_heads=8, head_size=64, dtype=torch.bfloat16)
+    specs = {"full": lambda w: FullAttentionSpec(**attn), "sliding": lambda w: SlidingWindowSpec(**attn, sliding_window=w),
+             "chunked": lambda w: ChunkedLocalAttentionSpec(**attn, attention_chunk_size=w),
+             "mamba": lambda w: MambaSpec(block_size=tpc, shapes=((1,),), dtypes=(torch.bfloat16,))}
+    vgroups = tuple(OffloadingGroupConfig(tokens_per_block=tpc, layer_names=(f"l{i}",), group_id=i,
+                                          sliding_window_size_in_chunks=get_sliding_window_size_in_chunks(
+                                              specs[kind](w), tpc))
+                    for i, (kind, w) in enumerate(groups))
+    config = OffloadingConfig(
+        groups=vgroups, worker_kv_bytes_per_block=1, enable_kv_cache_events=False, extra_config={}, engine_id="o",
+        model=OffloadingModelConfig(name="m", dtype="bfloat16", max_model_len=L),
+        cache=OffloadingCacheConfig(tokens_per_hash=tpc, blocks_per_chunk=1),
+        parallel=OffloadingParallelConfig(rank=0, world_size=1, tp_size=1, pp_size=1, pcp_size=1, dcp_size=1,
+                                          data_parallel_index=0, data_parallel_size=1, data_parallel_rank_local=None,
+                                          is_parallelism_agnostic=False))
+    per = vllm_chunks_per_request(groups, L, tpc)
+    for n in (1, 777, 10_000):
+        assert vllm_cpu_tokens_at_len(n, L, per) == _kv_cache_size_tokens(config, n)
