@@ -143,20 +143,22 @@ def largest_fitting(host_bytes: int, copies_per_node: int, unit_bytes: int) -> s
     return f"{hundredths // 100}.{hundredths % 100:02d}"
 
 
-def check_host(res: OffloadResult, engine_words: str | None = None, largest: str | None = None) -> OffloadResult:
+def check_host(res: OffloadResult, lower: str, engine_words: str | None = None,
+               largest: str | None = None) -> OffloadResult:
     """`res` with `fits_host` set; raises `KvcalcError` (option --host-memory) with the figures
     when the host bytes per node exceed `res.host_memory_bytes` (the engine's own words
-    first, when it has some; `largest`: the largest flag value that fits)."""
+    first, when it has some; `lower`: the flag to lower; `largest`: the largest value that fits)."""
     if res.host_memory_bytes is None:
         return res
     fits = res.host_bytes_per_node <= res.host_memory_bytes
     if not fits:
         own = f"{engine_words}; " if engine_words else ""
         raise KvcalcError(
-            f"{own}the {res.backend} tier pins {size_figure(res.host_bytes_per_node)} of host memory per node "
+            f"{own}the {res.backend} tier {'takes' if res.engine == 'llamacpp' else 'pins'} "
+            f"{size_figure(res.host_bytes_per_node)} of host memory per node "
             f"({res.ranks_per_node} rank{'s' if res.ranks_per_node > 1 else ''} x "
             f"{size_figure(res.host_bytes_per_rank)}), more than --host-memory "
-            f"{size_figure(res.host_memory_bytes)}: lower {res.flags[0].split()[0].split('=')[0]}"
+            f"{size_figure(res.host_memory_bytes)}: lower {lower}"
             + (f" to at most {largest}" if largest else ""),
             option="--host-memory", value=res.host_memory_bytes, form=MESSAGE)
     return res.model_copy(update={"fits_host": True})
@@ -266,7 +268,7 @@ def vllm_native(model: ModelSpec, gpu: EngineResult, s: OffloadSettings, *, tp: 
         chunk_tokens=chunk_tokens, num_chunks=ch.num_chunks, bytes_per_chunk=ch.bytes_per_chunk,
         log_lines=[VLLM_SPEC_LINE], notes=notes)
     engines = max(rpn // tp, 1)
-    return check_host(res, largest=largest_fitting(s.host_memory_bytes or 0, engines, C.GIB))
+    return check_host(res, "--kv-offloading-size", largest=largest_fitting(s.host_memory_bytes or 0, engines, C.GIB))
 
 
 # ----- LMCache ----------------------------------------------------------------------------
@@ -317,7 +319,8 @@ def lmcache(model: ModelSpec, gpu: EngineResult, s: OffloadSettings, *, tp: int,
                                  "lmcache/v1/distributed/config.py)"
                                  + (f"; {engines} engines on the node share it (figures for one)" if engines > 1
                                     else ""), INCLUSIVE_NOTE])
-        return check_host(res, largest=largest_fitting(s.host_memory_bytes or 0, 1, C.GIB))
+        return check_host(res, "the server's --l1-size-gb (--lmcache-l1-size)",
+                          largest=largest_fitting(s.host_memory_bytes or 0, 1, C.GIB))
     size = engine_number(s.lmcache_cpu_size or "", "--lmcache-cpu-size", "GiB", "LMCache")
     per_rank = C.lmcache_cpu_bytes(size)
     chunks = per_rank // chunk_bytes
@@ -336,7 +339,8 @@ def lmcache(model: ModelSpec, gpu: EngineResult, s: OffloadSettings, *, tp: int,
         notes=[f"max_local_cpu_size {_shown(size)} = {per_rank:,} B per TP worker (int(x * 1024**3), "
                "lmcache/v1/cache_engine.py); each of the "
                f"{tp} worker{'s' if tp > 1 else ''} pins its own", INCLUSIVE_NOTE])
-    return check_host(res, largest=largest_fitting(s.host_memory_bytes or 0, rpn, C.GIB))
+    return check_host(res, "LMCACHE_MAX_LOCAL_CPU_SIZE (--lmcache-cpu-size)",
+                      largest=largest_fitting(s.host_memory_bytes or 0, rpn, C.GIB))
 
 
 # ----- SGLang HiCache ---------------------------------------------------------------------
@@ -426,7 +430,7 @@ def sglang_hicache(model: ModelSpec, gpu: EngineResult, s: OffloadSettings, *, t
         raise KvcalcError(f"{words} ({rpn} ranks x {size_figure(per_rank)} against (--host-memory "
                           f"{size_figure(s.host_memory_bytes or 0)} - 10 GiB reserve) / {rpn})",
                           option="--host-memory", value=s.host_memory_bytes, form=MESSAGE)
-    return check_host(res)
+    return check_host(res, "--hicache-ratio or --hicache-size")
 
 
 # ----- llama.cpp --------------------------------------------------------------------------
@@ -460,7 +464,8 @@ def llamacpp_host(model: ModelSpec, gpu: EngineResult, cpu_lines: list[str], s: 
         sessions_warm=n_ctx // session_tokens, log_lines=lines,
         notes=["llama.cpp's host KV is the cache itself, not a tier below the GPU: attention reads it from host "
                "memory each step (no copy back to the GPU)"])
-    return check_host(res)
+    return check_host(res, "--ctx-size, or keep more layers on the GPU (--n-gpu-layers)" if not s.no_kv_offload
+                      else "--ctx-size")
 
 
 def offload_for(name: str, model: ModelSpec, gpu: EngineResult, s: OffloadSettings, *, tp: int, dp: int,

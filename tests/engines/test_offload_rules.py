@@ -226,3 +226,15 @@ def test_llamacpp_layers_left_on_the_cpu(cap):
     assert o["host_bytes_per_rank"] == 536_870_912 and o["tiers"][0]["bytes_per_rank"] == 536_870_912
     assert o["flags"][0].startswith("--n-gpu-layers 16") and o["fits_host"] is True
     assert o["log_lines"] == ["llama_kv_cache:        CPU KV buffer size =   512.00 MiB"]
+
+
+@pytest.mark.parametrize("args, words", [
+    # 131,072 cells x 131,072 B = 16 GiB of host memory against 10 GB
+    (("llama-3.1-8b", "--engine", "llamacpp", "--ctx-size", "131072", "--no-kv-offload", "--host-memory", "10GB"),
+     "the llamacpp-host tier takes 16.00 GiB (17.18 GB) of host memory per node"),
+    # one LMCache server per node: 3,000 GiB against 2 TB
+    (("llama-3.1-70b", "--engine", "vllm", "--kv-memory", "30GiB", "-L", "32k", "--tp", "4", "--lmcache-l1-size",
+      "3000", "--host-memory", "2TB"), "lower the server's --l1-size-gb (--lmcache-l1-size) to at most 1862.64"),
+])
+def test_host_refusals_name_the_flag_to_lower(refused, args, words):
+    assert words in refused(*args)
