@@ -196,12 +196,20 @@ def vllm_groups(model: ModelSpec, options: Any) -> list[tuple[str, int | None]]:
     return [(g.kind, g.window) for g in groups]
 
 
+def vllm_blocks_per_request(prof: Any, model: ModelSpec, tokens: int, gpu: EngineResult, k: Any, v: Any, *,
+                            tp: int, options: Any) -> int:
+    """Blocks one request of `tokens` holds in vLLM (V1), from the profile's own sizing:
+    `memory_for(tokens, batch=2)` = 2 x blocks x block bytes (`vllm.memory_for`: max(batch x
+    per request, per request + 1) blocks, which is 2 x per request for a batch of 2)."""
+    page = gpu.page_size_bytes or 0
+    return prof.memory_for(model, tokens, 2, k, v, tp=tp, options=options) // (2 * page)
+
+
 def vllm_gpu_sessions(model: ModelSpec, gpu: EngineResult, k: Any, v: Any, *, tp: int, options: Any,
                       session_tokens: int, prefix_tokens: int) -> int:
     """Sessions of `session_tokens` the GPU's usable blocks hold, each taking the blocks the vLLM
-    profile sizes for it (`prefix_rules.vllm_blocks_per_request`: every group, sliding windows and
+    profile sizes for it (`vllm_blocks_per_request`: every group, sliding windows and
     Mamba pages included), a shared prefix's blocks held once."""
-    from kvcalc.engines.prefix_rules import vllm_blocks_per_request
     from kvcalc.engines.profile import get_profile
 
     prof = get_profile("vllm")

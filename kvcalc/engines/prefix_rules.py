@@ -38,15 +38,6 @@ def _check(prefix_tokens: int, prompt_tokens: int, hit_rate: float) -> None:
                           value=hit_rate, form=MESSAGE)
 
 
-def vllm_blocks_per_request(prof: Any, model: ModelSpec, tokens: int, gpu: EngineResult, k: Any, v: Any, *,
-                            tp: int, options: Any) -> int:
-    """Blocks one request of `tokens` holds in vLLM (V1), from the profile's own sizing:
-    `memory_for(tokens, batch=2)` = 2 x blocks x block bytes (`vllm.memory_for`: max(batch x
-    per request, per request + 1) blocks, which is 2 x per request for a batch of 2)."""
-    page = gpu.page_size_bytes or 0
-    return prof.memory_for(model, tokens, 2, k, v, tp=tp, options=options) // (2 * page)
-
-
 def shared_prefix(prof: Any, model: ModelSpec, gpu: EngineResult, k: Any, v: Any, *, tp: int, options: Any,
                   prefix_tokens: int, prompt_tokens: int, hit_rate: float = 1.0,
                   concurrency: int | None = None) -> PrefixResult:
@@ -56,6 +47,8 @@ def shared_prefix(prof: Any, model: ModelSpec, gpu: EngineResult, k: Any, v: Any
     prefix cached), and warnings (a prefix shorter than one block; tokens past the last whole
     block). Raises `KvcalcError` for engines without shared prefix storage, prefix caching turned
     off, or bad values."""
+    from kvcalc.engines.offload_rules import single_group, vllm_blocks_per_request
+
     _check(prefix_tokens, prompt_tokens, hit_rate)
     warnings: list[str] = []
     name = prof.name
@@ -79,8 +72,6 @@ def shared_prefix(prof: Any, model: ModelSpec, gpu: EngineResult, k: Any, v: Any
                                                             if any(layer.kind in ("mamba", "linear")
                                                                    for layer in model.layers) else "")
     elif name == "sglang":
-        from kvcalc.engines.offload_rules import single_group
-
         if not single_group(model):
             raise KvcalcError(f"{model.name}: --shared-prefix is modelled for SGLang's MHA and MLA pools only",
                               field="model", value=model.name, form=MESSAGE)
