@@ -128,9 +128,21 @@ STORAGE_FORMATS: dict[str, StorageFormat] = {f.name: f for f in [
     StorageFormat(name="nf4", block_values=64, block_bytes=36, bits=4, quant_group_size=64, scale_bytes=4, kind="weight",
              description="bitsandbytes nf4 weights: 64 x 4 bit + one fp32 absmax = 36 B / 64 values"),
     # NVFP4 (NVIDIA Blackwell; compressed-tensors `nvfp4-pack-quantized`, ModelOpt `NVFP4`): 16 e2m1 values
-    # (4 bit) share one fp8 e4m3 scale: 8 + 1 = 9 B / 16 values (one fp32 global scale per tensor not counted)
-    StorageFormat(name="nvfp4", block_values=16, block_bytes=9, bits=4, quant_group_size=16, scale_bytes=1, kind="weight",
-             description="NVFP4 weights: 16 x e2m1 (4 bit) + one fp8 e4m3 scale = 9 B / 16 values"),
+    # (4 bit) share one fp8 e4m3 scale: 8 + 1 = 9 B / 16 values (one fp32 global scale per tensor not counted).
+    # Also a KV-cache format: vLLM 0.33 `--kv-cache-dtype nvfp4` (`vllm/utils/torch_utils.py`
+    # nvfp4_kv_cache_full_dim: a K or V head row is head_dim / 2 + head_dim / 16 B) and SGLang 0.5.23's
+    # (`fp4_kv_cache_quant_method.py` NVFP4KVCacheMethod); `kvcalc.engine_dtypes` has the engines' rules.
+    StorageFormat(name="nvfp4", block_values=16, block_bytes=9, bits=4, quant_group_size=16, scale_bytes=1, kind="both",
+             description="NVFP4: 16 x e2m1 (4 bit) + one fp8 e4m3 scale = 9 B / 16 values"),
+    # SGLang 0.5.23 `--kv-cache-dtype fp4_mx_block16` (FP4MXBlock16KVCacheMethod): e2m1 values with one
+    # 1-byte scale per 16 (not OCP MXFP4, whose block is 32): 8 + 1 = 9 B / 16 values; a cache format only
+    StorageFormat(name="fp4_mx_block16", block_values=16, block_bytes=9, bits=4, quant_group_size=16, scale_bytes=1,
+             kind="kv", description="SGLang fp4_mx_block16 KV: 16 x e2m1 (4 bit) + one 1-byte scale = 9 B / 16 values"),
+    # OCP Microscaling Formats (MX) v1.0, section 5: MXFP8 = 32 fp8 (e4m3) values sharing one e8m0 scale:
+    # 32 + 1 = 33 B / 32 values. Weights (vLLM `--quantization mxfp8`, ModelOpt MXFP8) and SGLang 0.5.23's
+    # `--kv-cache-dtype mxfp8` (pool_configurator.py: cell += values / 32 scale bytes; FA4 on SM100+)
+    StorageFormat(name="mxfp8", block_values=32, block_bytes=33, bits=8, quant_group_size=32, scale_bytes=1,
+             kind="both", description="OCP MXFP8: 32 x fp8 e4m3 + one e8m0 scale = 33 B / 32 values"),
     StorageFormat(name="nf4_dq", block_values=16384, block_bytes=8452, bits=4, quant_group_size=64, scale_bytes=1,
              kind="weight", description="bitsandbytes nf4, double-quantized absmax: 8,192 + 256 x 1 + 4 = 8,452 B / "
                                         "16,384 values"),

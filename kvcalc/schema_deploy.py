@@ -167,6 +167,10 @@ class GpuSpec(_Frozen):
     per-GPU bidirectional figure vendors quote (one direction is half). `compute_capability`:
     NVIDIA's "major.minor" (`torch.cuda.get_device_capability`; 9.0 Hopper, 10.0 Blackwell), which
     picks an engine's attention backend (vLLM's MLA block size); None for other vendors.
+    `fp4_flops_per_s`: dense FP4 (NVFP4 / MXFP4) tensor peak, None where the GPU has no FP4
+    tensor cores (every GPU before Blackwell). `nvlink_domain_gpus`: GPUs in one NVLink
+    (NVSwitch) domain, the most that TP / EP can span at NVLink speed: 8 on an HGX board, 72 in a
+    GB200 / GB300 NVL72 rack; None where the row states none (PCIe cards, other vendors).
     """
 
     key: str
@@ -177,9 +181,11 @@ class GpuSpec(_Frozen):
     hbm_bytes_per_s: BytesPerS
     bf16_flops_per_s: FlopsPerS
     fp8_flops_per_s: FlopsPerS | None = None
+    fp4_flops_per_s: FlopsPerS | None = None
     l2_bytes: Bytes0 = 0
     interconnect_bytes_per_s: BytesPerS | None = None
     compute_capability: Annotated[str, Field(pattern=r"^[0-9]+\.[0-9]+$")] | None = None
+    nvlink_domain_gpus: GpuCount | None = None
     source: str
 
 

@@ -54,7 +54,13 @@ TABLE = {
     "tq1_0": (256, 54, 1, None, None, 0, "weight"),
     "tq2_0": (256, 66, 2, None, None, 0, "weight"),
     "nf4": (64, 36, 4, None, 64, 4, "weight"),          # 32 B of 4-bit values + fp32 absmax
-    "nvfp4": (16, 9, 4, None, 16, 1, "weight"),         # 8 B of e2m1 values + fp8 scale
+    # NVFP4: 16 e2m1 values (8 B) + one fp8 e4m3 scale = 9 B; a weight format and vLLM 0.33's / SGLang 0.5.23's
+    # KV format (vllm/utils/torch_utils.py nvfp4_kv_cache_full_dim: head_size // 2 + head_size // 16)
+    "nvfp4": (16, 9, 4, None, 16, 1, "both"),
+    # SGLang 0.5.23 fp4_mx_block16 (fp4_kv_cache_quant_method.py: head_dim // 2 + head_dim // 16 per head): KV only
+    "fp4_mx_block16": (16, 9, 4, None, 16, 1, "kv"),
+    # OCP MX v1.0 MXFP8: 32 x fp8 + one e8m0 scale = 33 B (SGLang pool_configurator.py: + values // 32 B)
+    "mxfp8": (32, 33, 8, None, 32, 1, "both"),
     "nf4_dq": (16384, 8452, 4, None, 64, 1, "weight"),  # 8,192 + 256 uint8 absmax + one fp32
 }
 
@@ -95,7 +101,7 @@ def test_all_names_is_the_union_of_names_and_aliases():
     assert all_names() == sorted(set(TABLE) | {
         "float32", "f32", "float", "float16", "f16", "half", "bfloat16", "fp8", "fp8e4m3", "e4m3", "float8_e4m3fn",
         "fp8_e4m3fn", "fp8e5m2", "e5m2", "float8_e5m2", "uint4", "bnb_nf4", "bnb_4bit"})
-    assert len(all_names()) == 50  # 32 formats (17 + the 15 llama.cpp super-block types) + 18 aliases
+    assert len(all_names()) == 52  # 34 formats (19 + the 15 llama.cpp super-block types) + 18 aliases
 
 
 def test_weight_format_with_groups_and_a_kv_only_format():
@@ -115,5 +121,5 @@ def test_weight_format_with_groups_and_a_kv_only_format():
 def test_kv_format_refuses_weight_only_formats():
     with pytest.raises(KvcalcError, match="^mxfp4 is a weight format, not a KV-cache format; for the cache use one of "
                                           "fp32, fp16, bf16, fp8_e4m3, fp8_e5m2, int8, int4, q8_0, q4_0, q4_1, q5_0, "
-                                          "q5_1, iq4_nl$"):
+                                          "q5_1, iq4_nl, nvfp4, fp4_mx_block16, mxfp8$"):
         kv_format("mxfp4")

@@ -16,7 +16,9 @@ The search space, per GPU type (`GpuChoice`):
 - tp x pp x dp = count with tp dividing the heads as the engines require (`kv_cache.check_tp`),
   tp inside a node (tp <= gpus_per_node, and a divisor of it once the replica spans nodes), so
   beyond one node the extra GPUs are pipeline stages or replicas: vLLM's and SGLang's multi-node
-  layout (TP over NVLink inside a node, PP over the network between nodes);
+  layout (TP over NVLink inside a node, PP over the network between nodes); a GPU whose row
+  states a larger NVLink domain (`GpuSpec.nvlink_domain_gpus`: 72 in a GB200 / GB300 NVL72
+  rack) keeps tp inside the domain instead, so TP can span its nodes;
 - with `layer_split` (llama.cpp, which splits layers, not heads): tp = dp = 1, one pipeline stage
   per device of one node, the layers split in proportion to each device's free memory
   (budget - reserves), as llama.cpp's default `--tensor-split` does by each device's free memory;
@@ -179,13 +181,16 @@ def _divisors(n: int) -> list[int]:
     return [d for d in range(1, n + 1) if n % d == 0]
 
 
-def parallel_layouts(model: ModelSpec, count: int, gpus_per_node: int = GPUS_PER_NODE) -> list[tuple[int, int, int]]:
+def parallel_layouts(model: ModelSpec, count: int, gpus_per_node: int = GPUS_PER_NODE,
+                     domain_gpus: int | None = None) -> list[tuple[int, int, int]]:
     """(tp, pp, dp) with tp x pp x dp = count: tp one the engines accept for the model's heads
-    (`kv_cache.check_tp`), at most `gpus_per_node` (and dividing it once `count` spans nodes,
-    so no TP group straddles two), pp at most the layers."""
+    (`kv_cache.check_tp`), at most the NVLink domain (`domain_gpus`, `GpuSpec.nvlink_domain_gpus`:
+    72 in a GB200 / GB300 NVL72 rack) or `gpus_per_node`, whichever is larger, and dividing it
+    once `count` spans more, so no TP group straddles two; pp at most the layers."""
+    limit = max(gpus_per_node, domain_gpus or 0)
     out = []
     for tp in _divisors(count):
-        if tp > gpus_per_node or (count > gpus_per_node and gpus_per_node % tp):
+        if tp > limit or (count > limit and limit % tp):
             continue
         try:
             kv_cache.check_tp(model, tp)
@@ -479,7 +484,7 @@ class _Space:
             n = len(choice.devices)
             if req.layer_split:
                 return self._split(choice, choice.devices, kv, weight)
-            for tp, pp, dp in parallel_layouts(model, n, req.gpus_per_node):
+            for tp, pp, dp in parallel_layouts(model, n, req.gpus_per_node, ref.nvlink_domain_gpus):
                 b = self.base(tp, pp, kv, weight, ref)
                 if b is not None:
                     out.append(self.place(choice, b, (ref,), dp, kv, weight))
@@ -493,7 +498,7 @@ class _Space:
             if req.layer_split:
                 out += self._split(choice, (ref,) * n, kv, weight)
                 continue
-            for tp, pp, dp in parallel_layouts(model, n, req.gpus_per_node):
+            for tp, pp, dp in parallel_layouts(model, n, req.gpus_per_node, ref.nvlink_domain_gpus):
                 b = self.base(tp, pp, kv, weight, ref)
                 if b is not None:
                     out.append(self.place(choice, b, (ref,), dp, kv, weight))

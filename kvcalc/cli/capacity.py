@@ -147,11 +147,9 @@ def check_sources(ctx: typer.Context, name: str, layout: LayoutOptions, source: 
                           "modelled: give --pp 1, or plan the stages with `kvcalc estimate MODEL --pp N --gpu G --engine E`",
                           option="--pp", value=str(layout.pp))
     from_plan = source.gpu is not None and kv_memory is None and name in ("vllm", "sglang")
-    if source.gpu is not None and name != "vllm" and not from_plan:
-        raise KvcalcError("--gpu applies to --engine vllm (it picks vLLM's attention backend), or to vllm and sglang "
-                          f"without --kv-memory (the KV memory is then what the GPU's plan leaves); --engine {name}: "
-                          "drop --gpu" + (" or --kv-memory" if name == "sglang" else ""),
-                          option="--gpu", value=source.gpu)
+    if source.gpu is not None and name not in ("vllm", "sglang") and not from_plan:
+        raise KvcalcError("--gpu applies to --engine vllm and sglang (it picks their attention backends and so the "
+                          f"cache rows); --engine {name}: drop --gpu", option="--gpu", value=source.gpu)
     if not from_plan:
         refuse_typed(ctx, PLAN_KNOBS, "--engine vllm or sglang with --gpu and no --kv-memory (the KV memory is then "
                      "what the GPU's plan leaves; --kv-memory is already the KV memory)")

@@ -424,16 +424,21 @@ class SglangFlags(OptionGroup):
 
     engine: ClassVar[str] = "sglang"
     page_size: PageSizeOpt = engine_defaults.SGLANG_PAGE_SIZE
-    sglang_version: Annotated[str, typer.Option("--sglang-version", callback=lower_choice, help="SGLang current, or legacy (before PR #11309: DeepSeek-V3.2's pool sized without its indexer).")] = "current"
+    sglang_version: Annotated[str, typer.Option("--sglang-version", callback=lower_choice, help="SGLang current (0.5.23; sparse-MLA cells sized by the row allocated, since 0.5.17), 0.5.16 (cells count the 576 B latent), or legacy (before PR #11309: DeepSeek-V3.2's pool sized without its indexer).")] = "current"
     disable_hybrid_swa_memory: Annotated[bool, typer.Option("--disable-hybrid-swa-memory", help="SGLang: no separate pool for sliding-window layers (gpt-oss, Llama-4).")] = False
     swa_full_tokens_ratio: Annotated[float, typer.Option("--swa-full-tokens-ratio", help="SGLang: sliding-layer pool tokens per full-layer pool token.")] = engine_defaults.SGLANG_SWA_FULL_TOKENS_RATIO
+    dsa_prefill_backend: Annotated[Optional[str], typer.Option("--dsa-prefill-backend", help="SGLang DSA prefill backend (DeepSeek-V3.2, GLM-5): trtllm reads 576 B fp8 latent rows, flashmla_kv 656 B. Default: the GPU's (--gpu).")] = None
+    dsa_decode_backend: Annotated[Optional[str], typer.Option("--dsa-decode-backend", help="SGLang DSA decode backend (as --dsa-prefill-backend).")] = None
 
-    def to_options(self) -> "SglangOptions":
+    def to_options(self, compute_capability: str | None = None, vendor: str | None = None) -> "SglangOptions":
+        """The engine's options, on a GPU of `compute_capability` ('9.0'; None: unknown) and `vendor`."""
         from kvcalc.engines.profile import SglangOptions
 
         return SglangOptions(page_size=self.page_size, version=self.sglang_version,
                              hybrid_swa_memory=not self.disable_hybrid_swa_memory,
-                             swa_full_tokens_ratio=self.swa_full_tokens_ratio)
+                             swa_full_tokens_ratio=self.swa_full_tokens_ratio, compute_capability=compute_capability,
+                             vendor=vendor, dsa_prefill_backend=_lower(self.dsa_prefill_backend),
+                             dsa_decode_backend=_lower(self.dsa_decode_backend))
 
 
 class LlamacppFlags(OptionGroup):
@@ -526,9 +531,14 @@ def engine_options(engine: str, groups: Iterable[Any], gpu: str | None = None) -
     group = next((g for g in groups if g.engine == key), None)
     if group is None:
         return None
-    if key == "vllm":
+    if key in ("vllm", "sglang"):
         return group.to_options(gpu_compute_capability(gpu), gpu_vendor(gpu))
     return group.to_options()
+
+
+def _lower(text: str | None) -> str | None:
+    """An engine's backend name as it spells it (lower case), None kept."""
+    return None if text is None else text.strip().lower()
 
 
 def gpu_vendor(gpu: str | None) -> str | None:

@@ -96,9 +96,10 @@ def _quantization(spec: LaunchSpec, engine: str) -> list[str]:
                       field="weight_dtype", value=w)
 
 
-def _kv_cache_dtype(spec: LaunchSpec, engine: str, fp8: str) -> str:
+def _kv_cache_dtype(spec: LaunchSpec, engine: str, fp8: str, also: tuple[str, ...] = ()) -> str:
     """The engine's `--kv-cache-dtype` for the planned K / V format: `auto` for the model's own
-    dtype, `fp8` spelled as the engine spells it; anything else is refused."""
+    dtype, `fp8` spelled as the engine spells it, the formats of `also` by their own names
+    (SGLang 0.5.23's mxfp8, nvfp4, fp4_mx_block16); anything else is refused, naming the list."""
     k, v = spec.k_dtype, spec.v_dtype
     if k != v:
         raise KvcalcError(f"{engine} stores K and V in one format; plan with one --kv-dtype", field="k_dtype")
@@ -106,9 +107,10 @@ def _kv_cache_dtype(spec: LaunchSpec, engine: str, fp8: str) -> str:
         return "auto"
     if k == "fp8_e4m3":
         return fp8
-    if k == "fp8_e5m2":
-        return "fp8_e5m2"
-    raise KvcalcError(f"{engine} has no {k} KV cache (auto, fp8, fp8_e5m2)", field="k_dtype", value=k)
+    if k == "fp8_e5m2" or k in also:
+        return k
+    names = ", ".join(("auto", fp8, "fp8_e5m2", *also))
+    raise KvcalcError(f"{engine} has no {k} KV cache ({names})", field="k_dtype", value=k)
 
 
 def vllm_line(spec: LaunchSpec) -> str:
@@ -141,7 +143,8 @@ def sglang_line(spec: LaunchSpec) -> str:
     if spec.nodes > 1:
         parts += ["--nnodes", str(spec.nodes), "--node-rank", "0", "--dist-init-addr", "HEAD_NODE_IP:5000"]
     parts += ["--context-length", str(spec.max_model_len), "--kv-cache-dtype",
-              _kv_cache_dtype(spec, "SGLang", "fp8_e4m3"), "--mem-fraction-static",
+              _kv_cache_dtype(spec, "SGLang 0.5.23", "fp8_e4m3", ("mxfp8", "nvfp4", "fp4_mx_block16")),
+              "--mem-fraction-static",
               f"{spec.gpu_memory_utilization:g}", "--max-running-requests", str(spec.max_num_seqs)]
     return " ".join(parts + _quantization(spec, "SGLang"))
 

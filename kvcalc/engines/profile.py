@@ -39,17 +39,26 @@ class SglangOptions:
       indexer), `--sglang-version`.
     - `hybrid_swa_memory`: False is `--disable-hybrid-swa-memory` (sliding layers sized as full).
     - `swa_full_tokens_ratio`: `--swa-full-tokens-ratio`, SWA-pool tokens per full-pool token.
+    - `compute_capability` / `vendor`: the GPU's (from `--gpu`; None: Hopper assumed), and
+      `dsa_prefill_backend` / `dsa_decode_backend` (`--dsa-prefill-backend`, `--dsa-decode-backend`;
+      None: SGLang's default for the GPU): they pick the sparse-MLA latent row and fp4 pool extras.
     """
 
     page_size: int = sglang.DEFAULT_PAGE_SIZE
     version: str = "current"
     hybrid_swa_memory: bool = True
     swa_full_tokens_ratio: float = sglang.DEFAULT_SWA_FULL_TOKENS_RATIO
+    compute_capability: str | None = None
+    vendor: str | None = None
+    dsa_prefill_backend: str | None = None
+    dsa_decode_backend: str | None = None
 
     def pool_kwargs(self) -> dict[str, Any]:
         """The keyword arguments of `sglang.capacity` / `sglang.memory_for`."""
+        target = sglang.PoolTarget(self.compute_capability, self.vendor, self.dsa_prefill_backend,
+                                   self.dsa_decode_backend)
         return {"page_size": self.page_size, "version": self.version, "hybrid_swa_memory": self.hybrid_swa_memory,
-                "swa_full_tokens_ratio": self.swa_full_tokens_ratio}
+                "swa_full_tokens_ratio": self.swa_full_tokens_ratio, "target": target}
 
 
 # ----- the interface ----------------------------------------------------------------------
@@ -293,7 +302,7 @@ class SglangProfile(EngineProfile):
         sglang.check_model(model)
 
     def check_kv_formats(self, model: ModelSpec, k: StorageFormat, v: StorageFormat) -> None:
-        sglang.check_dtypes(k, v)  # "SGLang has no 'q8_0' KV cache dtype; use auto, ..."
+        sglang.check_dtypes(k, v)  # "SGLang 0.5.23 has no 'q8_0' KV cache dtype; its pool stores auto, ..."
         super().check_kv_formats(model, k, v)
 
     def check_options(self, options: SglangOptions) -> None:

@@ -1,8 +1,12 @@
 """SGLang's token pool: `max_total_num_tokens` from a memory budget, and the pool it logs.
 
-Models SGLang 0.4.x-0.5.x (`python/sglang/srt/`); `version="legacy"` (`--sglang-version legacy`)
-is SGLang before PR #11309 (merged 2025-10-08), which sized DeepSeek-V3.2's pool without the
-indexer. Rules, each from its source:
+Models SGLang 0.4.x-0.5.23 (`python/sglang/srt/`), one rule table row per release line
+(`RULES`, `--sglang-version`): `current` is SGLang 0.5.23 (its sparse-MLA cell rule since 0.5.17,
+sgl-project/sglang#31992: the budget is divided by the row the pool allocates; its fp4 KV
+types); `0.5.16` is SGLang from PR #11309 through 0.5.16 (the cell counts the latent as
+kv_lora_rank + qk_rope_head_dim values, whatever row the pool allocates); `legacy` is SGLang
+before PR #11309 (merged 2025-10-08), which sized DeepSeek-V3.2's pool without the indexer.
+Rules, each from its source:
 
 - Cell size, `model_executor/model_runner.py` `profile_max_num_token` (since 0.5.x
   `model_runner_kv_cache_mixin.py` `get_cell_size_per_token`): bytes one token takes over all
@@ -28,16 +32,26 @@ DeepSeek-V3.2 (NSA, `is_deepseek_nsa`: the model has an `index_head_dim`):
   whatever `--page-size` says; the KV dtype is bf16 or fp8_e4m3 only ("DeepSeek NSA only supports
   bf16/bfloat16 or fp8_e4m3 kv_cache_dtype"); `auto` is fp8_e4m3 on Blackwell, bf16 on Hopper
   (kvcalc's `auto` is the model's dtype: pass --kv-dtype fp8 for Blackwell).
-- `memory_pool.py` `NSATokenToKVPool`: the latent row is `calculate_mla_kv_cache_dim()`: with an
-  fp8_e4m3 cache 656 B (kv_lora_rank 512 fp8 + 512 / 128 x 4 B fp32 scales + qk_rope_head_dim 64
-  x 2 B bf16 rope), else (kv_lora_rank + qk_rope_head_dim) x element bytes (576 x 2 B bf16); plus
-  per layer an indexer buffer `index_k_with_scale_buffer` of ((size + page_size + 1) // page_size)
-  pages x page_size x (index_head_dim + index_head_dim / 128 x 4) B (128 + 4 = 132 B a token).
-- Current rule (PR #11309, `get_cell_size_per_token`): cell = layers x ((kv_lora_rank +
-  qk_rope_head_dim) x element bytes + 132): 61 x (576 + 132) = 43,188 B with fp8. The cell
-  counts the fp8 latent as 576 B, not the 656 B the pool allocates, so the pool exceeds the
-  budget by layers x 80 B a token (a note says by how much); the log's "KV size" includes the
-  indexer buffers (`NSATokenToKVPool.get_kv_size_bytes`).
+- `memory_pool.py` `NSATokenToKVPool` (0.5.23: `DSATokenToKVPool`): the latent row is
+  `calculate_mla_kv_cache_dim()` (0.5.23 `mem_cache/kv_cache_configurator.py`): with an
+  fp8_e4m3 cache and a scaled-layout DSA backend (Hopper's default `flashmla_kv`) 656 B
+  (kv_lora_rank 512 fp8 + 512 / 128 x 4 B fp32 scales + qk_rope_head_dim 64 x 2 B bf16 rope);
+  with `trtllm` as either DSA backend (Blackwell's default), on AMD (triton / tilelang / aiter)
+  or tilelang for both, the raw row (kv_lora_rank + qk_rope_head_dim) x element bytes (576 B
+  fp8, 1,152 B bf16); plus per layer an indexer buffer `index_k_with_scale_buffer` of
+  ((size + page_size + 1) // page_size) pages x page_size x (index_head_dim + index_head_dim /
+  128 x 4) B (128 + 4 = 132 B a token). The DSA backends (`--dsa-prefill-backend`,
+  `--dsa-decode-backend`; `arg_groups/overrides.py` `_dsa_split_backend_resolution`) default
+  by the GPU: fp8 `trtllm` on compute capability >= 10, else `flashmla_kv`; bf16 prefill
+  `flashmla_sparse`, decode `trtllm` (>= 10) or `fa3`; AMD `triton`. Without `--gpu` kvcalc
+  assumes Hopper and says so (`dsa_backends`).
+- Current rule (0.5.17+, PR #31992; 0.5.23 `model_executor/pool_configurator.py`
+  `_compute_cell_size`): cell = layers x (row + 132): Hopper fp8 61 x (656 + 132) = 61 x 788 =
+  48,068 B, Blackwell fp8 (trtllm) 61 x (576 + 132) = 61 x 708 = 43,188 B; the pool fits the
+  budget. 0.5.16 rule (PR #11309, `get_cell_size_per_token`): cell = layers x ((kv_lora_rank +
+  qk_rope_head_dim) x element bytes + 132) = 43,188 B with fp8 on any GPU, so with the 656 B row
+  the pool exceeds the budget by layers x 80 B a token (a note says by how much). The log's "KV
+  size" includes the indexer buffers (`NSATokenToKVPool.get_kv_size_bytes`).
 - Legacy rule (before PR #11309): cell = layers x 576 B (no indexer) and the logged "KV size" is
   the latent buffers only, while the indexer buffers are allocated all the same. PR #11309's own
   logs (8 x B200, DeepSeek-V3.2-Exp): before, "#tokens: 1462784, KV size: 54.52 GB" (really
@@ -69,13 +83,26 @@ with trtllm_mha and turns the SWA pool off (`server_args.py`): use --disable-hyb
   0.6.4): an fp32 checkpoint is served in fp16 ("Following the common practice, we use float16
   for float32 models"), gemma-family fp32 checkpoints in bf16.
 
+- FP4 and MXFP8 KV (0.5.23 only: `--kv-cache-dtype nvfp4 | fp4_mx_block16 | mxfp8`;
+  `pool_configurator.py` `_compute_cell_size`, `layers/quantization/fp4_kv_cache_quant_method.py`
+  `compute_cell_size`): a layer's token holds H_kv x (head_dim / 2) B of e2m1 values per side and
+  H_kv x head_dim / 16 B of scales per side per scale layout (= the nvfp4 / fp4_mx_block16 format,
+  9 B per 16 values, for one layout); MLA: 576 / 2 + 576 / 16 = 324 B. nvfp4 (MHA) needs compute
+  capability 10.x (native prefill and decode on trtllm_mha: one scale layout) or 12.x (FP8 prefill
+  on flashinfer: a linear scale layout plus a dequant workspace of H_kv x head_dim x 2 B fp8 per
+  token, once for all layers); `kv_cache_hook.py` `handle_kv4_compatibility` refuses other GPUs.
+  mxfp8: one scale byte per 32 values (= the mxfp8 format), compute capability >= 10.
+
 Mamba / linear-attention layers are refused.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from kvcalc.calc.kv_cache import (
     check_tp,
+    kv_heads_per_rank,
     refuse_hybrid_layers,
     indexer_bytes_per_token,
     layer_kv_bytes_per_token,
@@ -86,10 +113,38 @@ from kvcalc.formats import StorageFormat
 from kvcalc.results import EngineResult
 from kvcalc.schema import LayerSpec, ModelSpec
 
-VERSION = "SGLang 0.4.x-0.5.x (model_runner.profile_max_num_token, memory_pool.MHATokenToKVPool)"
-#: `--sglang-version`: the current rules, or SGLang before PR #11309 (DeepSeek-V3.2's pool sized
-#: without its indexer); the label each puts in `engine_version`.
-VERSIONS = {"current": "SGLang 0.4.x-0.5.x", "legacy": "SGLang 0.5.x before PR #11309"}
+VERSION = "SGLang 0.4.x-0.5.23 (pool_configurator._compute_cell_size, memory_pool.MHATokenToKVPool)"
+
+
+@dataclass(frozen=True)
+class SglangRules:
+    """One SGLang release line's pool rules (a row of `RULES`):
+
+    - `label`: what `engine_version` says;
+    - `nsa_cell`: how the sparse-MLA (DSA / NSA) cell counts a layer: `row` the latent row the pool
+      allocates + the indexer key (0.5.17+), `latent` (kv_lora_rank + qk_rope_head_dim) x element
+      bytes + the indexer key (PR #11309 to 0.5.16), `latent_only` without the indexer (before);
+    - `kv_dtypes`: the kvcalc formats its `--kv-cache-dtype` stores (`auto` is the model's dtype).
+    """
+
+    label: str
+    nsa_cell: str
+    kv_dtypes: tuple[str, ...]
+
+
+_PLAIN_KV = ("bf16", "fp16", "fp8_e4m3", "fp8_e5m2")
+#: `--sglang-version` -> its rules; `current` reads alone, an old line is deleted with its row.
+RULES: dict[str, SglangRules] = {
+    "current": SglangRules("SGLang 0.5.23", "row", _PLAIN_KV + ("mxfp8", "nvfp4", "fp4_mx_block16")),
+    "0.5.16": SglangRules("SGLang 0.5.16 (PR #11309 to 0.5.16)", "latent", _PLAIN_KV),
+    "legacy": SglangRules("SGLang 0.5.x before PR #11309", "latent_only", _PLAIN_KV),
+}
+#: the label each version puts in `engine_version`.
+VERSIONS = {name: rules.label for name, rules in RULES.items()}
+#: the GPU assumed for the DSA backend and the fp4 layouts when `--gpu` is not given (as vLLM's profile)
+ASSUMED_COMPUTE_CAPABILITY = "9.0"
+#: DSA backends that read the raw latent row (no fp32 scales, fp8 rope): `calculate_mla_kv_cache_dim`
+RAW_ROW_DSA_BACKENDS_AMD = ("tilelang", "triton", "aiter")
 DEFAULT_PAGE_SIZE = defaults.SGLANG_PAGE_SIZE
 SGLANG_GB = 1 << 30  # memory_pool.py: GB = 1024 * 1024 * 1024 (a GiB, labelled "GB")
 #: server_args.py: "Setting page size to 64 for DeepSeek NSA." (NSATokenToKVPool asserts it on CUDA)
@@ -122,13 +177,39 @@ def default_kv_dtype(model: ModelSpec) -> tuple[str, str]:
     return name, f"auto ({name})"
 
 
-def check_dtypes(k: StorageFormat, v: StorageFormat) -> None:
-    """Raise `KvcalcError` (field `k_dtype` / `v_dtype`) for a format SGLang has no KV pool dtype
-    for: it stores plain 16- or 8-bit values (`--kv-cache-dtype auto|bf16|fp8_e4m3|fp8_e5m2`)."""
+def check_dtypes(k: StorageFormat, v: StorageFormat, version: str = "current") -> None:
+    """Raise `KvcalcError` (field `k_dtype` / `v_dtype`) for a format the SGLang `version` has no
+    KV pool dtype for, naming the version and what its `--kv-cache-dtype` stores (`RULES`)."""
+    rules = RULES.get(version, RULES["current"])
     for field, f in (("k_dtype", k), ("v_dtype", v)):
-        if f.block_values != 1:
-            raise KvcalcError(f"SGLang has no '{f.name}' KV cache dtype; use auto, bf16, fp16, fp8_e4m3 or fp8_e5m2",
-                              field=field, value=f.name, form=MESSAGE)
+        if f.name not in rules.kv_dtypes:
+            raise KvcalcError(f"{rules.label} has no '{f.name}' KV cache dtype; its pool stores "
+                              f"{', '.join(('auto',) + rules.kv_dtypes)}", field=field, value=f.name, form=MESSAGE)
+
+
+def _major(compute_capability: str | None) -> int:
+    return int((compute_capability or ASSUMED_COMPUTE_CAPABILITY).split(".")[0])
+
+
+def dsa_backends(model: ModelSpec, k: StorageFormat, compute_capability: str | None = None, vendor: str | None = None,
+                 prefill: str | None = None, decode: str | None = None) -> tuple[str, str]:
+    """(prefill, decode) DSA backends SGLang 0.5.23 runs a sparse-MLA model with
+    (`arg_groups/overrides.py` `_dsa_split_backend_resolution`; a given `--dsa-prefill-backend` /
+    `--dsa-decode-backend` stands): AMD `triton`; GLM-5 (`glm_moe_dsa`) fp8 on compute capability
+    12.x `flashinfer_sparse_mla`; fp8 `trtllm` on >= 10 (Blackwell), else `flashmla_kv` (Hopper);
+    bf16 prefill `flashmla_sparse`, decode `trtllm` (>= 10) or `fa3`. No GPU: Hopper (9.0)."""
+    major = _major(compute_capability)
+    if vendor == "amd":
+        default = ("triton", "triton")
+    elif k.name == "fp8_e4m3":
+        if (model.model_type or "").startswith("glm") and major == 12:
+            default = ("flashinfer_sparse_mla", "flashinfer_sparse_mla")
+        else:
+            backend = "trtllm" if major >= 10 else "flashmla_kv"
+            default = (backend, backend)
+    else:
+        default = ("flashmla_sparse", "trtllm" if major >= 10 else "fa3")
+    return prefill or default[0], decode or default[1]
 
 
 def is_nsa(model: ModelSpec) -> bool:
@@ -146,8 +227,8 @@ def uses_swa_pool(model: ModelSpec, hybrid_swa_memory: bool = True) -> bool:
 
 def check_version(version: str) -> None:
     """Raise `KvcalcError` (field `sglang_version`) for a version kvcalc does not model."""
-    if version not in VERSIONS:
-        raise KvcalcError(f"must be one of {', '.join(VERSIONS)}, got '{version}'", field="sglang_version",
+    if version not in RULES:
+        raise KvcalcError(f"must be one of {', '.join(RULES)}, got '{version}'", field="sglang_version",
                           option="--sglang-version", value=version, form=OPTION_SAYS)
 
 
@@ -177,7 +258,8 @@ def _check(model: ModelSpec, k: StorageFormat, v: StorageFormat, tp: int, page_s
     size (`page_size`), the version (`sglang_version`) and the SWA ratio."""
     check_tp(model, tp)
     check_model(model)
-    check_dtypes(k, v)
+    check_version(version)
+    check_dtypes(k, v, version)
     if is_nsa(model):
         for field, f in (("k_dtype", k), ("v_dtype", v)):
             if f.name not in NSA_KV_DTYPES:  # server_args.py's assertion
@@ -186,7 +268,6 @@ def _check(model: ModelSpec, k: StorageFormat, v: StorageFormat, tp: int, page_s
     if page_size <= 0:
         raise KvcalcError(f"must be a positive integer, got {page_size}", field="page_size", value=page_size,
                           form=OPTION_SAYS)
-    check_version(version)
     check_swa_ratio(swa_full_tokens_ratio)
 
 
@@ -195,26 +276,80 @@ def _indexer_bytes(layer: LayerSpec) -> int:
 
 
 def cell_size_bytes(model: ModelSpec, k: StorageFormat, v: StorageFormat, tp: int = 1,
-                    version: str = "current") -> int:
-    """Bytes one token takes in the pool over all layers on one TP rank
-    (`get_cell_size_per_token`): sum of `layer_kv_bytes_per_token`, window ignored. For NSA the
-    latent is (kv_lora_rank + qk_rope_head_dim) x element bytes (576 B with fp8, not the 656 B row
-    the pool allocates) plus the indexer key (132 B) a layer; `version="legacy"` leaves the
-    indexer out (SGLang before PR #11309)."""
-    total = sum(layer_kv_bytes_per_token(layer, k, v, tp) for layer in model.layers)
-    if version == "legacy":
+                    version: str = "current", *, row: int | None = None, extra_bytes: int = 0) -> int:
+    """Bytes one token takes in the pool over all layers on one TP rank (0.5.23
+    `pool_configurator._compute_cell_size`): sum of `layer_kv_bytes_per_token`, window ignored,
+    plus `extra_bytes` (an fp4 pool's second scale layout and dequant workspace, `fp4_extras`).
+    Sparse MLA (NSA / DSA), per `RULES[version].nsa_cell`: `row` (current, 0.5.17+): each layer
+    the latent `row` the pool allocates (`nsa_row_bytes`; default: Hopper's flashmla_kv) + the
+    132 B indexer key, e.g. 61 x (656 + 132) = 48,068 B fp8 on Hopper, 61 x (576 + 132) = 43,188 B
+    on Blackwell's trtllm; `latent` (0.5.16): (kv_lora_rank + qk_rope_head_dim) x element bytes
+    + 132 (43,188 B fp8 on any GPU); `latent_only` (legacy): the latent alone (35,136 B)."""
+    total = sum(layer_kv_bytes_per_token(layer, k, v, tp) for layer in model.layers) + extra_bytes
+    rule = RULES[version].nsa_cell
+    if rule == "latent_only":
         total -= sum(_indexer_bytes(layer) for layer in model.layers)
+    elif rule == "row" and is_nsa(model):
+        latent = k.bytes_for((model.kv_lora_rank or 0) + (model.qk_rope_head_dim or 0), what="latent")
+        row = nsa_row_bytes(model, k) if row is None else row
+        total += sum(1 for layer in model.layers if layer.kind == "mla") * (row - latent)
     return total
 
 
-def nsa_row_bytes(model: ModelSpec, k: StorageFormat) -> int:
-    """Bytes of one token's latent row in one NSA layer (`calculate_mla_kv_cache_dim`): fp8_e4m3:
-    kv_lora_rank + kv_lora_rank / 128 x 4 B + qk_rope_head_dim x 2 B (512 + 16 + 128 = 656 B);
-    bf16: (kv_lora_rank + qk_rope_head_dim) x 2 B (1,152 B)."""
+def nsa_row_bytes(model: ModelSpec, k: StorageFormat, backends: tuple[str, str] = ("flashmla_kv", "flashmla_kv"),
+                  vendor: str | None = None) -> int:
+    """Bytes of one token's latent row in one NSA layer (`calculate_mla_kv_cache_dim`, 0.5.23
+    `mem_cache/kv_cache_configurator.py`) with the (prefill, decode) DSA `backends`: fp8_e4m3 with
+    a scaled layout (flashmla_kv, flashmla_sparse, flashinfer_sparse_mla): kv_lora_rank +
+    kv_lora_rank / 128 x 4 B + qk_rope_head_dim x 2 B (512 + 16 + 128 = 656 B); `trtllm` as either
+    backend, AMD's tilelang / triton / aiter, or tilelang for both: the raw row (kv_lora_rank +
+    qk_rope_head_dim) x element bytes (576 B fp8); bf16: (512 + 64) x 2 B = 1,152 B."""
     rank, rope = model.kv_lora_rank or 0, model.qk_rope_head_dim or 0
-    if k.name == "fp8_e4m3":
+    raw = ("trtllm" in backends or backends == ("tilelang", "tilelang")
+           or (vendor == "amd" and any(b in RAW_ROW_DSA_BACKENDS_AMD for b in backends)))
+    if k.name == "fp8_e4m3" and not raw:
         return rank + rank // NSA_QUANT_BLOCK_VALUES * NSA_SCALE_BYTES + rope * NSA_ROPE_BYTES
     return k.bytes_for(rank + rope, what="latent", field="k_dtype")
+
+
+def fp4_extras(model: ModelSpec, k: StorageFormat, tp: int = 1, compute_capability: str | None = None,
+               version: str = "current") -> tuple[int, str | None]:
+    """(extra bytes a token, note) an fp4 / mxfp8 pool adds to the format's own bytes, SGLang
+    0.5.23 (`pool_configurator._compute_cell_size`, `NVFP4KVCacheMethod.compute_cell_size`,
+    `kv_cache_hook.handle_kv4_compatibility` and `handle_nvfp4_prefill_kv_dequant_dtype`):
+
+    - nvfp4 on an attention (not MLA) model: compute capability 10.x prefills and decodes the
+      native layout on trtllm_mha: one scale layout, nothing extra (Llama-3.1-8B: 32 x 8 x 2 x
+      (64 + 8) = 36,864 B a token); 12.x prefills from an fp8 dequant workspace on flashinfer:
+      + H_kv x head_dim x 2 x 1 B once per token (8 x 128 x 2 = 2,048 B); other GPUs are refused
+      ("requires Blackwell SM100 or SM120"), and so is no `--gpu` (the two differ).
+    - nvfp4 on MLA and fp4_mx_block16: the format's 9 B per 16 values, nothing extra.
+    - mxfp8: needs compute capability >= 10 (checked when the GPU is known).
+
+    Raises `KvcalcError` (field `kv_dtype`) naming the version for a GPU SGLang refuses."""
+    label = RULES[version].label
+    major = _major(compute_capability) if compute_capability else None
+    if k.name == "mxfp8" and major is not None and major < 10:
+        raise KvcalcError(f"{label}: --kv-cache-dtype mxfp8 requires an SM100+ (Blackwell) GPU, not compute "
+                          f"capability {compute_capability}", field="kv_dtype", value=k.name, form=MESSAGE)
+    if k.name != "nvfp4":
+        return 0, None
+    if major is not None and major not in (10, 12):
+        raise KvcalcError(f"{label}: --kv-cache-dtype=nvfp4 requires Blackwell SM100 or SM120, not compute capability "
+                          f"{compute_capability}; use fp4_mx_block16 (or bf16, fp8_e4m3, fp8_e5m2)",
+                          field="kv_dtype", value=k.name, form=MESSAGE)
+    if model.attention == "mla":
+        return 0, None
+    if major is None:
+        raise KvcalcError(f"{label}: --kv-cache-dtype nvfp4 sizes its pool by the GPU (SM100: native layout; SM120: "
+                          "+ an fp8 prefill workspace): give --gpu (b200, b300, gb200, rtx-5090, ...)",
+                          field="gpu", value=k.name, form=MESSAGE)
+    if major == 10:
+        return 0, "nvfp4 on SM100: native NVFP4 prefill and decode (trtllm_mha), one scale layout"
+    first = next(layer for layer in model.layers if layer.caches_kv)
+    workspace = kv_heads_per_rank(first, tp) * first.head_dim_k * 2
+    return workspace, (f"nvfp4 on SM120: FP8 prefill from a dequant workspace (flashinfer) of {workspace:,} B a token, "
+                       "counted in the cell")
 
 
 def _layers_pool_bytes(layers: list[LayerSpec] | tuple[LayerSpec, ...], rows: int, k: StorageFormat,
@@ -227,12 +362,13 @@ def _layers_pool_bytes(layers: list[LayerSpec] | tuple[LayerSpec, ...], rows: in
     return k_bytes, total - k_bytes
 
 
-def nsa_pool_bytes(model: ModelSpec, size: int, k: StorageFormat, page_size: int = NSA_PAGE_SIZE) -> tuple[int, int]:
+def nsa_pool_bytes(model: ModelSpec, size: int, k: StorageFormat, page_size: int = NSA_PAGE_SIZE, *,
+                   row: int | None = None) -> tuple[int, int]:
     """(latent bytes, indexer bytes) of `NSATokenToKVPool` for `size` tokens: every layer has a
-    latent buffer of (size + page_size) rows of `nsa_row_bytes` and an indexer buffer of
-    (size + page_size + 1) // page_size pages x page_size x 132 B."""
+    latent buffer of (size + page_size) rows of `row` bytes (default `nsa_row_bytes` on Hopper) and
+    an indexer buffer of (size + page_size + 1) // page_size pages x page_size x 132 B."""
     layers = [layer for layer in model.layers if layer.kind == "mla"]
-    latent = len(layers) * (size + page_size) * nsa_row_bytes(model, k)
+    latent = len(layers) * (size + page_size) * (nsa_row_bytes(model, k) if row is None else row)
     pages = (size + page_size + 1) // page_size
     return latent, sum(pages * page_size * _indexer_bytes(layer) for layer in layers)
 
@@ -266,10 +402,46 @@ def swa_split(model: ModelSpec, capacity: int, k: StorageFormat, v: StorageForma
 
 
 def max_total_num_tokens(model: ModelSpec, kv_memory_bytes: int, k: StorageFormat, v: StorageFormat, tp: int = 1,
-                         page_size: int = DEFAULT_PAGE_SIZE, version: str = "current") -> int:
+                         page_size: int = DEFAULT_PAGE_SIZE, version: str = "current", *, row: int | None = None,
+                         extra_bytes: int = 0) -> int:
     """budget // cell_size, rounded down to a multiple of `page_size` (`_resolve_token_capacity`)."""
-    n = kv_memory_bytes // cell_size_bytes(model, k, v, tp, version)
+    n = kv_memory_bytes // cell_size_bytes(model, k, v, tp, version, row=row, extra_bytes=extra_bytes)
     return n // page_size * page_size
+
+
+@dataclass(frozen=True)
+class PoolTarget:
+    """What picks SGLang's pool layout beyond the model and dtype: the GPU's compute capability
+    and vendor (`--gpu`; None: Hopper assumed, as `ASSUMED_COMPUTE_CAPABILITY`) and the DSA
+    backends given (`--dsa-prefill-backend`, `--dsa-decode-backend`; None: SGLang's default)."""
+
+    compute_capability: str | None = None
+    vendor: str | None = None
+    dsa_prefill_backend: str | None = None
+    dsa_decode_backend: str | None = None
+
+
+def pool_layout(model: ModelSpec, k: StorageFormat, v: StorageFormat, tp: int = 1, version: str = "current",
+                target: PoolTarget = PoolTarget(), hybrid_swa_memory: bool = True) -> tuple[int | None, int, list[str]]:
+    """(NSA latent row bytes or None, extra bytes a token, notes) for `model` on `target`:
+    the DSA backends and the row they allocate (`dsa_backends`, `nsa_row_bytes`), and an fp4
+    pool's extras (`fp4_extras`). Raises `KvcalcError` for a GPU SGLang refuses the dtype on."""
+    notes: list[str] = []
+    extra, note = fp4_extras(model, k, tp, target.compute_capability, version)
+    if note:
+        notes.append(note)
+    if extra and uses_swa_pool(model, hybrid_swa_memory):
+        raise KvcalcError(f"{RULES[version].label}: kvcalc does not model the SWA pool with an nvfp4 dequant workspace: "
+                          "add --disable-hybrid-swa-memory", field="kv_dtype", value=k.name, form=MESSAGE)
+    if not is_nsa(model):
+        return None, extra, notes
+    backends = dsa_backends(model, k, target.compute_capability, target.vendor, target.dsa_prefill_backend,
+                            target.dsa_decode_backend)
+    row = nsa_row_bytes(model, k, backends, target.vendor)
+    gpu = (f"compute capability {target.compute_capability}" if target.compute_capability else
+           f"no --gpu: Hopper ({ASSUMED_COMPUTE_CAPABILITY}) assumed")
+    notes.append(f"DSA backends prefill={backends[0]}, decode={backends[1]} ({gpu}): latent rows of {row:,} B a layer")
+    return row, extra, notes
 
 
 def _gib(n: int) -> str:
@@ -286,7 +458,8 @@ def capacity(model: ModelSpec, kv_memory_bytes: int, k: StorageFormat, v: Storag
              page_size: int = DEFAULT_PAGE_SIZE, max_model_len: int | None = None,
              concurrency: int | None = None, kv_cache_dtype: str | None = None, version: str = "current",
              hybrid_swa_memory: bool = True,
-             swa_full_tokens_ratio: float = DEFAULT_SWA_FULL_TOKENS_RATIO) -> EngineResult:
+             swa_full_tokens_ratio: float = DEFAULT_SWA_FULL_TOKENS_RATIO,
+             target: PoolTarget = PoolTarget()) -> EngineResult:
     """SGLang's pool for a static budget of `kv_memory_bytes` per rank: `max_total_num_tokens`,
     pages, K and V bytes and the log lines; DeepSeek-V3.2's NSA pool (page 64, the indexer
     buffers) and, for the models in `SWA_POOL_MODEL_TYPES`, the SWA pool's two token counts
@@ -294,19 +467,24 @@ def capacity(model: ModelSpec, kv_memory_bytes: int, k: StorageFormat, v: Storag
     tokens / (cdiv(L, page_size) x page_size), requests of L tokens the pool holds at once (SWA
     pool: the smaller of full / pages(L) and swa / pages(min(L, window))).
 
-    Raises `KvcalcError` for TP layouts SGLang refuses, block formats, mamba layers, NSA caches
-    other than bf16 / fp8_e4m3, and a budget that holds no page ("Not enough memory").
+    `target` (`PoolTarget`: the GPU, the DSA backends) picks the NSA latent row and the fp4 extras.
+
+    Raises `KvcalcError` for TP layouts SGLang refuses, formats the version has no dtype for,
+    mamba layers, NSA caches other than bf16 / fp8_e4m3, a GPU the dtype needs and lacks, and a
+    budget that holds no page ("Not enough memory").
     """
     _check(model, k, v, tp, page_size, version, swa_full_tokens_ratio)
-    notes = ['SGLang prints GiB values (bytes / 2^30) labelled "GB" (memory_pool.py: GB = 1024 * 1024 * 1024)']
+    row, extra, layout_notes = pool_layout(model, k, v, tp, version, target, hybrid_swa_memory)
+    notes = ['SGLang prints GiB values (bytes / 2^30) labelled "GB" (memory_pool.py: GB = 1024 * 1024 * 1024)',
+             *layout_notes]
     lines: list[str] = []
     nsa = is_nsa(model)
     if nsa:
         page_size = NSA_PAGE_SIZE
         lines.append("Setting page size to 64 for DeepSeek NSA.")
     L = max_model_len or model.default_context
-    cell = cell_size_bytes(model, k, v, tp, version)
-    n = max_total_num_tokens(model, kv_memory_bytes, k, v, tp, page_size, version) if kv_memory_bytes > 0 else 0
+    cell = cell_size_bytes(model, k, v, tp, version, row=row, extra_bytes=extra)
+    n = kv_memory_bytes // cell // page_size * page_size if kv_memory_bytes > 0 else 0
     if n <= 0:
         raise KvcalcError(f"SGLang would fail at start-up ({max(kv_memory_bytes, 0):,} B holds no page of "
                           f"{cell * page_size:,} B): {NO_MEMORY}",
@@ -341,16 +519,15 @@ def capacity(model: ModelSpec, kv_memory_bytes: int, k: StorageFormat, v: Storag
         fits = (lambda t, c: n >= c * per_req(t))
         conc = n / per_req(L) if L else None
         if nsa:
-            latent, indexer = nsa_pool_bytes(model, n, k, page_size)
+            latent, indexer = nsa_pool_bytes(model, n, k, page_size, row=row)
             k_bytes, v_bytes = latent + indexer, 0
             logged = latent if version == "legacy" else latent + indexer
             lines.append(f"KV Cache is allocated. #tokens: {n}, KV size: {_gib(logged)}")
             if version == "legacy":
                 notes.append(f"SGLang before PR #11309 sized tokens and logged the KV size without the indexer "
                              f"key cache: the pool really takes {k_bytes:,} B ({k_bytes / SGLANG_GB:.2f} GiB)")
-            row = nsa_row_bytes(model, k)
             sized = k.bytes_for((model.kv_lora_rank or 0) + (model.qk_rope_head_dim or 0), what="latent")
-            if row != sized:
+            if row != sized and RULES[version].nsa_cell != "row":
                 notes.append(f"SGLang sizes the fp8 latent as {sized:,} B a layer but allocates {row:,} B rows (fp32 "
                              f"scales and a bf16 rope): the pool takes {k_bytes:,} B, "
                              f"{k_bytes - kv_memory_bytes:,} B over the budget")
@@ -375,15 +552,16 @@ def capacity(model: ModelSpec, kv_memory_bytes: int, k: StorageFormat, v: Storag
 
 def memory_for(model: ModelSpec, seq_len: int, batch: int, k: StorageFormat, v: StorageFormat, *, tp: int = 1,
                page_size: int = DEFAULT_PAGE_SIZE, version: str = "current", hybrid_swa_memory: bool = True,
-               swa_full_tokens_ratio: float = DEFAULT_SWA_FULL_TOKENS_RATIO) -> int:
+               swa_full_tokens_ratio: float = DEFAULT_SWA_FULL_TOKENS_RATIO, target: PoolTarget = PoolTarget()) -> int:
     """The static budget per rank for `batch` requests of `seq_len` tokens:
     batch x cdiv(seq_len, page) x page x cell_size (NSA: page 64). With the SWA pool, the least
     budget whose split (`swa_split`) holds batch x pages(seq_len) full-layer tokens and
     batch x pages(min(seq_len, window)) sliding-layer tokens (found by bisection)."""
     _check(model, k, v, tp, page_size, version, swa_full_tokens_ratio)
+    row, extra, _ = pool_layout(model, k, v, tp, version, target, hybrid_swa_memory)
     if is_nsa(model):
         page_size = NSA_PAGE_SIZE
-    cell = cell_size_bytes(model, k, v, tp, version)
+    cell = cell_size_bytes(model, k, v, tp, version, row=row, extra_bytes=extra)
     need_full = batch * -(-seq_len // page_size) * page_size
     if not uses_swa_pool(model, hybrid_swa_memory):
         return need_full * cell

@@ -27,10 +27,19 @@ def gpu_table() -> dict[str, GpuSpec]:
     return {key: build(GpuSpec, {"key": key, **row}, f"{path} (gpus.{key})") for key, row in rows.items()}
 
 
+#: other names of a row: the system it ships in (a GB200 NVL72's GPU is the `gb200` row, an HGX
+#: B200's the `b200` row)
+GPU_ALIASES: dict[str, str] = {
+    "gb200-nvl72": "gb200", "gb300-nvl72": "gb300", "hgx-b200": "b200", "b200-hgx": "b200", "dgx-b200": "b200",
+    "hgx-b300": "b300", "b300-hgx": "b300", "dgx-b300": "b300",
+}
+
+
 def normalize_key(name: str) -> str:
     """A GPU name as the table spells its keys: lower case, spaces and underscores as hyphens
-    (`H100_SXM` -> `h100-sxm`)."""
-    return name.strip().lower().replace(" ", "-").replace("_", "-")
+    (`H100_SXM` -> `h100-sxm`), a system's name as its GPU's row (`GB200_NVL72` -> `gb200`)."""
+    key = name.strip().lower().replace(" ", "-").replace("_", "-")
+    return GPU_ALIASES.get(key, key)
 
 
 def gpu_from_mapping(data: dict[str, Any], path: Path, lines: dict[str, int] | None = None) -> GpuSpec:
@@ -91,7 +100,7 @@ def gpu_for_device_name(device_name: str) -> GpuSpec | None:
     HBM3"), or None when no row matches well enough to trust."""
     n = device_name.lower()
     rules = [("h200", "h200"), ("h100 nvl", "h100-nvl"), ("h100 pcie", "h100-pcie"),
-             ("h100", "h100-sxm"), ("b200", "b200"), ("mi300x", "mi300x"), ("l40s", "l40s"),
+             ("h100", "h100-sxm"), ("gb300", "gb300"), ("gb200", "gb200"), ("b300", "b300"), ("b200", "b200"), ("mi300x", "mi300x"), ("l40s", "l40s"),
              ("a10g", "a10g"), ("4090", "rtx-4090"), ("3090", "rtx-3090")]
     for needle, key in rules:
         if needle in n:

@@ -298,10 +298,12 @@ def gpus_table(rows: list[Any], *, width: int | None = None):
     the table as "key: name" lines."""
     cols = [Col("key", kind="id", justify="left"), Col("memory\nGiB", short="GiB"), Col("memory\nGB", short="GB"),
             Col("HBM\nTB/s", short="TB/s"), Col("bf16\nTFLOP/s", short="bf16"), Col("fp8\nTFLOP/s", short="fp8"),
+            Col("fp4\nTFLOP/s", short="fp4"),
             Col("link GB/s\n(bidir)", short="link"), Col("name", kind="text", justify="left", legend=True)]
     cells: list[list[Cell]] = [
         [g.key, f"{g.memory_bytes / 2**30:,.1f}", f"{g.memory_bytes / 1e9:,.1f}", f"{g.hbm_bytes_per_s / 1e12:,.2f}",
          f"{g.bf16_flops_per_s / 1e12:,.0f}", f"{g.fp8_flops_per_s / 1e12:,.0f}" if g.fp8_flops_per_s else "-",
+         f"{g.fp4_flops_per_s / 1e12:,.0f}" if g.fp4_flops_per_s else "-",
          f"{g.interconnect_bytes_per_s / 1e9:,.0f}" if g.interconnect_bytes_per_s else "-", g.name] for g in rows]
     return grid(cols, cells, width=width,
                 title="GPUs (kvcalc ... --gpu KEY); memory as nvidia-smi / rocm-smi report it; dense FLOP/s")

@@ -278,19 +278,23 @@ def test_default_search_size():
     + 2 = 20; 32 -> 6 + 5 + 4 + 3 = 18: 84 layouts. Formats: bf16 or fp8 KV x the bf16 checkpoint
     or fp8 weights = 4 on a GPU with fp8 tensor cores (`fp8_flops_per_s`), bf16/bf16 alone
     otherwise. A row with no link between devices (`interconnect_bytes_per_s` unset: Apple's
-    unified memory, one device per machine) is searched at one device only: 1 layout. So points =
-    84 x (4 x linked GPUs with fp8 + linked GPUs without) + (formats of each unlinked row): the 29
-    rows of 2026-12-01 (17 with fp8, 5 Apple rows without fp8 or a link) give
-    84 x (4 x 17 + 7) + 5 x 1 = 84 x 75 + 5 = 6,305.
+    unified memory, one device per machine) is searched at one device only: 1 layout. A row with a
+    72-GPU NVLink domain (`nvlink_domain_gpus`: GB200 / GB300 NVL72) also takes tp 16 and 32:
+    16 -> 14 + d(1) = 15; 32 -> 18 + d(2) + d(1) = 21: 88 layouts. So points = 84 x (4 x linked
+    GPUs with fp8 + linked GPUs without) + 88 x 4 x NVL72 rows + (formats of each unlinked row):
+    the 30 rows of 2026-12-02 (18 with fp8, 2 of them NVL72; 5 Apple rows without fp8 or a link)
+    give 84 x (4 x 16 + 7) + 88 x 4 x 2 + 5 x 1 = 5,964 + 704 + 5 = 6,673.
     """
     from kvcalc.load.gpus import gpu_table
 
     m = load_model("llama-3.1-70b")
     assert sum(len(P.parallel_layouts(m, n)) for n in P.counts(32)) == 84
+    assert sum(len(P.parallel_layouts(m, n, 8, 72)) for n in P.counts(32)) == 88
     table = gpu_table().values()
     formats = {g.key: 4 if g.fp8_flops_per_s else 1 for g in table}
-    want = sum((84 if g.interconnect_bytes_per_s else 1) * formats[g.key] for g in table)
-    assert (len(formats), sum(f == 4 for f in formats.values()), want) == (29, 17, 6_305)
+    layouts = {g.key: (88 if g.nvlink_domain_gpus == 72 else 84) if g.interconnect_bytes_per_s else 1 for g in table}
+    want = sum(layouts[g.key] * formats[g.key] for g in table)
+    assert (len(formats), sum(f == 4 for f in formats.values()), want) == (30, 18, 6_673)
     # (its speed, < 1 s on one idle core, is measured by benchmarks/bench_plan.py, not timed here)
     r = kvcalc.plan("llama-3.1-70b", seq_len="32k", concurrency=64, max_tpot_ms=50)
     assert r.gpus_searched == [g.key for g in table]

@@ -95,8 +95,8 @@ def test_capacity_kv_memory_from_the_gpu_plan(cli):
     (["--engine", "vllm", "--kv-memory", "10GiB", "--pipeline-parallel-size", "2"],
      ("error: --pp 2: capacity figures one GPU rank that holds every layer; 2 pipeline stages are not modelled: "
       "give --pp 1")),
-    (["--engine", "sglang", "--kv-memory", "10GiB", "--gpu", "h200"],
-     "error: --gpu h200: --gpu applies to --engine vllm"),
+    (["--engine", "llamacpp", "-c", "4096", "--gpu", "h200"],
+     "error: --gpu h200: --gpu applies to --engine vllm and sglang"),
 ])
 def test_capacity_refuses_what_it_would_ignore(cli, args, first):
     r = cli("capacity", "llama-3.1-8b", *args)

@@ -57,7 +57,7 @@ def test_help_lists_every_option_in_its_place():
         "--max-num-batched-tokens", "--async-scheduling", "--attention-backend", "--allow-long-max-model-len",
         "--enable-prefix-caching",
         "--vllm-v0", "--swap-space", "--sglang-version", "--disable-hybrid-swa-memory", "--swa-full-tokens-ratio",
-        "--ctx-size", "--llamacpp-tool", "--parallel", "--kv-unified", "--swa-full",
+        "--dsa-prefill-backend", "--dsa-decode-backend", "--ctx-size", "--llamacpp-tool", "--parallel", "--kv-unified", "--swa-full",
         "--flash-attn", "--llamacpp-version", "--n-gpu-layers", "--gpus", "--tensor-split", "--ubatch-size",
         "--batch-size", "--ollama", "--gpu", "--revision", "--weight-dtype", "--gpu-memory-utilization",
         "--format", "--help"]
@@ -87,7 +87,8 @@ VALUES = {"block_size": "32", "max_num_batched_tokens": "2048", "swap_space": "1
           "ctx_size": "4096", "parallel": "2", "llamacpp_version": "legacy", "n_gpu_layers": "10", "gpus": "2",
           "tensor_split": "1,1", "ubatch_size": "256", "fa": "on", "vllm_version": "0.11",
           "attention_backend": "FLASHMLA", "llamacpp_tool": "llama-cli", "batch_size": "256",
-          "sglang_version": "legacy", "swa_full_tokens_ratio": "0.5"}
+          "sglang_version": "legacy", "swa_full_tokens_ratio": "0.5", "dsa_prefill_backend": "trtllm",
+          "dsa_decode_backend": "trtllm"}
 
 
 def _typed(group: type, name: str) -> list[str]:

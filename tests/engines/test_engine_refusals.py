@@ -36,7 +36,8 @@ def refusal(fn, *args, **kwargs) -> KvcalcError:
     return e.value
 
 
-SGLANG_TYPES = "use auto, bf16, fp16, fp8_e4m3 or fp8_e5m2"
+#: SGLang 0.5.23 --kv-cache-dtype choices (srt/arg_groups/fields/model.py), as kvcalc formats
+SGLANG_TYPES = "its pool stores auto, bf16, fp16, fp8_e4m3, fp8_e5m2, mxfp8, nvfp4, fp4_mx_block16"
 VLLM_TYPES = "use auto, bfloat16, float16, fp8, fp8_e5m2, int8_per_token_head or fp8_per_token_head"
 
 
@@ -45,7 +46,7 @@ VLLM_TYPES = "use auto, bfloat16, float16, fp8, fp8_e5m2, int8_per_token_head or
 def test_sglang_block_formats_refused_per_side(k, v, field, name):
     e = refusal(sglang.check_dtypes, k, v)
     # the message names its own subject: no flag before it
-    assert str(e) == f"SGLang has no '{name}' KV cache dtype; {SGLANG_TYPES}"
+    assert str(e) == f"SGLang 0.5.23 has no '{name}' KV cache dtype; {SGLANG_TYPES}"
     assert (e.field, e.value, e.option) == (field, name, "--" + field.replace("_", "-"))
 
 

@@ -177,7 +177,9 @@ def test_sglang_line_each_parallel_flag_from_two():
 
 def test_sglang_refusals_name_sglang():
     e = refusal(launch.sglang_line, spec(k_dtype="q8_0", v_dtype="q8_0"))
-    assert str(e) == "--k-dtype q8_0: SGLang has no q8_0 KV cache (auto, fp8, fp8_e5m2)"
+    # SGLang 0.5.23 --kv-cache-dtype choices (srt/arg_groups/fields/model.py), fp8 spelled fp8_e4m3
+    assert str(e) == ("--k-dtype q8_0: SGLang 0.5.23 has no q8_0 KV cache "
+                      "(auto, fp8_e4m3, fp8_e5m2, mxfp8, nvfp4, fp4_mx_block16)")
     e = refusal(launch.sglang_line, spec(weight_dtype="mxfp4"))
     assert str(e).startswith("--weight-dtype mxfp4: SGLang loads mxfp4 weights from a checkpoint quantized")
 

@@ -40,7 +40,7 @@ def test_llama_8b_tp2_pages_of_16():
     # 4 requests of t tokens: 4 x cdiv(t, 16) x 16 <= 163,840 -> t <= 40,960.
     r = sglang.capacity(llama(), 10 * GiB, BF16, BF16, tp=2, page_size=16, max_model_len=1000, concurrency=4)
     assert r.model_dump() == dict(
-        EMPTY, engine="sglang", engine_version="SGLang 0.4.x-0.5.x", kv_memory_bytes=10 * GiB,
+        EMPTY, engine="sglang", engine_version="SGLang 0.5.23", kv_memory_bytes=10 * GiB,
         kv_cache_dtype="bf16", block_size=16, page_size_bytes=65_536 * 16, num_gpu_blocks=10_240,
         kv_cache_tokens=163_840, engine_kv_bytes=10_738_466_816, max_model_len=1000,
         max_concurrency=pytest.approx(163_840 / 1_008), concurrency=4, longest_context=40_960,
@@ -55,7 +55,7 @@ def test_mla_one_latent_buffer_and_kv_size_line():
     # L = 163,840 (max_position_embeddings): 34,521 / 163,840 = 0.2107.
     r = sglang.capacity(load_model(CFG / "deepseek-v2-lite.yaml"), GiB, BF16, BF16)
     assert r.model_dump() == dict(
-        EMPTY, engine="sglang", engine_version="SGLang 0.4.x-0.5.x", kv_memory_bytes=GiB, kv_cache_dtype="bf16",
+        EMPTY, engine="sglang", engine_version="SGLang 0.5.23", kv_memory_bytes=GiB, kv_cache_dtype="bf16",
         block_size=1, page_size_bytes=31_104, num_gpu_blocks=34_521, kv_cache_tokens=34_521,
         engine_kv_bytes=1_073_772_288, max_model_len=163_840, max_concurrency=pytest.approx(34_521 / 163_840),
         concurrency=None, longest_context=None, k_bytes=1_073_772_288, v_bytes=0,
@@ -69,7 +69,7 @@ def test_sliding_layers_sized_full_with_mixed_dtypes_and_a_given_label():
     # V = 62 x 16 x 128 x 1 = 126,976 B/row -> 357,945,344 B ("0.33 GB").
     r = sglang.capacity(load_model("gemma-3-27b"), GiB, BF16, FP8, kv_cache_dtype="bf16/fp8")
     assert r.model_dump() == dict(
-        EMPTY, engine="sglang", engine_version="SGLang 0.4.x-0.5.x", kv_memory_bytes=GiB,
+        EMPTY, engine="sglang", engine_version="SGLang 0.5.23", kv_memory_bytes=GiB,
         kv_cache_dtype="bf16/fp8", block_size=1, page_size_bytes=380_928, num_gpu_blocks=2_818,
         kv_cache_tokens=2_818, engine_kv_bytes=1_073_836_032, max_model_len=131_072,
         max_concurrency=pytest.approx(2_818 / 131_072), concurrency=None, longest_context=None,
@@ -113,7 +113,7 @@ def test_page_size_must_be_positive(fn):
 def test_block_formats_and_recurrent_layers_refused(fn):
     call = (lambda m, k: sglang.capacity(m, GiB, k, k)) if fn == "capacity" else \
         (lambda m, k: sglang.memory_for(m, 1000, 1, k, k))
-    with pytest.raises(KvcalcError, match="SGLang has no 'q8_0' KV cache dtype; use auto, bf16"):
+    with pytest.raises(KvcalcError, match="SGLang 0.5.23 has no 'q8_0' KV cache dtype; its pool stores auto, bf16"):
         call(llama(), Q8)
     hybrid = load_model("qwen3-next-80b-a3b")  # 36 linear-attention layers
     with pytest.raises(KvcalcError, match="the SGLang profile models attention layers only \\(use --engine ideal\\)$"):

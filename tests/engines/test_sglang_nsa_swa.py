@@ -43,18 +43,109 @@ def gpt_oss():
 
 def test_nsa_rows_and_cells():
     m = v32()
-    # fp8 row (calculate_mla_kv_cache_dim): 512 fp8 + 512 / 128 x 4 B scales + 64 x 2 B bf16 rope = 656 B
+    # fp8 row with a scaled-layout backend (calculate_mla_kv_cache_dim; Hopper's flashmla_kv):
+    # 512 fp8 + 512 / 128 x 4 B scales + 64 x 2 B bf16 rope = 656 B
     assert sglang.nsa_row_bytes(m, FP8) == 656
-    # bf16: (512 + 64) x 2 B = 1,152 B
-    assert sglang.nsa_row_bytes(m, BF16) == 1152
+    assert sglang.nsa_row_bytes(m, FP8, ("flashmla_kv", "flashmla_kv")) == 656
+    # trtllm as either backend (Blackwell's default), AMD's triton, tilelang for both: raw 512 + 64 = 576 B
+    assert sglang.nsa_row_bytes(m, FP8, ("trtllm", "trtllm")) == 576
+    assert sglang.nsa_row_bytes(m, FP8, ("flashmla_sparse", "trtllm")) == 576
+    assert sglang.nsa_row_bytes(m, FP8, ("triton", "triton"), "amd") == 576
+    assert sglang.nsa_row_bytes(m, FP8, ("tilelang", "tilelang")) == 576
+    assert sglang.nsa_row_bytes(m, FP8, ("tilelang", "flashmla_kv")) == 656
+    # bf16: (512 + 64) x 2 B = 1,152 B whatever the backend
+    assert sglang.nsa_row_bytes(m, BF16) == sglang.nsa_row_bytes(m, BF16, ("trtllm", "trtllm")) == 1152
     # plain DeepSeek-V3 (no indexer) is an MLATokenToKVPool: 61 x 576 x 1 B = 35,136 B with fp8
     v3 = load_model("deepseek-v3")
     assert not sglang.is_nsa(v3) and sglang.cell_size_bytes(v3, FP8, FP8) == 35_136
-    # current cell: 61 x (576 x 1 B + 132 B indexer) = 61 x 708 = 43,188 B; legacy: 61 x 576 = 35,136 B
-    assert sglang.cell_size_bytes(m, FP8, FP8) == 43_188
+    # current (0.5.17+, PR #31992): 61 x (656 + 132) = 61 x 788 = 48,068 B on Hopper (flashmla_kv),
+    # 61 x (576 + 132) = 61 x 708 = 43,188 B with trtllm's 576 B row
+    assert sglang.cell_size_bytes(m, FP8, FP8) == 48_068
+    assert sglang.cell_size_bytes(m, FP8, FP8, row=576) == 43_188
+    # 0.5.16: 61 x (576 + 132) = 43,188 B whatever the row; legacy: 61 x 576 = 35,136 B
+    assert sglang.cell_size_bytes(m, FP8, FP8, version="0.5.16") == 43_188
+    assert sglang.cell_size_bytes(m, FP8, FP8, version="0.5.16", row=656) == 43_188
     assert sglang.cell_size_bytes(m, FP8, FP8, version="legacy") == 35_136
-    # bf16: 61 x (1,152 + 132) = 78,324 B
+    # bf16: 61 x (1,152 + 132) = 78,324 B under both rules (the row is the latent)
     assert sglang.cell_size_bytes(m, BF16, BF16, tp=8) == 78_324
+    assert sglang.cell_size_bytes(m, BF16, BF16, tp=8, version="0.5.16") == 78_324
+
+
+@pytest.mark.parametrize("cc, vendor, backends", [
+    # arg_groups/overrides.py _dsa_split_backend_resolution (SGLang 0.5.23)
+    ("9.0", None, ("flashmla_kv", "flashmla_kv")),     # Hopper fp8
+    ("10.0", None, ("trtllm", "trtllm")),              # Blackwell fp8: "default = trtllm if major >= 10"
+    ("10.3", None, ("trtllm", "trtllm")),
+    (None, None, ("flashmla_kv", "flashmla_kv")),      # no --gpu: Hopper assumed
+    (None, "amd", ("triton", "triton")),
+])
+def test_dsa_backends_by_gpu(cc, vendor, backends):
+    assert sglang.dsa_backends(v32(), FP8, cc, vendor) == backends
+
+
+def test_dsa_backends_bf16_and_given():
+    # bf16: prefill flashmla_sparse, decode trtllm on >= 10 else fa3
+    assert sglang.dsa_backends(v32(), BF16, "9.0") == ("flashmla_sparse", "fa3")
+    assert sglang.dsa_backends(v32(), BF16, "10.0") == ("flashmla_sparse", "trtllm")
+    # a given --dsa-*-backend stands
+    assert sglang.dsa_backends(v32(), FP8, "10.0", prefill="flashmla_kv", decode="flashmla_kv") == (
+        "flashmla_kv", "flashmla_kv")
+
+
+H200 = sglang.PoolTarget(compute_capability="9.0")
+B200 = sglang.PoolTarget(compute_capability="10.0")
+#: issue 19's budget: 975,424 tokens x 61 layers x 788 B = 46,886,680,832 B (one TP8 rank, fp8)
+BUDGET_788 = 975_424 * 61 * 788
+
+
+def test_sparse_mla_budget_divided_by_the_allocated_row_on_hopper():
+    # SGLang 0.5.23 on H200 (flashmla_kv): cell 61 x 788 = 48,068 B; 46,886,680,832 // 48,068 = 975,424
+    # = 15,241 pages of 64 -- the count SGLang logs.
+    assert BUDGET_788 == 46_886_680_832
+    r = sglang.capacity(v32(), BUDGET_788, FP8, FP8, tp=8, target=H200)
+    assert (r.kv_cache_tokens, r.num_gpu_blocks, r.page_size_bytes) == (975_424, 15_241, 48_068 * 64)
+    assert r.engine_version == "SGLang 0.5.23"
+    # pool: latent 61 x (975,424 + 64) x 656 = 39,035,127,808 + indexer 15,242 pages x 64 x 132 x 61
+    # = 7,854,629,376 -> 46,889,757,184 B = 43.67 GiB
+    assert r.engine_kv_bytes == 46_889_757_184
+    assert r.log_lines[-1] == "KV Cache is allocated. #tokens: 975424, KV size: 43.67 GB"
+    assert not any("over the budget" in n for n in r.notes)
+    assert ("DSA backends prefill=flashmla_kv, decode=flashmla_kv (compute capability 9.0): latent rows of 656 B "
+            "a layer") in r.notes
+    # the same budget under 0.5.16's cell of 61 x 708 = 43,188 B: 46,886,680,832 // 43,188 = 1,085,641
+    # -> 1,085,632 (16,963 pages): the count kvcalc gave before, 110,208 tokens more than SGLang holds
+    old = sglang.capacity(v32(), BUDGET_788, FP8, FP8, tp=8, version="0.5.16", target=H200)
+    assert (old.kv_cache_tokens, old.num_gpu_blocks) == (1_085_632, 16_963)
+    assert any("allocates 656 B rows" in n for n in old.notes)
+
+
+def test_sparse_mla_budget_on_blackwell_trtllm():
+    # SGLang 0.5.23 on B200 (trtllm default): row 576, cell 61 x (576 + 132) = 43,188 B;
+    # 46,886,680,832 // 43,188 = 1,085,641 -> 1,085,632 tokens (16,963 pages); the pool
+    # 61 x (1,085,632 + 64) x 576 + (1,085,632 + 65) // 64 = 16,964 pages x 64 x 132 x 61
+    # = 38,147,014,656 + 8,742,024,192 = 46,889,038,848 B
+    r = sglang.capacity(v32(), BUDGET_788, FP8, FP8, tp=8, target=B200)
+    assert (r.kv_cache_tokens, r.num_gpu_blocks, r.page_size_bytes) == (1_085_632, 16_963, 43_188 * 64)
+    assert r.engine_kv_bytes == 46_889_038_848
+    assert "DSA backends prefill=trtllm, decode=trtllm (compute capability 10.0): latent rows of 576 B a layer" in r.notes
+    # --dsa-*-backend flashmla_kv on the B200 allocates 656 B rows: the Hopper figure again
+    forced = sglang.PoolTarget("10.0", None, "flashmla_kv", "flashmla_kv")
+    assert sglang.capacity(v32(), BUDGET_788, FP8, FP8, tp=8, target=forced).kv_cache_tokens == 975_424
+    # memory_for: 2 requests of 32,768 tokens = 65,536 tokens x cell
+    assert sglang.memory_for(v32(), 32_768, 2, FP8, FP8, target=H200) == 65_536 * 48_068
+    assert sglang.memory_for(v32(), 32_768, 2, FP8, FP8, target=B200) == 65_536 * 43_188
+
+
+def test_sparse_mla_through_the_cli_gpu(cli, tmp_path):
+    # --gpu picks the row: h200 (9.0) 975,424 tokens, b200 (10.0) 1,085,632, as above
+    p = tmp_path / "v32" / "config.json"
+    p.parent.mkdir()
+    p.write_text(json.dumps(V32))
+    for gpu, tokens in (("h200", 975_424), ("b200", 1_085_632)):
+        r = cli("capacity", str(p), "--kv-memory", str(BUDGET_788), "--tp", "8", "--engine", "sglang",
+                "--kv-dtype", "fp8", "--gpu", gpu, "-f", "json")
+        assert r.exit_code == 0, r.output
+        assert json.loads(r.output)["kv_cache_tokens"] == tokens
 
 
 def test_nsa_before_pr_11309_reproduces_its_log():
@@ -77,12 +168,12 @@ def test_nsa_before_pr_11309_reproduces_its_log():
 
 
 def test_nsa_after_pr_11309_reproduces_its_log():
-    # Current rule: cell 43,188 B. Budget 975,424 x 43,188 = 42,126,611,712 B -> 975,424 tokens (15,241 pages).
+    # 0.5.16 rule: cell 43,188 B. Budget 975,424 x 43,188 = 42,126,611,712 B -> 975,424 tokens (15,241 pages).
     # KV size = latent 61 x (975,424 + 64) x 656 = 39,035,127,808 B
     #   + indexer (975,424 + 64 + 1) // 64 = 15,242 pages x 64 x 132 x 61 = 7,854,629,376 B
     #   = 46,889,757,184 B = 43.6695 GiB ("43.67 GB").
     budget = 975_424 * 43_188
-    r = sglang.capacity(v32(), budget, FP8, FP8, tp=8)
+    r = sglang.capacity(v32(), budget, FP8, FP8, tp=8, version="0.5.16")
     assert (r.kv_cache_tokens, r.num_gpu_blocks, r.page_size_bytes) == (975_424, 15_241, 43_188 * 64)
     assert r.engine_kv_bytes == 46_889_757_184
     assert r.log_lines == ["Setting page size to 64 for DeepSeek NSA.",
@@ -91,11 +182,11 @@ def test_nsa_after_pr_11309_reproduces_its_log():
     assert any("sizes the fp8 latent as 576 B a layer but allocates 656 B rows" in n and
                "4,763,145,472 B over the budget" in n for n in r.notes)
     # rounding down to the page: one byte short of 975,488 cells is 975,487 tokens -> 975,424
-    assert sglang.capacity(v32(), (975_424 + 64) * 43_188 - 1, FP8, FP8).kv_cache_tokens == 975_424
+    assert sglang.capacity(v32(), (975_424 + 64) * 43_188 - 1, FP8, FP8, version="0.5.16").kv_cache_tokens == 975_424
     # the same budgets under the other rule: 42,126,611,712 // 35,136 = 1,198,958 -> 1,198,912 (legacy);
-    # 51,396,378,624 // 43,188 = 1,190,054 -> 1,190,016 (current): the indexer costs 18.6% of the tokens
+    # 51,396,378,624 // 43,188 = 1,190,054 -> 1,190,016 (0.5.16): the indexer costs 18.6% of the tokens
     assert sglang.capacity(v32(), budget, FP8, FP8, version="legacy").kv_cache_tokens == 1_198_912
-    assert sglang.capacity(v32(), 1_462_784 * 35_136, FP8, FP8).kv_cache_tokens == 1_190_016
+    assert sglang.capacity(v32(), 1_462_784 * 35_136, FP8, FP8, version="0.5.16").kv_cache_tokens == 1_190_016
 
 
 def test_nsa_page_64_whatever_page_size_and_bf16_has_no_row_gap():
@@ -124,9 +215,9 @@ def test_nsa_refuses_other_kv_dtypes(fmt):
 
 
 def test_nsa_no_page_fits():
-    # one page of 64 x 43,188 B = 2,764,032 B; one byte less holds 63 tokens -> 0 pages
-    with pytest.raises(KvcalcError, match=r"\(2,764,031 B holds no page of 2,764,032 B\): Not enough memory"):
-        sglang.capacity(v32(), 2_764_031, FP8, FP8)
+    # one page of 64 x 48,068 B = 3,076,352 B (Hopper's 656 B rows); one byte less holds 63 tokens -> 0 pages
+    with pytest.raises(KvcalcError, match=r"\(3,076,351 B holds no page of 3,076,352 B\): Not enough memory"):
+        sglang.capacity(v32(), 3_076_351, FP8, FP8)
 
 
 # ----- SWA pool: gpt-oss ------------------------------------------------------------------
@@ -204,7 +295,7 @@ def test_swa_ratio_and_disable_flag():
     assert "sliding-window layers sized like full ones (--disable-hybrid-swa-memory)" in off.notes
     with pytest.raises(KvcalcError, match=r"--swa-full-tokens-ratio must be in \(0, 1\]: above 0 and at most 1 .*, got 0$"):
         sglang.capacity(gpt_oss(), GiB, BF16, BF16, swa_full_tokens_ratio=0)
-    with pytest.raises(KvcalcError, match="--sglang-version must be one of current, legacy, got 'old'"):
+    with pytest.raises(KvcalcError, match="--sglang-version must be one of current, 0.5.16, legacy, got 'old'"):
         sglang.capacity(gpt_oss(), GiB, BF16, BF16, version="old")
 
 
@@ -237,7 +328,7 @@ def test_profile_passes_the_options():
     r = p.capacity(v32(), 1_462_784 * 35_136, FP8, FP8, tp=8, options=o)
     assert r.kv_cache_tokens == 1_462_784
     assert p.memory_for(gpt_oss(), 1000, 2, BF16, BF16, options=SglangOptions(hybrid_swa_memory=False)) == 98_304_000
-    with pytest.raises(KvcalcError, match="must be one of current, legacy, got 'x'") as e:
+    with pytest.raises(KvcalcError, match="must be one of current, 0.5.16, legacy, got 'x'") as e:
         p.check_options(SglangOptions(version="x"))
     assert e.value.field == "sglang_version"
 
@@ -261,7 +352,7 @@ def test_cli_flags(cli, tmp_path):
     assert json.loads(r.stdout)["kv_cache_tokens"] == 218_453
     r = cli("capacity", "gpt-oss-20b", "-m", "10GiB", "--engine", "sglang", "--sglang-version", "nope")
     assert r.exit_code == 2 and len(r.output.strip().splitlines()) == 1
-    assert "--sglang-version" in r.output and "current, legacy" in r.output
+    assert "--sglang-version" in r.output and "current, 0.5.16, legacy" in r.output
     r = cli("capacity", str(p), "-m", "1GiB", "--engine", "sglang", "--kv-dtype", "fp16")
     assert r.exit_code == 2 and "DeepSeek NSA only supports" in r.output
 

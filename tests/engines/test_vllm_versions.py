@@ -119,8 +119,9 @@ def test_mla_block_size_from_the_cli_gpu():
     assert out["engine_version"] == "vLLM 0.33 (V1 engine)"
     out = run_json("capacity", "deepseek-v2-lite", "-e", "vllm", "-m", "1GiB", "--attention-backend", "TRITON_MLA")
     assert (out["block_size"], out["num_gpu_blocks"]) == (16, 2157)
-    assert run_err("capacity", "qwen3-4b", "-e", "sglang", "-m", "1GiB", "--gpu", "h100-sxm").startswith(
-        "error: --gpu h100-sxm: --gpu applies to --engine vllm (it picks vLLM's attention backend)")
+    # --gpu beside --kv-memory now picks SGLang's backends too (its sparse-MLA rows, fp4 pools); llama.cpp has none
+    assert run_err("capacity", "qwen3-4b", "-e", "llamacpp", "-m", "1GiB", "--gpu", "h100-sxm").startswith(
+        "error: --gpu h100-sxm: --gpu applies to --engine vllm and sglang (it picks their attention backends")
 
 
 # ----- 0.33's token figure and sliding-window admission ------------------------------------

@@ -104,6 +104,7 @@ COMMANDS = [
                   "hbm_bytes_per_s": lambda v: f"{v / 1e12:,.2f}",
                   "bf16_flops_per_s": lambda v: f"{v / 1e12:,.0f}",
                   "fp8_flops_per_s": lambda v: f"{v / 1e12:,.0f}",
+                  "fp4_flops_per_s": lambda v: f"{v / 1e12:,.0f}",
                   "interconnect_bytes_per_s": lambda v: f"{v / 1e9:,.0f}"},
             skip=frozenset({"l2_bytes"})),  # the L2 size is a field of the row, not a column
     Command("sweep", ["sweep", "llama-3.1-70b", "--seq-len", "1k,8k,32k,128k", "--batch", "1,8,32"],
