@@ -52,7 +52,7 @@ def run_transfer(model: Any, *, tokens: int, prefill_tp: int, decode_tp: int, li
     worst = max(per_decode)
     notes = [f"whole blocks of {block} tokens move (nixl/base_worker.py: one descriptor per region per block); "
              "each decode rank pulls over its own link, so the time is the largest decode rank's bytes / link rate",
-             f"{link.name}: {link.source}", *notes_cached]
+             *notes_cached]
     if model.attention == "mla":
         notes.append("MLA: the latent is replicated on every rank, so each decode rank pulls all of it")
     pre_s = dec_s = ratio = None

@@ -86,7 +86,7 @@ def transfer_table(t: Any, title: str, *, width: int | None = None) -> Any:
         ("per decode rank", size(t.bytes_per_decode_rank), None),
         ("decode blocks", f"{t.blocks_per_request:,} of {t.decode_block_size:,} tokens", None),
         ("regions per transfer", f"{t.regions_per_transfer:,}", None),
-        ("link", f"{t.link} ({_rate(t.link_bytes_per_s)} one way; {t.link_source})", None),
+        ("link", f"{t.link}: {_rate(t.link_bytes_per_s)} one way ({t.link_source})", None),
         ("transfer time", seconds(t.time_s), "bold"),
     ]
     if t.prefill_decode_ratio is not None:
