@@ -12,8 +12,9 @@ from typing import Any
 from kvcalc.errors import MESSAGE, KvcalcError
 
 
-def capacity_extras(s: Any, req: Any, res: Any, *, hit_rate: float, link: str | None, dp: int, gpu: str | None,
-                    layout: Any) -> list[tuple[Any, str]]:
+def capacity_extras(
+    s: Any, req: Any, res: Any, *, hit_rate: float, link: str | None, dp: int, gpu: str | None, layout: Any
+) -> list[tuple[Any, str]]:
     """(result, title) of each part `kvcalc capacity` prints after the engine's own: the offload
     tier (`s`, an `OffloadSettings`, asks for one; llama.cpp: also --host-memory alone), the
     shared prefix (`s.shared_prefix_tokens`) and, with `gpu`, the load-or-recompute rows over
@@ -30,32 +31,70 @@ def capacity_extras(s: Any, req: Any, res: Any, *, hit_rate: float, link: str | 
     prof = get_profile(req.engine)
     if s.asked or s.host_memory_bytes is not None:
         if not s.asked and req.engine != "llamacpp":  # llama.cpp: the KV of the layers -ngl leaves on the CPU
-            raise KvcalcError("--host-memory checks an offload tier: give the engine's offload flag "
-                              "(--kv-offloading-size, --lmcache-cpu-size, --enable-hierarchical-cache / --hicache-ratio / "
-                              "--hicache-size, --no-kv-offload)", option="--host-memory", form=MESSAGE)
+            raise KvcalcError(
+                "--host-memory checks an offload tier: give the engine's offload flag "
+                "(--kv-offloading-size, --lmcache-cpu-size, --enable-hierarchical-cache / --hicache-ratio / "
+                "--hicache-size, --no-kv-offload)",
+                option="--host-memory",
+                form=MESSAGE,
+            )
         from kvcalc.engines.offload_rules import offload_for
 
         cpu_lines = None
         if req.engine == "llamacpp":
-            on_cpu = prof.capacity(req.model, req.kv_memory_bytes, req.k, req.v, tp=req.tp, max_model_len=L,
-                                   options=dataclasses.replace(req.options, n_gpu_layers=0))
+            on_cpu = prof.capacity(
+                req.model,
+                req.kv_memory_bytes,
+                req.k,
+                req.v,
+                tp=req.tp,
+                max_model_len=L,
+                options=dataclasses.replace(req.options, n_gpu_layers=0),
+            )
             cpu_lines = [line for line in on_cpu.log_lines if "KV buffer" in line]
-        off = offload_for(req.engine, req.model, res, s, tp=req.tp, dp=dp, session_tokens=L, k=req.k, v=req.v,
-                          options=req.options, cpu_lines=cpu_lines)
+        off = offload_for(
+            req.engine,
+            req.model,
+            res,
+            s,
+            tp=req.tp,
+            dp=dp,
+            session_tokens=L,
+            k=req.k,
+            v=req.v,
+            options=req.options,
+            cpu_lines=cpu_lines,
+        )
         parts.append((OffloadPart(offload=off), f"KV beyond the GPU: {req.model.name} on {prof.display_name}"))
     if s.shared_prefix_tokens:
         from kvcalc.engines.prefix_rules import shared_prefix
 
         P = s.shared_prefix_tokens
-        pre = shared_prefix(prof, req.model, res, req.k, req.v, tp=req.tp, options=req.options, prefix_tokens=P,
-                            prompt_tokens=L, hit_rate=hit_rate, concurrency=req.concurrency)
+        pre = shared_prefix(
+            prof,
+            req.model,
+            res,
+            req.k,
+            req.v,
+            tp=req.tp,
+            options=req.options,
+            prefix_tokens=P,
+            prompt_tokens=L,
+            hit_rate=hit_rate,
+            concurrency=req.concurrency,
+        )
         parts.append((PrefixPart(shared_prefix=pre), f"Shared prefix of {P:,} tokens, requests of {L:,}"))
         if gpu is not None:
-            parts.append((load_rows(pre, res, req, gpu, layout, link),
-                          f"Load the {pre.reusable_tokens:,}-token prefix or recompute it ({gpu})"))
+            parts.append(
+                (
+                    load_rows(pre, res, req, gpu, layout, link),
+                    f"Load the {pre.reusable_tokens:,}-token prefix or recompute it ({gpu})",
+                )
+            )
     elif link is not None:
-        raise KvcalcError("--link times a shared prefix's load: give --shared-prefix and --gpu", option="--link",
-                          form=MESSAGE)
+        raise KvcalcError(
+            "--link times a shared prefix's load: give --shared-prefix and --gpu", option="--link", form=MESSAGE
+        )
     return parts
 
 
@@ -89,13 +128,19 @@ def settings_of(spec: Any) -> Any:
     def text(v: Any) -> str | None:
         return None if v is None else str(v)
 
-    return OffloadSettings(kv_offloading_size=text(spec.kv_offloading_size),
-                           kv_offloading_backend=spec.kv_offloading_backend, blocks_per_chunk=spec.blocks_per_chunk,
-                           lmcache_cpu_size=text(spec.lmcache_cpu_size), lmcache_l1_size=text(spec.lmcache_l1_size),
-                           hicache_ratio=spec.hicache_ratio, hicache_size=text(spec.hicache_size),
-                           hicache_host_memory_fraction=spec.hicache_host_memory_fraction,
-                           host_memory_bytes=spec.host_memory, gpus_per_node=spec.gpus_per_node,
-                           shared_prefix_tokens=spec.shared_prefix or 0)
+    return OffloadSettings(
+        kv_offloading_size=text(spec.kv_offloading_size),
+        kv_offloading_backend=spec.kv_offloading_backend,
+        blocks_per_chunk=spec.blocks_per_chunk,
+        lmcache_cpu_size=text(spec.lmcache_cpu_size),
+        lmcache_l1_size=text(spec.lmcache_l1_size),
+        hicache_ratio=spec.hicache_ratio,
+        hicache_size=text(spec.hicache_size),
+        hicache_host_memory_fraction=spec.hicache_host_memory_fraction,
+        host_memory_bytes=spec.host_memory,
+        gpus_per_node=spec.gpus_per_node,
+        shared_prefix_tokens=spec.shared_prefix or 0,
+    )
 
 
 def deployment_offload(dep: Any, model: Any, gpu: Any) -> Any:
@@ -108,8 +153,9 @@ def deployment_offload(dep: Any, model: Any, gpu: Any) -> Any:
 
     spec = dep.offload
     if dep.pp > 1:
-        raise KvcalcError("offload: the tier is modelled for pp 1 (one rank holds every layer)", field="offload",
-                          value=dep.pp)
+        raise KvcalcError(
+            "offload: the tier is modelled for pp 1 (one rank holds every layer)", field="offload", value=dep.pp
+        )
     prof = get_profile(spec.engine)
     mem, _ = plan_kv_memory(model, gpu, layout(dep, model), dep.max_seq_len, dep.batch_per_replica, spec.engine)
     options = None
@@ -117,13 +163,31 @@ def deployment_offload(dep: Any, model: Any, gpu: Any) -> Any:
         options = prof.options(None)
         import dataclasses
 
-        options = dataclasses.replace(options, compute_capability=gpu.compute_capability,
-                                      vendor=None if gpu.vendor == "other" else gpu.vendor)
-    req = CapacityRequest.build(model, engine=spec.engine, kv_memory_bytes=mem, kv_dtype=dep.kv_dtype,
-                                tp=dep.resolved_tp, max_model_len=dep.max_seq_len, options=options)
+        options = dataclasses.replace(
+            options, compute_capability=gpu.compute_capability, vendor=None if gpu.vendor == "other" else gpu.vendor
+        )
+    req = CapacityRequest.build(
+        model,
+        engine=spec.engine,
+        kv_memory_bytes=mem,
+        kv_dtype=dep.kv_dtype,
+        tp=dep.resolved_tp,
+        max_model_len=dep.max_seq_len,
+        options=options,
+    )
     res = run_capacity(req)
-    return offload_for(req.engine, model, res, settings_of(spec), tp=dep.resolved_tp, dp=dep.dp,
-                       session_tokens=dep.max_seq_len, k=req.k, v=req.v, options=req.options)
+    return offload_for(
+        req.engine,
+        model,
+        res,
+        settings_of(spec),
+        tp=dep.resolved_tp,
+        dp=dep.dp,
+        session_tokens=dep.max_seq_len,
+        k=req.k,
+        v=req.v,
+        options=req.options,
+    )
 
 
 def check_offload(dep: Any, model: Any, gpu: Any, row: Any) -> Any:

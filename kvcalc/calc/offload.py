@@ -87,8 +87,14 @@ class VllmChunks:
     total_bytes: int
 
 
-def vllm_chunks(cpu_bytes: int, worker_bytes_per_block: int, world_size: int, blocks_per_chunk: int = 1,
-                replicated: bool = False, alignment: int = VLLM_CHUNK_ALIGNMENT_BYTES) -> VllmChunks:
+def vllm_chunks(
+    cpu_bytes: int,
+    worker_bytes_per_block: int,
+    world_size: int,
+    blocks_per_chunk: int = 1,
+    replicated: bool = False,
+    alignment: int = VLLM_CHUNK_ALIGNMENT_BYTES,
+) -> VllmChunks:
     """vLLM 0.33 `cpu/spec.py`: copies = 1 if replicated else world_size; chunk = worker bytes
     per block x copies x blocks_per_chunk; rank share = chunk // copies; chunks =
     cpu_bytes // round_up(chunk, alignment). `worker_bytes_per_block` is one rank's block over
@@ -101,8 +107,13 @@ def vllm_chunks(cpu_bytes: int, worker_bytes_per_block: int, world_size: int, bl
     chunk = worker_bytes_per_block * copies * blocks_per_chunk
     aligned = round_up(chunk, alignment)
     n = cpu_bytes // aligned
-    return VllmChunks(num_chunks=n, bytes_per_chunk=aligned, rank_bytes_per_chunk=chunk // copies,
-                      copies=copies, total_bytes=n * aligned)
+    return VllmChunks(
+        num_chunks=n,
+        bytes_per_chunk=aligned,
+        rank_bytes_per_chunk=chunk // copies,
+        copies=copies,
+        total_bytes=n * aligned,
+    )
 
 
 def vllm_chunks_per_request(groups: list[tuple[str, int | None]], max_model_len: int, tokens_per_chunk: int) -> int:
@@ -135,8 +146,14 @@ def vllm_cpu_tokens_at_len(num_chunks: int, max_model_len: int, chunks_per_reque
 # ----- SGLang HiCache host pool -------------------------------------------------------------
 
 
-def sglang_host_tokens(*, device_tokens: int, size_per_token: int, page_size: int,
-                       hicache_ratio: float | None = None, hicache_size_gb: int = 0) -> int:
+def sglang_host_tokens(
+    *,
+    device_tokens: int,
+    size_per_token: int,
+    page_size: int,
+    hicache_ratio: float | None = None,
+    hicache_size_gb: int = 0,
+) -> int:
     """Tokens of SGLang 0.5.23's host pool per rank (`pool_host/base.py` `HostKVCache.__init__`):
     with --hicache-size G > 0 (GB, decimal, per rank): size = int(G x 1e9 // size_per_token);
     else size = int(device_tokens x ratio); then page_num = size // page_size + 1 (a padding
@@ -155,9 +172,14 @@ def sglang_host_budget_bytes(host_available_bytes: int, ranks_per_host: int) -> 
     return (host_available_bytes - SGLANG_HOST_RESERVE_BYTES) // ranks_per_host
 
 
-def sglang_auto_ratio(*, host_available_bytes: int, ranks_per_host: int, device_bytes: int,
-                      fraction: float = SGLANG_DEFAULT_HOST_FRACTION,
-                      requested: float = SGLANG_DEFAULT_HICACHE_RATIO) -> float:
+def sglang_auto_ratio(
+    *,
+    host_available_bytes: int,
+    ranks_per_host: int,
+    device_bytes: int,
+    fraction: float = SGLANG_DEFAULT_HOST_FRACTION,
+    requested: float = SGLANG_DEFAULT_HICACHE_RATIO,
+) -> float:
     """The ratio SGLang 0.5.23 settles on when neither --hicache-ratio nor --hicache-size is
     given (`hicache_auto_size.py` `auto_size_hicache`): budget = int(per-rank budget x
     fraction); ratio = min(requested, budget x (1 - 0.05) / device_bytes). `device_bytes`: the
@@ -166,8 +188,10 @@ def sglang_auto_ratio(*, host_available_bytes: int, ranks_per_host: int, device_
     budget = int(sglang_host_budget_bytes(host_available_bytes, ranks_per_host) * fraction)
     ratio = min(requested, budget * (1 - SGLANG_AUTO_SLACK) / device_bytes)
     if ratio <= 0:
-        raise ValueError("No host memory is left for HiCache after the 10 GiB reserve; "
-                         "set --hicache-ratio or --hicache-size explicitly.")
+        raise ValueError(
+            "No host memory is left for HiCache after the 10 GiB reserve; "
+            "set --hicache-ratio or --hicache-size explicitly."
+        )
     return ratio
 
 
@@ -197,8 +221,15 @@ def reusable_prefix_tokens(prefix_tokens: int, prompt_tokens: int, block_size: i
     return min(prefix_tokens, prompt_tokens - 1) // block_size * block_size
 
 
-def sessions_held(capacity_units: int, session_tokens: int, unit_tokens: int, prefix_tokens: int = 0, *,
-                  per_session: int | None = None, sharing_groups: int = 1) -> int:
+def sessions_held(
+    capacity_units: int,
+    session_tokens: int,
+    unit_tokens: int,
+    prefix_tokens: int = 0,
+    *,
+    per_session: int | None = None,
+    sharing_groups: int = 1,
+) -> int:
     """Sessions of `session_tokens` a tier of `capacity_units` units (blocks, chunks, pages) of
     `unit_tokens` holds: each session takes `per_session` units (default cdiv(T, u), one group);
     a prefix all sessions share (`prefix_tokens`) is held once for its whole units

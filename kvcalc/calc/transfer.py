@@ -45,13 +45,22 @@ def source_rank(n_kv_heads: int, prefill_tp: int, decode_tp: int, decode_rank: i
 
 def layer_head_bytes_per_token(layer: LayerSpec, k: StorageFormat, v: StorageFormat) -> int:
     """Bytes of one KV head (K and V) of one token in one layer: bytes(D_k) + bytes(D_v)."""
-    return k.bytes_for(layer.head_dim_k, what="K head", field="k_dtype") + \
-        v.bytes_for(layer.head_dim_v, what="V head", field="v_dtype")
+    return k.bytes_for(layer.head_dim_k, what="K head", field="k_dtype") + v.bytes_for(
+        layer.head_dim_v, what="V head", field="v_dtype"
+    )
 
 
-def pair_bytes(model: ModelSpec, tokens: int, k: StorageFormat, v: StorageFormat, *, prefill_tp: int,
-               decode_tp: int, block_size: int,
-               cached_tokens: int = 0) -> dict[tuple[int, int], tuple[int, int, int]]:
+def pair_bytes(
+    model: ModelSpec,
+    tokens: int,
+    k: StorageFormat,
+    v: StorageFormat,
+    *,
+    prefill_tp: int,
+    decode_tp: int,
+    block_size: int,
+    cached_tokens: int = 0,
+) -> dict[tuple[int, int], tuple[int, int, int]]:
     """{(prefill rank, decode rank): (bytes, regions, KV heads per layer)} for one request of
     `tokens`, whole blocks of `block_size` per layer (a sliding layer: its window's blocks), less
     the whole blocks of a prefix of `cached_tokens` the decode side already holds (its own
@@ -68,14 +77,22 @@ def pair_bytes(model: ModelSpec, tokens: int, k: StorageFormat, v: StorageFormat
         if layer.kind in ("mlp",):
             continue
         if layer.kind not in ("full", "sliding", "mla"):
-            raise KvcalcError(f"{model.name}: the transfer of {layer.kind} layers is not modelled (full, sliding and "
-                              "MLA layers are)", field="model", value=model.name, form=MESSAGE)
+            raise KvcalcError(
+                f"{model.name}: the transfer of {layer.kind} layers is not modelled (full, sliding and MLA layers are)",
+                field="model",
+                value=model.name,
+                form=MESSAGE,
+            )
         blocks = total - max(total - -(-tokens_cached(layer, tokens) // block_size), cached)
         if layer.kind == "mla":
             row = k.bytes_for(layer.head_dim_k, what="latent", field="k_dtype")
             if layer.index_dim:
-                raise KvcalcError(f"{model.name}: the transfer of an indexer's keys is not modelled", field="model",
-                                  value=model.name, form=MESSAGE)
+                raise KvcalcError(
+                    f"{model.name}: the transfer of an indexer's keys is not modelled",
+                    field="model",
+                    value=model.name,
+                    form=MESSAGE,
+                )
             for j in range(decode_tp):
                 cell = out.setdefault((j * prefill_tp // decode_tp, j), [0, 0, 1])
                 cell[0] += blocks * block_size * row
@@ -88,18 +105,24 @@ def pair_bytes(model: ModelSpec, tokens: int, k: StorageFormat, v: StorageFormat
                 cell = out.setdefault((i, j), [0, 0, 0])
                 cell[0] += blocks * block_size * per_head
         for j in range(decode_tp):
-            sources = {source_rank(layer.n_kv_heads, prefill_tp, decode_tp, j, h)
-                       for h in heads_of_rank(layer.n_kv_heads, decode_tp, j)}
+            sources = {
+                source_rank(layer.n_kv_heads, prefill_tp, decode_tp, j, h)
+                for h in heads_of_rank(layer.n_kv_heads, decode_tp, j)
+            }
             for i in sources:
                 out[(i, j)][1] += 2 * blocks  # K and V regions of this layer, each block
-                n = sum(1 for h in heads_of_rank(layer.n_kv_heads, decode_tp, j)
-                        if source_rank(layer.n_kv_heads, prefill_tp, decode_tp, j, h) == i)
+                n = sum(
+                    1
+                    for h in heads_of_rank(layer.n_kv_heads, decode_tp, j)
+                    if source_rank(layer.n_kv_heads, prefill_tp, decode_tp, j, h) == i
+                )
                 out[(i, j)][2] = max(out[(i, j)][2], n)
     return {key: (b, r, h) for key, (b, r, h) in sorted(out.items())}
 
 
-def prefill_decode_ratio(prefill_s: float, prefill_tp: int, decode_step_s: float, decode_tp: int,
-                         output_tokens: int, decode_batch: int) -> float:
+def prefill_decode_ratio(
+    prefill_s: float, prefill_tp: int, decode_step_s: float, decode_tp: int, output_tokens: int, decode_batch: int
+) -> float:
     """Prefill GPUs per decode GPU that keep both sides busy: GPU-seconds per request on each
     side, prefill P_tp x t_prefill against decode D_tp x output x t_step / batch."""
     return (prefill_tp * prefill_s) / (decode_tp * output_tokens * decode_step_s / decode_batch)

@@ -28,19 +28,42 @@ from kvcalc.schema import ModelSpec
 
 def _check(prefix_tokens: int, prompt_tokens: int, hit_rate: float) -> None:
     if prefix_tokens <= 0:
-        raise KvcalcError(f"--shared-prefix must be a positive number of tokens, got {prefix_tokens}",
-                          option="--shared-prefix", value=prefix_tokens, form=MESSAGE)
+        raise KvcalcError(
+            f"--shared-prefix must be a positive number of tokens, got {prefix_tokens}",
+            option="--shared-prefix",
+            value=prefix_tokens,
+            form=MESSAGE,
+        )
     if prefix_tokens > prompt_tokens:
-        raise KvcalcError(f"--shared-prefix {prefix_tokens:,} is longer than the request ({prompt_tokens:,} tokens, "
-                          "--max-model-len)", option="--shared-prefix", value=prefix_tokens, form=MESSAGE)
+        raise KvcalcError(
+            f"--shared-prefix {prefix_tokens:,} is longer than the request ({prompt_tokens:,} tokens, --max-model-len)",
+            option="--shared-prefix",
+            value=prefix_tokens,
+            form=MESSAGE,
+        )
     if not 0 <= hit_rate <= 1:
-        raise KvcalcError(f"--prefix-hit-rate is a fraction in [0, 1], got {hit_rate:g}", option="--prefix-hit-rate",
-                          value=hit_rate, form=MESSAGE)
+        raise KvcalcError(
+            f"--prefix-hit-rate is a fraction in [0, 1], got {hit_rate:g}",
+            option="--prefix-hit-rate",
+            value=hit_rate,
+            form=MESSAGE,
+        )
 
 
-def shared_prefix(prof: Any, model: ModelSpec, gpu: EngineResult, k: Any, v: Any, *, tp: int, options: Any,
-                  prefix_tokens: int, prompt_tokens: int, hit_rate: float = 1.0,
-                  concurrency: int | None = None) -> PrefixResult:
+def shared_prefix(
+    prof: Any,
+    model: ModelSpec,
+    gpu: EngineResult,
+    k: Any,
+    v: Any,
+    *,
+    tp: int,
+    options: Any,
+    prefix_tokens: int,
+    prompt_tokens: int,
+    hit_rate: float = 1.0,
+    concurrency: int | None = None,
+) -> PrefixResult:
     """The shared-prefix figures of `prof`'s engine (see the module docstring): reusable tokens,
     shared and own blocks, max concurrency with and without sharing, KV occupancy at
     `concurrency`, prefill saved per request (x `hit_rate`, the share of requests that find the
@@ -54,27 +77,40 @@ def shared_prefix(prof: Any, model: ModelSpec, gpu: EngineResult, k: Any, v: Any
     name = prof.name
     if name == "vllm":
         if "V0" in gpu.engine_version:
-            raise KvcalcError("--shared-prefix is modelled for vLLM's V1 engine (0.11, 0.33)",
-                              option="--shared-prefix", form=MESSAGE)
+            raise KvcalcError(
+                "--shared-prefix is modelled for vLLM's V1 engine (0.11, 0.33)", option="--shared-prefix", form=MESSAGE
+            )
         if getattr(options, "prefix_caching", None) is False:
-            raise KvcalcError("--shared-prefix with --no-enable-prefix-caching: vLLM reuses nothing",
-                              option="--shared-prefix", form=MESSAGE)
+            raise KvcalcError(
+                "--shared-prefix with --no-enable-prefix-caching: vLLM reuses nothing",
+                option="--shared-prefix",
+                form=MESSAGE,
+            )
         unit = gpu.block_size or 1
         usable = max(gpu.usable_blocks or 0, 0)
         reusable = C.reusable_prefix_tokens(prefix_tokens, prompt_tokens, unit)
         per_req = vllm_blocks_per_request(prof, model, prompt_tokens, gpu, k, v, tp=tp, options=options)
-        rest = vllm_blocks_per_request(prof, model, prompt_tokens - reusable, gpu, k, v, tp=tp, options=options) \
-            if reusable else per_req
+        rest = (
+            vllm_blocks_per_request(prof, model, prompt_tokens - reusable, gpu, k, v, tp=tp, options=options)
+            if reusable
+            else per_req
+        )
         shared = per_req - rest
         own = per_req - shared
         what = "blocks"
-        unit_words = f"vLLM's block of {unit:,} tokens" + (" (this hybrid model's aligned block)"
-                                                            if any(layer.kind in ("mamba", "linear")
-                                                                   for layer in model.layers) else "")
+        unit_words = f"vLLM's block of {unit:,} tokens" + (
+            " (this hybrid model's aligned block)"
+            if any(layer.kind in ("mamba", "linear") for layer in model.layers)
+            else ""
+        )
     elif name == "sglang":
         if not single_group(model):
-            raise KvcalcError(f"{model.name}: --shared-prefix is modelled for SGLang's MHA and MLA pools only",
-                              field="model", value=model.name, form=MESSAGE)
+            raise KvcalcError(
+                f"{model.name}: --shared-prefix is modelled for SGLang's MHA and MLA pools only",
+                field="model",
+                value=model.name,
+                form=MESSAGE,
+            )
         unit = gpu.block_size or getattr(options, "page_size", 1) or 1
         usable = gpu.kv_cache_tokens
         reusable = C.reusable_prefix_tokens(prefix_tokens, prompt_tokens, unit)
@@ -84,29 +120,49 @@ def shared_prefix(prof: Any, model: ModelSpec, gpu: EngineResult, k: Any, v: Any
         what = "tokens"
         unit_words = f"SGLang's page of {unit:,} token{'s' if unit > 1 else ''}"
     else:
-        raise KvcalcError(f"--shared-prefix: {prof.display_name} keeps each sequence's own cells (no shared storage "
-                          "of a prefix is modelled); use --engine vllm or sglang", option="--shared-prefix",
-                          form=MESSAGE)
+        raise KvcalcError(
+            f"--shared-prefix: {prof.display_name} keeps each sequence's own cells (no shared storage "
+            "of a prefix is modelled); use --engine vllm or sglang",
+            option="--shared-prefix",
+            form=MESSAGE,
+        )
     if prefix_tokens < unit:
         import warnings as w
 
         from kvcalc.errors import KvcalcWarning
 
-        warnings.append(f"the shared prefix of {prefix_tokens:,} tokens is shorter than one block: {unit_words}; "
-                        "no request gets a prefix-cache hit")
+        warnings.append(
+            f"the shared prefix of {prefix_tokens:,} tokens is shorter than one block: {unit_words}; "
+            "no request gets a prefix-cache hit"
+        )
         w.warn(warnings[-1], KvcalcWarning, stacklevel=2)
     elif reusable < prefix_tokens:
-        warnings.append(f"{prefix_tokens - reusable:,} tokens of the prefix past its last whole block ({unit_words}) "
-                        "are recomputed by every request")
+        warnings.append(
+            f"{prefix_tokens - reusable:,} tokens of the prefix past its last whole block ({unit_words}) "
+            "are recomputed by every request"
+        )
     conc = None if concurrency is None else (shared + concurrency * own) / usable if usable else None
     saved = hit_rate * reusable
     return PrefixResult(
-        engine=name, prefix_tokens=prefix_tokens, prompt_tokens=prompt_tokens, reuse_unit_tokens=unit,
-        reusable_tokens=reusable, hit_rate=hit_rate, shared_blocks=shared, own_blocks_per_request=own,
-        blocks_per_request=per_req, usable_blocks=usable, unit=what,
+        engine=name,
+        prefix_tokens=prefix_tokens,
+        prompt_tokens=prompt_tokens,
+        reuse_unit_tokens=unit,
+        reusable_tokens=reusable,
+        hit_rate=hit_rate,
+        shared_blocks=shared,
+        own_blocks_per_request=own,
+        blocks_per_request=per_req,
+        usable_blocks=usable,
+        unit=what,
         max_concurrency_shared=C.shared_concurrency(usable, shared, own) if own else 0,
-        max_concurrency_unshared=usable // per_req if per_req else 0, concurrency=concurrency, kv_occupancy=conc,
-        prefill_saved_tokens=saved, prefill_saved_fraction=saved / prompt_tokens, warnings=warnings)
+        max_concurrency_unshared=usable // per_req if per_req else 0,
+        concurrency=concurrency,
+        kv_occupancy=conc,
+        prefill_saved_tokens=saved,
+        prefill_saved_fraction=saved / prompt_tokens,
+        warnings=warnings,
+    )
 
 
 def bytes_per_token_per_rank(gpu: EngineResult) -> int:
@@ -117,8 +173,7 @@ def bytes_per_token_per_rank(gpu: EngineResult) -> int:
     return (gpu.page_size_bytes or 0) // (gpu.block_size or 1)
 
 
-def load_or_recompute(prefix: PrefixResult, bytes_per_token: int, links: list[Any],
-                      recompute_s: Any) -> list[LoadRow]:
+def load_or_recompute(prefix: PrefixResult, bytes_per_token: int, links: list[Any], recompute_s: Any) -> list[LoadRow]:
     """One `LoadRow` per link: the reusable prefix's bytes on one rank over the link
     (`calc.offload.load_time_s`, each rank over its own link) against `recompute_s(p)`, the
     prefill model's marginal time for the last `p` tokens of the prompt; the break-even is the
@@ -143,9 +198,18 @@ def load_or_recompute(prefix: PrefixResult, bytes_per_token: int, links: list[An
             return C.load_time_s(p * bytes_per_token, rate) < recompute(p)
 
         even = next((n * unit for n in range(1, top + 1) if loads_faster(n)), None)
-        rows.append(LoadRow(link=link.key, link_bytes_per_s=link.bytes_per_s, source=link.source, prefix_bytes=nbytes,
-                            load_s=load, recompute_s=rec,
-                            faster="load" if prefix.reusable_tokens and load < rec else
-                            ("recompute" if prefix.reusable_tokens else "n/a"),
-                            break_even_tokens=even))
+        rows.append(
+            LoadRow(
+                link=link.key,
+                link_bytes_per_s=link.bytes_per_s,
+                source=link.source,
+                prefix_bytes=nbytes,
+                load_s=load,
+                recompute_s=rec,
+                faster="load"
+                if prefix.reusable_tokens and load < rec
+                else ("recompute" if prefix.reusable_tokens else "n/a"),
+                break_even_tokens=even,
+            )
+        )
     return rows

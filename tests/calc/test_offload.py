@@ -14,35 +14,41 @@ GiB = 1 << 30
 # ----- vLLM 0.33 native CPU offload: vllm/config/vllm.py, vllm/v1/kv_offload/cpu/spec.py ----------
 
 
-@pytest.mark.parametrize("size, expected", [
-    (100, 107_374_182_400),   # 100 x 2^30: GiB, not 100 x 10^9
-    (1.1, 1_181_116_006),     # int(1.1 * (1 << 30)) = int(1181116006.4): vLLM's float product, floored
-    (0.5, 536_870_912),
-])
+@pytest.mark.parametrize(
+    "size, expected",
+    [
+        (100, 107_374_182_400),  # 100 x 2^30: GiB, not 100 x 10^9
+        (1.1, 1_181_116_006),  # int(1.1 * (1 << 30)) = int(1181116006.4): vLLM's float product, floored
+        (0.5, 536_870_912),
+    ],
+)
 def test_vllm_kv_offloading_size_is_gib(size, expected):
     # vllm/config/vllm.py _post_init_kv_transfer_config: cpu_bytes_to_use = kv_offloading_size * (1 << 30)
     assert C.vllm_cpu_bytes_to_use(size) == expected
 
 
-@pytest.mark.parametrize("cpu_bytes, block_bytes, world, bpc, replicated, n, chunk, rank_chunk", [
-    # Llama-3.1-8B tp 1: 2 x 32 layers x 8 heads x 128 x 2 B = 131,072 B/token; 16-token block 2,097,152 B
-    # (4 KiB-aligned already): 100 GiB / 2 MiB = 51,200 chunks
-    (100 * GiB, 2_097_152, 1, 1, False, 51_200, 2_097_152, 2_097_152),
-    # 1.1 GiB: 1,181,116,006 // 2,097,152 = 563 (563 x 2,097,152 = 1,180,696,576)
-    (1_181_116_006, 2_097_152, 1, 1, False, 563, 2_097_152, 2_097_152),
-    # Llama-3.1-70B tp 8: 16 x 80 x 2 x 1 head x 128 x 2 B = 655,360 B per rank per block; a chunk holds all
-    # 8 ranks' blocks: 5,242,880 B; 1,000 GiB / 5,242,880 = 204,800 chunks
-    (1000 * GiB, 655_360, 8, 1, False, 204_800, 5_242_880, 655_360),
-    # the same with 4 blocks per chunk: 20,971,520 B chunks, 51,200 of them
-    (1000 * GiB, 655_360, 8, 4, False, 51_200, 20_971_520, 2_621_440),
-    # DeepSeek-V3 MLA, 16-token block: 61 x 576 x 2 B x 16 = 1,124,352 B = 274.5 pages of 4,096 -> padded to
-    # 1,126,400; 10 GiB // 1,126,400 = 9,532 chunks
-    (10 * GiB, 1_124_352, 1, 1, False, 9_532, 1_126_400, 1_124_352),
-    # tp 8, one copy per rank: 8,994,816 B (2,196 pages, no pad): 10 GiB // 8,994,816 = 1,193
-    (10 * GiB, 1_124_352, 8, 1, False, 1_193, 8_994_816, 1_124_352),
-    # tp 8 replicated layout (pure MLA, one node): one copy for every rank, as tp 1
-    (10 * GiB, 1_124_352, 8, 1, True, 9_532, 1_126_400, 1_124_352),
-])
+@pytest.mark.parametrize(
+    "cpu_bytes, block_bytes, world, bpc, replicated, n, chunk, rank_chunk",
+    [
+        # Llama-3.1-8B tp 1: 2 x 32 layers x 8 heads x 128 x 2 B = 131,072 B/token; 16-token block 2,097,152 B
+        # (4 KiB-aligned already): 100 GiB / 2 MiB = 51,200 chunks
+        (100 * GiB, 2_097_152, 1, 1, False, 51_200, 2_097_152, 2_097_152),
+        # 1.1 GiB: 1,181,116,006 // 2,097,152 = 563 (563 x 2,097,152 = 1,180,696,576)
+        (1_181_116_006, 2_097_152, 1, 1, False, 563, 2_097_152, 2_097_152),
+        # Llama-3.1-70B tp 8: 16 x 80 x 2 x 1 head x 128 x 2 B = 655,360 B per rank per block; a chunk holds all
+        # 8 ranks' blocks: 5,242,880 B; 1,000 GiB / 5,242,880 = 204,800 chunks
+        (1000 * GiB, 655_360, 8, 1, False, 204_800, 5_242_880, 655_360),
+        # the same with 4 blocks per chunk: 20,971,520 B chunks, 51,200 of them
+        (1000 * GiB, 655_360, 8, 4, False, 51_200, 20_971_520, 2_621_440),
+        # DeepSeek-V3 MLA, 16-token block: 61 x 576 x 2 B x 16 = 1,124,352 B = 274.5 pages of 4,096 -> padded to
+        # 1,126,400; 10 GiB // 1,126,400 = 9,532 chunks
+        (10 * GiB, 1_124_352, 1, 1, False, 9_532, 1_126_400, 1_124_352),
+        # tp 8, one copy per rank: 8,994,816 B (2,196 pages, no pad): 10 GiB // 8,994,816 = 1,193
+        (10 * GiB, 1_124_352, 8, 1, False, 1_193, 8_994_816, 1_124_352),
+        # tp 8 replicated layout (pure MLA, one node): one copy for every rank, as tp 1
+        (10 * GiB, 1_124_352, 8, 1, True, 9_532, 1_126_400, 1_124_352),
+    ],
+)
 def test_vllm_chunks(cpu_bytes, block_bytes, world, bpc, replicated, n, chunk, rank_chunk):
     # cpu/spec.py: kv_bytes_per_chunk = worker bytes per block x copies x blocks_per_chunk;
     # num_chunks = cpu_bytes_to_use // round_up(kv_bytes_per_chunk, mmap.PAGESIZE)
@@ -56,16 +62,19 @@ def test_vllm_chunks_refuses_empty_block():
         C.vllm_chunks(GiB, 0, 1)
 
 
-@pytest.mark.parametrize("groups, L, tpc, per_request", [
-    ([("full", None)], 32_768, 16, 2_048),                       # cdiv(32,768, 16)
-    ([("full", None)], 1000, 64, 16),                            # cdiv(1,000, 64)
-    ([("full", None), ("full", None)], 1000, 16, 126),           # 2 x 63
-    # gpt-oss: a full and a sliding (window 128) group: 2,048 + cdiv(128, 16) = 2,056
-    ([("full", None), ("sliding", 128)], 32_768, 16, 2_056),
-    ([("sliding", 4096)], 1000, 16, 63),                         # a window longer than the request: the request
-    ([("chunked", 8192), ("full", None)], 32_768, 64, 128 + 512),  # Llama-4 chunk 8,192: 128 chunks of 64
-    ([("mamba", None), ("full", None)], 32_768, 576, 1 + 57),    # Mamba state: one chunk
-])
+@pytest.mark.parametrize(
+    "groups, L, tpc, per_request",
+    [
+        ([("full", None)], 32_768, 16, 2_048),  # cdiv(32,768, 16)
+        ([("full", None)], 1000, 64, 16),  # cdiv(1,000, 64)
+        ([("full", None), ("full", None)], 1000, 16, 126),  # 2 x 63
+        # gpt-oss: a full and a sliding (window 128) group: 2,048 + cdiv(128, 16) = 2,056
+        ([("full", None), ("sliding", 128)], 32_768, 16, 2_056),
+        ([("sliding", 4096)], 1000, 16, 63),  # a window longer than the request: the request
+        ([("chunked", 8192), ("full", None)], 32_768, 64, 128 + 512),  # Llama-4 chunk 8,192: 128 chunks of 64
+        ([("mamba", None), ("full", None)], 32_768, 576, 1 + 57),  # Mamba state: one chunk
+    ],
+)
 def test_vllm_chunks_per_request(groups, L, tpc, per_request):
     # cpu/common.py _kv_cache_size_tokens; offloading/config.py get_sliding_window_size_in_chunks
     assert C.vllm_chunks_per_request(groups, L, tpc) == per_request
@@ -76,12 +85,15 @@ def test_vllm_chunks_per_request_refuses_other_kinds():
         C.vllm_chunks_per_request([("indexer", None)], 100, 16)
 
 
-@pytest.mark.parametrize("num_chunks, L, per_request, tokens", [
-    (51_200, 32_768, 2_048, 819_200),    # 51,200 x 32,768 // 2,048
-    (563, 32_768, 2_048, 9_008),
-    (100, 1000, 126, 793),               # 100 x 1,000 // 126
-    (10_000, 32_768, 2_056, 159_377),    # gpt-oss: 10,000 x 32,768 // 2,056 = 159,377.4
-])
+@pytest.mark.parametrize(
+    "num_chunks, L, per_request, tokens",
+    [
+        (51_200, 32_768, 2_048, 819_200),  # 51,200 x 32,768 // 2,048
+        (563, 32_768, 2_048, 9_008),
+        (100, 1000, 126, 793),  # 100 x 1,000 // 126
+        (10_000, 32_768, 2_056, 159_377),  # gpt-oss: 10,000 x 32,768 // 2,056 = 159,377.4
+    ],
+)
 def test_vllm_cpu_tokens_at_len(num_chunks, L, per_request, tokens):
     assert C.vllm_cpu_tokens_at_len(num_chunks, L, per_request) == tokens
 
@@ -89,16 +101,19 @@ def test_vllm_cpu_tokens_at_len(num_chunks, L, per_request, tokens):
 # ----- SGLang 0.5.23 HiCache: python/sglang/srt/mem_cache/pool_host/base.py ------------------------
 
 
-@pytest.mark.parametrize("kw, tokens", [
-    # --hicache-size 100 is GB, decimal, per rank: int(100e9 // 131,072) = 762,939; + one padding page = 762,940
-    (dict(device_tokens=0, size_per_token=131_072, page_size=1, hicache_size_gb=100), 762_940),
-    # ratio 2.0 of a 163,840-token device pool: 327,680; page 64: 327,680 // 64 + 1 = 5,121 pages = 327,744
-    (dict(device_tokens=163_840, size_per_token=131_072, page_size=64, hicache_ratio=2.0), 327_744),
-    # no ratio given: SGLang's default 2.0 (arg_groups/hicache_hook.py)
-    (dict(device_tokens=1000, size_per_token=1, page_size=1), 2_001),
-    # --hicache-size overrides --hicache-ratio
-    (dict(device_tokens=1000, size_per_token=1_000_000, page_size=1, hicache_ratio=9.0, hicache_size_gb=1), 1_001),
-])
+@pytest.mark.parametrize(
+    "kw, tokens",
+    [
+        # --hicache-size 100 is GB, decimal, per rank: int(100e9 // 131,072) = 762,939; + one padding page = 762,940
+        (dict(device_tokens=0, size_per_token=131_072, page_size=1, hicache_size_gb=100), 762_940),
+        # ratio 2.0 of a 163,840-token device pool: 327,680; page 64: 327,680 // 64 + 1 = 5,121 pages = 327,744
+        (dict(device_tokens=163_840, size_per_token=131_072, page_size=64, hicache_ratio=2.0), 327_744),
+        # no ratio given: SGLang's default 2.0 (arg_groups/hicache_hook.py)
+        (dict(device_tokens=1000, size_per_token=1, page_size=1), 2_001),
+        # --hicache-size overrides --hicache-ratio
+        (dict(device_tokens=1000, size_per_token=1_000_000, page_size=1, hicache_ratio=9.0, hicache_size_gb=1), 1_001),
+    ],
+)
 def test_sglang_host_tokens(kw, tokens):
     assert C.sglang_host_tokens(**kw) == tokens
 
@@ -127,15 +142,18 @@ def test_lmcache_max_local_cpu_size_is_gib(size, expected):
 # ----- prefix reuse ------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("P, N, B, reusable", [
-    (12_000, 32_768, 16, 12_000),    # whole blocks: 750 x 16
-    (12_000, 32_768, 576, 11_520),   # 20 x 576: 480 tokens past the last whole block recomputed
-    (500, 32_768, 576, 0),           # shorter than one block: no hit at all
-    (4_096, 4_096, 16, 4_080),       # the whole prompt: the last token is computed, so its block is too
-    (4_097, 4_097, 16, 4_096),       # N - 1 = 4,096 is whole blocks: all of them reused
-    (1, 1, 1, 0),                    # a one-token prompt reuses nothing
-    (0, 100, 16, 0),
-])
+@pytest.mark.parametrize(
+    "P, N, B, reusable",
+    [
+        (12_000, 32_768, 16, 12_000),  # whole blocks: 750 x 16
+        (12_000, 32_768, 576, 11_520),  # 20 x 576: 480 tokens past the last whole block recomputed
+        (500, 32_768, 576, 0),  # shorter than one block: no hit at all
+        (4_096, 4_096, 16, 4_080),  # the whole prompt: the last token is computed, so its block is too
+        (4_097, 4_097, 16, 4_096),  # N - 1 = 4,096 is whole blocks: all of them reused
+        (1, 1, 1, 0),  # a one-token prompt reuses nothing
+        (0, 100, 16, 0),
+    ],
+)
 def test_reusable_prefix_tokens(P, N, B, reusable):
     # vllm/v1/core/kv_cache_manager.py get_computed_blocks: max_cache_hit_length = num_tokens - 1, whole blocks
     assert C.reusable_prefix_tokens(P, N, B) == reusable
@@ -155,9 +173,16 @@ def test_load_time():
 # ----- prefill-to-decode transfer ----------------------------------------------------------------
 
 
-@pytest.mark.parametrize("H, tp, rank, heads", [
-    (8, 2, 1, range(4, 8)), (8, 8, 3, range(3, 4)), (2, 8, 5, range(1, 2)), (2, 8, 3, range(0, 1)), (1, 4, 2, range(0, 1)),
-])
+@pytest.mark.parametrize(
+    "H, tp, rank, heads",
+    [
+        (8, 2, 1, range(4, 8)),
+        (8, 8, 3, range(3, 4)),
+        (2, 8, 5, range(1, 2)),
+        (2, 8, 3, range(0, 1)),
+        (1, 4, 2, range(0, 1)),
+    ],
+)
 def test_heads_of_rank(H, tp, rank, heads):
     # vLLM QKVParallelLinear: H >= tp: H / tp contiguous heads; H < tp: head r x H // tp, replicated
     assert T.heads_of_rank(H, tp, rank) == heads
@@ -209,8 +234,7 @@ def test_transfer_mla_and_sliding(mla_spec, sliding_spec):
     # mla_spec: 3 layers, latent 80 x 2 B = 160 B per token; replicated: each decode rank pulls all of it
     # 1,000 tokens in blocks of 64: 16 blocks = 1,024 slots: 3 x 1,024 x 160 = 491,520 B; 3 x 16 = 48 regions
     m = T.pair_bytes(mla_spec, 1000, bf16, bf16, prefill_tp=2, decode_tp=4, block_size=64)
-    assert m == {(0, 0): (491_520, 48, 1), (0, 1): (491_520, 48, 1), (1, 2): (491_520, 48, 1),
-                 (1, 3): (491_520, 48, 1)}
+    assert m == {(0, 0): (491_520, 48, 1), (0, 1): (491_520, 48, 1), (1, 2): (491_520, 48, 1), (1, 3): (491_520, 48, 1)}
     # sliding_spec: 6 layers (sliding, sliding, full) x 2, window 256, 2 KV heads of 32 (128 B per head-token)
     # 1,000 tokens, block 16, tp 1 -> 1: 4 sliding layers x 16 blocks (256 tokens) + 2 full x 63 blocks
     # bytes = (4 x 256 + 2 x 1,008) x 2 heads x 128 = 778,240; regions 2 x (4 x 16 + 2 x 63) = 380

@@ -9,8 +9,22 @@ from __future__ import annotations
 
 import json
 
-ARGS = ("capacity", "llama-3.1-70b", "--engine", "vllm", "--tp", "8", "--gpu", "h100-sxm", "-L", "32k",
-        "--host-memory", "2TB", "--shared-prefix", "12k")
+ARGS = (
+    "capacity",
+    "llama-3.1-70b",
+    "--engine",
+    "vllm",
+    "--tp",
+    "8",
+    "--gpu",
+    "h100-sxm",
+    "-L",
+    "32k",
+    "--host-memory",
+    "2TB",
+    "--shared-prefix",
+    "12k",
+)
 
 
 def test_sessions_warm_with_a_shared_system_prompt(cli):
@@ -32,8 +46,10 @@ def test_refused_with_the_figures_when_the_host_cannot_hold_it(cli):
     r = cli(*ARGS, "--kv-offloading-size", "2000")
     assert r.exit_code == 2
     err = " ".join(r.stderr.split())
-    assert ("pins 2,000.00 GiB (2,147.48 GB) of host memory per node (8 ranks x 250.00 GiB (268.44 GB)), more than "
-            "--host-memory 1,862.65 GiB (2,000.00 GB): lower --kv-offloading-size to at most 1862.64") in err
+    assert (
+        "pins 2,000.00 GiB (2,147.48 GB) of host memory per node (8 ranks x 250.00 GiB (268.44 GB)), more than "
+        "--host-memory 1,862.65 GiB (2,000.00 GB): lower --kv-offloading-size to at most 1862.64"
+    ) in err
     # decimal GB typed where vLLM reads GiB
     r = cli(*ARGS, "--kv-offloading-size", "1600GB")
     assert "for 1600 GB pass --kv-offloading-size 1490.12" in " ".join(r.stderr.split())
@@ -45,7 +61,22 @@ def test_tables_fit_80_columns_and_log_lines_stay_whole(cli):
     lines = r.stdout.splitlines()
     assert all(len(x) <= 80 for x in lines if x[:1] in "│┃┏┡└┌├┗╇━"), [x for x in lines if len(x) > 80]
     assert "Creating offloading spec with name: CPUOffloadingSpec" in lines
-    s = cli("capacity", "llama-3.1-8b", "--engine", "sglang", "--kv-memory", "20GiB", "-L", "32k", "--dp", "8",
-            "--host-memory", "400GB", "--enable-hierarchical-cache")
-    assert ("HiCache auto-sizing: ratio 2.000 -> 1.722; 36.3 GiB host memory per rank (fraction 0.80, 8 ranks on "
-            "this host), host pools 34.4 GiB.") in s.stdout.splitlines()
+    s = cli(
+        "capacity",
+        "llama-3.1-8b",
+        "--engine",
+        "sglang",
+        "--kv-memory",
+        "20GiB",
+        "-L",
+        "32k",
+        "--dp",
+        "8",
+        "--host-memory",
+        "400GB",
+        "--enable-hierarchical-cache",
+    )
+    assert (
+        "HiCache auto-sizing: ratio 2.000 -> 1.722; 36.3 GiB host memory per rank (fraction 0.80, 8 ranks on "
+        "this host), host pools 34.4 GiB."
+    ) in s.stdout.splitlines()

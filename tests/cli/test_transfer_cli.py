@@ -15,8 +15,9 @@ def test_transfer_tp_mismatch_70b(cli):
     assert r.exit_code == 0, r.output
     t = json.loads(r.stdout)
     assert t["request_bytes"] == 2_684_354_560 and t["bytes_per_decode_rank"] == 335_544_320
-    assert [(p["prefill_rank"], p["decode_rank"], p["bytes"], p["regions"]) for p in t["pairs"]] == \
-        [(j // 4, j, 335_544_320, 81_920) for j in range(8)]
+    assert [(p["prefill_rank"], p["decode_rank"], p["bytes"], p["regions"]) for p in t["pairs"]] == [
+        (j // 4, j, 335_544_320, 81_920) for j in range(8)
+    ]
     assert t["decode_block_size"] == 16 and t["blocks_per_request"] == 512
     assert t["time_s"] == 335_544_320 / 50e9 and t["link"] == "rdma-400g"
 
@@ -24,8 +25,20 @@ def test_transfer_tp_mismatch_70b(cli):
 def test_transfer_decode_narrower_than_prefill(cli):
     """Prefill tp 8 -> decode tp 2 (Llama-3.1-8B, 8 KV heads, 131,072 B per token): each decode rank pulls one
     head from each of 4 prefill ranks: 32 layers x 8,192 x 512 B = 134,217,728 B a pair, 536,870,912 a decode rank."""
-    r = cli("transfer", "llama-3.1-8b", "--tokens", "8k", "--prefill-tp", "8", "--decode-tp", "2", "--link",
-            "nvlink4", "-f", "json")
+    r = cli(
+        "transfer",
+        "llama-3.1-8b",
+        "--tokens",
+        "8k",
+        "--prefill-tp",
+        "8",
+        "--decode-tp",
+        "2",
+        "--link",
+        "nvlink4",
+        "-f",
+        "json",
+    )
     t = json.loads(r.stdout)
     assert [(p["prefill_rank"], p["decode_rank"]) for p in t["pairs"]] == [(i, i // 4) for i in range(8)]
     assert {p["bytes"] for p in t["pairs"]} == {134_217_728}
@@ -33,8 +46,20 @@ def test_transfer_decode_narrower_than_prefill(cli):
 
 
 def test_transfer_ratio_and_refusals(cli):
-    r = cli("transfer", "llama-3.1-8b", "--tokens", "8k", "--gpu", "h100-sxm", "--output-tokens", "1k",
-            "--decode-batch", "32", "-f", "json")
+    r = cli(
+        "transfer",
+        "llama-3.1-8b",
+        "--tokens",
+        "8k",
+        "--gpu",
+        "h100-sxm",
+        "--output-tokens",
+        "1k",
+        "--decode-batch",
+        "32",
+        "-f",
+        "json",
+    )
     t = json.loads(r.stdout)
     # ratio = (P_tp x t_prefill) / (D_tp x output x t_step / batch), both from the roofline on one H100
     step = t["decode_s"] / 1024

@@ -22,8 +22,18 @@ def vllm_prefix(model: str, prefix: int, *, mem: int = 40 * GiB, L: int = 32768,
     m = load_model(model)
     ch = prof.kv_formats(m)
     gpu = prof.capacity(m, mem, ch.k, ch.v, max_model_len=L, options=ch.options)
-    return gpu, shared_prefix(prof, m, gpu, ch.k, ch.v, tp=1, options=ch.options, prefix_tokens=prefix,
-                              prompt_tokens=L, concurrency=concurrency)
+    return gpu, shared_prefix(
+        prof,
+        m,
+        gpu,
+        ch.k,
+        ch.v,
+        tp=1,
+        options=ch.options,
+        prefix_tokens=prefix,
+        prompt_tokens=L,
+        concurrency=concurrency,
+    )
 
 
 @pytest.mark.filterwarnings("ignore::kvcalc.errors.KvcalcWarning")
@@ -37,8 +47,10 @@ def test_hybrid_block_larger_than_the_prefix_gets_no_hit():
     assert gpu.block_size == 576 == p.reuse_unit_tokens
     assert p.reusable_tokens == 0 and p.shared_blocks == 0 and p.prefill_saved_tokens == 0
     assert p.max_concurrency_shared == p.max_concurrency_unshared == 3033 // 66  # 45: nothing shared
-    assert p.warnings == ["the shared prefix of 500 tokens is shorter than one block: vLLM's block of 576 tokens "
-                          "(this hybrid model's aligned block); no request gets a prefix-cache hit"]
+    assert p.warnings == [
+        "the shared prefix of 500 tokens is shorter than one block: vLLM's block of 576 tokens "
+        "(this hybrid model's aligned block); no request gets a prefix-cache hit"
+    ]
 
 
 def test_hybrid_prefix_floor_and_footprint():
@@ -51,8 +63,10 @@ def test_hybrid_prefix_floor_and_footprint():
     assert (p.max_concurrency_shared, p.max_concurrency_unshared) == (65, 45)
     assert p.kv_occupancy == (20 + 10 * 46) / 3033
     assert p.prefill_saved_tokens == 11_520 and p.prefill_saved_fraction == 11_520 / 32_768
-    assert p.warnings == ["480 tokens of the prefix past its last whole block (vLLM's block of 576 tokens (this "
-                          "hybrid model's aligned block)) are recomputed by every request"]
+    assert p.warnings == [
+        "480 tokens of the prefix past its last whole block (vLLM's block of 576 tokens (this "
+        "hybrid model's aligned block)) are recomputed by every request"
+    ]
 
 
 def test_dense_prefix_footprint():
@@ -70,18 +84,22 @@ def test_sglang_pages_and_hit_rate():
     ch = prof.kv_formats(m)
     gpu = prof.capacity(m, 20 * GiB, ch.k, ch.v, max_model_len=32768, options=ch.options)
     # page 1: 12,000 tokens shared once in a 163,840-token pool; own 20,768: (163,840 - 12,000) // 20,768 = 7
-    p = shared_prefix(prof, m, gpu, ch.k, ch.v, tp=1, options=ch.options, prefix_tokens=12_000, prompt_tokens=32_768,
-                      hit_rate=0.5)
+    p = shared_prefix(
+        prof, m, gpu, ch.k, ch.v, tp=1, options=ch.options, prefix_tokens=12_000, prompt_tokens=32_768, hit_rate=0.5
+    )
     assert (p.reuse_unit_tokens, p.reusable_tokens, p.own_blocks_per_request) == (1, 12_000, 20_768)
     assert (p.max_concurrency_shared, p.max_concurrency_unshared) == (7, 5)
     assert p.prefill_saved_tokens == 6_000  # half the requests find it
 
 
-@pytest.mark.parametrize("engine, args, words", [
-    ("llamacpp", {}, "keeps each sequence's own cells"),
-    ("vllm", {"prefix_tokens": 40_000}, "longer than the request"),
-    ("vllm", {"hit_rate": 1.5}, "--prefix-hit-rate is a fraction"),
-])
+@pytest.mark.parametrize(
+    "engine, args, words",
+    [
+        ("llamacpp", {}, "keeps each sequence's own cells"),
+        ("vllm", {"prefix_tokens": 40_000}, "longer than the request"),
+        ("vllm", {"hit_rate": 1.5}, "--prefix-hit-rate is a fraction"),
+    ],
+)
 def test_prefix_refusals(engine, args, words):
     prof = get_profile(engine)
     m = load_model("llama-3.1-8b")
@@ -98,10 +116,23 @@ def test_load_or_recompute_break_even():
     from kvcalc.load.links import LinkSpec
     from kvcalc.results.offload import PrefixResult
 
-    pre = PrefixResult(engine="vllm", prefix_tokens=1600, prompt_tokens=3201, reuse_unit_tokens=16,
-                       reusable_tokens=1600, hit_rate=1.0, shared_blocks=100, own_blocks_per_request=101,
-                       blocks_per_request=201, usable_blocks=10_000, unit="blocks", max_concurrency_shared=1,
-                       max_concurrency_unshared=1, prefill_saved_tokens=1600, prefill_saved_fraction=0.5)
+    pre = PrefixResult(
+        engine="vllm",
+        prefix_tokens=1600,
+        prompt_tokens=3201,
+        reuse_unit_tokens=16,
+        reusable_tokens=1600,
+        hit_rate=1.0,
+        shared_blocks=100,
+        own_blocks_per_request=101,
+        blocks_per_request=201,
+        usable_blocks=10_000,
+        unit="blocks",
+        max_concurrency_shared=1,
+        max_concurrency_unshared=1,
+        prefill_saved_tokens=1600,
+        prefill_saved_fraction=0.5,
+    )
     link = LinkSpec(key="x", name="x", kind="host", bytes_per_s=10**9, source="test")
     even = load_or_recompute(pre, 1000, [link], lambda p: p * 1e-6)[0]
     assert even.load_s == 1600 * 1000 / 1e9 and even.faster == "recompute" and even.break_even_tokens is None
@@ -113,20 +144,59 @@ def test_load_or_recompute_break_even():
 
 
 def test_capacity_shared_prefix_cli(cli):
-    r = cli("capacity", "qwen3-next-80b-a3b", "--engine", "vllm", "--kv-memory", "40GiB", "-L", "32768",
-            "--shared-prefix", "500", "-f", "json")
+    r = cli(
+        "capacity",
+        "qwen3-next-80b-a3b",
+        "--engine",
+        "vllm",
+        "--kv-memory",
+        "40GiB",
+        "-L",
+        "32768",
+        "--shared-prefix",
+        "500",
+        "-f",
+        "json",
+    )
     assert r.exit_code == 0, r.output
     p = json.loads(r.stdout)["shared_prefix"]
     assert p["reuse_unit_tokens"] == 576 and p["reusable_tokens"] == 0
-    t = cli("capacity", "qwen3-next-80b-a3b", "--engine", "vllm", "--kv-memory", "40GiB", "-L", "32768",
-            "--shared-prefix", "500")
-    assert t.stderr.startswith("warning: the shared prefix of 500 tokens is shorter than one block: vLLM's block "
-                               "of 576 tokens")
+    t = cli(
+        "capacity",
+        "qwen3-next-80b-a3b",
+        "--engine",
+        "vllm",
+        "--kv-memory",
+        "40GiB",
+        "-L",
+        "32768",
+        "--shared-prefix",
+        "500",
+    )
+    assert t.stderr.startswith(
+        "warning: the shared prefix of 500 tokens is shorter than one block: vLLM's block of 576 tokens"
+    )
 
 
 def test_capacity_load_or_recompute_cli(cli):
-    r = cli("capacity", "llama-3.1-8b", "--engine", "vllm", "--kv-memory", "20GiB", "-L", "32768",
-            "--shared-prefix", "12000", "--gpu", "h100-sxm", "--link", "pcie5-x16,nvme-gen4", "-f", "json")
+    r = cli(
+        "capacity",
+        "llama-3.1-8b",
+        "--engine",
+        "vllm",
+        "--kv-memory",
+        "20GiB",
+        "-L",
+        "32768",
+        "--shared-prefix",
+        "12000",
+        "--gpu",
+        "h100-sxm",
+        "--link",
+        "pcie5-x16,nvme-gen4",
+        "-f",
+        "json",
+    )
     assert r.exit_code == 0, r.output
     rows = json.loads(r.stdout)["load_or_recompute"]
     # 12,000 tokens x 131,072 B = 1,572,864,000 B; over PCIe 5.0 x16 (63,015,384,615 B/s one way)

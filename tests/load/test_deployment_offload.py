@@ -45,15 +45,19 @@ def test_offload_the_host_cannot_hold(cli, tmp_path):
     assert row["problems"] == [
         "offload: the vllm-native tier pins 2,000.00 GiB (2,147.48 GB) of host memory per node (8 ranks x 250.00 "
         "GiB (268.44 GB)), more than --host-memory 1,862.65 GiB (2,000.00 GB): lower --kv-offloading-size to at "
-        "most 1862.64"]
+        "most 1862.64"
+    ]
 
 
-@pytest.mark.parametrize("size, engine, words", [
-    ("kv_offloading_size: 1600GB", "vllm", "for 1600 GB pass --kv-offloading-size 1490.12"),
-    ("hicache_size: 100GiB", "sglang", "pass --hicache-size 107"),
-    ("hicache_ratio: 2.0", "vllm", "--hicache-* / --enable-hierarchical-cache is sglang's"),
-    ("kv_offloading_size: 10", "llamacpp", "Input should be 'vllm' or 'sglang'"),
-])
+@pytest.mark.parametrize(
+    "size, engine, words",
+    [
+        ("kv_offloading_size: 1600GB", "vllm", "for 1600 GB pass --kv-offloading-size 1490.12"),
+        ("hicache_size: 100GiB", "sglang", "pass --hicache-size 107"),
+        ("hicache_ratio: 2.0", "vllm", "--hicache-* / --enable-hierarchical-cache is sglang's"),
+        ("kv_offloading_size: 10", "llamacpp", "Input should be 'vllm' or 'sglang'"),
+    ],
+)
 def test_offload_refusals_name_the_key(cli, tmp_path, size, engine, words):
     r = cli("check", write(tmp_path, size, engine))
     assert r.exit_code == 2

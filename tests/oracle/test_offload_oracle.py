@@ -37,8 +37,13 @@ _MISSING = _missing()
 skip = pytest.mark.skipif(_MISSING is not None, reason=_MISSING or "")
 
 #: (model, tp, max_model_len): a dense GQA model at tp 1 and 8, MLA at tp 1 and 8 (replicated)
-MODELS = [("llama-3.1-8b", 1, 32768), ("llama-3.1-70b", 8, 32768), ("qwen3-8b", 2, 8192),
-          ("deepseek-v2-lite", 1, 16384), ("deepseek-v3", 8, 32768)]
+MODELS = [
+    ("llama-3.1-8b", 1, 32768),
+    ("llama-3.1-70b", 8, 32768),
+    ("qwen3-8b", 2, 8192),
+    ("deepseek-v2-lite", 1, 16384),
+    ("deepseek-v3", 8, 32768),
+]
 SIZES = [1, 1.1, 37.5, 100, 1600]
 BLOCKS_PER_CHUNK = [1, 3, 16]
 
@@ -47,15 +52,15 @@ def vllm_cpu_bytes(size: float) -> int:
     """vLLM's own `_post_init_kv_transfer_config` on a stub config: the connector's cpu_bytes_to_use."""
     from vllm.config.vllm import VllmConfig
 
-    stub = SimpleNamespace(cache_config=SimpleNamespace(kv_offloading_size=size, kv_offloading_backend="native"),
-                           kv_transfer_config=None)
+    stub = SimpleNamespace(
+        cache_config=SimpleNamespace(kv_offloading_size=size, kv_offloading_backend="native"), kv_transfer_config=None
+    )
     VllmConfig._post_init_kv_transfer_config(stub)
     assert stub.kv_transfer_config.kv_connector in ("OffloadingConnector", "SimpleCPUOffloadConnector")
     return int(stub.kv_transfer_config.kv_connector_extra_config["cpu_bytes_to_use"])
 
 
-def vllm_spec(cpu_bytes: int, worker_bytes_per_block: int, tp: int, bpc: int, block: int, L: int,
-              replicated: bool):
+def vllm_spec(cpu_bytes: int, worker_bytes_per_block: int, tp: int, bpc: int, block: int, L: int, replicated: bool):
     """vLLM's `CPUOffloadingSpec` for one full-attention group (its shared-region check patched to
     CUDA's answer, so the replicated MLA layout is what a GPU node would take)."""
     from vllm.v1.kv_offload.config import (
@@ -69,14 +74,26 @@ def vllm_spec(cpu_bytes: int, worker_bytes_per_block: int, tp: int, bpc: int, bl
 
     config = OffloadingConfig(
         groups=(OffloadingGroupConfig(tokens_per_block=block, layer_names=("l",), group_id=0),),
-        worker_kv_bytes_per_block=worker_bytes_per_block, enable_kv_cache_events=False,
-        extra_config={"cpu_bytes_to_use": cpu_bytes}, engine_id="oracle",
+        worker_kv_bytes_per_block=worker_bytes_per_block,
+        enable_kv_cache_events=False,
+        extra_config={"cpu_bytes_to_use": cpu_bytes},
+        engine_id="oracle",
         model=OffloadingModelConfig(name="m", dtype="bfloat16", max_model_len=L),
         cache=OffloadingCacheConfig(tokens_per_hash=block, blocks_per_chunk=bpc),
-        parallel=OffloadingParallelConfig(rank=0, world_size=tp, tp_size=tp, pp_size=1, pcp_size=1, dcp_size=1,
-                                          data_parallel_index=0, data_parallel_size=1,
-                                          data_parallel_rank_local=None, is_parallelism_agnostic=False),
-        replicated_layout=replicated)
+        parallel=OffloadingParallelConfig(
+            rank=0,
+            world_size=tp,
+            tp_size=tp,
+            pp_size=1,
+            pcp_size=1,
+            dcp_size=1,
+            data_parallel_index=0,
+            data_parallel_size=1,
+            data_parallel_rank_local=None,
+            is_parallelism_agnostic=False,
+        ),
+        replicated_layout=replicated,
+    )
     original = CPUOffloadingSpec._uses_shared_region
     CPUOffloadingSpec._uses_shared_region = lambda self: True
     try:
@@ -108,10 +125,26 @@ def test_native_offload_tier_matches_vllm(model_tp_len, size, bpc):
     prof = get_profile("vllm")
     ch = prof.kv_formats(model)
     gpu = prof.capacity(model, 60 * GiB, ch.k, ch.v, tp=tp, max_model_len=L, options=ch.options)
-    ours = vllm_native(model, gpu, OffloadSettings(kv_offloading_size=str(size), blocks_per_chunk=bpc),
-                       tp=tp, dp=1, session_tokens=L, k=ch.k, v=ch.v, options=ch.options)
-    spec = vllm_spec(vllm_cpu_bytes(size), gpu.page_size_bytes, tp, bpc, gpu.block_size, L,
-                     replicated=model.attention == "mla" and tp > 1)
+    ours = vllm_native(
+        model,
+        gpu,
+        OffloadSettings(kv_offloading_size=str(size), blocks_per_chunk=bpc),
+        tp=tp,
+        dp=1,
+        session_tokens=L,
+        k=ch.k,
+        v=ch.v,
+        options=ch.options,
+    )
+    spec = vllm_spec(
+        vllm_cpu_bytes(size),
+        gpu.page_size_bytes,
+        tp,
+        bpc,
+        gpu.block_size,
+        L,
+        replicated=model.attention == "mla" and tp > 1,
+    )
     assert ours.num_chunks == spec.num_chunks
     assert ours.bytes_per_chunk == spec.kv_bytes_per_chunk
     assert ours.host_bytes_per_rank * tp == spec.cpu_info.cpu_kv_cache_size_bytes  # the region, all ranks
@@ -150,20 +183,42 @@ def test_chunks_per_request_matches_vllm(groups, L, tpc):
     from kvcalc.calc.offload import vllm_chunks_per_request, vllm_cpu_tokens_at_len
 
     attn = dict(block_size=tpc, num_kv_heads=8, head_size=64, dtype=torch.bfloat16)
-    specs = {"full": lambda w: FullAttentionSpec(**attn), "sliding": lambda w: SlidingWindowSpec(**attn, sliding_window=w),
-             "chunked": lambda w: ChunkedLocalAttentionSpec(**attn, attention_chunk_size=w),
-             "mamba": lambda w: MambaSpec(block_size=tpc, shapes=((1,),), dtypes=(torch.bfloat16,))}
-    vgroups = tuple(OffloadingGroupConfig(tokens_per_block=tpc, layer_names=(f"l{i}",), group_id=i,
-                                          sliding_window_size_in_chunks=get_sliding_window_size_in_chunks(
-                                              specs[kind](w), tpc))
-                    for i, (kind, w) in enumerate(groups))
+    specs = {
+        "full": lambda w: FullAttentionSpec(**attn),
+        "sliding": lambda w: SlidingWindowSpec(**attn, sliding_window=w),
+        "chunked": lambda w: ChunkedLocalAttentionSpec(**attn, attention_chunk_size=w),
+        "mamba": lambda w: MambaSpec(block_size=tpc, shapes=((1,),), dtypes=(torch.bfloat16,)),
+    }
+    vgroups = tuple(
+        OffloadingGroupConfig(
+            tokens_per_block=tpc,
+            layer_names=(f"l{i}",),
+            group_id=i,
+            sliding_window_size_in_chunks=get_sliding_window_size_in_chunks(specs[kind](w), tpc),
+        )
+        for i, (kind, w) in enumerate(groups)
+    )
     config = OffloadingConfig(
-        groups=vgroups, worker_kv_bytes_per_block=1, enable_kv_cache_events=False, extra_config={}, engine_id="o",
+        groups=vgroups,
+        worker_kv_bytes_per_block=1,
+        enable_kv_cache_events=False,
+        extra_config={},
+        engine_id="o",
         model=OffloadingModelConfig(name="m", dtype="bfloat16", max_model_len=L),
         cache=OffloadingCacheConfig(tokens_per_hash=tpc, blocks_per_chunk=1),
-        parallel=OffloadingParallelConfig(rank=0, world_size=1, tp_size=1, pp_size=1, pcp_size=1, dcp_size=1,
-                                          data_parallel_index=0, data_parallel_size=1, data_parallel_rank_local=None,
-                                          is_parallelism_agnostic=False))
+        parallel=OffloadingParallelConfig(
+            rank=0,
+            world_size=1,
+            tp_size=1,
+            pp_size=1,
+            pcp_size=1,
+            dcp_size=1,
+            data_parallel_index=0,
+            data_parallel_size=1,
+            data_parallel_rank_local=None,
+            is_parallelism_agnostic=False,
+        ),
+    )
     per = vllm_chunks_per_request(groups, L, tpc)
     for n in (1, 777, 10_000):
         assert vllm_cpu_tokens_at_len(n, L, per) == _kv_cache_size_tokens(config, n)
