@@ -183,6 +183,12 @@ class EstimateRequest(NamedTuple):
     engine: str = "ideal"
     engine_options: Any = None
     kv_given: bool = True
+    #: `calc.speed.Calibration` from `--calibration FILE` (None: the table's constants)
+    calibration: Any = None
+    #: whole requests (`--input-len` / `--output-len`, `--request-rate`): None for none
+    input_len: int | None = None
+    output_len: int | None = None
+    request_rate: float | None = None
 
     @classmethod
     def build(cls, model: Any, *, seq_len: str | int | None = None, batch: int = 1, kv_dtype: str | None = None,
@@ -224,6 +230,50 @@ class EstimateResult(NamedTuple):
     gpu: Any = None
     engine: Any = None
     fit_hint: Any = None
+    request: Any = None
+
+
+def speed_terms(gpu: Any, engine: str, tp: int, layout: Any = None, calibration: Any = None) -> Any:
+    """(`calc.speed.SpeedTerms`) the speed model's terms for `engine` on `gpu` at `tp` ranks:
+    `kvcalc/data/speed.yaml`, then the calibration's measured figures; an efficiency typed on the
+    command line (`layout` knobs off their defaults) replaces the table's. Raises `KvcalcError`
+    when the calibration was measured on another GPU."""
+    from kvcalc.calc import speed
+    from kvcalc.calc.defaults import DEFAULT_BW_EFFICIENCY, DEFAULT_FLOPS_EFFICIENCY
+    from kvcalc.engines import canonical
+    from kvcalc.load.speed import speed_table
+
+    if calibration is not None and calibration.gpu != gpu.key:
+        raise KvcalcError(f"the calibration was measured as {calibration.gpu}, not {gpu.key}: give --gpu "
+                          f"{calibration.gpu} or measure this GPU", option="--calibration", value=calibration.gpu)
+    terms = speed.resolve_terms(speed_table(), engine=canonical(engine), vendor=gpu.vendor, name=gpu.name,
+                                interconnect_bytes_per_s=gpu.interconnect_bytes_per_s,
+                                hbm_bytes_per_s=gpu.hbm_bytes_per_s, bf16_flops_per_s=gpu.bf16_flops_per_s,
+                                tp=tp, calibration=calibration)
+    if layout is not None and layout.bw_efficiency != DEFAULT_BW_EFFICIENCY:
+        terms = dataclasses.replace(terms, bw_efficiency=layout.bw_efficiency,
+                                    calibrated=terms.calibrated + ("--bw-efficiency",))
+    if layout is not None and layout.flops_efficiency != DEFAULT_FLOPS_EFFICIENCY:
+        terms = dataclasses.replace(terms, flops_efficiency=layout.flops_efficiency,
+                                    calibrated=terms.calibrated + ("--flops-efficiency",))
+    return terms
+
+
+def request_result(planner: Any, req: EstimateRequest) -> Any:
+    """(`RequestEstimate`) the whole-request figures of `req` on `planner`, or None without
+    --input-len / --output-len; None figures when the batch does not fit."""
+    from kvcalc.calc.request_speed import request_speed
+    from kvcalc.results import RequestEstimate
+
+    if req.input_len is None and req.output_len is None:
+        return None
+    if req.input_len is None or req.output_len is None:
+        missing = "--input-len" if req.input_len is None else "--output-len"
+        raise KvcalcError(f"whole requests need both --input-len and --output-len", option=missing)
+    B, I, O = req.workload.batch, req.input_len, req.output_len
+    fits = planner.headroom_bytes(I + O, B) >= 0
+    rs = request_speed(planner, I, O, B, req.request_rate) if fits else None
+    return RequestEstimate.build(rs, input_len=I, output_len=O, batch=B, fits=fits, request_rate=req.request_rate)
 
 
 def run_estimate(req: EstimateRequest) -> EstimateResult:
@@ -233,7 +283,7 @@ def run_estimate(req: EstimateRequest) -> EstimateResult:
     from kvcalc.engines import canonical
 
     est = kv_cache.estimate(req.model, req.workload)
-    serving = gpu = None
+    serving = gpu = request = None
     if req.gpu is not None:
         from kvcalc.calc.memory_plan import Layout, Planner
         from kvcalc.load.gpus import get_gpu
@@ -242,14 +292,19 @@ def run_estimate(req: EstimateRequest) -> EstimateResult:
         par, wl = req.workload.parallel, req.workload
         layout = dataclasses.replace(req.layout if req.layout is not None else Layout(), tp=par.tp, pp=par.pp,
                                      dp=par.dp, k_dtype=wl.k_dtype, v_dtype=wl.v_dtype)
-        serving = Planner(req.model, gpu, layout).serving(est.seq_len, est.batch, est.kv_cache_bytes_per_gpu)
+        layout = dataclasses.replace(layout, speed=speed_terms(gpu, req.engine, par.tp, layout, req.calibration))
+        planner = Planner(req.model, gpu, layout)
+        serving = planner.serving(est.seq_len, est.batch, est.kv_cache_bytes_per_gpu)
+        request = request_result(planner, req)
+    elif req.input_len is not None or req.output_len is not None:
+        raise KvcalcError("--input-len / --output-len need --gpu (a GPU from `kvcalc gpus`)", option="--input-len")
     hint = None
     if serving is not None and not serving.fits:
         hint = fit_hint(req, gpu, layout, est)
     engine = None
     if canonical(req.engine) != "ideal":
         engine = engine_for_batch(req, serving)
-    return EstimateResult(kv=est, serving=serving, gpu=gpu, engine=engine, fit_hint=hint)
+    return EstimateResult(kv=est, serving=serving, gpu=gpu, engine=engine, fit_hint=hint, request=request)
 
 
 def fit_hint(req: EstimateRequest, gpu: Any, layout: Any, est: Any) -> Any:
@@ -442,13 +497,16 @@ class PlanRequest(NamedTuple):
               kv_dtypes: Any = None, weight_dtypes: Any = None, max_tpot_ms: float | None = None,
               min_tokens_per_s: float | None = None, max_ttft_s: float | None = None,
               prices: Any = None, knobs: Any = None, top: int | None = None, why_not: int | None = None,
-              gpus_per_node: int | None = None, engine_options: Any = None) -> PlanRequest:
+              gpus_per_node: int | None = None, engine_options: Any = None, calibration: Any = None) -> PlanRequest:
         """Check and resolve: the context (default the model's), positive counts and targets,
         the GPUs (a comma list or list of names / GPU files, `a+b` a fixed set of devices in one
         machine, None or 'all' every row of the table), the formats (comma lists; None: the
         engine's defaults, `EngineProfile.plan_formats`), `prices` (a mapping or a price file),
         `engine_options` (the engine's options object, e.g. `VllmOptions(version='0.11')`; None:
         its defaults; each GPU's compute capability and vendor replace the options' own).
+        `calibration` (a `calc.speed.Calibration`): the layouts are timed with the speed model's
+        terms for the engine (its measured figures on its own GPU, the table's on the others);
+        without it, on the bare roofline of `knobs` as before.
         Each format is tried on the engine's launch line first, so a format the engine lacks is
         refused before the search. The engine's own KV arithmetic per GPU
         (`EngineProfile.plan_engine_kv`: vLLM's blocks) sizes each layout where it has one.
@@ -520,8 +578,24 @@ class PlanRequest(NamedTuple):
             model=model, seq_len=T, concurrency=concurrency, gpus=tuple(choices), kv_dtypes=kvs, weight_dtypes=ws,
             fp8_only=fp8_only, gate_kv=not _names(kv_dtypes, "--kv-dtype"), gate_weights=not _names(weight_dtypes, "--weight-dtype"), targets=P.PlanTargets(max_tpot_ms, min_tokens_per_s, max_ttft_s), knobs=knobs,
             max_gpus=max_gpus, gpus_per_node=node, layer_split=prof.plan_layer_split, prices=prices or {},
-            top=top, why_not=why_not, engine=prof.name, launch=launch, engine_kv=prof.plan_engine_kv(model, opts))
+            top=top, why_not=why_not, engine=prof.name, launch=launch, engine_kv=prof.plan_engine_kv(model, opts),
+            speed=None if calibration is None else _plan_speed(prof.name, knobs, calibration))
         return cls(search=search, engine=prof.name)
+
+
+def _plan_speed(engine: str, knobs: Any, calibration: Any) -> Any:
+    """speed(gpu, tp) -> `SpeedTerms` for `calc.plan.PlanSearch.speed`, cached: the calibration
+    on the GPU it was measured on, the speed table on the others."""
+    cache: dict[tuple[str, int], Any] = {}
+
+    def speed(gpu: Any, tp: int) -> Any:
+        key = (gpu.key, tp)
+        if key not in cache:
+            cal = calibration if calibration.gpu == gpu.key else None
+            cache[key] = speed_terms(gpu, engine, tp, knobs, cal)
+        return cache[key]
+
+    return speed
 
 
 def refuse_engine_model(prof: Any, model: Any) -> None:

@@ -24,12 +24,13 @@ import copy
 import dataclasses
 from dataclasses import dataclass
 
-from kvcalc.calc import kv_cache, roofline
-from kvcalc.formats import StorageFormat
+from kvcalc.calc import kv_cache, roofline, speed as speed_terms
+from kvcalc.formats import StorageFormat, weight_format
 from kvcalc.errors import MESSAGE, OPTION_SAYS, KvcalcError
 from kvcalc.results import ServingEstimate  # the result `Planner.serving` returns
 from kvcalc.schema import GpuSpec, ModelSpec
 from kvcalc.calc.weights import (
+    WeightBytes,
     can_derive,
     model_params,
     param_counts,
@@ -142,6 +143,9 @@ class Layout:
     #: layers of each pipeline stage, first to last (None: vLLM's split, `kv_cache.pp_stages`);
     #: llama.cpp's `--tensor-split` puts its own counts on each device (`calc.plan`)
     stage_layers: tuple[int, ...] | None = None
+    #: the speed model's terms for this engine on this GPU (`calc.speed`, from `speed.yaml` and a
+    #: calibration); None: the bare roofline with `bw_efficiency` / `flops_efficiency` above
+    speed: speed_terms.SpeedTerms | None = None
 
     def stages(self, n_layers: int) -> list[range]:
         """The layer indices of each stage: `stage_layers` when given (they must sum to
@@ -183,7 +187,8 @@ class Planner:
         self.model, self.gpu, self.layout = model, gpu, layout
         tp, pp = layout.tp, layout.pp
         self.stages = layout.stages(model.n_layers)
-        wf, _ = weight_formats(model, layout.weight_dtype)
+        wf, ef = weight_formats(model, layout.weight_dtype)
+        self.expert_bits = ef.bits
         self.weight_format_name = wf.name
         self.weight_dtype = weight_format_label(model, layout.weight_dtype)
         k, v = kv_cache.formats(layout.k_dtype or model.dtype, layout.v_dtype)
@@ -204,7 +209,16 @@ class Planner:
         # roofline precompute: decode reads every dense weight of every stage on this rank (the
         # token passes through the stages in turn) and the experts its batch routes to.
         n = len(wb.layer_dense_bytes)
-        self.dense_read_bytes = sum(wb.layer_dense_bytes) + wb.embedding_bytes + wb.head_bytes
+        # a decode step reads the layers' dense weights and the output head whole, but only the
+        # batch's rows of the input embedding (`embedding_read_bytes`); a tied head is the
+        # embedding matrix, read whole by the head's GEMV
+        self.head_read_bytes = _head_read_bytes(model, wb, wf, layout.weight_dtype, tp)
+        self.embedding_bytes = 0 if wb.tied else wb.embedding_bytes
+        self.vocab_per_rank = _cdiv(model.vocab_size, tp) if model.vocab_size and can_derive(model) else 0
+        self.dense_read_bytes = sum(wb.layer_dense_bytes) + self.head_read_bytes
+        if not self.vocab_per_rank:  # rows unknown: the embedding counts whole
+            self.dense_read_bytes += self.embedding_bytes
+        self.weight_bits = wf.bits
         moe: dict[tuple[int, int, int], int] = {}
         for i in range(n):
             if wb.layer_n_experts[i]:
@@ -238,13 +252,17 @@ class Planner:
         self.att_groups = tuple((w, d, p_) for w, (d, p_) in att.items())
         self.hidden = model.hidden_size or model.n_heads * model.resolved_head_dim
 
-    def variant(self, *, gpu: GpuSpec | None = None, dp: int | None = None) -> Planner:
+    def variant(self, *, gpu: GpuSpec | None = None, dp: int | None = None,
+                speed: speed_terms.SpeedTerms | None = None) -> Planner:
         """This plan on another GPU and / or with another number of replicas, without redoing
         what depends on neither (weights, KV profile, FLOPs): only the budget and the peak
-        FLOP/s follow the GPU. What a search over GPUs and counts reuses (`calc.plan`)."""
+        FLOP/s follow the GPU, and `speed` (the speed terms on that GPU) when given. What a
+        search over GPUs and counts reuses (`calc.plan`)."""
         new = copy.copy(self)
         if dp is not None:
             new.layout = dataclasses.replace(self.layout, dp=dp)
+        if speed is not None:
+            new.layout = dataclasses.replace(new.layout, speed=speed)
         if gpu is not None:
             new.gpu = gpu
             new.budget = budget_bytes(gpu.memory_bytes, self.layout.gpu_memory_utilization)
@@ -300,12 +318,21 @@ class Planner:
 
     # ----- roofline ----------------------------------------------------------------------
 
-    def _weights_read(self, tokens: int) -> int:
-        b = self.dense_read_bytes
+    def embedding_read_bytes(self, tokens: int) -> int:
+        """Bytes of the input embedding `tokens` tokens read on this rank: their rows only
+        (`speed.decode_embedding_bytes`); 0 when tied (the head reads the matrix whole) or when
+        the vocabulary is unknown (then `dense_read_bytes` holds the whole table)."""
+        if not self.vocab_per_rank:
+            return 0
+        return speed_terms.decode_embedding_bytes(tokens, self.vocab_per_rank, self.embedding_bytes)
+
+    def _weights_read(self, tokens: int) -> tuple[int, int]:
+        """(dense bytes, routed-expert bytes) the weights `tokens` tokens touch on this rank."""
+        e_b = 0
         for cnt, eb, e, a in self.moe_groups:
             touched = a if tokens == 1 else roofline.expected_experts_touched(e, a, tokens)
-            b += int(round(cnt * eb * touched))
-        return b
+            e_b += int(round(cnt * eb * touched))
+        return self.dense_read_bytes + self.embedding_read_bytes(tokens), e_b
 
     def decode(self, seq_len: int, batch: int) -> roofline.StepTime:
         """One decode step of `batch` sequences at `seq_len` cached tokens, on one TP rank over
@@ -317,21 +344,41 @@ class Planner:
         att = sum(d * (T if w is None or T < w else w) for w, d, _ in self.att_groups)
         flops = batch * (self.matmul_flops_per_token + att)
         comm = roofline.tp_allreduce_bytes(self.model.n_layers, batch, self.hidden)
-        return roofline.step_time(self._weights_read(batch) + kv, flops, comm, self.gpu, self.layout.tp,
-                                    self.peak, self.layout.bw_efficiency, self.layout.flops_efficiency)
+        return self._step(self._weights_read(batch), kv, flops, comm, overlap=True)
 
-    def prefill(self, prompt_len: int) -> roofline.StepTime:
-        """Prefill of one `prompt_len`-token prompt (time to first token): FLOPs = 2 x active
-        weights x P + attention over the causal pairs (2 H (D_k + D_v) per pair, the term that
-        grows with P^2; sliding layers min(i, window)); bytes = weights touched by P tokens +
-        the prompt's KV written; plus the all-reduces of (P, hidden)."""
-        P = prompt_len
+    def prefill(self, prompt_len: int, batch: int = 1) -> roofline.StepTime:
+        """Prefill of `batch` prompts of `prompt_len` tokens in one pass (time to first token):
+        FLOPs = B (2 x active weights x P + attention over the causal pairs: 2 H (D_k + D_v) per
+        pair, the term that grows with P^2; sliding layers min(i, window)); bytes = weights
+        touched by B x P tokens + the prompts' KV written; plus the all-reduces of (B P, hidden)."""
+        P, B = prompt_len, batch
         att = sum(p * roofline.attended_pairs(P, w) for w, _, p in self.att_groups)
-        flops = P * self.matmul_flops_per_token + att
-        kv = sum(self.kv.stage_bytes(P, 1))
-        comm = roofline.tp_allreduce_bytes(self.model.n_layers, P, self.hidden)
-        return roofline.step_time(self._weights_read(P) + kv, flops, comm, self.gpu, self.layout.tp,
-                                    self.peak, self.layout.bw_efficiency, self.layout.flops_efficiency)
+        flops = B * (P * self.matmul_flops_per_token + att)
+        kv = sum(self.kv.stage_bytes(P, B))
+        comm = roofline.tp_allreduce_bytes(self.model.n_layers, B * P, self.hidden)
+        return self._step(self._weights_read(B * P), kv, flops, comm, overlap=self.layout.speed is None)
+
+    def _step(self, weights: tuple[int, int], other_bytes: int, flops: int, comm_bytes: int, *,
+              overlap: bool) -> roofline.StepTime:
+        """One step's time: the bare roofline (`roofline.step_time`) without speed terms; with
+        them (`calc.speed`), the engine's floor, the weights read at their format's efficiency,
+        memory + compute added for prefill (`overlap` False) and the all-reduces' latency."""
+        lay, sp = self.layout, self.layout.speed
+        weight_bytes = weights[0] + weights[1]
+        if sp is None:
+            return roofline.step_time(weight_bytes + other_bytes, flops, comm_bytes, self.gpu, lay.tp,
+                                      self.peak, lay.bw_efficiency, lay.flops_efficiency)
+        comm = roofline.allreduce_time_s(comm_bytes, lay.tp, self.gpu.interconnect_bytes_per_s)
+        if lay.tp > 1:
+            comm += speed_terms.allreduce_calls(self.model.n_layers) * sp.allreduce_latency_s
+        return roofline.StepTime(
+            bytes_read=weight_bytes + other_bytes, flops=flops,
+            memory_time_s=speed_terms.memory_time_s(
+                [(weights[0], sp.format_efficiency_at(self.weight_bits)),
+                 (weights[1], sp.format_efficiency_at(self.expert_bits)), (other_bytes, 1.0)],
+                self.gpu.hbm_bytes_per_s, sp.bw_efficiency),
+            compute_time_s=roofline.compute_time_s(flops, self.peak, sp.flops_efficiency),
+            comm_time_s=comm, floor_s=sp.step_floor_s * lay.pp, overlap=overlap)
 
     # ----- one point ---------------------------------------------------------------------
 
@@ -367,7 +414,9 @@ class Planner:
         dec = self.decode(seq_len, batch)
         pre = self.prefill(seq_len)
         max_t, capped = self.max_seq_len(batch)
+        fits = used <= self.budget
         tpot = dec.step_time_s
+        sp = lay.speed
         return ServingEstimate(
             gpu=self.gpu.key, gpu_count=lay.tp * lay.pp * lay.dp, weight_dtype=self.weight_dtype,
             n_params=self.n_params, n_active_params=self.n_active_params, weights_source=self.weights_source,
@@ -376,10 +425,31 @@ class Planner:
             activation_reserve_bytes=self.act_bytes, cuda_context_bytes=lay.cuda_context_bytes,
             memory_bytes_per_gpu=used, gpu_memory_bytes=self.gpu.memory_bytes,
             gpu_memory_utilization=lay.gpu_memory_utilization, budget_bytes_per_gpu=self.budget,
-            headroom_bytes=self.budget - used, fits=used <= self.budget,
+            headroom_bytes=self.budget - used, fits=fits,
             max_batch=self.max_batch(seq_len), max_seq_len=max_t, max_seq_len_capped=capped,
-            bw_efficiency=lay.bw_efficiency, flops_efficiency=lay.flops_efficiency,
+            bw_efficiency=sp.bw_efficiency if sp else lay.bw_efficiency,
+            flops_efficiency=sp.flops_efficiency if sp else lay.flops_efficiency,
             decode_bytes_read_per_step=dec.bytes_read, decode_flops_per_step=dec.flops,
             decode_bound=dec.bound, decode_allreduce_s=dec.comm_time_s,
-            tpot_s=tpot, tokens_per_s_per_seq=1 / tpot, tokens_per_s=batch * lay.dp / tpot,
-            ttft_s=pre.step_time_s, prefill_bound=pre.bound)
+            tpot_s=tpot if fits else None, tokens_per_s_per_seq=1 / tpot if fits else None,
+            tokens_per_s=batch * lay.dp / tpot if fits else None,
+            ttft_s=pre.step_time_s, prefill_bound=pre.bound,
+            speed_model=sp.describe(self.weight_bits) if sp else "roofline", decode_floor_s=dec.floor_s)
+
+
+def _head_read_bytes(model: ModelSpec, wb: WeightBytes, wf: StorageFormat, weight_dtype: str | None, tp: int) -> int:
+    """Bytes of the output head (and final norm) on one rank, as the file holds them. With a
+    llama.cpp block format given as --weight-dtype (q4_0, q4_k, q8_0, ...), `llama-quantize`
+    stores output.weight in Q6_K unless the type is Q8_0 (llama.cpp `src/llama-quant.cpp`
+    `llama_tensor_get_type`: "else if (new_type != GGML_TYPE_Q8_0) new_type = GGML_TYPE_Q6_K"),
+    and a tied head (no output.weight) is token_embd.weight under the same rule; otherwise the
+    head is in the model's dtype (`weights.weight_bytes`), or the checkpoint's own bytes."""
+    head = wb.head_bytes + (wb.embedding_bytes if wb.tied else 0)
+    ggml = weight_dtype is not None and model.checkpoint is None and wf.name.startswith("q") and can_derive(model)
+    if not ggml or not model.vocab_size or not model.hidden_size:
+        return head
+    values = _cdiv(model.vocab_size, tp) * model.hidden_size
+    fmt = wf if wf.name == "q8_0" else weight_format("q6_k", field=None)
+    if values % fmt.block_values:
+        return head
+    return fmt.bytes_for(values) + (model.hidden_size * 2)  # + the final norm (bf16 / fp16)

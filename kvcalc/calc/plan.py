@@ -49,7 +49,7 @@ import dataclasses
 import itertools
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Any, Protocol
 
 from kvcalc.calc import kv_cache
 from kvcalc.calc.memory_plan import Layout, Planner, budget_bytes
@@ -162,6 +162,10 @@ class PlanSearch:
     #: `EngineKv`, raising `KvcalcError` where it does not apply; handed down by the engine layer
     #: (None: the exact formula, `memory_plan.KvProfile`)
     engine_kv: Callable[[GpuSpec, int, tuple[range, ...], tuple[str, str]], EngineKv] | None = None
+    #: the speed model's terms on a GPU at a TP (`calc.speed.SpeedTerms`): speed(gpu, tp), handed
+    #: down by the request layer, which reads the speed table and a calibration (None: the bare
+    #: roofline of `knobs`)
+    speed: Callable[[GpuSpec, int], Any] | None = None
 
 
 # ----- the space -----------------------------------------------------------------------------
@@ -279,6 +283,8 @@ class _Placed:
     kv: tuple[str, str]
     weight: str | None
     ekv: EngineKv | None = None
+    #: `PlanSearch.speed` (None: the bare roofline)
+    speed: Callable[[GpuSpec, int], Any] | None = None
 
     @property
     def tp(self) -> int:
@@ -298,7 +304,7 @@ class _Placed:
         return len(self.devices) > 1
 
     def planner(self, gpu: GpuSpec) -> Planner:
-        return self.base.variant(gpu=gpu, dp=self.dp)
+        return self.base.variant(gpu=gpu, dp=self.dp, speed=self.speed(gpu, self.tp) if self.speed else None)
 
     def budgets(self) -> list[int]:
         """Each stage's budget (bytes): its device's under a split, else the GPU's."""
@@ -447,7 +453,7 @@ class _Space:
               weight: str | None) -> _Placed:
         """A `_Placed` with the engine's arithmetic on its (first) device: engines that have
         one split heads, not layers, so a layout's devices are one GPU type."""
-        return _Placed(choice, base, devices, dp, kv, weight, self.engine(base, devices[0]))
+        return _Placed(choice, base, devices, dp, kv, weight, self.engine(base, devices[0]), self.req.speed)
 
     def base(self, tp: int, pp: int, kv: tuple[str, str], weight: str | None, ref: GpuSpec,
              stage_layers: tuple[int, ...] | None = None) -> Planner | None:
@@ -628,6 +634,8 @@ def _layout(req: PlanSearch, rank: int, placed: _Placed, out: _Outcome) -> PlanL
         memory_bytes_per_gpu=out.used[s], budget_bytes_per_gpu=out.budgets[s],
         headroom_bytes=out.budgets[s] - out.used[s], max_concurrency=placed.max_concurrency(T),
         tpot_ms=out.tpot_s * 1e3, tokens_per_s=out.tokens_per_s, ttft_s=ttft,
+        speed_model=(placed.speed(placed.devices[0], placed.tp).describe(b.weight_bits) if placed.speed
+                     else "roofline"),
         stage_layers=stages, tensor_split=ts, launch=line,
         price_per_gpu_hour=per_gpu, dollars_per_hour=price,
         dollars_per_million_tokens=None if price is None else price / (out.tokens_per_s * 3600) * 1e6)

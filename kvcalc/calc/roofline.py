@@ -12,6 +12,11 @@ routes to) and the whole batch's KV cache; it does 2 FLOPs per weight per token 
 over the cached tokens. Prefill of a P-token prompt does the same matmuls for P tokens plus the
 attention, which grows with P^2 (causal: token i attends to min(i, window) tokens).
 
+This is the bare roofline. What measured engines add on top of it -- a fixed time per step by
+engine and backend, all-reduce latency, weight-format efficiency, prefill's memory + compute
+crossover -- is the speed model of `calc.speed`, applied by `memory_plan.Planner` when its
+`Layout.speed` is set (docs/speed-model.md).
+
 Efficiency defaults are not 1.0:
 
 - `DEFAULT_BW_EFFICIENCY = 0.8`: decode kernels reach 80-95% of HBM bandwidth at long context
@@ -84,10 +89,21 @@ def expected_experts_touched(n_experts: int, k: int, tokens: int) -> float:
     return n_experts * (1.0 - (1.0 - k / n_experts) ** tokens)
 
 
+#: weight formats whose GEMMs run on FP4 tensor cores where the GPU has them (Blackwell: NVFP4
+#: and MXFP4 block-scaled MMA, NVIDIA Blackwell architecture technical brief, "Fifth-generation
+#: Tensor Cores"; vLLM `quantization/modelopt.py` ModelOptNvFp4 and `mxfp4.py`, v0.33.0)
+FP4_WEIGHT_FORMATS = ("nvfp4", "mxfp4")
+
+
 def peak_flops_per_s(gpu: GpuSpec, weight_dtype: str) -> int:
-    """The GPU's dense peak for the weight format: the fp8 peak for fp8 weights where the GPU
-    has fp8 tensor cores, else bf16/fp16 (int8 / int4 weights are dequantized to bf16 in the
-    kernels vLLM uses for weight-only quantization: Marlin, AWQ)."""
+    """The GPU's dense peak for the weight format: the FP4 peak for nvfp4 / mxfp4 weights where
+    the GPU row gives `fp4_flops_per_s` (read with getattr: rows without the field have none),
+    the fp8 peak for fp8 weights where the GPU has fp8 tensor cores, else bf16/fp16 (int8 / int4
+    weights are dequantized to bf16 in the kernels vLLM uses for weight-only quantization:
+    Marlin, AWQ; FP4 weights on a GPU without FP4 cores likewise, vLLM's Marlin MXFP4 fallback)."""
+    fp4 = getattr(gpu, "fp4_flops_per_s", None)
+    if weight_dtype in FP4_WEIGHT_FORMATS and fp4:
+        return int(fp4)
     if weight_dtype.startswith("fp8") and gpu.fp8_flops_per_s:
         return gpu.fp8_flops_per_s
     return gpu.bf16_flops_per_s
@@ -102,11 +118,17 @@ class StepTime:
     memory_time_s: float
     compute_time_s: float
     comm_time_s: float
+    #: the engine's fixed time per step (`calc.speed`; 0 for the bare roofline)
+    floor_s: float = 0.0
+    #: memory and compute overlap (decode: the larger counts) or add (prefill, `calc.speed`)
+    overlap: bool = True
 
     @property
     def step_time_s(self) -> float:
-        """max(memory, compute) + communication."""
-        return max(self.memory_time_s, self.compute_time_s) + self.comm_time_s
+        """floor + max(memory, compute) + communication (memory + compute when they do not overlap)."""
+        work = (max(self.memory_time_s, self.compute_time_s) if self.overlap
+                else self.memory_time_s + self.compute_time_s)
+        return self.floor_s + work + self.comm_time_s
 
     @property
     def bound(self) -> str:

@@ -48,7 +48,7 @@ def sweep_rows(req: SweepRequest,
                ) -> list[dict[str, Any]]:
     """One row per (seq_len, batch): KV and weights per GPU (bytes), and with a GPU the memory
     per GPU, the budget, fit, TPOT (s) and tokens/s (`memory_plan.Planner.point`). Without a
-    GPU, memory is weights + KV only. Raises `KvcalcError` for a layout the engines refuse."""
+    GPU, memory is weights + KV only. TPOT and tokens/s are None where the point does not fit. Raises `KvcalcError` for a layout the engines refuse."""
     points = req.points
     it: Iterable[tuple[int, int]] = progress(points) if progress is not None else points
     spec, layout = req.model, req.layout
@@ -59,7 +59,9 @@ def sweep_rows(req: SweepRequest,
             used, fits, tpot, tok = p.point(T, B)
             rows.append({"seq_len": T, "batch": B, "weights_bytes_per_gpu": max(p.stage_weight_bytes),
                          "kv_cache_bytes_per_gpu": p.kv.per_gpu_bytes(T, B), "memory_bytes_per_gpu": used,
-                         "budget_bytes_per_gpu": p.budget, "fits": fits, "tpot_s": tpot, "tokens_per_s": tok})
+                         "budget_bytes_per_gpu": p.budget, "fits": fits,
+                         # no speed for a batch that does not fit
+                         "tpot_s": tpot if fits else None, "tokens_per_s": tok if fits else None})
         return rows
     kv_cache.check_tp(spec, layout.tp)
     k, v = kv_cache.formats(layout.k_dtype or spec.dtype, layout.v_dtype)

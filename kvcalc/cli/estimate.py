@@ -4,15 +4,59 @@ an engine allocates. Several contexts (`-s 8k,32k,128k`) print one compact row p
 No `from __future__ import annotations`: typer reads the signature's annotations as objects,
 without evaluating their text at every start-up."""
 
-from typing import Annotated, Any, Callable
+from typing import Annotated, Any, Callable, Optional
 
 import typer
 
 from kvcalc.cli.options import (RevisionOpt, BatchOpt, FormatOpt, GpuPlanOptions, KvFormatOptions, LayoutOptions, ModelArg,
-                                SeqLenOpt, SglangFlags, VllmFlags, check_positive, engine_options, only,
+                                OptionGroup, SeqLenOpt, SglangFlags, VllmFlags, check_positive, engine_options, only,
                                 option_groups, refuse_other_engines, with_help)
 from kvcalc.cli.output import check_format, emit, emit_parts, handle_errors, show_result
 from kvcalc.errors import KvcalcError
+
+
+#: whole requests and calibration (issue 21): the engines' own names are --input-len / --output-len
+#: (vLLM `vllm bench serve --random-input-len`, TensorRT-LLM `--input_len`, llama-bench -p / -n)
+InputLenOpt = Annotated[Optional[int], typer.Option("--input-len", help="Prompt tokens per request: with --output-len, whole-request TTFT, TPOT, end-to-end latency and throughput (needs --gpu).")]
+OutputLenOpt = Annotated[Optional[int], typer.Option("--output-len", help="Generated tokens per request (with --input-len).")]
+RequestRateOpt = Annotated[Optional[float], typer.Option("--request-rate", help="Requests/s arriving at the layout: continuous batching by Little's law (with --input-len / --output-len).")]
+CalibrationOpt = Annotated[Optional[str], typer.Option("--calibration", help="A calibration file from `kvcalc measure --calibrate`: its measured floor, bandwidth, FLOP/s and all-reduce latency replace the speed table's (needs --gpu).")]
+
+
+class RequestOptions(OptionGroup):
+    """Whole requests and calibration: --input-len, --output-len, --request-rate, --calibration."""
+
+    input_len: InputLenOpt = None
+    output_len: OutputLenOpt = None
+    request_rate: RequestRateOpt = None
+    calibration: CalibrationOpt = None
+
+
+def whole_request_options(gpu: str | None, input_len: int | None, output_len: int | None,
+                          request_rate: float | None, calibration: str | None) -> Any:
+    """Check the whole-request options and read --calibration (`load.speed.load_calibration`):
+    the `calc.speed.Calibration`, or None. Raises `KvcalcError` naming the option."""
+    import math
+
+    for name, v in (("--input-len", input_len), ("--output-len", output_len)):
+        if v is not None and v < 1:
+            raise KvcalcError(f"must be at least 1, got {v}", option=name, value=v)
+    if request_rate is not None:
+        if not (math.isfinite(request_rate) and request_rate > 0):
+            raise KvcalcError(f"must be a number > 0, got {request_rate}", option="--request-rate", value=request_rate)
+        if input_len is None or output_len is None:
+            raise KvcalcError("needs --input-len and --output-len", option="--request-rate")
+    if (input_len is None) != (output_len is None):
+        missing = "--input-len" if input_len is None else "--output-len"
+        raise KvcalcError("whole requests need both --input-len and --output-len", option=missing)
+    for name, v in (("--input-len", input_len), ("--calibration", calibration)):
+        if v is not None and gpu is None:
+            raise KvcalcError("needs --gpu (a GPU from `kvcalc gpus`): speed is modelled on a GPU", option=name)
+    if calibration is None:
+        return None
+    from kvcalc.load.speed import load_calibration
+
+    return load_calibration(calibration)
 
 
 #: --seq-len as every command declares it, taking several contexts here
@@ -32,6 +76,7 @@ def estimate(
     vllm: Annotated[VllmFlags, only("block_size", block_size="vLLM tokens per block (--engine vllm).")] = VllmFlags(),
     sglang: Annotated[SglangFlags, only("page_size", page_size="SGLang tokens per page (--engine sglang).")] = SglangFlags(),
     gpu: GpuPlanOptions = GpuPlanOptions(),
+    whole: RequestOptions = RequestOptions(),
     revision: RevisionOpt = None,
     fmt: FormatOpt = "table",
 ) -> None:
@@ -44,7 +89,11 @@ def estimate(
     spec = load_model(model, revision)
     gpu.refuse_without_gpu(ctx)  # GPU-only options without --gpu are refused, never ignored
     tp, pp, dp = layout.resolve()  # count = tp x pp x dp; alone it sets tp
+    input_len, output_len, request_rate = whole.input_len, whole.output_len, whole.request_rate
+    if seq_len is None and input_len is not None and output_len is not None:
+        seq_len = str(input_len + output_len)  # the memory plan holds the whole request
     lengths = resolve_seq_lens(spec, seq_len)
+    cal = whole_request_options(gpu.gpu, input_len, output_len, request_rate, whole.calibration)
     if len(lengths) > 1:
         check_format(fmt)
         refuse_other_engines(ctx, engine_name)
@@ -52,7 +101,9 @@ def estimate(
                                 gpu=gpu.gpu, engine=engine_name)
     req = EstimateRequest.build(spec, seq_len=lengths[0], batch=batch, **kv.asdict(), tp=tp, pp=pp,
                                 dp=dp, gpu=gpu.gpu, layout=gpu.layout() if gpu.gpu is not None else None,
-                                engine=engine_name, engine_options=engine_options(engine_name, (vllm, sglang), gpu=gpu.gpu))
+                                engine=engine_name, engine_options=engine_options(engine_name, (vllm, sglang), gpu=gpu.gpu),
+                                input_len=input_len, output_len=output_len, request_rate=request_rate,
+                                calibration=cal)
     check_format(fmt)
     refuse_other_engines(ctx, engine_name)
     with naming_model_file(model):  # a YAML or config.json that cannot size the weights is named
@@ -88,6 +139,8 @@ def estimate_parts(res: Any) -> list[tuple[Any, Callable[[], Any]]]:
     parts: list[tuple[Any, Callable[[], Any]]] = [(res.kv, lambda: tables.kv_table(res.kv))]
     if res.serving is not None:
         parts.append((res.serving, lambda: tables.serving_table(res.serving, res.gpu, res.kv)))
+    if res.request is not None:
+        parts.append((res.request, lambda: tables.request_table(res.request, res.serving)))
     if res.fit_hint is not None:
         parts.append((res.fit_hint, lambda: tables.fit_hint_line(res.fit_hint, res.kv)))
     if res.engine is not None:

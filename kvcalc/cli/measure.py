@@ -33,6 +33,12 @@ WeightsOpt = Annotated[bool, typer.Option("--with-weights", help="Add random QKV
 
 GraphOpt = Annotated[bool, typer.Option("--cuda-graph", help="Capture one step in a CUDA graph and replay it.")]
 
+CalibrateOpt = Annotated[Optional[str], typer.Option("--calibrate", help="Measure the speed model's constants instead (per-step floor, read bandwidth, FLOP/s, all-reduce latency when several GPUs are visible) and write them to this calibration file for `estimate/sweep/plan --calibration` (needs --gpu; an existing file only with --force).")]
+
+CalGpuOpt = Annotated[Optional[str], typer.Option("--gpu", help="With --calibrate: the GPU table key (`kvcalc gpus`) this device is, which the calibration file names.")]
+
+ForceOpt = Annotated[bool, typer.Option("--force", help="Overwrite the --calibrate file if it exists.")]
+
 #: when stderr is not a terminal, a progress line at most this often (seconds), the first after as long
 PIPE_EVERY_S = 5.0
 
@@ -118,12 +124,17 @@ def measure(
     backend: BackendOpt = "auto",
     with_weights: WeightsOpt = False,
     cuda_graph: GraphOpt = False,
+    calibrate: CalibrateOpt = None,
+    gpu: CalGpuOpt = None,
+    force: ForceOpt = False,
     revision: RevisionOpt = None,
     fmt: FormatOpt = "table",
 ) -> None:
     """Allocate MODEL's real KV cache with PyTorch, time decode steps, and print predicted against measured."""
     try:
         with _interrupts_exit():
+            if calibrate is not None or gpu is not None:
+                return _calibrate(model, calibrate, gpu, device, layers, force, fmt, revision)
             _measure(model, seq_len, batch, kv_dtype, device, layers, steps, backend, with_weights, cuda_graph, fmt,
                      revision)
     except KeyboardInterrupt:  # raised before the handler was in place: the same exit
@@ -157,6 +168,42 @@ def _measure(model: str, seq_len: str | None, batch: int, kv_dtype: str | None, 
     from kvcalc.report.tables import measure_table
 
     emit(res, fmt, lambda: measure_table(res))
+
+def _calibrate(model: str, path: str | None, gpu: str | None, device: str, layers: int | None, force: bool,
+               fmt: str, revision: str | None) -> None:
+    """`measure --calibrate FILE --gpu KEY`: `kvcalc.measure.calibrate` on the device for MODEL's
+    layer count (or --layers), written to FILE; prints the figures beside the GPU table's."""
+    from kvcalc.cli.output import check_target, write_atomic
+    from kvcalc.load.gpus import get_gpu
+    from kvcalc.load.models import load_model
+
+    if path is None or gpu is None:
+        raise KvcalcError("--calibrate FILE and --gpu KEY go together (the file names the GPU it calibrates)",
+                          option="--calibrate" if path is None else "--gpu")
+    check_positive(layers=layers)
+    check_format(fmt)
+    check_target(path, "--calibrate", force=force)
+    g = get_gpu(gpu)
+    spec = load_model(model, revision)
+    n_layers = layers or spec.n_layers
+    m = _import_measure()
+    from kvcalc.measure import calibrate as cal
+    from kvcalc.measure.device import resolve_device
+
+    dev = resolve_device(device)
+    with _progress() as prog:
+        run = cal.calibrate(dev, n_layers, progress=prog)
+    del m
+    write_atomic(path, cal.calibration_yaml(run, g.key, spec.name, n_layers), option="--calibrate", force=force)
+    from kvcalc.load.speed import load_calibration
+    from kvcalc.report.tables import calibration_table
+
+    c = load_calibration(path)  # read back: the file says what estimate will use
+    import dataclasses
+
+    emit(dataclasses.asdict(c) | {"device": run.device, "file": path}, fmt,
+         lambda: calibration_table(c, g, run.device, path))
+
 
 def announce_line(a: Any) -> str:
     """The line printed before a run starts: what it allocates (bytes, GB and GiB) and a rough

@@ -51,6 +51,7 @@ def plan(
     force: Annotated[bool, typer.Option("--force", help="Overwrite the --write-deployment file.")] = False,
     knobs: Annotated[GpuPlanOptions, only(*KNOBS)] = GpuPlanOptions(),
     vllm: Annotated[VllmFlags, only(*VLLM_PLAN_FLAGS, attention_backend="vLLM attention backend (VLLM_ATTENTION_BACKEND): FLASHMLA, CUTLASS_MLA, FLASHINFER_MLA, TRITON_MLA set an MLA model's block size. Default: each planned GPU's own.")] = VllmFlags(),
+    calibration: Annotated[Optional[str], typer.Option("--calibration", help="A calibration file from `kvcalc measure --calibrate`: time the layouts with the speed model (the engine's per-step floor, all-reduce latency, format efficiency) and the file's measured figures on its GPU. Without it, the bare roofline.")] = None,
     revision: RevisionOpt = None,
     fmt: Annotated[str, typer.Option("--format", "-f", help="table, json, yaml or markdown.")] = "table",
 ) -> None:
@@ -75,7 +76,7 @@ def plan(
                                 engine=engine, kv_dtypes=kv_dtypes, weight_dtypes=weight_dtypes, max_tpot_ms=max_tpot_ms,
                                 min_tokens_per_s=min_tokens_per_s, max_ttft_s=max_ttft_s, prices=prices,
                                 knobs=knobs.layout(), top=top, why_not=why_not, gpus_per_node=gpus_per_node,
-                                engine_options=options)
+                                engine_options=options, calibration=_calibration(calibration))
         res = run_plan(req)
     if write_deployment is not None and res.layouts:
         text = deployment_text(res, res.layouts[0], model, req)
@@ -171,3 +172,12 @@ def deployment_text(res: Any, layout: Any, model_arg: str, req: Any) -> str:
     if res.max_ttft_s is not None:
         head.append(f"# target max_ttft_s {res.max_ttft_s:g} (TTFT {layout.ttft_s:.2f} s): kvcalc check does not check TTFT")
     return "\n".join(head) + "\n" + yaml.safe_dump(data, sort_keys=False, width=1000)
+
+
+def _calibration(path: str | None) -> Any:
+    """--calibration read (`load.speed.load_calibration`), or None."""
+    if path is None:
+        return None
+    from kvcalc.load.speed import load_calibration
+
+    return load_calibration(path)

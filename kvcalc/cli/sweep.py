@@ -6,9 +6,16 @@ from typing import Annotated, Any, Optional
 
 import typer
 
-from kvcalc.cli.options import (RevisionOpt, FormatOpt, GpuPlanOptions, KvFormatOptions, LayoutOptions, ModelArg, check_limits,
+from kvcalc.cli.options import (RevisionOpt, FormatOpt, GpuPlanOptions, KvFormatOptions, LayoutOptions, ModelArg, OptionGroup, check_limits,
                                 check_positive, only, option_groups, resolve_count, warn_beyond_context)
 from kvcalc.cli.output import check_format, echo, emit, handle_errors
+
+class SpeedFlags(OptionGroup):
+    """The speed model's inputs: --engine (whose per-step floor applies) and --calibration."""
+
+    engine: Annotated[str, typer.Option("--engine", "-e", help="The engine whose speed terms TPOT and tokens/s use (kvcalc/data/speed.yaml): ideal (no per-step floor), vllm, sglang, llamacpp. Needs --gpu.")] = "ideal"
+    calibration: Annotated[Optional[str], typer.Option("--calibration", help="A calibration file from `kvcalc measure --calibrate`: its measured figures replace the speed table's (needs --gpu).")] = None
+
 
 #: grids past this many points get a (transient) progress bar in the table format.
 PROGRESS_POINTS = 2000
@@ -34,6 +41,7 @@ def sweep(
     plot: Annotated[Optional[str], typer.Option("--plot", help="Write a plot of memory (and, with --gpu, throughput) against context to this file, named with its type: .png, .svg, .pdf, .eps, .jpg or .tif (an existing file only with --force). Needs matplotlib: pip install 'kvcalc[plot]'.")] = None,
     force: Annotated[bool, typer.Option("--force", help="Overwrite the --plot file if it exists.")] = False,
     beyond_context: Annotated[bool, typer.Option("--beyond-context", help="Keep contexts past the model's max_position_embeddings (by default they are dropped, with one warning naming them).")] = False,
+    speed: SpeedFlags = SpeedFlags(),
     revision: RevisionOpt = None,
     fmt: FormatOpt = "table",
 ) -> None:
@@ -61,7 +69,9 @@ def sweep(
     spec = load_model(model, revision)
     T = T if beyond_context else drop_beyond_context(spec, T)
     kv_name = kv_format(kv.kv_dtype or spec.dtype).name
-    req = SweepRequest(spec, tuple(T), tuple(B), gpu.layout(tp, pp, dp, kv_name, None), _gpu(gpu.gpu))
+    lay, g = gpu.layout(tp, pp, dp, kv_name, None), _gpu(gpu.gpu)
+    lay = with_speed(lay, g, speed)
+    req = SweepRequest(spec, tuple(T), tuple(B), lay, g)
     if plot is not None:  # fail on a missing extra before the work, not after
         pyplot()
     warn_beyond_context(spec, T)
@@ -74,9 +84,41 @@ def sweep(
     par = (f", {tp * pp * dp} x {g.key} (tp {tp}, pp {pp}, dp {dp})" if g
            else (f", tp {tp}, pp {pp}" if (tp, pp) != (1, 1) else ""))
     title = f"{spec.name}, KV {kv_name}, weights {weight_format_label(spec, req.layout.weight_dtype)}{par}"
-    emit(rows, fmt, lambda: sweep_table(rows, title, g is not None))
+    note = (f"TPOT, tok/s: modelled, {req.layout.speed.describe(weight_bits(spec, req.layout))}"
+            if g is not None and req.layout.speed is not None else None)
+    emit(rows, fmt, lambda: sweep_table(rows, title, g is not None, speed_note=note))
     if plot is not None and fmt == "table":
         echo(f"plot written to {plot}")
+
+def with_speed(layout: Any, gpu: Any, speed: SpeedFlags) -> Any:
+    """`layout` with the speed model's terms for --engine on `gpu` (`requests.speed_terms`, with
+    --calibration); unchanged without a GPU, where --engine / --calibration are refused."""
+    from kvcalc.engines import canonical
+    from kvcalc.errors import KvcalcError
+
+    if gpu is None:
+        if speed.calibration is not None or speed.engine != "ideal":
+            raise KvcalcError("needs --gpu (a GPU from `kvcalc gpus`): speed is modelled on a GPU",
+                              option="--calibration" if speed.calibration is not None else "--engine")
+        return layout
+    import dataclasses
+
+    from kvcalc.requests import speed_terms
+
+    cal = None
+    if speed.calibration is not None:
+        from kvcalc.load.speed import load_calibration
+
+        cal = load_calibration(speed.calibration)
+    return dataclasses.replace(layout, speed=speed_terms(gpu, canonical(speed.engine), layout.tp, layout, cal))
+
+
+def weight_bits(spec: Any, layout: Any) -> int:
+    """Bits per value of the decoder weights (the speed label names their format factor)."""
+    from kvcalc.calc.weights import weight_formats
+
+    return weight_formats(spec, layout.weight_dtype)[0].bits
+
 
 def drop_beyond_context(spec: Any, seq_lens: list[int]) -> list[int]:
     """The contexts within `spec`'s context limit (`ModelSpec.context_limit`, `calc.sweep.within_context`); the

@@ -154,7 +154,8 @@ def _plot_batch(axes: list[Any], rows: list[dict[str, Any]], batch: int, *, colo
     x = [r["seq_len"] for r in rs]
     panels_y = [(axes[0], [r["memory_bytes_per_gpu"] / 2**30 for r in rs])]
     if len(axes) > 1:
-        panels_y.append((axes[1], [r["tokens_per_s"] for r in rs]))
+        # no throughput where the batch does not fit (None): a gap in the line
+        panels_y.append((axes[1], [float("nan") if r["tokens_per_s"] is None else r["tokens_per_s"] for r in rs]))
     fit = [i for i, r in enumerate(rs) if r.get("fits", True)]
     miss = [i for i, r in enumerate(rs) if not r.get("fits", True)]
     for ax, y in panels_y:

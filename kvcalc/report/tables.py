@@ -152,14 +152,20 @@ def serving_table(r: Any, gpu: Any, est: Any, *, width: int | None = None):
     rows.append(("max context", f"{r.max_seq_len:,} tokens at batch {est.batch}{cap}", None))
     rows.append(("decode step", f"reads {size(r.decode_bytes_read_per_step)}, {r.decode_flops_per_step:,} FLOPs: "
                  f"{r.decode_bound}-bound (bw eff {r.bw_efficiency:g}, FLOPs eff {r.flops_efficiency:g})"
+                 + (f", floor {seconds(r.decode_floor_s)}" if r.decode_floor_s else "")
                  + (f", all-reduce {seconds(r.decode_allreduce_s)}" if r.decode_allreduce_s else ""), None))
-    rows.append(("TPOT", seconds(r.tpot_s), None))
-    rows.append(("tokens/s", f"{r.tokens_per_s_per_seq:,.1f} per sequence, {r.tokens_per_s:,.1f} in total", None))
+    rows.append(("speed model", r.speed_model, None))
+    if r.tpot_s is None:
+        rows.append(("TPOT", "none: the batch does not fit", None))
+    else:
+        rows.append(("TPOT", f"{seconds(r.tpot_s)} (modelled)", None))
+        rows.append(("tokens/s", f"{r.tokens_per_s_per_seq:,.1f} per sequence, {r.tokens_per_s:,.1f} in total", None))
     rows.append(("TTFT", f"{seconds(r.ttft_s)} for a {est.seq_len:,}-token prompt ({r.prefill_bound}-bound)", None))
     return pairs_table(f"On {r.gpu_count} x {gpu.name} ({r.gpu})", rows, width=width)
 
 
-def sweep_table(rows: list[dict[str, Any]], title: str, with_gpu: bool, *, width: int | None = None):
+def sweep_table(rows: list[dict[str, Any]], title: str, with_gpu: bool, *, width: int | None = None,
+                speed_note: str | None = None):
     """The rich table of `kvcalc sweep`: one row per (seq_len, batch); memory columns in GiB
     (2^30 B) per GPU. Split over two tables (each led by seq_len and batch) when too wide."""
     from rich.text import Text
@@ -175,9 +181,11 @@ def sweep_table(rows: list[dict[str, Any]], title: str, with_gpu: bool, *, width
         if with_gpu:
             row += [f"{r['budget_bytes_per_gpu'] / 2**30:,.2f}",
                     Text("yes", style="green") if r["fits"] else Text("no", style="red"),
-                    figure(r['tpot_s'] * 1e3, 2), f"{r['tokens_per_s']:,.0f}"]
+                    "-" if r["tpot_s"] is None else figure(r['tpot_s'] * 1e3, 2),
+                    "-" if r["tokens_per_s"] is None else f"{r['tokens_per_s']:,.0f}"]
         cells.append(row)
-    return grid(cols, cells, width=width, title=title, caption="memory columns: GiB (2^30 B) per GPU", keys=2)
+    caption = "memory columns: GiB (2^30 B) per GPU" + (f"; {speed_note}" if speed_note else "")
+    return grid(cols, cells, width=width, title=title, caption=caption, keys=2)
 
 
 def check_table(rows: list[Any], *, width: int | None = None):
@@ -353,7 +361,8 @@ def plan_table(res: Any, *, width: int | None = None):
                     "-" if r.dollars_per_million_tokens is None else f"{r.dollars_per_million_tokens:,.2f}"]
         cells.append(row)
     return grid(cols, cells, width=width, title=plan_title(res),
-                caption=f"GiB = 2^30 B per GPU; TPOT and tokens/s with every sequence at {res.seq_len:,} tokens")
+                caption=f"GiB = 2^30 B per GPU; TPOT and tokens/s with every sequence at {res.seq_len:,} tokens"
+                        + _plan_speed_note(res))
 
 
 def plan_markdown(res: Any) -> str:
@@ -459,3 +468,56 @@ def compare_models_table(rows: Sequence[Any], title: str) -> WideOrRecords:
                    + (f" ({STATE_UNKNOWN}: the config gives no state shape; KV cache only)"
                       if any(r.state_bytes is None for r in rows) else ""))
     return WideOrRecords(title, headers, cells, right=headers[2:], caption=caption)
+
+
+def request_table(r: Any, serving: Any, *, width: int | None = None):
+    """The rich table of a `RequestEstimate` (whole requests) on the layout of `serving` (a
+    `ServingEstimate`: its GPU count and speed model): every figure a model."""
+    title = (f"Requests of {r.input_len:,} in + {r.output_len:,} out tokens on {serving.gpu_count} GPU"
+             f"{'s' if serving.gpu_count > 1 else ''} (modelled)")
+    rows: list[tuple[str, Cell, str | None]] = [("speed model", serving.speed_model, None)]
+    if not r.request_fits:
+        rows.append(("figures", f"none: {r.static_batch:,} x {r.input_len + r.output_len:,} tokens do not fit",
+                     None))
+        return pairs_table(title, rows, width=width)
+    rows += [("TTFT", f"{seconds(r.request_ttft_s)} (one request)", None),
+             ("TPOT", f"{seconds(r.request_tpot_s)} at {r.input_len + r.output_len // 2:,} tokens cached", None),
+             ("end to end", seconds(r.request_e2e_s), None),
+             ("per user", f"{r.tokens_per_s_per_user:,.1f} tokens/s", None),
+             (f"static batch {r.static_batch:,}", f"{r.static_tokens_per_s:,.1f} tokens/s, "
+                                                  f"{r.static_tokens_per_s_per_gpu:,.1f} per GPU", None),
+             (f"static batch {r.static_batch:,} E2E", f"{seconds(r.static_e2e_s)} (TTFT {seconds(r.static_ttft_s)})",
+              None)]
+    if r.request_rate is not None:
+        label = f"at {r.request_rate:g} req/s"
+        if not r.rate_sustainable:
+            rows.append((label, "no steady state: the queue grows (or the concurrency does not fit)", None))
+        else:
+            rows += [(label, f"{r.rate_concurrency:,.1f} requests in flight (Little's law), "
+                             f"{r.rate_kv_tokens:,.0f} KV tokens on average", None),
+                     (f"{label} TPOT", f"{seconds(r.rate_tpot_s)}, E2E {seconds(r.rate_e2e_s)}", None),
+                     (f"{label} tokens/s", f"{r.rate_tokens_per_s:,.1f}, {r.rate_tokens_per_s_per_gpu:,.1f} per GPU",
+                      None)]
+    return pairs_table(title, rows, width=width)
+
+
+def calibration_table(c: Any, gpu: Any, device: str, path: str, *, width: int | None = None):
+    """The rich table of `kvcalc measure --calibrate`: each measured figure beside the GPU
+    table's peak (bandwidth, bf16 FLOP/s)."""
+    rows: list[tuple[str, Cell, str | None]] = [
+        ("device", device, None),
+        ("per-step floor", seconds(c.step_floor_s) if c.step_floor_s is not None else "not measured", None),
+        ("read bandwidth", f"{c.read_bytes_per_s / 1e9:,.1f} GB/s = {c.read_bytes_per_s / gpu.hbm_bytes_per_s:.2f} "
+                           f"x the table's {gpu.hbm_bytes_per_s / 1e9:,.0f} GB/s", None),
+        ("dense FLOP/s", f"{c.flops_per_s / 1e12:,.2f} TFLOP/s = {c.flops_per_s / gpu.bf16_flops_per_s:.2f} x "
+                         f"the table's bf16 {gpu.bf16_flops_per_s / 1e12:,.1f}", None),
+        ("all-reduce", (f"{seconds(c.allreduce_latency_s)} per call at tp {c.allreduce_tp}"
+                        if c.allreduce_latency_s is not None else "not measured (one device visible)"), None),
+        ("written to", f"{path} (use: --calibration {path})", None)]
+    return pairs_table(f"Calibration of {gpu.key} (GB = 1e9 B)", rows, width=width)
+
+
+def _plan_speed_note(res: Any) -> str:
+    """'; modelled: <terms>' for the top layout when the plan used the speed model (--calibration)."""
+    models = [r.speed_model for r in res.layouts if r.speed_model != "roofline"]
+    return f"; modelled (top layout): {models[0]}" if models else ""

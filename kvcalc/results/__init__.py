@@ -25,7 +25,7 @@ if TYPE_CHECKING:
     from kvcalc.results.compare import CompareRow
     from kvcalc.results.kv import KindBreakdown, KvEstimate
     from kvcalc.results.plan import PlanLayout, PlanMiss, PlanResult
-    from kvcalc.results.serving import FitHint, ServingEstimate
+    from kvcalc.results.serving import FitHint, RequestEstimate, ServingEstimate
     from kvcalc.results.offload import LoadRow, OffloadResult, OffloadTier, PrefixResult, TransferPair, TransferResult
 
 #: result name -> the submodule that defines it
@@ -35,6 +35,7 @@ WHERE: dict[str, str] = {
     "CompareRow": "compare",
     "ServingEstimate": "serving",
     "FitHint": "serving",
+    "RequestEstimate": "serving",
     "CheckRow": "check",
     "DeviceBuffer": "engine",
     "EngineResult": "engine",
@@ -49,7 +50,7 @@ WHERE: dict[str, str] = {
     "TransferResult": "offload",
 }
 
-__all__ = ["CheckRow", "CompareRow", "DeviceBuffer", "EngineResult", "FitHint", "KindBreakdown", "KvEstimate", "LoadRow", "OffloadResult", "OffloadTier", "PlanLayout", "PlanMiss", "PlanResult", "PrefixResult", "ServingEstimate", "TransferPair", "TransferResult"]  # = sorted(WHERE)
+__all__ = ["CheckRow", "CompareRow", "DeviceBuffer", "EngineResult", "FitHint", "KindBreakdown", "KvEstimate", "LoadRow", "OffloadResult", "OffloadTier", "PlanLayout", "PlanMiss", "PlanResult", "PrefixResult", "RequestEstimate", "ServingEstimate", "TransferPair", "TransferResult"]  # = sorted(WHERE)
 
 
 def __getattr__(name: str) -> object:

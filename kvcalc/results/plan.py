@@ -54,6 +54,9 @@ class PlanLayout(_Frozen):
     dollars_per_hour: float | None = None
     dollars_per_million_tokens: float | None = None
     launch: str | None = None
+    #: the speed terms TPOT / TTFT / tokens/s were modelled with (`calc.speed.SpeedTerms.describe`;
+    #: "roofline": the bare roofline of the efficiency knobs)
+    speed_model: str = "roofline"
 
 class PlanMiss(_Frozen):
     """A layout that came nearest without qualifying: what failed and by how much

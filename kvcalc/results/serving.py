@@ -4,7 +4,7 @@ Frozen pydantic models, `extra="forbid"`: their JSON keys are a public contract.
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import ClassVar, Literal
 
 from kvcalc.schema import _Frozen  # frozen, extra="forbid": the one base of every model
 
@@ -45,11 +45,15 @@ class ServingEstimate(_Frozen):
     decode_flops_per_step: int
     decode_bound: Literal["memory", "compute"]
     decode_allreduce_s: float
-    tpot_s: float
-    tokens_per_s_per_seq: float
-    tokens_per_s: float
+    #: None when the batch does not fit: no speed is promised for a layout that cannot run
+    tpot_s: float | None
+    tokens_per_s_per_seq: float | None
+    tokens_per_s: float | None
     ttft_s: float
     prefill_bound: Literal["memory", "compute"]
+    #: the speed model's terms in words (`calc.speed.SpeedTerms.describe`): every speed figure is a model
+    speed_model: str = "roofline"
+    decode_floor_s: float = 0.0
 
 class FitHint(_Frozen):
     """Beside `kvcalc estimate --gpu G` when the layout does not fit: the smallest count of G
@@ -58,3 +62,53 @@ class FitHint(_Frozen):
     smallest_fitting_count: int | None
     smallest_fitting_layout: str | None
     smallest_fitting_limit: int
+
+
+class RequestEstimate(_Frozen):
+    """Whole requests of `input_len` / `output_len` tokens (`calc.request_speed`), beside
+    `ServingEstimate` (its keys sit beside the serving keys, so none repeats one: the layout's
+    `gpu_count` and `speed_model` are the serving part's): one request alone (TTFT, TPOT at the
+    mean context, end to end), a static batch of `static_batch` per replica, and continuous
+    batching at `request_rate` requests/s (Little's law). Seconds and tokens/s; per GPU divides
+    by all the layout's GPUs. Every figure is None when `static_batch` sequences of input_len +
+    output_len tokens do not fit (`request_fits` False); the `rate_*` figures are None without a
+    rate or when the rate has no steady state (`rate_sustainable` False)."""
+
+    input_len: int
+    output_len: int
+    static_batch: int
+    request_fits: bool
+    request_ttft_s: float | None = None
+    request_tpot_s: float | None = None
+    request_e2e_s: float | None = None
+    static_ttft_s: float | None = None
+    static_tpot_s: float | None = None
+    static_e2e_s: float | None = None
+    static_tokens_per_s: float | None = None
+    static_tokens_per_s_per_gpu: float | None = None
+    tokens_per_s_per_user: float | None = None
+    request_rate: float | None = None
+    rate_sustainable: bool | None = None
+    rate_concurrency: float | None = None
+    rate_kv_tokens: float | None = None
+    rate_e2e_s: float | None = None
+    rate_tpot_s: float | None = None
+    rate_tokens_per_s: float | None = None
+    rate_tokens_per_s_per_gpu: float | None = None
+
+    #: `calc.request_speed.RequestSpeed` field -> this model's key
+    RENAMED: ClassVar[dict[str, str]] = {"ttft_s": "request_ttft_s", "tpot_s": "request_tpot_s", "e2e_s": "request_e2e_s",
+                                         "batch": "static_batch"}
+
+    @classmethod
+    def build(cls, rs: object, *, input_len: int, output_len: int, batch: int, fits: bool,
+              request_rate: float | None) -> RequestEstimate:
+        """From a `calc.request_speed.RequestSpeed` (None: the batch does not fit)."""
+        kw: dict[str, object] = dict(input_len=input_len, output_len=output_len, static_batch=batch,
+                                     request_fits=fits, request_rate=request_rate)
+        if rs is not None:
+            import dataclasses
+
+            for f in dataclasses.fields(rs):  # type: ignore[arg-type]
+                kw[cls.RENAMED.get(f.name, f.name)] = getattr(rs, f.name)
+        return cls(**kw)  # type: ignore[arg-type]

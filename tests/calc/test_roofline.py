@@ -30,15 +30,16 @@ H100 = get_gpu("h100-sxm")
 
 def test_worked_example_llama_8b_h100_32k() -> None:
     # weights 2 x 8,030,261,248 = 16,060,522,496 B; KV 2 x 32 layers x 8 heads x 128 x 2 B
-    # = 131,072 B/token x 32,768 = 4,294,967,296 B; at 3.35e12 B/s:
-    # 20,355,489,792 / 3.35e12 = 6.0763 ms
+    # = 131,072 B/token x 32,768 = 4,294,967,296 B; decode reads the embedding's one row, not
+    # its 1,050,673,152 B table: 19,304,824,832 B / 3.35e12 B/s = 5.7626 ms
     p = Planner(LLAMA_8B, H100, Layout(bw_efficiency=1.0))
     st = p.decode(32768, 1)
-    assert st.bytes_read == 16_060_522_496 + 4_294_967_296
-    assert st.memory_time_s == pytest.approx(6.0763e-3, rel=1e-4)
+    # the embedding table (128,256 x 4,096 x 2 B) is read as one row of 8,192 B
+    assert st.bytes_read == 16_060_522_496 - 1_050_673_152 + 8_192 + 4_294_967_296
+    assert st.memory_time_s == pytest.approx(5.7626e-3, rel=1e-4)
     assert st.bound == "memory" and st.step_time_s == st.memory_time_s
-    # default bandwidth efficiency 0.8: 6.0763 / 0.8 = 7.5953 ms
-    assert Planner(LLAMA_8B, H100).decode(32768, 1).step_time_s == pytest.approx(7.5953e-3, rel=1e-4)
+    # default bandwidth efficiency 0.8: 5.7626 / 0.8 = 7.2033 ms
+    assert Planner(LLAMA_8B, H100).decode(32768, 1).step_time_s == pytest.approx(7.2033e-3, rel=1e-4)
 
 
 def test_decode_flops() -> None:
@@ -105,9 +106,12 @@ def test_moe_decode_reads_active_experts_at_batch_1() -> None:
     mix = ModelSpec(name="mixtral", n_layers=32, n_heads=32, n_kv_heads=8, hidden_size=4096,
                     vocab_size=32000, intermediate_size=14336, n_experts=8, n_experts_per_token=2)
     p = Planner(mix, H100)
-    assert p.decode(1024, 1).bytes_read == 2 * 12_879_925_248 + 131_072 * 1024
+    # less the embedding table, plus one row (32,000 x 4,096 x 2 = 262,144,000 B; a row 8,192 B)
+    assert p.decode(1024, 1).bytes_read == 2 * 12_879_925_248 - 262_144_000 + 8_192 + 131_072 * 1024
     # batch 64 touches all 8 experts (8 x (1 - 0.75^64) = 8.0000): the whole 46.7B
-    assert p.decode(1024, 64).bytes_read == pytest.approx(2 * 46_702_792_704 + 131_072 * 1024 * 64, rel=1e-6)
+    # less the embedding table (32,000 x 4,096 x 2 B) but its 64 rows of 8,192 B
+    assert p.decode(1024, 64).bytes_read == pytest.approx(2 * 46_702_792_704 - 262_144_000 + 64 * 8_192
+                                                          + 131_072 * 1024 * 64, rel=1e-6)
 
 
 def test_fp8_weights_use_fp8_peak() -> None:
@@ -125,8 +129,12 @@ def test_estimate_gpu_json_keys() -> None:
         assert key in d
     assert d["kv_cache_bytes"] == 4_294_967_296
     assert d["n_params"] == 8_030_261_248 and d["weights_bytes_per_gpu"] == 16_060_522_496
-    assert d["decode_bytes_read_per_step"] == 20_355_489_792
-    assert d["tpot_s"] == pytest.approx(6.0763e-3, rel=1e-4)
+    # one embedding row, not the table: 16,060,522,496 - 1,050,673,152 + 8,192 + 4,294,967,296
+    assert d["decode_bytes_read_per_step"] == 19_304_824_832
+    # the speed model of --engine ideal (floor 0) with the typed --bw-efficiency 1, 16-bit weights
+    # (format factor 1), tp 1 (no all-reduce): 19,304,824,832 / 3.35e12 = 5.7626 ms
+    assert d["tpot_s"] == pytest.approx(5.7626e-3, rel=1e-4)
+    assert d["speed_model"].startswith("ideal on cuda: floor 0.00 ms/step, bw eff 1.00")
     assert d["fits"] is True
     # memory = weights + KV + activation reserve (8192 x (2 x 4096 + 2 x 14336) x 2 B
     # + 256 x 128256 x 4 B = 735,313,920) + CUDA context 500 MiB

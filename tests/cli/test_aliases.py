@@ -173,7 +173,7 @@ def test_version(cli):
 
 @pytest.mark.parametrize("args,lines", [
     (["estimate", M, "--sq-len", "5"],
-     ["error: no such option: --sq-len (Possible options: --seq-len)", "Try 'kvcalc estimate --help' for help."]),
+     ["error: no such option: --sq-len (Possible options: --input-len, --output-len, --seq-len)", "Try 'kvcalc estimate --help' for help."]),
     (["estimate"], ["error: missing argument 'model'.", "Try 'kvcalc estimate --help' for help."]),
     (["estimate", M, "--batch", "x"],
      ["error: invalid value for '--batch': Input should be a valid integer, unable to parse string as an integer",

@@ -39,11 +39,13 @@ def test_help_lists_every_option_in_its_place():
         "--seq-len", "--batch", "--kv-dtype", "--k-dtype", "--v-dtype", "--quant-group-size", "--scale-dtype",
         "--tp", "--pp", "--dp", "--engine", "--block-size", "--page-size", "--gpu", "--count", "--weight-dtype",
         "--gpu-memory-utilization", "--bw-efficiency", "--flops-efficiency", "--cuda-context",
-        "--activation-reserve", "--revision", "--format", "--help"]
+        "--activation-reserve", "--input-len", "--output-len", "--request-rate", "--calibration", "--revision",
+        "--format", "--help"]
     assert long_flags("sweep") == [
         "--seq-len", "--batch", "--gpu", "--count", "--tp", "--pp", "--kv-dtype", "--weight-dtype",
         "--gpu-memory-utilization", "--bw-efficiency", "--flops-efficiency", "--cuda-context",
-        "--activation-reserve", "--plot", "--force", "--beyond-context", "--revision", "--format", "--help"]
+        "--activation-reserve", "--plot", "--force", "--beyond-context", "--engine", "--calibration", "--revision",
+        "--format", "--help"]
     assert long_flags("capacity") == [
         "--kv-memory",
         # KV beyond the GPU (cli/offload_options.py KvMemoryOptions)
@@ -77,7 +79,7 @@ def test_gpu_defaults_are_the_plans_defaults():
 @pytest.mark.parametrize("fn", [estimate_cmd.estimate, capacity_cmd.capacity, sweep_cmd.sweep])
 def test_command_functions_take_few_parameters(fn):
     own = inspect.signature(inspect.unwrap(fn)).parameters
-    assert len(own) <= 12, list(own)
+    assert len(own) <= 13, list(own)  # estimate: 13 with its whole-request group (issue 21)
     # what typer sees: every option, spread out (estimate 23, capacity 30, sweep 16 with ctx and model)
     assert len(inspect.signature(fn).parameters) > len(own)
 
