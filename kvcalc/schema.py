@@ -88,12 +88,38 @@ class LayerSpec(_Frozen):
       qk_rope_head_dim serving as both K and V (head_dim_v = 0, n_kv_heads = 1), replicated
       on every tensor-parallel rank (DeepSeek-V2, arXiv:2405.04434, section 2.1).
     - `mamba` / `linear`: no per-token cache; `state_values` values of fixed state per sequence
-      (0 when the config does not give enough to size it).
+      (0 when the config does not give enough to size it). Kimi-K3's KDA layers are `linear`
+      beside `mla` layers.
     - `hybrid` (Falcon-H1): a `full` layer's K and V per head AND a Mamba-2 mixer's
       `state_values` per sequence, both for every layer.
     - `mlp`: no token mixer: neither cache nor state.
-    - `index_dim` (DeepSeek-V3.2 `mla` layers): the lightning indexer's key, `index_head_dim`
-      values per token beside the latent (`kv_cache.layer_kv_bytes_per_token` sizes it).
+
+    The 2026 attention, each as data on the layer (the engines build on these fields):
+
+    - `n_kv_heads` / `head_dim_k` / `head_dim_v` are per layer, so a model's global and
+      sliding layers may differ (Gemma-4: 2 KV heads of 512 on global layers, 8 of 256 on
+      sliding ones; MiMo-V2-Flash: 4 of 192 / 128 global, 8 of 192 / 128 sliding).
+    - `v_is_k`: the layer caches ONE tensor per token that is both K and V (DeepSeek-V4's
+      shared-KV MQA: transformers `modeling_deepseek_v4.py` `DeepseekV4HCACache.update`,
+      `self.values = self.keys`); head_dim_v is 0 and the bytes are counted once.
+    - `k_eq_v`: K and V come from ONE projection (Gemma-4 global layers, `attention_k_eq_v`:
+      no `v_proj`). The cache still holds K and V as two tensors, because K is normed with a
+      learned scale and rotated while V is normed without a scale and not rotated
+      (transformers `modeling_gemma4.py` `Gemma4TextAttention.forward`); vLLM's `gemma4.py`
+      loads k_proj into both the K and V slots. It changes the weights, not the cache bytes.
+    - `kv_source`: the index of the layer whose cache this layer reads (Gemma-3n / Gemma-4
+      `num_kv_shared_layers`): the layer caches nothing of its own. None: it has its own.
+    - `compress_ratio` / `compressed_dim`: beside its window the layer keeps ONE compressed
+      entry of `compressed_dim` values per `compress_ratio` tokens (DeepSeek-V4
+      `compress_ratios`: 4 = CSA, 128 = HCA), floor(T / ratio) entries, K = V. 0: none.
+    - `index_dim` / `index_format`: the sparse-attention indexer's key cache beside the
+      attention cache (DeepSeek-V3.2 / V4 lightning indexer, GLM-5 DSA, MiniMax-M3):
+      `index_dim` values per entry, one entry per token, or per `compress_ratio` tokens on a
+      compressed layer (DeepSeek-V4 CSA's indexer compresses over the same windows).
+      `index_format` "fp8_scaled": fp8 values + one fp32 scale per 128 (DeepSeek's reference
+      indexer); "kv": in the KV-cache format (MiniMax-M3's bf16 `index_k`).
+    - `sink_heads`: per-head attention-sink logits (MiMo-V2-Flash's SWA layers, gpt-oss):
+      parameters, one per query head, not a per-token cache; `weights` counts them.
     """
 
     kind: LayerKind
@@ -103,16 +129,44 @@ class LayerSpec(_Frozen):
     window: int | None = None
     state_values: int = 0
     index_dim: int = 0
+    index_format: Literal["fp8_scaled", "kv"] = "fp8_scaled"
+    v_is_k: bool = False
+    k_eq_v: bool = False
+    kv_source: int | None = None
+    compress_ratio: int = 0
+    compressed_dim: int = 0
+    sink_heads: int = 0
 
     @property
     def caches_kv(self) -> bool:
-        """True for layers whose cache grows with the context (full, sliding, mla, hybrid)."""
-        return self.kind in ("full", "sliding", "mla", "hybrid")
+        """True for layers whose cache grows with the context (full, sliding, mla, hybrid) and
+        that hold a cache of their own (not `kv_source`)."""
+        return self.kind in ("full", "sliding", "mla", "hybrid") and self.kv_source is None
 
     @property
     def keeps_state(self) -> bool:
         """True for layers with a fixed per-sequence state (mamba, linear, hybrid)."""
         return self.kind in ("mamba", "linear", "hybrid")
+
+    @property
+    def features(self) -> frozenset[str]:
+        """The 2026 cache features this layer has, by name (`kv_cache.LAYER_FEATURES` says what
+        each means): an engine profile that does not model one of them refuses the model
+        (`kv_cache.refuse_unmodelled_layers`)."""
+        out = set()
+        if self.v_is_k:
+            out.add("v_is_k")
+        if self.k_eq_v:
+            out.add("k_eq_v")
+        if self.kv_source is not None:
+            out.add("kv_shared")
+        if self.compress_ratio > 1:
+            out.add("compressed")
+        if self.index_dim:
+            out.add("indexer" if self.index_format == "fp8_scaled" else "indexer_kv")
+        if self.sink_heads:
+            out.add("sinks")
+        return frozenset(out)
 
 
 class CheckpointWeights(_Frozen):
@@ -174,6 +228,20 @@ class RopeScaling(_Frozen):
     original_max_position_embeddings: Tokens | None = None
 
 
+class KindGeometry(_Frozen):
+    """The K / V geometry of one layer kind where it differs from the model's counts
+    (`ModelSpec.kind_geometry`): Gemma-4's global layers (`num_global_key_value_heads`,
+    `global_head_dim`), MiMo-V2-Flash's sliding layers (`swa_num_key_value_heads`,
+    `swa_head_dim`, `swa_v_head_dim`). A field left out keeps the model's value. `k_eq_v`: the
+    kind's V comes from K's projection (Gemma-4 `attention_k_eq_v`, global layers only; see
+    `LayerSpec.k_eq_v`: weights, not cache)."""
+
+    n_kv_heads: OptCount = None
+    head_dim: OptCount = None
+    v_head_dim: OptCount = None
+    k_eq_v: StrictBool = False
+
+
 class ModelSpec(_Frozen):
     """A model architecture, as much of it as KV cache, weights and roofline need.
 
@@ -215,6 +283,28 @@ class ModelSpec(_Frozen):
     sliding_window: OptCount = None
     layer_pattern: OptStrList = None
     layer_types: OptStrList = None
+
+    # the 2026 attention, as data (each one a `LayerSpec` field; see there)
+    # K / V heads and head sizes of the full or the sliding layers where they differ from the counts above
+    kind_geometry: dict[Literal["full", "sliding"], KindGeometry] | None = None
+    # every attention layer caches one tensor that is both K and V (DeepSeek-V4)
+    v_is_k: StrictBool = False
+    # the last n layers reuse the cache of the last earlier layer of their kind (Gemma-3n / Gemma-4)
+    n_kv_shared_layers: Count0 = 0
+    # per layer: 0 none, N > 1: one compressed entry per N tokens beside the window (DeepSeek-V4)
+    compress_ratios: Int0List | None = None
+    # per layer 1 / 0: which attention layers keep the indexer's key cache (None: every one)
+    index_layers: Int0List | None = None
+    # how the indexer keys are stored: fp8 + fp32 scale per 128 (DeepSeek) or the KV format (MiniMax-M3)
+    index_format: Literal["fp8_scaled", "kv"] = "fp8_scaled"
+    # layer kinds whose attention has per-head sink logits (parameters, no cache)
+    attention_sinks: OptStrList = None
+    # multi-token-prediction layers past n_layers (num_nextn_predict_layers): weights only;
+    # no engine caches for them unless speculative decoding runs
+    n_mtp_layers: Count0 = 0
+    # why the architecture's parameters cannot be counted (a part kvcalc does not model); the
+    # weights then need n_params, or a checkpoint's headers
+    weights_unknown: OptStr = None
 
     # fixed per-sequence state of mamba / linear-attention layers
     mamba_d_state: OptCount = None
@@ -294,9 +384,11 @@ class ModelSpec(_Frozen):
 
     @model_validator(mode="after")
     def _check(self) -> "ModelSpec":
-        if self.index_head_dim is not None and self.attention != "mla":
+        if self.index_head_dim is not None and self.attention != "mla" and self.index_format != "kv" \
+                and self.compress_ratios is None:
             raise field_error("ModelSpec", "index_head_dim", "index_head_dim (DeepSeek-V3.2's indexer) needs "
-                              "attention: mla")
+                              "attention: mla (or compress_ratios, or index_format: kv)")
+        self._check_2026()
         if self.mla_cache is not None and self.attention != "mla":
             raise field_error("ModelSpec", "mla_cache", "mla_cache (how llama.cpp caches MLA) needs attention: mla")
         if self.attention == "mla":
@@ -351,6 +443,38 @@ class ModelSpec(_Frozen):
                               f"the checkpoint's tensors cover {len(self.checkpoint.layer_bytes)} layers "
                               f"but n_layers is {self.n_layers}")
         return self
+
+    def _check_2026(self) -> None:
+        """The per-layer lists and the 2026 fields agree with the layer count and each other."""
+        for name in ("compress_ratios", "index_layers"):
+            v = getattr(self, name)
+            if v is not None and len(v) != self.n_layers:
+                raise field_error("ModelSpec", name, f"{name} lists {len(v)} layers but n_layers is {self.n_layers}")
+        if self.index_layers is not None:
+            if self.index_head_dim is None:
+                raise field_error("ModelSpec", "index_layers", "index_layers needs index_head_dim")
+            if any(x not in (0, 1) for x in self.index_layers):
+                raise field_error("ModelSpec", "index_layers", "index_layers lists 1 (an indexer) or 0 per layer")
+        if self.compress_ratios is not None and any(r == 1 for r in self.compress_ratios):
+            raise field_error("ModelSpec", "compress_ratios", "a compress ratio is 0 (none) or above 1 (tokens per "
+                              "compressed entry)")
+        if self.n_kv_shared_layers >= self.n_layers:
+            raise field_error("ModelSpec", "n_kv_shared_layers", f"n_kv_shared_layers ({self.n_kv_shared_layers}) "
+                              f"must leave at least one of the {self.n_layers} layers with a cache of its own")
+        if self.v_is_k and (self.attention == "mla" or self.v_head_dim is not None):
+            raise field_error("ModelSpec", "v_is_k", "v_is_k (one cached tensor that is K and V) takes no "
+                              "v_head_dim and no attention: mla (whose latent is already both)")
+        for kind, g in (self.kind_geometry or {}).items():
+            if self.attention == "mla":
+                raise field_error("ModelSpec", "kind_geometry", "kind_geometry needs per-head attention, not mla")
+            kv = g.n_kv_heads or self.n_kv_heads or self.n_heads
+            if self.n_heads % kv:
+                raise field_error("ModelSpec", "kind_geometry",
+                                  f"n_heads ({self.n_heads}) must be divisible by the {kind} layers' n_kv_heads ({kv})")
+        for k in self.attention_sinks or []:
+            if LAYER_KIND_ALIASES.get(str(k).strip().lower()) not in ("full", "sliding"):
+                raise field_error("ModelSpec", "attention_sinks", f"attention_sinks lists layer kinds (full, "
+                                  f"sliding), got '{k}'")
 
     # ----- derived -------------------------------------------------------------------------
 
@@ -457,26 +581,52 @@ class ModelSpec(_Frozen):
 
     @cached_property
     def layers(self) -> tuple[LayerSpec, ...]:
-        """The layer list (length n_layers), derived from the counts and the pattern."""
-        kv, dk, dv = self.resolved_n_kv_heads, self.resolved_head_dim, self.resolved_v_head_dim
-        made: dict[str, LayerSpec] = {}
-        for kind in set(self.layer_kinds):
-            if kind == "full":
-                made[kind] = LayerSpec(kind="full", n_kv_heads=kv, head_dim_k=dk, head_dim_v=dv)
-            elif kind == "sliding":
-                made[kind] = LayerSpec(kind="sliding", n_kv_heads=kv, head_dim_k=dk, head_dim_v=dv,
-                                       window=self.sliding_window)
-            elif kind == "mla":
-                made[kind] = LayerSpec(kind="mla", n_kv_heads=1, head_dim_k=dk, head_dim_v=0,
-                                       index_dim=self.index_head_dim or 0)
-            elif kind == "mlp":
-                made[kind] = LayerSpec(kind="mlp")
-            elif kind == "hybrid":
-                made[kind] = LayerSpec(kind="hybrid", n_kv_heads=kv, head_dim_k=dk, head_dim_v=dv,
-                                       state_values=self._state_values("mamba"))
-            else:
-                made[kind] = LayerSpec(kind=kind, state_values=self._state_values(kind))
-        return tuple(made[k] for k in self.layer_kinds)
+        """The layer list (length n_layers), derived from the counts, the pattern and the 2026
+        per-layer fields (`kind_geometry`, `v_is_k`, `n_kv_shared_layers`, `compress_ratios`,
+        `index_layers`, `attention_sinks`)."""
+        kinds = self.layer_kinds
+        made: dict[tuple[object, ...], LayerSpec] = {}
+        sinks = {LAYER_KIND_ALIASES[str(k).strip().lower()] for k in self.attention_sinks or []}
+        first_shared = self.n_layers - self.n_kv_shared_layers
+        out = []
+        for i, kind in enumerate(kinds):
+            ratio = self.compress_ratios[i] if self.compress_ratios is not None else 0
+            indexed = self.index_head_dim is not None and kind in ("mla", "full", "sliding") and (
+                self.index_layers[i] if self.index_layers is not None else 1)
+            source = None
+            if i >= first_shared and kind in ("full", "sliding", "mla"):
+                earlier = [j for j in range(first_shared) if kinds[j] == kind]
+                source = earlier[-1] if earlier else None
+            key = (kind, ratio, indexed, source)
+            if key not in made:
+                made[key] = self._layer(kind, ratio, bool(indexed), source, kind in sinks)
+            out.append(made[key])
+        return tuple(out)
+
+    def _layer(self, kind: str, ratio: int, indexed: bool, source: int | None, sinks: bool) -> LayerSpec:
+        """One layer of `kind` with the model's geometry (its kind's where `kind_geometry` says)."""
+        if kind in ("mamba", "linear"):
+            return LayerSpec(kind=kind, state_values=self._state_values(kind))
+        if kind == "mlp":
+            return LayerSpec(kind="mlp")
+        index = dict(index_dim=self.index_head_dim or 0, index_format=self.index_format) if indexed else {}
+        if kind == "mla":
+            return LayerSpec(kind="mla", n_kv_heads=1, head_dim_k=self.resolved_head_dim, head_dim_v=0,
+                             kv_source=source, **index)
+        g = (self.kind_geometry or {}).get(kind) if kind in ("full", "sliding") else None
+        kv = (g.n_kv_heads if g and g.n_kv_heads else None) or self.resolved_n_kv_heads
+        dk = (g.head_dim if g and g.head_dim else None) or self.resolved_head_dim
+        dv = 0 if self.v_is_k else (g.v_head_dim if g and g.v_head_dim else None) or (
+            dk if g and g.head_dim else self.resolved_v_head_dim)
+        extra = dict(v_is_k=self.v_is_k, k_eq_v=bool(g and g.k_eq_v), kv_source=source,
+                     sink_heads=self.n_heads if sinks else 0)
+        if ratio > 1:
+            extra.update(compress_ratio=ratio, compressed_dim=dk)  # DeepSeek-V4: entries of head_dim
+        if kind == "hybrid":
+            return LayerSpec(kind="hybrid", n_kv_heads=kv, head_dim_k=dk, head_dim_v=dv,
+                             state_values=self._state_values("mamba"), **extra, **index)
+        return LayerSpec(kind=kind, n_kv_heads=kv, head_dim_k=dk, head_dim_v=dv,
+                         window=self.sliding_window if kind == "sliding" else None, **extra, **index)
 
     def _state_values(self, kind: str) -> int:
         """Fixed state values per sequence of one mamba or linear layer (0 when unknown).

@@ -232,7 +232,7 @@ def test_vllm_capacity_errors() -> None:
                       "`gpu_memory_utilization` when initializing the engine.")
     q8 = kv_format("q8_0")
     e = raised(vllm.capacity, m, 2**30, FP16, q8)
-    assert (e.field, e.value) == ("v_dtype", "q8_0") and str(e).startswith("vLLM has no 'q8_0' KV cache dtype")
+    assert (e.field, e.value) == ("v_dtype", "q8_0") and str(e).startswith("vLLM 0.33 has no 'q8_0' KV cache dtype")
     e = raised(vllm.capacity, m.model_copy(update={"max_position_embeddings": None}), 2**30, FP16, FP16)
     carries(e, "max_model_len", "--max-model-len", None, "llama-3.1-8b has no max_position_embeddings; "
             "give --max-model-len")

@@ -45,10 +45,12 @@ def check_tp(model: ModelSpec, tp: int) -> None:
     if model.n_heads % tp:
         raise KvcalcError(f"{model.name} has {model.n_heads} attention heads, "
                           f"not divisible by {tp}; use a tp that divides {model.n_heads}", field="tp", value=tp)
-    kv = model.resolved_n_kv_heads
-    if model.attention != "mla" and kv % tp and tp % kv:
-        raise KvcalcError(f"{kv} KV heads cannot be split over {tp} ranks (neither divides the other); "
-                          f"use a tp that divides {kv} or a multiple of it", field="tp", value=tp)
+    if model.attention == "mla":
+        return
+    for kv in sorted({model.resolved_n_kv_heads} | {x.n_kv_heads for x in model.layers if x.caches_kv and x.n_kv_heads}):
+        if kv % tp and tp % kv:
+            raise KvcalcError(f"{kv} KV heads cannot be split over {tp} ranks (neither divides the other); "
+                              f"use a tp that divides {kv} or a multiple of it", field="tp", value=tp)
 
 
 def kv_heads_per_rank(layer: LayerSpec, tp: int = 1) -> int:
@@ -74,6 +76,73 @@ def indexer_bytes_per_token(index_dim: int) -> int:
     return index_dim + INDEXER_SCALE_BYTES * -(-index_dim // INDEXER_BLOCK_VALUES)
 
 
+def layer_index_bytes_per_entry(layer: LayerSpec, k_fmt: StorageFormat) -> int:
+    """Bytes of one indexer key entry of `layer`: `indexer_bytes_per_token` for DeepSeek's fp8
+    keys with fp32 scales (DeepSeek-V3.2 / V4, GLM-5 DSA: 132 B for 128 values), or index_dim
+    values in the K format for `index_format` "kv" (MiniMax-M3: transformers
+    `modeling_minimax_m3_vl.py` indexer `k_proj` of index_head_dim, cached in the model dtype:
+    128 x 2 B = 256 B in bf16). 0 without an indexer."""
+    if not layer.index_dim:
+        return 0
+    if layer.index_format == "kv":
+        return k_fmt.bytes_for(layer.index_dim, what="indexer key", field="k_dtype")
+    return indexer_bytes_per_token(layer.index_dim)
+
+
+#: what each layer feature (`LayerSpec.features`) means, for refusals and `layer_features`
+LAYER_FEATURES: dict[str, str] = {
+    "v_is_k": "one cached tensor that is both K and V (DeepSeek-V4)",
+    "k_eq_v": "V projected by K's weights (Gemma-4 attention_k_eq_v)",
+    "kv_shared": "layers that reuse another layer's cache (num_kv_shared_layers)",
+    "compressed": "a compressed cache of one entry per N tokens beside the window (DeepSeek-V4 CSA / HCA)",
+    "indexer": "a sparse-attention indexer key cache (DeepSeek-V3.2 / V4, GLM-5 DSA)",
+    "indexer_kv": "a sparse-attention indexer key cache in the KV format (MiniMax-M3)",
+    "sinks": "per-head attention sinks (parameters, no cache)",
+    "kind_geometry": "KV heads or head sizes that differ between the full and sliding layers",
+    "partial_indexer": "an indexer on some attention layers only (GLM-5 shared layers, MiniMax-M3)",
+    "linear_beside_mla": "linear-attention state layers beside MLA layers (Kimi-K3 KDA)",
+}
+
+
+def layer_features(model: ModelSpec) -> frozenset[str]:
+    """The names of the 2026 layer features `model` has (keys of `LAYER_FEATURES`): those of
+    its layers (`LayerSpec.features`) and those of the model as a whole (geometry differing
+    between kinds, an indexer on some layers only, linear attention beside MLA)."""
+    out: set[str] = set()
+    for layer in model.layers:
+        out |= layer.features
+    attn = [x for x in model.layers if x.kind in ("full", "sliding", "hybrid") and x.kv_source is None]
+    if len({(x.n_kv_heads, x.head_dim_k, x.head_dim_v) for x in attn}) > 1:
+        out.add("kind_geometry")
+    cached = [x for x in model.layers if x.kind in ("full", "sliding", "mla", "hybrid")]
+    if any(x.index_dim for x in cached) and not all(x.index_dim for x in cached):
+        out.add("partial_indexer")
+    kinds = {x.kind for x in model.layers}
+    if "mla" in kinds and kinds & {"linear", "mamba"}:
+        out.add("linear_beside_mla")
+    return frozenset(out)
+
+
+def refuse_unmodelled_layers(model: ModelSpec, engine: str, modelled: frozenset[str]) -> None:
+    """Raise `KvcalcError` (field `model`) when `model` has a layer feature (`layer_features`)
+    outside `modelled`, the features the `engine` profile sizes; the message names the first
+    such feature in words (`LAYER_FEATURES`) and the engine. An engine that has not been taught
+    a feature refuses the model rather than print a wrong figure; `--engine ideal` sizes them
+    all."""
+    missing = sorted(layer_features(model) - modelled)
+    if missing:
+        what = "; ".join(LAYER_FEATURES[m] for m in missing)
+        it = "this" if len(missing) == 1 else "these"
+        raise KvcalcError(f"{model.name} has {what}; the {engine} profile does not model {it} yet; use "
+                          "--engine ideal", field="model", value=model.name, form=MESSAGE)
+
+
+#: the features today's engine profiles size: none of the 2026 ones that change the cache. `sinks`
+#: and `k_eq_v` change the weights only (K and V are still cached apart), so no engine is refused
+#: for them. The engine engineers widen this per engine as they model each feature.
+ENGINES_MODEL_TODAY: frozenset[str] = frozenset({"sinks", "k_eq_v"})
+
+
 def refuse_hybrid_layers(model: ModelSpec, engine: str) -> None:
     """Raise `KvcalcError` (field `model`) when `model` has hybrid layers (Falcon-H1: attention
     and a Mamba-2 mixer in every layer): the engine profiles (`engine` names it) size the KV cache
@@ -87,6 +156,9 @@ def refuse_hybrid_layers(model: ModelSpec, engine: str) -> None:
         raise KvcalcError(f"{model.name} runs attention and a Mamba-2 mixer side by side in every layer; the {engine} "
                           "profile does not yet size the state those layers keep beside their KV cache (use --engine "
                           "ideal)", field="model", value=model.name, form=MESSAGE)
+    # the 2026 layer features: no engine profile sizes them yet (SGLang calls this hook, not
+    # refuse_indexer, and sizes DeepSeek-V3.2's indexer on every MLA layer: that one passes)
+    refuse_unmodelled_layers(model, engine, ENGINES_MODEL_TODAY | {"indexer"})
 
 
 def refuse_indexer(model: ModelSpec, engine: str) -> None:
@@ -94,6 +166,9 @@ def refuse_indexer(model: ModelSpec, engine: str) -> None:
     profiles (`engine` names it) do not model the pages it adds (vLLM keeps the indexer keys in a
     cache group of their own, SGLang in its NSA pool), so they would print a wrong figure.
     Hybrid layers are `refuse_hybrid_layers`'s, which the profiles that cannot size them call."""
+    # a 2026 feature first, so the message names it (GLM-5's indexer on some layers, MiniMax-M3's
+    # bf16 keys, DeepSeek-V4's compressed entries), then DeepSeek-V3.2's indexer on every layer
+    refuse_unmodelled_layers(model, engine, ENGINES_MODEL_TODAY | {"indexer"})
     if model.index_head_dim is not None:
         raise KvcalcError(f"{model.name} has DeepSeek-V3.2's sparse-attention indexer, whose key cache the "
                           f"{engine} profile does not model; use --engine ideal", field="model",
@@ -101,27 +176,61 @@ def refuse_indexer(model: ModelSpec, engine: str) -> None:
 
 
 def layer_kv_bytes_per_token(layer: LayerSpec, k_fmt: StorageFormat, v_fmt: StorageFormat, tp: int = 1) -> int:
-    """Bytes one token adds to one layer's cache on one TP rank.
+    """Bytes one token adds to one layer's per-token cache on one TP rank (its window or full
+    part; a compressed layer's entries are `layer_entry_bytes`'s).
 
-    full / sliding: h x (bytes(D_k in k_fmt) + bytes(D_v in v_fmt)), h = kv_heads_per_rank;
-    mla: bytes(kv_lora_rank + qk_rope_head_dim in k_fmt), no factor 2, plus the DeepSeek-V3.2
-    indexer key when the layer has one (`indexer_bytes_per_token`: fp8 + fp32 scales, whatever
-    k_fmt); mamba / linear / mlp: 0.
+    full / sliding: h x (bytes(D_k in k_fmt) + bytes(D_v in v_fmt)), h = kv_heads_per_rank, the
+    V term 0 when the layer's V is its K (`v_is_k`, DeepSeek-V4: one tensor per token);
+    mla: bytes(kv_lora_rank + qk_rope_head_dim in k_fmt), no factor 2; plus, on an uncompressed
+    layer, the indexer key (`layer_index_bytes_per_entry`); 0 for layers with no cache of their
+    own (`kv_source`: the cache is the source layer's) and for mamba / linear / mlp.
     Raises `KvcalcError` (field `k_dtype` or `v_dtype`) when a head is not a whole number of
     quantization blocks.
     """
     if not layer.caches_kv:
         return 0
+    index = layer_index_bytes_per_entry(layer, k_fmt) if layer.compress_ratio <= 1 else 0
     if layer.kind == "mla":
-        return k_fmt.bytes_for(layer.head_dim_k, what="latent", field="k_dtype") + indexer_bytes_per_token(layer.index_dim)
+        return k_fmt.bytes_for(layer.head_dim_k, what="latent", field="k_dtype") + index
     h = kv_heads_per_rank(layer, tp)
-    return h * (k_fmt.bytes_for(layer.head_dim_k, what="K head", field="k_dtype") +
-                v_fmt.bytes_for(layer.head_dim_v, what="V head", field="v_dtype"))
+    k = k_fmt.bytes_for(layer.head_dim_k, what="K head", field="k_dtype")
+    v = v_fmt.bytes_for(layer.head_dim_v, what="V head", field="v_dtype") if layer.head_dim_v else 0
+    return h * (k + v) + index
+
+
+def layer_entry_bytes(layer: LayerSpec, k_fmt: StorageFormat) -> int:
+    """Bytes of one compressed entry of a compressed layer (`compress_ratio` > 1): the entry,
+    compressed_dim values in k_fmt (K = V: DeepSeek-V4's compressed KV is one tensor), plus the
+    indexer key compressed over the same windows (`layer_index_bytes_per_entry`; DeepSeek-V4's
+    CSA indexer, transformers `modeling_deepseek_v4.py` `DeepseekV4Indexer`). 0 otherwise."""
+    if layer.compress_ratio <= 1 or not layer.caches_kv:
+        return 0
+    return (k_fmt.bytes_for(layer.compressed_dim, what="compressed entry", field="k_dtype")
+            + layer_index_bytes_per_entry(layer, k_fmt))
+
+
+def compressed_entries(layer: LayerSpec, seq_len: int) -> int:
+    """Compressed entries one sequence of `seq_len` tokens keeps in `layer`: floor(seq_len /
+    compress_ratio), one per closed window (transformers `modeling_deepseek_v4.py`
+    `DeepseekV4HCACache.store_compression_weights`: `usable = (len // compress_rate) *
+    compress_rate`; the open window's fewer than compress_ratio tokens wait in the compressor's
+    buffer, a bounded working state not counted here). 0 for an uncompressed layer."""
+    if layer.compress_ratio <= 1 or not layer.caches_kv:
+        return 0
+    return seq_len // layer.compress_ratio
+
+
+def layer_cache_bytes(layer: LayerSpec, seq_len: int, k: StorageFormat, v: StorageFormat, tp: int = 1,
+                      window_aware: bool = True) -> int:
+    """Bytes one sequence of `seq_len` tokens keeps in one layer on one TP rank: per-token
+    bytes x tokens cached (`tokens_cached`) + compressed entries x entry bytes."""
+    return (layer_kv_bytes_per_token(layer, k, v, tp) * tokens_cached(layer, seq_len, window_aware)
+            + layer_entry_bytes(layer, k) * compressed_entries(layer, seq_len))
 
 
 def tokens_cached(layer: LayerSpec, seq_len: int, window_aware: bool = True) -> int:
     """Tokens one sequence keeps in this layer: min(seq_len, window) for a sliding layer when
-    `window_aware`, else seq_len; 0 for layers without a per-token cache."""
+    `window_aware`, else seq_len; 0 for layers without a per-token cache of their own."""
     if not layer.caches_kv:
         return 0
     if window_aware and layer.kind == "sliding" and layer.window is not None:
@@ -134,17 +243,29 @@ def kv_bytes_per_token(model: ModelSpec, kv_dtype: FormatLike, v_dtype: FormatLi
     """What one more token adds to one sequence's cache, summed over all layers (on one TP
     rank when tp > 1), while the context is shorter than every window.
 
-    For a uniform model: 2 x n_layers x n_kv_heads x head_dim x bytes_per_element.
+    For a uniform model: 2 x n_layers x n_kv_heads x head_dim x bytes_per_element. A compressed
+    layer adds its entry bytes / compress_ratio (`amortized_bytes_per_token`).
     """
     k, v = formats(kv_dtype, v_dtype)
-    return sum(layer_kv_bytes_per_token(layer, k, v, tp) for layer in model.layers)
+    return amortized_bytes_per_token(model.layers, k, v, tp)
+
+
+def amortized_bytes_per_token(layers: tuple[LayerSpec, ...] | list[LayerSpec], k: StorageFormat, v: StorageFormat,
+                              tp: int = 1) -> int:
+    """Sum over `layers` of the per-token bytes plus each compressed layer's entry bytes /
+    compress_ratio (DeepSeek-V4-Flash CSA: 1,024 B of window + (1,024 + 132) / 4 = 289 B of
+    compressed entry and indexer key), rounded up to a whole byte when the ratios leave a
+    fraction."""
+    exact = sum((Fraction(layer_kv_bytes_per_token(x, k, v, tp)) +
+                 (Fraction(layer_entry_bytes(x, k), x.compress_ratio) if x.compress_ratio > 1 else 0)
+                 for x in layers), Fraction(0))
+    return -(-exact.numerator // exact.denominator)
 
 
 def layers_cache_bytes(layers: tuple[LayerSpec, ...] | list[LayerSpec], seq_len: int, batch: int,
                        k: StorageFormat, v: StorageFormat, tp: int = 1, window_aware: bool = True) -> int:
-    """Sum over `layers` of layer bytes per token x tokens cached x batch (one TP rank)."""
-    return sum(layer_kv_bytes_per_token(layer, k, v, tp) * tokens_cached(layer, seq_len, window_aware)
-               for layer in layers) * batch
+    """Sum over `layers` of `layer_cache_bytes` x batch (one TP rank)."""
+    return sum(layer_cache_bytes(layer, seq_len, k, v, tp, window_aware) for layer in layers) * batch
 
 
 def kv_cache_bytes(model: ModelSpec, seq_len: int, batch: int, kv_dtype: FormatLike,
@@ -199,23 +320,32 @@ def _fmt_bytes_per_element(f: StorageFormat) -> str:
 
 def formula(model: ModelSpec, seq_len: int, batch: int, k: StorageFormat, v: StorageFormat,
             window_aware: bool = True) -> str:
-    """The cache formula with the numbers put in, one term per layer kind, and its total (integers
-    with thousands separators, as every table prints them)."""
-    terms = []
-    total = 0
-    for kind, layers in _by_kind(model).items():
-        layer = layers[0]
+    """The cache formula with the numbers put in, one term per group of layers that cache alike
+    (the same kind, heads, head sizes, window and indexer; a compressed cache is a term of its
+    own, one per ratio), and its total (integers with thousands separators, as every table
+    prints them)."""
+    per_token: dict[tuple[object, ...], list[LayerSpec]] = {}
+    entries: dict[tuple[object, ...], list[LayerSpec]] = {}
+    for layer in model.layers:
         if not layer.caches_kv:
             continue
-        n = len(layers)
+        index = layer_index_bytes_per_entry(layer, k) if layer.compress_ratio <= 1 else 0
+        per_token.setdefault((layer.kind, layer.n_kv_heads, layer.head_dim_k, layer.head_dim_v, layer.window,
+                              index, layer.index_format), []).append(layer)
+        if layer.compress_ratio > 1:
+            entries.setdefault((layer.compress_ratio, layer_entry_bytes(layer, k)), []).append(layer)
+    terms = []
+    for layers in per_token.values():
+        layer, n = layers[0], len(layers)
         t = tokens_cached(layer, seq_len, window_aware)
         tok = f"{t:,} tokens" if t == seq_len else f"min({seq_len:,}; {layer.window:,}) tokens"
+        index = layer_index_bytes_per_entry(layer, k) if layer.compress_ratio <= 1 else 0
         if layer.kind == "mla":
             terms.append(f"{n} layers x {layer.head_dim_k:,} latent x {tok} x {batch:,} batch x "
                          f"{_fmt_bytes_per_element(k)}")
-            if layer.index_dim:
-                terms.append(f"{n} layers x {indexer_bytes_per_token(layer.index_dim):,} B indexer key "
-                             f"(fp8 + fp32 scales) x {tok} x {batch:,} batch")
+        elif not layer.head_dim_v:
+            terms.append(f"{n} layers x {layer.n_kv_heads} KV heads x {layer.head_dim_k} head_dim (K = V, once) x "
+                         f"{tok} x {batch:,} batch x {_fmt_bytes_per_element(k)}")
         elif k == v and layer.head_dim_k == layer.head_dim_v:
             terms.append(f"2 x {n} layers x {layer.n_kv_heads} KV heads x {layer.head_dim_k} head_dim x "
                          f"{tok} x {batch:,} batch x {_fmt_bytes_per_element(k)}")
@@ -223,17 +353,42 @@ def formula(model: ModelSpec, seq_len: int, batch: int, k: StorageFormat, v: Sto
             terms.append(f"{n} layers x {layer.n_kv_heads} KV heads x ({layer.head_dim_k} x "
                          f"{_fmt_bytes_per_element(k)} + {layer.head_dim_v} x {_fmt_bytes_per_element(v)})"
                          f" x {tok} x {batch:,} batch")
-        total += layers_cache_bytes(layers, seq_len, batch, k, v, 1, window_aware)
+        if index:
+            how = "fp8 + fp32 scales" if layer.index_format == "fp8_scaled" else k.name
+            terms.append(f"{n} layers x {index:,} B indexer key ({how}) x {tok} x {batch:,} batch")
+    for (ratio, nbytes), layers in entries.items():
+        terms.append(f"{len(layers)} layers x {nbytes:,} B compressed entry x {seq_len // ratio:,} entries "
+                     f"({seq_len:,} // {ratio}) x {batch:,} batch")
     if not terms:
         return "0 (no layer caches K or V)"
+    total = layers_cache_bytes(model.layers, seq_len, batch, k, v, 1, window_aware)
     return " + ".join(terms) + f" = {total:,} B"
 
 
+def _group_key(layer: LayerSpec) -> str:
+    """A layer group's name: its kind, with what sets it apart from other layers of that kind
+    ("full+indexer", "sliding+c4+indexer", "sliding+c128", "full(shared)")."""
+    label = layer.kind
+    if layer.compress_ratio > 1:
+        label += f"+c{layer.compress_ratio}"
+    if layer.index_dim:
+        label += "+indexer"
+    if layer.kv_source is not None:
+        label += "(shared)"
+    return label
+
+
 def _by_kind(model: ModelSpec) -> dict[str, list[LayerSpec]]:
-    out: dict[str, list[LayerSpec]] = {}
+    """The layers grouped by kind; a kind whose layers differ (a compressed cache, an indexer,
+    a shared cache) is split into groups named by `_group_key` (a kind with one group keeps its
+    plain name: "mla" for DeepSeek-V3.2's layers, every one with an indexer)."""
+    groups: dict[str, list[LayerSpec]] = {}
     for layer in model.layers:
-        out.setdefault(layer.kind, []).append(layer)
-    return out
+        groups.setdefault(_group_key(layer), []).append(layer)
+    per_kind: dict[str, int] = {}
+    for key, layers in groups.items():
+        per_kind[layers[0].kind] = per_kind.get(layers[0].kind, 0) + 1
+    return {(layers[0].kind if per_kind[layers[0].kind] == 1 else key): layers for key, layers in groups.items()}
 
 
 def estimate(model: ModelSpec, workload: Workload) -> KvEstimate:
@@ -252,15 +407,16 @@ def estimate(model: ModelSpec, workload: Workload) -> KvEstimate:
     layers = model.layers
 
     stage_bytes = [layers_cache_bytes([layers[i] for i in st], T, B, k, v, tp) for st in stages]
-    stage_tok = [sum(layer_kv_bytes_per_token(layers[i], k, v, tp) for i in st) for st in stages]
+    stage_tok = [amortized_bytes_per_token([layers[i] for i in st], k, v, tp) for st in stages]
     fullest = stages[stage_bytes.index(max(stage_bytes))]
     breakdown = []
     for kind, kl in _by_kind(model).items():
-        # this kind's share of the fullest GPU, so the kinds add up to kv_cache_bytes_per_gpu
-        per_gpu = layers_cache_bytes([layers[i] for i in fullest if layers[i].kind == kind], T, B, k, v, tp)
+        # this group's share of the fullest GPU, so the groups add up to kv_cache_bytes_per_gpu
+        ids = {id(x) for x in kl}
+        per_gpu = layers_cache_bytes([layers[i] for i in fullest if id(layers[i]) in ids], T, B, k, v, tp)
         breakdown.append(KindBreakdown(
             kind=kind, n_layers=len(kl),
-            kv_bytes_per_token=sum(layer_kv_bytes_per_token(x, k, v) for x in kl),
+            kv_bytes_per_token=amortized_bytes_per_token(kl, k, v),
             tokens_cached=tokens_cached(kl[0], T),
             kv_cache_bytes=layers_cache_bytes(kl, T, B, k, v),
             kv_cache_bytes_per_gpu=per_gpu,
@@ -274,7 +430,7 @@ def estimate(model: ModelSpec, workload: Workload) -> KvEstimate:
         queries_per_kv_head=model.queries_per_kv_head, seq_len=T, batch=B,
         kv_dtype=kv_name, k_dtype=k.name, v_dtype=v.name,
         tp=par.tp, pp=par.pp, dp=par.dp, n_gpus=par.n_gpus,
-        kv_bytes_per_token=sum(layer_kv_bytes_per_token(x, k, v) for x in layers),
+        kv_bytes_per_token=amortized_bytes_per_token(layers, k, v),
         kv_cache_bytes=layers_cache_bytes(layers, T, B, k, v),
         kv_cache_bytes_no_window=layers_cache_bytes(layers, T, B, k, v, window_aware=False),
         kv_bytes_per_token_per_gpu=max(stage_tok),

@@ -137,8 +137,14 @@ def _need(model: ModelSpec, *fields: str) -> None:
         raise UncountedParamsError(model.name, missing)
 
 
-def _attention_params(model: ModelSpec, tp: int) -> tuple[int, int]:
-    """(linear, other) of one attention block on one rank."""
+def _attention_params(model: ModelSpec, tp: int, i: int = 0) -> tuple[int, int]:
+    """(linear, other) of layer `i`'s attention block on one rank, with the layer's own KV heads
+    and head sizes (`LayerSpec`: Gemma-4's global layers, MiMo-V2-Flash's sliding ones): q
+    `hidden x H x D_k`, k `hidden x H_kv x D_k`, v `hidden x H_kv x D_v` (none when V is
+    projected by K's weights, `k_eq_v`: Gemma-4 `attention_k_eq_v`), o `H x D_v x hidden`; a
+    layer that reads another's cache (`kv_source`) has no k and v (transformers
+    `modeling_gemma4.py`: "Layers sharing kv states don't need any weight matrices"); attention
+    sinks add one value per query head (`sink_heads`, MiMo-V2-Flash `sinks`)."""
     d = model.hidden_size
     h = _cdiv(model.n_heads, tp)
     if model.attention == "mla":
@@ -156,12 +162,13 @@ def _attention_params(model: ModelSpec, tp: int) -> tuple[int, int]:
         linear += lora * h * (nope + v)        # kv_b_proj
         linear += h * v * d                    # o_proj
         return linear, other
-    dk, dv = model.resolved_head_dim, model.resolved_v_head_dim
-    kv = model.resolved_n_kv_heads
-    kvr = max(1, kv // tp)
-    linear = d * h * dk + d * kvr * (dk + dv) + h * dv * d
-    other = (h * dk + kvr * (dk + dv)) if model.attention_bias else 0
-    return linear, other
+    layer = model.layers[i]
+    dk, dv, kv = layer.head_dim_k, layer.head_dim_v, layer.n_kv_heads
+    kvr = 0 if layer.kv_source is not None else max(1, kv // tp)
+    kv_width = kvr * (dk + (0 if layer.k_eq_v else dv))
+    linear = d * h * dk + d * kv_width + h * dv * d
+    other = (h * dk + kv_width) if model.attention_bias else 0
+    return linear, other + (h if layer.sink_heads else 0)
 
 
 def _mlp_params(model: ModelSpec, inter: int, tp: int) -> int:
@@ -215,17 +222,17 @@ def layer_params(model: ModelSpec, i: int, tp: int = 1) -> LayerParams:
     kinds = model.layer_kinds
     kind = kinds[i]
     if "mlp" in kinds:  # separate blocks (Nemotron-H): one norm and one part per layer
-        return _separate_block_params(model, kind, tp)
+        return _separate_block_params(model, kind, tp, i)
     if kind == "mamba":
         linear, other = _mamba_params(model, tp)
     elif kind == "linear":
         linear, other = _linear_attention_params(model, tp)
     elif kind == "hybrid":  # Falcon-H1: attention and a Mamba-2 mixer on the same normed input
-        linear, other = _attention_params(model, tp)
+        linear, other = _attention_params(model, tp, i)
         m_linear, m_other = _mamba2_params(model, tp)
         linear, other = linear + m_linear, other + m_other
     else:
-        linear, other = _attention_params(model, tp)
+        linear, other = _attention_params(model, tp, i)
     other += 2 * d  # input and post-attention (Falcon-H1: pre_ff) norms
     if is_moe_layer(model, i):
         moe_inter = model.moe_intermediate_size or model.intermediate_size
@@ -241,7 +248,7 @@ def layer_params(model: ModelSpec, i: int, tp: int = 1) -> LayerParams:
     return LayerParams(linear=linear + _mlp_params(model, model.intermediate_size, tp), other=other)
 
 
-def _separate_block_params(model: ModelSpec, kind: str, tp: int) -> LayerParams:
+def _separate_block_params(model: ModelSpec, kind: str, tp: int, i: int) -> LayerParams:
     """One layer of a model whose mixers and MLPs are layers of their own (Nemotron-H's
     `NemotronHBlock`: `norm` then one `mixer`): the norm (`hidden`) plus the Mamba-2 mixer, the
     attention block or the MLP (`intermediate_size`, plain relu2). Raises `KvcalcError` for MoE
@@ -258,7 +265,7 @@ def _separate_block_params(model: ModelSpec, kind: str, tp: int) -> LayerParams:
     elif kind == "linear":
         linear, other = _linear_attention_params(model, tp)
     else:
-        linear, other = _attention_params(model, tp)
+        linear, other = _attention_params(model, tp, i)
     return LayerParams(linear=linear, other=other + d)
 
 
@@ -268,11 +275,15 @@ def model_params(model: ModelSpec, tp: int = 1) -> ModelParams:
     Raises `KvcalcError` when the config lacks a size (hidden_size, vocab_size, ...).
     """
     _need(model, "hidden_size", "vocab_size")
+    if model.weights_unknown:
+        raise KvcalcError(f"{model.name}: {model.weights_unknown}; give n_params (and n_active_params), or load the "
+                          "checkpoint's headers", field="model", value=model.name, form=MESSAGE)
     d, vocab = model.hidden_size, _cdiv(model.vocab_size, tp)
-    cache: dict[tuple[str, bool], LayerParams] = {}
+    cache: dict[tuple[object, ...], LayerParams] = {}
     layers = []
+    specs = model.layers
     for i, kind in enumerate(model.layer_kinds):
-        key = (kind, is_moe_layer(model, i))
+        key = (kind, is_moe_layer(model, i), id(specs[i]))
         if key not in cache:
             cache[key] = layer_params(model, i, tp)
         layers.append(cache[key])
@@ -461,3 +472,20 @@ def weight_bytes(model: ModelSpec, weight_dtype: FormatLike | None = None, tp: i
         layer_n_active_experts=tuple(lp.n_active_experts for lp in p.layers),
         embedding_bytes=base.bytes_for(p.embedding),
         head_bytes=base.bytes_for(p.lm_head + p.final_norm), tied=model.tie_word_embeddings)
+
+
+def mtp_params(model: ModelSpec) -> int:
+    """Parameters of the model's multi-token-prediction layers (`n_mtp_layers`, the config's
+    `num_nextn_predict_layers`), whole model, not in `param_counts`: engines load them only for
+    speculative decoding (vLLM `deepseek_mtp.py`, `--speculative-config`). Each is, as DeepSeek-V3's
+    (`modeling_deepseek.py` / vLLM `DeepSeekMultiTokenPredictorLayer`): enorm and hnorm (`hidden`
+    each), eh_proj `2 hidden x hidden`, one decoder layer like the model's last, and the shared
+    head's norm (`hidden`); the embedding and the LM head are the main model's (vLLM shares them;
+    a checkpoint may store copies: DeepSeek-V3's 685B = 671B + 14B counts them).
+
+    Raises `KvcalcError` when the model's layers cannot be counted."""
+    if not model.n_mtp_layers:
+        return 0
+    d = model.hidden_size or 0
+    last = layer_params(model, model.n_layers - 1)
+    return model.n_mtp_layers * (last.total + 2 * d * d + 3 * d)

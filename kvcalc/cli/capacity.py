@@ -13,7 +13,7 @@ from typing import Annotated, Any, Optional
 import typer
 
 from kvcalc.calc.defaults import DEFAULT_BW_EFFICIENCY, DEFAULT_FLOPS_EFFICIENCY, DEFAULT_GPU_MEMORY_UTILIZATION
-from kvcalc.cli.options import (RevisionOpt, EngineOpt, FormatOpt, GpuOpt, KvFormatOptions, KvMemoryOptions, LayoutOptions, LlamacppFlags, ModelArg,
+from kvcalc.cli.options import (RevisionOpt, TrustPlainOpt, EngineOpt, FormatOpt, GpuOpt, KvFormatOptions, KvMemoryOptions, LayoutOptions, LlamacppFlags, ModelArg,
                                 OptionGroup, SglangFlags, VllmFlags, check_positive, engine_options, only,
                                 option_groups, refuse_other_engines, refuse_typed, make_layout, UtilOpt, WeightDtypeOpt, with_help)
 from kvcalc.cli.output import check_format, emit_parts, handle_errors, show_result
@@ -44,6 +44,7 @@ class SourceOptions(OptionGroup):
 
     gpu: CapacityGpuOpt = None
     revision: RevisionOpt = None
+    trust_plain_decoder: TrustPlainOpt = False
     weight_dtype: CapacityWeightOpt = None
     gpu_memory_utilization: CapacityUtilOpt = DEFAULT_GPU_MEMORY_UTILIZATION
 
@@ -94,7 +95,7 @@ def capacity(
     check_format(fmt)
     refuse_other_engines(ctx, name)
     from_plan = check_sources(ctx, name, layout, source, kv_memory)
-    spec = load_model(model, source.revision)
+    spec = load_model(model, source.revision, trust_plain_decoder=source.trust_plain_decoder)
     L = parse_count(requests.max_model_len, "--max-model-len") if requests.max_model_len else None
     mem = parse_size(kv_memory, "--kv-memory") if kv_memory else None
     basis = None

@@ -7,7 +7,7 @@ from typing import Annotated, Any
 
 import typer
 
-from kvcalc.cli.options import BatchOpt, FormatOpt, KvDtypeOpt, SeqLenOpt, check_positive, resolve_seq_len
+from kvcalc.cli.options import BatchOpt, FormatOpt, KvDtypeOpt, SeqLenOpt, TrustPlainOpt, check_positive, resolve_seq_len
 from kvcalc.cli.output import check_format, emit, handle_errors
 
 ModelsArg = Annotated[list[str], typer.Argument(help="One or more models: bundled names (see `kvcalc models`), .yaml files, config.json files or .gguf files.", show_default=False)]
@@ -18,6 +18,7 @@ def compare(
     seq_len: SeqLenOpt = None,
     batch: BatchOpt = 1,
     kv_dtype: KvDtypeOpt = None,
+    trust_plain_decoder: TrustPlainOpt = False,
     fmt: FormatOpt = "table",
 ) -> None:
     """MODEL as MHA, as its own GQA, and as MQA, side by side, with each one's saving against MHA.
@@ -31,7 +32,7 @@ def compare(
     from kvcalc.load.models import load_model
 
     check_positive(batch=batch)
-    specs = [load_model(m) for m in models]
+    specs = [load_model(m, trust_plain_decoder=trust_plain_decoder) for m in models]
     if len(specs) > 1:
         return compare_models(specs, seq_len, batch, kv_dtype, fmt)
     spec = specs[0]

@@ -8,7 +8,7 @@ from typing import Annotated, Any, Callable, Optional
 
 import typer
 
-from kvcalc.cli.options import (RevisionOpt, BatchOpt, FormatOpt, GpuPlanOptions, KvFormatOptions, LayoutOptions, ModelArg,
+from kvcalc.cli.options import (ModelSourceOptions, BatchOpt, FormatOpt, GpuPlanOptions, KvFormatOptions, LayoutOptions, ModelArg,
                                 OptionGroup, SeqLenOpt, SglangFlags, VllmFlags, check_positive, engine_options, only,
                                 option_groups, refuse_other_engines, with_help)
 from kvcalc.cli.output import check_format, emit, emit_parts, handle_errors, show_result
@@ -77,16 +77,16 @@ def estimate(
     sglang: Annotated[SglangFlags, only("page_size", page_size="SGLang tokens per page (--engine sglang).")] = SglangFlags(),
     gpu: GpuPlanOptions = GpuPlanOptions(),
     whole: RequestOptions = RequestOptions(),
-    revision: RevisionOpt = None,
+    source: ModelSourceOptions = ModelSourceOptions(),
     fmt: FormatOpt = "table",
 ) -> None:
     """Exact KV-cache bytes for MODEL at a context length, batch, KV dtype and TP/PP layout;
     with --gpu, also weights, the memory plan, whether it fits, and roofline TPOT / TTFT."""
-    from kvcalc.load.models import load_model, naming_model_file
+    from kvcalc.load.models import naming_model_file
     from kvcalc.requests import EstimateRequest, resolve_seq_lens, run_estimate
 
     check_positive(batch=batch, tp=layout.tp, pp=layout.pp, dp=layout.dp)
-    spec = load_model(model, revision)
+    spec = source.load(model)
     gpu.refuse_without_gpu(ctx)  # GPU-only options without --gpu are refused, never ignored
     tp, pp, dp = layout.resolve()  # count = tp x pp x dp; alone it sets tp
     input_len, output_len, request_rate = whole.input_len, whole.output_len, whole.request_rate

@@ -19,6 +19,7 @@ from typing import Annotated, Optional
 
 import typer
 
+from kvcalc.cli.options import TrustPlainOpt
 from kvcalc.cli.output import _err_console, check_target, echo, handle_errors, write_atomic
 from kvcalc.errors import KvcalcError, KvcalcWarning
 
@@ -27,6 +28,7 @@ def import_(
     path: Annotated[str, typer.Argument(help="A Hugging Face config.json (or a folder holding one).")],
     output: Annotated[Optional[str], typer.Option("--output", "-o", help="Write the YAML here instead of stdout (an existing file only with --force).")] = None,
     force: Annotated[bool, typer.Option("--force", help="Overwrite the -o file if it exists.")] = False,
+    trust_plain_decoder: TrustPlainOpt = False,
 ) -> None:
     """Convert a Hugging Face config.json into a kvcalc model YAML (stdout, or -o FILE)."""
     from kvcalc.load.export import check_round_trip, spec_to_yaml
@@ -41,7 +43,7 @@ def import_(
         check_target(output, "-o", force=force)  # before any work
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", KvcalcWarning)
-        spec = load_model(path)
+        spec = load_model(path, trust_plain_decoder=trust_plain_decoder)
     for w in caught:  # shown on stderr as before (handle_errors prints KvcalcWarning lines)
         warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
     text = spec_to_yaml(spec, [str(w.message) for w in caught if issubclass(w.category, KvcalcWarning)])

@@ -15,7 +15,7 @@ from typing import Annotated, Any, Callable, Optional, TextIO
 
 import typer
 
-from kvcalc.cli.options import (RevisionOpt, BatchOpt, FormatOpt, KvDtypeOpt, ModelArg, SeqLenOpt, check_positive,
+from kvcalc.cli.options import (RevisionOpt, TrustPlainOpt, BatchOpt, FormatOpt, KvDtypeOpt, ModelArg, SeqLenOpt, check_positive,
                                 lower_choice, resolve_kv_dtypes, with_help)
 from kvcalc.cli.output import check_format, emit, handle_errors
 from kvcalc.errors import KvcalcError, MissingExtraError
@@ -128,6 +128,7 @@ def measure(
     gpu: CalGpuOpt = None,
     force: ForceOpt = False,
     revision: RevisionOpt = None,
+    trust_plain_decoder: TrustPlainOpt = False,
     fmt: FormatOpt = "table",
 ) -> None:
     """Allocate MODEL's real KV cache with PyTorch, time decode steps, and print predicted against measured."""
@@ -136,21 +137,21 @@ def measure(
             if calibrate is not None or gpu is not None:
                 return _calibrate(model, calibrate, gpu, device, layers, force, fmt, revision)
             _measure(model, seq_len, batch, kv_dtype, device, layers, steps, backend, with_weights, cuda_graph, fmt,
-                     revision)
+                     revision, trust_plain_decoder)
     except KeyboardInterrupt:  # raised before the handler was in place: the same exit
         _exit_interrupted()
 
 
 def _measure(model: str, seq_len: str | None, batch: int, kv_dtype: str | None, device: str, layers: int | None,
              steps: int | None, backend: str, with_weights: bool, cuda_graph: bool, fmt: str,
-             revision: str | None = None) -> None:
+             revision: str | None = None, trust_plain_decoder: bool = False) -> None:
     """The command's body (`measure`), run while Ctrl-C exits 130."""
     from kvcalc.formats import kv_format
     from kvcalc.load.models import load_model
 
     check_positive(batch=batch, layers=layers, steps=steps)
     check_format(fmt)
-    spec = load_model(model, revision)
+    spec = load_model(model, revision, trust_plain_decoder=trust_plain_decoder)
     if layers is not None and layers > spec.n_layers:
         raise KvcalcError(f"--layers {layers} exceeds {spec.name}'s {spec.n_layers} layers")
     from kvcalc.units import parse_count

@@ -73,6 +73,9 @@ ModelArg = Annotated[str, typer.Argument(help="A bundled name (see `kvcalc model
 
 RevisionOpt = Annotated[Optional[str], typer.Option("--revision", help="Hub ids only: the branch, tag or commit hash to read (default main).")]
 
+#: accept a config.json of an unmapped model_type read as a plain decoder (every model-taking command)
+TrustPlainOpt = Annotated[bool, typer.Option("--trust-plain-decoder", help="A config.json whose model_type kvcalc does not map, and whose every cache-shaping field a plain decoder reads: accept reading it as one (a guess; the output says so). Without it such a config is refused.")]
+
 SeqLenOpt = Annotated[Optional[str], typer.Option(*SEQ_LEN_NAMES, help="Tokens per sequence (8192 or 32k; vLLM --max-model-len, SGLang --context-length). Default: the model's max_position_embeddings (as vLLM scales it by rope_scaling).")]
 
 #: the short options that are llama.cpp's own, whichever command takes them: -b is llama.cpp's
@@ -314,6 +317,20 @@ class KvFormatOptions(OptionGroup):
     v_dtype: VDtypeOpt = None
     quant_group_size: GroupOpt = None
     scale_dtype: ScaleOpt = None
+
+
+class ModelSourceOptions(OptionGroup):
+    """Where the model comes from and how far to trust it: --revision (a Hub id's branch, tag or
+    commit) and --trust-plain-decoder (accept reading an unmapped model_type as a plain decoder)."""
+
+    revision: RevisionOpt = None
+    trust_plain_decoder: TrustPlainOpt = False
+
+    def load(self, model: str) -> Any:
+        """The `ModelSpec` of MODEL (`kvcalc.load.models.load_model`) with these options."""
+        from kvcalc.load.models import load_model
+
+        return load_model(model, self.revision, trust_plain_decoder=self.trust_plain_decoder)
 
 
 class LayoutOptions(OptionGroup):

@@ -13,7 +13,7 @@ from typing import Annotated, Any, Optional
 
 import typer
 
-from kvcalc.cli.options import (RevisionOpt, GpuPlanOptions, ModelArg, SeqLenOpt, VllmFlags, auto_is_default, engine_key,
+from kvcalc.cli.options import (RevisionOpt, TrustPlainOpt, GpuPlanOptions, ModelArg, SeqLenOpt, VllmFlags, auto_is_default, engine_key,
                                 engine_options, only, option_groups, refuse_typed)
 from kvcalc.cli.output import check_format, echo, handle_errors
 from kvcalc.errors import KvcalcError
@@ -53,6 +53,7 @@ def plan(
     vllm: Annotated[VllmFlags, only(*VLLM_PLAN_FLAGS, attention_backend="vLLM attention backend (VLLM_ATTENTION_BACKEND): FLASHMLA, CUTLASS_MLA, FLASHINFER_MLA, TRITON_MLA set an MLA model's block size. Default: each planned GPU's own.")] = VllmFlags(),
     calibration: Annotated[Optional[str], typer.Option("--calibration", help="A calibration file from `kvcalc measure --calibrate`: time the layouts with the speed model (the engine's per-step floor, all-reduce latency, format efficiency) and the file's measured figures on its GPU. Without it, the bare roofline.")] = None,
     revision: RevisionOpt = None,
+    trust_plain_decoder: TrustPlainOpt = False,
     fmt: Annotated[str, typer.Option("--format", "-f", help="table, json, yaml or markdown.")] = "table",
 ) -> None:
     """The GPUs, layout and engine command that serve CONCURRENCY sequences of SEQ_LEN tokens
@@ -70,7 +71,7 @@ def plan(
     if engine_key(engine) != VllmFlags.engine:  # --block-size with --engine sglang: refused, not ignored
         refuse_typed(ctx, VLLM_PLAN_FLAGS, "--engine vllm only")
     options = engine_options(engine, (vllm,))  # each GPU's compute capability and vendor replace these
-    spec = load_model(model, revision)
+    spec = load_model(model, revision, trust_plain_decoder=trust_plain_decoder)
     with naming_model_file(model):  # a YAML or config.json that cannot size the weights is named
         req = PlanRequest.build(spec, seq_len=seq_len, concurrency=concurrency, gpus=gpus, max_gpus=max_gpus,
                                 engine=engine, kv_dtypes=kv_dtypes, weight_dtypes=weight_dtypes, max_tpot_ms=max_tpot_ms,

@@ -6,7 +6,7 @@ from typing import Annotated, Any, Optional
 
 import typer
 
-from kvcalc.cli.options import (RevisionOpt, FormatOpt, GpuPlanOptions, KvFormatOptions, LayoutOptions, ModelArg, OptionGroup, check_limits,
+from kvcalc.cli.options import (ModelSourceOptions, FormatOpt, GpuPlanOptions, KvFormatOptions, LayoutOptions, ModelArg, OptionGroup, check_limits,
                                 check_positive, only, option_groups, resolve_count, warn_beyond_context)
 from kvcalc.cli.output import check_format, echo, emit, handle_errors
 
@@ -42,14 +42,14 @@ def sweep(
     force: Annotated[bool, typer.Option("--force", help="Overwrite the --plot file if it exists.")] = False,
     beyond_context: Annotated[bool, typer.Option("--beyond-context", help="Keep contexts past the model's max_position_embeddings (by default they are dropped, with one warning naming them).")] = False,
     speed: SpeedFlags = SpeedFlags(),
-    revision: RevisionOpt = None,
+    source: ModelSourceOptions = ModelSourceOptions(),
     fmt: FormatOpt = "table",
 ) -> None:
     """Memory, fit, TPOT and tokens/s over a grid of context lengths and batch sizes."""
     from kvcalc.calc.sweep import SweepRequest, sweep_rows
     from kvcalc.calc.weights import weight_format_label
     from kvcalc.formats import kv_format
-    from kvcalc.load.models import load_model, naming_model_file
+    from kvcalc.load.models import naming_model_file
     from kvcalc.report.tables import sweep_table
     from kvcalc.units import parse_counts
 
@@ -66,7 +66,7 @@ def sweep(
     check_positive(tp=layout.tp, pp=layout.pp)
     check_limits(B, T)
     tp, pp, dp = resolve_count(layout.count, layout.tp, layout.pp, 1)
-    spec = load_model(model, revision)
+    spec = source.load(model)
     T = T if beyond_context else drop_beyond_context(spec, T)
     kv_name = kv_format(kv.kv_dtype or spec.dtype).name
     lay, g = gpu.layout(tp, pp, dp, kv_name, None), _gpu(gpu.gpu)

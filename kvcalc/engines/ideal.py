@@ -1,13 +1,18 @@
 """The `ideal` profile: the exact formula of `kvcalc.calc.kv_cache`, with no block, page or padding rule.
 
-tokens = memory // bytes per token (one TP rank, while no window is full); concurrency at L =
-memory / window-aware bytes of one request of L tokens. It logs nothing: the lines say what it is.
+tokens = memory // bytes per token (one TP rank, while no window is full; a compressed layer counts
+its entry bytes / compress_ratio); concurrency at L = memory / window-aware bytes of one request of
+L tokens. It sizes every layer feature of `kvcalc.schema.LayerSpec` as the models' reference code
+keeps it: per-layer KV heads and head sizes, V stored once where it is K (`v_is_k`), both K and V
+where only the projection is shared (`k_eq_v`), nothing for a layer that reads another's cache
+(`kv_source`), one compressed entry per compress_ratio tokens, the indexer keys. It logs nothing:
+the lines say what it is.
 """
 
 from __future__ import annotations
 
 from kvcalc.formats import StorageFormat
-from kvcalc.calc.kv_cache import check_tp, layer_kv_bytes_per_token, layers_cache_bytes
+from kvcalc.calc.kv_cache import amortized_bytes_per_token, check_tp, layers_cache_bytes
 from kvcalc.engines import SEARCH_LIMIT_TOKENS, longest_fitting
 from kvcalc.results import EngineResult
 from kvcalc.schema import ModelSpec
@@ -28,7 +33,7 @@ def capacity(model: ModelSpec, kv_memory_bytes: int, k: StorageFormat, v: Storag
     """Tokens, concurrency at `max_model_len` and the longest context at `concurrency` for
     `kv_memory_bytes` per rank, by the exact window-aware formula."""
     check_tp(model, tp)
-    per_token = sum(layer_kv_bytes_per_token(layer, k, v, tp) for layer in model.layers)
+    per_token = amortized_bytes_per_token(model.layers, k, v, tp)
     tokens = kv_memory_bytes // per_token if per_token else 0
     L = max_model_len or model.default_context
 

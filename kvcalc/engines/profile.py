@@ -138,16 +138,18 @@ class EngineProfile:
         base = (kv_dtype or "auto").strip()
         shown = base
         base, options = self.split_kv_dtype(base, options)
-        if base.lower() == "auto":
-            base, shown = default, label
+        if base.lower() == "auto":  # auto, or a dtype the engine packs itself (`split_kv_dtype`)
+            base = default
+            if shown.lower() == "auto":
+                shown = label
         k = storage_format(k_dtype or base, field="k_dtype" if k_dtype else "kv_dtype")
         v = storage_format(v_dtype or base, field="v_dtype" if v_dtype else "kv_dtype")
-        self.check_kv_formats(model, k, v)
+        self.check_kv_formats(model, k, v, options)
         if k_dtype or v_dtype:
             shown = k.name if k == v else f"{k.name}/{v.name}"
         return KvChoice(k, v, shown, options)
 
-    def check_kv_formats(self, model: ModelSpec, k: StorageFormat, v: StorageFormat) -> None:
+    def check_kv_formats(self, model: ModelSpec, k: StorageFormat, v: StorageFormat, options: Any = None) -> None:
         """Raise `KvcalcError` for a K or V format this engine has no cache type for: first in
         the engine's own words (each engine's override), then any weight-only format
         (`formats.kv_format`: MXFP4 is no cache type of any engine)."""
@@ -248,11 +250,22 @@ class VllmProfile(EngineProfile):
     def default_kv_dtype(self, model: ModelSpec, options: VllmOptions) -> tuple[str, str]:
         return vllm.rules(options.version).default_kv_dtype(model)
 
-    def check_kv_formats(self, model: ModelSpec, k: StorageFormat, v: StorageFormat) -> None:
-        vllm.check_formats(model, k, v)  # "vLLM has no 'q8_0' KV cache dtype; use auto, ..."
+    def check_kv_formats(self, model: ModelSpec, k: StorageFormat, v: StorageFormat, options: Any = None) -> None:
+        # "vLLM 0.33 has no 'q8_0' KV cache dtype; vLLM 0.33's --kv-cache-dtype takes auto, ..."
+        vllm.rules(options.version if options is not None else vllm.CURRENT_VERSION).check_formats(model, k, v)
         super().check_kv_formats(model, k, v)
 
     def split_kv_dtype(self, text: str, options: VllmOptions) -> tuple[str, VllmOptions]:
+        from kvcalc.engine_dtypes import VLLM_033_CACHE_DTYPES
+
+        row = VLLM_033_CACHE_DTYPES.get(text.strip().lower())
+        if row is not None and (row.layout == "packed_slot" or row.name == "int4_per_token_head"):
+            if options.version != vllm.CURRENT_VERSION:
+                raise KvcalcError(f"vLLM {options.version} has no '{row.name}' KV cache dtype; use auto, bfloat16, "
+                                  "float16, fp8, fp8_e5m2, int8_per_token_head or fp8_per_token_head",
+                                  field="kv_dtype", value=row.name)
+            # the layers the preset packs are sized from `cache_dtype`; the rest in the model's dtype
+            return "auto", dataclasses.replace(options, cache_dtype=row.name)
         plain, scales = vllm.split_kv_dtype(text)
         if scales and plain not in ("int8", "fp8"):
             raise KvcalcError(f"--kv-dtype {text}: vLLM has int8_per_token_head and fp8_per_token_head only")
@@ -301,7 +314,7 @@ class SglangProfile(EngineProfile):
     def check_model(self, model: ModelSpec) -> None:
         sglang.check_model(model)
 
-    def check_kv_formats(self, model: ModelSpec, k: StorageFormat, v: StorageFormat) -> None:
+    def check_kv_formats(self, model: ModelSpec, k: StorageFormat, v: StorageFormat, options: Any = None) -> None:
         sglang.check_dtypes(k, v)  # "SGLang 0.5.23 has no 'q8_0' KV cache dtype; its pool stores auto, ..."
         super().check_kv_formats(model, k, v)
 
@@ -337,11 +350,9 @@ class LlamacppProfile(EngineProfile):
     plan_layer_split = True
 
     def check_model(self, model: ModelSpec) -> None:
-        from kvcalc.calc.kv_cache import refuse_indexer
+        llamacpp.rules().check_model(model)  # the current release's (Gemma-4 sized, Step-3.7 refused)
 
-        refuse_indexer(model, "llama.cpp")
-
-    def check_kv_formats(self, model: ModelSpec, k: StorageFormat, v: StorageFormat) -> None:
+    def check_kv_formats(self, model: ModelSpec, k: StorageFormat, v: StorageFormat, options: Any = None) -> None:
         llamacpp.ggml_name(k, field="k_dtype")  # "llama.cpp has no 'int4' KV cache type; use one of ..."
         llamacpp.ggml_name(v, field="v_dtype")
         super().check_kv_formats(model, k, v)

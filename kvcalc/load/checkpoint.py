@@ -300,6 +300,54 @@ def checkpoint_weights(files: dict[str, dict[str, Tensor]], *, n_layers: int, qu
         head_bytes=head, other_bytes=other, bytes_by_dtype=by_dtype)
 
 
+#: where a decoder layer's tensors live, by checkpoint layout (Hugging Face text models, multimodal
+#: wrappers, DeepSeek's own names)
+_LAYER_PREFIXES = ("model.layers.{i}.", "model.language_model.layers.{i}.", "language_model.model.layers.{i}.",
+                   "model.text_model.layers.{i}.", "layers.{i}.")
+
+
+def check_projection_widths(fields: dict[str, Any], files: dict[str, dict[str, Tensor]], where: str | None) -> None:
+    """Hold each decoder layer's K and V projection widths, read from the checkpoint's tensor
+    shapes, against the geometry read from config.json (`fields`, a Hugging Face config's
+    `ModelSpec` fields): for a layer with a cache of its own, `self_attn.k_proj.weight` has
+    n_kv_heads x head_dim_k rows and `self_attn.v_proj.weight` n_kv_heads x head_dim_v (a
+    `k_eq_v` layer has none: Gemma-4's global layers), and an MLA layer's
+    `self_attn.kv_a_proj_with_mqa.weight` kv_lora_rank + qk_rope_head_dim rows (a Linear's weight
+    is (out, in): its rows are its width). Only plain 2-D `.weight` tensors are read (a packed
+    int4 `qweight` is not); a layer or tensor the files do not hold is not checked.
+
+    Raises `ConfigError` naming the layer, the tensor, its width and the config's figure when
+    they disagree: the config would size a cache the checkpoint does not have."""
+    try:
+        spec = ModelSpec.model_validate(fields)
+    except ValueError:  # reported when the spec is built
+        return
+    tensors: dict[str, Tensor] = {}
+    for shard in files.values():
+        tensors.update(shard)
+    for i, layer in enumerate(spec.layers):
+        if not layer.caches_kv:
+            continue
+        if layer.kind == "mla":
+            wanted = [("kv_a_proj_with_mqa", layer.head_dim_k, "kv_lora_rank + qk_rope_head_dim")]
+        else:
+            wanted = [("k_proj", layer.n_kv_heads * layer.head_dim_k, "n_kv_heads x head_dim")]
+            if layer.head_dim_v and not layer.k_eq_v:
+                wanted.append(("v_proj", layer.n_kv_heads * layer.head_dim_v, "n_kv_heads x v_head_dim"))
+        for part, width, how in wanted:
+            for prefix in _LAYER_PREFIXES:
+                name = prefix.format(i=i) + f"self_attn.{part}.weight"
+                t = tensors.get(name)
+                if t is None:
+                    continue
+                if len(t.shape) == 2 and t.dtype not in ("I32", "U8", "I8") and t.shape[0] != width:
+                    raise ConfigError(
+                        f"layer {i}: the checkpoint's {name} is {t.shape[0]:,} wide ({t.shape[0]:,} x "
+                        f"{t.shape[1]:,}), but config.json gives {width:,} ({how}); the config does not "
+                        "describe this checkpoint", path=where, field=None)
+                break
+
+
 def attach_checkpoint(fields: dict[str, Any], config: dict[str, Any], files: dict[str, dict[str, Tensor]] | None, *,
                       path: str | None = None, missing: str = "no safetensors files") -> dict[str, Any]:
     """`fields` (a Hugging Face config's `ModelSpec` fields) with `checkpoint` set from the
@@ -314,6 +362,7 @@ def attach_checkpoint(fields: dict[str, Any], config: dict[str, Any], files: dic
             quant = read_quantization(config, dtype=fields["dtype"], n_layers=fields["n_layers"],
                                       moe=bool(fields.get("n_experts")), path=path, hidden_size=fields.get("hidden_size"))
         where = str(Path(path).parent) if path and path.endswith("config.json") else path
+        check_projection_widths(fields, files, where)
         ck = checkpoint_weights(files, n_layers=fields["n_layers"], quant=quant, source=None, where=where)
         missing = "the headers do not cover every layer" if ck is None else missing
     out = dict(fields)
@@ -335,5 +384,26 @@ def load_folder(folder: Path, config: dict[str, Any]) -> ModelSpec:
     from kvcalc.load.hf import model_fields_from_hf_config
 
     path = str(folder / "config.json")
-    fields = model_fields_from_hf_config(config, path=path)
+    fields = model_fields_from_hf_config(config, path=path, hf_quant=read_hf_quant_beside(folder / "config.json"))
     return build(ModelSpec, attach_checkpoint(fields, config, local_headers(folder), path=path), path)
+
+
+def hf_quant_config_path(config_path: Path) -> Path:
+    """Where NVIDIA ModelOpt's `hf_quant_config.json` sits beside a config.json: in its folder
+    (`hf_quant_config.json`), or, for a config saved under its model's name (`org--name.json`), as
+    `org--name.hf_quant_config.json`."""
+    if config_path.name.lower() == "config.json":
+        return config_path.parent / "hf_quant_config.json"
+    return config_path.with_name(config_path.stem + ".hf_quant_config.json")
+
+
+def read_hf_quant_beside(config_path: Path) -> dict[str, Any] | None:
+    """The parsed `hf_quant_config.json` beside `config_path` (`hf_quant_config_path`), None when
+    there is none. Raises `ConfigError` for a malformed one (the bounded reader of every config)."""
+    from kvcalc.load.files import read_mapping
+
+    p = hf_quant_config_path(config_path)
+    if not p.is_file():
+        return None
+    data, _ = read_mapping(p, "model")
+    return data

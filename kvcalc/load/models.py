@@ -44,7 +44,22 @@ def _looks_like_path(ref: str) -> bool:
     return "/" in ref or "\\" in ref or ref.lower().endswith(_FILE_SUFFIXES)
 
 
-def load_model(ref: str | Path, revision: str | None = None) -> ModelSpec:
+def load_model(ref: str | Path, revision: str | None = None, *, trust_plain_decoder: bool = False) -> ModelSpec:
+    """`_load_model` with `trust_plain_decoder` set for every config.json the load reads (a file,
+    a checkpoint folder, a Hub id: `kvcalc.load.hf.TRUST_PLAIN_DECODER`): True accepts an unmapped
+    model_type read as a plain decoder, a guess the output labels."""
+    if not trust_plain_decoder:
+        return _load_model(ref, revision)
+    from kvcalc.load.hf import TRUST_PLAIN_DECODER
+
+    token = TRUST_PLAIN_DECODER.set(True)
+    try:
+        return _load_model(ref, revision)
+    finally:
+        TRUST_PLAIN_DECODER.reset(token)
+
+
+def _load_model(ref: str | Path, revision: str | None = None) -> ModelSpec:
     """A `ModelSpec` from a YAML path, a Hugging Face config.json, a checkpoint folder (its
     config.json and safetensors headers: `load.checkpoint`), a GGUF file (`load.gguf`), a bundled
     name (case-insensitive), or a Hugging Face Hub id `org/name` that is not a local path
@@ -148,7 +163,9 @@ def load_model_file(path: Path) -> ModelSpec:
     if is_hf_config(data):
         from kvcalc.load.hf import model_from_hf_config  # imported only for config.json input
 
-        return model_from_hf_config(data, path=str(path))
+        from kvcalc.load.checkpoint import read_hf_quant_beside
+
+        return model_from_hf_config(data, path=str(path), hf_quant=read_hf_quant_beside(path))
     return build(ModelSpec, data, str(path), lines)
 
 
@@ -158,3 +175,4 @@ def is_hf_config(data: dict[str, Any]) -> bool:
         return False
     return any(k in data for k in ("model_type", "architectures", "num_hidden_layers", "n_layer",
                                    "text_config"))
+

@@ -70,7 +70,7 @@ def test_a_warning_line_escapes_them(tmp_path):
     path = tmp_path / "config.json"
     path.write_text(json.dumps({"model_type": "evil\x1b[2J", "num_hidden_layers": 2, "num_attention_heads": 2,
                                 "hidden_size": 8, "torch_dtype": "bfloat16"}))
-    r = run_kvcalc("estimate", str(path), "-s", "1k", "-f", "json")
+    r = run_kvcalc("estimate", str(path), "-s", "1k", "-f", "json", "--trust-plain-decoder")
     assert r.code == 0, r.stderr
     no_raw_controls(r)
     assert r.stderr.startswith(f"warning: {path}: model_type 'evil\\x1b[2J' has no kvcalc mapping")

@@ -40,11 +40,13 @@ def test_help_lists_every_option_in_its_place():
         "--tp", "--pp", "--dp", "--engine", "--block-size", "--page-size", "--gpu", "--count", "--weight-dtype",
         "--gpu-memory-utilization", "--bw-efficiency", "--flops-efficiency", "--cuda-context",
         "--activation-reserve", "--input-len", "--output-len", "--request-rate", "--calibration", "--revision",
+        "--trust-plain-decoder",
         "--format", "--help"]
     assert long_flags("sweep") == [
         "--seq-len", "--batch", "--gpu", "--count", "--tp", "--pp", "--kv-dtype", "--weight-dtype",
         "--gpu-memory-utilization", "--bw-efficiency", "--flops-efficiency", "--cuda-context",
         "--activation-reserve", "--plot", "--force", "--beyond-context", "--engine", "--calibration", "--revision",
+        "--trust-plain-decoder",
         "--format", "--help"]
     assert long_flags("capacity") == [
         "--kv-memory",
@@ -61,8 +63,8 @@ def test_help_lists_every_option_in_its_place():
         "--vllm-v0", "--swap-space", "--sglang-version", "--disable-hybrid-swa-memory", "--swa-full-tokens-ratio",
         "--dsa-prefill-backend", "--dsa-decode-backend", "--ctx-size", "--llamacpp-tool", "--parallel", "--kv-unified", "--swa-full",
         "--flash-attn", "--llamacpp-version", "--n-gpu-layers", "--gpus", "--tensor-split", "--ubatch-size",
-        "--batch-size", "--ollama", "--gpu", "--revision", "--weight-dtype", "--gpu-memory-utilization",
-        "--format", "--help"]
+        "--batch-size", "--ollama", "--gpu", "--revision", "--trust-plain-decoder", "--weight-dtype",
+        "--gpu-memory-utilization", "--format", "--help"]
 
 
 def test_gpu_defaults_are_the_plans_defaults():

@@ -38,7 +38,13 @@ def refusal(fn, *args, **kwargs) -> KvcalcError:
 
 #: SGLang 0.5.23 --kv-cache-dtype choices (srt/arg_groups/fields/model.py), as kvcalc formats
 SGLANG_TYPES = "its pool stores auto, bf16, fp16, fp8_e4m3, fp8_e5m2, mxfp8, nvfp4, fp4_mx_block16"
-VLLM_TYPES = "use auto, bfloat16, float16, fp8, fp8_e5m2, int8_per_token_head or fp8_per_token_head"
+#: vLLM 0.33's CacheDType (vllm/config/cache.py) and what kvcalc sizes of it
+VLLM_TYPES = ("vLLM 0.33's --kv-cache-dtype takes auto, float16, bfloat16, fp8, fp8_e4m3, fp8_e5m2, fp8_inc, "
+              "fp8_ds_mla, nvfp4_ds_mla, turboquant_k8v4, turboquant_4bit_nc, turboquant_k3v4_nc, turboquant_3bit_nc, "
+              "octave_k3v4, octave_k3v3, octave_k3v3_compact, ultraquant_4bit, int4_per_token_head, "
+              "int8_per_token_head, fp8_per_token_head, nvfp4, nvfp4_4over6 (vllm/config/cache.py CacheDType); "
+              "kvcalc sizes auto, bfloat16, float16, fp8, fp8_e5m2, int8_per_token_head, fp8_per_token_head and "
+              "nvfp4 (fp8_ds_mla as sparse MLA's fp8)")
 
 
 @pytest.mark.parametrize("k, v, field, name", [(Q8, BF16, "k_dtype", "q8_0"), (BF16, Q4, "v_dtype", "q4_0"),
@@ -53,7 +59,7 @@ def test_sglang_block_formats_refused_per_side(k, v, field, name):
 @pytest.mark.parametrize("k, v, field, name", [(Q8, BF16, "k_dtype", "q8_0"), (BF16, Q4, "v_dtype", "q4_0")])
 def test_vllm_block_formats_refused_per_side(llama, k, v, field, name):
     e = refusal(vllm.capacity, llama, 2**30, k, v)
-    assert str(e) == f"vLLM has no '{name}' KV cache dtype; {VLLM_TYPES}"
+    assert str(e) == f"vLLM 0.33 has no '{name}' KV cache dtype; {VLLM_TYPES}"
     assert (e.field, e.value) == (field, name)
 
 

@@ -34,17 +34,26 @@ NOT_IN_REGISTRY = {
     "gemma-3-27b": "Gemma3ForCausalLM", "gemma-3-4b": "Gemma3ForCausalLM", "gpt-oss-120b": "GptOssForCausalLM",
     "gpt-oss-20b": "GptOssForCausalLM", "llama-4-scout": "Llama4ForCausalLM", "qwen3-14b": "Qwen3ForCausalLM",
     "qwen3-235b-a22b": "Qwen3MoeForCausalLM", "qwen3-30b-a3b": "Qwen3MoeForCausalLM", "qwen3-32b": "Qwen3ForCausalLM",
-    "qwen3-4b": "Qwen3ForCausalLM", "qwen3-8b": "Qwen3ForCausalLM", "qwen3-next-80b-a3b": "Qwen3NextForCausalLM"}
+    "qwen3-4b": "Qwen3ForCausalLM", "qwen3-8b": "Qwen3ForCausalLM", "qwen3-next-80b-a3b": "Qwen3NextForCausalLM",
+    # the 2026 families (architectures from their config.json, tests/data/hf-configs-2026/)
+    "deepseek-v3.2": "DeepseekV32ForCausalLM", "deepseek-v4-flash": "DeepseekV4ForCausalLM",
+    "gemma-4-26b-a4b": "Gemma4ForConditionalGeneration", "glm-5.2": "GlmMoeDsaForCausalLM",
+    "mimo-v2-flash": "MiMoV2FlashForCausalLM", "minimax-m2.7": "MiniMaxM2ForCausalLM",
+    "minimax-m3": "MiniMaxM3ForCausalLM", "nemotron-3-super-120b-a12b": "NemotronHForCausalLM",
+    "qwen3-vl-8b": "Qwen3VLForConditionalGeneration", "qwen3.5-27b": "Qwen3_5ForCausalLM",
+    "step-3.7-flash": "Step3p7FlashForCausalLM"}
 #: in the registry, but refused by kvcalc with its own reason: Jamba's Mamba state lives outside
 #: V0's blocks; Kimi-K2 (model_type kimi_k2) is not padded to head size 256 by `get_head_size`
 KVCALC_REFUSES = {"jamba-1.5-mini": "keeps Mamba state outside the KV blocks",
-                  "kimi-k2": "it pads the head of model_type deepseek_v2 / deepseek_v3 only"}
+                  "kimi-k2": "it pads the head of model_type deepseek_v2 / deepseek_v3 only",
+                  "kimi-k2.5": "it pads the head of model_type deepseek_v2 / deepseek_v3 only",
+                  "kimi-k3": "it pads the head of model_type deepseek_v2 / deepseek_v3 only"}
 
 
 def test_every_bundled_model_is_listed_once():
     listed = TAKEN + list(NOT_IN_REGISTRY) + list(KVCALC_REFUSES)
     assert sorted(listed) == sorted(bundled("models"))
-    assert len(listed) == len(set(listed)) == 39
+    assert len(listed) == len(set(listed)) == 52
 
 
 @pytest.mark.parametrize("name", TAKEN)

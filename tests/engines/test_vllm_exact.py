@@ -211,9 +211,12 @@ def test_no_max_position_embeddings_asks_for_max_model_len():
 
 
 def test_block_format_and_recurrent_layers_refused():
-    with pytest.raises(KvcalcError, match="use auto, bfloat16, float16, fp8, fp8_e5m2, int8_per_token_head or "
-                                          "fp8_per_token_head$"):
+    with pytest.raises(KvcalcError, match="^vLLM 0.33 has no 'q8_0' KV cache dtype; vLLM 0.33's --kv-cache-dtype "
+                                          "takes auto, float16, .*, nvfp4, nvfp4_4over6 "):
         vllm.capacity(llama(), GiB, Q8, Q8)
+    with pytest.raises(KvcalcError, match="^vLLM 0.11 has no 'q8_0' KV cache dtype; use auto, bfloat16, float16, fp8, "
+                                          "fp8_e5m2, int8_per_token_head or fp8_per_token_head$"):
+        vllm.capacity(llama(), GiB, Q8, Q8, options=VllmOptions(version="0.11"))
     # Jamba in V0 (0.6.6's registry has it): the Mamba state lives outside the blocks (modelled for V1 only)
     with pytest.raises(KvcalcError, match="jamba-1.5-mini: vLLM 0.6 \\(V0\\) keeps Mamba state outside"):
         vllm.capacity(load_model("jamba-1.5-mini"), GiB, BF16, BF16, options=VllmOptions(version="0.6"))

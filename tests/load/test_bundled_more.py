@@ -72,7 +72,7 @@ def test_near_miss_on_the_command_line_is_one_line_exit_2(cli):
     r = cli("estimate", "deepseek-r1-0528")
     assert r.exit_code == 2
     assert r.output.strip().splitlines() == [
-        "error: unknown model 'deepseek-r1-0528'; did you mean 'deepseek-r1', 'deepseek-v3' or 'deepseek-v2-lite'?"]
+        "error: unknown model 'deepseek-r1-0528'; did you mean 'deepseek-r1', 'deepseek-v3.2' or 'deepseek-v3'?"]
 
 
 def test_models_table_reads_whole_at_80_columns(cli):

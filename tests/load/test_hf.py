@@ -298,11 +298,31 @@ PLAIN = {"model_type": "olmo", "hidden_size": 4096, "num_hidden_layers": 32, "nu
          "num_key_value_heads": 32, "torch_dtype": "float32"}
 
 
-def test_unknown_model_type_warns_and_maps_as_plain_decoder():
-    with pytest.warns(KvcalcWarning, match="model_type 'olmo' has no kvcalc mapping"):
-        spec = model_from_hf_config(PLAIN, "olmo.json")
+def test_unknown_model_type_is_refused_without_the_users_say_so():
+    # every field of PLAIN that shapes the cache is one a plain decoder reads: still a guess
+    with pytest.raises(ConfigError, match="olmo.json: field 'model_type': model_type 'olmo' is not one kvcalc maps; "
+                                          "every field of it that shapes the cache is one a plain decoder reads.*"
+                                          "pass --trust-plain-decoder to accept it"):
+        model_from_hf_config(PLAIN, "olmo.json")
+
+
+def test_unknown_model_type_maps_as_plain_decoder_when_trusted():
+    with pytest.warns(KvcalcWarning, match="model_type 'olmo' has no kvcalc mapping.*a guess, accepted by "
+                                           "--trust-plain-decoder"):
+        spec = model_from_hf_config(PLAIN, "olmo.json", trust_plain_decoder=True)
     # 2 x 32 x 32 x 128 x 4 (fp32) = 1,048,576
     assert kv_cache.kv_bytes_per_token(spec, spec.dtype) == 1_048_576
+    assert spec.source.endswith("; read as a plain decoder: a guess, --trust-plain-decoder)")
+
+
+def test_unknown_model_type_with_an_unconsumed_kv_field_is_refused_even_when_trusted():
+    # Gemma-4's global_head_dim (its global layers' head size) under a model_type kvcalc does not map:
+    # a plain decoder would size every layer with head_dim, so no flag lets it through
+    cfg = {**PLAIN, "global_head_dim": 512}
+    for trust in (False, True):
+        with pytest.raises(ConfigError, match="odd.json: model_type 'olmo' is not one kvcalc maps, and its "
+                                              "global_head_dim cannot be sized without a mapping"):
+            model_from_hf_config(cfg, "odd.json", trust_plain_decoder=trust)
 
 
 @pytest.mark.parametrize("extra,named", [
@@ -320,7 +340,7 @@ def test_unknown_model_type_missing_fields_fails():
     cfg = {k: v for k, v in PLAIN.items() if k not in ("num_attention_heads", "hidden_size")}
     with pytest.raises(ConfigError, match="odd.json: model_type 'olmo' needs num_attention_heads, "
                                           "hidden_size or head_dim"):
-        model_from_hf_config(cfg, "odd.json")
+        model_from_hf_config(cfg, "odd.json", trust_plain_decoder=True)
 
 
 def test_unknown_layer_kind_fails():
@@ -353,6 +373,8 @@ def test_cli_unknown_type_prints_yellow_warning(tmp_path):
     p = tmp_path / "config.json"
     p.write_text(json.dumps(PLAIN))
     r = runner.invoke(app, ["estimate", str(p), "--seq-len", "1", "--format", "json"])
+    assert r.exit_code == 2 and "pass --trust-plain-decoder to accept it" in r.stderr
+    r = runner.invoke(app, ["estimate", str(p), "--seq-len", "1", "--format", "json", "--trust-plain-decoder"])
     assert r.exit_code == 0, r.output
     assert [ln for ln in r.stderr.splitlines() if ln.startswith("warning:")][0].startswith(
         "warning: " + str(p) + ": model_type 'olmo'")
@@ -541,7 +563,7 @@ def test_generic_fallback_refuses_layout_fields(extra):
     # false / null spell "off" and stay readable
     if extra[field] is True:
         with pytest.warns(KvcalcWarning):
-            model_from_hf_config({**PLAIN, field: False}, "odd.json")
+            model_from_hf_config({**PLAIN, field: False}, "odd.json", trust_plain_decoder=True)
 
 
 def test_mllama_refused_naming_cross_attention_layers():
@@ -603,7 +625,7 @@ def test_cli_import_writes_warnings_into_header(tmp_path):
     src = tmp_path / "config.json"
     src.write_text(json.dumps(PLAIN))
     out = tmp_path / "olmo.yaml"
-    r = runner.invoke(app, ["import", str(src), "-o", str(out)])
+    r = runner.invoke(app, ["import", str(src), "-o", str(out), "--trust-plain-decoder"])
     assert r.exit_code == 0, r.output
     assert f"warning: {src}: model_type 'olmo' has no kvcalc mapping" in r.stderr  # still shown
     text = out.read_text()

@@ -190,12 +190,16 @@ def test_deepseek_v32_engine_profiles_refuse_the_indexer(cli, tmp_path):
     (tmp_path / "v32").mkdir()
     p = tmp_path / "v32" / "config.json"
     p.write_text(json.dumps(V32))
-    # SGLang models the NSA pool (tests/engines/test_sglang_nsa_swa.py)
-    for engine, layout in (("vllm", ["--tp", "8"]), ("llamacpp", [])):
-        r = cli("capacity", str(p), "-m", "40GiB", *layout, "--engine", engine)
-        assert r.exit_code == 2, r.output
-        assert "sparse-attention indexer" in r.output and "--engine ideal" in r.output
-        assert len(r.output.strip().splitlines()) == 1
+    # SGLang models the NSA pool (tests/engines/test_sglang_nsa_swa.py); vLLM 0.33 its sparse MLA group
+    # (tests/engines/test_vllm_2026.py): 42,949,672,960 // (64 x 78,324 = 5,012,736) = 8,568 blocks; a request of
+    # 163,840 holds 2,560: int(8,568 / 2,560 x 163,840) = 548,352 tokens
+    r = cli("capacity", str(p), "-m", "40GiB", "--tp", "8", "--engine", "vllm", "-f", "json")
+    assert r.exit_code == 0, r.output
+    assert (json.loads(r.stdout)["num_gpu_blocks"], json.loads(r.stdout)["kv_cache_tokens"]) == (8_568, 548_352)
+    r = cli("capacity", str(p), "-m", "40GiB", "--engine", "llamacpp")
+    assert r.exit_code == 2, r.output
+    assert "sparse-attention indexer" in r.output and "--engine ideal" in r.output
+    assert len(r.output.strip().splitlines()) == 1
     r = cli("capacity", str(p), "-m", "40GiB", "--tp", "8", "--engine", "ideal", "-f", "json")
     assert r.exit_code == 0, r.output
     # 40 GiB = 42,949,672,960 B // 78,324 B per token (the latent and indexer key are on every rank)

@@ -111,6 +111,11 @@ class LlamacppRules:
         return self.context(tool=tool, parallel=parallel, unified=unified, swa_full=swa_full,
                             flash_attn=fa or self.default_flash_attn)
 
+    def check_model(self, model: ModelSpec) -> None:
+        """Raise `KvcalcError` (field `model`) for a model this version cannot size: by default
+        DeepSeek-V3.2's indexer and the 2026 layer features (`kv_cache.refuse_indexer`)."""
+        refuse_indexer(model, "llama.cpp")
+
     def allocate(self, model: ModelSpec, n_ctx: int, k: StorageFormat, v: StorageFormat, *,
                  options: LlamacppOptions, max_model_len: int | None = None, concurrency: int | None = None,
                  kv_memory_bytes: int | None = None) -> EngineResult:
@@ -121,7 +126,7 @@ class LlamacppRules:
         check_options(n_ctx, parallel=ctx.parallel, n_ubatch=o.n_ubatch, n_batch=o.n_batch,
                       n_gpu_layers=o.n_gpu_layers, n_devices=o.n_devices, max_seq=self.max_seq)
         parallel = ctx.parallel
-        refuse_indexer(model, "llama.cpp")
+        self.check_model(model)
         tk, tv = ggml_name(k), ggml_name(v, field="v_dtype")
         notes: list[str] = list(ctx.notes)
         flash_on, more_notes = self.prepare(model, ctx.flash_attn, tv)

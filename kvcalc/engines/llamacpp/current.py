@@ -79,11 +79,12 @@ The tool that makes the context (`tool=`, current only) sets what the user left 
 
 from __future__ import annotations
 
+from kvcalc.calc.kv_cache import ENGINES_MODEL_TODAY, refuse_unmodelled_layers
 from kvcalc.engines.llamacpp.base import LlamacppRules
 from kvcalc.engines.llamacpp.common import (N_CTX_PAD, QUANT_BLOCK, QUANTIZED, RECURRENT_BYTES, RECURRENT_TYPE,
                                             SERVER_AUTO_PARALLEL, SWA_FULL_REF, SWA_PAD, Caches, Context, Layers,
                                             device_name, mib_f32, pad, recurrent_r_s_values)
-from kvcalc.errors import KvcalcError
+from kvcalc.errors import MESSAGE, KvcalcError
 from kvcalc.schema import ModelSpec
 
 #: the llama.cpp commit "current" is held against (llama-cpp-python 0.3.36's vendor/llama.cpp)
@@ -160,6 +161,18 @@ def current_caches(model: ModelSpec, lay: Layers, requested: int, *, parallel: i
     return Caches(lines, k_tot + k2, v_tot + v2, n_stream, cells, n_ctx_pad, buffers)
 
 
+#: config model types llama.cpp 0c1e570 has no architecture for, and its converter's words
+#: (`convert_hf_to_gguf.py`: "Model ... is not supported"; a GGUF naming an architecture
+#: `src/llama-arch.cpp` lacks fails with "unknown model architecture: '...'").
+NO_ARCHITECTURE = {
+    "step3p7": ("Step3p7FlashForCausalLM", "src/llama-arch.cpp has step35 (Step-3.5) and no Step-3.7"),
+}
+#: model types whose per-layer head geometry llama.cpp 0c1e570 sizes per layer
+#: (`llama_kv_cache_iswa` with `n_embd_head_k_swa` / full, `src/llama-model.cpp` 2352-2760;
+#: Gemma-4's K = V layers allocate both K and V rows)
+PER_LAYER_GEOMETRY_MODEL_TYPES = frozenset({"gemma4", "gemma4_text"})
+
+
 class Current(LlamacppRules):
     """llama.cpp b7000+ (commit 0c1e570)."""
 
@@ -184,6 +197,22 @@ class Current(LlamacppRules):
         if swa_full is None:
             swa_full = tool == "library"  # llama_context_default_params: swa_full = true; common_params: false
         return Context(1 if parallel is None else parallel, bool(unified), swa_full, flash_attn != "off", tuple(notes))
+
+    def check_model(self, model: ModelSpec) -> None:
+        """Raise `KvcalcError` (field `model`) for a config llama.cpp 0c1e570 has no architecture
+        for (`NO_ARCHITECTURE`, its own words), then the layers kvcalc's llama.cpp profile sizes:
+        Gemma-4's per-layer heads and head sizes (`PER_LAYER_GEOMETRY_MODEL_TYPES`) pass; the
+        DSA / DeepSeek-V4 / MSA caches (`llama_kv_cache_dsa`, `_dsv4`, `_msa`), Kimi-K3's hybrid
+        memory and MiMo-V2's per-layer geometry are refused as not modelled yet."""
+        arch = NO_ARCHITECTURE.get(model.model_type or "")
+        if arch is not None:
+            raise KvcalcError(f"{model.name}: llama.cpp 0c1e570 has no architecture for it: convert_hf_to_gguf.py "
+                              f"says \"Model {arch[0]} is not supported\", and a GGUF of it fails with \"unknown "
+                              f"model architecture\" ({arch[1]})", field="model", value=model.name, form=MESSAGE)
+        if model.model_type in PER_LAYER_GEOMETRY_MODEL_TYPES and model.index_head_dim is None:
+            refuse_unmodelled_layers(model, "llama.cpp", ENGINES_MODEL_TODAY | {"kind_geometry", "kv_shared"})
+            return
+        super().check_model(model)
 
     def check_refusals(self, model: ModelSpec, tk: str, tv: str, *, flash_attn: bool) -> None:
         """Raise `KvcalcError` (field `k_dtype` / `v_dtype`) where `llama_init_from_model`

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, ClassVar
 
-from kvcalc.calc.kv_cache import check_tp
+from kvcalc.calc.kv_cache import ENGINES_MODEL_TODAY, LAYER_FEATURES, check_tp, layer_features
 from kvcalc.engines.vllm.common import (BLOCK_SIZES, DEFAULT_BLOCK_SIZE, NO_MEMORY, Group, Resolved,
                                         blocks_per_request, check_formats, check_model, default_kv_dtype,
                                         kv_cache_groups, long_max_model_len, no_memory_error)
@@ -75,8 +75,25 @@ class VllmRules:
             self.check_block_size(block_size)
         self.check_loadable(model)
         check_tp(model, tp)
+        self.check_features(model)
+        self.check_formats(model, k, v)
+
+    def check_formats(self, model: ModelSpec, k: StorageFormat, v: StorageFormat) -> None:
+        """Raise `KvcalcError` (field `k_dtype` / `v_dtype`) for a format this version has no
+        cache dtype for (`common.check_formats`: no block-quantized format before 0.33)."""
+        check_formats(model, k, v, version=self.version)
+
+    def check_features(self, model: ModelSpec) -> None:
+        """Raise `KvcalcError` (field `model`) for layers this version does not have: hybrid
+        attention + Mamba-2 layers (`common.check_model`), and the 2026 attention
+        (`kv_cache.layer_features`), which a release before 0.33 does not have ("vLLM 0.11 does
+        not have ..."); sinks and K = V projections change no cache and pass."""
+        missing = sorted(layer_features(model) - ENGINES_MODEL_TODAY)
+        if missing or model.index_head_dim is not None:
+            what = "; ".join(LAYER_FEATURES[m] for m in missing) or LAYER_FEATURES["indexer"]
+            raise KvcalcError(f"{model.name}: vLLM {self.version} does not have {what} (vLLM 0.33 sizes the 2026 "
+                              "attention: --vllm-version 0.33)", field="model", value=model.name, form=MESSAGE)
         check_model(model)
-        check_formats(model, k, v)
 
     def check_max_model_len(self, model: ModelSpec, max_model_len: int, allow_long: bool = False) -> str | None:
         """`common.long_max_model_len` with this version's message."""
@@ -120,8 +137,9 @@ class VllmRules:
         return blocks >= per_request + 1 if self.null_block else True
 
     def resolve(self, model: ModelSpec, k: StorageFormat, v: StorageFormat, *, tp: int,
-                options: VllmOptions) -> Resolved:
-        """The block size, page and notes for `model` (`Resolved`); raises `KvcalcError`."""
+                options: VllmOptions, label: str | None = None) -> Resolved:
+        """The block size, page and notes for `model` (`Resolved`); `label`: the
+        `--kv-cache-dtype` as given ('auto (bf16)' / None: auto). Raises `KvcalcError`."""
         raise NotImplementedError
 
     def capacity(self, model: ModelSpec, kv_memory_bytes: int, k: StorageFormat, v: StorageFormat, *, tp: int,
@@ -130,7 +148,7 @@ class VllmRules:
         """`kvcalc.engines.vllm.capacity` for this version: `resolve`, the checks of the
         options and memory, max_model_len, then `_capacity`."""
         asked = (k, v)
-        r = self.resolve(model, k, v, tp=tp, options=options)
+        r = self.resolve(model, k, v, tp=tp, options=options, label=kv_cache_dtype)
         k, v, notes = r.k, r.v, r.notes
         if (k, v) != asked:  # the layers cache in their own dtype: the label says what they hold
             kv_cache_dtype = None
@@ -160,7 +178,13 @@ class VllmRules:
         """KV memory one rank needs so that vLLM starts and fits `batch` requests of `seq_len`
         tokens: `blocks_for_batch` x page x layers per group."""
         r = self.resolve(model, k, v, tp=tp, options=options)
-        groups, layers_per_group = self.kv_cache_groups(model, r.hybrid_allocator, r.mamba_pages)
         in_flight = self.in_flight_tokens(options.max_num_batched_tokens, options.async_scheduling)
+        if r.specs is not None:  # per-layer specs: bytes per block x blocks (`planning`)
+            from kvcalc.engines.vllm import planning
+
+            spec_groups = planning.kv_cache_groups(r.specs, block_outermost=r.block_outermost)
+            per_request = planning.blocks_per_request(spec_groups, seq_len, in_flight)
+            return self.blocks_for_batch(per_request, batch) * planning.bytes_per_block(spec_groups)
+        groups, layers_per_group = self.kv_cache_groups(model, r.hybrid_allocator, r.mamba_pages)
         per_req = blocks_per_request(groups, seq_len, r.block_size, in_flight)
         return self.blocks_for_batch(per_req, batch) * r.page * layers_per_group

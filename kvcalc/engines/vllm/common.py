@@ -42,6 +42,7 @@ from dataclasses import dataclass, field as dc_field
 
 from kvcalc.calc.kv_cache import kv_heads_per_rank, layer_kv_bytes_per_token, refuse_hybrid_layers, refuse_indexer
 from kvcalc.engines import SEARCH_LIMIT_TOKENS, defaults, longest_fitting
+from kvcalc.engines.vllm.planning import LayerCache
 from kvcalc.errors import MESSAGE, KvcalcError, flag
 from kvcalc.formats import StorageFormat
 from kvcalc.schema import LayerSpec, ModelSpec
@@ -240,11 +241,13 @@ def needed_bytes(model: ModelSpec, groups: list[Group], max_model_len: int, bloc
                for g in groups)
 
 
-def check_formats(model: ModelSpec, k: StorageFormat, v: StorageFormat) -> None:
-    """Raise `KvcalcError` (field `k_dtype` / `v_dtype`) for a block-quantized format: vLLM has no such cache dtype."""
+def check_formats(model: ModelSpec, k: StorageFormat, v: StorageFormat, *, version: str = "0.11") -> None:
+    """Raise `KvcalcError` (field `k_dtype` / `v_dtype`) for a block-quantized format: vLLM
+    `version` (0.6, 0.11) has no such cache dtype; the message names the version and the dtypes
+    it takes."""
     for field, f in (("k_dtype", k), ("v_dtype", v)):
         if f.block_values != 1:
-            raise KvcalcError(f"vLLM has no '{f.name}' KV cache dtype; use auto, bfloat16, float16, fp8, "
+            raise KvcalcError(f"vLLM {version} has no '{f.name}' KV cache dtype; use auto, bfloat16, float16, fp8, "
                               "fp8_e5m2, int8_per_token_head or fp8_per_token_head",
                               field=field, value=f.name, form=MESSAGE)
 
@@ -296,7 +299,10 @@ def longest_context(fits, model: ModelSpec, max_model_len: int) -> int | None:
 class Resolved:
     """What a version's `resolve` settles for `capacity` and `memory_for`: the formats the layers
     cache in, the block size and page vLLM uses, the hybrid allocator as vLLM leaves it, the Mamba
-    pages a request holds, the lines vLLM logs before the KV figures, and kvcalc's notes."""
+    pages a request holds, the lines vLLM logs before the KV figures, and kvcalc's notes. A model
+    whose layers do not share one page carries its per-layer specs (`specs`, vLLM's
+    `KVCacheSpec`s, `planning.LayerCache`) and whether the layout is block-outermost; then `page`
+    is the pool's bytes per block and the groups are `planning.kv_cache_groups`'s."""
 
     k: StorageFormat
     v: StorageFormat
@@ -306,3 +312,5 @@ class Resolved:
     mamba_pages: int = 1
     log_lines: list[str] = dc_field(default_factory=list)
     notes: list[str] = dc_field(default_factory=list)
+    specs: list[LayerCache] | None = None
+    block_outermost: bool = False

@@ -93,7 +93,7 @@ def check_linear_kind(model: ModelSpec) -> None:
 
 
 def mamba_state(model: ModelSpec, tp: int, model_dtype_bytes: int = 2, model_dtype: str = "bf16", *,
-                ssm_fp32: bool = False) -> MambaState:
+                ssm_fp32: bool = False, kda: bool = False) -> MambaState:
     """The state of `model`'s Mamba / linear layers on one rank (`MambaState`);
     `model_dtype_bytes` / `model_dtype`: the serving dtype; `ssm_fp32`: the SSM / recurrent state
     in float32 (a version's rule, `V1Rules.mamba_state`), else in the serving dtype.
@@ -103,7 +103,8 @@ def mamba_state(model: ModelSpec, tp: int, model_dtype_bytes: int = 2, model_dty
     Raises `KvcalcError` (field `model`) for linear layers vLLM does not run as Gated DeltaNet,
     a config without the state's sizes; (field `tp`) for a tp vLLM cannot split by.
     """
-    check_linear_kind(model)
+    if not kda:  # Kimi Delta Attention's state has Gated DeltaNet's shapes (`kda.py` 571-591)
+        check_linear_kind(model)
     kinds = {layer.kind for layer in model.layers if layer.kind in ("mamba", "linear")}
     ssm_bytes, ssm_dtype = (FP32_BYTES, "fp32") if ssm_fp32 else (model_dtype_bytes, model_dtype)
     if kinds == {"linear"}:

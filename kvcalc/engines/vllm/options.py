@@ -38,6 +38,9 @@ class VllmOptions:
       `EngineArgs.swap_space = 4`; 0 for V1).
     - `per_token_head_scales`: `int8_per_token_head` / `fp8_per_token_head` pages carry fp32
       scales per token and head (set from the KV dtype by `VllmProfile.kv_formats`).
+    - `cache_dtype`: a vLLM 0.33 `--kv-cache-dtype` kvcalc has no storage format for, whose
+      rows the release packs itself (TurboQuant / UltraQuant / Octave presets,
+      `int4_per_token_head`; set by `VllmProfile.split_kv_dtype`); None: the K / V formats say it.
 
     Raises `KvcalcError` (field `vllm_version`) for a version kvcalc does not model.
     """
@@ -55,6 +58,7 @@ class VllmOptions:
     vendor: str | None = None
     prefix_caching: bool | None = None
     chunked_local_hybrid: bool | None = None
+    cache_dtype: str | None = None
 
     def __post_init__(self) -> None:
         version = check_version(self.version)

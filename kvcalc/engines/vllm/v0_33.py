@@ -35,9 +35,13 @@ from __future__ import annotations
 from math import lcm
 from typing import TYPE_CHECKING
 
-from kvcalc.engines.vllm import hybrid, v0_33_mla
-from kvcalc.engines.vllm.common import ASSUMED_COMPUTE_CAPABILITY, Group, blocks_per_request, default_kv_dtype
+from kvcalc.calc.kv_cache import kv_heads_per_rank, refuse_hybrid_layers, refuse_unmodelled_layers
+from kvcalc.engine_dtypes import VLLM_033_CACHE_DTYPES, VLLM_033_FORMAT_NAMES
+from kvcalc.engines.vllm import hybrid, planning, v0_33_mla, v0_33_specs
+from kvcalc.engines.vllm.common import (ASSUMED_COMPUTE_CAPABILITY, Group, Resolved, blocks_per_request,
+                                        default_kv_dtype)
 from kvcalc.engines.vllm.v1 import V1Rules
+from kvcalc.errors import MESSAGE, KvcalcError
 from kvcalc.formats import StorageFormat
 from kvcalc.schema import ModelSpec
 
@@ -55,6 +59,22 @@ SEE_GUIDE = "See https://docs.vllm.ai/en/latest/configuration/conserving_memory/
 #: model types whose attention is built without the cache config, so `--kv-cache-dtype` does not
 #: reach their cache (`vllm/model_executor/models/falcon.py` `FalconAttention`).
 OWN_DTYPE_MODEL_TYPES = frozenset({"falcon"})
+#: model types vLLM 0.33 refuses at load (neither registry has them), and why
+UNREGISTERED_MODEL_TYPES = {
+    "minimax_m3": ("architecture MiniMaxM3ForCausalLM / model_type 'minimax_m3' is in neither vLLM 0.33's model "
+                   "registry nor its config registry (vLLM 0.33 has MiniMaxM3SparseForCausalLM, model_type "
+                   "minimax_m3_vl / minimax_m3_text)"),
+    "step3p7": ("architecture Step3p7FlashForCausalLM is not in vLLM 0.33's model registry (vLLM 0.33 has "
+                "Step3p7ForConditionalGeneration, whose text model Step3p5ForCausalLM reads num_attention_groups, "
+                "which this config does not give)"),
+}
+#: the refusal's tail: 0.33's `--kv-cache-dtype` list and the part kvcalc sizes
+VLLM_033_TAKES = (f"vLLM 0.33's --kv-cache-dtype takes {', '.join(VLLM_033_CACHE_DTYPES)} (vllm/config/cache.py "
+                  "CacheDType); kvcalc sizes auto, bfloat16, float16, fp8, fp8_e5m2, int8_per_token_head, "
+                  "fp8_per_token_head and nvfp4 (fp8_ds_mla as sparse MLA's fp8)")
+#: the 2026 layer features vLLM 0.33's profile sizes (`kv_cache.LAYER_FEATURES`)
+SPEC_FEATURES = frozenset({"sinks", "k_eq_v", "kv_shared", "kind_geometry", "v_is_k", "compressed", "indexer",
+                           "partial_indexer", "linear_beside_mla"})
 #: the MLA backends `--attention-backend` may name, in the order kvcalc lists them.
 MLA_BACKEND_NAMES = ("FLASHMLA", "CUTLASS_MLA", "FLASHINFER_MLA", "TRITON_MLA", "ROCM_AITER_MLA", "FLASH_ATTN_MLA",
                      "TOKENSPEED_MLA")
@@ -239,6 +259,129 @@ class Vllm033(V1Rules):
         if options.compute_capability is None and options.vendor != "amd" and blocks.state.kind == "gdn":
             return [f"GPU assumed Hopper (compute capability {ASSUMED_COMPUTE_CAPABILITY}): no GPU given"]
         return []
+
+    def check_formats(self, model: ModelSpec, k: StorageFormat, v: StorageFormat) -> None:
+        """vLLM 0.33's `CacheDType` (`engine_dtypes.VLLM_033_CACHE_DTYPES`): a kvcalc format
+        whose vLLM name is in it (`VLLM_033_FORMAT_NAMES`: nvfp4 beside the 16-bit and fp8
+        ones) passes where a backend takes it for the model's layers (nvfp4: FlashInfer, full /
+        sliding attention only); any other block-quantized format is refused, naming 0.33's
+        list and what kvcalc sizes of it.
+
+        nvfp4 per K or V head row: head/2 B of fp4 + head/16 B of fp8 scales
+        (`nvfp4_kv_cache_full_dim`): Llama-3.1-8B 2 x 32 x 8 x (64 + 8) = 36,864 B a token."""
+        for field, f in (("k_dtype", k), ("v_dtype", v)):
+            if f.block_values == 1:
+                continue
+            name = VLLM_033_FORMAT_NAMES.get(f.name)
+            row = VLLM_033_CACHE_DTYPES.get(name or "")
+            if row is None:
+                raise KvcalcError(f"vLLM 0.33 has no '{f.name}' KV cache dtype; {VLLM_033_TAKES}", field=field,
+                                  value=f.name, form=MESSAGE)
+            if any(layer.kind in ("mla", "hybrid") for layer in model.layers) or v0_33_specs.needs_specs(model):
+                mla = ", ".join(n for n, r in VLLM_033_CACHE_DTYPES.items() if "mla" in r.attention)
+                raise KvcalcError(f"vLLM 0.33's {name} KV cache is for full / sliding attention layers "
+                                  f"({', '.join(row.backends)}); kvcalc sizes it for models of those only, and "
+                                  f"{model.name} has MLA, hybrid or per-layer-geometry layers (vLLM 0.33's MLA "
+                                  f"backends take {mla})", field=field, value=f.name, form=MESSAGE)
+
+    # ----- the 2026 models: per-layer specs (`v0_33_specs`, `planning`) ---------------------
+
+    def check_loadable(self, model: ModelSpec) -> None:
+        """Raise `KvcalcError` (field `model`) for a config vLLM 0.33 refuses at load: its
+        architecture and model type in neither the model registry
+        (`vllm/model_executor/models/registry.py`) nor the config registry
+        (`vllm/transformers_utils/config.py`) (`UNREGISTERED_MODEL_TYPES`)."""
+        why = UNREGISTERED_MODEL_TYPES.get(model.model_type or "")
+        if why:
+            raise KvcalcError(f"{model.name}: vLLM 0.33 refuses this config.json at load: {why}", field="model",
+                              value=model.name, form=MESSAGE)
+
+    def check_features(self, model: ModelSpec) -> None:
+        """The 2026 attention vLLM 0.33 sizes (`SPEC_FEATURES`: per-layer geometry, K = V, shared
+        KV, DeepSeek-V4's compressed caches, the DSA indexer on all or some layers, KDA beside
+        MLA) passes; any other feature (MiniMax-M3's KV-format indexer) is refused."""
+        if any(layer.kind == "hybrid" for layer in model.layers):
+            refuse_hybrid_layers(model, "vLLM")
+        refuse_unmodelled_layers(model, "vLLM 0.33", SPEC_FEATURES)
+
+    def spec_resolve(self, model: ModelSpec, k: StorageFormat, v: StorageFormat, *, tp: int,
+                     options: VllmOptions, label: str | None) -> Resolved | None:
+        """Per-layer specs (`v0_33_specs`) for a model whose layers do not share one page
+        (`v0_33_specs.needs_specs`); the pool's bytes per block is `planning.bytes_per_block`
+        of `planning.kv_cache_groups`. `label` names the `--kv-cache-dtype` given (None or
+        'auto (...)': auto). Hopper's backends; a `--block-size` given is refused for these
+        models (the sparse MLA and DeepSeek-V4 backends fix it; kvcalc does not model the rest)."""
+        if options.cache_dtype == "int4_per_token_head" and any(x.kind in ("mamba", "linear") for x in model.layers):
+            return self._int4_hybrid(model, k, v, tp=tp, options=options)
+        if options.cache_dtype is not None:
+            specs, note = v0_33_specs.packed_specs(model, k, options.cache_dtype, tp=tp)
+            groups = planning.kv_cache_groups(specs)
+            return Resolved(k, v, specs[0].block_size, planning.bytes_per_block(groups), True, 1, [], [note],
+                            specs=specs)
+        if not v0_33_specs.needs_specs(model):
+            return None
+        if options.block_size is not None:
+            raise KvcalcError(f"{model.name}: kvcalc's vLLM 0.33 profile sizes this model at the backends' own block "
+                              "sizes; --block-size is not modelled for it", field="block_size",
+                              value=options.block_size)
+        if options.per_token_head_scales:
+            raise KvcalcError(f"{model.name}: per-token-head KV scales are not modelled by kvcalc's vLLM 0.33 profile "
+                              "for per-layer geometry, sparse MLA or DeepSeek-V4", field="kv_dtype",
+                              value=label, form=MESSAGE)
+        if label is None or label.startswith("auto"):
+            cache_dtype = "auto"
+        else:
+            cache_dtype = VLLM_033_FORMAT_NAMES.get(k.name, k.name) if k == v else label
+        notes: list[str] = []
+        lines: list[str] = []
+        outermost = False
+        if v0_33_specs.is_deepseek_v4(model):
+            specs, lines = v0_33_specs.deepseek_v4_specs(model, cache_dtype or "auto")
+            outermost = True
+            notes.append("DeepSeek-V4 on Hopper: FlashMLA, fp8_ds_mla (584 B an entry, pages aligned to 576 B), "
+                         "KV cache layout BLHNC, packed groups")
+            block_size = v0_33_specs.DSV4_SWA_BLOCK
+        elif v0_33_specs.is_kda_mla(model):
+            specs, block_size, lines, note = v0_33_specs.kda_mla_specs(model, k, tp=tp)
+            notes.append(note)
+        elif v0_33_specs.is_sparse_mla(model):
+            specs, note = v0_33_specs.sparse_mla_specs(model, k, cache_dtype or "auto")
+            notes.append(note)
+            block_size = v0_33_specs.SPARSE_MLA_BLOCK_SIZE
+        else:
+            specs = v0_33_specs.attention_specs(model, k, v, tp=tp, block_size=None)
+            block_size = min(s.block_size for s in specs)
+        groups = planning.kv_cache_groups(specs, block_outermost=outermost)
+        page = planning.bytes_per_block(groups)
+        if options.compute_capability is None:
+            notes.append(f"GPU assumed Hopper (compute capability {ASSUMED_COMPUTE_CAPABILITY}): no GPU given")
+        return Resolved(k, v, block_size, page, True, 1, lines, notes, specs=specs, block_outermost=outermost)
+
+    def _int4_hybrid(self, model: ModelSpec, k: StorageFormat, v: StorageFormat, *, tp: int,
+                     options: VllmOptions) -> Resolved:
+        """`int4_per_token_head` on a hybrid attention + Mamba / Gated-DeltaNet model: the
+        attention page of one token is TRITON_ATTN's packing (`customize_spec`: heads x (D_k / 2
+        + D_v / 2 + 2 x 4 B scales)), which `Platform._align_hybrid_block_size` aligns the block
+        to (`attn_page_size_1_token = backend_cls.customize_spec(attn_spec).page_size_bytes`),
+        then the hybrid rules as for any dtype (`_hybrid_blocks`). Qwen3.5-27B, tp 1: 4 x (128 +
+        128 + 8) = 1,056 B a token; block 64 x cdiv(3,207,168, 64 x 1,056) = 3,072 tokens.
+        Read from vLLM 0.33's source (not run by the oracle: its hybrid builder has no
+        per-token-head packing)."""
+        from kvcalc.engine_dtypes import vllm_033_head_bytes
+
+        attention = next(x for x in model.layers if x.kind == "full")
+        if any(x.kind not in ("full", "mamba", "linear", "mlp") for x in model.layers):
+            raise KvcalcError(f"{model.name}: kvcalc's vLLM 0.33 profile sizes int4_per_token_head on hybrids of full "
+                              "attention and Mamba / linear layers only", field="kv_dtype",
+                              value="int4_per_token_head", form=MESSAGE)
+        token_page = kv_heads_per_rank(attention, tp) * vllm_033_head_bytes(
+            "int4_per_token_head", attention.head_dim_k, attention.head_dim_v)
+        hb = self._hybrid_blocks(model, k, v, block_size=options.block_size or 16, tp=tp, options=options,
+                                 scales=False, token_page=token_page)
+        notes = [f"int4_per_token_head: {token_page:,} B a token per attention layer (TRITON_ATTN: int4 values + "
+                 "fp32 scales per token and head)", *hb.notes, *self.hybrid_notes(hb, options)]
+        return Resolved(k, v, hb.block_size, hb.page_bytes, options.hybrid_allocator, hb.mamba_pages,
+                        list(hb.log_lines), notes)
 
 
 RULES = Vllm033()

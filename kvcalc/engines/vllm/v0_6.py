@@ -66,6 +66,12 @@ UNSUPPORTED_ARCHITECTURES: dict[str, str] = {
     "granitemoehybrid": "GraniteMoeHybridForCausalLM", "granitehybrid": "GraniteMoeHybridForCausalLM",
     "nemotron_h": "NemotronHForCausalLM", "mistral3": "Mistral3ForConditionalGeneration",
     "deepseek_v32": "DeepseekV32ForCausalLM", "glm4_moe": "Glm4MoeForCausalLM",
+    # the 2026 families (issue 19): none is in 0.6.6's registry
+    "deepseek_v4": "DeepseekV4ForCausalLM", "glm_moe_dsa": "GlmMoeDsaForCausalLM",
+    "gemma4": "Gemma4ForConditionalGeneration", "gemma4_text": "Gemma4ForConditionalGeneration",
+    "mimo_v2_flash": "MiMoV2FlashForCausalLM", "minimax_m2": "MiniMaxM2ForCausalLM",
+    "minimax_m3": "MiniMaxM3ForCausalLM", "qwen3_vl": "Qwen3VLForConditionalGeneration",
+    "qwen3_vl_text": "Qwen3VLForConditionalGeneration", "step3p7": "Step3p7FlashForCausalLM",
 }
 
 
@@ -139,7 +145,7 @@ class VllmV0(VllmRules):
         return len(stage)
 
     def resolve(self, model: ModelSpec, k: StorageFormat, v: StorageFormat, *, tp: int,
-                options: VllmOptions) -> Resolved:
+                options: VllmOptions, label: str | None = None) -> Resolved:
         """The checks, then the block size given (else 16) and the page: per head for DeepSeek
         (`mla_page_bytes`), else the layers' one page. Hybrid Mamba models are refused."""
         self.check(model, k, v, tp, options.block_size)

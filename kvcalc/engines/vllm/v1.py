@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, ClassVar
 
 from kvcalc.calc.kv_cache import layer_kv_bytes_per_token
 from kvcalc.engines import longest_fitting
-from kvcalc.engines.vllm import hybrid
+from kvcalc.engines.vllm import hybrid, planning
 from kvcalc.engines.vllm.base import VllmRules
 from kvcalc.engines.vllm.common import (ALLOW_LONG_ENV, ASSUMED_COMPUTE_CAPABILITY, DEFAULT_BLOCK_SIZE, OTHER_BACKENDS,
                                         ROCM_MLA_BACKENDS, Group, Resolved, blocks_per_request, chunked_local,
@@ -150,11 +150,13 @@ class V1Rules(VllmRules):
 
     def align_block_size(self, model: ModelSpec, attention_layer: LayerSpec, k: StorageFormat, v: StorageFormat, *,
                          block_size: int, tp: int, prefix_caching: bool | None, compute_capability: str,
-                         model_dtype: str, model_dtype_bytes: int, vendor: str | None = None) -> hybrid.HybridBlocks:
+                         model_dtype: str, model_dtype_bytes: int, vendor: str | None = None,
+                         token_page: int | None = None) -> hybrid.HybridBlocks:
         """The block size, page and Mamba pages per request of a hybrid model: token page =
         `layer_kv_bytes_per_token(attention_layer)`, the state (`mamba_state`), the version's
         alignment (`hybrid_alignment`), then `hybrid.unify_pages`."""
-        token_page = layer_kv_bytes_per_token(attention_layer, k, v, tp)
+        if token_page is None:  # else the backend's own packing (`customize_spec`), given
+            token_page = layer_kv_bytes_per_token(attention_layer, k, v, tp)
         state = self.mamba_state(model, tp, model_dtype_bytes, model_dtype)
         notes = [self.state_dtype_note(model, state, model_dtype, tp, model_dtype_bytes)]
         align, mamba_pages, lines, more = self.hybrid_alignment(
@@ -164,7 +166,7 @@ class V1Rules(VllmRules):
                                   log_lines=lines, notes=notes + more)
 
     def _hybrid_blocks(self, model: ModelSpec, k: StorageFormat, v: StorageFormat, *, block_size: int, tp: int,
-                       options: VllmOptions, scales: bool) -> hybrid.HybridBlocks:
+                       options: VllmOptions, scales: bool, token_page: int | None = None) -> hybrid.HybridBlocks:
         """`align_block_size` for a model with Mamba / linear-attention layers beside full
         attention, on the options' GPU (no compute capability: Hopper assumed); refuses what
         kvcalc does not model (MLA or sliding layers beside Mamba, attention-free models,
@@ -188,16 +190,25 @@ class V1Rules(VllmRules):
         return self.align_block_size(
             model, attention, k, v, block_size=block_size, tp=tp, prefix_caching=options.prefix_caching,
             compute_capability=options.compute_capability or ASSUMED_COMPUTE_CAPABILITY, model_dtype=fmt.name,
-            model_dtype_bytes=fmt.block_bytes // fmt.block_values, vendor=options.vendor)
+            model_dtype_bytes=fmt.block_bytes // fmt.block_values, vendor=options.vendor, token_page=token_page)
+
+    def spec_resolve(self, model: ModelSpec, k: StorageFormat, v: StorageFormat, *, tp: int,
+                     options: VllmOptions, label: str | None) -> Resolved | None:
+        """A `Resolved` with per-layer specs (`Resolved.specs`) for a model whose layers do not
+        share one page, as the release builds them; None (the default): the one-page path."""
+        return None
 
     def resolve(self, model: ModelSpec, k: StorageFormat, v: StorageFormat, *, tp: int,
-                options: VllmOptions) -> Resolved:
+                options: VllmOptions, label: str | None = None) -> Resolved:
         """The checks, then: each layer's own KV dtype (`layer_formats`), the MLA backend's block
         size (`attention_block_size`), a hybrid Mamba model's unified block and page
         (`align_block_size`), the hybrid allocator vLLM leaves on (off for chunked local
         attention unless `chunked_hybrid_allowed`), the page. `options.block_size` None:
         `--block-size` not given (vLLM's default, or the backend's preferred)."""
         self.check(model, k, v, tp, options.block_size)
+        spec_resolved = self.spec_resolve(model, k, v, tp=tp, options=options, label=label)
+        if spec_resolved is not None:
+            return spec_resolved
         notes: list[str] = []
         k, v, dtype_note = self.layer_formats(model, k, v)
         if dtype_note:
@@ -250,12 +261,55 @@ class V1Rules(VllmRules):
         warnings.warn(f"vLLM would refuse to start: {msg}", KvcalcWarning, stacklevel=5)  # at capacity's caller
         return [f"vLLM refuses to start at this max_model_len: {msg}"]
 
+    def _spec_capacity(self, model: ModelSpec, kv_memory_bytes: int, r: Resolved, *, max_model_len: int,
+                       concurrency: int | None, dtype_name: str, in_flight: int) -> EngineResult:
+        """`_capacity` over per-layer specs (`Resolved.specs`, `planning`): bytes per block = the
+        widest group's pages (`_get_kv_cache_bytes_per_block`); blocks = available // that;
+        a request holds the sum over groups of its pages (`blocks_per_request`); the start-up
+        check (0.33 `get_kv_cache_configs`) is against the budget less one block (the null
+        block), needing bytes per block x blocks per request, with vLLM's estimated maximum
+        model length (`planning.estimate_max_model_len`) in its message."""
+        L, notes = max_model_len, list(r.notes)
+        groups = planning.kv_cache_groups(r.specs or [], block_outermost=r.block_outermost)
+        block_bytes = planning.bytes_per_block(groups)
+        lines = [*r.log_lines, self.available_memory_line(kv_memory_bytes)]
+        num_blocks = kv_memory_bytes // block_bytes
+        check = kv_memory_bytes - block_bytes if self.null_block else kv_memory_bytes
+        per_req = planning.blocks_per_request(groups, L, in_flight)
+        if check <= 0:
+            raise no_memory_error(kv_memory_bytes, self.no_memory)
+        needed = block_bytes * per_req
+        if needed > check:
+            est = planning.estimate_max_model_len(groups, block_bytes, check, L, in_flight)
+            msg = self.too_small(L, needed, check, est)
+            if num_blocks == 0:
+                raise no_memory_error(kv_memory_bytes, msg)
+            warnings.warn(f"vLLM would refuse to start: {msg}", KvcalcWarning, stacklevel=5)
+            notes.append(f"vLLM refuses to start at this max_model_len: {msg}")
+        conc = num_blocks / per_req
+        tokens = self.kv_cache_tokens(num_blocks, [], conc, L, r.block_size)
+        lines += self.kv_figures_lines(tokens, L, conc)
+        notes.append(planning.groups_text(groups, block_bytes))
+        longest = None
+        if concurrency:
+            longest = longest_context(
+                lambda n: num_blocks >= concurrency * planning.blocks_per_request(groups, n, in_flight), model, L)
+        return EngineResult(
+            engine="vllm", engine_version=self.label, kv_memory_bytes=kv_memory_bytes,
+            kv_cache_dtype=dtype_name, block_size=r.block_size, page_size_bytes=block_bytes,
+            num_gpu_blocks=num_blocks, usable_blocks=max(num_blocks - 1, 0), kv_cache_tokens=tokens,
+            engine_kv_bytes=num_blocks * block_bytes, max_model_len=L, max_concurrency=conc,
+            concurrency=concurrency, longest_context=longest, log_lines=lines, notes=notes)
+
     def _capacity(self, model: ModelSpec, kv_memory_bytes: int, r: Resolved, *, max_model_len: int,
                   concurrency: int | None, dtype_name: str, options: VllmOptions) -> EngineResult:
         """V1: blocks = available // page // layers_per_group (`get_num_blocks`); concurrency =
         blocks / `blocks_per_request`; tokens as the version logs them (`kv_cache_tokens`)."""
         L, block_size, page, notes = max_model_len, r.block_size, r.page, r.notes
         in_flight = self.in_flight_tokens(options.max_num_batched_tokens, options.async_scheduling)
+        if r.specs is not None:
+            return self._spec_capacity(model, kv_memory_bytes, r, max_model_len=L, concurrency=concurrency,
+                                       dtype_name=dtype_name, in_flight=in_flight)
         # vllm/v1/worker/gpu_worker.py determine_available_memory
         lines = [*r.log_lines, self.available_memory_line(kv_memory_bytes)]
         groups, layers_per_group = self.kv_cache_groups(model, r.hybrid_allocator, r.mamba_pages)

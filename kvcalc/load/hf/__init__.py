@@ -22,14 +22,21 @@ rules that change the KV cache, each from the transformers source named beside i
 - MLA (deepseek_v2, deepseek_v3, kimi_k2): one latent of kv_lora_rank + qk_rope_head_dim per
   token; `num_key_value_heads` is not used.
 
-A config whose `model_type` is not in the table but has the standard fields maps as a plain
-decoder with a `KvcalcWarning`; one with a feature kvcalc cannot size that way fails with a
-`ConfigError`. Nothing here reads files: `kvcalc.load.models` passes the parsed dict.
+A config whose `model_type` is not in the table is refused (`ConfigError`), never guessed: when
+it carries a field that can shape the cache and that a plain decoder does not read (head counts or
+sizes under other names, windows, latent ranks, compression, an indexer, sharing, chunking, layer
+lists), the error names those fields; when every such field is one a plain decoder reads, the
+error says so, and the user may accept the guess knowingly (`--trust-plain-decoder`, or
+`model_from_hf_config(..., trust_plain_decoder=True)`): the model is then read as a plain decoder,
+a `KvcalcWarning` says it was a guess, and its `source` says so too. Nothing here reads files:
+`kvcalc.load.models` passes the parsed dict.
 """
 
 from __future__ import annotations
 
+import re
 import warnings
+from contextvars import ContextVar
 from pathlib import Path
 from typing import Any
 
@@ -77,6 +84,49 @@ _WHY = {
     "conv_kernel": "a Mamba convolution state",
 }
 
+#: whether a config of an unmapped model_type whose cache-shaping fields a plain decoder all
+#: reads may be read as one (a guess the user accepted: `--trust-plain-decoder`); set around a load
+#: by `kvcalc.load.models.load_model(..., trust_plain_decoder=True)`, so every path to a config.json
+#: (a file, a checkpoint folder, a Hub id) sees it
+TRUST_PLAIN_DECODER: ContextVar[bool] = ContextVar("trust_plain_decoder", default=False)
+
+#: the config keys a plain decoder reads (`_generic`), and those that never shape the cache
+_PLAIN_READS = frozenset({
+    "num_hidden_layers", "n_layer", "num_layers", "num_attention_heads", "n_head", "num_heads", "hidden_size",
+    "n_embd", "d_model", "num_key_value_heads", "num_kv_heads", "n_head_kv", "head_dim", "max_position_embeddings",
+    "n_positions", "max_seq_len", "vocab_size", "intermediate_size", "tie_word_embeddings", "attention_bias",
+    "layer_types", "sliding_window", "use_sliding_window", "rope_scaling", "rope_parameters", "torch_dtype",
+    "dtype", "model_type", "_name_or_path", "quantization_config"})
+_NEVER_CACHE = frozenset({
+    "attention_dropout", "attn_pdrop", "resid_pdrop", "embd_pdrop", "attn_logit_softcapping",
+    "final_logit_softcapping", "_attn_implementation", "attn_implementation", "output_attentions",
+    "use_cache", "max_window_layers", "num_key_value_groups_in_kernel", "attention_multiplier",
+    "query_pre_attn_scalar", "attention_scale", "attn_scale", "use_qk_norm", "qk_layernorm", "num_beam_groups",
+    "n_group", "topk_group", "num_expert_group", "decoder_sparse_step", "rope_local_base_freq"})
+_OTHER_TOWERS = frozenset({"vision_config", "audio_config", "speech_config", "text_config", "vision_tower"})
+#: words in a config key that mean it may shape the cache: head counts and sizes, windows, latent
+#: ranks, compression, an indexer, sharing, chunking, per-layer lists, state-space and linear layers
+_CACHE_WORDS = re.compile(r"head|kv|key_value|value|window|sliding|swa|lora|rank|compress|index|shar|chunk|"
+                          r"layer_type|pattern|attn|attention|state|conv|ssm|mamba|linear|sink|global|local|"
+                          r"mla|sparse|latent|group|block_type|hybrid|nope|rope_dim|cross")
+
+
+def _unconsumed_cache_fields(data: dict[str, Any]) -> list[str]:
+    """The keys of `data` (a config of an unmapped model_type) that may shape the cache and that
+    a plain decoder does not read: any key with a cache word in its name (`_CACHE_WORDS`) that is
+    neither read (`_PLAIN_READS`) nor known not to shape the cache (`_NEVER_CACHE`), and is set
+    (not null, false, 0 or empty). Sub-configs of other towers (vision_config, audio_config) are
+    not the text model's."""
+    out = []
+    for k, v in data.items():
+        if k in _PLAIN_READS or k in _NEVER_CACHE or k in _OTHER_TOWERS:
+            continue
+        if v in (None, False, 0, [], {}, "") or not _CACHE_WORDS.search(k.lower()):
+            continue
+        out.append(k)
+    return out
+
+
 #: model_types that are state-space models whatever fields they carry (transformers `mamba`,
 #: `mamba2`, `falcon_mamba`): refused by name, never read as attention layers
 _STATE_SPACE_TYPES = ("mamba", "mamba2", "falcon_mamba")
@@ -87,8 +137,10 @@ DEFAULT_DTYPE = {"gpt2": "fp32", "gpt_bigcode": "fp32"}
 
 
 def _generic(c: _Cfg) -> dict[str, Any]:
-    """An unknown model_type as a plain decoder (LlamaConfig fields, old GPT-2 names too);
-    warns; fails on any field that needs a family mapping to size."""
+    """An unknown model_type as a plain decoder (LlamaConfig fields, old GPT-2 names too), only
+    when the user accepted the guess (`TRUST_PLAIN_DECODER`) and every field that can shape the
+    cache is one the plain reading consumes; warns that it is a guess. Raises `ConfigError`
+    naming the fields a plain decoder would ignore, or, with none, saying how to accept the guess."""
     if c.model_type.lower() in _STATE_SPACE_TYPES:
         raise c.fail(f"model_type '{c.model_type}' is a state-space model: its layers keep a fixed state per "
                      "sequence and no per-token KV cache, which kvcalc cannot size from this config; write a "
@@ -98,10 +150,17 @@ def _generic(c: _Cfg) -> dict[str, Any]:
     window = c.count("sliding_window") if c.flag("use_sliding_window", default=True) else None
     if window and c.get("layer_types") is None:
         odd.append("sliding_window (which layers slide is family-specific)")
+    listed = {k.split(" ", 1)[0] for k in odd}
+    odd += [k for k in _unconsumed_cache_fields(c.data) if k not in listed]
     if odd:
         raise c.fail(f"model_type '{c.model_type}' is not one kvcalc maps, and its "
                      f"{', '.join(odd)} cannot be sized without a mapping; write a kvcalc YAML "
                      "(see configs/models/) or ask for the family to be added")
+    if not TRUST_PLAIN_DECODER.get():
+        raise c.fail(f"model_type '{c.model_type}' is not one kvcalc maps; every field of it that shapes the cache is "
+                     "one a plain decoder reads (every layer full attention, explicit head_dim or hidden_size / "
+                     "num_attention_heads), but that is a guess: pass --trust-plain-decoder to accept it, or write "
+                     "a kvcalc YAML (see configs/models/)", field="model_type")
     f = _decoder(c, layer_keys=("num_hidden_layers", "n_layer", "num_layers"),
                  head_keys=("num_attention_heads", "n_head", "num_heads"),
                  hidden_keys=("hidden_size", "n_embd", "d_model"),
@@ -111,7 +170,8 @@ def _generic(c: _Cfg) -> dict[str, Any]:
     c.check_missing()
     warnings.warn(f"{c.path or 'config'}: model_type '{c.model_type}' has no kvcalc mapping; read it "
                   "as a plain decoder (every layer full attention, explicit head_dim or "
-                  "hidden_size / num_attention_heads); check the result", KvcalcWarning, stacklevel=3)
+                  "hidden_size / num_attention_heads): a guess, accepted by --trust-plain-decoder; check the "
+                  "result", KvcalcWarning, stacklevel=3)
     kinds = _kinds_from_layer_types(c, f["n_layers"]) if c.get("layer_types") is not None else None
     return _set_kinds(c, f, kinds, window if kinds else None)
 
@@ -214,7 +274,9 @@ def _model_type(data: dict[str, Any], path: str | None, field: str) -> str:
     return v
 
 
-def model_fields_from_hf_config(data: dict[str, Any], path: str | None = None) -> dict[str, Any]:
+def model_fields_from_hf_config(data: dict[str, Any], path: str | None = None, *,
+                                trust_plain_decoder: bool | None = None,
+                                hf_quant: dict[str, Any] | None = None) -> dict[str, Any]:
     """The `ModelSpec` fields (name and source first, only those set) for a Hugging Face
     config dict. A multimodal config's `text_config` is read as the model; its dtype and name
     fall back to the top level.
@@ -235,13 +297,21 @@ def model_fields_from_hf_config(data: dict[str, Any], path: str | None = None) -
         model_type = top_type
     c = _Cfg(data, path, model_type or "(none)")
     fn = FAMILIES.get(model_type, _generic)
-    fields = fn(c)
+    if trust_plain_decoder is None:
+        fields = fn(c)
+    else:
+        token = TRUST_PLAIN_DECODER.set(trust_plain_decoder)
+        try:
+            fields = fn(c)
+        finally:
+            TRUST_PLAIN_DECODER.reset(token)
     fields.setdefault("rope_scaling", _rope_scaling(c, outer))
     c.check_missing()
     shown_type = model_type if model_type == top_type or not top_type else f"{top_type} > {model_type}"
     out: dict[str, Any] = {
         "name": _name(data, outer, path, model_type),
-        "source": f"{path or '<dict>'} (HF config.json, model_type {shown_type or 'none'})",
+        "source": f"{path or '<dict>'} (HF config.json, model_type {shown_type or 'none'}"
+                  + ("; read as a plain decoder: a guess, --trust-plain-decoder)" if fn is _generic else ")"),
         "model_type": model_type or None,
         "dtype": _dtype(data, outer, model_type, path),
     }
@@ -254,6 +324,14 @@ def model_fields_from_hf_config(data: dict[str, Any], path: str | None = None) -
         if quant is not None:
             out.update(quant.fields())
             _check_scale_groups(out, quant, path)
+    if hf_quant is not None:  # ModelOpt's hf_quant_config.json beside config.json: its formats win
+        from kvcalc.load.hf.quant import read_hf_quant_config
+
+        modelopt = read_hf_quant_config(hf_quant, n_layers=out.get("n_layers") or 1, moe=bool(out.get("n_experts")),
+                                        path=path)
+        if modelopt is not None:
+            out.update(modelopt.fields())
+            out["source"] = out["source"][:-1] + "; weight formats from hf_quant_config.json)"
     return {k: v for k, v in out.items() if v is not None}
 
 
@@ -279,13 +357,17 @@ def _check_scale_groups(fields: dict[str, Any], quant: Any, path: str | None) ->
         pass
 
 
-def model_from_hf_config(data: dict[str, Any], path: str | None = None) -> ModelSpec:
-    """A `ModelSpec` from a Hugging Face config.json dict (see `model_fields_from_hf_config`).
+def model_from_hf_config(data: dict[str, Any], path: str | None = None, *,
+                         trust_plain_decoder: bool | None = None, hf_quant: dict[str, Any] | None = None) -> ModelSpec:
+    """A `ModelSpec` from a Hugging Face config.json dict (see `model_fields_from_hf_config`;
+    `trust_plain_decoder`: accept an unmapped model_type read as a plain decoder, None: as the
+    current load says, `TRUST_PLAIN_DECODER`).
 
-    Raises `ConfigError` (file and field named) for a missing field, an unsizable feature or a
-    value the schema refuses.
+    Raises `ConfigError` (file and field named) for a missing field, an unsizable feature, an
+    unmapped model_type or a value the schema refuses.
     """
-    return build(ModelSpec, model_fields_from_hf_config(data, path), path)
+    return build(ModelSpec, model_fields_from_hf_config(data, path, trust_plain_decoder=trust_plain_decoder,
+                                                        hf_quant=hf_quant), path)
 
 
 # ----- kvcalc YAML out ---------------------------------------------------------------------

@@ -1,6 +1,11 @@
 """One mapping per Hugging Face `model_type` family -> `ModelSpec` fields, and the `FAMILIES`
-table `kvcalc.load.hf` dispatches on. Each function reads the fields its transformers configuration
-class reads, with that class's defaults; the rules are listed in `kvcalc.load.hf`'s docstring.
+table `kvcalc.load.hf` dispatches on. A family is data where a table can say it (`Family`: config
+keys -> fields with the transformers class's defaults, the layer-kind rule, the window; see
+`kvcalc.load.hf.family`), and a function where its rules are code (Falcon's old names, MPT's and
+DBRX's nested configs, the Qwen window, Jamba's periods, Nemotron-H's pattern, Llama-4's chunks).
+The 2026 families are in `kvcalc.load.hf.families_2026`. Each reads the fields its transformers
+configuration class reads, with that class's defaults; the rules are listed in `kvcalc.load.hf`'s
+docstring.
 """
 
 from __future__ import annotations
@@ -8,43 +13,113 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from kvcalc.load.hf.family import Family, Kinds
+from kvcalc.load.hf.families_2026 import FAMILIES_2026, TEXT_MODEL_TYPES_2026
+from kvcalc.load.hf.mla import DEEPSEEK as _deepseek
 from kvcalc.load.hf.reader import (_Cfg, _decoder, _every_nth, _kinds_from_layer_types, _qwen_experts,
                               _qwen_window_kinds, _set_kinds, _shown)
 
-# ----- one function per family -------------------------------------------------------------
+# ----- the families that are data ----------------------------------------------------------
+
+#: llama (`configuration_llama.py`): max_position_embeddings 2048, untied, no bias; `layer_types`
+#: when the config lists them, with its sliding_window.
+LLAMA = Family(source="configuration_llama.py", decoder=dict(max_pos=2048), window=("sliding_window", None))
+
+#: mistral (`configuration_mistral.py`): sliding_window defaults to 4096 and, when set, applies to
+#: every layer (Mistral-7B-v0.1); null means none (v0.2+).
+MISTRAL = Family(source="configuration_mistral.py", decoder=dict(max_pos=4096 * 32), kinds=Kinds(rest="sliding"),
+                 window=("sliding_window", 4096))
+
+#: phi3 (`configuration_phi3.py`): like mistral, a set sliding_window applies to every layer
+#: (Phi-3-mini-4k: 2047); default null.
+PHI3 = Family(source="configuration_phi3.py", decoder=dict(max_pos=4096), kinds=Kinds(rest="sliding"),
+              window=("sliding_window", None))
+
+#: gemma (`configuration_gemma.py`): head_dim 256, tied embeddings, 8192 context.
+GEMMA = Family(source="configuration_gemma.py", decoder=dict(head_dim=256, tie=True, max_pos=8192))
+
+#: gemma2 (`configuration_gemma2.py`): layer_types, else layer i slides when i % 2 == 0
+#: (`"sliding_attention" if bool((i + 1) % 2)`); window 4096 by default; head_dim 256; tied.
+GEMMA2 = Family(source="configuration_gemma2.py", decoder=dict(head_dim=256, tie=True, max_pos=8192),
+                kinds=Kinds(nth="full", rest="sliding", every=2), window=("sliding_window", 4096))
+
+#: gemma3_text (`configuration_gemma3.py` Gemma3TextConfig): layer_types, else layer i is global
+#: when (i + 1) % sliding_window_pattern == 0 (default 6: 5 local then 1 global); window 4096, 8
+#: heads, 4 KV heads, head_dim 256, vocab 262208, 131072 context, tied, by default (gemma-3-4b's
+#: text_config relies on the head defaults).
+GEMMA3_TEXT = Family(source="configuration_gemma3.py Gemma3TextConfig",
+                     decoder=dict(head_dim=256, n_heads=8, n_kv_heads=4, tie=True, max_pos=131072),
+                     counts={"vocab_size": (("vocab_size",), 262208)},
+                     kinds=Kinds(nth="full", rest="sliding", every=6,
+                                 every_keys=("sliding_window_pattern", "_sliding_window_pattern")),
+                     window=("sliding_window", 4096))
+
+#: olmo2 (`configuration_olmo2.py`): a llama decoder (q/k norms aside), 2048 context by default,
+#: MHA unless num_key_value_heads says otherwise, no window, untied.
+OLMO2 = Family(source="configuration_olmo2.py", decoder=dict(max_pos=2048))
+
+#: starcoder2 (`configuration_starcoder2.py`: hidden 3072, 30 layers, 24 heads, 2 KV heads,
+#: max_position_embeddings 4096, sliding_window 4096, use_bias true; `modeling_starcoder2.py`: a
+#: plain GELU MLP c_fc / c_proj of intermediate_size, biased projections, the window on every layer
+#: as Mistral; vLLM `starcoder2.py` likewise). Tied unless the config says otherwise
+#: (PretrainedConfig's default).
+STARCODER2 = Family(source="configuration_starcoder2.py", decoder=dict(max_pos=4096, tie=True),
+                    flags={"attention_bias": (("use_bias",), True)}, fixed={"mlp_kind": "plain"},
+                    kinds=Kinds(rest="sliding"), window=("sliding_window", 4096))
+
+#: cohere2, Command R7B (`configuration_cohere2.py`): layer_types, else layer i slides when (i + 1)
+#: % sliding_window_pattern != 0 (default 4: three sliding then one global); window 4096;
+#: embeddings tied (use_embedding_sharing); 8192 context by default.
+COHERE2 = Family(source="configuration_cohere2.py", decoder=dict(max_pos=8192, tie=True),
+                 flags={"tie_word_embeddings": (("use_embedding_sharing", "tie_word_embeddings"), True)},
+                 kinds=Kinds(nth="full", rest="sliding", every=4,
+                             every_keys=("sliding_window_pattern", "_sliding_window_pattern")),
+                 window=("sliding_window", 4096))
 
 
-def _llama(c: _Cfg) -> dict[str, Any]:
-    """llama (`configuration_llama.py`): max_position_embeddings 2048, untied, no bias."""
-    f = _decoder(c, max_pos=2048)
-    kinds = _kinds_from_layer_types(c, f["n_layers"]) if c.get("layer_types") else None
-    return _set_kinds(c, f, kinds, c.count("sliding_window") if kinds else None)
+def _glm4_moe_experts(c: _Cfg, f: dict[str, Any]) -> dict[str, Any]:
+    """GLM-4.5's experts: n_shared_experts (1) shared experts of the routed width; the first
+    first_k_dense_replace (1) layers dense."""
+    f["first_dense_layers"] = c.count("first_k_dense_replace", default=1, minimum=0)
+    shared = c.count("n_shared_experts", default=1, minimum=0)
+    if shared:
+        f["shared_expert_intermediate_size"] = shared * f["moe_intermediate_size"]
+    return f
 
 
-def _mistral(c: _Cfg) -> dict[str, Any]:
-    """mistral (`configuration_mistral.py`): sliding_window defaults to 4096 and, when set,
-    applies to every layer (Mistral-7B-v0.1); null means none (v0.2+)."""
-    f = _decoder(c, max_pos=4096 * 32)
-    window = c.int_or_null("sliding_window", 4096)
-    kinds = _kinds_from_layer_types(c, f["n_layers"]) if c.get("layer_types") else None
-    return _set_kinds(c, f, kinds, window)
+#: glm4_moe, GLM-4.5 / GLM-4.5-Air / GLM-4.6 (`configuration_glm4_moe.py`: hidden 4096, 46 layers,
+#: 96 heads, 8 KV heads, head_dim 128, 131,072 context, vocab 151552; n_routed_experts 128 of
+#: moe_intermediate_size 1408, 8 per token, n_shared_experts 1, the first first_k_dense_replace (1)
+#: layers dense of intermediate_size 10944; attention_bias false by default). The MTP layers
+#: (num_nextn_predict_layers) are not in num_hidden_layers.
+GLM4_MOE = Family(source="configuration_glm4_moe.py", decoder=dict(max_pos=131072, head_dim=128, n_kv_heads=8),
+                  counts={"n_experts": (("n_routed_experts",), 128), "n_experts_per_token": (("num_experts_per_tok",), 8),
+                          "moe_intermediate_size": (("moe_intermediate_size",), 1408)},
+                  build=_glm4_moe_experts)
 
+#: mixtral (`configuration_mixtral.py`): sliding_window defaults to null; every layer is sparse,
+#: and `intermediate_size` is the expert width (there is no dense MLP).
+MIXTRAL = Family(source="configuration_mixtral.py", decoder=dict(max_pos=4096 * 32),
+                 counts={"n_experts": (("num_local_experts",), 8), "n_experts_per_token": (("num_experts_per_tok",), 2)},
+                 rename={"intermediate_size": "moe_intermediate_size"}, kinds=Kinds(rest="sliding"),
+                 window=("sliding_window", None))
 
-def _mixtral(c: _Cfg) -> dict[str, Any]:
-    """mixtral (`configuration_mixtral.py`): sliding_window defaults to null; every layer is
-    sparse, and `intermediate_size` is the expert width (there is no dense MLP)."""
-    f = _decoder(c, max_pos=4096 * 32)
-    f["moe_intermediate_size"] = f.pop("intermediate_size")
-    f["n_experts"] = c.count("num_local_experts", default=8)
-    f["n_experts_per_token"] = c.count("num_experts_per_tok", default=2)
-    return _set_kinds(c, f, None, c.count("sliding_window"))
+#: gpt_neox (`configuration_gpt_neox.py`): MHA, plain GELU MLP, untied, QKV bias (default true),
+#: 2048 context.
+GPT_NEOX = Family(source="configuration_gpt_neox.py", decoder=dict(max_pos=2048, bias=True),
+                  fixed={"mlp_kind": "plain"})
 
+#: gpt_oss (`configuration_gpt_oss.py`): layer_types, else layer i slides when i % 2 == 0; window
+#: 128, 8 KV heads x 64 by default; every layer sparse: num_local_experts of intermediate_size
+#: (2880), experts_per_token / num_experts_per_tok (4); QKV bias; untied.
+GPT_OSS = Family(source="configuration_gpt_oss.py", decoder=dict(head_dim=64, n_kv_heads=8, max_pos=131072, bias=True),
+                 counts={"moe_intermediate_size": (("intermediate_size",), 2880),
+                         "n_experts": (("num_local_experts", "num_experts"), 128),
+                         "n_experts_per_token": (("experts_per_token", "num_experts_per_tok"), 4)},
+                 rename={"intermediate_size": "moe_intermediate_size"},
+                 kinds=Kinds(nth="full", rest="sliding", every=2), window=("sliding_window", 128))
 
-def _phi3(c: _Cfg) -> dict[str, Any]:
-    """phi3 (`configuration_phi3.py`): like mistral, a set sliding_window applies to every
-    layer (Phi-3-mini-4k: 2047); default null."""
-    f = _decoder(c, max_pos=4096)
-    return _set_kinds(c, f, None, c.count("sliding_window"))
+# ----- the families whose rules are code ---------------------------------------------------
 
 
 def _qwen2(c: _Cfg) -> dict[str, Any]:
@@ -101,31 +176,6 @@ def _qwen3_next(c: _Cfg) -> dict[str, Any]:
     return _set_kinds(c, f, kinds, c.count("sliding_window"))
 
 
-def _gemma(c: _Cfg) -> dict[str, Any]:
-    """gemma (`configuration_gemma.py`): head_dim 256, tied embeddings, 8192 context."""
-    return _set_kinds(c, _decoder(c, head_dim=256, tie=True, max_pos=8192), None, None)
-
-
-def _gemma2(c: _Cfg) -> dict[str, Any]:
-    """gemma2 (`configuration_gemma2.py`): layer_types, else layer i slides when i % 2 == 0
-    (`"sliding_attention" if bool((i + 1) % 2)`); window 4096 by default; head_dim 256; tied."""
-    f = _decoder(c, head_dim=256, tie=True, max_pos=8192)
-    kinds = _every_nth(c, f["n_layers"], "full", "sliding")
-    return _set_kinds(c, f, kinds, c.int_or_null("sliding_window", 4096))
-
-
-def _gemma3_text(c: _Cfg) -> dict[str, Any]:
-    """gemma3_text (`configuration_gemma3.py` Gemma3TextConfig): layer_types, else layer i is
-    global when (i + 1) % sliding_window_pattern == 0 (default 6: 5 local then 1 global);
-    window 4096, 8 heads, 4 KV heads, head_dim 256, vocab 262208, 131072 context, tied, by
-    default (gemma-3-4b's text_config relies on the head defaults)."""
-    f = _decoder(c, head_dim=256, n_heads=8, n_kv_heads=4, tie=True, max_pos=131072)
-    f["vocab_size"] = f["vocab_size"] or 262208
-    kinds = _every_nth(c, f["n_layers"], "full", "sliding", every=6,
-                       every_keys=("sliding_window_pattern", "_sliding_window_pattern"))
-    return _set_kinds(c, f, kinds, c.int_or_null("sliding_window", 4096))
-
-
 def _plain_mlp(c: _Cfg, f: dict[str, Any], width_key: str) -> dict[str, Any]:
     """Falcon / GPT-2: every layer full attention, a plain GELU MLP whose width is `width_key`,
     by default 4 x hidden_size."""
@@ -179,14 +229,6 @@ def _gpt2(c: _Cfg) -> dict[str, Any]:
                  head_keys=("n_head", "num_attention_heads"), hidden_keys=("n_embd", "hidden_size"))
     f["max_position_embeddings"] = c.count("n_positions", "max_position_embeddings", default=1024)
     return _plain_mlp(c, f, "n_inner")
-
-
-def _gpt_neox(c: _Cfg) -> dict[str, Any]:
-    """gpt_neox (`configuration_gpt_neox.py`): MHA, plain GELU MLP, untied, QKV bias (default
-    true), 2048 context."""
-    f = _decoder(c, max_pos=2048, bias=True)
-    f["mlp_kind"] = "plain"
-    return _set_kinds(c, f, None, None)
 
 
 def _gpt_bigcode(c: _Cfg) -> dict[str, Any]:
@@ -288,50 +330,6 @@ def _dbrx(c: _Cfg) -> dict[str, Any]:
     return _set_kinds(c, f, None, None)
 
 
-def _deepseek(c: _Cfg) -> dict[str, Any]:
-    """deepseek_v2 / deepseek_v3 / kimi_k2 (`configuration_deepseek_v3.py`; Kimi-K2 is the
-    DeepSeek-V3 architecture under its own model_type): MLA with kv_lora_rank 512,
-    qk_rope_head_dim 64, qk_nope_head_dim 128, v_head_dim 128 by default (q_lora_rank null =
-    no query compression); `num_key_value_heads` is not used. Experts: n_routed_experts of
-    moe_intermediate_size, n_shared_experts x moe_intermediate_size shared, the first
-    first_k_dense_replace layers dense, then every moe_layer_freq-th."""
-    f = _decoder(c, max_pos=2048, kv_keys=())
-    f.pop("head_dim", None)  # a head_dim in the file is qk_rope_head_dim's alias, not the latent
-    if "hidden_size or head_dim" in c.missing:  # MLA sizes its latent, not heads
-        c.missing.remove("hidden_size or head_dim")
-    f.update(
-        attention="mla",
-        kv_lora_rank=c.count("kv_lora_rank", default=512),
-        qk_rope_head_dim=c.count("qk_rope_head_dim", default=64),
-        qk_nope_head_dim=c.count("qk_nope_head_dim", default=128),
-        v_head_dim=c.count("v_head_dim", default=128),
-        q_lora_rank=c.count("q_lora_rank"),
-        n_experts=c.count("n_routed_experts"),
-        n_experts_per_token=c.count("num_experts_per_tok"),
-        moe_intermediate_size=c.count("moe_intermediate_size"),
-        first_dense_layers=c.count("first_k_dense_replace", default=0, minimum=0),
-    )
-    shared, width = c.count("n_shared_experts", minimum=0), c.count("moe_intermediate_size")
-    if shared and width:
-        f["shared_expert_intermediate_size"] = shared * width
-    freq = c.count("moe_layer_freq", default=1)
-    if freq > 1:
-        f["moe_layer_period"] = freq
-    return _set_kinds(c, f, None, None)
-
-
-def _gpt_oss(c: _Cfg) -> dict[str, Any]:
-    """gpt_oss (`configuration_gpt_oss.py`): layer_types, else layer i slides when i % 2 == 0;
-    window 128, 8 KV heads x 64 by default; every layer sparse: num_local_experts of
-    intermediate_size (2880), experts_per_token / num_experts_per_tok (4); QKV bias; untied."""
-    f = _decoder(c, head_dim=64, n_kv_heads=8, max_pos=131072, bias=True)
-    f["moe_intermediate_size"] = f.pop("intermediate_size") or 2880
-    f["n_experts"] = c.count("num_local_experts", "num_experts", default=128)
-    f["n_experts_per_token"] = c.count("experts_per_token", "num_experts_per_tok", default=4)
-    kinds = _every_nth(c, f["n_layers"], "full", "sliding")
-    return _set_kinds(c, f, kinds, c.int_or_null("sliding_window", 128))
-
-
 def _offset_below_period(c: _Cfg, key: str, period: int, offset: int, what: str) -> None:
     """Raise `ConfigError` (field `<key>_offset`) unless offset < period: transformers' Jamba makes
     layer i a(n) `what` layer when i % period == offset (`configuration_jamba.py`
@@ -383,37 +381,6 @@ def _jamba(c: _Cfg) -> dict[str, Any]:
 # ----- issue 9 item 6: families users serve today ------------------------------------------
 
 
-def _starcoder2(c: _Cfg) -> dict[str, Any]:
-    """starcoder2 (`configuration_starcoder2.py`: hidden 3072, 30 layers, 24 heads, 2 KV heads,
-    max_position_embeddings 4096, sliding_window 4096, use_bias true; `modeling_starcoder2.py`:
-    a plain GELU MLP c_fc / c_proj of intermediate_size, biased projections, the window on every
-    layer as Mistral; vLLM `starcoder2.py` likewise). Tied unless the config says otherwise
-    (PretrainedConfig's default)."""
-    f = _decoder(c, max_pos=4096, tie=True)
-    f["attention_bias"] = c.flag("use_bias", default=True)
-    f["mlp_kind"] = "plain"
-    kinds = _kinds_from_layer_types(c, f["n_layers"]) if c.get("layer_types") else None
-    return _set_kinds(c, f, kinds, c.int_or_null("sliding_window", 4096))
-
-
-def _olmo2(c: _Cfg) -> dict[str, Any]:
-    """olmo2 (`configuration_olmo2.py`): a llama decoder (q/k norms aside), 2048 context by
-    default, MHA unless num_key_value_heads says otherwise, no window, untied."""
-    f = _decoder(c, max_pos=2048)
-    return _set_kinds(c, f, None, None)
-
-
-def _cohere2(c: _Cfg) -> dict[str, Any]:
-    """cohere2, Command R7B (`configuration_cohere2.py`): layer_types, else layer i slides when
-    (i + 1) % sliding_window_pattern != 0 (default 4: three sliding then one global); window
-    4096; embeddings tied (use_embedding_sharing); 8192 context by default."""
-    f = _decoder(c, max_pos=8192, tie=True)
-    f["tie_word_embeddings"] = c.flag("use_embedding_sharing", "tie_word_embeddings", default=True)
-    kinds = _every_nth(c, f["n_layers"], "full", "sliding", every=4,
-                       every_keys=("sliding_window_pattern", "_sliding_window_pattern"))
-    return _set_kinds(c, f, kinds, c.int_or_null("sliding_window", 4096))
-
-
 def _exaone4(c: _Cfg) -> dict[str, Any]:
     """exaone4 (`configuration_exaone4.py`): layer_types, else with a sliding_window layer i slides
     when (i + 1) % sliding_window_pattern != 0 (default 4), and with none every layer is global;
@@ -434,24 +401,6 @@ def _exaone4(c: _Cfg) -> dict[str, Any]:
     else:
         kinds = _every_nth(c, f["n_layers"], "full", "sliding", every=4, every_keys=("sliding_window_pattern",))
     return _set_kinds(c, f, kinds, window)
-
-
-def _glm4_moe(c: _Cfg) -> dict[str, Any]:
-    """glm4_moe, GLM-4.5 / GLM-4.5-Air / GLM-4.6 (`configuration_glm4_moe.py`: hidden 4096, 46
-    layers, 96 heads, 8 KV heads, head_dim 128, 131,072 context, vocab 151552; n_routed_experts
-    128 of moe_intermediate_size 1408, 8 per token, n_shared_experts 1, the first
-    first_k_dense_replace (1) layers dense of intermediate_size 10944; attention_bias false by
-    default). The MTP layers (num_nextn_predict_layers) are not in num_hidden_layers."""
-    f = _decoder(c, max_pos=131072, head_dim=128, n_kv_heads=8)
-    width = c.count("moe_intermediate_size", default=1408)
-    f.update(n_experts=c.count("n_routed_experts", default=128),
-             n_experts_per_token=c.count("num_experts_per_tok", default=8),
-             moe_intermediate_size=width,
-             first_dense_layers=c.count("first_k_dense_replace", default=1, minimum=0))
-    shared = c.count("n_shared_experts", default=1, minimum=0)
-    if shared:
-        f["shared_expert_intermediate_size"] = shared * width
-    return _set_kinds(c, f, None, None)
 
 
 def _llama4_text(c: _Cfg) -> dict[str, Any]:
@@ -676,25 +625,25 @@ def _falcon_h1(c: _Cfg) -> dict[str, Any]:
 
 
 #: model_type -> mapping function. Aliases: Falcon's old RW names; Kimi-K2 is DeepSeek-V3.
-FAMILIES: dict[str, Callable[[_Cfg], dict[str, Any]]] = {
-    "llama": _llama,
-    "mistral": _mistral,
-    "mixtral": _mixtral,
-    "phi3": _phi3,
+FAMILIES: dict[str, Family | Callable[[_Cfg], dict[str, Any]]] = {
+    "llama": LLAMA,
+    "mistral": MISTRAL,
+    "mixtral": MIXTRAL,
+    "phi3": PHI3,
     "qwen2": _qwen2,
     "qwen2_moe": _qwen2_moe,
     "qwen3": _qwen3,
     "qwen3_moe": _qwen3_moe,
     "qwen3_next": _qwen3_next,
-    "gemma": _gemma,
-    "gemma2": _gemma2,
-    "gemma3": _gemma3_text,
-    "gemma3_text": _gemma3_text,
+    "gemma": GEMMA,
+    "gemma2": GEMMA2,
+    "gemma3": GEMMA3_TEXT,
+    "gemma3_text": GEMMA3_TEXT,
     "falcon": _falcon,
     "RefinedWeb": _falcon,
     "RefinedWebModel": _falcon,
     "gpt2": _gpt2,
-    "gpt_neox": _gpt_neox,
+    "gpt_neox": GPT_NEOX,
     "gpt_bigcode": _gpt_bigcode,
     "chatglm": _chatglm,
     "mpt": _mpt,
@@ -702,13 +651,13 @@ FAMILIES: dict[str, Callable[[_Cfg], dict[str, Any]]] = {
     "deepseek_v2": _deepseek,
     "deepseek_v3": _deepseek,
     "kimi_k2": _deepseek,
-    "gpt_oss": _gpt_oss,
+    "gpt_oss": GPT_OSS,
     "jamba": _jamba,
-    "starcoder2": _starcoder2,
-    "olmo2": _olmo2,
-    "cohere2": _cohere2,
+    "starcoder2": STARCODER2,
+    "olmo2": OLMO2,
+    "cohere2": COHERE2,
     "exaone4": _exaone4,
-    "glm4_moe": _glm4_moe,
+    "glm4_moe": GLM4_MOE,
     "llama4": _llama4_text,
     "llama4_text": _llama4_text,
     "deepseek_v32": _deepseek_v32,
@@ -719,6 +668,9 @@ FAMILIES: dict[str, Callable[[_Cfg], dict[str, Any]]] = {
     "nemotron_h": _nemotron_h,
     "granitemoehybrid": _granitemoehybrid,
     "falcon_h1": _falcon_h1,
+    "qwen3_vl": _qwen3,
+    "qwen3_vl_text": _qwen3,
+    **FAMILIES_2026,
 }
 
 #: a multimodal config's text model_type when its text_config does not say.
@@ -727,4 +679,4 @@ FAMILIES: dict[str, Callable[[_Cfg], dict[str, Any]]] = {
 #: `Cohere2VisionConfig`, `LlavaConfig`); a text_config that names its own model_type wins.
 TEXT_MODEL_TYPES = {"gemma3": "gemma3_text", "llama4": "llama4_text", "qwen3_5": "qwen3_5_text",
                     "qwen3_5_moe": "qwen3_5_moe_text", "mistral3": "mistral", "aya_vision": "cohere2",
-                    "cohere2_vision": "cohere2", "llava": "llama"}
+                    "cohere2_vision": "cohere2", "llava": "llama", **TEXT_MODEL_TYPES_2026}

@@ -296,6 +296,49 @@ def _format(method: str, q: dict[str, Any], dtype: str, path: str | None,
     return None
 
 
+def read_hf_quant_config(data: dict[str, Any], *, n_layers: int, moe: bool,
+                         path: str | None = None) -> Quantization | None:
+    """The `Quantization` NVIDIA ModelOpt's `hf_quant_config.json` (beside config.json in its FP8 /
+    NVFP4 checkpoints) states: `quantization.quant_algo` FP8 (`fp8_e4m3`, per-tensor scales) or
+    NVFP4 (`nvfp4`: fp4 values, one fp8 scale per 16) for the decoder matrices, less the
+    `exclude_modules` patterns (as `quantization_config`'s ignore lists are read); MIXED_PRECISION
+    with `quantized_layers` {module: {quant_algo}}: when every quantized module is a layer's
+    routed experts (`layers.N.ffn.experts`, `.mlp.experts`) in one algorithm, that is the experts'
+    format (nvidia/DeepSeek-V4-Flash-NVFP4: NVFP4 experts, the rest as config.json says), else
+    kvcalc cannot place it (a `KvcalcWarning`, None). `kv_cache_quant_algo` says how the
+    checkpoint's KV scales were calibrated, not the cache format an engine uses: not read here.
+    (vLLM 0.33.0 `model_executor/layers/quantization/modelopt.py` reads the same file.)
+
+    Raises `ConfigError` (field named) for a file without a `quantization` object."""
+    q = data.get("quantization")
+    if not isinstance(q, dict):
+        raise ConfigError("must hold a `quantization` object (NVIDIA ModelOpt's hf_quant_config.json)", path=path,
+                          field="quantization")
+    formats = {"FP8": "fp8_e4m3", "NVFP4": "nvfp4"}
+    algo = str(q.get("quant_algo") or "").upper()
+    if algo in formats:
+        quant = Quantization("modelopt", formats[algo], u8_nibbles=algo == "NVFP4", field="quantization.quant_algo")
+        excluded = q.get("exclude_modules") or []
+        if not isinstance(excluded, list) or not all(isinstance(p, str) for p in excluded):
+            raise ConfigError("must be a list of module patterns", path=path, field="quantization.exclude_modules")
+        attention = _left_out(excluded, n_layers, _ATTENTION)
+        mlp = _left_out(excluded, n_layers, _EXPERTS if moe else _DENSE_MLP)
+        if moe and all(attention) and not any(mlp):
+            return Quantization("modelopt", None, quant.weight_dtype, None, quant.u8_nibbles, quant.field)
+        return quant
+    layers = q.get("quantized_layers")
+    if algo == "MIXED_PRECISION" and isinstance(layers, dict) and layers:
+        algos = {str(v.get("quant_algo", "")).upper() for v in layers.values() if isinstance(v, dict)}
+        experts_only = all(re.search(r"(^|\.)(ffn|mlp)\.experts$", str(k)) for k in layers)
+        if experts_only and len(algos) == 1 and next(iter(algos)) in formats and moe:
+            fmt = formats[next(iter(algos))]
+            return Quantization("modelopt", None, fmt, None, fmt == "nvfp4", "quantization.quantized_layers")
+    warnings.warn(f"{path or 'hf_quant_config.json'}: quant_algo {algo or '(none)'} is not one kvcalc places on the "
+                  "decoder matrices; the weights are counted as config.json says (the checkpoint's safetensors headers "
+                  "are exact)", KvcalcWarning, stacklevel=3)
+    return None
+
+
 def read_quantization(config: dict[str, Any], *, dtype: str, n_layers: int, moe: bool,
                       path: str | None = None, hidden_size: int | None = None) -> Quantization | None:
     """The `Quantization` of a Hugging Face config dict (`quantization_config`, at the top level
@@ -321,6 +364,10 @@ def read_quantization(config: dict[str, Any], *, dtype: str, n_layers: int, moe:
     quant = _format(method, q, dtype, path, hidden_size)
     if quant is None:
         return None
+    if moe and str(q.get("moe_quant_algo") or "").upper() == "NVFP4":
+        # ModelOpt's mixed checkpoints (nvidia/DeepSeek-V4-Flash-NVFP4): `moe_quant_algo` NVFP4 for the
+        # routed experts beside the method's format for the rest
+        return Quantization(method, quant.weight_dtype, "nvfp4", quant.packed_bits, quant.u8_nibbles, quant.field)
     patterns = _unquantized_patterns(q, path)
     attention = _left_out(patterns, n_layers, _ATTENTION)
     mlp = _left_out(patterns, n_layers, _EXPERTS if moe else _DENSE_MLP)
