@@ -362,6 +362,8 @@ class MoeLayoutOptions(OptionGroup):
     --dp) on an MoE model into that (vLLM 0.33.0 `FusedMoEParallelConfig.make`: EP = tp x dp);
     SGLang's `--enable-dp-attention` turns its `--dp-size` into that with `--tp-size` the total."""
 
+    panel: ClassVar[Optional[str]] = "Parallel layout"
+
     dp_attention: Annotated[int, typer.Option("--dp-attention", help="Attention data-parallel ranks inside one engine, each holding its own sequences' KV (an MoE model's experts span them all; vLLM --data-parallel-size with --enable-expert-parallel, SGLang --enable-dp-attention --dp-size). Not --dp: whole replicas.")] = 1
     ep: Annotated[int, typer.Option("--ep", "--ep-size", "--expert-parallel-size", help="Expert-parallel size: GPUs that divide the routed experts (SGLang --ep-size; vLLM's is tp x dp-attention under --enable-expert-parallel).")] = 1
     enable_expert_parallel: Annotated[bool, typer.Option("--enable-expert-parallel", "-ep", help="vLLM: expert parallel; an MoE model's --data-parallel-size ranks become attention-DP ranks of one engine, EP = tp x dp.")] = False
@@ -758,6 +760,8 @@ _FROM_SGLANG = {"NEXTN": "mtp", "EAGLE": "eagle", "EAGLE3": "eagle3", "STANDALON
 class SpeculativeOptions(OptionGroup):
     """--speculative-config (vLLM), --speculative-algorithm / --speculative-num-steps /
     --speculative-draft-model-path (SGLang), --accepted-len (kvcalc)."""
+
+    panel: ClassVar[Optional[str]] = "Speculative decoding"
 
     speculative_config: Annotated[Optional[str], typer.Option("--speculative-config", "-sc", help="vLLM's speculative config as JSON: method (mtp, eagle, eagle3, draft_model, ngram), num_speculative_tokens, model (the draft). Needs --gpu.")] = None
     speculative_algorithm: Annotated[Optional[str], typer.Option("--speculative-algorithm", help="SGLang: NEXTN (MTP), EAGLE, EAGLE3, STANDALONE, NGRAM.")] = None
