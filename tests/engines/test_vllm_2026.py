@@ -107,6 +107,20 @@ def test_sparse_mla_one_group_of_latents_and_indexer_keys(name, fmt, label, per_
     assert planning.bytes_per_block(g) == 64 * per_token
 
 
+@pytest.mark.parametrize("name, per_token", [
+    # as above: GLM-5.2 78 x 656 + 21 x 132 = 53,940; DeepSeek-V3.2 61 x (656 + 132) = 48,068
+    ("glm-5.2", 53_940),
+    ("deepseek-v3.2", 48_068),
+])
+def test_sparse_mla_fp8_without_a_label_is_fp8_ds_mla(name, per_token):
+    """`kvcalc estimate --engine vllm --kv-dtype fp8` passes the format and no label: an fp8
+    cache is still FLASHMLA_SPARSE's fp8_ds_mla rows (656 B), not 576 B latents on the 16-bit
+    backend (the bug: label None was read as auto)."""
+    r, g = groups(name, FP8, "auto")
+    assert planning.bytes_per_block(g) == 64 * per_token
+    assert any("FLASHMLA_SPARSE" in n for n in r.notes)
+
+
 def test_glm_indexer_on_21_of_78_layers():
     # index_topk_freq 4, offset 3: layers 0, 1, 2, 6, 10, ..., 74
     r, _ = groups("glm-5.2")
