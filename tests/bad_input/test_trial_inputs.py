@@ -176,3 +176,13 @@ def test_deepseek_v4_with_n_params_plans_its_compressed_caches(tmp_path):
     out = json.loads(r.stdout)
     assert out["kv_cache_bytes_per_gpu"] == 209_747_968
     assert out["kv_cache_bytes"] == 209_747_968
+
+
+def test_whole_request_longer_than_seq_len_refused():
+    """`-s 32k --input-len 40000 --output-len 1000`: the KV table sized 32,768 tokens while the
+    request rows sized 41,000 (vLLM refuses a request past --max-model-len)."""
+    line = refused(run_kvcalc("estimate", "llama-3.1-8b", "-s", "32k", "--gpu", "h200", "--input-len", "40000",
+                              "--output-len", "1000"))
+    assert line == ("--input-len 40000: with --output-len 1,000 a request is 41,000 tokens, past --seq-len 32,768 "
+                    "(an engine's max-model-len refuses such a request): raise --seq-len, or leave it out (it "
+                    "defaults to input + output)")
