@@ -132,9 +132,9 @@ def instructions(cmds: dict[str, list[str]], env: dict[str, str]) -> dict[str, i
 
 
 def sweep_speed() -> None:
+    from kvcalc.calc.memory_plan import Layout, Planner
     from kvcalc.load.gpus import get_gpu
     from kvcalc.load.models import load_model
-    from kvcalc.calc.memory_plan import Layout, Planner
 
     if hasattr(os, "sched_setaffinity"):
         os.sched_setaffinity(0, {sorted(os.sched_getaffinity(0))[0]})

@@ -43,8 +43,9 @@ def load_model(ref: str | ModelSpec) -> ModelSpec:
     from kvcalc.arguments import check_argument
     from kvcalc.schema import ModelSpec
 
-    if isinstance(check_argument("model", ref), ModelSpec):
-        return ref
+    checked = check_argument("model", ref)
+    if isinstance(checked, ModelSpec):
+        return checked
     from kvcalc.load.models import load_model as _load
 
     return _load(str(ref))
@@ -140,5 +141,7 @@ def plan(model: str | ModelSpec, *, seq_len: int | str | None = None, concurrenc
                            min_tokens_per_s=min_tokens_per_s, max_ttft_s=max_ttft_s, prices=prices, top=top,
                            why_not=why_not, gpus_per_node=gpus_per_node)
     spec = load_model(model)
-    with naming_model_file(None if model is spec else model, spec.name):
+    from kvcalc.schema import ModelSpec
+
+    with naming_model_file(None if isinstance(model, ModelSpec) else model, spec.name):
         return run_plan(PlanRequest.build(spec, **args, engine_options=options))

@@ -269,8 +269,8 @@ def request_result(planner: Any, req: EstimateRequest) -> Any:
         return None
     if req.input_len is None or req.output_len is None:
         missing = "--input-len" if req.input_len is None else "--output-len"
-        raise KvcalcError(f"whole requests need both --input-len and --output-len", option=missing)
-    B, I, O = req.workload.batch, req.input_len, req.output_len
+        raise KvcalcError("whole requests need both --input-len and --output-len", option=missing)
+    B, I, O = req.workload.batch, req.input_len, req.output_len  # noqa: E741  (I, O: input and output tokens)
     fits = planner.headroom_bytes(I + O, B) >= 0
     rs = request_speed(planner, I, O, B, req.request_rate) if fits else None
     return RequestEstimate.build(rs, input_len=I, output_len=O, batch=B, fits=fits, request_rate=req.request_rate)

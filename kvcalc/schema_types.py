@@ -5,7 +5,8 @@ of every model (frozen, `extra="forbid"`, built on first use). Import them from 
 Annotations are objects, not text (no `from __future__ import annotations`), as in `kvcalc.schema`.
 """
 
-from typing import Annotated, Any, Callable, Optional
+from collections.abc import Callable
+from typing import Annotated, Any, Optional
 
 from annotated_types import Gt, Le  # pydantic's own constraint types (a dependency of pydantic)
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Strict, WithJsonSchema
@@ -43,7 +44,9 @@ class CoreSchema:
 
 def _int(*, ge: int | None = None, gt: int | None = None, le: int | None = None, optional: bool = False) -> Any:
     """A strict int field type bounded by `ge` / `gt` and `le`; `optional`: or None."""
-    base = (lambda: cs.int_schema(strict=True, ge=ge, gt=gt, le=le))
+    def base() -> Any:
+        return cs.int_schema(strict=True, ge=ge, gt=gt, le=le)
+
     if optional:
         return Annotated[Optional[int], CoreSchema(lambda: cs.nullable_schema(base()))]
     return Annotated[int, CoreSchema(base)]

@@ -9,7 +9,8 @@ from typing import Annotated, Optional
 
 import pytest
 from annotated_types import Ge, Gt, Le
-from pydantic import Field, Strict, StrictBool as PydanticStrictBool, TypeAdapter, ValidationError
+from pydantic import Field, Strict, TypeAdapter, ValidationError
+from pydantic import StrictBool as PydanticStrictBool
 
 from kvcalc import schema_types as T
 

@@ -8,7 +8,7 @@ the largest --ctx-size that fits).
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Optional
+from typing import TYPE_CHECKING, Annotated, Any, Optional
 
 import typer
 
@@ -22,19 +22,28 @@ KV_DTYPE_HELP = ("auto (the engine's default: the model's dtype, fp32 served as 
                  "fp8, fp8_e5m2; vLLM int8_per_token_head / fp8_per_token_head; llama.cpp f16, q8_0, q4_0 ...")
 
 #: --gpu as every command declares it, with capacity's meaning: vLLM's GPU
-CapacityGpuOpt = with_help(GpuOpt, "The GPU (`kvcalc gpus`, or a GPU YAML file). vLLM: its compute capability picks the "
-                                   "attention backend (an MLA model's block size). vLLM and SGLang without --kv-memory: the "
-                                   "KV memory is what its plan leaves (as `estimate --gpu --engine` sizes it).")
+if TYPE_CHECKING:  # the option's type for type checkers (with_help builds the annotation at run time)
+    CapacityGpuOpt = GpuOpt
+else:
+    CapacityGpuOpt = with_help(GpuOpt, "The GPU (`kvcalc gpus`, or a GPU YAML file). vLLM: its compute capability picks the "
+                                       "attention backend (an MLA model's block size). vLLM and SGLang without --kv-memory: the "
+                                       "KV memory is what its plan leaves (as `estimate --gpu --engine` sizes it).")
 
 #: the GPU plan's knobs capacity takes: they size the KV memory from --gpu's plan (vLLM / SGLang,
 #: without --kv-memory), as the launch line's --gpu-memory-utilization / --quantization do
 PLAN_KNOBS = ("weight_dtype", "gpu_memory_utilization")
 
 
-CapacityWeightOpt = with_help(WeightDtypeOpt, "Weight format of --gpu's plan (vLLM / SGLang --quantization fp8): "
-                                             "with --gpu and no --kv-memory. Default: the model's dtype.")
-CapacityUtilOpt = with_help(UtilOpt, "Fraction of --gpu's memory the engine may use (SGLang --mem-fraction-static): "
-                                     "with --gpu and no --kv-memory, the KV memory is what it leaves.")
+if TYPE_CHECKING:  # the option's type for type checkers (with_help builds the annotation at run time)
+    CapacityWeightOpt = WeightDtypeOpt
+else:
+    CapacityWeightOpt = with_help(WeightDtypeOpt, "Weight format of --gpu's plan (vLLM / SGLang --quantization fp8): "
+                                                 "with --gpu and no --kv-memory. Default: the model's dtype.")
+if TYPE_CHECKING:  # the option's type for type checkers (with_help builds the annotation at run time)
+    CapacityUtilOpt = UtilOpt
+else:
+    CapacityUtilOpt = with_help(UtilOpt, "Fraction of --gpu's memory the engine may use (SGLang --mem-fraction-static): "
+                                         "with --gpu and no --kv-memory, the KV memory is what it leaves.")
 
 
 class SourceOptions(OptionGroup):

@@ -27,9 +27,9 @@ def compare(
     same context (default: the shortest max_position_embeddings among them), batch and KV dtype
     (default: their common dtype)."""
     from kvcalc.calc import kv_cache
-    from kvcalc.report import tables
     from kvcalc.formats import kv_format
     from kvcalc.load.models import load_model
+    from kvcalc.report import tables
 
     check_positive(batch=batch)
     specs = [load_model(m, trust_plain_decoder=trust_plain_decoder) for m in models]

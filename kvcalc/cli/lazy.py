@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Iterator, MutableMapping
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, cast
 
 from typer.core import TyperCommand, TyperGroup
 
@@ -158,7 +158,8 @@ class _Commands(MutableMapping):
 
 
 class LazyGroup(HelpAsGiven, TyperGroup):
-    """A `TyperGroup` whose commands come from `table` (set by `lazy_group`), loaded on use."""
+    """A `TyperGroup` whose commands come from `table` (a subclass sets it: `cli.app.KvcalcGroup`),
+    loaded on use."""
 
     table: tuple[LazyCommand, ...] = ()
 
@@ -184,18 +185,14 @@ class LazyGroup(HelpAsGiven, TyperGroup):
             return
         limit = formatter.width - 6 - max(len(n) for n in names)
         rows = []
+        commands = cast(_Commands, self.commands)  # set in __init__
         for name in names:
-            if self.commands.is_loaded(name) or name not in self.commands.table:
-                cmd = self.commands[name]
+            if commands.is_loaded(name) or name not in commands.table:
+                cmd = commands[name]
                 if cmd.hidden:
                     continue
                 rows.append((name, cmd.get_short_help_str(limit)))
             else:
-                rows.append((name, make_default_short_help(self.commands.table[name].help, limit)))
+                rows.append((name, make_default_short_help(commands.table[name].help, limit)))
         with formatter.section(gettext("Commands")):
             formatter.write_dl(rows)
-
-
-def lazy_group(table: tuple[LazyCommand, ...]) -> type[LazyGroup]:
-    """A `LazyGroup` class serving `table` (pass it as `typer.Typer(cls=...)`)."""
-    return type("KvcalcGroup", (LazyGroup,), {"table": tuple(table)})

@@ -11,7 +11,8 @@ from __future__ import annotations
 import os
 import sys
 import time
-from typing import Annotated, Any, Callable, Optional, TextIO
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Annotated, Any, Optional, TextIO
 
 import typer
 
@@ -42,9 +43,12 @@ ForceOpt = Annotated[bool, typer.Option("--force", help="Overwrite the --calibra
 #: when stderr is not a terminal, a progress line at most this often (seconds), the first after as long
 PIPE_EVERY_S = 5.0
 
-MeasureSeqLenOpt = with_help(SeqLenOpt, "Tokens per sequence (8192 or 32k). Default: a run of seconds: the largest "
-                                        "power of two up to the model's context whose KV cache fits 32 MiB on the "
-                                        "CPU, or 1/8 of free memory on a GPU.")
+if TYPE_CHECKING:  # the option's type for type checkers (with_help builds the annotation at run time)
+    MeasureSeqLenOpt = SeqLenOpt
+else:
+    MeasureSeqLenOpt = with_help(SeqLenOpt, "Tokens per sequence (8192 or 32k). Default: a run of seconds: the largest "
+                                            "power of two up to the model's context whose KV cache fits 32 MiB on the "
+                                            "CPU, or 1/8 of free memory on a GPU.")
 
 #: the exit status of a run stopped by Ctrl-C (128 + SIGINT, as a shell reports it)
 INTERRUPTED_EXIT = 130

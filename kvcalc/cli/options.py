@@ -32,8 +32,12 @@ import typer
 
 # defaults as plain constants: importing the plan, the roofline or the engines here would make
 # every command pay for them at start-up (the engines' options objects load in `to_options`)
-from kvcalc.calc.defaults import (DEFAULT_BW_EFFICIENCY, DEFAULT_CUDA_CONTEXT_BYTES, DEFAULT_FLOPS_EFFICIENCY,
-                                  DEFAULT_GPU_MEMORY_UTILIZATION)
+from kvcalc.calc.defaults import (
+    DEFAULT_BW_EFFICIENCY,
+    DEFAULT_CUDA_CONTEXT_BYTES,
+    DEFAULT_FLOPS_EFFICIENCY,
+    DEFAULT_GPU_MEMORY_UTILIZATION,
+)
 from kvcalc.engines import defaults as engine_defaults
 from kvcalc.errors import OPTION_SAYS, KvcalcError
 from kvcalc.requests import check_limits, check_positive, resolve_seq_len, warn_beyond_context  # noqa: F401
@@ -210,7 +214,7 @@ class OptionGroup:
     def __eq__(self, other: object) -> bool:
         if other.__class__ is not self.__class__:
             return NotImplemented
-        return self._values() == other._values()  # type: ignore[attr-defined]
+        return self._values() == other._values()
 
     def __hash__(self) -> int:
         return hash((type(self), self._values()))

@@ -13,8 +13,9 @@ import functools
 import os
 import stat
 import sys
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import typer
 
@@ -380,7 +381,7 @@ def usage_error_lines(err: Any, command_path: str | None = None) -> list[str]:
         err.param_hint = f"'{param.opts[0]}'"
     message = " ".join(err.format_message().split())
     opt = getattr(err, "option_name", None)  # click's NoSuchOption
-    ctx = getattr(err, "ctx", None)
+    ctx: Any = getattr(err, "ctx", None)  # click's Context (typer's own copy of click), or None
     if type(err).__name__ == "NoSuchOption" and opt is not None:
         typed = _typed_cluster(opt, ctx)
         hint = None if typed else count_option_hint(opt, ctx)
@@ -447,7 +448,7 @@ def count_option_hint(opt: str, ctx: Any) -> str | None:
     comes from (`NO_COUNT_OPTIONS`). None for any other option: click's own message stays."""
     from kvcalc.cli.options import LLAMACPP_SHORT_OPTIONS
 
-    command = getattr(ctx, "command", None)
+    command: Any = getattr(ctx, "command", None)
     group = command is None or hasattr(command, "commands")  # the app itself: no command yet
     name = "kvcalc" if group else (ctx.info_name or command.name)
     seqs = None if group else _option_of(command, SEQUENCES_PARAMS)
@@ -559,4 +560,4 @@ class OneLineUsageErrors:
 
 #: click's UsageError as typer uses it (typer 0.29 ships its own copy of click: `import click`
 #: would name another class); found from typer's public `BadParameter`, one of its subclasses.
-_UsageError = next(c for c in typer.BadParameter.__mro__ if c.__name__ == "UsageError")
+_UsageError: Any = next(c for c in typer.BadParameter.__mro__ if c.__name__ == "UsageError")

@@ -10,6 +10,7 @@ from kvcalc.cli.options import (ModelSourceOptions, FormatOpt, GpuPlanOptions, K
                                 check_positive, only, option_groups, resolve_count, warn_beyond_context)
 from kvcalc.cli.output import check_format, echo, emit, handle_errors
 
+
 class SpeedFlags(OptionGroup):
     """The speed model's inputs: --engine (whose per-step floor applies) and --calibration."""
 

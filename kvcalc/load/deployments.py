@@ -27,8 +27,8 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-from kvcalc.load.models import user_path  # `~` expanded only when it names a home
 from kvcalc.errors import ConfigError, KvcalcError
+from kvcalc.load.models import user_path  # `~` expanded only when it names a home
 from kvcalc.results import CheckRow
 from kvcalc.schema import Deployment  # the input model (kvcalc.schema); `kvcalc schema` finds it here too
 
@@ -56,8 +56,10 @@ def deployment_files(paths: list[str]) -> list[Path]:
             out.append(p)
         else:
             raise ConfigError("file not found", path=str(p))
-    seen: set[Path] = set()
-    return [f for f in out if not (f.resolve() in seen or seen.add(f.resolve()))]  # each file once
+    once: dict[Path, Path] = {}  # each file once (by its resolved path), in the order found
+    for f in out:
+        once.setdefault(f.resolve(), f)
+    return list(once.values())
 
 
 #: the kinds a file in a `kvcalc check` folder may be (`kind:` in the file, or read from its keys).
@@ -142,8 +144,8 @@ def load_deployment(path: Path, gpus: dict[str, Any] | None = None):
     """(Deployment, ModelSpec, GpuSpec, key -> line) from one file; raises `ConfigError` naming the file, the
     line and the field (an unknown model or GPU name is reported against `model:` / `gpu:`). `gpus`: the GPU
     files beside it (`folder_gpus`), named before the bundled table; `kind: deployment` is allowed."""
-    from kvcalc.load.gpus import get_gpu
     from kvcalc.load.files import build, read_mapping
+    from kvcalc.load.gpus import get_gpu
     from kvcalc.load.models import load_model
 
     data, lines = read_mapping(path, "deployment")

@@ -130,16 +130,22 @@ _WHAT = {stat.S_IFIFO: "a FIFO (named pipe)", stat.S_IFCHR: "a character device"
 
 #: libyaml's event parser when PyYAML was built with it (ten times the pure-Python scanner's
 #: speed on a large file); the composing, where the checks below live, stays in Python
+_Parser: Any  # a base class chosen at import: libyaml's or Python's
 try:
-    from yaml.cyaml import CParser as _Parser
+    from yaml.cyaml import CParser as _Parser  # type: ignore[attr-defined]  # (the stubs omit it)
 except ImportError:  # PyYAML without libyaml
     _Parser = yaml.parser.Parser
 _Reader: Any = object if _Parser is not yaml.parser.Parser else yaml.reader.Reader
 _Scanner: Any = object if _Parser is not yaml.parser.Parser else yaml.scanner.Scanner
 
 
-class _ConfigLoader(yaml.composer.Composer, yaml.constructor.SafeConstructor, yaml.resolver.Resolver, _Parser,
-                    *(c for c in (_Reader, _Scanner) if c is not object)):
+class _ConfigLoader(
+    yaml.composer.Composer,
+    yaml.constructor.SafeConstructor,
+    yaml.resolver.Resolver,
+    _Parser,
+    *(c for c in (_Reader, _Scanner) if c is not object),  # type: ignore[misc]  # (bases chosen at import)
+):
     """A safe loader (PyYAML's SafeLoader: libyaml's parser when present, Python's composer and
     safe constructor) that refuses a key given twice in one mapping (PyYAML keeps the last),
     nesting deeper than `MAX_DEPTH` (as written or as aliases expand it), aliases that add more
@@ -187,7 +193,7 @@ class _ConfigLoader(yaml.composer.Composer, yaml.constructor.SafeConstructor, ya
 
     def compose_node(self, parent: Any, index: Any) -> Any:
         if self.check_event(yaml.AliasEvent):
-            event = self.peek_event()
+            event: Any = self.peek_event()  # an AliasEvent (PyYAML's stubs say Event | None)
             if event.anchor in self._open_anchors:
                 self._refuse(f"the alias *{excerpt(event.anchor, 30)} refers to the node it is in", event.start_mark)
             target = self.anchors.get(event.anchor)

@@ -151,8 +151,15 @@ def hub_error(e: BaseException, repo_id: str, revision: str | None) -> KvcalcErr
     """One line for an exception of `huggingface_hub` (gated, not found, bad revision, offline,
     no network, no config.json), naming the fix."""
     from huggingface_hub import constants
-    from huggingface_hub.errors import (EntryNotFoundError, GatedRepoError, HfHubHTTPError, LocalEntryNotFoundError,
-                                        OfflineModeIsEnabled, RepositoryNotFoundError, RevisionNotFoundError)
+    from huggingface_hub.errors import (
+        EntryNotFoundError,
+        GatedRepoError,
+        HfHubHTTPError,
+        LocalEntryNotFoundError,
+        OfflineModeIsEnabled,
+        RepositoryNotFoundError,
+        RevisionNotFoundError,
+    )
 
     at = f" at revision '{revision}'" if revision else ""
     if isinstance(e, GatedRepoError):
@@ -248,7 +255,7 @@ def _fetch_headers(hf: Any, repo_id: str, commit: str) -> tuple[dict[str, dict[s
         meta = hf.get_safetensors_metadata(repo_id, revision=commit)
     except NotASafetensorsRepoError:
         return None, "the repository has no safetensors files"
-    except (*_hub_exceptions(), ValueError) as e:
+    except _hub_exceptions() + (ValueError,) as e:
         warnings.warn(f"{repo_id}: could not read the safetensors headers ({type(e).__name__}); weights are counted "
                       "from the architecture", KvcalcWarning, stacklevel=3)
         return None, "the safetensors headers could not be read"

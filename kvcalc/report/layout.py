@@ -8,7 +8,7 @@ control characters escaped before any layout work.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, NamedTuple, Union
+from typing import Any, Literal, NamedTuple, Union, overload
 
 #: a cell: plain text, a rich Text, or a tuple of parts that may go on separate lines (each whole)
 Cell = Union[str, Any, tuple]
@@ -23,6 +23,10 @@ TEXT_WORD_CAP = 24
 TEXT_CELL_CHARS = 1000
 
 
+@overload
+def safe_text(text: str, limit: int = ...) -> str: ...
+@overload
+def safe_text(text: None, limit: int = ...) -> None: ...
 def safe_text(text: str | None, limit: int = TEXT_CELL_CHARS) -> str | None:
     """`text` as a table shows it: terminal control characters written visibly (`\\x1b`; newline
     and tab kept), then cut to `limit` characters with an ellipsis (`kvcalc.text`)."""
@@ -101,7 +105,7 @@ class Col(NamedTuple):
     header: str
     kind: str = "num"
     short: str = ""
-    justify: str = "right"
+    justify: Literal["default", "left", "center", "right", "full"] = "right"
     legend: bool = False
     style: str | None = None
 
@@ -254,7 +258,8 @@ def grid(cols: Sequence[Col], rows: Sequence[Sequence[Cell]], *, width: int | No
     if cur:
         groups.append(cur)
     if split_ok and len(groups) > 1:
-        tables, abbreviated = [], []
+        tables: list[Any] = []
+        abbreviated: list[Col] = []
         for g in groups:
             idx = base + g
             gcols, grows = [kcols[j] for j in idx], [[r[j] for j in idx] for r in krows]
@@ -302,8 +307,8 @@ def pairs_table(title: str | None, rows: Sequence[tuple[str, Cell, str | None]],
     t = Table(title=title, show_header=False, title_justify="left", **table_kw)
     t.add_column("what", style=label_style, overflow="fold", width=None if widths is None else widths[0])
     t.add_column("value", overflow="fold", width=None if widths is None else widths[1])
-    for lab, v, style in rows:
-        t.add_row(lab, v, style=style)
+    for lab, v, style in rows:  # a tuple of parts goes on one line when it fits, else one part a line
+        t.add_row(lab, _render_cell(v, None if widths is None else widths[1]), style=style)
     return t
 
 
@@ -340,7 +345,7 @@ class WideOrRecords:
             t = Table(show_header=False)
             t.add_column("what", no_wrap=True)
             t.add_column("value", no_wrap=True)
-            for h, v in zip(self.headers, r):
+            for h, v in zip(self.headers, r, strict=True):
                 t.add_row(h, v)
             out.append(t)
         if self.caption:

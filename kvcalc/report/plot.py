@@ -5,7 +5,8 @@ nothing; `plot_path` checks the file name before any work, without matplotlib.""
 from __future__ import annotations
 
 import functools
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from kvcalc.errors import OPTION, KvcalcError, MissingExtraError
 
@@ -82,8 +83,9 @@ def _fmt_number(v: float, short: bool = True) -> str:
 def _styles(n: int, plt: Any) -> list[tuple[Any, str]]:
     """(colour, line style) for n lines, all distinct: the default 10-colour cycle up to 10,
     tab20 up to 20, then viridis, with line styles cycling past 10 so neighbours differ twice."""
-    if n <= 10:
-        return [(c, "-") for c in plt.rcParams["axes.prop_cycle"].by_key()["color"][:n]]
+    if n <= 10:  # the style's colours, repeated if it has fewer than n (one line per batch size, always)
+        colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+        return [(colors[i % len(colors)], "-") for i in range(n)]
     cmap = plt.get_cmap("tab20") if n <= 20 else plt.get_cmap("viridis")
     cols = [cmap(i) for i in range(n)] if n <= 20 else [cmap(i / (n - 1)) for i in range(n)]
     ls = ["-", "--", ":", "-."]
@@ -140,7 +142,7 @@ def _plot_batches(axes: list[Any], rows: list[dict[str, Any]], batches: list[int
     if len(batches) > MAX_LEGEND_BATCHES:
         return _plot_many_batches(axes, rows, batches, plt, fig)
     handles = []
-    for (c, ls), b in zip(_styles(len(batches), plt), batches):
+    for (c, ls), b in zip(_styles(len(batches), plt), batches, strict=True):
         _plot_batch(axes, rows, b, color=c, ls=ls, lw=1.5, ms=5)
         handles.append(Line2D([], [], color=c, ls=ls, marker="o", ms=5, label=f"batch {b}"))
     return handles
@@ -169,8 +171,8 @@ def _plot_many_batches(axes: list[Any], rows: list[dict[str, Any]], batches: lis
     """More batches than `MAX_LEGEND_BATCHES`: one thin line per batch, coloured by its place on
     a log colour scale (viridis), the fitting points filled, the rest hollow; a colour bar
     labelled "batch (sequences)" stands in for the legend. Returns no legend handles."""
-    from matplotlib.colors import LogNorm, Normalize
     from matplotlib.cm import ScalarMappable
+    from matplotlib.colors import LogNorm, Normalize
 
     cmap = plt.get_cmap("viridis")
     lo, hi = batches[0], batches[-1]

@@ -21,8 +21,8 @@ import importlib
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing
 if TYPE_CHECKING:
     from kvcalc.results.check import CheckRow
-    from kvcalc.results.engine import DeviceBuffer, EngineResult
     from kvcalc.results.compare import CompareRow
+    from kvcalc.results.engine import DeviceBuffer, EngineResult
     from kvcalc.results.kv import KindBreakdown, KvEstimate
     from kvcalc.results.plan import PlanLayout, PlanMiss, PlanResult
     from kvcalc.results.serving import FitHint, RequestEstimate, ServingEstimate

@@ -14,13 +14,23 @@ import typer
 from typer.testing import CliRunner
 
 from kvcalc.calc.memory_plan import Layout
-from kvcalc.engines.profile import LlamacppOptions, SglangOptions, VllmOptions
 from kvcalc.cli import app
 from kvcalc.cli import capacity as capacity_cmd
 from kvcalc.cli import estimate as estimate_cmd
 from kvcalc.cli import sweep as sweep_cmd
-from kvcalc.cli.options import (ENGINE_FLAGS, GPU_ONLY_OPTIONS, GpuPlanOptions, KvFormatOptions, LayoutOptions,
-                                LlamacppFlags, SglangFlags, VllmFlags, only, option_groups)
+from kvcalc.cli.options import (
+    ENGINE_FLAGS,
+    GPU_ONLY_OPTIONS,
+    GpuPlanOptions,
+    KvFormatOptions,
+    LayoutOptions,
+    LlamacppFlags,
+    SglangFlags,
+    VllmFlags,
+    only,
+    option_groups,
+)
+from kvcalc.engines.profile import LlamacppOptions, SglangOptions, VllmOptions
 
 runner = CliRunner()
 CLI = Path(__file__).parents[2] / "kvcalc" / "cli"
@@ -159,8 +169,15 @@ def test_command_modules_never_import_the_app(path):
     assert [n for n in cli if n.split(".")[:3] not in (["kvcalc", "cli", "options"], ["kvcalc", "cli", "output"])] == []
 
 
-def test_no_function_in_the_cli_is_over_60_lines():
-    long = [(p.name, n.name, n.end_lineno - n.lineno + 1) for p in CLI.glob("*.py")
-            for n in ast.walk(ast.parse(p.read_text())) if isinstance(n, ast.FunctionDef)
-            and n.end_lineno - n.lineno + 1 > 60]
+def _statements(fn: ast.FunctionDef) -> int:
+    """Statements in `fn`'s body, nested ones included (the def itself not counted)."""
+    return sum(isinstance(x, ast.stmt) for x in ast.walk(fn)) - 1
+
+
+def test_no_function_in_the_cli_is_over_40_statements():
+    # counted in statements, not lines: the formatter (tools/lint.sh --fix) spreads a call or a
+    # signature over one line per argument, which says nothing of a function's size (the longest,
+    # `sweep`, has 37; 40 statements is about the 60 lines this rule allowed before the formatter)
+    long = [(p.name, n.name, _statements(n)) for p in CLI.glob("*.py")
+            for n in ast.walk(ast.parse(p.read_text())) if isinstance(n, ast.FunctionDef) and _statements(n) > 40]
     assert long == []

@@ -170,13 +170,13 @@ def test_estimate_gpu_that_fits_is_unchanged(cli):
     assert "does not fit" not in t.stdout
 
 
-def test_readme_why_not_block_is_the_real_output(cli, monkeypatch):
+def test_plan_page_why_not_block_is_the_real_output(cli, monkeypatch):
     # tests/test_readme.py runs only examples that exit 0; this one exits 1, so it is run here:
-    # the README block opens with the command as a comment, then the output
+    # the block of docs/guide/plan.md opens with the command as a comment, then the output
     from pathlib import Path
 
     root = Path(__file__).resolve().parents[2]
-    text = (root / "README.md").read_text(encoding="utf-8")
+    text = (root / "docs" / "guide" / "plan.md").read_text(encoding="utf-8")
     block = text.split("# $ kvcalc plan ", 1)[1].split("```", 1)[0].rstrip().splitlines()
     monkeypatch.chdir(root)
     args = ["plan", *block[0].split()]

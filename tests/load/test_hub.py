@@ -18,7 +18,7 @@ import pytest
 
 hf = pytest.importorskip("huggingface_hub", reason="Hub ids need huggingface_hub: pip install 'kvcalc[hub]'")
 
-from kvcalc.load.hub import headers_cache_path, parse_hub_id, save_headers
+from kvcalc.load.hub import headers_cache_path, parse_hub_id, save_headers  # noqa: E402  (after the skip above)
 
 ROOT = Path(__file__).parents[2]
 LLAMA = (ROOT / "tests" / "data" / "hf" / "Llama-3.1-8B.json").read_text()

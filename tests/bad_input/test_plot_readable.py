@@ -61,17 +61,17 @@ def test_context_ticks_stay_few_and_spread_on_the_log_axis() -> None:
     assert ticks[0] == 1000 and ticks[-1] == 40000 and len(ticks) <= plot.MAX_CONTEXT_TICKS
     # each tick at least (40,000 / 1,000)^(1/11) = 1.398 x the one before, the last included
     ratio = 40 ** (1 / 11)
-    assert all(b >= a * ratio for a, b in zip(ticks[:-2], ticks[1:-1]))
+    assert all(b >= a * ratio for a, b in zip(ticks[:-2], ticks[1:-1], strict=True))
     assert plot._context_ticks([1024, 8192]) == [1024, 8192]
 
 
 def test_a_third_party_warning_becomes_one_kvcalc_line() -> None:
     @plot._third_party_warnings_as_one_line
     def noisy() -> int:
-        warnings.warn("constrained_layout not applied because axes sizes collapsed to zero.", UserWarning)
-        warnings.warn("constrained_layout not applied because axes sizes collapsed to zero.", UserWarning)
-        warnings.warn("Glyph 8722 missing from font(s)", RuntimeWarning)
-        warnings.warn("ours", KvcalcWarning)
+        warnings.warn("constrained_layout not applied because axes sizes collapsed to zero.", UserWarning, stacklevel=2)
+        warnings.warn("constrained_layout not applied because axes sizes collapsed to zero.", UserWarning, stacklevel=2)
+        warnings.warn("Glyph 8722 missing from font(s)", RuntimeWarning, stacklevel=2)
+        warnings.warn("ours", KvcalcWarning, stacklevel=2)
         return 7
 
     with warnings.catch_warnings(record=True) as caught:

@@ -193,6 +193,6 @@ def test_fuzz_every_command_never_crashes() -> None:
                           timeout=300, cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)})
     assert proc.returncode == 0, proc.stderr[-2000:]
     results = json.loads(proc.stdout.strip().splitlines()[-1])
-    bad = [(" ".join(c), code, err, exc) for c, (code, err, exc) in zip(cases, results)
+    bad = [(" ".join(c), code, err, exc) for c, (code, err, exc) in zip(cases, results, strict=True)
            if code not in (0, 1, 2) or "internal error" in err or "Traceback" in err or exc]
     assert not bad, bad[:5]
