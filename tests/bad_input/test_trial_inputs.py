@@ -186,3 +186,13 @@ def test_whole_request_longer_than_seq_len_refused():
     assert line == ("--input-len 40000: with --output-len 1,000 a request is 41,000 tokens, past --seq-len 32,768 "
                     "(an engine's max-model-len refuses such a request): raise --seq-len, or leave it out (it "
                     "defaults to input + output)")
+
+
+def test_engine_start_up_failure_says_gb_and_gib():
+    """GLM-5.2 in bf16 on 8 x H200 (188.20 GB of weights a GPU against a 135.68 GB budget): the
+    warning's negative KV memory carries GB and GiB like every printed size."""
+    r = run_kvcalc("estimate", ROOT / "tests/data/hf-configs-2026/zai-org--GLM-5.2.json", "-s", "32k",
+                   "--engine", "vllm", "--gpu", "h200", "--tp", "8", "--kv-dtype", "fp8")
+    assert r.code == 0, r.stderr
+    line = next(x for x in r.stderr.splitlines() if "would fail at start-up" in x)
+    assert "the plan leaves -53,345,755,546 B (-53.35 GB, -49.68 GiB) for the KV cache" in line
