@@ -267,6 +267,17 @@ def check_swa_ratio(ratio: float) -> None:
 SWA_POOL_FEATURES = frozenset({"kind_geometry", "sinks", "k_eq_v"})
 
 
+#: why the hybrid linear-attention families (Qwen3.5, Nemotron-H, Kimi-K3 / Kimi-Linear) are refused:
+#: 0.5.23 keeps their state in a `MambaPool` (`mem_cache/memory_pool.py` 984-1010 logs "Mamba Cache
+#: is allocated. ... max_mamba_cache_size: ...") beside a `HybridLinearKVPool` of the full-attention
+#: layers only (`DefaultPoolConfigurator.__init__`, pool_configurator.py 228-236, counts
+#: `mambaish.full_attention_layer_ids`); how the state slots share the budget
+#: (`kv_cache_configurator.py` 925-1017, `--max-mamba-cache-size`, `--mamba-full-memory-ratio`) is
+#: not modelled
+MAMBA_POOL = ("kvcalc does not model SGLang 0.5.23's MambaPool (the state slots, max_mamba_cache_size, and how "
+              "they share the budget with the HybridLinearKVPool of the full-attention layers)")
+
+
 def pool_refusal(model: ModelSpec, version: str = "current") -> str | None:
     """Why kvcalc does not size `model`'s SGLang pool, naming the 0.5.23 pool it does not model
     (None when it does). Sources, 0.5.23: `model_executor/pool_configurator.py`
@@ -298,8 +309,8 @@ def check_model(model: ModelSpec, version: str = "current", hybrid_swa_memory: b
         refuse_unmodelled_layers(model, "SGLang", ENGINES_MODEL_TODAY | {"indexer"} | SWA_POOL_FEATURES)
         return
     if any(not layer.caches_kv for layer in model.layers):
-        raise KvcalcError(f"{model.name} has mamba / linear-attention layers; the SGLang profile models "
-                          "attention layers only (use --engine ideal)", field="model", value=model.name, form=MESSAGE)
+        raise KvcalcError(f"{model.name} has mamba / linear-attention layers: {MAMBA_POOL}; the SGLang profile "
+                          "models attention layers only (use --engine ideal)", field="model", value=model.name, form=MESSAGE)
     refuse_hybrid_layers(model, "SGLang")
 
 
