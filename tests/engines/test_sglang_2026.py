@@ -118,6 +118,15 @@ def test_swa_pool_too_small_for_one_request():
         capacity("gemma-4-26b-a4b", 184_320_000, BF16, tp=1)
 
 
+def test_swa_pool_admission_floor_boundary():
+    """The floor is window + page = 1,025: 1,282 x 184,320 = 236,298,240 B gives 1,282 full tokens
+    and int(1,025.6) = 1,025 SWA tokens (refused: 1,025 >= 1,025); 1,283 x 184,320 = 236,482,560 B
+    gives int(1,026.4) = 1,026 (served)."""
+    with pytest.raises(KvcalcError, match=r"SWA pool \(1025 tokens\) cannot hold even one request"):
+        capacity("gemma-4-26b-a4b", 236_298_240, BF16, tp=1)
+    assert capacity("gemma-4-26b-a4b", 236_482_560, BF16, tp=1).kv_cache_tokens == 1_283
+
+
 def test_swa_pool_fp4_refused():
     with pytest.raises(KvcalcError, match="kvcalc does not model the SWA pool .SWAKVPool. with a fp4_mx_block16"):
         capacity("gemma-4-26b-a4b", fmt=kv_format("fp4_mx_block16"))
