@@ -93,7 +93,32 @@ with trtllm_mha and turns the SWA pool off (`server_args.py`): use --disable-hyb
   token, once for all layers); `kv_cache_hook.py` `handle_kv4_compatibility` refuses other GPUs.
   mxfp8: one scale byte per 32 values (= the mxfp8 format), compute capability >= 10.
 
-Mamba / linear-attention layers are refused.
+The 2026 families, SGLang 0.5.23 (issue 19; docs/engine-rules-2026.md):
+
+- SWAKVPool for Gemma-4 and MiMo-V2-Flash (`is_hybrid_swa_model` lists
+  Gemma4ForConditionalGeneration and MiMoV2FlashForCausalLM: `configs/model_config.py`
+  2651-2679), split by `HybridSWAPoolConfigurator`
+  (`model_executor/pool_configurator.py` 656-921): F = get_num_kv_heads(tp) x (head_dim +
+  v_head_dim) x element bytes of a full layer, S = get_swa_num_kv_heads(tp) x (swa_head_dim +
+  swa_v_head_dim) x element bytes of a sliding one (700-714; Gemma-4's full layers 2 x 512, sliding
+  8 x 256, `utils/hf_transformers/config.py` 115-148; MiMo K 192 / V 128 with 4 full, 8 sliding
+  heads); cell = F x n_full + r x S x n_swa (a float, 786-803); full = int(budget // cell) // page
+  x page, swa = int(full x r) // page x page (859-916); refused when window + page >= swa
+  (`validate_swa_pool_size`, 198-216). The pools log in 0.5.23's format (`memory_pool.py`
+  `_finalize_allocation_log`, 2073-2099): "Full KV Cache is allocated. dtype: torch.bfloat16,
+  #tokens: N, K size: X GB, V size: Y GB", then the "SWA" pool, then "SWAKVPool mem usage".
+  `SWARequestCapPoolConfigurator` (971-1046: --max-running-requests with the radix cache off)
+  is not modelled. gpt-oss and Llama-4 still use the older split (`RULES` `swa_ratio_types`).
+- Plain pools, sized as before: Kimi-K2.5 (MLA), MiniMax-M2.7, Qwen3-VL (MHA), DeepSeek-V3.2 (DSA).
+- Refused with SGLang's reason, an architecture 0.5.23 registers no model class for
+  (`UNREGISTERED`): Step-3.7-Flash (Step3p7FlashForCausalLM; `models/step3p7.py` is the VL
+  Step3p7ForConditionalGeneration) and MiniMax-M3 (MiniMaxM3ForCausalLM; `models/minimax_m3.py`
+  is MiniMaxM3SparseForCausalLM): SGLang would run its Transformers backend.
+- Refused, naming the pool kvcalc does not model: DeepSeek-V4 (`DSV4PoolConfigurator`, 1067-1713),
+  GLM-5's DSA pool with the index-K elided on the layers that skip top-k
+  (`_compute_dsa_indexer_cell_size`, 560-634), and the
+  mamba / linear-attention hybrids (Qwen3.5, Nemotron-H, Kimi-K3: `MambaPool` beside a
+  `HybridLinearKVPool`, `MAMBA_POOL`).
 """
 
 from __future__ import annotations
@@ -150,8 +175,8 @@ _PLAIN_KV = ("bf16", "fp16", "fp8_e4m3", "fp8_e5m2")
 RULES: dict[str, SglangRules] = {
     "current": SglangRules("SGLang 0.5.23", "row", _PLAIN_KV + ("mxfp8", "nvfp4", "fp4_mx_block16"),
                            frozenset({"gpt_oss", "llama4", "llama4_text", "gemma4", "gemma4_text",
-                                      "mimo_v2_flash", "step3p7"}),
-                           frozenset({"gemma4", "gemma4_text", "mimo_v2_flash", "step3p7"})),
+                                      "mimo_v2_flash"}),
+                           frozenset({"gemma4", "gemma4_text", "mimo_v2_flash"})),
     "0.5.16": SglangRules("SGLang 0.5.16 (PR #11309 to 0.5.16)", "latent", _PLAIN_KV),
     "legacy": SglangRules("SGLang 0.5.x before PR #11309", "latent_only", _PLAIN_KV),
 }
@@ -278,11 +303,27 @@ MAMBA_POOL = ("kvcalc does not model SGLang 0.5.23's MambaPool (the state slots,
               "they share the budget with the HybridLinearKVPool of the full-attention layers)")
 
 
+#: model types whose published architecture SGLang 0.5.23 registers no model class for (no
+#: `EntryClass` of `srt/models/` names it): `models/registry.py` `_normalize_archs` then falls back
+#: to its Transformers backend (`models/transformers.py` `TransformersForCausalLM`), whose pool
+#: kvcalc does not model. model type -> (architecture, what SGLang serves instead)
+UNREGISTERED = {
+    "step3p7": ("Step3p7FlashForCausalLM", "models/step3p7.py serves Step3p7ForConditionalGeneration, the one "
+                "is_hybrid_swa_model lists"),
+    "minimax_m3": ("MiniMaxM3ForCausalLM", "models/minimax_m3.py serves MiniMaxM3SparseForCausalLM, whose "
+                   "MiniMaxSparseKVPool (pool_configurator.py 410-494) kvcalc does not model either"),
+}
+
+
 def pool_refusal(model: ModelSpec, version: str = "current") -> str | None:
     """Why kvcalc does not size `model`'s SGLang pool, naming the 0.5.23 pool it does not model
     (None when it does). Sources, 0.5.23: `model_executor/pool_configurator.py`
     `create_memory_pool_configurator` (1715-1725) and `_compute_cell_size` (340-535)."""
     label = RULES.get(version, RULES["current"]).label
+    if version == "current" and (model.model_type or "") in UNREGISTERED:
+        arch, served = UNREGISTERED[model.model_type or ""]
+        return (f"{label} registers no {arch} ({served}): it would fall back to its Transformers backend "
+                "(models/registry.py _normalize_archs), whose pool kvcalc does not model")
     features = layer_features(model)
     if "compressed" in features:
         return (f"kvcalc does not model {label}'s DeepSeek-V4 pool (DSV4PoolConfigurator, pool_configurator.py "

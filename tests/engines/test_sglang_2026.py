@@ -7,8 +7,9 @@ they are derived from SGLang 0.5.23's released source (the PyPI wheel):
   available // cell // page x page) and `HybridSWAPoolConfigurator` (656-921: cell = F x n_full +
   r x S x n_swa, a float; full = int(available // cell) // page x page; swa = int(full x r) // page
   x page; `validate_swa_pool_size` 198-216);
-- `configs/model_config.py` `is_hybrid_swa_model` (2651-2679: Gemma-4, MiMo-V2, Step-3.7 get the
-  SWAKVPool), `get_num_kv_heads` / `get_swa_num_kv_heads` (1700-1725: max(1, heads // tp));
+- `configs/model_config.py` `is_hybrid_swa_model` (2651-2679: Gemma-4 and MiMo-V2 get the
+  SWAKVPool; Step-3.7-Flash's Step3p7FlashForCausalLM and MiniMax-M3's MiniMaxM3ForCausalLM have no
+  model class in `srt/models/`), `get_num_kv_heads` / `get_swa_num_kv_heads` (1700-1725: max(1, heads // tp));
   `utils/hf_transformers/config.py` `_apply_gemma4_attention_overrides` (115-148: full layers
   head_dim 512 x 2 KV heads, sliding 256 x 8);
 - `mem_cache/memory_pool.py` `_finalize_allocation_log` (2073-2099: "<label> KV Cache is allocated.
@@ -78,11 +79,6 @@ def test_gemma_4_bf16_tp1_swa_pool_and_log():
     # 85,899,345,920 / 12,864 = 6,677,498.9; swa = int(5,341,998.4) = 5,341,998
     ("mimo-v2-flash", 12_864.0, 6_677_498, 5_341_998,
      9 * 6_677_499 * 192 + 39 * 5_341_999 * 192, 9 * 6_677_499 * 128 + 39 * 5_341_999 * 128),
-    # Step-3.7-Flash fp8 TP8: 12 full, 33 sliding layers, 8 // 8 = 1 head of 128 (no
-    # swa_num_key_value_heads): F = S = 256 B; cell = 12 x 256 + 0.8 x 33 x 256 = 3,072 + 6,758.4 =
-    # 9,830.4; 85,899,345,920 / 9,830.4 = 8,738,133.3; swa = int(6,990,506.4) = 6,990,506
-    ("step-3.7-flash", 9_830.4, 8_738_133, 6_990_506,
-     12 * 8_738_134 * 128 + 33 * 6_990_507 * 128, 12 * 8_738_134 * 128 + 33 * 6_990_507 * 128),
 ])
 def test_swa_pool_fp8_tp8(name, cell, full, swa, k_bytes, v_bytes):
     assert sglang.swa_cell_0523(model(name), FP8, FP8, 8) == pytest.approx(cell, rel=1e-15)
@@ -94,13 +90,14 @@ def test_swa_pool_fp8_tp8(name, cell, full, swa, k_bytes, v_bytes):
 
 
 def test_swa_ratio_and_page():
-    """Step-3.7 bf16 TP1, --swa-full-tokens-ratio 0.5, --page-size 64, 10 GiB:
-    cell = 12 x 4,096 + 0.5 x 33 x 4,096 = 49,152 + 67,584 = 116,736.0;
-    10,737,418,240 // 116,736 = 91,980 -> 91,968 (// 64 x 64); swa = int(45,984.0) = 45,984 -> 45,952
-    (718 pages of 64)."""
-    r = capacity("step-3.7-flash", 10 * GiB, BF16, tp=1, swa_full_tokens_ratio=0.5, page_size=64)
-    assert r.kv_cache_tokens == 91_968
-    assert r.log_lines[0] == "Use sliding window memory pool. full_layer_tokens=91968, swa_layer_tokens=45952"
+    """MiMo-V2-Flash bf16 TP1 (F = 4 x (192 + 128) x 2 = 2,560, S = 8 x 320 x 2 = 5,120),
+    --swa-full-tokens-ratio 0.5, --page-size 64, 10 GiB:
+    cell = 9 x 2,560 + 0.5 x 39 x 5,120 = 23,040 + 99,840 = 122,880.0;
+    10,737,418,240 // 122,880 = 87,381 -> 87,360 (1,365 pages of 64); swa = int(43,680.0) = 43,680
+    -> 43,648 (682 pages)."""
+    r = capacity("mimo-v2-flash", 10 * GiB, BF16, tp=1, swa_full_tokens_ratio=0.5, page_size=64)
+    assert r.kv_cache_tokens == 87_360
+    assert r.log_lines[0] == "Use sliding window memory pool. full_layer_tokens=87360, swa_layer_tokens=43648"
 
 
 def test_swa_memory_for_is_the_least_budget():
@@ -164,7 +161,10 @@ def test_plain_pools_fp8_tp8(name, cell, tokens):
     ("deepseek-v4-flash", "kvcalc does not model SGLang 0.5.23's DeepSeek-V4 pool (DSV4PoolConfigurator"),
     ("glm-5.2", "kvcalc does not model SGLang 0.5.23's DSA pool with the index-K elided on the layers that "
                 "skip top-k"),
-    ("minimax-m3", "kvcalc does not model SGLang 0.5.23's MiniMax-M3 pool (MiniMaxSparseKVPool"),
+    ("minimax-m3", "SGLang 0.5.23 registers no MiniMaxM3ForCausalLM (models/minimax_m3.py serves "
+                   "MiniMaxM3SparseForCausalLM"),
+    ("step-3.7-flash", "SGLang 0.5.23 registers no Step3p7FlashForCausalLM (models/step3p7.py serves "
+                       "Step3p7ForConditionalGeneration"),
     ("qwen3.5-27b", sglang.MAMBA_POOL),
     ("nemotron-3-super-120b-a12b", sglang.MAMBA_POOL),
     ("kimi-k3", sglang.MAMBA_POOL),
