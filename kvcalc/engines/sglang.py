@@ -109,15 +109,18 @@ The 2026 families, SGLang 0.5.23 (issue 19; docs/engine-rules-2026.md):
   #tokens: N, K size: X GB, V size: Y GB", then the "SWA" pool, then "SWAKVPool mem usage".
   `SWARequestCapPoolConfigurator` (971-1046: --max-running-requests with the radix cache off)
   is not modelled. gpt-oss and Llama-4 still use the older split (`RULES` `swa_ratio_types`).
-- Plain pools, sized as before: Kimi-K2.5 (MLA), MiniMax-M2.7, Qwen3-VL (MHA), DeepSeek-V3.2 (DSA).
+- Plain pools, sized as before: Kimi-K2.5 (MLA), MiniMax-M2.7, Qwen3-VL (MHA), DeepSeek-V3.2 (DSA);
+  GLM-5 (GlmMoeDsaForCausalLM) in the DSA pool with its index key only on the layers that do not
+  skip top-k (`indexer_types` "full": `dsa_layer_skips_topk`, `configs/model_config.py` 488-520;
+  `_compute_dsa_indexer_cell_size`, pool_configurator.py 560-634; the others get 0-page index
+  buffers, `mem_cache/index_key_cache.py` `_layer_num_pages`): Hopper fp8 78 x 656 + 21 x 132 =
+  53,940 B a token.
 - Refused with SGLang's reason, an architecture 0.5.23 registers no model class for
   (`UNREGISTERED`): Step-3.7-Flash (Step3p7FlashForCausalLM; `models/step3p7.py` is the VL
   Step3p7ForConditionalGeneration) and MiniMax-M3 (MiniMaxM3ForCausalLM; `models/minimax_m3.py`
   is MiniMaxM3SparseForCausalLM): SGLang would run its Transformers backend.
-- Refused, naming the pool kvcalc does not model: DeepSeek-V4 (`DSV4PoolConfigurator`, 1067-1713),
-  GLM-5's DSA pool with the index-K elided on the layers that skip top-k
-  (`_compute_dsa_indexer_cell_size`, 560-634), and the
-  mamba / linear-attention hybrids (Qwen3.5, Nemotron-H, Kimi-K3: `MambaPool` beside a
+- Refused, naming the pool kvcalc does not model: DeepSeek-V4 (`DSV4PoolConfigurator`, 1067-1713)
+  and the mamba / linear-attention hybrids (Qwen3.5, Nemotron-H, Kimi-K3: `MambaPool` beside a
   `HybridLinearKVPool`, `MAMBA_POOL`).
 """
 
@@ -316,11 +319,13 @@ UNREGISTERED = {
 
 
 def pool_refusal(model: ModelSpec, version: str = "current") -> str | None:
-    """Why kvcalc does not size `model`'s SGLang pool, naming the 0.5.23 pool it does not model
-    (None when it does). Sources, 0.5.23: `model_executor/pool_configurator.py`
+    """Why kvcalc does not size `model`'s SGLang 0.5.23 pool, naming the pool it does not model
+    (None when it does, or for an older `version`). Sources, 0.5.23: `model_executor/pool_configurator.py`
     `create_memory_pool_configurator` (1715-1725) and `_compute_cell_size` (340-535)."""
-    label = RULES.get(version, RULES["current"]).label
-    if version == "current" and (model.model_type or "") in UNREGISTERED:
+    if version != "current":
+        return None  # the older rows refuse by the layer features (`refuse_hybrid_layers`)
+    label = RULES["current"].label
+    if (model.model_type or "") in UNREGISTERED:
         arch, served = UNREGISTERED[model.model_type or ""]
         return (f"{label} registers no {arch} ({served}): it would fall back to its Transformers backend "
                 "(models/registry.py _normalize_archs), whose pool kvcalc does not model")
@@ -332,9 +337,6 @@ def pool_refusal(model: ModelSpec, version: str = "current") -> str | None:
     if "indexer_kv" in features:
         return (f"kvcalc does not model {label}'s MiniMax-M3 pool (MiniMaxSparseKVPool: dense and sparse layers "
                 "plus a one-head indexer pool, pool_configurator.py 410-494)")
-    if "partial_indexer" in features:
-        return (f"kvcalc does not model {label}'s DSA pool with the index-K elided on the layers that skip top-k "
-                "(GLM-5: dsa_layer_skips_topk, _compute_dsa_indexer_cell_size, pool_configurator.py 560-634)")
     return None
 
 
@@ -352,6 +354,13 @@ def check_model(model: ModelSpec, version: str = "current", hybrid_swa_memory: b
     if any(not layer.caches_kv for layer in model.layers):
         raise KvcalcError(f"{model.name} has mamba / linear-attention layers: {MAMBA_POOL}; the SGLang profile "
                           "models attention layers only (use --engine ideal)", field="model", value=model.name, form=MESSAGE)
+    if version == "current" and is_nsa(model):
+        # GLM-5: the index-K only on the layers that do not skip top-k (`indexer_types` "full"):
+        # 0.5.23 counts those in the cell (`_compute_dsa_indexer_cell_size`, pool_configurator.py
+        # 560-634) and gives the others a 0-page buffer (`mem_cache/index_key_cache.py`
+        # `_layer_num_pages`, `DSATokenToKVPool._should_allocate_index_layer`)
+        refuse_unmodelled_layers(model, "SGLang", ENGINES_MODEL_TODAY | {"indexer", "partial_indexer"})
+        return
     refuse_hybrid_layers(model, "SGLang")
 
 

@@ -155,12 +155,38 @@ def test_plain_pools_fp8_tp8(name, cell, tokens):
     assert r.kv_cache_tokens == tokens
 
 
+@pytest.mark.parametrize("cc, row, tokens", [
+    # Hopper (no --gpu), fp8: flashmla_kv's 656 B rows: cell = 78 x 656 + 21 x 132 = 51,168 + 2,772 =
+    # 53,940; 85,899,345,920 // 53,940 = 1,592,498 -> 1,592,448 (page 64)
+    (None, 656, 1_592_448),
+    # Blackwell (10.0), fp8: trtllm's raw 576 B rows: 78 x 576 + 2,772 = 47,700; 1,800,824 -> 1,800,768
+    ("10.0", 576, 1_800_768),
+])
+def test_glm_5_dsa_pool_with_shared_topk_layers(cc, row, tokens):
+    """GLM-5.2 (GlmMoeDsaForCausalLM, 78 MLA layers): the DSA pool, page 64, a latent row on every
+    layer and the 132 B index key (128 fp8 + 128 / 128 x 4 B scale) only on the 21 layers whose
+    `indexer_types` is "full" (0, 1, 2, 6, 10, ..., 74); the 57 "shared" layers reuse the top-k and
+    get 0-page index buffers (`dsa_layer_skips_topk`, `_compute_dsa_indexer_cell_size`
+    pool_configurator.py 560-634, `index_key_cache.py` `_layer_num_pages`). Allocated: 78 x (N +
+    64) x row + 21 x ((N + 64 + 1) // 64) x 64 x 132."""
+    r = capacity("glm-5.2", target=sglang.PoolTarget(compute_capability=cc))
+    assert r.block_size == 64
+    assert r.page_size_bytes // 64 == 78 * row + 21 * 132
+    assert r.kv_cache_tokens == tokens
+    pages = (tokens + 64 + 1) // 64
+    assert r.k_bytes == 78 * (tokens + 64) * row + 21 * pages * 64 * 132
+
+
+def test_glm_5_before_0_5_17_refused():
+    """The older rows keep kvcalc's refusal of an indexer on some layers only."""
+    with pytest.raises(KvcalcError, match="an indexer on some attention layers only"):
+        capacity("glm-5.2", version="0.5.16")
+
+
 # ----- refusals --------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("name, reason", [
     ("deepseek-v4-flash", "kvcalc does not model SGLang 0.5.23's DeepSeek-V4 pool (DSV4PoolConfigurator"),
-    ("glm-5.2", "kvcalc does not model SGLang 0.5.23's DSA pool with the index-K elided on the layers that "
-                "skip top-k"),
     ("minimax-m3", "SGLang 0.5.23 registers no MiniMaxM3ForCausalLM (models/minimax_m3.py serves "
                    "MiniMaxM3SparseForCausalLM"),
     ("step-3.7-flash", "SGLang 0.5.23 registers no Step3p7FlashForCausalLM (models/step3p7.py serves "
