@@ -684,9 +684,17 @@ def capacity(model: ModelSpec, kv_memory_bytes: int, k: StorageFormat, v: Storag
         else:
             lines += [f"Use sliding window memory pool. full_layer_tokens={full}, swa_layer_tokens={swa}",
                       _kv_line(swa, sk, sv, False), _kv_line(full, fk, fv, False), mem]
-        notes.append(f"sliding-window layers in their own pool (SWAKVPool): {swa:,} tokens "
-                     f"(--swa-full-tokens-ratio {swa_full_tokens_ratio:g}) beside {full:,} for the full layers; "
-                     "on Blackwell SGLang serves gpt-oss with trtllm_mha and turns it off (--disable-hybrid-swa-memory)")
+        if ratio_rule:
+            # arg_groups/model_overrides/gemma4.py, mimo_v2.py; arg_groups/overrides.py 1174-1187
+            notes.append(f"sliding-window layers in their own pool (SWAKVPool): {swa:,} tokens "
+                         f"(--swa-full-tokens-ratio {swa_full_tokens_ratio:g}) beside {full:,} for the full layers; "
+                         "SGLang 0.5.23 picks the attention backend by the GPU (Gemma-4: triton, or trtllm_mha on "
+                         "SM100, which needs --page-size 16 to 128 and sets 64; MiMo-V2: fa4 on SM100)")
+        else:
+            notes.append(f"sliding-window layers in their own pool (SWAKVPool): {swa:,} tokens "
+                         f"(--swa-full-tokens-ratio {swa_full_tokens_ratio:g}) beside {full:,} for the full layers; "
+                         "on Blackwell SGLang serves gpt-oss with trtllm_mha and turns it off "
+                         "(--disable-hybrid-swa-memory)")
 
         def fits(t: int, c: int) -> bool:
             return full >= c * per_req(t) and swa >= c * per_req(min(t, window))
