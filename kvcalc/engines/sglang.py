@@ -108,7 +108,9 @@ The 2026 families, SGLang 0.5.23 (issue 19; docs/engine-rules-2026.md):
   `_finalize_allocation_log`, 2073-2099): "Full KV Cache is allocated. dtype: torch.bfloat16,
   #tokens: N, K size: X GB, V size: Y GB", then the "SWA" pool, then "SWAKVPool mem usage".
   `SWARequestCapPoolConfigurator` (971-1046: --max-running-requests with the radix cache off)
-  is not modelled. gpt-oss and Llama-4 still use the older split (`RULES` `swa_ratio_types`).
+  is not modelled. gpt-oss and Llama-4 (GptOssForCausalLM, in `SWA_SINK_ARCHS`;
+  Llama4ForConditionalGeneration) take the same rule; 0.5.16 had it too (its
+  `pool_configurator.py` 301-420), with unlabelled pool lines, the SWA pool first.
 - Plain pools, sized as before: Kimi-K2.5 (MLA), MiniMax-M2.7, Qwen3-VL (MHA), DeepSeek-V3.2 (DSA);
   GLM-5 (GlmMoeDsaForCausalLM) in the DSA pool with its index key only on the layers that do not
   skip top-k (`indexer_types` "full": `dsa_layer_skips_topk`, `configs/model_config.py` 488-520;
@@ -158,12 +160,11 @@ class SglangRules:
     - `kv_dtypes`: the kvcalc formats its `--kv-cache-dtype` stores (`auto` is the model's dtype);
     - `swa_model_types`: the model types whose architectures `configs/model_config.py`
       `is_hybrid_swa_model` lists, so they get the `SWAKVPool`;
-    - `swa_ratio_types`: the model types whose SWA pool kvcalc splits by 0.5.23's rule (0.5.23
+    - `swa_ratio_types`: the model types whose SWA pool kvcalc splits by the pool-configurator rule (0.5.23
       `model_executor/pool_configurator.py` `HybridSWAPoolConfigurator`, lines 786-803 and
       859-917: max_total = int(budget // (F x n_full + r x S x n_swa)), one "Full" and one "SWA"
-      pool line in the 0.5.23 log format); the others by the older `_resolve_hybrid_swa_tokens`
-      (C = budget // (F x n_full + S x n_swa) rescaled; gpt-oss and Llama-4 still use it, a known
-      gap to 0.5.23 of at most a few pages).
+      pool line in the 0.5.23 log format; 0.5.16 the same split); the others (legacy) by the older
+      `_resolve_hybrid_swa_tokens` (C = budget // (F x n_full + S x n_swa), rescaled).
     """
 
     label: str
@@ -179,8 +180,9 @@ RULES: dict[str, SglangRules] = {
     "current": SglangRules("SGLang 0.5.23", "row", _PLAIN_KV + ("mxfp8", "nvfp4", "fp4_mx_block16"),
                            frozenset({"gpt_oss", "llama4", "llama4_text", "gemma4", "gemma4_text",
                                       "mimo_v2_flash"}),
-                           frozenset({"gemma4", "gemma4_text", "mimo_v2_flash"})),
-    "0.5.16": SglangRules("SGLang 0.5.16 (PR #11309 to 0.5.16)", "latent", _PLAIN_KV),
+                           frozenset({"gpt_oss", "llama4", "llama4_text", "gemma4", "gemma4_text", "mimo_v2_flash"})),
+    "0.5.16": SglangRules("SGLang 0.5.16 (PR #11309 to 0.5.16)", "latent", _PLAIN_KV,
+                          swa_ratio_types=frozenset({"gpt_oss", "llama4", "llama4_text"})),
     "legacy": SglangRules("SGLang 0.5.x before PR #11309", "latent_only", _PLAIN_KV),
 }
 #: the label each version puts in `engine_version`.
@@ -516,30 +518,36 @@ def swa_split(model: ModelSpec, capacity: int, k: StorageFormat, v: StorageForma
 
 
 def swa_cell_0523(model: ModelSpec, k: StorageFormat, v: StorageFormat, tp: int = 1,
-                  swa_full_tokens_ratio: float = DEFAULT_SWA_FULL_TOKENS_RATIO) -> float:
+                  swa_full_tokens_ratio: float = DEFAULT_SWA_FULL_TOKENS_RATIO, grouped: bool = True) -> float:
     """The SWA pool's bytes per full-pool token, SGLang 0.5.23 (`pool_configurator.py`
     `HybridSWAPoolConfigurator._recompute_cell_size`, 786-803; a float): F x n_full + r x S x
     n_swa, with F = get_num_kv_heads(tp) x (head_dim + v_head_dim) x element bytes of a full
     layer and S = get_swa_num_kv_heads(tp) x (swa_head_dim + swa_v_head_dim) x element bytes of
     a sliding layer (700-714; each kind's own heads and head sizes: Gemma-4's full layers 2 x
-    (512 + 512), its sliding ones 8 x (256 + 256)); every layer sliding: S x n_swa."""
+    (512 + 512), its sliding ones 8 x (256 + 256)); every layer sliding: S x n_swa. `grouped`:
+    0.5.23 multiplies r by (S x n_swa), 0.5.16 computes (r x S) x n_swa (the float may differ in
+    its last bit)."""
     full = [layer for layer in model.layers if layer.kind != "sliding"]
     swa = [layer for layer in model.layers if layer.kind == "sliding"]
     S = layer_kv_bytes_per_token(swa[0], k, v, tp)
     if not full:
         return S * len(swa)
+    if grouped:  # 0.5.23: _full_cell_bytes() + r x _swa_cell_bytes()
+        return layer_kv_bytes_per_token(full[0], k, v, tp) * len(full) + swa_full_tokens_ratio * (S * len(swa))
+    # 0.5.16 (pool_configurator.py 386-394): F x n_full + r x S x n_swa, left to right
     return layer_kv_bytes_per_token(full[0], k, v, tp) * len(full) + swa_full_tokens_ratio * S * len(swa)
 
 
 def swa_pool_tokens(model: ModelSpec, kv_memory_bytes: int, k: StorageFormat, v: StorageFormat, tp: int = 1,
                     page_size: int = DEFAULT_PAGE_SIZE,
-                    swa_full_tokens_ratio: float = DEFAULT_SWA_FULL_TOKENS_RATIO) -> tuple[int, int]:
+                    swa_full_tokens_ratio: float = DEFAULT_SWA_FULL_TOKENS_RATIO,
+                    grouped: bool = True) -> tuple[int, int]:
     """(full_max_total_num_tokens, swa_max_total_num_tokens) of SGLang 0.5.23's SWAKVPool for a
     budget (`HybridSWAPoolConfigurator.calculate_pool_sizes` 907-916 and `_solve_pool_sizes`
     859-893, SGLang's float arithmetic): max_total = int(budget // cell) (`swa_cell_0523`),
     full = max_total // page x page, swa = int(full x r) // page x page; every layer sliding:
     (0, max_total // page x page)."""
-    cell = swa_cell_0523(model, k, v, tp, swa_full_tokens_ratio)
+    cell = swa_cell_0523(model, k, v, tp, swa_full_tokens_ratio, grouped)
     n = int(kv_memory_bytes // cell)
     if all(layer.kind == "sliding" for layer in model.layers):
         return 0, n // page_size * page_size
@@ -658,7 +666,8 @@ def capacity(model: ModelSpec, kv_memory_bytes: int, k: StorageFormat, v: Storag
         sliding = [layer for layer in model.layers if layer.kind == "sliding"]
         window = sliding[0].window or 0
         if ratio_rule:
-            full, swa = swa_pool_tokens(model, kv_memory_bytes, k, v, tp, page_size, swa_full_tokens_ratio)
+            full, swa = swa_pool_tokens(model, kv_memory_bytes, k, v, tp, page_size, swa_full_tokens_ratio,
+                                        version == "current")
             if has_full and window + page_size >= swa:  # pool_configurator.py validate_swa_pool_size, 198-216
                 raise KvcalcError(f"SGLang would fail at start-up: SWA pool ({swa} tokens) cannot hold even one "
                                   f"request: the prefill admission floor is sliding_window_size ({window}) + "
@@ -674,13 +683,23 @@ def capacity(model: ModelSpec, kv_memory_bytes: int, k: StorageFormat, v: Storag
         fk, fv = _layers_pool_bytes([x for x in model.layers if x.kind != "sliding"], full + page_size, k, v, tp)
         k_bytes, v_bytes = fk + sk, fv + sv
         mem = f"SWAKVPool mem usage: {(k_bytes + v_bytes) / SGLANG_GB:.2f} GB, swa size: {swa}, full size: {full}"
-        if ratio_rule:  # 0.5.23 memory_pool.py _finalize_allocation_log 2073-2099; swa_memory_pool.py 95-133
+        if ratio_rule and version == "current":
+            # 0.5.23 memory_pool.py _finalize_allocation_log 2073-2099 ("Full" / "SWA" allocation labels);
+            # swa_memory_pool.py 95-133 builds the full pool first
             dtype = _TORCH_DTYPES[k.name]
             lines += [f"Use sliding window memory pool. full_layer_tokens={full}, swa_layer_tokens={swa}",
                       f"Full KV Cache is allocated. dtype: {dtype}, #tokens: {full}, K size: {_gib(fk)}, "
                       f"V size: {_gib(fv)}",
                       f"SWA KV Cache is allocated. dtype: {dtype}, #tokens: {swa}, K size: {_gib(sk)}, "
                       f"V size: {_gib(sv)}", mem]
+        elif ratio_rule:
+            # 0.5.16 memory_pool.py _finalize_allocation_log 1606-1624 (no label); swa_memory_pool.py 60-86
+            # builds the SWA pool first
+            dtype = _TORCH_DTYPES[k.name]
+            lines += [f"Use sliding window memory pool. full_layer_tokens={full}, swa_layer_tokens={swa}",
+                      f"KV Cache is allocated. dtype: {dtype}, #tokens: {swa}, K size: {_gib(sk)}, V size: {_gib(sv)}",
+                      f"KV Cache is allocated. dtype: {dtype}, #tokens: {full}, K size: {_gib(fk)}, V size: {_gib(fv)}",
+                      mem]
         else:
             lines += [f"Use sliding window memory pool. full_layer_tokens={full}, swa_layer_tokens={swa}",
                       _kv_line(swa, sk, sv, False), _kv_line(full, fk, fv, False), mem]
@@ -756,7 +775,8 @@ def memory_for(model: ModelSpec, seq_len: int, batch: int, k: StorageFormat, v: 
 
     def enough(budget: int) -> bool:
         if (model.model_type or "") in RULES[version].swa_ratio_types:
-            full, swa = swa_pool_tokens(model, budget, k, v, tp, page_size, swa_full_tokens_ratio)
+            full, swa = swa_pool_tokens(model, budget, k, v, tp, page_size, swa_full_tokens_ratio,
+                                        version == "current")
         else:
             full, swa = swa_split(model, budget // cell // page_size * page_size, k, v, tp, page_size,
                                   swa_full_tokens_ratio)
