@@ -208,3 +208,16 @@ def test_older_release_rows_do_not_split_gemma_4():
     geometries are refused under those rows."""
     with pytest.raises(KvcalcError, match="the SGLang profile does not model this yet"):
         capacity("gemma-4-26b-a4b", version="0.5.16")
+
+
+def test_gpt_oss_swa_pool_0_5_16_lines():
+    """0.5.16 splits as 0.5.23 (its `pool_configurator.py` 301-420: cell = 2,048 x 12 + 0.8 x 2,048 x 12
+    = 44,236.8; int(10,737,418,240 // 44,236.8) = 242,725; swa = int(194,180.0) = 194,180) but logs
+    unlabelled lines (`memory_pool.py` 1606-1624) and builds the SWA pool first (`swa_memory_pool.py`
+    60-86)."""
+    r = sglang.capacity(model("gpt-oss-20b"), 10 * GiB, BF16, BF16, version="0.5.16")
+    assert r.log_lines == [
+        "Use sliding window memory pool. full_layer_tokens=242725, swa_layer_tokens=194180",
+        "KV Cache is allocated. dtype: torch.bfloat16, #tokens: 194180, K size: 2.22 GB, V size: 2.22 GB",
+        "KV Cache is allocated. dtype: torch.bfloat16, #tokens: 242725, K size: 2.78 GB, V size: 2.78 GB",
+        "SWAKVPool mem usage: 10.00 GB, swa size: 194180, full size: 242725"]
