@@ -555,6 +555,11 @@ def swa_pool_tokens(model: ModelSpec, kv_memory_bytes: int, k: StorageFormat, v:
     return full, int(full * swa_full_tokens_ratio) // page_size * page_size
 
 
+#: the models whose pool lines kvcalc prints in SGLang 0.5.23's form ("Full KV Cache is allocated.
+#: dtype: ..., #tokens: ..."; `memory_pool.py` `_finalize_allocation_log` 2073-2099); plain pools and
+#: gpt-oss / Llama-4's SWA pool still print the pre-0.5.16 form ("KV Cache is allocated. #tokens:
+#: ...") that README.md's examples pin, a known gap to 0.5.23
+LOGGED_AS_0523 = frozenset({"gemma4", "gemma4_text", "mimo_v2_flash"})
 _TORCH_DTYPES = {"bf16": "torch.bfloat16", "fp16": "torch.float16", "fp8_e4m3": "torch.float8_e4m3fn",
                  "fp8_e5m2": "torch.float8_e5m2"}
 
@@ -683,7 +688,7 @@ def capacity(model: ModelSpec, kv_memory_bytes: int, k: StorageFormat, v: Storag
         fk, fv = _layers_pool_bytes([x for x in model.layers if x.kind != "sliding"], full + page_size, k, v, tp)
         k_bytes, v_bytes = fk + sk, fv + sv
         mem = f"SWAKVPool mem usage: {(k_bytes + v_bytes) / SGLANG_GB:.2f} GB, swa size: {swa}, full size: {full}"
-        if ratio_rule and version == "current":
+        if ratio_rule and version == "current" and (model.model_type or "") in LOGGED_AS_0523:
             # 0.5.23 memory_pool.py _finalize_allocation_log 2073-2099 ("Full" / "SWA" allocation labels);
             # swa_memory_pool.py 95-133 builds the full pool first
             dtype = _TORCH_DTYPES[k.name]
@@ -692,7 +697,7 @@ def capacity(model: ModelSpec, kv_memory_bytes: int, k: StorageFormat, v: Storag
                       f"V size: {_gib(fv)}",
                       f"SWA KV Cache is allocated. dtype: {dtype}, #tokens: {swa}, K size: {_gib(sk)}, "
                       f"V size: {_gib(sv)}", mem]
-        elif ratio_rule:
+        elif ratio_rule and version != "current":
             # 0.5.16 memory_pool.py _finalize_allocation_log 1606-1624 (no label); swa_memory_pool.py 60-86
             # builds the SWA pool first
             dtype = _TORCH_DTYPES[k.name]

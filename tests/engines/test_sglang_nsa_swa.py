@@ -237,8 +237,9 @@ def test_gpt_oss_swa_pool_10_gib():
     assert r.engine_kv_bytes == 10_737_426_432
     assert r.log_lines == [
         "Use sliding window memory pool. full_layer_tokens=242725, swa_layer_tokens=194180",
-        "Full KV Cache is allocated. dtype: torch.bfloat16, #tokens: 242725, K size: 2.78 GB, V size: 2.78 GB",
-        "SWA KV Cache is allocated. dtype: torch.bfloat16, #tokens: 194180, K size: 2.22 GB, V size: 2.22 GB",
+        # kvcalc's pre-0.5.16 line form (README.md pins it; 0.5.23 labels "Full" / "SWA" and adds the dtype)
+        "KV Cache is allocated. #tokens: 194180, K size: 2.22 GB, V size: 2.22 GB",
+        "KV Cache is allocated. #tokens: 242725, K size: 2.78 GB, V size: 2.78 GB",
         "SWAKVPool mem usage: 10.00 GB, swa size: 194180, full size: 242725"]
     # 131,072-token requests: full pool 242,725 / 131,072 = 1.8518; SWA pool 194,180 / 128 is larger
     assert r.max_concurrency == pytest.approx(242_725 / 131_072)
@@ -257,8 +258,8 @@ def test_gpt_oss_swa_pool_tp2_pages_of_16():
     assert (r.kv_cache_tokens, r.num_gpu_blocks, r.engine_kv_bytes) == (194_176, 12_136, 4_295_098_368)
     assert r.log_lines == [
         "Use sliding window memory pool. full_layer_tokens=194176, swa_layer_tokens=155328",
-        "Full KV Cache is allocated. dtype: torch.bfloat16, #tokens: 194176, K size: 1.11 GB, V size: 1.11 GB",
-        "SWA KV Cache is allocated. dtype: torch.bfloat16, #tokens: 155328, K size: 0.89 GB, V size: 0.89 GB",
+        "KV Cache is allocated. #tokens: 155328, K size: 0.89 GB, V size: 0.89 GB",
+        "KV Cache is allocated. #tokens: 194176, K size: 1.11 GB, V size: 1.11 GB",
         "SWAKVPool mem usage: 4.00 GB, swa size: 155328, full size: 194176"]
 
 
