@@ -59,16 +59,19 @@ DeepSeek-V3.2 (NSA, `is_deepseek_nsa`: the model has an `index_head_dim`):
 
 Sliding-window models (`SWAKVPool`, `mem_cache/swa_memory_pool.py`): SGLang keeps separate
 pools only for the architectures `configs/model_config.py` `is_hybrid_swa_model` lists (of the
-models kvcalc knows: gpt-oss, Llama-4) unless `--disable-hybrid-swa-memory`; every other model
+models kvcalc knows: gpt-oss, Llama-4; 0.5.23 also Gemma-4 and MiMo-V2-Flash, below) unless
+`--disable-hybrid-swa-memory`; every other model
 (Gemma 2/3, Mistral; `server_args.py` also logs "Disable hybrid SWA memory for Gemma3... as it
-is not yet supported.") sizes sliding layers like full ones. The split,
+is not yet supported.") sizes sliding layers like full ones. 0.5.16 and 0.5.23 split the
+budget by `HybridSWAPoolConfigurator` (below, the 2026 families); the `legacy` row by the older
 `model_runner_kv_cache_mixin.py` `_resolve_hybrid_swa_tokens`: with F and S the bytes of one
 token in one full / sliding layer, r = `--swa-full-tokens-ratio` (default 0.8) and C the
 page-aligned capacity (budget // (F x n_full + S x n_swa)):
 full_max_total_num_tokens = align(int(C x (F x n_full + S x n_swa) / (F x n_full + r x S x n_swa))),
 swa_max_total_num_tokens = align(int(full x r)), logged as "Use sliding window memory pool.
 full_layer_tokens=..., swa_layer_tokens=..."; each sub-pool is an `MHATokenToKVPool` (its own
-"KV Cache is allocated" line, the SWA pool first) and `SWAKVPool` logs "SWAKVPool mem usage:
+"KV Cache is allocated" line, the SWA pool first; kvcalc prints these lines for gpt-oss and
+Llama-4 under every row, `LOGGED_AS_0523`) and `SWAKVPool` logs "SWAKVPool mem usage:
 X GB, swa size: S, full size: F". (Older 0.4.10-0.5.x `set_num_token_hybrid` split
 max_total_num_tokens x num_hidden_layers by layer counts, the same when F = S, without the
 page alignment after the split.) A request of L tokens holds L full-pool tokens and, once SGLang
@@ -110,7 +113,9 @@ The 2026 families, SGLang 0.5.23 (issue 19; docs/engine-rules-2026.md):
   `SWARequestCapPoolConfigurator` (971-1046: --max-running-requests with the radix cache off)
   is not modelled. gpt-oss and Llama-4 (GptOssForCausalLM, in `SWA_SINK_ARCHS`;
   Llama4ForConditionalGeneration) take the same rule; 0.5.16 had it too (its
-  `pool_configurator.py` 301-420), with unlabelled pool lines, the SWA pool first.
+  `pool_configurator.py` 301-420), with unlabelled pool lines, the SWA pool first. Known gap:
+  kvcalc prints 0.5.23's "dtype: ..." lines for Gemma-4 / MiMo only (`LOGGED_AS_0523`); plain pools
+  and gpt-oss / Llama-4 keep the older "KV Cache is allocated. #tokens: ..." form README.md pins.
 - Plain pools, sized as before: Kimi-K2.5 (MLA), MiniMax-M2.7, Qwen3-VL (MHA), DeepSeek-V3.2 (DSA);
   GLM-5 (GlmMoeDsaForCausalLM) in the DSA pool with its index key only on the layers that do not
   skip top-k (`indexer_types` "full": `dsa_layer_skips_topk`, `configs/model_config.py` 488-520;
