@@ -18,7 +18,7 @@ from typing import Annotated
 
 import typer
 
-from kvcalc.cli.lazy import LazyCommand, lazy_group
+from kvcalc.cli.lazy import LazyCommand, LazyGroup
 from kvcalc.cli.output import _STATE, ClosedPipeExits, OneLineUsageErrors
 
 #: every command, in the order of `kvcalc --help`: name, "module:function", the first paragraph
@@ -48,13 +48,18 @@ COMMANDS = (
     LazyCommand("plan", "kvcalc.cli.plan:plan",
                 "The GPUs, layout and engine command that serve CONCURRENCY sequences of SEQ_LEN tokens within "
                 "the targets: fewest GPUs first, then the lowest cost (--prices), then the most tokens/s."),
+    LazyCommand("transfer", "kvcalc.cli.transfer:transfer",
+                "The KV bytes one request moves from prefill to decode ranks, per rank pair, over a link; the "
+                "prefill:decode GPU ratio."),
 )
 
 
-class KvcalcGroup(ClosedPipeExits, OneLineUsageErrors, lazy_group(COMMANDS)):
+class KvcalcGroup(ClosedPipeExits, OneLineUsageErrors, LazyGroup):
     """The app's click group: commands load when they run (`COMMANDS`), usage errors print
     as one line plus the hint, and a reader that closes the pipe ends the run quietly
     (`output.ClosedPipeExits`)."""
+
+    table = COMMANDS
 
 
 def _version(value: bool) -> None:
