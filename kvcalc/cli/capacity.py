@@ -8,12 +8,12 @@ the largest --ctx-size that fits).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Annotated, Any, Optional
+from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Optional
 
 import typer
 
 from kvcalc.calc.defaults import DEFAULT_BW_EFFICIENCY, DEFAULT_FLOPS_EFFICIENCY, DEFAULT_GPU_MEMORY_UTILIZATION
-from kvcalc.cli.options import (RevisionOpt, TrustPlainOpt, EngineOpt, FormatOpt, GpuOpt, KvFormatOptions, LayoutOptions, LlamacppFlags, ModelArg,
+from kvcalc.cli.options import (RevisionOpt, TrustPlainOpt, EngineOpt, FormatOpt, GpuOpt, KvFormatOptions, KvMemoryOptions, LayoutOptions, LlamacppFlags, ModelArg,
                                 OptionGroup, SglangFlags, VllmFlags, check_positive, engine_options, only,
                                 option_groups, refuse_other_engines, refuse_typed, make_layout, UtilOpt, WeightDtypeOpt, with_help)
 from kvcalc.cli.output import check_format, emit_parts, handle_errors, show_result
@@ -51,6 +51,8 @@ class SourceOptions(OptionGroup):
     which picks the attention backend; without --kv-memory, the KV memory its plan leaves, with
     the plan's --weight-dtype and --gpu-memory-utilization) and the Hub revision of a Hub-id model."""
 
+    panel: ClassVar[Optional[str]] = "GPU and model source"
+
     gpu: CapacityGpuOpt = None
     revision: RevisionOpt = None
     trust_plain_decoder: TrustPlainOpt = False
@@ -69,6 +71,8 @@ class RequestOptions(OptionGroup):
     --max-num-seqs). `-c` is llama.cpp's --ctx-size (`LlamacppFlags`), as a pasted llama.cpp line
     means it, and nothing else: with another engine it is refused like every llama.cpp option."""
 
+    panel: ClassVar[Optional[str]] = "Requests"
+
     max_model_len: Annotated[Optional[str], typer.Option("--max-model-len", "-L", "--seq-len", "-s", "--context-length", help="Tokens per request for the concurrency figure (8192 or 32k; also --seq-len, SGLang --context-length). Default: the model's max_position_embeddings (as vLLM scales it by rope_scaling).")] = None
     concurrency: Annotated[Optional[int], typer.Option("--concurrency", "--max-num-seqs", "--max-running-requests", help="Also find the longest context that fits this many requests at once (vLLM --max-num-seqs, SGLang --max-running-requests; not -c: llama.cpp's --ctx-size).")] = None
 
@@ -78,7 +82,7 @@ class RequestOptions(OptionGroup):
 def capacity(
     ctx: typer.Context,
     model: ModelArg,
-    kv_memory: Annotated[Optional[str], typer.Option("--kv-memory", "-m", help="KV memory per GPU rank: 6.51GiB, 80GB or bytes (vLLM: 'Available KV cache memory'; SGLang: the static pool budget).")] = None,
+    memory: KvMemoryOptions = KvMemoryOptions(),
     engine: EngineOpt = "ideal",
     requests: RequestOptions = RequestOptions(),
     layout: Annotated[LayoutOptions, only("tp", "pp", "dp", dp="Data-parallel replicas: each has its own KV memory and requests, so the figures are per replica (as vLLM logs them).", pp="Pipeline stages: 1 only (capacity figures one GPU rank holding every layer; `kvcalc estimate --pp N --gpu G` plans stages).")] = LayoutOptions(),
@@ -96,13 +100,14 @@ def capacity(
     from kvcalc.units import parse_count, parse_size
 
     name = canonical(engine)
+    kv_memory = memory.kv_memory
     concurrency = requests.concurrency
     check_positive(tp=layout.tp, pp=layout.pp, dp=layout.dp, block_size=vllm.block_size, page_size=sglang.page_size,
                    parallel=llamacpp.parallel, concurrency=concurrency, ubatch_size=llamacpp.ubatch_size, batch_size=llamacpp.batch_size,
                    gpus=llamacpp.gpus, max_num_batched_tokens=vllm.max_num_batched_tokens)
     check_format(fmt)
     refuse_other_engines(ctx, name)
-    from_plan = check_sources(ctx, name, layout, source, kv_memory)
+    from_plan = check_sources(ctx, name, layout, source, kv_memory, llamacpp.ctx_size)
     spec = load_model(model, source.revision, trust_plain_decoder=source.trust_plain_decoder)
     L = parse_count(requests.max_model_len, "--max-model-len") if requests.max_model_len else None
     mem = parse_size(kv_memory, "--kv-memory") if kv_memory else None
@@ -117,31 +122,55 @@ def capacity(
     res = run_capacity(req)
     if basis is not None:
         res = res.model_copy(update={"kv_memory_basis": basis})
+    extra = beyond_the_gpu(memory, req, res, dp=layout.dp, gpu=source.gpu, layout=source.layout(layout.tp))
     title = (f"KV capacity: {spec.name} on {name}" + (f", tp {layout.tp}" if layout.tp > 1 else "")
              + (f", per replica of dp {layout.dp}" if layout.dp > 1 else ""))
     if fmt == "table":
         show_result(res, title)
+        emit_parts(extra, fmt)
         return
-    emit_parts([(res, lambda: None)], fmt)
+    emit_parts([(res, lambda: None), *extra], fmt)
+
+
+def beyond_the_gpu(memory: KvMemoryOptions, req: Any, res: Any, *, dp: int, gpu: str | None, layout: Any) -> list:
+    """The (result, table) parts after the engine's own: the offload tier, its log lines as plain
+    text, the shared prefix, loading it back or recomputing it (`offload_request.capacity_extras`)."""
+    from kvcalc.offload_request import capacity_extras
+    from kvcalc.report.offload import log_text, part_table
+    from kvcalc.results.offload import NoKeys
+
+    parts: list = []
+    for part, title in capacity_extras(memory.settings(), req, res, hit_rate=memory.prefix_hit_rate,
+                                       link=memory.link, dp=dp, gpu=gpu, layout=layout):
+        parts.append((part, lambda p=part, t=title: part_table(p, t)))
+        if getattr(part, "offload", None) is not None and part.offload.log_lines:
+            parts.append((NoKeys(), lambda p=part: log_text(p.offload.engine, p.offload.log_lines)))
+    return parts
 
 
 def check_sources(ctx: typer.Context, name: str, layout: LayoutOptions, source: SourceOptions,
-                  kv_memory: str | None) -> bool:
-    """True when the KV memory comes from --gpu's plan (vLLM / SGLang, --gpu, no --kv-memory).
-    Raises `KvcalcError` for --pp above 1 (capacity figures one rank holding every layer), --gpu
-    where it would mean nothing, and the plan's knobs (--weight-dtype, --gpu-memory-utilization)
-    outside a plan: they would be ignored."""
+                  kv_memory: str | None, ctx_size: str | None = None) -> bool:
+    """True when the KV memory comes from --gpu's plan (--gpu and no --kv-memory: vLLM, SGLang,
+    and llama.cpp without --ctx-size, which then answers how many requests of --max-model-len
+    fit in what the GPU leaves after the weights: issue 23 friction 4). Raises `KvcalcError` for
+    --pp above 1 (capacity figures one rank holding every layer), --gpu where it would mean
+    nothing, and the plan's knobs (--weight-dtype, --gpu-memory-utilization) outside a plan:
+    they would be ignored."""
     from kvcalc.errors import KvcalcError
 
     if layout.pp > 1:
         raise KvcalcError(f"capacity figures one GPU rank that holds every layer; {layout.pp} pipeline stages are not "
                           "modelled: give --pp 1, or plan the stages with `kvcalc estimate MODEL --pp N --gpu G --engine E`",
                           option="--pp", value=str(layout.pp))
-    from_plan = source.gpu is not None and kv_memory is None and name in ("vllm", "sglang")
+    from_plan = source.gpu is not None and kv_memory is None and (
+        name in ("vllm", "sglang") or (name == "llamacpp" and ctx_size is None))
     if source.gpu is not None and name not in ("vllm", "sglang") and not from_plan:
+        why = ("drop --gpu, or --kv-memory and --ctx-size (--gpu with neither: the requests of --max-model-len that "
+               "fit in what the GPU leaves)") if name == "llamacpp" else "drop --gpu"
         raise KvcalcError("--gpu applies to --engine vllm and sglang (it picks their attention backends and so the "
-                          f"cache rows); --engine {name}: drop --gpu", option="--gpu", value=source.gpu)
+                          "cache rows), and to llamacpp without --kv-memory and --ctx-size (the KV memory is then what "
+                          f"the GPU's plan leaves); --engine {name}: {why}", option="--gpu", value=source.gpu)
     if not from_plan:
-        refuse_typed(ctx, PLAN_KNOBS, "--engine vllm or sglang with --gpu and no --kv-memory (the KV memory is then "
+        refuse_typed(ctx, PLAN_KNOBS, "--engine vllm, sglang or llamacpp with --gpu and no --kv-memory (the KV memory is then "
                      "what the GPU's plan leaves; --kv-memory is already the KV memory)")
     return from_plan

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Optional, TextIO
 
 import typer
 
-from kvcalc.cli.options import (RevisionOpt, TrustPlainOpt, BatchOpt, FormatOpt, KvDtypeOpt, ModelArg, SeqLenOpt, check_positive,
+from kvcalc.cli.options import (RevisionOpt, TrustPlainOpt, BatchOpt, FormatOpt, PlainKvDtypeOpt, ModelArg, SeqLenOpt, check_positive,
                                 lower_choice, resolve_kv_dtypes, with_help)
 from kvcalc.cli.output import check_format, emit, handle_errors
 from kvcalc.errors import KvcalcError, MissingExtraError
@@ -121,7 +121,7 @@ def measure(
     model: ModelArg,
     seq_len: MeasureSeqLenOpt = None,
     batch: BatchOpt = 1,
-    kv_dtype: KvDtypeOpt = None,
+    kv_dtype: PlainKvDtypeOpt = None,
     device: DeviceOpt = "auto",
     layers: LayersOpt = None,
     steps: StepsOpt = None,

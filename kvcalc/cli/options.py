@@ -94,6 +94,9 @@ LLAMACPP_SHORT_OPTIONS = {"-b": "llama.cpp's --batch-size (n_batch: `kvcalc capa
 BatchOpt = Annotated[int, typer.Option("--batch", "--max-num-seqs", "--max-running-requests", "--parallel", "-np", help="Sequences in the batch (per DP replica; vLLM --max-num-seqs, SGLang --max-running-requests, llama.cpp -np). Not -b: that is llama.cpp's --batch-size (prompt tokens per step, which does not change the KV cache).")]
 
 KvDtypeOpt = Annotated[Optional[str], typer.Option("--kv-dtype", "--kv-cache-dtype", callback=auto_is_default, help="KV format for K and V (vLLM --kv-cache-dtype): fp16, bf16, fp8, fp8_e5m2, int8, int4, q8_0, q4_0 ... Default (or auto): the model's dtype; with --engine, the engine's default.")]
+#: --kv-dtype's help on a command without --engine (compare, measure, sweep): it names no engine
+PLAIN_KV_DTYPE_HELP = ("KV format for K and V (vLLM --kv-cache-dtype): fp16, bf16, fp8, fp8_e5m2, int8, int4, q8_0, "
+                       "q4_0 ... Default (or auto): the model's dtype.")
 
 KDtypeOpt = Annotated[Optional[str], typer.Option("--k-dtype", "--cache-type-k", "-ctk", help="K format, when it differs from V (llama.cpp -ctk).")]
 
@@ -163,6 +166,10 @@ def with_help(alias: Any, text: str) -> Any:
     return Annotated[base, info]
 
 
+#: --kv-dtype on a command without --engine (compare, measure)
+PlainKvDtypeOpt = with_help(KvDtypeOpt, PLAIN_KV_DTYPE_HELP)
+
+
 def _is_class_var(annotation: Any) -> bool:
     """True for `ClassVar[...]` (an object, or the text a postponed annotation leaves)."""
     if isinstance(annotation, str):
@@ -185,6 +192,9 @@ class OptionGroup:
     """
 
     _fields: ClassVar[tuple[str, ...]] = ()
+    #: the heading the group's options are listed under in `--help` (typer's `rich_help_panel`,
+    #: which `lazy.LazyGroupCommand.format_options` honours in plain help too); None: "Options"
+    panel: ClassVar[Optional[str]] = None
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -237,17 +247,22 @@ class OptionGroup:
 
     @classmethod
     def parameters(cls, selection: Optional[Only] = None) -> list[inspect.Parameter]:
-        """The group's options as `inspect.Parameter`s (selected, help overridden)."""
+        """The group's options as `inspect.Parameter`s (selected, help overridden, listed under the
+    group's `panel` in `--help`)."""
         hints = typing.get_type_hints(cls, include_extras=True)
         defaults = {n: cls.__dict__[n] for n in cls._fields}
         names = selection.names if selection else cls.option_names()
         params = []
         for name in names:
             ann = hints[name]
-            if selection and name in selection.help:
+            override = selection.help.get(name) if selection else None
+            if override is not None or cls.panel is not None:
                 base, info = typing.get_args(ann)
                 info = copy.copy(info)
-                info.help = selection.help[name]
+                if override is not None:
+                    info.help = override
+                if cls.panel is not None and info.rich_help_panel is None:
+                    info.rich_help_panel = cls.panel
                 ann = Annotated[base, info]
             params.append(inspect.Parameter(name, inspect.Parameter.POSITIONAL_OR_KEYWORD,
                                             default=defaults[name], annotation=ann))
@@ -316,6 +331,8 @@ def option_groups(*, order: Sequence[str] = ()) -> Callable[[Callable[..., Any]]
 class KvFormatOptions(OptionGroup):
     """The KV cache's formats: --kv-dtype, --k-dtype, --v-dtype, --quant-group-size, --scale-dtype."""
 
+    panel: ClassVar[Optional[str]] = "KV cache format"
+
     kv_dtype: KvDtypeOpt = None
     k_dtype: KDtypeOpt = None
     v_dtype: VDtypeOpt = None
@@ -340,6 +357,8 @@ class ModelSourceOptions(OptionGroup):
 class LayoutOptions(OptionGroup):
     """The parallel layout: --tp, --pp, --dp, and --count (= tp x pp x dp)."""
 
+    panel: ClassVar[Optional[str]] = "Parallel layout"
+
     tp: TpOpt = 1
     pp: PpOpt = 1
     dp: DpOpt = 1
@@ -352,6 +371,8 @@ class LayoutOptions(OptionGroup):
 
 class GpuPlanOptions(OptionGroup):
     """The GPU and the knobs of the memory plan and roofline; all but --gpu need --gpu."""
+
+    panel: ClassVar[Optional[str]] = "GPU and memory plan"
 
     gpu: GpuOpt = None
     weight_dtype: WeightDtypeOpt = None
@@ -388,6 +409,8 @@ class VllmFlags(OptionGroup):
     """vLLM's options (`--engine vllm` only), turned into `VllmOptions` by `to_options`; left at
     their defaults (and VLLM_ALLOW_LONG_MAX_MODEL_LEN unset) they give `VllmOptions()` (a test
     holds the two equal)."""
+
+    panel: ClassVar[Optional[str]] = "vLLM (--engine vllm)"
 
     engine: ClassVar[str] = "vllm"
     block_size: BlockSizeOpt = None
@@ -443,6 +466,8 @@ class VllmFlags(OptionGroup):
 class SglangFlags(OptionGroup):
     """SGLang's options (`--engine sglang` only)."""
 
+    panel: ClassVar[Optional[str]] = "SGLang (--engine sglang)"
+
     engine: ClassVar[str] = "sglang"
     page_size: PageSizeOpt = engine_defaults.SGLANG_PAGE_SIZE
     sglang_version: Annotated[str, typer.Option("--sglang-version", callback=lower_choice, help="SGLang current (0.5.23; sparse-MLA cells sized by the row allocated, since 0.5.17), 0.5.16 (cells count the 576 B latent), or legacy (before PR #11309: DeepSeek-V3.2's pool sized without its indexer).")] = "current"
@@ -465,6 +490,8 @@ class SglangFlags(OptionGroup):
 class LlamacppFlags(OptionGroup):
     """llama.cpp's options (`--engine llamacpp` only), turned into `LlamacppOptions`; left at
     their defaults they give `LlamacppOptions()` (a test holds the two equal)."""
+
+    panel: ClassVar[Optional[str]] = "llama.cpp (--engine llamacpp)"
 
     engine: ClassVar[str] = "llamacpp"
     ctx_size: Annotated[Optional[str], typer.Option("--ctx-size", "-c", help="llama.cpp n_ctx, the context of all sequences together (0: the model's training context; ollama: per sequence).")] = None
@@ -682,3 +709,49 @@ def _split(text: str | None) -> list[float] | None:
         raise KvcalcError("every share must be a finite number >= 0 (write 63,37)", option="--tensor-split",
                           value=text)
     return shares
+
+
+# ----- KV memory and the tier below the GPU (`kvcalc capacity`) ---------------------------
+
+
+class KvMemoryOptions(OptionGroup):
+    """The memory the KV cache takes: --kv-memory on each GPU rank, the tier below the GPU with
+    the host that holds it, and a prefix the requests share (see the module docstring)."""
+
+    panel: ClassVar[Optional[str]] = "KV memory, offload tiers and shared prefixes"
+    kv_memory: Annotated[Optional[str], typer.Option("--kv-memory", "-m", help="KV memory per GPU rank: 6.51GiB, 80GB or bytes (vLLM: 'Available KV cache memory'; SGLang: the static pool budget).")] = None
+    kv_offloading_size: Annotated[Optional[str], typer.Option("--kv-offloading-size", help="vLLM: CPU offload buffer in GiB (2^30 B) for ALL tensor-parallel ranks together, as vLLM reads it (100 = 100 GiB; '100GB' is refused with the GiB figure to pass).")] = None
+    kv_offloading_backend: Annotated[str, typer.Option("--kv-offloading-backend", help="vLLM: native (CPU offload in vLLM) or lmcache (vLLM 0.33 starts LMCache's multi-process connector; size it with --lmcache-l1-size).")] = "native"
+    blocks_per_chunk: Annotated[int, typer.Option("--offload-blocks-per-chunk", help="vLLM native offload: GPU blocks per CPU chunk (kv_connector_extra_config blocks_per_chunk).")] = 1
+    lmcache_cpu_size: Annotated[Optional[str], typer.Option("--lmcache-cpu-size", help="LMCache in-process connector: LMCACHE_MAX_LOCAL_CPU_SIZE, GiB per tensor-parallel worker (LMCache logs it as 'GB').")] = None
+    lmcache_l1_size: Annotated[Optional[str], typer.Option("--lmcache-l1-size", help="LMCache multi-process server: --l1-size-gb, GiB, one server per node.")] = None
+    hicache_ratio: Annotated[Optional[float], typer.Option("--hicache-ratio", help="SGLang HiCache: host pool tokens per device pool token, per rank (SGLang's default 2.0, cut to fit the host when --host-memory is given).")] = None
+    hicache_size: Annotated[Optional[str], typer.Option("--hicache-size", help="SGLang HiCache: host pool per rank in GB (10^9 B), a whole number; overrides --hicache-ratio.")] = None
+    hicache_host_memory_fraction: Annotated[Optional[float], typer.Option("--hicache-host-memory-fraction", help="SGLang HiCache: share of the host (after a 10 GiB reserve) the pools may take when neither ratio nor size is given (default 0.8).")] = None
+    hierarchical_cache: Annotated[bool, typer.Option("--enable-hierarchical-cache", help="SGLang HiCache with its defaults (ratio 2.0, cut to fit the host when --host-memory is given); implied by the --hicache-* options.")] = False
+    no_kv_offload: Annotated[bool, typer.Option("--no-kv-offload", "-nkvo", help="llama.cpp: keep the KV cache in host memory.")] = False
+    host_memory: Annotated[Optional[str], typer.Option("--host-memory", help="Host memory per node (2TB, 1.5TiB): pinned offload buffers are checked against it and refused when they exceed it.")] = None
+    gpus_per_node: Annotated[int, typer.Option("--gpus-per-node", help="GPUs (ranks) per node, for host bytes per node.")] = 8
+    shared_prefix: Annotated[Optional[str], typer.Option("--shared-prefix", help="Tokens every request shares (a system prompt, 12k): reusable whole blocks, footprint, concurrency, prefill saved.")] = None
+    prefix_hit_rate: Annotated[float, typer.Option("--prefix-hit-rate", help="Share of requests that find the shared prefix cached (prefill saved).")] = 1.0
+    link: Annotated[Optional[str], typer.Option("--link", help="Links to time a prefix load over (comma list of kvcalc/data/links.yaml keys: pcie5-x16, nvlink-c2c, nvme-gen5, rdma-400g ...). Default: every host, storage and network link. Needs --gpu (the prefill model).")] = None
+
+    def settings(self) -> Any:
+        """The `engines.offload_rules.OffloadSettings` of these options (--host-memory, --shared-prefix
+        parsed). Each engine size flag stays as typed: it is read in the engine's own unit
+        (vLLM and LMCache GiB, SGLang GB; `engines.offload_rules.engine_number`)."""
+        from kvcalc.engines.offload_rules import OffloadSettings
+        from kvcalc.units import parse_count, parse_size
+
+        check_positive(gpus_per_node=self.gpus_per_node, blocks_per_chunk=self.blocks_per_chunk)
+        host = parse_size(self.host_memory, "--host-memory") if self.host_memory else None
+        prefix = parse_count(self.shared_prefix, "--shared-prefix") if self.shared_prefix is not None else 0
+        return OffloadSettings(kv_offloading_size=self.kv_offloading_size,
+                               kv_offloading_backend=self.kv_offloading_backend.strip().lower(),
+                               blocks_per_chunk=self.blocks_per_chunk, lmcache_cpu_size=self.lmcache_cpu_size,
+                               lmcache_l1_size=self.lmcache_l1_size, hicache_ratio=self.hicache_ratio,
+                               hicache_size=self.hicache_size,
+                               hicache_host_memory_fraction=self.hicache_host_memory_fraction,
+                               hierarchical_cache=self.hierarchical_cache, no_kv_offload=self.no_kv_offload,
+                               host_memory_bytes=host,
+                               gpus_per_node=self.gpus_per_node, shared_prefix_tokens=prefix)

@@ -16,7 +16,8 @@ The order, so that nothing touches the network that need not:
    the source says so);
 2. a bundled copy: an id that a bundled config names as its `source` (`meta-llama/Llama-3.1-8B`
    -> `llama-3.1-8b`) resolves without the network, and the source says it is the bundled copy
-   (only for the default revision);
+   (only for an id given without a revision: `--revision main` or `@main` reads the cache or the
+   Hub, as any other revision does);
 3. the Hub (`HF_TOKEN` for gated repos; refused under `HF_HUB_OFFLINE=1`): first one request for
    config.json without the client's retry loop (`_probe`), so that no network answers in a few
    seconds, not the ~24 s of `hf_hub_download`'s retries.
@@ -315,7 +316,10 @@ def load_hub_model(ref: str, revision: str | None = None) -> ModelSpec:
         raise KvcalcError(f"{ref} names revision {at}, --revision names {revision}; give one",
                           option="--revision", value=revision)
     revision = revision or at
-    bundled_name = bundled_hub_ids().get(repo_id.lower(), (None, None))[0] if revision in (None, "main") else None
+    # a revision the user names (even `main`, by --revision or `@main`) is read from the cache or
+    # the Hub, never answered by the bundled copy, whose commit kvcalc does not know (issue 23
+    # friction 10); the bundled copy stands in only for an id given without a revision
+    bundled_name = bundled_hub_ids().get(repo_id.lower(), (None, None))[0] if revision is None else None
     try:
         hf = _hf()
     except MissingExtraError:

@@ -247,20 +247,30 @@ def _value_axes(axes: list[Any], rows: list[dict[str, Any]], gpu: Any | None, la
     """Labels, scales and titles of the memory panel (log when the sweep runs past 3 x the GPU)
     and the throughput panel (always log)."""
     ax_mem = axes[0]
-    ax_mem.set_ylabel("memory per GPU (GiB = 2^30 B)")
+    scope = memory_scope(gpu, layout)
+    ax_mem.set_ylabel(f"memory{scope} (GiB = 2^30 B)")
     top = max(r["memory_bytes_per_gpu"] for r in rows)
     if gpu is not None and top > 3 * gpu.memory_bytes:
         ax_mem.set_yscale("log")  # keep the GPU line readable when the sweep runs far past it
         _log_axis(ax_mem.yaxis, short=False)
     else:
         ax_mem.set_ylim(bottom=0)
-    ax_mem.set_title("Memory per GPU: weights + KV cache" + (" + reserves" if gpu is not None else ""))
+    ax_mem.set_title(f"Memory{scope}: weights + KV cache" + (" + reserves" if gpu is not None else ""))
     if len(axes) > 1:
         ax_tok = axes[1]
         ax_tok.set_yscale("log")
         _log_axis(ax_tok.yaxis)
         ax_tok.set_ylabel("decode throughput (output tokens/s, all sequences)")
         ax_tok.set_title(f"Roofline decode (bw eff {layout.bw_efficiency:g})")
+
+
+def memory_scope(gpu: Any | None, layout: Any) -> str:
+    """What the memory panel's figures are per: " per GPU" with a GPU; without one, " per rank"
+    when the layout splits the model (tp x pp > 1: each rank's share), else "" (the whole
+    model, on no GPU in particular: issue 23 friction 9)."""
+    if gpu is not None:
+        return " per GPU"
+    return " per rank" if layout.tp * layout.pp > 1 else ""
 
 
 def _label(text: str, limit: int = 80) -> str:

@@ -4,7 +4,8 @@ in and `report/` formats them.
 
 - `kv`: `KvEstimate` (a `KindBreakdown` per layer kind) for `kvcalc estimate`.
 - `compare`: `CompareRow` (`kvcalc compare`).
-- `serving`: `ServingEstimate` (`estimate --gpu`), `FitHint` (the smallest count that fits).
+- `serving`: `ServingEstimate` (`estimate --gpu`), `FitHint` (the smallest count that fits),
+  `ServedEstimate` (the Python API's `estimate(..., gpu=...)`: the KV keys, the plan, the engine).
 - `check`: `CheckRow` (`kvcalc check`).
 - `engine`: `EngineResult`, `DeviceBuffer` (`kvcalc capacity`, `estimate --engine`).
 - `plan`: `PlanLayout`, `PlanMiss`, `PlanResult` (`kvcalc plan`).
@@ -25,7 +26,9 @@ if TYPE_CHECKING:
     from kvcalc.results.engine import DeviceBuffer, EngineResult
     from kvcalc.results.kv import KindBreakdown, KvEstimate
     from kvcalc.results.plan import PlanLayout, PlanMiss, PlanResult
+    from kvcalc.results.served import ServedEstimate
     from kvcalc.results.serving import FitHint, RequestEstimate, ServingEstimate
+    from kvcalc.results.offload import LoadRow, OffloadResult, OffloadTier, PrefixResult, TransferPair, TransferResult
 
 #: result name -> the submodule that defines it
 WHERE: dict[str, str] = {
@@ -34,6 +37,7 @@ WHERE: dict[str, str] = {
     "CompareRow": "compare",
     "ServingEstimate": "serving",
     "FitHint": "serving",
+    "ServedEstimate": "served",
     "RequestEstimate": "serving",
     "CheckRow": "check",
     "DeviceBuffer": "engine",
@@ -41,9 +45,15 @@ WHERE: dict[str, str] = {
     "PlanLayout": "plan",
     "PlanMiss": "plan",
     "PlanResult": "plan",
+    "OffloadTier": "offload",
+    "OffloadResult": "offload",
+    "PrefixResult": "offload",
+    "LoadRow": "offload",
+    "TransferPair": "offload",
+    "TransferResult": "offload",
 }
 
-__all__ = ["CheckRow", "CompareRow", "DeviceBuffer", "EngineResult", "FitHint", "KindBreakdown", "KvEstimate", "PlanLayout", "PlanMiss", "PlanResult", "RequestEstimate", "ServingEstimate"]  # = sorted(WHERE)
+__all__ = ["CheckRow", "CompareRow", "DeviceBuffer", "EngineResult", "FitHint", "KindBreakdown", "KvEstimate", "LoadRow", "OffloadResult", "OffloadTier", "PlanLayout", "PlanMiss", "PlanResult", "PrefixResult", "RequestEstimate", "ServedEstimate", "ServingEstimate", "TransferPair", "TransferResult"]  # = sorted(WHERE)
 
 
 def __getattr__(name: str) -> object:

@@ -82,3 +82,23 @@ def test_a_third_party_warning_becomes_one_kvcalc_line() -> None:
         (KvcalcWarning, "the plot may be hard to read: the plotting library said: constrained_layout not applied "
                         "because axes sizes collapsed to zero. (and 1 more)"),
     ]
+
+
+@pytest.mark.parametrize("with_gpu,tp,title,ylabel", [
+    (False, 1, "Memory: weights + KV cache", "memory (GiB = 2^30 B)"),
+    (False, 2, "Memory per rank: weights + KV cache", "memory per rank (GiB = 2^30 B)"),
+    (True, 1, "Memory per GPU: weights + KV cache + reserves", "memory per GPU (GiB = 2^30 B)"),
+])
+def test_the_memory_panel_says_per_gpu_only_with_a_gpu(with_gpu: bool, tp: int, title: str, ylabel: str) -> None:
+    # issue 23 friction 9: `sweep --plot` without --gpu titled its panel "Memory per GPU"
+    from kvcalc.calc.memory_plan import Layout
+    from kvcalc.load.gpus import get_gpu
+
+    plt = plot.pyplot()
+    fig, grid = plt.subplots(1, 2 if with_gpu else 1, squeeze=False)
+    rows = [{"batch": 1, "seq_len": 1024, "memory_bytes_per_gpu": 2**30, "tokens_per_s": 1e3, "fits": True}]
+    try:
+        plot._value_axes(list(grid[0]), rows, get_gpu("h100-sxm") if with_gpu else None, Layout(tp=tp))
+        assert (grid[0][0].get_title(), grid[0][0].get_ylabel()) == (title, ylabel)
+    finally:
+        plt.close(fig)

@@ -44,31 +44,37 @@ def long_flags(*args: str) -> list[str]:
 
 
 def test_help_lists_every_option_in_its_place():
-    # the order each command had before the option groups (`order=` keeps --count after --gpu)
+    # the options of no group first (under "Options"), then each option group under its own
+    # heading (`OptionGroup.panel`: issue 23 friction 5), in the order the command spreads them
     assert long_flags("estimate") == [
-        "--seq-len", "--batch", "--kv-dtype", "--k-dtype", "--v-dtype", "--quant-group-size", "--scale-dtype",
-        "--tp", "--pp", "--dp", "--engine", "--block-size", "--page-size", "--gpu", "--count", "--weight-dtype",
-        "--gpu-memory-utilization", "--bw-efficiency", "--flops-efficiency", "--cuda-context",
-        "--activation-reserve", "--input-len", "--output-len", "--request-rate", "--calibration", "--revision",
-        "--trust-plain-decoder",
-        "--format", "--help"]
+        "--seq-len", "--batch", "--engine", "--input-len", "--output-len", "--request-rate", "--calibration",
+        "--revision", "--trust-plain-decoder", "--format", "--help",
+        "--kv-dtype", "--k-dtype", "--v-dtype", "--quant-group-size", "--scale-dtype",
+        "--tp", "--pp", "--dp", "--count", "--block-size", "--page-size",
+        "--gpu", "--weight-dtype", "--gpu-memory-utilization", "--bw-efficiency", "--flops-efficiency",
+        "--cuda-context", "--activation-reserve"]
     assert long_flags("sweep") == [
-        "--seq-len", "--batch", "--gpu", "--count", "--tp", "--pp", "--kv-dtype", "--weight-dtype",
-        "--gpu-memory-utilization", "--bw-efficiency", "--flops-efficiency", "--cuda-context",
-        "--activation-reserve", "--plot", "--force", "--beyond-context", "--engine", "--calibration", "--revision",
-        "--trust-plain-decoder",
-        "--format", "--help"]
+        "--seq-len", "--batch", "--plot", "--force", "--beyond-context", "--engine", "--calibration", "--revision",
+        "--trust-plain-decoder", "--format", "--help",
+        "--gpu", "--weight-dtype", "--gpu-memory-utilization", "--bw-efficiency", "--flops-efficiency",
+        "--cuda-context", "--activation-reserve", "--count", "--tp", "--pp", "--kv-dtype"]
     assert long_flags("capacity") == [
-        "--kv-memory", "--engine", "--max-model-len", "--concurrency", "--tp", "--pp", "--dp", "--kv-dtype",
-        "--k-dtype", "--v-dtype",
-        "--block-size", "--page-size", "--vllm-version", "--disable-hybrid-kv-cache-manager",
+        "--engine", "--format", "--help",
+        # KV beyond the GPU (cli/options.py KvMemoryOptions, its own heading)
+        "--kv-memory", "--kv-offloading-size", "--kv-offloading-backend", "--offload-blocks-per-chunk",
+        "--lmcache-cpu-size", "--lmcache-l1-size", "--hicache-ratio", "--hicache-size",
+        "--hicache-host-memory-fraction", "--enable-hierarchical-cache", "--no-kv-offload", "--host-memory",
+        "--gpus-per-node", "--shared-prefix", "--prefix-hit-rate", "--link",
+        "--max-model-len", "--concurrency", "--tp", "--pp", "--dp", "--kv-dtype", "--k-dtype", "--v-dtype",
+        "--block-size", "--vllm-version", "--disable-hybrid-kv-cache-manager",
         "--max-num-batched-tokens", "--async-scheduling", "--attention-backend", "--allow-long-max-model-len",
-        "--enable-prefix-caching",
-        "--vllm-v0", "--swap-space", "--sglang-version", "--disable-hybrid-swa-memory", "--swa-full-tokens-ratio",
-        "--dsa-prefill-backend", "--dsa-decode-backend", "--ctx-size", "--llamacpp-tool", "--parallel", "--kv-unified", "--swa-full",
+        "--enable-prefix-caching", "--vllm-v0", "--swap-space",
+        "--page-size", "--sglang-version", "--disable-hybrid-swa-memory", "--swa-full-tokens-ratio",
+        "--dsa-prefill-backend", "--dsa-decode-backend",
+        "--ctx-size", "--llamacpp-tool", "--parallel", "--kv-unified", "--swa-full",
         "--flash-attn", "--llamacpp-version", "--n-gpu-layers", "--gpus", "--tensor-split", "--ubatch-size",
         "--batch-size", "--ollama", "--gpu", "--revision", "--trust-plain-decoder", "--weight-dtype",
-        "--gpu-memory-utilization", "--format", "--help"]
+        "--gpu-memory-utilization"]
 
 
 def test_gpu_defaults_are_the_plans_defaults():

@@ -115,6 +115,24 @@ def test_bundled_id_does_not_answer_for_another_revision(dirs):
         "bundled 'llama-3.1-8b' (meta-llama/Llama-3.1-8B)"]
 
 
+@pytest.mark.parametrize("args", [["meta-llama/Llama-3.1-8B", "--revision", "main"], ["meta-llama/Llama-3.1-8B@main"]])
+def test_an_explicit_revision_is_never_the_bundled_copy(dirs, args):
+    # issue 23 friction 10: `--revision main` answered from the bundled copy, contacting neither
+    # the cache nor the Hub; offline with an empty cache it now says it has neither
+    cache, kv = dirs
+    r = run(["estimate", *args], cache, kv)
+    assert r.returncode == 2 and r.stdout == ""
+    assert r.stderr.startswith(f"error: meta-llama/Llama-3.1-8B at revision 'main' is not in the Hugging Face cache "
+                               f"({cache}) and HF_HUB_OFFLINE is set"), r.stderr
+    # with the revision cached, the cache answers (a copy of Llama-3.1-8B's config.json)
+    cache_repo(cache, "meta-llama/Llama-3.1-8B", LLAMA)
+    r = run(["estimate", *args, "-s", "8k", "-f", "json"], cache, kv)
+    assert r.returncode == 0, r.stderr
+    d = json.loads(r.stdout)
+    assert d["kv_cache_bytes"] == LLAMA_8K_BYTES
+    assert d["source"].startswith("meta-llama/Llama-3.1-8B config.json (Hugging Face cache, commit 0123456789ab)")
+
+
 def test_revision_reads_that_commit_from_the_cache(dirs):
     cache, kv = dirs
     other = "f" * 40
