@@ -81,6 +81,7 @@ from __future__ import annotations
 
 from kvcalc.calc.kv_cache import ENGINES_MODEL_TODAY, refuse_unmodelled_layers
 from kvcalc.engines.llamacpp.base import LlamacppRules
+from kvcalc.engines.llamacpp.models_2026 import check_indexer_model, indexer_caches, indexer_class
 from kvcalc.engines.llamacpp.common import (N_CTX_PAD, QUANT_BLOCK, QUANTIZED, RECURRENT_BYTES, RECURRENT_TYPE,
                                             SERVER_AUTO_PARALLEL, SWA_FULL_REF, SWA_PAD, Caches, Context, Layers,
                                             device_name, mib_f32, pad, recurrent_r_s_values)
@@ -141,6 +142,8 @@ def current_caches(model: ModelSpec, lay: Layers, requested: int, *, parallel: i
         n_stream, n_ctx_pad = parallel, cells * parallel
     if not lay.att:
         return Caches([], 0, 0, n_stream, cells, n_ctx_pad, buffers)
+    if indexer_class(model) is not None:  # llama_kv_cache_dsa / _msa (models_2026)
+        return indexer_caches(model, lay, cells, n_stream, parallel, n_ctx_pad)
     if not iswa:
         lines, k_tot, v_tot = lay.lines("llama_kv_cache", cells, n_stream, parallel, lay.att, buffers)
         return Caches(lines, k_tot, v_tot, n_stream, cells, n_ctx_pad, buffers)
@@ -201,14 +204,18 @@ class Current(LlamacppRules):
     def check_model(self, model: ModelSpec) -> None:
         """Raise `KvcalcError` (field `model`) for a config llama.cpp 0c1e570 has no architecture
         for (`NO_ARCHITECTURE`, its own words), then the layers kvcalc's llama.cpp profile sizes:
-        Gemma-4's per-layer heads and head sizes (`PER_LAYER_GEOMETRY_MODEL_TYPES`) pass; the
-        DSA / DeepSeek-V4 / MSA caches (`llama_kv_cache_dsa`, `_dsv4`, `_msa`), Kimi-K3's hybrid
-        memory and MiMo-V2's per-layer geometry are refused as not modelled yet."""
+        Gemma-4's per-layer heads and head sizes (`PER_LAYER_GEOMETRY_MODEL_TYPES`) and the
+        indexer caches of DeepSeek-V3.2, GLM-5 and MiniMax-M3 (`llama_kv_cache_dsa`, `_msa`:
+        `models_2026`) pass; DeepSeek-V4's `llama_kv_cache_dsv4`, Kimi-K3's hybrid memory and
+        MiMo-V2's per-layer geometry are refused as not modelled yet."""
         arch = NO_ARCHITECTURE.get(model.model_type or "")
         if arch is not None:
             raise KvcalcError(f"{model.name}: llama.cpp 0c1e570 has no architecture for it: convert_hf_to_gguf.py "
                               f"says \"Model {arch[0]} is not supported\", and a GGUF of it fails with \"unknown "
                               f"model architecture\" ({arch[1]})", field="model", value=model.name, form=MESSAGE)
+        if indexer_class(model) is not None:  # DeepSeek-V3.2, GLM-5, MiniMax-M3: models_2026
+            check_indexer_model(model)
+            return
         if model.model_type in PER_LAYER_GEOMETRY_MODEL_TYPES and model.index_head_dim is None:
             refuse_unmodelled_layers(model, "llama.cpp", ENGINES_MODEL_TODAY | {"kind_geometry", "kv_shared"})
             return
