@@ -83,7 +83,56 @@ def test_dsa_refuses_different_k_and_v_types():
         llamacpp.allocate(load_model("glm-5.2"), 4096, kv_format("q8_0"), F16, options=LlamacppOptions())
 
 
-@pytest.mark.parametrize("name", ["deepseek-v4-flash", "mimo-v2-flash", "kimi-k3"])
+# XiaomiMiMo/MiMo-V2-Flash (configs/models/mimo-v2-flash.yaml; llama.cpp `mimo2`, conversion/mimo.py 143-175):
+# 9 full layers x 4 KV heads, 39 sliding x 8 (swa_num_key_value_heads), K 192 / V 128; n_swa = the config's
+# sliding_window 128 (not the 129 tokens the layers attend); MTP layers filtered out of the main context.
+# Per cell: full K 9 x 4 x 192 x 2 = 13,824 B, V 9 x 4 x 128 x 2 = 9,216 B; SWA K 39 x 8 x 192 x 2 = 119,808 B,
+# V 39 x 8 x 128 x 2 = 79,872 B. -fa off pads every V row to the widest, 8 x 128 = 1,024 values (2,048 B):
+# full V 9 x 2,048 = 18,432 B.
+MIMO_CASES = [
+    # llama-server: 4 slots, unified; SWA cells GGML_PAD(min(32,768, 128 x 4 + 512), 256) = 1,024
+    # 32,768 x (13,824 + 9,216) + 1,024 x (119,808 + 79,872) = 754,974,720 + 204,472,320 = 959,447,040
+    ({}, 1_024, 32_768 * 13_824 + 1_024 * 119_808, 32_768 * 9_216 + 1_024 * 79_872, None),
+    # llama-cli, -fa off: SWA cells GGML_PAD(128 + 512, 256) = 768; V padded
+    # K 32,768 x 13,824 + 768 x 119,808 = 544,997,376; V 32,768 x 18,432 + 768 x 79,872 = 665,321,472
+    ({"tool": "llama-cli", "flash_attn": "off"}, 768, 32_768 * 13_824 + 768 * 119_808,
+     32_768 * 18_432 + 768 * 79_872, 1_024),
+]
+
+
+@pytest.mark.parametrize(("opts", "swa_cells", "k_bytes", "v_bytes", "pad_to"), MIMO_CASES)
+def test_mimo_v2_iswa(opts, swa_cells, k_bytes, v_bytes, pad_to):
+    r = llamacpp.allocate(load_model("mimo-v2-flash"), 32_768, F16, F16, options=LlamacppOptions(**opts))
+    assert (r.k_bytes, r.v_bytes) == (k_bytes, v_bytes)
+    assert f"llama_kv_cache_iswa: creating     SWA KV cache, size = {swa_cells} cells" in r.log_lines
+    pad = ("llama_kv_cache: the V embeddings have different sizes across layers and FA is not enabled - padding V "
+           f"cache to {pad_to}")
+    assert r.log_lines.count(pad) == (2 if pad_to else 0)
+
+
+def test_gemma4_fa_off_pads_the_global_v_rows():
+    """Gemma-4-26B-A4B, llama-cli -fa off: the 5 global layers' V (2 x 512 = 1,024 values) is stored as the
+    sliding layers' 8 x 256 = 2,048 (n_embd_v_gqa_max): 32,768 x 5 x 2,048 x 2 B = 671,088,640 B of V there,
+    K 32,768 x 5 x 1,024 x 2 = 335,544,320; SWA cells GGML_PAD(1,024 + 512, 256) = 1,536, K = V =
+    1,536 x 25 x 2,048 x 2 B = 157,286,400."""
+    r = llamacpp.allocate(load_model("gemma-4-26b-a4b"), 32_768, F16, F16,
+                          options=LlamacppOptions(tool="llama-cli", flash_attn="off"))
+    assert (r.k_bytes, r.v_bytes) == (335_544_320 + 157_286_400, 671_088_640 + 157_286_400)
+
+
+def test_mimo_v2_without_sliding_window_is_refused(tmp_path):
+    import json
+    from pathlib import Path
+
+    cfg = json.loads((Path(__file__).parents[1] / "data" / "hf-configs-2026" / "XiaomiMiMo--MiMo-V2-Flash.json")
+                     .read_text())
+    del cfg["sliding_window"]
+    (tmp_path / "config.json").write_text(json.dumps(cfg))
+    with pytest.raises(KvcalcError, match="writes the config's sliding_window as the GGUF's n_swa"):
+        llamacpp.allocate(load_model(str(tmp_path / "config.json")), 4096, F16, F16, options=LlamacppOptions())
+
+
+@pytest.mark.parametrize("name", ["deepseek-v4-flash", "kimi-k3"])
 def test_caches_not_modelled_yet_are_refused(name):
     with pytest.raises(KvcalcError, match="llama.cpp profile does not model"):
         llamacpp.allocate(load_model(name), 4096, F16, F16, options=LlamacppOptions())

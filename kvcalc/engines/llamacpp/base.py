@@ -21,7 +21,8 @@ from kvcalc.calc.kv_cache import refuse_indexer
 from kvcalc.engines import SEARCH_LIMIT_TOKENS, longest_fitting
 from kvcalc.engines.llamacpp.common import (FLASH_ATTN, N_CTX_PAD, TOOLS, Caches, Context, Layers, check_options,
                                             device_of_layers, expanded_mla_layer, fill, ggml_name, head_sizes,
-                                            layer_k_v_bytes_per_cell, mib_f32, n_ctx_train, v_pad_line)
+                                            layer_k_v_bytes_per_cell, mib_f32, n_ctx_train, pad_v_rows,
+                                            v_pad_line)
 from kvcalc.errors import MESSAGE, OPTION, KvcalcError, KvcalcWarning, flag
 from kvcalc.formats import StorageFormat
 from kvcalc.results import DeviceBuffer, EngineResult
@@ -154,6 +155,8 @@ class LlamacppRules:
                          f"{expanded.head_dim_k} K + {expanded.head_dim_v} V values per layer")
         per_cell = [layer_k_v_bytes_per_cell(expanded if expanded is not None and layer.kind == "mla" else layer, k, v)
                     if layer.caches_kv else (0, 0) for layer in model.layers]
+        if not flash_on:  # V stored transposed: each layer's row padded to the widest ([TAG_V_CACHE_VARIABLE])
+            per_cell = pad_v_rows(model, per_cell, v)
         tensor_split = list(o.tensor_split) if o.tensor_split else None
         dev = device_of_layers(model.n_layers, o.n_gpu_layers, tensor_split, o.n_devices)
         lay = Layers(att, per_cell, dev, tk, tv, v_pad_line(model, ctx.flash_attn))

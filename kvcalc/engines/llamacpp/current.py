@@ -148,7 +148,8 @@ def current_caches(model: ModelSpec, lay: Layers, requested: int, *, parallel: i
         lines, k_tot, v_tot = lay.lines("llama_kv_cache", cells, n_stream, parallel, lay.att, buffers)
         return Caches(lines, k_tot, v_tot, n_stream, cells, n_ctx_pad, buffers)
     sliding = [i for i in lay.att if model.layers[i].kind == "sliding"]
-    window = max(model.layers[i].window or 0 for i in sliding)
+    # n_swa: the GGUF's sliding_window (`ModelSpec.gguf_sliding_window` where it differs from the layers')
+    window = model.gguf_sliding_window or max(model.layers[i].window or 0 for i in sliding)
     size_swa = pad(min(cells, window * (parallel if unified else 1) + n_ubatch), SWA_PAD)
     lines = []
     if swa_full:
@@ -171,9 +172,14 @@ NO_ARCHITECTURE = {
     "step3p7": ("Step3p7FlashForCausalLM", "src/llama-arch.cpp has step35 (Step-3.5) and no Step-3.7"),
 }
 #: model types whose per-layer head geometry llama.cpp 0c1e570 sizes per layer
-#: (`llama_kv_cache_iswa` with `n_embd_head_k_swa` / full, `src/llama-model.cpp` 2352-2760;
-#: Gemma-4's K = V layers allocate both K and V rows)
-PER_LAYER_GEOMETRY_MODEL_TYPES = frozenset({"gemma4", "gemma4_text"})
+#: (`llama_kv_cache_iswa` with `n_embd_head_k_swa` / full and head_count_kv per layer,
+#: `src/llama-model.cpp` 2776-2860, `src/llama-hparams.cpp` 140-166; Gemma-4's K = V layers
+#: allocate both K and V rows). MiMo-V2 (`mimo2`, `src/models/mimo2.cpp` 3-23): the converter
+#: (`conversion/mimo.py` 143-175) writes head_count_kv per layer (swa_num_key_value_heads on the
+#: sliding ones), the config's sliding_window as n_swa and the sliding-window pattern; its 3 MTP
+#: layers (NextN, appended as sliding layers) are filtered out of the main context (il < n_layer,
+#: `src/llama-model.cpp` 2796-2803) and cached only in a draft (MTP) context, not modelled.
+PER_LAYER_GEOMETRY_MODEL_TYPES = frozenset({"gemma4", "gemma4_text", "mimo_v2_flash"})
 
 
 class Current(LlamacppRules):
@@ -206,8 +212,9 @@ class Current(LlamacppRules):
         for (`NO_ARCHITECTURE`, its own words), then the layers kvcalc's llama.cpp profile sizes:
         Gemma-4's per-layer heads and head sizes (`PER_LAYER_GEOMETRY_MODEL_TYPES`) and the
         indexer caches of DeepSeek-V3.2, GLM-5 and MiniMax-M3 (`llama_kv_cache_dsa`, `_msa`:
-        `models_2026`) pass; DeepSeek-V4's `llama_kv_cache_dsv4`, Kimi-K3's hybrid memory and
-        MiMo-V2's per-layer geometry are refused as not modelled yet."""
+        `models_2026`) pass, and MiMo-V2's per-layer geometry (n_swa: `gguf_sliding_window`);
+        DeepSeek-V4's `llama_kv_cache_dsv4` and Kimi-K3's hybrid memory are refused as not
+        modelled yet."""
         arch = NO_ARCHITECTURE.get(model.model_type or "")
         if arch is not None:
             raise KvcalcError(f"{model.name}: llama.cpp 0c1e570 has no architecture for it: convert_hf_to_gguf.py "
@@ -216,6 +223,11 @@ class Current(LlamacppRules):
         if indexer_class(model) is not None:  # DeepSeek-V3.2, GLM-5, MiniMax-M3: models_2026
             check_indexer_model(model)
             return
+        if model.model_type == "mimo_v2_flash" and model.gguf_sliding_window is None:
+            raise KvcalcError(f"{model.name}: llama.cpp's converter writes the config's sliding_window as the GGUF's "
+                              "n_swa (conversion/mimo.py) and the config gives none, so llama.cpp's SWA cache size is "
+                              "not known; add sliding_window to the config", field="sliding_window",
+                              value=model.name, form=MESSAGE)
         if model.model_type in PER_LAYER_GEOMETRY_MODEL_TYPES and model.index_head_dim is None:
             refuse_unmodelled_layers(model, "llama.cpp", ENGINES_MODEL_TODAY | {"kind_geometry", "kv_shared"})
             return
