@@ -132,7 +132,26 @@ def test_mimo_v2_without_sliding_window_is_refused(tmp_path):
         llamacpp.allocate(load_model(str(tmp_path / "config.json")), 4096, F16, F16, options=LlamacppOptions())
 
 
-@pytest.mark.parametrize("name", ["deepseek-v4-flash", "kimi-k3"])
+def test_kimi_k3_mla_latent_and_kda_state():
+    """moonshotai/Kimi-K3 (configs/models/kimi-k3.yaml; llama.cpp `kimi-k3`, llama_memory_hybrid), llama-cli,
+    32,768 cells, f16: the 24 full-attention layers cache the 576-value latent as K, no V:
+    24 x 576 x 2 B x 32,768 = 905,969,664 B (864.00 MiB). The 69 KDA layers keep 1 cell of f32 state
+    (src/llama-hparams.cpp 219-247, n_head() = 96, kda head_dim 128, conv kernel 4):
+    R = 3 x 3 x 96 x 128 = 110,592 values, S = 128 x 128 x 96 = 1,572,864 values;
+    69 x (110,592 + 1,572,864) x 4 B = 464,633,856 B (R 30,523,392 = 29.11 MiB, S 434,110,464 = 414.00 MiB)."""
+    r = llamacpp.allocate(load_model("kimi-k3"), 32_768, F16, F16, options=LlamacppOptions(tool="llama-cli"))
+    assert (r.k_bytes, r.v_bytes, r.engine_state_bytes) == (905_969_664, 0, 464_633_856)
+    assert r.log_lines == [
+        "llama_kv_cache:      CUDA0 KV buffer size =   864.00 MiB",
+        "llama_kv_cache: size =  864.00 MiB ( 32768 cells,  24 layers,  1/1 seqs), K (f16):  864.00 MiB, "
+        "V (f16):    0.00 MiB",
+        "llama_memory_recurrent:      CUDA0 RS buffer size =   443.11 MiB",
+        "llama_memory_recurrent: size =  443.11 MiB (     1 cells,  93 layers,  1 seqs  0 rs_seq), R (f32):   29.11 "
+        "MiB, S (f32):  414.00 MiB, P (f32):    0.00 MiB",
+    ]
+
+
+@pytest.mark.parametrize("name", ["deepseek-v4-flash"])
 def test_caches_not_modelled_yet_are_refused(name):
     with pytest.raises(KvcalcError, match="llama.cpp profile does not model"):
         llamacpp.allocate(load_model(name), 4096, F16, F16, options=LlamacppOptions())

@@ -81,7 +81,8 @@ from __future__ import annotations
 
 from kvcalc.calc.kv_cache import ENGINES_MODEL_TODAY, refuse_unmodelled_layers
 from kvcalc.engines.llamacpp.base import LlamacppRules
-from kvcalc.engines.llamacpp.models_2026 import check_indexer_model, indexer_caches, indexer_class
+from kvcalc.engines.llamacpp.models_2026 import (KDA_FEATURES, check_indexer_model, indexer_caches, indexer_class,
+                                                 is_kda_hybrid, kda_r_s_values)
 from kvcalc.engines.llamacpp.common import (N_CTX_PAD, QUANT_BLOCK, QUANTIZED, RECURRENT_BYTES, RECURRENT_TYPE,
                                             SERVER_AUTO_PARALLEL, SWA_FULL_REF, SWA_PAD, Caches, Context, Layers,
                                             device_name, mib_f32, pad, recurrent_r_s_values)
@@ -103,7 +104,8 @@ def recurrent_lines(model: ModelSpec, dev: list[int], n_seq_max: int) -> tuple[l
     rec = [i for i, layer in enumerate(model.layers) if layer.keeps_state]
     if not rec:
         return [], 0, []
-    sized = [(i, *recurrent_r_s_values(model, model.layers[i])) for i in rec]
+    kda = is_kda_hybrid(model)  # Kimi-Linear / Kimi-K3: llama.cpp's own KDA sizes (models_2026)
+    sized = [(i, *(kda_r_s_values(model) if kda else recurrent_r_s_values(model, model.layers[i]))) for i in rec]
     if any(r + s == 0 for _, r, s in sized):
         return [], 0, ["mamba / linear-attention layers: the config does not size their state; not counted"]
     cells = max(1, n_seq_max)
@@ -212,9 +214,9 @@ class Current(LlamacppRules):
         for (`NO_ARCHITECTURE`, its own words), then the layers kvcalc's llama.cpp profile sizes:
         Gemma-4's per-layer heads and head sizes (`PER_LAYER_GEOMETRY_MODEL_TYPES`) and the
         indexer caches of DeepSeek-V3.2, GLM-5 and MiniMax-M3 (`llama_kv_cache_dsa`, `_msa`:
-        `models_2026`) pass, and MiMo-V2's per-layer geometry (n_swa: `gguf_sliding_window`);
-        DeepSeek-V4's `llama_kv_cache_dsv4` and Kimi-K3's hybrid memory are refused as not
-        modelled yet."""
+        `models_2026`) pass, MiMo-V2's per-layer geometry (n_swa: `gguf_sliding_window`) and the
+        Kimi-Linear / Kimi-K3 hybrid (MLA latent + KDA state, `models_2026.is_kda_hybrid`);
+        DeepSeek-V4's `llama_kv_cache_dsv4` is refused as not modelled yet."""
         arch = NO_ARCHITECTURE.get(model.model_type or "")
         if arch is not None:
             raise KvcalcError(f"{model.name}: llama.cpp 0c1e570 has no architecture for it: convert_hf_to_gguf.py "
@@ -222,6 +224,9 @@ class Current(LlamacppRules):
                               f"model architecture\" ({arch[1]})", field="model", value=model.name, form=MESSAGE)
         if indexer_class(model) is not None:  # DeepSeek-V3.2, GLM-5, MiniMax-M3: models_2026
             check_indexer_model(model)
+            return
+        if is_kda_hybrid(model):  # Kimi-Linear, Kimi-K3: llama_memory_hybrid (MLA latent + KDA state)
+            refuse_unmodelled_layers(model, "llama.cpp", KDA_FEATURES)
             return
         if model.model_type == "mimo_v2_flash" and model.gguf_sliding_window is None:
             raise KvcalcError(f"{model.name}: llama.cpp's converter writes the config's sliding_window as the GGUF's "

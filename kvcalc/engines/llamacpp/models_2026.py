@@ -87,3 +87,37 @@ def indexer_caches(model: ModelSpec, lay: Layers, cells: int, n_stream: int, n_s
         n, total = buffers.get(name, (0, 0))
         buffers[name] = (n, total + b)
     return Caches(lines, k_tot + k2, v_tot + v2, n_stream, cells, n_ctx, buffers)
+
+
+# ----- Kimi-Linear / Kimi-K3: MLA layers beside KDA layers (llama_memory_hybrid) ---------------
+
+#: model types llama.cpp serves as MLA + Kimi Delta Attention (`kimi-linear`, `kimi-k3`)
+KDA_MODEL_TYPES = frozenset({"kimi_linear"})
+#: the layer features the KDA hybrid sizes
+KDA_FEATURES = ENGINES_MODEL_TODAY | {"linear_beside_mla"}
+
+
+def is_kda_hybrid(model: ModelSpec) -> bool:
+    """A Kimi-Linear / Kimi-K3 config with MLA and linear (KDA) layers. llama.cpp 0c1e570
+    (`src/llama-arch.cpp` 1090-1106: `llm_arch_is_hybrid`) gives it a `llama_memory_hybrid`
+    (`src/llama-model.cpp` 2740-2775; null filters, so `src/llama-memory-hybrid.cpp` 8-60 puts
+    the layers with !is_recr(il) in the KV cache, the rest in the recurrent memory): the converter
+    (`conversion/kimi_k3.py` 165-206) writes head_count_kv 1 on the full-attention layers and 0 on
+    the KDA ones (`src/models/kimi-k3.cpp` 30-33: n_head_kv == 0 marks a KDA layer), key_length
+    kv_lora_rank + qk_rope_head_dim (the latent, cached as K; MLA: no V)."""
+    kinds = {layer.kind for layer in model.layers}
+    return model.model_type in KDA_MODEL_TYPES and kinds == {"mla", "linear"}
+
+
+def kda_r_s_values(model: ModelSpec) -> tuple[int, int]:
+    """(n_embd_r, n_embd_s) of one KDA layer, `src/llama-hparams.cpp` 219-224 and 242-247:
+    n_embd_r = 3 x (d_conv - 1) x n_head() x n_embd_head_kda (the Q, K and V short convolutions),
+    n_embd_s = n_embd_head_kda^2 x n_head(), with n_head() the model's attention head count
+    (layer 0's `head_count`, num_attention_heads), n_embd_head_kda `kda.head_dim`
+    (linear_attn_config head_dim: `linear_key_head_dim`), d_conv `ssm.conv_kernel`
+    (short_conv_kernel_size: `linear_conv_kernel_dim`; 3 when 0). Both in f32. (0, 0) when the
+    config does not give them."""
+    d, conv = model.linear_key_head_dim, model.linear_conv_kernel_dim
+    if not d or not model.n_heads:
+        return 0, 0
+    return 3 * ((conv - 1) if conv else 3) * model.n_heads * d, d * d * model.n_heads
