@@ -151,7 +151,49 @@ def test_kimi_k3_mla_latent_and_kda_state():
     ]
 
 
-@pytest.mark.parametrize("name", ["deepseek-v4-flash"])
-def test_caches_not_modelled_yet_are_refused(name):
-    with pytest.raises(KvcalcError, match="llama.cpp profile does not model"):
-        llamacpp.allocate(load_model(name), 4096, F16, F16, options=LlamacppOptions())
+# deepseek-ai/DeepSeek-V4-Flash (configs/models/deepseek-v4-flash.yaml; llama.cpp `deepseek4`, llama_kv_cache_dsv4,
+# src/llama-kv-cache-dsv4.cpp 1210-1335): 43 sliding layers of one 512-value K = V row (1,024 B in f16), 21 with
+# compress ratio 4 (CSA + indexer), 20 with 128 (HCA); one stream per sequence (never unified).
+# llama-cli (1 sequence), 32,768 cells, n_ubatch 512:
+#   raw SWA: GGML_PAD(min(32,768, 128 + 512), 256) = 768 cells x 43 x 1,024 B = 33,816,576 B (32.25 MiB)
+#   CSA: cdiv(32,768, 4) = 8,192 cells x 21 x 1,024 = 176,160,768 (168.00 MiB)
+#   HCA: cdiv(32,768, 128) = 256 cells x 20 x 1,024 = 5,242,880 (5.00 MiB)
+#   indexer: 8,192 cells x 21 x 128 x 2 B = 44,040,192 (42.00 MiB); K total 259,260,416 B, V 0
+#   compressor states, f32, kv + score: CSA 21 x 2 x 1,024 x 8 x 4 = 1,376,256; HCA 20 x 2 x 512 x 128 x 4 =
+#   10,485,760; indexer 21 x 2 x 256 x 8 x 4 = 344,064; 12,206,080 B a sequence
+# llama-server (4 slots, kv_unified): each of the 4 streams holds n_ctx_seq = 32,768 cells: K x 4 = 1,037,041,664
+# (the raw SWA cache stays 768 cells a stream: not unified, n_swa x 1), states x 4 = 48,824,320.
+DSV4_CASES = [({"tool": "llama-cli"}, 1, 259_260_416, 12_206_080), ({}, 4, 1_037_041_664, 48_824_320)]
+
+
+@pytest.mark.parametrize(("opts", "streams", "k_bytes", "state_bytes"), DSV4_CASES)
+def test_deepseek_v4_dsv4_cache(opts, streams, k_bytes, state_bytes):
+    r = llamacpp.allocate(load_model("deepseek-v4-flash"), 32_768, F16, F16, options=LlamacppOptions(**opts))
+    assert (r.k_bytes, r.v_bytes, r.engine_state_bytes) == (k_bytes, 0, state_bytes)
+    assert r.k_bytes == streams * (33_816_576 + 176_160_768 + 5_242_880 + 44_040_192)
+    s = f"{streams}/{streams} seqs"
+    assert r.log_lines[:4] == [
+        "llama_kv_cache_dsv4: creating DSV4 raw KV cache",
+        "llama_kv_cache_iswa: creating non-SWA KV cache, size = 32768 cells",
+        f"llama_kv_cache: size =    0.00 MiB ( 32768 cells,   0 layers,  {s}), K (f16):    0.00 MiB, V (f16):    0.00 "
+        "MiB",
+        "llama_kv_cache_iswa: creating     SWA KV cache, size = 768 cells",
+    ]
+    assert "llama_kv_cache_dsv4: creating DSV4 CSA compressed KV cache, size = 8192 cells" in r.log_lines
+    assert (f"llama_dsv4_comp_state: hca ratio = 128, state = 128 x 512, streams = {streams}, rs_seq = 0, layers = 20, "
+            f"size = {10 * streams:7.2f} MiB") in r.log_lines
+
+
+def test_deepseek_v4_refuses_different_k_and_v_types():
+    """src/llama-context.cpp 3835: `model->hparams.is_mla() || model->arch == LLM_ARCH_DEEPSEEK4`."""
+    with pytest.raises(KvcalcError, match=r"different K \(q8_0\) and V \(f16\) cache types.*K = V rows as K only"):
+        llamacpp.allocate(load_model("deepseek-v4-flash"), 4096, kv_format("q8_0"), F16, options=LlamacppOptions())
+
+
+def test_deepseek_v4_nvfp4_checkpoint_has_the_same_cache():
+    """nvidia/DeepSeek-V4-Flash-NVFP4: only the expert weights differ; llama-cli, 32,768: 259,260,416 B."""
+    from pathlib import Path
+
+    p = Path(__file__).parents[1] / "data" / "hf-configs-2026" / "nvidia--DeepSeek-V4-Flash-NVFP4.json"
+    r = llamacpp.allocate(load_model(str(p)), 32_768, F16, F16, options=LlamacppOptions(tool="llama-cli"))
+    assert (r.k_bytes, r.engine_state_bytes) == (259_260_416, 12_206_080)

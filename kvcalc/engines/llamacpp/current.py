@@ -81,6 +81,7 @@ from __future__ import annotations
 
 from kvcalc.calc.kv_cache import ENGINES_MODEL_TODAY, refuse_unmodelled_layers
 from kvcalc.engines.llamacpp.base import LlamacppRules
+from kvcalc.engines.llamacpp.dsv4 import check_dsv4_model, dsv4_caches, dsv4_state_lines, is_dsv4
 from kvcalc.engines.llamacpp.models_2026 import (KDA_FEATURES, check_indexer_model, indexer_caches, indexer_class,
                                                  is_kda_hybrid, kda_r_s_values)
 from kvcalc.engines.llamacpp.common import (N_CTX_PAD, QUANT_BLOCK, QUANTIZED, RECURRENT_BYTES, RECURRENT_TYPE,
@@ -144,6 +145,8 @@ def current_caches(model: ModelSpec, lay: Layers, requested: int, *, parallel: i
         n_stream, n_ctx_pad = parallel, cells * parallel
     if not lay.att:
         return Caches([], 0, 0, n_stream, cells, n_ctx_pad, buffers)
+    if is_dsv4(model):  # llama_kv_cache_dsv4 (dsv4)
+        return dsv4_caches(model, lay, cells, parallel=parallel, swa_full=swa_full, n_ubatch=n_ubatch, n_ctx=n_ctx_pad)
     if indexer_class(model) is not None:  # llama_kv_cache_dsa / _msa (models_2026)
         return indexer_caches(model, lay, cells, n_stream, parallel, n_ctx_pad)
     if not iswa:
@@ -215,8 +218,8 @@ class Current(LlamacppRules):
         Gemma-4's per-layer heads and head sizes (`PER_LAYER_GEOMETRY_MODEL_TYPES`) and the
         indexer caches of DeepSeek-V3.2, GLM-5 and MiniMax-M3 (`llama_kv_cache_dsa`, `_msa`:
         `models_2026`) pass, MiMo-V2's per-layer geometry (n_swa: `gguf_sliding_window`) and the
-        Kimi-Linear / Kimi-K3 hybrid (MLA latent + KDA state, `models_2026.is_kda_hybrid`);
-        DeepSeek-V4's `llama_kv_cache_dsv4` is refused as not modelled yet."""
+        Kimi-Linear / Kimi-K3 hybrid (MLA latent + KDA state, `models_2026.is_kda_hybrid`) and
+        DeepSeek-V4's `llama_kv_cache_dsv4` (`dsv4`)."""
         arch = NO_ARCHITECTURE.get(model.model_type or "")
         if arch is not None:
             raise KvcalcError(f"{model.name}: llama.cpp 0c1e570 has no architecture for it: convert_hf_to_gguf.py "
@@ -224,6 +227,9 @@ class Current(LlamacppRules):
                               f"model architecture\" ({arch[1]})", field="model", value=model.name, form=MESSAGE)
         if indexer_class(model) is not None:  # DeepSeek-V3.2, GLM-5, MiniMax-M3: models_2026
             check_indexer_model(model)
+            return
+        if is_dsv4(model):  # DeepSeek-V4: llama_kv_cache_dsv4 (dsv4)
+            check_dsv4_model(model)
             return
         if is_kda_hybrid(model):  # Kimi-Linear, Kimi-K3: llama_memory_hybrid (MLA latent + KDA state)
             refuse_unmodelled_layers(model, "llama.cpp", KDA_FEATURES)
@@ -252,10 +258,13 @@ class Current(LlamacppRules):
           n_embd_head_k=%u"; `head_sizes`), e.g. q8_0 with Phi-2's heads of 80.
         """
         func = "llama_init_from_model"
-        latent = any(layer.kind == "mla" for layer in model.layers) and self.mla_cache(model) == "latent"
+        # `model->hparams.is_mla() || model->arch == LLM_ARCH_DEEPSEEK4` (src/llama-context.cpp 3835)
+        latent = (any(layer.kind == "mla" for layer in model.layers) and self.mla_cache(model) == "latent"
+                  or is_dsv4(model))
         if latent and tk != tv:
+            held = "K = V rows as K only" if is_dsv4(model) else "the MLA latent as K, V is a view of it"
             raise KvcalcError(f"llama.cpp refuses it: \"{func}: model does not support different K ({tk}) and V "
-                              f"({tv}) cache types\" ({model.name} caches the MLA latent as K, V is a view of it); "
+                              f"({tv}) cache types\" ({model.name} caches {held}); "
                               "give one type to -ctk and -ctv", field="v_dtype", value=tv)
         if tv in QUANTIZED and not flash_attn:
             raise KvcalcError(f"llama.cpp refuses it: \"{func}: quantized V cache requires flash_attn to be "
@@ -277,6 +286,8 @@ class Current(LlamacppRules):
                               swa_full=ctx.swa_full, n_ubatch=n_ubatch)
 
     def recurrent(self, model: ModelSpec, dev: list[int], n_seq_max: int) -> tuple[list[str], int, list[str]]:
+        if is_dsv4(model):  # the compressor states, f32, per sequence
+            return dsv4_state_lines(model, dev, n_seq_max)
         return recurrent_lines(model, dev, n_seq_max)
 
 

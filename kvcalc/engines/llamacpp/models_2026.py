@@ -53,6 +53,12 @@ def check_indexer_model(model: ModelSpec) -> None:
     refuse_unmodelled_layers(model, "llama.cpp", INDEXER_FEATURES)
 
 
+def row_bytes(type_name: str, n_values: int, what: str, field: str) -> int:
+    """ggml_row_size of `n_values` in the ggml type `type_name` (a `GGML_NAMES` value)."""
+    names = {g: f for f, g in GGML_NAMES.items()}
+    return kv_format(names[type_name]).bytes_for(n_values, what=what, field=field)
+
+
 def indexer_row_bytes(model: ModelSpec, il: int, tk: str, tv: str, with_v: bool) -> tuple[int, int]:
     """(K, V) bytes of one indexer cell of layer `il`: ggml_row_size(type_k, 1 x
     indexer_head_size) and, for `llama_kv_cache_msa`, ggml_row_size(type_v, 1 x value_length);
@@ -60,9 +66,8 @@ def indexer_row_bytes(model: ModelSpec, il: int, tk: str, tv: str, with_v: bool)
     layer = model.layers[il]
     if not layer.index_dim:
         return 0, 0
-    names = {g: f for f, g in GGML_NAMES.items()}
-    kb = kv_format(names[tk]).bytes_for(layer.index_dim, what="indexer K row", field="k_dtype")
-    vb = kv_format(names[tv]).bytes_for(layer.head_dim_v, what="indexer V row", field="v_dtype") if with_v else 0
+    kb = row_bytes(tk, layer.index_dim, "indexer K row", "k_dtype")
+    vb = row_bytes(tv, layer.head_dim_v, "indexer V row", "v_dtype") if with_v else 0
     return kb, vb
 
 
