@@ -180,6 +180,7 @@ def test_deepseek_v4_dsv4_cache(opts, streams, k_bytes, state_bytes):
         "llama_kv_cache_iswa: creating     SWA KV cache, size = 768 cells",
     ]
     assert "llama_kv_cache_dsv4: creating DSV4 CSA compressed KV cache, size = 8192 cells" in r.log_lines
+    assert not any("no SWA cache" in n for n in r.notes)  # the raw iswa cache is window-sized
     assert (f"llama_dsv4_comp_state: hca ratio = 128, state = 128 x 512, streams = {streams}, rs_seq = 0, layers = 20, "
             f"size = {10 * streams:7.2f} MiB") in r.log_lines
 

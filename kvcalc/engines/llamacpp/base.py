@@ -90,6 +90,11 @@ class LlamacppRules:
         """(lines, bytes, notes) of the recurrent memory beside the KV cache: none by default."""
         return [], 0, []
 
+    def own_swa_cache(self, model: ModelSpec) -> bool:
+        """True where the model's memory class keeps its own window-sized cache for an all-sliding
+        model (llama.cpp 0c1e570's DeepSeek-V4); False by default."""
+        return False
+
     # ----- shared -------------------------------------------------------------------------
 
     def mla_cache(self, model: ModelSpec) -> str:
@@ -162,7 +167,7 @@ class LlamacppRules:
         lay = Layers(att, per_cell, dev, tk, tv, v_pad_line(model, ctx.flash_attn))
         kinds = {model.layers[i].kind for i in att}
         iswa = self.swa_cache and "sliding" in kinds and len(kinds) > 1
-        if "sliding" in kinds and not iswa:
+        if "sliding" in kinds and not iswa and not self.own_swa_cache(model):
             notes.append("sliding-window layers get the full cache size " + self.no_swa_cache_note)
         c = self.caches(model, lay, requested, ctx, n_ubatch=n_ubatch_eff, iswa=iswa, flash_attn=flash_on)
         more, state, more_notes = self.recurrent(model, dev, parallel)

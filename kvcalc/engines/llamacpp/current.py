@@ -285,6 +285,9 @@ class Current(LlamacppRules):
         return current_caches(model, lay, requested, parallel=ctx.parallel, unified=ctx.unified, iswa=iswa,
                               swa_full=ctx.swa_full, n_ubatch=n_ubatch)
 
+    def own_swa_cache(self, model: ModelSpec) -> bool:
+        return is_dsv4(model)  # llama_kv_cache_dsv4's raw llama_kv_cache_iswa
+
     def recurrent(self, model: ModelSpec, dev: list[int], n_seq_max: int) -> tuple[list[str], int, list[str]]:
         if is_dsv4(model):  # the compressor states, f32, per sequence
             return dsv4_state_lines(model, dev, n_seq_max)
