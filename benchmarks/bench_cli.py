@@ -1,11 +1,12 @@
-"""Benchmarks that print figures (record them in the README):
+"""Benchmarks that print figures (record them, dated, in docs/benchmarks.md):
 
 1. CLI start-up: `kvcalc estimate llama-3.1-8b` against `python -c "import typer, rich, pydantic,
    yaml"` (its own dependencies) and against the floor any typer CLI pays: a one-command typer
    app that parses one option and prints a rich table of one pydantic model read from the same
    YAML (typer loads its option adapters and rich its renderer only when a command runs). Each
    runs as a fresh subprocess N times in the same run, interleaved, so drift from other jobs on
-   the machine hits all three alike; medians and the ratios (target: within 1.15x of the floor).
+   the machine hits all three alike; medians and the ratios (target: within 1.2x of the floor,
+   in instructions: `--instructions`).
 2. Sweep speed: 100,000 (model, seq_len, batch) points through the engine's per-layer KV bytes
    (`plan.KvProfile`), the memory plan and the roofline (`plan.Planner.point`), on one core
    (target: under 1 s), planners' set-up included.
@@ -66,8 +67,9 @@ app()
 
 #: the model `kvcalc estimate` is timed on (the floor app reads its YAML too)
 MODEL = "llama-3.1-8b"
-#: the start-up target: `kvcalc estimate MODEL` within this factor of the floor app
-TARGET_RATIO = 1.15
+#: the start-up target: `kvcalc estimate MODEL` within this factor of the floor app, in
+#: instructions (issue 23 item 4)
+TARGET_RATIO = 1.2
 
 
 def startup(runs: int, count_instructions: bool = False) -> None:
@@ -112,7 +114,7 @@ def startup(runs: int, count_instructions: bool = False) -> None:
         print("instructions executed, one run each (valgrind callgrind):")
         for name, n in counts.items():
             print(f"  {name:<46}: {n / 1e6:8.1f} M")
-        print(f"  {'ratio to the bare command':<46}: {counts[cli] / counts[floor]:8.3f} x")
+        print(f"  {'ratio to the bare command':<46}: {counts[cli] / counts[floor]:8.3f} x   (target <= {TARGET_RATIO:g})")
 
 
 def instructions(cmds: dict[str, list[str]], env: dict[str, str]) -> dict[str, int] | None:
@@ -132,9 +134,9 @@ def instructions(cmds: dict[str, list[str]], env: dict[str, str]) -> dict[str, i
 
 
 def sweep_speed() -> None:
+    from kvcalc.calc.memory_plan import Layout, Planner
     from kvcalc.load.gpus import get_gpu
     from kvcalc.load.models import load_model
-    from kvcalc.calc.memory_plan import Layout, Planner
 
     if hasattr(os, "sched_setaffinity"):
         os.sched_setaffinity(0, {sorted(os.sched_getaffinity(0))[0]})

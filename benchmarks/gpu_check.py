@@ -19,8 +19,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from kvcalc.formats import kv_format  # noqa: E402
 from kvcalc.errors import KvcalcError  # noqa: E402
+from kvcalc.formats import kv_format  # noqa: E402
 from kvcalc.load.models import load_model  # noqa: E402
 
 GIB = 2**30
@@ -149,8 +149,8 @@ def main(argv: list[str]) -> int:
              "prediction, and memory_allocated == tensors rounded to 512 B; err % = 100 x (predicted - "
              "measured) / measured, predicted = bytes read / bandwidth (probe: measured in the same run; "
              "table: kvcalc/data/gpus.yaml)", ""]
-    lines.append("  ".join(c.rjust(w) for c, w in zip(cols, widths)))
-    lines += ["  ".join(c.rjust(w) for c, w in zip(r, widths)) for r in rows]
+    lines.append("  ".join(c.rjust(w) for c, w in zip(cols, widths, strict=True)))
+    lines += ["  ".join(c.rjust(w) for c, w in zip(r, widths, strict=True)) for r in rows]
     lines += [""] + [f"note: {n}" for n in notes] + [f"elapsed {time.monotonic() - t0:.0f} s"]
     text = "\n".join(lines)
     print(text)

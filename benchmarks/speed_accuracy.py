@@ -20,9 +20,10 @@ import copy
 import dataclasses
 import math
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import yaml
 
@@ -103,7 +104,7 @@ def predict(case: Case, table: speed.SpeedTable | None) -> float:
     r = case.row
     p = copy.copy(case.planner)
     p.layout = dataclasses.replace(p.layout, speed=terms_for(case, table) if table is not None else None)
-    I, O, B, m = r["input_len"], r["output_len"], r["batch"], r["method"]
+    I, O, B, m = r["input_len"], r["output_len"], r["batch"], r["method"]  # noqa: E741  (I, O: input and output tokens, as in the docstring)
     if m == "tg":  # tokens/s of one sequence over O steps from context I
         return (1 / p.decode(I + O // 2, B).step_time_s) / r["measured"]
     if m == "pp":  # prompt tokens/s
@@ -135,7 +136,7 @@ def table_lines(cases: list[Case], ratios: list[float], title: str) -> list[str]
     out = [title, f"{'group':<34}{'n':>4}{'median':>8}  {'IQR':<12}"]
 
     def line(name: str, pick: Callable[[Case], bool]) -> None:
-        xs = [x for c, x in zip(cases, ratios) if pick(c)]
+        xs = [x for c, x in zip(cases, ratios, strict=True) if pick(c)]
         if xs:
             a, m, b = quartiles(xs)
             out.append(f"{name:<34}{len(xs):>4}{m:>8.2f}  {a:.2f}-{b:.2f}")
@@ -198,7 +199,7 @@ def loss(cases: list[Case], t: speed.SpeedTable) -> float:
 
 
 def _set_all(t: speed.SpeedTable, x: list[float]) -> speed.SpeedTable:
-    for (sec, path), lv in zip(FITTED, x):
+    for (sec, path), lv in zip(FITTED, x, strict=True):
         v = math.exp(lv)
         t = with_param(t, sec, path, min(v, 1.0) if sec in CAPPED else v)
     return t
@@ -253,8 +254,8 @@ def main() -> int:
         for sec, path in FITTED:
             print(f"{sec}.{'.'.join(map(str, path))}: {get_param(table, sec, path):.6g}")
     ratios = [predict(c, table) for c in cases]
-    cal = [(c, x) for c, x in zip(cases, ratios) if not c.held_out]
-    held = [(c, x) for c, x in zip(cases, ratios) if c.held_out]
+    cal = [(c, x) for c, x in zip(cases, ratios, strict=True) if not c.held_out]
+    held = [(c, x) for c, x in zip(cases, ratios, strict=True) if c.held_out]
     what = "bare roofline (no speed terms)" if table is None else "speed model"
     print(f"kvcalc {what} vs {ROWS_PATH.name}: ratio = predicted / measured speed")
     for title, part in (("CALIBRATION split (fitted on)", cal), ("HELD-OUT split (never fitted on)", held)):
@@ -266,7 +267,7 @@ def main() -> int:
             print(f"  {s}")
     if args.rows:
         print()
-        for c, x in zip(cases, ratios):
+        for c, x in zip(cases, ratios, strict=True):
             print(f"{'H' if c.held_out else 'C'} {x:6.2f}  {c.row['id']}")
     return 0
 

@@ -7,7 +7,9 @@ The Python API (the same request objects and code path as the CLI, `kvcalc.reque
     2684354560
 
 - `load_model(ref)`: a `ModelSpec` from a bundled name, a YAML file, a config.json, a folder.
-- `estimate(model, seq_len=..., ...)`: a `KvEstimate` (exact bytes).
+- `estimate(model, seq_len=..., ...)`: a `KvEstimate` (exact bytes); with `gpu=...` and / or
+  `engine=...`, a `ServedEstimate`: the same keys plus the GPU fit, the roofline speed and the
+  engine's allocation (`kvcalc estimate --gpu G --engine E`).
 - `capacity(model, engine=..., kv_memory_bytes=..., ...)`: an `EngineResult` (what vLLM, SGLang,
   llama.cpp or the exact formula make of a KV memory budget, with the lines the engine logs).
 - `plan(model, seq_len=..., concurrency=..., max_tpot_ms=..., ...)`: a `PlanResult` (the GPUs,
@@ -28,7 +30,7 @@ __version__ = "0.2.0"
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing
 if TYPE_CHECKING:
     from kvcalc.results import EngineResult, KvEstimate, PlanResult
-    from kvcalc.schema import ModelSpec
+    from kvcalc.schema import GpuSpec, ModelSpec
 
 __all__ = ["__version__", "capacity", "estimate", "load_model", "plan"]
 
@@ -43,8 +45,9 @@ def load_model(ref: str | ModelSpec) -> ModelSpec:
     from kvcalc.arguments import check_argument
     from kvcalc.schema import ModelSpec
 
-    if isinstance(check_argument("model", ref), ModelSpec):
-        return ref
+    checked = check_argument("model", ref)
+    if isinstance(checked, ModelSpec):
+        return checked
     from kvcalc.load.models import load_model as _load
 
     return _load(str(ref))
@@ -52,7 +55,13 @@ def load_model(ref: str | ModelSpec) -> ModelSpec:
 
 def estimate(model: str | ModelSpec, *, seq_len: int | str | None = None, batch: int = 1, kv_dtype: str | None = None,
              k_dtype: str | None = None, v_dtype: str | None = None, quant_group_size: int | None = None,
-             scale_dtype: str | None = None, tp: int = 1, pp: int = 1, dp: int = 1) -> KvEstimate:
+             scale_dtype: str | None = None, tp: int = 1, pp: int = 1, dp: int = 1,
+             gpu: str | GpuSpec | None = None, weight_dtype: str | None = None,
+             gpu_memory_utilization: float | None = None, bw_efficiency: float | None = None,
+             flops_efficiency: float | None = None, cuda_context_bytes: int | str | None = None,
+             activation_reserve_bytes: int | str | None = None, engine: str = "ideal",
+             options: object = None, input_len: int | str | None = None, output_len: int | str | None = None,
+             request_rate: float | None = None) -> KvEstimate:
     """Exact KV-cache bytes of `model` (a name, path or `ModelSpec`) for `batch` sequences of
     `seq_len` tokens (None: the model's max_position_embeddings; '32k' is read as 32,768) per
     data-parallel replica, K and V stored as `kv_dtype` (None: the model's dtype; `k_dtype` /
@@ -64,18 +73,85 @@ def estimate(model: str | ModelSpec, *, seq_len: int | str | None = None, batch:
     Formula: sum over layers of 2 x n_kv_heads x head_dim x cached tokens x batch x bytes per
     value (sliding-window layers cache min(seq_len, window) tokens; MLA one latent per token).
 
+    With `gpu` (a name from `kvcalc gpus`, a GPU YAML path or a `GpuSpec`) or an `engine`
+    ('vllm', 'sglang', 'llamacpp'), as `kvcalc estimate --gpu G --engine E`: a `ServedEstimate`,
+    the same `KvEstimate` keys plus `serving` (the memory plan, whether the batch fits,
+    `max_batch`, the roofline `tpot_s`, `tokens_per_s`, `ttft_s`), `engine` (what the engine
+    allocates for the batch, with its log lines) and `fit_hint` (the fewest GPUs that fit, when
+    it does not). The plan's knobs are the CLI's: `weight_dtype` (None: the checkpoint's),
+    `gpu_memory_utilization` (0.9), `bw_efficiency`, `flops_efficiency`, `cuda_context_bytes`,
+    `activation_reserve_bytes` (an int or a size, '2GiB'); they need `gpu`, as on the command
+    line. With `input_len` and `output_len` (and optionally `request_rate`, requests/s) on a
+    GPU, `request` holds the whole-request figures of `kvcalc estimate --input-len --output-len`
+    (TTFT, TPOT, end to end, static-batch and continuous-batching throughput); without `seq_len`
+    the memory plan holds input_len + output_len tokens, as on the command line. `options`: the engine's options object (`kvcalc.engines.profile.VllmOptions`
+    ...; vLLM's compute capability and vendor come from `gpu` when the options leave them None).
+
     Raises `KvcalcError` naming the argument for a value of the wrong type (a bool, a float or a
-    str where a count goes) or past the CLI's bounds (`kvcalc.arguments`), and for an unknown
-    format or a TP / PP layout the engines refuse; warns (`KvcalcWarning`) for a context beyond
-    the model's.
+    str where a count goes) or past the CLI's bounds (`kvcalc.arguments`), for a plan knob
+    without `gpu`, and for an unknown format, GPU or engine or a TP / PP layout the engines
+    refuse; warns (`KvcalcWarning`) for a context beyond the model's.
     """
     from kvcalc.arguments import check_arguments
     from kvcalc.requests import EstimateRequest, run_estimate
 
     args = check_arguments(seq_len=seq_len, batch=batch, kv_dtype=kv_dtype, k_dtype=k_dtype, v_dtype=v_dtype,
                            quant_group_size=quant_group_size, scale_dtype=scale_dtype, tp=tp, pp=pp, dp=dp)
-    req = EstimateRequest.build(load_model(model), **args)
-    return run_estimate(req).kv
+    knobs = check_arguments(weight_dtype=weight_dtype, gpu_memory_utilization=gpu_memory_utilization,
+                            bw_efficiency=bw_efficiency, flops_efficiency=flops_efficiency,
+                            cuda_context_bytes=cuda_context_bytes, activation_reserve_bytes=activation_reserve_bytes)
+    served = check_arguments(gpu=gpu, engine=engine)
+    whole = check_arguments(input_len=input_len, output_len=output_len, request_rate=request_rate)
+    knobs = {k: v for k, v in knobs.items() if v is not None}
+    spec = load_model(model)
+    if args["seq_len"] is None and whole["input_len"] is not None and whole["output_len"] is not None:
+        args["seq_len"] = whole["input_len"] + whole["output_len"]  # the memory plan holds the whole request
+    if served["gpu"] is None:
+        given = {k: v for k, v in whole.items() if v is not None}
+        if given:
+            knobs = {**given, **knobs}
+        if knobs:
+            from kvcalc.errors import OPTION_SAYS, KvcalcError
+
+            name = next(iter(knobs))
+            raise KvcalcError("needs gpu: it sets the GPU's memory plan and roofline", option=name, field=name,
+                              value=knobs[name], form=OPTION_SAYS)
+        req = EstimateRequest.build(spec, **args, engine=served["engine"], engine_options=options)
+    else:
+        from kvcalc.calc.memory_plan import Layout
+        from kvcalc.load.gpus import get_gpu
+
+        gpu_spec = get_gpu(served["gpu"]) if isinstance(served["gpu"], str) else served["gpu"]
+        layout = Layout(**knobs)
+        layout.check()
+        req = EstimateRequest.build(spec, **args, gpu=gpu_spec, layout=layout, engine=served["engine"],
+                                    engine_options=_with_gpu(served["engine"], options, gpu_spec), **whole)
+    res = run_estimate(req)
+    if served["gpu"] is None and res.engine is None and req.engine == "ideal":
+        return res.kv
+    from kvcalc.results.served import ServedEstimate
+
+    return ServedEstimate(**dict(res.kv), serving=res.serving, engine=res.engine, fit_hint=res.fit_hint,
+                          request=res.request)
+
+
+def _with_gpu(engine: str, options: object, gpu: GpuSpec) -> object:
+    """vLLM's options with the GPU's compute capability and vendor where they leave them None
+    (as the CLI's `--gpu` gives them, `cli.options.engine_options`); other engines' as given."""
+    import dataclasses
+
+    from kvcalc.engines import canonical
+
+    if canonical(engine) != "vllm":
+        return options
+    from kvcalc.engines.profile import VllmOptions
+
+    o = options if options is not None else VllmOptions()
+    if not isinstance(o, VllmOptions):
+        return options  # another engine's options: refused, naming them, by the request
+    vendor = None if gpu.vendor == "other" else gpu.vendor
+    return dataclasses.replace(o, compute_capability=o.compute_capability or gpu.compute_capability,
+                               vendor=o.vendor or vendor)
 
 
 def capacity(model: str | ModelSpec, *, engine: str = "ideal", kv_memory_bytes: int | str | None,
@@ -140,5 +216,7 @@ def plan(model: str | ModelSpec, *, seq_len: int | str | None = None, concurrenc
                            min_tokens_per_s=min_tokens_per_s, max_ttft_s=max_ttft_s, prices=prices, top=top,
                            why_not=why_not, gpus_per_node=gpus_per_node)
     spec = load_model(model)
-    with naming_model_file(None if model is spec else model, spec.name):
+    from kvcalc.schema import ModelSpec
+
+    with naming_model_file(None if isinstance(model, ModelSpec) else model, spec.name):
         return run_plan(PlanRequest.build(spec, **args, engine_options=options))

@@ -39,6 +39,9 @@ ARGUMENTS: dict[str, str] = {
     "kv_dtype": "name", "k_dtype": "name", "v_dtype": "name", "scale_dtype": "name", "engine": "name",
     "gpus": "names", "kv_dtypes": "names", "weight_dtypes": "names",
     "prices": "prices",
+    "gpu": "gpu", "weight_dtype": "name", "input_len": "tokens", "output_len": "tokens", "request_rate": "target",
+    "gpu_memory_utilization": "fraction", "bw_efficiency": "fraction", "flops_efficiency": "fraction",
+    "cuda_context_bytes": "bytes0", "activation_reserve_bytes": "bytes0",
 }
 
 #: what a count counts, in the type error (`units.BOUNDS` has the unit of each bounded one)
@@ -100,6 +103,25 @@ def _check(name: str, kind: str, value: Any) -> Any:
         if value <= 0:  # as `--kv-memory 0` (units.parse_size): an engine has no cache to size
             raise _refuse(name, f"must be positive, got {value}", value)
         return check_bound(name, value, option=name)
+    if kind == "bytes0":  # a reserve: 0 is a real answer (`--cuda-context 0`)
+        if isinstance(value, str):
+            return parse_size(value, name, allow_zero=True, hint_unit="MiB")
+        if not _is_int(value) or value < 0:
+            raise _refuse(name, f"must be a whole number of bytes >= 0 or a size ('500MiB'), not {_shown(value)}",
+                          value)
+        return check_bound(name, value, option=name) if bound_of(name) else value
+    if kind == "fraction":
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise _refuse(name, f"must be a number in (0, 1], not {_shown(value)}", value)
+        if not math.isfinite(value) or not 0 < value <= 1:
+            raise _refuse(name, f"must be in (0, 1], got {value:g}", value)
+        return float(value)
+    if kind == "gpu":
+        from kvcalc.schema import GpuSpec
+
+        if not isinstance(value, (str, os.PathLike, GpuSpec)):
+            raise _refuse(name, f"must be a GPU name, a GPU file path or a GpuSpec, not {_shown(value)}", value)
+        return value if isinstance(value, GpuSpec) else str(value)
     if kind == "target":
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             raise _refuse(name, f"must be a number, not {_shown(value)}", value)

@@ -21,6 +21,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict
 
 from kvcalc.errors import MESSAGE, OPTION_SAYS, KvcalcError, UnknownNameError
+
 # field types whose core schema is given ready-made: the table below is built at every start-up
 from kvcalc.schema_types import OptInt, OptStr, PositiveInt
 
@@ -46,11 +47,6 @@ class StorageFormat(BaseModel):
     quant_group_size: OptInt = None
     scale_bytes: int = 0
     kind: Literal["kv", "weight", "both"] = "both"
-
-    @property
-    def bytes_per_element(self) -> float:
-        """Bytes per value as a float, for display only; use `bytes_for` for totals."""
-        return self.block_bytes / self.block_values
 
     def bytes_for(self, n_values: int, *, what: str = "row", field: str | None = None) -> int:
         """Exact bytes that `n_values` values take: n_values // block_values * block_bytes.
@@ -439,7 +435,3 @@ def weight_format(name: str | StorageFormat, quant_group_size: int | None = None
                           field=field, value=fmt.name, form=MESSAGE)
     return fmt
 
-
-def all_names() -> list[str]:
-    """Every accepted format name and alias, sorted."""
-    return sorted(set(STORAGE_FORMATS) | set(ALIASES))

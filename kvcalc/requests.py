@@ -269,8 +269,8 @@ def request_result(planner: Any, req: EstimateRequest) -> Any:
         return None
     if req.input_len is None or req.output_len is None:
         missing = "--input-len" if req.input_len is None else "--output-len"
-        raise KvcalcError(f"whole requests need both --input-len and --output-len", option=missing)
-    B, I, O = req.workload.batch, req.input_len, req.output_len
+        raise KvcalcError("whole requests need both --input-len and --output-len", option=missing)
+    B, I, O = req.workload.batch, req.input_len, req.output_len  # noqa: E741  (I, O: input and output tokens)
     fits = planner.headroom_bytes(I + O, B) >= 0
     rs = request_speed(planner, I, O, B, req.request_rate) if fits else None
     return RequestEstimate.build(rs, input_len=I, output_len=O, batch=B, fits=fits, request_rate=req.request_rate)
@@ -441,13 +441,110 @@ def plan_kv_memory(model: Any, gpu: Any, layout: Any, seq_len: int | None, concu
 
 
 def run_capacity(req: CapacityRequest) -> Any:
-    """The engine's `EngineResult` for the request (`EngineProfile.capacity`)."""
+    """The engine's `EngineResult` for the request (`EngineProfile.capacity`). For an engine that
+    allocates its whole context up front (llama.cpp: n_ctx cells), given the KV memory and a
+    request length but neither --ctx-size nor --parallel, the answer is the requests that fit
+    (`requests_that_fit`), not one large context."""
     from kvcalc.engines.profile import get_profile
 
-    refuse_without_kv_layers(req.model, "a capacity in tokens")
-    return get_profile(req.engine).capacity(req.model, req.kv_memory_bytes, req.k, req.v, tp=req.tp,
-                                            max_model_len=req.max_model_len, concurrency=req.concurrency,
-                                            options=req.options, kv_cache_dtype=req.label)
+    if req.engine == "ideal" and req.kv_memory_bytes and not any(layer.caches_kv for layer in req.model.layers):
+        from kvcalc.calc.kv_cache import state_bytes_per_seq
+
+        state = state_bytes_per_seq(req.model)
+        if state:
+            return state_capacity(req, state)
+    try:
+        refuse_without_kv_layers(req.model, "a capacity in tokens")
+    except KvcalcError as e:
+        if req.engine == "ideal" or not state_bytes_known(req.model):
+            raise
+        raise KvcalcError(f"{e.message}; kvcalc does not model how {req.engine} allocates a model with state "
+                          "alone: --engine ideal with --kv-memory gives how many sequences' state fits",
+                          field=e.field, value=e.value, form=e.form) from None
+    prof = get_profile(req.engine)
+    if (prof.allocates_cells and req.kv_memory_bytes and req.max_model_len and req.concurrency is None
+            and getattr(req.options, "n_ctx", None) is None and getattr(req.options, "parallel", None) is None):
+        found = requests_that_fit(prof, req)
+        if found is not None:
+            return found
+    return prof.capacity(req.model, req.kv_memory_bytes, req.k, req.v, tp=req.tp,
+                         max_model_len=req.max_model_len, concurrency=req.concurrency,
+                         options=req.options, kv_cache_dtype=req.label)
+
+
+def state_bytes_known(model: Any) -> bool:
+    """Whether the config sizes the fixed per-sequence state (`kv_cache.state_bytes_per_seq`)."""
+    from kvcalc.calc.kv_cache import state_bytes_per_seq
+
+    return bool(state_bytes_per_seq(model))
+
+
+def state_capacity(req: CapacityRequest, state_bytes: int) -> Any:
+    """The exact formula's capacity of a model with no per-token KV cache (every layer mamba or
+    linear attention): each sequence holds `state_bytes` of fixed state whatever its context
+    (`kv_cache.state_bytes_per_seq`, in the model's dtype), so N = floor(kv_memory_bytes /
+    state_bytes) sequences of any length fit, and `concurrency` requests fit at every context
+    when N >= concurrency (issue 23 item 7). One rank holds the whole state (--tp 1): how an
+    engine splits a recurrent state over ranks is its own rule. Raises `KvcalcError` for tp > 1."""
+    from kvcalc.engines.ideal import VERSION
+    from kvcalc.results import EngineResult
+
+    if req.tp != 1:
+        raise KvcalcError(f"{req.model.name} keeps only fixed per-sequence state; its capacity is figured for one "
+                          "rank that holds the whole state: give --tp 1", option="--tp", value=str(req.tp))
+    mem = req.kv_memory_bytes
+    n = mem // state_bytes
+    L = req.max_model_len or req.model.default_context
+    line = (f"{n:,} sequences of {state_bytes:,} B of state each fit in {mem:,} B, at any context "
+            "(no per-token KV cache: every layer is mamba / linear attention)")
+    fits = None if req.concurrency is None else req.concurrency <= n
+    notes = [] if fits is None else [
+        f"{req.concurrency:,} requests fit at every context" if fits else
+        f"{req.concurrency:,} requests do not fit at any context: their state needs {req.concurrency * state_bytes:,} B"]
+    return EngineResult(engine="ideal", engine_version=VERSION, kv_memory_bytes=mem, kv_cache_dtype=req.label,
+                        page_size_bytes=state_bytes, kv_cache_tokens=0, engine_kv_bytes=n * state_bytes,
+                        engine_state_bytes=n * state_bytes, max_model_len=L, max_concurrency=float(n),
+                        concurrency=req.concurrency, longest_context=0 if fits is False else None,
+                        log_lines=[line], notes=[line, *notes])
+
+
+def requests_that_fit(prof: Any, req: CapacityRequest) -> Any:
+    """The most requests N of `req.max_model_len` = L tokens that llama.cpp serves from
+    `req.kv_memory_bytes`, by its own allocation rule: `llama-server -c N*L -np N` allocates
+    N*L cells (n_ctx, padded) up front, one stream of n_ctx / N per slot, and that allocation
+    (`EngineProfile.for_batch`: `llamacpp.allocate`) must fit the memory. The largest such N by
+    bisection (the allocation grows with N); None when not even one request fits (the caller
+    then gives the largest --ctx-size that fits). The result is that allocation, with a note
+    naming N and the flags."""
+    from kvcalc.engines import longest_fitting
+
+    L, mem = req.max_model_len, req.kv_memory_bytes
+
+    def alloc(n: int) -> Any:
+        return prof.for_batch(req.model, L, n, req.k, req.v, tp=req.tp, options=req.options,
+                              kv_cache_dtype=req.label)
+
+    refused: dict[int, str] = {}
+
+    def fits(n: int) -> bool:
+        try:
+            return alloc(n).engine_kv_bytes <= mem
+        except KvcalcError as e:  # more slots than the engine takes (llama.cpp: n_seq_max <= 256)
+            refused[n] = e.message
+            return False
+
+    # an upper bound: every cell costs at least one byte, so N*L cells never exceed mem bytes
+    hi = max(1, min(mem // L, 1 << 20))
+    n = longest_fitting(fits, hi)
+    n = hi if n is None else n
+    if n < 1:
+        return None
+    res = alloc(n)
+    note = (f"{n:,} requests of {L:,} tokens fit: {prof.display_name} allocates the whole context up front, "
+            f"-c {n * L} -np {n} ({n * L:,} cells, {n:,} slots of {L:,})")
+    if n + 1 in refused:
+        note += f"; more slots are refused ({refused[n + 1]})"
+    return res.model_copy(update={"notes": [*res.notes, note], "kv_memory_bytes": mem})
 
 
 # ----- plan -------------------------------------------------------------------------------
@@ -490,6 +587,8 @@ class PlanRequest(NamedTuple):
 
     search: Any
     engine: str
+    #: the engine's options object the search used (what `--write-deployment` records)
+    options: Any = None
 
     @classmethod
     def build(cls, model: Any, *, seq_len: str | int | None = None, concurrency: int = 1,
@@ -580,7 +679,7 @@ class PlanRequest(NamedTuple):
             max_gpus=max_gpus, gpus_per_node=node, layer_split=prof.plan_layer_split, prices=prices or {},
             top=top, why_not=why_not, engine=prof.name, launch=launch, engine_kv=prof.plan_engine_kv(model, opts),
             speed=None if calibration is None else _plan_speed(prof.name, knobs, calibration))
-        return cls(search=search, engine=prof.name)
+        return cls(search=search, engine=prof.name, options=opts)
 
 
 def _plan_speed(engine: str, knobs: Any, calibration: Any) -> Any:

@@ -19,13 +19,13 @@ from typing import Annotated, Any, Literal
 from pydantic import Field, PositiveInt, field_validator, model_validator
 
 from kvcalc.schema_types import (  # noqa: F401  (the field types and the base model, shared with kvcalc.schema_deploy)
-    Count, Count0, CoreSchema, Int0, Int0List, LayerCount, OptCount, OptQuantity, OptStr, OptStrList, Quantity,
+    Count, Count0, Int0, Int0List, LayerCount, OptCount, OptQuantity, OptStr, OptStrList, Quantity,
     Quantity0, StrictBool, Tokens, _Frozen)
 from kvcalc.units import MAX_SEQ_LEN
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING: for type checkers only
-if TYPE_CHECKING:
-    from kvcalc.schema_deploy import Deployment, GpuSpec, Targets
+if TYPE_CHECKING:  # what `__getattr__` hands out, named for type checkers
+    from kvcalc.schema_deploy import Deployment, GpuSpec, Targets  # noqa: F401
 
 #: the names `kvcalc.schema_deploy` declares, handed out by `__getattr__` on first use
 DEPLOY_NAMES = ("GpuSpec", "Deployment", "Targets", "GpuCount", "ContextTokens", "Positive", "MemoryBytes", "Bytes0",
@@ -204,7 +204,7 @@ class CheckpointWeights(_Frozen):
     def _check(self) -> "CheckpointWeights":
         if len(self.layer_expert_bytes) != len(self.layer_bytes):
             raise ValueError("layer_expert_bytes and layer_bytes must list the same layers")
-        if any(e > t for e, t in zip(self.layer_expert_bytes, self.layer_bytes)):
+        if any(e > t for e, t in zip(self.layer_expert_bytes, self.layer_bytes, strict=True)):
             raise ValueError("a layer's expert bytes exceed its bytes")
         return self
 
@@ -540,10 +540,10 @@ class ModelSpec(_Frozen):
         """K head size: explicit `head_dim`, else hidden_size // n_heads; MLA: the latent width
         kv_lora_rank + qk_rope_head_dim."""
         if self.attention == "mla":
-            return self.kv_lora_rank + self.qk_rope_head_dim  # type: ignore[operator]
+            return self.kv_lora_rank + self.qk_rope_head_dim
         if self.head_dim is not None:
             return self.head_dim
-        return self.hidden_size // self.n_heads  # type: ignore[operator]
+        return self.hidden_size // self.n_heads
 
     @property
     def resolved_v_head_dim(self) -> int:
@@ -647,21 +647,21 @@ class ModelSpec(_Frozen):
         if kind == "mamba" and self.mamba_n_groups is not None:
             if None in (self.mamba_d_state, self.mamba_d_conv, self.mamba_n_heads, self.mamba_head_dim):
                 return 0
-            d_inner = self.mamba_n_heads * self.mamba_head_dim  # type: ignore[operator]
-            conv_dim = d_inner + 2 * self.mamba_n_groups * self.mamba_d_state  # type: ignore[operator]
-            return conv_dim * (self.mamba_d_conv - 1) + d_inner * self.mamba_d_state  # type: ignore[operator]
+            d_inner = self.mamba_n_heads * self.mamba_head_dim
+            conv_dim = d_inner + 2 * self.mamba_n_groups * self.mamba_d_state
+            return conv_dim * (self.mamba_d_conv - 1) + d_inner * self.mamba_d_state
         if kind == "mamba":
             if None in (self.mamba_d_state, self.mamba_d_conv, self.mamba_expand, self.hidden_size):
                 return 0
-            d_inner = self.mamba_expand * self.hidden_size  # type: ignore[operator]
-            return d_inner * (self.mamba_d_conv - 1) + d_inner * self.mamba_d_state  # type: ignore[operator]
+            d_inner = self.mamba_expand * self.hidden_size
+            return d_inner * (self.mamba_d_conv - 1) + d_inner * self.mamba_d_state
         if None in (self.linear_num_key_heads, self.linear_num_value_heads, self.linear_key_head_dim,
                     self.linear_value_head_dim, self.linear_conv_kernel_dim):
             return 0
         hk, hv = self.linear_num_key_heads, self.linear_num_value_heads
         dk, dv = self.linear_key_head_dim, self.linear_value_head_dim
-        conv_dim = 2 * hk * dk + hv * dv  # type: ignore[operator]
-        return conv_dim * (self.linear_conv_kernel_dim - 1) + hv * dk * dv  # type: ignore[operator]
+        conv_dim = 2 * hk * dk + hv * dv
+        return conv_dim * (self.linear_conv_kernel_dim - 1) + hv * dk * dv
 
 
 class Parallelism(_Frozen):

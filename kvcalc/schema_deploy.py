@@ -67,7 +67,9 @@ class Targets(_Frozen):
 class Deployment(_Frozen):
     """One deployment. `tp` defaults to count / pp; dp = count / (tp x pp) replicas share the
     `concurrency` sequences of `max_seq_len` tokens: some hold ceil(concurrency / dp), the rest
-    floor (`memory_plan.Planner.split_decode`). Checked by `kvcalc.calc.check.check`."""
+    floor (`memory_plan.Planner.split_decode`). Checked by `kvcalc.calc.check.check`, with the
+    KV arithmetic of `engine` and its `engine_options` (as `kvcalc plan` wrote them), so plan and
+    check give one figure for one file."""
 
     name: str | None = None
     description: str | None = None
@@ -81,6 +83,13 @@ class Deployment(_Frozen):
     max_seq_len: ContextTokens
     concurrency: Annotated[int, Field(strict=True, gt=0, le=MAX_CONCURRENCY)] = 1
     gpu_memory_utilization: float = Field(default=0.9, gt=0, le=1, strict=True, allow_inf_nan=False)
+    #: the serving engine whose KV arithmetic sizes the deployment, as `kvcalc plan --engine` took
+    #: it (vllm, sglang, llamacpp, ideal; an alias); None: the exact formula (`ideal`)
+    engine: Annotated[str, Field(min_length=1, max_length=40)] | None = None
+    #: the engine's options that plan sized it with (`VllmOptions` field names: `version`,
+    #: `block_size`, `attention_backend` ...), checked against the engine by
+    #: `load.deployments.engine_options`; only with `engine`
+    engine_options: dict[str, str | int | float | bool | None] | None = None
     targets: Targets | None = None
 
     @field_validator("kv_dtype", "weight_dtype")

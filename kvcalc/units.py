@@ -137,7 +137,7 @@ SIZE_UNITS: dict[str, int] = {
 }
 
 
-def parse_count(text: str | int, what: str = "--seq-len") -> int:
+def parse_count(text: str | int, what: str | None = "--seq-len") -> int:
     """A positive count: `8192`, `32k` (x 1024), `1m` (x 1024^2), `8_192` or `8,192`.
 
     Raises `KvcalcError` for anything else, zero or negative.
@@ -193,7 +193,7 @@ _NUMBER = r"([0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE]([-+]?[0-9]{1,4}))?"
 _THOUSANDS = re.compile(r"[0-9]{1,3}(,[0-9]{3})+(\.[0-9]*)?")
 
 
-def parse_size(text: str | int | float, what: str | None = "size", *, allow_zero: bool = False,
+def parse_size(text: object, what: str | None = "size", *, allow_zero: bool = False,
                min_unitless: int = MIN_UNITLESS_BYTES, hint_unit: str = "GiB", kind: str = "bytes") -> int:
     """The one rule for every size kvcalc reads (CLI options, GPU and deployment files): whole
     bytes (or bytes/s, FLOP/s with `kind`) from `24GiB`, `80GB`, `6.51GiB`, `1.5e9`, `512 MiB`,
@@ -209,7 +209,7 @@ def parse_size(text: str | int | float, what: str | None = "size", *, allow_zero
     `3.35TB/s`, `768GB/s` or `768e9`) or 'flops_per_s' (`FLOPS_UNITS`: `989.4TFLOPS`, `989.4e12`).
 
     Raises `KvcalcError` (`option=what`, its message without the option in `.message`) for
-    anything else, a negative or zero size ("must be positive, got -1GiB": a size with a minus
+    anything else (any other type included: a file's value arrives as whatever YAML made of it), a negative or zero size ("must be positive, got -1GiB": a size with a minus
     sign is a size, just not a positive one), or one past `MAX_QUANTITY`.
     """
     noun, units, suffixes = _KINDS[kind]

@@ -21,7 +21,7 @@ Specs (each small enough to work out by hand; bytes per token in bf16 given besi
 from __future__ import annotations
 
 import os
-from typing import Callable
+from collections.abc import Callable
 
 import pytest
 

@@ -148,3 +148,56 @@ def test_capacity_takes_a_size_string_as_the_cli_does():
         kvcalc.capacity("llama-3.1-70b", engine="vllm", kv_memory_bytes=[1])
     with pytest.raises(KvcalcError, match="did you mean 6.5GiB"):
         kvcalc.capacity("llama-3.1-70b", engine="vllm", kv_memory_bytes="6.5")
+
+
+# ----- the GPU fit and the speed figures (issue 23 friction 8) --------------------------------
+
+@pytest.mark.parametrize("kwargs,flags", [
+    ({"gpu": "h100-sxm"}, ["--gpu", "h100-sxm"]),
+    ({"gpu": "h100-sxm", "engine": "vllm"}, ["--gpu", "h100-sxm", "-e", "vllm"]),
+    ({"gpu": "h200", "tp": 2, "weight_dtype": "fp8", "gpu_memory_utilization": 0.85, "bw_efficiency": 0.7,
+      "cuda_context_bytes": "1GiB"},
+     ["--gpu", "h200", "--tp", "2", "--weight-dtype", "fp8", "--gpu-memory-utilization", "0.85",
+      "--bw-efficiency", "0.7", "--cuda-context", "1GiB"]),
+    ({"engine": "sglang"}, ["-e", "sglang"]),
+    ({"gpu": "h100-sxm", "input_len": "1k", "output_len": 512, "request_rate": 2.0},
+     ["--gpu", "h100-sxm", "--input-len", "1024", "--output-len", "512", "--request-rate", "2"]),
+])
+def test_estimate_with_a_gpu_gives_the_clis_figures(kwargs, flags):
+    # `kvcalc.estimate(..., gpu=...)` was a TypeError; it now runs `kvcalc estimate --gpu`'s
+    # request and returns every key the CLI's JSON holds (the KV keys, the plan, the engine)
+    api = kvcalc.estimate("llama-3.1-8b", seq_len="32k", batch=8, **kwargs)
+    # 2 x 32 layers x 8 KV heads x 128 x 2 B = 131,072 B per token x 32,768 x 8 = 34,359,738,368 B
+    assert api.kv_cache_bytes == 34_359_738_368
+    r = CliRunner().invoke(app, ["estimate", "llama-3.1-8b", "-s", "32k", "--batch", "8", *flags, "-f", "json"])
+    assert r.exit_code == 0, r.output
+    cli = json.loads(r.stdout)
+    flat = api.model_dump(mode="json", exclude={"serving", "engine", "fit_hint", "request"})
+    for part in (api.serving, api.request, api.engine):
+        if part is not None:
+            flat |= part.model_dump(mode="json")
+    assert flat == cli
+
+
+def test_estimate_gpu_fit_and_speed_are_there():
+    e = kvcalc.estimate("llama-3.1-8b", seq_len="32k", batch=64, gpu="h100-sxm")
+    # 64 sequences do not fit (13 do): no TPOT for a batch that does not fit, and the GPUs that would
+    assert e.serving.fits is False and e.serving.max_batch == 13 and e.serving.tpot_s is None
+    assert e.fit_hint is not None and e.fit_hint.smallest_fitting_count is not None
+    e = kvcalc.estimate("llama-3.1-8b", seq_len="32k", batch=8, gpu="h100-sxm", engine="vllm")
+    assert e.serving.fits and e.serving.tpot_s > 0 and e.serving.tokens_per_s > 0 and e.engine is not None
+    # whole requests, as `--input-len 1k --output-len 1k`: the memory plan holds 2,048 tokens each
+    e = kvcalc.estimate("llama-3.1-8b", batch=8, gpu="h100-sxm", input_len="1k", output_len="1k")
+    assert e.seq_len == 2048 and e.request is not None and e.request.request_ttft_s > 0
+    assert type(kvcalc.estimate("llama-3.1-8b", seq_len="32k")).__name__ == "KvEstimate"  # unchanged without one
+
+
+@pytest.mark.parametrize("kwargs,message", [
+    ({"bw_efficiency": 0.5}, "^bw_efficiency needs gpu: it sets the GPU's memory plan and roofline$"),
+    ({"gpu": 3}, "^gpu must be a GPU name, a GPU file path or a GpuSpec, not int 3$"),
+    ({"gpu": "h100-sxm", "gpu_memory_utilization": 1.5}, r"^gpu_memory_utilization must be in \(0, 1\], got 1.5$"),
+    ({"gpu": "h100-sxm", "cuda_context_bytes": -1}, "^cuda_context_bytes must be a whole number of bytes >= 0"),
+])
+def test_estimate_gpu_arguments_are_checked(kwargs, message):
+    with pytest.raises(KvcalcError, match=message):
+        kvcalc.estimate("llama-3.1-8b", seq_len="8k", **kwargs)

@@ -11,8 +11,7 @@ from __future__ import annotations
 import pytest
 
 from kvcalc.errors import KvcalcError, UnknownNameError
-from kvcalc.formats import (STORAGE_FORMATS, StorageFormat, canonical_name, kv_format, storage_format,
-                            weight_format)
+from kvcalc.formats import STORAGE_FORMATS, StorageFormat, canonical_name, kv_format, storage_format, weight_format
 
 
 def refusal(fn, *args, **kwargs) -> KvcalcError:

@@ -1,13 +1,14 @@
-"""README.md's examples are what the program prints.
+"""The examples of README.md and of every page of docs/ are what the program prints.
 
-The README is parsed generically: every fenced block whose first line is `$ kvcalc ...` is split
+Each page is parsed generically (docs/cli.md, generated from --help, is tests/test_cli_reference.py's): every fenced block whose first line is `$ kvcalc ...` is split
 into commands (each line starting with `$ `, a trailing `\\` continuing it) and the output printed
 under each. Each command runs through the CLI runner at the width its output was printed at (its
 widest output line, at least 80: rich tables fill the terminal), from the repository root, and its
 output is compared line by line (trailing spaces ignored). A line starting with `...` (`...`, or
 `...the KV table above, then:`) elides: only the lines before it must open the output and the
 lines after it must close it. A command piped into `python -c CODE` has CODE run on the JSON and
-its printed line compared. The `kvcalc measure` JSON excerpt has no command line: it is run on
+its printed line compared. A command elided with ` ... ` (`kvcalc capacity ... --flag`) or with
+no output under it is shown, not run. The `kvcalc measure` JSON excerpt has no command line: it is run on
 tests/data/tiny-gqa.yaml on the CPU, its byte keys compared exactly and its timing keys checked
 only for presence.
 """
@@ -26,6 +27,8 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 README = ROOT / "README.md"
+#: the pages whose examples run: the README and every docs page but the generated CLI reference
+PAGES = [README] + sorted(p for p in (ROOT / "docs").rglob("*.md") if p.name != "cli.md")
 
 #: the first character of a rich table's lines (box drawing)
 BOX_STARTS = set("┌│├└┏┃┡┣┗╭╰")
@@ -33,12 +36,13 @@ BOX_STARTS = set("┌│├└┏┃┡┣┗╭╰")
 
 @dataclass
 class Example:
-    """One `$ kvcalc ...` command in a README block and the output printed under it."""
+    """One `$ kvcalc ...` command in a page's block and the output printed under it."""
 
-    line: int           # README line of the command
+    line: int           # line of the command in its page
     command: str        # the command line, continuations joined, without "$ "
     expected: list[str] = field(default_factory=list)
     width: int = 80
+    page: str = "README.md"  # the page, relative to the repository root
 
 
 def fenced_blocks(text: str) -> list[tuple[int, str, list[str]]]:
@@ -56,7 +60,7 @@ def fenced_blocks(text: str) -> list[tuple[int, str, list[str]]]:
     return blocks
 
 
-def examples(text: str) -> list[Example]:
+def examples(text: str, page: str = "README.md") -> list[Example]:
     """Every `$ kvcalc` command of every block that opens with one."""
     out: list[Example] = []
     for start, _info, lines in fenced_blocks(text):
@@ -70,27 +74,39 @@ def examples(text: str) -> list[Example]:
                 while cmd.endswith("\\"):
                     i += 1
                     cmd = cmd[:-1].rstrip() + " " + lines[i].strip()
-                out.append(Example(line=at, command=cmd))
+                out.append(Example(line=at, command=cmd, page=page))
             else:
                 out[-1].expected.append(ln)
             i += 1
     for ex in out:
         while ex.expected and not ex.expected[-1].strip():
             ex.expected.pop()
+    # shown, not run: a command elided with ` ... ` (not runnable as written), or one with no output under it
+    out = [ex for ex in out if " ... " not in f" {ex.command} " and ex.expected]
+    for ex in out:
         # the width a table was drawn at (its box lines); log lines printed beside it are not wrapped
         ex.width = max([80] + [len(ln.rstrip()) for ln in ex.expected if ln[:1] in BOX_STARTS])
     return out
 
 
-EXAMPLES = examples(README.read_text(encoding="utf-8"))
+def _rel(page: Path) -> str:
+    return page.relative_to(ROOT).as_posix()
+
+
+EXAMPLES = [ex for page in PAGES for ex in examples(page.read_text(encoding="utf-8"), _rel(page))]
 
 
 def test_readme_has_examples():
-    # the sections this test was written against: estimate (table and json), gemma, --gpu, check,
-    # three capacity logs
-    assert len(EXAMPLES) >= 8
+    # the README: one example each of estimate, capacity and plan (measure is its JSON excerpt)
+    readme = {ex.command.split()[1] for ex in EXAMPLES if ex.page == "README.md"}
+    assert {"estimate", "capacity", "plan"} <= readme, readme
+    # the docs pages as this test was written against them: estimate (table and json), gemma,
+    # --gpu, check, the capacity logs of every engine, plan
+    assert len(EXAMPLES) >= 25
     assert sum("|" in ex.command for ex in EXAMPLES) >= 1
     assert sum(any(ln.startswith("...") for ln in ex.expected) for ex in EXAMPLES) >= 4
+    assert {"docs/guide/estimate.md", "docs/guide/gpu-fit.md", "docs/guide/plan.md", "docs/ci.md",
+            "docs/engines/vllm.md", "docs/engines/sglang.md", "docs/engines/llamacpp.md"} <= {ex.page for ex in EXAMPLES}
 
 
 def run_kvcalc(cli, argv: list[str], width: int):
@@ -114,23 +130,13 @@ def _llama_8b_gguf(folder: Path, name: str) -> None:
     write_gguf(folder / name, "llama", LLAMA_8B_KV, tiny_layers(32) + ENDS)
 
 
-#: files a README example names that the repository does not hold: made before the example runs, in
+#: files an example names that the repository does not hold: made before the example runs, in
 #: a temporary folder that is then its working directory
 EXAMPLE_FILES = {"Meta-Llama-3.1-8B-Instruct-Q4_K_M.gguf": _llama_8b_gguf}
 
 
-def speed_example(command: str) -> bool:
-    """An example whose output holds speed figures: estimate with --gpu, check, plan."""
-    words = command.split()
-    return len(words) > 1 and (words[1] in ("check", "plan") or (words[1] == "estimate" and "--gpu" in words))
-
-
-@pytest.mark.parametrize("ex", EXAMPLES, ids=lambda ex: f"L{ex.line}:{ex.command[:60]}")
-def test_readme_example(ex: Example, cli, monkeypatch, tmp_path, request):
-    if speed_example(ex.command):
-        request.applymarker(pytest.mark.xfail(strict=False, reason=(
-            "issue 21 changed the speed figures (decode reads the batch's embedding rows; estimate shows the "
-            "speed model's terms); README.md is not this branch's to edit: its numbers are refreshed with its rewrite")))
+@pytest.mark.parametrize("ex", EXAMPLES, ids=lambda ex: f"{ex.page}:L{ex.line}:{ex.command[:60]}")
+def test_readme_example(ex: Example, cli, monkeypatch, tmp_path):
     made = [name for name in EXAMPLE_FILES if name in ex.command]
     if made:
         pytest.importorskip("gguf", reason="the gguf package is not installed (pip install 'kvcalc[gguf]')")
@@ -142,7 +148,7 @@ def test_readme_example(ex: Example, cli, monkeypatch, tmp_path, request):
     assert r.exit_code == 0, r.output
     if pipe:
         argv = shlex.split(pipe)
-        assert argv[:2] == ["python", "-c"], f"README line {ex.line}: unexpected pipeline {pipe!r}"
+        assert argv[:2] == ["python", "-c"], f"{ex.page} line {ex.line}: unexpected pipeline {pipe!r}"
         done = subprocess.run([sys.executable, *argv[1:]], input=r.stdout, capture_output=True, text=True)
         assert done.returncode == 0, done.stderr
         got = _lines(done.stdout)
@@ -151,23 +157,24 @@ def test_readme_example(ex: Example, cli, monkeypatch, tmp_path, request):
     want = [ln.rstrip() for ln in ex.expected]
     cut = [i for i, ln in enumerate(want) if ln.startswith("...")]
     if not cut:
-        assert got == want, f"README line {ex.line}: output differs"
+        assert got == want, f"{ex.page} line {ex.line}: output differs"
         return
-    assert len(cut) == 1, f"README line {ex.line}: one elision per example"
+    assert len(cut) == 1, f"{ex.page} line {ex.line}: one elision per example"
     head, tail = want[:cut[0]], want[cut[0] + 1:]
-    assert got[:len(head)] == head, f"README line {ex.line}: output does not open as the README shows"
+    assert got[:len(head)] == head, f"{ex.page} line {ex.line}: output does not open as the page shows"
     assert len(got) >= len(head) + len(tail)
-    assert got[len(got) - len(tail):] == tail, f"README line {ex.line}: output does not end as the README shows"
+    assert got[len(got) - len(tail):] == tail, f"{ex.page} line {ex.line}: output does not end as the page shows"
 
 
 # ----- the measure JSON excerpt ------------------------------------------------------------------
 
-def measure_excerpt() -> dict:
-    """The JSON block of the `kvcalc measure` section (the one holding predicted_kv_bytes)."""
-    found = [lines for _, info, lines in fenced_blocks(README.read_text(encoding="utf-8"))
+def measure_excerpts() -> list[dict]:
+    """The JSON blocks of `kvcalc measure` (those holding predicted_kv_bytes): the README's and the
+    measure page's."""
+    found = [lines for page in PAGES for _, info, lines in fenced_blocks(page.read_text(encoding="utf-8"))
              if info == "json" and any('"predicted_kv_bytes"' in ln for ln in lines)]
-    assert len(found) == 1
-    return json.loads("\n".join(found[0]))
+    assert found
+    return [json.loads("\n".join(lines)) for lines in found]
 
 
 def _is_timing(key: str) -> bool:
@@ -175,10 +182,10 @@ def _is_timing(key: str) -> bool:
     return bool(re.search(r"_s(_|$)|per_s$", key))
 
 
-def test_readme_measure_excerpt(cli, monkeypatch):
+@pytest.mark.parametrize("want", measure_excerpts())
+def test_readme_measure_excerpt(want, cli, monkeypatch):
     pytest.importorskip("torch", reason="kvcalc measure needs torch (the README's excerpt is a CPU run)")
     monkeypatch.chdir(ROOT)
-    want = measure_excerpt()
     assert {"predicted_step_s", "measured_step_s_median", "achieved_bytes_per_s"} <= {k for k in want if _is_timing(k)}
     r = cli("measure", "tests/data/tiny-gqa.yaml", "--device", "cpu", "--steps", "3", "--format", "json")
     assert r.exit_code == 0, r.output
@@ -190,7 +197,7 @@ def test_readme_measure_excerpt(cli, monkeypatch):
 
 
 def python_sessions(text: str) -> list[tuple[int, str]]:
-    """(README line, block) for every ```python block that holds a `>>>` session."""
+    """(line, block) for every ```python block that holds a `>>>` session."""
     return [(line, "\n".join(lines)) for line, info, lines in fenced_blocks(text)
             if info.startswith("python") and any(x.lstrip().startswith(">>>") for x in lines)]
 
@@ -199,10 +206,10 @@ def test_readme_python_sessions_run_as_shown():
     """The Python API examples are doctests: each `>>>` line's printed value must match."""
     import doctest
 
-    sessions = python_sessions(README.read_text(encoding="utf-8"))
-    assert sessions, "README.md shows no Python API session"
-    for line, block in sessions:
-        test = doctest.DocTestParser().get_doctest(block, {}, f"README.md:{line}", str(README), line)
+    sessions = [(page, line, block) for page in PAGES for line, block in python_sessions(page.read_text(encoding="utf-8"))]
+    assert sessions, "no page shows a Python API session"
+    for page, line, block in sessions:
+        test = doctest.DocTestParser().get_doctest(block, {}, f"{_rel(page)}:{line}", str(page), line)
         runner = doctest.DocTestRunner(optionflags=doctest.ELLIPSIS)
         runner.run(test)
-        assert runner.failures == 0, f"README line {line}: the Python session prints something else"
+        assert runner.failures == 0, f"{_rel(page)} line {line}: the Python session prints something else"

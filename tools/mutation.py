@@ -124,7 +124,7 @@ def diff_of(mutant: str) -> str:
 
 def changed_lines(diff: str) -> list[str]:
     """The `+` lines of a mutant's diff, stripped (what the mutant wrote)."""
-    return [l[1:].strip() for l in diff.splitlines() if l.startswith("+") and not l.startswith("+++")]
+    return [ln[1:].strip() for ln in diff.splitlines() if ln.startswith("+") and not ln.startswith("+++")]
 
 
 @dataclass
@@ -381,8 +381,8 @@ def main() -> int:
     if a.list:
         for n in survivors:
             print(f"\n## {n}  [{status[n]}]  {function_of(n)}")
-            print("\n".join(l for l in diff_of(n).splitlines()[1:] if l.startswith(("+", "-")) and
-                            not l.startswith(("+++", "---"))))
+            print("\n".join(ln for ln in diff_of(n).splitlines()[1:] if ln.startswith(("+", "-")) and
+                            not ln.startswith(("+++", "---"))))
     rate = total.rate or 0.0
     print(f"\nkill rate {rate:.1f}% ((killed + timeout) / (mutants - equivalent); strict, killed only: "
           f"{total.strict_rate or 0.0:.1f}%; threshold {a.min_rate:g}%)")

@@ -9,25 +9,34 @@ Per GPU (the fullest pipeline stage of one TP rank, `memory_plan.Planner`), with
 `max_seq_len` (the worst case) and the fullest replica holding ceil(concurrency / dp) of them:
 
     fits = weights + KV + state + reserves <= floor(memory x gpu_memory_utilization)
+    (KV: the file's engine's, as `kvcalc plan` sizes it, else the exact formula)
     TPOT = the fullest replica's roofline decode step; tokens/s over every replica
            (`Planner.split_decode`)
 """
 
 from __future__ import annotations
 
+import dataclasses
+from collections.abc import Callable
 from pathlib import PurePath
+from typing import TYPE_CHECKING
 
 from kvcalc.calc import kv_cache
 from kvcalc.calc.memory_plan import Layout, Planner
+from kvcalc.errors import KvcalcError
 from kvcalc.results import CheckRow
 from kvcalc.schema import Deployment, GpuSpec, ModelSpec, Targets
+
+if TYPE_CHECKING:
+    from kvcalc.calc.plan import EngineKv
 
 
 def layout(dep: Deployment, model: ModelSpec) -> Layout:
     """The memory plan's layout of `dep`: tp (else count // pp) x pp x dp, its weight format,
     its KV format (else the model's dtype) and its `gpu_memory_utilization`."""
+    kv = dep.kv_dtype or model.dtype
     return Layout(tp=dep.resolved_tp, pp=dep.pp, dp=dep.dp, weight_dtype=dep.weight_dtype,
-                  k_dtype=dep.kv_dtype or model.dtype, gpu_memory_utilization=dep.gpu_memory_utilization)
+                  k_dtype=kv, v_dtype=kv, gpu_memory_utilization=dep.gpu_memory_utilization)
 
 
 def missed_targets(targets: Targets | None, tpot_ms: float, tokens_per_s: float) -> list[str]:
@@ -41,23 +50,45 @@ def missed_targets(targets: Targets | None, tpot_ms: float, tokens_per_s: float)
     return missed
 
 
-def check(dep: Deployment, model: ModelSpec, gpu: GpuSpec, *, file: str) -> CheckRow:
+def check(dep: Deployment, model: ModelSpec, gpu: GpuSpec, *, file: str,
+          engine_kv: Callable[..., EngineKv] | None = None, engine: str = "ideal") -> CheckRow:
     """Plan and roofline one deployment: its memory per GPU against the budget (fits when
     used <= budget), the decode TPOT and total tokens/s at `max_seq_len` x `concurrency`, and
     its targets. `file` names the row (and, without a `name`, gives it its stem).
+
+    `engine_kv`: the engine's KV arithmetic (`calc.plan.PlanSearch.engine_kv`, handed down by
+    the engine layer for the file's `engine:`; None: the exact formula), applied exactly as
+    `kvcalc plan` applies it (`calc.plan._Placed`), so a deployment that plan wrote checks to
+    plan's figures (issue 23 friction 1). Where the engine's arithmetic does not cover the
+    layout (it raises `KvcalcError`), the exact formula sizes it and the row's `notes` say so,
+    as plan's notes do. `engine` names the engine in the row.
 
     Raises `KvcalcError` with its `field` set: `tp` for a TP degree the engines refuse
     (`kv_cache.check_tp`), `pp` for more stages than layers, `k_dtype` / `weight_dtype` for a
     format that does not fit the heads or matrices, `model` for a config that cannot be sized.
     """
+    from kvcalc.calc.plan import GpuChoice, _Placed
+
     kv_cache.check_tp(model, dep.resolved_tp)
-    planner = Planner(model, gpu, layout(dep, model))
+    lay = layout(dep, model)
+    base = Planner(model, gpu, dataclasses.replace(lay, dp=1))
+    notes: list[str] = []
+    ekv = None
+    if engine_kv is not None:
+        try:
+            ekv = engine_kv(gpu, lay.tp, tuple(base.stages), (lay.k_dtype, lay.v_dtype))
+        except KvcalcError as e:
+            notes.append(f"{e.message}: sized by the exact formula instead")
+        else:
+            notes += list(ekv.notes)
+    placed = _Placed(GpuChoice((gpu,)), base, (gpu,), dep.dp, (lay.k_dtype, lay.v_dtype), lay.weight_dtype, ekv)
+    planner = placed.planner(gpu)
     T = dep.max_seq_len
-    used = max(planner.stage_used_bytes(T, dep.batch_per_replica))
-    step, tok_s = planner.split_decode(T, dep.concurrency)
-    tpot_ms = step.step_time_s * 1e3
+    used = max(placed.used(T, dep.concurrency))
+    tpot_s, tok_s = placed.decode(T, dep.concurrency)
+    tpot_ms = tpot_s * 1e3
     fits = used <= planner.budget
-    max_concurrency = planner.max_batch(T) * dep.dp
+    max_concurrency = placed.max_concurrency(T)
     problems = [] if fits else [
         f"needs {used / 2**30:,.2f} GiB per GPU > budget {planner.budget / 2**30:,.2f} GiB "
         f"({dep.gpu_memory_utilization:g} x {gpu.memory_bytes / 2**30:,.2f} GiB); "
@@ -73,4 +104,4 @@ def check(dep: Deployment, model: ModelSpec, gpu: GpuSpec, *, file: str) -> Chec
         memory_bytes_per_gpu=used, budget_bytes_per_gpu=planner.budget, headroom_bytes=planner.budget - used,
         fits=fits, max_concurrency=max_concurrency, tpot_ms=tpot_ms, tokens_per_s=tok_s,
         max_tpot_ms=t.max_tpot_ms, min_tokens_per_s=t.min_tokens_per_s, meets_targets=not missed,
-        status=status, problems=problems)
+        status=status, problems=problems, engine=engine, notes=notes)

@@ -16,8 +16,8 @@ from __future__ import annotations
 
 from fractions import Fraction
 
-from kvcalc.formats import StorageFormat, kv_format, storage_format
 from kvcalc.errors import MESSAGE, OPTION_SAYS, KvcalcError
+from kvcalc.formats import StorageFormat, kv_format, storage_format
 from kvcalc.results import KindBreakdown, KvEstimate
 from kvcalc.schema import LayerSpec, ModelSpec, Parallelism, Workload
 

@@ -24,21 +24,8 @@ import copy
 import dataclasses
 from dataclasses import dataclass
 
-from kvcalc.calc import kv_cache, roofline, speed as speed_terms
-from kvcalc.formats import StorageFormat, weight_format
-from kvcalc.errors import MESSAGE, OPTION_SAYS, KvcalcError
-from kvcalc.results import ServingEstimate  # the result `Planner.serving` returns
-from kvcalc.schema import GpuSpec, ModelSpec
-from kvcalc.calc.weights import (
-    WeightBytes,
-    can_derive,
-    model_params,
-    param_counts,
-    weight_bytes,
-    weight_format_label,
-    weights_source,
-    weight_formats,
-)
+from kvcalc.calc import kv_cache, roofline
+from kvcalc.calc import speed as speed_terms
 
 #: DEFAULT_CUDA_CONTEXT_BYTES (500 MiB, in `calc.defaults` so the CLI reads it without this
 #: module): CUDA context and runtime allocations outside the torch allocator (cuBLAS workspaces,
@@ -46,6 +33,21 @@ from kvcalc.calc.weights import (
 #: MiB on one GPU (`vllm/utils/mem_utils.py` `memory_profiling`); settable.
 #: DEFAULT_GPU_MEMORY_UTILIZATION: 0.9, vLLM's default.
 from kvcalc.calc.defaults import DEFAULT_CUDA_CONTEXT_BYTES, DEFAULT_GPU_MEMORY_UTILIZATION  # noqa: E402,F401
+from kvcalc.calc.weights import (
+    WeightBytes,
+    can_derive,
+    model_params,
+    param_counts,
+    weight_bytes,
+    weight_format_label,
+    weight_formats,
+    weights_source,
+)
+from kvcalc.errors import MESSAGE, OPTION_SAYS, KvcalcError
+from kvcalc.formats import StorageFormat, weight_format
+from kvcalc.results import ServingEstimate  # the result `Planner.serving` returns
+from kvcalc.schema import GpuSpec, ModelSpec
+
 #: tokens of one prefill chunk in vLLM's profiling run (`max_num_batched_tokens`; V1 defaults to
 #: 8192 for the OpenAI server on large GPUs, `vllm/engine/arg_utils.py` `_set_default_args`)
 DEFAULT_PREFILL_CHUNK_TOKENS = 8192
@@ -117,7 +119,7 @@ class KvProfile:
     def stage_bytes(self, seq_len: int, batch: int) -> list[int]:
         """KV bytes of each stage on one rank."""
         T = seq_len
-        return [batch * sum(b * (T if w is None or T < w else w) for b, w in st) for st in self.stages]
+        return [batch * sum(b * (T if w is None or w > T else w) for b, w in st) for st in self.stages]
 
     def per_gpu_bytes(self, seq_len: int, batch: int) -> int:
         """The fullest stage: `kv_cache.estimate(...).kv_cache_bytes_per_gpu`."""
@@ -341,7 +343,7 @@ class Planner:
         2 H (2 kv_lora + rope)); plus 2 all-reduces per layer of (batch, hidden)."""
         T = seq_len
         kv = sum(self.kv.stage_bytes(T, batch))
-        att = sum(d * (T if w is None or T < w else w) for w, d, _ in self.att_groups)
+        att = sum(d * (T if w is None or w > T else w) for w, d, _ in self.att_groups)
         flops = batch * (self.matmul_flops_per_token + att)
         comm = roofline.tp_allreduce_bytes(self.model.n_layers, batch, self.hidden)
         return self._step(self._weights_read(batch), kv, flops, comm, overlap=True)

@@ -49,7 +49,7 @@ import dataclasses
 import itertools
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
 from kvcalc.calc import kv_cache
 from kvcalc.calc.memory_plan import Layout, Planner, budget_bytes
@@ -242,6 +242,12 @@ def tensor_split(stage_layers: tuple[int, ...]) -> list[int]:
 
 
 # ----- one layout ----------------------------------------------------------------------------
+
+
+def _fitted(figure: float | None) -> float:
+    """A speed figure of an `_Outcome` that is `ok`: `evaluate` sets TPOT and tokens/s on every
+    layout whose memory fits, so it is a float there (the type says so; nothing is computed)."""
+    return cast(float, figure)
 
 
 @dataclass
@@ -438,15 +444,16 @@ class _Space:
         key = (gpu.key, id(base))
         if key not in self.engine_cache:
             lay = base.layout
+            kv = (cast(str, lay.k_dtype), cast(str, lay.v_dtype))  # the search names both formats
             try:
-                found = self.req.engine_kv(gpu, lay.tp, tuple(base.stages), (lay.k_dtype, lay.v_dtype))
+                found = self.req.engine_kv(gpu, lay.tp, tuple(base.stages), kv)
             except KvcalcError as e:
-                found = None
+                self.engine_cache[key] = None
                 self._note(f"{e.message}: sized by the exact formula instead", gpu.key)
             else:
                 for n in found.notes:
                     self._note(n, gpu.key)
-            self.engine_cache[key] = found
+                self.engine_cache[key] = found
         return self.engine_cache[key]
 
     def place(self, choice: GpuChoice, base: Planner, devices: tuple[GpuSpec, ...], dp: int, kv: tuple[str, str],
@@ -576,7 +583,7 @@ def search(req: PlanSearch) -> PlanResult:
                 out = evaluate(placed, T, C, tg, used=space.used(placed))
                 if out.ok:
                     price = _price(req, placed)
-                    found.append((rank_key(placed.count, price, out.tokens_per_s, _names(placed)), placed, out))
+                    found.append((rank_key(placed.count, price, _fitted(out.tokens_per_s), _names(placed)), placed, out))
                 else:
                     key = (out.score, placed.count, _names(placed))
                     if choice.key not in nearest or key < nearest[choice.key][0]:
@@ -617,7 +624,7 @@ def _layout(req: PlanSearch, rank: int, placed: _Placed, out: _Outcome) -> PlanL
     price = _price(req, placed)
     per_gpu = None if price is None else price / placed.count
     stages = list(b.layout.stage_layers) if b.layout.stage_layers else None
-    ts = tensor_split(b.layout.stage_layers) if stages else None
+    ts = tensor_split(b.layout.stage_layers) if b.layout.stage_layers else None
     nodes = 1 if placed.choice.fixed else _cdiv(placed.count, req.gpus_per_node)
     line = None
     if req.launch is not None:
@@ -633,12 +640,12 @@ def _layout(req: PlanSearch, rank: int, placed: _Placed, out: _Outcome) -> PlanL
         weights_bytes_per_gpu=b.stage_weight_bytes[s], kv_cache_bytes_per_gpu=kv_stage[s],
         memory_bytes_per_gpu=out.used[s], budget_bytes_per_gpu=out.budgets[s],
         headroom_bytes=out.budgets[s] - out.used[s], max_concurrency=placed.max_concurrency(T),
-        tpot_ms=out.tpot_s * 1e3, tokens_per_s=out.tokens_per_s, ttft_s=ttft,
+        tpot_ms=_fitted(out.tpot_s) * 1e3, tokens_per_s=_fitted(out.tokens_per_s), ttft_s=ttft,
         speed_model=(placed.speed(placed.devices[0], placed.tp).describe(b.weight_bits) if placed.speed
                      else "roofline"),
         stage_layers=stages, tensor_split=ts, launch=line,
         price_per_gpu_hour=per_gpu, dollars_per_hour=price,
-        dollars_per_million_tokens=None if price is None else price / (out.tokens_per_s * 3600) * 1e6)
+        dollars_per_million_tokens=None if price is None else price / (_fitted(out.tokens_per_s) * 3600) * 1e6)
 
 
 # ----- why not -------------------------------------------------------------------------------
@@ -672,7 +679,7 @@ def _fixes(space: _Space, placed: _Placed, out: _Outcome) -> list[str]:
                 break
             o = evaluate(p, T, C, tg)
             if o.ok:
-                key = rank_key(p.count, None, o.tokens_per_s, _names(p))
+                key = rank_key(p.count, None, _fitted(o.tokens_per_s), _names(p))
                 if best is None or key < best[0]:
                     best = (key, p)
         if best is not None:
@@ -717,7 +724,7 @@ def smallest_fitting(model: ModelSpec, gpu: GpuSpec, knobs: Layout, seq_len: int
             break
         o = evaluate(p, seq_len, concurrency, PlanTargets(), used=space.used(p))
         if o.ok:
-            key = rank_key(p.count, None, o.tokens_per_s, _names(p))
+            key = rank_key(p.count, None, _fitted(o.tokens_per_s), _names(p))
             if best is None or key < best[0]:
                 best = (key, p)
     if best is None:

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Any
 
 from kvcalc.calc.memory_plan import Planner
 
@@ -93,7 +94,7 @@ def request_speed(planner: Planner, input_len: int, output_len: int, batch: int 
     pre_b, dec_b = static_run_s(planner, input_len, output_len, batch)
     static_tpot = planner.decode(ctx, batch).step_time_s
     static_tok_s = lay.dp * batch * output_len / (pre_b + dec_b)
-    out = dict(input_len=input_len, output_len=output_len, batch=batch, ttft_s=ttft, tpot_s=tpot,
+    out: dict[str, Any] = dict(input_len=input_len, output_len=output_len, batch=batch, ttft_s=ttft, tpot_s=tpot,
                e2e_s=ttft + (output_len - 1) * tpot, static_ttft_s=pre_b, static_tpot_s=static_tpot,
                static_e2e_s=pre_b + dec_b, static_tokens_per_s=static_tok_s,
                static_tokens_per_s_per_gpu=static_tok_s / gpus, tokens_per_s_per_user=1 / tpot)

@@ -40,7 +40,7 @@ def within_context(seq_lens: Sequence[int], limit: int | None) -> tuple[list[int
     model's context unless asked (`kvcalc sweep --beyond-context`)."""
     if limit is None:
         return list(seq_lens), []
-    return [T for T in seq_lens if T <= limit], [T for T in seq_lens if T > limit]
+    return [T for T in seq_lens if limit >= T], [T for T in seq_lens if limit < T]
 
 
 def sweep_rows(req: SweepRequest,

@@ -62,8 +62,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from math import ceil
 
-from kvcalc.formats import StorageFormat, weight_format
 from kvcalc.errors import MESSAGE, KvcalcError, UncountedParamsError
+from kvcalc.formats import StorageFormat, weight_format
 from kvcalc.schema import ModelSpec
 
 FormatLike = str | StorageFormat
@@ -259,7 +259,7 @@ def _separate_block_params(model: ModelSpec, kind: str, tp: int, i: int) -> Laye
                           f"parameter count; give n_params (and n_active_params)",
                           field="model", value=model.name, form=MESSAGE)
     if kind == "mlp":
-        return LayerParams(linear=_mlp_params(model, model.intermediate_size, tp), other=d)  # type: ignore[arg-type]
+        return LayerParams(linear=_mlp_params(model, model.intermediate_size, tp), other=d)
     if kind == "mamba":
         linear, other = _mamba_params(model, tp)
     elif kind == "linear":

@@ -18,7 +18,7 @@ from typing import Annotated
 
 import typer
 
-from kvcalc.cli.lazy import LazyCommand, lazy_group
+from kvcalc.cli.lazy import LazyCommand, LazyGroup
 from kvcalc.cli.output import _STATE, ClosedPipeExits, OneLineUsageErrors
 
 #: every command, in the order of `kvcalc --help`: name, "module:function", the first paragraph
@@ -51,10 +51,12 @@ COMMANDS = (
 )
 
 
-class KvcalcGroup(ClosedPipeExits, OneLineUsageErrors, lazy_group(COMMANDS)):
+class KvcalcGroup(ClosedPipeExits, OneLineUsageErrors, LazyGroup):
     """The app's click group: commands load when they run (`COMMANDS`), usage errors print
     as one line plus the hint, and a reader that closes the pipe ends the run quietly
     (`output.ClosedPipeExits`)."""
+
+    table = COMMANDS
 
 
 def _version(value: bool) -> None:

@@ -8,7 +8,7 @@ the largest --ctx-size that fits).
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Optional
+from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Optional
 
 import typer
 
@@ -22,25 +22,36 @@ KV_DTYPE_HELP = ("auto (the engine's default: the model's dtype, fp32 served as 
                  "fp8, fp8_e5m2; vLLM int8_per_token_head / fp8_per_token_head; llama.cpp f16, q8_0, q4_0 ...")
 
 #: --gpu as every command declares it, with capacity's meaning: vLLM's GPU
-CapacityGpuOpt = with_help(GpuOpt, "The GPU (`kvcalc gpus`, or a GPU YAML file). vLLM: its compute capability picks the "
-                                   "attention backend (an MLA model's block size). vLLM and SGLang without --kv-memory: the "
-                                   "KV memory is what its plan leaves (as `estimate --gpu --engine` sizes it).")
+if TYPE_CHECKING:  # the option's type for type checkers (with_help builds the annotation at run time)
+    CapacityGpuOpt = GpuOpt
+else:
+    CapacityGpuOpt = with_help(GpuOpt, "The GPU (`kvcalc gpus`, or a GPU YAML file). vLLM: its compute capability picks the "
+                                       "attention backend (an MLA model's block size). vLLM and SGLang without --kv-memory: the "
+                                       "KV memory is what its plan leaves (as `estimate --gpu --engine` sizes it).")
 
 #: the GPU plan's knobs capacity takes: they size the KV memory from --gpu's plan (vLLM / SGLang,
 #: without --kv-memory), as the launch line's --gpu-memory-utilization / --quantization do
 PLAN_KNOBS = ("weight_dtype", "gpu_memory_utilization")
 
 
-CapacityWeightOpt = with_help(WeightDtypeOpt, "Weight format of --gpu's plan (vLLM / SGLang --quantization fp8): "
-                                             "with --gpu and no --kv-memory. Default: the model's dtype.")
-CapacityUtilOpt = with_help(UtilOpt, "Fraction of --gpu's memory the engine may use (SGLang --mem-fraction-static): "
-                                     "with --gpu and no --kv-memory, the KV memory is what it leaves.")
+if TYPE_CHECKING:  # the option's type for type checkers (with_help builds the annotation at run time)
+    CapacityWeightOpt = WeightDtypeOpt
+else:
+    CapacityWeightOpt = with_help(WeightDtypeOpt, "Weight format of --gpu's plan (vLLM / SGLang --quantization fp8): "
+                                                 "with --gpu and no --kv-memory. Default: the model's dtype.")
+if TYPE_CHECKING:  # the option's type for type checkers (with_help builds the annotation at run time)
+    CapacityUtilOpt = UtilOpt
+else:
+    CapacityUtilOpt = with_help(UtilOpt, "Fraction of --gpu's memory the engine may use (SGLang --mem-fraction-static): "
+                                         "with --gpu and no --kv-memory, the KV memory is what it leaves.")
 
 
 class SourceOptions(OptionGroup):
     """Where the figures come from besides the model: the GPU (--gpu: vLLM's compute capability,
     which picks the attention backend; without --kv-memory, the KV memory its plan leaves, with
     the plan's --weight-dtype and --gpu-memory-utilization) and the Hub revision of a Hub-id model."""
+
+    panel: ClassVar[Optional[str]] = "GPU and model source"
 
     gpu: CapacityGpuOpt = None
     revision: RevisionOpt = None
@@ -59,6 +70,8 @@ class RequestOptions(OptionGroup):
     --context-length as estimate and SGLang name it) and how many at once (--concurrency, vLLM's
     --max-num-seqs). `-c` is llama.cpp's --ctx-size (`LlamacppFlags`), as a pasted llama.cpp line
     means it, and nothing else: with another engine it is refused like every llama.cpp option."""
+
+    panel: ClassVar[Optional[str]] = "Requests"
 
     max_model_len: Annotated[Optional[str], typer.Option("--max-model-len", "-L", "--seq-len", "-s", "--context-length", help="Tokens per request for the concurrency figure (8192 or 32k; also --seq-len, SGLang --context-length). Default: the model's max_position_embeddings (as vLLM scales it by rope_scaling).")] = None
     concurrency: Annotated[Optional[int], typer.Option("--concurrency", "--max-num-seqs", "--max-running-requests", help="Also find the longest context that fits this many requests at once (vLLM --max-num-seqs, SGLang --max-running-requests; not -c: llama.cpp's --ctx-size).")] = None
@@ -93,7 +106,7 @@ def capacity(
                    gpus=llamacpp.gpus, max_num_batched_tokens=vllm.max_num_batched_tokens)
     check_format(fmt)
     refuse_other_engines(ctx, name)
-    from_plan = check_sources(ctx, name, layout, source, kv_memory)
+    from_plan = check_sources(ctx, name, layout, source, kv_memory, llamacpp.ctx_size)
     spec = load_model(model, source.revision, trust_plain_decoder=source.trust_plain_decoder)
     L = parse_count(requests.max_model_len, "--max-model-len") if requests.max_model_len else None
     mem = parse_size(kv_memory, "--kv-memory") if kv_memory else None
@@ -117,22 +130,28 @@ def capacity(
 
 
 def check_sources(ctx: typer.Context, name: str, layout: LayoutOptions, source: SourceOptions,
-                  kv_memory: str | None) -> bool:
-    """True when the KV memory comes from --gpu's plan (vLLM / SGLang, --gpu, no --kv-memory).
-    Raises `KvcalcError` for --pp above 1 (capacity figures one rank holding every layer), --gpu
-    where it would mean nothing, and the plan's knobs (--weight-dtype, --gpu-memory-utilization)
-    outside a plan: they would be ignored."""
+                  kv_memory: str | None, ctx_size: str | None = None) -> bool:
+    """True when the KV memory comes from --gpu's plan (--gpu and no --kv-memory: vLLM, SGLang,
+    and llama.cpp without --ctx-size, which then answers how many requests of --max-model-len
+    fit in what the GPU leaves after the weights: issue 23 friction 4). Raises `KvcalcError` for
+    --pp above 1 (capacity figures one rank holding every layer), --gpu where it would mean
+    nothing, and the plan's knobs (--weight-dtype, --gpu-memory-utilization) outside a plan:
+    they would be ignored."""
     from kvcalc.errors import KvcalcError
 
     if layout.pp > 1:
         raise KvcalcError(f"capacity figures one GPU rank that holds every layer; {layout.pp} pipeline stages are not "
                           "modelled: give --pp 1, or plan the stages with `kvcalc estimate MODEL --pp N --gpu G --engine E`",
                           option="--pp", value=str(layout.pp))
-    from_plan = source.gpu is not None and kv_memory is None and name in ("vllm", "sglang")
+    from_plan = source.gpu is not None and kv_memory is None and (
+        name in ("vllm", "sglang") or (name == "llamacpp" and ctx_size is None))
     if source.gpu is not None and name not in ("vllm", "sglang") and not from_plan:
+        why = ("drop --gpu, or --kv-memory and --ctx-size (--gpu with neither: the requests of --max-model-len that "
+               "fit in what the GPU leaves)") if name == "llamacpp" else "drop --gpu"
         raise KvcalcError("--gpu applies to --engine vllm and sglang (it picks their attention backends and so the "
-                          f"cache rows); --engine {name}: drop --gpu", option="--gpu", value=source.gpu)
+                          "cache rows), and to llamacpp without --kv-memory and --ctx-size (the KV memory is then what "
+                          f"the GPU's plan leaves); --engine {name}: {why}", option="--gpu", value=source.gpu)
     if not from_plan:
-        refuse_typed(ctx, PLAN_KNOBS, "--engine vllm or sglang with --gpu and no --kv-memory (the KV memory is then "
+        refuse_typed(ctx, PLAN_KNOBS, "--engine vllm, sglang or llamacpp with --gpu and no --kv-memory (the KV memory is then "
                      "what the GPU's plan leaves; --kv-memory is already the KV memory)")
     return from_plan

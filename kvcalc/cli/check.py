@@ -12,6 +12,7 @@ from kvcalc.cli.options import lower_choice
 from kvcalc.cli.output import _err_console, echo, handle_errors, message_lines
 from kvcalc.errors import KvcalcError
 
+
 @handle_errors
 def check(
     paths: Annotated[list[str], typer.Argument(help="Deployment YAML files or folders of them.")],
@@ -55,10 +56,12 @@ def schema(
     """Print the JSON Schema of the model, deployment and GPU configs (for editor validation)."""
     import json
 
+    from pydantic import BaseModel
+
     from kvcalc.load.deployments import Deployment
     from kvcalc.schema import GpuSpec, ModelSpec
 
-    schemas = {"model": ModelSpec, "deployment": Deployment, "gpu": GpuSpec}
+    schemas: dict[str, type[BaseModel]] = {"model": ModelSpec, "deployment": Deployment, "gpu": GpuSpec}
     if which == "all":
         from pydantic.json_schema import models_json_schema
 

@@ -7,7 +7,7 @@ from typing import Annotated, Any
 
 import typer
 
-from kvcalc.cli.options import BatchOpt, FormatOpt, KvDtypeOpt, SeqLenOpt, TrustPlainOpt, check_positive, resolve_seq_len
+from kvcalc.cli.options import BatchOpt, FormatOpt, PlainKvDtypeOpt, SeqLenOpt, TrustPlainOpt, check_positive, resolve_seq_len
 from kvcalc.cli.output import check_format, emit, handle_errors
 
 ModelsArg = Annotated[list[str], typer.Argument(help="One or more models: bundled names (see `kvcalc models`), .yaml files, config.json files or .gguf files.", show_default=False)]
@@ -17,7 +17,7 @@ def compare(
     models: ModelsArg,
     seq_len: SeqLenOpt = None,
     batch: BatchOpt = 1,
-    kv_dtype: KvDtypeOpt = None,
+    kv_dtype: PlainKvDtypeOpt = None,
     trust_plain_decoder: TrustPlainOpt = False,
     fmt: FormatOpt = "table",
 ) -> None:
@@ -27,9 +27,9 @@ def compare(
     same context (default: the shortest max_position_embeddings among them), batch and KV dtype
     (default: their common dtype)."""
     from kvcalc.calc import kv_cache
-    from kvcalc.report import tables
     from kvcalc.formats import kv_format
     from kvcalc.load.models import load_model
+    from kvcalc.report import tables
 
     check_positive(batch=batch)
     specs = [load_model(m, trust_plain_decoder=trust_plain_decoder) for m in models]

@@ -4,7 +4,8 @@ an engine allocates. Several contexts (`-s 8k,32k,128k`) print one compact row p
 No `from __future__ import annotations`: typer reads the signature's annotations as objects,
 without evaluating their text at every start-up."""
 
-from typing import Annotated, Any, Callable, Optional
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Annotated, Any, Optional
 
 import typer
 
@@ -13,7 +14,6 @@ from kvcalc.cli.options import (ModelSourceOptions, BatchOpt, FormatOpt, GpuPlan
                                 option_groups, refuse_other_engines, with_help)
 from kvcalc.cli.output import check_format, emit, emit_parts, handle_errors, show_result
 from kvcalc.errors import KvcalcError
-
 
 #: whole requests and calibration (issue 21): the engines' own names are --input-len / --output-len
 #: (vLLM `vllm bench serve --random-input-len`, TensorRT-LLM `--input_len`, llama-bench -p / -n)
@@ -49,8 +49,8 @@ def whole_request_options(gpu: str | None, input_len: int | None, output_len: in
     if (input_len is None) != (output_len is None):
         missing = "--input-len" if input_len is None else "--output-len"
         raise KvcalcError("whole requests need both --input-len and --output-len", option=missing)
-    for name, v in (("--input-len", input_len), ("--calibration", calibration)):
-        if v is not None and gpu is None:
+    for name, given in (("--input-len", input_len), ("--calibration", calibration)):
+        if given is not None and gpu is None:
             raise KvcalcError("needs --gpu (a GPU from `kvcalc gpus`): speed is modelled on a GPU", option=name)
     if calibration is None:
         return None
@@ -60,8 +60,11 @@ def whole_request_options(gpu: str | None, input_len: int | None, output_len: in
 
 
 #: --seq-len as every command declares it, taking several contexts here
-SeqLensOpt = with_help(SeqLenOpt, "Tokens per sequence (8192 or 32k); several (8k,32k,128k) print one row "
-                                   "each. Default: the model's max_position_embeddings (as vLLM scales it by rope_scaling).")
+if TYPE_CHECKING:  # the option's type for type checkers (with_help builds the annotation at run time)
+    SeqLensOpt = SeqLenOpt
+else:
+    SeqLensOpt = with_help(SeqLenOpt, "Tokens per sequence (8192 or 32k); several (8k,32k,128k) print one row "
+                                       "each. Default: the model's max_position_embeddings (as vLLM scales it by rope_scaling).")
 
 @handle_errors
 @option_groups(order=("gpu", "count"))

@@ -23,6 +23,7 @@ from kvcalc.cli.options import TrustPlainOpt
 from kvcalc.cli.output import _err_console, check_target, echo, handle_errors, write_atomic
 from kvcalc.errors import KvcalcError, KvcalcWarning
 
+
 @handle_errors
 def import_(
     path: Annotated[str, typer.Argument(help="A Hugging Face config.json (or a folder holding one).")],
@@ -32,8 +33,8 @@ def import_(
 ) -> None:
     """Convert a Hugging Face config.json into a kvcalc model YAML (stdout, or -o FILE)."""
     from kvcalc.load.export import check_round_trip, spec_to_yaml
-    from kvcalc.text import escape_controls
     from kvcalc.load.models import load_model, user_path
+    from kvcalc.text import escape_controls
 
     src = user_path(path)
     src = src / "config.json" if src.is_dir() else src

@@ -3,9 +3,7 @@
 
 `kvcalc estimate ...` imports `kvcalc.cli.estimate` and no other command module; `kvcalc --help`
 lists every command with its one-line help from the table, importing none of them; `kvcalc X
---help` imports X only. A loaded command's options coerce their values lazily
-(`typed_values_as_given`): typer's per-option converter is built only for a value typed on the
-command line, not for the two dozen defaults of a call like `kvcalc estimate MODEL`. Commands registered on the typer app the usual way
+--help` imports X only. Commands registered on the typer app the usual way
 (`app.command()(fn)`) still work: they are built eagerly, as typer does, and listed after the
 table's. A test (`tests/cli/test_lazy_commands.py`) checks that each table entry's help is the
 one its function's docstring gives, so the listing never drifts from the commands.
@@ -15,7 +13,7 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Iterator, MutableMapping
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, cast
 
 from typer.core import TyperCommand, TyperGroup
 
@@ -38,76 +36,14 @@ class LazyCommand(NamedTuple):
 
         module, _, attr = self.target.partition(":")
         fn = getattr(importlib.import_module(module), attr)
-        cmd = get_command_from_info(CommandInfo(name=self.name, callback=fn, cls=LazyGroupCommand),
-                                    pretty_exceptions_short=True, rich_markup_mode=rich_markup_mode)
-        typed_values_as_given(cmd)
-        return cmd
+        return get_command_from_info(CommandInfo(name=self.name, callback=fn, cls=LazyGroupCommand),
+                                     pretty_exceptions_short=True, rich_markup_mode=rich_markup_mode)
 
 
-#: the option types whose values `AsGiven` passes through: typer's converter returns a value that
-#: already has this exact type unchanged (str: `str(value)`; int, float, bool: pydantic's lax
-#: validation of an int, a float, a bool)
-PLAIN_TYPES = (str, int, float, bool)
-
-
-class AsGiven:
-    """An option's value conversion, for typer's runtime coercion (typer 0.2x `_TyperParameter`:
-    `get_runtime_param().coerce(value, param=..., ctx=...)`): None, and a value that already has
-    the option's plain type (`PLAIN_TYPES`: the defaults typer passes for options not typed),
-    come back as they are, which is what typer's converter returns for them; any other value (the
-    text typed on the command line) goes through typer's own converter
-    (`typer._coercion.build_runtime_param`, a pydantic `TypeAdapter`), built on first use and
-    kept. typer builds that converter for every option of a call, typed or not: about 0.3 ms
-    each, two dozen for `kvcalc estimate MODEL` (typer itself skips it for a flag already a bool,
-    but not for the None a flag of the group may hold)."""
-
-    def __init__(self, kind: type) -> None:
-        self.kind = kind
-
-    def coerce(self, value: Any, param: Any, ctx: Any) -> Any:
-        if value is None or type(value) is self.kind:
-            return value
-        from typer._coercion import build_runtime_param
-
-        param._runtime_param = build_runtime_param(param.type_descriptor)
-        return param._runtime_param.coerce(value, param=param, ctx=ctx)
-
-
-def value_as_given(param: Any) -> None:
-    """Give click parameter `param` an `AsGiven` conversion in place of the one typer would build,
-    when `AsGiven` passes its values through unchanged: one value of a plain type
-    (`PLAIN_TYPES`), no parser, no bounds, no file. Any other parameter, and any typer without
-    runtime coercion (before 0.2x click's own types convert), is left as typer made it."""
-    desc = getattr(param, "type_descriptor", None)
-    if desc is None or getattr(param, "_runtime_param", False) is not None:
-        return
-    info = desc.parameter_info
-    if (desc.annotation in PLAIN_TYPES and desc.file_annotation is None and info.parser is None
-            and info.min is None and info.max is None and not param.multiple and param.nargs == 1):
-        param._runtime_param = AsGiven(desc.annotation)
-
-
-def typed_values_as_given(cmd: Any) -> None:
-    """`value_as_given` for each parameter of click command `cmd`."""
-    for p in getattr(cmd, "params", ()):
-        value_as_given(p)
-
-
-class HelpAsGiven:
-    """Mixin for a typer command or group (before the typer class in the bases): the `--help`
-    option, which click builds on first use, gets `value_as_given` too."""
-
-    def get_help_option(self, ctx: Any) -> Any:
-        opt = super().get_help_option(ctx)  # type: ignore[misc]
-        if opt is not None:
-            value_as_given(opt)
-        return opt
-
-
-class LazyGroupCommand(HelpAsGiven, TyperCommand):
-    """The click command class of a `LazyCommand`: typer's, with `--help` as `HelpAsGiven` makes
-    it, and an option set twice in ways that disagree (`-kvu -no-kvu`) refused as a usage error
-    (`output.contradicting_options`) where click would keep the last one."""
+class LazyGroupCommand(TyperCommand):
+    """The click command class of a `LazyCommand`: typer's, with an option set twice in ways
+    that disagree (`-kvu -no-kvu`) refused as a usage error (`output.contradicting_options`)
+    where click would keep the last one, and `--help` in sections (`format_options`)."""
 
     def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
         from kvcalc.cli.output import _UsageError, contradicting_options
@@ -117,6 +53,32 @@ class LazyGroupCommand(HelpAsGiven, TyperCommand):
         if problem:
             raise _UsageError(problem, ctx=ctx)
         return super().parse_args(ctx, args)
+
+
+    def format_options(self, ctx: Any, formatter: Any) -> None:
+        """The options of `--help` in sections: the arguments, the options of no panel under
+        "Options", then one section per `rich_help_panel` (an option group's `panel`, in the
+        order the options come), as typer's rich help groups them; kvcalc's help is plain text
+        (`rich_markup_mode=None`), where typer would list all of them under "Options"."""
+        from gettext import gettext
+
+        args: list[tuple[str, str]] = []
+        panels: dict[str, list[tuple[str, str]]] = {gettext("Options"): []}
+        for param in self.get_params(ctx):
+            record = param.get_help_record(ctx)
+            if record is None:
+                continue
+            if param.param_type_name == "argument":
+                args.append(record)
+            else:
+                panels.setdefault(getattr(param, "rich_help_panel", None) or gettext("Options"), []).append(record)
+        if args:
+            with formatter.section(gettext("Arguments")):
+                formatter.write_dl(args)
+        for title, rows in panels.items():
+            if rows:
+                with formatter.section(title):
+                    formatter.write_dl(rows)
 
 
 class _Commands(MutableMapping):
@@ -157,7 +119,7 @@ class _Commands(MutableMapping):
         return name in self.built
 
 
-class LazyGroup(HelpAsGiven, TyperGroup):
+class LazyGroup(TyperGroup):
     """A `TyperGroup` whose commands come from `table` (set by `lazy_group`), loaded on use."""
 
     table: tuple[LazyCommand, ...] = ()
@@ -165,7 +127,6 @@ class LazyGroup(HelpAsGiven, TyperGroup):
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.commands = _Commands(self.table, self.commands, self.rich_markup_mode)
-        typed_values_as_given(self)  # the group's own options (--debug, --version)
 
     def list_commands(self, ctx: Any) -> list[str]:
         """Every command name, the table's in its order, without importing any command."""
@@ -184,18 +145,14 @@ class LazyGroup(HelpAsGiven, TyperGroup):
             return
         limit = formatter.width - 6 - max(len(n) for n in names)
         rows = []
+        commands = cast(_Commands, self.commands)  # set in __init__
         for name in names:
-            if self.commands.is_loaded(name) or name not in self.commands.table:
-                cmd = self.commands[name]
+            if commands.is_loaded(name) or name not in commands.table:
+                cmd = commands[name]
                 if cmd.hidden:
                     continue
                 rows.append((name, cmd.get_short_help_str(limit)))
             else:
-                rows.append((name, make_default_short_help(self.commands.table[name].help, limit)))
+                rows.append((name, make_default_short_help(commands.table[name].help, limit)))
         with formatter.section(gettext("Commands")):
             formatter.write_dl(rows)
-
-
-def lazy_group(table: tuple[LazyCommand, ...]) -> type[LazyGroup]:
-    """A `LazyGroup` class serving `table` (pass it as `typer.Typer(cls=...)`)."""
-    return type("KvcalcGroup", (LazyGroup,), {"table": tuple(table)})

@@ -11,11 +11,12 @@ from __future__ import annotations
 import os
 import sys
 import time
-from typing import Annotated, Any, Callable, Optional, TextIO
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Annotated, Any, Optional, TextIO
 
 import typer
 
-from kvcalc.cli.options import (RevisionOpt, TrustPlainOpt, BatchOpt, FormatOpt, KvDtypeOpt, ModelArg, SeqLenOpt, check_positive,
+from kvcalc.cli.options import (RevisionOpt, TrustPlainOpt, BatchOpt, FormatOpt, PlainKvDtypeOpt, ModelArg, SeqLenOpt, check_positive,
                                 lower_choice, resolve_kv_dtypes, with_help)
 from kvcalc.cli.output import check_format, emit, handle_errors
 from kvcalc.errors import KvcalcError, MissingExtraError
@@ -42,9 +43,12 @@ ForceOpt = Annotated[bool, typer.Option("--force", help="Overwrite the --calibra
 #: when stderr is not a terminal, a progress line at most this often (seconds), the first after as long
 PIPE_EVERY_S = 5.0
 
-MeasureSeqLenOpt = with_help(SeqLenOpt, "Tokens per sequence (8192 or 32k). Default: a run of seconds: the largest "
-                                        "power of two up to the model's context whose KV cache fits 32 MiB on the "
-                                        "CPU, or 1/8 of free memory on a GPU.")
+if TYPE_CHECKING:  # the option's type for type checkers (with_help builds the annotation at run time)
+    MeasureSeqLenOpt = SeqLenOpt
+else:
+    MeasureSeqLenOpt = with_help(SeqLenOpt, "Tokens per sequence (8192 or 32k). Default: a run of seconds: the largest "
+                                            "power of two up to the model's context whose KV cache fits 32 MiB on the "
+                                            "CPU, or 1/8 of free memory on a GPU.")
 
 #: the exit status of a run stopped by Ctrl-C (128 + SIGINT, as a shell reports it)
 INTERRUPTED_EXIT = 130
@@ -117,7 +121,7 @@ def measure(
     model: ModelArg,
     seq_len: MeasureSeqLenOpt = None,
     batch: BatchOpt = 1,
-    kv_dtype: KvDtypeOpt = None,
+    kv_dtype: PlainKvDtypeOpt = None,
     device: DeviceOpt = "auto",
     layers: LayersOpt = None,
     steps: StepsOpt = None,

@@ -32,8 +32,12 @@ import typer
 
 # defaults as plain constants: importing the plan, the roofline or the engines here would make
 # every command pay for them at start-up (the engines' options objects load in `to_options`)
-from kvcalc.calc.defaults import (DEFAULT_BW_EFFICIENCY, DEFAULT_CUDA_CONTEXT_BYTES, DEFAULT_FLOPS_EFFICIENCY,
-                                  DEFAULT_GPU_MEMORY_UTILIZATION)
+from kvcalc.calc.defaults import (
+    DEFAULT_BW_EFFICIENCY,
+    DEFAULT_CUDA_CONTEXT_BYTES,
+    DEFAULT_FLOPS_EFFICIENCY,
+    DEFAULT_GPU_MEMORY_UTILIZATION,
+)
 from kvcalc.engines import defaults as engine_defaults
 from kvcalc.errors import OPTION_SAYS, KvcalcError
 from kvcalc.requests import check_limits, check_positive, resolve_seq_len, warn_beyond_context  # noqa: F401
@@ -90,6 +94,9 @@ LLAMACPP_SHORT_OPTIONS = {"-b": "llama.cpp's --batch-size (n_batch: `kvcalc capa
 BatchOpt = Annotated[int, typer.Option("--batch", "--max-num-seqs", "--max-running-requests", "--parallel", "-np", help="Sequences in the batch (per DP replica; vLLM --max-num-seqs, SGLang --max-running-requests, llama.cpp -np). Not -b: that is llama.cpp's --batch-size (prompt tokens per step, which does not change the KV cache).")]
 
 KvDtypeOpt = Annotated[Optional[str], typer.Option("--kv-dtype", "--kv-cache-dtype", callback=auto_is_default, help="KV format for K and V (vLLM --kv-cache-dtype): fp16, bf16, fp8, fp8_e5m2, int8, int4, q8_0, q4_0 ... Default (or auto): the model's dtype; with --engine, the engine's default.")]
+#: --kv-dtype's help on a command without --engine (compare, measure, sweep): it names no engine
+PLAIN_KV_DTYPE_HELP = ("KV format for K and V (vLLM --kv-cache-dtype): fp16, bf16, fp8, fp8_e5m2, int8, int4, q8_0, "
+                       "q4_0 ... Default (or auto): the model's dtype.")
 
 KDtypeOpt = Annotated[Optional[str], typer.Option("--k-dtype", "--cache-type-k", "-ctk", help="K format, when it differs from V (llama.cpp -ctk).")]
 
@@ -159,6 +166,10 @@ def with_help(alias: Any, text: str) -> Any:
     return Annotated[base, info]
 
 
+#: --kv-dtype on a command without --engine (compare, measure)
+PlainKvDtypeOpt = with_help(KvDtypeOpt, PLAIN_KV_DTYPE_HELP)
+
+
 def _is_class_var(annotation: Any) -> bool:
     """True for `ClassVar[...]` (an object, or the text a postponed annotation leaves)."""
     if isinstance(annotation, str):
@@ -181,6 +192,9 @@ class OptionGroup:
     """
 
     _fields: ClassVar[tuple[str, ...]] = ()
+    #: the heading the group's options are listed under in `--help` (typer's `rich_help_panel`,
+    #: which `lazy.LazyGroupCommand.format_options` honours in plain help too); None: "Options"
+    panel: ClassVar[Optional[str]] = None
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -210,7 +224,7 @@ class OptionGroup:
     def __eq__(self, other: object) -> bool:
         if other.__class__ is not self.__class__:
             return NotImplemented
-        return self._values() == other._values()  # type: ignore[attr-defined]
+        return self._values() == other._values()
 
     def __hash__(self) -> int:
         return hash((type(self), self._values()))
@@ -233,17 +247,22 @@ class OptionGroup:
 
     @classmethod
     def parameters(cls, selection: Optional[Only] = None) -> list[inspect.Parameter]:
-        """The group's options as `inspect.Parameter`s (selected, help overridden)."""
+        """The group's options as `inspect.Parameter`s (selected, help overridden, listed under the
+    group's `panel` in `--help`)."""
         hints = typing.get_type_hints(cls, include_extras=True)
         defaults = {n: cls.__dict__[n] for n in cls._fields}
         names = selection.names if selection else cls.option_names()
         params = []
         for name in names:
             ann = hints[name]
-            if selection and name in selection.help:
+            override = selection.help.get(name) if selection else None
+            if override is not None or cls.panel is not None:
                 base, info = typing.get_args(ann)
                 info = copy.copy(info)
-                info.help = selection.help[name]
+                if override is not None:
+                    info.help = override
+                if cls.panel is not None and info.rich_help_panel is None:
+                    info.rich_help_panel = cls.panel
                 ann = Annotated[base, info]
             params.append(inspect.Parameter(name, inspect.Parameter.POSITIONAL_OR_KEYWORD,
                                             default=defaults[name], annotation=ann))
@@ -312,6 +331,8 @@ def option_groups(*, order: Sequence[str] = ()) -> Callable[[Callable[..., Any]]
 class KvFormatOptions(OptionGroup):
     """The KV cache's formats: --kv-dtype, --k-dtype, --v-dtype, --quant-group-size, --scale-dtype."""
 
+    panel: ClassVar[Optional[str]] = "KV cache format"
+
     kv_dtype: KvDtypeOpt = None
     k_dtype: KDtypeOpt = None
     v_dtype: VDtypeOpt = None
@@ -336,6 +357,8 @@ class ModelSourceOptions(OptionGroup):
 class LayoutOptions(OptionGroup):
     """The parallel layout: --tp, --pp, --dp, and --count (= tp x pp x dp)."""
 
+    panel: ClassVar[Optional[str]] = "Parallel layout"
+
     tp: TpOpt = 1
     pp: PpOpt = 1
     dp: DpOpt = 1
@@ -348,6 +371,8 @@ class LayoutOptions(OptionGroup):
 
 class GpuPlanOptions(OptionGroup):
     """The GPU and the knobs of the memory plan and roofline; all but --gpu need --gpu."""
+
+    panel: ClassVar[Optional[str]] = "GPU and memory plan"
 
     gpu: GpuOpt = None
     weight_dtype: WeightDtypeOpt = None
@@ -384,6 +409,8 @@ class VllmFlags(OptionGroup):
     """vLLM's options (`--engine vllm` only), turned into `VllmOptions` by `to_options`; left at
     their defaults (and VLLM_ALLOW_LONG_MAX_MODEL_LEN unset) they give `VllmOptions()` (a test
     holds the two equal)."""
+
+    panel: ClassVar[Optional[str]] = "vLLM (--engine vllm)"
 
     engine: ClassVar[str] = "vllm"
     block_size: BlockSizeOpt = None
@@ -439,6 +466,8 @@ class VllmFlags(OptionGroup):
 class SglangFlags(OptionGroup):
     """SGLang's options (`--engine sglang` only)."""
 
+    panel: ClassVar[Optional[str]] = "SGLang (--engine sglang)"
+
     engine: ClassVar[str] = "sglang"
     page_size: PageSizeOpt = engine_defaults.SGLANG_PAGE_SIZE
     sglang_version: Annotated[str, typer.Option("--sglang-version", callback=lower_choice, help="SGLang current (0.5.23; sparse-MLA cells sized by the row allocated, since 0.5.17), 0.5.16 (cells count the 576 B latent), or legacy (before PR #11309: DeepSeek-V3.2's pool sized without its indexer).")] = "current"
@@ -461,6 +490,8 @@ class SglangFlags(OptionGroup):
 class LlamacppFlags(OptionGroup):
     """llama.cpp's options (`--engine llamacpp` only), turned into `LlamacppOptions`; left at
     their defaults they give `LlamacppOptions()` (a test holds the two equal)."""
+
+    panel: ClassVar[Optional[str]] = "llama.cpp (--engine llamacpp)"
 
     engine: ClassVar[str] = "llamacpp"
     ctx_size: Annotated[Optional[str], typer.Option("--ctx-size", "-c", help="llama.cpp n_ctx, the context of all sequences together (0: the model's training context; ollama: per sequence).")] = None

@@ -2,7 +2,7 @@
 problem, exit 2 for the user's errors, 1 for a bug, `--debug` for the traceback), warnings as
 yellow lines, `echo` / `emit` for tables and machine formats, the one file writer
 (`check_target` / `write_atomic`: no overwrite without --force, no folder, no link, atomic), and
-click's usage errors as one line plus the hint (`OneLineUsageErrors`, mixed into the app's group).
+click's usage errors as one line (`OneLineUsageErrors`, mixed into the app's group).
 Every line printed here has its terminal control characters written visibly (`message_lines`,
 `echo`: `kvcalc.text.escape_controls`).
 """
@@ -13,8 +13,9 @@ import functools
 import os
 import stat
 import sys
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import typer
 
@@ -370,17 +371,18 @@ class ClosedPipeExits:
 
 
 def usage_error_lines(err: Any, command_path: str | None = None) -> list[str]:
-    """A click `UsageError` as kvcalc prints it: the problem on one line (first letter lower
-    case, as kvcalc's own errors; a bad value names the option by its first name, not every
-    alias), then click's hint (`Try 'kvcalc estimate --help' for help.`); click's own `show`
-    prints the usage line first and the problem last, four lines in all. `command_path` stands
+    """A click `UsageError` as kvcalc prints it: one line, the problem (first letter lower
+    case and no closing full stop, as kvcalc's own errors; a bad value names the option by its
+    first name, not every alias), as every other kvcalc error is one line (issue 23 item 7);
+    click's own `show` prints the usage line, click's "Try '... --help'" hint and the problem.
+    `command_path` is kept for callers; the line names no command. `command_path` stands
     in for the error's context when click raised it without one."""
     param = getattr(err, "param", None)
     if param is not None and getattr(param, "opts", None) and getattr(err, "param_hint", None) is None:
         err.param_hint = f"'{param.opts[0]}'"
     message = " ".join(err.format_message().split())
     opt = getattr(err, "option_name", None)  # click's NoSuchOption
-    ctx = getattr(err, "ctx", None)
+    ctx: Any = getattr(err, "ctx", None)  # click's Context (typer's own copy of click), or None
     if type(err).__name__ == "NoSuchOption" and opt is not None:
         typed = _typed_cluster(opt, ctx)
         hint = None if typed else count_option_hint(opt, ctx)
@@ -392,11 +394,7 @@ def usage_error_lines(err: Any, command_path: str | None = None) -> list[str]:
                             "(-ctk / -ctv are on estimate and capacity)")
         elif hint:  # in place of click's "(Possible options: --batch-size, ...)"
             message = f"no such option: {opt}; {hint}"
-    lines = [message[:1].lower() + message[1:]]
-    path = ctx.command_path if ctx is not None else command_path
-    if path:
-        lines.append(f"Try '{path} --help' for help.")
-    return lines
+    return [(message[:1].lower() + message[1:]).rstrip(".")]
 
 
 def _typed_cluster(opt: str, ctx: Any) -> str | None:
@@ -447,7 +445,7 @@ def count_option_hint(opt: str, ctx: Any) -> str | None:
     comes from (`NO_COUNT_OPTIONS`). None for any other option: click's own message stays."""
     from kvcalc.cli.options import LLAMACPP_SHORT_OPTIONS
 
-    command = getattr(ctx, "command", None)
+    command: Any = getattr(ctx, "command", None)
     group = command is None or hasattr(command, "commands")  # the app itself: no command yet
     name = "kvcalc" if group else (ctx.info_name or command.name)
     seqs = None if group else _option_of(command, SEQUENCES_PARAMS)
@@ -524,11 +522,9 @@ def _one_line(err: Any, command_path: str | None = None) -> Any:
         from rich.markup import escape
 
         con = _err_console()
-        first, *rest = usage_error_lines(err, command_path)
         try:
-            con.print(f"[red]error:[/red] {escape(first)}", markup=True)
-            for line in rest:
-                typer.echo(line, err=True)
+            for line in usage_error_lines(err, command_path):
+                con.print(f"[red]error:[/red] {escape(line)}", markup=True)
         except BrokenPipeError:  # the reader of stderr has gone: click still exits 2
             silence_output()
 
@@ -539,8 +535,8 @@ def _one_line(err: Any, command_path: str | None = None) -> Any:
 
 class OneLineUsageErrors:
     """Mixin for the app's click group (before `typer.core.TyperGroup` in the bases): a usage
-    error (unknown option, missing argument, a bad int) prints as one `error:` line plus the
-    hint, with click's exit code 2, wherever click raises it: the group's own options or a
+    error (unknown option, missing argument, a bad int) prints as one `error:` line naming the
+    help to read, with click's exit code 2, wherever click raises it: the group's own options or a
     command's (`make_context` and `invoke` both re-raise it with `_one_line`'s `show`)."""
 
     def make_context(self, *args: Any, **kwargs: Any) -> Any:
@@ -559,4 +555,4 @@ class OneLineUsageErrors:
 
 #: click's UsageError as typer uses it (typer 0.29 ships its own copy of click: `import click`
 #: would name another class); found from typer's public `BadParameter`, one of its subclasses.
-_UsageError = next(c for c in typer.BadParameter.__mro__ if c.__name__ == "UsageError")
+_UsageError: Any = next(c for c in typer.BadParameter.__mro__ if c.__name__ == "UsageError")

@@ -122,14 +122,16 @@ def show(res: Any, fmt: str) -> None:
 
 
 def deployment_text(res: Any, layout: Any, model_arg: str, req: Any) -> str:
-    """The top layout as a deployment YAML (`kvcalc.schema.Deployment`), checked with
-    `calc.check.check` before it is written: `kvcalc check` passes it. Raises `KvcalcError` for
+    """The top layout as a deployment YAML (`kvcalc.schema.Deployment`) with the engine and the
+    options plan sized it with (`engine:`, `engine_options:`), checked with `calc.check.check`
+    under that engine before it is written: `kvcalc check` passes it with plan's figures. Raises `KvcalcError` for
     a layout a deployment cannot state (devices that differ) or one the check would fail
     (a llama.cpp layer split that vLLM's split of the layers does not fit)."""
     import yaml
 
     from kvcalc import __version__
     from kvcalc.calc.check import check
+    from kvcalc.load.deployments import engine_kv_of, recorded_options
     from kvcalc.load.gpus import get_gpu
     from kvcalc.schema import Deployment
 
@@ -147,14 +149,18 @@ def deployment_text(res: Any, layout: Any, model_arg: str, req: Any) -> str:
     if " + " not in layout.weight_dtype:
         data["weight_dtype"] = layout.weight_dtype
     data |= {"max_seq_len": res.seq_len, "concurrency": res.concurrency,
-             "gpu_memory_utilization": req.search.knobs.gpu_memory_utilization}
+             "gpu_memory_utilization": req.search.knobs.gpu_memory_utilization, "engine": res.engine}
+    options = recorded_options(req.options)
+    if options:
+        data["engine_options"] = options
     targets = {k: v for k, v in (("max_tpot_ms", res.max_tpot_ms), ("min_tokens_per_s", res.min_tokens_per_s))
                if v is not None}
     if targets:
         data["targets"] = targets
     dep = Deployment.model_validate(data)
     spec = req.search.model
-    row = check(dep, spec, get_gpu(layout.devices[0]), file="plan")
+    engine, engine_kv = engine_kv_of(dep, spec)  # as `kvcalc check` will read the file (issue 23 friction 1)
+    row = check(dep, spec, get_gpu(layout.devices[0]), file="plan", engine_kv=engine_kv, engine=engine)
     if row.status != "ok":
         raise KvcalcError(f"--write-deployment: kvcalc check would not pass this layout ({'; '.join(row.problems)}); "
                           "not written")

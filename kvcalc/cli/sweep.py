@@ -6,9 +6,10 @@ from typing import Annotated, Any, Optional
 
 import typer
 
-from kvcalc.cli.options import (ModelSourceOptions, FormatOpt, GpuPlanOptions, KvFormatOptions, LayoutOptions, ModelArg, OptionGroup, check_limits,
+from kvcalc.cli.options import (PLAIN_KV_DTYPE_HELP, ModelSourceOptions, FormatOpt, GpuPlanOptions, KvFormatOptions, LayoutOptions, ModelArg, OptionGroup, check_limits,
                                 check_positive, only, option_groups, resolve_count, warn_beyond_context)
 from kvcalc.cli.output import check_format, echo, emit, handle_errors
+
 
 class SpeedFlags(OptionGroup):
     """The speed model's inputs: --engine (whose per-step floor applies) and --calibration."""
@@ -37,7 +38,7 @@ def sweep(
     batch: Annotated[str, typer.Option("--batch", help="Batch sizes (sequences per DP replica): 1,8,32 (not -b: llama.cpp's --batch-size).")] = "1,8,32",
     gpu: GpuPlanOptions = GpuPlanOptions(),
     layout: Annotated[LayoutOptions, only("tp", "pp", "count")] = LayoutOptions(),
-    kv: Annotated[KvFormatOptions, only("kv_dtype")] = KvFormatOptions(),
+    kv: Annotated[KvFormatOptions, only("kv_dtype", kv_dtype=PLAIN_KV_DTYPE_HELP)] = KvFormatOptions(),
     plot: Annotated[Optional[str], typer.Option("--plot", help="Write a plot of memory (and, with --gpu, throughput) against context to this file, named with its type: .png, .svg, .pdf, .eps, .jpg or .tif (an existing file only with --force). Needs matplotlib: pip install 'kvcalc[plot]'.")] = None,
     force: Annotated[bool, typer.Option("--force", help="Overwrite the --plot file if it exists.")] = False,
     beyond_context: Annotated[bool, typer.Option("--beyond-context", help="Keep contexts past the model's max_position_embeddings (by default they are dropped, with one warning naming them).")] = False,

@@ -12,14 +12,15 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
+from types import ModuleType
 from typing import Any, ClassVar
 
 from kvcalc.engines import canonical, ideal, launch, llamacpp, sglang, vllm
 from kvcalc.engines.llamacpp.options import LlamacppOptions
 from kvcalc.engines.vllm.options import VllmOptions
-from kvcalc.results import EngineResult
 from kvcalc.errors import KvcalcError
 from kvcalc.formats import StorageFormat, kv_format, storage_format
+from kvcalc.results import EngineResult
 from kvcalc.schema import ModelSpec
 
 # ----- options: one frozen dataclass per engine -------------------------------------------
@@ -89,7 +90,7 @@ class EngineProfile:
 
     name: ClassVar[str]
     display_name: ClassVar[str]
-    module: ClassVar[Any]
+    module: ClassVar[ModuleType]  # the engine's rules module (`vllm`, `sglang`, ...)
     options_type: ClassVar[type]
     allocates_cells: ClassVar[bool] = False
     splits_heads: ClassVar[bool] = True
@@ -220,7 +221,7 @@ class IdealProfile(EngineProfile):
 
     name = "ideal"
     display_name = "ideal"
-    module = ideal
+    module: ClassVar[ModuleType] = ideal
     options_type = IdealOptions
 
     def _capacity(self, model, kv_memory_bytes, k, v, *, tp, max_model_len, concurrency, options, kv_cache_dtype):
@@ -236,7 +237,7 @@ class VllmProfile(EngineProfile):
 
     name = "vllm"
     display_name = "vLLM"
-    module = vllm
+    module: ClassVar[ModuleType] = vllm
     options_type = VllmOptions
     no_memory = vllm.NO_MEMORY
 
@@ -306,7 +307,7 @@ class SglangProfile(EngineProfile):
 
     name = "sglang"
     display_name = "SGLang"
-    module = sglang
+    module: ClassVar[ModuleType] = sglang
     options_type = SglangOptions
     no_memory = sglang.NO_MEMORY
     plan_budget_note = " (vLLM's rule; SGLang's own budget comes from --mem-fraction-static)"
@@ -343,7 +344,7 @@ class LlamacppProfile(EngineProfile):
 
     name = "llamacpp"
     display_name = "llama.cpp"
-    module = llamacpp
+    module: ClassVar[ModuleType] = llamacpp
     options_type = LlamacppOptions
     allocates_cells = True
     splits_heads = False

@@ -102,10 +102,10 @@ from dataclasses import dataclass
 
 from kvcalc.calc.kv_cache import (
     check_tp,
-    kv_heads_per_rank,
-    refuse_hybrid_layers,
     indexer_bytes_per_token,
+    kv_heads_per_rank,
     layer_kv_bytes_per_token,
+    refuse_hybrid_layers,
 )
 from kvcalc.engines import SEARCH_LIMIT_TOKENS, defaults, longest_fitting
 from kvcalc.errors import MESSAGE, OPTION_SAYS, KvcalcError
@@ -489,7 +489,10 @@ def capacity(model: ModelSpec, kv_memory_bytes: int, k: StorageFormat, v: Storag
         raise KvcalcError(f"SGLang would fail at start-up ({max(kv_memory_bytes, 0):,} B holds no page of "
                           f"{cell * page_size:,} B): {NO_MEMORY}",
                           field="kv_memory_bytes", value=kv_memory_bytes, form=MESSAGE)
-    per_req = (lambda t: -(-t // page_size) * page_size)
+
+    def per_req(t: int) -> int:  # tokens one request of t tokens holds: whole pages
+        return -(-t // page_size) * page_size
+
     swa_pool = uses_swa_pool(model, hybrid_swa_memory)
     if swa_pool:
         full, swa = swa_split(model, n, k, v, tp, page_size, swa_full_tokens_ratio)
@@ -516,7 +519,9 @@ def capacity(model: ModelSpec, kv_memory_bytes: int, k: StorageFormat, v: Storag
         conc = min(full / per_req(L), swa / per_req(min(L, window))) if L else None
         n = full if has_full else swa  # every layer sliding: SGLang's capacity is the SWA pool's
     else:
-        fits = (lambda t, c: n >= c * per_req(t))
+        def fits(t: int, c: int) -> bool:
+            return n >= c * per_req(t)
+
         conc = n / per_req(L) if L else None
         if nsa:
             latent, indexer = nsa_pool_bytes(model, n, k, page_size, row=row)

@@ -12,6 +12,8 @@ kv_dtype: fp8
 max_seq_len: 32768            # every sequence at this context (the worst case)
 concurrency: 16               # sequences at once over all replicas
 gpu_memory_utilization: 0.9
+engine: vllm                  # whose KV arithmetic sizes it (default: the exact formula)
+engine_options: {version: '0.33', block_size: 16}   # as `kvcalc plan` took them
 targets: {max_tpot_ms: 50, min_tokens_per_s: 300}
 ```
 
@@ -27,8 +29,8 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-from kvcalc.load.models import user_path  # `~` expanded only when it names a home
 from kvcalc.errors import ConfigError, KvcalcError
+from kvcalc.load.models import user_path  # `~` expanded only when it names a home
 from kvcalc.results import CheckRow
 from kvcalc.schema import Deployment  # the input model (kvcalc.schema); `kvcalc schema` finds it here too
 
@@ -56,8 +58,10 @@ def deployment_files(paths: list[str]) -> list[Path]:
             out.append(p)
         else:
             raise ConfigError("file not found", path=str(p))
-    seen: set[Path] = set()
-    return [f for f in out if not (f.resolve() in seen or seen.add(f.resolve()))]  # each file once
+    once: dict[Path, Path] = {}  # each file once (by its resolved path), in the order found
+    for f in out:
+        once.setdefault(f.resolve(), f)
+    return list(once.values())
 
 
 #: the kinds a file in a `kvcalc check` folder may be (`kind:` in the file, or read from its keys).
@@ -142,8 +146,8 @@ def load_deployment(path: Path, gpus: dict[str, Any] | None = None):
     """(Deployment, ModelSpec, GpuSpec, key -> line) from one file; raises `ConfigError` naming the file, the
     line and the field (an unknown model or GPU name is reported against `model:` / `gpu:`). `gpus`: the GPU
     files beside it (`folder_gpus`), named before the bundled table; `kind: deployment` is allowed."""
-    from kvcalc.load.gpus import get_gpu
     from kvcalc.load.files import build, read_mapping
+    from kvcalc.load.gpus import get_gpu
     from kvcalc.load.models import load_model
 
     data, lines = read_mapping(path, "deployment")
@@ -161,6 +165,96 @@ def load_deployment(path: Path, gpus: dict[str, Any] | None = None):
         raise ConfigError(str(e) if isinstance(e, ConfigError) else e.message, path=str(path), field="gpu",
                           line=lines.get("gpu")) from None
     return dep, model, gpu, lines
+
+
+#: engine options a deployment does not record: each GPU row gives them (the compute capability
+#: and vendor that pick vLLM's attention backend), the KV dtype does (vLLM's per-token-head
+#: scales), or the layout does (llama.cpp's devices and their split)
+DERIVED_OPTIONS = frozenset({"compute_capability", "vendor", "per_token_head_scales", "n_devices", "tensor_split"})
+
+
+@cache
+def _options_model(options_cls: type) -> Any:
+    """A pydantic model of the engine options a deployment may record (`options_cls`'s fields
+    less `DERIVED_OPTIONS`), strict (`block_size: "32"` or `true` is no count) and closed (an
+    unknown key is named, with the near one), wrapped as the file's `engine_options:` key so
+    errors name it."""
+    import dataclasses
+    import typing
+
+    from pydantic import ConfigDict, create_model
+
+    hints = typing.get_type_hints(options_cls)
+    fields = {f.name: (hints[f.name], f.default) for f in dataclasses.fields(options_cls)
+              if f.name not in DERIVED_OPTIONS}
+    inner = create_model(f"{options_cls.__name__}InDeployment",
+                         __config__=ConfigDict(strict=True, extra="forbid", frozen=True), **fields)
+    return create_model("DeploymentEngineOptions", __config__=ConfigDict(extra="forbid"), engine_options=(inner, ...))
+
+
+def recorded_options(options: Any) -> dict[str, Any]:
+    """The engine options (`VllmOptions`, `SglangOptions`, `LlamacppOptions`) a deployment file
+    records: `version` always (the release the figures are for), every other option a
+    deployment may hold where it differs from that version's default. `{}` for the exact formula."""
+    import dataclasses
+
+    if options is None or not dataclasses.is_dataclass(options):
+        return {}
+    version = getattr(options, "version", None)
+    plain = type(options)(**({"version": version} if version is not None else {}))  # the version's defaults
+    out: dict[str, Any] = {}
+    for f in dataclasses.fields(options):
+        value = getattr(options, f.name)
+        if f.name in DERIVED_OPTIONS or f.name == "v0":  # v0: the same as version '0.6'
+            continue
+        if f.name == "version" or value != getattr(plain, f.name):
+            out[f.name] = list(value) if isinstance(value, tuple) else value
+    return out
+
+
+def engine_kv_of(dep: Deployment, model: Any, path: str = "deployment", lines: dict[str, int] | None = None
+                 ) -> tuple[str, Any]:
+    """(engine name, its per-GPU KV arithmetic or None) for a deployment: the file's `engine:`
+    and `engine_options:` resolved as `kvcalc plan` resolves `--engine` and its flags
+    (`EngineProfile.options`, `plan_engine_kv`), so `kvcalc check` sizes the file as plan did.
+    No `engine:` is the exact formula ("ideal", None).
+
+    Raises `ConfigError` against `engine` (an unknown engine, or one that cannot serve the
+    model) or `engine_options` (options without an engine, an unknown option, a value of the
+    wrong type, a version the engine does not model)."""
+    from pydantic import ValidationError
+
+    from kvcalc.load.files import validation_error
+
+    lines = lines or {}
+    if dep.engine is None:
+        if dep.engine_options:
+            raise ConfigError("engine options without an engine: add engine: (vllm, sglang, llamacpp)", path=path,
+                              field="engine_options", line=lines.get("engine_options"))
+        return "ideal", None
+    from kvcalc.engines.profile import get_profile
+    from kvcalc.requests import check_option_bounds
+
+    try:
+        prof = get_profile(dep.engine)
+    except KvcalcError as e:
+        raise ConfigError(e.message, path=path, field="engine", line=lines.get("engine"), value=dep.engine) from None
+    wrapper = _options_model(type(prof.options()))
+    try:
+        given = wrapper.model_validate({"engine_options": dep.engine_options or {}}).engine_options
+        opts = prof.options(type(prof.options())(**given.model_dump(exclude_unset=True)))
+        check_option_bounds(opts)
+        prof.check_options(opts)
+    except ValidationError as e:
+        raise validation_error(e, wrapper, path, lines) from None
+    except KvcalcError as e:
+        raise ConfigError(e.message, path=path, field="engine_options", line=lines.get("engine_options"),
+                          value=e.value) from None
+    try:
+        prof.check_model(model)
+    except KvcalcError as e:
+        raise ConfigError(e.message, path=path, field="engine", line=lines.get("engine"), value=dep.engine) from None
+    return prof.name, prof.plan_engine_kv(model, opts)
 
 
 def field_error(e: KvcalcError, path: Path, lines: dict[str, int]) -> ConfigError:
@@ -184,8 +278,9 @@ def check_deployment(path: Path, gpus: dict[str, Any] | None = None) -> CheckRow
     from kvcalc.calc.check import check
 
     dep, model, gpu, lines = load_deployment(path, folder_gpus(path.parent) if gpus is None else gpus)
+    engine, engine_kv = engine_kv_of(dep, model, str(path), lines)
     try:
-        row = check(dep, model, gpu, file=str(path))
+        row = check(dep, model, gpu, file=str(path), engine_kv=engine_kv, engine=engine)
     except KvcalcError as e:
         raise field_error(e, path, lines) from None
     if model.context_limit and dep.max_seq_len > model.context_limit:

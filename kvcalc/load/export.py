@@ -68,7 +68,7 @@ def spec_to_yaml_dict(spec: ModelSpec) -> dict[str, Any]:
         if not comp and all(k == "full" for k in raw) and spec.sliding_window is not None:
             comp = {"layer_pattern": ["full"]}  # keep the window without making layers slide
         d.update(comp)
-    head = {k: d.pop(k) for k in ("name", "source") if k in d}
+    head: dict[str, Any] = {k: d.pop(k) for k in ("name", "source") if k in d}
     return {**head, **{k: d[k] for k in ModelSpec.model_fields if k in d}}
 
 

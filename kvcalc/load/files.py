@@ -130,16 +130,22 @@ _WHAT = {stat.S_IFIFO: "a FIFO (named pipe)", stat.S_IFCHR: "a character device"
 
 #: libyaml's event parser when PyYAML was built with it (ten times the pure-Python scanner's
 #: speed on a large file); the composing, where the checks below live, stays in Python
+_Parser: Any  # a base class chosen at import: libyaml's or Python's
 try:
-    from yaml.cyaml import CParser as _Parser
+    from yaml.cyaml import CParser as _Parser  # type: ignore[attr-defined]  # (the stubs omit it)
 except ImportError:  # PyYAML without libyaml
     _Parser = yaml.parser.Parser
 _Reader: Any = object if _Parser is not yaml.parser.Parser else yaml.reader.Reader
 _Scanner: Any = object if _Parser is not yaml.parser.Parser else yaml.scanner.Scanner
 
 
-class _ConfigLoader(yaml.composer.Composer, yaml.constructor.SafeConstructor, yaml.resolver.Resolver, _Parser,
-                    *(c for c in (_Reader, _Scanner) if c is not object)):
+class _ConfigLoader(
+    yaml.composer.Composer,
+    yaml.constructor.SafeConstructor,
+    yaml.resolver.Resolver,
+    _Parser,
+    *(c for c in (_Reader, _Scanner) if c is not object),  # type: ignore[misc]  # (bases chosen at import)
+):
     """A safe loader (PyYAML's SafeLoader: libyaml's parser when present, Python's composer and
     safe constructor) that refuses a key given twice in one mapping (PyYAML keeps the last),
     nesting deeper than `MAX_DEPTH` (as written or as aliases expand it), aliases that add more
@@ -159,9 +165,24 @@ class _ConfigLoader(yaml.composer.Composer, yaml.constructor.SafeConstructor, ya
         self._alias_nodes = 0
         self._open_anchors: list[str] = []
         self._shape: dict[int, tuple[int, int]] = {}  # id(node) -> (expanded nodes, expanded depth)
+        self._path: list[str] = []  # the keys and list indices down to the node being composed
 
-    def _refuse(self, problem: str, mark: Any) -> None:
-        raise yaml.composer.ComposerError(None, None, problem, mark)
+    def _refuse(self, problem: str, mark: Any, last: str | None = None) -> None:
+        """Raise the composer's error at `mark`, naming the key where it happens (the path of
+        keys and list indices down to it, plus `last`, the node being composed): `key_path`."""
+        err = yaml.composer.ComposerError(None, None, problem, mark)
+        err.key_path = _key_path([*self._path, *([last] if last else [])])  # type: ignore[attr-defined]
+        raise err
+
+    @staticmethod
+    def _step(index: Any) -> str | None:
+        """The path component of a node composed at `index`: a mapping value's key, a list
+        item's position; None for a key itself or the document."""
+        if isinstance(index, yaml.ScalarNode):
+            return str(index.value)
+        if isinstance(index, int) and not isinstance(index, bool):
+            return f"[{index}]"
+        return None
 
     def _expanded(self, node: yaml.Node) -> tuple[int, int]:
         """(nodes, depth) of `node` with every alias in it expanded; memoized per node, so a
@@ -186,31 +207,38 @@ class _ConfigLoader(yaml.composer.Composer, yaml.constructor.SafeConstructor, ya
         return n, d + 1
 
     def compose_node(self, parent: Any, index: Any) -> Any:
+        step = self._step(index)
         if self.check_event(yaml.AliasEvent):
-            event = self.peek_event()
+            event: Any = self.peek_event()  # an AliasEvent (PyYAML's stubs say Event | None)
             if event.anchor in self._open_anchors:
-                self._refuse(f"the alias *{excerpt(event.anchor, 30)} refers to the node it is in", event.start_mark)
+                self._refuse(f"the alias *{excerpt(event.anchor, 30)} refers to the node it is in", event.start_mark,
+                             step)
             target = self.anchors.get(event.anchor)
             if target is not None:
                 nodes, depth = self._expanded(target)
                 self._alias_nodes += nodes
                 if self._alias_nodes > MAX_ALIAS_NODES:
                     self._refuse(f"aliases expand to more than {MAX_ALIAS_NODES:,} values (an alias bomb?); "
-                                 "write the values out", event.start_mark)
+                                 "write the values out", event.start_mark, step)
                 if self._depth + depth > MAX_DEPTH:
-                    self._refuse(f"nested deeper than {MAX_DEPTH} levels once aliases are expanded", event.start_mark)
+                    self._refuse(f"nested deeper than {MAX_DEPTH} levels once aliases are expanded", event.start_mark,
+                                 step)
             return super().compose_node(parent, index)
         event = self.peek_event()
         self._depth += 1
         if self._depth > MAX_DEPTH:
-            self._refuse(f"nested deeper than {MAX_DEPTH} levels", event.start_mark)
+            self._refuse(f"nested deeper than {MAX_DEPTH} levels", event.start_mark, step)
         anchor = getattr(event, "anchor", None)
         if anchor is not None:
             self._open_anchors.append(anchor)
+        if step is not None:
+            self._path.append(step)
         try:
             return super().compose_node(parent, index)
         finally:
             self._depth -= 1
+            if step is not None:
+                self._path.pop()
             if anchor is not None:
                 self._open_anchors.pop()
 
@@ -229,6 +257,63 @@ class _ConfigLoader(yaml.composer.Composer, yaml.constructor.SafeConstructor, ya
         return super().construct_mapping(node, deep=deep)
 
 
+#: the most characters of a key path an error names (`_key_path`)
+KEY_PATH_CHARS = 80
+
+
+def _key_path(steps: list[str]) -> str | None:
+    """`extra.k0.k1[3]`: the keys (dotted) and list positions down to a node, for an error's
+    field; a path longer than `KEY_PATH_CHARS` keeps its first key and its end. None: the top."""
+    if not steps:
+        return None
+    text = "".join(s if s.startswith("[") or i == 0 else f".{s}" for i, s in enumerate(
+        excerpt(x, 40) if not x.startswith("[") else x for x in steps))
+    if len(text) > KEY_PATH_CHARS:
+        head = excerpt(steps[0], 40)
+        text = f"{head}...{text[-(KEY_PATH_CHARS - len(head) - 3):]}"
+    return text
+
+
+def _top_key_at(text: str, line: int) -> str | None:
+    """The top-level key whose value holds 0-based `line` of YAML `text` (the nearest line at or
+    above it that starts a `key:` at column 0), for an error the parser raised before any key
+    was composed (libyaml's own nesting cap scans a flow list ahead); None when there is none."""
+    import re
+
+    lines = text.splitlines()[: line + 1]
+    for ln in reversed(lines[-10_000:]):
+        m = re.match(r"""^(?:"([^"]{1,200})"|'([^']{1,200})'|([^\s#'"\-?:][^:#]{0,199}?))\s*:(?:\s|$)""", ln)
+        if m:
+            return excerpt(next(g for g in m.groups() if g is not None).strip(), 40)
+    return None
+
+
+def _json_deep_key(text: str) -> str | None:
+    """The top-level key of JSON `text` under which brackets first nest past `MAX_DEPTH` (for
+    the error when `json.loads` ran out of stack first): one pass over the characters, strings
+    skipped; None when no top-level key holds it."""
+    depth, key, last, i, n = 0, None, None, 0, len(text)
+    while i < n:
+        ch = text[i]
+        if ch == '"':
+            j = i + 1
+            while j < n and text[j] != '"':
+                j += 2 if text[j] == "\\" else 1
+            last = text[i + 1:j]
+            i = j + 1
+            continue
+        if ch == ":" and depth == 1:
+            key = last
+        elif ch in "[{":
+            depth += 1
+            if depth > MAX_DEPTH + 1:  # the document's own object is level 1
+                return None if key is None else excerpt(key, 40)
+        elif ch in "]}":
+            depth -= 1
+        i += 1
+    return None
+
+
 def _no_duplicate_pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for k, v in pairs:
@@ -242,21 +327,24 @@ def _check_data(data: Any, path: str, what: str) -> None:
     """Raise `ConfigError` when parsed `data` nests lists and mappings deeper than `MAX_DEPTH`
     or holds a string with a lone UTF-16 surrogate (JSON's `"\\ud800"`: no text can print or
     save it). Iterative, so no depth can overflow the stack; a mapping's keys are checked too."""
-    stack = [(data, 1)]
+    stack: list[tuple[Any, int, tuple[str, ...]]] = [(data, 1, ())]
     while stack:
-        v, d = stack.pop()
+        v, d, where = stack.pop()
         if isinstance(v, str):
             try:
                 v.encode("utf-8")  # refuses a lone surrogate (U+D800..U+DFFF), and nothing else
             except UnicodeEncodeError as e:
                 raise ConfigError(f"invalid {what}: a string holds \\u{ord(v[e.start]):04x}, half of a UTF-16 "
-                                  "surrogate pair, which is not text", path=path) from None
+                                  "surrogate pair, which is not text", path=path, field=_key_path(list(where))) from None
         elif isinstance(v, (list, dict)):
             if d > MAX_DEPTH:
-                raise ConfigError(f"invalid {what}: nested deeper than {MAX_DEPTH} levels", path=path)
+                raise ConfigError(f"invalid {what}: nested deeper than {MAX_DEPTH} levels", path=path,
+                                  field=_key_path(list(where)))
             if isinstance(v, dict):
-                stack.extend((k, d) for k in v)
-            stack.extend((c, d + 1) for c in (v.values() if isinstance(v, dict) else v))
+                stack.extend((k, d, where) for k in v)
+                stack.extend((c, d + 1, (*where, str(k))) for k, c in v.items())
+            else:
+                stack.extend((c, d + 1, (*where, f"[{i}]")) for i, c in enumerate(v))
 
 
 
@@ -345,7 +433,8 @@ def parse_mapping(text: str, path: str, *, json_text: bool = False) -> tuple[dic
         except ValueError as e:
             raise ConfigError(f"invalid JSON: {excerpt(str(e), 120)}", path=p) from None
         except RecursionError:
-            raise ConfigError(f"invalid JSON: nested deeper than {MAX_DEPTH} levels", path=p) from None
+            raise ConfigError(f"invalid JSON: nested deeper than {MAX_DEPTH} levels", path=p,
+                              field=_json_deep_key(text)) from None
         _check_data(data, p, "JSON")
         for i, ln in enumerate(text.splitlines(), 1):
             s = ln.strip()
@@ -365,7 +454,8 @@ def parse_mapping(text: str, path: str, *, json_text: bool = False) -> tuple[dic
             problem = getattr(e, "problem", None) or str(e).splitlines()[0]
             if "maximum nesting depth" in problem:  # libyaml's own cap (1,000), past ours
                 problem = f"nested deeper than {MAX_DEPTH} levels"
-            raise ConfigError(f"invalid YAML: {excerpt(problem, 160)}", path=p,
+            key = getattr(e, "key_path", None) or (_top_key_at(text, mark.line) if mark else None)
+            raise ConfigError(f"invalid YAML: {excerpt(problem, 160)}", path=p, field=key,
                               line=(mark.line + 1) if mark else None) from None
         except (ValueError, OverflowError) as e:  # an integer of more than 4,300 digits
             raise ConfigError(f"invalid YAML: {excerpt(str(e), 120)}", path=p) from None

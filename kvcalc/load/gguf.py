@@ -80,7 +80,7 @@ import struct
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, overload
 
 from kvcalc.errors import ConfigError, KvcalcWarning, MissingExtraError
 from kvcalc.load.files import stat_path
@@ -334,6 +334,12 @@ class _Meta:
             return default
         return self._int(name, v, minimum, maximum)
 
+    @overload
+    def per_layer(self, name: str, n_layers: int) -> list[int]: ...
+    @overload
+    def per_layer(self, name: str, n_layers: int, default: list[int]) -> list[int]: ...
+    @overload
+    def per_layer(self, name: str, n_layers: int, default: None) -> list[int] | None: ...
     def per_layer(self, name: str, n_layers: int, default: Any = _MISSING) -> list[int] | None:
         """`{arch}.name` as one number per layer: a number repeated, or an array of n_layers
         numbers (each may be 0); `default` (a list or None) when absent."""
@@ -577,7 +583,7 @@ def _mamba2_kinds(rule: str, kv: list[int], ff: list[int] | None, n_layers: int)
     if rule == "granite":
         return ["full" if h else "mamba" for h in kv]
     widths = ff or [0] * n_layers
-    return ["mlp" if w else ("full" if h else "mamba") for h, w in zip(kv, widths)]
+    return ["mlp" if w else ("full" if h else "mamba") for h, w in zip(kv, widths, strict=True)]
 
 
 def model_fields_from_gguf(header: GgufHeader) -> dict[str, Any]:
@@ -632,7 +638,7 @@ def model_fields_from_gguf(header: GgufHeader) -> dict[str, Any]:
     _expert_fields(m, header, arch, f, n_layers)  # which layers hold them comes from the tensor table
     # which layers slide, which are Mamba
     slides, window = _sliding(m, a, n_layers)
-    kinds = ["mamba" if not att else ("sliding" if s else "full") for att, s in zip(attends, slides)]
+    kinds = ["mamba" if not att else ("sliding" if s else "full") for att, s in zip(attends, slides, strict=True)]
     if "sliding" in kinds:
         f["sliding_window"] = window
     f.update(compact_layers(kinds))  # the same shortest form config.json files get

@@ -8,8 +8,8 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-from kvcalc.load.models import user_path  # `~` expanded only when it names a home
 from kvcalc.errors import ConfigError, KvcalcError, UnknownNameError
+from kvcalc.load.models import user_path  # `~` expanded only when it names a home
 from kvcalc.schema import GpuSpec
 
 

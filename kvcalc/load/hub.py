@@ -16,7 +16,8 @@ The order, so that nothing touches the network that need not:
    the source says so);
 2. a bundled copy: an id that a bundled config names as its `source` (`meta-llama/Llama-3.1-8B`
    -> `llama-3.1-8b`) resolves without the network, and the source says it is the bundled copy
-   (only for the default revision);
+   (only for an id given without a revision: `--revision main` or `@main` reads the cache or the
+   Hub, as any other revision does);
 3. the Hub (`HF_TOKEN` for gated repos; refused under `HF_HUB_OFFLINE=1`): first one request for
    config.json without the client's retry loop (`_probe`), so that no network answers in a few
    seconds, not the ~24 s of `hf_hub_download`'s retries.
@@ -151,8 +152,15 @@ def hub_error(e: BaseException, repo_id: str, revision: str | None) -> KvcalcErr
     """One line for an exception of `huggingface_hub` (gated, not found, bad revision, offline,
     no network, no config.json), naming the fix."""
     from huggingface_hub import constants
-    from huggingface_hub.errors import (EntryNotFoundError, GatedRepoError, HfHubHTTPError, LocalEntryNotFoundError,
-                                        OfflineModeIsEnabled, RepositoryNotFoundError, RevisionNotFoundError)
+    from huggingface_hub.errors import (
+        EntryNotFoundError,
+        GatedRepoError,
+        HfHubHTTPError,
+        LocalEntryNotFoundError,
+        OfflineModeIsEnabled,
+        RepositoryNotFoundError,
+        RevisionNotFoundError,
+    )
 
     at = f" at revision '{revision}'" if revision else ""
     if isinstance(e, GatedRepoError):
@@ -248,7 +256,7 @@ def _fetch_headers(hf: Any, repo_id: str, commit: str) -> tuple[dict[str, dict[s
         meta = hf.get_safetensors_metadata(repo_id, revision=commit)
     except NotASafetensorsRepoError:
         return None, "the repository has no safetensors files"
-    except (*_hub_exceptions(), ValueError) as e:
+    except _hub_exceptions() + (ValueError,) as e:
         warnings.warn(f"{repo_id}: could not read the safetensors headers ({type(e).__name__}); weights are counted "
                       "from the architecture", KvcalcWarning, stacklevel=3)
         return None, "the safetensors headers could not be read"
@@ -308,7 +316,10 @@ def load_hub_model(ref: str, revision: str | None = None) -> ModelSpec:
         raise KvcalcError(f"{ref} names revision {at}, --revision names {revision}; give one",
                           option="--revision", value=revision)
     revision = revision or at
-    bundled_name = bundled_hub_ids().get(repo_id.lower(), (None, None))[0] if revision in (None, "main") else None
+    # a revision the user names (even `main`, by --revision or `@main`) is read from the cache or
+    # the Hub, never answered by the bundled copy, whose commit kvcalc does not know (issue 23
+    # friction 10); the bundled copy stands in only for an id given without a revision
+    bundled_name = bundled_hub_ids().get(repo_id.lower(), (None, None))[0] if revision is None else None
     try:
         hf = _hf()
     except MissingExtraError:

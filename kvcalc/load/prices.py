@@ -20,8 +20,8 @@ from typing import Annotated
 
 from pydantic import Field, RootModel
 
-from kvcalc.load.models import user_path  # `~` expanded only when it names a home
 from kvcalc.errors import ConfigError, UnknownNameError
+from kvcalc.load.models import user_path  # `~` expanded only when it names a home
 
 #: dollars per GPU-hour: a finite number, not negative (strict: YAML `true` is no price)
 Dollars = Annotated[float, Field(ge=0, le=1e6, allow_inf_nan=False, strict=True)]

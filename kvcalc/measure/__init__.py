@@ -77,12 +77,33 @@ def __dir__() -> list[str]:
 
 if TYPE_CHECKING:  # the names as static analysis sees them
     from kvcalc.measure.attention import attend, attention_scale, layer_step, resolve_backend, slot_and_len
-    from kvcalc.measure.cache import (GGML_DEQUANT, IQ4NL_VALUES, LayerState, Store, allocate_layer, is_ggml,
-                                      row_shapes, scale_dtype)
-    from kvcalc.measure.device import (CPU_PROBE_MAX_BYTES, GIB, GPU_PROBE_BYTES, Progress, free_memory_bytes,
-                                       probe_bandwidth, resolve_device)
-    from kvcalc.measure.defaults import (CPU_BUDGET_BYTES, GPU_BUDGET_DIVISOR, Announcement, budget_bytes,
-                                         default_seq_len, estimate_run_s)
+    from kvcalc.measure.cache import (
+        GGML_DEQUANT,
+        IQ4NL_VALUES,
+        LayerState,
+        Store,
+        allocate_layer,
+        is_ggml,
+        row_shapes,
+        scale_dtype,
+    )
+    from kvcalc.measure.defaults import (
+        CPU_BUDGET_BYTES,
+        GPU_BUDGET_DIVISOR,
+        Announcement,
+        budget_bytes,
+        default_seq_len,
+        estimate_run_s,
+    )
+    from kvcalc.measure.device import (
+        CPU_PROBE_MAX_BYTES,
+        GIB,
+        GPU_PROBE_BYTES,
+        Progress,
+        free_memory_bytes,
+        probe_bandwidth,
+        resolve_device,
+    )
     from kvcalc.measure.request import MeasureRequest
     from kvcalc.measure.result import MeasureResult
     from kvcalc.measure.runner import CPU_DEFAULT_STEPS, CUDA_BLOCK_BYTES, GPU_MIN_STEPS, run

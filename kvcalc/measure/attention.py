@@ -121,7 +121,7 @@ def layer_step(st: LayerState, q: torch.Tensor, pos: int, scale: float, backend:
             st.v.parts[0][..., slot, :].copy_(v_new)
     else:
         st.k.write(slot, st.k_row)
-        if st.v is not None:
+        if st.v is not None and st.v_row is not None:  # both, or neither (MLA)
             st.v.write(slot, st.v_row)
     k = st.k.dequant(n, cd)
     if st.v is None:  # MLA latent (B, n, D_latent)

@@ -13,12 +13,13 @@ block_iq4_nl; ggml-quants.c `dequantize_row_q4_0`: low nibbles are values 0..15,
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import cast
 
 import torch
 
 from kvcalc.calc import kv_cache
-from kvcalc.formats import StorageFormat
 from kvcalc.errors import KvcalcError
+from kvcalc.formats import StorageFormat
 from kvcalc.measure.sizing import Plan
 from kvcalc.schema import LayerSpec
 
@@ -57,11 +58,12 @@ def row_shapes(fmt: StorageFormat, d: int) -> list[tuple[int, torch.dtype]]:
         return [(d // fmt.block_values * fmt.block_bytes, torch.uint8)]
     sd = scale_dtype(fmt)
     base = fmt.name.split(":")[0]
+    group = cast(int, fmt.quant_group_size)  # set on every format with scales (int4, int8 with groups)
     if base == "int4":
-        return [(d // 2, torch.uint8), (d // fmt.quant_group_size, sd)]
+        return [(d // 2, torch.uint8), (d // group, sd)]
     if sd is not None:
-        return [(d, torch.int8), (d // fmt.quant_group_size, sd)]
-    return [(d, getattr(torch, fmt.torch_dtype))]
+        return [(d, torch.int8), (d // group, sd)]
+    return [(d, getattr(torch, cast(str, fmt.torch_dtype)))]  # a plain format names its torch dtype
 
 
 def _fill(t: torch.Tensor) -> None:
@@ -119,7 +121,7 @@ class Store:
 
     def write(self, slot: int, row: Store) -> None:
         """Write one token (a Store with T = 1) at position `slot` along the T axis."""
-        for p, r in zip(self.parts, row.parts):
+        for p, r in zip(self.parts, row.parts, strict=True):
             p[..., slot:slot + 1, :].copy_(r)
 
     def dequant(self, n: int, dtype: torch.dtype) -> torch.Tensor:
@@ -133,7 +135,7 @@ class Store:
             lo, hi = (x & 0x0F), (x >> 4)
             x = torch.stack((lo, hi), dim=-1).flatten(-2).to(dtype) - 8  # value 2i low, 2i+1 high
         if len(self.parts) > 1:
-            g = self.fmt.quant_group_size
+            g = cast(int, self.fmt.quant_group_size)  # a second part is the group scales
             s = self.parts[1][..., :n, :].to(dtype)
             return (x.to(dtype).unflatten(-1, (self.d // g, g)) * s.unsqueeze(-1)).flatten(-2)
         if base == "int8":

@@ -15,8 +15,9 @@ from __future__ import annotations
 import os
 import platform
 import statistics
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any, cast
 
 import torch
 
@@ -163,6 +164,11 @@ class RunPlan:
     sizing: Plan
     notes: list[str] = field(default_factory=list)
 
+    @property
+    def seq_len(self) -> int:
+        """The context measured: the request's, or the default `plan` set in it (never None here)."""
+        return cast(int, self.request.seq_len)
+
 
 def plan(request: MeasureRequest) -> RunPlan:
     """Resolve the device and backend, refuse unsupported options, read the device, size the
@@ -188,9 +194,10 @@ def plan(request: MeasureRequest) -> RunPlan:
     free = free_memory_bytes(device)
     if r.seq_len is None:
         r = _with_default_seq_len(r, device, free, notes)
+    seq_len = cast(int, r.seq_len)  # given, or the default just set
 
     def make(batch: int = r.batch, layers: int | None = r.layers) -> Plan:
-        p = make_plan(r.model, r.seq_len, batch, r.k_format, r.v_format, device, layers, r.with_weights)
+        p = make_plan(r.model, seq_len, batch, r.k_format, r.v_format, device, layers, r.with_weights)
         if l2:  # the L2 flush buffer (2 x L2) may be needed beside the cache
             p = Plan(**{**p.__dict__, "workspace_bytes": p.workspace_bytes + 2 * l2})
         return p
@@ -229,7 +236,7 @@ def announcement(rp: RunPlan) -> Announcement:
     est = estimate_run_s(p.predicted_kv_bytes, p.workspace_bytes + p.weight_bytes, rp.steps + rp.warmup, rp.device,
                          str(p.compute_dtype).removeprefix("torch."), bw)
     rule = next((n for n in rp.notes if n.startswith("--seq-len not given")), None)
-    return Announcement(model=r.model.name, seq_len=r.seq_len, batch=r.batch, device=rp.device,
+    return Announcement(model=r.model.name, seq_len=rp.seq_len, batch=r.batch, device=rp.device,
                         kv_bytes=p.predicted_kv_bytes, other_bytes=p.workspace_bytes + p.weight_bytes,
                         estimated_s=est, seq_len_rule=rule)
 
@@ -396,7 +403,7 @@ def compare(rp: RunPlan, bandwidth: Probe, alloc: Allocation, timing: Timing) ->
     from kvcalc.calc.roofline import memory_time_s  # the roofline's memory term, at full bandwidth
 
     r, p, notes = rp.request, rp.sizing, rp.notes
-    kv_read = round(statistics.fmean(kv_cache.layers_cache_bytes(p.layers, min(pos + 1, r.seq_len), r.batch,
+    kv_read = round(statistics.fmean(kv_cache.layers_cache_bytes(p.layers, min(pos + 1, rp.seq_len), r.batch,
                                                                  r.k_format, r.v_format) for pos in timing.positions))
     read = kv_read + alloc.weight_bytes
     med = statistics.median(timing.times_s)
@@ -413,7 +420,7 @@ def compare(rp: RunPlan, bandwidth: Probe, alloc: Allocation, timing: Timing) ->
         model=r.model.name, device=rp.device, device_name=rp.device_name, backend=rp.backend,
         kv_dtype=r.k_format.name if r.k_format == r.v_format else f"{r.k_format.name}/{r.v_format.name}",
         compute_dtype=str(p.compute_dtype).removeprefix("torch."),
-        seq_len=r.seq_len, batch=r.batch, n_layers=r.model.n_layers, layers_measured=len(p.layer_indices),
+        seq_len=rp.seq_len, batch=r.batch, n_layers=r.model.n_layers, layers_measured=len(p.layer_indices),
         layer_indices=list(p.layer_indices), steps=rp.steps, warmup_steps=rp.warmup, cuda_graph=r.cuda_graph,
         with_weights=r.with_weights, predicted_kv_bytes=p.predicted_kv_bytes, measured_kv_bytes=alloc.measured_kv_bytes,
         kv_bytes_equal=alloc.measured_kv_bytes == p.predicted_kv_bytes, model_kv_bytes=p.model_kv_bytes,

@@ -4,14 +4,14 @@ run that does not fit."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 import torch
 
 from kvcalc.calc import kv_cache
-from kvcalc.formats import StorageFormat
 from kvcalc.errors import KvcalcError
+from kvcalc.formats import StorageFormat
 from kvcalc.measure.device import GIB
 from kvcalc.schema import LayerSpec, ModelSpec
 

@@ -7,8 +7,10 @@ Shapes: queries (B, H_q, D_k), the hidden state (B, hidden); the caches as in `c
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Callable
+from functools import partial
+from typing import TYPE_CHECKING
 
 import torch
 import torch.nn.functional as F
@@ -58,21 +60,21 @@ def time_steps(rp: RunPlan, res: Resources, alloc: Allocation, progress: Progres
     `res.step(pos)` (or the CUDA graph's replay) timed by `device.time_call_s`. On CUDA, a
     working set under 4 x L2 gets a 2 x L2 buffer written before each step (an L2 flush)."""
     r, device = rp.request, rp.device
-    res.step = make_step(rp, res)
+    res.step = step = make_step(rp, res)
     total_steps = rp.warmup + rp.steps
-    positions = step_positions(r.seq_len, total_steps)
+    positions = step_positions(rp.seq_len, total_steps)
     if device == "cuda" and rp.sizing.predicted_kv_bytes + alloc.weight_bytes < 4 * rp.l2_bytes:
         res.tensors["flush"] = torch.empty(2 * rp.l2_bytes, dtype=torch.uint8, device=device)
         rp.notes.append(f"working set under 4 x L2: L2 flushed ({2 * rp.l2_bytes / 2**20:.0f} MiB write) "
                         "before each timed step")
     if r.cuda_graph:
-        positions = [r.seq_len - 1] * total_steps
-        capture_graph(rp, res)
+        positions = [rp.seq_len - 1] * total_steps
+        capture_graph(rp, res, step)
     times: list[float] = []
     for i, pos in enumerate(positions):
         if "flush" in res.tensors:
             res.tensors["flush"].zero_()
-        dt = time_call_s(device, res.graph.replay if res.graph is not None else lambda: res.step(pos))
+        dt = time_call_s(device, res.graph.replay if res.graph is not None else partial(step, pos))
         if i >= rp.warmup:
             times.append(dt)
         if progress:
@@ -81,21 +83,21 @@ def time_steps(rp: RunPlan, res: Resources, alloc: Allocation, progress: Progres
     return Timing(positions[rp.warmup:], times)
 
 
-def capture_graph(rp: RunPlan, res: Resources) -> None:
+def capture_graph(rp: RunPlan, res: Resources, step: Callable[[int], None]) -> None:
     """Capture one step at position seq_len - 1 into res.graph, after 3 warm-up steps on a side
     stream (lazy inits, kernel choice). The slot is a Python int inside the step: capture bakes
     it in, so every replay writes the same slot (seq_len - 1) % cache_len and reads the same
     length; the inputs q / x are static tensors."""
-    pos = rp.request.seq_len - 1
+    pos = rp.seq_len - 1
     side = torch.cuda.Stream()
     side.wait_stream(torch.cuda.current_stream())
     with torch.cuda.stream(side):
         for _ in range(3):
-            res.step(pos)
+            step(pos)
     torch.cuda.current_stream().wait_stream(side)
     res.graph = torch.cuda.CUDAGraph()
     with torch.cuda.graph(res.graph):
-        res.step(pos)
+        step(pos)
     rp.notes.append("CUDA graph: one step at position seq_len - 1 captured and replayed; the position is "
                     "baked into the graph, so every replay rewrites the same slot and reads every cached token")
 

@@ -14,11 +14,6 @@ from pydantic import BaseModel
 OUTPUT_FORMATS = ("table", "json", "yaml", "csv", "markdown")
 
 
-def gb(n: int | float) -> str:
-    """'2.68 GB' (decimal, 10^9)."""
-    return f"{n / 1e9:,.2f} GB"
-
-
 def gib(n: int | float) -> str:
     """'2.50 GiB' (binary, 2^30)."""
     return f"{n / 2**30:,.2f} GiB"

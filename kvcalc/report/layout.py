@@ -8,7 +8,7 @@ control characters escaped before any layout work.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, NamedTuple, Union
+from typing import Any, Literal, NamedTuple, Union, overload
 
 #: a cell: plain text, a rich Text, or a tuple of parts that may go on separate lines (each whole)
 Cell = Union[str, Any, tuple]
@@ -23,6 +23,10 @@ TEXT_WORD_CAP = 24
 TEXT_CELL_CHARS = 1000
 
 
+@overload
+def safe_text(text: str, limit: int = ...) -> str: ...
+@overload
+def safe_text(text: None, limit: int = ...) -> None: ...
 def safe_text(text: str | None, limit: int = TEXT_CELL_CHARS) -> str | None:
     """`text` as a table shows it: terminal control characters written visibly (`\\x1b`; newline
     and tab kept), then cut to `limit` characters with an ellipsis (`kvcalc.text`)."""
@@ -88,6 +92,104 @@ def _number_word(text: str) -> int:
     return max((_len(w) for w in text.split() if any(ch.isdigit() for ch in w) and "/" not in w), default=0)
 
 
+#: the units a figure may carry: never put on a line of their own (`wrap_line`). A unit may be
+#: followed by punctuation ("GiB)", "ms,").
+UNITS = frozenset({"B", "kB", "KB", "KiB", "MB", "MiB", "GB", "GiB", "TB", "TiB", "PB", "PiB", "B/token", "B/s",
+                   "GB/s", "TB/s", "MB/s", "s", "ms", "us", "\u00b5s", "ns", "tokens", "token", "FLOPs", "FLOP/s",
+                   "TFLOPS", "GFLOPS", "GHz", "W", "%"})
+
+
+def _is_figure(word: str) -> bool:
+    """A word that is a number as kvcalc prints it: `1,024`, `3.12`, `(3.12`, `0.9`, `12x`."""
+    core = word.lstrip("([~<>=").rstrip("x%")
+    return bool(core) and core[0].isdigit() and all(ch.isdigit() or ch in ",." for ch in core)
+
+
+def _is_unit(word: str) -> bool:
+    return word.rstrip("),;:.]") in UNITS
+
+
+def _atoms(line: str) -> list[str]:
+    """The words of `line` (split at spaces), a unit glued to the figure before it (`3.12 GB`,
+    `2.91 GiB)`): pieces that must stay on one line."""
+    out: list[str] = []
+    for word in line.split(" "):
+        if out and word and _is_unit(word) and _is_figure(out[-1].rsplit(" ", 1)[-1]):
+            out[-1] += " " + word
+        else:
+            out.append(word)
+    return out
+
+
+def _url_pieces(atom: str) -> list[str]:
+    """A word too long for its line cut after each `/` (a URL, a path: `huggingface.co/`,
+    `google/`, `gemma-3-27b-it/`), never inside a name; a word without `/` stays whole."""
+    pieces, cur = [], ""
+    for ch in atom:
+        cur += ch
+        if ch == "/":
+            pieces.append(cur)
+            cur = ""
+    if cur:
+        pieces.append(cur)
+    return pieces
+
+
+def wrap_line(line: str, width: int) -> list[str]:
+    """`line` in lines of at most `width` cells where it can be: broken at spaces, never between
+    a figure and its unit (`UNITS`), and a word longer than the line (a URL) only after a `/`.
+    A piece that is still too long is left whole (rich folds it; no figure is that long)."""
+    lines: list[str] = []
+    cur = ""
+    for atom in _atoms(line):
+        cand = atom if not cur else cur + " " + atom
+        if _len(cand) <= width:
+            cur = cand
+            continue
+        if _len(atom) > width and "/" in atom:  # a URL: fill the line, then break after a `/`
+            sep = " " if cur else ""
+            for piece in _url_pieces(atom):
+                if cur and _len(cur + sep + piece) > width:
+                    lines.append(cur)
+                    cur = piece
+                else:
+                    cur = cur + sep + piece
+                sep = ""
+            continue
+        if cur:
+            lines.append(cur)
+        cur = atom
+    lines.append(cur)
+    return lines
+
+
+def wrap_value(cell: Cell, width: int) -> Cell:
+    """A value cell pre-wrapped for a column `width` cells wide (`wrap_line`, line by line): a
+    str or a rich Text (its styles kept: a break at a space becomes the newline, a break after a
+    `/` inserts one). A tuple is left to `_render_cell`."""
+    if isinstance(cell, tuple):
+        return cell
+    plain = _plain(cell)
+    if all(_len(line) <= width for line in plain.split("\n")):
+        return cell
+    wrapped = "\n".join("\n".join(wrap_line(line, width)) for line in plain.split("\n"))
+    if isinstance(cell, str):
+        return wrapped
+    from rich.text import Span, Text
+
+    # map each character of the old text to its place in the new one: the new text is the old
+    # one with some spaces turned into newlines and some newlines inserted after a `/`
+    where, j = [], 0
+    for ch in plain:
+        while j < len(wrapped) and wrapped[j] == "\n" and ch not in "\n ":
+            j += 1  # an inserted break
+        where.append(j)
+        j += 1
+    where.append(len(wrapped))
+    spans = [Span(where[sp.start], where[sp.end], sp.style) for sp in cell.spans]
+    return Text(wrapped, style=cell.style, spans=spans, justify=cell.justify)
+
+
 class Col(NamedTuple):
     """One column of a `grid` table.
 
@@ -101,7 +203,7 @@ class Col(NamedTuple):
     header: str
     kind: str = "num"
     short: str = ""
-    justify: str = "right"
+    justify: Literal["default", "left", "center", "right", "full"] = "right"
     legend: bool = False
     style: str | None = None
 
@@ -254,7 +356,8 @@ def grid(cols: Sequence[Col], rows: Sequence[Sequence[Cell]], *, width: int | No
     if cur:
         groups.append(cur)
     if split_ok and len(groups) > 1:
-        tables, abbreviated = [], []
+        tables: list[Any] = []
+        abbreviated: list[Col] = []
         for g in groups:
             idx = base + g
             gcols, grows = [kcols[j] for j in idx], [[r[j] for j in idx] for r in krows]
@@ -279,7 +382,8 @@ def grid(cols: Sequence[Col], rows: Sequence[Sequence[Cell]], *, width: int | No
 def pairs_table(title: str | None, rows: Sequence[tuple[str, Cell, str | None]], *, width: int | None = None,
                 label_style: str = "bold", **table_kw: Any) -> Any:
     """A two-column key/value table (no header) of (label, value, row style) rows, laid out for
-    `width` (`console_width()` when None): values wrap between words; the label column keeps its
+    `width` (`console_width()` when None): values wrap between words, a unit with its figure and
+    a URL after a `/` only (`wrap_value`); the label column keeps its
     natural width while the value column still holds the longest figure of any value (a word
     with a digit that is not a path), else it narrows (labels wrap between words) so that the
     value column does."""
@@ -302,8 +406,9 @@ def pairs_table(title: str | None, rows: Sequence[tuple[str, Cell, str | None]],
     t = Table(title=title, show_header=False, title_justify="left", **table_kw)
     t.add_column("what", style=label_style, overflow="fold", width=None if widths is None else widths[0])
     t.add_column("value", overflow="fold", width=None if widths is None else widths[1])
-    for lab, v, style in rows:
-        t.add_row(lab, v, style=style)
+    for lab, v, style in rows:  # values break at spaces or after a `/`; a tuple of parts goes on one line when it fits
+        w = None if widths is None else widths[1]
+        t.add_row(lab, _render_cell(v if w is None else wrap_value(v, w), w), style=style)
     return t
 
 
@@ -340,7 +445,7 @@ class WideOrRecords:
             t = Table(show_header=False)
             t.add_column("what", no_wrap=True)
             t.add_column("value", no_wrap=True)
-            for h, v in zip(self.headers, r):
+            for h, v in zip(self.headers, r, strict=True):
                 t.add_row(h, v)
             out.append(t)
         if self.caption:

@@ -5,7 +5,8 @@ nothing; `plot_path` checks the file name before any work, without matplotlib.""
 from __future__ import annotations
 
 import functools
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from kvcalc.errors import OPTION, KvcalcError, MissingExtraError
 
@@ -82,8 +83,9 @@ def _fmt_number(v: float, short: bool = True) -> str:
 def _styles(n: int, plt: Any) -> list[tuple[Any, str]]:
     """(colour, line style) for n lines, all distinct: the default 10-colour cycle up to 10,
     tab20 up to 20, then viridis, with line styles cycling past 10 so neighbours differ twice."""
-    if n <= 10:
-        return [(c, "-") for c in plt.rcParams["axes.prop_cycle"].by_key()["color"][:n]]
+    if n <= 10:  # the style's colours, repeated if it has fewer than n (one line per batch size, always)
+        colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+        return [(colors[i % len(colors)], "-") for i in range(n)]
     cmap = plt.get_cmap("tab20") if n <= 20 else plt.get_cmap("viridis")
     cols = [cmap(i) for i in range(n)] if n <= 20 else [cmap(i / (n - 1)) for i in range(n)]
     ls = ["-", "--", ":", "-."]
@@ -140,7 +142,7 @@ def _plot_batches(axes: list[Any], rows: list[dict[str, Any]], batches: list[int
     if len(batches) > MAX_LEGEND_BATCHES:
         return _plot_many_batches(axes, rows, batches, plt, fig)
     handles = []
-    for (c, ls), b in zip(_styles(len(batches), plt), batches):
+    for (c, ls), b in zip(_styles(len(batches), plt), batches, strict=True):
         _plot_batch(axes, rows, b, color=c, ls=ls, lw=1.5, ms=5)
         handles.append(Line2D([], [], color=c, ls=ls, marker="o", ms=5, label=f"batch {b}"))
     return handles
@@ -169,8 +171,8 @@ def _plot_many_batches(axes: list[Any], rows: list[dict[str, Any]], batches: lis
     """More batches than `MAX_LEGEND_BATCHES`: one thin line per batch, coloured by its place on
     a log colour scale (viridis), the fitting points filled, the rest hollow; a colour bar
     labelled "batch (sequences)" stands in for the legend. Returns no legend handles."""
-    from matplotlib.colors import LogNorm, Normalize
     from matplotlib.cm import ScalarMappable
+    from matplotlib.colors import LogNorm, Normalize
 
     cmap = plt.get_cmap("viridis")
     lo, hi = batches[0], batches[-1]
@@ -245,20 +247,30 @@ def _value_axes(axes: list[Any], rows: list[dict[str, Any]], gpu: Any | None, la
     """Labels, scales and titles of the memory panel (log when the sweep runs past 3 x the GPU)
     and the throughput panel (always log)."""
     ax_mem = axes[0]
-    ax_mem.set_ylabel("memory per GPU (GiB = 2^30 B)")
+    scope = memory_scope(gpu, layout)
+    ax_mem.set_ylabel(f"memory{scope} (GiB = 2^30 B)")
     top = max(r["memory_bytes_per_gpu"] for r in rows)
     if gpu is not None and top > 3 * gpu.memory_bytes:
         ax_mem.set_yscale("log")  # keep the GPU line readable when the sweep runs far past it
         _log_axis(ax_mem.yaxis, short=False)
     else:
         ax_mem.set_ylim(bottom=0)
-    ax_mem.set_title("Memory per GPU: weights + KV cache" + (" + reserves" if gpu is not None else ""))
+    ax_mem.set_title(f"Memory{scope}: weights + KV cache" + (" + reserves" if gpu is not None else ""))
     if len(axes) > 1:
         ax_tok = axes[1]
         ax_tok.set_yscale("log")
         _log_axis(ax_tok.yaxis)
         ax_tok.set_ylabel("decode throughput (output tokens/s, all sequences)")
         ax_tok.set_title(f"Roofline decode (bw eff {layout.bw_efficiency:g})")
+
+
+def memory_scope(gpu: Any | None, layout: Any) -> str:
+    """What the memory panel's figures are per: " per GPU" with a GPU; without one, " per rank"
+    when the layout splits the model (tp x pp > 1: each rank's share), else "" (the whole
+    model, on no GPU in particular: issue 23 friction 9)."""
+    if gpu is not None:
+        return " per GPU"
+    return " per rank" if layout.tp * layout.pp > 1 else ""
 
 
 def _label(text: str, limit: int = 80) -> str:

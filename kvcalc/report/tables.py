@@ -27,6 +27,7 @@ from pydantic import BaseModel
 from kvcalc.report import figure, gib, mib, seconds, size
 from kvcalc.report.layout import Cell, Col, WideOrRecords, grid, pairs_table, safe_text
 
+
 def kv_table(est: Any, title: str | None = None, *, width: int | None = None):
     """The rich table for a `KvEstimate`: inputs, the formula with numbers, bytes per token,
     the totals in B, GB and GiB, per GPU under TP/PP, and the breakdown by layer kind."""

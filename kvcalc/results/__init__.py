@@ -4,7 +4,8 @@ in and `report/` formats them.
 
 - `kv`: `KvEstimate` (a `KindBreakdown` per layer kind) for `kvcalc estimate`.
 - `compare`: `CompareRow` (`kvcalc compare`).
-- `serving`: `ServingEstimate` (`estimate --gpu`), `FitHint` (the smallest count that fits).
+- `serving`: `ServingEstimate` (`estimate --gpu`), `FitHint` (the smallest count that fits),
+  `ServedEstimate` (the Python API's `estimate(..., gpu=...)`: the KV keys, the plan, the engine).
 - `check`: `CheckRow` (`kvcalc check`).
 - `engine`: `EngineResult`, `DeviceBuffer` (`kvcalc capacity`, `estimate --engine`).
 - `plan`: `PlanLayout`, `PlanMiss`, `PlanResult` (`kvcalc plan`).
@@ -21,10 +22,11 @@ import importlib
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing
 if TYPE_CHECKING:
     from kvcalc.results.check import CheckRow
-    from kvcalc.results.engine import DeviceBuffer, EngineResult
     from kvcalc.results.compare import CompareRow
+    from kvcalc.results.engine import DeviceBuffer, EngineResult
     from kvcalc.results.kv import KindBreakdown, KvEstimate
     from kvcalc.results.plan import PlanLayout, PlanMiss, PlanResult
+    from kvcalc.results.served import ServedEstimate
     from kvcalc.results.serving import FitHint, RequestEstimate, ServingEstimate
 
 #: result name -> the submodule that defines it
@@ -34,6 +36,7 @@ WHERE: dict[str, str] = {
     "CompareRow": "compare",
     "ServingEstimate": "serving",
     "FitHint": "serving",
+    "ServedEstimate": "served",
     "RequestEstimate": "serving",
     "CheckRow": "check",
     "DeviceBuffer": "engine",
@@ -43,7 +46,7 @@ WHERE: dict[str, str] = {
     "PlanResult": "plan",
 }
 
-__all__ = ["CheckRow", "CompareRow", "DeviceBuffer", "EngineResult", "FitHint", "KindBreakdown", "KvEstimate", "PlanLayout", "PlanMiss", "PlanResult", "RequestEstimate", "ServingEstimate"]  # = sorted(WHERE)
+__all__ = ["CheckRow", "CompareRow", "DeviceBuffer", "EngineResult", "FitHint", "KindBreakdown", "KvEstimate", "PlanLayout", "PlanMiss", "PlanResult", "RequestEstimate", "ServedEstimate", "ServingEstimate"]  # = sorted(WHERE)
 
 
 def __getattr__(name: str) -> object:

@@ -37,3 +37,7 @@ class CheckRow(_Frozen):
     meets_targets: bool
     status: Literal["ok", "does not fit", "misses target"]
     problems: list[str]
+    #: the engine whose KV arithmetic sized it (the file's `engine:`; "ideal": the exact formula)
+    engine: str = "ideal"
+    #: what the engine assumed, or why its arithmetic was not applied (as `kvcalc plan`'s notes)
+    notes: list[str] = []

@@ -111,4 +111,4 @@ class RequestEstimate(_Frozen):
 
             for f in dataclasses.fields(rs):  # type: ignore[arg-type]
                 kw[cls.RENAMED.get(f.name, f.name)] = getattr(rs, f.name)
-        return cls(**kw)  # type: ignore[arg-type]
+        return cls(**kw)

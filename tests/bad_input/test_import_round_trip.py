@@ -114,5 +114,7 @@ def test_a_lone_surrogate_is_refused_at_read(tmp_path):
     path.write_text('{"_name_or_path": "x\\ud800y", "model_type": "llama", "num_hidden_layers": 2, '
                     '"num_attention_heads": 2, "hidden_size": 8}')
     line = refused(run_kvcalc("import", str(path), "-o", str(tmp_path / "out.yaml")), str(path))
-    assert line == f"{path}: invalid JSON: a string holds \\ud800, half of a UTF-16 surrogate pair, which is not text"
+    # the key that holds it is named (issue 23 item 7: the key where it happens)
+    assert line == (f"{path}: field '_name_or_path': invalid JSON: a string holds \\ud800, half of a UTF-16 "
+                    "surrogate pair, which is not text")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["config.json"]

@@ -85,7 +85,7 @@ def test_an_alias_inside_its_own_anchor_is_refused(tmp_path):
     path = tmp_path / "m.yaml"
     path.write_text(MODEL + "source: &s [a, *s]\n")
     line = refused(run_kvcalc("estimate", str(path), "-s", "1k"), str(path))
-    assert line == f"{path}:6: invalid YAML: the alias *s refers to the node it is in"
+    assert line == f"{path}:6: field 'source[1]': invalid YAML: the alias *s refers to the node it is in"
 
 
 def test_a_modest_alias_still_works(tmp_path):
@@ -120,3 +120,43 @@ def test_an_integer_of_5000_digits_is_one_line_not_an_internal_error(tmp_path):
     path.write_text(MODEL.replace("n_layers: 4", "n_layers: " + "9" * 5000))
     line = refused(run_kvcalc("estimate", str(path), "-s", "1k"), str(path))
     assert line.startswith(f"{path}: invalid YAML: ") and "digits" in line
+
+
+# ----- the key where it happens (issue 23 item 7) ---------------------------------------------
+
+def test_an_alias_bomb_names_the_key_where_it_goes_past_the_cap(tmp_path):
+    # each alias adds its target's nodes, expanded: l1's 9 aliases of l0 (1 + 9 = 10 nodes) add
+    # 90, l2's add 9 x 91 = 819, l3's 9 x 820 = 7,380 (8,289 in all); l4's first, an alias of l3
+    # (1 + 9 x 820 = 7,381 nodes), passes 10,000: the key is l4, its item 0, on line 5
+    path = tmp_path / "m.yaml"
+    path.write_text(bomb() + MODEL)
+    line = refused(run_kvcalc("estimate", str(path), "-s", "1k"), str(path))
+    assert line.startswith(f"{path}:5: field 'l4[0]': invalid YAML: aliases expand to more than 10,000 values"), line
+
+
+@pytest.mark.parametrize("suffix,field", [(".yaml", "source"), (".json", "source")])
+def test_nesting_names_the_key(suffix, field, tmp_path):
+    path = tmp_path / f"m{suffix}"
+    deep = "[" * 5000 + "]" * 5000
+    path.write_text(MODEL + f"source: {deep}\n" if suffix == ".yaml" else '{"source": ' + deep + "}")
+    line = refused(run_kvcalc("estimate", str(path), "-s", "1k"), str(path))
+    assert f"field '{field}" in line and line.endswith("nested deeper than 32 levels"), line
+
+
+@pytest.mark.parametrize("suffix", [".yaml", ".json"])
+def test_nested_mappings_name_their_path(suffix, tmp_path):
+    # extra: {k0: {k1: {... k39: 1}}}: the 33rd level is k31's value, under `extra`
+    data: dict = {}
+    cur = data
+    for i in range(40):
+        cur[f"k{i}"] = {} if i < 39 else 1
+        cur = cur[f"k{i}"] if i < 39 else cur
+    path = tmp_path / f"m{suffix}"
+    if suffix == ".json":
+        path.write_text(json.dumps({"name": "m", "n_layers": 4, "extra": data}))
+    else:
+        import yaml
+
+        path.write_text(MODEL + yaml.safe_dump({"extra": data}))
+    line = refused(run_kvcalc("estimate", str(path), "-s", "1k"), str(path))
+    assert "field 'extra...." in line and ".k29" in line and "nested deeper than 32 levels" in line, line

@@ -7,8 +7,7 @@ import pytest
 from pydantic import ValidationError
 
 from kvcalc.calc.memory_plan import Layout, Planner
-from kvcalc.calc.weights import (checkpoint_weight_bytes, param_counts, weight_bytes, weight_format_label,
-                                 weights_source)
+from kvcalc.calc.weights import checkpoint_weight_bytes, param_counts, weight_bytes, weight_format_label, weights_source
 from kvcalc.errors import KvcalcError
 from kvcalc.schema import CheckpointWeights, GpuSpec, ModelSpec
 

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import pytest
 
-from kvcalc.calc import kv_cache
 from kvcalc import report
-from kvcalc.formats import kv_format
+from kvcalc.calc import kv_cache
 from kvcalc.errors import KvcalcError
+from kvcalc.formats import kv_format
 from kvcalc.load.models import load_model
 from kvcalc.schema import LayerSpec, ModelSpec, Parallelism, Workload
 
@@ -24,7 +24,7 @@ def test_worked_example_80_layers_8_kv_heads_8k_tokens_fp16():
     # 2 x 80 layers x 8 KV heads x 128 head_dim x 8,192 tokens x 1 batch x 2 B = 2,684,354,560 B
     total = kv_cache.kv_cache_bytes(spec(), seq_len=8192, batch=1, kv_dtype="fp16")
     assert total == 2_684_354_560
-    assert report.gb(total) == "2.68 GB"     # / 10^9
+    assert report.size(total) == "2,684,354,560 B (2.68 GB, 2.50 GiB)"  # / 10^9 and / 2^30
     assert report.gib(total) == "2.50 GiB"   # / 2^30: exactly 2.5
     assert total == 5 * 2**29
 

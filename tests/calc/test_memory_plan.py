@@ -4,11 +4,9 @@ the budget arithmetic, max batch and max context (exact, including the sliding-w
 from __future__ import annotations
 
 import pytest
+from specs import DSV2_LITE, GEMMA3_27B, LLAMA_8B  # noqa: E402  (tests/calc/specs.py)
 
 from kvcalc.calc import kv_cache
-from kvcalc.formats import kv_format
-from kvcalc.errors import KvcalcError
-from kvcalc.load.gpus import get_gpu
 from kvcalc.calc.memory_plan import (
     DEFAULT_CUDA_CONTEXT_BYTES,
     KvProfile,
@@ -17,9 +15,10 @@ from kvcalc.calc.memory_plan import (
     activation_reserve_bytes,
     budget_bytes,
 )
+from kvcalc.errors import KvcalcError
+from kvcalc.formats import kv_format
+from kvcalc.load.gpus import get_gpu
 from kvcalc.schema import ModelSpec, Parallelism, Workload
-
-from specs import DSV2_LITE, GEMMA3_27B, LLAMA_8B  # noqa: E402  (tests/calc/specs.py)
 
 H100 = get_gpu("h100-sxm")
 

@@ -12,9 +12,9 @@ import pytest
 from typer.testing import CliRunner
 
 from kvcalc.calc import roofline
+from kvcalc.calc.memory_plan import Layout, Planner
 from kvcalc.cli import app
 from kvcalc.load.gpus import get_gpu
-from kvcalc.calc.memory_plan import Layout, Planner
 from kvcalc.schema import ModelSpec
 
 runner = CliRunner()

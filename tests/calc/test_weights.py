@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import pytest
 
+from kvcalc.calc.weights import is_moe_layer, model_params, param_counts, weight_bytes
 from kvcalc.errors import KvcalcError
 from kvcalc.schema import ModelSpec
-from kvcalc.calc.weights import is_moe_layer, model_params, param_counts, weight_bytes
 
 # huggingface.co/meta-llama/Llama-3.1-8B/blob/main/config.json
 LLAMA_8B = dict(name="llama-3.1-8b", n_layers=32, n_heads=32, n_kv_heads=8, hidden_size=4096,

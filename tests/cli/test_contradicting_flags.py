@@ -18,7 +18,7 @@ VLLM = ["capacity", M, "-e", "vllm", "-m", "10GiB"]
 def one_line(r) -> str:
     assert r.exit_code == 2, r.output
     first, *rest = r.output.splitlines()
-    assert all(line.startswith("Try '") for line in rest)  # click's hint, nothing more
+    assert rest == []  # one line (issue 23 item 7)
     return first
 
 

@@ -87,11 +87,11 @@ def test_capacity_kv_memory_from_the_gpu_plan(cli):
 
 @pytest.mark.parametrize("args,first", [
     (["--engine", "vllm", "--kv-memory", "10GiB", "--gpu-memory-utilization", "0.9"],
-     "error: --gpu-memory-utilization applies to --engine vllm or sglang with --gpu and no --kv-memory"),
+     "error: --gpu-memory-utilization applies to --engine vllm, sglang or llamacpp with --gpu and no --kv-memory"),
     (["--engine", "vllm", "--kv-memory", "10GiB", "--mem-fraction-static", "0.9"],
-     "error: --gpu-memory-utilization applies to --engine vllm or sglang with --gpu and no --kv-memory"),
+     "error: --gpu-memory-utilization applies to --engine vllm, sglang or llamacpp with --gpu and no --kv-memory"),
     (["--engine", "llamacpp", "-c", "4096", "--quantization", "fp8"],
-     "error: --weight-dtype applies to --engine vllm or sglang with --gpu and no --kv-memory"),
+     "error: --weight-dtype applies to --engine vllm, sglang or llamacpp with --gpu and no --kv-memory"),
     (["--engine", "vllm", "--kv-memory", "10GiB", "--pipeline-parallel-size", "2"],
      ("error: --pp 2: capacity figures one GPU rank that holds every layer; 2 pipeline stages are not modelled: "
       "give --pp 1")),

@@ -1,5 +1,5 @@
 """Ctrl-C in any command exits 130 with one line, never click's "Aborted!" and exit 1
-(issue 12 item 6; `kvcalc measure`'s own handler is tested in tests/bad_input/test_r2_measure.py)."""
+(issue 12 item 6; `kvcalc measure`'s own handler is tested in tests/bad_input/test_measure_interrupts.py)."""
 
 from __future__ import annotations
 

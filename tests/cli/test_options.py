@@ -14,13 +14,23 @@ import typer
 from typer.testing import CliRunner
 
 from kvcalc.calc.memory_plan import Layout
-from kvcalc.engines.profile import LlamacppOptions, SglangOptions, VllmOptions
 from kvcalc.cli import app
 from kvcalc.cli import capacity as capacity_cmd
 from kvcalc.cli import estimate as estimate_cmd
 from kvcalc.cli import sweep as sweep_cmd
-from kvcalc.cli.options import (ENGINE_FLAGS, GPU_ONLY_OPTIONS, GpuPlanOptions, KvFormatOptions, LayoutOptions,
-                                LlamacppFlags, SglangFlags, VllmFlags, only, option_groups)
+from kvcalc.cli.options import (
+    ENGINE_FLAGS,
+    GPU_ONLY_OPTIONS,
+    GpuPlanOptions,
+    KvFormatOptions,
+    LayoutOptions,
+    LlamacppFlags,
+    SglangFlags,
+    VllmFlags,
+    only,
+    option_groups,
+)
+from kvcalc.engines.profile import LlamacppOptions, SglangOptions, VllmOptions
 
 runner = CliRunner()
 CLI = Path(__file__).parents[2] / "kvcalc" / "cli"
@@ -34,31 +44,32 @@ def long_flags(*args: str) -> list[str]:
 
 
 def test_help_lists_every_option_in_its_place():
-    # the order each command had before the option groups (`order=` keeps --count after --gpu)
+    # the options of no group first (under "Options"), then each option group under its own
+    # heading (`OptionGroup.panel`: issue 23 friction 5), in the order the command spreads them
     assert long_flags("estimate") == [
-        "--seq-len", "--batch", "--kv-dtype", "--k-dtype", "--v-dtype", "--quant-group-size", "--scale-dtype",
-        "--tp", "--pp", "--dp", "--engine", "--block-size", "--page-size", "--gpu", "--count", "--weight-dtype",
-        "--gpu-memory-utilization", "--bw-efficiency", "--flops-efficiency", "--cuda-context",
-        "--activation-reserve", "--input-len", "--output-len", "--request-rate", "--calibration", "--revision",
-        "--trust-plain-decoder",
-        "--format", "--help"]
+        "--seq-len", "--batch", "--engine", "--input-len", "--output-len", "--request-rate", "--calibration",
+        "--revision", "--trust-plain-decoder", "--format", "--help",
+        "--kv-dtype", "--k-dtype", "--v-dtype", "--quant-group-size", "--scale-dtype",
+        "--tp", "--pp", "--dp", "--count", "--block-size", "--page-size",
+        "--gpu", "--weight-dtype", "--gpu-memory-utilization", "--bw-efficiency", "--flops-efficiency",
+        "--cuda-context", "--activation-reserve"]
     assert long_flags("sweep") == [
-        "--seq-len", "--batch", "--gpu", "--count", "--tp", "--pp", "--kv-dtype", "--weight-dtype",
-        "--gpu-memory-utilization", "--bw-efficiency", "--flops-efficiency", "--cuda-context",
-        "--activation-reserve", "--plot", "--force", "--beyond-context", "--engine", "--calibration", "--revision",
-        "--trust-plain-decoder",
-        "--format", "--help"]
+        "--seq-len", "--batch", "--plot", "--force", "--beyond-context", "--engine", "--calibration", "--revision",
+        "--trust-plain-decoder", "--format", "--help",
+        "--gpu", "--weight-dtype", "--gpu-memory-utilization", "--bw-efficiency", "--flops-efficiency",
+        "--cuda-context", "--activation-reserve", "--count", "--tp", "--pp", "--kv-dtype"]
     assert long_flags("capacity") == [
-        "--kv-memory", "--engine", "--max-model-len", "--concurrency", "--tp", "--pp", "--dp", "--kv-dtype",
-        "--k-dtype", "--v-dtype",
-        "--block-size", "--page-size", "--vllm-version", "--disable-hybrid-kv-cache-manager",
+        "--kv-memory", "--engine", "--format", "--help", "--max-model-len", "--concurrency", "--tp", "--pp", "--dp",
+        "--kv-dtype", "--k-dtype", "--v-dtype",
+        "--block-size", "--vllm-version", "--disable-hybrid-kv-cache-manager",
         "--max-num-batched-tokens", "--async-scheduling", "--attention-backend", "--allow-long-max-model-len",
-        "--enable-prefix-caching",
-        "--vllm-v0", "--swap-space", "--sglang-version", "--disable-hybrid-swa-memory", "--swa-full-tokens-ratio",
-        "--dsa-prefill-backend", "--dsa-decode-backend", "--ctx-size", "--llamacpp-tool", "--parallel", "--kv-unified", "--swa-full",
+        "--enable-prefix-caching", "--vllm-v0", "--swap-space",
+        "--page-size", "--sglang-version", "--disable-hybrid-swa-memory", "--swa-full-tokens-ratio",
+        "--dsa-prefill-backend", "--dsa-decode-backend",
+        "--ctx-size", "--llamacpp-tool", "--parallel", "--kv-unified", "--swa-full",
         "--flash-attn", "--llamacpp-version", "--n-gpu-layers", "--gpus", "--tensor-split", "--ubatch-size",
         "--batch-size", "--ollama", "--gpu", "--revision", "--trust-plain-decoder", "--weight-dtype",
-        "--gpu-memory-utilization", "--format", "--help"]
+        "--gpu-memory-utilization"]
 
 
 def test_gpu_defaults_are_the_plans_defaults():
@@ -159,8 +170,15 @@ def test_command_modules_never_import_the_app(path):
     assert [n for n in cli if n.split(".")[:3] not in (["kvcalc", "cli", "options"], ["kvcalc", "cli", "output"])] == []
 
 
-def test_no_function_in_the_cli_is_over_60_lines():
-    long = [(p.name, n.name, n.end_lineno - n.lineno + 1) for p in CLI.glob("*.py")
-            for n in ast.walk(ast.parse(p.read_text())) if isinstance(n, ast.FunctionDef)
-            and n.end_lineno - n.lineno + 1 > 60]
+def _statements(fn: ast.FunctionDef) -> int:
+    """Statements in `fn`'s body, nested ones included (the def itself not counted)."""
+    return sum(isinstance(x, ast.stmt) for x in ast.walk(fn)) - 1
+
+
+def test_no_function_in_the_cli_is_over_40_statements():
+    # counted in statements, not lines: the formatter (tools/lint.sh --fix) spreads a call or a
+    # signature over one line per argument, which says nothing of a function's size (the longest,
+    # `sweep`, has 37; 40 statements is about the 60 lines this rule allowed before the formatter)
+    long = [(p.name, n.name, _statements(n)) for p in CLI.glob("*.py")
+            for n in ast.walk(ast.parse(p.read_text())) if isinstance(n, ast.FunctionDef) and _statements(n) > 40]
     assert long == []

@@ -170,16 +170,82 @@ def test_estimate_gpu_that_fits_is_unchanged(cli):
     assert "does not fit" not in t.stdout
 
 
-def test_readme_why_not_block_is_the_real_output(cli, monkeypatch):
+def test_plan_page_why_not_block_is_the_real_output(cli, monkeypatch):
     # tests/test_readme.py runs only examples that exit 0; this one exits 1, so it is run here:
-    # the README block opens with the command as a comment, then the output
+    # the block of docs/guide/plan.md opens with the command as a comment, then the output
     from pathlib import Path
 
     root = Path(__file__).resolve().parents[2]
-    text = (root / "README.md").read_text(encoding="utf-8")
+    text = (root / "docs" / "guide" / "plan.md").read_text(encoding="utf-8")
     block = text.split("# $ kvcalc plan ", 1)[1].split("```", 1)[0].rstrip().splitlines()
     monkeypatch.chdir(root)
     args = ["plan", *block[0].split()]
     r = cli(*args, env={"COLUMNS": "80"})
     assert r.exit_code == 1, r.output
     assert [ln.rstrip() for ln in r.stdout.rstrip().splitlines()] == block[1:]
+
+
+# ----- a written deployment records the engine (issue 23 friction 1) -------------------------
+
+FIGURES = ("memory_bytes_per_gpu", "budget_bytes_per_gpu", "max_concurrency", "tpot_ms", "tokens_per_s")
+
+
+@pytest.mark.parametrize("model,engine,flags", [
+    # vLLM's blocks differ from the exact formula on these: gpt-oss's sliding layers share the
+    # hybrid page, Qwen3-Next's linear-attention state lives in blocks; check used to size both
+    # by the exact formula (80.1 against 97.8 GiB, 451 against 229 sequences in the issue)
+    ("gpt-oss-120b", "vllm", ()),
+    ("qwen3-next-80b-a3b", "vllm", ("--block-size", "32")),
+    ("gemma-3-27b", "vllm", ("--vllm-version", "0.11")),
+    ("gemma-3-27b", "llamacpp", ()),
+    ("llama-3.1-8b", "sglang", ()),
+])
+def test_check_gives_plans_figures_for_the_file_plan_wrote(cli, tmp_path, model, engine, flags):
+    out = tmp_path / "dep.yaml"
+    r = cli("plan", model, "-s", "32k", "--concurrency", "64", "--gpu", "h100-sxm", "-e", engine, *flags,
+            "--write-deployment", str(out), "-f", "json")
+    assert r.exit_code == 0, r.output
+    top = json.loads(r.stdout)["layouts"][0]
+    text = out.read_text()
+    assert f"\nengine: {engine}\n" in text
+    c = cli("check", str(out), "-f", "json")
+    assert c.exit_code == 0, c.output
+    row = json.loads(c.stdout)["deployments"][0]
+    assert row["engine"] == engine
+    assert {k: row[k] for k in FIGURES} == {k: top[k] for k in FIGURES}
+
+
+def test_the_written_engine_options_are_the_ones_plan_used(cli, tmp_path):
+    out = tmp_path / "dep.yaml"
+    r = cli("plan", "gemma-3-27b", "-s", "32k", "--concurrency", "64", "--gpu", "h100-sxm", "--block-size", "32",
+            "--vllm-version", "0.11", "--write-deployment", str(out))
+    assert r.exit_code == 0, r.output
+    # the release always, other options where they differ from its defaults; the GPU's compute
+    # capability is the GPU row's, not the file's
+    assert out.read_text().endswith("engine: vllm\nengine_options:\n  block_size: 32\n  version: '0.11'\n")
+    # without engine: the exact formula sizes it, as before: gpt-oss-120b's figures then differ
+    body = out.read_text().split("engine: vllm")[0]
+    (tmp_path / "ideal.yaml").write_text(body)
+    c = cli("check", str(tmp_path / "ideal.yaml"), "-f", "json")
+    assert json.loads(c.stdout)["deployments"][0]["engine"] == "ideal"
+
+
+@pytest.mark.parametrize("tail,line", [
+    ("engine: nosuch\n", "dep.yaml:4: field 'engine': unknown engine 'nosuch'; choose one of: ideal, llamacpp, sglang, vllm"),
+    ("engine_options: {block_size: 32}\n",
+     "dep.yaml:4: field 'engine_options': engine options without an engine: add engine: (vllm, sglang, llamacpp)"),
+    ("engine: vllm\nengine_options: {blok_size: 32}\n",
+     "dep.yaml:5: field 'engine_options.blok_size': unknown field; did you mean 'block_size'?"),
+    ("engine: vllm\nengine_options: {block_size: '32'}\n",
+     "dep.yaml:5: field 'engine_options.block_size': Input should be a valid integer (got '32')"),
+    ("engine: vllm\nengine_options: {compute_capability: '9.0'}\n",  # the GPU row's, not the file's
+     "dep.yaml:5: field 'engine_options.compute_capability': unknown field; known fields: block_size,"),
+    ("engine: vllm\nengine_options: {version: '9.9'}\n", "dep.yaml:5: field 'engine_options': kvcalc models vLLM 0.6,"),
+])
+def test_bad_engine_fields_name_the_key(cli, tmp_path, tail, line):
+    p = tmp_path / "dep.yaml"
+    p.write_text("model: llama-3.1-8b\ngpu: h100-sxm\nmax_seq_len: 8192\n" + tail)
+    c = cli("check", str(p))
+    assert c.exit_code == 2, c.output
+    assert line in c.stderr, c.stderr
+    assert len(c.stderr.strip().splitlines()) == 1, c.stderr

@@ -1,7 +1,8 @@
 """Start-up (issue 11 item 8): what `kvcalc estimate MODEL` loads and builds, read in a fresh
-interpreter (`sys.modules` after the call), and the two devices that keep it short: typer's
-per-option converters built only for values typed on the command line (`kvcalc.cli.lazy.AsGiven`),
-and option groups that are values without dataclass code generation (`kvcalc.cli.options.OptionGroup`).
+interpreter (`sys.modules` after the call), and option groups that are values without dataclass
+code generation (`kvcalc.cli.options.OptionGroup`). (`AsGiven`, which built typer's per-option
+converters only for typed values, cost 2% of start-up instructions with typer 0.29 and was
+removed: issue 23 item 4, docs/benchmarks.md.)
 The time itself is `benchmarks/bench_cli.py`'s to measure (README "Speed")."""
 
 from __future__ import annotations
@@ -66,74 +67,10 @@ def test_gpu_and_deployment_models_load_on_first_use():
     assert "kvcalc.schema_deploy" in mods
 
 
-def test_estimate_builds_no_typer_converter_for_its_defaults():
-    # typer 0.2x converts each option's value through a pydantic TypeAdapter (`typer._adapters`);
-    # none of `estimate`'s two dozen options is typed here, so none is built
-    pytest.importorskip("typer._coercion")
-    _, mods = modules_after("estimate", "llama-3.1-8b")
-    assert "typer._adapters" not in mods
-    # a typed value still goes through typer's converter: --batch 2 is the int 2 (8,192 x 2 sequences
-    # x 131,072 B per token = 2,147,483,648 B)
-    text, mods = modules_after("estimate", "llama-3.1-8b", "-s", "8k", "--batch", "2", "-f", "json")
+def test_typed_values_go_through_typers_converter():
+    # --batch 2 is the int 2 (8,192 x 2 sequences x 131,072 B per token = 2,147,483,648 B)
+    text, _ = modules_after("estimate", "llama-3.1-8b", "-s", "8k", "--batch", "2", "-f", "json")
     assert json.loads(text)["kv_cache_bytes"] == 2_147_483_648
-    assert "typer._adapters" in mods
-
-
-# ----- AsGiven: the same values as typer's own converter ------------------------------------------
-
-
-def _converted_options():
-    """(command name, click parameter) of every option `typed_values_as_given` took over."""
-    from kvcalc.cli.lazy import AsGiven
-
-    out = []
-    for c in COMMANDS:
-        cmd = c.load(None)
-        out += [(c.name, p) for p in cmd.params if isinstance(getattr(p, "_runtime_param", None), AsGiven)]
-    group = typer.main.get_command(app)
-    out += [("kvcalc", p) for p in group.params if isinstance(getattr(p, "_runtime_param", None), AsGiven)]
-    return out
-
-
-#: values as click hands them over: defaults (None, ints, floats, strings) and typed text, good and bad
-SAMPLES = (None, 0, 1, 16, -3, 0.9, 0.5, "", "table", "8192", "32k", "0.85", "abc", " 7 ", "1e3", True, False,
-           "true", "0")
-
-
-def test_as_given_returns_what_typers_converter_returns():
-    from typer._coercion import build_runtime_param
-
-    options = _converted_options()
-    kinds = {p.type_descriptor.annotation for _, p in options}
-    assert kinds == {str, int, float, bool}  # every plain type occurs, so each path below is exercised
-    ctx = None  # plain options never read the context
-    for name, p in options:
-        theirs = build_runtime_param(p.type_descriptor)
-        mine = p._runtime_param  # kept: a value it hands on to typer replaces p._runtime_param
-        for value in SAMPLES:
-            try:
-                expected = ("ok", theirs.coerce(value, param=p, ctx=ctx))
-            except typer.BadParameter as e:
-                expected = ("error", e.message)
-            try:
-                got = ("ok", mine.coerce(value, param=p, ctx=ctx))
-            except typer.BadParameter as e:
-                got = ("error", e.message)
-            assert got == expected and type(got[1]) is type(expected[1]), (name, p.name, value)
-
-
-def test_as_given_leaves_other_options_to_typer():
-    from kvcalc.cli.lazy import AsGiven, typed_values_as_given
-
-    @typer.Typer().command()
-    def f(flag: bool = False, n: Annotated[int, typer.Option(min=1)] = 1, xs: Optional[list[str]] = None,
-          s: str = "a", v: float = 0.5) -> None: ...
-
-    cmd = typer.main.get_command_from_info(typer.models.CommandInfo(callback=f), pretty_exceptions_short=True,
-                                           rich_markup_mode=None)
-    typed_values_as_given(cmd)
-    given = {p.name for p in cmd.params if isinstance(p._runtime_param, AsGiven)}
-    assert given == {"flag", "s", "v"}  # not the bounded int, nor the list
 
 
 # ----- OptionGroup: an immutable value, as the frozen dataclass it replaced -----------------------

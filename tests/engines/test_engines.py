@@ -14,12 +14,12 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
+from kvcalc.cli import app
+from kvcalc.engines import canonical, llamacpp, sglang, vllm
 from kvcalc.engines.llamacpp import LlamacppOptions
 from kvcalc.engines.vllm import VllmOptions
-from kvcalc.cli import app
-from kvcalc.formats import kv_format
-from kvcalc.engines import canonical, llamacpp, sglang, vllm
 from kvcalc.errors import KvcalcError, UnknownNameError
+from kvcalc.formats import kv_format
 from kvcalc.load.models import load_model
 from kvcalc.units import parse_size
 

@@ -16,8 +16,8 @@ from __future__ import annotations
 
 import pytest
 
-from kvcalc.engines.llamacpp import LlamacppOptions
 from kvcalc.engines import llamacpp
+from kvcalc.engines.llamacpp import LlamacppOptions
 from kvcalc.errors import KvcalcError
 from kvcalc.formats import kv_format
 from kvcalc.load.hf import model_from_hf_config

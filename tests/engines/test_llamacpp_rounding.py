@@ -9,8 +9,8 @@ steps of 256) for one whose `%7.2f` differs with and without the rounding.
 
 from __future__ import annotations
 
-from kvcalc.engines.llamacpp import LlamacppOptions
 from kvcalc.engines import llamacpp
+from kvcalc.engines.llamacpp import LlamacppOptions
 from kvcalc.formats import kv_format
 from kvcalc.schema import ModelSpec
 

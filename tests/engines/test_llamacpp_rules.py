@@ -24,9 +24,9 @@ import pytest
 from pydantic import ValidationError
 from typer.testing import CliRunner
 
-from kvcalc.engines.llamacpp import LlamacppOptions
 from kvcalc.cli.app import app
 from kvcalc.engines import llamacpp
+from kvcalc.engines.llamacpp import LlamacppOptions
 from kvcalc.errors import KvcalcError
 from kvcalc.formats import kv_format
 from kvcalc.load.hf import model_from_hf_config

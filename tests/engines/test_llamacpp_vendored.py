@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import pytest
 
-from kvcalc.engines.llamacpp import LlamacppOptions
 from kvcalc.engines import llamacpp
+from kvcalc.engines.llamacpp import LlamacppOptions
 from kvcalc.errors import KvcalcError
 from kvcalc.formats import kv_format
 from kvcalc.load.models import load_model

@@ -13,8 +13,8 @@ from __future__ import annotations
 import pytest
 
 from kvcalc.engines import vllm
-from kvcalc.engines.vllm import v0_6
 from kvcalc.engines.profile import VllmOptions
+from kvcalc.engines.vllm import v0_6
 from kvcalc.errors import KvcalcError
 from kvcalc.formats import kv_format
 from kvcalc.load.files import bundled

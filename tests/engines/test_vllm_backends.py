@@ -26,9 +26,8 @@ import warnings
 import pytest
 
 from kvcalc.engines import vllm
-from kvcalc.engines.vllm import v0_33_mla
+from kvcalc.engines.vllm import VllmOptions, v0_33_mla
 from kvcalc.errors import KvcalcError
-from kvcalc.engines.vllm import VllmOptions
 from kvcalc.formats import kv_format
 from kvcalc.load.models import load_model
 

@@ -18,8 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from kvcalc.engines.vllm import VllmOptions
 from kvcalc.engines import vllm
+from kvcalc.engines.vllm import VllmOptions
 from kvcalc.errors import KvcalcError, KvcalcWarning
 from kvcalc.formats import kv_format
 from kvcalc.load.models import load_model

@@ -11,9 +11,9 @@ ROCM_AITER_FA 16/32, TRITON_ATTN multiples of 16).
 
 from typer.testing import CliRunner
 
-from kvcalc.engines.vllm import VllmOptions
 from kvcalc.cli.app import app
 from kvcalc.engines import vllm
+from kvcalc.engines.vllm import VllmOptions
 from kvcalc.engines.vllm.v0_33 import gdn_flashinfer_prefill
 from kvcalc.formats import kv_format
 from kvcalc.load.models import load_model

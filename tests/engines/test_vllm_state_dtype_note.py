@@ -4,8 +4,8 @@ version, and why (`V1Rules.state_dtype_note`)."""
 
 from __future__ import annotations
 
-from kvcalc.engines.vllm import VllmOptions
 from kvcalc.engines import vllm
+from kvcalc.engines.vllm import VllmOptions
 from kvcalc.formats import kv_format
 from kvcalc.load.hf import model_from_hf_config
 from kvcalc.load.models import load_model

@@ -17,9 +17,8 @@ import warnings
 
 import pytest
 
-from kvcalc.engines.vllm import VllmOptions
 from kvcalc.engines import vllm
-from kvcalc.engines.vllm import v0_33
+from kvcalc.engines.vllm import VllmOptions, v0_33
 from kvcalc.errors import KvcalcError
 from kvcalc.formats import kv_format
 from kvcalc.load.models import load_model

@@ -8,8 +8,8 @@ num_attention_heads) and vllm/worker/cache_engine.py `CacheEngine.get_cache_bloc
 
 from __future__ import annotations
 
-from kvcalc.engines.vllm import VllmOptions
 from kvcalc.engines import vllm
+from kvcalc.engines.vllm import VllmOptions
 from kvcalc.formats import kv_format
 from kvcalc.load.models import load_model
 

@@ -179,7 +179,7 @@ def test_gptq_packed_words_count_their_values(tmp_path):
 def test_reads_only_the_header(tmp_path):
     # a file whose data is garbage of the right length: the header alone is read (and the file's
     # size checked against it), so its figures still come back; a file cut short is refused
-    # (tests/load/test_checkpoint_files_more.py)
+    # (tests/load/test_checkpoint_refusals.py)
     folder = write_fp8(tmp_path / "ck")
     f = folder / "model.safetensors"
     raw = f.read_bytes()

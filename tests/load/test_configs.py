@@ -71,7 +71,7 @@ GOLDEN: dict[str, tuple[str, int]] = {
     "qwen3-next-80b-a3b": ("gqa", 24_576),
     # 2 x 40 layers x 8 kv x 128 (explicit, not 5120/32 = 160) x 2 B = 163,840
     "mistral-nemo": ("gqa", 163_840),
-    # issue 9 item 7 (tests/load/test_bundled_more.py pins their contexts and sources too):
+    # issue 9 item 7 (tests/load/test_bundled_requested_models.py pins their contexts and sources too):
     # 2 x 36 layers x 8 kv x 128 x 2 B = 147,456
     "qwen3-8b": ("gqa", 147_456),
     # 2 x 40 layers x 8 kv x 128 x 2 B = 163,840

@@ -144,9 +144,9 @@ def test_dp_replicas_count_only_real_sequences(tmp_path: Path) -> None:
 
 
 def test_dp_split_uneven() -> None:
+    from kvcalc.calc.memory_plan import Layout, Planner
     from kvcalc.load.gpus import get_gpu
     from kvcalc.load.models import load_model
-    from kvcalc.calc.memory_plan import Layout, Planner
 
     # 5 sequences on 4 replicas: one holds 2, three hold 1; TPOT is the fuller replica's
     p = Planner(load_model("llama-3.1-8b"), get_gpu("h100-sxm"), Layout(dp=4))

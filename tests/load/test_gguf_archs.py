@@ -14,9 +14,9 @@ import pytest
 sys.path.insert(0, str(Path(__file__).parent))
 from gguf_files import write_gguf
 
-from kvcalc.engines.llamacpp import LlamacppOptions
 from kvcalc.calc.kv_cache import estimate
 from kvcalc.calc.weights import checkpoint_weight_bytes, param_counts
+from kvcalc.engines.llamacpp import LlamacppOptions
 from kvcalc.errors import ConfigError, KvcalcWarning
 from kvcalc.load.gguf import model_from_gguf
 from kvcalc.schema import Workload

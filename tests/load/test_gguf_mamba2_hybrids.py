@@ -16,9 +16,9 @@ import pytest
 sys.path.insert(0, str(Path(__file__).parent))
 from gguf_files import write_gguf
 
-from kvcalc.engines.llamacpp import LlamacppOptions
 from kvcalc.calc.kv_cache import kv_bytes_per_token, state_bytes_per_seq
 from kvcalc.engines import llamacpp
+from kvcalc.engines.llamacpp import LlamacppOptions
 from kvcalc.errors import ConfigError
 from kvcalc.formats import kv_format
 from kvcalc.load.gguf import model_from_gguf

@@ -27,10 +27,10 @@ from typer.testing import CliRunner
 from kvcalc.calc import kv_cache
 from kvcalc.cli import app
 from kvcalc.errors import ConfigError, KvcalcWarning
-from kvcalc.load.hf import model_from_hf_config
-from kvcalc.load.hf.reader import compact_layers
 from kvcalc.load.export import spec_to_yaml
 from kvcalc.load.files import bundled
+from kvcalc.load.hf import model_from_hf_config
+from kvcalc.load.hf.reader import compact_layers
 from kvcalc.load.models import load_model
 
 HF = Path(__file__).parents[1] / "data" / "hf"

@@ -13,9 +13,9 @@ from __future__ import annotations
 
 import pytest
 
-from kvcalc.engines.vllm import VllmOptions
 from kvcalc.calc.kv_cache import kv_bytes_per_token, kv_cache_bytes, state_bytes_per_seq
 from kvcalc.calc.weights import layer_params, param_counts
+from kvcalc.engines.vllm import VllmOptions
 from kvcalc.errors import ConfigError
 from kvcalc.formats import kv_format
 from kvcalc.load.hf import model_from_hf_config

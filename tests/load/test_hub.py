@@ -18,7 +18,7 @@ import pytest
 
 hf = pytest.importorskip("huggingface_hub", reason="Hub ids need huggingface_hub: pip install 'kvcalc[hub]'")
 
-from kvcalc.load.hub import headers_cache_path, parse_hub_id, save_headers
+from kvcalc.load.hub import headers_cache_path, parse_hub_id, save_headers  # noqa: E402  (after the skip above)
 
 ROOT = Path(__file__).parents[2]
 LLAMA = (ROOT / "tests" / "data" / "hf" / "Llama-3.1-8B.json").read_text()
@@ -113,6 +113,24 @@ def test_bundled_id_does_not_answer_for_another_revision(dirs):
         f"error: meta-llama/Llama-3.1-8B at revision 'v2' is not in the Hugging Face cache ({cache}) and "
         "HF_HUB_OFFLINE is set: run once online (unset HF_HUB_OFFLINE) to cache its config.json; or use the "
         "bundled 'llama-3.1-8b' (meta-llama/Llama-3.1-8B)"]
+
+
+@pytest.mark.parametrize("args", [["meta-llama/Llama-3.1-8B", "--revision", "main"], ["meta-llama/Llama-3.1-8B@main"]])
+def test_an_explicit_revision_is_never_the_bundled_copy(dirs, args):
+    # issue 23 friction 10: `--revision main` answered from the bundled copy, contacting neither
+    # the cache nor the Hub; offline with an empty cache it now says it has neither
+    cache, kv = dirs
+    r = run(["estimate", *args], cache, kv)
+    assert r.returncode == 2 and r.stdout == ""
+    assert r.stderr.startswith(f"error: meta-llama/Llama-3.1-8B at revision 'main' is not in the Hugging Face cache "
+                               f"({cache}) and HF_HUB_OFFLINE is set"), r.stderr
+    # with the revision cached, the cache answers (a copy of Llama-3.1-8B's config.json)
+    cache_repo(cache, "meta-llama/Llama-3.1-8B", LLAMA)
+    r = run(["estimate", *args, "-s", "8k", "-f", "json"], cache, kv)
+    assert r.returncode == 0, r.stderr
+    d = json.loads(r.stdout)
+    assert d["kv_cache_bytes"] == LLAMA_8K_BYTES
+    assert d["source"].startswith("meta-llama/Llama-3.1-8B config.json (Hugging Face cache, commit 0123456789ab)")
 
 
 def test_revision_reads_that_commit_from_the_cache(dirs):

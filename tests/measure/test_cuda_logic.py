@@ -10,11 +10,10 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
-
 from attention_reference import float64_attention
 
-from kvcalc.formats import kv_format
 from kvcalc.errors import KvcalcError
+from kvcalc.formats import kv_format
 from kvcalc.load.models import load_model
 
 torch = pytest.importorskip("torch")

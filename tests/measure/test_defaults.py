@@ -16,8 +16,14 @@ import pytest
 from kvcalc.calc.sweep import within_context
 from kvcalc.formats import kv_format
 from kvcalc.load.models import load_model
-from kvcalc.measure.defaults import (CPU_BUDGET_BYTES, Announcement, budget_bytes, default_rule, default_seq_len,
-                                     estimate_run_s)
+from kvcalc.measure.defaults import (
+    CPU_BUDGET_BYTES,
+    Announcement,
+    budget_bytes,
+    default_rule,
+    default_seq_len,
+    estimate_run_s,
+)
 
 BF16 = kv_format("bf16")
 TINY_YAML = str(Path(__file__).parents[1] / "data" / "tiny-gqa.yaml")

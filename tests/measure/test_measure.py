@@ -14,9 +14,8 @@ import sys
 from pathlib import Path
 
 import pytest
-from typer.testing import CliRunner
-
 from attention_reference import float64_attention
+from typer.testing import CliRunner
 
 from kvcalc.calc import kv_cache
 from kvcalc.cli import app

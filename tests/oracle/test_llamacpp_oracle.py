@@ -41,8 +41,8 @@ sys.path.insert(0, str(Path(__file__).parent))
 
 from llamacpp_geometries import GEOMETRIES
 
-from kvcalc.engines.llamacpp import LlamacppOptions
 from kvcalc.engines import llamacpp
+from kvcalc.engines.llamacpp import LlamacppOptions
 from kvcalc.errors import KvcalcError
 from kvcalc.formats import kv_format
 

@@ -87,7 +87,7 @@ def hf_config(model) -> PretrainedConfig:
                                                ("original_max_position_embeddings",
                                                 rs.original_max_position_embeddings)) if v is not None}
     cfg = PretrainedConfig(**d)
-    cfg.torch_dtype = TORCH_DTYPES[model.dtype] if model.dtype in TORCH_DTYPES else torch.bfloat16
+    cfg.torch_dtype = TORCH_DTYPES.get(model.dtype, torch.bfloat16)
     return cfg
 
 
@@ -126,7 +126,7 @@ def _captured(*names: str):
     try:
         yield handler.lines
     finally:
-        for lg, (level, prop) in zip(loggers, old):
+        for lg, (level, prop) in zip(loggers, old, strict=True):
             lg.removeHandler(handler)
             lg.setLevel(level)
             lg.propagate = prop

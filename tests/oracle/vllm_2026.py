@@ -49,11 +49,10 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import torch
-
 import vllm_harness as h
 from vllm_harness import kvi
 
@@ -657,7 +656,7 @@ def grid() -> list[Case]:
     cases = []
     for name, fam in FAMILIES.items():
         limit = load_config(fam.file).get("max_position_embeddings")
-        cases += [Case(name, kv, L, tp, mem) for kv in KV_DTYPES for L in LENGTHS if not limit or L <= limit
+        cases += [Case(name, kv, L, tp, mem) for kv in KV_DTYPES for L in LENGTHS if not limit or limit >= L
                   for tp in TPS for mem in BUDGETS]
         if fam.build is specs_deepseek_v4:
             cases.append(Case(name, "bfloat16", LENGTHS[0], 1, BUDGETS[1]))
@@ -665,7 +664,7 @@ def grid() -> list[Case]:
 
 
 def case_config(family: Family, case: Case):
-    hf = load_config(family.file)
+    load_config(family.file)  # reads (and checks) the family's config file as before; the value is unused
     block = family.block_size
     if isinstance(block, dict):
         block = block[case.kv_cache_dtype]

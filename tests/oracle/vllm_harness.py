@@ -76,13 +76,13 @@ VLLM_VERSION = vllm.__version__
 #: kvcalc's name for the vLLM release installed ('0.33', '0.11')
 KVCALC_VERSION = ".".join(VLLM_VERSION.split(".")[:2])
 
-from vllm.v1 import kv_cache_interface as kvi
+from vllm.v1 import kv_cache_interface as kvi  # noqa: E402  (vLLM's modules by the version installed)
 
 if KVCALC_VERSION == "0.11":
     from vllm.v1.core import kv_cache_utils as planning
 else:
     from vllm.v1.core import kv_cache_planning as planning
-from vllm.v1.core import kv_cache_utils
+from vllm.v1.core import kv_cache_utils  # noqa: E402
 
 TORCH_DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.bfloat16}  # fp32 served as bf16
 
@@ -656,7 +656,7 @@ def grid() -> list[Case]:
     for name in MODELS:
         model = load(name)
         for L in LENGTHS:
-            if model.context_limit is not None and L > model.context_limit:
+            if model.context_limit is not None and model.context_limit < L:
                 continue
             for tp in TPS:
                 for dtype in KV_DTYPES:

@@ -16,11 +16,13 @@ which rich's `Console().width` reads; the CLI runner's output is a pipe, as in C
 
 from __future__ import annotations
 
+import io
 import json
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import pytest
 
@@ -234,7 +236,7 @@ def test_a_cut_number_is_caught() -> None:
 def render(renderable: Any, width: int) -> list[str]:
     from rich.console import Console
 
-    con = Console(width=width, record=True, file=open("/dev/null", "w"), color_system=None)
+    con = Console(width=width, record=True, file=io.StringIO(), color_system=None)
     con.print(renderable)
     return [ln.rstrip() for ln in con.export_text().splitlines()]
 

@@ -18,11 +18,30 @@ its module and its line in `VERSION_MODULES`.
 from __future__ import annotations
 
 from kvcalc.engines.llamacpp.base import check_tool_and_flash_attn
-from kvcalc.engines.llamacpp.common import (DEFAULT_N_BATCH, DEFAULT_N_UBATCH, DEFAULT_TOOL, FLASH_ATTN, GGML_NAMES,
-                                            MLA_CACHES, N_CTX_PAD, QUANTIZED, SWA_FULL_REF, TOOLS, Context,
-                                            check_tensor_split, default_kv_dtype, device_of_layers,
-                                            expanded_mla_layer, f32, ggml_name, layer_k_v_bytes_per_cell, mib_f32,
-                                            n_ctx_train, pad, recurrent_r_s_values)
+from kvcalc.engines.llamacpp.common import (
+    DEFAULT_N_BATCH,
+    DEFAULT_N_UBATCH,
+    DEFAULT_TOOL,
+    FLASH_ATTN,
+    GGML_NAMES,
+    MLA_CACHES,
+    N_CTX_PAD,
+    QUANTIZED,
+    SWA_FULL_REF,
+    TOOLS,
+    Context,
+    check_tensor_split,
+    default_kv_dtype,
+    device_of_layers,
+    expanded_mla_layer,
+    f32,
+    ggml_name,
+    layer_k_v_bytes_per_cell,
+    mib_f32,
+    n_ctx_train,
+    pad,
+    recurrent_r_s_values,
+)
 from kvcalc.engines.llamacpp.current import CURRENT_COMMIT
 from kvcalc.engines.llamacpp.options import LlamacppOptions
 from kvcalc.engines.llamacpp.versions import CURRENT_VERSION, VERSION_MODULES, VERSIONS, check_version, rules

@@ -19,10 +19,25 @@ from typing import TYPE_CHECKING, ClassVar
 
 from kvcalc.calc.kv_cache import refuse_indexer
 from kvcalc.engines import SEARCH_LIMIT_TOKENS, longest_fitting
-from kvcalc.engines.llamacpp.common import (FLASH_ATTN, N_CTX_PAD, TOOLS, Caches, Context, Layers, check_options,
-                                            device_of_layers, expanded_mla_layer, fill, ggml_name, head_sizes,
-                                            layer_k_v_bytes_per_cell, mib_f32, n_ctx_train, pad_v_rows,
-                                            v_pad_line)
+from kvcalc.engines.llamacpp.common import (
+    FLASH_ATTN,
+    N_CTX_PAD,
+    TOOLS,
+    Caches,
+    Context,
+    Layers,
+    check_options,
+    device_of_layers,
+    expanded_mla_layer,
+    fill,
+    ggml_name,
+    head_sizes,
+    layer_k_v_bytes_per_cell,
+    mib_f32,
+    n_ctx_train,
+    pad_v_rows,
+    v_pad_line,
+)
 from kvcalc.errors import MESSAGE, OPTION, KvcalcError, KvcalcWarning, flag
 from kvcalc.formats import StorageFormat
 from kvcalc.results import DeviceBuffer, EngineResult

@@ -135,13 +135,13 @@ def recurrent_r_s_values(model: ModelSpec, layer: LayerSpec) -> tuple[int, int]:
     if layer.kind in ("mamba", "hybrid"):  # hybrid (Falcon-H1): the Mamba-2 mixer beside the attention
         d_state, d_conv = m.mamba_d_state, m.mamba_d_conv
         if m.mamba_n_groups is not None:
-            d_inner, n_group = m.mamba_n_heads * m.mamba_head_dim, m.mamba_n_groups  # type: ignore[operator]
+            d_inner, n_group = m.mamba_n_heads * m.mamba_head_dim, m.mamba_n_groups
         else:
-            d_inner, n_group = m.mamba_expand * m.hidden_size, 0  # type: ignore[operator]
+            d_inner, n_group = m.mamba_expand * m.hidden_size, 0
     else:
-        d_inner = m.linear_num_value_heads * m.linear_value_head_dim  # type: ignore[operator]
+        d_inner = m.linear_num_value_heads * m.linear_value_head_dim
         n_group, d_state, d_conv = m.linear_num_key_heads, m.linear_key_head_dim, m.linear_conv_kernel_dim
-    return (d_conv - 1) * (d_inner + 2 * n_group * d_state), d_state * d_inner  # type: ignore[operator]
+    return (d_conv - 1) * (d_inner + 2 * n_group * d_state), d_state * d_inner
 
 
 def device_of_layers(n_layer: int, n_gpu_layers: int | None, splits: list[float] | None,

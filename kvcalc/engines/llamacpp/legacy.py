@@ -27,8 +27,20 @@ The tool (`--llamacpp-tool`) changes nothing here: one cache for every sequence,
 from __future__ import annotations
 
 from kvcalc.engines.llamacpp.base import LlamacppRules
-from kvcalc.engines.llamacpp.common import (QUANT_BLOCK, QUANTIZED, RECURRENT_BYTES, RECURRENT_TYPE, Caches, Context,
-                                            Layers, cache_lines, head_sizes, mib_f32, pad, recurrent_r_s_values)
+from kvcalc.engines.llamacpp.common import (
+    QUANT_BLOCK,
+    QUANTIZED,
+    RECURRENT_BYTES,
+    RECURRENT_TYPE,
+    Caches,
+    Context,
+    Layers,
+    cache_lines,
+    head_sizes,
+    mib_f32,
+    pad,
+    recurrent_r_s_values,
+)
 from kvcalc.errors import MESSAGE, KvcalcError
 from kvcalc.schema import ModelSpec
 

@@ -34,9 +34,21 @@ attention-free Mamba models, linear attention other than Gated DeltaNet, hybrids
 
 from __future__ import annotations
 
-from kvcalc.engines.vllm.common import (BLOCK_SIZES, DEFAULT_BLOCK_SIZE, DEFAULT_MAX_NUM_BATCHED_TOKENS, NO_MEMORY,
-                                        Group, blocks_per_request, check_formats, check_model, default_kv_dtype,
-                                        page_size_bytes, pages_per_request, split_kv_dtype, vllm_cache_dtype)
+from kvcalc.engines.vllm.common import (
+    BLOCK_SIZES,
+    DEFAULT_BLOCK_SIZE,
+    DEFAULT_MAX_NUM_BATCHED_TOKENS,
+    NO_MEMORY,
+    Group,
+    blocks_per_request,
+    check_formats,
+    check_model,
+    default_kv_dtype,
+    page_size_bytes,
+    pages_per_request,
+    split_kv_dtype,
+    vllm_cache_dtype,
+)
 from kvcalc.engines.vllm.options import VllmOptions
 from kvcalc.engines.vllm.versions import CURRENT_VERSION, VERSION, VERSION_MODULES, VERSIONS, check_version, rules
 from kvcalc.formats import StorageFormat

@@ -38,7 +38,8 @@ ranks is any rank's.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field as dc_field
+from dataclasses import dataclass
+from dataclasses import field as dc_field
 
 from kvcalc.calc.kv_cache import kv_heads_per_rank, layer_kv_bytes_per_token, refuse_hybrid_layers, refuse_indexer
 from kvcalc.engines import SEARCH_LIMIT_TOKENS, defaults, longest_fitting
@@ -177,7 +178,7 @@ def kv_cache_groups(model: ModelSpec, hybrid_allocator: bool = True, mamba_pages
     for layer in model.layers:
         if layer.kind == "mlp":
             continue
-        kind = "mamba" if layer.kind in ("mamba", "linear") else layer.kind
+        kind: str = "mamba" if layer.kind in ("mamba", "linear") else layer.kind  # a group kind (+ 'chunked')
         window = layer.window if kind == "sliding" else None
         if kind == "sliding" and chunked:
             kind = "chunked"

@@ -112,21 +112,22 @@ def mamba_state(model: ModelSpec, tp: int, model_dtype_bytes: int = 2, model_dty
                          "linear_value_head_dim", "linear_conv_kernel_dim"))
         hk, hv = model.linear_num_key_heads, model.linear_num_value_heads
         dk, dv = model.linear_key_head_dim, model.linear_value_head_dim
-        conv_dim = 2 * hk * dk + hv * dv  # type: ignore[operator]
-        shapes = ((model.linear_conv_kernel_dim - 1, _divide(conv_dim, tp, "Gated DeltaNet conv channels")),  # type: ignore[operator]
-                  (_divide(hv, tp, "linear value heads"), dv, dk))  # type: ignore[arg-type]
+        conv_dim = 2 * hk * dk + hv * dv
+        shapes: tuple[tuple[int, ...], ...] = ((model.linear_conv_kernel_dim - 1,
+                                                _divide(conv_dim, tp, "Gated DeltaNet conv channels")),
+                  (_divide(hv, tp, "linear value heads"), dv, dk))
         return MambaState("gdn", shapes, (model_dtype_bytes, ssm_bytes), ssm_dtype)
     if model.mamba_n_groups is not None:
         _missing(model, ("mamba_n_heads", "mamba_head_dim", "mamba_d_state", "mamba_d_conv"))
         heads, head_dim, d_state = model.mamba_n_heads, model.mamba_head_dim, model.mamba_d_state
         groups = model.mamba_n_groups + (0 if model.mamba_n_groups % tp == 0 else tp - model.mamba_n_groups)
-        conv_dim = heads * head_dim + 2 * groups * d_state  # type: ignore[operator]
-        shapes = ((model.mamba_d_conv - 1, _divide(conv_dim, tp, "Mamba-2 conv channels")),  # type: ignore[operator]
-                  (_divide(heads, tp, "Mamba-2 heads"), head_dim, d_state))  # type: ignore[arg-type]
+        conv_dim = heads * head_dim + 2 * groups * d_state
+        shapes = ((model.mamba_d_conv - 1, _divide(conv_dim, tp, "Mamba-2 conv channels")),
+                  (_divide(heads, tp, "Mamba-2 heads"), head_dim, d_state))
         return MambaState("mamba2", shapes, (model_dtype_bytes, ssm_bytes), ssm_dtype)
     _missing(model, ("mamba_expand", "hidden_size", "mamba_d_state", "mamba_d_conv"))
-    d_inner = _divide(model.mamba_expand * model.hidden_size, tp, "Mamba d_inner")  # type: ignore[operator]
-    shapes = ((model.mamba_d_conv - 1, d_inner), (d_inner, model.mamba_d_state))  # type: ignore[operator]
+    d_inner = _divide(model.mamba_expand * model.hidden_size, tp, "Mamba d_inner")
+    shapes = ((model.mamba_d_conv - 1, d_inner), (d_inner, model.mamba_d_state))
     return MambaState("mamba1", shapes, (model_dtype_bytes, ssm_bytes), ssm_dtype)
 
 

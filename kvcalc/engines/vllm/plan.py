@@ -37,10 +37,17 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from kvcalc.engines.vllm.versions import rules as release
-from kvcalc.engines.vllm.common import (DEFAULT_BLOCK_SIZE, DEFAULT_MAX_NUM_BATCHED_TOKENS, Group, blocks_per_request,
-                                        default_kv_dtype, vllm_cache_dtype)
+
+from kvcalc.engines.vllm.common import (
+    DEFAULT_BLOCK_SIZE,
+    DEFAULT_MAX_NUM_BATCHED_TOKENS,
+    Group,
+    blocks_per_request,
+    default_kv_dtype,
+    vllm_cache_dtype,
+)
 from kvcalc.engines.vllm.options import VllmOptions
+from kvcalc.engines.vllm.versions import rules as release
 from kvcalc.errors import MESSAGE, KvcalcError
 from kvcalc.formats import kv_format
 from kvcalc.schema import GpuSpec, ModelSpec
@@ -91,6 +98,7 @@ class VllmPlanKv:
 
         ((groups, per_group),) = whole.stages
         rules = release(whole.version)
+        out: tuple[tuple[tuple[Group, ...], int], ...]
         if len(stages) == 1:
             out = ((tuple(groups), per_group),)
         elif len(groups) > 1:

@@ -27,8 +27,13 @@ are vLLM 0.11.0's files:
 from __future__ import annotations
 
 from kvcalc.engines.vllm import hybrid
-from kvcalc.engines.vllm.common import (ASSUMED_COMPUTE_CAPABILITY, DEFAULT_BLOCK_SIZE, Group, kv_cache_groups,
-                                        needed_bytes)
+from kvcalc.engines.vllm.common import (
+    ASSUMED_COMPUTE_CAPABILITY,
+    DEFAULT_BLOCK_SIZE,
+    Group,
+    kv_cache_groups,
+    needed_bytes,
+)
 from kvcalc.engines.vllm.v1 import V1Rules
 from kvcalc.errors import MESSAGE, KvcalcError
 from kvcalc.schema import ModelSpec
@@ -153,7 +158,7 @@ class Vllm011(V1Rules):
         from kvcalc.engines.vllm.v0_33 import FP32_SSM_SOURCE
 
         text = hybrid.state_text(state, model_dtype)
-        source = FP32_SSM_SOURCE.get(model.model_type)
+        source = FP32_SSM_SOURCE.get(model.model_type or "")
         if source is None:
             return text
         other = hybrid.mamba_state(model, tp, model_dtype_bytes, model_dtype, ssm_fp32=True).page_size_bytes

@@ -207,7 +207,7 @@ class Vllm033(V1Rules):
         attention block) differs: Nemotron-H-8B at tp 1, fp32 4,255,744 B (1,040-token blocks),
         bf16 2,158,592 B (528-token blocks)."""
         text = hybrid.state_text(state, model_dtype)
-        source = FP32_SSM_SOURCE.get(model.model_type)
+        source = FP32_SSM_SOURCE.get(model.model_type or "")
         if source is None:
             return text
         if model.model_type in hybrid.QWEN3_5_MODEL_TYPES:  # no Qwen3.5 in 0.11

@@ -22,9 +22,17 @@ from __future__ import annotations
 import warnings
 from typing import TYPE_CHECKING
 
-from kvcalc.engines.vllm.common import (ALLOW_LONG_ENV, DEFAULT_BLOCK_SIZE, NO_MEMORY, Group, Resolved,
-                                        longest_context, no_memory_error, uniform_page)
 from kvcalc.engines.vllm.base import VllmRules, check_positive_block_size
+from kvcalc.engines.vllm.common import (
+    ALLOW_LONG_ENV,
+    DEFAULT_BLOCK_SIZE,
+    NO_MEMORY,
+    Group,
+    Resolved,
+    longest_context,
+    no_memory_error,
+    uniform_page,
+)
 from kvcalc.errors import MESSAGE, KvcalcError, KvcalcWarning
 from kvcalc.formats import StorageFormat
 from kvcalc.results import EngineResult
@@ -181,7 +189,7 @@ class VllmV0(VllmRules):
         if gpu_blocks <= 0:  # vllm/worker/worker.py raise_if_cache_size_invalid
             raise no_memory_error(kv_memory_bytes, f"{kv_memory_bytes:,} B holds no block of {block_bytes:,} B: "
                                                    f"{NO_MEMORY}")
-        if L > gpu_blocks * block_size:
+        if gpu_blocks * block_size < L:
             msg = (f"vLLM V0 would refuse to start: The model's max seq len ({L}) is larger than the maximum "
                    f"number of tokens that can be stored in KV cache ({gpu_blocks * block_size}). Try increasing "
                    "`gpu_memory_utilization` or decreasing `max_model_len` when initializing the engine.")

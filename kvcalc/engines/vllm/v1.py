@@ -19,10 +19,22 @@ from kvcalc.calc.kv_cache import layer_kv_bytes_per_token
 from kvcalc.engines import longest_fitting
 from kvcalc.engines.vllm import hybrid, planning
 from kvcalc.engines.vllm.base import VllmRules
-from kvcalc.engines.vllm.common import (ALLOW_LONG_ENV, ASSUMED_COMPUTE_CAPABILITY, DEFAULT_BLOCK_SIZE, OTHER_BACKENDS,
-                                        ROCM_MLA_BACKENDS, Group, Resolved, blocks_per_request, chunked_local,
-                                        kv_cache_groups, longest_context, no_memory_error, uniform_page,
-                                        vllm_cache_dtype)
+from kvcalc.engines.vllm.common import (
+    ALLOW_LONG_ENV,
+    ASSUMED_COMPUTE_CAPABILITY,
+    DEFAULT_BLOCK_SIZE,
+    OTHER_BACKENDS,
+    ROCM_MLA_BACKENDS,
+    Group,
+    Resolved,
+    blocks_per_request,
+    chunked_local,
+    kv_cache_groups,
+    longest_context,
+    no_memory_error,
+    uniform_page,
+    vllm_cache_dtype,
+)
 from kvcalc.errors import MESSAGE, KvcalcError, KvcalcWarning
 from kvcalc.formats import StorageFormat
 from kvcalc.results import EngineResult

@@ -182,8 +182,8 @@ def _generic(c: _Cfg) -> dict[str, Any]:
 def _dtype(data: dict[str, Any], outer: dict[str, Any], model_type: str, path: str | None) -> str:
     """`torch_dtype` or `dtype` (the text config's, else the top level's) as a kvcalc format
     name; bf16 when absent, except the families in DEFAULT_DTYPE."""
-    from kvcalc.formats import canonical_name
     from kvcalc.errors import UnknownNameError
+    from kvcalc.formats import canonical_name
 
     for d in (data, outer):
         for key in ("torch_dtype", "dtype"):

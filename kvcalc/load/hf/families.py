@@ -211,10 +211,9 @@ def _falcon(c: _Cfg) -> dict[str, Any]:
                  kv_keys=("num_kv_heads", "n_head_kv"))
     f["attention_bias"] = c.flag("bias", default=False)
     new_arch = c.flag("new_decoder_architecture", default=False)
-    if c.model_type in _FALCON_RW:
-        if c.get("num_kv_heads", "n_head_kv") is not None or f["hidden_size"] == 8192:
-            new_arch = True
-            f.setdefault("n_kv_heads", 1)  # RWConfig: n_head_kv None -> 1
+    if c.model_type in _FALCON_RW and (c.get("num_kv_heads", "n_head_kv") is not None or f["hidden_size"] == 8192):
+        new_arch = True
+        f.setdefault("n_kv_heads", 1)  # RWConfig: n_head_kv None -> 1
     if new_arch or not c.flag("multi_query", default=True):
         f.setdefault("n_kv_heads", f["n_heads"])
     else:

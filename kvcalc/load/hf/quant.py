@@ -89,7 +89,7 @@ def _regex_problem(regex: str) -> str | None:
     try:
         from re import _parser as sre  # type: ignore[attr-defined]
     except ImportError:  # Python 3.10
-        import sre_parse as sre  # type: ignore[no-redef]
+        import sre_parse as sre
     try:
         tree = sre.parse(regex)
     except (re.error, RecursionError, OverflowError) as e:

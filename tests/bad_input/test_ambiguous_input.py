@@ -109,18 +109,38 @@ def test_a_tensor_split_from_the_api_is_checked_too() -> None:
     assert e.value.field == "tensor_split"
 
 
-@pytest.mark.parametrize("engine", ["ideal", "llamacpp"])
-def test_capacity_of_a_model_without_a_per_token_cache(tmp_path: Path, engine: str) -> None:
-    # before: "KV cache tokens 0" (ideal), or 4,096 cells of 0 B (llama.cpp)
-    (tmp_path / "pm.yaml").write_text("name: pure-mamba\nsource: test\nn_layers: 4\nn_heads: 8\nhidden_size: 512\n"
-                                      "layer_pattern: [mamba]\nmamba_d_state: 16\nmamba_d_conv: 4\nmamba_expand: 2\n"
-                                      "max_position_embeddings: 4096\n")
-    extra = ("-c", "4096") if engine == "llamacpp" else ("--kv-memory", "10GiB")
+PURE_MAMBA = ("name: pure-mamba\nsource: test\nn_layers: 4\nn_heads: 8\nhidden_size: 512\nlayer_pattern: [mamba]\n"
+              "mamba_d_state: 16\nmamba_d_conv: 4\nmamba_expand: 2\nmax_position_embeddings: 4096\n")
+#: 4 layers x (1,024 x 3 conv + 1,024 x 16 ssm) values x 2 B = 155,648 B of state per sequence
+PURE_MAMBA_STATE_BYTES = 4 * (1024 * 3 + 1024 * 16) * 2
+
+
+@pytest.mark.parametrize("engine,extra", [("llamacpp", ("-c", "4096")), ("vllm", ("--kv-memory", "10GiB"))])
+def test_capacity_of_a_model_without_a_per_token_cache_on_an_engine(tmp_path: Path, engine: str, extra) -> None:
+    # before: 4,096 cells of 0 B (llama.cpp); an engine's allocation of state alone is not modelled
+    (tmp_path / "pm.yaml").write_text(PURE_MAMBA)
     line = refused(tmp_path, "capacity", "pm.yaml", "--engine", engine, *extra)
-    # 4 layers x (1,024 x 3 conv + 1,024 x 16 ssm) values x 2 B = 155,648 B
     assert line == ("error: pure-mamba has no per-token KV cache (every layer is mamba / linear attention), so a "
                     "capacity in tokens does not apply; its fixed state is 155,648 B per sequence, whatever the "
-                    "context (kvcalc estimate shows it)")
+                    f"context (kvcalc estimate shows it); kvcalc does not model how {engine} allocates a model with "
+                    "state alone: --engine ideal with --kv-memory gives how many sequences' state fits")
+
+
+@pytest.mark.parametrize("concurrency,fits", [(None, None), (68_985, True), (68_986, False)])
+def test_capacity_of_a_model_without_a_per_token_cache_is_its_sequences(tmp_path: Path, concurrency, fits) -> None:
+    # issue 23 item 7: before, refused; now the sequences whose state fits, at any context:
+    # 10 GiB = 10,737,418,240 B // 155,648 B = 68,985 sequences (10,737,377,280 B of state)
+    (tmp_path / "pm.yaml").write_text(PURE_MAMBA)
+    more = () if concurrency is None else ("--concurrency", str(concurrency))
+    r = run_cli("capacity", "pm.yaml", "--kv-memory", "10GiB", *more, "-f", "json", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    d = json.loads(r.stdout)
+    assert 10 * 2**30 // PURE_MAMBA_STATE_BYTES == 68_985
+    assert (d["max_concurrency"], d["engine_state_bytes"], d["kv_cache_tokens"]) == (68_985.0, 68_985 * 155_648, 0)
+    assert d["notes"][0] == ("68,985 sequences of 155,648 B of state each fit in 10,737,418,240 B, at any context "
+                             "(no per-token KV cache: every layer is mamba / linear attention)")
+    if fits is not None:
+        assert d["longest_context"] == (None if fits else 0)
 
 
 # ----- item 11: the right field named --------------------------------------------------------

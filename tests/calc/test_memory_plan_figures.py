@@ -7,14 +7,13 @@ mutation run (docs/mutation.md)."""
 from __future__ import annotations
 
 import pytest
+from specs import DSV2_LITE, GEMMA3_27B, LLAMA_8B  # noqa: E402  (tests/calc/specs.py)
 
 from kvcalc.calc import roofline
 from kvcalc.calc.memory_plan import Layout, Planner, activation_reserve_bytes
 from kvcalc.errors import KvcalcError
 from kvcalc.load.gpus import get_gpu
 from kvcalc.schema import GpuSpec, ModelSpec
-
-from specs import DSV2_LITE, GEMMA3_27B, LLAMA_8B  # noqa: E402  (tests/calc/specs.py)
 
 # configs/models/jamba-1.5-mini.yaml (ai21labs/AI21-Jamba-1.5-Mini config.json): attention at
 # layers 4, 12, 20, 28; mamba d_state 16, d_conv 4, expand 2; MoE every other layer

@@ -1,7 +1,7 @@
 """`kvcalc.calc.plan`'s layouts, exactly: llama.cpp on one device and on equal devices, a fixed
 set of GPUs with a price, the order of equal layouts, the target checks at their limits, and
 the result's echo of the request. Figures derived in the comments (llama-3.1-8b's weights,
-reserves and KV per token as in test_plan_why_not_exact.py)."""
+reserves and KV per token as in test_plan_why_not.py)."""
 
 from __future__ import annotations
 

@@ -119,7 +119,7 @@ def test_q8_0_weights_is_the_llamacpp_fix_when_the_kv_is_q8_0():
     # 13 x 32k, q8_0 KV (2,281,701,376 B a sequence), f16 weights: 16,060,522,496 + 29,662,117,888
     # + 1,259,601,920 = 46,982,242,304 B = 43.76 GiB > 40.5 GiB. q8_0 KV is what it has (skipped);
     # q8_0 weights (9,517,408,256 B: the q8_0 layout's weights, see test_llamacpp_single_device in
-    # test_plan_layouts_exact.py) + 29,662,117,888 + 1,259,601,920 = 40,439,128,064 B fits.
+    # test_plan_layouts.py) + 29,662,117,888 + 1,259,601,920 = 40,439,128,064 B fits.
     # context: 26,155,094,835 // (13 x 69,632 B a token) = 28,893; sequences // 2,281,701,376 = 11
     r = kvcalc.plan("llama-3.1-8b", seq_len="32k", concurrency=13, max_gpus=1, gpus="l40s", kv_dtypes="q8_0",
                     weight_dtypes="f16", engine="llamacpp")

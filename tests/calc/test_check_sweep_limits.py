@@ -105,7 +105,7 @@ def test_sweep_without_a_gpu_uses_n_params_when_the_shapes_are_missing():
 
 
 def test_sweep_with_a_gpu_keeps_the_layout_and_reports_progress():
-    # tp 2 on the h100: weights per GPU 8,030,527,488 B (see test_plan_layouts_exact.py); KV 1 x
+    # tp 2 on the h100: weights per GPU 8,030,527,488 B (see test_plan_layouts.py); KV 1 x
     # 1024 x 65,536 B (4 heads a rank); the progress wrapper sees every point, contexts fastest
     seen = []
 

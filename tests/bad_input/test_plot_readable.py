@@ -61,17 +61,17 @@ def test_context_ticks_stay_few_and_spread_on_the_log_axis() -> None:
     assert ticks[0] == 1000 and ticks[-1] == 40000 and len(ticks) <= plot.MAX_CONTEXT_TICKS
     # each tick at least (40,000 / 1,000)^(1/11) = 1.398 x the one before, the last included
     ratio = 40 ** (1 / 11)
-    assert all(b >= a * ratio for a, b in zip(ticks[:-2], ticks[1:-1]))
+    assert all(b >= a * ratio for a, b in zip(ticks[:-2], ticks[1:-1], strict=True))
     assert plot._context_ticks([1024, 8192]) == [1024, 8192]
 
 
 def test_a_third_party_warning_becomes_one_kvcalc_line() -> None:
     @plot._third_party_warnings_as_one_line
     def noisy() -> int:
-        warnings.warn("constrained_layout not applied because axes sizes collapsed to zero.", UserWarning)
-        warnings.warn("constrained_layout not applied because axes sizes collapsed to zero.", UserWarning)
-        warnings.warn("Glyph 8722 missing from font(s)", RuntimeWarning)
-        warnings.warn("ours", KvcalcWarning)
+        warnings.warn("constrained_layout not applied because axes sizes collapsed to zero.", UserWarning, stacklevel=2)
+        warnings.warn("constrained_layout not applied because axes sizes collapsed to zero.", UserWarning, stacklevel=2)
+        warnings.warn("Glyph 8722 missing from font(s)", RuntimeWarning, stacklevel=2)
+        warnings.warn("ours", KvcalcWarning, stacklevel=2)
         return 7
 
     with warnings.catch_warnings(record=True) as caught:
@@ -82,3 +82,23 @@ def test_a_third_party_warning_becomes_one_kvcalc_line() -> None:
         (KvcalcWarning, "the plot may be hard to read: the plotting library said: constrained_layout not applied "
                         "because axes sizes collapsed to zero. (and 1 more)"),
     ]
+
+
+@pytest.mark.parametrize("with_gpu,tp,title,ylabel", [
+    (False, 1, "Memory: weights + KV cache", "memory (GiB = 2^30 B)"),
+    (False, 2, "Memory per rank: weights + KV cache", "memory per rank (GiB = 2^30 B)"),
+    (True, 1, "Memory per GPU: weights + KV cache + reserves", "memory per GPU (GiB = 2^30 B)"),
+])
+def test_the_memory_panel_says_per_gpu_only_with_a_gpu(with_gpu: bool, tp: int, title: str, ylabel: str) -> None:
+    # issue 23 friction 9: `sweep --plot` without --gpu titled its panel "Memory per GPU"
+    from kvcalc.calc.memory_plan import Layout
+    from kvcalc.load.gpus import get_gpu
+
+    plt = plot.pyplot()
+    fig, grid = plt.subplots(1, 2 if with_gpu else 1, squeeze=False)
+    rows = [{"batch": 1, "seq_len": 1024, "memory_bytes_per_gpu": 2**30, "tokens_per_s": 1e3, "fits": True}]
+    try:
+        plot._value_axes(list(grid[0]), rows, get_gpu("h100-sxm") if with_gpu else None, Layout(tp=tp))
+        assert (grid[0][0].get_title(), grid[0][0].get_ylabel()) == (title, ylabel)
+    finally:
+        plt.close(fig)

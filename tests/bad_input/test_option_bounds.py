@@ -15,8 +15,19 @@ import sys
 import pytest
 
 from kvcalc.errors import KvcalcError
-from kvcalc.units import (BOUNDS, LLAMACPP_MAX_N_CTX, MAX_CONCURRENCY, MAX_DEVICE_BYTES, MAX_GPUS, MAX_PLAN_GPUS,
-                          MAX_SEQ_LEN, MAX_STEPS, check_bound, parse_count, parse_size)
+from kvcalc.units import (
+    BOUNDS,
+    LLAMACPP_MAX_N_CTX,
+    MAX_CONCURRENCY,
+    MAX_DEVICE_BYTES,
+    MAX_GPUS,
+    MAX_PLAN_GPUS,
+    MAX_SEQ_LEN,
+    MAX_STEPS,
+    check_bound,
+    parse_count,
+    parse_size,
+)
 
 #: runs each case in-process and prints [exit code, stdout, stderr] per case as JSON
 DRIVER = """
@@ -94,7 +105,7 @@ def matrix_results() -> list[tuple[tuple[str, list[str], str], list]]:
     proc = subprocess.run([sys.executable, "-c", DRIVER], input=json.dumps([c[1] for c in cases]),
                           capture_output=True, text=True, timeout=240)  # the harness's time bound
     assert proc.returncode == 0, proc.stderr[-2000:]
-    return list(zip(cases, json.loads(proc.stdout.strip().splitlines()[-1])))
+    return list(zip(cases, json.loads(proc.stdout.strip().splitlines()[-1]), strict=True))
 
 
 def _valid_json_or_empty(stdout: str) -> None:
