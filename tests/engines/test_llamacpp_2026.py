@@ -45,8 +45,7 @@ INDEXER_CASES = [
     # MiniMax-M3 (minimax-m3): 60 layers x 4 KV heads x 128 x 2 B = 61,440 B K (V the same); indexer on
     # layers >= n_layer_dense_lead (3): 57 x 128 x 2 B = 14,592 B K and, the hparams copy not being MLA,
     # 57 x 1 head x value_length 128 x 2 B = 14,592 B V; 152,064 B a cell, 4,982,833,152 B
-    ("minimax-m3", "llama_kv_cache_msa", 60, 57, 61_440 * 32_768, 61_440 * 32_768, 14_592 * 32_768,
-     14_592 * 32_768),
+    ("minimax-m3", "llama_kv_cache_msa", 60, 57, 61_440 * 32_768, 61_440 * 32_768, 14_592 * 32_768, 14_592 * 32_768),
 ]
 
 
@@ -95,8 +94,13 @@ MIMO_CASES = [
     ({}, 1_024, 32_768 * 13_824 + 1_024 * 119_808, 32_768 * 9_216 + 1_024 * 79_872, None),
     # llama-cli, -fa off: SWA cells GGML_PAD(128 + 512, 256) = 768; V padded
     # K 32,768 x 13,824 + 768 x 119,808 = 544,997,376; V 32,768 x 18,432 + 768 x 79,872 = 665,321,472
-    ({"tool": "llama-cli", "flash_attn": "off"}, 768, 32_768 * 13_824 + 768 * 119_808,
-     32_768 * 18_432 + 768 * 79_872, 1_024),
+    (
+        {"tool": "llama-cli", "flash_attn": "off"},
+        768,
+        32_768 * 13_824 + 768 * 119_808,
+        32_768 * 18_432 + 768 * 79_872,
+        1_024,
+    ),
 ]
 
 
@@ -105,8 +109,10 @@ def test_mimo_v2_iswa(opts, swa_cells, k_bytes, v_bytes, pad_to):
     r = llamacpp.allocate(load_model("mimo-v2-flash"), 32_768, F16, F16, options=LlamacppOptions(**opts))
     assert (r.k_bytes, r.v_bytes) == (k_bytes, v_bytes)
     assert f"llama_kv_cache_iswa: creating     SWA KV cache, size = {swa_cells} cells" in r.log_lines
-    pad = ("llama_kv_cache: the V embeddings have different sizes across layers and FA is not enabled - padding V "
-           f"cache to {pad_to}")
+    pad = (
+        "llama_kv_cache: the V embeddings have different sizes across layers and FA is not enabled - padding V "
+        f"cache to {pad_to}"
+    )
     assert r.log_lines.count(pad) == (2 if pad_to else 0)
 
 
@@ -115,8 +121,9 @@ def test_gemma4_fa_off_pads_the_global_v_rows():
     sliding layers' 8 x 256 = 2,048 (n_embd_v_gqa_max): 32,768 x 5 x 2,048 x 2 B = 671,088,640 B of V there,
     K 32,768 x 5 x 1,024 x 2 = 335,544,320; SWA cells GGML_PAD(1,024 + 512, 256) = 1,536, K = V =
     1,536 x 25 x 2,048 x 2 B = 157,286,400."""
-    r = llamacpp.allocate(load_model("gemma-4-26b-a4b"), 32_768, F16, F16,
-                          options=LlamacppOptions(tool="llama-cli", flash_attn="off"))
+    r = llamacpp.allocate(
+        load_model("gemma-4-26b-a4b"), 32_768, F16, F16, options=LlamacppOptions(tool="llama-cli", flash_attn="off")
+    )
     assert (r.k_bytes, r.v_bytes) == (335_544_320 + 157_286_400, 671_088_640 + 157_286_400)
 
 
@@ -124,8 +131,9 @@ def test_mimo_v2_without_sliding_window_is_refused(tmp_path):
     import json
     from pathlib import Path
 
-    cfg = json.loads((Path(__file__).parents[1] / "data" / "hf-configs-2026" / "XiaomiMiMo--MiMo-V2-Flash.json")
-                     .read_text())
+    cfg = json.loads(
+        (Path(__file__).parents[1] / "data" / "hf-configs-2026" / "XiaomiMiMo--MiMo-V2-Flash.json").read_text()
+    )
     del cfg["sliding_window"]
     (tmp_path / "config.json").write_text(json.dumps(cfg))
     with pytest.raises(KvcalcError, match="writes the config's sliding_window as the GGUF's n_swa"):
@@ -181,8 +189,10 @@ def test_deepseek_v4_dsv4_cache(opts, streams, k_bytes, state_bytes):
     ]
     assert "llama_kv_cache_dsv4: creating DSV4 CSA compressed KV cache, size = 8192 cells" in r.log_lines
     assert not any("no SWA cache" in n for n in r.notes)  # the raw iswa cache is window-sized
-    assert (f"llama_dsv4_comp_state: hca ratio = 128, state = 128 x 512, streams = {streams}, rs_seq = 0, layers = 20, "
-            f"size = {10 * streams:7.2f} MiB") in r.log_lines
+    assert (
+        f"llama_dsv4_comp_state: hca ratio = 128, state = 128 x 512, streams = {streams}, rs_seq = 0, layers = 20, "
+        f"size = {10 * streams:7.2f} MiB"
+    ) in r.log_lines
 
 
 def test_deepseek_v4_refuses_different_k_and_v_types():

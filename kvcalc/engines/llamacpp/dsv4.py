@@ -29,8 +29,17 @@ A compress ratio other than 0, 4 and 128 gets no compressed cache in llama.cpp
 from __future__ import annotations
 
 from kvcalc.calc.kv_cache import ENGINES_MODEL_TODAY, refuse_unmodelled_layers
-from kvcalc.engines.llamacpp.common import (N_CTX_PAD, RECURRENT_BYTES, SWA_FULL_REF, SWA_PAD, Caches, Layers,
-                                            cache_lines, device_name, pad)
+from kvcalc.engines.llamacpp.common import (
+    N_CTX_PAD,
+    RECURRENT_BYTES,
+    SWA_FULL_REF,
+    SWA_PAD,
+    Caches,
+    Layers,
+    cache_lines,
+    device_name,
+    pad,
+)
 from kvcalc.engines.llamacpp.models_2026 import row_bytes
 from kvcalc.errors import MESSAGE, KvcalcError
 from kvcalc.schema import ModelSpec
@@ -54,17 +63,23 @@ def check_dsv4_model(model: ModelSpec) -> None:
     refuse_unmodelled_layers(model, "llama.cpp", DSV4_FEATURES)
     odd = sorted({x.compress_ratio for x in model.layers} - {0, DSV4_CSA_RATIO, DSV4_HCA_RATIO})
     if odd or any(x.kind != "sliding" for x in model.layers):
-        raise KvcalcError(f"{model.name}: llama.cpp 0c1e570's llama_kv_cache_dsv4 takes compress ratios 0, 4 and 128 "
-                          f"on sliding layers (src/llama-kv-cache-dsv4.cpp 18-19); this config has "
-                          f"{odd or 'a layer that does not slide'}", field="model", value=model.name, form=MESSAGE)
+        raise KvcalcError(
+            f"{model.name}: llama.cpp 0c1e570's llama_kv_cache_dsv4 takes compress ratios 0, 4 and 128 "
+            f"on sliding layers (src/llama-kv-cache-dsv4.cpp 18-19); this config has "
+            f"{odd or 'a layer that does not slide'}",
+            field="model",
+            value=model.name,
+            form=MESSAGE,
+        )
 
 
 def _k_only(per_cell: list[tuple[int, int]]) -> list[tuple[int, int]]:
     return [(k, 0) for k, _ in per_cell]
 
 
-def dsv4_caches(model: ModelSpec, lay: Layers, cells: int, *, parallel: int, swa_full: bool, n_ubatch: int,
-                n_ctx: int) -> Caches:
+def dsv4_caches(
+    model: ModelSpec, lay: Layers, cells: int, *, parallel: int, swa_full: bool, n_ubatch: int, n_ctx: int
+) -> Caches:
     """The four K-only caches of `llama_kv_cache_dsv4` (module docstring), each with `parallel`
     streams; lines as llama.cpp logs them. K bytes = sum over caches of cells x streams x rows."""
     buffers: dict[str, tuple[int, int]] = {}
@@ -76,26 +91,31 @@ def dsv4_caches(model: ModelSpec, lay: Layers, cells: int, *, parallel: int, swa
         lines.append(f"llama_kv_cache_iswa: using full-size SWA cache (ref: {SWA_FULL_REF})")
         size_swa = cells
     lines.append(f"llama_kv_cache_iswa: creating non-SWA KV cache, size = {cells} cells")
-    more, k_tot, _ = cache_lines("llama_kv_cache", cells, parallel, parallel, [], k_cell, lay.dev, lay.tk, lay.tv,
-                                 buffers)
+    more, k_tot, _ = cache_lines(
+        "llama_kv_cache", cells, parallel, parallel, [], k_cell, lay.dev, lay.tk, lay.tv, buffers
+    )
     lines += more
     lines.append(f"llama_kv_cache_iswa: creating     SWA KV cache, size = {size_swa} cells")
-    more, k, _ = cache_lines("llama_kv_cache", size_swa, parallel, parallel, lay.att, k_cell, lay.dev, lay.tk,
-                             lay.tv, buffers)
+    more, k, _ = cache_lines(
+        "llama_kv_cache", size_swa, parallel, parallel, lay.att, k_cell, lay.dev, lay.tk, lay.tv, buffers
+    )
     lines += more
     k_tot += k
     csa = [i for i in lay.att if model.layers[i].compress_ratio == DSV4_CSA_RATIO]
     hca = [i for i in lay.att if model.layers[i].compress_ratio == DSV4_HCA_RATIO]
     lid_row = row_bytes(lay.tk, model.index_head_dim or 0, "indexer K row", "k_dtype")
     lid_cell = [(lid_row, 0)] * len(model.layers)  # one head of indexer_head_size; only the CSA layers are in it
-    for what, ratio, layers, rows in (("CSA compressed", DSV4_CSA_RATIO, csa, k_cell),
-                                      ("HCA compressed", DSV4_HCA_RATIO, hca, k_cell),
-                                      ("lightning-indexer", DSV4_CSA_RATIO, csa, lid_cell)):
+    for what, ratio, layers, rows in (
+        ("CSA compressed", DSV4_CSA_RATIO, csa, k_cell),
+        ("HCA compressed", DSV4_HCA_RATIO, hca, k_cell),
+        ("lightning-indexer", DSV4_CSA_RATIO, csa, lid_cell),
+    ):
         comp = max(1, -(-cells // ratio))
         lines.append(f"{CLS}: creating DSV4 {what} KV cache, size = {comp} cells")
         own: dict[str, tuple[int, int]] = {}
-        more, k, _ = cache_lines("llama_kv_cache", pad(comp, N_CTX_PAD), parallel, parallel, layers, rows, lay.dev,
-                                 lay.tk, lay.tv, own)
+        more, k, _ = cache_lines(
+            "llama_kv_cache", pad(comp, N_CTX_PAD), parallel, parallel, layers, rows, lay.dev, lay.tk, lay.tv, own
+        )
         lines += more
         k_tot += k
         for name, (_, b) in own.items():  # the same layers again: bytes, not more layers
@@ -110,11 +130,12 @@ def dsv4_state_lines(model: ModelSpec, dev: list[int], n_seq_max: int) -> tuple[
     n_embd_head_k() is layer 0's K head (512), indexer_head_size `index_head_dim`."""
     head = model.layers[0].head_dim_k
     idx = model.index_head_dim or 0
-    states = (("csa", DSV4_CSA_RATIO, 2 * DSV4_CSA_RATIO, 2 * head, DSV4_CSA_RATIO),
-              ("hca", DSV4_HCA_RATIO, DSV4_HCA_RATIO, head, DSV4_HCA_RATIO),
-              ("lid", DSV4_CSA_RATIO, 2 * DSV4_CSA_RATIO, 2 * idx, DSV4_CSA_RATIO))
-    titles = {"csa": "CSA compressor state", "hca": "HCA compressor state",
-              "lid": "lightning-indexer compressor state"}
+    states = (
+        ("csa", DSV4_CSA_RATIO, 2 * DSV4_CSA_RATIO, 2 * head, DSV4_CSA_RATIO),
+        ("hca", DSV4_HCA_RATIO, DSV4_HCA_RATIO, head, DSV4_HCA_RATIO),
+        ("lid", DSV4_CSA_RATIO, 2 * DSV4_CSA_RATIO, 2 * idx, DSV4_CSA_RATIO),
+    )
+    titles = {"csa": "CSA compressor state", "hca": "HCA compressor state", "lid": "lightning-indexer compressor state"}
     lines: list[str] = []
     total = 0
     for name, ratio, state_size, n_embd_state, on in states:
@@ -124,10 +145,14 @@ def dsv4_state_lines(model: ModelSpec, dev: list[int], n_seq_max: int) -> tuple[
         own: dict[str, int] = {}
         for il in layers:
             own[device_name(dev[il])] = own.get(device_name(dev[il]), 0) + per_layer
-        lines += [f"llama_dsv4_comp_state: {d:>10} DSV4 {name} state buffer size = {own[d] / 2**20:8.2f} MiB"
-                  for d in sorted(own)]
+        lines += [
+            f"llama_dsv4_comp_state: {d:>10} DSV4 {name} state buffer size = {own[d] / 2**20:8.2f} MiB"
+            for d in sorted(own)
+        ]
         size = per_layer * len(layers)
-        lines.append(f"llama_dsv4_comp_state: {name} ratio = {ratio}, state = {state_size} x {n_embd_state}, "
-                     f"streams = {n_seq_max}, rs_seq = 0, layers = {len(layers)}, size = {size / 2**20:7.2f} MiB")
+        lines.append(
+            f"llama_dsv4_comp_state: {name} ratio = {ratio}, state = {state_size} x {n_embd_state}, "
+            f"streams = {n_seq_max}, rs_seq = 0, layers = {len(layers)}, size = {size / 2**20:7.2f} MiB"
+        )
         total += size
     return lines, total, []

@@ -71,8 +71,7 @@ def indexer_row_bytes(model: ModelSpec, il: int, tk: str, tv: str, with_v: bool)
     return kb, vb
 
 
-def indexer_caches(model: ModelSpec, lay: Layers, cells: int, n_stream: int, n_seq_max: int,
-                   n_ctx: int) -> Caches:
+def indexer_caches(model: ModelSpec, lay: Layers, cells: int, n_stream: int, n_seq_max: int, n_ctx: int) -> Caches:
     """The main cache and the indexer cache of `llama_kv_cache_dsa` / `_msa`, each of `cells`
     cells per stream: the main one over the attention layers (`lay.att`), the indexer one over
     the layers with an indexer. K bytes = cells x n_stream x sum of K rows, V the same."""
@@ -85,8 +84,9 @@ def indexer_caches(model: ModelSpec, lay: Layers, cells: int, n_stream: int, n_s
     per_cell = [indexer_row_bytes(model, i, lay.tk, lay.tv, with_v) for i in range(len(model.layers))]
     lines.append(f"{cls}: creating indexer KV cache, size = {cells} cells")
     own: dict[str, tuple[int, int]] = {}
-    more, k2, v2 = cache_lines("llama_kv_cache", cells, n_stream, n_seq_max, idx, per_cell, lay.dev, lay.tk,
-                               lay.tv, own)
+    more, k2, v2 = cache_lines(
+        "llama_kv_cache", cells, n_stream, n_seq_max, idx, per_cell, lay.dev, lay.tk, lay.tv, own
+    )
     lines += more
     for name, (_, b) in own.items():  # the indexer rows sit on their layers' devices: bytes, not more layers
         n, total = buffers.get(name, (0, 0))
