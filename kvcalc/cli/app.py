@@ -48,6 +48,9 @@ COMMANDS = (
     LazyCommand("plan", "kvcalc.cli.plan:plan",
                 "The GPUs, layout and engine command that serve CONCURRENCY sequences of SEQ_LEN tokens within "
                 "the targets: fewest GPUs first, then the lowest cost (--prices), then the most tokens/s."),
+    LazyCommand("transfer", "kvcalc.cli.transfer:transfer",
+                "The KV bytes one request moves from prefill to decode ranks, per rank pair, over a link; the "
+                "prefill:decode GPU ratio."),
 )
 
 

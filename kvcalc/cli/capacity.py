@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Optional
 import typer
 
 from kvcalc.calc.defaults import DEFAULT_BW_EFFICIENCY, DEFAULT_FLOPS_EFFICIENCY, DEFAULT_GPU_MEMORY_UTILIZATION
-from kvcalc.cli.options import (RevisionOpt, TrustPlainOpt, EngineOpt, FormatOpt, GpuOpt, KvFormatOptions, LayoutOptions, LlamacppFlags, ModelArg,
+from kvcalc.cli.options import (RevisionOpt, TrustPlainOpt, EngineOpt, FormatOpt, GpuOpt, KvFormatOptions, KvMemoryOptions, LayoutOptions, LlamacppFlags, ModelArg,
                                 OptionGroup, SglangFlags, VllmFlags, check_positive, engine_options, only,
                                 option_groups, refuse_other_engines, refuse_typed, make_layout, UtilOpt, WeightDtypeOpt, with_help)
 from kvcalc.cli.output import check_format, emit_parts, handle_errors, show_result
@@ -82,7 +82,7 @@ class RequestOptions(OptionGroup):
 def capacity(
     ctx: typer.Context,
     model: ModelArg,
-    kv_memory: Annotated[Optional[str], typer.Option("--kv-memory", "-m", help="KV memory per GPU rank: 6.51GiB, 80GB or bytes (vLLM: 'Available KV cache memory'; SGLang: the static pool budget).")] = None,
+    memory: KvMemoryOptions = KvMemoryOptions(),
     engine: EngineOpt = "ideal",
     requests: RequestOptions = RequestOptions(),
     layout: Annotated[LayoutOptions, only("tp", "pp", "dp", dp="Data-parallel replicas: each has its own KV memory and requests, so the figures are per replica (as vLLM logs them).", pp="Pipeline stages: 1 only (capacity figures one GPU rank holding every layer; `kvcalc estimate --pp N --gpu G` plans stages).")] = LayoutOptions(),
@@ -100,6 +100,7 @@ def capacity(
     from kvcalc.units import parse_count, parse_size
 
     name = canonical(engine)
+    kv_memory = memory.kv_memory
     concurrency = requests.concurrency
     check_positive(tp=layout.tp, pp=layout.pp, dp=layout.dp, block_size=vllm.block_size, page_size=sglang.page_size,
                    parallel=llamacpp.parallel, concurrency=concurrency, ubatch_size=llamacpp.ubatch_size, batch_size=llamacpp.batch_size,
@@ -121,12 +122,30 @@ def capacity(
     res = run_capacity(req)
     if basis is not None:
         res = res.model_copy(update={"kv_memory_basis": basis})
+    extra = beyond_the_gpu(memory, req, res, dp=layout.dp, gpu=source.gpu, layout=source.layout(layout.tp))
     title = (f"KV capacity: {spec.name} on {name}" + (f", tp {layout.tp}" if layout.tp > 1 else "")
              + (f", per replica of dp {layout.dp}" if layout.dp > 1 else ""))
     if fmt == "table":
         show_result(res, title)
+        emit_parts(extra, fmt)
         return
-    emit_parts([(res, lambda: None)], fmt)
+    emit_parts([(res, lambda: None), *extra], fmt)
+
+
+def beyond_the_gpu(memory: KvMemoryOptions, req: Any, res: Any, *, dp: int, gpu: str | None, layout: Any) -> list:
+    """The (result, table) parts after the engine's own: the offload tier, its log lines as plain
+    text, the shared prefix, loading it back or recomputing it (`offload_request.capacity_extras`)."""
+    from kvcalc.offload_request import capacity_extras
+    from kvcalc.report.offload import log_text, part_table
+    from kvcalc.results.offload import NoKeys
+
+    parts: list = []
+    for part, title in capacity_extras(memory.settings(), req, res, hit_rate=memory.prefix_hit_rate,
+                                       link=memory.link, dp=dp, gpu=gpu, layout=layout):
+        parts.append((part, lambda p=part, t=title: part_table(p, t)))
+        if getattr(part, "offload", None) is not None and part.offload.log_lines:
+            parts.append((NoKeys(), lambda p=part: log_text(p.offload.engine, p.offload.log_lines)))
+    return parts
 
 
 def check_sources(ctx: typer.Context, name: str, layout: LayoutOptions, source: SourceOptions,

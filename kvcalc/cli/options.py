@@ -709,3 +709,49 @@ def _split(text: str | None) -> list[float] | None:
         raise KvcalcError("every share must be a finite number >= 0 (write 63,37)", option="--tensor-split",
                           value=text)
     return shares
+
+
+# ----- KV memory and the tier below the GPU (`kvcalc capacity`) ---------------------------
+
+
+class KvMemoryOptions(OptionGroup):
+    """The memory the KV cache takes: --kv-memory on each GPU rank, the tier below the GPU with
+    the host that holds it, and a prefix the requests share (see the module docstring)."""
+
+    panel: ClassVar[Optional[str]] = "KV memory, offload tiers and shared prefixes"
+    kv_memory: Annotated[Optional[str], typer.Option("--kv-memory", "-m", help="KV memory per GPU rank: 6.51GiB, 80GB or bytes (vLLM: 'Available KV cache memory'; SGLang: the static pool budget).")] = None
+    kv_offloading_size: Annotated[Optional[str], typer.Option("--kv-offloading-size", help="vLLM: CPU offload buffer in GiB (2^30 B) for ALL tensor-parallel ranks together, as vLLM reads it (100 = 100 GiB; '100GB' is refused with the GiB figure to pass).")] = None
+    kv_offloading_backend: Annotated[str, typer.Option("--kv-offloading-backend", help="vLLM: native (CPU offload in vLLM) or lmcache (vLLM 0.33 starts LMCache's multi-process connector; size it with --lmcache-l1-size).")] = "native"
+    blocks_per_chunk: Annotated[int, typer.Option("--offload-blocks-per-chunk", help="vLLM native offload: GPU blocks per CPU chunk (kv_connector_extra_config blocks_per_chunk).")] = 1
+    lmcache_cpu_size: Annotated[Optional[str], typer.Option("--lmcache-cpu-size", help="LMCache in-process connector: LMCACHE_MAX_LOCAL_CPU_SIZE, GiB per tensor-parallel worker (LMCache logs it as 'GB').")] = None
+    lmcache_l1_size: Annotated[Optional[str], typer.Option("--lmcache-l1-size", help="LMCache multi-process server: --l1-size-gb, GiB, one server per node.")] = None
+    hicache_ratio: Annotated[Optional[float], typer.Option("--hicache-ratio", help="SGLang HiCache: host pool tokens per device pool token, per rank (SGLang's default 2.0, cut to fit the host when --host-memory is given).")] = None
+    hicache_size: Annotated[Optional[str], typer.Option("--hicache-size", help="SGLang HiCache: host pool per rank in GB (10^9 B), a whole number; overrides --hicache-ratio.")] = None
+    hicache_host_memory_fraction: Annotated[Optional[float], typer.Option("--hicache-host-memory-fraction", help="SGLang HiCache: share of the host (after a 10 GiB reserve) the pools may take when neither ratio nor size is given (default 0.8).")] = None
+    hierarchical_cache: Annotated[bool, typer.Option("--enable-hierarchical-cache", help="SGLang HiCache with its defaults (ratio 2.0, cut to fit the host when --host-memory is given); implied by the --hicache-* options.")] = False
+    no_kv_offload: Annotated[bool, typer.Option("--no-kv-offload", "-nkvo", help="llama.cpp: keep the KV cache in host memory.")] = False
+    host_memory: Annotated[Optional[str], typer.Option("--host-memory", help="Host memory per node (2TB, 1.5TiB): pinned offload buffers are checked against it and refused when they exceed it.")] = None
+    gpus_per_node: Annotated[int, typer.Option("--gpus-per-node", help="GPUs (ranks) per node, for host bytes per node.")] = 8
+    shared_prefix: Annotated[Optional[str], typer.Option("--shared-prefix", help="Tokens every request shares (a system prompt, 12k): reusable whole blocks, footprint, concurrency, prefill saved.")] = None
+    prefix_hit_rate: Annotated[float, typer.Option("--prefix-hit-rate", help="Share of requests that find the shared prefix cached (prefill saved).")] = 1.0
+    link: Annotated[Optional[str], typer.Option("--link", help="Links to time a prefix load over (comma list of kvcalc/data/links.yaml keys: pcie5-x16, nvlink-c2c, nvme-gen5, rdma-400g ...). Default: every host, storage and network link. Needs --gpu (the prefill model).")] = None
+
+    def settings(self) -> Any:
+        """The `engines.offload_rules.OffloadSettings` of these options (--host-memory, --shared-prefix
+        parsed). Each engine size flag stays as typed: it is read in the engine's own unit
+        (vLLM and LMCache GiB, SGLang GB; `engines.offload_rules.engine_number`)."""
+        from kvcalc.engines.offload_rules import OffloadSettings
+        from kvcalc.units import parse_count, parse_size
+
+        check_positive(gpus_per_node=self.gpus_per_node, blocks_per_chunk=self.blocks_per_chunk)
+        host = parse_size(self.host_memory, "--host-memory") if self.host_memory else None
+        prefix = parse_count(self.shared_prefix, "--shared-prefix") if self.shared_prefix is not None else 0
+        return OffloadSettings(kv_offloading_size=self.kv_offloading_size,
+                               kv_offloading_backend=self.kv_offloading_backend.strip().lower(),
+                               blocks_per_chunk=self.blocks_per_chunk, lmcache_cpu_size=self.lmcache_cpu_size,
+                               lmcache_l1_size=self.lmcache_l1_size, hicache_ratio=self.hicache_ratio,
+                               hicache_size=self.hicache_size,
+                               hicache_host_memory_fraction=self.hicache_host_memory_fraction,
+                               hierarchical_cache=self.hierarchical_cache, no_kv_offload=self.no_kv_offload,
+                               host_memory_bytes=host,
+                               gpus_per_node=self.gpus_per_node, shared_prefix_tokens=prefix)

@@ -281,6 +281,10 @@ def check_deployment(path: Path, gpus: dict[str, Any] | None = None) -> CheckRow
     engine, engine_kv = engine_kv_of(dep, model, str(path), lines)
     try:
         row = check(dep, model, gpu, file=str(path), engine_kv=engine_kv, engine=engine)
+        if dep.offload is not None:  # the tier below the GPU against the host (kvcalc.offload_request)
+            from kvcalc.offload_request import check_offload
+
+            row = check_offload(dep, model, gpu, row)
     except KvcalcError as e:
         raise field_error(e, path, lines) from None
     if model.context_limit and dep.max_seq_len > model.context_limit:

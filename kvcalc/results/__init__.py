@@ -28,6 +28,7 @@ if TYPE_CHECKING:
     from kvcalc.results.plan import PlanLayout, PlanMiss, PlanResult
     from kvcalc.results.served import ServedEstimate
     from kvcalc.results.serving import FitHint, RequestEstimate, ServingEstimate
+    from kvcalc.results.offload import LoadRow, OffloadResult, OffloadTier, PrefixResult, TransferPair, TransferResult
 
 #: result name -> the submodule that defines it
 WHERE: dict[str, str] = {
@@ -44,9 +45,15 @@ WHERE: dict[str, str] = {
     "PlanLayout": "plan",
     "PlanMiss": "plan",
     "PlanResult": "plan",
+    "OffloadTier": "offload",
+    "OffloadResult": "offload",
+    "PrefixResult": "offload",
+    "LoadRow": "offload",
+    "TransferPair": "offload",
+    "TransferResult": "offload",
 }
 
-__all__ = ["CheckRow", "CompareRow", "DeviceBuffer", "EngineResult", "FitHint", "KindBreakdown", "KvEstimate", "PlanLayout", "PlanMiss", "PlanResult", "RequestEstimate", "ServedEstimate", "ServingEstimate"]  # = sorted(WHERE)
+__all__ = ["CheckRow", "CompareRow", "DeviceBuffer", "EngineResult", "FitHint", "KindBreakdown", "KvEstimate", "LoadRow", "OffloadResult", "OffloadTier", "PlanLayout", "PlanMiss", "PlanResult", "PrefixResult", "RequestEstimate", "ServedEstimate", "ServingEstimate", "TransferPair", "TransferResult"]  # = sorted(WHERE)
 
 
 def __getattr__(name: str) -> object:

@@ -58,7 +58,7 @@ def test_help_lists_every_command_and_imports_none():
     text, mods = modules_after("--help")
     listed = [line.split()[0] for line in text.split("Commands:")[1].strip().splitlines()]
     assert listed == ["estimate", "models", "compare", "import", "measure", "gpus", "sweep", "check", "schema",
-                      "capacity", "plan"]
+                      "capacity", "plan", "transfer"]
     assert "models    List the bundled model configs." in text
     assert not mods & COMMAND_MODULES
 

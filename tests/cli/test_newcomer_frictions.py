@@ -40,7 +40,8 @@ def test_capacity_help_groups_its_options(cli):
     r = cli("capacity", "--help")
     assert r.exit_code == 0, r.output
     assert _sections(r.stdout) == {
-        "Arguments": 0, "Options": 4,  # --kv-memory, --engine, --format, --help
+        "Arguments": 0, "Options": 3,  # --engine, --format, --help
+        "KV memory, offload tiers and shared prefixes": 16,  # --kv-memory and the tiers below the GPU (issue 22)
         "Requests": 2, "Parallel layout": 3, "KV cache format": 3, "vLLM (--engine vllm)": 10,
         "SGLang (--engine sglang)": 6, "llama.cpp (--engine llamacpp)": 14, "GPU and model source": 5}
 

@@ -59,8 +59,13 @@ def test_help_lists_every_option_in_its_place():
         "--gpu", "--weight-dtype", "--gpu-memory-utilization", "--bw-efficiency", "--flops-efficiency",
         "--cuda-context", "--activation-reserve", "--count", "--tp", "--pp", "--kv-dtype"]
     assert long_flags("capacity") == [
-        "--kv-memory", "--engine", "--format", "--help", "--max-model-len", "--concurrency", "--tp", "--pp", "--dp",
-        "--kv-dtype", "--k-dtype", "--v-dtype",
+        "--engine", "--format", "--help",
+        # KV beyond the GPU (cli/options.py KvMemoryOptions, its own heading)
+        "--kv-memory", "--kv-offloading-size", "--kv-offloading-backend", "--offload-blocks-per-chunk",
+        "--lmcache-cpu-size", "--lmcache-l1-size", "--hicache-ratio", "--hicache-size",
+        "--hicache-host-memory-fraction", "--enable-hierarchical-cache", "--no-kv-offload", "--host-memory",
+        "--gpus-per-node", "--shared-prefix", "--prefix-hit-rate", "--link",
+        "--max-model-len", "--concurrency", "--tp", "--pp", "--dp", "--kv-dtype", "--k-dtype", "--v-dtype",
         "--block-size", "--vllm-version", "--disable-hybrid-kv-cache-manager",
         "--max-num-batched-tokens", "--async-scheduling", "--attention-backend", "--allow-long-max-model-len",
         "--enable-prefix-caching", "--vllm-v0", "--swap-space",

@@ -1,0 +1,203 @@
+"""KV beyond the GPU, beside `kvcalc.requests`: what `kvcalc capacity` adds to the engine's own
+result (the offload tier, a shared prefix, loading it back or recomputing it:
+`capacity_extras`) and a deployment's offload tier in `kvcalc check` (`check_offload`: the
+engine's KV memory from the deployment's GPU plan, `requests.plan_kv_memory`, its blocks,
+`EngineProfile.capacity`, its tier, `engines.offload_rules.offload_for`; a tier the host cannot
+hold is a problem of the row, "does not fit", with the figures). Computes; prints nothing."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kvcalc.errors import MESSAGE, KvcalcError
+
+
+def capacity_extras(
+    s: Any, req: Any, res: Any, *, hit_rate: float, link: str | None, dp: int, gpu: str | None, layout: Any
+) -> list[tuple[Any, str]]:
+    """(result, title) of each part `kvcalc capacity` prints after the engine's own: the offload
+    tier (`s`, an `OffloadSettings`, asks for one; llama.cpp: also --host-memory alone), the
+    shared prefix (`s.shared_prefix_tokens`) and, with `gpu`, the load-or-recompute rows over
+    `link` (comma list; None: every host, storage and network link). `req`: the
+    `CapacityRequest`; `res`: its `EngineResult`; `layout`: the GPU plan's `memory_plan.Layout`
+    (the prefill model). Raises `KvcalcError`."""
+    import dataclasses
+
+    from kvcalc.engines.profile import get_profile
+    from kvcalc.results.offload import OffloadPart, PrefixPart
+
+    parts: list[tuple[Any, str]] = []
+    L = res.max_model_len or res.n_ctx or res.kv_cache_tokens
+    prof = get_profile(req.engine)
+    if s.asked or s.host_memory_bytes is not None:
+        if not s.asked and req.engine != "llamacpp":  # llama.cpp: the KV of the layers -ngl leaves on the CPU
+            raise KvcalcError(
+                "--host-memory checks an offload tier: give the engine's offload flag "
+                "(--kv-offloading-size, --lmcache-cpu-size, --enable-hierarchical-cache / --hicache-ratio / "
+                "--hicache-size, --no-kv-offload)",
+                option="--host-memory",
+                form=MESSAGE,
+            )
+        from kvcalc.engines.offload_rules import offload_for
+
+        cpu_lines = None
+        if req.engine == "llamacpp":
+            on_cpu = prof.capacity(
+                req.model,
+                req.kv_memory_bytes,
+                req.k,
+                req.v,
+                tp=req.tp,
+                max_model_len=L,
+                options=dataclasses.replace(req.options, n_gpu_layers=0),
+            )
+            cpu_lines = [line for line in on_cpu.log_lines if "KV buffer" in line]
+        off = offload_for(
+            req.engine,
+            req.model,
+            res,
+            s,
+            tp=req.tp,
+            dp=dp,
+            session_tokens=L,
+            k=req.k,
+            v=req.v,
+            options=req.options,
+            cpu_lines=cpu_lines,
+        )
+        parts.append((OffloadPart(offload=off), f"KV beyond the GPU: {req.model.name} on {prof.display_name}"))
+    if s.shared_prefix_tokens:
+        from kvcalc.engines.prefix_rules import shared_prefix
+
+        P = s.shared_prefix_tokens
+        pre = shared_prefix(
+            prof,
+            req.model,
+            res,
+            req.k,
+            req.v,
+            tp=req.tp,
+            options=req.options,
+            prefix_tokens=P,
+            prompt_tokens=L,
+            hit_rate=hit_rate,
+            concurrency=req.concurrency,
+        )
+        parts.append((PrefixPart(shared_prefix=pre), f"Shared prefix of {P:,} tokens, requests of {L:,}"))
+        if gpu is not None:
+            parts.append(
+                (
+                    load_rows(pre, res, req, gpu, layout, link),
+                    f"Load the {pre.reusable_tokens:,}-token prefix or recompute it ({gpu})",
+                )
+            )
+    elif link is not None:
+        raise KvcalcError(
+            "--link times a shared prefix's load: give --shared-prefix and --gpu", option="--link", form=MESSAGE
+        )
+    return parts
+
+
+def load_rows(pre: Any, res: Any, req: Any, gpu: str, layout: Any, link: str | None) -> Any:
+    """(`LoadRows`) each link's time for the reusable prefix against the prefill model's marginal
+    time on `gpu` (`memory_plan.Planner.prefill` of the prompt less that of its rest)."""
+    from kvcalc.calc.memory_plan import Planner
+    from kvcalc.engines.prefix_rules import bytes_per_token_per_rank, load_or_recompute
+    from kvcalc.load.gpus import get_gpu
+    from kvcalc.load.links import get_link, link_table
+    from kvcalc.results.offload import LoadRows
+
+    if link:
+        links = [get_link(n) for n in link.split(",") if n.strip()]
+    else:
+        links = [x for x in link_table().values() if x.kind in ("host", "storage", "network")]
+    planner = Planner(req.model, get_gpu(gpu), layout)
+    N = pre.prompt_tokens
+    whole_s = planner.prefill(N).step_time_s
+
+    def recompute(p: int) -> float:
+        return whole_s - planner.prefill(N - p).step_time_s
+
+    return LoadRows(load_or_recompute=load_or_recompute(pre, bytes_per_token_per_rank(res), links, recompute))
+
+
+def settings_of(spec: Any) -> Any:
+    """The `OffloadSettings` of a deployment's `OffloadSpec` (sizes kept as the file gives them)."""
+    from kvcalc.engines.offload_rules import OffloadSettings
+
+    def text(v: Any) -> str | None:
+        return None if v is None else str(v)
+
+    return OffloadSettings(
+        kv_offloading_size=text(spec.kv_offloading_size),
+        kv_offloading_backend=spec.kv_offloading_backend,
+        blocks_per_chunk=spec.blocks_per_chunk,
+        lmcache_cpu_size=text(spec.lmcache_cpu_size),
+        lmcache_l1_size=text(spec.lmcache_l1_size),
+        hicache_ratio=spec.hicache_ratio,
+        hicache_size=text(spec.hicache_size),
+        hicache_host_memory_fraction=spec.hicache_host_memory_fraction,
+        host_memory_bytes=spec.host_memory,
+        gpus_per_node=spec.gpus_per_node,
+        shared_prefix_tokens=spec.shared_prefix or 0,
+    )
+
+
+def deployment_offload(dep: Any, model: Any, gpu: Any) -> Any:
+    """The `OffloadResult` of `dep.offload` on `gpu` (a `GpuSpec`). Raises `KvcalcError`: the
+    host refusal (option --host-memory) or the engine's refusal of the flags."""
+    from kvcalc.calc.check import layout
+    from kvcalc.engines.offload_rules import offload_for
+    from kvcalc.engines.profile import get_profile
+    from kvcalc.requests import CapacityRequest, plan_kv_memory, run_capacity
+
+    spec = dep.offload
+    if dep.pp > 1:
+        raise KvcalcError(
+            "offload: the tier is modelled for pp 1 (one rank holds every layer)", field="offload", value=dep.pp
+        )
+    prof = get_profile(spec.engine)
+    mem, _ = plan_kv_memory(model, gpu, layout(dep, model), dep.max_seq_len, dep.batch_per_replica, spec.engine)
+    options = None
+    if spec.engine == "vllm":
+        options = prof.options(None)
+        import dataclasses
+
+        options = dataclasses.replace(
+            options, compute_capability=gpu.compute_capability, vendor=None if gpu.vendor == "other" else gpu.vendor
+        )
+    req = CapacityRequest.build(
+        model,
+        engine=spec.engine,
+        kv_memory_bytes=mem,
+        kv_dtype=dep.kv_dtype,
+        tp=dep.resolved_tp,
+        max_model_len=dep.max_seq_len,
+        options=options,
+    )
+    res = run_capacity(req)
+    return offload_for(
+        req.engine,
+        model,
+        res,
+        settings_of(spec),
+        tp=dep.resolved_tp,
+        dp=dep.dp,
+        session_tokens=dep.max_seq_len,
+        k=req.k,
+        v=req.v,
+        options=req.options,
+    )
+
+
+def check_offload(dep: Any, model: Any, gpu: Any, row: Any) -> Any:
+    """`row` (a `CheckRow`) with the offload tier's host check: a tier the host memory cannot
+    hold adds its refusal to `problems` and makes the status "does not fit". Other refusals
+    (flags of another engine, sizes in the wrong unit) raise `KvcalcError` (field `offload`)."""
+    try:
+        deployment_offload(dep, model, gpu)
+    except KvcalcError as e:
+        if e.option != "--host-memory":
+            raise KvcalcError(e.message, field="offload", value=e.value) from None
+        return row.model_copy(update={"problems": [*row.problems, f"offload: {e.message}"], "status": "does not fit"})
+    return row
