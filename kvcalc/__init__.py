@@ -56,6 +56,7 @@ def load_model(ref: str | ModelSpec) -> ModelSpec:
 def estimate(model: str | ModelSpec, *, seq_len: int | str | None = None, batch: int = 1, kv_dtype: str | None = None,
              k_dtype: str | None = None, v_dtype: str | None = None, quant_group_size: int | None = None,
              scale_dtype: str | None = None, tp: int = 1, pp: int = 1, dp: int = 1,
+             dp_attention: int = 1, ep: int = 1, dcp: int = 1,
              gpu: str | GpuSpec | None = None, weight_dtype: str | None = None,
              gpu_memory_utilization: float | None = None, bw_efficiency: float | None = None,
              flops_efficiency: float | None = None, cuda_context_bytes: int | str | None = None,
@@ -66,7 +67,10 @@ def estimate(model: str | ModelSpec, *, seq_len: int | str | None = None, batch:
     `seq_len` tokens (None: the model's max_position_embeddings; '32k' is read as 32,768) per
     data-parallel replica, K and V stored as `kv_dtype` (None: the model's dtype; `k_dtype` /
     `v_dtype` override one side; `quant_group_size` values per scale of `scale_dtype` for
-    int8 / int4), split over `tp` tensor ranks x `pp` pipeline stages x `dp` replicas.
+    int8 / int4), split over `tp` tensor ranks x `pp` pipeline stages x `dp` replicas; inside a
+    replica (`kvcalc.calc.parallel`) `dp_attention` attention data-parallel ranks each hold their own
+    sequences (vLLM --data-parallel-size with --enable-expert-parallel), `ep` GPUs divide the routed
+    experts, `dcp` of the tp ranks each hold 1/dcp of every sequence's positions (vLLM -dcp).
 
     Returns a `KvEstimate`: `kv_cache_bytes` (one replica, all layers, bytes), `kv_bytes_per_token`,
     `kv_cache_bytes_per_gpu` (the fullest GPU), ... (`kvcalc estimate -f json` prints the same keys).
@@ -96,7 +100,8 @@ def estimate(model: str | ModelSpec, *, seq_len: int | str | None = None, batch:
     from kvcalc.requests import EstimateRequest, run_estimate
 
     args = check_arguments(seq_len=seq_len, batch=batch, kv_dtype=kv_dtype, k_dtype=k_dtype, v_dtype=v_dtype,
-                           quant_group_size=quant_group_size, scale_dtype=scale_dtype, tp=tp, pp=pp, dp=dp)
+                           quant_group_size=quant_group_size, scale_dtype=scale_dtype, tp=tp, pp=pp, dp=dp,
+                           dp_attention=dp_attention, ep=ep, dcp=dcp)
     knobs = check_arguments(weight_dtype=weight_dtype, gpu_memory_utilization=gpu_memory_utilization,
                             bw_efficiency=bw_efficiency, flops_efficiency=flops_efficiency,
                             cuda_context_bytes=cuda_context_bytes, activation_reserve_bytes=activation_reserve_bytes)

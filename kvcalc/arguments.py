@@ -33,6 +33,7 @@ ARGUMENTS: dict[str, str] = {
     "model": "model",
     "seq_len": "tokens", "max_model_len": "tokens",
     "batch": "count", "concurrency": "count", "tp": "count", "pp": "count", "dp": "count",
+    "dp_attention": "count", "ep": "count", "dcp": "count",
     "quant_group_size": "count", "max_gpus": "count", "top": "count", "why_not": "count", "gpus_per_node": "count",
     "kv_memory_bytes": "bytes",
     "max_tpot_ms": "target", "min_tokens_per_s": "target", "max_ttft_s": "target",

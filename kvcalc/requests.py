@@ -189,12 +189,14 @@ class EstimateRequest(NamedTuple):
     input_len: int | None = None
     output_len: int | None = None
     request_rate: float | None = None
+    #: speculative decoding (`calc.speculative.SpecDecode`; None: none), sized with --gpu
+    speculative: Any = None
 
     @classmethod
     def build(cls, model: Any, *, seq_len: str | int | None = None, batch: int = 1, kv_dtype: str | None = None,
               k_dtype: str | None = None, v_dtype: str | None = None, quant_group_size: int | None = None,
               scale_dtype: str | None = None, tp: int = 1, pp: int = 1, dp: int = 1, warn: bool = True,
-              **rest: Any) -> EstimateRequest:
+              dp_attention: int = 1, ep: int = 1, dcp: int = 1, **rest: Any) -> EstimateRequest:
         """Check and resolve the values (the context defaults to the model's
         max_position_embeddings, the KV format to the model's dtype), warn for a context beyond
         the model's (unless `warn` is False), and build the `Workload`. `rest`: gpu, layout,
@@ -208,7 +210,10 @@ class EstimateRequest(NamedTuple):
         check_limits([batch], [T])
         if warn:
             warn_beyond_context(model, [T])
-        wl = Workload(seq_len=T, batch=batch, k_dtype=k, v_dtype=v, parallel=Parallelism(tp=tp, pp=pp, dp=dp))
+        check_positive(dp_attention=dp_attention, ep=ep, dcp=dcp)
+        check_gpu_total(tp, pp, dp * dp_attention)
+        wl = Workload(seq_len=T, batch=batch, k_dtype=k, v_dtype=v,
+                      parallel=Parallelism(tp=tp, pp=pp, dp=dp, dp_attention=dp_attention, ep=ep, dcp=dcp))
         kv_given = bool(kv_dtype or k_dtype or v_dtype or quant_group_size or scale_dtype)
         return cls(model=model, workload=wl, kv_given=kv_given, **rest)
 
@@ -231,6 +236,8 @@ class EstimateResult(NamedTuple):
     engine: Any = None
     fit_hint: Any = None
     request: Any = None
+    #: `SpeculativeEstimate` (with --gpu and a speculative config)
+    speculative: Any = None
 
 
 def speed_terms(gpu: Any, engine: str, tp: int, layout: Any = None, calibration: Any = None) -> Any:
@@ -283,7 +290,7 @@ def run_estimate(req: EstimateRequest) -> EstimateResult:
     from kvcalc.engines import canonical
 
     est = kv_cache.estimate(req.model, req.workload)
-    serving = gpu = request = None
+    serving = gpu = request = spec_res = None
     if req.gpu is not None:
         from kvcalc.calc.memory_plan import Layout, Planner
         from kvcalc.load.gpus import get_gpu
@@ -291,11 +298,23 @@ def run_estimate(req: EstimateRequest) -> EstimateResult:
         gpu = get_gpu(req.gpu) if isinstance(req.gpu, str) else req.gpu
         par, wl = req.workload.parallel, req.workload
         layout = dataclasses.replace(req.layout if req.layout is not None else Layout(), tp=par.tp, pp=par.pp,
-                                     dp=par.dp, k_dtype=wl.k_dtype, v_dtype=wl.v_dtype)
+                                     dp=par.dp, k_dtype=wl.k_dtype, v_dtype=wl.v_dtype,
+                                     dp_attention=par.dp_attention, ep=par.ep, dcp=par.dcp)
         layout = dataclasses.replace(layout, speed=speed_terms(gpu, req.engine, par.tp, layout, req.calibration))
         planner = Planner(req.model, gpu, layout)
         serving = planner.serving(est.seq_len, est.batch, est.kv_cache_bytes_per_gpu)
         request = request_result(planner, req)
+        if req.speculative is not None:
+            import dataclasses as _dc
+
+            from kvcalc.calc import speculative as spec_calc
+            from kvcalc.results import SpeculativeEstimate
+
+            sp = spec_calc.estimate(planner, req.speculative, est.seq_len, est.batch)
+            spec_res = SpeculativeEstimate(**_dc.asdict(sp))
+    elif req.speculative is not None:
+        raise KvcalcError("--speculative-config needs --gpu (the draft's weights and the step times are per GPU)",
+                          option="--speculative-config")
     elif req.input_len is not None or req.output_len is not None:
         raise KvcalcError("--input-len / --output-len need --gpu (a GPU from `kvcalc gpus`)", option="--input-len")
     hint = None
@@ -304,7 +323,8 @@ def run_estimate(req: EstimateRequest) -> EstimateResult:
     engine = None
     if canonical(req.engine) != "ideal":
         engine = engine_for_batch(req, serving)
-    return EstimateResult(kv=est, serving=serving, gpu=gpu, engine=engine, fit_hint=hint, request=request)
+    return EstimateResult(kv=est, serving=serving, gpu=gpu, engine=engine, fit_hint=hint, request=request,
+                          speculative=spec_res)
 
 
 def fit_hint(req: EstimateRequest, gpu: Any, layout: Any, est: Any) -> Any:
@@ -344,6 +364,12 @@ def engine_for_batch(req: EstimateRequest, plan: Any = None) -> Any:
     check_option_bounds(opts)
     prof.check_options(opts)
     T, B, tp = req.workload.seq_len, req.workload.batch, req.workload.parallel.tp
+    par = req.workload.parallel
+    if par.dcp > 1:  # the engines' block arithmetic here holds whole sequences on each rank
+        raise KvcalcError(f"--dcp {par.dcp} with --engine {req.engine}: the engine tables size whole sequences per "
+                          f"rank; kvcalc's own figure (without --engine) divides the positions by dcp",
+                          option="--dcp", value=par.dcp)
+    B = -(-B // par.dp_attention)  # each attention-DP rank is an engine core with its own requests
     if req.kv_given:
         k, v, shown = kv_format(req.workload.k_dtype), kv_format(req.workload.v_dtype), None
     else:
@@ -431,7 +457,9 @@ def plan_kv_memory(model: Any, gpu: Any, layout: Any, seq_len: int | None, concu
     T = resolve_seq_len(model, seq_len)
     B = concurrency or 1
     planner = Planner(model, spec, layout)
-    mem = planner.headroom_bytes(T, B) + planner.kv.per_gpu_bytes(T, B)
+    # `concurrency` is one GPU rank's (vLLM's --max-num-seqs is per attention-DP rank): the
+    # replica holds dp_attention times as many
+    mem = planner.headroom_bytes(T, B * planner.dpa) + planner.kv.per_gpu_bytes(T, B)
     prof = get_profile(engine)
     if mem <= 0:
         raise KvcalcError(f"{prof.name} would fail at start-up on {spec.key}: the plan leaves {mem:,} B "
@@ -597,7 +625,8 @@ class PlanRequest(NamedTuple):
               kv_dtypes: Any = None, weight_dtypes: Any = None, max_tpot_ms: float | None = None,
               min_tokens_per_s: float | None = None, max_ttft_s: float | None = None,
               prices: Any = None, knobs: Any = None, top: int | None = None, why_not: int | None = None,
-              gpus_per_node: int | None = None, engine_options: Any = None, calibration: Any = None) -> PlanRequest:
+              gpus_per_node: int | None = None, engine_options: Any = None, calibration: Any = None,
+              speculative: Any = None) -> PlanRequest:
         """Check and resolve: the context (default the model's), positive counts and targets,
         the GPUs (a comma list or list of names / GPU files, `a+b` a fixed set of devices in one
         machine, None or 'all' every row of the table), the formats (comma lists; None: the
@@ -654,8 +683,12 @@ class PlanRequest(NamedTuple):
         ws = tuple(None if n is None else weight_format(n).name for n in (_names(weight_dtypes, "--weight-dtype") or w_default))
         kvs, ws = tuple(dict.fromkeys(kvs)), tuple(dict.fromkeys(ws))
 
+        if speculative is not None:  # carried on the launch lines (`calc.speculative.SpecDecode`)
+            speculative.check(model)
+
         def launch(gpu: Any = None, **kw: Any) -> str | None:
-            return prof.launch_line(LaunchSpec(model=model, **kw, **prof.launch_extras(model, opts, gpu, kw.get("k_dtype"))))
+            return prof.launch_line(LaunchSpec(model=model, **kw, speculative=speculative,
+                                               **prof.launch_extras(model, opts, gpu, kw.get("k_dtype"))))
 
         for (k, v), w in ((kv, w) for kv in kvs for w in ws):  # refuse what the engine cannot run
             try:

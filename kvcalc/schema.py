@@ -666,16 +666,21 @@ class ModelSpec(_Frozen):
 
 class Parallelism(_Frozen):
     """How the model is split: `tp` ranks share each layer's heads, `pp` stages split the
-    layers, `dp` whole replicas each serve their own batch."""
+    layers, `dp` whole replicas each serve their own batch; inside a replica (`calc.parallel`)
+    `dp_attention` ranks each hold their own sequences, `ep` GPUs divide the routed experts and
+    `dcp` of the tp ranks divide each sequence's token positions."""
 
     tp: PositiveInt = 1
     pp: PositiveInt = 1
     dp: PositiveInt = 1
+    dp_attention: PositiveInt = 1
+    ep: PositiveInt = 1
+    dcp: PositiveInt = 1
 
     @property
     def n_gpus(self) -> int:
-        """tp x pp x dp."""
-        return self.tp * self.pp * self.dp
+        """tp x pp x dp_attention x dp."""
+        return self.tp * self.pp * self.dp_attention * self.dp
 
 
 class Workload(_Frozen):

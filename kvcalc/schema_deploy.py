@@ -114,6 +114,11 @@ class Deployment(_Frozen):
     count: GpuCount = 1
     tp: GpuCount | None = None
     pp: GpuCount = 1
+    #: attention data-parallel ranks of one engine, expert-parallel size, decode context parallel
+    #: (`kvcalc.calc.parallel`): count = tp x pp x dp_attention x dp replicas
+    dp_attention: GpuCount = 1
+    ep: GpuCount = 1
+    dcp: GpuCount = 1
     kv_dtype: str | None = None
     weight_dtype: str | None = None
     max_seq_len: ContextTokens
@@ -145,20 +150,22 @@ class Deployment(_Frozen):
 
     @model_validator(mode="after")
     def _layout(self) -> "Deployment":
-        tp = self.tp or self.count // self.pp
-        if tp < 1 or self.count % (tp * self.pp):
-            raise ValueError(f"count ({self.count}) must be a multiple of tp x pp ({tp} x {self.pp})")
+        tp = self.tp or self.count // (self.pp * self.dp_attention)
+        if tp < 1 or self.count % (tp * self.pp * self.dp_attention):
+            what = f"tp x pp ({tp} x {self.pp})" if self.dp_attention == 1 else \
+                f"tp x pp x dp_attention ({tp} x {self.pp} x {self.dp_attention})"
+            raise ValueError(f"count ({self.count}) must be a multiple of {what}")
         return self
 
     @property
     def resolved_tp(self) -> int:
-        """tp, else count // pp."""
-        return self.tp or self.count // self.pp
+        """tp, else count // (pp x dp_attention)."""
+        return self.tp or self.count // (self.pp * self.dp_attention)
 
     @property
     def dp(self) -> int:
-        """Replicas: count // (tp x pp)."""
-        return self.count // (self.resolved_tp * self.pp)
+        """Replicas: count // (tp x pp x dp_attention)."""
+        return self.count // (self.resolved_tp * self.pp * self.dp_attention)
 
     @property
     def batch_per_replica(self) -> int:

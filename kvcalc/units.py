@@ -83,7 +83,7 @@ BOUNDS: dict[str, Bound] = {
     # sequences
     "batch": _SEQS, "concurrency": _SEQS, "parallel": _SEQS,
     # devices
-    "tp": _GPUS, "pp": _GPUS, "dp": _GPUS, "count": _GPUS, "n_gpus": _GPUS, "gpus": _GPUS, "n_devices": _GPUS,
+    "tp": _GPUS, "pp": _GPUS, "dp": _GPUS, "dp_attention": _GPUS, "ep": _GPUS, "dcp": _GPUS, "count": _GPUS, "n_gpus": _GPUS, "gpus": _GPUS, "n_devices": _GPUS,
     "max_gpus": Bound(1, MAX_PLAN_GPUS, "GPUs", "beyond what plan searches"), "gpus_per_node": _GPUS,
     # sizes per device
     "kv_memory_bytes": _DEVICE_BYTES, "kv_memory": _DEVICE_BYTES, "cuda_context_bytes": _DEVICE_BYTES,

@@ -35,7 +35,8 @@ def layout(dep: Deployment, model: ModelSpec) -> Layout:
     """The memory plan's layout of `dep`: tp (else count // pp) x pp x dp, its weight format,
     its KV format (else the model's dtype) and its `gpu_memory_utilization`."""
     kv = dep.kv_dtype or model.dtype
-    return Layout(tp=dep.resolved_tp, pp=dep.pp, dp=dep.dp, weight_dtype=dep.weight_dtype,
+    return Layout(tp=dep.resolved_tp, pp=dep.pp, dp=dep.dp, dp_attention=dep.dp_attention, ep=dep.ep,
+                  dcp=dep.dcp, weight_dtype=dep.weight_dtype,
                   k_dtype=kv, v_dtype=kv, gpu_memory_utilization=dep.gpu_memory_utilization)
 
 

@@ -405,15 +405,23 @@ def estimate(model: ModelSpec, workload: Workload) -> KvEstimate:
     stages = pp_stages(model.n_layers, par.pp)
     T, B, tp = workload.seq_len, workload.batch, par.tp
     layers = model.layers
+    # per GPU: the fullest attention-DP rank's ceil(B / dp_attention) sequences, each of its
+    # ceil(T / dcp) positions (`calc.parallel`; a layout kvcalc cannot place is refused there)
+    Tg, Bg = T, B
+    if (par.dp_attention, par.ep, par.dcp) != (1, 1, 1):  # imported only then: estimate starts fast
+        from kvcalc.calc import parallel
 
-    stage_bytes = [layers_cache_bytes([layers[i] for i in st], T, B, k, v, tp) for st in stages]
+        parallel.check_layout(model, tp, par.dp_attention, par.ep, par.dcp)
+        Tg, Bg = parallel.dcp_tokens(T, par.dcp), parallel.rank_batch(B, par.dp_attention)
+
+    stage_bytes = [layers_cache_bytes([layers[i] for i in st], Tg, Bg, k, v, tp) for st in stages]
     stage_tok = [amortized_bytes_per_token([layers[i] for i in st], k, v, tp) for st in stages]
     fullest = stages[stage_bytes.index(max(stage_bytes))]
     breakdown = []
     for kind, kl in _by_kind(model).items():
         # this group's share of the fullest GPU, so the groups add up to kv_cache_bytes_per_gpu
         ids = {id(x) for x in kl}
-        per_gpu = layers_cache_bytes([layers[i] for i in fullest if id(layers[i]) in ids], T, B, k, v, tp)
+        per_gpu = layers_cache_bytes([layers[i] for i in fullest if id(layers[i]) in ids], Tg, Bg, k, v, tp)
         breakdown.append(KindBreakdown(
             kind=kind, n_layers=len(kl),
             kv_bytes_per_token=amortized_bytes_per_token(kl, k, v),
@@ -430,12 +438,13 @@ def estimate(model: ModelSpec, workload: Workload) -> KvEstimate:
         queries_per_kv_head=model.queries_per_kv_head, seq_len=T, batch=B,
         kv_dtype=kv_name, k_dtype=k.name, v_dtype=v.name,
         tp=par.tp, pp=par.pp, dp=par.dp, n_gpus=par.n_gpus,
+        dp_attention=par.dp_attention, ep=par.ep, dcp=par.dcp,
         kv_bytes_per_token=amortized_bytes_per_token(layers, k, v),
         kv_cache_bytes=layers_cache_bytes(layers, T, B, k, v),
         kv_cache_bytes_no_window=layers_cache_bytes(layers, T, B, k, v, window_aware=False),
         kv_bytes_per_token_per_gpu=max(stage_tok),
         kv_cache_bytes_per_gpu=max(stage_bytes),
-        kv_cache_bytes_all_gpus=sum(stage_bytes) * tp * par.dp,
+        kv_cache_bytes_all_gpus=sum(stage_bytes) * tp * par.dp * par.dp_attention,
         state_bytes=None if state is None else state * B,
         formula=formula(model, T, B, k, v),
         breakdown=breakdown,

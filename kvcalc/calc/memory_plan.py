@@ -24,7 +24,7 @@ import copy
 import dataclasses
 from dataclasses import dataclass
 
-from kvcalc.calc import kv_cache, roofline
+from kvcalc.calc import kv_cache, parallel, roofline
 from kvcalc.calc import speed as speed_terms
 
 #: DEFAULT_CUDA_CONTEXT_BYTES (500 MiB, in `calc.defaults` so the CLI reads it without this
@@ -38,7 +38,6 @@ from kvcalc.calc.weights import (
     can_derive,
     model_params,
     param_counts,
-    weight_bytes,
     weight_format_label,
     weight_formats,
     weights_source,
@@ -97,6 +96,8 @@ class KvProfile:
     """
 
     stages: tuple[tuple[tuple[int, int | None, int, int], ...], ...]
+    #: decode context parallel: each rank holds ceil(T / dcp) positions (`parallel.dcp_tokens`)
+    dcp: int = 1
 
     @classmethod
     def build(cls, model: ModelSpec, k: StorageFormat, v: StorageFormat, tp: int = 1, pp: int = 1,
@@ -121,7 +122,7 @@ class KvProfile:
 
     def stage_bytes(self, seq_len: int, batch: int) -> list[int]:
         """KV bytes of each stage on one rank."""
-        T = seq_len
+        T = parallel.dcp_tokens(seq_len, self.dcp)
         return [batch * sum(b * (T if w is None or w > T else w) + e * (T // r) for b, w, e, r in st)
                 for st in self.stages]
 
@@ -152,6 +153,16 @@ class Layout:
     #: the speed model's terms for this engine on this GPU (`calc.speed`, from `speed.yaml` and a
     #: calibration); None: the bare roofline with `bw_efficiency` / `flops_efficiency` above
     speed: speed_terms.SpeedTerms | None = None
+    #: attention data-parallel ranks inside one engine, expert-parallel size, decode context
+    #: parallel size (`calc.parallel`: one meaning each; `dp` stays whole replicas)
+    dp_attention: int = 1
+    ep: int = 1
+    dcp: int = 1
+
+    @property
+    def n_gpus(self) -> int:
+        """GPUs of the layout: tp x pp x dp_attention per replica, x dp replicas."""
+        return self.tp * self.pp * self.dp_attention * self.dp
 
     def stages(self, n_layers: int) -> list[range]:
         """The layer indices of each stage: `stage_layers` when given (they must sum to
@@ -190,7 +201,10 @@ class Planner:
     def __init__(self, model: ModelSpec, gpu: GpuSpec, layout: Layout = Layout()) -> None:
         layout.check()
         kv_cache.check_tp(model, layout.tp)
+        parallel.check_layout(model, layout.tp, layout.dp_attention, layout.ep, layout.dcp)
         self.model, self.gpu, self.layout = model, gpu, layout
+        #: attention-DP ranks of one engine: each holds ceil(B / dpa) of a replica's B sequences
+        self.dpa = layout.dp_attention
         tp, pp = layout.tp, layout.pp
         self.stages = layout.stages(model.n_layers)
         wf, ef = weight_formats(model, layout.weight_dtype)
@@ -200,7 +214,9 @@ class Planner:
         k, v = kv_cache.formats(layout.k_dtype or model.dtype, layout.v_dtype)
         self.kv_dtype = k.name if k == v else f"{k.name}/{v.name}"
         self.kv = KvProfile.build(model, k, v, tp, pp, self.stages)
-        wb = weight_bytes(model, layout.weight_dtype, tp)
+        if layout.dcp > 1:
+            self.kv = dataclasses.replace(self.kv, dcp=layout.dcp)
+        wb = parallel.rank_weight_bytes(model, layout.weight_dtype, tp, layout.dp_attention, layout.ep)
         self.stage_weight_bytes = wb.stage_bytes(self.stages)
         self.n_params, self.n_active_params = param_counts(model)
         self.weights_source = weights_source(model, layout.weight_dtype)
@@ -232,9 +248,12 @@ class Planner:
                 moe[key] = moe.get(key, 0) + 1
         self.moe_groups = tuple((cnt, eb, e, a) for (eb, e, a), cnt in moe.items())
         # FLOPs per token: 2 per active matrix weight on this rank (embedding lookups excluded)
+        #: of which the routed experts' (2 per active expert weight on this TP rank)
+        self.expert_flops_per_token = 0
         if can_derive(model):
             p = model_params(model, tp)
             self.matmul_flops_per_token = 2 * (p.active - p.embedding)
+            self.expert_flops_per_token = 2 * sum(lp.n_active_experts * lp.expert_linear for lp in p.layers)
         else:
             self.matmul_flops_per_token = 2 * _cdiv(self.n_active_params, tp)
         # attention FLOPs per (query, cached key) pair, grouped by window
@@ -278,7 +297,9 @@ class Planner:
     # ----- memory ------------------------------------------------------------------------
 
     def stage_used_bytes(self, seq_len: int, batch: int) -> list[int]:
-        """Bytes each stage's GPU uses at (T, B)."""
+        """Bytes each stage's GPU uses at (T, B), B the replica's sequences (its fullest
+        attention-DP rank holds ceil(B / dp_attention) of them, `parallel.rank_batch`)."""
+        batch = parallel.rank_batch(batch, self.dpa)
         kv = self.kv.stage_bytes(seq_len, batch)
         st = batch * self.state_per_seq_per_gpu + self.fixed_bytes
         return [w + k + st for w, k in zip(self.stage_weight_bytes, kv)]
@@ -300,7 +321,7 @@ class Planner:
             one = kv1 + self.state_per_seq_per_gpu
             b = 0 if free < 0 else (free // one if one else 2**62)
             out = b if out is None else min(out, b)
-        return int(out or 0)
+        return int(out or 0) * self.dpa  # each attention-DP rank holds its own
 
     def max_seq_len(self, batch: int, cap: int | None = None) -> tuple[int, bool]:
         """(the longest context that fits `batch` sequences on every stage, capped): binary
@@ -336,7 +357,13 @@ class Planner:
         """(dense bytes, routed-expert bytes) the weights `tokens` tokens touch on this rank."""
         e_b = 0
         for cnt, eb, e, a in self.moe_groups:
-            touched = a if tokens == 1 else roofline.expected_experts_touched(e, a, tokens)
+            if self.dpa > 1 or self.layout.ep > 1:
+                # expert parallel: the tokens of the whole engine route over all E experts; this
+                # rank holds e of them and reads its share of those touched
+                n = self.model.n_experts or e
+                touched = roofline.expected_experts_touched(n, a, tokens) * e / n
+            else:
+                touched = a if tokens == 1 else roofline.expected_experts_touched(e, a, tokens)
             e_b += int(round(cnt * eb * touched))
         return self.dense_read_bytes + self.embedding_read_bytes(tokens), e_b
 
@@ -346,11 +373,27 @@ class Planner:
         weights x batch + attention (per cached token per layer: 2 H (D_k + D_v); MLA absorbed:
         2 H (2 kv_lora + rope)); plus 2 all-reduces per layer of (batch, hidden)."""
         T = seq_len
-        kv = sum(self.kv.stage_bytes(T, batch))
-        att = sum(d * (T if w is None or w > T else w) for w, d, _ in self.att_groups)
-        flops = batch * (self.matmul_flops_per_token + att)
-        comm = roofline.tp_allreduce_bytes(self.model.n_layers, batch, self.hidden)
-        return self._step(self._weights_read(batch), kv, flops, comm, overlap=True)
+        b = parallel.rank_batch(batch, self.dpa)  # this attention-DP rank's sequences
+        kv = sum(self.kv.stage_bytes(T, b))
+        Tc = -(-T // self.layout.dcp)
+        att = sum(d * (Tc if w is None or w > Tc else w) for w, d, _ in self.att_groups)
+        flops = b * (self.matmul_flops_per_token + att)
+        comm = roofline.tp_allreduce_bytes(self.model.n_layers, b, self.hidden)
+        step = self._step(self._weights_read(batch), kv, flops, comm, overlap=True)
+        return self._with_alltoall(step, b)
+
+    def _with_alltoall(self, step: roofline.StepTime, tokens: int) -> roofline.StepTime:
+        """`step` plus the expert-parallel dispatch and combine of `tokens` tokens on this rank
+        (`parallel.alltoall_bytes`) over the GPU's one-direction link bandwidth (half the
+        bidirectional `interconnect_bytes_per_s`); unchanged without EP."""
+        ep = self.layout.ep
+        if ep <= 1 or not self.moe_groups:
+            return step
+        n_moe = sum(cnt for cnt, *_ in self.moe_groups)
+        k = self.model.n_experts_per_token or 1
+        nbytes = parallel.alltoall_bytes(n_moe, tokens, k, self.hidden, ep)
+        bw = (self.gpu.interconnect_bytes_per_s or 64_000_000_000) / 2
+        return dataclasses.replace(step, comm_time_s=step.comm_time_s + nbytes / bw)
 
     def prefill(self, prompt_len: int, batch: int = 1) -> roofline.StepTime:
         """Prefill of `batch` prompts of `prompt_len` tokens in one pass (time to first token):
@@ -359,7 +402,13 @@ class Planner:
         touched by B x P tokens + the prompts' KV written; plus the all-reduces of (B P, hidden)."""
         P, B = prompt_len, batch
         att = sum(p * roofline.attended_pairs(P, w) for w, _, p in self.att_groups)
-        flops = B * (P * self.matmul_flops_per_token + att)
+        per_token = self.matmul_flops_per_token
+        if self.layout.ep > 1 or self.dpa > 1:
+            # one prompt on one attention-DP rank: its tokens' expert work is spread over the
+            # engine's tp x dp_attention GPUs, 1 / dp_attention of it on each of the tp ranks here
+            ex = self.expert_flops_per_token
+            per_token += ex // self.dpa - ex
+        flops = B * (P * per_token + att)
         kv = sum(self.kv.stage_bytes(P, B))
         comm = roofline.tp_allreduce_bytes(self.model.n_layers, B * P, self.hidden)
         return self._step(self._weights_read(B * P), kv, flops, comm, overlap=self.layout.speed is None)
@@ -413,7 +462,7 @@ class Planner:
         """The full result at (T, B). `kv_cache_bytes_per_gpu` is `kv_cache.estimate`'s figure when
         the caller has it (it must equal this plan's own; a mismatch is a bug and raises)."""
         lay = self.layout
-        kv = self.kv.per_gpu_bytes(seq_len, batch)
+        kv = self.kv.per_gpu_bytes(seq_len, parallel.rank_batch(batch, self.dpa))
         if kv_cache_bytes_per_gpu is not None and kv_cache_bytes_per_gpu != kv:
             raise RuntimeError(f"KV per GPU {kv} != kv_cache.estimate {kv_cache_bytes_per_gpu}")
         used = max(self.stage_used_bytes(seq_len, batch))
@@ -424,10 +473,11 @@ class Planner:
         tpot = dec.step_time_s
         sp = lay.speed
         return ServingEstimate(
-            gpu=self.gpu.key, gpu_count=lay.tp * lay.pp * lay.dp, weight_dtype=self.weight_dtype,
+            gpu=self.gpu.key, gpu_count=lay.n_gpus, weight_dtype=self.weight_dtype,
             n_params=self.n_params, n_active_params=self.n_active_params, weights_source=self.weights_source,
             weights_bytes_per_gpu=max(self.stage_weight_bytes),
-            kv_cache_bytes_per_gpu=kv, state_bytes_per_gpu=batch * self.state_per_seq_per_gpu,
+            kv_cache_bytes_per_gpu=kv,
+            state_bytes_per_gpu=parallel.rank_batch(batch, self.dpa) * self.state_per_seq_per_gpu,
             activation_reserve_bytes=self.act_bytes, cuda_context_bytes=lay.cuda_context_bytes,
             memory_bytes_per_gpu=used, gpu_memory_bytes=self.gpu.memory_bytes,
             gpu_memory_utilization=lay.gpu_memory_utilization, budget_bytes_per_gpu=self.budget,

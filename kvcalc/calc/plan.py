@@ -207,6 +207,28 @@ def parallel_layouts(model: ModelSpec, count: int, gpus_per_node: int = GPUS_PER
     return out
 
 
+def moe_layouts(model: ModelSpec, count: int, gpus_per_node: int = GPUS_PER_NODE,
+                domain_gpus: int | None = None) -> list[tuple[int, int, int, int, int]]:
+    """(tp, pp, dp_attention, ep, dp) layouts of `count` GPUs for an MoE model, as the engines
+    serve them (`calc.parallel`): each (tp, pp, dp) of `parallel_layouts`, as it is (dp whole
+    replicas, experts tensor-parallel: ep 1), with expert parallel over its tp (ep = tp), and,
+    where dp > 1, pp = 1 and one engine's tp x dp GPUs fit the NVLink domain or node (the
+    dispatch / combine all-to-all is timed over NVLink, `parallel.alltoall_bytes`), as attention
+    data-parallel + expert parallel over them (dp_attention = dp, ep = tp x dp: vLLM
+    `--data-parallel-size dp --enable-expert-parallel`). A dense model gets its plain layouts."""
+    out = []
+    limit = max(gpus_per_node, domain_gpus or 0)
+    for tp, pp, dp in parallel_layouts(model, count, gpus_per_node, domain_gpus):
+        out.append((tp, pp, 1, 1, dp))
+        if not model.n_experts:
+            continue
+        if tp > 1:
+            out.append((tp, pp, 1, tp, dp))
+        if dp > 1 and pp == 1 and tp * dp <= limit:
+            out.append((tp, pp, dp, tp * dp, 1))
+    return out
+
+
 def layer_split(model: ModelSpec, free_bytes: list[int]) -> tuple[int, ...]:
     """Layers per device in proportion to each device's free bytes (largest remainder, each
     device at least one layer): what llama.cpp's default `--tensor-split` (each device's free
@@ -301,8 +323,17 @@ class _Placed:
         return self.base.layout.pp
 
     @property
+    def dpa(self) -> int:
+        """Attention data-parallel ranks of one engine (`Layout.dp_attention`)."""
+        return self.base.layout.dp_attention
+
+    @property
+    def ep(self) -> int:
+        return self.base.layout.ep
+
+    @property
     def count(self) -> int:
-        return self.tp * self.pp * self.dp
+        return self.tp * self.pp * self.dpa * self.dp
 
     @property
     def split(self) -> bool:
@@ -322,6 +353,7 @@ class _Placed:
     def kv_bytes(self, seq_len: int, batch: int) -> list[int]:
         """Each stage's KV bytes on one rank for `batch` sequences: the engine's (`ekv`), else
         the exact formula's."""
+        batch = _cdiv(batch, self.dpa)  # one attention-DP rank's sequences
         if self.ekv is not None:
             return self.ekv.stage_bytes(seq_len, batch)
         return self.base.kv.stage_bytes(seq_len, batch)
@@ -334,7 +366,8 @@ class _Placed:
         if self.ekv is None:
             return self.base.stage_used_bytes(seq_len, batch)
         b = self.base
-        return [w + k + b.fixed_bytes for w, k in zip(b.stage_weight_bytes, self.ekv.stage_bytes(seq_len, batch))]
+        kv = self.ekv.stage_bytes(seq_len, _cdiv(batch, self.dpa))  # the fullest attention-DP rank's
+        return [w + k + b.fixed_bytes for w, k in zip(b.stage_weight_bytes, kv)]
 
     def kv_free(self) -> list[int]:
         """The KV memory each stage's rank leaves the engine (bytes): budget - weights -
@@ -371,14 +404,15 @@ class _Placed:
         """Sequences of `seq_len` tokens that fit over all replicas (with the engine's
         arithmetic: what it admits per replica, `EngineKv.max_batch`, x dp)."""
         if self.ekv is not None:
-            return self.ekv.max_batch(seq_len, self.kv_free()) * self.dp
+            return self.ekv.max_batch(seq_len, self.kv_free()) * self.dpa * self.dp
         if not self.split:
             return self.planner(self.devices[0]).max_batch(seq_len) * self.dp
         return min(self.planner(g).max_batch(seq_len, stage=s) for s, g in enumerate(self.devices))
 
     def label(self) -> str:
+        moe = (f", dp-attention {self.dpa}" if self.dpa > 1 else "") + (f", ep {self.ep}" if self.ep > 1 else "")
         return (f"{self.count} x {self.choice.key if self.choice.fixed else self.devices[0].key} "
-                f"(tp {self.tp}, pp {self.pp}, dp {self.dp}; KV {_kv_label(self.kv)}, "
+                f"(tp {self.tp}, pp {self.pp}, dp {self.dp}{moe}; KV {_kv_label(self.kv)}, "
                 f"weights {self.base.weight_dtype})")
 
 
@@ -463,13 +497,14 @@ class _Space:
         return _Placed(choice, base, devices, dp, kv, weight, self.engine(base, devices[0]), self.req.speed)
 
     def base(self, tp: int, pp: int, kv: tuple[str, str], weight: str | None, ref: GpuSpec,
-             stage_layers: tuple[int, ...] | None = None) -> Planner | None:
-        """The planner of (tp, pp, formats, split), built once; None (noted) when the formats do
-        not fit the model (a block format over a head that is not a whole number of blocks)."""
-        key = (tp, pp, kv, weight, stage_layers)
+             stage_layers: tuple[int, ...] | None = None, dpa: int = 1, ep: int = 1) -> Planner | None:
+        """The planner of (tp, pp, formats, split, attention DP, EP), built once; None (noted)
+        when the formats do not fit the model (a block format over a head that is not a whole
+        number of blocks)."""
+        key = (tp, pp, kv, weight, stage_layers, dpa, ep)
         if key not in self.bases:
             lay = dataclasses.replace(self.req.knobs, tp=tp, pp=pp, dp=1, k_dtype=kv[0], v_dtype=kv[1],
-                                      weight_dtype=weight, stage_layers=stage_layers)
+                                      weight_dtype=weight, stage_layers=stage_layers, dp_attention=dpa, ep=ep)
             try:
                 self.bases[key] = Planner(self.req.model, ref, lay)
             except KvcalcError as e:
@@ -497,8 +532,8 @@ class _Space:
             n = len(choice.devices)
             if req.layer_split:
                 return self._split(choice, choice.devices, kv, weight)
-            for tp, pp, dp in parallel_layouts(model, n, req.gpus_per_node, ref.nvlink_domain_gpus):
-                b = self.base(tp, pp, kv, weight, ref)
+            for tp, pp, dpa, ep, dp in moe_layouts(model, n, req.gpus_per_node, ref.nvlink_domain_gpus):
+                b = self.base(tp, pp, kv, weight, ref, None, dpa, ep)
                 if b is not None:
                     out.append(self.place(choice, b, (ref,), dp, kv, weight))
             return out
@@ -511,8 +546,8 @@ class _Space:
             if req.layer_split:
                 out += self._split(choice, (ref,) * n, kv, weight)
                 continue
-            for tp, pp, dp in parallel_layouts(model, n, req.gpus_per_node, ref.nvlink_domain_gpus):
-                b = self.base(tp, pp, kv, weight, ref)
+            for tp, pp, dpa, ep, dp in moe_layouts(model, n, req.gpus_per_node, ref.nvlink_domain_gpus):
+                b = self.base(tp, pp, kv, weight, ref, None, dpa, ep)
                 if b is not None:
                     out.append(self.place(choice, b, (ref,), dp, kv, weight))
         return out
@@ -559,7 +594,46 @@ def rank_key(count: int, dollars_per_hour: float | None, tokens_per_s: float, na
 
 
 def _names(p: _Placed) -> tuple:
-    return (p.choice.key, p.tp, p.pp, p.dp, p.kv, p.weight or "")
+    return (p.choice.key, p.tp, p.pp, p.dp, p.kv, p.weight or "", p.dpa, p.ep)
+
+
+def nodes_of(count: int, gpus_per_node: int = GPUS_PER_NODE, domain_gpus: int | None = None) -> int:
+    """Whole machines a layout of `count` GPUs occupies: ceil(count / gpus_per_node) (a GB200 /
+    GB300 NVL72 rack's trays count as nodes of `gpus_per_node` too)."""
+    return _cdiv(count, gpus_per_node)
+
+
+def moe_rank_key(p: _Placed, gpus_per_node: int, dollars_per_hour: float | None, tokens_per_s: float) -> tuple:
+    """How an MoE model's layouts rank: by the nodes they take (a multi-GPU MoE deployment rents
+    whole 8-GPU machines), then without a pipeline inside a node before with one (a pipeline
+    stage per GPU of one node leaves every GPU idle for pp - 1 of pp micro-steps at a decode
+    batch the engines do not split; TP / EP over NVLink serves the same node without it), then
+    counts that divide a node (1, 2, 4, 8 of 8) before those that do not, then fewest GPUs, the
+    price, the most tokens/s, the names."""
+    nodes = nodes_of(p.count, gpus_per_node)
+    piped = p.pp > nodes  # more stages than nodes: a pipeline inside a node
+    # a part of a node that does not divide it (7 of 8 GPUs) leaves GPUs no other engine of the
+    # same shape can use, and splits the experts unevenly (256 over 7: 37 on some, 36 on others)
+    odd = p.count > 1 and (p.count % gpus_per_node if p.count > gpus_per_node else gpus_per_node % p.count) != 0
+    return (nodes, piped, odd, p.count, dollars_per_hour is None, dollars_per_hour or 0.0, -tokens_per_s, _names(p))
+
+
+def why(p: _Placed, moe: bool) -> str | None:
+    """A short reason for an MoE model's row (None for a dense model, whose layouts differ only in
+    size): `own KV, EPn` (attention data-parallel: each rank holds only its sequences' cache, the
+    experts divided over EP), `KV on all N` (TP: an MLA latent copied on each of N ranks),
+    `N-stage pipe`, `N replicas`, `TPn`, `one GPU`."""
+    if not moe:
+        return None
+    if p.dpa > 1:
+        return f"own KV, EP{p.ep}"
+    if p.tp > 1 and p.base.model.attention_kind == "mla":
+        return f"KV on all {p.tp}"
+    if p.pp > 1:
+        return f"{p.pp}-stage pipe"
+    if p.dp > 1:
+        return f"{p.dp} replicas"
+    return f"TP{p.tp}" if p.tp > 1 else "one GPU"
 
 
 def search(req: PlanSearch) -> PlanResult:
@@ -576,6 +650,7 @@ def search(req: PlanSearch) -> PlanResult:
     found: list[tuple[tuple, _Placed, _Outcome]] = []
     nearest: dict[str, tuple[tuple, _Placed, _Outcome]] = {}
     points = 0
+    moe = bool(req.model.n_experts) and not req.layer_split
     for choice in req.gpus:
         for kv, weight in space.formats(choice):
             for placed in space.placements(choice, kv, weight):
@@ -583,7 +658,9 @@ def search(req: PlanSearch) -> PlanResult:
                 out = evaluate(placed, T, C, tg, used=space.used(placed))
                 if out.ok:
                     price = _price(req, placed)
-                    found.append((rank_key(placed.count, price, _fitted(out.tokens_per_s), _names(placed)), placed, out))
+                    key = (moe_rank_key(placed, req.gpus_per_node, price, _fitted(out.tokens_per_s)) if moe
+                           else rank_key(placed.count, price, _fitted(out.tokens_per_s), _names(placed)))
+                    found.append((key, placed, out))
                 else:
                     key = (out.score, placed.count, _names(placed))
                     if choice.key not in nearest or key < nearest[choice.key][0]:
@@ -595,7 +672,7 @@ def search(req: PlanSearch) -> PlanResult:
         if (item[1].choice.key, item[1].count) not in seen:
             seen.add((item[1].choice.key, item[1].count))
             best.append(item)
-    layouts = [_layout(req, i + 1, placed, out) for i, (_, placed, out) in enumerate(best[:req.top])]
+    layouts = [_layout(req, i + 1, placed, out, why(placed, moe)) for i, (_, placed, out) in enumerate(best[:req.top])]
     misses = []
     if not found:
         for _, placed, out in sorted(nearest.values(), key=lambda x: x[0])[:req.why_not]:
@@ -615,7 +692,7 @@ def search(req: PlanSearch) -> PlanResult:
                       n_qualifying=len(found), layouts=layouts, misses=misses, notes=notes)
 
 
-def _layout(req: PlanSearch, rank: int, placed: _Placed, out: _Outcome) -> PlanLayout:
+def _layout(req: PlanSearch, rank: int, placed: _Placed, out: _Outcome, reason: str | None = None) -> PlanLayout:
     T, C = req.seq_len, req.concurrency
     ttft = out.ttft_s if out.ttft_s is not None else placed.prefill(T)
     s = out.worst
@@ -628,13 +705,14 @@ def _layout(req: PlanSearch, rank: int, placed: _Placed, out: _Outcome) -> PlanL
     nodes = 1 if placed.choice.fixed else _cdiv(placed.count, req.gpus_per_node)
     line = None
     if req.launch is not None:
+        extra = {"dp_attention": placed.dpa, "ep": placed.ep} if placed.dpa > 1 or placed.ep > 1 else {}
         line = req.launch(tp=placed.tp, pp=placed.pp, dp=placed.dp, nodes=nodes, max_model_len=T,
-                          max_num_seqs=_cdiv(C, placed.dp), k_dtype=placed.kv[0], v_dtype=placed.kv[1],
+                          max_num_seqs=_cdiv(C, placed.dp), **extra, k_dtype=placed.kv[0], v_dtype=placed.kv[1],
                           weight_dtype=placed.weight, gpu_memory_utilization=b.layout.gpu_memory_utilization,
                           tensor_split=tuple(ts) if ts else None, gpu=placed.devices[0])
     return PlanLayout(
         rank=rank, gpu=placed.choice.key, devices=[g.key for g in placed.devices], count=placed.count,
-        tp=placed.tp, pp=placed.pp, dp=placed.dp,
+        tp=placed.tp, pp=placed.pp, dp=placed.dp, dp_attention=placed.dpa, ep=placed.ep, why=reason,
         nodes=nodes,
         kv_dtype=_kv_label(placed.kv), weight_dtype=b.weight_dtype, seq_len=T, concurrency=C,
         weights_bytes_per_gpu=b.stage_weight_bytes[s], kv_cache_bytes_per_gpu=kv_stage[s],
@@ -695,7 +773,8 @@ def _fixes(space: _Space, placed: _Placed, out: _Outcome) -> list[str]:
     for what, kv, w in cheaper:
         if (kv, w) == (placed.kv, placed.weight):
             continue
-        b = space.base(placed.tp, placed.pp, kv, w, placed.devices[0], placed.base.layout.stage_layers)
+        b = space.base(placed.tp, placed.pp, kv, w, placed.devices[0], placed.base.layout.stage_layers,
+                       placed.dpa, placed.ep)
         if b is not None and evaluate(space.place(placed.choice, b, placed.devices, placed.dp, kv, w), T, C, tg).ok:
             fixes.append(f"{what} on the same {placed.count} GPU{'s' if placed.count > 1 else ''}")
             break
@@ -722,6 +801,8 @@ def smallest_fitting(model: ModelSpec, gpu: GpuSpec, knobs: Layout, seq_len: int
     for p in space.placements(req.gpus[0], kv, weight):
         if best is not None and p.count > best[1].count:
             break
+        if p.dpa > 1 or p.ep > 1:  # the answer is (count, tp, pp, dp): plain layouts only
+            continue
         o = evaluate(p, seq_len, concurrency, PlanTargets(), used=space.used(p))
         if o.ok:
             key = rank_key(p.count, None, _fitted(o.tokens_per_s), _names(p))

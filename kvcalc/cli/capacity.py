@@ -13,9 +13,32 @@ from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Optional
 import typer
 
 from kvcalc.calc.defaults import DEFAULT_BW_EFFICIENCY, DEFAULT_FLOPS_EFFICIENCY, DEFAULT_GPU_MEMORY_UTILIZATION
-from kvcalc.cli.options import (RevisionOpt, TrustPlainOpt, EngineOpt, FormatOpt, GpuOpt, KvFormatOptions, KvMemoryOptions, LayoutOptions, LlamacppFlags, ModelArg,
-                                OptionGroup, SglangFlags, VllmFlags, check_positive, engine_options, only,
-                                option_groups, refuse_other_engines, refuse_typed, make_layout, UtilOpt, WeightDtypeOpt, with_help)
+from kvcalc.cli.options import (
+    EngineOpt,
+    FormatOpt,
+    GpuOpt,
+    KvFormatOptions,
+    KvMemoryOptions,
+    LayoutOptions,
+    LlamacppFlags,
+    ModelArg,
+    MoeLayoutOptions,
+    OptionGroup,
+    RevisionOpt,
+    SglangFlags,
+    TrustPlainOpt,
+    UtilOpt,
+    VllmFlags,
+    WeightDtypeOpt,
+    check_positive,
+    engine_options,
+    make_layout,
+    only,
+    option_groups,
+    refuse_other_engines,
+    refuse_typed,
+    with_help,
+)
 from kvcalc.cli.output import check_format, emit_parts, handle_errors, show_result
 
 KV_DTYPE_HELP = ("auto (the engine's default: the model's dtype, fp32 served as 16-bit; llama.cpp f16), bf16, fp16, "
@@ -86,6 +109,7 @@ def capacity(
     engine: EngineOpt = "ideal",
     requests: RequestOptions = RequestOptions(),
     layout: Annotated[LayoutOptions, only("tp", "pp", "dp", dp="Data-parallel replicas: each has its own KV memory and requests, so the figures are per replica (as vLLM logs them).", pp="Pipeline stages: 1 only (capacity figures one GPU rank holding every layer; `kvcalc estimate --pp N --gpu G` plans stages).")] = LayoutOptions(),
+    moe: MoeLayoutOptions = MoeLayoutOptions(),
     kv: Annotated[KvFormatOptions, only("kv_dtype", "k_dtype", "v_dtype", kv_dtype=KV_DTYPE_HELP)] = KvFormatOptions(),
     vllm: VllmFlags = VllmFlags(),
     sglang: SglangFlags = SglangFlags(),
@@ -95,6 +119,7 @@ def capacity(
 ) -> None:
     """What ENGINE makes of a KV memory budget: tokens, blocks, concurrency, and its own log lines."""
     from kvcalc.engines import canonical
+    from kvcalc.errors import KvcalcError
     from kvcalc.load.models import load_model
     from kvcalc.requests import CapacityRequest, run_capacity
     from kvcalc.units import parse_count, parse_size
@@ -109,22 +134,31 @@ def capacity(
     refuse_other_engines(ctx, name)
     from_plan = check_sources(ctx, name, layout, source, kv_memory, llamacpp.ctx_size)
     spec = load_model(model, source.revision, trust_plain_decoder=source.trust_plain_decoder)
+    par = moe.resolve(spec, layout.tp, layout.dp)  # attention DP / EP (`calc.parallel`)
+    if par["dcp"] > 1:
+        raise KvcalcError("--dcp: capacity figures one rank's blocks of whole sequences; `kvcalc estimate --dcp D "
+                          "--gpu G` sizes decode context parallel", option="--dcp", value=par["dcp"])
+    tp, dpa = par["tp"], par["dp_attention"]
     L = parse_count(requests.max_model_len, "--max-model-len") if requests.max_model_len else None
     mem = parse_size(kv_memory, "--kv-memory") if kv_memory else None
     basis = None
     if from_plan:
+        import dataclasses
+
         from kvcalc.requests import plan_kv_memory
 
-        mem, basis = plan_kv_memory(spec, source.gpu, source.layout(layout.tp), L, concurrency, name)
+        lay = dataclasses.replace(source.layout(tp), dp_attention=dpa, ep=par["ep"])
+        mem, basis = plan_kv_memory(spec, source.gpu, lay, L, concurrency, name)
     req = CapacityRequest.build(spec, engine=name, kv_memory_bytes=mem, kv_dtype=kv.kv_dtype, k_dtype=kv.k_dtype,
-                                v_dtype=kv.v_dtype, tp=layout.tp, max_model_len=L, concurrency=concurrency,
+                                v_dtype=kv.v_dtype, tp=tp, max_model_len=L, concurrency=concurrency,
                                 options=engine_options(name, (vllm, sglang, llamacpp), gpu=source.gpu))
     res = run_capacity(req)
     if basis is not None:
         res = res.model_copy(update={"kv_memory_basis": basis})
-    extra = beyond_the_gpu(memory, req, res, dp=layout.dp, gpu=source.gpu, layout=source.layout(layout.tp))
-    title = (f"KV capacity: {spec.name} on {name}" + (f", tp {layout.tp}" if layout.tp > 1 else "")
-             + (f", per replica of dp {layout.dp}" if layout.dp > 1 else ""))
+    extra = beyond_the_gpu(memory, req, res, dp=par["dp"], gpu=source.gpu, layout=source.layout(tp))
+    title = (f"KV capacity: {spec.name} on {name}" + (f", tp {tp}" if tp > 1 else "")
+             + (f", per attention-DP rank of {dpa} (ep {par['ep']})" if dpa > 1 else "")
+             + (f", per replica of dp {par['dp']}" if par["dp"] > 1 else ""))
     if fmt == "table":
         show_result(res, title)
         emit_parts(extra, fmt)

@@ -9,9 +9,27 @@ from typing import TYPE_CHECKING, Annotated, Any, Optional
 
 import typer
 
-from kvcalc.cli.options import (ModelSourceOptions, BatchOpt, FormatOpt, GpuPlanOptions, KvFormatOptions, LayoutOptions, ModelArg,
-                                OptionGroup, SeqLenOpt, SglangFlags, VllmFlags, check_positive, engine_options, only,
-                                option_groups, refuse_other_engines, with_help)
+from kvcalc.cli.options import (
+    BatchOpt,
+    FormatOpt,
+    GpuPlanOptions,
+    KvFormatOptions,
+    LayoutOptions,
+    ModelArg,
+    ModelSourceOptions,
+    MoeLayoutOptions,
+    OptionGroup,
+    SeqLenOpt,
+    SglangFlags,
+    SpeculativeOptions,
+    VllmFlags,
+    check_positive,
+    engine_options,
+    only,
+    option_groups,
+    refuse_other_engines,
+    with_help,
+)
 from kvcalc.cli.output import check_format, emit, emit_parts, handle_errors, show_result
 from kvcalc.errors import KvcalcError
 
@@ -75,6 +93,8 @@ def estimate(
     batch: BatchOpt = 1,
     kv: KvFormatOptions = KvFormatOptions(),
     layout: LayoutOptions = LayoutOptions(),
+    moe: MoeLayoutOptions = MoeLayoutOptions(),
+    speculative: SpeculativeOptions = SpeculativeOptions(),
     engine_name: Annotated[str, typer.Option("--engine", "-e", help="Also show what an engine allocates and logs: ideal (none), vllm, sglang, llamacpp.")] = "ideal",
     vllm: Annotated[VllmFlags, only("block_size", block_size="vLLM tokens per block (--engine vllm).")] = VllmFlags(),
     sglang: Annotated[SglangFlags, only("page_size", page_size="SGLang tokens per page (--engine sglang).")] = SglangFlags(),
@@ -92,6 +112,8 @@ def estimate(
     spec = source.load(model)
     gpu.refuse_without_gpu(ctx)  # GPU-only options without --gpu are refused, never ignored
     tp, pp, dp = layout.resolve()  # count = tp x pp x dp; alone it sets tp
+    par = moe.resolve(spec, tp, dp)  # attention DP / EP / DCP (`calc.parallel`)
+    tp, dp, dpa, ep, dcp = par["tp"], par["dp"], par["dp_attention"], par["ep"], par["dcp"]
     input_len, output_len, request_rate = whole.input_len, whole.output_len, whole.request_rate
     if seq_len is None and input_len is not None and output_len is not None:
         seq_len = str(input_len + output_len)  # the memory plan holds the whole request
@@ -105,10 +127,11 @@ def estimate(
     if len(lengths) > 1:
         check_format(fmt)
         refuse_other_engines(ctx, engine_name)
-        return estimate_lengths(spec, lengths, fmt, batch=batch, **kv.asdict(), tp=tp, pp=pp, dp=dp,
-                                gpu=gpu.gpu, engine=engine_name)
+        return estimate_lengths(spec, lengths, fmt, batch=batch, **kv.asdict(), tp=tp, pp=pp, dp=dp, gpu=gpu.gpu,
+                                engine=engine_name, dp_attention=dpa, ep=ep, dcp=dcp)
     req = EstimateRequest.build(spec, seq_len=lengths[0], batch=batch, **kv.asdict(), tp=tp, pp=pp,
-                                dp=dp, gpu=gpu.gpu, layout=gpu.layout() if gpu.gpu is not None else None,
+                                dp=dp, dp_attention=dpa, ep=ep, dcp=dcp, speculative=speculative.resolve(source.load),
+                                gpu=gpu.gpu, layout=gpu.layout() if gpu.gpu is not None else None,
                                 engine=engine_name, engine_options=engine_options(engine_name, (vllm, sglang), gpu=gpu.gpu),
                                 input_len=input_len, output_len=output_len, request_rate=request_rate,
                                 calibration=cal)
@@ -149,6 +172,10 @@ def estimate_parts(res: Any) -> list[tuple[Any, Callable[[], Any]]]:
         parts.append((res.serving, lambda: tables.serving_table(res.serving, res.gpu, res.kv)))
     if res.request is not None:
         parts.append((res.request, lambda: tables.request_table(res.request, res.serving)))
+    if res.speculative is not None:
+        from kvcalc.report.speculative import speculative_table
+
+        parts.append((res.speculative, lambda: speculative_table(res.speculative)))
     if res.fit_hint is not None:
         parts.append((res.fit_hint, lambda: tables.fit_hint_line(res.fit_hint, res.kv)))
     if res.engine is not None:

@@ -354,6 +354,48 @@ class ModelSourceOptions(OptionGroup):
         return load_model(model, self.revision, trust_plain_decoder=self.trust_plain_decoder)
 
 
+class MoeLayoutOptions(OptionGroup):
+    """Attention data-parallel, expert parallel and decode context parallel inside one engine
+    (`kvcalc.calc.parallel`), under kvcalc's words and the engines' own flags. kvcalc's `--dp`
+    stays whole replicas; `--dp-attention N` is N attention ranks of ONE engine whose MoE layers
+    span them all. vLLM's `--enable-expert-parallel` turns its `--data-parallel-size` (kvcalc's
+    --dp) on an MoE model into that (vLLM 0.33.0 `FusedMoEParallelConfig.make`: EP = tp x dp);
+    SGLang's `--enable-dp-attention` turns its `--dp-size` into that with `--tp-size` the total."""
+
+    panel: ClassVar[Optional[str]] = "Parallel layout"
+
+    dp_attention: Annotated[int, typer.Option("--dp-attention", help="Attention data-parallel ranks inside one engine, each holding its own sequences' KV (an MoE model's experts span them all; vLLM --data-parallel-size with --enable-expert-parallel, SGLang --enable-dp-attention --dp-size). Not --dp: whole replicas.")] = 1
+    ep: Annotated[int, typer.Option("--ep", "--ep-size", "--expert-parallel-size", help="Expert-parallel size: GPUs that divide the routed experts (SGLang --ep-size; vLLM's is tp x dp-attention under --enable-expert-parallel).")] = 1
+    enable_expert_parallel: Annotated[bool, typer.Option("--enable-expert-parallel", "-ep", help="vLLM: expert parallel; an MoE model's --data-parallel-size ranks become attention-DP ranks of one engine, EP = tp x dp.")] = False
+    enable_dp_attention: Annotated[bool, typer.Option("--enable-dp-attention", help="SGLang: --dp-size attention-DP groups inside the engine, --tp-size the engine's total GPUs.")] = False
+    dcp: Annotated[int, typer.Option("--dcp", "--decode-context-parallel-size", "-dcp", help="vLLM decode context parallel: dcp of the tp ranks each hold 1/dcp of every sequence's positions (dcp divides tp).")] = 1
+
+    def resolve(self, model: Any, tp: int, dp: int) -> dict[str, int]:
+        """(tp, dp, dp_attention, ep, dcp) as kvcalc's words, from kvcalc's and the engines' flags;
+        raises `KvcalcError` (the option named) where they disagree."""
+        from kvcalc.errors import KvcalcError
+
+        dpa, ep = self.dp_attention, self.ep
+        moe = bool(getattr(model, "n_experts", None))
+        if self.enable_dp_attention:  # SGLang: --tp-size is the total, --dp-size the attention groups
+            if dpa != 1:
+                raise KvcalcError("--enable-dp-attention takes its groups from --dp-size; drop --dp-attention",
+                                  option="--dp-attention", value=dpa)
+            if tp % dp:
+                raise KvcalcError(f"--enable-dp-attention: --tp-size {tp} must be divisible by --dp-size {dp} "
+                                  f"(SGLang's attention TP is tp / dp)", option="--dp-size", value=dp)
+            tp, dpa, dp = tp // dp, dp, 1
+        if self.enable_expert_parallel:  # vLLM
+            if not moe:
+                raise KvcalcError("--enable-expert-parallel: the model has no routed experts", option="--enable-expert-parallel")
+            if dpa == 1:
+                dpa, dp = dp, 1
+            if ep not in (1, tp * dpa):
+                raise KvcalcError(f"vLLM's EP size is tp x dp = {tp * dpa}; drop --ep", option="--ep", value=ep)
+            ep = tp * dpa
+        return {"tp": tp, "dp": dp, "dp_attention": dpa, "ep": ep, "dcp": self.dcp}
+
+
 class LayoutOptions(OptionGroup):
     """The parallel layout: --tp, --pp, --dp, and --count (= tp x pp x dp)."""
 
@@ -709,6 +751,59 @@ def _split(text: str | None) -> list[float] | None:
         raise KvcalcError("every share must be a finite number >= 0 (write 63,37)", option="--tensor-split",
                           value=text)
     return shares
+
+
+#: SGLang algorithm -> kvcalc / vLLM method
+_FROM_SGLANG = {"NEXTN": "mtp", "EAGLE": "eagle", "EAGLE3": "eagle3", "STANDALONE": "draft_model", "NGRAM": "ngram"}
+
+
+class SpeculativeOptions(OptionGroup):
+    """--speculative-config (vLLM), --speculative-algorithm / --speculative-num-steps /
+    --speculative-draft-model-path (SGLang), --accepted-len (kvcalc)."""
+
+    panel: ClassVar[Optional[str]] = "Speculative decoding"
+
+    speculative_config: Annotated[Optional[str], typer.Option("--speculative-config", "-sc", help="vLLM's speculative config as JSON: method (mtp, eagle, eagle3, draft_model, ngram), num_speculative_tokens, model (the draft). Needs --gpu.")] = None
+    speculative_algorithm: Annotated[Optional[str], typer.Option("--speculative-algorithm", help="SGLang: NEXTN (MTP), EAGLE, EAGLE3, STANDALONE, NGRAM.")] = None
+    speculative_num_steps: Annotated[Optional[int], typer.Option("--speculative-num-steps", help="SGLang: draft steps (tokens proposed per verify step).")] = None
+    speculative_draft_model_path: Annotated[Optional[str], typer.Option("--speculative-draft-model-path", help="SGLang: the draft model (a bundled name, config file or Hub id).")] = None
+    accepted_len: Annotated[Optional[float], typer.Option("--accepted-len", help="Mean tokens one verify step emits (bonus token included, 1..k+1): your measured figure; TPOT needs it.")] = None
+
+    def resolve(self, load: Any) -> Any:
+        """A `calc.speculative.SpecDecode`, or None without a speculative option; `load(ref)`
+        loads a draft's `ModelSpec`. Raises `KvcalcError` (option named) for JSON that does not
+        parse or lacks a field."""
+        from kvcalc.errors import KvcalcError
+
+        if self.speculative_config is None and self.speculative_algorithm is None:
+            if self.accepted_len is not None:
+                raise KvcalcError("--accepted-len needs --speculative-config (or --speculative-algorithm)",
+                                  option="--accepted-len")
+            return None
+        if self.speculative_config is not None:
+            import json
+
+            try:
+                cfg = json.loads(self.speculative_config)
+                method, k = str(cfg["method"]), int(cfg["num_speculative_tokens"])
+            except (ValueError, KeyError, TypeError) as e:
+                raise KvcalcError(f"--speculative-config must be JSON with method and num_speculative_tokens ({e})",
+                                  option="--speculative-config", value=self.speculative_config) from None
+            ref = cfg.get("model")
+        else:
+            algo = (self.speculative_algorithm or "").upper()
+            if algo not in _FROM_SGLANG:
+                raise KvcalcError(f"--speculative-algorithm {self.speculative_algorithm}: one of "
+                                  f"{', '.join(_FROM_SGLANG)}", option="--speculative-algorithm",
+                                  value=self.speculative_algorithm)
+            if self.speculative_num_steps is None:
+                raise KvcalcError("--speculative-algorithm needs --speculative-num-steps", option="--speculative-num-steps")
+            method, k, ref = _FROM_SGLANG[algo], self.speculative_num_steps, self.speculative_draft_model_path
+        from kvcalc.calc.speculative import SpecDecode
+
+        draft = load(ref) if ref else None
+        return SpecDecode(method=method, num_speculative_tokens=k, accepted=self.accepted_len, draft=draft,
+                          draft_ref=ref)
 
 
 # ----- KV memory and the tier below the GPU (`kvcalc capacity`) ---------------------------

@@ -13,8 +13,20 @@ from typing import Annotated, Any, Optional
 
 import typer
 
-from kvcalc.cli.options import (RevisionOpt, TrustPlainOpt, GpuPlanOptions, ModelArg, SeqLenOpt, VllmFlags, auto_is_default, engine_key,
-                                engine_options, only, option_groups, refuse_typed)
+from kvcalc.cli.options import (
+    GpuPlanOptions,
+    ModelArg,
+    RevisionOpt,
+    SeqLenOpt,
+    TrustPlainOpt,
+    VllmFlags,
+    auto_is_default,
+    engine_key,
+    engine_options,
+    only,
+    option_groups,
+    refuse_typed,
+)
 from kvcalc.cli.output import check_format, echo, handle_errors
 from kvcalc.errors import KvcalcError
 
@@ -51,6 +63,7 @@ def plan(
     force: Annotated[bool, typer.Option("--force", help="Overwrite the --write-deployment file.")] = False,
     knobs: Annotated[GpuPlanOptions, only(*KNOBS)] = GpuPlanOptions(),
     vllm: Annotated[VllmFlags, only(*VLLM_PLAN_FLAGS, attention_backend="vLLM attention backend (VLLM_ATTENTION_BACKEND): FLASHMLA, CUTLASS_MLA, FLASHINFER_MLA, TRITON_MLA set an MLA model's block size. Default: each planned GPU's own.")] = VllmFlags(),
+    speculative_config: Annotated[Optional[str], typer.Option("--speculative-config", "-sc", help="vLLM's speculative config as JSON (method mtp, eagle, eagle3, draft_model, ngram; num_speculative_tokens; model): the launch lines carry it (vLLM --speculative-config, SGLang --speculative-algorithm ...); its memory and TPOT: `kvcalc estimate --speculative-config ... --gpu G`.")] = None,
     calibration: Annotated[Optional[str], typer.Option("--calibration", help="A calibration file from `kvcalc measure --calibrate`: time the layouts with the speed model (the engine's per-step floor, all-reduce latency, format efficiency) and the file's measured figures on its GPU. Without it, the bare roofline.")] = None,
     revision: RevisionOpt = None,
     trust_plain_decoder: TrustPlainOpt = False,
@@ -71,13 +84,13 @@ def plan(
     if engine_key(engine) != VllmFlags.engine:  # --block-size with --engine sglang: refused, not ignored
         refuse_typed(ctx, VLLM_PLAN_FLAGS, "--engine vllm only")
     options = engine_options(engine, (vllm,))  # each GPU's compute capability and vendor replace these
-    spec = load_model(model, revision, trust_plain_decoder=trust_plain_decoder)
+    spec, sd = load_model(model, revision, trust_plain_decoder=trust_plain_decoder), _speculative(speculative_config)
     with naming_model_file(model):  # a YAML or config.json that cannot size the weights is named
         req = PlanRequest.build(spec, seq_len=seq_len, concurrency=concurrency, gpus=gpus, max_gpus=max_gpus,
                                 engine=engine, kv_dtypes=kv_dtypes, weight_dtypes=weight_dtypes, max_tpot_ms=max_tpot_ms,
                                 min_tokens_per_s=min_tokens_per_s, max_ttft_s=max_ttft_s, prices=prices,
                                 knobs=knobs.layout(), top=top, why_not=why_not, gpus_per_node=gpus_per_node,
-                                engine_options=options, calibration=_calibration(calibration))
+                                engine_options=options, calibration=_calibration(calibration), speculative=sd)
         res = run_plan(req)
     if write_deployment is not None and res.layouts:
         text = deployment_text(res, res.layouts[0], model, req)
@@ -146,6 +159,8 @@ def deployment_text(res: Any, layout: Any, model_arg: str, req: Any) -> str:
         "description": f"kvcalc plan: {res.concurrency} x {res.seq_len:,} tokens on {res.engine}",
         "model": model_ref, "gpu": layout.devices[0], "count": layout.count, "tp": layout.tp, "pp": layout.pp,
         "kv_dtype": layout.kv_dtype}
+    # attention DP / EP (`calc.parallel`)
+    data |= {"dp_attention": layout.dp_attention, "ep": layout.ep} if layout.dp_attention * layout.ep > 1 else {}
     if " + " not in layout.weight_dtype:
         data["weight_dtype"] = layout.weight_dtype
     data |= {"max_seq_len": res.seq_len, "concurrency": res.concurrency,
@@ -188,3 +203,13 @@ def _calibration(path: str | None) -> Any:
     from kvcalc.load.speed import load_calibration
 
     return load_calibration(path)
+
+
+def _speculative(config: str | None) -> Any:
+    """`calc.speculative.SpecDecode` from vLLM's --speculative-config JSON (None: none)."""
+    if config is None:
+        return None
+    from kvcalc.cli.options import SpeculativeOptions
+    from kvcalc.load.models import load_model
+
+    return SpeculativeOptions(speculative_config=config).resolve(load_model)

@@ -7,7 +7,10 @@ Each flag is the engine's own current name, checked against its argument parser:
   `--data-parallel-size`, `--max-model-len`, `--kv-cache-dtype` (`auto`, `fp8`, `fp8_e4m3`,
   `fp8_e5m2`: `vllm/config/cache.py` `CacheDType`), `--gpu-memory-utilization`, `--max-num-seqs`,
   `--quantization fp8` (fp8 weights quantized at load from a 16-bit checkpoint). Several nodes
-  run one engine over a Ray cluster: the line is run on the head node.
+  run one engine with the mp backend (vLLM 0.33.0 `vllm/config/parallel.py` `nnodes`,
+  `node_rank`): `--nnodes N --node-rank R --master-addr HEAD`, the head's line shown; attention
+  data-parallel + expert parallel: `--data-parallel-size`, `--enable-expert-parallel`,
+  `--data-parallel-size-local`, `--data-parallel-address` (`vllm_parallel_flags`).
 - SGLang, `python/sglang/srt/server_args.py` (`ServerArgs.add_cli_args`), run as
   `python -m sglang.launch_server`: `--model-path`, `--tp-size` (alias `--tensor-parallel-size`),
   `--pp-size`, `--dp-size`, `--context-length`, `--kv-cache-dtype` (`auto`, `fp8_e4m3`,
@@ -75,6 +78,31 @@ class LaunchSpec:
     #: vLLM: the cache options the plan was made with where they differ from `vllm serve`'s
     #: defaults (`vllm.plan.launch_flags`: --disable-hybrid-kv-cache-manager ...), in order
     flags: tuple[str, ...] = ()
+    #: attention data-parallel ranks of one engine and the expert-parallel size (`calc.parallel`)
+    dp_attention: int = 1
+    ep: int = 1
+    #: the speculative config (`calc.speculative.SpecDecode`), None: none
+    speculative: object | None = None
+
+
+def vllm_parallel_flags(spec: LaunchSpec, gpus_per_node: int = 8) -> list[str]:
+    """vLLM 0.33.0's flags (`vllm/engine/arg_utils.py`) for the attention-DP / EP part of a
+    layout: `--data-parallel-size D --enable-expert-parallel` (EP size = tp x D, vLLM's
+    `FusedMoEParallelConfig.make`), `--enable-expert-parallel` alone for TP + EP; across nodes
+    `--data-parallel-size-local L --data-parallel-address HEAD_NODE_IP` on the head (the other
+    nodes: `--headless --data-parallel-start-rank k L`); a TP / PP engine over several nodes
+    (mp backend): `--nnodes N --node-rank 0 --master-addr HEAD_NODE_IP` (node r: --node-rank r)."""
+    out: list[str] = []
+    if spec.dp_attention > 1:
+        out += ["--data-parallel-size", str(spec.dp_attention)]
+        per_node = max(1, gpus_per_node // (spec.tp * spec.pp))
+        if spec.nodes > 1 and spec.dp_attention > per_node:
+            out += ["--data-parallel-size-local", str(per_node), "--data-parallel-address", "HEAD_NODE_IP"]
+    if spec.ep > 1:
+        out += ["--enable-expert-parallel"]
+    if spec.dp_attention == 1 and spec.dp == 1 and spec.nodes > 1:
+        out += ["--nnodes", str(spec.nodes), "--node-rank", "0", "--master-addr", "HEAD_NODE_IP"]
+    return out
 
 
 def _checkpoint_format(model: ModelSpec) -> str:
@@ -121,32 +149,51 @@ def vllm_line(spec: LaunchSpec) -> str:
     `--attention-backend` where one was given, then the plan's other cache options (`spec.flags`)."""
     parts = ["vllm", "serve", model_ref(spec.model), "--tensor-parallel-size", str(spec.tp),
              "--pipeline-parallel-size", str(spec.pp)]
-    if spec.dp > 1:
+    moe = bool(spec.model.n_experts)
+    if spec.dp > 1 and not moe:
         parts += ["--data-parallel-size", str(spec.dp)]
+    parts += vllm_parallel_flags(spec)
     parts += ["--max-model-len", str(spec.max_model_len), "--kv-cache-dtype", _kv_cache_dtype(spec, "vLLM", "fp8"),
-              "--gpu-memory-utilization", f"{spec.gpu_memory_utilization:g}", "--max-num-seqs", str(spec.max_num_seqs)]
+              "--gpu-memory-utilization", f"{spec.gpu_memory_utilization:g}",
+              # each DP rank is an engine core with its own scheduler: the limit is per rank
+              "--max-num-seqs", str(-(-spec.max_num_seqs // spec.dp_attention))]
     if spec.block_size is not None:
         parts += ["--block-size", str(spec.block_size)]
     if spec.attention_backend is not None:
         parts += ["--attention-backend", spec.attention_backend.strip().upper()]
-    return " ".join(parts + list(spec.flags) + _quantization(spec, "vLLM"))
+    parts += list(spec.flags) + _quantization(spec, "vLLM")
+    if spec.speculative is not None:
+        parts += ["--speculative-config", "'" + spec.speculative.vllm_config_json() + "'"]  # type: ignore[attr-defined]
+    if spec.dp > 1 and moe:  # vLLM's --data-parallel-size would shard an MoE model's experts
+        parts += ["#", f"x {spec.dp} engines (replicas) behind a load balancer"]
+    return " ".join(parts)
 
 
 def sglang_line(spec: LaunchSpec) -> str:
     """`python -m sglang.launch_server --model-path MODEL --tp-size ...` (run on each node with
     its `--node-rank` when the layout spans nodes)."""
-    parts = ["python", "-m", "sglang.launch_server", "--model-path", model_ref(spec.model), "--tp-size", str(spec.tp)]
+    # SGLang 0.5.23 `server_args.py`: with --enable-dp-attention, --tp-size is the engine's total
+    # GPUs and --dp-size the attention-DP groups (attention TP = tp / dp); --ep-size the experts'
+    parts = ["python", "-m", "sglang.launch_server", "--model-path", model_ref(spec.model),
+             "--tp-size", str(spec.tp * spec.dp_attention)]
     if spec.pp > 1:
         parts += ["--pp-size", str(spec.pp)]
-    if spec.dp > 1:
+    if spec.dp_attention > 1:
+        parts += ["--dp-size", str(spec.dp_attention), "--enable-dp-attention"]
+    elif spec.dp > 1:
         parts += ["--dp-size", str(spec.dp)]
+    if spec.ep > 1:
+        parts += ["--ep-size", str(spec.ep)]
     if spec.nodes > 1:
         parts += ["--nnodes", str(spec.nodes), "--node-rank", "0", "--dist-init-addr", "HEAD_NODE_IP:5000"]
     parts += ["--context-length", str(spec.max_model_len), "--kv-cache-dtype",
               _kv_cache_dtype(spec, "SGLang 0.5.23", "fp8_e4m3", ("mxfp8", "nvfp4", "fp4_mx_block16")),
               "--mem-fraction-static",
               f"{spec.gpu_memory_utilization:g}", "--max-running-requests", str(spec.max_num_seqs)]
-    return " ".join(parts + _quantization(spec, "SGLang"))
+    parts += _quantization(spec, "SGLang")
+    if spec.speculative is not None:
+        parts += spec.speculative.sglang_flags()  # type: ignore[attr-defined]
+    return " ".join(parts)
 
 
 def llamacpp_line(spec: LaunchSpec, ggml_name) -> str:

@@ -41,7 +41,9 @@ def kv_table(est: Any, title: str | None = None, *, width: int | None = None):
     rows.append(("layers", f"{est.n_layers}, {dims}", None))
     rows.append(("workload", f"seq_len {est.seq_len:,} tokens x batch {est.batch}, KV dtype {est.kv_dtype}", None))
     if est.n_gpus > 1:
-        rows.append(("parallel", f"tp {est.tp} x pp {est.pp} x dp {est.dp} = {est.n_gpus} GPUs", None))
+        moe = (f" x dp-attention {est.dp_attention}" if est.dp_attention > 1 else "")
+        extra = (f" (ep {est.ep})" if est.ep > 1 else "") + (f" (dcp {est.dcp})" if est.dcp > 1 else "")
+        rows.append(("parallel", f"tp {est.tp} x pp {est.pp}{moe} x dp {est.dp} = {est.n_gpus} GPUs{extra}", None))
     rows.append(("formula", est.formula, None))
     rows.append(("bytes per token", f"{est.kv_bytes_per_token:,} B (one more token, one sequence, all layers)", None))
     rows.append(("KV cache", size(est.kv_cache_bytes), None))
@@ -320,6 +322,7 @@ def gpus_table(rows: list[Any], *, width: int | None = None):
 
 def _plan_gpus(r: Any) -> str:
     par = f"tp{r.tp}" + (f" pp{r.pp}" if r.pp > 1 else "") + (f" dp{r.dp}" if r.dp > 1 else "")
+    par += (f" dp-attn{r.dp_attention}" if r.dp_attention > 1 else "") + (f" ep{r.ep}" if r.ep > 1 else "")
     where = f", {r.nodes} nodes" if r.nodes > 1 else ""
     return f"{r.count}x {r.gpu} {par}{where}"
 
@@ -354,7 +357,7 @@ def plan_table(res: Any, *, width: int | None = None):
         cols += [Col("$/hour", short="$/h"), Col("$/M\ntokens", short="$/M")]
     cells: list[list[Cell]] = []
     for r in res.layouts:
-        row: list[Cell] = [str(r.rank), _plan_gpus(r), _plan_formats(r),
+        row: list[Cell] = [str(r.rank), _plan_gpus(r) + (f" ({r.why})" if r.why else ""), _plan_formats(r),
                            (f"{r.memory_bytes_per_gpu / 2**30:,.1f}/", f"{r.budget_bytes_per_gpu / 2**30:,.1f}"),
                            f"{r.max_concurrency:,}", figure(r.tpot_ms, 1), f"{r.tokens_per_s:,.0f}", figure(r.ttft_s, 2)]
         if priced:

@@ -29,11 +29,13 @@ if TYPE_CHECKING:
     from kvcalc.results.served import ServedEstimate
     from kvcalc.results.serving import FitHint, RequestEstimate, ServingEstimate
     from kvcalc.results.offload import LoadRow, OffloadResult, OffloadTier, PrefixResult, TransferPair, TransferResult
+    from kvcalc.results.speculative import SpeculativeEstimate
 
 #: result name -> the submodule that defines it
 WHERE: dict[str, str] = {
     "KindBreakdown": "kv",
     "KvEstimate": "kv",
+    "SpeculativeEstimate": "speculative",
     "CompareRow": "compare",
     "ServingEstimate": "serving",
     "FitHint": "serving",
@@ -53,7 +55,7 @@ WHERE: dict[str, str] = {
     "TransferResult": "offload",
 }
 
-__all__ = ["CheckRow", "CompareRow", "DeviceBuffer", "EngineResult", "FitHint", "KindBreakdown", "KvEstimate", "LoadRow", "OffloadResult", "OffloadTier", "PlanLayout", "PlanMiss", "PlanResult", "PrefixResult", "RequestEstimate", "ServedEstimate", "ServingEstimate", "TransferPair", "TransferResult"]  # = sorted(WHERE)
+__all__ = ["CheckRow", "CompareRow", "DeviceBuffer", "EngineResult", "FitHint", "KindBreakdown", "KvEstimate", "LoadRow", "OffloadResult", "OffloadTier", "PlanLayout", "PlanMiss", "PlanResult", "PrefixResult", "RequestEstimate", "ServedEstimate", "ServingEstimate", "SpeculativeEstimate", "TransferPair", "TransferResult"]  # = sorted(WHERE)
 
 
 def __getattr__(name: str) -> object:

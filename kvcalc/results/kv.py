@@ -62,3 +62,9 @@ class KvEstimate(_Frozen):
     state_bytes: int | None
     formula: str
     breakdown: list[KindBreakdown]
+    #: attention data-parallel ranks of one engine, expert-parallel size, decode context parallel
+    #: size (`calc.parallel`); per-GPU figures are the fullest rank's: ceil(batch / dp_attention)
+    #: sequences of ceil(seq_len / dcp) positions
+    dp_attention: int = 1
+    ep: int = 1
+    dcp: int = 1

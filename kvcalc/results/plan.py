@@ -57,6 +57,12 @@ class PlanLayout(_Frozen):
     #: the speed terms TPOT / TTFT / tokens/s were modelled with (`calc.speed.SpeedTerms.describe`;
     #: "roofline": the bare roofline of the efficiency knobs)
     speed_model: str = "roofline"
+    #: attention data-parallel ranks inside one engine and the expert-parallel size
+    #: (`calc.parallel`; count = tp x pp x dp_attention x dp), and why the layout ranks where it
+    #: does (`calc.plan.why`)
+    dp_attention: int = 1
+    ep: int = 1
+    why: str | None = None
 
 class PlanMiss(_Frozen):
     """A layout that came nearest without qualifying: what failed and by how much

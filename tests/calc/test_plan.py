@@ -193,8 +193,10 @@ def test_deepseek_v3_needs_pipeline_stages_across_nodes():
     assert top.kv_dtype == "fp8_e4m3" and top.weight_dtype == "fp8_e4m3"
     assert top.kv_cache_bytes_per_gpu == 16 * 32768 * 30 * 576
     assert top.memory_bytes_per_gpu <= top.budget_bytes_per_gpu == 76_968_728_985
+    # two nodes, one engine (vLLM 0.33.0's mp backend, `vllm/engine/arg_utils.py` --nnodes / --node-rank /
+    # --master-addr; node r runs the same line with --node-rank r)
     assert top.launch == ("vllm serve deepseek-ai/DeepSeek-V3 --tensor-parallel-size 8 --pipeline-parallel-size 2 "
-                          "--max-model-len 32768 --kv-cache-dtype fp8 --gpu-memory-utilization 0.9 --max-num-seqs 16 "
+                          "--nnodes 2 --node-rank 0 --master-addr HEAD_NODE_IP --max-model-len 32768 --kv-cache-dtype fp8 --gpu-memory-utilization 0.9 --max-num-seqs 16 "
                           "--block-size 64")
     sg = kvcalc.plan("deepseek-v3", seq_len="32k", concurrency=16, max_tpot_ms=100, gpus="h100-sxm", engine="sglang",
                      top=1)

@@ -42,7 +42,7 @@ def test_capacity_help_groups_its_options(cli):
     assert _sections(r.stdout) == {
         "Arguments": 0, "Options": 3,  # --engine, --format, --help
         "KV memory, offload tiers and shared prefixes": 16,  # --kv-memory and the tiers below the GPU (issue 22)
-        "Requests": 2, "Parallel layout": 3, "KV cache format": 3, "vLLM (--engine vllm)": 10,
+        "Requests": 2, "Parallel layout": 8, "KV cache format": 3, "vLLM (--engine vllm)": 10,
         "SGLang (--engine sglang)": 6, "llama.cpp (--engine llamacpp)": 14, "GPU and model source": 5}
 
 

@@ -205,7 +205,8 @@ def test_every_single_stage_layout_agrees_with_capacity(name, options):
                                    vendor=None if g.vendor == "other" else g.vendor)
         cap = kvcalc.capacity(model, engine="vllm", kv_memory_bytes=lay.headroom_bytes + lay.kv_cache_bytes_per_gpu,
                               max_model_len=32768, kv_dtype=lay.kv_dtype, tp=lay.tp, options=opts)
-        assert int(cap.max_concurrency) * lay.dp == lay.max_concurrency, (lay.gpu, lay.tp, lay.dp)
+        # each attention-DP rank (`calc.parallel`) admits its own requests from its own KV memory
+        assert int(cap.max_concurrency) * lay.dp * lay.dp_attention == lay.max_concurrency, (lay.gpu, lay.tp, lay.dp)
         checked += 1
     assert checked >= 3
 
