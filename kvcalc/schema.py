@@ -19,8 +19,21 @@ from typing import Annotated, Any, Literal
 from pydantic import Field, PositiveInt, field_validator, model_validator
 
 from kvcalc.schema_types import (  # noqa: F401  (the field types and the base model, shared with kvcalc.schema_deploy)
-    Count, Count0, Int0, Int0List, LayerCount, OptCount, OptQuantity, OptStr, OptStrList, Quantity,
-    Quantity0, StrictBool, Tokens, _Frozen)
+    Count,
+    Count0,
+    Int0,
+    Int0List,
+    LayerCount,
+    OptCount,
+    OptQuantity,
+    OptStr,
+    OptStrList,
+    Quantity,
+    Quantity0,
+    StrictBool,
+    Tokens,
+    _Frozen,
+)
 from kvcalc.units import MAX_SEQ_LEN
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING: for type checkers only

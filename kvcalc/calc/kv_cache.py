@@ -386,7 +386,7 @@ def _by_kind(model: ModelSpec) -> dict[str, list[LayerSpec]]:
     for layer in model.layers:
         groups.setdefault(_group_key(layer), []).append(layer)
     per_kind: dict[str, int] = {}
-    for key, layers in groups.items():
+    for layers in groups.values():
         per_kind[layers[0].kind] = per_kind.get(layers[0].kind, 0) + 1
     return {(layers[0].kind if per_kind[layers[0].kind] == 1 else key): layers for key, layers in groups.items()}
 

@@ -13,9 +13,31 @@ from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Optional
 import typer
 
 from kvcalc.calc.defaults import DEFAULT_BW_EFFICIENCY, DEFAULT_FLOPS_EFFICIENCY, DEFAULT_GPU_MEMORY_UTILIZATION
-from kvcalc.cli.options import (RevisionOpt, TrustPlainOpt, EngineOpt, FormatOpt, GpuOpt, KvFormatOptions, KvMemoryOptions, LayoutOptions, LlamacppFlags, ModelArg,
-                                OptionGroup, SglangFlags, VllmFlags, check_positive, engine_options, only,
-                                option_groups, refuse_other_engines, refuse_typed, make_layout, UtilOpt, WeightDtypeOpt, with_help)
+from kvcalc.cli.options import (
+    EngineOpt,
+    FormatOpt,
+    GpuOpt,
+    KvFormatOptions,
+    KvMemoryOptions,
+    LayoutOptions,
+    LlamacppFlags,
+    ModelArg,
+    OptionGroup,
+    RevisionOpt,
+    SglangFlags,
+    TrustPlainOpt,
+    UtilOpt,
+    VllmFlags,
+    WeightDtypeOpt,
+    check_positive,
+    engine_options,
+    make_layout,
+    only,
+    option_groups,
+    refuse_other_engines,
+    refuse_typed,
+    with_help,
+)
 from kvcalc.cli.output import check_format, emit_parts, handle_errors, show_result
 
 KV_DTYPE_HELP = ("auto (the engine's default: the model's dtype, fp32 served as 16-bit; llama.cpp f16), bf16, fp16, "

@@ -9,9 +9,25 @@ from typing import TYPE_CHECKING, Annotated, Any, Optional
 
 import typer
 
-from kvcalc.cli.options import (ModelSourceOptions, BatchOpt, FormatOpt, GpuPlanOptions, KvFormatOptions, LayoutOptions, ModelArg,
-                                OptionGroup, SeqLenOpt, SglangFlags, VllmFlags, check_positive, engine_options, only,
-                                option_groups, refuse_other_engines, with_help)
+from kvcalc.cli.options import (
+    BatchOpt,
+    FormatOpt,
+    GpuPlanOptions,
+    KvFormatOptions,
+    LayoutOptions,
+    ModelArg,
+    ModelSourceOptions,
+    OptionGroup,
+    SeqLenOpt,
+    SglangFlags,
+    VllmFlags,
+    check_positive,
+    engine_options,
+    only,
+    option_groups,
+    refuse_other_engines,
+    with_help,
+)
 from kvcalc.cli.output import check_format, emit, emit_parts, handle_errors, show_result
 from kvcalc.errors import KvcalcError
 

@@ -13,8 +13,20 @@ from typing import Annotated, Any, Optional
 
 import typer
 
-from kvcalc.cli.options import (RevisionOpt, TrustPlainOpt, GpuPlanOptions, ModelArg, SeqLenOpt, VllmFlags, auto_is_default, engine_key,
-                                engine_options, only, option_groups, refuse_typed)
+from kvcalc.cli.options import (
+    GpuPlanOptions,
+    ModelArg,
+    RevisionOpt,
+    SeqLenOpt,
+    TrustPlainOpt,
+    VllmFlags,
+    auto_is_default,
+    engine_key,
+    engine_options,
+    only,
+    option_groups,
+    refuse_typed,
+)
 from kvcalc.cli.output import check_format, echo, handle_errors
 from kvcalc.errors import KvcalcError
 

@@ -81,9 +81,23 @@ from __future__ import annotations
 
 from kvcalc.calc.kv_cache import ENGINES_MODEL_TODAY, refuse_unmodelled_layers
 from kvcalc.engines.llamacpp.base import LlamacppRules
-from kvcalc.engines.llamacpp.common import (N_CTX_PAD, QUANT_BLOCK, QUANTIZED, RECURRENT_BYTES, RECURRENT_TYPE,
-                                            SERVER_AUTO_PARALLEL, SWA_FULL_REF, SWA_PAD, Caches, Context, Layers,
-                                            device_name, mib_f32, pad, recurrent_r_s_values)
+from kvcalc.engines.llamacpp.common import (
+    N_CTX_PAD,
+    QUANT_BLOCK,
+    QUANTIZED,
+    RECURRENT_BYTES,
+    RECURRENT_TYPE,
+    SERVER_AUTO_PARALLEL,
+    SWA_FULL_REF,
+    SWA_PAD,
+    Caches,
+    Context,
+    Layers,
+    device_name,
+    mib_f32,
+    pad,
+    recurrent_r_s_values,
+)
 from kvcalc.errors import MESSAGE, KvcalcError
 from kvcalc.schema import ModelSpec
 

@@ -58,8 +58,9 @@ class Kinds:
             key, table = self.codes
             raw = c.data[key]
             if not isinstance(raw, list) or len(raw) != n or any(type(v) is bool or v not in table for v in raw):
-                raise c.fail(f"must list one of {', '.join(map(str, table))} for each of the {n} layers, got "
-                             f"{_shown(raw)}", key)
+                raise c.fail(
+                    f"must list one of {', '.join(map(str, table))} for each of the {n} layers, got {_shown(raw)}", key
+                )
             kinds = [table[v] for v in raw]
         elif self.every is not None:
             kinds = _every_nth(c, n_layers, self.nth, self.rest, every=self.every, every_keys=self.every_keys)
