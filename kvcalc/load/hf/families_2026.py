@@ -180,7 +180,12 @@ MIMO_V2_FLASH = Family(
 # ----- DeepSeek-V4 ----------------------------------------------------------------------------
 
 #: transformers `configuration_deepseek_v4.py` `_COMPRESS_RATIO_TO_LAYER_TYPE` and its layer types
-_V4_TYPES = {"sliding_attention": 0, "compressed_sparse_attention": "csa", "heavily_compressed_attention": "hca"}
+# each layer type's key in the compress rates ("": not compressed, ratio 0)
+_V4_TYPES: dict[str, str] = {
+    "sliding_attention": "",
+    "compressed_sparse_attention": "csa",
+    "heavily_compressed_attention": "hca",
+}
 
 
 def _deepseek_v4(c: _Cfg, f: dict[str, Any]) -> dict[str, Any]:
@@ -213,7 +218,8 @@ def _deepseek_v4(c: _Cfg, f: dict[str, Any]) -> dict[str, Any]:
     if raw is not None:
         if not isinstance(raw, list) or len(raw) < n or any(t not in _V4_TYPES for t in raw[:n]):
             raise c.fail(f"must list {', '.join(_V4_TYPES)} for each of the {n} layers", "layer_types")
-        ratios = [rates.get(_V4_TYPES[t], 0) for t in raw[:n]]  # type: ignore[arg-type]
+        names = [t for t in raw[:n] if isinstance(t, str)]  # every one, checked above
+        ratios = [rates.get(_V4_TYPES[t], 0) for t in names]
     elif c.get("compress_ratios") is not None:
         raw = c.data["compress_ratios"]
         if (
@@ -348,18 +354,19 @@ def _kimi_linear(c: _Cfg) -> dict[str, Any]:
 
         kinds = _kinds_from_layer_types(c, n)
     elif full is not None and kda is not None:
-        kinds = [None] * n
+        slots: list[str | None] = [None] * n
         for key, ids, kind in (("full_attn_layers", full, "full"), ("kda_layers", kda, "linear")):
             if not isinstance(ids, list) or any(type(i) is not int or not 1 <= i <= n for i in ids):
                 raise c.fail(
                     f"must list layer numbers from 1 to {n} (1-indexed), got {_shown(ids)}", f"linear_attn_config.{key}"
                 )
             for i in ids:
-                kinds[i - 1] = kind  # type: ignore[call-overload]
-        if None in kinds:
+                slots[i - 1] = kind
+        if None in slots:
             raise c.fail(
-                f"layer {kinds.index(None) + 1} is in neither full_attn_layers nor kda_layers", "linear_attn_config"
+                f"layer {slots.index(None) + 1} is in neither full_attn_layers nor kda_layers", "linear_attn_config"
             )
+        kinds = [k for k in slots if k is not None]
     else:
         kinds = ["full" if i and i % 4 == 0 else "linear" for i in range(n)]
     heads = lin.get("num_heads", c.get("linear_num_heads", default=32))
@@ -383,7 +390,7 @@ def _kimi_linear(c: _Cfg) -> dict[str, Any]:
 
     f.pop("layer_pattern", None)
     f.pop("layer_types", None)
-    f.update(compact_layers(kinds))  # type: ignore[arg-type]
+    f.update(compact_layers(kinds))
     return f
 
 

@@ -50,6 +50,7 @@ class Kinds:
     def read(self, c: _Cfg, n_layers: int | None) -> list[str] | None:
         """The kinds, one per layer, or None for "every layer `rest`" with no list needed."""
         n = n_layers or 0
+        kinds: list[str] | None
         if c.get("layer_types") is not None:
             if self.trim_to_layers and isinstance(c.data["layer_types"], list) and len(c.data["layer_types"]) > n:
                 c = _Cfg({**c.data, "layer_types": c.data["layer_types"][:n]}, c.path, c.model_type)
