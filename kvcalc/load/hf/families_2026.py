@@ -11,6 +11,7 @@ nothing here names a model, only config keys.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from kvcalc.load.hf.family import Family, Kinds
@@ -549,7 +550,7 @@ STEP3P7 = Family(
 
 
 #: model_type -> Family (or function) for the 2026 families; `families.FAMILIES` adds them.
-FAMILIES_2026 = {
+FAMILIES_2026: dict[str, Family | Callable[[_Cfg], dict[str, Any]]] = {
     "gemma4": GEMMA4,
     "gemma4_text": GEMMA4,
     "mimo_v2_flash": MIMO_V2_FLASH,
