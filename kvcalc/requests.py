@@ -522,14 +522,18 @@ def state_capacity(req: CapacityRequest, state_bytes: int) -> Any:
         raise KvcalcError(f"{req.model.name} keeps only fixed per-sequence state; its capacity is figured for one "
                           "rank that holds the whole state: give --tp 1", option="--tp", value=str(req.tp))
     mem = req.kv_memory_bytes
+    if mem is None:  # the caller (`capacity`) comes here only with a KV memory
+        raise KvcalcError("the number of sequences that fit needs the KV memory: give --kv-memory",
+                          field="kv_memory_bytes")
     n = mem // state_bytes
     L = req.max_model_len or req.model.default_context
     line = (f"{n:,} sequences of {state_bytes:,} B of state each fit in {mem:,} B, at any context "
             "(no per-token KV cache: every layer is mamba / linear attention)")
-    fits = None if req.concurrency is None else req.concurrency <= n
-    notes = [] if fits is None else [
-        f"{req.concurrency:,} requests fit at every context" if fits else
-        f"{req.concurrency:,} requests do not fit at any context: their state needs {req.concurrency * state_bytes:,} B"]
+    c = req.concurrency
+    fits = None if c is None else c <= n
+    notes = [] if c is None else [
+        f"{c:,} requests fit at every context" if fits else
+        f"{c:,} requests do not fit at any context: their state needs {c * state_bytes:,} B"]
     return EngineResult(engine="ideal", engine_version=VERSION, kv_memory_bytes=mem, kv_cache_dtype=req.label,
                         page_size_bytes=state_bytes, kv_cache_tokens=0, engine_kv_bytes=n * state_bytes,
                         engine_state_bytes=n * state_bytes, max_model_len=L, max_concurrency=float(n),
@@ -548,6 +552,9 @@ def requests_that_fit(prof: Any, req: CapacityRequest) -> Any:
     from kvcalc.engines import longest_fitting
 
     L, mem = req.max_model_len, req.kv_memory_bytes
+    if L is None or mem is None:  # the caller (`capacity`) comes here only with both
+        raise KvcalcError("the number of requests that fit needs --max-model-len and --kv-memory",
+                          field="max_model_len" if L is None else "kv_memory_bytes")
 
     def alloc(n: int) -> Any:
         return prof.for_batch(req.model, L, n, req.k, req.v, tp=req.tp, options=req.options,

@@ -18,9 +18,23 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field, PositiveInt, field_validator, model_validator
 
+from kvcalc.errors import MESSAGE, KvcalcError
 from kvcalc.schema_types import (  # noqa: F401  (the field types and the base model, shared with kvcalc.schema_deploy)
-    Count, Count0, Int0, Int0List, LayerCount, OptCount, OptQuantity, OptStr, OptStrList, Quantity,
-    Quantity0, StrictBool, Tokens, _Frozen)
+    Count,
+    Count0,
+    Int0,
+    Int0List,
+    LayerCount,
+    OptCount,
+    OptQuantity,
+    OptStr,
+    OptStrList,
+    Quantity,
+    Quantity0,
+    StrictBool,
+    Tokens,
+    _Frozen,
+)
 from kvcalc.units import MAX_SEQ_LEN
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING: for type checkers only
@@ -415,7 +429,7 @@ class ModelSpec(_Frozen):
             if self.head_dim is None and self.hidden_size is None:
                 raise field_error("ModelSpec", "head_dim",
                                   "give head_dim, or hidden_size to derive it as hidden_size // n_heads")
-            if self.head_dim is None and self.hidden_size % self.n_heads:
+            if self.head_dim is None and self.hidden_size is not None and self.hidden_size % self.n_heads:
                 raise ValueError(
                     f"hidden_size ({self.hidden_size}) is not divisible by n_heads ({self.n_heads}); give head_dim")
         if self.layer_pattern is not None and self.layer_types is not None:
@@ -540,9 +554,16 @@ class ModelSpec(_Frozen):
         """K head size: explicit `head_dim`, else hidden_size // n_heads; MLA: the latent width
         kv_lora_rank + qk_rope_head_dim."""
         if self.attention == "mla":
-            return self.kv_lora_rank + self.qk_rope_head_dim
+            lora, rope = self.kv_lora_rank, self.qk_rope_head_dim
+            if lora is None or rope is None:  # the validator refuses MLA without them
+                raise KvcalcError(f"{self.name}: attention: mla needs kv_lora_rank and qk_rope_head_dim",
+                                  field="kv_lora_rank", form=MESSAGE)
+            return lora + rope
         if self.head_dim is not None:
             return self.head_dim
+        if self.hidden_size is None:  # the validator refuses a model with neither
+            raise KvcalcError(f"{self.name}: give head_dim, or hidden_size to derive it as hidden_size // n_heads",
+                              field="head_dim", form=MESSAGE)
         return self.hidden_size // self.n_heads
 
     @property
@@ -617,7 +638,9 @@ class ModelSpec(_Frozen):
         if kind == "mla":
             return LayerSpec(kind="mla", n_kv_heads=1, head_dim_k=self.resolved_head_dim, head_dim_v=0,
                              kv_source=source, **index)
-        g = (self.kind_geometry or {}).get(kind) if kind in ("full", "sliding") else None
+        geo_kind: Literal["full", "sliding"] | None = (
+            "full" if kind == "full" else "sliding" if kind == "sliding" else None)
+        g = (self.kind_geometry or {}).get(geo_kind) if geo_kind is not None else None
         kv = (g.n_kv_heads if g and g.n_kv_heads else None) or self.resolved_n_kv_heads
         dk = (g.head_dim if g and g.head_dim else None) or self.resolved_head_dim
         dv = 0 if self.v_is_k else (g.v_head_dim if g and g.v_head_dim else None) or (
@@ -644,24 +667,26 @@ class ModelSpec(_Frozen):
         (2 x key_heads x key_dim + value_heads x value_dim) x (kernel - 1) + recurrent state
         value_heads x key_dim x value_dim.
         """
+        s, d_conv = self.mamba_d_state, self.mamba_d_conv
         if kind == "mamba" and self.mamba_n_groups is not None:
-            if None in (self.mamba_d_state, self.mamba_d_conv, self.mamba_n_heads, self.mamba_head_dim):
+            h, hd = self.mamba_n_heads, self.mamba_head_dim
+            if s is None or d_conv is None or h is None or hd is None:
                 return 0
-            d_inner = self.mamba_n_heads * self.mamba_head_dim
-            conv_dim = d_inner + 2 * self.mamba_n_groups * self.mamba_d_state
-            return conv_dim * (self.mamba_d_conv - 1) + d_inner * self.mamba_d_state
+            d_inner = h * hd
+            conv_dim = d_inner + 2 * self.mamba_n_groups * s
+            return conv_dim * (d_conv - 1) + d_inner * s
         if kind == "mamba":
-            if None in (self.mamba_d_state, self.mamba_d_conv, self.mamba_expand, self.hidden_size):
+            expand, hidden = self.mamba_expand, self.hidden_size
+            if s is None or d_conv is None or expand is None or hidden is None:
                 return 0
-            d_inner = self.mamba_expand * self.hidden_size
-            return d_inner * (self.mamba_d_conv - 1) + d_inner * self.mamba_d_state
-        if None in (self.linear_num_key_heads, self.linear_num_value_heads, self.linear_key_head_dim,
-                    self.linear_value_head_dim, self.linear_conv_kernel_dim):
-            return 0
+            d_inner = expand * hidden
+            return d_inner * (d_conv - 1) + d_inner * s
         hk, hv = self.linear_num_key_heads, self.linear_num_value_heads
-        dk, dv = self.linear_key_head_dim, self.linear_value_head_dim
+        dk, dv, kernel = self.linear_key_head_dim, self.linear_value_head_dim, self.linear_conv_kernel_dim
+        if hk is None or hv is None or dk is None or dv is None or kernel is None:
+            return 0
         conv_dim = 2 * hk * dk + hv * dv
-        return conv_dim * (self.linear_conv_kernel_dim - 1) + hv * dk * dv
+        return conv_dim * (kernel - 1) + hv * dk * dv
 
 
 class Parallelism(_Frozen):

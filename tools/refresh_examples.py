@@ -45,7 +45,7 @@ def refresh(page: Path) -> int:
         start = ex.line  # index of the first line after the command's first line
         while lines[start - 1].rstrip("\n").endswith("\\"):
             start += 1
-        lines[start:start + len(ex.expected)] = [ln + "\n" for ln in got]
+        lines[start : start + len(ex.expected)] = [ln + "\n" for ln in got]
         changed += 1
     page.write_text("".join(lines))
     return changed

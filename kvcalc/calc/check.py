@@ -82,7 +82,8 @@ def check(dep: Deployment, model: ModelSpec, gpu: GpuSpec, *, file: str,
             notes.append(f"{e.message}: sized by the exact formula instead")
         else:
             notes += list(ekv.notes)
-    placed = _Placed(GpuChoice((gpu,)), base, (gpu,), dep.dp, (lay.k_dtype, lay.v_dtype), lay.weight_dtype, ekv)
+    kv_dtypes = (lay.k_dtype or model.dtype, lay.v_dtype or model.dtype)  # `layout` sets both: the same strs
+    placed = _Placed(GpuChoice((gpu,)), base, (gpu,), dep.dp, kv_dtypes, lay.weight_dtype, ekv)
     planner = placed.planner(gpu)
     T = dep.max_seq_len
     used = max(placed.used(T, dep.concurrency))

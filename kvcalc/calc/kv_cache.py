@@ -325,7 +325,7 @@ def formula(model: ModelSpec, seq_len: int, batch: int, k: StorageFormat, v: Sto
     own, one per ratio), and its total (integers with thousands separators, as every table
     prints them)."""
     per_token: dict[tuple[object, ...], list[LayerSpec]] = {}
-    entries: dict[tuple[object, ...], list[LayerSpec]] = {}
+    entries: dict[tuple[int, int], list[LayerSpec]] = {}
     for layer in model.layers:
         if not layer.caches_kv:
             continue
@@ -368,7 +368,7 @@ def formula(model: ModelSpec, seq_len: int, batch: int, k: StorageFormat, v: Sto
 def _group_key(layer: LayerSpec) -> str:
     """A layer group's name: its kind, with what sets it apart from other layers of that kind
     ("full+indexer", "sliding+c4+indexer", "sliding+c128", "full(shared)")."""
-    label = layer.kind
+    label: str = layer.kind
     if layer.compress_ratio > 1:
         label += f"+c{layer.compress_ratio}"
     if layer.index_dim:
@@ -386,7 +386,7 @@ def _by_kind(model: ModelSpec) -> dict[str, list[LayerSpec]]:
     for layer in model.layers:
         groups.setdefault(_group_key(layer), []).append(layer)
     per_kind: dict[str, int] = {}
-    for key, layers in groups.items():
+    for layers in groups.values():
         per_kind[layers[0].kind] = per_kind.get(layers[0].kind, 0) + 1
     return {(layers[0].kind if per_kind[layers[0].kind] == 1 else key): layers for key, layers in groups.items()}
 

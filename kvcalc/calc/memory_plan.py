@@ -265,6 +265,9 @@ class Planner:
             w = layer.window if layer.kind == "sliding" else None
             if layer.kind == "mla":
                 lora, rope = model.kv_lora_rank, model.qk_rope_head_dim
+                if lora is None or rope is None:  # ModelSpec refuses attention: mla without them
+                    raise KvcalcError(f"{model.name}: attention: mla needs kv_lora_rank and qk_rope_head_dim",
+                                      field="kv_lora_rank", form=MESSAGE)
                 nope = model.qk_nope_head_dim or lora
                 vd = model.v_head_dim or nope
                 dec = 2 * h * (2 * lora + rope)      # absorbed: scores over the latent, values from it

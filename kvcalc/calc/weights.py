@@ -131,10 +131,14 @@ def is_moe_layer(model: ModelSpec, i: int) -> bool:
     return i >= model.first_dense_layers and i % p == model.moe_layer_offset % p
 
 
-def _need(model: ModelSpec, *fields: str) -> None:
-    missing = [f for f in fields if getattr(model, f) is None]
+def _need(model: ModelSpec, *fields: str) -> tuple[int, ...]:
+    """The config's sizes `fields`, in order, each known to be set (an int); raises
+    `UncountedParamsError` naming every one that is missing."""
+    values: list[int | None] = [getattr(model, f) for f in fields]
+    missing = [f for f, v in zip(fields, values, strict=True) if v is None]
     if missing:
         raise UncountedParamsError(model.name, missing)
+    return tuple(v for v in values if v is not None)
 
 
 def _attention_params(model: ModelSpec, tp: int, i: int = 0) -> tuple[int, int]:
@@ -145,11 +149,10 @@ def _attention_params(model: ModelSpec, tp: int, i: int = 0) -> tuple[int, int]:
     layer that reads another's cache (`kv_source`) has no k and v (transformers
     `modeling_gemma4.py`: "Layers sharing kv states don't need any weight matrices"); attention
     sinks add one value per query head (`sink_heads`, MiMo-V2-Flash `sinks`)."""
-    d = model.hidden_size
+    (d,) = _need(model, "hidden_size")
     h = _cdiv(model.n_heads, tp)
     if model.attention == "mla":
-        _need(model, "qk_nope_head_dim")
-        nope, rope, lora = model.qk_nope_head_dim, model.qk_rope_head_dim, model.kv_lora_rank
+        nope, rope, lora = _need(model, "qk_nope_head_dim", "qk_rope_head_dim", "kv_lora_rank")
         v = model.v_head_dim or nope
         linear = other = 0
         if model.q_lora_rank:
@@ -174,41 +177,40 @@ def _attention_params(model: ModelSpec, tp: int, i: int = 0) -> tuple[int, int]:
 def _mlp_params(model: ModelSpec, inter: int, tp: int) -> int:
     """Matrices of one dense MLP (or one expert) of width `inter` on one rank."""
     n = 3 if model.mlp_kind == "gated" else 2
-    return n * model.hidden_size * _cdiv(inter, tp)
+    (d,) = _need(model, "hidden_size")
+    return n * d * _cdiv(inter, tp)
 
 
 def _mamba2_params(model: ModelSpec, tp: int) -> tuple[int, int]:
-    _need(model, "mamba_d_state", "mamba_d_conv", "mamba_n_heads", "mamba_head_dim")
-    d, g, s = model.hidden_size, model.mamba_n_groups, model.mamba_d_state
-    h = _cdiv(model.mamba_n_heads, tp)
-    di = h * model.mamba_head_dim
+    s, d_conv, n_heads, head_dim = _need(model, "mamba_d_state", "mamba_d_conv", "mamba_n_heads", "mamba_head_dim")
+    d, g = _need(model, "hidden_size", "mamba_n_groups")
+    h = _cdiv(n_heads, tp)
+    di = h * head_dim
     conv = di + 2 * g * s
     linear = d * (2 * di + 2 * g * s + h) + di * d
-    other = conv * (model.mamba_d_conv + 1) + 3 * h + (di if model.mamba_norm else 0)  # conv w+b, dt_bias, A_log, D, norm
+    other = conv * (d_conv + 1) + 3 * h + (di if model.mamba_norm else 0)  # conv w+b, dt_bias, A_log, D, norm
     return linear, other
 
 
 def _mamba_params(model: ModelSpec, tp: int) -> tuple[int, int]:
     if model.mamba_n_groups is not None:
         return _mamba2_params(model, tp)
-    _need(model, "mamba_d_state", "mamba_d_conv", "mamba_expand")
-    d = model.hidden_size
-    di = _cdiv(model.mamba_expand * d, tp)
+    s, d_conv, expand = _need(model, "mamba_d_state", "mamba_d_conv", "mamba_expand")
+    (d,) = _need(model, "hidden_size")
+    di = _cdiv(expand * d, tp)
     r = model.mamba_dt_rank or ceil(d / 16)
-    s = model.mamba_d_state
     linear = d * 2 * di + di * (r + 2 * s) + r * di + di * d
-    other = di * model.mamba_d_conv + di + di + di * s + di  # conv w+b, dt bias, A_log, D
+    other = di * d_conv + di + di + di * s + di  # conv w+b, dt bias, A_log, D
     return linear, other
 
 
 def _linear_attention_params(model: ModelSpec, tp: int) -> tuple[int, int]:
-    _need(model, "linear_num_key_heads", "linear_num_value_heads", "linear_key_head_dim",
-          "linear_value_head_dim", "linear_conv_kernel_dim")
-    d = model.hidden_size
-    hk, hv = _cdiv(model.linear_num_key_heads, tp), _cdiv(model.linear_num_value_heads, tp)
-    dk, dv = model.linear_key_head_dim, model.linear_value_head_dim
+    n_k, n_v, dk, dv, conv_kernel = _need(model, "linear_num_key_heads", "linear_num_value_heads",
+                                          "linear_key_head_dim", "linear_value_head_dim", "linear_conv_kernel_dim")
+    (d,) = _need(model, "hidden_size")
+    hk, hv = _cdiv(n_k, tp), _cdiv(n_v, tp)
     linear = d * (2 * hk * dk + 2 * hv * dv) + d * 2 * hv + hv * dv * d
-    other = (2 * hk * dk + hv * dv) * model.linear_conv_kernel_dim + 2 * hv + dv
+    other = (2 * hk * dk + hv * dv) * conv_kernel + 2 * hv + dv
     return linear, other
 
 
@@ -217,8 +219,7 @@ def layer_params(model: ModelSpec, i: int, tp: int = 1) -> LayerParams:
 
     Raises `KvcalcError` when the config lacks a size the layer needs.
     """
-    _need(model, "hidden_size")
-    d = model.hidden_size
+    (d,) = _need(model, "hidden_size")
     kinds = model.layer_kinds
     kind = kinds[i]
     if "mlp" in kinds:  # separate blocks (Nemotron-H): one norm and one part per layer
@@ -234,18 +235,19 @@ def layer_params(model: ModelSpec, i: int, tp: int = 1) -> LayerParams:
     else:
         linear, other = _attention_params(model, tp, i)
     other += 2 * d  # input and post-attention (Falcon-H1: pre_ff) norms
-    if is_moe_layer(model, i):
+    n_experts = model.n_experts
+    if n_experts and is_moe_layer(model, i):  # is_moe_layer is False without n_experts
         moe_inter = model.moe_intermediate_size or model.intermediate_size
         if moe_inter is None:
-            _need(model, "moe_intermediate_size")
-        other += d * model.n_experts  # router (replicated)
+            raise UncountedParamsError(model.name, ["moe_intermediate_size"])
+        other += d * n_experts  # router (replicated)
         if model.shared_expert_intermediate_size:
             linear += _mlp_params(model, model.shared_expert_intermediate_size, tp)
         return LayerParams(linear=linear, other=other, expert_linear=_mlp_params(model, moe_inter, tp),
-                           n_experts=model.n_experts,
-                           n_active_experts=model.n_experts_per_token or model.n_experts)
-    _need(model, "intermediate_size")
-    return LayerParams(linear=linear + _mlp_params(model, model.intermediate_size, tp), other=other)
+                           n_experts=n_experts,
+                           n_active_experts=model.n_experts_per_token or n_experts)
+    (inter,) = _need(model, "intermediate_size")
+    return LayerParams(linear=linear + _mlp_params(model, inter, tp), other=other)
 
 
 #: the fix for a model whose weights kvcalc does not count: n_params is a kvcalc YAML field (a
@@ -260,13 +262,14 @@ def _separate_block_params(model: ModelSpec, kind: str, tp: int, i: int) -> Laye
     `NemotronHBlock`: `norm` then one `mixer`): the norm (`hidden`) plus the Mamba-2 mixer, the
     attention block or the MLP (`intermediate_size`, plain relu2). Raises `KvcalcError` for MoE
     (routed experts, or MLP layers without a width: Nemotron-H's `E` layers)."""
-    d = model.hidden_size
-    if model.n_experts or (kind == "mlp" and model.intermediate_size is None):
+    (d,) = _need(model, "hidden_size")
+    inter = model.intermediate_size
+    if model.n_experts or (kind == "mlp" and inter is None):
         raise KvcalcError(f"{model.name}: its MoE layers (Nemotron-H's 'E' blocks) are not counted by kvcalc's "
                           f"parameter count; {GIVE_N_PARAMS}",
                           field="model", value=model.name, form=MESSAGE)
-    if kind == "mlp":
-        return LayerParams(linear=_mlp_params(model, model.intermediate_size, tp), other=d)
+    if kind == "mlp" and inter is not None:  # an MLP layer without a width was refused above
+        return LayerParams(linear=_mlp_params(model, inter, tp), other=d)
     if kind == "mamba":
         linear, other = _mamba_params(model, tp)
     elif kind == "linear":
@@ -281,11 +284,11 @@ def model_params(model: ModelSpec, tp: int = 1) -> ModelParams:
 
     Raises `KvcalcError` when the config lacks a size (hidden_size, vocab_size, ...).
     """
-    _need(model, "hidden_size", "vocab_size")
+    d, vocab_size = _need(model, "hidden_size", "vocab_size")
     if model.weights_unknown:
         raise KvcalcError(f"{model.name}: {model.weights_unknown}; {GIVE_N_PARAMS}", field="model",
                           value=model.name, form=MESSAGE)
-    d, vocab = model.hidden_size, _cdiv(model.vocab_size, tp)
+    vocab = _cdiv(vocab_size, tp)
     cache: dict[tuple[object, ...], LayerParams] = {}
     layers = []
     specs = model.layers

@@ -7,7 +7,15 @@ from typing import Annotated, Any
 
 import typer
 
-from kvcalc.cli.options import BatchOpt, FormatOpt, PlainKvDtypeOpt, SeqLenOpt, TrustPlainOpt, check_positive, resolve_seq_len
+from kvcalc.cli.options import (
+    BatchOpt,
+    FormatOpt,
+    PlainKvDtypeOpt,
+    SeqLenOpt,
+    TrustPlainOpt,
+    check_positive,
+    resolve_seq_len,
+)
 from kvcalc.cli.output import check_format, emit, handle_errors
 
 ModelsArg = Annotated[list[str], typer.Argument(help="One or more models: bundled names (see `kvcalc models`), .yaml files, config.json files or .gguf files.", show_default=False)]

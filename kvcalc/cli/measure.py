@@ -16,8 +16,19 @@ from typing import TYPE_CHECKING, Annotated, Any, Optional, TextIO
 
 import typer
 
-from kvcalc.cli.options import (RevisionOpt, TrustPlainOpt, BatchOpt, FormatOpt, PlainKvDtypeOpt, ModelArg, SeqLenOpt, check_positive,
-                                lower_choice, resolve_kv_dtypes, with_help)
+from kvcalc.cli.options import (
+    BatchOpt,
+    FormatOpt,
+    ModelArg,
+    PlainKvDtypeOpt,
+    RevisionOpt,
+    SeqLenOpt,
+    TrustPlainOpt,
+    check_positive,
+    lower_choice,
+    resolve_kv_dtypes,
+    with_help,
+)
 from kvcalc.cli.output import check_format, emit, handle_errors
 from kvcalc.errors import KvcalcError, MissingExtraError
 

@@ -6,8 +6,22 @@ from typing import Annotated, Any, Optional
 
 import typer
 
-from kvcalc.cli.options import (PLAIN_KV_DTYPE_HELP, ModelSourceOptions, FormatOpt, GpuPlanOptions, KvFormatOptions, LayoutOptions, ModelArg, OptionGroup, check_limits,
-                                check_positive, only, option_groups, resolve_count, warn_beyond_context)
+from kvcalc.cli.options import (
+    PLAIN_KV_DTYPE_HELP,
+    FormatOpt,
+    GpuPlanOptions,
+    KvFormatOptions,
+    LayoutOptions,
+    ModelArg,
+    ModelSourceOptions,
+    OptionGroup,
+    check_limits,
+    check_positive,
+    only,
+    option_groups,
+    resolve_count,
+    warn_beyond_context,
+)
 from kvcalc.cli.output import check_format, echo, emit, handle_errors
 
 

@@ -11,7 +11,6 @@ the lines say what it is.
 
 from __future__ import annotations
 
-from kvcalc.formats import StorageFormat
 from kvcalc.calc.kv_cache import amortized_bytes_per_token, check_tp, layers_cache_bytes
 from kvcalc.engines import SEARCH_LIMIT_TOKENS, longest_fitting
 from kvcalc.formats import StorageFormat

@@ -187,7 +187,9 @@ def _options_model(options_cls: type) -> Any:
     hints = typing.get_type_hints(options_cls)
     fields = {f.name: (hints[f.name], f.default) for f in dataclasses.fields(options_cls)
               if f.name not in DERIVED_OPTIONS}
-    inner = create_model(f"{options_cls.__name__}InDeployment",
+    # mypy matches **fields against every keyword of create_model (__doc__, __base__, ...), not
+    # only **field_definitions, so no dict of field definitions type-checks here
+    inner = create_model(f"{options_cls.__name__}InDeployment",  # type: ignore[call-overload]
                          __config__=ConfigDict(strict=True, extra="forbid", frozen=True), **fields)
     return create_model("DeploymentEngineOptions", __config__=ConfigDict(extra="forbid"), engine_options=(inner, ...))
 
@@ -198,7 +200,7 @@ def recorded_options(options: Any) -> dict[str, Any]:
     deployment may hold where it differs from that version's default. `{}` for the exact formula."""
     import dataclasses
 
-    if options is None or not dataclasses.is_dataclass(options):
+    if options is None or not dataclasses.is_dataclass(options) or isinstance(options, type):
         return {}
     version = getattr(options, "version", None)
     plain = type(options)(**({"version": version} if version is not None else {}))  # the version's defaults
@@ -239,10 +241,10 @@ def engine_kv_of(dep: Deployment, model: Any, path: str = "deployment", lines: d
         prof = get_profile(dep.engine)
     except KvcalcError as e:
         raise ConfigError(e.message, path=path, field="engine", line=lines.get("engine"), value=dep.engine) from None
-    wrapper = _options_model(type(prof.options()))
+    wrapper = _options_model(prof.options_type)
     try:
         given = wrapper.model_validate({"engine_options": dep.engine_options or {}}).engine_options
-        opts = prof.options(type(prof.options())(**given.model_dump(exclude_unset=True)))
+        opts = prof.options(prof.options_type(**given.model_dump(exclude_unset=True)))
         check_option_bounds(opts)
         prof.check_options(opts)
     except ValidationError as e:

@@ -161,9 +161,8 @@ def load_model_file(path: Path) -> ModelSpec:
         return model_from_gguf(path)
     data, lines = read_mapping(path, "model")
     if is_hf_config(data):
-        from kvcalc.load.hf import model_from_hf_config  # imported only for config.json input
-
         from kvcalc.load.checkpoint import read_hf_quant_beside
+        from kvcalc.load.hf import model_from_hf_config  # imported only for config.json input
 
         return model_from_hf_config(data, path=str(path), hf_quant=read_hf_quant_beside(path))
     return build(ModelSpec, data, str(path), lines)

@@ -132,7 +132,8 @@ def layer_step(st: LayerState, q: torch.Tensor, pos: int, scale: float, backend:
 def attention_scale(model: ModelSpec) -> float:
     """1 / sqrt(d): d = head_dim; MLA: qk_nope_head_dim + qk_rope_head_dim (DeepSeek-V2), else the latent width."""
     if model.attention == "mla":
-        d = model.qk_nope_head_dim + model.qk_rope_head_dim if model.qk_nope_head_dim else model.resolved_head_dim
+        nope, rope = model.qk_nope_head_dim, model.qk_rope_head_dim
+        d = nope + rope if nope and rope is not None else model.resolved_head_dim  # MLA always has rope
         return 1 / math.sqrt(d)
     return 1 / math.sqrt(model.resolved_head_dim)
 

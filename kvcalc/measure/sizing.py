@@ -88,7 +88,10 @@ def weight_shapes(model: ModelSpec) -> list[tuple[int, int]]:
         raise KvcalcError(f"--with-weights: {model.name} needs hidden_size and intermediate_size in its config")
     hq, d = model.n_heads, model.resolved_head_dim
     if model.attention == "mla":
-        attn = [(h, hq * d), (h, d), (hq * model.kv_lora_rank, h)]
+        lora = model.kv_lora_rank
+        if lora is None:  # ModelSpec refuses attention: mla without it
+            raise KvcalcError(f"--with-weights: {model.name} needs kv_lora_rank in its config")
+        attn = [(h, hq * d), (h, d), (hq * lora, h)]
     else:
         hkv, dv = model.resolved_n_kv_heads, model.resolved_v_head_dim
         attn = [(h, hq * d + hkv * (d + dv)), (hq * dv, h)]

@@ -25,10 +25,10 @@ if TYPE_CHECKING:
     from kvcalc.results.compare import CompareRow
     from kvcalc.results.engine import DeviceBuffer, EngineResult
     from kvcalc.results.kv import KindBreakdown, KvEstimate
+    from kvcalc.results.offload import LoadRow, OffloadResult, OffloadTier, PrefixResult, TransferPair, TransferResult
     from kvcalc.results.plan import PlanLayout, PlanMiss, PlanResult
     from kvcalc.results.served import ServedEstimate
     from kvcalc.results.serving import FitHint, RequestEstimate, ServingEstimate
-    from kvcalc.results.offload import LoadRow, OffloadResult, OffloadTier, PrefixResult, TransferPair, TransferResult
     from kvcalc.results.speculative import SpeculativeEstimate
 
 #: result name -> the submodule that defines it

@@ -27,8 +27,11 @@ def test_kind_geometry_gives_global_layers_their_own_heads():
     # 3 sliding layers of 2 KV heads x 64 (window 16) and 1 full layer of 1 KV head x 128:
     # per token 3 x 2 x 2 x 64 x 2 + 1 x 2 x 1 x 128 x 2 = 1,536 + 512 = 2,048
     # 100 tokens: 3 x 16 x 512 + 100 x 512 = 24,576 + 51,200 = 75,776
-    m = spec(sliding_window=16, layer_pattern=["sliding", "sliding", "sliding", "full"],
-             kind_geometry={"full": {"n_kv_heads": 1, "head_dim": 128}})
+    m = spec(
+        sliding_window=16,
+        layer_pattern=["sliding", "sliding", "sliding", "full"],
+        kind_geometry={"full": {"n_kv_heads": 1, "head_dim": 128}},
+    )
     assert kv_cache.kv_bytes_per_token(m, "bf16") == 2_048
     assert kv_cache.kv_cache_bytes(m, 100, 1, "bf16") == 75_776
     assert kv_cache.layer_features(m) == {"kind_geometry"}
@@ -60,8 +63,15 @@ def test_compressed_entries_and_their_indexer():
     # 2 layers, window 8 of one 64-value K = V tensor (128 B a token); layer 0 also one 64-value entry per
     # 4 tokens with a 128-value indexer key (132 B): entry 128 + 132 = 260 B; layer 1 one per 16 tokens
     # (128 B). 100 tokens: 2 x 8 x 128 + 25 x 260 + 6 x 128 = 2,048 + 6,500 + 768 = 9,316
-    m = spec(n_layers=2, n_kv_heads=1, v_is_k=True, sliding_window=8, compress_ratios=[4, 16],
-             index_head_dim=128, index_layers=[1, 0])
+    m = spec(
+        n_layers=2,
+        n_kv_heads=1,
+        v_is_k=True,
+        sliding_window=8,
+        compress_ratios=[4, 16],
+        index_head_dim=128,
+        index_layers=[1, 0],
+    )
     assert kv_cache.kv_cache_bytes(m, 100, 1, "bf16") == 9_316
     # per token: 2 x 128 + 260 / 4 + 128 / 16 = 256 + 65 + 8 = 329
     assert kv_cache.kv_bytes_per_token(m, "bf16") == 329
@@ -86,23 +96,27 @@ def test_sinks_are_parameters_not_cache():
     m = spec(sliding_window=8, layer_pattern=["sliding", "full"], attention_sinks=["sliding"])
     assert [x.sink_heads for x in m.layers] == [8, 0, 8, 0]
     assert kv_cache.kv_bytes_per_token(m, "bf16") == kv_cache.kv_bytes_per_token(
-        spec(sliding_window=8, layer_pattern=["sliding", "full"]), "bf16")
+        spec(sliding_window=8, layer_pattern=["sliding", "full"]), "bf16"
+    )
 
 
 def test_linear_beside_mla_is_a_feature():
     assert kv_cache.layer_features(load_model("kimi-k3")) == {"linear_beside_mla"}
 
 
-@pytest.mark.parametrize("name,features", [
-    ("gemma-4-26b-a4b", {"k_eq_v", "kind_geometry"}),
-    ("mimo-v2-flash", {"kind_geometry", "sinks"}),
-    ("deepseek-v4-flash", {"v_is_k", "compressed", "indexer", "partial_indexer"}),
-    ("glm-5.2", {"indexer", "partial_indexer"}),
-    ("minimax-m3", {"indexer_kv", "partial_indexer"}),
-    ("deepseek-v3.2", {"indexer"}),
-    ("step-3.7-flash", set()),
-    ("llama-3.1-8b", set()),
-])
+@pytest.mark.parametrize(
+    "name,features",
+    [
+        ("gemma-4-26b-a4b", {"k_eq_v", "kind_geometry"}),
+        ("mimo-v2-flash", {"kind_geometry", "sinks"}),
+        ("deepseek-v4-flash", {"v_is_k", "compressed", "indexer", "partial_indexer"}),
+        ("glm-5.2", {"indexer", "partial_indexer"}),
+        ("minimax-m3", {"indexer_kv", "partial_indexer"}),
+        ("deepseek-v3.2", {"indexer"}),
+        ("step-3.7-flash", set()),
+        ("llama-3.1-8b", set()),
+    ],
+)
 def test_layer_features_of_the_bundled_models(name, features):
     assert kv_cache.layer_features(load_model(name)) == features
 
@@ -111,23 +125,30 @@ def test_layer_features_of_the_bundled_models(name, features):
 
 
 def test_refuse_unmodelled_layers_names_the_feature_and_the_engine():
-    with pytest.raises(KvcalcError, match="deepseek-v4-flash has a compressed cache of one entry per N tokens beside "
-                                          "the window .*; the vLLM profile does not model these yet; use --engine "
-                                          "ideal") as e:
+    with pytest.raises(
+        KvcalcError,
+        match="deepseek-v4-flash has a compressed cache of one entry per N tokens beside "
+        "the window .*; the vLLM profile does not model these yet; use --engine "
+        "ideal",
+    ) as e:
         kv_cache.refuse_unmodelled_layers(load_model("deepseek-v4-flash"), "vLLM", frozenset({"indexer"}))
     assert e.value.field == "model"
-    kv_cache.refuse_unmodelled_layers(load_model("deepseek-v4-flash"), "x",
-                                      frozenset({"v_is_k", "compressed", "indexer", "partial_indexer"}))
+    kv_cache.refuse_unmodelled_layers(
+        load_model("deepseek-v4-flash"), "x", frozenset({"v_is_k", "compressed", "indexer", "partial_indexer"})
+    )
 
 
-@pytest.mark.parametrize("name,hook,needle", [
-    ("gemma-4-26b-a4b", "refuse_hybrid_layers", "KV heads or head sizes that differ between the full and sliding"),
-    ("mimo-v2-flash", "refuse_indexer", "KV heads or head sizes that differ"),
-    ("glm-5.2", "refuse_hybrid_layers", "an indexer on some attention layers only"),
-    ("minimax-m3", "refuse_indexer", "indexer"),
-    ("kimi-k3", "refuse_hybrid_layers", "linear-attention state layers beside MLA layers"),
-    ("deepseek-v4-flash", "refuse_hybrid_layers", "a compressed cache of one entry per N tokens"),
-])
+@pytest.mark.parametrize(
+    "name,hook,needle",
+    [
+        ("gemma-4-26b-a4b", "refuse_hybrid_layers", "KV heads or head sizes that differ between the full and sliding"),
+        ("mimo-v2-flash", "refuse_indexer", "KV heads or head sizes that differ"),
+        ("glm-5.2", "refuse_hybrid_layers", "an indexer on some attention layers only"),
+        ("minimax-m3", "refuse_indexer", "indexer"),
+        ("kimi-k3", "refuse_hybrid_layers", "linear-attention state layers beside MLA layers"),
+        ("deepseek-v4-flash", "refuse_hybrid_layers", "a compressed cache of one entry per N tokens"),
+    ],
+)
 def test_todays_engine_hooks_refuse_the_new_features(name, hook, needle):
     with pytest.raises(KvcalcError, match=needle):
         getattr(kv_cache, hook)(load_model(name), "vLLM")
@@ -145,12 +166,15 @@ def test_cli_capacity_refuses_gemma4_under_vllm_011():
 
     from kvcalc.cli.app import app
 
-    r = CliRunner().invoke(app, ["capacity", "gemma-4-26b-a4b", "--engine", "vllm", "--vllm-version", "0.11",
-                                 "--kv-memory", "40GiB"])
+    r = CliRunner().invoke(
+        app, ["capacity", "gemma-4-26b-a4b", "--engine", "vllm", "--vllm-version", "0.11", "--kv-memory", "40GiB"]
+    )
     assert r.exit_code == 2
-    assert r.stderr.strip() == ("error: gemma-4-26b-a4b: vLLM 0.11 does not have KV heads or head sizes that differ "
-                                "between the full and sliding layers (vLLM 0.33 sizes the 2026 attention: "
-                                "--vllm-version 0.33)")
+    assert r.stderr.strip() == (
+        "error: gemma-4-26b-a4b: vLLM 0.11 does not have KV heads or head sizes that differ "
+        "between the full and sliding layers (vLLM 0.33 sizes the 2026 attention: "
+        "--vllm-version 0.33)"
+    )
 
 
 # ----- the ideal engine ------------------------------------------------------------------------
@@ -192,23 +216,34 @@ def test_ideal_tp_keeps_the_one_kv_head_whole():
 def test_tp_checks_every_layer_kinds_kv_heads():
     # Gemma-4's global layers have 2 KV heads: tp 3 divides neither 8 nor 2
     with pytest.raises(KvcalcError, match="cannot be split over 3 ranks"):
-        kv_cache.check_tp(spec(n_heads=24, n_kv_heads=6, sliding_window=8, layer_pattern=["sliding", "full"],
-                               kind_geometry={"full": {"n_kv_heads": 2}}), 3)
+        kv_cache.check_tp(
+            spec(
+                n_heads=24,
+                n_kv_heads=6,
+                sliding_window=8,
+                layer_pattern=["sliding", "full"],
+                kind_geometry={"full": {"n_kv_heads": 2}},
+            ),
+            3,
+        )
 
 
 # ----- the schema refuses what does not fit together ---------------------------------------------
 
 
-@pytest.mark.parametrize("kw,field", [
-    (dict(compress_ratios=[4, 4]), "compress_ratios"),
-    (dict(compress_ratios=[1, 0, 0, 0]), "compress_ratios"),
-    (dict(index_layers=[1, 0, 0, 0]), "index_layers"),
-    (dict(index_head_dim=128, index_format="kv", index_layers=[2, 0, 0, 0]), "index_layers"),
-    (dict(n_kv_shared_layers=4), "n_kv_shared_layers"),
-    (dict(v_is_k=True, v_head_dim=32), "v_is_k"),
-    (dict(attention_sinks=["mamba"]), "attention_sinks"),
-    (dict(kind_geometry={"full": {"n_kv_heads": 3}}), "kind_geometry"),
-])
+@pytest.mark.parametrize(
+    "kw,field",
+    [
+        (dict(compress_ratios=[4, 4]), "compress_ratios"),
+        (dict(compress_ratios=[1, 0, 0, 0]), "compress_ratios"),
+        (dict(index_layers=[1, 0, 0, 0]), "index_layers"),
+        (dict(index_head_dim=128, index_format="kv", index_layers=[2, 0, 0, 0]), "index_layers"),
+        (dict(n_kv_shared_layers=4), "n_kv_shared_layers"),
+        (dict(v_is_k=True, v_head_dim=32), "v_is_k"),
+        (dict(attention_sinks=["mamba"]), "attention_sinks"),
+        (dict(kind_geometry={"full": {"n_kv_heads": 3}}), "kind_geometry"),
+    ],
+)
 def test_schema_refuses_inconsistent_2026_fields(kw, field):
     with pytest.raises(ValidationError) as e:
         spec(**kw)

@@ -40,7 +40,8 @@ def test_capacity_help_groups_its_options(cli):
     r = cli("capacity", "--help")
     assert r.exit_code == 0, r.output
     assert _sections(r.stdout) == {
-        "Arguments": 0, "Options": 3,  # --engine, --format, --help
+        "Arguments": 0,
+        "Options": 3,  # --engine, --format, --help
         "KV memory, offload tiers and shared prefixes": 16,  # --kv-memory and the tiers below the GPU (issue 22)
         "Requests": 2, "Parallel layout": 8, "KV cache format": 3, "vLLM (--engine vllm)": 10,
         "SGLang (--engine sglang)": 6, "llama.cpp (--engine llamacpp)": 14, "GPU and model source": 5}
@@ -59,13 +60,16 @@ def test_other_commands_group_the_same_option_groups(cli, command):
 REQUEST_32K_BYTES = 131_072 * 32_768
 
 
-@pytest.mark.parametrize("args,n", [
-    # what the H100 SXM plan leaves for KV (0.9 x memory - bf16 weights - reserves, as vLLM and
-    # SGLang are sized): 59,648,604,569 B // 4 GiB = 13 (13.89)
-    (["--gpu", "h100-sxm"], 13),
-    # 50 GiB // 4 GiB = 12 (12.5): before, one context of 409,600 cells ("12.50x")
-    (["-m", "50GiB"], 12),
-])
+@pytest.mark.parametrize(
+    "args,n",
+    [
+        # what the H100 SXM plan leaves for KV (0.9 x memory - bf16 weights - reserves, as vLLM and
+        # SGLang are sized): 59,648,604,569 B // 4 GiB = 13 (13.89)
+        (["--gpu", "h100-sxm"], 13),
+        # 50 GiB // 4 GiB = 12 (12.5): before, one context of 409,600 cells ("12.50x")
+        (["-m", "50GiB"], 12),
+    ],
+)
 def test_llamacpp_answers_how_many_requests_fit(cli, args, n):
     r = cli("capacity", "llama-3.1-8b", "-e", "llamacpp", *args, "-L", "32k", "-f", "json")
     assert r.exit_code == 0, r.output
@@ -73,8 +77,10 @@ def test_llamacpp_answers_how_many_requests_fit(cli, args, n):
     # llama.cpp allocates -c N x 32,768 cells up front, -np N slots of 32,768
     assert (d["n_ctx"], d["max_concurrency"], d["engine_kv_bytes"]) == (n * 32_768, float(n), n * REQUEST_32K_BYTES)
     assert d["engine_kv_bytes"] <= d["kv_memory_bytes"] < (n + 1) * REQUEST_32K_BYTES
-    assert d["notes"][-1] == (f"{n} requests of 32,768 tokens fit: llama.cpp allocates the whole context up front, "
-                              f"-c {n * 32_768} -np {n} ({n * 32_768:,} cells, {n} slots of 32,768)")
+    assert d["notes"][-1] == (
+        f"{n} requests of 32,768 tokens fit: llama.cpp allocates the whole context up front, "
+        f"-c {n * 32_768} -np {n} ({n * 32_768:,} cells, {n} slots of 32,768)"
+    )
     if "--gpu" in args:
         assert d["kv_memory_bytes"] == 59_648_604_569
 
@@ -119,17 +125,26 @@ def _run(args: list[str], columns: str | None) -> str:
     env = {k: v for k, v in os.environ.items() if k != "COLUMNS"}
     if columns is not None:
         env["COLUMNS"] = columns
-    r = subprocess.run([sys.executable, "-m", "kvcalc", *args], capture_output=True, text=True, env=env,
-                       cwd=Path(__file__).parents[2], timeout=120)  # stdout a pipe: rich's 80 columns
+    r = subprocess.run(
+        [sys.executable, "-m", "kvcalc", *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=Path(__file__).parents[2],
+        timeout=120,
+    )  # stdout a pipe: rich's 80 columns
     assert r.returncode == 0, r.stderr
     return r.stdout
 
 
 @pytest.mark.parametrize("columns", ["60", "80", None])
-@pytest.mark.parametrize("args", [
-    ["estimate", "gemma-3-27b", "-s", "32k", "--gpu", "h100-sxm"],
-    ["capacity", "llama-3.1-8b", "-e", "llamacpp", "-m", "50GiB", "-L", "32k"],
-])
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["estimate", "gemma-3-27b", "-s", "32k", "--gpu", "h100-sxm"],
+        ["capacity", "llama-3.1-8b", "-e", "llamacpp", "-m", "50GiB", "-L", "32k"],
+    ],
+)
 def test_tables_fit_urls_break_at_a_slash_and_units_stay(args, columns):
     out = _run(args, columns)
     width = int(columns or 80)
@@ -157,7 +172,10 @@ def test_wrap_line_rules():
     assert wrap_line("3,120,562,176 B (3.12 GB, 2.91 GiB)", 34) == ["3,120,562,176 B (3.12 GB,", "2.91 GiB)"]
     # a URL too long for the line breaks after a `/`, never inside a name
     assert wrap_line("(huggingface.co/google/gemma-3-27b-it/blob/main/config.json)", 34) == [
-        "(huggingface.co/google/", "gemma-3-27b-it/blob/main/", "config.json)"]
+        "(huggingface.co/google/",
+        "gemma-3-27b-it/blob/main/",
+        "config.json)",
+    ]
     # a word with no `/` that cannot fit stays whole (rich folds it; no figure is that long)
     assert wrap_line("a " + "x" * 40, 10) == ["a", "x" * 40]
     assert wrap_line("fits as is", 80) == ["fits as is"]

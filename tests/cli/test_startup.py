@@ -17,7 +17,7 @@ from typing import Annotated, ClassVar, Optional
 import pytest
 import typer
 
-from kvcalc.cli.app import COMMANDS, app
+from kvcalc.cli.app import COMMANDS
 from kvcalc.cli.options import OptionGroup
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -49,6 +49,7 @@ def capacity(name: str, mem: int = BUDGET, fmt=FP8, tp: int = 8, **kw):
 
 # ----- the SWAKVPool families ------------------------------------------------------------------
 
+
 def test_gemma_4_bf16_tp1_swa_pool_and_log():
     """Gemma-4-26B-A4B, 5 full layers (2 KV heads of 512, K and V both allocated: attention_k_eq_v
     only ties the weights) and 25 sliding ones (8 KV heads of 256), bf16, TP1:
@@ -65,21 +66,37 @@ def test_gemma_4_bf16_tp1_swa_pool_and_log():
         "Use sliding window memory pool. full_layer_tokens=466033, swa_layer_tokens=372826",
         "Full KV Cache is allocated. dtype: torch.bfloat16, #tokens: 466033, K size: 4.44 GB, V size: 4.44 GB",
         "SWA KV Cache is allocated. dtype: torch.bfloat16, #tokens: 372826, K size: 35.56 GB, V size: 35.56 GB",
-        "SWAKVPool mem usage: 80.00 GB, swa size: 372826, full size: 466033"]
+        "SWAKVPool mem usage: 80.00 GB, swa size: 372826, full size: 466033",
+    ]
 
 
-@pytest.mark.parametrize("name, cell, full, swa, k_bytes, v_bytes", [
-    # Gemma-4 fp8 TP8: F = max(1, 2 // 8) = 1 x (512 + 512) x 1 = 1,024; S = 1 x (256 + 256) = 512;
-    # cell = 5 x 1,024 + 0.8 x 25 x 512 = 5,120 + 10,240 = 15,360.0; 85,899,345,920 / 15,360 =
-    # 5,592,405.33; swa = int(4,473,924.0) = 4,473,924
-    ("gemma-4-26b-a4b", 15_360.0, 5_592_405, 4_473_924,
-     5 * 5_592_406 * 512 + 25 * 4_473_925 * 256, 5 * 5_592_406 * 512 + 25 * 4_473_925 * 256),
-    # MiMo-V2-Flash fp8 TP8: 9 full layers of max(1, 4 // 8) = 1 head, 39 sliding of 8 // 8 = 1, both
-    # K 192 + V 128: F = S = 320 B; cell = 9 x 320 + 0.8 x 39 x 320 = 2,880 + 9,984 = 12,864.0;
-    # 85,899,345,920 / 12,864 = 6,677,498.9; swa = int(5,341,998.4) = 5,341,998
-    ("mimo-v2-flash", 12_864.0, 6_677_498, 5_341_998,
-     9 * 6_677_499 * 192 + 39 * 5_341_999 * 192, 9 * 6_677_499 * 128 + 39 * 5_341_999 * 128),
-])
+@pytest.mark.parametrize(
+    "name, cell, full, swa, k_bytes, v_bytes",
+    [
+        # Gemma-4 fp8 TP8: F = max(1, 2 // 8) = 1 x (512 + 512) x 1 = 1,024; S = 1 x (256 + 256) = 512;
+        # cell = 5 x 1,024 + 0.8 x 25 x 512 = 5,120 + 10,240 = 15,360.0; 85,899,345,920 / 15,360 =
+        # 5,592,405.33; swa = int(4,473,924.0) = 4,473,924
+        (
+            "gemma-4-26b-a4b",
+            15_360.0,
+            5_592_405,
+            4_473_924,
+            5 * 5_592_406 * 512 + 25 * 4_473_925 * 256,
+            5 * 5_592_406 * 512 + 25 * 4_473_925 * 256,
+        ),
+        # MiMo-V2-Flash fp8 TP8: 9 full layers of max(1, 4 // 8) = 1 head, 39 sliding of 8 // 8 = 1, both
+        # K 192 + V 128: F = S = 320 B; cell = 9 x 320 + 0.8 x 39 x 320 = 2,880 + 9,984 = 12,864.0;
+        # 85,899,345,920 / 12,864 = 6,677,498.9; swa = int(5,341,998.4) = 5,341,998
+        (
+            "mimo-v2-flash",
+            12_864.0,
+            6_677_498,
+            5_341_998,
+            9 * 6_677_499 * 192 + 39 * 5_341_999 * 192,
+            9 * 6_677_499 * 128 + 39 * 5_341_999 * 128,
+        ),
+    ],
+)
 def test_swa_pool_fp8_tp8(name, cell, full, swa, k_bytes, v_bytes):
     assert sglang.swa_cell_0523(model(name), FP8, FP8, 8) == pytest.approx(cell, rel=1e-15)
     r = capacity(name)
@@ -110,8 +127,11 @@ def test_swa_memory_for_is_the_least_budget():
 def test_swa_pool_too_small_for_one_request():
     """validate_swa_pool_size: Gemma-4 bf16 TP1 with 184,320,000 B: 1,000 full tokens, swa = 800
     <= window 1,024 + page 1: SGLang raises at start-up."""
-    with pytest.raises(KvcalcError, match=r"SWA pool \(800 tokens\) cannot hold even one request: the prefill "
-                                          r"admission floor is sliding_window_size \(1024\) \+ page_size \(1\)"):
+    with pytest.raises(
+        KvcalcError,
+        match=r"SWA pool \(800 tokens\) cannot hold even one request: the prefill "
+        r"admission floor is sliding_window_size \(1024\) \+ page_size \(1\)",
+    ):
         capacity("gemma-4-26b-a4b", 184_320_000, BF16, tp=1)
 
 
@@ -138,30 +158,37 @@ def test_disable_hybrid_swa_memory_refuses_the_two_geometries():
 
 # ----- the families sized by the plain pools ------------------------------------------------------
 
-@pytest.mark.parametrize("name, cell, tokens", [
-    # DeepSeek-V3.2, fp8 on Hopper (flashmla_kv): 61 x (656 + 132) = 48,068; page 64:
-    # 85,899,345,920 // 48,068 = 1,787,038 -> 1,787,008
-    ("deepseek-v3.2", 48_068, 1_787_008),
-    # Kimi-K2.5 (MLA): 61 x (512 + 64) x 1 = 35,136; 85,899,345,920 // 35,136 = 2,444,767
-    ("kimi-k2.5", 35_136, 2_444_767),
-    # MiniMax-M2.7: 62 layers x max(1, 8 // 8) x (128 + 128) x 1 = 15,872 -> 5,412,005
-    ("minimax-m2.7", 15_872, 5_412_005),
-    # Qwen3-VL-8B: 36 layers x 1 x (128 + 128) x 1 = 9,216 -> 9,320,675
-    ("qwen3-vl-8b", 9_216, 9_320_675),
-])
+
+@pytest.mark.parametrize(
+    "name, cell, tokens",
+    [
+        # DeepSeek-V3.2, fp8 on Hopper (flashmla_kv): 61 x (656 + 132) = 48,068; page 64:
+        # 85,899,345,920 // 48,068 = 1,787,038 -> 1,787,008
+        ("deepseek-v3.2", 48_068, 1_787_008),
+        # Kimi-K2.5 (MLA): 61 x (512 + 64) x 1 = 35,136; 85,899,345,920 // 35,136 = 2,444,767
+        ("kimi-k2.5", 35_136, 2_444_767),
+        # MiniMax-M2.7: 62 layers x max(1, 8 // 8) x (128 + 128) x 1 = 15,872 -> 5,412,005
+        ("minimax-m2.7", 15_872, 5_412_005),
+        # Qwen3-VL-8B: 36 layers x 1 x (128 + 128) x 1 = 9,216 -> 9,320,675
+        ("qwen3-vl-8b", 9_216, 9_320_675),
+    ],
+)
 def test_plain_pools_fp8_tp8(name, cell, tokens):
     r = capacity(name)
     assert r.page_size_bytes // r.block_size == cell
     assert r.kv_cache_tokens == tokens
 
 
-@pytest.mark.parametrize("cc, row, tokens", [
-    # Hopper (no --gpu), fp8: flashmla_kv's 656 B rows: cell = 78 x 656 + 21 x 132 = 51,168 + 2,772 =
-    # 53,940; 85,899,345,920 // 53,940 = 1,592,498 -> 1,592,448 (page 64)
-    (None, 656, 1_592_448),
-    # Blackwell (10.0), fp8: trtllm's raw 576 B rows: 78 x 576 + 2,772 = 47,700; 1,800,824 -> 1,800,768
-    ("10.0", 576, 1_800_768),
-])
+@pytest.mark.parametrize(
+    "cc, row, tokens",
+    [
+        # Hopper (no --gpu), fp8: flashmla_kv's 656 B rows: cell = 78 x 656 + 21 x 132 = 51,168 + 2,772 =
+        # 53,940; 85,899,345,920 // 53,940 = 1,592,498 -> 1,592,448 (page 64)
+        (None, 656, 1_592_448),
+        # Blackwell (10.0), fp8: trtllm's raw 576 B rows: 78 x 576 + 2,772 = 47,700; 1,800,824 -> 1,800,768
+        ("10.0", 576, 1_800_768),
+    ],
+)
 def test_glm_5_dsa_pool_with_shared_topk_layers(cc, row, tokens):
     """GLM-5.2 (GlmMoeDsaForCausalLM, 78 MLA layers): the DSA pool, page 64, a latent row on every
     layer and the 132 B index key (128 fp8 + 128 / 128 x 4 B scale) only on the 21 layers whose
@@ -185,16 +212,25 @@ def test_glm_5_before_0_5_17_refused():
 
 # ----- refusals --------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("name, reason", [
-    ("deepseek-v4-flash", "kvcalc does not model SGLang 0.5.23's DeepSeek-V4 pool (DSV4PoolConfigurator"),
-    ("minimax-m3", "SGLang 0.5.23 registers no MiniMaxM3ForCausalLM (models/minimax_m3.py serves "
-                   "MiniMaxM3SparseForCausalLM"),
-    ("step-3.7-flash", "SGLang 0.5.23 registers no Step3p7FlashForCausalLM (models/step3p7.py serves "
-                       "Step3p7ForConditionalGeneration"),
-    ("qwen3.5-27b", sglang.MAMBA_POOL),
-    ("nemotron-3-super-120b-a12b", sglang.MAMBA_POOL),
-    ("kimi-k3", sglang.MAMBA_POOL),
-])
+
+@pytest.mark.parametrize(
+    "name, reason",
+    [
+        ("deepseek-v4-flash", "kvcalc does not model SGLang 0.5.23's DeepSeek-V4 pool (DSV4PoolConfigurator"),
+        (
+            "minimax-m3",
+            "SGLang 0.5.23 registers no MiniMaxM3ForCausalLM (models/minimax_m3.py serves MiniMaxM3SparseForCausalLM",
+        ),
+        (
+            "step-3.7-flash",
+            "SGLang 0.5.23 registers no Step3p7FlashForCausalLM (models/step3p7.py serves "
+            "Step3p7ForConditionalGeneration",
+        ),
+        ("qwen3.5-27b", sglang.MAMBA_POOL),
+        ("nemotron-3-super-120b-a12b", sglang.MAMBA_POOL),
+        ("kimi-k3", sglang.MAMBA_POOL),
+    ],
+)
 def test_refused_pools(name, reason):
     with pytest.raises(KvcalcError) as info:
         capacity(name)
@@ -220,4 +256,5 @@ def test_gpt_oss_swa_pool_0_5_16_lines():
         "Use sliding window memory pool. full_layer_tokens=242725, swa_layer_tokens=194180",
         "KV Cache is allocated. dtype: torch.bfloat16, #tokens: 194180, K size: 2.22 GB, V size: 2.22 GB",
         "KV Cache is allocated. dtype: torch.bfloat16, #tokens: 242725, K size: 2.78 GB, V size: 2.78 GB",
-        "SWAKVPool mem usage: 10.00 GB, swa size: 194180, full size: 242725"]
+        "SWAKVPool mem usage: 10.00 GB, swa size: 194180, full size: 242725",
+    ]

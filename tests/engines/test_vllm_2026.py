@@ -26,17 +26,26 @@ HOPPER = VllmOptions(compute_capability="9.0")
 def capacity(name: str, mem: int, fmt=BF16, L: int = 32_768, label: str | None = None, **kw):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        return vllm.capacity(load_model(name), mem, fmt, fmt, max_model_len=L, kv_cache_dtype=label,
-                             options=VllmOptions(compute_capability="9.0", **kw))
+        return vllm.capacity(
+            load_model(name),
+            mem,
+            fmt,
+            fmt,
+            max_model_len=L,
+            kv_cache_dtype=label,
+            options=VllmOptions(compute_capability="9.0", **kw),
+        )
 
 
 def groups(name: str, fmt=BF16, cache_dtype: str = "auto", tp: int = 1):
-    r = vllm.rules().resolve(load_model(name), fmt, fmt, tp=tp, options=HOPPER,
-                             label=None if cache_dtype == "auto" else cache_dtype)
+    r = vllm.rules().resolve(
+        load_model(name), fmt, fmt, tp=tp, options=HOPPER, label=None if cache_dtype == "auto" else cache_dtype
+    )
     return r, planning.kv_cache_groups(r.specs, block_outermost=r.block_outermost)
 
 
 # ----- nvfp4 (issue 20) ---------------------------------------------------------------------------
+
 
 def test_nvfp4_llama_3_1_8b_row_bytes():
     """nvfp4 K or V head row = head/2 B fp4 + head/16 B fp8 scales (`nvfp4_kv_cache_full_dim`):
@@ -56,6 +65,7 @@ def test_nvfp4_refused_for_mla_and_before_033():
 
 # ----- DeepSeek-V4-Flash ------------------------------------------------------------------------------
 
+
 def test_deepseek_v4_pages_groups_and_blocks():
     """fp8_ds_mla: 584 B an entry, pages rounded up to 576 B (`_apply_alignment_padding`):
     SWA 64 x 584 = 37,376 -> 37,440 (65 x 576); CSA latent 256 / 4 = 64 entries -> 37,440;
@@ -69,11 +79,15 @@ def test_deepseek_v4_pages_groups_and_blocks():
     cdiv(127 + 16,384, 8) + 1 = 2,065: 6,810 blocks; 17,141 / 6,810 = 2.517x."""
     r, g = groups("deepseek-v4-flash")
     pages = sorted({(s.cache, s.spec, s.block_size, s.page_size_bytes) for s in r.specs})
-    assert pages == [("attn", "MLAAttentionSpec", 256, 1_728), ("attn", "MLAAttentionSpec", 256, 37_440),
-                     ("k_cache", "MLAAttentionSpec", 256, 8_640), ("state_cache", "SlidingWindowMLASpec", 4, 8_640),
-                     ("state_cache", "SlidingWindowMLASpec", 4, 32_832),
-                     ("state_cache", "SlidingWindowMLASpec", 8, 32_832),
-                     ("swa_cache", "SlidingWindowMLASpec", 64, 37_440)]
+    assert pages == [
+        ("attn", "MLAAttentionSpec", 256, 1_728),
+        ("attn", "MLAAttentionSpec", 256, 37_440),
+        ("k_cache", "MLAAttentionSpec", 256, 8_640),
+        ("state_cache", "SlidingWindowMLASpec", 4, 8_640),
+        ("state_cache", "SlidingWindowMLASpec", 4, 32_832),
+        ("state_cache", "SlidingWindowMLASpec", 8, 32_832),
+        ("swa_cache", "SlidingWindowMLASpec", 64, 37_440),
+    ]
     assert [len(x.specs) for x in g] == [22, 21, 62, 42, 20]
     assert planning.bytes_per_block(g) == 1_002_240
     assert planning.blocks_per_request(g, 32_768, 16_384) == 6_810
@@ -83,22 +97,29 @@ def test_deepseek_v4_pages_groups_and_blocks():
 
 
 def test_deepseek_v4_bf16_refused_with_vllms_text():
-    with pytest.raises(KvcalcError, match="DeepseekV4 fp8_ds_mla layout only supports fp8 kv-cache, got bfloat16. "
-                                          "Please set `--kv-cache-dtype fp8`"):
+    with pytest.raises(
+        KvcalcError,
+        match="DeepseekV4 fp8_ds_mla layout only supports fp8 kv-cache, got bfloat16. "
+        "Please set `--kv-cache-dtype fp8`",
+    ):
         capacity("deepseek-v4-flash", 16 * GiB, label="bf16")
 
 
 # ----- DeepSeek-V3.2 / GLM-5.2 -----------------------------------------------------------------------
 
-@pytest.mark.parametrize("name, fmt, label, per_token", [
-    # GLM-5.2 fp8 -> fp8_ds_mla: 78 latents x 656 + 21 indexers x 132 = 53,940 B a token
-    ("glm-5.2", FP8, "fp8_e4m3", 53_940),
-    # bf16: 78 x 1,152 + 21 x 132 = 92,628
-    ("glm-5.2", BF16, None, 92_628),
-    # DeepSeek-V3.2: 61 x (656 + 132) = 48,068 in fp8; 61 x (1,152 + 132) = 78,324 in bf16
-    ("deepseek-v3.2", FP8, "fp8_e4m3", 48_068),
-    ("deepseek-v3.2", BF16, None, 78_324),
-])
+
+@pytest.mark.parametrize(
+    "name, fmt, label, per_token",
+    [
+        # GLM-5.2 fp8 -> fp8_ds_mla: 78 latents x 656 + 21 indexers x 132 = 53,940 B a token
+        ("glm-5.2", FP8, "fp8_e4m3", 53_940),
+        # bf16: 78 x 1,152 + 21 x 132 = 92,628
+        ("glm-5.2", BF16, None, 92_628),
+        # DeepSeek-V3.2: 61 x (656 + 132) = 48,068 in fp8; 61 x (1,152 + 132) = 78,324 in bf16
+        ("deepseek-v3.2", FP8, "fp8_e4m3", 48_068),
+        ("deepseek-v3.2", BF16, None, 78_324),
+    ],
+)
 def test_sparse_mla_one_group_of_latents_and_indexer_keys(name, fmt, label, per_token):
     """One `UniformTypeKVCacheSpecs` group, block 64 (FLASH_ATTN_MLA_SPARSE / FLASHMLA_SPARSE):
     bytes a block = 64 x the per-token sum (GLM-5.2 fp8: 3,452,160 B)."""
@@ -107,11 +128,14 @@ def test_sparse_mla_one_group_of_latents_and_indexer_keys(name, fmt, label, per_
     assert planning.bytes_per_block(g) == 64 * per_token
 
 
-@pytest.mark.parametrize("name, per_token", [
-    # as above: GLM-5.2 78 x 656 + 21 x 132 = 53,940; DeepSeek-V3.2 61 x (656 + 132) = 48,068
-    ("glm-5.2", 53_940),
-    ("deepseek-v3.2", 48_068),
-])
+@pytest.mark.parametrize(
+    "name, per_token",
+    [
+        # as above: GLM-5.2 78 x 656 + 21 x 132 = 53,940; DeepSeek-V3.2 61 x (656 + 132) = 48,068
+        ("glm-5.2", 53_940),
+        ("deepseek-v3.2", 48_068),
+    ],
+)
 def test_sparse_mla_fp8_without_a_label_is_fp8_ds_mla(name, per_token):
     """`kvcalc estimate --engine vllm --kv-dtype fp8` passes the format and no label: an fp8
     cache is still FLASHMLA_SPARSE's fp8_ds_mla rows (656 B), not 576 B latents on the 16-bit
@@ -133,6 +157,7 @@ def test_sparse_mla_refuses_a_dtype_neither_backend_takes():
 
 
 # ----- Gemma-4 / MiMo-V2-Flash: per-layer geometry --------------------------------------------------
+
 
 def test_gemma4_pages_unified_by_block_size():
     """25 sliding layers 16 x 8 x (256 + 256) x 2 = 131,072 B; 5 global (K = V stored in both
@@ -157,14 +182,18 @@ def test_mimo_window_is_sliding_window_size():
 
 # ----- Kimi-K3: KDA beside MLA ------------------------------------------------------------------------
 
-@pytest.mark.parametrize("fmt, tp, block, page", [
-    # bf16 tp1: state 3 x 36,864 x 2 + 96 x 128 x 128 x 4 = 6,512,640 B; 128 x cdiv(6,512,640, 128 x 1,152) = 5,760
-    (BF16, 1, 5_760, 5_760 * 1_152),
-    # fp8 (576 B a token): 128 x cdiv(6,512,640, 73,728) = 128 x 89 = 11,392
-    (FP8, 1, 11_392, 11_392 * 576),
-    # tp8: 12 heads, state 3 x 4,608 x 2 + 12 x 128 x 128 x 4 = 814,080 B: 128 x cdiv(814,080, 147,456) = 768
-    (BF16, 8, 768, 768 * 1_152),
-])
+
+@pytest.mark.parametrize(
+    "fmt, tp, block, page",
+    [
+        # bf16 tp1: state 3 x 36,864 x 2 + 96 x 128 x 128 x 4 = 6,512,640 B; 128 x cdiv(6,512,640, 128 x 1,152) = 5,760
+        (BF16, 1, 5_760, 5_760 * 1_152),
+        # fp8 (576 B a token): 128 x cdiv(6,512,640, 73,728) = 128 x 89 = 11,392
+        (FP8, 1, 11_392, 11_392 * 576),
+        # tp8: 12 heads, state 3 x 4,608 x 2 + 12 x 128 x 128 x 4 = 814,080 B: 128 x cdiv(814,080, 147,456) = 768
+        (BF16, 8, 768, 768 * 1_152),
+    ],
+)
 def test_kimi_k3_mla_hybrid_alignment(fmt, tp, block, page):
     r, g = groups("kimi-k3", fmt, "auto" if fmt is BF16 else "fp8_e4m3", tp)
     assert r.block_size == block
@@ -180,8 +209,10 @@ def test_kimi_k3_blocks():
 
 # ----- refusals --------------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("name, arch", [("minimax-m3", "MiniMaxM3ForCausalLM"),
-                                        ("step-3.7-flash", "Step3p7FlashForCausalLM")])
+
+@pytest.mark.parametrize(
+    "name, arch", [("minimax-m3", "MiniMaxM3ForCausalLM"), ("step-3.7-flash", "Step3p7FlashForCausalLM")]
+)
 def test_published_configs_vllm_033_cannot_load(name, arch):
     with pytest.raises(KvcalcError) as e:
         capacity(name, 16 * GiB)
@@ -202,19 +233,23 @@ def test_needs_specs_only_for_the_new_layers():
 
 # ----- vLLM 0.33's packed dtypes (issue 20): TurboQuant presets, int4_per_token_head -------------------
 
-@pytest.mark.parametrize("dtype, block, blocks, tokens", [
-    # k8v4: slot 128 + (64 + 4) = 196 B a head, 8 x 196 = 1,568 B a token; layers 0, 1, 30, 31 in bf16 (4,096 B):
-    # block 16 x cdiv(4,096 x 16, 16 x 1,568) = 48; one UniformType group: 28 x 48 x 1,568 + 4 x 48 x 4,096
-    # = 2,893,824 B a block; 16 GiB // that = 5,936; per request cdiv(32,768, 48) = 683: 5,936 / 683 x 32,768
-    ("turboquant_k8v4", 48, 5_936, 284_788),
-    # 4bit_nc: slot (64 + 2) + (64 + 4) = 134 B, 1,072 B a token; block 16 x cdiv(65,536, 17,152) = 64;
-    # 28 x 64 x 1,072 + 4 x 64 x 4,096 = 2,969,600 B; 5,785 blocks; cdiv(32,768, 64) = 512
-    ("turboquant_4bit_nc", 64, 5_785, 370_240),
-    # int4_per_token_head: 8 x (64 + 64 + 2 x 4) = 1,088 B a token, block 16: 32 x 17,408 = 557,056 B; 30,840 blocks
-    ("int4_per_token_head", 16, 30_840, 493_440),
-    # nvfp4: 2 x 8 slots x (64 + 8) = 1,152 B a token a layer, 32 x 16 x 1,152 = 589,824 B a block: 29,127 blocks
-    ("nvfp4", 16, 29_127, 466_032),
-])
+
+@pytest.mark.parametrize(
+    "dtype, block, blocks, tokens",
+    [
+        # k8v4: slot 128 + (64 + 4) = 196 B a head, 8 x 196 = 1,568 B a token; layers 0, 1, 30, 31 in bf16 (4,096 B):
+        # block 16 x cdiv(4,096 x 16, 16 x 1,568) = 48; one UniformType group: 28 x 48 x 1,568 + 4 x 48 x 4,096
+        # = 2,893,824 B a block; 16 GiB // that = 5,936; per request cdiv(32,768, 48) = 683: 5,936 / 683 x 32,768
+        ("turboquant_k8v4", 48, 5_936, 284_788),
+        # 4bit_nc: slot (64 + 2) + (64 + 4) = 134 B, 1,072 B a token; block 16 x cdiv(65,536, 17,152) = 64;
+        # 28 x 64 x 1,072 + 4 x 64 x 4,096 = 2,969,600 B; 5,785 blocks; cdiv(32,768, 64) = 512
+        ("turboquant_4bit_nc", 64, 5_785, 370_240),
+        # int4_per_token_head: 8 x (64 + 64 + 2 x 4) = 1,088 B a token, block 16: 32 x 17,408 = 557,056 B; 30,840 blocks
+        ("int4_per_token_head", 16, 30_840, 493_440),
+        # nvfp4: 2 x 8 slots x (64 + 8) = 1,152 B a token a layer, 32 x 16 x 1,152 = 589,824 B a block: 29,127 blocks
+        ("nvfp4", 16, 29_127, 466_032),
+    ],
+)
 def test_packed_dtypes_llama_3_1_8b(dtype, block, blocks, tokens):
     """Figures vLLM 0.33's own `get_kv_cache_configs` / `get_kv_cache_capacity` gave for the specs its
     layers build (TurboQuantAttentionBackend / TritonAttentionBackend `customize_spec`; docs/engine-oracles.md)."""
@@ -230,10 +265,17 @@ def test_packed_dtypes_refused_where_not_modelled_and_before_033():
     with pytest.raises(KvcalcError, match="sizes turboquant_k8v4 for models whose every layer is full attention"):
         api_capacity("gemma-3-27b", engine="vllm", kv_memory_bytes=16 * GiB, kv_dtype="turboquant_k8v4")
     with pytest.raises(KvcalcError) as e:
-        api_capacity("llama-3.1-8b", engine="vllm", kv_memory_bytes=16 * GiB, kv_dtype="turboquant_k8v4",
-                     options=VllmOptions(version="0.11"))
-    assert str(e.value) == ("--kv-dtype turboquant_k8v4: vLLM 0.11 has no 'turboquant_k8v4' KV cache dtype; use auto, "
-                            "bfloat16, float16, fp8, fp8_e5m2, int8_per_token_head or fp8_per_token_head")
+        api_capacity(
+            "llama-3.1-8b",
+            engine="vllm",
+            kv_memory_bytes=16 * GiB,
+            kv_dtype="turboquant_k8v4",
+            options=VllmOptions(version="0.11"),
+        )
+    assert str(e.value) == (
+        "--kv-dtype turboquant_k8v4: vLLM 0.11 has no 'turboquant_k8v4' KV cache dtype; use auto, "
+        "bfloat16, float16, fp8, fp8_e5m2, int8_per_token_head or fp8_per_token_head"
+    )
 
 
 def test_int4_per_token_head_on_a_hybrid():
@@ -245,12 +287,14 @@ def test_int4_per_token_head_on_a_hybrid():
     32,768: cdiv(32,768, 3,072) = 11 + 3 GDN groups x 3 pages = 20 -> 16.5x."""
     from kvcalc import capacity as api_capacity
 
-    r = api_capacity("qwen3.5-27b", engine="vllm", kv_memory_bytes=16 * GiB, max_model_len=32_768,
-                     kv_dtype="int4_per_token_head")
+    r = api_capacity(
+        "qwen3.5-27b", engine="vllm", kv_memory_bytes=16 * GiB, max_model_len=32_768, kv_dtype="int4_per_token_head"
+    )
     assert (r.block_size, r.page_size_bytes, r.num_gpu_blocks, r.max_concurrency) == (3_072, 51_904_512, 330, 16.5)
 
 
 # ----- the vLLM 0.33 dtypes that name a layout, not a format (fp8_ds_mla, nvfp4_4over6 ...) ----------
+
 
 def vllm_formats(name: str, dtype: str):
     from kvcalc.engines.profile import get_profile
@@ -258,12 +302,15 @@ def vllm_formats(name: str, dtype: str):
     return get_profile("vllm").kv_formats(load_model(name), dtype, options=HOPPER)
 
 
-@pytest.mark.parametrize("name, dtype, per_token", [
-    # fp8_ds_mla is what fp8 becomes on sparse MLA: DeepSeek-V3.2 61 x (656 + 132) = 48,068 B a token
-    ("deepseek-v3.2", "fp8_ds_mla", 48_068),
-    # GLM-5.2: 78 x 656 + 21 x 132 = 53,940
-    ("glm-5.2", "fp8_ds_mla", 53_940),
-])
+@pytest.mark.parametrize(
+    "name, dtype, per_token",
+    [
+        # fp8_ds_mla is what fp8 becomes on sparse MLA: DeepSeek-V3.2 61 x (656 + 132) = 48,068 B a token
+        ("deepseek-v3.2", "fp8_ds_mla", 48_068),
+        # GLM-5.2: 78 x 656 + 21 x 132 = 53,940
+        ("glm-5.2", "fp8_ds_mla", 53_940),
+    ],
+)
 def test_fp8_ds_mla_sizes_as_fp8_on_sparse_mla(name, dtype, per_token):
     c = vllm_formats(name, dtype)
     r, g = groups(name, c.k, c.label)
@@ -276,11 +323,14 @@ def test_nvfp4_4over6_is_nvfp4_bytes():
     assert c.k == NVFP4 and c.v == NVFP4
 
 
-@pytest.mark.parametrize("name, dtype, why", [
-    ("llama-3.1-8b", "fp8_ds_mla", "sparse MLA"),
-    ("deepseek-v3.2", "nvfp4_ds_mla", "SM100"),
-    ("llama-3.1-8b", "fp8_inc", "Intel Gaudi"),
-])
+@pytest.mark.parametrize(
+    "name, dtype, why",
+    [
+        ("llama-3.1-8b", "fp8_ds_mla", "sparse MLA"),
+        ("deepseek-v3.2", "nvfp4_ds_mla", "SM100"),
+        ("llama-3.1-8b", "fp8_inc", "Intel Gaudi"),
+    ],
+)
 def test_layout_dtypes_refused_with_the_reason(name, dtype, why):
     with pytest.raises(KvcalcError, match=why):
         vllm_formats(name, dtype)

@@ -123,11 +123,17 @@ def test_deepseek_v4_formula_names_each_part():
 # ----- the bundled YAMLs ---------------------------------------------------------------------
 
 BUNDLED = {
-    "deepseek-v4-flash": "deepseek-ai--DeepSeek-V4-Flash", "deepseek-v3.2": "deepseek-ai--DeepSeek-V3.2",
-    "glm-5.2": "zai-org--GLM-5.2", "kimi-k3": "moonshotai--Kimi-K3", "kimi-k2.5": "moonshotai--Kimi-K2.5",
-    "minimax-m3": "MiniMaxAI--MiniMax-M3", "minimax-m2.7": "MiniMaxAI--MiniMax-M2.7",
-    "mimo-v2-flash": "XiaomiMiMo--MiMo-V2-Flash", "gemma-4-26b-a4b": "google--gemma-4-26B-A4B",
-    "qwen3.5-27b": "Qwen--Qwen3.5-27B", "step-3.7-flash": "stepfun-ai--Step-3.7-Flash",
+    "deepseek-v4-flash": "deepseek-ai--DeepSeek-V4-Flash",
+    "deepseek-v3.2": "deepseek-ai--DeepSeek-V3.2",
+    "glm-5.2": "zai-org--GLM-5.2",
+    "kimi-k3": "moonshotai--Kimi-K3",
+    "kimi-k2.5": "moonshotai--Kimi-K2.5",
+    "minimax-m3": "MiniMaxAI--MiniMax-M3",
+    "minimax-m2.7": "MiniMaxAI--MiniMax-M2.7",
+    "mimo-v2-flash": "XiaomiMiMo--MiMo-V2-Flash",
+    "gemma-4-26b-a4b": "google--gemma-4-26B-A4B",
+    "qwen3.5-27b": "Qwen--Qwen3.5-27B",
+    "step-3.7-flash": "stepfun-ai--Step-3.7-Flash",
     "nemotron-3-super-120b-a12b": "nvidia--NVIDIA-Nemotron-3-Super-120B-A12B-FP8",
     "qwen3-vl-8b": "Qwen--Qwen3-VL-8B-Instruct",
 }
@@ -199,8 +205,7 @@ def test_minimax_m3_index_value_refused():
 
 def test_mimo_swa_heads_disagreeing_with_transformers_refused():
     cfg = {**_cfg("XiaomiMiMo--MiMo-V2-Flash"), "swa_num_key_value_heads": 16}
-    _refused(cfg, "field 'swa_num_key_value_heads': is 16, but transformers' MiMo-V2-Flash gives its sliding "
-                  "layers 8")
+    _refused(cfg, "field 'swa_num_key_value_heads': is 16, but transformers' MiMo-V2-Flash gives its sliding layers 8")
 
 
 def test_deepseek_v4_unknown_compress_ratio_refused():
@@ -210,8 +215,10 @@ def test_deepseek_v4_unknown_compress_ratio_refused():
 
 
 def test_deepseek_v4_more_than_one_kv_head_refused():
-    _refused({**_cfg("deepseek-ai--DeepSeek-V4-Flash"), "num_key_value_heads": 2},
-             "field 'num_key_value_heads': is 2; DeepSeek-V4's attention is shared-KV MQA")
+    _refused(
+        {**_cfg("deepseek-ai--DeepSeek-V4-Flash"), "num_key_value_heads": 2},
+        "field 'num_key_value_heads': is 2; DeepSeek-V4's attention is shared-KV MQA",
+    )
 
 
 def test_step_sliding_kv_heads_of_their_own_refused():
@@ -242,8 +249,9 @@ def test_unmapped_2026_type_with_its_kv_fields_refused_naming_them():
     # Gemma-4's text config under a model_type kvcalc does not map: its global_head_dim and
     # num_global_key_value_heads are cache fields a plain decoder would ignore
     cfg = {**_cfg("google--gemma-4-26B-A4B")["text_config"], "model_type": "gemma5_text"}
-    _refused(cfg, "model_type 'gemma5_text' is not one kvcalc maps, and its .*global_head_dim.*"
-                  "num_global_key_value_heads")
+    _refused(
+        cfg, "model_type 'gemma5_text' is not one kvcalc maps, and its .*global_head_dim.*num_global_key_value_heads"
+    )
 
 
 # ----- weights: published parameter counts ---------------------------------------------------
@@ -275,9 +283,12 @@ def test_weights_of_an_uncounted_architecture_refused():
     from kvcalc.calc.weights import param_counts
     from kvcalc.errors import KvcalcError
 
-    with pytest.raises(KvcalcError, match="deepseek-v4-flash: DeepSeek-V4's hyper-connections, grouped output "
-                                          "projection, compressors and indexer are not counted by kvcalc; give "
-                                          "n_params"):
+    with pytest.raises(
+        KvcalcError,
+        match="deepseek-v4-flash: DeepSeek-V4's hyper-connections, grouped output "
+        "projection, compressors and indexer are not counted by kvcalc; give "
+        "n_params",
+    ):
         param_counts(load_model("deepseek-v4-flash"))
 
 
@@ -344,9 +355,18 @@ def _write_safetensors(path: Path, shapes: dict[str, tuple[int, ...]]) -> None:
     path.write_bytes(struct.pack("<Q", len(text)) + text + bytes(offset))
 
 
-TINY = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 64, "intermediate_size": 128,
-        "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 16, "num_hidden_layers": 2,
-        "vocab_size": 32, "torch_dtype": "bfloat16"}
+TINY = {
+    "architectures": ["LlamaForCausalLM"],
+    "model_type": "llama",
+    "hidden_size": 64,
+    "intermediate_size": 128,
+    "num_attention_heads": 4,
+    "num_key_value_heads": 2,
+    "head_dim": 16,
+    "num_hidden_layers": 2,
+    "vocab_size": 32,
+    "torch_dtype": "bfloat16",
+}
 
 
 def _tiny_checkpoint(folder: Path, v_rows_layer1: int) -> Path:
@@ -355,11 +375,19 @@ def _tiny_checkpoint(folder: Path, v_rows_layer1: int) -> Path:
     shapes = {"model.embed_tokens.weight": (32, 64), "model.norm.weight": (64,), "lm_head.weight": (32, 64)}
     for i in range(2):
         p = f"model.layers.{i}."
-        shapes.update({p + "self_attn.q_proj.weight": (64, 64), p + "self_attn.k_proj.weight": (32, 64),
-                       p + "self_attn.v_proj.weight": (v_rows_layer1 if i else 32, 64),
-                       p + "self_attn.o_proj.weight": (64, 64), p + "mlp.gate_proj.weight": (128, 64),
-                       p + "mlp.up_proj.weight": (128, 64), p + "mlp.down_proj.weight": (64, 128),
-                       p + "input_layernorm.weight": (64,), p + "post_attention_layernorm.weight": (64,)})
+        shapes.update(
+            {
+                p + "self_attn.q_proj.weight": (64, 64),
+                p + "self_attn.k_proj.weight": (32, 64),
+                p + "self_attn.v_proj.weight": (v_rows_layer1 if i else 32, 64),
+                p + "self_attn.o_proj.weight": (64, 64),
+                p + "mlp.gate_proj.weight": (128, 64),
+                p + "mlp.up_proj.weight": (128, 64),
+                p + "mlp.down_proj.weight": (64, 128),
+                p + "input_layernorm.weight": (64,),
+                p + "post_attention_layernorm.weight": (64,),
+            }
+        )
     _write_safetensors(folder / "model.safetensors", shapes)
     return folder
 
@@ -376,8 +404,11 @@ def test_checkpoint_projection_widths_agree_with_config():
 def test_checkpoint_projection_width_disagreeing_with_config_refused(tmp_path):
     # layer 1's v_proj has 64 rows (4 heads of 16) where config.json gives 2 KV heads x 16 = 32
     folder = _tiny_checkpoint(tmp_path / "bad", 64)
-    with pytest.raises(ConfigError, match="layer 1: the checkpoint's model.layers.1.self_attn.v_proj.weight is 64 wide "
-                                          "\\(64 x 64\\), but config.json gives 32 \\(n_kv_heads x v_head_dim\\)"):
+    with pytest.raises(
+        ConfigError,
+        match="layer 1: the checkpoint's model.layers.1.self_attn.v_proj.weight is 64 wide "
+        "\\(64 x 64\\), but config.json gives 32 \\(n_kv_heads x v_head_dim\\)",
+    ):
         load_model(folder)
 
 

@@ -25,8 +25,12 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).parent))
 
 #: dtype -> (block size vLLM's alignment sets, boundary layers kept in bf16)
-CASES = {"turboquant_k8v4": (48, {0, 1, 30, 31}), "turboquant_4bit_nc": (64, {0, 1, 30, 31}),
-         "int4_per_token_head": (16, set()), "nvfp4": (16, set())}
+CASES = {
+    "turboquant_k8v4": (48, {0, 1, 30, 31}),
+    "turboquant_4bit_nc": (64, {0, 1, 30, 31}),
+    "int4_per_token_head": (16, set()),
+    "nvfp4": (16, set()),
+}
 GIB = 2**30
 
 
@@ -40,8 +44,10 @@ def run(name: str, block: int, skip: set[int], mem: int = 16 * GIB, max_model_le
     from vllm.v1.core import kv_cache_planning as planning
     from vllm.v1.core.kv_cache_utils import get_kv_cache_capacity
 
-    cfg = h.make_vllm_config(max_model_len=max_model_len, block_size=block, kv_cache_dtype=name,
-                             model_dtype=torch.bfloat16, tp=1)
+    cfg = h.make_vllm_config(
+        max_model_len=max_model_len, block_size=block, kv_cache_dtype=name, model_dtype=torch.bfloat16, tp=1
+    )
+
     class FlashInferNvfp4:
         """`FlashInferBackend.customize_spec` (`v1/attention/backends/flashinfer.py` 558-570), its
         lines as they are: the module itself needs the flashinfer package, absent from the CPU venv."""
@@ -53,26 +59,46 @@ def run(name: str, block: int, skip: set[int], mem: int = 16 * GIB, max_model_le
             from vllm.utils.torch_utils import get_dtype_size, nvfp4_kv_cache_full_dim
 
             hs_k = nvfp4_kv_cache_full_dim(spec.head_size)
-            return replace(spec, num_head_slots=2 * spec.num_kv_heads,
-                           state_content_bytes=hs_k * get_dtype_size(spec.dtype))
+            return replace(
+                spec, num_head_slots=2 * spec.num_kv_heads, state_content_bytes=hs_k * get_dtype_size(spec.dtype)
+            )
 
-    backend = (TurboQuantAttentionBackend if name.startswith("turboquant")
-               else FlashInferNvfp4 if name.startswith("nvfp4") else TritonAttentionBackend)
+    backend = (
+        TurboQuantAttentionBackend
+        if name.startswith("turboquant")
+        else FlashInferNvfp4
+        if name.startswith("nvfp4")
+        else TritonAttentionBackend
+    )
     dtype = kv_cache_dtype_str_to_dtype(name, cfg.model_config)
     specs = {}
     for i in range(32):
         if i in skip:
-            specs[f"l{i}"] = kvi.FullAttentionSpec(block_size=block, num_kv_heads=8, head_size=128,
-                                                   dtype=torch.bfloat16)
+            specs[f"l{i}"] = kvi.FullAttentionSpec(
+                block_size=block, num_kv_heads=8, head_size=128, dtype=torch.bfloat16
+            )
         else:
-            specs[f"l{i}"] = backend.customize_spec(kvi.FullAttentionSpec(
-                block_size=block, num_kv_heads=8, head_size=128, dtype=dtype,
-                kv_quant_mode=kvi.get_kv_quant_mode(name)))
+            specs[f"l{i}"] = backend.customize_spec(
+                kvi.FullAttentionSpec(
+                    block_size=block,
+                    num_kv_heads=8,
+                    head_size=128,
+                    dtype=dtype,
+                    kv_quant_mode=kvi.get_kv_quant_mode(name),
+                )
+            )
     groups = planning.get_global_kv_cache_groups(cfg, [specs])
     (config,) = planning.get_kv_cache_configs(cfg, [specs], [mem], groups)
     tokens, concurrency = get_kv_cache_capacity(cfg, config)
-    return {"kv_cache_dtype": name, "block_size": block, "pages": sorted({s.page_size_bytes for s in specs.values()}),
-            "groups": len(groups), "num_blocks": config.num_blocks, "tokens": tokens, "max_concurrency": concurrency}
+    return {
+        "kv_cache_dtype": name,
+        "block_size": block,
+        "pages": sorted({s.page_size_bytes for s in specs.values()}),
+        "groups": len(groups),
+        "num_blocks": config.num_blocks,
+        "tokens": tokens,
+        "max_concurrency": concurrency,
+    }
 
 
 if __name__ == "__main__":

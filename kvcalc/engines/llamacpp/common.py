@@ -111,13 +111,16 @@ def expanded_mla_layer(model: ModelSpec) -> LayerSpec:
     (`src/llama-model.cpp`: n_embd_head_k = qk_nope + qk_rope, n_embd_head_v = v_head_dim,
     n_head_kv = n_head). Raises `KvcalcError` (field `qk_nope_head_dim` / `v_head_dim`) when the
     config does not give them."""
-    missing = [f for f in ("qk_nope_head_dim", "v_head_dim") if getattr(model, f) is None]
-    if missing:
+    nope, rope, dv = model.qk_nope_head_dim, model.qk_rope_head_dim, model.v_head_dim
+    missing = [f for f, v in (("qk_nope_head_dim", nope), ("v_head_dim", dv)) if v is None]
+    if missing or nope is None or dv is None:
         raise KvcalcError(f"{model.name}: the expanded MLA cache (llama.cpp before April 2025, or a GGUF without "
                           f"key_length_mla) needs {' and '.join(missing)} in the config", field=missing[0],
                           form=MESSAGE)
-    return LayerSpec(kind="full", n_kv_heads=model.n_heads, head_dim_k=model.qk_nope_head_dim + model.qk_rope_head_dim,
-                     head_dim_v=model.v_head_dim)
+    if rope is None:  # ModelSpec refuses attention: mla without qk_rope_head_dim
+        raise KvcalcError(f"{model.name}: the expanded MLA cache needs qk_rope_head_dim in the config",
+                          field="qk_rope_head_dim", form=MESSAGE)
+    return LayerSpec(kind="full", n_kv_heads=model.n_heads, head_dim_k=nope + rope, head_dim_v=dv)
 
 
 def recurrent_r_s_values(model: ModelSpec, layer: LayerSpec) -> tuple[int, int]:
@@ -132,15 +135,22 @@ def recurrent_r_s_values(model: ModelSpec, layer: LayerSpec) -> tuple[int, int]:
     if layer.state_values == 0:
         return 0, 0
     m = model
+    # state_values > 0: ModelSpec._state_values found every size below set (None never reaches the sums)
+    d_inner_factors: tuple[int | None, int | None]
+    n_group: int | None
     if layer.kind in ("mamba", "hybrid"):  # hybrid (Falcon-H1): the Mamba-2 mixer beside the attention
         d_state, d_conv = m.mamba_d_state, m.mamba_d_conv
         if m.mamba_n_groups is not None:
-            d_inner, n_group = m.mamba_n_heads * m.mamba_head_dim, m.mamba_n_groups
+            d_inner_factors, n_group = (m.mamba_n_heads, m.mamba_head_dim), m.mamba_n_groups
         else:
-            d_inner, n_group = m.mamba_expand * m.hidden_size, 0
+            d_inner_factors, n_group = (m.mamba_expand, m.hidden_size), 0
     else:
-        d_inner = m.linear_num_value_heads * m.linear_value_head_dim
+        d_inner_factors = (m.linear_num_value_heads, m.linear_value_head_dim)
         n_group, d_state, d_conv = m.linear_num_key_heads, m.linear_key_head_dim, m.linear_conv_kernel_dim
+    a, b = d_inner_factors
+    if a is None or b is None or n_group is None or d_state is None or d_conv is None:
+        return 0, 0
+    d_inner = a * b
     return (d_conv - 1) * (d_inner + 2 * n_group * d_state), d_state * d_inner
 
 

@@ -12,9 +12,20 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, ClassVar
 
 from kvcalc.calc.kv_cache import ENGINES_MODEL_TODAY, LAYER_FEATURES, check_tp, layer_features
-from kvcalc.engines.vllm.common import (BLOCK_SIZES, DEFAULT_BLOCK_SIZE, NO_MEMORY, Group, Resolved,
-                                        blocks_per_request, check_formats, check_model, default_kv_dtype,
-                                        kv_cache_groups, long_max_model_len, no_memory_error)
+from kvcalc.engines.vllm.common import (
+    BLOCK_SIZES,
+    DEFAULT_BLOCK_SIZE,
+    NO_MEMORY,
+    Group,
+    Resolved,
+    blocks_per_request,
+    check_formats,
+    check_model,
+    default_kv_dtype,
+    kv_cache_groups,
+    long_max_model_len,
+    no_memory_error,
+)
 from kvcalc.errors import MESSAGE, OPTION_SAYS, KvcalcError, flag
 from kvcalc.formats import StorageFormat
 from kvcalc.results import EngineResult

@@ -76,11 +76,15 @@ def _divide(n: int, tp: int, what: str) -> int:
     return n // tp
 
 
-def _missing(model: ModelSpec, fields: tuple[str, ...]) -> None:
-    gone = [f for f in fields if getattr(model, f) is None]
+def _missing(model: ModelSpec, fields: tuple[str, ...]) -> tuple[int, ...]:
+    """The config's sizes `fields`, in order, each known to be set; raises `KvcalcError` (field
+    `model`) naming every one the config does not give."""
+    values: list[int | None] = [getattr(model, f) for f in fields]
+    gone = [f for f, v in zip(fields, values, strict=True) if v is None]
     if gone:
         raise KvcalcError(f"{model.name}: the vLLM profile sizes the recurrent state from {', '.join(gone)}, "
                           "which the config does not give", field="model", value=model.name, form=MESSAGE)
+    return tuple(v for v in values if v is not None)
 
 
 def check_linear_kind(model: ModelSpec) -> None:
@@ -108,26 +112,27 @@ def mamba_state(model: ModelSpec, tp: int, model_dtype_bytes: int = 2, model_dty
     kinds = {layer.kind for layer in model.layers if layer.kind in ("mamba", "linear")}
     ssm_bytes, ssm_dtype = (FP32_BYTES, "fp32") if ssm_fp32 else (model_dtype_bytes, model_dtype)
     if kinds == {"linear"}:
-        _missing(model, ("linear_num_key_heads", "linear_num_value_heads", "linear_key_head_dim",
-                         "linear_value_head_dim", "linear_conv_kernel_dim"))
-        hk, hv = model.linear_num_key_heads, model.linear_num_value_heads
-        dk, dv = model.linear_key_head_dim, model.linear_value_head_dim
+        hk, hv, dk, dv, kernel = _missing(model, ("linear_num_key_heads", "linear_num_value_heads",
+                                                  "linear_key_head_dim", "linear_value_head_dim",
+                                                  "linear_conv_kernel_dim"))
         conv_dim = 2 * hk * dk + hv * dv
-        shapes: tuple[tuple[int, ...], ...] = ((model.linear_conv_kernel_dim - 1,
+        shapes: tuple[tuple[int, ...], ...] = ((kernel - 1,
                                                 _divide(conv_dim, tp, "Gated DeltaNet conv channels")),
                   (_divide(hv, tp, "linear value heads"), dv, dk))
         return MambaState("gdn", shapes, (model_dtype_bytes, ssm_bytes), ssm_dtype)
-    if model.mamba_n_groups is not None:
-        _missing(model, ("mamba_n_heads", "mamba_head_dim", "mamba_d_state", "mamba_d_conv"))
-        heads, head_dim, d_state = model.mamba_n_heads, model.mamba_head_dim, model.mamba_d_state
-        groups = model.mamba_n_groups + (0 if model.mamba_n_groups % tp == 0 else tp - model.mamba_n_groups)
+    n_groups = model.mamba_n_groups
+    if n_groups is not None:
+        heads, head_dim, d_state, d_conv = _missing(model, ("mamba_n_heads", "mamba_head_dim", "mamba_d_state",
+                                                            "mamba_d_conv"))
+        groups = n_groups + (0 if n_groups % tp == 0 else tp - n_groups)
         conv_dim = heads * head_dim + 2 * groups * d_state
-        shapes = ((model.mamba_d_conv - 1, _divide(conv_dim, tp, "Mamba-2 conv channels")),
+        shapes = ((d_conv - 1, _divide(conv_dim, tp, "Mamba-2 conv channels")),
                   (_divide(heads, tp, "Mamba-2 heads"), head_dim, d_state))
         return MambaState("mamba2", shapes, (model_dtype_bytes, ssm_bytes), ssm_dtype)
-    _missing(model, ("mamba_expand", "hidden_size", "mamba_d_state", "mamba_d_conv"))
-    d_inner = _divide(model.mamba_expand * model.hidden_size, tp, "Mamba d_inner")
-    shapes = ((model.mamba_d_conv - 1, d_inner), (d_inner, model.mamba_d_state))
+    expand, hidden, d_state, d_conv = _missing(model, ("mamba_expand", "hidden_size", "mamba_d_state",
+                                                       "mamba_d_conv"))
+    d_inner = _divide(expand * hidden, tp, "Mamba d_inner")
+    shapes = ((d_conv - 1, d_inner), (d_inner, d_state))
     return MambaState("mamba1", shapes, (model_dtype_bytes, ssm_bytes), ssm_dtype)
 
 

@@ -28,7 +28,6 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass, replace
-from math import lcm
 
 
 def cdiv(a: int, b: int) -> int:
@@ -220,8 +219,13 @@ def _packed_groups(specs: list[LayerCache]) -> list[CacheGroup]:
     def is_state(b: list[LayerCache]) -> bool:
         return b[0].spec == "MambaSpec" or (repeats is None and b[0].sliding)
 
-    anchor = max((widest(by_page, len(b) if is_state(b) else n_groups_for(balanced, most))
-                  for b, by_page, balanced, most in info), default=0)
+    anchor = max(
+        (
+            widest(by_page, len(b) if is_state(b) else n_groups_for(balanced, most))
+            for b, by_page, balanced, most in info
+        ),
+        default=0,
+    )
     groups = []
     for b, by_page, balanced, most in info:
         n = n_groups_for(balanced, most)
@@ -275,8 +279,9 @@ def blocks_per_request(groups: list[CacheGroup], max_model_len: int, in_flight: 
     return sum(g.pages_per_request(max_model_len, in_flight) for g in groups)
 
 
-def estimate_max_model_len(groups: list[CacheGroup], block_bytes: int, available_bytes: int, max_model_len: int,
-                           in_flight: int) -> int:
+def estimate_max_model_len(
+    groups: list[CacheGroup], block_bytes: int, available_bytes: int, max_model_len: int, in_flight: int
+) -> int:
     """`_estimate_max_model_len_from_groups`: vLLM's binary search over 1..max_model_len for the
     longest length whose bytes per block x blocks per request fit `available_bytes`; 0 when 1
     token does not."""

@@ -38,8 +38,7 @@ from typing import TYPE_CHECKING
 from kvcalc.calc.kv_cache import kv_heads_per_rank, refuse_hybrid_layers, refuse_unmodelled_layers
 from kvcalc.engine_dtypes import VLLM_033_CACHE_DTYPES, VLLM_033_FORMAT_NAMES
 from kvcalc.engines.vllm import hybrid, planning, v0_33_mla, v0_33_specs
-from kvcalc.engines.vllm.common import (ASSUMED_COMPUTE_CAPABILITY, Group, Resolved, blocks_per_request,
-                                        default_kv_dtype)
+from kvcalc.engines.vllm.common import ASSUMED_COMPUTE_CAPABILITY, Group, Resolved, blocks_per_request, default_kv_dtype
 from kvcalc.engines.vllm.v1 import V1Rules
 from kvcalc.errors import MESSAGE, KvcalcError
 from kvcalc.formats import StorageFormat

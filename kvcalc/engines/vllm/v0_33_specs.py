@@ -93,9 +93,13 @@ def needs_specs(model: ModelSpec) -> bool:
     DeepSeek-V4, sparse MLA + indexer, attention layers whose heads or head sizes differ, or
     layers that share another's cache."""
     attn = [x for x in model.layers if x.kind in ("full", "sliding") and x.kv_source is None]
-    return (is_deepseek_v4(model) or is_sparse_mla(model) or is_kda_mla(model)
-            or len({(x.n_kv_heads, x.head_dim_k, x.head_dim_v) for x in attn}) > 1
-            or any(x.kv_source is not None for x in model.layers))
+    return (
+        is_deepseek_v4(model)
+        or is_sparse_mla(model)
+        or is_kda_mla(model)
+        or len({(x.n_kv_heads, x.head_dim_k, x.head_dim_v) for x in attn}) > 1
+        or any(x.kv_source is not None for x in model.layers)
+    )
 
 
 def _refuse(model: ModelSpec, why: str, field: str = "kv_dtype", value: object = None) -> KvcalcError:
@@ -107,34 +111,75 @@ def deepseek_v4_specs(model: ModelSpec, cache_dtype: str) -> tuple[list[LayerCac
     vLLM's `--kv-cache-dtype` name; auto and fp8* become fp8_ds_mla ("Using DeepSeek's
     fp8_ds_mla KV cache format."), anything else is refused with vLLM's text."""
     if cache_dtype not in ("auto", "fp8", "fp8_e4m3", "fp8_e5m2", "fp8_ds_mla"):
-        raise _refuse(model, f"vLLM 0.33 refuses it: DeepseekV4 fp8_ds_mla layout only supports fp8 kv-cache, got "
-                      f"{cache_dtype}. Please set `--kv-cache-dtype fp8` or select a backend that supports "
-                      f"{cache_dtype} KV cache. (FlashMLA, the Hopper backend: `_resolve_dsv4_kv_cache_dtype`; "
-                      "vLLM 0.33 takes auto, fp8, fp8_e4m3, fp8_ds_mla here)", value=cache_dtype)
+        raise _refuse(
+            model,
+            f"vLLM 0.33 refuses it: DeepseekV4 fp8_ds_mla layout only supports fp8 kv-cache, got "
+            f"{cache_dtype}. Please set `--kv-cache-dtype fp8` or select a backend that supports "
+            f"{cache_dtype} KV cache. (FlashMLA, the Hopper backend: `_resolve_dsv4_kv_cache_dtype`; "
+            "vLLM 0.33 takes auto, fp8, fp8_e4m3, fp8_ds_mla here)",
+            value=cache_dtype,
+        )
     specs: list[LayerCache] = []
     for x in model.layers:
         if not x.caches_kv:
             continue
-        specs.append(LayerCache("SlidingWindowMLASpec", DSV4_SWA_BLOCK, DSV4_ENTRY_BYTES, cache="swa_cache",
-                                window=x.window, alignment=DSV4_ALIGNMENT))
+        specs.append(
+            LayerCache(
+                "SlidingWindowMLASpec",
+                DSV4_SWA_BLOCK,
+                DSV4_ENTRY_BYTES,
+                cache="swa_cache",
+                window=x.window,
+                alignment=DSV4_ALIGNMENT,
+            )
+        )
         r = x.compress_ratio
         if r <= 1:
             continue
         if r not in (4, 128):
-            raise _refuse(model, f"vLLM 0.33's DeepSeek-V4 compressor takes compress ratios 4 and 128, not {r}",
-                          field="model", value=model.name)
+            raise _refuse(
+                model,
+                f"vLLM 0.33's DeepSeek-V4 compressor takes compress ratios 4 and 128, not {r}",
+                field="model",
+                value=model.name,
+            )
         coff = 2 if r == 4 else 1
         head = x.compressed_dim or x.head_dim_k
-        specs.append(LayerCache("MLAAttentionSpec", DSV4_BLOCK, DSV4_ENTRY_BYTES, tokens_per_state=r,
-                                alignment=DSV4_ALIGNMENT))
-        specs.append(LayerCache("SlidingWindowMLASpec", 4 if r == 4 else 8, 2 * coff * head * FP32_BYTES,
-                                cache="state_cache", window=coff * r, alignment=DSV4_ALIGNMENT))
+        specs.append(
+            LayerCache("MLAAttentionSpec", DSV4_BLOCK, DSV4_ENTRY_BYTES, tokens_per_state=r, alignment=DSV4_ALIGNMENT)
+        )
+        specs.append(
+            LayerCache(
+                "SlidingWindowMLASpec",
+                4 if r == 4 else 8,
+                2 * coff * head * FP32_BYTES,
+                cache="state_cache",
+                window=coff * r,
+                alignment=DSV4_ALIGNMENT,
+            )
+        )
         if r == 4 and x.index_dim:
             idx = x.index_dim
-            specs.append(LayerCache("MLAAttentionSpec", DSV4_BLOCK, idx + idx // INDEX_SCALE_VALUES * SCALE_BYTES,
-                                    cache="k_cache", tokens_per_state=r, alignment=DSV4_ALIGNMENT))
-            specs.append(LayerCache("SlidingWindowMLASpec", 4, 2 * 2 * idx * FP32_BYTES, cache="state_cache",
-                                    window=2 * r, alignment=DSV4_ALIGNMENT))
+            specs.append(
+                LayerCache(
+                    "MLAAttentionSpec",
+                    DSV4_BLOCK,
+                    idx + idx // INDEX_SCALE_VALUES * SCALE_BYTES,
+                    cache="k_cache",
+                    tokens_per_state=r,
+                    alignment=DSV4_ALIGNMENT,
+                )
+            )
+            specs.append(
+                LayerCache(
+                    "SlidingWindowMLASpec",
+                    4,
+                    2 * 2 * idx * FP32_BYTES,
+                    cache="state_cache",
+                    window=2 * r,
+                    alignment=DSV4_ALIGNMENT,
+                )
+            )
     return specs, ["Using DeepSeek's fp8_ds_mla KV cache format."]
 
 
@@ -149,9 +194,12 @@ def sparse_mla_specs(model: ModelSpec, k: StorageFormat, cache_dtype: str) -> tu
         backend = "FLASHMLA_SPARSE (fp8 stored as fp8_ds_mla, 656 B a token)"
         latent = FP8_DS_MLA_ROW_BYTES
     else:
-        raise _refuse(model, f"vLLM 0.33's sparse MLA backends on Hopper take {', '.join(SPARSE_16BIT)} "
-                      f"(FLASH_ATTN_MLA_SPARSE) and {', '.join(SPARSE_FP8)} (FLASHMLA_SPARSE), not {cache_dtype}",
-                      value=cache_dtype)
+        raise _refuse(
+            model,
+            f"vLLM 0.33's sparse MLA backends on Hopper take {', '.join(SPARSE_16BIT)} "
+            f"(FLASH_ATTN_MLA_SPARSE) and {', '.join(SPARSE_FP8)} (FLASHMLA_SPARSE), not {cache_dtype}",
+            value=cache_dtype,
+        )
     specs = []
     for x in model.layers:
         if not x.caches_kv:
@@ -160,13 +208,20 @@ def sparse_mla_specs(model: ModelSpec, k: StorageFormat, cache_dtype: str) -> tu
         specs.append(LayerCache("MLAAttentionSpec", SPARSE_MLA_BLOCK_SIZE, row, tag=cache_dtype))
         if x.index_dim:
             idx = x.index_dim
-            specs.append(LayerCache("MLAAttentionSpec", SPARSE_MLA_BLOCK_SIZE,
-                                    idx + idx // INDEX_SCALE_VALUES * SCALE_BYTES, cache="k_cache"))
+            specs.append(
+                LayerCache(
+                    "MLAAttentionSpec",
+                    SPARSE_MLA_BLOCK_SIZE,
+                    idx + idx // INDEX_SCALE_VALUES * SCALE_BYTES,
+                    cache="k_cache",
+                )
+            )
     return specs, f"sparse MLA attention backend {backend} on Hopper sets block size {SPARSE_MLA_BLOCK_SIZE}"
 
 
-def attention_specs(model: ModelSpec, k: StorageFormat, v: StorageFormat, *, tp: int,
-                    block_size: int | None) -> list[LayerCache]:
+def attention_specs(
+    model: ModelSpec, k: StorageFormat, v: StorageFormat, *, tp: int, block_size: int | None
+) -> list[LayerCache]:
     """Full and sliding layers with their own heads and head sizes (module docstring); layers
     that read another layer's cache (`kv_source`) have none."""
     offset = 1 if model.model_type in WINDOW_IS_SIZE_MODEL_TYPES else 0
@@ -175,12 +230,17 @@ def attention_specs(model: ModelSpec, k: StorageFormat, v: StorageFormat, *, tp:
         if not x.caches_kv:
             continue
         if x.kind not in ("full", "sliding"):
-            raise _refuse(model, f"the vLLM 0.33 profile does not size {x.kind} layers beside per-layer geometry",
-                          field="model", value=model.name)
+            raise _refuse(
+                model,
+                f"the vLLM 0.33 profile does not size {x.kind} layers beside per-layer geometry",
+                field="model",
+                value=model.name,
+            )
         entry = layer_kv_bytes_per_token(x, k, v, tp)
         if x.kind == "sliding":
-            specs.append(LayerCache("SlidingWindowSpec", block_size or BLOCK_SIZE, entry,
-                                    window=(x.window or 0) - offset))
+            specs.append(
+                LayerCache("SlidingWindowSpec", block_size or BLOCK_SIZE, entry, window=(x.window or 0) - offset)
+            )
         else:
             specs.append(LayerCache("FullAttentionSpec", block_size or BLOCK_SIZE, entry))
     return specs
@@ -210,17 +270,23 @@ def kda_mla_specs(model: ModelSpec, k: StorageFormat, *, tp: int) -> tuple[list[
         if x.kind == "mla":
             specs.append(LayerCache("MLAAttentionSpec", block, token_page))
         elif x.kind == "linear":
-            specs.append(LayerCache("MambaSpec", block, state.page_size_bytes, page_padded=page,
-                                    mamba_pages=KDA_MAMBA_PAGES))
-    lines = [f"Setting attention block size to {block} tokens to ensure that attention page size is >= mamba page "
-             "size."]
+            specs.append(
+                LayerCache("MambaSpec", block, state.page_size_bytes, page_padded=page, mamba_pages=KDA_MAMBA_PAGES)
+            )
+    lines = [
+        f"Setting attention block size to {block} tokens to ensure that attention page size is >= mamba page size."
+    ]
     if page != state.page_size_bytes:
         pad = 100 * (page - state.page_size_bytes) / state.page_size_bytes
-        lines.append(f"Padding mamba page size by {pad:.2f}% to ensure that mamba page size and attention page size "
-                     "are exactly equal.")
-    note = (f"KDA state per layer and request: conv state bf16, recurrent state fp32, {state.page_size_bytes:,} B; "
-            f"MLA hybrid block aligned to {align} tokens; prefix caching on ('align'): {KDA_MAMBA_PAGES} Mamba pages "
-            "per request")
+        lines.append(
+            f"Padding mamba page size by {pad:.2f}% to ensure that mamba page size and attention page size "
+            "are exactly equal."
+        )
+    note = (
+        f"KDA state per layer and request: conv state bf16, recurrent state fp32, {state.page_size_bytes:,} B; "
+        f"MLA hybrid block aligned to {align} tokens; prefix caching on ('align'): {KDA_MAMBA_PAGES} Mamba pages "
+        "per request"
+    )
     return specs, block, lines, note
 
 
@@ -241,27 +307,41 @@ def packed_specs(model: ModelSpec, k: StorageFormat, cache_dtype: str, *, tp: in
     block 16 x cdiv(4,096 x 16, 16 x 1,568) = 48; a block of the pool 28 x 48 x 1,568 +
     4 x 48 x 4,096 = 2,893,824 B. Raises `KvcalcError` for MLA, sliding or per-layer-geometry
     models and Mamba hybrids (not modelled with these dtypes)."""
-    from kvcalc.engine_dtypes import (VLLM_033_CACHE_DTYPES, skip_layer_block_alignment, turboquant_skip_layers,
-                                      vllm_033_head_bytes)
+    from kvcalc.engine_dtypes import (
+        VLLM_033_CACHE_DTYPES,
+        skip_layer_block_alignment,
+        turboquant_skip_layers,
+        vllm_033_head_bytes,
+    )
 
     row = VLLM_033_CACHE_DTYPES[cache_dtype]
     cached = [x for x in model.layers if x.kind != "mlp"]
     if any(x.kind != "full" for x in cached) or needs_specs(model):
-        raise _refuse(model, f"kvcalc's vLLM 0.33 profile sizes {cache_dtype} for models whose every layer is full "
-                      "attention of one geometry (not MLA, sliding-window or Mamba / linear layers)", value=cache_dtype)
+        raise _refuse(
+            model,
+            f"kvcalc's vLLM 0.33 profile sizes {cache_dtype} for models whose every layer is full "
+            "attention of one geometry (not MLA, sliding-window or Mamba / linear layers)",
+            value=cache_dtype,
+        )
     layer = cached[0]
     heads = kv_heads_per_rank(layer, tp)
-    packed = heads * vllm_033_head_bytes(cache_dtype, layer.head_dim_k, layer.head_dim_v,
-                                         model_dtype_bytes=k.block_bytes // k.block_values)
+    packed = heads * vllm_033_head_bytes(
+        cache_dtype, layer.head_dim_k, layer.head_dim_v, model_dtype_bytes=k.block_bytes // k.block_values
+    )
     skip = set(turboquant_skip_layers(model.n_layers)) if row.skips_boundary_layers else set()
     full = layer_kv_bytes_per_token(layer, k, k, tp)
     block = BLOCK_SIZE
     if skip:
         block, _ = skip_layer_block_alignment(packed, full, BLOCK_SIZE, BLOCK_SIZE)
-    specs = [LayerCache("FullAttentionSpec", block, full if i in skip else packed, tag="skip" if i in skip else "")
-             for i, x in enumerate(model.layers) if x.kind == "full"]
+    specs = [
+        LayerCache("FullAttentionSpec", block, full if i in skip else packed, tag="skip" if i in skip else "")
+        for i, x in enumerate(model.layers)
+        if x.kind == "full"
+    ]
     note = f"{cache_dtype}: {packed:,} B a token per layer ({', '.join(row.backends)})"
     if skip:
-        note += (f"; layers {', '.join(map(str, sorted(skip)))} kept in {k.name} ({full:,} B a token); block "
-                 f"{block} tokens so a packed page covers a skipped one")
+        note += (
+            f"; layers {', '.join(map(str, sorted(skip)))} kept in {k.name} ({full:,} B a token); block "
+            f"{block} tokens so a packed page covers a skipped one"
+        )
     return specs, note

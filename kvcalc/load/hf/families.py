@@ -13,11 +13,19 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from kvcalc.load.hf.family import Family, Kinds
 from kvcalc.load.hf.families_2026 import FAMILIES_2026, TEXT_MODEL_TYPES_2026
+from kvcalc.load.hf.family import Family, Kinds
 from kvcalc.load.hf.mla import DEEPSEEK as _deepseek
-from kvcalc.load.hf.reader import (_Cfg, _decoder, _every_nth, _kinds_from_layer_types, _qwen_experts,
-                              _qwen_window_kinds, _set_kinds, _shown)
+from kvcalc.load.hf.reader import (
+    _Cfg,
+    _decoder,
+    _every_nth,
+    _kinds_from_layer_types,
+    _qwen_experts,
+    _qwen_window_kinds,
+    _set_kinds,
+    _shown,
+)
 
 # ----- the families that are data ----------------------------------------------------------
 

@@ -11,6 +11,7 @@ nothing here names a model, only config keys.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from kvcalc.load.hf.family import Family, Kinds
@@ -31,8 +32,11 @@ def _first_dense(c: _Cfg, f: dict[str, Any], key: str, dense: tuple[object, ...]
     raw = raw[:n]
     k = next((i for i, v in enumerate(raw) if v not in dense), n)
     if any(v in dense for v in raw[k:]):
-        raise c.fail("places dense layers after sparse ones; kvcalc places experts as the first dense layers then "
-                     "every layer: write a kvcalc YAML", key)
+        raise c.fail(
+            "places dense layers after sparse ones; kvcalc places experts as the first dense layers then "
+            "every layer: write a kvcalc YAML",
+            key,
+        )
     f["first_dense_layers"] = k
 
 
@@ -64,12 +68,16 @@ def _gemma4(c: _Cfg, f: dict[str, Any]) -> dict[str, Any]:
     f["kind_geometry"] = {"full": full}
     f["n_kv_shared_layers"] = c.count("num_kv_shared_layers", default=0, minimum=0)
     if c.count("hidden_size_per_layer_input", default=0, minimum=0):
-        f["weights_unknown"] = ("Gemma-4's per-layer input embeddings (hidden_size_per_layer_input) are not counted "
-                                "by kvcalc")
+        f["weights_unknown"] = (
+            "Gemma-4's per-layer input embeddings (hidden_size_per_layer_input) are not counted by kvcalc"
+        )
     if c.flag("enable_moe_block", default=False):
-        f.update(n_experts=c.count("num_experts", default=None), n_experts_per_token=c.count("top_k_experts"),
-                 moe_intermediate_size=c.count("moe_intermediate_size"),
-                 shared_expert_intermediate_size=f.pop("intermediate_size", None))
+        f.update(
+            n_experts=c.count("num_experts", default=None),
+            n_experts_per_token=c.count("top_k_experts"),
+            moe_intermediate_size=c.count("moe_intermediate_size"),
+            shared_expert_intermediate_size=f.pop("intermediate_size", None),
+        )
     window = c.int_or_null("sliding_window", 512)
     if window is not None and c.get("use_bidirectional_attention") == "all":
         window = window // 2 + 1
@@ -83,9 +91,12 @@ GEMMA4 = Family(
     source="transformers configuration_gemma4.py Gemma4TextConfig / modeling_gemma4.py",
     decoder=dict(head_dim=256, n_heads=8, n_kv_heads=4, tie=True, max_pos=131072),
     counts={"vocab_size": (("vocab_size",), 262144), "intermediate_size": (("intermediate_size",), 9216)},
-    build=_gemma4, set_kinds=False,
-    ignored={"vocab_size_per_layer_input": "the per-layer embedding table (weights)",
-             "use_double_wide_mlp": "MLP width of the shared layers (weights)"},
+    build=_gemma4,
+    set_kinds=False,
+    ignored={
+        "vocab_size_per_layer_input": "the per-layer embedding table (weights)",
+        "use_double_wide_mlp": "MLP width of the shared layers (weights)",
+    },
 )
 
 
@@ -117,14 +128,22 @@ def _mimo_v2(c: _Cfg, f: dict[str, Any]) -> dict[str, Any]:
     for key, want in (("swa_num_key_value_heads", 2 * kv), ("swa_head_dim", dk), ("swa_v_head_dim", dv)):
         got = c.count(key)
         if got is not None and want is not None and got != want:
-            raise c.fail(f"is {got}, but transformers' MiMo-V2-Flash gives its sliding layers {want} (vLLM reads "
-                         f"{key}, transformers derives it): they disagree, so kvcalc will not choose", key)
+            raise c.fail(
+                f"is {got}, but transformers' MiMo-V2-Flash gives its sliding layers {want} (vLLM reads "
+                f"{key}, transformers derives it): they disagree, so kvcalc will not choose",
+                key,
+            )
     if c.count("swa_num_attention_heads") not in (None, f["n_heads"]):
-        raise c.fail("differs from num_attention_heads; transformers' MiMo-V2-Flash uses num_attention_heads on every "
-                     "layer", "swa_num_attention_heads")
+        raise c.fail(
+            "differs from num_attention_heads; transformers' MiMo-V2-Flash uses num_attention_heads on every layer",
+            "swa_num_attention_heads",
+        )
     f["kind_geometry"] = {"sliding": {"n_kv_heads": 2 * kv}}
-    f["attention_sinks"] = [k for k, key in (("sliding", "add_swa_attention_sink_bias"),
-                                             ("full", "add_full_attention_sink_bias")) if c.flag(key, default=False)] or None
+    f["attention_sinks"] = [
+        k
+        for k, key in (("sliding", "add_swa_attention_sink_bias"), ("full", "add_full_attention_sink_bias"))
+        if c.flag(key, default=False)
+    ] or None
     size = c.count("sliding_window_size")
     window = size + 1 if size is not None else c.int_or_null("sliding_window", 129)
     # llama.cpp's converter writes the config's sliding_window as n_swa (conversion/mimo.py 159; none without it)
@@ -145,19 +164,32 @@ MIMO_KINDS = Kinds(codes=("hybrid_layer_pattern", {0: "full", 1: "sliding"}))
 MIMO_V2_FLASH = Family(
     source="transformers configuration_mimo_v2_flash.py / modeling_mimo_v2_flash.py; vLLM 0.33.0 mimo_v2.py",
     decoder=dict(head_dim=192, n_heads=64, n_kv_heads=4, max_pos=131072),
-    counts={"v_head_dim": (("v_head_dim",), 128), "vocab_size": (("vocab_size",), 152576),
-            "n_experts": (("n_routed_experts",), 256), "n_experts_per_token": (("num_experts_per_tok",), 8),
-            "moe_intermediate_size": (("moe_intermediate_size",), 2048)},
-    build=_mimo_v2, set_kinds=False,
-    ignored={"attention_chunk_size": "read by neither transformers' nor vLLM's MiMo-V2 code: the SWA layers slide",
-             "swa_rope_theta": "RoPE base of the SWA layers", "attention_value_scale": "a scalar on V, no cache"},
+    counts={
+        "v_head_dim": (("v_head_dim",), 128),
+        "vocab_size": (("vocab_size",), 152576),
+        "n_experts": (("n_routed_experts",), 256),
+        "n_experts_per_token": (("num_experts_per_tok",), 8),
+        "moe_intermediate_size": (("moe_intermediate_size",), 2048),
+    },
+    build=_mimo_v2,
+    set_kinds=False,
+    ignored={
+        "attention_chunk_size": "read by neither transformers' nor vLLM's MiMo-V2 code: the SWA layers slide",
+        "swa_rope_theta": "RoPE base of the SWA layers",
+        "attention_value_scale": "a scalar on V, no cache",
+    },
 )
 
 
 # ----- DeepSeek-V4 ----------------------------------------------------------------------------
 
 #: transformers `configuration_deepseek_v4.py` `_COMPRESS_RATIO_TO_LAYER_TYPE` and its layer types
-_V4_TYPES = {"sliding_attention": 0, "compressed_sparse_attention": "csa", "heavily_compressed_attention": "hca"}
+# each layer type's key in the compress rates ("": not compressed, ratio 0)
+_V4_TYPES: dict[str, str] = {
+    "sliding_attention": "",
+    "compressed_sparse_attention": "csa",
+    "heavily_compressed_attention": "hca",
+}
 
 
 def _deepseek_v4(c: _Cfg, f: dict[str, Any]) -> dict[str, Any]:
@@ -190,30 +222,44 @@ def _deepseek_v4(c: _Cfg, f: dict[str, Any]) -> dict[str, Any]:
     if raw is not None:
         if not isinstance(raw, list) or len(raw) < n or any(t not in _V4_TYPES for t in raw[:n]):
             raise c.fail(f"must list {', '.join(_V4_TYPES)} for each of the {n} layers", "layer_types")
-        ratios = [rates.get(_V4_TYPES[t], 0) for t in raw[:n]]  # type: ignore[arg-type]
+        names = [t for t in raw[:n] if isinstance(t, str)]  # every one, checked above
+        ratios = [rates.get(_V4_TYPES[t], 0) for t in names]
     elif c.get("compress_ratios") is not None:
         raw = c.data["compress_ratios"]
-        if not isinstance(raw, list) or len(raw) < n or any(type(r) is not int or r not in (0, 4, 128)
-                                                            for r in raw[:n]):
-            raise c.fail(f"must list 0 (sliding window only), 4 (CSA) or 128 (HCA) for each of the {n} layers, got "
-                         f"{_shown(raw)}", "compress_ratios")
+        if (
+            not isinstance(raw, list)
+            or len(raw) < n
+            or any(type(r) is not int or r not in (0, 4, 128) for r in raw[:n])
+        ):
+            raise c.fail(
+                f"must list 0 (sliding window only), 4 (CSA) or 128 (HCA) for each of the {n} layers, got "
+                f"{_shown(raw)}",
+                "compress_ratios",
+            )
         ratios = [{0: 0, 4: rates["csa"], 128: rates["hca"]}[r] for r in raw[:n]]
     else:
         ratios = [rates["hca"]] * min(n, 2) + [rates["csa"] if i % 2 else rates["hca"] for i in range(max(n - 2, 0))]
-    f.update(v_is_k=True, compress_ratios=ratios,
-             index_head_dim=c.count("index_head_dim", default=128),
-             index_layers=[int(r == rates["csa"]) for r in ratios],
-             weights_unknown="DeepSeek-V4's hyper-connections, grouped output projection, compressors and indexer "
-                             "are not counted by kvcalc")
+    f.update(
+        v_is_k=True,
+        compress_ratios=ratios,
+        index_head_dim=c.count("index_head_dim", default=128),
+        index_layers=[int(r == rates["csa"]) for r in ratios],
+        weights_unknown="DeepSeek-V4's hyper-connections, grouped output projection, compressors and indexer "
+        "are not counted by kvcalc",
+    )
     expert = c.get("expert_dtype")
     if expert is not None and expert not in ("fp4", "fp8"):
-        raise c.fail(f"must be fp4 or fp8 (vLLM 0.33.0 deepseek_v4/quant_config.py), got {_shown(expert)}",
-                     "expert_dtype")
+        raise c.fail(
+            f"must be fp4 or fp8 (vLLM 0.33.0 deepseek_v4/quant_config.py), got {_shown(expert)}", "expert_dtype"
+        )
     if expert == "fp4":  # "expert_dtype='fp4' (e.g. DeepSeek-V4-Flash): MXFP4 experts"; fp8: as the rest
         f["expert_weight_dtype"] = "mxfp4"
     if f["n_kv_heads"] != 1:
-        raise c.fail(f"is {f['n_kv_heads']}; DeepSeek-V4's attention is shared-KV MQA with one KV head "
-                     "(transformers' DeepseekV4Attention broadcasts one head)", "num_key_value_heads")
+        raise c.fail(
+            f"is {f['n_kv_heads']}; DeepSeek-V4's attention is shared-KV MQA with one KV head "
+            "(transformers' DeepseekV4Attention broadcasts one head)",
+            "num_key_value_heads",
+        )
     shared = c.count("n_shared_experts", minimum=0)
     if shared and f.get("moe_intermediate_size"):
         f["shared_expert_intermediate_size"] = shared * f["moe_intermediate_size"]
@@ -223,15 +269,25 @@ def _deepseek_v4(c: _Cfg, f: dict[str, Any]) -> dict[str, Any]:
 DEEPSEEK_V4 = Family(
     source="transformers configuration_deepseek_v4.py / modeling_deepseek_v4.py",
     decoder=dict(head_dim=512, n_heads=64, n_kv_heads=1, max_pos=1048576),
-    counts={"vocab_size": (("vocab_size",), 129280), "q_lora_rank": (("q_lora_rank",), 1024),
-            "n_experts": (("n_routed_experts",), 256), "n_experts_per_token": (("num_experts_per_tok",), 6),
-            "moe_intermediate_size": (("moe_intermediate_size",), 2048),
-            "n_mtp_layers": (("num_nextn_predict_layers",), 0)},
-    build=_deepseek_v4, set_kinds=False,
-    ignored={"index_n_heads": "indexer query heads (no cache)", "index_topk": "entries each query attends",
-             "o_groups": "grouped output projection (weights)", "o_lora_rank": "grouped output projection (weights)",
-             "hc_mult": "hyper-connections (weights, activations)", "qk_rope_head_dim": "RoPE part of the 512",
-             "compress_rope_theta": "RoPE base of the compressed branches"},
+    counts={
+        "vocab_size": (("vocab_size",), 129280),
+        "q_lora_rank": (("q_lora_rank",), 1024),
+        "n_experts": (("n_routed_experts",), 256),
+        "n_experts_per_token": (("num_experts_per_tok",), 6),
+        "moe_intermediate_size": (("moe_intermediate_size",), 2048),
+        "n_mtp_layers": (("num_nextn_predict_layers",), 0),
+    },
+    build=_deepseek_v4,
+    set_kinds=False,
+    ignored={
+        "index_n_heads": "indexer query heads (no cache)",
+        "index_topk": "entries each query attends",
+        "o_groups": "grouped output projection (weights)",
+        "o_lora_rank": "grouped output projection (weights)",
+        "hc_mult": "hyper-connections (weights, activations)",
+        "qk_rope_head_dim": "RoPE part of the 512",
+        "compress_rope_theta": "RoPE base of the compressed branches",
+    },
 )
 
 
@@ -258,7 +314,9 @@ def _glm_moe_dsa(c: _Cfg) -> dict[str, Any]:
         pattern = c.get("index_topk_pattern")
         if pattern is not None:
             if not isinstance(pattern, str) or set(pattern) - {"F", "S"}:
-                raise c.fail(f"must be a string of F (full) and S (shared), got {_shown(pattern)}", "index_topk_pattern")
+                raise c.fail(
+                    f"must be a string of F (full) and S (shared), got {_shown(pattern)}", "index_topk_pattern"
+                )
             types = [{"F": "full", "S": "shared"}[ch] for ch in pattern]
         else:
             freq = max(c.count("index_topk_freq", default=1), 1)
@@ -286,9 +344,12 @@ def _kimi_linear(c: _Cfg) -> dict[str, Any]:
     (Kimi-K3's latent MoE: experts work in a narrower width) is not counted: the weights are
     refused rather than miscounted."""
     lin = c.mapping("linear_attn_config")
-    renamed = {**c.data, "n_routed_experts": c.get("num_experts", "n_routed_experts"),
-               "num_experts_per_tok": c.get("num_experts_per_token", "num_experts_per_tok"),
-               "n_shared_experts": c.get("num_shared_experts", "n_shared_experts")}
+    renamed = {
+        **c.data,
+        "n_routed_experts": c.get("num_experts", "n_routed_experts"),
+        "num_experts_per_tok": c.get("num_experts_per_token", "num_experts_per_tok"),
+        "n_shared_experts": c.get("num_shared_experts", "n_shared_experts"),
+    }
     f = DEEPSEEK(_Cfg(renamed, c.path, c.model_type))
     n = f["n_layers"] or 0
     full, kda = lin.get("full_attn_layers"), lin.get("kda_layers")
@@ -297,16 +358,19 @@ def _kimi_linear(c: _Cfg) -> dict[str, Any]:
 
         kinds = _kinds_from_layer_types(c, n)
     elif full is not None and kda is not None:
-        kinds = [None] * n
+        slots: list[str | None] = [None] * n
         for key, ids, kind in (("full_attn_layers", full, "full"), ("kda_layers", kda, "linear")):
             if not isinstance(ids, list) or any(type(i) is not int or not 1 <= i <= n for i in ids):
-                raise c.fail(f"must list layer numbers from 1 to {n} (1-indexed), got {_shown(ids)}",
-                             f"linear_attn_config.{key}")
+                raise c.fail(
+                    f"must list layer numbers from 1 to {n} (1-indexed), got {_shown(ids)}", f"linear_attn_config.{key}"
+                )
             for i in ids:
-                kinds[i - 1] = kind  # type: ignore[call-overload]
-        if None in kinds:
-            raise c.fail(f"layer {kinds.index(None) + 1} is in neither full_attn_layers nor kda_layers",
-                         "linear_attn_config")
+                slots[i - 1] = kind
+        if None in slots:
+            raise c.fail(
+                f"layer {slots.index(None) + 1} is in neither full_attn_layers nor kda_layers", "linear_attn_config"
+            )
+        kinds = [k for k in slots if k is not None]
     else:
         kinds = ["full" if i and i % 4 == 0 else "linear" for i in range(n)]
     heads = lin.get("num_heads", c.get("linear_num_heads", default=32))
@@ -314,9 +378,14 @@ def _kimi_linear(c: _Cfg) -> dict[str, Any]:
     kernel = lin.get("short_conv_kernel_size", c.get("linear_conv_kernel_dim", default=4))
     for key, v in (("num_heads", heads), ("head_dim", dim), ("short_conv_kernel_size", kernel)):
         c.check_int(f"linear_attn_config.{key}", v)
-    f.update(linear_num_key_heads=heads, linear_num_value_heads=heads, linear_key_head_dim=dim,
-             linear_value_head_dim=dim, linear_conv_kernel_dim=kernel,
-             n_mtp_layers=c.count("num_nextn_predict_layers", default=0, minimum=0))
+    f.update(
+        linear_num_key_heads=heads,
+        linear_num_value_heads=heads,
+        linear_key_head_dim=dim,
+        linear_value_head_dim=dim,
+        linear_conv_kernel_dim=kernel,
+        n_mtp_layers=c.count("num_nextn_predict_layers", default=0, minimum=0),
+    )
     if c.get("routed_expert_hidden_size") is not None:
         f["weights_unknown"] = "Kimi-K3's latent MoE (routed_expert_hidden_size) is not counted by kvcalc"
     else:
@@ -325,7 +394,7 @@ def _kimi_linear(c: _Cfg) -> dict[str, Any]:
 
     f.pop("layer_pattern", None)
     f.pop("layer_types", None)
-    f.update(compact_layers(kinds))  # type: ignore[arg-type]
+    f.update(compact_layers(kinds))
     return f
 
 
@@ -342,8 +411,11 @@ def _minimax_m2(c: _Cfg, f: dict[str, Any]) -> dict[str, Any]:
     expert. The MTP modules (`num_mtp_modules`) are not counted."""
     raw = c.get("attn_type_list")
     if raw is not None and (not isinstance(raw, list) or any(v != 1 or type(v) is bool for v in raw)):
-        raise c.fail("lists a layer other than 1 (softmax attention); MiniMax's lightning attention (0) keeps a state "
-                     "kvcalc cannot size from this config", "attn_type_list")
+        raise c.fail(
+            "lists a layer other than 1 (softmax attention); MiniMax's lightning attention (0) keeps a state "
+            "kvcalc cannot size from this config",
+            "attn_type_list",
+        )
     shared = c.count("shared_intermediate_size", default=0, minimum=0)
     if shared:
         f["shared_expert_intermediate_size"] = shared
@@ -353,8 +425,11 @@ def _minimax_m2(c: _Cfg, f: dict[str, Any]) -> dict[str, Any]:
 MINIMAX_M2 = Family(
     source="transformers configuration_minimax_m2.py; vLLM 0.33.0 minimax_m2.py",
     decoder=dict(head_dim=128, n_heads=48, n_kv_heads=8, max_pos=196608),
-    counts={"vocab_size": (("vocab_size",), 200064), "n_experts": (("num_local_experts",), 256),
-            "n_experts_per_token": (("num_experts_per_tok",), 8)},
+    counts={
+        "vocab_size": (("vocab_size",), 200064),
+        "n_experts": (("num_local_experts",), 256),
+        "n_experts_per_token": (("num_experts_per_tok",), 8),
+    },
     rename={"intermediate_size": "moe_intermediate_size"},
     build=_minimax_m2,
     ignored={"rotary_dim": "RoPE part of the head", "qk_norm_type": "norms (weights)"},
@@ -382,15 +457,20 @@ def _minimax_m3(c: _Cfg, f: dict[str, Any]) -> dict[str, Any]:
         if not isinstance(freq, list) or len(freq) != n or any(v not in (0, 1) or type(v) is bool for v in freq):
             raise sub.fail(f"must list 0 or 1 for each of the {n} layers", "sparse_attention_freq")
         no_value = sparse.get("sparse_disable_index_value", [1] * n)
-        if not isinstance(no_value, list) or len(no_value) != n or any(
-                f_ and not v for f_, v in zip(freq, no_value)):
-            raise sub.fail("must be 1 on every sparse layer: an index value cache is not one kvcalc sizes",
-                           "sparse_disable_index_value")
-        f.update(index_head_dim=sub.count("sparse_index_dim", default=128), index_layers=list(freq),
-                 index_format="kv")
+        if (
+            not isinstance(no_value, list)
+            or len(no_value) != n
+            or any(f_ and not v for f_, v in zip(freq, no_value, strict=True))
+        ):
+            raise sub.fail(
+                "must be 1 on every sparse layer: an index value cache is not one kvcalc sizes",
+                "sparse_disable_index_value",
+            )
+        f.update(index_head_dim=sub.count("sparse_index_dim", default=128), index_layers=list(freq), index_format="kv")
     f["intermediate_size"] = c.count("dense_intermediate_size", default=12288)
-    shared = c.count("shared_intermediate_size", default=3072, minimum=0) * c.count("n_shared_experts", default=1,
-                                                                                     minimum=0)
+    shared = c.count("shared_intermediate_size", default=3072, minimum=0) * c.count(
+        "n_shared_experts", default=1, minimum=0
+    )
     if shared:
         f["shared_expert_intermediate_size"] = shared
     f["first_dense_layers"] = c.count("first_k_dense_replace", default=0, minimum=0)
@@ -404,12 +484,19 @@ def _minimax_m3(c: _Cfg, f: dict[str, Any]) -> dict[str, Any]:
 MINIMAX_M3 = Family(
     source="transformers configuration_minimax_m3_vl.py / modeling_minimax_m3_vl.py; vLLM 0.33.0 models/minimax_m3",
     decoder=dict(head_dim=128, n_kv_heads=4, max_pos=1048576),
-    counts={"vocab_size": (("vocab_size",), 200064), "n_experts": (("num_local_experts",), 128),
-            "n_experts_per_token": (("num_experts_per_tok",), 4),
-            "moe_intermediate_size": (("moe_intermediate_size", "intermediate_size"), 3072)},
+    counts={
+        "vocab_size": (("vocab_size",), 200064),
+        "n_experts": (("num_local_experts",), 128),
+        "n_experts_per_token": (("num_experts_per_tok",), 4),
+        "moe_intermediate_size": (("moe_intermediate_size", "intermediate_size"), 3072),
+    },
     build=_minimax_m3,
-    ignored={"rotary_dim": "RoPE part of the head", "partial_rotary_factor": "RoPE part of the head",
-             "attention_output_gate": "a gate on the output (weights)", "num_mtp_modules": "MTP (weights)"},
+    ignored={
+        "rotary_dim": "RoPE part of the head",
+        "partial_rotary_factor": "RoPE part of the head",
+        "attention_output_gate": "a gate on the output (weights)",
+        "num_mtp_modules": "MTP (weights)",
+    },
 )
 
 
@@ -427,11 +514,17 @@ def _step3p7(c: _Cfg, f: dict[str, Any]) -> dict[str, Any]:
     the model's). Experts: num_experts (or n_routed_experts, 288) of moe_intermediate_size (1280),
     a shared expert of share_expert_dim, the first first_k_dense_replace layers dense."""
     other = c.mapping("attention_other_setting")
-    for key, want in (("num_attention_groups", f.get("n_kv_heads")), ("num_key_value_heads", f.get("n_kv_heads")),
-                      ("head_dim", f.get("head_dim"))):
+    for key, want in (
+        ("num_attention_groups", f.get("n_kv_heads")),
+        ("num_key_value_heads", f.get("n_kv_heads")),
+        ("head_dim", f.get("head_dim")),
+    ):
         if other.get(key) not in (None, want):
-            raise c.fail(f"gives {key} {_shown(other[key])} for the sliding layers, but transformers' Step-3.7 keeps "
-                         f"{want} on every layer; write a kvcalc YAML", "attention_other_setting")
+            raise c.fail(
+                f"gives {key} {_shown(other[key])} for the sliding layers, but transformers' Step-3.7 keeps "
+                f"{want} on every layer; write a kvcalc YAML",
+                "attention_other_setting",
+            )
     sliding_heads = c.count("num_sliding_attention_heads") or (other.get("num_attention_heads") if other else None)
     if sliding_heads not in (None, f["n_heads"]):
         f["weights_unknown"] = "Step-3.7's sliding layers have their own query-head count, not counted by kvcalc"
@@ -446,16 +539,21 @@ def _step3p7(c: _Cfg, f: dict[str, Any]) -> dict[str, Any]:
 STEP3P7 = Family(
     source="transformers configuration_step3p7.py / modeling_step3p7.py",
     decoder=dict(head_dim=128, n_heads=64, n_kv_heads=8, max_pos=128000),
-    counts={"vocab_size": (("vocab_size",), 128815), "n_experts": (("num_experts", "n_routed_experts"), 288),
-            "n_experts_per_token": (("num_experts_per_tok",), 8),
-            "moe_intermediate_size": (("moe_intermediate_size",), 1280)},
-    kinds=Kinds(trim_to_layers=True), window=("sliding_window", None), build=_step3p7,
+    counts={
+        "vocab_size": (("vocab_size",), 128815),
+        "n_experts": (("num_experts", "n_routed_experts"), 288),
+        "n_experts_per_token": (("num_experts_per_tok",), 8),
+        "moe_intermediate_size": (("moe_intermediate_size",), 1280),
+    },
+    kinds=Kinds(trim_to_layers=True),
+    window=("sliding_window", None),
+    build=_step3p7,
     ignored={"moe_router_scaling_factor": "routing", "use_moe_router_bias": "routing"},
 )
 
 
 #: model_type -> Family (or function) for the 2026 families; `families.FAMILIES` adds them.
-FAMILIES_2026 = {
+FAMILIES_2026: dict[str, Family | Callable[[_Cfg], dict[str, Any]]] = {
     "gemma4": GEMMA4,
     "gemma4_text": GEMMA4,
     "mimo_v2_flash": MIMO_V2_FLASH,
@@ -468,5 +566,10 @@ FAMILIES_2026 = {
 }
 
 #: multimodal wrappers of the 2026 families whose text_config may not name its model_type
-TEXT_MODEL_TYPES_2026 = {"gemma4": "gemma4_text", "kimi_k3": "kimi_linear", "kimi_k25": "kimi_k2",
-                         "qwen3_vl": "qwen3_vl_text", "minimax_m3_vl": "minimax_m3"}
+TEXT_MODEL_TYPES_2026 = {
+    "gemma4": "gemma4_text",
+    "kimi_k3": "kimi_linear",
+    "kimi_k25": "kimi_k2",
+    "qwen3_vl": "qwen3_vl_text",
+    "minimax_m3_vl": "minimax_m3",
+}

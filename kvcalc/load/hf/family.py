@@ -50,6 +50,7 @@ class Kinds:
     def read(self, c: _Cfg, n_layers: int | None) -> list[str] | None:
         """The kinds, one per layer, or None for "every layer `rest`" with no list needed."""
         n = n_layers or 0
+        kinds: list[str] | None
         if c.get("layer_types") is not None:
             if self.trim_to_layers and isinstance(c.data["layer_types"], list) and len(c.data["layer_types"]) > n:
                 c = _Cfg({**c.data, "layer_types": c.data["layer_types"][:n]}, c.path, c.model_type)
@@ -58,8 +59,9 @@ class Kinds:
             key, table = self.codes
             raw = c.data[key]
             if not isinstance(raw, list) or len(raw) != n or any(type(v) is bool or v not in table for v in raw):
-                raise c.fail(f"must list one of {', '.join(map(str, table))} for each of the {n} layers, got "
-                             f"{_shown(raw)}", key)
+                raise c.fail(
+                    f"must list one of {', '.join(map(str, table))} for each of the {n} layers, got {_shown(raw)}", key
+                )
             kinds = [table[v] for v in raw]
         elif self.every is not None:
             kinds = _every_nth(c, n_layers, self.nth, self.rest, every=self.every, every_keys=self.every_keys)

@@ -33,11 +33,19 @@ def _deepseek_mla(c: _Cfg, f: dict[str, Any]) -> dict[str, Any]:
 #: n_shared_experts x moe_intermediate_size shared, the first first_k_dense_replace layers dense,
 #: then every moe_layer_freq-th.
 DEEPSEEK = Family(
-    source="configuration_deepseek_v3.py", decoder=dict(max_pos=2048, kv_keys=()),
-    counts={"kv_lora_rank": (("kv_lora_rank",), 512), "qk_rope_head_dim": (("qk_rope_head_dim",), 64),
-            "qk_nope_head_dim": (("qk_nope_head_dim",), 128), "v_head_dim": (("v_head_dim",), 128),
-            "q_lora_rank": (("q_lora_rank",), None), "n_experts": (("n_routed_experts",), None),
-            "n_experts_per_token": (("num_experts_per_tok",), None),
-            "moe_intermediate_size": (("moe_intermediate_size",), None),
-            "first_dense_layers": (("first_k_dense_replace",), 0)},
-    fixed={"attention": "mla"}, build=_deepseek_mla)
+    source="configuration_deepseek_v3.py",
+    decoder=dict(max_pos=2048, kv_keys=()),
+    counts={
+        "kv_lora_rank": (("kv_lora_rank",), 512),
+        "qk_rope_head_dim": (("qk_rope_head_dim",), 64),
+        "qk_nope_head_dim": (("qk_nope_head_dim",), 128),
+        "v_head_dim": (("v_head_dim",), 128),
+        "q_lora_rank": (("q_lora_rank",), None),
+        "n_experts": (("n_routed_experts",), None),
+        "n_experts_per_token": (("num_experts_per_tok",), None),
+        "moe_intermediate_size": (("moe_intermediate_size",), None),
+        "first_dense_layers": (("first_k_dense_replace",), 0),
+    },
+    fixed={"attention": "mla"},
+    build=_deepseek_mla,
+)
