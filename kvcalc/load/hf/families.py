@@ -23,7 +23,7 @@ from kvcalc.load.hf.families_hybrid import (
     _qwen3_5_text,
     _qwen3_next,
 )
-from kvcalc.load.hf.families_legacy import _chatglm, _dbrx, _falcon, _gpt2, _gpt_bigcode, _mpt
+from kvcalc.load.hf.families_legacy import CHATGLM, DBRX, FALCON, GPT2, GPT_BIGCODE, MPT
 from kvcalc.load.hf.family import Family, Kinds
 from kvcalc.load.hf.mla import DEEPSEEK as _deepseek
 from kvcalc.load.hf.reader import (
@@ -270,15 +270,15 @@ FAMILIES: dict[str, Family | Callable[[_Cfg], dict[str, Any]]] = {
     "gemma2": GEMMA2,
     "gemma3": GEMMA3_TEXT,
     "gemma3_text": GEMMA3_TEXT,
-    "falcon": _falcon,
-    "RefinedWeb": _falcon,
-    "RefinedWebModel": _falcon,
-    "gpt2": _gpt2,
+    "falcon": FALCON,
+    "RefinedWeb": FALCON,
+    "RefinedWebModel": FALCON,
+    "gpt2": GPT2,
     "gpt_neox": GPT_NEOX,
-    "gpt_bigcode": _gpt_bigcode,
-    "chatglm": _chatglm,
-    "mpt": _mpt,
-    "dbrx": _dbrx,
+    "gpt_bigcode": GPT_BIGCODE,
+    "chatglm": CHATGLM,
+    "mpt": MPT,
+    "dbrx": DBRX,
     "deepseek_v2": _deepseek,
     "deepseek_v3": _deepseek,
     "kimi_k2": _deepseek,

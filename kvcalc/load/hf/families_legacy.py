@@ -1,29 +1,40 @@
 """The families from before transformers' `LlamaConfig` shape, with their own key names: Falcon (and
-its RW names), GPT-2, GPT-BigCode, ChatGLM, MPT and DBRX (nested `attn_config` / `ffn_config`).
-Part of the `FAMILIES` table in `kvcalc.load.hf.families`.
+its RW names), GPT-2, GPT-BigCode, ChatGLM, MPT and DBRX (nested `attn_config` / `ffn_config`), as
+`Family` data; their `build` hooks hold only what a table cannot say (the 4 x hidden MLP default,
+the KV-head rules, the nested configs). Part of the `FAMILIES` table in `kvcalc.load.hf.families`.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
-from kvcalc.load.hf.reader import _Cfg, _decoder, _set_kinds
+from kvcalc.load.hf.family import Family, Kinds
+from kvcalc.load.hf.reader import _Cfg
+
+_Build = Callable[[_Cfg, dict[str, Any]], dict[str, Any]]
+
+#: every layer full attention: these families' code has no `layer_types` (nor a window)
+_ALL_FULL = Kinds(layer_types=False)
 
 
-def _plain_mlp(c: _Cfg, f: dict[str, Any], width_key: str) -> dict[str, Any]:
-    """Falcon / GPT-2: every layer full attention, a plain GELU MLP whose width is `width_key`,
-    by default 4 x hidden_size."""
-    hidden = f["hidden_size"]
-    f["intermediate_size"] = c.count(width_key, default=4 * hidden if hidden else None)
-    f["mlp_kind"] = "plain"
-    return _set_kinds(c, f, None, None)
+def _width_or_4x(width_key: str) -> _Build:
+    """Falcon / GPT-2: a plain GELU MLP whose width is `width_key`, by default 4 x hidden_size."""
+
+    def build(c: _Cfg, f: dict[str, Any]) -> dict[str, Any]:
+        hidden = f["hidden_size"]
+        f["intermediate_size"] = c.count(width_key, default=4 * hidden if hidden else None)
+        return f
+
+    return build
 
 
 #: Falcon's model_types before transformers adopted it (tiiuae's remote configuration_RW.py).
 _FALCON_RW = ("RefinedWeb", "RefinedWebModel")
 
 
-def _falcon(c: _Cfg) -> dict[str, Any]:
+def _falcon_kv_heads(c: _Cfg, f: dict[str, Any]) -> dict[str, Any]:
     """falcon (`configuration_falcon.py`, `modeling_falcon.py` FalconAttention:
     `num_kv_heads = config.num_kv_heads if (new_decoder_architecture or not multi_query) else 1`,
     config.num_kv_heads defaulting to the query heads; multi_query defaults to true).
@@ -36,20 +47,7 @@ def _falcon(c: _Cfg) -> dict[str, Any]:
     tiiuae/falcon-40b (RefinedWeb, n_head_kv 8, no multi_query key) has 8 KV heads, and
     tiiuae/falcon-7b (RefinedWebModel, multi_query true, no n_head_kv) has 1; vLLM's
     `ModelConfig.get_total_num_kv_heads` gives the same (multi_query ignored for the new
-    architecture).
-
-    Old names n_layer / n_head / n_head_kv / n_embed; plain GELU MLP of ffn_hidden_size
-    (default 4 x hidden); tied; bias from `bias`; 2048 context."""
-    f = _decoder(
-        c,
-        max_pos=2048,
-        tie=True,
-        layer_keys=("num_hidden_layers", "n_layer"),
-        head_keys=("num_attention_heads", "n_head"),
-        hidden_keys=("hidden_size", "n_embed"),
-        kv_keys=("num_kv_heads", "n_head_kv"),
-    )
-    f["attention_bias"] = c.flag("bias", default=False)
+    architecture)."""
     new_arch = c.flag("new_decoder_architecture", default=False)
     if c.model_type in _FALCON_RW and (c.get("num_kv_heads", "n_head_kv") is not None or f["hidden_size"] == 8192):
         new_arch = True
@@ -58,53 +56,66 @@ def _falcon(c: _Cfg) -> dict[str, Any]:
         f.setdefault("n_kv_heads", f["n_heads"])
     else:
         f["n_kv_heads"] = 1
-    return _plain_mlp(c, f, "ffn_hidden_size")
+    return _width_or_4x("ffn_hidden_size")(c, f)
 
 
-def _gpt2(c: _Cfg) -> dict[str, Any]:
-    """gpt2 (`configuration_gpt2.py`): n_layer, n_head, n_embd, n_positions (1024); MHA;
-    plain MLP of n_inner (default 4 x n_embd); tied; biased; weights in fp32 (no dtype field)."""
-    f = _decoder(
-        c,
+#: falcon and its RW names (see `_falcon_kv_heads`): old names n_layer / n_head / n_head_kv /
+#: n_embed; plain GELU MLP of ffn_hidden_size (default 4 x hidden); tied; bias from `bias`; 2048
+#: context.
+FALCON = Family(
+    source="configuration_falcon.py",
+    decoder=dict(
+        max_pos=2048,
+        tie=True,
+        layer_keys=("num_hidden_layers", "n_layer"),
+        head_keys=("num_attention_heads", "n_head"),
+        hidden_keys=("hidden_size", "n_embed"),
+        kv_keys=("num_kv_heads", "n_head_kv"),
+    ),
+    flags={"attention_bias": (("bias",), False)},
+    fixed={"mlp_kind": "plain"},
+    build=_falcon_kv_heads,
+    kinds=_ALL_FULL,
+)
+
+#: gpt2 (`configuration_gpt2.py`): n_layer, n_head, n_embd, n_positions (1024); MHA; plain MLP of
+#: n_inner (default 4 x n_embd); tied; biased; weights in fp32 (no dtype field).
+GPT2 = Family(
+    source="configuration_gpt2.py",
+    decoder=dict(
         max_pos=None,
         tie=True,
         bias=True,
         layer_keys=("n_layer", "num_hidden_layers"),
         head_keys=("n_head", "num_attention_heads"),
         hidden_keys=("n_embd", "hidden_size"),
-    )
-    f["max_position_embeddings"] = c.count("n_positions", "max_position_embeddings", default=1024)
-    return _plain_mlp(c, f, "n_inner")
+    ),
+    counts={"max_position_embeddings": (("n_positions", "max_position_embeddings"), 1024)},
+    fixed={"mlp_kind": "plain"},
+    build=_width_or_4x("n_inner"),
+    kinds=_ALL_FULL,
+)
 
 
-def _gpt_bigcode(c: _Cfg) -> dict[str, Any]:
-    """gpt_bigcode, StarCoder / SantaCoder (`configuration_gpt_bigcode.py`: n_layer 12, n_head
-    12, n_embd 768, n_positions 1024, multi_query true by default; `modeling_gpt_bigcode.py`
-    GPTBigCodeAttention: `kv_heads = 1 if multi_query else num_heads`, head_dim = n_embd //
-    n_head; vLLM `get_total_num_kv_heads`: multi_query -> 1). Plain GELU MLP of n_inner
-    (default 4 x n_embd); tied; biased; no dtype field -> fp32 (as gpt2)."""
-    f = _gpt2(c)
+def _bigcode_kv_heads(c: _Cfg, f: dict[str, Any]) -> dict[str, Any]:
+    """GPTBigCodeAttention: `kv_heads = 1 if multi_query else num_heads`."""
+    f = _width_or_4x("n_inner")(c, f)
     f["n_kv_heads"] = 1 if c.flag("multi_query", default=True) else f["n_heads"]
     return f
 
 
-def _chatglm(c: _Cfg) -> dict[str, Any]:
-    """chatglm, ChatGLM2/3 and GLM-4-9B (THUDM `configuration_chatglm.py`: num_layers 28,
-    hidden_size 4096, num_attention_heads 32, kv_channels 128, seq_length 2048,
-    multi_query_attention false, multi_query_group_num 1, padded_vocab_size 65024,
-    ffn_hidden_size 13696, add_qkv_bias false; `modeling_chatglm.py` SelfAttention and vLLM
-    `model_executor/models/chatglm.py`: KV heads = multi_query_group_num if
-    multi_query_attention else num_attention_heads; each head is kv_channels wide).
+#: gpt_bigcode, StarCoder / SantaCoder (`configuration_gpt_bigcode.py`: n_layer 12, n_head 12,
+#: n_embd 768, n_positions 1024, multi_query true by default; `modeling_gpt_bigcode.py`
+#: GPTBigCodeAttention: `kv_heads = 1 if multi_query else num_heads`, head_dim = n_embd // n_head;
+#: vLLM `get_total_num_kv_heads`: multi_query -> 1). Plain GELU MLP of n_inner (default 4 x
+#: n_embd); tied; biased; no dtype field -> fp32 (as gpt2).
+GPT_BIGCODE = replace(GPT2, source="configuration_gpt_bigcode.py", build=_bigcode_kv_heads)
 
-    A multi_query_group_num without multi_query_attention: true is refused: the model's code
-    ignores it, vLLM's `get_total_num_kv_heads` does not."""
-    f = _decoder(c, max_pos=2048, layer_keys=("num_layers",))
-    f.pop("head_dim", None)
-    f["head_dim"] = c.count("kv_channels", default=128)
-    f["max_position_embeddings"] = c.count("seq_length", default=2048)
-    f["vocab_size"] = c.count("padded_vocab_size", "vocab_size", default=65024)
-    f["intermediate_size"] = c.count("ffn_hidden_size", default=13696)
-    f["attention_bias"] = c.flag("add_qkv_bias", default=False)
+
+def _chatglm_kv_heads(c: _Cfg, f: dict[str, Any]) -> dict[str, Any]:
+    """ChatGLM's KV heads: multi_query_group_num when multi_query_attention, else one per query
+    head; a multi_query_group_num without multi_query_attention: true is refused: the model's
+    code ignores it, vLLM's `get_total_num_kv_heads` does not."""
     groups = c.count("multi_query_group_num")
     if c.flag("multi_query_attention", default=False):
         f["n_kv_heads"] = groups or 1
@@ -117,7 +128,28 @@ def _chatglm(c: _Cfg) -> dict[str, Any]:
         )
     else:
         f["n_kv_heads"] = f["n_heads"]
-    return _set_kinds(c, f, None, None)
+    return f
+
+
+#: chatglm, ChatGLM2/3 and GLM-4-9B (THUDM `configuration_chatglm.py`: num_layers 28, hidden_size
+#: 4096, num_attention_heads 32, kv_channels 128, seq_length 2048, multi_query_attention false,
+#: multi_query_group_num 1, padded_vocab_size 65024, ffn_hidden_size 13696, add_qkv_bias false;
+#: `modeling_chatglm.py` SelfAttention and vLLM `model_executor/models/chatglm.py`: KV heads =
+#: multi_query_group_num if multi_query_attention else num_attention_heads; each head is
+#: kv_channels wide, whatever head_dim says).
+CHATGLM = Family(
+    source="configuration_chatglm.py",
+    decoder=dict(max_pos=2048, layer_keys=("num_layers",)),
+    counts={
+        "head_dim": (("kv_channels",), 128),
+        "max_position_embeddings": (("seq_length",), 2048),
+        "vocab_size": (("padded_vocab_size", "vocab_size"), 65024),
+        "intermediate_size": (("ffn_hidden_size",), 13696),
+    },
+    flags={"attention_bias": (("add_qkv_bias",), False)},
+    build=_chatglm_kv_heads,
+    kinds=_ALL_FULL,
+)
 
 
 def _nested(c: _Cfg, key: str) -> _Cfg:
@@ -128,22 +160,16 @@ def _nested(c: _Cfg, key: str) -> _Cfg:
     return sub
 
 
-def _mpt(c: _Cfg) -> dict[str, Any]:
-    """mpt (`configuration_mpt.py`: d_model 2048, n_heads 16, n_layers 24, max_seq_len 2048,
-    vocab 50368, expansion_ratio 4, no_bias true, tied; MptAttention is multi-head, head_dim
-    d_model // n_heads; vLLM `get_total_num_kv_heads`: attn_config.kv_n_heads when given, else
-    n_heads). attn_type multiquery_attention (llm-foundry: 1 KV head; transformers and vLLM: all
-    heads) and a set attn_config.sliding_window_size are refused: the engines disagree or
-    kvcalc cannot place the window."""
-    f = _decoder(
-        c,
-        max_pos=2048,
-        tie=True,
-        layer_keys=("n_layers",),
-        head_keys=("n_heads",),
-        hidden_keys=("d_model",),
-        kv_keys=(),
-    )
+#: MPT's and DBRX's shared key names (d_model, n_heads, n_layers, max_seq_len; no KV-head key at
+#: the top level: it is in attn_config).
+_MPT_DECODER: dict[str, Any] = dict(
+    max_pos=2048, layer_keys=("n_layers",), head_keys=("n_heads",), hidden_keys=("d_model",), kv_keys=()
+)
+
+
+def _mpt_attention(c: _Cfg, f: dict[str, Any]) -> dict[str, Any]:
+    """MPT's attn_config (llm-foundry / `configuration_mpt.py`) and its MLP of expansion_ratio x
+    d_model; attn_type multiquery_attention and a set sliding_window_size are refused."""
     a = _nested(c, "attn_config")
     attn_type = a.data.get("attn_type", "multihead_attention")
     if attn_type not in ("multihead_attention", "grouped_query_attention"):
@@ -169,18 +195,26 @@ def _mpt(c: _Cfg) -> dict[str, Any]:
     f["intermediate_size"] = ratio * hidden if hidden else None
     f["attention_bias"] = not c.flag("no_bias", default=True)
     f["vocab_size"] = f["vocab_size"] or 50368
-    f["mlp_kind"] = "plain"
-    return _set_kinds(c, f, None, None)
+    return f
 
 
-def _dbrx(c: _Cfg) -> dict[str, Any]:
-    """dbrx (`configuration_dbrx.py`: d_model 2048, n_heads 16, n_layers 24, max_seq_len 2048,
-    vocab 32000; DbrxAttentionConfig kv_n_heads defaults to 1 and becomes num_key_value_heads;
-    head_dim d_model // n_heads; DbrxFFNConfig: moe_num_experts 4 of ffn_hidden_size 3584,
-    moe_top_k 1; untied; vLLM `get_total_num_kv_heads`: attn_config.kv_n_heads)."""
-    f = _decoder(
-        c, max_pos=2048, layer_keys=("n_layers",), head_keys=("n_heads",), hidden_keys=("d_model",), kv_keys=()
-    )
+#: mpt (`configuration_mpt.py`: d_model 2048, n_heads 16, n_layers 24, max_seq_len 2048, vocab
+#: 50368, expansion_ratio 4, no_bias true, tied; MptAttention is multi-head, head_dim d_model //
+#: n_heads; vLLM `get_total_num_kv_heads`: attn_config.kv_n_heads when given, else n_heads).
+#: attn_type multiquery_attention (llm-foundry: 1 KV head; transformers and vLLM: all heads) and a
+#: set attn_config.sliding_window_size are refused: the engines disagree or kvcalc cannot place
+#: the window.
+MPT = Family(
+    source="configuration_mpt.py",
+    decoder={**_MPT_DECODER, "tie": True},
+    fixed={"mlp_kind": "plain"},
+    build=_mpt_attention,
+    kinds=_ALL_FULL,
+)
+
+
+def _dbrx_nested(c: _Cfg, f: dict[str, Any]) -> dict[str, Any]:
+    """DBRX's attn_config.kv_n_heads (default 1) and ffn_config experts."""
     f["n_kv_heads"] = _nested(c, "attn_config").count("kv_n_heads", default=1)
     f["max_position_embeddings"] = c.count("max_seq_len", default=2048)
     ffn = _nested(c, "ffn_config")
@@ -191,4 +225,11 @@ def _dbrx(c: _Cfg) -> dict[str, Any]:
         moe_intermediate_size=ffn.count("ffn_hidden_size", default=3584),
     )
     f["vocab_size"] = f["vocab_size"] or 32000
-    return _set_kinds(c, f, None, None)
+    return f
+
+
+#: dbrx (`configuration_dbrx.py`: d_model 2048, n_heads 16, n_layers 24, max_seq_len 2048, vocab
+#: 32000; DbrxAttentionConfig kv_n_heads defaults to 1 and becomes num_key_value_heads; head_dim
+#: d_model // n_heads; DbrxFFNConfig: moe_num_experts 4 of ffn_hidden_size 3584, moe_top_k 1;
+#: untied; vLLM `get_total_num_kv_heads`: attn_config.kv_n_heads).
+DBRX = Family(source="configuration_dbrx.py", decoder=_MPT_DECODER, kinds=_ALL_FULL, build=_dbrx_nested)
