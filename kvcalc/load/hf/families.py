@@ -11,17 +11,18 @@ docstring.
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 from kvcalc.load.hf.families_2026 import FAMILIES_2026, TEXT_MODEL_TYPES_2026
 from kvcalc.load.hf.families_hybrid import (
+    QWEN3_5_MOE_TEXT,
+    QWEN3_5_TEXT,
+    QWEN3_NEXT,
     _falcon_h1,
     _granitemoehybrid,
     _jamba,
     _nemotron_h,
-    _qwen3_5_moe_text,
-    _qwen3_5_text,
-    _qwen3_next,
 )
 from kvcalc.load.hf.families_legacy import CHATGLM, DBRX, FALCON, GPT2, GPT_BIGCODE, MPT
 from kvcalc.load.hf.family import Family, Kinds
@@ -140,33 +141,39 @@ GPT_OSS = Family(source="configuration_gpt_oss.py", decoder=dict(head_dim=64, n_
 # ----- the families whose rules are code ---------------------------------------------------
 
 
-def _qwen2(c: _Cfg) -> dict[str, Any]:
-    """qwen2 (`configuration_qwen2.py`, `modeling_qwen2.py`): q/k/v projections always have a
-    bias; untied by default; see `_qwen_window_kinds`."""
-    f = _decoder(c, max_pos=32768, bias=True)
-    f["attention_bias"] = True
+def _qwen_window(c: _Cfg, f: dict[str, Any]) -> dict[str, Any]:
+    """`Family.build` of Qwen2 / Qwen3: the kinds and window of `_qwen_window_kinds`."""
     kinds, window = _qwen_window_kinds(c, f)
     return _set_kinds(c, f, kinds, window)
 
 
-def _qwen2_moe(c: _Cfg) -> dict[str, Any]:
-    """qwen2_moe (`configuration_qwen2_moe.py`): qwen2 attention; 60 experts of 1408, 4 per
-    token, one shared expert of 5632 by default; `intermediate_size` is the dense MLP."""
-    return _qwen_experts(c, _qwen2(c), n_experts=60, per_token=4, width=1408, shared=5632)
+def _qwen_moe(n_experts: int, per_token: int, width: int, shared: int | None = None) -> Callable[[_Cfg, dict[str, Any]], dict[str, Any]]:
+    """`Family.build` of a Qwen MoE: `_qwen_window`, then `_qwen_experts` with these defaults."""
+
+    def build(c: _Cfg, f: dict[str, Any]) -> dict[str, Any]:
+        return _qwen_experts(c, _qwen_window(c, f), n_experts=n_experts, per_token=per_token, width=width,
+                             shared=shared)
+
+    return build
 
 
-def _qwen3(c: _Cfg) -> dict[str, Any]:
-    """qwen3 (`configuration_qwen3.py`): head_dim defaults to 128 (explicit in Qwen3-4B,
-    where hidden 2560 / 32 heads = 80 would be wrong); attention_bias default false."""
-    f = _decoder(c, max_pos=32768, head_dim=128)
-    kinds, window = _qwen_window_kinds(c, f)
-    return _set_kinds(c, f, kinds, window)
+#: qwen2 (`configuration_qwen2.py`, `modeling_qwen2.py`): q/k/v projections always have a bias;
+#: untied by default; see `_qwen_window_kinds`.
+QWEN2 = Family(source="configuration_qwen2.py", decoder=dict(max_pos=32768, bias=True),
+               fixed={"attention_bias": True}, build=_qwen_window, set_kinds=False)
 
+#: qwen2_moe (`configuration_qwen2_moe.py`): qwen2 attention; 60 experts of 1408, 4 per token, one
+#: shared expert of 5632 by default; `intermediate_size` is the dense MLP.
+QWEN2_MOE = replace(QWEN2, source="configuration_qwen2_moe.py", build=_qwen_moe(60, 4, 1408, shared=5632))
 
-def _qwen3_moe(c: _Cfg) -> dict[str, Any]:
-    """qwen3_moe (`configuration_qwen3_moe.py`): qwen3 attention; 128 experts of 768, 8 per
-    token, no shared expert by default."""
-    return _qwen_experts(c, _qwen3(c), n_experts=128, per_token=8, width=768)
+#: qwen3 (`configuration_qwen3.py`): head_dim defaults to 128 (explicit in Qwen3-4B, where hidden
+#: 2560 / 32 heads = 80 would be wrong); attention_bias default false.
+QWEN3 = Family(source="configuration_qwen3.py", decoder=dict(max_pos=32768, head_dim=128), build=_qwen_window,
+               set_kinds=False)
+
+#: qwen3_moe (`configuration_qwen3_moe.py`): qwen3 attention; 128 experts of 768, 8 per token, no
+#: shared expert by default.
+QWEN3_MOE = replace(QWEN3, source="configuration_qwen3_moe.py", build=_qwen_moe(128, 8, 768))
 
 
 # ----- issue 9 item 6: families users serve today ------------------------------------------
@@ -261,11 +268,11 @@ FAMILIES: dict[str, Family | Callable[[_Cfg], dict[str, Any]]] = {
     "mistral": MISTRAL,
     "mixtral": MIXTRAL,
     "phi3": PHI3,
-    "qwen2": _qwen2,
-    "qwen2_moe": _qwen2_moe,
-    "qwen3": _qwen3,
-    "qwen3_moe": _qwen3_moe,
-    "qwen3_next": _qwen3_next,
+    "qwen2": QWEN2,
+    "qwen2_moe": QWEN2_MOE,
+    "qwen3": QWEN3,
+    "qwen3_moe": QWEN3_MOE,
+    "qwen3_next": QWEN3_NEXT,
     "gemma": GEMMA,
     "gemma2": GEMMA2,
     "gemma3": GEMMA3_TEXT,
@@ -292,15 +299,15 @@ FAMILIES: dict[str, Family | Callable[[_Cfg], dict[str, Any]]] = {
     "llama4": _llama4_text,
     "llama4_text": _llama4_text,
     "deepseek_v32": _deepseek_v32,
-    "qwen3_5": _qwen3_5_text,
-    "qwen3_5_text": _qwen3_5_text,
-    "qwen3_5_moe": _qwen3_5_moe_text,
-    "qwen3_5_moe_text": _qwen3_5_moe_text,
+    "qwen3_5": QWEN3_5_TEXT,
+    "qwen3_5_text": QWEN3_5_TEXT,
+    "qwen3_5_moe": QWEN3_5_MOE_TEXT,
+    "qwen3_5_moe_text": QWEN3_5_MOE_TEXT,
     "nemotron_h": _nemotron_h,
     "granitemoehybrid": _granitemoehybrid,
     "falcon_h1": _falcon_h1,
-    "qwen3_vl": _qwen3,
-    "qwen3_vl_text": _qwen3,
+    "qwen3_vl": QWEN3,
+    "qwen3_vl_text": QWEN3,
     **FAMILIES_2026,
 }
 

@@ -7,7 +7,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from kvcalc.load.hf.reader import _Cfg, _decoder, _every_nth, _qwen_experts, _set_kinds, _shown
+from kvcalc.load.hf.family import Family, Kinds
+from kvcalc.load.hf.reader import _Cfg, _decoder, _qwen_experts, _set_kinds, _shown
 
 
 def _gated_deltanet(c: _Cfg) -> dict[str, Any]:
@@ -22,17 +23,34 @@ def _gated_deltanet(c: _Cfg) -> dict[str, Any]:
     )
 
 
-def _qwen3_next(c: _Cfg) -> dict[str, Any]:
-    """qwen3_next (`configuration_qwen3_next.py`): layer_types, else every
-    `full_attention_interval`-th layer (default 4) full attention and the rest Gated DeltaNet
-    linear attention; full layers: 2 KV heads x 256 by default; linear layers: 16 key heads
-    and 32 value heads of 128, conv kernel 4; 512 experts of 512, 10 per token, one shared
-    expert of 512."""
-    f = _decoder(c, max_pos=32768, head_dim=256, n_kv_heads=2)
-    kinds = _every_nth(c, f["n_layers"], "full", "linear", every=4, every_keys=("full_attention_interval",))
+def _linear_layers(c: _Cfg, f: dict[str, Any]) -> dict[str, Any]:
+    """`Family.build` of Qwen3.5: the Gated DeltaNet fields (`_gated_deltanet`)."""
     f.update(_gated_deltanet(c))
-    _qwen_experts(c, f, n_experts=512, per_token=10, width=512, shared=512)
-    return _set_kinds(c, f, kinds, c.count("sliding_window"))
+    return f
+
+
+def _qwen3_next_build(c: _Cfg, f: dict[str, Any]) -> dict[str, Any]:
+    """`Family.build` of Qwen3-Next: the Gated DeltaNet fields and the Qwen experts (512 of 512,
+    10 per token, a shared expert of 512, placed by decoder_sparse_step)."""
+    f.update(_gated_deltanet(c))
+    return _qwen_experts(c, f, n_experts=512, per_token=10, width=512, shared=512)
+
+
+#: layer_types, else every `full_attention_interval`-th layer (default 4) full attention and the
+#: rest Gated DeltaNet linear attention (Qwen3-Next and Qwen3.5)
+_QWEN_LINEAR_KINDS = Kinds(nth="full", rest="linear", every=4, every_keys=("full_attention_interval",))
+
+#: qwen3_next (`configuration_qwen3_next.py`): layer_types, else every `full_attention_interval`-th
+#: layer (default 4) full attention and the rest Gated DeltaNet linear attention; full layers: 2
+#: KV heads x 256 by default; linear layers: 16 key heads and 32 value heads of 128, conv kernel 4;
+#: 512 experts of 512, 10 per token, one shared expert of 512.
+QWEN3_NEXT = Family(
+    source="configuration_qwen3_next.py",
+    decoder=dict(max_pos=32768, head_dim=256, n_kv_heads=2),
+    kinds=_QWEN_LINEAR_KINDS,
+    window=("sliding_window", None),
+    build=_qwen3_next_build,
+)
 
 
 def _offset_below_period(c: _Cfg, key: str, period: int, offset: int, what: str) -> None:
@@ -92,32 +110,43 @@ def _jamba(c: _Cfg) -> dict[str, Any]:
     return _set_kinds(c, f, kinds, window)
 
 
-def _qwen3_5_text(c: _Cfg) -> dict[str, Any]:
-    """qwen3_5_text, the text model of Qwen3.5 (`configuration_qwen3_5.py` Qwen3_5TextConfig:
-    hidden 4096, 32 layers, 16 heads, 4 KV heads, head_dim 256, dense MLP 12288, vocab 248320,
-    32,768 context; layer_types, else every full_attention_interval-th (4) layer full attention
-    and the rest Gated DeltaNet: 16 key heads and 32 value heads of 128, conv kernel 4), as
-    qwen3_next without experts."""
-    f = _decoder(c, max_pos=32768, head_dim=256, n_kv_heads=4)
-    f["vocab_size"] = f["vocab_size"] or 248320
-    f["intermediate_size"] = f["intermediate_size"] or 12288
-    kinds = _every_nth(c, f["n_layers"], "full", "linear", every=4, every_keys=("full_attention_interval",))
-    f.update(_gated_deltanet(c))
-    return _set_kinds(c, f, kinds, None)
+#: qwen3_5_text, the text model of Qwen3.5 (`configuration_qwen3_5.py` Qwen3_5TextConfig: hidden
+#: 4096, 32 layers, 16 heads, 4 KV heads, head_dim 256, dense MLP 12288, vocab 248320, 32,768
+#: context; layer_types, else every full_attention_interval-th (4) layer full attention and the
+#: rest Gated DeltaNet: 16 key heads and 32 value heads of 128, conv kernel 4), as qwen3_next
+#: without experts.
+QWEN3_5_TEXT = Family(
+    source="configuration_qwen3_5.py Qwen3_5TextConfig",
+    decoder=dict(max_pos=32768, head_dim=256, n_kv_heads=4),
+    counts={"vocab_size": (("vocab_size",), 248320), "intermediate_size": (("intermediate_size",), 12288)},
+    kinds=_QWEN_LINEAR_KINDS,
+    build=_linear_layers,
+)
 
 
-def _qwen3_5_moe_text(c: _Cfg) -> dict[str, Any]:
-    """qwen3_5_moe_text, Qwen3.5 MoE (`configuration_qwen3_5_moe.py` Qwen3_5MoeTextConfig: hidden
-    2048, 40 layers, 16 heads, 2 KV heads, head_dim 256; 256 experts of 512, 8 per token, a shared
-    expert of 512 on every layer; the linear layers as `_qwen3_5_text`)."""
-    f = _qwen3_5_text(c)
+def _qwen3_5_moe_build(c: _Cfg, f: dict[str, Any]) -> dict[str, Any]:
+    """`Family.build` of Qwen3.5 MoE: the Gated DeltaNet fields; no dense MLP (every layer's MLP is
+    the experts)."""
     f.pop("intermediate_size", None)
-    f["n_kv_heads"] = c.count("num_key_value_heads", default=2)
-    f["n_experts"] = c.count("num_experts", default=256)
-    f["n_experts_per_token"] = c.count("num_experts_per_tok", default=8)
-    f["moe_intermediate_size"] = c.count("moe_intermediate_size", default=512)
-    f["shared_expert_intermediate_size"] = c.count("shared_expert_intermediate_size", default=512)
-    return f
+    return _linear_layers(c, f)
+
+
+#: qwen3_5_moe_text, Qwen3.5 MoE (`configuration_qwen3_5_moe.py` Qwen3_5MoeTextConfig: hidden 2048,
+#: 40 layers, 16 heads, 2 KV heads, head_dim 256; 256 experts of 512, 8 per token, a shared expert
+#: of 512 on every layer; the linear layers as `QWEN3_5_TEXT`).
+QWEN3_5_MOE_TEXT = Family(
+    source="configuration_qwen3_5_moe.py Qwen3_5MoeTextConfig",
+    decoder=dict(max_pos=32768, head_dim=256, n_kv_heads=2),
+    counts={
+        "vocab_size": (("vocab_size",), 248320),
+        "n_experts": (("num_experts",), 256),
+        "n_experts_per_token": (("num_experts_per_tok",), 8),
+        "moe_intermediate_size": (("moe_intermediate_size",), 512),
+        "shared_expert_intermediate_size": (("shared_expert_intermediate_size",), 512),
+    },
+    kinds=_QWEN_LINEAR_KINDS,
+    build=_qwen3_5_moe_build,
+)
 
 
 #: Nemotron-H's `hybrid_override_pattern` characters (`configuration_nemotron_h.py`
