@@ -1,11 +1,13 @@
 """One mapping per Hugging Face `model_type` family -> `ModelSpec` fields, and the `FAMILIES`
-table `kvcalc.load.hf` dispatches on. A family is data where a table can say it (`Family`: config
-keys -> fields with the transformers class's defaults, the layer-kind rule, the window; see
-`kvcalc.load.hf.family`), and a function where its rules are code (Falcon's old names, MPT's and
-DBRX's nested configs, the Qwen window, Jamba's periods, Nemotron-H's pattern, Llama-4's chunks).
-The 2026 families are in `kvcalc.load.hf.families_2026`. Each reads the fields its transformers
-configuration class reads, with that class's defaults; the rules are listed in `kvcalc.load.hf`'s
-docstring.
+table `kvcalc.load.hf` dispatches on. A family is data (`Family`: config keys -> fields with the
+transformers class's defaults, the layer-kind rule, the window, and a small `build` hook for what
+no table says, such as the Qwen window; see `kvcalc.load.hf.family`), or a function where its
+rules are mostly code (EXAONE-4's pattern string, Llama-4's chunks, and in
+`kvcalc.load.hf.families_hybrid` Jamba's periods, Nemotron-H's pattern, Granite-4.0-H and
+Falcon-H1). The pre-Llama families (Falcon, GPT-2, ChatGLM, MPT, DBRX) are in
+`kvcalc.load.hf.families_legacy`, the 2026 families in `kvcalc.load.hf.families_2026`. Each reads
+the fields its transformers configuration class reads, with that class's defaults; the rules are
+listed in `kvcalc.load.hf`'s docstring.
 """
 
 from __future__ import annotations
