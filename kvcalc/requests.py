@@ -359,8 +359,9 @@ def engine_for_batch(req: EstimateRequest, plan: Any = None) -> Any:
         basis = (f"what the {plan.gpu} plan leaves for KV per GPU: {plan.gpu_memory_utilization:g} x GPU memory "
                  "- weights - activations - CUDA context" + prof.plan_budget_note)
         if mem <= 0:
-            warnings.warn(f"{prof.name} would fail at start-up on {plan.gpu}: the plan leaves {mem:,} B for the KV "
-                          f"cache: {prof.no_memory}", KvcalcWarning, stacklevel=2)
+            warnings.warn(f"{prof.name} would fail at start-up on {plan.gpu}: the plan leaves {mem:,} B "
+                          f"({mem / 1e9:.2f} GB, {mem / 2**30:.2f} GiB) for the KV cache: {prof.no_memory}",
+                          KvcalcWarning, stacklevel=2)
             return None
     else:
         basis = f"sized for this batch ({B} x {T:,} tokens), not a GPU's budget: give --gpu for that"
@@ -433,8 +434,8 @@ def plan_kv_memory(model: Any, gpu: Any, layout: Any, seq_len: int | None, concu
     mem = planner.headroom_bytes(T, B) + planner.kv.per_gpu_bytes(T, B)
     prof = get_profile(engine)
     if mem <= 0:
-        raise KvcalcError(f"{prof.name} would fail at start-up on {spec.key}: the plan leaves {mem:,} B for the KV "
-                          f"cache: {prof.no_memory}")
+        raise KvcalcError(f"{prof.name} would fail at start-up on {spec.key}: the plan leaves {mem:,} B "
+                          f"({mem / 1e9:.2f} GB, {mem / 2**30:.2f} GiB) for the KV cache: {prof.no_memory}")
     basis = (f"what the {spec.key} plan leaves for KV per GPU: {layout.gpu_memory_utilization:g} x GPU memory "
              "- weights - activations - CUDA context" + prof.plan_budget_note)
     return mem, basis

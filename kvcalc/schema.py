@@ -281,6 +281,10 @@ class ModelSpec(_Frozen):
     # 2025 on), "expanded" for an older one (K and V per head); None: the llama.cpp version decides
     mla_cache: Literal["latent", "expanded"] | None = None
     sliding_window: OptCount = None
+    # the window llama.cpp's converter writes to the GGUF (`<arch>.attention.sliding_window`, n_swa) where it
+    # is not `sliding_window`: MiMo-V2 writes the config's sliding_window (128; conversion/mimo.py 159) where its
+    # layers attend sliding_window_size + 1 = 129 tokens. None: `sliding_window` (or not known, where it differs)
+    gguf_sliding_window: OptCount = None
     layer_pattern: OptStrList = None
     layer_types: OptStrList = None
 

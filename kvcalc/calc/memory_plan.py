@@ -90,11 +90,13 @@ def activation_reserve_bytes(model: ModelSpec, tp: int = 1,
 class KvProfile:
     """Per-GPU KV bytes as a function of (T, B), from the engine's per-layer bytes.
 
-    `stages[s]` lists (bytes per token on one rank, window or None) for each group of layers of
-    stage s; stage bytes at (T, B) = B x sum(bytes x min(T, window)).
+    `stages[s]` lists (bytes per token on one rank, window or None, compressed entry bytes,
+    compress ratio) for each group of layers of stage s; stage bytes at (T, B) =
+    B x sum(bytes x min(T, window) + entry bytes x T // ratio) (`kv_cache.layer_cache_bytes`:
+    DeepSeek-V4's compressed caches are not windowed).
     """
 
-    stages: tuple[tuple[tuple[int, int | None], ...], ...]
+    stages: tuple[tuple[tuple[int, int | None, int, int], ...], ...]
 
     @classmethod
     def build(cls, model: ModelSpec, k: StorageFormat, v: StorageFormat, tp: int = 1, pp: int = 1,
@@ -104,22 +106,24 @@ class KvProfile:
         layers = model.layers
         out = []
         for st in stages if stages is not None else kv_cache.pp_stages(model.n_layers, pp):
-            groups: dict[tuple[int, int | None], int] = {}
+            groups: dict[tuple[int, int | None, int, int], int] = {}
             for i in st:
                 layer = layers[i]
                 if not layer.caches_kv:
                     continue
                 # kv_cache.tokens_cached: min(T, window) for sliding layers, else T
                 w = layer.window if layer.kind == "sliding" else None
-                key = (kv_cache.layer_kv_bytes_per_token(layer, k, v, tp), w)
+                key = (kv_cache.layer_kv_bytes_per_token(layer, k, v, tp), w, kv_cache.layer_entry_bytes(layer, k),
+                       max(layer.compress_ratio, 1))
                 groups[key] = groups.get(key, 0) + 1
-            out.append(tuple((b * n, w) for (b, w), n in groups.items()))
+            out.append(tuple((b * n, w, e * n, r) for (b, w, e, r), n in groups.items()))
         return cls(stages=tuple(out))
 
     def stage_bytes(self, seq_len: int, batch: int) -> list[int]:
         """KV bytes of each stage on one rank."""
         T = seq_len
-        return [batch * sum(b * (T if w is None or w > T else w) for b, w in st) for st in self.stages]
+        return [batch * sum(b * (T if w is None or w > T else w) + e * (T // r) for b, w, e, r in st)
+                for st in self.stages]
 
     def per_gpu_bytes(self, seq_len: int, batch: int) -> int:
         """The fullest stage: `kv_cache.estimate(...).kv_cache_bytes_per_gpu`."""

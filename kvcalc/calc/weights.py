@@ -248,6 +248,13 @@ def layer_params(model: ModelSpec, i: int, tp: int = 1) -> LayerParams:
     return LayerParams(linear=linear + _mlp_params(model, model.intermediate_size, tp), other=other)
 
 
+#: the fix for a model whose weights kvcalc does not count: n_params is a kvcalc YAML field (a
+#: config.json has none), or the checkpoint's safetensors headers give the weights
+GIVE_N_PARAMS = ("give n_params (and n_active_params) in a kvcalc YAML (`kvcalc import` writes one from the "
+                 "config.json), or put the checkpoint's *.safetensors files beside the config.json (their headers "
+                 "give the weights)")
+
+
 def _separate_block_params(model: ModelSpec, kind: str, tp: int, i: int) -> LayerParams:
     """One layer of a model whose mixers and MLPs are layers of their own (Nemotron-H's
     `NemotronHBlock`: `norm` then one `mixer`): the norm (`hidden`) plus the Mamba-2 mixer, the
@@ -256,7 +263,7 @@ def _separate_block_params(model: ModelSpec, kind: str, tp: int, i: int) -> Laye
     d = model.hidden_size
     if model.n_experts or (kind == "mlp" and model.intermediate_size is None):
         raise KvcalcError(f"{model.name}: its MoE layers (Nemotron-H's 'E' blocks) are not counted by kvcalc's "
-                          f"parameter count; give n_params (and n_active_params)",
+                          f"parameter count; {GIVE_N_PARAMS}",
                           field="model", value=model.name, form=MESSAGE)
     if kind == "mlp":
         return LayerParams(linear=_mlp_params(model, model.intermediate_size, tp), other=d)
@@ -276,8 +283,8 @@ def model_params(model: ModelSpec, tp: int = 1) -> ModelParams:
     """
     _need(model, "hidden_size", "vocab_size")
     if model.weights_unknown:
-        raise KvcalcError(f"{model.name}: {model.weights_unknown}; give n_params (and n_active_params), or load the "
-                          "checkpoint's headers", field="model", value=model.name, form=MESSAGE)
+        raise KvcalcError(f"{model.name}: {model.weights_unknown}; {GIVE_N_PARAMS}", field="model",
+                          value=model.name, form=MESSAGE)
     d, vocab = model.hidden_size, _cdiv(model.vocab_size, tp)
     cache: dict[tuple[object, ...], LayerParams] = {}
     layers = []

@@ -96,6 +96,11 @@ def estimate(
     if seq_len is None and input_len is not None and output_len is not None:
         seq_len = str(input_len + output_len)  # the memory plan holds the whole request
     lengths = resolve_seq_lens(spec, seq_len)
+    if input_len is not None and output_len is not None and input_len + output_len > min(lengths):
+        raise KvcalcError(f"with --output-len {output_len:,} a request is {input_len + output_len:,} tokens, "
+                          f"past --seq-len {min(lengths):,} (an engine's max-model-len refuses such a request): "
+                          "raise --seq-len, or leave it out (it defaults to input + output)", option="--input-len",
+                          value=input_len)
     cal = whole_request_options(gpu.gpu, input_len, output_len, request_rate, whole.calibration)
     if len(lengths) > 1:
         check_format(fmt)

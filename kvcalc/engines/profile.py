@@ -256,21 +256,50 @@ class VllmProfile(EngineProfile):
         vllm.rules(options.version if options is not None else vllm.CURRENT_VERSION).check_formats(model, k, v)
         super().check_kv_formats(model, k, v)
 
+    def kv_formats(self, model: ModelSpec, kv_dtype: str | None = None, k_dtype: str | None = None,
+                   v_dtype: str | None = None, options: Any = None) -> KvChoice:
+        """As `EngineProfile.kv_formats`; vLLM 0.33's `fp8_ds_mla` is refused, naming why, for a
+        model without sparse MLA (DeepSeek-V3.2 / GLM-5 / DeepSeek-V4: the only layers whose
+        backend, FLASHMLA_SPARSE, lists it; `engine_dtypes` row `attention` sparse_mla)."""
+        from kvcalc.engines.vllm import v0_33_specs
+
+        if ((kv_dtype or "").strip().lower() == "fp8_ds_mla"
+                and not (v0_33_specs.is_sparse_mla(model) or v0_33_specs.is_deepseek_v4(model))):
+            raise KvcalcError(f"{model.name}: vLLM 0.33 stores fp8_ds_mla rows only for sparse MLA (DeepSeek-V3.2, "
+                              "GLM-5, DeepSeek-V4: FLASHMLA_SPARSE); this model has none: use fp8",
+                              field="kv_dtype", value=kv_dtype)
+        return super().kv_formats(model, kv_dtype, k_dtype, v_dtype, options)
+
     def split_kv_dtype(self, text: str, options: VllmOptions) -> tuple[str, VllmOptions]:
         from kvcalc.engine_dtypes import VLLM_033_CACHE_DTYPES
 
         row = VLLM_033_CACHE_DTYPES.get(text.strip().lower())
+        # vLLM 0.33 dtypes that name a layout of a format kvcalc has (`engine_dtypes`): fp8_ds_mla
+        # is fp8 on sparse MLA (`_canonicalize_sparse_mla_kv_cache_dtype`; the 656 B row is
+        # `v0_33_specs.sparse_mla_specs`'), nvfp4_4over6 nvfp4's bytes (only its scales differ)
+        if row is not None and row.name in ("fp8_ds_mla", "nvfp4_4over6"):
+            self._check_033(row.name, options)
+            return ("fp8_e4m3" if row.name == "fp8_ds_mla" else "nvfp4"), options
+        if row is not None and row.name in ("fp8_inc", "nvfp4_ds_mla"):
+            raise KvcalcError(f"vLLM 0.33 has {row.name} for {row.gpus}, which kvcalc's vLLM "
+                              f"profile does not model (it models CUDA Hopper backends): use "
+                              f"{'fp8' if row.name == 'fp8_inc' else 'fp8 (fp8_ds_mla)'}",
+                              field="kv_dtype", value=row.name)
         if row is not None and (row.layout == "packed_slot" or row.name == "int4_per_token_head"):
-            if options.version != vllm.CURRENT_VERSION:
-                raise KvcalcError(f"vLLM {options.version} has no '{row.name}' KV cache dtype; use auto, bfloat16, "
-                                  "float16, fp8, fp8_e5m2, int8_per_token_head or fp8_per_token_head",
-                                  field="kv_dtype", value=row.name)
+            self._check_033(row.name, options)
             # the layers the preset packs are sized from `cache_dtype`; the rest in the model's dtype
             return "auto", dataclasses.replace(options, cache_dtype=row.name)
         plain, scales = vllm.split_kv_dtype(text)
         if scales and plain not in ("int8", "fp8"):
             raise KvcalcError(f"--kv-dtype {text}: vLLM has int8_per_token_head and fp8_per_token_head only")
         return plain, dataclasses.replace(options, per_token_head_scales=scales)
+
+    @staticmethod
+    def _check_033(name: str, options: VllmOptions) -> None:
+        if options.version != vllm.CURRENT_VERSION:
+            raise KvcalcError(f"vLLM {options.version} has no '{name}' KV cache dtype; use auto, bfloat16, "
+                              "float16, fp8, fp8_e5m2, int8_per_token_head or fp8_per_token_head",
+                              field="kv_dtype", value=name)
 
     def _capacity(self, model, kv_memory_bytes, k, v, *, tp, max_model_len, concurrency, options, kv_cache_dtype):
         return vllm.capacity(model, kv_memory_bytes, k, v, tp=tp, max_model_len=max_model_len,

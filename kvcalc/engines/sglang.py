@@ -59,16 +59,19 @@ DeepSeek-V3.2 (NSA, `is_deepseek_nsa`: the model has an `index_head_dim`):
 
 Sliding-window models (`SWAKVPool`, `mem_cache/swa_memory_pool.py`): SGLang keeps separate
 pools only for the architectures `configs/model_config.py` `is_hybrid_swa_model` lists (of the
-models kvcalc knows: gpt-oss, Llama-4) unless `--disable-hybrid-swa-memory`; every other model
+models kvcalc knows: gpt-oss, Llama-4; 0.5.23 also Gemma-4 and MiMo-V2-Flash, below) unless
+`--disable-hybrid-swa-memory`; every other model
 (Gemma 2/3, Mistral; `server_args.py` also logs "Disable hybrid SWA memory for Gemma3... as it
-is not yet supported.") sizes sliding layers like full ones. The split,
+is not yet supported.") sizes sliding layers like full ones. 0.5.16 and 0.5.23 split the
+budget by `HybridSWAPoolConfigurator` (below, the 2026 families); the `legacy` row by the older
 `model_runner_kv_cache_mixin.py` `_resolve_hybrid_swa_tokens`: with F and S the bytes of one
 token in one full / sliding layer, r = `--swa-full-tokens-ratio` (default 0.8) and C the
 page-aligned capacity (budget // (F x n_full + S x n_swa)):
 full_max_total_num_tokens = align(int(C x (F x n_full + S x n_swa) / (F x n_full + r x S x n_swa))),
 swa_max_total_num_tokens = align(int(full x r)), logged as "Use sliding window memory pool.
 full_layer_tokens=..., swa_layer_tokens=..."; each sub-pool is an `MHATokenToKVPool` (its own
-"KV Cache is allocated" line, the SWA pool first) and `SWAKVPool` logs "SWAKVPool mem usage:
+"KV Cache is allocated" line, the SWA pool first; kvcalc prints these lines for gpt-oss and
+Llama-4 under every row, `LOGGED_AS_0523`) and `SWAKVPool` logs "SWAKVPool mem usage:
 X GB, swa size: S, full size: F". (Older 0.4.10-0.5.x `set_num_token_hybrid` split
 max_total_num_tokens x num_hidden_layers by layer counts, the same when F = S, without the
 page alignment after the split.) A request of L tokens holds L full-pool tokens and, once SGLang
@@ -93,7 +96,39 @@ with trtllm_mha and turns the SWA pool off (`server_args.py`): use --disable-hyb
   token, once for all layers); `kv_cache_hook.py` `handle_kv4_compatibility` refuses other GPUs.
   mxfp8: one scale byte per 32 values (= the mxfp8 format), compute capability >= 10.
 
-Mamba / linear-attention layers are refused.
+The 2026 families, SGLang 0.5.23 (issue 19; docs/engine-rules-2026.md):
+
+- SWAKVPool for Gemma-4 and MiMo-V2-Flash (`is_hybrid_swa_model` lists
+  Gemma4ForConditionalGeneration and MiMoV2FlashForCausalLM: `configs/model_config.py`
+  2651-2679), split by `HybridSWAPoolConfigurator`
+  (`model_executor/pool_configurator.py` 656-921): F = get_num_kv_heads(tp) x (head_dim +
+  v_head_dim) x element bytes of a full layer, S = get_swa_num_kv_heads(tp) x (swa_head_dim +
+  swa_v_head_dim) x element bytes of a sliding one (700-714; Gemma-4's full layers 2 x 512, sliding
+  8 x 256, `utils/hf_transformers/config.py` 115-148; MiMo K 192 / V 128 with 4 full, 8 sliding
+  heads); cell = F x n_full + r x S x n_swa (a float, 786-803); full = int(budget // cell) // page
+  x page, swa = int(full x r) // page x page (859-916); refused when window + page >= swa
+  (`validate_swa_pool_size`, 198-216). The pools log in 0.5.23's format (`memory_pool.py`
+  `_finalize_allocation_log`, 2073-2099): "Full KV Cache is allocated. dtype: torch.bfloat16,
+  #tokens: N, K size: X GB, V size: Y GB", then the "SWA" pool, then "SWAKVPool mem usage".
+  `SWARequestCapPoolConfigurator` (971-1046: --max-running-requests with the radix cache off)
+  is not modelled. gpt-oss and Llama-4 (GptOssForCausalLM, in `SWA_SINK_ARCHS`;
+  Llama4ForConditionalGeneration) take the same rule; 0.5.16 had it too (its
+  `pool_configurator.py` 301-420), with unlabelled pool lines, the SWA pool first. Known gap:
+  kvcalc prints 0.5.23's "dtype: ..." lines for Gemma-4 / MiMo only (`LOGGED_AS_0523`); plain pools
+  and gpt-oss / Llama-4 keep the older "KV Cache is allocated. #tokens: ..." form README.md pins.
+- Plain pools, sized as before: Kimi-K2.5 (MLA), MiniMax-M2.7, Qwen3-VL (MHA), DeepSeek-V3.2 (DSA);
+  GLM-5 (GlmMoeDsaForCausalLM) in the DSA pool with its index key only on the layers that do not
+  skip top-k (`indexer_types` "full": `dsa_layer_skips_topk`, `configs/model_config.py` 488-520;
+  `_compute_dsa_indexer_cell_size`, pool_configurator.py 560-634; the others get 0-page index
+  buffers, `mem_cache/index_key_cache.py` `_layer_num_pages`): Hopper fp8 78 x 656 + 21 x 132 =
+  53,940 B a token.
+- Refused with SGLang's reason, an architecture 0.5.23 registers no model class for
+  (`UNREGISTERED`): Step-3.7-Flash (Step3p7FlashForCausalLM; `models/step3p7.py` is the VL
+  Step3p7ForConditionalGeneration) and MiniMax-M3 (MiniMaxM3ForCausalLM; `models/minimax_m3.py`
+  is MiniMaxM3SparseForCausalLM): SGLang would run its Transformers backend.
+- Refused, naming the pool kvcalc does not model: DeepSeek-V4 (`DSV4PoolConfigurator`, 1067-1713)
+  and the mamba / linear-attention hybrids (Qwen3.5, Nemotron-H, Kimi-K3: `MambaPool` beside a
+  `HybridLinearKVPool`, `MAMBA_POOL`).
 """
 
 from __future__ import annotations
@@ -101,11 +136,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from kvcalc.calc.kv_cache import (
+    ENGINES_MODEL_TODAY,
     check_tp,
     indexer_bytes_per_token,
     kv_heads_per_rank,
+    layer_features,
     layer_kv_bytes_per_token,
     refuse_hybrid_layers,
+    refuse_unmodelled_layers,
 )
 from kvcalc.engines import SEARCH_LIMIT_TOKENS, defaults, longest_fitting
 from kvcalc.errors import MESSAGE, OPTION_SAYS, KvcalcError
@@ -124,19 +162,32 @@ class SglangRules:
     - `nsa_cell`: how the sparse-MLA (DSA / NSA) cell counts a layer: `row` the latent row the pool
       allocates + the indexer key (0.5.17+), `latent` (kv_lora_rank + qk_rope_head_dim) x element
       bytes + the indexer key (PR #11309 to 0.5.16), `latent_only` without the indexer (before);
-    - `kv_dtypes`: the kvcalc formats its `--kv-cache-dtype` stores (`auto` is the model's dtype).
+    - `kv_dtypes`: the kvcalc formats its `--kv-cache-dtype` stores (`auto` is the model's dtype);
+    - `swa_model_types`: the model types whose architectures `configs/model_config.py`
+      `is_hybrid_swa_model` lists, so they get the `SWAKVPool`;
+    - `swa_ratio_types`: the model types whose SWA pool kvcalc splits by the pool-configurator rule (0.5.23
+      `model_executor/pool_configurator.py` `HybridSWAPoolConfigurator`, lines 786-803 and
+      859-917: max_total = int(budget // (F x n_full + r x S x n_swa)), one "Full" and one "SWA"
+      pool line in the 0.5.23 log format; 0.5.16 the same split); the others (legacy) by the older
+      `_resolve_hybrid_swa_tokens` (C = budget // (F x n_full + S x n_swa), rescaled).
     """
 
     label: str
     nsa_cell: str
     kv_dtypes: tuple[str, ...]
+    swa_model_types: frozenset[str] = frozenset({"gpt_oss", "llama4", "llama4_text"})
+    swa_ratio_types: frozenset[str] = frozenset()
 
 
 _PLAIN_KV = ("bf16", "fp16", "fp8_e4m3", "fp8_e5m2")
 #: `--sglang-version` -> its rules; `current` reads alone, an old line is deleted with its row.
 RULES: dict[str, SglangRules] = {
-    "current": SglangRules("SGLang 0.5.23", "row", _PLAIN_KV + ("mxfp8", "nvfp4", "fp4_mx_block16")),
-    "0.5.16": SglangRules("SGLang 0.5.16 (PR #11309 to 0.5.16)", "latent", _PLAIN_KV),
+    "current": SglangRules("SGLang 0.5.23", "row", _PLAIN_KV + ("mxfp8", "nvfp4", "fp4_mx_block16"),
+                           frozenset({"gpt_oss", "llama4", "llama4_text", "gemma4", "gemma4_text",
+                                      "mimo_v2_flash"}),
+                           frozenset({"gpt_oss", "llama4", "llama4_text", "gemma4", "gemma4_text", "mimo_v2_flash"})),
+    "0.5.16": SglangRules("SGLang 0.5.16 (PR #11309 to 0.5.16)", "latent", _PLAIN_KV,
+                          swa_ratio_types=frozenset({"gpt_oss", "llama4", "llama4_text"})),
     "legacy": SglangRules("SGLang 0.5.x before PR #11309", "latent_only", _PLAIN_KV),
 }
 #: the label each version puts in `engine_version`.
@@ -218,10 +269,13 @@ def is_nsa(model: ModelSpec) -> bool:
     return model.index_head_dim is not None
 
 
-def uses_swa_pool(model: ModelSpec, hybrid_swa_memory: bool = True) -> bool:
+def uses_swa_pool(model: ModelSpec, hybrid_swa_memory: bool = True, version: str = "current") -> bool:
     """True when SGLang gives the sliding layers their own pool (`SWAKVPool`): a model type of
-    `SWA_POOL_MODEL_TYPES` with sliding layers, and no `--disable-hybrid-swa-memory`."""
-    return (hybrid_swa_memory and (model.model_type or "") in SWA_POOL_MODEL_TYPES
+    the version's `swa_model_types` (0.5.23 adds Gemma-4, MiMo-V2-Flash and Step-3.7:
+    `configs/model_config.py` `is_hybrid_swa_model`, lines 2651-2679) with sliding layers, and
+    no `--disable-hybrid-swa-memory`."""
+    types = RULES.get(version, RULES["current"]).swa_model_types
+    return (hybrid_swa_memory and (model.model_type or "") in types
             and any(layer.kind == "sliding" for layer in model.layers))
 
 
@@ -242,23 +296,90 @@ def check_swa_ratio(ratio: float) -> None:
                           option="--swa-full-tokens-ratio", value=ratio, form=OPTION_SAYS)
 
 
-def check_model(model: ModelSpec) -> None:
-    """Raise `KvcalcError` (field `model`) for a model with mamba / linear-attention or hybrid
-    layers: the profile sizes SGLang's token pool of attention layers only."""
+#: the 2026 layer features the 0.5.23 SWAKVPool sizes (`HybridSWAPoolConfigurator`: a full and a
+#: sliding geometry, `get_num_kv_heads` / `get_swa_num_kv_heads` x (head_dim + v_head_dim); sinks
+#: and Gemma-4's K = V weights change no buffer: both K and V rows are allocated)
+SWA_POOL_FEATURES = frozenset({"kind_geometry", "sinks", "k_eq_v"})
+
+
+#: why the hybrid linear-attention families (Qwen3.5, Nemotron-H, Kimi-K3 / Kimi-Linear) are refused:
+#: 0.5.23 keeps their state in a `MambaPool` (`mem_cache/memory_pool.py` 984-1010 logs "Mamba Cache
+#: is allocated. ... max_mamba_cache_size: ...") beside a `HybridLinearKVPool` of the full-attention
+#: layers only (`DefaultPoolConfigurator.__init__`, pool_configurator.py 228-236, counts
+#: `mambaish.full_attention_layer_ids`); how the state slots share the budget
+#: (`kv_cache_configurator.py` 925-1017, `--max-mamba-cache-size`, `--mamba-full-memory-ratio`) is
+#: not modelled
+MAMBA_POOL = ("kvcalc does not model SGLang 0.5.23's MambaPool (the state slots, max_mamba_cache_size, and how "
+              "they share the budget with the HybridLinearKVPool of the full-attention layers)")
+
+
+#: model types whose published architecture SGLang 0.5.23 registers no model class for (no
+#: `EntryClass` of `srt/models/` names it): `models/registry.py` `_normalize_archs` then falls back
+#: to its Transformers backend (`models/transformers.py` `TransformersForCausalLM`), whose pool
+#: kvcalc does not model. model type -> (architecture, what SGLang serves instead)
+UNREGISTERED = {
+    "step3p7": ("Step3p7FlashForCausalLM", "models/step3p7.py serves Step3p7ForConditionalGeneration, the one "
+                "is_hybrid_swa_model lists"),
+    "minimax_m3": ("MiniMaxM3ForCausalLM", "models/minimax_m3.py serves MiniMaxM3SparseForCausalLM, whose "
+                   "MiniMaxSparseKVPool (pool_configurator.py 410-494) kvcalc does not model either"),
+}
+
+
+def pool_refusal(model: ModelSpec, version: str = "current") -> str | None:
+    """Why kvcalc does not size `model`'s SGLang 0.5.23 pool, naming the pool it does not model
+    (None when it does, or for an older `version`). Sources, 0.5.23: `model_executor/pool_configurator.py`
+    `create_memory_pool_configurator` (1715-1725) and `_compute_cell_size` (340-535)."""
+    if version != "current":
+        return None  # the older rows refuse by the layer features (`refuse_hybrid_layers`)
+    label = RULES["current"].label
+    if (model.model_type or "") in UNREGISTERED:
+        arch, served = UNREGISTERED[model.model_type or ""]
+        return (f"{label} registers no {arch} ({served}): it would fall back to its Transformers backend "
+                "(models/registry.py _normalize_archs), whose pool kvcalc does not model")
+    features = layer_features(model)
+    if "compressed" in features:
+        return (f"kvcalc does not model {label}'s DeepSeek-V4 pool (DSV4PoolConfigurator, pool_configurator.py "
+                "1067-1713: a SWA ring, CSA / HCA compressed pools, the indexer and per-request compressor "
+                "states sized from --max-running-requests)")
+    if "indexer_kv" in features:
+        return (f"kvcalc does not model {label}'s MiniMax-M3 pool (MiniMaxSparseKVPool: dense and sparse layers "
+                "plus a one-head indexer pool, pool_configurator.py 410-494)")
+    return None
+
+
+def check_model(model: ModelSpec, version: str = "current", hybrid_swa_memory: bool = True) -> None:
+    """Raise `KvcalcError` (field `model`) for a model whose SGLang pool kvcalc does not size
+    (`pool_refusal`) or with mamba / linear-attention or hybrid layers: the profile sizes
+    SGLang's token pool of attention layers and, for the SWA pool, two layer geometries."""
+    why = pool_refusal(model, version)
+    if why:
+        raise KvcalcError(f"{model.name}: {why}; use --engine ideal", field="model", value=model.name, form=MESSAGE)
+    if (uses_swa_pool(model, hybrid_swa_memory, version)
+            and (model.model_type or "") in RULES[version].swa_ratio_types):
+        refuse_unmodelled_layers(model, "SGLang", ENGINES_MODEL_TODAY | {"indexer"} | SWA_POOL_FEATURES)
+        return
     if any(not layer.caches_kv for layer in model.layers):
-        raise KvcalcError(f"{model.name} has mamba / linear-attention layers; the SGLang profile models "
-                          "attention layers only (use --engine ideal)", field="model", value=model.name, form=MESSAGE)
+        raise KvcalcError(f"{model.name} has mamba / linear-attention layers: {MAMBA_POOL}; the SGLang profile "
+                          "models attention layers only (use --engine ideal)", field="model", value=model.name, form=MESSAGE)
+    if version == "current" and is_nsa(model):
+        # GLM-5: the index-K only on the layers that do not skip top-k (`indexer_types` "full"):
+        # 0.5.23 counts those in the cell (`_compute_dsa_indexer_cell_size`, pool_configurator.py
+        # 560-634) and gives the others a 0-page buffer (`mem_cache/index_key_cache.py`
+        # `_layer_num_pages`, `DSATokenToKVPool._should_allocate_index_layer`)
+        refuse_unmodelled_layers(model, "SGLang", ENGINES_MODEL_TODAY | {"indexer", "partial_indexer"})
+        return
     refuse_hybrid_layers(model, "SGLang")
 
 
 def _check(model: ModelSpec, k: StorageFormat, v: StorageFormat, tp: int, page_size: int,
-           version: str = "current", swa_full_tokens_ratio: float = DEFAULT_SWA_FULL_TOKENS_RATIO) -> None:
+           version: str = "current", swa_full_tokens_ratio: float = DEFAULT_SWA_FULL_TOKENS_RATIO,
+           hybrid_swa_memory: bool = True) -> None:
     """The checks `capacity` and `memory_for` share: the TP degree (field `tp`), no mamba layers
     (`model`), plain formats (`k_dtype` / `v_dtype`; NSA: bf16 or fp8_e4m3 only), a positive page
     size (`page_size`), the version (`sglang_version`) and the SWA ratio."""
     check_tp(model, tp)
-    check_model(model)
     check_version(version)
+    check_model(model, version, hybrid_swa_memory)
     check_dtypes(k, v, version)
     if is_nsa(model):
         for field, f in (("k_dtype", k), ("v_dtype", v)):
@@ -401,6 +522,53 @@ def swa_split(model: ModelSpec, capacity: int, k: StorageFormat, v: StorageForma
     return full, int(full * swa_full_tokens_ratio) // page_size * page_size
 
 
+def swa_cell_0523(model: ModelSpec, k: StorageFormat, v: StorageFormat, tp: int = 1,
+                  swa_full_tokens_ratio: float = DEFAULT_SWA_FULL_TOKENS_RATIO, grouped: bool = True) -> float:
+    """The SWA pool's bytes per full-pool token, SGLang 0.5.23 (`pool_configurator.py`
+    `HybridSWAPoolConfigurator._recompute_cell_size`, 786-803; a float): F x n_full + r x S x
+    n_swa, with F = get_num_kv_heads(tp) x (head_dim + v_head_dim) x element bytes of a full
+    layer and S = get_swa_num_kv_heads(tp) x (swa_head_dim + swa_v_head_dim) x element bytes of
+    a sliding layer (700-714; each kind's own heads and head sizes: Gemma-4's full layers 2 x
+    (512 + 512), its sliding ones 8 x (256 + 256)); every layer sliding: S x n_swa. `grouped`:
+    0.5.23 multiplies r by (S x n_swa), 0.5.16 computes (r x S) x n_swa (the float may differ in
+    its last bit)."""
+    full = [layer for layer in model.layers if layer.kind != "sliding"]
+    swa = [layer for layer in model.layers if layer.kind == "sliding"]
+    S = layer_kv_bytes_per_token(swa[0], k, v, tp)
+    if not full:
+        return S * len(swa)
+    if grouped:  # 0.5.23: _full_cell_bytes() + r x _swa_cell_bytes()
+        return layer_kv_bytes_per_token(full[0], k, v, tp) * len(full) + swa_full_tokens_ratio * (S * len(swa))
+    # 0.5.16 (pool_configurator.py 386-394): F x n_full + r x S x n_swa, left to right
+    return layer_kv_bytes_per_token(full[0], k, v, tp) * len(full) + swa_full_tokens_ratio * S * len(swa)
+
+
+def swa_pool_tokens(model: ModelSpec, kv_memory_bytes: int, k: StorageFormat, v: StorageFormat, tp: int = 1,
+                    page_size: int = DEFAULT_PAGE_SIZE,
+                    swa_full_tokens_ratio: float = DEFAULT_SWA_FULL_TOKENS_RATIO,
+                    grouped: bool = True) -> tuple[int, int]:
+    """(full_max_total_num_tokens, swa_max_total_num_tokens) of SGLang 0.5.23's SWAKVPool for a
+    budget (`HybridSWAPoolConfigurator.calculate_pool_sizes` 907-916 and `_solve_pool_sizes`
+    859-893, SGLang's float arithmetic): max_total = int(budget // cell) (`swa_cell_0523`),
+    full = max_total // page x page, swa = int(full x r) // page x page; every layer sliding:
+    (0, max_total // page x page)."""
+    cell = swa_cell_0523(model, k, v, tp, swa_full_tokens_ratio, grouped)
+    n = int(kv_memory_bytes // cell)
+    if all(layer.kind == "sliding" for layer in model.layers):
+        return 0, n // page_size * page_size
+    full = n // page_size * page_size
+    return full, int(full * swa_full_tokens_ratio) // page_size * page_size
+
+
+#: the models whose pool lines kvcalc prints in SGLang 0.5.23's form ("Full KV Cache is allocated.
+#: dtype: ..., #tokens: ..."; `memory_pool.py` `_finalize_allocation_log` 2073-2099); plain pools and
+#: gpt-oss / Llama-4's SWA pool still print the pre-0.5.16 form ("KV Cache is allocated. #tokens:
+#: ...") that README.md's examples pin, a known gap to 0.5.23
+LOGGED_AS_0523 = frozenset({"gemma4", "gemma4_text", "mimo_v2_flash"})
+_TORCH_DTYPES = {"bf16": "torch.bfloat16", "fp16": "torch.float16", "fp8_e4m3": "torch.float8_e4m3fn",
+                 "fp8_e5m2": "torch.float8_e5m2"}
+
+
 def max_total_num_tokens(model: ModelSpec, kv_memory_bytes: int, k: StorageFormat, v: StorageFormat, tp: int = 1,
                          page_size: int = DEFAULT_PAGE_SIZE, version: str = "current", *, row: int | None = None,
                          extra_bytes: int = 0) -> int:
@@ -430,7 +598,7 @@ def pool_layout(model: ModelSpec, k: StorageFormat, v: StorageFormat, tp: int = 
     extra, note = fp4_extras(model, k, tp, target.compute_capability, version)
     if note:
         notes.append(note)
-    if extra and uses_swa_pool(model, hybrid_swa_memory):
+    if extra and uses_swa_pool(model, hybrid_swa_memory, version):
         raise KvcalcError(f"{RULES[version].label}: kvcalc does not model the SWA pool with an nvfp4 dequant workspace: "
                           "add --disable-hybrid-swa-memory", field="kv_dtype", value=k.name, form=MESSAGE)
     if not is_nsa(model):
@@ -473,7 +641,7 @@ def capacity(model: ModelSpec, kv_memory_bytes: int, k: StorageFormat, v: Storag
     mamba layers, NSA caches other than bf16 / fp8_e4m3, a GPU the dtype needs and lacks, and a
     budget that holds no page ("Not enough memory").
     """
-    _check(model, k, v, tp, page_size, version, swa_full_tokens_ratio)
+    _check(model, k, v, tp, page_size, version, swa_full_tokens_ratio, hybrid_swa_memory)
     row, extra, layout_notes = pool_layout(model, k, v, tp, version, target, hybrid_swa_memory)
     notes = ['SGLang prints GiB values (bytes / 2^30) labelled "GB" (memory_pool.py: GB = 1024 * 1024 * 1024)',
              *layout_notes]
@@ -485,6 +653,17 @@ def capacity(model: ModelSpec, kv_memory_bytes: int, k: StorageFormat, v: Storag
     L = max_model_len or model.default_context
     cell = cell_size_bytes(model, k, v, tp, version, row=row, extra_bytes=extra)
     n = kv_memory_bytes // cell // page_size * page_size if kv_memory_bytes > 0 else 0
+    ratio_pool = (uses_swa_pool(model, hybrid_swa_memory, version)
+                  and (model.model_type or "") in RULES[version].swa_ratio_types)
+    if ratio_pool and extra:
+        raise KvcalcError(f"{RULES[version].label}: kvcalc does not model the SWA pool with an nvfp4 dequant "
+                          "workspace: add --disable-hybrid-swa-memory", field="kv_dtype", value=k.name, form=MESSAGE)
+    if ratio_pool and k.name not in _TORCH_DTYPES:
+        raise KvcalcError(f"{RULES[version].label}: kvcalc does not model the SWA pool (SWAKVPool) with a "
+                          f"{k.name} KV cache; use bf16, fp16, fp8_e4m3 or fp8_e5m2", field="kv_dtype",
+                          value=k.name, form=MESSAGE)
+    if ratio_pool and kv_memory_bytes > 0:
+        n = 1  # the SWA pool's own check below
     if n <= 0:
         raise KvcalcError(f"SGLang would fail at start-up ({max(kv_memory_bytes, 0):,} B holds no page of "
                           f"{cell * page_size:,} B): {NO_MEMORY}",
@@ -493,25 +672,61 @@ def capacity(model: ModelSpec, kv_memory_bytes: int, k: StorageFormat, v: Storag
     def per_req(t: int) -> int:  # tokens one request of t tokens holds: whole pages
         return -(-t // page_size) * page_size
 
-    swa_pool = uses_swa_pool(model, hybrid_swa_memory)
+    swa_pool = uses_swa_pool(model, hybrid_swa_memory, version)
+    ratio_rule = swa_pool and (model.model_type or "") in RULES[version].swa_ratio_types
     if swa_pool:
-        full, swa = swa_split(model, n, k, v, tp, page_size, swa_full_tokens_ratio)
         has_full = any(layer.kind != "sliding" for layer in model.layers)
+        sliding = [layer for layer in model.layers if layer.kind == "sliding"]
+        window = sliding[0].window or 0
+        if ratio_rule:
+            full, swa = swa_pool_tokens(model, kv_memory_bytes, k, v, tp, page_size, swa_full_tokens_ratio,
+                                        version == "current")
+            if has_full and window + page_size >= swa:  # pool_configurator.py validate_swa_pool_size, 198-216
+                raise KvcalcError(f"SGLang would fail at start-up: SWA pool ({swa} tokens) cannot hold even one "
+                                  f"request: the prefill admission floor is sliding_window_size ({window}) + "
+                                  f"page_size ({page_size}). Increase --swa-full-tokens-ratio or the total KV budget.",
+                                  field="kv_memory_bytes", value=kv_memory_bytes, form=MESSAGE)
+        else:
+            full, swa = swa_split(model, n, k, v, tp, page_size, swa_full_tokens_ratio)
         if swa <= 0 or (has_full and full <= 0):
             raise KvcalcError(f"SGLang would fail at start-up ({kv_memory_bytes:,} B leaves the SWA pool "
                               f"{full:,} full-layer and {swa:,} sliding-layer tokens): {NO_MEMORY}",
                               field="kv_memory_bytes", value=kv_memory_bytes, form=MESSAGE)
-        sliding = [layer for layer in model.layers if layer.kind == "sliding"]
-        window = sliding[0].window or 0
         sk, sv = _layers_pool_bytes(sliding, swa + page_size, k, v, tp)
         fk, fv = _layers_pool_bytes([x for x in model.layers if x.kind != "sliding"], full + page_size, k, v, tp)
         k_bytes, v_bytes = fk + sk, fv + sv
-        lines += [f"Use sliding window memory pool. full_layer_tokens={full}, swa_layer_tokens={swa}",
-                  _kv_line(swa, sk, sv, False), _kv_line(full, fk, fv, False),
-                  f"SWAKVPool mem usage: {(k_bytes + v_bytes) / SGLANG_GB:.2f} GB, swa size: {swa}, full size: {full}"]
-        notes.append(f"sliding-window layers in their own pool (SWAKVPool): {swa:,} tokens "
-                     f"(--swa-full-tokens-ratio {swa_full_tokens_ratio:g}) beside {full:,} for the full layers; "
-                     "on Blackwell SGLang serves gpt-oss with trtllm_mha and turns it off (--disable-hybrid-swa-memory)")
+        mem = f"SWAKVPool mem usage: {(k_bytes + v_bytes) / SGLANG_GB:.2f} GB, swa size: {swa}, full size: {full}"
+        if ratio_rule and version == "current" and (model.model_type or "") in LOGGED_AS_0523:
+            # 0.5.23 memory_pool.py _finalize_allocation_log 2073-2099 ("Full" / "SWA" allocation labels);
+            # swa_memory_pool.py 95-133 builds the full pool first
+            dtype = _TORCH_DTYPES[k.name]
+            lines += [f"Use sliding window memory pool. full_layer_tokens={full}, swa_layer_tokens={swa}",
+                      f"Full KV Cache is allocated. dtype: {dtype}, #tokens: {full}, K size: {_gib(fk)}, "
+                      f"V size: {_gib(fv)}",
+                      f"SWA KV Cache is allocated. dtype: {dtype}, #tokens: {swa}, K size: {_gib(sk)}, "
+                      f"V size: {_gib(sv)}", mem]
+        elif ratio_rule and version != "current":
+            # 0.5.16 memory_pool.py _finalize_allocation_log 1606-1624 (no label); swa_memory_pool.py 60-86
+            # builds the SWA pool first
+            dtype = _TORCH_DTYPES[k.name]
+            lines += [f"Use sliding window memory pool. full_layer_tokens={full}, swa_layer_tokens={swa}",
+                      f"KV Cache is allocated. dtype: {dtype}, #tokens: {swa}, K size: {_gib(sk)}, V size: {_gib(sv)}",
+                      f"KV Cache is allocated. dtype: {dtype}, #tokens: {full}, K size: {_gib(fk)}, V size: {_gib(fv)}",
+                      mem]
+        else:
+            lines += [f"Use sliding window memory pool. full_layer_tokens={full}, swa_layer_tokens={swa}",
+                      _kv_line(swa, sk, sv, False), _kv_line(full, fk, fv, False), mem]
+        if ratio_rule:
+            # arg_groups/model_overrides/gemma4.py, mimo_v2.py; arg_groups/overrides.py 1174-1187
+            notes.append(f"sliding-window layers in their own pool (SWAKVPool): {swa:,} tokens "
+                         f"(--swa-full-tokens-ratio {swa_full_tokens_ratio:g}) beside {full:,} for the full layers; "
+                         "SGLang 0.5.23 picks the attention backend by the GPU (Gemma-4: triton, or trtllm_mha on "
+                         "SM100, which needs --page-size 16 to 128 and sets 64; MiMo-V2: fa4 on SM100)")
+        else:
+            notes.append(f"sliding-window layers in their own pool (SWAKVPool): {swa:,} tokens "
+                         f"(--swa-full-tokens-ratio {swa_full_tokens_ratio:g}) beside {full:,} for the full layers; "
+                         "on Blackwell SGLang serves gpt-oss with trtllm_mha and turns it off "
+                         "(--disable-hybrid-swa-memory)")
 
         def fits(t: int, c: int) -> bool:
             return full >= c * per_req(t) and swa >= c * per_req(min(t, window))
@@ -540,8 +755,8 @@ def capacity(model: ModelSpec, kv_memory_bytes: int, k: StorageFormat, v: Storag
             k_bytes, v_bytes = pool_bytes(model, n, page_size, k, v, tp)
             lines.append(_kv_line(n, k_bytes, v_bytes, model.attention == "mla"))
         if any(layer.kind == "sliding" for layer in model.layers):
-            why = ("--disable-hybrid-swa-memory" if (model.model_type or "") in SWA_POOL_MODEL_TYPES
-                   else "SGLang's SWA pool serves gpt-oss and Llama-4 only, model_config.is_hybrid_swa_model")
+            why = ("--disable-hybrid-swa-memory" if (model.model_type or "") in RULES[version].swa_model_types
+                   else "SGLang's SWA pool serves only the architectures model_config.is_hybrid_swa_model lists")
             notes.append(f"sliding-window layers sized like full ones ({why})")
     longest = None
     if concurrency:
@@ -562,20 +777,24 @@ def memory_for(model: ModelSpec, seq_len: int, batch: int, k: StorageFormat, v: 
     batch x cdiv(seq_len, page) x page x cell_size (NSA: page 64). With the SWA pool, the least
     budget whose split (`swa_split`) holds batch x pages(seq_len) full-layer tokens and
     batch x pages(min(seq_len, window)) sliding-layer tokens (found by bisection)."""
-    _check(model, k, v, tp, page_size, version, swa_full_tokens_ratio)
+    _check(model, k, v, tp, page_size, version, swa_full_tokens_ratio, hybrid_swa_memory)
     row, extra, _ = pool_layout(model, k, v, tp, version, target, hybrid_swa_memory)
     if is_nsa(model):
         page_size = NSA_PAGE_SIZE
     cell = cell_size_bytes(model, k, v, tp, version, row=row, extra_bytes=extra)
     need_full = batch * -(-seq_len // page_size) * page_size
-    if not uses_swa_pool(model, hybrid_swa_memory):
+    if not uses_swa_pool(model, hybrid_swa_memory, version):
         return need_full * cell
     window = next(layer.window for layer in model.layers if layer.kind == "sliding") or seq_len
     need_swa = batch * -(-min(seq_len, window) // page_size) * page_size
 
     def enough(budget: int) -> bool:
-        c = budget // cell // page_size * page_size
-        full, swa = swa_split(model, c, k, v, tp, page_size, swa_full_tokens_ratio)
+        if (model.model_type or "") in RULES[version].swa_ratio_types:
+            full, swa = swa_pool_tokens(model, budget, k, v, tp, page_size, swa_full_tokens_ratio,
+                                        version == "current")
+        else:
+            full, swa = swa_split(model, budget // cell // page_size * page_size, k, v, tp, page_size,
+                                  swa_full_tokens_ratio)
         return full >= need_full and swa >= need_swa
 
     hi = cell * page_size

@@ -147,3 +147,52 @@ def test_file_type_on_a_gguf_model_says_to_drop_the_option(tmp_path):
     # a bundled model keeps the advice to give the .gguf file
     line = refused(run_kvcalc("estimate", "llama-3.1-8b", "--gpu", "h100-sxm", "--weight-dtype", "q4_K_M"))
     assert "give the .gguf file as the model to count its tensors as stored" in line
+
+
+@pytest.mark.parametrize("name", ["deepseek-ai--DeepSeek-V4-Flash.json", "moonshotai--Kimi-K3.json",
+                                  "MiniMaxAI--MiniMax-M3.json",
+                                  "nvidia--NVIDIA-Nemotron-3-Super-120B-A12B-FP8.json"])
+def test_uncounted_2026_weights_say_where_n_params_goes(name):
+    """`estimate CONFIG --gpu` on a family whose weights kvcalc does not count: n_params is a
+    kvcalc YAML field, so the line says how to get one (not only 'give n_params')."""
+    line = refused(run_kvcalc("estimate", ROOT / "tests/data/hf-configs-2026" / name, "-s", "32k",
+                              "--gpu", "h200", "--tp", "8"))
+    assert "give n_params (and n_active_params) in a kvcalc YAML (`kvcalc import` writes one" in line
+
+
+def test_deepseek_v4_with_n_params_plans_its_compressed_caches(tmp_path):
+    """`estimate V4.yaml --gpu h200` once n_params is given: the GPU plan's KV per GPU counted
+    the sliding windows only (43 x 1,024 B x 128 = 5,636,096 B) and the consistency check
+    crashed ('internal error: RuntimeError: KV per GPU ...'). deepseek-ai/DeepSeek-V4-Flash
+    config.json, 32,768 tokens, bf16: 43 x 1,024 x 128 + 21 x 1,156 x 8,192 (CSA entry + indexer
+    key, one per 4 tokens) + 20 x 1,024 x 256 (HCA, one per 128) = 209,747,968 B."""
+    y = tmp_path / "v4.yaml"
+    assert run_kvcalc("import", ROOT / "tests/data/hf-configs-2026/deepseek-ai--DeepSeek-V4-Flash.json",
+                      "-o", y).code == 0
+    # n_params made up for the test: any count reaches the plan
+    y.write_text(y.read_text() + "n_params: 284000000000\nn_active_params: 13000000000\n")
+    r = run_kvcalc("estimate", y, "-s", "32k", "--gpu", "h200", "--tp", "8", "-f", "json")
+    assert r.code == 0, r.stderr
+    out = json.loads(r.stdout)
+    assert out["kv_cache_bytes_per_gpu"] == 209_747_968
+    assert out["kv_cache_bytes"] == 209_747_968
+
+
+def test_whole_request_longer_than_seq_len_refused():
+    """`-s 32k --input-len 40000 --output-len 1000`: the KV table sized 32,768 tokens while the
+    request rows sized 41,000 (vLLM refuses a request past --max-model-len)."""
+    line = refused(run_kvcalc("estimate", "llama-3.1-8b", "-s", "32k", "--gpu", "h200", "--input-len", "40000",
+                              "--output-len", "1000"))
+    assert line == ("--input-len 40000: with --output-len 1,000 a request is 41,000 tokens, past --seq-len 32,768 "
+                    "(an engine's max-model-len refuses such a request): raise --seq-len, or leave it out (it "
+                    "defaults to input + output)")
+
+
+def test_engine_start_up_failure_says_gb_and_gib():
+    """GLM-5.2 in bf16 on 8 x H200 (188.20 GB of weights a GPU against a 135.68 GB budget): the
+    warning's negative KV memory carries GB and GiB like every printed size."""
+    r = run_kvcalc("estimate", ROOT / "tests/data/hf-configs-2026/zai-org--GLM-5.2.json", "-s", "32k",
+                   "--engine", "vllm", "--gpu", "h200", "--tp", "8", "--kv-dtype", "fp8")
+    assert r.code == 0, r.stderr
+    line = next(x for x in r.stderr.splitlines() if "would fail at start-up" in x)
+    assert "the plan leaves -53,345,755,546 B (-53.35 GB, -49.68 GiB) for the KV cache" in line

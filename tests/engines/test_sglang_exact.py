@@ -22,8 +22,8 @@ CFG = Path(__file__).parents[1] / "data" / "engine-configs"
 BF16, FP8, Q8 = kv_format("bf16"), kv_format("fp8"), kv_format("q8_0")
 GiB = 2**30
 GB_NOTE = 'SGLang prints GiB values (bytes / 2^30) labelled "GB" (memory_pool.py: GB = 1024 * 1024 * 1024)'
-SWA_NOTE = ("sliding-window layers sized like full ones (SGLang's SWA pool serves gpt-oss and Llama-4 only, "
-            "model_config.is_hybrid_swa_model)")
+SWA_NOTE = ("sliding-window layers sized like full ones (SGLang's SWA pool serves only the architectures "
+            "model_config.is_hybrid_swa_model lists)")
 EMPTY = dict(engine_state_bytes=None, kv_memory_basis=None, usable_blocks=None, num_cpu_blocks=None, n_cells=None, n_ctx=None, devices=None)
 
 

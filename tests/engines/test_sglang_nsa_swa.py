@@ -4,7 +4,8 @@ Sources: python/sglang/srt/mem_cache/memory_pool.py `NSATokenToKVPool` (latent r
 `calculate_mla_kv_cache_dim()`, indexer buffer of (size + page + 1) // page pages x page x 132 B
 a layer), `MLATokenToKVPool`; model_executor/model_runner_kv_cache_mixin.py
 `get_cell_size_per_token` (cell = layers x ((kv_lora_rank + qk_rope_head_dim) x element bytes +
-132 B indexer), `_resolve_hybrid_swa_tokens`; mem_cache/swa_memory_pool.py `SWAKVPool`.
+132 B indexer), `_resolve_hybrid_swa_tokens` (legacy) and 0.5.23 `model_executor/pool_configurator.py`
+`HybridSWAPoolConfigurator` (current); mem_cache/swa_memory_pool.py `SWAKVPool`.
 The DeepSeek-V3.2 figures are SGLang's own logs in PR sgl-project/sglang#11309 (8 x B200,
 DeepSeek-V3.2-Exp, fp8 KV): before the fix "#tokens: 1462784, KV size: 54.52 GB" (65.49 GiB
 really, with the indexer), after it "#tokens: 975424, KV size: 43.67 GB". GiB = 2^30 B; SGLang
@@ -225,9 +226,9 @@ def test_nsa_no_page_fits():
 
 def test_gpt_oss_swa_pool_10_gib():
     # gpt-oss-20b: 12 full + 12 sliding (window 128) layers, 8 KV heads x (64 + 64) x 2 B = 2,048 B a layer.
-    # cell = 24 x 2,048 = 49,152 B; capacity = 10 GiB // 49,152 = 218,453 (page 1).
-    # total_memory = 218,453 x 49,152 = 10,737,401,856; denominator = 2,048 x 12 + 0.8 x 2,048 x 12 = 44,236.8
-    # full = int(10,737,401,856 / 44,236.8) = int(242,725.56) = 242,725; swa = int(242,725 x 0.8) = 194,180.
+    # SGLang 0.5.23 HybridSWAPoolConfigurator (pool_configurator.py 786-916): cell = 2,048 x 12 + 0.8 x
+    # (2,048 x 12) = 44,236.8; full = int(10,737,418,240 // 44,236.8) = int(242,725.93) = 242,725;
+    # swa = int(242,725 x 0.8) = 194,180. (page_size_bytes stays the all-layer cell, 24 x 2,048 = 49,152.)
     # SWA pool: 12 x (194,180 + 1) rows x 1,024 B = 2,386,096,128 B for K, the same for V ("2.22 GB");
     # full pool: 12 x (242,725 + 1) x 1,024 = 2,982,617,088 B each ("2.78 GB"); total 10,737,426,432 B (10.00 GiB).
     r = sglang.capacity(gpt_oss(), 10 * GiB, BF16, BF16, max_model_len=131_072, concurrency=2)
@@ -236,6 +237,7 @@ def test_gpt_oss_swa_pool_10_gib():
     assert r.engine_kv_bytes == 10_737_426_432
     assert r.log_lines == [
         "Use sliding window memory pool. full_layer_tokens=242725, swa_layer_tokens=194180",
+        # kvcalc's pre-0.5.16 line form (README.md pins it; 0.5.23 labels "Full" / "SWA" and adds the dtype)
         "KV Cache is allocated. #tokens: 194180, K size: 2.22 GB, V size: 2.22 GB",
         "KV Cache is allocated. #tokens: 242725, K size: 2.78 GB, V size: 2.78 GB",
         "SWAKVPool mem usage: 10.00 GB, swa size: 194180, full size: 242725"]
@@ -247,48 +249,53 @@ def test_gpt_oss_swa_pool_10_gib():
 
 
 def test_gpt_oss_swa_pool_tp2_pages_of_16():
-    # tp 2: 4 KV heads x 128 x 2 B = 1,024 B a layer; cell 24,576 B.
-    # 4 GiB // 24,576 = 174,762 -> 174,752 (page 16); total_memory = 174,752 x 24,576 = 4,294,705,152;
-    # denominator = 12,288 + 0.8 x 1,024 x 12 = 22,118.4; int(194,168.9) = 194,168 -> 194,160 (page 16);
-    # swa = int(194,160 x 0.8) = 155,328 (a multiple of 16).
-    # SWA pool K: 12 x (155,328 + 16) x 512 = 954,433,536 B ("0.89 GB"); full K: 12 x (194,160 + 16) x 512
-    # = 1,193,017,344 B ("1.11 GB"); total 2 x (954,433,536 + 1,193,017,344) = 4,294,901,760 B ("4.00 GB")
+    # tp 2: 4 KV heads x 128 x 2 B = 1,024 B a layer; cell = 12,288 + 0.8 x 12,288 = 22,118.4;
+    # int(4,294,967,296 // 22,118.4) = int(194,180.74) = 194,180 -> 194,176 (page 16);
+    # swa = int(194,176 x 0.8) = int(155,340.8) = 155,340 -> 155,328 (page 16).
+    # SWA pool K: 12 x (155,328 + 16) x 512 = 954,433,536 B ("0.89 GB"); full K: 12 x (194,176 + 16) x 512
+    # = 1,193,115,648 B ("1.11 GB"); total 2 x (954,433,536 + 1,193,115,648) = 4,295,098,368 B ("4.00 GB")
     r = sglang.capacity(gpt_oss(), 4 * GiB, BF16, BF16, tp=2, page_size=16)
-    assert (r.kv_cache_tokens, r.num_gpu_blocks, r.engine_kv_bytes) == (194_160, 12_135, 4_294_901_760)
+    assert (r.kv_cache_tokens, r.num_gpu_blocks, r.engine_kv_bytes) == (194_176, 12_136, 4_295_098_368)
     assert r.log_lines == [
-        "Use sliding window memory pool. full_layer_tokens=194160, swa_layer_tokens=155328",
+        "Use sliding window memory pool. full_layer_tokens=194176, swa_layer_tokens=155328",
         "KV Cache is allocated. #tokens: 155328, K size: 0.89 GB, V size: 0.89 GB",
-        "KV Cache is allocated. #tokens: 194160, K size: 1.11 GB, V size: 1.11 GB",
-        "SWAKVPool mem usage: 4.00 GB, swa size: 155328, full size: 194160"]
+        "KV Cache is allocated. #tokens: 194176, K size: 1.11 GB, V size: 1.11 GB",
+        "SWAKVPool mem usage: 4.00 GB, swa size: 155328, full size: 194176"]
 
 
 def test_swa_split_float_truncation_then_page_alignment():
-    # tp 2, page 16, 5 GiB: capacity 5,368,709,120 // 24,576 = 218,453 -> 218,448; total_memory = 218,448 x
-    # 24,576 = 5,368,578,048; / 22,118.4 is 242,720 exactly, but SGLang's float gives 242,719.99999999997 ->
-    # int 242,719 -> page 16: 242,704; swa = int(242,704 x 0.8) = int(194,163.2) = 194,163 -> page 16: 194,160
+    # legacy (_resolve_hybrid_swa_tokens): tp 2, page 16, 5 GiB: capacity 5,368,709,120 // 24,576 = 218,453
+    # -> 218,448; total_memory = 218,448 x 24,576 = 5,368,578,048; / 22,118.4 is 242,720 exactly, but
+    # SGLang's float gives 242,719.99999999997 -> int 242,719 -> page 16: 242,704; swa = int(242,704 x 0.8)
+    # = int(194,163.2) = 194,163 -> page 16: 194,160
     assert sglang.swa_split(gpt_oss(), 218_448, BF16, BF16, tp=2, page_size=16) == (242_704, 194_160)
-    r = sglang.capacity(gpt_oss(), 5 * GiB, BF16, BF16, tp=2, page_size=16)
+    r = sglang.capacity(gpt_oss(), 5 * GiB, BF16, BF16, tp=2, page_size=16, version="legacy")
     assert r.log_lines[0] == "Use sliding window memory pool. full_layer_tokens=242704, swa_layer_tokens=194160"
     assert (r.kv_cache_tokens, r.num_gpu_blocks) == (242_704, 15_169)
+    # 0.5.23: int(5,368,709,120 // 22,118.4) = int(242,725.93) = 242,725 -> 242,720; swa = int(194,176.0)
+    # = 194,176 (a multiple of 16)
+    r = sglang.capacity(gpt_oss(), 5 * GiB, BF16, BF16, tp=2, page_size=16)
+    assert r.log_lines[0] == "Use sliding window memory pool. full_layer_tokens=242720, swa_layer_tokens=194176"
+    assert (r.kv_cache_tokens, r.num_gpu_blocks) == (242_720, 15_170)
 
 
 def test_a_small_swa_pool_limits_the_requests():
-    # ratio 0.001: denominator 24,576 + 0.001 x 2,048 x 12 = 24,600.576; full = int(10,737,401,856 / 24,600.576)
-    # = int(436,469.53) = 436,469; swa = int(436.469) = 436 tokens for the sliding layers.
-    # Requests of 1,000 tokens: full pool 436,469 / 1,000 = 436.5, SWA pool 436 / min(1,000, 128) = 3.40625.
+    # ratio 0.001: cell 24,576 + 0.001 x 24,576 = 24,600.576; full = int(10,737,418,240 // 24,600.576)
+    # = int(436,470.2) = 436,470; swa = int(436.47) = 436 tokens for the sliding layers.
+    # Requests of 1,000 tokens: full pool 436,470 / 1,000 = 436.5, SWA pool 436 / min(1,000, 128) = 3.40625.
     # 4 requests: the SWA pool needs 4 x min(t, 128) <= 436 -> t <= 109 (the full pool alone would allow 109,117)
     r = sglang.capacity(gpt_oss(), 10 * GiB, BF16, BF16, swa_full_tokens_ratio=0.001, max_model_len=1000,
                         concurrency=4)
-    assert r.log_lines[0] == "Use sliding window memory pool. full_layer_tokens=436469, swa_layer_tokens=436"
+    assert r.log_lines[0] == "Use sliding window memory pool. full_layer_tokens=436470, swa_layer_tokens=436"
     assert r.max_concurrency == pytest.approx(436 / 128)
     assert r.longest_context == 109
 
 
 def test_swa_ratio_and_disable_flag():
-    # ratio 0.5: denominator 24,576 + 0.5 x 2,048 x 12 = 36,864; full = int(10,737,401,856 / 36,864)
-    # = int(291,270.67) = 291,270; swa = int(291,270 x 0.5) = 145,635
+    # ratio 0.5: cell 24,576 + 0.5 x 24,576 = 36,864.0; full = int(10,737,418,240 // 36,864.0)
+    # = int(291,271.1) = 291,271; swa = int(291,271 x 0.5) = int(145,635.5) = 145,635
     r = sglang.capacity(gpt_oss(), 10 * GiB, BF16, BF16, swa_full_tokens_ratio=0.5)
-    assert r.log_lines[0] == "Use sliding window memory pool. full_layer_tokens=291270, swa_layer_tokens=145635"
+    assert r.log_lines[0] == "Use sliding window memory pool. full_layer_tokens=291271, swa_layer_tokens=145635"
     # --disable-hybrid-swa-memory: one MHATokenToKVPool of 218,453 tokens for all 24 layers
     off = sglang.capacity(gpt_oss(), 10 * GiB, BF16, BF16, hybrid_swa_memory=False)
     assert off.kv_cache_tokens == 218_453 and len(off.log_lines) == 1
@@ -310,14 +317,14 @@ def test_gemma3_has_no_swa_pool_in_sglang():
 
 def test_swa_memory_for_is_the_least_budget():
     # 2 requests of 1,000 tokens: full pool needs 2,000 tokens, SWA pool 2 x min(1,000, 128) = 256.
-    # full = int(C x 49,152 / 44,236.8) >= 2,000. C = 1,800 is 2,000 in exact arithmetic, but SGLang's float
-    # denominator (0.8 x 2,048 x 12 = 19,660.800000000003) makes it 1,999.99999... -> 1,999; C = 1,801 gives
-    # 2,001 (swa 1,600 >= 256). Budget = 1,801 x 49,152 = 88,522,752 B
+    # 0.5.23: int(budget // 44,236.8) >= 2,000. 2,000 x 44,236.8 = 88,473,600 in exact arithmetic, but
+    # SGLang's float cell (0.8 x 24,576 = 19,660.800000000003) makes 88,473,600 // it 1,999.0; one byte
+    # more gives 2,000 (swa 1,600 >= 256). Budget = 88,473,601 B
     m = gpt_oss()
     b = sglang.memory_for(m, 1000, 2, BF16, BF16)
-    assert b == 88_522_752
-    assert sglang.capacity(m, b, BF16, BF16).kv_cache_tokens == 2001
-    assert sglang.capacity(m, b - 1, BF16, BF16).kv_cache_tokens == 1999  # C = 1,800
+    assert b == 88_473_601
+    assert sglang.capacity(m, b, BF16, BF16).kv_cache_tokens == 2000
+    assert sglang.capacity(m, b - 1, BF16, BF16).kv_cache_tokens == 1999
     # without the pool: 2 x 1,000 x 49,152 = 98,304,000 B
     assert sglang.memory_for(m, 1000, 2, BF16, BF16, hybrid_swa_memory=False) == 98_304_000
 
@@ -346,7 +353,7 @@ def test_cli_flags(cli, tmp_path):
     r = cli("capacity", "gpt-oss-20b", "-m", "10GiB", "--engine", "sglang", "--swa-full-tokens-ratio", "0.5",
             "-f", "json")
     assert r.exit_code == 0, r.output
-    assert json.loads(r.stdout)["kv_cache_tokens"] == 291_270
+    assert json.loads(r.stdout)["kv_cache_tokens"] == 291_271
     r = cli("capacity", "gpt-oss-20b", "-m", "10GiB", "--engine", "sglang", "--disable-hybrid-swa-memory",
             "-f", "json")
     assert json.loads(r.stdout)["kv_cache_tokens"] == 218_453

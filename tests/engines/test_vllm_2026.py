@@ -107,6 +107,20 @@ def test_sparse_mla_one_group_of_latents_and_indexer_keys(name, fmt, label, per_
     assert planning.bytes_per_block(g) == 64 * per_token
 
 
+@pytest.mark.parametrize("name, per_token", [
+    # as above: GLM-5.2 78 x 656 + 21 x 132 = 53,940; DeepSeek-V3.2 61 x (656 + 132) = 48,068
+    ("glm-5.2", 53_940),
+    ("deepseek-v3.2", 48_068),
+])
+def test_sparse_mla_fp8_without_a_label_is_fp8_ds_mla(name, per_token):
+    """`kvcalc estimate --engine vllm --kv-dtype fp8` passes the format and no label: an fp8
+    cache is still FLASHMLA_SPARSE's fp8_ds_mla rows (656 B), not 576 B latents on the 16-bit
+    backend (the bug: label None was read as auto)."""
+    r, g = groups(name, FP8, "auto")
+    assert planning.bytes_per_block(g) == 64 * per_token
+    assert any("FLASHMLA_SPARSE" in n for n in r.notes)
+
+
 def test_glm_indexer_on_21_of_78_layers():
     # index_topk_freq 4, offset 3: layers 0, 1, 2, 6, 10, ..., 74
     r, _ = groups("glm-5.2")
@@ -234,3 +248,39 @@ def test_int4_per_token_head_on_a_hybrid():
     r = api_capacity("qwen3.5-27b", engine="vllm", kv_memory_bytes=16 * GiB, max_model_len=32_768,
                      kv_dtype="int4_per_token_head")
     assert (r.block_size, r.page_size_bytes, r.num_gpu_blocks, r.max_concurrency) == (3_072, 51_904_512, 330, 16.5)
+
+
+# ----- the vLLM 0.33 dtypes that name a layout, not a format (fp8_ds_mla, nvfp4_4over6 ...) ----------
+
+def vllm_formats(name: str, dtype: str):
+    from kvcalc.engines.profile import get_profile
+
+    return get_profile("vllm").kv_formats(load_model(name), dtype, options=HOPPER)
+
+
+@pytest.mark.parametrize("name, dtype, per_token", [
+    # fp8_ds_mla is what fp8 becomes on sparse MLA: DeepSeek-V3.2 61 x (656 + 132) = 48,068 B a token
+    ("deepseek-v3.2", "fp8_ds_mla", 48_068),
+    # GLM-5.2: 78 x 656 + 21 x 132 = 53,940
+    ("glm-5.2", "fp8_ds_mla", 53_940),
+])
+def test_fp8_ds_mla_sizes_as_fp8_on_sparse_mla(name, dtype, per_token):
+    c = vllm_formats(name, dtype)
+    r, g = groups(name, c.k, c.label)
+    assert planning.bytes_per_block(g) == 64 * per_token
+
+
+def test_nvfp4_4over6_is_nvfp4_bytes():
+    # Llama-3.1-8B: 2 x 32 layers x 8 heads x (64 + 8) = 36,864 B a token, as nvfp4
+    c = vllm_formats("llama-3.1-8b", "nvfp4_4over6")
+    assert c.k == NVFP4 and c.v == NVFP4
+
+
+@pytest.mark.parametrize("name, dtype, why", [
+    ("llama-3.1-8b", "fp8_ds_mla", "sparse MLA"),
+    ("deepseek-v3.2", "nvfp4_ds_mla", "SM100"),
+    ("llama-3.1-8b", "fp8_inc", "Intel Gaudi"),
+])
+def test_layout_dtypes_refused_with_the_reason(name, dtype, why):
+    with pytest.raises(KvcalcError, match=why):
+        vllm_formats(name, dtype)

@@ -35,6 +35,7 @@ from kvcalc.engines.llamacpp.common import (
     layer_k_v_bytes_per_cell,
     mib_f32,
     n_ctx_train,
+    pad_v_rows,
     v_pad_line,
 )
 from kvcalc.errors import MESSAGE, OPTION, KvcalcError, KvcalcWarning, flag
@@ -104,6 +105,11 @@ class LlamacppRules:
         """(lines, bytes, notes) of the recurrent memory beside the KV cache: none by default."""
         return [], 0, []
 
+    def own_swa_cache(self, model: ModelSpec) -> bool:
+        """True where the model's memory class keeps its own window-sized cache for an all-sliding
+        model (llama.cpp 0c1e570's DeepSeek-V4); False by default."""
+        return False
+
     # ----- shared -------------------------------------------------------------------------
 
     def mla_cache(self, model: ModelSpec) -> str:
@@ -169,12 +175,14 @@ class LlamacppRules:
                          f"{expanded.head_dim_k} K + {expanded.head_dim_v} V values per layer")
         per_cell = [layer_k_v_bytes_per_cell(expanded if expanded is not None and layer.kind == "mla" else layer, k, v)
                     if layer.caches_kv else (0, 0) for layer in model.layers]
+        if not flash_on:  # V stored transposed: each layer's row padded to the widest ([TAG_V_CACHE_VARIABLE])
+            per_cell = pad_v_rows(model, per_cell, v)
         tensor_split = list(o.tensor_split) if o.tensor_split else None
         dev = device_of_layers(model.n_layers, o.n_gpu_layers, tensor_split, o.n_devices)
         lay = Layers(att, per_cell, dev, tk, tv, v_pad_line(model, ctx.flash_attn))
         kinds = {model.layers[i].kind for i in att}
         iswa = self.swa_cache and "sliding" in kinds and len(kinds) > 1
-        if "sliding" in kinds and not iswa:
+        if "sliding" in kinds and not iswa and not self.own_swa_cache(model):
             notes.append("sliding-window layers get the full cache size " + self.no_swa_cache_note)
         c = self.caches(model, lay, requested, ctx, n_ubatch=n_ubatch_eff, iswa=iswa, flash_attn=flash_on)
         more, state, more_notes = self.recurrent(model, dev, parallel)

@@ -311,21 +311,41 @@ class Layers:
         return ([self.pad_v_line] if self.pad_v_line else []) + lines, k_tot, v_tot
 
 
+def _v_widths(model: ModelSpec) -> list[int]:
+    """head_count_kv(il) x value_length(il) of every layer that caches K and V (not MLA)."""
+    return [layer.n_kv_heads * layer.head_dim_v for layer in model.layers if layer.caches_kv and layer.kind != "mla"]
+
+
 def v_pad_line(model: ModelSpec, flash_attn: bool) -> str | None:
     """The warning `llama_kv_cache` logs before its buffers when flash attention is off (V is
-    stored transposed) and the V width, head_count_kv(il) x value_length, differs between layers
-    (`llama_hparams::is_n_embd_v_gqa_variable`, `src/llama-kv-cache.cpp` [TAG_V_CACHE_VARIABLE]):
-    "the V embeddings have different sizes across layers and FA is not enabled - padding V cache
-    to %d" (the widest). A Mamba hybrid's GGUF gives head_count_kv per layer, 0 on the Mamba
-    layers (Jamba, Nemotron-H, Granite-4 hybrid: `convert_hf_to_gguf.py`), so its V width varies;
-    Gated-DeltaNet hybrids (Qwen3-Next, Qwen3.5) give one count for all layers and do not. Every
-    attention layer of a kvcalc model has the same V width, so the padding adds no bytes. None
-    when there is no warning."""
-    widths = [layer.n_kv_heads * layer.head_dim_v for layer in model.layers if layer.caches_kv]
-    if flash_attn or not widths or not any(layer.kind == "mamba" for layer in model.layers):
+    stored transposed) and the V width, head_count_kv(il) x value_length(il), differs between
+    layers (`llama_hparams::is_n_embd_v_gqa_variable`, `src/llama-kv-cache.cpp` 158-161
+    [TAG_V_CACHE_VARIABLE]): "the V embeddings have different sizes across layers and FA is not
+    enabled - padding V cache to %d" (the widest). A Mamba hybrid's GGUF gives head_count_kv per
+    layer, 0 on the Mamba layers (Jamba, Nemotron-H, Granite-4 hybrid: `convert_hf_to_gguf.py`),
+    so its V width varies though its attention layers' do not (the padding adds no bytes);
+    Gated-DeltaNet hybrids (Qwen3-Next, Qwen3.5) give one count for all layers and do not. Gemma-4
+    and MiMo-V2 have wider sliding layers than full ones: `pad_v_rows` gives the bytes. None when
+    there is no warning."""
+    widths = _v_widths(model)
+    mamba = any(layer.kind == "mamba" for layer in model.layers)
+    if flash_attn or not widths or (not mamba and len(set(widths)) == 1):
         return None
     return ("llama_kv_cache: the V embeddings have different sizes across layers and FA is not enabled - "
             f"padding V cache to {max(widths)}")
+
+
+def pad_v_rows(model: ModelSpec, per_cell: list[tuple[int, int]], v: StorageFormat) -> list[tuple[int, int]]:
+    """`per_cell` with flash attention off: every attention layer's V row is n_embd_v_gqa_max()
+    values (`src/llama-kv-cache.cpp` 209-210: n_embd_v_gqa = !v_trans ? hparams.n_embd_v_gqa(il) :
+    hparams.n_embd_v_gqa_max()), the widest layer's; unchanged when the widths agree. Gemma-4-26B,
+    -fa off: its full layers' V of 2 x 512 is stored as 8 x 256 = 2,048 values."""
+    widths = _v_widths(model)
+    if len(set(widths)) <= 1:
+        return per_cell
+    row = v.bytes_for(max(widths), what="V row", field="v_dtype")
+    return [(kb, row if layer.caches_kv and layer.kind != "mla" else vb)
+            for (kb, vb), layer in zip(per_cell, model.layers, strict=True)]
 
 
 @dataclass

@@ -81,9 +81,32 @@ from __future__ import annotations
 
 from kvcalc.calc.kv_cache import ENGINES_MODEL_TODAY, refuse_unmodelled_layers
 from kvcalc.engines.llamacpp.base import LlamacppRules
-from kvcalc.engines.llamacpp.common import (N_CTX_PAD, QUANT_BLOCK, QUANTIZED, RECURRENT_BYTES, RECURRENT_TYPE,
-                                            SERVER_AUTO_PARALLEL, SWA_FULL_REF, SWA_PAD, Caches, Context, Layers,
-                                            device_name, mib_f32, pad, recurrent_r_s_values)
+from kvcalc.engines.llamacpp.common import (
+    N_CTX_PAD,
+    QUANT_BLOCK,
+    QUANTIZED,
+    RECURRENT_BYTES,
+    RECURRENT_TYPE,
+    SERVER_AUTO_PARALLEL,
+    SWA_FULL_REF,
+    SWA_PAD,
+    Caches,
+    Context,
+    Layers,
+    device_name,
+    mib_f32,
+    pad,
+    recurrent_r_s_values,
+)
+from kvcalc.engines.llamacpp.dsv4 import check_dsv4_model, dsv4_caches, dsv4_state_lines, is_dsv4
+from kvcalc.engines.llamacpp.models_2026 import (
+    KDA_FEATURES,
+    check_indexer_model,
+    indexer_caches,
+    indexer_class,
+    is_kda_hybrid,
+    kda_r_s_values,
+)
 from kvcalc.errors import MESSAGE, KvcalcError
 from kvcalc.schema import ModelSpec
 
@@ -102,7 +125,8 @@ def recurrent_lines(model: ModelSpec, dev: list[int], n_seq_max: int) -> tuple[l
     rec = [i for i, layer in enumerate(model.layers) if layer.keeps_state]
     if not rec:
         return [], 0, []
-    sized = [(i, *recurrent_r_s_values(model, model.layers[i])) for i in rec]
+    kda = is_kda_hybrid(model)  # Kimi-Linear / Kimi-K3: llama.cpp's own KDA sizes (models_2026)
+    sized = [(i, *(kda_r_s_values(model) if kda else recurrent_r_s_values(model, model.layers[i]))) for i in rec]
     if any(r + s == 0 for _, r, s in sized):
         return [], 0, ["mamba / linear-attention layers: the config does not size their state; not counted"]
     cells = max(1, n_seq_max)
@@ -141,11 +165,16 @@ def current_caches(model: ModelSpec, lay: Layers, requested: int, *, parallel: i
         n_stream, n_ctx_pad = parallel, cells * parallel
     if not lay.att:
         return Caches([], 0, 0, n_stream, cells, n_ctx_pad, buffers)
+    if is_dsv4(model):  # llama_kv_cache_dsv4 (dsv4)
+        return dsv4_caches(model, lay, cells, parallel=parallel, swa_full=swa_full, n_ubatch=n_ubatch, n_ctx=n_ctx_pad)
+    if indexer_class(model) is not None:  # llama_kv_cache_dsa / _msa (models_2026)
+        return indexer_caches(model, lay, cells, n_stream, parallel, n_ctx_pad)
     if not iswa:
         lines, k_tot, v_tot = lay.lines("llama_kv_cache", cells, n_stream, parallel, lay.att, buffers)
         return Caches(lines, k_tot, v_tot, n_stream, cells, n_ctx_pad, buffers)
     sliding = [i for i in lay.att if model.layers[i].kind == "sliding"]
-    window = max(model.layers[i].window or 0 for i in sliding)
+    # n_swa: the GGUF's sliding_window (`ModelSpec.gguf_sliding_window` where it differs from the layers')
+    window = model.gguf_sliding_window or max(model.layers[i].window or 0 for i in sliding)
     size_swa = pad(min(cells, window * (parallel if unified else 1) + n_ubatch), SWA_PAD)
     lines = []
     if swa_full:
@@ -168,9 +197,14 @@ NO_ARCHITECTURE = {
     "step3p7": ("Step3p7FlashForCausalLM", "src/llama-arch.cpp has step35 (Step-3.5) and no Step-3.7"),
 }
 #: model types whose per-layer head geometry llama.cpp 0c1e570 sizes per layer
-#: (`llama_kv_cache_iswa` with `n_embd_head_k_swa` / full, `src/llama-model.cpp` 2352-2760;
-#: Gemma-4's K = V layers allocate both K and V rows)
-PER_LAYER_GEOMETRY_MODEL_TYPES = frozenset({"gemma4", "gemma4_text"})
+#: (`llama_kv_cache_iswa` with `n_embd_head_k_swa` / full and head_count_kv per layer,
+#: `src/llama-model.cpp` 2776-2860, `src/llama-hparams.cpp` 140-166; Gemma-4's K = V layers
+#: allocate both K and V rows). MiMo-V2 (`mimo2`, `src/models/mimo2.cpp` 3-23): the converter
+#: (`conversion/mimo.py` 143-175) writes head_count_kv per layer (swa_num_key_value_heads on the
+#: sliding ones), the config's sliding_window as n_swa and the sliding-window pattern; its 3 MTP
+#: layers (NextN, appended as sliding layers) are filtered out of the main context (il < n_layer,
+#: `src/llama-model.cpp` 2796-2803) and cached only in a draft (MTP) context, not modelled.
+PER_LAYER_GEOMETRY_MODEL_TYPES = frozenset({"gemma4", "gemma4_text", "mimo_v2_flash"})
 
 
 class Current(LlamacppRules):
@@ -201,14 +235,30 @@ class Current(LlamacppRules):
     def check_model(self, model: ModelSpec) -> None:
         """Raise `KvcalcError` (field `model`) for a config llama.cpp 0c1e570 has no architecture
         for (`NO_ARCHITECTURE`, its own words), then the layers kvcalc's llama.cpp profile sizes:
-        Gemma-4's per-layer heads and head sizes (`PER_LAYER_GEOMETRY_MODEL_TYPES`) pass; the
-        DSA / DeepSeek-V4 / MSA caches (`llama_kv_cache_dsa`, `_dsv4`, `_msa`), Kimi-K3's hybrid
-        memory and MiMo-V2's per-layer geometry are refused as not modelled yet."""
+        Gemma-4's per-layer heads and head sizes (`PER_LAYER_GEOMETRY_MODEL_TYPES`) and the
+        indexer caches of DeepSeek-V3.2, GLM-5 and MiniMax-M3 (`llama_kv_cache_dsa`, `_msa`:
+        `models_2026`) pass, MiMo-V2's per-layer geometry (n_swa: `gguf_sliding_window`) and the
+        Kimi-Linear / Kimi-K3 hybrid (MLA latent + KDA state, `models_2026.is_kda_hybrid`) and
+        DeepSeek-V4's `llama_kv_cache_dsv4` (`dsv4`)."""
         arch = NO_ARCHITECTURE.get(model.model_type or "")
         if arch is not None:
             raise KvcalcError(f"{model.name}: llama.cpp 0c1e570 has no architecture for it: convert_hf_to_gguf.py "
                               f"says \"Model {arch[0]} is not supported\", and a GGUF of it fails with \"unknown "
                               f"model architecture\" ({arch[1]})", field="model", value=model.name, form=MESSAGE)
+        if indexer_class(model) is not None:  # DeepSeek-V3.2, GLM-5, MiniMax-M3: models_2026
+            check_indexer_model(model)
+            return
+        if is_dsv4(model):  # DeepSeek-V4: llama_kv_cache_dsv4 (dsv4)
+            check_dsv4_model(model)
+            return
+        if is_kda_hybrid(model):  # Kimi-Linear, Kimi-K3: llama_memory_hybrid (MLA latent + KDA state)
+            refuse_unmodelled_layers(model, "llama.cpp", KDA_FEATURES)
+            return
+        if model.model_type == "mimo_v2_flash" and model.gguf_sliding_window is None:
+            raise KvcalcError(f"{model.name}: llama.cpp's converter writes the config's sliding_window as the GGUF's "
+                              "n_swa (conversion/mimo.py) and the config gives none, so llama.cpp's SWA cache size is "
+                              "not known; add sliding_window to the config", field="sliding_window",
+                              value=model.name, form=MESSAGE)
         if model.model_type in PER_LAYER_GEOMETRY_MODEL_TYPES and model.index_head_dim is None:
             refuse_unmodelled_layers(model, "llama.cpp", ENGINES_MODEL_TODAY | {"kind_geometry", "kv_shared"})
             return
@@ -228,10 +278,13 @@ class Current(LlamacppRules):
           n_embd_head_k=%u"; `head_sizes`), e.g. q8_0 with Phi-2's heads of 80.
         """
         func = "llama_init_from_model"
-        latent = any(layer.kind == "mla" for layer in model.layers) and self.mla_cache(model) == "latent"
+        # `model->hparams.is_mla() || model->arch == LLM_ARCH_DEEPSEEK4` (src/llama-context.cpp 3835)
+        latent = (any(layer.kind == "mla" for layer in model.layers) and self.mla_cache(model) == "latent"
+                  or is_dsv4(model))
         if latent and tk != tv:
+            held = "K = V rows as K only" if is_dsv4(model) else "the MLA latent as K, V is a view of it"
             raise KvcalcError(f"llama.cpp refuses it: \"{func}: model does not support different K ({tk}) and V "
-                              f"({tv}) cache types\" ({model.name} caches the MLA latent as K, V is a view of it); "
+                              f"({tv}) cache types\" ({model.name} caches {held}); "
                               "give one type to -ctk and -ctv", field="v_dtype", value=tv)
         if tv in QUANTIZED and not flash_attn:
             raise KvcalcError(f"llama.cpp refuses it: \"{func}: quantized V cache requires flash_attn to be "
@@ -252,7 +305,12 @@ class Current(LlamacppRules):
         return current_caches(model, lay, requested, parallel=ctx.parallel, unified=ctx.unified, iswa=iswa,
                               swa_full=ctx.swa_full, n_ubatch=n_ubatch)
 
+    def own_swa_cache(self, model: ModelSpec) -> bool:
+        return is_dsv4(model)  # llama_kv_cache_dsv4's raw llama_kv_cache_iswa
+
     def recurrent(self, model: ModelSpec, dev: list[int], n_seq_max: int) -> tuple[list[str], int, list[str]]:
+        if is_dsv4(model):  # the compressor states, f32, per sequence
+            return dsv4_state_lines(model, dev, n_seq_max)
         return recurrent_lines(model, dev, n_seq_max)
 
 

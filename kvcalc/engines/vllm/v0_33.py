@@ -328,7 +328,11 @@ class Vllm033(V1Rules):
             raise KvcalcError(f"{model.name}: per-token-head KV scales are not modelled by kvcalc's vLLM 0.33 profile "
                               "for per-layer geometry, sparse MLA or DeepSeek-V4", field="kv_dtype",
                               value=label, form=MESSAGE)
-        if label is None or label.startswith("auto"):
+        if label is None and k == v and k.name != self.default_kv_dtype(model)[0]:
+            # no label (`kvcalc estimate --kv-dtype fp8`): the format still names vLLM's dtype;
+            # reading it as auto put an fp8 cache on the 16-bit sparse MLA backend (576 B rows)
+            cache_dtype = VLLM_033_FORMAT_NAMES.get(k.name, k.name)
+        elif label is None or label.startswith("auto"):
             cache_dtype = "auto"
         else:
             cache_dtype = VLLM_033_FORMAT_NAMES.get(k.name, k.name) if k == v else label

@@ -84,6 +84,7 @@ def _mimo_v2(c: _Cfg, f: dict[str, Any]) -> dict[str, Any]:
       swa_v_head_dim (what vLLM reads): a value disagreeing with transformers' is refused;
     - the window: `sliding_window_size` + 1 when given ("attends to sliding_window_size previous
       tokens plus the query"), else sliding_window (default 129);
+    - `gguf_sliding_window`: the config's sliding_window, the n_swa llama.cpp's converter writes;
     - attention sinks: one logit per query head on the SWA layers
       (`add_swa_attention_sink_bias`; `add_full_attention_sink_bias` for the full ones): weights;
     - `attention_chunk_size`: not read by transformers' nor vLLM's MiMo-V2 code (the SWA layers
@@ -106,6 +107,8 @@ def _mimo_v2(c: _Cfg, f: dict[str, Any]) -> dict[str, Any]:
                                              ("full", "add_full_attention_sink_bias")) if c.flag(key, default=False)] or None
     size = c.count("sliding_window_size")
     window = size + 1 if size is not None else c.int_or_null("sliding_window", 129)
+    # llama.cpp's converter writes the config's sliding_window as n_swa (conversion/mimo.py 159; none without it)
+    f["gguf_sliding_window"] = c.int_or_null("sliding_window", None)
     shared = c.count("n_shared_experts", minimum=0)
     if shared and f.get("moe_intermediate_size"):
         f["shared_expert_intermediate_size"] = shared * f["moe_intermediate_size"]
