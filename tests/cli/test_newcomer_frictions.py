@@ -43,8 +43,14 @@ def test_capacity_help_groups_its_options(cli):
         "Arguments": 0,
         "Options": 3,  # --engine, --format, --help
         "KV memory, offload tiers and shared prefixes": 16,  # --kv-memory and the tiers below the GPU (issue 22)
-        "Requests": 2, "Parallel layout": 8, "KV cache format": 3, "vLLM (--engine vllm)": 10,
-        "SGLang (--engine sglang)": 6, "llama.cpp (--engine llamacpp)": 14, "GPU and model source": 5}
+        "Requests": 2,
+        "Parallel layout": 8,
+        "KV cache format": 3,
+        "vLLM (--engine vllm)": 10,
+        "SGLang (--engine sglang)": 6,
+        "llama.cpp (--engine llamacpp)": 14,
+        "GPU and model source": 5,
+    }
 
 
 @pytest.mark.parametrize("command", ["estimate", "sweep", "plan"])

@@ -29,7 +29,8 @@ CountMap = Mapping[str, tuple[tuple[str, ...], Any]]
 class Kinds:
     """How a family's layer kinds are read, in order of precedence:
 
-    - `layer_types`: the config's `layer_types` list (transformers names) when present;
+    - `layer_types`: the config's `layer_types` list (transformers names) when present (and
+      `layer_types` is true: the families older than that key ignore it);
     - `codes`: a per-layer list under `codes[0]` whose values map to kinds by `codes[1]`
       (MiMo-V2-Flash `hybrid_layer_pattern`: 0 full, 1 sliding; MiniMax `attn_type_list`);
     - `every`: layer i is `nth` when (i + 1) % every == 0 and `rest` otherwise, `every` read from
@@ -46,12 +47,13 @@ class Kinds:
     codes: tuple[str, Mapping[object, str]] | None = None
     last: str | None = None
     trim_to_layers: bool = False  # lists padded with MTP entries (Step-3.7) are cut to num_hidden_layers
+    layer_types: bool = True  # False: the family's code never reads `layer_types` (GPT-2, Falcon, MPT)
 
     def read(self, c: _Cfg, n_layers: int | None) -> list[str] | None:
         """The kinds, one per layer, or None for "every layer `rest`" with no list needed."""
         n = n_layers or 0
         kinds: list[str] | None
-        if c.get("layer_types") is not None:
+        if self.layer_types and c.get("layer_types") is not None:
             if self.trim_to_layers and isinstance(c.data["layer_types"], list) and len(c.data["layer_types"]) > n:
                 c = _Cfg({**c.data, "layer_types": c.data["layer_types"][:n]}, c.path, c.model_type)
             kinds = _kinds_from_layer_types(c, n_layers)
