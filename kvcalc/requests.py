@@ -305,13 +305,9 @@ def run_estimate(req: EstimateRequest) -> EstimateResult:
         serving = planner.serving(est.seq_len, est.batch, est.kv_cache_bytes_per_gpu)
         request = request_result(planner, req)
         if req.speculative is not None:
-            import dataclasses as _dc
-
             from kvcalc.calc import speculative as spec_calc
-            from kvcalc.results import SpeculativeEstimate
 
-            sp = spec_calc.estimate(planner, req.speculative, est.seq_len, est.batch)
-            spec_res = SpeculativeEstimate(**_dc.asdict(sp))
+            spec_res = spec_calc.estimate(planner, req.speculative, est.seq_len, est.batch)
     elif req.speculative is not None:
         raise KvcalcError("--speculative-config needs --gpu (the draft's weights and the step times are per GPU)",
                           option="--speculative-config")

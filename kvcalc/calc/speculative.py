@@ -37,6 +37,7 @@ import json
 from dataclasses import dataclass
 
 from kvcalc.errors import MESSAGE, KvcalcError
+from kvcalc.results import SpeculativeEstimate
 from kvcalc.schema import ModelSpec
 
 #: vLLM 0.33.0 `--speculative-config` methods kvcalc sizes, and the lookahead each reserves
@@ -181,33 +182,7 @@ def spec_tpot_s(verify_step_s: float, draft_step_s: float, num_speculative_token
     return (verify_step_s + num_speculative_tokens * draft_step_s) / accepted
 
 
-@dataclass(frozen=True)
-class SpecEstimate:
-    """What speculative decoding adds on one GPU rank at (T, B) (bytes, s): the draft's weights
-    (MTP layers or draft model), the draft's KV, the lookahead slots' KV on the target, the extra
-    recurrent-state blocks; the memory then used and whether it fits; the verify and draft step
-    times and, with the user's acceptance length, TPOT and total tokens/s (None without it)."""
-
-    method: str
-    num_speculative_tokens: int
-    lookahead_tokens: int
-    draft_weight_bytes: int
-    draft_kv_bytes: int
-    lookahead_kv_bytes: int
-    state_extra_bytes: int
-    memory_bytes_per_gpu: int
-    budget_bytes_per_gpu: int
-    fits: bool
-    verify_step_s: float
-    draft_step_s: float
-    accepted: float | None
-    tpot_s: float | None
-    tokens_per_s: float | None
-    vllm_config: str
-    sglang_flags: str
-
-
-def estimate(planner: object, spec: SpecDecode, seq_len: int, batch: int) -> SpecEstimate:
+def estimate(planner: object, spec: SpecDecode, seq_len: int, batch: int) -> SpeculativeEstimate:
     """Speculative decoding on a `memory_plan.Planner`'s layout at `seq_len` tokens for `batch`
     sequences per replica (its fullest attention-DP rank's share, `parallel.rank_batch`).
 
@@ -258,7 +233,7 @@ def estimate(planner: object, spec: SpecDecode, seq_len: int, batch: int) -> Spe
     if spec.accepted is not None:
         tpot = spec_tpot_s(verify_s, draft_s, k, spec.accepted)
         tok_s = batch * lay.dp / tpot
-    return SpecEstimate(
+    return SpeculativeEstimate(
         method=spec.method,
         num_speculative_tokens=k,
         lookahead_tokens=spec.lookahead_tokens,
