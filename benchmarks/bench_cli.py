@@ -82,8 +82,12 @@ def startup(runs: int, count_instructions: bool = False) -> None:
     cmds = {
         "python -c 'import typer, rich, pydantic, yaml'": [py, "-c", "import typer, rich, pydantic, yaml"],
         f"kvcalc estimate {MODEL}": [py, "-m", "kvcalc", "estimate", MODEL],
-        "a bare typer + rich + pydantic + yaml command": [py, "-c", FLOOR_APP,
-                                                          str(ROOT / "configs" / "models" / f"{MODEL}.yaml")],
+        "a bare typer + rich + pydantic + yaml command": [
+            py,
+            "-c",
+            FLOOR_APP,
+            str(ROOT / "configs" / "models" / f"{MODEL}.yaml"),
+        ],
     }
     for cmd in cmds.values():
         for _ in range(2):
@@ -99,8 +103,10 @@ def startup(runs: int, count_instructions: bool = False) -> None:
     print(f"start-up, median of {runs} fresh processes (wall | CPU = user + system):")
     for name in cmds:
         w, c = wall[name], cpu[name]
-        print(f"  {name:<46}: {statistics.median(w) * 1e3:6.1f} ms (min {min(w) * 1e3:.1f}, max {max(w) * 1e3:.1f}) "
-              f"| {statistics.median(c) * 1e3:6.1f} ms (min {min(c) * 1e3:.1f}, max {max(c) * 1e3:.1f})")
+        print(
+            f"  {name:<46}: {statistics.median(w) * 1e3:6.1f} ms (min {min(w) * 1e3:.1f}, max {max(w) * 1e3:.1f}) "
+            f"| {statistics.median(c) * 1e3:6.1f} ms (min {min(c) * 1e3:.1f}, max {max(c) * 1e3:.1f})"
+        )
     for label, other in (("ratio to the imports", base), ("ratio to the bare command", floor)):
         rw = statistics.median(wall[cli]) / statistics.median(wall[other])
         rc = statistics.median(cpu[cli]) / statistics.median(cpu[other])
@@ -114,7 +120,9 @@ def startup(runs: int, count_instructions: bool = False) -> None:
         print("instructions executed, one run each (valgrind callgrind):")
         for name, n in counts.items():
             print(f"  {name:<46}: {n / 1e6:8.1f} M")
-        print(f"  {'ratio to the bare command':<46}: {counts[cli] / counts[floor]:8.3f} x   (target <= {TARGET_RATIO:g})")
+        print(
+            f"  {'ratio to the bare command':<46}: {counts[cli] / counts[floor]:8.3f} x   (target <= {TARGET_RATIO:g})"
+        )
 
 
 def instructions(cmds: dict[str, list[str]], env: dict[str, str]) -> dict[str, int] | None:
@@ -127,8 +135,15 @@ def instructions(cmds: dict[str, list[str]], env: dict[str, str]) -> dict[str, i
         return None
     out = {}
     for name, cmd in cmds.items():
-        r = subprocess.run(["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null", *cmd], cwd=ROOT,
-                           env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, check=True)
+        r = subprocess.run(
+            ["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null", *cmd],
+            cwd=ROOT,
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+            check=True,
+        )
         out[name] = int(re.search(r"Collected : (\d+)", r.stderr).group(1))
     return out
 
@@ -140,13 +155,15 @@ def sweep_speed() -> None:
 
     if hasattr(os, "sched_setaffinity"):
         os.sched_setaffinity(0, {sorted(os.sched_getaffinity(0))[0]})
-    cases = [("llama-3.1-8b", "h100-sxm", Layout()),
-             ("llama-3.1-70b", "h100-sxm", Layout(tp=4, k_dtype="fp8_e4m3")),
-             ("gemma-3-27b", "h200", Layout()),
-             ("deepseek-v3", "h200", Layout(tp=8, weight_dtype="fp8"))]
+    cases = [
+        ("llama-3.1-8b", "h100-sxm", Layout()),
+        ("llama-3.1-70b", "h100-sxm", Layout(tp=4, k_dtype="fp8_e4m3")),
+        ("gemma-3-27b", "h200", Layout()),
+        ("deepseek-v3", "h200", Layout(tp=8, weight_dtype="fp8")),
+    ]
     models = [(load_model(m), get_gpu(g), lay) for m, g, lay in cases]
-    seq_lens = [256 * (i + 1) for i in range(250)]          # 256 .. 64,000 tokens
-    batches = list(range(1, 101))                            # 1 .. 100
+    seq_lens = [256 * (i + 1) for i in range(250)]  # 256 .. 64,000 tokens
+    batches = list(range(1, 101))  # 1 .. 100
     n = len(models) * len(seq_lens) * len(batches)
     t0 = time.perf_counter()
     acc = 0.0
@@ -160,8 +177,10 @@ def sweep_speed() -> None:
                 fits += ok
                 acc += tpot
     dt = time.perf_counter() - t0
-    print(f"sweep: {n:,} (model, seq_len, batch) points over {len(models)} models on one core: "
-          f"{dt:.3f} s ({dt / n * 1e6:.2f} us/point; {fits:,} fit; target < 1 s)")
+    print(
+        f"sweep: {n:,} (model, seq_len, batch) points over {len(models)} models on one core: "
+        f"{dt:.3f} s ({dt / n * 1e6:.2f} us/point; {fits:,} fit; target < 1 s)"
+    )
 
 
 def main() -> None:

@@ -47,9 +47,11 @@ def main() -> None:
         med = statistics.median(times)
         top = res.layouts[0] if res.layouts else None
         best = f"{top.count} x {top.gpu} tp{top.tp} pp{top.pp} dp{top.dp}" if top else "none"
-        print(f"  {name:14s} {conc} x {seq:>4s}, TPOT <= {tpot:g} ms: {res.points_searched:,} points in "
-              f"{med * 1e3:,.0f} ms (min {min(times) * 1e3:,.0f}, max {max(times) * 1e3:,.0f}) = "
-              f"{res.points_searched / med:,.0f} points/s; best {best}")
+        print(
+            f"  {name:14s} {conc} x {seq:>4s}, TPOT <= {tpot:g} ms: {res.points_searched:,} points in "
+            f"{med * 1e3:,.0f} ms (min {min(times) * 1e3:,.0f}, max {max(times) * 1e3:,.0f}) = "
+            f"{res.points_searched / med:,.0f} points/s; best {best}"
+        )
 
 
 if __name__ == "__main__":

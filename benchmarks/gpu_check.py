@@ -44,8 +44,9 @@ EST_BYTES_PER_S = 4.8e12
 WARMUP_STEPS = 5  # kvcalc.measure.run's warm-up on CUDA
 
 
-def select_points(specs: list, contexts: list[int], batches: list[int], free_bytes: int,
-                  make_plan) -> tuple[list[tuple], list[str]]:
+def select_points(
+    specs: list, contexts: list[int], batches: list[int], free_bytes: int, make_plan
+) -> tuple[list[tuple], list[str]]:
     """The sweep's points that fit: (spec, layers, T, B, kv_bytes, needed_bytes) for each
     model x context x batch whose plan (`make_plan(spec, T, B, layers)`, no tensor allocated)
     needs at most FIT_FRACTION x `free_bytes`; and a note for each point skipped."""
@@ -55,15 +56,22 @@ def select_points(specs: list, contexts: list[int], batches: list[int], free_byt
             for B in batches:
                 plan = make_plan(spec, T, B, layers)
                 if plan.needed_bytes > FIT_FRACTION * free_bytes:
-                    notes.append(f"skip {spec.name} T={T} B={B}: needs {plan.needed_bytes / GIB:.1f} GiB, "
-                                 f"{free_bytes / GIB:.1f} GiB free")
+                    notes.append(
+                        f"skip {spec.name} T={T} B={B}: needs {plan.needed_bytes / GIB:.1f} GiB, "
+                        f"{free_bytes / GIB:.1f} GiB free"
+                    )
                     continue
                 points.append((spec, layers, T, B, plan.predicted_kv_bytes, plan.needed_bytes))
     return points, notes
 
 
-def estimate_s(points: list[tuple], steps: int, modes: int, bytes_per_s: float = EST_BYTES_PER_S,
-               overhead_s: float = RUN_OVERHEAD_S) -> float:
+def estimate_s(
+    points: list[tuple],
+    steps: int,
+    modes: int,
+    bytes_per_s: float = EST_BYTES_PER_S,
+    overhead_s: float = RUN_OVERHEAD_S,
+) -> float:
     """Seconds the sweep should take: per point and mode, (warm-up + steps) reads of its KV
     bytes at `bytes_per_s`, plus `overhead_s`."""
     return sum(modes * ((WARMUP_STEPS + steps) * p[4] / bytes_per_s + overhead_s) for p in points)
@@ -84,11 +92,28 @@ def main(argv: list[str]) -> int:
         print("gpu_check: torch sees no CUDA GPU; KVCALC_GPU_CHECK_CPU=1 runs the CPU smoke mode", file=sys.stderr)
         return 2
     name = torch.cuda.get_device_name() if device == "cuda" else "cpu"
-    models, contexts, batches = (CPU_MODELS, CPU_CONTEXTS, CPU_BATCHES) if cpu else (GPU_MODELS, GPU_CONTEXTS, GPU_BATCHES)
+    models, contexts, batches = (
+        (CPU_MODELS, CPU_CONTEXTS, CPU_BATCHES) if cpu else (GPU_MODELS, GPU_CONTEXTS, GPU_BATCHES)
+    )
     steps = 2 if cpu else 30
     modes = [False] if cpu else [False, True]
-    cols = ["model", "mode", "layers", "T", "B", "KV GiB", "bytes equal", "median ms", "p10-p90 ms", "GB/s",
-            "% probe", "% table", "err % (probe)", "err % (table)", "probe GB/s"]
+    cols = [
+        "model",
+        "mode",
+        "layers",
+        "T",
+        "B",
+        "KV GiB",
+        "bytes equal",
+        "median ms",
+        "p10-p90 ms",
+        "GB/s",
+        "% probe",
+        "% table",
+        "err % (probe)",
+        "err % (table)",
+        "probe GB/s",
+    ]
     rows: list[list[str]] = []
     notes: list[str] = []
     t0 = time.monotonic()
@@ -103,14 +128,17 @@ def main(argv: list[str]) -> int:
         torch.empty(1, device="cuda")
         torch.cuda.empty_cache()
     free = M.free_memory_bytes(device) or 0
-    points, skipped = select_points(specs, contexts, batches, free,
-                                    lambda spec, T, B, layers: M.make_plan(spec, T, B, fmt, fmt, device, layers))
+    points, skipped = select_points(
+        specs, contexts, batches, free, lambda spec, T, B, layers: M.make_plan(spec, T, B, fmt, fmt, device, layers)
+    )
     notes += skipped
     est = estimate_s(points, steps, len(modes))
-    head = (f"kvcalc gpu_check: {name}, torch {torch.__version__}, "
-            f"PYTORCH_CUDA_ALLOC_CONF={os.environ.get('PYTORCH_CUDA_ALLOC_CONF', '')}, "
-            f"{datetime.datetime.now().isoformat(timespec='seconds')}; {len(points)} points x {len(modes)} "
-            f"mode(s), {free / GIB:.1f} GiB free, estimate {est:.0f} s at {EST_BYTES_PER_S / 1e12:.1f} TB/s")
+    head = (
+        f"kvcalc gpu_check: {name}, torch {torch.__version__}, "
+        f"PYTORCH_CUDA_ALLOC_CONF={os.environ.get('PYTORCH_CUDA_ALLOC_CONF', '')}, "
+        f"{datetime.datetime.now().isoformat(timespec='seconds')}; {len(points)} points x {len(modes)} "
+        f"mode(s), {free / GIB:.1f} GiB free, estimate {est:.0f} s at {EST_BYTES_PER_S / 1e12:.1f} TB/s"
+    )
     print(head, file=sys.stderr, flush=True)
     failed = over = False
     for spec, layers, T, B, _, _ in points:
@@ -122,15 +150,27 @@ def main(argv: list[str]) -> int:
         for graph in modes:
             r = None
             try:
-                r = M.run(M.MeasureRequest(model=spec, seq_len=T, batch=B, k_format=fmt, v_format=fmt, device=device,
-                                           layers=layers, steps=steps, cuda_graph=graph))
+                r = M.run(
+                    M.MeasureRequest(
+                        model=spec,
+                        seq_len=T,
+                        batch=B,
+                        k_format=fmt,
+                        v_format=fmt,
+                        device=device,
+                        layers=layers,
+                        steps=steps,
+                        cuda_graph=graph,
+                    )
+                )
             except KvcalcError as e:
                 notes.append(f"skip {spec.name} T={T} B={B}: {e}")
             except Exception as e:  # CUDA OOM, a kernel error: note it, free, go on
                 failed = True
                 msg = str(e).strip().splitlines()[0] if str(e).strip() else ""
-                notes.append(f"FAILED {spec.name} T={T} B={B} {'graph' if graph else 'eager'}: "
-                             f"{type(e).__name__}: {msg[:200]}")
+                notes.append(
+                    f"FAILED {spec.name} T={T} B={B} {'graph' if graph else 'eager'}: {type(e).__name__}: {msg[:200]}"
+                )
             if r is None:  # the exception (and the frames it held) is gone: release the memory
                 gc.collect()
                 if device == "cuda":
@@ -138,17 +178,23 @@ def main(argv: list[str]) -> int:
                 continue
             rows.append(_row(r, T, "graph" if graph else "eager"))
             if rows[-1][6] != "yes":
-                notes.append(f"{spec.name} T={T} B={B}: storage {r.measured_kv_bytes}, requested "
-                             f"{r.allocator_requested_delta_bytes}, allocated {r.allocator_allocated_delta_bytes} "
-                             f"(expected {r.allocator_allocated_expected_bytes}) vs predicted {r.predicted_kv_bytes}")
+                notes.append(
+                    f"{spec.name} T={T} B={B}: storage {r.measured_kv_bytes}, requested "
+                    f"{r.allocator_requested_delta_bytes}, allocated {r.allocator_allocated_delta_bytes} "
+                    f"(expected {r.allocator_allocated_expected_bytes}) vs predicted {r.predicted_kv_bytes}"
+                )
             print(" | ".join(rows[-1]), file=sys.stderr, flush=True)
     widths = [max(len(c), *(len(r[i]) for r in rows)) if rows else len(c) for i, c in enumerate(cols)]
-    lines = [head, "KV bf16, backend sdpa; mode eager = one Python step per token, graph = one step captured "
-             "in a CUDA graph and replayed (its write position is baked in: every replay rewrites slot T-1); "
-             "bytes equal = tensor storage == allocator requested == engine "
-             "prediction, and memory_allocated == tensors rounded to 512 B; err % = 100 x (predicted - "
-             "measured) / measured, predicted = bytes read / bandwidth (probe: measured in the same run; "
-             "table: kvcalc/data/gpus.yaml)", ""]
+    lines = [
+        head,
+        "KV bf16, backend sdpa; mode eager = one Python step per token, graph = one step captured "
+        "in a CUDA graph and replayed (its write position is baked in: every replay rewrites slot T-1); "
+        "bytes equal = tensor storage == allocator requested == engine "
+        "prediction, and memory_allocated == tensors rounded to 512 B; err % = 100 x (predicted - "
+        "measured) / measured, predicted = bytes read / bandwidth (probe: measured in the same run; "
+        "table: kvcalc/data/gpus.yaml)",
+        "",
+    ]
     lines.append("  ".join(c.rjust(w) for c, w in zip(cols, widths, strict=True)))
     lines += ["  ".join(c.rjust(w) for c, w in zip(r, widths, strict=True)) for r in rows]
     lines += [""] + [f"note: {n}" for n in notes] + [f"elapsed {time.monotonic() - t0:.0f} s"]
@@ -165,18 +211,28 @@ def main(argv: list[str]) -> int:
 
 def _row(r, T: int, mode: str) -> list[str]:
     """One table row from a MeasureResult."""
-    eq = r.measured_kv_bytes == r.predicted_kv_bytes and (
-        r.allocator_requested_delta_bytes in (None, r.predicted_kv_bytes)) and (
-        r.allocator_allocated_delta_bytes == r.allocator_allocated_expected_bytes)
-    return [r.model, mode, f"{r.layers_measured}/{r.n_layers}", f"{T // 1024}k" if T >= 1024 else str(T),
-            str(r.batch), f"{r.predicted_kv_bytes / GIB:.3f}", "yes" if eq else "NO",
-            f"{r.measured_step_s_median * 1e3:.3f}",
-            f"{r.measured_step_s_p10 * 1e3:.3f}-{r.measured_step_s_p90 * 1e3:.3f}",
-            f"{r.achieved_bytes_per_s / 1e9:.0f}", f"{100 * r.fraction_of_probe:.1f}",
-            "n/a" if r.fraction_of_table is None else f"{100 * r.fraction_of_table:.1f}",
-            f"{r.error_percent:+.1f}",
-            "n/a" if r.error_percent_table is None else f"{r.error_percent_table:+.1f}",
-            f"{r.probe_bytes_per_s / 1e9:.0f}"]
+    eq = (
+        r.measured_kv_bytes == r.predicted_kv_bytes
+        and (r.allocator_requested_delta_bytes in (None, r.predicted_kv_bytes))
+        and (r.allocator_allocated_delta_bytes == r.allocator_allocated_expected_bytes)
+    )
+    return [
+        r.model,
+        mode,
+        f"{r.layers_measured}/{r.n_layers}",
+        f"{T // 1024}k" if T >= 1024 else str(T),
+        str(r.batch),
+        f"{r.predicted_kv_bytes / GIB:.3f}",
+        "yes" if eq else "NO",
+        f"{r.measured_step_s_median * 1e3:.3f}",
+        f"{r.measured_step_s_p10 * 1e3:.3f}-{r.measured_step_s_p90 * 1e3:.3f}",
+        f"{r.achieved_bytes_per_s / 1e9:.0f}",
+        f"{100 * r.fraction_of_probe:.1f}",
+        "n/a" if r.fraction_of_table is None else f"{100 * r.fraction_of_table:.1f}",
+        f"{r.error_percent:+.1f}",
+        "n/a" if r.error_percent_table is None else f"{r.error_percent_table:+.1f}",
+        f"{r.probe_bytes_per_s / 1e9:.0f}",
+    ]
 
 
 if __name__ == "__main__":

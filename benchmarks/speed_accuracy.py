@@ -85,17 +85,25 @@ def build_cases() -> tuple[list[Case], list[str]]:
         model = models.setdefault(name, load_model(name))
         gpu = get_gpu(r["kvcalc_gpu"])
         kv = KV[r["kvcalc_kv_dtype"]]
-        lay = Layout(tp=r["tp"], weight_dtype=r["kvcalc_weight_dtype"], k_dtype=kv, v_dtype=kv,
-                     gpu_memory_utilization=1.0)
+        lay = Layout(
+            tp=r["tp"], weight_dtype=r["kvcalc_weight_dtype"], k_dtype=kv, v_dtype=kv, gpu_memory_utilization=1.0
+        )
         cases.append(Case(row=r, planner=Planner(model, gpu, lay), gpu=gpu))
     return cases, skipped
 
 
 def terms_for(case: Case, table: speed.SpeedTable) -> speed.SpeedTerms:
     g = case.gpu
-    return speed.resolve_terms(table, engine=ENGINES[case.row["engine"]], vendor=g.vendor, name=g.name,
-                               interconnect_bytes_per_s=g.interconnect_bytes_per_s, hbm_bytes_per_s=g.hbm_bytes_per_s,
-                               bf16_flops_per_s=g.bf16_flops_per_s, tp=case.row["tp"])
+    return speed.resolve_terms(
+        table,
+        engine=ENGINES[case.row["engine"]],
+        vendor=g.vendor,
+        name=g.name,
+        interconnect_bytes_per_s=g.interconnect_bytes_per_s,
+        hbm_bytes_per_s=g.hbm_bytes_per_s,
+        bf16_flops_per_s=g.bf16_flops_per_s,
+        tp=case.row["tp"],
+    )
 
 
 def predict(case: Case, table: speed.SpeedTable | None) -> float:
@@ -161,13 +169,20 @@ def table_lines(cases: list[Case], ratios: list[float], title: str) -> list[str]
 
 #: the fitted constants: (section, key path) in speed.yaml
 FITTED: list[tuple[str, tuple[Any, ...]]] = [
-    ("step_floor_s", ("llamacpp", "metal")), ("step_floor_s", ("vllm", "cuda")),
-    ("step_floor_s", ("tensorrt-llm", "cuda")), ("step_floor_s", ("gpt-fast", "cuda")),
-    ("bw_efficiency", ("cuda",)), ("bw_efficiency", ("metal",)),
-    ("format_efficiency", ("cuda", 8)), ("format_efficiency", ("cuda", 4)),
-    ("format_efficiency", ("metal", 8)), ("format_efficiency", ("metal", 4)),
-    ("flops_efficiency", ("datacenter",)), ("flops_efficiency", ("apple",)),
-    ("allreduce_latency_s", ("nvlink", 0)), ("allreduce_latency_s", ("nvlink", 1)),
+    ("step_floor_s", ("llamacpp", "metal")),
+    ("step_floor_s", ("vllm", "cuda")),
+    ("step_floor_s", ("tensorrt-llm", "cuda")),
+    ("step_floor_s", ("gpt-fast", "cuda")),
+    ("bw_efficiency", ("cuda",)),
+    ("bw_efficiency", ("metal",)),
+    ("format_efficiency", ("cuda", 8)),
+    ("format_efficiency", ("cuda", 4)),
+    ("format_efficiency", ("metal", 8)),
+    ("format_efficiency", ("metal", 4)),
+    ("flops_efficiency", ("datacenter",)),
+    ("flops_efficiency", ("apple",)),
+    ("allreduce_latency_s", ("nvlink", 0)),
+    ("allreduce_latency_s", ("nvlink", 1)),
 ]
 #: fractions are capped at 1
 CAPPED = ("bw_efficiency", "format_efficiency", "flops_efficiency")
@@ -208,6 +223,7 @@ def _set_all(t: speed.SpeedTable, x: list[float]) -> speed.SpeedTable:
 def fit(cases: list[Case], t: speed.SpeedTable, rounds: int = 3, iters: int = 1500) -> speed.SpeedTable:
     """Nelder-Mead (Nelder & Mead 1965) in log space on the sum of squared log ratios over
     `cases`, restarted `rounds` times from the best point; fractions are capped at 1."""
+
     def f(x: list[float]) -> float:
         return loss(cases, _set_all(t, x))
 
@@ -234,8 +250,9 @@ def fit(cases: list[Case], t: speed.SpeedTable, rounds: int = 3, iters: int = 15
                 if fc < vals[-1]:
                     simplex[-1], vals[-1] = xc, fc
                 else:
-                    simplex = [simplex[0]] + [[simplex[0][k] + 0.5 * (x[k] - simplex[0][k]) for k in range(n)]
-                                              for x in simplex[1:]]
+                    simplex = [simplex[0]] + [
+                        [simplex[0][k] + 0.5 * (x[k] - simplex[0][k]) for k in range(n)] for x in simplex[1:]
+                    ]
                     vals = [vals[0]] + [f(x) for x in simplex[1:]]
         x0 = simplex[min(range(n + 1), key=lambda k: vals[k])]
     return _set_all(t, x0)

@@ -53,16 +53,35 @@ def load_model(ref: str | ModelSpec) -> ModelSpec:
     return _load(str(ref))
 
 
-def estimate(model: str | ModelSpec, *, seq_len: int | str | None = None, batch: int = 1, kv_dtype: str | None = None,
-             k_dtype: str | None = None, v_dtype: str | None = None, quant_group_size: int | None = None,
-             scale_dtype: str | None = None, tp: int = 1, pp: int = 1, dp: int = 1,
-             dp_attention: int = 1, ep: int = 1, dcp: int = 1,
-             gpu: str | GpuSpec | None = None, weight_dtype: str | None = None,
-             gpu_memory_utilization: float | None = None, bw_efficiency: float | None = None,
-             flops_efficiency: float | None = None, cuda_context_bytes: int | str | None = None,
-             activation_reserve_bytes: int | str | None = None, engine: str = "ideal",
-             options: object = None, input_len: int | str | None = None, output_len: int | str | None = None,
-             request_rate: float | None = None) -> KvEstimate:
+def estimate(
+    model: str | ModelSpec,
+    *,
+    seq_len: int | str | None = None,
+    batch: int = 1,
+    kv_dtype: str | None = None,
+    k_dtype: str | None = None,
+    v_dtype: str | None = None,
+    quant_group_size: int | None = None,
+    scale_dtype: str | None = None,
+    tp: int = 1,
+    pp: int = 1,
+    dp: int = 1,
+    dp_attention: int = 1,
+    ep: int = 1,
+    dcp: int = 1,
+    gpu: str | GpuSpec | None = None,
+    weight_dtype: str | None = None,
+    gpu_memory_utilization: float | None = None,
+    bw_efficiency: float | None = None,
+    flops_efficiency: float | None = None,
+    cuda_context_bytes: int | str | None = None,
+    activation_reserve_bytes: int | str | None = None,
+    engine: str = "ideal",
+    options: object = None,
+    input_len: int | str | None = None,
+    output_len: int | str | None = None,
+    request_rate: float | None = None,
+) -> KvEstimate:
     """Exact KV-cache bytes of `model` (a name, path or `ModelSpec`) for `batch` sequences of
     `seq_len` tokens (None: the model's max_position_embeddings; '32k' is read as 32,768) per
     data-parallel replica, K and V stored as `kv_dtype` (None: the model's dtype; `k_dtype` /
@@ -99,12 +118,29 @@ def estimate(model: str | ModelSpec, *, seq_len: int | str | None = None, batch:
     from kvcalc.arguments import check_arguments
     from kvcalc.requests import EstimateRequest, run_estimate
 
-    args = check_arguments(seq_len=seq_len, batch=batch, kv_dtype=kv_dtype, k_dtype=k_dtype, v_dtype=v_dtype,
-                           quant_group_size=quant_group_size, scale_dtype=scale_dtype, tp=tp, pp=pp, dp=dp,
-                           dp_attention=dp_attention, ep=ep, dcp=dcp)
-    knobs = check_arguments(weight_dtype=weight_dtype, gpu_memory_utilization=gpu_memory_utilization,
-                            bw_efficiency=bw_efficiency, flops_efficiency=flops_efficiency,
-                            cuda_context_bytes=cuda_context_bytes, activation_reserve_bytes=activation_reserve_bytes)
+    args = check_arguments(
+        seq_len=seq_len,
+        batch=batch,
+        kv_dtype=kv_dtype,
+        k_dtype=k_dtype,
+        v_dtype=v_dtype,
+        quant_group_size=quant_group_size,
+        scale_dtype=scale_dtype,
+        tp=tp,
+        pp=pp,
+        dp=dp,
+        dp_attention=dp_attention,
+        ep=ep,
+        dcp=dcp,
+    )
+    knobs = check_arguments(
+        weight_dtype=weight_dtype,
+        gpu_memory_utilization=gpu_memory_utilization,
+        bw_efficiency=bw_efficiency,
+        flops_efficiency=flops_efficiency,
+        cuda_context_bytes=cuda_context_bytes,
+        activation_reserve_bytes=activation_reserve_bytes,
+    )
     served = check_arguments(gpu=gpu, engine=engine)
     whole = check_arguments(input_len=input_len, output_len=output_len, request_rate=request_rate)
     knobs = {k: v for k, v in knobs.items() if v is not None}
@@ -119,8 +155,13 @@ def estimate(model: str | ModelSpec, *, seq_len: int | str | None = None, batch:
             from kvcalc.errors import OPTION_SAYS, KvcalcError
 
             name = next(iter(knobs))
-            raise KvcalcError("needs gpu: it sets the GPU's memory plan and roofline", option=name, field=name,
-                              value=knobs[name], form=OPTION_SAYS)
+            raise KvcalcError(
+                "needs gpu: it sets the GPU's memory plan and roofline",
+                option=name,
+                field=name,
+                value=knobs[name],
+                form=OPTION_SAYS,
+            )
         req = EstimateRequest.build(spec, **args, engine=served["engine"], engine_options=options)
     else:
         from kvcalc.calc.memory_plan import Layout
@@ -129,15 +170,23 @@ def estimate(model: str | ModelSpec, *, seq_len: int | str | None = None, batch:
         gpu_spec = get_gpu(served["gpu"]) if isinstance(served["gpu"], str) else served["gpu"]
         layout = Layout(**knobs)
         layout.check()
-        req = EstimateRequest.build(spec, **args, gpu=gpu_spec, layout=layout, engine=served["engine"],
-                                    engine_options=_with_gpu(served["engine"], options, gpu_spec), **whole)
+        req = EstimateRequest.build(
+            spec,
+            **args,
+            gpu=gpu_spec,
+            layout=layout,
+            engine=served["engine"],
+            engine_options=_with_gpu(served["engine"], options, gpu_spec),
+            **whole,
+        )
     res = run_estimate(req)
     if served["gpu"] is None and res.engine is None and req.engine == "ideal":
         return res.kv
     from kvcalc.results.served import ServedEstimate
 
-    return ServedEstimate(**dict(res.kv), serving=res.serving, engine=res.engine, fit_hint=res.fit_hint,
-                          request=res.request)
+    return ServedEstimate(
+        **dict(res.kv), serving=res.serving, engine=res.engine, fit_hint=res.fit_hint, request=res.request
+    )
 
 
 def _with_gpu(engine: str, options: object, gpu: GpuSpec) -> object:
@@ -155,14 +204,24 @@ def _with_gpu(engine: str, options: object, gpu: GpuSpec) -> object:
     if not isinstance(o, VllmOptions):
         return options  # another engine's options: refused, naming them, by the request
     vendor = None if gpu.vendor == "other" else gpu.vendor
-    return dataclasses.replace(o, compute_capability=o.compute_capability or gpu.compute_capability,
-                               vendor=o.vendor or vendor)
+    return dataclasses.replace(
+        o, compute_capability=o.compute_capability or gpu.compute_capability, vendor=o.vendor or vendor
+    )
 
 
-def capacity(model: str | ModelSpec, *, engine: str = "ideal", kv_memory_bytes: int | str | None,
-             max_model_len: int | str | None = None,
-             concurrency: int | None = None, kv_dtype: str | None = None, k_dtype: str | None = None,
-             v_dtype: str | None = None, tp: int = 1, options: object = None) -> EngineResult:
+def capacity(
+    model: str | ModelSpec,
+    *,
+    engine: str = "ideal",
+    kv_memory_bytes: int | str | None,
+    max_model_len: int | str | None = None,
+    concurrency: int | None = None,
+    kv_dtype: str | None = None,
+    k_dtype: str | None = None,
+    v_dtype: str | None = None,
+    tp: int = 1,
+    options: object = None,
+) -> EngineResult:
     """What `engine` ('ideal', 'vllm', 'sglang', 'llamacpp') makes of `kv_memory_bytes` bytes of
     KV memory on each of `tp` GPU ranks (vLLM's "Available KV cache memory"; SGLang's static pool
     budget; an int, or a size as the CLI takes it: '6.51GiB', '80GB'): tokens, blocks, requests of `max_model_len` tokens (None: the model's) that fit at
@@ -182,18 +241,39 @@ def capacity(model: str | ModelSpec, *, engine: str = "ideal", kv_memory_bytes: 
     from kvcalc.arguments import check_arguments
     from kvcalc.requests import CapacityRequest, run_capacity
 
-    args = check_arguments(engine=engine, kv_memory_bytes=kv_memory_bytes, max_model_len=max_model_len,
-                           concurrency=concurrency, kv_dtype=kv_dtype, k_dtype=k_dtype, v_dtype=v_dtype, tp=tp)
+    args = check_arguments(
+        engine=engine,
+        kv_memory_bytes=kv_memory_bytes,
+        max_model_len=max_model_len,
+        concurrency=concurrency,
+        kv_dtype=kv_dtype,
+        k_dtype=k_dtype,
+        v_dtype=v_dtype,
+        tp=tp,
+    )
     req = CapacityRequest.build(load_model(model), **args, options=options)
     return run_capacity(req)
 
 
-def plan(model: str | ModelSpec, *, seq_len: int | str | None = None, concurrency: int = 1,
-         gpus: str | list[str] | None = None, max_gpus: int | None = None, engine: str = "vllm",
-         kv_dtypes: str | list[str] | None = None, weight_dtypes: str | list[str] | None = None,
-         max_tpot_ms: float | None = None, min_tokens_per_s: float | None = None, max_ttft_s: float | None = None,
-         prices: dict[str, float] | str | None = None, top: int | None = None, why_not: int | None = None,
-         gpus_per_node: int | None = None, options: object = None) -> PlanResult:
+def plan(
+    model: str | ModelSpec,
+    *,
+    seq_len: int | str | None = None,
+    concurrency: int = 1,
+    gpus: str | list[str] | None = None,
+    max_gpus: int | None = None,
+    engine: str = "vllm",
+    kv_dtypes: str | list[str] | None = None,
+    weight_dtypes: str | list[str] | None = None,
+    max_tpot_ms: float | None = None,
+    min_tokens_per_s: float | None = None,
+    max_ttft_s: float | None = None,
+    prices: dict[str, float] | str | None = None,
+    top: int | None = None,
+    why_not: int | None = None,
+    gpus_per_node: int | None = None,
+    options: object = None,
+) -> PlanResult:
     """The layouts that serve `concurrency` sequences of `seq_len` tokens (None: the model's
     max_position_embeddings) of `model` within the targets (`max_tpot_ms` ms per output token,
     `min_tokens_per_s` total output tokens/s, `max_ttft_s` s to the first token of one prompt):
@@ -216,10 +296,22 @@ def plan(model: str | ModelSpec, *, seq_len: int | str | None = None, concurrenc
     from kvcalc.load.models import naming_model_file
     from kvcalc.requests import PlanRequest, run_plan
 
-    args = check_arguments(seq_len=seq_len, concurrency=concurrency, gpus=gpus, max_gpus=max_gpus, engine=engine,
-                           kv_dtypes=kv_dtypes, weight_dtypes=weight_dtypes, max_tpot_ms=max_tpot_ms,
-                           min_tokens_per_s=min_tokens_per_s, max_ttft_s=max_ttft_s, prices=prices, top=top,
-                           why_not=why_not, gpus_per_node=gpus_per_node)
+    args = check_arguments(
+        seq_len=seq_len,
+        concurrency=concurrency,
+        gpus=gpus,
+        max_gpus=max_gpus,
+        engine=engine,
+        kv_dtypes=kv_dtypes,
+        weight_dtypes=weight_dtypes,
+        max_tpot_ms=max_tpot_ms,
+        min_tokens_per_s=min_tokens_per_s,
+        max_ttft_s=max_ttft_s,
+        prices=prices,
+        top=top,
+        why_not=why_not,
+        gpus_per_node=gpus_per_node,
+    )
     spec = load_model(model)
     from kvcalc.schema import ModelSpec
 

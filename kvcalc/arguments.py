@@ -31,18 +31,44 @@ from kvcalc.errors import OPTION_SAYS, KvcalcError
 #: argument name -> its kind: what `check_arguments` accepts for it (see the module docstring)
 ARGUMENTS: dict[str, str] = {
     "model": "model",
-    "seq_len": "tokens", "max_model_len": "tokens",
-    "batch": "count", "concurrency": "count", "tp": "count", "pp": "count", "dp": "count",
-    "dp_attention": "count", "ep": "count", "dcp": "count",
-    "quant_group_size": "count", "max_gpus": "count", "top": "count", "why_not": "count", "gpus_per_node": "count",
+    "seq_len": "tokens",
+    "max_model_len": "tokens",
+    "batch": "count",
+    "concurrency": "count",
+    "tp": "count",
+    "pp": "count",
+    "dp": "count",
+    "dp_attention": "count",
+    "ep": "count",
+    "dcp": "count",
+    "quant_group_size": "count",
+    "max_gpus": "count",
+    "top": "count",
+    "why_not": "count",
+    "gpus_per_node": "count",
     "kv_memory_bytes": "bytes",
-    "max_tpot_ms": "target", "min_tokens_per_s": "target", "max_ttft_s": "target",
-    "kv_dtype": "name", "k_dtype": "name", "v_dtype": "name", "scale_dtype": "name", "engine": "name",
-    "gpus": "names", "kv_dtypes": "names", "weight_dtypes": "names",
+    "max_tpot_ms": "target",
+    "min_tokens_per_s": "target",
+    "max_ttft_s": "target",
+    "kv_dtype": "name",
+    "k_dtype": "name",
+    "v_dtype": "name",
+    "scale_dtype": "name",
+    "engine": "name",
+    "gpus": "names",
+    "kv_dtypes": "names",
+    "weight_dtypes": "names",
     "prices": "prices",
-    "gpu": "gpu", "weight_dtype": "name", "input_len": "tokens", "output_len": "tokens", "request_rate": "target",
-    "gpu_memory_utilization": "fraction", "bw_efficiency": "fraction", "flops_efficiency": "fraction",
-    "cuda_context_bytes": "bytes0", "activation_reserve_bytes": "bytes0",
+    "gpu": "gpu",
+    "weight_dtype": "name",
+    "input_len": "tokens",
+    "output_len": "tokens",
+    "request_rate": "target",
+    "gpu_memory_utilization": "fraction",
+    "bw_efficiency": "fraction",
+    "flops_efficiency": "fraction",
+    "cuda_context_bytes": "bytes0",
+    "activation_reserve_bytes": "bytes0",
 }
 
 #: what a count counts, in the type error (`units.BOUNDS` has the unit of each bounded one)
@@ -99,8 +125,9 @@ def _check(name: str, kind: str, value: Any) -> Any:
         if isinstance(value, str):
             return parse_size(value, name)
         if not _is_int(value):
-            raise _refuse(name, f"must be a whole number of bytes or a size ({_EXAMPLE[kind]}), not {_shown(value)}",
-                          value)
+            raise _refuse(
+                name, f"must be a whole number of bytes or a size ({_EXAMPLE[kind]}), not {_shown(value)}", value
+            )
         if value <= 0:  # as `--kv-memory 0` (units.parse_size): an engine has no cache to size
             raise _refuse(name, f"must be positive, got {value}", value)
         return check_bound(name, value, option=name)
@@ -108,8 +135,9 @@ def _check(name: str, kind: str, value: Any) -> Any:
         if isinstance(value, str):
             return parse_size(value, name, allow_zero=True, hint_unit="MiB")
         if not _is_int(value) or value < 0:
-            raise _refuse(name, f"must be a whole number of bytes >= 0 or a size ('500MiB'), not {_shown(value)}",
-                          value)
+            raise _refuse(
+                name, f"must be a whole number of bytes >= 0 or a size ('500MiB'), not {_shown(value)}", value
+            )
         return check_bound(name, value, option=name) if bound_of(name) else value
     if kind == "fraction":
         if isinstance(value, bool) or not isinstance(value, (int, float)):
@@ -137,13 +165,17 @@ def _check(name: str, kind: str, value: Any) -> Any:
         items = value if isinstance(value, (list, tuple)) else [value]
         bad = next((v for v in items if not isinstance(v, str)), None) if items else None
         if bad is not None or (not isinstance(value, (str, list, tuple))):
-            raise _refuse(name, f"must be a comma-separated str or a list of str, not {_shown(bad if bad is not None else value)}",
-                          value)
+            raise _refuse(
+                name,
+                f"must be a comma-separated str or a list of str, not {_shown(bad if bad is not None else value)}",
+                value,
+            )
         return value
     if kind == "prices":
         if not isinstance(value, (dict, str, os.PathLike)):
-            raise _refuse(name, f"must be a dict (GPU -> dollars per GPU-hour) or a price file path, not {_shown(value)}",
-                          value)
+            raise _refuse(
+                name, f"must be a dict (GPU -> dollars per GPU-hour) or a price file path, not {_shown(value)}", value
+            )
         return value
     if kind == "model":
         from kvcalc.schema import ModelSpec

@@ -77,85 +77,347 @@ class VllmCacheDType:
     storage_format: str | None = None
 
 
-_UNQ_BACKENDS_MHA = ("FLASH_ATTN", "FLASHINFER", "TRITON_ATTN", "FLEX_ATTENTION", "ROCM_ATTN", "ROCM_AITER_FA",
-                     "ROCM_AITER_UNIFIED_ATTN", "ROCM_SEGMENTED_ATTN")
+_UNQ_BACKENDS_MHA = (
+    "FLASH_ATTN",
+    "FLASHINFER",
+    "TRITON_ATTN",
+    "FLEX_ATTENTION",
+    "ROCM_ATTN",
+    "ROCM_AITER_FA",
+    "ROCM_AITER_UNIFIED_ATTN",
+    "ROCM_SEGMENTED_ATTN",
+)
 _MLA_DENSE = ("FLASH_ATTN_MLA", "FLASHMLA", "FLASHINFER_MLA", "CUTLASS_MLA", "TRITON_MLA", "ROCM_AITER_MLA")
-_FP8_MHA = ("FLASH_ATTN", "FLASHINFER", "TRITON_ATTN", "CPU_ATTN", "ROCM_ATTN", "ROCM_AITER_FA",
-            "ROCM_AITER_UNIFIED_ATTN", "ROCM_SEGMENTED_ATTN")
+_FP8_MHA = (
+    "FLASH_ATTN",
+    "FLASHINFER",
+    "TRITON_ATTN",
+    "CPU_ATTN",
+    "ROCM_ATTN",
+    "ROCM_AITER_FA",
+    "ROCM_AITER_UNIFIED_ATTN",
+    "ROCM_SEGMENTED_ATTN",
+)
 _FP8_MLA = ("FLASHMLA", "FLASHINFER_MLA", "TOKENSPEED_MLA", "CUTLASS_MLA", "TRITON_MLA", "ROCM_AITER_MLA")
-_FP8_SPARSE = ("FLASHMLA_SPARSE (as fp8_ds_mla)", "FLASHINFER_MLA_SPARSE", "FLASHINFER_MLA_SPARSE_SM90",
-               "ROCM_AITER_MLA_SPARSE")
+_FP8_SPARSE = (
+    "FLASHMLA_SPARSE (as fp8_ds_mla)",
+    "FLASHINFER_MLA_SPARSE",
+    "FLASHINFER_MLA_SPARSE_SM90",
+    "ROCM_AITER_MLA_SPARSE",
+)
 _E5M2 = ("FLASHINFER", "TRITON_ATTN", "CPU_ATTN", "ROCM_ATTN", "ROCM_AITER_FA", "ROCM_AITER_UNIFIED_ATTN")
 _PTH = ("TRITON_ATTN", "MLACommonBackend subclasses (inline scales)")
 _TQ_SRC = "model_executor/layers/quantization/turboquant/config.py TQ_PRESETS; v1/attention/backends/turboquant_attn.py"
 _OCT_SRC = "v1/attention/ops/rocm_octave.py OctaveFormat; v1/attention/backends/rocm_octave_attn.py"
 
 
-def _row(name: str, mode: str, k: int | None, v: int | None, layout: Layout, attention: tuple[str, ...],
-         backends: tuple[str, ...], gpus: str, source: str, **kw: object) -> VllmCacheDType:
+def _row(
+    name: str,
+    mode: str,
+    k: int | None,
+    v: int | None,
+    layout: Layout,
+    attention: tuple[str, ...],
+    backends: tuple[str, ...],
+    gpus: str,
+    source: str,
+    **kw: object,
+) -> VllmCacheDType:
     return VllmCacheDType(name, mode, k, v, layout, attention, backends, gpus, source, **kw)  # type: ignore[arg-type]
 
 
 #: vLLM 0.33's `CacheDType`, in its order (`vllm/config/cache.py`).
-VLLM_033_CACHE_DTYPES: dict[str, VllmCacheDType] = {r.name: r for r in [
-    _row("auto", "NONE", None, None, "plain", ("mha", "mla", "sparse_mla"), _UNQ_BACKENDS_MHA + _MLA_DENSE,
-         "any", "config/cache.py: 'auto' uses the model's dtype"),
-    _row("float16", "NONE", 16, 16, "plain", ("mha", "mla"), _UNQ_BACKENDS_MHA + _MLA_DENSE, "any",
-         "utils/torch_utils.py STR_DTYPE_TO_TORCH_DTYPE", storage_format="fp16"),
-    _row("bfloat16", "NONE", 16, 16, "plain", ("mha", "mla", "sparse_mla"), _UNQ_BACKENDS_MHA + _MLA_DENSE,
-         "any", "utils/torch_utils.py STR_DTYPE_TO_TORCH_DTYPE", storage_format="bf16"),
-    _row("fp8", "FP8_PER_TENSOR", 8, 8, "plain", ("mha", "mla", "sparse_mla"), _FP8_MHA + _FP8_MLA + _FP8_SPARSE,
-         "CUDA, ROCm, CPU", "config/cache.py: fp8 (=fp8_e4m3); uint8 storage, per-tensor scale outside the cache",
-         storage_format="fp8_e4m3"),
-    _row("fp8_e4m3", "FP8_PER_TENSOR", 8, 8, "plain", ("mha", "mla", "sparse_mla"), _FP8_MHA + _FP8_MLA,
-         "CUDA, ROCm, CPU", "utils/torch_utils.py STR_DTYPE_TO_TORCH_DTYPE (uint8)", storage_format="fp8_e4m3"),
-    _row("fp8_e5m2", "FP8_PER_TENSOR", 8, 8, "plain", ("mha", "mla"), _E5M2 + ("ROCM_AITER_MLA",), "CUDA 11.8+",
-         "utils/torch_utils.py STR_DTYPE_TO_TORCH_DTYPE (uint8)", storage_format="fp8_e5m2"),
-    _row("fp8_inc", "FP8_PER_TENSOR", 8, 8, "plain", ("mha",), (), "Intel Gaudi (HPU) plugin only: no in-tree backend",
-         "config/cache.py: 'Intel Gaudi (HPU) supports fp8 (using fp8_inc)'; torch.float8_e4m3fn",
-         storage_format="fp8_e4m3"),
-    _row("fp8_ds_mla", "FP8_PER_TENSOR", 8, 8, "ds_mla", ("sparse_mla",),
-         ("FLASHMLA_SPARSE", "FLASHINFER_MLA_SPARSE_SM120"), "Hopper and Blackwell (FlashMLA sparse)",
-         "model_executor/layers/attention/mla_attention.py state_content_bytes 656; "
-         "v1/attention/backends/mla/flashmla_sparse.py layout note", block_values=128, scale_bytes=4),
-    _row("nvfp4_ds_mla", "NVFP4_DS_MLA", 4, 4, "ds_mla", ("sparse_mla",), ("FLASHMLA_SPARSE",), "SM100 only",
-         "model_executor/layers/attention/mla_attention.py state_content_bytes 352; "
-         "v1/attention/backends/mla/flashmla_sparse.py layout note", block_values=16, scale_bytes=1),
-    _row("turboquant_k8v4", "TURBOQUANT_K8V4", 8, 4, "packed_slot", ("mha",), ("TURBOQUANT",), "CUDA, ROCm",
-         _TQ_SRC, skips_boundary_layers=True),
-    _row("turboquant_4bit_nc", "TURBOQUANT_4BIT_NC", 4, 4, "packed_slot", ("mha",), ("TURBOQUANT",), "CUDA, ROCm",
-         _TQ_SRC, skips_boundary_layers=True),
-    _row("turboquant_k3v4_nc", "TURBOQUANT_K3V4_NC", 3, 4, "packed_slot", ("mha",), ("TURBOQUANT",), "CUDA, ROCm",
-         _TQ_SRC, skips_boundary_layers=True),
-    _row("turboquant_3bit_nc", "TURBOQUANT_3BIT_NC", 3, 3, "packed_slot", ("mha",), ("TURBOQUANT",), "CUDA, ROCm",
-         _TQ_SRC, skips_boundary_layers=True),
-    _row("octave_k3v4", "OCTAVE_K3V4", 3, 4, "packed_slot", ("mha",), ("ROCM_OCTAVE",), "ROCm only", _OCT_SRC,
-         block_values=64, scale_bytes=2),
-    _row("octave_k3v3", "OCTAVE_K3V3", 3, 3, "packed_slot", ("mha",), ("ROCM_OCTAVE",), "ROCm only", _OCT_SRC,
-         block_values=64, scale_bytes=2),
-    _row("octave_k3v3_compact", "OCTAVE_K3V3_COMPACT", 3, 3, "packed_slot", ("mha",), ("ROCM_OCTAVE",), "ROCm only",
-         _OCT_SRC, scale_bytes=2),
-    _row("ultraquant_4bit", "ULTRAQUANT_4BIT", 4, 4, "packed_slot", ("mha",), ("ULTRAQUANT",),
-         "ROCm (FlyDSL / scaled MFMA)", "v1/attention/ops/ultraquant/format.py slot_size; "
-         "v1/attention/backends/ultraquant_attn.py", block_values=32, scale_bytes=1, skips_boundary_layers=True),
-    _row("int4_per_token_head", "INT4_PER_TOKEN_HEAD", 4, 4, "per_token_head", ("mha", "mla"), _PTH, "CUDA, ROCm",
-         "v1/attention/backends/triton_attn.py TritonAttentionBackend.customize_spec; "
-         "mla_attention.py MLACommonBackend.customize_spec", scale_bytes=4),
-    _row("int8_per_token_head", "INT8_PER_TOKEN_HEAD", 8, 8, "per_token_head", ("mha", "mla"), _PTH, "CUDA, ROCm",
-         "v1/attention/backends/triton_attn.py TritonAttentionBackend.customize_spec", scale_bytes=4),
-    _row("fp8_per_token_head", "FP8_PER_TOKEN_HEAD", 8, 8, "per_token_head", ("mha", "mla"), _PTH, "CUDA, ROCm",
-         "v1/attention/backends/triton_attn.py TritonAttentionBackend.customize_spec", scale_bytes=4),
-    _row("nvfp4", "NVFP4", 4, 4, "nvfp4", ("mha",), ("FLASHINFER",), "NVIDIA SM80-SM121 (FlashInfer)",
-         "utils/torch_utils.py nvfp4_kv_cache_full_dim; v1/attention/backends/flashinfer.py "
-         "FlashInferBackend.customize_spec", block_values=16, scale_bytes=1, storage_format="nvfp4"),
-    _row("nvfp4_4over6", "NVFP4", 4, 4, "nvfp4", ("mha",), ("FLASHINFER",), "NVIDIA SM80-SM121 (FlashInfer)",
-         "config/cache.py: the NVFP4 layout, max/6 or max/4 scales per 16 values; flashinfer.py", block_values=16,
-         scale_bytes=1, storage_format="nvfp4"),
-]}
+VLLM_033_CACHE_DTYPES: dict[str, VllmCacheDType] = {
+    r.name: r
+    for r in [
+        _row(
+            "auto",
+            "NONE",
+            None,
+            None,
+            "plain",
+            ("mha", "mla", "sparse_mla"),
+            _UNQ_BACKENDS_MHA + _MLA_DENSE,
+            "any",
+            "config/cache.py: 'auto' uses the model's dtype",
+        ),
+        _row(
+            "float16",
+            "NONE",
+            16,
+            16,
+            "plain",
+            ("mha", "mla"),
+            _UNQ_BACKENDS_MHA + _MLA_DENSE,
+            "any",
+            "utils/torch_utils.py STR_DTYPE_TO_TORCH_DTYPE",
+            storage_format="fp16",
+        ),
+        _row(
+            "bfloat16",
+            "NONE",
+            16,
+            16,
+            "plain",
+            ("mha", "mla", "sparse_mla"),
+            _UNQ_BACKENDS_MHA + _MLA_DENSE,
+            "any",
+            "utils/torch_utils.py STR_DTYPE_TO_TORCH_DTYPE",
+            storage_format="bf16",
+        ),
+        _row(
+            "fp8",
+            "FP8_PER_TENSOR",
+            8,
+            8,
+            "plain",
+            ("mha", "mla", "sparse_mla"),
+            _FP8_MHA + _FP8_MLA + _FP8_SPARSE,
+            "CUDA, ROCm, CPU",
+            "config/cache.py: fp8 (=fp8_e4m3); uint8 storage, per-tensor scale outside the cache",
+            storage_format="fp8_e4m3",
+        ),
+        _row(
+            "fp8_e4m3",
+            "FP8_PER_TENSOR",
+            8,
+            8,
+            "plain",
+            ("mha", "mla", "sparse_mla"),
+            _FP8_MHA + _FP8_MLA,
+            "CUDA, ROCm, CPU",
+            "utils/torch_utils.py STR_DTYPE_TO_TORCH_DTYPE (uint8)",
+            storage_format="fp8_e4m3",
+        ),
+        _row(
+            "fp8_e5m2",
+            "FP8_PER_TENSOR",
+            8,
+            8,
+            "plain",
+            ("mha", "mla"),
+            _E5M2 + ("ROCM_AITER_MLA",),
+            "CUDA 11.8+",
+            "utils/torch_utils.py STR_DTYPE_TO_TORCH_DTYPE (uint8)",
+            storage_format="fp8_e5m2",
+        ),
+        _row(
+            "fp8_inc",
+            "FP8_PER_TENSOR",
+            8,
+            8,
+            "plain",
+            ("mha",),
+            (),
+            "Intel Gaudi (HPU) plugin only: no in-tree backend",
+            "config/cache.py: 'Intel Gaudi (HPU) supports fp8 (using fp8_inc)'; torch.float8_e4m3fn",
+            storage_format="fp8_e4m3",
+        ),
+        _row(
+            "fp8_ds_mla",
+            "FP8_PER_TENSOR",
+            8,
+            8,
+            "ds_mla",
+            ("sparse_mla",),
+            ("FLASHMLA_SPARSE", "FLASHINFER_MLA_SPARSE_SM120"),
+            "Hopper and Blackwell (FlashMLA sparse)",
+            "model_executor/layers/attention/mla_attention.py state_content_bytes 656; "
+            "v1/attention/backends/mla/flashmla_sparse.py layout note",
+            block_values=128,
+            scale_bytes=4,
+        ),
+        _row(
+            "nvfp4_ds_mla",
+            "NVFP4_DS_MLA",
+            4,
+            4,
+            "ds_mla",
+            ("sparse_mla",),
+            ("FLASHMLA_SPARSE",),
+            "SM100 only",
+            "model_executor/layers/attention/mla_attention.py state_content_bytes 352; "
+            "v1/attention/backends/mla/flashmla_sparse.py layout note",
+            block_values=16,
+            scale_bytes=1,
+        ),
+        _row(
+            "turboquant_k8v4",
+            "TURBOQUANT_K8V4",
+            8,
+            4,
+            "packed_slot",
+            ("mha",),
+            ("TURBOQUANT",),
+            "CUDA, ROCm",
+            _TQ_SRC,
+            skips_boundary_layers=True,
+        ),
+        _row(
+            "turboquant_4bit_nc",
+            "TURBOQUANT_4BIT_NC",
+            4,
+            4,
+            "packed_slot",
+            ("mha",),
+            ("TURBOQUANT",),
+            "CUDA, ROCm",
+            _TQ_SRC,
+            skips_boundary_layers=True,
+        ),
+        _row(
+            "turboquant_k3v4_nc",
+            "TURBOQUANT_K3V4_NC",
+            3,
+            4,
+            "packed_slot",
+            ("mha",),
+            ("TURBOQUANT",),
+            "CUDA, ROCm",
+            _TQ_SRC,
+            skips_boundary_layers=True,
+        ),
+        _row(
+            "turboquant_3bit_nc",
+            "TURBOQUANT_3BIT_NC",
+            3,
+            3,
+            "packed_slot",
+            ("mha",),
+            ("TURBOQUANT",),
+            "CUDA, ROCm",
+            _TQ_SRC,
+            skips_boundary_layers=True,
+        ),
+        _row(
+            "octave_k3v4",
+            "OCTAVE_K3V4",
+            3,
+            4,
+            "packed_slot",
+            ("mha",),
+            ("ROCM_OCTAVE",),
+            "ROCm only",
+            _OCT_SRC,
+            block_values=64,
+            scale_bytes=2,
+        ),
+        _row(
+            "octave_k3v3",
+            "OCTAVE_K3V3",
+            3,
+            3,
+            "packed_slot",
+            ("mha",),
+            ("ROCM_OCTAVE",),
+            "ROCm only",
+            _OCT_SRC,
+            block_values=64,
+            scale_bytes=2,
+        ),
+        _row(
+            "octave_k3v3_compact",
+            "OCTAVE_K3V3_COMPACT",
+            3,
+            3,
+            "packed_slot",
+            ("mha",),
+            ("ROCM_OCTAVE",),
+            "ROCm only",
+            _OCT_SRC,
+            scale_bytes=2,
+        ),
+        _row(
+            "ultraquant_4bit",
+            "ULTRAQUANT_4BIT",
+            4,
+            4,
+            "packed_slot",
+            ("mha",),
+            ("ULTRAQUANT",),
+            "ROCm (FlyDSL / scaled MFMA)",
+            "v1/attention/ops/ultraquant/format.py slot_size; v1/attention/backends/ultraquant_attn.py",
+            block_values=32,
+            scale_bytes=1,
+            skips_boundary_layers=True,
+        ),
+        _row(
+            "int4_per_token_head",
+            "INT4_PER_TOKEN_HEAD",
+            4,
+            4,
+            "per_token_head",
+            ("mha", "mla"),
+            _PTH,
+            "CUDA, ROCm",
+            "v1/attention/backends/triton_attn.py TritonAttentionBackend.customize_spec; "
+            "mla_attention.py MLACommonBackend.customize_spec",
+            scale_bytes=4,
+        ),
+        _row(
+            "int8_per_token_head",
+            "INT8_PER_TOKEN_HEAD",
+            8,
+            8,
+            "per_token_head",
+            ("mha", "mla"),
+            _PTH,
+            "CUDA, ROCm",
+            "v1/attention/backends/triton_attn.py TritonAttentionBackend.customize_spec",
+            scale_bytes=4,
+        ),
+        _row(
+            "fp8_per_token_head",
+            "FP8_PER_TOKEN_HEAD",
+            8,
+            8,
+            "per_token_head",
+            ("mha", "mla"),
+            _PTH,
+            "CUDA, ROCm",
+            "v1/attention/backends/triton_attn.py TritonAttentionBackend.customize_spec",
+            scale_bytes=4,
+        ),
+        _row(
+            "nvfp4",
+            "NVFP4",
+            4,
+            4,
+            "nvfp4",
+            ("mha",),
+            ("FLASHINFER",),
+            "NVIDIA SM80-SM121 (FlashInfer)",
+            "utils/torch_utils.py nvfp4_kv_cache_full_dim; v1/attention/backends/flashinfer.py "
+            "FlashInferBackend.customize_spec",
+            block_values=16,
+            scale_bytes=1,
+            storage_format="nvfp4",
+        ),
+        _row(
+            "nvfp4_4over6",
+            "NVFP4",
+            4,
+            4,
+            "nvfp4",
+            ("mha",),
+            ("FLASHINFER",),
+            "NVIDIA SM80-SM121 (FlashInfer)",
+            "config/cache.py: the NVFP4 layout, max/6 or max/4 scales per 16 values; flashinfer.py",
+            block_values=16,
+            scale_bytes=1,
+            storage_format="nvfp4",
+        ),
+    ]
+}
 
 #: what `--kv-cache-dtype` names for kvcalc's formats (the profile's `vllm_cache_dtype` is the inverse)
-VLLM_033_FORMAT_NAMES: dict[str, str] = {"fp16": "float16", "bf16": "bfloat16", "fp8_e4m3": "fp8",
-                                         "fp8_e5m2": "fp8_e5m2", "nvfp4": "nvfp4"}
+VLLM_033_FORMAT_NAMES: dict[str, str] = {
+    "fp16": "float16",
+    "bf16": "bfloat16",
+    "fp8_e4m3": "fp8",
+    "fp8_e5m2": "fp8_e5m2",
+    "nvfp4": "nvfp4",
+}
 
 #: DeepSeek-V3.2's latent geometry, the only one `fp8_ds_mla` / `nvfp4_ds_mla` rows are laid out for
 DS_MLA_KV_LORA_RANK = 512
@@ -177,8 +439,13 @@ def vllm_033_cache_dtype(name: str, *, field: str | None = "kv_dtype") -> VllmCa
     Raises `KvcalcError` (field `field`, value `name`) naming vLLM 0.33 and its list."""
     row = VLLM_033_CACHE_DTYPES.get(name.strip().lower())
     if row is None:
-        raise KvcalcError(f"{VLLM_VERSION} has no '{name}' KV cache dtype; its --kv-cache-dtype accepts "
-                          f"{accepted(VLLM_033_CACHE_DTYPES)}", field=field, value=name, form=MESSAGE)
+        raise KvcalcError(
+            f"{VLLM_VERSION} has no '{name}' KV cache dtype; its --kv-cache-dtype accepts "
+            f"{accepted(VLLM_033_CACHE_DTYPES)}",
+            field=field,
+            value=name,
+            form=MESSAGE,
+        )
     return row
 
 
@@ -215,8 +482,15 @@ def octave_slot_bytes(name: str, head_size: int, rope_dim: int) -> int:
     return -(-raw // align) * align
 
 
-def vllm_033_head_bytes(name: str, head_size: int, head_size_v: int | None = None, *, model_dtype_bytes: int = 2,
-                        rope_dim: int | None = None, field: str | None = "kv_dtype") -> int:
+def vllm_033_head_bytes(
+    name: str,
+    head_size: int,
+    head_size_v: int | None = None,
+    *,
+    model_dtype_bytes: int = 2,
+    rope_dim: int | None = None,
+    field: str | None = "kv_dtype",
+) -> int:
     """Bytes one token of one KV head takes in one full / sliding attention layer's page, K and
     V together, under vLLM 0.33's `--kv-cache-dtype name` (page = block_size x H_kv x this; the
     state_content_bytes of `AttentionSpec`, per head slot):
@@ -251,8 +525,9 @@ def vllm_033_head_bytes(name: str, head_size: int, head_size_v: int | None = Non
         raise _refuse(row, f"takes one head size for K and V (K {head_size}, V {hv})", field)
     if row.layout == "nvfp4":
         if head_size % 16:
-            raise _refuse(row, f"stores one fp8 scale per 16 values; head size {head_size} is not a multiple of 16",
-                          field)
+            raise _refuse(
+                row, f"stores one fp8 scale per 16 values; head size {head_size} is not a multiple of 16", field
+            )
         return 2 * (head_size // 2 + head_size // 16)
     if row.quant_mode.startswith("TURBOQUANT"):
         return turboquant_slot_bytes(row.name, head_size)
@@ -262,13 +537,17 @@ def vllm_033_head_bytes(name: str, head_size: int, head_size_v: int | None = Non
         return 2 * (head_size // 2 + head_size // 32)
     rope = head_size if rope_dim is None else rope_dim
     if head_size % 64 or rope % 64 or (row.name.endswith("_compact") and head_size & (head_size - 1)):
-        raise _refuse(row, f"needs head size and rope dims in multiples of 64 (compact: a power of two), got "
-                           f"{head_size} and {rope}", field)
+        raise _refuse(
+            row,
+            f"needs head size and rope dims in multiples of 64 (compact: a power of two), got {head_size} and {rope}",
+            field,
+        )
     return octave_slot_bytes(row.name, head_size, rope)
 
 
-def vllm_033_mla_bytes(name: str, kv_lora_rank: int, qk_rope_head_dim: int, *, model_dtype_bytes: int = 2,
-                       field: str | None = "kv_dtype") -> int:
+def vllm_033_mla_bytes(
+    name: str, kv_lora_rank: int, qk_rope_head_dim: int, *, model_dtype_bytes: int = 2, field: str | None = "kv_dtype"
+) -> int:
     """Bytes of one token's MLA latent row in one layer under vLLM 0.33's `--kv-cache-dtype name`
     (`MLAAttention.get_kv_cache_spec`, `MLACommonBackend.customize_spec`); D = kv_lora_rank +
     qk_rope_head_dim (DeepSeek-V3: 512 + 64 = 576):
@@ -285,8 +564,12 @@ def vllm_033_mla_bytes(name: str, kv_lora_rank: int, qk_rope_head_dim: int, *, m
     d = kv_lora_rank + qk_rope_head_dim
     if row.layout == "ds_mla":
         if (kv_lora_rank, qk_rope_head_dim) != (DS_MLA_KV_LORA_RANK, DS_MLA_ROPE_DIM):
-            raise _refuse(row, f"is a fixed {DS_MLA_ROW_BYTES[row.name]} B row for kv_lora_rank 512 + rope 64, not "
-                               f"{kv_lora_rank} + {qk_rope_head_dim}", field)
+            raise _refuse(
+                row,
+                f"is a fixed {DS_MLA_ROW_BYTES[row.name]} B row for kv_lora_rank 512 + rope 64, not "
+                f"{kv_lora_rank} + {qk_rope_head_dim}",
+                field,
+            )
         if row.name == "fp8_ds_mla":  # 512 + 512 / 128 x 4 + 64 x 2
             return kv_lora_rank + kv_lora_rank // row.block_values * row.scale_bytes + qk_rope_head_dim * 2
         return kv_lora_rank // 2 + qk_rope_head_dim + kv_lora_rank // row.block_values * row.scale_bytes
@@ -310,8 +593,13 @@ def turboquant_skip_layers(n_layers: int, *, hybrid: bool = False, n: int = BOUN
     return tuple(sorted(set(range(n)) | set(range(n_layers - n, n_layers))))
 
 
-def skip_layer_block_alignment(primary_bytes_per_token: int, skip_bytes_per_token: int, block_size: int,
-                               smallest_kernel_block: int, mamba_page_bytes: int | None = None) -> tuple[int, int]:
+def skip_layer_block_alignment(
+    primary_bytes_per_token: int,
+    skip_bytes_per_token: int,
+    block_size: int,
+    smallest_kernel_block: int,
+    mamba_page_bytes: int | None = None,
+) -> tuple[int, int]:
     """(block_size, shared page bytes) when quantized layers share vLLM 0.33's block pool with
     layers skipped to the model's dtype (`Platform._align_heterogeneous_kv_block_size`): with
     P = the quantized layer's bytes per token (all heads), S = a skipped layer's (S >= P) and
@@ -321,8 +609,11 @@ def skip_layer_block_alignment(primary_bytes_per_token: int, skip_bytes_per_toke
 
     Raises `KvcalcError` when S < P (vLLM asserts a skipped page is never smaller)."""
     if skip_bytes_per_token < primary_bytes_per_token:
-        raise KvcalcError(f"a skipped layer's {skip_bytes_per_token} B a token is below the quantized layer's "
-                          f"{primary_bytes_per_token} B ({VLLM_VERSION} asserts it is not)", form=MESSAGE)
+        raise KvcalcError(
+            f"a skipped layer's {skip_bytes_per_token} B a token is below the quantized layer's "
+            f"{primary_bytes_per_token} B ({VLLM_VERSION} asserts it is not)",
+            form=MESSAGE,
+        )
     if skip_bytes_per_token == primary_bytes_per_token:
         return block_size, block_size * primary_bytes_per_token
     alignment = max(smallest_kernel_block, block_size)
@@ -348,16 +639,33 @@ class SglangKvDType:
 
 _SG_SRC = "srt/arg_groups/fields/model.py kv_cache_dtype choices; srt/mem_cache/kv_cache_dtype.py"
 #: SGLang 0.5.23's `--kv-cache-dtype` choices, in its order.
-SGLANG_0523_KV_CACHE_DTYPES: dict[str, SglangKvDType] = {r.name: r for r in [
-    SglangKvDType("auto", None, "any", _SG_SRC + " (the model's dtype; an FP8 checkpoint's kv_cache_quant_algo: fp8)"),
-    SglangKvDType("fp8_e5m2", "fp8_e5m2", "CUDA 11.8+ (not CPU)", _SG_SRC),
-    SglangKvDType("fp8_e4m3", "fp8_e4m3", "CUDA 11.8+, ROCm", _SG_SRC),
-    SglangKvDType("mxfp8", "mxfp8", "SM100+ (FA4; kv_cache_hook.handle_mxfp8_kv_cache_compatibility)",
-                  _SG_SRC + "; srt/model_executor/pool_configurator.py (+1 B scale per 32 values)"),
-    SglangKvDType("bf16", "bf16", "any", _SG_SRC),
-    SglangKvDType("bfloat16", "bf16", "any", _SG_SRC),
-    SglangKvDType("nvfp4", "nvfp4", "SM100 or SM120 (kv_cache_hook.handle_kv4_compatibility)",
-                  "srt/layers/quantization/fp4_kv_cache_quant_method.py NVFP4KVCacheMethod.compute_cell_size"),
-    SglangKvDType("fp4_mx_block16", "fp4_mx_block16", "CUDA 12.8+ with PyTorch 2.8+",
-                  "srt/layers/quantization/fp4_kv_cache_quant_method.py FP4MXBlock16KVCacheMethod.compute_cell_size"),
-]}
+SGLANG_0523_KV_CACHE_DTYPES: dict[str, SglangKvDType] = {
+    r.name: r
+    for r in [
+        SglangKvDType(
+            "auto", None, "any", _SG_SRC + " (the model's dtype; an FP8 checkpoint's kv_cache_quant_algo: fp8)"
+        ),
+        SglangKvDType("fp8_e5m2", "fp8_e5m2", "CUDA 11.8+ (not CPU)", _SG_SRC),
+        SglangKvDType("fp8_e4m3", "fp8_e4m3", "CUDA 11.8+, ROCm", _SG_SRC),
+        SglangKvDType(
+            "mxfp8",
+            "mxfp8",
+            "SM100+ (FA4; kv_cache_hook.handle_mxfp8_kv_cache_compatibility)",
+            _SG_SRC + "; srt/model_executor/pool_configurator.py (+1 B scale per 32 values)",
+        ),
+        SglangKvDType("bf16", "bf16", "any", _SG_SRC),
+        SglangKvDType("bfloat16", "bf16", "any", _SG_SRC),
+        SglangKvDType(
+            "nvfp4",
+            "nvfp4",
+            "SM100 or SM120 (kv_cache_hook.handle_kv4_compatibility)",
+            "srt/layers/quantization/fp4_kv_cache_quant_method.py NVFP4KVCacheMethod.compute_cell_size",
+        ),
+        SglangKvDType(
+            "fp4_mx_block16",
+            "fp4_mx_block16",
+            "CUDA 12.8+ with PyTorch 2.8+",
+            "srt/layers/quantization/fp4_kv_cache_quant_method.py FP4MXBlock16KVCacheMethod.compute_cell_size",
+        ),
+    ]
+}

@@ -20,25 +20,47 @@ from typing import Any
 
 #: field (standard name) -> the CLI flag that sets it: the one place the calc words meet the CLI's.
 OPTIONS: dict[str, str] = {
-    "tp": "--tp", "pp": "--pp", "dp": "--dp", "count": "--count",
-    "seq_len": "--seq-len", "batch": "--batch",
-    "kv_dtype": "--kv-dtype", "k_dtype": "--k-dtype", "v_dtype": "--v-dtype", "weight_dtype": "--weight-dtype",
-    "gpu_memory_utilization": "--gpu-memory-utilization", "bw_efficiency": "--bw-efficiency",
-    "flops_efficiency": "--flops-efficiency", "cuda_context_bytes": "--cuda-context",
+    "tp": "--tp",
+    "pp": "--pp",
+    "dp": "--dp",
+    "count": "--count",
+    "seq_len": "--seq-len",
+    "batch": "--batch",
+    "kv_dtype": "--kv-dtype",
+    "k_dtype": "--k-dtype",
+    "v_dtype": "--v-dtype",
+    "weight_dtype": "--weight-dtype",
+    "gpu_memory_utilization": "--gpu-memory-utilization",
+    "bw_efficiency": "--bw-efficiency",
+    "flops_efficiency": "--flops-efficiency",
+    "cuda_context_bytes": "--cuda-context",
     "activation_reserve_bytes": "--activation-reserve",
     # engines
-    "block_size": "--block-size", "max_num_batched_tokens": "--max-num-batched-tokens",
-    "page_size": "--page-size", "max_model_len": "--max-model-len", "kv_memory_bytes": "--kv-memory",
-    "swap_space_bytes": "--swap-space", "n_ctx": "--ctx-size", "parallel": "--parallel",
-    "n_ubatch": "--ubatch-size", "n_gpu_layers": "--n-gpu-layers", "n_devices": "--gpus",
-    "tensor_split": "--tensor-split", "llamacpp_version": "--llamacpp-version",
-    "vllm_version": "--vllm-version", "attention_backend": "--attention-backend",
-    "allow_long_max_model_len": "--allow-long-max-model-len", "prefix_caching": "--enable-prefix-caching",
+    "block_size": "--block-size",
+    "max_num_batched_tokens": "--max-num-batched-tokens",
+    "page_size": "--page-size",
+    "max_model_len": "--max-model-len",
+    "kv_memory_bytes": "--kv-memory",
+    "swap_space_bytes": "--swap-space",
+    "n_ctx": "--ctx-size",
+    "parallel": "--parallel",
+    "n_ubatch": "--ubatch-size",
+    "n_gpu_layers": "--n-gpu-layers",
+    "n_devices": "--gpus",
+    "tensor_split": "--tensor-split",
+    "llamacpp_version": "--llamacpp-version",
+    "vllm_version": "--vllm-version",
+    "attention_backend": "--attention-backend",
+    "allow_long_max_model_len": "--allow-long-max-model-len",
+    "prefix_caching": "--enable-prefix-caching",
     "hybrid_allocator": "--disable-hybrid-kv-cache-manager",
     # output
-    "plot": "--plot", "format": "--format",
+    "plot": "--plot",
+    "format": "--format",
     # choices by name
-    "engine": "--engine", "gpu": "--gpu", "scale_dtype": "--scale-dtype",
+    "engine": "--engine",
+    "gpu": "--gpu",
+    "scale_dtype": "--scale-dtype",
 }
 
 #: flag -> field, for errors raised where only the flag is known (`units.parse_count(text, "--seq-len")`).
@@ -47,9 +69,9 @@ FIELDS: dict[str, str] = {flag: field for field, flag in OPTIONS.items()}
 #: how `str(err)` puts the option before the message (the CLI's one line). `OPTION_VALUE` is
 #: the default when there is a value, `OPTION` when there is none.
 OPTION_VALUE = "{option} {value}: {message}"  # --tp 3: llama-3.1-70b has 64 attention heads, ...
-OPTION = "{option}: {message}"                # --seq-len: 'abc' is not a positive whole number
-OPTION_SAYS = "{option} {message}"            # --block-size must be a positive integer, got 0
-MESSAGE = "{message}"                         # the message names its own subject (mxfp4 is a weight format)
+OPTION = "{option}: {message}"  # --seq-len: 'abc' is not a positive whole number
+OPTION_SAYS = "{option} {message}"  # --block-size must be a positive integer, got 0
+MESSAGE = "{message}"  # the message names its own subject (mxfp4 is a weight format)
 FORMS = (OPTION_VALUE, OPTION, OPTION_SAYS, MESSAGE)
 
 
@@ -69,8 +91,15 @@ class KvcalcError(Exception):
     its own subject. With no option the line is the message alone.
     """
 
-    def __init__(self, message: str = "", *, option: str | None = None, field: str | None = None,
-                 value: Any = None, form: str | None = None) -> None:
+    def __init__(
+        self,
+        message: str = "",
+        *,
+        option: str | None = None,
+        field: str | None = None,
+        value: Any = None,
+        form: str | None = None,
+    ) -> None:
         if form is not None and form not in FORMS:
             raise ValueError(f"form must be one of {FORMS}, got {form!r}")
         self.message = message
@@ -93,8 +122,15 @@ class ConfigError(KvcalcError):
     line in the file or None); `str(err)` is `path:line: field 'field': message`.
     """
 
-    def __init__(self, message: str, *, path: str | None = None, field: str | None = None,
-                 line: int | None = None, value: Any = None) -> None:
+    def __init__(
+        self,
+        message: str,
+        *,
+        path: str | None = None,
+        field: str | None = None,
+        line: int | None = None,
+        value: Any = None,
+    ) -> None:
         self.path = path
         self.line = line
         super().__init__(message, field=field, value=value, form=MESSAGE)
@@ -128,7 +164,7 @@ def close_names(name: str, choices: Iterable[str], n: int = 3) -> list[str]:
     close = difflib.get_close_matches(name.lower(), [c.lower() for c in choices], n=n, cutoff=0.5)
     out = list(family)
     out += [c for c in close if c not in out and c.lower() not in {x.lower() for x in out}]
-    return out[:max(n, len(family))]
+    return out[: max(n, len(family))]
 
 
 class UnknownNameError(KvcalcError):
@@ -138,8 +174,9 @@ class UnknownNameError(KvcalcError):
     `gpu`, ...) the CLI line names the flag first (`--kv-dtype: unknown dtype 'nope'; choose one
     of: ...`); a file's reader uses `message` and names its own field."""
 
-    def __init__(self, what: str, name: str, choices: Iterable[str], hint: str = "", *,
-                 field: str | None = None) -> None:
+    def __init__(
+        self, what: str, name: str, choices: Iterable[str], hint: str = "", *, field: str | None = None
+    ) -> None:
         choices = list(choices)
         close = close_names(name, choices)
         from kvcalc.text import excerpt  # a name from a user's file may be megabytes, or hold controls
@@ -165,8 +202,7 @@ class UncountedParamsError(KvcalcError):
     fields or give `n_params`; a config.json may add the fields or take the checkpoint's
     safetensors beside it (`n_params` is not a config.json field). Field `model`, value the name."""
 
-    def __init__(self, model: str, missing: Iterable[str], *, path: str | None = None,
-                 kind: str | None = None) -> None:
+    def __init__(self, model: str, missing: Iterable[str], *, path: str | None = None, kind: str | None = None) -> None:
         self.model = model
         self.missing = tuple(missing)
         self.path = path
@@ -178,12 +214,16 @@ class UncountedParamsError(KvcalcError):
             msg = f"{model}: cannot count parameters without {fields}; {fix}"
         else:
             if kind == "yaml":
-                fix = (f"add {fields} to that file, or give the parameter count there as n_params "
-                       "(and n_active_params for a mixture of experts)")
+                fix = (
+                    f"add {fields} to that file, or give the parameter count there as n_params "
+                    "(and n_active_params for a mixture of experts)"
+                )
             else:
-                fix = (f"add {fields} to the config.json, or put the checkpoint's *.safetensors files beside it "
-                       "(their headers give the weights); a kvcalc YAML may give n_params instead "
-                       "(`kvcalc import` writes one from the config.json)")
+                fix = (
+                    f"add {fields} to the config.json, or put the checkpoint's *.safetensors files beside it "
+                    "(their headers give the weights); a kvcalc YAML may give n_params instead "
+                    "(`kvcalc import` writes one from the config.json)"
+                )
             msg = f"{path}: cannot count the parameters of {model} (for the weight memory) without {fields}; {fix}"
         super().__init__(msg, field="model", value=model, form=MESSAGE)
 

@@ -59,109 +59,199 @@ class StorageFormat(BaseModel):
             raise KvcalcError(
                 f"{self.name} packs {self.block_values} values per block; a {what} of {n_values} "
                 f"values is not a whole number of blocks (use another {other})",
-                field=field, value=self.name, form=MESSAGE)
+                field=field,
+                value=self.name,
+                form=MESSAGE,
+            )
         return n_values // self.block_values * self.block_bytes
 
 
 def _plain(name: str, nbytes: int, torch_dtype: str, description: str) -> StorageFormat:
-    return StorageFormat(name=name, block_values=1, block_bytes=nbytes, torch_dtype=torch_dtype,
-                    bits=8 * nbytes, description=description)
+    return StorageFormat(
+        name=name, block_values=1, block_bytes=nbytes, torch_dtype=torch_dtype, bits=8 * nbytes, description=description
+    )
 
 
 def _ggml(name: str, block_bytes: int, bits: int, description: str) -> StorageFormat:
-    return StorageFormat(name=name, block_values=32, block_bytes=block_bytes, bits=bits,
-                    description=description)
+    return StorageFormat(name=name, block_values=32, block_bytes=block_bytes, bits=bits, description=description)
 
 
 def _kquant(name: str, block_bytes: int, bits: int, description: str) -> StorageFormat:
-    return StorageFormat(name=name, block_values=256, block_bytes=block_bytes, bits=bits, kind="weight",
-                         description="llama.cpp " + description)
+    return StorageFormat(
+        name=name,
+        block_values=256,
+        block_bytes=block_bytes,
+        bits=bits,
+        kind="weight",
+        description="llama.cpp " + description,
+    )
 
 
 #: canonical formats; group-quantized int formats are built by `kv_format` from these defaults.
-STORAGE_FORMATS: dict[str, StorageFormat] = {f.name: f for f in [
-    _plain("fp32", 4, "float32", "IEEE float32"),
-    _plain("fp16", 2, "float16", "IEEE float16"),
-    _plain("bf16", 2, "bfloat16", "bfloat16"),
-    _plain("fp8_e4m3", 1, "float8_e4m3fn", "fp8 e4m3 (vLLM/SGLang 'fp8'); per-tensor scale outside the cache"),
-    _plain("fp8_e5m2", 1, "float8_e5m2", "fp8 e5m2; per-tensor scale outside the cache"),
-    _plain("int8", 1, "int8", "int8, one per-tensor scale outside the cache (add --group-size for group scales)"),
-    StorageFormat(name="int4", block_values=32, block_bytes=18, bits=4, torch_dtype="uint8", quant_group_size=32,
-             scale_bytes=2, description="int4 packed two per byte, one fp16 scale per group of 32"),
-    _ggml("q8_0", 34, 8, "llama.cpp block_q8_0: fp16 scale + 32 x int8 = 34 B / 32 values"),
-    _ggml("q4_0", 18, 4, "llama.cpp block_q4_0: fp16 scale + 32 x 4 bit = 18 B / 32 values"),
-    _ggml("q4_1", 20, 4, "llama.cpp block_q4_1: fp16 scale + fp16 min + 32 x 4 bit = 20 B / 32 values"),
-    _ggml("q5_0", 22, 5, "llama.cpp block_q5_0: fp16 scale + 32 high bits + 32 x 4 bit = 22 B / 32 values"),
-    _ggml("q5_1", 24, 5, "llama.cpp block_q5_1: fp16 scale + fp16 min + 32 high bits + 32 x 4 bit = 24 B / 32"),
-    _ggml("iq4_nl", 18, 4, "llama.cpp block_iq4_nl: fp16 scale + 32 x 4 bit non-linear = 18 B / 32 values"),
-    # llama.cpp's super-block weight types (256 values per block; `ggml/src/ggml-common.h` block_q2_K ...
-    # block_iq4_xs, block_tq1_0, block_tq2_0): weights only, as llama.cpp offers none of them for its cache
-    # (`--cache-type-k` takes f32, f16, bf16, q8_0, q4_0, q4_1, iq4_nl, q5_0, q5_1)
-    _kquant("q2_k", 84, 2, "block_q2_K: 16 B scales + 64 B 2-bit quants + fp16 d, dmin = 84 B / 256 values"),
-    _kquant("q3_k", 110, 3, "block_q3_K: 32 B high bits + 64 B 2-bit quants + 12 B scales + fp16 d = 110 B / 256"),
-    _kquant("q4_k", 144, 4, "block_q4_K: fp16 d, dmin + 12 B scales + 128 B 4-bit quants = 144 B / 256 values"),
-    _kquant("q5_k", 176, 5, "block_q5_K: fp16 d, dmin + 12 B scales + 32 B high bits + 128 B = 176 B / 256 values"),
-    _kquant("q6_k", 210, 6, "block_q6_K: 128 B low 4 bits + 64 B high 2 bits + 16 B scales + fp16 d = 210 B / 256"),
-    _kquant("iq1_s", 50, 1, "block_iq1_s: fp16 d + 32 B quants + 16 B high bits = 50 B / 256 values"),
-    _kquant("iq1_m", 56, 1, "block_iq1_m: 32 B quants + 16 B high bits + 8 B scales = 56 B / 256 values"),
-    _kquant("iq2_xxs", 66, 2, "block_iq2_xxs: fp16 d + 64 B grid indices and signs = 66 B / 256 values"),
-    _kquant("iq2_xs", 74, 2, "block_iq2_xs: fp16 d + 64 B quants + 8 B scales = 74 B / 256 values"),
-    _kquant("iq2_s", 82, 2, "block_iq2_s: fp16 d + 64 B quants + 8 B high bits + 8 B scales = 82 B / 256 values"),
-    _kquant("iq3_xxs", 98, 3, "block_iq3_xxs: fp16 d + 96 B quants, signs and scales = 98 B / 256 values"),
-    _kquant("iq3_s", 110, 3, "block_iq3_s: fp16 d + 64 + 8 + 32 B quants, high bits, signs + 4 B scales = 110 B / 256"),
-    _kquant("iq4_xs", 136, 4, "block_iq4_xs: fp16 d + 2 + 4 B scales + 128 B 4-bit non-linear = 136 B / 256 values"),
-    _kquant("tq1_0", 54, 1, "block_tq1_0: 48 + 4 B ternary digits + fp16 d = 54 B / 256 values"),
-    _kquant("tq2_0", 66, 2, "block_tq2_0: 64 B 2-bit ternary + fp16 d = 66 B / 256 values"),
-    # OCP Microscaling Formats (MX) v1.0 spec, section 5: MXFP4 = 32 e2m1 values (4 bit) sharing one
-    # e8m0 scale (8 bit): 16 + 1 = 17 B / 32 values; gpt-oss ships its MoE experts so (model card)
-    StorageFormat(name="mxfp4", block_values=32, block_bytes=17, bits=4, quant_group_size=32, scale_bytes=1, kind="weight",
-             description="OCP MXFP4 weights: 32 x e2m1 (4 bit) + one e8m0 scale = 17 B / 32 values"),
-    # bitsandbytes 4-bit (`BitsAndBytesConfig(load_in_4bit=True)`; bitsandbytes `functional.quantize_4bit`,
-    # blocksize 64): 64 values packed two per byte + one fp32 absmax = 32 + 4 = 36 B / 64 values (nf4 and
-    # bnb's fp4 cost the same). With double quantization (`bnb_4bit_use_double_quant`) the absmax is
-    # itself stored as uint8 in blocks of 256 with one fp32 scale each: 256 x 64 = 16,384 values cost
-    # 8,192 + 256 + 4 = 8,452 B. Per-tensor extras (the 16-entry quant_map, the quant_state) are not counted.
-    StorageFormat(name="nf4", block_values=64, block_bytes=36, bits=4, quant_group_size=64, scale_bytes=4, kind="weight",
-             description="bitsandbytes nf4 weights: 64 x 4 bit + one fp32 absmax = 36 B / 64 values"),
-    # NVFP4 (NVIDIA Blackwell; compressed-tensors `nvfp4-pack-quantized`, ModelOpt `NVFP4`): 16 e2m1 values
-    # (4 bit) share one fp8 e4m3 scale: 8 + 1 = 9 B / 16 values (one fp32 global scale per tensor not counted).
-    # Also a KV-cache format: vLLM 0.33 `--kv-cache-dtype nvfp4` (`vllm/utils/torch_utils.py`
-    # nvfp4_kv_cache_full_dim: a K or V head row is head_dim / 2 + head_dim / 16 B) and SGLang 0.5.23's
-    # (`fp4_kv_cache_quant_method.py` NVFP4KVCacheMethod); `kvcalc.engine_dtypes` has the engines' rules.
-    StorageFormat(name="nvfp4", block_values=16, block_bytes=9, bits=4, quant_group_size=16, scale_bytes=1, kind="both",
-             description="NVFP4: 16 x e2m1 (4 bit) + one fp8 e4m3 scale = 9 B / 16 values"),
-    # SGLang 0.5.23 `--kv-cache-dtype fp4_mx_block16` (FP4MXBlock16KVCacheMethod): e2m1 values with one
-    # 1-byte scale per 16 (not OCP MXFP4, whose block is 32): 8 + 1 = 9 B / 16 values; a cache format only
-    StorageFormat(name="fp4_mx_block16", block_values=16, block_bytes=9, bits=4, quant_group_size=16, scale_bytes=1,
-             kind="kv", description="SGLang fp4_mx_block16 KV: 16 x e2m1 (4 bit) + one 1-byte scale = 9 B / 16 values"),
-    # OCP Microscaling Formats (MX) v1.0, section 5: MXFP8 = 32 fp8 (e4m3) values sharing one e8m0 scale:
-    # 32 + 1 = 33 B / 32 values. Weights (vLLM `--quantization mxfp8`, ModelOpt MXFP8) and SGLang 0.5.23's
-    # `--kv-cache-dtype mxfp8` (pool_configurator.py: cell += values / 32 scale bytes; FA4 on SM100+)
-    StorageFormat(name="mxfp8", block_values=32, block_bytes=33, bits=8, quant_group_size=32, scale_bytes=1,
-             kind="both", description="OCP MXFP8: 32 x fp8 e4m3 + one e8m0 scale = 33 B / 32 values"),
-    StorageFormat(name="nf4_dq", block_values=16384, block_bytes=8452, bits=4, quant_group_size=64, scale_bytes=1,
-             kind="weight", description="bitsandbytes nf4, double-quantized absmax: 8,192 + 256 x 1 + 4 = 8,452 B / "
-                                        "16,384 values"),
-]}
+STORAGE_FORMATS: dict[str, StorageFormat] = {
+    f.name: f
+    for f in [
+        _plain("fp32", 4, "float32", "IEEE float32"),
+        _plain("fp16", 2, "float16", "IEEE float16"),
+        _plain("bf16", 2, "bfloat16", "bfloat16"),
+        _plain("fp8_e4m3", 1, "float8_e4m3fn", "fp8 e4m3 (vLLM/SGLang 'fp8'); per-tensor scale outside the cache"),
+        _plain("fp8_e5m2", 1, "float8_e5m2", "fp8 e5m2; per-tensor scale outside the cache"),
+        _plain("int8", 1, "int8", "int8, one per-tensor scale outside the cache (add --group-size for group scales)"),
+        StorageFormat(
+            name="int4",
+            block_values=32,
+            block_bytes=18,
+            bits=4,
+            torch_dtype="uint8",
+            quant_group_size=32,
+            scale_bytes=2,
+            description="int4 packed two per byte, one fp16 scale per group of 32",
+        ),
+        _ggml("q8_0", 34, 8, "llama.cpp block_q8_0: fp16 scale + 32 x int8 = 34 B / 32 values"),
+        _ggml("q4_0", 18, 4, "llama.cpp block_q4_0: fp16 scale + 32 x 4 bit = 18 B / 32 values"),
+        _ggml("q4_1", 20, 4, "llama.cpp block_q4_1: fp16 scale + fp16 min + 32 x 4 bit = 20 B / 32 values"),
+        _ggml("q5_0", 22, 5, "llama.cpp block_q5_0: fp16 scale + 32 high bits + 32 x 4 bit = 22 B / 32 values"),
+        _ggml("q5_1", 24, 5, "llama.cpp block_q5_1: fp16 scale + fp16 min + 32 high bits + 32 x 4 bit = 24 B / 32"),
+        _ggml("iq4_nl", 18, 4, "llama.cpp block_iq4_nl: fp16 scale + 32 x 4 bit non-linear = 18 B / 32 values"),
+        # llama.cpp's super-block weight types (256 values per block; `ggml/src/ggml-common.h` block_q2_K ...
+        # block_iq4_xs, block_tq1_0, block_tq2_0): weights only, as llama.cpp offers none of them for its cache
+        # (`--cache-type-k` takes f32, f16, bf16, q8_0, q4_0, q4_1, iq4_nl, q5_0, q5_1)
+        _kquant("q2_k", 84, 2, "block_q2_K: 16 B scales + 64 B 2-bit quants + fp16 d, dmin = 84 B / 256 values"),
+        _kquant("q3_k", 110, 3, "block_q3_K: 32 B high bits + 64 B 2-bit quants + 12 B scales + fp16 d = 110 B / 256"),
+        _kquant("q4_k", 144, 4, "block_q4_K: fp16 d, dmin + 12 B scales + 128 B 4-bit quants = 144 B / 256 values"),
+        _kquant("q5_k", 176, 5, "block_q5_K: fp16 d, dmin + 12 B scales + 32 B high bits + 128 B = 176 B / 256 values"),
+        _kquant("q6_k", 210, 6, "block_q6_K: 128 B low 4 bits + 64 B high 2 bits + 16 B scales + fp16 d = 210 B / 256"),
+        _kquant("iq1_s", 50, 1, "block_iq1_s: fp16 d + 32 B quants + 16 B high bits = 50 B / 256 values"),
+        _kquant("iq1_m", 56, 1, "block_iq1_m: 32 B quants + 16 B high bits + 8 B scales = 56 B / 256 values"),
+        _kquant("iq2_xxs", 66, 2, "block_iq2_xxs: fp16 d + 64 B grid indices and signs = 66 B / 256 values"),
+        _kquant("iq2_xs", 74, 2, "block_iq2_xs: fp16 d + 64 B quants + 8 B scales = 74 B / 256 values"),
+        _kquant("iq2_s", 82, 2, "block_iq2_s: fp16 d + 64 B quants + 8 B high bits + 8 B scales = 82 B / 256 values"),
+        _kquant("iq3_xxs", 98, 3, "block_iq3_xxs: fp16 d + 96 B quants, signs and scales = 98 B / 256 values"),
+        _kquant(
+            "iq3_s", 110, 3, "block_iq3_s: fp16 d + 64 + 8 + 32 B quants, high bits, signs + 4 B scales = 110 B / 256"
+        ),
+        _kquant(
+            "iq4_xs", 136, 4, "block_iq4_xs: fp16 d + 2 + 4 B scales + 128 B 4-bit non-linear = 136 B / 256 values"
+        ),
+        _kquant("tq1_0", 54, 1, "block_tq1_0: 48 + 4 B ternary digits + fp16 d = 54 B / 256 values"),
+        _kquant("tq2_0", 66, 2, "block_tq2_0: 64 B 2-bit ternary + fp16 d = 66 B / 256 values"),
+        # OCP Microscaling Formats (MX) v1.0 spec, section 5: MXFP4 = 32 e2m1 values (4 bit) sharing one
+        # e8m0 scale (8 bit): 16 + 1 = 17 B / 32 values; gpt-oss ships its MoE experts so (model card)
+        StorageFormat(
+            name="mxfp4",
+            block_values=32,
+            block_bytes=17,
+            bits=4,
+            quant_group_size=32,
+            scale_bytes=1,
+            kind="weight",
+            description="OCP MXFP4 weights: 32 x e2m1 (4 bit) + one e8m0 scale = 17 B / 32 values",
+        ),
+        # bitsandbytes 4-bit (`BitsAndBytesConfig(load_in_4bit=True)`; bitsandbytes `functional.quantize_4bit`,
+        # blocksize 64): 64 values packed two per byte + one fp32 absmax = 32 + 4 = 36 B / 64 values (nf4 and
+        # bnb's fp4 cost the same). With double quantization (`bnb_4bit_use_double_quant`) the absmax is
+        # itself stored as uint8 in blocks of 256 with one fp32 scale each: 256 x 64 = 16,384 values cost
+        # 8,192 + 256 + 4 = 8,452 B. Per-tensor extras (the 16-entry quant_map, the quant_state) are not counted.
+        StorageFormat(
+            name="nf4",
+            block_values=64,
+            block_bytes=36,
+            bits=4,
+            quant_group_size=64,
+            scale_bytes=4,
+            kind="weight",
+            description="bitsandbytes nf4 weights: 64 x 4 bit + one fp32 absmax = 36 B / 64 values",
+        ),
+        # NVFP4 (NVIDIA Blackwell; compressed-tensors `nvfp4-pack-quantized`, ModelOpt `NVFP4`): 16 e2m1 values
+        # (4 bit) share one fp8 e4m3 scale: 8 + 1 = 9 B / 16 values (one fp32 global scale per tensor not counted).
+        # Also a KV-cache format: vLLM 0.33 `--kv-cache-dtype nvfp4` (`vllm/utils/torch_utils.py`
+        # nvfp4_kv_cache_full_dim: a K or V head row is head_dim / 2 + head_dim / 16 B) and SGLang 0.5.23's
+        # (`fp4_kv_cache_quant_method.py` NVFP4KVCacheMethod); `kvcalc.engine_dtypes` has the engines' rules.
+        StorageFormat(
+            name="nvfp4",
+            block_values=16,
+            block_bytes=9,
+            bits=4,
+            quant_group_size=16,
+            scale_bytes=1,
+            kind="both",
+            description="NVFP4: 16 x e2m1 (4 bit) + one fp8 e4m3 scale = 9 B / 16 values",
+        ),
+        # SGLang 0.5.23 `--kv-cache-dtype fp4_mx_block16` (FP4MXBlock16KVCacheMethod): e2m1 values with one
+        # 1-byte scale per 16 (not OCP MXFP4, whose block is 32): 8 + 1 = 9 B / 16 values; a cache format only
+        StorageFormat(
+            name="fp4_mx_block16",
+            block_values=16,
+            block_bytes=9,
+            bits=4,
+            quant_group_size=16,
+            scale_bytes=1,
+            kind="kv",
+            description="SGLang fp4_mx_block16 KV: 16 x e2m1 (4 bit) + one 1-byte scale = 9 B / 16 values",
+        ),
+        # OCP Microscaling Formats (MX) v1.0, section 5: MXFP8 = 32 fp8 (e4m3) values sharing one e8m0 scale:
+        # 32 + 1 = 33 B / 32 values. Weights (vLLM `--quantization mxfp8`, ModelOpt MXFP8) and SGLang 0.5.23's
+        # `--kv-cache-dtype mxfp8` (pool_configurator.py: cell += values / 32 scale bytes; FA4 on SM100+)
+        StorageFormat(
+            name="mxfp8",
+            block_values=32,
+            block_bytes=33,
+            bits=8,
+            quant_group_size=32,
+            scale_bytes=1,
+            kind="both",
+            description="OCP MXFP8: 32 x fp8 e4m3 + one e8m0 scale = 33 B / 32 values",
+        ),
+        StorageFormat(
+            name="nf4_dq",
+            block_values=16384,
+            block_bytes=8452,
+            bits=4,
+            quant_group_size=64,
+            scale_bytes=1,
+            kind="weight",
+            description="bitsandbytes nf4, double-quantized absmax: 8,192 + 256 x 1 + 4 = 8,452 B / 16,384 values",
+        ),
+    ]
+}
 
 #: other spellings, including llama.cpp's type names (f32, f16) and torch's.
 ALIASES: dict[str, str] = {
-    "float32": "fp32", "f32": "fp32", "float": "fp32",
-    "float16": "fp16", "f16": "fp16", "half": "fp16",
+    "float32": "fp32",
+    "f32": "fp32",
+    "float": "fp32",
+    "float16": "fp16",
+    "f16": "fp16",
+    "half": "fp16",
     "bfloat16": "bf16",
-    "fp8": "fp8_e4m3", "fp8e4m3": "fp8_e4m3", "e4m3": "fp8_e4m3", "float8_e4m3fn": "fp8_e4m3",
+    "fp8": "fp8_e4m3",
+    "fp8e4m3": "fp8_e4m3",
+    "e4m3": "fp8_e4m3",
+    "float8_e4m3fn": "fp8_e4m3",
     "fp8_e4m3fn": "fp8_e4m3",
-    "fp8e5m2": "fp8_e5m2", "e5m2": "fp8_e5m2", "float8_e5m2": "fp8_e5m2",
+    "fp8e5m2": "fp8_e5m2",
+    "e5m2": "fp8_e5m2",
+    "float8_e5m2": "fp8_e5m2",
     "uint4": "int4",
-    "bnb_nf4": "nf4", "bnb_4bit": "nf4",
+    "bnb_nf4": "nf4",
+    "bnb_4bit": "nf4",
 }
 
 #: llama.cpp file types (`llama.h` llama_ftype, llama-quantize's names, lower case) that mix several
 #: tensor types, chosen per tensor (`src/llama-quant.cpp` llama_tensor_get_type): a property of a GGUF
 #: file, not a format; each maps to the per-tensor type it is named for, for the did-you-mean.
 GGUF_FILE_TYPE_MIXES: dict[str, str] = {
-    "q2_k_s": "q2_k", "q3_k_s": "q3_k", "q3_k_m": "q3_k", "q3_k_l": "q3_k", "q4_k_s": "q4_k", "q4_k_m": "q4_k",
-    "q5_k_s": "q5_k", "q5_k_m": "q5_k", "iq2_m": "iq2_s", "iq3_xs": "iq3_s", "iq3_m": "iq3_s",
+    "q2_k_s": "q2_k",
+    "q3_k_s": "q3_k",
+    "q3_k_m": "q3_k",
+    "q3_k_l": "q3_k",
+    "q4_k_s": "q4_k",
+    "q4_k_m": "q4_k",
+    "q5_k_s": "q5_k",
+    "q5_k_m": "q5_k",
+    "iq2_m": "iq2_s",
+    "iq3_xs": "iq3_s",
+    "iq3_m": "iq3_s",
     "mxfp4_moe": "mxfp4",
 }
 
@@ -196,16 +286,20 @@ class FileTypeMixError(KvcalcError):
     def __init__(self, name: str, near: str, *, field: str | None = None, gguf_path: str | None = None) -> None:
         self.name, self.near, self.gguf_path = name, near, gguf_path
         if gguf_path is None:
-            msg = (f"'{name}' is a llama.cpp file type, a mix of types llama-quantize picks per tensor, so a "
-                   f"property of a GGUF file rather than one format: give the .gguf file as the model to count "
-                   f"its tensors as stored, or did you mean {near} (every matrix in {near.upper()})?")
+            msg = (
+                f"'{name}' is a llama.cpp file type, a mix of types llama-quantize picks per tensor, so a "
+                f"property of a GGUF file rather than one format: give the .gguf file as the model to count "
+                f"its tensors as stored, or did you mean {near} (every matrix in {near.upper()})?"
+            )
         else:
             from kvcalc.errors import flag
 
             option = flag(field) if field else "--weight-dtype"
-            msg = (f"'{name}' is a llama.cpp file type, not one format, and the model {gguf_path} is a GGUF file "
-                   f"whose tensors are already counted as stored: drop {option}, or give one format to count "
-                   f"the architecture in it instead (did you mean {near}, every matrix in {near.upper()}?)")
+            msg = (
+                f"'{name}' is a llama.cpp file type, not one format, and the model {gguf_path} is a GGUF file "
+                f"whose tensors are already counted as stored: drop {option}, or give one format to count "
+                f"the architecture in it instead (did you mean {near}, every matrix in {near.upper()}?)"
+            )
         super().__init__(msg, field=field, value=name)
 
     def on_gguf(self, path: str) -> FileTypeMixError:
@@ -225,9 +319,12 @@ def canonical_name(name: str, *, field: str | None = None, kinds: tuple[str, ...
         near = GGUF_FILE_TYPE_MIXES[key]
         raise FileTypeMixError(name, near, field=field)
     if key not in STORAGE_FORMATS and key in QUANTIZATION_METHODS and "weight" in kinds:
-        raise KvcalcError(f"'{name}' is a quantization method (vLLM / SGLang --quantization), not one format: "
-                          f"its bits come from the checkpoint; give the weight format, e.g. {QUANTIZATION_METHODS[key]}",
-                          field=field, value=name)
+        raise KvcalcError(
+            f"'{name}' is a quantization method (vLLM / SGLang --quantization), not one format: "
+            f"its bits come from the checkpoint; give the weight format, e.g. {QUANTIZATION_METHODS[key]}",
+            field=field,
+            value=name,
+        )
     if key not in STORAGE_FORMATS:
         names = [n for n, f in STORAGE_FORMATS.items() if f.kind in kinds]
         names += [a for a, n in ALIASES.items() if STORAGE_FORMATS[n].kind in kinds]
@@ -235,9 +332,14 @@ def canonical_name(name: str, *, field: str | None = None, kinds: tuple[str, ...
     return key
 
 
-def storage_format(name: str | StorageFormat, quant_group_size: int | None = None,
-              scale_dtype: str | None = None, *, field: str | None = None,
-              kinds: tuple[str, ...] = ("kv", "weight", "both")) -> StorageFormat:
+def storage_format(
+    name: str | StorageFormat,
+    quant_group_size: int | None = None,
+    scale_dtype: str | None = None,
+    *,
+    field: str | None = None,
+    kinds: tuple[str, ...] = ("kv", "weight", "both"),
+) -> StorageFormat:
     """Resolve a format name to a `StorageFormat`, whatever it may store (see `kv_format` and
     `weight_format` for the checked lookups).
 
@@ -267,30 +369,56 @@ def storage_format(name: str | StorageFormat, quant_group_size: int | None = Non
             continue
         if e.startswith("g") and e[1:].lstrip("-").isdigit():
             if named_group is not None:  # `int4:g64:g128`: which one was meant?
-                raise KvcalcError(f"'{name}' names two group sizes (g{named_group} and {e}); give one",
-                                  field=field, value=name, form=MESSAGE)
+                raise KvcalcError(
+                    f"'{name}' names two group sizes (g{named_group} and {e}); give one",
+                    field=field,
+                    value=name,
+                    form=MESSAGE,
+                )
             named_group = int(e[1:])
         elif e.startswith("g") and e not in ALIASES and e not in STORAGE_FORMATS:
-            raise KvcalcError(f"'{name}': group option '{extra}' is not a group size; write e.g. {parts[0]}:g64",
-                              field=field, value=name, form=MESSAGE)
+            raise KvcalcError(
+                f"'{name}': group option '{extra}' is not a group size; write e.g. {parts[0]}:g64",
+                field=field,
+                value=name,
+                form=MESSAGE,
+            )
         elif e:
             if named_scale is not None:  # `int8:fp16:fp32`
-                raise KvcalcError(f"'{name}' names two scale dtypes ({named_scale} and {e}); give one",
-                                  field=field, value=name, form=MESSAGE)
+                raise KvcalcError(
+                    f"'{name}' names two scale dtypes ({named_scale} and {e}); give one",
+                    field=field,
+                    value=name,
+                    form=MESSAGE,
+                )
             named_scale = e
     # the separate options (--quant-group-size, --scale-dtype) the error lines name when the name did not carry them
-    given = [o for o, v, named in (("--quant-group-size", quant_group_size, named_group),
-                                   ("--scale-dtype", scale_dtype, named_scale)) if v is not None and named is None]
+    given = [
+        o
+        for o, v, named in (
+            ("--quant-group-size", quant_group_size, named_group),
+            ("--scale-dtype", scale_dtype, named_scale),
+        )
+        if v is not None and named is None
+    ]
     # a name's options and the separate ones (--quant-group-size, --scale-dtype) must agree
     if named_group is not None:
         if quant_group_size is not None and quant_group_size != named_group:
-            raise KvcalcError(f"'{name}' says group size {named_group} but --quant-group-size says "
-                              f"{quant_group_size}; give one", field=field, value=name, form=MESSAGE)
+            raise KvcalcError(
+                f"'{name}' says group size {named_group} but --quant-group-size says {quant_group_size}; give one",
+                field=field,
+                value=name,
+                form=MESSAGE,
+            )
         quant_group_size = named_group
     if named_scale is not None:
         if scale_dtype is not None and _scale_key(scale_dtype) != _scale_key(named_scale):
-            raise KvcalcError(f"'{name}' says scale dtype {named_scale} but --scale-dtype says {scale_dtype}; "
-                              "give one", field=field, value=name, form=MESSAGE)
+            raise KvcalcError(
+                f"'{name}' says scale dtype {named_scale} but --scale-dtype says {scale_dtype}; give one",
+                field=field,
+                value=name,
+                form=MESSAGE,
+            )
         scale_dtype = named_scale
     # an unknown scale dtype is the --scale-dtype option's unless the name itself carried it
     scale_field = field if named_scale is not None else "scale_dtype"
@@ -299,16 +427,24 @@ def storage_format(name: str | StorageFormat, quant_group_size: int | None = Non
 
         b = BOUNDS["quant_group_size"]
         if quant_group_size > b.high:
-            raise KvcalcError(f"'{name}': group size {quant_group_size:,} is {b.why} (at most {b.high:,} {b.unit})",
-                              field=field, value=name, form=MESSAGE)
+            raise KvcalcError(
+                f"'{name}': group size {quant_group_size:,} is {b.why} (at most {b.high:,} {b.unit})",
+                field=field,
+                value=name,
+                form=MESSAGE,
+            )
     fmt = STORAGE_FORMATS[base]
     if quant_group_size is None and scale_dtype is None and named_block is None and not zero_point:
         return fmt
     if base in ("fp8_e4m3", "fp8_e5m2"):
         return _fp8_scaled(name, fmt, quant_group_size, named_block, scale_dtype, zero_point, field, scale_field)
     if named_block is not None:
-        raise KvcalcError(f"'{name}': square scale blocks (b{named_block}) apply to fp8 weights only",
-                          field=field, value=name, form=MESSAGE)
+        raise KvcalcError(
+            f"'{name}': square scale blocks (b{named_block}) apply to fp8 weights only",
+            field=field,
+            value=name,
+            form=MESSAGE,
+        )
     if base not in ("int8", "int4"):
         raise _group_options_refused(name, base, given, field, kinds)
     g = quant_group_size if quant_group_size is not None else (fmt.quant_group_size or 32)
@@ -329,17 +465,32 @@ def storage_format(name: str | StorageFormat, quant_group_size: int | None = Non
         # int4 g128 fp16 = 64 + 2 + 0.5 B per 128 values, i.e. 133 B per two groups
         n_groups = 2 if base == "int4" else 1
         block_bytes = n_groups * (value_bytes + s) + n_groups * fmt.bits // 8
-        return StorageFormat(name=label + ":zp", block_values=n_groups * g, block_bytes=block_bytes, bits=fmt.bits,
-                             quant_group_size=g, scale_bytes=s, kind="weight",
-                             description=f"{base}, one {s_name} scale and one {fmt.bits}-bit zero point per group of "
-                                         f"{g}: {block_bytes} B / {n_groups * g} values")
-    return StorageFormat(name=label, block_values=g, block_bytes=value_bytes + s, bits=fmt.bits,
-                    torch_dtype=fmt.torch_dtype, quant_group_size=g, scale_bytes=s,
-                    description=f"{base}, one {s_name} scale per group of {g}: {value_bytes + s} B / {g} values")
+        return StorageFormat(
+            name=label + ":zp",
+            block_values=n_groups * g,
+            block_bytes=block_bytes,
+            bits=fmt.bits,
+            quant_group_size=g,
+            scale_bytes=s,
+            kind="weight",
+            description=f"{base}, one {s_name} scale and one {fmt.bits}-bit zero point per group of "
+            f"{g}: {block_bytes} B / {n_groups * g} values",
+        )
+    return StorageFormat(
+        name=label,
+        block_values=g,
+        block_bytes=value_bytes + s,
+        bits=fmt.bits,
+        torch_dtype=fmt.torch_dtype,
+        quant_group_size=g,
+        scale_bytes=s,
+        description=f"{base}, one {s_name} scale per group of {g}: {value_bytes + s} B / {g} values",
+    )
 
 
-def _group_options_refused(name: str, base: str, given: list[str], field: str | None,
-                           kinds: tuple[str, ...]) -> KvcalcError:
+def _group_options_refused(
+    name: str, base: str, given: list[str], field: str | None, kinds: tuple[str, ...]
+) -> KvcalcError:
     """The error for group options on a format without group scales (`--quant-group-size 64`
     with the model's bf16): names the options given (or the name that carried them), the format
     and the fix, the dtype flag set to int8 or int4 (`--kv-dtype int4`; `--k-dtype` when the
@@ -350,12 +501,24 @@ def _group_options_refused(name: str, base: str, given: list[str], field: str | 
     what = " and ".join(given) if given else f"'{name}': group options"
     verb = "applies" if len(given) == 1 else "apply"
     source = f"{base} (the model's dtype)" if field is None else base
-    return KvcalcError(f"{what} {verb} to int8 and int4 only, not {source}; give {dtype_flag} int8 or "
-                       f"{dtype_flag} int4", field=field, value=name, form=MESSAGE)
+    return KvcalcError(
+        f"{what} {verb} to int8 and int4 only, not {source}; give {dtype_flag} int8 or {dtype_flag} int4",
+        field=field,
+        value=name,
+        form=MESSAGE,
+    )
 
 
-def _fp8_scaled(name: str, fmt: StorageFormat, group: int | None, block: int | None, scale_dtype: str | None,
-                zero_point: bool, field: str | None, scale_field: str | None = None) -> StorageFormat:
+def _fp8_scaled(
+    name: str,
+    fmt: StorageFormat,
+    group: int | None,
+    block: int | None,
+    scale_dtype: str | None,
+    zero_point: bool,
+    field: str | None,
+    scale_field: str | None = None,
+) -> StorageFormat:
     """fp8 weights with a scale per group of `group` values (`fp8_e4m3:g128`) or per square
     block of `block` x `block` values (`fp8_e4m3:b128`, DeepSeek-V3's `weight_block_size:
     [128, 128]`), the scale fp32 unless named. vLLM `quantization/fp8.py` `Fp8LinearMethod.
@@ -365,25 +528,41 @@ def _fp8_scaled(name: str, fmt: StorageFormat, group: int | None, block: int | N
 
     Raises `KvcalcError` for both options, a zero point, or a size out of range."""
     if zero_point or (group is not None and block is not None):
-        raise KvcalcError(f"'{name}': fp8 takes either a group (g128) or a square block (b128) of scales, "
-                          "without a zero point", field=field, value=name, form=MESSAGE)
+        raise KvcalcError(
+            f"'{name}': fp8 takes either a group (g128) or a square block (b128) of scales, without a zero point",
+            field=field,
+            value=name,
+            form=MESSAGE,
+        )
     from kvcalc.units import BOUNDS
 
     size = group if group is not None else block
     if size is None or size <= 0 or (block is not None and block * block > BOUNDS["quant_group_size"].high):
-        raise KvcalcError(f"'{name}': give the scale group (g128) or block (b128) of fp8 weights",
-                          field=field, value=name, form=MESSAGE)
+        raise KvcalcError(
+            f"'{name}': give the scale group (g128) or block (b128) of fp8 weights",
+            field=field,
+            value=name,
+            form=MESSAGE,
+        )
     s_name = canonical_name(scale_dtype, field=scale_field) if scale_dtype else "fp32"
     if s_name not in SCALE_BYTES:
         raise UnknownNameError("scale dtype", scale_dtype or "", SCALE_BYTES, field=scale_field)
     s = SCALE_BYTES[s_name]
     values = size if group is not None else size * size
     shape = f"g{size}" if group is not None else f"b{size}"
-    return StorageFormat(name=f"{fmt.name}:{shape}:{s_name}", block_values=values, block_bytes=values + s, bits=8,
-                         torch_dtype=fmt.torch_dtype, quant_group_size=values, scale_bytes=s, kind="weight",
-                         description=f"{fmt.name}, one {s_name} scale per "
-                                     f"{'group of ' + str(size) if group is not None else f'{size} x {size} block'}: "
-                                     f"{values + s} B / {values} values")
+    return StorageFormat(
+        name=f"{fmt.name}:{shape}:{s_name}",
+        block_values=values,
+        block_bytes=values + s,
+        bits=8,
+        torch_dtype=fmt.torch_dtype,
+        quant_group_size=values,
+        scale_bytes=s,
+        kind="weight",
+        description=f"{fmt.name}, one {s_name} scale per "
+        f"{'group of ' + str(size) if group is not None else f'{size} x {size} block'}: "
+        f"{values + s} B / {values} values",
+    )
 
 
 def _scale_key(name: str) -> str:
@@ -399,12 +578,21 @@ def refuse_unused_kv_dtype(kv_dtype: str | None, k_dtype: str | None, v_dtype: s
     One side given (`--kv-dtype fp8 -ctk fp16`: K fp16, V fp8) is a real choice and passes."""
     if kv_dtype is None or k_dtype is None or v_dtype is None or str(kv_dtype).strip().lower() == "auto":
         return
-    raise KvcalcError(f"--k-dtype (-ctk) {k_dtype} and --v-dtype (-ctv) {v_dtype} set both K and V, so it would "
-                      "be ignored; give --kv-dtype alone, or --k-dtype and --v-dtype", field="kv_dtype", value=kv_dtype)
+    raise KvcalcError(
+        f"--k-dtype (-ctk) {k_dtype} and --v-dtype (-ctv) {v_dtype} set both K and V, so it would "
+        "be ignored; give --kv-dtype alone, or --k-dtype and --v-dtype",
+        field="kv_dtype",
+        value=kv_dtype,
+    )
 
 
-def kv_format(name: str | StorageFormat, quant_group_size: int | None = None,
-              scale_dtype: str | None = None, *, field: str | None = "kv_dtype") -> StorageFormat:
+def kv_format(
+    name: str | StorageFormat,
+    quant_group_size: int | None = None,
+    scale_dtype: str | None = None,
+    *,
+    field: str | None = "kv_dtype",
+) -> StorageFormat:
     """`storage_format` for a KV cache: also raises `KvcalcError` for a weight-only format
     (MXFP4: an OCP microscaling weight format that vLLM, SGLang and llama.cpp do not offer as a
     cache type). Every error names `field` (`kv_dtype`, or `k_dtype` / `v_dtype`). Group options
@@ -414,24 +602,36 @@ def kv_format(name: str | StorageFormat, quant_group_size: int | None = None,
     if isinstance(name, str) and (quant_group_size is not None or scale_dtype is not None):
         base = canonical_name(name.split(":")[0], field=field, kinds=("kv", "both"))
         if base.startswith("fp8"):  # fp8 with group scales exists only as a weight format (`_fp8_scaled`)
-            given = [o for o, v in (("--quant-group-size", quant_group_size), ("--scale-dtype", scale_dtype))
-                     if v is not None]
+            given = [
+                o
+                for o, v in (("--quant-group-size", quant_group_size), ("--scale-dtype", scale_dtype))
+                if v is not None
+            ]
             raise _group_options_refused(name, base, given, field, ("kv",))
     fmt = storage_format(name, quant_group_size, scale_dtype, field=field, kinds=("kv", "both"))
     if fmt.kind == "weight":
-        raise KvcalcError(f"{fmt.name} is a weight format, not a KV-cache format; for the cache use one of "
-                          f"{', '.join(n for n, f in STORAGE_FORMATS.items() if f.kind != 'weight')}",
-                          field=field, value=fmt.name, form=MESSAGE)
+        raise KvcalcError(
+            f"{fmt.name} is a weight format, not a KV-cache format; for the cache use one of "
+            f"{', '.join(n for n, f in STORAGE_FORMATS.items() if f.kind != 'weight')}",
+            field=field,
+            value=fmt.name,
+            form=MESSAGE,
+        )
     return fmt
 
 
-def weight_format(name: str | StorageFormat, quant_group_size: int | None = None,
-                  scale_dtype: str | None = None, *, field: str | None = "weight_dtype") -> StorageFormat:
+def weight_format(
+    name: str | StorageFormat,
+    quant_group_size: int | None = None,
+    scale_dtype: str | None = None,
+    *,
+    field: str | None = "weight_dtype",
+) -> StorageFormat:
     """`storage_format` for weights: also raises `KvcalcError` for a KV-only format. Every
     error names `field` (`weight_dtype`)."""
     fmt = storage_format(name, quant_group_size, scale_dtype, field=field, kinds=("weight", "both"))
     if fmt.kind == "kv":
-        raise KvcalcError(f"{fmt.name} is a KV-cache format, not a weight format",
-                          field=field, value=fmt.name, form=MESSAGE)
+        raise KvcalcError(
+            f"{fmt.name} is a KV-cache format, not a weight format", field=field, value=fmt.name, form=MESSAGE
+        )
     return fmt
-

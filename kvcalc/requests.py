@@ -43,8 +43,13 @@ def check_gpu_total(tp: int, pp: int, dp: int) -> None:
     from kvcalc.units import MAX_GPUS
 
     if tp * pp * dp > MAX_GPUS:
-        raise KvcalcError(f"--tp {tp} x --pp {pp} x --dp {dp} = {tp * pp * dp:,} GPUs is beyond what kvcalc sizes "
-                          f"(at most {MAX_GPUS:,} GPUs)", option="--dp", value=dp, form=MESSAGE)
+        raise KvcalcError(
+            f"--tp {tp} x --pp {pp} x --dp {dp} = {tp * pp * dp:,} GPUs is beyond what kvcalc sizes "
+            f"(at most {MAX_GPUS:,} GPUs)",
+            option="--dp",
+            value=dp,
+            form=MESSAGE,
+        )
 
 
 def resolve_seq_len(model: Any, seq_len: str | int | None) -> int:
@@ -92,13 +97,24 @@ def shared_kv_dtype(models: list[Any], kv_dtype: str | None) -> str:
         return kv_format(kv_dtype).name
     names = {m.name: kv_format(m.dtype).name for m in models}
     if len(set(names.values())) > 1:
-        raise KvcalcError("the models' dtypes differ (" + ", ".join(f"{k}: {v}" for k, v in names.items())
-                          + "): give --kv-dtype to compare them in one format", option="--kv-dtype", form=MESSAGE)
+        raise KvcalcError(
+            "the models' dtypes differ ("
+            + ", ".join(f"{k}: {v}" for k, v in names.items())
+            + "): give --kv-dtype to compare them in one format",
+            option="--kv-dtype",
+            form=MESSAGE,
+        )
     return next(iter(names.values()))
 
 
-def kv_format_names(model: Any, kv_dtype: str | None, k_dtype: str | None, v_dtype: str | None,
-                    quant_group_size: int | None = None, scale_dtype: str | None = None) -> tuple[str, str]:
+def kv_format_names(
+    model: Any,
+    kv_dtype: str | None,
+    k_dtype: str | None,
+    v_dtype: str | None,
+    quant_group_size: int | None = None,
+    scale_dtype: str | None = None,
+) -> tuple[str, str]:
     """(K format name, V format name); default the model's dtype. Group options are folded into
     the name (`int4:g64:fp32`) so results say what was used. Raises `KvcalcError` for an unknown
     format, a group option the format cannot take, or a `kv_dtype` that `k_dtype` and `v_dtype`
@@ -107,10 +123,18 @@ def kv_format_names(model: Any, kv_dtype: str | None, k_dtype: str | None, v_dty
 
     refuse_unused_kv_dtype(kv_dtype, k_dtype, v_dtype)
     base, base_field = (kv_dtype, "kv_dtype") if kv_dtype is not None else (model.dtype, None)
-    k = kv_format(k_dtype if k_dtype is not None else base, quant_group_size, scale_dtype,
-                  field="k_dtype" if k_dtype is not None else base_field)
-    v = kv_format(v_dtype if v_dtype is not None else base, quant_group_size, scale_dtype,
-                  field="v_dtype" if v_dtype is not None else base_field)
+    k = kv_format(
+        k_dtype if k_dtype is not None else base,
+        quant_group_size,
+        scale_dtype,
+        field="k_dtype" if k_dtype is not None else base_field,
+    )
+    v = kv_format(
+        v_dtype if v_dtype is not None else base,
+        quant_group_size,
+        scale_dtype,
+        field="v_dtype" if v_dtype is not None else base_field,
+    )
     return k.name, v.name
 
 
@@ -140,11 +164,14 @@ def warn_beyond_context(spec: Any, seq_lens: list[int]) -> list[int]:
         many = len(beyond) > 1
         them = "them" if many else "it"
         count = f"the {len(beyond):,} " if len(beyond) > LISTED_NUMBERS else ""  # the list says "..."
-        warnings.warn(f"{count}context{'s' if many else ''} of {number_list(beyond)} tokens "
-                      f"{'are' if many else 'is'} beyond "
-                      f"{spec.name}'s {spec.context_limit_label}; the model was not trained for {them} "
-                      f"and engines refuse {them}",
-                      KvcalcWarning, stacklevel=3)
+        warnings.warn(
+            f"{count}context{'s' if many else ''} of {number_list(beyond)} tokens "
+            f"{'are' if many else 'is'} beyond "
+            f"{spec.name}'s {spec.context_limit_label}; the model was not trained for {them} "
+            f"and engines refuse {them}",
+            KvcalcWarning,
+            stacklevel=3,
+        )
     return beyond
 
 
@@ -158,11 +185,18 @@ def refuse_without_kv_layers(model: Any, what: str) -> None:
     from kvcalc.calc.kv_cache import state_bytes_per_seq
 
     state = state_bytes_per_seq(model)
-    shown = (f"its fixed state is {state:,} B per sequence, whatever the context" if state
-             else "its fixed state per sequence is not sized by the config")
-    raise KvcalcError(f"{model.name} has no per-token KV cache (every layer is mamba / linear attention), so {what} "
-                      f"does not apply; {shown} (kvcalc estimate shows it)", field="model", value=model.name,
-                      form=MESSAGE)
+    shown = (
+        f"its fixed state is {state:,} B per sequence, whatever the context"
+        if state
+        else "its fixed state per sequence is not sized by the config"
+    )
+    raise KvcalcError(
+        f"{model.name} has no per-token KV cache (every layer is mamba / linear attention), so {what} "
+        f"does not apply; {shown} (kvcalc estimate shows it)",
+        field="model",
+        value=model.name,
+        form=MESSAGE,
+    )
 
 
 # ----- estimate ---------------------------------------------------------------------------
@@ -193,10 +227,26 @@ class EstimateRequest(NamedTuple):
     speculative: Any = None
 
     @classmethod
-    def build(cls, model: Any, *, seq_len: str | int | None = None, batch: int = 1, kv_dtype: str | None = None,
-              k_dtype: str | None = None, v_dtype: str | None = None, quant_group_size: int | None = None,
-              scale_dtype: str | None = None, tp: int = 1, pp: int = 1, dp: int = 1, warn: bool = True,
-              dp_attention: int = 1, ep: int = 1, dcp: int = 1, **rest: Any) -> EstimateRequest:
+    def build(
+        cls,
+        model: Any,
+        *,
+        seq_len: str | int | None = None,
+        batch: int = 1,
+        kv_dtype: str | None = None,
+        k_dtype: str | None = None,
+        v_dtype: str | None = None,
+        quant_group_size: int | None = None,
+        scale_dtype: str | None = None,
+        tp: int = 1,
+        pp: int = 1,
+        dp: int = 1,
+        warn: bool = True,
+        dp_attention: int = 1,
+        ep: int = 1,
+        dcp: int = 1,
+        **rest: Any,
+    ) -> EstimateRequest:
         """Check and resolve the values (the context defaults to the model's
         max_position_embeddings, the KV format to the model's dtype), warn for a context beyond
         the model's (unless `warn` is False), and build the `Workload`. `rest`: gpu, layout,
@@ -212,8 +262,13 @@ class EstimateRequest(NamedTuple):
             warn_beyond_context(model, [T])
         check_positive(dp_attention=dp_attention, ep=ep, dcp=dcp)
         check_gpu_total(tp, pp, dp * dp_attention)
-        wl = Workload(seq_len=T, batch=batch, k_dtype=k, v_dtype=v,
-                      parallel=Parallelism(tp=tp, pp=pp, dp=dp, dp_attention=dp_attention, ep=ep, dcp=dcp))
+        wl = Workload(
+            seq_len=T,
+            batch=batch,
+            k_dtype=k,
+            v_dtype=v,
+            parallel=Parallelism(tp=tp, pp=pp, dp=dp, dp_attention=dp_attention, ep=ep, dcp=dcp),
+        )
         kv_given = bool(kv_dtype or k_dtype or v_dtype or quant_group_size or scale_dtype)
         return cls(model=model, workload=wl, kv_given=kv_given, **rest)
 
@@ -251,18 +306,31 @@ def speed_terms(gpu: Any, engine: str, tp: int, layout: Any = None, calibration:
     from kvcalc.load.speed import speed_table
 
     if calibration is not None and calibration.gpu != gpu.key:
-        raise KvcalcError(f"the calibration was measured as {calibration.gpu}, not {gpu.key}: give --gpu "
-                          f"{calibration.gpu} or measure this GPU", option="--calibration", value=calibration.gpu)
-    terms = speed.resolve_terms(speed_table(), engine=canonical(engine), vendor=gpu.vendor, name=gpu.name,
-                                interconnect_bytes_per_s=gpu.interconnect_bytes_per_s,
-                                hbm_bytes_per_s=gpu.hbm_bytes_per_s, bf16_flops_per_s=gpu.bf16_flops_per_s,
-                                tp=tp, calibration=calibration)
+        raise KvcalcError(
+            f"the calibration was measured as {calibration.gpu}, not {gpu.key}: give --gpu "
+            f"{calibration.gpu} or measure this GPU",
+            option="--calibration",
+            value=calibration.gpu,
+        )
+    terms = speed.resolve_terms(
+        speed_table(),
+        engine=canonical(engine),
+        vendor=gpu.vendor,
+        name=gpu.name,
+        interconnect_bytes_per_s=gpu.interconnect_bytes_per_s,
+        hbm_bytes_per_s=gpu.hbm_bytes_per_s,
+        bf16_flops_per_s=gpu.bf16_flops_per_s,
+        tp=tp,
+        calibration=calibration,
+    )
     if layout is not None and layout.bw_efficiency != DEFAULT_BW_EFFICIENCY:
-        terms = dataclasses.replace(terms, bw_efficiency=layout.bw_efficiency,
-                                    calibrated=terms.calibrated + ("--bw-efficiency",))
+        terms = dataclasses.replace(
+            terms, bw_efficiency=layout.bw_efficiency, calibrated=terms.calibrated + ("--bw-efficiency",)
+        )
     if layout is not None and layout.flops_efficiency != DEFAULT_FLOPS_EFFICIENCY:
-        terms = dataclasses.replace(terms, flops_efficiency=layout.flops_efficiency,
-                                    calibrated=terms.calibrated + ("--flops-efficiency",))
+        terms = dataclasses.replace(
+            terms, flops_efficiency=layout.flops_efficiency, calibrated=terms.calibrated + ("--flops-efficiency",)
+        )
     return terms
 
 
@@ -297,9 +365,17 @@ def run_estimate(req: EstimateRequest) -> EstimateResult:
 
         gpu = get_gpu(req.gpu) if isinstance(req.gpu, str) else req.gpu
         par, wl = req.workload.parallel, req.workload
-        layout = dataclasses.replace(req.layout if req.layout is not None else Layout(), tp=par.tp, pp=par.pp,
-                                     dp=par.dp, k_dtype=wl.k_dtype, v_dtype=wl.v_dtype,
-                                     dp_attention=par.dp_attention, ep=par.ep, dcp=par.dcp)
+        layout = dataclasses.replace(
+            req.layout if req.layout is not None else Layout(),
+            tp=par.tp,
+            pp=par.pp,
+            dp=par.dp,
+            k_dtype=wl.k_dtype,
+            v_dtype=wl.v_dtype,
+            dp_attention=par.dp_attention,
+            ep=par.ep,
+            dcp=par.dcp,
+        )
         layout = dataclasses.replace(layout, speed=speed_terms(gpu, req.engine, par.tp, layout, req.calibration))
         planner = Planner(req.model, gpu, layout)
         serving = planner.serving(est.seq_len, est.batch, est.kv_cache_bytes_per_gpu)
@@ -309,8 +385,10 @@ def run_estimate(req: EstimateRequest) -> EstimateResult:
 
             spec_res = spec_calc.estimate(planner, req.speculative, est.seq_len, est.batch)
     elif req.speculative is not None:
-        raise KvcalcError("--speculative-config needs --gpu (the draft's weights and the step times are per GPU)",
-                          option="--speculative-config")
+        raise KvcalcError(
+            "--speculative-config needs --gpu (the draft's weights and the step times are per GPU)",
+            option="--speculative-config",
+        )
     elif req.input_len is not None or req.output_len is not None:
         raise KvcalcError("--input-len / --output-len need --gpu (a GPU from `kvcalc gpus`)", option="--input-len")
     hint = None
@@ -319,8 +397,9 @@ def run_estimate(req: EstimateRequest) -> EstimateResult:
     engine = None
     if canonical(req.engine) != "ideal":
         engine = engine_for_batch(req, serving)
-    return EstimateResult(kv=est, serving=serving, gpu=gpu, engine=engine, fit_hint=hint, request=request,
-                          speculative=spec_res)
+    return EstimateResult(
+        kv=est, serving=serving, gpu=gpu, engine=engine, fit_hint=hint, request=request, speculative=spec_res
+    )
 
 
 def fit_hint(req: EstimateRequest, gpu: Any, layout: Any, est: Any) -> Any:
@@ -329,14 +408,18 @@ def fit_hint(req: EstimateRequest, gpu: Any, layout: Any, est: Any) -> Any:
     from kvcalc.calc.plan import FIX_SEARCH_MAX_GPUS, smallest_fitting
     from kvcalc.results import FitHint
 
-    found = smallest_fitting(req.model, gpu, layout, est.seq_len, est.batch * est.dp,
-                             (layout.k_dtype, layout.v_dtype), layout.weight_dtype)
+    found = smallest_fitting(
+        req.model, gpu, layout, est.seq_len, est.batch * est.dp, (layout.k_dtype, layout.v_dtype), layout.weight_dtype
+    )
     text = None
     if found is not None:
         n, tp, pp, dp = found
         text = f"{n} x {gpu.key} (tp {tp}, pp {pp}, dp {dp})"
-    return FitHint(smallest_fitting_count=None if found is None else found[0], smallest_fitting_layout=text,
-                   smallest_fitting_limit=FIX_SEARCH_MAX_GPUS)
+    return FitHint(
+        smallest_fitting_count=None if found is None else found[0],
+        smallest_fitting_layout=text,
+        smallest_fitting_limit=FIX_SEARCH_MAX_GPUS,
+    )
 
 
 def engine_for_batch(req: EstimateRequest, plan: Any = None) -> Any:
@@ -362,9 +445,12 @@ def engine_for_batch(req: EstimateRequest, plan: Any = None) -> Any:
     T, B, tp = req.workload.seq_len, req.workload.batch, req.workload.parallel.tp
     par = req.workload.parallel
     if par.dcp > 1:  # the engines' block arithmetic here holds whole sequences on each rank
-        raise KvcalcError(f"--dcp {par.dcp} with --engine {req.engine}: the engine tables size whole sequences per "
-                          f"rank; kvcalc's own figure (without --engine) divides the positions by dcp",
-                          option="--dcp", value=par.dcp)
+        raise KvcalcError(
+            f"--dcp {par.dcp} with --engine {req.engine}: the engine tables size whole sequences per "
+            f"rank; kvcalc's own figure (without --engine) divides the positions by dcp",
+            option="--dcp",
+            value=par.dcp,
+        )
     B = -(-B // par.dp_attention)  # each attention-DP rank is an engine core with its own requests
     if req.kv_given:
         k, v, shown = kv_format(req.workload.k_dtype), kv_format(req.workload.v_dtype), None
@@ -378,12 +464,17 @@ def engine_for_batch(req: EstimateRequest, plan: Any = None) -> Any:
         basis = f"n_ctx = {B} x {T:,} tokens, --parallel {B}"
     elif plan is not None:
         mem = plan.headroom_bytes + plan.kv_cache_bytes_per_gpu
-        basis = (f"what the {plan.gpu} plan leaves for KV per GPU: {plan.gpu_memory_utilization:g} x GPU memory "
-                 "- weights - activations - CUDA context" + prof.plan_budget_note)
+        basis = (
+            f"what the {plan.gpu} plan leaves for KV per GPU: {plan.gpu_memory_utilization:g} x GPU memory "
+            "- weights - activations - CUDA context" + prof.plan_budget_note
+        )
         if mem <= 0:
-            warnings.warn(f"{prof.name} would fail at start-up on {plan.gpu}: the plan leaves {mem:,} B "
-                          f"({mem / 1e9:.2f} GB, {mem / 2**30:.2f} GiB) for the KV cache: {prof.no_memory}",
-                          KvcalcWarning, stacklevel=2)
+            warnings.warn(
+                f"{prof.name} would fail at start-up on {plan.gpu}: the plan leaves {mem:,} B "
+                f"({mem / 1e9:.2f} GB, {mem / 2**30:.2f} GiB) for the KV cache: {prof.no_memory}",
+                KvcalcWarning,
+                stacklevel=2,
+            )
             return None
     else:
         basis = f"sized for this batch ({B} x {T:,} tokens), not a GPU's budget: give --gpu for that"
@@ -412,10 +503,20 @@ class CapacityRequest(NamedTuple):
     concurrency: int | None = None
 
     @classmethod
-    def build(cls, model: Any, *, engine: str = "ideal", kv_memory_bytes: int | None = None,
-              kv_dtype: str | None = None, k_dtype: str | None = None, v_dtype: str | None = None,
-              tp: int = 1, max_model_len: int | None = None, concurrency: int | None = None,
-              options: Any = None) -> CapacityRequest:
+    def build(
+        cls,
+        model: Any,
+        *,
+        engine: str = "ideal",
+        kv_memory_bytes: int | None = None,
+        kv_dtype: str | None = None,
+        k_dtype: str | None = None,
+        v_dtype: str | None = None,
+        tp: int = 1,
+        max_model_len: int | None = None,
+        concurrency: int | None = None,
+        options: Any = None,
+    ) -> CapacityRequest:
         """Resolve the engine (name or alias) and its KV formats: no `kv_dtype` (or 'auto') is
         the engine's default dtype (`EngineProfile.kv_formats`). Raises `KvcalcError` for an
         unknown engine or format, options of another engine, or a `kv_dtype` that `k_dtype` and
@@ -430,13 +531,23 @@ class CapacityRequest(NamedTuple):
         prof = get_profile(engine)
         check_option_bounds(prof.options(options))
         choice = prof.kv_formats(model, kv_dtype, k_dtype, v_dtype, options)
-        return cls(model=model, engine=prof.name, kv_memory_bytes=kv_memory_bytes, k=choice.k, v=choice.v,
-                   label=choice.label, options=choice.options, tp=tp, max_model_len=max_model_len,
-                   concurrency=concurrency)
+        return cls(
+            model=model,
+            engine=prof.name,
+            kv_memory_bytes=kv_memory_bytes,
+            k=choice.k,
+            v=choice.v,
+            label=choice.label,
+            options=choice.options,
+            tp=tp,
+            max_model_len=max_model_len,
+            concurrency=concurrency,
+        )
 
 
-def plan_kv_memory(model: Any, gpu: Any, layout: Any, seq_len: int | None, concurrency: int | None,
-                   engine: str) -> tuple[int, str]:
+def plan_kv_memory(
+    model: Any, gpu: Any, layout: Any, seq_len: int | None, concurrency: int | None, engine: str
+) -> tuple[int, str]:
     """(KV memory per GPU rank in bytes, where it came from) as `engine_for_batch` sizes an engine
     on a GPU plan: util x GPU memory - weights - state - activation reserve - CUDA context, i.e.
     `headroom_bytes + kv_cache_bytes_per_gpu` of `Planner.serving` (vLLM's "Available KV cache
@@ -458,10 +569,14 @@ def plan_kv_memory(model: Any, gpu: Any, layout: Any, seq_len: int | None, concu
     mem = planner.headroom_bytes(T, B * planner.dpa) + planner.kv.per_gpu_bytes(T, B)
     prof = get_profile(engine)
     if mem <= 0:
-        raise KvcalcError(f"{prof.name} would fail at start-up on {spec.key}: the plan leaves {mem:,} B "
-                          f"({mem / 1e9:.2f} GB, {mem / 2**30:.2f} GiB) for the KV cache: {prof.no_memory}")
-    basis = (f"what the {spec.key} plan leaves for KV per GPU: {layout.gpu_memory_utilization:g} x GPU memory "
-             "- weights - activations - CUDA context" + prof.plan_budget_note)
+        raise KvcalcError(
+            f"{prof.name} would fail at start-up on {spec.key}: the plan leaves {mem:,} B "
+            f"({mem / 1e9:.2f} GB, {mem / 2**30:.2f} GiB) for the KV cache: {prof.no_memory}"
+        )
+    basis = (
+        f"what the {spec.key} plan leaves for KV per GPU: {layout.gpu_memory_utilization:g} x GPU memory "
+        "- weights - activations - CUDA context" + prof.plan_budget_note
+    )
     return mem, basis
 
 
@@ -483,18 +598,36 @@ def run_capacity(req: CapacityRequest) -> Any:
     except KvcalcError as e:
         if req.engine == "ideal" or not state_bytes_known(req.model):
             raise
-        raise KvcalcError(f"{e.message}; kvcalc does not model how {req.engine} allocates a model with state "
-                          "alone: --engine ideal with --kv-memory gives how many sequences' state fits",
-                          field=e.field, value=e.value, form=e.form) from None
+        raise KvcalcError(
+            f"{e.message}; kvcalc does not model how {req.engine} allocates a model with state "
+            "alone: --engine ideal with --kv-memory gives how many sequences' state fits",
+            field=e.field,
+            value=e.value,
+            form=e.form,
+        ) from None
     prof = get_profile(req.engine)
-    if (prof.allocates_cells and req.kv_memory_bytes and req.max_model_len and req.concurrency is None
-            and getattr(req.options, "n_ctx", None) is None and getattr(req.options, "parallel", None) is None):
+    if (
+        prof.allocates_cells
+        and req.kv_memory_bytes
+        and req.max_model_len
+        and req.concurrency is None
+        and getattr(req.options, "n_ctx", None) is None
+        and getattr(req.options, "parallel", None) is None
+    ):
         found = requests_that_fit(prof, req)
         if found is not None:
             return found
-    return prof.capacity(req.model, req.kv_memory_bytes, req.k, req.v, tp=req.tp,
-                         max_model_len=req.max_model_len, concurrency=req.concurrency,
-                         options=req.options, kv_cache_dtype=req.label)
+    return prof.capacity(
+        req.model,
+        req.kv_memory_bytes,
+        req.k,
+        req.v,
+        tp=req.tp,
+        max_model_len=req.max_model_len,
+        concurrency=req.concurrency,
+        options=req.options,
+        kv_cache_dtype=req.label,
+    )
 
 
 def state_bytes_known(model: Any) -> bool:
@@ -515,26 +648,50 @@ def state_capacity(req: CapacityRequest, state_bytes: int) -> Any:
     from kvcalc.results import EngineResult
 
     if req.tp != 1:
-        raise KvcalcError(f"{req.model.name} keeps only fixed per-sequence state; its capacity is figured for one "
-                          "rank that holds the whole state: give --tp 1", option="--tp", value=str(req.tp))
+        raise KvcalcError(
+            f"{req.model.name} keeps only fixed per-sequence state; its capacity is figured for one "
+            "rank that holds the whole state: give --tp 1",
+            option="--tp",
+            value=str(req.tp),
+        )
     mem = req.kv_memory_bytes
     if mem is None:  # the caller (`capacity`) comes here only with a KV memory
-        raise KvcalcError("the number of sequences that fit needs the KV memory: give --kv-memory",
-                          field="kv_memory_bytes")
+        raise KvcalcError(
+            "the number of sequences that fit needs the KV memory: give --kv-memory", field="kv_memory_bytes"
+        )
     n = mem // state_bytes
     L = req.max_model_len or req.model.default_context
-    line = (f"{n:,} sequences of {state_bytes:,} B of state each fit in {mem:,} B, at any context "
-            "(no per-token KV cache: every layer is mamba / linear attention)")
+    line = (
+        f"{n:,} sequences of {state_bytes:,} B of state each fit in {mem:,} B, at any context "
+        "(no per-token KV cache: every layer is mamba / linear attention)"
+    )
     c = req.concurrency
     fits = None if c is None else c <= n
-    notes = [] if c is None else [
-        f"{c:,} requests fit at every context" if fits else
-        f"{c:,} requests do not fit at any context: their state needs {c * state_bytes:,} B"]
-    return EngineResult(engine="ideal", engine_version=VERSION, kv_memory_bytes=mem, kv_cache_dtype=req.label,
-                        page_size_bytes=state_bytes, kv_cache_tokens=0, engine_kv_bytes=n * state_bytes,
-                        engine_state_bytes=n * state_bytes, max_model_len=L, max_concurrency=float(n),
-                        concurrency=req.concurrency, longest_context=0 if fits is False else None,
-                        log_lines=[line], notes=[line, *notes])
+    notes = (
+        []
+        if c is None
+        else [
+            f"{c:,} requests fit at every context"
+            if fits
+            else f"{c:,} requests do not fit at any context: their state needs {c * state_bytes:,} B"
+        ]
+    )
+    return EngineResult(
+        engine="ideal",
+        engine_version=VERSION,
+        kv_memory_bytes=mem,
+        kv_cache_dtype=req.label,
+        page_size_bytes=state_bytes,
+        kv_cache_tokens=0,
+        engine_kv_bytes=n * state_bytes,
+        engine_state_bytes=n * state_bytes,
+        max_model_len=L,
+        max_concurrency=float(n),
+        concurrency=req.concurrency,
+        longest_context=0 if fits is False else None,
+        log_lines=[line],
+        notes=[line, *notes],
+    )
 
 
 def requests_that_fit(prof: Any, req: CapacityRequest) -> Any:
@@ -549,12 +706,13 @@ def requests_that_fit(prof: Any, req: CapacityRequest) -> Any:
 
     L, mem = req.max_model_len, req.kv_memory_bytes
     if L is None or mem is None:  # the caller (`capacity`) comes here only with both
-        raise KvcalcError("the number of requests that fit needs --max-model-len and --kv-memory",
-                          field="max_model_len" if L is None else "kv_memory_bytes")
+        raise KvcalcError(
+            "the number of requests that fit needs --max-model-len and --kv-memory",
+            field="max_model_len" if L is None else "kv_memory_bytes",
+        )
 
     def alloc(n: int) -> Any:
-        return prof.for_batch(req.model, L, n, req.k, req.v, tp=req.tp, options=req.options,
-                              kv_cache_dtype=req.label)
+        return prof.for_batch(req.model, L, n, req.k, req.v, tp=req.tp, options=req.options, kv_cache_dtype=req.label)
 
     refused: dict[int, str] = {}
 
@@ -572,8 +730,10 @@ def requests_that_fit(prof: Any, req: CapacityRequest) -> Any:
     if n < 1:
         return None
     res = alloc(n)
-    note = (f"{n:,} requests of {L:,} tokens fit: {prof.display_name} allocates the whole context up front, "
-            f"-c {n * L} -np {n} ({n * L:,} cells, {n:,} slots of {L:,})")
+    note = (
+        f"{n:,} requests of {L:,} tokens fit: {prof.display_name} allocates the whole context up front, "
+        f"-c {n * L} -np {n} ({n * L:,} cells, {n:,} slots of {L:,})"
+    )
     if n + 1 in refused:
         note += f"; more slots are refused ({refused[n + 1]})"
     return res.model_copy(update={"notes": [*res.notes, note], "kv_memory_bytes": mem})
@@ -592,13 +752,20 @@ def _names(value: Any, option: str) -> list[str] | None:
     items = value.split(",") if isinstance(value, str) else [str(v) for v in value]
     parts = [p for v in items for p in v.split("+")] if option == "--gpu" else items  # a+b: devices of one layout
     if isinstance(value, str) and not value.strip():
-        raise KvcalcError(f"is empty; give names separated by commas, or leave {option} out for the default",
-                          option=option, form=OPTION_SAYS)
+        raise KvcalcError(
+            f"is empty; give names separated by commas, or leave {option} out for the default",
+            option=option,
+            form=OPTION_SAYS,
+        )
     if any(not p.strip() for p in parts):
         from kvcalc.text import excerpt
 
-        raise KvcalcError(f"'{excerpt(value if isinstance(value, str) else ','.join(items))}' has an empty item; "
-                          "write values separated by single commas", option=option, form=OPTION)
+        raise KvcalcError(
+            f"'{excerpt(value if isinstance(value, str) else ','.join(items))}' has an empty item; "
+            "write values separated by single commas",
+            option=option,
+            form=OPTION,
+        )
     items = [v.strip() for v in items]
     return None if not items or [v.lower() for v in items] == ["all"] else items
 
@@ -623,13 +790,29 @@ class PlanRequest(NamedTuple):
     options: Any = None
 
     @classmethod
-    def build(cls, model: Any, *, seq_len: str | int | None = None, concurrency: int = 1,
-              gpus: Any = None, max_gpus: int | None = None, engine: str = "vllm",
-              kv_dtypes: Any = None, weight_dtypes: Any = None, max_tpot_ms: float | None = None,
-              min_tokens_per_s: float | None = None, max_ttft_s: float | None = None,
-              prices: Any = None, knobs: Any = None, top: int | None = None, why_not: int | None = None,
-              gpus_per_node: int | None = None, engine_options: Any = None, calibration: Any = None,
-              speculative: Any = None) -> PlanRequest:
+    def build(
+        cls,
+        model: Any,
+        *,
+        seq_len: str | int | None = None,
+        concurrency: int = 1,
+        gpus: Any = None,
+        max_gpus: int | None = None,
+        engine: str = "vllm",
+        kv_dtypes: Any = None,
+        weight_dtypes: Any = None,
+        max_tpot_ms: float | None = None,
+        min_tokens_per_s: float | None = None,
+        max_ttft_s: float | None = None,
+        prices: Any = None,
+        knobs: Any = None,
+        top: int | None = None,
+        why_not: int | None = None,
+        gpus_per_node: int | None = None,
+        engine_options: Any = None,
+        calibration: Any = None,
+        speculative: Any = None,
+    ) -> PlanRequest:
         """Check and resolve: the context (default the model's), positive counts and targets,
         the GPUs (a comma list or list of names / GPU files, `a+b` a fixed set of devices in one
         machine, None or 'all' every row of the table), the formats (comma lists; None: the
@@ -673,8 +856,10 @@ class PlanRequest(NamedTuple):
             devices = tuple(get_gpu(p) for p in parts if p)
             fixed = len(devices) > 1
             if fixed and not prof.plan_layer_split and len({g.key for g in devices}) > 1:
-                raise KvcalcError(f"--gpu {name}: {prof.display_name} needs identical GPUs in a layout; "
-                                  "a set of different GPUs is for --engine llamacpp (it splits layers)")
+                raise KvcalcError(
+                    f"--gpu {name}: {prof.display_name} needs identical GPUs in a layout; "
+                    "a set of different GPUs is for --engine llamacpp (it splits layers)"
+                )
             if fixed and len(devices) > node:
                 raise KvcalcError(f"--gpu {name}: {len(devices)} devices exceed one node of {node}")
             choices.append(P.GpuChoice(devices, fixed))
@@ -683,20 +868,39 @@ class PlanRequest(NamedTuple):
 
         kv_default, w_default, fp8_only = prof.plan_formats(model)
         kvs = tuple((kv_format(n).name,) * 2 for n in (_names(kv_dtypes, "--kv-dtype") or kv_default))
-        ws = tuple(None if n is None else weight_format(n).name for n in (_names(weight_dtypes, "--weight-dtype") or w_default))
+        ws = tuple(
+            None if n is None else weight_format(n).name for n in (_names(weight_dtypes, "--weight-dtype") or w_default)
+        )
         kvs, ws = tuple(dict.fromkeys(kvs)), tuple(dict.fromkeys(ws))
 
         if speculative is not None:  # carried on the launch lines (`calc.speculative.SpecDecode`)
             speculative.check(model)
 
         def launch(gpu: Any = None, **kw: Any) -> str | None:
-            return prof.launch_line(LaunchSpec(model=model, **kw, speculative=speculative,
-                                               **prof.launch_extras(model, opts, gpu, kw.get("k_dtype"))))
+            return prof.launch_line(
+                LaunchSpec(
+                    model=model,
+                    **kw,
+                    speculative=speculative,
+                    **prof.launch_extras(model, opts, gpu, kw.get("k_dtype")),
+                )
+            )
 
         for (k, v), w in ((kv, w) for kv in kvs for w in ws):  # refuse what the engine cannot run
             try:
-                launch(tp=1, pp=1, dp=1, nodes=1, max_model_len=T, max_num_seqs=concurrency, k_dtype=k, v_dtype=v,
-                       weight_dtype=w, gpu_memory_utilization=knobs.gpu_memory_utilization, tensor_split=None)
+                launch(
+                    tp=1,
+                    pp=1,
+                    dp=1,
+                    nodes=1,
+                    max_model_len=T,
+                    max_num_seqs=concurrency,
+                    k_dtype=k,
+                    v_dtype=v,
+                    weight_dtype=w,
+                    gpu_memory_utilization=knobs.gpu_memory_utilization,
+                    tensor_split=None,
+                )
             except KvcalcError as e:  # plan's K and V are both its one --kv-dtype: name that, not --k-dtype
                 if e.field not in ("k_dtype", "v_dtype"):
                     raise
@@ -711,11 +915,28 @@ class PlanRequest(NamedTuple):
 
             prices = check_prices(prices, [*table, *(g.key for c in choices for g in c.devices)])
         search = P.PlanSearch(
-            model=model, seq_len=T, concurrency=concurrency, gpus=tuple(choices), kv_dtypes=kvs, weight_dtypes=ws,
-            fp8_only=fp8_only, gate_kv=not _names(kv_dtypes, "--kv-dtype"), gate_weights=not _names(weight_dtypes, "--weight-dtype"), targets=P.PlanTargets(max_tpot_ms, min_tokens_per_s, max_ttft_s), knobs=knobs,
-            max_gpus=max_gpus, gpus_per_node=node, layer_split=prof.plan_layer_split, prices=prices or {},
-            top=top, why_not=why_not, engine=prof.name, launch=launch, engine_kv=prof.plan_engine_kv(model, opts),
-            speed=None if calibration is None else _plan_speed(prof.name, knobs, calibration))
+            model=model,
+            seq_len=T,
+            concurrency=concurrency,
+            gpus=tuple(choices),
+            kv_dtypes=kvs,
+            weight_dtypes=ws,
+            fp8_only=fp8_only,
+            gate_kv=not _names(kv_dtypes, "--kv-dtype"),
+            gate_weights=not _names(weight_dtypes, "--weight-dtype"),
+            targets=P.PlanTargets(max_tpot_ms, min_tokens_per_s, max_ttft_s),
+            knobs=knobs,
+            max_gpus=max_gpus,
+            gpus_per_node=node,
+            layer_split=prof.plan_layer_split,
+            prices=prices or {},
+            top=top,
+            why_not=why_not,
+            engine=prof.name,
+            launch=launch,
+            engine_kv=prof.plan_engine_kv(model, opts),
+            speed=None if calibration is None else _plan_speed(prof.name, knobs, calibration),
+        )
         return cls(search=search, engine=prof.name, options=opts)
 
 
@@ -756,8 +977,11 @@ def refuse_engine_model(prof: Any, model: Any) -> None:
             others.append(name)
         reason = re.sub(r"(\s*\(use --engine ideal\)|; use --engine ideal)$", "", e.message)
         size = " or ".join(f"--engine {n}" for n in others)
-        raise KvcalcError(f"{reason}: no {prof.display_name} layout to plan; {size} "
-                          f"size{'s' if len(others) == 1 else ''} it", field="model", value=model.name) from None
+        raise KvcalcError(
+            f"{reason}: no {prof.display_name} layout to plan; {size} size{'s' if len(others) == 1 else ''} it",
+            field="model",
+            value=model.name,
+        ) from None
 
 
 def run_plan(req: PlanRequest) -> Any:

@@ -42,8 +42,18 @@ if TYPE_CHECKING:  # what `__getattr__` hands out, named for type checkers
     from kvcalc.schema_deploy import Deployment, GpuSpec, Targets  # noqa: F401
 
 #: the names `kvcalc.schema_deploy` declares, handed out by `__getattr__` on first use
-DEPLOY_NAMES = ("GpuSpec", "Deployment", "Targets", "GpuCount", "ContextTokens", "Positive", "MemoryBytes", "Bytes0",
-                "BytesPerS", "FlopsPerS")
+DEPLOY_NAMES = (
+    "GpuSpec",
+    "Deployment",
+    "Targets",
+    "GpuCount",
+    "ContextTokens",
+    "Positive",
+    "MemoryBytes",
+    "Bytes0",
+    "BytesPerS",
+    "FlopsPerS",
+)
 
 
 def __getattr__(name: str) -> Any:
@@ -69,15 +79,30 @@ LayerKind = Literal["full", "sliding", "mla", "mamba", "linear", "hybrid", "mlp"
 
 #: spellings accepted in `layer_pattern` / `layer_types` (Hugging Face `layer_types` names too).
 LAYER_KIND_ALIASES: dict[str, str] = {
-    "full": "full", "full_attention": "full", "attention": "full", "global": "full",
-    "attn": "full", "global_attention": "full",
-    "sliding": "sliding", "sliding_attention": "sliding", "local": "sliding",
-    "sliding_window": "sliding", "local_attention": "sliding", "swa": "sliding",
-    "mamba": "mamba", "mamba2": "mamba", "ssm": "mamba",
-    "linear": "linear", "linear_attention": "linear", "gated_deltanet": "linear", "deltanet": "linear",
+    "full": "full",
+    "full_attention": "full",
+    "attention": "full",
+    "global": "full",
+    "attn": "full",
+    "global_attention": "full",
+    "sliding": "sliding",
+    "sliding_attention": "sliding",
+    "local": "sliding",
+    "sliding_window": "sliding",
+    "local_attention": "sliding",
+    "swa": "sliding",
+    "mamba": "mamba",
+    "mamba2": "mamba",
+    "ssm": "mamba",
+    "linear": "linear",
+    "linear_attention": "linear",
+    "gated_deltanet": "linear",
+    "deltanet": "linear",
     "none": "linear",
-    "hybrid": "hybrid", "parallel_hybrid": "hybrid",
-    "mlp": "mlp", "moe": "mlp",
+    "hybrid": "hybrid",
+    "parallel_hybrid": "hybrid",
+    "mlp": "mlp",
+    "moe": "mlp",
 }
 
 
@@ -88,9 +113,16 @@ def field_error(model: str, field: str, message: str, value: object = None) -> E
     from pydantic import ValidationError
     from pydantic_core import InitErrorDetails, PydanticCustomError
 
-    return ValidationError.from_exception_data(model, [InitErrorDetails(
-        type=PydanticCustomError("value_error", message.replace("{", "{{").replace("}", "}}")), loc=(field,),
-        input=value)])
+    return ValidationError.from_exception_data(
+        model,
+        [
+            InitErrorDetails(
+                type=PydanticCustomError("value_error", message.replace("{", "{{").replace("}", "}}")),
+                loc=(field,),
+                input=value,
+            )
+        ],
+    )
 
 
 class LayerSpec(_Frozen):
@@ -226,6 +258,8 @@ class CheckpointWeights(_Frozen):
     def total_bytes(self) -> int:
         """Every byte of weight data the files hold."""
         return sum(self.layer_bytes) + self.embedding_bytes + self.head_bytes + self.other_bytes
+
+
 #: rope types whose `factor` does not lengthen the context vLLM derives (`su` is longrope's old
 #: name; llama3 configs already state the scaled max_position_embeddings).
 ROPE_TYPES_UNSCALED = ("su", "longrope", "llama3")
@@ -402,10 +436,18 @@ class ModelSpec(_Frozen):
 
     @model_validator(mode="after")
     def _check(self) -> "ModelSpec":
-        if self.index_head_dim is not None and self.attention != "mla" and self.index_format != "kv" \
-                and self.compress_ratios is None:
-            raise field_error("ModelSpec", "index_head_dim", "index_head_dim (DeepSeek-V3.2's indexer) needs "
-                              "attention: mla (or compress_ratios, or index_format: kv)")
+        if (
+            self.index_head_dim is not None
+            and self.attention != "mla"
+            and self.index_format != "kv"
+            and self.compress_ratios is None
+        ):
+            raise field_error(
+                "ModelSpec",
+                "index_head_dim",
+                "index_head_dim (DeepSeek-V3.2's indexer) needs "
+                "attention: mla (or compress_ratios, or index_format: kv)",
+            )
         self._check_2026()
         if self.mla_cache is not None and self.attention != "mla":
             raise field_error("ModelSpec", "mla_cache", "mla_cache (how llama.cpp caches MLA) needs attention: mla")
@@ -415,34 +457,45 @@ class ModelSpec(_Frozen):
                 raise field_error("ModelSpec", missing[0], f"attention: mla needs {' and '.join(missing)}")
             ignored = [f for f in ("n_kv_heads", "head_dim") if getattr(self, f) is not None]
             if ignored:
-                raise ValueError(f"{' and '.join(ignored)} mean nothing with attention: mla (the cache is one "
-                                 f"latent of kv_lora_rank + qk_rope_head_dim per token); remove {' and '.join(ignored)}")
+                raise ValueError(
+                    f"{' and '.join(ignored)} mean nothing with attention: mla (the cache is one "
+                    f"latent of kv_lora_rank + qk_rope_head_dim per token); remove {' and '.join(ignored)}"
+                )
             kinds = set(self.layer_pattern or self.layer_types or [])
             if self.sliding_window is not None or "sliding" in kinds:
-                raise ValueError("sliding_window with attention: mla is not supported (no published "
-                                 "model has sliding MLA layers); remove sliding_window")
+                raise ValueError(
+                    "sliding_window with attention: mla is not supported (no published "
+                    "model has sliding MLA layers); remove sliding_window"
+                )
         else:
             kv = self.n_kv_heads or self.n_heads
             if self.n_heads % kv:
-                raise ValueError(
-                    f"n_heads ({self.n_heads}) must be divisible by n_kv_heads ({kv})")
+                raise ValueError(f"n_heads ({self.n_heads}) must be divisible by n_kv_heads ({kv})")
             if self.head_dim is None and self.hidden_size is None:
-                raise field_error("ModelSpec", "head_dim",
-                                  "give head_dim, or hidden_size to derive it as hidden_size // n_heads")
+                raise field_error(
+                    "ModelSpec", "head_dim", "give head_dim, or hidden_size to derive it as hidden_size // n_heads"
+                )
             if self.head_dim is None and self.hidden_size is not None and self.hidden_size % self.n_heads:
                 raise ValueError(
-                    f"hidden_size ({self.hidden_size}) is not divisible by n_heads ({self.n_heads}); give head_dim")
+                    f"hidden_size ({self.hidden_size}) is not divisible by n_heads ({self.n_heads}); give head_dim"
+                )
         if self.layer_pattern is not None and self.layer_types is not None:
             raise ValueError("give layer_pattern or layer_types, not both")
         if self.layer_types is not None and len(self.layer_types) != self.n_layers:
-            raise field_error("ModelSpec", "layer_types",
-                              f"layer_types lists {len(self.layer_types)} layers but n_layers is {self.n_layers}")
+            raise field_error(
+                "ModelSpec",
+                "layer_types",
+                f"layer_types lists {len(self.layer_types)} layers but n_layers is {self.n_layers}",
+            )
         if self.layer_pattern is not None and len(self.layer_pattern) > self.n_layers:
             # a pattern repeats over the layers: a longer one would be cut without a word
-            raise field_error("ModelSpec", "layer_pattern",
-                              f"layer_pattern lists {len(self.layer_pattern)} kinds but n_layers is {self.n_layers}; "
-                              f"a pattern repeats over the layers, so it cannot be longer (give layer_types for "
-                              f"one kind per layer)")
+            raise field_error(
+                "ModelSpec",
+                "layer_pattern",
+                f"layer_pattern lists {len(self.layer_pattern)} kinds but n_layers is {self.n_layers}; "
+                f"a pattern repeats over the layers, so it cannot be longer (give layer_types for "
+                f"one kind per layer)",
+            )
         kinds = set(self.layer_pattern or self.layer_types or [])
         if "sliding" in kinds and self.sliding_window is None:
             raise ValueError("layers of kind 'sliding' need sliding_window")
@@ -453,13 +506,19 @@ class ModelSpec(_Frozen):
             # a factor that leaves no token (int(131,072 x 1e-300) = 0) or a limit past every bound
             # would otherwise surface as a bad --seq-len the user never gave
             how = self.context_limit_label.removesuffix(")").split(" = ", 1)[-1]  # "linear factor 1e+06 x ..."
-            raise field_error("ModelSpec", "rope_scaling",
-                              f"makes the longest context {limit:,} tokens ({how}); kvcalc sizes 1 to "
-                              f"{MAX_SEQ_LEN:,} tokens: check its factor")
+            raise field_error(
+                "ModelSpec",
+                "rope_scaling",
+                f"makes the longest context {limit:,} tokens ({how}); kvcalc sizes 1 to "
+                f"{MAX_SEQ_LEN:,} tokens: check its factor",
+            )
         if self.checkpoint is not None and len(self.checkpoint.layer_bytes) != self.n_layers:
-            raise field_error("ModelSpec", "checkpoint",
-                              f"the checkpoint's tensors cover {len(self.checkpoint.layer_bytes)} layers "
-                              f"but n_layers is {self.n_layers}")
+            raise field_error(
+                "ModelSpec",
+                "checkpoint",
+                f"the checkpoint's tensors cover {len(self.checkpoint.layer_bytes)} layers "
+                f"but n_layers is {self.n_layers}",
+            )
         return self
 
     def _check_2026(self) -> None:
@@ -474,25 +533,38 @@ class ModelSpec(_Frozen):
             if any(x not in (0, 1) for x in self.index_layers):
                 raise field_error("ModelSpec", "index_layers", "index_layers lists 1 (an indexer) or 0 per layer")
         if self.compress_ratios is not None and any(r == 1 for r in self.compress_ratios):
-            raise field_error("ModelSpec", "compress_ratios", "a compress ratio is 0 (none) or above 1 (tokens per "
-                              "compressed entry)")
+            raise field_error(
+                "ModelSpec", "compress_ratios", "a compress ratio is 0 (none) or above 1 (tokens per compressed entry)"
+            )
         if self.n_kv_shared_layers >= self.n_layers:
-            raise field_error("ModelSpec", "n_kv_shared_layers", f"n_kv_shared_layers ({self.n_kv_shared_layers}) "
-                              f"must leave at least one of the {self.n_layers} layers with a cache of its own")
+            raise field_error(
+                "ModelSpec",
+                "n_kv_shared_layers",
+                f"n_kv_shared_layers ({self.n_kv_shared_layers}) "
+                f"must leave at least one of the {self.n_layers} layers with a cache of its own",
+            )
         if self.v_is_k and (self.attention == "mla" or self.v_head_dim is not None):
-            raise field_error("ModelSpec", "v_is_k", "v_is_k (one cached tensor that is K and V) takes no "
-                              "v_head_dim and no attention: mla (whose latent is already both)")
+            raise field_error(
+                "ModelSpec",
+                "v_is_k",
+                "v_is_k (one cached tensor that is K and V) takes no "
+                "v_head_dim and no attention: mla (whose latent is already both)",
+            )
         for kind, g in (self.kind_geometry or {}).items():
             if self.attention == "mla":
                 raise field_error("ModelSpec", "kind_geometry", "kind_geometry needs per-head attention, not mla")
             kv = g.n_kv_heads or self.n_kv_heads or self.n_heads
             if self.n_heads % kv:
-                raise field_error("ModelSpec", "kind_geometry",
-                                  f"n_heads ({self.n_heads}) must be divisible by the {kind} layers' n_kv_heads ({kv})")
+                raise field_error(
+                    "ModelSpec",
+                    "kind_geometry",
+                    f"n_heads ({self.n_heads}) must be divisible by the {kind} layers' n_kv_heads ({kv})",
+                )
         for k in self.attention_sinks or []:
             if LAYER_KIND_ALIASES.get(str(k).strip().lower()) not in ("full", "sliding"):
-                raise field_error("ModelSpec", "attention_sinks", f"attention_sinks lists layer kinds (full, "
-                                  f"sliding), got '{k}'")
+                raise field_error(
+                    "ModelSpec", "attention_sinks", f"attention_sinks lists layer kinds (full, sliding), got '{k}'"
+                )
 
     # ----- derived -------------------------------------------------------------------------
 
@@ -556,14 +628,20 @@ class ModelSpec(_Frozen):
         if self.attention == "mla":
             lora, rope = self.kv_lora_rank, self.qk_rope_head_dim
             if lora is None or rope is None:  # the validator refuses MLA without them
-                raise KvcalcError(f"{self.name}: attention: mla needs kv_lora_rank and qk_rope_head_dim",
-                                  field="kv_lora_rank", form=MESSAGE)
+                raise KvcalcError(
+                    f"{self.name}: attention: mla needs kv_lora_rank and qk_rope_head_dim",
+                    field="kv_lora_rank",
+                    form=MESSAGE,
+                )
             return lora + rope
         if self.head_dim is not None:
             return self.head_dim
         if self.hidden_size is None:  # the validator refuses a model with neither
-            raise KvcalcError(f"{self.name}: give head_dim, or hidden_size to derive it as hidden_size // n_heads",
-                              field="head_dim", form=MESSAGE)
+            raise KvcalcError(
+                f"{self.name}: give head_dim, or hidden_size to derive it as hidden_size // n_heads",
+                field="head_dim",
+                form=MESSAGE,
+            )
         return self.hidden_size // self.n_heads
 
     @property
@@ -616,8 +694,11 @@ class ModelSpec(_Frozen):
         out = []
         for i, kind in enumerate(kinds):
             ratio = self.compress_ratios[i] if self.compress_ratios is not None else 0
-            indexed = self.index_head_dim is not None and kind in ("mla", "full", "sliding") and (
-                self.index_layers[i] if self.index_layers is not None else 1)
+            indexed = (
+                self.index_head_dim is not None
+                and kind in ("mla", "full", "sliding")
+                and (self.index_layers[i] if self.index_layers is not None else 1)
+            )
             source = None
             if i >= first_shared and kind in ("full", "sliding", "mla"):
                 earlier = [j for j in range(first_shared) if kinds[j] == kind]
@@ -636,24 +717,45 @@ class ModelSpec(_Frozen):
             return LayerSpec(kind="mlp")
         index = dict(index_dim=self.index_head_dim or 0, index_format=self.index_format) if indexed else {}
         if kind == "mla":
-            return LayerSpec(kind="mla", n_kv_heads=1, head_dim_k=self.resolved_head_dim, head_dim_v=0,
-                             kv_source=source, **index)
+            return LayerSpec(
+                kind="mla", n_kv_heads=1, head_dim_k=self.resolved_head_dim, head_dim_v=0, kv_source=source, **index
+            )
         geo_kind: Literal["full", "sliding"] | None = (
-            "full" if kind == "full" else "sliding" if kind == "sliding" else None)
+            "full" if kind == "full" else "sliding" if kind == "sliding" else None
+        )
         g = (self.kind_geometry or {}).get(geo_kind) if geo_kind is not None else None
         kv = (g.n_kv_heads if g and g.n_kv_heads else None) or self.resolved_n_kv_heads
         dk = (g.head_dim if g and g.head_dim else None) or self.resolved_head_dim
-        dv = 0 if self.v_is_k else (g.v_head_dim if g and g.v_head_dim else None) or (
-            dk if g and g.head_dim else self.resolved_v_head_dim)
-        extra = dict(v_is_k=self.v_is_k, k_eq_v=bool(g and g.k_eq_v), kv_source=source,
-                     sink_heads=self.n_heads if sinks else 0)
+        dv = (
+            0
+            if self.v_is_k
+            else (g.v_head_dim if g and g.v_head_dim else None)
+            or (dk if g and g.head_dim else self.resolved_v_head_dim)
+        )
+        extra = dict(
+            v_is_k=self.v_is_k, k_eq_v=bool(g and g.k_eq_v), kv_source=source, sink_heads=self.n_heads if sinks else 0
+        )
         if ratio > 1:
             extra.update(compress_ratio=ratio, compressed_dim=dk)  # DeepSeek-V4: entries of head_dim
         if kind == "hybrid":
-            return LayerSpec(kind="hybrid", n_kv_heads=kv, head_dim_k=dk, head_dim_v=dv,
-                             state_values=self._state_values("mamba"), **extra, **index)
-        return LayerSpec(kind=kind, n_kv_heads=kv, head_dim_k=dk, head_dim_v=dv,
-                         window=self.sliding_window if kind == "sliding" else None, **extra, **index)
+            return LayerSpec(
+                kind="hybrid",
+                n_kv_heads=kv,
+                head_dim_k=dk,
+                head_dim_v=dv,
+                state_values=self._state_values("mamba"),
+                **extra,
+                **index,
+            )
+        return LayerSpec(
+            kind=kind,
+            n_kv_heads=kv,
+            head_dim_k=dk,
+            head_dim_v=dv,
+            window=self.sliding_window if kind == "sliding" else None,
+            **extra,
+            **index,
+        )
 
     def _state_values(self, kind: str) -> int:
         """Fixed state values per sequence of one mamba or linear layer (0 when unknown).

@@ -24,26 +24,44 @@ def _quantity(kind: str, *, min_unitless: int, hint_unit: str, allow_zero: bool 
         if value is None:
             return value
         try:
-            return parse_size(value, None, kind=kind, min_unitless=min_unitless, hint_unit=hint_unit,
-                              allow_zero=allow_zero)
+            return parse_size(
+                value, None, kind=kind, min_unitless=min_unitless, hint_unit=hint_unit, allow_zero=allow_zero
+            )
         except KvcalcError as e:
             raise ValueError(e.message) from None
 
     return BeforeValidator(parse)
 
+
 #: bytes of memory: `80GB`, `24GiB`, `1.5e9` or an int; unitless figures under 1 MiB are refused
 _SIZE_SCHEMA = WithJsonSchema({"anyOf": [{"type": "integer"}, {"type": "number"}, {"type": "string"}]})
-MemoryBytes = Annotated[int, _quantity("bytes", min_unitless=2**20, hint_unit="GiB"),
-                        Field(strict=True, gt=0, le=MAX_QUANTITY), _SIZE_SCHEMA]
+MemoryBytes = Annotated[
+    int,
+    _quantity("bytes", min_unitless=2**20, hint_unit="GiB"),
+    Field(strict=True, gt=0, le=MAX_QUANTITY),
+    _SIZE_SCHEMA,
+]
 #: bytes that may be small or 0 (an L2 cache)
-Bytes0 = Annotated[int, _quantity("bytes", min_unitless=0, hint_unit="MiB", allow_zero=True),
-                   Field(strict=True, ge=0, le=MAX_QUANTITY), _SIZE_SCHEMA]
+Bytes0 = Annotated[
+    int,
+    _quantity("bytes", min_unitless=0, hint_unit="MiB", allow_zero=True),
+    Field(strict=True, ge=0, le=MAX_QUANTITY),
+    _SIZE_SCHEMA,
+]
 #: bytes per second: `3.35TB/s`, `768GB/s`, `768e9` or an int (decimal prefixes, as vendors quote)
-BytesPerS = Annotated[int, _quantity("bytes_per_s", min_unitless=10**6, hint_unit="GB/s"),
-                      Field(strict=True, gt=0, le=MAX_QUANTITY), _SIZE_SCHEMA]
+BytesPerS = Annotated[
+    int,
+    _quantity("bytes_per_s", min_unitless=10**6, hint_unit="GB/s"),
+    Field(strict=True, gt=0, le=MAX_QUANTITY),
+    _SIZE_SCHEMA,
+]
 #: FLOP/s: `989.4TFLOPS`, `989.4e12` or an int
-FlopsPerS = Annotated[int, _quantity("flops_per_s", min_unitless=10**6, hint_unit="TFLOPS"),
-                      Field(strict=True, gt=0, le=MAX_QUANTITY), _SIZE_SCHEMA]
+FlopsPerS = Annotated[
+    int,
+    _quantity("flops_per_s", min_unitless=10**6, hint_unit="TFLOPS"),
+    Field(strict=True, gt=0, le=MAX_QUANTITY),
+    _SIZE_SCHEMA,
+]
 
 
 # ----- deployments (`kvcalc check`; read by `kvcalc.load.deployments`) ------------------------
@@ -152,8 +170,11 @@ class Deployment(_Frozen):
     def _layout(self) -> "Deployment":
         tp = self.tp or self.count // (self.pp * self.dp_attention)
         if tp < 1 or self.count % (tp * self.pp * self.dp_attention):
-            what = f"tp x pp ({tp} x {self.pp})" if self.dp_attention == 1 else \
-                f"tp x pp x dp_attention ({tp} x {self.pp} x {self.dp_attention})"
+            what = (
+                f"tp x pp ({tp} x {self.pp})"
+                if self.dp_attention == 1
+                else f"tp x pp x dp_attention ({tp} x {self.pp} x {self.dp_attention})"
+            )
             raise ValueError(f"count ({self.count}) must be a multiple of {what}")
         return self
 
@@ -203,5 +224,3 @@ class GpuSpec(_Frozen):
     compute_capability: Annotated[str, Field(pattern=r"^[0-9]+\.[0-9]+$")] | None = None
     nvlink_domain_gpus: GpuCount | None = None
     source: str
-
-

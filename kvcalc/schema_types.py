@@ -15,7 +15,9 @@ from kvcalc.units import parse_count
 
 
 class _Frozen(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)  # built on first use: a command pays only for the models it validates
+    model_config = ConfigDict(
+        frozen=True, extra="forbid", defer_build=True
+    )  # built on first use: a command pays only for the models it validates
 
 
 #: a config count: a whole number > 0, strictly an int (a YAML `true`, `32.0` or `"8"` is refused)
@@ -59,6 +61,7 @@ def _tokens(value: object) -> object:
 
 
 #: a token count that may be written `32k` (deployment `max_seq_len`, model `max_position_embeddings`)
-_TOKENS_SCHEMA = WithJsonSchema({"anyOf": [{"type": "integer", "exclusiveMinimum": 0},
-                                           {"type": "string", "pattern": r"^[0-9][0-9_,]*[kKmM]?$"}]})
+_TOKENS_SCHEMA = WithJsonSchema(
+    {"anyOf": [{"type": "integer", "exclusiveMinimum": 0}, {"type": "string", "pattern": r"^[0-9][0-9_,]*[kKmM]?$"}]}
+)
 Tokens = Annotated[int, BeforeValidator(_tokens), Strict(), Gt(0), Le(2**40), _TOKENS_SCHEMA]

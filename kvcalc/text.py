@@ -25,8 +25,9 @@ EXCERPT_CHARS = 60
 ELLIPSIS = "…"
 
 _BIDI = "\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069"
-_CONTROLS = "".join(chr(c) for c in range(0x20)) + "\x7f" + "".join(chr(c) for c in range(0x80, 0xA0)) \
-    + "\u2028\u2029" + _BIDI
+_CONTROLS = (
+    "".join(chr(c) for c in range(0x20)) + "\x7f" + "".join(chr(c) for c in range(0x80, 0xA0)) + "\u2028\u2029" + _BIDI
+)
 _PATTERNS: dict[str, re.Pattern[str]] = {}
 
 
@@ -58,7 +59,7 @@ def has_controls(text: str, keep: str = "\n\t") -> bool:
 
 def cut(text: str, limit: int) -> str:
     """`text` when it has at most `limit` characters, else its first `limit - 1` and `…`."""
-    return text if len(text) <= limit else text[:max(limit - 1, 0)] + ELLIPSIS
+    return text if len(text) <= limit else text[: max(limit - 1, 0)] + ELLIPSIS
 
 
 def excerpt(value: Any, limit: int = EXCERPT_CHARS, *, quote: bool = False) -> str:
@@ -70,7 +71,7 @@ def excerpt(value: Any, limit: int = EXCERPT_CHARS, *, quote: bool = False) -> s
     if quote or not isinstance(value, str):
         r = _bounded_repr(value, limit)
     else:
-        r = value[:limit * 8]  # escaping can only lengthen: never escape 5 MB to show 60 characters
+        r = value[: limit * 8]  # escaping can only lengthen: never escape 5 MB to show 60 characters
     return cut(escape_controls(r, keep=""), limit)
 
 
@@ -83,14 +84,16 @@ def _bounded_repr(value: Any, limit: int, depth: int = 0) -> str:
         items = [_bounded_repr(v, limit, depth + 1) for v in value[:8]]
         more = ", ..." if len(value) > 8 else ""
         o, c = ("[", "]") if isinstance(value, list) else ("(", ")")
-        return o + ", ".join(items)[:limit * 2] + more + c
+        return o + ", ".join(items)[: limit * 2] + more + c
     if isinstance(value, dict):
-        items = [f"{_bounded_repr(k, limit, depth + 1)}: {_bounded_repr(v, limit, depth + 1)}"
-                 for k, v in list(value.items())[:8]]
+        items = [
+            f"{_bounded_repr(k, limit, depth + 1)}: {_bounded_repr(v, limit, depth + 1)}"
+            for k, v in list(value.items())[:8]
+        ]
         more = ", ..." if len(value) > 8 else ""
-        return "{" + ", ".join(items)[:limit * 2] + more + "}"
+        return "{" + ", ".join(items)[: limit * 2] + more + "}"
     if isinstance(value, str):
-        return repr(value[:limit * 2])
+        return repr(value[: limit * 2])
     return repr(value)
 
 
@@ -107,4 +110,4 @@ def number_list(values: Any, most: int = LISTED_NUMBERS) -> str:
     shown = [f"{v:,}" for v in values]
     if len(shown) <= most:
         return ", ".join(shown)
-    return ", ".join(shown[:max(most - 1, 1)]) + ", ..., " + shown[-1]
+    return ", ".join(shown[: max(most - 1, 1)]) + ", ..., " + shown[-1]

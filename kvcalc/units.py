@@ -70,27 +70,54 @@ _INT32 = "beyond llama.cpp's 32-bit int"
 #: `requests.check_positive` is called with): every entry point checks these (`check_bound`).
 BOUNDS: dict[str, Bound] = {
     # contexts and token counts
-    "seq_len": _TOKENS, "max_model_len": _TOKENS, "block_size": _TOKENS, "page_size": _TOKENS,
-    "max_num_batched_tokens": _TOKENS, "layers": Bound(1, 100_000, "layers"),
-    "n_ctx": Bound(1, LLAMACPP_MAX_N_CTX, "tokens", f"{_INT32} n_ctx (common_params.n_ctx is an int32_t: "
-                                                  "llama.cpp refuses -c past 2^31 - 1)"),
+    "seq_len": _TOKENS,
+    "max_model_len": _TOKENS,
+    "block_size": _TOKENS,
+    "page_size": _TOKENS,
+    "max_num_batched_tokens": _TOKENS,
+    "layers": Bound(1, 100_000, "layers"),
+    "n_ctx": Bound(
+        1,
+        LLAMACPP_MAX_N_CTX,
+        "tokens",
+        f"{_INT32} n_ctx (common_params.n_ctx is an int32_t: llama.cpp refuses -c past 2^31 - 1)",
+    ),
     "ubatch_size": Bound(1, LLAMACPP_MAX_INT32, "tokens", f"{_INT32} n_ubatch"),
     "n_ubatch": Bound(1, LLAMACPP_MAX_INT32, "tokens", f"{_INT32} n_ubatch"),
     "batch_size": Bound(1, LLAMACPP_MAX_INT32, "tokens", f"{_INT32} n_batch"),
     "n_batch": Bound(1, LLAMACPP_MAX_INT32, "tokens", f"{_INT32} n_batch"),
-    "n_gpu_layers": Bound(-1, LLAMACPP_MAX_INT32, "layers", f"{_INT32} n_gpu_layers",
-                          "must be -1 (all layers) or a count of layers"),
+    "n_gpu_layers": Bound(
+        -1, LLAMACPP_MAX_INT32, "layers", f"{_INT32} n_gpu_layers", "must be -1 (all layers) or a count of layers"
+    ),
     # sequences
-    "batch": _SEQS, "concurrency": _SEQS, "parallel": _SEQS,
+    "batch": _SEQS,
+    "concurrency": _SEQS,
+    "parallel": _SEQS,
     # devices
-    "tp": _GPUS, "pp": _GPUS, "dp": _GPUS, "dp_attention": _GPUS, "ep": _GPUS, "dcp": _GPUS, "count": _GPUS, "n_gpus": _GPUS, "gpus": _GPUS, "n_devices": _GPUS,
-    "max_gpus": Bound(1, MAX_PLAN_GPUS, "GPUs", "beyond what plan searches"), "gpus_per_node": _GPUS,
+    "tp": _GPUS,
+    "pp": _GPUS,
+    "dp": _GPUS,
+    "dp_attention": _GPUS,
+    "ep": _GPUS,
+    "dcp": _GPUS,
+    "count": _GPUS,
+    "n_gpus": _GPUS,
+    "gpus": _GPUS,
+    "n_devices": _GPUS,
+    "max_gpus": Bound(1, MAX_PLAN_GPUS, "GPUs", "beyond what plan searches"),
+    "gpus_per_node": _GPUS,
     # sizes per device
-    "kv_memory_bytes": _DEVICE_BYTES, "kv_memory": _DEVICE_BYTES, "cuda_context_bytes": _DEVICE_BYTES,
-    "cuda_context": _DEVICE_BYTES, "activation_reserve_bytes": _DEVICE_BYTES, "activation_reserve": _DEVICE_BYTES,
-    "swap_space_bytes": _DEVICE_BYTES, "swap_space": _DEVICE_BYTES,
+    "kv_memory_bytes": _DEVICE_BYTES,
+    "kv_memory": _DEVICE_BYTES,
+    "cuda_context_bytes": _DEVICE_BYTES,
+    "cuda_context": _DEVICE_BYTES,
+    "activation_reserve_bytes": _DEVICE_BYTES,
+    "activation_reserve": _DEVICE_BYTES,
+    "swap_space_bytes": _DEVICE_BYTES,
+    "swap_space": _DEVICE_BYTES,
     # the rest
-    "steps": Bound(1, MAX_STEPS, "steps"), "top": Bound(1, 1_000_000, "rows"),
+    "steps": Bound(1, MAX_STEPS, "steps"),
+    "top": Bound(1, 1_000_000, "rows"),
     "why_not": Bound(0, 1_000_000, "rows", low_words="must not be negative"),
     "quant_group_size": Bound(1, 2**20, "values", "beyond any quantization group"),
 }
@@ -120,20 +147,36 @@ def check_bound(name: str | None, value: int | None, *, option: str | None = Non
     if value is None or found is None:
         return value
     field, b = found
-    flag = option or (name if name and name.startswith("-") else OPTIONS.get(field) or
-                      "--" + str(name).replace("_", "-"))
+    flag = option or (
+        name if name and name.startswith("-") else OPTIONS.get(field) or "--" + str(name).replace("_", "-")
+    )
     if value < b.low:
         words = b.low_words or ("must be a positive integer" if b.low == 1 else f"must be at least {b.low:,}")
         raise KvcalcError(f"{words}, got {value}", option=flag, field=field, value=value, form=OPTION_SAYS)
     if value > b.high:
-        raise KvcalcError(f"{value:,} is {b.why} (at most {b.high:,} {b.unit})",
-                          option=flag, field=field, value=value, form=OPTION_SAYS)
+        raise KvcalcError(
+            f"{value:,} is {b.why} (at most {b.high:,} {b.unit})",
+            option=flag,
+            field=field,
+            value=value,
+            form=OPTION_SAYS,
+        )
     return value
 
+
 SIZE_UNITS: dict[str, int] = {
-    "": 1, "b": 1,
-    "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12, "pb": 10**15,
-    "kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40, "pib": 2**50,
+    "": 1,
+    "b": 1,
+    "kb": 10**3,
+    "mb": 10**6,
+    "gb": 10**9,
+    "tb": 10**12,
+    "pb": 10**15,
+    "kib": 2**10,
+    "mib": 2**20,
+    "gib": 2**30,
+    "tib": 2**40,
+    "pib": 2**50,
 }
 
 
@@ -148,8 +191,9 @@ def parse_count(text: str | int, what: str | None = "--seq-len") -> int:
         s = str(text).strip().lower().replace("_", "").replace(",", "")
         m = re.fullmatch(r"(-?\d+)([km]?)", s)
         if not m:
-            raise KvcalcError(f"'{text}' is not a positive whole number (e.g. 16, 8192 or 32k)",
-                              option=what, value=text, form=OPTION)
+            raise KvcalcError(
+                f"'{text}' is not a positive whole number (e.g. 16, 8192 or 32k)", option=what, value=text, form=OPTION
+            )
         n = int(m.group(1)) * {"": 1, "k": 1024, "m": 1024**2}[m.group(2)]
     if n <= 0:
         raise KvcalcError(f"must be a positive integer, got {text}", option=what, value=text, form=OPTION_SAYS)
@@ -160,8 +204,9 @@ def parse_counts(text: str, what: str = "--seq-len") -> list[int]:
     """A comma-separated list of counts: `1k,8k,32k` -> [1024, 8192, 32768]."""
     parts = str(text).split(",")
     if any(not p.strip() for p in parts):
-        raise KvcalcError(f"'{text}' has an empty item; write values separated by single commas",
-                          option=what, value=text, form=OPTION)
+        raise KvcalcError(
+            f"'{text}' has an empty item; write values separated by single commas", option=what, value=text, form=OPTION
+        )
     out: list[int] = []
     for p in parts:
         n = parse_count(p, what)
@@ -187,14 +232,24 @@ _KINDS: dict[str, tuple[str, dict[str, int], tuple[str, ...]]] = {
     "bytes_per_s": ("rate", RATE_UNITS, ("/s", "ps", "")),
     "flops_per_s": ("FLOP/s figure", FLOPS_UNITS, ("flop/s", "flops", "")),
 }
-_EXAMPLES = {"bytes": "80GB, 6.51GiB or a byte count", "bytes_per_s": "3.35TB/s, 768GB/s or 768e9",
-             "flops_per_s": "989.4TFLOPS or 989.4e12"}
+_EXAMPLES = {
+    "bytes": "80GB, 6.51GiB or a byte count",
+    "bytes_per_s": "3.35TB/s, 768GB/s or 768e9",
+    "flops_per_s": "989.4TFLOPS or 989.4e12",
+}
 _NUMBER = r"([0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE]([-+]?[0-9]{1,4}))?"
 _THOUSANDS = re.compile(r"[0-9]{1,3}(,[0-9]{3})+(\.[0-9]*)?")
 
 
-def parse_size(text: object, what: str | None = "size", *, allow_zero: bool = False,
-               min_unitless: int = MIN_UNITLESS_BYTES, hint_unit: str = "GiB", kind: str = "bytes") -> int:
+def parse_size(
+    text: object,
+    what: str | None = "size",
+    *,
+    allow_zero: bool = False,
+    min_unitless: int = MIN_UNITLESS_BYTES,
+    hint_unit: str = "GiB",
+    kind: str = "bytes",
+) -> int:
     """The one rule for every size kvcalc reads (CLI options, GPU and deployment files): whole
     bytes (or bytes/s, FLOP/s with `kind`) from `24GiB`, `80GB`, `6.51GiB`, `1.5e9`, `512 MiB`,
     `1_000_000`, `1,048,576` or a YAML int / float.
@@ -224,15 +279,23 @@ def parse_size(text: object, what: str | None = "size", *, allow_zero: bool = Fa
     if "," in s:  # thousands separators only: "1,5GiB" is not 15 GiB
         m = _THOUSANDS.match(s)
         if not m:
-            raise KvcalcError(f"'{text}' is not a {noun} (commas may only group thousands: 1,048,576)",
-                              option=what, value=text, form=OPTION)
-        s = s[:m.end()].replace(",", "") + s[m.end():]
+            raise KvcalcError(
+                f"'{text}' is not a {noun} (commas may only group thousands: 1,048,576)",
+                option=what,
+                value=text,
+                form=OPTION,
+            )
+        s = s[: m.end()].replace(",", "") + s[m.end() :]
     m = re.fullmatch(_NUMBER + r"\s*([A-Za-z/]*)", s)
     written = m.group(3) if m else ""
     unit = _unit(written.lower(), units, suffixes) if m else None
     if not m or unit is None:
-        raise KvcalcError(_not_a(text, written if m else "", m.group(1) if m else "", noun, kind),
-                          option=what, value=text, form=OPTION)
+        raise KvcalcError(
+            _not_a(text, written if m else "", m.group(1) if m else "", noun, kind),
+            option=what,
+            value=text,
+            form=OPTION,
+        )
     # exactly: Decimal's default context keeps 28 significant digits and would round a longer
     # figure ('999999999999999999999TiB', a 30-digit byte count); scaleb and the product are
     # exact under a precision wider than the digits written plus the unit's
@@ -249,17 +312,25 @@ def parse_size(text: object, what: str | None = "size", *, allow_zero: bool = Fa
     count = _COUNTED[kind]
     guess = f"{m.group(1)}{_exp(m)}{hint_unit}"  # the figure as written, with the unit it surely meant
     if units[unit] == 1 and exact != exact.to_integral_value():  # no unit, or plain bytes: a count
-        raise KvcalcError(f"'{text}' {'has no unit and ' if not written else ''}is not a whole number of {count}; "
-                          f"did you mean {guess}?",
-                          option=what, value=text, form=OPTION)
+        raise KvcalcError(
+            f"'{text}' {'has no unit and ' if not written else ''}is not a whole number of {count}; "
+            f"did you mean {guess}?",
+            option=what,
+            value=text,
+            form=OPTION,
+        )
     n = int(exact)  # floors a fraction of a byte under a prefixed unit
     if n == 0 and allow_zero and number == 0:
         return 0
     if n <= 0:
         raise KvcalcError(f"must be positive, got {text}", option=what, value=text, form=OPTION_SAYS)
     if not written and n < min_unitless:
-        raise KvcalcError(f"'{text}' has no unit, so it would be {n:,} {count}; {_fix(m, n, guess, kind)}",
-                          option=what, value=text, form=OPTION)
+        raise KvcalcError(
+            f"'{text}' has no unit, so it would be {n:,} {count}; {_fix(m, n, guess, kind)}",
+            option=what,
+            value=text,
+            form=OPTION,
+        )
     return check_bound(what, n, option=what)  # type: ignore[return-value]
 
 

@@ -40,8 +40,14 @@ try:
     from hypothesis import HealthCheck, settings
 
     # Derandomized so CI is repeatable; no example database written into the repo.
-    settings.register_profile("kvcalc", derandomize=True, deadline=None, max_examples=100, database=None,
-                              suppress_health_check=[HealthCheck.too_slow])
+    settings.register_profile(
+        "kvcalc",
+        derandomize=True,
+        deadline=None,
+        max_examples=100,
+        database=None,
+        suppress_health_check=[HealthCheck.too_slow],
+    )
     settings.load_profile("kvcalc")
 except ImportError:  # pragma: no cover - hypothesis is a dev dependency
     pass
@@ -49,41 +55,65 @@ except ImportError:  # pragma: no cover - hypothesis is a dev dependency
 
 # ----- specs ---------------------------------------------------------------------------------
 
+
 @pytest.fixture
 def gqa_spec() -> ModelSpec:
     """4 layers, 8 query heads sharing 2 KV heads (group 4), head_dim 64, bf16, 4,096 positions."""
-    return ModelSpec(name="t-gqa", n_layers=4, n_heads=8, n_kv_heads=2, head_dim=64,
-                     max_position_embeddings=4096)
+    return ModelSpec(name="t-gqa", n_layers=4, n_heads=8, n_kv_heads=2, head_dim=64, max_position_embeddings=4096)
 
 
 @pytest.fixture
 def mqa_spec() -> ModelSpec:
     """2 layers, 4 query heads on 1 KV head, head_dim 32, bf16."""
-    return ModelSpec(name="t-mqa", n_layers=2, n_heads=4, n_kv_heads=1, head_dim=32,
-                     max_position_embeddings=2048)
+    return ModelSpec(name="t-mqa", n_layers=2, n_heads=4, n_kv_heads=1, head_dim=32, max_position_embeddings=2048)
 
 
 @pytest.fixture
 def mla_spec() -> ModelSpec:
     """3 MLA layers, kv_lora_rank 64 + qk_rope_head_dim 16 = an 80-value latent, 4 query heads."""
-    return ModelSpec(name="t-mla", n_layers=3, n_heads=4, attention="mla", kv_lora_rank=64,
-                     qk_rope_head_dim=16, max_position_embeddings=2048)
+    return ModelSpec(
+        name="t-mla",
+        n_layers=3,
+        n_heads=4,
+        attention="mla",
+        kv_lora_rank=64,
+        qk_rope_head_dim=16,
+        max_position_embeddings=2048,
+    )
 
 
 @pytest.fixture
 def sliding_spec() -> ModelSpec:
     """6 layers (sliding, sliding, full) x 2, window 256, 4 heads on 2 KV heads of 32, bf16."""
-    return ModelSpec(name="t-swa", n_layers=6, n_heads=4, n_kv_heads=2, head_dim=32, sliding_window=256,
-                     layer_pattern=["sliding", "sliding", "full"], max_position_embeddings=8192)
+    return ModelSpec(
+        name="t-swa",
+        n_layers=6,
+        n_heads=4,
+        n_kv_heads=2,
+        head_dim=32,
+        sliding_window=256,
+        layer_pattern=["sliding", "sliding", "full"],
+        max_position_embeddings=8192,
+    )
 
 
 @pytest.fixture
 def hybrid_spec() -> ModelSpec:
     """4 layers (mamba, mamba, mamba, full), 4 heads on 2 KV heads of 32, hidden 128; the mamba
     state is sized (d_state 16, d_conv 4, expand 2)."""
-    return ModelSpec(name="t-hybrid", n_layers=4, n_heads=4, n_kv_heads=2, head_dim=32, hidden_size=128,
-                     layer_pattern=["mamba", "mamba", "mamba", "full"], mamba_d_state=16, mamba_d_conv=4,
-                     mamba_expand=2, max_position_embeddings=4096)
+    return ModelSpec(
+        name="t-hybrid",
+        n_layers=4,
+        n_heads=4,
+        n_kv_heads=2,
+        head_dim=32,
+        hidden_size=128,
+        layer_pattern=["mamba", "mamba", "mamba", "full"],
+        mamba_d_state=16,
+        mamba_d_conv=4,
+        mamba_expand=2,
+        max_position_embeddings=4096,
+    )
 
 
 @pytest.fixture
@@ -100,6 +130,7 @@ def write_spec(tmp_path) -> Callable[[ModelSpec], str]:
 
 
 # ----- the CLI -------------------------------------------------------------------------------
+
 
 @pytest.fixture
 def cli():

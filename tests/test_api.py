@@ -26,8 +26,10 @@ GiB = 2**30
 
 
 def test_import_kvcalc_imports_only_the_standard_library():
-    code = ("import sys; before = set(sys.modules); import kvcalc; "
-            "print(sorted(m for m in set(sys.modules) - before if m != 'kvcalc'))")
+    code = (
+        "import sys; before = set(sys.modules); import kvcalc; "
+        "print(sorted(m for m in set(sys.modules) - before if m != 'kvcalc'))"
+    )
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
     new = eval(out.stdout)  # noqa: S307 (our own print of a list of names)
     heavy = [m for m in new if m.split(".")[0] in ("kvcalc", "pydantic", "typer", "rich", "yaml", "torch", "typing")]
@@ -83,8 +85,10 @@ def test_capacity_vllm_o03_as_tests_engines_pins_it():
     r = kvcalc.capacity(CFG / "qwen3-14b.yaml", engine="vllm", kv_memory_bytes=6_990_059_274, max_model_len=32768)
     assert r.num_gpu_blocks == 2666 and r.kv_cache_tokens == 42_656
     # 0.33 (the default): the figures in one line (kv_cache_utils.update_kv_cache_capacity)
-    assert r.log_lines == ["Available KV cache memory: 6.51 GiB", ("GPU KV cache size: 42,656 tokens, "
-                           "Maximum concurrency for 32,768 tokens per request: 1.30x")]
+    assert r.log_lines == [
+        "Available KV cache memory: 6.51 GiB",
+        ("GPU KV cache size: 42,656 tokens, Maximum concurrency for 32,768 tokens per request: 1.30x"),
+    ]
     assert r.kv_cache_dtype == "auto (bf16)"  # no kv_dtype: the engine's default, labelled as the CLI does
 
 
@@ -93,8 +97,13 @@ def test_capacity_vllm_options_object():
     # page 2 x 16 x 16 x 128 x 2 = 131,072 B; 20 GiB // 131,072 // 62 = 2642 blocks x 16 = 42,272 tokens
     # 62 x 8,192 pages x 131,072 B = 62 GiB, printed by 0.33's format_gib: "62.0"
     with pytest.warns(KvcalcWarning, match=r"\(62\.0 GiB KV cache is needed"):
-        r = kvcalc.capacity(CFG / "gemma-3-27b.yaml", engine="vllm", kv_memory_bytes=20 * GiB,
-                            max_model_len=131072, options=VllmOptions(hybrid_allocator=False))
+        r = kvcalc.capacity(
+            CFG / "gemma-3-27b.yaml",
+            engine="vllm",
+            kv_memory_bytes=20 * GiB,
+            max_model_len=131072,
+            options=VllmOptions(hybrid_allocator=False),
+        )
     assert r.num_gpu_blocks == 20 * GiB // 131_072 // 62 == 2642 and r.kv_cache_tokens == 42_272
 
 
@@ -102,8 +111,9 @@ def test_capacity_sglang_and_llamacpp():
     # SGLang, Qwen3-4B: cell 8 x 128 x 36 layers x 2 x 2 B = 147,456 B; 10 GiB // cell = 72,817;
     # page 16 rounds down to 72,816
     assert kvcalc.capacity(CFG / "qwen3-4b.yaml", engine="sglang", kv_memory_bytes=10 * GiB).kv_cache_tokens == 72_817
-    r = kvcalc.capacity(CFG / "qwen3-4b.yaml", engine="sglang", kv_memory_bytes=10 * GiB,
-                        options=SglangOptions(page_size=16))
+    r = kvcalc.capacity(
+        CFG / "qwen3-4b.yaml", engine="sglang", kv_memory_bytes=10 * GiB, options=SglangOptions(page_size=16)
+    )
     assert r.kv_cache_tokens == 72_816
     # llama.cpp -c 8192, f16: K = 8192 cells x 80 layers x 8 heads x 128 x 2 B = 1,342,177,280 B; V the same
     r = kvcalc.capacity("llama-3.1-70b", engine="llama.cpp", kv_memory_bytes=None, options=LlamacppOptions(n_ctx=8192))
@@ -128,11 +138,27 @@ def test_capacity_errors():
 
 def test_api_and_cli_give_the_same_result():
     # one code path: `kvcalc capacity -f json` is the API's EngineResult, key for key
-    r = CliRunner().invoke(app, ["capacity", str(CFG / "qwen3-14b.yaml"), "-m", "6.51GiB", "-e", "vllm",
-                                 "-L", "32768", "--concurrency", "2", "-f", "json"])
+    r = CliRunner().invoke(
+        app,
+        [
+            "capacity",
+            str(CFG / "qwen3-14b.yaml"),
+            "-m",
+            "6.51GiB",
+            "-e",
+            "vllm",
+            "-L",
+            "32768",
+            "--concurrency",
+            "2",
+            "-f",
+            "json",
+        ],
+    )
     assert r.exit_code == 0, r.output
-    api = kvcalc.capacity(CFG / "qwen3-14b.yaml", engine="vllm", kv_memory_bytes=6_990_059_274,
-                          max_model_len=32768, concurrency=2)
+    api = kvcalc.capacity(
+        CFG / "qwen3-14b.yaml", engine="vllm", kv_memory_bytes=6_990_059_274, max_model_len=32768, concurrency=2
+    )
     assert json.loads(r.stdout) == api.model_dump(mode="json")
     # 2 requests need 2 x cdiv(L, 16) <= 2666 blocks -> L <= 1333 x 16 = 21,328 (tests/engines)
     assert api.longest_context == 21_328
@@ -144,7 +170,9 @@ def test_capacity_takes_a_size_string_as_the_cli_does():
     by_text = kvcalc.capacity("llama-3.1-70b", engine="vllm", kv_memory_bytes="40GiB", max_model_len=32768)
     by_int = kvcalc.capacity("llama-3.1-70b", engine="vllm", kv_memory_bytes=40 * 2**30, max_model_len=32768)
     assert by_text == by_int and by_text.kv_cache_tokens == 131_072
-    with pytest.raises(KvcalcError, match=r"^kv_memory_bytes must be a whole number of bytes or a size .*, not list \[1\]$"):
+    with pytest.raises(
+        KvcalcError, match=r"^kv_memory_bytes must be a whole number of bytes or a size .*, not list \[1\]$"
+    ):
         kvcalc.capacity("llama-3.1-70b", engine="vllm", kv_memory_bytes=[1])
     with pytest.raises(KvcalcError, match="did you mean 6.5GiB"):
         kvcalc.capacity("llama-3.1-70b", engine="vllm", kv_memory_bytes="6.5")
@@ -152,17 +180,43 @@ def test_capacity_takes_a_size_string_as_the_cli_does():
 
 # ----- the GPU fit and the speed figures (issue 23 friction 8) --------------------------------
 
-@pytest.mark.parametrize("kwargs,flags", [
-    ({"gpu": "h100-sxm"}, ["--gpu", "h100-sxm"]),
-    ({"gpu": "h100-sxm", "engine": "vllm"}, ["--gpu", "h100-sxm", "-e", "vllm"]),
-    ({"gpu": "h200", "tp": 2, "weight_dtype": "fp8", "gpu_memory_utilization": 0.85, "bw_efficiency": 0.7,
-      "cuda_context_bytes": "1GiB"},
-     ["--gpu", "h200", "--tp", "2", "--weight-dtype", "fp8", "--gpu-memory-utilization", "0.85",
-      "--bw-efficiency", "0.7", "--cuda-context", "1GiB"]),
-    ({"engine": "sglang"}, ["-e", "sglang"]),
-    ({"gpu": "h100-sxm", "input_len": "1k", "output_len": 512, "request_rate": 2.0},
-     ["--gpu", "h100-sxm", "--input-len", "1024", "--output-len", "512", "--request-rate", "2"]),
-])
+
+@pytest.mark.parametrize(
+    "kwargs,flags",
+    [
+        ({"gpu": "h100-sxm"}, ["--gpu", "h100-sxm"]),
+        ({"gpu": "h100-sxm", "engine": "vllm"}, ["--gpu", "h100-sxm", "-e", "vllm"]),
+        (
+            {
+                "gpu": "h200",
+                "tp": 2,
+                "weight_dtype": "fp8",
+                "gpu_memory_utilization": 0.85,
+                "bw_efficiency": 0.7,
+                "cuda_context_bytes": "1GiB",
+            },
+            [
+                "--gpu",
+                "h200",
+                "--tp",
+                "2",
+                "--weight-dtype",
+                "fp8",
+                "--gpu-memory-utilization",
+                "0.85",
+                "--bw-efficiency",
+                "0.7",
+                "--cuda-context",
+                "1GiB",
+            ],
+        ),
+        ({"engine": "sglang"}, ["-e", "sglang"]),
+        (
+            {"gpu": "h100-sxm", "input_len": "1k", "output_len": 512, "request_rate": 2.0},
+            ["--gpu", "h100-sxm", "--input-len", "1024", "--output-len", "512", "--request-rate", "2"],
+        ),
+    ],
+)
 def test_estimate_with_a_gpu_gives_the_clis_figures(kwargs, flags):
     # `kvcalc.estimate(..., gpu=...)` was a TypeError; it now runs `kvcalc estimate --gpu`'s
     # request and returns every key the CLI's JSON holds (the KV keys, the plan, the engine)
@@ -192,12 +246,15 @@ def test_estimate_gpu_fit_and_speed_are_there():
     assert type(kvcalc.estimate("llama-3.1-8b", seq_len="32k")).__name__ == "KvEstimate"  # unchanged without one
 
 
-@pytest.mark.parametrize("kwargs,message", [
-    ({"bw_efficiency": 0.5}, "^bw_efficiency needs gpu: it sets the GPU's memory plan and roofline$"),
-    ({"gpu": 3}, "^gpu must be a GPU name, a GPU file path or a GpuSpec, not int 3$"),
-    ({"gpu": "h100-sxm", "gpu_memory_utilization": 1.5}, r"^gpu_memory_utilization must be in \(0, 1\], got 1.5$"),
-    ({"gpu": "h100-sxm", "cuda_context_bytes": -1}, "^cuda_context_bytes must be a whole number of bytes >= 0"),
-])
+@pytest.mark.parametrize(
+    "kwargs,message",
+    [
+        ({"bw_efficiency": 0.5}, "^bw_efficiency needs gpu: it sets the GPU's memory plan and roofline$"),
+        ({"gpu": 3}, "^gpu must be a GPU name, a GPU file path or a GpuSpec, not int 3$"),
+        ({"gpu": "h100-sxm", "gpu_memory_utilization": 1.5}, r"^gpu_memory_utilization must be in \(0, 1\], got 1.5$"),
+        ({"gpu": "h100-sxm", "cuda_context_bytes": -1}, "^cuda_context_bytes must be a whole number of bytes >= 0"),
+    ],
+)
 def test_estimate_gpu_arguments_are_checked(kwargs, message):
     with pytest.raises(KvcalcError, match=message):
         kvcalc.estimate("llama-3.1-8b", seq_len="8k", **kwargs)

@@ -37,6 +37,7 @@ def cli_error(*args: str) -> str:
 
 # ----- the cases the trial found ------------------------------------------------------------------
 
+
 def test_batch_as_a_str_names_batch():
     e = refusal(kvcalc.estimate, M, batch="3")
     assert str(e) == "batch must be a whole number of sequences (an int), not str '3'"
@@ -49,8 +50,12 @@ def test_max_model_len_takes_32k_as_plan_and_estimate_take_seq_len():
     by_int = kvcalc.capacity(M, kv_memory_bytes=GiB, max_model_len=32_768)
     assert by_text == by_int and by_text.kv_cache_tokens == GiB // 131_072 == 8192
     # estimate: 131,072 B x 32,768 tokens = 4,294,967,296 B
-    assert kvcalc.estimate(M, seq_len="32k").kv_cache_bytes == kvcalc.estimate(M, seq_len=32_768).kv_cache_bytes \
-        == 131_072 * 32_768 == 4_294_967_296
+    assert (
+        kvcalc.estimate(M, seq_len="32k").kv_cache_bytes
+        == kvcalc.estimate(M, seq_len=32_768).kv_cache_bytes
+        == 131_072 * 32_768
+        == 4_294_967_296
+    )
 
 
 def test_seq_len_true_is_not_one_token():
@@ -59,11 +64,19 @@ def test_seq_len_true_is_not_one_token():
     assert e.field == "seq_len"
 
 
-@pytest.mark.parametrize("fn, kwargs", [
-    (kvcalc.estimate, dict(tp=True)), (kvcalc.estimate, dict(batch=False)), (kvcalc.estimate, dict(dp=True)),
-    (kvcalc.capacity, dict(kv_memory_bytes=GiB, concurrency=True)), (kvcalc.capacity, dict(kv_memory_bytes=True)),
-    (kvcalc.plan, dict(seq_len="1k", concurrency=True)), (kvcalc.plan, dict(seq_len="1k", max_tpot_ms=True)),
-], ids=["tp", "batch", "dp", "concurrency", "kv_memory_bytes", "plan-concurrency", "target"])
+@pytest.mark.parametrize(
+    "fn, kwargs",
+    [
+        (kvcalc.estimate, dict(tp=True)),
+        (kvcalc.estimate, dict(batch=False)),
+        (kvcalc.estimate, dict(dp=True)),
+        (kvcalc.capacity, dict(kv_memory_bytes=GiB, concurrency=True)),
+        (kvcalc.capacity, dict(kv_memory_bytes=True)),
+        (kvcalc.plan, dict(seq_len="1k", concurrency=True)),
+        (kvcalc.plan, dict(seq_len="1k", max_tpot_ms=True)),
+    ],
+    ids=["tp", "batch", "dp", "concurrency", "kv_memory_bytes", "plan-concurrency", "target"],
+)
 def test_a_bool_is_never_a_number(fn, kwargs):
     name, value = next((k, v) for k, v in kwargs.items() if isinstance(v, bool))
     e = refusal(fn, M, **kwargs)
@@ -79,23 +92,55 @@ def test_kv_memory_zero_is_refused_as_the_cli_refuses_it():
 
 # ----- the same bounds and words as the CLI, the argument named as written ---------------------------
 
-@pytest.mark.parametrize("name, fn, kwargs, cli", [
-    ("batch", kvcalc.estimate, dict(batch=0), ["estimate", M, "--batch", "0"]),
-    ("tp", kvcalc.estimate, dict(tp=0), ["estimate", M, "--tp", "0"]),
-    ("seq_len", kvcalc.estimate, dict(seq_len=0), ["estimate", M, "--seq-len", "0"]),
-    # MAX_SEQ_LEN = 2^30 tokens; 2^31 is past it
-    ("seq_len", kvcalc.estimate, dict(seq_len=2**31), ["estimate", M, "--seq-len", str(2**31)]),
-    # MAX_CONCURRENCY = 10,000,000 sequences
-    ("batch", kvcalc.estimate, dict(batch=10_000_001), ["estimate", M, "--batch", "10000001"]),
-    ("max_model_len", kvcalc.capacity, dict(kv_memory_bytes=GiB, max_model_len=2**31),
-     ["capacity", M, "--kv-memory", "1GiB", "--max-model-len", str(2**31)]),
-    ("concurrency", kvcalc.capacity, dict(kv_memory_bytes=GiB, concurrency=0),
-     ["capacity", M, "--kv-memory", "1GiB", "--concurrency", "0"]),
-    ("concurrency", kvcalc.plan, dict(seq_len="1k", concurrency=0), ["plan", M, "--seq-len", "1k", "--concurrency", "0"]),
-    # MAX_PLAN_GPUS = 1,024
-    ("max_gpus", kvcalc.plan, dict(seq_len="1k", max_gpus=1025), ["plan", M, "--seq-len", "1k", "--max-gpus", "1025"]),
-], ids=["batch-0", "tp-0", "seq_len-0", "seq_len-2^31", "batch-big", "max_model_len-2^31", "concurrency-0",
-        "plan-concurrency-0", "max_gpus"])
+
+@pytest.mark.parametrize(
+    "name, fn, kwargs, cli",
+    [
+        ("batch", kvcalc.estimate, dict(batch=0), ["estimate", M, "--batch", "0"]),
+        ("tp", kvcalc.estimate, dict(tp=0), ["estimate", M, "--tp", "0"]),
+        ("seq_len", kvcalc.estimate, dict(seq_len=0), ["estimate", M, "--seq-len", "0"]),
+        # MAX_SEQ_LEN = 2^30 tokens; 2^31 is past it
+        ("seq_len", kvcalc.estimate, dict(seq_len=2**31), ["estimate", M, "--seq-len", str(2**31)]),
+        # MAX_CONCURRENCY = 10,000,000 sequences
+        ("batch", kvcalc.estimate, dict(batch=10_000_001), ["estimate", M, "--batch", "10000001"]),
+        (
+            "max_model_len",
+            kvcalc.capacity,
+            dict(kv_memory_bytes=GiB, max_model_len=2**31),
+            ["capacity", M, "--kv-memory", "1GiB", "--max-model-len", str(2**31)],
+        ),
+        (
+            "concurrency",
+            kvcalc.capacity,
+            dict(kv_memory_bytes=GiB, concurrency=0),
+            ["capacity", M, "--kv-memory", "1GiB", "--concurrency", "0"],
+        ),
+        (
+            "concurrency",
+            kvcalc.plan,
+            dict(seq_len="1k", concurrency=0),
+            ["plan", M, "--seq-len", "1k", "--concurrency", "0"],
+        ),
+        # MAX_PLAN_GPUS = 1,024
+        (
+            "max_gpus",
+            kvcalc.plan,
+            dict(seq_len="1k", max_gpus=1025),
+            ["plan", M, "--seq-len", "1k", "--max-gpus", "1025"],
+        ),
+    ],
+    ids=[
+        "batch-0",
+        "tp-0",
+        "seq_len-0",
+        "seq_len-2^31",
+        "batch-big",
+        "max_model_len-2^31",
+        "concurrency-0",
+        "plan-concurrency-0",
+        "max_gpus",
+    ],
+)
 def test_api_bounds_are_the_clis(name, fn, kwargs, cli):
     e = refusal(fn, M, **kwargs)
     cli_line = cli_error(*cli)
@@ -112,8 +157,11 @@ def test_api_bounds_are_the_clis(name, fn, kwargs, cli):
 #: size or a positive target), a list of an int (not a name list, a size or a count), an object
 JUNK = [True, -1.5, [1], object()]
 
-BASE = {kvcalc.estimate: {}, kvcalc.capacity: {"kv_memory_bytes": GiB},
-        kvcalc.plan: {"seq_len": "1k", "gpus": "h100-sxm", "max_gpus": 1}}
+BASE = {
+    kvcalc.estimate: {},
+    kvcalc.capacity: {"kv_memory_bytes": GiB},
+    kvcalc.plan: {"seq_len": "1k", "gpus": "h100-sxm", "max_gpus": 1},
+}
 
 
 @pytest.mark.parametrize("fn", list(BASE), ids=lambda f: f.__name__)
@@ -126,8 +174,11 @@ def test_every_argument_is_checked_in_one_place(fn):
             model = kwargs.pop("model", M)
             with pytest.raises(KvcalcError) as e:  # a TypeError (or any other) fails the test
                 fn(model, **kwargs)
-            assert str(e.value).startswith(f"{name} must ") or str(e.value).startswith(f"{name}: "), \
-                (name, junk, str(e.value))
+            assert str(e.value).startswith(f"{name} must ") or str(e.value).startswith(f"{name}: "), (
+                name,
+                junk,
+                str(e.value),
+            )
 
 
 def test_token_text_errors_name_the_argument_and_field():
@@ -146,8 +197,13 @@ def test_targets_must_be_finite_and_positive():
 
 def test_check_arguments_returns_what_the_builders_take():
     # '32k' = 32 x 1,024 tokens; '1GiB' = 2^30 B; a count, a name and None pass as given
-    assert check_arguments(seq_len="32k", kv_memory_bytes="1GiB", batch=4, kv_dtype="fp8", tp=None) == \
-        {"seq_len": 32_768, "kv_memory_bytes": 2**30, "batch": 4, "kv_dtype": "fp8", "tp": None}
+    assert check_arguments(seq_len="32k", kv_memory_bytes="1GiB", batch=4, kv_dtype="fp8", tp=None) == {
+        "seq_len": 32_768,
+        "kv_memory_bytes": 2**30,
+        "batch": 4,
+        "kv_dtype": "fp8",
+        "tp": None,
+    }
 
 
 def test_load_model_refuses_what_is_not_a_reference():

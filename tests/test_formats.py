@@ -53,7 +53,7 @@ TABLE = {
     "iq4_xs": (256, 136, 4, None, None, 0, "weight"),
     "tq1_0": (256, 54, 1, None, None, 0, "weight"),
     "tq2_0": (256, 66, 2, None, None, 0, "weight"),
-    "nf4": (64, 36, 4, None, 64, 4, "weight"),          # 32 B of 4-bit values + fp32 absmax
+    "nf4": (64, 36, 4, None, 64, 4, "weight"),  # 32 B of 4-bit values + fp32 absmax
     # NVFP4: 16 e2m1 values (8 B) + one fp8 e4m3 scale = 9 B; a weight format and vLLM 0.33's / SGLang 0.5.23's
     # KV format (vllm/utils/torch_utils.py nvfp4_kv_cache_full_dim: head_size // 2 + head_size // 16)
     "nvfp4": (16, 9, 4, None, 16, 1, "both"),
@@ -66,8 +66,10 @@ TABLE = {
 
 
 def test_every_row_of_the_table():
-    got = {n: (f.block_values, f.block_bytes, f.bits, f.torch_dtype, f.quant_group_size, f.scale_bytes, f.kind)
-           for n, f in STORAGE_FORMATS.items()}
+    got = {
+        n: (f.block_values, f.block_bytes, f.bits, f.torch_dtype, f.quant_group_size, f.scale_bytes, f.kind)
+        for n, f in STORAGE_FORMATS.items()
+    }
     assert got == TABLE
     assert all(f.name == n and f.description for n, f in STORAGE_FORMATS.items())
 
@@ -80,28 +82,56 @@ def test_the_builders_make_the_rows():
     assert formats._ggml("q8_0", 34, 8, q8.description) == q8
 
 
-@pytest.mark.parametrize("name, n_values, expected", [
-    ("fp16", 128, 256), ("fp8", 128, 128), ("fp32", 3, 12),
-    ("q8_0", 128, 136),     # 4 blocks x 34
-    ("q4_0", 128, 72),      # 4 x 18
-    ("q5_1", 64, 48),       # 2 x 24
-    ("int4", 128, 72),      # 4 x (16 + 2)
-])
+@pytest.mark.parametrize(
+    "name, n_values, expected",
+    [
+        ("fp16", 128, 256),
+        ("fp8", 128, 128),
+        ("fp32", 3, 12),
+        ("q8_0", 128, 136),  # 4 blocks x 34
+        ("q4_0", 128, 72),  # 4 x 18
+        ("q5_1", 64, 48),  # 2 x 24
+        ("int4", 128, 72),  # 4 x (16 + 2)
+    ],
+)
 def test_bytes_for(name, n_values, expected):
     assert storage_format(name).bytes_for(n_values) == expected
 
 
 def test_bytes_for_a_partial_block_is_refused():
-    with pytest.raises(KvcalcError, match="^q8_0 packs 32 values per block; a K head of 80 values is not a whole "
-                                          r"number of blocks \(use another KV dtype\)$"):
+    with pytest.raises(
+        KvcalcError,
+        match="^q8_0 packs 32 values per block; a K head of 80 values is not a whole "
+        r"number of blocks \(use another KV dtype\)$",
+    ):
         STORAGE_FORMATS["q8_0"].bytes_for(80, what="K head")
 
 
 def test_the_names_and_aliases_accepted():
     names = sorted(set(STORAGE_FORMATS) | set(ALIASES))
-    assert names == sorted(set(TABLE) | {
-        "float32", "f32", "float", "float16", "f16", "half", "bfloat16", "fp8", "fp8e4m3", "e4m3", "float8_e4m3fn",
-        "fp8_e4m3fn", "fp8e5m2", "e5m2", "float8_e5m2", "uint4", "bnb_nf4", "bnb_4bit"})
+    assert names == sorted(
+        set(TABLE)
+        | {
+            "float32",
+            "f32",
+            "float",
+            "float16",
+            "f16",
+            "half",
+            "bfloat16",
+            "fp8",
+            "fp8e4m3",
+            "e4m3",
+            "float8_e4m3fn",
+            "fp8_e4m3fn",
+            "fp8e5m2",
+            "e5m2",
+            "float8_e5m2",
+            "uint4",
+            "bnb_nf4",
+            "bnb_4bit",
+        }
+    )
     assert len(names) == 52  # 34 formats (19 + the 15 llama.cpp super-block types) + 18 aliases
 
 
@@ -120,7 +150,10 @@ def test_weight_format_with_groups_and_a_kv_only_format():
 
 
 def test_kv_format_refuses_weight_only_formats():
-    with pytest.raises(KvcalcError, match="^mxfp4 is a weight format, not a KV-cache format; for the cache use one of "
-                                          "fp32, fp16, bf16, fp8_e4m3, fp8_e5m2, int8, int4, q8_0, q4_0, q4_1, q5_0, "
-                                          "q5_1, iq4_nl, nvfp4, fp4_mx_block16, mxfp8$"):
+    with pytest.raises(
+        KvcalcError,
+        match="^mxfp4 is a weight format, not a KV-cache format; for the cache use one of "
+        "fp32, fp16, bf16, fp8_e4m3, fp8_e5m2, int8, int4, q8_0, q4_0, q4_1, q5_0, "
+        "q5_1, iq4_nl, nvfp4, fp4_mx_block16, mxfp8$",
+    ):
         kv_format("mxfp4")

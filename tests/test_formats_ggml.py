@@ -12,8 +12,30 @@ from kvcalc.formats import GGUF_FILE_TYPE_MIXES, STORAGE_FORMATS, kv_format, wei
 gguf = pytest.importorskip("gguf", reason="the gguf package is not installed (pip install 'kvcalc[gguf]')")
 
 #: every ggml type kvcalc names (the rest of the table is not llama.cpp's)
-GGML = ["q8_0", "q4_0", "q4_1", "q5_0", "q5_1", "iq4_nl", "mxfp4", "q2_k", "q3_k", "q4_k", "q5_k", "q6_k",
-        "iq1_s", "iq1_m", "iq2_xxs", "iq2_xs", "iq2_s", "iq3_xxs", "iq3_s", "iq4_xs", "tq1_0", "tq2_0"]
+GGML = [
+    "q8_0",
+    "q4_0",
+    "q4_1",
+    "q5_0",
+    "q5_1",
+    "iq4_nl",
+    "mxfp4",
+    "q2_k",
+    "q3_k",
+    "q4_k",
+    "q5_k",
+    "q6_k",
+    "iq1_s",
+    "iq1_m",
+    "iq2_xxs",
+    "iq2_xs",
+    "iq2_s",
+    "iq3_xxs",
+    "iq3_s",
+    "iq4_xs",
+    "tq1_0",
+    "tq2_0",
+]
 
 
 @pytest.mark.parametrize("name", GGML)
@@ -22,12 +44,15 @@ def test_block_sizes_match_the_package_table(name):
     assert (f.block_values, f.block_bytes) == gguf.GGML_QUANT_SIZES[gguf.GGMLQuantizationType[name.upper()]]
 
 
-@pytest.mark.parametrize("name, n_values, n_bytes", [
-    ("q4_K", 4096 * 4096, 4096 * 4096 // 256 * 144),   # 9,437,184 B: 4.5 bits per value
-    ("Q6_K", 256, 210),
-    ("iq4_xs", 512, 272),                                # 2 blocks x 136 B
-    ("q2_k", 14336 * 4096, 14336 * 4096 // 256 * 84),    # 19,267,584 B
-])
+@pytest.mark.parametrize(
+    "name, n_values, n_bytes",
+    [
+        ("q4_K", 4096 * 4096, 4096 * 4096 // 256 * 144),  # 9,437,184 B: 4.5 bits per value
+        ("Q6_K", 256, 210),
+        ("iq4_xs", 512, 272),  # 2 blocks x 136 B
+        ("q2_k", 14336 * 4096, 14336 * 4096 // 256 * 84),  # 19,267,584 B
+    ],
+)
 def test_weight_bytes(name, n_values, n_bytes):
     assert weight_format(name).bytes_for(n_values) == n_bytes
 

@@ -19,23 +19,32 @@ def test_unknown_kv_dtype_is_never_offered_a_weight_format():
         weight_format("mxfp5")
 
 
-@pytest.mark.parametrize("engine,args,message", [
-    ("vllm", ["--kv-memory", "10GiB"], "vLLM 0.33 has no 'mxfp4' KV cache dtype; vLLM 0.33's --kv-cache-dtype takes auto, float16"),
-    ("sglang", ["--kv-memory", "10GiB"], "SGLang 0.5.23 has no 'mxfp4' KV cache dtype; its pool stores auto, bf16"),
-    ("llamacpp", ["--ctx-size", "4096"], "llama.cpp has no 'mxfp4' KV cache type; use one of f32, f16"),
-    ("ideal", ["--kv-memory", "10GiB"], "mxfp4 is a weight format, not a KV-cache format"),
-])
+@pytest.mark.parametrize(
+    "engine,args,message",
+    [
+        (
+            "vllm",
+            ["--kv-memory", "10GiB"],
+            "vLLM 0.33 has no 'mxfp4' KV cache dtype; vLLM 0.33's --kv-cache-dtype takes auto, float16",
+        ),
+        ("sglang", ["--kv-memory", "10GiB"], "SGLang 0.5.23 has no 'mxfp4' KV cache dtype; its pool stores auto, bf16"),
+        ("llamacpp", ["--ctx-size", "4096"], "llama.cpp has no 'mxfp4' KV cache type; use one of f32, f16"),
+        ("ideal", ["--kv-memory", "10GiB"], "mxfp4 is a weight format, not a KV-cache format"),
+    ],
+)
 def test_each_engine_refuses_a_weight_format_in_its_own_words(cli, engine, args, message):
     r = cli("capacity", "llama-3.1-8b", "--engine", engine, *args, "--kv-dtype", "mxfp4")
     assert r.exit_code == 2
-    assert r.stderr.strip().splitlines() == [f"error: {r.stderr.strip()[len('error: '):]}"]
+    assert r.stderr.strip().splitlines() == [f"error: {r.stderr.strip()[len('error: ') :]}"]
     assert message in r.stderr
 
 
 def test_a_model_in_mxfp4_sizes_a_cache_in_another_format(cli, tmp_path):
     path = tmp_path / "tiny-mxfp4.yaml"
-    path.write_text("name: tiny-mxfp4\nsource: test\nn_layers: 4\nn_heads: 8\nn_kv_heads: 2\nhead_dim: 64\n"
-                    "dtype: mxfp4\nmax_position_embeddings: 4096\n")
+    path.write_text(
+        "name: tiny-mxfp4\nsource: test\nn_layers: 4\nn_heads: 8\nn_kv_heads: 2\nhead_dim: 64\n"
+        "dtype: mxfp4\nmax_position_embeddings: 4096\n"
+    )
     r = cli("estimate", str(path), "--seq-len", "1024", "--kv-dtype", "fp16", "--format", "json")
     assert r.exit_code == 0, r.stderr
     import json

@@ -23,8 +23,17 @@ def refusal(fn, *args, **kwargs) -> KvcalcError:
 # ----- names ----------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("typed, name", [("FP8", "fp8_e4m3"), (" bf16 ", "bf16"), ("fp8-e5m2", "fp8_e5m2"),
-                                         ("Float8_E4M3FN", "fp8_e4m3"), ("F16", "fp16"), ("q8_0", "q8_0")])
+@pytest.mark.parametrize(
+    "typed, name",
+    [
+        ("FP8", "fp8_e4m3"),
+        (" bf16 ", "bf16"),
+        ("fp8-e5m2", "fp8_e5m2"),
+        ("Float8_E4M3FN", "fp8_e4m3"),
+        ("F16", "fp16"),
+        ("q8_0", "q8_0"),
+    ],
+)
 def test_canonical_name(typed, name):
     assert canonical_name(typed) == name
     assert storage_format(typed) is STORAGE_FORMATS[name]
@@ -52,22 +61,30 @@ def test_unknown_name_offers_formats_of_its_kind():
 # ----- group options --------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("typed, name, block_values, block_bytes, scale_bytes", [
-    # int4 in groups of 64 with the default fp16 scale: 32 + 2 = 34 B / 64 values
-    ("int4:g64", "int4:g64:fp16", 64, 34, 2),
-    # int8 in groups of 128 with an fp32 scale: 128 + 4 = 132 B / 128 values
-    ("int8:g128:fp32", "int8:g128:fp32", 128, 132, 4),
-    # upper case and spaces, the scale before the group: 16 + 1 = 17 B / 32 (fp8 scale, int4 default group 32)
-    ("INT4: FP8 ", "int4:g32:fp8_e4m3", 32, 17, 1),
-    # int8 has no default group: 32 with a scale alone (32 + 2 = 34 B)
-    ("int8:bf16", "int8:g32:bf16", 32, 34, 2),
-    # an empty option is skipped: int8:g16 -> 16 + 2 = 18 B / 16 values
-    ("int8::g16", "int8:g16:fp16", 16, 18, 2),
-])
+@pytest.mark.parametrize(
+    "typed, name, block_values, block_bytes, scale_bytes",
+    [
+        # int4 in groups of 64 with the default fp16 scale: 32 + 2 = 34 B / 64 values
+        ("int4:g64", "int4:g64:fp16", 64, 34, 2),
+        # int8 in groups of 128 with an fp32 scale: 128 + 4 = 132 B / 128 values
+        ("int8:g128:fp32", "int8:g128:fp32", 128, 132, 4),
+        # upper case and spaces, the scale before the group: 16 + 1 = 17 B / 32 (fp8 scale, int4 default group 32)
+        ("INT4: FP8 ", "int4:g32:fp8_e4m3", 32, 17, 1),
+        # int8 has no default group: 32 with a scale alone (32 + 2 = 34 B)
+        ("int8:bf16", "int8:g32:bf16", 32, 34, 2),
+        # an empty option is skipped: int8:g16 -> 16 + 2 = 18 B / 16 values
+        ("int8::g16", "int8:g16:fp16", 16, 18, 2),
+    ],
+)
 def test_group_options_in_the_name(typed, name, block_values, block_bytes, scale_bytes):
     f = storage_format(typed)
     assert (f.name, f.block_values, f.block_bytes, f.scale_bytes, f.quant_group_size) == (
-        name, block_values, block_bytes, scale_bytes, block_values)
+        name,
+        block_values,
+        block_bytes,
+        scale_bytes,
+        block_values,
+    )
     base = STORAGE_FORMATS[name.split(":")[0]]
     assert (f.bits, f.torch_dtype) == (base.bits, base.torch_dtype)
     g, s = block_values, name.split(":")[2]
@@ -84,25 +101,40 @@ def test_group_options_given_separately():
     assert storage_format("int4:fp8_e4m3", scale_dtype="e4m3").name == "int4:g32:fp8_e4m3"
 
 
-@pytest.mark.parametrize("args, kw, line", [
-    (("int4:g64:g128",), {}, "'int4:g64:g128' names two group sizes (g64 and g128); give one"),
-    (("int4:gx",), {}, "'int4:gx': group option 'gx' is not a group size; write e.g. int4:g64"),
-    (("int4:G-",), {}, "'int4:G-': group option 'G-' is not a group size; write e.g. int4:g64"),
-    (("int8:fp16:fp32",), {}, "'int8:fp16:fp32' names two scale dtypes (fp16 and fp32); give one"),
-    (("int4:g64", 128), {}, "'int4:g64' says group size 64 but --quant-group-size says 128; give one"),
-    (("int4:fp16",), dict(scale_dtype="fp32"), "'int4:fp16' says scale dtype fp16 but --scale-dtype says fp32; "
-                                                "give one"),
-    # 2^20 = 1,048,576 values: the largest group (units.BOUNDS["quant_group_size"])
-    (("int8:g1048577",), {}, "'int8:g1048577': group size 1,048,577 is beyond any quantization group "
-                             "(at most 1,048,576 values)"),
-    (("q8_0:g64",), {}, "'q8_0:g64': group options apply to int8 and int4 only, not q8_0; "
-                             "give --kv-dtype int8 or --kv-dtype int4"),
-    (("fp16",), dict(scale_dtype="fp32"), "--scale-dtype applies to int8 and int4 only, not fp16; "
-                                          "give --kv-dtype int8 or --kv-dtype int4"),
-    (("int4:g0",), {}, "'int4:g0': the group size must be a positive even integer, got 0"),
-    (("int4:g33",), {}, "'int4:g33': the group size must be a positive even integer for int4, got 33"),
-    (("int8:g-4",), {}, "'int8:g-4': the group size must be a positive integer, got -4"),
-])
+@pytest.mark.parametrize(
+    "args, kw, line",
+    [
+        (("int4:g64:g128",), {}, "'int4:g64:g128' names two group sizes (g64 and g128); give one"),
+        (("int4:gx",), {}, "'int4:gx': group option 'gx' is not a group size; write e.g. int4:g64"),
+        (("int4:G-",), {}, "'int4:G-': group option 'G-' is not a group size; write e.g. int4:g64"),
+        (("int8:fp16:fp32",), {}, "'int8:fp16:fp32' names two scale dtypes (fp16 and fp32); give one"),
+        (("int4:g64", 128), {}, "'int4:g64' says group size 64 but --quant-group-size says 128; give one"),
+        (
+            ("int4:fp16",),
+            dict(scale_dtype="fp32"),
+            "'int4:fp16' says scale dtype fp16 but --scale-dtype says fp32; give one",
+        ),
+        # 2^20 = 1,048,576 values: the largest group (units.BOUNDS["quant_group_size"])
+        (
+            ("int8:g1048577",),
+            {},
+            "'int8:g1048577': group size 1,048,577 is beyond any quantization group (at most 1,048,576 values)",
+        ),
+        (
+            ("q8_0:g64",),
+            {},
+            "'q8_0:g64': group options apply to int8 and int4 only, not q8_0; give --kv-dtype int8 or --kv-dtype int4",
+        ),
+        (
+            ("fp16",),
+            dict(scale_dtype="fp32"),
+            "--scale-dtype applies to int8 and int4 only, not fp16; give --kv-dtype int8 or --kv-dtype int4",
+        ),
+        (("int4:g0",), {}, "'int4:g0': the group size must be a positive even integer, got 0"),
+        (("int4:g33",), {}, "'int4:g33': the group size must be a positive even integer for int4, got 33"),
+        (("int8:g-4",), {}, "'int8:g-4': the group size must be a positive integer, got -4"),
+    ],
+)
 def test_group_option_refusals(args, kw, line):
     e = refusal(storage_format, *args, field="kv_dtype", **kw)
     assert str(e) == line
@@ -154,8 +186,9 @@ def test_kv_format_refusal_as_data():
 def test_bytes_for_refusal_as_data():
     e = refusal(STORAGE_FORMATS["q4_0"].bytes_for, 80, what="K head", field="k_dtype")
     assert (e.field, e.value) == ("k_dtype", "q4_0")
-    assert str(e) == ("q4_0 packs 32 values per block; a K head of 80 values is not a whole number of blocks "
-                      "(use another KV dtype)")
+    assert str(e) == (
+        "q4_0 packs 32 values per block; a K head of 80 values is not a whole number of blocks (use another KV dtype)"
+    )
     assert str(refusal(STORAGE_FORMATS["q4_0"].bytes_for, 48)).startswith("q4_0 packs 32 values per block; a row of 48")
     # whole blocks: 128 values = 4 blocks x 18 B
     assert STORAGE_FORMATS["q4_0"].bytes_for(128) == 72

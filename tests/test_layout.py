@@ -46,8 +46,9 @@ def _type_checking_only(tree: ast.AST) -> set[int]:
     out: set[int] = set()
     for node in ast.walk(tree):
         if isinstance(node, ast.If) and (
-                (isinstance(node.test, ast.Name) and node.test.id == "TYPE_CHECKING")
-                or (isinstance(node.test, ast.Attribute) and node.test.attr == "TYPE_CHECKING")):
+            (isinstance(node.test, ast.Name) and node.test.id == "TYPE_CHECKING")
+            or (isinstance(node.test, ast.Attribute) and node.test.attr == "TYPE_CHECKING")
+        ):
             out.update(id(n) for stmt in node.body for n in ast.walk(stmt))
     return out
 
@@ -68,7 +69,7 @@ def imports_of(name: str) -> set[str]:
         elif isinstance(node, ast.ImportFrom):
             if node.level:
                 base = package.split(".")
-                base = base[:len(base) - (node.level - 1)]
+                base = base[: len(base) - (node.level - 1)]
                 target = ".".join(base + ([node.module] if node.module else []))
             else:
                 target = node.module or ""
@@ -102,7 +103,7 @@ def find_cycle(g: dict[str, set[str]]) -> list[str] | None:
                 continue
             nxt = todo.pop(0)
             if colour.get(nxt, 2) == 1:
-                return path[path.index(nxt):] + [nxt]
+                return path[path.index(nxt) :] + [nxt]
             if colour.get(nxt, 2) == 0:
                 colour[nxt] = 1
                 path.append(nxt)
@@ -112,13 +113,14 @@ def find_cycle(g: dict[str, set[str]]) -> list[str] | None:
 
 # ----- the graph reader itself -------------------------------------------------------------------
 
+
 def test_graph_reader_sees_every_kind_of_import():
     g = graph()
-    assert "kvcalc.cli.app" in g["kvcalc.cli"]                      # a package __init__ importing its submodule
-    assert "kvcalc.calc.kv_cache" in g["kvcalc.engines.ideal"]     # from kvcalc.calc.kv_cache import ...
-    assert "kvcalc.engines" in g["kvcalc.engines.ideal"]           # from kvcalc.engines import EngineResult
-    assert "kvcalc.formats" in g["kvcalc.schema"]                  # inside a validator (function level)
-    assert "kvcalc.units" in g["kvcalc.cli.options"]               # inside a function
+    assert "kvcalc.cli.app" in g["kvcalc.cli"]  # a package __init__ importing its submodule
+    assert "kvcalc.calc.kv_cache" in g["kvcalc.engines.ideal"]  # from kvcalc.calc.kv_cache import ...
+    assert "kvcalc.engines" in g["kvcalc.engines.ideal"]  # from kvcalc.engines import EngineResult
+    assert "kvcalc.formats" in g["kvcalc.schema"]  # inside a validator (function level)
+    assert "kvcalc.units" in g["kvcalc.cli.options"]  # inside a function
     assert find_cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": set()}) == ["a", "b", "c", "a"]
     assert find_cycle({"a": {"b"}, "b": set()}) is None
 
@@ -149,8 +151,9 @@ def test_each_module_imports_on_its_own():
     # one fresh interpreter; before each module every kvcalc module is dropped from sys.modules,
     # so each is imported as if first (third-party packages stay loaded: torch costs its import once)
     names = sorted(modules())
-    out = subprocess.run([sys.executable, "-c", IMPORT_EACH, json.dumps(names)], capture_output=True,
-                         text=True, cwd=ROOT, timeout=120)
+    out = subprocess.run(
+        [sys.executable, "-c", IMPORT_EACH, json.dumps(names)], capture_output=True, text=True, cwd=ROOT, timeout=120
+    )
     assert out.returncode == 0, out.stderr
     failed = json.loads(out.stdout.strip().splitlines()[-1])
     assert failed == {}, "\n".join(f"{k}:\n{v}" for k, v in failed.items())
@@ -176,8 +179,11 @@ def _third_party_or_kvcalc(imported: set[str]) -> set[str]:
 
 def _calc_violations(name: str) -> set[str]:
     """What `name` imports beyond the calc layer's allowance (third-party packages by top name)."""
-    return {m if m.startswith("kvcalc") else m.split(".")[0] for m in _third_party_or_kvcalc(imports_of(name))
-            if not (m in CALC_MAY_IMPORT or m == "kvcalc.calc" or m.startswith("kvcalc.calc."))}
+    return {
+        m if m.startswith("kvcalc") else m.split(".")[0]
+        for m in _third_party_or_kvcalc(imports_of(name))
+        if not (m in CALC_MAY_IMPORT or m == "kvcalc.calc" or m.startswith("kvcalc.calc."))
+    }
 
 
 def _cases(prefix: str, rule: str) -> list:
@@ -201,7 +207,9 @@ def test_calc_rule_catches_a_break():
     assert _calc_violations("kvcalc.calc.kv_cache") == set()
 
 
-@pytest.mark.parametrize("name", [m for m in sorted(modules()) if not (m == "kvcalc.cli" or m.startswith("kvcalc.cli."))])
+@pytest.mark.parametrize(
+    "name", [m for m in sorted(modules()) if not (m == "kvcalc.cli" or m.startswith("kvcalc.cli."))]
+)
 def test_nothing_outside_cli_imports_cli(name):
     uses = {m for m in graph()[name] if m == "kvcalc.cli" or m.startswith("kvcalc.cli.")}
     if name in CLI_IMPORTERS_OUTSIDE:
@@ -234,17 +242,21 @@ def test_results_lists_every_result_once():
 
 def test_estimate_builds_only_its_own_results():
     """`kvcalc estimate` (no --gpu, no --engine) imports the KV results and no other result module."""
-    code = ("import sys; sys.argv = ['kvcalc', 'estimate', 'llama-3.1-8b', '-s', '8k']\n"
-            "from kvcalc.cli import main\n"
-            "try:\n    main()\nexcept SystemExit:\n    pass\n"
-            "print(sorted(m for m in sys.modules if m.startswith('kvcalc.results.')), file=sys.stderr)")
+    code = (
+        "import sys; sys.argv = ['kvcalc', 'estimate', 'llama-3.1-8b', '-s', '8k']\n"
+        "from kvcalc.cli import main\n"
+        "try:\n    main()\nexcept SystemExit:\n    pass\n"
+        "print(sorted(m for m in sys.modules if m.startswith('kvcalc.results.')), file=sys.stderr)"
+    )
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, cwd=ROOT)
     assert r.stderr.strip().splitlines()[-1] == "['kvcalc.results.kv']"
 
 
 #: each engine's registry of versions: (module holding the registry, its dict, the current version's name)
-VERSION_REGISTRIES = (("kvcalc.engines.vllm.versions", "VERSION_MODULES", "CURRENT_VERSION"),
-                      ("kvcalc.engines.llamacpp.versions", "VERSION_MODULES", "CURRENT_VERSION"))
+VERSION_REGISTRIES = (
+    ("kvcalc.engines.vllm.versions", "VERSION_MODULES", "CURRENT_VERSION"),
+    ("kvcalc.engines.llamacpp.versions", "VERSION_MODULES", "CURRENT_VERSION"),
+)
 
 
 @pytest.mark.parametrize("registry", VERSION_REGISTRIES, ids=lambda r: r[0])

@@ -26,8 +26,13 @@ def tool():
 
 def test_ledger_counts_unchanged_modules_only(tool, tmp_path):
     ledger = tmp_path / "ledger.json"
-    tool.record([tool.Row("kvcalc/units.py", {"killed": 9, "survived": 1}, 2),
-                 tool.Row("kvcalc/formats.py", {"killed": 5, "not checked": 3})], ledger)
+    tool.record(
+        [
+            tool.Row("kvcalc/units.py", {"killed": 9, "survived": 1}, 2),
+            tool.Row("kvcalc/formats.py", {"killed": 5, "not checked": 3}),
+        ],
+        ledger,
+    )
     data = json.loads(ledger.read_text())
     assert set(data) == {"kvcalc/units.py"}  # an interrupted module is not recorded
     assert data["kvcalc/units.py"]["sha256"] == tool.source_sha("kvcalc/units.py")

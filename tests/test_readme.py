@@ -38,8 +38,8 @@ BOX_STARTS = set("┌│├└┏┃┡┣┗╭╰")
 class Example:
     """One `$ kvcalc ...` command in a page's block and the output printed under it."""
 
-    line: int           # line of the command in its page
-    command: str        # the command line, continuations joined, without "$ "
+    line: int  # line of the command in its page
+    command: str  # the command line, continuations joined, without "$ "
     expected: list[str] = field(default_factory=list)
     width: int = 80
     page: str = "README.md"  # the page, relative to the repository root
@@ -105,8 +105,15 @@ def test_readme_has_examples():
     assert len(EXAMPLES) >= 25
     assert sum("|" in ex.command for ex in EXAMPLES) >= 1
     assert sum(any(ln.startswith("...") for ln in ex.expected) for ex in EXAMPLES) >= 4
-    assert {"docs/guide/estimate.md", "docs/guide/gpu-fit.md", "docs/guide/plan.md", "docs/ci.md",
-            "docs/engines/vllm.md", "docs/engines/sglang.md", "docs/engines/llamacpp.md"} <= {ex.page for ex in EXAMPLES}
+    assert {
+        "docs/guide/estimate.md",
+        "docs/guide/gpu-fit.md",
+        "docs/guide/plan.md",
+        "docs/ci.md",
+        "docs/engines/vllm.md",
+        "docs/engines/sglang.md",
+        "docs/engines/llamacpp.md",
+    } <= {ex.page for ex in EXAMPLES}
 
 
 def run_kvcalc(cli, argv: list[str], width: int):
@@ -160,19 +167,24 @@ def test_readme_example(ex: Example, cli, monkeypatch, tmp_path):
         assert got == want, f"{ex.page} line {ex.line}: output differs"
         return
     assert len(cut) == 1, f"{ex.page} line {ex.line}: one elision per example"
-    head, tail = want[:cut[0]], want[cut[0] + 1:]
-    assert got[:len(head)] == head, f"{ex.page} line {ex.line}: output does not open as the page shows"
+    head, tail = want[: cut[0]], want[cut[0] + 1 :]
+    assert got[: len(head)] == head, f"{ex.page} line {ex.line}: output does not open as the page shows"
     assert len(got) >= len(head) + len(tail)
-    assert got[len(got) - len(tail):] == tail, f"{ex.page} line {ex.line}: output does not end as the page shows"
+    assert got[len(got) - len(tail) :] == tail, f"{ex.page} line {ex.line}: output does not end as the page shows"
 
 
 # ----- the measure JSON excerpt ------------------------------------------------------------------
 
+
 def measure_excerpts() -> list[dict]:
     """The JSON blocks of `kvcalc measure` (those holding predicted_kv_bytes): the README's and the
     measure page's."""
-    found = [lines for page in PAGES for _, info, lines in fenced_blocks(page.read_text(encoding="utf-8"))
-             if info == "json" and any('"predicted_kv_bytes"' in ln for ln in lines)]
+    found = [
+        lines
+        for page in PAGES
+        for _, info, lines in fenced_blocks(page.read_text(encoding="utf-8"))
+        if info == "json" and any('"predicted_kv_bytes"' in ln for ln in lines)
+    ]
     assert found
     return [json.loads("\n".join(lines)) for lines in found]
 
@@ -198,15 +210,20 @@ def test_readme_measure_excerpt(want, cli, monkeypatch):
 
 def python_sessions(text: str) -> list[tuple[int, str]]:
     """(line, block) for every ```python block that holds a `>>>` session."""
-    return [(line, "\n".join(lines)) for line, info, lines in fenced_blocks(text)
-            if info.startswith("python") and any(x.lstrip().startswith(">>>") for x in lines)]
+    return [
+        (line, "\n".join(lines))
+        for line, info, lines in fenced_blocks(text)
+        if info.startswith("python") and any(x.lstrip().startswith(">>>") for x in lines)
+    ]
 
 
 def test_readme_python_sessions_run_as_shown():
     """The Python API examples are doctests: each `>>>` line's printed value must match."""
     import doctest
 
-    sessions = [(page, line, block) for page in PAGES for line, block in python_sessions(page.read_text(encoding="utf-8"))]
+    sessions = [
+        (page, line, block) for page in PAGES for line, block in python_sessions(page.read_text(encoding="utf-8"))
+    ]
     assert sessions, "no page shows a Python API session"
     for page, line, block in sessions:
         test = doctest.DocTestParser().get_doctest(block, {}, f"{_rel(page)}:{line}", str(page), line)

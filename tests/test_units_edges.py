@@ -29,7 +29,9 @@ def test_integers_pass_through():
 
 
 def test_default_names_in_messages():
-    with pytest.raises(KvcalcError, match=r"^--seq-len: 'x' is not a positive whole number \(e\.g\. 16, 8192 or 32k\)$"):
+    with pytest.raises(
+        KvcalcError, match=r"^--seq-len: 'x' is not a positive whole number \(e\.g\. 16, 8192 or 32k\)$"
+    ):
         parse_count("x")
     with pytest.raises(KvcalcError, match=r"^size: 'abc' is not a size \(write 80GB, 6\.51GiB or a byte count\)$"):
         parse_size("abc")

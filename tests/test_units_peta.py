@@ -10,14 +10,18 @@ from kvcalc.errors import KvcalcError
 from kvcalc.units import MAX_DEVICE_BYTES, parse_size
 
 
-@pytest.mark.parametrize("text,n", [
-    ("1PB", 10**15),                      # decimal: 10^15 B
-    ("1PiB", 2**50),                      # binary: 2^50 = 1,125,899,906,842,624 B
-    ("0.5PiB", 2**49),
-    ("2.5pb", 2_500_000_000_000_000),     # 2.5 x 10^15
-    ("1TiB", 2**40), ("3TB", 3 * 10**12),  # TB / TiB were there before; kept
-    ("1,024TiB", 2**50),                   # 1,024 x 2^40 = 2^50
-])
+@pytest.mark.parametrize(
+    "text,n",
+    [
+        ("1PB", 10**15),  # decimal: 10^15 B
+        ("1PiB", 2**50),  # binary: 2^50 = 1,125,899,906,842,624 B
+        ("0.5PiB", 2**49),
+        ("2.5pb", 2_500_000_000_000_000),  # 2.5 x 10^15
+        ("1TiB", 2**40),
+        ("3TB", 3 * 10**12),  # TB / TiB were there before; kept
+        ("1,024TiB", 2**50),  # 1,024 x 2^40 = 2^50
+    ],
+)
 def test_peta_units(text, n):
     assert parse_size(text) == n
 
@@ -26,8 +30,11 @@ def test_one_pib_is_the_device_bound_and_one_pb_lies_within_it():
     # the bound is 2^50 B = 1 PiB; 1 PB = 10^15 B < 1.1259 x 10^15 B
     assert parse_size("1PiB", "--kv-memory") == MAX_DEVICE_BYTES
     assert parse_size("1PB", "--kv-memory") < MAX_DEVICE_BYTES
-    with pytest.raises(KvcalcError, match=r"^--kv-memory 2,251,799,813,685,248 is beyond any device's memory "
-                                          r"\(at most 1,125,899,906,842,624 B \(1 PiB\)\)$"):
+    with pytest.raises(
+        KvcalcError,
+        match=r"^--kv-memory 2,251,799,813,685,248 is beyond any device's memory "
+        r"\(at most 1,125,899,906,842,624 B \(1 PiB\)\)$",
+    ):
         parse_size("2PiB", "--kv-memory")  # 2 x 2^50 = 2,251,799,813,685,248
 
 

@@ -175,15 +175,37 @@ class Row:
 
 def table(rows: list[Row], markdown: bool) -> str:
     # the status columns count non-equivalent mutants only: mutants = those + equivalent
-    head = ["module", "mutants", "killed", "survived", "no tests", "timeout", "other", "equivalent", "kill rate",
-            "strict"]
+    head = [
+        "module",
+        "mutants",
+        "killed",
+        "survived",
+        "no tests",
+        "timeout",
+        "other",
+        "equivalent",
+        "kill rate",
+        "strict",
+    ]
     body = []
     for r in rows:
         other = r.total - r.equivalent - sum(r.n(s) for s in (KILLED, SURVIVED, NO_TESTS, TIMEOUT))
         rate = "-" if r.rate is None else f"{r.rate:.1f}%"
         strict = "-" if r.strict_rate is None else f"{r.strict_rate:.1f}%"
-        body.append([r.module, r.total, r.n(KILLED), r.n(SURVIVED), r.n(NO_TESTS), r.n(TIMEOUT), other,
-                     r.equivalent, rate, strict])
+        body.append(
+            [
+                r.module,
+                r.total,
+                r.n(KILLED),
+                r.n(SURVIVED),
+                r.n(NO_TESTS),
+                r.n(TIMEOUT),
+                other,
+                r.equivalent,
+                rate,
+                strict,
+            ]
+        )
     cells = [head] + [[str(c) for c in b] for b in body]
     if markdown:
         lines = ["| " + " | ".join(c) + " |" for c in cells]
@@ -220,13 +242,20 @@ def record(rows: list[Row], path: Path = LEDGER_FILE) -> None:
     on: a later `--ledger` counts a row only while the module's source is byte for byte the same
     (tests may only have grown since, which can only kill more mutants)."""
     ledger = read_ledger(path)
-    head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
+    head = subprocess.run(
+        ["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True
+    ).stdout.strip()
     for r in rows:
         if r.n("not checked"):
             continue  # an interrupted module is not a result
-        ledger[r.module] = {"sha256": source_sha(r.module), "date": date.today().isoformat(),
-                            "mutmut": mutmut_version(), "commit": head or "?",
-                            "counts": dict(sorted(r.counts.items())), "equivalent": r.equivalent}
+        ledger[r.module] = {
+            "sha256": source_sha(r.module),
+            "date": date.today().isoformat(),
+            "mutmut": mutmut_version(),
+            "commit": head or "?",
+            "counts": dict(sorted(r.counts.items())),
+            "equivalent": r.equivalent,
+        }
     path.write_text(json.dumps(dict(sorted(ledger.items())), indent=1) + "\n")
 
 
@@ -273,22 +302,34 @@ def run_mutmut(globs: list[str], max_children: int, log: Path) -> None:
 def main() -> int:
     p = argparse.ArgumentParser(
         description="Run mutmut over kvcalc's arithmetic (calc/, engines/, units.py, formats.py) and print "
-                    "a per-module table: mutants, killed, survived, timeout, equivalent (from "
-                    "docs/mutation-equivalents.md), kill rate = (killed + timeout) / (mutants - equivalent) "
-                    "and the strict rate killed / (mutants - equivalent).",
+        "a per-module table: mutants, killed, survived, timeout, equivalent (from "
+        "docs/mutation-equivalents.md), kill rate = (killed + timeout) / (mutants - equivalent) "
+        "and the strict rate killed / (mutants - equivalent).",
         epilog="By default the run is fresh (mutants/ is deleted first), since mutmut keeps a survivor's "
-               "verdict even after new tests are added. Modules: " + ", ".join(TARGETS))
-    p.add_argument("--only", action="append", metavar="PATH",
-                   help="a target file or folder, e.g. kvcalc/units.py or kvcalc/engines (repeatable)")
+        "verdict even after new tests are added. Modules: " + ", ".join(TARGETS),
+    )
+    p.add_argument(
+        "--only",
+        action="append",
+        metavar="PATH",
+        help="a target file or folder, e.g. kvcalc/units.py or kvcalc/engines (repeatable)",
+    )
     mode = p.add_mutually_exclusive_group()
-    mode.add_argument("--resume", action="store_true",
-                      help="keep mutants/ and its verdicts; test only mutants not yet checked")
-    mode.add_argument("--survivors", action="store_true",
-                      help="re-test the current survivors, no-test and timed-out mutants (after adding tests)")
+    mode.add_argument(
+        "--resume", action="store_true", help="keep mutants/ and its verdicts; test only mutants not yet checked"
+    )
+    mode.add_argument(
+        "--survivors",
+        action="store_true",
+        help="re-test the current survivors, no-test and timed-out mutants (after adding tests)",
+    )
     mode.add_argument("--report", action="store_true", help="run nothing; print the table from mutants/")
-    mode.add_argument("--ledger", action="store_true",
-                      help="run nothing; the table over every module from docs/mutation-ledger.json (each module's "
-                           "last recorded run, counted only while its source is unchanged)")
+    mode.add_argument(
+        "--ledger",
+        action="store_true",
+        help="run nothing; the table over every module from docs/mutation-ledger.json (each module's "
+        "last recorded run, counted only while its source is unchanged)",
+    )
     p.add_argument("--max-children", type=int, default=2, help="mutmut workers (default 2: a shared 2-core box)")
     p.add_argument("--list", action="store_true", help="print each survivor not listed as equivalent, with its diff")
     p.add_argument("--markdown", action="store_true", help="print the table as Markdown (for docs/mutation.md)")
@@ -308,8 +349,10 @@ def main() -> int:
         for pr in problems:
             print(f"not counted: {pr}")
         rate = total_l.rate or 0.0
-        print(f"\nkill rate {rate:.1f}% over the modules counted; strict {total_l.strict_rate or 0.0:.1f}%; "
-              f"threshold {a.min_rate:g}%" + (f"; {len(problems)} module(s) not counted" if problems else ""))
+        print(
+            f"\nkill rate {rate:.1f}% over the modules counted; strict {total_l.strict_rate or 0.0:.1f}%; "
+            f"threshold {a.min_rate:g}%" + (f"; {len(problems)} module(s) not counted" if problems else "")
+        )
         return 0 if rate >= a.min_rate and not problems else 1
 
     only = [o.rstrip("/") for o in (a.only or list(TARGETS))]
@@ -323,8 +366,9 @@ def main() -> int:
         if a.survivors:
             if not MUTANTS_DIR.exists():
                 p.error("--survivors needs an earlier run's mutants/")
-            globs = sorted(n for n, s in results().items()
-                           if s in (SURVIVED, NO_TESTS, TIMEOUT) and selected(module_of(n), only))
+            globs = sorted(
+                n for n, s in results().items() if s in (SURVIVED, NO_TESTS, TIMEOUT) and selected(module_of(n), only)
+            )
             if not globs:
                 print("no survivors to re-test")
         elif not a.resume and MUTANTS_DIR.exists():
@@ -370,28 +414,40 @@ def main() -> int:
         record(ordered + [Row(m) for m in target_modules() if selected(m, only) and m not in rows])
 
     print()
-    print(f"mutation testing, {date.today().isoformat()}, mutmut {mutmut_version()}"
-          + ("" if a.report else f", {time.monotonic() - t0:.0f} s"))
+    print(
+        f"mutation testing, {date.today().isoformat()}, mutmut {mutmut_version()}"
+        + ("" if a.report else f", {time.monotonic() - t0:.0f} s")
+    )
     print(table(ordered + [total], a.markdown))
     if not_checked:
         print(f"\n{not_checked} mutants not checked yet (an interrupted run, or --only elsewhere before)")
     survivors = sorted(n for n, s in status.items() if s not in (KILLED, TIMEOUT) and n not in equivalent)
-    print(f"\n{len(survivors)} mutants not killed and not listed as equivalent"
-          + (":" if a.list else " (--list shows them; `mutmut show NAME` shows one)"))
+    print(
+        f"\n{len(survivors)} mutants not killed and not listed as equivalent"
+        + (":" if a.list else " (--list shows them; `mutmut show NAME` shows one)")
+    )
     if a.list:
         for n in survivors:
             print(f"\n## {n}  [{status[n]}]  {function_of(n)}")
-            print("\n".join(ln for ln in diff_of(n).splitlines()[1:] if ln.startswith(("+", "-")) and
-                            not ln.startswith(("+++", "---"))))
+            print(
+                "\n".join(
+                    ln
+                    for ln in diff_of(n).splitlines()[1:]
+                    if ln.startswith(("+", "-")) and not ln.startswith(("+++", "---"))
+                )
+            )
     rate = total.rate or 0.0
-    print(f"\nkill rate {rate:.1f}% ((killed + timeout) / (mutants - equivalent); strict, killed only: "
-          f"{total.strict_rate or 0.0:.1f}%; threshold {a.min_rate:g}%)")
+    print(
+        f"\nkill rate {rate:.1f}% ((killed + timeout) / (mutants - equivalent); strict, killed only: "
+        f"{total.strict_rate or 0.0:.1f}%; threshold {a.min_rate:g}%)"
+    )
     return 0 if rate >= a.min_rate else 1
 
 
 def mutmut_version() -> str:
     try:
         from importlib.metadata import version
+
         return version("mutmut")
     except Exception:  # noqa: BLE001 - a missing version is not worth failing a report
         return "?"

@@ -35,9 +35,18 @@ def layout(dep: Deployment, model: ModelSpec) -> Layout:
     """The memory plan's layout of `dep`: tp (else count // pp) x pp x dp, its weight format,
     its KV format (else the model's dtype) and its `gpu_memory_utilization`."""
     kv = dep.kv_dtype or model.dtype
-    return Layout(tp=dep.resolved_tp, pp=dep.pp, dp=dep.dp, dp_attention=dep.dp_attention, ep=dep.ep,
-                  dcp=dep.dcp, weight_dtype=dep.weight_dtype,
-                  k_dtype=kv, v_dtype=kv, gpu_memory_utilization=dep.gpu_memory_utilization)
+    return Layout(
+        tp=dep.resolved_tp,
+        pp=dep.pp,
+        dp=dep.dp,
+        dp_attention=dep.dp_attention,
+        ep=dep.ep,
+        dcp=dep.dcp,
+        weight_dtype=dep.weight_dtype,
+        k_dtype=kv,
+        v_dtype=kv,
+        gpu_memory_utilization=dep.gpu_memory_utilization,
+    )
 
 
 def missed_targets(targets: Targets | None, tpot_ms: float, tokens_per_s: float) -> list[str]:
@@ -51,8 +60,15 @@ def missed_targets(targets: Targets | None, tpot_ms: float, tokens_per_s: float)
     return missed
 
 
-def check(dep: Deployment, model: ModelSpec, gpu: GpuSpec, *, file: str,
-          engine_kv: Callable[..., EngineKv] | None = None, engine: str = "ideal") -> CheckRow:
+def check(
+    dep: Deployment,
+    model: ModelSpec,
+    gpu: GpuSpec,
+    *,
+    file: str,
+    engine_kv: Callable[..., EngineKv] | None = None,
+    engine: str = "ideal",
+) -> CheckRow:
     """Plan and roofline one deployment: its memory per GPU against the budget (fits when
     used <= budget), the decode TPOT and total tokens/s at `max_seq_len` x `concurrency`, and
     its targets. `file` names the row (and, without a `name`, gives it its stem).
@@ -91,19 +107,44 @@ def check(dep: Deployment, model: ModelSpec, gpu: GpuSpec, *, file: str,
     tpot_ms = tpot_s * 1e3
     fits = used <= planner.budget
     max_concurrency = placed.max_concurrency(T)
-    problems = [] if fits else [
-        f"needs {used / 2**30:,.2f} GiB per GPU > budget {planner.budget / 2**30:,.2f} GiB "
-        f"({dep.gpu_memory_utilization:g} x {gpu.memory_bytes / 2**30:,.2f} GiB); "
-        f"at most {max_concurrency} sequences fit"]
+    problems = (
+        []
+        if fits
+        else [
+            f"needs {used / 2**30:,.2f} GiB per GPU > budget {planner.budget / 2**30:,.2f} GiB "
+            f"({dep.gpu_memory_utilization:g} x {gpu.memory_bytes / 2**30:,.2f} GiB); "
+            f"at most {max_concurrency} sequences fit"
+        ]
+    )
     missed = missed_targets(dep.targets, tpot_ms, tok_s)
     problems += missed
     status = "does not fit" if not fits else ("ok" if not missed else "misses target")
     t = dep.targets or Targets()
     return CheckRow(
-        file=file, name=dep.name or PurePath(file).stem, model=model.name, gpu=gpu.key, count=dep.count,
-        tp=dep.resolved_tp, pp=dep.pp, dp=dep.dp, kv_dtype=planner.kv_dtype,
-        weight_dtype=planner.weight_dtype, max_seq_len=T, concurrency=dep.concurrency,
-        memory_bytes_per_gpu=used, budget_bytes_per_gpu=planner.budget, headroom_bytes=planner.budget - used,
-        fits=fits, max_concurrency=max_concurrency, tpot_ms=tpot_ms, tokens_per_s=tok_s,
-        max_tpot_ms=t.max_tpot_ms, min_tokens_per_s=t.min_tokens_per_s, meets_targets=not missed,
-        status=status, problems=problems, engine=engine, notes=notes)
+        file=file,
+        name=dep.name or PurePath(file).stem,
+        model=model.name,
+        gpu=gpu.key,
+        count=dep.count,
+        tp=dep.resolved_tp,
+        pp=dep.pp,
+        dp=dep.dp,
+        kv_dtype=planner.kv_dtype,
+        weight_dtype=planner.weight_dtype,
+        max_seq_len=T,
+        concurrency=dep.concurrency,
+        memory_bytes_per_gpu=used,
+        budget_bytes_per_gpu=planner.budget,
+        headroom_bytes=planner.budget - used,
+        fits=fits,
+        max_concurrency=max_concurrency,
+        tpot_ms=tpot_ms,
+        tokens_per_s=tok_s,
+        max_tpot_ms=t.max_tpot_ms,
+        min_tokens_per_s=t.min_tokens_per_s,
+        meets_targets=not missed,
+        status=status,
+        problems=problems,
+        engine=engine,
+        notes=notes,
+    )

@@ -43,14 +43,24 @@ def check_tp(model: ModelSpec, tp: int) -> None:
     Raises `KvcalcError` with field `tp` and value `tp` (the CLI shows `--tp 3: ...`).
     """
     if model.n_heads % tp:
-        raise KvcalcError(f"{model.name} has {model.n_heads} attention heads, "
-                          f"not divisible by {tp}; use a tp that divides {model.n_heads}", field="tp", value=tp)
+        raise KvcalcError(
+            f"{model.name} has {model.n_heads} attention heads, "
+            f"not divisible by {tp}; use a tp that divides {model.n_heads}",
+            field="tp",
+            value=tp,
+        )
     if model.attention == "mla":
         return
-    for kv in sorted({model.resolved_n_kv_heads} | {x.n_kv_heads for x in model.layers if x.caches_kv and x.n_kv_heads}):
+    for kv in sorted(
+        {model.resolved_n_kv_heads} | {x.n_kv_heads for x in model.layers if x.caches_kv and x.n_kv_heads}
+    ):
         if kv % tp and tp % kv:
-            raise KvcalcError(f"{kv} KV heads cannot be split over {tp} ranks (neither divides the other); "
-                              f"use a tp that divides {kv} or a multiple of it", field="tp", value=tp)
+            raise KvcalcError(
+                f"{kv} KV heads cannot be split over {tp} ranks (neither divides the other); "
+                f"use a tp that divides {kv} or a multiple of it",
+                field="tp",
+                value=tp,
+            )
 
 
 def kv_heads_per_rank(layer: LayerSpec, tp: int = 1) -> int:
@@ -133,8 +143,12 @@ def refuse_unmodelled_layers(model: ModelSpec, engine: str, modelled: frozenset[
     if missing:
         what = "; ".join(LAYER_FEATURES[m] for m in missing)
         it = "this" if len(missing) == 1 else "these"
-        raise KvcalcError(f"{model.name} has {what}; the {engine} profile does not model {it} yet; use "
-                          "--engine ideal", field="model", value=model.name, form=MESSAGE)
+        raise KvcalcError(
+            f"{model.name} has {what}; the {engine} profile does not model {it} yet; use --engine ideal",
+            field="model",
+            value=model.name,
+            form=MESSAGE,
+        )
 
 
 #: the features today's engine profiles size: none of the 2026 ones that change the cache. `sinks`
@@ -153,9 +167,14 @@ def refuse_hybrid_layers(model: ModelSpec, engine: str) -> None:
     kvcalc's `--engine ideal` and the llama.cpp profile size both parts exactly; vLLM and SGLang
     call this (`engines/vllm.py` `capacity`, `engines/sglang.py`)."""
     if any(layer.kind == "hybrid" for layer in model.layers):
-        raise KvcalcError(f"{model.name} runs attention and a Mamba-2 mixer side by side in every layer; the {engine} "
-                          "profile does not yet size the state those layers keep beside their KV cache (use --engine "
-                          "ideal)", field="model", value=model.name, form=MESSAGE)
+        raise KvcalcError(
+            f"{model.name} runs attention and a Mamba-2 mixer side by side in every layer; the {engine} "
+            "profile does not yet size the state those layers keep beside their KV cache (use --engine "
+            "ideal)",
+            field="model",
+            value=model.name,
+            form=MESSAGE,
+        )
     # the 2026 layer features: no engine profile sizes them yet (SGLang calls this hook, not
     # refuse_indexer, and sizes DeepSeek-V3.2's indexer on every MLA layer: that one passes)
     refuse_unmodelled_layers(model, engine, ENGINES_MODEL_TODAY | {"indexer"})
@@ -170,9 +189,13 @@ def refuse_indexer(model: ModelSpec, engine: str) -> None:
     # bf16 keys, DeepSeek-V4's compressed entries), then DeepSeek-V3.2's indexer on every layer
     refuse_unmodelled_layers(model, engine, ENGINES_MODEL_TODAY | {"indexer"})
     if model.index_head_dim is not None:
-        raise KvcalcError(f"{model.name} has DeepSeek-V3.2's sparse-attention indexer, whose key cache the "
-                          f"{engine} profile does not model; use --engine ideal", field="model",
-                          value=model.name, form=MESSAGE)
+        raise KvcalcError(
+            f"{model.name} has DeepSeek-V3.2's sparse-attention indexer, whose key cache the "
+            f"{engine} profile does not model; use --engine ideal",
+            field="model",
+            value=model.name,
+            form=MESSAGE,
+        )
 
 
 def layer_kv_bytes_per_token(layer: LayerSpec, k_fmt: StorageFormat, v_fmt: StorageFormat, tp: int = 1) -> int:
@@ -205,8 +228,9 @@ def layer_entry_bytes(layer: LayerSpec, k_fmt: StorageFormat) -> int:
     CSA indexer, transformers `modeling_deepseek_v4.py` `DeepseekV4Indexer`). 0 otherwise."""
     if layer.compress_ratio <= 1 or not layer.caches_kv:
         return 0
-    return (k_fmt.bytes_for(layer.compressed_dim, what="compressed entry", field="k_dtype")
-            + layer_index_bytes_per_entry(layer, k_fmt))
+    return k_fmt.bytes_for(
+        layer.compressed_dim, what="compressed entry", field="k_dtype"
+    ) + layer_index_bytes_per_entry(layer, k_fmt)
 
 
 def compressed_entries(layer: LayerSpec, seq_len: int) -> int:
@@ -220,12 +244,14 @@ def compressed_entries(layer: LayerSpec, seq_len: int) -> int:
     return seq_len // layer.compress_ratio
 
 
-def layer_cache_bytes(layer: LayerSpec, seq_len: int, k: StorageFormat, v: StorageFormat, tp: int = 1,
-                      window_aware: bool = True) -> int:
+def layer_cache_bytes(
+    layer: LayerSpec, seq_len: int, k: StorageFormat, v: StorageFormat, tp: int = 1, window_aware: bool = True
+) -> int:
     """Bytes one sequence of `seq_len` tokens keeps in one layer on one TP rank: per-token
     bytes x tokens cached (`tokens_cached`) + compressed entries x entry bytes."""
-    return (layer_kv_bytes_per_token(layer, k, v, tp) * tokens_cached(layer, seq_len, window_aware)
-            + layer_entry_bytes(layer, k) * compressed_entries(layer, seq_len))
+    return layer_kv_bytes_per_token(layer, k, v, tp) * tokens_cached(layer, seq_len, window_aware) + layer_entry_bytes(
+        layer, k
+    ) * compressed_entries(layer, seq_len)
 
 
 def tokens_cached(layer: LayerSpec, seq_len: int, window_aware: bool = True) -> int:
@@ -238,8 +264,7 @@ def tokens_cached(layer: LayerSpec, seq_len: int, window_aware: bool = True) -> 
     return seq_len
 
 
-def kv_bytes_per_token(model: ModelSpec, kv_dtype: FormatLike, v_dtype: FormatLike | None = None,
-                       tp: int = 1) -> int:
+def kv_bytes_per_token(model: ModelSpec, kv_dtype: FormatLike, v_dtype: FormatLike | None = None, tp: int = 1) -> int:
     """What one more token adds to one sequence's cache, summed over all layers (on one TP
     rank when tp > 1), while the context is shorter than every window.
 
@@ -250,26 +275,46 @@ def kv_bytes_per_token(model: ModelSpec, kv_dtype: FormatLike, v_dtype: FormatLi
     return amortized_bytes_per_token(model.layers, k, v, tp)
 
 
-def amortized_bytes_per_token(layers: tuple[LayerSpec, ...] | list[LayerSpec], k: StorageFormat, v: StorageFormat,
-                              tp: int = 1) -> int:
+def amortized_bytes_per_token(
+    layers: tuple[LayerSpec, ...] | list[LayerSpec], k: StorageFormat, v: StorageFormat, tp: int = 1
+) -> int:
     """Sum over `layers` of the per-token bytes plus each compressed layer's entry bytes /
     compress_ratio (DeepSeek-V4-Flash CSA: 1,024 B of window + (1,024 + 132) / 4 = 289 B of
     compressed entry and indexer key), rounded up to a whole byte when the ratios leave a
     fraction."""
-    exact = sum((Fraction(layer_kv_bytes_per_token(x, k, v, tp)) +
-                 (Fraction(layer_entry_bytes(x, k), x.compress_ratio) if x.compress_ratio > 1 else 0)
-                 for x in layers), Fraction(0))
+    exact = sum(
+        (
+            Fraction(layer_kv_bytes_per_token(x, k, v, tp))
+            + (Fraction(layer_entry_bytes(x, k), x.compress_ratio) if x.compress_ratio > 1 else 0)
+            for x in layers
+        ),
+        Fraction(0),
+    )
     return -(-exact.numerator // exact.denominator)
 
 
-def layers_cache_bytes(layers: tuple[LayerSpec, ...] | list[LayerSpec], seq_len: int, batch: int,
-                       k: StorageFormat, v: StorageFormat, tp: int = 1, window_aware: bool = True) -> int:
+def layers_cache_bytes(
+    layers: tuple[LayerSpec, ...] | list[LayerSpec],
+    seq_len: int,
+    batch: int,
+    k: StorageFormat,
+    v: StorageFormat,
+    tp: int = 1,
+    window_aware: bool = True,
+) -> int:
     """Sum over `layers` of `layer_cache_bytes` x batch (one TP rank)."""
     return sum(layer_cache_bytes(layer, seq_len, k, v, tp, window_aware) for layer in layers) * batch
 
 
-def kv_cache_bytes(model: ModelSpec, seq_len: int, batch: int, kv_dtype: FormatLike,
-                   v_dtype: FormatLike | None = None, tp: int = 1, window_aware: bool = True) -> int:
+def kv_cache_bytes(
+    model: ModelSpec,
+    seq_len: int,
+    batch: int,
+    kv_dtype: FormatLike,
+    v_dtype: FormatLike | None = None,
+    tp: int = 1,
+    window_aware: bool = True,
+) -> int:
     """Bytes of the whole cache for `batch` sequences of `seq_len` tokens (one TP rank when
     tp > 1; one pipeline replica of all layers).
 
@@ -318,8 +363,9 @@ def _fmt_bytes_per_element(f: StorageFormat) -> str:
     return f"{f.block_bytes}/{f.block_values} B"
 
 
-def formula(model: ModelSpec, seq_len: int, batch: int, k: StorageFormat, v: StorageFormat,
-            window_aware: bool = True) -> str:
+def formula(
+    model: ModelSpec, seq_len: int, batch: int, k: StorageFormat, v: StorageFormat, window_aware: bool = True
+) -> str:
     """The cache formula with the numbers put in, one term per group of layers that cache alike
     (the same kind, heads, head sizes, window and indexer; a compressed cache is a term of its
     own, one per ratio), and its total (integers with thousands separators, as every table
@@ -330,8 +376,10 @@ def formula(model: ModelSpec, seq_len: int, batch: int, k: StorageFormat, v: Sto
         if not layer.caches_kv:
             continue
         index = layer_index_bytes_per_entry(layer, k) if layer.compress_ratio <= 1 else 0
-        per_token.setdefault((layer.kind, layer.n_kv_heads, layer.head_dim_k, layer.head_dim_v, layer.window,
-                              index, layer.index_format), []).append(layer)
+        per_token.setdefault(
+            (layer.kind, layer.n_kv_heads, layer.head_dim_k, layer.head_dim_v, layer.window, index, layer.index_format),
+            [],
+        ).append(layer)
         if layer.compress_ratio > 1:
             entries.setdefault((layer.compress_ratio, layer_entry_bytes(layer, k)), []).append(layer)
     terms = []
@@ -341,24 +389,33 @@ def formula(model: ModelSpec, seq_len: int, batch: int, k: StorageFormat, v: Sto
         tok = f"{t:,} tokens" if t == seq_len else f"min({seq_len:,}; {layer.window:,}) tokens"
         index = layer_index_bytes_per_entry(layer, k) if layer.compress_ratio <= 1 else 0
         if layer.kind == "mla":
-            terms.append(f"{n} layers x {layer.head_dim_k:,} latent x {tok} x {batch:,} batch x "
-                         f"{_fmt_bytes_per_element(k)}")
+            terms.append(
+                f"{n} layers x {layer.head_dim_k:,} latent x {tok} x {batch:,} batch x {_fmt_bytes_per_element(k)}"
+            )
         elif not layer.head_dim_v:
-            terms.append(f"{n} layers x {layer.n_kv_heads} KV heads x {layer.head_dim_k} head_dim (K = V, once) x "
-                         f"{tok} x {batch:,} batch x {_fmt_bytes_per_element(k)}")
+            terms.append(
+                f"{n} layers x {layer.n_kv_heads} KV heads x {layer.head_dim_k} head_dim (K = V, once) x "
+                f"{tok} x {batch:,} batch x {_fmt_bytes_per_element(k)}"
+            )
         elif k == v and layer.head_dim_k == layer.head_dim_v:
-            terms.append(f"2 x {n} layers x {layer.n_kv_heads} KV heads x {layer.head_dim_k} head_dim x "
-                         f"{tok} x {batch:,} batch x {_fmt_bytes_per_element(k)}")
+            terms.append(
+                f"2 x {n} layers x {layer.n_kv_heads} KV heads x {layer.head_dim_k} head_dim x "
+                f"{tok} x {batch:,} batch x {_fmt_bytes_per_element(k)}"
+            )
         else:
-            terms.append(f"{n} layers x {layer.n_kv_heads} KV heads x ({layer.head_dim_k} x "
-                         f"{_fmt_bytes_per_element(k)} + {layer.head_dim_v} x {_fmt_bytes_per_element(v)})"
-                         f" x {tok} x {batch:,} batch")
+            terms.append(
+                f"{n} layers x {layer.n_kv_heads} KV heads x ({layer.head_dim_k} x "
+                f"{_fmt_bytes_per_element(k)} + {layer.head_dim_v} x {_fmt_bytes_per_element(v)})"
+                f" x {tok} x {batch:,} batch"
+            )
         if index:
             how = "fp8 + fp32 scales" if layer.index_format == "fp8_scaled" else k.name
             terms.append(f"{n} layers x {index:,} B indexer key ({how}) x {tok} x {batch:,} batch")
     for (ratio, nbytes), layers in entries.items():
-        terms.append(f"{len(layers)} layers x {nbytes:,} B compressed entry x {seq_len // ratio:,} entries "
-                     f"({seq_len:,} // {ratio}) x {batch:,} batch")
+        terms.append(
+            f"{len(layers)} layers x {nbytes:,} B compressed entry x {seq_len // ratio:,} entries "
+            f"({seq_len:,} // {ratio}) x {batch:,} batch"
+        )
     if not terms:
         return "0 (no layer caches K or V)"
     total = layers_cache_bytes(model.layers, seq_len, batch, k, v, 1, window_aware)
@@ -422,23 +479,41 @@ def estimate(model: ModelSpec, workload: Workload) -> KvEstimate:
         # this group's share of the fullest GPU, so the groups add up to kv_cache_bytes_per_gpu
         ids = {id(x) for x in kl}
         per_gpu = layers_cache_bytes([layers[i] for i in fullest if id(layers[i]) in ids], Tg, Bg, k, v, tp)
-        breakdown.append(KindBreakdown(
-            kind=kind, n_layers=len(kl),
-            kv_bytes_per_token=amortized_bytes_per_token(kl, k, v),
-            tokens_cached=tokens_cached(kl[0], T),
-            kv_cache_bytes=layers_cache_bytes(kl, T, B, k, v),
-            kv_cache_bytes_per_gpu=per_gpu,
-            window=kl[0].window))
+        breakdown.append(
+            KindBreakdown(
+                kind=kind,
+                n_layers=len(kl),
+                kv_bytes_per_token=amortized_bytes_per_token(kl, k, v),
+                tokens_cached=tokens_cached(kl[0], T),
+                kv_cache_bytes=layers_cache_bytes(kl, T, B, k, v),
+                kv_cache_bytes_per_gpu=per_gpu,
+                window=kl[0].window,
+            )
+        )
     state = state_bytes_per_seq(model)
     kv_name = k.name if k == v else f"{k.name}/{v.name}"
     return KvEstimate(
-        model=model.name, source=model.source, attention=model.attention_kind,
-        n_layers=model.n_layers, n_heads=model.n_heads, n_kv_heads=model.resolved_n_kv_heads,
-        head_dim=model.resolved_head_dim, v_head_dim=model.resolved_v_head_dim,
-        queries_per_kv_head=model.queries_per_kv_head, seq_len=T, batch=B,
-        kv_dtype=kv_name, k_dtype=k.name, v_dtype=v.name,
-        tp=par.tp, pp=par.pp, dp=par.dp, n_gpus=par.n_gpus,
-        dp_attention=par.dp_attention, ep=par.ep, dcp=par.dcp,
+        model=model.name,
+        source=model.source,
+        attention=model.attention_kind,
+        n_layers=model.n_layers,
+        n_heads=model.n_heads,
+        n_kv_heads=model.resolved_n_kv_heads,
+        head_dim=model.resolved_head_dim,
+        v_head_dim=model.resolved_v_head_dim,
+        queries_per_kv_head=model.queries_per_kv_head,
+        seq_len=T,
+        batch=B,
+        kv_dtype=kv_name,
+        k_dtype=k.name,
+        v_dtype=v.name,
+        tp=par.tp,
+        pp=par.pp,
+        dp=par.dp,
+        n_gpus=par.n_gpus,
+        dp_attention=par.dp_attention,
+        ep=par.ep,
+        dcp=par.dcp,
         kv_bytes_per_token=amortized_bytes_per_token(layers, k, v),
         kv_cache_bytes=layers_cache_bytes(layers, T, B, k, v),
         kv_cache_bytes_no_window=layers_cache_bytes(layers, T, B, k, v, window_aware=False),
@@ -461,8 +536,13 @@ def compare_attention(model: ModelSpec, seq_len: int, batch: int, kv_dtype: Form
     from kvcalc.results import CompareRow  # here: `kvcalc estimate` never declares it
 
     if model.attention == "mla":
-        raise KvcalcError(f"{model.name} uses MLA (one latent per token), not per-head K and V; "
-                          "compare applies to MHA/GQA/MQA models", field="model", value=model.name, form=MESSAGE)
+        raise KvcalcError(
+            f"{model.name} uses MLA (one latent per token), not per-head K and V; "
+            "compare applies to MHA/GQA/MQA models",
+            field="model",
+            value=model.name,
+            form=MESSAGE,
+        )
     own = model.resolved_n_kv_heads
     variants = [("MHA", model.n_heads)]
     if own not in (model.n_heads, 1):
@@ -476,8 +556,13 @@ def compare_attention(model: ModelSpec, seq_len: int, batch: int, kv_dtype: Form
         m = ModelSpec.model_validate({**model.model_dump(), "n_kv_heads": kv})
         total = kv_cache_bytes(m, seq_len, batch, kv_dtype)
         mha_bytes = mha_bytes or total
-        rows.append(CompareRow(variant=label, n_kv_heads=kv,
-                               kv_bytes_per_token=kv_bytes_per_token(m, kv_dtype),
-                               kv_cache_bytes=total,
-                               reduction_vs_mha_percent=float((1 - Fraction(total, mha_bytes)) * 100)))
+        rows.append(
+            CompareRow(
+                variant=label,
+                n_kv_heads=kv,
+                kv_bytes_per_token=kv_bytes_per_token(m, kv_dtype),
+                kv_cache_bytes=total,
+                reduction_vs_mha_percent=float((1 - Fraction(total, mha_bytes)) * 100),
+            )
+        )
     return rows

@@ -63,9 +63,12 @@ def budget_bytes(memory_bytes: int, gpu_memory_utilization: float) -> int:
     return int(memory_bytes * gpu_memory_utilization)
 
 
-def activation_reserve_bytes(model: ModelSpec, tp: int = 1,
-                             chunk_tokens: int = DEFAULT_PREFILL_CHUNK_TOKENS,
-                             max_num_seqs: int = DEFAULT_MAX_NUM_SEQS) -> int:
+def activation_reserve_bytes(
+    model: ModelSpec,
+    tp: int = 1,
+    chunk_tokens: int = DEFAULT_PREFILL_CHUNK_TOKENS,
+    max_num_seqs: int = DEFAULT_MAX_NUM_SEQS,
+) -> int:
     """An estimate of the activation peak of a prefill chunk, which the engine keeps free:
 
         chunk_tokens x (2 x hidden + widest per-rank intermediate) x 2 B   (bf16 activations)
@@ -100,8 +103,15 @@ class KvProfile:
     dcp: int = 1
 
     @classmethod
-    def build(cls, model: ModelSpec, k: StorageFormat, v: StorageFormat, tp: int = 1, pp: int = 1,
-              stages: list[range] | None = None) -> KvProfile:
+    def build(
+        cls,
+        model: ModelSpec,
+        k: StorageFormat,
+        v: StorageFormat,
+        tp: int = 1,
+        pp: int = 1,
+        stages: list[range] | None = None,
+    ) -> KvProfile:
         """Group each stage's layers by (kv_cache.layer_kv_bytes_per_token, window); `stages`
         (layer ranges) overrides vLLM's split of the layers into `pp` stages."""
         layers = model.layers
@@ -114,8 +124,12 @@ class KvProfile:
                     continue
                 # kv_cache.tokens_cached: min(T, window) for sliding layers, else T
                 w = layer.window if layer.kind == "sliding" else None
-                key = (kv_cache.layer_kv_bytes_per_token(layer, k, v, tp), w, kv_cache.layer_entry_bytes(layer, k),
-                       max(layer.compress_ratio, 1))
+                key = (
+                    kv_cache.layer_kv_bytes_per_token(layer, k, v, tp),
+                    w,
+                    kv_cache.layer_entry_bytes(layer, k),
+                    max(layer.compress_ratio, 1),
+                )
                 groups[key] = groups.get(key, 0) + 1
             out.append(tuple((b * n, w, e * n, r) for (b, w, e, r), n in groups.items()))
         return cls(stages=tuple(out))
@@ -123,8 +137,9 @@ class KvProfile:
     def stage_bytes(self, seq_len: int, batch: int) -> list[int]:
         """KV bytes of each stage on one rank."""
         T = parallel.dcp_tokens(seq_len, self.dcp)
-        return [batch * sum(b * (T if w is None or w > T else w) + e * (T // r) for b, w, e, r in st)
-                for st in self.stages]
+        return [
+            batch * sum(b * (T if w is None or w > T else w) + e * (T // r) for b, w, e, r in st) for st in self.stages
+        ]
 
     def per_gpu_bytes(self, seq_len: int, batch: int) -> int:
         """The fullest stage: `kv_cache.estimate(...).kv_cache_bytes_per_gpu`."""
@@ -170,8 +185,12 @@ class Layout:
         if self.stage_layers is None:
             return kv_cache.pp_stages(n_layers, self.pp)
         if len(self.stage_layers) != self.pp or sum(self.stage_layers) != n_layers or min(self.stage_layers) < 1:
-            raise KvcalcError(f"stage layers {list(self.stage_layers)} must be {self.pp} positive counts summing "
-                              f"to {n_layers}", field="pp", value=self.pp, form=MESSAGE)
+            raise KvcalcError(
+                f"stage layers {list(self.stage_layers)} must be {self.pp} positive counts summing to {n_layers}",
+                field="pp",
+                value=self.pp,
+                form=MESSAGE,
+            )
         out, start = [], 0
         for n in self.stage_layers:
             out.append(range(start, start + n))
@@ -186,8 +205,12 @@ class Layout:
             if not 0 < x <= 1:
                 raise KvcalcError(f"must be in (0, 1], got {x}", field=name, value=x, form=OPTION_SAYS)
         if self.cuda_context_bytes < 0:
-            raise KvcalcError(f"must not be negative, got {self.cuda_context_bytes}", field="cuda_context_bytes",
-                              value=self.cuda_context_bytes, form=OPTION_SAYS)
+            raise KvcalcError(
+                f"must not be negative, got {self.cuda_context_bytes}",
+                field="cuda_context_bytes",
+                value=self.cuda_context_bytes,
+                form=OPTION_SAYS,
+            )
 
 
 class Planner:
@@ -222,8 +245,11 @@ class Planner:
         self.weights_source = weights_source(model, layout.weight_dtype)
         state = kv_cache.state_bytes_per_seq(model)
         self.state_per_seq_per_gpu = _cdiv(state, tp * pp) if state else 0
-        self.act_bytes = (layout.activation_reserve_bytes if layout.activation_reserve_bytes is not None
-                          else activation_reserve_bytes(model, tp))
+        self.act_bytes = (
+            layout.activation_reserve_bytes
+            if layout.activation_reserve_bytes is not None
+            else activation_reserve_bytes(model, tp)
+        )
         self.fixed_bytes = self.act_bytes + layout.cuda_context_bytes
         self.budget = budget_bytes(gpu.memory_bytes, layout.gpu_memory_utilization)
         self.peak = roofline.peak_flops_per_s(gpu, wf.name)
@@ -266,12 +292,15 @@ class Planner:
             if layer.kind == "mla":
                 lora, rope = model.kv_lora_rank, model.qk_rope_head_dim
                 if lora is None or rope is None:  # ModelSpec refuses attention: mla without them
-                    raise KvcalcError(f"{model.name}: attention: mla needs kv_lora_rank and qk_rope_head_dim",
-                                      field="kv_lora_rank", form=MESSAGE)
+                    raise KvcalcError(
+                        f"{model.name}: attention: mla needs kv_lora_rank and qk_rope_head_dim",
+                        field="kv_lora_rank",
+                        form=MESSAGE,
+                    )
                 nope = model.qk_nope_head_dim or lora
                 vd = model.v_head_dim or nope
-                dec = 2 * h * (2 * lora + rope)      # absorbed: scores over the latent, values from it
-                pre = 2 * h * (nope + rope + vd)      # prefill: per-head q.k and p.v
+                dec = 2 * h * (2 * lora + rope)  # absorbed: scores over the latent, values from it
+                pre = 2 * h * (nope + rope + vd)  # prefill: per-head q.k and p.v
             else:
                 dec = pre = 2 * h * (layer.head_dim_k + layer.head_dim_v)
             g = att.setdefault(w, [0, 0])
@@ -280,8 +309,9 @@ class Planner:
         self.att_groups = tuple((w, d, p_) for w, (d, p_) in att.items())
         self.hidden = model.hidden_size or model.n_heads * model.resolved_head_dim
 
-    def variant(self, *, gpu: GpuSpec | None = None, dp: int | None = None,
-                speed: speed_terms.SpeedTerms | None = None) -> Planner:
+    def variant(
+        self, *, gpu: GpuSpec | None = None, dp: int | None = None, speed: speed_terms.SpeedTerms | None = None
+    ) -> Planner:
         """This plan on another GPU and / or with another number of replicas, without redoing
         what depends on neither (weights, KV profile, FLOPs): only the budget and the peak
         FLOP/s follow the GPU, and `speed` (the speed terms on that GPU) when given. What a
@@ -319,7 +349,7 @@ class Planner:
         per_seq = self.kv.stage_bytes(seq_len, 1)
         out = None
         pairs = list(zip(self.stage_weight_bytes, per_seq))
-        for w, kv1 in (pairs if stage is None else [pairs[stage]]):
+        for w, kv1 in pairs if stage is None else [pairs[stage]]:
             free = self.budget - w - self.fixed_bytes
             one = kv1 + self.state_per_seq_per_gpu
             b = 0 if free < 0 else (free // one if one else 2**62)
@@ -416,27 +446,45 @@ class Planner:
         comm = roofline.tp_allreduce_bytes(self.model.n_layers, B * P, self.hidden)
         return self._step(self._weights_read(B * P), kv, flops, comm, overlap=self.layout.speed is None)
 
-    def _step(self, weights: tuple[int, int], other_bytes: int, flops: int, comm_bytes: int, *,
-              overlap: bool) -> roofline.StepTime:
+    def _step(
+        self, weights: tuple[int, int], other_bytes: int, flops: int, comm_bytes: int, *, overlap: bool
+    ) -> roofline.StepTime:
         """One step's time: the bare roofline (`roofline.step_time`) without speed terms; with
         them (`calc.speed`), the engine's floor, the weights read at their format's efficiency,
         memory + compute added for prefill (`overlap` False) and the all-reduces' latency."""
         lay, sp = self.layout, self.layout.speed
         weight_bytes = weights[0] + weights[1]
         if sp is None:
-            return roofline.step_time(weight_bytes + other_bytes, flops, comm_bytes, self.gpu, lay.tp,
-                                      self.peak, lay.bw_efficiency, lay.flops_efficiency)
+            return roofline.step_time(
+                weight_bytes + other_bytes,
+                flops,
+                comm_bytes,
+                self.gpu,
+                lay.tp,
+                self.peak,
+                lay.bw_efficiency,
+                lay.flops_efficiency,
+            )
         comm = roofline.allreduce_time_s(comm_bytes, lay.tp, self.gpu.interconnect_bytes_per_s)
         if lay.tp > 1:
             comm += speed_terms.allreduce_calls(self.model.n_layers) * sp.allreduce_latency_s
         return roofline.StepTime(
-            bytes_read=weight_bytes + other_bytes, flops=flops,
+            bytes_read=weight_bytes + other_bytes,
+            flops=flops,
             memory_time_s=speed_terms.memory_time_s(
-                [(weights[0], sp.format_efficiency_at(self.weight_bits)),
-                 (weights[1], sp.format_efficiency_at(self.expert_bits)), (other_bytes, 1.0)],
-                self.gpu.hbm_bytes_per_s, sp.bw_efficiency),
+                [
+                    (weights[0], sp.format_efficiency_at(self.weight_bits)),
+                    (weights[1], sp.format_efficiency_at(self.expert_bits)),
+                    (other_bytes, 1.0),
+                ],
+                self.gpu.hbm_bytes_per_s,
+                sp.bw_efficiency,
+            ),
             compute_time_s=roofline.compute_time_s(flops, self.peak, sp.flops_efficiency),
-            comm_time_s=comm, floor_s=sp.step_floor_s * lay.pp, overlap=overlap)
+            comm_time_s=comm,
+            floor_s=sp.step_floor_s * lay.pp,
+            overlap=overlap,
+        )
 
     # ----- one point ---------------------------------------------------------------------
 
@@ -476,24 +524,40 @@ class Planner:
         tpot = dec.step_time_s
         sp = lay.speed
         return ServingEstimate(
-            gpu=self.gpu.key, gpu_count=lay.n_gpus, weight_dtype=self.weight_dtype,
-            n_params=self.n_params, n_active_params=self.n_active_params, weights_source=self.weights_source,
+            gpu=self.gpu.key,
+            gpu_count=lay.n_gpus,
+            weight_dtype=self.weight_dtype,
+            n_params=self.n_params,
+            n_active_params=self.n_active_params,
+            weights_source=self.weights_source,
             weights_bytes_per_gpu=max(self.stage_weight_bytes),
             kv_cache_bytes_per_gpu=kv,
             state_bytes_per_gpu=parallel.rank_batch(batch, self.dpa) * self.state_per_seq_per_gpu,
-            activation_reserve_bytes=self.act_bytes, cuda_context_bytes=lay.cuda_context_bytes,
-            memory_bytes_per_gpu=used, gpu_memory_bytes=self.gpu.memory_bytes,
-            gpu_memory_utilization=lay.gpu_memory_utilization, budget_bytes_per_gpu=self.budget,
-            headroom_bytes=self.budget - used, fits=fits,
-            max_batch=self.max_batch(seq_len), max_seq_len=max_t, max_seq_len_capped=capped,
+            activation_reserve_bytes=self.act_bytes,
+            cuda_context_bytes=lay.cuda_context_bytes,
+            memory_bytes_per_gpu=used,
+            gpu_memory_bytes=self.gpu.memory_bytes,
+            gpu_memory_utilization=lay.gpu_memory_utilization,
+            budget_bytes_per_gpu=self.budget,
+            headroom_bytes=self.budget - used,
+            fits=fits,
+            max_batch=self.max_batch(seq_len),
+            max_seq_len=max_t,
+            max_seq_len_capped=capped,
             bw_efficiency=sp.bw_efficiency if sp else lay.bw_efficiency,
             flops_efficiency=sp.flops_efficiency if sp else lay.flops_efficiency,
-            decode_bytes_read_per_step=dec.bytes_read, decode_flops_per_step=dec.flops,
-            decode_bound=dec.bound, decode_allreduce_s=dec.comm_time_s,
-            tpot_s=tpot if fits else None, tokens_per_s_per_seq=1 / tpot if fits else None,
+            decode_bytes_read_per_step=dec.bytes_read,
+            decode_flops_per_step=dec.flops,
+            decode_bound=dec.bound,
+            decode_allreduce_s=dec.comm_time_s,
+            tpot_s=tpot if fits else None,
+            tokens_per_s_per_seq=1 / tpot if fits else None,
             tokens_per_s=batch * lay.dp / tpot if fits else None,
-            ttft_s=pre.step_time_s, prefill_bound=pre.bound,
-            speed_model=sp.describe(self.weight_bits) if sp else "roofline", decode_floor_s=dec.floor_s)
+            ttft_s=pre.step_time_s,
+            prefill_bound=pre.bound,
+            speed_model=sp.describe(self.weight_bits) if sp else "roofline",
+            decode_floor_s=dec.floor_s,
+        )
 
 
 def _head_read_bytes(model: ModelSpec, wb: WeightBytes, wf: StorageFormat, weight_dtype: str | None, tp: int) -> int:

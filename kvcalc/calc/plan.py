@@ -171,8 +171,9 @@ class PlanSearch:
 # ----- the space -----------------------------------------------------------------------------
 
 
-def counts(max_gpus: int, gpus_per_node: int = GPUS_PER_NODE, layer_split: bool = False,
-           min_count: int = 1) -> list[int]:
+def counts(
+    max_gpus: int, gpus_per_node: int = GPUS_PER_NODE, layer_split: bool = False, min_count: int = 1
+) -> list[int]:
     """GPU counts searched: 1..min(max_gpus, gpus_per_node), then whole nodes up to max_gpus
     (none past one node under a layer split); only those >= `min_count`."""
     out = list(range(1, min(max_gpus, gpus_per_node) + 1))
@@ -185,8 +186,9 @@ def _divisors(n: int) -> list[int]:
     return [d for d in range(1, n + 1) if n % d == 0]
 
 
-def parallel_layouts(model: ModelSpec, count: int, gpus_per_node: int = GPUS_PER_NODE,
-                     domain_gpus: int | None = None) -> list[tuple[int, int, int]]:
+def parallel_layouts(
+    model: ModelSpec, count: int, gpus_per_node: int = GPUS_PER_NODE, domain_gpus: int | None = None
+) -> list[tuple[int, int, int]]:
     """(tp, pp, dp) with tp x pp x dp = count: tp one the engines accept for the model's heads
     (`kv_cache.check_tp`), at most the NVLink domain (`domain_gpus`, `GpuSpec.nvlink_domain_gpus`:
     72 in a GB200 / GB300 NVL72 rack) or `gpus_per_node`, whichever is larger, and dividing it
@@ -207,8 +209,9 @@ def parallel_layouts(model: ModelSpec, count: int, gpus_per_node: int = GPUS_PER
     return out
 
 
-def moe_layouts(model: ModelSpec, count: int, gpus_per_node: int = GPUS_PER_NODE,
-                domain_gpus: int | None = None) -> list[tuple[int, int, int, int, int]]:
+def moe_layouts(
+    model: ModelSpec, count: int, gpus_per_node: int = GPUS_PER_NODE, domain_gpus: int | None = None
+) -> list[tuple[int, int, int, int, int]]:
     """(tp, pp, dp_attention, ep, dp) layouts of `count` GPUs for an MoE model, as the engines
     serve them (`calc.parallel`): each (tp, pp, dp) of `parallel_layouts`, as it is (dp whole
     replicas, experts tensor-parallel: ep 1), with expert parallel over its tp (ep = tp), and,
@@ -387,8 +390,10 @@ class _Placed:
         b = self.base
         per_stage = [w + k for w, k in zip(b.stage_weight_bytes, b.kv.stage_bytes(seq_len, concurrency))]
         total = sum(per_stage)
-        t = sum(part / total * self.planner(g).decode(seq_len, concurrency).step_time_s
-                for part, g in zip(per_stage, self.devices))
+        t = sum(
+            part / total * self.planner(g).decode(seq_len, concurrency).step_time_s
+            for part, g in zip(per_stage, self.devices)
+        )
         return t, concurrency / t
 
     def prefill(self, seq_len: int) -> float:
@@ -397,8 +402,9 @@ class _Placed:
         if not self.split or len({g.key for g in self.devices}) == 1:
             return self.planner(self.devices[0]).prefill(seq_len).step_time_s
         n = self.base.model.n_layers
-        return sum(len(st) / n * self.planner(g).prefill(seq_len).step_time_s
-                   for st, g in zip(self.base.stages, self.devices))
+        return sum(
+            len(st) / n * self.planner(g).prefill(seq_len).step_time_s for st, g in zip(self.base.stages, self.devices)
+        )
 
     def max_concurrency(self, seq_len: int) -> int:
         """Sequences of `seq_len` tokens that fit over all replicas (with the engine's
@@ -411,17 +417,25 @@ class _Placed:
 
     def label(self) -> str:
         moe = (f", dp-attention {self.dpa}" if self.dpa > 1 else "") + (f", ep {self.ep}" if self.ep > 1 else "")
-        return (f"{self.count} x {self.choice.key if self.choice.fixed else self.devices[0].key} "
-                f"(tp {self.tp}, pp {self.pp}, dp {self.dp}{moe}; KV {_kv_label(self.kv)}, "
-                f"weights {self.base.weight_dtype})")
+        return (
+            f"{self.count} x {self.choice.key if self.choice.fixed else self.devices[0].key} "
+            f"(tp {self.tp}, pp {self.pp}, dp {self.dp}{moe}; KV {_kv_label(self.kv)}, "
+            f"weights {self.base.weight_dtype})"
+        )
 
 
 def _kv_label(kv: tuple[str, str]) -> str:
     return kv[0] if kv[0] == kv[1] else f"{kv[0]}/{kv[1]}"
 
 
-def evaluate(placed: _Placed, seq_len: int, concurrency: int, targets: PlanTargets,
-             used: list[int] | None = None, with_ttft: bool = False) -> _Outcome:
+def evaluate(
+    placed: _Placed,
+    seq_len: int,
+    concurrency: int,
+    targets: PlanTargets,
+    used: list[int] | None = None,
+    with_ttft: bool = False,
+) -> _Outcome:
     """Memory first (no roofline for a layout that does not fit), then the targets. `score` is
     the worst ratio of a figure to its limit (> 1 on a miss)."""
     out = _Outcome(used=used if used is not None else placed.used(seq_len, concurrency), budgets=placed.budgets())
@@ -490,21 +504,47 @@ class _Space:
                 self.engine_cache[key] = found
         return self.engine_cache[key]
 
-    def place(self, choice: GpuChoice, base: Planner, devices: tuple[GpuSpec, ...], dp: int, kv: tuple[str, str],
-              weight: str | None) -> _Placed:
+    def place(
+        self,
+        choice: GpuChoice,
+        base: Planner,
+        devices: tuple[GpuSpec, ...],
+        dp: int,
+        kv: tuple[str, str],
+        weight: str | None,
+    ) -> _Placed:
         """A `_Placed` with the engine's arithmetic on its (first) device: engines that have
         one split heads, not layers, so a layout's devices are one GPU type."""
         return _Placed(choice, base, devices, dp, kv, weight, self.engine(base, devices[0]), self.req.speed)
 
-    def base(self, tp: int, pp: int, kv: tuple[str, str], weight: str | None, ref: GpuSpec,
-             stage_layers: tuple[int, ...] | None = None, dpa: int = 1, ep: int = 1) -> Planner | None:
+    def base(
+        self,
+        tp: int,
+        pp: int,
+        kv: tuple[str, str],
+        weight: str | None,
+        ref: GpuSpec,
+        stage_layers: tuple[int, ...] | None = None,
+        dpa: int = 1,
+        ep: int = 1,
+    ) -> Planner | None:
         """The planner of (tp, pp, formats, split, attention DP, EP), built once; None (noted)
         when the formats do not fit the model (a block format over a head that is not a whole
         number of blocks)."""
         key = (tp, pp, kv, weight, stage_layers, dpa, ep)
         if key not in self.bases:
-            lay = dataclasses.replace(self.req.knobs, tp=tp, pp=pp, dp=1, k_dtype=kv[0], v_dtype=kv[1],
-                                      weight_dtype=weight, stage_layers=stage_layers, dp_attention=dpa, ep=ep)
+            lay = dataclasses.replace(
+                self.req.knobs,
+                tp=tp,
+                pp=pp,
+                dp=1,
+                k_dtype=kv[0],
+                v_dtype=kv[1],
+                weight_dtype=weight,
+                stage_layers=stage_layers,
+                dp_attention=dpa,
+                ep=ep,
+            )
             try:
                 self.bases[key] = Planner(self.req.model, ref, lay)
             except KvcalcError as e:
@@ -522,8 +562,9 @@ class _Space:
         ws = [w for w in req.weight_dtypes if fp8 or not req.gate_weights or w not in req.fp8_only]
         return list(itertools.product(kvs, ws))
 
-    def placements(self, choice: GpuChoice, kv: tuple[str, str], weight: str | None,
-                   count_list: list[int] | None = None) -> list[_Placed]:
+    def placements(
+        self, choice: GpuChoice, kv: tuple[str, str], weight: str | None, count_list: list[int] | None = None
+    ) -> list[_Placed]:
         """Every layout of `choice` in these formats, fewest GPUs first."""
         req, model = self.req, self.req.model
         ref = choice.devices[0]
@@ -552,8 +593,9 @@ class _Space:
                     out.append(self.place(choice, b, (ref,), dp, kv, weight))
         return out
 
-    def _split(self, choice: GpuChoice, devices: tuple[GpuSpec, ...], kv: tuple[str, str],
-               weight: str | None) -> list[_Placed]:
+    def _split(
+        self, choice: GpuChoice, devices: tuple[GpuSpec, ...], kv: tuple[str, str], weight: str | None
+    ) -> list[_Placed]:
         """One layer-split layout over `devices` (tp = dp = 1, a stage per device)."""
         model = self.req.model
         if len(devices) > model.n_layers:
@@ -658,8 +700,11 @@ def search(req: PlanSearch) -> PlanResult:
                 out = evaluate(placed, T, C, tg, used=space.used(placed))
                 if out.ok:
                     price = _price(req, placed)
-                    key = (moe_rank_key(placed, req.gpus_per_node, price, _fitted(out.tokens_per_s)) if moe
-                           else rank_key(placed.count, price, _fitted(out.tokens_per_s), _names(placed)))
+                    key = (
+                        moe_rank_key(placed, req.gpus_per_node, price, _fitted(out.tokens_per_s))
+                        if moe
+                        else rank_key(placed.count, price, _fitted(out.tokens_per_s), _names(placed))
+                    )
                     found.append((key, placed, out))
                 else:
                     key = (out.score, placed.count, _names(placed))
@@ -672,24 +717,50 @@ def search(req: PlanSearch) -> PlanResult:
         if (item[1].choice.key, item[1].count) not in seen:
             seen.add((item[1].choice.key, item[1].count))
             best.append(item)
-    layouts = [_layout(req, i + 1, placed, out, why(placed, moe)) for i, (_, placed, out) in enumerate(best[:req.top])]
+    layouts = [_layout(req, i + 1, placed, out, why(placed, moe)) for i, (_, placed, out) in enumerate(best[: req.top])]
     misses = []
     if not found:
-        for _, placed, out in sorted(nearest.values(), key=lambda x: x[0])[:req.why_not]:
+        for _, placed, out in sorted(nearest.values(), key=lambda x: x[0])[: req.why_not]:
             fixes = _fixes(space, placed, out)
-            misses.append(PlanMiss(gpu=placed.choice.key, count=placed.count, tp=placed.tp, pp=placed.pp,
-                                   dp=placed.dp, kv_dtype=_kv_label(placed.kv), weight_dtype=placed.base.weight_dtype,
-                                   score=out.score, problems=out.problems, fixes=fixes,
-                                   line=f"{placed.label()}: {'; '.join(out.problems)}"
-                                        + (f"; fix: {', or '.join(fixes)}" if fixes else
-                                           f"; no fix within {FIX_SEARCH_MAX_GPUS} GPUs, a shorter context "
-                                           "or fewer sequences")))
+            misses.append(
+                PlanMiss(
+                    gpu=placed.choice.key,
+                    count=placed.count,
+                    tp=placed.tp,
+                    pp=placed.pp,
+                    dp=placed.dp,
+                    kv_dtype=_kv_label(placed.kv),
+                    weight_dtype=placed.base.weight_dtype,
+                    score=out.score,
+                    problems=out.problems,
+                    fixes=fixes,
+                    line=f"{placed.label()}: {'; '.join(out.problems)}"
+                    + (
+                        f"; fix: {', or '.join(fixes)}"
+                        if fixes
+                        else f"; no fix within {FIX_SEARCH_MAX_GPUS} GPUs, a shorter context or fewer sequences"
+                    ),
+                )
+            )
     notes = [f"skipped {what}: {why}" for what, why in space.skipped.items()]
     notes += [f"{req.engine} on {', '.join(gpus)}: {note}" for note, gpus in space.engine_notes.items()]
-    return PlanResult(model=req.model.name, source=req.model.source, engine=req.engine, seq_len=T, concurrency=C,
-                      max_tpot_ms=tg.max_tpot_ms, min_tokens_per_s=tg.min_tokens_per_s, max_ttft_s=tg.max_ttft_s,
-                      max_gpus=req.max_gpus, gpus_searched=[c.key for c in req.gpus], points_searched=points,
-                      n_qualifying=len(found), layouts=layouts, misses=misses, notes=notes)
+    return PlanResult(
+        model=req.model.name,
+        source=req.model.source,
+        engine=req.engine,
+        seq_len=T,
+        concurrency=C,
+        max_tpot_ms=tg.max_tpot_ms,
+        min_tokens_per_s=tg.min_tokens_per_s,
+        max_ttft_s=tg.max_ttft_s,
+        max_gpus=req.max_gpus,
+        gpus_searched=[c.key for c in req.gpus],
+        points_searched=points,
+        n_qualifying=len(found),
+        layouts=layouts,
+        misses=misses,
+        notes=notes,
+    )
 
 
 def _layout(req: PlanSearch, rank: int, placed: _Placed, out: _Outcome, reason: str | None = None) -> PlanLayout:
@@ -706,24 +777,56 @@ def _layout(req: PlanSearch, rank: int, placed: _Placed, out: _Outcome, reason: 
     line = None
     if req.launch is not None:
         extra = {"dp_attention": placed.dpa, "ep": placed.ep} if placed.dpa > 1 or placed.ep > 1 else {}
-        line = req.launch(tp=placed.tp, pp=placed.pp, dp=placed.dp, nodes=nodes, max_model_len=T,
-                          max_num_seqs=_cdiv(C, placed.dp), **extra, k_dtype=placed.kv[0], v_dtype=placed.kv[1],
-                          weight_dtype=placed.weight, gpu_memory_utilization=b.layout.gpu_memory_utilization,
-                          tensor_split=tuple(ts) if ts else None, gpu=placed.devices[0])
+        line = req.launch(
+            tp=placed.tp,
+            pp=placed.pp,
+            dp=placed.dp,
+            nodes=nodes,
+            max_model_len=T,
+            max_num_seqs=_cdiv(C, placed.dp),
+            **extra,
+            k_dtype=placed.kv[0],
+            v_dtype=placed.kv[1],
+            weight_dtype=placed.weight,
+            gpu_memory_utilization=b.layout.gpu_memory_utilization,
+            tensor_split=tuple(ts) if ts else None,
+            gpu=placed.devices[0],
+        )
     return PlanLayout(
-        rank=rank, gpu=placed.choice.key, devices=[g.key for g in placed.devices], count=placed.count,
-        tp=placed.tp, pp=placed.pp, dp=placed.dp, dp_attention=placed.dpa, ep=placed.ep, why=reason,
+        rank=rank,
+        gpu=placed.choice.key,
+        devices=[g.key for g in placed.devices],
+        count=placed.count,
+        tp=placed.tp,
+        pp=placed.pp,
+        dp=placed.dp,
+        dp_attention=placed.dpa,
+        ep=placed.ep,
+        why=reason,
         nodes=nodes,
-        kv_dtype=_kv_label(placed.kv), weight_dtype=b.weight_dtype, seq_len=T, concurrency=C,
-        weights_bytes_per_gpu=b.stage_weight_bytes[s], kv_cache_bytes_per_gpu=kv_stage[s],
-        memory_bytes_per_gpu=out.used[s], budget_bytes_per_gpu=out.budgets[s],
-        headroom_bytes=out.budgets[s] - out.used[s], max_concurrency=placed.max_concurrency(T),
-        tpot_ms=_fitted(out.tpot_s) * 1e3, tokens_per_s=_fitted(out.tokens_per_s), ttft_s=ttft,
-        speed_model=(placed.speed(placed.devices[0], placed.tp).describe(b.weight_bits) if placed.speed
-                     else "roofline"),
-        stage_layers=stages, tensor_split=ts, launch=line,
-        price_per_gpu_hour=per_gpu, dollars_per_hour=price,
-        dollars_per_million_tokens=None if price is None else price / (_fitted(out.tokens_per_s) * 3600) * 1e6)
+        kv_dtype=_kv_label(placed.kv),
+        weight_dtype=b.weight_dtype,
+        seq_len=T,
+        concurrency=C,
+        weights_bytes_per_gpu=b.stage_weight_bytes[s],
+        kv_cache_bytes_per_gpu=kv_stage[s],
+        memory_bytes_per_gpu=out.used[s],
+        budget_bytes_per_gpu=out.budgets[s],
+        headroom_bytes=out.budgets[s] - out.used[s],
+        max_concurrency=placed.max_concurrency(T),
+        tpot_ms=_fitted(out.tpot_s) * 1e3,
+        tokens_per_s=_fitted(out.tokens_per_s),
+        ttft_s=ttft,
+        speed_model=(
+            placed.speed(placed.devices[0], placed.tp).describe(b.weight_bits) if placed.speed else "roofline"
+        ),
+        stage_layers=stages,
+        tensor_split=ts,
+        launch=line,
+        price_per_gpu_hour=per_gpu,
+        dollars_per_hour=price,
+        dollars_per_million_tokens=None if price is None else price / (_fitted(out.tokens_per_s) * 3600) * 1e6,
+    )
 
 
 # ----- why not -------------------------------------------------------------------------------
@@ -766,15 +869,19 @@ def _fixes(space: _Space, placed: _Placed, out: _Outcome) -> list[str]:
     fp8 = all(g.fp8_flops_per_s for g in placed.choice.devices)
     cheaper = []
     if fp8 and not req.layer_split:
-        cheaper = [("fp8 KV", ("fp8_e4m3", "fp8_e4m3"), placed.weight), ("fp8 weights", placed.kv, "fp8_e4m3"),
-                   ("fp8 KV and weights", ("fp8_e4m3", "fp8_e4m3"), "fp8_e4m3")]
+        cheaper = [
+            ("fp8 KV", ("fp8_e4m3", "fp8_e4m3"), placed.weight),
+            ("fp8 weights", placed.kv, "fp8_e4m3"),
+            ("fp8 KV and weights", ("fp8_e4m3", "fp8_e4m3"), "fp8_e4m3"),
+        ]
     elif req.layer_split:
         cheaper = [("q8_0 KV", ("q8_0", "q8_0"), placed.weight), ("q8_0 weights", placed.kv, "q8_0")]
     for what, kv, w in cheaper:
         if (kv, w) == (placed.kv, placed.weight):
             continue
-        b = space.base(placed.tp, placed.pp, kv, w, placed.devices[0], placed.base.layout.stage_layers,
-                       placed.dpa, placed.ep)
+        b = space.base(
+            placed.tp, placed.pp, kv, w, placed.devices[0], placed.base.layout.stage_layers, placed.dpa, placed.ep
+        )
         if b is not None and evaluate(space.place(placed.choice, b, placed.devices, placed.dp, kv, w), T, C, tg).ok:
             fixes.append(f"{what} on the same {placed.count} GPU{'s' if placed.count > 1 else ''}")
             break
@@ -787,15 +894,31 @@ def _fixes(space: _Space, placed: _Placed, out: _Outcome) -> list[str]:
     return fixes
 
 
-def smallest_fitting(model: ModelSpec, gpu: GpuSpec, knobs: Layout, seq_len: int, concurrency: int,
-                     kv: tuple[str, str], weight: str | None, limit: int = FIX_SEARCH_MAX_GPUS,
-                     gpus_per_node: int = GPUS_PER_NODE) -> tuple[int, int, int, int] | None:
+def smallest_fitting(
+    model: ModelSpec,
+    gpu: GpuSpec,
+    knobs: Layout,
+    seq_len: int,
+    concurrency: int,
+    kv: tuple[str, str],
+    weight: str | None,
+    limit: int = FIX_SEARCH_MAX_GPUS,
+    gpus_per_node: int = GPUS_PER_NODE,
+) -> tuple[int, int, int, int] | None:
     """(count, tp, pp, dp): the fewest GPUs of `gpu` on which `concurrency` sequences of `seq_len`
     tokens fit in these formats (the most tokens/s among layouts of that count), or None within
     `limit` GPUs. What `kvcalc estimate --gpu` names when its layout does not fit."""
-    req = PlanSearch(model=model, seq_len=seq_len, concurrency=concurrency, gpus=(GpuChoice((gpu,)),),
-                     kv_dtypes=(kv,), weight_dtypes=(weight,), knobs=knobs, max_gpus=limit,
-                     gpus_per_node=gpus_per_node)
+    req = PlanSearch(
+        model=model,
+        seq_len=seq_len,
+        concurrency=concurrency,
+        gpus=(GpuChoice((gpu,)),),
+        kv_dtypes=(kv,),
+        weight_dtypes=(weight,),
+        knobs=knobs,
+        max_gpus=limit,
+        gpus_per_node=gpus_per_node,
+    )
     space = _Space(req)
     best = None
     for p in space.placements(req.gpus[0], kv, weight):

@@ -78,8 +78,9 @@ def static_run_s(planner: Planner, input_len: int, output_len: int, batch: int) 
     return pre, max(output_len - 1, 0) * dec
 
 
-def request_speed(planner: Planner, input_len: int, output_len: int, batch: int = 1,
-                  request_rate: float | None = None) -> RequestSpeed:
+def request_speed(
+    planner: Planner, input_len: int, output_len: int, batch: int = 1, request_rate: float | None = None
+) -> RequestSpeed:
     """The figures of `input_len` / `output_len` requests: one alone (TTFT, TPOT, E2E), a static
     batch of `batch` per replica, and, with `request_rate` (requests/s over the layout, spread
     evenly on its dp replicas), continuous batching by Little's law. Raises ValueError for
@@ -94,17 +95,28 @@ def request_speed(planner: Planner, input_len: int, output_len: int, batch: int 
     pre_b, dec_b = static_run_s(planner, input_len, output_len, batch)
     static_tpot = planner.decode(ctx, batch).step_time_s
     static_tok_s = lay.dp * batch * output_len / (pre_b + dec_b)
-    out: dict[str, Any] = dict(input_len=input_len, output_len=output_len, batch=batch, ttft_s=ttft, tpot_s=tpot,
-               e2e_s=ttft + (output_len - 1) * tpot, static_ttft_s=pre_b, static_tpot_s=static_tpot,
-               static_e2e_s=pre_b + dec_b, static_tokens_per_s=static_tok_s,
-               static_tokens_per_s_per_gpu=static_tok_s / gpus, tokens_per_s_per_user=1 / tpot)
+    out: dict[str, Any] = dict(
+        input_len=input_len,
+        output_len=output_len,
+        batch=batch,
+        ttft_s=ttft,
+        tpot_s=tpot,
+        e2e_s=ttft + (output_len - 1) * tpot,
+        static_ttft_s=pre_b,
+        static_tpot_s=static_tpot,
+        static_e2e_s=pre_b + dec_b,
+        static_tokens_per_s=static_tok_s,
+        static_tokens_per_s_per_gpu=static_tok_s / gpus,
+        tokens_per_s_per_user=1 / tpot,
+    )
     if request_rate is not None:
         out.update(_at_rate(planner, input_len, output_len, request_rate / lay.dp, ttft, gpus, lay.dp))
     return RequestSpeed(**out)
 
 
-def _at_rate(planner: Planner, input_len: int, output_len: int, rate_per_replica: float, ttft: float,
-             gpus: int, dp: int) -> dict[str, object]:
+def _at_rate(
+    planner: Planner, input_len: int, output_len: int, rate_per_replica: float, ttft: float, gpus: int, dp: int
+) -> dict[str, object]:
     """Continuous batching on one replica at `rate_per_replica` requests/s: the fixed point of
     L = lambda x (TTFT + (O - 1) x TPOT(ceil(L))), iterated from L = lambda x TTFT (TPOT grows
     with L, so the iterates rise to the fixed point when there is one). No steady state -- all
@@ -127,6 +139,13 @@ def _at_rate(planner: Planner, input_len: int, output_len: int, rate_per_replica
     if not settled:
         return none
     tok_s = dp * rate_per_replica * output_len
-    return dict(request_rate=rate_per_replica * dp, rate_sustainable=True, rate_concurrency=conc,
-                rate_kv_tokens=conc * ctx, rate_e2e_s=ttft + (output_len - 1) * tpot, rate_tpot_s=tpot,
-                rate_tokens_per_s=tok_s, rate_tokens_per_s_per_gpu=tok_s / gpus)
+    return dict(
+        request_rate=rate_per_replica * dp,
+        rate_sustainable=True,
+        rate_concurrency=conc,
+        rate_kv_tokens=conc * ctx,
+        rate_e2e_s=ttft + (output_len - 1) * tpot,
+        rate_tpot_s=tpot,
+        rate_tokens_per_s=tok_s,
+        rate_tokens_per_s_per_gpu=tok_s / gpus,
+    )

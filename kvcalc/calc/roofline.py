@@ -60,8 +60,7 @@ def allreduce_time_s(nbytes: int | float, tp: int, interconnect_bytes_per_s: int
     return 2 * (tp - 1) / tp * nbytes / bw
 
 
-def tp_allreduce_bytes(n_layers: int, tokens: int, hidden_size: int,
-                       activation_bytes: int = ACTIVATION_BYTES) -> int:
+def tp_allreduce_bytes(n_layers: int, tokens: int, hidden_size: int, activation_bytes: int = ACTIVATION_BYTES) -> int:
     """Bytes all-reduced per forward under TP: 2 all-reduces per layer (after attention and after
     the MLP; Megatron-LM, Shoeybi et al. 2019, arXiv:1909.08053, section 3) of a
     (tokens, hidden) activation: 2 x n_layers x tokens x hidden x activation_bytes."""
@@ -126,8 +125,9 @@ class StepTime:
     @property
     def step_time_s(self) -> float:
         """floor + max(memory, compute) + communication (memory + compute when they do not overlap)."""
-        work = (max(self.memory_time_s, self.compute_time_s) if self.overlap
-                else self.memory_time_s + self.compute_time_s)
+        work = (
+            max(self.memory_time_s, self.compute_time_s) if self.overlap else self.memory_time_s + self.compute_time_s
+        )
         return self.floor_s + work + self.comm_time_s
 
     @property
@@ -136,11 +136,21 @@ class StepTime:
         return "memory" if self.memory_time_s >= self.compute_time_s else "compute"
 
 
-def step_time(bytes_read: int, flops: int, comm_bytes: int, gpu: GpuSpec, tp: int, peak: int,
-              bw_efficiency: float = DEFAULT_BW_EFFICIENCY,
-              flops_efficiency: float = DEFAULT_FLOPS_EFFICIENCY) -> StepTime:
+def step_time(
+    bytes_read: int,
+    flops: int,
+    comm_bytes: int,
+    gpu: GpuSpec,
+    tp: int,
+    peak: int,
+    bw_efficiency: float = DEFAULT_BW_EFFICIENCY,
+    flops_efficiency: float = DEFAULT_FLOPS_EFFICIENCY,
+) -> StepTime:
     """The roofline time of one step on one GPU (bytes and FLOPs are that GPU's share)."""
-    return StepTime(bytes_read=bytes_read, flops=flops,
-                    memory_time_s=memory_time_s(bytes_read, gpu.hbm_bytes_per_s, bw_efficiency),
-                    compute_time_s=compute_time_s(flops, peak, flops_efficiency),
-                    comm_time_s=allreduce_time_s(comm_bytes, tp, gpu.interconnect_bytes_per_s))
+    return StepTime(
+        bytes_read=bytes_read,
+        flops=flops,
+        memory_time_s=memory_time_s(bytes_read, gpu.hbm_bytes_per_s, bw_efficiency),
+        compute_time_s=compute_time_s(flops, peak, flops_efficiency),
+        comm_time_s=allreduce_time_s(comm_bytes, tp, gpu.interconnect_bytes_per_s),
+    )

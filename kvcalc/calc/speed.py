@@ -77,10 +77,12 @@ class SpeedTerms:
     def describe(self, bits: int = 16) -> str:
         """The terms in words, for the label every speed figure carries."""
         cal = f"; calibrated: {', '.join(self.calibrated)}" if self.calibrated else ""
-        return (f"{self.engine} on {self.backend}: floor {self.step_floor_s * 1e3:.2f} ms/step, "
-                f"bw eff {self.bw_efficiency:.2f} x {weight_width(bits)}-bit weights "
-                f"{self.format_efficiency_at(bits):.2f}, FLOPs eff {self.flops_efficiency:.2f}, "
-                f"all-reduce {self.allreduce_latency_s * 1e6:.0f} us/call{cal}")
+        return (
+            f"{self.engine} on {self.backend}: floor {self.step_floor_s * 1e3:.2f} ms/step, "
+            f"bw eff {self.bw_efficiency:.2f} x {weight_width(bits)}-bit weights "
+            f"{self.format_efficiency_at(bits):.2f}, FLOPs eff {self.flops_efficiency:.2f}, "
+            f"all-reduce {self.allreduce_latency_s * 1e6:.0f} us/call{cal}"
+        )
 
 
 def backend_of(vendor: str, name: str) -> str:
@@ -147,8 +149,7 @@ def decode_embedding_bytes(batch: int, vocab_size: int, embedding_bytes: int) ->
     return -(-rows * embedding_bytes // vocab_size)
 
 
-def memory_time_s(parts: list[tuple[int | float, float]], hbm_bytes_per_s: int | float,
-                  bw_efficiency: float) -> float:
+def memory_time_s(parts: list[tuple[int | float, float]], hbm_bytes_per_s: int | float, bw_efficiency: float) -> float:
     """Seconds to read a step's bytes, given as (bytes, format factor) parts: sum of bytes /
     (BW x eta_bw x eta_fmt). KV and activations have factor 1; each weight part its format's
     (gpt-oss: bf16 attention and MXFP4 experts are two parts)."""
@@ -207,9 +208,18 @@ def floor_engine(engine: str, backend: str, table: SpeedTable) -> str:
     return engine if backend in table.step_floor_s.get(engine, {}) else "ideal"
 
 
-def resolve_terms(table: SpeedTable, *, engine: str, vendor: str, name: str, interconnect_bytes_per_s: int | None,
-                  hbm_bytes_per_s: int, bf16_flops_per_s: int, tp: int,
-                  calibration: Calibration | None = None) -> SpeedTerms:
+def resolve_terms(
+    table: SpeedTable,
+    *,
+    engine: str,
+    vendor: str,
+    name: str,
+    interconnect_bytes_per_s: int | None,
+    hbm_bytes_per_s: int,
+    bf16_flops_per_s: int,
+    tp: int,
+    calibration: Calibration | None = None,
+) -> SpeedTerms:
     """The terms `engine` (kvcalc's canonical engine name, or a row's engine such as
     'tensorrt-llm') gets on a GPU (its table row's vendor, name, link, bandwidth and bf16 peak)
     at `tp` ranks: a table lookup, then the calibration's measured figures in place of the
@@ -239,7 +249,15 @@ def resolve_terms(table: SpeedTable, *, engine: str, vendor: str, name: str, int
         at = allreduce_latency_s(cal.allreduce_tp, a_call, a_step)
         ar = cal.allreduce_latency_s * (ar / at if at else 1.0)
         done.append("all-reduce")
-    return SpeedTerms(engine=fe if fe == engine else f"{engine} (no floor tabled)", backend=backend,
-                      gpu_class=cls, link=link, step_floor_s=floor, bw_efficiency=bw,
-                      format_efficiency=(fmt[16], fmt[8], fmt[4]), flops_efficiency=fl,
-                      allreduce_latency_s=ar, calibrated=tuple(done))
+    return SpeedTerms(
+        engine=fe if fe == engine else f"{engine} (no floor tabled)",
+        backend=backend,
+        gpu_class=cls,
+        link=link,
+        step_floor_s=floor,
+        bw_efficiency=bw,
+        format_efficiency=(fmt[16], fmt[8], fmt[4]),
+        flops_efficiency=fl,
+        allreduce_latency_s=ar,
+        calibrated=tuple(done),
+    )

@@ -43,9 +43,9 @@ def within_context(seq_lens: Sequence[int], limit: int | None) -> tuple[list[int
     return [T for T in seq_lens if limit >= T], [T for T in seq_lens if limit < T]
 
 
-def sweep_rows(req: SweepRequest,
-               progress: Callable[[list[tuple[int, int]]], Iterable[tuple[int, int]]] | None = None
-               ) -> list[dict[str, Any]]:
+def sweep_rows(
+    req: SweepRequest, progress: Callable[[list[tuple[int, int]]], Iterable[tuple[int, int]]] | None = None
+) -> list[dict[str, Any]]:
     """One row per (seq_len, batch): KV and weights per GPU (bytes), and with a GPU the memory
     per GPU, the budget, fit, TPOT (s) and tokens/s (`memory_plan.Planner.point`). Without a
     GPU, memory is weights + KV only. TPOT and tokens/s are None where the point does not fit. Raises `KvcalcError` for a layout the engines refuse."""
@@ -57,20 +57,38 @@ def sweep_rows(req: SweepRequest,
         p = Planner(spec, req.gpu, layout)
         for T, B in it:
             used, fits, tpot, tok = p.point(T, B)
-            rows.append({"seq_len": T, "batch": B, "weights_bytes_per_gpu": max(p.stage_weight_bytes),
-                         "kv_cache_bytes_per_gpu": p.kv.per_gpu_bytes(T, B), "memory_bytes_per_gpu": used,
-                         "budget_bytes_per_gpu": p.budget, "fits": fits,
-                         # no speed for a batch that does not fit
-                         "tpot_s": tpot if fits else None, "tokens_per_s": tok if fits else None})
+            rows.append(
+                {
+                    "seq_len": T,
+                    "batch": B,
+                    "weights_bytes_per_gpu": max(p.stage_weight_bytes),
+                    "kv_cache_bytes_per_gpu": p.kv.per_gpu_bytes(T, B),
+                    "memory_bytes_per_gpu": used,
+                    "budget_bytes_per_gpu": p.budget,
+                    "fits": fits,
+                    # no speed for a batch that does not fit
+                    "tpot_s": tpot if fits else None,
+                    "tokens_per_s": tok if fits else None,
+                }
+            )
         return rows
     kv_cache.check_tp(spec, layout.tp)
     k, v = kv_cache.formats(layout.k_dtype or spec.dtype, layout.v_dtype)
     prof = KvProfile.build(spec, k, v, layout.tp, layout.pp)
     w = 0
     if spec.n_params is not None or can_derive(spec):
-        w = max(weight_bytes(spec, layout.weight_dtype, layout.tp).stage_bytes(kv_cache.pp_stages(spec.n_layers, layout.pp)))
+        w = max(
+            weight_bytes(spec, layout.weight_dtype, layout.tp).stage_bytes(kv_cache.pp_stages(spec.n_layers, layout.pp))
+        )
     for T, B in it:
         kv = prof.per_gpu_bytes(T, B)
-        rows.append({"seq_len": T, "batch": B, "weights_bytes_per_gpu": w, "kv_cache_bytes_per_gpu": kv,
-                     "memory_bytes_per_gpu": w + kv})
+        rows.append(
+            {
+                "seq_len": T,
+                "batch": B,
+                "weights_bytes_per_gpu": w,
+                "kv_cache_bytes_per_gpu": kv,
+                "memory_bytes_per_gpu": w + kv,
+            }
+        )
     return rows

@@ -160,10 +160,10 @@ def _attention_params(model: ModelSpec, tp: int, i: int = 0) -> tuple[int, int]:
             other += model.q_lora_rank  # q_a_layernorm
         else:
             linear += d * h * (nope + rope)
-        linear += d * (lora + rope)           # kv_a_proj_with_mqa (replicated)
-        other += lora                          # kv_a_layernorm
-        linear += lora * h * (nope + v)        # kv_b_proj
-        linear += h * v * d                    # o_proj
+        linear += d * (lora + rope)  # kv_a_proj_with_mqa (replicated)
+        other += lora  # kv_a_layernorm
+        linear += lora * h * (nope + v)  # kv_b_proj
+        linear += h * v * d  # o_proj
         return linear, other
     layer = model.layers[i]
     dk, dv, kv = layer.head_dim_k, layer.head_dim_v, layer.n_kv_heads
@@ -205,8 +205,14 @@ def _mamba_params(model: ModelSpec, tp: int) -> tuple[int, int]:
 
 
 def _linear_attention_params(model: ModelSpec, tp: int) -> tuple[int, int]:
-    n_k, n_v, dk, dv, conv_kernel = _need(model, "linear_num_key_heads", "linear_num_value_heads",
-                                          "linear_key_head_dim", "linear_value_head_dim", "linear_conv_kernel_dim")
+    n_k, n_v, dk, dv, conv_kernel = _need(
+        model,
+        "linear_num_key_heads",
+        "linear_num_value_heads",
+        "linear_key_head_dim",
+        "linear_value_head_dim",
+        "linear_conv_kernel_dim",
+    )
     (d,) = _need(model, "hidden_size")
     hk, hv = _cdiv(n_k, tp), _cdiv(n_v, tp)
     linear = d * (2 * hk * dk + 2 * hv * dv) + d * 2 * hv + hv * dv * d
@@ -243,18 +249,24 @@ def layer_params(model: ModelSpec, i: int, tp: int = 1) -> LayerParams:
         other += d * n_experts  # router (replicated)
         if model.shared_expert_intermediate_size:
             linear += _mlp_params(model, model.shared_expert_intermediate_size, tp)
-        return LayerParams(linear=linear, other=other, expert_linear=_mlp_params(model, moe_inter, tp),
-                           n_experts=n_experts,
-                           n_active_experts=model.n_experts_per_token or n_experts)
+        return LayerParams(
+            linear=linear,
+            other=other,
+            expert_linear=_mlp_params(model, moe_inter, tp),
+            n_experts=n_experts,
+            n_active_experts=model.n_experts_per_token or n_experts,
+        )
     (inter,) = _need(model, "intermediate_size")
     return LayerParams(linear=linear + _mlp_params(model, inter, tp), other=other)
 
 
 #: the fix for a model whose weights kvcalc does not count: n_params is a kvcalc YAML field (a
 #: config.json has none), or the checkpoint's safetensors headers give the weights
-GIVE_N_PARAMS = ("give n_params (and n_active_params) in a kvcalc YAML (`kvcalc import` writes one from the "
-                 "config.json), or put the checkpoint's *.safetensors files beside the config.json (their headers "
-                 "give the weights)")
+GIVE_N_PARAMS = (
+    "give n_params (and n_active_params) in a kvcalc YAML (`kvcalc import` writes one from the "
+    "config.json), or put the checkpoint's *.safetensors files beside the config.json (their headers "
+    "give the weights)"
+)
 
 
 def _separate_block_params(model: ModelSpec, kind: str, tp: int, i: int) -> LayerParams:
@@ -265,9 +277,13 @@ def _separate_block_params(model: ModelSpec, kind: str, tp: int, i: int) -> Laye
     (d,) = _need(model, "hidden_size")
     inter = model.intermediate_size
     if model.n_experts or (kind == "mlp" and inter is None):
-        raise KvcalcError(f"{model.name}: its MoE layers (Nemotron-H's 'E' blocks) are not counted by kvcalc's "
-                          f"parameter count; {GIVE_N_PARAMS}",
-                          field="model", value=model.name, form=MESSAGE)
+        raise KvcalcError(
+            f"{model.name}: its MoE layers (Nemotron-H's 'E' blocks) are not counted by kvcalc's "
+            f"parameter count; {GIVE_N_PARAMS}",
+            field="model",
+            value=model.name,
+            form=MESSAGE,
+        )
     if kind == "mlp" and inter is not None:  # an MLP layer without a width was refused above
         return LayerParams(linear=_mlp_params(model, inter, tp), other=d)
     if kind == "mamba":
@@ -286,8 +302,9 @@ def model_params(model: ModelSpec, tp: int = 1) -> ModelParams:
     """
     d, vocab_size = _need(model, "hidden_size", "vocab_size")
     if model.weights_unknown:
-        raise KvcalcError(f"{model.name}: {model.weights_unknown}; {GIVE_N_PARAMS}", field="model",
-                          value=model.name, form=MESSAGE)
+        raise KvcalcError(
+            f"{model.name}: {model.weights_unknown}; {GIVE_N_PARAMS}", field="model", value=model.name, form=MESSAGE
+        )
     vocab = _cdiv(vocab_size, tp)
     cache: dict[tuple[object, ...], LayerParams] = {}
     layers = []
@@ -297,8 +314,9 @@ def model_params(model: ModelSpec, tp: int = 1) -> ModelParams:
         if key not in cache:
             cache[key] = layer_params(model, i, tp)
         layers.append(cache[key])
-    return ModelParams(layers=tuple(layers), embedding=vocab * d,
-                       lm_head=0 if model.tie_word_embeddings else vocab * d, final_norm=d)
+    return ModelParams(
+        layers=tuple(layers), embedding=vocab * d, lm_head=0 if model.tie_word_embeddings else vocab * d, final_norm=d
+    )
 
 
 def can_derive(model: ModelSpec) -> bool:
@@ -368,8 +386,11 @@ class WeightBytes:
     @property
     def total_bytes(self) -> int:
         """All weights on the rank over every layer (no PP split)."""
-        return (sum(self.layer_bytes(i) for i in range(len(self.layer_dense_bytes)))
-                + self.embedding_bytes + self.head_bytes)
+        return (
+            sum(self.layer_bytes(i) for i in range(len(self.layer_dense_bytes)))
+            + self.embedding_bytes
+            + self.head_bytes
+        )
 
     def stage_bytes(self, stages: list[range]) -> list[int]:
         """Bytes of each pipeline stage on one rank: its layers, the embedding on the first
@@ -413,8 +434,12 @@ def checkpoint_weight_bytes(model: ModelSpec, tp: int = 1) -> WeightBytes:
     """
     ck = model.checkpoint
     if ck is None:
-        raise KvcalcError(f"{model.name}: no checkpoint weight bytes (load it from a checkpoint folder, "
-                          f"a Hub id or a GGUF file)", field="model", value=model.name, form=MESSAGE)
+        raise KvcalcError(
+            f"{model.name}: no checkpoint weight bytes (load it from a checkpoint folder, a Hub id or a GGUF file)",
+            field="model",
+            value=model.name,
+            form=MESSAGE,
+        )
     dense, expert, n_exp, n_act = [], [], [], []
     for i, (total, experts) in enumerate(zip(ck.layer_bytes, ck.layer_expert_bytes)):
         e = model.n_experts if experts and model.n_experts and is_moe_layer(model, i) else 0
@@ -429,10 +454,14 @@ def checkpoint_weight_bytes(model: ModelSpec, tp: int = 1) -> WeightBytes:
             n_exp.append(0)
             n_act.append(0)
     return WeightBytes(
-        layer_dense_bytes=tuple(dense), layer_expert_bytes=tuple(expert),
-        layer_n_experts=tuple(n_exp), layer_n_active_experts=tuple(n_act),
+        layer_dense_bytes=tuple(dense),
+        layer_expert_bytes=tuple(expert),
+        layer_n_experts=tuple(n_exp),
+        layer_n_active_experts=tuple(n_act),
         embedding_bytes=_cdiv(ck.embedding_bytes + ck.other_bytes, tp),
-        head_bytes=_cdiv(ck.head_bytes, tp), tied=model.tie_word_embeddings)
+        head_bytes=_cdiv(ck.head_bytes, tp),
+        tied=model.tie_word_embeddings,
+    )
 
 
 def weight_bytes(model: ModelSpec, weight_dtype: FormatLike | None = None, tp: int = 1) -> WeightBytes:
@@ -463,25 +492,33 @@ def weight_bytes(model: ModelSpec, weight_dtype: FormatLike | None = None, tp: i
         return WeightBytes(
             layer_dense_bytes=(dense,) * n,
             layer_expert_bytes=(format_bytes(wf, per_layer_rest, base),) * n,
-            layer_n_experts=(1 if per_layer_rest else 0,) * n, layer_n_active_experts=(0,) * n,
+            layer_n_experts=(1 if per_layer_rest else 0,) * n,
+            layer_n_active_experts=(0,) * n,
             embedding_bytes=format_bytes(wf, total - per_layer_active * n - per_layer_rest * n, base),
-            head_bytes=0, tied=False)
+            head_bytes=0,
+            tied=False,
+        )
     p = model_params(model, tp)
     cache: dict[LayerParams, tuple[int, int]] = {}
     dense_b, expert_b = [], []
     for lp in p.layers:
         if lp not in cache:
-            cache[lp] = (wf.bytes_for(lp.linear, what="layer's weight matrices", field="weight_dtype")
-                         + base.bytes_for(lp.other),
-                         ef.bytes_for(lp.expert_linear, what="expert's weight matrices", field="weight_dtype"))
+            cache[lp] = (
+                wf.bytes_for(lp.linear, what="layer's weight matrices", field="weight_dtype")
+                + base.bytes_for(lp.other),
+                ef.bytes_for(lp.expert_linear, what="expert's weight matrices", field="weight_dtype"),
+            )
         dense_b.append(cache[lp][0])
         expert_b.append(cache[lp][1])
     return WeightBytes(
-        layer_dense_bytes=tuple(dense_b), layer_expert_bytes=tuple(expert_b),
+        layer_dense_bytes=tuple(dense_b),
+        layer_expert_bytes=tuple(expert_b),
         layer_n_experts=tuple(lp.n_experts for lp in p.layers),
         layer_n_active_experts=tuple(lp.n_active_experts for lp in p.layers),
         embedding_bytes=base.bytes_for(p.embedding),
-        head_bytes=base.bytes_for(p.lm_head + p.final_norm), tied=model.tie_word_embeddings)
+        head_bytes=base.bytes_for(p.lm_head + p.final_norm),
+        tied=model.tie_word_embeddings,
+    )
 
 
 def mtp_params(model: ModelSpec) -> int:

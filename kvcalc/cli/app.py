@@ -24,33 +24,66 @@ from kvcalc.cli.output import _STATE, ClosedPipeExits, OneLineUsageErrors
 #: every command, in the order of `kvcalc --help`: name, "module:function", the first paragraph
 #: of the function's docstring (a test checks it against the docstring).
 COMMANDS = (
-    LazyCommand("estimate", "kvcalc.cli.estimate:estimate",
-                "Exact KV-cache bytes for MODEL at a context length, batch, KV dtype and TP/PP layout; with "
-                "--gpu, also weights, the memory plan, whether it fits, and roofline TPOT / TTFT."),
+    LazyCommand(
+        "estimate",
+        "kvcalc.cli.estimate:estimate",
+        "Exact KV-cache bytes for MODEL at a context length, batch, KV dtype and TP/PP layout; with "
+        "--gpu, also weights, the memory plan, whether it fits, and roofline TPOT / TTFT.",
+    ),
     LazyCommand("models", "kvcalc.cli.models:models", "List the bundled model configs."),
-    LazyCommand("compare", "kvcalc.cli.compare:compare",
-                "MODEL as MHA, as its own GQA, and as MQA, side by side, with each one's saving against MHA."),
-    LazyCommand("import", "kvcalc.cli.import_:import_",
-                "Convert a Hugging Face config.json into a kvcalc model YAML (stdout, or -o FILE)."),
-    LazyCommand("measure", "kvcalc.cli.measure:measure",
-                "Allocate MODEL's real KV cache with PyTorch, time decode steps, and print predicted against measured."),
-    LazyCommand("gpus", "kvcalc.cli.gpus:gpus",
-                "List the bundled GPUs: memory as the device reports it, HBM bandwidth, dense FLOP/s."),
-    LazyCommand("sweep", "kvcalc.cli.sweep:sweep",
-                "Memory, fit, TPOT and tokens/s over a grid of context lengths and batch sizes."),
-    LazyCommand("check", "kvcalc.cli.check:check",
-                "Check deployment files: exit 0 when all fit and meet their targets, 1 when any does not, "
-                "2 when a file is invalid."),
-    LazyCommand("schema", "kvcalc.cli.check:schema",
-                "Print the JSON Schema of the model, deployment and GPU configs (for editor validation)."),
-    LazyCommand("capacity", "kvcalc.cli.capacity:capacity",
-                "What ENGINE makes of a KV memory budget: tokens, blocks, concurrency, and its own log lines."),
-    LazyCommand("plan", "kvcalc.cli.plan:plan",
-                "The GPUs, layout and engine command that serve CONCURRENCY sequences of SEQ_LEN tokens within "
-                "the targets: fewest GPUs first, then the lowest cost (--prices), then the most tokens/s."),
-    LazyCommand("transfer", "kvcalc.cli.transfer:transfer",
-                "The KV bytes one request moves from prefill to decode ranks, per rank pair, over a link; the "
-                "prefill:decode GPU ratio."),
+    LazyCommand(
+        "compare",
+        "kvcalc.cli.compare:compare",
+        "MODEL as MHA, as its own GQA, and as MQA, side by side, with each one's saving against MHA.",
+    ),
+    LazyCommand(
+        "import",
+        "kvcalc.cli.import_:import_",
+        "Convert a Hugging Face config.json into a kvcalc model YAML (stdout, or -o FILE).",
+    ),
+    LazyCommand(
+        "measure",
+        "kvcalc.cli.measure:measure",
+        "Allocate MODEL's real KV cache with PyTorch, time decode steps, and print predicted against measured.",
+    ),
+    LazyCommand(
+        "gpus",
+        "kvcalc.cli.gpus:gpus",
+        "List the bundled GPUs: memory as the device reports it, HBM bandwidth, dense FLOP/s.",
+    ),
+    LazyCommand(
+        "sweep",
+        "kvcalc.cli.sweep:sweep",
+        "Memory, fit, TPOT and tokens/s over a grid of context lengths and batch sizes.",
+    ),
+    LazyCommand(
+        "check",
+        "kvcalc.cli.check:check",
+        "Check deployment files: exit 0 when all fit and meet their targets, 1 when any does not, "
+        "2 when a file is invalid.",
+    ),
+    LazyCommand(
+        "schema",
+        "kvcalc.cli.check:schema",
+        "Print the JSON Schema of the model, deployment and GPU configs (for editor validation).",
+    ),
+    LazyCommand(
+        "capacity",
+        "kvcalc.cli.capacity:capacity",
+        "What ENGINE makes of a KV memory budget: tokens, blocks, concurrency, and its own log lines.",
+    ),
+    LazyCommand(
+        "plan",
+        "kvcalc.cli.plan:plan",
+        "The GPUs, layout and engine command that serve CONCURRENCY sequences of SEQ_LEN tokens within "
+        "the targets: fewest GPUs first, then the lowest cost (--prices), then the most tokens/s.",
+    ),
+    LazyCommand(
+        "transfer",
+        "kvcalc.cli.transfer:transfer",
+        "The KV bytes one request moves from prefill to decode ranks, per rank pair, over a link; the "
+        "prefill:decode GPU ratio.",
+    ),
 )
 
 
@@ -81,9 +114,13 @@ app = typer.Typer(
     cls=KvcalcGroup,  # commands load when they run (COMMANDS); one-line usage errors
 )
 
-def _root(debug: Annotated[bool, typer.Option("--debug", help="Show tracebacks.")] = False,
-          version: Annotated[bool, typer.Option("--version", callback=_version, is_eager=True,
-                                                help="Print the version and exit.")] = False) -> None:
+
+def _root(
+    debug: Annotated[bool, typer.Option("--debug", help="Show tracebacks.")] = False,
+    version: Annotated[
+        bool, typer.Option("--version", callback=_version, is_eager=True, help="Print the version and exit.")
+    ] = False,
+) -> None:
     """Exact KV-cache memory and roofline decode throughput for real LLM architectures."""
     _STATE["debug"] = debug or bool(os.environ.get("KVCALC_DEBUG"))
 

@@ -41,16 +41,21 @@ from kvcalc.cli.options import (
 )
 from kvcalc.cli.output import check_format, emit_parts, handle_errors, show_result
 
-KV_DTYPE_HELP = ("auto (the engine's default: the model's dtype, fp32 served as 16-bit; llama.cpp f16), bf16, fp16, "
-                 "fp8, fp8_e5m2; vLLM int8_per_token_head / fp8_per_token_head; llama.cpp f16, q8_0, q4_0 ...")
+KV_DTYPE_HELP = (
+    "auto (the engine's default: the model's dtype, fp32 served as 16-bit; llama.cpp f16), bf16, fp16, "
+    "fp8, fp8_e5m2; vLLM int8_per_token_head / fp8_per_token_head; llama.cpp f16, q8_0, q4_0 ..."
+)
 
 #: --gpu as every command declares it, with capacity's meaning: vLLM's GPU
 if TYPE_CHECKING:  # the option's type for type checkers (with_help builds the annotation at run time)
     CapacityGpuOpt = GpuOpt
 else:
-    CapacityGpuOpt = with_help(GpuOpt, "The GPU (`kvcalc gpus`, or a GPU YAML file). vLLM: its compute capability picks the "
-                                       "attention backend (an MLA model's block size). vLLM and SGLang without --kv-memory: the "
-                                       "KV memory is what its plan leaves (as `estimate --gpu --engine` sizes it).")
+    CapacityGpuOpt = with_help(
+        GpuOpt,
+        "The GPU (`kvcalc gpus`, or a GPU YAML file). vLLM: its compute capability picks the "
+        "attention backend (an MLA model's block size). vLLM and SGLang without --kv-memory: the "
+        "KV memory is what its plan leaves (as `estimate --gpu --engine` sizes it).",
+    )
 
 #: the GPU plan's knobs capacity takes: they size the KV memory from --gpu's plan (vLLM / SGLang,
 #: without --kv-memory), as the launch line's --gpu-memory-utilization / --quantization do
@@ -60,13 +65,19 @@ PLAN_KNOBS = ("weight_dtype", "gpu_memory_utilization")
 if TYPE_CHECKING:  # the option's type for type checkers (with_help builds the annotation at run time)
     CapacityWeightOpt = WeightDtypeOpt
 else:
-    CapacityWeightOpt = with_help(WeightDtypeOpt, "Weight format of --gpu's plan (vLLM / SGLang --quantization fp8): "
-                                                 "with --gpu and no --kv-memory. Default: the model's dtype.")
+    CapacityWeightOpt = with_help(
+        WeightDtypeOpt,
+        "Weight format of --gpu's plan (vLLM / SGLang --quantization fp8): "
+        "with --gpu and no --kv-memory. Default: the model's dtype.",
+    )
 if TYPE_CHECKING:  # the option's type for type checkers (with_help builds the annotation at run time)
     CapacityUtilOpt = UtilOpt
 else:
-    CapacityUtilOpt = with_help(UtilOpt, "Fraction of --gpu's memory the engine may use (SGLang --mem-fraction-static): "
-                                         "with --gpu and no --kv-memory, the KV memory is what it leaves.")
+    CapacityUtilOpt = with_help(
+        UtilOpt,
+        "Fraction of --gpu's memory the engine may use (SGLang --mem-fraction-static): "
+        "with --gpu and no --kv-memory, the KV memory is what it leaves.",
+    )
 
 
 class SourceOptions(OptionGroup):
@@ -84,8 +95,19 @@ class SourceOptions(OptionGroup):
 
     def layout(self, tp: int) -> Any:
         """The `memory_plan.Layout` of --gpu's plan at `tp` ranks (the other knobs: defaults)."""
-        return make_layout(tp, 1, 1, self.weight_dtype, None, None, self.gpu_memory_utilization,
-                           DEFAULT_BW_EFFICIENCY, DEFAULT_FLOPS_EFFICIENCY, None, None)
+        return make_layout(
+            tp,
+            1,
+            1,
+            self.weight_dtype,
+            None,
+            None,
+            self.gpu_memory_utilization,
+            DEFAULT_BW_EFFICIENCY,
+            DEFAULT_FLOPS_EFFICIENCY,
+            None,
+            None,
+        )
 
 
 class RequestOptions(OptionGroup):
@@ -96,8 +118,26 @@ class RequestOptions(OptionGroup):
 
     panel: ClassVar[Optional[str]] = "Requests"
 
-    max_model_len: Annotated[Optional[str], typer.Option("--max-model-len", "-L", "--seq-len", "-s", "--context-length", help="Tokens per request for the concurrency figure (8192 or 32k; also --seq-len, SGLang --context-length). Default: the model's max_position_embeddings (as vLLM scales it by rope_scaling).")] = None
-    concurrency: Annotated[Optional[int], typer.Option("--concurrency", "--max-num-seqs", "--max-running-requests", help="Also find the longest context that fits this many requests at once (vLLM --max-num-seqs, SGLang --max-running-requests; not -c: llama.cpp's --ctx-size).")] = None
+    max_model_len: Annotated[
+        Optional[str],
+        typer.Option(
+            "--max-model-len",
+            "-L",
+            "--seq-len",
+            "-s",
+            "--context-length",
+            help="Tokens per request for the concurrency figure (8192 or 32k; also --seq-len, SGLang --context-length). Default: the model's max_position_embeddings (as vLLM scales it by rope_scaling).",
+        ),
+    ] = None
+    concurrency: Annotated[
+        Optional[int],
+        typer.Option(
+            "--concurrency",
+            "--max-num-seqs",
+            "--max-running-requests",
+            help="Also find the longest context that fits this many requests at once (vLLM --max-num-seqs, SGLang --max-running-requests; not -c: llama.cpp's --ctx-size).",
+        ),
+    ] = None
 
 
 @handle_errors
@@ -108,7 +148,16 @@ def capacity(
     memory: KvMemoryOptions = KvMemoryOptions(),
     engine: EngineOpt = "ideal",
     requests: RequestOptions = RequestOptions(),
-    layout: Annotated[LayoutOptions, only("tp", "pp", "dp", dp="Data-parallel replicas: each has its own KV memory and requests, so the figures are per replica (as vLLM logs them).", pp="Pipeline stages: 1 only (capacity figures one GPU rank holding every layer; `kvcalc estimate --pp N --gpu G` plans stages).")] = LayoutOptions(),
+    layout: Annotated[
+        LayoutOptions,
+        only(
+            "tp",
+            "pp",
+            "dp",
+            dp="Data-parallel replicas: each has its own KV memory and requests, so the figures are per replica (as vLLM logs them).",
+            pp="Pipeline stages: 1 only (capacity figures one GPU rank holding every layer; `kvcalc estimate --pp N --gpu G` plans stages).",
+        ),
+    ] = LayoutOptions(),
     moe: MoeLayoutOptions = MoeLayoutOptions(),
     kv: Annotated[KvFormatOptions, only("kv_dtype", "k_dtype", "v_dtype", kv_dtype=KV_DTYPE_HELP)] = KvFormatOptions(),
     vllm: VllmFlags = VllmFlags(),
@@ -127,17 +176,31 @@ def capacity(
     name = canonical(engine)
     kv_memory = memory.kv_memory
     concurrency = requests.concurrency
-    check_positive(tp=layout.tp, pp=layout.pp, dp=layout.dp, block_size=vllm.block_size, page_size=sglang.page_size,
-                   parallel=llamacpp.parallel, concurrency=concurrency, ubatch_size=llamacpp.ubatch_size, batch_size=llamacpp.batch_size,
-                   gpus=llamacpp.gpus, max_num_batched_tokens=vllm.max_num_batched_tokens)
+    check_positive(
+        tp=layout.tp,
+        pp=layout.pp,
+        dp=layout.dp,
+        block_size=vllm.block_size,
+        page_size=sglang.page_size,
+        parallel=llamacpp.parallel,
+        concurrency=concurrency,
+        ubatch_size=llamacpp.ubatch_size,
+        batch_size=llamacpp.batch_size,
+        gpus=llamacpp.gpus,
+        max_num_batched_tokens=vllm.max_num_batched_tokens,
+    )
     check_format(fmt)
     refuse_other_engines(ctx, name)
     from_plan = check_sources(ctx, name, layout, source, kv_memory, llamacpp.ctx_size)
     spec = load_model(model, source.revision, trust_plain_decoder=source.trust_plain_decoder)
     par = moe.resolve(spec, layout.tp, layout.dp)  # attention DP / EP (`calc.parallel`)
     if par["dcp"] > 1:
-        raise KvcalcError("--dcp: capacity figures one rank's blocks of whole sequences; `kvcalc estimate --dcp D "
-                          "--gpu G` sizes decode context parallel", option="--dcp", value=par["dcp"])
+        raise KvcalcError(
+            "--dcp: capacity figures one rank's blocks of whole sequences; `kvcalc estimate --dcp D "
+            "--gpu G` sizes decode context parallel",
+            option="--dcp",
+            value=par["dcp"],
+        )
     tp, dpa = par["tp"], par["dp_attention"]
     L = parse_count(requests.max_model_len, "--max-model-len") if requests.max_model_len else None
     mem = parse_size(kv_memory, "--kv-memory") if kv_memory else None
@@ -149,16 +212,28 @@ def capacity(
 
         lay = dataclasses.replace(source.layout(tp), dp_attention=dpa, ep=par["ep"])
         mem, basis = plan_kv_memory(spec, source.gpu, lay, L, concurrency, name)
-    req = CapacityRequest.build(spec, engine=name, kv_memory_bytes=mem, kv_dtype=kv.kv_dtype, k_dtype=kv.k_dtype,
-                                v_dtype=kv.v_dtype, tp=tp, max_model_len=L, concurrency=concurrency,
-                                options=engine_options(name, (vllm, sglang, llamacpp), gpu=source.gpu))
+    req = CapacityRequest.build(
+        spec,
+        engine=name,
+        kv_memory_bytes=mem,
+        kv_dtype=kv.kv_dtype,
+        k_dtype=kv.k_dtype,
+        v_dtype=kv.v_dtype,
+        tp=tp,
+        max_model_len=L,
+        concurrency=concurrency,
+        options=engine_options(name, (vllm, sglang, llamacpp), gpu=source.gpu),
+    )
     res = run_capacity(req)
     if basis is not None:
         res = res.model_copy(update={"kv_memory_basis": basis})
     extra = beyond_the_gpu(memory, req, res, dp=par["dp"], gpu=source.gpu, layout=source.layout(tp))
-    title = (f"KV capacity: {spec.name} on {name}" + (f", tp {tp}" if tp > 1 else "")
-             + (f", per attention-DP rank of {dpa} (ep {par['ep']})" if dpa > 1 else "")
-             + (f", per replica of dp {par['dp']}" if par["dp"] > 1 else ""))
+    title = (
+        f"KV capacity: {spec.name} on {name}"
+        + (f", tp {tp}" if tp > 1 else "")
+        + (f", per attention-DP rank of {dpa} (ep {par['ep']})" if dpa > 1 else "")
+        + (f", per replica of dp {par['dp']}" if par["dp"] > 1 else "")
+    )
     if fmt == "table":
         show_result(res, title)
         emit_parts(extra, fmt)
@@ -174,16 +249,23 @@ def beyond_the_gpu(memory: KvMemoryOptions, req: Any, res: Any, *, dp: int, gpu:
     from kvcalc.results.offload import NoKeys
 
     parts: list = []
-    for part, title in capacity_extras(memory.settings(), req, res, hit_rate=memory.prefix_hit_rate,
-                                       link=memory.link, dp=dp, gpu=gpu, layout=layout):
+    for part, title in capacity_extras(
+        memory.settings(), req, res, hit_rate=memory.prefix_hit_rate, link=memory.link, dp=dp, gpu=gpu, layout=layout
+    ):
         parts.append((part, lambda p=part, t=title: part_table(p, t)))
         if getattr(part, "offload", None) is not None and part.offload.log_lines:
             parts.append((NoKeys(), lambda p=part: log_text(p.offload.engine, p.offload.log_lines)))
     return parts
 
 
-def check_sources(ctx: typer.Context, name: str, layout: LayoutOptions, source: SourceOptions,
-                  kv_memory: str | None, ctx_size: str | None = None) -> bool:
+def check_sources(
+    ctx: typer.Context,
+    name: str,
+    layout: LayoutOptions,
+    source: SourceOptions,
+    kv_memory: str | None,
+    ctx_size: str | None = None,
+) -> bool:
     """True when the KV memory comes from --gpu's plan (--gpu and no --kv-memory: vLLM, SGLang,
     and llama.cpp without --ctx-size, which then answers how many requests of --max-model-len
     fit in what the GPU leaves after the weights: issue 23 friction 4). Raises `KvcalcError` for
@@ -193,18 +275,38 @@ def check_sources(ctx: typer.Context, name: str, layout: LayoutOptions, source: 
     from kvcalc.errors import KvcalcError
 
     if layout.pp > 1:
-        raise KvcalcError(f"capacity figures one GPU rank that holds every layer; {layout.pp} pipeline stages are not "
-                          "modelled: give --pp 1, or plan the stages with `kvcalc estimate MODEL --pp N --gpu G --engine E`",
-                          option="--pp", value=str(layout.pp))
-    from_plan = source.gpu is not None and kv_memory is None and (
-        name in ("vllm", "sglang") or (name == "llamacpp" and ctx_size is None))
+        raise KvcalcError(
+            f"capacity figures one GPU rank that holds every layer; {layout.pp} pipeline stages are not "
+            "modelled: give --pp 1, or plan the stages with `kvcalc estimate MODEL --pp N --gpu G --engine E`",
+            option="--pp",
+            value=str(layout.pp),
+        )
+    from_plan = (
+        source.gpu is not None
+        and kv_memory is None
+        and (name in ("vllm", "sglang") or (name == "llamacpp" and ctx_size is None))
+    )
     if source.gpu is not None and name not in ("vllm", "sglang") and not from_plan:
-        why = ("drop --gpu, or --kv-memory and --ctx-size (--gpu with neither: the requests of --max-model-len that "
-               "fit in what the GPU leaves)") if name == "llamacpp" else "drop --gpu"
-        raise KvcalcError("--gpu applies to --engine vllm and sglang (it picks their attention backends and so the "
-                          "cache rows), and to llamacpp without --kv-memory and --ctx-size (the KV memory is then what "
-                          f"the GPU's plan leaves); --engine {name}: {why}", option="--gpu", value=source.gpu)
+        why = (
+            (
+                "drop --gpu, or --kv-memory and --ctx-size (--gpu with neither: the requests of --max-model-len that "
+                "fit in what the GPU leaves)"
+            )
+            if name == "llamacpp"
+            else "drop --gpu"
+        )
+        raise KvcalcError(
+            "--gpu applies to --engine vllm and sglang (it picks their attention backends and so the "
+            "cache rows), and to llamacpp without --kv-memory and --ctx-size (the KV memory is then what "
+            f"the GPU's plan leaves); --engine {name}: {why}",
+            option="--gpu",
+            value=source.gpu,
+        )
     if not from_plan:
-        refuse_typed(ctx, PLAN_KNOBS, "--engine vllm, sglang or llamacpp with --gpu and no --kv-memory (the KV memory is then "
-                     "what the GPU's plan leaves; --kv-memory is already the KV memory)")
+        refuse_typed(
+            ctx,
+            PLAN_KNOBS,
+            "--engine vllm, sglang or llamacpp with --gpu and no --kv-memory (the KV memory is then "
+            "what the GPU's plan leaves; --kv-memory is already the KV memory)",
+        )
     return from_plan

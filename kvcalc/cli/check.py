@@ -16,7 +16,9 @@ from kvcalc.errors import KvcalcError
 @handle_errors
 def check(
     paths: Annotated[list[str], typer.Argument(help="Deployment YAML files or folders of them.")],
-    fmt: Annotated[str, typer.Option("--format", "-f", callback=lower_choice, help="table, markdown (for a PR comment) or json.")] = "table",
+    fmt: Annotated[
+        str, typer.Option("--format", "-f", callback=lower_choice, help="table, markdown (for a PR comment) or json.")
+    ] = "table",
 ) -> None:
     """Check deployment files: exit 0 when all fit and meet their targets, 1 when any does not,
     2 when a file is invalid."""
@@ -29,8 +31,17 @@ def check(
     if fmt == "json":
         import json
 
-        echo(json.dumps({"ok": code == 0, "exit_code": code,
-                         "deployments": [r.model_dump(mode="json") for r in rows], "errors": errors}, indent=2))
+        echo(
+            json.dumps(
+                {
+                    "ok": code == 0,
+                    "exit_code": code,
+                    "deployments": [r.model_dump(mode="json") for r in rows],
+                    "errors": errors,
+                },
+                indent=2,
+            )
+        )
     elif fmt == "markdown":
         from kvcalc.report.tables import check_markdown
 
@@ -48,6 +59,7 @@ def check(
             for line in message_lines(e):  # control characters from the files written visibly (issue 12 item 9)
                 con.print(f"[red]error:[/red] {escape(line)}", markup=True)
     raise typer.Exit(code)
+
 
 @handle_errors
 def schema(

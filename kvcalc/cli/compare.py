@@ -18,7 +18,14 @@ from kvcalc.cli.options import (
 )
 from kvcalc.cli.output import check_format, emit, handle_errors
 
-ModelsArg = Annotated[list[str], typer.Argument(help="One or more models: bundled names (see `kvcalc models`), .yaml files, config.json files or .gguf files.", show_default=False)]
+ModelsArg = Annotated[
+    list[str],
+    typer.Argument(
+        help="One or more models: bundled names (see `kvcalc models`), .yaml files, config.json files or .gguf files.",
+        show_default=False,
+    ),
+]
+
 
 @handle_errors
 def compare(
@@ -51,9 +58,22 @@ def compare(
     dtype = kv_format(kv_dtype or spec.dtype).name
     rows = kv_cache.compare_attention(spec, T, batch, dtype)
     title = f"{spec.name}: {spec.n_heads} query heads, {T:,} tokens x batch {batch}, {dtype}"
-    emit(rows, fmt, lambda: tables.rows_table(rows, [
-        ("variant", "variant"), ("n_kv_heads", "KV heads"), ("kv_bytes_per_token", "B/token"),
-        ("kv_cache_bytes", "KV cache"), ("reduction_vs_mha_percent", "saving vs MHA %")], title))
+    emit(
+        rows,
+        fmt,
+        lambda: tables.rows_table(
+            rows,
+            [
+                ("variant", "variant"),
+                ("n_kv_heads", "KV heads"),
+                ("kv_bytes_per_token", "B/token"),
+                ("kv_cache_bytes", "KV cache"),
+                ("reduction_vs_mha_percent", "saving vs MHA %"),
+            ],
+            title,
+        ),
+    )
+
 
 def compare_models(specs: list[Any], seq_len: str | None, batch: int, kv_dtype: str | None, fmt: str) -> None:
     """Several models side by side: one `KvEstimate` each (machine formats: a list of the usual

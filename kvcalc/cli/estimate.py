@@ -35,10 +35,30 @@ from kvcalc.errors import KvcalcError
 
 #: whole requests and calibration (issue 21): the engines' own names are --input-len / --output-len
 #: (vLLM `vllm bench serve --random-input-len`, TensorRT-LLM `--input_len`, llama-bench -p / -n)
-InputLenOpt = Annotated[Optional[int], typer.Option("--input-len", help="Prompt tokens per request: with --output-len, whole-request TTFT, TPOT, end-to-end latency and throughput (needs --gpu).")]
-OutputLenOpt = Annotated[Optional[int], typer.Option("--output-len", help="Generated tokens per request (with --input-len).")]
-RequestRateOpt = Annotated[Optional[float], typer.Option("--request-rate", help="Requests/s arriving at the layout: continuous batching by Little's law (with --input-len / --output-len).")]
-CalibrationOpt = Annotated[Optional[str], typer.Option("--calibration", help="A calibration file from `kvcalc measure --calibrate`: its measured floor, bandwidth, FLOP/s and all-reduce latency replace the speed table's (needs --gpu).")]
+InputLenOpt = Annotated[
+    Optional[int],
+    typer.Option(
+        "--input-len",
+        help="Prompt tokens per request: with --output-len, whole-request TTFT, TPOT, end-to-end latency and throughput (needs --gpu).",
+    ),
+]
+OutputLenOpt = Annotated[
+    Optional[int], typer.Option("--output-len", help="Generated tokens per request (with --input-len).")
+]
+RequestRateOpt = Annotated[
+    Optional[float],
+    typer.Option(
+        "--request-rate",
+        help="Requests/s arriving at the layout: continuous batching by Little's law (with --input-len / --output-len).",
+    ),
+]
+CalibrationOpt = Annotated[
+    Optional[str],
+    typer.Option(
+        "--calibration",
+        help="A calibration file from `kvcalc measure --calibrate`: its measured floor, bandwidth, FLOP/s and all-reduce latency replace the speed table's (needs --gpu).",
+    ),
+]
 
 
 class RequestOptions(OptionGroup):
@@ -50,8 +70,9 @@ class RequestOptions(OptionGroup):
     calibration: CalibrationOpt = None
 
 
-def whole_request_options(gpu: str | None, input_len: int | None, output_len: int | None,
-                          request_rate: float | None, calibration: str | None) -> Any:
+def whole_request_options(
+    gpu: str | None, input_len: int | None, output_len: int | None, request_rate: float | None, calibration: str | None
+) -> Any:
     """Check the whole-request options and read --calibration (`load.speed.load_calibration`):
     the `calc.speed.Calibration`, or None. Raises `KvcalcError` naming the option."""
     import math
@@ -81,8 +102,12 @@ def whole_request_options(gpu: str | None, input_len: int | None, output_len: in
 if TYPE_CHECKING:  # the option's type for type checkers (with_help builds the annotation at run time)
     SeqLensOpt = SeqLenOpt
 else:
-    SeqLensOpt = with_help(SeqLenOpt, "Tokens per sequence (8192 or 32k); several (8k,32k,128k) print one row "
-                                       "each. Default: the model's max_position_embeddings (as vLLM scales it by rope_scaling).")
+    SeqLensOpt = with_help(
+        SeqLenOpt,
+        "Tokens per sequence (8192 or 32k); several (8k,32k,128k) print one row "
+        "each. Default: the model's max_position_embeddings (as vLLM scales it by rope_scaling).",
+    )
+
 
 @handle_errors
 @option_groups(order=("gpu", "count"))
@@ -95,9 +120,16 @@ def estimate(
     layout: LayoutOptions = LayoutOptions(),
     moe: MoeLayoutOptions = MoeLayoutOptions(),
     speculative: SpeculativeOptions = SpeculativeOptions(),
-    engine_name: Annotated[str, typer.Option("--engine", "-e", help="Also show what an engine allocates and logs: ideal (none), vllm, sglang, llamacpp.")] = "ideal",
+    engine_name: Annotated[
+        str,
+        typer.Option(
+            "--engine", "-e", help="Also show what an engine allocates and logs: ideal (none), vllm, sglang, llamacpp."
+        ),
+    ] = "ideal",
     vllm: Annotated[VllmFlags, only("block_size", block_size="vLLM tokens per block (--engine vllm).")] = VllmFlags(),
-    sglang: Annotated[SglangFlags, only("page_size", page_size="SGLang tokens per page (--engine sglang).")] = SglangFlags(),
+    sglang: Annotated[
+        SglangFlags, only("page_size", page_size="SGLang tokens per page (--engine sglang).")
+    ] = SglangFlags(),
     gpu: GpuPlanOptions = GpuPlanOptions(),
     whole: RequestOptions = RequestOptions(),
     source: ModelSourceOptions = ModelSourceOptions(),
@@ -119,27 +151,59 @@ def estimate(
         seq_len = str(input_len + output_len)  # the memory plan holds the whole request
     lengths = resolve_seq_lens(spec, seq_len)
     if input_len is not None and output_len is not None and input_len + output_len > min(lengths):
-        raise KvcalcError(f"with --output-len {output_len:,} a request is {input_len + output_len:,} tokens, "
-                          f"past --seq-len {min(lengths):,} (an engine's max-model-len refuses such a request): "
-                          "raise --seq-len, or leave it out (it defaults to input + output)", option="--input-len",
-                          value=input_len)
+        raise KvcalcError(
+            f"with --output-len {output_len:,} a request is {input_len + output_len:,} tokens, "
+            f"past --seq-len {min(lengths):,} (an engine's max-model-len refuses such a request): "
+            "raise --seq-len, or leave it out (it defaults to input + output)",
+            option="--input-len",
+            value=input_len,
+        )
     cal = whole_request_options(gpu.gpu, input_len, output_len, request_rate, whole.calibration)
     if len(lengths) > 1:
         check_format(fmt)
         refuse_other_engines(ctx, engine_name)
-        return estimate_lengths(spec, lengths, fmt, batch=batch, **kv.asdict(), tp=tp, pp=pp, dp=dp, gpu=gpu.gpu,
-                                engine=engine_name, dp_attention=dpa, ep=ep, dcp=dcp)
-    req = EstimateRequest.build(spec, seq_len=lengths[0], batch=batch, **kv.asdict(), tp=tp, pp=pp,
-                                dp=dp, dp_attention=dpa, ep=ep, dcp=dcp, speculative=speculative.resolve(source.load),
-                                gpu=gpu.gpu, layout=gpu.layout() if gpu.gpu is not None else None,
-                                engine=engine_name, engine_options=engine_options(engine_name, (vllm, sglang), gpu=gpu.gpu),
-                                input_len=input_len, output_len=output_len, request_rate=request_rate,
-                                calibration=cal)
+        return estimate_lengths(
+            spec,
+            lengths,
+            fmt,
+            batch=batch,
+            **kv.asdict(),
+            tp=tp,
+            pp=pp,
+            dp=dp,
+            gpu=gpu.gpu,
+            engine=engine_name,
+            dp_attention=dpa,
+            ep=ep,
+            dcp=dcp,
+        )
+    req = EstimateRequest.build(
+        spec,
+        seq_len=lengths[0],
+        batch=batch,
+        **kv.asdict(),
+        tp=tp,
+        pp=pp,
+        dp=dp,
+        dp_attention=dpa,
+        ep=ep,
+        dcp=dcp,
+        speculative=speculative.resolve(source.load),
+        gpu=gpu.gpu,
+        layout=gpu.layout() if gpu.gpu is not None else None,
+        engine=engine_name,
+        engine_options=engine_options(engine_name, (vllm, sglang), gpu=gpu.gpu),
+        input_len=input_len,
+        output_len=output_len,
+        request_rate=request_rate,
+        calibration=cal,
+    )
     check_format(fmt)
     refuse_other_engines(ctx, engine_name)
     with naming_model_file(model):  # a YAML or config.json that cannot size the weights is named
         res = run_estimate(req)
     emit_parts(estimate_parts(res), fmt)
+
 
 def estimate_lengths(spec: Any, lengths: list[int], fmt: str, *, gpu: str | None, engine: str, **kw: Any) -> None:
     """Several contexts: one `KvEstimate` per length (machine formats: a list of the usual
@@ -152,14 +216,22 @@ def estimate_lengths(spec: Any, lengths: list[int], fmt: str, *, gpu: str | None
 
     shown = ",".join(str(T) for T in lengths)
     if gpu is not None:
-        raise KvcalcError(f"--gpu with several --seq-len values: use `kvcalc sweep {spec.name} --seq-len {shown} "
-                          f"--batch {kw['batch']} --gpu {gpu}` for the grid, or give one --seq-len",
-                          option="--gpu", form=MESSAGE)
+        raise KvcalcError(
+            f"--gpu with several --seq-len values: use `kvcalc sweep {spec.name} --seq-len {shown} "
+            f"--batch {kw['batch']} --gpu {gpu}` for the grid, or give one --seq-len",
+            option="--gpu",
+            form=MESSAGE,
+        )
     if canonical(engine) != "ideal":
-        raise KvcalcError(f"--engine {engine} with several --seq-len values: give one --seq-len "
-                          f"(an engine's table is for one workload)", option="--engine", form=MESSAGE)
+        raise KvcalcError(
+            f"--engine {engine} with several --seq-len values: give one --seq-len "
+            f"(an engine's table is for one workload)",
+            option="--engine",
+            form=MESSAGE,
+        )
     rows = [run_estimate(req).kv for req in EstimateRequest.build_lengths(spec, lengths, **kw)]
     emit(rows, fmt, lambda: kv_lengths_table(rows))
+
 
 def estimate_parts(res: Any) -> list[tuple[Any, Callable[[], Any]]]:
     """(result model, table builder) for each part of an `EstimateResult`: the KV estimate, the
@@ -181,6 +253,7 @@ def estimate_parts(res: Any) -> list[tuple[Any, Callable[[], Any]]]:
     if res.engine is not None:
         parts.append((res.engine, lambda: show_result(res.engine, engine_title(res))))
     return parts
+
 
 def engine_title(res: Any) -> str:
     """The engine table's title: where its KV memory came from."""

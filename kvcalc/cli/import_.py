@@ -27,7 +27,12 @@ from kvcalc.errors import KvcalcError, KvcalcWarning
 @handle_errors
 def import_(
     path: Annotated[str, typer.Argument(help="A Hugging Face config.json (or a folder holding one).")],
-    output: Annotated[Optional[str], typer.Option("--output", "-o", help="Write the YAML here instead of stdout (an existing file only with --force).")] = None,
+    output: Annotated[
+        Optional[str],
+        typer.Option(
+            "--output", "-o", help="Write the YAML here instead of stdout (an existing file only with --force)."
+        ),
+    ] = None,
     force: Annotated[bool, typer.Option("--force", help="Overwrite the -o file if it exists.")] = False,
     trust_plain_decoder: TrustPlainOpt = False,
 ) -> None:

@@ -36,8 +36,11 @@ class LazyCommand(NamedTuple):
 
         module, _, attr = self.target.partition(":")
         fn = getattr(importlib.import_module(module), attr)
-        return get_command_from_info(CommandInfo(name=self.name, callback=fn, cls=LazyGroupCommand),
-                                     pretty_exceptions_short=True, rich_markup_mode=rich_markup_mode)
+        return get_command_from_info(
+            CommandInfo(name=self.name, callback=fn, cls=LazyGroupCommand),
+            pretty_exceptions_short=True,
+            rich_markup_mode=rich_markup_mode,
+        )
 
 
 class LazyGroupCommand(TyperCommand):
@@ -53,7 +56,6 @@ class LazyGroupCommand(TyperCommand):
         if problem:
             raise _UsageError(problem, ctx=ctx)
         return super().parse_args(ctx, args)
-
 
     def format_options(self, ctx: Any, formatter: Any) -> None:
         """The options of `--help` in sections: the arguments, the options of no panel under

@@ -33,21 +33,46 @@ from kvcalc.cli.output import check_format, emit, handle_errors
 from kvcalc.errors import KvcalcError, MissingExtraError
 
 # measure's own options, declared here rather than in `kvcalc.cli.options` (which every command imports)
-DeviceOpt = Annotated[str, typer.Option("--device", callback=lower_choice, help="auto (CUDA when present, else CPU), cuda or cpu.")]
+DeviceOpt = Annotated[
+    str, typer.Option("--device", callback=lower_choice, help="auto (CUDA when present, else CPU), cuda or cpu.")
+]
 
-LayersOpt = Annotated[Optional[int], typer.Option("--layers", help="Measure this many KV layers and scale to the whole model.")]
+LayersOpt = Annotated[
+    Optional[int], typer.Option("--layers", help="Measure this many KV layers and scale to the whole model.")
+]
 
-StepsOpt = Annotated[Optional[int], typer.Option("--steps", help="Timed decode steps (GPU: at least 30; CPU default 8).")]
+StepsOpt = Annotated[
+    Optional[int], typer.Option("--steps", help="Timed decode steps (GPU: at least 30; CPU default 8).")
+]
 
-BackendOpt = Annotated[str, typer.Option("--backend", callback=lower_choice, help="auto (= sdpa), sdpa, matmul, or flash (flash-attn / FlashInfer).")]
+BackendOpt = Annotated[
+    str,
+    typer.Option(
+        "--backend", callback=lower_choice, help="auto (= sdpa), sdpa, matmul, or flash (flash-attn / FlashInfer)."
+    ),
+]
 
-WeightsOpt = Annotated[bool, typer.Option("--with-weights", help="Add random QKV, output and MLP weights: time whole decoder layers.")]
+WeightsOpt = Annotated[
+    bool, typer.Option("--with-weights", help="Add random QKV, output and MLP weights: time whole decoder layers.")
+]
 
 GraphOpt = Annotated[bool, typer.Option("--cuda-graph", help="Capture one step in a CUDA graph and replay it.")]
 
-CalibrateOpt = Annotated[Optional[str], typer.Option("--calibrate", help="Measure the speed model's constants instead (per-step floor, read bandwidth, FLOP/s, all-reduce latency when several GPUs are visible) and write them to this calibration file for `estimate/sweep/plan --calibration` (needs --gpu; an existing file only with --force).")]
+CalibrateOpt = Annotated[
+    Optional[str],
+    typer.Option(
+        "--calibrate",
+        help="Measure the speed model's constants instead (per-step floor, read bandwidth, FLOP/s, all-reduce latency when several GPUs are visible) and write them to this calibration file for `estimate/sweep/plan --calibration` (needs --gpu; an existing file only with --force).",
+    ),
+]
 
-CalGpuOpt = Annotated[Optional[str], typer.Option("--gpu", help="With --calibrate: the GPU table key (`kvcalc gpus`) this device is, which the calibration file names.")]
+CalGpuOpt = Annotated[
+    Optional[str],
+    typer.Option(
+        "--gpu",
+        help="With --calibrate: the GPU table key (`kvcalc gpus`) this device is, which the calibration file names.",
+    ),
+]
 
 ForceOpt = Annotated[bool, typer.Option("--force", help="Overwrite the --calibrate file if it exists.")]
 
@@ -57,9 +82,12 @@ PIPE_EVERY_S = 5.0
 if TYPE_CHECKING:  # the option's type for type checkers (with_help builds the annotation at run time)
     MeasureSeqLenOpt = SeqLenOpt
 else:
-    MeasureSeqLenOpt = with_help(SeqLenOpt, "Tokens per sequence (8192 or 32k). Default: a run of seconds: the largest "
-                                            "power of two up to the model's context whose KV cache fits 32 MiB on the "
-                                            "CPU, or 1/8 of free memory on a GPU.")
+    MeasureSeqLenOpt = with_help(
+        SeqLenOpt,
+        "Tokens per sequence (8192 or 32k). Default: a run of seconds: the largest "
+        "power of two up to the model's context whose KV cache fits 32 MiB on the "
+        "CPU, or 1/8 of free memory on a GPU.",
+    )
 
 #: the exit status of a run stopped by Ctrl-C (128 + SIGINT, as a shell reports it)
 INTERRUPTED_EXIT = 130
@@ -127,6 +155,7 @@ class _interrupts_exit:
         if self.previous is not None:
             signal.signal(signal.SIGINT, self.previous)
 
+
 @handle_errors
 def measure(
     model: ModelArg,
@@ -151,15 +180,40 @@ def measure(
         with _interrupts_exit():
             if calibrate is not None or gpu is not None:
                 return _calibrate(model, calibrate, gpu, device, layers, force, fmt, revision)
-            _measure(model, seq_len, batch, kv_dtype, device, layers, steps, backend, with_weights, cuda_graph, fmt,
-                     revision, trust_plain_decoder)
+            _measure(
+                model,
+                seq_len,
+                batch,
+                kv_dtype,
+                device,
+                layers,
+                steps,
+                backend,
+                with_weights,
+                cuda_graph,
+                fmt,
+                revision,
+                trust_plain_decoder,
+            )
     except KeyboardInterrupt:  # raised before the handler was in place: the same exit
         _exit_interrupted()
 
 
-def _measure(model: str, seq_len: str | None, batch: int, kv_dtype: str | None, device: str, layers: int | None,
-             steps: int | None, backend: str, with_weights: bool, cuda_graph: bool, fmt: str,
-             revision: str | None = None, trust_plain_decoder: bool = False) -> None:
+def _measure(
+    model: str,
+    seq_len: str | None,
+    batch: int,
+    kv_dtype: str | None,
+    device: str,
+    layers: int | None,
+    steps: int | None,
+    backend: str,
+    with_weights: bool,
+    cuda_graph: bool,
+    fmt: str,
+    revision: str | None = None,
+    trust_plain_decoder: bool = False,
+) -> None:
     """The command's body (`measure`), run while Ctrl-C exits 130."""
     from kvcalc.formats import kv_format
     from kvcalc.load.models import load_model
@@ -175,9 +229,19 @@ def _measure(model: str, seq_len: str | None, batch: int, kv_dtype: str | None, 
     k, v = resolve_kv_dtypes(spec, kv_dtype, None, None)
     from kvcalc.measure.request import MeasureRequest  # torch-free
 
-    request = MeasureRequest(model=spec, seq_len=T, batch=batch, k_format=kv_format(k), v_format=kv_format(v),
-                             device=device, layers=layers, steps=steps, backend=backend,
-                             with_weights=with_weights, cuda_graph=cuda_graph)
+    request = MeasureRequest(
+        model=spec,
+        seq_len=T,
+        batch=batch,
+        k_format=kv_format(k),
+        v_format=kv_format(v),
+        device=device,
+        layers=layers,
+        steps=steps,
+        backend=backend,
+        with_weights=with_weights,
+        cuda_graph=cuda_graph,
+    )
     m = _import_measure()
     with _progress() as prog:
         res = m.run(request, progress=prog, announce=announce)
@@ -185,8 +249,17 @@ def _measure(model: str, seq_len: str | None, batch: int, kv_dtype: str | None, 
 
     emit(res, fmt, lambda: measure_table(res))
 
-def _calibrate(model: str, path: str | None, gpu: str | None, device: str, layers: int | None, force: bool,
-               fmt: str, revision: str | None) -> None:
+
+def _calibrate(
+    model: str,
+    path: str | None,
+    gpu: str | None,
+    device: str,
+    layers: int | None,
+    force: bool,
+    fmt: str,
+    revision: str | None,
+) -> None:
     """`measure --calibrate FILE --gpu KEY`: `kvcalc.measure.calibrate` on the device for MODEL's
     layer count (or --layers), written to FILE; prints the figures beside the GPU table's."""
     from kvcalc.cli.output import check_target, write_atomic
@@ -194,8 +267,10 @@ def _calibrate(model: str, path: str | None, gpu: str | None, device: str, layer
     from kvcalc.load.models import load_model
 
     if path is None or gpu is None:
-        raise KvcalcError("--calibrate FILE and --gpu KEY go together (the file names the GPU it calibrates)",
-                          option="--calibrate" if path is None else "--gpu")
+        raise KvcalcError(
+            "--calibrate FILE and --gpu KEY go together (the file names the GPU it calibrates)",
+            option="--calibrate" if path is None else "--gpu",
+        )
     check_positive(layers=layers)
     check_format(fmt)
     check_target(path, "--calibrate", force=force)
@@ -217,8 +292,11 @@ def _calibrate(model: str, path: str | None, gpu: str | None, device: str, layer
     c = load_calibration(path)  # read back: the file says what estimate will use
     import dataclasses
 
-    emit(dataclasses.asdict(c) | {"device": run.device, "file": path}, fmt,
-         lambda: calibration_table(c, g, run.device, path))
+    emit(
+        dataclasses.asdict(c) | {"device": run.device, "file": path},
+        fmt,
+        lambda: calibration_table(c, g, run.device, path),
+    )
 
 
 def announce_line(a: Any) -> str:
@@ -229,8 +307,10 @@ def announce_line(a: Any) -> str:
     how = " (default size: --seq-len to choose)" if a.seq_len_rule else ""
     other = f" + {size(a.other_bytes)} beside it" if a.other_bytes else ""
     took = f"about {a.estimated_s:.0f} s" if a.estimated_s >= 1 else "under a second"
-    return (f"measure: {a.model}, {a.seq_len:,} tokens{how} x batch {a.batch} on {a.device}: "
-            f"{size(a.kv_bytes)} of KV cache{other}; {took}")
+    return (
+        f"measure: {a.model}, {a.seq_len:,} tokens{how} x batch {a.batch} on {a.device}: "
+        f"{size(a.kv_bytes)} of KV cache{other}; {took}"
+    )
 
 
 def announce(a: Any) -> None:
@@ -243,8 +323,9 @@ class PipeProgress:
     12/38, 10 s') at most every `every_s` seconds, the first once the run has lasted that long,
     so a short run prints none. `clock` and `out` are injectable for tests."""
 
-    def __init__(self, every_s: float = PIPE_EVERY_S, clock: Callable[[], float] = time.monotonic,
-                 out: TextIO | None = None) -> None:
+    def __init__(
+        self, every_s: float = PIPE_EVERY_S, clock: Callable[[], float] = time.monotonic, out: TextIO | None = None
+    ) -> None:
         self.every_s, self.clock, self.out = every_s, clock, out
         self.start = self.last = clock()
 
@@ -252,8 +333,7 @@ class PipeProgress:
         now = self.clock()
         if now - self.last >= self.every_s:
             self.last = now
-            print(f"measure: {name} {done}/{total}, {now - self.start:.0f} s", file=self.out or sys.stderr,
-                  flush=True)
+            print(f"measure: {name} {done}/{total}, {now - self.start:.0f} s", file=self.out or sys.stderr, flush=True)
 
 
 class _progress:
@@ -270,8 +350,14 @@ class _progress:
             self.pipe = PipeProgress()
             return self.pipe
         # started on the first update (a refused run prints nothing but its error line)
-        self.p = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-                          TimeElapsedColumn(), console=con, transient=True)
+        self.p = Progress(
+            TextColumn("{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+            console=con,
+            transient=True,
+        )
         self.tasks: dict[str, Any] = {}
         return self.update
 

@@ -16,10 +16,19 @@ def models(fmt: FormatOpt = "table") -> None:
     rows = []
     for name, path in bundled("models").items():
         m = load_model_file(path)
-        rows.append({"name": name, "attention": m.attention_kind, "n_layers": m.n_layers,
-                     "n_heads": m.n_heads, "n_kv_heads": m.resolved_n_kv_heads, "head_dim": m.resolved_head_dim,
-                     "layers": kinds_summary(m.layer_kinds), "max_position_embeddings": m.max_position_embeddings,
-                     "source": m.source})
+        rows.append(
+            {
+                "name": name,
+                "attention": m.attention_kind,
+                "n_layers": m.n_layers,
+                "n_heads": m.n_heads,
+                "n_kv_heads": m.resolved_n_kv_heads,
+                "head_dim": m.resolved_head_dim,
+                "layers": kinds_summary(m.layer_kinds),
+                "max_position_embeddings": m.max_position_embeddings,
+                "source": m.source,
+            }
+        )
     if fmt != "table":
         emit(rows, fmt, lambda: None)
         return

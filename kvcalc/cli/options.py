@@ -73,14 +73,34 @@ def auto_is_default(value: Optional[str]) -> Optional[str]:
 #: the context of all sequences together: `capacity --engine llamacpp -c`)
 SEQ_LEN_NAMES = ("--seq-len", "-s", "--max-model-len", "-L", "--context-length")
 
-ModelArg = Annotated[str, typer.Argument(help="A bundled name (see `kvcalc models`), a .yaml file, a config.json, a checkpoint folder (config.json + safetensors), a .gguf file, or a Hugging Face Hub id (org/name, org/name@revision).")]
+ModelArg = Annotated[
+    str,
+    typer.Argument(
+        help="A bundled name (see `kvcalc models`), a .yaml file, a config.json, a checkpoint folder (config.json + safetensors), a .gguf file, or a Hugging Face Hub id (org/name, org/name@revision)."
+    ),
+]
 
-RevisionOpt = Annotated[Optional[str], typer.Option("--revision", help="Hub ids only: the branch, tag or commit hash to read (default main).")]
+RevisionOpt = Annotated[
+    Optional[str],
+    typer.Option("--revision", help="Hub ids only: the branch, tag or commit hash to read (default main)."),
+]
 
 #: accept a config.json of an unmapped model_type read as a plain decoder (every model-taking command)
-TrustPlainOpt = Annotated[bool, typer.Option("--trust-plain-decoder", help="A config.json whose model_type kvcalc does not map, and whose every cache-shaping field a plain decoder reads: accept reading it as one (a guess; the output says so). Without it such a config is refused.")]
+TrustPlainOpt = Annotated[
+    bool,
+    typer.Option(
+        "--trust-plain-decoder",
+        help="A config.json whose model_type kvcalc does not map, and whose every cache-shaping field a plain decoder reads: accept reading it as one (a guess; the output says so). Without it such a config is refused.",
+    ),
+]
 
-SeqLenOpt = Annotated[Optional[str], typer.Option(*SEQ_LEN_NAMES, help="Tokens per sequence (8192 or 32k; vLLM --max-model-len, SGLang --context-length). Default: the model's max_position_embeddings (as vLLM scales it by rope_scaling).")]
+SeqLenOpt = Annotated[
+    Optional[str],
+    typer.Option(
+        *SEQ_LEN_NAMES,
+        help="Tokens per sequence (8192 or 32k; vLLM --max-model-len, SGLang --context-length). Default: the model's max_position_embeddings (as vLLM scales it by rope_scaling).",
+    ),
+]
 
 #: the short options that are llama.cpp's own, whichever command takes them: -b is llama.cpp's
 #: --batch-size (n_batch, prompt tokens per step) and -c its --ctx-size (n_ctx), both in
@@ -88,51 +108,138 @@ SeqLenOpt = Annotated[Optional[str], typer.Option(*SEQ_LEN_NAMES, help="Tokens p
 #: without them answers `-b` / `-c` with this hint (`output.usage_error_lines`). One flag means one
 #: thing on every command (tests/cli/test_flag_meanings.py walks them all). The hint goes on to
 #: name the command's own option (`output.count_option_hint`).
-LLAMACPP_SHORT_OPTIONS = {"-b": "llama.cpp's --batch-size (n_batch: `kvcalc capacity --engine llamacpp -b`)",
-                          "-c": "llama.cpp's --ctx-size (n_ctx: `kvcalc capacity --engine llamacpp -c`)"}
+LLAMACPP_SHORT_OPTIONS = {
+    "-b": "llama.cpp's --batch-size (n_batch: `kvcalc capacity --engine llamacpp -b`)",
+    "-c": "llama.cpp's --ctx-size (n_ctx: `kvcalc capacity --engine llamacpp -c`)",
+}
 
-BatchOpt = Annotated[int, typer.Option("--batch", "--max-num-seqs", "--max-running-requests", "--parallel", "-np", help="Sequences in the batch (per DP replica; vLLM --max-num-seqs, SGLang --max-running-requests, llama.cpp -np). Not -b: that is llama.cpp's --batch-size (prompt tokens per step, which does not change the KV cache).")]
+BatchOpt = Annotated[
+    int,
+    typer.Option(
+        "--batch",
+        "--max-num-seqs",
+        "--max-running-requests",
+        "--parallel",
+        "-np",
+        help="Sequences in the batch (per DP replica; vLLM --max-num-seqs, SGLang --max-running-requests, llama.cpp -np). Not -b: that is llama.cpp's --batch-size (prompt tokens per step, which does not change the KV cache).",
+    ),
+]
 
-KvDtypeOpt = Annotated[Optional[str], typer.Option("--kv-dtype", "--kv-cache-dtype", callback=auto_is_default, help="KV format for K and V (vLLM --kv-cache-dtype): fp16, bf16, fp8, fp8_e5m2, int8, int4, q8_0, q4_0 ... Default (or auto): the model's dtype; with --engine, the engine's default.")]
+KvDtypeOpt = Annotated[
+    Optional[str],
+    typer.Option(
+        "--kv-dtype",
+        "--kv-cache-dtype",
+        callback=auto_is_default,
+        help="KV format for K and V (vLLM --kv-cache-dtype): fp16, bf16, fp8, fp8_e5m2, int8, int4, q8_0, q4_0 ... Default (or auto): the model's dtype; with --engine, the engine's default.",
+    ),
+]
 #: --kv-dtype's help on a command without --engine (compare, measure, sweep): it names no engine
-PLAIN_KV_DTYPE_HELP = ("KV format for K and V (vLLM --kv-cache-dtype): fp16, bf16, fp8, fp8_e5m2, int8, int4, q8_0, "
-                       "q4_0 ... Default (or auto): the model's dtype.")
+PLAIN_KV_DTYPE_HELP = (
+    "KV format for K and V (vLLM --kv-cache-dtype): fp16, bf16, fp8, fp8_e5m2, int8, int4, q8_0, "
+    "q4_0 ... Default (or auto): the model's dtype."
+)
 
-KDtypeOpt = Annotated[Optional[str], typer.Option("--k-dtype", "--cache-type-k", "-ctk", help="K format, when it differs from V (llama.cpp -ctk).")]
+KDtypeOpt = Annotated[
+    Optional[str],
+    typer.Option("--k-dtype", "--cache-type-k", "-ctk", help="K format, when it differs from V (llama.cpp -ctk)."),
+]
 
-VDtypeOpt = Annotated[Optional[str], typer.Option("--v-dtype", "--cache-type-v", "-ctv", help="V format, when it differs from K (llama.cpp -ctv).")]
+VDtypeOpt = Annotated[
+    Optional[str],
+    typer.Option("--v-dtype", "--cache-type-v", "-ctv", help="V format, when it differs from K (llama.cpp -ctv)."),
+]
 
-GroupOpt = Annotated[Optional[int], typer.Option("--quant-group-size", "--group-size", help="Values per scale of an int8/int4 KV cache (quantization group).")]
+GroupOpt = Annotated[
+    Optional[int],
+    typer.Option(
+        "--quant-group-size", "--group-size", help="Values per scale of an int8/int4 KV cache (quantization group)."
+    ),
+]
 
-ScaleOpt = Annotated[Optional[str], typer.Option("--scale-dtype", help="Scale dtype of int8/int4 groups (fp16, bf16, fp32).")]
+ScaleOpt = Annotated[
+    Optional[str], typer.Option("--scale-dtype", help="Scale dtype of int8/int4 groups (fp16, bf16, fp32).")
+]
 
-TpOpt = Annotated[int, typer.Option("--tp", "--tensor-parallel-size", "-tp", "--tp-size", help="Tensor-parallel ranks.")]
+TpOpt = Annotated[
+    int, typer.Option("--tp", "--tensor-parallel-size", "-tp", "--tp-size", help="Tensor-parallel ranks.")
+]
 
 PpOpt = Annotated[int, typer.Option("--pp", "--pipeline-parallel-size", "-pp", "--pp-size", help="Pipeline stages.")]
 
 DpOpt = Annotated[int, typer.Option("--dp", "--data-parallel-size", "-dp", "--dp-size", help="Data-parallel replicas.")]
 
-FormatOpt = Annotated[str, typer.Option("--format", "-f", callback=lower_choice, help="table, json, yaml, csv or markdown.")]
+FormatOpt = Annotated[
+    str, typer.Option("--format", "-f", callback=lower_choice, help="table, json, yaml, csv or markdown.")
+]
 
-GpuOpt = Annotated[Optional[str], typer.Option("--gpu", help="A GPU from `kvcalc gpus` (h100-sxm, h200 ...) or a GPU YAML file.")]
+GpuOpt = Annotated[
+    Optional[str], typer.Option("--gpu", help="A GPU from `kvcalc gpus` (h100-sxm, h200 ...) or a GPU YAML file.")
+]
 
 CountOpt = Annotated[Optional[int], typer.Option("--count", help="GPUs in all (= tp x pp x dp); alone, it sets --tp.")]
 
-WeightDtypeOpt = Annotated[Optional[str], typer.Option("--weight-dtype", "--quantization", help="Weight format: bf16, fp16, fp8, int8, int4 (group scales: int4:g128); vLLM / SGLang --quantization fp8. Default: the model's dtype.")]
+WeightDtypeOpt = Annotated[
+    Optional[str],
+    typer.Option(
+        "--weight-dtype",
+        "--quantization",
+        help="Weight format: bf16, fp16, fp8, int8, int4 (group scales: int4:g128); vLLM / SGLang --quantization fp8. Default: the model's dtype.",
+    ),
+]
 
-UtilOpt = Annotated[float, typer.Option("--gpu-memory-utilization", "--mem-fraction-static", help=f"Fraction of GPU memory the engine may use (vLLM default {DEFAULT_GPU_MEMORY_UTILIZATION:g}); SGLang: --mem-fraction-static.")]
+UtilOpt = Annotated[
+    float,
+    typer.Option(
+        "--gpu-memory-utilization",
+        "--mem-fraction-static",
+        help=f"Fraction of GPU memory the engine may use (vLLM default {DEFAULT_GPU_MEMORY_UTILIZATION:g}); SGLang: --mem-fraction-static.",
+    ),
+]
 
-BwEffOpt = Annotated[float, typer.Option("--bw-efficiency", help=f"Fraction of HBM bandwidth decode reaches (default {DEFAULT_BW_EFFICIENCY:g}: FlashInfer / FlashDecoding reach 80-95%).")]
+BwEffOpt = Annotated[
+    float,
+    typer.Option(
+        "--bw-efficiency",
+        help=f"Fraction of HBM bandwidth decode reaches (default {DEFAULT_BW_EFFICIENCY:g}: FlashInfer / FlashDecoding reach 80-95%).",
+    ),
+]
 
-FlopsEffOpt = Annotated[float, typer.Option("--flops-efficiency", help=f"Fraction of dense peak FLOP/s reached (default {DEFAULT_FLOPS_EFFICIENCY:g}: PaLM 46% MFU).")]
+FlopsEffOpt = Annotated[
+    float,
+    typer.Option(
+        "--flops-efficiency",
+        help=f"Fraction of dense peak FLOP/s reached (default {DEFAULT_FLOPS_EFFICIENCY:g}: PaLM 46% MFU).",
+    ),
+]
 
-CudaCtxOpt = Annotated[Optional[str], typer.Option("--cuda-context", help=f"Memory outside the allocator per GPU: 500MiB, 1GiB, 0 (default {DEFAULT_CUDA_CONTEXT_BYTES // 2**20}MiB).")]
+CudaCtxOpt = Annotated[
+    Optional[str],
+    typer.Option(
+        "--cuda-context",
+        help=f"Memory outside the allocator per GPU: 500MiB, 1GiB, 0 (default {DEFAULT_CUDA_CONTEXT_BYTES // 2**20}MiB).",
+    ),
+]
 
-ActOpt = Annotated[Optional[str], typer.Option("--activation-reserve", help="Activation reserve per GPU, e.g. 2GiB (default: estimated from an 8192-token prefill chunk).")]
+ActOpt = Annotated[
+    Optional[str],
+    typer.Option(
+        "--activation-reserve",
+        help="Activation reserve per GPU, e.g. 2GiB (default: estimated from an 8192-token prefill chunk).",
+    ),
+]
 
-EngineOpt = Annotated[str, typer.Option("--engine", "-e", callback=lower_choice, help="ideal (exact formula), vllm, sglang or llamacpp.")]
+EngineOpt = Annotated[
+    str, typer.Option("--engine", "-e", callback=lower_choice, help="ideal (exact formula), vllm, sglang or llamacpp.")
+]
 
-BlockSizeOpt = Annotated[Optional[int], typer.Option("--block-size", help="vLLM tokens per block (default: the attention backend's choice, 16 for most; vLLM 0.33 on Hopper: 64 for an MLA model with an fp8 cache, on Blackwell 32).")]
+BlockSizeOpt = Annotated[
+    Optional[int],
+    typer.Option(
+        "--block-size",
+        help="vLLM tokens per block (default: the attention backend's choice, 16 for most; vLLM 0.33 on Hopper: 64 for an MLA model with an fp8 cache, on Blackwell 32).",
+    ),
+]
 
 PageSizeOpt = Annotated[int, typer.Option("--page-size", help="SGLang tokens per page.")]
 
@@ -248,7 +355,7 @@ class OptionGroup:
     @classmethod
     def parameters(cls, selection: Optional[Only] = None) -> list[inspect.Parameter]:
         """The group's options as `inspect.Parameter`s (selected, help overridden, listed under the
-    group's `panel` in `--help`)."""
+        group's `panel` in `--help`)."""
         hints = typing.get_type_hints(cls, include_extras=True)
         defaults = {n: cls.__dict__[n] for n in cls._fields}
         names = selection.names if selection else cls.option_names()
@@ -264,8 +371,9 @@ class OptionGroup:
                 if cls.panel is not None and info.rich_help_panel is None:
                     info.rich_help_panel = cls.panel
                 ann = Annotated[base, info]
-            params.append(inspect.Parameter(name, inspect.Parameter.POSITIONAL_OR_KEYWORD,
-                                            default=defaults[name], annotation=ann))
+            params.append(
+                inspect.Parameter(name, inspect.Parameter.POSITIONAL_OR_KEYWORD, default=defaults[name], annotation=ann)
+            )
         return params
 
 
@@ -289,7 +397,7 @@ def _reorder(params: list[inspect.Parameter], order: Sequence[str]) -> list[insp
     by_name = {p.name: p for p in params}
     rest = [p for p in params if p.name not in order[1:]]
     i = next(j for j, p in enumerate(rest) if p.name == order[0])
-    return rest[:i] + [by_name[n] for n in order] + rest[i + 1:]
+    return rest[:i] + [by_name[n] for n in order] + rest[i + 1 :]
 
 
 def option_groups(*, order: Sequence[str] = ()) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
@@ -364,11 +472,46 @@ class MoeLayoutOptions(OptionGroup):
 
     panel: ClassVar[Optional[str]] = "Parallel layout"
 
-    dp_attention: Annotated[int, typer.Option("--dp-attention", help="Attention data-parallel ranks inside one engine, each holding its own sequences' KV (an MoE model's experts span them all; vLLM --data-parallel-size with --enable-expert-parallel, SGLang --enable-dp-attention --dp-size). Not --dp: whole replicas.")] = 1
-    ep: Annotated[int, typer.Option("--ep", "--ep-size", "--expert-parallel-size", help="Expert-parallel size: GPUs that divide the routed experts (SGLang --ep-size; vLLM's is tp x dp-attention under --enable-expert-parallel).")] = 1
-    enable_expert_parallel: Annotated[bool, typer.Option("--enable-expert-parallel", "-ep", help="vLLM: expert parallel; an MoE model's --data-parallel-size ranks become attention-DP ranks of one engine, EP = tp x dp.")] = False
-    enable_dp_attention: Annotated[bool, typer.Option("--enable-dp-attention", help="SGLang: --dp-size attention-DP groups inside the engine, --tp-size the engine's total GPUs.")] = False
-    dcp: Annotated[int, typer.Option("--dcp", "--decode-context-parallel-size", "-dcp", help="vLLM decode context parallel: dcp of the tp ranks each hold 1/dcp of every sequence's positions (dcp divides tp).")] = 1
+    dp_attention: Annotated[
+        int,
+        typer.Option(
+            "--dp-attention",
+            help="Attention data-parallel ranks inside one engine, each holding its own sequences' KV (an MoE model's experts span them all; vLLM --data-parallel-size with --enable-expert-parallel, SGLang --enable-dp-attention --dp-size). Not --dp: whole replicas.",
+        ),
+    ] = 1
+    ep: Annotated[
+        int,
+        typer.Option(
+            "--ep",
+            "--ep-size",
+            "--expert-parallel-size",
+            help="Expert-parallel size: GPUs that divide the routed experts (SGLang --ep-size; vLLM's is tp x dp-attention under --enable-expert-parallel).",
+        ),
+    ] = 1
+    enable_expert_parallel: Annotated[
+        bool,
+        typer.Option(
+            "--enable-expert-parallel",
+            "-ep",
+            help="vLLM: expert parallel; an MoE model's --data-parallel-size ranks become attention-DP ranks of one engine, EP = tp x dp.",
+        ),
+    ] = False
+    enable_dp_attention: Annotated[
+        bool,
+        typer.Option(
+            "--enable-dp-attention",
+            help="SGLang: --dp-size attention-DP groups inside the engine, --tp-size the engine's total GPUs.",
+        ),
+    ] = False
+    dcp: Annotated[
+        int,
+        typer.Option(
+            "--dcp",
+            "--decode-context-parallel-size",
+            "-dcp",
+            help="vLLM decode context parallel: dcp of the tp ranks each hold 1/dcp of every sequence's positions (dcp divides tp).",
+        ),
+    ] = 1
 
     def resolve(self, model: Any, tp: int, dp: int) -> dict[str, int]:
         """(tp, dp, dp_attention, ep, dcp) as kvcalc's words, from kvcalc's and the engines' flags;
@@ -379,15 +522,24 @@ class MoeLayoutOptions(OptionGroup):
         moe = bool(getattr(model, "n_experts", None))
         if self.enable_dp_attention:  # SGLang: --tp-size is the total, --dp-size the attention groups
             if dpa != 1:
-                raise KvcalcError("--enable-dp-attention takes its groups from --dp-size; drop --dp-attention",
-                                  option="--dp-attention", value=dpa)
+                raise KvcalcError(
+                    "--enable-dp-attention takes its groups from --dp-size; drop --dp-attention",
+                    option="--dp-attention",
+                    value=dpa,
+                )
             if tp % dp:
-                raise KvcalcError(f"--enable-dp-attention: --tp-size {tp} must be divisible by --dp-size {dp} "
-                                  f"(SGLang's attention TP is tp / dp)", option="--dp-size", value=dp)
+                raise KvcalcError(
+                    f"--enable-dp-attention: --tp-size {tp} must be divisible by --dp-size {dp} "
+                    f"(SGLang's attention TP is tp / dp)",
+                    option="--dp-size",
+                    value=dp,
+                )
             tp, dpa, dp = tp // dp, dp, 1
         if self.enable_expert_parallel:  # vLLM
             if not moe:
-                raise KvcalcError("--enable-expert-parallel: the model has no routed experts", option="--enable-expert-parallel")
+                raise KvcalcError(
+                    "--enable-expert-parallel: the model has no routed experts", option="--enable-expert-parallel"
+                )
             if dpa == 1:
                 dpa, dp = dp, 1
             if ep not in (1, tp * dpa):
@@ -428,11 +580,23 @@ class GpuPlanOptions(OptionGroup):
         """`check_gpu_only_options` for this group."""
         check_gpu_only_options(ctx, self.gpu, allowed)
 
-    def layout(self, tp: int = 1, pp: int = 1, dp: int = 1, k_dtype: str | None = None,
-               v_dtype: str | None = None) -> Any:
+    def layout(
+        self, tp: int = 1, pp: int = 1, dp: int = 1, k_dtype: str | None = None, v_dtype: str | None = None
+    ) -> Any:
         """A `memory_plan.Layout` with this group's knobs (sizes parsed with `units.parse_size`)."""
-        return make_layout(tp, pp, dp, self.weight_dtype, k_dtype, v_dtype, self.gpu_memory_utilization,
-                           self.bw_efficiency, self.flops_efficiency, self.cuda_context, self.activation_reserve)
+        return make_layout(
+            tp,
+            pp,
+            dp,
+            self.weight_dtype,
+            k_dtype,
+            v_dtype,
+            self.gpu_memory_utilization,
+            self.bw_efficiency,
+            self.flops_efficiency,
+            self.cuda_context,
+            self.activation_reserve,
+        )
 
 
 #: vLLM's env var that lets --max-model-len exceed the model's limit (`vllm/envs.py`: "1" or "true").
@@ -456,15 +620,63 @@ class VllmFlags(OptionGroup):
 
     engine: ClassVar[str] = "vllm"
     block_size: BlockSizeOpt = None
-    vllm_version: Annotated[str, typer.Option("--vllm-version", callback=lower_choice, help=f"vLLM release modelled: {engine_defaults.VLLM_VERSION} (current, default), 0.11, or 0.6 (the V0 engine, as --vllm-v0).")] = engine_defaults.VLLM_VERSION
-    disable_hybrid: Annotated[bool, typer.Option("--disable-hybrid-kv-cache-manager", help="vLLM: sliding-window layers keep every token (no hybrid allocator).")] = False
-    max_num_batched_tokens: Annotated[int, typer.Option("--max-num-batched-tokens", help="vLLM: sizes sliding-window pages in the concurrency figure.")] = engine_defaults.VLLM_MAX_NUM_BATCHED_TOKENS
-    async_scheduling: Annotated[Optional[bool], typer.Option("--async-scheduling/--no-async-scheduling", help="vLLM 0.33: two batches in flight (on by default in `vllm serve`), held by sliding-window requests.")] = None
-    attention_backend: Annotated[Optional[str], typer.Option("--attention-backend", help="vLLM attention backend (VLLM_ATTENTION_BACKEND): FLASHMLA, CUTLASS_MLA, FLASHINFER_MLA, TRITON_MLA set an MLA model's block size. Default: the GPU's (--gpu; else Hopper is assumed).")] = None
-    allow_long_max_model_len: Annotated[bool, typer.Option("--allow-long-max-model-len", help=f"vLLM's {ALLOW_LONG_ENV}=1 (also read from the environment): a --max-model-len past the model's limit warns instead of being refused.")] = False
-    prefix_caching: Annotated[Optional[bool], typer.Option("--enable-prefix-caching/--no-enable-prefix-caching", help="vLLM prefix caching (default: the version's; 0.33 on, which puts hybrid Mamba models' cache in 'align' mode).")] = None
-    v0: Annotated[bool, typer.Option("--vllm-v0", help="vLLM's V0 engine (0.6.x): '# GPU blocks' lines (= --vllm-version 0.6).")] = False
-    swap_space: Annotated[Optional[str], typer.Option("--swap-space", help="vLLM V0 CPU swap space per GPU (default 4GiB, vLLM 0.6's; its --swap-space 4 is 4GiB: write the unit).")] = None
+    vllm_version: Annotated[
+        str,
+        typer.Option(
+            "--vllm-version",
+            callback=lower_choice,
+            help=f"vLLM release modelled: {engine_defaults.VLLM_VERSION} (current, default), 0.11, or 0.6 (the V0 engine, as --vllm-v0).",
+        ),
+    ] = engine_defaults.VLLM_VERSION
+    disable_hybrid: Annotated[
+        bool,
+        typer.Option(
+            "--disable-hybrid-kv-cache-manager",
+            help="vLLM: sliding-window layers keep every token (no hybrid allocator).",
+        ),
+    ] = False
+    max_num_batched_tokens: Annotated[
+        int,
+        typer.Option("--max-num-batched-tokens", help="vLLM: sizes sliding-window pages in the concurrency figure."),
+    ] = engine_defaults.VLLM_MAX_NUM_BATCHED_TOKENS
+    async_scheduling: Annotated[
+        Optional[bool],
+        typer.Option(
+            "--async-scheduling/--no-async-scheduling",
+            help="vLLM 0.33: two batches in flight (on by default in `vllm serve`), held by sliding-window requests.",
+        ),
+    ] = None
+    attention_backend: Annotated[
+        Optional[str],
+        typer.Option(
+            "--attention-backend",
+            help="vLLM attention backend (VLLM_ATTENTION_BACKEND): FLASHMLA, CUTLASS_MLA, FLASHINFER_MLA, TRITON_MLA set an MLA model's block size. Default: the GPU's (--gpu; else Hopper is assumed).",
+        ),
+    ] = None
+    allow_long_max_model_len: Annotated[
+        bool,
+        typer.Option(
+            "--allow-long-max-model-len",
+            help=f"vLLM's {ALLOW_LONG_ENV}=1 (also read from the environment): a --max-model-len past the model's limit warns instead of being refused.",
+        ),
+    ] = False
+    prefix_caching: Annotated[
+        Optional[bool],
+        typer.Option(
+            "--enable-prefix-caching/--no-enable-prefix-caching",
+            help="vLLM prefix caching (default: the version's; 0.33 on, which puts hybrid Mamba models' cache in 'align' mode).",
+        ),
+    ] = None
+    v0: Annotated[
+        bool, typer.Option("--vllm-v0", help="vLLM's V0 engine (0.6.x): '# GPU blocks' lines (= --vllm-version 0.6).")
+    ] = False
+    swap_space: Annotated[
+        Optional[str],
+        typer.Option(
+            "--swap-space",
+            help="vLLM V0 CPU swap space per GPU (default 4GiB, vLLM 0.6's; its --swap-space 4 is 4GiB: write the unit).",
+        ),
+    ] = None
 
     def to_options(self, compute_capability: str | None = None, vendor: str | None = None) -> "VllmOptions":
         """The engine's options, on a GPU of `compute_capability` ('9.0'; None: unknown) and
@@ -482,27 +694,46 @@ class VllmFlags(OptionGroup):
         version = self.vllm_version
         if self.v0:
             if version not in (engine_defaults.VLLM_VERSION, "0.6"):
-                raise KvcalcError(f"--vllm-v0 is --vllm-version 0.6; it disagrees with --vllm-version {version}",
-                                  option="--vllm-v0")
+                raise KvcalcError(
+                    f"--vllm-v0 is --vllm-version 0.6; it disagrees with --vllm-version {version}", option="--vllm-v0"
+                )
             version = "0.6"
         if swap_bytes and version != "0.6":
-            raise KvcalcError("--swap-space is vLLM V0's CPU swap (# CPU blocks); V1 and the other engines have none: "
-                              "add --engine vllm --vllm-version 0.6, or drop --swap-space")
+            raise KvcalcError(
+                "--swap-space is vLLM V0's CPU swap (# CPU blocks); V1 and the other engines have none: "
+                "add --engine vllm --vllm-version 0.6, or drop --swap-space"
+            )
         if self.async_scheduling is not None and version != "0.33":  # vllm.in_flight_tokens: 0.33's rule only
-            why = ("holds --max-num-batched-tokens in flight for a sliding-window request either way "
-                   "(SlidingWindowSpec.max_memory_usage_bytes)" if version == "0.11" else
-                   "(the V0 engine) keeps sliding-window layers at full length, with no tokens in flight")
-            raise KvcalcError(f"applies to --vllm-version 0.33 only (two batches in flight); vLLM {version} {why}: "
-                              "drop it, or give --vllm-version 0.33",
-                              option="--async-scheduling" if self.async_scheduling else "--no-async-scheduling",
-                              form=OPTION_SAYS)
-        allow_long = self.allow_long_max_model_len or os.environ.get(ALLOW_LONG_ENV, "0").strip().lower() in ("1", "true")
-        return VllmOptions(block_size=self.block_size, hybrid_allocator=not self.disable_hybrid,
-                           max_num_batched_tokens=self.max_num_batched_tokens, version=version,
-                           swap_space_bytes=swap_bytes, async_scheduling=self.async_scheduling is not False,
-                           attention_backend=self.attention_backend, compute_capability=compute_capability,
-                           allow_long_max_model_len=allow_long, vendor=vendor, prefix_caching=self.prefix_caching,
-                           chunked_local_hybrid=_env_flag(CHUNKED_HYBRID_ENV))
+            why = (
+                "holds --max-num-batched-tokens in flight for a sliding-window request either way "
+                "(SlidingWindowSpec.max_memory_usage_bytes)"
+                if version == "0.11"
+                else "(the V0 engine) keeps sliding-window layers at full length, with no tokens in flight"
+            )
+            raise KvcalcError(
+                f"applies to --vllm-version 0.33 only (two batches in flight); vLLM {version} {why}: "
+                "drop it, or give --vllm-version 0.33",
+                option="--async-scheduling" if self.async_scheduling else "--no-async-scheduling",
+                form=OPTION_SAYS,
+            )
+        allow_long = self.allow_long_max_model_len or os.environ.get(ALLOW_LONG_ENV, "0").strip().lower() in (
+            "1",
+            "true",
+        )
+        return VllmOptions(
+            block_size=self.block_size,
+            hybrid_allocator=not self.disable_hybrid,
+            max_num_batched_tokens=self.max_num_batched_tokens,
+            version=version,
+            swap_space_bytes=swap_bytes,
+            async_scheduling=self.async_scheduling is not False,
+            attention_backend=self.attention_backend,
+            compute_capability=compute_capability,
+            allow_long_max_model_len=allow_long,
+            vendor=vendor,
+            prefix_caching=self.prefix_caching,
+            chunked_local_hybrid=_env_flag(CHUNKED_HYBRID_ENV),
+        )
 
 
 class SglangFlags(OptionGroup):
@@ -512,21 +743,50 @@ class SglangFlags(OptionGroup):
 
     engine: ClassVar[str] = "sglang"
     page_size: PageSizeOpt = engine_defaults.SGLANG_PAGE_SIZE
-    sglang_version: Annotated[str, typer.Option("--sglang-version", callback=lower_choice, help="SGLang current (0.5.23; sparse-MLA cells sized by the row allocated, since 0.5.17), 0.5.16 (cells count the 576 B latent), or legacy (before PR #11309: DeepSeek-V3.2's pool sized without its indexer).")] = "current"
-    disable_hybrid_swa_memory: Annotated[bool, typer.Option("--disable-hybrid-swa-memory", help="SGLang: no separate pool for sliding-window layers (gpt-oss, Llama-4).")] = False
-    swa_full_tokens_ratio: Annotated[float, typer.Option("--swa-full-tokens-ratio", help="SGLang: sliding-layer pool tokens per full-layer pool token.")] = engine_defaults.SGLANG_SWA_FULL_TOKENS_RATIO
-    dsa_prefill_backend: Annotated[Optional[str], typer.Option("--dsa-prefill-backend", help="SGLang DSA prefill backend (DeepSeek-V3.2, GLM-5): trtllm reads 576 B fp8 latent rows, flashmla_kv 656 B. Default: the GPU's (--gpu).")] = None
-    dsa_decode_backend: Annotated[Optional[str], typer.Option("--dsa-decode-backend", help="SGLang DSA decode backend (as --dsa-prefill-backend).")] = None
+    sglang_version: Annotated[
+        str,
+        typer.Option(
+            "--sglang-version",
+            callback=lower_choice,
+            help="SGLang current (0.5.23; sparse-MLA cells sized by the row allocated, since 0.5.17), 0.5.16 (cells count the 576 B latent), or legacy (before PR #11309: DeepSeek-V3.2's pool sized without its indexer).",
+        ),
+    ] = "current"
+    disable_hybrid_swa_memory: Annotated[
+        bool,
+        typer.Option(
+            "--disable-hybrid-swa-memory", help="SGLang: no separate pool for sliding-window layers (gpt-oss, Llama-4)."
+        ),
+    ] = False
+    swa_full_tokens_ratio: Annotated[
+        float,
+        typer.Option("--swa-full-tokens-ratio", help="SGLang: sliding-layer pool tokens per full-layer pool token."),
+    ] = engine_defaults.SGLANG_SWA_FULL_TOKENS_RATIO
+    dsa_prefill_backend: Annotated[
+        Optional[str],
+        typer.Option(
+            "--dsa-prefill-backend",
+            help="SGLang DSA prefill backend (DeepSeek-V3.2, GLM-5): trtllm reads 576 B fp8 latent rows, flashmla_kv 656 B. Default: the GPU's (--gpu).",
+        ),
+    ] = None
+    dsa_decode_backend: Annotated[
+        Optional[str],
+        typer.Option("--dsa-decode-backend", help="SGLang DSA decode backend (as --dsa-prefill-backend)."),
+    ] = None
 
     def to_options(self, compute_capability: str | None = None, vendor: str | None = None) -> "SglangOptions":
         """The engine's options, on a GPU of `compute_capability` ('9.0'; None: unknown) and `vendor`."""
         from kvcalc.engines.profile import SglangOptions
 
-        return SglangOptions(page_size=self.page_size, version=self.sglang_version,
-                             hybrid_swa_memory=not self.disable_hybrid_swa_memory,
-                             swa_full_tokens_ratio=self.swa_full_tokens_ratio, compute_capability=compute_capability,
-                             vendor=vendor, dsa_prefill_backend=_lower(self.dsa_prefill_backend),
-                             dsa_decode_backend=_lower(self.dsa_decode_backend))
+        return SglangOptions(
+            page_size=self.page_size,
+            version=self.sglang_version,
+            hybrid_swa_memory=not self.disable_hybrid_swa_memory,
+            swa_full_tokens_ratio=self.swa_full_tokens_ratio,
+            compute_capability=compute_capability,
+            vendor=vendor,
+            dsa_prefill_backend=_lower(self.dsa_prefill_backend),
+            dsa_decode_backend=_lower(self.dsa_decode_backend),
+        )
 
 
 class LlamacppFlags(OptionGroup):
@@ -536,20 +796,91 @@ class LlamacppFlags(OptionGroup):
     panel: ClassVar[Optional[str]] = "llama.cpp (--engine llamacpp)"
 
     engine: ClassVar[str] = "llamacpp"
-    ctx_size: Annotated[Optional[str], typer.Option("--ctx-size", "-c", help="llama.cpp n_ctx, the context of all sequences together (0: the model's training context; ollama: per sequence).")] = None
-    llamacpp_tool: Annotated[str, typer.Option("--llamacpp-tool", callback=lower_choice, help="The llama.cpp program whose defaults apply: llama-server (no -np: 4 slots in one unified cache), llama-cli (1 sequence), library (llama_context_default_params: full-size SWA cache).")] = "llama-server"
-    parallel: Annotated[Optional[int], typer.Option("--parallel", "-np", help="llama.cpp sequences (n_seq_max; default: the tool's, llama-server 4 unified); ollama: OLLAMA_NUM_PARALLEL.")] = None
-    kv_unified: Annotated[Optional[bool], typer.Option("--kv-unified/--no-kv-unified", "-kvu/-no-kvu", help="llama.cpp: one stream shared by all sequences, or one per sequence (default: the tool's; llama-server unified only without -np).")] = None
-    swa_full: Annotated[bool, typer.Option("--swa-full", help="llama.cpp: full-size cache for sliding-window layers (the library's default).")] = False
-    flash_attn: Annotated[bool, typer.Option("--flash-attn", help="llama.cpp flash attention on (= -fa on; legacy: pads n_ctx to 256, else 32).")] = False
-    fa: Annotated[Optional[str], typer.Option("-fa", callback=lower_choice, help="llama.cpp -fa on|off|auto (default auto, which kvcalc takes as on; legacy: off).")] = None
-    llamacpp_version: Annotated[str, typer.Option("--llamacpp-version", callback=lower_choice, help="current (b7000+, 'llama_kv_cache: size = ...') or legacy ('KV self size').")] = "current"
-    n_gpu_layers: Annotated[Optional[int], typer.Option("--n-gpu-layers", "--gpu-layers", "-ngl", help="llama.cpp layers offloaded (default, or -1: all).")] = None
-    gpus: Annotated[Optional[int], typer.Option("--gpus", help="llama.cpp devices the layers are split over (default: the --tensor-split count, else 1).")] = None
-    tensor_split: Annotated[Optional[str], typer.Option("--tensor-split", "-ts", help="llama.cpp share of each device, e.g. 63,37 (default even).")] = None
-    ubatch_size: Annotated[int, typer.Option("--ubatch-size", "-ub", help="llama.cpp n_ubatch (sizes the SWA cache).")] = engine_defaults.LLAMACPP_N_UBATCH
-    batch_size: Annotated[int, typer.Option("--batch-size", "-b", help="llama.cpp n_batch (caps n_ubatch).")] = engine_defaults.LLAMACPP_N_BATCH
-    ollama: Annotated[bool, typer.Option("--ollama", help="ollama's runner: n_ctx x --parallel cells, legacy log lines.")] = False
+    ctx_size: Annotated[
+        Optional[str],
+        typer.Option(
+            "--ctx-size",
+            "-c",
+            help="llama.cpp n_ctx, the context of all sequences together (0: the model's training context; ollama: per sequence).",
+        ),
+    ] = None
+    llamacpp_tool: Annotated[
+        str,
+        typer.Option(
+            "--llamacpp-tool",
+            callback=lower_choice,
+            help="The llama.cpp program whose defaults apply: llama-server (no -np: 4 slots in one unified cache), llama-cli (1 sequence), library (llama_context_default_params: full-size SWA cache).",
+        ),
+    ] = "llama-server"
+    parallel: Annotated[
+        Optional[int],
+        typer.Option(
+            "--parallel",
+            "-np",
+            help="llama.cpp sequences (n_seq_max; default: the tool's, llama-server 4 unified); ollama: OLLAMA_NUM_PARALLEL.",
+        ),
+    ] = None
+    kv_unified: Annotated[
+        Optional[bool],
+        typer.Option(
+            "--kv-unified/--no-kv-unified",
+            "-kvu/-no-kvu",
+            help="llama.cpp: one stream shared by all sequences, or one per sequence (default: the tool's; llama-server unified only without -np).",
+        ),
+    ] = None
+    swa_full: Annotated[
+        bool,
+        typer.Option(
+            "--swa-full", help="llama.cpp: full-size cache for sliding-window layers (the library's default)."
+        ),
+    ] = False
+    flash_attn: Annotated[
+        bool,
+        typer.Option(
+            "--flash-attn", help="llama.cpp flash attention on (= -fa on; legacy: pads n_ctx to 256, else 32)."
+        ),
+    ] = False
+    fa: Annotated[
+        Optional[str],
+        typer.Option(
+            "-fa",
+            callback=lower_choice,
+            help="llama.cpp -fa on|off|auto (default auto, which kvcalc takes as on; legacy: off).",
+        ),
+    ] = None
+    llamacpp_version: Annotated[
+        str,
+        typer.Option(
+            "--llamacpp-version",
+            callback=lower_choice,
+            help="current (b7000+, 'llama_kv_cache: size = ...') or legacy ('KV self size').",
+        ),
+    ] = "current"
+    n_gpu_layers: Annotated[
+        Optional[int],
+        typer.Option(
+            "--n-gpu-layers", "--gpu-layers", "-ngl", help="llama.cpp layers offloaded (default, or -1: all)."
+        ),
+    ] = None
+    gpus: Annotated[
+        Optional[int],
+        typer.Option(
+            "--gpus", help="llama.cpp devices the layers are split over (default: the --tensor-split count, else 1)."
+        ),
+    ] = None
+    tensor_split: Annotated[
+        Optional[str],
+        typer.Option("--tensor-split", "-ts", help="llama.cpp share of each device, e.g. 63,37 (default even)."),
+    ] = None
+    ubatch_size: Annotated[
+        int, typer.Option("--ubatch-size", "-ub", help="llama.cpp n_ubatch (sizes the SWA cache).")
+    ] = engine_defaults.LLAMACPP_N_UBATCH
+    batch_size: Annotated[int, typer.Option("--batch-size", "-b", help="llama.cpp n_batch (caps n_ubatch).")] = (
+        engine_defaults.LLAMACPP_N_BATCH
+    )
+    ollama: Annotated[
+        bool, typer.Option("--ollama", help="ollama's runner: n_ctx x --parallel cells, legacy log lines.")
+    ] = False
 
     def to_options(self) -> "LlamacppOptions":
         """The engine's options: --tensor-split and --ctx-size parsed (0: the training context),
@@ -566,30 +897,48 @@ class LlamacppFlags(OptionGroup):
             raise KvcalcError("--flash-attn and -fa off disagree; give one of them", option="-fa", value=self.fa)
         legacy = self.ollama or self.llamacpp_version == "legacy"
         if legacy and self.kv_unified is not None:  # llamacpp.resolve_context: legacy is one unified cache
-            raise KvcalcError(f"applies to --llamacpp-version current only; the legacy llama.cpp"
-                              f"{' of ollama' if self.ollama else ''} keeps one unified cache of n_ctx cells for "
-                              "every sequence whatever the flag: drop it",
-                              option="--kv-unified" if self.kv_unified else "--no-kv-unified", form=OPTION_SAYS)
+            raise KvcalcError(
+                f"applies to --llamacpp-version current only; the legacy llama.cpp"
+                f"{' of ollama' if self.ollama else ''} keeps one unified cache of n_ctx cells for "
+                "every sequence whatever the flag: drop it",
+                option="--kv-unified" if self.kv_unified else "--no-kv-unified",
+                form=OPTION_SAYS,
+            )
         if self.llamacpp_tool not in LLAMACPP_TOOLS:
-            raise KvcalcError(f"use one of {', '.join(LLAMACPP_TOOLS)}, not '{self.llamacpp_tool}'",
-                              option="--llamacpp-tool", value=self.llamacpp_tool)
+            raise KvcalcError(
+                f"use one of {', '.join(LLAMACPP_TOOLS)}, not '{self.llamacpp_tool}'",
+                option="--llamacpp-tool",
+                value=self.llamacpp_tool,
+            )
         n_ctx = None
         if self.ctx_size is not None:  # llama.cpp's -c 0 is the model's training context; below 0 means nothing
             text = self.ctx_size.strip()
             if text.lstrip("-").isdigit() and int(text) <= 0:
                 if int(text) < 0:
-                    raise KvcalcError(f"must be 0 (the model's training context) or a count of tokens, got {text}",
-                                      option="--ctx-size", value=text, form=OPTION_SAYS)
+                    raise KvcalcError(
+                        f"must be 0 (the model's training context) or a count of tokens, got {text}",
+                        option="--ctx-size",
+                        value=text,
+                        form=OPTION_SAYS,
+                    )
                 n_ctx = 0
             else:
                 n_ctx = parse_count(self.ctx_size, "--ctx-size")
         return LlamacppOptions(
-            n_ctx=n_ctx, parallel=self.parallel, unified=self.kv_unified,
-            version="legacy" if self.ollama else self.llamacpp_version, tool=self.llamacpp_tool,
-            flash_attn="on" if self.flash_attn else self.fa, swa_full=True if self.swa_full else None,
-            n_ubatch=self.ubatch_size, n_batch=self.batch_size, n_gpu_layers=self.n_gpu_layers,
-            n_devices=self.gpus or (len(split) if split else 1), tensor_split=tuple(split) if split else None,
-            ollama=self.ollama)
+            n_ctx=n_ctx,
+            parallel=self.parallel,
+            unified=self.kv_unified,
+            version="legacy" if self.ollama else self.llamacpp_version,
+            tool=self.llamacpp_tool,
+            flash_attn="on" if self.flash_attn else self.fa,
+            swa_full=True if self.swa_full else None,
+            n_ubatch=self.ubatch_size,
+            n_batch=self.batch_size,
+            n_gpu_layers=self.n_gpu_layers,
+            n_devices=self.gpus or (len(split) if split else 1),
+            tensor_split=tuple(split) if split else None,
+            ollama=self.ollama,
+        )
 
 
 #: the engine option groups, in the order their refusals are checked.
@@ -662,16 +1011,25 @@ def gpu_compute_capability(gpu: str | None) -> str | None:
 
 # ----- option checks ----------------------------------------------------------------------
 
-def resolve_kv_dtypes(model: Any, kv_dtype: str | None, k_dtype: str | None, v_dtype: str | None,
-                      quant_group_size: int | None = None, scale_dtype: str | None = None) -> tuple[str, str]:
+
+def resolve_kv_dtypes(
+    model: Any,
+    kv_dtype: str | None,
+    k_dtype: str | None,
+    v_dtype: str | None,
+    quant_group_size: int | None = None,
+    scale_dtype: str | None = None,
+) -> tuple[str, str]:
     """(K format name, V format name) from the options (`requests.kv_format_names`)."""
     from kvcalc.requests import kv_format_names
 
     return kv_format_names(model, kv_dtype, k_dtype, v_dtype, quant_group_size, scale_dtype)
 
+
 def typed_options(ctx: typer.Context) -> list[str]:
     """Parameters of the running command that the user typed (not left at their defaults)."""
     return [n for n in ctx.params if getattr(ctx.get_parameter_source(n), "name", "DEFAULT") != "DEFAULT"]
+
 
 def flag_name(ctx: typer.Context, param: str) -> str:
     """The option as the user writes it (`--vllm-v0` for the parameter `v0`)."""
@@ -679,6 +1037,7 @@ def flag_name(ctx: typer.Context, param: str) -> str:
         if p.name == param and getattr(p, "opts", None):
             return max(p.opts, key=len)
     return "--" + param.replace("_", "-")
+
 
 def refuse_typed(ctx: typer.Context, params: Iterable[str], applies_to: str) -> None:
     """Raise `KvcalcError` when any of `params` was typed: an option that would be ignored is
@@ -688,6 +1047,7 @@ def refuse_typed(ctx: typer.Context, params: Iterable[str], applies_to: str) -> 
     if given:
         verb = "applies" if len(given) == 1 else "apply"
         raise KvcalcError(f"{', '.join(flag_name(ctx, n) for n in given)} {verb} to {applies_to}")
+
 
 def resolve_count(count: int | None, tp: int, pp: int, dp: int) -> tuple[int, int, int]:
     """(tp, pp, dp) from --count and the layout options: --count alone sets tp; with tp / pp
@@ -701,12 +1061,15 @@ def resolve_count(count: int | None, tp: int, pp: int, dp: int) -> tuple[int, in
         return tp, pp, dp
     if dp == 1 and count % (tp * pp) == 0:
         return tp, pp, count // (tp * pp)
-    raise KvcalcError(f"--count {count} does not equal --tp {tp} x --pp {pp} x --dp {dp}; "
-                      f"give a count that is a multiple of tp x pp")
+    raise KvcalcError(
+        f"--count {count} does not equal --tp {tp} x --pp {pp} x --dp {dp}; give a count that is a multiple of tp x pp"
+    )
+
 
 #: options that mean something only with --gpu: the GPU group's, but --gpu itself (--count is
 #: the layout's: it sets count = tp x pp x dp)
 GPU_ONLY_OPTIONS = tuple(n for n in GpuPlanOptions.option_names() if n != "gpu")
+
 
 def check_gpu_only_options(ctx: typer.Context, gpu: str | None, allowed: tuple[str, ...] = ()) -> None:
     """Raise `KvcalcError` naming --gpu when an option that needs a GPU was typed without one.
@@ -718,23 +1081,52 @@ def check_gpu_only_options(ctx: typer.Context, gpu: str | None, allowed: tuple[s
     given = [n for n in GPU_ONLY_OPTIONS if n not in allowed and n in typed]
     if given:
         opts = ", ".join("--" + n.replace("_", "-") for n in given)
-        raise KvcalcError(f"{opts} {'needs' if len(given) == 1 else 'need'} --gpu (a GPU from `kvcalc gpus`); "
-                          f"without it there is no memory plan or roofline to apply {'it' if len(given) == 1 else 'them'} to")
+        raise KvcalcError(
+            f"{opts} {'needs' if len(given) == 1 else 'need'} --gpu (a GPU from `kvcalc gpus`); "
+            f"without it there is no memory plan or roofline to apply {'it' if len(given) == 1 else 'them'} to"
+        )
 
-def make_layout(tp: int, pp: int, dp: int, weight_dtype: str | None, k_dtype: str | None, v_dtype: str | None,
-                gpu_memory_utilization: float, bw_efficiency: float, flops_efficiency: float,
-                cuda_context: str | None, activation_reserve: str | None):
+
+def make_layout(
+    tp: int,
+    pp: int,
+    dp: int,
+    weight_dtype: str | None,
+    k_dtype: str | None,
+    v_dtype: str | None,
+    gpu_memory_utilization: float,
+    bw_efficiency: float,
+    flops_efficiency: float,
+    cuda_context: str | None,
+    activation_reserve: str | None,
+):
     """A `plan.Layout` from CLI options (sizes parsed with `units.parse_size`: 0, or a size
     with a unit or of at least 1 MiB)."""
     from kvcalc.calc.memory_plan import Layout
     from kvcalc.units import parse_size
 
-    ctx = (DEFAULT_CUDA_CONTEXT_BYTES if cuda_context is None else
-           parse_size(cuda_context, "--cuda-context", allow_zero=True, hint_unit="MiB"))
-    act = None if activation_reserve is None else parse_size(activation_reserve, "--activation-reserve", allow_zero=True)
-    return Layout(tp=tp, pp=pp, dp=dp, weight_dtype=weight_dtype, k_dtype=k_dtype, v_dtype=v_dtype,
-                  gpu_memory_utilization=gpu_memory_utilization, cuda_context_bytes=ctx,
-                  activation_reserve_bytes=act, bw_efficiency=bw_efficiency, flops_efficiency=flops_efficiency)
+    ctx = (
+        DEFAULT_CUDA_CONTEXT_BYTES
+        if cuda_context is None
+        else parse_size(cuda_context, "--cuda-context", allow_zero=True, hint_unit="MiB")
+    )
+    act = (
+        None if activation_reserve is None else parse_size(activation_reserve, "--activation-reserve", allow_zero=True)
+    )
+    return Layout(
+        tp=tp,
+        pp=pp,
+        dp=dp,
+        weight_dtype=weight_dtype,
+        k_dtype=k_dtype,
+        v_dtype=v_dtype,
+        gpu_memory_utilization=gpu_memory_utilization,
+        cuda_context_bytes=ctx,
+        activation_reserve_bytes=act,
+        bw_efficiency=bw_efficiency,
+        flops_efficiency=flops_efficiency,
+    )
+
 
 def _split(text: str | None) -> list[float] | None:
     """--tensor-split as shares (`63,37` or `63/37`); raises `KvcalcError` for a share that is
@@ -748,8 +1140,7 @@ def _split(text: str | None) -> list[float] | None:
     except ValueError:
         raise KvcalcError(f"--tensor-split: '{text}' is not a list of numbers (write 63,37)") from None
     if not all(math.isfinite(x) and x >= 0 for x in shares):
-        raise KvcalcError("every share must be a finite number >= 0 (write 63,37)", option="--tensor-split",
-                          value=text)
+        raise KvcalcError("every share must be a finite number >= 0 (write 63,37)", option="--tensor-split", value=text)
     return shares
 
 
@@ -763,11 +1154,35 @@ class SpeculativeOptions(OptionGroup):
 
     panel: ClassVar[Optional[str]] = "Speculative decoding"
 
-    speculative_config: Annotated[Optional[str], typer.Option("--speculative-config", "-sc", help="vLLM's speculative config as JSON: method (mtp, eagle, eagle3, draft_model, ngram), num_speculative_tokens, model (the draft). Needs --gpu.")] = None
-    speculative_algorithm: Annotated[Optional[str], typer.Option("--speculative-algorithm", help="SGLang: NEXTN (MTP), EAGLE, EAGLE3, STANDALONE, NGRAM.")] = None
-    speculative_num_steps: Annotated[Optional[int], typer.Option("--speculative-num-steps", help="SGLang: draft steps (tokens proposed per verify step).")] = None
-    speculative_draft_model_path: Annotated[Optional[str], typer.Option("--speculative-draft-model-path", help="SGLang: the draft model (a bundled name, config file or Hub id).")] = None
-    accepted_len: Annotated[Optional[float], typer.Option("--accepted-len", help="Mean tokens one verify step emits (bonus token included, 1..k+1): your measured figure; TPOT needs it.")] = None
+    speculative_config: Annotated[
+        Optional[str],
+        typer.Option(
+            "--speculative-config",
+            "-sc",
+            help="vLLM's speculative config as JSON: method (mtp, eagle, eagle3, draft_model, ngram), num_speculative_tokens, model (the draft). Needs --gpu.",
+        ),
+    ] = None
+    speculative_algorithm: Annotated[
+        Optional[str],
+        typer.Option("--speculative-algorithm", help="SGLang: NEXTN (MTP), EAGLE, EAGLE3, STANDALONE, NGRAM."),
+    ] = None
+    speculative_num_steps: Annotated[
+        Optional[int],
+        typer.Option("--speculative-num-steps", help="SGLang: draft steps (tokens proposed per verify step)."),
+    ] = None
+    speculative_draft_model_path: Annotated[
+        Optional[str],
+        typer.Option(
+            "--speculative-draft-model-path", help="SGLang: the draft model (a bundled name, config file or Hub id)."
+        ),
+    ] = None
+    accepted_len: Annotated[
+        Optional[float],
+        typer.Option(
+            "--accepted-len",
+            help="Mean tokens one verify step emits (bonus token included, 1..k+1): your measured figure; TPOT needs it.",
+        ),
+    ] = None
 
     def resolve(self, load: Any) -> Any:
         """A `calc.speculative.SpecDecode`, or None without a speculative option; `load(ref)`
@@ -777,8 +1192,9 @@ class SpeculativeOptions(OptionGroup):
 
         if self.speculative_config is None and self.speculative_algorithm is None:
             if self.accepted_len is not None:
-                raise KvcalcError("--accepted-len needs --speculative-config (or --speculative-algorithm)",
-                                  option="--accepted-len")
+                raise KvcalcError(
+                    "--accepted-len needs --speculative-config (or --speculative-algorithm)", option="--accepted-len"
+                )
             return None
         if self.speculative_config is not None:
             import json
@@ -787,23 +1203,31 @@ class SpeculativeOptions(OptionGroup):
                 cfg = json.loads(self.speculative_config)
                 method, k = str(cfg["method"]), int(cfg["num_speculative_tokens"])
             except (ValueError, KeyError, TypeError) as e:
-                raise KvcalcError(f"--speculative-config must be JSON with method and num_speculative_tokens ({e})",
-                                  option="--speculative-config", value=self.speculative_config) from None
+                raise KvcalcError(
+                    f"--speculative-config must be JSON with method and num_speculative_tokens ({e})",
+                    option="--speculative-config",
+                    value=self.speculative_config,
+                ) from None
             ref = cfg.get("model")
         else:
             algo = (self.speculative_algorithm or "").upper()
             if algo not in _FROM_SGLANG:
-                raise KvcalcError(f"--speculative-algorithm {self.speculative_algorithm}: one of "
-                                  f"{', '.join(_FROM_SGLANG)}", option="--speculative-algorithm",
-                                  value=self.speculative_algorithm)
+                raise KvcalcError(
+                    f"--speculative-algorithm {self.speculative_algorithm}: one of {', '.join(_FROM_SGLANG)}",
+                    option="--speculative-algorithm",
+                    value=self.speculative_algorithm,
+                )
             if self.speculative_num_steps is None:
-                raise KvcalcError("--speculative-algorithm needs --speculative-num-steps", option="--speculative-num-steps")
+                raise KvcalcError(
+                    "--speculative-algorithm needs --speculative-num-steps", option="--speculative-num-steps"
+                )
             method, k, ref = _FROM_SGLANG[algo], self.speculative_num_steps, self.speculative_draft_model_path
         from kvcalc.calc.speculative import SpecDecode
 
         draft = load(ref) if ref else None
-        return SpecDecode(method=method, num_speculative_tokens=k, accepted=self.accepted_len, draft=draft,
-                          draft_ref=ref)
+        return SpecDecode(
+            method=method, num_speculative_tokens=k, accepted=self.accepted_len, draft=draft, draft_ref=ref
+        )
 
 
 # ----- KV memory and the tier below the GPU (`kvcalc capacity`) ---------------------------
@@ -814,22 +1238,105 @@ class KvMemoryOptions(OptionGroup):
     the host that holds it, and a prefix the requests share (see the module docstring)."""
 
     panel: ClassVar[Optional[str]] = "KV memory, offload tiers and shared prefixes"
-    kv_memory: Annotated[Optional[str], typer.Option("--kv-memory", "-m", help="KV memory per GPU rank: 6.51GiB, 80GB or bytes (vLLM: 'Available KV cache memory'; SGLang: the static pool budget).")] = None
-    kv_offloading_size: Annotated[Optional[str], typer.Option("--kv-offloading-size", help="vLLM: CPU offload buffer in GiB (2^30 B) for ALL tensor-parallel ranks together, as vLLM reads it (100 = 100 GiB; '100GB' is refused with the GiB figure to pass).")] = None
-    kv_offloading_backend: Annotated[str, typer.Option("--kv-offloading-backend", help="vLLM: native (CPU offload in vLLM) or lmcache (vLLM 0.33 starts LMCache's multi-process connector; size it with --lmcache-l1-size).")] = "native"
-    blocks_per_chunk: Annotated[int, typer.Option("--offload-blocks-per-chunk", help="vLLM native offload: GPU blocks per CPU chunk (kv_connector_extra_config blocks_per_chunk).")] = 1
-    lmcache_cpu_size: Annotated[Optional[str], typer.Option("--lmcache-cpu-size", help="LMCache in-process connector: LMCACHE_MAX_LOCAL_CPU_SIZE, GiB per tensor-parallel worker (LMCache logs it as 'GB').")] = None
-    lmcache_l1_size: Annotated[Optional[str], typer.Option("--lmcache-l1-size", help="LMCache multi-process server: --l1-size-gb, GiB, one server per node.")] = None
-    hicache_ratio: Annotated[Optional[float], typer.Option("--hicache-ratio", help="SGLang HiCache: host pool tokens per device pool token, per rank (SGLang's default 2.0, cut to fit the host when --host-memory is given).")] = None
-    hicache_size: Annotated[Optional[str], typer.Option("--hicache-size", help="SGLang HiCache: host pool per rank in GB (10^9 B), a whole number; overrides --hicache-ratio.")] = None
-    hicache_host_memory_fraction: Annotated[Optional[float], typer.Option("--hicache-host-memory-fraction", help="SGLang HiCache: share of the host (after a 10 GiB reserve) the pools may take when neither ratio nor size is given (default 0.8).")] = None
-    hierarchical_cache: Annotated[bool, typer.Option("--enable-hierarchical-cache", help="SGLang HiCache with its defaults (ratio 2.0, cut to fit the host when --host-memory is given); implied by the --hicache-* options.")] = False
-    no_kv_offload: Annotated[bool, typer.Option("--no-kv-offload", "-nkvo", help="llama.cpp: keep the KV cache in host memory.")] = False
-    host_memory: Annotated[Optional[str], typer.Option("--host-memory", help="Host memory per node (2TB, 1.5TiB): pinned offload buffers are checked against it and refused when they exceed it.")] = None
-    gpus_per_node: Annotated[int, typer.Option("--gpus-per-node", help="GPUs (ranks) per node, for host bytes per node.")] = 8
-    shared_prefix: Annotated[Optional[str], typer.Option("--shared-prefix", help="Tokens every request shares (a system prompt, 12k): reusable whole blocks, footprint, concurrency, prefill saved.")] = None
-    prefix_hit_rate: Annotated[float, typer.Option("--prefix-hit-rate", help="Share of requests that find the shared prefix cached (prefill saved).")] = 1.0
-    link: Annotated[Optional[str], typer.Option("--link", help="Links to time a prefix load over (comma list of kvcalc/data/links.yaml keys: pcie5-x16, nvlink-c2c, nvme-gen5, rdma-400g ...). Default: every host, storage and network link. Needs --gpu (the prefill model).")] = None
+    kv_memory: Annotated[
+        Optional[str],
+        typer.Option(
+            "--kv-memory",
+            "-m",
+            help="KV memory per GPU rank: 6.51GiB, 80GB or bytes (vLLM: 'Available KV cache memory'; SGLang: the static pool budget).",
+        ),
+    ] = None
+    kv_offloading_size: Annotated[
+        Optional[str],
+        typer.Option(
+            "--kv-offloading-size",
+            help="vLLM: CPU offload buffer in GiB (2^30 B) for ALL tensor-parallel ranks together, as vLLM reads it (100 = 100 GiB; '100GB' is refused with the GiB figure to pass).",
+        ),
+    ] = None
+    kv_offloading_backend: Annotated[
+        str,
+        typer.Option(
+            "--kv-offloading-backend",
+            help="vLLM: native (CPU offload in vLLM) or lmcache (vLLM 0.33 starts LMCache's multi-process connector; size it with --lmcache-l1-size).",
+        ),
+    ] = "native"
+    blocks_per_chunk: Annotated[
+        int,
+        typer.Option(
+            "--offload-blocks-per-chunk",
+            help="vLLM native offload: GPU blocks per CPU chunk (kv_connector_extra_config blocks_per_chunk).",
+        ),
+    ] = 1
+    lmcache_cpu_size: Annotated[
+        Optional[str],
+        typer.Option(
+            "--lmcache-cpu-size",
+            help="LMCache in-process connector: LMCACHE_MAX_LOCAL_CPU_SIZE, GiB per tensor-parallel worker (LMCache logs it as 'GB').",
+        ),
+    ] = None
+    lmcache_l1_size: Annotated[
+        Optional[str],
+        typer.Option("--lmcache-l1-size", help="LMCache multi-process server: --l1-size-gb, GiB, one server per node."),
+    ] = None
+    hicache_ratio: Annotated[
+        Optional[float],
+        typer.Option(
+            "--hicache-ratio",
+            help="SGLang HiCache: host pool tokens per device pool token, per rank (SGLang's default 2.0, cut to fit the host when --host-memory is given).",
+        ),
+    ] = None
+    hicache_size: Annotated[
+        Optional[str],
+        typer.Option(
+            "--hicache-size",
+            help="SGLang HiCache: host pool per rank in GB (10^9 B), a whole number; overrides --hicache-ratio.",
+        ),
+    ] = None
+    hicache_host_memory_fraction: Annotated[
+        Optional[float],
+        typer.Option(
+            "--hicache-host-memory-fraction",
+            help="SGLang HiCache: share of the host (after a 10 GiB reserve) the pools may take when neither ratio nor size is given (default 0.8).",
+        ),
+    ] = None
+    hierarchical_cache: Annotated[
+        bool,
+        typer.Option(
+            "--enable-hierarchical-cache",
+            help="SGLang HiCache with its defaults (ratio 2.0, cut to fit the host when --host-memory is given); implied by the --hicache-* options.",
+        ),
+    ] = False
+    no_kv_offload: Annotated[
+        bool, typer.Option("--no-kv-offload", "-nkvo", help="llama.cpp: keep the KV cache in host memory.")
+    ] = False
+    host_memory: Annotated[
+        Optional[str],
+        typer.Option(
+            "--host-memory",
+            help="Host memory per node (2TB, 1.5TiB): pinned offload buffers are checked against it and refused when they exceed it.",
+        ),
+    ] = None
+    gpus_per_node: Annotated[
+        int, typer.Option("--gpus-per-node", help="GPUs (ranks) per node, for host bytes per node.")
+    ] = 8
+    shared_prefix: Annotated[
+        Optional[str],
+        typer.Option(
+            "--shared-prefix",
+            help="Tokens every request shares (a system prompt, 12k): reusable whole blocks, footprint, concurrency, prefill saved.",
+        ),
+    ] = None
+    prefix_hit_rate: Annotated[
+        float,
+        typer.Option("--prefix-hit-rate", help="Share of requests that find the shared prefix cached (prefill saved)."),
+    ] = 1.0
+    link: Annotated[
+        Optional[str],
+        typer.Option(
+            "--link",
+            help="Links to time a prefix load over (comma list of kvcalc/data/links.yaml keys: pcie5-x16, nvlink-c2c, nvme-gen5, rdma-400g ...). Default: every host, storage and network link. Needs --gpu (the prefill model).",
+        ),
+    ] = None
 
     def settings(self) -> Any:
         """The `engines.offload_rules.OffloadSettings` of these options (--host-memory, --shared-prefix
@@ -841,12 +1348,18 @@ class KvMemoryOptions(OptionGroup):
         check_positive(gpus_per_node=self.gpus_per_node, blocks_per_chunk=self.blocks_per_chunk)
         host = parse_size(self.host_memory, "--host-memory") if self.host_memory else None
         prefix = parse_count(self.shared_prefix, "--shared-prefix") if self.shared_prefix is not None else 0
-        return OffloadSettings(kv_offloading_size=self.kv_offloading_size,
-                               kv_offloading_backend=self.kv_offloading_backend.strip().lower(),
-                               blocks_per_chunk=self.blocks_per_chunk, lmcache_cpu_size=self.lmcache_cpu_size,
-                               lmcache_l1_size=self.lmcache_l1_size, hicache_ratio=self.hicache_ratio,
-                               hicache_size=self.hicache_size,
-                               hicache_host_memory_fraction=self.hicache_host_memory_fraction,
-                               hierarchical_cache=self.hierarchical_cache, no_kv_offload=self.no_kv_offload,
-                               host_memory_bytes=host,
-                               gpus_per_node=self.gpus_per_node, shared_prefix_tokens=prefix)
+        return OffloadSettings(
+            kv_offloading_size=self.kv_offloading_size,
+            kv_offloading_backend=self.kv_offloading_backend.strip().lower(),
+            blocks_per_chunk=self.blocks_per_chunk,
+            lmcache_cpu_size=self.lmcache_cpu_size,
+            lmcache_l1_size=self.lmcache_l1_size,
+            hicache_ratio=self.hicache_ratio,
+            hicache_size=self.hicache_size,
+            hicache_host_memory_fraction=self.hicache_host_memory_fraction,
+            hierarchical_cache=self.hierarchical_cache,
+            no_kv_offload=self.no_kv_offload,
+            host_memory_bytes=host,
+            gpus_per_node=self.gpus_per_node,
+            shared_prefix_tokens=prefix,
+        )

@@ -48,6 +48,7 @@ def console(**kwargs: Any) -> Any:
 def _err_console():
     return console(stderr=True, highlight=False, soft_wrap=True)
 
+
 def fail(message: str, code: int = 2) -> None:
     """Print each line of `message` in red on stderr and exit with `code`."""
     from rich.markup import escape
@@ -76,11 +77,14 @@ def message_lines(message: Any) -> list[str]:
     from kvcalc.text import cut, escape_controls
 
     lines = str(message).replace("\r\n", "\n").split("\n")
-    out = [cut(escape_controls(line[:MESSAGE_LINE_CHARS * 8], keep="\t"), MESSAGE_LINE_CHARS)
-           for line in lines[:MESSAGE_LINES]]
+    out = [
+        cut(escape_controls(line[: MESSAGE_LINE_CHARS * 8], keep="\t"), MESSAGE_LINE_CHARS)
+        for line in lines[:MESSAGE_LINES]
+    ]
     if len(lines) > MESSAGE_LINES:
         out.append(f"and {len(lines) - MESSAGE_LINES:,} more lines")
     return out
+
 
 def _run_warned(fn: Callable[..., Any], args: tuple, kwargs: dict) -> Any:
     """Call fn; print each `KvcalcWarning` it raised as one yellow `warning:` line on stderr
@@ -104,6 +108,7 @@ def _run_warned(fn: Callable[..., Any], args: tuple, kwargs: dict) -> Any:
             else:
                 warnings.showwarning(w.message, w.category, w.filename, w.lineno)
 
+
 def resume_collector() -> None:
     """Turn the cyclic garbage collector back on when `app.main` paused it for start-up (and
     only then), after `gc.freeze()`: what start-up made (modules, classes, the parsed command)
@@ -115,6 +120,7 @@ def resume_collector() -> None:
         _STATE["collector_paused"] = False
         gc.freeze()
         gc.enable()
+
 
 def handle_errors(fn: Callable[..., Any]) -> Callable[..., Any]:
     """Run a command; turn `KvcalcError` into one red line per problem and exit 2, and any
@@ -138,6 +144,7 @@ def handle_errors(fn: Callable[..., Any]) -> Callable[..., Any]:
 
     return wrapper
 
+
 def echo(obj: Any) -> None:
     """Print a rich renderable, or plain text as is (machine formats must not be wrapped)."""
     if isinstance(obj, str):
@@ -149,6 +156,7 @@ def echo(obj: Any) -> None:
         # tables style their cells with rich Text, never markup.
         console(highlight=False, markup=False).print(obj)
 
+
 def check_format(fmt: str) -> None:
     """Raise KvcalcError for an unknown --format."""
     from kvcalc import report
@@ -156,12 +164,14 @@ def check_format(fmt: str) -> None:
     if fmt not in report.OUTPUT_FORMATS:
         raise KvcalcError(f"--format: unknown format '{fmt}'; use one of {', '.join(report.OUTPUT_FORMATS)}")
 
+
 def emit(result: Any, fmt: str, table: Callable[[], Any]) -> None:
     """Print `result` as `fmt`; `table` builds the rich table lazily."""
     from kvcalc import report
 
     check_format(fmt)
     echo(table() if fmt == "table" else report.machine(result, fmt))
+
 
 def emit_parts(parts: list[tuple[Any, Callable[[], Any]]], fmt: str) -> None:
     """Print several results as one: machine formats merge their keys into one object (the
@@ -178,6 +188,7 @@ def emit_parts(parts: list[tuple[Any, Callable[[], Any]]], fmt: str) -> None:
         merged.update(result.model_dump(mode="json"))
     echo(report.machine(merged, fmt))
 
+
 def show_result(res: Any, title: str) -> str:
     """Print the table, then the engine's log lines as plain text (never wrapped or cropped, so
     they diff against the engine's log); returns '' for callers that echo a result."""
@@ -190,8 +201,13 @@ def show_result(res: Any, title: str) -> str:
             echo(line)  # control characters escaped (a model name from a file)
     return ""
 
-_KINDS = {stat.S_IFIFO: "a FIFO (named pipe)", stat.S_IFCHR: "a character device", stat.S_IFBLK: "a block device",
-          stat.S_IFSOCK: "a socket"}
+
+_KINDS = {
+    stat.S_IFIFO: "a FIFO (named pipe)",
+    stat.S_IFCHR: "a character device",
+    stat.S_IFBLK: "a block device",
+    stat.S_IFSOCK: "a socket",
+}
 
 
 def check_target(path: str | Path, option: str, *, force: bool = False) -> Path:
@@ -224,13 +240,16 @@ def check_target(path: str | Path, option: str, *, force: bool = False) -> Path:
         raise refuse(f"cannot write: {e.strerror}") from None
     if st is not None:
         if stat.S_ISLNK(st.st_mode):
-            raise refuse("is a symbolic link; kvcalc neither writes through a link nor replaces one "
-                         "(give the path of the file itself)")
+            raise refuse(
+                "is a symbolic link; kvcalc neither writes through a link nor replaces one "
+                "(give the path of the file itself)"
+            )
         if stat.S_ISDIR(st.st_mode):
             raise refuse("is a folder; give a file name")
         if not stat.S_ISREG(st.st_mode):
-            raise refuse(f"is {_KINDS.get(stat.S_IFMT(st.st_mode), 'not a regular file')}; kvcalc writes only "
-                         "regular files")
+            raise refuse(
+                f"is {_KINDS.get(stat.S_IFMT(st.st_mode), 'not a regular file')}; kvcalc writes only regular files"
+            )
         if not force:
             raise refuse("the file exists; add --force to overwrite it")
     folder = p.parent
@@ -390,8 +409,10 @@ def usage_error_lines(err: Any, command_path: str | None = None) -> list[str]:
             message = f"no such option: {typed}"
             kv = _option_of(getattr(ctx, "command", None), ("kv_dtype", "kv_dtypes"))
             if typed in ("-ctk", "-ctv") and kv:
-                message += (f"; `kvcalc {ctx.info_name}` sets K and V together with {kv} "
-                            "(-ctk / -ctv are on estimate and capacity)")
+                message += (
+                    f"; `kvcalc {ctx.info_name}` sets K and V together with {kv} "
+                    "(-ctk / -ctv are on estimate and capacity)"
+                )
         elif hint:  # in place of click's "(Possible options: --batch-size, ...)"
             message = f"no such option: {opt}; {hint}"
     return [(message[:1].lower() + message[1:]).rstrip(".")]
@@ -451,8 +472,11 @@ def count_option_hint(opt: str, ctx: Any) -> str | None:
     seqs = None if group else _option_of(command, SEQUENCES_PARAMS)
     context = None if group else _option_of(command, CONTEXT_PARAMS)
     context_from, seqs_from = NO_COUNT_OPTIONS.get(name, (None, None))
-    seqs_words = (f"the number of sequences is {seqs}" if seqs else
-                  f"`kvcalc {name}` takes no number of sequences" + (f" ({seqs_from})" if seqs_from else ""))
+    seqs_words = (
+        f"the number of sequences is {seqs}"
+        if seqs
+        else f"`kvcalc {name}` takes no number of sequences" + (f" ({seqs_from})" if seqs_from else "")
+    )
     if opt in LLAMACPP_SHORT_OPTIONS or opt in LLAMACPP_LONG_OPTIONS:
         if opt in LLAMACPP_SHORT_OPTIONS:
             short, said = opt, f"{opt} is {LLAMACPP_SHORT_OPTIONS[opt]}"
@@ -464,8 +488,7 @@ def count_option_hint(opt: str, ctx: Any) -> str | None:
         if short == "-c":  # n_ctx: meant as a context length, or taken for a count (`plan -c 64`)
             if context:
                 return f"{said}; a context length is {context}, " + seqs_words.replace(" is ", " ", 1)
-            return (f"{said}; `kvcalc {name}` takes no context length"
-                    + (f" ({context_from})" if context_from else ""))
+            return f"{said}; `kvcalc {name}` takes no context length" + (f" ({context_from})" if context_from else "")
         return f"{said}; {seqs_words}"
     if opt in ("--batch", "--concurrency") and not group:
         if not seqs:
@@ -483,8 +506,8 @@ def contradicting_options(command: Any, args: list[str]) -> str | None:
     takes a value is that value (`--model-name -no-kvu` sets a name), `--opt=value` and `-s8k`
     carry their own, and nothing after `--` is an option. (An option given two values keeps
     click's rule, the last one wins: a pasted launch line may be followed by an override.)"""
-    pairs: dict[str, tuple[str, bool]] = {}   # token -> (parameter, on / off), for flag pairs
-    takes_value: set[str] = set()             # the names of options that take a value
+    pairs: dict[str, tuple[str, bool]] = {}  # token -> (parameter, on / off), for flag pairs
+    takes_value: set[str] = set()  # the names of options that take a value
     for p in getattr(command, "params", ()):
         if getattr(p, "param_type_name", "") != "option":
             continue

@@ -36,8 +36,16 @@ KNOBS = ("gpu_memory_utilization", "bw_efficiency", "flops_efficiency", "cuda_co
 #: launch line then states (`vllm.plan.launch_block_size`, `launch_flags`). SGLang's and
 #: llama.cpp's options are not taken: plan sizes those engines by the exact formula
 #: (`EngineProfile.plan_engine_kv` is None), so --page-size or --llamacpp-version would change nothing.
-VLLM_PLAN_FLAGS = ("vllm_version", "v0", "block_size", "attention_backend", "disable_hybrid",
-                   "max_num_batched_tokens", "async_scheduling", "prefix_caching")
+VLLM_PLAN_FLAGS = (
+    "vllm_version",
+    "v0",
+    "block_size",
+    "attention_backend",
+    "disable_hybrid",
+    "max_num_batched_tokens",
+    "async_scheduling",
+    "prefix_caching",
+)
 
 
 @handle_errors
@@ -46,25 +54,105 @@ def plan(
     ctx: typer.Context,
     model: ModelArg,
     seq_len: SeqLenOpt = None,
-    concurrency: Annotated[int, typer.Option("--concurrency", "--max-num-seqs", "--max-running-requests", help="Sequences served at once, all at --seq-len (vLLM --max-num-seqs, SGLang --max-running-requests; not -c: llama.cpp's --ctx-size).")] = 1,
-    max_tpot_ms: Annotated[Optional[float], typer.Option("--max-tpot-ms", help="Target: the slowest time per output token, ms.")] = None,
-    min_tokens_per_s: Annotated[Optional[float], typer.Option("--min-tokens-per-s", help="Target: the least total output tokens/s.")] = None,
-    max_ttft_s: Annotated[Optional[float], typer.Option("--max-ttft-s", help="Target: the slowest first token of one --seq-len prompt, s.")] = None,
-    gpus: Annotated[Optional[str], typer.Option("--gpu", help="GPUs to search: h100-sxm,h200,l40s (default all; a+b: a fixed set of devices, llama.cpp).")] = None,
-    max_gpus: Annotated[int, typer.Option("--max-gpus", help="Most GPUs in a layout; above --gpus-per-node, whole nodes (pipeline stages or replicas across nodes, TP inside one).")] = 32,
-    gpus_per_node: Annotated[int, typer.Option("--gpus-per-node", help="GPUs in one node (TP stays inside a node).")] = 8,
-    engine: Annotated[str, typer.Option("--engine", "-e", help="vllm, sglang, llamacpp (layers split over one node's devices) or ideal (no launch line).")] = "vllm",
-    kv_dtypes: Annotated[Optional[str], typer.Option("--kv-dtype", "--kv-cache-dtype", callback=auto_is_default, help="KV formats to choose from, a comma list (vLLM / SGLang --kv-cache-dtype; default, or auto: the model's dtype, then fp8 where the GPU has it; llama.cpp f16,q8_0).")] = None,
-    weight_dtypes: Annotated[Optional[str], typer.Option("--weight-dtype", "--quantization", help="Weight formats to choose from, a comma list (vLLM / SGLang --quantization fp8; default: the checkpoint's, then fp8 where the GPU has it; llama.cpp q8_0).")] = None,
-    prices: Annotated[Optional[str], typer.Option("--prices", help="YAML of gpu: dollars per GPU-hour (your figures); ranks by cost after the GPU count.")] = None,
+    concurrency: Annotated[
+        int,
+        typer.Option(
+            "--concurrency",
+            "--max-num-seqs",
+            "--max-running-requests",
+            help="Sequences served at once, all at --seq-len (vLLM --max-num-seqs, SGLang --max-running-requests; not -c: llama.cpp's --ctx-size).",
+        ),
+    ] = 1,
+    max_tpot_ms: Annotated[
+        Optional[float], typer.Option("--max-tpot-ms", help="Target: the slowest time per output token, ms.")
+    ] = None,
+    min_tokens_per_s: Annotated[
+        Optional[float], typer.Option("--min-tokens-per-s", help="Target: the least total output tokens/s.")
+    ] = None,
+    max_ttft_s: Annotated[
+        Optional[float],
+        typer.Option("--max-ttft-s", help="Target: the slowest first token of one --seq-len prompt, s."),
+    ] = None,
+    gpus: Annotated[
+        Optional[str],
+        typer.Option(
+            "--gpu", help="GPUs to search: h100-sxm,h200,l40s (default all; a+b: a fixed set of devices, llama.cpp)."
+        ),
+    ] = None,
+    max_gpus: Annotated[
+        int,
+        typer.Option(
+            "--max-gpus",
+            help="Most GPUs in a layout; above --gpus-per-node, whole nodes (pipeline stages or replicas across nodes, TP inside one).",
+        ),
+    ] = 32,
+    gpus_per_node: Annotated[
+        int, typer.Option("--gpus-per-node", help="GPUs in one node (TP stays inside a node).")
+    ] = 8,
+    engine: Annotated[
+        str,
+        typer.Option(
+            "--engine",
+            "-e",
+            help="vllm, sglang, llamacpp (layers split over one node's devices) or ideal (no launch line).",
+        ),
+    ] = "vllm",
+    kv_dtypes: Annotated[
+        Optional[str],
+        typer.Option(
+            "--kv-dtype",
+            "--kv-cache-dtype",
+            callback=auto_is_default,
+            help="KV formats to choose from, a comma list (vLLM / SGLang --kv-cache-dtype; default, or auto: the model's dtype, then fp8 where the GPU has it; llama.cpp f16,q8_0).",
+        ),
+    ] = None,
+    weight_dtypes: Annotated[
+        Optional[str],
+        typer.Option(
+            "--weight-dtype",
+            "--quantization",
+            help="Weight formats to choose from, a comma list (vLLM / SGLang --quantization fp8; default: the checkpoint's, then fp8 where the GPU has it; llama.cpp q8_0).",
+        ),
+    ] = None,
+    prices: Annotated[
+        Optional[str],
+        typer.Option(
+            "--prices", help="YAML of gpu: dollars per GPU-hour (your figures); ranks by cost after the GPU count."
+        ),
+    ] = None,
     top: Annotated[int, typer.Option("--top", help="Layouts shown.")] = 10,
     why_not: Annotated[int, typer.Option("--why-not", help="Nearest misses explained when nothing qualifies.")] = 5,
-    write_deployment: Annotated[Optional[str], typer.Option("--write-deployment", help="Write the top layout as a deployment YAML for `kvcalc check` (an existing file only with --force).")] = None,
+    write_deployment: Annotated[
+        Optional[str],
+        typer.Option(
+            "--write-deployment",
+            help="Write the top layout as a deployment YAML for `kvcalc check` (an existing file only with --force).",
+        ),
+    ] = None,
     force: Annotated[bool, typer.Option("--force", help="Overwrite the --write-deployment file.")] = False,
     knobs: Annotated[GpuPlanOptions, only(*KNOBS)] = GpuPlanOptions(),
-    vllm: Annotated[VllmFlags, only(*VLLM_PLAN_FLAGS, attention_backend="vLLM attention backend (VLLM_ATTENTION_BACKEND): FLASHMLA, CUTLASS_MLA, FLASHINFER_MLA, TRITON_MLA set an MLA model's block size. Default: each planned GPU's own.")] = VllmFlags(),
-    speculative_config: Annotated[Optional[str], typer.Option("--speculative-config", "-sc", help="vLLM's speculative config as JSON (method mtp, eagle, eagle3, draft_model, ngram; num_speculative_tokens; model): the launch lines carry it (vLLM --speculative-config, SGLang --speculative-algorithm ...); its memory and TPOT: `kvcalc estimate --speculative-config ... --gpu G`.")] = None,
-    calibration: Annotated[Optional[str], typer.Option("--calibration", help="A calibration file from `kvcalc measure --calibrate`: time the layouts with the speed model (the engine's per-step floor, all-reduce latency, format efficiency) and the file's measured figures on its GPU. Without it, the bare roofline.")] = None,
+    vllm: Annotated[
+        VllmFlags,
+        only(
+            *VLLM_PLAN_FLAGS,
+            attention_backend="vLLM attention backend (VLLM_ATTENTION_BACKEND): FLASHMLA, CUTLASS_MLA, FLASHINFER_MLA, TRITON_MLA set an MLA model's block size. Default: each planned GPU's own.",
+        ),
+    ] = VllmFlags(),
+    speculative_config: Annotated[
+        Optional[str],
+        typer.Option(
+            "--speculative-config",
+            "-sc",
+            help="vLLM's speculative config as JSON (method mtp, eagle, eagle3, draft_model, ngram; num_speculative_tokens; model): the launch lines carry it (vLLM --speculative-config, SGLang --speculative-algorithm ...); its memory and TPOT: `kvcalc estimate --speculative-config ... --gpu G`.",
+        ),
+    ] = None,
+    calibration: Annotated[
+        Optional[str],
+        typer.Option(
+            "--calibration",
+            help="A calibration file from `kvcalc measure --calibrate`: time the layouts with the speed model (the engine's per-step floor, all-reduce latency, format efficiency) and the file's measured figures on its GPU. Without it, the bare roofline.",
+        ),
+    ] = None,
     revision: RevisionOpt = None,
     trust_plain_decoder: TrustPlainOpt = False,
     fmt: Annotated[str, typer.Option("--format", "-f", help="table, json, yaml or markdown.")] = "table",
@@ -86,11 +174,27 @@ def plan(
     options = engine_options(engine, (vllm,))  # each GPU's compute capability and vendor replace these
     spec, sd = load_model(model, revision, trust_plain_decoder=trust_plain_decoder), _speculative(speculative_config)
     with naming_model_file(model):  # a YAML or config.json that cannot size the weights is named
-        req = PlanRequest.build(spec, seq_len=seq_len, concurrency=concurrency, gpus=gpus, max_gpus=max_gpus,
-                                engine=engine, kv_dtypes=kv_dtypes, weight_dtypes=weight_dtypes, max_tpot_ms=max_tpot_ms,
-                                min_tokens_per_s=min_tokens_per_s, max_ttft_s=max_ttft_s, prices=prices,
-                                knobs=knobs.layout(), top=top, why_not=why_not, gpus_per_node=gpus_per_node,
-                                engine_options=options, calibration=_calibration(calibration), speculative=sd)
+        req = PlanRequest.build(
+            spec,
+            seq_len=seq_len,
+            concurrency=concurrency,
+            gpus=gpus,
+            max_gpus=max_gpus,
+            engine=engine,
+            kv_dtypes=kv_dtypes,
+            weight_dtypes=weight_dtypes,
+            max_tpot_ms=max_tpot_ms,
+            min_tokens_per_s=min_tokens_per_s,
+            max_ttft_s=max_ttft_s,
+            prices=prices,
+            knobs=knobs.layout(),
+            top=top,
+            why_not=why_not,
+            gpus_per_node=gpus_per_node,
+            engine_options=options,
+            calibration=_calibration(calibration),
+            speculative=sd,
+        )
         res = run_plan(req)
     if write_deployment is not None and res.layouts:
         text = deployment_text(res, res.layouts[0], model, req)
@@ -157,19 +261,29 @@ def deployment_text(res: Any, layout: Any, model_arg: str, req: Any) -> str:
     data: dict[str, Any] = {
         "name": f"{res.model}-{layout.count}x{layout.devices[0]}",
         "description": f"kvcalc plan: {res.concurrency} x {res.seq_len:,} tokens on {res.engine}",
-        "model": model_ref, "gpu": layout.devices[0], "count": layout.count, "tp": layout.tp, "pp": layout.pp,
-        "kv_dtype": layout.kv_dtype}
+        "model": model_ref,
+        "gpu": layout.devices[0],
+        "count": layout.count,
+        "tp": layout.tp,
+        "pp": layout.pp,
+        "kv_dtype": layout.kv_dtype,
+    }
     # attention DP / EP (`calc.parallel`)
     data |= {"dp_attention": layout.dp_attention, "ep": layout.ep} if layout.dp_attention * layout.ep > 1 else {}
     if " + " not in layout.weight_dtype:
         data["weight_dtype"] = layout.weight_dtype
-    data |= {"max_seq_len": res.seq_len, "concurrency": res.concurrency,
-             "gpu_memory_utilization": req.search.knobs.gpu_memory_utilization, "engine": res.engine}
+    data |= {
+        "max_seq_len": res.seq_len,
+        "concurrency": res.concurrency,
+        "gpu_memory_utilization": req.search.knobs.gpu_memory_utilization,
+        "engine": res.engine,
+    }
     options = recorded_options(req.options)
     if options:
         data["engine_options"] = options
-    targets = {k: v for k, v in (("max_tpot_ms", res.max_tpot_ms), ("min_tokens_per_s", res.min_tokens_per_s))
-               if v is not None}
+    targets = {
+        k: v for k, v in (("max_tpot_ms", res.max_tpot_ms), ("min_tokens_per_s", res.min_tokens_per_s)) if v is not None
+    }
     if targets:
         data["targets"] = targets
     dep = Deployment.model_validate(data)
@@ -177,22 +291,30 @@ def deployment_text(res: Any, layout: Any, model_arg: str, req: Any) -> str:
     engine, engine_kv = engine_kv_of(dep, spec)  # as `kvcalc check` will read the file (issue 23 friction 1)
     row = check(dep, spec, get_gpu(layout.devices[0]), file="plan", engine_kv=engine_kv, engine=engine)
     if row.status != "ok":
-        raise KvcalcError(f"--write-deployment: kvcalc check would not pass this layout ({'; '.join(row.problems)}); "
-                          "not written")
+        raise KvcalcError(
+            f"--write-deployment: kvcalc check would not pass this layout ({'; '.join(row.problems)}); not written"
+        )
     from kvcalc.load.export import comment_line
 
     launch = f"# launch ({res.engine}): {comment_line(layout.launch, 2000)}" if layout.launch else None
-    head = [f"# written by kvcalc {__version__} plan: layout #1 of {res.n_qualifying:,} that qualify",
-            launch or f"# engine: {res.engine}"]
+    head = [
+        f"# written by kvcalc {__version__} plan: layout #1 of {res.n_qualifying:,} that qualify",
+        launch or f"# engine: {res.engine}",
+    ]
     from kvcalc.calc.memory_plan import Layout
 
     knobs, plain = req.search.knobs, Layout()
-    changed = [f"{k} {getattr(knobs, k)}" for k in ("bw_efficiency", "flops_efficiency", "cuda_context_bytes",
-                                                     "activation_reserve_bytes") if getattr(knobs, k) != getattr(plain, k)]
+    changed = [
+        f"{k} {getattr(knobs, k)}"
+        for k in ("bw_efficiency", "flops_efficiency", "cuda_context_bytes", "activation_reserve_bytes")
+        if getattr(knobs, k) != getattr(plain, k)
+    ]
     if changed:
         head.append(f"# planned with {', '.join(changed)}; kvcalc check uses its defaults (it passes with them too)")
     if res.max_ttft_s is not None:
-        head.append(f"# target max_ttft_s {res.max_ttft_s:g} (TTFT {layout.ttft_s:.2f} s): kvcalc check does not check TTFT")
+        head.append(
+            f"# target max_ttft_s {res.max_ttft_s:g} (TTFT {layout.ttft_s:.2f} s): kvcalc check does not check TTFT"
+        )
     return "\n".join(head) + "\n" + yaml.safe_dump(data, sort_keys=False, width=1000)
 
 

@@ -28,12 +28,26 @@ from kvcalc.cli.output import check_format, echo, emit, handle_errors
 class SpeedFlags(OptionGroup):
     """The speed model's inputs: --engine (whose per-step floor applies) and --calibration."""
 
-    engine: Annotated[str, typer.Option("--engine", "-e", help="The engine whose speed terms TPOT and tokens/s use (kvcalc/data/speed.yaml): ideal (no per-step floor), vllm, sglang, llamacpp. Needs --gpu.")] = "ideal"
-    calibration: Annotated[Optional[str], typer.Option("--calibration", help="A calibration file from `kvcalc measure --calibrate`: its measured figures replace the speed table's (needs --gpu).")] = None
+    engine: Annotated[
+        str,
+        typer.Option(
+            "--engine",
+            "-e",
+            help="The engine whose speed terms TPOT and tokens/s use (kvcalc/data/speed.yaml): ideal (no per-step floor), vllm, sglang, llamacpp. Needs --gpu.",
+        ),
+    ] = "ideal"
+    calibration: Annotated[
+        Optional[str],
+        typer.Option(
+            "--calibration",
+            help="A calibration file from `kvcalc measure --calibrate`: its measured figures replace the speed table's (needs --gpu).",
+        ),
+    ] = None
 
 
 #: grids past this many points get a (transient) progress bar in the table format.
 PROGRESS_POINTS = 2000
+
 
 def track(points: list[tuple[int, int]]) -> Any:
     """`points`, behind rich's transient progress bar when the grid is large."""
@@ -43,19 +57,39 @@ def track(points: list[tuple[int, int]]) -> Any:
 
     return rich_track(points, description="sweeping", transient=True, console=None)
 
+
 @handle_errors
 @option_groups(order=("gpu", "count", "tp", "pp", "kv_dtype", "weight_dtype"))
 def sweep(
     ctx: typer.Context,
     model: ModelArg,
-    seq_len: Annotated[str, typer.Option("--seq-len", "-s", help="Context lengths: 1k,8k,32k,128k.")] = "1k,8k,32k,128k",
-    batch: Annotated[str, typer.Option("--batch", help="Batch sizes (sequences per DP replica): 1,8,32 (not -b: llama.cpp's --batch-size).")] = "1,8,32",
+    seq_len: Annotated[
+        str, typer.Option("--seq-len", "-s", help="Context lengths: 1k,8k,32k,128k.")
+    ] = "1k,8k,32k,128k",
+    batch: Annotated[
+        str,
+        typer.Option(
+            "--batch", help="Batch sizes (sequences per DP replica): 1,8,32 (not -b: llama.cpp's --batch-size)."
+        ),
+    ] = "1,8,32",
     gpu: GpuPlanOptions = GpuPlanOptions(),
     layout: Annotated[LayoutOptions, only("tp", "pp", "count")] = LayoutOptions(),
     kv: Annotated[KvFormatOptions, only("kv_dtype", kv_dtype=PLAIN_KV_DTYPE_HELP)] = KvFormatOptions(),
-    plot: Annotated[Optional[str], typer.Option("--plot", help="Write a plot of memory (and, with --gpu, throughput) against context to this file, named with its type: .png, .svg, .pdf, .eps, .jpg or .tif (an existing file only with --force). Needs matplotlib: pip install 'kvcalc[plot]'.")] = None,
+    plot: Annotated[
+        Optional[str],
+        typer.Option(
+            "--plot",
+            help="Write a plot of memory (and, with --gpu, throughput) against context to this file, named with its type: .png, .svg, .pdf, .eps, .jpg or .tif (an existing file only with --force). Needs matplotlib: pip install 'kvcalc[plot]'.",
+        ),
+    ] = None,
     force: Annotated[bool, typer.Option("--force", help="Overwrite the --plot file if it exists.")] = False,
-    beyond_context: Annotated[bool, typer.Option("--beyond-context", help="Keep contexts past the model's max_position_embeddings (by default they are dropped, with one warning naming them).")] = False,
+    beyond_context: Annotated[
+        bool,
+        typer.Option(
+            "--beyond-context",
+            help="Keep contexts past the model's max_position_embeddings (by default they are dropped, with one warning naming them).",
+        ),
+    ] = False,
     speed: SpeedFlags = SpeedFlags(),
     source: ModelSourceOptions = ModelSourceOptions(),
     fmt: FormatOpt = "table",
@@ -96,14 +130,21 @@ def sweep(
         image = render_sweep(rows, spec, req.gpu, req.layout, kv_name, plot_path(plot))
         write_atomic(plot, image, option="--plot", force=force)
     g = req.gpu
-    par = (f", {tp * pp * dp} x {g.key} (tp {tp}, pp {pp}, dp {dp})" if g
-           else (f", tp {tp}, pp {pp}" if (tp, pp) != (1, 1) else ""))
+    par = (
+        f", {tp * pp * dp} x {g.key} (tp {tp}, pp {pp}, dp {dp})"
+        if g
+        else (f", tp {tp}, pp {pp}" if (tp, pp) != (1, 1) else "")
+    )
     title = f"{spec.name}, KV {kv_name}, weights {weight_format_label(spec, req.layout.weight_dtype)}{par}"
-    note = (f"TPOT, tok/s: modelled, {req.layout.speed.describe(weight_bits(spec, req.layout))}"
-            if g is not None and req.layout.speed is not None else None)
+    note = (
+        f"TPOT, tok/s: modelled, {req.layout.speed.describe(weight_bits(spec, req.layout))}"
+        if g is not None and req.layout.speed is not None
+        else None
+    )
     emit(rows, fmt, lambda: sweep_table(rows, title, g is not None, speed_note=note))
     if plot is not None and fmt == "table":
         echo(f"plot written to {plot}")
+
 
 def with_speed(layout: Any, gpu: Any, speed: SpeedFlags) -> Any:
     """`layout` with the speed model's terms for --engine on `gpu` (`requests.speed_terms`, with
@@ -113,8 +154,10 @@ def with_speed(layout: Any, gpu: Any, speed: SpeedFlags) -> Any:
 
     if gpu is None:
         if speed.calibration is not None or speed.engine != "ideal":
-            raise KvcalcError("needs --gpu (a GPU from `kvcalc gpus`): speed is modelled on a GPU",
-                              option="--calibration" if speed.calibration is not None else "--engine")
+            raise KvcalcError(
+                "needs --gpu (a GPU from `kvcalc gpus`): speed is modelled on a GPU",
+                option="--calibration" if speed.calibration is not None else "--engine",
+            )
         return layout
     import dataclasses
 
@@ -148,16 +191,23 @@ def drop_beyond_context(spec: Any, seq_lens: list[int]) -> list[int]:
         return kept
     label = spec.context_limit_label
     if not kept:
-        raise KvcalcError(f"every --seq-len is beyond {spec.name}'s {label}: give shorter "
-                          f"contexts, or --beyond-context to sweep them anyway")
+        raise KvcalcError(
+            f"every --seq-len is beyond {spec.name}'s {label}: give shorter "
+            f"contexts, or --beyond-context to sweep them anyway"
+        )
     from kvcalc.text import LISTED_NUMBERS, number_list
 
     many = len(dropped) > 1
     count = f"{len(dropped):,} " if len(dropped) > LISTED_NUMBERS else ""  # the list says "..."
-    warnings.warn(f"dropped the {count}context{'s' if many else ''} of {number_list(dropped)} tokens: "
-                  f"beyond {spec.name}'s {label}; --beyond-context keeps "
-                  f"{'them' if many else 'it'}", KvcalcWarning, stacklevel=2)
+    warnings.warn(
+        f"dropped the {count}context{'s' if many else ''} of {number_list(dropped)} tokens: "
+        f"beyond {spec.name}'s {label}; --beyond-context keeps "
+        f"{'them' if many else 'it'}",
+        KvcalcWarning,
+        stacklevel=2,
+    )
     return kept
+
 
 def _gpu(name: str | None) -> Any:
     """The `GpuSpec` for --gpu, or None."""

@@ -24,8 +24,13 @@ ENGINES: dict[str, str] = {
 }
 
 #: other spellings users type.
-ALIASES: dict[str, str] = {"llama.cpp": "llamacpp", "llama-cpp": "llamacpp", "llama_cpp": "llamacpp",
-                           "exact": "ideal", "none": "ideal"}
+ALIASES: dict[str, str] = {
+    "llama.cpp": "llamacpp",
+    "llama-cpp": "llamacpp",
+    "llama_cpp": "llamacpp",
+    "exact": "ideal",
+    "none": "ideal",
+}
 
 
 def canonical(name: str) -> str:

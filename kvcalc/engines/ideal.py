@@ -28,8 +28,16 @@ def default_kv_dtype(model: ModelSpec) -> tuple[str, str]:
     return name, f"auto ({name})"
 
 
-def capacity(model: ModelSpec, kv_memory_bytes: int, k: StorageFormat, v: StorageFormat, *, tp: int = 1,
-             max_model_len: int | None = None, concurrency: int | None = None) -> EngineResult:
+def capacity(
+    model: ModelSpec,
+    kv_memory_bytes: int,
+    k: StorageFormat,
+    v: StorageFormat,
+    *,
+    tp: int = 1,
+    max_model_len: int | None = None,
+    concurrency: int | None = None,
+) -> EngineResult:
     """Tokens, concurrency at `max_model_len` and the longest context at `concurrency` for
     `kv_memory_bytes` per rank, by the exact window-aware formula."""
     check_tp(model, tp)
@@ -41,12 +49,23 @@ def capacity(model: ModelSpec, kv_memory_bytes: int, k: StorageFormat, v: Storag
         return layers_cache_bytes(model.layers, n, 1, k, v, tp)
 
     conc = kv_memory_bytes / req(L) if L and req(L) else None
-    longest = longest_fitting(lambda n: concurrency * req(n) <= kv_memory_bytes, SEARCH_LIMIT_TOKENS) \
-        if concurrency else None
+    longest = (
+        longest_fitting(lambda n: concurrency * req(n) <= kv_memory_bytes, SEARCH_LIMIT_TOKENS) if concurrency else None
+    )
     return EngineResult(
-        engine="ideal", engine_version=VERSION, kv_memory_bytes=kv_memory_bytes,
-        kv_cache_dtype=k.name if k == v else f"{k.name}/{v.name}", page_size_bytes=per_token,
-        kv_cache_tokens=tokens, engine_kv_bytes=tokens * per_token, max_model_len=L,
-        max_concurrency=conc, concurrency=concurrency, longest_context=longest,
-        log_lines=[f"{tokens:,} tokens of {per_token:,} B each fit in {kv_memory_bytes:,} B"
-                   + (f"; {conc:.2f} requests of {L:,} tokens" if conc is not None else "")])
+        engine="ideal",
+        engine_version=VERSION,
+        kv_memory_bytes=kv_memory_bytes,
+        kv_cache_dtype=k.name if k == v else f"{k.name}/{v.name}",
+        page_size_bytes=per_token,
+        kv_cache_tokens=tokens,
+        engine_kv_bytes=tokens * per_token,
+        max_model_len=L,
+        max_concurrency=conc,
+        concurrency=concurrency,
+        longest_context=longest,
+        log_lines=[
+            f"{tokens:,} tokens of {per_token:,} B each fit in {kv_memory_bytes:,} B"
+            + (f"; {conc:.2f} requests of {L:,} tokens" if conc is not None else "")
+        ],
+    )

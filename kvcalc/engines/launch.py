@@ -119,9 +119,12 @@ def _quantization(spec: LaunchSpec, engine: str) -> list[str]:
         return ["--quantization", "fp8"]
     if w in ("bf16", "fp16"):
         return ["--dtype", "bfloat16" if w == "bf16" else "float16"]
-    raise KvcalcError(f"{engine} loads {w} weights from a checkpoint quantized offline (AWQ, GPTQ); "
-                      f"kvcalc has no launch line for it: plan with --weight-dtype fp8 or the model's dtype",
-                      field="weight_dtype", value=w)
+    raise KvcalcError(
+        f"{engine} loads {w} weights from a checkpoint quantized offline (AWQ, GPTQ); "
+        f"kvcalc has no launch line for it: plan with --weight-dtype fp8 or the model's dtype",
+        field="weight_dtype",
+        value=w,
+    )
 
 
 def _kv_cache_dtype(spec: LaunchSpec, engine: str, fp8: str, also: tuple[str, ...] = ()) -> str:
@@ -147,16 +150,30 @@ def vllm_line(spec: LaunchSpec) -> str:
     differs from vLLM's own choice (an MLA backend's size on the plan's GPU,
     `vllm.plan.launch_block_size`), and
     `--attention-backend` where one was given, then the plan's other cache options (`spec.flags`)."""
-    parts = ["vllm", "serve", model_ref(spec.model), "--tensor-parallel-size", str(spec.tp),
-             "--pipeline-parallel-size", str(spec.pp)]
+    parts = [
+        "vllm",
+        "serve",
+        model_ref(spec.model),
+        "--tensor-parallel-size",
+        str(spec.tp),
+        "--pipeline-parallel-size",
+        str(spec.pp),
+    ]
     moe = bool(spec.model.n_experts)
     if spec.dp > 1 and not moe:
         parts += ["--data-parallel-size", str(spec.dp)]
     parts += vllm_parallel_flags(spec)
-    parts += ["--max-model-len", str(spec.max_model_len), "--kv-cache-dtype", _kv_cache_dtype(spec, "vLLM", "fp8"),
-              "--gpu-memory-utilization", f"{spec.gpu_memory_utilization:g}",
-              # each DP rank is an engine core with its own scheduler: the limit is per rank
-              "--max-num-seqs", str(-(-spec.max_num_seqs // spec.dp_attention))]
+    parts += [
+        "--max-model-len",
+        str(spec.max_model_len),
+        "--kv-cache-dtype",
+        _kv_cache_dtype(spec, "vLLM", "fp8"),
+        "--gpu-memory-utilization",
+        f"{spec.gpu_memory_utilization:g}",
+        # each DP rank is an engine core with its own scheduler: the limit is per rank
+        "--max-num-seqs",
+        str(-(-spec.max_num_seqs // spec.dp_attention)),
+    ]
     if spec.block_size is not None:
         parts += ["--block-size", str(spec.block_size)]
     if spec.attention_backend is not None:
@@ -174,8 +191,15 @@ def sglang_line(spec: LaunchSpec) -> str:
     its `--node-rank` when the layout spans nodes)."""
     # SGLang 0.5.23 `server_args.py`: with --enable-dp-attention, --tp-size is the engine's total
     # GPUs and --dp-size the attention-DP groups (attention TP = tp / dp); --ep-size the experts'
-    parts = ["python", "-m", "sglang.launch_server", "--model-path", model_ref(spec.model),
-             "--tp-size", str(spec.tp * spec.dp_attention)]
+    parts = [
+        "python",
+        "-m",
+        "sglang.launch_server",
+        "--model-path",
+        model_ref(spec.model),
+        "--tp-size",
+        str(spec.tp * spec.dp_attention),
+    ]
     if spec.pp > 1:
         parts += ["--pp-size", str(spec.pp)]
     if spec.dp_attention > 1:
@@ -186,10 +210,16 @@ def sglang_line(spec: LaunchSpec) -> str:
         parts += ["--ep-size", str(spec.ep)]
     if spec.nodes > 1:
         parts += ["--nnodes", str(spec.nodes), "--node-rank", "0", "--dist-init-addr", "HEAD_NODE_IP:5000"]
-    parts += ["--context-length", str(spec.max_model_len), "--kv-cache-dtype",
-              _kv_cache_dtype(spec, "SGLang 0.5.23", "fp8_e4m3", ("mxfp8", "nvfp4", "fp4_mx_block16")),
-              "--mem-fraction-static",
-              f"{spec.gpu_memory_utilization:g}", "--max-running-requests", str(spec.max_num_seqs)]
+    parts += [
+        "--context-length",
+        str(spec.max_model_len),
+        "--kv-cache-dtype",
+        _kv_cache_dtype(spec, "SGLang 0.5.23", "fp8_e4m3", ("mxfp8", "nvfp4", "fp4_mx_block16")),
+        "--mem-fraction-static",
+        f"{spec.gpu_memory_utilization:g}",
+        "--max-running-requests",
+        str(spec.max_num_seqs),
+    ]
     parts += _quantization(spec, "SGLang")
     if spec.speculative is not None:
         parts += spec.speculative.sglang_flags()  # type: ignore[attr-defined]
@@ -210,8 +240,21 @@ def llamacpp_line(spec: LaunchSpec, ggml_name) -> str:
     v = ggml_name(kv_format(spec.v_dtype), field="v_dtype")
     w = spec.weight_dtype or _checkpoint_format(spec.model)
     gguf = f"{spec.model.name}-{w.upper()}.gguf"
-    parts = ["llama-server", "-m", gguf, "-c", str(spec.max_model_len * spec.max_num_seqs),
-             "-np", str(spec.max_num_seqs), "-ctk", k, "-ctv", v, "-ngl", str(max(99, spec.model.n_layers + 1))]
+    parts = [
+        "llama-server",
+        "-m",
+        gguf,
+        "-c",
+        str(spec.max_model_len * spec.max_num_seqs),
+        "-np",
+        str(spec.max_num_seqs),
+        "-ctk",
+        k,
+        "-ctv",
+        v,
+        "-ngl",
+        str(max(99, spec.model.n_layers + 1)),
+    ]
     if spec.tensor_split and len(spec.tensor_split) > 1:
         parts += ["-ts", ",".join(str(x) for x in spec.tensor_split)]
     if v not in ("f32", "f16", "bf16"):

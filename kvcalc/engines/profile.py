@@ -56,10 +56,16 @@ class SglangOptions:
 
     def pool_kwargs(self) -> dict[str, Any]:
         """The keyword arguments of `sglang.capacity` / `sglang.memory_for`."""
-        target = sglang.PoolTarget(self.compute_capability, self.vendor, self.dsa_prefill_backend,
-                                   self.dsa_decode_backend)
-        return {"page_size": self.page_size, "version": self.version, "hybrid_swa_memory": self.hybrid_swa_memory,
-                "swa_full_tokens_ratio": self.swa_full_tokens_ratio, "target": target}
+        target = sglang.PoolTarget(
+            self.compute_capability, self.vendor, self.dsa_prefill_backend, self.dsa_decode_backend
+        )
+        return {
+            "page_size": self.page_size,
+            "version": self.version,
+            "hybrid_swa_memory": self.hybrid_swa_memory,
+            "swa_full_tokens_ratio": self.swa_full_tokens_ratio,
+            "target": target,
+        }
 
 
 # ----- the interface ----------------------------------------------------------------------
@@ -106,8 +112,7 @@ class EngineProfile:
         if options is None:
             return self.options_type()
         if not isinstance(options, self.options_type):
-            raise KvcalcError(f"--engine {self.name} takes {self.options_type.__name__}, "
-                              f"not {type(options).__name__}")
+            raise KvcalcError(f"--engine {self.name} takes {self.options_type.__name__}, not {type(options).__name__}")
         return options
 
     def check_options(self, options: Any) -> None:
@@ -128,8 +133,14 @@ class EngineProfile:
         (vLLM's `_per_token_head`) fold them into the options."""
         return text, options
 
-    def kv_formats(self, model: ModelSpec, kv_dtype: str | None = None, k_dtype: str | None = None,
-                   v_dtype: str | None = None, options: Any = None) -> KvChoice:
+    def kv_formats(
+        self,
+        model: ModelSpec,
+        kv_dtype: str | None = None,
+        k_dtype: str | None = None,
+        v_dtype: str | None = None,
+        options: Any = None,
+    ) -> KvChoice:
         """The K and V formats and their label. No `kv_dtype` (or 'auto') is the engine's default
         (`default_kv_dtype`), labelled 'auto (...)'; `k_dtype` / `v_dtype` override either side.
         Raises `KvcalcError` (an `UnknownNameError`) for a format kvcalc does not know, and, in
@@ -157,24 +168,62 @@ class EngineProfile:
         kv_format(k, field="k_dtype")
         kv_format(v, field="v_dtype")
 
-    def capacity(self, model: ModelSpec, kv_memory_bytes: int | None, k: StorageFormat, v: StorageFormat, *,
-                 tp: int = 1, max_model_len: int | None = None, concurrency: int | None = None,
-                 options: Any = None, kv_cache_dtype: str | None = None) -> EngineResult:
+    def capacity(
+        self,
+        model: ModelSpec,
+        kv_memory_bytes: int | None,
+        k: StorageFormat,
+        v: StorageFormat,
+        *,
+        tp: int = 1,
+        max_model_len: int | None = None,
+        concurrency: int | None = None,
+        options: Any = None,
+        kv_cache_dtype: str | None = None,
+    ) -> EngineResult:
         """What the engine makes of `kv_memory_bytes` of KV memory per rank: tokens, blocks,
         concurrency at `max_model_len` (tokens), the longest context at `concurrency`, its log lines.
         Raises `KvcalcError` when the memory is missing or the engine would refuse to start."""
         if kv_memory_bytes is None:
             raise KvcalcError(f"--engine {self.name} needs --kv-memory (the KV memory of one GPU rank, e.g. 6.51GiB)")
-        return self._capacity(model, kv_memory_bytes, k, v, tp=tp, max_model_len=max_model_len,
-                              concurrency=concurrency, options=self.options(options), kv_cache_dtype=kv_cache_dtype)
+        return self._capacity(
+            model,
+            kv_memory_bytes,
+            k,
+            v,
+            tp=tp,
+            max_model_len=max_model_len,
+            concurrency=concurrency,
+            options=self.options(options),
+            kv_cache_dtype=kv_cache_dtype,
+        )
 
-    def _capacity(self, model: ModelSpec, kv_memory_bytes: int, k: StorageFormat, v: StorageFormat, *, tp: int,
-                  max_model_len: int | None, concurrency: int | None, options: Any,
-                  kv_cache_dtype: str | None) -> EngineResult:
+    def _capacity(
+        self,
+        model: ModelSpec,
+        kv_memory_bytes: int,
+        k: StorageFormat,
+        v: StorageFormat,
+        *,
+        tp: int,
+        max_model_len: int | None,
+        concurrency: int | None,
+        options: Any,
+        kv_cache_dtype: str | None,
+    ) -> EngineResult:
         raise NotImplementedError
 
-    def memory_for(self, model: ModelSpec, seq_len: int, batch: int, k: StorageFormat, v: StorageFormat, *,
-                   tp: int = 1, options: Any = None) -> int:
+    def memory_for(
+        self,
+        model: ModelSpec,
+        seq_len: int,
+        batch: int,
+        k: StorageFormat,
+        v: StorageFormat,
+        *,
+        tp: int = 1,
+        options: Any = None,
+    ) -> int:
         """KV memory per rank (bytes) for `batch` requests of `seq_len` tokens."""
         raise KvcalcError(f"--engine {self.name} does not size a KV memory budget")
 
@@ -204,16 +253,35 @@ class EngineProfile:
         layout's own: none by default."""
         return {}
 
-    def for_batch(self, model: ModelSpec, seq_len: int, batch: int, k: StorageFormat, v: StorageFormat, *,
-                  tp: int = 1, options: Any = None, kv_cache_dtype: str | None = None,
-                  kv_memory_bytes: int | None = None) -> EngineResult:
+    def for_batch(
+        self,
+        model: ModelSpec,
+        seq_len: int,
+        batch: int,
+        k: StorageFormat,
+        v: StorageFormat,
+        *,
+        tp: int = 1,
+        options: Any = None,
+        kv_cache_dtype: str | None = None,
+        kv_memory_bytes: int | None = None,
+    ) -> EngineResult:
         """What the engine allocates to serve `batch` requests of `seq_len` tokens, from
         `kv_memory_bytes` per rank (None: `memory_for` the batch)."""
         options = self.options(options)
         if kv_memory_bytes is None:
             kv_memory_bytes = self.memory_for(model, seq_len, batch, k, v, tp=tp, options=options)
-        return self._capacity(model, kv_memory_bytes, k, v, tp=tp, max_model_len=seq_len, concurrency=batch,
-                              options=options, kv_cache_dtype=kv_cache_dtype)
+        return self._capacity(
+            model,
+            kv_memory_bytes,
+            k,
+            v,
+            tp=tp,
+            max_model_len=seq_len,
+            concurrency=batch,
+            options=options,
+            kv_cache_dtype=kv_cache_dtype,
+        )
 
 
 class IdealProfile(EngineProfile):
@@ -256,18 +324,28 @@ class VllmProfile(EngineProfile):
         vllm.rules(options.version if options is not None else vllm.CURRENT_VERSION).check_formats(model, k, v)
         super().check_kv_formats(model, k, v)
 
-    def kv_formats(self, model: ModelSpec, kv_dtype: str | None = None, k_dtype: str | None = None,
-                   v_dtype: str | None = None, options: Any = None) -> KvChoice:
+    def kv_formats(
+        self,
+        model: ModelSpec,
+        kv_dtype: str | None = None,
+        k_dtype: str | None = None,
+        v_dtype: str | None = None,
+        options: Any = None,
+    ) -> KvChoice:
         """As `EngineProfile.kv_formats`; vLLM 0.33's `fp8_ds_mla` is refused, naming why, for a
         model without sparse MLA (DeepSeek-V3.2 / GLM-5 / DeepSeek-V4: the only layers whose
         backend, FLASHMLA_SPARSE, lists it; `engine_dtypes` row `attention` sparse_mla)."""
         from kvcalc.engines.vllm import v0_33_specs
 
-        if ((kv_dtype or "").strip().lower() == "fp8_ds_mla"
-                and not (v0_33_specs.is_sparse_mla(model) or v0_33_specs.is_deepseek_v4(model))):
-            raise KvcalcError(f"{model.name}: vLLM 0.33 stores fp8_ds_mla rows only for sparse MLA (DeepSeek-V3.2, "
-                              "GLM-5, DeepSeek-V4: FLASHMLA_SPARSE); this model has none: use fp8",
-                              field="kv_dtype", value=kv_dtype)
+        if (kv_dtype or "").strip().lower() == "fp8_ds_mla" and not (
+            v0_33_specs.is_sparse_mla(model) or v0_33_specs.is_deepseek_v4(model)
+        ):
+            raise KvcalcError(
+                f"{model.name}: vLLM 0.33 stores fp8_ds_mla rows only for sparse MLA (DeepSeek-V3.2, "
+                "GLM-5, DeepSeek-V4: FLASHMLA_SPARSE); this model has none: use fp8",
+                field="kv_dtype",
+                value=kv_dtype,
+            )
         return super().kv_formats(model, kv_dtype, k_dtype, v_dtype, options)
 
     def split_kv_dtype(self, text: str, options: VllmOptions) -> tuple[str, VllmOptions]:
@@ -281,10 +359,13 @@ class VllmProfile(EngineProfile):
             self._check_033(row.name, options)
             return ("fp8_e4m3" if row.name == "fp8_ds_mla" else "nvfp4"), options
         if row is not None and row.name in ("fp8_inc", "nvfp4_ds_mla"):
-            raise KvcalcError(f"vLLM 0.33 has {row.name} for {row.gpus}, which kvcalc's vLLM "
-                              f"profile does not model (it models CUDA Hopper backends): use "
-                              f"{'fp8' if row.name == 'fp8_inc' else 'fp8 (fp8_ds_mla)'}",
-                              field="kv_dtype", value=row.name)
+            raise KvcalcError(
+                f"vLLM 0.33 has {row.name} for {row.gpus}, which kvcalc's vLLM "
+                f"profile does not model (it models CUDA Hopper backends): use "
+                f"{'fp8' if row.name == 'fp8_inc' else 'fp8 (fp8_ds_mla)'}",
+                field="kv_dtype",
+                value=row.name,
+            )
         if row is not None and (row.layout == "packed_slot" or row.name == "int4_per_token_head"):
             self._check_033(row.name, options)
             # the layers the preset packs are sized from `cache_dtype`; the rest in the model's dtype
@@ -297,13 +378,25 @@ class VllmProfile(EngineProfile):
     @staticmethod
     def _check_033(name: str, options: VllmOptions) -> None:
         if options.version != vllm.CURRENT_VERSION:
-            raise KvcalcError(f"vLLM {options.version} has no '{name}' KV cache dtype; use auto, bfloat16, "
-                              "float16, fp8, fp8_e5m2, int8_per_token_head or fp8_per_token_head",
-                              field="kv_dtype", value=name)
+            raise KvcalcError(
+                f"vLLM {options.version} has no '{name}' KV cache dtype; use auto, bfloat16, "
+                "float16, fp8, fp8_e5m2, int8_per_token_head or fp8_per_token_head",
+                field="kv_dtype",
+                value=name,
+            )
 
     def _capacity(self, model, kv_memory_bytes, k, v, *, tp, max_model_len, concurrency, options, kv_cache_dtype):
-        return vllm.capacity(model, kv_memory_bytes, k, v, tp=tp, max_model_len=max_model_len,
-                             concurrency=concurrency, kv_cache_dtype=kv_cache_dtype, options=options)
+        return vllm.capacity(
+            model,
+            kv_memory_bytes,
+            k,
+            v,
+            tp=tp,
+            max_model_len=max_model_len,
+            concurrency=concurrency,
+            kv_cache_dtype=kv_cache_dtype,
+            options=options,
+        )
 
     def launch_line(self, spec: launch.LaunchSpec) -> str:
         """`vllm serve ...` (`launch.vllm_line`: flags from `vllm/engine/arg_utils.py`)."""
@@ -324,8 +417,11 @@ class VllmProfile(EngineProfile):
         from kvcalc.engines.vllm import plan
 
         o: VllmOptions = self.options(options)
-        return {"block_size": plan.launch_block_size(model, o, gpu, k_dtype),
-                "attention_backend": o.attention_backend, "flags": plan.launch_flags(o)}
+        return {
+            "block_size": plan.launch_block_size(model, o, gpu, k_dtype),
+            "attention_backend": o.attention_backend,
+            "flags": plan.launch_flags(o),
+        }
 
     def memory_for(self, model, seq_len, batch, k, v, *, tp=1, options=None) -> int:
         return vllm.memory_for(model, seq_len, batch, k, v, tp=tp, options=self.options(options))
@@ -355,8 +451,17 @@ class SglangProfile(EngineProfile):
         sglang.check_swa_ratio(options.swa_full_tokens_ratio)
 
     def _capacity(self, model, kv_memory_bytes, k, v, *, tp, max_model_len, concurrency, options, kv_cache_dtype):
-        return sglang.capacity(model, kv_memory_bytes, k, v, tp=tp, max_model_len=max_model_len,
-                               concurrency=concurrency, kv_cache_dtype=kv_cache_dtype, **options.pool_kwargs())
+        return sglang.capacity(
+            model,
+            kv_memory_bytes,
+            k,
+            v,
+            tp=tp,
+            max_model_len=max_model_len,
+            concurrency=concurrency,
+            kv_cache_dtype=kv_cache_dtype,
+            **options.pool_kwargs(),
+        )
 
     def launch_line(self, spec: launch.LaunchSpec) -> str:
         """`python -m sglang.launch_server ...` (`launch.sglang_line`: flags from
@@ -398,8 +503,19 @@ class LlamacppProfile(EngineProfile):
         """`llama-server ...` (`launch.llamacpp_line`: flags from `common/arg.cpp`)."""
         return launch.llamacpp_line(spec, llamacpp.ggml_name)
 
-    def capacity(self, model, kv_memory_bytes, k, v, *, tp=1, max_model_len=None, concurrency=None,
-                 options=None, kv_cache_dtype=None) -> EngineResult:
+    def capacity(
+        self,
+        model,
+        kv_memory_bytes,
+        k,
+        v,
+        *,
+        tp=1,
+        max_model_len=None,
+        concurrency=None,
+        options=None,
+        kv_cache_dtype=None,
+    ) -> EngineResult:
         """With `options.n_ctx`: what llama.cpp allocates for it (checked against
         `kv_memory_bytes` when given); else the largest --ctx-size that fits `kv_memory_bytes`.
         `kv_cache_dtype` is unused: llama.cpp names its types itself (f16, q8_0)."""
@@ -413,24 +529,43 @@ class LlamacppProfile(EngineProfile):
             return llamacpp.capacity(model, kv_memory_bytes, k, v, **kw)
         raise KvcalcError("give --ctx-size (llama.cpp's -c) or --kv-memory")
 
-    def allocate(self, model: ModelSpec, n_ctx: int, k: StorageFormat, v: StorageFormat, *,
-                 options: Any = None, max_model_len: int | None = None, concurrency: int | None = None,
-                 kv_memory_bytes: int | None = None) -> EngineResult:
+    def allocate(
+        self,
+        model: ModelSpec,
+        n_ctx: int,
+        k: StorageFormat,
+        v: StorageFormat,
+        *,
+        options: Any = None,
+        max_model_len: int | None = None,
+        concurrency: int | None = None,
+        kv_memory_bytes: int | None = None,
+    ) -> EngineResult:
         """What llama.cpp allocates for `--ctx-size n_ctx` (`llamacpp.allocate`)."""
         o: LlamacppOptions = self.options(options)
-        return llamacpp.allocate(model, n_ctx, k, v, max_model_len=max_model_len, concurrency=concurrency,
-                                 kv_memory_bytes=kv_memory_bytes, options=o)
+        return llamacpp.allocate(
+            model,
+            n_ctx,
+            k,
+            v,
+            max_model_len=max_model_len,
+            concurrency=concurrency,
+            kv_memory_bytes=kv_memory_bytes,
+            options=o,
+        )
 
-    def for_batch(self, model, seq_len, batch, k, v, *, tp=1, options=None, kv_cache_dtype=None,
-                  kv_memory_bytes=None) -> EngineResult:
+    def for_batch(
+        self, model, seq_len, batch, k, v, *, tp=1, options=None, kv_cache_dtype=None, kv_memory_bytes=None
+    ) -> EngineResult:
         """n_ctx = seq_len x batch cells with --parallel batch (one sequence per request)."""
         o = dataclasses.replace(self.options(options), parallel=batch)
         return self.allocate(model, seq_len * batch, k, v, options=o, max_model_len=seq_len, concurrency=batch)
 
 
 #: engine name -> its profile (one instance each; profiles hold no state).
-PROFILES: dict[str, EngineProfile] = {p.name: p for p in (IdealProfile(), VllmProfile(), SglangProfile(),
-                                                          LlamacppProfile())}
+PROFILES: dict[str, EngineProfile] = {
+    p.name: p for p in (IdealProfile(), VllmProfile(), SglangProfile(), LlamacppProfile())
+}
 
 
 def get_profile(name: str) -> EngineProfile:

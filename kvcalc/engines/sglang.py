@@ -182,12 +182,19 @@ class SglangRules:
 _PLAIN_KV = ("bf16", "fp16", "fp8_e4m3", "fp8_e5m2")
 #: `--sglang-version` -> its rules; `current` reads alone, an old line is deleted with its row.
 RULES: dict[str, SglangRules] = {
-    "current": SglangRules("SGLang 0.5.23", "row", _PLAIN_KV + ("mxfp8", "nvfp4", "fp4_mx_block16"),
-                           frozenset({"gpt_oss", "llama4", "llama4_text", "gemma4", "gemma4_text",
-                                      "mimo_v2_flash"}),
-                           frozenset({"gpt_oss", "llama4", "llama4_text", "gemma4", "gemma4_text", "mimo_v2_flash"})),
-    "0.5.16": SglangRules("SGLang 0.5.16 (PR #11309 to 0.5.16)", "latent", _PLAIN_KV,
-                          swa_ratio_types=frozenset({"gpt_oss", "llama4", "llama4_text"})),
+    "current": SglangRules(
+        "SGLang 0.5.23",
+        "row",
+        _PLAIN_KV + ("mxfp8", "nvfp4", "fp4_mx_block16"),
+        frozenset({"gpt_oss", "llama4", "llama4_text", "gemma4", "gemma4_text", "mimo_v2_flash"}),
+        frozenset({"gpt_oss", "llama4", "llama4_text", "gemma4", "gemma4_text", "mimo_v2_flash"}),
+    ),
+    "0.5.16": SglangRules(
+        "SGLang 0.5.16 (PR #11309 to 0.5.16)",
+        "latent",
+        _PLAIN_KV,
+        swa_ratio_types=frozenset({"gpt_oss", "llama4", "llama4_text"}),
+    ),
     "legacy": SglangRules("SGLang 0.5.x before PR #11309", "latent_only", _PLAIN_KV),
 }
 #: the label each version puts in `engine_version`.
@@ -234,16 +241,27 @@ def check_dtypes(k: StorageFormat, v: StorageFormat, version: str = "current") -
     rules = RULES.get(version, RULES["current"])
     for field, f in (("k_dtype", k), ("v_dtype", v)):
         if f.name not in rules.kv_dtypes:
-            raise KvcalcError(f"{rules.label} has no '{f.name}' KV cache dtype; its pool stores "
-                              f"{', '.join(('auto',) + rules.kv_dtypes)}", field=field, value=f.name, form=MESSAGE)
+            raise KvcalcError(
+                f"{rules.label} has no '{f.name}' KV cache dtype; its pool stores "
+                f"{', '.join(('auto',) + rules.kv_dtypes)}",
+                field=field,
+                value=f.name,
+                form=MESSAGE,
+            )
 
 
 def _major(compute_capability: str | None) -> int:
     return int((compute_capability or ASSUMED_COMPUTE_CAPABILITY).split(".")[0])
 
 
-def dsa_backends(model: ModelSpec, k: StorageFormat, compute_capability: str | None = None, vendor: str | None = None,
-                 prefill: str | None = None, decode: str | None = None) -> tuple[str, str]:
+def dsa_backends(
+    model: ModelSpec,
+    k: StorageFormat,
+    compute_capability: str | None = None,
+    vendor: str | None = None,
+    prefill: str | None = None,
+    decode: str | None = None,
+) -> tuple[str, str]:
     """(prefill, decode) DSA backends SGLang 0.5.23 runs a sparse-MLA model with
     (`arg_groups/overrides.py` `_dsa_split_backend_resolution`; a given `--dsa-prefill-backend` /
     `--dsa-decode-backend` stands): AMD `triton`; GLM-5 (`glm_moe_dsa`) fp8 on compute capability
@@ -275,15 +293,23 @@ def uses_swa_pool(model: ModelSpec, hybrid_swa_memory: bool = True, version: str
     `configs/model_config.py` `is_hybrid_swa_model`, lines 2651-2679) with sliding layers, and
     no `--disable-hybrid-swa-memory`."""
     types = RULES.get(version, RULES["current"]).swa_model_types
-    return (hybrid_swa_memory and (model.model_type or "") in types
-            and any(layer.kind == "sliding" for layer in model.layers))
+    return (
+        hybrid_swa_memory
+        and (model.model_type or "") in types
+        and any(layer.kind == "sliding" for layer in model.layers)
+    )
 
 
 def check_version(version: str) -> None:
     """Raise `KvcalcError` (field `sglang_version`) for a version kvcalc does not model."""
     if version not in RULES:
-        raise KvcalcError(f"must be one of {', '.join(RULES)}, got '{version}'", field="sglang_version",
-                          option="--sglang-version", value=version, form=OPTION_SAYS)
+        raise KvcalcError(
+            f"must be one of {', '.join(RULES)}, got '{version}'",
+            field="sglang_version",
+            option="--sglang-version",
+            value=version,
+            form=OPTION_SAYS,
+        )
 
 
 def check_swa_ratio(ratio: float) -> None:
@@ -291,9 +317,14 @@ def check_swa_ratio(ratio: float) -> None:
     positive denominator in `_resolve_hybrid_swa_tokens`, and `server_args.py` documents the
     range ("It should be between 0 and 1": the SWA pool is never larger than the full one)."""
     if not 0 < ratio <= 1:  # NaN too
-        raise KvcalcError(f"must be in (0, 1]: above 0 and at most 1 (SWA-pool tokens per full-pool token, "
-                          f"SGLang's range), got {ratio:g}", field="swa_full_tokens_ratio",
-                          option="--swa-full-tokens-ratio", value=ratio, form=OPTION_SAYS)
+        raise KvcalcError(
+            f"must be in (0, 1]: above 0 and at most 1 (SWA-pool tokens per full-pool token, "
+            f"SGLang's range), got {ratio:g}",
+            field="swa_full_tokens_ratio",
+            option="--swa-full-tokens-ratio",
+            value=ratio,
+            form=OPTION_SAYS,
+        )
 
 
 #: the 2026 layer features the 0.5.23 SWAKVPool sizes (`HybridSWAPoolConfigurator`: a full and a
@@ -309,8 +340,10 @@ SWA_POOL_FEATURES = frozenset({"kind_geometry", "sinks", "k_eq_v"})
 #: `mambaish.full_attention_layer_ids`); how the state slots share the budget
 #: (`kv_cache_configurator.py` 925-1017, `--max-mamba-cache-size`, `--mamba-full-memory-ratio`) is
 #: not modelled
-MAMBA_POOL = ("kvcalc does not model SGLang 0.5.23's MambaPool (the state slots, max_mamba_cache_size, and how "
-              "they share the budget with the HybridLinearKVPool of the full-attention layers)")
+MAMBA_POOL = (
+    "kvcalc does not model SGLang 0.5.23's MambaPool (the state slots, max_mamba_cache_size, and how "
+    "they share the budget with the HybridLinearKVPool of the full-attention layers)"
+)
 
 
 #: model types whose published architecture SGLang 0.5.23 registers no model class for (no
@@ -318,10 +351,15 @@ MAMBA_POOL = ("kvcalc does not model SGLang 0.5.23's MambaPool (the state slots,
 #: to its Transformers backend (`models/transformers.py` `TransformersForCausalLM`), whose pool
 #: kvcalc does not model. model type -> (architecture, what SGLang serves instead)
 UNREGISTERED = {
-    "step3p7": ("Step3p7FlashForCausalLM", "models/step3p7.py serves Step3p7ForConditionalGeneration, the one "
-                "is_hybrid_swa_model lists"),
-    "minimax_m3": ("MiniMaxM3ForCausalLM", "models/minimax_m3.py serves MiniMaxM3SparseForCausalLM, whose "
-                   "MiniMaxSparseKVPool (pool_configurator.py 410-494) kvcalc does not model either"),
+    "step3p7": (
+        "Step3p7FlashForCausalLM",
+        "models/step3p7.py serves Step3p7ForConditionalGeneration, the one is_hybrid_swa_model lists",
+    ),
+    "minimax_m3": (
+        "MiniMaxM3ForCausalLM",
+        "models/minimax_m3.py serves MiniMaxM3SparseForCausalLM, whose "
+        "MiniMaxSparseKVPool (pool_configurator.py 410-494) kvcalc does not model either",
+    ),
 }
 
 
@@ -334,16 +372,22 @@ def pool_refusal(model: ModelSpec, version: str = "current") -> str | None:
     label = RULES["current"].label
     if (model.model_type or "") in UNREGISTERED:
         arch, served = UNREGISTERED[model.model_type or ""]
-        return (f"{label} registers no {arch} ({served}): it would fall back to its Transformers backend "
-                "(models/registry.py _normalize_archs), whose pool kvcalc does not model")
+        return (
+            f"{label} registers no {arch} ({served}): it would fall back to its Transformers backend "
+            "(models/registry.py _normalize_archs), whose pool kvcalc does not model"
+        )
     features = layer_features(model)
     if "compressed" in features:
-        return (f"kvcalc does not model {label}'s DeepSeek-V4 pool (DSV4PoolConfigurator, pool_configurator.py "
-                "1067-1713: a SWA ring, CSA / HCA compressed pools, the indexer and per-request compressor "
-                "states sized from --max-running-requests)")
+        return (
+            f"kvcalc does not model {label}'s DeepSeek-V4 pool (DSV4PoolConfigurator, pool_configurator.py "
+            "1067-1713: a SWA ring, CSA / HCA compressed pools, the indexer and per-request compressor "
+            "states sized from --max-running-requests)"
+        )
     if "indexer_kv" in features:
-        return (f"kvcalc does not model {label}'s MiniMax-M3 pool (MiniMaxSparseKVPool: dense and sparse layers "
-                "plus a one-head indexer pool, pool_configurator.py 410-494)")
+        return (
+            f"kvcalc does not model {label}'s MiniMax-M3 pool (MiniMaxSparseKVPool: dense and sparse layers "
+            "plus a one-head indexer pool, pool_configurator.py 410-494)"
+        )
     return None
 
 
@@ -354,13 +398,17 @@ def check_model(model: ModelSpec, version: str = "current", hybrid_swa_memory: b
     why = pool_refusal(model, version)
     if why:
         raise KvcalcError(f"{model.name}: {why}; use --engine ideal", field="model", value=model.name, form=MESSAGE)
-    if (uses_swa_pool(model, hybrid_swa_memory, version)
-            and (model.model_type or "") in RULES[version].swa_ratio_types):
+    if uses_swa_pool(model, hybrid_swa_memory, version) and (model.model_type or "") in RULES[version].swa_ratio_types:
         refuse_unmodelled_layers(model, "SGLang", ENGINES_MODEL_TODAY | {"indexer"} | SWA_POOL_FEATURES)
         return
     if any(not layer.caches_kv for layer in model.layers):
-        raise KvcalcError(f"{model.name} has mamba / linear-attention layers: {MAMBA_POOL}; the SGLang profile "
-                          "models attention layers only (use --engine ideal)", field="model", value=model.name, form=MESSAGE)
+        raise KvcalcError(
+            f"{model.name} has mamba / linear-attention layers: {MAMBA_POOL}; the SGLang profile "
+            "models attention layers only (use --engine ideal)",
+            field="model",
+            value=model.name,
+            form=MESSAGE,
+        )
     if version == "current" and is_nsa(model):
         # GLM-5: the index-K only on the layers that do not skip top-k (`indexer_types` "full"):
         # 0.5.23 counts those in the cell (`_compute_dsa_indexer_cell_size`, pool_configurator.py
@@ -371,9 +419,16 @@ def check_model(model: ModelSpec, version: str = "current", hybrid_swa_memory: b
     refuse_hybrid_layers(model, "SGLang")
 
 
-def _check(model: ModelSpec, k: StorageFormat, v: StorageFormat, tp: int, page_size: int,
-           version: str = "current", swa_full_tokens_ratio: float = DEFAULT_SWA_FULL_TOKENS_RATIO,
-           hybrid_swa_memory: bool = True) -> None:
+def _check(
+    model: ModelSpec,
+    k: StorageFormat,
+    v: StorageFormat,
+    tp: int,
+    page_size: int,
+    version: str = "current",
+    swa_full_tokens_ratio: float = DEFAULT_SWA_FULL_TOKENS_RATIO,
+    hybrid_swa_memory: bool = True,
+) -> None:
     """The checks `capacity` and `memory_for` share: the TP degree (field `tp`), no mamba layers
     (`model`), plain formats (`k_dtype` / `v_dtype`; NSA: bf16 or fp8_e4m3 only), a positive page
     size (`page_size`), the version (`sglang_version`) and the SWA ratio."""
@@ -384,11 +439,16 @@ def _check(model: ModelSpec, k: StorageFormat, v: StorageFormat, tp: int, page_s
     if is_nsa(model):
         for field, f in (("k_dtype", k), ("v_dtype", v)):
             if f.name not in NSA_KV_DTYPES:  # server_args.py's assertion
-                raise KvcalcError(f"SGLang: DeepSeek NSA only supports bf16/bfloat16 or fp8_e4m3 kv_cache_dtype, "
-                                  f"not {f.name}", field=field, value=f.name, form=MESSAGE)
+                raise KvcalcError(
+                    f"SGLang: DeepSeek NSA only supports bf16/bfloat16 or fp8_e4m3 kv_cache_dtype, not {f.name}",
+                    field=field,
+                    value=f.name,
+                    form=MESSAGE,
+                )
     if page_size <= 0:
-        raise KvcalcError(f"must be a positive integer, got {page_size}", field="page_size", value=page_size,
-                          form=OPTION_SAYS)
+        raise KvcalcError(
+            f"must be a positive integer, got {page_size}", field="page_size", value=page_size, form=OPTION_SAYS
+        )
     check_swa_ratio(swa_full_tokens_ratio)
 
 
@@ -396,8 +456,16 @@ def _indexer_bytes(layer: LayerSpec) -> int:
     return indexer_bytes_per_token(layer.index_dim) if layer.kind == "mla" else 0
 
 
-def cell_size_bytes(model: ModelSpec, k: StorageFormat, v: StorageFormat, tp: int = 1,
-                    version: str = "current", *, row: int | None = None, extra_bytes: int = 0) -> int:
+def cell_size_bytes(
+    model: ModelSpec,
+    k: StorageFormat,
+    v: StorageFormat,
+    tp: int = 1,
+    version: str = "current",
+    *,
+    row: int | None = None,
+    extra_bytes: int = 0,
+) -> int:
     """Bytes one token takes in the pool over all layers on one TP rank (0.5.23
     `pool_configurator._compute_cell_size`): sum of `layer_kv_bytes_per_token`, window ignored,
     plus `extra_bytes` (an fp4 pool's second scale layout and dequant workspace, `fp4_extras`).
@@ -417,8 +485,12 @@ def cell_size_bytes(model: ModelSpec, k: StorageFormat, v: StorageFormat, tp: in
     return total
 
 
-def nsa_row_bytes(model: ModelSpec, k: StorageFormat, backends: tuple[str, str] = ("flashmla_kv", "flashmla_kv"),
-                  vendor: str | None = None) -> int:
+def nsa_row_bytes(
+    model: ModelSpec,
+    k: StorageFormat,
+    backends: tuple[str, str] = ("flashmla_kv", "flashmla_kv"),
+    vendor: str | None = None,
+) -> int:
     """Bytes of one token's latent row in one NSA layer (`calculate_mla_kv_cache_dim`, 0.5.23
     `mem_cache/kv_cache_configurator.py`) with the (prefill, decode) DSA `backends`: fp8_e4m3 with
     a scaled layout (flashmla_kv, flashmla_sparse, flashinfer_sparse_mla): kv_lora_rank +
@@ -426,15 +498,19 @@ def nsa_row_bytes(model: ModelSpec, k: StorageFormat, backends: tuple[str, str] 
     backend, AMD's tilelang / triton / aiter, or tilelang for both: the raw row (kv_lora_rank +
     qk_rope_head_dim) x element bytes (576 B fp8); bf16: (512 + 64) x 2 B = 1,152 B."""
     rank, rope = model.kv_lora_rank or 0, model.qk_rope_head_dim or 0
-    raw = ("trtllm" in backends or backends == ("tilelang", "tilelang")
-           or (vendor == "amd" and any(b in RAW_ROW_DSA_BACKENDS_AMD for b in backends)))
+    raw = (
+        "trtllm" in backends
+        or backends == ("tilelang", "tilelang")
+        or (vendor == "amd" and any(b in RAW_ROW_DSA_BACKENDS_AMD for b in backends))
+    )
     if k.name == "fp8_e4m3" and not raw:
         return rank + rank // NSA_QUANT_BLOCK_VALUES * NSA_SCALE_BYTES + rope * NSA_ROPE_BYTES
     return k.bytes_for(rank + rope, what="latent", field="k_dtype")
 
 
-def fp4_extras(model: ModelSpec, k: StorageFormat, tp: int = 1, compute_capability: str | None = None,
-               version: str = "current") -> tuple[int, str | None]:
+def fp4_extras(
+    model: ModelSpec, k: StorageFormat, tp: int = 1, compute_capability: str | None = None, version: str = "current"
+) -> tuple[int, str | None]:
     """(extra bytes a token, note) an fp4 / mxfp8 pool adds to the format's own bytes, SGLang
     0.5.23 (`pool_configurator._compute_cell_size`, `NVFP4KVCacheMethod.compute_cell_size`,
     `kv_cache_hook.handle_kv4_compatibility` and `handle_nvfp4_prefill_kv_dequant_dtype`):
@@ -451,30 +527,46 @@ def fp4_extras(model: ModelSpec, k: StorageFormat, tp: int = 1, compute_capabili
     label = RULES[version].label
     major = _major(compute_capability) if compute_capability else None
     if k.name == "mxfp8" and major is not None and major < 10:
-        raise KvcalcError(f"{label}: --kv-cache-dtype mxfp8 requires an SM100+ (Blackwell) GPU, not compute "
-                          f"capability {compute_capability}", field="kv_dtype", value=k.name, form=MESSAGE)
+        raise KvcalcError(
+            f"{label}: --kv-cache-dtype mxfp8 requires an SM100+ (Blackwell) GPU, not compute "
+            f"capability {compute_capability}",
+            field="kv_dtype",
+            value=k.name,
+            form=MESSAGE,
+        )
     if k.name != "nvfp4":
         return 0, None
     if major is not None and major not in (10, 12):
-        raise KvcalcError(f"{label}: --kv-cache-dtype=nvfp4 requires Blackwell SM100 or SM120, not compute capability "
-                          f"{compute_capability}; use fp4_mx_block16 (or bf16, fp8_e4m3, fp8_e5m2)",
-                          field="kv_dtype", value=k.name, form=MESSAGE)
+        raise KvcalcError(
+            f"{label}: --kv-cache-dtype=nvfp4 requires Blackwell SM100 or SM120, not compute capability "
+            f"{compute_capability}; use fp4_mx_block16 (or bf16, fp8_e4m3, fp8_e5m2)",
+            field="kv_dtype",
+            value=k.name,
+            form=MESSAGE,
+        )
     if model.attention == "mla":
         return 0, None
     if major is None:
-        raise KvcalcError(f"{label}: --kv-cache-dtype nvfp4 sizes its pool by the GPU (SM100: native layout; SM120: "
-                          "+ an fp8 prefill workspace): give --gpu (b200, b300, gb200, rtx-5090, ...)",
-                          field="gpu", value=k.name, form=MESSAGE)
+        raise KvcalcError(
+            f"{label}: --kv-cache-dtype nvfp4 sizes its pool by the GPU (SM100: native layout; SM120: "
+            "+ an fp8 prefill workspace): give --gpu (b200, b300, gb200, rtx-5090, ...)",
+            field="gpu",
+            value=k.name,
+            form=MESSAGE,
+        )
     if major == 10:
         return 0, "nvfp4 on SM100: native NVFP4 prefill and decode (trtllm_mha), one scale layout"
     first = next(layer for layer in model.layers if layer.caches_kv)
     workspace = kv_heads_per_rank(first, tp) * first.head_dim_k * 2
-    return workspace, (f"nvfp4 on SM120: FP8 prefill from a dequant workspace (flashinfer) of {workspace:,} B a token, "
-                       "counted in the cell")
+    return workspace, (
+        f"nvfp4 on SM120: FP8 prefill from a dequant workspace (flashinfer) of {workspace:,} B a token, "
+        "counted in the cell"
+    )
 
 
-def _layers_pool_bytes(layers: list[LayerSpec] | tuple[LayerSpec, ...], rows: int, k: StorageFormat,
-                       v: StorageFormat, tp: int) -> tuple[int, int]:
+def _layers_pool_bytes(
+    layers: list[LayerSpec] | tuple[LayerSpec, ...], rows: int, k: StorageFormat, v: StorageFormat, tp: int
+) -> tuple[int, int]:
     """(K bytes, V bytes) of `MHATokenToKVPool` / `MLATokenToKVPool` buffers of `rows` rows for
     `layers` (MLA: the one latent buffer is K, V is 0)."""
     k_only = [layer.model_copy(update={"head_dim_v": 0}) for layer in layers]
@@ -483,8 +575,9 @@ def _layers_pool_bytes(layers: list[LayerSpec] | tuple[LayerSpec, ...], rows: in
     return k_bytes, total - k_bytes
 
 
-def nsa_pool_bytes(model: ModelSpec, size: int, k: StorageFormat, page_size: int = NSA_PAGE_SIZE, *,
-                   row: int | None = None) -> tuple[int, int]:
+def nsa_pool_bytes(
+    model: ModelSpec, size: int, k: StorageFormat, page_size: int = NSA_PAGE_SIZE, *, row: int | None = None
+) -> tuple[int, int]:
     """(latent bytes, indexer bytes) of `NSATokenToKVPool` for `size` tokens: every layer has a
     latent buffer of (size + page_size) rows of `row` bytes (default `nsa_row_bytes` on Hopper) and
     an indexer buffer of (size + page_size + 1) // page_size pages x page_size x 132 B."""
@@ -494,8 +587,9 @@ def nsa_pool_bytes(model: ModelSpec, size: int, k: StorageFormat, page_size: int
     return latent, sum(pages * page_size * _indexer_bytes(layer) for layer in layers)
 
 
-def pool_bytes(model: ModelSpec, size: int, page_size: int, k: StorageFormat, v: StorageFormat,
-               tp: int = 1) -> tuple[int, int]:
+def pool_bytes(
+    model: ModelSpec, size: int, page_size: int, k: StorageFormat, v: StorageFormat, tp: int = 1
+) -> tuple[int, int]:
     """(K bytes, V bytes) of the pool as `get_kv_size_bytes` sums them: every layer's buffer has
     size + page_size rows. For MLA the one latent buffer is returned as K and V is 0; for NSA, K
     is the latent and indexer buffers together (`nsa_pool_bytes`)."""
@@ -504,9 +598,15 @@ def pool_bytes(model: ModelSpec, size: int, page_size: int, k: StorageFormat, v:
     return _layers_pool_bytes(model.layers, size + page_size, k, v, tp)
 
 
-def swa_split(model: ModelSpec, capacity: int, k: StorageFormat, v: StorageFormat, tp: int = 1,
-              page_size: int = DEFAULT_PAGE_SIZE,
-              swa_full_tokens_ratio: float = DEFAULT_SWA_FULL_TOKENS_RATIO) -> tuple[int, int]:
+def swa_split(
+    model: ModelSpec,
+    capacity: int,
+    k: StorageFormat,
+    v: StorageFormat,
+    tp: int = 1,
+    page_size: int = DEFAULT_PAGE_SIZE,
+    swa_full_tokens_ratio: float = DEFAULT_SWA_FULL_TOKENS_RATIO,
+) -> tuple[int, int]:
     """(full_max_total_num_tokens, swa_max_total_num_tokens) for a page-aligned `capacity`
     (`_resolve_hybrid_swa_tokens`), in SGLang's own float arithmetic: full = align(int(C x cell /
     (F x n_full + r x S x n_swa))), swa = align(int(full x r)); every layer sliding: (0, align(C))."""
@@ -522,8 +622,14 @@ def swa_split(model: ModelSpec, capacity: int, k: StorageFormat, v: StorageForma
     return full, int(full * swa_full_tokens_ratio) // page_size * page_size
 
 
-def swa_cell_0523(model: ModelSpec, k: StorageFormat, v: StorageFormat, tp: int = 1,
-                  swa_full_tokens_ratio: float = DEFAULT_SWA_FULL_TOKENS_RATIO, grouped: bool = True) -> float:
+def swa_cell_0523(
+    model: ModelSpec,
+    k: StorageFormat,
+    v: StorageFormat,
+    tp: int = 1,
+    swa_full_tokens_ratio: float = DEFAULT_SWA_FULL_TOKENS_RATIO,
+    grouped: bool = True,
+) -> float:
     """The SWA pool's bytes per full-pool token, SGLang 0.5.23 (`pool_configurator.py`
     `HybridSWAPoolConfigurator._recompute_cell_size`, 786-803; a float): F x n_full + r x S x
     n_swa, with F = get_num_kv_heads(tp) x (head_dim + v_head_dim) x element bytes of a full
@@ -543,10 +649,16 @@ def swa_cell_0523(model: ModelSpec, k: StorageFormat, v: StorageFormat, tp: int 
     return layer_kv_bytes_per_token(full[0], k, v, tp) * len(full) + swa_full_tokens_ratio * S * len(swa)
 
 
-def swa_pool_tokens(model: ModelSpec, kv_memory_bytes: int, k: StorageFormat, v: StorageFormat, tp: int = 1,
-                    page_size: int = DEFAULT_PAGE_SIZE,
-                    swa_full_tokens_ratio: float = DEFAULT_SWA_FULL_TOKENS_RATIO,
-                    grouped: bool = True) -> tuple[int, int]:
+def swa_pool_tokens(
+    model: ModelSpec,
+    kv_memory_bytes: int,
+    k: StorageFormat,
+    v: StorageFormat,
+    tp: int = 1,
+    page_size: int = DEFAULT_PAGE_SIZE,
+    swa_full_tokens_ratio: float = DEFAULT_SWA_FULL_TOKENS_RATIO,
+    grouped: bool = True,
+) -> tuple[int, int]:
     """(full_max_total_num_tokens, swa_max_total_num_tokens) of SGLang 0.5.23's SWAKVPool for a
     budget (`HybridSWAPoolConfigurator.calculate_pool_sizes` 907-916 and `_solve_pool_sizes`
     859-893, SGLang's float arithmetic): max_total = int(budget // cell) (`swa_cell_0523`),
@@ -565,13 +677,26 @@ def swa_pool_tokens(model: ModelSpec, kv_memory_bytes: int, k: StorageFormat, v:
 #: gpt-oss / Llama-4's SWA pool still print the pre-0.5.16 form ("KV Cache is allocated. #tokens:
 #: ...") that README.md's examples pin, a known gap to 0.5.23
 LOGGED_AS_0523 = frozenset({"gemma4", "gemma4_text", "mimo_v2_flash"})
-_TORCH_DTYPES = {"bf16": "torch.bfloat16", "fp16": "torch.float16", "fp8_e4m3": "torch.float8_e4m3fn",
-                 "fp8_e5m2": "torch.float8_e5m2"}
+_TORCH_DTYPES = {
+    "bf16": "torch.bfloat16",
+    "fp16": "torch.float16",
+    "fp8_e4m3": "torch.float8_e4m3fn",
+    "fp8_e5m2": "torch.float8_e5m2",
+}
 
 
-def max_total_num_tokens(model: ModelSpec, kv_memory_bytes: int, k: StorageFormat, v: StorageFormat, tp: int = 1,
-                         page_size: int = DEFAULT_PAGE_SIZE, version: str = "current", *, row: int | None = None,
-                         extra_bytes: int = 0) -> int:
+def max_total_num_tokens(
+    model: ModelSpec,
+    kv_memory_bytes: int,
+    k: StorageFormat,
+    v: StorageFormat,
+    tp: int = 1,
+    page_size: int = DEFAULT_PAGE_SIZE,
+    version: str = "current",
+    *,
+    row: int | None = None,
+    extra_bytes: int = 0,
+) -> int:
     """budget // cell_size, rounded down to a multiple of `page_size` (`_resolve_token_capacity`)."""
     n = kv_memory_bytes // cell_size_bytes(model, k, v, tp, version, row=row, extra_bytes=extra_bytes)
     return n // page_size * page_size
@@ -589,8 +714,15 @@ class PoolTarget:
     dsa_decode_backend: str | None = None
 
 
-def pool_layout(model: ModelSpec, k: StorageFormat, v: StorageFormat, tp: int = 1, version: str = "current",
-                target: PoolTarget = PoolTarget(), hybrid_swa_memory: bool = True) -> tuple[int | None, int, list[str]]:
+def pool_layout(
+    model: ModelSpec,
+    k: StorageFormat,
+    v: StorageFormat,
+    tp: int = 1,
+    version: str = "current",
+    target: PoolTarget = PoolTarget(),
+    hybrid_swa_memory: bool = True,
+) -> tuple[int | None, int, list[str]]:
     """(NSA latent row bytes or None, extra bytes a token, notes) for `model` on `target`:
     the DSA backends and the row they allocate (`dsa_backends`, `nsa_row_bytes`), and an fp4
     pool's extras (`fp4_extras`). Raises `KvcalcError` for a GPU SGLang refuses the dtype on."""
@@ -599,15 +731,24 @@ def pool_layout(model: ModelSpec, k: StorageFormat, v: StorageFormat, tp: int = 
     if note:
         notes.append(note)
     if extra and uses_swa_pool(model, hybrid_swa_memory, version):
-        raise KvcalcError(f"{RULES[version].label}: kvcalc does not model the SWA pool with an nvfp4 dequant workspace: "
-                          "add --disable-hybrid-swa-memory", field="kv_dtype", value=k.name, form=MESSAGE)
+        raise KvcalcError(
+            f"{RULES[version].label}: kvcalc does not model the SWA pool with an nvfp4 dequant workspace: "
+            "add --disable-hybrid-swa-memory",
+            field="kv_dtype",
+            value=k.name,
+            form=MESSAGE,
+        )
     if not is_nsa(model):
         return None, extra, notes
-    backends = dsa_backends(model, k, target.compute_capability, target.vendor, target.dsa_prefill_backend,
-                            target.dsa_decode_backend)
+    backends = dsa_backends(
+        model, k, target.compute_capability, target.vendor, target.dsa_prefill_backend, target.dsa_decode_backend
+    )
     row = nsa_row_bytes(model, k, backends, target.vendor)
-    gpu = (f"compute capability {target.compute_capability}" if target.compute_capability else
-           f"no --gpu: Hopper ({ASSUMED_COMPUTE_CAPABILITY}) assumed")
+    gpu = (
+        f"compute capability {target.compute_capability}"
+        if target.compute_capability
+        else f"no --gpu: Hopper ({ASSUMED_COMPUTE_CAPABILITY}) assumed"
+    )
     notes.append(f"DSA backends prefill={backends[0]}, decode={backends[1]} ({gpu}): latent rows of {row:,} B a layer")
     return row, extra, notes
 
@@ -622,12 +763,22 @@ def _kv_line(n: int, k_bytes: int, v_bytes: int, mla: bool) -> str:
     return f"KV Cache is allocated. #tokens: {n}, K size: {_gib(k_bytes)}, V size: {_gib(v_bytes)}"
 
 
-def capacity(model: ModelSpec, kv_memory_bytes: int, k: StorageFormat, v: StorageFormat, *, tp: int = 1,
-             page_size: int = DEFAULT_PAGE_SIZE, max_model_len: int | None = None,
-             concurrency: int | None = None, kv_cache_dtype: str | None = None, version: str = "current",
-             hybrid_swa_memory: bool = True,
-             swa_full_tokens_ratio: float = DEFAULT_SWA_FULL_TOKENS_RATIO,
-             target: PoolTarget = PoolTarget()) -> EngineResult:
+def capacity(
+    model: ModelSpec,
+    kv_memory_bytes: int,
+    k: StorageFormat,
+    v: StorageFormat,
+    *,
+    tp: int = 1,
+    page_size: int = DEFAULT_PAGE_SIZE,
+    max_model_len: int | None = None,
+    concurrency: int | None = None,
+    kv_cache_dtype: str | None = None,
+    version: str = "current",
+    hybrid_swa_memory: bool = True,
+    swa_full_tokens_ratio: float = DEFAULT_SWA_FULL_TOKENS_RATIO,
+    target: PoolTarget = PoolTarget(),
+) -> EngineResult:
     """SGLang's pool for a static budget of `kv_memory_bytes` per rank: `max_total_num_tokens`,
     pages, K and V bytes and the log lines; DeepSeek-V3.2's NSA pool (page 64, the indexer
     buffers) and, for the models in `SWA_POOL_MODEL_TYPES`, the SWA pool's two token counts
@@ -643,8 +794,10 @@ def capacity(model: ModelSpec, kv_memory_bytes: int, k: StorageFormat, v: Storag
     """
     _check(model, k, v, tp, page_size, version, swa_full_tokens_ratio, hybrid_swa_memory)
     row, extra, layout_notes = pool_layout(model, k, v, tp, version, target, hybrid_swa_memory)
-    notes = ['SGLang prints GiB values (bytes / 2^30) labelled "GB" (memory_pool.py: GB = 1024 * 1024 * 1024)',
-             *layout_notes]
+    notes = [
+        'SGLang prints GiB values (bytes / 2^30) labelled "GB" (memory_pool.py: GB = 1024 * 1024 * 1024)',
+        *layout_notes,
+    ]
     lines: list[str] = []
     nsa = is_nsa(model)
     if nsa:
@@ -653,21 +806,35 @@ def capacity(model: ModelSpec, kv_memory_bytes: int, k: StorageFormat, v: Storag
     L = max_model_len or model.default_context
     cell = cell_size_bytes(model, k, v, tp, version, row=row, extra_bytes=extra)
     n = kv_memory_bytes // cell // page_size * page_size if kv_memory_bytes > 0 else 0
-    ratio_pool = (uses_swa_pool(model, hybrid_swa_memory, version)
-                  and (model.model_type or "") in RULES[version].swa_ratio_types)
+    ratio_pool = (
+        uses_swa_pool(model, hybrid_swa_memory, version) and (model.model_type or "") in RULES[version].swa_ratio_types
+    )
     if ratio_pool and extra:
-        raise KvcalcError(f"{RULES[version].label}: kvcalc does not model the SWA pool with an nvfp4 dequant "
-                          "workspace: add --disable-hybrid-swa-memory", field="kv_dtype", value=k.name, form=MESSAGE)
+        raise KvcalcError(
+            f"{RULES[version].label}: kvcalc does not model the SWA pool with an nvfp4 dequant "
+            "workspace: add --disable-hybrid-swa-memory",
+            field="kv_dtype",
+            value=k.name,
+            form=MESSAGE,
+        )
     if ratio_pool and k.name not in _TORCH_DTYPES:
-        raise KvcalcError(f"{RULES[version].label}: kvcalc does not model the SWA pool (SWAKVPool) with a "
-                          f"{k.name} KV cache; use bf16, fp16, fp8_e4m3 or fp8_e5m2", field="kv_dtype",
-                          value=k.name, form=MESSAGE)
+        raise KvcalcError(
+            f"{RULES[version].label}: kvcalc does not model the SWA pool (SWAKVPool) with a "
+            f"{k.name} KV cache; use bf16, fp16, fp8_e4m3 or fp8_e5m2",
+            field="kv_dtype",
+            value=k.name,
+            form=MESSAGE,
+        )
     if ratio_pool and kv_memory_bytes > 0:
         n = 1  # the SWA pool's own check below
     if n <= 0:
-        raise KvcalcError(f"SGLang would fail at start-up ({max(kv_memory_bytes, 0):,} B holds no page of "
-                          f"{cell * page_size:,} B): {NO_MEMORY}",
-                          field="kv_memory_bytes", value=kv_memory_bytes, form=MESSAGE)
+        raise KvcalcError(
+            f"SGLang would fail at start-up ({max(kv_memory_bytes, 0):,} B holds no page of "
+            f"{cell * page_size:,} B): {NO_MEMORY}",
+            field="kv_memory_bytes",
+            value=kv_memory_bytes,
+            form=MESSAGE,
+        )
 
     def per_req(t: int) -> int:  # tokens one request of t tokens holds: whole pages
         return -(-t // page_size) * page_size
@@ -679,19 +846,28 @@ def capacity(model: ModelSpec, kv_memory_bytes: int, k: StorageFormat, v: Storag
         sliding = [layer for layer in model.layers if layer.kind == "sliding"]
         window = sliding[0].window or 0
         if ratio_rule:
-            full, swa = swa_pool_tokens(model, kv_memory_bytes, k, v, tp, page_size, swa_full_tokens_ratio,
-                                        version == "current")
+            full, swa = swa_pool_tokens(
+                model, kv_memory_bytes, k, v, tp, page_size, swa_full_tokens_ratio, version == "current"
+            )
             if has_full and window + page_size >= swa:  # pool_configurator.py validate_swa_pool_size, 198-216
-                raise KvcalcError(f"SGLang would fail at start-up: SWA pool ({swa} tokens) cannot hold even one "
-                                  f"request: the prefill admission floor is sliding_window_size ({window}) + "
-                                  f"page_size ({page_size}). Increase --swa-full-tokens-ratio or the total KV budget.",
-                                  field="kv_memory_bytes", value=kv_memory_bytes, form=MESSAGE)
+                raise KvcalcError(
+                    f"SGLang would fail at start-up: SWA pool ({swa} tokens) cannot hold even one "
+                    f"request: the prefill admission floor is sliding_window_size ({window}) + "
+                    f"page_size ({page_size}). Increase --swa-full-tokens-ratio or the total KV budget.",
+                    field="kv_memory_bytes",
+                    value=kv_memory_bytes,
+                    form=MESSAGE,
+                )
         else:
             full, swa = swa_split(model, n, k, v, tp, page_size, swa_full_tokens_ratio)
         if swa <= 0 or (has_full and full <= 0):
-            raise KvcalcError(f"SGLang would fail at start-up ({kv_memory_bytes:,} B leaves the SWA pool "
-                              f"{full:,} full-layer and {swa:,} sliding-layer tokens): {NO_MEMORY}",
-                              field="kv_memory_bytes", value=kv_memory_bytes, form=MESSAGE)
+            raise KvcalcError(
+                f"SGLang would fail at start-up ({kv_memory_bytes:,} B leaves the SWA pool "
+                f"{full:,} full-layer and {swa:,} sliding-layer tokens): {NO_MEMORY}",
+                field="kv_memory_bytes",
+                value=kv_memory_bytes,
+                form=MESSAGE,
+            )
         sk, sv = _layers_pool_bytes(sliding, swa + page_size, k, v, tp)
         fk, fv = _layers_pool_bytes([x for x in model.layers if x.kind != "sliding"], full + page_size, k, v, tp)
         k_bytes, v_bytes = fk + sk, fv + sv
@@ -700,33 +876,44 @@ def capacity(model: ModelSpec, kv_memory_bytes: int, k: StorageFormat, v: Storag
             # 0.5.23 memory_pool.py _finalize_allocation_log 2073-2099 ("Full" / "SWA" allocation labels);
             # swa_memory_pool.py 95-133 builds the full pool first
             dtype = _TORCH_DTYPES[k.name]
-            lines += [f"Use sliding window memory pool. full_layer_tokens={full}, swa_layer_tokens={swa}",
-                      f"Full KV Cache is allocated. dtype: {dtype}, #tokens: {full}, K size: {_gib(fk)}, "
-                      f"V size: {_gib(fv)}",
-                      f"SWA KV Cache is allocated. dtype: {dtype}, #tokens: {swa}, K size: {_gib(sk)}, "
-                      f"V size: {_gib(sv)}", mem]
+            lines += [
+                f"Use sliding window memory pool. full_layer_tokens={full}, swa_layer_tokens={swa}",
+                f"Full KV Cache is allocated. dtype: {dtype}, #tokens: {full}, K size: {_gib(fk)}, V size: {_gib(fv)}",
+                f"SWA KV Cache is allocated. dtype: {dtype}, #tokens: {swa}, K size: {_gib(sk)}, V size: {_gib(sv)}",
+                mem,
+            ]
         elif ratio_rule and version != "current":
             # 0.5.16 memory_pool.py _finalize_allocation_log 1606-1624 (no label); swa_memory_pool.py 60-86
             # builds the SWA pool first
             dtype = _TORCH_DTYPES[k.name]
-            lines += [f"Use sliding window memory pool. full_layer_tokens={full}, swa_layer_tokens={swa}",
-                      f"KV Cache is allocated. dtype: {dtype}, #tokens: {swa}, K size: {_gib(sk)}, V size: {_gib(sv)}",
-                      f"KV Cache is allocated. dtype: {dtype}, #tokens: {full}, K size: {_gib(fk)}, V size: {_gib(fv)}",
-                      mem]
+            lines += [
+                f"Use sliding window memory pool. full_layer_tokens={full}, swa_layer_tokens={swa}",
+                f"KV Cache is allocated. dtype: {dtype}, #tokens: {swa}, K size: {_gib(sk)}, V size: {_gib(sv)}",
+                f"KV Cache is allocated. dtype: {dtype}, #tokens: {full}, K size: {_gib(fk)}, V size: {_gib(fv)}",
+                mem,
+            ]
         else:
-            lines += [f"Use sliding window memory pool. full_layer_tokens={full}, swa_layer_tokens={swa}",
-                      _kv_line(swa, sk, sv, False), _kv_line(full, fk, fv, False), mem]
+            lines += [
+                f"Use sliding window memory pool. full_layer_tokens={full}, swa_layer_tokens={swa}",
+                _kv_line(swa, sk, sv, False),
+                _kv_line(full, fk, fv, False),
+                mem,
+            ]
         if ratio_rule:
             # arg_groups/model_overrides/gemma4.py, mimo_v2.py; arg_groups/overrides.py 1174-1187
-            notes.append(f"sliding-window layers in their own pool (SWAKVPool): {swa:,} tokens "
-                         f"(--swa-full-tokens-ratio {swa_full_tokens_ratio:g}) beside {full:,} for the full layers; "
-                         "SGLang 0.5.23 picks the attention backend by the GPU (Gemma-4: triton, or trtllm_mha on "
-                         "SM100, which needs --page-size 16 to 128 and sets 64; MiMo-V2: fa4 on SM100)")
+            notes.append(
+                f"sliding-window layers in their own pool (SWAKVPool): {swa:,} tokens "
+                f"(--swa-full-tokens-ratio {swa_full_tokens_ratio:g}) beside {full:,} for the full layers; "
+                "SGLang 0.5.23 picks the attention backend by the GPU (Gemma-4: triton, or trtllm_mha on "
+                "SM100, which needs --page-size 16 to 128 and sets 64; MiMo-V2: fa4 on SM100)"
+            )
         else:
-            notes.append(f"sliding-window layers in their own pool (SWAKVPool): {swa:,} tokens "
-                         f"(--swa-full-tokens-ratio {swa_full_tokens_ratio:g}) beside {full:,} for the full layers; "
-                         "on Blackwell SGLang serves gpt-oss with trtllm_mha and turns it off "
-                         "(--disable-hybrid-swa-memory)")
+            notes.append(
+                f"sliding-window layers in their own pool (SWAKVPool): {swa:,} tokens "
+                f"(--swa-full-tokens-ratio {swa_full_tokens_ratio:g}) beside {full:,} for the full layers; "
+                "on Blackwell SGLang serves gpt-oss with trtllm_mha and turns it off "
+                "(--disable-hybrid-swa-memory)"
+            )
 
         def fits(t: int, c: int) -> bool:
             return full >= c * per_req(t) and swa >= c * per_req(min(t, window))
@@ -734,6 +921,7 @@ def capacity(model: ModelSpec, kv_memory_bytes: int, k: StorageFormat, v: Storag
         conc = min(full / per_req(L), swa / per_req(min(L, window))) if L else None
         n = full if has_full else swa  # every layer sliding: SGLang's capacity is the SWA pool's
     else:
+
         def fits(t: int, c: int) -> bool:
             return n >= c * per_req(t)
 
@@ -744,35 +932,65 @@ def capacity(model: ModelSpec, kv_memory_bytes: int, k: StorageFormat, v: Storag
             logged = latent if version == "legacy" else latent + indexer
             lines.append(f"KV Cache is allocated. #tokens: {n}, KV size: {_gib(logged)}")
             if version == "legacy":
-                notes.append(f"SGLang before PR #11309 sized tokens and logged the KV size without the indexer "
-                             f"key cache: the pool really takes {k_bytes:,} B ({k_bytes / SGLANG_GB:.2f} GiB)")
+                notes.append(
+                    f"SGLang before PR #11309 sized tokens and logged the KV size without the indexer "
+                    f"key cache: the pool really takes {k_bytes:,} B ({k_bytes / SGLANG_GB:.2f} GiB)"
+                )
             sized = k.bytes_for((model.kv_lora_rank or 0) + (model.qk_rope_head_dim or 0), what="latent")
             if row != sized and RULES[version].nsa_cell != "row":
-                notes.append(f"SGLang sizes the fp8 latent as {sized:,} B a layer but allocates {row:,} B rows (fp32 "
-                             f"scales and a bf16 rope): the pool takes {k_bytes:,} B, "
-                             f"{k_bytes - kv_memory_bytes:,} B over the budget")
+                notes.append(
+                    f"SGLang sizes the fp8 latent as {sized:,} B a layer but allocates {row:,} B rows (fp32 "
+                    f"scales and a bf16 rope): the pool takes {k_bytes:,} B, "
+                    f"{k_bytes - kv_memory_bytes:,} B over the budget"
+                )
         else:
             k_bytes, v_bytes = pool_bytes(model, n, page_size, k, v, tp)
             lines.append(_kv_line(n, k_bytes, v_bytes, model.attention == "mla"))
         if any(layer.kind == "sliding" for layer in model.layers):
-            why = ("--disable-hybrid-swa-memory" if (model.model_type or "") in RULES[version].swa_model_types
-                   else "SGLang's SWA pool serves only the architectures model_config.is_hybrid_swa_model lists")
+            why = (
+                "--disable-hybrid-swa-memory"
+                if (model.model_type or "") in RULES[version].swa_model_types
+                else "SGLang's SWA pool serves only the architectures model_config.is_hybrid_swa_model lists"
+            )
             notes.append(f"sliding-window layers sized like full ones ({why})")
     longest = None
     if concurrency:
         longest = longest_fitting(lambda t: fits(t, concurrency), SEARCH_LIMIT_TOKENS)
     return EngineResult(
-        engine="sglang", engine_version=VERSIONS[version], kv_memory_bytes=kv_memory_bytes,
+        engine="sglang",
+        engine_version=VERSIONS[version],
+        kv_memory_bytes=kv_memory_bytes,
         kv_cache_dtype=kv_cache_dtype or (k.name if k == v else f"{k.name}/{v.name}"),
-        block_size=page_size, page_size_bytes=cell * page_size,
-        num_gpu_blocks=n // page_size, kv_cache_tokens=n, engine_kv_bytes=k_bytes + v_bytes,
-        max_model_len=L, max_concurrency=conc, concurrency=concurrency, longest_context=longest,
-        k_bytes=k_bytes, v_bytes=v_bytes, log_lines=lines, notes=notes)
+        block_size=page_size,
+        page_size_bytes=cell * page_size,
+        num_gpu_blocks=n // page_size,
+        kv_cache_tokens=n,
+        engine_kv_bytes=k_bytes + v_bytes,
+        max_model_len=L,
+        max_concurrency=conc,
+        concurrency=concurrency,
+        longest_context=longest,
+        k_bytes=k_bytes,
+        v_bytes=v_bytes,
+        log_lines=lines,
+        notes=notes,
+    )
 
 
-def memory_for(model: ModelSpec, seq_len: int, batch: int, k: StorageFormat, v: StorageFormat, *, tp: int = 1,
-               page_size: int = DEFAULT_PAGE_SIZE, version: str = "current", hybrid_swa_memory: bool = True,
-               swa_full_tokens_ratio: float = DEFAULT_SWA_FULL_TOKENS_RATIO, target: PoolTarget = PoolTarget()) -> int:
+def memory_for(
+    model: ModelSpec,
+    seq_len: int,
+    batch: int,
+    k: StorageFormat,
+    v: StorageFormat,
+    *,
+    tp: int = 1,
+    page_size: int = DEFAULT_PAGE_SIZE,
+    version: str = "current",
+    hybrid_swa_memory: bool = True,
+    swa_full_tokens_ratio: float = DEFAULT_SWA_FULL_TOKENS_RATIO,
+    target: PoolTarget = PoolTarget(),
+) -> int:
     """The static budget per rank for `batch` requests of `seq_len` tokens:
     batch x cdiv(seq_len, page) x page x cell_size (NSA: page 64). With the SWA pool, the least
     budget whose split (`swa_split`) holds batch x pages(seq_len) full-layer tokens and
@@ -790,11 +1008,11 @@ def memory_for(model: ModelSpec, seq_len: int, batch: int, k: StorageFormat, v: 
 
     def enough(budget: int) -> bool:
         if (model.model_type or "") in RULES[version].swa_ratio_types:
-            full, swa = swa_pool_tokens(model, budget, k, v, tp, page_size, swa_full_tokens_ratio,
-                                        version == "current")
+            full, swa = swa_pool_tokens(model, budget, k, v, tp, page_size, swa_full_tokens_ratio, version == "current")
         else:
-            full, swa = swa_split(model, budget // cell // page_size * page_size, k, v, tp, page_size,
-                                  swa_full_tokens_ratio)
+            full, swa = swa_split(
+                model, budget // cell // page_size * page_size, k, v, tp, page_size, swa_full_tokens_ratio
+            )
         return full >= need_full and swa >= need_swa
 
     hi = cell * page_size

@@ -46,14 +46,39 @@ MAX_HEADER_BYTES = 100_000_000
 
 #: safetensors dtype -> bits per element (safetensors `src/tensor.rs`, `Dtype` and its `bitsize`)
 DTYPE_BITS: dict[str, int] = {
-    "BOOL": 8, "U8": 8, "I8": 8, "F8_E5M2": 8, "F8_E4M3": 8, "F8_E8M0": 8, "F4": 4, "F6_E2M3": 6, "F6_E3M2": 6,
-    "I16": 16, "U16": 16, "F16": 16, "BF16": 16, "I32": 32, "U32": 32, "F32": 32, "C64": 64, "F64": 64,
-    "I64": 64, "U64": 64,
+    "BOOL": 8,
+    "U8": 8,
+    "I8": 8,
+    "F8_E5M2": 8,
+    "F8_E4M3": 8,
+    "F8_E8M0": 8,
+    "F4": 4,
+    "F6_E2M3": 6,
+    "F6_E3M2": 6,
+    "I16": 16,
+    "U16": 16,
+    "F16": 16,
+    "BF16": 16,
+    "I32": 32,
+    "U32": 32,
+    "F32": 32,
+    "C64": 64,
+    "F64": 64,
+    "I64": 64,
+    "U64": 64,
 }
 
 #: safetensors dtype -> kvcalc format name, for the label
-_DTYPE_NAMES = {"BF16": "bf16", "F16": "fp16", "F32": "fp32", "F8_E4M3": "fp8_e4m3", "F8_E5M2": "fp8_e5m2",
-                "I8": "int8", "F4": "fp4", "F8_E8M0": "e8m0"}
+_DTYPE_NAMES = {
+    "BF16": "bf16",
+    "F16": "fp16",
+    "F32": "fp32",
+    "F8_E4M3": "fp8_e4m3",
+    "F8_E5M2": "fp8_e5m2",
+    "I8": "int8",
+    "F4": "fp4",
+    "F8_E8M0": "e8m0",
+}
 
 _PREFIX = r"(?:model\.language_model\.|language_model\.model\.|model\.|transformer\.|backbone\.|gpt_neox\.)?"
 _LAYER = re.compile(_PREFIX + r"(?:layers|h)\.(\d+)\.(.+)$")
@@ -92,8 +117,12 @@ def parse_header(header: object, where: str) -> dict[str, Tensor]:
         nbytes = offsets[1] - offsets[0]
         expected = -(-prod(shape) * DTYPE_BITS[entry["dtype"]] // 8)
         if nbytes != expected:
-            raise ConfigError(f"data_offsets hold {nbytes:,} B but shape {shape} of {entry['dtype']} is "
-                              f"{expected:,} B: the file is damaged", path=where, field=str(name)[:120])
+            raise ConfigError(
+                f"data_offsets hold {nbytes:,} B but shape {shape} of {entry['dtype']} is "
+                f"{expected:,} B: the file is damaged",
+                path=where,
+                field=str(name)[:120],
+            )
         out[name] = Tensor(entry["dtype"], tuple(shape), nbytes)
     return out
 
@@ -104,7 +133,8 @@ def _shown(value: object) -> str:
     if value is None:
         return "missing"
     if isinstance(value, (str, int, float, bool)) or (
-            isinstance(value, list) and len(value) <= 8 and all(isinstance(v, (str, int, float, bool)) for v in value)):
+        isinstance(value, list) and len(value) <= 8 and all(isinstance(v, (str, int, float, bool)) for v in value)
+    ):
         return excerpt(json.dumps(value), 60)
     return "a list" if isinstance(value, list) else "an object"
 
@@ -115,21 +145,28 @@ def _entry_problem(entry: object) -> str | None:
     `Dtype`), a `shape` of whole numbers >= 0 and `data_offsets` [begin, end], 0 <= begin <= end
     (safetensors README, "Format")."""
     if not isinstance(entry, dict):
-        return (f"is {_shown(entry)}, not a tensor entry; a safetensors header maps each tensor to "
-                '{"dtype", "shape", "data_offsets"}')
+        return (
+            f"is {_shown(entry)}, not a tensor entry; a safetensors header maps each tensor to "
+            '{"dtype", "shape", "data_offsets"}'
+        )
     dtype = entry.get("dtype")
     if dtype is None:
         return f"has no dtype; give one of the safetensors dtypes: {', '.join(sorted(DTYPE_BITS))}"
     if not isinstance(dtype, str) or dtype not in DTYPE_BITS:
-        return (f"'{excerpt(str(dtype), 40)}' is not a safetensors dtype; the known ones are: "
-                f"{', '.join(sorted(DTYPE_BITS))}")
+        return (
+            f"'{excerpt(str(dtype), 40)}' is not a safetensors dtype; the known ones are: "
+            f"{', '.join(sorted(DTYPE_BITS))}"
+        )
     shape = entry.get("shape")
-    if not isinstance(shape, list) or not all(isinstance(d, int) and not isinstance(d, bool) and d >= 0
-                                              for d in shape):
+    if not isinstance(shape, list) or not all(isinstance(d, int) and not isinstance(d, bool) and d >= 0 for d in shape):
         return f"shape {_shown(shape)} is not a list of whole numbers (e.g. [4096, 4096])"
     offsets = entry.get("data_offsets")
-    if not (isinstance(offsets, list) and len(offsets) == 2
-            and all(isinstance(o, int) and not isinstance(o, bool) for o in offsets) and 0 <= offsets[0] <= offsets[1]):
+    if not (
+        isinstance(offsets, list)
+        and len(offsets) == 2
+        and all(isinstance(o, int) and not isinstance(o, bool) for o in offsets)
+        and 0 <= offsets[0] <= offsets[1]
+    ):
         return f"data_offsets {_shown(offsets)} is not [begin, end] with 0 <= begin <= end"
     return None
 
@@ -145,8 +182,9 @@ def read_header(path: Path) -> dict[str, Tensor]:
     tensor data (`check_data_size`)."""
     try:
         if not stat.S_ISREG(os.stat(path).st_mode):
-            raise ConfigError("is not a regular file; kvcalc reads safetensors headers only from regular files",
-                              path=str(path))
+            raise ConfigError(
+                "is not a regular file; kvcalc reads safetensors headers only from regular files", path=str(path)
+            )
         with open(path, "rb") as f:
             size = os.fstat(f.fileno()).st_size
             head = f.read(8)
@@ -154,8 +192,11 @@ def read_header(path: Path) -> dict[str, Tensor]:
                 raise ConfigError("too short for a safetensors file (no 8-byte header length)", path=str(path))
             (n,) = struct.unpack("<Q", head)
             if n > MAX_HEADER_BYTES:
-                raise ConfigError(f"header length {n:,} B exceeds safetensors' limit of {MAX_HEADER_BYTES:,} B: "
-                                  "not a safetensors file", path=str(path))
+                raise ConfigError(
+                    f"header length {n:,} B exceeds safetensors' limit of {MAX_HEADER_BYTES:,} B: "
+                    "not a safetensors file",
+                    path=str(path),
+                )
             raw = f.read(n)
     except OSError as e:
         raise ConfigError(f"cannot read: {e.strerror or e}", path=str(path)) from None
@@ -164,7 +205,9 @@ def read_header(path: Path) -> dict[str, Tensor]:
     try:
         header = json.loads(raw.decode("utf-8"))
     except (UnicodeDecodeError, ValueError) as e:  # ValueError: JSONDecodeError, or an integer of > 4,300 digits
-        raise ConfigError(f"the safetensors header is not valid JSON ({excerpt(str(e), 120)})", path=str(path)) from None
+        raise ConfigError(
+            f"the safetensors header is not valid JSON ({excerpt(str(e), 120)})", path=str(path)
+        ) from None
     except RecursionError:
         raise ConfigError("the safetensors header is not valid JSON (nested too deep)", path=str(path)) from None
     tensors = parse_header(header, str(path))
@@ -181,8 +224,11 @@ def check_data_size(header: dict[str, Any], data_start: int, file_bytes: int, wh
     `header` has passed `parse_header`."""
     end = max((e["data_offsets"][1] for k, e in header.items() if k != "__metadata__"), default=0)
     if data_start + end > file_bytes:
-        raise ConfigError(f"truncated: its header places tensor data up to byte {data_start + end:,} but the file "
-                          f"holds {file_bytes:,} B (an interrupted download?); fetch the file again", path=where)
+        raise ConfigError(
+            f"truncated: its header places tensor data up to byte {data_start + end:,} but the file "
+            f"holds {file_bytes:,} B (an interrupted download?); fetch the file again",
+            path=where,
+        )
 
 
 def local_headers(folder: Path) -> dict[str, dict[str, Tensor]] | None:
@@ -204,14 +250,22 @@ def local_headers(folder: Path) -> dict[str, dict[str, Tensor]] | None:
         names = sorted(set(weight_map.values()))
         outside = next((n for n in names if not _inside(folder, n)), None)
         if outside is not None:
-            raise ConfigError(f"names shard file {excerpt(outside, 80, quote=True)} outside the checkpoint folder; "
-                              "shards must sit beside the index (a plain file name such as "
-                              "model-00001-of-00004.safetensors)", path=str(index), field="weight_map")
+            raise ConfigError(
+                f"names shard file {excerpt(outside, 80, quote=True)} outside the checkpoint folder; "
+                "shards must sit beside the index (a plain file name such as "
+                "model-00001-of-00004.safetensors)",
+                path=str(index),
+                field="weight_map",
+            )
         missing = [n for n in names if not (folder / n).is_file()]
         if missing:
-            warnings.warn(f"{folder}: {len(missing)} of {len(names)} safetensors shards are missing "
-                          f"({', '.join(missing[:3])}{' ...' if len(missing) > 3 else ''}); weights are counted from "
-                          "the architecture", KvcalcWarning, stacklevel=2)
+            warnings.warn(
+                f"{folder}: {len(missing)} of {len(names)} safetensors shards are missing "
+                f"({', '.join(missing[:3])}{' ...' if len(missing) > 3 else ''}); weights are counted from "
+                "the architecture",
+                KvcalcWarning,
+                stacklevel=2,
+            )
             return None
     else:
         names = sorted(p.name for p in folder.glob("*.safetensors"))
@@ -258,8 +312,14 @@ def _label(by_dtype: dict[str, int], quant: Quantization | None) -> str:
     return " + ".join(names)
 
 
-def checkpoint_weights(files: dict[str, dict[str, Tensor]], *, n_layers: int, quant: Quantization | None = None,
-                       source: str | None = None, where: str | None = None) -> CheckpointWeights | None:
+def checkpoint_weights(
+    files: dict[str, dict[str, Tensor]],
+    *,
+    n_layers: int,
+    quant: Quantization | None = None,
+    source: str | None = None,
+    where: str | None = None,
+) -> CheckpointWeights | None:
     """`CheckpointWeights` of a model with `n_layers` decoder layers from its files' headers
     (see the module docstring for the name mapping). None, after a `KvcalcWarning`, when some
     decoder layer has no tensor (a config that does not match its files): the caller counts
@@ -289,21 +349,37 @@ def checkpoint_weights(files: dict[str, dict[str, Tensor]], *, n_layers: int, qu
     if empty:
         from kvcalc.text import number_list
 
-        warnings.warn(f"{where or source or 'checkpoint'}: no tensors for decoder layer{'s' if len(empty) > 1 else ''} "
-                      f"{number_list(empty, 5)} of {n_layers}; weights "
-                      "are counted from the architecture", KvcalcWarning, stacklevel=2)
+        warnings.warn(
+            f"{where or source or 'checkpoint'}: no tensors for decoder layer{'s' if len(empty) > 1 else ''} "
+            f"{number_list(empty, 5)} of {n_layers}; weights "
+            "are counted from the architecture",
+            KvcalcWarning,
+            stacklevel=2,
+        )
         return None
     k = len(files)
     return CheckpointWeights(
-        source=source or f"safetensors headers of {k} file{'s' if k != 1 else ''}", label=_label(by_dtype, quant),
-        n_params=n_params, layer_bytes=layer_bytes, layer_expert_bytes=expert_bytes, embedding_bytes=embedding,
-        head_bytes=head, other_bytes=other, bytes_by_dtype=by_dtype)
+        source=source or f"safetensors headers of {k} file{'s' if k != 1 else ''}",
+        label=_label(by_dtype, quant),
+        n_params=n_params,
+        layer_bytes=layer_bytes,
+        layer_expert_bytes=expert_bytes,
+        embedding_bytes=embedding,
+        head_bytes=head,
+        other_bytes=other,
+        bytes_by_dtype=by_dtype,
+    )
 
 
 #: where a decoder layer's tensors live, by checkpoint layout (Hugging Face text models, multimodal
 #: wrappers, DeepSeek's own names)
-_LAYER_PREFIXES = ("model.layers.{i}.", "model.language_model.layers.{i}.", "language_model.model.layers.{i}.",
-                   "model.text_model.layers.{i}.", "layers.{i}.")
+_LAYER_PREFIXES = (
+    "model.layers.{i}.",
+    "model.language_model.layers.{i}.",
+    "language_model.model.layers.{i}.",
+    "model.text_model.layers.{i}.",
+    "layers.{i}.",
+)
 
 
 def check_projection_widths(fields: dict[str, Any], files: dict[str, dict[str, Tensor]], where: str | None) -> None:
@@ -344,12 +420,21 @@ def check_projection_widths(fields: dict[str, Any], files: dict[str, dict[str, T
                     raise ConfigError(
                         f"layer {i}: the checkpoint's {name} is {t.shape[0]:,} wide ({t.shape[0]:,} x "
                         f"{t.shape[1]:,}), but config.json gives {width:,} ({how}); the config does not "
-                        "describe this checkpoint", path=where, field=None)
+                        "describe this checkpoint",
+                        path=where,
+                        field=None,
+                    )
                 break
 
 
-def attach_checkpoint(fields: dict[str, Any], config: dict[str, Any], files: dict[str, dict[str, Tensor]] | None, *,
-                      path: str | None = None, missing: str = "no safetensors files") -> dict[str, Any]:
+def attach_checkpoint(
+    fields: dict[str, Any],
+    config: dict[str, Any],
+    files: dict[str, dict[str, Tensor]] | None,
+    *,
+    path: str | None = None,
+    missing: str = "no safetensors files",
+) -> dict[str, Any]:
     """`fields` (a Hugging Face config's `ModelSpec` fields) with `checkpoint` set from the
     files' headers, and the `source` saying which count is used: `...; weights from safetensors
     headers of 4 files`, or `...; weights counted from the architecture (<missing>)`."""
@@ -359,8 +444,14 @@ def attach_checkpoint(fields: dict[str, Any], config: dict[str, Any], files: dic
     if files:
         with warnings.catch_warnings():  # the config's reader has already warned about its quantization
             warnings.simplefilter("ignore", KvcalcWarning)
-            quant = read_quantization(config, dtype=fields["dtype"], n_layers=fields["n_layers"],
-                                      moe=bool(fields.get("n_experts")), path=path, hidden_size=fields.get("hidden_size"))
+            quant = read_quantization(
+                config,
+                dtype=fields["dtype"],
+                n_layers=fields["n_layers"],
+                moe=bool(fields.get("n_experts")),
+                path=path,
+                hidden_size=fields.get("hidden_size"),
+            )
         where = str(Path(path).parent) if path and path.endswith("config.json") else path
         check_projection_widths(fields, files, where)
         ck = checkpoint_weights(files, n_layers=fields["n_layers"], quant=quant, source=None, where=where)

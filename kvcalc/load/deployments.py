@@ -80,9 +80,11 @@ def _kind_keys() -> dict[str, frozenset[str]]:
     common = {"name", "description", "source", "key"}
     gpu = set(GpuSpec.model_fields) - common
     model = set(ModelSpec.model_fields) - common
-    return {"deployment": frozenset(set(Deployment.model_fields) - common),
-            "gpu": frozenset(gpu | {k for k, v in FIELD_HINTS.items() if v in gpu}),
-            "model": frozenset(model | {k for k, v in FIELD_HINTS.items() if v in model})}
+    return {
+        "deployment": frozenset(set(Deployment.model_fields) - common),
+        "gpu": frozenset(gpu | {k for k, v in FIELD_HINTS.items() if v in gpu}),
+        "model": frozenset(model | {k for k, v in FIELD_HINTS.items() if v in model}),
+    }
 
 
 def file_kind(data: dict[str, Any], path: Path, lines: dict[str, int] | None = None) -> str | None:
@@ -95,8 +97,12 @@ def file_kind(data: dict[str, Any], path: Path, lines: dict[str, int] | None = N
     if "kind" in data:
         kind = str(data["kind"]).strip().lower()
         if kind not in KINDS:
-            raise ConfigError(f"unknown kind '{data['kind']}'; use one of: {', '.join(KINDS)}", path=str(path),
-                              field="kind", line=(lines or {}).get("kind"))
+            raise ConfigError(
+                f"unknown kind '{data['kind']}'; use one of: {', '.join(KINDS)}",
+                path=str(path),
+                field="kind",
+                line=(lines or {}).get("kind"),
+            )
         return kind
     keys = {str(k) for k in data}
     for kind, marks in _kind_keys().items():
@@ -123,8 +129,12 @@ def folder_gpus(folder: Path) -> dict[str, Any]:
             continue  # reported when the file itself is checked
         key = normalize_key(str(data.get("key", f.stem)))
         if key in out:
-            out[key] = ConfigError(f"GPU '{key}' is defined twice in {folder}: {where[key].name} and {f.name}",
-                                   path=str(f), field="key", line=lines.get("key"))
+            out[key] = ConfigError(
+                f"GPU '{key}' is defined twice in {folder}: {where[key].name} and {f.name}",
+                path=str(f),
+                field="key",
+                line=lines.get("key"),
+            )
             continue
         where[key] = f
         try:
@@ -157,13 +167,15 @@ def load_deployment(path: Path, gpus: dict[str, Any] | None = None):
     try:
         model = load_model(_resolve(dep.model, path.parent))
     except KvcalcError as e:
-        raise ConfigError(str(e) if isinstance(e, ConfigError) else e.message, path=str(path), field="model",
-                          line=lines.get("model")) from None
+        raise ConfigError(
+            str(e) if isinstance(e, ConfigError) else e.message, path=str(path), field="model", line=lines.get("model")
+        ) from None
     try:
         gpu = get_gpu(_resolve(dep.gpu, path.parent), local=gpus)
     except KvcalcError as e:
-        raise ConfigError(str(e) if isinstance(e, ConfigError) else e.message, path=str(path), field="gpu",
-                          line=lines.get("gpu")) from None
+        raise ConfigError(
+            str(e) if isinstance(e, ConfigError) else e.message, path=str(path), field="gpu", line=lines.get("gpu")
+        ) from None
     return dep, model, gpu, lines
 
 
@@ -185,12 +197,16 @@ def _options_model(options_cls: type) -> Any:
     from pydantic import ConfigDict, create_model
 
     hints = typing.get_type_hints(options_cls)
-    fields = {f.name: (hints[f.name], f.default) for f in dataclasses.fields(options_cls)
-              if f.name not in DERIVED_OPTIONS}
+    fields = {
+        f.name: (hints[f.name], f.default) for f in dataclasses.fields(options_cls) if f.name not in DERIVED_OPTIONS
+    }
     # mypy matches **fields against every keyword of create_model (__doc__, __base__, ...), not
     # only **field_definitions, so no dict of field definitions type-checks here
-    inner = create_model(f"{options_cls.__name__}InDeployment",  # type: ignore[call-overload]
-                         __config__=ConfigDict(strict=True, extra="forbid", frozen=True), **fields)
+    inner = create_model(
+        f"{options_cls.__name__}InDeployment",  # type: ignore[call-overload]
+        __config__=ConfigDict(strict=True, extra="forbid", frozen=True),
+        **fields,
+    )
     return create_model("DeploymentEngineOptions", __config__=ConfigDict(extra="forbid"), engine_options=(inner, ...))
 
 
@@ -214,8 +230,9 @@ def recorded_options(options: Any) -> dict[str, Any]:
     return out
 
 
-def engine_kv_of(dep: Deployment, model: Any, path: str = "deployment", lines: dict[str, int] | None = None
-                 ) -> tuple[str, Any]:
+def engine_kv_of(
+    dep: Deployment, model: Any, path: str = "deployment", lines: dict[str, int] | None = None
+) -> tuple[str, Any]:
     """(engine name, its per-GPU KV arithmetic or None) for a deployment: the file's `engine:`
     and `engine_options:` resolved as `kvcalc plan` resolves `--engine` and its flags
     (`EngineProfile.options`, `plan_engine_kv`), so `kvcalc check` sizes the file as plan did.
@@ -231,8 +248,12 @@ def engine_kv_of(dep: Deployment, model: Any, path: str = "deployment", lines: d
     lines = lines or {}
     if dep.engine is None:
         if dep.engine_options:
-            raise ConfigError("engine options without an engine: add engine: (vllm, sglang, llamacpp)", path=path,
-                              field="engine_options", line=lines.get("engine_options"))
+            raise ConfigError(
+                "engine options without an engine: add engine: (vllm, sglang, llamacpp)",
+                path=path,
+                field="engine_options",
+                line=lines.get("engine_options"),
+            )
         return "ideal", None
     from kvcalc.engines.profile import get_profile
     from kvcalc.requests import check_option_bounds
@@ -250,8 +271,9 @@ def engine_kv_of(dep: Deployment, model: Any, path: str = "deployment", lines: d
     except ValidationError as e:
         raise validation_error(e, wrapper, path, lines) from None
     except KvcalcError as e:
-        raise ConfigError(e.message, path=path, field="engine_options", line=lines.get("engine_options"),
-                          value=e.value) from None
+        raise ConfigError(
+            e.message, path=path, field="engine_options", line=lines.get("engine_options"), value=e.value
+        ) from None
     try:
         prof.check_model(model)
     except KvcalcError as e:
@@ -294,9 +316,18 @@ def check_deployment(path: Path, gpus: dict[str, Any] | None = None) -> CheckRow
 
         from kvcalc.errors import KvcalcWarning
 
-        warnings.warn(str(ConfigError(
-            f"{dep.max_seq_len:,} tokens is beyond {model.name}'s {model.context_limit_label}; engines refuse a longer max_model_len",
-            path=str(path), field="max_seq_len", line=lines.get("max_seq_len"))), KvcalcWarning, stacklevel=2)
+        warnings.warn(
+            str(
+                ConfigError(
+                    f"{dep.max_seq_len:,} tokens is beyond {model.name}'s {model.context_limit_label}; engines refuse a longer max_model_len",
+                    path=str(path),
+                    field="max_seq_len",
+                    line=lines.get("max_seq_len"),
+                )
+            ),
+            KvcalcWarning,
+            stacklevel=2,
+        )
     return row
 
 
@@ -336,9 +367,17 @@ def check_paths(paths: list[str]) -> tuple[list[CheckRow], list[str]]:
         if kind == "model":
             continue
         if kind is None:
-            warnings.warn(str(ConfigError(
-                "neither a deployment (model:, gpu:, max_seq_len:) nor a GPU file (memory_bytes:, hbm_bytes_per_s:, "
-                "...); skipped (set kind: deployment or kind: gpu)", path=str(f))), KvcalcWarning, stacklevel=2)
+            warnings.warn(
+                str(
+                    ConfigError(
+                        "neither a deployment (model:, gpu:, max_seq_len:) nor a GPU file (memory_bytes:, hbm_bytes_per_s:, "
+                        "...); skipped (set kind: deployment or kind: gpu)",
+                        path=str(f),
+                    )
+                ),
+                KvcalcWarning,
+                stacklevel=2,
+            )
             continue
         n_deployments += 1
         try:
@@ -346,8 +385,10 @@ def check_paths(paths: list[str]) -> tuple[list[CheckRow], list[str]]:
         except KvcalcError as e:
             errors += str(e).splitlines()
     if not n_deployments and not errors:
-        raise ConfigError("holds no deployment file (one with model:, gpu: and max_seq_len:, or kind: deployment)",
-                          path=", ".join(paths))
+        raise ConfigError(
+            "holds no deployment file (one with model:, gpu: and max_seq_len:, or kind: deployment)",
+            path=", ".join(paths),
+        )
     return rows, list(dict.fromkeys(errors))
 
 

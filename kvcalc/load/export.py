@@ -17,8 +17,10 @@ from kvcalc.errors import KvcalcError
 from kvcalc.load.hf.reader import compact_layers
 from kvcalc.schema import ModelSpec
 
-YAML_HEADER = ("# Converted by `kvcalc import` from {source}.\n"
-               "# Edit freely: this is a kvcalc model config (see configs/models/).\n")
+YAML_HEADER = (
+    "# Converted by `kvcalc import` from {source}.\n"
+    "# Edit freely: this is a kvcalc model config (see configs/models/).\n"
+)
 
 #: the most characters of a header comment line (a source or a warning), then "…"
 COMMENT_CHARS = 200
@@ -33,7 +35,7 @@ def comment_line(text: str, limit: int = COMMENT_CHARS) -> str:
     `limit` characters; so what follows `# ` can never start a line of its own."""
     from kvcalc.text import cut, escape_controls
 
-    s = escape_controls(text[:limit * 8], keep="")
+    s = escape_controls(text[: limit * 8], keep="")
     s = "".join(f"\\u{ord(c):04x}" if c in _YAML_BREAKS or c == "\ufeff" else c for c in s)
     return cut(s, limit)
 
@@ -81,11 +83,16 @@ def spec_to_yaml(spec: ModelSpec, warnings_seen: Iterable[str] = ()) -> str:
     class _Dumper(yaml.SafeDumper):
         """Block mappings, flow lists: `layer_pattern: [sliding, full]` on one line."""
 
-    _Dumper.add_representer(list, lambda d, v: d.represent_sequence("tag:yaml.org,2002:seq", v,
-                                                                     flow_style=True))
+    _Dumper.add_representer(list, lambda d, v: d.represent_sequence("tag:yaml.org,2002:seq", v, flow_style=True))
     _Dumper.add_representer(str, _represent_str)
-    body = yaml.dump(spec_to_yaml_dict(spec), Dumper=_Dumper, sort_keys=False,
-                     default_flow_style=False, width=100, allow_unicode=True)
+    body = yaml.dump(
+        spec_to_yaml_dict(spec),
+        Dumper=_Dumper,
+        sort_keys=False,
+        default_flow_style=False,
+        width=100,
+        allow_unicode=True,
+    )
     for c in _RAW_IN_QUOTES:  # only ever inside a double-quoted scalar (`_represent_str`): same text
         body = body.replace(c, f"\\u{ord(c):04x}")
     notes = "".join(f"# warning: {comment_line(ln)}\n" for w in warnings_seen for ln in str(w).split("\n"))
@@ -107,5 +114,7 @@ def check_round_trip(spec: ModelSpec, text: str) -> None:
     want, got = spec.model_dump(), back.model_dump()
     if want != got:
         field = next(k for k in want if want[k] != got.get(k))
-        raise KvcalcError(f"kvcalc import cannot write this model as YAML that loads back the same: "
-                          f"field '{field}' would change", field=field)
+        raise KvcalcError(
+            f"kvcalc import cannot write this model as YAML that loads back the same: field '{field}' would change",
+            field=field,
+        )

@@ -31,19 +31,45 @@ M = TypeVar("M", bound=BaseModel)
 
 #: Hugging Face / other calculators' spellings of our fields, for "did you mean" hints.
 FIELD_HINTS: dict[str, str] = {
-    "num_hidden_layers": "n_layers", "num_layers": "n_layers", "n_layer": "n_layers", "layers": "n_layers",
-    "num_attention_heads": "n_heads", "n_head": "n_heads", "heads": "n_heads", "num_heads": "n_heads",
-    "num_key_value_heads": "n_kv_heads", "kv_heads": "n_kv_heads", "n_kv_head": "n_kv_heads",
-    "num_kv_heads": "n_kv_heads", "n_embd": "hidden_size", "d_model": "hidden_size",
-    "torch_dtype": "dtype", "n_positions": "max_position_embeddings", "max_seq_len": "max_position_embeddings",
-    "context_length": "max_position_embeddings", "window": "sliding_window",
+    "num_hidden_layers": "n_layers",
+    "num_layers": "n_layers",
+    "n_layer": "n_layers",
+    "layers": "n_layers",
+    "num_attention_heads": "n_heads",
+    "n_head": "n_heads",
+    "heads": "n_heads",
+    "num_heads": "n_heads",
+    "num_key_value_heads": "n_kv_heads",
+    "kv_heads": "n_kv_heads",
+    "n_kv_head": "n_kv_heads",
+    "num_kv_heads": "n_kv_heads",
+    "n_embd": "hidden_size",
+    "d_model": "hidden_size",
+    "torch_dtype": "dtype",
+    "n_positions": "max_position_embeddings",
+    "max_seq_len": "max_position_embeddings",
+    "context_length": "max_position_embeddings",
+    "window": "sliding_window",
     # GPU rows (`--gpu FILE`, a GPU file in a `kvcalc check` folder)
-    "memory": "memory_bytes", "mem": "memory_bytes", "vram": "memory_bytes", "memory_gb": "memory_bytes",
-    "memory_gib": "memory_bytes", "memory_size": "memory_bytes", "bandwidth": "hbm_bytes_per_s",
-    "memory_bandwidth": "hbm_bytes_per_s", "mem_bandwidth": "hbm_bytes_per_s", "hbm_bandwidth": "hbm_bytes_per_s",
-    "bf16_tflops": "bf16_flops_per_s", "tflops": "bf16_flops_per_s", "flops": "bf16_flops_per_s",
-    "fp16_flops_per_s": "bf16_flops_per_s", "fp8_tflops": "fp8_flops_per_s", "nvlink": "interconnect_bytes_per_s",
-    "nvlink_bytes_per_s": "interconnect_bytes_per_s", "l2_cache": "l2_bytes", "l2_cache_bytes": "l2_bytes",
+    "memory": "memory_bytes",
+    "mem": "memory_bytes",
+    "vram": "memory_bytes",
+    "memory_gb": "memory_bytes",
+    "memory_gib": "memory_bytes",
+    "memory_size": "memory_bytes",
+    "bandwidth": "hbm_bytes_per_s",
+    "memory_bandwidth": "hbm_bytes_per_s",
+    "mem_bandwidth": "hbm_bytes_per_s",
+    "hbm_bandwidth": "hbm_bytes_per_s",
+    "bf16_tflops": "bf16_flops_per_s",
+    "tflops": "bf16_flops_per_s",
+    "flops": "bf16_flops_per_s",
+    "fp16_flops_per_s": "bf16_flops_per_s",
+    "fp8_tflops": "fp8_flops_per_s",
+    "nvlink": "interconnect_bytes_per_s",
+    "nvlink_bytes_per_s": "interconnect_bytes_per_s",
+    "l2_cache": "l2_bytes",
+    "l2_cache_bytes": "l2_bytes",
 }
 
 #: endings of fields named for their unit: `memory` -> `memory_bytes`, `hbm` -> `hbm_bytes_per_s`.
@@ -111,8 +137,14 @@ def bundled_path(kind: str, key: str) -> Path | None:
 #: A file whose kind is not known before it is read (`kvcalc check` folders) gets the largest
 #: config bound. A safetensors index (`model.safetensors.index.json`) names every tensor, one line
 #: each: tens of thousands of lines (megabytes) for the largest MoE checkpoints, so 64 MiB.
-MAX_FILE_BYTES: dict[str, int] = {"model": 4 * 2**20, "gpu": 2**20, "deployment": 2**20, "prices": 2**20,
-                                  "config": 4 * 2**20, "index": 64 * 2**20}
+MAX_FILE_BYTES: dict[str, int] = {
+    "model": 4 * 2**20,
+    "gpu": 2**20,
+    "deployment": 2**20,
+    "prices": 2**20,
+    "config": 4 * 2**20,
+    "index": 64 * 2**20,
+}
 
 #: the deepest nesting of lists and mappings in a config (a real one nests 3 deep)
 MAX_DEPTH = 32
@@ -124,8 +156,13 @@ MAX_ALIAS_NODES = 10_000
 #: the most problems a validation error lists; the rest are counted in one "and N more" line
 MAX_PROBLEMS = 10
 
-_WHAT = {stat.S_IFIFO: "a FIFO (named pipe)", stat.S_IFCHR: "a character device", stat.S_IFBLK: "a block device",
-         stat.S_IFSOCK: "a socket", stat.S_IFDIR: "a folder"}
+_WHAT = {
+    stat.S_IFIFO: "a FIFO (named pipe)",
+    stat.S_IFCHR: "a character device",
+    stat.S_IFBLK: "a block device",
+    stat.S_IFSOCK: "a socket",
+    stat.S_IFDIR: "a folder",
+}
 
 
 #: libyaml's event parser when PyYAML was built with it (ten times the pure-Python scanner's
@@ -211,18 +248,24 @@ class _ConfigLoader(
         if self.check_event(yaml.AliasEvent):
             event: Any = self.peek_event()  # an AliasEvent (PyYAML's stubs say Event | None)
             if event.anchor in self._open_anchors:
-                self._refuse(f"the alias *{excerpt(event.anchor, 30)} refers to the node it is in", event.start_mark,
-                             step)
+                self._refuse(
+                    f"the alias *{excerpt(event.anchor, 30)} refers to the node it is in", event.start_mark, step
+                )
             target = self.anchors.get(event.anchor)
             if target is not None:
                 nodes, depth = self._expanded(target)
                 self._alias_nodes += nodes
                 if self._alias_nodes > MAX_ALIAS_NODES:
-                    self._refuse(f"aliases expand to more than {MAX_ALIAS_NODES:,} values (an alias bomb?); "
-                                 "write the values out", event.start_mark, step)
+                    self._refuse(
+                        f"aliases expand to more than {MAX_ALIAS_NODES:,} values (an alias bomb?); "
+                        "write the values out",
+                        event.start_mark,
+                        step,
+                    )
                 if self._depth + depth > MAX_DEPTH:
-                    self._refuse(f"nested deeper than {MAX_DEPTH} levels once aliases are expanded", event.start_mark,
-                                 step)
+                    self._refuse(
+                        f"nested deeper than {MAX_DEPTH} levels once aliases are expanded", event.start_mark, step
+                    )
             return super().compose_node(parent, index)
         event = self.peek_event()
         self._depth += 1
@@ -252,7 +295,8 @@ class _ConfigLoader(
                 break
             if first is not None:
                 raise yaml.constructor.ConstructorError(
-                    None, None, f"key '{excerpt(key)}' is given twice (first on line {first})", key_node.start_mark)
+                    None, None, f"key '{excerpt(key)}' is given twice (first on line {first})", key_node.start_mark
+                )
             seen[key] = key_node.start_mark.line + 1
         return super().construct_mapping(node, deep=deep)
 
@@ -266,11 +310,13 @@ def _key_path(steps: list[str]) -> str | None:
     field; a path longer than `KEY_PATH_CHARS` keeps its first key and its end. None: the top."""
     if not steps:
         return None
-    text = "".join(s if s.startswith("[") or i == 0 else f".{s}" for i, s in enumerate(
-        excerpt(x, 40) if not x.startswith("[") else x for x in steps))
+    text = "".join(
+        s if s.startswith("[") or i == 0 else f".{s}"
+        for i, s in enumerate(excerpt(x, 40) if not x.startswith("[") else x for x in steps)
+    )
     if len(text) > KEY_PATH_CHARS:
         head = excerpt(steps[0], 40)
-        text = f"{head}...{text[-(KEY_PATH_CHARS - len(head) - 3):]}"
+        text = f"{head}...{text[-(KEY_PATH_CHARS - len(head) - 3) :]}"
     return text
 
 
@@ -299,7 +345,7 @@ def _json_deep_key(text: str) -> str | None:
             j = i + 1
             while j < n and text[j] != '"':
                 j += 2 if text[j] == "\\" else 1
-            last = text[i + 1:j]
+            last = text[i + 1 : j]
             i = j + 1
             continue
         if ch == ":" and depth == 1:
@@ -334,18 +380,22 @@ def _check_data(data: Any, path: str, what: str) -> None:
             try:
                 v.encode("utf-8")  # refuses a lone surrogate (U+D800..U+DFFF), and nothing else
             except UnicodeEncodeError as e:
-                raise ConfigError(f"invalid {what}: a string holds \\u{ord(v[e.start]):04x}, half of a UTF-16 "
-                                  "surrogate pair, which is not text", path=path, field=_key_path(list(where))) from None
+                raise ConfigError(
+                    f"invalid {what}: a string holds \\u{ord(v[e.start]):04x}, half of a UTF-16 "
+                    "surrogate pair, which is not text",
+                    path=path,
+                    field=_key_path(list(where)),
+                ) from None
         elif isinstance(v, (list, dict)):
             if d > MAX_DEPTH:
-                raise ConfigError(f"invalid {what}: nested deeper than {MAX_DEPTH} levels", path=path,
-                                  field=_key_path(list(where)))
+                raise ConfigError(
+                    f"invalid {what}: nested deeper than {MAX_DEPTH} levels", path=path, field=_key_path(list(where))
+                )
             if isinstance(v, dict):
                 stack.extend((k, d, where) for k in v)
                 stack.extend((c, d + 1, (*where, str(k))) for k, c in v.items())
             else:
                 stack.extend((c, d + 1, (*where, f"[{i}]")) for i, c in enumerate(v))
-
 
 
 def stat_path(path: str | Path) -> os.stat_result:
@@ -380,8 +430,11 @@ def read_config_text(path: Path, kind: str = "config") -> str:
 
     def check(st: os.stat_result) -> None:
         if not stat.S_ISREG(st.st_mode):
-            raise ConfigError(f"is {_WHAT.get(stat.S_IFMT(st.st_mode), 'not a regular file')}, not a regular file; "
-                              "kvcalc reads configs only from regular files", path=p)
+            raise ConfigError(
+                f"is {_WHAT.get(stat.S_IFMT(st.st_mode), 'not a regular file')}, not a regular file; "
+                "kvcalc reads configs only from regular files",
+                path=p,
+            )
         if st.st_size > limit:
             raise ConfigError(f"is {st.st_size:,} B; a {what} is at most {limit:,} B ({limit // 2**20} MiB)", path=p)
 
@@ -409,8 +462,9 @@ def read_config_text(path: Path, kind: str = "config") -> str:
     try:
         return b"".join(chunks).decode("utf-8-sig")  # -sig: a UTF-8 byte-order mark is fine
     except UnicodeDecodeError as e:
-        raise ConfigError(f"cannot read: not UTF-8 text (byte {e.start:,} is 0x{e.object[e.start]:02x})",
-                          path=p) from None
+        raise ConfigError(
+            f"cannot read: not UTF-8 text (byte {e.start:,} is 0x{e.object[e.start]:02x})", path=p
+        ) from None
 
 
 def parse_mapping(text: str, path: str, *, json_text: bool = False) -> tuple[dict[str, Any], dict[str, int]]:
@@ -433,13 +487,14 @@ def parse_mapping(text: str, path: str, *, json_text: bool = False) -> tuple[dic
         except ValueError as e:
             raise ConfigError(f"invalid JSON: {excerpt(str(e), 120)}", path=p) from None
         except RecursionError:
-            raise ConfigError(f"invalid JSON: nested deeper than {MAX_DEPTH} levels", path=p,
-                              field=_json_deep_key(text)) from None
+            raise ConfigError(
+                f"invalid JSON: nested deeper than {MAX_DEPTH} levels", path=p, field=_json_deep_key(text)
+            ) from None
         _check_data(data, p, "JSON")
         for i, ln in enumerate(text.splitlines(), 1):
             s = ln.strip()
             if s.startswith('"') and '":' in s:
-                lines.setdefault(s[1:s.index('"', 1)], i)
+                lines.setdefault(s[1 : s.index('"', 1)], i)
     else:
         loader = _ConfigLoader(text)
         docs: list[tuple[Any, Any]] = []
@@ -455,8 +510,9 @@ def parse_mapping(text: str, path: str, *, json_text: bool = False) -> tuple[dic
             if "maximum nesting depth" in problem:  # libyaml's own cap (1,000), past ours
                 problem = f"nested deeper than {MAX_DEPTH} levels"
             key = getattr(e, "key_path", None) or (_top_key_at(text, mark.line) if mark else None)
-            raise ConfigError(f"invalid YAML: {excerpt(problem, 160)}", path=p, field=key,
-                              line=(mark.line + 1) if mark else None) from None
+            raise ConfigError(
+                f"invalid YAML: {excerpt(problem, 160)}", path=p, field=key, line=(mark.line + 1) if mark else None
+            ) from None
         except (ValueError, OverflowError) as e:  # an integer of more than 4,300 digits
             raise ConfigError(f"invalid YAML: {excerpt(str(e), 120)}", path=p) from None
         except RecursionError:
@@ -498,16 +554,20 @@ def _nested_fields(model_cls: type[BaseModel], loc: tuple) -> list[str]:
         f = cls.model_fields.get(str(part)) if isinstance(part, str) else None
         if f is None:
             continue  # a list index or a union tag: stay on the model found so far
-        subs = [a for a in (f.annotation, *typing.get_args(f.annotation))
-                if isinstance(a, type) and issubclass(a, BaseModel)]
+        subs = [
+            a
+            for a in (f.annotation, *typing.get_args(f.annotation))
+            if isinstance(a, type) and issubclass(a, BaseModel)
+        ]
         if not subs:
             break
         cls = subs[0]
     return list(cls.model_fields)
 
 
-def validation_error(err: ValidationError, model_cls: type[BaseModel], path: str | None,
-                     lines: dict[str, int] | None = None) -> ConfigError:
+def validation_error(
+    err: ValidationError, model_cls: type[BaseModel], path: str | None, lines: dict[str, int] | None = None
+) -> ConfigError:
     """One `ConfigError` line per pydantic error, each naming file, line and field, with a
     "did you mean" hint for an unknown field (the known fields are listed once, on the first
     unknown field without a hint). At most `MAX_PROBLEMS` lines, then "and N more problems";
@@ -547,8 +607,7 @@ def validation_error(err: ValidationError, model_cls: type[BaseModel], path: str
     return ce
 
 
-def build(model_cls: type[M], data: dict[str, Any], path: str | None = None,
-          lines: dict[str, int] | None = None) -> M:
+def build(model_cls: type[M], data: dict[str, Any], path: str | None = None, lines: dict[str, int] | None = None) -> M:
     """Validate `data` as `model_cls`; raises `ConfigError` naming the file, line and field."""
     try:
         return model_cls.model_validate(data)

@@ -170,13 +170,15 @@ class _Cursor:
         """A uint64 count of items of at least `min_bytes` each, refused when they cannot fit."""
         n = self.u64()
         if n * min_bytes > self.size - self.pos:
-            raise self.fail(f"the header is truncated or corrupt: the {what} is {n:,}, more than the "
-                            f"{self.size - self.pos:,} B left can hold")
+            raise self.fail(
+                f"the header is truncated or corrupt: the {what} is {n:,}, more than the "
+                f"{self.size - self.pos:,} B left can hold"
+            )
         return n
 
     def string(self, what: str) -> str:
         n = self.count(f"length of the {what}", 1)
-        raw = bytes(self.buf[self.pos:self.pos + n])
+        raw = bytes(self.buf[self.pos : self.pos + n])
         self.pos += n
         try:
             return raw.decode("utf-8")
@@ -244,8 +246,11 @@ def _parse(buf: Any, p: str, c: Any) -> GgufHeader:
     if version & 0xFFFF == 0:  # written on the other byte order
         cur.order, version = ">", struct.unpack_from(">I", buf, 4)[0]
     if version not in (2, 3):
-        raise ConfigError(f"GGUF version {version} cannot be read; kvcalc reads versions 2 and 3 (convert the "
-                          "model again with a current llama.cpp)", path=p)
+        raise ConfigError(
+            f"GGUF version {version} cannot be read; kvcalc reads versions 2 and 3 (convert the "
+            "model again with a current llama.cpp)",
+            path=p,
+        )
     n_tensors = cur.count("tensor count", 8 + 4 + 8 + 4 + 8)
     n_kv = cur.count("metadata key count", 8 + 4 + 1)
     meta: dict[str, Any] = {}
@@ -271,28 +276,45 @@ def _parse(buf: Any, p: str, c: Any) -> GgufHeader:
             qtype = c.GGMLQuantizationType(gtype)
             block, type_size = sizes[qtype]
         except (ValueError, KeyError):
-            raise cur.fail(f"tensor {excerpt(name, 60)} has ggml type {gtype}, unknown to the installed gguf "
-                           "package (pip install -U gguf)") from None
+            raise cur.fail(
+                f"tensor {excerpt(name, 60)} has ggml type {gtype}, unknown to the installed gguf "
+                "package (pip install -U gguf)"
+            ) from None
         n_values = 1
         for d in shape:
             n_values *= d
         if n_values == 0 or n_values > MAX_TENSOR_VALUES:
             raise cur.fail(f"tensor {excerpt(name, 60)} has shape {list(shape)}")
         if shape[0] % block:
-            raise cur.fail(f"tensor {excerpt(name, 60)}: a row of {shape[0]:,} values is not a whole number of "
-                           f"{qtype.name} blocks of {block}")
-        tensors.append(TensorInfo(name=name, ggml_type=gtype, type_name=qtype.name, shape=tuple(shape),
-                                  offset=offset, n_values=n_values, n_bytes=n_values // block * type_size))
+            raise cur.fail(
+                f"tensor {excerpt(name, 60)}: a row of {shape[0]:,} values is not a whole number of "
+                f"{qtype.name} blocks of {block}"
+            )
+        tensors.append(
+            TensorInfo(
+                name=name,
+                ggml_type=gtype,
+                type_name=qtype.name,
+                shape=tuple(shape),
+                offset=offset,
+                n_values=n_values,
+                n_bytes=n_values // block * type_size,
+            )
+        )
     align = meta.get("general.alignment", 32)
     if type(align) is not int or align <= 0 or align & (align - 1):
         raise ConfigError(f"must be a power of two, got {excerpt(align)}", path=p, field="general.alignment")
     data_offset = -(-cur.pos // align) * align
     end = max((t.offset + t.n_bytes for t in tensors), default=0) + data_offset
     if tensors and end > cur.size:
-        raise ConfigError(f"truncated: its tensor data ends at byte {end:,} but the file has {cur.size:,} B "
-                          "(an incomplete download?)", path=p)
-    return GgufHeader(path=p, version=version, metadata=meta, tensors=tuple(tensors), data_offset=data_offset,
-                      file_bytes=cur.size)
+        raise ConfigError(
+            f"truncated: its tensor data ends at byte {end:,} but the file has {cur.size:,} B "
+            "(an incomplete download?)",
+            path=p,
+        )
+    return GgufHeader(
+        path=p, version=version, metadata=meta, tensors=tuple(tensors), data_offset=data_offset, file_bytes=cur.size
+    )
 
 
 # ----- metadata -> ModelSpec fields -------------------------------------------------------------------
@@ -360,9 +382,12 @@ def _uniform(m: _Meta, name: str, values: list[int], what: str) -> int | None:
     values differ (OpenELM) cannot be expressed."""
     nonzero = sorted({v for v in values if v})
     if len(nonzero) > 1:
-        raise m.fail(name, f"gives {what} that differ between layers ({', '.join(map(str, nonzero[:4]))}"
-                           f"{' ...' if len(nonzero) > 4 else ''}); kvcalc models one count for every attention layer, "
-                           "so this model cannot be sized yet")
+        raise m.fail(
+            name,
+            f"gives {what} that differ between layers ({', '.join(map(str, nonzero[:4]))}"
+            f"{' ...' if len(nonzero) > 4 else ''}); kvcalc models one count for every attention layer, "
+            "so this model cannot be sized yet",
+        )
     return nonzero[0] if nonzero else None
 
 
@@ -388,14 +413,28 @@ class _Arch:
 #: the GGUF architectures kvcalc reads (`general.architecture`), with llama.cpp's rules
 #: (`src/llama-model.cpp` load_hparams, `src/models/*.cpp`).
 ARCHITECTURES: dict[str, _Arch] = {
-    "llama": _Arch(), "mistral3": _Arch(), "granite": _Arch(), "qwen2": _Arch(), "qwen2moe": _Arch(),
-    "qwen3": _Arch(), "qwen3moe": _Arch(), "phi3": _Arch(), "gemma": _Arch(),
-    "gemma2": _Arch(swa_period=2, swa_window=4096), "gemma3": _Arch(swa_period=6),
-    "cohere2": _Arch(swa_period=4), "gpt-oss": _Arch(swa_period=2), "olmo2": _Arch(swa_period=4, swa_if_key=True),
+    "llama": _Arch(),
+    "mistral3": _Arch(),
+    "granite": _Arch(),
+    "qwen2": _Arch(),
+    "qwen2moe": _Arch(),
+    "qwen3": _Arch(),
+    "qwen3moe": _Arch(),
+    "phi3": _Arch(),
+    "gemma": _Arch(),
+    "gemma2": _Arch(swa_period=2, swa_window=4096),
+    "gemma3": _Arch(swa_period=6),
+    "cohere2": _Arch(swa_period=4),
+    "gpt-oss": _Arch(swa_period=2),
+    "olmo2": _Arch(swa_period=4, swa_if_key=True),
     "llama4": _Arch(swa_period=4, chunked=True),
-    "falcon": _Arch(plain_mlp=True), "starcoder2": _Arch(plain_mlp=True),
-    "deepseek2": _Arch(mla=True), "jamba": _Arch(mamba=True), "falcon-h1": _Arch(hybrid=True),
-    "granitehybrid": _Arch(mamba2="granite"), "nemotron_h": _Arch(mamba2="nemotron", plain_mlp=True),
+    "falcon": _Arch(plain_mlp=True),
+    "starcoder2": _Arch(plain_mlp=True),
+    "deepseek2": _Arch(mla=True),
+    "jamba": _Arch(mamba=True),
+    "falcon-h1": _Arch(hybrid=True),
+    "granitehybrid": _Arch(mamba2="granite"),
+    "nemotron_h": _Arch(mamba2="nemotron", plain_mlp=True),
 }
 
 #: llama4: `hparams.n_swa = 8192` (chunked attention's chunk, whatever the file says)
@@ -425,10 +464,13 @@ def _sliding(m: _Meta, a: _Arch, n_layers: int) -> tuple[list[bool], int | None]
     pattern = m.h.metadata.get(m.key("attention.sliding_window_pattern"))
     if isinstance(pattern, tuple):
         if len(pattern) != n_layers:
-            raise m.fail("attention.sliding_window_pattern", f"lists {len(pattern)} layers but block_count is {n_layers}")
+            raise m.fail(
+                "attention.sliding_window_pattern", f"lists {len(pattern)} layers but block_count is {n_layers}"
+            )
         return [bool(x) for x in pattern], window
-    period = a.swa_period if pattern is None else m.count("attention.sliding_window_pattern", minimum=0,
-                                                          maximum=n_layers)
+    period = (
+        a.swa_period if pattern is None else m.count("attention.sliding_window_pattern", minimum=0, maximum=n_layers)
+    )
     return _swa_pattern(period, n_layers), window
 
 
@@ -443,9 +485,13 @@ def _moe_placement(m: _Meta, moe_layers: list[int], n_layers: int) -> dict[str, 
             return {"first_dense_layers": first, "moe_layer_period": period, "moe_layer_offset": first % period}
     from kvcalc.text import number_list
 
-    warnings.warn(f"{m.path}: routed experts sit on {len(moe_layers)} layers ({number_list(moe_layers, 8)}), "
-                  "which no first-dense-layers-and-period rule places; the weights are exact but decode reads "
-                  "every expert of those layers", KvcalcWarning, stacklevel=3)
+    warnings.warn(
+        f"{m.path}: routed experts sit on {len(moe_layers)} layers ({number_list(moe_layers, 8)}), "
+        "which no first-dense-layers-and-period rule places; the weights are exact but decode reads "
+        "every expert of those layers",
+        KvcalcWarning,
+        stacklevel=3,
+    )
     return {}
 
 
@@ -497,9 +543,17 @@ def checkpoint_from_header(header: GgufHeader, n_layers: int, label: str):
             head += t.n_bytes
         else:
             other += t.n_bytes
-    return CheckpointWeights(source="GGUF tensor table", label=label, n_params=n_params, layer_bytes=layer,
-                             layer_expert_bytes=expert, embedding_bytes=emb, head_bytes=head, other_bytes=other,
-                             bytes_by_dtype=dict(sorted(by_type.items())))
+    return CheckpointWeights(
+        source="GGUF tensor table",
+        label=label,
+        n_params=n_params,
+        layer_bytes=layer,
+        layer_expert_bytes=expert,
+        embedding_bytes=emb,
+        head_bytes=head,
+        other_bytes=other,
+        bytes_by_dtype=dict(sorted(by_type.items())),
+    )
 
 
 def _attention_fields(m: _Meta, a: Any, f: dict[str, Any], hidden: int, n_heads: int, n_kv: int) -> bool:
@@ -518,9 +572,15 @@ def _attention_fields(m: _Meta, a: Any, f: dict[str, Any], hidden: int, n_heads:
             k_head, v_head = m.count("attention.key_length"), m.count("attention.value_length")
         if k_head <= rope:
             raise m.fail("rope.dimension_count", f"({rope}) must be less than the key head size ({k_head})")
-        f.update(attention="mla", kv_lora_rank=lora, qk_rope_head_dim=rope, qk_nope_head_dim=k_head - rope,
-                 v_head_dim=v_head, q_lora_rank=m.count("attention.q_lora_rank", None),
-                 mla_cache="expanded" if legacy_mla else "latent")  # what llama.cpp caches for this file
+        f.update(
+            attention="mla",
+            kv_lora_rank=lora,
+            qk_rope_head_dim=rope,
+            qk_nope_head_dim=k_head - rope,
+            v_head_dim=v_head,
+            q_lora_rank=m.count("attention.q_lora_rank", None),
+            mla_cache="expanded" if legacy_mla else "latent",
+        )  # what llama.cpp caches for this file
     else:
         k_len = m.count("attention.key_length", hidden // n_heads or None)
         v_len = m.count("attention.value_length", hidden // n_heads or None)
@@ -551,9 +611,16 @@ def _expert_fields(m: _Meta, header: GgufHeader, arch: str, f: dict[str, Any], n
             f["shared_expert_intermediate_size"] = shared * width
         elif arch == "llama4" and width:  # one shared expert as wide as a routed one
             f["shared_expert_intermediate_size"] = width
-        moe = sorted({int(t.name.split(".")[1]) for t in header.tensors
-                      if t.name.startswith("blk.") and _is_expert(t.name) and t.name.split(".")[1].isdigit()
-                      and int(t.name.split(".")[1]) < n_layers})
+        moe = sorted(
+            {
+                int(t.name.split(".")[1])
+                for t in header.tensors
+                if t.name.startswith("blk.")
+                and _is_expert(t.name)
+                and t.name.split(".")[1].isdigit()
+                and int(t.name.split(".")[1]) < n_layers
+            }
+        )
         f.update(_moe_placement(m, moe, n_layers))
 
 
@@ -568,9 +635,14 @@ def _mamba2_fields(m: _Meta, names: set[str]) -> dict[str, Any]:
     inner, heads = m.count("ssm.inner_size"), m.count("ssm.time_step_rank")
     if inner % heads:
         raise m.fail("ssm.time_step_rank", f"({heads:,}, the Mamba-2 heads) does not divide ssm.inner_size ({inner:,})")
-    return {"mamba_n_heads": heads, "mamba_head_dim": inner // heads, "mamba_n_groups": m.count("ssm.group_count"),
-            "mamba_d_state": m.count("ssm.state_size"), "mamba_d_conv": m.count("ssm.conv_kernel"),
-            "mamba_norm": any(n.startswith("blk.") and n.endswith(".ssm_norm.weight") for n in names)}
+    return {
+        "mamba_n_heads": heads,
+        "mamba_head_dim": inner // heads,
+        "mamba_n_groups": m.count("ssm.group_count"),
+        "mamba_d_state": m.count("ssm.state_size"),
+        "mamba_d_conv": m.count("ssm.conv_kernel"),
+        "mamba_norm": any(n.startswith("blk.") and n.endswith(".ssm_norm.weight") for n in names),
+    }
 
 
 def _mamba2_kinds(rule: str, kv: list[int], ff: list[int] | None, n_layers: int) -> list[str]:
@@ -596,17 +668,25 @@ def model_fields_from_gguf(header: GgufHeader) -> dict[str, Any]:
     p = header.path
     arch = header.metadata.get("general.architecture")
     if not isinstance(arch, str):
-        raise ConfigError("is missing or not a string; a GGUF model names its architecture there", path=p,
-                          field="general.architecture")
+        raise ConfigError(
+            "is missing or not a string; a GGUF model names its architecture there",
+            path=p,
+            field="general.architecture",
+        )
     a = ARCHITECTURES.get(arch)
     m = _Meta(header, arch)
     if m.has("ssm.group_count") and not (a is not None and (a.hybrid or a.mamba2)):
-        raise m.fail("ssm.group_count", "Mamba-2 layers (state groups) are not modelled by kvcalc yet; "
-                                        "write a kvcalc YAML for this model")
+        raise m.fail(
+            "ssm.group_count",
+            "Mamba-2 layers (state groups) are not modelled by kvcalc yet; write a kvcalc YAML for this model",
+        )
     if a is None:
-        raise ConfigError(f"'{excerpt(arch, 40)}' is not a GGUF architecture kvcalc reads (it reads "
-                          f"{', '.join(sorted(ARCHITECTURES))}); write a kvcalc YAML for this model",
-                          path=p, field="general.architecture")
+        raise ConfigError(
+            f"'{excerpt(arch, 40)}' is not a GGUF architecture kvcalc reads (it reads "
+            f"{', '.join(sorted(ARCHITECTURES))}); write a kvcalc YAML for this model",
+            path=p,
+            field="general.architecture",
+        )
     n_layers = m.count("block_count", maximum=MAX_LAYERS)
     hidden = m.count("embedding_length")
     heads = m.per_layer("attention.head_count", n_layers)
@@ -614,14 +694,24 @@ def model_fields_from_gguf(header: GgufHeader) -> dict[str, Any]:
     kv = m.per_layer("attention.head_count_kv", n_layers, default=heads)
     n_kv = _uniform(m, "attention.head_count_kv", kv, "KV head counts")
     if n_heads is None or n_kv is None:
-        raise m.fail("attention.head_count" if n_heads is None else "attention.head_count_kv", "is 0 for every layer: a model without attention (a pure state-space "
-                                             "model) keeps no KV cache kvcalc can size; write a kvcalc YAML")
+        raise m.fail(
+            "attention.head_count" if n_heads is None else "attention.head_count_kv",
+            "is 0 for every layer: a model without attention (a pure state-space "
+            "model) keeps no KV cache kvcalc can size; write a kvcalc YAML",
+        )
     attends = [bool(h) for h in kv]
     if not all(attends) and not (a.mamba or a.mamba2):
-        raise m.fail("attention.head_count_kv", "is 0 for some layers, which a {arch} model does not have; "
-                                                "kvcalc cannot tell what those layers keep".replace("{arch}", arch))
-    f: dict[str, Any] = {"n_layers": n_layers, "n_heads": n_heads, "hidden_size": hidden,
-                         "max_position_embeddings": m.count("context_length", None)}
+        raise m.fail(
+            "attention.head_count_kv",
+            "is 0 for some layers, which a {arch} model does not have; "
+            "kvcalc cannot tell what those layers keep".replace("{arch}", arch),
+        )
+    f: dict[str, Any] = {
+        "n_layers": n_layers,
+        "n_heads": n_heads,
+        "hidden_size": hidden,
+        "max_position_embeddings": m.count("context_length", None),
+    }
     ff = m.per_layer("feed_forward_length", n_layers, default=None)
     widths = sorted({w for w in ff or [] if w})
     if len(widths) == 1:  # MLP widths that differ per layer only size the weights, which the tensor table gives
@@ -655,10 +745,17 @@ def model_fields_from_gguf(header: GgufHeader) -> dict[str, Any]:
     if "mamba" in kinds and not a.mamba2:  # Mamba-1 (jamba)
         inner = m.count("ssm.inner_size")
         if inner % hidden:
-            raise m.fail("ssm.inner_size", f"({inner:,}) is not a whole multiple of embedding_length ({hidden:,}); "
-                                           "kvcalc sizes Mamba layers by expand = inner_size / embedding_length")
-        f.update(mamba_d_state=m.count("ssm.state_size"), mamba_d_conv=m.count("ssm.conv_kernel"),
-                 mamba_expand=inner // hidden, mamba_dt_rank=m.count("ssm.time_step_rank", None))
+            raise m.fail(
+                "ssm.inner_size",
+                f"({inner:,}) is not a whole multiple of embedding_length ({hidden:,}); "
+                "kvcalc sizes Mamba layers by expand = inner_size / embedding_length",
+            )
+        f.update(
+            mamba_d_state=m.count("ssm.state_size"),
+            mamba_d_conv=m.count("ssm.conv_kernel"),
+            mamba_expand=inner // hidden,
+            mamba_dt_rank=m.count("ssm.time_step_rank", None),
+        )
     label = _file_type_label(header, c)
     ft = header.metadata.get("general.file_type")
     ft_name = label.split(" ")[0]
@@ -666,23 +763,33 @@ def model_fields_from_gguf(header: GgufHeader) -> dict[str, Any]:
     if header.tensors:
         f["checkpoint"] = checkpoint_from_header(header, n_layers, label)
     else:  # a vocab-only file (llama.cpp's models/ggml-vocab-*.gguf): 0 B of weights would be a lie
-        warnings.warn(f"{p}: the GGUF tensor table is empty (a vocab-only file?); weights are counted from the "
-                      f"architecture in {f['dtype']}", KvcalcWarning, stacklevel=2)
+        warnings.warn(
+            f"{p}: the GGUF tensor table is empty (a vocab-only file?); weights are counted from the "
+            f"architecture in {f['dtype']}",
+            KvcalcWarning,
+            stacklevel=2,
+        )
     general = header.metadata.get("general.name")
     named = f", {excerpt(general, 60)}" if isinstance(general, str) and general.strip() else ""
     layout = ", expanded MLA cache layout (no key_length_mla)" if legacy_mla else ""
     stem = Path(p).name
     stem = stem[:-5] if stem.lower().endswith(".gguf") and len(stem) > 5 else stem
-    out = {"name": stem, "source": f"{p} (GGUF v{header.version}, architecture {arch}{named}, {label}{layout})",
-           "model_type": arch}
+    out = {
+        "name": stem,
+        "source": f"{p} (GGUF v{header.version}, architecture {arch}{named}, {label}{layout})",
+        "model_type": arch,
+    }
     out.update(f)
     if legacy_mla:
-        warnings.warn(f"{p}: this {arch} file predates llama.cpp's MLA cache (no {arch}.attention.key_length_mla): "
-                      f"llama.cpp caches full K and V for it ({n_heads} heads x {f['qk_nope_head_dim'] + f['qk_rope_head_dim']} "
-                      f"+ {f['v_head_dim']} values per token "
-                      "and layer, as `capacity --engine llamacpp` sizes it), far more than the latent other engines "
-                      "cache; convert it again with a current llama.cpp to get the latent cache",
-                      KvcalcWarning, stacklevel=2)
+        warnings.warn(
+            f"{p}: this {arch} file predates llama.cpp's MLA cache (no {arch}.attention.key_length_mla): "
+            f"llama.cpp caches full K and V for it ({n_heads} heads x {f['qk_nope_head_dim'] + f['qk_rope_head_dim']} "
+            f"+ {f['v_head_dim']} values per token "
+            "and layer, as `capacity --engine llamacpp` sizes it), far more than the latent other engines "
+            "cache; convert it again with a current llama.cpp to get the latent cache",
+            KvcalcWarning,
+            stacklevel=2,
+        )
     return {k: v for k, v in out.items() if v is not None}
 
 

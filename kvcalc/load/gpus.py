@@ -30,8 +30,14 @@ def gpu_table() -> dict[str, GpuSpec]:
 #: other names of a row: the system it ships in (a GB200 NVL72's GPU is the `gb200` row, an HGX
 #: B200's the `b200` row)
 GPU_ALIASES: dict[str, str] = {
-    "gb200-nvl72": "gb200", "gb300-nvl72": "gb300", "hgx-b200": "b200", "b200-hgx": "b200", "dgx-b200": "b200",
-    "hgx-b300": "b300", "b300-hgx": "b300", "dgx-b300": "b300",
+    "gb200-nvl72": "gb200",
+    "gb300-nvl72": "gb300",
+    "hgx-b200": "b200",
+    "b200-hgx": "b200",
+    "dgx-b200": "b200",
+    "hgx-b300": "b300",
+    "b300-hgx": "b300",
+    "dgx-b300": "b300",
 }
 
 
@@ -53,8 +59,9 @@ def gpu_from_mapping(data: dict[str, Any], path: Path, lines: dict[str, int] | N
     data = dict(data)
     kind = data.pop("kind", "gpu")
     if str(kind).lower() != "gpu":
-        raise ConfigError(f"kind '{kind}' is not a GPU (kind: gpu)", path=str(path), field="kind",
-                          line=(lines or {}).get("kind"))
+        raise ConfigError(
+            f"kind '{kind}' is not a GPU (kind: gpu)", path=str(path), field="kind", line=(lines or {}).get("kind")
+        )
     data = {"key": data.get("key", path.stem), **data}
     return build(GpuSpec, data, str(path), lines)
 
@@ -91,17 +98,34 @@ def get_gpu(name: str, *, local: Mapping[str, GpuSpec | KvcalcError] | None = No
     if key in table:
         return table[key]
     names = [*(local or {}), *table]
-    raise UnknownNameError("GPU", name, names, field="gpu",
-                           hint=f"choose one of: {', '.join(names)} (`kvcalc gpus` describes them); or give a YAML file")
+    raise UnknownNameError(
+        "GPU",
+        name,
+        names,
+        field="gpu",
+        hint=f"choose one of: {', '.join(names)} (`kvcalc gpus` describes them); or give a YAML file",
+    )
 
 
 def gpu_for_device_name(device_name: str) -> GpuSpec | None:
     """The table row for a name torch or nvidia-smi reports ("NVIDIA H200", "NVIDIA H100 80GB
     HBM3"), or None when no row matches well enough to trust."""
     n = device_name.lower()
-    rules = [("h200", "h200"), ("h100 nvl", "h100-nvl"), ("h100 pcie", "h100-pcie"),
-             ("h100", "h100-sxm"), ("gb300", "gb300"), ("gb200", "gb200"), ("b300", "b300"), ("b200", "b200"), ("mi300x", "mi300x"), ("l40s", "l40s"),
-             ("a10g", "a10g"), ("4090", "rtx-4090"), ("3090", "rtx-3090")]
+    rules = [
+        ("h200", "h200"),
+        ("h100 nvl", "h100-nvl"),
+        ("h100 pcie", "h100-pcie"),
+        ("h100", "h100-sxm"),
+        ("gb300", "gb300"),
+        ("gb200", "gb200"),
+        ("b300", "b300"),
+        ("b200", "b200"),
+        ("mi300x", "mi300x"),
+        ("l40s", "l40s"),
+        ("a10g", "a10g"),
+        ("4090", "rtx-4090"),
+        ("3090", "rtx-3090"),
+    ]
     for needle, key in rules:
         if needle in n:
             return gpu_table()[key]

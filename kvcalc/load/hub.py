@@ -113,8 +113,11 @@ def load_headers(repo_id: str, commit: str) -> dict[str, dict[str, Any]] | None:
         files = json.loads(path.read_text(encoding="utf-8"))["files"]
         return {name: parse_header(h, f"{path} ({name})") for name, h in files.items()}
     except (OSError, ValueError, KeyError, TypeError, AttributeError, RecursionError) as e:
-        raise ConfigError(f"kvcalc's cached safetensors headers are damaged ({excerpt(str(e) or type(e).__name__, 120)}); "
-                          "delete the file", path=str(path)) from None
+        raise ConfigError(
+            f"kvcalc's cached safetensors headers are damaged ({excerpt(str(e) or type(e).__name__, 120)}); "
+            "delete the file",
+            path=str(path),
+        ) from None
 
 
 def _hf() -> Any:
@@ -164,32 +167,51 @@ def hub_error(e: BaseException, repo_id: str, revision: str | None) -> KvcalcErr
 
     at = f" at revision '{revision}'" if revision else ""
     if isinstance(e, GatedRepoError):
-        return KvcalcError(f"{repo_id} is a gated repository on the Hugging Face Hub: accept its licence on "
-                           f"huggingface.co/{repo_id}, then set HF_TOKEN (or run `hf auth login`){_near(repo_id)}",
-                           form=MESSAGE)
+        return KvcalcError(
+            f"{repo_id} is a gated repository on the Hugging Face Hub: accept its licence on "
+            f"huggingface.co/{repo_id}, then set HF_TOKEN (or run `hf auth login`){_near(repo_id)}",
+            form=MESSAGE,
+        )
     if isinstance(e, RevisionNotFoundError):
-        return KvcalcError(f"{repo_id} has no such revision on the Hugging Face Hub: give a branch, tag or commit "
-                           "hash that exists (default main)", option="--revision", value=revision)
+        return KvcalcError(
+            f"{repo_id} has no such revision on the Hugging Face Hub: give a branch, tag or commit "
+            "hash that exists (default main)",
+            option="--revision",
+            value=revision,
+        )
     if isinstance(e, RepositoryNotFoundError):
-        return KvcalcError(f"{repo_id} is neither a local file nor a model repository on the Hugging Face Hub "
-                           f"(a private one needs HF_TOKEN){_near(repo_id)}", form=MESSAGE)
+        return KvcalcError(
+            f"{repo_id} is neither a local file nor a model repository on the Hugging Face Hub "
+            f"(a private one needs HF_TOKEN){_near(repo_id)}",
+            form=MESSAGE,
+        )
     offline = isinstance(e, OfflineModeIsEnabled) or constants.is_offline_mode()
     if isinstance(e, (OfflineModeIsEnabled, LocalEntryNotFoundError)) and offline:
-        return KvcalcError(f"{repo_id}{at} is not in the Hugging Face cache ({constants.HF_HUB_CACHE}) and "
-                           f"HF_HUB_OFFLINE is set: run once online (unset HF_HUB_OFFLINE) to cache its config.json"
-                           f"{_near(repo_id)}", form=MESSAGE)
+        return KvcalcError(
+            f"{repo_id}{at} is not in the Hugging Face cache ({constants.HF_HUB_CACHE}) and "
+            f"HF_HUB_OFFLINE is set: run once online (unset HF_HUB_OFFLINE) to cache its config.json"
+            f"{_near(repo_id)}",
+            form=MESSAGE,
+        )
     if isinstance(e, EntryNotFoundError) and not isinstance(e, LocalEntryNotFoundError):
-        return KvcalcError(f"{repo_id}{at} has no config.json on the Hugging Face Hub: kvcalc reads transformers "
-                           "checkpoints (for a GGUF repository, download the .gguf file and give its path)",
-                           form=MESSAGE)
+        return KvcalcError(
+            f"{repo_id}{at} has no config.json on the Hugging Face Hub: kvcalc reads transformers "
+            "checkpoints (for a GGUF repository, download the .gguf file and give its path)",
+            form=MESSAGE,
+        )
     if isinstance(e, HfHubHTTPError):
         status = getattr(getattr(e, "response", None), "status_code", None)
-        return KvcalcError(f"the Hugging Face Hub answered {status or 'an error'} for {repo_id}{at}: "
-                           f"{str(e).splitlines()[0][:160]}", form=MESSAGE)
-    return KvcalcError(f"cannot reach the Hugging Face Hub for {repo_id}{at} ({type(e).__name__}), and its config.json "
-                       f"is not in the cache ({constants.HF_HUB_CACHE}): check the network (or HF_ENDPOINT); to work "
-                       f"offline, set HF_HUB_OFFLINE=1 with the model in that cache, or give a local folder holding "
-                       f"its config.json{_near(repo_id)}", form=MESSAGE)
+        return KvcalcError(
+            f"the Hugging Face Hub answered {status or 'an error'} for {repo_id}{at}: {str(e).splitlines()[0][:160]}",
+            form=MESSAGE,
+        )
+    return KvcalcError(
+        f"cannot reach the Hugging Face Hub for {repo_id}{at} ({type(e).__name__}), and its config.json "
+        f"is not in the cache ({constants.HF_HUB_CACHE}): check the network (or HF_ENDPOINT); to work "
+        f"offline, set HF_HUB_OFFLINE=1 with the model in that cache, or give a local folder holding "
+        f"its config.json{_near(repo_id)}",
+        form=MESSAGE,
+    )
 
 
 def _hub_exceptions() -> tuple[type[BaseException], ...]:
@@ -257,11 +279,20 @@ def _fetch_headers(hf: Any, repo_id: str, commit: str) -> tuple[dict[str, dict[s
     except NotASafetensorsRepoError:
         return None, "the repository has no safetensors files"
     except _hub_exceptions() + (ValueError,) as e:
-        warnings.warn(f"{repo_id}: could not read the safetensors headers ({type(e).__name__}); weights are counted "
-                      "from the architecture", KvcalcWarning, stacklevel=3)
+        warnings.warn(
+            f"{repo_id}: could not read the safetensors headers ({type(e).__name__}); weights are counted "
+            "from the architecture",
+            KvcalcWarning,
+            stacklevel=3,
+        )
         return None, "the safetensors headers could not be read"
-    raw = {name: {t: {"dtype": i.dtype, "shape": list(i.shape), "data_offsets": list(i.data_offsets)}
-                  for t, i in fm.tensors.items()} for name, fm in meta.files_metadata.items()}
+    raw = {
+        name: {
+            t: {"dtype": i.dtype, "shape": list(i.shape), "data_offsets": list(i.data_offsets)}
+            for t, i in fm.tensors.items()
+        }
+        for name, fm in meta.files_metadata.items()
+    }
     save_headers(repo_id, commit, raw)
     return load_headers(repo_id, commit) or _parsed(raw), ""
 
@@ -288,7 +319,9 @@ def _snapshot_headers(snapshot: Path) -> dict[str, dict[str, Any]] | None:
         return local_headers(snapshot)
 
 
-def _from_config(repo_id: str, config_path: str, *, where: str, files: dict[str, Any] | None, missing: str) -> ModelSpec:
+def _from_config(
+    repo_id: str, config_path: str, *, where: str, files: dict[str, Any] | None, missing: str
+) -> ModelSpec:
     from kvcalc.load.checkpoint import attach_checkpoint
     from kvcalc.load.files import build, read_mapping
     from kvcalc.load.hf import model_fields_from_hf_config
@@ -313,8 +346,9 @@ def load_hub_model(ref: str, revision: str | None = None) -> ModelSpec:
         raise KvcalcError(f"'{ref}' is not a Hugging Face Hub id (org/name)", form=MESSAGE)
     repo_id, at = parsed
     if revision and at and revision != at:
-        raise KvcalcError(f"{ref} names revision {at}, --revision names {revision}; give one",
-                          option="--revision", value=revision)
+        raise KvcalcError(
+            f"{ref} names revision {at}, --revision names {revision}; give one", option="--revision", value=revision
+        )
     revision = revision or at
     # a revision the user names (even `main`, by --revision or `@main`) is read from the cache or
     # the Hub, never answered by the bundled copy, whose commit kvcalc does not know (issue 23
@@ -329,8 +363,13 @@ def load_hub_model(ref: str, revision: str | None = None) -> ModelSpec:
     cached = _cached_config(hf, repo_id, revision)
     if cached is not None:
         files = load_headers(repo_id, Path(cached).parent.name) or _snapshot_headers(Path(cached).parent)
-        return _from_config(repo_id, cached, where="Hugging Face cache", files=files,
-                            missing="no safetensors headers cached for this commit")
+        return _from_config(
+            repo_id,
+            cached,
+            where="Hugging Face cache",
+            files=files,
+            missing="no safetensors headers cached for this commit",
+        )
     if bundled_name:
         return _bundled(repo_id, bundled_name)
     try:
@@ -349,4 +388,6 @@ def _bundled(repo_id: str, name: str) -> ModelSpec:
     path = bundled("models")[name]
     data, lines = read_mapping(path, "model")  # a bundled config is kvcalc's own YAML
     spec = build(ModelSpec, data, str(path), lines)
-    return spec.model_copy(update={"source": f"{repo_id} config.json, bundled copy '{name}' (the Hub was not contacted)"})
+    return spec.model_copy(
+        update={"source": f"{repo_id} config.json, bundled copy '{name}' (the Hub was not contacted)"}
+    )

@@ -79,8 +79,9 @@ def _load_model(ref: str | Path, revision: str | None = None) -> ModelSpec:
 
             return load_hub_model(ref_s, revision)
     if revision is not None:
-        raise KvcalcError(f"applies to a Hugging Face Hub id (org/name), not to '{ref_s}'", option="--revision",
-                          form=OPTION_SAYS)
+        raise KvcalcError(
+            f"applies to a Hugging Face Hub id (org/name), not to '{ref_s}'", option="--revision", form=OPTION_SAYS
+        )
     if path.is_dir() and (path / "config.json").is_file():
         data, _ = read_mapping(path / "config.json", "model")
         if is_hf_config(data):  # a checkpoint folder: config.json + the safetensors headers beside it
@@ -93,16 +94,23 @@ def _load_model(ref: str | Path, revision: str | None = None) -> ModelSpec:
         from kvcalc.errors import ConfigError
         from kvcalc.text import excerpt
 
-        raise ConfigError("no such file or folder, and not a Hugging Face Hub id (org/name or org/name@revision, "
-                          "e.g. meta-llama/Llama-3.1-8B)", path=excerpt(ref_s, 200))
+        raise ConfigError(
+            "no such file or folder, and not a Hugging Face Hub id (org/name or org/name@revision, "
+            "e.g. meta-llama/Llama-3.1-8B)",
+            path=excerpt(ref_s, 200),
+        )
     if path.is_file() or path.is_dir() or _looks_like_path(ref_s):
         return load_model_file(path)
     key = ref_s.strip().lower()
     found = bundled_path("models", key)
     if found is not None:
         return load_model_file(found)
-    raise UnknownNameError("model", ref_s, bundled("models"),
-                           hint="`kvcalc models` lists the bundled ones; or give a .yaml or config.json path")
+    raise UnknownNameError(
+        "model",
+        ref_s,
+        bundled("models"),
+        hint="`kvcalc models` lists the bundled ones; or give a .yaml or config.json path",
+    )
 
 
 def model_file(ref: str | Path) -> tuple[str, str] | None:
@@ -146,7 +154,12 @@ def naming_model_file(ref: str | Path | None, name: str | None = None) -> Iterat
         from kvcalc.formats import FileTypeMixError
 
         path = user_path(str(ref)) if ref is not None else None
-        if isinstance(e, FileTypeMixError) and e.gguf_path is None and path is not None and path.suffix.lower() == ".gguf":
+        if (
+            isinstance(e, FileTypeMixError)
+            and e.gguf_path is None
+            and path is not None
+            and path.suffix.lower() == ".gguf"
+        ):
             raise e.on_gguf(str(path)) from None
         raise
 
@@ -172,6 +185,4 @@ def is_hf_config(data: dict[str, Any]) -> bool:
     """True for a Hugging Face config.json dict rather than a kvcalc model config."""
     if "name" in data and "n_layers" in data:  # kvcalc's own schema (MPT's config.json has n_layers)
         return False
-    return any(k in data for k in ("model_type", "architectures", "num_hidden_layers", "n_layer",
-                                   "text_config"))
-
+    return any(k in data for k in ("model_type", "architectures", "num_hidden_layers", "n_layer", "text_config"))

@@ -31,8 +31,9 @@ class GpuPrices(RootModel[dict[str, Dollars]]):
     """GPU key -> dollars per GPU-hour."""
 
 
-def check_prices(prices: dict[str, float], known: Iterable[str], *, path: str | None = None,
-                 lines: dict[str, int] | None = None) -> dict[str, float]:
+def check_prices(
+    prices: dict[str, float], known: Iterable[str], *, path: str | None = None, lines: dict[str, int] | None = None
+) -> dict[str, float]:
     """Validate `prices` (GPU key -> $ per GPU-hour): every key a known GPU (`UnknownNameError`
     with close matches, or a `ConfigError` naming the file and line), every price a number >= 0.
     Returns the prices with keys as the GPU table spells them (lower case)."""

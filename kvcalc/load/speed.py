@@ -36,26 +36,38 @@ def _section(data: dict[str, Any], key: str, path: Path) -> dict[str, Any]:
 def parse_speed_table(data: dict[str, Any], path: Path = SPEED_PATH) -> SpeedTable:
     """A `SpeedTable` from the file's mapping; raises `ConfigError` naming the entry that is
     missing or malformed (every backend, width, class and link must be present)."""
-    floors = {eng: {be: _value(v, f"step_floor_s.{eng}.{be}", path) for be, v in row.items()}
-              for eng, row in _section(data, "step_floor_s", path).items()}
+    floors = {
+        eng: {be: _value(v, f"step_floor_s.{eng}.{be}", path) for be, v in row.items()}
+        for eng, row in _section(data, "step_floor_s", path).items()
+    }
     if set(floors.get("ideal", {})) != set(BACKENDS):
-        raise ConfigError(f"step_floor_s.ideal must give every backend {BACKENDS}", path=str(path), field="step_floor_s")
+        raise ConfigError(
+            f"step_floor_s.ideal must give every backend {BACKENDS}", path=str(path), field="step_floor_s"
+        )
     bw = {be: _value(_section(data, "bw_efficiency", path).get(be), f"bw_efficiency.{be}", path) for be in BACKENDS}
     fsec = _section(data, "format_efficiency", path)
-    fmt = {be: {w: _value((fsec.get(be) or {}).get(w), f"format_efficiency.{be}.{w}", path) for w in WEIGHT_WIDTHS}
-           for be in BACKENDS}
-    fl = {c: _value(_section(data, "flops_efficiency", path).get(c), f"flops_efficiency.{c}", path)
-          for c in GPU_CLASSES}
+    fmt = {
+        be: {w: _value((fsec.get(be) or {}).get(w), f"format_efficiency.{be}.{w}", path) for w in WEIGHT_WIDTHS}
+        for be in BACKENDS
+    }
+    fl = {
+        c: _value(_section(data, "flops_efficiency", path).get(c), f"flops_efficiency.{c}", path) for c in GPU_CLASSES
+    }
     asec = _section(data, "allreduce_latency_s", path)
-    ar = {ln: (_value((asec.get(ln) or {}).get("alpha_call"), f"allreduce_latency_s.{ln}.alpha_call", path),
-               _value((asec.get(ln) or {}).get("alpha_step"), f"allreduce_latency_s.{ln}.alpha_step", path))
-          for ln in LINKS}
+    ar = {
+        ln: (
+            _value((asec.get(ln) or {}).get("alpha_call"), f"allreduce_latency_s.{ln}.alpha_call", path),
+            _value((asec.get(ln) or {}).get("alpha_step"), f"allreduce_latency_s.{ln}.alpha_step", path),
+        )
+        for ln in LINKS
+    }
     for name, table in (("bw_efficiency", bw), ("flops_efficiency", fl)):
         for k, v in table.items():
             if not 0 < v <= 1:
                 raise ConfigError(f"{name}.{k} must be in (0, 1], got {v}", path=str(path), field=name)
-    return SpeedTable(step_floor_s=floors, bw_efficiency=bw, format_efficiency=fmt, flops_efficiency=fl,
-                      allreduce_latency_s=ar)
+    return SpeedTable(
+        step_floor_s=floors, bw_efficiency=bw, format_efficiency=fmt, flops_efficiency=fl, allreduce_latency_s=ar
+    )
 
 
 @cache
@@ -77,10 +89,24 @@ def load_calibration(path: str | Path) -> Calibration:
     p = user_path(str(path))
     data, lines = read_mapping(p, "config")
     if data.get("kind") != CALIBRATION_KIND:
-        raise ConfigError(f"not a calibration file (expected kind: {CALIBRATION_KIND})", path=str(p), field="kind",
-                          line=lines.get("kind"))
-    known = {"kind", "gpu", "measured", "device", "step_floor_s", "read_bytes_per_s", "flops_per_s",
-             "allreduce_latency_s", "allreduce_tp", "source"}
+        raise ConfigError(
+            f"not a calibration file (expected kind: {CALIBRATION_KIND})",
+            path=str(p),
+            field="kind",
+            line=lines.get("kind"),
+        )
+    known = {
+        "kind",
+        "gpu",
+        "measured",
+        "device",
+        "step_floor_s",
+        "read_bytes_per_s",
+        "flops_per_s",
+        "allreduce_latency_s",
+        "allreduce_tp",
+        "source",
+    }
     for k in data:
         if k not in known:
             raise ConfigError(f"unknown field '{k}'", path=str(p), field=k, line=lines.get(k))
@@ -98,8 +124,12 @@ def load_calibration(path: str | Path) -> Calibration:
                 pass
         low = 0 if k == "step_floor_s" else 1e-300  # a floor may be 0; a rate may not
         if isinstance(v, bool) or not isinstance(v, (int, float)) or not low <= v < float("inf"):
-            raise ConfigError(f"{k} must be a number {'>=' if low == 0 else '>'} 0, got {v!r}", path=str(p), field=k,
-                              line=lines.get(k))
+            raise ConfigError(
+                f"{k} must be a number {'>=' if low == 0 else '>'} 0, got {v!r}",
+                path=str(p),
+                field=k,
+                line=lines.get(k),
+            )
         out[k] = float(v)
     tp = data.get("allreduce_tp")
     if tp is not None and (isinstance(tp, bool) or not isinstance(tp, int) or tp < 2):

@@ -33,9 +33,9 @@ def attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: float, back
     hkv = k.shape[1]
     if backend == "matmul":
         qg = q.view(b, hkv, hq // hkv, dk)
-        s = torch.matmul(qg, k.transpose(-1, -2)).float() * scale        # (B, H_kv, G, n)
+        s = torch.matmul(qg, k.transpose(-1, -2)).float() * scale  # (B, H_kv, G, n)
         p = torch.softmax(s, dim=-1).to(v.dtype)
-        return torch.matmul(p, v).reshape(b, hq, v.shape[-1])             # (B, H_q, D_v)
+        return torch.matmul(p, v).reshape(b, hq, v.shape[-1])  # (B, H_q, D_v)
     if backend == "sdpa":
         if hq == hkv or sdpa_gqa_native(q, k, v):
             out = F.scaled_dot_product_attention(q.unsqueeze(2), k, v, scale=scale, enable_gqa=hq != hkv)
@@ -52,8 +52,12 @@ def attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: float, back
     if backend == "flashinfer":  # GPU path, untested on CPU
         import flashinfer
 
-        return torch.stack([flashinfer.single_decode_with_kv_cache(q[i], k[i], v[i], kv_layout="HND",
-                                                                   sm_scale=scale) for i in range(b)])
+        return torch.stack(
+            [
+                flashinfer.single_decode_with_kv_cache(q[i], k[i], v[i], kv_layout="HND", sm_scale=scale)
+                for i in range(b)
+            ]
+        )
     raise KvcalcError(f"--backend: unknown backend '{backend}'; use auto, sdpa, matmul or flash")
 
 
@@ -106,9 +110,17 @@ def slot_and_len(pos: int, cache_len: int) -> tuple[int, int]:
     return pos % cache_len, min(pos + 1, cache_len)
 
 
-def layer_step(st: LayerState, q: torch.Tensor, pos: int, scale: float, backend: str,
-               cd: torch.dtype, kv_lora_rank: int = 0,
-               k_new: torch.Tensor | None = None, v_new: torch.Tensor | None = None) -> torch.Tensor:
+def layer_step(
+    st: LayerState,
+    q: torch.Tensor,
+    pos: int,
+    scale: float,
+    backend: str,
+    cd: torch.dtype,
+    kv_lora_rank: int = 0,
+    k_new: torch.Tensor | None = None,
+    v_new: torch.Tensor | None = None,
+) -> torch.Tensor:
     """One decode step of one layer: write the new token's K and V (or latent) at its slot,
     then attend q (B, H_q, D_k) over the tokens up to and including it -> (B, H_q, D_v).
     `k_new` / `v_new` (B, H_kv, D) override the prepared random rows for plain float formats.
@@ -136,4 +148,3 @@ def attention_scale(model: ModelSpec) -> float:
         d = nope + rope if nope and rope is not None else model.resolved_head_dim  # MLA always has rope
         return 1 / math.sqrt(d)
     return 1 / math.sqrt(model.resolved_head_dim)
-

@@ -27,8 +27,7 @@ from kvcalc.schema import LayerSpec
 GGML_DEQUANT = ("q8_0", "q4_0", "q4_1", "iq4_nl")
 #: ggml-quants.c kvalues_iq4nl
 IQ4NL_VALUES = (-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113)
-_SCALE_DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16,
-                 "fp8_e4m3": torch.float8_e4m3fn}
+_SCALE_DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16, "fp8_e4m3": torch.float8_e4m3fn}
 
 
 def is_ggml(fmt: StorageFormat) -> bool:
@@ -122,7 +121,7 @@ class Store:
     def write(self, slot: int, row: Store) -> None:
         """Write one token (a Store with T = 1) at position `slot` along the T axis."""
         for p, r in zip(self.parts, row.parts, strict=True):
-            p[..., slot:slot + 1, :].copy_(r)
+            p[..., slot : slot + 1, :].copy_(r)
 
     def dequant(self, n: int, dtype: torch.dtype) -> torch.Tensor:
         """The first `n` tokens as `dtype`, shape (*prefix, n, d). Native float formats of the
@@ -150,7 +149,7 @@ def _fill_ggml_scales(data: torch.Tensor, fmt: StorageFormat) -> None:
     n_half = 2 if fmt.name == "q4_1" else 1
     for row in data.reshape(data.shape[0], -1, nb, bb) if data.dim() > 1 else [data]:
         s = torch.empty(*row.shape[:-1], n_half, dtype=torch.float16, device=data.device).uniform_(0.01, 0.02)
-        row[..., :2 * n_half].copy_(s.view(torch.uint8))
+        row[..., : 2 * n_half].copy_(s.view(torch.uint8))
 
 
 _TABLES: dict[tuple[torch.dtype, str], torch.Tensor] = {}
@@ -167,8 +166,10 @@ def _iq4nl_table(dtype: torch.dtype, device: torch.device) -> torch.Tensor:
 def _dequant_ggml(x: torch.Tensor, fmt: StorageFormat, d: int, dtype: torch.dtype) -> torch.Tensor:
     """llama.cpp blocks (…, n, d/32 x block_bytes) uint8 -> (…, n, d) `dtype`."""
     if fmt.name not in GGML_DEQUANT:
-        raise KvcalcError(f"--kv-dtype {fmt.name}: measure can time {', '.join(GGML_DEQUANT)} "
-                          f"of the llama.cpp formats; use kvcalc estimate for {fmt.name}'s bytes")
+        raise KvcalcError(
+            f"--kv-dtype {fmt.name}: measure can time {', '.join(GGML_DEQUANT)} "
+            f"of the llama.cpp formats; use kvcalc estimate for {fmt.name}'s bytes"
+        )
     nb = d // 32
     blk = x.unflatten(-1, (nb, fmt.block_bytes))
     scale = blk[..., 0:2].contiguous().view(torch.float16).to(dtype)  # (…, n, nb, 1)
@@ -224,4 +225,3 @@ def allocate_layer(spec: LayerSpec, plan: Plan, device: str) -> LayerState:
         if s is not None:
             s.fill()
     return LayerState(spec, t, k, v, k_row, v_row)
-

@@ -56,8 +56,9 @@ def _median_time(device: str, fn: object, reps: int, warmup: int = 2) -> float:
     return statistics.median(times[warmup:])
 
 
-def read_line(device: str, n_layers: int, total_bytes: int, progress: Progress | None = None,
-              reps: int = 7) -> tuple[float, float, list[tuple[int, float]]]:
+def read_line(
+    device: str, n_layers: int, total_bytes: int, progress: Progress | None = None, reps: int = 7
+) -> tuple[float, float, list[tuple[int, float]]]:
     """(floor s, bytes/s, the (bytes, s) points): a pass of `n_layers` GEMVs over weight slabs
     totalling each of READ_FRACTIONS x `total_bytes`, median of `reps` timed passes each."""
     dtype = torch.bfloat16 if device == "cuda" else torch.float32
@@ -137,8 +138,14 @@ def calibrate(device: str, n_layers: int, progress: Progress | None = None) -> C
     fl = matmul_flops_per_s(device)
     ar, tp = allreduce_latency_s() if device == "cuda" else (None, None)
     name = torch.cuda.get_device_name() if device == "cuda" else "CPU"
-    return CalibrationRun(device=f"{name} ({device}, torch {torch.__version__})", step_floor_s=floor,
-                          read_bytes_per_s=bw, flops_per_s=fl, allreduce_latency_s=ar, allreduce_tp=tp)
+    return CalibrationRun(
+        device=f"{name} ({device}, torch {torch.__version__})",
+        step_floor_s=floor,
+        read_bytes_per_s=bw,
+        flops_per_s=fl,
+        allreduce_latency_s=ar,
+        allreduce_tp=tp,
+    )
 
 
 def calibration_yaml(run: CalibrationRun, gpu: str, model: str, n_layers: int) -> str:
@@ -149,11 +156,16 @@ def calibration_yaml(run: CalibrationRun, gpu: str, model: str, n_layers: int) -
     from kvcalc import __version__
 
     data: dict[str, object] = {
-        "kind": "kvcalc-calibration", "gpu": gpu, "device": run.device,
+        "kind": "kvcalc-calibration",
+        "gpu": gpu,
+        "device": run.device,
         "measured": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
         "source": f"kvcalc {__version__} measure --calibrate: {n_layers}-layer GEMV read line ({model}), "
-                  "square matmul, NCCL all-reduce",
-        "step_floor_s": run.step_floor_s, "read_bytes_per_s": run.read_bytes_per_s, "flops_per_s": run.flops_per_s}
+        "square matmul, NCCL all-reduce",
+        "step_floor_s": run.step_floor_s,
+        "read_bytes_per_s": run.read_bytes_per_s,
+        "flops_per_s": run.flops_per_s,
+    }
     if run.allreduce_latency_s is not None:
         data["allreduce_latency_s"] = run.allreduce_latency_s
         data["allreduce_tp"] = run.allreduce_tp

@@ -46,8 +46,9 @@ def budget_bytes(device: str, free_bytes: int | None) -> int:
     return CPU_BUDGET_BYTES
 
 
-def default_seq_len(layers: Sequence[LayerSpec], limit: int | None, batch: int, k_fmt: StorageFormat,
-                    v_fmt: StorageFormat, budget: int) -> int:
+def default_seq_len(
+    layers: Sequence[LayerSpec], limit: int | None, batch: int, k_fmt: StorageFormat, v_fmt: StorageFormat, budget: int
+) -> int:
     """The largest power of two T <= `limit` (tokens; None: `NO_LIMIT_MAX_SEQ_LEN`) whose KV cache
     for `layers` at `batch` sequences (`kv_cache.layers_cache_bytes`, bytes) is at most `budget`
     bytes; 1 when even one token does not fit (the fit check then refuses the run by name).
@@ -63,13 +64,17 @@ def default_seq_len(layers: Sequence[LayerSpec], limit: int | None, batch: int, 
 
 def default_rule(device: str, free_bytes: int | None) -> str:
     """The rule in words, for the run's note and the option's help."""
-    where = (f"1/{GPU_BUDGET_DIVISOR} of the GPU's free memory" if device == "cuda" and free_bytes
-             else f"{CPU_BUDGET_BYTES // 2**20} MiB")
+    where = (
+        f"1/{GPU_BUDGET_DIVISOR} of the GPU's free memory"
+        if device == "cuda" and free_bytes
+        else f"{CPU_BUDGET_BYTES // 2**20} MiB"
+    )
     return f"the largest power of two up to the model's context whose KV cache fits {where}"
 
 
-def estimate_run_s(kv_bytes: int, other_bytes: int, steps: int, device: str, compute_dtype: str,
-                   read_bytes_per_s: float | None = None) -> float:
+def estimate_run_s(
+    kv_bytes: int, other_bytes: int, steps: int, device: str, compute_dtype: str, read_bytes_per_s: float | None = None
+) -> float:
     """A rough wall time of the run, seconds: fill the cache and the other buffers (`kv_bytes` +
     `other_bytes`, bytes) at the fill rate, then `steps` decode steps (warm-up included) each
     reading `kv_bytes` at `read_bytes_per_s` (default: the device's rough rate above; on the CPU

@@ -139,7 +139,9 @@ def resolve_device(device: str) -> str:
     if device == "auto":
         return "cuda" if torch.cuda.is_available() else "cpu"
     if device == "cuda" and not torch.cuda.is_available():
-        raise KvcalcError("--device cuda: torch sees no CUDA GPU (torch.cuda.is_available() is False); use --device cpu")
+        raise KvcalcError(
+            "--device cuda: torch sees no CUDA GPU (torch.cuda.is_available() is False); use --device cpu"
+        )
     if device not in ("cuda", "cpu"):
         raise KvcalcError(f"--device: unknown device '{device}'; use auto, cuda or cpu")
     return device
@@ -221,4 +223,3 @@ def _pct(xs: list[float], p: float) -> float:
     lo = math.floor(i)
     hi = min(lo + 1, len(s) - 1)
     return s[lo] + (s[hi] - s[lo]) * (i - lo)
-

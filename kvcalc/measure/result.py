@@ -63,4 +63,3 @@ class MeasureResult(BaseModel):
     error_percent: float
     error_percent_table: float | None
     notes: list[str]
-

@@ -73,8 +73,9 @@ def cuda_margin_bytes(total_bytes: int) -> int:
     return max(CUDA_MARGIN_MIN_BYTES, total_bytes // 50)
 
 
-def run(request: MeasureRequest, *, progress: Progress | None = None,
-        announce: Callable[[Announcement], None] | None = None) -> MeasureResult:
+def run(
+    request: MeasureRequest, *, progress: Progress | None = None, announce: Callable[[Announcement], None] | None = None
+) -> MeasureResult:
     """Allocate the cache of `request.model` at `seq_len` x `batch` as the engine predicts it,
     time decode steps, and compare (see the module docstring). `announce` is called once, after
     planning and before any tensor, with the bytes the run will allocate and its rough time
@@ -111,11 +112,14 @@ def out_of_memory_message(rp: RunPlan, e: BaseException) -> str:
     memory reading did not show (another process, a container's limit, ulimit -v)."""
     first = (str(e).strip().splitlines() or [type(e).__name__])[0][:160]
     free = f"{rp.free_bytes / GIB_BYTES:.2f} GiB" if rp.free_bytes is not None else "an unknown amount"
-    return (f"{rp.device} refused an allocation ({first}) although {free} looked free: another process or a "
-            f"memory limit took it; use a smaller --seq-len, --batch or --layers")
+    return (
+        f"{rp.device} refused an allocation ({first}) although {free} looked free: another process or a "
+        f"memory limit took it; use a smaller --seq-len, --batch or --layers"
+    )
 
 
 # ----- resources ---------------------------------------------------------------------------
+
 
 class Resources:
     """Every tensor one run holds (the layers' caches and weights, the step inputs, the L2 flush
@@ -144,6 +148,7 @@ class Resources:
 
 
 # ----- plan --------------------------------------------------------------------------------
+
 
 @dataclass
 class RunPlan:
@@ -178,8 +183,16 @@ def plan(request: MeasureRequest) -> RunPlan:
     r = request
     notes: list[str] = []
     device = resolve_device(r.device)
-    notes.append(f"device {device}" + (" (auto: CUDA present)" if r.device == "auto" and device == "cuda"
-                                       else " (auto: no CUDA)" if r.device == "auto" else ""))
+    notes.append(
+        f"device {device}"
+        + (
+            " (auto: CUDA present)"
+            if r.device == "auto" and device == "cuda"
+            else " (auto: no CUDA)"
+            if r.device == "auto"
+            else ""
+        )
+    )
     backend = resolve_backend(r.backend, device)
     _check_options(r, device, backend)
     steps = r.steps
@@ -189,7 +202,9 @@ def plan(request: MeasureRequest) -> RunPlan:
         notes.append(f"--steps {steps} raised to {GPU_MIN_STEPS} (the GPU minimum)")
         steps = GPU_MIN_STEPS
     if device == "cpu":
-        notes.append(f"CPU: {steps} timed steps (perf_counter); a GPU run uses at least {GPU_MIN_STEPS} with CUDA events")
+        notes.append(
+            f"CPU: {steps} timed steps (perf_counter); a GPU run uses at least {GPU_MIN_STEPS} with CUDA events"
+        )
     dev_name, gpu_row, ctx_bytes, l2, total = _read_device(device, notes)
     free = free_memory_bytes(device)
     if r.seq_len is None:
@@ -206,8 +221,20 @@ def plan(request: MeasureRequest) -> RunPlan:
     if free is None:
         notes.append("free memory unknown (no psutil, no /proc/meminfo): not checked before allocating")
     check_fits(sizing, free, device, make, margin_bytes=cuda_margin_bytes(total) if device == "cuda" else 0)
-    run_plan = RunPlan(r, device, backend, steps, GPU_WARMUP_STEPS if device == "cuda" else CPU_WARMUP_STEPS,
-                       dev_name, gpu_row, ctx_bytes, l2, free, sizing, notes)
+    run_plan = RunPlan(
+        r,
+        device,
+        backend,
+        steps,
+        GPU_WARMUP_STEPS if device == "cuda" else CPU_WARMUP_STEPS,
+        dev_name,
+        gpu_row,
+        ctx_bytes,
+        l2,
+        free,
+        sizing,
+        notes,
+    )
     notes += _plan_notes(run_plan)
     return run_plan
 
@@ -219,11 +246,17 @@ def _with_default_seq_len(r: MeasureRequest, device: str, free: int | None, note
     budget = budget_bytes(device, free)
     cap = r.model.context_limit
     T = default_seq_len(layers, cap, r.batch, r.k_format, r.v_format, budget)
-    limit = ("2^17 (the model states no max_position_embeddings)" if not cap
-             else f"{cap:,} (max_position_embeddings)" if cap == r.model.max_position_embeddings
-             else f"{cap:,} ({r.model.context_limit_label})")
-    notes.append(f"--seq-len not given: {T:,} tokens, {default_rule(device, free)} ({budget:,} B); context "
-                 f"limit {limit}; give --seq-len for another size")
+    limit = (
+        "2^17 (the model states no max_position_embeddings)"
+        if not cap
+        else f"{cap:,} (max_position_embeddings)"
+        if cap == r.model.max_position_embeddings
+        else f"{cap:,} ({r.model.context_limit_label})"
+    )
+    notes.append(
+        f"--seq-len not given: {T:,} tokens, {default_rule(device, free)} ({budget:,} B); context "
+        f"limit {limit}; give --seq-len for another size"
+    )
     return r.model_copy(update={"seq_len": T})
 
 
@@ -233,12 +266,25 @@ def announcement(rp: RunPlan) -> Announcement:
     with a table row, at half the row's bandwidth)."""
     r, p = rp.request, rp.sizing
     bw = float(rp.gpu_row.hbm_bytes_per_s) / 2 if rp.gpu_row else None
-    est = estimate_run_s(p.predicted_kv_bytes, p.workspace_bytes + p.weight_bytes, rp.steps + rp.warmup, rp.device,
-                         str(p.compute_dtype).removeprefix("torch."), bw)
+    est = estimate_run_s(
+        p.predicted_kv_bytes,
+        p.workspace_bytes + p.weight_bytes,
+        rp.steps + rp.warmup,
+        rp.device,
+        str(p.compute_dtype).removeprefix("torch."),
+        bw,
+    )
     rule = next((n for n in rp.notes if n.startswith("--seq-len not given")), None)
-    return Announcement(model=r.model.name, seq_len=rp.seq_len, batch=r.batch, device=rp.device,
-                        kv_bytes=p.predicted_kv_bytes, other_bytes=p.workspace_bytes + p.weight_bytes,
-                        estimated_s=est, seq_len_rule=rule)
+    return Announcement(
+        model=r.model.name,
+        seq_len=rp.seq_len,
+        batch=r.batch,
+        device=rp.device,
+        kv_bytes=p.predicted_kv_bytes,
+        other_bytes=p.workspace_bytes + p.weight_bytes,
+        estimated_s=est,
+        seq_len_rule=rule,
+    )
 
 
 def _check_options(r: MeasureRequest, device: str, backend: str) -> None:
@@ -246,8 +292,10 @@ def _check_options(r: MeasureRequest, device: str, backend: str) -> None:
     dequantize, a CUDA graph off CUDA, the flash backends with mixed K/V formats or MLA."""
     for f in {r.k_format.name: r.k_format, r.v_format.name: r.v_format}.values():
         if is_ggml(f) and f.name not in GGML_DEQUANT:
-            raise KvcalcError(f"--kv-dtype {f.name}: measure allocates and times {', '.join(GGML_DEQUANT)} of the "
-                              f"llama.cpp block formats; use kvcalc estimate for {f.name}'s bytes")
+            raise KvcalcError(
+                f"--kv-dtype {f.name}: measure allocates and times {', '.join(GGML_DEQUANT)} of the "
+                f"llama.cpp block formats; use kvcalc estimate for {f.name}'s bytes"
+            )
     if r.cuda_graph and device != "cuda":
         raise KvcalcError("--cuda-graph needs CUDA; drop it on the CPU")
     if backend.startswith("flash") and (r.k_format.name != r.v_format.name or r.model.attention == "mla"):
@@ -271,8 +319,7 @@ def _read_device(device: str, notes: list[str]) -> tuple[str, GpuSpec | None, in
     ctx_bytes = total - free0 - torch.cuda.memory_reserved()
     dev_name = torch.cuda.get_device_name()
     gpu_row = gpu_for_device_name(dev_name)
-    l2 = l2_bytes(torch.cuda.get_device_properties(torch.cuda.current_device()),
-                  gpu_row.l2_bytes if gpu_row else 0)
+    l2 = l2_bytes(torch.cuda.get_device_properties(torch.cuda.current_device()), gpu_row.l2_bytes if gpu_row else 0)
     return dev_name, gpu_row, ctx_bytes, l2, total
 
 
@@ -282,29 +329,39 @@ def _plan_notes(rp: RunPlan) -> list[str]:
     r, p, notes = rp.request, rp.sizing, []
     n_kv = sum(x.caches_kv for x in r.model.layers)
     if r.layers is not None and len(p.layer_indices) < n_kv:
-        notes.append(f"--layers {r.layers}: measured {len(p.layer_indices)} of {n_kv} KV layers "
-                     f"(indices {list(p.layer_indices)}); model_step_s_median scales the median by "
-                     f"model KV bytes / measured KV bytes = {p.model_kv_bytes / p.predicted_kv_bytes:.4g}")
+        notes.append(
+            f"--layers {r.layers}: measured {len(p.layer_indices)} of {n_kv} KV layers "
+            f"(indices {list(p.layer_indices)}); model_step_s_median scales the median by "
+            f"model KV bytes / measured KV bytes = {p.model_kv_bytes / p.predicted_kv_bytes:.4g}"
+        )
     if any(not x.caches_kv for x in r.model.layers):
         notes.append("mamba/linear layers have no KV cache: not allocated, not timed")
     for f in {r.k_format.name: r.k_format, r.v_format.name: r.v_format}.values():
         if is_ggml(f):
-            notes.append(f"{f.name}: allocated as raw uint8 llama.cpp blocks of the exact byte size "
-                         f"({f.block_bytes} B / {f.block_values} values)")
+            notes.append(
+                f"{f.name}: allocated as raw uint8 llama.cpp blocks of the exact byte size "
+                f"({f.block_bytes} B / {f.block_values} values)"
+            )
     k = r.k_format
     if p.compute_dtype != (getattr(torch, k.torch_dtype) if k.torch_dtype and not k.quant_group_size else None):
-        notes.append(f"{k.name}: dequantized per layer to {str(p.compute_dtype).removeprefix('torch.')} "
-                     f"then attended (the copy adds traffic not in bytes_read_per_step)")
+        notes.append(
+            f"{k.name}: dequantized per layer to {str(p.compute_dtype).removeprefix('torch.')} "
+            f"then attended (the copy adds traffic not in bytes_read_per_step)"
+        )
     if rp.backend == "flashinfer":
-        notes.append("flashinfer: single_decode_with_kv_cache once per batch row (B launches per layer), "
-                     "HND views of the cache")
+        notes.append(
+            "flashinfer: single_decode_with_kv_cache once per batch row (B launches per layer), HND views of the cache"
+        )
     if r.model.attention == "mla":
-        notes.append("MLA: absorbed decode, q of width kv_lora_rank + rope against the latent as one shared "
-                     "KV head; output over the first kv_lora_rank values")
+        notes.append(
+            "MLA: absorbed decode, q of width kv_lora_rank + rope against the latent as one shared "
+            "KV head; output over the first kv_lora_rank values"
+        )
     return notes
 
 
 # ----- allocate ----------------------------------------------------------------------------
+
 
 @dataclass(frozen=True)
 class Allocation:
@@ -331,8 +388,12 @@ def allocate(rp: RunPlan, res: Resources, progress: Progress | None) -> Allocati
     _sync(device)
     if device == "cuda":
         torch.cuda.empty_cache()
-        before = (torch.cuda.memory_stats()["requested_bytes.all.current"], torch.cuda.memory_allocated(),
-                  torch.cuda.mem_get_info()[0], _nvml_used())
+        before = (
+            torch.cuda.memory_stats()["requested_bytes.all.current"],
+            torch.cuda.memory_allocated(),
+            torch.cuda.mem_get_info()[0],
+            _nvml_used(),
+        )
     rss0 = _rss() if device == "cpu" else None
     for i, li in enumerate(p.layer_indices):
         res.states.append(allocate_layer(rp.request.model.layers[li], p, device))
@@ -344,8 +405,10 @@ def allocate(rp: RunPlan, res: Resources, progress: Progress | None) -> Allocati
     if device == "cuda":
         req_d, alloc_d, alloc_exp, dev_d, nvml_d = _cuda_deltas(res.states, *before)
         if "expandable_segments:True" not in os.environ.get("PYTORCH_CUDA_ALLOC_CONF", ""):
-            rp.notes.append("memory_allocated rounds each block to 512 B; set "
-                            "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True before CUDA starts for exact segments")
+            rp.notes.append(
+                "memory_allocated rounds each block to 512 B; set "
+                "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True before CUDA starts for exact segments"
+            )
     elif rss0 is not None:
         r1 = _rss()
         rss_d = r1 - rss0 if r1 is not None else None
@@ -355,15 +418,19 @@ def allocate(rp: RunPlan, res: Resources, progress: Progress | None) -> Allocati
     return Allocation(measured, req_d, alloc_d, alloc_exp, dev_d, nvml_d, rss_d, wbytes)
 
 
-def _cuda_deltas(states: list[LayerState], req0: int, alloc0: int, dev0: int,
-                 nvml0: int | None) -> tuple[int, int, int, int, int | None]:
+def _cuda_deltas(
+    states: list[LayerState], req0: int, alloc0: int, dev0: int, nvml0: int | None
+) -> tuple[int, int, int, int, int | None]:
     """After allocating `states` on CUDA (the allocator's cache emptied first): the allocator's
     requested and allocated deltas less the row buffers, the allocated bytes expected (each
     cache tensor rounded to 512 B), the device's free-memory drop and NVML's used delta."""
     rows = [t for s in states for r in (s.k_row, s.v_row) if r is not None for t in r.parts]
     torch.cuda.empty_cache()
-    req_d = torch.cuda.memory_stats()["requested_bytes.all.current"] - req0 \
+    req_d = (
+        torch.cuda.memory_stats()["requested_bytes.all.current"]
+        - req0
         - sum(t.untyped_storage().nbytes() for t in rows)
+    )
     alloc_d = torch.cuda.memory_allocated() - alloc0 - sum(cuda_block_bytes(t) for t in rows)
     alloc_exp = sum(cuda_block_bytes(t) for s in states for t in s.tensors())
     dev_d = dev0 - torch.cuda.mem_get_info()[0]
@@ -382,15 +449,19 @@ def _allocate_inputs_and_weights(rp: RunPlan, res: Resources) -> int:
         return 0
     wbytes = 0
     for st in res.states:
-        st.weights = [torch.empty(a, b, dtype=cd, device=rp.device).normal_(std=a ** -0.5)
-                      for a, b in weight_shapes(r.model)]
+        st.weights = [
+            torch.empty(a, b, dtype=cd, device=rp.device).normal_(std=a**-0.5) for a, b in weight_shapes(r.model)
+        ]
         wbytes += sum(w.untyped_storage().nbytes() for w in st.weights)
-    rp.notes.append("--with-weights: random QKV, output and MLP weights per layer; a whole decoder layer "
-                    "is timed (no norms, no RoPE)")
+    rp.notes.append(
+        "--with-weights: random QKV, output and MLP weights per layer; a whole decoder layer "
+        "is timed (no norms, no RoPE)"
+    )
     return wbytes
 
 
 # ----- compare -----------------------------------------------------------------------------
+
 
 def compare(rp: RunPlan, bandwidth: Probe, alloc: Allocation, timing: Timing) -> MeasureResult:
     """Predicted against measured. Bytes read per step = the engine's KV bytes of the measured
@@ -403,8 +474,12 @@ def compare(rp: RunPlan, bandwidth: Probe, alloc: Allocation, timing: Timing) ->
     from kvcalc.calc.roofline import memory_time_s  # the roofline's memory term, at full bandwidth
 
     r, p, notes = rp.request, rp.sizing, rp.notes
-    kv_read = round(statistics.fmean(kv_cache.layers_cache_bytes(p.layers, min(pos + 1, rp.seq_len), r.batch,
-                                                                 r.k_format, r.v_format) for pos in timing.positions))
+    kv_read = round(
+        statistics.fmean(
+            kv_cache.layers_cache_bytes(p.layers, min(pos + 1, rp.seq_len), r.batch, r.k_format, r.v_format)
+            for pos in timing.positions
+        )
+    )
     read = kv_read + alloc.weight_bytes
     med = statistics.median(timing.times_s)
     pred = memory_time_s(read, bandwidth.bytes_per_s)
@@ -414,28 +489,54 @@ def compare(rp: RunPlan, bandwidth: Probe, alloc: Allocation, timing: Timing) ->
     pred_t = memory_time_s(read, table_bps) if table_bps else None
     achieved = read / med
     n_caching = len([x for x in r.model.layers if x.caches_kv])
-    model_med = med * (p.model_kv_bytes / p.predicted_kv_bytes) if not r.with_weights \
+    model_med = (
+        med * (p.model_kv_bytes / p.predicted_kv_bytes)
+        if not r.with_weights
         else med * n_caching / len(p.layer_indices)
+    )
     return MeasureResult(
-        model=r.model.name, device=rp.device, device_name=rp.device_name, backend=rp.backend,
+        model=r.model.name,
+        device=rp.device,
+        device_name=rp.device_name,
+        backend=rp.backend,
         kv_dtype=r.k_format.name if r.k_format == r.v_format else f"{r.k_format.name}/{r.v_format.name}",
         compute_dtype=str(p.compute_dtype).removeprefix("torch."),
-        seq_len=rp.seq_len, batch=r.batch, n_layers=r.model.n_layers, layers_measured=len(p.layer_indices),
-        layer_indices=list(p.layer_indices), steps=rp.steps, warmup_steps=rp.warmup, cuda_graph=r.cuda_graph,
-        with_weights=r.with_weights, predicted_kv_bytes=p.predicted_kv_bytes, measured_kv_bytes=alloc.measured_kv_bytes,
-        kv_bytes_equal=alloc.measured_kv_bytes == p.predicted_kv_bytes, model_kv_bytes=p.model_kv_bytes,
+        seq_len=rp.seq_len,
+        batch=r.batch,
+        n_layers=r.model.n_layers,
+        layers_measured=len(p.layer_indices),
+        layer_indices=list(p.layer_indices),
+        steps=rp.steps,
+        warmup_steps=rp.warmup,
+        cuda_graph=r.cuda_graph,
+        with_weights=r.with_weights,
+        predicted_kv_bytes=p.predicted_kv_bytes,
+        measured_kv_bytes=alloc.measured_kv_bytes,
+        kv_bytes_equal=alloc.measured_kv_bytes == p.predicted_kv_bytes,
+        model_kv_bytes=p.model_kv_bytes,
         allocator_requested_delta_bytes=alloc.requested_delta_bytes,
         allocator_allocated_delta_bytes=alloc.allocated_delta_bytes,
         allocator_allocated_expected_bytes=alloc.allocated_expected_bytes,
-        device_used_delta_bytes=alloc.device_delta_bytes, nvml_used_delta_bytes=alloc.nvml_delta_bytes,
-        cuda_context_bytes=rp.cuda_context_bytes, rss_delta_bytes=alloc.rss_delta_bytes,
-        weight_bytes=alloc.weight_bytes, bytes_read_per_step=read,
-        predicted_step_s=pred, predicted_step_s_table=pred_t, measured_step_s_median=med,
-        measured_step_s_p10=_pct(timing.times_s, 10), measured_step_s_p90=_pct(timing.times_s, 90),
-        model_step_s_median=model_med, achieved_bytes_per_s=achieved, probe_bytes=bandwidth.probe_bytes,
-        probe_bytes_per_s=bandwidth.bytes_per_s, table_gpu=rp.gpu_row.key if rp.gpu_row else None,
-        table_bytes_per_s=table_bps, fraction_of_probe=achieved / bandwidth.bytes_per_s,
+        device_used_delta_bytes=alloc.device_delta_bytes,
+        nvml_used_delta_bytes=alloc.nvml_delta_bytes,
+        cuda_context_bytes=rp.cuda_context_bytes,
+        rss_delta_bytes=alloc.rss_delta_bytes,
+        weight_bytes=alloc.weight_bytes,
+        bytes_read_per_step=read,
+        predicted_step_s=pred,
+        predicted_step_s_table=pred_t,
+        measured_step_s_median=med,
+        measured_step_s_p10=_pct(timing.times_s, 10),
+        measured_step_s_p90=_pct(timing.times_s, 90),
+        model_step_s_median=model_med,
+        achieved_bytes_per_s=achieved,
+        probe_bytes=bandwidth.probe_bytes,
+        probe_bytes_per_s=bandwidth.bytes_per_s,
+        table_gpu=rp.gpu_row.key if rp.gpu_row else None,
+        table_bytes_per_s=table_bps,
+        fraction_of_probe=achieved / bandwidth.bytes_per_s,
         fraction_of_table=achieved / table_bps if table_bps else None,
-        error_percent=100 * (pred - med) / med, error_percent_table=100 * (pred_t - med) / med if pred_t else None,
+        error_percent=100 * (pred - med) / med,
+        error_percent_table=100 * (pred_t - med) / med if pred_t else None,
         notes=notes,
     )

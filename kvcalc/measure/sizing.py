@@ -59,8 +59,7 @@ def pick_layers(model: ModelSpec, k: int | None) -> tuple[int, ...]:
     for kind in list(by_kind)[:k]:
         take[kind] = 1
     while sum(take.values()) < k:  # next layer to the kind furthest below its share
-        kind = max(by_kind, key=lambda x: len(by_kind[x]) / total - take[x] / k
-                   if take[x] < len(by_kind[x]) else -1)
+        kind = max(by_kind, key=lambda x: len(by_kind[x]) / total - take[x] / k if take[x] < len(by_kind[x]) else -1)
         take[kind] += 1
     return tuple(sorted(i for kind, n in take.items() for i in by_kind[kind][:n]))
 
@@ -83,7 +82,9 @@ def weight_shapes(model: ModelSpec) -> list[tuple[int, int]]:
     h = model.hidden_size
     inter = model.intermediate_size
     if model.n_experts and model.moe_intermediate_size:
-        inter = (model.n_experts_per_token or 1) * model.moe_intermediate_size + (model.shared_expert_intermediate_size or 0)
+        inter = (model.n_experts_per_token or 1) * model.moe_intermediate_size + (
+            model.shared_expert_intermediate_size or 0
+        )
     if h is None or inter is None:
         raise KvcalcError(f"--with-weights: {model.name} needs hidden_size and intermediate_size in its config")
     hq, d = model.n_heads, model.resolved_head_dim
@@ -99,8 +100,16 @@ def weight_shapes(model: ModelSpec) -> list[tuple[int, int]]:
     return attn + mlp
 
 
-def make_plan(model: ModelSpec, seq_len: int, batch: int, k_fmt: StorageFormat, v_fmt: StorageFormat,
-              device: str, layers: int | None = None, with_weights: bool = False) -> Plan:
+def make_plan(
+    model: ModelSpec,
+    seq_len: int,
+    batch: int,
+    k_fmt: StorageFormat,
+    v_fmt: StorageFormat,
+    device: str,
+    layers: int | None = None,
+    with_weights: bool = False,
+) -> Plan:
     """The engine's bytes for the layers measured and the whole model, and the workspace:
     per step the scores and probabilities (B, H_q, T) fp32, plus, for formats that are
     dequantized, one layer's K and V in the compute dtype. Raises KvcalcError."""
@@ -111,19 +120,27 @@ def make_plan(model: ModelSpec, seq_len: int, batch: int, k_fmt: StorageFormat, 
     cd = compute_dtype_for(k_fmt, device)
     t_max = max(kv_cache.tokens_cached(x, seq_len) for x in chosen)
     work = 2 * batch * model.n_heads * t_max * 4
-    native = k_fmt == v_fmt and k_fmt.torch_dtype is not None and getattr(torch, k_fmt.torch_dtype) == cd \
+    native = (
+        k_fmt == v_fmt
+        and k_fmt.torch_dtype is not None
+        and getattr(torch, k_fmt.torch_dtype) == cd
         and not k_fmt.quant_group_size
+    )
     if not native:
-        work += max(batch * x.n_kv_heads * kv_cache.tokens_cached(x, seq_len) * (x.head_dim_k + x.head_dim_v)
-                    for x in chosen) * cd.itemsize
+        work += (
+            max(
+                batch * x.n_kv_heads * kv_cache.tokens_cached(x, seq_len) * (x.head_dim_k + x.head_dim_v)
+                for x in chosen
+            )
+            * cd.itemsize
+        )
     wbytes = 0
     if with_weights:
         wbytes = len(idx) * sum(a * b for a, b in weight_shapes(model)) * cd.itemsize
     return Plan(model, seq_len, batch, k_fmt, v_fmt, idx, predicted, whole, work, wbytes, cd)
 
 
-def check_fits(plan: Plan, free: int | None, device: str, make: Callable[..., Plan],
-               margin_bytes: int = 0) -> None:
+def check_fits(plan: Plan, free: int | None, device: str, make: Callable[..., Plan], margin_bytes: int = 0) -> None:
     """Refuse (KvcalcError) when the plan needs more than `free - margin_bytes` bytes, naming
     the largest --batch that fits, else the largest --layers at --batch 1. `make(batch=,
     layers=)` rebuilds the plan for another batch or layer count."""
@@ -132,9 +149,11 @@ def check_fits(plan: Plan, free: int | None, device: str, make: Callable[..., Pl
     usable = free - margin_bytes
     if plan.needed_bytes <= usable:
         return
-    what = (f"needs {plan.needed_bytes / GIB:.2f} GiB ({plan.predicted_kv_bytes:,} B of KV cache + "
-            f"workspace) but {device} has {free / GIB:.2f} GiB free"
-            + (f", {usable / GIB:.2f} GiB after a {margin_bytes / GIB:.2f} GiB margin" if margin_bytes else ""))
+    what = (
+        f"needs {plan.needed_bytes / GIB:.2f} GiB ({plan.predicted_kv_bytes:,} B of KV cache + "
+        f"workspace) but {device} has {free / GIB:.2f} GiB free"
+        + (f", {usable / GIB:.2f} GiB after a {margin_bytes / GIB:.2f} GiB margin" if margin_bytes else "")
+    )
     free = usable
     best_b = 0
     lo, hi = 1, plan.batch - 1
@@ -152,6 +171,7 @@ def check_fits(plan: Plan, free: int | None, device: str, make: Callable[..., Pl
             best_l = k
             break
     if best_l:
-        raise KvcalcError(f"{what}; even --batch 1 does not fit; the largest --layers that fits at --batch 1 is {best_l}")
+        raise KvcalcError(
+            f"{what}; even --batch 1 does not fit; the largest --layers that fits at --batch 1 is {best_l}"
+        )
     raise KvcalcError(f"{what}; even one layer at --batch 1 does not fit; use a shorter --seq-len")
-

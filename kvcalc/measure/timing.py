@@ -65,8 +65,9 @@ def time_steps(rp: RunPlan, res: Resources, alloc: Allocation, progress: Progres
     positions = step_positions(rp.seq_len, total_steps)
     if device == "cuda" and rp.sizing.predicted_kv_bytes + alloc.weight_bytes < 4 * rp.l2_bytes:
         res.tensors["flush"] = torch.empty(2 * rp.l2_bytes, dtype=torch.uint8, device=device)
-        rp.notes.append(f"working set under 4 x L2: L2 flushed ({2 * rp.l2_bytes / 2**20:.0f} MiB write) "
-                        "before each timed step")
+        rp.notes.append(
+            f"working set under 4 x L2: L2 flushed ({2 * rp.l2_bytes / 2**20:.0f} MiB write) before each timed step"
+        )
     if r.cuda_graph:
         positions = [rp.seq_len - 1] * total_steps
         capture_graph(rp, res, step)
@@ -80,7 +81,7 @@ def time_steps(rp: RunPlan, res: Resources, alloc: Allocation, progress: Progres
         if progress:
             progress("decode steps", i + 1, total_steps)
     _sync(device)
-    return Timing(positions[rp.warmup:], times)
+    return Timing(positions[rp.warmup :], times)
 
 
 def capture_graph(rp: RunPlan, res: Resources, step: Callable[[int], None]) -> None:
@@ -98,8 +99,10 @@ def capture_graph(rp: RunPlan, res: Resources, step: Callable[[int], None]) -> N
     res.graph = torch.cuda.CUDAGraph()
     with torch.cuda.graph(res.graph):
         step(pos)
-    rp.notes.append("CUDA graph: one step at position seq_len - 1 captured and replayed; the position is "
-                    "baked into the graph, so every replay rewrites the same slot and reads every cached token")
+    rp.notes.append(
+        "CUDA graph: one step at position seq_len - 1 captured and replayed; the position is "
+        "baked into the graph, so every replay rewrites the same slot and reads every cached token"
+    )
 
 
 def make_step(rp: RunPlan, res: Resources) -> Callable[[int], None]:
@@ -122,8 +125,9 @@ def make_step(rp: RunPlan, res: Resources) -> Callable[[int], None]:
         else:
             wqkv, wo, *mlp = st.weights
             q, kn, vn = (h @ wqkv).split([hq * dk, hkv * dk, hkv * dv], dim=-1)
-            o = layer_step(st, q.view(batch, hq, dk), pos, scale, be, cd, r,
-                           kn.view(batch, hkv, dk), vn.view(batch, hkv, dv))
+            o = layer_step(
+                st, q.view(batch, hq, dk), pos, scale, be, cd, r, kn.view(batch, hkv, dk), vn.view(batch, hkv, dv)
+            )
         h = h + o.reshape(batch, -1) @ wo
         if len(mlp) == 2 and model.mlp_kind == "gated":
             g, u = (h @ mlp[0]).chunk(2, dim=-1)

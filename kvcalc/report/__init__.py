@@ -29,7 +29,7 @@ def _scaled(n: int | float, base: int, names: tuple[str, ...]) -> str:
     i = 0
     while i < len(names) - 1 and abs(n) >= base ** (i + 1):
         i += 1
-    return f"{n / base ** i:,.2f} {names[i]}" if i else f"{n:,} B"
+    return f"{n / base**i:,.2f} {names[i]}" if i else f"{n:,} B"
 
 
 def size(n: int | None) -> str:
@@ -39,8 +39,10 @@ def size(n: int | None) -> str:
         return "n/a"
     if abs(n) < 1000:
         return f"{n:,} B"
-    return (f"{n:,} B ({_scaled(n, 1000, ('B', 'KB', 'MB', 'GB', 'TB'))}, "
-            f"{_scaled(n, 1024, ('B', 'KiB', 'MiB', 'GiB', 'TiB'))})")
+    return (
+        f"{n:,} B ({_scaled(n, 1000, ('B', 'KB', 'MB', 'GB', 'TB'))}, "
+        f"{_scaled(n, 1024, ('B', 'KiB', 'MiB', 'GiB', 'TiB'))})"
+    )
 
 
 def seconds(s: float | None) -> str:
@@ -154,8 +156,8 @@ def markdown_table(header: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
 
     def cell(x: Any) -> str:
         return "" if x is None else escape_controls(str(x), keep="").replace("|", "\\|")
-    lines = ["| " + " | ".join(cell(h) for h in header) + " |",
-             "| " + " | ".join("---" for _ in header) + " |"]
+
+    lines = ["| " + " | ".join(cell(h) for h in header) + " |", "| " + " | ".join("---" for _ in header) + " |"]
     lines += ["| " + " | ".join(cell(c) for c in r) + " |" for r in rows]
     return "\n".join(lines)
 

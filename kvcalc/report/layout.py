@@ -34,7 +34,7 @@ def safe_text(text: str | None, limit: int = TEXT_CELL_CHARS) -> str | None:
         return None
     from kvcalc.text import cut, escape_controls
 
-    return cut(escape_controls(text[:limit * 8]), limit)
+    return cut(escape_controls(text[: limit * 8]), limit)
 
 
 def safe_cell(cell: Cell, limit: int = TEXT_CELL_CHARS) -> Cell:
@@ -94,9 +94,41 @@ def _number_word(text: str) -> int:
 
 #: the units a figure may carry: never put on a line of their own (`wrap_line`). A unit may be
 #: followed by punctuation ("GiB)", "ms,").
-UNITS = frozenset({"B", "kB", "KB", "KiB", "MB", "MiB", "GB", "GiB", "TB", "TiB", "PB", "PiB", "B/token", "B/s",
-                   "GB/s", "TB/s", "MB/s", "s", "ms", "us", "\u00b5s", "ns", "tokens", "token", "FLOPs", "FLOP/s",
-                   "TFLOPS", "GFLOPS", "GHz", "W", "%"})
+UNITS = frozenset(
+    {
+        "B",
+        "kB",
+        "KB",
+        "KiB",
+        "MB",
+        "MiB",
+        "GB",
+        "GiB",
+        "TB",
+        "TiB",
+        "PB",
+        "PiB",
+        "B/token",
+        "B/s",
+        "GB/s",
+        "TB/s",
+        "MB/s",
+        "s",
+        "ms",
+        "us",
+        "\u00b5s",
+        "ns",
+        "tokens",
+        "token",
+        "FLOPs",
+        "FLOP/s",
+        "TFLOPS",
+        "GFLOPS",
+        "GHz",
+        "W",
+        "%",
+    }
+)
 
 
 def _is_figure(word: str) -> bool:
@@ -260,24 +292,43 @@ def _widths(need: list[int], want: list[int], cols: Sequence[Col], width: int) -
     return out
 
 
-def _one_table(cols: Sequence[Col], headers: Sequence[str], rows: Sequence[Sequence[Cell]],
-               widths: list[int] | None, title: str | None, caption: str | None, **table_kw: Any) -> Any:
+def _one_table(
+    cols: Sequence[Col],
+    headers: Sequence[str],
+    rows: Sequence[Sequence[Cell]],
+    widths: list[int] | None,
+    title: str | None,
+    caption: str | None,
+    **table_kw: Any,
+) -> Any:
     from rich.table import Table
     from rich.text import Text
 
     t = Table(title=title, title_justify="left", caption=caption, caption_justify="left", **table_kw)
     for i, c in enumerate(cols):
         # a header wraps between words even over a column of figures that never wrap
-        t.add_column(Text(headers[i], no_wrap=False, overflow="fold"), justify=c.justify, no_wrap=c.kind != "text",
-                     overflow="fold",
-                     width=None if widths is None else widths[i], style=c.style)
+        t.add_column(
+            Text(headers[i], no_wrap=False, overflow="fold"),
+            justify=c.justify,
+            no_wrap=c.kind != "text",
+            overflow="fold",
+            width=None if widths is None else widths[i],
+            style=c.style,
+        )
     for r in rows:
         t.add_row(*[_render_cell(cell, None if widths is None else widths[i]) for i, cell in enumerate(r)])
     return t
 
 
-def _fit(cols: Sequence[Col], headers: Sequence[str], rows: Sequence[Sequence[Cell]], width: int,
-         title: str | None, caption: str | None, **table_kw: Any) -> Any | None:
+def _fit(
+    cols: Sequence[Col],
+    headers: Sequence[str],
+    rows: Sequence[Sequence[Cell]],
+    width: int,
+    title: str | None,
+    caption: str | None,
+    **table_kw: Any,
+) -> Any | None:
     """One table of these columns within `width` (natural widths when they fit, else `need`
     plus the slack), or None when even the narrowest layout is too wide."""
     cells = [[r[i] for r in rows] for i in range(len(cols))]
@@ -300,8 +351,16 @@ def _join_caption(*parts: str | None) -> str | None:
     return text or None
 
 
-def grid(cols: Sequence[Col], rows: Sequence[Sequence[Cell]], *, width: int | None = None,
-         title: str | None = None, caption: str | None = None, keys: int = 1, **table_kw: Any) -> Any:
+def grid(
+    cols: Sequence[Col],
+    rows: Sequence[Sequence[Cell]],
+    *,
+    width: int | None = None,
+    title: str | None = None,
+    caption: str | None = None,
+    keys: int = 1,
+    **table_kw: Any,
+) -> Any:
     """A table of `rows` (one cell per column of `cols`) laid out to fit `width` columns
     (`console_width()` when None) without ever wrapping, cutting or ellipsizing a figure.
 
@@ -379,8 +438,14 @@ def grid(cols: Sequence[Col], rows: Sequence[Sequence[Cell]], *, width: int | No
     return Group(*head, *blocks, *([Text(caption)] if caption else []))
 
 
-def pairs_table(title: str | None, rows: Sequence[tuple[str, Cell, str | None]], *, width: int | None = None,
-                label_style: str = "bold", **table_kw: Any) -> Any:
+def pairs_table(
+    title: str | None,
+    rows: Sequence[tuple[str, Cell, str | None]],
+    *,
+    width: int | None = None,
+    label_style: str = "bold",
+    **table_kw: Any,
+) -> Any:
     """A two-column key/value table (no header) of (label, value, row style) rows, laid out for
     `width` (`console_width()` when None): values wrap between words, a unit with its figure and
     a URL after a `/` only (`wrap_value`); the label column keeps its
@@ -418,8 +483,14 @@ class WideOrRecords:
     at any width (decided when printed, from the console's width). `right`: the headers whose
     cells are right-aligned (numbers)."""
 
-    def __init__(self, title: str, headers: Sequence[str], rows: Sequence[Sequence[str]],
-                 right: Sequence[str] = (), caption: str | None = None) -> None:
+    def __init__(
+        self,
+        title: str,
+        headers: Sequence[str],
+        rows: Sequence[Sequence[str]],
+        right: Sequence[str] = (),
+        caption: str | None = None,
+    ) -> None:
         self.title, self.headers = safe_text(title), list(headers)
         self.rows = [[safe_text(c) for c in r] for r in rows]
         self.right, self.caption = set(right), safe_text(caption)

@@ -30,16 +30,23 @@ def plot_path(path: str) -> str:
     p = Path(path)
     ext = p.suffix.lower().lstrip(".")
     if not p.name or path.endswith(("/", "\\")):
-        raise KvcalcError(f"'{path}' is a folder; give a file name such as sweep.png", field="plot", value=path,
-                          form=OPTION)
+        raise KvcalcError(
+            f"'{path}' is a folder; give a file name such as sweep.png", field="plot", value=path, form=OPTION
+        )
     if not ext:
-        raise KvcalcError(f"give the file type in the name ({p.name}.png, or .svg, .pdf, ...): kvcalc writes only "
-                          "the name you give", field="plot", value=path)
+        raise KvcalcError(
+            f"give the file type in the name ({p.name}.png, or .svg, .pdf, ...): kvcalc writes only the name you give",
+            field="plot",
+            value=path,
+        )
     if ext not in PLOT_EXTENSIONS:
-        raise KvcalcError(f"cannot write a .{ext} file; use one of {', '.join('.' + e for e in PLOT_EXTENSIONS)}",
-                          field="plot", value=path, form=OPTION)
+        raise KvcalcError(
+            f"cannot write a .{ext} file; use one of {', '.join('.' + e for e in PLOT_EXTENSIONS)}",
+            field="plot",
+            value=path,
+            form=OPTION,
+        )
     return ext
-
 
 
 def pyplot():
@@ -119,20 +126,27 @@ def _third_party_warnings_as_one_line(fn: Callable[..., Any]) -> Callable[..., A
                 return fn(*args, **kwargs)
         finally:  # outside the recording block, so the caller's handler sees these
             ours = [w for w in caught if issubclass(w.category, KvcalcWarning)]
-            theirs = list(dict.fromkeys(" ".join(str(w.message).split())[:200]
-                                        for w in caught if not issubclass(w.category, KvcalcWarning)))
+            theirs = list(
+                dict.fromkeys(
+                    " ".join(str(w.message).split())[:200] for w in caught if not issubclass(w.category, KvcalcWarning)
+                )
+            )
             for w in ours:
                 warnings.warn(w.message, w.category, stacklevel=2)
             if theirs:
                 more = f" (and {len(theirs) - 1} more)" if len(theirs) > 1 else ""
-                warnings.warn(f"the plot may be hard to read: the plotting library said: {theirs[0]}{more}",
-                              KvcalcWarning, stacklevel=2)
+                warnings.warn(
+                    f"the plot may be hard to read: the plotting library said: {theirs[0]}{more}",
+                    KvcalcWarning,
+                    stacklevel=2,
+                )
 
     return wrapper
 
 
-def _plot_batches(axes: list[Any], rows: list[dict[str, Any]], batches: list[int], plt: Any,
-                  fig: Any = None) -> list[Any]:
+def _plot_batches(
+    axes: list[Any], rows: list[dict[str, Any]], batches: list[int], plt: Any, fig: Any = None
+) -> list[Any]:
     """One line per batch on each panel (memory; tokens/s when there is a second panel), points
     that fit filled and those that do not hollow; returns the legend handles: one per batch up
     to `MAX_LEGEND_BATCHES`; past it the lines are coloured along viridis by log batch size,
@@ -148,8 +162,9 @@ def _plot_batches(axes: list[Any], rows: list[dict[str, Any]], batches: list[int
     return handles
 
 
-def _plot_batch(axes: list[Any], rows: list[dict[str, Any]], batch: int, *, color: Any, ls: str, lw: float,
-                ms: float) -> None:
+def _plot_batch(
+    axes: list[Any], rows: list[dict[str, Any]], batch: int, *, color: Any, ls: str, lw: float, ms: float
+) -> None:
     """One batch's line on each panel (memory per GPU in GiB; with a GPU, total tokens/s) against
     context, the points that fit filled and the rest hollow."""
     rs = sorted((r for r in rows if r["batch"] == batch), key=lambda r: r["seq_len"])
@@ -166,8 +181,9 @@ def _plot_batch(axes: list[Any], rows: list[dict[str, Any]], batch: int, *, colo
         ax.plot([x[i] for i in miss], [y[i] for i in miss], "o", mfc="white", color=color, ms=ms)
 
 
-def _plot_many_batches(axes: list[Any], rows: list[dict[str, Any]], batches: list[int], plt: Any,
-                       fig: Any) -> list[Any]:
+def _plot_many_batches(
+    axes: list[Any], rows: list[dict[str, Any]], batches: list[int], plt: Any, fig: Any
+) -> list[Any]:
     """More batches than `MAX_LEGEND_BATCHES`: one thin line per batch, coloured by its place on
     a log colour scale (viridis), the fitting points filled, the rest hollow; a colour bar
     labelled "batch (sequences)" stands in for the legend. Returns no legend handles."""
@@ -218,8 +234,15 @@ def _context_axes(axes: list[Any], seqs: list[int]) -> None:
         ax.grid(True, which="major", alpha=0.3)
 
 
-def _reference_marks(axes: list[Any], rows: list[dict[str, Any]], seqs: list[int], cap: int | None,
-                     gpu: Any | None, layout: Any, cap_name: str = "max_position_embeddings") -> list[Any]:
+def _reference_marks(
+    axes: list[Any],
+    rows: list[dict[str, Any]],
+    seqs: list[int],
+    cap: int | None,
+    gpu: Any | None,
+    layout: Any,
+    cap_name: str = "max_position_embeddings",
+) -> list[Any]:
     """The GPU's memory and the budget as horizontal lines, a 'does not fit' legend entry, and
     the contexts beyond the context limit `cap` (named `cap_name`) shaded; returns their legend entries."""
     from matplotlib.lines import Line2D
@@ -227,10 +250,23 @@ def _reference_marks(axes: list[Any], rows: list[dict[str, Any]], seqs: list[int
     ax_mem = axes[0]
     extra: list[Any] = []
     if gpu is not None:
-        extra.append(ax_mem.axhline(gpu.memory_bytes / 2**30, color="black", lw=1.2,
-                                    label=_label(f"{gpu.key} memory {gpu.memory_bytes / 2**30:,.1f} GiB")))
-        extra.append(ax_mem.axhline(rows[0]["budget_bytes_per_gpu"] / 2**30, color="black", ls="--", lw=1,
-                                    label=f"budget ({layout.gpu_memory_utilization:g} x memory)"))
+        extra.append(
+            ax_mem.axhline(
+                gpu.memory_bytes / 2**30,
+                color="black",
+                lw=1.2,
+                label=_label(f"{gpu.key} memory {gpu.memory_bytes / 2**30:,.1f} GiB"),
+            )
+        )
+        extra.append(
+            ax_mem.axhline(
+                rows[0]["budget_bytes_per_gpu"] / 2**30,
+                color="black",
+                ls="--",
+                lw=1,
+                label=f"budget ({layout.gpu_memory_utilization:g} x memory)",
+            )
+        )
         if any(not r["fits"] for r in rows):
             extra.append(Line2D([], [], color="grey", marker="o", mfc="white", ls="none", label="does not fit"))
     if cap and seqs[-1] > cap:
@@ -278,7 +314,7 @@ def _label(text: str, limit: int = 80) -> str:
     escaped, cut to `limit` characters, and `$` escaped (matplotlib would read mathtext)."""
     from kvcalc.text import cut, escape_controls
 
-    return cut(escape_controls(text[:limit * 8], keep=""), limit).replace("$", r"\$")
+    return cut(escape_controls(text[: limit * 8], keep=""), limit).replace("$", r"\$")
 
 
 def _title(spec: Any, gpu: Any | None, layout: Any, kv: str) -> str:
@@ -315,21 +351,33 @@ def render_sweep(rows: list[dict[str, Any]], spec: Any, gpu: Any | None, layout:
     axes = list(grid[0])
     handles = _plot_batches(axes, rows, batches, plt, fig)
     _context_axes(axes, seqs)
-    extra = _reference_marks(axes, rows, seqs, spec.context_limit, gpu, layout,
-                             "max_position_embeddings" if spec.context_limit == spec.max_position_embeddings
-                             else "context limit")
+    extra = _reference_marks(
+        axes,
+        rows,
+        seqs,
+        spec.context_limit,
+        gpu,
+        layout,
+        "max_position_embeddings" if spec.context_limit == spec.max_position_embeddings else "context limit",
+    )
     _value_axes(axes, rows, gpu, layout)
     # one legend below the panels (batches, then the reference lines and marks): it never covers data
     if handles or extra:
-        fig.legend(handles=handles + extra, loc="outside lower center", ncol=min(len(handles) + len(extra), 6),
-                   fontsize="small", frameon=False)
+        fig.legend(
+            handles=handles + extra,
+            loc="outside lower center",
+            ncol=min(len(handles) + len(extra), 6),
+            fontsize="small",
+            frameon=False,
+        )
     fig.suptitle(_label(_title(spec, gpu, layout, kv), 160))
     buf = io.BytesIO()
     try:
         fig.savefig(buf, format=fmt, dpi=150)
     except (OSError, ValueError, ImportError) as e:
-        raise KvcalcError(f"cannot draw a .{fmt} file: {getattr(e, 'strerror', None) or e}", field="plot",
-                          form=OPTION) from None
+        raise KvcalcError(
+            f"cannot draw a .{fmt} file: {getattr(e, 'strerror', None) or e}", field="plot", form=OPTION
+        ) from None
     finally:
         plt.close(fig)
     return buf.getvalue()

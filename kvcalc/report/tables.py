@@ -31,17 +31,22 @@ from kvcalc.report.layout import Cell, Col, WideOrRecords, grid, pairs_table, sa
 def kv_table(est: Any, title: str | None = None, *, width: int | None = None):
     """The rich table for a `KvEstimate`: inputs, the formula with numbers, bytes per token,
     the totals in B, GB and GiB, per GPU under TP/PP, and the breakdown by layer kind."""
-    heads = (f"{est.n_heads} query heads, {est.n_kv_heads} KV heads (group {est.queries_per_kv_head})"
-             if est.attention != "mla" else f"{est.n_heads} query heads, one latent of {est.head_dim}")
+    heads = (
+        f"{est.n_heads} query heads, {est.n_kv_heads} KV heads (group {est.queries_per_kv_head})"
+        if est.attention != "mla"
+        else f"{est.n_heads} query heads, one latent of {est.head_dim}"
+    )
     rows: list[tuple[str, Cell, str | None]] = [("model", est.model, None)]
     if est.source:
         rows.append(("source", est.source, "dim"))
     rows.append(("attention", f"{est.attention}: {heads}", None))
-    dims = f"head_dim {est.head_dim}" + (f", v_head_dim {est.v_head_dim}" if est.v_head_dim not in (0, est.head_dim) else "")
+    dims = f"head_dim {est.head_dim}" + (
+        f", v_head_dim {est.v_head_dim}" if est.v_head_dim not in (0, est.head_dim) else ""
+    )
     rows.append(("layers", f"{est.n_layers}, {dims}", None))
     rows.append(("workload", f"seq_len {est.seq_len:,} tokens x batch {est.batch}, KV dtype {est.kv_dtype}", None))
     if est.n_gpus > 1:
-        moe = (f" x dp-attention {est.dp_attention}" if est.dp_attention > 1 else "")
+        moe = f" x dp-attention {est.dp_attention}" if est.dp_attention > 1 else ""
         extra = (f" (ep {est.ep})" if est.ep > 1 else "") + (f" (dcp {est.dcp})" if est.dcp > 1 else "")
         rows.append(("parallel", f"tp {est.tp} x pp {est.pp}{moe} x dp {est.dp} = {est.n_gpus} GPUs{extra}", None))
     rows.append(("formula", est.formula, None))
@@ -58,14 +63,25 @@ def kv_table(est: Any, title: str | None = None, *, width: int | None = None):
     if len(est.breakdown) > 1:
         for b in est.breakdown:
             win = f", window {b.window:,}" if b.window else ""
-            rows.append((f"  {b.kind} layers",
-                         f"{b.n_layers} layers{win}: {b.kv_bytes_per_token:,} B/token, "
-                         f"{b.tokens_cached:,} tokens cached, {size(b.kv_cache_bytes)}", None))
+            rows.append(
+                (
+                    f"  {b.kind} layers",
+                    f"{b.n_layers} layers{win}: {b.kv_bytes_per_token:,} B/token, "
+                    f"{b.tokens_cached:,} tokens cached, {size(b.kv_cache_bytes)}",
+                    None,
+                )
+            )
     return pairs_table(title or f"KV cache: {est.model}", rows, width=width)
 
 
-def rows_table(rows: Sequence[BaseModel], columns: Sequence[tuple[str, str]], title: str | None = None, *,
-               width: int | None = None, short: dict[str, str] | None = None):
+def rows_table(
+    rows: Sequence[BaseModel],
+    columns: Sequence[tuple[str, str]],
+    title: str | None = None,
+    *,
+    width: int | None = None,
+    short: dict[str, str] | None = None,
+):
     """A rich table of result rows; `columns` are (field, header) pairs, `short` maps a field to
     its abbreviated header. Ints that end in `_bytes` are shown exactly and in GiB (two parts
     that may go on two lines); other numbers never wrap; strings wrap between words."""
@@ -107,8 +123,9 @@ def result_table(res: Any, title: str, *, width: int | None = None) -> Any:
     if res.num_gpu_blocks is not None:
         unit = "pages" if res.engine == "sglang" else "blocks"
         extra = f", {res.usable_blocks:,} usable (one null block)" if res.usable_blocks is not None else ""
-        rows.append((unit, f"{res.num_gpu_blocks:,} of {res.block_size:,} tokens, {res.page_size_bytes:,} B each{extra}",
-                     None))
+        rows.append(
+            (unit, f"{res.num_gpu_blocks:,} of {res.block_size:,} tokens, {res.page_size_bytes:,} B each{extra}", None)
+        )
     if res.num_cpu_blocks is not None:
         rows.append(("CPU (swap) blocks", f"{res.num_cpu_blocks:,}", None))
     rows.append(("KV cache tokens", f"{res.kv_cache_tokens:,}", None))
@@ -118,13 +135,17 @@ def result_table(res: Any, title: str, *, width: int | None = None) -> Any:
     if res.k_bytes is not None:
         rows.append(("K / V", f"{res.k_bytes:,} B ({mib(res.k_bytes)}) / {res.v_bytes:,} B ({mib(res.v_bytes)})", None))
     for d in res.devices or []:
-        rows.append((f"  {d.device}", f"{d.n_layers} layers, {d.kv_bytes:,} B ({mib(d.kv_bytes)}, {gib(d.kv_bytes)})",
-                     None))
+        rows.append(
+            (f"  {d.device}", f"{d.n_layers} layers, {d.kv_bytes:,} B ({mib(d.kv_bytes)}, {gib(d.kv_bytes)})", None)
+        )
     if res.max_concurrency is not None:
         rows.append(("max concurrency", f"{res.max_concurrency:.2f}x requests of {res.max_model_len:,} tokens", None))
     if res.concurrency:
-        longest = ("no limit (sliding windows cap each request)" if res.longest_context is None
-                   else f"{res.longest_context:,} tokens")
+        longest = (
+            "no limit (sliding windows cap each request)"
+            if res.longest_context is None
+            else f"{res.longest_context:,} tokens"
+        )
         rows.append((f"longest context at {res.concurrency}x", longest, None))
     for n in res.notes:
         rows.append(("note", n, None))
@@ -137,26 +158,41 @@ def serving_table(r: Any, gpu: Any, est: Any, *, width: int | None = None):
 
     act = f" ({r.n_active_params:,} active per token)" if r.n_active_params != r.n_params else ""
     rows: list[tuple[str, Cell, str | None]] = [
-        ("parameters", f"{r.n_params:,}{act}" + ("" if r.weights_source == "architecture" else
-                                                   f" (from {r.weights_source})"), None),
+        (
+            "parameters",
+            f"{r.n_params:,}{act}" + ("" if r.weights_source == "architecture" else f" (from {r.weights_source})"),
+            None,
+        ),
         ("weights per GPU", f"{size(r.weights_bytes_per_gpu)} in {r.weight_dtype}", None),
-        ("KV cache per GPU", size(r.kv_cache_bytes_per_gpu), None)]
+        ("KV cache per GPU", size(r.kv_cache_bytes_per_gpu), None),
+    ]
     if r.state_bytes_per_gpu:
         rows.append(("SSM / linear state per GPU", size(r.state_bytes_per_gpu), None))
-    rows += [("activation reserve", size(r.activation_reserve_bytes), None),
-             ("CUDA context", size(r.cuda_context_bytes), None),
-             ("memory per GPU", size(r.memory_bytes_per_gpu), None),
-             ("budget per GPU", f"{size(r.budget_bytes_per_gpu)} = {r.gpu_memory_utilization:g} x "
-                                f"{gib(r.gpu_memory_bytes)}", None)]
+    rows += [
+        ("activation reserve", size(r.activation_reserve_bytes), None),
+        ("CUDA context", size(r.cuda_context_bytes), None),
+        ("memory per GPU", size(r.memory_bytes_per_gpu), None),
+        (
+            "budget per GPU",
+            f"{size(r.budget_bytes_per_gpu)} = {r.gpu_memory_utilization:g} x {gib(r.gpu_memory_bytes)}",
+            None,
+        ),
+    ]
     verdict = Text("fits", style="green") if r.fits else Text("does not fit", style="red")
     rows.append(("fits", verdict + f": headroom {r.headroom_bytes:,} B ({gib(r.headroom_bytes)})", None))
     rows.append(("max batch", f"{r.max_batch:,} sequences of {est.seq_len:,} tokens per replica", None))
     cap = " (the model's limit)" if r.max_seq_len_capped else ""
     rows.append(("max context", f"{r.max_seq_len:,} tokens at batch {est.batch}{cap}", None))
-    rows.append(("decode step", f"reads {size(r.decode_bytes_read_per_step)}, {r.decode_flops_per_step:,} FLOPs: "
-                 f"{r.decode_bound}-bound (bw eff {r.bw_efficiency:g}, FLOPs eff {r.flops_efficiency:g})"
-                 + (f", floor {seconds(r.decode_floor_s)}" if r.decode_floor_s else "")
-                 + (f", all-reduce {seconds(r.decode_allreduce_s)}" if r.decode_allreduce_s else ""), None))
+    rows.append(
+        (
+            "decode step",
+            f"reads {size(r.decode_bytes_read_per_step)}, {r.decode_flops_per_step:,} FLOPs: "
+            f"{r.decode_bound}-bound (bw eff {r.bw_efficiency:g}, FLOPs eff {r.flops_efficiency:g})"
+            + (f", floor {seconds(r.decode_floor_s)}" if r.decode_floor_s else "")
+            + (f", all-reduce {seconds(r.decode_allreduce_s)}" if r.decode_allreduce_s else ""),
+            None,
+        )
+    )
     rows.append(("speed model", r.speed_model, None))
     if r.tpot_s is None:
         rows.append(("TPOT", "none: the batch does not fit", None))
@@ -167,25 +203,38 @@ def serving_table(r: Any, gpu: Any, est: Any, *, width: int | None = None):
     return pairs_table(f"On {r.gpu_count} x {gpu.name} ({r.gpu})", rows, width=width)
 
 
-def sweep_table(rows: list[dict[str, Any]], title: str, with_gpu: bool, *, width: int | None = None,
-                speed_note: str | None = None):
+def sweep_table(
+    rows: list[dict[str, Any]], title: str, with_gpu: bool, *, width: int | None = None, speed_note: str | None = None
+):
     """The rich table of `kvcalc sweep`: one row per (seq_len, batch); memory columns in GiB
     (2^30 B) per GPU. Split over two tables (each led by seq_len and batch) when too wide."""
     from rich.text import Text
 
-    cols = [Col("seq_len", short="T"), Col("batch", short="B"), Col("weights", short="wts"), Col("KV"),
-            Col("memory", short="mem")]
+    cols = [
+        Col("seq_len", short="T"),
+        Col("batch", short="B"),
+        Col("weights", short="wts"),
+        Col("KV"),
+        Col("memory", short="mem"),
+    ]
     if with_gpu:
         cols += [Col("budget", short="bdgt"), Col("fits"), Col("TPOT ms", short="TPOT"), Col("tok/s")]
     cells: list[list[Cell]] = []
     for r in rows:
-        row: list[Cell] = [f"{r['seq_len']:,}", f"{r['batch']:,}", f"{r['weights_bytes_per_gpu'] / 2**30:,.2f}",
-                           f"{r['kv_cache_bytes_per_gpu'] / 2**30:,.2f}", f"{r['memory_bytes_per_gpu'] / 2**30:,.2f}"]
+        row: list[Cell] = [
+            f"{r['seq_len']:,}",
+            f"{r['batch']:,}",
+            f"{r['weights_bytes_per_gpu'] / 2**30:,.2f}",
+            f"{r['kv_cache_bytes_per_gpu'] / 2**30:,.2f}",
+            f"{r['memory_bytes_per_gpu'] / 2**30:,.2f}",
+        ]
         if with_gpu:
-            row += [f"{r['budget_bytes_per_gpu'] / 2**30:,.2f}",
-                    Text("yes", style="green") if r["fits"] else Text("no", style="red"),
-                    "-" if r["tpot_s"] is None else figure(r['tpot_s'] * 1e3, 2),
-                    "-" if r["tokens_per_s"] is None else f"{r['tokens_per_s']:,.0f}"]
+            row += [
+                f"{r['budget_bytes_per_gpu'] / 2**30:,.2f}",
+                Text("yes", style="green") if r["fits"] else Text("no", style="red"),
+                "-" if r["tpot_s"] is None else figure(r["tpot_s"] * 1e3, 2),
+                "-" if r["tokens_per_s"] is None else f"{r['tokens_per_s']:,.0f}",
+            ]
         cells.append(row)
     caption = "memory columns: GiB (2^30 B) per GPU" + (f"; {speed_note}" if speed_note else "")
     return grid(cols, cells, width=width, title=title, caption=caption, keys=2)
@@ -198,10 +247,16 @@ def check_table(rows: list[Any], *, width: int | None = None):
     from rich.console import Group
     from rich.text import Text
 
-    cols = [Col("deployment", kind="id", justify="left"), Col("GPUs", kind="text", justify="left"),
-            Col("tokens x seqs", short="T x seqs"), Col("GiB/GPU\nused / budget", short="GiB used / budget"),
-            Col("max\nseqs"), Col("TPOT ms\n(target)"), Col("tokens/s\n(target)", short="tok/s (target)"),
-            Col("status", kind="text", justify="left")]
+    cols = [
+        Col("deployment", kind="id", justify="left"),
+        Col("GPUs", kind="text", justify="left"),
+        Col("tokens x seqs", short="T x seqs"),
+        Col("GiB/GPU\nused / budget", short="GiB used / budget"),
+        Col("max\nseqs"),
+        Col("TPOT ms\n(target)"),
+        Col("tokens/s\n(target)", short="tok/s (target)"),
+        Col("status", kind="text", justify="left"),
+    ]
     style = {"ok": "green", "does not fit": "red", "misses target": "yellow"}
     cells: list[list[Cell]] = []
     notes = []
@@ -209,13 +264,26 @@ def check_table(rows: list[Any], *, width: int | None = None):
         tgt_tpot = (f"(≤{r.max_tpot_ms:g})",) if r.max_tpot_ms is not None else ()
         tgt_tok = (f"(≥{r.min_tokens_per_s:g})",) if r.min_tokens_per_s is not None else ()
         par = f"tp{r.tp}" + (f" pp{r.pp}" if r.pp > 1 else "") + (f" dp{r.dp}" if r.dp > 1 else "")
-        cells.append([r.name, f"{r.count}x {r.gpu} {par}", (f"{r.max_seq_len:,} x", f"{r.concurrency}"),
-                      (f"{r.memory_bytes_per_gpu / 2**30:,.1f} /", f"{r.budget_bytes_per_gpu / 2**30:,.1f}"),
-                      f"{r.max_concurrency:,}", (figure(r.tpot_ms, 1), *tgt_tpot), (f"{r.tokens_per_s:,.0f}", *tgt_tok),
-                      Text(r.status, style=style[r.status])])
+        cells.append(
+            [
+                r.name,
+                f"{r.count}x {r.gpu} {par}",
+                (f"{r.max_seq_len:,} x", f"{r.concurrency}"),
+                (f"{r.memory_bytes_per_gpu / 2**30:,.1f} /", f"{r.budget_bytes_per_gpu / 2**30:,.1f}"),
+                f"{r.max_concurrency:,}",
+                (figure(r.tpot_ms, 1), *tgt_tpot),
+                (f"{r.tokens_per_s:,.0f}", *tgt_tok),
+                Text(r.status, style=style[r.status]),
+            ]
+        )
         notes += [Text(safe_text(f"{r.name}: {p}  ({r.file})"), style=style[r.status]) for p in r.problems]
-    t = grid(cols, cells, width=width, title="kvcalc check: memory per GPU vs gpu_memory_utilization x memory; "
-             "decode with every sequence at max_seq_len")
+    t = grid(
+        cols,
+        cells,
+        width=width,
+        title="kvcalc check: memory per GPU vs gpu_memory_utilization x memory; "
+        "decode with every sequence at max_seq_len",
+    )
     return Group(t, *notes) if notes else t
 
 
@@ -225,19 +293,47 @@ def check_markdown(rows: list[Any], errors: list[str]) -> str:
     from kvcalc.report import markdown_table
 
     icon = {"ok": "✅ ok", "does not fit": "❌ does not fit", "misses target": "⚠️ misses target"}
-    lines = [markdown_table(
-        ["deployment", "model", "GPUs", "KV", "context x concurrency", "memory/GPU GiB", "budget GiB",
-         "TPOT ms", "tokens/s", "status", "why"],
-        [[r.name, r.model, f"{r.count} x {r.gpu} (tp {r.tp}, pp {r.pp}, dp {r.dp})", r.kv_dtype,
-          f"{r.max_seq_len:,} x {r.concurrency}", f"{r.memory_bytes_per_gpu / 2**30:,.2f}",
-          f"{r.budget_bytes_per_gpu / 2**30:,.2f}", figure(r.tpot_ms, 2), f"{r.tokens_per_s:,.0f}",
-          icon[r.status], "; ".join(r.problems)] for r in rows])]
+    lines = [
+        markdown_table(
+            [
+                "deployment",
+                "model",
+                "GPUs",
+                "KV",
+                "context x concurrency",
+                "memory/GPU GiB",
+                "budget GiB",
+                "TPOT ms",
+                "tokens/s",
+                "status",
+                "why",
+            ],
+            [
+                [
+                    r.name,
+                    r.model,
+                    f"{r.count} x {r.gpu} (tp {r.tp}, pp {r.pp}, dp {r.dp})",
+                    r.kv_dtype,
+                    f"{r.max_seq_len:,} x {r.concurrency}",
+                    f"{r.memory_bytes_per_gpu / 2**30:,.2f}",
+                    f"{r.budget_bytes_per_gpu / 2**30:,.2f}",
+                    figure(r.tpot_ms, 2),
+                    f"{r.tokens_per_s:,.0f}",
+                    icon[r.status],
+                    "; ".join(r.problems),
+                ]
+                for r in rows
+            ],
+        )
+    ]
     lines += [f"\n**invalid:** `{safe_text(e)}`" for e in errors]
     return "\n".join(lines)
+
 
 def measure_table(r: Any, *, width: int | None = None) -> Any:
     """The rich table for a `MeasureResult`: what ran, bytes predicted against each memory
     reading, step time predicted against measured, bandwidth achieved, and the notes."""
+
     def gbs(x: float | None) -> str:
         return "n/a" if x is None else f"{x / 1e9:,.1f} GB/s"
 
@@ -256,8 +352,11 @@ def measure_table(r: Any, *, width: int | None = None) -> Any:
         rows.append((label, value, None))
 
     add("workload", f"seq_len {r.seq_len:,} x batch {r.batch}, KV {r.kv_dtype} (attend in {r.compute_dtype})")
-    add("layers", f"{r.layers_measured} of {r.n_layers} measured" +
-        (" (scaled to the model)" if r.layers_measured < r.n_layers else ""))
+    add(
+        "layers",
+        f"{r.layers_measured} of {r.n_layers} measured"
+        + (" (scaled to the model)" if r.layers_measured < r.n_layers else ""),
+    )
     add("backend", r.backend + (", CUDA graph" if r.cuda_graph else "") + (", with weights" if r.with_weights else ""))
     add("predicted KV bytes", size(r.predicted_kv_bytes) + " (kvcalc.calc.kv_cache)")
     add("tensor storage bytes", diff(r.measured_kv_bytes, ""))
@@ -265,30 +364,49 @@ def measure_table(r: Any, *, width: int | None = None) -> Any:
         add("allocator requested", diff(r.allocator_requested_delta_bytes, ""))
         exp = r.allocator_allocated_expected_bytes
         a = r.allocator_allocated_delta_bytes
-        add("memory_allocated", "n/a" if a is None else
-            f"{a:,} B: {'equal' if a == exp else f'{a - (exp or 0):+,} B'} vs {exp:,} B (each tensor rounded up to 512 B)")
+        add(
+            "memory_allocated",
+            "n/a"
+            if a is None
+            else f"{a:,} B: {'equal' if a == exp else f'{a - (exp or 0):+,} B'} vs {exp:,} B (each tensor rounded up to 512 B)",
+        )
         add("device used (mem_get_info)", diff(r.device_used_delta_bytes, " (allocator segments)"))
-        add("device used (NVML)", "n/a (pip install nvidia-ml-py)" if r.nvml_used_delta_bytes is None
-            else diff(r.nvml_used_delta_bytes, ""))
+        add(
+            "device used (NVML)",
+            "n/a (pip install nvidia-ml-py)" if r.nvml_used_delta_bytes is None else diff(r.nvml_used_delta_bytes, ""),
+        )
         add("CUDA context", size(r.cuda_context_bytes) + " (used before any tensor; includes other processes)")
     else:
-        add("process RSS delta", "n/a, pip install psutil" if r.rss_delta_bytes is None
-            else diff(r.rss_delta_bytes, " (pages committed by the random fill)"))
+        add(
+            "process RSS delta",
+            "n/a, pip install psutil"
+            if r.rss_delta_bytes is None
+            else diff(r.rss_delta_bytes, " (pages committed by the random fill)"),
+        )
     if r.with_weights:
         add("weights", size(r.weight_bytes))
     add("model KV bytes", size(r.model_kv_bytes) + f" (all {r.n_layers} layers)")
     add("bytes read per step", size(r.bytes_read_per_step))
-    add("measured step", f"median {seconds(r.measured_step_s_median)}, p10 {seconds(r.measured_step_s_p10)}, "
-        f"p90 {seconds(r.measured_step_s_p90)} ({r.steps} steps after {r.warmup_steps} warm-up)")
+    add(
+        "measured step",
+        f"median {seconds(r.measured_step_s_median)}, p10 {seconds(r.measured_step_s_p10)}, "
+        f"p90 {seconds(r.measured_step_s_p90)} ({r.steps} steps after {r.warmup_steps} warm-up)",
+    )
     if r.layers_measured < r.n_layers:
         add("step, whole model", seconds(r.model_step_s_median) + " (median scaled to every layer)")
     add("bandwidth probe", f"{gbs(r.probe_bytes_per_s)} (sum over {gib(r.probe_bytes)})")
     add("GPU table", "n/a (no table row)" if r.table_gpu is None else f"{r.table_gpu}: {gbs(r.table_bytes_per_s)}")
-    add("achieved", f"{gbs(r.achieved_bytes_per_s)} = {pct(r.fraction_of_probe)} of probe, "
-        f"{pct(r.fraction_of_table)} of table")
+    add(
+        "achieved",
+        f"{gbs(r.achieved_bytes_per_s)} = {pct(r.fraction_of_probe)} of probe, {pct(r.fraction_of_table)} of table",
+    )
     add("predicted step (probe)", f"{seconds(r.predicted_step_s)}: error {r.error_percent:+.1f}%")
-    add("predicted step (table)", "n/a" if r.predicted_step_s_table is None else
-        f"{seconds(r.predicted_step_s_table)}: error {r.error_percent_table:+.1f}%")
+    add(
+        "predicted step (table)",
+        "n/a"
+        if r.predicted_step_s_table is None
+        else f"{seconds(r.predicted_step_s_table)}: error {r.error_percent_table:+.1f}%",
+    )
     for n in r.notes:
         add("note", n)
     return pairs_table(f"kvcalc measure: {r.model} on {r.device} ({r.device_name})", rows, width=width)
@@ -296,28 +414,62 @@ def measure_table(r: Any, *, width: int | None = None) -> Any:
 
 def models_table(rows: list[dict[str, Any]], *, width: int | None = None):
     """The rich table of `kvcalc models` (rows as its JSON output holds them)."""
-    cols = [Col("name", kind="id", justify="left"), Col("attention", kind="id", short="attn", justify="left"),
-            Col("layers", kind="text", justify="left"), Col("heads (q/kv)", short="q/kv", justify="left"),
-            Col("head_dim", short="hd", justify="left"), Col("max context", short="ctx", justify="left")]
-    cells: list[list[Cell]] = [[r["name"], r["attention"], r["layers"], f"{r['n_heads']}/{r['n_kv_heads']}",
-                                f"{r['head_dim']:,}", f"{r['max_position_embeddings'] or 0:,}"] for r in rows]
+    cols = [
+        Col("name", kind="id", justify="left"),
+        Col("attention", kind="id", short="attn", justify="left"),
+        Col("layers", kind="text", justify="left"),
+        Col("heads (q/kv)", short="q/kv", justify="left"),
+        Col("head_dim", short="hd", justify="left"),
+        Col("max context", short="ctx", justify="left"),
+    ]
+    cells: list[list[Cell]] = [
+        [
+            r["name"],
+            r["attention"],
+            r["layers"],
+            f"{r['n_heads']}/{r['n_kv_heads']}",
+            f"{r['head_dim']:,}",
+            f"{r['max_position_embeddings'] or 0:,}",
+        ]
+        for r in rows
+    ]
     return grid(cols, cells, width=width, title="Bundled models (kvcalc estimate NAME)")
 
 
 def gpus_table(rows: list[Any], *, width: int | None = None):
     """The rich table of `kvcalc gpus` (`GpuSpec` rows); at narrow widths the names move below
     the table as "key: name" lines."""
-    cols = [Col("key", kind="id", justify="left"), Col("memory\nGiB", short="GiB"), Col("memory\nGB", short="GB"),
-            Col("HBM\nTB/s", short="TB/s"), Col("bf16\nTFLOP/s", short="bf16"), Col("fp8\nTFLOP/s", short="fp8"),
-            Col("fp4\nTFLOP/s", short="fp4"),
-            Col("link GB/s\n(bidir)", short="link"), Col("name", kind="text", justify="left", legend=True)]
+    cols = [
+        Col("key", kind="id", justify="left"),
+        Col("memory\nGiB", short="GiB"),
+        Col("memory\nGB", short="GB"),
+        Col("HBM\nTB/s", short="TB/s"),
+        Col("bf16\nTFLOP/s", short="bf16"),
+        Col("fp8\nTFLOP/s", short="fp8"),
+        Col("fp4\nTFLOP/s", short="fp4"),
+        Col("link GB/s\n(bidir)", short="link"),
+        Col("name", kind="text", justify="left", legend=True),
+    ]
     cells: list[list[Cell]] = [
-        [g.key, f"{g.memory_bytes / 2**30:,.1f}", f"{g.memory_bytes / 1e9:,.1f}", f"{g.hbm_bytes_per_s / 1e12:,.2f}",
-         f"{g.bf16_flops_per_s / 1e12:,.0f}", f"{g.fp8_flops_per_s / 1e12:,.0f}" if g.fp8_flops_per_s else "-",
-         f"{g.fp4_flops_per_s / 1e12:,.0f}" if g.fp4_flops_per_s else "-",
-         f"{g.interconnect_bytes_per_s / 1e9:,.0f}" if g.interconnect_bytes_per_s else "-", g.name] for g in rows]
-    return grid(cols, cells, width=width,
-                title="GPUs (kvcalc ... --gpu KEY); memory as nvidia-smi / rocm-smi report it; dense FLOP/s")
+        [
+            g.key,
+            f"{g.memory_bytes / 2**30:,.1f}",
+            f"{g.memory_bytes / 1e9:,.1f}",
+            f"{g.hbm_bytes_per_s / 1e12:,.2f}",
+            f"{g.bf16_flops_per_s / 1e12:,.0f}",
+            f"{g.fp8_flops_per_s / 1e12:,.0f}" if g.fp8_flops_per_s else "-",
+            f"{g.fp4_flops_per_s / 1e12:,.0f}" if g.fp4_flops_per_s else "-",
+            f"{g.interconnect_bytes_per_s / 1e9:,.0f}" if g.interconnect_bytes_per_s else "-",
+            g.name,
+        ]
+        for g in rows
+    ]
+    return grid(
+        cols,
+        cells,
+        width=width,
+        title="GPUs (kvcalc ... --gpu KEY); memory as nvidia-smi / rocm-smi report it; dense FLOP/s",
+    )
 
 
 def _plan_gpus(r: Any) -> str:
@@ -334,13 +486,18 @@ def _plan_formats(r: Any) -> str:
 
 def plan_title(res: Any) -> str:
     """What was asked: the model, the workload and the targets."""
-    tg = [f"TPOT ≤ {res.max_tpot_ms:g} ms" if res.max_tpot_ms is not None else "",
-          f"≥ {res.min_tokens_per_s:g} tokens/s" if res.min_tokens_per_s is not None else "",
-          f"TTFT ≤ {res.max_ttft_s:g} s" if res.max_ttft_s is not None else ""]
+    tg = [
+        f"TPOT ≤ {res.max_tpot_ms:g} ms" if res.max_tpot_ms is not None else "",
+        f"≥ {res.min_tokens_per_s:g} tokens/s" if res.min_tokens_per_s is not None else "",
+        f"TTFT ≤ {res.max_ttft_s:g} s" if res.max_ttft_s is not None else "",
+    ]
     tg = [t for t in tg if t]
-    return (f"kvcalc plan: {res.model}, {res.concurrency:,} x {res.seq_len:,} tokens"
-            + (f", {', '.join(tg)}" if tg else "") + f" ({res.engine}; {res.n_qualifying:,} of "
-            f"{res.points_searched:,} layouts qualify)")
+    return (
+        f"kvcalc plan: {res.model}, {res.concurrency:,} x {res.seq_len:,} tokens"
+        + (f", {', '.join(tg)}" if tg else "")
+        + f" ({res.engine}; {res.n_qualifying:,} of "
+        f"{res.points_searched:,} layouts qualify)"
+    )
 
 
 def plan_table(res: Any, *, width: int | None = None):
@@ -349,24 +506,44 @@ def plan_table(res: Any, *, width: int | None = None):
     total tokens/s; TTFT; with prices $/hour and $ per million output tokens), laid out by
     `grid` so that no figure is cut at any width."""
     priced = any(r.dollars_per_hour is not None for r in res.layouts)
-    cols = [Col("#", kind="id"), Col("GPUs", kind="text", justify="left"),
-            Col("KV/\nweights", kind="id", short="KV/w", justify="left"),
-            Col("GiB/GPU\nused/budget", short="GiB"), Col("max\nseqs", short="seqs"), Col("TPOT\nms", short="TPOT"),
-            Col("tokens\n/s", short="tok/s"), Col("TTFT\ns", short="TTFT")]
+    cols = [
+        Col("#", kind="id"),
+        Col("GPUs", kind="text", justify="left"),
+        Col("KV/\nweights", kind="id", short="KV/w", justify="left"),
+        Col("GiB/GPU\nused/budget", short="GiB"),
+        Col("max\nseqs", short="seqs"),
+        Col("TPOT\nms", short="TPOT"),
+        Col("tokens\n/s", short="tok/s"),
+        Col("TTFT\ns", short="TTFT"),
+    ]
     if priced:
         cols += [Col("$/hour", short="$/h"), Col("$/M\ntokens", short="$/M")]
     cells: list[list[Cell]] = []
     for r in res.layouts:
-        row: list[Cell] = [str(r.rank), _plan_gpus(r) + (f" ({r.why})" if r.why else ""), _plan_formats(r),
-                           (f"{r.memory_bytes_per_gpu / 2**30:,.1f}/", f"{r.budget_bytes_per_gpu / 2**30:,.1f}"),
-                           f"{r.max_concurrency:,}", figure(r.tpot_ms, 1), f"{r.tokens_per_s:,.0f}", figure(r.ttft_s, 2)]
+        row: list[Cell] = [
+            str(r.rank),
+            _plan_gpus(r) + (f" ({r.why})" if r.why else ""),
+            _plan_formats(r),
+            (f"{r.memory_bytes_per_gpu / 2**30:,.1f}/", f"{r.budget_bytes_per_gpu / 2**30:,.1f}"),
+            f"{r.max_concurrency:,}",
+            figure(r.tpot_ms, 1),
+            f"{r.tokens_per_s:,.0f}",
+            figure(r.ttft_s, 2),
+        ]
         if priced:
-            row += ["-" if r.dollars_per_hour is None else f"{r.dollars_per_hour:,.2f}",
-                    "-" if r.dollars_per_million_tokens is None else f"{r.dollars_per_million_tokens:,.2f}"]
+            row += [
+                "-" if r.dollars_per_hour is None else f"{r.dollars_per_hour:,.2f}",
+                "-" if r.dollars_per_million_tokens is None else f"{r.dollars_per_million_tokens:,.2f}",
+            ]
         cells.append(row)
-    return grid(cols, cells, width=width, title=plan_title(res),
-                caption=f"GiB = 2^30 B per GPU; TPOT and tokens/s with every sequence at {res.seq_len:,} tokens"
-                        + _plan_speed_note(res))
+    return grid(
+        cols,
+        cells,
+        width=width,
+        title=plan_title(res),
+        caption=f"GiB = 2^30 B per GPU; TPOT and tokens/s with every sequence at {res.seq_len:,} tokens"
+        + _plan_speed_note(res),
+    )
 
 
 def plan_markdown(res: Any) -> str:
@@ -376,15 +553,39 @@ def plan_markdown(res: Any) -> str:
 
     lines = [f"**{plan_title(res)}**", ""]
     if res.layouts:
-        lines.append(markdown_table(
-            ["#", "GPUs", "KV / weights", "memory/GPU GiB", "budget GiB", "max seqs", "TPOT ms", "tokens/s",
-             "TTFT s", "$/hour", "$/M tokens"],
-            [[r.rank, _plan_gpus(r), _plan_formats(r), f"{r.memory_bytes_per_gpu / 2**30:,.2f}",
-              f"{r.budget_bytes_per_gpu / 2**30:,.2f}", f"{r.max_concurrency:,}", figure(r.tpot_ms, 2),
-              f"{r.tokens_per_s:,.0f}", figure(r.ttft_s, 2),
-              "" if r.dollars_per_hour is None else f"{r.dollars_per_hour:,.2f}",
-              "" if r.dollars_per_million_tokens is None else f"{r.dollars_per_million_tokens:,.2f}"]
-             for r in res.layouts]))
+        lines.append(
+            markdown_table(
+                [
+                    "#",
+                    "GPUs",
+                    "KV / weights",
+                    "memory/GPU GiB",
+                    "budget GiB",
+                    "max seqs",
+                    "TPOT ms",
+                    "tokens/s",
+                    "TTFT s",
+                    "$/hour",
+                    "$/M tokens",
+                ],
+                [
+                    [
+                        r.rank,
+                        _plan_gpus(r),
+                        _plan_formats(r),
+                        f"{r.memory_bytes_per_gpu / 2**30:,.2f}",
+                        f"{r.budget_bytes_per_gpu / 2**30:,.2f}",
+                        f"{r.max_concurrency:,}",
+                        figure(r.tpot_ms, 2),
+                        f"{r.tokens_per_s:,.0f}",
+                        figure(r.ttft_s, 2),
+                        "" if r.dollars_per_hour is None else f"{r.dollars_per_hour:,.2f}",
+                        "" if r.dollars_per_million_tokens is None else f"{r.dollars_per_million_tokens:,.2f}",
+                    ]
+                    for r in res.layouts
+                ],
+            )
+        )
         if res.layouts[0].launch:
             lines += ["", "```bash", res.layouts[0].launch, "```"]
     else:
@@ -399,11 +600,14 @@ def fit_hint_line(hint: Any, est: Any) -> str:
     what = f"{est.batch * est.dp} x {est.seq_len:,} tokens in {est.kv_dtype}"
     if hint.smallest_fitting_layout is None:
         return f"does not fit: no count of this GPU up to {hint.smallest_fitting_limit} fits {what}"
-    return (f"does not fit: the smallest count that fits {what} is {hint.smallest_fitting_layout} "
-            f"(kvcalc plan searches every GPU and target)")
+    return (
+        f"does not fit: the smallest count that fits {what} is {hint.smallest_fitting_layout} "
+        f"(kvcalc plan searches every GPU and target)"
+    )
 
 
 # ----- compact tables of several estimates (`estimate -s 8k,32k`, `compare A B C`) ----------------
+
 
 def _gib_cell(n: int) -> str:
     return f"{n / 2**30:,.2f}"
@@ -424,8 +628,9 @@ def kv_lengths_table(rows: Sequence[Any]) -> WideOrRecords:
         cells.append(c)
     layout = f", tp {e.tp} x pp {e.pp}" + (f" x dp {e.dp}" if e.dp > 1 else "") if e.n_gpus > 1 else ""
     title = f"KV cache: {e.model}, batch {e.batch}, KV dtype {e.kv_dtype}{layout}"
-    return WideOrRecords(title, headers, cells, right=headers,
-                         caption="B/token: one more token, one sequence, all layers; GiB = 2^30 B")
+    return WideOrRecords(
+        title, headers, cells, right=headers, caption="B/token: one more token, one sequence, all layers; GiB = 2^30 B"
+    )
 
 
 def attention_summary(e: Any) -> str:
@@ -462,46 +667,64 @@ def compare_models_table(rows: Sequence[Any], title: str) -> WideOrRecords:
     memory compared."""
     stateful = any(r.state_bytes != 0 for r in rows)  # None: a state the config does not size
     headers = ["model", "attention", "B/token", "KV cache (B)"] + (["state (B)"] if stateful else []) + ["GiB"]
-    cells = [[r.model, attention_summary(r), f"{r.kv_bytes_per_token:,}", f"{r.kv_cache_bytes:,}"]
-             + ([STATE_UNKNOWN if r.state_bytes is None else f"{r.state_bytes:,}"] if stateful else [])
-             + [_gib_cell(r.kv_cache_bytes + (r.state_bytes or 0))] for r in rows]
+    cells = [
+        [r.model, attention_summary(r), f"{r.kv_bytes_per_token:,}", f"{r.kv_cache_bytes:,}"]
+        + ([STATE_UNKNOWN if r.state_bytes is None else f"{r.state_bytes:,}"] if stateful else [])
+        + [_gib_cell(r.kv_cache_bytes + (r.state_bytes or 0))]
+        for r in rows
+    ]
     caption = "B/token: one more token, one sequence, all layers; GiB = 2^30 B"
     if stateful:
-        caption = ("B/token: one more token, one sequence, all layers; state: the fixed state of mamba / linear "
-                   "layers, per sequence x batch; GiB: KV cache + state, 2^30 B"
-                   + (f" ({STATE_UNKNOWN}: the config gives no state shape; KV cache only)"
-                      if any(r.state_bytes is None for r in rows) else ""))
+        caption = (
+            "B/token: one more token, one sequence, all layers; state: the fixed state of mamba / linear "
+            "layers, per sequence x batch; GiB: KV cache + state, 2^30 B"
+            + (
+                f" ({STATE_UNKNOWN}: the config gives no state shape; KV cache only)"
+                if any(r.state_bytes is None for r in rows)
+                else ""
+            )
+        )
     return WideOrRecords(title, headers, cells, right=headers[2:], caption=caption)
 
 
 def request_table(r: Any, serving: Any, *, width: int | None = None):
     """The rich table of a `RequestEstimate` (whole requests) on the layout of `serving` (a
     `ServingEstimate`: its GPU count and speed model): every figure a model."""
-    title = (f"Requests of {r.input_len:,} in + {r.output_len:,} out tokens on {serving.gpu_count} GPU"
-             f"{'s' if serving.gpu_count > 1 else ''} (modelled)")
+    title = (
+        f"Requests of {r.input_len:,} in + {r.output_len:,} out tokens on {serving.gpu_count} GPU"
+        f"{'s' if serving.gpu_count > 1 else ''} (modelled)"
+    )
     rows: list[tuple[str, Cell, str | None]] = [("speed model", serving.speed_model, None)]
     if not r.request_fits:
-        rows.append(("figures", f"none: {r.static_batch:,} x {r.input_len + r.output_len:,} tokens do not fit",
-                     None))
+        rows.append(("figures", f"none: {r.static_batch:,} x {r.input_len + r.output_len:,} tokens do not fit", None))
         return pairs_table(title, rows, width=width)
-    rows += [("TTFT", f"{seconds(r.request_ttft_s)} (one request)", None),
-             ("TPOT", f"{seconds(r.request_tpot_s)} at {r.input_len + r.output_len // 2:,} tokens cached", None),
-             ("end to end", seconds(r.request_e2e_s), None),
-             ("per user", f"{r.tokens_per_s_per_user:,.1f} tokens/s", None),
-             (f"static batch {r.static_batch:,}", f"{r.static_tokens_per_s:,.1f} tokens/s, "
-                                                  f"{r.static_tokens_per_s_per_gpu:,.1f} per GPU", None),
-             (f"static batch {r.static_batch:,} E2E", f"{seconds(r.static_e2e_s)} (TTFT {seconds(r.static_ttft_s)})",
-              None)]
+    rows += [
+        ("TTFT", f"{seconds(r.request_ttft_s)} (one request)", None),
+        ("TPOT", f"{seconds(r.request_tpot_s)} at {r.input_len + r.output_len // 2:,} tokens cached", None),
+        ("end to end", seconds(r.request_e2e_s), None),
+        ("per user", f"{r.tokens_per_s_per_user:,.1f} tokens/s", None),
+        (
+            f"static batch {r.static_batch:,}",
+            f"{r.static_tokens_per_s:,.1f} tokens/s, {r.static_tokens_per_s_per_gpu:,.1f} per GPU",
+            None,
+        ),
+        (f"static batch {r.static_batch:,} E2E", f"{seconds(r.static_e2e_s)} (TTFT {seconds(r.static_ttft_s)})", None),
+    ]
     if r.request_rate is not None:
         label = f"at {r.request_rate:g} req/s"
         if not r.rate_sustainable:
             rows.append((label, "no steady state: the queue grows (or the concurrency does not fit)", None))
         else:
-            rows += [(label, f"{r.rate_concurrency:,.1f} requests in flight (Little's law), "
-                             f"{r.rate_kv_tokens:,.0f} KV tokens on average", None),
-                     (f"{label} TPOT", f"{seconds(r.rate_tpot_s)}, E2E {seconds(r.rate_e2e_s)}", None),
-                     (f"{label} tokens/s", f"{r.rate_tokens_per_s:,.1f}, {r.rate_tokens_per_s_per_gpu:,.1f} per GPU",
-                      None)]
+            rows += [
+                (
+                    label,
+                    f"{r.rate_concurrency:,.1f} requests in flight (Little's law), "
+                    f"{r.rate_kv_tokens:,.0f} KV tokens on average",
+                    None,
+                ),
+                (f"{label} TPOT", f"{seconds(r.rate_tpot_s)}, E2E {seconds(r.rate_e2e_s)}", None),
+                (f"{label} tokens/s", f"{r.rate_tokens_per_s:,.1f}, {r.rate_tokens_per_s_per_gpu:,.1f} per GPU", None),
+            ]
     return pairs_table(title, rows, width=width)
 
 
@@ -511,13 +734,29 @@ def calibration_table(c: Any, gpu: Any, device: str, path: str, *, width: int | 
     rows: list[tuple[str, Cell, str | None]] = [
         ("device", device, None),
         ("per-step floor", seconds(c.step_floor_s) if c.step_floor_s is not None else "not measured", None),
-        ("read bandwidth", f"{c.read_bytes_per_s / 1e9:,.1f} GB/s = {c.read_bytes_per_s / gpu.hbm_bytes_per_s:.2f} "
-                           f"x the table's {gpu.hbm_bytes_per_s / 1e9:,.0f} GB/s", None),
-        ("dense FLOP/s", f"{c.flops_per_s / 1e12:,.2f} TFLOP/s = {c.flops_per_s / gpu.bf16_flops_per_s:.2f} x "
-                         f"the table's bf16 {gpu.bf16_flops_per_s / 1e12:,.1f}", None),
-        ("all-reduce", (f"{seconds(c.allreduce_latency_s)} per call at tp {c.allreduce_tp}"
-                        if c.allreduce_latency_s is not None else "not measured (one device visible)"), None),
-        ("written to", f"{path} (use: --calibration {path})", None)]
+        (
+            "read bandwidth",
+            f"{c.read_bytes_per_s / 1e9:,.1f} GB/s = {c.read_bytes_per_s / gpu.hbm_bytes_per_s:.2f} "
+            f"x the table's {gpu.hbm_bytes_per_s / 1e9:,.0f} GB/s",
+            None,
+        ),
+        (
+            "dense FLOP/s",
+            f"{c.flops_per_s / 1e12:,.2f} TFLOP/s = {c.flops_per_s / gpu.bf16_flops_per_s:.2f} x "
+            f"the table's bf16 {gpu.bf16_flops_per_s / 1e12:,.1f}",
+            None,
+        ),
+        (
+            "all-reduce",
+            (
+                f"{seconds(c.allreduce_latency_s)} per call at tp {c.allreduce_tp}"
+                if c.allreduce_latency_s is not None
+                else "not measured (one device visible)"
+            ),
+            None,
+        ),
+        ("written to", f"{path} (use: --calibration {path})", None),
+    ]
     return pairs_table(f"Calibration of {gpu.key} (GB = 1e9 B)", rows, width=width)
 
 

@@ -55,7 +55,28 @@ WHERE: dict[str, str] = {
     "TransferResult": "offload",
 }
 
-__all__ = ["CheckRow", "CompareRow", "DeviceBuffer", "EngineResult", "FitHint", "KindBreakdown", "KvEstimate", "LoadRow", "OffloadResult", "OffloadTier", "PlanLayout", "PlanMiss", "PlanResult", "PrefixResult", "RequestEstimate", "ServedEstimate", "ServingEstimate", "SpeculativeEstimate", "TransferPair", "TransferResult"]  # = sorted(WHERE)
+__all__ = [
+    "CheckRow",
+    "CompareRow",
+    "DeviceBuffer",
+    "EngineResult",
+    "FitHint",
+    "KindBreakdown",
+    "KvEstimate",
+    "LoadRow",
+    "OffloadResult",
+    "OffloadTier",
+    "PlanLayout",
+    "PlanMiss",
+    "PlanResult",
+    "PrefixResult",
+    "RequestEstimate",
+    "ServedEstimate",
+    "ServingEstimate",
+    "SpeculativeEstimate",
+    "TransferPair",
+    "TransferResult",
+]  # = sorted(WHERE)
 
 
 def __getattr__(name: str) -> object:

@@ -14,6 +14,7 @@ class DeviceBuffer(_Frozen):
     n_layers: int
     kv_bytes: int
 
+
 class EngineResult(_Frozen):
     """What an engine allocates for the KV cache, and the lines it logs about it.
 

@@ -21,6 +21,7 @@ class KindBreakdown(_Frozen):
     kv_cache_bytes_per_gpu: int
     window: int | None = None
 
+
 class KvEstimate(_Frozen):
     """The result of `kvcalc estimate` (its JSON keys are a public contract).
 

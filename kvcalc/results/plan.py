@@ -64,6 +64,7 @@ class PlanLayout(_Frozen):
     ep: int = 1
     why: str | None = None
 
+
 class PlanMiss(_Frozen):
     """A layout that came nearest without qualifying: what failed and by how much
     (`problems`), what would fix it (`fixes`), and `score`, the worst ratio of a figure to its
@@ -80,6 +81,7 @@ class PlanMiss(_Frozen):
     problems: list[str]
     fixes: list[str]
     line: str
+
 
 class PlanResult(_Frozen):
     """What `kvcalc plan` answers: the best `layouts` (ranked: fewest GPUs, then the lowest

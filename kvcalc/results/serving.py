@@ -55,6 +55,7 @@ class ServingEstimate(_Frozen):
     speed_model: str = "roofline"
     decode_floor_s: float = 0.0
 
+
 class FitHint(_Frozen):
     """Beside `kvcalc estimate --gpu G` when the layout does not fit: the smallest count of G
     that fits the same workload and formats (None: none within `smallest_fitting_limit`)."""
@@ -97,15 +98,21 @@ class RequestEstimate(_Frozen):
     rate_tokens_per_s_per_gpu: float | None = None
 
     #: `calc.request_speed.RequestSpeed` field -> this model's key
-    RENAMED: ClassVar[dict[str, str]] = {"ttft_s": "request_ttft_s", "tpot_s": "request_tpot_s", "e2e_s": "request_e2e_s",
-                                         "batch": "static_batch"}
+    RENAMED: ClassVar[dict[str, str]] = {
+        "ttft_s": "request_ttft_s",
+        "tpot_s": "request_tpot_s",
+        "e2e_s": "request_e2e_s",
+        "batch": "static_batch",
+    }
 
     @classmethod
-    def build(cls, rs: object, *, input_len: int, output_len: int, batch: int, fits: bool,
-              request_rate: float | None) -> RequestEstimate:
+    def build(
+        cls, rs: object, *, input_len: int, output_len: int, batch: int, fits: bool, request_rate: float | None
+    ) -> RequestEstimate:
         """From a `calc.request_speed.RequestSpeed` (None: the batch does not fit)."""
-        kw: dict[str, object] = dict(input_len=input_len, output_len=output_len, static_batch=batch,
-                                     request_fits=fits, request_rate=request_rate)
+        kw: dict[str, object] = dict(
+            input_len=input_len, output_len=output_len, static_batch=batch, request_fits=fits, request_rate=request_rate
+        )
         if rs is not None:
             import dataclasses
 

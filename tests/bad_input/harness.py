@@ -40,14 +40,21 @@ class Run:
         return self.stderr.splitlines()
 
 
-def run_kvcalc(*args: str, cwd: Path | None = None, timeout: float = TIME_BOUND_S,
-               env: dict[str, str] | None = None) -> Run:
+def run_kvcalc(
+    *args: str, cwd: Path | None = None, timeout: float = TIME_BOUND_S, env: dict[str, str] | None = None
+) -> Run:
     """`python -m kvcalc ARGS` from the repository root (so this tree's package runs), bounded
     by `timeout` seconds; the streams decoded as UTF-8 with errors replaced."""
     e = {**os.environ, "COLUMNS": "80", "PYTHONPATH": str(ROOT), **(env or {})}
     e.pop("KVCALC_DEBUG", None)
-    p = subprocess.run([sys.executable, "-m", "kvcalc", *map(str, args)], capture_output=True,
-                       timeout=timeout, cwd=cwd or ROOT, env=e, stdin=subprocess.DEVNULL)
+    p = subprocess.run(
+        [sys.executable, "-m", "kvcalc", *map(str, args)],
+        capture_output=True,
+        timeout=timeout,
+        cwd=cwd or ROOT,
+        env=e,
+        stdin=subprocess.DEVNULL,
+    )
     return Run(p.returncode, p.stdout.decode("utf-8", "replace"), p.stderr.decode("utf-8", "replace"))
 
 
@@ -55,7 +62,7 @@ def no_raw_controls(r: Run) -> None:
     """Neither stream holds a raw terminal control character."""
     for name, text in (("stdout", r.stdout), ("stderr", r.stderr)):
         m = RAW_CONTROL.search(text)
-        assert m is None, f"raw {m.group()!r} in {name}: {text[max(m.start() - 40, 0):m.end() + 40]!r}"
+        assert m is None, f"raw {m.group()!r} in {name}: {text[max(m.start() - 40, 0) : m.end() + 40]!r}"
 
 
 def refused(r: Run, *names: str, code: int = 2, json_out: bool = False) -> str:

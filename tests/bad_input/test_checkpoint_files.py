@@ -37,17 +37,25 @@ def estimate(folder: Path):
     return run_kvcalc("estimate", str(folder), "-s", "1k", "--gpu", "h100-sxm")
 
 
-@pytest.mark.parametrize("content, words", [
-    # a dtype that is not a string: `[...] in DTYPE_BITS` raised TypeError (unhashable)
-    (header_file({"model.layers.0.a.weight": {"dtype": ["F16"], "shape": [2], "data_offsets": [0, 4]}}),
-     "field 'model.layers.0.a.weight': '['F16']' is not a safetensors dtype; the known ones are: BF16, BOOL"),
-    (header_file({"model.layers.0.a.weight": {"dtype": {}, "shape": [2], "data_offsets": [0, 4]}}),
-     "field 'model.layers.0.a.weight': '{}' is not a safetensors dtype; the known ones are: BF16, BOOL"),
-    # nesting past the JSON decoder's recursion limit: RecursionError
-    (header_file(b"[" * 20_000), "the safetensors header is not valid JSON"),
-    # an integer of more than 4,300 digits: ValueError, not a JSONDecodeError
-    (header_file(b'{"a": ' + b"9" * 5_000 + b"}"), "the safetensors header is not valid JSON"),
-], ids=["dtype-list", "dtype-dict", "deep-json", "huge-int"])
+@pytest.mark.parametrize(
+    "content, words",
+    [
+        # a dtype that is not a string: `[...] in DTYPE_BITS` raised TypeError (unhashable)
+        (
+            header_file({"model.layers.0.a.weight": {"dtype": ["F16"], "shape": [2], "data_offsets": [0, 4]}}),
+            "field 'model.layers.0.a.weight': '['F16']' is not a safetensors dtype; the known ones are: BF16, BOOL",
+        ),
+        (
+            header_file({"model.layers.0.a.weight": {"dtype": {}, "shape": [2], "data_offsets": [0, 4]}}),
+            "field 'model.layers.0.a.weight': '{}' is not a safetensors dtype; the known ones are: BF16, BOOL",
+        ),
+        # nesting past the JSON decoder's recursion limit: RecursionError
+        (header_file(b"[" * 20_000), "the safetensors header is not valid JSON"),
+        # an integer of more than 4,300 digits: ValueError, not a JSONDecodeError
+        (header_file(b'{"a": ' + b"9" * 5_000 + b"}"), "the safetensors header is not valid JSON"),
+    ],
+    ids=["dtype-list", "dtype-dict", "deep-json", "huge-int"],
+)
 def test_bad_safetensors_headers(tmp_path, content, words):
     folder = folder_with(tmp_path, "model.safetensors", content)
     line = refused(estimate(folder), str(folder / "model.safetensors"))
@@ -72,10 +80,14 @@ def test_dev_zero_linked_as_a_shard_is_refused_as_not_a_file(tmp_path):
     assert "not a regular file" in refused(estimate(folder), "model.safetensors")
 
 
-@pytest.mark.parametrize("index, words", [
-    (b"[" * 100_000, "nested deeper than 32 levels"),
-    (b'{"weight_map": {"a": "model.safetensors"}, "x": ' + b"9" * 5_000 + b"}", "invalid JSON"),
-], ids=["deep-json", "huge-int"])
+@pytest.mark.parametrize(
+    "index, words",
+    [
+        (b"[" * 100_000, "nested deeper than 32 levels"),
+        (b'{"weight_map": {"a": "model.safetensors"}, "x": ' + b"9" * 5_000 + b"}", "invalid JSON"),
+    ],
+    ids=["deep-json", "huge-int"],
+)
 def test_bad_index_files(tmp_path, index, words):
     folder = folder_with(tmp_path, "model.safetensors.index.json", index)
     line = refused(estimate(folder), str(folder / "model.safetensors.index.json"))
@@ -88,8 +100,9 @@ def test_headers_that_miss_a_layer_warn_naming_the_folder(tmp_path):
     r = estimate(folder)
     assert r.code == 0, r.stderr
     warnings = [ln for ln in r.err_lines if ln.startswith("warning:")]
-    assert len(warnings) == 1 and warnings[0].startswith(f"warning: {folder}: no tensors for decoder layers 0, 1"), \
+    assert len(warnings) == 1 and warnings[0].startswith(f"warning: {folder}: no tensors for decoder layers 0, 1"), (
         warnings
+    )
 
 
 def test_damaged_cached_hub_headers_are_refused(tmp_path):

@@ -24,21 +24,27 @@ EVIL_NAME = "evil\x1b]0;pwned\x07\x1b[2J\x9b\u202ename"
 @pytest.fixture
 def evil_model(tmp_path):
     path = tmp_path / "m.yaml"
-    path.write_text(f"name: {EVIL_NAME_YAML}\nsource: \"a\\e[31mred\"\nn_layers: 2\nn_heads: 2\nhead_dim: 2\n"
-                    "max_position_embeddings: 4096\ndtype: fp16\nhidden_size: 4\nvocab_size: 100\nintermediate_size: 8\n")
+    path.write_text(
+        f'name: {EVIL_NAME_YAML}\nsource: "a\\e[31mred"\nn_layers: 2\nn_heads: 2\nhead_dim: 2\n'
+        "max_position_embeddings: 4096\ndtype: fp16\nhidden_size: 4\nvocab_size: 100\nintermediate_size: 8\n"
+    )
     return path
 
 
-@pytest.mark.parametrize("args", [
-    ["estimate", "{}", "-s", "1k"],
-    ["estimate", "{}", "-s", "1k", "-f", "csv"],
-    ["estimate", "{}", "-s", "1k", "-f", "markdown"],
-    ["estimate", "{}", "-s", "1k,2k"],
-    ["compare", "{}", "gpt2", "-s", "1k", "--kv-dtype", "fp16"],
-    ["sweep", "{}", "-s", "1k", "--batch", "1"],
-    ["estimate", "{}", "-s", "1k", "--gpu", "h100-sxm"],
-    ["capacity", "{}", "--engine", "vllm", "--kv-memory", "1GiB", "--max-model-len", "1024"],
-], ids=["table", "csv", "markdown", "lengths", "compare", "sweep", "gpu", "capacity"])
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["estimate", "{}", "-s", "1k"],
+        ["estimate", "{}", "-s", "1k", "-f", "csv"],
+        ["estimate", "{}", "-s", "1k", "-f", "markdown"],
+        ["estimate", "{}", "-s", "1k,2k"],
+        ["compare", "{}", "gpt2", "-s", "1k", "--kv-dtype", "fp16"],
+        ["sweep", "{}", "-s", "1k", "--batch", "1"],
+        ["estimate", "{}", "-s", "1k", "--gpu", "h100-sxm"],
+        ["capacity", "{}", "--engine", "vllm", "--kv-memory", "1GiB", "--max-model-len", "1024"],
+    ],
+    ids=["table", "csv", "markdown", "lengths", "compare", "sweep", "gpu", "capacity"],
+)
 def test_every_text_output_escapes_them(evil_model, args):
     r = run_kvcalc(*[str(evil_model) if a == "{}" else a for a in args])
     assert r.code == 0, r.stderr
@@ -68,8 +74,17 @@ def test_an_error_line_escapes_them(tmp_path):
 
 def test_a_warning_line_escapes_them(tmp_path):
     path = tmp_path / "config.json"
-    path.write_text(json.dumps({"model_type": "evil\x1b[2J", "num_hidden_layers": 2, "num_attention_heads": 2,
-                                "hidden_size": 8, "torch_dtype": "bfloat16"}))
+    path.write_text(
+        json.dumps(
+            {
+                "model_type": "evil\x1b[2J",
+                "num_hidden_layers": 2,
+                "num_attention_heads": 2,
+                "hidden_size": 8,
+                "torch_dtype": "bfloat16",
+            }
+        )
+    )
     r = run_kvcalc("estimate", str(path), "-s", "1k", "-f", "json", "--trust-plain-decoder")
     assert r.code == 0, r.stderr
     no_raw_controls(r)
@@ -77,15 +92,17 @@ def test_a_warning_line_escapes_them(tmp_path):
 
 
 def test_check_escapes_them_in_its_table_and_its_errors(tmp_path):
-    (tmp_path / "ok.yaml").write_text(f"name: {EVIL_NAME_YAML}\nmodel: gpt2\ngpu: h100-sxm\nmax_seq_len: 1024\n"
-                                      "concurrency: 1\n")
-    (tmp_path / "bad.yaml").write_text('name: bad\nmodel: gpt2\ngpu: "h100\\e[2J"\nmax_seq_len: 1024\n'
-                                       "concurrency: 1\n")
+    (tmp_path / "ok.yaml").write_text(
+        f"name: {EVIL_NAME_YAML}\nmodel: gpt2\ngpu: h100-sxm\nmax_seq_len: 1024\nconcurrency: 1\n"
+    )
+    (tmp_path / "bad.yaml").write_text('name: bad\nmodel: gpt2\ngpu: "h100\\e[2J"\nmax_seq_len: 1024\nconcurrency: 1\n')
     r = run_kvcalc("check", str(tmp_path))
     assert r.code == 2
     no_raw_controls(r)
-    assert r.stderr.splitlines() == [f"error: {tmp_path / 'bad.yaml'}:3: field 'gpu': unknown GPU 'h100\\x1b[2J'; "
-                                     "did you mean 'h200', 'h100-sxm' or 'h100-nvl'?"]
+    assert r.stderr.splitlines() == [
+        f"error: {tmp_path / 'bad.yaml'}:3: field 'gpu': unknown GPU 'h100\\x1b[2J'; "
+        "did you mean 'h200', 'h100-sxm' or 'h100-nvl'?"
+    ]
 
 
 def test_plan_escapes_them_in_its_lines(evil_model):

@@ -15,15 +15,26 @@ from tests.bad_input.harness import refused, run_kvcalc
 def test_swa_full_tokens_ratio_past_one_is_refused(ratio):
     # SGLang server_args.py, --swa-full-tokens-ratio help: "It should be between 0 and 1"; 2 was
     # taken and sized an SWA pool twice the full one
-    r = run_kvcalc("capacity", "gpt-oss-20b", "--engine", "sglang", "--kv-memory", "10GiB",
-                   "--swa-full-tokens-ratio", ratio)
+    r = run_kvcalc(
+        "capacity", "gpt-oss-20b", "--engine", "sglang", "--kv-memory", "10GiB", "--swa-full-tokens-ratio", ratio
+    )
     line = refused(r, "--swa-full-tokens-ratio")
     assert "must be in (0, 1]" in line and ratio in line, line
 
 
 def test_swa_full_tokens_ratio_of_one_is_taken():
-    r = run_kvcalc("capacity", "gpt-oss-20b", "--engine", "sglang", "--kv-memory", "10GiB",
-                   "--swa-full-tokens-ratio", "1", "-f", "json")
+    r = run_kvcalc(
+        "capacity",
+        "gpt-oss-20b",
+        "--engine",
+        "sglang",
+        "--kv-memory",
+        "10GiB",
+        "--swa-full-tokens-ratio",
+        "1",
+        "-f",
+        "json",
+    )
     assert r.code == 0, r.stderr
 
 
@@ -39,11 +50,15 @@ def test_a_gpu_without_a_compute_capability_is_not_called_no_gpu():
     # DeepSeek-V3 on vLLM with --gpu mi300x: the note said "assumed: no GPU or attention backend
     # given", though a GPU was given; an AMD GPU now takes ROCm's default MLA backend (TRITON_MLA,
     # vllm/platforms/rocm.py), which keeps the block size
-    r = run_kvcalc("capacity", "deepseek-v3", "--engine", "vllm", "--kv-memory", "10GiB", "--gpu", "mi300x",
-                   "-f", "json")
+    r = run_kvcalc(
+        "capacity", "deepseek-v3", "--engine", "vllm", "--kv-memory", "10GiB", "--gpu", "mi300x", "-f", "json"
+    )
     assert r.code == 0, r.stderr
     notes = json.loads(r.stdout)["notes"]
     assert not any("no GPU or attention backend given" in n for n in notes), notes
-    assert any(n == "MLA attention backend TRITON_MLA (vLLM 0.33's first valid MLA backend on ROCm (VLLM_ROCM_USE_AITER "
-               "unset)) sets block size 16" for n in notes), notes
+    assert any(
+        n == "MLA attention backend TRITON_MLA (vLLM 0.33's first valid MLA backend on ROCm (VLLM_ROCM_USE_AITER "
+        "unset)) sets block size 16"
+        for n in notes
+    ), notes
     assert json.loads(r.stdout)["block_size"] == 16

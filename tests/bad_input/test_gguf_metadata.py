@@ -37,7 +37,8 @@ def test_a_number_stored_as_a_string_is_shown_as_a_string(tmp_path):
     for k, v in LLAMA_8B_KV.items():
         full = k if k.startswith("general.") else f"llama.{k}"
         w.add_string(full, "32") if k == "block_count" else (
-            w.add_string(full, v) if isinstance(v, str) else w.add_uint32(full, v))
+            w.add_string(full, v) if isinstance(v, str) else w.add_uint32(full, v)
+        )
     w.write_header_to_file()
     w.write_kv_data_to_file()
     w.write_tensors_to_file()
@@ -48,7 +49,9 @@ def test_a_number_stored_as_a_string_is_shown_as_a_string(tmp_path):
 
 def test_zero_kv_heads_name_the_kv_key(tmp_path):
     # head_count 32, head_count_kv 0: the line named llama.attention.head_count, which is fine
-    p = write_gguf(tmp_path / "m.gguf", "llama", {**LLAMA_8B_KV, "attention.head_count_kv": 0},
-                   tiny_layers(32) + ENDS)
-    refused(run_kvcalc("estimate", str(p), "-s", "1k"), str(p), "field 'llama.attention.head_count_kv': is 0 for every "
-                                                                 "layer")
+    p = write_gguf(tmp_path / "m.gguf", "llama", {**LLAMA_8B_KV, "attention.head_count_kv": 0}, tiny_layers(32) + ENDS)
+    refused(
+        run_kvcalc("estimate", str(p), "-s", "1k"),
+        str(p),
+        "field 'llama.attention.head_count_kv': is 0 for every layer",
+    )

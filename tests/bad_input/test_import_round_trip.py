@@ -25,14 +25,47 @@ FIXTURES = sorted((ROOT / "tests" / "data" / "hf").glob("*.json"))
 
 #: strings that broke or could break a hand-formatted YAML, or a comment line
 HOSTILE = [
-    "line one\nline two",                       # the two-line source of the report
-    "x\nsliding_window: 4 #",                   # the source that loaded as another model
-    "it's \"quoted\"", "a: b: c", "- item", "#hash", "? key", "| literal", "> folded", "---", "...",
-    "null", "yes", "1e3", "0x10", "~", "*alias", "&anchor", "!tag", "%directive", "@at", "`tick`",
-    "{a: 1}", "[1, 2]", "'", '"', "\\", "  leading", "trailing  ",
+    "line one\nline two",  # the two-line source of the report
+    "x\nsliding_window: 4 #",  # the source that loaded as another model
+    'it\'s "quoted"',
+    "a: b: c",
+    "- item",
+    "#hash",
+    "? key",
+    "| literal",
+    "> folded",
+    "---",
+    "...",
+    "null",
+    "yes",
+    "1e3",
+    "0x10",
+    "~",
+    "*alias",
+    "&anchor",
+    "!tag",
+    "%directive",
+    "@at",
+    "`tick`",
+    "{a: 1}",
+    "[1, 2]",
+    "'",
+    '"',
+    "\\",
+    "  leading",
+    "trailing  ",
     "ünïcødé 模型 🚀",
-    "esc \x1b[2J bel \x07", "nul \x00", "del \x7f", "csi \x9b", "nel \x85 next", "ls \u2028 ps \u2029",
-    "bom \ufeff", "rlo \u202e", "tab\there", "cr\rlf", "crlf\r\nx",
+    "esc \x1b[2J bel \x07",
+    "nul \x00",
+    "del \x7f",
+    "csi \x9b",
+    "nel \x85 next",
+    "ls \u2028 ps \u2029",
+    "bom \ufeff",
+    "rlo \u202e",
+    "tab\there",
+    "cr\rlf",
+    "crlf\r\nx",
     "s" * 5000,
 ]
 
@@ -77,9 +110,20 @@ def test_hostile_strings_round_trip(field, value, tmp_path, sliding_spec):
 @pytest.mark.parametrize("value", ["line one\nline two", "x\nsliding_window: 4 #"])
 def test_the_reported_sources_through_the_cli(value, tmp_path):
     src = tmp_path / "in.yaml"
-    src.write_text(yaml.safe_dump({"name": "m", "source": value, "n_layers": 6, "n_heads": 4, "n_kv_heads": 2,
-                                   "head_dim": 32, "layer_pattern": ["sliding", "sliding", "full"],
-                                   "sliding_window": 256}))
+    src.write_text(
+        yaml.safe_dump(
+            {
+                "name": "m",
+                "source": value,
+                "n_layers": 6,
+                "n_heads": 4,
+                "n_kv_heads": 2,
+                "head_dim": 32,
+                "layer_pattern": ["sliding", "sliding", "full"],
+                "sliding_window": 256,
+            }
+        )
+    )
     out = tmp_path / "out.yaml"
     r = run_kvcalc("import", str(src), "-o", str(out))
     assert r.code == 0, r.stderr
@@ -103,18 +147,23 @@ def test_an_import_that_would_not_load_back_is_refused(tmp_path, monkeypatch, cl
     out = tmp_path / "out.yaml"
     r = cli("import", str(ROOT / "tests" / "data" / "hf" / "gpt2.json"), "-o", str(out))
     assert r.exit_code == 2 and r.stdout == ""
-    assert r.stderr.splitlines() == ["error: kvcalc import cannot write this model as YAML that loads back the same: "
-                                     "field 'n_layers' would change"]
+    assert r.stderr.splitlines() == [
+        "error: kvcalc import cannot write this model as YAML that loads back the same: field 'n_layers' would change"
+    ]
     assert not out.exists()
 
 
 def test_a_lone_surrogate_is_refused_at_read(tmp_path):
     # JSON may spell "\ud800", which no file or terminal can hold: refused when read, not at write
     path = tmp_path / "config.json"
-    path.write_text('{"_name_or_path": "x\\ud800y", "model_type": "llama", "num_hidden_layers": 2, '
-                    '"num_attention_heads": 2, "hidden_size": 8}')
+    path.write_text(
+        '{"_name_or_path": "x\\ud800y", "model_type": "llama", "num_hidden_layers": 2, '
+        '"num_attention_heads": 2, "hidden_size": 8}'
+    )
     line = refused(run_kvcalc("import", str(path), "-o", str(tmp_path / "out.yaml")), str(path))
     # the key that holds it is named (issue 23 item 7: the key where it happens)
-    assert line == (f"{path}: field '_name_or_path': invalid JSON: a string holds \\ud800, half of a UTF-16 "
-                    "surrogate pair, which is not text")
+    assert line == (
+        f"{path}: field '_name_or_path': invalid JSON: a string holds \\ud800, half of a UTF-16 "
+        "surrogate pair, which is not text"
+    )
     assert sorted(p.name for p in tmp_path.iterdir()) == ["config.json"]

@@ -61,8 +61,14 @@ def _fake_torch(tmp_path: Path, source: str) -> Path:
 def _interrupt_at(marker: str, args: list[str], env: dict[str, str], wait_s: float = 120) -> tuple[int, str]:
     """Start `python -m kvcalc ARGS`, read stderr up to a line starting with `marker`, send SIGINT,
     and return (exit code, all of stderr); the exit must come within EXIT_WITHIN_S."""
-    proc = subprocess.Popen([sys.executable, "-m", "kvcalc", *args], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, env=env, cwd=REPO)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "kvcalc", *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+        cwd=REPO,
+    )
     seen = []
     try:
         import selectors
@@ -95,8 +101,9 @@ def _interrupt_at(marker: str, args: list[str], env: dict[str, str], wait_s: flo
 @pytest.mark.parametrize("fake", [FAKE_SLOW_TORCH, FAKE_HALF_TORCH], ids=["slow-import", "half-import"])
 def test_ctrl_c_during_the_torch_import_exits_130(tmp_path: Path, fake: str) -> None:
     env = _env(_fake_torch(tmp_path, fake))
-    code, err = _interrupt_at("fake-torch: importing", ["measure", "llama-3.1-8b", "--device", "cpu", "-s", "16",
-                                                        "-f", "json"], env)
+    code, err = _interrupt_at(
+        "fake-torch: importing", ["measure", "llama-3.1-8b", "--device", "cpu", "-s", "16", "-f", "json"], env
+    )
     assert code == 130, err
     assert "this needs torch" not in err  # an interrupted import is not a missing package
     assert err.splitlines()[-1] == "error: interrupted (Ctrl-C); nothing measured"
@@ -105,19 +112,29 @@ def test_ctrl_c_during_the_torch_import_exits_130(tmp_path: Path, fake: str) -> 
 def test_ctrl_c_during_the_run_exits_130() -> None:
     pytest.importorskip("torch")
     # 10,000 steps over a 32k-token layer: far longer than the time bound, so only the interrupt ends it
-    code, err = _interrupt_at("measure: llama-3.1-8b", ["measure", "llama-3.1-8b", "--device", "cpu", "-s", "32k",
-                                                       "--layers", "1", "--steps", "10000", "-f", "json"], _env())
+    code, err = _interrupt_at(
+        "measure: llama-3.1-8b",
+        ["measure", "llama-3.1-8b", "--device", "cpu", "-s", "32k", "--layers", "1", "--steps", "10000", "-f", "json"],
+        _env(),
+    )
     assert code == 130, err
     assert err.splitlines()[-1] == "error: interrupted (Ctrl-C); nothing measured"
 
 
 def test_a_broken_torch_is_not_reported_as_missing(tmp_path: Path) -> None:
     env = _env(_fake_torch(tmp_path, FAKE_BROKEN_TORCH))
-    proc = subprocess.run([sys.executable, "-m", "kvcalc", "measure", "llama-3.1-8b", "-s", "16", "-f", "json"],
-                          capture_output=True, text=True, env=env, cwd=REPO, timeout=60)
+    proc = subprocess.run(
+        [sys.executable, "-m", "kvcalc", "measure", "llama-3.1-8b", "-s", "16", "-f", "json"],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=REPO,
+        timeout=60,
+    )
     assert proc.returncode == 2 and proc.stdout == ""
-    assert proc.stderr.splitlines() == ["error: torch is installed but failed to import: No module named "
-                                        "'kvcalc_test_no_such_cuda_library'"]
+    assert proc.stderr.splitlines() == [
+        "error: torch is installed but failed to import: No module named 'kvcalc_test_no_such_cuda_library'"
+    ]
 
 
 def test_a_missing_torch_says_what_to_install(cli, monkeypatch) -> None:
@@ -128,6 +145,7 @@ def test_a_missing_torch_says_what_to_install(cli, monkeypatch) -> None:
 
 
 # ----- memory limits ---------------------------------------------------------------------------
+
 
 def test_cgroup_v2_and_v1_limits_count(tmp_path: Path, monkeypatch) -> None:
     pytest.importorskip("torch")
@@ -160,9 +178,15 @@ def test_ulimit_v_is_seen_by_the_fit_check() -> None:
     def limit() -> None:  # 3 GB of address space: torch fits, an 8 GiB cache does not
         resource.setrlimit(resource.RLIMIT_AS, (3 * 10**9, 3 * 10**9))
 
-    proc = subprocess.run([sys.executable, "-m", "kvcalc", "measure", "llama-3.1-8b", "--device", "cpu", "-s", "64k",
-                           "-f", "json"], capture_output=True, text=True, env=_env(), cwd=REPO, timeout=120,
-                          preexec_fn=limit)
+    proc = subprocess.run(
+        [sys.executable, "-m", "kvcalc", "measure", "llama-3.1-8b", "--device", "cpu", "-s", "64k", "-f", "json"],
+        capture_output=True,
+        text=True,
+        env=_env(),
+        cwd=REPO,
+        timeout=120,
+        preexec_fn=limit,
+    )
     assert proc.returncode == 2 and proc.stdout == "", proc.stderr
     errors = [ln for ln in proc.stderr.splitlines() if ln.startswith("error:")]
     # 64k tokens x 32 layers x 2 x 8 heads x 128 x 2 B = 8,589,934,592 B of KV cache
@@ -174,8 +198,10 @@ def test_an_allocation_refused_past_the_check_is_one_line(cli, monkeypatch) -> N
     from kvcalc.measure import runner
 
     def refuse(*args, **kwargs):
-        raise RuntimeError("[enforce fail at alloc_cpu.cpp:117] data. DefaultCPUAllocator: can't allocate memory: "
-                           "you tried to allocate 1073741824 bytes. Error code 12 (Cannot allocate memory)")
+        raise RuntimeError(
+            "[enforce fail at alloc_cpu.cpp:117] data. DefaultCPUAllocator: can't allocate memory: "
+            "you tried to allocate 1073741824 bytes. Error code 12 (Cannot allocate memory)"
+        )
 
     monkeypatch.setattr(runner, "allocate", refuse)
     r = cli("measure", "llama-3.1-8b", "--device", "cpu", "-s", "16", "--layers", "1", "-f", "json")

@@ -27,8 +27,14 @@ def run_cli(*args: str, cwd: Path | None = None, timeout: float = TIMEOUT_S) -> 
     """`python -m kvcalc ARGS` from `cwd` (this checkout's package), bounded by `timeout`."""
     env = {**os.environ, "PYTHONPATH": str(REPO), "COLUMNS": "80"}
     env.pop("KVCALC_DEBUG", None)
-    return subprocess.run([sys.executable, "-m", "kvcalc", *args], capture_output=True, text=True, timeout=timeout,
-                          cwd=cwd or REPO, env=env)
+    return subprocess.run(
+        [sys.executable, "-m", "kvcalc", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        cwd=cwd or REPO,
+        env=env,
+    )
 
 
 def assert_one_line(proc: subprocess.CompletedProcess, *names: str, code: int = 2) -> str:
@@ -45,8 +51,11 @@ def assert_one_line(proc: subprocess.CompletedProcess, *names: str, code: int = 
 
 def digest(folder: Path) -> dict[str, str]:
     """Every file under `folder` and its SHA-256: to assert that no file changed."""
-    return {str(p.relative_to(folder)): hashlib.sha256(p.read_bytes()).hexdigest()
-            for p in sorted(folder.rglob("*")) if p.is_file()}
+    return {
+        str(p.relative_to(folder)): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(folder.rglob("*"))
+        if p.is_file()
+    }
 
 
 # ----- ~ paths ---------------------------------------------------------------------------------
@@ -64,14 +73,17 @@ def test_a_file_named_tilde_draft_in_the_current_folder_is_read(tmp_path: Path) 
     assert digest(tmp_path) == before
 
 
-@pytest.mark.parametrize("args", [
-    ("estimate", "~nosuchuser-kvcalc/m.yaml"),
-    ("compare", "~nosuchuser-kvcalc/m.yaml"),
-    ("capacity", "~nosuchuser-kvcalc/m.yaml", "--kv-memory", "10GiB"),
-    ("estimate", "llama-3.1-8b", "--gpu", "~nosuchuser-kvcalc/gpu.yaml"),
-    ("check", "~nosuchuser-kvcalc/deploy.yaml"),
-    ("plan", "llama-3.1-8b", "--prices", "~nosuchuser-kvcalc/prices.yaml"),
-])
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("estimate", "~nosuchuser-kvcalc/m.yaml"),
+        ("compare", "~nosuchuser-kvcalc/m.yaml"),
+        ("capacity", "~nosuchuser-kvcalc/m.yaml", "--kv-memory", "10GiB"),
+        ("estimate", "llama-3.1-8b", "--gpu", "~nosuchuser-kvcalc/gpu.yaml"),
+        ("check", "~nosuchuser-kvcalc/deploy.yaml"),
+        ("plan", "llama-3.1-8b", "--prices", "~nosuchuser-kvcalc/prices.yaml"),
+    ],
+)
 def test_a_tilde_for_an_unknown_user_is_a_missing_file_not_a_crash(tmp_path: Path, args: tuple[str, ...]) -> None:
     # before: "internal error: RuntimeError: Could not determine home directory", exit 1
     proc = run_cli(*args, "-f", "json", cwd=tmp_path)
@@ -94,11 +106,14 @@ def test_user_path_expands_only_a_home_that_exists(tmp_path: Path, monkeypatch) 
 
 # ----- arithmetic that used to crash --------------------------------------------------------
 
+
 def test_compare_on_a_model_without_kv_layers_says_so(tmp_path: Path) -> None:
     # before: "internal error: ZeroDivisionError: Fraction(0, 0)", exit 1
     m = tmp_path / "pure-mamba.yaml"
-    m.write_text("name: pure-mamba\nsource: test\nn_layers: 4\nn_heads: 8\nhidden_size: 512\nlayer_pattern: [mamba]\n"
-                 "mamba_d_state: 16\nmamba_d_conv: 4\nmamba_expand: 2\nmax_position_embeddings: 4096\n")
+    m.write_text(
+        "name: pure-mamba\nsource: test\nn_layers: 4\nn_heads: 8\nhidden_size: 512\nlayer_pattern: [mamba]\n"
+        "mamba_d_state: 16\nmamba_d_conv: 4\nmamba_expand: 2\nmax_position_embeddings: 4096\n"
+    )
     before = digest(tmp_path)
     line = assert_one_line(run_cli("compare", str(m), "-f", "json"), "pure-mamba", "no per-token KV cache")
     # state per layer: d_inner = 2 x 512 = 1,024; conv 1,024 x (4 - 1) = 3,072 + ssm 1,024 x 16 = 16,384
@@ -107,19 +122,29 @@ def test_compare_on_a_model_without_kv_layers_says_so(tmp_path: Path) -> None:
     assert digest(tmp_path) == before
 
 
-@pytest.mark.parametrize("args, names", [
-    # before: OverflowError (exit 1): 10^20 devices
-    (("capacity", "llama-3.1-8b", "--engine", "llamacpp", "-c", "8192", "--gpus", "100000000000000000000"),
-     ("--gpus", "at most 100,000")),
-    (("plan", "llama-3.1-8b", "--gpu", "h100-sxm", "--max-gpus", "99999999999999999999"), ("--max-gpus", "at most")),
-    (("estimate", "llama-3.1-8b", "--gpu", "h100-sxm", "--gpu-memory-utilization", "nan"),
-     ("--gpu-memory-utilization",)),
-    (("estimate", "llama-3.1-8b", "--gpu", "h100-sxm", "--bw-efficiency", "inf"), ("--bw-efficiency",)),
-    (("capacity", "llama-3.1-8b", "--kv-memory", "1e400"), ("--kv-memory",)),
-    (("capacity", "llama-3.1-8b", "--kv-memory", "-inf"), ("--kv-memory",)),
-    (("plan", "llama-3.1-8b", "--gpu", "h100-sxm", "--max-tpot-ms", "nan"), ("--max-tpot-ms",)),
-    (("sweep", "llama-3.1-8b", "--batch", "1,99999999999999999999"), ("--batch",)),
-])
+@pytest.mark.parametrize(
+    "args, names",
+    [
+        # before: OverflowError (exit 1): 10^20 devices
+        (
+            ("capacity", "llama-3.1-8b", "--engine", "llamacpp", "-c", "8192", "--gpus", "100000000000000000000"),
+            ("--gpus", "at most 100,000"),
+        ),
+        (
+            ("plan", "llama-3.1-8b", "--gpu", "h100-sxm", "--max-gpus", "99999999999999999999"),
+            ("--max-gpus", "at most"),
+        ),
+        (
+            ("estimate", "llama-3.1-8b", "--gpu", "h100-sxm", "--gpu-memory-utilization", "nan"),
+            ("--gpu-memory-utilization",),
+        ),
+        (("estimate", "llama-3.1-8b", "--gpu", "h100-sxm", "--bw-efficiency", "inf"), ("--bw-efficiency",)),
+        (("capacity", "llama-3.1-8b", "--kv-memory", "1e400"), ("--kv-memory",)),
+        (("capacity", "llama-3.1-8b", "--kv-memory", "-inf"), ("--kv-memory",)),
+        (("plan", "llama-3.1-8b", "--gpu", "h100-sxm", "--max-tpot-ms", "nan"), ("--max-tpot-ms",)),
+        (("sweep", "llama-3.1-8b", "--batch", "1,99999999999999999999"), ("--batch",)),
+    ],
+)
 def test_huge_negative_nan_inf_numbers_are_one_line(args: tuple[str, ...], names: tuple[str, ...]) -> None:
     assert_one_line(run_cli(*args, "-f", "json"), *names)
 
@@ -139,26 +164,107 @@ def test_click_usage_errors_are_one_line() -> None:
 
 #: every command with a model, the options it takes and values worth trying
 FUZZ_COMMANDS = {
-    "estimate": ["--seq-len", "--batch", "--tp", "--pp", "--dp", "--count", "--kv-dtype", "--quant-group-size",
-                 "--scale-dtype", "--engine", "--block-size", "--page-size"],
-    "estimate --gpu h100-sxm": ["--gpu-memory-utilization", "--bw-efficiency", "--flops-efficiency",
-                                "--cuda-context", "--activation-reserve", "--weight-dtype", "--count", "--seq-len"],
+    "estimate": [
+        "--seq-len",
+        "--batch",
+        "--tp",
+        "--pp",
+        "--dp",
+        "--count",
+        "--kv-dtype",
+        "--quant-group-size",
+        "--scale-dtype",
+        "--engine",
+        "--block-size",
+        "--page-size",
+    ],
+    "estimate --gpu h100-sxm": [
+        "--gpu-memory-utilization",
+        "--bw-efficiency",
+        "--flops-efficiency",
+        "--cuda-context",
+        "--activation-reserve",
+        "--weight-dtype",
+        "--count",
+        "--seq-len",
+    ],
     "compare": ["--seq-len", "--batch", "--kv-dtype"],
-    "sweep --gpu h100-sxm": ["--seq-len", "--batch", "--tp", "--pp", "--count", "--cuda-context",
-                             "--activation-reserve", "--gpu-memory-utilization"],
+    "sweep --gpu h100-sxm": [
+        "--seq-len",
+        "--batch",
+        "--tp",
+        "--pp",
+        "--count",
+        "--cuda-context",
+        "--activation-reserve",
+        "--gpu-memory-utilization",
+    ],
     "capacity --kv-memory 10GiB": ["--kv-memory", "--max-model-len", "--concurrency", "--tp", "--kv-dtype"],
-    "capacity --engine vllm --kv-memory 10GiB": ["--block-size", "--max-num-batched-tokens", "--kv-memory",
-                                                 "--max-model-len"],
+    "capacity --engine vllm --kv-memory 10GiB": [
+        "--block-size",
+        "--max-num-batched-tokens",
+        "--kv-memory",
+        "--max-model-len",
+    ],
     "capacity --engine sglang --kv-memory 10GiB": ["--page-size", "--kv-memory"],
-    "capacity --engine llamacpp -c 8192": ["--ctx-size", "--parallel", "--n-gpu-layers", "--gpus",
-                                           "--tensor-split", "--ubatch-size", "--kv-memory"],
-    "plan --gpu h100-sxm": ["--seq-len", "--concurrency", "--max-tpot-ms", "--min-tokens-per-s", "--max-ttft-s",
-                            "--max-gpus", "--gpus-per-node", "--top", "--why-not", "--kv-dtype"],
+    "capacity --engine llamacpp -c 8192": [
+        "--ctx-size",
+        "--parallel",
+        "--n-gpu-layers",
+        "--gpus",
+        "--tensor-split",
+        "--ubatch-size",
+        "--kv-memory",
+    ],
+    "plan --gpu h100-sxm": [
+        "--seq-len",
+        "--concurrency",
+        "--max-tpot-ms",
+        "--min-tokens-per-s",
+        "--max-ttft-s",
+        "--max-gpus",
+        "--gpus-per-node",
+        "--top",
+        "--why-not",
+        "--kv-dtype",
+    ],
 }
-FUZZ_VALUES = ["-1", "0", "-0", "nan", "NaN", "inf", "-inf", "1e400", "1e20", "99999999999999999999",
-               "123456789012345678901234567890", "2147483648", "4294967297", "1.5", "0.0000001", "abc", "",
-               " ", "1,,2", "32k", "1e9999GiB", "-5GiB", "10GiB", "int4:g64:g128", "int8:fp16:fp32", "nan,1",
-               "1/0", "\x1b[2J", "%s", "{}", "~nosuchuser", "1_000", "0x10", "1e-9999"]
+FUZZ_VALUES = [
+    "-1",
+    "0",
+    "-0",
+    "nan",
+    "NaN",
+    "inf",
+    "-inf",
+    "1e400",
+    "1e20",
+    "99999999999999999999",
+    "123456789012345678901234567890",
+    "2147483648",
+    "4294967297",
+    "1.5",
+    "0.0000001",
+    "abc",
+    "",
+    " ",
+    "1,,2",
+    "32k",
+    "1e9999GiB",
+    "-5GiB",
+    "10GiB",
+    "int4:g64:g128",
+    "int8:fp16:fp32",
+    "nan,1",
+    "1/0",
+    "\x1b[2J",
+    "%s",
+    "{}",
+    "~nosuchuser",
+    "1_000",
+    "0x10",
+    "1e-9999",
+]
 FUZZ_MODELS = ["llama-3.1-8b", "deepseek-v3", "jamba-1.5-mini", "gemma-3-27b"]
 
 DRIVER = """
@@ -189,10 +295,20 @@ def _fuzz_cases(n: int, seed: int = 12) -> list[list[str]]:
 
 def test_fuzz_every_command_never_crashes() -> None:
     cases = _fuzz_cases(400)
-    proc = subprocess.run([sys.executable, "-c", DRIVER], input=json.dumps(cases), capture_output=True, text=True,
-                          timeout=300, cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)})
+    proc = subprocess.run(
+        [sys.executable, "-c", DRIVER],
+        input=json.dumps(cases),
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=REPO,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+    )
     assert proc.returncode == 0, proc.stderr[-2000:]
     results = json.loads(proc.stdout.strip().splitlines()[-1])
-    bad = [(" ".join(c), code, err, exc) for c, (code, err, exc) in zip(cases, results, strict=True)
-           if code not in (0, 1, 2) or "internal error" in err or "Traceback" in err or exc]
+    bad = [
+        (" ".join(c), code, err, exc)
+        for c, (code, err, exc) in zip(cases, results, strict=True)
+        if code not in (0, 1, 2) or "internal error" in err or "Traceback" in err or exc
+    ]
     assert not bad, bad[:5]

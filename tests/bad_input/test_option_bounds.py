@@ -60,8 +60,12 @@ MATRIX = [
     (["capacity", "llama-3.1-8b", "--kv-memory", "10GiB"], "--max-model-len", MAX_SEQ_LEN, ()),
     (["capacity", "llama-3.1-8b", "--kv-memory", "10GiB"], "--concurrency", MAX_CONCURRENCY, ()),
     (["capacity", "llama-3.1-8b", "--kv-memory", "10GiB"], "--tp", MAX_GPUS, ()),
-    (["capacity", "llama-3.1-8b", "--kv-memory", "10GiB", "--engine", "vllm"], "--max-num-batched-tokens",
-     MAX_SEQ_LEN, ()),
+    (
+        ["capacity", "llama-3.1-8b", "--kv-memory", "10GiB", "--engine", "vllm"],
+        "--max-num-batched-tokens",
+        MAX_SEQ_LEN,
+        (),
+    ),
     (LLAMA, "--ctx-size", LLAMACPP_MAX_N_CTX, ("0",)),  # 0: the model's training context (n_ctx_train)
     (LLAMA + ["-c", "8192"], "--gpus", MAX_GPUS, ()),
     (LLAMA + ["-c", "8192"], "--ubatch-size", LLAMACPP_MAX_N_CTX, ()),
@@ -102,8 +106,13 @@ def _cases() -> list[tuple[str, list[str], str]]:
 @pytest.fixture(scope="module")
 def matrix_results() -> list[tuple[tuple[str, list[str], str], list]]:
     cases = _cases()
-    proc = subprocess.run([sys.executable, "-c", DRIVER], input=json.dumps([c[1] for c in cases]),
-                          capture_output=True, text=True, timeout=240)  # the harness's time bound
+    proc = subprocess.run(
+        [sys.executable, "-c", DRIVER],
+        input=json.dumps([c[1] for c in cases]),
+        capture_output=True,
+        text=True,
+        timeout=240,
+    )  # the harness's time bound
     assert proc.returncode == 0, proc.stderr[-2000:]
     return list(zip(cases, json.loads(proc.stdout.strip().splitlines()[-1]), strict=True))
 
@@ -132,18 +141,24 @@ def test_every_numeric_option_at_its_bound_past_it_zero_and_minus_one(matrix_res
             assert "at most" in lines[0], (where, lines)
 
 
-@pytest.mark.parametrize("text, expected", [
-    # 2^50 B = 1,125,899,906,842,624 B: exactly the bound, in bytes and in TiB (1024 TiB)
-    ("1125899906842624B", 2**50), ("1024TiB", 2**50),
-    # a 30-digit figure under a prefix: 0.1234...(30 digits) GB = floor(123456789.012345678901234567890123) B,
-    # exact, where Decimal's default 28 digits would round the product
-    ("0.123456789012345678901234567890GB", 123_456_789),
-    # 999,999,999,999,999,999,999 B: 21 nines, one under 10^21, read as written (no rounding to 1e21)
-    ("999999999999999999999", None),
-])
+@pytest.mark.parametrize(
+    "text, expected",
+    [
+        # 2^50 B = 1,125,899,906,842,624 B: exactly the bound, in bytes and in TiB (1024 TiB)
+        ("1125899906842624B", 2**50),
+        ("1024TiB", 2**50),
+        # a 30-digit figure under a prefix: 0.1234...(30 digits) GB = floor(123456789.012345678901234567890123) B,
+        # exact, where Decimal's default 28 digits would round the product
+        ("0.123456789012345678901234567890GB", 123_456_789),
+        # 999,999,999,999,999,999,999 B: 21 nines, one under 10^21, read as written (no rounding to 1e21)
+        ("999999999999999999999", None),
+    ],
+)
 def test_sizes_are_parsed_exactly_then_bounded(text: str, expected: int | None) -> None:
     if expected is None:  # past the per-device bound: refused with the bound, not rounded first
-        with pytest.raises(KvcalcError, match=r"^--kv-memory 999,999,999,999,999,999,999 is beyond any device's memory"):
+        with pytest.raises(
+            KvcalcError, match=r"^--kv-memory 999,999,999,999,999,999,999 is beyond any device's memory"
+        ):
             parse_size(text, "--kv-memory")
         assert parse_size(text, None) == 10**21 - 1  # no option, no per-device bound: every digit kept
         return
@@ -165,8 +180,7 @@ def test_one_bound_per_field_whatever_the_entry_point() -> None:
     with pytest.raises(KvcalcError, match=r"^--ctx-size 2,147,483,648 is beyond llama.cpp's 32-bit int n_ctx"):
         parse_count(str(2**31), "--ctx-size")
     with pytest.raises(KvcalcError, match=r"^--ctx-size 2,147,483,648 is beyond llama.cpp's 32-bit int n_ctx") as e:
-        kvcalc.capacity("llama-3.1-8b", engine="llamacpp", kv_memory_bytes=None,
-                        options=LlamacppOptions(n_ctx=2**31))
+        kvcalc.capacity("llama-3.1-8b", engine="llamacpp", kv_memory_bytes=None, options=LlamacppOptions(n_ctx=2**31))
     assert e.value.field == "n_ctx"
     # the API's arguments are named as the caller wrote them (`dp`, not `--dp`: kvcalc.arguments), in the same words
     with pytest.raises(KvcalcError, match=r"^dp 100,001 is beyond what kvcalc sizes \(at most 100,000 GPUs\)$"):
@@ -178,8 +192,12 @@ def test_one_bound_per_field_whatever_the_entry_point() -> None:
         kvcalc.estimate("llama-3.1-8b", tp=1, pp=1000, dp=1000)
     # ollama hands llama.cpp n_ctx x parallel cells: 2^30 x 4 = 2^32 > 2^31 - 1
     with pytest.raises(KvcalcError, match=r"= 4,294,967,296 is beyond llama.cpp's 32-bit int n_ctx"):
-        kvcalc.capacity("llama-3.1-8b", engine="llamacpp", kv_memory_bytes=None,
-                        options=LlamacppOptions(n_ctx=2**30, parallel=4, ollama=True, version="legacy"))
+        kvcalc.capacity(
+            "llama-3.1-8b",
+            engine="llamacpp",
+            kv_memory_bytes=None,
+            options=LlamacppOptions(n_ctx=2**30, parallel=4, ollama=True, version="legacy"),
+        )
 
 
 def test_bounds_table_is_the_one_source() -> None:

@@ -34,11 +34,15 @@ def test_a_4_mb_source_is_cut_in_the_table_quickly(tmp_path):
 
 def test_a_long_model_name_is_cut_in_every_table(tmp_path):
     path = tmp_path / "m.yaml"
-    path.write_text("name: " + "n" * 100_000 + "\nn_layers: 2\nn_heads: 2\nhead_dim: 2\n"
-                    "max_position_embeddings: 4096\n")
-    for args in (["estimate", str(path), "-s", "1k"], ["estimate", str(path), "-s", "1k,2k"],
-                 ["compare", str(path), "gpt2", "-s", "1k", "--kv-dtype", "fp16"],
-                 ["sweep", str(path), "-s", "1k", "--batch", "1"]):
+    path.write_text(
+        "name: " + "n" * 100_000 + "\nn_layers: 2\nn_heads: 2\nhead_dim: 2\nmax_position_embeddings: 4096\n"
+    )
+    for args in (
+        ["estimate", str(path), "-s", "1k"],
+        ["estimate", str(path), "-s", "1k,2k"],
+        ["compare", str(path), "gpt2", "-s", "1k", "--kv-dtype", "fp16"],
+        ["sweep", str(path), "-s", "1k", "--batch", "1"],
+    ):
         r = run_kvcalc(*args, timeout=TABLE_BOUND_S)
         assert r.code == 0, (args, r.stderr)
         assert "n" * 1000 not in r.stdout and "…" in r.stdout, args

@@ -24,9 +24,30 @@ def test_a_300_batch_sweep_plots_with_a_colour_bar_and_no_raw_warning(tmp_path: 
     batches = ",".join(str(b) for b in range(1, 301))
     seqs = ",".join(str(t) for t in range(1000, 40001, 1000))  # 40 contexts
     env = {**os.environ, "PYTHONPATH": str(REPO), "COLUMNS": "80"}
-    proc = subprocess.run([sys.executable, "-m", "kvcalc", "sweep", "llama-3.1-8b", "--gpu", "h100-sxm", "--batch",
-                           batches, "-s", seqs, "--plot", str(tmp_path / "grid.png"), "-f", "json"],
-                          capture_output=True, text=True, timeout=120, cwd=tmp_path, env=env)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "kvcalc",
+            "sweep",
+            "llama-3.1-8b",
+            "--gpu",
+            "h100-sxm",
+            "--batch",
+            batches,
+            "-s",
+            seqs,
+            "--plot",
+            str(tmp_path / "grid.png"),
+            "-f",
+            "json",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=tmp_path,
+        env=env,
+    )
     assert proc.returncode == 0, proc.stderr
     assert (tmp_path / "grid.png").stat().st_size > 0
     # every stderr line is kvcalc's own: no "UserWarning", no source path, no indented source line
@@ -39,8 +60,11 @@ def test_past_ten_batches_the_legend_gets_none_and_a_colour_bar_names_them() -> 
     plt = plot.pyplot()
     fig, grid = plt.subplots(1, 2, squeeze=False, layout="constrained")
     axes = list(grid[0])
-    rows = [{"batch": b, "seq_len": t, "memory_bytes_per_gpu": b * t * 2**17, "tokens_per_s": 1e4 / b, "fits": b < 50}
-            for b in range(1, 301) for t in (1024, 8192)]
+    rows = [
+        {"batch": b, "seq_len": t, "memory_bytes_per_gpu": b * t * 2**17, "tokens_per_s": 1e4 / b, "fits": b < 50}
+        for b in range(1, 301)
+        for t in (1024, 8192)
+    ]
     try:
         handles = plot._plot_batches(axes, rows, list(range(1, 301)), plt, fig)
         assert handles == []
@@ -79,16 +103,22 @@ def test_a_third_party_warning_becomes_one_kvcalc_line() -> None:
         assert noisy() == 7
     assert [(w.category, str(w.message)) for w in caught] == [
         (KvcalcWarning, "ours"),
-        (KvcalcWarning, "the plot may be hard to read: the plotting library said: constrained_layout not applied "
-                        "because axes sizes collapsed to zero. (and 1 more)"),
+        (
+            KvcalcWarning,
+            "the plot may be hard to read: the plotting library said: constrained_layout not applied "
+            "because axes sizes collapsed to zero. (and 1 more)",
+        ),
     ]
 
 
-@pytest.mark.parametrize("with_gpu,tp,title,ylabel", [
-    (False, 1, "Memory: weights + KV cache", "memory (GiB = 2^30 B)"),
-    (False, 2, "Memory per rank: weights + KV cache", "memory per rank (GiB = 2^30 B)"),
-    (True, 1, "Memory per GPU: weights + KV cache + reserves", "memory per GPU (GiB = 2^30 B)"),
-])
+@pytest.mark.parametrize(
+    "with_gpu,tp,title,ylabel",
+    [
+        (False, 1, "Memory: weights + KV cache", "memory (GiB = 2^30 B)"),
+        (False, 2, "Memory per rank: weights + KV cache", "memory per rank (GiB = 2^30 B)"),
+        (True, 1, "Memory per GPU: weights + KV cache + reserves", "memory per GPU (GiB = 2^30 B)"),
+    ],
+)
 def test_the_memory_panel_says_per_gpu_only_with_a_gpu(with_gpu: bool, tp: int, title: str, ylabel: str) -> None:
     # issue 23 friction 9: `sweep --plot` without --gpu titled its panel "Memory per GPU"
     from kvcalc.calc.memory_plan import Layout

@@ -25,16 +25,19 @@ def estimate(path: Path, *args: str):
     return run_kvcalc("estimate", str(path), "--gpu", "h100-sxm", *args)
 
 
-@pytest.mark.parametrize("pattern, words", [
-    # nested repeats and a repeated alternation: each tried against a 38-character module name
-    # backtracks 2^n ways (Python's `re` has no time limit): the run hung
-    ("re:(.*)*(.*)*X", "a repeat inside a repeat"),
-    ("re:(.|.)*(.|.)*X", "an alternation inside a repeat"),
-    # seven `.*` in a row: 38^7 ways to split the name, 0.3 s per name, ~30 names per pattern
-    ("re:.*.*.*.*.*.*.*X", "holds 7 repeats, more than 5"),
-    # a pattern that is not a regular expression was silently taken as matching nothing
-    ("re:((", "is not a regular expression"),
-])
+@pytest.mark.parametrize(
+    "pattern, words",
+    [
+        # nested repeats and a repeated alternation: each tried against a 38-character module name
+        # backtracks 2^n ways (Python's `re` has no time limit): the run hung
+        ("re:(.*)*(.*)*X", "a repeat inside a repeat"),
+        ("re:(.|.)*(.|.)*X", "an alternation inside a repeat"),
+        # seven `.*` in a row: 38^7 ways to split the name, 0.3 s per name, ~30 names per pattern
+        ("re:.*.*.*.*.*.*.*X", "holds 7 repeats, more than 5"),
+        # a pattern that is not a regular expression was silently taken as matching nothing
+        ("re:((", "is not a regular expression"),
+    ],
+)
 def test_unquantized_module_patterns_that_cannot_be_matched_are_refused(tmp_path, pattern, words):
     p = config(tmp_path, quantization_config={"quant_method": "fp8", "ignore": ["lm_head", pattern]})
     line = refused(estimate(p, "-s", "1k"), str(p), "quantization_config.ignore")
@@ -43,8 +46,14 @@ def test_unquantized_module_patterns_that_cannot_be_matched_are_refused(tmp_path
 
 def test_real_ignore_patterns_still_work(tmp_path):
     # compressed-tensors and fp8 checkpoints as published: `re:` with one or two repeats, plain names
-    p = config(tmp_path, quantization_config={"quant_method": "fp8", "weight_block_size": [128, 128],
-                                              "ignore": ["lm_head", "re:.*mlp.gate$", r"re:model\.layers\.\d+\.mlp\.gate"]})
+    p = config(
+        tmp_path,
+        quantization_config={
+            "quant_method": "fp8",
+            "weight_block_size": [128, 128],
+            "ignore": ["lm_head", "re:.*mlp.gate$", r"re:model\.layers\.\d+\.mlp\.gate"],
+        },
+    )
     r = estimate(p, "-s", "1k", "-f", "json")
     assert r.code == 0, r.stderr
     # Llama-3.1-8B with fp8 128 x 128 block scales: 6,979,321,856 matrix values in blocks of
@@ -73,12 +82,15 @@ def test_a_weight_block_that_does_not_divide_says_weight_format(tmp_path):
     assert "KV dtype" not in line and "weight format" in line, line
 
 
-@pytest.mark.parametrize("factor, words", [
-    # int(131,072 x 1e-300) = 0 tokens: the line blamed --seq-len, which the user never gave
-    (1e-300, "makes the longest context 0 tokens"),
-    # 131,072 x 1,000,000 = 131,072,000,000 tokens: again blamed on --seq-len
-    (1_000_000.0, "makes the longest context 131,072,000,000 tokens"),
-])
+@pytest.mark.parametrize(
+    "factor, words",
+    [
+        # int(131,072 x 1e-300) = 0 tokens: the line blamed --seq-len, which the user never gave
+        (1e-300, "makes the longest context 0 tokens"),
+        # 131,072 x 1,000,000 = 131,072,000,000 tokens: again blamed on --seq-len
+        (1_000_000.0, "makes the longest context 131,072,000,000 tokens"),
+    ],
+)
 def test_a_rope_factor_that_makes_no_usable_context_is_refused(tmp_path, factor, words):
     p = config(tmp_path, rope_scaling={"rope_type": "linear", "factor": factor})
     line = refused(run_kvcalc("estimate", str(p)), str(p), "rope_scaling")

@@ -27,8 +27,24 @@ READERS = {
     # `kvcalc check` reads a file before it knows its kind (a deployment, a GPU row or a model):
     # the largest bound, "config"
     "deployment": (["check", "{}"], "deployment.yaml", 4 * 2**20),
-    "prices": (["plan", "llama-3.1-8b", "--seq-len", "8k", "--concurrency", "4", "--gpu", "h100-sxm", "--prices", "{}",
-                "-f", "json"], "prices.yaml", 2**20),
+    "prices": (
+        [
+            "plan",
+            "llama-3.1-8b",
+            "--seq-len",
+            "8k",
+            "--concurrency",
+            "4",
+            "--gpu",
+            "h100-sxm",
+            "--prices",
+            "{}",
+            "-f",
+            "json",
+        ],
+        "prices.yaml",
+        2**20,
+    ),
 }
 
 
@@ -56,8 +72,9 @@ def test_dev_zero_is_refused_before_it_is_read(kind):
         assert line.startswith("--gpu: unknown GPU '/dev/zero'; choose one of: h200, h100-sxm, ")
         assert line.endswith("(`kvcalc gpus` describes them); or give a YAML file")
         return
-    assert line == ("/dev/zero: is a character device, not a regular file; kvcalc reads configs only from "
-                    "regular files")
+    assert line == (
+        "/dev/zero: is a character device, not a regular file; kvcalc reads configs only from regular files"
+    )
 
 
 def test_a_socket_is_refused(kind, tmp_path):
@@ -77,8 +94,14 @@ def test_a_file_past_its_bound_is_refused_unread(kind, tmp_path):
     with open(path, "wb") as f:
         f.truncate(limit + 1)  # sparse: the size alone must refuse it
     line = refused(read(kind, path), str(path), json_out=True)
-    what = {"model": "model config", "config.json": "model config", "import": "model config", "gpu": "gpu file",
-            "deployment": "config", "prices": "price file"}[kind]
+    what = {
+        "model": "model config",
+        "config.json": "model config",
+        "import": "model config",
+        "gpu": "gpu file",
+        "deployment": "config",
+        "prices": "price file",
+    }[kind]
     assert line == f"{path}: is {limit + 1:,} B; a {what} is at most {limit:,} B ({limit // 2**20} MiB)"
 
 
@@ -99,8 +122,14 @@ def test_the_bounds_are_the_documented_ones():
     # README "Guarantees": a model config at most 4 MiB, a GPU, deployment or price file 1 MiB;
     # a file of a kind not known before reading (a `kvcalc check` folder) the largest config bound;
     # a safetensors index (one line per tensor) 64 MiB
-    assert MAX_FILE_BYTES == {"model": 4_194_304, "gpu": 1_048_576, "deployment": 1_048_576, "prices": 1_048_576,
-                              "config": 4_194_304, "index": 67_108_864}
+    assert MAX_FILE_BYTES == {
+        "model": 4_194_304,
+        "gpu": 1_048_576,
+        "deployment": 1_048_576,
+        "prices": 1_048_576,
+        "config": 4_194_304,
+        "index": 67_108_864,
+    }
 
 
 def test_a_file_at_its_bound_is_read_and_one_byte_more_is_not(tmp_path):

@@ -24,8 +24,10 @@ HF = ROOT / "tests" / "data" / "hf"
 WRITERS = {
     "-o": (["import", str(HF / "gpt2.json")], "model.yaml"),
     "--plot": (["sweep", "gpt2", "-s", "1k", "--batch", "1"], "sweep.png"),
-    "--write-deployment": (["plan", "llama-3.1-8b", "--seq-len", "8k", "--concurrency", "4", "--gpu", "h100-sxm"],
-                           "deployment.yaml"),
+    "--write-deployment": (
+        ["plan", "llama-3.1-8b", "--seq-len", "8k", "--concurrency", "4", "--gpu", "h100-sxm"],
+        "deployment.yaml",
+    ),
 }
 
 
@@ -78,8 +80,9 @@ def test_a_symbolic_link_is_refused_even_with_force(option, tmp_path, dangling):
     before = snapshot(tmp_path)
     for extra in ((), ("--force",)):
         line = refused(write(option, str(link), *extra))
-        assert line.startswith(f"{option} {link}: is a symbolic link; kvcalc neither writes through a link nor "
-                               "replaces one")
+        assert line.startswith(
+            f"{option} {link}: is a symbolic link; kvcalc neither writes through a link nor replaces one"
+        )
     assert snapshot(tmp_path) == before
 
 

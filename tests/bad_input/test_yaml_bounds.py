@@ -16,8 +16,10 @@ import pytest
 from tests.bad_input.harness import refused, run_kvcalc
 
 MODEL = "name: m\nn_layers: 4\nn_heads: 4\nhead_dim: 8\nmax_position_embeddings: 4096\n"
-GPU = ("key: my-gpu\nname: My GPU\nsource: test\nmemory_bytes: 80000000000\nhbm_bytes_per_s: 3.35e12\n"
-       "bf16_flops_per_s: 9.9e14\n")
+GPU = (
+    "key: my-gpu\nname: My GPU\nsource: test\nmemory_bytes: 80000000000\nhbm_bytes_per_s: 3.35e12\n"
+    "bf16_flops_per_s: 9.9e14\n"
+)
 
 
 def bomb(levels: int = 9, width: int = 9) -> str:
@@ -35,8 +37,11 @@ CASES = {
     "model source": ("estimate", "m.yaml", MODEL + "source: *l8\n"),
     "model layer_pattern": ("estimate", "m.yaml", MODEL + "layer_pattern: *l8\n"),
     "gpu name": ("gpu", "g.yaml", GPU.replace("name: My GPU\n", "") + "name: *l8\n"),
-    "deployment description": ("check", "d.yaml", "name: d\nmodel: gpt2\ngpu: h100-sxm\nmax_seq_len: 1024\n"
-                               "concurrency: 1\ndescription: *l8\n"),
+    "deployment description": (
+        "check",
+        "d.yaml",
+        "name: d\nmodel: gpt2\ngpu: h100-sxm\nmax_seq_len: 1024\nconcurrency: 1\ndescription: *l8\n",
+    ),
     "prices": ("prices", "p.yaml", "h100-sxm: *l8\n"),
 }
 
@@ -48,8 +53,20 @@ def run_kind(kind: str, path: str):
         return run_kvcalc("estimate", "gpt2", "-s", "1k", "--gpu", path, "-f", "json")
     if kind == "check":
         return run_kvcalc("check", path)
-    return run_kvcalc("plan", "llama-3.1-8b", "--seq-len", "8k", "--concurrency", "4", "--gpu", "h100-sxm",
-                      "--prices", path, "-f", "json")
+    return run_kvcalc(
+        "plan",
+        "llama-3.1-8b",
+        "--seq-len",
+        "8k",
+        "--concurrency",
+        "4",
+        "--gpu",
+        "h100-sxm",
+        "--prices",
+        path,
+        "-f",
+        "json",
+    )
 
 
 @pytest.mark.parametrize("case", list(CASES))
@@ -123,6 +140,7 @@ def test_an_integer_of_5000_digits_is_one_line_not_an_internal_error(tmp_path):
 
 
 # ----- the key where it happens (issue 23 item 7) ---------------------------------------------
+
 
 def test_an_alias_bomb_names_the_key_where_it_goes_past_the_cap(tmp_path):
     # each alias adds its target's nodes, expanded: l1's 9 aliases of l0 (1 + 9 = 10 nodes) add

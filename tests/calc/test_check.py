@@ -59,12 +59,15 @@ def test_missed_targets() -> None:
     assert missed_targets(t, 12.5, 800.0) == ["TPOT 12.50 ms > max_tpot_ms 10", "800 tokens/s < min_tokens_per_s 1000"]
 
 
-@pytest.mark.parametrize("kw,field,value", [
-    ({"count": 3}, "tp", 3),                       # tp = count 3: 32 heads % 3 != 0
-    ({"count": 64, "pp": 64}, "pp", 64),           # 64 stages of 32 layers
-    ({"kv_dtype": "int4:g256"}, "k_dtype", "int4:g256:fp16"),  # a 128-value head is half a group of 256
-    ({"weight_dtype": "int4:g48"}, "weight_dtype", "int4:g48:fp16"),  # 218,103,808 % 48 = 16
-])
+@pytest.mark.parametrize(
+    "kw,field,value",
+    [
+        ({"count": 3}, "tp", 3),  # tp = count 3: 32 heads % 3 != 0
+        ({"count": 64, "pp": 64}, "pp", 64),  # 64 stages of 32 layers
+        ({"kv_dtype": "int4:g256"}, "k_dtype", "int4:g256:fp16"),  # a 128-value head is half a group of 256
+        ({"weight_dtype": "int4:g48"}, "weight_dtype", "int4:g48:fp16"),  # 218,103,808 % 48 = 16
+    ],
+)
 def test_errors_carry_their_field(kw: dict, field: str, value) -> None:
     with pytest.raises(KvcalcError) as info:
         check(dep(**kw), LLAMA_8B, H100, file="x.yaml")

@@ -45,8 +45,9 @@ def test_fits_at_exactly_the_budget():
     row = check(dep(gpu_memory_utilization=1.0), LLAMA_8B, exact, file="x.yaml")
     assert (row.memory_bytes_per_gpu, row.budget_bytes_per_gpu, row.headroom_bytes) == (used, used, 0)
     assert (row.fits, row.status, row.problems) == (True, "ok", [])
-    short = check(dep(gpu_memory_utilization=1.0), LLAMA_8B, exact.model_copy(update={"memory_bytes": used - 1}),
-                  file="x.yaml")
+    short = check(
+        dep(gpu_memory_utilization=1.0), LLAMA_8B, exact.model_copy(update={"memory_bytes": used - 1}), file="x.yaml"
+    )
     assert (short.fits, short.status, short.headroom_bytes) == (False, "does not fit", -1)
 
 
@@ -81,8 +82,15 @@ def test_sweep_without_a_gpu_under_tp_and_pp():
     # 3,489,923,072 + LM head 128,256 x 4096 x 2 B / 2 = 525,336,576 + final norm 8,192 =
     # 4,015,267,840 B (the first stage has the embedding instead, without the final norm)
     rows = sweep_rows(SweepRequest(LLAMA_8B, (8192,), (2,), Layout(tp=2, pp=2, k_dtype="fp8", v_dtype="bf16")))
-    assert rows == [{"seq_len": 8192, "batch": 2, "weights_bytes_per_gpu": 4_015_267_840,
-                     "kv_cache_bytes_per_gpu": 402_653_184, "memory_bytes_per_gpu": 4_015_267_840 + 402_653_184}]
+    assert rows == [
+        {
+            "seq_len": 8192,
+            "batch": 2,
+            "weights_bytes_per_gpu": 4_015_267_840,
+            "kv_cache_bytes_per_gpu": 402_653_184,
+            "memory_bytes_per_gpu": 4_015_267_840 + 402_653_184,
+        }
+    ]
 
 
 def test_sweep_without_a_gpu_defaults_v_to_k():

@@ -12,12 +12,31 @@ from kvcalc.errors import KvcalcError
 from kvcalc.schema import CheckpointWeights, GpuSpec, ModelSpec
 
 # A tiny MoE: layer 0 dense (first_dense_layers 1), layer 1 with 4 experts, 2 per token.
-ARCH = dict(name="tiny-moe", n_layers=2, n_heads=4, n_kv_heads=2, head_dim=8, hidden_size=32, vocab_size=100,
-            intermediate_size=64, n_experts=4, n_experts_per_token=2, moe_intermediate_size=16,
-            first_dense_layers=1)
-CK = CheckpointWeights(source="safetensors headers of 2 files", label="bf16", n_params=3700,
-                       layer_bytes=[1000, 5000], layer_expert_bytes=[0, 4000],
-                       embedding_bytes=640, head_bytes=700, other_bytes=60, bytes_by_dtype={"BF16": 7400})
+ARCH = dict(
+    name="tiny-moe",
+    n_layers=2,
+    n_heads=4,
+    n_kv_heads=2,
+    head_dim=8,
+    hidden_size=32,
+    vocab_size=100,
+    intermediate_size=64,
+    n_experts=4,
+    n_experts_per_token=2,
+    moe_intermediate_size=16,
+    first_dense_layers=1,
+)
+CK = CheckpointWeights(
+    source="safetensors headers of 2 files",
+    label="bf16",
+    n_params=3700,
+    layer_bytes=[1000, 5000],
+    layer_expert_bytes=[0, 4000],
+    embedding_bytes=640,
+    head_bytes=700,
+    other_bytes=60,
+    bytes_by_dtype={"BF16": 7400},
+)
 MODEL = ModelSpec(**ARCH, checkpoint=CK)
 
 
@@ -38,10 +57,13 @@ def test_one_rank_is_exact():
     assert wb.total_bytes == CK.total_bytes
 
 
-@pytest.mark.parametrize("tp, dense, expert, emb", [
-    (2, 500, 500, 350),   # 1000 / 2; 1000 / 2; 700 / 2
-    (3, 334, 334, 234),   # ceil(1000 / 3) = 334; ceil(700 / 3) = 234
-])
+@pytest.mark.parametrize(
+    "tp, dense, expert, emb",
+    [
+        (2, 500, 500, 350),  # 1000 / 2; 1000 / 2; 700 / 2
+        (3, 334, 334, 234),  # ceil(1000 / 3) = 334; ceil(700 / 3) = 234
+    ],
+)
 def test_tensor_parallel_divides_each_part_rounding_up(tp, dense, expert, emb):
     wb = checkpoint_weight_bytes(MODEL, tp)
     assert wb.layer_dense_bytes == (dense, dense)
@@ -66,16 +88,25 @@ def test_override_counts_from_the_architecture():
 def test_param_counts_from_the_checkpoint():
     # MoE: active = 3700 stored - the 2 skipped experts of layer 1 (2 x 3 x 32 x 16 = 3,072) = 628
     assert param_counts(MODEL) == (3700, 628)
-    dense = ModelSpec(**{**ARCH, "n_experts": None, "n_experts_per_token": None, "moe_intermediate_size": None,
-                         "first_dense_layers": 0},
-                      checkpoint=CK.model_copy(update={"layer_expert_bytes": [0, 0]}))
+    dense = ModelSpec(
+        **{
+            **ARCH,
+            "n_experts": None,
+            "n_experts_per_token": None,
+            "moe_intermediate_size": None,
+            "first_dense_layers": 0,
+        },
+        checkpoint=CK.model_copy(update={"layer_expert_bytes": [0, 0]}),
+    )
     assert param_counts(dense) == (3700, 3700)
     # experts the architecture does not place are read as dense bytes
     assert checkpoint_weight_bytes(dense).layer_dense_bytes == (1000, 5000)
 
 
 def test_planner_reports_the_source_and_bytes():
-    gpu = GpuSpec(key="g", name="G", memory_bytes=80 * 2**30, hbm_bytes_per_s=3 * 10**12, bf16_flops_per_s=10**15, source="test")
+    gpu = GpuSpec(
+        key="g", name="G", memory_bytes=80 * 2**30, hbm_bytes_per_s=3 * 10**12, bf16_flops_per_s=10**15, source="test"
+    )
     planner = Planner(MODEL, gpu, Layout())
     assert planner.weights_source == "safetensors headers of 2 files"
     assert planner.stage_weight_bytes == [7400]

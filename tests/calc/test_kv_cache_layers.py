@@ -32,10 +32,10 @@ def test_formats_report_an_unknown_name_against_its_field(args, field):
 
 
 def test_kv_heads_per_rank():
-    assert K.kv_heads_per_rank(FULL) == 8          # tp 1 by default
+    assert K.kv_heads_per_rank(FULL) == 8  # tp 1 by default
     assert K.kv_heads_per_rank(FULL, 2) == 4
-    assert K.kv_heads_per_rank(FULL, 3) == 2       # 8 // 3 (check_tp refuses tp 3 before this)
-    assert K.kv_heads_per_rank(FULL, 16) == 1      # replicated: 8 // 16 = 0 -> 1 per rank
+    assert K.kv_heads_per_rank(FULL, 3) == 2  # 8 // 3 (check_tp refuses tp 3 before this)
+    assert K.kv_heads_per_rank(FULL, 16) == 1  # replicated: 8 // 16 = 0 -> 1 per rank
     assert K.kv_heads_per_rank(MLA) == 1 and K.kv_heads_per_rank(MLA, 8) == 1
     assert type(K.kv_heads_per_rank(FULL, 3)) is int
 
@@ -57,19 +57,22 @@ def test_block_formats_name_the_part_and_the_field():
     odd = LayerSpec(kind="full", n_kv_heads=8, head_dim_k=80, head_dim_v=80)
     with pytest.raises(KvcalcError) as e:
         K.layer_kv_bytes_per_token(odd, q8, bf16)
-    assert e.value.message == ("q8_0 packs 32 values per block; a K head of 80 values is not a whole number of "
-                               "blocks (use another KV dtype)")
+    assert e.value.message == (
+        "q8_0 packs 32 values per block; a K head of 80 values is not a whole number of blocks (use another KV dtype)"
+    )
     assert (e.value.field, e.value.value) == ("k_dtype", "q8_0")
     with pytest.raises(KvcalcError) as e:
         K.layer_kv_bytes_per_token(odd, bf16, q8)
-    assert e.value.message == ("q8_0 packs 32 values per block; a V head of 80 values is not a whole number of "
-                               "blocks (use another KV dtype)")
+    assert e.value.message == (
+        "q8_0 packs 32 values per block; a V head of 80 values is not a whole number of blocks (use another KV dtype)"
+    )
     assert (e.value.field, e.value.value) == ("v_dtype", "q8_0")
     latent = LayerSpec(kind="mla", n_kv_heads=1, head_dim_k=564, head_dim_v=0)  # 500 + 64
     with pytest.raises(KvcalcError) as e:
         K.layer_kv_bytes_per_token(latent, q8, q8)
-    assert e.value.message == ("q8_0 packs 32 values per block; a latent of 564 values is not a whole number of "
-                               "blocks (use another KV dtype)")
+    assert e.value.message == (
+        "q8_0 packs 32 values per block; a latent of 564 values is not a whole number of blocks (use another KV dtype)"
+    )
     assert e.value.field == "k_dtype"
 
 

@@ -30,8 +30,9 @@ def test_kv_profile_equals_engine_estimate(model: ModelSpec, tp: int, pp: int, s
     if model.n_heads % tp:
         pytest.skip("tp does not divide the heads")
     k = kv_format("fp8")
-    est = kv_cache.estimate(model, Workload(seq_len=seq_len, batch=3, k_dtype="fp8", v_dtype="fp8",
-                                          parallel=Parallelism(tp=tp, pp=pp)))
+    est = kv_cache.estimate(
+        model, Workload(seq_len=seq_len, batch=3, k_dtype="fp8", v_dtype="fp8", parallel=Parallelism(tp=tp, pp=pp))
+    )
     prof = KvProfile.build(model, k, k, tp, pp)
     assert prof.per_gpu_bytes(seq_len, 3) == est.kv_cache_bytes_per_gpu
     assert sum(prof.stage_bytes(seq_len, 3)) * tp == est.kv_cache_bytes_all_gpus
@@ -85,8 +86,9 @@ def test_max_seq_len_bends_at_the_window() -> None:
 
 
 def test_does_not_fit_and_pipeline_stages() -> None:
-    llama70 = ModelSpec(name="l70", n_layers=80, n_heads=64, n_kv_heads=8, hidden_size=8192,
-                        vocab_size=128256, intermediate_size=28672)
+    llama70 = ModelSpec(
+        name="l70", n_layers=80, n_heads=64, n_kv_heads=8, hidden_size=8192, vocab_size=128256, intermediate_size=28672
+    )
     p = Planner(llama70, H100)
     assert p.headroom_bytes(8192, 1) < 0 and p.max_batch(8192) == 0 and p.max_seq_len(1) == (0, False)
     # pp 2: each GPU holds 40 layers; the fullest stage is the last (head + final norm)

@@ -17,15 +17,41 @@ from kvcalc.schema import GpuSpec, ModelSpec
 
 # configs/models/jamba-1.5-mini.yaml (ai21labs/AI21-Jamba-1.5-Mini config.json): attention at
 # layers 4, 12, 20, 28; mamba d_state 16, d_conv 4, expand 2; MoE every other layer
-JAMBA = ModelSpec(name="jamba-1.5-mini", n_layers=32, n_heads=32, n_kv_heads=8, hidden_size=4096,
-                  layer_pattern=["mamba"] * 4 + ["full"] + ["mamba"] * 3, mamba_d_state=16, mamba_d_conv=4,
-                  mamba_expand=2, mamba_dt_rank=256, vocab_size=65536, intermediate_size=14336, n_experts=16,
-                  n_experts_per_token=2, moe_intermediate_size=14336, moe_layer_period=2, moe_layer_offset=1,
-                  max_position_embeddings=262144)
+JAMBA = ModelSpec(
+    name="jamba-1.5-mini",
+    n_layers=32,
+    n_heads=32,
+    n_kv_heads=8,
+    hidden_size=4096,
+    layer_pattern=["mamba"] * 4 + ["full"] + ["mamba"] * 3,
+    mamba_d_state=16,
+    mamba_d_conv=4,
+    mamba_expand=2,
+    mamba_dt_rank=256,
+    vocab_size=65536,
+    intermediate_size=14336,
+    n_experts=16,
+    n_experts_per_token=2,
+    moe_intermediate_size=14336,
+    moe_layer_period=2,
+    moe_layer_offset=1,
+    max_position_embeddings=262144,
+)
 # configs/models/gpt2.yaml (openai-community/gpt2): vocab 50257 is odd, so tp 2 rounds it up
-GPT2 = ModelSpec(name="gpt2", n_layers=12, n_heads=12, n_kv_heads=12, hidden_size=768, dtype="fp32",
-                 vocab_size=50257, intermediate_size=3072, mlp_kind="plain", tie_word_embeddings=True,
-                 attention_bias=True, max_position_embeddings=1024)
+GPT2 = ModelSpec(
+    name="gpt2",
+    n_layers=12,
+    n_heads=12,
+    n_kv_heads=12,
+    hidden_size=768,
+    dtype="fp32",
+    vocab_size=50257,
+    intermediate_size=3072,
+    mlp_kind="plain",
+    tie_word_embeddings=True,
+    attention_bias=True,
+    max_position_embeddings=1024,
+)
 
 #: no reserve, no CUDA context, the whole memory as budget: used == weights + KV + state exactly
 BARE = dict(activation_reserve_bytes=0, cuda_context_bytes=0, gpu_memory_utilization=1.0)
@@ -33,12 +59,20 @@ BARE = dict(activation_reserve_bytes=0, cuda_context_bytes=0, gpu_memory_utiliza
 
 def toy_gpu(memory_bytes: int) -> GpuSpec:
     """A GPU of round numbers: 1e12 B/s, 1e15 bf16 FLOP/s (2e15 fp8), 1e11 B/s interconnect."""
-    return GpuSpec(key="toy", name="toy", memory_bytes=f"{memory_bytes}B", hbm_bytes_per_s=10**12,
-                   bf16_flops_per_s=10**15, fp8_flops_per_s=2 * 10**15, interconnect_bytes_per_s=10**11,
-                   source="test")
+    return GpuSpec(
+        key="toy",
+        name="toy",
+        memory_bytes=f"{memory_bytes}B",
+        hbm_bytes_per_s=10**12,
+        bf16_flops_per_s=10**15,
+        fp8_flops_per_s=2 * 10**15,
+        interconnect_bytes_per_s=10**11,
+        source="test",
+    )
 
 
 # ----- the activation reserve's fallbacks ------------------------------------------------------
+
 
 def test_activation_reserve_without_hidden_size_or_vocab() -> None:
     # hidden = 32 heads x 128 = 4096; vocab defaults to 32,000:
@@ -58,14 +92,31 @@ def test_activation_reserve_moe_fallbacks() -> None:
     # no intermediate sizes at all: dense 2 x 4 x 256 = 2048; MoE 2 x (4 experts x 4 x 256 + no
     # shared expert) = 8192, the wider; 8192 x (2 x 256 + 8192) x 2 B = 142,606,336
     # + 256 x 1000 x 4 B = 1,024,000
-    m = ModelSpec(name="moe-a", n_layers=4, n_heads=4, hidden_size=256, vocab_size=1000, n_experts=8,
-                  n_experts_per_token=4, n_params=10**9)
+    m = ModelSpec(
+        name="moe-a",
+        n_layers=4,
+        n_heads=4,
+        hidden_size=256,
+        vocab_size=1000,
+        n_experts=8,
+        n_experts_per_token=4,
+        n_params=10**9,
+    )
     assert activation_reserve_bytes(m) == 143_630_336
     # no n_experts_per_token (1): dense 2 x 1000 = 2000; MoE 2 x (1 x 3000 + 500 shared) = 7000;
     # tp 2: ceil(7000 / 2) = 3500, vocab 500: 8192 x (512 + 3500) x 2 B = 65,732,608 + 256 x 500 x 4
-    m = ModelSpec(name="moe-b", n_layers=4, n_heads=4, hidden_size=256, vocab_size=1000, n_experts=8,
-                  intermediate_size=1000, moe_intermediate_size=3000, shared_expert_intermediate_size=500,
-                  n_params=10**9)
+    m = ModelSpec(
+        name="moe-b",
+        n_layers=4,
+        n_heads=4,
+        hidden_size=256,
+        vocab_size=1000,
+        n_experts=8,
+        intermediate_size=1000,
+        moe_intermediate_size=3000,
+        shared_expert_intermediate_size=500,
+        n_params=10**9,
+    )
     assert activation_reserve_bytes(m, tp=2) == 66_244_608
 
 
@@ -79,6 +130,7 @@ def test_activation_reserve_rounds_up_per_rank() -> None:
 
 
 # ----- formats, labels, the layer split --------------------------------------------------------
+
 
 def test_planner_kv_formats_label_and_bytes() -> None:
     # fp8 K, bf16 V at tp 2: 32 layers x 4 KV heads x (128 x 1 B + 128 x 2 B) = 49,152 B per token
@@ -112,6 +164,7 @@ def test_stage_layers_and_the_fullest_stage_limits_max_batch() -> None:
 
 # ----- hybrid state under tp x pp --------------------------------------------------------------
 
+
 def test_hybrid_state_kv_and_max_batch_tp2_pp2() -> None:
     # Jamba state per mamba layer: d_inner 2 x 4096 = 8192; conv 8192 x 3 + SSM 8192 x 16 = 155,648
     # values; 28 mamba layers x 155,648 x 2 B = 8,716,288 B per sequence, / (tp 2 x pp 2) = 2,179,072
@@ -132,8 +185,15 @@ def test_hybrid_state_kv_and_max_batch_tp2_pp2() -> None:
 def test_unsized_state_and_explicit_params() -> None:
     # mamba layers without their sizes: the state cannot be counted (None), the plan counts 0;
     # n_params 1,000,001 at tp 2: ceil(1,000,001 / 2) = 500,001 -> 2 x 500,001 FLOPs per token
-    m = ModelSpec(name="hybrid-unsized", n_layers=4, n_heads=8, n_kv_heads=8, head_dim=64,
-                  layer_pattern=["mamba", "full"], n_params=1_000_001)
+    m = ModelSpec(
+        name="hybrid-unsized",
+        n_layers=4,
+        n_heads=8,
+        n_kv_heads=8,
+        head_dim=64,
+        layer_pattern=["mamba", "full"],
+        n_params=1_000_001,
+    )
     p = Planner(m, toy_gpu(10**10), Layout(tp=2, **BARE))
     assert p.state_per_seq_per_gpu == 0
     assert p.matmul_flops_per_token == 1_000_002
@@ -184,6 +244,7 @@ def test_exact_fit_in_the_search_point_and_serving() -> None:
 
 # ----- layout checks ---------------------------------------------------------------------------
 
+
 def test_layout_bounds() -> None:
     with pytest.raises(KvcalcError, match=r"must be in \(0, 1\], got 0"):
         Layout(gpu_memory_utilization=0).check()
@@ -193,6 +254,7 @@ def test_layout_bounds() -> None:
 
 
 # ----- the roofline on a sliding-window model at tp 2, dp 2 ------------------------------------
+
 
 def test_gemma_decode_prefill_tp2_dp2_exact() -> None:
     # Gemma-3-27B per layer at tp 2: q 5376 x 16 x 128 = 11,010,048; k + v 5376 x 8 x 256
@@ -243,6 +305,7 @@ def test_split_decode_uneven() -> None:
 
 # ----- MLA attention FLOPs and routed experts --------------------------------------------------
 
+
 @pytest.mark.parametrize("v_head_dim", [128, None], ids=["v128", "v-default"])
 def test_mla_attention_flops_tp2(v_head_dim: int | None) -> None:
     # DeepSeek-V2-Lite at tp 2: 8 heads. Decode (absorbed): 2 x 8 x (2 x 512 + 64) = 17,408 FLOPs
@@ -266,6 +329,7 @@ def test_moe_experts_read_grow_with_the_batch() -> None:
 
 
 # ----- roofline helpers ------------------------------------------------------------------------
+
 
 def test_roofline_helpers_exact() -> None:
     # no interconnect listed: PCIe 64 GB/s, 32 GB/s one way: 2 (2 - 1) / 2 x 64e9 / 32e9 = 2 s

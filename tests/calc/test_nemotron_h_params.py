@@ -21,12 +21,25 @@ from tests.published_configs import NEMOTRON_H_8B as _NEMOTRON_H_8B
 NEMOTRON_H_8B = {**_NEMOTRON_H_8B, "tie_word_embeddings": False}
 
 NANO_9B_V2 = {
-    "architectures": ["NemotronHForCausalLM"], "model_type": "nemotron_h", "hidden_size": 4480,
+    "architectures": ["NemotronHForCausalLM"],
+    "model_type": "nemotron_h",
+    "hidden_size": 4480,
     "hybrid_override_pattern": "M-M-M-MM-M-M-M*-M-M-M*-M-M-M-M*-M-M-M-M*-M-MM-M-M-M-M-M-",
-    "intermediate_size": 15680, "max_position_embeddings": 131072, "num_attention_heads": 40,
-    "num_hidden_layers": 56, "num_key_value_heads": 8, "head_dim": 128, "mamba_num_heads": 128,
-    "mamba_head_dim": 80, "ssm_state_size": 128, "n_groups": 8, "conv_kernel": 4,
-    "tie_word_embeddings": False, "torch_dtype": "bfloat16", "vocab_size": 131072}
+    "intermediate_size": 15680,
+    "max_position_embeddings": 131072,
+    "num_attention_heads": 40,
+    "num_hidden_layers": 56,
+    "num_key_value_heads": 8,
+    "head_dim": 128,
+    "mamba_num_heads": 128,
+    "mamba_head_dim": 80,
+    "ssm_state_size": 128,
+    "n_groups": 8,
+    "conv_kernel": 4,
+    "tie_word_embeddings": False,
+    "torch_dtype": "bfloat16",
+    "vocab_size": 131072,
+}
 
 
 def kinds(m):
@@ -55,7 +68,7 @@ def test_nemotron_h_8b_total_is_the_published_8b():
     # embeddings and untied head 2 x 131,072 x 4,096 = 1,073,741,824; final norm 4,096
     total = 24 * 109_640_064 + 24 * 176_164_864 + 4 * 41_947_136 + 2 * 131_072 * 4_096 + 4_096
     assert param_counts(m) == (total, total) == (8_100_852_736, 8_100_852_736)
-    assert round(total / 1e9) == 8            # "This model has 8B of model parameters"
+    assert round(total / 1e9) == 8  # "This model has 8B of model parameters"
     # bf16: 2 B each
     assert weight_bytes(m).total_bytes == 2 * 8_100_852_736
 
@@ -68,12 +81,15 @@ def test_nemotron_nano_9b_v2_total():
     # MLP 2 x 4,480 x 15,680 + 4,480 = 140,497,280; attention 2 x 4,480 x 5,120 + 2 x 4,480 x 1,024 + 4,480 = 55,054,720
     total = 27 * 147_450_624 + 25 * 140_497_280 + 4 * 55_054_720 + 2 * 131_072 * 4_480 + 4_480
     assert param_counts(m)[0] == total == 8_888_227_328
-    assert round(total / 1e9) == 9            # the "9B" of its name
+    assert round(total / 1e9) == 9  # the "9B" of its name
 
 
 def test_moe_blocks_are_refused_not_miscounted():
     # Nemotron 3 style: E blocks are routed experts, not dense MLPs of intermediate_size
-    moe = dict(NEMOTRON_H_8B, hybrid_override_pattern="MEMEM*EMEMEMEMEMEMEMEMEMEMEMEMEMEMEMEMEMEMEMEMEMEMEM", )
+    moe = dict(
+        NEMOTRON_H_8B,
+        hybrid_override_pattern="MEMEM*EMEMEMEMEMEMEMEMEMEMEMEMEMEMEMEMEMEMEMEMEMEMEM",
+    )
     m = model_from_hf_config(moe, "n/config.json")
     assert m.intermediate_size is None
     with pytest.raises(KvcalcError, match="MoE layers .* give n_params"):

@@ -129,9 +129,11 @@ def test_llama_70b_32k_x64_at_50ms():
     assert top.tokens_per_s == pytest.approx(64 / 0.016458, rel=1e-4)
     # max sequences: (173,039,262,105 - 18,166,071,296 - 1,060,438,016) // (32,768 x 40,960) = 114
     assert top.max_concurrency == 114
-    assert top.launch == ("vllm serve meta-llama/Llama-3.1-70B --tensor-parallel-size 4 --pipeline-parallel-size 1 "
-                          "--max-model-len 32768 --kv-cache-dtype fp8 --gpu-memory-utilization 0.9 "
-                          "--max-num-seqs 64 --quantization fp8")
+    assert top.launch == (
+        "vllm serve meta-llama/Llama-3.1-70B --tensor-parallel-size 4 --pipeline-parallel-size 1 "
+        "--max-model-len 32768 --kv-cache-dtype fp8 --gpu-memory-utilization 0.9 "
+        "--max-num-seqs 64 --quantization fp8"
+    )
     assert [(x.count, x.gpu) for x in r.layouts[:3]] == [(4, "b200"), (4, "mi300x"), (4, "h200")]
     assert min(x.count for x in r.layouts) == 4
     assert r.misses == []
@@ -153,13 +155,14 @@ def test_nothing_within_max_gpus_says_why_and_what_fixes_it():
       would need a 469th block);
     - concurrency: the same free bytes / (32,768 x 81,920 B) = 14.6 -> 14 sequences.
     """
-    r = kvcalc.plan("llama-3.1-70b", seq_len="32k", concurrency=64, max_tpot_ms=50, max_gpus=2,
-                    gpus="h100-sxm,l40s")
+    r = kvcalc.plan("llama-3.1-70b", seq_len="32k", concurrency=64, max_tpot_ms=50, max_gpus=2, gpus="h100-sxm,l40s")
     assert r.layouts == [] and r.n_qualifying == 0
     h100 = r.misses[0]
-    assert h100.line == ("2 x h100-sxm (tp 2, pp 1, dp 1; KV fp8_e4m3, weights fp8_e4m3): needs 195.1 GiB per "
-                         "GPU, budget 71.7 GiB; fix: more GPUs: 8 x h100-sxm (tp 8, pp 1, dp 1), or a context of "
-                         "at most 7,488 tokens, or at most 14 concurrent sequences")
+    assert h100.line == (
+        "2 x h100-sxm (tp 2, pp 1, dp 1; KV fp8_e4m3, weights fp8_e4m3): needs 195.1 GiB per "
+        "GPU, budget 71.7 GiB; fix: more GPUs: 8 x h100-sxm (tp 8, pp 1, dp 1), or a context of "
+        "at most 7,488 tokens, or at most 14 concurrent sequences"
+    )
     assert h100.score == pytest.approx(209_456_349_184 / 76_968_728_985)
     # l40s (40.5 GiB budget) is further off, so it comes second
     assert r.misses[1].gpu == "l40s" and r.misses[1].problems == ["needs 195.1 GiB per GPU, budget 40.5 GiB"]
@@ -169,8 +172,16 @@ def test_a_target_miss_reports_the_figure_and_the_limit():
     # llama-3.1-8b bf16 on one l40s at 8k x 8: fits, but the L40S reads 16.06 GB of weights + 8 x
     # 8192 x 131,072 B = 8.59 GB of KV per step, less the embedding table (1,050,673,152 B) but its
     # 8 rows (8 x 8,192 B): 23.60 GB / (864 GB/s x 0.8) = 34.1 ms > 20 ms
-    r = kvcalc.plan("llama-3.1-8b", seq_len="8k", concurrency=8, max_tpot_ms=20, max_gpus=1, gpus="l40s",
-                    kv_dtypes="bf16", weight_dtypes="bf16")
+    r = kvcalc.plan(
+        "llama-3.1-8b",
+        seq_len="8k",
+        concurrency=8,
+        max_tpot_ms=20,
+        max_gpus=1,
+        gpus="l40s",
+        kv_dtypes="bf16",
+        weight_dtypes="bf16",
+    )
     (m,) = r.misses
     assert m.problems == ["TPOT 34.1 ms > 20 ms"]
     assert m.score == pytest.approx(34.1433 / 20, rel=1e-3)
@@ -195,15 +206,19 @@ def test_deepseek_v3_needs_pipeline_stages_across_nodes():
     assert top.memory_bytes_per_gpu <= top.budget_bytes_per_gpu == 76_968_728_985
     # two nodes, one engine (vLLM 0.33.0's mp backend, `vllm/engine/arg_utils.py` --nnodes / --node-rank /
     # --master-addr; node r runs the same line with --node-rank r)
-    assert top.launch == ("vllm serve deepseek-ai/DeepSeek-V3 --tensor-parallel-size 8 --pipeline-parallel-size 2 "
-                          "--nnodes 2 --node-rank 0 --master-addr HEAD_NODE_IP --max-model-len 32768 --kv-cache-dtype fp8 --gpu-memory-utilization 0.9 --max-num-seqs 16 "
-                          "--block-size 64")
-    sg = kvcalc.plan("deepseek-v3", seq_len="32k", concurrency=16, max_tpot_ms=100, gpus="h100-sxm", engine="sglang",
-                     top=1)
+    assert top.launch == (
+        "vllm serve deepseek-ai/DeepSeek-V3 --tensor-parallel-size 8 --pipeline-parallel-size 2 "
+        "--nnodes 2 --node-rank 0 --master-addr HEAD_NODE_IP --max-model-len 32768 --kv-cache-dtype fp8 --gpu-memory-utilization 0.9 --max-num-seqs 16 "
+        "--block-size 64"
+    )
+    sg = kvcalc.plan(
+        "deepseek-v3", seq_len="32k", concurrency=16, max_tpot_ms=100, gpus="h100-sxm", engine="sglang", top=1
+    )
     assert sg.layouts[0].launch == (
         "python -m sglang.launch_server --model-path deepseek-ai/DeepSeek-V3 --tp-size 8 --pp-size 2 --nnodes 2 "
         "--node-rank 0 --dist-init-addr HEAD_NODE_IP:5000 --context-length 32768 --kv-cache-dtype fp8_e4m3 "
-        "--mem-fraction-static 0.9 --max-running-requests 16")
+        "--mem-fraction-static 0.9 --max-running-requests 16"
+    )
 
 
 def test_llamacpp_on_two_unequal_gpus():
@@ -222,7 +237,9 @@ def test_llamacpp_on_two_unequal_gpus():
     assert top.stage_layers == [42, 22] and top.tensor_split == [42, 23]
     assert top.kv_cache_bytes_per_gpu == 4 * 8192 * 22 * 2 * 8 * 128 * 34 // 32
     assert top.budget_bytes_per_gpu == 23_181_498_777  # the 4090 has the least headroom
-    assert top.launch == "llama-server -m qwen3-32b-Q8_0.gguf -c 32768 -np 4 -ctk q8_0 -ctv q8_0 -ngl 99 -ts 42,23 -fa on"
+    assert (
+        top.launch == "llama-server -m qwen3-32b-Q8_0.gguf -c 32768 -np 4 -ctk q8_0 -ctv q8_0 -ngl 99 -ts 42,23 -fa on"
+    )
 
 
 def test_llamacpp_refuses_what_it_cannot_run():
@@ -234,15 +251,21 @@ def test_llamacpp_refuses_what_it_cannot_run():
 
 # ----- ranking ---------------------------------------------------------------------------------
 
-RANK = dict(seq_len="8k", concurrency=8, gpus="h100-sxm,l40s,a100-80gb-sxm", kv_dtypes="bf16", weight_dtypes="bf16",
-            top=4)
+RANK = dict(
+    seq_len="8k", concurrency=8, gpus="h100-sxm,l40s,a100-80gb-sxm", kv_dtypes="bf16", weight_dtypes="bf16", top=4
+)
 
 
 def test_ranking_without_prices_is_count_then_tokens_per_s():
     # llama-3.1-8b bf16 fits one GPU of each; one step reads 16.06 GB weights + 8.59 GB KV, so
     # tokens/s follow HBM bandwidth: h100 3.35 > a100 2.04 > l40s 0.864 TB/s; then 2 GPUs
     r = kvcalc.plan("llama-3.1-8b", **RANK)
-    assert [(x.count, x.gpu) for x in r.layouts] == [(1, "h100-sxm"), (1, "a100-80gb-sxm"), (1, "l40s"), (2, "h100-sxm")]
+    assert [(x.count, x.gpu) for x in r.layouts] == [
+        (1, "h100-sxm"),
+        (1, "a100-80gb-sxm"),
+        (1, "l40s"),
+        (2, "h100-sxm"),
+    ]
     tps = [x.tokens_per_s for x in r.layouts[:3]]
     assert tps == sorted(tps, reverse=True)
 
@@ -264,10 +287,10 @@ def test_ranking_with_prices_is_count_then_cost():
 
 def test_rank_key_orders_count_then_price_then_speed():
     k = P.rank_key
-    assert k(1, 9.0, 1.0, ()) < k(2, 0.1, 1e6, ())          # fewer GPUs first, whatever they cost
-    assert k(1, 1.0, 1.0, ()) < k(1, 2.0, 1e6, ())          # then cheaper
-    assert k(1, 1.0, 1.0, ()) < k(1, None, 1e6, ())         # priced before unpriced
-    assert k(1, None, 2.0, ()) < k(1, None, 1.0, ())        # then faster
+    assert k(1, 9.0, 1.0, ()) < k(2, 0.1, 1e6, ())  # fewer GPUs first, whatever they cost
+    assert k(1, 1.0, 1.0, ()) < k(1, 2.0, 1e6, ())  # then cheaper
+    assert k(1, 1.0, 1.0, ()) < k(1, None, 1e6, ())  # priced before unpriced
+    assert k(1, None, 2.0, ()) < k(1, None, 1.0, ())  # then faster
 
 
 # ----- the default search is fast ----------------------------------------------------------------

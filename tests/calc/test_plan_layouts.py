@@ -36,7 +36,15 @@ def test_llamacpp_single_device():
     r = kvcalc.plan("llama-3.1-8b", seq_len="8k", concurrency=2, gpus="l40s", engine="llamacpp", top=3)
     one, two, three = r.layouts
     assert (one.rank, one.gpu, one.devices, one.count, one.tp, one.pp, one.dp, one.nodes) == (
-        1, "l40s", ["l40s"], 1, 1, 1, 1, 1)
+        1,
+        "l40s",
+        ["l40s"],
+        1,
+        1,
+        1,
+        1,
+        1,
+    )
     assert (one.kv_dtype, one.weight_dtype) == ("q8_0", "q8_0")
     assert one.weights_bytes_per_gpu == 9_517_408_256
     assert one.kv_cache_bytes_per_gpu == 2 * 8192 * 69_632 == 1_140_850_688
@@ -60,9 +68,15 @@ def test_llamacpp_single_device():
     # two equal devices: 32 layers split 16 + 16 by equal free bytes; -ts 16,17 (the output layer
     # on the last); the same bytes read per token, so the same TPOT
     assert (two.count, two.devices, two.pp, two.stage_layers, two.tensor_split) == (
-        2, ["l40s", "l40s"], 2, [16, 16], [16, 17])
-    assert two.launch == ("llama-server -m llama-3.1-8b-Q8_0.gguf -c 16384 -np 2 -ctk q8_0 -ctv q8_0 -ngl 99 "
-                          "-ts 16,17 -fa on")
+        2,
+        ["l40s", "l40s"],
+        2,
+        [16, 16],
+        [16, 17],
+    )
+    assert two.launch == (
+        "llama-server -m llama-3.1-8b-Q8_0.gguf -c 16384 -np 2 -ctk q8_0 -ctv q8_0 -ngl 99 -ts 16,17 -fa on"
+    )
     assert two.tpot_ms == pytest.approx(one.tpot_ms, rel=1e-9)
     # three: 32 / 3 = 10.67 each -> 10, 10, 10 + the 2 left to devices 0 and 1 -> 11, 11, 10
     assert (three.count, three.stage_layers, three.tensor_split) == (3, [11, 11, 10], [11, 11, 11])
@@ -79,11 +93,25 @@ def test_a_fixed_set_of_two_h100s_with_a_price():
     2,097,152 B x 2 x 1/2 / 450e9 B/s (one direction of 900 GB/s) = 0.00466 ms. Price: 2 x $2.50 =
     $5.00/hour, $5.00 / (tokens/s x 3600) x 1e6 per million tokens. One machine: nodes 1.
     """
-    r = kvcalc.plan("llama-3.1-8b", seq_len="8k", concurrency=4, gpus="h100-sxm+h100-sxm", prices={"h100-sxm": 2.5},
-                    kv_dtypes="bf16", weight_dtypes="bf16")
+    r = kvcalc.plan(
+        "llama-3.1-8b",
+        seq_len="8k",
+        concurrency=4,
+        gpus="h100-sxm+h100-sxm",
+        prices={"h100-sxm": 2.5},
+        kv_dtypes="bf16",
+        weight_dtypes="bf16",
+    )
     top = r.layouts[0]
     assert (top.gpu, top.devices, top.count, top.tp, top.pp, top.dp, top.nodes) == (
-        "h100-sxm+h100-sxm", ["h100-sxm"], 2, 2, 1, 1, 1)
+        "h100-sxm+h100-sxm",
+        ["h100-sxm"],
+        2,
+        2,
+        1,
+        1,
+        1,
+    )
     assert top.weights_bytes_per_gpu == 8_030_527_488
     assert top.kv_cache_bytes_per_gpu == 2_147_483_648
     assert top.memory_bytes_per_gpu == 8_030_527_488 + 2_147_483_648 + 434_765_824 + 524_288_000
@@ -93,8 +121,10 @@ def test_a_fixed_set_of_two_h100s_with_a_price():
     assert top.tpot_ms == pytest.approx(step_s * 1e3, rel=1e-6)
     assert (top.price_per_gpu_hour, top.dollars_per_hour) == (2.5, 5.0)
     assert top.dollars_per_million_tokens == pytest.approx(5.0 / (4 / step_s * 3600) * 1e6, rel=1e-6)
-    assert top.launch == ("vllm serve meta-llama/Llama-3.1-8B --tensor-parallel-size 2 --pipeline-parallel-size 1 "
-                          "--max-model-len 8192 --kv-cache-dtype auto --gpu-memory-utilization 0.9 --max-num-seqs 4")
+    assert top.launch == (
+        "vllm serve meta-llama/Llama-3.1-8B --tensor-parallel-size 2 --pipeline-parallel-size 1 "
+        "--max-model-len 8192 --kv-cache-dtype auto --gpu-memory-utilization 0.9 --max-num-seqs 4"
+    )
     # the fixed set is searched at its own count only: tp 2, pp 2, dp 2 (llama-3.1-8b, 8 KV heads)
     assert r.points_searched == 3
     assert [(x.tp, x.pp, x.dp) for x in r.layouts] == [(2, 1, 1)]  # one row per (GPU, count)
@@ -105,45 +135,86 @@ def test_a_fixed_set_names_the_set_in_its_miss_and_offers_no_more_gpus():
     # TTFT of one 8k prompt cannot reach 1 microsecond: the miss names the set, and nothing fixes
     # it (no count past a fixed set, fp8 does not get there, neither does a 1-token context or 1
     # sequence), so the line says so. TTFT = the tp-2 planner's prefill of 8,192 tokens.
-    r = kvcalc.plan("llama-3.1-8b", seq_len="8k", concurrency=8, max_ttft_s=1e-6, gpus="h100-sxm+h100-sxm",
-                    kv_dtypes="bf16", weight_dtypes="bf16")
+    r = kvcalc.plan(
+        "llama-3.1-8b",
+        seq_len="8k",
+        concurrency=8,
+        max_ttft_s=1e-6,
+        gpus="h100-sxm+h100-sxm",
+        kv_dtypes="bf16",
+        weight_dtypes="bf16",
+    )
     assert r.max_ttft_s == 1e-6 and r.max_tpot_ms is None and r.min_tokens_per_s is None
     m = r.misses[0]
-    ttft = Planner(load_model("llama-3.1-8b"), get_gpu("h100-sxm"),
-                   Layout(tp=2, k_dtype="bf16", v_dtype="bf16", weight_dtype="bf16")).prefill(8192).step_time_s
+    ttft = (
+        Planner(
+            load_model("llama-3.1-8b"),
+            get_gpu("h100-sxm"),
+            Layout(tp=2, k_dtype="bf16", v_dtype="bf16", weight_dtype="bf16"),
+        )
+        .prefill(8192)
+        .step_time_s
+    )
     assert m.problems == [f"TTFT {ttft:,.2f} s > 1e-06 s"] == ["TTFT 0.15 s > 1e-06 s"]
     assert m.score == pytest.approx(ttft / 1e-6, rel=1e-12)
     assert m.fixes == []
-    assert m.line == ("2 x h100-sxm+h100-sxm (tp 2, pp 1, dp 1; KV bf16, weights bf16): TTFT 0.15 s > 1e-06 s; "
-                      "no fix within 256 GPUs, a shorter context or fewer sequences")
+    assert m.line == (
+        "2 x h100-sxm+h100-sxm (tp 2, pp 1, dp 1; KV bf16, weights bf16): TTFT 0.15 s > 1e-06 s; "
+        "no fix within 256 GPUs, a shorter context or fewer sequences"
+    )
 
 
 def test_two_target_misses_are_joined_and_the_worst_ratio_scores():
     # llama-3.1-8b bf16 on one l40s at 8k x 8 (see test_plan.py): TPOT (16,060,522,496 + 8 x 8192
     # x 131,072) B / (864e9 x 0.8) = 35.663 ms > 20 ms; 8 / 35.663 ms = 224.3 tokens/s < 1000.
     # score = max(35.663 / 20 = 1.78, 1000 / 224.3 = 4.458)
-    r = kvcalc.plan("llama-3.1-8b", seq_len="8k", concurrency=8, max_tpot_ms=20, min_tokens_per_s=1000, max_gpus=1,
-                    gpus="l40s", kv_dtypes="bf16", weight_dtypes="bf16")
+    r = kvcalc.plan(
+        "llama-3.1-8b",
+        seq_len="8k",
+        concurrency=8,
+        max_tpot_ms=20,
+        min_tokens_per_s=1000,
+        max_gpus=1,
+        gpus="l40s",
+        kv_dtypes="bf16",
+        weight_dtypes="bf16",
+    )
     assert r.min_tokens_per_s == 1000 and r.max_tpot_ms == 20
     (m,) = r.misses
     # (decode reads 8 rows of the 1,050,673,152 B embedding table, not all of it)
     step_s = (16_060_522_496 - 1_050_673_152 + 8 * 8_192 + 8 * 8192 * 131_072) / (864e9 * 0.8)
     assert m.problems == ["TPOT 34.1 ms > 20 ms", "234 tokens/s < 1000 tokens/s"]
     assert m.score == pytest.approx(1000 / (8 / step_s), rel=1e-9)
-    assert m.line.startswith("1 x l40s (tp 1, pp 1, dp 1; KV bf16, weights bf16): TPOT 34.1 ms > 20 ms; "
-                             "234 tokens/s < 1000 tokens/s; fix: more GPUs: ")
+    assert m.line.startswith(
+        "1 x l40s (tp 1, pp 1, dp 1; KV bf16, weights bf16): TPOT 34.1 ms > 20 ms; "
+        "234 tokens/s < 1000 tokens/s; fix: more GPUs: "
+    )
 
 
 def test_the_result_echoes_the_request():
-    r = kvcalc.plan("llama-3.1-8b", seq_len="8k", concurrency=3, max_gpus=1, gpus="h100-sxm", kv_dtypes="bf16",
-                    weight_dtypes="bf16", min_tokens_per_s=1, max_ttft_s=100)
+    r = kvcalc.plan(
+        "llama-3.1-8b",
+        seq_len="8k",
+        concurrency=3,
+        max_gpus=1,
+        gpus="h100-sxm",
+        kv_dtypes="bf16",
+        weight_dtypes="bf16",
+        min_tokens_per_s=1,
+        max_ttft_s=100,
+    )
     assert (r.model, r.engine, r.seq_len, r.concurrency, r.max_gpus) == ("llama-3.1-8b", "vllm", 8192, 3, 1)
     assert r.source == load_model("llama-3.1-8b").source and r.source.startswith("meta-llama/Llama-3.1-8B")
     assert (r.max_tpot_ms, r.min_tokens_per_s, r.max_ttft_s) == (None, 1, 100)
     assert r.notes == [] and r.misses == [] and r.n_qualifying == 1 and r.points_searched == 1
     # a TTFT target makes the search compute TTFT: the layout's is the planner's prefill
-    ttft = Planner(load_model("llama-3.1-8b"), get_gpu("h100-sxm"),
-                   Layout(k_dtype="bf16", v_dtype="bf16", weight_dtype="bf16")).prefill(8192).step_time_s
+    ttft = (
+        Planner(
+            load_model("llama-3.1-8b"), get_gpu("h100-sxm"), Layout(k_dtype="bf16", v_dtype="bf16", weight_dtype="bf16")
+        )
+        .prefill(8192)
+        .step_time_s
+    )
     assert r.layouts[0].ttft_s == ttft
 
 
@@ -152,8 +223,7 @@ def test_skipped_formats_are_noted():
     # is skipped, once per (KV, weights) pair, with the format's own message; fp16 KV is searched
     m = load_model("llama-3.1-8b").model_copy(update={"head_dim": 80, "name": "llama-80"})
     r = kvcalc.plan(m, seq_len="8k", concurrency=1, gpus="l40s", engine="llamacpp", kv_dtypes="q8_0,f16", max_gpus=1)
-    why = ("q8_0 packs 32 values per block; a K head of 80 values is not a whole number of blocks "
-           "(use another KV dtype)")
+    why = "q8_0 packs 32 values per block; a K head of 80 values is not a whole number of blocks (use another KV dtype)"
     assert r.notes == [f"skipped KV q8_0, weights checkpoint: {why}", f"skipped KV q8_0, weights q8_0: {why}"]
     assert [(x.kv_dtype, x.weight_dtype) for x in r.layouts] == [("fp16", "q8_0")]
     assert r.points_searched == 2
@@ -166,9 +236,15 @@ def _twin_search(**kw) -> P.PlanSearch:
     """llama-3.1-8b at 8k x 4 in bf16 on the h100-sxm and a copy of it under another key."""
     h100 = get_gpu("h100-sxm")
     twin = h100.model_copy(update={"key": "h100-twin"})
-    base = {"model": load_model("llama-3.1-8b"), "seq_len": 8192, "concurrency": 4,
-            "gpus": (P.GpuChoice((h100,)), P.GpuChoice((twin,))), "kv_dtypes": (("bf16", "bf16"),),
-            "weight_dtypes": ("bf16",), "max_gpus": 2}
+    base = {
+        "model": load_model("llama-3.1-8b"),
+        "seq_len": 8192,
+        "concurrency": 4,
+        "gpus": (P.GpuChoice((h100,)), P.GpuChoice((twin,))),
+        "kv_dtypes": (("bf16", "bf16"),),
+        "weight_dtypes": ("bf16",),
+        "max_gpus": 2,
+    }
     base.update(kw)
     return P.PlanSearch(**base)
 
@@ -177,14 +253,22 @@ def test_equal_layouts_rank_by_name():
     # the twin is the same GPU: every figure ties, so the names decide: "h100-sxm" < "h100-twin"
     # at each count (both listed first as they were searched first and second)
     r = P.search(_twin_search())
-    assert [(x.count, x.gpu) for x in r.layouts] == [(1, "h100-sxm"), (1, "h100-twin"), (2, "h100-sxm"),
-                                                     (2, "h100-twin")]
+    assert [(x.count, x.gpu) for x in r.layouts] == [
+        (1, "h100-sxm"),
+        (1, "h100-twin"),
+        (2, "h100-sxm"),
+        (2, "h100-twin"),
+    ]
     assert r.layouts[0].tokens_per_s == r.layouts[1].tokens_per_s
     # searched the other way round, the same order
     s = _twin_search()
     r2 = P.search(_twin_search(gpus=tuple(reversed(s.gpus))))
-    assert [(x.count, x.gpu) for x in r2.layouts] == [(1, "h100-sxm"), (1, "h100-twin"), (2, "h100-sxm"),
-                                                      (2, "h100-twin")]
+    assert [(x.count, x.gpu) for x in r2.layouts] == [
+        (1, "h100-sxm"),
+        (1, "h100-twin"),
+        (2, "h100-sxm"),
+        (2, "h100-twin"),
+    ]
 
 
 def test_equal_misses_rank_by_name():
@@ -207,15 +291,23 @@ def test_smallest_fitting_prefers_the_faster_layout_of_the_fewest_gpus():
     assert P.smallest_fitting(m, h100, Layout(), 32768, 29, ("fp8_e4m3", "fp8_e4m3"), "bf16") == (2, 2, 1, 1)
     # the utilization of the knobs counts: at 0.5 the budget is 42.8 GB, under the 16 GB of weights
     # + 42.9 GB of fp8 KV: 2 GPUs
-    assert P.smallest_fitting(m, h100, Layout(gpu_memory_utilization=0.5), 32768, 20, ("fp8_e4m3", "fp8_e4m3"),
-                              "bf16") == (2, 2, 1, 1)
+    assert P.smallest_fitting(
+        m, h100, Layout(gpu_memory_utilization=0.5), 32768, 20, ("fp8_e4m3", "fp8_e4m3"), "bf16"
+    ) == (2, 2, 1, 1)
     # nothing within 1 GPU
     assert P.smallest_fitting(m, h100, Layout(), 32768, 20, ("bf16", "bf16"), "bf16", limit=1) is None
 
 
 def _placed(tp=1, kv=("bf16", "bf16"), weight="bf16", gpu="h100-sxm"):
-    req = P.PlanSearch(model=load_model("llama-3.1-8b"), seq_len=8192, concurrency=8,
-                       gpus=(P.GpuChoice((get_gpu(gpu),)),), kv_dtypes=(kv,), weight_dtypes=(weight,), max_gpus=tp)
+    req = P.PlanSearch(
+        model=load_model("llama-3.1-8b"),
+        seq_len=8192,
+        concurrency=8,
+        gpus=(P.GpuChoice((get_gpu(gpu),)),),
+        kv_dtypes=(kv,),
+        weight_dtypes=(weight,),
+        max_gpus=tp,
+    )
     space = P._Space(req)
     return next(p for p in space.placements(req.gpus[0], kv, weight) if p.tp == tp and p.count == tp)
 
@@ -268,8 +360,14 @@ def test_a_split_over_different_devices_times_each_stage_on_its_own_device():
     prefill weighted by its share of the layers, 42/64 and 22/64. Prices: $1.00 + $0.50 an hour
     (each device its own), $0.75 a GPU on average.
     """
-    r = kvcalc.plan("qwen3-32b", seq_len="8k", concurrency=4, gpus="l40s+rtx-4090", engine="llamacpp",
-                    prices={"l40s": 1.0, "rtx-4090": 0.5})
+    r = kvcalc.plan(
+        "qwen3-32b",
+        seq_len="8k",
+        concurrency=4,
+        gpus="l40s+rtx-4090",
+        engine="llamacpp",
+        prices={"l40s": 1.0, "rtx-4090": 0.5},
+    )
     top = r.layouts[0]
     assert top.stage_layers == [42, 22]
     # each stage's share of the stored bytes times its device's step over the bytes decode reads:
@@ -277,7 +375,7 @@ def test_a_split_over_different_devices_times_each_stage_on_its_own_device():
     # 4 rows of 10,240 B, and the head in Q8_0 (151,936 x 5,120 x 34 / 32 = 826,531,840 B + 10,240 B
     # norm) instead of bf16: 38,547,269,632 B
     total, read = 26_310_025_216 + 14_522_320_896, 38_547_269_632
-    step_s = (26_310_025_216 / total * read / (864e9 * 0.8) + 14_522_320_896 / total * read / (1008e9 * 0.8))
+    step_s = 26_310_025_216 / total * read / (864e9 * 0.8) + 14_522_320_896 / total * read / (1008e9 * 0.8)
     assert top.tpot_ms == pytest.approx(step_s * 1e3, rel=1e-9)
     assert top.tokens_per_s == pytest.approx(4 / step_s, rel=1e-9)
     m = load_model("qwen3-32b")
@@ -289,11 +387,11 @@ def test_a_split_over_different_devices_times_each_stage_on_its_own_device():
 
 def test_llamacpp_uses_at_most_one_device_per_layer():
     # a 4-layer model: llama.cpp can use 1..4 devices (4: one layer each); 5..8 are not searched
-    tiny = ModelSpec(name="tiny", n_layers=4, n_heads=8, n_kv_heads=8, hidden_size=512, vocab_size=1000,
-                     intermediate_size=1024)
+    tiny = ModelSpec(
+        name="tiny", n_layers=4, n_heads=8, n_kv_heads=8, hidden_size=512, vocab_size=1000, intermediate_size=1024
+    )
     r = kvcalc.plan(tiny, seq_len=1024, concurrency=1, gpus="l40s", engine="llamacpp", top=10)
-    assert [(x.count, x.stage_layers) for x in r.layouts] == [(1, None), (2, [2, 2]), (3, [2, 1, 1]),
-                                                               (4, [1, 1, 1, 1])]
+    assert [(x.count, x.stage_layers) for x in r.layouts] == [(1, None), (2, [2, 2]), (3, [2, 1, 1]), (4, [1, 1, 1, 1])]
 
 
 def test_the_launch_line_gets_each_layouts_figures():
@@ -305,15 +403,34 @@ def test_the_launch_line_gets_each_layouts_figures():
         return f"serve {len(calls)}"
 
     h100 = get_gpu("h100-sxm")
-    req = P.PlanSearch(model=load_model("llama-3.1-8b"), seq_len=8192, concurrency=5, gpus=(P.GpuChoice((h100,)),),
-                       kv_dtypes=(("fp8_e4m3", "bf16"),), weight_dtypes=("bf16",), max_gpus=2, launch=launch,
-                       knobs=Layout(gpu_memory_utilization=0.85))
+    req = P.PlanSearch(
+        model=load_model("llama-3.1-8b"),
+        seq_len=8192,
+        concurrency=5,
+        gpus=(P.GpuChoice((h100,)),),
+        kv_dtypes=(("fp8_e4m3", "bf16"),),
+        weight_dtypes=("bf16",),
+        max_gpus=2,
+        launch=launch,
+        knobs=Layout(gpu_memory_utilization=0.85),
+    )
     r = P.search(req)
     # 1 GPU first, then the best 2-GPU layout: tp 2 (5 sequences in one replica)
     assert [x.launch for x in r.layouts] == ["serve 1", "serve 2"]
-    assert calls[0] == {"tp": 1, "pp": 1, "dp": 1, "nodes": 1, "max_model_len": 8192, "max_num_seqs": 5, "k_dtype": "fp8_e4m3",
-                            "v_dtype": "bf16", "weight_dtype": "bf16", "gpu_memory_utilization": 0.85, "tensor_split": None,
-                        "gpu": h100}
+    assert calls[0] == {
+        "tp": 1,
+        "pp": 1,
+        "dp": 1,
+        "nodes": 1,
+        "max_model_len": 8192,
+        "max_num_seqs": 5,
+        "k_dtype": "fp8_e4m3",
+        "v_dtype": "bf16",
+        "weight_dtype": "bf16",
+        "gpu_memory_utilization": 0.85,
+        "tensor_split": None,
+        "gpu": h100,
+    }
     assert calls[1]["tp"] == 2 and calls[1]["max_num_seqs"] == 5
     assert r.layouts[0].kv_dtype == "fp8_e4m3/bf16"
     # K in fp8 (1 B), V in bf16 (2 B): 5 x 8192 tokens x 32 layers x 8 heads x 128 x 3 B
@@ -327,9 +444,16 @@ def test_dp_replicas_share_the_sequences_in_the_launch_line():
     # nodes = ceil(16 / 8) = 2 for 16 GPUs
     calls = []
     h100 = get_gpu("h100-sxm")
-    req = P.PlanSearch(model=load_model("llama-3.1-8b"), seq_len=8192, concurrency=5, gpus=(P.GpuChoice((h100,)),),
-                       kv_dtypes=(("bf16", "bf16"),), weight_dtypes=("bf16",), max_gpus=16,
-                       launch=lambda **kw: calls.append(kw) or "x")
+    req = P.PlanSearch(
+        model=load_model("llama-3.1-8b"),
+        seq_len=8192,
+        concurrency=5,
+        gpus=(P.GpuChoice((h100,)),),
+        kv_dtypes=(("bf16", "bf16"),),
+        weight_dtypes=("bf16",),
+        max_gpus=16,
+        launch=lambda **kw: calls.append(kw) or "x",
+    )
     space = P._Space(req)
     placed = next(p for p in space.placements(req.gpus[0], ("bf16", "bf16"), "bf16") if (p.tp, p.pp, p.dp) == (8, 1, 2))
     out = P.evaluate(placed, 8192, 5, P.PlanTargets(), used=space.used(placed))
@@ -348,8 +472,15 @@ def test_the_layer_split_subtracts_the_tp_1_reserves():
     32 layers x 0.85978 = 27.513 -> 27, x 0.14022 = 4.487 -> 4; the one left goes to the larger
     remainder (0.513, the h200): (28, 4), -ts 28,5. (With tp 2's reserves: 27.469 / 4.531 -> (27, 5).)
     """
-    r = kvcalc.plan("llama-3.1-8b", seq_len="8k", concurrency=1, gpus="h200+rtx-4090", engine="llamacpp",
-                    kv_dtypes="f16", weight_dtypes="f16")
+    r = kvcalc.plan(
+        "llama-3.1-8b",
+        seq_len="8k",
+        concurrency=1,
+        gpus="h200+rtx-4090",
+        engine="llamacpp",
+        kv_dtypes="f16",
+        weight_dtypes="f16",
+    )
     assert [(x.stage_layers, x.tensor_split) for x in r.layouts] == [([28, 4], [28, 5])]
 
 
@@ -369,8 +500,9 @@ def test_a_fixed_set_in_fp8_weights():
     # 6,979,321,856 / 2 = 3,489,660,928 B + norms 524,288 B (replicated) + half the bf16 embedding
     # and LM head 2,101,346,304 / 2 = 1,050,673,152 B + final norm 8,192 B = 4,540,866,560 B; the
     # launch line asks vLLM for fp8 weights
-    r = kvcalc.plan("llama-3.1-8b", seq_len="8k", concurrency=4, gpus="h100-sxm+h100-sxm", kv_dtypes="bf16",
-                    weight_dtypes="fp8")
+    r = kvcalc.plan(
+        "llama-3.1-8b", seq_len="8k", concurrency=4, gpus="h100-sxm+h100-sxm", kv_dtypes="bf16", weight_dtypes="fp8"
+    )
     top = r.layouts[0]
     assert (top.tp, top.weight_dtype, top.weights_bytes_per_gpu) == (2, "fp8_e4m3", 4_540_866_560)
     assert top.launch.endswith("--max-num-seqs 4 --quantization fp8")

@@ -14,8 +14,9 @@ from kvcalc.schema import ModelSpec
 
 # a small model for the layer boundaries: 4 layers, 8 query heads, 8 KV heads (so every tp in
 # 1, 2, 4, 8 passes `check_tp`)
-TINY = ModelSpec(name="tiny", n_layers=4, n_heads=8, n_kv_heads=8, hidden_size=512, vocab_size=1000,
-                 intermediate_size=1024)
+TINY = ModelSpec(
+    name="tiny", n_layers=4, n_heads=8, n_kv_heads=8, hidden_size=512, vocab_size=1000, intermediate_size=1024
+)
 
 
 def with_layers(n: int) -> ModelSpec:
@@ -57,8 +58,17 @@ def test_parallel_layouts_keep_tp_inside_a_node():
     # tp 1: pp x dp = 12 -> pp in 1, 2, 3, 4, 6, 12; tp 2: pp x dp = 6 -> pp in 1, 2, 3, 6
     m = load_model("llama-3.1-70b")
     assert P.parallel_layouts(m, 12, gpus_per_node=6) == [
-        (1, 1, 12), (1, 2, 6), (1, 3, 4), (1, 4, 3), (1, 6, 2), (1, 12, 1),
-        (2, 1, 6), (2, 2, 3), (2, 3, 2), (2, 6, 1)]
+        (1, 1, 12),
+        (1, 2, 6),
+        (1, 3, 4),
+        (1, 4, 3),
+        (1, 6, 2),
+        (1, 12, 1),
+        (2, 1, 6),
+        (2, 2, 3),
+        (2, 3, 2),
+        (2, 6, 1),
+    ]
 
 
 def test_parallel_layouts_skip_a_bad_tp_and_go_on():
@@ -67,7 +77,15 @@ def test_parallel_layouts_skip_a_bad_tp_and_go_on():
     # tp 4 (2: pp 1, 2); tp 8 > 4 is skipped
     m = TINY.model_copy(update={"n_heads": 24, "n_kv_heads": 24})
     assert P.parallel_layouts(m, 8, gpus_per_node=4) == [
-        (1, 1, 8), (1, 2, 4), (1, 4, 2), (2, 1, 4), (2, 2, 2), (2, 4, 1), (4, 1, 2), (4, 2, 1)]
+        (1, 1, 8),
+        (1, 2, 4),
+        (1, 4, 2),
+        (2, 1, 4),
+        (2, 2, 2),
+        (2, 4, 1),
+        (4, 1, 2),
+        (4, 2, 1),
+    ]
     # 12 GPUs in nodes of 6: tp in 1, 2, 3, 6 (divisors of 12 that divide 6 and 24); tp 4
     # (6 % 4 = 2) is skipped but tp 6 after it is still found
     assert sorted({tp for tp, _, _ in P.parallel_layouts(m, 12, gpus_per_node=6)}) == [1, 2, 3, 6]
@@ -81,7 +99,16 @@ def test_parallel_layouts_allow_one_stage_per_layer():
     # 4 GPUs on 4 layers: pp 4 (one layer per stage) is allowed, pp 8 on 8 GPUs is not
     assert (1, 4, 1) in P.parallel_layouts(TINY, 4)
     assert P.parallel_layouts(TINY, 8) == [
-        (1, 1, 8), (1, 2, 4), (1, 4, 2), (2, 1, 4), (2, 2, 2), (2, 4, 1), (4, 1, 2), (4, 2, 1), (8, 1, 1)]
+        (1, 1, 8),
+        (1, 2, 4),
+        (1, 4, 2),
+        (2, 1, 4),
+        (2, 2, 2),
+        (2, 4, 1),
+        (4, 1, 2),
+        (4, 2, 1),
+        (8, 1, 1),
+    ]
 
 
 # ----- the layer split -----------------------------------------------------------------------------
@@ -139,11 +166,11 @@ def test_largest_finds_the_last_true(limit):
 
 
 def test_largest_edges():
-    assert P._largest(5, 5, lambda x: True) == 5       # one candidate that passes
-    assert P._largest(5, 5, lambda x: False) == 0      # one that fails
-    assert P._largest(6, 5, lambda x: True) == 0       # an empty range
-    assert P._largest(1, 10, lambda x: True) == 10     # all pass
-    assert P._largest(1, 10, lambda x: False) == 0     # none: 0, even though lo = 1
+    assert P._largest(5, 5, lambda x: True) == 5  # one candidate that passes
+    assert P._largest(5, 5, lambda x: False) == 0  # one that fails
+    assert P._largest(6, 5, lambda x: True) == 0  # an empty range
+    assert P._largest(1, 10, lambda x: True) == 10  # all pass
+    assert P._largest(1, 10, lambda x: False) == 0  # none: 0, even though lo = 1
 
 
 def test_kv_label():

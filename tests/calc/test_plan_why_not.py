@@ -44,9 +44,11 @@ def test_fp8_kv_is_the_fix():
     # context: 28,442 blocks // 20 = 1,422 blocks = 22,752 tokens (the exact formula's
     # 59,648,604,569 // (20 x 131,072) = 22,754 is 1,423 blocks each); sequences: // 2,048 = 13.
     m = only_miss(concurrency=20, gpus="h100-sxm", kv_dtypes="bf16", weight_dtypes="bf16")
-    assert m.line == ("1 x h100-sxm (tp 1, pp 1, dp 1; KV bf16, weights bf16): needs 96.1 GiB per GPU, budget "
-                      "71.7 GiB; fix: more GPUs: 2 x h100-sxm (tp 2, pp 1, dp 1), or fp8 KV on the same 1 GPU, "
-                      "or a context of at most 22,752 tokens, or at most 13 concurrent sequences")
+    assert m.line == (
+        "1 x h100-sxm (tp 1, pp 1, dp 1; KV bf16, weights bf16): needs 96.1 GiB per GPU, budget "
+        "71.7 GiB; fix: more GPUs: 2 x h100-sxm (tp 2, pp 1, dp 1), or fp8 KV on the same 1 GPU, "
+        "or a context of at most 22,752 tokens, or at most 13 concurrent sequences"
+    )
     assert m.fixes[1] == "fp8 KV on the same 1 GPU"
     assert m.score == pytest.approx(103_219_470_336 / 76_968_728_985, rel=1e-12)
 
@@ -58,9 +60,11 @@ def test_fp8_weights_is_the_fix_when_the_kv_is_fp8_already():
     # context: 56,885 fp8 blocks // 30 = 1,896 blocks = 30,336 tokens (formula: 30,338);
     # sequences: 56,885 // 2,048 = 27.
     m = only_miss(concurrency=30, gpus="h100-sxm", kv_dtypes="fp8", weight_dtypes="bf16")
-    assert m.line == ("1 x h100-sxm (tp 1, pp 1, dp 1; KV fp8_e4m3, weights bf16): needs 76.1 GiB per GPU, "
-                      "budget 71.7 GiB; fix: more GPUs: 2 x h100-sxm (tp 2, pp 1, dp 1), or fp8 weights on the "
-                      "same 1 GPU, or a context of at most 30,336 tokens, or at most 27 concurrent sequences")
+    assert m.line == (
+        "1 x h100-sxm (tp 1, pp 1, dp 1; KV fp8_e4m3, weights bf16): needs 76.1 GiB per GPU, "
+        "budget 71.7 GiB; fix: more GPUs: 2 x h100-sxm (tp 2, pp 1, dp 1), or fp8 weights on the "
+        "same 1 GPU, or a context of at most 30,336 tokens, or at most 27 concurrent sequences"
+    )
 
 
 def test_fp8_kv_and_weights_together_when_neither_alone_is_enough():
@@ -69,9 +73,11 @@ def test_fp8_kv_and_weights_together_when_neither_alone_is_enough():
     # weights alone: 124,554,051,584 > 66,627,926,425; both: 62,277,025,792 <= 66,627,926,425.
     # context: 28,442 blocks // 29 = 980 blocks = 15,680 tokens (formula: 15,692); sequences 13.
     m = only_miss(concurrency=29, gpus="h100-sxm", kv_dtypes="bf16", weight_dtypes="bf16")
-    assert m.line == ("1 x h100-sxm (tp 1, pp 1, dp 1; KV bf16, weights bf16): needs 132.1 GiB per GPU, budget "
-                      "71.7 GiB; fix: more GPUs: 2 x h100-sxm (tp 2, pp 1, dp 1), or fp8 KV and weights on the "
-                      "same 1 GPU, or a context of at most 15,680 tokens, or at most 13 concurrent sequences")
+    assert m.line == (
+        "1 x h100-sxm (tp 1, pp 1, dp 1; KV bf16, weights bf16): needs 132.1 GiB per GPU, budget "
+        "71.7 GiB; fix: more GPUs: 2 x h100-sxm (tp 2, pp 1, dp 1), or fp8 KV and weights on the "
+        "same 1 GPU, or a context of at most 15,680 tokens, or at most 13 concurrent sequences"
+    )
 
 
 def test_no_fp8_fix_on_a_gpu_without_fp8():
@@ -81,16 +87,25 @@ def test_no_fp8_fix_on_a_gpu_without_fp8():
     # 2,097,152 B: context 28,605 // 20 = 1,430 blocks = 22,880 tokens (formula: 22,884);
     # sequences 28,605 // 2,048 = 13
     m = only_miss(concurrency=20, gpus="a100-80gb-sxm", kv_dtypes="bf16", weight_dtypes="bf16")
-    assert m.line == ("1 x a100-80gb-sxm (tp 1, pp 1, dp 1; KV bf16, weights bf16): needs 96.1 GiB per GPU, "
-                      "budget 72.0 GiB; fix: more GPUs: 2 x a100-80gb-sxm (tp 2, pp 1, dp 1), or a context of at "
-                      "most 22,880 tokens, or at most 13 concurrent sequences")
+    assert m.line == (
+        "1 x a100-80gb-sxm (tp 1, pp 1, dp 1; KV bf16, weights bf16): needs 96.1 GiB per GPU, "
+        "budget 72.0 GiB; fix: more GPUs: 2 x a100-80gb-sxm (tp 2, pp 1, dp 1), or a context of at "
+        "most 22,880 tokens, or at most 13 concurrent sequences"
+    )
 
 
 def test_more_gpus_starts_just_past_max_gpus():
     # with --max-gpus 2, "more GPUs" looks from 3 up: 20 x 32k bf16 fits 3 GPUs (tp 1 x pp 3:
     # 96.1 GiB over three stages) before 4; with --max-gpus 1 it found 2 (test_fp8_kv_is_the_fix)
-    r = kvcalc.plan("llama-3.1-8b", seq_len="32k", concurrency=60, max_gpus=2, gpus="h100-sxm", kv_dtypes="bf16",
-                    weight_dtypes="bf16")
+    r = kvcalc.plan(
+        "llama-3.1-8b",
+        seq_len="32k",
+        concurrency=60,
+        max_gpus=2,
+        gpus="h100-sxm",
+        kv_dtypes="bf16",
+        weight_dtypes="bf16",
+    )
     m = r.misses[0]
     assert m.count == 2
     more = [f for f in m.fixes if f.startswith("more GPUs")]
@@ -106,12 +121,22 @@ def test_q8_0_kv_is_the_llamacpp_fix():
     # 48.13 GiB. Free 43,475,219,251 - 16,060,522,496 - 1,259,601,920 = 26,155,094,835 B; q8_0 KV
     # (34 B per 32 values): 8 x 32,768 x 32 x 2 x 1024 x 34 / 32 = 18,253,611,008 B fits.
     # context: 26,155,094,835 // (8 x 131,072) = 24,943; sequences: // 4,294,967,296 = 6
-    r = kvcalc.plan("llama-3.1-8b", seq_len="32k", concurrency=8, max_gpus=1, gpus="l40s", kv_dtypes="f16",
-                    weight_dtypes="f16", engine="llamacpp")
+    r = kvcalc.plan(
+        "llama-3.1-8b",
+        seq_len="32k",
+        concurrency=8,
+        max_gpus=1,
+        gpus="l40s",
+        kv_dtypes="f16",
+        weight_dtypes="f16",
+        engine="llamacpp",
+    )
     (m,) = r.misses
-    assert m.line == ("1 x l40s (tp 1, pp 1, dp 1; KV fp16, weights fp16): needs 48.1 GiB per GPU, budget 40.5 GiB; "
-                      "fix: more GPUs: 2 x l40s (tp 1, pp 2, dp 1), or q8_0 KV on the same 1 GPU, or a context of "
-                      "at most 24,943 tokens, or at most 6 concurrent sequences")
+    assert m.line == (
+        "1 x l40s (tp 1, pp 1, dp 1; KV fp16, weights fp16): needs 48.1 GiB per GPU, budget 40.5 GiB; "
+        "fix: more GPUs: 2 x l40s (tp 1, pp 2, dp 1), or q8_0 KV on the same 1 GPU, or a context of "
+        "at most 24,943 tokens, or at most 6 concurrent sequences"
+    )
     assert m.score == pytest.approx(51_679_862_784 / 43_475_219_251, rel=1e-12)
 
 
@@ -121,12 +146,22 @@ def test_q8_0_weights_is_the_llamacpp_fix_when_the_kv_is_q8_0():
     # q8_0 weights (9,517,408,256 B: the q8_0 layout's weights, see test_llamacpp_single_device in
     # test_plan_layouts.py) + 29,662,117,888 + 1,259,601,920 = 40,439,128,064 B fits.
     # context: 26,155,094,835 // (13 x 69,632 B a token) = 28,893; sequences // 2,281,701,376 = 11
-    r = kvcalc.plan("llama-3.1-8b", seq_len="32k", concurrency=13, max_gpus=1, gpus="l40s", kv_dtypes="q8_0",
-                    weight_dtypes="f16", engine="llamacpp")
+    r = kvcalc.plan(
+        "llama-3.1-8b",
+        seq_len="32k",
+        concurrency=13,
+        max_gpus=1,
+        gpus="l40s",
+        kv_dtypes="q8_0",
+        weight_dtypes="f16",
+        engine="llamacpp",
+    )
     (m,) = r.misses
-    assert m.line == ("1 x l40s (tp 1, pp 1, dp 1; KV q8_0, weights fp16): needs 43.8 GiB per GPU, budget 40.5 GiB; "
-                      "fix: more GPUs: 2 x l40s (tp 1, pp 2, dp 1), or q8_0 weights on the same 1 GPU, or a context "
-                      "of at most 28,893 tokens, or at most 11 concurrent sequences")
+    assert m.line == (
+        "1 x l40s (tp 1, pp 1, dp 1; KV q8_0, weights fp16): needs 43.8 GiB per GPU, budget 40.5 GiB; "
+        "fix: more GPUs: 2 x l40s (tp 1, pp 2, dp 1), or q8_0 weights on the same 1 GPU, or a context "
+        "of at most 28,893 tokens, or at most 11 concurrent sequences"
+    )
 
 
 def test_llamacpp_more_gpus_stay_in_one_machine():
@@ -135,11 +170,21 @@ def test_llamacpp_more_gpus_stay_in_one_machine():
     # 416.13 GiB. Eight l40s hold 8 x 43,475,219,251 = 347.8 GB < the 429.5 GB of KV alone, so no
     # count fixes it (16 would, but that is two machines); q8_0 KV (228.2 GB) or weights do not
     # fit one either. context: 26,155,094,835 // (100 x 131,072) = 1,995; sequences: 6
-    r = kvcalc.plan("llama-3.1-8b", seq_len="32k", concurrency=100, max_gpus=1, gpus="l40s", kv_dtypes="f16",
-                    weight_dtypes="f16", engine="llamacpp")
+    r = kvcalc.plan(
+        "llama-3.1-8b",
+        seq_len="32k",
+        concurrency=100,
+        max_gpus=1,
+        gpus="l40s",
+        kv_dtypes="f16",
+        weight_dtypes="f16",
+        engine="llamacpp",
+    )
     (m,) = r.misses
-    assert m.line == ("1 x l40s (tp 1, pp 1, dp 1; KV fp16, weights fp16): needs 416.1 GiB per GPU, budget 40.5 GiB; "
-                      "fix: a context of at most 1,995 tokens, or at most 6 concurrent sequences")
+    assert m.line == (
+        "1 x l40s (tp 1, pp 1, dp 1; KV fp16, weights fp16): needs 416.1 GiB per GPU, budget 40.5 GiB; "
+        "fix: a context of at most 1,995 tokens, or at most 6 concurrent sequences"
+    )
 
 
 def test_a_context_one_block_shorter_and_one_sequence_fewer():
@@ -149,9 +194,11 @@ def test_a_context_one_block_shorter_and_one_sequence_fewer():
     # blocks the longest is 28,442 // 4 = 7,110 blocks = 113,760 tokens; sequences:
     # 28,442 // 7,111 = 3
     m = only_miss(seq_len=113_771, concurrency=4, gpus="h100-sxm", kv_dtypes="bf16", weight_dtypes="bf16")
-    assert m.line == ("1 x h100-sxm (tp 1, pp 1, dp 1; KV bf16, weights bf16): needs 71.7 GiB per GPU, budget "
-                      "71.7 GiB; fix: more GPUs: 2 x h100-sxm (tp 2, pp 1, dp 1), or fp8 KV on the same 1 GPU, "
-                      "or a context of at most 113,760 tokens, or at most 3 concurrent sequences")
+    assert m.line == (
+        "1 x h100-sxm (tp 1, pp 1, dp 1; KV bf16, weights bf16): needs 71.7 GiB per GPU, budget "
+        "71.7 GiB; fix: more GPUs: 2 x h100-sxm (tp 2, pp 1, dp 1), or fp8 KV on the same 1 GPU, "
+        "or a context of at most 113,760 tokens, or at most 3 concurrent sequences"
+    )
 
 
 def test_one_sequence_is_a_fix():
@@ -160,9 +207,11 @@ def test_one_sequence_is_a_fix():
     # context: 26,155,094,835 // 2,097,152 = 12,471 blocks // 2 = 6,235 blocks = 99,760 tokens
     # (formula: 99,773); fp8 KV: 2 x 8,589,934,592 B fits
     m = only_miss(seq_len="128k", concurrency=2, gpus="l40s", kv_dtypes="bf16", weight_dtypes="bf16")
-    assert m.line == ("1 x l40s (tp 1, pp 1, dp 1; KV bf16, weights bf16): needs 48.1 GiB per GPU, budget 40.5 GiB; "
-                      "fix: more GPUs: 2 x l40s (tp 2, pp 1, dp 1), or fp8 KV on the same 1 GPU, or a context of "
-                      "at most 99,760 tokens, or at most 1 concurrent sequence")
+    assert m.line == (
+        "1 x l40s (tp 1, pp 1, dp 1; KV bf16, weights bf16): needs 48.1 GiB per GPU, budget 40.5 GiB; "
+        "fix: more GPUs: 2 x l40s (tp 2, pp 1, dp 1), or fp8 KV on the same 1 GPU, or a context of "
+        "at most 99,760 tokens, or at most 1 concurrent sequence"
+    )
 
 
 def test_q8_0_kv_fix_keeps_the_layer_split():
@@ -173,9 +222,18 @@ def test_q8_0_kv_fix_keeps_the_layer_split():
     # (Split evenly, 32 + 32, the 4090 would hold 10 more layers and not fit.) A fixed set gets no
     # "more GPUs". Free on the 4090: 23,181,498,777 - 12,953,651,200 - 1,686,503,424 =
     # 8,541,344,153 B: context // (12 x 90,112 B) = 7,898; sequences // (8192 x 90,112 B) = 11
-    r = kvcalc.plan("qwen3-32b", seq_len="8k", concurrency=12, gpus="l40s+rtx-4090", engine="llamacpp",
-                    kv_dtypes="f16", weight_dtypes="q8_0")
+    r = kvcalc.plan(
+        "qwen3-32b",
+        seq_len="8k",
+        concurrency=12,
+        gpus="l40s+rtx-4090",
+        engine="llamacpp",
+        kv_dtypes="f16",
+        weight_dtypes="q8_0",
+    )
     (m,) = r.misses
-    assert m.line == ("2 x l40s+rtx-4090 (tp 1, pp 2, dp 1; KV fp16, weights q8_0): needs 21.9 GiB per GPU, budget "
-                      "21.6 GiB; fix: q8_0 KV on the same 2 GPUs, or a context of at most 7,898 tokens, or at most "
-                      "11 concurrent sequences")
+    assert m.line == (
+        "2 x l40s+rtx-4090 (tp 1, pp 2, dp 1; KV fp16, weights q8_0): needs 21.9 GiB per GPU, budget "
+        "21.6 GiB; fix: q8_0 KV on the same 2 GPUs, or a context of at most 7,898 tokens, or at most "
+        "11 concurrent sequences"
+    )

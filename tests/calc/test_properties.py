@@ -30,24 +30,36 @@ def standard_models(draw, window: bool | None = None) -> ModelSpec:
     n_layers = draw(st.integers(1, 8))
     kv = draw(st.integers(1, 8))
     group = draw(st.integers(1, 4))
-    kw: dict = dict(name="gen", n_layers=n_layers, n_heads=kv * group, n_kv_heads=kv,
-                    head_dim=draw(st.integers(1, 256)), dtype=draw(st.sampled_from(["bf16", "fp16", "fp32"])))
+    kw: dict = dict(
+        name="gen",
+        n_layers=n_layers,
+        n_heads=kv * group,
+        n_kv_heads=kv,
+        head_dim=draw(st.integers(1, 256)),
+        dtype=draw(st.sampled_from(["bf16", "fp16", "fp32"])),
+    )
     if draw(st.booleans()):
         kw["v_head_dim"] = draw(st.integers(1, 256))
     if window if window is not None else draw(st.booleans()):
         kw["sliding_window"] = draw(st.integers(1, 4096))
         if draw(st.booleans()):  # a local/global mix; else every layer slides
             # at most n_layers kinds: a longer pattern is refused (issue 12, item 8)
-            kw["layer_pattern"] = draw(st.lists(st.sampled_from(["sliding", "full"]), min_size=1,
-                                                max_size=min(6, n_layers)))
+            kw["layer_pattern"] = draw(
+                st.lists(st.sampled_from(["sliding", "full"]), min_size=1, max_size=min(6, n_layers))
+            )
     return ModelSpec(**kw)
 
 
 @st.composite
 def mla_models(draw) -> ModelSpec:
-    return ModelSpec(name="gen-mla", n_layers=draw(st.integers(1, 8)), n_heads=draw(st.integers(1, 16)),
-                     attention="mla", kv_lora_rank=draw(st.integers(1, 512)),
-                     qk_rope_head_dim=draw(st.integers(1, 64)))
+    return ModelSpec(
+        name="gen-mla",
+        n_layers=draw(st.integers(1, 8)),
+        n_heads=draw(st.integers(1, 16)),
+        attention="mla",
+        kv_lora_rank=draw(st.integers(1, 512)),
+        qk_rope_head_dim=draw(st.integers(1, 64)),
+    )
 
 
 models = st.one_of(standard_models(), mla_models())
@@ -57,8 +69,9 @@ dtypes = st.sampled_from(DTYPES)
 
 
 def per_gpu(model: ModelSpec, seq_len: int, batch: int, dtype: str, tp: int = 1) -> int:
-    est = kv_cache.estimate(model, Workload(seq_len=seq_len, batch=batch, k_dtype=dtype, v_dtype=dtype,
-                                            parallel=Parallelism(tp=tp)))
+    est = kv_cache.estimate(
+        model, Workload(seq_len=seq_len, batch=batch, k_dtype=dtype, v_dtype=dtype, parallel=Parallelism(tp=tp))
+    )
     return est.kv_cache_bytes_per_gpu
 
 
@@ -68,17 +81,21 @@ def test_bytes_exactly_linear_in_batch(model, seq_len, batch, dtype):
     one = kv_cache.kv_cache_bytes(model, seq_len, 1, dtype)
     assert one > 0
     assert kv_cache.kv_cache_bytes(model, seq_len, batch, dtype) == batch * one
-    assert kv_cache.kv_cache_bytes(model, seq_len, batch, dtype, window_aware=False) == \
-        batch * kv_cache.kv_cache_bytes(model, seq_len, 1, dtype, window_aware=False)
+    assert kv_cache.kv_cache_bytes(model, seq_len, batch, dtype, window_aware=False) == batch * kv_cache.kv_cache_bytes(
+        model, seq_len, 1, dtype, window_aware=False
+    )
 
 
 @PROPS
 @given(models, seq_lens, st.integers(0, 5_000), batches, dtypes)
 def test_monotone_non_decreasing_in_seq_len(model, seq_len, more, batch, dtype):
-    assert kv_cache.kv_cache_bytes(model, seq_len, batch, dtype) <= \
-        kv_cache.kv_cache_bytes(model, seq_len + more, batch, dtype)
+    assert kv_cache.kv_cache_bytes(model, seq_len, batch, dtype) <= kv_cache.kv_cache_bytes(
+        model, seq_len + more, batch, dtype
+    )
     # and one more token never adds more than kv_bytes_per_token per sequence
-    grow = kv_cache.kv_cache_bytes(model, seq_len + 1, batch, dtype) - kv_cache.kv_cache_bytes(model, seq_len, batch, dtype)
+    grow = kv_cache.kv_cache_bytes(model, seq_len + 1, batch, dtype) - kv_cache.kv_cache_bytes(
+        model, seq_len, batch, dtype
+    )
     assert 0 <= grow <= batch * kv_cache.kv_bytes_per_token(model, dtype)
 
 
@@ -115,8 +132,9 @@ def test_a_window_never_increases_bytes(model, seq_len, batch, dtype):
         assert windowed == plain
     elif "sliding" in model.layer_kinds:  # a sliding layer past its window saves exactly the overhang
         n_sliding = model.layer_kinds.count("sliding")
-        per_layer = kv_cache.layer_kv_bytes_per_token(model.layers[model.layer_kinds.index("sliding")],
-                                                      *kv_cache.formats(dtype))
+        per_layer = kv_cache.layer_kv_bytes_per_token(
+            model.layers[model.layer_kinds.index("sliding")], *kv_cache.formats(dtype)
+        )
         assert plain - windowed == n_sliding * per_layer * (seq_len - model.sliding_window) * batch > 0
 
 
@@ -125,7 +143,9 @@ def test_a_window_never_increases_bytes(model, seq_len, batch, dtype):
 def test_a_window_at_least_the_context_changes_nothing(model, seq_len, batch, dtype):
     wide = ModelSpec.model_validate({**model.model_dump(), "sliding_window": seq_len + model.sliding_window})
     no_window = ModelSpec.model_validate({**model.model_dump(), "sliding_window": None, "layer_pattern": None})
-    assert kv_cache.kv_cache_bytes(wide, seq_len, batch, dtype) == kv_cache.kv_cache_bytes(no_window, seq_len, batch, dtype)
+    assert kv_cache.kv_cache_bytes(wide, seq_len, batch, dtype) == kv_cache.kv_cache_bytes(
+        no_window, seq_len, batch, dtype
+    )
 
 
 @PROPS

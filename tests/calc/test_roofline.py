@@ -20,11 +20,27 @@ from kvcalc.schema import ModelSpec
 runner = CliRunner()
 
 # huggingface.co/meta-llama/Llama-3.1-8B/blob/main/config.json
-LLAMA_8B = ModelSpec(name="llama-3.1-8b", n_layers=32, n_heads=32, n_kv_heads=8, hidden_size=4096,
-                     vocab_size=128256, intermediate_size=14336, max_position_embeddings=131072)
+LLAMA_8B = ModelSpec(
+    name="llama-3.1-8b",
+    n_layers=32,
+    n_heads=32,
+    n_kv_heads=8,
+    hidden_size=4096,
+    vocab_size=128256,
+    intermediate_size=14336,
+    max_position_embeddings=131072,
+)
 # huggingface.co/meta-llama/Llama-3.1-70B/blob/main/config.json
-LLAMA_70B = ModelSpec(name="llama-3.1-70b", n_layers=80, n_heads=64, n_kv_heads=8, hidden_size=8192,
-                      vocab_size=128256, intermediate_size=28672, max_position_embeddings=131072)
+LLAMA_70B = ModelSpec(
+    name="llama-3.1-70b",
+    n_layers=80,
+    n_heads=64,
+    n_kv_heads=8,
+    hidden_size=8192,
+    vocab_size=128256,
+    intermediate_size=28672,
+    max_position_embeddings=131072,
+)
 H100 = get_gpu("h100-sxm")
 
 
@@ -75,12 +91,15 @@ def test_efficiency_scales_time() -> None:
     assert b == pytest.approx(2 * a)
 
 
-@pytest.mark.parametrize("p,w,pairs", [
-    (4, None, 10),          # 1 + 2 + 3 + 4
-    (4, 8, 10),             # window wider than the prompt
-    (5, 2, 3 + 3 * 2),      # 1 + 2, then three tokens of 2
-    (131072, None, 131072 * 131073 // 2),
-])
+@pytest.mark.parametrize(
+    "p,w,pairs",
+    [
+        (4, None, 10),  # 1 + 2 + 3 + 4
+        (4, 8, 10),  # window wider than the prompt
+        (5, 2, 3 + 3 * 2),  # 1 + 2, then three tokens of 2
+        (131072, None, 131072 * 131073 // 2),
+    ],
+)
 def test_attended_pairs(p: int, w: int | None, pairs: int) -> None:
     assert roofline.attended_pairs(p, w) == pairs
 
@@ -103,15 +122,25 @@ def test_experts_touched() -> None:
 def test_moe_decode_reads_active_experts_at_batch_1() -> None:
     # Mixtral (huggingface.co/mistralai/Mixtral-8x7B-v0.1 config.json): at batch 1 a step reads
     # the 12,879,925,248 active parameters x 2 B, plus the KV (32 x 2 x 8 x 128 x 2 B x 1024)
-    mix = ModelSpec(name="mixtral", n_layers=32, n_heads=32, n_kv_heads=8, hidden_size=4096,
-                    vocab_size=32000, intermediate_size=14336, n_experts=8, n_experts_per_token=2)
+    mix = ModelSpec(
+        name="mixtral",
+        n_layers=32,
+        n_heads=32,
+        n_kv_heads=8,
+        hidden_size=4096,
+        vocab_size=32000,
+        intermediate_size=14336,
+        n_experts=8,
+        n_experts_per_token=2,
+    )
     p = Planner(mix, H100)
     # less the embedding table, plus one row (32,000 x 4,096 x 2 = 262,144,000 B; a row 8,192 B)
     assert p.decode(1024, 1).bytes_read == 2 * 12_879_925_248 - 262_144_000 + 8_192 + 131_072 * 1024
     # batch 64 touches all 8 experts (8 x (1 - 0.75^64) = 8.0000): the whole 46.7B
     # less the embedding table (32,000 x 4,096 x 2 B) but its 64 rows of 8,192 B
-    assert p.decode(1024, 64).bytes_read == pytest.approx(2 * 46_702_792_704 - 262_144_000 + 64 * 8_192
-                                                          + 131_072 * 1024 * 64, rel=1e-6)
+    assert p.decode(1024, 64).bytes_read == pytest.approx(
+        2 * 46_702_792_704 - 262_144_000 + 64 * 8_192 + 131_072 * 1024 * 64, rel=1e-6
+    )
 
 
 def test_fp8_weights_use_fp8_peak() -> None:
@@ -120,12 +149,35 @@ def test_fp8_weights_use_fp8_peak() -> None:
 
 
 def test_estimate_gpu_json_keys() -> None:
-    r = runner.invoke(app, ["estimate", "llama-3.1-8b", "--seq-len", "32k", "--gpu", "h100-sxm",
-                            "--bw-efficiency", "1", "--format", "json"])
+    r = runner.invoke(
+        app,
+        [
+            "estimate",
+            "llama-3.1-8b",
+            "--seq-len",
+            "32k",
+            "--gpu",
+            "h100-sxm",
+            "--bw-efficiency",
+            "1",
+            "--format",
+            "json",
+        ],
+    )
     assert r.exit_code == 0, r.output
     d = json.loads(r.output)
-    for key in ("kv_cache_bytes", "n_params", "n_active_params", "weights_bytes_per_gpu",
-                "memory_bytes_per_gpu", "fits", "max_batch", "tpot_s", "tokens_per_s", "ttft_s"):
+    for key in (
+        "kv_cache_bytes",
+        "n_params",
+        "n_active_params",
+        "weights_bytes_per_gpu",
+        "memory_bytes_per_gpu",
+        "fits",
+        "max_batch",
+        "tpot_s",
+        "tokens_per_s",
+        "ttft_s",
+    ):
         assert key in d
     assert d["kv_cache_bytes"] == 4_294_967_296
     assert d["n_params"] == 8_030_261_248 and d["weights_bytes_per_gpu"] == 16_060_522_496
@@ -142,8 +194,9 @@ def test_estimate_gpu_json_keys() -> None:
 
 
 def test_estimate_count_sets_tp_and_table() -> None:
-    r = runner.invoke(app, ["estimate", "llama-3.1-70b", "--seq-len", "8k", "--gpu", "h100-sxm",
-                            "--count", "2", "--format", "json"])
+    r = runner.invoke(
+        app, ["estimate", "llama-3.1-70b", "--seq-len", "8k", "--gpu", "h100-sxm", "--count", "2", "--format", "json"]
+    )
     assert r.exit_code == 0, r.output
     d = json.loads(r.output)
     assert d["tp"] == 2 and d["gpu_count"] == 2 and d["decode_allreduce_s"] > 0
@@ -156,8 +209,10 @@ def test_estimate_count_sets_tp_and_table() -> None:
 
 
 def test_sweep_table_and_json() -> None:
-    r = runner.invoke(app, ["sweep", "llama-3.1-8b", "--seq-len", "1k,128k", "--batch", "1,32",
-                            "--gpu", "h100-sxm", "--format", "json"])
+    r = runner.invoke(
+        app,
+        ["sweep", "llama-3.1-8b", "--seq-len", "1k,128k", "--batch", "1,32", "--gpu", "h100-sxm", "--format", "json"],
+    )
     assert r.exit_code == 0, r.output
     rows = json.loads(r.output)
     assert [(x["seq_len"], x["batch"]) for x in rows] == [(1024, 1), (131072, 1), (1024, 32), (131072, 32)]
@@ -170,8 +225,21 @@ def test_sweep_table_and_json() -> None:
 def test_sweep_plot(tmp_path) -> None:
     pytest.importorskip("matplotlib")
     out = tmp_path / "sweep.png"
-    r = runner.invoke(app, ["sweep", "llama-3.1-8b", "--seq-len", "1k,8k,32k,128k", "--batch", "1,8,32",
-                            "--gpu", "h100-sxm", "--plot", str(out)])
+    r = runner.invoke(
+        app,
+        [
+            "sweep",
+            "llama-3.1-8b",
+            "--seq-len",
+            "1k,8k,32k,128k",
+            "--batch",
+            "1,8,32",
+            "--gpu",
+            "h100-sxm",
+            "--plot",
+            str(out),
+        ],
+    )
     assert r.exit_code == 0, r.output
     assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and out.stat().st_size > 20_000
 
@@ -183,10 +251,12 @@ def test_sweep_plot_without_matplotlib(monkeypatch, tmp_path) -> None:
 
 
 def test_estimate_does_not_import_matplotlib() -> None:
-    code = ("import sys; from kvcalc.cli import app; from typer.testing import CliRunner; "
-            "r = CliRunner().invoke(app, ['estimate', 'llama-3.1-8b', '--gpu', 'h100-sxm', '-s', '8k']); "
-            "assert r.exit_code == 0, r.output; "
-            "print('matplotlib' in sys.modules, 'torch' in sys.modules)")
+    code = (
+        "import sys; from kvcalc.cli import app; from typer.testing import CliRunner; "
+        "r = CliRunner().invoke(app, ['estimate', 'llama-3.1-8b', '--gpu', 'h100-sxm', '-s', '8k']); "
+        "assert r.exit_code == 0, r.output; "
+        "print('matplotlib' in sys.modules, 'torch' in sys.modules)"
+    )
     root = Path(__file__).resolve().parents[2]
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=root)
     assert out.stdout.split() == ["False", "False"]
@@ -206,8 +276,10 @@ def test_sweep_plot_without_extension_is_refused(tmp_path) -> None:
     (tmp_path / "x.png").write_bytes(b"a picture")
     r = runner.invoke(app, ["sweep", "llama-3.1-8b", "-s", "1k,8k", "--batch", "1", "--plot", str(tmp_path / "x")])
     assert r.exit_code == 2, r.output
-    assert r.stderr.splitlines() == [f"error: --plot {tmp_path / 'x'}: give the file type in the name (x.png, or "
-                                     ".svg, .pdf, ...): kvcalc writes only the name you give"]
+    assert r.stderr.splitlines() == [
+        f"error: --plot {tmp_path / 'x'}: give the file type in the name (x.png, or "
+        ".svg, .pdf, ...): kvcalc writes only the name you give"
+    ]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["x.png"]
     assert (tmp_path / "x.png").read_bytes() == b"a picture"
 
@@ -221,13 +293,16 @@ def test_estimate_count_without_gpu_sets_tp() -> None:
     assert d["tp"] == 2 and d["kv_cache_bytes_per_gpu"] == 536_870_912
 
 
-@pytest.mark.parametrize("cmd,opts", [
-    ("estimate", ["--weight-dtype", "fp8"]),
-    ("estimate", ["--bw-efficiency", "0.9"]),
-    ("estimate", ["--gpu-memory-utilization", "0.8", "--cuda-context", "1GiB"]),
-    ("sweep", ["--flops-efficiency", "0.4"]),
-    ("sweep", ["--activation-reserve", "2GiB"]),
-])
+@pytest.mark.parametrize(
+    "cmd,opts",
+    [
+        ("estimate", ["--weight-dtype", "fp8"]),
+        ("estimate", ["--bw-efficiency", "0.9"]),
+        ("estimate", ["--gpu-memory-utilization", "0.8", "--cuda-context", "1GiB"]),
+        ("sweep", ["--flops-efficiency", "0.4"]),
+        ("sweep", ["--activation-reserve", "2GiB"]),
+    ],
+)
 def test_gpu_only_options_need_gpu(cmd: str, opts: list[str]) -> None:
     r = runner.invoke(app, [cmd, "llama-3.1-8b", "-s", "8k", *opts])
     assert r.exit_code == 2, r.output
@@ -236,17 +311,23 @@ def test_gpu_only_options_need_gpu(cmd: str, opts: list[str]) -> None:
 
 
 def test_sweep_weight_dtype_without_gpu_still_works() -> None:
-    r = runner.invoke(app, ["sweep", "llama-3.1-8b", "-s", "1k", "--batch", "1", "--weight-dtype", "fp8",
-                            "--format", "json"])
+    r = runner.invoke(
+        app, ["sweep", "llama-3.1-8b", "-s", "1k", "--batch", "1", "--weight-dtype", "fp8", "--format", "json"]
+    )
     assert r.exit_code == 0, r.output
     # fp8 decoder matrices 32 x 218,103,808 x 1 B = 6,979,321,856; bf16 layer norms 32 x 8192 x 2 B =
     # 524,288; bf16 embedding + head + final norm (2 x 128256 x 4096 + 4096) x 2 B = 2,101,354,496
     assert json.loads(r.output)[0]["weights_bytes_per_gpu"] == 6_979_321_856 + 524_288 + 2_101_354_496
 
 
-@pytest.mark.parametrize("cmd", [["estimate", "llama-3.1-8b", "-s", "1M", "--gpu", "h100-sxm"],
-                                 ["estimate", "llama-3.1-8b", "-s", "1M"],
-                                 ["sweep", "llama-3.1-8b", "-s", "8k,1M,2M", "--batch", "1"]])
+@pytest.mark.parametrize(
+    "cmd",
+    [
+        ["estimate", "llama-3.1-8b", "-s", "1M", "--gpu", "h100-sxm"],
+        ["estimate", "llama-3.1-8b", "-s", "1M"],
+        ["sweep", "llama-3.1-8b", "-s", "8k,1M,2M", "--batch", "1"],
+    ],
+)
 def test_context_beyond_the_model_warns(cmd: list[str]) -> None:
     r = runner.invoke(app, cmd)
     assert r.exit_code == 0, r.output
@@ -254,11 +335,26 @@ def test_context_beyond_the_model_warns(cmd: list[str]) -> None:
     assert "1,048,576" in r.output
 
 
-@pytest.mark.parametrize("value,ok", [("1.5", None), ("512", None), ("2GiB", 2**31), ("0", 0),
-                                      ("1048576", 1_048_576), ("512MiB", 512 * 2**20)])
+@pytest.mark.parametrize(
+    "value,ok",
+    [("1.5", None), ("512", None), ("2GiB", 2**31), ("0", 0), ("1048576", 1_048_576), ("512MiB", 512 * 2**20)],
+)
 def test_activation_reserve_needs_a_unit(value: str, ok: int | None) -> None:
-    r = runner.invoke(app, ["estimate", "llama-3.1-8b", "-s", "8k", "--gpu", "h100-sxm",
-                            "--activation-reserve", value, "--format", "json"])
+    r = runner.invoke(
+        app,
+        [
+            "estimate",
+            "llama-3.1-8b",
+            "-s",
+            "8k",
+            "--gpu",
+            "h100-sxm",
+            "--activation-reserve",
+            value,
+            "--format",
+            "json",
+        ],
+    )
     if ok is None:
         assert r.exit_code == 2 and "no unit" in r.output and "GiB" in r.output, r.output
     else:
@@ -290,16 +386,33 @@ def test_sweep_plot_marks_contexts_beyond_the_model(tmp_path, monkeypatch) -> No
 
     monkeypatch.setattr(plt.Figure, "savefig", spy)
     # the grid stops at the model's context unless asked: --beyond-context keeps 1M in the plot
-    r = runner.invoke(app, ["sweep", "llama-3.1-8b", "-s", "8k,1M", "--batch", "1,8", "--beyond-context",
-                            "--plot", str(tmp_path / "p.png")])
+    r = runner.invoke(
+        app,
+        [
+            "sweep",
+            "llama-3.1-8b",
+            "-s",
+            "8k,1M",
+            "--batch",
+            "1,8",
+            "--beyond-context",
+            "--plot",
+            str(tmp_path / "p.png"),
+        ],
+    )
     assert r.exit_code == 0, r.output
     assert "beyond max_position_embeddings (128k)" in seen["legend"]
     assert "batch 1" in seen["legend"] and "tp 1" not in seen["title"]
 
 
-@pytest.mark.parametrize("cmd", [["estimate", "llama-3.1-8b", "-s", "8k", "--batch", "100000000000000000000000"],
-                                 ["sweep", "llama-3.1-8b", "--batch", "1,100000000000"],
-                                 ["sweep", "llama-3.1-8b", "-s", "2000M"]])
+@pytest.mark.parametrize(
+    "cmd",
+    [
+        ["estimate", "llama-3.1-8b", "-s", "8k", "--batch", "100000000000000000000000"],
+        ["sweep", "llama-3.1-8b", "--batch", "1,100000000000"],
+        ["sweep", "llama-3.1-8b", "-s", "2000M"],
+    ],
+)
 def test_absurd_sizes_are_refused(cmd: list[str]) -> None:
     r = runner.invoke(app, cmd)
     assert r.exit_code == 2 and r.output.count("error:") == 1 and "at most" in r.output, r.output

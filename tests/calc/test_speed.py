@@ -15,8 +15,10 @@ from kvcalc.load.gpus import get_gpu
 from kvcalc.load.models import load_model
 from kvcalc.load.speed import speed_table
 
-ROWS = {r["id"]: r for r in yaml.safe_load((Path(__file__).parent.parent / "data" /
-                                            "published-calibration.yaml").read_text())["rows"]}
+ROWS = {
+    r["id"]: r
+    for r in yaml.safe_load((Path(__file__).parent.parent / "data" / "published-calibration.yaml").read_text())["rows"]
+}
 
 
 def test_apple_floor_and_bandwidth_from_the_m2_max_tg128_rows() -> None:
@@ -67,11 +69,14 @@ def test_allreduce_alpha_from_gpt_fast_tp_rows() -> None:
     assert speed.allreduce_latency_s(4, 10e-6, 5e-6) == pytest.approx(20e-6)  # 10 + 5 x 2
 
 
-@pytest.mark.parametrize("batch, expected", [
-    (1, 8_192),            # one row of llama-3.1-8b: 4,096 x 2 B
-    (64, 64 * 8_192),      # the batch's rows
-    (200_000, 1_050_673_152),  # more tokens than the vocabulary: the whole 128,256 x 4,096 x 2 B table
-])
+@pytest.mark.parametrize(
+    "batch, expected",
+    [
+        (1, 8_192),  # one row of llama-3.1-8b: 4,096 x 2 B
+        (64, 64 * 8_192),  # the batch's rows
+        (200_000, 1_050_673_152),  # more tokens than the vocabulary: the whole 128,256 x 4,096 x 2 B table
+    ],
+)
 def test_embedding_rows(batch: int, expected: int) -> None:
     assert speed.decode_embedding_bytes(batch, 128_256, 1_050_673_152) == expected
 
@@ -99,9 +104,16 @@ def test_quantized_head_for_llama_cpp_formats() -> None:
 
 def terms(engine: str, gpu_key: str, tp: int = 1) -> speed.SpeedTerms:
     g = get_gpu(gpu_key)
-    return speed.resolve_terms(speed_table(), engine=engine, vendor=g.vendor, name=g.name,
-                               interconnect_bytes_per_s=g.interconnect_bytes_per_s,
-                               hbm_bytes_per_s=g.hbm_bytes_per_s, bf16_flops_per_s=g.bf16_flops_per_s, tp=tp)
+    return speed.resolve_terms(
+        speed_table(),
+        engine=engine,
+        vendor=g.vendor,
+        name=g.name,
+        interconnect_bytes_per_s=g.interconnect_bytes_per_s,
+        hbm_bytes_per_s=g.hbm_bytes_per_s,
+        bf16_flops_per_s=g.bf16_flops_per_s,
+        tp=tp,
+    )
 
 
 def test_speed_depends_on_the_engine() -> None:
@@ -113,8 +125,10 @@ def test_speed_depends_on_the_engine() -> None:
     # vLLM has no Metal backend: no floor is tabled, the label says so
     assert terms("vllm", "m2-max").engine == "vllm (no floor tabled)"
     m = load_model("llama-3.1-8b")
-    tpot = {e: Planner(m, get_gpu("h100-sxm"), Layout(speed=terms(e, "h100-sxm"))).decode(1024, 1).step_time_s
-            for e in ("ideal", "vllm")}
+    tpot = {
+        e: Planner(m, get_gpu("h100-sxm"), Layout(speed=terms(e, "h100-sxm"))).decode(1024, 1).step_time_s
+        for e in ("ideal", "vllm")
+    }
     assert tpot["vllm"] - tpot["ideal"] == pytest.approx(t.step_floor_s["vllm"]["cuda"])
 
 
@@ -191,11 +205,14 @@ def test_prefill_adds_memory_and_compute_decode_overlaps_them() -> None:
     # which is near the weights' read (13.28 GB at 2.04 TB/s x 0.757 = 8.61 ms) PLUS 128 tokens'
     # matmuls (1.696 TFLOP at 312 TFLOP/s x 0.614 = 8.85 ms) plus the 1.91 ms floor = 19.4 ms, and
     # far from the larger of the two (8.85 + 1.91 = 10.8 ms)
-    p = Planner(load_model("llama-2-7b"), get_gpu("a100-80gb-sxm"), Layout(speed=terms("tensorrt-llm", "a100-80gb-sxm")))
+    p = Planner(
+        load_model("llama-2-7b"), get_gpu("a100-80gb-sxm"), Layout(speed=terms("tensorrt-llm", "a100-80gb-sxm"))
+    )
     pre = p.prefill(128)
     assert not pre.overlap
     assert pre.step_time_s == pytest.approx(pre.floor_s + pre.memory_time_s + pre.compute_time_s + pre.comm_time_s)
-    assert pre.step_time_s * 1e3 == pytest.approx(ROWS["trt090-a100-80gb-sxm-llama-2-7b-tp1-ttft128"]["measured"],
-                                                  rel=0.2)
+    assert pre.step_time_s * 1e3 == pytest.approx(
+        ROWS["trt090-a100-80gb-sxm-llama-2-7b-tp1-ttft128"]["measured"], rel=0.2
+    )
     dec = p.decode(128, 1)
     assert dec.overlap and dec.step_time_s == pytest.approx(dec.floor_s + max(dec.memory_time_s, dec.compute_time_s))

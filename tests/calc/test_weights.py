@@ -11,24 +11,73 @@ from kvcalc.errors import KvcalcError
 from kvcalc.schema import ModelSpec
 
 # huggingface.co/meta-llama/Llama-3.1-8B/blob/main/config.json
-LLAMA_8B = dict(name="llama-3.1-8b", n_layers=32, n_heads=32, n_kv_heads=8, hidden_size=4096,
-                vocab_size=128256, intermediate_size=14336, max_position_embeddings=131072)
+LLAMA_8B = dict(
+    name="llama-3.1-8b",
+    n_layers=32,
+    n_heads=32,
+    n_kv_heads=8,
+    hidden_size=4096,
+    vocab_size=128256,
+    intermediate_size=14336,
+    max_position_embeddings=131072,
+)
 # huggingface.co/meta-llama/Llama-3.1-70B/blob/main/config.json
-LLAMA_70B = dict(name="llama-3.1-70b", n_layers=80, n_heads=64, n_kv_heads=8, hidden_size=8192,
-                 vocab_size=128256, intermediate_size=28672, max_position_embeddings=131072)
+LLAMA_70B = dict(
+    name="llama-3.1-70b",
+    n_layers=80,
+    n_heads=64,
+    n_kv_heads=8,
+    hidden_size=8192,
+    vocab_size=128256,
+    intermediate_size=28672,
+    max_position_embeddings=131072,
+)
 # huggingface.co/mistralai/Mixtral-8x7B-v0.1/blob/main/config.json
-MIXTRAL = dict(name="mixtral-8x7b", n_layers=32, n_heads=32, n_kv_heads=8, hidden_size=4096,
-               vocab_size=32000, intermediate_size=14336, n_experts=8, n_experts_per_token=2)
+MIXTRAL = dict(
+    name="mixtral-8x7b",
+    n_layers=32,
+    n_heads=32,
+    n_kv_heads=8,
+    hidden_size=4096,
+    vocab_size=32000,
+    intermediate_size=14336,
+    n_experts=8,
+    n_experts_per_token=2,
+)
 # huggingface.co/deepseek-ai/DeepSeek-V3/blob/main/config.json (n_shared_experts 1 x 2048)
-DEEPSEEK_V3 = dict(name="deepseek-v3", n_layers=61, n_heads=128, hidden_size=7168, vocab_size=129280,
-                   intermediate_size=18432, moe_intermediate_size=2048, n_experts=256,
-                   n_experts_per_token=8, shared_expert_intermediate_size=2048, first_dense_layers=3,
-                   attention="mla", q_lora_rank=1536, kv_lora_rank=512, qk_nope_head_dim=128,
-                   qk_rope_head_dim=64, v_head_dim=128)
+DEEPSEEK_V3 = dict(
+    name="deepseek-v3",
+    n_layers=61,
+    n_heads=128,
+    hidden_size=7168,
+    vocab_size=129280,
+    intermediate_size=18432,
+    moe_intermediate_size=2048,
+    n_experts=256,
+    n_experts_per_token=8,
+    shared_expert_intermediate_size=2048,
+    first_dense_layers=3,
+    attention="mla",
+    q_lora_rank=1536,
+    kv_lora_rank=512,
+    qk_nope_head_dim=128,
+    qk_rope_head_dim=64,
+    v_head_dim=128,
+)
 # huggingface.co/Qwen/Qwen3-30B-A3B/blob/main/config.json
-QWEN3_30B = dict(name="qwen3-30b-a3b", n_layers=48, n_heads=32, n_kv_heads=4, head_dim=128,
-                 hidden_size=2048, vocab_size=151936, intermediate_size=6144, moe_intermediate_size=768,
-                 n_experts=128, n_experts_per_token=8)
+QWEN3_30B = dict(
+    name="qwen3-30b-a3b",
+    n_layers=48,
+    n_heads=32,
+    n_kv_heads=4,
+    head_dim=128,
+    hidden_size=2048,
+    vocab_size=151936,
+    intermediate_size=6144,
+    moe_intermediate_size=768,
+    n_experts=128,
+    n_experts_per_token=8,
+)
 
 
 def test_llama_3_1_8b_exact() -> None:
@@ -72,17 +121,20 @@ def test_published_counts(cfg: dict, total: float | None, active: float | None, 
         assert abs(a - active) / active < tol
 
 
-@pytest.mark.parametrize("cfg,total,active", [
-    # Mixtral: embed+head 2 x 32000 x 4096 = 262,144,000; per layer attention 41,943,040 + norms
-    # 8,192 + router 4096 x 8 = 32,768 + 8 experts x 176,160,768; active: 2 experts.
-    (MIXTRAL, 46_702_792_704, 12_879_925_248),
-    # DeepSeek-V3: MLA per layer q_a 7168 x 1536 + q_b 1536 x 128 x 192 + kv_a 7168 x 576
-    # + kv_b 512 x 128 x 256 + o 128 x 128 x 7168 = 187,105,280 (+ norms 1536 + 512 + 2 x 7168);
-    # 3 dense layers of 3 x 7168 x 18432; 58 MoE layers of 256 experts x 3 x 7168 x 2048, 1 shared,
-    # router 7168 x 256; embed + head 2 x 129280 x 7168.
-    (DEEPSEEK_V3, 671_026_404_352, 37_552_282_624),
-    (QWEN3_30B, 30_532_110_336, 3_353_020_416),
-])
+@pytest.mark.parametrize(
+    "cfg,total,active",
+    [
+        # Mixtral: embed+head 2 x 32000 x 4096 = 262,144,000; per layer attention 41,943,040 + norms
+        # 8,192 + router 4096 x 8 = 32,768 + 8 experts x 176,160,768; active: 2 experts.
+        (MIXTRAL, 46_702_792_704, 12_879_925_248),
+        # DeepSeek-V3: MLA per layer q_a 7168 x 1536 + q_b 1536 x 128 x 192 + kv_a 7168 x 576
+        # + kv_b 512 x 128 x 256 + o 128 x 128 x 7168 = 187,105,280 (+ norms 1536 + 512 + 2 x 7168);
+        # 3 dense layers of 3 x 7168 x 18432; 58 MoE layers of 256 experts x 3 x 7168 x 2048, 1 shared,
+        # router 7168 x 256; embed + head 2 x 129280 x 7168.
+        (DEEPSEEK_V3, 671_026_404_352, 37_552_282_624),
+        (QWEN3_30B, 30_532_110_336, 3_353_020_416),
+    ],
+)
 def test_moe_counts_exact(cfg: dict, total: int, active: int) -> None:
     assert param_counts(ModelSpec(**cfg)) == (total, active)
 
@@ -91,8 +143,16 @@ def test_tied_embeddings_and_plain_mlp() -> None:
     # gpt2-like: vocab 50257 x 768 once (tied); per layer 4 x 768^2 attention + 2 x 768 x 3072
     # plain MLP + 2 norms: 2,359,296 + 4,718,592 + 1,536 = 7,079,424 x 12 = 84,953,088;
     # + 38,597,376 + 768 = 123,551,232 (biases and position embeddings are not counted)
-    m = ModelSpec(name="g", n_layers=12, n_heads=12, hidden_size=768, vocab_size=50257,
-                  intermediate_size=3072, mlp_kind="plain", tie_word_embeddings=True)
+    m = ModelSpec(
+        name="g",
+        n_layers=12,
+        n_heads=12,
+        hidden_size=768,
+        vocab_size=50257,
+        intermediate_size=3072,
+        mlp_kind="plain",
+        tie_word_embeddings=True,
+    )
     assert param_counts(m)[0] == 123_551_232
 
 
@@ -112,17 +172,20 @@ def test_missing_sizes_are_a_user_error() -> None:
         param_counts(m)
 
 
-@pytest.mark.parametrize("fmt,expected", [
-    # linear matrices 32 x 218,103,808 = 6,979,321,856 values in the weight format; embeddings,
-    # head and norms 1,050,673,152 + 32 x 8,192 + 4,096 = 1,050,939,392 values stay bf16
-    # (2,101,878,784 B).
-    ("bf16", 16_060_522_496),
-    ("fp16", 16_060_522_496),
-    ("fp8", 6_979_321_856 + 2_101_878_784),                  # 1 B per value
-    ("int8", 6_979_321_856 + 2_101_878_784),
-    ("int4", 6_979_321_856 // 32 * 18 + 2_101_878_784),      # 16 B + fp16 scale per 32
-    ("int4:g128", 6_979_321_856 // 128 * 66 + 2_101_878_784),  # 64 B + fp16 scale per 128
-])
+@pytest.mark.parametrize(
+    "fmt,expected",
+    [
+        # linear matrices 32 x 218,103,808 = 6,979,321,856 values in the weight format; embeddings,
+        # head and norms 1,050,673,152 + 32 x 8,192 + 4,096 = 1,050,939,392 values stay bf16
+        # (2,101,878,784 B).
+        ("bf16", 16_060_522_496),
+        ("fp16", 16_060_522_496),
+        ("fp8", 6_979_321_856 + 2_101_878_784),  # 1 B per value
+        ("int8", 6_979_321_856 + 2_101_878_784),
+        ("int4", 6_979_321_856 // 32 * 18 + 2_101_878_784),  # 16 B + fp16 scale per 32
+        ("int4:g128", 6_979_321_856 // 128 * 66 + 2_101_878_784),  # 64 B + fp16 scale per 128
+    ],
+)
 def test_weight_bytes_formats(fmt: str, expected: int) -> None:
     assert weight_bytes(ModelSpec(**LLAMA_8B), fmt).total_bytes == expected
 
@@ -154,8 +217,17 @@ def test_pipeline_stages_hold_embedding_and_head() -> None:
 
 def test_moe_layer_selection() -> None:
     # Jamba: expert_layer_period 2, expert_layer_offset 1 -> odd layers; DeepSeek: past the first 3
-    jamba = ModelSpec(name="j", n_layers=8, n_heads=4, head_dim=64, hidden_size=256, n_experts=16,
-                      n_experts_per_token=2, moe_layer_period=2, moe_layer_offset=1)
+    jamba = ModelSpec(
+        name="j",
+        n_layers=8,
+        n_heads=4,
+        head_dim=64,
+        hidden_size=256,
+        n_experts=16,
+        n_experts_per_token=2,
+        moe_layer_period=2,
+        moe_layer_offset=1,
+    )
     assert [is_moe_layer(jamba, i) for i in range(8)] == [False, True] * 4
     ds = ModelSpec(**DEEPSEEK_V3)
     assert [is_moe_layer(ds, i) for i in range(5)] == [False, False, False, True, True]
@@ -166,9 +238,19 @@ def test_hybrid_layers_counted() -> None:
     # dt_rank ceil(64 / 16) = 4. linear: in 64 x 256 + x_proj 128 x 36 + dt_proj 4 x 128 + out
     # 128 x 64 = 16,384 + 4,608 + 512 + 8,192 = 29,696; other: conv 128 x 4 + 128 + dt bias 128
     # + A_log 128 x 16 + D 128 = 2,944; + norms 128; MLP 3 x 64 x 128 = 24,576
-    m = ModelSpec(name="m", n_layers=1, n_heads=4, head_dim=16, hidden_size=64, vocab_size=10,
-                  intermediate_size=128, layer_types=["mamba"], mamba_d_state=16, mamba_d_conv=4,
-                  mamba_expand=2)
+    m = ModelSpec(
+        name="m",
+        n_layers=1,
+        n_heads=4,
+        head_dim=16,
+        hidden_size=64,
+        vocab_size=10,
+        intermediate_size=128,
+        layer_types=["mamba"],
+        mamba_d_state=16,
+        mamba_d_conv=4,
+        mamba_expand=2,
+    )
     lp = model_params(m).layers[0]
     assert (lp.linear, lp.other) == (29_696 + 24_576, 2_944 + 128)
 
@@ -176,10 +258,22 @@ def test_hybrid_layers_counted() -> None:
 # huggingface.co/openai/gpt-oss-120b/blob/main/config.json: 36 layers, 128 experts of 2880 (4 per
 # token), hidden 2880; quantization_config quant_method mxfp4 for the experts only
 # (modules_to_not_convert: self_attn, router, embed_tokens, lm_head)
-GPT_OSS_120B = dict(name="gpt-oss-120b", n_layers=36, n_heads=64, n_kv_heads=8, head_dim=64, hidden_size=2880,
-                    vocab_size=201088, intermediate_size=2880, moe_intermediate_size=2880, n_experts=128,
-                    n_experts_per_token=4, attention_bias=True, sliding_window=128,
-                    layer_pattern=["sliding", "full"])
+GPT_OSS_120B = dict(
+    name="gpt-oss-120b",
+    n_layers=36,
+    n_heads=64,
+    n_kv_heads=8,
+    head_dim=64,
+    hidden_size=2880,
+    vocab_size=201088,
+    intermediate_size=2880,
+    moe_intermediate_size=2880,
+    n_experts=128,
+    n_experts_per_token=4,
+    attention_bias=True,
+    sliding_window=128,
+    layer_pattern=["sliding", "full"],
+)
 
 
 def test_mxfp4_format() -> None:
@@ -209,10 +303,13 @@ def test_checkpoint_weight_formats() -> None:
     assert weight_bytes(ds).total_bytes < weight_bytes(ModelSpec(**DEEPSEEK_V3)).total_bytes
 
 
-@pytest.mark.parametrize("model,weight_dtype,fits", [
-    ("gpt-oss-120b", None, True),      # 65.2 GB (MXFP4 experts) < 0.9 x 79.6 GiB
-    ("gpt-oss-120b", "bf16", False),   # 233 GB in bf16
-])
+@pytest.mark.parametrize(
+    "model,weight_dtype,fits",
+    [
+        ("gpt-oss-120b", None, True),  # 65.2 GB (MXFP4 experts) < 0.9 x 79.6 GiB
+        ("gpt-oss-120b", "bf16", False),  # 233 GB in bf16
+    ],
+)
 def test_bundled_gpt_oss_fits_h100(model: str, weight_dtype: str | None, fits: bool) -> None:
     import json
 

@@ -17,10 +17,22 @@ from kvcalc.calc.weights import layer_params
 from kvcalc.errors import KvcalcError
 from kvcalc.schema import ModelSpec
 
-SMALL = dict(name="tiny-deltanet", n_layers=2, n_heads=4, n_kv_heads=2, head_dim=16, hidden_size=64,
-             intermediate_size=128, dtype="bf16", layer_types=["linear", "full"],
-             linear_num_key_heads=3, linear_num_value_heads=8, linear_key_head_dim=16, linear_value_head_dim=8,
-             linear_conv_kernel_dim=4)
+SMALL = dict(
+    name="tiny-deltanet",
+    n_layers=2,
+    n_heads=4,
+    n_kv_heads=2,
+    head_dim=16,
+    hidden_size=64,
+    intermediate_size=128,
+    dtype="bf16",
+    layer_types=["linear", "full"],
+    linear_num_key_heads=3,
+    linear_num_value_heads=8,
+    linear_key_head_dim=16,
+    linear_value_head_dim=8,
+    linear_conv_kernel_dim=4,
+)
 
 
 def test_linear_attention_layer_tp1():

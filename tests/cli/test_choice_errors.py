@@ -10,25 +10,54 @@ from kvcalc.engines import ENGINES
 from kvcalc.load.gpus import gpu_table
 
 
-@pytest.mark.parametrize("args, flag, head", [
-    (("estimate", "llama-3.1-8b", "--kv-dtype", "nope"), "--kv-dtype", "unknown dtype 'nope'; choose one of: bf16, "),
-    (("estimate", "llama-3.1-8b", "--k-dtype", "nope"), "--k-dtype", "unknown dtype 'nope'; choose one of: bf16, "),
-    (("estimate", "llama-3.1-8b", "--v-dtype", "nope"), "--v-dtype", "unknown dtype 'nope'; choose one of: bf16, "),
-    (("estimate", "llama-3.1-8b", "--kv-dtype", "int4", "--scale-dtype", "nope"), "--scale-dtype",
-     "unknown dtype 'nope'; choose one of: bf16, "),
-    (("estimate", "llama-3.1-8b", "--gpu", "h100-sxm", "--weight-dtype", "nope"), "--weight-dtype",
-     "unknown dtype 'nope'; choose one of: bf16, "),
-    (("estimate", "llama-3.1-8b", "--gpu", "nope"), "--gpu", "unknown GPU 'nope'; choose one of: h200, h100-sxm, "),
-    (("capacity", "llama-3.1-8b", "--engine", "nope", "--kv-memory", "10GiB"), "--engine",
-     "unknown engine 'nope'; choose one of: ideal, llamacpp, sglang, vllm"),
-    (("capacity", "llama-3.1-8b", "--engine", "vllm", "--kv-memory", "10GiB", "--kv-dtype", "nope"), "--kv-dtype",
-     "unknown dtype 'nope'; choose one of: bf16, "),
-    (("capacity", "llama-3.1-8b", "--engine", "vllm", "--kv-memory", "10GiB", "--k-dtype", "nope"), "--k-dtype",
-     "unknown dtype 'nope'; choose one of: bf16, "),
-    (("plan", "llama-3.1-8b", "--seq-len", "8k", "--weight-dtype", "nope"), "--weight-dtype",
-     "unknown dtype 'nope'; choose one of: bf16, "),
-    (("compare", "llama-3.1-8b", "--kv-dtype", "nope"), "--kv-dtype", "unknown dtype 'nope'; choose one of: bf16, "),
-])
+@pytest.mark.parametrize(
+    "args, flag, head",
+    [
+        (
+            ("estimate", "llama-3.1-8b", "--kv-dtype", "nope"),
+            "--kv-dtype",
+            "unknown dtype 'nope'; choose one of: bf16, ",
+        ),
+        (("estimate", "llama-3.1-8b", "--k-dtype", "nope"), "--k-dtype", "unknown dtype 'nope'; choose one of: bf16, "),
+        (("estimate", "llama-3.1-8b", "--v-dtype", "nope"), "--v-dtype", "unknown dtype 'nope'; choose one of: bf16, "),
+        (
+            ("estimate", "llama-3.1-8b", "--kv-dtype", "int4", "--scale-dtype", "nope"),
+            "--scale-dtype",
+            "unknown dtype 'nope'; choose one of: bf16, ",
+        ),
+        (
+            ("estimate", "llama-3.1-8b", "--gpu", "h100-sxm", "--weight-dtype", "nope"),
+            "--weight-dtype",
+            "unknown dtype 'nope'; choose one of: bf16, ",
+        ),
+        (("estimate", "llama-3.1-8b", "--gpu", "nope"), "--gpu", "unknown GPU 'nope'; choose one of: h200, h100-sxm, "),
+        (
+            ("capacity", "llama-3.1-8b", "--engine", "nope", "--kv-memory", "10GiB"),
+            "--engine",
+            "unknown engine 'nope'; choose one of: ideal, llamacpp, sglang, vllm",
+        ),
+        (
+            ("capacity", "llama-3.1-8b", "--engine", "vllm", "--kv-memory", "10GiB", "--kv-dtype", "nope"),
+            "--kv-dtype",
+            "unknown dtype 'nope'; choose one of: bf16, ",
+        ),
+        (
+            ("capacity", "llama-3.1-8b", "--engine", "vllm", "--kv-memory", "10GiB", "--k-dtype", "nope"),
+            "--k-dtype",
+            "unknown dtype 'nope'; choose one of: bf16, ",
+        ),
+        (
+            ("plan", "llama-3.1-8b", "--seq-len", "8k", "--weight-dtype", "nope"),
+            "--weight-dtype",
+            "unknown dtype 'nope'; choose one of: bf16, ",
+        ),
+        (
+            ("compare", "llama-3.1-8b", "--kv-dtype", "nope"),
+            "--kv-dtype",
+            "unknown dtype 'nope'; choose one of: bf16, ",
+        ),
+    ],
+)
 def test_choice_option_names_itself_and_lists_choices(cli, args, flag, head):
     r = cli(*args)
     assert r.exit_code == 2

@@ -22,9 +22,21 @@ from kvcalc.cli import app
 
 runner = CliRunner()
 
-JSON_KEYS = ["model", "attention", "n_layers", "n_kv_heads", "head_dim", "seq_len", "batch",
-             "kv_dtype", "kv_bytes_per_token", "kv_cache_bytes", "kv_bytes_per_token_per_gpu",
-             "kv_cache_bytes_per_gpu", "kv_cache_bytes_no_window"]
+JSON_KEYS = [
+    "model",
+    "attention",
+    "n_layers",
+    "n_kv_heads",
+    "head_dim",
+    "seq_len",
+    "batch",
+    "kv_dtype",
+    "kv_bytes_per_token",
+    "kv_cache_bytes",
+    "kv_bytes_per_token_per_gpu",
+    "kv_cache_bytes_per_gpu",
+    "kv_cache_bytes_no_window",
+]
 
 
 def run(*args: str):
@@ -45,7 +57,12 @@ def test_worked_example_json():
     assert d["kv_bytes_per_token"] == 327_680
     assert isinstance(d["kv_cache_bytes"], int) and isinstance(d["kv_bytes_per_token"], int)
     assert (d["model"], d["attention"], d["n_layers"], d["n_kv_heads"], d["head_dim"]) == (
-        "llama-3.1-70b", "gqa", 80, 8, 128)
+        "llama-3.1-70b",
+        "gqa",
+        80,
+        8,
+        128,
+    )
     assert (d["seq_len"], d["batch"], d["kv_dtype"]) == (8192, 1, "fp16")
 
 
@@ -64,8 +81,14 @@ def test_defaults_come_from_the_model():
 def test_sixteen_users():
     # 16 x 32,768 x 327,680 B = 171,798,691,840 B ("over 170 GB" holds); at 32,000 tokens
     # 16 x 32,000 x 327,680 = 167,772,160,000 B, under 170 GB.
-    assert est_json("llama-3.1-70b", "-s", "32k", "--batch", "16", "--kv-dtype", "fp16")["kv_cache_bytes"] == 171_798_691_840
-    assert est_json("llama-3.1-70b", "-s", "32000", "--batch", "16", "--kv-dtype", "fp16")["kv_cache_bytes"] == 167_772_160_000
+    assert (
+        est_json("llama-3.1-70b", "-s", "32k", "--batch", "16", "--kv-dtype", "fp16")["kv_cache_bytes"]
+        == 171_798_691_840
+    )
+    assert (
+        est_json("llama-3.1-70b", "-s", "32000", "--batch", "16", "--kv-dtype", "fp16")["kv_cache_bytes"]
+        == 167_772_160_000
+    )
 
 
 def test_bundled_names_case_insensitive():
@@ -113,6 +136,7 @@ def test_compare_true_percentages():
 
 
 # ----- bad input: one line, exit 2, the file and field named, no traceback ------------------
+
 
 def write(tmp_path: Path, text: str, name: str = "m.yaml") -> str:
     p = tmp_path / name
@@ -171,8 +195,7 @@ def test_hf_field_name_hint(tmp_path):
 
 
 def test_wrong_type(tmp_path):
-    bad(["estimate", write(tmp_path, GOOD.replace("n_layers: 2", "n_layers: two"))],
-        "m.yaml:2", "field 'n_layers'")
+    bad(["estimate", write(tmp_path, GOOD.replace("n_layers: 2", "n_layers: two"))], "m.yaml:2", "field 'n_layers'")
 
 
 @pytest.mark.parametrize("field,value", [("n_layers", 0), ("n_heads", -4), ("head_dim", 0)])
@@ -182,8 +205,11 @@ def test_zero_or_negative(tmp_path, field, value):
 
 
 def test_heads_not_divisible(tmp_path):
-    bad(["estimate", write(tmp_path, GOOD.replace("n_kv_heads: 2", "n_kv_heads: 3"))],
-        "m.yaml", "n_heads (4) must be divisible by n_kv_heads (3)")
+    bad(
+        ["estimate", write(tmp_path, GOOD.replace("n_kv_heads: 2", "n_kv_heads: 3"))],
+        "m.yaml",
+        "n_heads (4) must be divisible by n_kv_heads (3)",
+    )
 
 
 def test_head_dim_not_derivable(tmp_path):
@@ -203,8 +229,11 @@ def test_layer_types_wrong_length(tmp_path):
 
 
 def test_missing_required_field(tmp_path):
-    bad(["estimate", write(tmp_path, GOOD.replace("n_heads: 4\n", "").replace("n_kv_heads: 2\n", ""))],
-        "field 'n_heads'", "required field is missing")
+    bad(
+        ["estimate", write(tmp_path, GOOD.replace("n_heads: 4\n", "").replace("n_kv_heads: 2\n", ""))],
+        "field 'n_heads'",
+        "required field is missing",
+    )
 
 
 def test_unknown_bundled_name():
@@ -247,19 +276,25 @@ def test_debug_shows_traceback(tmp_path):
 
 
 def test_estimate_never_imports_torch():
-    code = ("import sys\nfrom kvcalc.cli import main\nsys.argv=['kvcalc','estimate','llama-3.1-70b','-s','8192','-f','json']\n"
-            "try:\n    main()\nexcept SystemExit:\n    pass\n"
-            "bad=[m for m in ('torch','matplotlib') if m in sys.modules]\nprint('HEAVY', bad)")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                         cwd=Path(__file__).parents[2], check=True).stdout
+    code = (
+        "import sys\nfrom kvcalc.cli import main\nsys.argv=['kvcalc','estimate','llama-3.1-70b','-s','8192','-f','json']\n"
+        "try:\n    main()\nexcept SystemExit:\n    pass\n"
+        "bad=[m for m in ('torch','matplotlib') if m in sys.modules]\nprint('HEAVY', bad)"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, cwd=Path(__file__).parents[2], check=True
+    ).stdout
     assert "2684354560" in out
     assert out.strip().endswith("HEAVY []")
 
 
 def test_python_dash_m(tmp_path):
-    out = subprocess.run([sys.executable, "-m", "kvcalc", "estimate", "llama-3.1-70b", "-s", "8192",
-                          "--kv-dtype", "fp16", "-f", "json"], capture_output=True, text=True,
-                         cwd=Path(__file__).parents[2])
+    out = subprocess.run(
+        [sys.executable, "-m", "kvcalc", "estimate", "llama-3.1-70b", "-s", "8192", "--kv-dtype", "fp16", "-f", "json"],
+        capture_output=True,
+        text=True,
+        cwd=Path(__file__).parents[2],
+    )
     assert out.returncode == 0, out.stderr
     assert json.loads(out.stdout)["kv_cache_bytes"] == 2_684_354_560
 
@@ -268,14 +303,19 @@ def test_console_script_debug_flag_anywhere(tmp_path):
     missing = str(tmp_path / "x.yaml")
     root = Path(__file__).parents[2]
     # without --debug: one red line, exit 2
-    out = subprocess.run([sys.executable, "-m", "kvcalc", "estimate", missing, "-s", "8"],
-                         capture_output=True, text=True, cwd=root)
+    out = subprocess.run(
+        [sys.executable, "-m", "kvcalc", "estimate", missing, "-s", "8"], capture_output=True, text=True, cwd=root
+    )
     assert out.returncode == 2 and "Traceback" not in out.stderr
     assert out.stderr == f"error: {missing}: file not found\n"
     # --debug in the middle of the line (after the command and its argument, before an option):
     # main() lifts it out, so the same error comes out as a traceback ending in the ConfigError
-    out = subprocess.run([sys.executable, "-m", "kvcalc", "estimate", missing, "--debug", "-s", "8"],
-                         capture_output=True, text=True, cwd=root)
+    out = subprocess.run(
+        [sys.executable, "-m", "kvcalc", "estimate", missing, "--debug", "-s", "8"],
+        capture_output=True,
+        text=True,
+        cwd=root,
+    )
     assert out.returncode == 1, out.stderr
     assert out.stderr.startswith("Traceback (most recent call last):")
     assert out.stderr.rstrip().endswith(f"kvcalc.errors.ConfigError: {missing}: file not found")
@@ -283,7 +323,11 @@ def test_console_script_debug_flag_anywhere(tmp_path):
 
 def test_duplicate_yaml_key_refused(tmp_path):
     # PyYAML would silently keep the last n_layers; we name both lines
-    bad(["estimate", write(tmp_path, GOOD + "n_layers: 3\n")], "m.yaml:7", "key 'n_layers' is given twice (first on line 2)")
+    bad(
+        ["estimate", write(tmp_path, GOOD + "n_layers: 3\n")],
+        "m.yaml:7",
+        "key 'n_layers' is given twice (first on line 2)",
+    )
 
 
 def test_duplicate_json_key_refused(tmp_path):
@@ -292,12 +336,17 @@ def test_duplicate_json_key_refused(tmp_path):
     bad(["estimate", str(p)], "config.json", "'num_hidden_layers' is given twice")
 
 
-@pytest.mark.parametrize("args,needle", [
-    (["--kv-dtype", "int4", "--group-size", "0"], "--quant-group-size must be a positive even integer, got 0"),
-    (["--kv-dtype", "int4:gabc"], "group option 'gabc'"),
-    (["--kv-dtype", "fp16", "--group-size", "64"], "--quant-group-size applies to int8 and int4 only, not fp16; "
-                                                  "give --kv-dtype int8 or --kv-dtype int4"),
-])
+@pytest.mark.parametrize(
+    "args,needle",
+    [
+        (["--kv-dtype", "int4", "--group-size", "0"], "--quant-group-size must be a positive even integer, got 0"),
+        (["--kv-dtype", "int4:gabc"], "group option 'gabc'"),
+        (
+            ["--kv-dtype", "fp16", "--group-size", "64"],
+            "--quant-group-size applies to int8 and int4 only, not fp16; give --kv-dtype int8 or --kv-dtype int4",
+        ),
+    ],
+)
 def test_bad_group_options(args, needle):
     bad(["estimate", "llama-3.1-70b", "-s", "8k", *args], needle)
 
@@ -309,10 +358,16 @@ def test_group_size_option_is_exact():
     assert (d["kv_dtype"], d["kv_bytes_per_token"]) == ("int4:g64:fp16", 87_040)
 
 
-@pytest.mark.parametrize("value,needle", [
-    ("true", "valid integer"), ("32.0", "valid integer"), ('"8"', "valid integer"),
-    ("99999999999999999999", "less than or equal to 100000"), ("10000000", "less than or equal to 100000"),
-])
+@pytest.mark.parametrize(
+    "value,needle",
+    [
+        ("true", "valid integer"),
+        ("32.0", "valid integer"),
+        ('"8"', "valid integer"),
+        ("99999999999999999999", "less than or equal to 100000"),
+        ("10000000", "less than or equal to 100000"),
+    ],
+)
 def test_counts_are_strict_bounded_ints(tmp_path, value, needle):
     # a YAML `true` or `"8"` must not become 1 or 8 layers; a typo'd huge count must not hang
     text = GOOD.replace("n_layers: 2", f"n_layers: {value}")
@@ -327,7 +382,9 @@ def test_mla_with_sliding_window_refused(tmp_path):
 def test_utf8_bom_json(tmp_path):
     # 2 x 2 layers x 4 KV heads x (64 / 4 = 16) x 8 tokens x 2 B = 4,096 B
     p = tmp_path / "config.json"
-    p.write_bytes(b'\xef\xbb\xbf{"model_type": "llama", "num_hidden_layers": 2, "num_attention_heads": 4, "hidden_size": 64}')
+    p.write_bytes(
+        b'\xef\xbb\xbf{"model_type": "llama", "num_hidden_layers": 2, "num_attention_heads": 4, "hidden_size": 64}'
+    )
     assert est_json(str(p), "-s", "8")["kv_cache_bytes"] == 4_096
 
 
@@ -364,14 +421,19 @@ def report_size(n):
     return size(n)
 
 
-@pytest.mark.parametrize("args", [
-    ["estimate", "llama-3.1-8b", "-s", "8k", "--gpu", "h100-sxm"],
-    ["estimate", "llama-3.1-8b", "-s", "8k", "--engine", "vllm"],
-    ["sweep", "llama-3.1-8b", "-s", "1k,8k", "--batch", "1,4", "--gpu", "h100-sxm"],
-    ["check", "tests/data/deployments/misses-target.yaml", "tests/data/deployments/does-not-fit.yaml"],
-    ["capacity", "llama-3.1-8b", "--engine", "sglang", "--kv-memory", "10GiB"],
-    ["gpus"], ["models"], ["compare", "llama-3.1-8b", "-s", "8k"],
-])
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["estimate", "llama-3.1-8b", "-s", "8k", "--gpu", "h100-sxm"],
+        ["estimate", "llama-3.1-8b", "-s", "8k", "--engine", "vllm"],
+        ["sweep", "llama-3.1-8b", "-s", "1k,8k", "--batch", "1,4", "--gpu", "h100-sxm"],
+        ["check", "tests/data/deployments/misses-target.yaml", "tests/data/deployments/does-not-fit.yaml"],
+        ["capacity", "llama-3.1-8b", "--engine", "sglang", "--kv-memory", "10GiB"],
+        ["gpus"],
+        ["models"],
+        ["compare", "llama-3.1-8b", "-s", "8k"],
+    ],
+)
 def test_tables_print_no_raw_markup(args, monkeypatch):
     # tables print with markup off (user strings print as typed), so styles must be rich Text
     monkeypatch.chdir(Path(__file__).parents[2])
@@ -389,13 +451,24 @@ def test_config_json_without_dtype_warns(tmp_path):
     assert "warning:" in r.stderr and "no torch_dtype; assuming bf16" in r.stderr
 
 
-@pytest.mark.parametrize("args,needle", [
-    (["estimate", "llama-3.1-8b", "-s", "8k", "--block-size", "32"], "--block-size applies to --engine vllm only"),
-    (["estimate", "llama-3.1-8b", "-s", "8k", "--engine", "vllm", "--page-size", "64"], "--page-size applies to --engine sglang only"),
-    (["capacity", "llama-3.1-8b", "--engine", "vllm", "-m", "5GiB", "--ctx-size", "8k", "--swa-full"],
-     "--ctx-size, --swa-full apply to --engine llamacpp only"),
-    (["capacity", "llama-3.1-8b", "--engine", "llamacpp", "--ctx-size", "8k", "--vllm-v0"], "--vllm-v0 applies to --engine vllm only"),
-])
+@pytest.mark.parametrize(
+    "args,needle",
+    [
+        (["estimate", "llama-3.1-8b", "-s", "8k", "--block-size", "32"], "--block-size applies to --engine vllm only"),
+        (
+            ["estimate", "llama-3.1-8b", "-s", "8k", "--engine", "vllm", "--page-size", "64"],
+            "--page-size applies to --engine sglang only",
+        ),
+        (
+            ["capacity", "llama-3.1-8b", "--engine", "vllm", "-m", "5GiB", "--ctx-size", "8k", "--swa-full"],
+            "--ctx-size, --swa-full apply to --engine llamacpp only",
+        ),
+        (
+            ["capacity", "llama-3.1-8b", "--engine", "llamacpp", "--ctx-size", "8k", "--vllm-v0"],
+            "--vllm-v0 applies to --engine vllm only",
+        ),
+    ],
+)
 def test_options_of_another_engine_refused(args, needle):
     bad(args, needle)
 

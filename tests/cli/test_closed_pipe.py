@@ -27,8 +27,16 @@ def run_into_closed_pipe(*args: str) -> subprocess.CompletedProcess:
     os.close(r)
     try:
         env = os.environ | {"PYTHONPATH": str(ROOT), "COLUMNS": "80"}
-        proc = subprocess.run([sys.executable, "-m", "kvcalc", *args], stdout=w, stderr=subprocess.PIPE,
-                              text=True, timeout=120, cwd=ROOT, env=env, check=False)
+        proc = subprocess.run(
+            [sys.executable, "-m", "kvcalc", *args],
+            stdout=w,
+            stderr=subprocess.PIPE,
+            text=True,
+            timeout=120,
+            cwd=ROOT,
+            env=env,
+            check=False,
+        )
     finally:
         os.close(w)
     return proc
@@ -40,13 +48,16 @@ def test_exit_status_is_128_plus_sigpipe():
     assert CLOSED_PIPE_EXIT == 128 + signal.SIGPIPE == 141
 
 
-@pytest.mark.parametrize("args", [
-    # the trial's command: 100 layouts, some 20 KB of table
-    ("plan", "llama-3.1-70b", "-s", "32k", "--concurrency", "64", "--top", "100"),
-    ("estimate", "llama-3.1-8b"),
-    ("plan", "--help"),     # click's help, printed while the options are parsed
-    ("--debug", "models"),  # --debug: still no traceback, a closed pipe is no bug
-])
+@pytest.mark.parametrize(
+    "args",
+    [
+        # the trial's command: 100 layouts, some 20 KB of table
+        ("plan", "llama-3.1-70b", "-s", "32k", "--concurrency", "64", "--top", "100"),
+        ("estimate", "llama-3.1-8b"),
+        ("plan", "--help"),  # click's help, printed while the options are parsed
+        ("--debug", "models"),  # --debug: still no traceback, a closed pipe is no bug
+    ],
+)
 def test_closed_pipe_is_quiet_and_exits_141(args):
     proc = run_into_closed_pipe(*args)
     assert proc.returncode == CLOSED_PIPE_EXIT

@@ -32,8 +32,14 @@ def test_hybrids_are_tagged_and_their_state_counted(cli):
     r = cli("compare", *MODELS, "-s", "32k", env={"COLUMNS": "140"})
     assert r.exit_code == 0, r.output
     lines = r.stdout.splitlines()
-    assert [c.strip() for c in lines[2].strip("┃").split("┃")] == ["model", "attention", "B/token", "KV cache (B)",
-                                                                  "state (B)", "GiB"]
+    assert [c.strip() for c in lines[2].strip("┃").split("┃")] == [
+        "model",
+        "attention",
+        "B/token",
+        "KV cache (B)",
+        "state (B)",
+        "GiB",
+    ]
     body = [[c.strip() for c in line.strip("│").split("│")] for line in lines[4:8]]
     assert body == [list(row) for row in ROWS]
 
@@ -64,8 +70,10 @@ def test_no_state_column_without_a_stateful_model(cli):
 
 def test_a_state_the_config_does_not_size_is_said(cli, tmp_path):
     m = tmp_path / "pure-mamba.yaml"  # no mamba_d_state / d_conv / expand: no state shape
-    m.write_text("name: pure-mamba\nsource: test\nn_layers: 4\nn_heads: 8\nhidden_size: 512\n"
-                 "layer_pattern: [mamba]\nmax_position_embeddings: 4096\n")
+    m.write_text(
+        "name: pure-mamba\nsource: test\nn_layers: 4\nn_heads: 8\nhidden_size: 512\n"
+        "layer_pattern: [mamba]\nmax_position_embeddings: 4096\n"
+    )
     r = cli("compare", "llama-3.1-8b", str(m), "-s", "4k", env={"COLUMNS": "130"})
     assert r.exit_code == 0, r.output
     assert "│ pure-mamba   │ no KV cache (mamba state) │       0 │            0 │ not sized │ 0.00 │" in r.stdout

@@ -22,12 +22,18 @@ def one_line(r) -> str:
     return first
 
 
-@pytest.mark.parametrize("flags,line", [
-    (["-kvu", "-no-kvu"], "error: -kvu and -no-kvu disagree; give one of them"),
-    (["--no-kv-unified", "-kvu"], "error: --no-kv-unified and -kvu disagree; give one of them"),
-    (["--kv-unified", "-np", "2", "--no-kv-unified"], "error: --kv-unified and --no-kv-unified disagree; give one of them"),
-    (["-fa", "off", "--flash-attn"], "error: -fa off: --flash-attn and -fa off disagree; give one of them"),
-])
+@pytest.mark.parametrize(
+    "flags,line",
+    [
+        (["-kvu", "-no-kvu"], "error: -kvu and -no-kvu disagree; give one of them"),
+        (["--no-kv-unified", "-kvu"], "error: --no-kv-unified and -kvu disagree; give one of them"),
+        (
+            ["--kv-unified", "-np", "2", "--no-kv-unified"],
+            "error: --kv-unified and --no-kv-unified disagree; give one of them",
+        ),
+        (["-fa", "off", "--flash-attn"], "error: -fa off: --flash-attn and -fa off disagree; give one of them"),
+    ],
+)
 def test_a_flag_and_its_negation_are_refused(cli, flags, line):
     assert one_line(cli(*LLAMA, *flags)) == line
 
@@ -52,16 +58,27 @@ def test_a_flag_token_read_as_a_value_is_no_contradiction():
     cmd = next(c for c in COMMANDS if c.name == "capacity").load(None)
     assert contradicting_options(cmd, ["m", "-kvu", "--kv-dtype", "-no-kvu"]) is None
     assert contradicting_options(cmd, ["m", "-kvu", "--", "-no-kvu"]) is None
-    assert contradicting_options(cmd, ["m", "-kvu", "--kv-dtype=f16", "-no-kvu"]) == \
-        "-kvu and -no-kvu disagree; give one of them"
+    assert (
+        contradicting_options(cmd, ["m", "-kvu", "--kv-dtype=f16", "-no-kvu"])
+        == "-kvu and -no-kvu disagree; give one of them"
+    )
 
 
-@pytest.mark.parametrize("cmd", [["estimate", M], ["capacity", M, "-m", "10GiB"],
-                                 ["capacity", M, "-e", "llamacpp", "-m", "1GiB"]])
+@pytest.mark.parametrize(
+    "cmd", [["estimate", M], ["capacity", M, "-m", "10GiB"], ["capacity", M, "-e", "llamacpp", "-m", "1GiB"]]
+)
 def test_kv_dtype_beside_both_sides_is_refused(cli, cmd):
-    first = one_line(cli(*cmd, "--kv-dtype", "fp8" if "llamacpp" not in cmd else "q8_0",
-                         "-ctk", "fp16" if "llamacpp" not in cmd else "f16",
-                         "-ctv", "fp16" if "llamacpp" not in cmd else "f16"))
+    first = one_line(
+        cli(
+            *cmd,
+            "--kv-dtype",
+            "fp8" if "llamacpp" not in cmd else "q8_0",
+            "-ctk",
+            "fp16" if "llamacpp" not in cmd else "f16",
+            "-ctv",
+            "fp16" if "llamacpp" not in cmd else "f16",
+        )
+    )
     assert first.startswith("error: --kv-dtype ")
     assert "set both K and V, so it would be ignored; give --kv-dtype alone, or --k-dtype and --v-dtype" in first
 
@@ -84,40 +101,67 @@ def test_kv_dtype_beside_both_sides_in_the_api(gqa_spec):
     assert (e.value.field, e.value.value) == ("kv_dtype", "fp8")
 
 
-@pytest.mark.parametrize("flag,value", [
-    ("--gpu", "h100-sxm,,h200"), ("--gpu", "h100-sxm,"), ("--gpu", ",h200"),
-    ("--kv-dtype", "fp8,,bf16"), ("--weight-dtype", "bf16,"),
-])
+@pytest.mark.parametrize(
+    "flag,value",
+    [
+        ("--gpu", "h100-sxm,,h200"),
+        ("--gpu", "h100-sxm,"),
+        ("--gpu", ",h200"),
+        ("--kv-dtype", "fp8,,bf16"),
+        ("--weight-dtype", "bf16,"),
+    ],
+)
 def test_plan_list_with_an_empty_item(cli, flag, value):
-    assert one_line(cli("plan", M, flag, value)) == \
-        f"error: {flag}: '{value}' has an empty item; write values separated by single commas"
+    assert (
+        one_line(cli("plan", M, flag, value))
+        == f"error: {flag}: '{value}' has an empty item; write values separated by single commas"
+    )
 
 
 def test_plan_gpu_set_with_an_empty_device(cli):
-    assert one_line(cli("plan", M, "-e", "llamacpp", "--gpu", "h100-sxm+")) == \
-        "error: --gpu: 'h100-sxm+' has an empty item; write values separated by single commas"
+    assert (
+        one_line(cli("plan", M, "-e", "llamacpp", "--gpu", "h100-sxm+"))
+        == "error: --gpu: 'h100-sxm+' has an empty item; write values separated by single commas"
+    )
 
 
 def test_plan_empty_gpu(cli):
-    assert one_line(cli("plan", M, "--gpu", "")) == \
-        "error: --gpu is empty; give names separated by commas, or leave --gpu out for the default"
+    assert (
+        one_line(cli("plan", M, "--gpu", ""))
+        == "error: --gpu is empty; give names separated by commas, or leave --gpu out for the default"
+    )
 
 
 def test_plan_seq_len_list_is_refused_the_same_way(cli):
-    assert one_line(cli("sweep", M, "-s", "8k,,32k")) == \
-        "error: --seq-len: '8k,,32k' has an empty item; write values separated by single commas"
+    assert (
+        one_line(cli("sweep", M, "-s", "8k,,32k"))
+        == "error: --seq-len: '8k,,32k' has an empty item; write values separated by single commas"
+    )
 
 
 @pytest.mark.parametrize("flag", ["--async-scheduling", "--no-async-scheduling"])
-@pytest.mark.parametrize("version,why", [
-    (["--vllm-version", "0.11"], ("vLLM 0.11 holds --max-num-batched-tokens in flight for a sliding-window "
-                                  "request either way (SlidingWindowSpec.max_memory_usage_bytes)")),
-    (["--vllm-v0"], "vLLM 0.6 (the V0 engine) keeps sliding-window layers at full length, with no tokens in flight"),
-])
+@pytest.mark.parametrize(
+    "version,why",
+    [
+        (
+            ["--vllm-version", "0.11"],
+            (
+                "vLLM 0.11 holds --max-num-batched-tokens in flight for a sliding-window "
+                "request either way (SlidingWindowSpec.max_memory_usage_bytes)"
+            ),
+        ),
+        (
+            ["--vllm-v0"],
+            "vLLM 0.6 (the V0 engine) keeps sliding-window layers at full length, with no tokens in flight",
+        ),
+    ],
+)
 def test_async_scheduling_only_on_033(cli, flag, version, why):
-    assert one_line(cli(*VLLM, flag, *version)) == \
-        f"error: {flag} applies to --vllm-version 0.33 only (two batches in flight); {why}: " \
+    assert (
+        one_line(cli(*VLLM, flag, *version))
+        == f"error: {flag} applies to --vllm-version 0.33 only (two batches in flight); {why}: "
         "drop it, or give --vllm-version 0.33"
+    )
 
 
 def test_async_scheduling_on_033_still_counts(cli):
@@ -133,6 +177,8 @@ def test_async_scheduling_on_033_still_counts(cli):
 @pytest.mark.parametrize("legacy,who", [(["--llamacpp-version", "legacy"], ""), (["--ollama"], " of ollama")])
 def test_kv_unified_is_refused_on_legacy(cli, flag, legacy, who):
     name = "--kv-unified" if flag == "-kvu" else "--no-kv-unified"
-    assert one_line(cli(*LLAMA, *legacy, flag)) == \
-        f"error: {name} applies to --llamacpp-version current only; the legacy llama.cpp{who} keeps one " \
+    assert (
+        one_line(cli(*LLAMA, *legacy, flag))
+        == f"error: {name} applies to --llamacpp-version current only; the legacy llama.cpp{who} keeps one "
         "unified cache of n_ctx cells for every sequence whatever the flag: drop it"
+    )

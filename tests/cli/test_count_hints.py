@@ -15,27 +15,51 @@ B = "-b is llama.cpp's --batch-size (n_batch: `kvcalc capacity --engine llamacpp
 C = "-c is llama.cpp's --ctx-size (n_ctx: `kvcalc capacity --engine llamacpp -c`)"
 
 
-@pytest.mark.parametrize("args,hint", [
-    (["plan", "llama-3.1-8b", "-b", "3"], f"-b; {B}; the number of sequences is --concurrency"),
-    (["capacity", "llama-3.1-8b", "--batch", "3"],
-     ("--batch; the number of sequences is --concurrency on `kvcalc capacity`; "
-      "its --batch-size (-b) is llama.cpp's n_batch")),
-    (["plan", "llama-3.1-8b", "--batch", "3"], "--batch; the number of sequences is --concurrency on `kvcalc plan`"),
-    (["estimate", "llama-3.1-8b", "--concurrency", "3"],
-     "--concurrency; the number of sequences is --batch on `kvcalc estimate`"),
-    (["check", "d.yaml", "-b", "3"],
-     f"-b; {B}; `kvcalc check` takes no number of sequences (a deployment file's concurrency: field)"),
-    (["check", "d.yaml", "-c", "3"],
-     f"-c; {C}; `kvcalc check` takes no context length (a deployment file's max_seq_len: field)"),
-    (["estimate", "llama-3.1-8b", "-c", "4096"],
-     f"-c; {C}; a context length is --seq-len (-s), the number of sequences --batch"),
-    (["plan", "llama-3.1-8b", "-c", "64"],
-     f"-c; {C}; a context length is --seq-len (-s), the number of sequences --concurrency"),
-    (["sweep", "llama-3.1-8b", "--ctx-size", "4096"],
-     ("--ctx-size; --ctx-size is llama.cpp's n_ctx (`kvcalc capacity --engine llamacpp --ctx-size`); "
-      "a context length is --seq-len (-s), the number of sequences --batch")),
-    (["models", "-b", "2"], f"-b; {B}; `kvcalc models` takes no number of sequences"),
-])
+@pytest.mark.parametrize(
+    "args,hint",
+    [
+        (["plan", "llama-3.1-8b", "-b", "3"], f"-b; {B}; the number of sequences is --concurrency"),
+        (
+            ["capacity", "llama-3.1-8b", "--batch", "3"],
+            (
+                "--batch; the number of sequences is --concurrency on `kvcalc capacity`; "
+                "its --batch-size (-b) is llama.cpp's n_batch"
+            ),
+        ),
+        (
+            ["plan", "llama-3.1-8b", "--batch", "3"],
+            "--batch; the number of sequences is --concurrency on `kvcalc plan`",
+        ),
+        (
+            ["estimate", "llama-3.1-8b", "--concurrency", "3"],
+            "--concurrency; the number of sequences is --batch on `kvcalc estimate`",
+        ),
+        (
+            ["check", "d.yaml", "-b", "3"],
+            f"-b; {B}; `kvcalc check` takes no number of sequences (a deployment file's concurrency: field)",
+        ),
+        (
+            ["check", "d.yaml", "-c", "3"],
+            f"-c; {C}; `kvcalc check` takes no context length (a deployment file's max_seq_len: field)",
+        ),
+        (
+            ["estimate", "llama-3.1-8b", "-c", "4096"],
+            f"-c; {C}; a context length is --seq-len (-s), the number of sequences --batch",
+        ),
+        (
+            ["plan", "llama-3.1-8b", "-c", "64"],
+            f"-c; {C}; a context length is --seq-len (-s), the number of sequences --concurrency",
+        ),
+        (
+            ["sweep", "llama-3.1-8b", "--ctx-size", "4096"],
+            (
+                "--ctx-size; --ctx-size is llama.cpp's n_ctx (`kvcalc capacity --engine llamacpp --ctx-size`); "
+                "a context length is --seq-len (-s), the number of sequences --batch"
+            ),
+        ),
+        (["models", "-b", "2"], f"-b; {B}; `kvcalc models` takes no number of sequences"),
+    ],
+)
 def test_the_hint_names_this_commands_option(cli, args, hint):
     r = cli(*args)
     assert r.exit_code == 2
@@ -46,8 +70,9 @@ def test_the_hint_names_this_commands_option(cli, args, hint):
 def test_b_before_the_command_says_options_follow_it(cli):
     r = cli("-b", "3", "estimate", "llama-3.1-8b")
     assert r.exit_code == 2
-    assert r.output.splitlines()[0] == (f"error: no such option: -b; {B}; options follow the command "
-                                        "(`kvcalc estimate MODEL --seq-len 32k --batch 8`)")
+    assert r.output.splitlines()[0] == (
+        f"error: no such option: -b; {B}; options follow the command (`kvcalc estimate MODEL --seq-len 32k --batch 8`)"
+    )
 
 
 def command_options(cli_name: str) -> set[str]:
@@ -74,7 +99,9 @@ def test_a_word_click_reads_as_its_first_letter_is_named_as_typed(cli):
     """`sweep -ctk fp16`: click reports `-c` (it reads -c, t, k), which is not what was typed."""
     r = cli("sweep", "llama-3.1-8b", "-ctk", "fp16")
     assert r.exit_code == 2
-    assert r.output.splitlines()[0] == ("error: no such option: -ctk; `kvcalc sweep` sets K and V together with "
-                                        "--kv-dtype (-ctk / -ctv are on estimate and capacity)")
+    assert r.output.splitlines()[0] == (
+        "error: no such option: -ctk; `kvcalc sweep` sets K and V together with "
+        "--kv-dtype (-ctk / -ctv are on estimate and capacity)"
+    )
     r = cli("models", "-ctv", "fp16")
     assert r.output.splitlines()[0] == "error: no such option: -ctv"

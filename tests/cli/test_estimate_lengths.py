@@ -87,10 +87,13 @@ def test_contexts_beyond_the_model_warn_once(cli):
     assert r.stderr.count("warning:") == 1 and "262,144, 524,288 tokens are beyond" in r.stderr
 
 
-@pytest.mark.parametrize("extra,msg", [
-    (["--gpu", "h100-sxm"], "use `kvcalc sweep llama-3.1-70b --seq-len 8192,32768 --batch 1 --gpu h100-sxm`"),
-    (["--engine", "vllm"], "--engine vllm with several --seq-len values: give one --seq-len"),
-])
+@pytest.mark.parametrize(
+    "extra,msg",
+    [
+        (["--gpu", "h100-sxm"], "use `kvcalc sweep llama-3.1-70b --seq-len 8192,32768 --batch 1 --gpu h100-sxm`"),
+        (["--engine", "vllm"], "--engine vllm with several --seq-len values: give one --seq-len"),
+    ],
+)
 def test_gpu_and_engine_take_one_length(cli, extra, msg):
     r = cli("estimate", "llama-3.1-70b", "-s", "8k,32k", *extra)
     assert r.exit_code == 2 and r.stdout == "" and msg in r.stderr and r.stderr.count("\n") == 1

@@ -15,12 +15,19 @@ from kvcalc.cli.app import COMMANDS, app
 #: parameter names that differ between commands for the same thing (a list-valued form on
 #: `plan`, a command's own name for it); any other parameter means what its name says
 SAME_THING = {
-    "seq_len": "tokens per sequence", "max_model_len": "tokens per sequence",
-    "batch": "sequences", "concurrency": "sequences", "parallel": "sequences",
-    "engine": "engine", "engine_name": "engine",
-    "gpu": "GPU", "gpus": "GPU",
-    "kv_dtype": "KV format", "kv_dtypes": "KV format",
-    "weight_dtype": "weight format", "weight_dtypes": "weight format",
+    "seq_len": "tokens per sequence",
+    "max_model_len": "tokens per sequence",
+    "batch": "sequences",
+    "concurrency": "sequences",
+    "parallel": "sequences",
+    "engine": "engine",
+    "engine_name": "engine",
+    "gpu": "GPU",
+    "gpus": "GPU",
+    "kv_dtype": "KV format",
+    "kv_dtypes": "KV format",
+    "weight_dtype": "weight format",
+    "weight_dtypes": "weight format",
 }
 
 
@@ -46,20 +53,23 @@ def test_every_flag_means_one_thing_on_every_command():
 def test_b_and_c_are_llama_cpps_wherever_they_exist():
     meanings = flag_meanings()
     assert {m for m, _ in meanings["-b"]} == {"batch_size"}  # llama.cpp n_batch
-    assert {m for m, _ in meanings["-c"]} == {"ctx_size"}    # llama.cpp n_ctx
+    assert {m for m, _ in meanings["-c"]} == {"ctx_size"}  # llama.cpp n_ctx
     assert {c for _, c in meanings["-b"]} == {c for _, c in meanings["--batch-size"]} == {"capacity"}
     # the sequence count keeps its long names on the commands that take it
     assert {c for m, c in meanings["--batch"]} == {"estimate", "compare", "measure", "sweep"}
     assert {m for m, _ in meanings["--max-num-seqs"]} == {"sequences"}
 
 
-@pytest.mark.parametrize("args,flag,count", [
-    (["estimate", "llama-3.1-8b", "-b", "12"], "-b", "--batch"),
-    (["sweep", "llama-3.1-8b", "-b", "1,8"], "-b", "--batch"),
-    (["compare", "llama-3.1-8b", "-b", "2"], "-b", "--batch"),
-    (["plan", "llama-3.1-8b", "-c", "64"], "-c", "--concurrency"),  # plan's own name for it
-    (["estimate", "llama-3.1-8b", "-c", "4096"], "-c", "--batch"),
-])
+@pytest.mark.parametrize(
+    "args,flag,count",
+    [
+        (["estimate", "llama-3.1-8b", "-b", "12"], "-b", "--batch"),
+        (["sweep", "llama-3.1-8b", "-b", "1,8"], "-b", "--batch"),
+        (["compare", "llama-3.1-8b", "-b", "2"], "-b", "--batch"),
+        (["plan", "llama-3.1-8b", "-c", "64"], "-c", "--concurrency"),  # plan's own name for it
+        (["estimate", "llama-3.1-8b", "-c", "4096"], "-c", "--batch"),
+    ],
+)
 def test_b_and_c_elsewhere_are_refused_with_the_hint(cli, args, flag, count):
     r = cli(*args)
     assert r.exit_code == 2

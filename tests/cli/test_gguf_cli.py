@@ -45,8 +45,10 @@ def test_capacity_llamacpp_end_to_end(cli, llama8b):
     d = json.loads(r.stdout)
     # 8,192 cells x 131,072 B = 1,073,741,824 B = 1024.00 MiB; K and V 512.00 MiB each; llama-server
     # without -np: 4 slots sharing one unified stream ("4/1 seqs")
-    assert d["log_lines"][-1] == ("llama_kv_cache: size = 1024.00 MiB (  8192 cells,  32 layers,  4/1 seqs), "
-                                  "K (f16):  512.00 MiB, V (f16):  512.00 MiB")
+    assert d["log_lines"][-1] == (
+        "llama_kv_cache: size = 1024.00 MiB (  8192 cells,  32 layers,  4/1 seqs), "
+        "K (f16):  512.00 MiB, V (f16):  512.00 MiB"
+    )
 
 
 def test_capacity_llamacpp_with_sliding_layers(cli, tmp_path):
@@ -54,9 +56,16 @@ def test_capacity_llamacpp_with_sliding_layers(cli, tmp_path):
     # (-np 1: one sequence) pad(min(32,768, 1,024 + n_ubatch 512), 256) = 1,536 cells; per cell and layer
     # 2 x 16 x 128 x 2 B = 8,192 B:
     # global 32,768 x 10 x 8,192 = 2,684,354,560 B = 2560.00 MiB; SWA 1,536 x 52 x 8,192 = 654,311,424 B = 624.00 MiB
-    kv = {"block_count": 62, "embedding_length": 5376, "attention.head_count": 32, "attention.head_count_kv": 16,
-          "attention.key_length": 128, "attention.value_length": 128, "attention.sliding_window": 1024,
-          "context_length": 131072}
+    kv = {
+        "block_count": 62,
+        "embedding_length": 5376,
+        "attention.head_count": 32,
+        "attention.head_count_kv": 16,
+        "attention.key_length": 128,
+        "attention.value_length": 128,
+        "attention.sliding_window": 1024,
+        "context_length": 131072,
+    }
     p = write_gguf(tmp_path / "gemma-3-27b.gguf", "gemma3", kv, [("blk.0.attn_norm.weight", "F32", (8,))])
     r = cli("capacity", p, "--engine", "llamacpp", "--ctx-size", "32768", "-np", "1", "-f", "json")
     assert r.exit_code == 0, r.output
@@ -92,11 +101,20 @@ def test_weight_dtype_override_on_a_gguf_counts_the_architecture(cli, llama8b):
 
 
 def test_estimate_of_a_bundled_model_imports_neither_gguf_nor_numpy():
-    code = ("import sys; from kvcalc.cli import main; sys.argv = ['kvcalc', 'estimate', 'llama-3.1-8b', '-s', '1k'];\n"
-            "try:\n    main()\nexcept SystemExit:\n    pass\n"
-            "print('LOADED', [m for m in ('gguf', 'numpy') if m in sys.modules])")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=60, check=False,
-                         env={"PYTHONPATH": str(ROOT), "COLUMNS": "80", "PATH": "/usr/bin:/bin"})
+    code = (
+        "import sys; from kvcalc.cli import main; sys.argv = ['kvcalc', 'estimate', 'llama-3.1-8b', '-s', '1k'];\n"
+        "try:\n    main()\nexcept SystemExit:\n    pass\n"
+        "print('LOADED', [m for m in ('gguf', 'numpy') if m in sys.modules])"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=60,
+        check=False,
+        env={"PYTHONPATH": str(ROOT), "COLUMNS": "80", "PATH": "/usr/bin:/bin"},
+    )
     assert "LOADED []" in out.stdout, (out.stdout[-500:], out.stderr[-2000:])
 
 
@@ -104,7 +122,14 @@ def test_without_the_gguf_package_one_line(tmp_path, llama8b):
     # a `gguf` that cannot be imported: the one line names the extra to install
     (tmp_path / "gguf").mkdir()
     (tmp_path / "gguf" / "__init__.py").write_text("raise ImportError('no gguf here')\n")
-    out = subprocess.run([sys.executable, "-m", "kvcalc", "estimate", str(llama8b)], capture_output=True, text=True, check=False,
-                         cwd=ROOT, timeout=60, env={"PYTHONPATH": f"{tmp_path}:{ROOT}", "COLUMNS": "80", "PATH": "/usr/bin:/bin"})
+    out = subprocess.run(
+        [sys.executable, "-m", "kvcalc", "estimate", str(llama8b)],
+        capture_output=True,
+        text=True,
+        check=False,
+        cwd=ROOT,
+        timeout=60,
+        env={"PYTHONPATH": f"{tmp_path}:{ROOT}", "COLUMNS": "80", "PATH": "/usr/bin:/bin"},
+    )
     assert out.returncode == 2
     assert out.stderr.strip() == "error: this needs the gguf package to read .gguf files: pip install 'kvcalc[gguf]'"

@@ -17,13 +17,23 @@ import pytest
 #: per engine: the program words, and the flags (with their value) that are no sizing flag: the
 #: model path (kvcalc takes the model as its argument) and SGLang's multi-node rendezvous
 PROGRAM = {"vllm": ("vllm", "serve"), "sglang": ("python", "-m", "sglang.launch_server"), "llamacpp": ("llama-server",)}
-NOT_SIZING = {"vllm": (), "sglang": ("--model-path", "--nnodes", "--node-rank", "--dist-init-addr"), "llamacpp": ("-m",)}
+NOT_SIZING = {
+    "vllm": (),
+    "sglang": ("--model-path", "--nnodes", "--node-rank", "--dist-init-addr"),
+    "llamacpp": ("-m",),
+}
 
 #: (model, context, concurrency): dense, MLA over pipeline stages, sliding window, two hybrids,
 #: MoE, and a 405B that takes tp 8 x dp 2 over two nodes
-WORKLOADS = [("llama-3.1-8b", "32k", 16), ("deepseek-v3", "32k", 64), ("gpt-oss-20b", "32k", 8),
-             ("jamba-1.5-mini", "64k", 8), ("qwen3-next-80b-a3b", "64k", 8), ("qwen3-30b-a3b", "8k", 256),
-             ("llama-3.1-405b", "128k", 32)]
+WORKLOADS = [
+    ("llama-3.1-8b", "32k", 16),
+    ("deepseek-v3", "32k", 64),
+    ("gpt-oss-20b", "32k", 8),
+    ("jamba-1.5-mini", "64k", 8),
+    ("qwen3-next-80b-a3b", "64k", 8),
+    ("qwen3-30b-a3b", "8k", 256),
+    ("llama-3.1-405b", "128k", 32),
+]
 
 
 #: the engines whose profile refuses a model outright (plan refuses it as capacity does)
@@ -34,8 +44,20 @@ def launch_flags(cli, model: str, seq_len: str, concurrency: int, engine: str) -
     """The flags of plan's top launch line on h200, with the program, the model (vLLM's
     positional argument) and the `NOT_SIZING` flags dropped; None where plan refuses the model
     for the engine (`REFUSED`)."""
-    r = cli("plan", model, "-s", seq_len, "--concurrency", str(concurrency), "--engine", engine, "--gpu", "h200",
-            "-f", "json")
+    r = cli(
+        "plan",
+        model,
+        "-s",
+        seq_len,
+        "--concurrency",
+        str(concurrency),
+        "--engine",
+        engine,
+        "--gpu",
+        "h200",
+        "-f",
+        "json",
+    )
     if (model, engine) in REFUSED:
         assert r.exit_code == 2
         assert "layout to plan; --engine ideal or --engine llamacpp size it" in r.output
@@ -44,8 +66,8 @@ def launch_flags(cli, model: str, seq_len: str, concurrency: int, engine: str) -
     layouts = json.loads(r.stdout)["layouts"]
     words = shlex.split(layouts[0]["launch"])
     prog = PROGRAM[engine]
-    assert tuple(words[:len(prog)]) == prog
-    words = words[len(prog):]
+    assert tuple(words[: len(prog)]) == prog
+    words = words[len(prog) :]
     if engine == "vllm":
         words = words[1:]  # `vllm serve MODEL`
     out, i = [], 0
@@ -53,15 +75,19 @@ def launch_flags(cli, model: str, seq_len: str, concurrency: int, engine: str) -
         assert words[i].startswith("-"), words
         has_value = i + 1 < len(words) and not words[i + 1].startswith("-")
         if words[i] not in NOT_SIZING[engine]:
-            out += words[i:i + 1 + has_value]
+            out += words[i : i + 1 + has_value]
         i += 1 + has_value
     return out
 
 
 #: every workload on every engine; 405B's llama.cpp layer split over one node's 8 GPUs at a
 #: workload that fits one node (128k x 32 does not: plan finds no layout)
-CASES = [(m, s, c, e) for m, s, c in WORKLOADS for e in ("vllm", "sglang", "llamacpp")
-         if (m, e) != ("llama-3.1-405b", "llamacpp")] + [("llama-3.1-405b", "32k", 4, "llamacpp")]
+CASES = [
+    (m, s, c, e)
+    for m, s, c in WORKLOADS
+    for e in ("vllm", "sglang", "llamacpp")
+    if (m, e) != ("llama-3.1-405b", "llamacpp")
+] + [("llama-3.1-405b", "32k", 4, "llamacpp")]
 
 
 @pytest.mark.parametrize("model,seq_len,concurrency,engine", CASES)
@@ -78,6 +104,8 @@ def test_plan_launch_line_pastes_into_estimate_and_capacity(cli, model, seq_len,
     pp = next((int(flags[i + 1]) for i, f in enumerate(flags) if f in ("--pipeline-parallel-size", "--pp-size")), 1)
     if pp > 1:  # capacity figures one rank holding every layer: stages are refused with the reason
         assert r.exit_code == 2
-        assert r.output.splitlines()[0].startswith(f"error: --pp {pp}: capacity figures one GPU rank that holds every layer")
+        assert r.output.splitlines()[0].startswith(
+            f"error: --pp {pp}: capacity figures one GPU rank that holds every layer"
+        )
     else:
         assert r.exit_code == 0, r.output

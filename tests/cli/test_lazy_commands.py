@@ -19,9 +19,17 @@ from typer.testing import CliRunner
 from kvcalc.cli import app
 
 ROOT = Path(__file__).resolve().parents[2]
-COMMAND_MODULES = {"kvcalc.cli.estimate", "kvcalc.cli.models", "kvcalc.cli.compare", "kvcalc.cli.import_",
-                   "kvcalc.cli.measure", "kvcalc.cli.gpus", "kvcalc.cli.sweep", "kvcalc.cli.check",
-                   "kvcalc.cli.capacity"}
+COMMAND_MODULES = {
+    "kvcalc.cli.estimate",
+    "kvcalc.cli.models",
+    "kvcalc.cli.compare",
+    "kvcalc.cli.import_",
+    "kvcalc.cli.measure",
+    "kvcalc.cli.gpus",
+    "kvcalc.cli.sweep",
+    "kvcalc.cli.check",
+    "kvcalc.cli.capacity",
+}
 
 RUN = """
 import json, sys
@@ -37,8 +45,14 @@ print("\\nMODULES " + json.dumps(sorted(m for m in sys.modules if m.startswith("
 
 def modules_after(*args: str) -> tuple[str, set[str]]:
     """(stdout before the module list, kvcalc modules loaded) of `kvcalc ARGS` in a fresh process."""
-    out = subprocess.run([sys.executable, "-c", RUN, json.dumps(list(args))], capture_output=True, text=True,
-                         cwd=ROOT, timeout=60, env={"COLUMNS": "80", "PATH": "/usr/bin:/bin"}).stdout
+    out = subprocess.run(
+        [sys.executable, "-c", RUN, json.dumps(list(args))],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=60,
+        env={"COLUMNS": "80", "PATH": "/usr/bin:/bin"},
+    ).stdout
     text, _, mods = out.rpartition("\nMODULES ")
     return text, set(json.loads(mods))
 
@@ -49,16 +63,36 @@ def test_estimate_imports_its_own_command_module_only():
     assert mods & COMMAND_MODULES == {"kvcalc.cli.estimate"}
     # nor the plan, the roofline or the engines: the options read their defaults from
     # kvcalc.calc.defaults / kvcalc.engines.defaults
-    assert not mods & {"kvcalc.calc.memory_plan", "kvcalc.calc.roofline", "kvcalc.calc.weights",
-                       "kvcalc.engines.profile", "kvcalc.engines.vllm", "kvcalc.engines.sglang",
-                       "kvcalc.engines.llamacpp", "kvcalc.load.gpus", "kvcalc.measure"}
+    assert not mods & {
+        "kvcalc.calc.memory_plan",
+        "kvcalc.calc.roofline",
+        "kvcalc.calc.weights",
+        "kvcalc.engines.profile",
+        "kvcalc.engines.vllm",
+        "kvcalc.engines.sglang",
+        "kvcalc.engines.llamacpp",
+        "kvcalc.load.gpus",
+        "kvcalc.measure",
+    }
 
 
 def test_help_lists_every_command_and_imports_none():
     text, mods = modules_after("--help")
     listed = [line.split()[0] for line in text.split("Commands:")[1].strip().splitlines()]
-    assert listed == ["estimate", "models", "compare", "import", "measure", "gpus", "sweep", "check", "schema",
-                      "capacity", "plan", "transfer"]
+    assert listed == [
+        "estimate",
+        "models",
+        "compare",
+        "import",
+        "measure",
+        "gpus",
+        "sweep",
+        "check",
+        "schema",
+        "capacity",
+        "plan",
+        "transfer",
+    ]
     assert "models    List the bundled model configs." in text
     assert not mods & COMMAND_MODULES
 
@@ -101,8 +135,10 @@ def test_a_misspelt_command_is_suggested():
     assert r.exit_code == 2 and "Did you mean 'estimate'?" in r.output
 
 
-@pytest.mark.parametrize("name", ["estimate", "models", "compare", "import", "measure", "gpus", "sweep", "check",
-                                  "schema", "capacity", "plan"])
+@pytest.mark.parametrize(
+    "name",
+    ["estimate", "models", "compare", "import", "measure", "gpus", "sweep", "check", "schema", "capacity", "plan"],
+)
 def test_every_command_loads_and_shows_its_help(name):
     r = CliRunner().invoke(app, [name, "--help"])
     assert r.exit_code == 0 and "Usage:" in r.output, r.output
@@ -118,8 +154,12 @@ def test_defaults_have_one_home():
     assert (memory_plan.DEFAULT_CUDA_CONTEXT_BYTES, memory_plan.DEFAULT_GPU_MEMORY_UTILIZATION) == (500 * 2**20, 0.9)
     assert (roofline.DEFAULT_BW_EFFICIENCY, roofline.DEFAULT_FLOPS_EFFICIENCY) == (0.8, 0.5)
     assert memory_plan.DEFAULT_CUDA_CONTEXT_BYTES is defaults.DEFAULT_CUDA_CONTEXT_BYTES
-    assert (vllm.DEFAULT_BLOCK_SIZE, vllm.DEFAULT_MAX_NUM_BATCHED_TOKENS, sglang.DEFAULT_PAGE_SIZE,
-            llamacpp.DEFAULT_N_UBATCH) == (16, 8192, 1, 512)
+    assert (
+        vllm.DEFAULT_BLOCK_SIZE,
+        vllm.DEFAULT_MAX_NUM_BATCHED_TOKENS,
+        sglang.DEFAULT_PAGE_SIZE,
+        llamacpp.DEFAULT_N_UBATCH,
+    ) == (16, 8192, 1, 512)
     # flags left at their defaults give each engine's default options object
     assert VllmFlags().to_options() == VllmOptions()
     assert SglangFlags().to_options() == SglangOptions()

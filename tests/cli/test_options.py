@@ -47,32 +47,138 @@ def test_help_lists_every_option_in_its_place():
     # the options of no group first (under "Options"), then each option group under its own
     # heading (`OptionGroup.panel`: issue 23 friction 5), in the order the command spreads them
     assert long_flags("estimate") == [
-        "--seq-len", "--batch", "--engine", "--input-len", "--output-len", "--request-rate", "--calibration",
-        "--revision", "--trust-plain-decoder", "--format", "--help", "--kv-dtype", "--k-dtype", "--v-dtype",
-        "--quant-group-size", "--scale-dtype", "--tp", "--pp", "--dp", "--dp-attention", "--ep",
-        "--enable-expert-parallel", "--enable-dp-attention", "--dcp", "--count", "--speculative-config",
-        "--speculative-algorithm", "--speculative-num-steps", "--speculative-draft-model-path",
-        "--accepted-len", "--block-size", "--page-size", "--gpu", "--weight-dtype", "--gpu-memory-utilization",
-        "--bw-efficiency", "--flops-efficiency", "--cuda-context", "--activation-reserve"]
+        "--seq-len",
+        "--batch",
+        "--engine",
+        "--input-len",
+        "--output-len",
+        "--request-rate",
+        "--calibration",
+        "--revision",
+        "--trust-plain-decoder",
+        "--format",
+        "--help",
+        "--kv-dtype",
+        "--k-dtype",
+        "--v-dtype",
+        "--quant-group-size",
+        "--scale-dtype",
+        "--tp",
+        "--pp",
+        "--dp",
+        "--dp-attention",
+        "--ep",
+        "--enable-expert-parallel",
+        "--enable-dp-attention",
+        "--dcp",
+        "--count",
+        "--speculative-config",
+        "--speculative-algorithm",
+        "--speculative-num-steps",
+        "--speculative-draft-model-path",
+        "--accepted-len",
+        "--block-size",
+        "--page-size",
+        "--gpu",
+        "--weight-dtype",
+        "--gpu-memory-utilization",
+        "--bw-efficiency",
+        "--flops-efficiency",
+        "--cuda-context",
+        "--activation-reserve",
+    ]
     assert long_flags("sweep") == [
-        "--seq-len", "--batch", "--plot", "--force", "--beyond-context", "--engine", "--calibration", "--revision",
-        "--trust-plain-decoder", "--format", "--help",
-        "--gpu", "--weight-dtype", "--gpu-memory-utilization", "--bw-efficiency", "--flops-efficiency",
-        "--cuda-context", "--activation-reserve", "--count", "--tp", "--pp", "--kv-dtype"]
+        "--seq-len",
+        "--batch",
+        "--plot",
+        "--force",
+        "--beyond-context",
+        "--engine",
+        "--calibration",
+        "--revision",
+        "--trust-plain-decoder",
+        "--format",
+        "--help",
+        "--gpu",
+        "--weight-dtype",
+        "--gpu-memory-utilization",
+        "--bw-efficiency",
+        "--flops-efficiency",
+        "--cuda-context",
+        "--activation-reserve",
+        "--count",
+        "--tp",
+        "--pp",
+        "--kv-dtype",
+    ]
     assert long_flags("capacity") == [
-        "--engine", "--format", "--help", "--kv-memory", "--kv-offloading-size", "--kv-offloading-backend",
-        "--offload-blocks-per-chunk", "--lmcache-cpu-size", "--lmcache-l1-size", "--hicache-ratio",
-        "--hicache-size", "--hicache-host-memory-fraction", "--enable-hierarchical-cache", "--no-kv-offload",
-        "--host-memory", "--gpus-per-node", "--shared-prefix", "--prefix-hit-rate", "--link",
-        "--max-model-len", "--concurrency", "--tp", "--pp", "--dp", "--dp-attention", "--ep",
-        "--enable-expert-parallel", "--enable-dp-attention", "--dcp", "--kv-dtype", "--k-dtype", "--v-dtype",
-        "--block-size", "--vllm-version", "--disable-hybrid-kv-cache-manager", "--max-num-batched-tokens",
-        "--async-scheduling", "--attention-backend", "--allow-long-max-model-len", "--enable-prefix-caching",
-        "--vllm-v0", "--swap-space", "--page-size", "--sglang-version", "--disable-hybrid-swa-memory",
-        "--swa-full-tokens-ratio", "--dsa-prefill-backend", "--dsa-decode-backend", "--ctx-size",
-        "--llamacpp-tool", "--parallel", "--kv-unified", "--swa-full", "--flash-attn", "--llamacpp-version",
-        "--n-gpu-layers", "--gpus", "--tensor-split", "--ubatch-size", "--batch-size", "--ollama", "--gpu",
-        "--revision", "--trust-plain-decoder", "--weight-dtype", "--gpu-memory-utilization"]
+        "--engine",
+        "--format",
+        "--help",
+        "--kv-memory",
+        "--kv-offloading-size",
+        "--kv-offloading-backend",
+        "--offload-blocks-per-chunk",
+        "--lmcache-cpu-size",
+        "--lmcache-l1-size",
+        "--hicache-ratio",
+        "--hicache-size",
+        "--hicache-host-memory-fraction",
+        "--enable-hierarchical-cache",
+        "--no-kv-offload",
+        "--host-memory",
+        "--gpus-per-node",
+        "--shared-prefix",
+        "--prefix-hit-rate",
+        "--link",
+        "--max-model-len",
+        "--concurrency",
+        "--tp",
+        "--pp",
+        "--dp",
+        "--dp-attention",
+        "--ep",
+        "--enable-expert-parallel",
+        "--enable-dp-attention",
+        "--dcp",
+        "--kv-dtype",
+        "--k-dtype",
+        "--v-dtype",
+        "--block-size",
+        "--vllm-version",
+        "--disable-hybrid-kv-cache-manager",
+        "--max-num-batched-tokens",
+        "--async-scheduling",
+        "--attention-backend",
+        "--allow-long-max-model-len",
+        "--enable-prefix-caching",
+        "--vllm-v0",
+        "--swap-space",
+        "--page-size",
+        "--sglang-version",
+        "--disable-hybrid-swa-memory",
+        "--swa-full-tokens-ratio",
+        "--dsa-prefill-backend",
+        "--dsa-decode-backend",
+        "--ctx-size",
+        "--llamacpp-tool",
+        "--parallel",
+        "--kv-unified",
+        "--swa-full",
+        "--flash-attn",
+        "--llamacpp-version",
+        "--n-gpu-layers",
+        "--gpus",
+        "--tensor-split",
+        "--ubatch-size",
+        "--batch-size",
+        "--ollama",
+        "--gpu",
+        "--revision",
+        "--trust-plain-decoder",
+        "--weight-dtype",
+        "--gpu-memory-utilization",
+    ]
 
 
 def test_gpu_defaults_are_the_plans_defaults():
@@ -82,8 +188,14 @@ def test_gpu_defaults_are_the_plans_defaults():
     assert Layout().cuda_context_bytes == 500 * 2**20
     text = " ".join(runner.invoke(app, ["estimate", "--help"]).stdout.split())
     assert "(vLLM default 0.9)" in text and "(default 500MiB)" in text and "[default: 0.8]" in text
-    assert GPU_ONLY_OPTIONS == ("weight_dtype", "gpu_memory_utilization", "bw_efficiency", "flops_efficiency",
-                                "cuda_context", "activation_reserve")
+    assert GPU_ONLY_OPTIONS == (
+        "weight_dtype",
+        "gpu_memory_utilization",
+        "bw_efficiency",
+        "flops_efficiency",
+        "cuda_context",
+        "activation_reserve",
+    )
 
 
 @pytest.mark.parametrize("fn", [estimate_cmd.estimate, capacity_cmd.capacity, sweep_cmd.sweep])
@@ -96,12 +208,28 @@ def test_command_functions_take_few_parameters(fn):
 
 
 #: a value for each engine option that takes one (flags take none)
-VALUES = {"block_size": "32", "max_num_batched_tokens": "2048", "swap_space": "1GiB", "page_size": "16",
-          "ctx_size": "4096", "parallel": "2", "llamacpp_version": "legacy", "n_gpu_layers": "10", "gpus": "2",
-          "tensor_split": "1,1", "ubatch_size": "256", "fa": "on", "vllm_version": "0.11",
-          "attention_backend": "FLASHMLA", "llamacpp_tool": "llama-cli", "batch_size": "256",
-          "sglang_version": "legacy", "swa_full_tokens_ratio": "0.5", "dsa_prefill_backend": "trtllm",
-          "dsa_decode_backend": "trtllm"}
+VALUES = {
+    "block_size": "32",
+    "max_num_batched_tokens": "2048",
+    "swap_space": "1GiB",
+    "page_size": "16",
+    "ctx_size": "4096",
+    "parallel": "2",
+    "llamacpp_version": "legacy",
+    "n_gpu_layers": "10",
+    "gpus": "2",
+    "tensor_split": "1,1",
+    "ubatch_size": "256",
+    "fa": "on",
+    "vllm_version": "0.11",
+    "attention_backend": "FLASHMLA",
+    "llamacpp_tool": "llama-cli",
+    "batch_size": "256",
+    "sglang_version": "legacy",
+    "swa_full_tokens_ratio": "0.5",
+    "dsa_prefill_backend": "trtllm",
+    "dsa_decode_backend": "trtllm",
+}
 
 
 def _typed(group: type, name: str) -> list[str]:
@@ -126,7 +254,10 @@ def test_each_engine_option_is_refused_with_another_engine(group, name):
 def test_engine_groups_build_the_engines_options():
     # untyped, each group gives its engine's own defaults
     assert (VllmFlags().to_options(), SglangFlags().to_options(), LlamacppFlags().to_options()) == (
-        VllmOptions(), SglangOptions(), LlamacppOptions())
+        VllmOptions(),
+        SglangOptions(),
+        LlamacppOptions(),
+    )
     o = VllmFlags(block_size=32, disable_hybrid=True, v0=True, swap_space="4GiB").to_options()
     assert (o.block_size, o.hybrid_allocator, o.version, o.swap_space_bytes) == (32, False, "0.6", 4 * 2**30)
     assert SglangFlags(page_size=16).to_options().page_size == 16
@@ -141,8 +272,12 @@ def test_option_groups_hand_one_object_per_group():
 
     @toy.command()
     @option_groups(order=("gpu", "count"))
-    def cmd(layout: LayoutOptions = LayoutOptions(), kv: Annotated[KvFormatOptions, only("kv_dtype", kv_dtype="K and V.")] = KvFormatOptions(),
-            gpu: Annotated[GpuPlanOptions, only("gpu")] = GpuPlanOptions(), n: int = 1) -> None:
+    def cmd(
+        layout: LayoutOptions = LayoutOptions(),
+        kv: Annotated[KvFormatOptions, only("kv_dtype", kv_dtype="K and V.")] = KvFormatOptions(),
+        gpu: Annotated[GpuPlanOptions, only("gpu")] = GpuPlanOptions(),
+        n: int = 1,
+    ) -> None:
         seen.update(layout=layout, kv=kv, gpu=gpu, n=n)
 
     r = runner.invoke(toy, ["--tp", "2", "--count", "8", "--kv-dtype", "fp8", "--gpu", "h100-sxm", "--n", "3"])
@@ -165,8 +300,9 @@ def _imports(path: Path) -> list[str]:
     return names
 
 
-@pytest.mark.parametrize("path", sorted(p for p in CLI.glob("*.py") if p.name not in ("__init__.py", "app.py")),
-                         ids=lambda p: p.name)
+@pytest.mark.parametrize(
+    "path", sorted(p for p in CLI.glob("*.py") if p.name not in ("__init__.py", "app.py")), ids=lambda p: p.name
+)
 def test_command_modules_never_import_the_app(path):
     # app.py imports the command modules; they import options / output / kvcalc.*, never the app
     # nor the package (`from kvcalc.cli import ...` would run app.py mid-import: a cycle)
@@ -183,6 +319,10 @@ def test_no_function_in_the_cli_is_over_40_statements():
     # counted in statements, not lines: the formatter (tools/lint.sh --fix) spreads a call or a
     # signature over one line per argument, which says nothing of a function's size (the longest,
     # `sweep`, has 37; 40 statements is about the 60 lines this rule allowed before the formatter)
-    long = [(p.name, n.name, _statements(n)) for p in CLI.glob("*.py")
-            for n in ast.walk(ast.parse(p.read_text())) if isinstance(n, ast.FunctionDef) and _statements(n) > 40]
+    long = [
+        (p.name, n.name, _statements(n))
+        for p in CLI.glob("*.py")
+        for n in ast.walk(ast.parse(p.read_text()))
+        if isinstance(n, ast.FunctionDef) and _statements(n) > 40
+    ]
     assert long == []

@@ -26,8 +26,10 @@ def test_table_and_launch_line(cli):
     assert "4x b200 tp4" in out and "97.9/ 161.2" in out and "3,889" in out
     assert "GiB = 2^30 B per GPU" in out
     # the launch line is one unwrapped line (longer than 80 columns)
-    assert ("vllm serve meta-llama/Llama-3.1-70B --tensor-parallel-size 4 --pipeline-parallel-size 1 --max-model-len "
-            "32768 --kv-cache-dtype fp8 --gpu-memory-utilization 0.9 --max-num-seqs 64 --quantization fp8\n") in out
+    assert (
+        "vllm serve meta-llama/Llama-3.1-70B --tensor-parallel-size 4 --pipeline-parallel-size 1 --max-model-len "
+        "32768 --kv-cache-dtype fp8 --gpu-memory-utilization 0.9 --max-num-seqs 64 --quantization fp8\n"
+    ) in out
     assert max(len(line) for line in out.splitlines() if "│" in line) <= 80
 
 
@@ -54,8 +56,10 @@ def test_nothing_fits_prints_why_not_and_exits_1(cli):
     r = cli(*WORKLOAD, "--max-gpus", "2", "--gpu", "h100-sxm,l40s")
     assert r.exit_code == 1, r.output
     assert "nothing fits and meets the targets within 2 GPUs" in r.stdout
-    assert ("2 x h100-sxm (tp 2, pp 1, dp 1; KV fp8_e4m3, weights fp8_e4m3): needs 195.1 GiB per GPU, budget "
-            "71.7 GiB; fix: more GPUs: 8 x h100-sxm") in r.stdout
+    assert (
+        "2 x h100-sxm (tp 2, pp 1, dp 1; KV fp8_e4m3, weights fp8_e4m3): needs 195.1 GiB per GPU, budget "
+        "71.7 GiB; fix: more GPUs: 8 x h100-sxm"
+    ) in r.stdout
 
 
 def test_llamacpp_two_unequal_gpus_cli(cli):
@@ -85,8 +89,9 @@ def test_write_deployment_refuses_an_existing_file_unless_force(cli, tmp_path):
     out.write_text("keep me\n")
     r = cli(*LLAMA, "--write-deployment", str(out))
     assert r.exit_code == 2
-    assert r.stderr.strip().splitlines() == [f"error: --write-deployment {out}: the file exists; add --force to "
-                                             "overwrite it"]
+    assert r.stderr.strip().splitlines() == [
+        f"error: --write-deployment {out}: the file exists; add --force to overwrite it"
+    ]
     assert out.read_text() == "keep me\n"
     r = cli(*LLAMA, "--write-deployment", str(out), "--force")
     assert r.exit_code == 0, r.output
@@ -96,12 +101,33 @@ def test_write_deployment_refuses_an_existing_file_unless_force(cli, tmp_path):
 def test_prices_file(cli, tmp_path):
     p = tmp_path / "prices.yaml"
     p.write_text("# example figures\nh100-sxm: 2.5\nl40s: 0.9\na100-80gb-sxm: 1.5\n")
-    r = cli("plan", "llama-3.1-8b", "-s", "8k", "--concurrency", "8", "--gpu", "h100-sxm,l40s,a100-80gb-sxm", "--kv-dtype", "bf16",
-            "--weight-dtype", "bf16", "--prices", str(p), "--top", "3", "-f", "json")
+    r = cli(
+        "plan",
+        "llama-3.1-8b",
+        "-s",
+        "8k",
+        "--concurrency",
+        "8",
+        "--gpu",
+        "h100-sxm,l40s,a100-80gb-sxm",
+        "--kv-dtype",
+        "bf16",
+        "--weight-dtype",
+        "bf16",
+        "--prices",
+        str(p),
+        "--top",
+        "3",
+        "-f",
+        "json",
+    )
     assert r.exit_code == 0, r.output
     d = json.loads(r.stdout)
-    assert [(x["gpu"], x["dollars_per_hour"]) for x in d["layouts"]] == [("l40s", 0.9), ("a100-80gb-sxm", 1.5),
-                                                                          ("h100-sxm", 2.5)]
+    assert [(x["gpu"], x["dollars_per_hour"]) for x in d["layouts"]] == [
+        ("l40s", 0.9),
+        ("a100-80gb-sxm", 1.5),
+        ("h100-sxm", 2.5),
+    ]
 
 
 def test_python_api_returns_the_cli_objects(cli):
@@ -134,11 +160,15 @@ def test_bad_input_is_one_line_exit_2(cli, extra, says):
     assert len(lines) == 1 and lines[0].startswith("error: ") and says in lines[0], lines
 
 
-@pytest.mark.parametrize("text, says", [
-    ("h100-sxm: 2.5\nh999: 1.0\n", "unknown GPU 'h999'"),
-    ("h100-sxm: -2.5\n", "greater than or equal to 0"),
-    ("h100-sxm: lots\n", "h100-sxm"),
-], ids=["unknown-gpu", "negative", "not-a-number"])
+@pytest.mark.parametrize(
+    "text, says",
+    [
+        ("h100-sxm: 2.5\nh999: 1.0\n", "unknown GPU 'h999'"),
+        ("h100-sxm: -2.5\n", "greater than or equal to 0"),
+        ("h100-sxm: lots\n", "h100-sxm"),
+    ],
+    ids=["unknown-gpu", "negative", "not-a-number"],
+)
 def test_bad_price_file_is_one_line_exit_2(cli, tmp_path, text, says):
     p = tmp_path / "prices.yaml"
     p.write_text(text)
@@ -157,8 +187,10 @@ def test_estimate_gpu_that_does_not_fit_names_the_smallest_count(cli):
     # GB; 4 (tp 4): 35.3 + 32.2 + 1.1 GB = 68.6 GB fits.
     r = cli("estimate", "llama-3.1-70b", "-s", "32k", "--batch", "12", "--gpu", "h100-sxm")
     assert r.exit_code == 0, r.output
-    assert ("does not fit: the smallest count that fits 12 x 32,768 tokens in bf16 is 4 x h100-sxm (tp 4, pp 1, dp 1)"
-            in r.stdout)
+    assert (
+        "does not fit: the smallest count that fits 12 x 32,768 tokens in bf16 is 4 x h100-sxm (tp 4, pp 1, dp 1)"
+        in r.stdout
+    )
     j = cli("estimate", "llama-3.1-70b", "-s", "32k", "--batch", "12", "--gpu", "h100-sxm", "-f", "json")
     assert json.loads(j.stdout)["smallest_fitting_count"] == 4
 
@@ -190,20 +222,38 @@ def test_plan_page_why_not_block_is_the_real_output(cli, monkeypatch):
 FIGURES = ("memory_bytes_per_gpu", "budget_bytes_per_gpu", "max_concurrency", "tpot_ms", "tokens_per_s")
 
 
-@pytest.mark.parametrize("model,engine,flags", [
-    # vLLM's blocks differ from the exact formula on these: gpt-oss's sliding layers share the
-    # hybrid page, Qwen3-Next's linear-attention state lives in blocks; check used to size both
-    # by the exact formula (80.1 against 97.8 GiB, 451 against 229 sequences in the issue)
-    ("gpt-oss-120b", "vllm", ()),
-    ("qwen3-next-80b-a3b", "vllm", ("--block-size", "32")),
-    ("gemma-3-27b", "vllm", ("--vllm-version", "0.11")),
-    ("gemma-3-27b", "llamacpp", ()),
-    ("llama-3.1-8b", "sglang", ()),
-])
+@pytest.mark.parametrize(
+    "model,engine,flags",
+    [
+        # vLLM's blocks differ from the exact formula on these: gpt-oss's sliding layers share the
+        # hybrid page, Qwen3-Next's linear-attention state lives in blocks; check used to size both
+        # by the exact formula (80.1 against 97.8 GiB, 451 against 229 sequences in the issue)
+        ("gpt-oss-120b", "vllm", ()),
+        ("qwen3-next-80b-a3b", "vllm", ("--block-size", "32")),
+        ("gemma-3-27b", "vllm", ("--vllm-version", "0.11")),
+        ("gemma-3-27b", "llamacpp", ()),
+        ("llama-3.1-8b", "sglang", ()),
+    ],
+)
 def test_check_gives_plans_figures_for_the_file_plan_wrote(cli, tmp_path, model, engine, flags):
     out = tmp_path / "dep.yaml"
-    r = cli("plan", model, "-s", "32k", "--concurrency", "64", "--gpu", "h100-sxm", "-e", engine, *flags,
-            "--write-deployment", str(out), "-f", "json")
+    r = cli(
+        "plan",
+        model,
+        "-s",
+        "32k",
+        "--concurrency",
+        "64",
+        "--gpu",
+        "h100-sxm",
+        "-e",
+        engine,
+        *flags,
+        "--write-deployment",
+        str(out),
+        "-f",
+        "json",
+    )
     assert r.exit_code == 0, r.output
     top = json.loads(r.stdout)["layouts"][0]
     text = out.read_text()
@@ -217,8 +267,22 @@ def test_check_gives_plans_figures_for_the_file_plan_wrote(cli, tmp_path, model,
 
 def test_the_written_engine_options_are_the_ones_plan_used(cli, tmp_path):
     out = tmp_path / "dep.yaml"
-    r = cli("plan", "gemma-3-27b", "-s", "32k", "--concurrency", "64", "--gpu", "h100-sxm", "--block-size", "32",
-            "--vllm-version", "0.11", "--write-deployment", str(out))
+    r = cli(
+        "plan",
+        "gemma-3-27b",
+        "-s",
+        "32k",
+        "--concurrency",
+        "64",
+        "--gpu",
+        "h100-sxm",
+        "--block-size",
+        "32",
+        "--vllm-version",
+        "0.11",
+        "--write-deployment",
+        str(out),
+    )
     assert r.exit_code == 0, r.output
     # the release always, other options where they differ from its defaults; the GPU's compute
     # capability is the GPU row's, not the file's
@@ -230,18 +294,35 @@ def test_the_written_engine_options_are_the_ones_plan_used(cli, tmp_path):
     assert json.loads(c.stdout)["deployments"][0]["engine"] == "ideal"
 
 
-@pytest.mark.parametrize("tail,line", [
-    ("engine: nosuch\n", "dep.yaml:4: field 'engine': unknown engine 'nosuch'; choose one of: ideal, llamacpp, sglang, vllm"),
-    ("engine_options: {block_size: 32}\n",
-     "dep.yaml:4: field 'engine_options': engine options without an engine: add engine: (vllm, sglang, llamacpp)"),
-    ("engine: vllm\nengine_options: {blok_size: 32}\n",
-     "dep.yaml:5: field 'engine_options.blok_size': unknown field; did you mean 'block_size'?"),
-    ("engine: vllm\nengine_options: {block_size: '32'}\n",
-     "dep.yaml:5: field 'engine_options.block_size': Input should be a valid integer (got '32')"),
-    ("engine: vllm\nengine_options: {compute_capability: '9.0'}\n",  # the GPU row's, not the file's
-     "dep.yaml:5: field 'engine_options.compute_capability': unknown field; known fields: block_size,"),
-    ("engine: vllm\nengine_options: {version: '9.9'}\n", "dep.yaml:5: field 'engine_options': kvcalc models vLLM 0.6,"),
-])
+@pytest.mark.parametrize(
+    "tail,line",
+    [
+        (
+            "engine: nosuch\n",
+            "dep.yaml:4: field 'engine': unknown engine 'nosuch'; choose one of: ideal, llamacpp, sglang, vllm",
+        ),
+        (
+            "engine_options: {block_size: 32}\n",
+            "dep.yaml:4: field 'engine_options': engine options without an engine: add engine: (vllm, sglang, llamacpp)",
+        ),
+        (
+            "engine: vllm\nengine_options: {blok_size: 32}\n",
+            "dep.yaml:5: field 'engine_options.blok_size': unknown field; did you mean 'block_size'?",
+        ),
+        (
+            "engine: vllm\nengine_options: {block_size: '32'}\n",
+            "dep.yaml:5: field 'engine_options.block_size': Input should be a valid integer (got '32')",
+        ),
+        (
+            "engine: vllm\nengine_options: {compute_capability: '9.0'}\n",  # the GPU row's, not the file's
+            "dep.yaml:5: field 'engine_options.compute_capability': unknown field; known fields: block_size,",
+        ),
+        (
+            "engine: vllm\nengine_options: {version: '9.9'}\n",
+            "dep.yaml:5: field 'engine_options': kvcalc models vLLM 0.6,",
+        ),
+    ],
+)
 def test_bad_engine_fields_name_the_key(cli, tmp_path, tail, line):
     p = tmp_path / "dep.yaml"
     p.write_text("model: llama-3.1-8b\ngpu: h100-sxm\nmax_seq_len: 8192\n" + tail)

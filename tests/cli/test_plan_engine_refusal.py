@@ -10,20 +10,45 @@ import pytest
 from kvcalc.engines.sglang import MAMBA_POOL
 
 
-@pytest.mark.parametrize("model,engine,reason,display", [
-    ("falcon-h1-7b", "vllm", ("falcon-h1-7b runs attention and a Mamba-2 mixer side by side in every layer; the vLLM "
-                              "profile does not yet size the state those layers keep beside their KV cache"), "vLLM"),
-    ("jamba-1.5-mini", "sglang", (f"jamba-1.5-mini has mamba / linear-attention layers: {MAMBA_POOL}; the SGLang "
-                                  "profile models attention layers only"), "SGLang"),
-    ("qwen3-next-80b-a3b", "sglang", (f"qwen3-next-80b-a3b has mamba / linear-attention layers: {MAMBA_POOL}; the "
-                                      "SGLang profile models attention layers only"), "SGLang"),
-])
+@pytest.mark.parametrize(
+    "model,engine,reason,display",
+    [
+        (
+            "falcon-h1-7b",
+            "vllm",
+            (
+                "falcon-h1-7b runs attention and a Mamba-2 mixer side by side in every layer; the vLLM "
+                "profile does not yet size the state those layers keep beside their KV cache"
+            ),
+            "vLLM",
+        ),
+        (
+            "jamba-1.5-mini",
+            "sglang",
+            (
+                f"jamba-1.5-mini has mamba / linear-attention layers: {MAMBA_POOL}; the SGLang "
+                "profile models attention layers only"
+            ),
+            "SGLang",
+        ),
+        (
+            "qwen3-next-80b-a3b",
+            "sglang",
+            (
+                f"qwen3-next-80b-a3b has mamba / linear-attention layers: {MAMBA_POOL}; the "
+                "SGLang profile models attention layers only"
+            ),
+            "SGLang",
+        ),
+    ],
+)
 def test_plan_refuses_as_capacity_does(cli, model, engine, reason, display):
     args = ["plan", model, "-s", "32k", "--gpu", "h200"] + (["--engine", engine] if engine != "vllm" else [])
     r = cli(*args)
     assert r.exit_code == 2
     assert r.output.strip().splitlines() == [
-        f"error: {reason}: no {display} layout to plan; --engine ideal or --engine llamacpp size it"]
+        f"error: {reason}: no {display} layout to plan; --engine ideal or --engine llamacpp size it"
+    ]
     cap = cli("capacity", model, "--engine", engine, "--kv-memory", "10GiB")
     assert cap.exit_code == 2
     assert cap.output.strip().splitlines()[0].startswith(f"error: {reason}")

@@ -7,13 +7,18 @@ from __future__ import annotations
 import pytest
 
 
-@pytest.mark.parametrize("args,line", [
-    # vLLM's --kv-cache-dtype choices for a cache: auto, fp8, fp8_e5m2 (vllm/config/cache.py CacheDType)
-    (["--kv-dtype", "q8_0"], "error: --kv-dtype q8_0: vLLM has no q8_0 KV cache (auto, fp8, fp8_e5m2)"),
-    (["--kv-dtype", "fp8,int8", "-e", "sglang"],
-     "error: --kv-dtype int8: SGLang 0.5.23 has no int8 KV cache (auto, fp8_e4m3, fp8_e5m2, mxfp8, nvfp4, "
-     "fp4_mx_block16)"),
-])
+@pytest.mark.parametrize(
+    "args,line",
+    [
+        # vLLM's --kv-cache-dtype choices for a cache: auto, fp8, fp8_e5m2 (vllm/config/cache.py CacheDType)
+        (["--kv-dtype", "q8_0"], "error: --kv-dtype q8_0: vLLM has no q8_0 KV cache (auto, fp8, fp8_e5m2)"),
+        (
+            ["--kv-dtype", "fp8,int8", "-e", "sglang"],
+            "error: --kv-dtype int8: SGLang 0.5.23 has no int8 KV cache (auto, fp8_e4m3, fp8_e5m2, mxfp8, nvfp4, "
+            "fp4_mx_block16)",
+        ),
+    ],
+)
 def test_plan_names_its_own_kv_flag(cli, args, line):
     r = cli("plan", "llama-3.1-8b", *args)
     assert r.exit_code == 2

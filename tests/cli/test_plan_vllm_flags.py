@@ -17,8 +17,24 @@ from typer.testing import CliRunner
 
 from kvcalc.cli.app import app
 
-PLAN = ["plan", "deepseek-v2-lite", "--gpu", "h100-sxm", "--seq-len", "1000", "--concurrency", "8",
-        "--max-gpus", "1", "--kv-dtype", "bf16", "--weight-dtype", "bf16", "--format", "json"]
+PLAN = [
+    "plan",
+    "deepseek-v2-lite",
+    "--gpu",
+    "h100-sxm",
+    "--seq-len",
+    "1000",
+    "--concurrency",
+    "8",
+    "--max-gpus",
+    "1",
+    "--kv-dtype",
+    "bf16",
+    "--weight-dtype",
+    "bf16",
+    "--format",
+    "json",
+]
 
 
 def run(*args: str) -> dict:
@@ -31,8 +47,23 @@ def plan_and_capacity(*flags: str) -> tuple[dict, int, dict]:
     """The plan's one layout, the KV memory it leaves, and capacity's result for that memory."""
     (lay,) = run(*PLAN, *flags)["layouts"]
     kv_memory = lay["budget_bytes_per_gpu"] - (lay["memory_bytes_per_gpu"] - lay["kv_cache_bytes_per_gpu"])
-    cap = run("capacity", "deepseek-v2-lite", "--engine", "vllm", "--gpu", "h100-sxm", "--kv-memory", str(kv_memory),
-              "-L", "1000", "--kv-dtype", "bf16", "--format", "json", *flags)
+    cap = run(
+        "capacity",
+        "deepseek-v2-lite",
+        "--engine",
+        "vllm",
+        "--gpu",
+        "h100-sxm",
+        "--kv-memory",
+        str(kv_memory),
+        "-L",
+        "1000",
+        "--kv-dtype",
+        "bf16",
+        "--format",
+        "json",
+        *flags,
+    )
     return lay, kv_memory, cap
 
 
@@ -63,25 +94,52 @@ def test_block_size_64_on_0_33():
 
 def test_gpu_overrides_the_options_gpu_mi300x_triton_mla():
     # no --gpu in the options: each planned GPU's vendor picks the backend (ROCm: TRITON_MLA, 16 in 0.11)
-    res = run("plan", "deepseek-v2-lite", "--gpu", "mi300x", "--seq-len", "1000", "--max-gpus", "1",
-              "--kv-dtype", "bf16", "--weight-dtype", "bf16", "--vllm-version", "0.11", "--format", "json")
+    res = run(
+        "plan",
+        "deepseek-v2-lite",
+        "--gpu",
+        "mi300x",
+        "--seq-len",
+        "1000",
+        "--max-gpus",
+        "1",
+        "--kv-dtype",
+        "bf16",
+        "--weight-dtype",
+        "bf16",
+        "--vllm-version",
+        "0.11",
+        "--format",
+        "json",
+    )
     assert any("TRITON_MLA" in n and "ROCm" in n for n in res["notes"])
     assert "--block-size" not in res["layouts"][0]["launch"]
 
 
 def test_plan_states_the_cache_options_it_was_made_with():
-    (lay,) = run(*PLAN, "--no-enable-prefix-caching", "--disable-hybrid-kv-cache-manager",
-                 "--max-num-batched-tokens", "4096", "--no-async-scheduling")["layouts"]
-    assert lay["launch"].endswith("--max-num-seqs 8 --disable-hybrid-kv-cache-manager --max-num-batched-tokens 4096 "
-                                  "--no-async-scheduling --no-enable-prefix-caching")
+    (lay,) = run(
+        *PLAN,
+        "--no-enable-prefix-caching",
+        "--disable-hybrid-kv-cache-manager",
+        "--max-num-batched-tokens",
+        "4096",
+        "--no-async-scheduling",
+    )["layouts"]
+    assert lay["launch"].endswith(
+        "--max-num-seqs 8 --disable-hybrid-kv-cache-manager --max-num-batched-tokens 4096 "
+        "--no-async-scheduling --no-enable-prefix-caching"
+    )
 
 
-@pytest.mark.parametrize("args,message", [
-    (["--engine", "sglang", "--block-size", "64"], "--block-size applies to --engine vllm only"),
-    (["--engine", "ideal", "--vllm-version", "0.11"], "--vllm-version applies to --engine vllm only"),
-    (["--vllm-version", "0.9"], "0.9"),
-    (["--vllm-version", "0.11", "--no-async-scheduling"], "applies to --vllm-version 0.33 only"),
-])
+@pytest.mark.parametrize(
+    "args,message",
+    [
+        (["--engine", "sglang", "--block-size", "64"], "--block-size applies to --engine vllm only"),
+        (["--engine", "ideal", "--vllm-version", "0.11"], "--vllm-version applies to --engine vllm only"),
+        (["--vllm-version", "0.9"], "0.9"),
+        (["--vllm-version", "0.11", "--no-async-scheduling"], "applies to --vllm-version 0.33 only"),
+    ],
+)
 def test_refused_in_one_line(args, message):
     out = CliRunner().invoke(app, ["plan", "llama-3.1-8b", "--gpu", "h100-sxm", "--max-gpus", "1", *args])
     assert out.exit_code == 2, out.output

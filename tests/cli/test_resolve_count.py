@@ -12,23 +12,29 @@ from kvcalc.cli.options import resolve_count
 from kvcalc.errors import KvcalcError
 
 
-@pytest.mark.parametrize("count,tp,pp,dp,layout", [
-    (None, 2, 1, 3, (2, 1, 3)),   # no --count: the options as given
-    (4, 1, 1, 1, (4, 1, 1)),      # --count alone sets tp
-    (8, 2, 1, 1, (2, 1, 4)),      # --count 8 --tp 2: 8 / 2 = 4 dp replicas
-    (8, 2, 2, 1, (2, 2, 2)),      # --count 8 --tp 2 --pp 2: 8 / 4 = 2 replicas
-    (12, 1, 3, 1, (1, 3, 4)),     # --count 12 --pp 3: 4 replicas
-    (8, 2, 1, 4, (2, 1, 4)),      # all given and consistent: 2 x 1 x 4 = 8
-])
+@pytest.mark.parametrize(
+    "count,tp,pp,dp,layout",
+    [
+        (None, 2, 1, 3, (2, 1, 3)),  # no --count: the options as given
+        (4, 1, 1, 1, (4, 1, 1)),  # --count alone sets tp
+        (8, 2, 1, 1, (2, 1, 4)),  # --count 8 --tp 2: 8 / 2 = 4 dp replicas
+        (8, 2, 2, 1, (2, 2, 2)),  # --count 8 --tp 2 --pp 2: 8 / 4 = 2 replicas
+        (12, 1, 3, 1, (1, 3, 4)),  # --count 12 --pp 3: 4 replicas
+        (8, 2, 1, 4, (2, 1, 4)),  # all given and consistent: 2 x 1 x 4 = 8
+    ],
+)
 def test_resolve_count(count, tp, pp, dp, layout):
     assert resolve_count(count, tp, pp, dp) == layout
 
 
-@pytest.mark.parametrize("count,tp,pp,dp,needle", [
-    (6, 4, 1, 1, "--count 6 does not equal --tp 4 x --pp 1 x --dp 1"),  # 6 is no multiple of 4
-    (8, 2, 1, 2, "--count 8 does not equal --tp 2 x --pp 1 x --dp 2"),  # dp given: no filling in
-    (0, 1, 1, 1, "--count must be a positive integer, got 0"),
-])
+@pytest.mark.parametrize(
+    "count,tp,pp,dp,needle",
+    [
+        (6, 4, 1, 1, "--count 6 does not equal --tp 4 x --pp 1 x --dp 1"),  # 6 is no multiple of 4
+        (8, 2, 1, 2, "--count 8 does not equal --tp 2 x --pp 1 x --dp 2"),  # dp given: no filling in
+        (0, 1, 1, 1, "--count must be a positive integer, got 0"),
+    ],
+)
 def test_resolve_count_refuses(count, tp, pp, dp, needle):
     with pytest.raises(KvcalcError, match=re.escape(needle)):
         resolve_count(count, tp, pp, dp)

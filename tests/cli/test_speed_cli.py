@@ -15,14 +15,32 @@ from kvcalc.load.speed import speed_table
 def cal_file(tmp_path):
     p = tmp_path / "cal.yaml"
     # as measured: a 0.9 ms floor, 2.9 TB/s, 700 TFLOP/s, 20 us per all-reduce at tp 8
-    p.write_text("kind: kvcalc-calibration\ngpu: h100-sxm\nstep_floor_s: 0.0009\nread_bytes_per_s: 2.9e12\n"
-                 "flops_per_s: 7.0e14\nallreduce_latency_s: 2.0e-5\nallreduce_tp: 8\n")
+    p.write_text(
+        "kind: kvcalc-calibration\ngpu: h100-sxm\nstep_floor_s: 0.0009\nread_bytes_per_s: 2.9e12\n"
+        "flops_per_s: 7.0e14\nallreduce_latency_s: 2.0e-5\nallreduce_tp: 8\n"
+    )
     return p
 
 
 def test_estimate_whole_requests(cli) -> None:
-    r = cli("estimate", "llama-3.1-8b", "--gpu", "h100-sxm", "--engine", "vllm", "--input-len", "1000",
-            "--output-len", "200", "--batch", "8", "--request-rate", "2", "--format", "json")
+    r = cli(
+        "estimate",
+        "llama-3.1-8b",
+        "--gpu",
+        "h100-sxm",
+        "--engine",
+        "vllm",
+        "--input-len",
+        "1000",
+        "--output-len",
+        "200",
+        "--batch",
+        "8",
+        "--request-rate",
+        "2",
+        "--format",
+        "json",
+    )
     assert r.exit_code == 0, r.output
     d = json.loads(r.output)
     # the plan holds the whole request: seq_len = 1,000 + 200
@@ -58,8 +76,22 @@ def test_speed_depends_on_the_engine(cli) -> None:
 
 
 def test_estimate_with_calibration(cli, cal_file) -> None:
-    r = cli("estimate", "llama-3.1-70b", "-s", "8k", "--gpu", "h100-sxm", "--tp", "4", "--engine", "vllm",
-            "--calibration", cal_file, "--format", "json")
+    r = cli(
+        "estimate",
+        "llama-3.1-70b",
+        "-s",
+        "8k",
+        "--gpu",
+        "h100-sxm",
+        "--tp",
+        "4",
+        "--engine",
+        "vllm",
+        "--calibration",
+        cal_file,
+        "--format",
+        "json",
+    )
     assert r.exit_code == 0, r.output
     d = json.loads(r.output)
     assert d["speed_model"].endswith("calibrated: floor, bandwidth, FLOP/s, all-reduce")
@@ -74,14 +106,17 @@ def test_calibration_of_another_gpu_is_refused(cli, cal_file) -> None:
     assert r.exit_code == 2 and "measured as h100-sxm, not a100-80gb-sxm" in r.output
 
 
-@pytest.mark.parametrize("args, needle", [
-    (["--input-len", "100"], "--output-len"),
-    (["--input-len", "100", "--output-len", "10"], "--gpu"),
-    (["-s", "8k,32k", "--input-len", "100", "--output-len", "10"], "--gpu"),  # never silently dropped
-    (["--input-len", "0", "--output-len", "10", "--gpu", "h100-sxm"], "at least 1"),
-    (["--request-rate", "1", "--gpu", "h100-sxm"], "--input-len and --output-len"),
-    (["--input-len", "10", "--output-len", "10", "--request-rate", "nan", "--gpu", "h100-sxm"], "> 0"),
-])
+@pytest.mark.parametrize(
+    "args, needle",
+    [
+        (["--input-len", "100"], "--output-len"),
+        (["--input-len", "100", "--output-len", "10"], "--gpu"),
+        (["-s", "8k,32k", "--input-len", "100", "--output-len", "10"], "--gpu"),  # never silently dropped
+        (["--input-len", "0", "--output-len", "10", "--gpu", "h100-sxm"], "at least 1"),
+        (["--request-rate", "1", "--gpu", "h100-sxm"], "--input-len and --output-len"),
+        (["--input-len", "10", "--output-len", "10", "--request-rate", "nan", "--gpu", "h100-sxm"], "> 0"),
+    ],
+)
 def test_whole_request_options_are_checked(cli, args, needle) -> None:
     r = cli("estimate", "llama-3.1-8b", *args)
     assert r.exit_code == 2 and needle in r.output
@@ -98,8 +133,22 @@ def test_bad_calibration_file(cli, tmp_path) -> None:
 
 
 def test_sweep_engine_and_calibration(cli, cal_file) -> None:
-    r = cli("sweep", "llama-3.1-8b", "-s", "8k,128k", "--batch", "1,64", "--gpu", "h100-sxm", "--engine", "vllm",
-            "--calibration", cal_file, "--format", "json")
+    r = cli(
+        "sweep",
+        "llama-3.1-8b",
+        "-s",
+        "8k,128k",
+        "--batch",
+        "1,64",
+        "--gpu",
+        "h100-sxm",
+        "--engine",
+        "vllm",
+        "--calibration",
+        cal_file,
+        "--format",
+        "json",
+    )
     assert r.exit_code == 0, r.output
     rows = json.loads(r.output)
     for row in rows:  # no speed where the point does not fit
@@ -110,11 +159,24 @@ def test_sweep_engine_and_calibration(cli, cal_file) -> None:
 
 
 def test_plan_with_calibration(cli, cal_file) -> None:
-    r = cli("plan", "llama-3.1-8b", "-s", "8k", "--concurrency", "8", "--gpu", "h100-sxm", "--calibration",
-            cal_file, "--format", "json")
+    r = cli(
+        "plan",
+        "llama-3.1-8b",
+        "-s",
+        "8k",
+        "--concurrency",
+        "8",
+        "--gpu",
+        "h100-sxm",
+        "--calibration",
+        cal_file,
+        "--format",
+        "json",
+    )
     assert r.exit_code == 0, r.output
     top = json.loads(r.output)["layouts"][0]
     assert "calibrated: floor, bandwidth, FLOP/s" in top["speed_model"]
-    plain = json.loads(cli("plan", "llama-3.1-8b", "-s", "8k", "--concurrency", "8", "--gpu", "h100-sxm",
-                           "--format", "json").output)["layouts"][0]
+    plain = json.loads(
+        cli("plan", "llama-3.1-8b", "-s", "8k", "--concurrency", "8", "--gpu", "h100-sxm", "--format", "json").output
+    )["layouts"][0]
     assert plain["speed_model"] == "roofline"

@@ -42,8 +42,14 @@ print("\\nMODULES " + json.dumps(sorted(sys.modules)))
 
 def modules_after(*args: str) -> tuple[str, set[str]]:
     """(stdout before the module list, every module loaded) of `kvcalc ARGS` in a fresh process."""
-    out = subprocess.run([sys.executable, "-c", RUN, json.dumps(list(args))], capture_output=True, text=True,
-                         cwd=ROOT, timeout=60, env={"COLUMNS": "80", "PATH": "/usr/bin:/bin"}).stdout
+    out = subprocess.run(
+        [sys.executable, "-c", RUN, json.dumps(list(args))],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=60,
+        env={"COLUMNS": "80", "PATH": "/usr/bin:/bin"},
+    ).stdout
     text, _, mods = out.rpartition("\nMODULES ")
     return text, set(json.loads(mods))
 
@@ -108,5 +114,6 @@ def test_group_is_an_immutable_value():
 
 def test_group_field_without_default_is_refused():
     with pytest.raises(TypeError, match="need a default: n"):
+
         class Bad(OptionGroup):
             n: int

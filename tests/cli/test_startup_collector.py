@@ -40,8 +40,9 @@ print(json.dumps(seen))
 
 
 def probe(mode: str, *argv: str) -> dict:
-    out = subprocess.run([sys.executable, "-c", PROBE, mode, *argv], capture_output=True, text=True,
-                         cwd=ROOT, timeout=60, check=False)
+    out = subprocess.run(
+        [sys.executable, "-c", PROBE, mode, *argv], capture_output=True, text=True, cwd=ROOT, timeout=60, check=False
+    )
     assert out.returncode == 0, out.stderr
     return json.loads(out.stdout.strip().splitlines()[-1])
 
@@ -66,8 +67,14 @@ def test_a_collector_the_caller_turned_off_stays_off():
 
 
 def test_python_m_kvcalc_output_unchanged():
-    out = subprocess.run([sys.executable, "-m", "kvcalc", "estimate", "llama-3.1-8b", "-f", "json"],
-                         capture_output=True, text=True, cwd=ROOT, timeout=60, check=False)
+    out = subprocess.run(
+        [sys.executable, "-m", "kvcalc", "estimate", "llama-3.1-8b", "-f", "json"],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=60,
+        check=False,
+    )
     assert out.returncode == 0, out.stderr
     # 2 x 32 layers x 8 KV heads x 128 head_dim x 131,072 tokens x 2 B = 17,179,869,184 B
     assert json.loads(out.stdout)["kv_cache_bytes"] == 17_179_869_184

@@ -46,7 +46,8 @@ def test_sweep_batch_and_formula(cli):
     # layers keep 131,072: 2 x 10 x 16 x 128 x 131,072 x 2 B = 10,737,418,240; sum 11,173,625,856
     assert json.loads(r.stdout)["formula"] == (
         "2 x 52 layers x 16 KV heads x 128 head_dim x min(131,072; 1,024) tokens x 1 batch x 2 B + "
-        "2 x 10 layers x 16 KV heads x 128 head_dim x 131,072 tokens x 1 batch x 2 B = 11,173,625,856 B")
+        "2 x 10 layers x 16 KV heads x 128 head_dim x 131,072 tokens x 1 batch x 2 B = 11,173,625,856 B"
+    )
 
 
 def test_llamacpp_largest_ctx_note(cli):
@@ -54,23 +55,40 @@ def test_llamacpp_largest_ctx_note(cli):
     assert json.loads(r.stdout)["notes"][-1] == "largest --ctx-size that fits: 9,728 cells (-c 9728)"
 
 
-@pytest.mark.parametrize("s,text", [
-    (2.5, "2.500 s"), (0.129e-3, "0.129 ms"), (1e-4, "0.100 ms"), (0.0642e-3, "64.2 µs"),
-    (6.02e-7, "0.602 µs"), (1.5e-9, "0.00150 µs"), (0.0, "0.000 ms"), (None, "n/a")])
+@pytest.mark.parametrize(
+    "s,text",
+    [
+        (2.5, "2.500 s"),
+        (0.129e-3, "0.129 ms"),
+        (1e-4, "0.100 ms"),
+        (0.0642e-3, "64.2 µs"),
+        (6.02e-7, "0.602 µs"),
+        (1.5e-9, "0.00150 µs"),
+        (0.0, "0.000 ms"),
+        (None, "n/a"),
+    ],
+)
 def test_seconds_keep_three_significant_figures(s, text):
     assert seconds(s) == text
 
 
 def test_figures_in_fixed_columns():
     assert (figure(0.13, 2), figure(12.345, 1), figure(0.0043, 2), figure(0.0, 2), figure(0.05, 1)) == (
-        "0.13", "12.3", "0.00430", "0.00", "0.0500")
+        "0.13",
+        "12.3",
+        "0.00430",
+        "0.00",
+        "0.0500",
+    )
     assert (significant(1234.5), significant(0.000602), significant(99.95)) == ("1,234", "0.000602", "100.0")
 
 
 def test_tiny_model_tpot_is_not_zero(cli, tmp_path):
     m = tmp_path / "tiny.yaml"
-    m.write_text("name: tiny\nsource: test\nn_layers: 2\nn_heads: 4\nn_kv_heads: 2\nhead_dim: 16\nhidden_size: 64\n"
-                 "intermediate_size: 128\nvocab_size: 256\nmax_position_embeddings: 256\n")
+    m.write_text(
+        "name: tiny\nsource: test\nn_layers: 2\nn_heads: 4\nn_kv_heads: 2\nhead_dim: 16\nhidden_size: 64\n"
+        "intermediate_size: 128\nvocab_size: 256\nmax_position_embeddings: 256\n"
+    )
     r = cli("estimate", str(m), "--gpu", "h200", "--batch", "64", "-s", "128", "-f", "json")
     tpot = json.loads(r.stdout)["tpot_s"]
     assert 0 < tpot < 1e-4
@@ -84,7 +102,8 @@ def test_swa_ratio_range(cli, value):
     r = cli("capacity", "gpt-oss-20b", "--engine", "sglang", "--kv-memory", "10GiB", "--swa-full-tokens-ratio", value)
     assert r.exit_code == 2
     assert r.output.splitlines()[0].startswith(
-        "error: --swa-full-tokens-ratio must be in (0, 1]: above 0 and at most 1 (SWA-pool tokens per full-pool token")
+        "error: --swa-full-tokens-ratio must be in (0, 1]: above 0 and at most 1 (SWA-pool tokens per full-pool token"
+    )
 
 
 #: commands whose tables, titles and notes are scanned for an integer of 4+ digits without separators

@@ -15,13 +15,16 @@ from kvcalc.text import number_list
 CONTEXTS = ",".join(f"{i}k" for i in range(1, 400))
 
 
-@pytest.mark.parametrize("values,text", [
-    ([], ""),
-    ([8192], "8,192"),
-    ([1, 2, 3, 4], "1, 2, 3, 4"),  # four: all of them
-    ([1, 2, 3, 4, 5], "1, 2, 3, ..., 5"),
-    (list(range(10**6, 2 * 10**6)), "1,000,000, 1,000,001, 1,000,002, ..., 1,999,999"),
-])
+@pytest.mark.parametrize(
+    "values,text",
+    [
+        ([], ""),
+        ([8192], "8,192"),
+        ([1, 2, 3, 4], "1, 2, 3, 4"),  # four: all of them
+        ([1, 2, 3, 4, 5], "1, 2, 3, ..., 5"),
+        (list(range(10**6, 2 * 10**6)), "1,000,000, 1,000,001, 1,000,002, ..., 1,999,999"),
+    ],
+)
 def test_number_list(values, text):
     assert number_list(values) == text
 
@@ -35,22 +38,30 @@ def test_sweep_drop_warning_is_short_and_whole(cli):
     r = cli("sweep", "llama-3.1-8b", "-s", CONTEXTS, "--batch", "1,2,4,8", "--gpu", "h100-sxm", "-f", "json")
     assert r.exit_code == 0
     warnings = [line for line in r.stderr.splitlines() if line.startswith("warning:")]
-    assert warnings == [("warning: dropped the 271 contexts of 132,096, 133,120, 134,144, ..., 408,576 tokens: "
-                         "beyond llama-3.1-8b's max_position_embeddings (131,072); --beyond-context keeps them")]
+    assert warnings == [
+        (
+            "warning: dropped the 271 contexts of 132,096, 133,120, 134,144, ..., 408,576 tokens: "
+            "beyond llama-3.1-8b's max_position_embeddings (131,072); --beyond-context keeps them"
+        )
+    ]
     assert len(warnings[0]) < MESSAGE_LINE_CHARS // 5 and "…" not in warnings[0]
 
 
 def test_sweep_beyond_context_warning_likewise(cli):
     r = cli("sweep", "llama-3.1-8b", "-s", CONTEXTS, "--batch", "1", "--beyond-context", "-f", "json")
     assert r.exit_code == 0
-    assert r.stderr.strip() == ("warning: the 271 contexts of 132,096, 133,120, 134,144, ..., 408,576 tokens are "
-                                "beyond llama-3.1-8b's max_position_embeddings (131,072); the model was not "
-                                "trained for them and engines refuse them")
+    assert r.stderr.strip() == (
+        "warning: the 271 contexts of 132,096, 133,120, 134,144, ..., 408,576 tokens are "
+        "beyond llama-3.1-8b's max_position_embeddings (131,072); the model was not "
+        "trained for them and engines refuse them"
+    )
 
 
 def test_a_few_dropped_contexts_are_all_named(cli):
     # 129k = 132,096 and 130k = 133,120 beyond 131,072; 1k kept
     r = cli("sweep", "llama-3.1-8b", "-s", "1k,129k,130k", "--batch", "1", "-f", "json")
     assert r.exit_code == 0
-    assert r.stderr.strip() == ("warning: dropped the contexts of 132,096, 133,120 tokens: beyond llama-3.1-8b's "
-                                "max_position_embeddings (131,072); --beyond-context keeps them")
+    assert r.stderr.strip() == (
+        "warning: dropped the contexts of 132,096, 133,120 tokens: beyond llama-3.1-8b's "
+        "max_position_embeddings (131,072); --beyond-context keeps them"
+    )

@@ -13,10 +13,18 @@ from kvcalc.engines import ideal, llamacpp, sglang, vllm
 from kvcalc.errors import UnknownNameError
 
 
-@pytest.mark.parametrize("name, key, module", [("vllm", "vllm", vllm), ("SGLang", "sglang", sglang),
-                                               (" llama.cpp ", "llamacpp", llamacpp), ("llama_cpp", "llamacpp", llamacpp),
-                                               ("LLAMA-CPP", "llamacpp", llamacpp), ("exact", "ideal", ideal),
-                                               ("none", "ideal", ideal)])
+@pytest.mark.parametrize(
+    "name, key, module",
+    [
+        ("vllm", "vllm", vllm),
+        ("SGLang", "sglang", sglang),
+        (" llama.cpp ", "llamacpp", llamacpp),
+        ("llama_cpp", "llamacpp", llamacpp),
+        ("LLAMA-CPP", "llamacpp", llamacpp),
+        ("exact", "ideal", ideal),
+        ("none", "ideal", ideal),
+    ],
+)
 def test_canonical_names_the_module(name, key, module):
     assert engines.canonical(name) == key
     assert importlib.import_module(engines.ENGINES[key]) is module

@@ -40,6 +40,7 @@ def fixtures() -> dict:
 
 # ----- O01: vLLM V0 0.6.x, Llama-3.1-8B-Instruct, bf16, block 16, max_model_len 20000 ----------
 
+
 def test_o01_vllm_v0_blocks_swap_and_concurrency(fixtures):
     rep = fixtures["O01"]["reported"]
     m = model("llama-3.1-8b")
@@ -49,23 +50,29 @@ def test_o01_vllm_v0_blocks_swap_and_concurrency(fixtures):
     # 1952 blocks: 1952 x 2 MiB = 4,093,640,704 B = 3.8125 GiB, printed "3.81". (3.81 GiB itself is
     # 4,090,956,267 B = 1950.7 blocks: the printed figure is rounded down from 3.8125.)
     for budget in (1952 * block, 1953 * block - 1):
-        r = vllm.capacity(m, budget, BF16, BF16, max_model_len=20000,
-                          options=VllmOptions(version="0.6", swap_space_bytes=4 * GiB))
+        r = vllm.capacity(
+            m, budget, BF16, BF16, max_model_len=20000, options=VllmOptions(version="0.6", swap_space_bytes=4 * GiB)
+        )
         assert r.num_gpu_blocks == rep["gpu_blocks"] == 1952
         assert r.num_cpu_blocks == rep["cpu_blocks"] == 2048  # 4 GiB / 2 MiB = 2048 exactly
         assert r.page_size_bytes == block
         # max concurrency = 1952 x 16 / 20000 = 1.5616 -> "1.56x" (V0 prints L without separators)
-        assert r.log_lines[1:] == ["# GPU blocks: 1952, # CPU blocks: 2048",
-                                   "Maximum concurrency for 20000 tokens per request: 1.56x"]
+        assert r.log_lines[1:] == [
+            "# GPU blocks: 1952, # CPU blocks: 2048",
+            "Maximum concurrency for 20000 tokens per request: 1.56x",
+        ]
         assert f"{r.max_concurrency:.2f}x" == rep["max_concurrency@20000"]
     assert 1952 * block == 4_093_640_704 and f"{1952 * block / GiB:.2f} GiB" == rep["kv_cache_size"]
     # at the model's 131,072 tokens V0 would not start (1950 x 16 = 31,200 tokens): kvcalc warns
     with pytest.warns(UserWarning, match=r"max seq len \(131072\) is larger than .* \(31200\)"):
-        assert vllm.capacity(m, parse_size("3.81GiB"), BF16, BF16,
-                             options=VllmOptions(version="0.6")).num_gpu_blocks == 1950
+        assert (
+            vllm.capacity(m, parse_size("3.81GiB"), BF16, BF16, options=VllmOptions(version="0.6")).num_gpu_blocks
+            == 1950
+        )
 
 
 # ----- O03: vLLM V1, Qwen3-14B, bf16, block 16, max_model_len 32768 ---------------------------
+
 
 def test_o03_vllm_v1_tokens_and_concurrency_from_rounded_memory(fixtures):
     rep = fixtures["O03"]["reported"]
@@ -76,12 +83,21 @@ def test_o03_vllm_v1_tokens_and_concurrency_from_rounded_memory(fixtures):
     # [6.5088, 6.5112) GiB, all printed "6.51", so the rounded figure lands on the same block.
     # the report's lines are a V1 release before 0.33's one combined line (separate "GPU KV cache
     # size" and "Maximum concurrency" lines, kv_cache_utils lines 1087-1092 of 0.11): pinned to 0.11
-    r = vllm.capacity(m, parse_size(rep["available_kv_cache_memory"].replace(" ", "")), BF16, BF16, max_model_len=32768,
-                      options=VllmOptions(version="0.11"))
+    r = vllm.capacity(
+        m,
+        parse_size(rep["available_kv_cache_memory"].replace(" ", "")),
+        BF16,
+        BF16,
+        max_model_len=32768,
+        options=VllmOptions(version="0.11"),
+    )
     assert r.num_gpu_blocks == 2666 and r.kv_cache_tokens == rep["gpu_kv_cache_size_tokens"] == 42_656
     # concurrency = 2666 / cdiv(32768, 16) = 2666 / 2048 = 1.3018 -> "1.30x"
-    assert r.log_lines == ["Available KV cache memory: 6.51 GiB", "GPU KV cache size: 42,656 tokens",
-                           "Maximum concurrency for 32,768 tokens per request: 1.30x"]
+    assert r.log_lines == [
+        "Available KV cache memory: 6.51 GiB",
+        "GPU KV cache size: 42,656 tokens",
+        "Maximum concurrency for 32,768 tokens per request: 1.30x",
+    ]
     assert f"{r.max_concurrency:.2f}x" == rep["max_concurrency@32768"]
     assert r.engine_kv_bytes == 42_656 * 163_840 == 6_988_759_040
 
@@ -105,26 +121,34 @@ def test_o09_llamacpp_q8_sizes_and_two_device_split(fixtures, version):
     r = llamacpp.allocate(m, 32768, Q8, Q8, options=LlamacppOptions(version=version, **O09_OPTS))
     assert r.k_bytes == r.v_bytes == 2_281_701_376 and r.n_cells == 32768
     assert [(d.device, d.n_layers, d.kv_bytes) for d in r.devices] == [
-        ("CUDA0", 41, 41 * 68 * MiB), ("CUDA1", 23, 23 * 68 * MiB)]
+        ("CUDA0", 41, 41 * 68 * MiB),
+        ("CUDA1", 23, 23 * 68 * MiB),
+    ]
     assert f"{r.devices[0].kv_bytes / MiB:.2f} MiB" == rep["CUDA0 KV buffer"]
     assert f"{r.devices[1].kv_bytes / MiB:.2f} MiB" == rep["CUDA1 KV buffer"]
     assert f"{r.k_bytes / MiB:.2f} MiB" == rep["K (q8_0)"] and f"{r.v_bytes / MiB:.2f} MiB" == rep["V (q8_0)"]
     assert f"{(r.k_bytes + r.v_bytes) / MiB:.2f} MiB" == rep["KV self size"]
     assert "CUDA0 KV buffer size =  2788.00 MiB" in r.log_lines[-3]
     if version == "legacy":
-        assert r.log_lines[-1] == ("llama_init_from_model: KV self size  = 4352.00 MiB, "
-                                   "K (q8_0): 2176.00 MiB, V (q8_0): 2176.00 MiB")
+        assert r.log_lines[-1] == (
+            "llama_init_from_model: KV self size  = 4352.00 MiB, K (q8_0): 2176.00 MiB, V (q8_0): 2176.00 MiB"
+        )
     else:  # today's llama-server, given no -np, runs 4 slots in the one unified cache: the same cells, "4/1 seqs"
-        assert r.log_lines[-1] == ("llama_kv_cache: size = 4352.00 MiB ( 32768 cells,  64 layers,  4/1 seqs), "
-                                   "K (q8_0): 2176.00 MiB, V (q8_0): 2176.00 MiB")
+        assert r.log_lines[-1] == (
+            "llama_kv_cache: size = 4352.00 MiB ( 32768 cells,  64 layers,  4/1 seqs), "
+            "K (q8_0): 2176.00 MiB, V (q8_0): 2176.00 MiB"
+        )
 
 
-@pytest.mark.parametrize("ngl, split, expected", [
-    (None, None, [33, 31]),          # even split: il/65 < 0.5 -> il <= 32
-    (99, [10, 6], [41, 23]),         # O09: il/65 < 0.625 -> il <= 40
-    (-1, [10, 6], [41, 23]),         # -ngl -1 = llama.cpp's default: every layer, as ngl None
-    (40, [1, 1], [-24, 20, 20]),     # 24 layers stay on the CPU, 40 offloaded: il' / 40 < 0.5
-])
+@pytest.mark.parametrize(
+    "ngl, split, expected",
+    [
+        (None, None, [33, 31]),  # even split: il/65 < 0.5 -> il <= 32
+        (99, [10, 6], [41, 23]),  # O09: il/65 < 0.625 -> il <= 40
+        (-1, [10, 6], [41, 23]),  # -ngl -1 = llama.cpp's default: every layer, as ngl None
+        (40, [1, 1], [-24, 20, 20]),  # 24 layers stay on the CPU, 40 offloaded: il' / 40 < 0.5
+    ],
+)
 def test_llamacpp_layer_to_device_rule(ngl, split, expected):
     dev = llamacpp.device_of_layers(64, ngl, split, 2)
     counts = [dev.count(0), dev.count(1)]
@@ -136,21 +160,26 @@ def test_llamacpp_layer_to_device_rule(ngl, split, expected):
 
 # ----- O13: ollama (llama.cpp runner), Qwen2.5-7B class, 2048 per sequence x 4 parallel, f16 -----
 
+
 def test_o13_ollama_parallel_cells(fixtures):
     rep = fixtures["O13"]["reported"]
     # ollama passes n_ctx x OLLAMA_NUM_PARALLEL = 2048 x 4 = 8192 cells.
     # K = 8192 x 28 layers x 512 (4 heads x 128) x 2 B = 234,881,024 B = 224 MiB; K+V = 448 MiB.
-    r = llamacpp.allocate(model("qwen2.5-7b"), 2048, F16, F16,
-                          options=LlamacppOptions(parallel=4, ollama=True, version="legacy"))
+    r = llamacpp.allocate(
+        model("qwen2.5-7b"), 2048, F16, F16, options=LlamacppOptions(parallel=4, ollama=True, version="legacy")
+    )
     assert r.n_cells == fixtures["O13"]["settings"]["kv_size"] == 8192
     assert r.k_bytes == r.v_bytes == 234_881_024
     # the reported figures, in llama.cpp's %7.2f fields
-    assert r.log_lines[-1] == (f"llama_init_from_model: KV self size  = {rep['KV self size']:>11}, "
-                               f"K (f16): {rep['K (f16)']:>11}, V (f16): {rep['V (f16)']:>11}")
+    assert r.log_lines[-1] == (
+        f"llama_init_from_model: KV self size  = {rep['KV self size']:>11}, "
+        f"K (f16): {rep['K (f16)']:>11}, V (f16): {rep['V (f16)']:>11}"
+    )
     assert r.log_lines[-1].endswith("448.00 MiB, K (f16):  224.00 MiB, V (f16):  224.00 MiB")
 
 
 # ----- O19: pegainfer (vLLM-like block allocator), Qwen3-4B, bf16, block 16 ---------------------
+
 
 def test_o19_pegainfer_as_vllm_blocks(fixtures):
     rep = fixtures["O19"]["reported"]
@@ -171,15 +200,19 @@ def test_o19_pegainfer_as_vllm_blocks(fixtures):
 
 # ----- vLLM rules ---------------------------------------------------------------------------
 
-@pytest.mark.parametrize("name, dtype, scales, tp, page", [
-    ("llama-3.1-8b", "bf16", False, 1, 2 * 16 * 8 * 128 * 2),                 # 65,536
-    ("llama-3.1-8b", "fp8", False, 1, 2 * 16 * 8 * 128 * 1),                  # per-tensor scale: none in pages
-    ("llama-3.1-8b", "int8", True, 1, 2 * 16 * 8 * 128 * 1 + 2 * 16 * 8 * 4),  # + fp32 per token, head: 33,792
-    ("llama-3.1-8b", "bf16", False, 2, 2 * 16 * 4 * 128 * 2),                 # tp 2: 4 heads per rank
-    ("llama-3.1-8b", "bf16", False, 16, 2 * 16 * 1 * 128 * 2),                # tp 16 > 8 heads: 1 (replicated)
-    ("deepseek-v2-lite", "bf16", False, 1, 16 * (512 + 64) * 2),              # MLA: one latent, 18,432
-    ("deepseek-v2-lite", "bf16", False, 8, 16 * (512 + 64) * 2),              # MLA latent replicated per rank
-])
+
+@pytest.mark.parametrize(
+    "name, dtype, scales, tp, page",
+    [
+        ("llama-3.1-8b", "bf16", False, 1, 2 * 16 * 8 * 128 * 2),  # 65,536
+        ("llama-3.1-8b", "fp8", False, 1, 2 * 16 * 8 * 128 * 1),  # per-tensor scale: none in pages
+        ("llama-3.1-8b", "int8", True, 1, 2 * 16 * 8 * 128 * 1 + 2 * 16 * 8 * 4),  # + fp32 per token, head: 33,792
+        ("llama-3.1-8b", "bf16", False, 2, 2 * 16 * 4 * 128 * 2),  # tp 2: 4 heads per rank
+        ("llama-3.1-8b", "bf16", False, 16, 2 * 16 * 1 * 128 * 2),  # tp 16 > 8 heads: 1 (replicated)
+        ("deepseek-v2-lite", "bf16", False, 1, 16 * (512 + 64) * 2),  # MLA: one latent, 18,432
+        ("deepseek-v2-lite", "bf16", False, 8, 16 * (512 + 64) * 2),  # MLA latent replicated per rank
+    ],
+)
 def test_vllm_page_size(name, dtype, scales, tp, page):
     m = model(name)
     f = kv_format(dtype)
@@ -209,12 +242,17 @@ def test_vllm_hybrid_groups_sliding_pages_and_tokens():
 
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        off = vllm.capacity(m, 20 * GiB, BF16, BF16, max_model_len=131072,
-                            options=VllmOptions(hybrid_allocator=False, version="0.11"))
-    with pytest.warns(UserWarning, match=r"\(13\.66 GiB KV cache is needed, which is larger than the available KV "
-                                         r"cache memory \(12\.00 GiB\)"):
-        vllm.capacity(m, 12 * GiB, BF16, BF16, max_model_len=131072,
-                      options=VllmOptions(hybrid_allocator=False, version="0.11"))
+        off = vllm.capacity(
+            m, 20 * GiB, BF16, BF16, max_model_len=131072, options=VllmOptions(hybrid_allocator=False, version="0.11")
+        )
+    with pytest.warns(
+        UserWarning,
+        match=r"\(13\.66 GiB KV cache is needed, which is larger than the available KV "
+        r"cache memory \(12\.00 GiB\)",
+    ):
+        vllm.capacity(
+            m, 12 * GiB, BF16, BF16, max_model_len=131072, options=VllmOptions(hybrid_allocator=False, version="0.11")
+        )
     # without the hybrid allocator: one group of 62 full-length layers
     assert off.num_gpu_blocks == 20 * GiB // page // 62 and off.kv_cache_tokens == off.num_gpu_blocks * 16
     assert off.max_concurrency == off.num_gpu_blocks / 8192
@@ -222,8 +260,9 @@ def test_vllm_hybrid_groups_sliding_pages_and_tokens():
 
 def test_vllm_longest_context_search():
     m = model("qwen3-14b")
-    r = vllm.capacity(m, 2666 * 2_621_440, BF16, BF16, max_model_len=32768, concurrency=2,
-                      options=VllmOptions(version="0.11"))
+    r = vllm.capacity(
+        m, 2666 * 2_621_440, BF16, BF16, max_model_len=32768, concurrency=2, options=VllmOptions(version="0.11")
+    )
     # 2 requests need 2 x cdiv(L, 16) <= 2666 blocks: cdiv(L,16) <= 1333 -> L <= 21,328
     assert r.longest_context == 1333 * 16 == 21_328
     # gemma-3 with the hybrid allocator: the sliding groups cap at 578 pages, the full one grows
@@ -244,6 +283,7 @@ def test_vllm_refuses_block_formats_and_bad_tp():
 
 
 # ----- SGLang rules ---------------------------------------------------------------------------
+
 
 def test_sglang_pool_tokens_and_logged_gib_labelled_gb():
     m = model("qwen3-4b")
@@ -273,6 +313,7 @@ def test_sglang_mla_one_buffer():
 
 # ----- llama.cpp rules ------------------------------------------------------------------------
 
+
 def test_llamacpp_current_padding_streams_and_seqs():
     m = model("llama-3.1-8b")
     # n_ctx 35000 -> GGML_PAD(35000, 256) = 35072 cells
@@ -280,17 +321,22 @@ def test_llamacpp_current_padding_streams_and_seqs():
     # non-unified, 4 sequences of 8192: n_ctx_seq = pad(8192 / 4, 256) = 2048 cells x 4 streams
     r = llamacpp.allocate(m, 8192, F16, F16, options=LlamacppOptions(parallel=4, unified=False))
     assert r.n_cells == 8192 and r.k_bytes == 8192 * 32 * 1024 * 2 == 512 * MiB
-    assert r.log_lines[-1] == ("llama_kv_cache: size = 1024.00 MiB (  2048 cells,  32 layers,  4/4 seqs), "
-                               "K (f16):  512.00 MiB, V (f16):  512.00 MiB")
+    assert r.log_lines[-1] == (
+        "llama_kv_cache: size = 1024.00 MiB (  2048 cells,  32 layers,  4/4 seqs), "
+        "K (f16):  512.00 MiB, V (f16):  512.00 MiB"
+    )
     # unified: one stream of 8192 cells, "4/1 seqs": llama-server without -np (4 slots, unified), or -np 4 -kvu
     assert "(  8192 cells,  32 layers,  4/1 seqs)" in llamacpp.allocate(m, 8192, F16, F16).log_lines[-1]
-    assert "(  8192 cells,  32 layers,  4/1 seqs)" in llamacpp.allocate(m, 8192, F16, F16,
-            options=LlamacppOptions(parallel=4, unified=True)).log_lines[-1]
+    assert (
+        "(  8192 cells,  32 layers,  4/1 seqs)"
+        in llamacpp.allocate(m, 8192, F16, F16, options=LlamacppOptions(parallel=4, unified=True)).log_lines[-1]
+    )
     # legacy without flash attention pads to 32: 1001 -> 1024; with it to 256: 1001 -> 1024, 1025 -> 1280
     assert llamacpp.allocate(m, 1001, F16, F16, options=LlamacppOptions(version="legacy")).n_cells == 1024
     assert llamacpp.allocate(m, 1025, F16, F16, options=LlamacppOptions(version="legacy")).n_cells == 1056
-    assert llamacpp.allocate(m, 1025, F16, F16,
-                             options=LlamacppOptions(version="legacy", flash_attn=True)).n_cells == 1280
+    assert (
+        llamacpp.allocate(m, 1025, F16, F16, options=LlamacppOptions(version="legacy", flash_attn=True)).n_cells == 1280
+    )
 
 
 def test_llamacpp_swa_cache_and_swa_full():
@@ -304,8 +350,10 @@ def test_llamacpp_swa_cache_and_swa_full():
     assert full.k_bytes == 32768 * 62 * per_cell
     assert full.log_lines[0].startswith("llama_kv_cache_iswa: using full-size SWA cache")
     # 4 sequences in a unified cache: the window is kept per sequence: 4 x 1024 + 512 = 4608
-    assert "size = 4608 cells" in llamacpp.allocate(m, 32768, F16, F16,
-                                                    options=LlamacppOptions(parallel=4, unified=True)).log_lines[3]
+    assert (
+        "size = 4608 cells"
+        in llamacpp.allocate(m, 32768, F16, F16, options=LlamacppOptions(parallel=4, unified=True)).log_lines[3]
+    )
 
 
 def test_llamacpp_capacity_from_memory_and_type_names():
@@ -337,43 +385,105 @@ def run_json(*args: str) -> dict:
 
 
 def test_cli_capacity_vllm_json():
-    out = run_json("capacity", str(CFG / "qwen3-14b.yaml"), "--kv-memory", "6.51GiB", "--engine", "vllm",
-                   "--max-model-len", "32768", "--concurrency", "2")
+    out = run_json(
+        "capacity",
+        str(CFG / "qwen3-14b.yaml"),
+        "--kv-memory",
+        "6.51GiB",
+        "--engine",
+        "vllm",
+        "--max-model-len",
+        "32768",
+        "--concurrency",
+        "2",
+    )
     assert out["num_gpu_blocks"] == 2666 and out["kv_cache_tokens"] == 42656
     assert round(out["max_concurrency"], 2) == 1.30 and out["longest_context"] == 21328
     # 0.33 logs both figures in one line (kv_cache_utils.update_kv_cache_capacity, lines 1147-1153)
-    assert out["log_lines"][1] == "GPU KV cache size: 42,656 tokens, Maximum concurrency for 32,768 tokens per request: 1.30x"
+    assert (
+        out["log_lines"][1]
+        == "GPU KV cache size: 42,656 tokens, Maximum concurrency for 32,768 tokens per request: 1.30x"
+    )
     assert out["kv_cache_dtype"] == "auto (bf16)"
 
 
 def test_cli_capacity_vllm_v0_and_per_token_head_dtype():
-    out = run_json("capacity", str(CFG / "llama-3.1-8b.yaml"), "--kv-memory", str(1952 * 2 * MiB), "-e", "vllm",
-                   "--vllm-v0", "--swap-space", "4GiB", "-L", "20000")
-    assert out["log_lines"][1:] == ["# GPU blocks: 1952, # CPU blocks: 2048",
-                                    "Maximum concurrency for 20000 tokens per request: 1.56x"]
-    out = run_json("capacity", str(CFG / "llama-3.1-8b.yaml"), "--kv-memory", "1GiB", "-e", "vllm",
-                   "--kv-dtype", "int8_per_token_head")
+    out = run_json(
+        "capacity",
+        str(CFG / "llama-3.1-8b.yaml"),
+        "--kv-memory",
+        str(1952 * 2 * MiB),
+        "-e",
+        "vllm",
+        "--vllm-v0",
+        "--swap-space",
+        "4GiB",
+        "-L",
+        "20000",
+    )
+    assert out["log_lines"][1:] == [
+        "# GPU blocks: 1952, # CPU blocks: 2048",
+        "Maximum concurrency for 20000 tokens per request: 1.56x",
+    ]
+    out = run_json(
+        "capacity",
+        str(CFG / "llama-3.1-8b.yaml"),
+        "--kv-memory",
+        "1GiB",
+        "-e",
+        "vllm",
+        "--kv-dtype",
+        "int8_per_token_head",
+    )
     assert out["page_size_bytes"] == 33_792 * 32 and out["num_gpu_blocks"] == GiB // 33_792 // 32
 
 
 def test_cli_capacity_llamacpp_json_and_table():
-    args = ["capacity", str(CFG / "qwen2.5-coder-32b.yaml"), "-e", "llamacpp", "--ctx-size", "32768",
-            "--kv-dtype", "q8_0", "--tensor-split", "10,6", "-ngl", "99", "--flash-attn", "--ubatch-size", "256",
-            "--llamacpp-version", "legacy"]  # O09, as the reporter ran it
+    args = [
+        "capacity",
+        str(CFG / "qwen2.5-coder-32b.yaml"),
+        "-e",
+        "llamacpp",
+        "--ctx-size",
+        "32768",
+        "--kv-dtype",
+        "q8_0",
+        "--tensor-split",
+        "10,6",
+        "-ngl",
+        "99",
+        "--flash-attn",
+        "--ubatch-size",
+        "256",
+        "--llamacpp-version",
+        "legacy",
+    ]  # O09, as the reporter ran it
     out = run_json(*args)
     assert out["n_cells"] == 32768 and out["k_bytes"] == out["v_bytes"] == 2_281_701_376
     assert [d["kv_bytes"] for d in out["devices"]] == [2788 * MiB, 1564 * MiB]
     table = runner.invoke(app, args, env={"COLUMNS": "80"})
     assert table.exit_code == 0
     # the engine's own lines come out unwrapped, to diff against the engine's log
-    assert ("llama_init_from_model: KV self size  = 4352.00 MiB, K (q8_0): 2176.00 MiB, "
-            "V (q8_0): 2176.00 MiB") in table.output.splitlines()
+    assert (
+        "llama_init_from_model: KV self size  = 4352.00 MiB, K (q8_0): 2176.00 MiB, V (q8_0): 2176.00 MiB"
+    ) in table.output.splitlines()
     assert "llama_kv_cache_init:      CUDA1 KV buffer size =  1564.00 MiB" in table.output.splitlines()
 
 
 def test_cli_capacity_ollama_and_sglang():
-    out = run_json("capacity", str(CFG / "qwen2.5-7b.yaml"), "-e", "llamacpp", "--ctx-size", "2048",
-                   "--parallel", "4", "--ollama", "--kv-dtype", "f16")
+    out = run_json(
+        "capacity",
+        str(CFG / "qwen2.5-7b.yaml"),
+        "-e",
+        "llamacpp",
+        "--ctx-size",
+        "2048",
+        "--parallel",
+        "4",
+        "--ollama",
+        "--kv-dtype",
+        "f16",
+    )
     assert out["n_cells"] == 8192 and out["k_bytes"] == 224 * MiB
     out = run_json("capacity", str(CFG / "qwen3-4b.yaml"), "-e", "sglang", "--kv-memory", "10GiB")
     assert out["kv_cache_tokens"] == 72_817 and out["log_lines"][0].startswith("KV Cache is allocated. #tokens: 72817")
@@ -384,26 +494,41 @@ def test_cli_estimate_engine_keys_beside_kv_keys():
     # KvEstimate keys and the engine's keys in one object: 2 requests of 32,768 tokens need
     # 2 x 2048 blocks of 2,621,440 B; vLLM then logs 65,536 tokens and 2.00x.
     assert out["kv_cache_bytes"] == 2 * 32768 * 163_840 and out["num_gpu_blocks"] == 4096
-    assert out["log_lines"][1:] == [("GPU KV cache size: 65,536 tokens, Maximum concurrency for 32,768 tokens per "
-                                     "request: 2.00x")]  # one line in 0.33 (update_kv_cache_capacity)
-    out = run_json("estimate", str(CFG / "qwen2.5-7b.yaml"), "-s", "2048", "--batch", "4", "--engine", "llamacpp",
-                   "--kv-dtype", "f16")
+    assert out["log_lines"][1:] == [
+        ("GPU KV cache size: 65,536 tokens, Maximum concurrency for 32,768 tokens per request: 2.00x")
+    ]  # one line in 0.33 (update_kv_cache_capacity)
+    out = run_json(
+        "estimate",
+        str(CFG / "qwen2.5-7b.yaml"),
+        "-s",
+        "2048",
+        "--batch",
+        "4",
+        "--engine",
+        "llamacpp",
+        "--kv-dtype",
+        "f16",
+    )
     assert out["n_cells"] == 8192 and out["k_bytes"] == 224 * MiB
 
 
-@pytest.mark.parametrize("args, message", [
-    (["-e", "vlm", "--kv-memory", "1GiB"], "unknown engine 'vlm'"),
-    (["-e", "vllm"], "needs --kv-memory"),
-    (["-e", "llamacpp"], "give --ctx-size"),
-    (["-e", "vllm", "--kv-memory", "lots"], "not a size"),
-    (["-e", "llamacpp", "--ctx-size", "4096", "--tp", "2"], "splits layers"),
-])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["-e", "vlm", "--kv-memory", "1GiB"], "unknown engine 'vlm'"),
+        (["-e", "vllm"], "needs --kv-memory"),
+        (["-e", "llamacpp"], "give --ctx-size"),
+        (["-e", "vllm", "--kv-memory", "lots"], "not a size"),
+        (["-e", "llamacpp", "--ctx-size", "4096", "--tp", "2"], "splits layers"),
+    ],
+)
 def test_cli_capacity_errors_exit_2(args, message):
     res = runner.invoke(app, ["capacity", str(CFG / "llama-3.1-8b.yaml"), *args])
     assert res.exit_code == 2 and message in res.output
 
 
 # ----- issue 6 follow-ups: options the engines refuse, defaults they pick, budgets -----------------
+
 
 def run_err(*args: str) -> str:
     """stderr of a command that must exit 2 with exactly one line."""
@@ -414,13 +539,18 @@ def run_err(*args: str) -> str:
     return lines[0]
 
 
-@pytest.mark.parametrize("args, message", [
-    # shared validation (cli.check_positive): before, ZeroDivisionError and exit 1
-    (["--engine", "vllm", "--block-size", "0"], "error: --block-size must be a positive integer, got 0"),
-    (["--engine", "sglang", "--page-size", "0"], "error: --page-size must be a positive integer, got 0"),
-    (["--engine", "vllm", "--block-size", "7"],
-     "error: --block-size 7: vLLM accepts 1, 8, 16, 32, 64, 128, 256 (vllm/config/cache.py BlockSize)"),
-])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        # shared validation (cli.check_positive): before, ZeroDivisionError and exit 1
+        (["--engine", "vllm", "--block-size", "0"], "error: --block-size must be a positive integer, got 0"),
+        (["--engine", "sglang", "--page-size", "0"], "error: --page-size must be a positive integer, got 0"),
+        (
+            ["--engine", "vllm", "--block-size", "7"],
+            "error: --block-size 7: vLLM accepts 1, 8, 16, 32, 64, 128, 256 (vllm/config/cache.py BlockSize)",
+        ),
+    ],
+)
 def test_estimate_engine_block_and_page_size_one_line_exit_2(args, message):
     assert run_err("estimate", str(CFG / "llama-3.1-8b.yaml"), "-s", "8k", *args) == message
 
@@ -437,13 +567,16 @@ def test_vllm_block_sizes_it_accepts():
     assert r.num_gpu_blocks == 32 and r.kv_cache_tokens == 8192
 
 
-@pytest.mark.parametrize("name, ctx, k_mib", [
-    # llama.cpp's default --cache-type-k/-v is f16 (common/common.h), whatever the model's dtype:
-    # llama-3.1-8b (bf16): 32768 cells x 32 layers x 1024 x 2 B = 2048 MiB of K
-    ("llama-3.1-8b", "32k", "2048.00"),
-    # gpt2 (fp32 checkpoint): 1024 x 12 layers x 768 x 2 B = 18 MiB of K (not f32's 36)
-    ("gpt2", "1024", "18.00"),
-])
+@pytest.mark.parametrize(
+    "name, ctx, k_mib",
+    [
+        # llama.cpp's default --cache-type-k/-v is f16 (common/common.h), whatever the model's dtype:
+        # llama-3.1-8b (bf16): 32768 cells x 32 layers x 1024 x 2 B = 2048 MiB of K
+        ("llama-3.1-8b", "32k", "2048.00"),
+        # gpt2 (fp32 checkpoint): 1024 x 12 layers x 768 x 2 B = 18 MiB of K (not f32's 36)
+        ("gpt2", "1024", "18.00"),
+    ],
+)
 def test_llamacpp_default_kv_type_is_f16(name, ctx, k_mib):
     cfg = str(CFG / "llama-3.1-8b.yaml") if name == "llama-3.1-8b" else name
     out = run_json("capacity", cfg, "--engine", "llamacpp", "--ctx-size", ctx, "-np", "4")
@@ -452,8 +585,10 @@ def test_llamacpp_default_kv_type_is_f16(name, ctx, k_mib):
     if name == "gpt2":
         assert out["k_bytes"] == out["v_bytes"] == 1024 * 12 * 768 * 2 == 18 * MiB
         # an explicit -np 4 gives 4 streams of pad(1024 / 4, 256) = 256 cells (llama-server: no -kvu)
-        assert out["log_lines"][-1] == ("llama_kv_cache: size =   36.00 MiB (   256 cells,  12 layers,  4/4 seqs), "
-                                        "K (f16):   18.00 MiB, V (f16):   18.00 MiB")
+        assert out["log_lines"][-1] == (
+            "llama_kv_cache: size =   36.00 MiB (   256 cells,  12 layers,  4/4 seqs), "
+            "K (f16):   18.00 MiB, V (f16):   18.00 MiB"
+        )
     # estimate --engine llamacpp without --kv-dtype: the same f16 default
     est = run_json("estimate", cfg, "-s", ctx, "--engine", "llamacpp")
     assert est["kv_cache_dtype"] == "f16" and "K (f16)" in est["log_lines"][-1]
@@ -463,7 +598,7 @@ def test_engine_auto_dtype_of_fp32_checkpoints():
     # gpt2 is fp32: vLLM (0.10.1+ on sm80+: bf16; V0: fp16) and SGLang (fp16) serve it in 2 bytes:
     # 12 layers x 2 x 12 heads x 64 x 2 B = 36,864 B/token (not fp32's 73,728).
     out = run_json("capacity", "gpt2", "-e", "vllm", "-m", "1GiB")
-    assert out["page_size_bytes"] == 16 * 36_864 == 589_824          # one block over 12 layers
+    assert out["page_size_bytes"] == 16 * 36_864 == 589_824  # one block over 12 layers
     # per-layer page = 16 x 12 heads x 64 x 2 (K, V) x 2 B = 49,152; 1 GiB // 49,152 // 12 = 21,845 // 12
     assert out["num_gpu_blocks"] == GiB // 49_152 // 12 == 1820
     assert out["kv_cache_dtype"] == "auto (bf16: fp32 checkpoint served in bf16)"
@@ -472,7 +607,10 @@ def test_engine_auto_dtype_of_fp32_checkpoints():
     sg = run_json("capacity", "gpt2", "-e", "sglang", "-m", "1GiB")
     assert sg["kv_cache_tokens"] == GiB // 36_864 == 29_127 and sg["kv_cache_dtype"].startswith("auto (fp16")
     # a bf16 model stays bf16; --kv-dtype still wins
-    assert run_json("capacity", str(CFG / "qwen3-4b.yaml"), "-e", "sglang", "-m", "1GiB")["kv_cache_dtype"] == "auto (bf16)"
+    assert (
+        run_json("capacity", str(CFG / "qwen3-4b.yaml"), "-e", "sglang", "-m", "1GiB")["kv_cache_dtype"]
+        == "auto (bf16)"
+    )
     assert run_json("capacity", "gpt2", "-e", "vllm", "-m", "1GiB", "--kv-dtype", "fp8")["page_size_bytes"] == 294_912
     # estimate --engine vllm with no --kv-dtype: the engine's default, not the model's fp32
     est = run_json("estimate", "gpt2", "-s", "1024", "--engine", "vllm")
@@ -480,37 +618,69 @@ def test_engine_auto_dtype_of_fp32_checkpoints():
 
 
 def test_llamacpp_kv_memory_too_small_warns_and_notes():
-    args = ["capacity", str(CFG / "llama-3.1-8b.yaml"), "-e", "llamacpp", "--ctx-size", "128k", "-np", "4",
-            "--kv-memory", "1GiB"]
+    args = [
+        "capacity",
+        str(CFG / "llama-3.1-8b.yaml"),
+        "-e",
+        "llamacpp",
+        "--ctx-size",
+        "128k",
+        "-np",
+        "4",
+        "--kv-memory",
+        "1GiB",
+    ]
     res = runner.invoke(app, [*args, "-f", "json"])
     assert res.exit_code == 0
     # 131072 cells x 131,072 B = 16384 MiB > 1024 MiB; 1 GiB holds 1 GiB / 131,072 B = 8192 cells
-    msg = ("--ctx-size 131072 allocates 16384.00 MiB of KV cache, more than --kv-memory 1024.00 MiB: llama.cpp "
-           "would fail to allocate the KV buffer on a device that size; the largest --ctx-size that fits is 8192")
+    msg = (
+        "--ctx-size 131072 allocates 16384.00 MiB of KV cache, more than --kv-memory 1024.00 MiB: llama.cpp "
+        "would fail to allocate the KV buffer on a device that size; the largest --ctx-size that fits is 8192"
+    )
     assert json.loads(res.stdout)["notes"] == [msg]
     assert res.stderr.strip() == f"warning: {msg}"
     # fits: no warning, no note
-    ok = runner.invoke(app, ["capacity", str(CFG / "llama-3.1-8b.yaml"), "-e", "llamacpp", "--ctx-size", "8192",
-                             "-np", "1", "--kv-memory", "1GiB", "-f", "json"])
+    ok = runner.invoke(
+        app,
+        [
+            "capacity",
+            str(CFG / "llama-3.1-8b.yaml"),
+            "-e",
+            "llamacpp",
+            "--ctx-size",
+            "8192",
+            "-np",
+            "1",
+            "--kv-memory",
+            "1GiB",
+            "-f",
+            "json",
+        ],
+    )
     assert ok.exit_code == 0 and ok.stderr == "" and json.loads(ok.stdout)["notes"] == []
 
 
 def test_llamacpp_parallel_cap_ngl_minus_one_and_gpus():
     m = model("llama-3.1-8b")
     # src/llama-cparams.h LLAMA_MAX_SEQ 256: 256 sequences allowed, 257 refused as llama_context does
-    assert "256/1 seqs" in llamacpp.allocate(m, 65536, F16, F16,
-                                             options=LlamacppOptions(parallel=256, unified=True)).log_lines[-1]
+    assert (
+        "256/1 seqs"
+        in llamacpp.allocate(m, 65536, F16, F16, options=LlamacppOptions(parallel=256, unified=True)).log_lines[-1]
+    )
     with pytest.raises(KvcalcError, match="n_seq_max must be <= 256"):
         llamacpp.allocate(m, 65536, F16, F16, options=LlamacppOptions(parallel=257))
-    assert run_err("capacity", str(CFG / "llama-3.1-8b.yaml"), "-e", "llamacpp", "--ctx-size", "4k",
-                   "-np", "100000").startswith("error: --parallel 100000: llama.cpp refuses it: n_seq_max must be <= 256")
+    assert run_err(
+        "capacity", str(CFG / "llama-3.1-8b.yaml"), "-e", "llamacpp", "--ctx-size", "4k", "-np", "100000"
+    ).startswith("error: --parallel 100000: llama.cpp refuses it: n_seq_max must be <= 256")
     # -ngl -1 is llama.cpp's default (all layers on the GPU), not CPU-only
     r = llamacpp.allocate(m, 4096, F16, F16, options=LlamacppOptions(n_gpu_layers=-1))
     assert [(d.device, d.n_layers) for d in r.devices] == [("CUDA0", 32)]
     with pytest.raises(KvcalcError, match="-1 for llama.cpp's default"):
         llamacpp.allocate(m, 4096, F16, F16, options=LlamacppOptions(n_gpu_layers=-2))
-    assert run_err("capacity", str(CFG / "llama-3.1-8b.yaml"), "-e", "llamacpp", "--ctx-size", "4k",
-                   "--gpus", "0") == "error: --gpus must be a positive integer, got 0"
+    assert (
+        run_err("capacity", str(CFG / "llama-3.1-8b.yaml"), "-e", "llamacpp", "--ctx-size", "4k", "--gpus", "0")
+        == "error: --gpus must be a positive integer, got 0"
+    )
 
 
 def test_vllm_startup_failures_and_refused_options():
@@ -520,7 +690,8 @@ def test_vllm_startup_failures_and_refused_options():
     assert run_err("capacity", cfg, "-e", "vllm", "-m", "1B", "--vllm-version", "0.11") == (
         "error: vLLM would fail at start-up: To serve at least one request with the models's max seq len (131072), "
         "(16.00 GiB KV cache is needed, which is larger than the available KV cache memory (0.00 GiB).  Try "
-        "increasing `gpu_memory_utilization` or decreasing `max_model_len` when initializing the engine.")
+        "increasing `gpu_memory_utilization` or decreasing `max_model_len` when initializing the engine."
+    )
     # (two spaces before "Try": 0.11 kv_cache_utils.py lines 720-722 write f"... GiB). " f"{estimated_msg} "
     # "Try ...", and no length fits, so estimated_msg is "")
     # vLLM 0.33 checks 1 B less the null block (one 2 MiB block of 32 layers): <= 0, "No available memory"
@@ -528,21 +699,25 @@ def test_vllm_startup_failures_and_refused_options():
         "error: vLLM would fail at start-up: No available memory for the cache blocks. Try increasing "
         "`gpu_memory_utilization` when initializing the engine (this flag also controls CPU memory reservation on "
         "the CPU backend, despite its name). See "
-        "https://docs.vllm.ai/en/latest/configuration/conserving_memory/ for more details.")  # kv_cache_planning.py 57-64
+        "https://docs.vllm.ai/en/latest/configuration/conserving_memory/ for more details."
+    )  # kv_cache_planning.py 57-64
     m = model("llama-3.1-8b")
     with pytest.raises(KvcalcError, match="No available memory for the cache blocks"):
         vllm.capacity(m, 0, BF16, BF16, options=VllmOptions(version="0.11"))
     with pytest.raises(KvcalcError, match="No available memory for the cache blocks"):
-        vllm.capacity(m, 2 * MiB - 1, BF16, BF16, options=VllmOptions(version="0.6"))   # V0: 0 GPU blocks
+        vllm.capacity(m, 2 * MiB - 1, BF16, BF16, options=VllmOptions(version="0.6"))  # V0: 0 GPU blocks
     # 1 GiB holds 512 blocks = 8192 tokens: a 131,072-token request does not fit; vLLM would refuse
     # to start (estimated maximum model length 8192), kvcalc still answers and says so
     with pytest.warns(UserWarning, match="estimated maximum model length is 8192"):
         r = vllm.capacity(m, GiB, BF16, BF16, options=VllmOptions(version="0.11"))
     assert r.num_gpu_blocks == 512 and any("refuses to start" in n for n in r.notes)
-    assert run_err("capacity", cfg, "-e", "vllm", "-m", "1GiB", "--max-num-batched-tokens", "0") == \
-        "error: --max-num-batched-tokens must be a positive integer, got 0"
+    assert (
+        run_err("capacity", cfg, "-e", "vllm", "-m", "1GiB", "--max-num-batched-tokens", "0")
+        == "error: --max-num-batched-tokens must be a positive integer, got 0"
+    )
     assert run_err("capacity", cfg, "-e", "vllm", "-m", "1GiB", "--swap-space", "4GiB").startswith(
-        "error: --swap-space is vLLM V0's CPU swap")
+        "error: --swap-space is vLLM V0's CPU swap"
+    )
 
 
 def test_sglang_no_tokens_is_its_startup_error():
@@ -558,13 +733,29 @@ def test_estimate_engine_kv_memory_from_gpu_plan():
     #           = 58,236,434,841 B (54.24 GiB) = the plan's headroom + this batch's KV
     # blocks = 58,236,434,841 // (16 x 131,072 = 2,097,152) = 27,769; tokens 444,304;
     # concurrency 27,769 / 2048 = 13.56x
-    out = run_json("estimate", "llama-3.1-8b", "-s", "32k", "--batch", "2", "--engine", "vllm", "--gpu", "h100-sxm",
-                   "--activation-reserve", "2GiB", "--cuda-context", "500MiB")
+    out = run_json(
+        "estimate",
+        "llama-3.1-8b",
+        "-s",
+        "32k",
+        "--batch",
+        "2",
+        "--engine",
+        "vllm",
+        "--gpu",
+        "h100-sxm",
+        "--activation-reserve",
+        "2GiB",
+        "--cuda-context",
+        "500MiB",
+    )
     assert out["kv_memory_bytes"] == out["headroom_bytes"] + out["kv_cache_bytes_per_gpu"] == 58_236_434_841
     assert out["num_gpu_blocks"] == 27_769 and out["kv_cache_tokens"] == 444_304
     # 0.33: GiB by format_gib (gpu_worker.py line 772), the figures in one line (update_kv_cache_capacity)
-    assert out["log_lines"] == ["Available KV cache memory: 54.24 GiB", ("GPU KV cache size: 444,304 tokens, "
-                                "Maximum concurrency for 32,768 tokens per request: 13.56x")]
+    assert out["log_lines"] == [
+        "Available KV cache memory: 54.24 GiB",
+        ("GPU KV cache size: 444,304 tokens, Maximum concurrency for 32,768 tokens per request: 13.56x"),
+    ]
     assert out["kv_memory_basis"].startswith("what the h100-sxm plan leaves for KV per GPU")
     # without --gpu: sized for the batch, and labelled so
     out = run_json("estimate", "llama-3.1-8b", "-s", "32k", "--batch", "2", "--engine", "vllm")

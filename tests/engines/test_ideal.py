@@ -65,8 +65,15 @@ def test_sliding_model_concurrency_and_longest_context(sliding_spec):
 def test_all_sliding_model_has_no_longest_context():
     # every layer slides over 128 tokens: a request never costs more than 2 layers x 256 B x 128 =
     # 65,536 B, so 4 of them (262,144 B) fit 1 MiB at any length: no limit (None)
-    m = ModelSpec(name="all-swa", n_layers=2, n_heads=4, n_kv_heads=2, head_dim=32, sliding_window=128,
-                  max_position_embeddings=8192)
+    m = ModelSpec(
+        name="all-swa",
+        n_layers=2,
+        n_heads=4,
+        n_kv_heads=2,
+        head_dim=32,
+        sliding_window=128,
+        max_position_embeddings=8192,
+    )
     r = ideal.capacity(m, MiB, BF16, BF16, concurrency=4)
     assert r.longest_context is None
     # at 8,192 tokens: 1,048,576 / 65,536 = 16 requests

@@ -21,22 +21,47 @@ from kvcalc.schema import ModelSpec
 
 # configs/models/llama-3.1-8b.yaml (huggingface.co/meta-llama/Llama-3.1-8B config.json), with its
 # `source` line as the config file writes it
-LLAMA_8B = ModelSpec(name="llama-3.1-8b", source="meta-llama/Llama-3.1-8B config.json "
-                     "(huggingface.co/meta-llama/Llama-3.1-8B/blob/main/config.json)",
-                     n_layers=32, n_heads=32, n_kv_heads=8, hidden_size=4096, vocab_size=128256,
-                     intermediate_size=14336, max_position_embeddings=131072)
+LLAMA_8B = ModelSpec(
+    name="llama-3.1-8b",
+    source="meta-llama/Llama-3.1-8B config.json (huggingface.co/meta-llama/Llama-3.1-8B/blob/main/config.json)",
+    n_layers=32,
+    n_heads=32,
+    n_kv_heads=8,
+    hidden_size=4096,
+    vocab_size=128256,
+    intermediate_size=14336,
+    max_position_embeddings=131072,
+)
 # llama-3.1-405b: 126 layers (huggingface.co/meta-llama/Llama-3.1-405B config.json), the one
 # model past llama.cpp's -ngl 99
-LLAMA_405B = ModelSpec(name="llama-3.1-405b", n_layers=126, n_heads=128, n_kv_heads=8, hidden_size=16384,
-                       vocab_size=128256, intermediate_size=53248)
+LLAMA_405B = ModelSpec(
+    name="llama-3.1-405b",
+    n_layers=126,
+    n_heads=128,
+    n_kv_heads=8,
+    hidden_size=16384,
+    vocab_size=128256,
+    intermediate_size=53248,
+)
 FP32 = LLAMA_8B.model_copy(update={"dtype": "fp32"})
 # an fp8 checkpoint (weights stored fp8, activations / KV bf16), e.g. a `-FP8` repository
 FP8_CKPT = LLAMA_8B.model_copy(update={"weight_dtype": "fp8_e4m3"})
 
 
 def spec(model: ModelSpec = LLAMA_8B, **kw) -> LaunchSpec:
-    base = dict(model=model, tp=1, pp=1, dp=1, nodes=1, max_model_len=8192, max_num_seqs=64,
-                k_dtype=model.dtype, v_dtype=model.dtype, weight_dtype=None, gpu_memory_utilization=0.9)
+    base = dict(
+        model=model,
+        tp=1,
+        pp=1,
+        dp=1,
+        nodes=1,
+        max_model_len=8192,
+        max_num_seqs=64,
+        k_dtype=model.dtype,
+        v_dtype=model.dtype,
+        weight_dtype=None,
+        gpu_memory_utilization=0.9,
+    )
     return LaunchSpec(**(base | kw))
 
 
@@ -68,7 +93,8 @@ def test_model_ref_falls_back_to_the_name():
 def test_vllm_line_whole():
     assert launch.vllm_line(spec(tp=2)) == (
         "vllm serve meta-llama/Llama-3.1-8B --tensor-parallel-size 2 --pipeline-parallel-size 1 "
-        "--max-model-len 8192 --kv-cache-dtype auto --gpu-memory-utilization 0.9 --max-num-seqs 64")
+        "--max-model-len 8192 --kv-cache-dtype auto --gpu-memory-utilization 0.9 --max-num-seqs 64"
+    )
 
 
 def test_vllm_line_data_parallel_from_two():
@@ -77,7 +103,8 @@ def test_vllm_line_data_parallel_from_two():
     assert launch.vllm_line(spec(tp=4, pp=2, dp=2, gpu_memory_utilization=0.95, max_num_seqs=3)) == (
         "vllm serve meta-llama/Llama-3.1-8B --tensor-parallel-size 4 --pipeline-parallel-size 2 "
         "--data-parallel-size 2 --max-model-len 8192 --kv-cache-dtype auto --gpu-memory-utilization 0.95 "
-        "--max-num-seqs 3")
+        "--max-num-seqs 3"
+    )
 
 
 def test_vllm_fp8_kv_and_weights():
@@ -94,9 +121,11 @@ def test_vllm_refusals_name_vllm():
     assert str(e) == "--k-dtype int8: vLLM has no int8 KV cache (auto, fp8, fp8_e5m2)"
     assert (e.field, e.value) == ("k_dtype", "int8")
     e = refusal(launch.vllm_line, spec(weight_dtype="int4"))
-    assert str(e) == ("--weight-dtype int4: vLLM loads int4 weights from a checkpoint quantized offline "
-                      "(AWQ, GPTQ); kvcalc has no launch line for it: plan with --weight-dtype fp8 or the "
-                      "model's dtype")
+    assert str(e) == (
+        "--weight-dtype int4: vLLM loads int4 weights from a checkpoint quantized offline "
+        "(AWQ, GPTQ); kvcalc has no launch line for it: plan with --weight-dtype fp8 or the "
+        "model's dtype"
+    )
     assert (e.field, e.value) == ("weight_dtype", "int4")
 
 
@@ -110,8 +139,9 @@ def test_kv_cache_dtype_auto_for_the_models_dtype():
     assert launch._kv_cache_dtype(spec(FP32, k_dtype="fp16", v_dtype="fp16"), "vLLM", "fp8") == "auto"
     # an fp32 model with an fp8 KV is still fp8, not auto
     assert launch._kv_cache_dtype(spec(FP32, k_dtype="fp8_e4m3", v_dtype="fp8_e4m3"), "vLLM", "fp8") == "fp8"
-    assert launch._kv_cache_dtype(spec(FP32, k_dtype="fp8_e5m2", v_dtype="fp8_e5m2"), "SGLang",
-                                  "fp8_e4m3") == "fp8_e5m2"
+    assert (
+        launch._kv_cache_dtype(spec(FP32, k_dtype="fp8_e5m2", v_dtype="fp8_e5m2"), "SGLang", "fp8_e4m3") == "fp8_e5m2"
+    )
 
 
 def test_kv_cache_dtype_other_16_bit_of_a_bf16_model_is_refused():
@@ -144,9 +174,11 @@ def test_quantization_flags():
 
 def test_quantization_refuses_offline_formats():
     e = refusal(launch._quantization, spec(weight_dtype="q4_0"), "SGLang")
-    assert str(e) == ("--weight-dtype q4_0: SGLang loads q4_0 weights from a checkpoint quantized offline "
-                      "(AWQ, GPTQ); kvcalc has no launch line for it: plan with --weight-dtype fp8 or the "
-                      "model's dtype")
+    assert str(e) == (
+        "--weight-dtype q4_0: SGLang loads q4_0 weights from a checkpoint quantized offline "
+        "(AWQ, GPTQ); kvcalc has no launch line for it: plan with --weight-dtype fp8 or the "
+        "model's dtype"
+    )
     assert (e.field, e.value) == ("weight_dtype", "q4_0")
 
 
@@ -157,29 +189,44 @@ def test_sglang_line_one_node():
     # pp 1, dp 1 and one node write none of --pp-size, --dp-size, --nnodes
     assert launch.sglang_line(spec(tp=2)) == (
         "python -m sglang.launch_server --model-path meta-llama/Llama-3.1-8B --tp-size 2 "
-        "--context-length 8192 --kv-cache-dtype auto --mem-fraction-static 0.9 --max-running-requests 64")
+        "--context-length 8192 --kv-cache-dtype auto --mem-fraction-static 0.9 --max-running-requests 64"
+    )
 
 
 def test_sglang_line_each_parallel_flag_from_two():
     assert launch.sglang_line(spec(tp=8, pp=2)) == (
         "python -m sglang.launch_server --model-path meta-llama/Llama-3.1-8B --tp-size 8 --pp-size 2 "
-        "--context-length 8192 --kv-cache-dtype auto --mem-fraction-static 0.9 --max-running-requests 64")
+        "--context-length 8192 --kv-cache-dtype auto --mem-fraction-static 0.9 --max-running-requests 64"
+    )
     assert launch.sglang_line(spec(tp=8, dp=2)) == (
         "python -m sglang.launch_server --model-path meta-llama/Llama-3.1-8B --tp-size 8 --dp-size 2 "
-        "--context-length 8192 --kv-cache-dtype auto --mem-fraction-static 0.9 --max-running-requests 64")
+        "--context-length 8192 --kv-cache-dtype auto --mem-fraction-static 0.9 --max-running-requests 64"
+    )
     # 16 GPUs over 2 nodes of 8: the head node's line (rank 0)
-    assert launch.sglang_line(spec(tp=8, pp=2, dp=3, nodes=2, k_dtype="fp8_e4m3", v_dtype="fp8_e4m3",
-                                   weight_dtype="fp8_e4m3", gpu_memory_utilization=0.85)) == (
+    assert launch.sglang_line(
+        spec(
+            tp=8,
+            pp=2,
+            dp=3,
+            nodes=2,
+            k_dtype="fp8_e4m3",
+            v_dtype="fp8_e4m3",
+            weight_dtype="fp8_e4m3",
+            gpu_memory_utilization=0.85,
+        )
+    ) == (
         "python -m sglang.launch_server --model-path meta-llama/Llama-3.1-8B --tp-size 8 --pp-size 2 "
         "--dp-size 3 --nnodes 2 --node-rank 0 --dist-init-addr HEAD_NODE_IP:5000 --context-length 8192 "
-        "--kv-cache-dtype fp8_e4m3 --mem-fraction-static 0.85 --max-running-requests 64 --quantization fp8")
+        "--kv-cache-dtype fp8_e4m3 --mem-fraction-static 0.85 --max-running-requests 64 --quantization fp8"
+    )
 
 
 def test_sglang_refusals_name_sglang():
     e = refusal(launch.sglang_line, spec(k_dtype="q8_0", v_dtype="q8_0"))
     # SGLang 0.5.23 --kv-cache-dtype choices (srt/arg_groups/fields/model.py), fp8 spelled fp8_e4m3
-    assert str(e) == ("--k-dtype q8_0: SGLang 0.5.23 has no q8_0 KV cache "
-                      "(auto, fp8_e4m3, fp8_e5m2, mxfp8, nvfp4, fp4_mx_block16)")
+    assert str(e) == (
+        "--k-dtype q8_0: SGLang 0.5.23 has no q8_0 KV cache (auto, fp8_e4m3, fp8_e5m2, mxfp8, nvfp4, fp4_mx_block16)"
+    )
     e = refusal(launch.sglang_line, spec(weight_dtype="mxfp4"))
     assert str(e).startswith("--weight-dtype mxfp4: SGLang loads mxfp4 weights from a checkpoint quantized")
 
@@ -194,7 +241,8 @@ def cpp(s: LaunchSpec) -> str:
 def test_llamacpp_line_whole():
     # -c = 8192 tokens x 4 slots = 32,768; -ngl max(99, 32 + 1) = 99; f16 cache, no -fa
     assert cpp(spec(max_num_seqs=4, k_dtype="fp16", v_dtype="fp16")) == (
-        "llama-server -m llama-3.1-8b-BF16.gguf -c 32768 -np 4 -ctk f16 -ctv f16 -ngl 99")
+        "llama-server -m llama-3.1-8b-BF16.gguf -c 32768 -np 4 -ctk f16 -ctv f16 -ngl 99"
+    )
 
 
 def test_llamacpp_ngl_covers_every_layer_and_the_output():
@@ -209,7 +257,8 @@ def test_llamacpp_ngl_covers_every_layer_and_the_output():
 def test_llamacpp_tensor_split_and_flash_attention():
     # two devices split 3:1: -ts 3,1; a q8_0 V cache needs -fa on; the weights' GGUF is Q8_0
     assert cpp(spec(max_num_seqs=2, k_dtype="q8_0", v_dtype="q8_0", weight_dtype="q8_0", tensor_split=(3, 1))) == (
-        "llama-server -m llama-3.1-8b-Q8_0.gguf -c 16384 -np 2 -ctk q8_0 -ctv q8_0 -ngl 99 -ts 3,1 -fa on")
+        "llama-server -m llama-3.1-8b-Q8_0.gguf -c 16384 -np 2 -ctk q8_0 -ctv q8_0 -ngl 99 -ts 3,1 -fa on"
+    )
     # one device: no -ts
     assert "-ts" not in cpp(spec(tensor_split=(1,)))
     # a quantized K with a 16-bit V needs no flash attention; each unquantized V type writes no -fa
@@ -231,8 +280,9 @@ def test_llamacpp_refusal_names_the_side():
     assert (e.field, e.option, e.value) == ("k_dtype", "--k-dtype", "fp8_e4m3")
     e = refusal(cpp, spec(k_dtype="fp16", v_dtype="fp8_e4m3"))
     assert (e.field, e.option, e.value) == ("v_dtype", "--v-dtype", "fp8_e4m3")
-    assert str(e) == ("llama.cpp has no 'fp8_e4m3' KV cache type; use one of f32, f16, bf16, q8_0, q4_0, "
-                      "q4_1, q5_0, q5_1, iq4_nl")
+    assert str(e) == (
+        "llama.cpp has no 'fp8_e4m3' KV cache type; use one of f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, iq4_nl"
+    )
 
 
 def test_launch_spec_is_frozen():

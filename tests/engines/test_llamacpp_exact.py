@@ -23,8 +23,15 @@ from kvcalc.load.models import load_model
 F16, Q8, Q4, BF16 = kv_format("f16"), kv_format("q8_0"), kv_format("q4_0"), kv_format("bf16")
 FP8 = kv_format("fp8")
 MiB, GiB = 2**20, 2**30
-NONE = dict(engine_state_bytes=None, kv_memory_basis=None, block_size=None, page_size_bytes=None, num_gpu_blocks=None, usable_blocks=None,
-            num_cpu_blocks=None)
+NONE = dict(
+    engine_state_bytes=None,
+    kv_memory_basis=None,
+    block_size=None,
+    page_size_bytes=None,
+    num_gpu_blocks=None,
+    usable_blocks=None,
+    num_cpu_blocks=None,
+)
 
 
 def dev(name, n, b):
@@ -44,21 +51,45 @@ def test_current_iswa_two_devices_split_3_to_1_and_a_too_small_budget():
     # total 1,933,180,928 B = 1,843.62 MiB > 1 GiB: warns; the largest fitting ctx c <= 4,352 has
     #   62 x 6,272 x c <= 2^30 -> c <= 2,761 -> 2,560 (a multiple of 256).
     # concurrency at 4,096: 8,192 / 4,096 = 2.0; 3 requests: 8,192 // 3 = 2,730 tokens each.
-    msg = ("--ctx-size 8192 allocates 1843.62 MiB of KV cache, more than --kv-memory 1024.00 MiB: llama.cpp would "
-           "fail to allocate the KV buffer on a device that size; the largest --ctx-size that fits is 2560")
+    msg = (
+        "--ctx-size 8192 allocates 1843.62 MiB of KV cache, more than --kv-memory 1024.00 MiB: llama.cpp would "
+        "fail to allocate the KV buffer on a device that size; the largest --ctx-size that fits is 2560"
+    )
     with pytest.warns(KvcalcWarning) as w:
-        r = llamacpp.allocate(load_model("gemma-3-27b"), 8192, F16, Q8, max_model_len=4096, concurrency=3,
-                              kv_memory_bytes=GiB,
-                              options=LlamacppOptions(parallel=4, unified=True, n_ubatch=256, n_gpu_layers=40,
-                                                      n_devices=2, tensor_split=[3, 1]))
+        r = llamacpp.allocate(
+            load_model("gemma-3-27b"),
+            8192,
+            F16,
+            Q8,
+            max_model_len=4096,
+            concurrency=3,
+            kv_memory_bytes=GiB,
+            options=LlamacppOptions(
+                parallel=4, unified=True, n_ubatch=256, n_gpu_layers=40, n_devices=2, tensor_split=[3, 1]
+            ),
+        )
     assert [str(x.message) for x in w] == [msg]
     assert r.model_dump() == dict(
-        NONE, engine="llamacpp", engine_version="llama.cpp (current)", kv_memory_bytes=GiB,
-        kv_cache_dtype="f16/q8_0", kv_cache_tokens=8192, engine_kv_bytes=1_933_180_928, max_model_len=4096,
-        max_concurrency=2.0, concurrency=3, longest_context=2730, n_cells=8192, n_ctx=8192,
-        k_bytes=1_262_485_504, v_bytes=670_695_424,
-        devices=[dev("CUDA0", 30, 5 * 51_380_224 + 25 * 27_295_744), dev("CUDA1", 10, 2 * 51_380_224 + 8 * 27_295_744),
-                 dev("CPU", 22, 3 * 51_380_224 + 19 * 27_295_744)],
+        NONE,
+        engine="llamacpp",
+        engine_version="llama.cpp (current)",
+        kv_memory_bytes=GiB,
+        kv_cache_dtype="f16/q8_0",
+        kv_cache_tokens=8192,
+        engine_kv_bytes=1_933_180_928,
+        max_model_len=4096,
+        max_concurrency=2.0,
+        concurrency=3,
+        longest_context=2730,
+        n_cells=8192,
+        n_ctx=8192,
+        k_bytes=1_262_485_504,
+        v_bytes=670_695_424,
+        devices=[
+            dev("CUDA0", 30, 5 * 51_380_224 + 25 * 27_295_744),
+            dev("CUDA1", 10, 2 * 51_380_224 + 8 * 27_295_744),
+            dev("CPU", 22, 3 * 51_380_224 + 19 * 27_295_744),
+        ],
         log_lines=[
             "llama_kv_cache_iswa: creating non-SWA KV cache, size = 8192 cells",
             "llama_kv_cache:        CPU KV buffer size =   147.00 MiB",
@@ -71,8 +102,10 @@ def test_current_iswa_two_devices_split_3_to_1_and_a_too_small_budget():
             "llama_kv_cache:      CUDA0 KV buffer size =   650.78 MiB",
             "llama_kv_cache:      CUDA1 KV buffer size =   208.25 MiB",
             "llama_kv_cache: size = 1353.62 MiB (  4352 cells,  52 layers,  4/1 seqs), K (f16):  884.00 MiB, "
-            "V (q8_0):  469.62 MiB"],
-        notes=[msg])
+            "V (q8_0):  469.62 MiB",
+        ],
+        notes=[msg],
+    )
 
 
 def test_current_streams_per_sequence():
@@ -80,36 +113,68 @@ def test_current_streams_per_sequence():
     # n_ctx_seq = pad(5120 // 3 = 1,706, 256) = 1,792 cells x 3 streams = 5,376.
     # 32 layers x (2,048 + 2,048) B x 1,792 x 3 = 704,643,072 B = 672 MiB (K, V 336 MiB each).
     # L = 1,792 fits one stream: 3 requests; 2 requests (<= 3 streams) get 1,792 tokens each.
-    r = llamacpp.allocate(load_model("llama-3.1-8b"), 5000, F16, F16, max_model_len=1792, concurrency=2,
-                          options=LlamacppOptions(parallel=3, unified=False))
+    r = llamacpp.allocate(
+        load_model("llama-3.1-8b"),
+        5000,
+        F16,
+        F16,
+        max_model_len=1792,
+        concurrency=2,
+        options=LlamacppOptions(parallel=3, unified=False),
+    )
     assert r.model_dump() == dict(
-        NONE, engine="llamacpp", engine_version="llama.cpp (current)", kv_memory_bytes=None, kv_cache_dtype="f16",
-        kv_cache_tokens=5376, engine_kv_bytes=704_643_072, max_model_len=1792, max_concurrency=3.0, concurrency=2,
-        longest_context=1792, n_cells=5376, n_ctx=5376, k_bytes=352_321_536, v_bytes=352_321_536,
+        NONE,
+        engine="llamacpp",
+        engine_version="llama.cpp (current)",
+        kv_memory_bytes=None,
+        kv_cache_dtype="f16",
+        kv_cache_tokens=5376,
+        engine_kv_bytes=704_643_072,
+        max_model_len=1792,
+        max_concurrency=3.0,
+        concurrency=2,
+        longest_context=1792,
+        n_cells=5376,
+        n_ctx=5376,
+        k_bytes=352_321_536,
+        v_bytes=352_321_536,
         devices=[dev("CUDA0", 32, 704_643_072)],
-        log_lines=["llama_kv_cache:      CUDA0 KV buffer size =   672.00 MiB",
-                   "llama_kv_cache: size =  672.00 MiB (  1792 cells,  32 layers,  3/3 seqs), K (f16):  336.00 MiB, "
-                   "V (f16):  336.00 MiB"],
-        notes=[])
+        log_lines=[
+            "llama_kv_cache:      CUDA0 KV buffer size =   672.00 MiB",
+            "llama_kv_cache: size =  672.00 MiB (  1792 cells,  32 layers,  3/3 seqs), K (f16):  336.00 MiB, "
+            "V (f16):  336.00 MiB",
+        ],
+        notes=[],
+    )
 
 
 def test_current_all_sliding_streams_too_short_for_the_request():
     # mistral-7b-v0.1: only sliding layers, so no SWA cache (the note); --parallel 2 not unified:
     # pad(4096 // 2, 256) = 2,048 cells per stream < L = 4,096: no request fits (0.0, longest 0);
     # 3 requests > 2 streams: 0 as well. 32 x 4,096 B x 2,048 x 2 = 512 MiB.
-    r = llamacpp.allocate(load_model("mistral-7b-v0.1"), 4096, F16, F16, max_model_len=4096, concurrency=3,
-                          options=LlamacppOptions(parallel=2, unified=False))
+    r = llamacpp.allocate(
+        load_model("mistral-7b-v0.1"),
+        4096,
+        F16,
+        F16,
+        max_model_len=4096,
+        concurrency=3,
+        options=LlamacppOptions(parallel=2, unified=False),
+    )
     assert (r.max_concurrency, r.longest_context, r.n_cells, r.engine_kv_bytes) == (0.0, 0, 4096, 512 * MiB)
     assert r.notes == ["sliding-window layers get the full cache size (no full layers: no SWA cache)"]
-    assert r.log_lines[-1] == ("llama_kv_cache: size =  512.00 MiB (  2048 cells,  32 layers,  2/2 seqs), "
-                               "K (f16):  256.00 MiB, V (f16):  256.00 MiB")
+    assert r.log_lines[-1] == (
+        "llama_kv_cache: size =  512.00 MiB (  2048 cells,  32 layers,  2/2 seqs), "
+        "K (f16):  256.00 MiB, V (f16):  256.00 MiB"
+    )
 
 
 def test_current_swa_full_per_stream():
     # gemma-3-27b --swa-full, --ctx-size 8192 --parallel 2 (not unified): 4,096 cells per stream for both
     # caches; full: 10 x 8,192 B x 4,096 x 2 = 640 MiB; SWA: 52 x 8,192 x 4,096 x 2 = 3,328 MiB.
-    r = llamacpp.allocate(load_model("gemma-3-27b"), 8192, F16, F16,
-                          options=LlamacppOptions(swa_full=True, parallel=2, unified=False))
+    r = llamacpp.allocate(
+        load_model("gemma-3-27b"), 8192, F16, F16, options=LlamacppOptions(swa_full=True, parallel=2, unified=False)
+    )
     assert r.log_lines == [
         "llama_kv_cache_iswa: using full-size SWA cache "
         "(ref: https://github.com/ggml-org/llama.cpp/pull/13194#issuecomment-2868343055)",
@@ -120,7 +185,8 @@ def test_current_swa_full_per_stream():
         "llama_kv_cache_iswa: creating     SWA KV cache, size = 4096 cells",
         "llama_kv_cache:      CUDA0 KV buffer size =  3328.00 MiB",
         "llama_kv_cache: size = 3328.00 MiB (  4096 cells,  52 layers,  2/2 seqs), K (f16): 1664.00 MiB, "
-        "V (f16): 1664.00 MiB"]
+        "V (f16): 1664.00 MiB",
+    ]
     assert (r.n_cells, r.n_ctx, r.engine_kv_bytes, r.notes) == (8192, 8192, 3968 * MiB, [])
     # without --swa-full, not unified: the SWA cache is min(4096, 1024 x 1 + 512) = 1,536 cells per stream
     r = llamacpp.allocate(load_model("gemma-3-27b"), 8192, F16, F16, options=LlamacppOptions(parallel=2, unified=False))
@@ -133,24 +199,46 @@ def test_legacy_ollama_on_the_cpu():
     # K f16: 512 x 2 = 1,024 B/cell/layer; V q4_0: 512/32 x 18 = 288 B/cell/layer.
     # K = 28 x 1,024 x 2,048 = 58,720,256 B (56.00 MiB), V = 28 x 288 x 2,048 = 16,515,072 B (15.75 MiB).
     # -ngl 0: every layer on the CPU. 2,048 / 1,000 = 2.048 requests; 4 requests: 2,048 // 4 = 512.
-    r = llamacpp.allocate(load_model("qwen2.5-7b"), 1000, F16, Q4, max_model_len=1000, concurrency=4,
-            options=LlamacppOptions(version="legacy", ollama=True, parallel=2, n_gpu_layers=0, flash_attn=True))
+    r = llamacpp.allocate(
+        load_model("qwen2.5-7b"),
+        1000,
+        F16,
+        Q4,
+        max_model_len=1000,
+        concurrency=4,
+        options=LlamacppOptions(version="legacy", ollama=True, parallel=2, n_gpu_layers=0, flash_attn=True),
+    )
     assert r.model_dump() == dict(
-        NONE, engine="llamacpp", engine_version="llama.cpp (legacy)", kv_memory_bytes=None,
-        kv_cache_dtype="f16/q4_0", kv_cache_tokens=2048, engine_kv_bytes=75_235_328, max_model_len=1000,
-        max_concurrency=2.048, concurrency=4, longest_context=512, n_cells=2048, n_ctx=2048,
-        k_bytes=58_720_256, v_bytes=16_515_072, devices=[dev("CPU", 28, 75_235_328)],
-        log_lines=["llama_kv_cache_init: kv_size = 2048, offload = 1, type_k = 'f16', type_v = 'q4_0', n_layer = 28, "
-                   "can_shift = 1",
-                   "llama_kv_cache_init:        CPU KV buffer size =    71.75 MiB",
-                   "llama_init_from_model: KV self size  =   71.75 MiB, K (f16):   56.00 MiB, "
-                   "V (q4_0):   15.75 MiB"],
-        notes=["ollama passes n_ctx x OLLAMA_NUM_PARALLEL = 1,000 x 2 = 2,000 to llama.cpp"])
+        NONE,
+        engine="llamacpp",
+        engine_version="llama.cpp (legacy)",
+        kv_memory_bytes=None,
+        kv_cache_dtype="f16/q4_0",
+        kv_cache_tokens=2048,
+        engine_kv_bytes=75_235_328,
+        max_model_len=1000,
+        max_concurrency=2.048,
+        concurrency=4,
+        longest_context=512,
+        n_cells=2048,
+        n_ctx=2048,
+        k_bytes=58_720_256,
+        v_bytes=16_515_072,
+        devices=[dev("CPU", 28, 75_235_328)],
+        log_lines=[
+            "llama_kv_cache_init: kv_size = 2048, offload = 1, type_k = 'f16', type_v = 'q4_0', n_layer = 28, "
+            "can_shift = 1",
+            "llama_kv_cache_init:        CPU KV buffer size =    71.75 MiB",
+            "llama_init_from_model: KV self size  =   71.75 MiB, K (f16):   56.00 MiB, V (q4_0):   15.75 MiB",
+        ],
+        notes=["ollama passes n_ctx x OLLAMA_NUM_PARALLEL = 1,000 x 2 = 2,000 to llama.cpp"],
+    )
     # without flash attention llama.cpp refuses the q4_0 V cache (src/llama.cpp llama_init_from_model,
     # 7841fc7: `if (ggml_is_quantized(params.type_v) && !params.flash_attn)`)
     with pytest.raises(KvcalcError, match=r'"llama_init_from_model: V cache quantization requires flash_attn"'):
-        llamacpp.allocate(load_model("qwen2.5-7b"), 1000, F16, Q4,
-                          options=LlamacppOptions(version="legacy", ollama=True, parallel=2))
+        llamacpp.allocate(
+            load_model("qwen2.5-7b"), 1000, F16, Q4, options=LlamacppOptions(version="legacy", ollama=True, parallel=2)
+        )
 
 
 def test_legacy_refuses_hybrid_models():
@@ -164,47 +252,68 @@ def test_legacy_refuses_hybrid_models():
 def test_legacy_flash_attention_pads_to_256_and_lists_the_gpu_first():
     # gemma-3-27b legacy: pad(1000, 256) = 1,024 cells, every layer full size (8,192 B/cell):
     # 8 MiB per layer; -ngl 10 puts layers 52-61 on CUDA0 (80 MiB), 52 on the CPU (416 MiB).
-    r = llamacpp.allocate(load_model("gemma-3-27b"), 1000, F16, F16,
-                          options=LlamacppOptions(version="legacy", flash_attn=True, n_gpu_layers=10))
+    r = llamacpp.allocate(
+        load_model("gemma-3-27b"),
+        1000,
+        F16,
+        F16,
+        options=LlamacppOptions(version="legacy", flash_attn=True, n_gpu_layers=10),
+    )
     assert r.log_lines == [
         "llama_kv_cache_init: kv_size = 1024, offload = 1, type_k = 'f16', type_v = 'f16', n_layer = 62, can_shift = 1",
         "llama_kv_cache_init:      CUDA0 KV buffer size =    80.00 MiB",
         "llama_kv_cache_init:        CPU KV buffer size =   416.00 MiB",
-        "llama_init_from_model: KV self size  =  496.00 MiB, K (f16):  248.00 MiB, V (f16):  248.00 MiB"]
+        "llama_init_from_model: KV self size  =  496.00 MiB, K (f16):  248.00 MiB, V (f16):  248.00 MiB",
+    ]
     assert r.notes == ["sliding-window layers get the full cache size (before llama.cpp PR #13194)"]
     assert [d.model_dump() for d in r.devices] == [dev("CUDA0", 10, 80 * MiB), dev("CPU", 52, 416 * MiB)]
     assert (r.n_cells, r.max_concurrency, r.longest_context) == (1024, None, None)
     # legacy has no stream limit: --parallel 300 is accepted (current refuses > 256)
-    assert llamacpp.allocate(load_model("gemma-3-27b"), 1000, F16, F16,
-                             options=LlamacppOptions(version="legacy", parallel=300)).n_cells == 1024
+    assert (
+        llamacpp.allocate(
+            load_model("gemma-3-27b"), 1000, F16, F16, options=LlamacppOptions(version="legacy", parallel=300)
+        ).n_cells
+        == 1024
+    )
 
 
 def test_budget_that_fits_gives_no_warning_and_an_unfittable_one_says_so():
     import warnings
+
     m = load_model("llama-3.1-8b")  # 131,072 B per cell; 256 cells = 32 MiB
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        r = llamacpp.allocate(m, 256, F16, F16, kv_memory_bytes=32 * MiB,
-                              options=LlamacppOptions(parallel=1))  # exactly fits
+        r = llamacpp.allocate(
+            m, 256, F16, F16, kv_memory_bytes=32 * MiB, options=LlamacppOptions(parallel=1)
+        )  # exactly fits
     assert r.notes == [] and r.kv_memory_bytes == 32 * MiB
-    with pytest.warns(KvcalcWarning, match=r"allocates 32\.00 MiB of KV cache, more than --kv-memory 1\.00 MiB: .*"
-                                           r"device that size; not even 256 cells fit$"):
+    with pytest.warns(
+        KvcalcWarning,
+        match=r"allocates 32\.00 MiB of KV cache, more than --kv-memory 1\.00 MiB: .*"
+        r"device that size; not even 256 cells fit$",
+    ):
         llamacpp.allocate(m, 256, F16, F16, kv_memory_bytes=MiB)
 
 
-@pytest.mark.parametrize("kwargs, match", [
-    (dict(version="b1234"), "--llamacpp-version: use one of current, legacy, not 'b1234'"),
-    (dict(parallel=0), "^--parallel and --ubatch-size must be positive$"),
-    (dict(n_ubatch=0), "^--parallel and --ubatch-size must be positive$"),
-    (dict(n_batch=0), "^--batch-size must be a positive integer, got 0$"),
-    (dict(tool="llama-bench"), "^--llamacpp-tool: use one of llama-server, llama-cli, library, not 'llama-bench'$"),
-    (dict(flash_attn="maybe"), "^-fa: 'maybe' is not on, off or auto"),
-    (dict(parallel=257), "--parallel 257: llama.cpp refuses it: n_seq_max must be <= 256 "
-                         r"\(src/llama-context.cpp, LLAMA_MAX_SEQ\)"),
-    (dict(n_gpu_layers=-2), r"--n-gpu-layers -2: use a count >= 0, or -1 for llama.cpp's default \(all layers\)"),
-    (dict(n_devices=0), r"--gpus must be a positive integer, got 0 \(for a CPU-only cache use --n-gpu-layers 0\)"),
-    (dict(parallel=512, unified=False, version="legacy"), None),
-])
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [
+        (dict(version="b1234"), "--llamacpp-version: use one of current, legacy, not 'b1234'"),
+        (dict(parallel=0), "^--parallel and --ubatch-size must be positive$"),
+        (dict(n_ubatch=0), "^--parallel and --ubatch-size must be positive$"),
+        (dict(n_batch=0), "^--batch-size must be a positive integer, got 0$"),
+        (dict(tool="llama-bench"), "^--llamacpp-tool: use one of llama-server, llama-cli, library, not 'llama-bench'$"),
+        (dict(flash_attn="maybe"), "^-fa: 'maybe' is not on, off or auto"),
+        (
+            dict(parallel=257),
+            "--parallel 257: llama.cpp refuses it: n_seq_max must be <= 256 "
+            r"\(src/llama-context.cpp, LLAMA_MAX_SEQ\)",
+        ),
+        (dict(n_gpu_layers=-2), r"--n-gpu-layers -2: use a count >= 0, or -1 for llama.cpp's default \(all layers\)"),
+        (dict(n_devices=0), r"--gpus must be a positive integer, got 0 \(for a CPU-only cache use --n-gpu-layers 0\)"),
+        (dict(parallel=512, unified=False, version="legacy"), None),
+    ],
+)
 def test_refusals(kwargs, match):
     m = load_model("llama-3.1-8b")
     if match is None:  # legacy accepts any --parallel; not unified has no meaning there
@@ -252,13 +361,20 @@ def test_layer_k_v_bytes_per_cell():
 
 
 def test_default_kv_dtype_is_f16():
-    assert llamacpp.default_kv_dtype(load_model("llama-3.1-8b")) == ("fp16", "f16 (llama.cpp default --cache-type-k/-v)")
+    assert llamacpp.default_kv_dtype(load_model("llama-3.1-8b")) == (
+        "fp16",
+        "f16 (llama.cpp default --cache-type-k/-v)",
+    )
 
 
 def test_capacity_largest_ctx_and_its_note():
     # llama-3.1-8b: 131,072 B per cell; 100 MiB holds 800 cells -> the largest multiple of 256 is 768
     r = llamacpp.capacity(load_model("llama-3.1-8b"), 100 * MiB, F16, F16, options=LlamacppOptions(parallel=1))
-    assert (r.n_cells, r.engine_kv_bytes, r.notes) == (768, 96 * MiB, ["largest --ctx-size that fits: 768 cells (-c 768)"])
+    assert (r.n_cells, r.engine_kv_bytes, r.notes) == (
+        768,
+        96 * MiB,
+        ["largest --ctx-size that fits: 768 cells (-c 768)"],
+    )
     with pytest.raises(KvcalcError, match=r"^1,000 B does not hold even 256 cells of llama-3\.1-8b's cache$"):
         llamacpp.capacity(load_model("llama-3.1-8b"), 1000, F16, F16)
     assert llamacpp.largest_ctx_size(load_model("llama-3.1-8b"), 100 * MiB, F16, F16) == 768
@@ -266,8 +382,11 @@ def test_capacity_largest_ctx_and_its_note():
 
 def test_ctx_size_bounds_and_equal_streams():
     m = load_model("llama-3.1-8b")
-    with pytest.raises(KvcalcError, match=r"^--ctx-size must be 0 \(the model's training context\) or a count of "
-                                          "tokens, got -1$"):
+    with pytest.raises(
+        KvcalcError,
+        match=r"^--ctx-size must be 0 \(the model's training context\) or a count of "
+        "tokens, got -1$",
+    ):
         llamacpp.allocate(m, -1, F16, F16)
     assert llamacpp.allocate(m, 0, F16, F16).n_cells == 131_072  # -c 0: n_ctx_train = max_position_embeddings
     assert llamacpp.allocate(m, 1, F16, F16).n_cells == 256  # pad(1, 256)
@@ -276,27 +395,29 @@ def test_ctx_size_bounds_and_equal_streams():
     assert r.longest_context == 1792
 
 
-@pytest.mark.parametrize("model, kwargs, fit", [
-    # gemma-3-27b, n_ubatch 256: SWA cap 1,024 + 256 = 1,280 cells; 1 GiB: 10 x 8,192 x c + 52 x 8,192 x 1,280
-    #   <= 2^30 -> 81,920 c <= 528,482,304 -> c <= 6,451 -> 6,400 (with the default 512: cap 1,536 -> 5,120)
-    # (one sequence, -np 1; llama-server's 4 unified slots would make the SWA cache 4 x 1,024 + 256)
-    ("gemma-3-27b", dict(n_ubatch=256, parallel=1), 6400),
-    # --swa-full: every layer full size: 62 x 8,192 x c <= 2^30 -> c <= 2,114 -> 2,048
-    ("gemma-3-27b", dict(swa_full=True), 2048),
-    # legacy: every layer full size too -> 2,048 (current without options: 5,120)
-    ("gemma-3-27b", dict(version="legacy"), 2048),
-    ("gemma-3-27b", dict(parallel=1), 5120),
-    # llama-3.1-8b (131,072 B/cell), 2 streams not unified: c = 512 -> 256 x 2 cells = 64 MiB; c = 768 ->
-    #   pad(384, 256) = 512 x 2 = 1,024 cells = 128 MiB > 100 MiB -> 512 (unified: 768)
-    ("llama-3.1-8b", dict(parallel=2, unified=False), 512),
-    # ollama, --parallel 2: llama.cpp gets 2c cells: 2c x 131,072 <= 100 MiB -> c <= 400 -> 256
-    ("llama-3.1-8b", dict(parallel=2, ollama=True), 256),
-])
+@pytest.mark.parametrize(
+    "model, kwargs, fit",
+    [
+        # gemma-3-27b, n_ubatch 256: SWA cap 1,024 + 256 = 1,280 cells; 1 GiB: 10 x 8,192 x c + 52 x 8,192 x 1,280
+        #   <= 2^30 -> 81,920 c <= 528,482,304 -> c <= 6,451 -> 6,400 (with the default 512: cap 1,536 -> 5,120)
+        # (one sequence, -np 1; llama-server's 4 unified slots would make the SWA cache 4 x 1,024 + 256)
+        ("gemma-3-27b", dict(n_ubatch=256, parallel=1), 6400),
+        # --swa-full: every layer full size: 62 x 8,192 x c <= 2^30 -> c <= 2,114 -> 2,048
+        ("gemma-3-27b", dict(swa_full=True), 2048),
+        # legacy: every layer full size too -> 2,048 (current without options: 5,120)
+        ("gemma-3-27b", dict(version="legacy"), 2048),
+        ("gemma-3-27b", dict(parallel=1), 5120),
+        # llama-3.1-8b (131,072 B/cell), 2 streams not unified: c = 512 -> 256 x 2 cells = 64 MiB; c = 768 ->
+        #   pad(384, 256) = 512 x 2 = 1,024 cells = 128 MiB > 100 MiB -> 512 (unified: 768)
+        ("llama-3.1-8b", dict(parallel=2, unified=False), 512),
+        # ollama, --parallel 2: llama.cpp gets 2c cells: 2c x 131,072 <= 100 MiB -> c <= 400 -> 256
+        ("llama-3.1-8b", dict(parallel=2, ollama=True), 256),
+    ],
+)
 def test_the_largest_fitting_ctx_size_in_the_warning_uses_every_option(model, kwargs, fit):
     budget = GiB if model.startswith("gemma") else 100 * MiB
     with pytest.warns(KvcalcWarning, match=rf"the largest --ctx-size that fits is {fit}$"):
-        llamacpp.allocate(load_model(model), 65536, F16, F16, kv_memory_bytes=budget,
-                          options=LlamacppOptions(**kwargs))
+        llamacpp.allocate(load_model(model), 65536, F16, F16, kv_memory_bytes=budget, options=LlamacppOptions(**kwargs))
     assert llamacpp.largest_ctx_size(load_model(model), budget, F16, F16, options=LlamacppOptions(**kwargs)) == fit
 
 
@@ -314,8 +435,9 @@ def test_largest_ctx_size_ignores_request_options_and_caps_at_the_search_limit()
 
 def test_capacity_passes_its_options_and_budget():
     # 2 streams not unified in 100 MiB: 512 (see above); 512 cells x 131,072 = 64 MiB
-    r = llamacpp.capacity(load_model("llama-3.1-8b"), 100 * MiB, F16, F16,
-                          options=LlamacppOptions(parallel=2, unified=False))
+    r = llamacpp.capacity(
+        load_model("llama-3.1-8b"), 100 * MiB, F16, F16, options=LlamacppOptions(parallel=2, unified=False)
+    )
     assert (r.n_ctx, r.n_cells, r.kv_memory_bytes, r.engine_kv_bytes) == (512, 512, 100 * MiB, 64 * MiB)
     assert "(   256 cells,  32 layers,  2/2 seqs)" in r.log_lines[-1]
 

@@ -26,7 +26,6 @@ from tests.published_configs import FALCON_H1_7B, GRANITE_H_TINY, NEMOTRON_H_8B
 F16, Q8 = kv_format("fp16"), kv_format("q8_0")
 
 
-
 def allocate(config: dict, n_ctx: int, k=F16, v=F16, **options):
     model = model_from_hf_config(config, f"{config['model_type']}/config.json")
     return llamacpp.allocate(model, n_ctx, k, v, options=LlamacppOptions(tool="library", n_gpu_layers=0, **options))
@@ -40,7 +39,8 @@ def test_falcon_h1_every_layer_in_both_caches():
         "V (f16):   88.00 MiB",
         "llama_memory_recurrent:        CPU RS buffer size =   133.80 MiB",
         "llama_memory_recurrent: size =  133.80 MiB (     1 cells,  44 layers,  1 seqs  0 rs_seq), R (f32):    1.80 MiB, "
-        "S (f32):  132.00 MiB, P (f32):    0.00 MiB"]
+        "S (f32):  132.00 MiB, P (f32):    0.00 MiB",
+    ]
     # K = V = 44 layers x 4,096 cells x (2 KV heads x 128 = 256 values x 2 B = 512 B) = 92,274,688 B (88 MiB)
     assert (r.k_bytes, r.v_bytes) == (92_274_688, 92_274_688)
     # R: 44 x 1 cell x 3 x (3,072 + 2 x 1 x 256) = 10,752 values x 4 B = 1,892,352 B;
@@ -51,16 +51,22 @@ def test_falcon_h1_every_layer_in_both_caches():
 def test_falcon_h1_four_streams_and_q8_0():
     r = allocate(FALCON_H1_7B, 5000, parallel=4)
     # n_ctx 5,120 / 4 = 1,280 cells per stream; K = 44 x 1,280 x 4 x 512 B = 115,343,360 B (110 MiB)
-    assert r.log_lines[1] == ("llama_kv_cache: size =  220.00 MiB (  1280 cells,  44 layers,  4/4 seqs), "
-                              "K (f16):  110.00 MiB, V (f16):  110.00 MiB")
-    assert r.log_lines[3] == ("llama_memory_recurrent: size =  535.22 MiB (     4 cells,  44 layers,  4 seqs  0 rs_seq), "
-                              "R (f32):    7.22 MiB, S (f32):  528.00 MiB, P (f32):    0.00 MiB")
+    assert r.log_lines[1] == (
+        "llama_kv_cache: size =  220.00 MiB (  1280 cells,  44 layers,  4/4 seqs), "
+        "K (f16):  110.00 MiB, V (f16):  110.00 MiB"
+    )
+    assert r.log_lines[3] == (
+        "llama_memory_recurrent: size =  535.22 MiB (     4 cells,  44 layers,  4 seqs  0 rs_seq), "
+        "R (f32):    7.22 MiB, S (f32):  528.00 MiB, P (f32):    0.00 MiB"
+    )
     # 4 cells x 140,304,384 B = 561,217,536 B
     assert (r.k_bytes, r.engine_state_bytes) == (115_343_360, 561_217_536)
     q = allocate(FALCON_H1_7B, 1024, Q8, Q8)
     # 256 values = 8 q8_0 blocks of 34 B = 272 B; 44 x 1,024 x 272 = 12,255,232 B (11.69 MiB); the state stays f32
-    assert q.log_lines[1] == ("llama_kv_cache: size =   23.38 MiB (  1024 cells,  44 layers,  1/1 seqs), "
-                              "K (q8_0):   11.69 MiB, V (q8_0):   11.69 MiB")
+    assert q.log_lines[1] == (
+        "llama_kv_cache: size =   23.38 MiB (  1024 cells,  44 layers,  1/1 seqs), "
+        "K (q8_0):   11.69 MiB, V (q8_0):   11.69 MiB"
+    )
     assert (q.k_bytes, q.engine_state_bytes) == (12_255_232, 140_304_384)
 
 
@@ -76,7 +82,8 @@ def test_nemotron_h_attention_and_mamba_layers_only():
         "llama_memory_recurrent:        CPU RS buffer size =   296.44 MiB",
         # the layer count is the model's n_layer (52); only the 24 M layers hold R and S
         "llama_memory_recurrent: size =  296.44 MiB (     3 cells,  52 layers,  3 seqs  0 rs_seq), R (f32):    8.44 MiB, "
-        "S (f32):  288.00 MiB, P (f32):    0.00 MiB"]
+        "S (f32):  288.00 MiB, P (f32):    0.00 MiB",
+    ]
     # K = 4 layers x 2,048 cells x (8 x 128 = 1,024 values x 2 B) = 16,777,216 B (16 MiB)
     assert r.k_bytes == 16_777_216
     # R: 24 x 3 x 3 x (8,192 + 2 x 8 x 128) = 30,720 values x 4 B = 8,847,360 B;
@@ -86,10 +93,14 @@ def test_nemotron_h_attention_and_mamba_layers_only():
 
 def test_granite_4_h_streams():
     r = allocate(GRANITE_H_TINY, 2048, parallel=3, flash_attn="off")
-    assert r.log_lines[2] == ("llama_kv_cache: size =   18.00 MiB (   768 cells,   4 layers,  3/3 seqs), "
-                              "K (f16):    9.00 MiB, V (f16):    9.00 MiB")
-    assert r.log_lines[4] == ("llama_memory_recurrent: size =  166.11 MiB (     3 cells,  40 layers,  3 seqs  0 rs_seq), "
-                              "R (f32):    4.11 MiB, S (f32):  162.00 MiB, P (f32):    0.00 MiB")
+    assert r.log_lines[2] == (
+        "llama_kv_cache: size =   18.00 MiB (   768 cells,   4 layers,  3/3 seqs), "
+        "K (f16):    9.00 MiB, V (f16):    9.00 MiB"
+    )
+    assert r.log_lines[4] == (
+        "llama_memory_recurrent: size =  166.11 MiB (     3 cells,  40 layers,  3 seqs  0 rs_seq), "
+        "R (f32):    4.11 MiB, S (f32):  162.00 MiB, P (f32):    0.00 MiB"
+    )
     # GGML_PAD(2,048 / 3 = 682, 256) = 768 cells x 3 streams; K = 4 x 768 x 3 x (4 x 128 x 2 B) = 9,437,184 B
     assert r.k_bytes == 9_437_184
     # R: 36 x 3 x 3 x (3,072 + 2 x 128) = 9,984 values x 4 B = 4,313,088 B; S: 36 x 3 x 128 x 3,072 x 4 B =

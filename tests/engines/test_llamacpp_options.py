@@ -34,10 +34,15 @@ def refusal(*args, **kwargs) -> KvcalcError:
     return e.value
 
 
-@pytest.mark.parametrize("kw, field, value", [
-    (dict(parallel=0), "parallel", 0), (dict(n_ubatch=-1), "n_ubatch", -1),
-    # two bad: the first named
-    (dict(parallel=-2, n_ubatch=0), "parallel", -2)])
+@pytest.mark.parametrize(
+    "kw, field, value",
+    [
+        (dict(parallel=0), "parallel", 0),
+        (dict(n_ubatch=-1), "n_ubatch", -1),
+        # two bad: the first named
+        (dict(parallel=-2, n_ubatch=0), "parallel", -2),
+    ],
+)
 def test_non_positive_counts_name_their_field(llama, kw, field, value):
     kw = dict(kw)  # the parameter is shared between runs: never change it
     e = refusal(llama, 4096, F16, F16, **kw)
@@ -51,18 +56,29 @@ def test_a_negative_context_is_refused_and_zero_is_the_training_context(llama):
     assert str(e) == "--ctx-size must be 0 (the model's training context) or a count of tokens, got -1"
 
 
-@pytest.mark.parametrize("kw, line", [
-    # 2^31 = 2,147,483,648: one past int32
-    (dict(n_ctx=2**31), f"--ctx-size 2,147,483,648 is {INT32} n_ctx (common_params.n_ctx is an int32_t: llama.cpp "
-                        "refuses -c past 2^31 - 1) (at most 2,147,483,647 tokens)"),
-    (dict(n_ubatch=2**31), f"--ubatch-size 2,147,483,648 is {INT32} n_ubatch (at most 2,147,483,647 tokens)"),
-    (dict(n_gpu_layers=2**31), f"--n-gpu-layers 2,147,483,648 is {INT32} n_gpu_layers (at most 2,147,483,647 layers)"),
-    # units.MAX_GPUS = 100,000
-    (dict(n_devices=100_001), "--gpus 100,001 is beyond what kvcalc sizes (at most 100,000 GPUs)"),
-    # the legacy format has no 256-sequence limit: units.MAX_CONCURRENCY = 10,000,000 applies
-    (dict(parallel=10_000_001, version="legacy"),
-     "--parallel 10,000,001 is beyond what kvcalc sizes (at most 10,000,000 sequences)"),
-])
+@pytest.mark.parametrize(
+    "kw, line",
+    [
+        # 2^31 = 2,147,483,648: one past int32
+        (
+            dict(n_ctx=2**31),
+            f"--ctx-size 2,147,483,648 is {INT32} n_ctx (common_params.n_ctx is an int32_t: llama.cpp "
+            "refuses -c past 2^31 - 1) (at most 2,147,483,647 tokens)",
+        ),
+        (dict(n_ubatch=2**31), f"--ubatch-size 2,147,483,648 is {INT32} n_ubatch (at most 2,147,483,647 tokens)"),
+        (
+            dict(n_gpu_layers=2**31),
+            f"--n-gpu-layers 2,147,483,648 is {INT32} n_gpu_layers (at most 2,147,483,647 layers)",
+        ),
+        # units.MAX_GPUS = 100,000
+        (dict(n_devices=100_001), "--gpus 100,001 is beyond what kvcalc sizes (at most 100,000 GPUs)"),
+        # the legacy format has no 256-sequence limit: units.MAX_CONCURRENCY = 10,000,000 applies
+        (
+            dict(parallel=10_000_001, version="legacy"),
+            "--parallel 10,000,001 is beyond what kvcalc sizes (at most 10,000,000 sequences)",
+        ),
+    ],
+)
 def test_bounds_name_the_flag(llama, kw, line):
     kw = dict(kw)  # the parameter is shared between runs: never change it
     n_ctx = kw.pop("n_ctx", 4096)
@@ -79,8 +95,10 @@ def test_bounds_admit_the_largest(llama):
 def test_ollama_product_checked_against_int32(llama):
     # ollama hands llama.cpp n_ctx x parallel = 2^30 x 2 = 2^31 cells: one past int32
     e = refusal(llama, 2**30, F16, F16, parallel=2, ollama=True)
-    assert str(e) == (f"--ctx-size 1073741824 x --parallel 2 = 2,147,483,648 is {INT32} n_ctx (common_params.n_ctx "
-                      "is an int32_t: llama.cpp refuses -c past 2^31 - 1) (at most 2,147,483,647 tokens)")
+    assert str(e) == (
+        f"--ctx-size 1073741824 x --parallel 2 = 2,147,483,648 is {INT32} n_ctx (common_params.n_ctx "
+        "is an int32_t: llama.cpp refuses -c past 2^31 - 1) (at most 2,147,483,647 tokens)"
+    )
     assert (e.field, e.value) == ("n_ctx", 2**31)
 
 
@@ -99,12 +117,20 @@ def test_legacy_flash_attention_fit(llama):
     # more than 100 MiB; the largest -c that fits 100 MiB: 800 cells -> 768 (a multiple of 256)
     with warnings.catch_warnings(record=True) as w:
         warnings.simplefilter("always")
-        r = llamacpp.allocate(llama, 1000, F16, F16, kv_memory_bytes=100 * 2**20,
-                              options=LlamacppOptions(version="legacy", flash_attn=True))
+        r = llamacpp.allocate(
+            llama,
+            1000,
+            F16,
+            F16,
+            kv_memory_bytes=100 * 2**20,
+            options=LlamacppOptions(version="legacy", flash_attn=True),
+        )
     assert r.engine_kv_bytes == 1024 * 131_072
-    assert r.notes == ["--ctx-size 1000 allocates 128.00 MiB of KV cache, more than --kv-memory 100.00 MiB: "
-                       "llama.cpp would fail to allocate the KV buffer on a device that size; the largest "
-                       "--ctx-size that fits is 768"]
+    assert r.notes == [
+        "--ctx-size 1000 allocates 128.00 MiB of KV cache, more than --kv-memory 100.00 MiB: "
+        "llama.cpp would fail to allocate the KV buffer on a device that size; the largest "
+        "--ctx-size that fits is 768"
+    ]
     assert [x.category for x in w] == [KvcalcWarning]
 
 
@@ -119,8 +145,9 @@ def test_legacy_parallel_does_not_change_the_one_cache(llama):
 def test_split_streams_each_padded(llama):
     # not unified, --parallel 3: -c 1000 -> GGML_PAD(1000, 256) = 1,024 -> 1,024 // 3 = 341 a stream,
     # padded to 512: 3 streams x 512 = 1,536 cells (n_ctx 1,536)
-    r = llamacpp.allocate(llama, 1000, F16, F16, max_model_len=500, concurrency=3,
-                          options=LlamacppOptions(parallel=3, unified=False))
+    r = llamacpp.allocate(
+        llama, 1000, F16, F16, max_model_len=500, concurrency=3, options=LlamacppOptions(parallel=3, unified=False)
+    )
     assert (r.n_ctx, r.n_cells, r.kv_cache_tokens) == (1536, 1536, 1536)
     assert r.engine_kv_bytes == 1536 * 131_072
     # one request a stream of 512 cells: 3 requests of 500 fit; 3 requests get 512 each
@@ -130,14 +157,17 @@ def test_split_streams_each_padded(llama):
 # ----- tensor split ---------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("splits, shown, value", [
-    ([1.0, float("nan")], "nan", "1.0,nan"),
-    ([float("inf"), 1.0], "inf", "inf,1.0"),
-    ([True, 1.0], "True", "True,1.0"),
-    (["3", 1.0], "'3'", "3,1.0"),
-    # two bad: the first named
-    ([float("-inf"), float("nan")], "-inf", "-inf,nan"),
-])
+@pytest.mark.parametrize(
+    "splits, shown, value",
+    [
+        ([1.0, float("nan")], "nan", "1.0,nan"),
+        ([float("inf"), 1.0], "inf", "inf,1.0"),
+        ([True, 1.0], "True", "True,1.0"),
+        (["3", 1.0], "'3'", "3,1.0"),
+        # two bad: the first named
+        ([float("-inf"), float("nan")], "-inf", "-inf,nan"),
+    ],
+)
 def test_tensor_split_non_finite_refused(splits, shown, value):
     with pytest.raises(KvcalcError) as e:
         llamacpp.check_tensor_split(splits, 2)

@@ -65,7 +65,8 @@ def test_capacity_needs_memory(llama):
 
 def test_ideal_sizes_no_budget_and_no_batch(llama):
     assert str(refusal(IDEAL.memory_for, llama, 1000, 2, BF16, BF16)) == (
-        "--engine ideal does not size a KV memory budget")
+        "--engine ideal does not size a KV memory budget"
+    )
     assert str(refusal(IDEAL.for_batch, llama, 1000, 2, BF16, BF16)) == "--engine ideal is estimate's own result"
 
 
@@ -138,8 +139,9 @@ def test_llamacpp_kv_formats_name_the_side(llama):
     assert (e.field, e.value) == ("k_dtype", "fp8_e4m3")
     e = refusal(LLAMACPP.kv_formats, llama, v_dtype="fp8")
     assert (e.field, e.value) == ("v_dtype", "fp8_e4m3")
-    assert str(e) == ("llama.cpp has no 'fp8_e4m3' KV cache type; use one of f32, f16, bf16, q8_0, q4_0, q4_1, "
-                      "q5_0, q5_1, iq4_nl")
+    assert str(e) == (
+        "llama.cpp has no 'fp8_e4m3' KV cache type; use one of f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, iq4_nl"
+    )
 
 
 # ----- plan formats ---------------------------------------------------------------------------
@@ -150,19 +152,31 @@ def test_plan_formats(llama):
     assert VLLM.plan_formats(llama) == (("bf16", "fp8_e4m3"), (None, "fp8_e4m3"), fp8)
     # an fp16 model keeps fp16; an fp32 one is served in bf16
     assert SGLANG.plan_formats(llama.model_copy(update={"dtype": "fp16"})) == (
-        ("fp16", "fp8_e4m3"), (None, "fp8_e4m3"), fp8)
+        ("fp16", "fp8_e4m3"),
+        (None, "fp8_e4m3"),
+        fp8,
+    )
     assert VLLM.plan_formats(llama.model_copy(update={"dtype": "fp32"})) == (
-        ("bf16", "fp8_e4m3"), (None, "fp8_e4m3"), fp8)
+        ("bf16", "fp8_e4m3"),
+        (None, "fp8_e4m3"),
+        fp8,
+    )
     # an fp8 checkpoint: its own weights only
     assert VLLM.plan_formats(llama.model_copy(update={"weight_dtype": "fp8_e4m3"})) == (
-        ("bf16", "fp8_e4m3"), (None,), fp8)
+        ("bf16", "fp8_e4m3"),
+        (None,),
+        fp8,
+    )
 
 
 def test_llamacpp_plan_formats(llama):
     assert LLAMACPP.plan_formats(llama) == (("fp16", "q8_0"), (None, "q8_0"), frozenset())
     # an fp8 checkpoint: GGUF has no fp8, so the model's 16-bit dtype
     assert LLAMACPP.plan_formats(llama.model_copy(update={"weight_dtype": "fp8_e4m3"})) == (
-        ("fp16", "q8_0"), ("bf16", "q8_0"), frozenset())
+        ("fp16", "q8_0"),
+        ("bf16", "q8_0"),
+        frozenset(),
+    )
 
 
 # ----- vLLM -----------------------------------------------------------------------------------
@@ -198,12 +212,21 @@ def test_vllm_memory_for_without_hybrid_by_hand(gemma):
     assert VLLM.memory_for(gemma, 8000, 2, BF16, BF16, options=VllmOptions(hybrid_allocator=False)) == 8_126_464_000
     # V0 sizes sliding layers the same way, but 0.6.6 cannot load Gemma-3; Gemma-2-9B: 42 layers x 8 heads x
     # 256 x 2 (K, V) x 2 B = 344,064 B per token x 8,000 x 2 requests = 5,505,024,000 B
-    assert VLLM.memory_for(load_model("gemma-2-9b"), 8000, 2, BF16, BF16,
-                           options=VllmOptions(version="0.6")) == 5_505_024_000
+    assert (
+        VLLM.memory_for(load_model("gemma-2-9b"), 8000, 2, BF16, BF16, options=VllmOptions(version="0.6"))
+        == 5_505_024_000
+    )
 
 
-@pytest.mark.parametrize("opts", [dict(block_size=32), dict(hybrid_allocator=False),
-                                  dict(max_num_batched_tokens=2048), dict(version="0.6", swap_space_bytes=4 * GiB)])
+@pytest.mark.parametrize(
+    "opts",
+    [
+        dict(block_size=32),
+        dict(hybrid_allocator=False),
+        dict(max_num_batched_tokens=2048),
+        dict(version="0.6", swap_space_bytes=4 * GiB),
+    ],
+)
 def test_vllm_capacity_passes_each_option(gemma, opts):
     if opts.get("version") == "0.6":  # vLLM 0.6.6 cannot load Gemma-3: Gemma-2
         gemma = load_model("gemma-2-9b")
@@ -217,10 +240,17 @@ def test_vllm_capacity_passes_each_option(gemma, opts):
 
 def test_vllm_capacity_label_and_scales(llama):
     i8 = kv_format("int8")
-    got = VLLM.capacity(llama, GiB, i8, i8, options=VllmOptions(per_token_head_scales=True),
-                        kv_cache_dtype="int8_per_token_head")
-    assert got == vllm.capacity(llama, GiB, i8, i8, kv_cache_dtype="int8_per_token_head",
-                                options=VllmOptions(per_token_head_scales=True, version=VllmOptions().version))
+    got = VLLM.capacity(
+        llama, GiB, i8, i8, options=VllmOptions(per_token_head_scales=True), kv_cache_dtype="int8_per_token_head"
+    )
+    assert got == vllm.capacity(
+        llama,
+        GiB,
+        i8,
+        i8,
+        kv_cache_dtype="int8_per_token_head",
+        options=VllmOptions(per_token_head_scales=True, version=VllmOptions().version),
+    )
     assert got.kv_cache_dtype == "int8_per_token_head"
     # 32 x 16 x 2,112 B = 1,081,344 B a block: floor(2^30 / 1,081,344) = 992 blocks
     assert got.num_gpu_blocks == 992
@@ -261,7 +291,8 @@ def test_sglang_capacity_passes_everything(llama):
 
 def test_sglang_page_size_checked():
     assert str(refusal(SGLANG.check_options, SglangOptions(page_size=0))) == (
-        "--page-size must be a positive integer, got 0")
+        "--page-size must be a positive integer, got 0"
+    )
     SGLANG.check_options(SglangOptions(page_size=1))
 
 
@@ -269,10 +300,18 @@ def test_sglang_page_size_checked():
 
 # each option, set away from its default (gemma: sliding and full layers, so swa_full and n_ubatch
 # change the SWA cache)
-LLAMACPP_OPTIONS = [dict(parallel=2), dict(parallel=2, unified=False), dict(version="legacy"),
-                    dict(version="legacy", flash_attn=True), dict(swa_full=True), dict(n_ubatch=2048),
-                    dict(n_gpu_layers=40), dict(n_devices=2), dict(n_devices=2, tensor_split=(3.0, 1.0)),
-                    dict(parallel=2, ollama=True)]
+LLAMACPP_OPTIONS = [
+    dict(parallel=2),
+    dict(parallel=2, unified=False),
+    dict(version="legacy"),
+    dict(version="legacy", flash_attn=True),
+    dict(swa_full=True),
+    dict(n_ubatch=2048),
+    dict(n_gpu_layers=40),
+    dict(n_devices=2),
+    dict(n_devices=2, tensor_split=(3.0, 1.0)),
+    dict(parallel=2, ollama=True),
+]
 
 
 def _kwargs(opts: dict) -> dict:
@@ -301,8 +340,9 @@ def test_llamacpp_allocate_warns_against_the_budget(llama):
 
 def test_llamacpp_capacity_with_n_ctx(llama):
     # --ctx-size 8192 given: allocate it (no search); the result carries max_model_len and concurrency
-    res = LLAMACPP.capacity(llama, None, BF16, BF16, max_model_len=2048, concurrency=4,
-                            options=LlamacppOptions(n_ctx=8192))
+    res = LLAMACPP.capacity(
+        llama, None, BF16, BF16, max_model_len=2048, concurrency=4, options=LlamacppOptions(n_ctx=8192)
+    )
     assert (res.n_ctx, res.engine_kv_bytes, res.max_model_len, res.concurrency) == (8192, GiB, 2048, 4)
     # one stream of 8,192 cells: 8,192 / 2,048 = 4 requests; 4 requests: 2,048 tokens each
     assert (res.max_concurrency, res.longest_context) == (4.0, 2048)
@@ -311,8 +351,9 @@ def test_llamacpp_capacity_with_n_ctx(llama):
 def test_llamacpp_capacity_searches_the_budget(llama):
     # 1 GiB / 131,072 B = 8,192 cells: --ctx-size 8192
     res = LLAMACPP.capacity(llama, GiB, BF16, BF16, max_model_len=2048, concurrency=4)
-    assert res == llamacpp.capacity(llama, GiB, BF16, BF16, max_model_len=2048, concurrency=4,
-                                    options=LlamacppOptions())
+    assert res == llamacpp.capacity(
+        llama, GiB, BF16, BF16, max_model_len=2048, concurrency=4, options=LlamacppOptions()
+    )
     assert (res.n_ctx, res.kv_memory_bytes, res.max_model_len, res.concurrency) == (8192, GiB, 2048, 4)
     # K q8_0 (34 B a block of 32: 8 x 128 / 32 x 34 = 1,088 B a layer) and V f16 (2,048 B a layer):
     # 32 x 3,136 = 100,352 B a cell; floor(2^30 / 100,352) = 10,699 cells. Two streams (not unified)
@@ -324,9 +365,11 @@ def test_llamacpp_capacity_searches_the_budget(llama):
 
 def test_llamacpp_capacity_refusals(llama):
     assert str(refusal(LLAMACPP.capacity, llama, GiB, BF16, BF16, tp=2)) == (
-        "llama.cpp splits layers over devices, not heads: drop --tp, use --gpus / --tensor-split")
+        "llama.cpp splits layers over devices, not heads: drop --tp, use --gpus / --tensor-split"
+    )
     assert str(refusal(LLAMACPP.capacity, llama, None, BF16, BF16)) == (
-        "give --ctx-size (llama.cpp's -c) or --kv-memory")
+        "give --ctx-size (llama.cpp's -c) or --kv-memory"
+    )
 
 
 def test_llamacpp_for_batch(gemma, llama):
@@ -334,21 +377,52 @@ def test_llamacpp_for_batch(gemma, llama):
     res = LLAMACPP.for_batch(llama, 2048, 3, BF16, BF16)
     assert (res.n_ctx, res.max_model_len, res.concurrency) == (6144, 2048, 3)
     assert res.engine_kv_bytes == 6144 * 131_072
-    assert res == llamacpp.allocate(llama, 6144, BF16, BF16, max_model_len=2048, concurrency=3,
-                                    options=LlamacppOptions(parallel=3))
+    assert res == llamacpp.allocate(
+        llama, 6144, BF16, BF16, max_model_len=2048, concurrency=3, options=LlamacppOptions(parallel=3)
+    )
     # the options given are kept (legacy, split streams), with --parallel set to the batch
     o = LlamacppOptions(unified=False, swa_full=True, parallel=7)
     got = LLAMACPP.for_batch(gemma, 2048, 3, BF16, BF16, options=o)
-    assert got == llamacpp.allocate(gemma, 6144, BF16, BF16, max_model_len=2048, concurrency=3,
-                                    options=LlamacppOptions(parallel=3, unified=False, swa_full=True))
+    assert got == llamacpp.allocate(
+        gemma,
+        6144,
+        BF16,
+        BF16,
+        max_model_len=2048,
+        concurrency=3,
+        options=LlamacppOptions(parallel=3, unified=False, swa_full=True),
+    )
     assert got != LLAMACPP.for_batch(gemma, 2048, 3, BF16, BF16)
 
 
 def test_llamacpp_options_fields():
-    o = LlamacppOptions(n_ctx=4096, parallel=4, unified=False, version="legacy", flash_attn=True, swa_full=True,
-                        n_ubatch=1024, n_gpu_layers=20, n_devices=2, tensor_split=(1.0, 2.0), ollama=True)
-    assert dataclasses.asdict(o) == dict(n_ctx=4096, parallel=4, unified=False, version="legacy", flash_attn=True,
-                                         swa_full=True, n_ubatch=1024, n_gpu_layers=20, n_devices=2, ollama=True,
-                                         tensor_split=(1.0, 2.0), n_batch=2048, tool="llama-server")
+    o = LlamacppOptions(
+        n_ctx=4096,
+        parallel=4,
+        unified=False,
+        version="legacy",
+        flash_attn=True,
+        swa_full=True,
+        n_ubatch=1024,
+        n_gpu_layers=20,
+        n_devices=2,
+        tensor_split=(1.0, 2.0),
+        ollama=True,
+    )
+    assert dataclasses.asdict(o) == dict(
+        n_ctx=4096,
+        parallel=4,
+        unified=False,
+        version="legacy",
+        flash_attn=True,
+        swa_full=True,
+        n_ubatch=1024,
+        n_gpu_layers=20,
+        n_devices=2,
+        ollama=True,
+        tensor_split=(1.0, 2.0),
+        n_batch=2048,
+        tool="llama-server",
+    )
     assert LlamacppOptions().tensor_split is None
     assert dataclasses.asdict(LlamacppOptions())["n_ctx"] is None

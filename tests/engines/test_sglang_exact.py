@@ -22,9 +22,19 @@ CFG = Path(__file__).parents[1] / "data" / "engine-configs"
 BF16, FP8, Q8 = kv_format("bf16"), kv_format("fp8"), kv_format("q8_0")
 GiB = 2**30
 GB_NOTE = 'SGLang prints GiB values (bytes / 2^30) labelled "GB" (memory_pool.py: GB = 1024 * 1024 * 1024)'
-SWA_NOTE = ("sliding-window layers sized like full ones (SGLang's SWA pool serves only the architectures "
-            "model_config.is_hybrid_swa_model lists)")
-EMPTY = dict(engine_state_bytes=None, kv_memory_basis=None, usable_blocks=None, num_cpu_blocks=None, n_cells=None, n_ctx=None, devices=None)
+SWA_NOTE = (
+    "sliding-window layers sized like full ones (SGLang's SWA pool serves only the architectures "
+    "model_config.is_hybrid_swa_model lists)"
+)
+EMPTY = dict(
+    engine_state_bytes=None,
+    kv_memory_basis=None,
+    usable_blocks=None,
+    num_cpu_blocks=None,
+    n_cells=None,
+    n_ctx=None,
+    devices=None,
+)
 
 
 def llama():
@@ -40,12 +50,25 @@ def test_llama_8b_tp2_pages_of_16():
     # 4 requests of t tokens: 4 x cdiv(t, 16) x 16 <= 163,840 -> t <= 40,960.
     r = sglang.capacity(llama(), 10 * GiB, BF16, BF16, tp=2, page_size=16, max_model_len=1000, concurrency=4)
     assert r.model_dump() == dict(
-        EMPTY, engine="sglang", engine_version="SGLang 0.5.23", kv_memory_bytes=10 * GiB,
-        kv_cache_dtype="bf16", block_size=16, page_size_bytes=65_536 * 16, num_gpu_blocks=10_240,
-        kv_cache_tokens=163_840, engine_kv_bytes=10_738_466_816, max_model_len=1000,
-        max_concurrency=pytest.approx(163_840 / 1_008), concurrency=4, longest_context=40_960,
-        k_bytes=5_369_233_408, v_bytes=5_369_233_408,
-        log_lines=["KV Cache is allocated. #tokens: 163840, K size: 5.00 GB, V size: 5.00 GB"], notes=[GB_NOTE])
+        EMPTY,
+        engine="sglang",
+        engine_version="SGLang 0.5.23",
+        kv_memory_bytes=10 * GiB,
+        kv_cache_dtype="bf16",
+        block_size=16,
+        page_size_bytes=65_536 * 16,
+        num_gpu_blocks=10_240,
+        kv_cache_tokens=163_840,
+        engine_kv_bytes=10_738_466_816,
+        max_model_len=1000,
+        max_concurrency=pytest.approx(163_840 / 1_008),
+        concurrency=4,
+        longest_context=40_960,
+        k_bytes=5_369_233_408,
+        v_bytes=5_369_233_408,
+        log_lines=["KV Cache is allocated. #tokens: 163840, K size: 5.00 GB, V size: 5.00 GB"],
+        notes=[GB_NOTE],
+    )
 
 
 def test_mla_one_latent_buffer_and_kv_size_line():
@@ -55,11 +78,25 @@ def test_mla_one_latent_buffer_and_kv_size_line():
     # L = 163,840 (max_position_embeddings): 34,521 / 163,840 = 0.2107.
     r = sglang.capacity(load_model(CFG / "deepseek-v2-lite.yaml"), GiB, BF16, BF16)
     assert r.model_dump() == dict(
-        EMPTY, engine="sglang", engine_version="SGLang 0.5.23", kv_memory_bytes=GiB, kv_cache_dtype="bf16",
-        block_size=1, page_size_bytes=31_104, num_gpu_blocks=34_521, kv_cache_tokens=34_521,
-        engine_kv_bytes=1_073_772_288, max_model_len=163_840, max_concurrency=pytest.approx(34_521 / 163_840),
-        concurrency=None, longest_context=None, k_bytes=1_073_772_288, v_bytes=0,
-        log_lines=["KV Cache is allocated. #tokens: 34521, KV size: 1.00 GB"], notes=[GB_NOTE])
+        EMPTY,
+        engine="sglang",
+        engine_version="SGLang 0.5.23",
+        kv_memory_bytes=GiB,
+        kv_cache_dtype="bf16",
+        block_size=1,
+        page_size_bytes=31_104,
+        num_gpu_blocks=34_521,
+        kv_cache_tokens=34_521,
+        engine_kv_bytes=1_073_772_288,
+        max_model_len=163_840,
+        max_concurrency=pytest.approx(34_521 / 163_840),
+        concurrency=None,
+        longest_context=None,
+        k_bytes=1_073_772_288,
+        v_bytes=0,
+        log_lines=["KV Cache is allocated. #tokens: 34521, KV size: 1.00 GB"],
+        notes=[GB_NOTE],
+    )
 
 
 def test_sliding_layers_sized_full_with_mixed_dtypes_and_a_given_label():
@@ -69,13 +106,25 @@ def test_sliding_layers_sized_full_with_mixed_dtypes_and_a_given_label():
     # V = 62 x 16 x 128 x 1 = 126,976 B/row -> 357,945,344 B ("0.33 GB").
     r = sglang.capacity(load_model("gemma-3-27b"), GiB, BF16, FP8, kv_cache_dtype="bf16/fp8")
     assert r.model_dump() == dict(
-        EMPTY, engine="sglang", engine_version="SGLang 0.5.23", kv_memory_bytes=GiB,
-        kv_cache_dtype="bf16/fp8", block_size=1, page_size_bytes=380_928, num_gpu_blocks=2_818,
-        kv_cache_tokens=2_818, engine_kv_bytes=1_073_836_032, max_model_len=131_072,
-        max_concurrency=pytest.approx(2_818 / 131_072), concurrency=None, longest_context=None,
-        k_bytes=715_890_688, v_bytes=357_945_344,
+        EMPTY,
+        engine="sglang",
+        engine_version="SGLang 0.5.23",
+        kv_memory_bytes=GiB,
+        kv_cache_dtype="bf16/fp8",
+        block_size=1,
+        page_size_bytes=380_928,
+        num_gpu_blocks=2_818,
+        kv_cache_tokens=2_818,
+        engine_kv_bytes=1_073_836_032,
+        max_model_len=131_072,
+        max_concurrency=pytest.approx(2_818 / 131_072),
+        concurrency=None,
+        longest_context=None,
+        k_bytes=715_890_688,
+        v_bytes=357_945_344,
         log_lines=["KV Cache is allocated. #tokens: 2818, K size: 0.67 GB, V size: 0.33 GB"],
-        notes=[GB_NOTE, SWA_NOTE])
+        notes=[GB_NOTE, SWA_NOTE],
+    )
     # without a label, K and V names joined
     assert sglang.capacity(load_model("gemma-3-27b"), GiB, BF16, FP8).kv_cache_dtype == "bf16/fp8_e4m3"
 
@@ -91,8 +140,11 @@ def test_exactly_one_cell_starts():
 def test_no_cell_fits_is_sglangs_start_up_error(budget):
     # under one cell (131,072 B) or no memory: "Not enough memory" (model_runner.init_memory_pool);
     # a negative budget prints as 0 B. The page is 131,072 x 16 = 2,097,152 B with --page-size 16.
-    with pytest.raises(KvcalcError, match=rf"\({max(budget, 0):,} B holds no page of 2,097,152 B\): "
-                                          r"Not enough memory\. Please try to increase --mem-fraction-static\."):
+    with pytest.raises(
+        KvcalcError,
+        match=rf"\({max(budget, 0):,} B holds no page of 2,097,152 B\): "
+        r"Not enough memory\. Please try to increase --mem-fraction-static\.",
+    ):
         sglang.capacity(llama(), budget, BF16, BF16, page_size=16)
 
 
@@ -111,8 +163,11 @@ def test_page_size_must_be_positive(fn):
 
 @pytest.mark.parametrize("fn", ["capacity", "memory_for"])
 def test_block_formats_and_recurrent_layers_refused(fn):
-    call = (lambda m, k: sglang.capacity(m, GiB, k, k)) if fn == "capacity" else \
-        (lambda m, k: sglang.memory_for(m, 1000, 1, k, k))
+    call = (
+        (lambda m, k: sglang.capacity(m, GiB, k, k))
+        if fn == "capacity"
+        else (lambda m, k: sglang.memory_for(m, 1000, 1, k, k))
+    )
     with pytest.raises(KvcalcError, match="SGLang 0.5.23 has no 'q8_0' KV cache dtype; its pool stores auto, bf16"):
         call(llama(), Q8)
     hybrid = load_model("qwen3-next-80b-a3b")  # 36 linear-attention layers
@@ -135,10 +190,14 @@ def test_default_kv_dtype_fp32_checkpoints():
     # model_config._get_and_verify_dtype: fp32 -> fp16, gemma* fp32 -> bf16; others keep their dtype
     fp32 = dict(name="t", n_layers=2, n_heads=4, n_kv_heads=2, head_dim=16, dtype="fp32")
     assert sglang.default_kv_dtype(ModelSpec(**fp32)) == ("fp16", "auto (fp16: fp32 checkpoint served in fp16)")
-    assert sglang.default_kv_dtype(ModelSpec(**fp32, model_type="gemma2")) == \
-        ("bf16", "auto (bf16: fp32 checkpoint served in bf16)")
-    assert sglang.default_kv_dtype(ModelSpec(**fp32, model_type="llama")) == \
-        ("fp16", "auto (fp16: fp32 checkpoint served in fp16)")
+    assert sglang.default_kv_dtype(ModelSpec(**fp32, model_type="gemma2")) == (
+        "bf16",
+        "auto (bf16: fp32 checkpoint served in bf16)",
+    )
+    assert sglang.default_kv_dtype(ModelSpec(**fp32, model_type="llama")) == (
+        "fp16",
+        "auto (fp16: fp32 checkpoint served in fp16)",
+    )
     assert sglang.default_kv_dtype(llama()) == ("bf16", "auto (bf16)")
 
 

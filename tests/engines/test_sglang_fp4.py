@@ -32,16 +32,20 @@ def llama():
     return load_model("llama-3.1-8b")
 
 
-@pytest.mark.parametrize("fmt, target, cell", [
-    # SM100 native: fp4 8 x 64 x 32 x 2 = 32,768 + one scale layout 8 x 8 x 32 x 2 = 4,096 = 36,864
-    (NVFP4, B200, 36_864),
-    # SM120: fp8 prefill workspace + linear scales: 36,864 + 8 x 128 x 2 x 1 = 2,048 -> 38,912
-    (NVFP4, RTX5090, 38_912),
-    # fp4_mx_block16: one 1-byte scale per 16 values, no workspace: 36,864 on any GPU
-    (MX16, H100, 36_864), (MX16, sglang.PoolTarget(), 36_864),
-    # mxfp8: 8 x 256 x 32 = 65,536 + 65,536 // 32 = 2,048 -> 67,584 (= 32 x 8 x 2 x 128 x 33 / 32)
-    (MXFP8, B200, 67_584),
-])
+@pytest.mark.parametrize(
+    "fmt, target, cell",
+    [
+        # SM100 native: fp4 8 x 64 x 32 x 2 = 32,768 + one scale layout 8 x 8 x 32 x 2 = 4,096 = 36,864
+        (NVFP4, B200, 36_864),
+        # SM120: fp8 prefill workspace + linear scales: 36,864 + 8 x 128 x 2 x 1 = 2,048 -> 38,912
+        (NVFP4, RTX5090, 38_912),
+        # fp4_mx_block16: one 1-byte scale per 16 values, no workspace: 36,864 on any GPU
+        (MX16, H100, 36_864),
+        (MX16, sglang.PoolTarget(), 36_864),
+        # mxfp8: 8 x 256 x 32 = 65,536 + 65,536 // 32 = 2,048 -> 67,584 (= 32 x 8 x 2 x 128 x 33 / 32)
+        (MXFP8, B200, 67_584),
+    ],
+)
 def test_fp4_cells(fmt, target, cell):
     r = sglang.capacity(llama(), 10 * GiB, fmt, fmt, target=target)
     assert r.page_size_bytes == cell
@@ -55,8 +59,9 @@ def test_fp4_tokens_and_notes():
     assert sglang.capacity(llama(), 10 * GiB, NVFP4, NVFP4, target=B200).kv_cache_tokens == 291_271
     r = sglang.capacity(llama(), 10 * GiB, NVFP4, NVFP4, target=RTX5090)
     assert r.kv_cache_tokens == 275_941
-    assert ("nvfp4 on SM120: FP8 prefill from a dequant workspace (flashinfer) of 2,048 B a token, counted in the "
-            "cell") in r.notes
+    assert (
+        "nvfp4 on SM120: FP8 prefill from a dequant workspace (flashinfer) of 2,048 B a token, counted in the cell"
+    ) in r.notes
     # memory_for: 4 x 1,000 tokens x 38,912 = 155,648,000 B
     assert sglang.memory_for(llama(), 1000, 4, NVFP4, NVFP4, target=RTX5090) == 155_648_000
 
@@ -69,33 +74,63 @@ def test_fp4_mla_cell():
     assert sglang.capacity(v3, GiB, NVFP4, NVFP4).page_size_bytes == 19_764
 
 
-@pytest.mark.parametrize("fmt, target, message", [
-    (NVFP4, H100, "SGLang 0.5.23: --kv-cache-dtype=nvfp4 requires Blackwell SM100 or SM120, not compute capability 9.0; "
-                  "use fp4_mx_block16 (or bf16, fp8_e4m3, fp8_e5m2)"),
-    (NVFP4, sglang.PoolTarget(), "SGLang 0.5.23: --kv-cache-dtype nvfp4 sizes its pool by the GPU (SM100: native "
-                                 "layout; SM120: + an fp8 prefill workspace): give --gpu (b200, b300, gb200, rtx-5090, ...)"),
-    (MXFP8, H100, "SGLang 0.5.23: --kv-cache-dtype mxfp8 requires an SM100+ (Blackwell) GPU, not compute capability 9.0"),
-])
+@pytest.mark.parametrize(
+    "fmt, target, message",
+    [
+        (
+            NVFP4,
+            H100,
+            "SGLang 0.5.23: --kv-cache-dtype=nvfp4 requires Blackwell SM100 or SM120, not compute capability 9.0; "
+            "use fp4_mx_block16 (or bf16, fp8_e4m3, fp8_e5m2)",
+        ),
+        (
+            NVFP4,
+            sglang.PoolTarget(),
+            "SGLang 0.5.23: --kv-cache-dtype nvfp4 sizes its pool by the GPU (SM100: native "
+            "layout; SM120: + an fp8 prefill workspace): give --gpu (b200, b300, gb200, rtx-5090, ...)",
+        ),
+        (
+            MXFP8,
+            H100,
+            "SGLang 0.5.23: --kv-cache-dtype mxfp8 requires an SM100+ (Blackwell) GPU, not compute capability 9.0",
+        ),
+    ],
+)
 def test_fp4_refusals_name_the_version(fmt, target, message):
     with pytest.raises(KvcalcError) as e:
         sglang.capacity(llama(), GiB, fmt, fmt, target=target)
     assert str(e.value) == message
 
 
-@pytest.mark.parametrize("version, label", [("0.5.16", "SGLang 0.5.16 (PR #11309 to 0.5.16)"),
-                                            ("legacy", "SGLang 0.5.x before PR #11309")])
+@pytest.mark.parametrize(
+    "version, label", [("0.5.16", "SGLang 0.5.16 (PR #11309 to 0.5.16)"), ("legacy", "SGLang 0.5.x before PR #11309")]
+)
 def test_older_versions_refuse_fp4_naming_what_they_store(version, label):
     # kvcalc models the fp4 pools of 0.5.23 only; the older lines store the plain dtypes
     with pytest.raises(KvcalcError) as e:
         sglang.capacity(llama(), GiB, NVFP4, NVFP4, version=version, target=B200)
-    assert str(e.value) == f"{label} has no 'nvfp4' KV cache dtype; its pool stores auto, bf16, fp16, fp8_e4m3, fp8_e5m2"
+    assert (
+        str(e.value) == f"{label} has no 'nvfp4' KV cache dtype; its pool stores auto, bf16, fp16, fp8_e4m3, fp8_e5m2"
+    )
     assert e.value.field == "k_dtype"
 
 
 def test_fp4_through_the_cli(cli):
     # --gpu b200 with --kv-memory: the SM100 cell 36,864 B; 10 GiB -> 291,271 tokens
-    r = cli("capacity", "llama-3.1-8b", "--engine", "sglang", "--kv-dtype", "nvfp4", "-m", "10GiB", "--gpu", "b200",
-            "-f", "json")
+    r = cli(
+        "capacity",
+        "llama-3.1-8b",
+        "--engine",
+        "sglang",
+        "--kv-dtype",
+        "nvfp4",
+        "-m",
+        "10GiB",
+        "--gpu",
+        "b200",
+        "-f",
+        "json",
+    )
     assert r.exit_code == 0, r.output
     import json
 

@@ -30,7 +30,6 @@ BF16, FP8, FP16, E5M2 = kv_format("bf16"), kv_format("fp8"), kv_format("fp16"), 
 GiB = 2**30
 
 
-
 def v32():
     return model_from_hf_config(V32, "DeepSeek-V3.2-Exp/config.json")
 
@@ -72,14 +71,17 @@ def test_nsa_rows_and_cells():
     assert sglang.cell_size_bytes(m, BF16, BF16, tp=8, version="0.5.16") == 78_324
 
 
-@pytest.mark.parametrize("cc, vendor, backends", [
-    # arg_groups/overrides.py _dsa_split_backend_resolution (SGLang 0.5.23)
-    ("9.0", None, ("flashmla_kv", "flashmla_kv")),     # Hopper fp8
-    ("10.0", None, ("trtllm", "trtllm")),              # Blackwell fp8: "default = trtllm if major >= 10"
-    ("10.3", None, ("trtllm", "trtllm")),
-    (None, None, ("flashmla_kv", "flashmla_kv")),      # no --gpu: Hopper assumed
-    (None, "amd", ("triton", "triton")),
-])
+@pytest.mark.parametrize(
+    "cc, vendor, backends",
+    [
+        # arg_groups/overrides.py _dsa_split_backend_resolution (SGLang 0.5.23)
+        ("9.0", None, ("flashmla_kv", "flashmla_kv")),  # Hopper fp8
+        ("10.0", None, ("trtllm", "trtllm")),  # Blackwell fp8: "default = trtllm if major >= 10"
+        ("10.3", None, ("trtllm", "trtllm")),
+        (None, None, ("flashmla_kv", "flashmla_kv")),  # no --gpu: Hopper assumed
+        (None, "amd", ("triton", "triton")),
+    ],
+)
 def test_dsa_backends_by_gpu(cc, vendor, backends):
     assert sglang.dsa_backends(v32(), FP8, cc, vendor) == backends
 
@@ -90,7 +92,9 @@ def test_dsa_backends_bf16_and_given():
     assert sglang.dsa_backends(v32(), BF16, "10.0") == ("flashmla_sparse", "trtllm")
     # a given --dsa-*-backend stands
     assert sglang.dsa_backends(v32(), FP8, "10.0", prefill="flashmla_kv", decode="flashmla_kv") == (
-        "flashmla_kv", "flashmla_kv")
+        "flashmla_kv",
+        "flashmla_kv",
+    )
 
 
 H200 = sglang.PoolTarget(compute_capability="9.0")
@@ -111,8 +115,9 @@ def test_sparse_mla_budget_divided_by_the_allocated_row_on_hopper():
     assert r.engine_kv_bytes == 46_889_757_184
     assert r.log_lines[-1] == "KV Cache is allocated. #tokens: 975424, KV size: 43.67 GB"
     assert not any("over the budget" in n for n in r.notes)
-    assert ("DSA backends prefill=flashmla_kv, decode=flashmla_kv (compute capability 9.0): latent rows of 656 B "
-            "a layer") in r.notes
+    assert (
+        "DSA backends prefill=flashmla_kv, decode=flashmla_kv (compute capability 9.0): latent rows of 656 B a layer"
+    ) in r.notes
     # the same budget under 0.5.16's cell of 61 x 708 = 43,188 B: 46,886,680,832 // 43,188 = 1,085,641
     # -> 1,085,632 (16,963 pages): the count kvcalc gave before, 110,208 tokens more than SGLang holds
     old = sglang.capacity(v32(), BUDGET_788, FP8, FP8, tp=8, version="0.5.16", target=H200)
@@ -128,7 +133,9 @@ def test_sparse_mla_budget_on_blackwell_trtllm():
     r = sglang.capacity(v32(), BUDGET_788, FP8, FP8, tp=8, target=B200)
     assert (r.kv_cache_tokens, r.num_gpu_blocks, r.page_size_bytes) == (1_085_632, 16_963, 43_188 * 64)
     assert r.engine_kv_bytes == 46_889_038_848
-    assert "DSA backends prefill=trtllm, decode=trtllm (compute capability 10.0): latent rows of 576 B a layer" in r.notes
+    assert (
+        "DSA backends prefill=trtllm, decode=trtllm (compute capability 10.0): latent rows of 576 B a layer" in r.notes
+    )
     # --dsa-*-backend flashmla_kv on the B200 allocates 656 B rows: the Hopper figure again
     forced = sglang.PoolTarget("10.0", None, "flashmla_kv", "flashmla_kv")
     assert sglang.capacity(v32(), BUDGET_788, FP8, FP8, tp=8, target=forced).kv_cache_tokens == 975_424
@@ -143,8 +150,22 @@ def test_sparse_mla_through_the_cli_gpu(cli, tmp_path):
     p.parent.mkdir()
     p.write_text(json.dumps(V32))
     for gpu, tokens in (("h200", 975_424), ("b200", 1_085_632)):
-        r = cli("capacity", str(p), "--kv-memory", str(BUDGET_788), "--tp", "8", "--engine", "sglang",
-                "--kv-dtype", "fp8", "--gpu", gpu, "-f", "json")
+        r = cli(
+            "capacity",
+            str(p),
+            "--kv-memory",
+            str(BUDGET_788),
+            "--tp",
+            "8",
+            "--engine",
+            "sglang",
+            "--kv-dtype",
+            "fp8",
+            "--gpu",
+            gpu,
+            "-f",
+            "json",
+        )
         assert r.exit_code == 0, r.output
         assert json.loads(r.output)["kv_cache_tokens"] == tokens
 
@@ -160,10 +181,14 @@ def test_nsa_before_pr_11309_reproduces_its_log():
     assert (r.kv_cache_tokens, r.num_gpu_blocks, r.block_size) == (1_462_784, 22_856, 64)
     assert r.engine_version == "SGLang 0.5.x before PR #11309"
     assert r.engine_kv_bytes == r.k_bytes == 70_316_177_664 and r.v_bytes == 0
-    assert r.log_lines == ["Setting page size to 64 for DeepSeek NSA.",
-                           "KV Cache is allocated. #tokens: 1462784, KV size: 54.52 GB"]
-    assert ("SGLang before PR #11309 sized tokens and logged the KV size without the indexer key cache: "
-            "the pool really takes 70,316,177,664 B (65.49 GiB)") in r.notes
+    assert r.log_lines == [
+        "Setting page size to 64 for DeepSeek NSA.",
+        "KV Cache is allocated. #tokens: 1462784, KV size: 54.52 GB",
+    ]
+    assert (
+        "SGLang before PR #11309 sized tokens and logged the KV size without the indexer key cache: "
+        "the pool really takes 70,316,177,664 B (65.49 GiB)"
+    ) in r.notes
     # pool over budget: 70,316,177,664 - 51,396,378,624 = 18,919,799,040 B
     assert any("656 B rows" in n and "18,919,799,040 B over the budget" in n for n in r.notes)
 
@@ -177,11 +202,15 @@ def test_nsa_after_pr_11309_reproduces_its_log():
     r = sglang.capacity(v32(), budget, FP8, FP8, tp=8, version="0.5.16")
     assert (r.kv_cache_tokens, r.num_gpu_blocks, r.page_size_bytes) == (975_424, 15_241, 43_188 * 64)
     assert r.engine_kv_bytes == 46_889_757_184
-    assert r.log_lines == ["Setting page size to 64 for DeepSeek NSA.",
-                           "KV Cache is allocated. #tokens: 975424, KV size: 43.67 GB"]
+    assert r.log_lines == [
+        "Setting page size to 64 for DeepSeek NSA.",
+        "KV Cache is allocated. #tokens: 975424, KV size: 43.67 GB",
+    ]
     # the fp8 row is 656 B, the cell counts 576: 46,889,757,184 - 42,126,611,712 = 4,763,145,472 B over
-    assert any("sizes the fp8 latent as 576 B a layer but allocates 656 B rows" in n and
-               "4,763,145,472 B over the budget" in n for n in r.notes)
+    assert any(
+        "sizes the fp8 latent as 576 B a layer but allocates 656 B rows" in n and "4,763,145,472 B over the budget" in n
+        for n in r.notes
+    )
     # rounding down to the page: one byte short of 975,488 cells is 975,487 tokens -> 975,424
     assert sglang.capacity(v32(), (975_424 + 64) * 43_188 - 1, FP8, FP8, version="0.5.16").kv_cache_tokens == 975_424
     # the same budgets under the other rule: 42,126,611,712 // 35,136 = 1,198,958 -> 1,198,912 (legacy);
@@ -210,8 +239,9 @@ def test_nsa_page_64_whatever_page_size_and_bf16_has_no_row_gap():
 @pytest.mark.parametrize("fmt", [FP16, E5M2])
 def test_nsa_refuses_other_kv_dtypes(fmt):
     # server_args.py: assert kv_cache_dtype in ["bfloat16", "fp8_e4m3"]
-    with pytest.raises(KvcalcError, match=f"DeepSeek NSA only supports bf16/bfloat16 or fp8_e4m3 kv_cache_dtype, "
-                                          f"not {fmt.name}"):
+    with pytest.raises(
+        KvcalcError, match=f"DeepSeek NSA only supports bf16/bfloat16 or fp8_e4m3 kv_cache_dtype, not {fmt.name}"
+    ):
         sglang.capacity(v32(), GiB, fmt, fmt)
 
 
@@ -240,7 +270,8 @@ def test_gpt_oss_swa_pool_10_gib():
         # kvcalc's pre-0.5.16 line form (README.md pins it; 0.5.23 labels "Full" / "SWA" and adds the dtype)
         "KV Cache is allocated. #tokens: 194180, K size: 2.22 GB, V size: 2.22 GB",
         "KV Cache is allocated. #tokens: 242725, K size: 2.78 GB, V size: 2.78 GB",
-        "SWAKVPool mem usage: 10.00 GB, swa size: 194180, full size: 242725"]
+        "SWAKVPool mem usage: 10.00 GB, swa size: 194180, full size: 242725",
+    ]
     # 131,072-token requests: full pool 242,725 / 131,072 = 1.8518; SWA pool 194,180 / 128 is larger
     assert r.max_concurrency == pytest.approx(242_725 / 131_072)
     # 2 requests: 2t <= 242,725 -> t = 121,362
@@ -260,7 +291,8 @@ def test_gpt_oss_swa_pool_tp2_pages_of_16():
         "Use sliding window memory pool. full_layer_tokens=194176, swa_layer_tokens=155328",
         "KV Cache is allocated. #tokens: 155328, K size: 0.89 GB, V size: 0.89 GB",
         "KV Cache is allocated. #tokens: 194176, K size: 1.11 GB, V size: 1.11 GB",
-        "SWAKVPool mem usage: 4.00 GB, swa size: 155328, full size: 194176"]
+        "SWAKVPool mem usage: 4.00 GB, swa size: 155328, full size: 194176",
+    ]
 
 
 def test_swa_split_float_truncation_then_page_alignment():
@@ -284,8 +316,7 @@ def test_a_small_swa_pool_limits_the_requests():
     # = int(436,470.2) = 436,470; swa = int(436.47) = 436 tokens for the sliding layers.
     # Requests of 1,000 tokens: full pool 436,470 / 1,000 = 436.5, SWA pool 436 / min(1,000, 128) = 3.40625.
     # 4 requests: the SWA pool needs 4 x min(t, 128) <= 436 -> t <= 109 (the full pool alone would allow 109,117)
-    r = sglang.capacity(gpt_oss(), 10 * GiB, BF16, BF16, swa_full_tokens_ratio=0.001, max_model_len=1000,
-                        concurrency=4)
+    r = sglang.capacity(gpt_oss(), 10 * GiB, BF16, BF16, swa_full_tokens_ratio=0.001, max_model_len=1000, concurrency=4)
     assert r.log_lines[0] == "Use sliding window memory pool. full_layer_tokens=436470, swa_layer_tokens=436"
     assert r.max_concurrency == pytest.approx(436 / 128)
     assert r.longest_context == 109
@@ -300,7 +331,9 @@ def test_swa_ratio_and_disable_flag():
     off = sglang.capacity(gpt_oss(), 10 * GiB, BF16, BF16, hybrid_swa_memory=False)
     assert off.kv_cache_tokens == 218_453 and len(off.log_lines) == 1
     assert "sliding-window layers sized like full ones (--disable-hybrid-swa-memory)" in off.notes
-    with pytest.raises(KvcalcError, match=r"--swa-full-tokens-ratio must be in \(0, 1\]: above 0 and at most 1 .*, got 0$"):
+    with pytest.raises(
+        KvcalcError, match=r"--swa-full-tokens-ratio must be in \(0, 1\]: above 0 and at most 1 .*, got 0$"
+    ):
         sglang.capacity(gpt_oss(), GiB, BF16, BF16, swa_full_tokens_ratio=0)
     with pytest.raises(KvcalcError, match="--sglang-version must be one of current, 0.5.16, legacy, got 'old'"):
         sglang.capacity(gpt_oss(), GiB, BF16, BF16, version="old")
@@ -345,21 +378,34 @@ def test_cli_flags(cli, tmp_path):
     p = tmp_path / "v32" / "config.json"
     p.write_text(json.dumps(V32))
     budget = str(1_462_784 * 35_136)
-    r = cli("capacity", str(p), "-m", budget, "--tp", "8", "--engine", "sglang", "--kv-dtype", "fp8",
-            "--sglang-version", "legacy", "-f", "json")
+    r = cli(
+        "capacity",
+        str(p),
+        "-m",
+        budget,
+        "--tp",
+        "8",
+        "--engine",
+        "sglang",
+        "--kv-dtype",
+        "fp8",
+        "--sglang-version",
+        "legacy",
+        "-f",
+        "json",
+    )
     assert r.exit_code == 0, r.output
     d = json.loads(r.stdout)
     assert d["kv_cache_tokens"] == 1_462_784 and d["log_lines"][-1].endswith("KV size: 54.52 GB")
-    r = cli("capacity", "gpt-oss-20b", "-m", "10GiB", "--engine", "sglang", "--swa-full-tokens-ratio", "0.5",
-            "-f", "json")
+    r = cli(
+        "capacity", "gpt-oss-20b", "-m", "10GiB", "--engine", "sglang", "--swa-full-tokens-ratio", "0.5", "-f", "json"
+    )
     assert r.exit_code == 0, r.output
     assert json.loads(r.stdout)["kv_cache_tokens"] == 291_271
-    r = cli("capacity", "gpt-oss-20b", "-m", "10GiB", "--engine", "sglang", "--disable-hybrid-swa-memory",
-            "-f", "json")
+    r = cli("capacity", "gpt-oss-20b", "-m", "10GiB", "--engine", "sglang", "--disable-hybrid-swa-memory", "-f", "json")
     assert json.loads(r.stdout)["kv_cache_tokens"] == 218_453
     r = cli("capacity", "gpt-oss-20b", "-m", "10GiB", "--engine", "sglang", "--sglang-version", "nope")
     assert r.exit_code == 2 and len(r.output.strip().splitlines()) == 1
     assert "--sglang-version" in r.output and "current, 0.5.16, legacy" in r.output
     r = cli("capacity", str(p), "-m", "1GiB", "--engine", "sglang", "--kv-dtype", "fp16")
     assert r.exit_code == 2 and "DeepSeek NSA only supports" in r.output
-

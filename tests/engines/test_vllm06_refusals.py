@@ -24,30 +24,68 @@ BF16 = kv_format("bf16")
 GiB = 2**30
 
 #: bundled models whose architecture vLLM 0.6.6's registry lists (and kvcalc sizes for V0)
-TAKEN = ["deepseek-r1", "deepseek-v2-lite", "deepseek-v3", "falcon-7b", "gemma-2-9b", "gpt2", "llama-2-70b",
-         "llama-2-7b", "llama-3.1-405b", "llama-3.1-70b", "llama-3.1-8b", "llama-3.2-1b", "llama-3.2-3b",
-         "llama-3.3-70b", "mistral-7b-v0.1", "mistral-nemo", "mistral-small-24b", "mixtral-8x7b", "phi-3-mini",
-         "phi-4", "qwen2.5-72b", "qwen2.5-7b"]
+TAKEN = [
+    "deepseek-r1",
+    "deepseek-v2-lite",
+    "deepseek-v3",
+    "falcon-7b",
+    "gemma-2-9b",
+    "gpt2",
+    "llama-2-70b",
+    "llama-2-7b",
+    "llama-3.1-405b",
+    "llama-3.1-70b",
+    "llama-3.1-8b",
+    "llama-3.2-1b",
+    "llama-3.2-3b",
+    "llama-3.3-70b",
+    "mistral-7b-v0.1",
+    "mistral-nemo",
+    "mistral-small-24b",
+    "mixtral-8x7b",
+    "phi-3-mini",
+    "phi-4",
+    "qwen2.5-72b",
+    "qwen2.5-7b",
+]
 #: bundled models vLLM 0.6.6 cannot load: the architecture its registry lacks
 NOT_IN_REGISTRY = {
-    "falcon-h1-7b": "FalconH1ForCausalLM", "gemma-3-12b": "Gemma3ForCausalLM", "gemma-3-1b": "Gemma3ForCausalLM",
-    "gemma-3-27b": "Gemma3ForCausalLM", "gemma-3-4b": "Gemma3ForCausalLM", "gpt-oss-120b": "GptOssForCausalLM",
-    "gpt-oss-20b": "GptOssForCausalLM", "llama-4-scout": "Llama4ForCausalLM", "qwen3-14b": "Qwen3ForCausalLM",
-    "qwen3-235b-a22b": "Qwen3MoeForCausalLM", "qwen3-30b-a3b": "Qwen3MoeForCausalLM", "qwen3-32b": "Qwen3ForCausalLM",
-    "qwen3-4b": "Qwen3ForCausalLM", "qwen3-8b": "Qwen3ForCausalLM", "qwen3-next-80b-a3b": "Qwen3NextForCausalLM",
+    "falcon-h1-7b": "FalconH1ForCausalLM",
+    "gemma-3-12b": "Gemma3ForCausalLM",
+    "gemma-3-1b": "Gemma3ForCausalLM",
+    "gemma-3-27b": "Gemma3ForCausalLM",
+    "gemma-3-4b": "Gemma3ForCausalLM",
+    "gpt-oss-120b": "GptOssForCausalLM",
+    "gpt-oss-20b": "GptOssForCausalLM",
+    "llama-4-scout": "Llama4ForCausalLM",
+    "qwen3-14b": "Qwen3ForCausalLM",
+    "qwen3-235b-a22b": "Qwen3MoeForCausalLM",
+    "qwen3-30b-a3b": "Qwen3MoeForCausalLM",
+    "qwen3-32b": "Qwen3ForCausalLM",
+    "qwen3-4b": "Qwen3ForCausalLM",
+    "qwen3-8b": "Qwen3ForCausalLM",
+    "qwen3-next-80b-a3b": "Qwen3NextForCausalLM",
     # the 2026 families (architectures from their config.json, tests/data/hf-configs-2026/)
-    "deepseek-v3.2": "DeepseekV32ForCausalLM", "deepseek-v4-flash": "DeepseekV4ForCausalLM",
-    "gemma-4-26b-a4b": "Gemma4ForConditionalGeneration", "glm-5.2": "GlmMoeDsaForCausalLM",
-    "mimo-v2-flash": "MiMoV2FlashForCausalLM", "minimax-m2.7": "MiniMaxM2ForCausalLM",
-    "minimax-m3": "MiniMaxM3ForCausalLM", "nemotron-3-super-120b-a12b": "NemotronHForCausalLM",
-    "qwen3-vl-8b": "Qwen3VLForConditionalGeneration", "qwen3.5-27b": "Qwen3_5ForCausalLM",
-    "step-3.7-flash": "Step3p7FlashForCausalLM"}
+    "deepseek-v3.2": "DeepseekV32ForCausalLM",
+    "deepseek-v4-flash": "DeepseekV4ForCausalLM",
+    "gemma-4-26b-a4b": "Gemma4ForConditionalGeneration",
+    "glm-5.2": "GlmMoeDsaForCausalLM",
+    "mimo-v2-flash": "MiMoV2FlashForCausalLM",
+    "minimax-m2.7": "MiniMaxM2ForCausalLM",
+    "minimax-m3": "MiniMaxM3ForCausalLM",
+    "nemotron-3-super-120b-a12b": "NemotronHForCausalLM",
+    "qwen3-vl-8b": "Qwen3VLForConditionalGeneration",
+    "qwen3.5-27b": "Qwen3_5ForCausalLM",
+    "step-3.7-flash": "Step3p7FlashForCausalLM",
+}
 #: in the registry, but refused by kvcalc with its own reason: Jamba's Mamba state lives outside
 #: V0's blocks; Kimi-K2 (model_type kimi_k2) is not padded to head size 256 by `get_head_size`
-KVCALC_REFUSES = {"jamba-1.5-mini": "keeps Mamba state outside the KV blocks",
-                  "kimi-k2": "it pads the head of model_type deepseek_v2 / deepseek_v3 only",
-                  "kimi-k2.5": "it pads the head of model_type deepseek_v2 / deepseek_v3 only",
-                  "kimi-k3": "it pads the head of model_type deepseek_v2 / deepseek_v3 only"}
+KVCALC_REFUSES = {
+    "jamba-1.5-mini": "keeps Mamba state outside the KV blocks",
+    "kimi-k2": "it pads the head of model_type deepseek_v2 / deepseek_v3 only",
+    "kimi-k2.5": "it pads the head of model_type deepseek_v2 / deepseek_v3 only",
+    "kimi-k3": "it pads the head of model_type deepseek_v2 / deepseek_v3 only",
+}
 
 
 def test_every_bundled_model_is_listed_once():
@@ -68,9 +106,11 @@ def test_v06_refuses_with_the_registry_text(name):
     model = load_model(name)
     with pytest.raises(KvcalcError) as e:
         vllm.capacity(model, 40 * GiB, BF16, BF16, max_model_len=4096, options=VllmOptions(version="0.6"))
-    assert str(e.value) == (f"{name}: vLLM 0.6 cannot load it: Model architectures ['{NOT_IN_REGISTRY[name]}'] are "
-                            "not supported for now. (vllm/model_executor/models/registry.py; model_type "
-                            f"{model.model_type}): use --vllm-version 0.11 or 0.33")
+    assert str(e.value) == (
+        f"{name}: vLLM 0.6 cannot load it: Model architectures ['{NOT_IN_REGISTRY[name]}'] are "
+        "not supported for now. (vllm/model_executor/models/registry.py; model_type "
+        f"{model.model_type}): use --vllm-version 0.11 or 0.33"
+    )
     assert (e.value.field, e.value.value) == ("model", name)
     with pytest.raises(KvcalcError, match="are not supported for now"):
         vllm.memory_for(model, 4096, 1, BF16, BF16, options=VllmOptions(version="0.6"))
@@ -91,31 +131,48 @@ def test_v06_refuses_what_kvcalc_does_not_model(name):
 def test_v06_block_sizes_taken_on_cuda(block_size):
     # llama-3.1-8b: block = block_size x 32 layers x 8 heads x 128 x 2 (K, V) x 2 B = block_size x 131,072 B;
     # 1 GiB // that: 8 -> 1,048,576 B, 1,024 blocks; 16 -> 2,097,152 B, 512; 32 -> 4,194,304 B, 256
-    r = vllm.capacity(load_model("llama-3.1-8b"), GiB, BF16, BF16, max_model_len=4096,
-                      options=VllmOptions(version="0.6", block_size=block_size))
-    assert (r.page_size_bytes, r.num_gpu_blocks) == {8: (1_048_576, 1024), 16: (2_097_152, 512),
-                                                     32: (4_194_304, 256)}[block_size]
+    r = vllm.capacity(
+        load_model("llama-3.1-8b"),
+        GiB,
+        BF16,
+        BF16,
+        max_model_len=4096,
+        options=VllmOptions(version="0.6", block_size=block_size),
+    )
+    assert (r.page_size_bytes, r.num_gpu_blocks) == {8: (1_048_576, 1024), 16: (2_097_152, 512), 32: (4_194_304, 256)}[
+        block_size
+    ]
 
 
 @pytest.mark.parametrize("block_size", [64, 128])
 def test_v06_refuses_blocks_above_32_on_cuda(block_size):
     with pytest.raises(KvcalcError) as e:
-        vllm.capacity(load_model("llama-3.1-8b"), GiB, BF16, BF16,
-                      options=VllmOptions(version="0.6", block_size=block_size))
-    assert str(e.value) == (f"--block-size {block_size}: vLLM 0.6 refuses it: CUDA Paged Attention kernel only "
-                            f"supports block sizes up to 32. Got {block_size}. (vllm/config.py CacheConfig._verify_args)")
+        vllm.capacity(
+            load_model("llama-3.1-8b"), GiB, BF16, BF16, options=VllmOptions(version="0.6", block_size=block_size)
+        )
+    assert str(e.value) == (
+        f"--block-size {block_size}: vLLM 0.6 refuses it: CUDA Paged Attention kernel only "
+        f"supports block sizes up to 32. Got {block_size}. (vllm/config.py CacheConfig._verify_args)"
+    )
     # vLLM 0.11 takes them (BlockSize = Literal[1, 8, 16, 32, 64, 128, 256])
-    assert vllm.capacity(load_model("llama-3.1-8b"), GiB, BF16, BF16,
-                         options=VllmOptions(version="0.11", block_size=block_size)).block_size == block_size
+    assert (
+        vllm.capacity(
+            load_model("llama-3.1-8b"), GiB, BF16, BF16, options=VllmOptions(version="0.11", block_size=block_size)
+        ).block_size
+        == block_size
+    )
 
 
 @pytest.mark.parametrize("block_size", [1, 4, 24, 256])
 def test_v06_refuses_block_sizes_outside_argparse_choices(block_size):
     with pytest.raises(KvcalcError) as e:
-        vllm.capacity(load_model("llama-3.1-8b"), GiB, BF16, BF16,
-                      options=VllmOptions(version="0.6", block_size=block_size))
-    assert str(e.value) == (f"--block-size {block_size}: vLLM 0.6 refuses it: argument --block-size: invalid choice: "
-                            f"{block_size} (choose from 8, 16, 32, 64, 128) (vllm/engine/arg_utils.py)")
+        vllm.capacity(
+            load_model("llama-3.1-8b"), GiB, BF16, BF16, options=VllmOptions(version="0.6", block_size=block_size)
+        )
+    assert str(e.value) == (
+        f"--block-size {block_size}: vLLM 0.6 refuses it: argument --block-size: invalid choice: "
+        f"{block_size} (choose from 8, 16, 32, 64, 128) (vllm/engine/arg_utils.py)"
+    )
     assert e.value.field == "block_size"
 
 
@@ -135,8 +192,9 @@ def test_v06_default_swap_space_is_4_gib():
     assert VllmOptions(version="0.6", swap_space_bytes=0).swap_space_bytes == 0
     assert VllmOptions().swap_space_bytes == 0  # V1 has no swap
     # deepseek-v3 per-head V0 block 127,926,272 B: 4 GiB // that = 33 CPU blocks (33 x 127,926,272 = 4,221,566,976)
-    r = vllm.capacity(load_model("deepseek-v3"), 40 * GiB, BF16, BF16, max_model_len=4096,
-                      options=VllmOptions(version="0.6"))
+    r = vllm.capacity(
+        load_model("deepseek-v3"), 40 * GiB, BF16, BF16, max_model_len=4096, options=VllmOptions(version="0.6")
+    )
     assert r.num_cpu_blocks == 33
 
 
@@ -158,11 +216,15 @@ def test_cli_swap_space_default_and_explicit(cli):
 def test_cli_refusals_one_line(cli):
     res = cli("capacity", "gpt-oss-20b", "-e", "vllm", "-m", "10GiB", "--vllm-version", "0.6")
     assert res.exit_code == 2
-    assert res.stderr.strip() == ("error: gpt-oss-20b: vLLM 0.6 cannot load it: Model architectures "
-                                  "['GptOssForCausalLM'] are not supported for now. "
-                                  "(vllm/model_executor/models/registry.py; model_type gpt_oss): use "
-                                  "--vllm-version 0.11 or 0.33")
+    assert res.stderr.strip() == (
+        "error: gpt-oss-20b: vLLM 0.6 cannot load it: Model architectures "
+        "['GptOssForCausalLM'] are not supported for now. "
+        "(vllm/model_executor/models/registry.py; model_type gpt_oss): use "
+        "--vllm-version 0.11 or 0.33"
+    )
     res = cli("capacity", "llama-3.1-8b", "-e", "vllm", "-m", "10GiB", "--vllm-version", "0.6", "--block-size", "128")
     assert res.exit_code == 2
-    assert res.stderr.strip() == ("error: --block-size 128: vLLM 0.6 refuses it: CUDA Paged Attention kernel only "
-                                  "supports block sizes up to 32. Got 128. (vllm/config.py CacheConfig._verify_args)")
+    assert res.stderr.strip() == (
+        "error: --block-size 128: vLLM 0.6 refuses it: CUDA Paged Attention kernel only "
+        "supports block sizes up to 32. Got 128. (vllm/config.py CacheConfig._verify_args)"
+    )

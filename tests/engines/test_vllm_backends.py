@@ -40,8 +40,9 @@ H100, B200, RTX5090 = "9.0", "10.0", "12.0"
 def cap(model, kv=BF16, cc=H100, vendor="nvidia", **kw):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        return vllm.capacity(model, GiB, kv, kv, max_model_len=4096,
-                             options=VllmOptions(compute_capability=cc, vendor=vendor, **kw))
+        return vllm.capacity(
+            model, GiB, kv, kv, max_model_len=4096, options=VllmOptions(compute_capability=cc, vendor=vendor, **kw)
+        )
 
 
 def figures(r):
@@ -50,13 +51,16 @@ def figures(r):
 
 # ----- DeepSeek-V2-Lite and DeepSeek-V3 per GPU and KV dtype ---------------------------------
 
+
 def test_hopper_bf16_takes_flash_attn_mla_and_keeps_16():
     # FLASH_ATTN_MLA first on 9.x, takes auto, MultipleOf(16) -> get_preferred_block_size(16) = 16.
     # V2-Lite: 16 x 1,152 x 27 = 497,664 B per block; 1 GiB // 497,664 = 2,157 blocks, 34,512 tokens
     r = cap(LITE)
     assert figures(r) == (16, 2157, 34_512) and r.page_size_bytes == 497_664
-    assert r.notes[0] == ("MLA attention backend FLASH_ATTN_MLA (vLLM 0.33's first valid MLA backend on compute "
-                          "capability 9.0) sets block size 16")
+    assert r.notes[0] == (
+        "MLA attention backend FLASH_ATTN_MLA (vLLM 0.33's first valid MLA backend on compute "
+        "capability 9.0) sets block size 16"
+    )
     # V3: 16 x 1,152 x 61 = 1,124,352 B; 1 GiB // 1,124,352 = 954 (954 x 1,124,352 = 1,072,631,808), 15,264 tokens
     assert figures(cap(V3)) == (16, 954, 15_264)
 
@@ -67,8 +71,10 @@ def test_hopper_fp8_takes_flashmla_and_64():
     # 1,072,963,584), 1,078 x 64 = 68,992 tokens
     r = cap(LITE, FP8)
     assert figures(r) == (64, 1078, 68_992) and r.page_size_bytes == 995_328
-    assert r.notes[0] == ("MLA attention backend FLASHMLA (vLLM 0.33's first valid MLA backend on compute capability "
-                          "9.0; passed over: FLASH_ATTN_MLA (kv_cache_dtype not supported)) sets block size 64")
+    assert r.notes[0] == (
+        "MLA attention backend FLASHMLA (vLLM 0.33's first valid MLA backend on compute capability "
+        "9.0; passed over: FLASH_ATTN_MLA (kv_cache_dtype not supported)) sets block size 64"
+    )
     # V3: 64 x 576 x 61 = 2,248,704 B; 1 GiB // 2,248,704 = 477 blocks, 30,528 tokens
     assert figures(cap(V3, FP8)) == (64, 477, 30_528)
 
@@ -80,8 +86,10 @@ def test_blackwell_takes_flashinfer_mla_and_32_for_bf16_and_fp8():
     # fp8: 32 x 576 x 27 = 497,664 B -> 2,157 blocks, 69,024 tokens
     r = cap(LITE, cc=B200)
     assert figures(r) == (32, 1078, 34_496)
-    assert r.notes[0] == ("MLA attention backend FLASHINFER_MLA (vLLM 0.33's first valid MLA backend on compute "
-                          "capability 10.0) sets block size 32")
+    assert r.notes[0] == (
+        "MLA attention backend FLASHINFER_MLA (vLLM 0.33's first valid MLA backend on compute "
+        "capability 10.0) sets block size 32"
+    )
     assert figures(cap(LITE, FP8, cc=B200)) == (32, 2157, 69_024)
     # V3 bf16: 32 x 1,152 x 61 = 2,248,704 B -> 477 blocks, 15,264 tokens; fp8: 1,124,352 B -> 954, 30,528
     assert figures(cap(V3, cc=B200)) == (32, 477, 15_264)
@@ -104,9 +112,11 @@ def test_mi300x_and_sm120_take_triton_mla_and_16():
 def test_no_gpu_assumes_hopper_and_says_so():
     r = cap(LITE, cc=None, vendor=None)
     assert r.block_size == 16
-    assert r.notes[0] == ("MLA attention backend FLASH_ATTN_MLA (vLLM 0.33's first valid MLA backend on compute "
-                          "capability 9.0 (Hopper), assumed: no NVIDIA GPU (compute capability) or attention backend "
-                          "given) sets block size 16")
+    assert r.notes[0] == (
+        "MLA attention backend FLASH_ATTN_MLA (vLLM 0.33's first valid MLA backend on compute "
+        "capability 9.0 (Hopper), assumed: no NVIDIA GPU (compute capability) or attention backend "
+        "given) sets block size 16"
+    )
 
 
 def test_011_keeps_its_forced_blocks():
@@ -117,6 +127,7 @@ def test_011_keeps_its_forced_blocks():
 
 
 # ----- Llama: non-MLA backends all prefer 16 --------------------------------------------------
+
 
 def test_llama_keeps_16_on_hopper_and_blackwell():
     # FLASH_ATTN (9.x, MultipleOf(16)) and FLASHINFER (10.x, [16, 32, 64]) both support 16, so
@@ -142,18 +153,23 @@ def test_a_block_size_no_cuda_backend_takes_is_refused():
 
 # ----- a --block-size given, a backend given ------------------------------------------------------
 
+
 def test_a_block_size_given_is_honoured_and_warns_what_it_precluded():
     # B200, --block-size 16: FLASHINFER_MLA ([32, 64]) and CUTLASS_MLA ([128]) fail on the block size
     # alone, TOKENSPEED_MLA on the dtype too (fp8 only), FLASH_ATTN_MLA and FLASHMLA on the GPU:
     # TRITON_MLA takes 16, and vLLM warns about the two the block size alone precluded
     r = cap(LITE, cc=B200, block_size=16)
     assert figures(r) == (16, 2157, 34_512)
-    assert r.notes[0].startswith("MLA attention backend TRITON_MLA (vLLM 0.33's first valid MLA backend on compute "
-                                 "capability 10.0; passed over: FLASHINFER_MLA (block_size not supported); ")
-    assert r.notes[0].endswith("keeps the --block-size 16 given. vLLM warns: --block-size 16 precluded higher-priority "
-                               "backend(s) FLASHINFER_MLA, CUTLASS_MLA. Using TRITON_MLA instead, which may result in "
-                               "reduced performance. Consider removing --block-size to auto-select the optimal block "
-                               "size.")
+    assert r.notes[0].startswith(
+        "MLA attention backend TRITON_MLA (vLLM 0.33's first valid MLA backend on compute "
+        "capability 10.0; passed over: FLASHINFER_MLA (block_size not supported); "
+    )
+    assert r.notes[0].endswith(
+        "keeps the --block-size 16 given. vLLM warns: --block-size 16 precluded higher-priority "
+        "backend(s) FLASHINFER_MLA, CUTLASS_MLA. Using TRITON_MLA instead, which may result in "
+        "reduced performance. Consider removing --block-size to auto-select the optimal block "
+        "size."
+    )
     # H100 bf16, --block-size 64: FLASH_ATTN_MLA takes it (a multiple of 16): 64 x 1,152 x 27 -> 539 blocks
     r = cap(LITE, block_size=64)
     assert figures(r) == (64, 539, 34_496) and "FLASH_ATTN_MLA" in r.notes[0] and "warns" not in r.notes[0]
@@ -166,9 +182,12 @@ def test_a_block_size_given_is_honoured_and_warns_what_it_precluded():
 
 def test_no_valid_mla_backend_is_refused():
     # --block-size 8: no MLA backend on Hopper takes it (MultipleOf(16), [64], 10.x only, MultipleOf(16))
-    with pytest.raises(KvcalcError, match="vLLM 0.33 finds no valid MLA attention backend on compute capability 9.0 "
-                                          "for kv_cache_dtype auto, block_size 8: FLASH_ATTN_MLA: block_size not "
-                                          "supported; FLASHMLA: block_size not supported;"):
+    with pytest.raises(
+        KvcalcError,
+        match="vLLM 0.33 finds no valid MLA attention backend on compute capability 9.0 "
+        "for kv_cache_dtype auto, block_size 8: FLASH_ATTN_MLA: block_size not "
+        "supported; FLASHMLA: block_size not supported;",
+    ):
         cap(LITE, block_size=8)
     # fp8_e5m2: FLASHMLA and TRITON_MLA list fp8 / fp8_e4m3 only
     with pytest.raises(KvcalcError, match="for kv_cache_dtype fp8_e5m2, block_size None"):
@@ -180,8 +199,11 @@ def test_no_valid_mla_backend_is_refused():
 
 def test_a_backend_given_is_checked_alone():
     # get_attn_backend_cls: the selected backend is validated alone and refused when invalid
-    with pytest.raises(KvcalcError, match=r"vLLM 0.33: Selected backend CUTLASS_MLA is not valid for this "
-                                          r"configuration. Reason: \['compute capability not supported'\]"):
+    with pytest.raises(
+        KvcalcError,
+        match=r"vLLM 0.33: Selected backend CUTLASS_MLA is not valid for this "
+        r"configuration. Reason: \['compute capability not supported'\]",
+    ):
         cap(LITE, attention_backend="cutlass_mla")
     with pytest.raises(KvcalcError, match="FlashMLA Dense is only supported on Hopper devices."):
         cap(LITE, cc=B200, attention_backend="FLASHMLA")
@@ -199,8 +221,9 @@ def test_flashinfer_mla_needs_qk_nope_64_128_or_192():
     odd = LITE.model_copy(update={"qk_nope_head_dim": 96})
     r = cap(odd, cc=B200)
     assert figures(r) == (128, 269, 34_432)
-    assert ("FLASHINFER_MLA (FlashInfer MLA kernel requires qk_nope_head_dim in [64, 128, 192], but got 96)"
-            in r.notes[0])
+    assert (
+        "FLASHINFER_MLA (FlashInfer MLA kernel requires qk_nope_head_dim in [64, 128, 192], but got 96)" in r.notes[0]
+    )
     # fp8: TOKENSPEED_MLA needs DeepSeek-R1's dims (128, 64, 128) too: CUTLASS_MLA again
     assert cap(odd, FP8, cc=B200).block_size == 128
 
@@ -210,7 +233,10 @@ def test_mla_backend_reasons_are_vllms_words():
     assert v0_33_mla.mla_backend_priorities("10.3")[:3] == ("FLASHINFER_MLA", "TOKENSPEED_MLA", "CUTLASS_MLA")
     assert v0_33_mla.mla_backend_priorities("8.9") == v0_33_mla.mla_backend_priorities("9.0")
     assert v0_33_mla.mla_backend_reasons("FLASH_ATTN_MLA", LITE, "fp8", 8, "10.0") == [
-        "kv_cache_dtype not supported", "block_size not supported", "compute capability not supported",
-        "FlashAttention MLA not supported on this device"]
+        "kv_cache_dtype not supported",
+        "block_size not supported",
+        "compute capability not supported",
+        "FlashAttention MLA not supported on this device",
+    ]
     assert v0_33_mla.MLA_BACKENDS["FLASHMLA"].preferred_block_size() == 64
     assert v0_33_mla.MLA_BACKENDS["TRITON_MLA"].preferred_block_size() == 16

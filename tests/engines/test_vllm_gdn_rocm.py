@@ -41,8 +41,23 @@ def test_amd_gdn_prefill_is_not_flashinfer_and_says_so():
 
 
 def test_capacity_on_mi300x_names_rocm_not_hopper():
-    out = CliRunner().invoke(app, ["capacity", "qwen3-next-80b-a3b", "--engine", "vllm", "--gpu", "mi300x",
-                                   "--kv-memory", "40GiB", "-L", "32768", "--format", "json"])
+    out = CliRunner().invoke(
+        app,
+        [
+            "capacity",
+            "qwen3-next-80b-a3b",
+            "--engine",
+            "vllm",
+            "--gpu",
+            "mi300x",
+            "--kv-memory",
+            "40GiB",
+            "-L",
+            "32768",
+            "--format",
+            "json",
+        ],
+    )
     assert out.exit_code == 0, out.output
     assert "no GPU given" not in out.output and "Hopper" not in out.output
     assert "Gated DeltaNet prefill on ROCm" in out.output
@@ -50,8 +65,25 @@ def test_capacity_on_mi300x_names_rocm_not_hopper():
 
 
 def test_plan_on_mi300x_names_rocm_not_hopper():
-    out = CliRunner().invoke(app, ["plan", "qwen3-next-80b-a3b", "--gpu", "mi300x", "--seq-len", "32k",
-                                   "--concurrency", "8", "--max-gpus", "1", "--kv-dtype", "bf16", "--format", "json"])
+    out = CliRunner().invoke(
+        app,
+        [
+            "plan",
+            "qwen3-next-80b-a3b",
+            "--gpu",
+            "mi300x",
+            "--seq-len",
+            "32k",
+            "--concurrency",
+            "8",
+            "--max-gpus",
+            "1",
+            "--kv-dtype",
+            "bf16",
+            "--format",
+            "json",
+        ],
+    )
     assert out.exit_code == 0, out.output
     assert "no GPU given" not in out.output and "Hopper" not in out.output
     assert "vllm on mi300x: Gated DeltaNet prefill on ROCm: AITER FlyDSL or Triton/FLA" in out.output

@@ -29,7 +29,6 @@ def mamba_state(model, tp, version, *args):
     return vllm.rules(version).mamba_state(model, tp, *args)
 
 
-
 def nemotron() -> ModelSpec:
     return model_from_hf_config(NEMOTRON_H_8B, "Nemotron-H-8B-Base-8K/config.json")
 
@@ -37,13 +36,26 @@ def nemotron() -> ModelSpec:
 def granite() -> ModelSpec:
     """A Granite-4.0-H geometry (granitemoehybrid, Mamba-2 with one group): 4 attention layers
     of 40, 32 query / 8 KV heads of 128, Mamba 128 heads x 64, d_state 128, conv 4."""
-    return ModelSpec(name="granite-h", model_type="granitemoehybrid", n_layers=40, n_heads=32, n_kv_heads=8,
-                     head_dim=128, hidden_size=4096, max_position_embeddings=131072,
-                     layer_types=(["mamba"] * 9 + ["full"]) * 4, mamba_n_groups=1, mamba_n_heads=128,
-                     mamba_head_dim=64, mamba_d_state=128, mamba_d_conv=4)
+    return ModelSpec(
+        name="granite-h",
+        model_type="granitemoehybrid",
+        n_layers=40,
+        n_heads=32,
+        n_kv_heads=8,
+        head_dim=128,
+        hidden_size=4096,
+        max_position_embeddings=131072,
+        layer_types=(["mamba"] * 9 + ["full"]) * 4,
+        mamba_n_groups=1,
+        mamba_n_heads=128,
+        mamba_head_dim=64,
+        mamba_d_state=128,
+        mamba_d_conv=4,
+    )
 
 
 # ----- Qwen3-Next-80B-A3B: Gated DeltaNet, 36 linear + 12 full layers ------------------------------
+
 
 def test_qwen3_next_state():
     m = load_model("qwen3-next-80b-a3b")
@@ -53,7 +65,9 @@ def test_qwen3_next_state():
     assert s.page_size_bytes == (3 * 8192 + 32 * 128 * 128) * 2 == 1_097_728
     # tp 4: conv 8,192 / 4 = 2,048 channels, 32 / 4 = 8 value heads
     assert mamba_state(m, 4, "0.33").page_size_bytes == (3 * 2048 + 8 * 128 * 128) * 2 == 274_432
-    with pytest.raises(KvcalcError, match="Gated DeltaNet conv channels \\(8192\\) over tp ranks and 8192 is not divisible by 3"):
+    with pytest.raises(
+        KvcalcError, match="Gated DeltaNet conv channels \\(8192\\) over tp ranks and 8192 is not divisible by 3"
+    ):
         mamba_state(m, 3, "0.33")
 
 
@@ -66,7 +80,8 @@ def test_qwen3_next_vllm_0_11():
     assert r.log_lines[:3] == [
         "Hybrid or mamba-based model detected: disabling prefix caching since it is not yet supported.",
         "Setting attention block size to 544 tokens to ensure that attention page size is >= mamba page size.",
-        "Padding mamba page size by 1.49% to ensure that mamba page size and attention page size are exactly equal."]
+        "Padding mamba page size by 1.49% to ensure that mamba page size and attention page size are exactly equal.",
+    ]
     # groups of 12 layers: 1 full + 36 / 12 = 3 Mamba groups; 12 x 1,114,112 = 13,369,344 B per block
     assert r.page_size_bytes == 12 * 1_114_112 == 13_369_344
     # 42,949,672,960 // 13,369,344 = 3,212 blocks
@@ -75,32 +90,38 @@ def test_qwen3_next_vllm_0_11():
     assert r.max_concurrency == 3212 / 64 == 50.1875
     # "GPU KV cache size": 3,212 // 4 groups x min(544, 32,768) = 803 x 544 = 436,832 tokens
     assert r.kv_cache_tokens == 436_832
-    assert r.log_lines[-2:] == ["GPU KV cache size: 436,832 tokens",
-                                "Maximum concurrency for 32,768 tokens per request: 50.19x"]
+    assert r.log_lines[-2:] == [
+        "GPU KV cache size: 436,832 tokens",
+        "Maximum concurrency for 32,768 tokens per request: 50.19x",
+    ]
 
 
 def test_qwen3_next_vllm_0_33_by_gpu_and_prefix_caching():
     m = load_model("qwen3-next-80b-a3b")
     # Hopper: FlashInfer GDN prefill, 'align' mode: alignment lcm(16, 64) = 64;
     # 64 x cdiv(1,097,728, 64 x 2,048 = 131,072) = 64 x 9 = 576 tokens; page 1,179,648 B (+7.46%)
-    r = vllm.capacity(m, 40 * GiB, BF16, BF16, max_model_len=32768,
-                      options=VllmOptions(version="0.33", compute_capability="9.0"))
+    r = vllm.capacity(
+        m, 40 * GiB, BF16, BF16, max_model_len=32768, options=VllmOptions(version="0.33", compute_capability="9.0")
+    )
     assert r.block_size == 576 and r.page_size_bytes == 12 * 576 * 2048 == 14_155_776
     assert r.log_lines[:2] == [
         "Setting attention block size to 576 tokens to ensure that attention page size is >= mamba page size.",
-        "Padding mamba page size by 7.46% to ensure that mamba page size and attention page size are exactly equal."]
+        "Padding mamba page size by 7.46% to ensure that mamba page size and attention page size are exactly equal.",
+    ]
     # 42,949,672,960 // 14,155,776 = 3,034 blocks; a request: cdiv(32,768, 576) = 57 + 3 groups x
     # (2 + 1 checkpoint) = 66 pages; 3,034 / 66 = 45.97x; tokens int(3,034 x 32,768 / 66) = 1,506,335
     assert r.num_gpu_blocks == 3034 and r.max_concurrency == 3034 / 66
     assert r.kv_cache_tokens == 3034 * 32768 // 66 == 1_506_335
     # Ampere (8.0): Triton GDN prefill, no checkpoint: alignment 16 -> 544 tokens, 2 pages per group
-    a = vllm.capacity(m, 40 * GiB, BF16, BF16, max_model_len=32768,
-                      options=VllmOptions(version="0.33", compute_capability="8.0"))
+    a = vllm.capacity(
+        m, 40 * GiB, BF16, BF16, max_model_len=32768, options=VllmOptions(version="0.33", compute_capability="8.0")
+    )
     assert a.block_size == 544 and a.num_gpu_blocks == 3212
     assert a.max_concurrency == 3212 / (61 + 3 * 2)  # 47.94x
     # --no-enable-prefix-caching: mode 'none', 1 page per Mamba group, as 0.11
-    n = vllm.capacity(m, 40 * GiB, BF16, BF16, max_model_len=32768,
-                      options=VllmOptions(version="0.33", prefix_caching=False))
+    n = vllm.capacity(
+        m, 40 * GiB, BF16, BF16, max_model_len=32768, options=VllmOptions(version="0.33", prefix_caching=False)
+    )
     assert n.block_size == 544 and n.max_concurrency == 3212 / 64
     # 0.11 refuses prefix caching for hybrid models
     with pytest.raises(KvcalcError, match="vLLM 0.11 switches prefix caching off for hybrid models") as e:
@@ -130,6 +151,7 @@ def test_qwen3_next_memory_for():
 
 
 # ----- Nemotron-H-8B (Mamba-2, 4 attention + 24 Mamba + 24 MLP layers) -----------------------------
+
 
 def test_nemotron_h_vllm_0_11_and_0_33():
     m = nemotron()
@@ -169,6 +191,7 @@ def test_granite_h_one_group_replicated_over_tp():
 
 # ----- Jamba-1.5-Mini (Mamba-1) ----------------------------------------------------------------------
 
+
 def test_jamba_mamba1():
     m = load_model("jamba-1.5-mini")
     # d_inner 2 x 4,096 = 8,192: conv 3 x 8,192 + SSM 8,192 x 16 = 155,648 values x 2 B = 311,296 B
@@ -181,17 +204,30 @@ def test_jamba_mamba1():
         # cdiv(65,536, 80) = 820 + 7 x pages
         assert r.max_concurrency == 16384 / (820 + 7 * mamba_pages)
     # 0.11 tokens: 16,384 // 8 groups x 80 = 163,840
-    assert vllm.capacity(m, 20 * GiB, BF16, BF16, max_model_len=65536,
-                         options=VllmOptions(version="0.11")).kv_cache_tokens == 163_840
+    assert (
+        vllm.capacity(m, 20 * GiB, BF16, BF16, max_model_len=65536, options=VllmOptions(version="0.11")).kv_cache_tokens
+        == 163_840
+    )
 
 
 def test_hybrids_refused_with_the_reason():
     with pytest.raises(KvcalcError, match="keeps Mamba state outside the KV blocks"):  # 0.6.6 has Jamba, not Qwen3-Next
         vllm.capacity(load_model("jamba-1.5-mini"), GiB, BF16, BF16, options=VllmOptions(version="0.6"))
-    qwen35 = ModelSpec(name="q35", model_type="qwen3_5_text", n_layers=4, n_heads=16, n_kv_heads=2, head_dim=256,
-                       layer_types=["linear", "linear", "linear", "full"], max_position_embeddings=4096,
-                       linear_num_key_heads=16, linear_num_value_heads=32, linear_key_head_dim=128,
-                       linear_value_head_dim=128, linear_conv_kernel_dim=4)
+    qwen35 = ModelSpec(
+        name="q35",
+        model_type="qwen3_5_text",
+        n_layers=4,
+        n_heads=16,
+        n_kv_heads=2,
+        head_dim=256,
+        layer_types=["linear", "linear", "linear", "full"],
+        max_position_embeddings=4096,
+        linear_num_key_heads=16,
+        linear_num_value_heads=32,
+        linear_key_head_dim=128,
+        linear_value_head_dim=128,
+        linear_conv_kernel_dim=4,
+    )
     with pytest.raises(KvcalcError, match="vLLM 0.11 has no Qwen3.5 model"):
         vllm.capacity(qwen35, GiB, BF16, BF16, options=VllmOptions(version="0.11"))
     # 0.33: Qwen3.5's mamba_ssm_dtype float32: 3 x 8,192 x 2 + 32 x 128 x 128 x 4 = 2,146,304 B
@@ -202,6 +238,7 @@ def test_hybrids_refused_with_the_reason():
 
 
 # ----- Llama-4 Scout: chunked local attention (36 chunked + 12 full layers) -------------------------
+
 
 def test_llama4_chunked_local_attention():
     m = load_model("llama-4-scout")
@@ -220,8 +257,9 @@ def test_llama4_chunked_local_attention():
     assert o.num_gpu_blocks == 40 * GiB // (48 * page) == 13_653 and o.max_concurrency == 13_653 / 8192
     assert any("unless VLLM_ALLOW_CHUNKED_LOCAL_ATTN_WITH_HYBRID_KV_CACHE=1" in n for n in o.notes)
     # 0.11 with the env var: chunk pages cdiv(min(8,192 + 8,192, 131,072), 16) = 1,024
-    e = vllm.capacity(m, 40 * GiB, BF16, BF16, max_model_len=131072,
-                      options=VllmOptions(version="0.11", chunked_local_hybrid=True))
+    e = vllm.capacity(
+        m, 40 * GiB, BF16, BF16, max_model_len=131072, options=VllmOptions(version="0.11", chunked_local_hybrid=True)
+    )
     assert e.max_concurrency == 54_613 / (8192 + 3 * 1024)
     # tokens (0.11): 54,613 // 4 groups x 16 = 218,448
     assert e.kv_cache_tokens == 218_448
@@ -229,12 +267,21 @@ def test_llama4_chunked_local_attention():
 
 # ----- MLA block size by GPU vendor ------------------------------------------------------------------
 
+
 def test_mla_block_size_follows_the_gpu():
     m = load_model("deepseek-v2-lite")
     # page per block of 16: 27 layers x 16 x 576 x 2 B = 497,664 B
-    h, b, a = (vllm.capacity(m, GiB, BF16, BF16, max_model_len=32768,
-            options=VllmOptions(compute_capability=cc, vendor=vendor, version="0.11")) for cc, vendor in (("9.0",
-            "nvidia"), ("10.0", "nvidia"), (None, "amd")))
+    h, b, a = (
+        vllm.capacity(
+            m,
+            GiB,
+            BF16,
+            BF16,
+            max_model_len=32768,
+            options=VllmOptions(compute_capability=cc, vendor=vendor, version="0.11"),
+        )
+        for cc, vendor in (("9.0", "nvidia"), ("10.0", "nvidia"), (None, "amd"))
+    )
     # 0.11: FlashMLA 64: 1 GiB // (27 x 64 x 1,152 B) = 539; CUTLASS MLA 128: // 3,981,312 = 269;
     # ROCm TRITON_MLA keeps 16: // 497,664 = 2,157
     assert (h.block_size, h.num_gpu_blocks) == (64, 539)
@@ -244,11 +291,21 @@ def test_mla_block_size_follows_the_gpu():
         vllm.capacity(m, GiB, BF16, BF16, options=VllmOptions(attention_backend="ROCM_AITER_MLA", vendor="nvidia"))
     # vLLM 0.11's AITER MLA needs block size 1; 0.33's takes any
     with pytest.raises(KvcalcError, match="does not support block size 16") as e:
-        vllm.capacity(m, GiB, BF16, BF16,
-                      options=VllmOptions(attention_backend="ROCM_AITER_MLA", vendor="amd", version="0.11"))
+        vllm.capacity(
+            m, GiB, BF16, BF16, options=VllmOptions(attention_backend="ROCM_AITER_MLA", vendor="amd", version="0.11")
+        )
     assert e.value.field == "block_size"
-    assert vllm.capacity(m, GiB, BF16, BF16, max_model_len=32768,
-                         options=VllmOptions(attention_backend="ROCM_AITER_MLA", vendor="amd")).block_size == 16
+    assert (
+        vllm.capacity(
+            m,
+            GiB,
+            BF16,
+            BF16,
+            max_model_len=32768,
+            options=VllmOptions(attention_backend="ROCM_AITER_MLA", vendor="amd"),
+        ).block_size
+        == 16
+    )
 
 
 def test_one_default_version_everywhere():
@@ -264,9 +321,20 @@ def test_group_size_rule_per_version():
     # 12 sliding + 10 full: 0.33 (kv_cache_planning._get_kv_cache_groups_uniform_page_size) takes the
     # larger count when it is under 1.5 x the smaller (12 < 15): one group of each, 12 layers each;
     # 0.11 (kv_cache_utils, same function) always takes the smaller, 10: sliding in 2 groups (6 + 6)
-    m = ModelSpec(name="mix", n_layers=22, n_heads=4, n_kv_heads=2, head_dim=16, dtype="fp16", sliding_window=128,
-                  layer_types=["sliding"] * 12 + ["full"] * 10, max_position_embeddings=4096)
+    m = ModelSpec(
+        name="mix",
+        n_layers=22,
+        n_heads=4,
+        n_kv_heads=2,
+        head_dim=16,
+        dtype="fp16",
+        sliding_window=128,
+        layer_types=["sliding"] * 12 + ["full"] * 10,
+        max_position_embeddings=4096,
+    )
     G = vllm.Group
     assert vllm.rules("0.33").kv_cache_groups(m) == ([G("sliding", 128, 12), G("full", None, 10)], 12)
     assert vllm.rules("0.11").kv_cache_groups(m) == (
-        [G("sliding", 128, 6), G("sliding", 128, 6), G("full", None, 10)], 10)
+        [G("sliding", 128, 6), G("sliding", 128, 6), G("full", None, 10)],
+        10,
+    )

@@ -39,17 +39,35 @@ def align_block_size(model, attention, k, v, *, version, **kw):
 
 def qwen35(**update) -> ModelSpec:
     """A Qwen3.5 geometry (3 Gated DeltaNet layers + 1 full): 16 key heads / 32 value heads of 128, conv 4."""
-    m = ModelSpec(name="q35", model_type="qwen3_5_text", n_layers=4, n_heads=16, n_kv_heads=2, head_dim=256,
-                  layer_types=["linear", "linear", "linear", "full"], max_position_embeddings=4096,
-                  linear_num_key_heads=16, linear_num_value_heads=32, linear_key_head_dim=128,
-                  linear_value_head_dim=128, linear_conv_kernel_dim=4)
+    m = ModelSpec(
+        name="q35",
+        model_type="qwen3_5_text",
+        n_layers=4,
+        n_heads=16,
+        n_kv_heads=2,
+        head_dim=256,
+        layer_types=["linear", "linear", "linear", "full"],
+        max_position_embeddings=4096,
+        linear_num_key_heads=16,
+        linear_num_value_heads=32,
+        linear_key_head_dim=128,
+        linear_value_head_dim=128,
+        linear_conv_kernel_dim=4,
+    )
     return m.model_copy(update=update)
 
 
 def blocks(model: ModelSpec, **kw):
     attention = next(layer for layer in model.layers if layer.kind == "full")
-    args = {"block_size": 16, "tp": 1, "version": "0.33", "prefix_caching": None, "compute_capability": "9.0",
-            "model_dtype": "bf16", "model_dtype_bytes": 2}
+    args = {
+        "block_size": 16,
+        "tp": 1,
+        "version": "0.33",
+        "prefix_caching": None,
+        "compute_capability": "9.0",
+        "model_dtype": "bf16",
+        "model_dtype_bytes": 2,
+    }
     args.update(kw)
     return align_block_size(model, attention, BF16, BF16, **args)
 
@@ -62,11 +80,15 @@ def raised(fn, *args, **kw) -> KvcalcError:
 
 # ----- errors: the message, and field / value / form as data -------------------------------------
 
+
 def test_a_tp_vllm_cannot_split_by_names_what_and_the_tp():
     # Qwen3-Next conv channels 2 x 16 x 128 + 32 x 128 = 8,192; 8,192 % 3 = 2
     e = raised(mamba_state, load_model("qwen3-next-80b-a3b"), 3, "0.33")
     assert (e.field, e.value, e.form) == ("tp", 3, OPTION_VALUE)
-    assert str(e) == "--tp 3: vLLM splits the Gated DeltaNet conv channels (8192) over tp ranks and 8192 is not divisible by 3"
+    assert (
+        str(e)
+        == "--tp 3: vLLM splits the Gated DeltaNet conv channels (8192) over tp ranks and 8192 is not divisible by 3"
+    )
     # value heads 24: conv 2 x 16 x 128 + 24 x 128 = 7,168 = 7 x 1,024 splits over 7, 24 heads do not
     e = raised(mamba_state, qwen35(linear_num_value_heads=24), 7, "0.33")
     assert str(e) == "--tp 7: vLLM splits the linear value heads (24) over tp ranks and 24 is not divisible by 7"
@@ -86,29 +108,37 @@ def test_a_tp_vllm_cannot_split_by_names_what_and_the_tp():
 def test_a_config_without_the_state_sizes_names_every_missing_field():
     e = raised(mamba_state, qwen35(linear_value_head_dim=None, linear_conv_kernel_dim=None), 1, "0.33")
     assert (e.field, e.value, e.form) == ("model", "q35", MESSAGE)
-    assert str(e) == ("q35: the vLLM profile sizes the recurrent state from linear_value_head_dim, "
-                      "linear_conv_kernel_dim, which the config does not give")
+    assert str(e) == (
+        "q35: the vLLM profile sizes the recurrent state from linear_value_head_dim, "
+        "linear_conv_kernel_dim, which the config does not give"
+    )
 
 
 def test_unknown_linear_attention_and_qwen35_on_011_are_refused_with_the_model():
     e = raised(mamba_state, qwen35(model_type="minimax"), 1, "0.33")
     assert (e.field, e.value, e.form) == ("model", "q35", MESSAGE)
-    assert str(e) == ("q35: kvcalc's vLLM profile knows the Gated DeltaNet state of Qwen3-Next / Qwen3.5, "
-                      "not model type minimax's linear attention")
+    assert str(e) == (
+        "q35: kvcalc's vLLM profile knows the Gated DeltaNet state of Qwen3-Next / Qwen3.5, "
+        "not model type minimax's linear attention"
+    )
     e = raised(mamba_state, qwen35(), 1, "0.11")
     assert (e.field, e.value, e.form) == ("model", "q35", MESSAGE)
-    assert str(e) == ("q35: vLLM 0.11 has no Qwen3.5 model (Qwen3_5ForConditionalGeneration came later); "
-                      "use --vllm-version 0.33")
+    assert str(e) == (
+        "q35: vLLM 0.11 has no Qwen3.5 model (Qwen3_5ForConditionalGeneration came later); use --vllm-version 0.33"
+    )
 
 
 def test_prefix_caching_on_011_is_refused_with_the_value():
     e = raised(blocks, load_model("qwen3-next-80b-a3b"), version="0.11", prefix_caching=True)
     assert (e.field, e.value, e.option) == ("prefix_caching", True, "--enable-prefix-caching")
-    assert str(e) == ("--enable-prefix-caching True: vLLM 0.11 switches prefix caching off for hybrid models "
-                      "(MambaModelConfig: 'not yet supported')")
+    assert str(e) == (
+        "--enable-prefix-caching True: vLLM 0.11 switches prefix caching off for hybrid models "
+        "(MambaModelConfig: 'not yet supported')"
+    )
 
 
 # ----- the state's dtype ---------------------------------------------------------------------------
+
 
 def test_the_state_dtype_defaults_to_bf16_and_follows_the_model_dtype():
     # Nemotron-H-8B in 0.11: both states in the model's dtype (no fp32 SSM before 0.33)
@@ -133,17 +163,27 @@ def test_qwen35_033_note_names_the_source():
     # 3 x 8,192 x 2 + 32 x 128 x 128 x 4 = 49,152 + 2,097,152 = 2,146,304 B
     assert state_dtype_note(m, s, "0.33", "bf16", 1, 2) == (
         "Gated DeltaNet state per layer and request: conv state bf16, recurrent state fp32, 2,146,304 B "
-        "(vLLM 0.33: Qwen3_5ForConditionalGenerationConfig takes the config's mamba_ssm_dtype, float32)")
+        "(vLLM 0.33: Qwen3_5ForConditionalGenerationConfig takes the config's mamba_ssm_dtype, float32)"
+    )
 
 
 # ----- FlashInfer GDN prefill per compute capability -----------------------------------------------
 
-@pytest.mark.parametrize(("cc", "key_dim", "flashinfer"), [
-    ("9.0", 128, True), ("9.0", 64, True),      # Hopper: always
-    ("10.0", 128, True), ("12.0", 128, True),   # Blackwell with key_dim 128
-    ("10.0", 129, False), ("12.0", 64, False),  # ... not with another key_dim
-    ("11.0", 128, False), ("13.0", 128, False), ("8.0", 128, False),
-])
+
+@pytest.mark.parametrize(
+    ("cc", "key_dim", "flashinfer"),
+    [
+        ("9.0", 128, True),
+        ("9.0", 64, True),  # Hopper: always
+        ("10.0", 128, True),
+        ("12.0", 128, True),  # Blackwell with key_dim 128
+        ("10.0", 129, False),
+        ("12.0", 64, False),  # ... not with another key_dim
+        ("11.0", 128, False),
+        ("13.0", 128, False),
+        ("8.0", 128, False),
+    ],
+)
 def test_gdn_flashinfer_prefill(cc, key_dim, flashinfer):
     assert gdn_flashinfer_prefill(qwen35(linear_key_head_dim=key_dim), cc) is flashinfer
     assert gdn_flashinfer_prefill(qwen35(linear_key_head_dim=key_dim), cc, "amd") is False
@@ -151,14 +191,16 @@ def test_gdn_flashinfer_prefill(cc, key_dim, flashinfer):
 
 # ----- the 0.33 block ------------------------------------------------------------------------------
 
+
 def test_a_given_block_equal_to_attn_block_is_not_logged_as_raised():
     # Qwen3-Next on Hopper, --block-size 576: align lcm(576, 64) = 576; token page 2 x 2 x 256 x 2
     # = 2,048 B; attn_block 576 x cdiv(1,097,728, 576 x 2,048 = 1,179,648) = 576 = the block given
     r = blocks(load_model("qwen3-next-80b-a3b"), block_size=576)
     assert r.block_size == 576 and r.page_bytes == 1_179_648
     # padding (1,179,648 - 1,097,728) / 1,097,728 = 81,920 / 1,097,728 = 7.46%
-    assert r.log_lines == (("Padding mamba page size by 7.46% to ensure that mamba page size and attention page "
-                            "size are exactly equal."),)
+    assert r.log_lines == (
+        ("Padding mamba page size by 7.46% to ensure that mamba page size and attention page size are exactly equal."),
+    )
 
 
 def test_the_checkpoint_alignment_is_lcmd_with_the_given_block():
@@ -170,14 +212,18 @@ def test_the_checkpoint_alignment_is_lcmd_with_the_given_block():
 
 def test_the_033_notes_name_the_backends_and_the_rocm_prefill():
     q = load_model("qwen3-next-80b-a3b")
-    assert blocks(q).notes[1] == ("the attention backend's smallest kernel block assumed 16 tokens "
-                                  "(FLASH_ATTN / FLASHINFER / TRITON_ATTN)")
+    assert blocks(q).notes[1] == (
+        "the attention backend's smallest kernel block assumed 16 tokens (FLASH_ATTN / FLASHINFER / TRITON_ATTN)"
+    )
     amd = blocks(q, vendor="amd")
-    assert amd.notes[1] == ("the attention backend's smallest kernel block assumed 16 tokens "
-                            "(ROCM_ATTN / ROCM_AITER_FA / TRITON_ATTN)")
-    assert amd.notes[2] == ("Gated DeltaNet prefill on ROCm: AITER FlyDSL or Triton/FLA (vLLM's FlashInfer "
-                            "prefill is CUDA-only), neither of which keeps prefill checkpoints: no checkpoint "
-                            "block, no 64-token alignment")
+    assert amd.notes[1] == (
+        "the attention backend's smallest kernel block assumed 16 tokens (ROCM_ATTN / ROCM_AITER_FA / TRITON_ATTN)"
+    )
+    assert amd.notes[2] == (
+        "Gated DeltaNet prefill on ROCm: AITER FlyDSL or Triton/FLA (vLLM's FlashInfer "
+        "prefill is CUDA-only), neither of which keeps prefill checkpoints: no checkpoint "
+        "block, no 64-token alignment"
+    )
     assert amd.mamba_pages == 2
 
 

@@ -42,15 +42,15 @@ TOKEN_BYTES = 27 * 576 * 2  # 31,104 B per token, all layers, bf16
 
 #: vLLM 0.11: GPU -> (block size, blocks in 1 GiB, blocks per 1,025-token request, requests admitted)
 PER_GPU = {
-    "h100-sxm": (64, 539, 17, 31),   # 1,073,741,824 // 1,990,656 = 539; 539 // 17 = 31
-    "b200": (128, 269, 9, 29),        # 1,073,741,824 // 3,981,312 = 269; 269 // 9 = 29
-    "mi300x": (16, 2157, 65, 33),     # 1,073,741,824 // 497,664 = 2,157; 2,157 // 65 = 33
+    "h100-sxm": (64, 539, 17, 31),  # 1,073,741,824 // 1,990,656 = 539; 539 // 17 = 31
+    "b200": (128, 269, 9, 29),  # 1,073,741,824 // 3,981,312 = 269; 269 // 9 = 29
+    "mi300x": (16, 2157, 65, 33),  # 1,073,741,824 // 497,664 = 2,157; 2,157 // 65 = 33
 }
 #: vLLM 0.33 (the default), the same columns
 PER_GPU_033 = {
-    "h100-sxm": (16, 2157, 65, 33),   # FLASH_ATTN_MLA: 1,073,741,824 // 497,664 = 2,157; // 65 = 33
-    "b200": (32, 1078, 33, 32),       # FLASHINFER_MLA: 1,073,741,824 // 995,328 = 1,078; // 33 = 32
-    "mi300x": (16, 2157, 65, 33),     # TRITON_MLA
+    "h100-sxm": (16, 2157, 65, 33),  # FLASH_ATTN_MLA: 1,073,741,824 // 497,664 = 2,157; // 65 = 33
+    "b200": (32, 1078, 33, 32),  # FLASHINFER_MLA: 1,073,741,824 // 995,328 = 1,078; // 33 = 32
+    "mi300x": (16, 2157, 65, 33),  # TRITON_MLA
 }
 V011 = VllmOptions(version="0.11")
 
@@ -63,11 +63,19 @@ def knobs_leaving(gpu: str, kv_memory_bytes: int) -> Layout:
     return Layout(activation_reserve_bytes=act)
 
 
-def plan_one(gpu: str, seq_len: int, concurrency: int, engine: str = "vllm", kv_memory_bytes: int = GIB,
-             options=None):
-    req = PlanRequest.build(LITE, seq_len=seq_len, concurrency=concurrency, gpus=gpu, max_gpus=1, engine=engine,
-                            kv_dtypes="bf16", weight_dtypes="bf16", knobs=knobs_leaving(gpu, kv_memory_bytes),
-                            engine_options=options)
+def plan_one(gpu: str, seq_len: int, concurrency: int, engine: str = "vllm", kv_memory_bytes: int = GIB, options=None):
+    req = PlanRequest.build(
+        LITE,
+        seq_len=seq_len,
+        concurrency=concurrency,
+        gpus=gpu,
+        max_gpus=1,
+        engine=engine,
+        kv_dtypes="bf16",
+        weight_dtypes="bf16",
+        knobs=knobs_leaving(gpu, kv_memory_bytes),
+        engine_options=options,
+    )
     return run_plan(req)
 
 
@@ -82,8 +90,22 @@ def test_mla_plan_per_gpu_is_capacity_on_that_gpu(version, gpu, cli):
     # one request: its blocks, + the null block in 0.33 ((65 + 1) x 497,664 = 32,845,824 B on an H100;
     # 0.11: 17 x 1,990,656 = 33,841,152 B)
     assert lay.kv_cache_bytes_per_gpu == (per_req + (version == "0.33")) * block * TOKEN_BYTES
-    out = cli("capacity", "deepseek-v2-lite", "--engine", "vllm", "--gpu", gpu, "--kv-memory", str(GIB),
-              "-L", "1025", "-f", "json", "--vllm-version", version)
+    out = cli(
+        "capacity",
+        "deepseek-v2-lite",
+        "--engine",
+        "vllm",
+        "--gpu",
+        gpu,
+        "--kv-memory",
+        str(GIB),
+        "-L",
+        "1025",
+        "-f",
+        "json",
+        "--vllm-version",
+        version,
+    )
     assert out.exit_code == 0, out.output
     cap = json.loads(out.stdout)
     assert (cap["block_size"], cap["num_gpu_blocks"]) == (block, blocks)
@@ -121,8 +143,12 @@ def test_the_launch_line_states_the_forced_block_size():
     assert lines["b200"].endswith("--max-num-seqs 1 --block-size 128")
     assert "--block-size" not in lines["mi300x"]  # TRITON_MLA keeps vLLM's default 16
     notes = plan_one("mi300x", 1025, 1, options=V011).notes
-    assert notes == [("vllm on mi300x: MLA attention backend TRITON_MLA (vLLM's default MLA backend on ROCm "
-                      "(VLLM_ROCM_USE_AITER unset)) keeps block size 16")]
+    assert notes == [
+        (
+            "vllm on mi300x: MLA attention backend TRITON_MLA (vLLM's default MLA backend on ROCm "
+            "(VLLM_ROCM_USE_AITER unset)) keeps block size 16"
+        )
+    ]
 
 
 def test_the_launch_line_states_033s_block_size_only_where_it_is_not_16():
@@ -133,12 +159,17 @@ def test_the_launch_line_states_033s_block_size_only_where_it_is_not_16():
     assert lines["b200"].endswith("--max-num-seqs 1 --block-size 32")
     # a --block-size 16 given on the B200 moves vLLM to TRITON_MLA (FLASHINFER_MLA takes 32 or 64, CUTLASS_MLA
     # 128): it differs from vLLM's own 32, so it is stated; the same 16 on the H100 is vLLM's own choice
-    assert plan_one("b200", 1025, 1, options=VllmOptions(block_size=16)).layouts[0].launch.endswith(
-        "--max-num-seqs 1 --block-size 16")
+    assert (
+        plan_one("b200", 1025, 1, options=VllmOptions(block_size=16))
+        .layouts[0]
+        .launch.endswith("--max-num-seqs 1 --block-size 16")
+    )
     assert "--block-size" not in plan_one("h100-sxm", 1025, 1, options=VllmOptions(block_size=16)).layouts[0].launch
     note = plan_one("h100-sxm", 1025, 1).notes[0]
-    assert note == ("vllm on h100-sxm: MLA attention backend FLASH_ATTN_MLA (vLLM 0.33's first valid MLA backend "
-                    "on compute capability 9.0) sets block size 16")
+    assert note == (
+        "vllm on h100-sxm: MLA attention backend FLASH_ATTN_MLA (vLLM 0.33's first valid MLA backend "
+        "on compute capability 9.0) sets block size 16"
+    )
 
 
 def test_an_attention_backend_given_applies_to_every_gpu():
@@ -172,17 +203,26 @@ def test_hybrid_groups_over_pipeline_stages_keep_the_formula_and_say_so():
     # gemma-3-27b: 52 sliding + 10 full layers make 7 KV cache groups; over pp > 1 vLLM projects
     # them onto each stage, which kvcalc does not model
     with pytest.raises(KvcalcError) as e:
-        VllmPlanKv.build(load_model("gemma-3-27b"), VllmOptions(), get_gpu("l40s"), 1, (range(31), range(31, 62)),
-                         "bf16", "bf16")
+        VllmPlanKv.build(
+            load_model("gemma-3-27b"), VllmOptions(), get_gpu("l40s"), 1, (range(31), range(31, 62)), "bf16", "bf16"
+        )
     assert "7 KV cache groups" in str(e.value)
     r = run_plan(PlanRequest.build(load_model("gemma-3-27b"), seq_len="32k", concurrency=4, gpus="l40s", max_gpus=4))
-    assert ("vllm on l40s: gemma-3-27b has 7 KV cache groups: vLLM projects them onto each pipeline stage "
-            "(kv_cache_planning._project_kv_cache_groups_to_worker), which kvcalc does not model: sized by the "
-            "exact formula instead") in r.notes
+    assert (
+        "vllm on l40s: gemma-3-27b has 7 KV cache groups: vLLM projects them onto each pipeline stage "
+        "(kv_cache_planning._project_kv_cache_groups_to_worker), which kvcalc does not model: sized by the "
+        "exact formula instead"
+    ) in r.notes
 
 
-CASES = [("deepseek-v2-lite", None), ("gemma-3-27b", None), ("gemma-3-27b", VllmOptions(version="0.11")),
-         ("gpt-oss-20b", None), ("qwen3-next-80b-a3b", None), ("llama-3.1-8b", VllmOptions(block_size=32))]
+CASES = [
+    ("deepseek-v2-lite", None),
+    ("gemma-3-27b", None),
+    ("gemma-3-27b", VllmOptions(version="0.11")),
+    ("gpt-oss-20b", None),
+    ("qwen3-next-80b-a3b", None),
+    ("llama-3.1-8b", VllmOptions(block_size=32)),
+]
 
 
 @pytest.mark.parametrize("name,options", CASES)
@@ -194,17 +234,30 @@ def test_every_single_stage_layout_agrees_with_capacity(name, options):
     import kvcalc
 
     model = load_model(name)
-    r = run_plan(PlanRequest.build(model, seq_len="32k", concurrency=2, gpus="h100-sxm,b200,mi300x", max_gpus=8,
-                                   top=40, engine_options=options))
+    r = run_plan(
+        PlanRequest.build(
+            model, seq_len="32k", concurrency=2, gpus="h100-sxm,b200,mi300x", max_gpus=8, top=40, engine_options=options
+        )
+    )
     checked = 0
     for lay in r.layouts:
         if lay.pp != 1:
             continue
         g = get_gpu(lay.gpu)
-        opts = dataclasses.replace(options or VllmOptions(), compute_capability=g.compute_capability,
-                                   vendor=None if g.vendor == "other" else g.vendor)
-        cap = kvcalc.capacity(model, engine="vllm", kv_memory_bytes=lay.headroom_bytes + lay.kv_cache_bytes_per_gpu,
-                              max_model_len=32768, kv_dtype=lay.kv_dtype, tp=lay.tp, options=opts)
+        opts = dataclasses.replace(
+            options or VllmOptions(),
+            compute_capability=g.compute_capability,
+            vendor=None if g.vendor == "other" else g.vendor,
+        )
+        cap = kvcalc.capacity(
+            model,
+            engine="vllm",
+            kv_memory_bytes=lay.headroom_bytes + lay.kv_cache_bytes_per_gpu,
+            max_model_len=32768,
+            kv_dtype=lay.kv_dtype,
+            tp=lay.tp,
+            options=opts,
+        )
         # each attention-DP rank (`calc.parallel`) admits its own requests from its own KV memory
         assert int(cap.max_concurrency) * lay.dp * lay.dp_attention == lay.max_concurrency, (lay.gpu, lay.tp, lay.dp)
         checked += 1

@@ -29,11 +29,20 @@ Group = vllm.Group
 
 def six(layer_types: list[str]) -> ModelSpec:
     """6 layers, 8 KV heads of 128: a page of 16 tokens is 16 x 2 x 8 x 128 x 2 B = 65,536 B (bf16)."""
-    return ModelSpec(name="six", model_type="llama", n_layers=6, n_heads=8, n_kv_heads=8, head_dim=128,
-                     hidden_size=1024, max_position_embeddings=4096, layer_types=layer_types)
+    return ModelSpec(
+        name="six",
+        model_type="llama",
+        n_layers=6,
+        n_heads=8,
+        n_kv_heads=8,
+        head_dim=128,
+        hidden_size=1024,
+        max_position_embeddings=4096,
+        layer_types=layer_types,
+    )
 
 
-SIX = ["full", "mlp", "full", "full", "mlp", "mlp"]     # 3 KV layers, 3 without a cache
+SIX = ["full", "mlp", "full", "full", "mlp", "mlp"]  # 3 KV layers, 3 without a cache
 MLP_FIRST = ["mlp", "mlp", "full", "mlp", "full", "full"]
 
 
@@ -43,6 +52,7 @@ def whole(model: ModelSpec, version: str = "0.33", **options) -> VllmPlanKv:
 
 # ----- pipeline stages: layers per stage, mlp layers, empty stages ----------------------------------
 
+
 @pytest.mark.parametrize("version", ["0.33", "0.11"])
 def test_v1_stages_count_only_layers_with_a_cache(version):
     w = whole(six(SIX), version)
@@ -50,10 +60,14 @@ def test_v1_stages_count_only_layers_with_a_cache(version):
     assert w.stages == (((Group("full", None, 3),), 3),)
     # layers 0-2: full, mlp, full -> 2; layers 3-5: full, mlp, mlp -> 1
     assert VllmPlanKv.on_stages(six(SIX), w, (range(3), range(3, 6))).stages == (
-        ((Group("full", None, 2),), 2), ((Group("full", None, 1),), 1))
+        ((Group("full", None, 2),), 2),
+        ((Group("full", None, 1),), 1),
+    )
     # layers 4-5 are both mlp: that stage holds no group at all
     assert VllmPlanKv.on_stages(six(SIX), w, (range(4), range(4, 6))).stages == (
-        ((Group("full", None, 3),), 3), ((), 0))
+        ((Group("full", None, 3),), 3),
+        ((), 0),
+    )
 
 
 def test_v0_stages_count_every_layer():
@@ -61,9 +75,13 @@ def test_v0_stages_count_every_layer():
     w = whole(six(SIX), "0.6")
     assert w.stages == (((Group("full", None, 6),), 6),)
     assert VllmPlanKv.on_stages(six(SIX), w, (range(3), range(3, 6))).stages == (
-        ((Group("full", None, 3),), 3), ((Group("full", None, 3),), 3))
+        ((Group("full", None, 3),), 3),
+        ((Group("full", None, 3),), 3),
+    )
     assert VllmPlanKv.on_stages(six(SIX), w, (range(4), range(4, 6))).stages == (
-        ((Group("full", None, 4),), 4), ((Group("full", None, 2),), 2))
+        ((Group("full", None, 4),), 4),
+        ((Group("full", None, 2),), 2),
+    )
 
 
 def test_v0_makes_sliding_layers_full():
@@ -77,23 +95,37 @@ def test_a_sliding_groups_window_goes_to_every_stage():
     m = load_model("mistral-7b-v0.1")
     w = whole(m, "0.11")
     assert VllmPlanKv.on_stages(m, w, (range(16), range(16, 32))).stages == (
-        ((Group("sliding", 4096, 16, 0),), 16), ((Group("sliding", 4096, 16, 0),), 16))
+        ((Group("sliding", 4096, 16, 0),), 16),
+        ((Group("sliding", 4096, 16, 0),), 16),
+    )
 
 
 def test_several_groups_over_stages_are_refused_with_pp():
     # 5 sliding + 4 full layers: two kinds, two groups in 0.33
-    m = ModelSpec(name="nine", model_type="gemma2", n_layers=9, n_heads=8, n_kv_heads=8, head_dim=128,
-                  hidden_size=1024, max_position_embeddings=8192, sliding_window=1024,
-                  layer_types=["sliding", "full"] * 4 + ["sliding"])
+    m = ModelSpec(
+        name="nine",
+        model_type="gemma2",
+        n_layers=9,
+        n_heads=8,
+        n_kv_heads=8,
+        head_dim=128,
+        hidden_size=1024,
+        max_position_embeddings=8192,
+        sliding_window=1024,
+        layer_types=["sliding", "full"] * 4 + ["sliding"],
+    )
     with pytest.raises(KvcalcError) as info:
         VllmPlanKv.on_stages(m, whole(m), (range(4), range(4, 9)))
     e = info.value
     assert (e.field, e.value, e.form, e.option) == ("pp", 2, MESSAGE, "--pp")
-    assert str(e) == ("nine has 2 KV cache groups: vLLM projects them onto each pipeline stage "
-                      "(kv_cache_planning._project_kv_cache_groups_to_worker), which kvcalc does not model")
+    assert str(e) == (
+        "nine has 2 KV cache groups: vLLM projects them onto each pipeline stage "
+        "(kv_cache_planning._project_kv_cache_groups_to_worker), which kvcalc does not model"
+    )
 
 
 # ----- bytes and requests per stage ---------------------------------------------------------------
+
 
 def test_an_empty_first_stage_needs_nothing_and_admits_what_the_others_do():
     m = six(MLP_FIRST)
@@ -131,6 +163,7 @@ def test_v0_blocks_per_request_are_cdiv_of_the_length():
 
 # ----- what resolve passes on to the release's resolve-----------------------------------------------------
 
+
 def test_resolve_passes_the_options_on():
     llama = load_model("llama-3.1-8b")
     # in flight: 0.33 with async scheduling 2 x 8,192, without 8,192
@@ -146,18 +179,29 @@ def test_resolve_passes_the_options_on():
     # Llama-4-Scout without VLLM_ALLOW_CHUNKED_LOCAL_ATTN_WITH_HYBRID_KV_CACHE: one full group of 48
     scout = load_model("llama-4-scout")
     assert resolve(scout, VllmOptions(chunked_local_hybrid=False), None, 8, "bf16", "bf16").stages == (
-        ((Group("full", None, 48),), 48),)
+        ((Group("full", None, 48),), 48),
+    )
 
 
 def test_resolve_groups_by_the_version():
     # 5 sliding + 4 full: 0.33 takes 5 layers per group (5 < 4 x 1.5): one sliding group of 5, one full of 4
-    m = ModelSpec(name="nine", model_type="gemma2", n_layers=9, n_heads=8, n_kv_heads=8, head_dim=128,
-                  hidden_size=1024, max_position_embeddings=8192, sliding_window=1024,
-                  layer_types=["sliding", "full"] * 4 + ["sliding"])
+    m = ModelSpec(
+        name="nine",
+        model_type="gemma2",
+        n_layers=9,
+        n_heads=8,
+        n_kv_heads=8,
+        head_dim=128,
+        hidden_size=1024,
+        max_position_embeddings=8192,
+        sliding_window=1024,
+        layer_types=["sliding", "full"] * 4 + ["sliding"],
+    )
     assert whole(m).stages == (((Group("sliding", 1024, 5), Group("full", None, 4)), 5),)
     # 0.11: 4 per group: sliding cdiv(5, 4) = 2 groups (layers 0::2 = 3, 1::2 = 2), full 1
-    assert whole(m, "0.11").stages == (((Group("sliding", 1024, 3), Group("sliding", 1024, 2),
-                                         Group("full", None, 4)), 4),)
+    assert whole(m, "0.11").stages == (
+        ((Group("sliding", 1024, 3), Group("sliding", 1024, 2), Group("full", None, 4)), 4),
+    )
 
 
 def test_the_gpu_and_backend_set_the_mla_block():
@@ -179,6 +223,7 @@ def test_gpu_options_vendor_other_is_none():
 
 
 # ----- the launch line ------------------------------------------------------------------------------
+
 
 def test_launch_block_size():
     ds, llama, h100 = load_model("deepseek-v2-lite"), load_model("llama-3.1-8b"), get_gpu("h100-sxm")

@@ -25,10 +25,14 @@ def test_nemotron_h_state_dtype_per_version():
     new = vllm.capacity(m, 20 * GiB, BF16, BF16, max_model_len=8192, options=VllmOptions(version="0.33"))
     old = vllm.capacity(m, 20 * GiB, BF16, BF16, max_model_len=8192, options=VllmOptions(version="0.11"))
     assert (new.block_size, old.block_size) == (1040, 528)
-    assert new.notes[0] == ("Mamba-2 state per layer and request: conv state bf16, SSM state fp32, 4,255,744 B "
-                            f"(vLLM 0.33: {SOURCE}; 0.11 keeps it in bf16: 2,158,592 B)")
-    assert old.notes[0] == ("Mamba-2 state per layer and request: conv state bf16, SSM state bf16, 2,158,592 B "
-                            f"(vLLM 0.11: the model's dtype; 0.33 keeps it in fp32, 4,255,744 B: {SOURCE})")
+    assert new.notes[0] == (
+        "Mamba-2 state per layer and request: conv state bf16, SSM state fp32, 4,255,744 B "
+        f"(vLLM 0.33: {SOURCE}; 0.11 keeps it in bf16: 2,158,592 B)"
+    )
+    assert old.notes[0] == (
+        "Mamba-2 state per layer and request: conv state bf16, SSM state bf16, 2,158,592 B "
+        f"(vLLM 0.11: the model's dtype; 0.33 keeps it in fp32, 4,255,744 B: {SOURCE})"
+    )
 
 
 def test_other_hybrids_say_their_dtype_alone():
@@ -36,10 +40,12 @@ def test_other_hybrids_say_their_dtype_alone():
     r = vllm.capacity(load_model("jamba-1.5-mini"), 20 * GiB, BF16, BF16, max_model_len=8192)
     assert r.notes[0] == "Mamba state per layer and request: conv state bf16, SSM state bf16, 311,296 B"
     # Qwen3-Next (Gated DeltaNet): conv 3 x 8,192 + recurrent 32 x 128 x 128 = 548,864 values x 2 B
-    r = vllm.capacity(load_model("qwen3-next-80b-a3b"), 20 * GiB, BF16, BF16, max_model_len=8192,
-                      options=VllmOptions(version="0.11"))
-    assert r.notes[0] == ("Gated DeltaNet state per layer and request: conv state bf16, recurrent state bf16, "
-                          "1,097,728 B")
+    r = vllm.capacity(
+        load_model("qwen3-next-80b-a3b"), 20 * GiB, BF16, BF16, max_model_len=8192, options=VllmOptions(version="0.11")
+    )
+    assert r.notes[0] == (
+        "Gated DeltaNet state per layer and request: conv state bf16, recurrent state bf16, 1,097,728 B"
+    )
 
 
 def test_the_note_is_in_the_table(cli, tmp_path):
@@ -51,5 +57,7 @@ def test_the_note_is_in_the_table(cli, tmp_path):
     r = cli("capacity", str(p), "--engine", "vllm", "--kv-memory", "20GiB", "-s", "8192", env={"COLUMNS": "300"})
     assert r.exit_code == 0
     note = next(ln for ln in r.stdout.splitlines() if "Mamba-2 state" in ln)
-    assert note.split("│")[2].strip() == ("Mamba-2 state per layer and request: conv state bf16, SSM state fp32, "
-                                          f"4,255,744 B (vLLM 0.33: {SOURCE}; 0.11 keeps it in bf16: 2,158,592 B)")
+    assert note.split("│")[2].strip() == (
+        "Mamba-2 state per layer and request: conv state bf16, SSM state fp32, "
+        f"4,255,744 B (vLLM 0.33: {SOURCE}; 0.11 keeps it in bf16: 2,158,592 B)"
+    )

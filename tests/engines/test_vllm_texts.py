@@ -54,20 +54,25 @@ def test_033_too_small_text():
         "(0.5 GiB KV cache is needed, which is larger than the available KV cache memory (0.5 GiB). Based on the "
         "available memory, the estimated maximum model length is 4080. Try increasing `gpu_memory_utilization` "
         "(which also controls CPU memory on the CPU backend) or decreasing `max_model_len` when initializing the "
-        f"engine. {GUIDE}")
+        f"engine. {GUIDE}"
+    )
 
 
 def test_033_no_memory_text():
     # 1 B less the null block (2 MiB) <= 0: kv_cache_planning.py lines 56-64
     with pytest.raises(KvcalcError) as e:
-        vllm.capacity(load_model("llama-3.1-8b"), 1, BF16, BF16, max_model_len=4096,
-                      options=VllmOptions(version="0.33"))
+        vllm.capacity(
+            load_model("llama-3.1-8b"), 1, BF16, BF16, max_model_len=4096, options=VllmOptions(version="0.33")
+        )
     assert str(e.value).endswith(
         "vLLM would fail at start-up: No available memory for the cache blocks. Try increasing "
         "`gpu_memory_utilization` when initializing the engine (this flag also controls CPU memory reservation on "
-        f"the CPU backend, despite its name). {GUIDE}")
-    assert vllm.rules("0.11").no_memory == ("No available memory for the cache blocks. Try increasing "
-                                              "`gpu_memory_utilization` when initializing the engine.")
+        f"the CPU backend, despite its name). {GUIDE}"
+    )
+    assert vllm.rules("0.11").no_memory == (
+        "No available memory for the cache blocks. Try increasing "
+        "`gpu_memory_utilization` when initializing the engine."
+    )
 
 
 def test_011_texts_keep_models_s_and_the_double_space():
@@ -79,13 +84,17 @@ def test_011_texts_keep_models_s_and_the_double_space():
     assert str(e.value).endswith(
         "vLLM would fail at start-up: To serve at least one request with the models's max seq len (4096), (1.94 GiB "
         "KV cache is needed, which is larger than the available KV cache memory (0.00 GiB).  Try increasing "
-        "`gpu_memory_utilization` or decreasing `max_model_len` when initializing the engine.")
+        "`gpu_memory_utilization` or decreasing `max_model_len` when initializing the engine."
+    )
     # with an estimated length: "... is 4080. Try" (estimated_msg ends in "." and one space follows)
-    text = _warned(load_model("llama-3.1-8b"), GiB // 2 - 1, BF16, BF16, max_model_len=4096,
-                   options=VllmOptions(version="0.11"))
-    assert text.endswith("memory (0.50 GiB). Based on the available memory, the estimated maximum model length is "
-                         "4080. Try increasing `gpu_memory_utilization` or decreasing `max_model_len` when "
-                         "initializing the engine.")
+    text = _warned(
+        load_model("llama-3.1-8b"), GiB // 2 - 1, BF16, BF16, max_model_len=4096, options=VllmOptions(version="0.11")
+    )
+    assert text.endswith(
+        "memory (0.50 GiB). Based on the available memory, the estimated maximum model length is "
+        "4080. Try increasing `gpu_memory_utilization` or decreasing `max_model_len` when "
+        "initializing the engine."
+    )
 
 
 def test_log_lines_per_version():
@@ -93,12 +102,16 @@ def test_log_lines_per_version():
     # 40 GiB // 5 MiB = 8,192 blocks = 131,072 tokens; 8,192 / 2,048 per request = 4.00x
     m = load_model("llama-3.1-70b")
     new = vllm.capacity(m, 40 * GiB, BF16, BF16, max_model_len=32768, options=VllmOptions(version="0.33"))
-    assert new.log_lines == ["Available KV cache memory: 40.0 GiB",
-                             ("GPU KV cache size: 131,072 tokens, Maximum concurrency for 32,768 tokens per request: "
-                              "4.00x")]
+    assert new.log_lines == [
+        "Available KV cache memory: 40.0 GiB",
+        ("GPU KV cache size: 131,072 tokens, Maximum concurrency for 32,768 tokens per request: 4.00x"),
+    ]
     old = vllm.capacity(m, 40 * GiB, BF16, BF16, max_model_len=32768, options=VllmOptions(version="0.11"))
-    assert old.log_lines == ["Available KV cache memory: 40.00 GiB", "GPU KV cache size: 131,072 tokens",
-                             "Maximum concurrency for 32,768 tokens per request: 4.00x"]
+    assert old.log_lines == [
+        "Available KV cache memory: 40.00 GiB",
+        "GPU KV cache size: 131,072 tokens",
+        "Maximum concurrency for 32,768 tokens per request: 4.00x",
+    ]
 
 
 def test_qwen3_next_033_start_up_lines():
@@ -107,13 +120,20 @@ def test_qwen3_next_033_start_up_lines():
     # padding (1,179,648 - 1,097,728) / 1,097,728 = 7.46%; 36 linear + 12 full -> 12 layers a group,
     # 4 groups; blocks 6,990,059,274 // 1,179,648 // 12 = 493; per request cdiv(131,072, 576) = 228
     # + 3 Mamba groups x (2 + 1 checkpoint) = 237; int(493 / 237 x 131,072) = 272,651; 2.08x
-    r = vllm.capacity(load_model("qwen3-next-80b-a3b"), int(6.51 * GiB), BF16, BF16, max_model_len=131072,
-                      options=VllmOptions(version="0.33", compute_capability="9.0"))
+    r = vllm.capacity(
+        load_model("qwen3-next-80b-a3b"),
+        int(6.51 * GiB),
+        BF16,
+        BF16,
+        max_model_len=131072,
+        options=VllmOptions(version="0.33", compute_capability="9.0"),
+    )
     assert r.log_lines == [
         "Setting attention block size to 576 tokens to ensure that attention page size is >= mamba page size.",
         "Padding mamba page size by 7.46% to ensure that mamba page size and attention page size are exactly equal.",
         "Available KV cache memory: 6.51 GiB",
-        "GPU KV cache size: 272,651 tokens, Maximum concurrency for 131,072 tokens per request: 2.08x"]
+        "GPU KV cache size: 272,651 tokens, Maximum concurrency for 131,072 tokens per request: 2.08x",
+    ]
 
 
 def test_llama4_011_checks_chunked_layers_by_their_chunk():

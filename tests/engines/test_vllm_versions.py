@@ -62,19 +62,23 @@ def run_err(*args: str) -> str:
 
 # ----- the MLA block size the attention backend forces (vllm/platforms/cuda.py) --------------
 
+
 def test_deepseek_v2_lite_flashmla_on_hopper_uses_64_token_blocks():
     # vLLM 0.11 CudaPlatform.check_and_update_config: FlashMLA (Hopper's default MLA backend) forces
     # block 64. page = 64 x 1,152 B = 73,728 B; 1 GiB // 73,728 // 27 layers = 14,563 // 27 = 539
     # blocks; tokens 539 // 1 group x 64 = 34,496, not 2,157 blocks / 34,512 tokens of 16. (0.33 picks
     # FLASH_ATTN_MLA and keeps 16: tests/engines/test_vllm_backends.py.)
-    r = quiet_capacity(load_model("deepseek-v2-lite"), GiB, BF16, BF16,
-                       options=VllmOptions(version="0.11", compute_capability="9.0"))
+    r = quiet_capacity(
+        load_model("deepseek-v2-lite"), GiB, BF16, BF16, options=VllmOptions(version="0.11", compute_capability="9.0")
+    )
     assert (r.block_size, r.num_gpu_blocks, r.kv_cache_tokens) == (64, 539, 34_496)
     assert r.page_size_bytes == 27 * 73_728 == 1_990_656
     # 0.33 logs the figures in one line (update_kv_cache_capacity), 0.11 in two (lines 1087-1092)
     assert r.log_lines[1].startswith("GPU KV cache size: 34,496 tokens")
-    assert r.notes[0] == ("MLA attention backend FLASHMLA (vLLM's default MLA backend on compute capability 9.0) "
-                          "forces block size 64, not vLLM's default 16")  # no --block-size given
+    assert r.notes[0] == (
+        "MLA attention backend FLASHMLA (vLLM's default MLA backend on compute capability 9.0) "
+        "forces block size 64, not vLLM's default 16"
+    )  # no --block-size given
 
 
 def test_mla_block_size_per_gpu_and_backend():
@@ -90,13 +94,18 @@ def test_mla_block_size_per_gpu_and_backend():
     assert (r.block_size, r.num_gpu_blocks, r.kv_cache_tokens) == (16, 2157, 34_512)
     # no GPU, no backend: Hopper is assumed, and said
     r = quiet_capacity(m, GiB, BF16, BF16, options=VllmOptions(version="0.11"))
-    assert r.block_size == 64 and "(Hopper), assumed: no NVIDIA GPU (compute capability) or attention backend given" in r.notes[0]
+    assert (
+        r.block_size == 64
+        and "(Hopper), assumed: no NVIDIA GPU (compute capability) or attention backend given" in r.notes[0]
+    )
     # an explicit backend wins over the GPU; FlashInfer MLA keeps 32 or 64, else 64
     assert vllm.rules("0.11").attention_block_size(m, 16, "cutlass_mla", "9.0")[0] == 128
     assert vllm.rules("0.11").attention_block_size(m, 32, "FLASHINFER_MLA")[0] == 32
     assert vllm.rules("0.11").attention_block_size(m, 128, "FLASHINFER_MLA")[0] == 64
     assert vllm.rules("0.11").attention_block_size(m, 128, "TRITON_MLA", "9.0") == (
-        128, "MLA attention backend TRITON_MLA (the attention backend given) keeps block size 128")
+        128,
+        "MLA attention backend TRITON_MLA (the attention backend given) keeps block size 128",
+    )
     # non-MLA models keep their block size under any GPU; an MLA backend for them is refused
     llama = load_model("llama-3.1-8b")
     assert vllm.rules().attention_block_size(llama, 16, None, "10.0") == (16, None)
@@ -112,7 +121,9 @@ def test_mla_block_size_from_the_cli_gpu():
     # --gpu b200 (compute capability 10.0 in kvcalc/data/gpus.yaml): 0.11's 128-token blocks as above;
     # 0.33's FLASHINFER_MLA 32: page 32 x 1,152 x 27 = 995,328 B; 1 GiB // 995,328 = 1,078 blocks; tokens
     # int(1,078 / (163,840 / 32 = 5,120) x 163,840) = 34,496
-    out = run_json("capacity", "deepseek-v2-lite", "-e", "vllm", "-m", "1GiB", "--gpu", "b200", "--vllm-version", "0.11")
+    out = run_json(
+        "capacity", "deepseek-v2-lite", "-e", "vllm", "-m", "1GiB", "--gpu", "b200", "--vllm-version", "0.11"
+    )
     assert (out["block_size"], out["num_gpu_blocks"], out["kv_cache_tokens"]) == (128, 269, 34_432)
     out = run_json("capacity", "deepseek-v2-lite", "-e", "vllm", "-m", "1GiB", "--gpu", "b200")
     assert (out["block_size"], out["num_gpu_blocks"], out["kv_cache_tokens"]) == (32, 1078, 34_496)
@@ -121,10 +132,12 @@ def test_mla_block_size_from_the_cli_gpu():
     assert (out["block_size"], out["num_gpu_blocks"]) == (16, 2157)
     # --gpu beside --kv-memory now picks SGLang's backends too (its sparse-MLA rows, fp4 pools); llama.cpp has none
     assert run_err("capacity", "qwen3-4b", "-e", "llamacpp", "-m", "1GiB", "--gpu", "h100-sxm").startswith(
-        "error: --gpu h100-sxm: --gpu applies to --engine vllm and sglang (it picks their attention backends")
+        "error: --gpu h100-sxm: --gpu applies to --engine vllm and sglang (it picks their attention backends"
+    )
 
 
 # ----- 0.33's token figure and sliding-window admission ------------------------------------
+
 
 def test_gpt_oss_20b_token_figure_is_concurrency_times_length_in_033():
     # 6.51 GiB = 6,990,059,274 B (units.parse_size). page 16 x 2,048 = 32,768 B; 12 sliding + 12 full:
@@ -141,8 +154,10 @@ def test_gpt_oss_20b_token_figure_is_concurrency_times_length_in_033():
     assert (r.num_gpu_blocks, r.kv_cache_tokens) == (17_776, 252_567)
     assert r.max_concurrency == pytest.approx(17_776 / 9_225)
     # one line in 0.33: vllm/v1/core/kv_cache_utils.py update_kv_cache_capacity, lines 1147-1153
-    assert r.log_lines == ["Available KV cache memory: 6.51 GiB", ("GPU KV cache size: 252,567 tokens, "
-                           "Maximum concurrency for 131,072 tokens per request: 1.93x")]
+    assert r.log_lines == [
+        "Available KV cache memory: 6.51 GiB",
+        ("GPU KV cache size: 252,567 tokens, Maximum concurrency for 131,072 tokens per request: 1.93x"),
+    ]
     old = vllm.capacity(m, mem, BF16, BF16, max_model_len=131_072, options=VllmOptions(version="0.11"))
     # 0.11: one batch in flight: cdiv(127 + 8,192, 16) + 1 = 521 pages -> 17,776 / 8,713
     assert old.kv_cache_tokens == 142_208 and old.max_concurrency == pytest.approx(17_776 / 8_713)
@@ -162,13 +177,15 @@ def test_gemma_3_27b_sliding_admission_with_two_batches_in_flight():
     old = vllm.capacity(m, 40 * GiB, BF16, BF16, max_model_len=32_768, options=VllmOptions(version="0.11"))
     assert round(old.max_concurrency, 4) == 5.9470
     # --no-async-scheduling: one batch in flight, as 0.11
-    sync = vllm.capacity(m, 40 * GiB, BF16, BF16, max_model_len=32_768,
-                         options=VllmOptions(version="0.33", async_scheduling=False))
+    sync = vllm.capacity(
+        m, 40 * GiB, BF16, BF16, max_model_len=32_768, options=VllmOptions(version="0.33", async_scheduling=False)
+    )
     assert sync.max_concurrency == old.max_concurrency
     assert vllm.rules("0.33").in_flight_tokens(8192) == 16_384 and vllm.rules("0.11").in_flight_tokens(8192) == 8192
 
 
 # ----- the null block and the padding layers in 0.33's start-up check ----------------------
+
 
 def test_deepseek_v3_estimate_reserves_the_null_block():
     # At block size 16 (Triton MLA, e.g. an A100): page 16 x 1,152 = 18,432 B; 61 layers: 1,124,352 B
@@ -222,24 +239,35 @@ def test_gemma_padding_layers_count_when_one_request_is_sized():
 
 # ----- each layer's own KV dtype --------------------------------------------------------------
 
+
 def test_falcon_cache_stays_bf16_under_fp8_in_033():
     # falcon-7b: 1 KV head x 64 (4,544 / 71): bf16 page 16 x 256 = 4,096 B; 1 GiB // 4,096 // 32 =
     # 8,192 blocks = 131,072 tokens; L = 2,048 -> 8,192 / 128 = 64.00x. 0.11 honours fp8: page 2,048 B,
     # 16,384 blocks, 262,144 tokens.
     m = load_model("falcon-7b")
     r = vllm.capacity(m, GiB, FP8, FP8, kv_cache_dtype="fp8", options=VllmOptions(version="0.33"))
-    assert (r.page_size_bytes, r.num_gpu_blocks, r.kv_cache_tokens, r.kv_cache_dtype) == (32 * 4096, 8192, 131_072,
-                                                                                          "bf16")
-    assert r.notes == [("vLLM 0.33 builds falcon's attention without the cache config: its cache stays bf16, "
-                        "not fp8_e4m3")]
+    assert (r.page_size_bytes, r.num_gpu_blocks, r.kv_cache_tokens, r.kv_cache_dtype) == (
+        32 * 4096,
+        8192,
+        131_072,
+        "bf16",
+    )
+    assert r.notes == [
+        ("vLLM 0.33 builds falcon's attention without the cache config: its cache stays bf16, not fp8_e4m3")
+    ]
     old = vllm.capacity(m, GiB, FP8, FP8, options=VllmOptions(version="0.11"))
     assert (old.num_gpu_blocks, old.kv_cache_tokens) == (16_384, 262_144)
     # other models take fp8 in 0.33: llama-3.1-8b page 16 x 2,048 B
-    assert vllm.capacity(load_model("llama-3.1-8b"), GiB, FP8, FP8, max_model_len=8192,
-                         options=VllmOptions(version="0.33")).page_size_bytes == 32 * 16 * 2048
+    assert (
+        vllm.capacity(
+            load_model("llama-3.1-8b"), GiB, FP8, FP8, max_model_len=8192, options=VllmOptions(version="0.33")
+        ).page_size_bytes
+        == 32 * 16 * 2048
+    )
 
 
 # ----- max_model_len past the model's limit ---------------------------------------------------
+
 
 def test_max_model_len_past_the_model_is_refused_unless_allowed():
     # vllm/config/model.py _get_and_verify_max_len: llama-3.1-8b's max_position_embeddings is 131,072
@@ -247,11 +275,19 @@ def test_max_model_len_past_the_model_is_refused_unless_allowed():
     with pytest.raises(KvcalcError) as e:
         vllm.capacity(m, 64 * GiB, BF16, BF16, max_model_len=200_000, options=VllmOptions(version="0.33"))
     assert e.value.field == "max_model_len"
-    assert ("User-specified max_model_len (200000) is greater than the derived max_model_len "
-            "(max_position_embeddings=131072 or model_max_length=None in model's config.json). To allow overriding "
-            "this maximum, set the env var VLLM_ALLOW_LONG_MAX_MODEL_LEN=1.") in str(e.value)
-    r = vllm.capacity(m, 64 * GiB, BF16, BF16, max_model_len=200_000,
-                      options=VllmOptions(version="0.33", allow_long_max_model_len=True))
+    assert (
+        "User-specified max_model_len (200000) is greater than the derived max_model_len "
+        "(max_position_embeddings=131072 or model_max_length=None in model's config.json). To allow overriding "
+        "this maximum, set the env var VLLM_ALLOW_LONG_MAX_MODEL_LEN=1."
+    ) in str(e.value)
+    r = vllm.capacity(
+        m,
+        64 * GiB,
+        BF16,
+        BF16,
+        max_model_len=200_000,
+        options=VllmOptions(version="0.33", allow_long_max_model_len=True),
+    )
     assert r.max_model_len == 200_000 and r.notes[0].startswith("vLLM warns: User-specified max_model_len (200000)")
     # V0 0.6.x words it its own way
     with pytest.raises(KvcalcError, match=r"This may lead to incorrect model outputs or CUDA errors\. To allow"):
@@ -262,12 +298,14 @@ def test_longest_context_never_exceeds_the_model_limit():
     # 55 GiB // (16 x 4,096 x 32 = 2 MiB) = 28,160 blocks = 450,560 tokens; one request of the model's
     # 131,072 tokens fits, so the longest context at concurrency 1 is the model's limit, not 450,560
     m = load_model("llama-3.1-8b")
-    r = vllm.capacity(m, 55 * GiB, BF16, BF16, max_model_len=131_072, concurrency=1,
-                      options=VllmOptions(version="0.33"))
+    r = vllm.capacity(
+        m, 55 * GiB, BF16, BF16, max_model_len=131_072, concurrency=1, options=VllmOptions(version="0.33")
+    )
     assert (r.kv_cache_tokens, r.longest_context) == (450_560, 131_072)
     # at 4 requests the blocks bind first: 4 x cdiv(n, 16) <= 28,160 -> n <= 112,640
-    r = vllm.capacity(m, 55 * GiB, BF16, BF16, max_model_len=131_072, concurrency=4,
-                      options=VllmOptions(version="0.33"))
+    r = vllm.capacity(
+        m, 55 * GiB, BF16, BF16, max_model_len=131_072, concurrency=4, options=VllmOptions(version="0.33")
+    )
     assert r.longest_context == 112_640
 
 
@@ -283,6 +321,7 @@ def test_cli_max_model_len_env_var(monkeypatch):
 
 # ----- --vllm-version ---------------------------------------------------------------------------
 
+
 def test_cli_vllm_version_selects_the_rules_and_is_named():
     base = ("capacity", "gpt-oss-20b", "-e", "vllm", "-m", "6.51GiB")
     new, old = run_json(*base), run_json(*base, "--vllm-version", "0.11")
@@ -291,9 +330,11 @@ def test_cli_vllm_version_selects_the_rules_and_is_named():
     v0 = run_json("capacity", "llama-3.1-8b", "-e", "vllm", "-m", "1GiB", "-L", "8192", "--vllm-version", "0.6")
     assert v0["engine_version"] == "vLLM 0.6.x (V0 engine)" and v0["log_lines"][1].startswith("# GPU blocks: 512")
     assert run_err("capacity", "llama-3.1-8b", "-e", "vllm", "-m", "1GiB", "--vllm-version", "0.7") == (
-        "error: --vllm-version 0.7: kvcalc models vLLM 0.6, 0.11, 0.33 (0.6: the V0 engine)")
-    assert run_err("capacity", "llama-3.1-8b", "-e", "vllm", "-m", "1GiB", "--vllm-v0", "--vllm-version",
-                   "0.11").startswith("error: --vllm-v0: --vllm-v0 is --vllm-version 0.6")
+        "error: --vllm-version 0.7: kvcalc models vLLM 0.6, 0.11, 0.33 (0.6: the V0 engine)"
+    )
+    assert run_err(
+        "capacity", "llama-3.1-8b", "-e", "vllm", "-m", "1GiB", "--vllm-v0", "--vllm-version", "0.11"
+    ).startswith("error: --vllm-v0: --vllm-v0 is --vllm-version 0.6")
 
 
 def test_options_default_to_the_current_release():

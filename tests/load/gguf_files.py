@@ -12,7 +12,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-gguf = __import__("pytest").importorskip("gguf", reason="the gguf package is not installed (pip install 'kvcalc[gguf]')")
+gguf = __import__("pytest").importorskip(
+    "gguf", reason="the gguf package is not installed (pip install 'kvcalc[gguf]')"
+)
 np = __import__("numpy")
 
 T = gguf.GGMLQuantizationType
@@ -38,7 +40,14 @@ def write_gguf(path: Path, arch: str, kv: dict, tensors: list[tuple[str, str, tu
             w.add_uint32(full, value)
         elif isinstance(value, str):
             w.add_string(full, value)
-        elif isinstance(value, list) and value and isinstance(value[0], str) or isinstance(value, list) and value and isinstance(value[0], bool):
+        elif (
+            isinstance(value, list)
+            and value
+            and isinstance(value[0], str)
+            or isinstance(value, list)
+            and value
+            and isinstance(value[0], bool)
+        ):
             w.add_array(full, value)
         elif isinstance(value, list):
             w.add_key_value(full, value, gguf.GGUFValueType.ARRAY, sub_type=gguf.GGUFValueType.UINT32)
@@ -60,10 +69,18 @@ def write_gguf(path: Path, arch: str, kv: dict, tensors: list[tuple[str, str, tu
 #: Llama-3.1-8B's hyperparameters as llama.cpp's converter writes them (meta-llama/Llama-3.1-8B
 #: config.json: 32 layers, hidden 4096, 32 heads, 8 KV heads, MLP 14336, vocab 128256, 131072
 #: context); file type 15 = MOSTLY_Q4_K_M.
-LLAMA_8B_KV = {"block_count": 32, "context_length": 131072, "embedding_length": 4096,
-               "feed_forward_length": 14336, "attention.head_count": 32, "attention.head_count_kv": 8,
-               "rope.dimension_count": 128, "vocab_size": 128256, "general.file_type": 15,
-               "general.name": "Meta Llama 3.1 8B Instruct"}
+LLAMA_8B_KV = {
+    "block_count": 32,
+    "context_length": 131072,
+    "embedding_length": 4096,
+    "feed_forward_length": 14336,
+    "attention.head_count": 32,
+    "attention.head_count_kv": 8,
+    "rope.dimension_count": 128,
+    "vocab_size": 128256,
+    "general.file_type": 15,
+    "general.name": "Meta Llama 3.1 8B Instruct",
+}
 
 
 def tiny_layers(n_layers: int) -> list[tuple[str, str, tuple[int, ...]]]:
@@ -77,5 +94,8 @@ def tiny_layers(n_layers: int) -> list[tuple[str, str, tuple[int, ...]]]:
 
 #: token_embd Q6_K 256 x 4 (4 x 210 = 840 B), output Q8_0 64 x 32 (2048 / 32 x 34 = 2,176 B),
 #: output_norm F32 16 (64 B)
-ENDS = [("token_embd.weight", "Q6_K", (256, 4)), ("output.weight", "Q8_0", (64, 32)),
-        ("output_norm.weight", "F32", (16,))]
+ENDS = [
+    ("token_embd.weight", "Q6_K", (256, 4)),
+    ("output.weight", "Q8_0", (64, 32)),
+    ("output_norm.weight", "F32", (16,)),
+]

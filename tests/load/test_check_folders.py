@@ -13,8 +13,10 @@ from kvcalc.errors import ConfigError
 from kvcalc.load.deployments import check_paths, file_kind
 
 # 48 GiB, 960 GB/s, 150 TFLOPS: a made-up workstation card
-GPU = ("name: Lab card 48GB\nmemory_bytes: 51_539_607_552\nhbm_bytes_per_s: 960_000_000_000\n"
-       "bf16_flops_per_s: 150_000_000_000_000\nsource: lab measurement\n")
+GPU = (
+    "name: Lab card 48GB\nmemory_bytes: 51_539_607_552\nhbm_bytes_per_s: 960_000_000_000\n"
+    "bf16_flops_per_s: 150_000_000_000_000\nsource: lab measurement\n"
+)
 DEPLOY = "name: {name}\nmodel: llama-3.1-8b\ngpu: {gpu}\nmax_seq_len: 8192\nconcurrency: 2\n"
 
 
@@ -24,16 +26,19 @@ def folder(tmp_path: Path, **files: str) -> Path:
     return tmp_path
 
 
-@pytest.mark.parametrize("data,kind", [
-    ({"model": "x", "gpu": "h200", "max_seq_len": 1}, "deployment"),
-    ({"name": "typo", "model": "x", "concurency": 8}, "deployment"),   # one deployment key is enough
-    ({"name": "g", "memory_bytes": 1, "hbm_bytes_per_s": 1}, "gpu"),
-    ({"name": "g", "memory": "24GiB", "source": "x"}, "gpu"),         # a misspelt GPU field still marks a GPU
-    ({"name": "m", "n_layers": 2, "n_heads": 4}, "model"),
-    ({"kind": "GPU", "name": "g"}, "gpu"),                             # kind: wins, case-insensitive
-    ({"kind": "deployment", "name": "d"}, "deployment"),
-    ({"owner": "me"}, None),
-])
+@pytest.mark.parametrize(
+    "data,kind",
+    [
+        ({"model": "x", "gpu": "h200", "max_seq_len": 1}, "deployment"),
+        ({"name": "typo", "model": "x", "concurency": 8}, "deployment"),  # one deployment key is enough
+        ({"name": "g", "memory_bytes": 1, "hbm_bytes_per_s": 1}, "gpu"),
+        ({"name": "g", "memory": "24GiB", "source": "x"}, "gpu"),  # a misspelt GPU field still marks a GPU
+        ({"name": "m", "n_layers": 2, "n_heads": 4}, "model"),
+        ({"kind": "GPU", "name": "g"}, "gpu"),  # kind: wins, case-insensitive
+        ({"kind": "deployment", "name": "d"}, "deployment"),
+        ({"owner": "me"}, None),
+    ],
+)
 def test_file_kind(data, kind) -> None:
     assert file_kind(data, Path("f.yaml")) == kind
 
@@ -44,8 +49,14 @@ def test_unknown_kind_is_refused() -> None:
 
 
 def test_gpu_files_load_and_are_named_by_the_folder(tmp_path, cli) -> None:
-    d = folder(tmp_path, **{"lab-card": GPU, "deploy": DEPLOY.format(name="on-lab", gpu="lab-card"),
-                            "deploy2": "kind: deployment\n" + DEPLOY.format(name="on-h200", gpu="h200")})
+    d = folder(
+        tmp_path,
+        **{
+            "lab-card": GPU,
+            "deploy": DEPLOY.format(name="on-lab", gpu="lab-card"),
+            "deploy2": "kind: deployment\n" + DEPLOY.format(name="on-h200", gpu="h200"),
+        },
+    )
     rows, errors = check_paths([str(d)])
     assert errors == []
     assert [(r.name, r.gpu) for r in rows] == [("on-lab", "lab-card"), ("on-h200", "h200")]
@@ -71,11 +82,18 @@ def test_gpu_file_field_error_suggests_the_field(tmp_path, cli) -> None:
     assert f"{d / 'deploy.yaml'}:3: field 'gpu': " in r.stderr
 
 
-@pytest.mark.parametrize("field,hint", [
-    ("memory", "memory_bytes"),          # memory_note is closer by difflib: the unit suffix wins
-    ("hbm", "hbm_bytes_per_s"), ("bandwidth", "hbm_bytes_per_s"), ("bf16_flops", "bf16_flops_per_s"),
-    ("tflops", "bf16_flops_per_s"), ("interconnect", "interconnect_bytes_per_s"), ("l2", "l2_bytes"),
-])
+@pytest.mark.parametrize(
+    "field,hint",
+    [
+        ("memory", "memory_bytes"),  # memory_note is closer by difflib: the unit suffix wins
+        ("hbm", "hbm_bytes_per_s"),
+        ("bandwidth", "hbm_bytes_per_s"),
+        ("bf16_flops", "bf16_flops_per_s"),
+        ("tflops", "bf16_flops_per_s"),
+        ("interconnect", "interconnect_bytes_per_s"),
+        ("l2", "l2_bytes"),
+    ],
+)
 def test_gpu_yaml_field_hints(tmp_path, field, hint) -> None:
     from kvcalc.load.gpus import get_gpu
 

@@ -24,14 +24,31 @@ st = pytest.importorskip("safetensors.torch", reason="writing the test checkpoin
 ROOT = Path(__file__).parents[2]
 
 #: a tiny Llama: hidden 256, 2 query heads and 1 KV head of 128, MLP 512, 2 layers, vocab 384, untied
-CONFIG = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 256, "intermediate_size": 512,
-          "num_attention_heads": 2, "num_key_value_heads": 1, "head_dim": 128, "num_hidden_layers": 2,
-          "vocab_size": 384, "max_position_embeddings": 4096, "torch_dtype": "bfloat16", "tie_word_embeddings": False}
+CONFIG = {
+    "architectures": ["LlamaForCausalLM"],
+    "model_type": "llama",
+    "hidden_size": 256,
+    "intermediate_size": 512,
+    "num_attention_heads": 2,
+    "num_key_value_heads": 1,
+    "head_dim": 128,
+    "num_hidden_layers": 2,
+    "vocab_size": 384,
+    "max_position_embeddings": 4096,
+    "torch_dtype": "bfloat16",
+    "tie_word_embeddings": False,
+}
 FP8 = {"quant_method": "fp8", "activation_scheme": "dynamic", "fmt": "e4m3", "weight_block_size": [128, 128]}
 #: (out, in) of each decoder matrix
-SHAPES = {"self_attn.q_proj": (256, 256), "self_attn.k_proj": (128, 256), "self_attn.v_proj": (128, 256),
-          "self_attn.o_proj": (256, 256), "mlp.gate_proj": (512, 256), "mlp.up_proj": (512, 256),
-          "mlp.down_proj": (256, 512)}
+SHAPES = {
+    "self_attn.q_proj": (256, 256),
+    "self_attn.k_proj": (128, 256),
+    "self_attn.v_proj": (128, 256),
+    "self_attn.o_proj": (256, 256),
+    "mlp.gate_proj": (512, 256),
+    "mlp.up_proj": (512, 256),
+    "mlp.down_proj": (256, 512),
+}
 
 
 def write_fp8(folder: Path, *, prefix: str = "model.", shards: int = 1) -> Path:
@@ -58,8 +75,9 @@ def write_fp8(folder: Path, *, prefix: str = "model.", shards: int = 1) -> Path:
         files = {"model-00001-of-00002.safetensors": first, "model-00002-of-00002.safetensors": rest}
         for f, ts in files.items():
             st.save_file(ts, str(folder / f))
-        (folder / "model.safetensors.index.json").write_text(json.dumps(
-            {"metadata": {}, "weight_map": {n: f for f, ts in files.items() for n in ts}}))
+        (folder / "model.safetensors.index.json").write_text(
+            json.dumps({"metadata": {}, "weight_map": {n: f for f, ts in files.items() for n in ts}})
+        )
     return folder
 
 
@@ -67,9 +85,9 @@ def write_fp8(folder: Path, *, prefix: str = "model.", shards: int = 1) -> Path:
 # down 131,072 = 589,824 B; fp32 block scales q 2x2 + k 1x2 + v 1x2 + o 2x2 + gate 4x2 + up 4x2 +
 # down 2x4 = 36 scales = 144 B; two bf16 norms 2 x 256 x 2 = 1,024 B: 590,992 B.
 LAYER_BYTES = 589_824 + 144 + 1_024
-EMBEDDING_BYTES = 384 * 256 * 2           # 196,608
-HEAD_BYTES = 384 * 256 * 2 + 256 * 2      # lm_head 196,608 + final norm 512 = 197,120
-TOTAL_BYTES = 2 * LAYER_BYTES + EMBEDDING_BYTES + HEAD_BYTES   # 1,575,712
+EMBEDDING_BYTES = 384 * 256 * 2  # 196,608
+HEAD_BYTES = 384 * 256 * 2 + 256 * 2  # lm_head 196,608 + final norm 512 = 197,120
+TOTAL_BYTES = 2 * LAYER_BYTES + EMBEDDING_BYTES + HEAD_BYTES  # 1,575,712
 
 
 def test_fp8_headers_equal_the_architecture_and_quantization_config(tmp_path):
@@ -123,15 +141,29 @@ def test_multimodal_wrapper_and_vision_tower(tmp_path):
 def test_moe_experts_and_mtp_layer(tmp_path):
     # a tiny Qwen3-MoE-like layout: 2 layers, 4 experts of (gate, up, down) 32 x 16 bf16 each, and
     # one MTP layer (model.layers.2) past num_hidden_layers, as DeepSeek-V3 ships it
-    cfg = {"model_type": "qwen3_moe", "hidden_size": 16, "intermediate_size": 64, "moe_intermediate_size": 32,
-           "num_attention_heads": 2, "num_key_value_heads": 1, "head_dim": 8, "num_hidden_layers": 2,
-           "num_experts": 4, "num_experts_per_tok": 2, "vocab_size": 10, "torch_dtype": "bfloat16",
-           "max_position_embeddings": 128, "tie_word_embeddings": True}
+    cfg = {
+        "model_type": "qwen3_moe",
+        "hidden_size": 16,
+        "intermediate_size": 64,
+        "moe_intermediate_size": 32,
+        "num_attention_heads": 2,
+        "num_key_value_heads": 1,
+        "head_dim": 8,
+        "num_hidden_layers": 2,
+        "num_experts": 4,
+        "num_experts_per_tok": 2,
+        "vocab_size": 10,
+        "torch_dtype": "bfloat16",
+        "max_position_embeddings": 128,
+        "tie_word_embeddings": True,
+    }
     folder = tmp_path / "moe"
     folder.mkdir()
     (folder / "config.json").write_text(json.dumps(cfg))
-    t = {"model.embed_tokens.weight": torch.zeros(10, 16, dtype=torch.bfloat16),
-         "model.norm.weight": torch.zeros(16, dtype=torch.bfloat16)}
+    t = {
+        "model.embed_tokens.weight": torch.zeros(10, 16, dtype=torch.bfloat16),
+        "model.norm.weight": torch.zeros(16, dtype=torch.bfloat16),
+    }
     for i in range(3):
         t[f"model.layers.{i}.self_attn.q_proj.weight"] = torch.zeros(16, 16, dtype=torch.bfloat16)
         t[f"model.layers.{i}.mlp.gate.weight"] = torch.zeros(4, 16, dtype=torch.bfloat16)
@@ -147,7 +179,7 @@ def test_moe_experts_and_mtp_layer(tmp_path):
     # shared expert 32 x 16 x 2 = 1,024 B
     assert ck.layer_expert_bytes == [12_288, 12_288]
     assert ck.layer_bytes == [12_288 + 512 + 128 + 1_024] * 2
-    assert ck.other_bytes == 12_288 + 512 + 128 + 1_024     # the MTP layer 2
+    assert ck.other_bytes == 12_288 + 512 + 128 + 1_024  # the MTP layer 2
     assert (ck.embedding_bytes, ck.head_bytes) == (320, 32)  # 10 x 16 x 2; tied head: the norm only
     # the plan reads 2 of 4 experts per token: 12,288 / 4 = 3,072 B per expert
     wb = weight_bytes(m)
@@ -161,14 +193,17 @@ def test_gptq_packed_words_count_their_values(tmp_path):
     from kvcalc.load.checkpoint import checkpoint_weights, local_headers
     from kvcalc.load.hf.quant import Quantization
 
-    t = {"model.layers.0.self_attn.q_proj.qweight": torch.zeros(32, 256, dtype=torch.int32),
-         "model.layers.0.self_attn.q_proj.qzeros": torch.zeros(2, 32, dtype=torch.int32),
-         "model.layers.0.self_attn.q_proj.scales": torch.zeros(2, 256, dtype=torch.float16),
-         "model.layers.0.self_attn.q_proj.g_idx": torch.zeros(256, dtype=torch.int32)}
+    t = {
+        "model.layers.0.self_attn.q_proj.qweight": torch.zeros(32, 256, dtype=torch.int32),
+        "model.layers.0.self_attn.q_proj.qzeros": torch.zeros(2, 32, dtype=torch.int32),
+        "model.layers.0.self_attn.q_proj.scales": torch.zeros(2, 256, dtype=torch.float16),
+        "model.layers.0.self_attn.q_proj.g_idx": torch.zeros(256, dtype=torch.int32),
+    }
     tmp_path.joinpath("c").mkdir()
     st.save_file(t, str(tmp_path / "c" / "model.safetensors"))
-    ck = checkpoint_weights(local_headers(tmp_path / "c"), n_layers=1,
-                            quant=Quantization("gptq", "int4:g128:fp16:zp", packed_bits=4))
+    ck = checkpoint_weights(
+        local_headers(tmp_path / "c"), n_layers=1, quant=Quantization("gptq", "int4:g128:fp16:zp", packed_bits=4)
+    )
     # values: qweight 32 x 256 x 8 = 65,536; qzeros 2 x 32 x 8 = 512; scales 512; g_idx 256
     assert ck.n_params == 65_536 + 512 + 512 + 256
     # bytes: 32,768 + 256 + 1,024 + 1,024 = 35,072 B: the format's 65,536 / 256 x 133 = 34,048 B
@@ -184,17 +219,20 @@ def test_reads_only_the_header(tmp_path):
     f = folder / "model.safetensors"
     raw = f.read_bytes()
     (n,) = struct.unpack("<Q", raw[:8])
-    f.write_bytes(raw[:8 + n] + b"\xff" * (len(raw) - 8 - n))
+    f.write_bytes(raw[: 8 + n] + b"\xff" * (len(raw) - 8 - n))
     assert sum(t.nbytes for t in read_header(f).values()) == TOTAL_BYTES
 
 
-@pytest.mark.parametrize("content, message", [
-    (b"\x01\x02", "too short for a safetensors file"),
-    (struct.pack("<Q", 200_000_000), "exceeds safetensors' limit"),
-    (struct.pack("<Q", 50) + b"{}", "truncated: the header says 50 B"),
-    (struct.pack("<Q", 5) + b"{nope", "not valid JSON"),
-    (struct.pack("<Q", 2) + b"[]", "not a JSON object"),
-])
+@pytest.mark.parametrize(
+    "content, message",
+    [
+        (b"\x01\x02", "too short for a safetensors file"),
+        (struct.pack("<Q", 200_000_000), "exceeds safetensors' limit"),
+        (struct.pack("<Q", 50) + b"{}", "truncated: the header says 50 B"),
+        (struct.pack("<Q", 5) + b"{nope", "not valid JSON"),
+        (struct.pack("<Q", 2) + b"[]", "not a JSON object"),
+    ],
+)
 def test_damaged_headers_are_one_error(tmp_path, content, message):
     f = tmp_path / "model.safetensors"
     f.write_bytes(content)
@@ -226,8 +264,10 @@ def test_cli_estimate_gpu_says_where_weights_come_from(tmp_path, cli):
 def test_damaged_file_in_a_folder_exits_2(tmp_path):
     folder = write_fp8(tmp_path / "ck")
     (folder / "model.safetensors").write_bytes(b"\x00")
-    r = subprocess.run([sys.executable, "-m", "kvcalc", "estimate", str(folder)], capture_output=True, text=True,
-                       cwd=ROOT)
+    r = subprocess.run(
+        [sys.executable, "-m", "kvcalc", "estimate", str(folder)], capture_output=True, text=True, cwd=ROOT
+    )
     assert r.returncode == 2
-    assert r.stderr.strip().splitlines() == [f"error: {folder / 'model.safetensors'}: too short for a safetensors "
-                                             "file (no 8-byte header length)"]
+    assert r.stderr.strip().splitlines() == [
+        f"error: {folder / 'model.safetensors'}: too short for a safetensors file (no 8-byte header length)"
+    ]

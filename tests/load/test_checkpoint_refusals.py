@@ -25,7 +25,7 @@ from kvcalc.load.hf import model_from_hf_config
 
 DATA = Path(__file__).parents[1] / "data" / "hf"
 LLAMA = json.loads((DATA / "Llama-3.1-8B.json").read_text())
-BF16_REST = 2_101_878_784        # Llama-3.1-8B embeddings + head + norms, bf16 bytes (test_quant.py)
+BF16_REST = 2_101_878_784  # Llama-3.1-8B embeddings + head + norms, bf16 bytes (test_quant.py)
 
 
 def shard(path: Path) -> Path:
@@ -38,14 +38,16 @@ def test_truncated_file_is_refused_naming_it(tmp_path):
     f = shard(tmp_path / "model.safetensors")
     raw = f.read_bytes()
     (n,) = struct.unpack("<Q", raw[:8])
-    assert len(raw) == 8 + n + 128          # the whole file: header, then 64 + 64 B of data
+    assert len(raw) == 8 + n + 128  # the whole file: header, then 64 + 64 B of data
     assert len(read_header(f)) == 2
-    f.write_bytes(raw[:-1])                 # one byte short
+    f.write_bytes(raw[:-1])  # one byte short
     with pytest.raises(ConfigError) as e:
         read_header(f)
     # the data runs to byte 8 + n + 128; the file holds one less
-    assert str(e.value) == (f"{f}: truncated: its header places tensor data up to byte {8 + n + 128:,} but the file "
-                            f"holds {8 + n + 127:,} B (an interrupted download?); fetch the file again")
+    assert str(e.value) == (
+        f"{f}: truncated: its header places tensor data up to byte {8 + n + 128:,} but the file "
+        f"holds {8 + n + 127:,} B (an interrupted download?); fetch the file again"
+    )
 
 
 def test_truncated_shard_in_a_folder_stops_the_load(tmp_path, cli):
@@ -53,14 +55,15 @@ def test_truncated_shard_in_a_folder_stops_the_load(tmp_path, cli):
     folder.mkdir()
     (folder / "config.json").write_text(json.dumps(LLAMA))
     f = shard(folder / "model.safetensors")
-    f.write_bytes(f.read_bytes()[:-64])     # the last tensor's data is gone
+    f.write_bytes(f.read_bytes()[:-64])  # the last tensor's data is gone
     r = cli("estimate", str(folder))
     assert r.exit_code == 2
     assert len(r.stderr.splitlines()) == 1 and f"{f}: truncated" in r.stderr
 
 
-@pytest.mark.parametrize("name", ["../outside.safetensors", "/etc/passwd", "sub/../../x.safetensors",
-                                  "..\\x.safetensors", ""])
+@pytest.mark.parametrize(
+    "name", ["../outside.safetensors", "/etc/passwd", "sub/../../x.safetensors", "..\\x.safetensors", ""]
+)
 def test_index_naming_files_outside_the_folder_is_refused(tmp_path, name):
     folder = tmp_path / "ck"
     folder.mkdir()
@@ -77,8 +80,9 @@ def test_index_naming_a_shard_beside_it_still_reads(tmp_path):
     folder = tmp_path / "ck"
     folder.mkdir()
     shard(folder / "model-00001-of-00001.safetensors")
-    (folder / "model.safetensors.index.json").write_text(json.dumps(
-        {"weight_map": {"a": "model-00001-of-00001.safetensors", "b": "./model-00001-of-00001.safetensors"}}))
+    (folder / "model.safetensors.index.json").write_text(
+        json.dumps({"weight_map": {"a": "model-00001-of-00001.safetensors", "b": "./model-00001-of-00001.safetensors"}})
+    )
     assert sorted(local_headers(folder)) == ["./model-00001-of-00001.safetensors", "model-00001-of-00001.safetensors"]
 
 
@@ -91,14 +95,16 @@ def test_shards_linked_to_blobs_outside_are_read(tmp_path):
     snap = tmp_path / "snapshots" / "rev"
     snap.mkdir(parents=True)
     (snap / "model-00001-of-00001.safetensors").symlink_to(Path("../../blobs/abc123"))
-    (snap / "model.safetensors.index.json").write_text(json.dumps(
-        {"weight_map": {"a": "model-00001-of-00001.safetensors", "b": "model-00001-of-00001.safetensors"}}))
+    (snap / "model.safetensors.index.json").write_text(
+        json.dumps({"weight_map": {"a": "model-00001-of-00001.safetensors", "b": "model-00001-of-00001.safetensors"}})
+    )
     assert len(local_headers(snap)["model-00001-of-00001.safetensors"]) == 2
 
 
 def test_gptq_group_size_minus_one_is_per_column_gptq():
-    data = dict(LLAMA, quantization_config={"quant_method": "gptq", "bits": 4, "group_size": -1, "desc_act": False,
-                                            "sym": True})
+    data = dict(
+        LLAMA, quantization_config={"quant_method": "gptq", "bits": 4, "group_size": -1, "desc_act": False, "sym": True}
+    )
     with warnings.catch_warnings():
         warnings.simplefilter("error", KvcalcWarning)  # it used to be "counted in bf16" with a warning
         m = model_from_hf_config(data, path="Llama-3.1-8B-GPTQ/config.json")
@@ -127,8 +133,10 @@ def test_bad_fp8_block_is_refused_at_load_naming_file_and_field():
         model_from_hf_config(data, path="Llama-3.1-8B-FP8/config.json")
     assert (e.value.path, e.value.field) == ("Llama-3.1-8B-FP8/config.json", "quantization_config.weight_block_size")
     # 100 x 100 = 10,000 values per block; 218,103,808 = 10,000 x 21,810 + 3,808: not whole blocks
-    assert str(e.value).startswith("Llama-3.1-8B-FP8/config.json: field 'quantization_config.weight_block_size': "
-                                   "fp8_e4m3:b100:fp32 packs 10000 values per block")
+    assert str(e.value).startswith(
+        "Llama-3.1-8B-FP8/config.json: field 'quantization_config.weight_block_size': "
+        "fp8_e4m3:b100:fp32 packs 10000 values per block"
+    )
     # the published block loads
     ok = dict(LLAMA, quantization_config={"quant_method": "fp8", "weight_block_size": [128, 128]})
     assert model_from_hf_config(ok, path="c/config.json").weight_dtype == "fp8_e4m3:b128:fp32"

@@ -156,9 +156,11 @@ def test_file_stem_is_lowercase_name_and_has_source(name):
 
 
 #: per-token bytes that do not follow the KV format: DeepSeek's fp8 indexer keys (128 + 4 B scale)
-FIXED_INDEXER = {"deepseek-v3.2": 61 * 132,        # 8,052
-                 "glm-5.2": 21 * 132,              # 2,772: the "full" indexer_types layers
-                 "deepseek-v4-flash": 21 * 132 // 4}  # 693: one key per 4 tokens on the CSA layers
+FIXED_INDEXER = {
+    "deepseek-v3.2": 61 * 132,  # 8,052
+    "glm-5.2": 21 * 132,  # 2,772: the "full" indexer_types layers
+    "deepseek-v4-flash": 21 * 132 // 4,
+}  # 693: one key per 4 tokens on the CSA layers
 
 
 @pytest.mark.parametrize("name", NAMES)
@@ -174,19 +176,23 @@ def test_fp8_is_half_of_bf16(name):
 
 # ----- layer mixes -----------------------------------------------------------------------
 
-@pytest.mark.parametrize("name,counts", [
-    ("gemma-3-27b", {"sliding": 52, "full": 10}),   # 62 layers, every 6th (5, 11, .., 59) global
-    ("gemma-2-9b", {"sliding": 21, "full": 21}),    # even layers slide
-    ("gpt-oss-20b", {"sliding": 12, "full": 12}),
-    ("gpt-oss-120b", {"sliding": 18, "full": 18}),
-    ("mistral-7b-v0.1", {"sliding": 32}),           # sliding_window 4096 on every layer
-    ("phi-3-mini", {"sliding": 32}),                # sliding_window 2047 on every layer
-    ("mixtral-8x7b", {"full": 32}),                 # sliding_window null
-    ("qwen2.5-7b", {"full": 28}),                   # use_sliding_window false
-    ("jamba-1.5-mini", {"mamba": 28, "full": 4}),   # attention at 4, 12, 20, 28
-    ("qwen3-next-80b-a3b", {"linear": 36, "full": 12}),
-    ("deepseek-v3", {"mla": 61}),
-])
+
+@pytest.mark.parametrize(
+    "name,counts",
+    [
+        ("gemma-3-27b", {"sliding": 52, "full": 10}),  # 62 layers, every 6th (5, 11, .., 59) global
+        ("gemma-2-9b", {"sliding": 21, "full": 21}),  # even layers slide
+        ("gpt-oss-20b", {"sliding": 12, "full": 12}),
+        ("gpt-oss-120b", {"sliding": 18, "full": 18}),
+        ("mistral-7b-v0.1", {"sliding": 32}),  # sliding_window 4096 on every layer
+        ("phi-3-mini", {"sliding": 32}),  # sliding_window 2047 on every layer
+        ("mixtral-8x7b", {"full": 32}),  # sliding_window null
+        ("qwen2.5-7b", {"full": 28}),  # use_sliding_window false
+        ("jamba-1.5-mini", {"mamba": 28, "full": 4}),  # attention at 4, 12, 20, 28
+        ("qwen3-next-80b-a3b", {"linear": 36, "full": 12}),
+        ("deepseek-v3", {"mla": 61}),
+    ],
+)
 def test_layer_kinds(name, counts):
     kinds = load_model(name).layer_kinds
     assert {k: kinds.count(k) for k in set(kinds)} == counts
@@ -204,30 +210,34 @@ def test_jamba_attention_layers_are_offset_4_period_8():
 
 # ----- window-aware totals at long context --------------------------------------------------
 
-@pytest.mark.parametrize("name,seq_len,window_bytes,no_window_bytes", [
-    # per layer per token 2 x 16 kv x 128 x 2 B = 8,192 B
-    # 10 global x 131,072 x 8,192 + 52 local x 1,024 x 8,192
-    #   = 10,737,418,240 + 436,207,616 = 11,173,625,856
-    # no window: 62 x 131,072 x 8,192 = 66,571,993,088
-    ("gemma-3-27b", 131_072, 11_173_625_856, 66_571_993_088),
-    # per layer per token 2 x 8 kv x 256 x 2 B = 8,192 B
-    # 21 full x 32,768 x 8,192 + 21 sliding x 4,096 x 8,192 = 5,637,144,576 + 704,643,072
-    #   = 6,341,787,648; no window: 42 x 32,768 x 8,192 = 11,274,289,152
-    ("gemma-2-9b", 32_768, 6_341_787_648, 11_274_289_152),
-    # per layer per token 2 x 8 kv x 64 x 2 B = 2,048 B
-    # 12 full x 32,768 x 2,048 + 12 sliding x 128 x 2,048 = 805,306,368 + 3,145,728 = 808,452,096
-    # no window: 24 x 32,768 x 2,048 = 1,610,612,736
-    ("gpt-oss-20b", 32_768, 808_452_096, 1_610_612_736),
-    # 18 x 32,768 x 2,048 + 18 x 128 x 2,048 = 1,207,959,552 + 4,718,592 = 1,212,678,144
-    # no window: 36 x 32,768 x 2,048 = 2,415,919,104
-    ("gpt-oss-120b", 32_768, 1_212_678_144, 2_415_919_104),
-    # per layer per token 2 x 8 kv x 128 x 2 B = 4,096 B; every layer keeps 4,096 tokens
-    # 32 x 4,096 x 4,096 = 536,870,912; no window: 32 x 32,768 x 4,096 = 4,294,967,296
-    ("mistral-7b-v0.1", 32_768, 536_870_912, 4_294_967_296),
-    # per layer per token 2 x 32 kv x 96 x 2 B = 12,288 B; 32 x 2,047 x 12,288 = 804,913,152
-    # no window: 32 x 4,096 x 12,288 = 1,610,612,736
-    ("phi-3-mini", 4_096, 804_913_152, 1_610_612_736),
-])
+
+@pytest.mark.parametrize(
+    "name,seq_len,window_bytes,no_window_bytes",
+    [
+        # per layer per token 2 x 16 kv x 128 x 2 B = 8,192 B
+        # 10 global x 131,072 x 8,192 + 52 local x 1,024 x 8,192
+        #   = 10,737,418,240 + 436,207,616 = 11,173,625,856
+        # no window: 62 x 131,072 x 8,192 = 66,571,993,088
+        ("gemma-3-27b", 131_072, 11_173_625_856, 66_571_993_088),
+        # per layer per token 2 x 8 kv x 256 x 2 B = 8,192 B
+        # 21 full x 32,768 x 8,192 + 21 sliding x 4,096 x 8,192 = 5,637,144,576 + 704,643,072
+        #   = 6,341,787,648; no window: 42 x 32,768 x 8,192 = 11,274,289,152
+        ("gemma-2-9b", 32_768, 6_341_787_648, 11_274_289_152),
+        # per layer per token 2 x 8 kv x 64 x 2 B = 2,048 B
+        # 12 full x 32,768 x 2,048 + 12 sliding x 128 x 2,048 = 805,306,368 + 3,145,728 = 808,452,096
+        # no window: 24 x 32,768 x 2,048 = 1,610,612,736
+        ("gpt-oss-20b", 32_768, 808_452_096, 1_610_612_736),
+        # 18 x 32,768 x 2,048 + 18 x 128 x 2,048 = 1,207,959,552 + 4,718,592 = 1,212,678,144
+        # no window: 36 x 32,768 x 2,048 = 2,415,919,104
+        ("gpt-oss-120b", 32_768, 1_212_678_144, 2_415_919_104),
+        # per layer per token 2 x 8 kv x 128 x 2 B = 4,096 B; every layer keeps 4,096 tokens
+        # 32 x 4,096 x 4,096 = 536,870,912; no window: 32 x 32,768 x 4,096 = 4,294,967,296
+        ("mistral-7b-v0.1", 32_768, 536_870_912, 4_294_967_296),
+        # per layer per token 2 x 32 kv x 96 x 2 B = 12,288 B; 32 x 2,047 x 12,288 = 804,913,152
+        # no window: 32 x 4,096 x 12,288 = 1,610,612,736
+        ("phi-3-mini", 4_096, 804_913_152, 1_610_612_736),
+    ],
+)
 def test_window_aware_cache_bytes(name, seq_len, window_bytes, no_window_bytes):
     model = load_model(name)
     est = kv_cache.estimate(model, Workload(seq_len=seq_len, k_dtype="bf16", v_dtype="bf16"))
@@ -245,15 +255,19 @@ def test_window_saves_nothing_inside_the_window():
 
 # ----- fixed state of mamba / linear layers ------------------------------------------------
 
-@pytest.mark.parametrize("name,state_bytes", [
-    # Mamba-1: d_inner = 2 x 4096 = 8,192; conv 8,192 x (4 - 1) + SSM 8,192 x 16 = 155,648 values
-    # x 28 mamba layers x 2 B = 8,716,288
-    ("jamba-1.5-mini", 8_716_288),
-    # Gated DeltaNet: conv (2 x 16 x 128 + 32 x 128) x (4 - 1) = 24,576 + recurrent 32 x 128 x 128
-    # = 524,288 -> 548,864 values x 36 linear layers x 2 B = 39,518,208
-    ("qwen3-next-80b-a3b", 39_518_208),
-    ("llama-3.1-8b", 0),
-])
+
+@pytest.mark.parametrize(
+    "name,state_bytes",
+    [
+        # Mamba-1: d_inner = 2 x 4096 = 8,192; conv 8,192 x (4 - 1) + SSM 8,192 x 16 = 155,648 values
+        # x 28 mamba layers x 2 B = 8,716,288
+        ("jamba-1.5-mini", 8_716_288),
+        # Gated DeltaNet: conv (2 x 16 x 128 + 32 x 128) x (4 - 1) = 24,576 + recurrent 32 x 128 x 128
+        # = 524,288 -> 548,864 values x 36 linear layers x 2 B = 39,518,208
+        ("qwen3-next-80b-a3b", 39_518_208),
+        ("llama-3.1-8b", 0),
+    ],
+)
 def test_state_bytes_per_sequence(name, state_bytes):
     est = kv_cache.estimate(load_model(name), Workload(seq_len=4096, k_dtype="bf16", v_dtype="bf16"))
     assert est.state_bytes == state_bytes
@@ -261,29 +275,34 @@ def test_state_bytes_per_sequence(name, state_bytes):
 
 # ----- tensor and pipeline parallel -------------------------------------------------------
 
+
 def _est(name, seq_len=1, tp=1, pp=1, dtype="bf16"):
-    return kv_cache.estimate(load_model(name), Workload(seq_len=seq_len, k_dtype=dtype, v_dtype=dtype,
-                                                      parallel=Parallelism(tp=tp, pp=pp)))
+    return kv_cache.estimate(
+        load_model(name), Workload(seq_len=seq_len, k_dtype=dtype, v_dtype=dtype, parallel=Parallelism(tp=tp, pp=pp))
+    )
 
 
-@pytest.mark.parametrize("name,tp,pp,per_gpu,all_gpus", [
-    # TP 4: 8 KV heads / 4 = 2 per rank: 80 x 2 x 2 x 128 x 2 B = 81,920 per GPU; x 4 = 327,680
-    ("llama-3.1-70b", 4, 1, 81_920, 327_680),
-    # TP 8: 1 head per rank: 80 x 2 x 1 x 128 x 2 = 40,960; x 8 = 327,680
-    ("llama-3.1-70b", 8, 1, 40_960, 327_680),
-    # TP 16 > 8 KV heads: each head replicated on 2 ranks, still 1 per rank: 40,960 per GPU;
-    # all GPUs hold 16 x 40,960 = 655,360 (twice the model's own 327,680)
-    ("llama-3.1-70b", 16, 1, 40_960, 655_360),
-    # MLA latent replicated on every rank: 61 x 576 x 2 = 70,272 per GPU; x 8 = 562,176
-    ("deepseek-v3", 8, 1, 70_272, 562_176),
-    # PP 4 over 61 layers as vLLM splits them: [15, 15, 16, 15]; fullest stage 16 x 576 x 2 = 18,432
-    ("deepseek-v3", 1, 4, 18_432, 70_272),
-    # PP 3 over 80 layers: [27, 27, 26]; fullest 27 x (2 x 8 x 128 x 2) = 27 x 4,096 = 110,592
-    ("llama-3.1-70b", 1, 3, 110_592, 327_680),
-    # TP 2 x PP 3: fullest stage 27 layers x 2 x 4 heads (8 / 2) x 128 x 2 B = 55,296 per GPU;
-    # heads split, not replicated: all GPUs 80 x 2 x 4 x 128 x 2 = 163,840 x 2 ranks = 327,680
-    ("llama-3.1-70b", 2, 3, 55_296, 327_680),
-])
+@pytest.mark.parametrize(
+    "name,tp,pp,per_gpu,all_gpus",
+    [
+        # TP 4: 8 KV heads / 4 = 2 per rank: 80 x 2 x 2 x 128 x 2 B = 81,920 per GPU; x 4 = 327,680
+        ("llama-3.1-70b", 4, 1, 81_920, 327_680),
+        # TP 8: 1 head per rank: 80 x 2 x 1 x 128 x 2 = 40,960; x 8 = 327,680
+        ("llama-3.1-70b", 8, 1, 40_960, 327_680),
+        # TP 16 > 8 KV heads: each head replicated on 2 ranks, still 1 per rank: 40,960 per GPU;
+        # all GPUs hold 16 x 40,960 = 655,360 (twice the model's own 327,680)
+        ("llama-3.1-70b", 16, 1, 40_960, 655_360),
+        # MLA latent replicated on every rank: 61 x 576 x 2 = 70,272 per GPU; x 8 = 562,176
+        ("deepseek-v3", 8, 1, 70_272, 562_176),
+        # PP 4 over 61 layers as vLLM splits them: [15, 15, 16, 15]; fullest stage 16 x 576 x 2 = 18,432
+        ("deepseek-v3", 1, 4, 18_432, 70_272),
+        # PP 3 over 80 layers: [27, 27, 26]; fullest 27 x (2 x 8 x 128 x 2) = 27 x 4,096 = 110,592
+        ("llama-3.1-70b", 1, 3, 110_592, 327_680),
+        # TP 2 x PP 3: fullest stage 27 layers x 2 x 4 heads (8 / 2) x 128 x 2 B = 55,296 per GPU;
+        # heads split, not replicated: all GPUs 80 x 2 x 4 x 128 x 2 = 163,840 x 2 ranks = 327,680
+        ("llama-3.1-70b", 2, 3, 55_296, 327_680),
+    ],
+)
 def test_parallel_bytes_per_token(name, tp, pp, per_gpu, all_gpus):
     est = _est(name, tp=tp, pp=pp)
     assert est.kv_bytes_per_token_per_gpu == per_gpu
@@ -294,19 +313,23 @@ def test_parallel_bytes_per_token(name, tp, pp, per_gpu, all_gpus):
 def test_tp_cache_at_long_context():
     # llama-3.1-70b, TP 4, 32,768 tokens x 8 sequences: 81,920 x 32,768 x 8 = 21,474,836,480 per GPU
     est = _est("llama-3.1-70b", seq_len=32_768, tp=4)
-    est8 = kv_cache.estimate(load_model("llama-3.1-70b"),
-                           Workload(seq_len=32_768, batch=8, k_dtype="bf16", v_dtype="bf16",
-                                    parallel=Parallelism(tp=4)))
+    est8 = kv_cache.estimate(
+        load_model("llama-3.1-70b"),
+        Workload(seq_len=32_768, batch=8, k_dtype="bf16", v_dtype="bf16", parallel=Parallelism(tp=4)),
+    )
     assert est.kv_cache_bytes_per_gpu == 81_920 * 32_768
     assert est8.kv_cache_bytes_per_gpu == 21_474_836_480
 
 
-@pytest.mark.parametrize("name,tp", [
-    ("llama-3.1-8b", 3),      # 32 query heads not divisible by 3
-    ("falcon-7b", 2),         # 71 query heads
-    ("qwen2.5-7b", 8),        # 28 query heads
-    ("deepseek-v3", 3),       # MLA: only the 128 query heads count, and 3 does not divide them
-])
+@pytest.mark.parametrize(
+    "name,tp",
+    [
+        ("llama-3.1-8b", 3),  # 32 query heads not divisible by 3
+        ("falcon-7b", 2),  # 71 query heads
+        ("qwen2.5-7b", 8),  # 28 query heads
+        ("deepseek-v3", 3),  # MLA: only the 128 query heads count, and 3 does not divide them
+    ],
+)
 def test_tp_refused(name, tp):
     with pytest.raises(KvcalcError, match=f"--tp {tp}"):
         _est(name, tp=tp)
@@ -319,20 +342,24 @@ def test_pp_beyond_layers_refused():
 
 # ----- quantized KV formats ------------------------------------------------------------------
 
-@pytest.mark.parametrize("k,v,expected", [
-    # q8_0: 34 B per 32 values: 2 x 32 x 8 x 128 x 34/32 = 69,632
-    ("q8_0", "q8_0", 69_632),
-    # q4_0: 18 B per 32: 2 x 32 x 8 x 128 x 18/32 = 36,864
-    ("q4_0", "q4_0", 36_864),
-    # int4 with groups of 32 and an fp16 scale: (16 + 2) B per 32 = 36,864
-    ("int4:g32:fp16", "int4:g32:fp16", 36_864),
-    # fp8: 1 B: 2 x 32 x 8 x 128 = 65,536 = half of bf16's 131,072
-    ("fp8", "fp8", 65_536),
-    # K q8_0 + V q4_0: 32 x 8 x (128 x 34/32 + 128 x 18/32) = 256 x (136 + 72) = 53,248
-    ("q8_0", "q4_0", 53_248),
-    # K bf16 + V fp8: 32 x 8 x (256 + 128) = 98,304
-    ("bf16", "fp8", 98_304),
-])
+
+@pytest.mark.parametrize(
+    "k,v,expected",
+    [
+        # q8_0: 34 B per 32 values: 2 x 32 x 8 x 128 x 34/32 = 69,632
+        ("q8_0", "q8_0", 69_632),
+        # q4_0: 18 B per 32: 2 x 32 x 8 x 128 x 18/32 = 36,864
+        ("q4_0", "q4_0", 36_864),
+        # int4 with groups of 32 and an fp16 scale: (16 + 2) B per 32 = 36,864
+        ("int4:g32:fp16", "int4:g32:fp16", 36_864),
+        # fp8: 1 B: 2 x 32 x 8 x 128 = 65,536 = half of bf16's 131,072
+        ("fp8", "fp8", 65_536),
+        # K q8_0 + V q4_0: 32 x 8 x (128 x 34/32 + 128 x 18/32) = 256 x (136 + 72) = 53,248
+        ("q8_0", "q4_0", 53_248),
+        # K bf16 + V fp8: 32 x 8 x (256 + 128) = 98,304
+        ("bf16", "fp8", 98_304),
+    ],
+)
 def test_llama_3_1_8b_quantized(k, v, expected):
     model = load_model("llama-3.1-8b")
     assert kv_cache.kv_bytes_per_token(model, k, v) == expected
@@ -357,35 +384,51 @@ HF_DIR = Path(__file__).parents[1] / "data" / "hf"
 
 #: Hugging Face key -> our field, for the keys both sides carry.
 HF_KEYS = {
-    "num_hidden_layers": "n_layers", "n_layer": "n_layers",
-    "num_attention_heads": "n_heads", "n_head": "n_heads",
+    "num_hidden_layers": "n_layers",
+    "n_layer": "n_layers",
+    "num_attention_heads": "n_heads",
+    "n_head": "n_heads",
     "num_key_value_heads": "n_kv_heads",
-    "hidden_size": "hidden_size", "n_embd": "hidden_size",
-    "head_dim": "head_dim", "vocab_size": "vocab_size", "intermediate_size": "intermediate_size",
-    "max_position_embeddings": "max_position_embeddings", "n_positions": "max_position_embeddings",
-    "sliding_window": "sliding_window", "tie_word_embeddings": "tie_word_embeddings",
-    "kv_lora_rank": "kv_lora_rank", "qk_rope_head_dim": "qk_rope_head_dim",
-    "qk_nope_head_dim": "qk_nope_head_dim", "v_head_dim": "v_head_dim", "q_lora_rank": "q_lora_rank",
-    "num_local_experts": "n_experts", "num_experts": "n_experts",
+    "hidden_size": "hidden_size",
+    "n_embd": "hidden_size",
+    "head_dim": "head_dim",
+    "vocab_size": "vocab_size",
+    "intermediate_size": "intermediate_size",
+    "max_position_embeddings": "max_position_embeddings",
+    "n_positions": "max_position_embeddings",
+    "sliding_window": "sliding_window",
+    "tie_word_embeddings": "tie_word_embeddings",
+    "kv_lora_rank": "kv_lora_rank",
+    "qk_rope_head_dim": "qk_rope_head_dim",
+    "qk_nope_head_dim": "qk_nope_head_dim",
+    "v_head_dim": "v_head_dim",
+    "q_lora_rank": "q_lora_rank",
+    "num_local_experts": "n_experts",
+    "num_experts": "n_experts",
     "num_experts_per_tok": "n_experts_per_token",
-    "mamba_d_state": "mamba_d_state", "mamba_d_conv": "mamba_d_conv", "mamba_expand": "mamba_expand",
+    "mamba_d_state": "mamba_d_state",
+    "mamba_d_conv": "mamba_d_conv",
+    "mamba_expand": "mamba_expand",
     "mamba_dt_rank": "mamba_dt_rank",
 }
 
 
-@pytest.mark.parametrize("fixture,name,skip", [
-    ("Llama-2-7b-hf.json", "llama-2-7b", {"max_position_embeddings"}),  # MLC's copy predates 4096
-    ("Llama-3.1-8B.json", "llama-3.1-8b", set()),
-    ("Mistral-7B-v0.1.json", "mistral-7b-v0.1", set()),
-    ("Mixtral-8x7B-v0.1.json", "mixtral-8x7b", set()),
-    ("Qwen3-4B.json", "qwen3-4b", set()),
-    ("gemma-2-9b-it.json", "gemma-2-9b", set()),
-    ("gpt-oss-20b.json", "gpt-oss-20b", set()),
-    ("gpt2.json", "gpt2", set()),
-    ("falcon-7b.json", "falcon-7b", set()),
-    ("DeepSeek-V2-Lite-Chat.json", "deepseek-v2-lite", {"num_key_value_heads"}),  # MLA: unused
-    ("AI21-Jamba-1.5-Mini.json", "jamba-1.5-mini", set()),
-])
+@pytest.mark.parametrize(
+    "fixture,name,skip",
+    [
+        ("Llama-2-7b-hf.json", "llama-2-7b", {"max_position_embeddings"}),  # MLC's copy predates 4096
+        ("Llama-3.1-8B.json", "llama-3.1-8b", set()),
+        ("Mistral-7B-v0.1.json", "mistral-7b-v0.1", set()),
+        ("Mixtral-8x7B-v0.1.json", "mixtral-8x7b", set()),
+        ("Qwen3-4B.json", "qwen3-4b", set()),
+        ("gemma-2-9b-it.json", "gemma-2-9b", set()),
+        ("gpt-oss-20b.json", "gpt-oss-20b", set()),
+        ("gpt2.json", "gpt2", set()),
+        ("falcon-7b.json", "falcon-7b", set()),
+        ("DeepSeek-V2-Lite-Chat.json", "deepseek-v2-lite", {"num_key_value_heads"}),  # MLA: unused
+        ("AI21-Jamba-1.5-Mini.json", "jamba-1.5-mini", set()),
+    ],
+)
 def test_yaml_agrees_with_published_config(fixture, name, skip):
     hf = json.loads((HF_DIR / fixture).read_text(encoding="utf-8"))
     model = load_model(name)
@@ -399,7 +442,8 @@ def test_yaml_agrees_with_published_config(fixture, name, skip):
         assert model.resolved_n_kv_heads == 1
     if "attn_layer_period" in hf:  # Jamba
         kinds = model.layer_kinds
-        assert [i for i, k in enumerate(kinds) if k == "full"] == \
-            list(range(hf["attn_layer_offset"], hf["num_hidden_layers"], hf["attn_layer_period"]))
+        assert [i for i, k in enumerate(kinds) if k == "full"] == list(
+            range(hf["attn_layer_offset"], hf["num_hidden_layers"], hf["attn_layer_period"])
+        )
     if "layer_types" in hf:  # gpt-oss
         assert model.layer_kinds == [t.removesuffix("_attention") for t in hf["layer_types"]]

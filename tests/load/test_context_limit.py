@@ -44,8 +44,9 @@ def test_qwen3_4b_yarn_factor_4_allows_131072_not_40960():
     assert m.context_limit == 131_072  # int(32,768 x 4.0): YaRN scales from the original, not from 40,960
     assert m.default_context == 131_072
     assert resolve_seq_len(m, None) == 131_072
-    assert m.context_limit_label == ("context limit (131,072 = yarn factor 4 x "
-                                     "original_max_position_embeddings 32,768)")
+    assert m.context_limit_label == (
+        "context limit (131,072 = yarn factor 4 x original_max_position_embeddings 32,768)"
+    )
 
 
 def test_qwen3_4b_without_rope_scaling_stays_40960():
@@ -61,13 +62,16 @@ def test_llama3_rope_does_not_scale():
     assert m.context_limit == 131_072
 
 
-@pytest.mark.parametrize("rope, limit", [
-    ({"type": "linear", "factor": 2.0}, 4096),        # legacy "type" key: 2,048 x 2
-    ({"rope_type": "dynamic", "factor": 2.0}, 4096),  # dynamic NTK multiplies too: 2,048 x 2
-    ({"rope_type": "yarn", "factor": 4.0}, 8192),     # YaRN without an original: 2,048 x 4
-    ({"rope_type": "default"}, 2048),                 # no factor: 2,048 x 1
-    ({"rope_type": "linear", "factor": 2.5}, 5120),   # int(2,048 x 2.5)
-])
+@pytest.mark.parametrize(
+    "rope, limit",
+    [
+        ({"type": "linear", "factor": 2.0}, 4096),  # legacy "type" key: 2,048 x 2
+        ({"rope_type": "dynamic", "factor": 2.0}, 4096),  # dynamic NTK multiplies too: 2,048 x 2
+        ({"rope_type": "yarn", "factor": 4.0}, 8192),  # YaRN without an original: 2,048 x 4
+        ({"rope_type": "default"}, 2048),  # no factor: 2,048 x 1
+        ({"rope_type": "linear", "factor": 2.5}, 5120),  # int(2,048 x 2.5)
+    ],
+)
 def test_factor_multiplies_llama_2(rope, limit):
     # tests/data/hf/Llama-2-7b-hf.json is MLC's copy, which predates 4,096: 2,048
     m = model_from_hf_config(hf("Llama-2-7b-hf.json", rope_scaling=rope), "Llama-2-7b-hf/config.json")
@@ -79,10 +83,20 @@ def test_longrope_limit_is_max_position_default_is_original():
     # microsoft/Phi-3-mini-128k-instruct (published config, from the model page): max_position_embeddings
     # 131,072, original_max_position_embeddings 4,096 at the top level, rope_scaling type "longrope"
     # (once "su") with long/short factor lists and no factor: vLLM allows 131,072, serves 4,096 by default.
-    d = {"model_type": "phi3", "num_hidden_layers": 32, "num_attention_heads": 32, "num_key_value_heads": 32,
-         "hidden_size": 3072, "intermediate_size": 8192, "vocab_size": 32064, "torch_dtype": "bfloat16",
-         "max_position_embeddings": 131072, "original_max_position_embeddings": 4096, "sliding_window": 262144,
-         "rope_scaling": {"type": "su", "long_factor": [1.0] * 48, "short_factor": [1.0] * 48}}
+    d = {
+        "model_type": "phi3",
+        "num_hidden_layers": 32,
+        "num_attention_heads": 32,
+        "num_key_value_heads": 32,
+        "hidden_size": 3072,
+        "intermediate_size": 8192,
+        "vocab_size": 32064,
+        "torch_dtype": "bfloat16",
+        "max_position_embeddings": 131072,
+        "original_max_position_embeddings": 4096,
+        "sliding_window": 262144,
+        "rope_scaling": {"type": "su", "long_factor": [1.0] * 48, "short_factor": [1.0] * 48},
+    }
     m = model_from_hf_config(d, "Phi-3-mini-128k-instruct/config.json")
     assert m.rope_scaling.rope_type == "longrope"
     assert m.context_limit == 131_072
@@ -93,15 +107,22 @@ def test_longrope_limit_is_max_position_default_is_original():
 def test_gemma3_is_never_scaled():
     # gemma-3-1b-it: rope_scaling null; the larger Gemma 3 configs carry {linear, factor 8} over an
     # already scaled 131,072, which vLLM leaves alone ("Gemma3's max_model_len (128K) is already scaled")
-    m = model_from_hf_config(hf("gemma-3-1b-it.json", max_position_embeddings=131072,
-                                rope_scaling={"rope_type": "linear", "factor": 8.0}), "gemma-3/config.json")
+    m = model_from_hf_config(
+        hf("gemma-3-1b-it.json", max_position_embeddings=131072, rope_scaling={"rope_type": "linear", "factor": 8.0}),
+        "gemma-3/config.json",
+    )
     assert m.context_limit == 131_072
 
 
 def test_rope_parameters_per_layer_type():
     # transformers v5 writes rope_parameters, possibly one dict per layer type
-    d = hf("Qwen3-4B.json", rope_parameters={"full_attention": {"rope_type": "default", "rope_theta": 1e6},
-                                             "sliding_attention": dict(YARN_4, rope_theta=1e6)})
+    d = hf(
+        "Qwen3-4B.json",
+        rope_parameters={
+            "full_attention": {"rope_type": "default", "rope_theta": 1e6},
+            "sliding_attention": dict(YARN_4, rope_theta=1e6),
+        },
+    )
     assert model_from_hf_config(d, "q/config.json").context_limit == 131_072
 
 
@@ -130,8 +151,10 @@ def test_yaml_schema_accepts_rope_scaling(tmp_path):
 
 def test_yaml_refuses_a_bad_rope_field(tmp_path):
     p = tmp_path / "q.yaml"
-    p.write_text("name: t\nn_layers: 2\nn_heads: 4\nhead_dim: 8\nmax_position_embeddings: 4096\n"
-                 "rope_scaling: {rope_type: yarn, factr: 4}\n")
+    p.write_text(
+        "name: t\nn_layers: 2\nn_heads: 4\nhead_dim: 8\nmax_position_embeddings: 4096\n"
+        "rope_scaling: {rope_type: yarn, factr: 4}\n"
+    )
     with pytest.raises(ConfigError) as e:
         load_model_file(p)
     assert "factr" in str(e.value)

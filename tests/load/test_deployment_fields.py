@@ -18,19 +18,30 @@ HEAD = "model: llama-3.1-8b\ngpu: h100-sxm\nmax_seq_len: 8192\n"  # lines 1-3
 
 CASES = {
     # file name: (line 4, line 5, the error line)
-    "tp": ("count: 3\n", "tp: 3\n",
-           "tp.yaml:5: field 'tp': llama-3.1-8b has 32 attention heads, not divisible by 3; "
-           "use a tp that divides 32"),
+    "tp": (
+        "count: 3\n",
+        "tp: 3\n",
+        "tp.yaml:5: field 'tp': llama-3.1-8b has 32 attention heads, not divisible by 3; use a tp that divides 32",
+    ),
     "pp": ("count: 64\n", "pp: 64\n", "pp.yaml:5: field 'pp': 64 exceeds the model's 32 layers"),
-    "kv-mxfp4": ("concurrency: 2\n", "kv_dtype: mxfp4\n",
-                 "kv-mxfp4.yaml:5: field 'kv_dtype': mxfp4 is a weight format, not a KV-cache format; "
-                 "for the cache use one of fp32,"),
-    "kv-group": ("concurrency: 2\n", "kv_dtype: int4:g256\n",
-                 "kv-group.yaml:5: field 'kv_dtype': int4:g256:fp16 packs 256 values per block; "
-                 "a K head of 128 values is not a whole number of blocks"),
-    "weights": ("concurrency: 2\n", "weight_dtype: int4:g48\n",
-                "weights.yaml:5: field 'weight_dtype': int4:g48:fp16 packs 48 values per block; "
-                "a layer's weight matrices of 218103808 values is not a whole number of blocks"),
+    "kv-mxfp4": (
+        "concurrency: 2\n",
+        "kv_dtype: mxfp4\n",
+        "kv-mxfp4.yaml:5: field 'kv_dtype': mxfp4 is a weight format, not a KV-cache format; "
+        "for the cache use one of fp32,",
+    ),
+    "kv-group": (
+        "concurrency: 2\n",
+        "kv_dtype: int4:g256\n",
+        "kv-group.yaml:5: field 'kv_dtype': int4:g256:fp16 packs 256 values per block; "
+        "a K head of 128 values is not a whole number of blocks",
+    ),
+    "weights": (
+        "concurrency: 2\n",
+        "weight_dtype: int4:g48\n",
+        "weights.yaml:5: field 'weight_dtype': int4:g48:fp16 packs 48 values per block; "
+        "a layer's weight matrices of 218103808 values is not a whole number of blocks",
+    ),
 }
 
 

@@ -32,10 +32,13 @@ def test_bundled_deployments_pass() -> None:
     assert all(x["status"] == "ok" and x["fits"] and x["meets_targets"] for x in d["deployments"])
 
 
-@pytest.mark.parametrize("name,code,status", [
-    ("does-not-fit", 1, "does not fit"),
-    ("misses-target", 1, "misses target"),
-])
+@pytest.mark.parametrize(
+    "name,code,status",
+    [
+        ("does-not-fit", 1, "does not fit"),
+        ("misses-target", 1, "misses target"),
+    ],
+)
 def test_broken_deployments_exit_1(name: str, code: int, status: str) -> None:
     r = check(str(BROKEN / f"{name}.yaml"), "--format", "json")
     assert r.exit_code == code, r.output
@@ -73,7 +76,8 @@ def test_relative_model_path_and_unknown_gpu(tmp_path: Path) -> None:
     (tmp_path / "models").mkdir()
     (tmp_path / "models" / "tiny.yaml").write_text(
         "name: tiny\nn_layers: 2\nn_heads: 4\nhead_dim: 64\nhidden_size: 256\nvocab_size: 1000\n"
-        "intermediate_size: 512\n")
+        "intermediate_size: 512\n"
+    )
     (tmp_path / "deps").mkdir()
     ok = tmp_path / "deps" / "ok.yaml"
     ok.write_text("model: ../models/tiny.yaml\ngpu: l4\nmax_seq_len: 1024\nconcurrency: 2\n")
@@ -90,11 +94,14 @@ def test_missing_path_exits_2() -> None:
     assert check("/nonexistent/deploy.yaml").exit_code == 2
 
 
-@pytest.mark.parametrize("data,msg", [
-    ({"count": 3, "tp": 2}, "multiple of tp x pp"),
-    ({"kv_dtype": "fp7"}, "unknown dtype"),
-    ({"gpu_memory_utilization": 1.5}, "less than or equal to 1"),
-])
+@pytest.mark.parametrize(
+    "data,msg",
+    [
+        ({"count": 3, "tp": 2}, "multiple of tp x pp"),
+        ({"kv_dtype": "fp7"}, "unknown dtype"),
+        ({"gpu_memory_utilization": 1.5}, "less than or equal to 1"),
+    ],
+)
 def test_deployment_validation(data: dict, msg: str) -> None:
     base = {"model": "llama-3.1-8b", "gpu": "h100-sxm", "max_seq_len": 8192}
     with pytest.raises(Exception, match=msg):
@@ -125,8 +132,10 @@ def _dep(tmp_path: Path, body: str, name: str = "dep.yaml") -> Path:
     return p
 
 
-LLAMA_DP8 = ("model: llama-3.1-8b\ngpu: h100-sxm\ncount: 8\ntp: 1\nmax_seq_len: 8192\n"
-             "concurrency: {c}\ntargets: {{min_tokens_per_s: 1000}}\n")
+LLAMA_DP8 = (
+    "model: llama-3.1-8b\ngpu: h100-sxm\ncount: 8\ntp: 1\nmax_seq_len: 8192\n"
+    "concurrency: {c}\ntargets: {{min_tokens_per_s: 1000}}\n"
+)
 
 
 def test_dp_replicas_count_only_real_sequences(tmp_path: Path) -> None:
@@ -160,16 +169,19 @@ def test_dp_split_uneven() -> None:
     assert tok == pytest.approx(8 / t2)
 
 
-@pytest.mark.parametrize("line,field,msg", [
-    ("concurrency: true", "concurrency", "valid integer"),
-    ("concurrency: 1.5", "concurrency", "valid integer"),
-    ("concurrency: 1.0e+23", "concurrency", "valid integer"),
-    ("concurrency: 100000000000", "concurrency", "less than or equal to 10000000"),
-    ("count: yes", "count", "valid integer"),
-    ("max_seq_len: 1.0e+23", "max_seq_len", "valid integer"),
-    ("targets: {max_tpot_ms: .inf}", "targets.max_tpot_ms", "finite"),
-    ("targets: {max_tpot_ms: true}", "targets.max_tpot_ms", "valid number"),
-])
+@pytest.mark.parametrize(
+    "line,field,msg",
+    [
+        ("concurrency: true", "concurrency", "valid integer"),
+        ("concurrency: 1.5", "concurrency", "valid integer"),
+        ("concurrency: 1.0e+23", "concurrency", "valid integer"),
+        ("concurrency: 100000000000", "concurrency", "less than or equal to 10000000"),
+        ("count: yes", "count", "valid integer"),
+        ("max_seq_len: 1.0e+23", "max_seq_len", "valid integer"),
+        ("targets: {max_tpot_ms: .inf}", "targets.max_tpot_ms", "finite"),
+        ("targets: {max_tpot_ms: true}", "targets.max_tpot_ms", "valid number"),
+    ],
+)
 def test_strict_fields(tmp_path: Path, line: str, field: str, msg: str) -> None:
     body = "model: llama-3.1-8b\ngpu: h100-sxm\n" + ("" if "max_seq_len" in line else "max_seq_len: 8192\n")
     p = _dep(tmp_path, body + line + "\n")

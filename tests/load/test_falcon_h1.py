@@ -24,8 +24,15 @@ from kvcalc.schema import ModelSpec, Workload
 from tests.published_configs import FALCON_H1_7B
 
 #: H1 34B's attention shape (transformers' table): 72 layers, 20 heads on 4 KV heads of 128
-FALCON_H1_34B = dict(FALCON_H1_7B, hidden_size=5120, num_hidden_layers=72, num_attention_heads=20,
-                     num_key_value_heads=4, mamba_n_heads=32, mamba_d_ssm=4096)
+FALCON_H1_34B = dict(
+    FALCON_H1_7B,
+    hidden_size=5120,
+    num_hidden_layers=72,
+    num_attention_heads=20,
+    num_key_value_heads=4,
+    mamba_n_heads=32,
+    mamba_d_ssm=4096,
+)
 
 BF16 = kv_format("bf16")
 
@@ -40,7 +47,13 @@ def test_every_layer_is_hybrid():
     layer = m.layers[0]
     assert layer.caches_kv and layer.keeps_state
     assert (layer.n_kv_heads, layer.head_dim_k, layer.head_dim_v) == (2, 128, 128)
-    assert (m.mamba_n_heads, m.mamba_head_dim, m.mamba_n_groups, m.mamba_d_state, m.mamba_d_conv) == (24, 128, 1, 256, 4)
+    assert (m.mamba_n_heads, m.mamba_head_dim, m.mamba_n_groups, m.mamba_d_state, m.mamba_d_conv) == (
+        24,
+        128,
+        1,
+        256,
+        4,
+    )
     assert m.mamba_norm is False
 
 
@@ -127,9 +140,11 @@ def test_engine_profiles_refuse_rather_than_drop_the_state(engine, name):
     with pytest.raises(KvcalcError) as e:
         get_profile(engine).capacity(m, 20 * 2**30, BF16, BF16, max_model_len=32768)
     assert e.value.field == "model"
-    assert e.value.message == (f"{m.name} runs attention and a Mamba-2 mixer side by side in every layer; the {name} "
-                               "profile does not yet size the state those layers keep beside their KV cache (use "
-                               "--engine ideal)")
+    assert e.value.message == (
+        f"{m.name} runs attention and a Mamba-2 mixer side by side in every layer; the {name} "
+        "profile does not yet size the state those layers keep beside their KV cache (use "
+        "--engine ideal)"
+    )
 
 
 def test_cli_estimate(cli, tmp_path):
@@ -143,8 +158,19 @@ def test_cli_estimate(cli, tmp_path):
 
 
 def test_yaml_layer_kind_hybrid():
-    m = ModelSpec(name="h", n_layers=4, n_heads=8, n_kv_heads=2, head_dim=64, layer_pattern=["hybrid"],
-                  mamba_n_groups=1, mamba_n_heads=8, mamba_head_dim=32, mamba_d_state=16, mamba_d_conv=4)
+    m = ModelSpec(
+        name="h",
+        n_layers=4,
+        n_heads=8,
+        n_kv_heads=2,
+        head_dim=64,
+        layer_pattern=["hybrid"],
+        mamba_n_groups=1,
+        mamba_n_heads=8,
+        mamba_head_dim=32,
+        mamba_d_state=16,
+        mamba_d_conv=4,
+    )
     # KV: 2 x 4 x 2 x 64 x 2 B = 2,048 B per token; state: 3 x (256 + 32) + 8 x 32 x 16 = 864 + 4,096 = 4,960
     # values x 2 B x 4 layers = 39,680 B
     assert (kv_bytes_per_token(m, "bf16"), state_bytes_per_seq(m)) == (2_048, 39_680)
@@ -152,21 +178,46 @@ def test_yaml_layer_kind_hybrid():
 
 # ----- the GGUF path -------------------------------------------------------------------------
 
+
 def test_gguf_gives_the_same_spec(tmp_path):
     from gguf_files import write_gguf
 
     from kvcalc.load.gguf import model_from_gguf
 
-    kv = {"block_count": 44, "context_length": 262144, "embedding_length": 3072, "feed_forward_length": 12288,
-          "attention.head_count": 12, "attention.head_count_kv": 2, "attention.key_length": 128,
-          "attention.value_length": 128, "ssm.conv_kernel": 4, "ssm.inner_size": 3072, "ssm.state_size": 256,
-          "ssm.time_step_rank": 24, "ssm.group_count": 1, "vocab_size": 130048, "general.file_type": 32}
+    kv = {
+        "block_count": 44,
+        "context_length": 262144,
+        "embedding_length": 3072,
+        "feed_forward_length": 12288,
+        "attention.head_count": 12,
+        "attention.head_count_kv": 2,
+        "attention.key_length": 128,
+        "attention.value_length": 128,
+        "ssm.conv_kernel": 4,
+        "ssm.inner_size": 3072,
+        "ssm.state_size": 256,
+        "ssm.time_step_rank": 24,
+        "ssm.group_count": 1,
+        "vocab_size": 130048,
+        "general.file_type": 32,
+    }
     tensors = [(f"blk.{i}.attn_norm.weight", "F32", (32,)) for i in range(44)]
     g = model_from_gguf(write_gguf(tmp_path / "Falcon-H1-7B-Instruct-BF16.gguf", "falcon-h1", kv, tensors))
     h = h1_7b()
     assert g.layer_kinds == h.layer_kinds == ["hybrid"] * 44
-    for f in ("n_layers", "n_heads", "resolved_n_kv_heads", "resolved_head_dim", "mamba_n_heads", "mamba_head_dim",
-              "mamba_n_groups", "mamba_d_state", "mamba_d_conv", "mamba_norm", "max_position_embeddings"):
+    for f in (
+        "n_layers",
+        "n_heads",
+        "resolved_n_kv_heads",
+        "resolved_head_dim",
+        "mamba_n_heads",
+        "mamba_head_dim",
+        "mamba_n_groups",
+        "mamba_d_state",
+        "mamba_d_conv",
+        "mamba_norm",
+        "max_position_embeddings",
+    ):
         assert getattr(g, f) == getattr(h, f), f
     assert (kv_bytes_per_token(g, "bf16"), state_bytes_per_seq(g)) == (45_056, 70_152_192)
     # a file with the gated norm tensor sizes it
@@ -179,12 +230,26 @@ def test_gguf_mixer_heads_must_divide(tmp_path):
 
     from kvcalc.load.gguf import model_from_gguf
 
-    kv = {"block_count": 2, "embedding_length": 64, "attention.head_count": 4, "attention.head_count_kv": 2,
-          "ssm.conv_kernel": 4, "ssm.inner_size": 100, "ssm.state_size": 16, "ssm.time_step_rank": 3,
-          "ssm.group_count": 1}
+    kv = {
+        "block_count": 2,
+        "embedding_length": 64,
+        "attention.head_count": 4,
+        "attention.head_count_kv": 2,
+        "ssm.conv_kernel": 4,
+        "ssm.inner_size": 100,
+        "ssm.state_size": 16,
+        "ssm.time_step_rank": 3,
+        "ssm.group_count": 1,
+    }
     with pytest.raises(ConfigError) as e:
-        model_from_gguf(write_gguf(tmp_path / "x.gguf", "falcon-h1", kv, [("blk.0.attn_norm.weight", "F32", (32,)),
-                                                                            ("blk.1.attn_norm.weight", "F32", (32,))]))
+        model_from_gguf(
+            write_gguf(
+                tmp_path / "x.gguf",
+                "falcon-h1",
+                kv,
+                [("blk.0.attn_norm.weight", "F32", (32,)), ("blk.1.attn_norm.weight", "F32", (32,))],
+            )
+        )
     assert e.value.field == "falcon-h1.ssm.time_step_rank"
 
 
@@ -193,5 +258,8 @@ def test_bundled_copy_matches_the_config():
 
     b, h = load_model("falcon-h1-7b"), h1_7b()
     assert b.source.startswith("tiiuae/Falcon-H1-7B-Instruct config.json")
-    assert (kv_bytes_per_token(b, "bf16"), state_bytes_per_seq(b), param_counts(b)) == \
-        (kv_bytes_per_token(h, "bf16"), state_bytes_per_seq(h), param_counts(h)) == (45_056, 70_152_192, (7_585_513_568,) * 2)
+    assert (
+        (kv_bytes_per_token(b, "bf16"), state_bytes_per_seq(b), param_counts(b))
+        == (kv_bytes_per_token(h, "bf16"), state_bytes_per_seq(h), param_counts(h))
+        == (45_056, 70_152_192, (7_585_513_568,) * 2)
+    )

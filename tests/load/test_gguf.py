@@ -54,10 +54,10 @@ def test_llama_8b_weights_from_the_tensor_table(llama8b):
     ck = model_from_gguf(llama8b).checkpoint
     # per layer: attn_q Q4_K 256 x 2 = 2 blocks x 144 B = 288 B, attn_norm F32 8 x 4 B = 32 B: 320 B
     assert ck.layer_bytes == [320] * 32 and ck.layer_expert_bytes == [0] * 32
-    assert ck.embedding_bytes == 840            # token_embd Q6_K 256 x 4: 4 blocks x 210 B
-    assert ck.head_bytes == 2176 + 64           # output Q8_0 64 x 32: 2,048 / 32 x 34 B; output_norm 16 x 4 B
+    assert ck.embedding_bytes == 840  # token_embd Q6_K 256 x 4: 4 blocks x 210 B
+    assert ck.head_bytes == 2176 + 64  # output Q8_0 64 x 32: 2,048 / 32 x 34 B; output_norm 16 x 4 B
     assert ck.other_bytes == 0
-    assert ck.total_bytes == 13320              # 32 x 320 + 840 + 2,240
+    assert ck.total_bytes == 13320  # 32 x 320 + 840 + 2,240
     # values: 32 x (512 + 8) + 1,024 + 2,048 + 16 = 19,728
     assert ck.n_params == 19728
     # Q4_K 32 x 288 = 9,216; F32 32 x 32 + 64 = 1,088
@@ -82,8 +82,9 @@ def test_reader_agrees_with_the_package_reader(llama8b):
     mine = read_header(llama8b)
     ref = gguf.GGUFReader(str(llama8b))
     assert mine.data_offset == ref.data_offset
-    assert [(t.name, t.ggml_type, t.n_values, t.n_bytes, t.offset + mine.data_offset) for t in mine.tensors] == \
-        [(t.name, int(t.tensor_type), t.n_elements, int(t.n_bytes), t.data_offset) for t in ref.tensors]
+    assert [(t.name, t.ggml_type, t.n_values, t.n_bytes, t.offset + mine.data_offset) for t in mine.tensors] == [
+        (t.name, int(t.tensor_type), t.n_elements, int(t.n_bytes), t.data_offset) for t in ref.tensors
+    ]
     for key in ("llama.block_count", "llama.attention.head_count_kv", "general.file_type"):
         assert mine.metadata[key] == ref.fields[key].contents()
     assert mine.metadata["general.name"] == ref.fields["general.name"].contents()
@@ -123,10 +124,21 @@ def test_array_of_the_wrong_length_is_refused(tmp_path):
 
 def test_tied_head_and_qkv_bias_from_the_tensors(tmp_path):
     # Qwen2.5-0.5B: 24 layers, hidden 896, 14 heads on 2 KV heads (head 64), tied, q/k/v biases
-    kv = {"block_count": 24, "embedding_length": 896, "attention.head_count": 14, "attention.head_count_kv": 2,
-          "context_length": 32768, "feed_forward_length": 4864, "vocab_size": 151936, "general.file_type": 7}
-    tensors = [("token_embd.weight", "Q8_0", (64, 2)), ("output_norm.weight", "F32", (8,)),
-               ("blk.0.attn_q.bias", "F32", (896,))] + [(f"blk.{i}.attn_k.weight", "Q8_0", (32, 1)) for i in range(24)]
+    kv = {
+        "block_count": 24,
+        "embedding_length": 896,
+        "attention.head_count": 14,
+        "attention.head_count_kv": 2,
+        "context_length": 32768,
+        "feed_forward_length": 4864,
+        "vocab_size": 151936,
+        "general.file_type": 7,
+    }
+    tensors = [
+        ("token_embd.weight", "Q8_0", (64, 2)),
+        ("output_norm.weight", "F32", (8,)),
+        ("blk.0.attn_q.bias", "F32", (896,)),
+    ] + [(f"blk.{i}.attn_k.weight", "Q8_0", (32, 1)) for i in range(24)]
     m = model_from_gguf(write_gguf(tmp_path / "qwen.gguf", "qwen2", kv, tensors))
     assert m.tie_word_embeddings and m.attention_bias and m.head_dim == 64
     # 2 x 24 layers x 2 KV heads x 64 x 2 B = 12,288 B per token
@@ -146,10 +158,18 @@ def test_key_and_value_lengths(tmp_path):
     assert kv_per_token(m) == 196608
 
 
-@pytest.mark.parametrize("file_type, label, dtype", [
-    (0, "F32", "fp32"), (1, "F16", "fp16"), (32, "BF16", "bf16"), (7, "Q8_0", "fp16"),
-    (18, "Q6_K", "fp16"), (30, "IQ4_XS", "fp16"), (15 | 1024, "Q4_K_M (guessed)", "fp16"),
-])
+@pytest.mark.parametrize(
+    "file_type, label, dtype",
+    [
+        (0, "F32", "fp32"),
+        (1, "F16", "fp16"),
+        (32, "BF16", "bf16"),
+        (7, "Q8_0", "fp16"),
+        (18, "Q6_K", "fp16"),
+        (30, "IQ4_XS", "fp16"),
+        (15 | 1024, "Q4_K_M (guessed)", "fp16"),
+    ],
+)
 def test_file_type_label(tmp_path, file_type, label, dtype):
     kv = {**LLAMA_8B_KV, "general.file_type": file_type}
     m = model_from_gguf(write_gguf(tmp_path / "m.gguf", "llama", kv, tiny_layers(32) + ENDS))

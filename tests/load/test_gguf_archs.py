@@ -34,10 +34,19 @@ def norms(n_layers: int) -> list:
 
 #: google/gemma-3-27b-it text_config: 62 layers, hidden 5376, 32 heads on 16 KV heads of 128,
 #: window 1024, 131072 context
-GEMMA3_27B = {"block_count": 62, "embedding_length": 5376, "attention.head_count": 32,
-              "attention.head_count_kv": 16, "attention.key_length": 128, "attention.value_length": 128,
-              "attention.sliding_window": 1024, "context_length": 131072, "feed_forward_length": 21504,
-              "vocab_size": 262208, "general.file_type": 15}
+GEMMA3_27B = {
+    "block_count": 62,
+    "embedding_length": 5376,
+    "attention.head_count": 32,
+    "attention.head_count_kv": 16,
+    "attention.key_length": 128,
+    "attention.value_length": 128,
+    "attention.sliding_window": 1024,
+    "context_length": 131072,
+    "feed_forward_length": 21504,
+    "vocab_size": 262208,
+    "general.file_type": 15,
+}
 
 
 def test_gemma3_every_sixth_layer_is_global(tmp_path):
@@ -71,8 +80,15 @@ def test_a_period_in_the_file_overrides_the_default(tmp_path):
 def test_gemma2_default_window(tmp_path):
     # google/gemma-2-9b: 42 layers, hidden 3584, 16 heads on 8 KV heads of 256; a file without
     # sliding_window gets llama.cpp's gemma 2 default 4096; even layers slide
-    kv = {"block_count": 42, "embedding_length": 3584, "attention.head_count": 16, "attention.head_count_kv": 8,
-          "attention.key_length": 256, "attention.value_length": 256, "context_length": 8192}
+    kv = {
+        "block_count": 42,
+        "embedding_length": 3584,
+        "attention.head_count": 16,
+        "attention.head_count_kv": 8,
+        "attention.key_length": 256,
+        "attention.value_length": 256,
+        "context_length": 8192,
+    }
     m = model_from_gguf(write_gguf(tmp_path / "g2.gguf", "gemma2", kv, norms(42)))
     assert m.layer_pattern == ["sliding", "full"] and m.sliding_window == 4096
     # 2 x 42 x 8 x 256 x 2 B = 344,064 B per token
@@ -81,19 +97,32 @@ def test_gemma2_default_window(tmp_path):
 
 #: openai/gpt-oss-20b: 24 layers, hidden 2880, 64 heads on 8 KV heads of 64, window 128, 32
 #: experts of 2880, 4 per token
-GPT_OSS_20B = {"block_count": 24, "embedding_length": 2880, "attention.head_count": 64,
-               "attention.head_count_kv": 8, "attention.key_length": 64, "attention.value_length": 64,
-               "attention.sliding_window": 128, "context_length": 131072, "feed_forward_length": 2880,
-               "expert_count": 32, "expert_used_count": 4, "expert_feed_forward_length": 2880,
-               "general.file_type": 38}
+GPT_OSS_20B = {
+    "block_count": 24,
+    "embedding_length": 2880,
+    "attention.head_count": 64,
+    "attention.head_count_kv": 8,
+    "attention.key_length": 64,
+    "attention.value_length": 64,
+    "attention.sliding_window": 128,
+    "context_length": 131072,
+    "feed_forward_length": 2880,
+    "expert_count": 32,
+    "expert_used_count": 4,
+    "expert_feed_forward_length": 2880,
+    "general.file_type": 38,
+}
 
 
 def test_gpt_oss_alternates_and_places_experts_from_the_tensors(tmp_path):
     tensors = []
     for i in range(24):
         # MXFP4 experts: 32 values per 17 B block; gate_up 64 x 2 (x 32 experts in real files) = 4 blocks = 68 B
-        tensors += [(f"blk.{i}.ffn_gate_up_exps.weight", "MXFP4", (64, 2)), (f"blk.{i}.ffn_gate_inp.weight", "F32", (8,)),
-                    (f"blk.{i}.attn_q.bias", "F32", (4096,))]
+        tensors += [
+            (f"blk.{i}.ffn_gate_up_exps.weight", "MXFP4", (64, 2)),
+            (f"blk.{i}.ffn_gate_inp.weight", "F32", (8,)),
+            (f"blk.{i}.attn_q.bias", "F32", (4096,)),
+        ]
     m = model_from_gguf(write_gguf(tmp_path / "gpt-oss-20b-mxfp4.gguf", "gpt-oss", GPT_OSS_20B, tensors))
     assert m.layer_pattern == ["sliding", "full"] and m.sliding_window == 128
     assert (m.n_experts, m.n_experts_per_token, m.moe_intermediate_size) == (32, 4, 2880)
@@ -111,8 +140,15 @@ def test_gpt_oss_alternates_and_places_experts_from_the_tensors(tmp_path):
 def test_phi3_window_is_off_in_llama_cpp(tmp_path):
     # microsoft/Phi-3-mini-4k-instruct: sliding_window 2047, which llama.cpp disables ("Phi SWA is
     # currently disabled"): every layer full. 32 layers, hidden 3072, 32 heads of 96
-    kv = {"block_count": 32, "embedding_length": 3072, "attention.head_count": 32, "attention.head_count_kv": 32,
-          "attention.sliding_window": 2047, "context_length": 4096, "feed_forward_length": 8192}
+    kv = {
+        "block_count": 32,
+        "embedding_length": 3072,
+        "attention.head_count": 32,
+        "attention.head_count_kv": 32,
+        "attention.sliding_window": 2047,
+        "context_length": 4096,
+        "feed_forward_length": 8192,
+    }
     m = model_from_gguf(write_gguf(tmp_path / "phi3.gguf", "phi3", kv, norms(32)))
     assert m.layer_kinds == ["full"] * 32 and m.sliding_window is None
     # 2 x 32 x 32 x 96 x 2 B = 393,216 B per token
@@ -122,10 +158,20 @@ def test_phi3_window_is_off_in_llama_cpp(tmp_path):
 def test_llama4_chunked_attention(tmp_path):
     # meta-llama/Llama-4-Scout-17B-16E: 48 layers, hidden 5120, 40 heads on 8 KV heads of 128, 16 experts
     # of 8192 (1 per token), one shared; llama.cpp: chunks of 8192 on 3 of every 4 layers
-    kv = {"block_count": 48, "embedding_length": 5120, "attention.head_count": 40, "attention.head_count_kv": 8,
-          "attention.key_length": 128, "attention.value_length": 128, "context_length": 10485760,
-          "feed_forward_length": 16384, "expert_count": 16, "expert_used_count": 1,
-          "expert_feed_forward_length": 8192, "interleave_moe_layer_step": 1}
+    kv = {
+        "block_count": 48,
+        "embedding_length": 5120,
+        "attention.head_count": 40,
+        "attention.head_count_kv": 8,
+        "attention.key_length": 128,
+        "attention.value_length": 128,
+        "context_length": 10485760,
+        "feed_forward_length": 16384,
+        "expert_count": 16,
+        "expert_used_count": 1,
+        "expert_feed_forward_length": 8192,
+        "interleave_moe_layer_step": 1,
+    }
     tensors = [(f"blk.{i}.ffn_up_exps.weight", "Q4_K", (256, 1)) for i in range(48)]
     m = model_from_gguf(write_gguf(tmp_path / "scout.gguf", "llama4", kv, tensors))
     assert m.layer_pattern == ["sliding", "sliding", "sliding", "full"] and m.sliding_window == 8192
@@ -139,10 +185,21 @@ def test_llama4_chunked_attention(tmp_path):
 
 #: Qwen/Qwen3-30B-A3B: 48 layers, hidden 2048, 32 heads on 4 KV heads of 128, 128 experts of 768,
 #: 8 per token
-QWEN3_30B = {"block_count": 48, "embedding_length": 2048, "attention.head_count": 32, "attention.head_count_kv": 4,
-             "attention.key_length": 128, "attention.value_length": 128, "context_length": 40960,
-             "feed_forward_length": 6144, "expert_count": 128, "expert_used_count": 8,
-             "expert_feed_forward_length": 768, "vocab_size": 151936, "general.file_type": 17}
+QWEN3_30B = {
+    "block_count": 48,
+    "embedding_length": 2048,
+    "attention.head_count": 32,
+    "attention.head_count_kv": 4,
+    "attention.key_length": 128,
+    "attention.value_length": 128,
+    "context_length": 40960,
+    "feed_forward_length": 6144,
+    "expert_count": 128,
+    "expert_used_count": 8,
+    "expert_feed_forward_length": 768,
+    "vocab_size": 151936,
+    "general.file_type": 17,
+}
 
 
 def test_qwen3_moe_experts_from_the_exps_tensors(tmp_path):
@@ -151,7 +208,11 @@ def test_qwen3_moe_experts_from_the_exps_tensors(tmp_path):
         # gate/up/down experts Q4_K 256 x 4 = 4 blocks x 144 = 576 B each; the router F32 16 x 4 B = 64 B
         tensors += [(f"blk.{i}.ffn_{x}_exps.weight", "Q4_K", (256, 4)) for x in ("gate", "up", "down")]
         tensors += [(f"blk.{i}.ffn_gate_inp.weight", "F32", (16,)), (f"blk.{i}.attn_k.weight", "Q8_0", (32, 2))]
-    tensors += [("token_embd.weight", "Q4_K", (256, 1)), ("output.weight", "Q6_K", (256, 1)), ("rope_freqs.weight", "F32", (8,))]
+    tensors += [
+        ("token_embd.weight", "Q4_K", (256, 1)),
+        ("output.weight", "Q6_K", (256, 1)),
+        ("rope_freqs.weight", "F32", (8,)),
+    ]
     m = model_from_gguf(write_gguf(tmp_path / "q3.gguf", "qwen3moe", QWEN3_30B, tensors))
     assert (m.n_experts, m.n_experts_per_token, m.moe_intermediate_size) == (128, 8, 768)
     assert m.shared_expert_intermediate_size is None and m.checkpoint.label == "Q5_K_M"
@@ -182,8 +243,16 @@ def test_leading_dense_layers_found_in_the_tensors(tmp_path):
 
 def test_mixtral_experts_are_feed_forward_length_wide(tmp_path):
     # mistralai/Mixtral-8x7B converts as arch llama with 8 experts of feed_forward_length 14336
-    kv = {"block_count": 32, "embedding_length": 4096, "attention.head_count": 32, "attention.head_count_kv": 8,
-          "feed_forward_length": 14336, "expert_count": 8, "expert_used_count": 2, "context_length": 32768}
+    kv = {
+        "block_count": 32,
+        "embedding_length": 4096,
+        "attention.head_count": 32,
+        "attention.head_count_kv": 8,
+        "feed_forward_length": 14336,
+        "expert_count": 8,
+        "expert_used_count": 2,
+        "context_length": 32768,
+    }
     tensors = [(f"blk.{i}.ffn_down_exps.weight", "Q8_0", (32, 8)) for i in range(32)]
     m = model_from_gguf(write_gguf(tmp_path / "mixtral.gguf", "llama", kv, tensors))
     assert (m.moe_intermediate_size, m.intermediate_size, m.n_experts_per_token) == (14336, None, 2)
@@ -195,10 +264,22 @@ def test_mixtral_experts_are_feed_forward_length_wide(tmp_path):
 
 #: deepseek-ai/DeepSeek-V3: 61 layers, hidden 7168, 128 heads, kv_lora_rank 512, q_lora_rank 1536,
 #: rope 64, nope 128, v 128, 256 experts of 2048 (8 per token), 1 shared, first 3 layers dense
-DSV3 = {"block_count": 61, "embedding_length": 7168, "attention.head_count": 128, "context_length": 163840,
-        "feed_forward_length": 18432, "attention.q_lora_rank": 1536, "attention.kv_lora_rank": 512,
-        "rope.dimension_count": 64, "leading_dense_block_count": 3, "expert_count": 256, "expert_used_count": 8,
-        "expert_feed_forward_length": 2048, "expert_shared_count": 1, "vocab_size": 129280}
+DSV3 = {
+    "block_count": 61,
+    "embedding_length": 7168,
+    "attention.head_count": 128,
+    "context_length": 163840,
+    "feed_forward_length": 18432,
+    "attention.q_lora_rank": 1536,
+    "attention.kv_lora_rank": 512,
+    "rope.dimension_count": 64,
+    "leading_dense_block_count": 3,
+    "expert_count": 256,
+    "expert_used_count": 8,
+    "expert_feed_forward_length": 2048,
+    "expert_shared_count": 1,
+    "vocab_size": 129280,
+}
 
 
 def dsv3_tensors() -> list:
@@ -208,13 +289,23 @@ def dsv3_tensors() -> list:
 def test_deepseek_v3_latent_cache(tmp_path):
     # current converter: the latent as one KV head of kv_lora_rank + rope = 576; V = the latent (512);
     # per-head sizes in key_length_mla = nope + rope = 192 and value_length_mla = 128
-    kv = {**DSV3, "attention.head_count_kv": 1, "attention.key_length": 576, "attention.value_length": 512,
-          "attention.key_length_mla": 192, "attention.value_length_mla": 128}
+    kv = {
+        **DSV3,
+        "attention.head_count_kv": 1,
+        "attention.key_length": 576,
+        "attention.value_length": 512,
+        "attention.key_length_mla": 192,
+        "attention.value_length_mla": 128,
+    }
     with warnings.catch_warnings():
         warnings.simplefilter("error", KvcalcWarning)  # no warning for the current layout
         m = model_from_gguf(write_gguf(tmp_path / "DeepSeek-V3-Q4_K_M.gguf", "deepseek2", kv, dsv3_tensors()))
-    assert m.attention == "mla" and (m.kv_lora_rank, m.qk_rope_head_dim, m.qk_nope_head_dim, m.v_head_dim) == \
-        (512, 64, 128, 128)
+    assert m.attention == "mla" and (m.kv_lora_rank, m.qk_rope_head_dim, m.qk_nope_head_dim, m.v_head_dim) == (
+        512,
+        64,
+        128,
+        128,
+    )
     assert (m.q_lora_rank, m.first_dense_layers, m.shared_expert_intermediate_size) == (1536, 3, 2048)
     # 61 layers x (512 + 64) x 2 B = 70,272 B per token (no factor 2: one latent serves K and V)
     assert est(m).kv_bytes_per_token == 70272
@@ -237,17 +328,31 @@ def test_deepseek_v3_expanded_layout_warns(tmp_path):
     from kvcalc.formats import kv_format
 
     f16 = kv_format("f16")
-    assert llamacpp.allocate(m, 256, f16, f16,
-                             options=LlamacppOptions(tool="llama-cli")).engine_kv_bytes == 1_279_262_720
+    assert (
+        llamacpp.allocate(m, 256, f16, f16, options=LlamacppOptions(tool="llama-cli")).engine_kv_bytes == 1_279_262_720
+    )
 
 
 def test_deepseek_v2_lite_has_no_q_lora(tmp_path):
     # deepseek-ai/DeepSeek-V2-Lite: 27 layers, hidden 2048, 16 heads, no q_lora_rank, 64 experts of 1408
-    kv = {"block_count": 27, "embedding_length": 2048, "attention.head_count": 16, "attention.head_count_kv": 1,
-          "attention.kv_lora_rank": 512, "rope.dimension_count": 64, "attention.key_length": 576,
-          "attention.value_length": 512, "attention.key_length_mla": 192, "attention.value_length_mla": 128,
-          "leading_dense_block_count": 1, "expert_count": 64, "expert_used_count": 6,
-          "expert_feed_forward_length": 1408, "expert_shared_count": 2, "feed_forward_length": 10944}
+    kv = {
+        "block_count": 27,
+        "embedding_length": 2048,
+        "attention.head_count": 16,
+        "attention.head_count_kv": 1,
+        "attention.kv_lora_rank": 512,
+        "rope.dimension_count": 64,
+        "attention.key_length": 576,
+        "attention.value_length": 512,
+        "attention.key_length_mla": 192,
+        "attention.value_length_mla": 128,
+        "leading_dense_block_count": 1,
+        "expert_count": 64,
+        "expert_used_count": 6,
+        "expert_feed_forward_length": 1408,
+        "expert_shared_count": 2,
+        "feed_forward_length": 10944,
+    }
     tensors = [(f"blk.{i}.ffn_up_exps.weight", "Q8_0", (32, 1)) for i in range(1, 27)]
     m = model_from_gguf(write_gguf(tmp_path / "lite.gguf", "deepseek2", kv, tensors))
     assert m.q_lora_rank is None and m.shared_expert_intermediate_size == 2 * 1408
@@ -259,10 +364,20 @@ def test_deepseek_v2_lite_has_no_q_lora(tmp_path):
 #: ai21labs/Jamba-v0.1: 32 layers, hidden 4096, 32 heads on 8 KV heads, attention every 8th layer from
 #: layer 4, Mamba d_inner 8192 (expand 2), d_state 16, d_conv 4, dt_rank 256; 16 experts (2 per token)
 #: on odd layers
-JAMBA = {"block_count": 32, "embedding_length": 4096, "attention.head_count": 32,
-         "attention.head_count_kv": [8 if i % 8 == 4 else 0 for i in range(32)], "context_length": 262144,
-         "feed_forward_length": 14336, "expert_count": 16, "expert_used_count": 2, "ssm.conv_kernel": 4,
-         "ssm.inner_size": 8192, "ssm.state_size": 16, "ssm.time_step_rank": 256}
+JAMBA = {
+    "block_count": 32,
+    "embedding_length": 4096,
+    "attention.head_count": 32,
+    "attention.head_count_kv": [8 if i % 8 == 4 else 0 for i in range(32)],
+    "context_length": 262144,
+    "feed_forward_length": 14336,
+    "expert_count": 16,
+    "expert_used_count": 2,
+    "ssm.conv_kernel": 4,
+    "ssm.inner_size": 8192,
+    "ssm.state_size": 16,
+    "ssm.time_step_rank": 256,
+}
 
 
 def test_jamba_mamba_layers_where_kv_heads_are_zero(tmp_path):

@@ -21,13 +21,22 @@ from kvcalc.schema import GpuSpec
 P = 10**15
 
 
-@pytest.mark.parametrize("key, fp4, domain, cc, urls", [
-    ("b200", 72 * P // 8, 8, "10.0", ["nvidia.com/en-us/data-center/hgx/", "144 | 72 PFLOPS"]),          # 9 PF
-    ("b300", 105 * P // 8, 8, "10.3", ["nvidia.com/en-us/data-center/hgx/", "144 | 105 PFLOPS"]),        # 13.125 PF
-    ("gb200", 1_440 * P // 72 // 2, 72, "10.0", ["nvidia.com/en-us/data-center/gb200-nvl72/", "FP4 1,440"]),  # 10 PF
-    ("gb300", 1_080 * P // 72, 72, "10.3", ["nvidia.com/en-us/data-center/gb300-nvl72/", "1,440 | 1,080"]),  # 15 PF
-    ("rtx-5090", 1_676 * 10**12, None, "12.0", ["nvidia-rtx-blackwell-gpu-architecture.pdf"]),
-])
+@pytest.mark.parametrize(
+    "key, fp4, domain, cc, urls",
+    [
+        ("b200", 72 * P // 8, 8, "10.0", ["nvidia.com/en-us/data-center/hgx/", "144 | 72 PFLOPS"]),  # 9 PF
+        ("b300", 105 * P // 8, 8, "10.3", ["nvidia.com/en-us/data-center/hgx/", "144 | 105 PFLOPS"]),  # 13.125 PF
+        (
+            "gb200",
+            1_440 * P // 72 // 2,
+            72,
+            "10.0",
+            ["nvidia.com/en-us/data-center/gb200-nvl72/", "FP4 1,440"],
+        ),  # 10 PF
+        ("gb300", 1_080 * P // 72, 72, "10.3", ["nvidia.com/en-us/data-center/gb300-nvl72/", "1,440 | 1,080"]),  # 15 PF
+        ("rtx-5090", 1_676 * 10**12, None, "12.0", ["nvidia-rtx-blackwell-gpu-architecture.pdf"]),
+    ],
+)
 def test_blackwell_rows(key, fp4, domain, cc, urls):
     g = get_gpu(key)
     assert (g.fp4_flops_per_s, g.nvlink_domain_gpus, g.compute_capability) == (fp4, domain, cc)
@@ -54,14 +63,24 @@ def test_fp4_only_on_blackwell():
     assert get_gpu("gb300").fp4_flops_per_s == 3 * get_gpu("gb300").fp8_flops_per_s
 
 
-@pytest.mark.parametrize("name, key", [("GB200_NVL72", "gb200"), ("gb300-nvl72", "gb300"), ("HGX B200", "b200"),
-                                       ("hgx-b300", "b300"), ("DGX_B200", "b200")])
+@pytest.mark.parametrize(
+    "name, key",
+    [
+        ("GB200_NVL72", "gb200"),
+        ("gb300-nvl72", "gb300"),
+        ("HGX B200", "b200"),
+        ("hgx-b300", "b300"),
+        ("DGX_B200", "b200"),
+    ],
+)
 def test_system_names(name, key):
     assert get_gpu(name).key == key
 
 
-@pytest.mark.parametrize("device, key", [("NVIDIA GB200", "gb200"), ("NVIDIA GB300", "gb300"),
-                                         ("NVIDIA B300 SXM6 AC", "b300"), ("NVIDIA B200", "b200")])
+@pytest.mark.parametrize(
+    "device, key",
+    [("NVIDIA GB200", "gb200"), ("NVIDIA GB300", "gb300"), ("NVIDIA B300 SXM6 AC", "b300"), ("NVIDIA B200", "b200")],
+)
 def test_device_names(device, key):
     g = gpu_for_device_name(device)
     assert g is not None and g.key == key
@@ -69,8 +88,10 @@ def test_device_names(device, key):
 
 def test_user_file_fields(tmp_path):
     p = tmp_path / "my.yaml"
-    p.write_text("name: mine\nmemory_bytes: 80GiB\nhbm_bytes_per_s: 3TB/s\nbf16_flops_per_s: 1000TFLOPS\n"
-                 "fp4_flops_per_s: 9PFLOPS\nnvlink_domain_gpus: 36\nsource: https://example.com\n")
+    p.write_text(
+        "name: mine\nmemory_bytes: 80GiB\nhbm_bytes_per_s: 3TB/s\nbf16_flops_per_s: 1000TFLOPS\n"
+        "fp4_flops_per_s: 9PFLOPS\nnvlink_domain_gpus: 36\nsource: https://example.com\n"
+    )
     g = get_gpu(str(p))
     assert (g.fp4_flops_per_s, g.nvlink_domain_gpus) == (9 * P, 36)
     assert GpuSpec.model_fields["fp4_flops_per_s"].default is None

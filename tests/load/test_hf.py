@@ -132,6 +132,7 @@ def test_jamba_mamba_state():
 
 # ----- round trip: config.json -> YAML -> ModelSpec gives the same numbers ------------------
 
+
 @pytest.mark.parametrize("file", FIXTURE_FILES)
 def test_import_round_trip(file, tmp_path):
     spec = load(file)
@@ -161,14 +162,22 @@ def test_compact_layers():
 
 # ----- family rules on small published-shape configs ----------------------------------------
 
+
 def test_falcon_kv_heads():
     base = {"model_type": "falcon", "hidden_size": 4544, "num_hidden_layers": 32, "num_attention_heads": 71}
     assert model_from_hf_config({**base, "multi_query": True}).resolved_n_kv_heads == 1
     assert model_from_hf_config({**base, "multi_query": False}).resolved_n_kv_heads == 71
     # tiiuae/falcon-40b (old names): n_head 128, n_head_kv 8, new_decoder_architecture,
     # 8192 / 128 = 64: 2 x 60 x 8 x 64 x 2 = 122,880
-    f40 = {"model_type": "RefinedWeb", "hidden_size": 8192, "n_layer": 60, "n_head": 128,
-           "n_head_kv": 8, "new_decoder_architecture": True, "multi_query": True}
+    f40 = {
+        "model_type": "RefinedWeb",
+        "hidden_size": 8192,
+        "n_layer": 60,
+        "n_head": 128,
+        "n_head_kv": 8,
+        "new_decoder_architecture": True,
+        "multi_query": True,
+    }
     spec = model_from_hf_config(f40)
     assert spec.resolved_n_kv_heads == 8
     assert kv_cache.kv_bytes_per_token(spec, "bf16") == 122_880
@@ -196,8 +205,16 @@ def test_transformers_defaults_when_fields_are_absent():
     assert model_from_hf_config(oss).layer_kinds == load("gpt-oss-20b.json").layer_kinds
 
 
-QWEN2 = {"model_type": "qwen2", "hidden_size": 3584, "num_hidden_layers": 28, "num_attention_heads": 28,
-         "num_key_value_heads": 4, "sliding_window": 131072, "max_window_layers": 28, "torch_dtype": "bfloat16"}
+QWEN2 = {
+    "model_type": "qwen2",
+    "hidden_size": 3584,
+    "num_hidden_layers": 28,
+    "num_attention_heads": 28,
+    "num_key_value_heads": 4,
+    "sliding_window": 131072,
+    "max_window_layers": 28,
+    "torch_dtype": "bfloat16",
+}
 
 
 def test_qwen2_sliding_window_rules():
@@ -207,8 +224,7 @@ def test_qwen2_sliding_window_rules():
     # 2 x 28 x 4 x 128 x 2 = 57,344
     assert kv_cache.kv_bytes_per_token(off, "bf16") == 57_344
     # enabled: layers >= max_window_layers slide (here 20..27)
-    on = model_from_hf_config({**QWEN2, "use_sliding_window": True, "sliding_window": 4096,
-                               "max_window_layers": 20})
+    on = model_from_hf_config({**QWEN2, "use_sliding_window": True, "sliding_window": 4096, "max_window_layers": 20})
     assert [i for i, k in enumerate(on.layer_kinds) if k == "sliding"] == list(range(20, 28))
     assert on.layer_types is not None  # 20 full then 8 sliding does not repeat
 
@@ -217,12 +233,21 @@ def test_gemma3_multimodal_text_config_inherits_defaults():
     # google/gemma-3-4b-it config.json: the text_config leaves heads to Gemma3TextConfig's
     # defaults (8 heads, 4 KV, head_dim 256); dtype at the top level. 34 layers, every 6th
     # global (5, 11, 17, 23, 29) -> 5 full + 29 sliding (1024); 2 x 34 x 4 x 256 x 2 = 139,264
-    cfg = {"architectures": ["Gemma3ForConditionalGeneration"], "model_type": "gemma3",
-           "torch_dtype": "bfloat16", "_name_or_path": "google/gemma-3-4b-it",
-           "text_config": {"hidden_size": 2560, "intermediate_size": 10240, "model_type": "gemma3_text",
-                           "num_hidden_layers": 34, "sliding_window": 1024,
-                           "rope_scaling": {"factor": 8.0, "rope_type": "linear"}},
-           "vision_config": {"hidden_size": 1152, "model_type": "siglip_vision_model"}}
+    cfg = {
+        "architectures": ["Gemma3ForConditionalGeneration"],
+        "model_type": "gemma3",
+        "torch_dtype": "bfloat16",
+        "_name_or_path": "google/gemma-3-4b-it",
+        "text_config": {
+            "hidden_size": 2560,
+            "intermediate_size": 10240,
+            "model_type": "gemma3_text",
+            "num_hidden_layers": 34,
+            "sliding_window": 1024,
+            "rope_scaling": {"factor": 8.0, "rope_type": "linear"},
+        },
+        "vision_config": {"hidden_size": 1152, "model_type": "siglip_vision_model"},
+    }
     spec = model_from_hf_config(cfg, "x/config.json")
     assert spec.name == "gemma-3-4b-it"
     assert (spec.n_heads, spec.resolved_n_kv_heads, spec.resolved_head_dim) == (8, 4, 256)
@@ -237,13 +262,26 @@ def test_qwen3_next_linear_attention():
     # linear; full: 16 heads, 2 KV x 256: 2 x 12 x 2 x 256 x 2 = 24,576 B/token. Gated DeltaNet
     # state per layer: conv (2 x 16 x 128 + 32 x 128) x (4 - 1) = 24,576 + recurrent
     # 32 x 128 x 128 = 524,288 -> 548,864 values; x 36 layers x 2 B = 39,518,208 B per sequence.
-    cfg = {"model_type": "qwen3_next", "hidden_size": 2048, "num_hidden_layers": 48,
-           "num_attention_heads": 16, "num_key_value_heads": 2, "head_dim": 256,
-           "full_attention_interval": 4, "linear_num_key_heads": 16, "linear_num_value_heads": 32,
-           "linear_key_head_dim": 128, "linear_value_head_dim": 128, "linear_conv_kernel_dim": 4,
-           "num_experts": 512, "num_experts_per_tok": 10, "moe_intermediate_size": 512,
-           "shared_expert_intermediate_size": 512, "max_position_embeddings": 262144,
-           "torch_dtype": "bfloat16"}
+    cfg = {
+        "model_type": "qwen3_next",
+        "hidden_size": 2048,
+        "num_hidden_layers": 48,
+        "num_attention_heads": 16,
+        "num_key_value_heads": 2,
+        "head_dim": 256,
+        "full_attention_interval": 4,
+        "linear_num_key_heads": 16,
+        "linear_num_value_heads": 32,
+        "linear_key_head_dim": 128,
+        "linear_value_head_dim": 128,
+        "linear_conv_kernel_dim": 4,
+        "num_experts": 512,
+        "num_experts_per_tok": 10,
+        "moe_intermediate_size": 512,
+        "shared_expert_intermediate_size": 512,
+        "max_position_embeddings": 262144,
+        "torch_dtype": "bfloat16",
+    }
     spec = model_from_hf_config(cfg)
     assert spec.layer_pattern == ["linear", "linear", "linear", "full"]
     assert kv_cache.kv_bytes_per_token(spec, "bf16") == 24_576
@@ -256,30 +294,63 @@ def test_qwen3_next_linear_attention():
 def test_kimi_k2_is_mla_and_moe():
     # moonshotai/Kimi-K2-Instruct (DeepSeek-V3 shape): 61 x (512 + 64) x 2 = 70,272 B/token;
     # num_key_value_heads 64 is ignored; 1 shared expert x 2048
-    cfg = {"model_type": "kimi_k2", "hidden_size": 7168, "num_hidden_layers": 61, "num_attention_heads": 64,
-           "num_key_value_heads": 64, "q_lora_rank": 1536, "kv_lora_rank": 512, "qk_nope_head_dim": 128,
-           "qk_rope_head_dim": 64, "v_head_dim": 128, "n_routed_experts": 384, "num_experts_per_tok": 8,
-           "n_shared_experts": 1, "moe_intermediate_size": 2048, "first_k_dense_replace": 1,
-           "torch_dtype": "bfloat16"}
+    cfg = {
+        "model_type": "kimi_k2",
+        "hidden_size": 7168,
+        "num_hidden_layers": 61,
+        "num_attention_heads": 64,
+        "num_key_value_heads": 64,
+        "q_lora_rank": 1536,
+        "kv_lora_rank": 512,
+        "qk_nope_head_dim": 128,
+        "qk_rope_head_dim": 64,
+        "v_head_dim": 128,
+        "n_routed_experts": 384,
+        "num_experts_per_tok": 8,
+        "n_shared_experts": 1,
+        "moe_intermediate_size": 2048,
+        "first_k_dense_replace": 1,
+        "torch_dtype": "bfloat16",
+    }
     spec = model_from_hf_config(cfg)
     assert spec.attention == "mla" and spec.n_kv_heads is None
     assert kv_cache.kv_bytes_per_token(spec, "bf16") == 70_272
     assert (spec.n_experts, spec.shared_expert_intermediate_size, spec.first_dense_layers) == (384, 2048, 1)
 
 
-@pytest.mark.parametrize("file,fields", [
-    ("gpt2.json", {"mlp_kind": "plain", "tie_word_embeddings": True, "intermediate_size": 3072,
-                   "max_position_embeddings": 1024, "attention_bias": True}),
-    ("falcon-7b.json", {"mlp_kind": "plain", "tie_word_embeddings": True, "intermediate_size": 4 * 4544,
-                        "max_position_embeddings": 2048}),
-    ("Qwen3-4B.json", {"mlp_kind": "gated", "tie_word_embeddings": True, "attention_bias": False}),
-    ("Llama-3.1-8B.json", {"tie_word_embeddings": False, "intermediate_size": 14336}),
-    ("gemma-2-9b-it.json", {"tie_word_embeddings": True}),  # Gemma2Config default, absent from the file
-    ("Mixtral-8x7B-v0.1.json", {"n_experts": 8, "n_experts_per_token": 2, "moe_intermediate_size": 14336,
-                                "intermediate_size": None}),
-    ("gpt-oss-20b.json", {"n_experts": 32, "n_experts_per_token": 4, "attention_bias": True}),
-    ("DeepSeek-V2-Lite-Chat.json", {"v_head_dim": 128, "qk_nope_head_dim": 128, "q_lora_rank": None}),
-])
+@pytest.mark.parametrize(
+    "file,fields",
+    [
+        (
+            "gpt2.json",
+            {
+                "mlp_kind": "plain",
+                "tie_word_embeddings": True,
+                "intermediate_size": 3072,
+                "max_position_embeddings": 1024,
+                "attention_bias": True,
+            },
+        ),
+        (
+            "falcon-7b.json",
+            {
+                "mlp_kind": "plain",
+                "tie_word_embeddings": True,
+                "intermediate_size": 4 * 4544,
+                "max_position_embeddings": 2048,
+            },
+        ),
+        ("Qwen3-4B.json", {"mlp_kind": "gated", "tie_word_embeddings": True, "attention_bias": False}),
+        ("Llama-3.1-8B.json", {"tie_word_embeddings": False, "intermediate_size": 14336}),
+        ("gemma-2-9b-it.json", {"tie_word_embeddings": True}),  # Gemma2Config default, absent from the file
+        (
+            "Mixtral-8x7B-v0.1.json",
+            {"n_experts": 8, "n_experts_per_token": 2, "moe_intermediate_size": 14336, "intermediate_size": None},
+        ),
+        ("gpt-oss-20b.json", {"n_experts": 32, "n_experts_per_token": 4, "attention_bias": True}),
+        ("DeepSeek-V2-Lite-Chat.json", {"v_head_dim": 128, "qk_nope_head_dim": 128, "q_lora_rank": None}),
+    ],
+)
 def test_weight_fields(file, fields):
     spec = load(file)
     assert {k: getattr(spec, k) for k in fields} == fields
@@ -287,28 +358,41 @@ def test_weight_fields(file, fields):
 
 def test_name_from_name_or_path_else_folder():
     cfg = json.loads((HF / "Llama-3.1-8B.json").read_text())
-    assert model_from_hf_config({**cfg, "_name_or_path": "/models/Meta-Llama-3.1-8B/"}, "a/b.json").name == "meta-llama-3.1-8b"
+    assert (
+        model_from_hf_config({**cfg, "_name_or_path": "/models/Meta-Llama-3.1-8B/"}, "a/b.json").name
+        == "meta-llama-3.1-8b"
+    )
     assert model_from_hf_config(cfg, "/x/My-Model/config.json").name == "my-model"
     assert model_from_hf_config(cfg, "/x/My-Model.json").name == "my-model"
 
 
 # ----- unknown types, missing fields, unsizable features ------------------------------------
 
-PLAIN = {"model_type": "olmo", "hidden_size": 4096, "num_hidden_layers": 32, "num_attention_heads": 32,
-         "num_key_value_heads": 32, "torch_dtype": "float32"}
+PLAIN = {
+    "model_type": "olmo",
+    "hidden_size": 4096,
+    "num_hidden_layers": 32,
+    "num_attention_heads": 32,
+    "num_key_value_heads": 32,
+    "torch_dtype": "float32",
+}
 
 
 def test_unknown_model_type_is_refused_without_the_users_say_so():
     # every field of PLAIN that shapes the cache is one a plain decoder reads: still a guess
-    with pytest.raises(ConfigError, match="olmo.json: field 'model_type': model_type 'olmo' is not one kvcalc maps; "
-                                          "every field of it that shapes the cache is one a plain decoder reads.*"
-                                          "pass --trust-plain-decoder to accept it"):
+    with pytest.raises(
+        ConfigError,
+        match="olmo.json: field 'model_type': model_type 'olmo' is not one kvcalc maps; "
+        "every field of it that shapes the cache is one a plain decoder reads.*"
+        "pass --trust-plain-decoder to accept it",
+    ):
         model_from_hf_config(PLAIN, "olmo.json")
 
 
 def test_unknown_model_type_maps_as_plain_decoder_when_trusted():
-    with pytest.warns(KvcalcWarning, match="model_type 'olmo' has no kvcalc mapping.*a guess, accepted by "
-                                           "--trust-plain-decoder"):
+    with pytest.warns(
+        KvcalcWarning, match="model_type 'olmo' has no kvcalc mapping.*a guess, accepted by --trust-plain-decoder"
+    ):
         spec = model_from_hf_config(PLAIN, "olmo.json", trust_plain_decoder=True)
     # 2 x 32 x 32 x 128 x 4 (fp32) = 1,048,576
     assert kv_cache.kv_bytes_per_token(spec, spec.dtype) == 1_048_576
@@ -320,16 +404,22 @@ def test_unknown_model_type_with_an_unconsumed_kv_field_is_refused_even_when_tru
     # a plain decoder would size every layer with head_dim, so no flag lets it through
     cfg = {**PLAIN, "global_head_dim": 512}
     for trust in (False, True):
-        with pytest.raises(ConfigError, match="odd.json: model_type 'olmo' is not one kvcalc maps, and its "
-                                              "global_head_dim cannot be sized without a mapping"):
+        with pytest.raises(
+            ConfigError,
+            match="odd.json: model_type 'olmo' is not one kvcalc maps, and its "
+            "global_head_dim cannot be sized without a mapping",
+        ):
             model_from_hf_config(cfg, "odd.json", trust_plain_decoder=trust)
 
 
-@pytest.mark.parametrize("extra,named", [
-    ({"kv_lora_rank": 512}, "kv_lora_rank"),
-    ({"sliding_window": 4096}, "sliding_window"),
-    ({"attn_layer_period": 8}, "attn_layer_period"),
-])
+@pytest.mark.parametrize(
+    "extra,named",
+    [
+        ({"kv_lora_rank": 512}, "kv_lora_rank"),
+        ({"sliding_window": 4096}, "sliding_window"),
+        ({"attn_layer_period": 8}, "attn_layer_period"),
+    ],
+)
 def test_unknown_model_type_with_unsizable_feature_fails(extra, named):
     with pytest.raises(ConfigError, match=named) as e:
         model_from_hf_config({**PLAIN, **extra}, "odd.json")
@@ -338,8 +428,9 @@ def test_unknown_model_type_with_unsizable_feature_fails(extra, named):
 
 def test_unknown_model_type_missing_fields_fails():
     cfg = {k: v for k, v in PLAIN.items() if k not in ("num_attention_heads", "hidden_size")}
-    with pytest.raises(ConfigError, match="odd.json: model_type 'olmo' needs num_attention_heads, "
-                                          "hidden_size or head_dim"):
+    with pytest.raises(
+        ConfigError, match="odd.json: model_type 'olmo' needs num_attention_heads, hidden_size or head_dim"
+    ):
         model_from_hf_config(cfg, "odd.json", trust_plain_decoder=True)
 
 
@@ -377,7 +468,8 @@ def test_cli_unknown_type_prints_yellow_warning(tmp_path):
     r = runner.invoke(app, ["estimate", str(p), "--seq-len", "1", "--format", "json", "--trust-plain-decoder"])
     assert r.exit_code == 0, r.output
     assert [ln for ln in r.stderr.splitlines() if ln.startswith("warning:")][0].startswith(
-        "warning: " + str(p) + ": model_type 'olmo'")
+        "warning: " + str(p) + ": model_type 'olmo'"
+    )
     assert json.loads(r.stdout)["kv_bytes_per_token"] == 1_048_576
 
 
@@ -393,6 +485,7 @@ def test_cli_estimate_qwen3_json():
 
 
 # ----- kvcalc import ---------------------------------------------------------------------
+
 
 @pytest.mark.parametrize("file", ["gemma-3-1b-it.json", "DeepSeek-V2-Lite-Chat.json", "AI21-Jamba-1.5-Mini.json"])
 def test_cli_import_round_trip(file, tmp_path):
@@ -431,11 +524,18 @@ def test_cli_import_missing_folder(tmp_path):
 # ----- bundled configs agree with the published config.json ---------------------------------
 
 BUNDLED = {
-    "Llama-3.1-8B.json": "llama-3.1-8b", "Llama-2-7b-hf.json": "llama-2-7b", "Qwen3-4B.json": "qwen3-4b",
-    "gemma-2-9b-it.json": "gemma-2-9b", "DeepSeek-V2-Lite-Chat.json": "deepseek-v2-lite",
-    "gpt-oss-20b.json": "gpt-oss-20b", "AI21-Jamba-1.5-Mini.json": "jamba-1.5-mini",
-    "Mistral-7B-v0.1.json": "mistral-7b-v0.1", "Mixtral-8x7B-v0.1.json": "mixtral-8x7b",
-    "falcon-7b.json": "falcon-7b", "gpt2.json": "gpt2", "gemma-3-1b-it.json": "gemma-3-1b",
+    "Llama-3.1-8B.json": "llama-3.1-8b",
+    "Llama-2-7b-hf.json": "llama-2-7b",
+    "Qwen3-4B.json": "qwen3-4b",
+    "gemma-2-9b-it.json": "gemma-2-9b",
+    "DeepSeek-V2-Lite-Chat.json": "deepseek-v2-lite",
+    "gpt-oss-20b.json": "gpt-oss-20b",
+    "AI21-Jamba-1.5-Mini.json": "jamba-1.5-mini",
+    "Mistral-7B-v0.1.json": "mistral-7b-v0.1",
+    "Mixtral-8x7B-v0.1.json": "mixtral-8x7b",
+    "falcon-7b.json": "falcon-7b",
+    "gpt2.json": "gpt2",
+    "gemma-3-1b-it.json": "gemma-3-1b",
 }
 
 
@@ -455,22 +555,43 @@ def test_bundled_matches_fixture(file, name):
 # ----- issue 3 (new-user tester): KV layout rules, refusals, strict types ----------------------
 
 # tiiuae/falcon-40b config.json (old format, model_type RefinedWeb): no multi_query key, n_head_kv 8.
-FALCON_40B = {"model_type": "RefinedWeb", "hidden_size": 8192, "n_layer": 60, "n_head": 128, "n_head_kv": 8,
-              "parallel_attn": True, "bias": False, "alibi": False, "torch_dtype": "bfloat16"}
+FALCON_40B = {
+    "model_type": "RefinedWeb",
+    "hidden_size": 8192,
+    "n_layer": 60,
+    "n_head": 128,
+    "n_head_kv": 8,
+    "parallel_attn": True,
+    "bias": False,
+    "alibi": False,
+    "torch_dtype": "bfloat16",
+}
 # tiiuae/falcon-7b before its transformers port (RefinedWebModel): multi_query, no n_head_kv.
-FALCON_7B_RW = {"model_type": "RefinedWebModel", "hidden_size": 4544, "n_layer": 32, "n_head": 71,
-                "multi_query": True, "parallel_attn": True, "bias": False, "torch_dtype": "bfloat16"}
+FALCON_7B_RW = {
+    "model_type": "RefinedWebModel",
+    "hidden_size": 4544,
+    "n_layer": 32,
+    "n_head": 71,
+    "multi_query": True,
+    "parallel_attn": True,
+    "bias": False,
+    "torch_dtype": "bfloat16",
+}
 
 
-@pytest.mark.parametrize("cfg,kv_heads,per_token", [
-    # vLLM RWConfig "Hack for falcon-40b" / falcon-40b's modelling_RW.py: n_head_kv present -> new
-    # decoder architecture, multi_query ignored; 8192 / 128 = 64: 2 x 60 x 8 x 64 x 2 = 122,880
-    (FALCON_40B, 8, 122_880),
-    # no n_head_kv, hidden 4544: multi_query -> 1 KV head; 4544 / 71 = 64: 2 x 32 x 1 x 64 x 2 = 8,192
-    (FALCON_7B_RW, 1, 8_192),
-    # the same with multi_query false -> MHA: 2 x 32 x 71 x 64 x 2 = 581,632
-    ({**FALCON_7B_RW, "multi_query": False}, 71, 581_632),
-], ids=["falcon-40b-RefinedWeb", "falcon-7b-RefinedWebModel", "RefinedWebModel-mha"])
+@pytest.mark.parametrize(
+    "cfg,kv_heads,per_token",
+    [
+        # vLLM RWConfig "Hack for falcon-40b" / falcon-40b's modelling_RW.py: n_head_kv present -> new
+        # decoder architecture, multi_query ignored; 8192 / 128 = 64: 2 x 60 x 8 x 64 x 2 = 122,880
+        (FALCON_40B, 8, 122_880),
+        # no n_head_kv, hidden 4544: multi_query -> 1 KV head; 4544 / 71 = 64: 2 x 32 x 1 x 64 x 2 = 8,192
+        (FALCON_7B_RW, 1, 8_192),
+        # the same with multi_query false -> MHA: 2 x 32 x 71 x 64 x 2 = 581,632
+        ({**FALCON_7B_RW, "multi_query": False}, 71, 581_632),
+    ],
+    ids=["falcon-40b-RefinedWeb", "falcon-7b-RefinedWebModel", "RefinedWebModel-mha"],
+)
 def test_falcon_old_format_kv_heads(cfg, kv_heads, per_token):
     spec = model_from_hf_config(cfg, "config.json")
     assert spec.resolved_n_kv_heads == kv_heads
@@ -478,35 +599,73 @@ def test_falcon_old_format_kv_heads(cfg, kv_heads, per_token):
 
 
 # bigcode/starcoder config.json (shape): gpt_bigcode, multi_query, fp32 (no dtype field)
-STARCODER = {"model_type": "gpt_bigcode", "multi_query": True, "n_head": 48, "n_embd": 6144, "n_layer": 40,
-             "n_positions": 8192, "n_inner": 24576, "vocab_size": 49152, "torch_dtype": "float32"}
+STARCODER = {
+    "model_type": "gpt_bigcode",
+    "multi_query": True,
+    "n_head": 48,
+    "n_embd": 6144,
+    "n_layer": 40,
+    "n_positions": 8192,
+    "n_inner": 24576,
+    "vocab_size": 49152,
+    "torch_dtype": "float32",
+}
 # THUDM/chatglm2-6b config.json (shape)
-CHATGLM2 = {"model_type": "chatglm", "num_layers": 28, "hidden_size": 4096, "num_attention_heads": 32,
-            "kv_channels": 128, "multi_query_attention": True, "multi_query_group_num": 2,
-            "seq_length": 32768, "padded_vocab_size": 65024, "ffn_hidden_size": 13696,
-            "add_qkv_bias": True, "torch_dtype": "float16"}
+CHATGLM2 = {
+    "model_type": "chatglm",
+    "num_layers": 28,
+    "hidden_size": 4096,
+    "num_attention_heads": 32,
+    "kv_channels": 128,
+    "multi_query_attention": True,
+    "multi_query_group_num": 2,
+    "seq_length": 32768,
+    "padded_vocab_size": 65024,
+    "ffn_hidden_size": 13696,
+    "add_qkv_bias": True,
+    "torch_dtype": "float16",
+}
 # mosaicml/mpt-7b config.json (shape): n_layers at the top level, MHA
-MPT_7B = {"model_type": "mpt", "d_model": 4096, "n_heads": 32, "n_layers": 32, "max_seq_len": 2048,
-          "expansion_ratio": 4, "vocab_size": 50432, "no_bias": True,
-          "attn_config": {"alibi": True, "attn_type": "multihead_attention", "attn_impl": "torch"},
-          "torch_dtype": "bfloat16"}
+MPT_7B = {
+    "model_type": "mpt",
+    "d_model": 4096,
+    "n_heads": 32,
+    "n_layers": 32,
+    "max_seq_len": 2048,
+    "expansion_ratio": 4,
+    "vocab_size": 50432,
+    "no_bias": True,
+    "attn_config": {"alibi": True, "attn_type": "multihead_attention", "attn_impl": "torch"},
+    "torch_dtype": "bfloat16",
+}
 # databricks/dbrx-instruct config.json (shape)
-DBRX = {"model_type": "dbrx", "d_model": 6144, "n_heads": 48, "n_layers": 40, "max_seq_len": 32768,
-        "vocab_size": 100352, "attn_config": {"clip_qkv": 8, "kv_n_heads": 8, "rope_theta": 500000},
-        "ffn_config": {"ffn_hidden_size": 10752, "moe_num_experts": 16, "moe_top_k": 4},
-        "torch_dtype": "bfloat16"}
+DBRX = {
+    "model_type": "dbrx",
+    "d_model": 6144,
+    "n_heads": 48,
+    "n_layers": 40,
+    "max_seq_len": 32768,
+    "vocab_size": 100352,
+    "attn_config": {"clip_qkv": 8, "kv_n_heads": 8, "rope_theta": 500000},
+    "ffn_config": {"ffn_hidden_size": 10752, "moe_num_experts": 16, "moe_top_k": 4},
+    "torch_dtype": "bfloat16",
+}
 
 
-@pytest.mark.parametrize("cfg,dtype,kv_heads,head_dim,per_token", [
-    # GPTBigCodeAttention: kv_heads = 1 if multi_query; 6144 / 48 = 128: 2 x 40 x 1 x 128 x 4 = 40,960
-    (STARCODER, "fp32", 1, 128, 40_960),
-    # ChatGLM SelfAttention: multi_query_group_num KV heads of kv_channels: 2 x 28 x 2 x 128 x 2 = 28,672
-    (CHATGLM2, "fp16", 2, 128, 28_672),
-    # MptAttention is multi-head, 4096 / 32 = 128: 2 x 32 x 32 x 128 x 2 = 524,288
-    (MPT_7B, "bf16", 32, 128, 524_288),
-    # DbrxAttentionConfig kv_n_heads 8, 6144 / 48 = 128: 2 x 40 x 8 x 128 x 2 = 163,840
-    (DBRX, "bf16", 8, 128, 163_840),
-], ids=["starcoder", "chatglm2-6b", "mpt-7b", "dbrx-instruct"])
+@pytest.mark.parametrize(
+    "cfg,dtype,kv_heads,head_dim,per_token",
+    [
+        # GPTBigCodeAttention: kv_heads = 1 if multi_query; 6144 / 48 = 128: 2 x 40 x 1 x 128 x 4 = 40,960
+        (STARCODER, "fp32", 1, 128, 40_960),
+        # ChatGLM SelfAttention: multi_query_group_num KV heads of kv_channels: 2 x 28 x 2 x 128 x 2 = 28,672
+        (CHATGLM2, "fp16", 2, 128, 28_672),
+        # MptAttention is multi-head, 4096 / 32 = 128: 2 x 32 x 32 x 128 x 2 = 524,288
+        (MPT_7B, "bf16", 32, 128, 524_288),
+        # DbrxAttentionConfig kv_n_heads 8, 6144 / 48 = 128: 2 x 40 x 8 x 128 x 2 = 163,840
+        (DBRX, "bf16", 8, 128, 163_840),
+    ],
+    ids=["starcoder", "chatglm2-6b", "mpt-7b", "dbrx-instruct"],
+)
 def test_newly_mapped_families(cfg, dtype, kv_heads, head_dim, per_token):
     with warnings.catch_warnings():
         warnings.simplefilter("error", KvcalcWarning)  # a real mapping, not the generic fallback
@@ -534,28 +693,46 @@ def test_family_defaults_and_details():
     assert model_from_hf_config(gqa).resolved_n_kv_heads == 8
 
 
-@pytest.mark.parametrize("cfg,field", [
-    # model code: MHA; vLLM get_total_num_kv_heads: 2 -> refused, naming the switch
-    ({**CHATGLM2, "multi_query_attention": False}, "multi_query_attention"),
-    ({k: v for k, v in CHATGLM2.items() if k != "multi_query_attention"}, "multi_query_attention"),
-    # llm-foundry: 1 KV head; transformers / vLLM: 32
-    ({**MPT_7B, "attn_config": {"attn_type": "multiquery_attention"}}, "attn_config.attn_type"),
-    ({**MPT_7B, "attn_config": {"attn_type": "multihead_attention", "kv_n_heads": 8}}, "attn_config.kv_n_heads"),
-    ({**MPT_7B, "attn_config": {"sliding_window_size": 4096}}, "attn_config.sliding_window_size"),
-    ({**MPT_7B, "attn_config": {"kv_n_heads": 8.0, "attn_type": "grouped_query_attention"}}, "attn_config.kv_n_heads"),
-    ({**DBRX, "attn_config": "8"}, "attn_config"),
-])
+@pytest.mark.parametrize(
+    "cfg,field",
+    [
+        # model code: MHA; vLLM get_total_num_kv_heads: 2 -> refused, naming the switch
+        ({**CHATGLM2, "multi_query_attention": False}, "multi_query_attention"),
+        ({k: v for k, v in CHATGLM2.items() if k != "multi_query_attention"}, "multi_query_attention"),
+        # llm-foundry: 1 KV head; transformers / vLLM: 32
+        ({**MPT_7B, "attn_config": {"attn_type": "multiquery_attention"}}, "attn_config.attn_type"),
+        ({**MPT_7B, "attn_config": {"attn_type": "multihead_attention", "kv_n_heads": 8}}, "attn_config.kv_n_heads"),
+        ({**MPT_7B, "attn_config": {"sliding_window_size": 4096}}, "attn_config.sliding_window_size"),
+        (
+            {**MPT_7B, "attn_config": {"kv_n_heads": 8.0, "attn_type": "grouped_query_attention"}},
+            "attn_config.kv_n_heads",
+        ),
+        ({**DBRX, "attn_config": "8"}, "attn_config"),
+    ],
+)
 def test_family_contradictions_refused(cfg, field):
     with pytest.raises(ConfigError, match=f"^x.json: field '{field}': "):
         model_from_hf_config(cfg, "x.json")
 
 
-@pytest.mark.parametrize("extra", [
-    {"multi_query": True}, {"multi_query_group_num": 2}, {"multi_query_attention": True},
-    {"kv_channels": 128}, {"n_kv_heads": 8}, {"kv_n_heads": 8}, {"num_key_value_groups": 4},
-    {"attention_chunk_size": 8192}, {"cross_attention_layers": [3, 8, 13]},
-    {"attn_config": {"kv_n_heads": 8}}, {"num_kv_shared_layers": 10}, {"v_head_dim": 128},
-], ids=lambda e: next(iter(e)))
+@pytest.mark.parametrize(
+    "extra",
+    [
+        {"multi_query": True},
+        {"multi_query_group_num": 2},
+        {"multi_query_attention": True},
+        {"kv_channels": 128},
+        {"n_kv_heads": 8},
+        {"kv_n_heads": 8},
+        {"num_key_value_groups": 4},
+        {"attention_chunk_size": 8192},
+        {"cross_attention_layers": [3, 8, 13]},
+        {"attn_config": {"kv_n_heads": 8}},
+        {"num_kv_shared_layers": 10},
+        {"v_head_dim": 128},
+    ],
+    ids=lambda e: next(iter(e)),
+)
 def test_generic_fallback_refuses_layout_fields(extra):
     field = next(iter(extra))
     with pytest.raises(ConfigError, match=f"odd.json: model_type 'olmo' is not one kvcalc maps, and its {field}"):
@@ -569,11 +746,19 @@ def test_generic_fallback_refuses_layout_fields(extra):
 def test_mllama_refused_naming_cross_attention_layers():
     # meta-llama/Llama-3.2-11B-Vision config.json (shape): 40 text layers, 8 of them cross-attention
     # layers that cache the image tokens, not the text; a plain-decoder reading would be wrong.
-    cfg = {"model_type": "mllama", "torch_dtype": "bfloat16",
-           "text_config": {"model_type": "mllama_text_model", "hidden_size": 4096, "num_attention_heads": 32,
-                           "num_key_value_heads": 8, "num_hidden_layers": 40,
-                           "cross_attention_layers": [3, 8, 13, 18, 23, 28, 33, 38]},
-           "vision_config": {"model_type": "mllama_vision_model"}}
+    cfg = {
+        "model_type": "mllama",
+        "torch_dtype": "bfloat16",
+        "text_config": {
+            "model_type": "mllama_text_model",
+            "hidden_size": 4096,
+            "num_attention_heads": 32,
+            "num_key_value_heads": 8,
+            "num_hidden_layers": 40,
+            "cross_attention_layers": [3, 8, 13, 18, 23, 28, 33, 38],
+        },
+        "vision_config": {"model_type": "mllama_vision_model"},
+    }
     with pytest.raises(ConfigError, match="cross_attention_layers \\(those layers cache the image tokens"):
         model_from_hf_config(cfg, "config.json")
 
@@ -581,22 +766,25 @@ def test_mllama_refused_naming_cross_attention_layers():
 LLAMA_MIN = {"model_type": "llama", "hidden_size": 4096, "num_attention_heads": 32, "num_hidden_layers": 32}
 
 
-@pytest.mark.parametrize("text,line", [
-    ('"num_hidden_layers": 32.0', "field 'num_hidden_layers': must be an integer, got 32.0"),
-    ('"num_hidden_layers": NaN', "field 'num_hidden_layers': must be an integer, got NaN"),
-    ('"num_hidden_layers": Infinity', "field 'num_hidden_layers': must be an integer, got Infinity"),
-    ('"num_hidden_layers": 1e308', "field 'num_hidden_layers': must be an integer, got 1e+308"),
-    ('"num_hidden_layers": 1000000000', "field 'num_hidden_layers': is too large (1000000000); at most 100,000"),
-    ('"num_hidden_layers": 0', "field 'num_hidden_layers': must be at least 1, got 0"),
-    ('"num_key_value_heads": true', "field 'num_key_value_heads': must be an integer, got true"),
-    ('"num_key_value_heads": "8"', "field 'num_key_value_heads': must be an integer, got \"8\""),
-    ('"head_dim": -128', "field 'head_dim': must be at least 1, got -128"),
-    ('"vocab_size": 0', "field 'vocab_size': must be at least 1, got 0"),
-    ('"tie_word_embeddings": "false"', "field 'tie_word_embeddings': must be true or false, got \"false\""),
-    ('"torch_dtype": 5', "field 'torch_dtype': must be a dtype name such as \"bfloat16\", got 5"),
-    ('"text_config": [1]', "field 'text_config': must be a JSON object (the text model's config), got [1]"),
-    ('"model_type": 7', "field 'model_type': must be a string such as \"llama\", got 7"),
-])
+@pytest.mark.parametrize(
+    "text,line",
+    [
+        ('"num_hidden_layers": 32.0', "field 'num_hidden_layers': must be an integer, got 32.0"),
+        ('"num_hidden_layers": NaN', "field 'num_hidden_layers': must be an integer, got NaN"),
+        ('"num_hidden_layers": Infinity', "field 'num_hidden_layers': must be an integer, got Infinity"),
+        ('"num_hidden_layers": 1e308', "field 'num_hidden_layers': must be an integer, got 1e+308"),
+        ('"num_hidden_layers": 1000000000', "field 'num_hidden_layers': is too large (1000000000); at most 100,000"),
+        ('"num_hidden_layers": 0', "field 'num_hidden_layers': must be at least 1, got 0"),
+        ('"num_key_value_heads": true', "field 'num_key_value_heads': must be an integer, got true"),
+        ('"num_key_value_heads": "8"', "field 'num_key_value_heads': must be an integer, got \"8\""),
+        ('"head_dim": -128', "field 'head_dim': must be at least 1, got -128"),
+        ('"vocab_size": 0', "field 'vocab_size': must be at least 1, got 0"),
+        ('"tie_word_embeddings": "false"', "field 'tie_word_embeddings': must be true or false, got \"false\""),
+        ('"torch_dtype": 5', "field 'torch_dtype': must be a dtype name such as \"bfloat16\", got 5"),
+        ('"text_config": [1]', "field 'text_config': must be a JSON object (the text model's config), got [1]"),
+        ('"model_type": 7', "field 'model_type': must be a string such as \"llama\", got 7"),
+    ],
+)
 def test_cli_bad_value_is_one_line_naming_file_and_field(tmp_path, text, line):
     key = text.split('"')[1]
     base = json.dumps({k: v for k, v in LLAMA_MIN.items() if k != key})
@@ -608,10 +796,14 @@ def test_cli_bad_value_is_one_line_naming_file_and_field(tmp_path, text, line):
     assert "Traceback" not in r.output
 
 
-@pytest.mark.parametrize("cfg,per_token", [
-    (MPT_7B, 524_288),  # 2 x 32 x 32 x 128 x 2, as above
-    (DBRX, 163_840),  # 2 x 40 x 8 x 128 x 2, as above
-], ids=["mpt", "dbrx"])
+@pytest.mark.parametrize(
+    "cfg,per_token",
+    [
+        (MPT_7B, 524_288),  # 2 x 32 x 32 x 128 x 2, as above
+        (DBRX, 163_840),  # 2 x 40 x 8 x 128 x 2, as above
+    ],
+    ids=["mpt", "dbrx"],
+)
 def test_cli_hf_config_with_n_layers_key(tmp_path, cfg, per_token):
     # MPT / DBRX put n_layers at the top level; with model_type and no name it is an HF config
     p = tmp_path / "config.json"

@@ -32,10 +32,20 @@ def count(kinds, kind):
 
 # bigcode/starcoder2-15b config.json
 STARCODER2_15B = {
-    "architectures": ["Starcoder2ForCausalLM"], "model_type": "starcoder2", "hidden_size": 6144,
-    "intermediate_size": 24576, "max_position_embeddings": 16384, "num_attention_heads": 48,
-    "num_hidden_layers": 40, "num_key_value_heads": 4, "rope_theta": 100000, "sliding_window": 4096,
-    "torch_dtype": "bfloat16", "use_bias": True, "vocab_size": 49152}
+    "architectures": ["Starcoder2ForCausalLM"],
+    "model_type": "starcoder2",
+    "hidden_size": 6144,
+    "intermediate_size": 24576,
+    "max_position_embeddings": 16384,
+    "num_attention_heads": 48,
+    "num_hidden_layers": 40,
+    "num_key_value_heads": 4,
+    "rope_theta": 100000,
+    "sliding_window": 4096,
+    "torch_dtype": "bfloat16",
+    "use_bias": True,
+    "vocab_size": 49152,
+}
 
 
 def test_starcoder2_every_layer_slides():
@@ -51,10 +61,20 @@ def test_starcoder2_every_layer_slides():
 
 # allenai/OLMo-2-1124-7B config.json
 OLMO2_7B = {
-    "architectures": ["Olmo2ForCausalLM"], "model_type": "olmo2", "hidden_size": 4096, "intermediate_size": 11008,
-    "max_position_embeddings": 4096, "num_attention_heads": 32, "num_hidden_layers": 32,
-    "num_key_value_heads": 32, "rope_theta": 500000, "tie_word_embeddings": False, "torch_dtype": "float32",
-    "vocab_size": 100352, "attention_bias": False}
+    "architectures": ["Olmo2ForCausalLM"],
+    "model_type": "olmo2",
+    "hidden_size": 4096,
+    "intermediate_size": 11008,
+    "max_position_embeddings": 4096,
+    "num_attention_heads": 32,
+    "num_hidden_layers": 32,
+    "num_key_value_heads": 32,
+    "rope_theta": 500000,
+    "tie_word_embeddings": False,
+    "torch_dtype": "float32",
+    "vocab_size": 100352,
+    "attention_bias": False,
+}
 
 
 def test_olmo2_is_mha():
@@ -66,10 +86,22 @@ def test_olmo2_is_mha():
 
 # CohereForAI/c4ai-command-r7b-12-2024 config.json
 COMMAND_R7B = {
-    "architectures": ["Cohere2ForCausalLM"], "model_type": "cohere2", "hidden_size": 4096, "head_dim": 128,
-    "intermediate_size": 14336, "max_position_embeddings": 8192, "num_attention_heads": 32,
-    "num_hidden_layers": 32, "num_key_value_heads": 8, "sliding_window": 4096, "sliding_window_pattern": 4,
-    "use_embedding_sharing": True, "torch_dtype": "bfloat16", "vocab_size": 256000, "rope_scaling": None}
+    "architectures": ["Cohere2ForCausalLM"],
+    "model_type": "cohere2",
+    "hidden_size": 4096,
+    "head_dim": 128,
+    "intermediate_size": 14336,
+    "max_position_embeddings": 8192,
+    "num_attention_heads": 32,
+    "num_hidden_layers": 32,
+    "num_key_value_heads": 8,
+    "sliding_window": 4096,
+    "sliding_window_pattern": 4,
+    "use_embedding_sharing": True,
+    "torch_dtype": "bfloat16",
+    "vocab_size": 256000,
+    "rope_scaling": None,
+}
 
 
 def test_cohere2_three_sliding_then_one_global():
@@ -87,10 +119,21 @@ def test_cohere2_three_sliding_then_one_global():
 
 # LGAI-EXAONE/EXAONE-4.0-32B config.json: the pattern written as a string
 EXAONE4_32B = {
-    "architectures": ["Exaone4ForCausalLM"], "model_type": "exaone4", "hidden_size": 5120, "head_dim": 128,
-    "intermediate_size": 27392, "max_position_embeddings": 131072, "num_attention_heads": 40,
-    "num_hidden_layers": 64, "num_key_value_heads": 8, "sliding_window": 4096, "sliding_window_pattern": "LLLG",
-    "tie_word_embeddings": False, "torch_dtype": "bfloat16", "vocab_size": 102400}
+    "architectures": ["Exaone4ForCausalLM"],
+    "model_type": "exaone4",
+    "hidden_size": 5120,
+    "head_dim": 128,
+    "intermediate_size": 27392,
+    "max_position_embeddings": 131072,
+    "num_attention_heads": 40,
+    "num_hidden_layers": 64,
+    "num_key_value_heads": 8,
+    "sliding_window": 4096,
+    "sliding_window_pattern": "LLLG",
+    "tie_word_embeddings": False,
+    "torch_dtype": "bfloat16",
+    "vocab_size": 102400,
+}
 
 
 def test_exaone4_lllg():
@@ -112,12 +155,27 @@ def test_exaone4_bad_pattern_names_the_field():
 
 # zai-org/GLM-4.5-Air config.json
 GLM45_AIR = {
-    "architectures": ["Glm4MoeForCausalLM"], "model_type": "glm4_moe", "hidden_size": 4096, "head_dim": 128,
-    "intermediate_size": 10944, "max_position_embeddings": 131072, "num_attention_heads": 96,
-    "num_hidden_layers": 46, "num_key_value_heads": 8, "first_k_dense_replace": 1, "n_routed_experts": 128,
-    "n_shared_experts": 1, "moe_intermediate_size": 1408, "num_experts_per_tok": 8, "attention_bias": True,
-    "partial_rotary_factor": 0.5, "num_nextn_predict_layers": 1, "tie_word_embeddings": False,
-    "torch_dtype": "bfloat16", "vocab_size": 151552}
+    "architectures": ["Glm4MoeForCausalLM"],
+    "model_type": "glm4_moe",
+    "hidden_size": 4096,
+    "head_dim": 128,
+    "intermediate_size": 10944,
+    "max_position_embeddings": 131072,
+    "num_attention_heads": 96,
+    "num_hidden_layers": 46,
+    "num_key_value_heads": 8,
+    "first_k_dense_replace": 1,
+    "n_routed_experts": 128,
+    "n_shared_experts": 1,
+    "moe_intermediate_size": 1408,
+    "num_experts_per_tok": 8,
+    "attention_bias": True,
+    "partial_rotary_factor": 0.5,
+    "num_nextn_predict_layers": 1,
+    "tie_word_embeddings": False,
+    "torch_dtype": "bfloat16",
+    "vocab_size": 151552,
+}
 
 
 def test_glm4_moe():
@@ -130,15 +188,37 @@ def test_glm4_moe():
 
 # meta-llama/Llama-4-Scout-17B-16E-Instruct config.json (text_config; vision_config left out)
 SCOUT = {
-    "architectures": ["Llama4ForConditionalGeneration"], "model_type": "llama4", "torch_dtype": "bfloat16",
+    "architectures": ["Llama4ForConditionalGeneration"],
+    "model_type": "llama4",
+    "torch_dtype": "bfloat16",
     "text_config": {
-        "model_type": "llama4_text", "attention_chunk_size": 8192, "head_dim": 128, "hidden_size": 5120,
-        "interleave_moe_layer_step": 1, "intermediate_size": 8192, "intermediate_size_mlp": 16384,
-        "max_position_embeddings": 10485760, "num_attention_heads": 40, "num_experts_per_tok": 1,
-        "num_hidden_layers": 48, "num_key_value_heads": 8, "num_local_experts": 16, "no_rope_layers": [],
-        "rope_scaling": {"factor": 16.0, "high_freq_factor": 1.0, "low_freq_factor": 1.0,
-                         "original_max_position_embeddings": 8192, "rope_type": "llama3"},
-        "rope_theta": 500000.0, "tie_word_embeddings": False, "torch_dtype": "bfloat16", "vocab_size": 202048}}
+        "model_type": "llama4_text",
+        "attention_chunk_size": 8192,
+        "head_dim": 128,
+        "hidden_size": 5120,
+        "interleave_moe_layer_step": 1,
+        "intermediate_size": 8192,
+        "intermediate_size_mlp": 16384,
+        "max_position_embeddings": 10485760,
+        "num_attention_heads": 40,
+        "num_experts_per_tok": 1,
+        "num_hidden_layers": 48,
+        "num_key_value_heads": 8,
+        "num_local_experts": 16,
+        "no_rope_layers": [],
+        "rope_scaling": {
+            "factor": 16.0,
+            "high_freq_factor": 1.0,
+            "low_freq_factor": 1.0,
+            "original_max_position_embeddings": 8192,
+            "rope_type": "llama3",
+        },
+        "rope_theta": 500000.0,
+        "tie_word_embeddings": False,
+        "torch_dtype": "bfloat16",
+        "vocab_size": 202048,
+    },
+}
 
 
 def test_llama4_scout_chunked_layers_capped_like_a_window():
@@ -169,8 +249,6 @@ def test_llama4_bad_no_rope_layers():
     with pytest.raises(ConfigError) as e:
         model_from_hf_config({"model_type": "llama4", "text_config": d}, "scout/config.json")
     assert e.value.field == "no_rope_layers" and "48 layers" in str(e.value)
-
-
 
 
 def test_deepseek_v32_counts_the_indexer_key():
@@ -210,12 +288,22 @@ def test_deepseek_v32_engine_profiles_size_the_indexer(cli, tmp_path):
 
 # Qwen/Qwen3.5: the values below are Qwen3_5TextConfig's defaults ("Qwen3.5-9B style"), not a
 # published config.json, which was not at hand
-QWEN35 = {"architectures": ["Qwen3_5ForConditionalGeneration"], "model_type": "qwen3_5", "torch_dtype": "bfloat16",
-          "text_config": {"model_type": "qwen3_5_text", "num_hidden_layers": 32, "hidden_size": 4096,
-                          "num_attention_heads": 16, "num_key_value_heads": 4, "head_dim": 256,
-                          "full_attention_interval": 4, "max_position_embeddings": 262144,
-                          "rope_parameters": {"rope_type": "default", "mrope_section": [11, 11, 10],
-                                              "rope_theta": 10000000}}}
+QWEN35 = {
+    "architectures": ["Qwen3_5ForConditionalGeneration"],
+    "model_type": "qwen3_5",
+    "torch_dtype": "bfloat16",
+    "text_config": {
+        "model_type": "qwen3_5_text",
+        "num_hidden_layers": 32,
+        "hidden_size": 4096,
+        "num_attention_heads": 16,
+        "num_key_value_heads": 4,
+        "head_dim": 256,
+        "full_attention_interval": 4,
+        "max_position_embeddings": 262144,
+        "rope_parameters": {"rope_type": "default", "mrope_section": [11, 11, 10], "rope_theta": 10000000},
+    },
+}
 
 
 def test_qwen3_5_hybrid_gated_deltanet():
@@ -231,14 +319,19 @@ def test_qwen3_5_hybrid_gated_deltanet():
 
 def test_qwen3_5_moe_defaults():
     # Qwen3_5MoeTextConfig defaults ("Qwen3.5-35B-A3B style"): 40 layers, 2 KV heads of 256
-    d = {"model_type": "qwen3_5_moe", "text_config": {"model_type": "qwen3_5_moe_text", "num_hidden_layers": 40,
-                                                      "num_attention_heads": 16, "hidden_size": 2048}}
+    d = {
+        "model_type": "qwen3_5_moe",
+        "text_config": {
+            "model_type": "qwen3_5_moe_text",
+            "num_hidden_layers": 40,
+            "num_attention_heads": 16,
+            "hidden_size": 2048,
+        },
+    }
     m = model_from_hf_config(d, "Qwen3.5-35B-A3B/config.json")
     assert (m.n_layers, m.n_experts, m.n_experts_per_token, m.moe_intermediate_size) == (40, 256, 8, 512)
     # 2 x 10 full layers x 2 KV heads x 256 x 2 B = 20,480 B per token
     assert kv_bytes_per_token(m, "bf16") == 20_480
-
-
 
 
 def test_nemotron_h_mamba2_state_and_four_attention_layers():
@@ -272,8 +365,6 @@ def test_nemotron_h_pattern_must_match_the_layers():
     assert e.value.field == "hybrid_override_pattern"
 
 
-
-
 def test_granitemoehybrid_kv_state_and_mamba2_weights():
     m = model_from_hf_config(GRANITE_H_TINY, "granite-4.0-h-tiny/config.json")
     assert (count(m.layer_kinds, "mamba"), count(m.layer_kinds, "full")) == (36, 4)
@@ -295,10 +386,21 @@ def test_granitemoehybrid_kv_state_and_mamba2_weights():
 def test_mistral3_wrapper_reads_its_text_config():
     # mistralai/Mistral-Small-3.1-24B-Instruct-2503: model_type mistral3, the text model under
     # text_config (model_type mistral): 40 layers, 8 KV heads of 128
-    d = {"model_type": "mistral3", "torch_dtype": "bfloat16",
-         "text_config": {"hidden_size": 5120, "head_dim": 128, "num_attention_heads": 32, "num_hidden_layers": 40,
-                         "num_key_value_heads": 8, "max_position_embeddings": 131072, "sliding_window": None,
-                         "intermediate_size": 32768, "vocab_size": 131072}}
+    d = {
+        "model_type": "mistral3",
+        "torch_dtype": "bfloat16",
+        "text_config": {
+            "hidden_size": 5120,
+            "head_dim": 128,
+            "num_attention_heads": 32,
+            "num_hidden_layers": 40,
+            "num_key_value_heads": 8,
+            "max_position_embeddings": 131072,
+            "sliding_window": None,
+            "intermediate_size": 32768,
+            "vocab_size": 131072,
+        },
+    }
     m = model_from_hf_config(d, "Mistral-Small-3.1-24B-Instruct-2503/config.json")
     assert m.model_type == "mistral" and m.sliding_window is None
     # 2 x 40 x 8 x 128 x 2 B = 163,840 B per token

@@ -64,8 +64,10 @@ def test_cached_config_works_offline(dirs):
     d = json.loads(r.stdout)
     assert d["kv_cache_bytes"] == LLAMA_8K_BYTES
     assert d["model"] == "llama-copy"
-    assert d["source"] == ("acme/llama-copy config.json (Hugging Face cache, commit 0123456789ab); weights counted "
-                           "from the architecture (no safetensors headers cached for this commit)")
+    assert d["source"] == (
+        "acme/llama-copy config.json (Hugging Face cache, commit 0123456789ab); weights counted "
+        "from the architecture (no safetensors headers cached for this commit)"
+    )
 
 
 def test_cached_headers_give_exact_weights_offline(dirs, monkeypatch):
@@ -73,12 +75,23 @@ def test_cached_headers_give_exact_weights_offline(dirs, monkeypatch):
     # safetensors file of Llama-3.1-8B's tensors with their real names and shapes
     cache, kv = dirs
     cache_repo(cache, "acme/llama-copy", LLAMA)
-    shapes = {"model.embed_tokens.weight": [128256, 4096], "lm_head.weight": [128256, 4096], "model.norm.weight": [4096]}
+    shapes = {
+        "model.embed_tokens.weight": [128256, 4096],
+        "lm_head.weight": [128256, 4096],
+        "model.norm.weight": [4096],
+    }
     for i in range(32):
-        for n, s in {"self_attn.q_proj": [4096, 4096], "self_attn.k_proj": [1024, 4096],
-                     "self_attn.v_proj": [1024, 4096], "self_attn.o_proj": [4096, 4096],
-                     "mlp.gate_proj": [14336, 4096], "mlp.up_proj": [14336, 4096], "mlp.down_proj": [4096, 14336],
-                     "input_layernorm": [4096], "post_attention_layernorm": [4096]}.items():
+        for n, s in {
+            "self_attn.q_proj": [4096, 4096],
+            "self_attn.k_proj": [1024, 4096],
+            "self_attn.v_proj": [1024, 4096],
+            "self_attn.o_proj": [4096, 4096],
+            "mlp.gate_proj": [14336, 4096],
+            "mlp.up_proj": [14336, 4096],
+            "mlp.down_proj": [4096, 14336],
+            "input_layernorm": [4096],
+            "post_attention_layernorm": [4096],
+        }.items():
             shapes[f"model.layers.{i}.{n}.weight"] = s
     header, offset = {}, 0
     for name, s in shapes.items():
@@ -112,7 +125,8 @@ def test_bundled_id_does_not_answer_for_another_revision(dirs):
     assert r.stderr.splitlines() == [
         f"error: meta-llama/Llama-3.1-8B at revision 'v2' is not in the Hugging Face cache ({cache}) and "
         "HF_HUB_OFFLINE is set: run once online (unset HF_HUB_OFFLINE) to cache its config.json; or use the "
-        "bundled 'llama-3.1-8b' (meta-llama/Llama-3.1-8B)"]
+        "bundled 'llama-3.1-8b' (meta-llama/Llama-3.1-8B)"
+    ]
 
 
 @pytest.mark.parametrize("args", [["meta-llama/Llama-3.1-8B", "--revision", "main"], ["meta-llama/Llama-3.1-8B@main"]])
@@ -122,8 +136,10 @@ def test_an_explicit_revision_is_never_the_bundled_copy(dirs, args):
     cache, kv = dirs
     r = run(["estimate", *args], cache, kv)
     assert r.returncode == 2 and r.stdout == ""
-    assert r.stderr.startswith(f"error: meta-llama/Llama-3.1-8B at revision 'main' is not in the Hugging Face cache "
-                               f"({cache}) and HF_HUB_OFFLINE is set"), r.stderr
+    assert r.stderr.startswith(
+        f"error: meta-llama/Llama-3.1-8B at revision 'main' is not in the Hugging Face cache "
+        f"({cache}) and HF_HUB_OFFLINE is set"
+    ), r.stderr
     # with the revision cached, the cache answers (a copy of Llama-3.1-8B's config.json)
     cache_repo(cache, "meta-llama/Llama-3.1-8B", LLAMA)
     r = run(["estimate", *args, "-s", "8k", "-f", "json"], cache, kv)
@@ -146,8 +162,9 @@ def test_revision_reads_that_commit_from_the_cache(dirs):
     assert json.loads(r.stdout)["kv_cache_bytes"] == 1_207_959_552, r.stderr
     r = run(["estimate", "acme/llama-copy@v2", "--revision", "v3"], cache, kv)
     assert r.returncode == 2
-    assert r.stderr.splitlines() == ["error: --revision v3: acme/llama-copy@v2 names revision v2, --revision names "
-                                     "v3; give one"]
+    assert r.stderr.splitlines() == [
+        "error: --revision v3: acme/llama-copy@v2 names revision v2, --revision names v3; give one"
+    ]
 
 
 def test_not_cached_offline_is_one_line(dirs):
@@ -157,28 +174,34 @@ def test_not_cached_offline_is_one_line(dirs):
     assert r.stderr.splitlines() == [
         f"error: meta-llama/Llama-3.1-8B-Instruct is not in the Hugging Face cache ({cache}) and HF_HUB_OFFLINE is "
         "set: run once online (unset HF_HUB_OFFLINE) to cache its config.json; or use the bundled 'llama-3.1-8b' "
-        "(meta-llama/Llama-3.1-8B)"]
+        "(meta-llama/Llama-3.1-8B)"
+    ]
 
 
 def test_bundled_name_never_imports_the_client():
-    code = ("import sys\nfrom kvcalc.cli import main\nsys.argv=['kvcalc','estimate','llama-3.1-8b','-s','8k','-f','json']\n"
-            "try:\n    main()\nexcept SystemExit:\n    pass\n"
-            "print('LOADED', [m for m in ('huggingface_hub', 'safetensors') if m in sys.modules])")
+    code = (
+        "import sys\nfrom kvcalc.cli import main\nsys.argv=['kvcalc','estimate','llama-3.1-8b','-s','8k','-f','json']\n"
+        "try:\n    main()\nexcept SystemExit:\n    pass\n"
+        "print('LOADED', [m for m in ('huggingface_hub', 'safetensors') if m in sys.modules])"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=True).stdout
     assert str(LLAMA_8K_BYTES) in out
     assert out.strip().endswith("LOADED []")
 
 
-@pytest.mark.parametrize("ref, parsed", [
-    ("Qwen/Qwen3-8B", ("Qwen/Qwen3-8B", None)),
-    ("Qwen/Qwen3-8B@main", ("Qwen/Qwen3-8B", "main")),
-    ("org/name@refs/pr/1", ("org/name", "refs/pr/1")),
-    ("configs/model.yaml", None),
-    ("some/config.json", None),
-    ("a--b/c", None),
-    ("a/b/c", None),
-    ("llama-3.1-8b", None),
-])
+@pytest.mark.parametrize(
+    "ref, parsed",
+    [
+        ("Qwen/Qwen3-8B", ("Qwen/Qwen3-8B", None)),
+        ("Qwen/Qwen3-8B@main", ("Qwen/Qwen3-8B", "main")),
+        ("org/name@refs/pr/1", ("org/name", "refs/pr/1")),
+        ("configs/model.yaml", None),
+        ("some/config.json", None),
+        ("a--b/c", None),
+        ("a/b/c", None),
+        ("llama-3.1-8b", None),
+    ],
+)
 def test_parse_hub_id(ref, parsed):
     assert parse_hub_id(ref) == parsed
 
@@ -193,6 +216,7 @@ def _raiser(exc: BaseException):
         if local_files_only:  # nothing cached
             raise LocalEntryNotFoundError("not in the cache")
         raise exc
+
     return download
 
 
@@ -203,25 +227,43 @@ def _http_error(cls, status: int):
     return cls("Client error", response=response)
 
 
-@pytest.mark.parametrize("make, ref, line", [
-    (lambda e: _http_error(e.GatedRepoError, 401), "meta-llama/Llama-3.3-70B-Instruct",
-     "meta-llama/Llama-3.3-70B-Instruct is a gated repository on the Hugging Face Hub: accept its licence on "
-     "huggingface.co/meta-llama/Llama-3.3-70B-Instruct, then set HF_TOKEN (or run `hf auth login`); or use the "
-     "bundled 'llama-3.1-70b' (meta-llama/Llama-3.1-70B)"),
-    (lambda e: _http_error(e.RepositoryNotFoundError, 404), "qwen/qwen3-4b-nosuch",
-     "qwen/qwen3-4b-nosuch is neither a local file nor a model repository on the Hugging Face Hub (a private one "
-     "needs HF_TOKEN); or use the bundled 'qwen3-4b' (Qwen/Qwen3-4B)"),
-    (lambda e: _http_error(e.RevisionNotFoundError, 404), "acme/model@nosuch",
-     "--revision nosuch: acme/model has no such revision on the Hugging Face Hub: give a branch, tag or commit hash "
-     "that exists (default main)"),
-    (lambda e: e.LocalEntryNotFoundError("connection error"), "acme/model",
-     "cannot reach the Hugging Face Hub for acme/model (LocalEntryNotFoundError), and its config.json is not in the "
-     "cache ({cache}): check the network (or HF_ENDPOINT); to work offline, set HF_HUB_OFFLINE=1 with the model in "
-     "that cache, or give a local folder holding its config.json"),
-    (lambda e: _http_error(e.RemoteEntryNotFoundError, 404), "acme/model",
-     "acme/model has no config.json on the Hugging Face Hub: kvcalc reads transformers checkpoints (for a GGUF "
-     "repository, download the .gguf file and give its path)"),
-])
+@pytest.mark.parametrize(
+    "make, ref, line",
+    [
+        (
+            lambda e: _http_error(e.GatedRepoError, 401),
+            "meta-llama/Llama-3.3-70B-Instruct",
+            "meta-llama/Llama-3.3-70B-Instruct is a gated repository on the Hugging Face Hub: accept its licence on "
+            "huggingface.co/meta-llama/Llama-3.3-70B-Instruct, then set HF_TOKEN (or run `hf auth login`); or use the "
+            "bundled 'llama-3.1-70b' (meta-llama/Llama-3.1-70B)",
+        ),
+        (
+            lambda e: _http_error(e.RepositoryNotFoundError, 404),
+            "qwen/qwen3-4b-nosuch",
+            "qwen/qwen3-4b-nosuch is neither a local file nor a model repository on the Hugging Face Hub (a private one "
+            "needs HF_TOKEN); or use the bundled 'qwen3-4b' (Qwen/Qwen3-4B)",
+        ),
+        (
+            lambda e: _http_error(e.RevisionNotFoundError, 404),
+            "acme/model@nosuch",
+            "--revision nosuch: acme/model has no such revision on the Hugging Face Hub: give a branch, tag or commit hash "
+            "that exists (default main)",
+        ),
+        (
+            lambda e: e.LocalEntryNotFoundError("connection error"),
+            "acme/model",
+            "cannot reach the Hugging Face Hub for acme/model (LocalEntryNotFoundError), and its config.json is not in the "
+            "cache ({cache}): check the network (or HF_ENDPOINT); to work offline, set HF_HUB_OFFLINE=1 with the model in "
+            "that cache, or give a local folder holding its config.json",
+        ),
+        (
+            lambda e: _http_error(e.RemoteEntryNotFoundError, 404),
+            "acme/model",
+            "acme/model has no config.json on the Hugging Face Hub: kvcalc reads transformers checkpoints (for a GGUF "
+            "repository, download the .gguf file and give its path)",
+        ),
+    ],
+)
 def test_hub_failures_are_one_line_exit_2(cli, monkeypatch, tmp_path, make, ref, line):
     import huggingface_hub
     from huggingface_hub import constants, errors
@@ -229,8 +271,14 @@ def test_hub_failures_are_one_line_exit_2(cli, monkeypatch, tmp_path, make, ref,
     from kvcalc.load import hub
 
     # the bundled ids the near-names come from, fixed here (more bundled models must not change the lines)
-    monkeypatch.setattr(hub, "bundled_hub_ids", lambda: {"meta-llama/llama-3.1-70b": ("llama-3.1-70b", "meta-llama/Llama-3.1-70B"),
-                                                         "qwen/qwen3-4b": ("qwen3-4b", "Qwen/Qwen3-4B")})
+    monkeypatch.setattr(
+        hub,
+        "bundled_hub_ids",
+        lambda: {
+            "meta-llama/llama-3.1-70b": ("llama-3.1-70b", "meta-llama/Llama-3.1-70B"),
+            "qwen/qwen3-4b": ("qwen3-4b", "Qwen/Qwen3-4B"),
+        },
+    )
 
     monkeypatch.setattr(constants, "HF_HUB_OFFLINE", False)
     monkeypatch.setattr(constants, "HF_HUB_CACHE", str(tmp_path))
@@ -238,6 +286,7 @@ def test_hub_failures_are_one_line_exit_2(cli, monkeypatch, tmp_path, make, ref,
 
     def probe(url, **kw):  # the one request before the download (`hub._probe`) meets the same answer
         raise make(errors)
+
     monkeypatch.setattr(huggingface_hub, "get_hf_file_metadata", probe)
     r = cli("estimate", ref)
     assert r.exit_code == 2
@@ -255,16 +304,32 @@ def test_online_fetch_keeps_the_headers(cli, monkeypatch, tmp_path):
         TensorInfo,
     )
 
-    snap = cache_repo(tmp_path / "hub", "acme/tiny", json.dumps({
-        "model_type": "llama", "hidden_size": 16, "intermediate_size": 32, "num_attention_heads": 2,
-        "num_key_value_heads": 1, "head_dim": 8, "num_hidden_layers": 1, "vocab_size": 10,
-        "torch_dtype": "bfloat16", "max_position_embeddings": 64, "tie_word_embeddings": True}))
+    snap = cache_repo(
+        tmp_path / "hub",
+        "acme/tiny",
+        json.dumps(
+            {
+                "model_type": "llama",
+                "hidden_size": 16,
+                "intermediate_size": 32,
+                "num_attention_heads": 2,
+                "num_key_value_heads": 1,
+                "head_dim": 8,
+                "num_hidden_layers": 1,
+                "vocab_size": 10,
+                "torch_dtype": "bfloat16",
+                "max_position_embeddings": 64,
+                "tie_word_embeddings": True,
+            }
+        ),
+    )
     calls = []
 
     def download(repo_id, filename, *, revision=None, local_files_only=False, **kw):
         calls.append(local_files_only)
         if local_files_only:
             from huggingface_hub.errors import LocalEntryNotFoundError
+
             raise LocalEntryNotFoundError("not cached")
         return str(snap / "config.json")
 
@@ -272,10 +337,17 @@ def test_online_fetch_keeps_the_headers(cli, monkeypatch, tmp_path):
         n = 2 * shape[0] * (shape[1] if len(shape) > 1 else 1)
         return TensorInfo(dtype="BF16", shape=shape, data_offsets=(0, n))
 
-    tensors = {"model.embed_tokens.weight": info([10, 16]), "model.norm.weight": info([16]),
-               "model.layers.0.self_attn.q_proj.weight": info([16, 16])}
-    meta = SafetensorsRepoMetadata(metadata=None, sharded=False, weight_map=dict.fromkeys(tensors, "model.safetensors"),
-                                   files_metadata={"model.safetensors": SafetensorsFileMetadata(metadata={}, tensors=tensors)})
+    tensors = {
+        "model.embed_tokens.weight": info([10, 16]),
+        "model.norm.weight": info([16]),
+        "model.layers.0.self_attn.q_proj.weight": info([16, 16]),
+    }
+    meta = SafetensorsRepoMetadata(
+        metadata=None,
+        sharded=False,
+        weight_map=dict.fromkeys(tensors, "model.safetensors"),
+        files_metadata={"model.safetensors": SafetensorsFileMetadata(metadata={}, tensors=tensors)},
+    )
     monkeypatch.setattr(constants, "HF_HUB_OFFLINE", False)
     monkeypatch.setattr(huggingface_hub, "hf_hub_download", download)
     monkeypatch.setattr(huggingface_hub, "get_hf_file_metadata", lambda url, **kw: None)  # the Hub answers

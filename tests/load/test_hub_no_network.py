@@ -23,10 +23,19 @@ pytest.importorskip("huggingface_hub")
 
 def run(tmp_path: Path, *args: str, **env: str) -> tuple[subprocess.CompletedProcess, float]:
     full = {k: v for k, v in os.environ.items() if k != "HF_HUB_OFFLINE"}
-    full.update({"HF_ENDPOINT": "http://127.0.0.1:9", "HF_HUB_CACHE": str(tmp_path / "hub"),
-                 "KVCALC_CACHE": str(tmp_path / "kv"), "PYTHONPATH": str(ROOT), **env})
+    full.update(
+        {
+            "HF_ENDPOINT": "http://127.0.0.1:9",
+            "HF_HUB_CACHE": str(tmp_path / "hub"),
+            "KVCALC_CACHE": str(tmp_path / "kv"),
+            "PYTHONPATH": str(ROOT),
+            **env,
+        }
+    )
     start = time.monotonic()
-    r = subprocess.run([sys.executable, "-m", "kvcalc", *args], capture_output=True, text=True, env=full, timeout=60, check=False)
+    r = subprocess.run(
+        [sys.executable, "-m", "kvcalc", *args], capture_output=True, text=True, env=full, timeout=60, check=False
+    )
     return r, time.monotonic() - start
 
 

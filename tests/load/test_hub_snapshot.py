@@ -27,9 +27,19 @@ pytest.importorskip("huggingface_hub", reason="Hub ids need huggingface_hub: pip
 
 ROOT = Path(__file__).resolve().parents[2]
 COMMIT = "89abcdef0123456789abcdef0123456789abcdef"
-CONFIG = {"model_type": "llama", "architectures": ["LlamaForCausalLM"], "num_hidden_layers": 2, "hidden_size": 64,
-          "num_attention_heads": 4, "num_key_value_heads": 2, "intermediate_size": 128, "vocab_size": 256,
-          "max_position_embeddings": 1024, "torch_dtype": "bfloat16", "tie_word_embeddings": False}
+CONFIG = {
+    "model_type": "llama",
+    "architectures": ["LlamaForCausalLM"],
+    "num_hidden_layers": 2,
+    "hidden_size": 64,
+    "num_attention_heads": 4,
+    "num_key_value_heads": 2,
+    "intermediate_size": 128,
+    "vocab_size": 256,
+    "max_position_embeddings": 1024,
+    "torch_dtype": "bfloat16",
+    "tie_word_embeddings": False,
+}
 
 # parameters: embedding 256 x 64 = 16,384, LM head 16,384, final norm 64; per layer q 64 x 64 = 4,096,
 # k and v 32 x 64 = 2,048 each, o 4,096, gate / up / down 128 x 64 = 8,192 each, two norms 64 each:
@@ -40,10 +50,17 @@ N_PARAMS = 106_816
 def shapes() -> dict[str, list[int]]:
     out = {"model.embed_tokens.weight": [256, 64], "lm_head.weight": [256, 64], "model.norm.weight": [64]}
     for i in range(2):
-        for name, s in {"self_attn.q_proj": [64, 64], "self_attn.k_proj": [32, 64], "self_attn.v_proj": [32, 64],
-                        "self_attn.o_proj": [64, 64], "mlp.gate_proj": [128, 64], "mlp.up_proj": [128, 64],
-                        "mlp.down_proj": [64, 128], "input_layernorm": [64],
-                        "post_attention_layernorm": [64]}.items():
+        for name, s in {
+            "self_attn.q_proj": [64, 64],
+            "self_attn.k_proj": [32, 64],
+            "self_attn.v_proj": [32, 64],
+            "self_attn.o_proj": [64, 64],
+            "mlp.gate_proj": [128, 64],
+            "mlp.up_proj": [128, 64],
+            "mlp.down_proj": [64, 128],
+            "input_layernorm": [64],
+            "post_attention_layernorm": [64],
+        }.items():
             out[f"model.layers.{i}.{name}.weight"] = s
     return out
 
@@ -75,11 +92,25 @@ def cache_repo(cache: Path, repo_id: str, files: dict[str, bytes]) -> Path:
 
 
 def run(tmp_path: Path, *args: str) -> subprocess.CompletedProcess:
-    env = {**os.environ, "HF_HUB_CACHE": str(tmp_path / "hub"), "KVCALC_CACHE": str(tmp_path / "kvcalc"),
-           "HF_HUB_OFFLINE": "1", "HF_HUB_DISABLE_TELEMETRY": "1", "PYTHONPATH": str(ROOT), "COLUMNS": "80"}
+    env = {
+        **os.environ,
+        "HF_HUB_CACHE": str(tmp_path / "hub"),
+        "KVCALC_CACHE": str(tmp_path / "kvcalc"),
+        "HF_HUB_OFFLINE": "1",
+        "HF_HUB_DISABLE_TELEMETRY": "1",
+        "PYTHONPATH": str(ROOT),
+        "COLUMNS": "80",
+    }
     env.pop("HF_TOKEN", None)
-    return subprocess.run([sys.executable, "-m", "kvcalc", *args], capture_output=True, text=True, cwd=ROOT, env=env,
-                          timeout=60, check=False)
+    return subprocess.run(
+        [sys.executable, "-m", "kvcalc", *args],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env=env,
+        timeout=60,
+        check=False,
+    )
 
 
 def estimate_json(tmp_path: Path) -> dict:
@@ -89,14 +120,19 @@ def estimate_json(tmp_path: Path) -> dict:
 
 
 def test_snapshot_with_one_safetensors_file_gives_the_stored_bytes(tmp_path):
-    cache_repo(tmp_path / "hub", "acme/tiny-llama", {"config.json": json.dumps(CONFIG).encode(),
-                                                      "model.safetensors": safetensors_bytes(shapes())})
+    cache_repo(
+        tmp_path / "hub",
+        "acme/tiny-llama",
+        {"config.json": json.dumps(CONFIG).encode(), "model.safetensors": safetensors_bytes(shapes())},
+    )
     d = estimate_json(tmp_path)
     # 106,816 values x 4 B (F32 as stored), not x 2 B (the config's bf16)
     assert (d["n_params"], d["weights_bytes_per_gpu"]) == (N_PARAMS, 4 * N_PARAMS) == (106_816, 427_264)
     assert d["weights_source"] == "safetensors headers of 1 file"
-    assert d["source"] == ("acme/tiny-llama config.json (Hugging Face cache, commit 89abcdef0123); weights from "
-                           "safetensors headers of 1 file")
+    assert d["source"] == (
+        "acme/tiny-llama config.json (Hugging Face cache, commit 89abcdef0123); weights from "
+        "safetensors headers of 1 file"
+    )
 
 
 def test_snapshot_with_an_index_and_shards(tmp_path):
@@ -105,9 +141,16 @@ def test_snapshot_with_an_index_and_shards(tmp_path):
     second = {k: v for k, v in all_shapes.items() if "layers.1." in k}
     names = ("model-00001-of-00002.safetensors", "model-00002-of-00002.safetensors")
     index = {"metadata": {}, "weight_map": {**{k: names[0] for k in first}, **{k: names[1] for k in second}}}
-    cache_repo(tmp_path / "hub", "acme/tiny-llama", {
-        "config.json": json.dumps(CONFIG).encode(), "model.safetensors.index.json": json.dumps(index).encode(),
-        names[0]: safetensors_bytes(first), names[1]: safetensors_bytes(second)})
+    cache_repo(
+        tmp_path / "hub",
+        "acme/tiny-llama",
+        {
+            "config.json": json.dumps(CONFIG).encode(),
+            "model.safetensors.index.json": json.dumps(index).encode(),
+            names[0]: safetensors_bytes(first),
+            names[1]: safetensors_bytes(second),
+        },
+    )
     d = estimate_json(tmp_path)
     assert (d["n_params"], d["weights_bytes_per_gpu"]) == (N_PARAMS, 427_264)
     assert d["weights_source"] == "safetensors headers of 2 files"
@@ -116,8 +159,11 @@ def test_snapshot_with_an_index_and_shards(tmp_path):
 def test_snapshot_with_the_index_but_no_shards_counts_the_architecture_quietly(tmp_path):
     # a config-only download (the index came along, the shards did not): no warning, the source says so
     index = {"weight_map": {k: "model-00001-of-00001.safetensors" for k in shapes()}}
-    cache_repo(tmp_path / "hub", "acme/tiny-llama", {"config.json": json.dumps(CONFIG).encode(),
-                                                      "model.safetensors.index.json": json.dumps(index).encode()})
+    cache_repo(
+        tmp_path / "hub",
+        "acme/tiny-llama",
+        {"config.json": json.dumps(CONFIG).encode(), "model.safetensors.index.json": json.dumps(index).encode()},
+    )
     d = estimate_json(tmp_path)
     # 106,816 parameters x 2 B (bf16, the config's dtype)
     assert (d["weights_source"], d["weights_bytes_per_gpu"]) == ("architecture", 2 * N_PARAMS)
@@ -126,12 +172,16 @@ def test_snapshot_with_the_index_but_no_shards_counts_the_architecture_quietly(t
 
 def test_damaged_snapshot_header_is_named(tmp_path):
     bad = json.dumps({"model.embed_tokens.weight": {"dtype": "Q9", "shape": [2], "data_offsets": [0, 4]}}).encode()
-    snap = cache_repo(tmp_path / "hub", "acme/tiny-llama", {"config.json": json.dumps(CONFIG).encode(),
-                                                             "model.safetensors": struct.pack("<Q", len(bad)) + bad})
+    snap = cache_repo(
+        tmp_path / "hub",
+        "acme/tiny-llama",
+        {"config.json": json.dumps(CONFIG).encode(), "model.safetensors": struct.pack("<Q", len(bad)) + bad},
+    )
     r = run(tmp_path, "estimate", "acme/tiny-llama")
     assert r.returncode == 2 and r.stdout == ""
-    assert r.stderr.startswith(f"error: {snap / 'model.safetensors'}: field 'model.embed_tokens.weight': 'Q9' is not "
-                               "a safetensors dtype"), r.stderr
+    assert r.stderr.startswith(
+        f"error: {snap / 'model.safetensors'}: field 'model.embed_tokens.weight': 'Q9' is not a safetensors dtype"
+    ), r.stderr
     assert len(r.stderr.splitlines()) == 1
 
 
@@ -139,8 +189,10 @@ def test_damaged_snapshot_header_is_named(tmp_path):
 def test_neither_a_file_nor_a_hub_id(tmp_path, ref):
     r = run(tmp_path, "estimate", ref)
     assert r.returncode == 2 and r.stdout == ""
-    assert r.stderr == (f"error: {ref}: no such file or folder, and not a Hugging Face Hub id (org/name or "
-                        "org/name@revision, e.g. meta-llama/Llama-3.1-8B)\n")
+    assert r.stderr == (
+        f"error: {ref}: no such file or folder, and not a Hugging Face Hub id (org/name or "
+        "org/name@revision, e.g. meta-llama/Llama-3.1-8B)\n"
+    )
 
 
 def test_a_missing_yaml_path_is_still_file_not_found(tmp_path):

@@ -24,8 +24,8 @@ from kvcalc.load.hf.quant import matches
 
 DATA = Path(__file__).parents[1] / "data" / "hf"
 LLAMA = json.loads((DATA / "Llama-3.1-8B.json").read_text())
-LINEAR = 6_979_321_856           # decoder matrix values (module docstring)
-BF16_REST = 2_101_878_784        # embeddings + head + norms, bf16 bytes
+LINEAR = 6_979_321_856  # decoder matrix values (module docstring)
+BF16_REST = 2_101_878_784  # embeddings + head + norms, bf16 bytes
 
 
 def llama(quant: dict | None) -> object:
@@ -56,11 +56,14 @@ def test_fp8_block_scales():
     assert weight_bytes(m).total_bytes == 6_981_025_792 + BF16_REST
 
 
-@pytest.mark.parametrize("quant", [
-    {"quant_method": "awq", "bits": 4, "group_size": 128, "zero_point": True, "version": "gemm"},
-    {"quant_method": "awq", "w_bit": 4, "q_group_size": 128, "zero_point": True},
-    {"quant_method": "gptq", "bits": 4, "group_size": 128, "desc_act": False, "sym": True},
-])
+@pytest.mark.parametrize(
+    "quant",
+    [
+        {"quant_method": "awq", "bits": 4, "group_size": 128, "zero_point": True, "version": "gemm"},
+        {"quant_method": "awq", "w_bit": 4, "q_group_size": 128, "zero_point": True},
+        {"quant_method": "gptq", "bits": 4, "group_size": 128, "desc_act": False, "sym": True},
+    ],
+)
 def test_awq_and_gptq_int4_with_scales_and_zero_points(quant):
     m = llama(quant)
     assert m.weight_dtype == "int4:g128:fp16:zp"
@@ -71,31 +74,67 @@ def test_awq_and_gptq_int4_with_scales_and_zero_points(quant):
 
 def test_compressed_tensors_int4_group():
     # RedHatAI w4a16: pack-quantized int4, group 128, symmetric, lm_head ignored
-    m = llama({"quant_method": "compressed-tensors", "format": "pack-quantized", "ignore": ["lm_head"],
-               "config_groups": {"group_0": {"targets": ["Linear"], "weights": {
-                   "num_bits": 4, "type": "int", "strategy": "group", "group_size": 128, "symmetric": True}}}})
+    m = llama(
+        {
+            "quant_method": "compressed-tensors",
+            "format": "pack-quantized",
+            "ignore": ["lm_head"],
+            "config_groups": {
+                "group_0": {
+                    "targets": ["Linear"],
+                    "weights": {
+                        "num_bits": 4,
+                        "type": "int",
+                        "strategy": "group",
+                        "group_size": 128,
+                        "symmetric": True,
+                    },
+                }
+            },
+        }
+    )
     assert m.weight_dtype == "int4:g128:bf16"
     # per 128 values 64 B + 2 B bf16 scale: 6,979,321,856 / 128 x 66 = 3,598,712,832 B
     assert weight_bytes(m).total_bytes == 3_598_712_832 + BF16_REST
 
 
 def test_compressed_tensors_fp8_channel_is_fp8():
-    m = llama({"quant_method": "compressed-tensors", "format": "float-quantized", "ignore": ["lm_head"],
-               "config_groups": {"group_0": {"targets": ["Linear"], "weights": {
-                   "num_bits": 8, "type": "float", "strategy": "channel", "symmetric": True}}}})
+    m = llama(
+        {
+            "quant_method": "compressed-tensors",
+            "format": "float-quantized",
+            "ignore": ["lm_head"],
+            "config_groups": {
+                "group_0": {
+                    "targets": ["Linear"],
+                    "weights": {"num_bits": 8, "type": "float", "strategy": "channel", "symmetric": True},
+                }
+            },
+        }
+    )
     assert m.weight_dtype == "fp8_e4m3"
     assert weight_bytes(m).total_bytes == LINEAR + BF16_REST
 
 
-@pytest.mark.parametrize("double, fmt, quant_bytes", [
-    # nf4: 64 values in 32 B + fp32 absmax 4 B: 6,979,321,856 / 64 x 36 = 3,925,868,544
-    (False, "nf4", 3_925_868_544),
-    # double quant: 16,384 values in 8,192 + 256 + 4 B: 425,984 x 8,452 = 3,600,416,768
-    (True, "nf4_dq", 3_600_416_768),
-])
+@pytest.mark.parametrize(
+    "double, fmt, quant_bytes",
+    [
+        # nf4: 64 values in 32 B + fp32 absmax 4 B: 6,979,321,856 / 64 x 36 = 3,925,868,544
+        (False, "nf4", 3_925_868_544),
+        # double quant: 16,384 values in 8,192 + 256 + 4 B: 425,984 x 8,452 = 3,600,416,768
+        (True, "nf4_dq", 3_600_416_768),
+    ],
+)
 def test_bitsandbytes_4bit(double, fmt, quant_bytes):
-    m = llama({"quant_method": "bitsandbytes", "load_in_4bit": True, "bnb_4bit_quant_type": "nf4",
-               "bnb_4bit_use_double_quant": double, "llm_int8_skip_modules": ["lm_head"]})
+    m = llama(
+        {
+            "quant_method": "bitsandbytes",
+            "load_in_4bit": True,
+            "bnb_4bit_quant_type": "nf4",
+            "bnb_4bit_use_double_quant": double,
+            "llm_int8_skip_modules": ["lm_head"],
+        }
+    )
     assert m.weight_dtype == fmt
     assert weight_bytes(m).total_bytes == quant_bytes + BF16_REST
 
@@ -113,8 +152,15 @@ def test_weight_dtype_overrides_the_config():
 def test_gpt_oss_mxfp4_experts_only():
     # openai/gpt-oss-20b config.json's quantization_config, as published
     data = json.loads((DATA / "gpt-oss-20b.json").read_text())
-    data["quantization_config"] = {"quant_method": "mxfp4", "modules_to_not_convert": [
-        "model.layers.*.self_attn", "model.layers.*.mlp.router", "model.embed_tokens", "lm_head"]}
+    data["quantization_config"] = {
+        "quant_method": "mxfp4",
+        "modules_to_not_convert": [
+            "model.layers.*.self_attn",
+            "model.layers.*.mlp.router",
+            "model.embed_tokens",
+            "lm_head",
+        ],
+    }
     m = model_from_hf_config(data, path="gpt-oss-20b/config.json")
     assert (m.weight_dtype, m.expert_weight_dtype) == (None, "mxfp4")
     assert weight_format_label(m) == "bf16 + mxfp4 experts"
@@ -138,12 +184,15 @@ def test_unknown_method_warns_and_counts_the_dtype():
     assert m.weight_dtype is None
 
 
-@pytest.mark.parametrize("quant, field", [
-    ({"bits": 4}, "quantization_config.quant_method"),
-    ({"quant_method": "fp8", "weight_block_size": [128]}, "quantization_config.weight_block_size"),
-    ({"quant_method": "gptq", "bits": "4"}, "quantization_config.bits"),
-    ({"quant_method": "compressed-tensors"}, "quantization_config.config_groups"),
-])
+@pytest.mark.parametrize(
+    "quant, field",
+    [
+        ({"bits": 4}, "quantization_config.quant_method"),
+        ({"quant_method": "fp8", "weight_block_size": [128]}, "quantization_config.weight_block_size"),
+        ({"quant_method": "gptq", "bits": "4"}, "quantization_config.bits"),
+        ({"quant_method": "compressed-tensors"}, "quantization_config.config_groups"),
+    ],
+)
 def test_malformed_config_names_the_field(quant, field):
     with pytest.raises(ConfigError) as e:
         llama(quant)
@@ -151,28 +200,34 @@ def test_malformed_config_names_the_field(quant, field):
     assert str(e.value).startswith(f"Llama-3.1-8B/config.json: field '{field}'")
 
 
-@pytest.mark.parametrize("pattern, module, hit", [
-    ("lm_head", "lm_head", True),
-    ("self_attn", "model.layers.3.self_attn.q_proj", True),
-    ("re:.*self_attn.*", "model.layers.3.self_attn.q_proj", True),
-    ("re:.*mlp.gate$", "model.layers.3.mlp.gate_proj", False),
-    ("model.layers.*.self_attn", "model.layers.3.self_attn.q_proj", True),
-    ("model.layers.*.self_attn", "model.layers.3.mlp.down_proj", False),
-    ("re:[", "x", False),
-])
+@pytest.mark.parametrize(
+    "pattern, module, hit",
+    [
+        ("lm_head", "lm_head", True),
+        ("self_attn", "model.layers.3.self_attn.q_proj", True),
+        ("re:.*self_attn.*", "model.layers.3.self_attn.q_proj", True),
+        ("re:.*mlp.gate$", "model.layers.3.mlp.gate_proj", False),
+        ("model.layers.*.self_attn", "model.layers.3.self_attn.q_proj", True),
+        ("model.layers.*.self_attn", "model.layers.3.mlp.down_proj", False),
+        ("re:[", "x", False),
+    ],
+)
 def test_patterns(pattern, module, hit):
     assert matches(pattern, module) is hit
 
 
-@pytest.mark.parametrize("name, values, nbytes", [
-    ("fp8_e4m3:b128:fp32", 16384, 16388),   # 128 x 128 fp8 + one fp32 scale
-    ("fp8:g128:bf16", 128, 130),             # 128 fp8 + one bf16 scale
-    ("int4:g128:fp16:zp", 256, 133),         # two groups: 2 x (64 + 2) + 2 x 4 bit
-    ("int8:g64:fp16:zp", 64, 67),            # 64 + 2 + 1
-    ("nf4", 64, 36),
-    ("nf4_dq", 16384, 8452),
-    ("nvfp4", 16, 9),                        # 16 x 4 bit + one fp8 scale
-])
+@pytest.mark.parametrize(
+    "name, values, nbytes",
+    [
+        ("fp8_e4m3:b128:fp32", 16384, 16388),  # 128 x 128 fp8 + one fp32 scale
+        ("fp8:g128:bf16", 128, 130),  # 128 fp8 + one bf16 scale
+        ("int4:g128:fp16:zp", 256, 133),  # two groups: 2 x (64 + 2) + 2 x 4 bit
+        ("int8:g64:fp16:zp", 64, 67),  # 64 + 2 + 1
+        ("nf4", 64, 36),
+        ("nf4_dq", 16384, 8452),
+        ("nvfp4", 16, 9),  # 16 x 4 bit + one fp8 scale
+    ],
+)
 def test_new_weight_formats(name, values, nbytes):
     f = weight_format(name)
     assert (f.block_values, f.block_bytes) == (values, nbytes)

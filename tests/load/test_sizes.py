@@ -25,12 +25,20 @@ source: datasheet
 """
 
 
-@pytest.mark.parametrize("memory,hbm,memory_bytes,hbm_bytes_per_s", [
-    ("80GiB", "3.35TB/s", 85_899_345_920, 3_350_000_000_000),      # 80 x 2^30; 3.35 x 10^12
-    ("81559MiB", "768e9", 85_520_809_984, 768_000_000_000),        # nvidia-smi's 81,559 MiB x 2^20; YAML reads 768e9 as text
-    ("85_520_809_984", "7.68e+11", 85_520_809_984, 768_000_000_000),  # YAML int; YAML float 768000000000.0
-    ("80.5GB", "4.8 TB/s", 80_500_000_000, 4_800_000_000_000),
-])
+@pytest.mark.parametrize(
+    "memory,hbm,memory_bytes,hbm_bytes_per_s",
+    [
+        ("80GiB", "3.35TB/s", 85_899_345_920, 3_350_000_000_000),  # 80 x 2^30; 3.35 x 10^12
+        (
+            "81559MiB",
+            "768e9",
+            85_520_809_984,
+            768_000_000_000,
+        ),  # nvidia-smi's 81,559 MiB x 2^20; YAML reads 768e9 as text
+        ("85_520_809_984", "7.68e+11", 85_520_809_984, 768_000_000_000),  # YAML int; YAML float 768000000000.0
+        ("80.5GB", "4.8 TB/s", 80_500_000_000, 4_800_000_000_000),
+    ],
+)
 def test_gpu_yaml_takes_the_clis_sizes(tmp_path, memory, hbm, memory_bytes, hbm_bytes_per_s):
     p = tmp_path / "my-h100.yaml"
     p.write_text(GPU.format(memory=memory, hbm=hbm))
@@ -38,21 +46,43 @@ def test_gpu_yaml_takes_the_clis_sizes(tmp_path, memory, hbm, memory_bytes, hbm_
     assert (g.memory_bytes, g.hbm_bytes_per_s) == (memory_bytes, hbm_bytes_per_s)
     # 989.4 x 10^12, 1978.9 x 10^12, 50 x 2^20, 900 x 10^9
     assert (g.bf16_flops_per_s, g.fp8_flops_per_s, g.l2_bytes, g.interconnect_bytes_per_s) == (
-        989_400_000_000_000, 1_978_900_000_000_000, 52_428_800, 900_000_000_000)
+        989_400_000_000_000,
+        1_978_900_000_000_000,
+        52_428_800,
+        900_000_000_000,
+    )
 
 
-@pytest.mark.parametrize("memory,hbm,message", [
-    ("80", "3.35TB/s", "2: field 'memory_bytes': '80' has no unit, so it would be 80 bytes; did you mean 80GiB? "
-                       "(write 80B for bytes)"),
-    ("6.5", "3.35TB/s", "2: field 'memory_bytes': '6.5' has no unit and is not a whole number of bytes; "
-                        "did you mean 6.5GiB?"),
-    ("1.5B", "3.35TB/s", "2: field 'memory_bytes': '1.5B' is not a whole number of bytes; did you mean 1.5GiB?"),
-    ("true", "3.35TB/s", "2: field 'memory_bytes': true is not a size (write 80GB, 6.51GiB or a byte count)"),
-    ("80GiB", "3.35TB", None),  # a rate may leave off /s: 3.35TB read as 3.35 TB/s
-    ("80GiB", "3.35", "3: field 'hbm_bytes_per_s': '3.35' has no unit and is not a whole number of bytes/s; "
-                      "did you mean 3.35GB/s?"),
-    ("80GiB", "3.35TiB/s", "3: field 'hbm_bytes_per_s': '3.35TiB/s' is not a rate (write 3.35TB/s, 768GB/s or 768e9)"),
-])
+@pytest.mark.parametrize(
+    "memory,hbm,message",
+    [
+        (
+            "80",
+            "3.35TB/s",
+            "2: field 'memory_bytes': '80' has no unit, so it would be 80 bytes; did you mean 80GiB? "
+            "(write 80B for bytes)",
+        ),
+        (
+            "6.5",
+            "3.35TB/s",
+            "2: field 'memory_bytes': '6.5' has no unit and is not a whole number of bytes; did you mean 6.5GiB?",
+        ),
+        ("1.5B", "3.35TB/s", "2: field 'memory_bytes': '1.5B' is not a whole number of bytes; did you mean 1.5GiB?"),
+        ("true", "3.35TB/s", "2: field 'memory_bytes': true is not a size (write 80GB, 6.51GiB or a byte count)"),
+        ("80GiB", "3.35TB", None),  # a rate may leave off /s: 3.35TB read as 3.35 TB/s
+        (
+            "80GiB",
+            "3.35",
+            "3: field 'hbm_bytes_per_s': '3.35' has no unit and is not a whole number of bytes/s; "
+            "did you mean 3.35GB/s?",
+        ),
+        (
+            "80GiB",
+            "3.35TiB/s",
+            "3: field 'hbm_bytes_per_s': '3.35TiB/s' is not a rate (write 3.35TB/s, 768GB/s or 768e9)",
+        ),
+    ],
+)
 def test_gpu_yaml_refusals_name_file_line_and_field(tmp_path, memory, hbm, message):
     p = tmp_path / "g.yaml"
     p.write_text(GPU.format(memory=memory, hbm=hbm))
@@ -68,8 +98,11 @@ def test_gpu_yaml_error_is_one_cli_line(cli, tmp_path):
     p = tmp_path / "g.yaml"
     p.write_text(GPU.format(memory="80", hbm="3.35TB/s"))
     r = cli("estimate", "llama-3.1-8b", "-s", "8k", "--gpu", str(p))
-    assert (r.exit_code, r.output) == (2, f"error: {p}:2: field 'memory_bytes': '80' has no unit, so it would be "
-                                          f"80 bytes; did you mean 80GiB? (write 80B for bytes)\n")
+    assert (r.exit_code, r.output) == (
+        2,
+        f"error: {p}:2: field 'memory_bytes': '80' has no unit, so it would be "
+        f"80 bytes; did you mean 80GiB? (write 80B for bytes)\n",
+    )
 
 
 DEPLOYMENT = """model: llama-3.1-8b
@@ -88,11 +121,14 @@ def test_deployment_max_seq_len_takes_32k(tmp_path):
     assert ra.model_dump(exclude={"file", "name"}) == rb.model_dump(exclude={"file", "name"})  # named for the files
 
 
-@pytest.mark.parametrize("T,message", [
-    ("32.5k", "'32.5k' is not a positive whole number (e.g. 16, 8192 or 32k)"),
-    ("32768.0", "Input should be a valid integer (got 32768.0)"),  # a YAML float is no token count
-    ("0", "Input should be greater than 0 (got 0)"),
-])
+@pytest.mark.parametrize(
+    "T,message",
+    [
+        ("32.5k", "'32.5k' is not a positive whole number (e.g. 16, 8192 or 32k)"),
+        ("32768.0", "Input should be a valid integer (got 32768.0)"),  # a YAML float is no token count
+        ("0", "Input should be greater than 0 (got 0)"),
+    ],
+)
 def test_deployment_max_seq_len_refusals(tmp_path, T, message):
     p = tmp_path / "d.yaml"
     p.write_text(DEPLOYMENT.format(T=T))
@@ -108,8 +144,9 @@ def test_model_max_position_embeddings_takes_128k(tmp_path):
     p.write_text("name: m\nn_layers: 2\nn_heads: 4\nhead_dim: 64\nmax_position_embeddings: 128 tokens\n")
     with pytest.raises(ConfigError) as e:
         load_model(str(p))
-    assert str(e.value) == (f"{p}:5: field 'max_position_embeddings': '128 tokens' is not a positive whole number "
-                            "(e.g. 16, 8192 or 32k)")
+    assert str(e.value) == (
+        f"{p}:5: field 'max_position_embeddings': '128 tokens' is not a positive whole number (e.g. 16, 8192 or 32k)"
+    )
 
 
 def test_json_schema_says_sizes_and_contexts_may_be_text(cli):

@@ -15,8 +15,20 @@ from kvcalc.load.speed import load_calibration  # noqa: E402
 
 def test_calibrate_writes_a_file_estimate_reads(cli, tmp_path) -> None:
     path = tmp_path / "cal.yaml"
-    r = cli("measure", "llama-3.1-8b", "--calibrate", path, "--gpu", "h100-sxm", "--device", "cpu", "--layers", "2",
-            "--format", "json")
+    r = cli(
+        "measure",
+        "llama-3.1-8b",
+        "--calibrate",
+        path,
+        "--gpu",
+        "h100-sxm",
+        "--device",
+        "cpu",
+        "--layers",
+        "2",
+        "--format",
+        "json",
+    )
     assert r.exit_code == 0, r.output
     d = json.loads(r.stdout)
     assert d["gpu"] == "h100-sxm" and d["device"].startswith("CPU (cpu")

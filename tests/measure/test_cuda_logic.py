@@ -33,8 +33,6 @@ def _gpu_check():
     return mod
 
 
-
-
 @pytest.mark.parametrize("hq,hkv,dv", [(8, 2, 16), (4, 1, 12)], ids=["gqa", "mqa-mla-like"])
 def test_sdpa_grouped_path_matches_float64(monkeypatch, hq, hkv, dv):
     # the path CUDA takes when SDPA's flash kernel does not apply (fp32, D > 256, D_k != D_v)
@@ -52,24 +50,27 @@ def _t(dtype, d, cuda=True):
     return SimpleNamespace(is_cuda=cuda, dtype=dtype, shape=(1, 1, 1, d))
 
 
-@pytest.mark.parametrize("dtype,dk,dv,cuda,native", [
-    (torch.bfloat16, 128, 128, True, True),    # flash SDPA takes enable_gqa
-    (torch.float16, 256, 256, True, True),
-    (torch.float32, 128, 128, True, False),    # fp32 cache: math backend would repeat_interleave
-    (torch.bfloat16, 576, 512, True, False),   # MLA latent 512 + 64 rope, V 512: no flash
-    (torch.bfloat16, 320, 320, True, False),   # head dim over flash's 256
-    (torch.float32, 576, 512, False, True),    # CPU: unchanged
-])
+@pytest.mark.parametrize(
+    "dtype,dk,dv,cuda,native",
+    [
+        (torch.bfloat16, 128, 128, True, True),  # flash SDPA takes enable_gqa
+        (torch.float16, 256, 256, True, True),
+        (torch.float32, 128, 128, True, False),  # fp32 cache: math backend would repeat_interleave
+        (torch.bfloat16, 576, 512, True, False),  # MLA latent 512 + 64 rope, V 512: no flash
+        (torch.bfloat16, 320, 320, True, False),  # head dim over flash's 256
+        (torch.float32, 576, 512, False, True),  # CPU: unchanged
+    ],
+)
 def test_sdpa_gqa_native_decision(dtype, dk, dv, cuda, native):
     assert measure_attention.sdpa_gqa_native(_t(dtype, dk, cuda), _t(dtype, dk, cuda), _t(dtype, dv, cuda)) is native
 
 
 def test_flash_layout_is_a_view_of_the_cache():
-    cache = torch.randn(2, 3, 10, 8)        # (B, H_kv, T, D)
-    part = cache[:, :, :7, :]               # the n = 7 tokens a step reads
+    cache = torch.randn(2, 3, 10, 8)  # (B, H_kv, T, D)
+    part = cache[:, :, :7, :]  # the n = 7 tokens a step reads
     x = measure_attention.flash_layout(part)
-    assert x.shape == (2, 7, 3, 8)          # (B, n, H_kv, D): flash_attn_func's k/v
-    assert x.stride(-1) == 1                # flash_attn_func copies only when this is not 1
+    assert x.shape == (2, 7, 3, 8)  # (B, n, H_kv, D): flash_attn_func's k/v
+    assert x.stride(-1) == 1  # flash_attn_func copies only when this is not 1
     assert x.data_ptr() == cache.data_ptr()  # no copy: the timing reads the cache itself
     torch.testing.assert_close(x[1, 4, 2], cache[1, 2, 4])
 
@@ -93,7 +94,7 @@ def test_check_fits_keeps_the_margin_free():
 
     # one sequence: KV 64 x 256 B = 16,384 + scores/probs 2 x 4 heads x 64 x 4 B = 2,048 -> 18,432 B
     assert make(batch=1).needed_bytes == 18432
-    M.check_fits(make(batch=8), 8 * 18432, "cpu", make)           # fits without a margin
+    M.check_fits(make(batch=8), 8 * 18432, "cpu", make)  # fits without a margin
     with pytest.raises(KvcalcError, match="largest --batch that fits is 7"):
         M.check_fits(make(batch=8), 8 * 18432, "cpu", make, margin_bytes=1)
 
@@ -103,8 +104,13 @@ def test_gpu_sweep_skips_what_cannot_fit_and_fits_the_budget():
     fmt = kv_format("bf16")
     specs = [(load_model(n), layers) for n, layers in g.GPU_MODELS]
     free = 139 * GIB  # an H200 with its CUDA context
-    points, skipped = g.select_points(specs, g.GPU_CONTEXTS, g.GPU_BATCHES, free,
-                                      lambda s, T, B, layers: M.make_plan(s, T, B, fmt, fmt, "cuda", layers))
+    points, skipped = g.select_points(
+        specs,
+        g.GPU_CONTEXTS,
+        g.GPU_BATCHES,
+        free,
+        lambda s, T, B, layers: M.make_plan(s, T, B, fmt, fmt, "cuda", layers),
+    )
     # llama-3.1-8b at 128k x 64: 32 layers x 2 x 8 heads x 128 x 2 B = 131,072 B/token
     # x 131,072 x 64 = 1,099,511,627,776 B = 1 TiB: skipped before any allocation
     assert "skip llama-3.1-8b T=131072 B=64: needs 1026.0 GiB, 139.0 GiB free" in skipped

@@ -37,8 +37,7 @@ BYTES_MODEL = ModelSpec(name="tiny-bytes", n_layers=1, n_heads=4, n_kv_heads=2, 
 
 
 def _spec(n_heads: int, n_kv: int, d: int = 16, **kw) -> ModelSpec:
-    return ModelSpec(name="t", n_layers=kw.pop("n_layers", 1), n_heads=n_heads, n_kv_heads=n_kv,
-                     head_dim=d, **kw)
+    return ModelSpec(name="t", n_layers=kw.pop("n_layers", 1), n_heads=n_heads, n_kv_heads=n_kv, head_dim=d, **kw)
 
 
 # ----- bytes -------------------------------------------------------------------------------
@@ -49,9 +48,23 @@ def _spec(n_heads: int, n_kv: int, d: int = 16, **kw) -> ModelSpec:
 #   llama.cpp: q8_0 2 x 34 = 68, q4_0 2 x 18 = 36, q4_1 2 x 20 = 40, q5_0 2 x 22 = 44, q5_1 2 x 24 = 48,
 #   iq4_nl 2 x 18 = 36.
 ROW_BYTES = {
-    "fp32": 256, "fp16": 128, "bf16": 128, "fp8_e4m3": 64, "fp8_e5m2": 64, "int8": 64,
-    "int4": 36, "int4:g64:fp32": 36, "int8:g32:fp16": 68, "int8:g32:fp8_e4m3": 66, "int4:g16:bf16": 40,
-    "q8_0": 68, "q4_0": 36, "q4_1": 40, "q5_0": 44, "q5_1": 48, "iq4_nl": 36,
+    "fp32": 256,
+    "fp16": 128,
+    "bf16": 128,
+    "fp8_e4m3": 64,
+    "fp8_e5m2": 64,
+    "int8": 64,
+    "int4": 36,
+    "int4:g64:fp32": 36,
+    "int8:g32:fp16": 68,
+    "int8:g32:fp8_e4m3": 66,
+    "int4:g16:bf16": 40,
+    "q8_0": 68,
+    "q4_0": 36,
+    "q4_1": 40,
+    "q5_0": 44,
+    "q5_1": 48,
+    "iq4_nl": 36,
 }
 
 
@@ -104,13 +117,16 @@ def test_int4_packing_low_nibble_first():
     assert out[:4].tolist() == [-3.5, -3.0, -3.5, -3.0]
 
 
-@pytest.mark.parametrize("name,expect", [
-    # q8_0: fp16 scale 0.25, int8 values 4 -> 1.0 each
-    ("q8_0", 1.0),
-    # q4_0: scale 0.25, every byte 0x9A: low nibble 10 -> (10 - 8) x 0.25 = 0.5 (values 0..15),
-    # high nibble 9 -> 0.25 (values 16..31)
-    ("q4_0", None),
-])
+@pytest.mark.parametrize(
+    "name,expect",
+    [
+        # q8_0: fp16 scale 0.25, int8 values 4 -> 1.0 each
+        ("q8_0", 1.0),
+        # q4_0: scale 0.25, every byte 0x9A: low nibble 10 -> (10 - 8) x 0.25 = 0.5 (values 0..15),
+        # high nibble 9 -> 0.25 (values 16..31)
+        ("q4_0", None),
+    ],
+)
 def test_ggml_block_dequant(name, expect):
     s = M.Store.empty(kv_format(name), (1,), 1, 32, "cpu")
     blk = s.parts[0][0, 0]
@@ -125,7 +141,6 @@ def test_ggml_block_dequant(name, expect):
 
 
 # ----- attention against float64 ----------------------------------------------------------
-
 
 
 @pytest.mark.parametrize("backend", ["sdpa", "matmul"])
@@ -143,8 +158,9 @@ def test_attention_matches_float64(backend, hq, hkv):
 @pytest.mark.parametrize("backend", ["sdpa", "matmul"])
 def test_mla_absorbed_attention_matches_float64(backend):
     # latent 24 = kv_lora_rank 16 + rope 8; output over the first 16 values
-    mla = ModelSpec(name="m", n_layers=1, n_heads=4, attention="mla", kv_lora_rank=16, qk_rope_head_dim=8,
-                    qk_nope_head_dim=8)
+    mla = ModelSpec(
+        name="m", n_layers=1, n_heads=4, attention="mla", kv_lora_rank=16, qk_rope_head_dim=8, qk_nope_head_dim=8
+    )
     plan = M.make_plan(mla, 6, 2, kv_format("fp32"), kv_format("fp32"), "cpu")
     st = M.allocate_layer(mla.layers[0], plan, "cpu")
     q = torch.randn(2, 4, 24)
@@ -179,12 +195,13 @@ def test_step_writes_at_position_and_never_reads_past_it(backend, window, pos, s
 def test_pick_layers_spreads_over_kinds():
     # 12 layers of (5 sliding, 1 full) -> sliding 0-4, 6-10; full 5, 11
     m = _spec(4, 2, n_layers=12, sliding_window=8, layer_pattern=["sliding"] * 5 + ["full"])
-    assert M.pick_layers(m, 2) == (0, 5)          # one of each kind
-    assert M.pick_layers(m, 3) == (0, 1, 5)       # then the kind furthest below its share (10/12)
+    assert M.pick_layers(m, 2) == (0, 5)  # one of each kind
+    assert M.pick_layers(m, 3) == (0, 1, 5)  # then the kind furthest below its share (10/12)
     assert M.pick_layers(m, None) == tuple(range(12))
 
 
 # ----- the command -------------------------------------------------------------------------
+
 
 def _scripted_step_times(monkeypatch, times_s: list[float]) -> list[int]:
     """Make the time stage's clock return `times_s` in order (each step still runs); returns the
@@ -208,9 +225,21 @@ def test_cli_json_keys_and_exact_bytes(monkeypatch):
     r = runner.invoke(app, ["measure", TINY_YAML, "--device", "cpu", "--steps", "3", "--format", "json"])
     assert r.exit_code == 0, r.output
     d = json.loads(r.stdout)
-    for key in ("predicted_kv_bytes", "measured_kv_bytes", "predicted_step_s", "measured_step_s_median",
-                "measured_step_s_p10", "measured_step_s_p90", "achieved_bytes_per_s", "probe_bytes_per_s",
-                "backend", "device", "model_kv_bytes", "error_percent", "fraction_of_probe"):
+    for key in (
+        "predicted_kv_bytes",
+        "measured_kv_bytes",
+        "predicted_step_s",
+        "measured_step_s_median",
+        "measured_step_s_p10",
+        "measured_step_s_p90",
+        "achieved_bytes_per_s",
+        "probe_bytes_per_s",
+        "backend",
+        "device",
+        "model_kv_bytes",
+        "error_percent",
+        "fraction_of_probe",
+    ):
         assert key in d
     assert d["predicted_kv_bytes"] == d["measured_kv_bytes"] == d["model_kv_bytes"] == 16384
     assert d["kv_bytes_equal"] is True
@@ -234,8 +263,26 @@ def test_cli_json_keys_and_exact_bytes(monkeypatch):
 def test_cli_layers_scale_and_quantized_mla_with_weights():
     # tiny-mla: latent 64 values in int4 (g32, fp16 scale) = 2 x 18 = 36 B per token per layer;
     # one layer x 32 tokens = 1,152 B measured, 4 layers = 4,608 B for the model (scale x 4)
-    r = runner.invoke(app, ["measure", TINY_MLA, "--device", "cpu", "--steps", "2", "--layers", "1",
-                            "--kv-dtype", "int4", "--backend", "matmul", "--with-weights", "--format", "json"])
+    r = runner.invoke(
+        app,
+        [
+            "measure",
+            TINY_MLA,
+            "--device",
+            "cpu",
+            "--steps",
+            "2",
+            "--layers",
+            "1",
+            "--kv-dtype",
+            "int4",
+            "--backend",
+            "matmul",
+            "--with-weights",
+            "--format",
+            "json",
+        ],
+    )
     assert r.exit_code == 0, r.output
     d = json.loads(r.stdout)
     assert (d["layers_measured"], d["backend"], d["compute_dtype"]) == (1, "matmul", "float32")
@@ -262,12 +309,15 @@ def test_cli_refuses_what_does_not_fit(monkeypatch):
     assert r.exit_code == 2 and "largest --layers that fits at --batch 1 is 1" in r.output
 
 
-@pytest.mark.parametrize("args,msg", [
-    (["--kv-dtype", "q5_0"], "use kvcalc estimate for q5_0"),
-    (["--device", "cpu", "--cuda-graph"], "--cuda-graph needs CUDA"),
-    (["--backend", "flash"], "--backend flash needs CUDA"),
-    (["--backend", "nope"], "unknown backend 'nope'"),
-])
+@pytest.mark.parametrize(
+    "args,msg",
+    [
+        (["--kv-dtype", "q5_0"], "use kvcalc estimate for q5_0"),
+        (["--device", "cpu", "--cuda-graph"], "--cuda-graph needs CUDA"),
+        (["--backend", "flash"], "--backend flash needs CUDA"),
+        (["--backend", "nope"], "unknown backend 'nope'"),
+    ],
+)
 def test_cli_bad_options_are_one_line(args, msg):
     r = runner.invoke(app, ["measure", TINY_YAML, "--device", "cpu", *args])
     assert r.exit_code == 2, r.output
@@ -314,6 +364,7 @@ def test_gpu_check_cpu_smoke(monkeypatch, tmp_path, capsys):
 
 
 # ----- GPU ---------------------------------------------------------------------------------
+
 
 @pytest.mark.gpu
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU (torch.cuda.is_available() is False)")

@@ -31,8 +31,9 @@ FP16 = kv_format("fp16")
 #: 4 layers alternating sliding (window 8) and full; 2 KV heads x 16 x 2 B x 2 (K, V) = 128 B per
 #: token per layer. At T = 32: a full layer 32 x 128 = 4,096 B, a sliding one 8 x 128 = 1,024 B;
 #: the model 2 x 4,096 + 2 x 1,024 = 10,240 B.
-MIX = ModelSpec(name="mix", n_layers=4, n_heads=4, n_kv_heads=2, head_dim=16, sliding_window=8,
-                layer_pattern=["sliding", "full"])
+MIX = ModelSpec(
+    name="mix", n_layers=4, n_heads=4, n_kv_heads=2, head_dim=16, sliding_window=8, layer_pattern=["sliding", "full"]
+)
 #: ten timed steps, in ms, out of order
 TEN_STEPS_S = [t * 1e-3 for t in (5, 1, 9, 3, 7, 2, 10, 4, 8, 6)]
 
@@ -94,15 +95,18 @@ def test_run_counts_only_timed_steps_and_scales_by_kv_bytes(monkeypatch):
     assert (res.measured_kv_bytes, res.bytes_read_per_step, res.probe_bytes) == (1024, 1024, 2**20)
 
 
-@pytest.mark.parametrize("layers,kv_dtype,workspace", [
-    # scores and probabilities, fp32: 2 x B 1 x H_q 4 x T' x 4 B, T' the longest cached length:
-    # one sliding layer, T' = window 8 -> 256 B
-    (1, "fp16", 2 * 4 * 8 * 4),
-    # a full layer too: T' = 32 -> 1,024 B
-    (2, "fp16", 2 * 4 * 32 * 4),
-    # int8 is dequantized (fp32 on the CPU), + one layer's K and V: B 1 x H_kv 2 x T' 8 x (16 + 16) x 4 B
-    (1, "int8", 2 * 4 * 8 * 4 + 2 * 8 * 32 * 4),
-])
+@pytest.mark.parametrize(
+    "layers,kv_dtype,workspace",
+    [
+        # scores and probabilities, fp32: 2 x B 1 x H_q 4 x T' x 4 B, T' the longest cached length:
+        # one sliding layer, T' = window 8 -> 256 B
+        (1, "fp16", 2 * 4 * 8 * 4),
+        # a full layer too: T' = 32 -> 1,024 B
+        (2, "fp16", 2 * 4 * 32 * 4),
+        # int8 is dequantized (fp32 on the CPU), + one layer's K and V: B 1 x H_kv 2 x T' 8 x (16 + 16) x 4 B
+        (1, "int8", 2 * 4 * 8 * 4 + 2 * 8 * 32 * 4),
+    ],
+)
 def test_plan_workspace_uses_the_window(layers, kv_dtype, workspace):
     fmt = kv_format(kv_dtype)
     p = M.make_plan(MIX, 32, 1, fmt, fmt, "cpu", layers)
@@ -114,8 +118,9 @@ def test_mla_step_reads_the_latent_as_k_and_its_first_rank_values_as_v(monkeypat
     # MLA, kv_lora_rank 32 + rope 16 = a latent of 48 values per token (fp32: 192 B); T = 10, B = 2:
     # (2, 10, 48) x 4 B = 3,840 B. Each step: q (B, H_q 4, 48) against K = the latent (B, 1, n, 48)
     # and V = its first 32 values (B, 1, n, 32); scale 1 / sqrt(qk_nope 8 + rope 16) = 1 / sqrt(24)
-    mla = ModelSpec(name="m", n_layers=1, n_heads=4, attention="mla", kv_lora_rank=32, qk_rope_head_dim=16,
-                    qk_nope_head_dim=8)
+    mla = ModelSpec(
+        name="m", n_layers=1, n_heads=4, attention="mla", kv_lora_rank=32, qk_rope_head_dim=16, qk_nope_head_dim=8
+    )
     seen = []
     real = measure_attention.attend
 
@@ -125,16 +130,21 @@ def test_mla_step_reads_the_latent_as_k_and_its_first_rank_values_as_v(monkeypat
 
     monkeypatch.setattr(measure_attention, "attend", spy)
     fp32 = kv_format("fp32")
-    res = M.run(M.MeasureRequest(model=mla, seq_len=10, batch=2, k_format=fp32, v_format=fp32, device="cpu",
-                                 steps=1, backend="matmul"))
+    res = M.run(
+        M.MeasureRequest(
+            model=mla, seq_len=10, batch=2, k_format=fp32, v_format=fp32, device="cpu", steps=1, backend="matmul"
+        )
+    )
     assert res.measured_kv_bytes == res.predicted_kv_bytes == 3840
     # 3 steps (2 warm-up) end at token 9: 7, 8, 9 read 8, 9, 10 tokens
     assert seen == [((2, 4, 48), (2, 1, n, 48), (2, 1, n, 32), 1 / math.sqrt(24)) for n in (8, 9, 10)]
 
 
 def test_request_is_torch_free_and_validated():
-    code = ("import sys\nfrom kvcalc.measure.request import MeasureRequest\nimport kvcalc.measure\n"
-            "print('torch' in sys.modules)")
+    code = (
+        "import sys\nfrom kvcalc.measure.request import MeasureRequest\nimport kvcalc.measure\n"
+        "print('torch' in sys.modules)"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "False"
     with pytest.raises(ValidationError):

@@ -38,11 +38,21 @@ from llamacpp_gguf import SMALL_EXPERTS, SMALL_FF, Geometry
 
 #: Qwen3.5-9B's config.json (Qwen3_5TextConfig defaults for the Gated DeltaNet: 16 key heads,
 #: 32 value heads, head dims 128, conv kernel 4), as tests/engines/test_llamacpp_rules.py has it
-QWEN35_9B_CONFIG = {"architectures": ["Qwen3_5ForConditionalGeneration"], "model_type": "qwen3_5",
-                    "torch_dtype": "bfloat16",
-                    "text_config": {"model_type": "qwen3_5_text", "num_hidden_layers": 32, "hidden_size": 4096,
-                                    "num_attention_heads": 16, "num_key_value_heads": 4, "head_dim": 256,
-                                    "full_attention_interval": 4, "max_position_embeddings": 262144}}
+QWEN35_9B_CONFIG = {
+    "architectures": ["Qwen3_5ForConditionalGeneration"],
+    "model_type": "qwen3_5",
+    "torch_dtype": "bfloat16",
+    "text_config": {
+        "model_type": "qwen3_5_text",
+        "num_hidden_layers": 32,
+        "hidden_size": 4096,
+        "num_attention_heads": 16,
+        "num_key_value_heads": 4,
+        "head_dim": 256,
+        "full_attention_interval": 4,
+        "max_position_embeddings": 262144,
+    },
+}
 
 
 #: nvidia/Nemotron-H-8B-Base-8K's hybrid_override_pattern: M Mamba-2, * attention, - MLP
@@ -60,90 +70,249 @@ def _qwen35_spec():
 def _mamba_130m_spec():
     from kvcalc.schema import ModelSpec
 
-    return ModelSpec(name="mamba-130m", n_layers=24, n_heads=1, n_kv_heads=1, head_dim=768, hidden_size=768,
-                     layer_pattern=["mamba"], mamba_d_state=16, mamba_d_conv=4, mamba_expand=2,
-                     max_position_embeddings=2048)
+    return ModelSpec(
+        name="mamba-130m",
+        n_layers=24,
+        n_heads=1,
+        n_kv_heads=1,
+        head_dim=768,
+        hidden_size=768,
+        layer_pattern=["mamba"],
+        mamba_d_state=16,
+        mamba_d_conv=4,
+        mamba_expand=2,
+        max_position_embeddings=2048,
+    )
 
 
 def _attn(n_embd: int, n_head: int, n_head_kv, head_dim: int, ctx: int, eps: float = 1e-6) -> dict:
-    return {"context_length": ctx, "embedding_length": n_embd, "feed_forward_length": SMALL_FF,
-            "attention.head_count": n_head, "attention.head_count_kv": n_head_kv,
-            "attention.key_length": head_dim, "attention.value_length": head_dim,
-            "rope.dimension_count": head_dim, "attention.layer_norm_rms_epsilon": eps}
+    return {
+        "context_length": ctx,
+        "embedding_length": n_embd,
+        "feed_forward_length": SMALL_FF,
+        "attention.head_count": n_head,
+        "attention.head_count_kv": n_head_kv,
+        "attention.key_length": head_dim,
+        "attention.value_length": head_dim,
+        "rope.dimension_count": head_dim,
+        "attention.layer_norm_rms_epsilon": eps,
+    }
 
 
-_DSV2_LITE = {"context_length": 163840, "embedding_length": 2048, "feed_forward_length": SMALL_FF,
-              "attention.head_count": 16, "attention.kv_lora_rank": 512, "rope.dimension_count": 64,
-              "leading_dense_block_count": 1, "expert_count": SMALL_EXPERTS, "expert_used_count": 2,
-              "expert_shared_count": 2, "expert_feed_forward_length": SMALL_FF, "expert_weights_scale": 1.0,
-              "attention.layer_norm_rms_epsilon": 1e-6,
-              # the YaRN log multiplier (0.1 x mscale_all_dim 0.707) convert_hf_to_gguf.py writes: llama.cpp
-              # 7841fc7 (legacy) requires the key, current reads it as optional
-              "rope.scaling.yarn_log_multiplier": 0.0707}
+_DSV2_LITE = {
+    "context_length": 163840,
+    "embedding_length": 2048,
+    "feed_forward_length": SMALL_FF,
+    "attention.head_count": 16,
+    "attention.kv_lora_rank": 512,
+    "rope.dimension_count": 64,
+    "leading_dense_block_count": 1,
+    "expert_count": SMALL_EXPERTS,
+    "expert_used_count": 2,
+    "expert_shared_count": 2,
+    "expert_feed_forward_length": SMALL_FF,
+    "expert_weights_scale": 1.0,
+    "attention.layer_norm_rms_epsilon": 1e-6,
+    # the YaRN log multiplier (0.1 x mscale_all_dim 0.707) convert_hf_to_gguf.py writes: llama.cpp
+    # 7841fc7 (legacy) requires the key, current reads it as optional
+    "rope.scaling.yarn_log_multiplier": 0.0707,
+}
 
-GEOMETRIES: dict[str, Geometry] = {g.name: g for g in [
-    Geometry("llama-3.2-1b", "llama", 16, _attn(2048, 32, 8, 64, 131072, 1e-5), "meta-llama/Llama-3.2-1B", kv_widths=(8 * 64, 8 * 64)),
-    Geometry("gemma-3-1b", "gemma3", 26, {**_attn(1152, 4, 1, 256, 32768), "attention.sliding_window": 512},
-             "google/gemma-3-1b-it", kv_widths=(256, 256)),
-    Geometry("gemma-3-270m", "gemma3", 18, {**_attn(640, 4, 1, 256, 32768), "attention.sliding_window": 512},
-             "google/gemma-3-270m", kv_widths=(256, 256)),
-    Geometry("gpt-oss-20b", "gpt-oss", 24,
-             {**_attn(2880, 64, 8, 64, 131072, 1e-5), "attention.sliding_window": 128, "expert_count": SMALL_EXPERTS,
-              "expert_used_count": 2, "expert_feed_forward_length": SMALL_FF}, "openai/gpt-oss-20b", kv_widths=(8 * 64, 8 * 64)),
-    Geometry("deepseek-v2-lite", "deepseek2", 27,
-             {**_DSV2_LITE, "attention.head_count_kv": 1, "attention.key_length": 576, "attention.value_length": 512,
-              "attention.key_length_mla": 192, "attention.value_length_mla": 128},
-             "deepseek-ai/DeepSeek-V2-Lite (GGUF converted since llama.cpp PR #12801: the latent cache)",
-             layer_class=lambda il: "dense" if il < 1 else "moe", kv_widths=(512 + 64, 0)),
-    Geometry("deepseek-v2-lite-expanded", "deepseek2", 27,
-             {**_DSV2_LITE, "attention.head_count_kv": 16, "attention.key_length": 192, "attention.value_length": 128},
-             "deepseek-ai/DeepSeek-V2-Lite (GGUF converted before llama.cpp PR #12801: K and V per head)",
-             layer_class=lambda il: "dense" if il < 1 else "moe", kv_widths=(16 * 192, 16 * 128)),
-    Geometry("qwen3.5-9b", "qwen35", 32,
-             {**_attn(4096, 16, 4, 256, 262144), "rope.dimension_count": 64, "rope.dimension_sections": [11, 11, 10, 0],
-              "ssm.conv_kernel": 4, "ssm.inner_size": 4096, "ssm.state_size": 128, "ssm.time_step_rank": 32,
-              "ssm.group_count": 16, "full_attention_interval": 4},
-             "Qwen/Qwen3.5-9B", layer_class=lambda il: "attn" if (il + 1) % 4 == 0 else "recr", kvcalc=_qwen35_spec,
-             # src/models/qwen35.cpp: the fused QKV (key_dim 16 x 128 twice + value_dim 32 x 128) and the gate
-             # of the Gated-DeltaNet layers load as optional and the graph needs them
-             optional_tensors=lambda il: {} if (il + 1) % 4 == 0 else {"attn_qkv.weight": (4096, 2 * 2048 + 4096),
-                                                                       "attn_gate.weight": (4096, 4096)},
-             kv_widths=(4 * 256, 4 * 256), state_widths=(3 * (4096 + 2 * 16 * 128), 128 * 4096, 24)),
-    Geometry("jamba-1.5-mini", "jamba", 32,
-             {**_attn(4096, 32, [8 if il % 8 == 4 else 0 for il in range(32)], 128, 262144),
-              "ssm.conv_kernel": 4, "ssm.inner_size": 8192, "ssm.state_size": 16, "ssm.time_step_rank": 256},
-             "ai21labs/AI21-Jamba-1.5-Mini (experts left out)", layer_class=lambda il: "attn" if il % 8 == 4 else "mamba",
-             kv_widths=(8 * 128, 8 * 128), state_widths=(3 * 8192, 16 * 8192, 28)),
-    Geometry("falcon-h1-7b", "falcon-h1", 44,
-             {**_attn(3072, 12, 2, 128, 262144), "ssm.conv_kernel": 4, "ssm.inner_size": 3072,
-              "ssm.state_size": 256, "ssm.time_step_rank": 24, "ssm.group_count": 1},
-             "tiiuae/Falcon-H1-7B-Instruct",
-             # src/models/falcon-h1.cpp loads the conv bias as optional; mamba-base.cpp's Mamba-2 layer adds it
-             # (the published model has it: mamba_conv_bias true), d_inner 3072 + 2 x 1 x 256 = 3584 wide
-             optional_tensors=lambda il: {"ssm_conv1d.bias": (3072 + 2 * 256,)}, kv_widths=(2 * 128, 2 * 128), state_widths=(3 * (3072 + 2 * 256), 256 * 3072, 44)),
-    Geometry("nemotron-h-8b", "nemotron_h", 52,
-             {**_attn(4096, 32, [8 if ch == "*" else 0 for ch in NEMOTRON_H_8B_PATTERN], 128, 2**20, 1e-5),
-              "feed_forward_length": [SMALL_FF if ch == "-" else 0 for ch in NEMOTRON_H_8B_PATTERN],
-              "attention.layer_norm_epsilon": 1e-5, "ssm.conv_kernel": 4, "ssm.inner_size": 8192,
-              "ssm.state_size": 128, "ssm.time_step_rank": 128, "ssm.group_count": 8},
-             "nvidia/Nemotron-H-8B-Base-8K", layer_class=lambda il: NEMOTRON_H_8B_PATTERN[il],
-             # the Mamba-2 conv bias (optional in src/models/nemotron-h.cpp, added by mamba-base.cpp): 8192 + 2 x 8 x 128
-             optional_tensors=lambda il: {"ssm_conv1d.bias": (8192 + 2 * 8 * 128,)} if NEMOTRON_H_8B_PATTERN[il] == "M" else {},
-             kv_widths=(8 * 128, 8 * 128), state_widths=(3 * (8192 + 2 * 8 * 128), 128 * 8192, 24)),
-    Geometry("granite-4.0-h-tiny", "granitehybrid", 40,
-             {**_attn(1536, 12, [4 if il in GRANITE_H_TINY_ATTENTION else 0 for il in range(40)], 128, 2**20, 1e-5),
-              "expert_count": SMALL_EXPERTS, "expert_used_count": 2, "expert_feed_forward_length": SMALL_FF,
-              "expert_shared_feed_forward_length": SMALL_FF, "ssm.conv_kernel": 4, "ssm.inner_size": 3072,
-              "ssm.state_size": 128, "ssm.time_step_rank": 48, "ssm.group_count": 1},
-             "ibm-granite/granite-4.0-h-tiny (experts shrunk)",
-             layer_class=lambda il: "attn" if il in GRANITE_H_TINY_ATTENTION else "mamba",
-             # the Mamba-2 conv bias (optional in src/models/granite-hybrid.cpp, added by mamba-base.cpp): 3072 + 2 x 128
-             optional_tensors=lambda il: {} if il in GRANITE_H_TINY_ATTENTION else {"ssm_conv1d.bias": (3072 + 2 * 128,)},
-             kv_widths=(4 * 128, 4 * 128), state_widths=(3 * (3072 + 2 * 128), 128 * 3072, 36)),
-    Geometry("mamba-130m", "mamba", 24,
-             {"context_length": 2048, "embedding_length": 768, "feed_forward_length": 0, "attention.head_count": 0,
-              "attention.layer_norm_rms_epsilon": 1e-5, "ssm.conv_kernel": 4, "ssm.inner_size": 1536,
-              "ssm.state_size": 16, "ssm.time_step_rank": 48},
-             "state-spaces/mamba-130m-hf", kvcalc=_mamba_130m_spec,
-             state_widths=(3 * 1536, 16 * 1536, 24)),
-]}
+GEOMETRIES: dict[str, Geometry] = {
+    g.name: g
+    for g in [
+        Geometry(
+            "llama-3.2-1b",
+            "llama",
+            16,
+            _attn(2048, 32, 8, 64, 131072, 1e-5),
+            "meta-llama/Llama-3.2-1B",
+            kv_widths=(8 * 64, 8 * 64),
+        ),
+        Geometry(
+            "gemma-3-1b",
+            "gemma3",
+            26,
+            {**_attn(1152, 4, 1, 256, 32768), "attention.sliding_window": 512},
+            "google/gemma-3-1b-it",
+            kv_widths=(256, 256),
+        ),
+        Geometry(
+            "gemma-3-270m",
+            "gemma3",
+            18,
+            {**_attn(640, 4, 1, 256, 32768), "attention.sliding_window": 512},
+            "google/gemma-3-270m",
+            kv_widths=(256, 256),
+        ),
+        Geometry(
+            "gpt-oss-20b",
+            "gpt-oss",
+            24,
+            {
+                **_attn(2880, 64, 8, 64, 131072, 1e-5),
+                "attention.sliding_window": 128,
+                "expert_count": SMALL_EXPERTS,
+                "expert_used_count": 2,
+                "expert_feed_forward_length": SMALL_FF,
+            },
+            "openai/gpt-oss-20b",
+            kv_widths=(8 * 64, 8 * 64),
+        ),
+        Geometry(
+            "deepseek-v2-lite",
+            "deepseek2",
+            27,
+            {
+                **_DSV2_LITE,
+                "attention.head_count_kv": 1,
+                "attention.key_length": 576,
+                "attention.value_length": 512,
+                "attention.key_length_mla": 192,
+                "attention.value_length_mla": 128,
+            },
+            "deepseek-ai/DeepSeek-V2-Lite (GGUF converted since llama.cpp PR #12801: the latent cache)",
+            layer_class=lambda il: "dense" if il < 1 else "moe",
+            kv_widths=(512 + 64, 0),
+        ),
+        Geometry(
+            "deepseek-v2-lite-expanded",
+            "deepseek2",
+            27,
+            {**_DSV2_LITE, "attention.head_count_kv": 16, "attention.key_length": 192, "attention.value_length": 128},
+            "deepseek-ai/DeepSeek-V2-Lite (GGUF converted before llama.cpp PR #12801: K and V per head)",
+            layer_class=lambda il: "dense" if il < 1 else "moe",
+            kv_widths=(16 * 192, 16 * 128),
+        ),
+        Geometry(
+            "qwen3.5-9b",
+            "qwen35",
+            32,
+            {
+                **_attn(4096, 16, 4, 256, 262144),
+                "rope.dimension_count": 64,
+                "rope.dimension_sections": [11, 11, 10, 0],
+                "ssm.conv_kernel": 4,
+                "ssm.inner_size": 4096,
+                "ssm.state_size": 128,
+                "ssm.time_step_rank": 32,
+                "ssm.group_count": 16,
+                "full_attention_interval": 4,
+            },
+            "Qwen/Qwen3.5-9B",
+            layer_class=lambda il: "attn" if (il + 1) % 4 == 0 else "recr",
+            kvcalc=_qwen35_spec,
+            # src/models/qwen35.cpp: the fused QKV (key_dim 16 x 128 twice + value_dim 32 x 128) and the gate
+            # of the Gated-DeltaNet layers load as optional and the graph needs them
+            optional_tensors=lambda il: (
+                {}
+                if (il + 1) % 4 == 0
+                else {"attn_qkv.weight": (4096, 2 * 2048 + 4096), "attn_gate.weight": (4096, 4096)}
+            ),
+            kv_widths=(4 * 256, 4 * 256),
+            state_widths=(3 * (4096 + 2 * 16 * 128), 128 * 4096, 24),
+        ),
+        Geometry(
+            "jamba-1.5-mini",
+            "jamba",
+            32,
+            {
+                **_attn(4096, 32, [8 if il % 8 == 4 else 0 for il in range(32)], 128, 262144),
+                "ssm.conv_kernel": 4,
+                "ssm.inner_size": 8192,
+                "ssm.state_size": 16,
+                "ssm.time_step_rank": 256,
+            },
+            "ai21labs/AI21-Jamba-1.5-Mini (experts left out)",
+            layer_class=lambda il: "attn" if il % 8 == 4 else "mamba",
+            kv_widths=(8 * 128, 8 * 128),
+            state_widths=(3 * 8192, 16 * 8192, 28),
+        ),
+        Geometry(
+            "falcon-h1-7b",
+            "falcon-h1",
+            44,
+            {
+                **_attn(3072, 12, 2, 128, 262144),
+                "ssm.conv_kernel": 4,
+                "ssm.inner_size": 3072,
+                "ssm.state_size": 256,
+                "ssm.time_step_rank": 24,
+                "ssm.group_count": 1,
+            },
+            "tiiuae/Falcon-H1-7B-Instruct",
+            # src/models/falcon-h1.cpp loads the conv bias as optional; mamba-base.cpp's Mamba-2 layer adds it
+            # (the published model has it: mamba_conv_bias true), d_inner 3072 + 2 x 1 x 256 = 3584 wide
+            optional_tensors=lambda il: {"ssm_conv1d.bias": (3072 + 2 * 256,)},
+            kv_widths=(2 * 128, 2 * 128),
+            state_widths=(3 * (3072 + 2 * 256), 256 * 3072, 44),
+        ),
+        Geometry(
+            "nemotron-h-8b",
+            "nemotron_h",
+            52,
+            {
+                **_attn(4096, 32, [8 if ch == "*" else 0 for ch in NEMOTRON_H_8B_PATTERN], 128, 2**20, 1e-5),
+                "feed_forward_length": [SMALL_FF if ch == "-" else 0 for ch in NEMOTRON_H_8B_PATTERN],
+                "attention.layer_norm_epsilon": 1e-5,
+                "ssm.conv_kernel": 4,
+                "ssm.inner_size": 8192,
+                "ssm.state_size": 128,
+                "ssm.time_step_rank": 128,
+                "ssm.group_count": 8,
+            },
+            "nvidia/Nemotron-H-8B-Base-8K",
+            layer_class=lambda il: NEMOTRON_H_8B_PATTERN[il],
+            # the Mamba-2 conv bias (optional in src/models/nemotron-h.cpp, added by mamba-base.cpp): 8192 + 2 x 8 x 128
+            optional_tensors=lambda il: (
+                {"ssm_conv1d.bias": (8192 + 2 * 8 * 128,)} if NEMOTRON_H_8B_PATTERN[il] == "M" else {}
+            ),
+            kv_widths=(8 * 128, 8 * 128),
+            state_widths=(3 * (8192 + 2 * 8 * 128), 128 * 8192, 24),
+        ),
+        Geometry(
+            "granite-4.0-h-tiny",
+            "granitehybrid",
+            40,
+            {
+                **_attn(1536, 12, [4 if il in GRANITE_H_TINY_ATTENTION else 0 for il in range(40)], 128, 2**20, 1e-5),
+                "expert_count": SMALL_EXPERTS,
+                "expert_used_count": 2,
+                "expert_feed_forward_length": SMALL_FF,
+                "expert_shared_feed_forward_length": SMALL_FF,
+                "ssm.conv_kernel": 4,
+                "ssm.inner_size": 3072,
+                "ssm.state_size": 128,
+                "ssm.time_step_rank": 48,
+                "ssm.group_count": 1,
+            },
+            "ibm-granite/granite-4.0-h-tiny (experts shrunk)",
+            layer_class=lambda il: "attn" if il in GRANITE_H_TINY_ATTENTION else "mamba",
+            # the Mamba-2 conv bias (optional in src/models/granite-hybrid.cpp, added by mamba-base.cpp): 3072 + 2 x 128
+            optional_tensors=lambda il: (
+                {} if il in GRANITE_H_TINY_ATTENTION else {"ssm_conv1d.bias": (3072 + 2 * 128,)}
+            ),
+            kv_widths=(4 * 128, 4 * 128),
+            state_widths=(3 * (3072 + 2 * 128), 128 * 3072, 36),
+        ),
+        Geometry(
+            "mamba-130m",
+            "mamba",
+            24,
+            {
+                "context_length": 2048,
+                "embedding_length": 768,
+                "feed_forward_length": 0,
+                "attention.head_count": 0,
+                "attention.layer_norm_rms_epsilon": 1e-5,
+                "ssm.conv_kernel": 4,
+                "ssm.inner_size": 1536,
+                "ssm.state_size": 16,
+                "ssm.time_step_rank": 48,
+            },
+            "state-spaces/mamba-130m-hf",
+            kvcalc=_mamba_130m_spec,
+            state_widths=(3 * 1536, 16 * 1536, 24),
+        ),
+    ]
+}

@@ -101,8 +101,9 @@ def write_gguf(path: Path, geo: Geometry, tensors: dict[str, tuple[int, ...]]) -
         for d in shape:
             n_values *= d
         n_bytes = 4 * n_values
-        w.add_tensor_info(name, tuple(reversed(shape)), np.dtype(np.float32), n_bytes,
-                          raw_dtype=GGMLQuantizationType.F32)
+        w.add_tensor_info(
+            name, tuple(reversed(shape)), np.dtype(np.float32), n_bytes, raw_dtype=GGMLQuantizationType.F32
+        )
         total += -(-n_bytes // w.data_alignment) * w.data_alignment
     w.write_header_to_file(path)
     w.write_kv_data_to_file()
@@ -119,8 +120,9 @@ def _layer_of(name: str) -> int | None:
     return int(parts[1]) if len(parts) > 2 and parts[0] == "blk" and parts[1].isdigit() else None
 
 
-def discover_tensors(geo: Geometry, workdir: Path, try_load: Callable[[Path], tuple[bool, list[str]]],
-                     max_rounds: int = 400) -> dict[str, tuple[int, ...]]:
+def discover_tensors(
+    geo: Geometry, workdir: Path, try_load: Callable[[Path], tuple[bool, list[str]]], max_rounds: int = 400
+) -> dict[str, tuple[int, ...]]:
     """The tensor table llama.cpp wants for `geo`, learnt from its loader's errors.
 
     `try_load(path)` loads the file with llama.cpp and returns (loaded, log lines). Each round
@@ -128,8 +130,9 @@ def discover_tensors(geo: Geometry, workdir: Path, try_load: Callable[[Path], tu
     the same to every other layer of that layer's class. Raises `RuntimeError` with the loader's
     last lines when a round learns nothing (an error that is not about a tensor).
     """
-    tensors = {f"blk.{il}.{suffix}": shape for il in range(geo.n_layers)
-               for suffix, shape in geo.optional_tensors(il).items()}
+    tensors = {
+        f"blk.{il}.{suffix}": shape for il in range(geo.n_layers) for suffix, shape in geo.optional_tensors(il).items()
+    }
     path = workdir / f"{geo.name}.gguf"
     for _ in range(max_rounds):
         write_gguf(path, geo, tensors)
@@ -145,8 +148,9 @@ def discover_tensors(geo: Geometry, workdir: Path, try_load: Callable[[Path], tu
         elif missing:
             name, shape = missing.group(1) or missing.group(2), (1,)
         else:
-            raise RuntimeError(f"{geo.name}: llama.cpp does not load the file and names no tensor:\n"
-                               + "\n".join(lines[-15:]))
+            raise RuntimeError(
+                f"{geo.name}: llama.cpp does not load the file and names no tensor:\n" + "\n".join(lines[-15:])
+            )
         il = _layer_of(name)
         if il is None:
             tensors[name] = shape

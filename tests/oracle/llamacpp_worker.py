@@ -96,15 +96,25 @@ def try_load(path: Path) -> tuple[bool, list[str]]:
 
 def run_case(model, case: dict) -> dict:
     cp = L.llama_context_default_params()
-    _set(cp, n_ctx=case["n_ctx"], n_batch=case["n_batch"], n_ubatch=case["n_ubatch"], n_seq_max=case["n_seq_max"],
-         type_k=GGML_TYPES[case["type_k"]], type_v=GGML_TYPES[case["type_v"]], n_threads=1, n_threads_batch=1)
+    _set(
+        cp,
+        n_ctx=case["n_ctx"],
+        n_batch=case["n_batch"],
+        n_ubatch=case["n_ubatch"],
+        n_seq_max=case["n_seq_max"],
+        type_k=GGML_TYPES[case["type_k"]],
+        type_v=GGML_TYPES[case["type_v"]],
+        n_threads=1,
+        n_threads_batch=1,
+    )
     if LEGACY:  # flash attention a switch; one unified cache, no SWA cache: nothing else to set
         if case["flash_attn"] == "auto" or case["swa_full"] or case["kv_unified"]:
             raise SystemExit(f"case {case['id']}: llama.cpp 0.3.8 has no -fa auto, --swa-full or -kvu")
         _set(cp, flash_attn=case["flash_attn"] == "on")
     else:
-        _set(cp, flash_attn_type=FLASH_ATTN[case["flash_attn"]], swa_full=case["swa_full"],
-             kv_unified=case["kv_unified"])
+        _set(
+            cp, flash_attn_type=FLASH_ATTN[case["flash_attn"]], swa_full=case["swa_full"], kv_unified=case["kv_unified"]
+        )
     _take_lines()
     ctx = L.llama_init_from_model(model, cp)
     ok = bool(ctx)
@@ -142,13 +152,18 @@ def main(job_path: str, out_path: str) -> None:
     load_lines = _take_lines()
     results = [run_case(model, case) for case in job["cases"]]
     L.llama_model_free(model)
-    out = {"gguf": str(path), "llama_cpp_python": L.__version__,
-           "system_info": L.llama_print_system_info().decode(), "load_lines": load_lines,
-           # f32 always: the recurrent state's type whatever the cases ask for
-           "row_bytes": row_bytes(sorted({c["type_k"] for c in job["cases"]} | {c["type_v"] for c in job["cases"]}
-                                         | {"f32"}),
-                                  job.get("widths", [])),
-           "results": results}
+    out = {
+        "gguf": str(path),
+        "llama_cpp_python": L.__version__,
+        "system_info": L.llama_print_system_info().decode(),
+        "load_lines": load_lines,
+        # f32 always: the recurrent state's type whatever the cases ask for
+        "row_bytes": row_bytes(
+            sorted({c["type_k"] for c in job["cases"]} | {c["type_v"] for c in job["cases"]} | {"f32"}),
+            job.get("widths", []),
+        ),
+        "results": results,
+    }
     Path(out_path).write_text(json.dumps(out))
     sys.stdout.flush()
     os._exit(0)  # skip interpreter teardown: llama.cpp's static destructors are not needed

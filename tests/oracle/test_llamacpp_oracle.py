@@ -34,8 +34,10 @@ from pathlib import Path
 import pytest
 
 if importlib.util.find_spec("llama_cpp") is None:
-    pytest.skip("llama-cpp-python is not installed: the llama.cpp oracle needs it "
-                "(bash tools/install_llama_cpp_oracle.sh)", allow_module_level=True)
+    pytest.skip(
+        "llama-cpp-python is not installed: the llama.cpp oracle needs it (bash tools/install_llama_cpp_oracle.sh)",
+        allow_module_level=True,
+    )
 
 sys.path.insert(0, str(Path(__file__).parent))
 
@@ -59,38 +61,86 @@ WORKER = Path(__file__).parent / "llamacpp_worker.py"
 MEMORY_LINE = re.compile(r"^(llama_kv_cache|llama_kv_cache_iswa|llama_memory_recurrent): ")
 #: llama_kv_cache lines that size nothing (the Hadamard rotation of quantized caches)
 NOT_SIZES = re.compile(r"^llama_kv_cache: attn_rot_[kv] = ")
-KV_SIZE = re.compile(r"^llama_kv_cache: size = +[\d.]+ MiB \( *(\d+) cells, +(\d+) layers, +\d+/(\d+) seqs\), "
-                     r"K \((\w+)\): +([\d.]+) MiB, V \((\w+)\): +([\d.]+) MiB$")
-RS_SIZE = re.compile(r"^llama_memory_recurrent: size = +[\d.]+ MiB \( *(\d+) cells, +(\d+) layers, +\d+ seqs +(\d+) "
-                     r"rs_seq\), R \(f32\): +([\d.]+) MiB, S \(f32\): +([\d.]+) MiB")
+KV_SIZE = re.compile(
+    r"^llama_kv_cache: size = +[\d.]+ MiB \( *(\d+) cells, +(\d+) layers, +\d+/(\d+) seqs\), "
+    r"K \((\w+)\): +([\d.]+) MiB, V \((\w+)\): +([\d.]+) MiB$"
+)
+RS_SIZE = re.compile(
+    r"^llama_memory_recurrent: size = +[\d.]+ MiB \( *(\d+) cells, +(\d+) layers, +\d+ seqs +(\d+) "
+    r"rs_seq\), R \(f32\): +([\d.]+) MiB, S \(f32\): +([\d.]+) MiB"
+)
 ERROR = re.compile(r"^llama_init_from_model: (.*)$")
 #: legacy (0.3.8): `llama_kv_cache_init` lines and the context's "KV self size" line
 LEGACY_MEMORY_LINE = re.compile(r"^(llama_kv_cache_init: |llama_init_from_model: KV self size )")
-LEGACY_INIT = re.compile(r"^llama_kv_cache_init: kv_size = (\d+), offload = \d, type_k = '(\w+)', type_v = '(\w+)', "
-                         r"n_layer = (\d+), can_shift = \d$")
-LEGACY_SIZE = re.compile(r"^llama_init_from_model: KV self size  = +[\d.]+ MiB, K \((\w+)\): +([\d.]+) MiB, "
-                         r"V \((\w+)\): +([\d.]+) MiB$")
+LEGACY_INIT = re.compile(
+    r"^llama_kv_cache_init: kv_size = (\d+), offload = \d, type_k = '(\w+)', type_v = '(\w+)', "
+    r"n_layer = (\d+), can_shift = \d$"
+)
+LEGACY_SIZE = re.compile(
+    r"^llama_init_from_model: KV self size  = +[\d.]+ MiB, K \((\w+)\): +([\d.]+) MiB, "
+    r"V \((\w+)\): +([\d.]+) MiB$"
+)
 
 
-def case(n_ctx: int = 4096, np: int = 1, kvu: bool = False, ub: int = 512, b: int = 2048, ctk: str = "f16",
-         ctv: str = "f16", fa: str = "auto", swa_full: bool = False) -> dict:
+def case(
+    n_ctx: int = 4096,
+    np: int = 1,
+    kvu: bool = False,
+    ub: int = 512,
+    b: int = 2048,
+    ctk: str = "f16",
+    ctv: str = "f16",
+    fa: str = "auto",
+    swa_full: bool = False,
+) -> dict:
     """One llama_context_params setting: -c, -np, -kvu, -ub, -b, -ctk, -ctv, -fa, --swa-full."""
-    return {"n_ctx": n_ctx, "n_seq_max": np, "kv_unified": kvu, "n_ubatch": ub, "n_batch": b, "type_k": ctk,
-            "type_v": ctv, "flash_attn": fa, "swa_full": swa_full}
+    return {
+        "n_ctx": n_ctx,
+        "n_seq_max": np,
+        "kv_unified": kvu,
+        "n_ubatch": ub,
+        "n_batch": b,
+        "type_k": ctk,
+        "type_v": ctv,
+        "flash_attn": fa,
+        "swa_full": swa_full,
+    }
 
 
 #: what every attention model is run with: contexts (padding to 256, -c 0), slots unified or not
 #: (n_ctx not a multiple of n_seq_max x 256), -ub and -b (-b caps -ub; -b below the context caps
 #: it too), the cache types (quantized, mixed K/V, bf16, f32), -fa on/off/auto (a quantized V
 #: with -fa off is refused), --swa-full.
-COMMON = [case(), case(n_ctx=1000), case(n_ctx=2048, np=3), case(n_ctx=2048, np=3, kvu=True), case(n_ctx=5000, np=4),
-          case(n_ctx=1024, np=2, kvu=True, swa_full=True), case(ub=1), case(ub=64, b=32), case(n_ctx=1024, ub=2048),
-          case(ctk="q8_0", ctv="q8_0"), case(ctk="q4_0", ctv="q4_0", fa="on"), case(ctk="q8_0", ctv="f16"),
-          case(ctk="f16", ctv="q4_0"), case(ctk="bf16", ctv="bf16", fa="off"), case(ctk="f32", ctv="f32", n_ctx=1024),
-          case(fa="off"), case(fa="on", np=2), case(ctv="q8_0", fa="off"), case(swa_full=True),
-          case(n_ctx=3000, np=2, ub=256)]
-SMALL = [case(n_ctx=1024), case(n_ctx=512, np=2), case(n_ctx=700, np=3, kvu=True), case(n_ctx=1024, fa="off"),
-         case(n_ctx=1024, ctk="q8_0", ctv="q8_0"), case(n_ctx=512, ctk="f16", ctv="q8_0", fa="off")]
+COMMON = [
+    case(),
+    case(n_ctx=1000),
+    case(n_ctx=2048, np=3),
+    case(n_ctx=2048, np=3, kvu=True),
+    case(n_ctx=5000, np=4),
+    case(n_ctx=1024, np=2, kvu=True, swa_full=True),
+    case(ub=1),
+    case(ub=64, b=32),
+    case(n_ctx=1024, ub=2048),
+    case(ctk="q8_0", ctv="q8_0"),
+    case(ctk="q4_0", ctv="q4_0", fa="on"),
+    case(ctk="q8_0", ctv="f16"),
+    case(ctk="f16", ctv="q4_0"),
+    case(ctk="bf16", ctv="bf16", fa="off"),
+    case(ctk="f32", ctv="f32", n_ctx=1024),
+    case(fa="off"),
+    case(fa="on", np=2),
+    case(ctv="q8_0", fa="off"),
+    case(swa_full=True),
+    case(n_ctx=3000, np=2, ub=256),
+]
+SMALL = [
+    case(n_ctx=1024),
+    case(n_ctx=512, np=2),
+    case(n_ctx=700, np=3, kvu=True),
+    case(n_ctx=1024, fa="off"),
+    case(n_ctx=1024, ctk="q8_0", ctv="q8_0"),
+    case(n_ctx=512, ctk="f16", ctv="q8_0", fa="off"),
+]
 GRID: dict[str, list[dict]] = {
     "llama-3.2-1b": COMMON,
     "gemma-3-1b": COMMON,
@@ -103,8 +153,13 @@ GRID: dict[str, list[dict]] = {
     "falcon-h1-7b": COMMON + [case(n_ctx=1024, np=8), case(n_ctx=8192, np=2, kvu=True)],
     "nemotron-h-8b": COMMON + [case(n_ctx=1024, np=8), case(n_ctx=2048, np=3, kvu=True, fa="off")],
     "granite-4.0-h-tiny": COMMON + [case(n_ctx=1024, np=8), case(n_ctx=2048, np=3, fa="off")],
-    "mamba-130m": [case(n_ctx=0), case(n_ctx=1024, np=4), case(n_ctx=2048, np=2, kvu=True), case(ctk="q8_0", ctv="q8_0"),
-                   case(fa="off")],
+    "mamba-130m": [
+        case(n_ctx=0),
+        case(n_ctx=1024, np=4),
+        case(n_ctx=2048, np=2, kvu=True),
+        case(ctk="q8_0", ctv="q8_0"),
+        case(fa="off"),
+    ],
 }
 
 
@@ -115,12 +170,27 @@ def lcase(fa: str = "off", **kw) -> dict:
 
 #: legacy: contexts (padded to 32 with -fa off, 256 with it on), -np (one unified cache whatever
 #: it is), -ub / -b (n_batch below 64 raised to 64: no effect on the cache), cache types, -fa.
-LEGACY_COMMON = [lcase(), lcase(n_ctx=1000), lcase(n_ctx=1000, fa="on"), lcase(n_ctx=100), lcase(n_ctx=5000, np=4),
-                 lcase(n_ctx=2048, np=3, fa="on"), lcase(ub=1), lcase(ub=64, b=32), lcase(n_ctx=1024, ub=2048),
-                 lcase(ctk="q8_0", ctv="q8_0", fa="on"), lcase(ctk="q4_0", ctv="q4_0", fa="on"), lcase(ctk="q8_0"),
-                 lcase(ctv="q4_0"), lcase(ctk="bf16", ctv="bf16"), lcase(ctk="f32", ctv="f32", n_ctx=1024),
-                 lcase(fa="on"), lcase(ctv="q8_0"), lcase(n_ctx=3000, np=2, ub=256, fa="on"),
-                 lcase(ctk="q8_0", ctv="f16", fa="on")]
+LEGACY_COMMON = [
+    lcase(),
+    lcase(n_ctx=1000),
+    lcase(n_ctx=1000, fa="on"),
+    lcase(n_ctx=100),
+    lcase(n_ctx=5000, np=4),
+    lcase(n_ctx=2048, np=3, fa="on"),
+    lcase(ub=1),
+    lcase(ub=64, b=32),
+    lcase(n_ctx=1024, ub=2048),
+    lcase(ctk="q8_0", ctv="q8_0", fa="on"),
+    lcase(ctk="q4_0", ctv="q4_0", fa="on"),
+    lcase(ctk="q8_0"),
+    lcase(ctv="q4_0"),
+    lcase(ctk="bf16", ctv="bf16"),
+    lcase(ctk="f32", ctv="f32", n_ctx=1024),
+    lcase(fa="on"),
+    lcase(ctv="q8_0"),
+    lcase(n_ctx=3000, np=2, ub=256, fa="on"),
+    lcase(ctk="q8_0", ctv="f16", fa="on"),
+]
 #: the geometries llama.cpp 7841fc7 has: llama, gemma3 (sliding layers cached full size), the
 #: pre-#12801 DeepSeek-V2 (K and V per head), mamba (pure recurrent, its state in the KV cache)
 LEGACY_GRID: dict[str, list[dict]] = {
@@ -128,8 +198,14 @@ LEGACY_GRID: dict[str, list[dict]] = {
     "gemma-3-1b": LEGACY_COMMON,
     "gemma-3-270m": LEGACY_COMMON + [lcase(n_ctx=0), lcase(n_ctx=1024, np=3)],
     "deepseek-v2-lite-expanded": LEGACY_COMMON,
-    "mamba-130m": [lcase(n_ctx=0), lcase(n_ctx=1024, np=4), lcase(n_ctx=2048, np=2, fa="on"),
-                   lcase(ctk="q8_0", ctv="q8_0", fa="on"), lcase(ctk="q8_0", ctv="q8_0"), lcase(n_ctx=0, np=3)],
+    "mamba-130m": [
+        lcase(n_ctx=0),
+        lcase(n_ctx=1024, np=4),
+        lcase(n_ctx=2048, np=2, fa="on"),
+        lcase(ctk="q8_0", ctv="q8_0", fa="on"),
+        lcase(ctk="q8_0", ctv="q8_0"),
+        lcase(n_ctx=0, np=3),
+    ],
 }
 if LEGACY:
     GRID = LEGACY_GRID
@@ -138,8 +214,10 @@ for _name, _cases in GRID.items():
 
 
 def _case_id(name: str, c: dict) -> str:
-    return (f"{name}-c{c['n_ctx']}-np{c['n_seq_max']}{'-kvu' if c['kv_unified'] else ''}-ub{c['n_ubatch']}"
-            f"-b{c['n_batch']}-{c['type_k']}-{c['type_v']}-fa{c['flash_attn']}{'-swafull' if c['swa_full'] else ''}")
+    return (
+        f"{name}-c{c['n_ctx']}-np{c['n_seq_max']}{'-kvu' if c['kv_unified'] else ''}-ub{c['n_ubatch']}"
+        f"-b{c['n_batch']}-{c['type_k']}-{c['type_v']}-fa{c['flash_attn']}{'-swafull' if c['swa_full'] else ''}"
+    )
 
 
 PARAMS = [pytest.param(name, c, id=_case_id(name, c)) for name, cases in GRID.items() for c in cases]
@@ -157,12 +235,20 @@ def engine(tmp_path_factory):
             job = workdir / f"{name}.job.json"
             out = workdir / f"{name}.out.json"
             widths = sorted({w for w in (*geo.kv_widths, *geo.state_widths[:2])})
-            job.write_text(json.dumps({"geometry": name, "workdir": str(workdir), "cases": GRID[name],
-                                       "widths": widths}))
-            p = subprocess.run([sys.executable, str(WORKER), str(job), str(out)], capture_output=True, text=True,
-                               check=False, timeout=600)
+            job.write_text(
+                json.dumps({"geometry": name, "workdir": str(workdir), "cases": GRID[name], "widths": widths})
+            )
+            p = subprocess.run(
+                [sys.executable, str(WORKER), str(job), str(out)],
+                capture_output=True,
+                text=True,
+                check=False,
+                timeout=600,
+            )
             if p.returncode != 0 or not out.is_file():
-                pytest.fail(f"llama.cpp worker for {name} failed ({p.returncode}):\n{p.stdout[-3000:]}\n{p.stderr[-3000:]}")
+                pytest.fail(
+                    f"llama.cpp worker for {name} failed ({p.returncode}):\n{p.stdout[-3000:]}\n{p.stderr[-3000:]}"
+                )
             runs[name] = json.loads(out.read_text())
         return runs[name]
 
@@ -235,13 +321,28 @@ def test_llamacpp_allocates_what_kvcalc_prints(name: str, c: dict, engine) -> No
     res = out["results"][c["id"]]
     model = kvcalc_model(name, out["gguf"])
     try:
-        r = llamacpp.allocate(model, c["n_ctx"], kv_format(c["type_k"]), kv_format(c["type_v"]),
-                options=LlamacppOptions(parallel=c["n_seq_max"], unified=c["kv_unified"], tool="library",
-                flash_attn=c["flash_attn"], swa_full=c["swa_full"], n_ubatch=c["n_ubatch"], n_batch=c["n_batch"],
-                n_gpu_layers=0, version=KVCALC_VERSION))
+        r = llamacpp.allocate(
+            model,
+            c["n_ctx"],
+            kv_format(c["type_k"]),
+            kv_format(c["type_v"]),
+            options=LlamacppOptions(
+                parallel=c["n_seq_max"],
+                unified=c["kv_unified"],
+                tool="library",
+                flash_attn=c["flash_attn"],
+                swa_full=c["swa_full"],
+                n_ubatch=c["n_ubatch"],
+                n_batch=c["n_batch"],
+                n_gpu_layers=0,
+                version=KVCALC_VERSION,
+            ),
+        )
     except KvcalcError as e:
         reasons = [m.group(1) for ln in res["lines"] if (m := ERROR.match(ln))]
-        assert not res["ok"], f"kvcalc refuses ({e}) what llama.cpp allocates:\n" + "\n".join(memory_lines(res["lines"]))
+        assert not res["ok"], f"kvcalc refuses ({e}) what llama.cpp allocates:\n" + "\n".join(
+            memory_lines(res["lines"])
+        )
         assert reasons and reasons[0] in str(e), f"llama.cpp's reason {reasons} is not kvcalc's: {e}"
         return
     assert res["ok"], "llama.cpp refuses what kvcalc allocates:\n" + "\n".join(res["lines"][-8:])

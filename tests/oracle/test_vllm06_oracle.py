@@ -34,7 +34,9 @@ def _vllm06_missing() -> str | None:
         return "vllm is not installed (tools/install_vllm_oracle.sh 0.6.6.post1 installs it into its own venv)"
     installed = importlib.metadata.version("vllm")
     if not installed.startswith("0.6."):
-        return f"vllm {installed} is installed; this oracle drives vLLM 0.6.x (tools/install_vllm_oracle.sh 0.6.6.post1)"
+        return (
+            f"vllm {installed} is installed; this oracle drives vLLM 0.6.x (tools/install_vllm_oracle.sh 0.6.6.post1)"
+        )
     sys.path.insert(0, str(Path(__file__).parent))
     try:
         import vllm06_harness  # noqa: F401
@@ -61,12 +63,17 @@ def test_harness_drives_vllm_v0_sizing_code():
     7,077,888 B per block, not the latent's 16 x 576 x 27 x 2 = 497,664."""
     import kvcalc
 
-    f = harness.run_vllm(kvcalc.load_model("llama-3.1-8b"), kv_memory_bytes=2**30, max_model_len=4096, tp=1,
-                         kv_cache_dtype="auto")
+    f = harness.run_vllm(
+        kvcalc.load_model("llama-3.1-8b"), kv_memory_bytes=2**30, max_model_len=4096, tp=1, kv_cache_dtype="auto"
+    )
     assert (f.block_bytes, f.num_blocks, f.cpu_blocks, f.refused) == (2_097_152, 512, 2048, None)
-    assert f.lines[1:] == ["# GPU blocks: 512, # CPU blocks: 2048", "Maximum concurrency for 4096 tokens per request: 2.00x"]
-    f = harness.run_vllm(kvcalc.load_model("deepseek-v2-lite"), kv_memory_bytes=2**30, max_model_len=4096, tp=1,
-                         kv_cache_dtype="auto")
+    assert f.lines[1:] == [
+        "# GPU blocks: 512, # CPU blocks: 2048",
+        "Maximum concurrency for 4096 tokens per request: 2.00x",
+    ]
+    f = harness.run_vllm(
+        kvcalc.load_model("deepseek-v2-lite"), kv_memory_bytes=2**30, max_model_len=4096, tp=1, kv_cache_dtype="auto"
+    )
     assert f.block_bytes == 7_077_888
 
 
@@ -77,7 +84,8 @@ def test_kvcalc_matches_vllm_v0(case):
         warnings.simplefilter("ignore")
         outcome = harness.compare(case)
     assert outcome.status == "match", (
-        f"{case.id}: {', '.join(outcome.differs)} differ\n  vLLM   {outcome.vllm}\n  kvcalc {outcome.kvcalc}")
+        f"{case.id}: {', '.join(outcome.differs)} differ\n  vLLM   {outcome.vllm}\n  kvcalc {outcome.kvcalc}"
+    )
 
 
 CHECKS = [] if _MISSING else harness.refusal_checks()

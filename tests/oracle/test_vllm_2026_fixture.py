@@ -26,15 +26,25 @@ GIB = 2**30
 
 def _case(family: str, kv: str, length: int, tp: int, mem: int) -> dict:
     key = (kv, length, tp, mem)
-    (case,) = [c for c in fx.cases(family) if (c["inputs"]["kv_cache_dtype"], c["inputs"]["max_model_len"],
-                                                 c["inputs"]["tp"], c["inputs"]["kv_memory_bytes"]) == key]
+    (case,) = [
+        c
+        for c in fx.cases(family)
+        if (
+            c["inputs"]["kv_cache_dtype"],
+            c["inputs"]["max_model_len"],
+            c["inputs"]["tp"],
+            c["inputs"]["kv_memory_bytes"],
+        )
+        == key
+    ]
     return case
 
 
 def _rows(family: str, kv: str = "auto") -> list[tuple]:
     case = _case(family, kv, 32768, 1, 16 * GIB)
-    return sorted((r["cache"], r["spec"], r["layers"], r["block_size"], r["page_size_bytes"])
-                  for r in case["layer_specs"])
+    return sorted(
+        (r["cache"], r["spec"], r["layers"], r["block_size"], r["page_size_bytes"]) for r in case["layer_specs"]
+    )
 
 
 # Per-layer pages (tp1), by hand from the configs (tests/data/hf-configs-2026/) and vLLM 0.33's
@@ -64,10 +74,19 @@ PAGES = [
     # 37,376 -> 37,440; CSA latent 256 / 4 = 64 entries -> 37,440; HCA 256 / 128 = 2 entries =
     # 1,168 -> 1,728; index keys 64 x 132 = 8,448 -> 8,640; compressor states 4 x 2,048 x 4 B and
     # 8 x 1,024 x 4 B = 32,768 -> 32,832; 4 x 512 x 4 = 8,192 -> 8,640
-    ("deepseek-v4-flash", "auto", [
-        ("attn", MLA, 20, 256, 1_728), ("attn", MLA, 21, 256, 37_440), ("k_cache", MLA, 21, 256, 8_640),
-        ("state_cache", SWA_MLA, 20, 8, 32_832), ("state_cache", SWA_MLA, 21, 4, 8_640),
-        ("state_cache", SWA_MLA, 21, 4, 32_832), ("swa_cache", SWA_MLA, 43, 64, 37_440)]),
+    (
+        "deepseek-v4-flash",
+        "auto",
+        [
+            ("attn", MLA, 20, 256, 1_728),
+            ("attn", MLA, 21, 256, 37_440),
+            ("k_cache", MLA, 21, 256, 8_640),
+            ("state_cache", SWA_MLA, 20, 8, 32_832),
+            ("state_cache", SWA_MLA, 21, 4, 8_640),
+            ("state_cache", SWA_MLA, 21, 4, 32_832),
+            ("swa_cache", SWA_MLA, 43, 64, 37_440),
+        ],
+    ),
 ]
 
 
@@ -108,7 +127,8 @@ def test_fixture_deepseek_v4_bf16_refused():
     """vLLM 0.33's FlashMLA path for DeepSeek-V4 takes only fp8 (`_resolve_dsv4_kv_cache_dtype`)."""
     (case,) = [c for c in fx.cases("deepseek-v4-flash") if c["inputs"]["kv_cache_dtype"] == "bfloat16"]
     assert case["refused"].startswith(
-        "ValueError: DeepseekV4 fp8_ds_mla layout only supports fp8 kv-cache, got bfloat16")
+        "ValueError: DeepseekV4 fp8_ds_mla layout only supports fp8 kv-cache, got bfloat16"
+    )
 
 
 def _params():

@@ -44,8 +44,11 @@ def _params(kvcalc: bool):
     out = []
     for case in fx.cases() if fx.FIXTURE.exists() else []:
         family = case["inputs"]["family"]
-        marks = [pytest.mark.xfail(strict=False, reason=fx.KVCALC_PENDING[family])] \
-            if kvcalc and family in fx.KVCALC_PENDING else []
+        marks = (
+            [pytest.mark.xfail(strict=False, reason=fx.KVCALC_PENDING[family])]
+            if kvcalc and family in fx.KVCALC_PENDING
+            else []
+        )
         out.append(pytest.param(case, id=fx.case_id(case), marks=marks))
     return out
 

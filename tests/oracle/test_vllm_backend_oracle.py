@@ -39,8 +39,9 @@ _WHY = _why_not()
 
 def _run() -> dict[str, dict]:
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(HERE.parent.parent), str(HERE)])}
-    out = subprocess.run([sys.executable, str(HERE / "vllm_backends.py"), "--json"], capture_output=True, text=True,
-                         env=env, timeout=600)
+    out = subprocess.run(
+        [sys.executable, str(HERE / "vllm_backends.py"), "--json"], capture_output=True, text=True, env=env, timeout=600
+    )
     assert out.returncode == 0, out.stderr[-3000:]
     rows = [json.loads(line) for line in out.stdout.splitlines() if line.startswith("{")]
     return {r["id"]: r for r in rows}
@@ -63,8 +64,10 @@ def test_vllm_chooses_as_worked_by_hand(outcomes):
     assert v["kimi-k2-sm10.0-auto-bsNone"] == ("FLASHINFER_MLA", 32)
     assert v["deepseek-v3-sm10.0-fp8-bsNone"] == ("FLASHINFER_MLA", 32)
     assert v["deepseek-v2-lite-sm10.0-auto-bs16"] == ("TRITON_MLA", 16)
-    assert "precluded higher-priority backend(s) FLASHINFER_MLA, CUTLASS_MLA" in \
-        outcomes["deepseek-v2-lite-sm10.0-auto-bs16"]["vllm"][2]
+    assert (
+        "precluded higher-priority backend(s) FLASHINFER_MLA, CUTLASS_MLA"
+        in outcomes["deepseek-v2-lite-sm10.0-auto-bs16"]["vllm"][2]
+    )
     assert v["deepseek-v2-lite-sm12.0-auto-bsNone"] == ("TRITON_MLA", 16)
     assert v["deepseek-v2-lite-sm9.0-auto-bs8"] == (None, None)
     assert v["llama-3.1-8b-sm9.0-auto-bsNone"] == ("FLASH_ATTN", 16)

@@ -56,8 +56,9 @@ def test_harness_drives_vllm_sizing_code():
     concurrency = 512 / 256 = 2.0; tokens (0.33: int(2.0 x 4,096); 0.11: 512 // 1 x 16) = 8,192."""
     import kvcalc
 
-    figures = harness.run_vllm(kvcalc.load_model("llama-3.1-8b"), kv_memory_bytes=2**30, max_model_len=4096, tp=1,
-                               kv_cache_dtype="auto")
+    figures = harness.run_vllm(
+        kvcalc.load_model("llama-3.1-8b"), kv_memory_bytes=2**30, max_model_len=4096, tp=1, kv_cache_dtype="auto"
+    )
     assert (figures.num_blocks, figures.tokens, figures.concurrency, figures.refused) == (512, 8192, 2.0, None)
 
 
@@ -88,8 +89,9 @@ def test_harness_drives_vllm_hybrid_alignment():
     figures = harness.run_vllm(model, kv_memory_bytes=40 * 2**30, max_model_len=32768, tp=1, kv_cache_dtype="auto")
     expected = 544 if harness.KVCALC_VERSION == "0.11" else 576
     assert figures.extra["block_sizes"][0] == expected  # 0.11: the Mamba groups' own block is max_model_len
-    assert (f"Setting attention block size to {expected} tokens to ensure that attention page size is >= mamba page "
-            "size.") in figures.lines
+    assert (
+        f"Setting attention block size to {expected} tokens to ensure that attention page size is >= mamba page size."
+    ) in figures.lines
 
 
 @pytest.mark.skipif(_MISSING is not None, reason=_MISSING or "")
@@ -101,4 +103,5 @@ def test_kvcalc_matches_vllm(case):
     if outcome.status == "refused":
         pytest.skip(f"kvcalc refuses on purpose: {outcome.reason[:300]}")
     assert outcome.status == "match", (
-        f"{case.id}: {', '.join(outcome.differs)} differ\n  vLLM   {outcome.vllm}\n  kvcalc {outcome.kvcalc}")
+        f"{case.id}: {', '.join(outcome.differs)} differ\n  vLLM   {outcome.vllm}\n  kvcalc {outcome.kvcalc}"
+    )

@@ -73,9 +73,13 @@ TORCH_DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.flo
 def hf_config(model) -> PretrainedConfig:
     """The HF config fields vLLM 0.6's ModelConfig methods read, from kvcalc's spec."""
     att = [layer for layer in model.layers if layer.caches_kv]
-    d = {"model_type": model.model_type or "llama", "num_hidden_layers": model.n_layers,
-         "num_attention_heads": model.n_heads, "hidden_size": model.hidden_size,
-         "max_position_embeddings": model.max_position_embeddings}
+    d = {
+        "model_type": model.model_type or "llama",
+        "num_hidden_layers": model.n_layers,
+        "num_attention_heads": model.n_heads,
+        "hidden_size": model.hidden_size,
+        "max_position_embeddings": model.max_position_embeddings,
+    }
     if model.attention == "mla":
         d["num_key_value_heads"] = model.n_heads
     else:
@@ -83,9 +87,15 @@ def hf_config(model) -> PretrainedConfig:
         d["head_dim"] = att[0].head_dim_k
     rs = model.rope_scaling
     if rs is not None:
-        d["rope_scaling"] = {k: v for k, v in (("rope_type", rs.rope_type), ("factor", rs.factor),
-                                               ("original_max_position_embeddings",
-                                                rs.original_max_position_embeddings)) if v is not None}
+        d["rope_scaling"] = {
+            k: v
+            for k, v in (
+                ("rope_type", rs.rope_type),
+                ("factor", rs.factor),
+                ("original_max_position_embeddings", rs.original_max_position_embeddings),
+            )
+            if v is not None
+        }
     cfg = PretrainedConfig(**d)
     cfg.torch_dtype = TORCH_DTYPES.get(model.dtype, torch.bfloat16)
     return cfg
@@ -99,8 +109,9 @@ def model_config(model, max_model_len: int, tp: int = 1) -> ModelConfig:
     mc.is_attention_free = False
     mc.is_hybrid = False
     mc.dtype = vcfg._get_and_verify_dtype(mc.hf_config, "auto")
-    mc.max_model_len = vcfg._get_and_verify_max_len(mc.hf_config, max_model_len, disable_sliding_window=False,
-                                                    sliding_window_len=None)
+    mc.max_model_len = vcfg._get_and_verify_max_len(
+        mc.hf_config, max_model_len, disable_sliding_window=False, sliding_window_len=None
+    )
     mc.verify_with_parallel_config(SimpleNamespace(tensor_parallel_size=tp, pipeline_parallel_size=1))
     return mc
 
@@ -145,8 +156,16 @@ class Figures:
 _REST = re.compile(r"the rest of the memory reserved for KV Cache is [\d.]+GiB\.")
 
 
-def run_vllm(model, *, kv_memory_bytes: int, max_model_len: int, tp: int, kv_cache_dtype: str,
-             block_size: int = 16, swap_space_gib: float | None = None) -> Figures:
+def run_vllm(
+    model,
+    *,
+    kv_memory_bytes: int,
+    max_model_len: int,
+    tp: int,
+    kv_cache_dtype: str,
+    block_size: int = 16,
+    swap_space_gib: float | None = None,
+) -> Figures:
     """vLLM 0.6's figures for one case: its block size, block counts, lines and refusal.
     `swap_space_gib` None: `vllm serve`'s default (`EngineArgs.swap_space`, 4 GiB)."""
     from vllm.engine.arg_utils import EngineArgs
@@ -157,24 +176,37 @@ def run_vllm(model, *, kv_memory_bytes: int, max_model_len: int, tp: int, kv_cac
         mc = model_config(model, max_model_len, tp)
     except ValueError as e:
         return Figures(refused=str(e))
-    cc = CacheConfig(block_size=block_size, gpu_memory_utilization=1.0, swap_space=swap_space_gib,
-                     cache_dtype=kv_cache_dtype)
+    cc = CacheConfig(
+        block_size=block_size, gpu_memory_utilization=1.0, swap_space=swap_space_gib, cache_dtype=kv_cache_dtype
+    )
     pc = SimpleNamespace(rank=0, tensor_parallel_size=tp, pipeline_parallel_size=1)
-    result = SimpleNamespace(non_kv_cache_memory_in_bytes=TOTAL_BYTES - kv_memory_bytes, profile_time=0.0,
-                             weights_memory_in_bytes=0, non_torch_increase_in_bytes=0,
-                             torch_peak_increase_in_bytes=0)
+    result = SimpleNamespace(
+        non_kv_cache_memory_in_bytes=TOTAL_BYTES - kv_memory_bytes,
+        profile_time=0.0,
+        weights_memory_in_bytes=0,
+        non_torch_increase_in_bytes=0,
+        torch_peak_increase_in_bytes=0,
+    )
 
     @contextlib.contextmanager
     def profiling(**_kw):
         yield result
 
-    worker = SimpleNamespace(init_gpu_memory=TOTAL_BYTES, cache_config=cc, model_config=mc, parallel_config=pc,
-                             model_runner=SimpleNamespace(model_memory_usage=0, profile_run=lambda: None,
-                                                          lora_manager=None),
-                             _assert_memory_footprint_increased_during_profiling=lambda: None)
+    worker = SimpleNamespace(
+        init_gpu_memory=TOTAL_BYTES,
+        cache_config=cc,
+        model_config=mc,
+        parallel_config=pc,
+        model_runner=SimpleNamespace(model_memory_usage=0, profile_run=lambda: None, lora_manager=None),
+        _assert_memory_footprint_increased_during_profiling=lambda: None,
+    )
     worker.get_cache_block_size_bytes = lambda: vworker.Worker.get_cache_block_size_bytes(worker)
-    patches = {"empty_cache": lambda: None, "reset_peak_memory_stats": lambda *a: None,
-               "synchronize": lambda *a: None, "mem_get_info": lambda *a: (TOTAL_BYTES, TOTAL_BYTES)}
+    patches = {
+        "empty_cache": lambda: None,
+        "reset_peak_memory_stats": lambda *a: None,
+        "synchronize": lambda *a: None,
+        "mem_get_info": lambda *a: (TOTAL_BYTES, TOTAL_BYTES),
+    }
     saved = {k: getattr(torch.cuda, k) for k in patches}
     saved_profiling, saved_gc = vworker.memory_profiling, vworker.gc
     try:
@@ -184,11 +216,17 @@ def run_vllm(model, *, kv_memory_bytes: int, max_model_len: int, tp: int, kv_cac
         vworker.gc = SimpleNamespace(collect=lambda: 0)  # its closing gc.collect() frees memory, sizes nothing
         with _captured("vllm.worker.worker", "vllm.executor.gpu_executor") as logged:
             gpu, cpu = vworker.Worker.determine_num_available_blocks(worker)
-            executor = SimpleNamespace(cache_config=cc, model_config=mc, driver_worker=SimpleNamespace(
-                # Worker.initialize_cache: raise_if_cache_size_invalid(num_gpu_blocks, self.cache_config.block_size,
-                # self.model_config.is_attention_free, self.model_config.max_model_len), then the GPU allocation
-                initialize_cache=lambda g, c: vworker.raise_if_cache_size_invalid(
-                    g, cc.block_size, mc.is_attention_free, mc.max_model_len)))
+            executor = SimpleNamespace(
+                cache_config=cc,
+                model_config=mc,
+                driver_worker=SimpleNamespace(
+                    # Worker.initialize_cache: raise_if_cache_size_invalid(num_gpu_blocks, self.cache_config.block_size,
+                    # self.model_config.is_attention_free, self.model_config.max_model_len), then the GPU allocation
+                    initialize_cache=lambda g, c: vworker.raise_if_cache_size_invalid(
+                        g, cc.block_size, mc.is_attention_free, mc.max_model_len
+                    )
+                ),
+            )
             refused = None
             try:
                 GPUExecutor.initialize_cache(executor, gpu, cpu)
@@ -200,12 +238,26 @@ def run_vllm(model, *, kv_memory_bytes: int, max_model_len: int, tp: int, kv_cac
         vworker.memory_profiling, vworker.gc = saved_profiling, saved_gc
     rest = [m.group(0) for ln in logged if (m := _REST.search(ln))]
     lines = rest + [ln for ln in logged if ln.startswith(("# GPU blocks", "Maximum concurrency"))]
-    return Figures(num_blocks=gpu, cpu_blocks=cpu, block_bytes=worker.get_cache_block_size_bytes(),
-                   concurrency_line=lines[-1] if lines else None, refused=refused, lines=lines)
+    return Figures(
+        num_blocks=gpu,
+        cpu_blocks=cpu,
+        block_bytes=worker.get_cache_block_size_bytes(),
+        concurrency_line=lines[-1] if lines else None,
+        refused=refused,
+        lines=lines,
+    )
 
 
-def run_kvcalc(model, *, kv_memory_bytes: int, max_model_len: int, tp: int, kv_cache_dtype: str,
-               block_size: int = 16, swap_space_gib: float | None = None) -> Figures:
+def run_kvcalc(
+    model,
+    *,
+    kv_memory_bytes: int,
+    max_model_len: int,
+    tp: int,
+    kv_cache_dtype: str,
+    block_size: int = 16,
+    swap_space_gib: float | None = None,
+) -> Figures:
     """kvcalc's `--vllm-version 0.6` for the same case, through `kvcalc.capacity` (as the CLI runs it);
     `swap_space_gib` None: kvcalc's own default (no --swap-space)."""
     import warnings
@@ -214,18 +266,34 @@ def run_kvcalc(model, *, kv_memory_bytes: int, max_model_len: int, tp: int, kv_c
     from kvcalc.engines.profile import VllmOptions
     from kvcalc.errors import KvcalcError
 
-    opts = VllmOptions(version="0.6", block_size=block_size,
-                       swap_space_bytes=None if swap_space_gib is None else int(swap_space_gib * GIB))
+    opts = VllmOptions(
+        version="0.6",
+        block_size=block_size,
+        swap_space_bytes=None if swap_space_gib is None else int(swap_space_gib * GIB),
+    )
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         try:
-            r = kvcalc.capacity(model, engine="vllm", kv_memory_bytes=kv_memory_bytes, max_model_len=max_model_len,
-                                kv_dtype=kv_cache_dtype, tp=tp, options=opts)
+            r = kvcalc.capacity(
+                model,
+                engine="vllm",
+                kv_memory_bytes=kv_memory_bytes,
+                max_model_len=max_model_len,
+                kv_dtype=kv_cache_dtype,
+                tp=tp,
+                options=opts,
+            )
         except KvcalcError as e:
             return Figures(refused=str(e))
     refusal = next((str(w.message) for w in caught if "refuse" in str(w.message)), None)
-    return Figures(num_blocks=r.num_gpu_blocks, cpu_blocks=r.num_cpu_blocks, block_bytes=r.page_size_bytes,
-                   concurrency_line=r.log_lines[-1], refused=refusal, lines=list(r.log_lines))
+    return Figures(
+        num_blocks=r.num_gpu_blocks,
+        cpu_blocks=r.num_cpu_blocks,
+        block_bytes=r.page_size_bytes,
+        concurrency_line=r.log_lines[-1],
+        refused=refusal,
+        lines=list(r.log_lines),
+    )
 
 
 # ---------------------------------------------------------------------------------------------
@@ -233,8 +301,20 @@ def run_kvcalc(model, *, kv_memory_bytes: int, max_model_len: int, tp: int, kv_c
 
 #: kvcalc's bundled models whose architecture vLLM 0.6.6 serves (no Qwen3, Gemma-3, gpt-oss,
 #: Llama-4: later releases), MLA models as V0 caches them (per head, padded to 256)
-MODELS = ("llama-3.1-8b", "llama-3.1-70b", "llama-2-7b", "mistral-7b-v0.1", "mixtral-8x7b", "qwen2.5-7b",
-          "gemma-2-9b", "phi-3-mini", "falcon-7b", "gpt2", "deepseek-v2-lite", "deepseek-v3")
+MODELS = (
+    "llama-3.1-8b",
+    "llama-3.1-70b",
+    "llama-2-7b",
+    "mistral-7b-v0.1",
+    "mixtral-8x7b",
+    "qwen2.5-7b",
+    "gemma-2-9b",
+    "phi-3-mini",
+    "falcon-7b",
+    "gpt2",
+    "deepseek-v2-lite",
+    "deepseek-v3",
+)
 #: per-rank budgets: 1 B (no block), 0.5 GiB, 6.51 GiB, 40 GiB
 BUDGETS = (1, GIB // 2, int(6.51 * GIB), 40 * GIB)
 #: lengths: each model's limit decides (gpt2 1,024, gemma-2 8,192, phi-3-mini 4,096 refuse the longer ones)
@@ -259,8 +339,14 @@ class Case:
 
 
 def grid() -> list[Case]:
-    return [Case(name, mem, L, tp, dtype) for name in MODELS for L in LENGTHS for tp in TPS for dtype in KV_DTYPES
-            for mem in BUDGETS]
+    return [
+        Case(name, mem, L, tp, dtype)
+        for name in MODELS
+        for L in LENGTHS
+        for tp in TPS
+        for dtype in KV_DTYPES
+        for mem in BUDGETS
+    ]
 
 
 def load(name: str):
@@ -286,15 +372,23 @@ def compare(case: Case) -> Outcome:
     """Blocks (GPU and CPU), block bytes, the logged lines, and the refusal: both refuse or
     neither, and vLLM's message inside kvcalc's."""
     model = load(case.model)
-    kw = dict(kv_memory_bytes=case.kv_memory_bytes, max_model_len=case.max_model_len, tp=case.tp,
-              kv_cache_dtype=case.kv_cache_dtype)
+    kw = dict(
+        kv_memory_bytes=case.kv_memory_bytes,
+        max_model_len=case.max_model_len,
+        tp=case.tp,
+        kv_cache_dtype=case.kv_cache_dtype,
+    )
     v = run_vllm(model, **kw)
     k = run_kvcalc(model, **kw)
     differs = []
     if (v.refused is None) != (k.refused is None):
         differs.append("refusal")
-    elif (v.refused is not None and v.refused.startswith(START_UP) and not k.refused.startswith("--tp")
-          and v.refused not in k.refused):
+    elif (
+        v.refused is not None
+        and v.refused.startswith(START_UP)
+        and not k.refused.startswith("--tp")
+        and v.refused not in k.refused
+    ):
         # vLLM's start-up texts, byte for byte; other refusals (vLLM's heads % tp check, which kvcalc makes
         # before the max_model_len check and vLLM after it): both refuse
         differs.append("message")
@@ -313,21 +407,45 @@ def compare(case: Case) -> Outcome:
 #: each bundled model's `architectures[0]` in its published config.json (kvcalc keeps the
 #: model_type only; the multimodal Gemma-3 4B+ and Llama-4 checkpoints list their outer class)
 ARCHITECTURES = {
-    "deepseek-r1": "DeepseekV3ForCausalLM", "deepseek-v2-lite": "DeepseekV2ForCausalLM",
-    "deepseek-v3": "DeepseekV3ForCausalLM", "falcon-7b": "FalconForCausalLM", "falcon-h1-7b": "FalconH1ForCausalLM",
-    "gemma-2-9b": "Gemma2ForCausalLM", "gemma-3-12b": "Gemma3ForConditionalGeneration",
-    "gemma-3-1b": "Gemma3ForCausalLM", "gemma-3-27b": "Gemma3ForConditionalGeneration",
-    "gemma-3-4b": "Gemma3ForConditionalGeneration", "gpt-oss-120b": "GptOssForCausalLM",
-    "gpt-oss-20b": "GptOssForCausalLM", "gpt2": "GPT2LMHeadModel", "jamba-1.5-mini": "JambaForCausalLM",
-    "kimi-k2": "DeepseekV3ForCausalLM", "llama-2-70b": "LlamaForCausalLM", "llama-2-7b": "LlamaForCausalLM",
-    "llama-3.1-405b": "LlamaForCausalLM", "llama-3.1-70b": "LlamaForCausalLM", "llama-3.1-8b": "LlamaForCausalLM",
-    "llama-3.2-1b": "LlamaForCausalLM", "llama-3.2-3b": "LlamaForCausalLM", "llama-3.3-70b": "LlamaForCausalLM",
-    "llama-4-scout": "Llama4ForConditionalGeneration", "mistral-7b-v0.1": "MistralForCausalLM",
-    "mistral-nemo": "MistralForCausalLM", "mistral-small-24b": "MistralForCausalLM",
-    "mixtral-8x7b": "MixtralForCausalLM", "phi-3-mini": "Phi3ForCausalLM", "phi-4": "Phi3ForCausalLM",
-    "qwen2.5-72b": "Qwen2ForCausalLM", "qwen2.5-7b": "Qwen2ForCausalLM", "qwen3-14b": "Qwen3ForCausalLM",
-    "qwen3-235b-a22b": "Qwen3MoeForCausalLM", "qwen3-30b-a3b": "Qwen3MoeForCausalLM", "qwen3-32b": "Qwen3ForCausalLM",
-    "qwen3-4b": "Qwen3ForCausalLM", "qwen3-8b": "Qwen3ForCausalLM", "qwen3-next-80b-a3b": "Qwen3NextForCausalLM",
+    "deepseek-r1": "DeepseekV3ForCausalLM",
+    "deepseek-v2-lite": "DeepseekV2ForCausalLM",
+    "deepseek-v3": "DeepseekV3ForCausalLM",
+    "falcon-7b": "FalconForCausalLM",
+    "falcon-h1-7b": "FalconH1ForCausalLM",
+    "gemma-2-9b": "Gemma2ForCausalLM",
+    "gemma-3-12b": "Gemma3ForConditionalGeneration",
+    "gemma-3-1b": "Gemma3ForCausalLM",
+    "gemma-3-27b": "Gemma3ForConditionalGeneration",
+    "gemma-3-4b": "Gemma3ForConditionalGeneration",
+    "gpt-oss-120b": "GptOssForCausalLM",
+    "gpt-oss-20b": "GptOssForCausalLM",
+    "gpt2": "GPT2LMHeadModel",
+    "jamba-1.5-mini": "JambaForCausalLM",
+    "kimi-k2": "DeepseekV3ForCausalLM",
+    "llama-2-70b": "LlamaForCausalLM",
+    "llama-2-7b": "LlamaForCausalLM",
+    "llama-3.1-405b": "LlamaForCausalLM",
+    "llama-3.1-70b": "LlamaForCausalLM",
+    "llama-3.1-8b": "LlamaForCausalLM",
+    "llama-3.2-1b": "LlamaForCausalLM",
+    "llama-3.2-3b": "LlamaForCausalLM",
+    "llama-3.3-70b": "LlamaForCausalLM",
+    "llama-4-scout": "Llama4ForConditionalGeneration",
+    "mistral-7b-v0.1": "MistralForCausalLM",
+    "mistral-nemo": "MistralForCausalLM",
+    "mistral-small-24b": "MistralForCausalLM",
+    "mixtral-8x7b": "MixtralForCausalLM",
+    "phi-3-mini": "Phi3ForCausalLM",
+    "phi-4": "Phi3ForCausalLM",
+    "qwen2.5-72b": "Qwen2ForCausalLM",
+    "qwen2.5-7b": "Qwen2ForCausalLM",
+    "qwen3-14b": "Qwen3ForCausalLM",
+    "qwen3-235b-a22b": "Qwen3MoeForCausalLM",
+    "qwen3-30b-a3b": "Qwen3MoeForCausalLM",
+    "qwen3-32b": "Qwen3ForCausalLM",
+    "qwen3-4b": "Qwen3ForCausalLM",
+    "qwen3-8b": "Qwen3ForCausalLM",
+    "qwen3-next-80b-a3b": "Qwen3NextForCausalLM",
 }
 #: kvcalc refuses these for 0.6 with its own reason though vLLM's registry lists them
 KVCALC_OWN_REFUSALS = ("jamba-1.5-mini", "kimi-k2")
@@ -367,8 +485,13 @@ def architecture_checks() -> list[Check]:
             except ValueError as e:
                 v = str(e).split(" Supported architectures:")[0]
         try:
-            kvcalc.capacity(kvcalc.load_model(name), engine="vllm", kv_memory_bytes=40 * GIB, max_model_len=1024,
-                            options=kvcalc_options())
+            kvcalc.capacity(
+                kvcalc.load_model(name),
+                engine="vllm",
+                kv_memory_bytes=40 * GIB,
+                max_model_len=1024,
+                options=kvcalc_options(),
+            )
             k = None
         except KvcalcError as e:
             k = str(e)
@@ -418,10 +541,15 @@ def block_size_checks() -> list[Check]:
                 v = err.getvalue().strip().splitlines()[-1].split("error: ", 1)[1]
         if v is None:
             saved = vcfg.current_platform
-            vcfg.current_platform = SimpleNamespace(is_cuda=lambda: True, is_rocm=lambda: False,
-                                                    is_neuron=lambda: False, is_hpu=lambda: False,
-                                                    is_cpu=lambda: False, is_tpu=lambda: False,
-                                                    is_xpu=lambda: False)
+            vcfg.current_platform = SimpleNamespace(
+                is_cuda=lambda: True,
+                is_rocm=lambda: False,
+                is_neuron=lambda: False,
+                is_hpu=lambda: False,
+                is_cpu=lambda: False,
+                is_tpu=lambda: False,
+                is_xpu=lambda: False,
+            )
             try:
                 CacheConfig(block_size=b, gpu_memory_utilization=0.9, swap_space=4, cache_dtype="auto")
             except ValueError as e:
@@ -429,8 +557,13 @@ def block_size_checks() -> list[Check]:
             finally:
                 vcfg.current_platform = saved
         try:
-            kvcalc.capacity(kvcalc.load_model("llama-3.1-8b"), engine="vllm", kv_memory_bytes=GIB, max_model_len=1024,
-                            options=kvcalc_options(block_size=b))
+            kvcalc.capacity(
+                kvcalc.load_model("llama-3.1-8b"),
+                engine="vllm",
+                kv_memory_bytes=GIB,
+                max_model_len=1024,
+                options=kvcalc_options(block_size=b),
+            )
             k = None
         except KvcalcError as e:
             k = str(e)
@@ -469,8 +602,10 @@ def main() -> None:
             kinds[(o.case.model, o.differs)] += 1
             print(f"MISMATCH {o.case.id} {o.differs}\n  vllm   {o.vllm}\n  kvcalc {o.kvcalc}")
     refused = sum(o.vllm.refused is not None for o in outcomes)
-    print(f"vLLM {VLLM_VERSION}: {len(outcomes)} cases, {dict(counts)}, vLLM refused {refused}, "
-          f"in {time.time() - start:.0f} s")
+    print(
+        f"vLLM {VLLM_VERSION}: {len(outcomes)} cases, {dict(counts)}, vLLM refused {refused}, "
+        f"in {time.time() - start:.0f} s"
+    )
     for (model, differs), n in sorted(kinds.items()):
         print(f"  {model}: {', '.join(differs)} x {n}")
     checks = refusal_checks()

@@ -76,12 +76,25 @@ def _torch_dtype(cfg, kv_cache_dtype: str) -> torch.dtype:
     return kv_cache_dtype_str_to_dtype(kv_cache_dtype, cfg.model_config)
 
 
-def attention_spec(cfg, kv_cache_dtype: str, *, num_kv_heads: int, head_size: int, tp: int,
-                   head_size_v: int | None = None, sliding_window: int | None = None):
+def attention_spec(
+    cfg,
+    kv_cache_dtype: str,
+    *,
+    num_kv_heads: int,
+    head_size: int,
+    tp: int,
+    head_size_v: int | None = None,
+    sliding_window: int | None = None,
+):
     """`Attention.get_kv_cache_spec` (attention.py 611-684) for a layer built with
     `num_kv_heads` total KV heads (the model classes shard them max(1, heads // tp))."""
-    kwargs = dict(block_size=cfg.cache_config.block_size, num_kv_heads=max(1, num_kv_heads // tp),
-                  head_size=head_size, dtype=_torch_dtype(cfg, kv_cache_dtype), **_quant(kv_cache_dtype))
+    kwargs = dict(
+        block_size=cfg.cache_config.block_size,
+        num_kv_heads=max(1, num_kv_heads // tp),
+        head_size=head_size,
+        dtype=_torch_dtype(cfg, kv_cache_dtype),
+        **_quant(kv_cache_dtype),
+    )
     if head_size_v is not None:
         kwargs["head_size_v"] = head_size_v
     if sliding_window is None:
@@ -90,8 +103,15 @@ def attention_spec(cfg, kv_cache_dtype: str, *, num_kv_heads: int, head_size: in
     return kvi.SlidingWindowSpec(**kwargs, sliding_window=sliding_window)
 
 
-def mla_spec(cfg, kv_cache_dtype: str, *, head_size: int, sparse: bool, topk_buffer_width: int | None = None,
-             index_group_leader: bool = False):
+def mla_spec(
+    cfg,
+    kv_cache_dtype: str,
+    *,
+    head_size: int,
+    sparse: bool,
+    topk_buffer_width: int | None = None,
+    index_group_leader: bool = False,
+):
     """`MLAAttention.get_kv_cache_spec` (mla_attention.py 1371-1402). A sparse layer's dtype first
     goes through `_canonicalize_sparse_mla_kv_cache_dtype` for FLASHMLA_SPARSE (Hopper's sparse
     MLA backend): any quantized dtype but nvfp4_ds_mla becomes fp8_ds_mla (656 B a token)."""
@@ -106,10 +126,16 @@ def mla_spec(cfg, kv_cache_dtype: str, *, head_size: int, sparse: bool, topk_buf
                 return "FLASHMLA_SPARSE"
 
         kv_cache_dtype = _canonicalize_sparse_mla_kv_cache_dtype(FlashMLASparse, kv_cache_dtype)
-    kwargs = dict(block_size=cfg.cache_config.block_size, num_kv_heads=1, max_tp_shards=1, head_size=head_size,
-                  dtype=_torch_dtype(cfg, kv_cache_dtype), cache_dtype_str=kv_cache_dtype,
-                  state_content_bytes={"fp8_ds_mla": 656, "nvfp4_ds_mla": 352}.get(kv_cache_dtype),
-                  **_quant(kv_cache_dtype))
+    kwargs = dict(
+        block_size=cfg.cache_config.block_size,
+        num_kv_heads=1,
+        max_tp_shards=1,
+        head_size=head_size,
+        dtype=_torch_dtype(cfg, kv_cache_dtype),
+        cache_dtype_str=kv_cache_dtype,
+        state_content_bytes={"fp8_ds_mla": 656, "nvfp4_ds_mla": 352}.get(kv_cache_dtype),
+        **_quant(kv_cache_dtype),
+    )
     return kvi.MLAAttentionSpec(**kwargs, topk_buffer_width=topk_buffer_width, is_index_group_leader=index_group_leader)
 
 
@@ -138,9 +164,12 @@ def specs_dense(hf: dict, cfg, kv: str, tp: int) -> dict:
     """Plain GQA decoders: Qwen3-VL-8B's text model (`qwen3_vl.py` -> Qwen3 `Attention`),
     MiniMax-M2.7 (`minimax_m2.py` `MiniMaxM2Attention`): every layer a FullAttentionSpec of
     num_key_value_heads x head_dim."""
-    return {f"model.layers.{i}.self_attn.attn": attention_spec(cfg, kv, num_kv_heads=hf["num_key_value_heads"],
-                                                               head_size=hf["head_dim"], tp=tp)
-            for i in range(hf["num_hidden_layers"])}
+    return {
+        f"model.layers.{i}.self_attn.attn": attention_spec(
+            cfg, kv, num_kv_heads=hf["num_key_value_heads"], head_size=hf["head_dim"], tp=tp
+        )
+        for i in range(hf["num_hidden_layers"])
+    }
 
 
 def specs_layer_types(hf: dict, cfg, kv: str, tp: int) -> dict:
@@ -149,8 +178,13 @@ def specs_layer_types(hf: dict, cfg, kv: str, tp: int) -> dict:
     out = {}
     for i, t in enumerate(hf["layer_types"][: hf["num_hidden_layers"]]):
         out[f"model.layers.{i}.self_attn.attn"] = attention_spec(
-            cfg, kv, num_kv_heads=hf["num_key_value_heads"], head_size=hf["head_dim"], tp=tp,
-            sliding_window=hf["sliding_window"] if t == "sliding_attention" else None)
+            cfg,
+            kv,
+            num_kv_heads=hf["num_key_value_heads"],
+            head_size=hf["head_dim"],
+            tp=tp,
+            sliding_window=hf["sliding_window"] if t == "sliding_attention" else None,
+        )
     return out
 
 
@@ -168,11 +202,15 @@ def specs_gemma4(hf: dict, cfg, kv: str, tp: int) -> dict:
     out = {}
     for i, t in enumerate(hf["layer_types"][:first_shared]):
         full = t == "full_attention"
-        heads = hf["num_global_key_value_heads"] if (full and k_eq_v and hf.get("num_global_key_value_heads")) \
+        heads = (
+            hf["num_global_key_value_heads"]
+            if (full and k_eq_v and hf.get("num_global_key_value_heads"))
             else hf["num_key_value_heads"]
+        )
         head = hf.get("global_head_dim", 512) if full else hf["head_dim"]
         out[f"model.language_model.layers.{i}.self_attn.attn"] = attention_spec(
-            cfg, kv, num_kv_heads=heads, head_size=head, tp=tp, sliding_window=None if full else hf["sliding_window"])
+            cfg, kv, num_kv_heads=heads, head_size=head, tp=tp, sliding_window=None if full else hf["sliding_window"]
+        )
     return out
 
 
@@ -185,11 +223,24 @@ def specs_mimo_v2(hf: dict, cfg, kv: str, tp: int) -> dict:
     out = {}
     for i, swa in enumerate(hf["hybrid_layer_pattern"][: hf["num_hidden_layers"]]):
         if swa == 1:
-            spec = attention_spec(cfg, kv, num_kv_heads=hf["swa_num_key_value_heads"], head_size=hf["swa_head_dim"],
-                                  head_size_v=hf["swa_v_head_dim"], tp=tp, sliding_window=hf["sliding_window_size"])
+            spec = attention_spec(
+                cfg,
+                kv,
+                num_kv_heads=hf["swa_num_key_value_heads"],
+                head_size=hf["swa_head_dim"],
+                head_size_v=hf["swa_v_head_dim"],
+                tp=tp,
+                sliding_window=hf["sliding_window_size"],
+            )
         else:
-            spec = attention_spec(cfg, kv, num_kv_heads=hf["num_key_value_heads"], head_size=hf["head_dim"],
-                                  head_size_v=hf["v_head_dim"], tp=tp)
+            spec = attention_spec(
+                cfg,
+                kv,
+                num_kv_heads=hf["num_key_value_heads"],
+                head_size=hf["head_dim"],
+                head_size_v=hf["v_head_dim"],
+                tp=tp,
+            )
         out[f"model.layers.{i}.self_attn.attn"] = spec
     return out
 
@@ -198,8 +249,10 @@ def specs_mla(hf: dict, cfg, kv: str, tp: int) -> dict:
     """Kimi-K2.5's text model (DeepSeek-V3 MLA, `kimi_k25.py` -> `deepseek_v2.py`): one latent of
     kv_lora_rank + qk_rope_head_dim per token and layer, FlashMLA (dense)."""
     head = hf["kv_lora_rank"] + hf["qk_rope_head_dim"]
-    return {f"model.layers.{i}.self_attn.attn": mla_spec(cfg, kv, head_size=head, sparse=False)
-            for i in range(hf["num_hidden_layers"])}
+    return {
+        f"model.layers.{i}.self_attn.attn": mla_spec(cfg, kv, head_size=head, sparse=False)
+        for i in range(hf["num_hidden_layers"])
+    }
 
 
 def dsa_indexer_layers(hf: dict) -> list[int]:
@@ -236,14 +289,20 @@ def specs_dsa(hf: dict, cfg, kv: str, tp: int) -> dict:
     out = {}
     with _Registered(cfg):
         for i in range(hf["num_hidden_layers"]):
-            out[f"model.layers.{i}.self_attn.attn"] = mla_spec(cfg, kv, head_size=head, sparse=True,
-                                                              topk_buffer_width=hf["index_topk"],
-                                                              index_group_leader=i in with_indexer)
+            out[f"model.layers.{i}.self_attn.attn"] = mla_spec(
+                cfg,
+                kv,
+                head_size=head,
+                sparse=True,
+                topk_buffer_width=hf["index_topk"],
+                index_group_leader=i in with_indexer,
+            )
             if i in with_indexer:
                 idx = hf["index_head_dim"]
                 name = f"model.layers.{i}.self_attn.indexer.k_cache"
-                out[name] = DeepseekV32IndexerCache(head_dim=idx + idx // 128 * 4, dtype=torch.uint8, prefix=name,
-                                                    cache_config=cfg.cache_config).get_kv_cache_spec(cfg)
+                out[name] = DeepseekV32IndexerCache(
+                    head_dim=idx + idx // 128 * 4, dtype=torch.uint8, prefix=name, cache_config=cfg.cache_config
+                ).get_kv_cache_spec(cfg)
     return out
 
 
@@ -279,29 +338,47 @@ def specs_deepseek_v4(hf: dict, cfg, kv: str, tp: int) -> dict:
         for i in range(hf["num_hidden_layers"]):
             r = hf["compress_ratios"][i]
             p = f"model.layers.{i}.self_attn"
-            out[f"{p}.swa_cache"] = DeepseekV4SWACache(head_dim=head, window_size=hf["sliding_window"],
-                                                       dtype=torch_dtype, prefix=f"{p}.swa_cache",
-                                                       cache_config=cfg.cache_config).get_kv_cache_spec(cfg)
+            out[f"{p}.swa_cache"] = DeepseekV4SWACache(
+                head_dim=head,
+                window_size=hf["sliding_window"],
+                dtype=torch_dtype,
+                prefix=f"{p}.swa_cache",
+                cache_config=cfg.cache_config,
+            ).get_kv_cache_spec(cfg)
             if r <= 1:
                 continue
-            out[p] = kvi.MLAAttentionSpec(block_size=cfg.cache_config.block_size, num_kv_heads=1, max_tp_shards=1,
-                                          head_size=head, dtype=torch.uint8 if ds else torch_dtype, tokens_per_state=r,
-                                          cache_dtype_str=kv, alignment=576 if ds else 512, model_version="deepseek_v4",
-                                          kv_quant_mode=kvi.get_kv_quant_mode(kv),
-                                          state_content_bytes=584 if ds else None)
+            out[p] = kvi.MLAAttentionSpec(
+                block_size=cfg.cache_config.block_size,
+                num_kv_heads=1,
+                max_tp_shards=1,
+                head_size=head,
+                dtype=torch.uint8 if ds else torch_dtype,
+                tokens_per_state=r,
+                cache_dtype_str=kv,
+                alignment=576 if ds else 512,
+                model_version="deepseek_v4",
+                kv_quant_mode=kvi.get_kv_quant_mode(kv),
+                state_content_bytes=584 if ds else None,
+            )
             coff = 1 + (r == 4)
             name = f"{p}.compressor.state_cache"
-            out[name] = CompressorStateCache(state_dim=2 * coff * head, dtype=torch.float32, compress_ratio=r,
-                                             prefix=name).get_kv_cache_spec(cfg)
+            out[name] = CompressorStateCache(
+                state_dim=2 * coff * head, dtype=torch.float32, compress_ratio=r, prefix=name
+            ).get_kv_cache_spec(cfg)
             if r == 4:
                 idx = hf["index_head_dim"]
                 name = f"{p}.indexer.k_cache"
-                out[name] = DeepseekV4IndexerCache(head_dim=idx + idx // 128 * 4, dtype=torch.uint8, prefix=name,
-                                                   cache_config=cfg.cache_config,
-                                                   compress_ratio=r).get_kv_cache_spec(cfg)
+                out[name] = DeepseekV4IndexerCache(
+                    head_dim=idx + idx // 128 * 4,
+                    dtype=torch.uint8,
+                    prefix=name,
+                    cache_config=cfg.cache_config,
+                    compress_ratio=r,
+                ).get_kv_cache_spec(cfg)
                 name = f"{p}.indexer.compressor.state_cache"
-                out[name] = CompressorStateCache(state_dim=2 * 2 * idx, dtype=torch.float32, compress_ratio=r,
-                                                 prefix=name).get_kv_cache_spec(cfg)
+                out[name] = CompressorStateCache(
+                    state_dim=2 * 2 * idx, dtype=torch.float32, compress_ratio=r, prefix=name
+                ).get_kv_cache_spec(cfg)
     return out
 
 
@@ -317,12 +394,17 @@ def specs_minimax_m3(hf: dict, cfg, kv: str, tp: int) -> dict:
     out = {}
     for i, f in enumerate(sparse["sparse_attention_freq"][: hf["num_hidden_layers"]]):
         p = f"model.layers.{i}.self_attn"
-        out[f"{p}.attn"] = attention_spec(cfg, kv, num_kv_heads=hf["num_key_value_heads"], head_size=hf["head_dim"],
-                                          head_size_v=hf["head_dim"], tp=tp)
+        out[f"{p}.attn"] = attention_spec(
+            cfg, kv, num_kv_heads=hf["num_key_value_heads"], head_size=hf["head_dim"], head_size_v=hf["head_dim"], tp=tp
+        )
         if f:
             out[f"{p}.indexer.index_cache"] = kvi.MLAAttentionSpec(
-                block_size=cfg.cache_config.block_size, num_kv_heads=1, head_size=sparse["sparse_index_dim"],
-                dtype=torch.bfloat16, cache_role=kvi.SparseCacheRole.INDEXER)
+                block_size=cfg.cache_config.block_size,
+                num_kv_heads=1,
+                head_size=sparse["sparse_index_dim"],
+                dtype=torch.bfloat16,
+                cache_role=kvi.SparseCacheRole.INDEXER,
+            )
     return out
 
 
@@ -380,8 +462,9 @@ def _state_layer(kind: str, shape_fn, dtype_fn, mamba_type: str, align_fn=lambda
     return layer
 
 
-def _hybrid(cfg, *, arch: str, hf: dict, model_cls, attn_heads: int, attn_head: int, use_mla: bool, backend,
-            state_layers: dict) -> None:
+def _hybrid(
+    cfg, *, arch: str, hf: dict, model_cls, attn_heads: int, attn_head: int, use_mla: bool, backend, state_layers: dict
+) -> None:
     """vLLM's hybrid set-up on the stand-in model config, as `vllm_harness._align_hybrid` does:
     the architecture and HF config vLLM's hooks read, `VllmConfig.try_verify_and_update_config`
     (the model's `MODELS_CONFIG_MAP` hook, then `HybridAttentionMambaModelConfig`), the state
@@ -443,15 +526,23 @@ def specs_qwen3_5(hf: dict, cfg, kv: str, tp: int) -> dict:
         @classmethod
         def get_mamba_state_dtype_from_config(cls, vllm_config):
             return MambaStateDtypeCalculator.gated_delta_net_state_dtype(
-                vllm_config.model_config.dtype, vllm_config.cache_config.mamba_cache_dtype,
-                vllm_config.cache_config.mamba_ssm_cache_dtype)
+                vllm_config.model_config.dtype,
+                vllm_config.cache_config.mamba_cache_dtype,
+                vllm_config.cache_config.mamba_ssm_cache_dtype,
+            )
 
         @classmethod
         def get_mamba_state_shape_from_config(cls, vllm_config):
             c = vllm_config.model_config.hf_text_config
             return MambaStateShapeCalculator.gated_delta_net_state_shape(
-                vllm_config.parallel_config.tensor_parallel_size, c.linear_num_key_heads, c.linear_num_value_heads,
-                c.linear_key_head_dim, c.linear_value_head_dim, c.linear_conv_kernel_dim, 0)
+                vllm_config.parallel_config.tensor_parallel_size,
+                c.linear_num_key_heads,
+                c.linear_num_value_heads,
+                c.linear_key_head_dim,
+                c.linear_value_head_dim,
+                c.linear_conv_kernel_dim,
+                0,
+            )
 
     from vllm.v1.attention.backends.gdn_attn import FLASHINFER_GDN_CHECKPOINT_ALIGNMENT
 
@@ -460,23 +551,40 @@ def specs_qwen3_5(hf: dict, cfg, kv: str, tp: int) -> dict:
 
     model_cls = Qwen3_5ForConditionalGeneration
     names = [f"model.layers.{i}.linear_attn" for i, t in enumerate(hf["layer_types"]) if t == "linear_attention"]
-    layers = {n: _state_layer("gdn", lambda: model_cls.get_mamba_state_shape_from_config(cfg),
-                              lambda: model_cls.get_mamba_state_dtype_from_config(cfg), "GDN_ATTN", align)
-              for n in names}
-    _hybrid(cfg, arch="Qwen3_5ForConditionalGeneration", hf=hf, model_cls=model_cls,
-            attn_heads=hf["num_key_value_heads"], attn_head=hf["head_dim"], use_mla=False,
-            backend=_NoLayoutPreference, state_layers=layers)
+    layers = {
+        n: _state_layer(
+            "gdn",
+            lambda: model_cls.get_mamba_state_shape_from_config(cfg),
+            lambda: model_cls.get_mamba_state_dtype_from_config(cfg),
+            "GDN_ATTN",
+            align,
+        )
+        for n in names
+    }
+    _hybrid(
+        cfg,
+        arch="Qwen3_5ForConditionalGeneration",
+        hf=hf,
+        model_cls=model_cls,
+        attn_heads=hf["num_key_value_heads"],
+        attn_head=hf["head_dim"],
+        use_mla=False,
+        backend=_NoLayoutPreference,
+        state_layers=layers,
+    )
     checkpoint = {}
     if align() is not None:  # `QwenGatedDeltaNet.get_kv_cache_spec`
         from vllm.model_executor.layers.mamba.abstract import get_mamba_prefill_checkpoint_grid
 
-        checkpoint = dict(num_prefill_checkpoint_blocks=1,
-                          prefill_checkpoint_alignment=get_mamba_prefill_checkpoint_grid(cfg))
+        checkpoint = dict(
+            num_prefill_checkpoint_blocks=1, prefill_checkpoint_alignment=get_mamba_prefill_checkpoint_grid(cfg)
+        )
     out = _state_specs(cfg, layers, checkpoint)
     for i, t in enumerate(hf["layer_types"]):
         if t == "full_attention":
-            out[f"model.layers.{i}.self_attn.attn"] = attention_spec(cfg, kv, num_kv_heads=hf["num_key_value_heads"],
-                                                                     head_size=hf["head_dim"], tp=tp)
+            out[f"model.layers.{i}.self_attn.attn"] = attention_spec(
+                cfg, kv, num_kv_heads=hf["num_key_value_heads"], head_size=hf["head_dim"], tp=tp
+            )
     return out
 
 
@@ -490,18 +598,33 @@ def specs_nemotron_h(hf: dict, cfg, kv: str, tp: int) -> dict:
     from vllm.model_executor.models.nemotron_h import NemotronHForCausalLM
 
     pattern = hf["hybrid_override_pattern"]
-    layers = {f"model.layers.{i}.mixer": _state_layer(
-        "mamba2", lambda: NemotronHForCausalLM.get_mamba_state_shape_from_config(cfg),
-        lambda: NemotronHForCausalLM.get_mamba_state_dtype_from_config(cfg), "MAMBA2")
-        for i, c in enumerate(pattern) if c == "M"}
-    _hybrid(cfg, arch="NemotronHForCausalLM", hf=hf, model_cls=NemotronHForCausalLM,
-            attn_heads=hf["num_key_value_heads"], attn_head=hf["head_dim"], use_mla=False,
-            backend=_NoLayoutPreference, state_layers=layers)
+    layers = {
+        f"model.layers.{i}.mixer": _state_layer(
+            "mamba2",
+            lambda: NemotronHForCausalLM.get_mamba_state_shape_from_config(cfg),
+            lambda: NemotronHForCausalLM.get_mamba_state_dtype_from_config(cfg),
+            "MAMBA2",
+        )
+        for i, c in enumerate(pattern)
+        if c == "M"
+    }
+    _hybrid(
+        cfg,
+        arch="NemotronHForCausalLM",
+        hf=hf,
+        model_cls=NemotronHForCausalLM,
+        attn_heads=hf["num_key_value_heads"],
+        attn_head=hf["head_dim"],
+        use_mla=False,
+        backend=_NoLayoutPreference,
+        state_layers=layers,
+    )
     out = _state_specs(cfg, layers, dict(num_prefill_checkpoint_blocks=1, prefill_checkpoint_alignment=1))
     for i, c in enumerate(pattern):
         if c == "*":
-            out[f"model.layers.{i}.mixer.attn"] = attention_spec(cfg, kv, num_kv_heads=hf["num_key_value_heads"],
-                                                                 head_size=hf["head_dim"], tp=tp)
+            out[f"model.layers.{i}.mixer.attn"] = attention_spec(
+                cfg, kv, num_kv_heads=hf["num_key_value_heads"], head_size=hf["head_dim"], tp=tp
+            )
     return out
 
 
@@ -525,24 +648,45 @@ def specs_kimi_k3(hf: dict, cfg, kv: str, tp: int) -> dict:
         @classmethod
         def get_mamba_state_dtype_from_config(cls, vllm_config):
             return MambaStateDtypeCalculator.kda_state_dtype(
-                vllm_config.model_config.dtype, vllm_config.cache_config.mamba_cache_dtype,
-                vllm_config.cache_config.mamba_ssm_cache_dtype)
+                vllm_config.model_config.dtype,
+                vllm_config.cache_config.mamba_cache_dtype,
+                vllm_config.cache_config.mamba_ssm_cache_dtype,
+            )
 
         @classmethod
         def get_mamba_state_shape_from_config(cls, vllm_config):
             return MambaStateShapeCalculator.kda_state_shape(
-                vllm_config.parallel_config.tensor_parallel_size, lin["num_heads"], lin["head_dim"],
-                conv_kernel_size=lin["short_conv_kernel_size"], num_spec=0)
+                vllm_config.parallel_config.tensor_parallel_size,
+                lin["num_heads"],
+                lin["head_dim"],
+                conv_kernel_size=lin["short_conv_kernel_size"],
+                num_spec=0,
+            )
 
     model_cls = KimiK3ForConditionalGeneration
     kda = set(lin["kda_layers"])
     head = hf["kv_lora_rank"] + hf["qk_rope_head_dim"]
-    layers = {f"model.layers.{n - 1}.self_attn": _state_layer(
-        "kda", lambda: model_cls.get_mamba_state_shape_from_config(cfg),
-        lambda: model_cls.get_mamba_state_dtype_from_config(cfg), "GDN_ATTN")
-        for n in range(1, hf["num_hidden_layers"] + 1) if n in kda}
-    _hybrid(cfg, arch="KimiK3ForConditionalGeneration", hf=hf, model_cls=model_cls, attn_heads=1, attn_head=head,
-            use_mla=True, backend=_FlashMLAOnHopper, state_layers=layers)
+    layers = {
+        f"model.layers.{n - 1}.self_attn": _state_layer(
+            "kda",
+            lambda: model_cls.get_mamba_state_shape_from_config(cfg),
+            lambda: model_cls.get_mamba_state_dtype_from_config(cfg),
+            "GDN_ATTN",
+        )
+        for n in range(1, hf["num_hidden_layers"] + 1)
+        if n in kda
+    }
+    _hybrid(
+        cfg,
+        arch="KimiK3ForConditionalGeneration",
+        hf=hf,
+        model_cls=model_cls,
+        attn_heads=1,
+        attn_head=head,
+        use_mla=True,
+        backend=_FlashMLAOnHopper,
+        state_layers=layers,
+    )
     out = _state_specs(cfg, layers, dict(num_prefill_checkpoint_blocks=1, prefill_checkpoint_alignment=16))
     for n in range(1, hf["num_hidden_layers"] + 1):
         if n not in kda:
@@ -605,30 +749,53 @@ class Family:
 #: default 16), an fp8 cache goes to FLASHMLA (kernel block 64, `flashmla.py` 57-58)
 DENSE_MLA_BLOCK = {"auto": 16, "bfloat16": 16, "fp8": 64}
 
-FAMILIES = {f.name: f for f in (
-    Family("deepseek-v4-flash", "deepseek-ai--DeepSeek-V4-Flash.json", specs_deepseek_v4, 256,
-           backends=backends_deepseek_v4),
-    Family("deepseek-v4-flash-nvfp4", "nvidia--DeepSeek-V4-Flash-NVFP4.json", specs_deepseek_v4, 256,
-           backends=backends_deepseek_v4),
-    Family("deepseek-v3.2", "deepseek-ai--DeepSeek-V3.2.json", specs_dsa, 64),
-    Family("glm-5.2", "zai-org--GLM-5.2.json", specs_dsa, 64),
-    Family("kimi-k2.5", "moonshotai--Kimi-K2.5.json", specs_mla, DENSE_MLA_BLOCK),
-    Family("minimax-m3", "MiniMaxAI--MiniMax-M3.json", specs_minimax_m3, 128,
-           "architectures ['MiniMaxM3ForCausalLM'] / model_type 'minimax_m3' are in neither vLLM 0.33's registry "
-           "nor its config registry (it has MiniMaxM3SparseForCausalLM, model_type minimax_m3_vl / minimax_m3_text); "
-           "the specs are MiniMaxM3SparseForCausalLM's for this geometry"),
-    Family("minimax-m2.7", "MiniMaxAI--MiniMax-M2.7.json", specs_dense),
-    Family("mimo-v2-flash", "XiaomiMiMo--MiMo-V2-Flash.json", specs_mimo_v2),
-    Family("gemma-4-26b-a4b", "google--gemma-4-26B-A4B.json", specs_gemma4),
-    Family("step-3.7-flash", "stepfun-ai--Step-3.7-Flash.json", specs_layer_types, 16,
-           "architectures ['Step3p7FlashForCausalLM'] is not in vLLM 0.33's registry (it has "
-           "Step3p7ForConditionalGeneration, whose text model is step3p5.py's Step3p5ForCausalLM, which reads "
-           "num_attention_groups, absent here); the specs are Step3p5's for this geometry"),
-    Family("qwen3-vl-8b", "Qwen--Qwen3-VL-8B-Instruct.json", specs_dense),
-    Family("qwen3.5-27b", "Qwen--Qwen3.5-27B.json", specs_qwen3_5),
-    Family("nemotron-3-super", "nvidia--NVIDIA-Nemotron-3-Super-120B-A12B-FP8.json", specs_nemotron_h),
-    Family("kimi-k3", "moonshotai--Kimi-K3.json", specs_kimi_k3, DENSE_MLA_BLOCK),
-)}
+FAMILIES = {
+    f.name: f
+    for f in (
+        Family(
+            "deepseek-v4-flash",
+            "deepseek-ai--DeepSeek-V4-Flash.json",
+            specs_deepseek_v4,
+            256,
+            backends=backends_deepseek_v4,
+        ),
+        Family(
+            "deepseek-v4-flash-nvfp4",
+            "nvidia--DeepSeek-V4-Flash-NVFP4.json",
+            specs_deepseek_v4,
+            256,
+            backends=backends_deepseek_v4,
+        ),
+        Family("deepseek-v3.2", "deepseek-ai--DeepSeek-V3.2.json", specs_dsa, 64),
+        Family("glm-5.2", "zai-org--GLM-5.2.json", specs_dsa, 64),
+        Family("kimi-k2.5", "moonshotai--Kimi-K2.5.json", specs_mla, DENSE_MLA_BLOCK),
+        Family(
+            "minimax-m3",
+            "MiniMaxAI--MiniMax-M3.json",
+            specs_minimax_m3,
+            128,
+            "architectures ['MiniMaxM3ForCausalLM'] / model_type 'minimax_m3' are in neither vLLM 0.33's registry "
+            "nor its config registry (it has MiniMaxM3SparseForCausalLM, model_type minimax_m3_vl / minimax_m3_text); "
+            "the specs are MiniMaxM3SparseForCausalLM's for this geometry",
+        ),
+        Family("minimax-m2.7", "MiniMaxAI--MiniMax-M2.7.json", specs_dense),
+        Family("mimo-v2-flash", "XiaomiMiMo--MiMo-V2-Flash.json", specs_mimo_v2),
+        Family("gemma-4-26b-a4b", "google--gemma-4-26B-A4B.json", specs_gemma4),
+        Family(
+            "step-3.7-flash",
+            "stepfun-ai--Step-3.7-Flash.json",
+            specs_layer_types,
+            16,
+            "architectures ['Step3p7FlashForCausalLM'] is not in vLLM 0.33's registry (it has "
+            "Step3p7ForConditionalGeneration, whose text model is step3p5.py's Step3p5ForCausalLM, which reads "
+            "num_attention_groups, absent here); the specs are Step3p5's for this geometry",
+        ),
+        Family("qwen3-vl-8b", "Qwen--Qwen3-VL-8B-Instruct.json", specs_dense),
+        Family("qwen3.5-27b", "Qwen--Qwen3.5-27B.json", specs_qwen3_5),
+        Family("nemotron-3-super", "nvidia--NVIDIA-Nemotron-3-Super-120B-A12B-FP8.json", specs_nemotron_h),
+        Family("kimi-k3", "moonshotai--Kimi-K3.json", specs_kimi_k3, DENSE_MLA_BLOCK),
+    )
+}
 
 KV_DTYPES = ("auto", "fp8")
 LENGTHS = (32768, 131072)
@@ -646,8 +813,9 @@ class Case:
 
     @property
     def id(self) -> str:
-        return (f"{self.family}-{self.kv_cache_dtype}-L{self.max_model_len}-tp{self.tp}-"
-                f"{self.kv_memory_bytes / GIB:g}GiB")
+        return (
+            f"{self.family}-{self.kv_cache_dtype}-L{self.max_model_len}-tp{self.tp}-{self.kv_memory_bytes / GIB:g}GiB"
+        )
 
 
 def grid() -> list[Case]:
@@ -656,8 +824,14 @@ def grid() -> list[Case]:
     cases = []
     for name, fam in FAMILIES.items():
         limit = load_config(fam.file).get("max_position_embeddings")
-        cases += [Case(name, kv, L, tp, mem) for kv in KV_DTYPES for L in LENGTHS if not limit or limit >= L
-                  for tp in TPS for mem in BUDGETS]
+        cases += [
+            Case(name, kv, L, tp, mem)
+            for kv in KV_DTYPES
+            for L in LENGTHS
+            if not limit or limit >= L
+            for tp in TPS
+            for mem in BUDGETS
+        ]
         if fam.build is specs_deepseek_v4:
             cases.append(Case(name, "bfloat16", LENGTHS[0], 1, BUDGETS[1]))
     return cases
@@ -668,8 +842,13 @@ def case_config(family: Family, case: Case):
     block = family.block_size
     if isinstance(block, dict):
         block = block[case.kv_cache_dtype]
-    return h.make_vllm_config(max_model_len=case.max_model_len, block_size=block,
-                              kv_cache_dtype=case.kv_cache_dtype, model_dtype=torch.bfloat16, tp=case.tp)
+    return h.make_vllm_config(
+        max_model_len=case.max_model_len,
+        block_size=block,
+        kv_cache_dtype=case.kv_cache_dtype,
+        model_dtype=torch.bfloat16,
+        tp=case.tp,
+    )
 
 
 def _spec_kind(spec) -> str:
@@ -688,8 +867,13 @@ def _group_record(g, layer_pages: dict) -> dict:
     spec = g.kv_cache_spec
     specs = getattr(spec, "kv_cache_specs", None)
     inner = sorted({_spec_kind(s) for s in specs.values()}) if specs else [_spec_kind(spec)]
-    return {"spec": _spec_kind(spec), "layer_specs": inner, "layers": len(g.layer_names),
-            "block_size": spec.block_size, "block_bytes": sum(layer_pages[n] for n in g.layer_names)}
+    return {
+        "spec": _spec_kind(spec),
+        "layer_specs": inner,
+        "layers": len(g.layer_names),
+        "block_size": spec.block_size,
+        "block_bytes": sum(layer_pages[n] for n in g.layer_names),
+    }
 
 
 def per_layer_records(specs: dict) -> list[dict]:
@@ -698,18 +882,31 @@ def per_layer_records(specs: dict) -> list[dict]:
     rows: dict[tuple, dict] = {}
     for name, s in specs.items():
         kind = name.rsplit(".", 1)[-1] if not name.endswith("attn") else "attn"
-        key = (kind, _spec_kind(s), s.block_size, s.page_size_bytes, getattr(s, "sliding_window", None),
-               str(getattr(s, "tokens_per_state", 1)))
-        row = rows.setdefault(key, {"cache": kind, "spec": _spec_kind(s), "block_size": s.block_size,
-                                    "page_size_bytes": s.page_size_bytes,
-                                    "real_page_size_bytes": getattr(s, "real_page_size_bytes", s.page_size_bytes),
-                                    "sliding_window": getattr(s, "sliding_window", None),
-                                    "tokens_per_state": str(getattr(s, "tokens_per_state", 1)),
-                                    "num_kv_heads": getattr(s, "num_kv_heads", None),
-                                    "head_size": getattr(s, "head_size", None),
-                                    "head_size_v": getattr(s, "head_size_v", None),
-                                    "dtype": str(getattr(s, "dtype", "")).removeprefix("torch."),
-                                    "layers": 0})
+        key = (
+            kind,
+            _spec_kind(s),
+            s.block_size,
+            s.page_size_bytes,
+            getattr(s, "sliding_window", None),
+            str(getattr(s, "tokens_per_state", 1)),
+        )
+        row = rows.setdefault(
+            key,
+            {
+                "cache": kind,
+                "spec": _spec_kind(s),
+                "block_size": s.block_size,
+                "page_size_bytes": s.page_size_bytes,
+                "real_page_size_bytes": getattr(s, "real_page_size_bytes", s.page_size_bytes),
+                "sliding_window": getattr(s, "sliding_window", None),
+                "tokens_per_state": str(getattr(s, "tokens_per_state", 1)),
+                "num_kv_heads": getattr(s, "num_kv_heads", None),
+                "head_size": getattr(s, "head_size", None),
+                "head_size_v": getattr(s, "head_size_v", None),
+                "dtype": str(getattr(s, "dtype", "")).removeprefix("torch."),
+                "layers": 0,
+            },
+        )
         row["layers"] += 1
     return list(rows.values())
 
@@ -753,11 +950,19 @@ def run_case(case: Case) -> dict:
         h.kv_cache_utils.update_kv_cache_capacity(cfg, sched)
     lines = [line for line in log.lines if line.startswith(("GPU KV cache size", "Maximum concurrency"))]
     tokens = int(re.search(r"GPU KV cache size: ([\d,]+) tokens", lines[0]).group(1).replace(",", ""))
-    layer_pages = {name: s.page_size_bytes for g in configs[0].kv_cache_groups for name in g.layer_names
-                   for s in [_layer_spec(g.kv_cache_spec, name)]}
-    out.update(groups=[_group_record(g, layer_pages) for g in configs[0].kv_cache_groups], num_blocks=sched.num_blocks,
-               gpu_kv_cache_tokens=tokens, max_concurrency=cfg.cache_config.kv_cache_max_concurrency,
-               lines=[h.available_memory_line(case.kv_memory_bytes), *lines])
+    layer_pages = {
+        name: s.page_size_bytes
+        for g in configs[0].kv_cache_groups
+        for name in g.layer_names
+        for s in [_layer_spec(g.kv_cache_spec, name)]
+    }
+    out.update(
+        groups=[_group_record(g, layer_pages) for g in configs[0].kv_cache_groups],
+        num_blocks=sched.num_blocks,
+        gpu_kv_cache_tokens=tokens,
+        max_concurrency=cfg.cache_config.kv_cache_max_concurrency,
+        lines=[h.available_memory_line(case.kv_memory_bytes), *lines],
+    )
     return out
 
 

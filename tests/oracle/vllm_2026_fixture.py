@@ -54,8 +54,7 @@ KV_DTYPES = {"auto": None, "fp8": "fp8", "bfloat16": "bf16"}
 
 #: families kvcalc's vLLM 0.33 profile does not size as vLLM does yet (issue 19): the fixture
 #: tests mark them xfail(strict=False) with this reason. Delete a family's entry when it matches.
-KVCALC_PENDING = {f: f"kvcalc's vLLM 0.33 profile does not model {f} as vLLM 0.33 does yet (issue 19)"
-                  for f in ()}
+KVCALC_PENDING = {f: f"kvcalc's vLLM 0.33 profile does not model {f} as vLLM 0.33 does yet (issue 19)" for f in ()}
 
 #: the figures `compare` checks
 FIELDS = ("refused", "num_blocks", "gpu_kv_cache_tokens", "max_concurrency", "lines")
@@ -94,16 +93,30 @@ def kvcalc_figures(case: dict) -> dict:
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         try:
-            r = kvcalc.capacity(str(CONFIG_DIR / CONFIG_FILES[i["family"]]), engine="vllm",
-                                kv_memory_bytes=i["kv_memory_bytes"], max_model_len=i["max_model_len"],
-                                kv_dtype=KV_DTYPES[i["kv_cache_dtype"]], tp=i["tp"], options=opts)
+            r = kvcalc.capacity(
+                str(CONFIG_DIR / CONFIG_FILES[i["family"]]),
+                engine="vllm",
+                kv_memory_bytes=i["kv_memory_bytes"],
+                max_model_len=i["max_model_len"],
+                kv_dtype=KV_DTYPES[i["kv_cache_dtype"]],
+                tp=i["tp"],
+                options=opts,
+            )
         except KvcalcError as e:
             return {"refused": str(e)}
     refusal = next((str(w.message) for w in caught if "refuse" in str(w.message)), None)
-    lines = [line for line in r.log_lines
-             if line.startswith(("Available KV cache memory", "GPU KV cache size", "Maximum concurrency"))]
-    return {"refused": refusal, "num_blocks": r.num_gpu_blocks, "gpu_kv_cache_tokens": r.kv_cache_tokens,
-            "max_concurrency": r.max_concurrency, "lines": lines}
+    lines = [
+        line
+        for line in r.log_lines
+        if line.startswith(("Available KV cache memory", "GPU KV cache size", "Maximum concurrency"))
+    ]
+    return {
+        "refused": refusal,
+        "num_blocks": r.num_gpu_blocks,
+        "gpu_kv_cache_tokens": r.kv_cache_tokens,
+        "max_concurrency": r.max_concurrency,
+        "lines": lines,
+    }
 
 
 def _refusal_matches(case: dict, message: str) -> bool:
@@ -122,7 +135,8 @@ def _refusal_matches(case: dict, message: str) -> bool:
     if want.startswith("To serve at least one request"):
         m = re.search(r"estimated maximum model length is (\d+)", want)
         return want.split(", which is larger")[0] in message and (
-            m is None or f"estimated maximum model length is {m.group(1)}" in message)
+            m is None or f"estimated maximum model length is {m.group(1)}" in message
+        )
     if "fp8_ds_mla layout only supports fp8" in want:
         return "fp8" in message
     return want in message

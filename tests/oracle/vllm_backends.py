@@ -71,11 +71,25 @@ def _stub(name: str, any_attr: bool = False) -> None:
         sys.modules[name] = mod
 
 
-for _name in ("vllm._C_stable_libtorch", "vllm._C", "vllm._flashmla_C", "vllm._flashmla_extension_C",
-              "vllm.vllm_flash_attn._vllm_fa2_C", "vllm.vllm_flash_attn._vllm_fa3_C"):
+for _name in (
+    "vllm._C_stable_libtorch",
+    "vllm._C",
+    "vllm._flashmla_C",
+    "vllm._flashmla_extension_C",
+    "vllm.vllm_flash_attn._vllm_fa2_C",
+    "vllm.vllm_flash_attn._vllm_fa3_C",
+):
     _stub(_name)
-for _name in ("flashinfer", "flashinfer.decode", "flashinfer.utils", "flashinfer.prefill", "flashinfer.mla",
-              "flashinfer.jit", "flashinfer.comm", "tokenspeed_mla"):
+for _name in (
+    "flashinfer",
+    "flashinfer.decode",
+    "flashinfer.utils",
+    "flashinfer.prefill",
+    "flashinfer.mla",
+    "flashinfer.jit",
+    "flashinfer.comm",
+    "tokenspeed_mla",
+):
     _stub(_name, any_attr=True)
 
 import torch  # noqa: E402
@@ -157,8 +171,13 @@ MODELS = ("deepseek-v2-lite", "deepseek-v3", "kimi-k2", "llama-3.1-8b")
 def grid() -> list[Case]:
     """compute capability 9.0 / 10.0 / 12.0 x KV dtype auto / fp8 / fp8_e5m2 x block size not
     given / 16 / 32 / 64 / 128 / 8 x the four models: 216 cases."""
-    return [Case(cc, kv, bs, m) for cc in ("9.0", "10.0", "12.0") for kv in ("auto", "fp8", "fp8_e5m2")
-            for bs in (None, 16, 32, 64, 128, 8) for m in MODELS]
+    return [
+        Case(cc, kv, bs, m)
+        for cc in ("9.0", "10.0", "12.0")
+        for kv in ("auto", "fp8", "fp8_e5m2")
+        for bs in (None, 16, 32, 64, 128, 8)
+        for m in MODELS
+    ]
 
 
 def _vllm_config(model, block_size: int | None) -> VllmConfig:
@@ -166,15 +185,26 @@ def _vllm_config(model, block_size: int | None) -> VllmConfig:
     from vllm.config import CacheConfig
 
     cfg = VllmConfig(cache_config=CacheConfig(block_size=block_size))
-    hf = SimpleNamespace(qk_nope_head_dim=model.qk_nope_head_dim, qk_rope_head_dim=model.qk_rope_head_dim,
-                         v_head_dim=model.v_head_dim, kv_lora_rank=model.kv_lora_rank,
-                         num_attention_heads=model.n_heads, index_topk=None)
+    hf = SimpleNamespace(
+        qk_nope_head_dim=model.qk_nope_head_dim,
+        qk_rope_head_dim=model.qk_rope_head_dim,
+        v_head_dim=model.v_head_dim,
+        kv_lora_rank=model.kv_lora_rank,
+        num_attention_heads=model.n_heads,
+        index_topk=None,
+    )
     heads = model.n_heads
     kv_heads = 1 if model.kv_lora_rank else model.resolved_n_kv_heads
     cfg.model_config = SimpleNamespace(
-        hf_text_config=hf, get_head_size=lambda: model.resolved_head_dim,
-        get_num_attention_heads=lambda pc=None: heads, get_num_kv_heads=lambda pc=None: kv_heads,
-        max_model_len=4096, dtype=torch.bfloat16, use_mla=bool(model.kv_lora_rank), is_diffusion=False)
+        hf_text_config=hf,
+        get_head_size=lambda: model.resolved_head_dim,
+        get_num_attention_heads=lambda pc=None: heads,
+        get_num_kv_heads=lambda pc=None: kv_heads,
+        max_model_len=4096,
+        dtype=torch.bfloat16,
+        use_mla=bool(model.kv_lora_rank),
+        is_diffusion=False,
+    )
     return cfg
 
 
@@ -190,8 +220,13 @@ def run_vllm(case: Case) -> tuple[str | None, int | None, str]:
     vllm_cuda._get_backend_priorities.cache_clear()
     mla = bool(model.kv_lora_rank)
     cfg = _vllm_config(model, case.block_size)
-    selector = AttentionSelectorConfig(head_size=model.resolved_head_dim, dtype=torch.bfloat16,
-                                       kv_cache_dtype=case.kv_cache_dtype, block_size=case.block_size, use_mla=mla)
+    selector = AttentionSelectorConfig(
+        head_size=model.resolved_head_dim,
+        dtype=torch.bfloat16,
+        kv_cache_dtype=case.kv_cache_dtype,
+        block_size=case.block_size,
+        use_mla=mla,
+    )
     records: list[str] = []
 
     class _Keep(logging.Handler):
@@ -225,8 +260,9 @@ def run_kvcalc(case: Case) -> tuple[str | None, int | None, str]:
 
     model = load_model(case.model)
     try:
-        size, note = kv_vllm.rules("0.33").attention_block_size(model, case.block_size, None,
-                                                                case.compute_capability, "nvidia", case.kv_cache_dtype)
+        size, note = kv_vllm.rules("0.33").attention_block_size(
+            model, case.block_size, None, case.compute_capability, "nvidia", case.kv_cache_dtype
+        )
     except KvcalcError as e:
         return None, None, str(e)
     if note is None:  # non-MLA: kvcalc names no backend (every CUDA one takes the same size)

@@ -116,10 +116,19 @@ class _FlashAttentionOnHopper:
         return spec
 
 
-def make_vllm_config(*, max_model_len: int, block_size: int, kv_cache_dtype: str, model_dtype: torch.dtype,
-                     tp: int, max_num_batched_tokens: int = 8192, async_scheduling: bool = True,
-                     hybrid_allocator: bool = True, attention_chunk_size: int | None = None,
-                     model=None) -> VllmConfig:
+def make_vllm_config(
+    *,
+    max_model_len: int,
+    block_size: int,
+    kv_cache_dtype: str,
+    model_dtype: torch.dtype,
+    tp: int,
+    max_num_batched_tokens: int = 8192,
+    async_scheduling: bool = True,
+    hybrid_allocator: bool = True,
+    attention_chunk_size: int | None = None,
+    model=None,
+) -> VllmConfig:
     """vLLM's `VllmConfig` for one case (CPU platform), with a stand-in model config.
 
     `attention_chunk_size` (Llama-4) goes on the model config, and vLLM's rule for it is applied
@@ -142,10 +151,17 @@ def make_vllm_config(*, max_model_len: int, block_size: int, kv_cache_dtype: str
     # to float32 for accelerated GDN" on AVX-512 BF16 hosts) undone: CUDA leaves `--mamba-ssm-cache-dtype` as given
     if hasattr(cfg.cache_config, "mamba_ssm_cache_dtype"):
         cfg.cache_config.mamba_ssm_cache_dtype = "auto"
-    cfg.device_config.device_type = "cuda"  # the "GPU KV cache size" line names the CUDA device (`_kv_cache_device_name`)
-    cfg.model_config = SimpleNamespace(max_model_len=max_model_len, original_max_model_len=max_model_len,
-                                       dtype=model_dtype, supports_kv_cache_grouping=False, use_mla=False,
-                                       attention_chunk_size=attention_chunk_size)
+    cfg.device_config.device_type = (
+        "cuda"  # the "GPU KV cache size" line names the CUDA device (`_kv_cache_device_name`)
+    )
+    cfg.model_config = SimpleNamespace(
+        max_model_len=max_model_len,
+        original_max_model_len=max_model_len,
+        dtype=model_dtype,
+        supports_kv_cache_grouping=False,
+        use_mla=False,
+        attention_chunk_size=attention_chunk_size,
+    )
     cfg.scheduler_config.max_num_batched_tokens = max_num_batched_tokens
     cfg.scheduler_config.async_scheduling = async_scheduling
     if attention_chunk_size is not None and not envs.VLLM_ALLOW_CHUNKED_LOCAL_ATTN_WITH_HYBRID_KV_CACHE:
@@ -181,12 +197,31 @@ def _sliding_block_size(cfg: VllmConfig, spec_kwargs: dict, window: int) -> int:
 #: kvcalc model type -> (vLLM architecture, module of vllm/model_executor/models, HF config field
 #: -> kvcalc `ModelSpec` field) for the bundled configs, whose HF fields the stand-in carries
 HYBRID_ARCHS = {
-    "qwen3_next": ("Qwen3NextForCausalLM", "qwen3_next",
-                   {f: f for f in ("linear_num_key_heads", "linear_num_value_heads", "linear_key_head_dim",
-                                   "linear_value_head_dim", "linear_conv_kernel_dim", "hidden_size")}),
-    "jamba": ("JambaForCausalLM", "jamba",
-              {"hidden_size": "hidden_size", "mamba_expand": "mamba_expand", "mamba_d_state": "mamba_d_state",
-               "mamba_d_conv": "mamba_d_conv"}),
+    "qwen3_next": (
+        "Qwen3NextForCausalLM",
+        "qwen3_next",
+        {
+            f: f
+            for f in (
+                "linear_num_key_heads",
+                "linear_num_value_heads",
+                "linear_key_head_dim",
+                "linear_value_head_dim",
+                "linear_conv_kernel_dim",
+                "hidden_size",
+            )
+        },
+    ),
+    "jamba": (
+        "JambaForCausalLM",
+        "jamba",
+        {
+            "hidden_size": "hidden_size",
+            "mamba_expand": "mamba_expand",
+            "mamba_d_state": "mamba_d_state",
+            "mamba_d_conv": "mamba_d_conv",
+        },
+    ),
     "nemotron_h": ("NemotronHForCausalLM", "nemotron_h", {}),
     "granitemoehybrid": ("GraniteMoeHybridForCausalLM", "granitemoehybrid", {}),
 }
@@ -196,20 +231,49 @@ HYBRID_ARCHS = {
 #: and ibm-granite/granite-4.0-h-tiny, as tests/load/test_hf_families_more.py holds them
 HF_CONFIGS = {
     "nemotron-h-8b": {
-        "architectures": ["NemotronHForCausalLM"], "model_type": "nemotron_h", "hidden_size": 4096,
+        "architectures": ["NemotronHForCausalLM"],
+        "model_type": "nemotron_h",
+        "hidden_size": 4096,
         "hybrid_override_pattern": "M-M-M-M*-M-M-M-M-M*-M-M-M-M-M*-M-M-M-M-M*-M-M-M-M-M-",
-        "intermediate_size": 21504, "max_position_embeddings": 8192, "num_attention_heads": 32,
-        "num_hidden_layers": 52, "num_key_value_heads": 8, "head_dim": 128, "mamba_num_heads": 128,
-        "mamba_head_dim": 64, "ssm_state_size": 128, "n_groups": 8, "conv_kernel": 4, "expand": 2,
-        "torch_dtype": "bfloat16", "vocab_size": 131072},
+        "intermediate_size": 21504,
+        "max_position_embeddings": 8192,
+        "num_attention_heads": 32,
+        "num_hidden_layers": 52,
+        "num_key_value_heads": 8,
+        "head_dim": 128,
+        "mamba_num_heads": 128,
+        "mamba_head_dim": 64,
+        "ssm_state_size": 128,
+        "n_groups": 8,
+        "conv_kernel": 4,
+        "expand": 2,
+        "torch_dtype": "bfloat16",
+        "vocab_size": 131072,
+    },
     "granite-4.0-h-tiny": {
-        "architectures": ["GraniteMoeHybridForCausalLM"], "model_type": "granitemoehybrid", "hidden_size": 1536,
-        "num_hidden_layers": 40, "num_attention_heads": 12, "num_key_value_heads": 4,
+        "architectures": ["GraniteMoeHybridForCausalLM"],
+        "model_type": "granitemoehybrid",
+        "hidden_size": 1536,
+        "num_hidden_layers": 40,
+        "num_attention_heads": 12,
+        "num_key_value_heads": 4,
         "layer_types": ["attention" if i in (5, 15, 25, 35) else "mamba" for i in range(40)],
-        "mamba_n_heads": 48, "mamba_d_head": 64, "mamba_d_state": 128, "mamba_n_groups": 1, "mamba_d_conv": 4,
-        "mamba_expand": 2, "num_local_experts": 64, "num_experts_per_tok": 6, "intermediate_size": 512,
-        "shared_intermediate_size": 1024, "max_position_embeddings": 131072, "position_embedding_type": "nope",
-        "tie_word_embeddings": True, "torch_dtype": "bfloat16", "vocab_size": 100352},
+        "mamba_n_heads": 48,
+        "mamba_d_head": 64,
+        "mamba_d_state": 128,
+        "mamba_n_groups": 1,
+        "mamba_d_conv": 4,
+        "mamba_expand": 2,
+        "num_local_experts": 64,
+        "num_experts_per_tok": 6,
+        "intermediate_size": 512,
+        "shared_intermediate_size": 1024,
+        "max_position_embeddings": 131072,
+        "position_embedding_type": "nope",
+        "tie_word_embeddings": True,
+        "torch_dtype": "bfloat16",
+        "vocab_size": 100352,
+    },
 }
 
 
@@ -254,17 +318,22 @@ def _model_class(model):
         @classmethod
         def get_mamba_state_dtype_from_config(cls, vllm_config):
             return MambaStateDtypeCalculator.gated_delta_net_state_dtype(
-                vllm_config.model_config.dtype, vllm_config.cache_config.mamba_cache_dtype)
+                vllm_config.model_config.dtype, vllm_config.cache_config.mamba_cache_dtype
+            )
 
         @classmethod
         def get_mamba_state_shape_from_config(cls, vllm_config):
             hf = vllm_config.model_config.hf_config
-            num_spec = (vllm_config.speculative_config.num_speculative_tokens
-                        if vllm_config.speculative_config else 0)
+            num_spec = vllm_config.speculative_config.num_speculative_tokens if vllm_config.speculative_config else 0
             return MambaStateShapeCalculator.gated_delta_net_state_shape(
-                vllm_config.parallel_config.tensor_parallel_size, hf.linear_num_key_heads,
-                hf.linear_num_value_heads, hf.linear_key_head_dim, hf.linear_value_head_dim,
-                hf.linear_conv_kernel_dim, num_spec)
+                vllm_config.parallel_config.tensor_parallel_size,
+                hf.linear_num_key_heads,
+                hf.linear_num_value_heads,
+                hf.linear_key_head_dim,
+                hf.linear_value_head_dim,
+                hf.linear_conv_kernel_dim,
+                num_spec,
+            )
 
     return Qwen3NextForCausalLM
 
@@ -277,8 +346,11 @@ def _hybrid_model_config(cfg: VllmConfig, model) -> None:
     from vllm.model_executor.models import ModelRegistry
 
     arch, _, fields = HYBRID_ARCHS[model.model_type]
-    hf = dict(HF_CONFIGS[model.name]) if model.name in HF_CONFIGS else {
-        hf_name: getattr(model, ours) for hf_name, ours in fields.items()}
+    hf = (
+        dict(HF_CONFIGS[model.name])
+        if model.name in HF_CONFIGS
+        else {hf_name: getattr(model, ours) for hf_name, ours in fields.items()}
+    )
     hf.setdefault("model_type", model.model_type)
     attention = next(layer for layer in model.layers if layer.kind == "full")
     mc = cfg.model_config
@@ -307,8 +379,13 @@ def _mamba_layer(cfg: VllmConfig, model, model_cls):
     platform); Mamba-1 and Mamba-2 layers declare none (`MambaBase.get_prefill_checkpoint_alignment`)."""
     from vllm.model_executor.layers.mamba.abstract import MambaBase
 
-    kind = "gdn" if model.model_type == "qwen3_next" else "mamba2" if model.mamba_n_groups is not None or \
-        model.model_type in ("nemotron_h", "granitemoehybrid") else "mamba1"
+    kind = (
+        "gdn"
+        if model.model_type == "qwen3_next"
+        else "mamba2"
+        if model.mamba_n_groups is not None or model.model_type in ("nemotron_h", "granitemoehybrid")
+        else "mamba1"
+    )
     align = None
     if kind == "gdn" and KVCALC_VERSION != "0.11" and cfg.cache_config.mamba_cache_mode == "align":
         from vllm.v1.attention.backends.gdn_attn import (
@@ -413,10 +490,14 @@ def mamba_specs(cfg: VllmConfig, model) -> dict:
     specs = {}
     for name, layer in layers.items():
         if KVCALC_VERSION == "0.11":
-            specs[name] = kvi.MambaSpec(shapes=layer.get_state_shape(), dtypes=layer.get_state_dtype(),
-                                        block_size=cfg.model_config.max_model_len,
-                                        page_size_padded=cfg.cache_config.mamba_page_size_padded,
-                                        mamba_type=layer.mamba_type, num_speculative_blocks=0)
+            specs[name] = kvi.MambaSpec(
+                shapes=layer.get_state_shape(),
+                dtypes=layer.get_state_dtype(),
+                block_size=cfg.model_config.max_model_len,
+                page_size_padded=cfg.cache_config.mamba_page_size_padded,
+                mamba_type=layer.mamba_type,
+                num_speculative_blocks=0,
+            )
             continue
         spec = MambaBase.get_kv_cache_spec(layer, cfg)
         if layer.kind == "mamba2":
@@ -428,8 +509,11 @@ def mamba_specs(cfg: VllmConfig, model) -> dict:
             )
 
             if get_mamba_prefill_checkpoint_alignment(cfg) is not None:
-                spec = replace(spec, num_prefill_checkpoint_blocks=1,
-                               prefill_checkpoint_alignment=get_mamba_prefill_checkpoint_grid(cfg))
+                spec = replace(
+                    spec,
+                    num_prefill_checkpoint_blocks=1,
+                    prefill_checkpoint_alignment=get_mamba_prefill_checkpoint_grid(cfg),
+                )
         specs[name] = spec
     return specs
 
@@ -468,13 +552,24 @@ def layer_specs(model, cfg: VllmConfig, kv_cache_dtype: str, tp: int) -> dict:
             continue
         if layer.kind == "mla":
             mla = dict(quant, max_tp_shards=1) if quant else {}  # 0.33 `MLAAttention.get_kv_cache_spec`
-            specs[name] = kvi.MLAAttentionSpec(block_size=block_size, num_kv_heads=1, head_size=layer.head_dim_k,
-                                               dtype=dtype, cache_dtype_str=kv_cache_dtype, **mla)
+            specs[name] = kvi.MLAAttentionSpec(
+                block_size=block_size,
+                num_kv_heads=1,
+                head_size=layer.head_dim_k,
+                dtype=dtype,
+                cache_dtype_str=kv_cache_dtype,
+                **mla,
+            )
             continue
         if layer.kind not in ("full", "sliding"):
             raise NotImplementedError(f"{model.name}: {layer.kind} layers are not built by the harness")
-        kwargs = dict(block_size=block_size, num_kv_heads=max(1, layer.n_kv_heads // tp), head_size=layer.head_dim_k,
-                      dtype=dtype, **quant)
+        kwargs = dict(
+            block_size=block_size,
+            num_kv_heads=max(1, layer.n_kv_heads // tp),
+            head_size=layer.head_dim_k,
+            dtype=dtype,
+            **quant,
+        )
         if layer.head_dim_v != layer.head_dim_k:
             kwargs["head_size_v"] = layer.head_dim_v
         if layer.kind == "full":
@@ -490,15 +585,36 @@ def layer_specs(model, cfg: VllmConfig, kv_cache_dtype: str, tp: int) -> dict:
 _ESTIMATED = re.compile(r"estimated maximum model length is (\d+)")
 
 
-def run_vllm(model, *, kv_memory_bytes: int, max_model_len: int, tp: int, kv_cache_dtype: str, block_size: int = 16,
-             max_num_batched_tokens: int = 8192, async_scheduling: bool = True) -> Figures:
+def run_vllm(
+    model,
+    *,
+    kv_memory_bytes: int,
+    max_model_len: int,
+    tp: int,
+    kv_cache_dtype: str,
+    block_size: int = 16,
+    max_num_batched_tokens: int = 8192,
+    async_scheduling: bool = True,
+) -> Figures:
     """vLLM's figures for one case: the engine core's KV cache initialisation with
     `kv_memory_bytes` available on every one of the `tp` ranks."""
     with _LogCapture() as log:
-        cfg = case_config(model, max_model_len=max_model_len, block_size=block_size, kv_cache_dtype=kv_cache_dtype,
-                          tp=tp, max_num_batched_tokens=max_num_batched_tokens, async_scheduling=async_scheduling)
-    config_lines = [line for line in log.lines if line.startswith(("Setting attention block", "Padding mamba",
-                                                                   "Hybrid or mamba-based model detected: disabling"))]
+        cfg = case_config(
+            model,
+            max_model_len=max_model_len,
+            block_size=block_size,
+            kv_cache_dtype=kv_cache_dtype,
+            tp=tp,
+            max_num_batched_tokens=max_num_batched_tokens,
+            async_scheduling=async_scheduling,
+        )
+    config_lines = [
+        line
+        for line in log.lines
+        if line.startswith(
+            ("Setting attention block", "Padding mamba", "Hybrid or mamba-based model detected: disabling")
+        )
+    ]
     specs = [layer_specs(model, cfg, kv_cache_dtype, tp) for _ in range(tp)]
     memory = [kv_memory_bytes] * tp
     try:
@@ -522,10 +638,16 @@ def run_vllm(model, *, kv_memory_bytes: int, max_model_len: int, tp: int, kv_cac
         assert figures == figures[:2] * tp, figures
         figures = figures[:2]
     tokens = int(re.search(r"GPU KV cache size: ([\d,]+) tokens", figures[0]).group(1).replace(",", ""))
-    return Figures(num_blocks=sched.num_blocks, tokens=tokens, concurrency=conc,
-                   lines=[*config_lines, available_memory_line(kv_memory_bytes), *figures],
-                   extra={"groups": len(sched.kv_cache_groups),
-                          "block_sizes": sorted({g.kv_cache_spec.block_size for g in sched.kv_cache_groups})})
+    return Figures(
+        num_blocks=sched.num_blocks,
+        tokens=tokens,
+        concurrency=conc,
+        lines=[*config_lines, available_memory_line(kv_memory_bytes), *figures],
+        extra={
+            "groups": len(sched.kv_cache_groups),
+            "block_sizes": sorted({g.kv_cache_spec.block_size for g in sched.kv_cache_groups}),
+        },
+    )
 
 
 def available_memory_line(kv_memory_bytes: int) -> str:
@@ -583,14 +705,30 @@ def case_config(model, *, max_model_len: int, block_size: int, kv_cache_dtype: s
     chunk = None
     if (model.model_type or "").startswith("llama4"):
         chunk = next((layer.window for layer in model.layers if layer.kind == "sliding"), None)
-    return make_vllm_config(max_model_len=max_model_len, block_size=block_size, kv_cache_dtype=kv_cache_dtype,
-                            model_dtype=TORCH_DTYPES.get(model.dtype, torch.bfloat16), tp=tp,
-                            attention_chunk_size=chunk, model=model, **kw)
+    return make_vllm_config(
+        max_model_len=max_model_len,
+        block_size=block_size,
+        kv_cache_dtype=kv_cache_dtype,
+        model_dtype=TORCH_DTYPES.get(model.dtype, torch.bfloat16),
+        tp=tp,
+        attention_chunk_size=chunk,
+        model=model,
+        **kw,
+    )
 
 
-def run_kvcalc(model, *, kv_memory_bytes: int, max_model_len: int, tp: int, kv_cache_dtype: str, block_size: int = 16,
-               max_num_batched_tokens: int = 8192, async_scheduling: bool = True,
-               attention_backend: str | None = None) -> Figures:
+def run_kvcalc(
+    model,
+    *,
+    kv_memory_bytes: int,
+    max_model_len: int,
+    tp: int,
+    kv_cache_dtype: str,
+    block_size: int = 16,
+    max_num_batched_tokens: int = 8192,
+    async_scheduling: bool = True,
+    attention_backend: str | None = None,
+) -> Figures:
     """kvcalc's vLLM profile for the same case, through `kvcalc.capacity` (as the CLI runs it)."""
     import warnings
 
@@ -598,30 +736,62 @@ def run_kvcalc(model, *, kv_memory_bytes: int, max_model_len: int, tp: int, kv_c
     from kvcalc.engines.profile import VllmOptions
     from kvcalc.errors import KvcalcError
 
-    opts = VllmOptions(version=KVCALC_VERSION, block_size=block_size, max_num_batched_tokens=max_num_batched_tokens,
-                       async_scheduling=async_scheduling, attention_backend=attention_backend,
-                       compute_capability="9.0")
+    opts = VllmOptions(
+        version=KVCALC_VERSION,
+        block_size=block_size,
+        max_num_batched_tokens=max_num_batched_tokens,
+        async_scheduling=async_scheduling,
+        attention_backend=attention_backend,
+        compute_capability="9.0",
+    )
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         try:
-            r = kvcalc.capacity(model, engine="vllm", kv_memory_bytes=kv_memory_bytes, max_model_len=max_model_len,
-                                kv_dtype=kv_cache_dtype, tp=tp, options=opts)
+            r = kvcalc.capacity(
+                model,
+                engine="vllm",
+                kv_memory_bytes=kv_memory_bytes,
+                max_model_len=max_model_len,
+                kv_dtype=kv_cache_dtype,
+                tp=tp,
+                options=opts,
+            )
         except KvcalcError as e:
             m = _ESTIMATED.search(str(e))
             return Figures(refused=str(e), estimated_max_len=int(m.group(1)) if m else None)
     refusal = next((str(w.message) for w in caught if "refuse" in str(w.message)), None)
     m = _ESTIMATED.search(refusal or "")
-    return Figures(num_blocks=r.num_gpu_blocks, tokens=r.kv_cache_tokens, concurrency=r.max_concurrency,
-                   refused=refusal, estimated_max_len=int(m.group(1)) if m else None, lines=list(r.log_lines))
+    return Figures(
+        num_blocks=r.num_gpu_blocks,
+        tokens=r.kv_cache_tokens,
+        concurrency=r.max_concurrency,
+        refused=refusal,
+        estimated_max_len=int(m.group(1)) if m else None,
+        lines=list(r.log_lines),
+    )
 
 
 # ---------------------------------------------------------------------------------------------
 # The grid and the comparison
 
 #: the models: kvcalc's bundled configs (configs/models), each from its published config.json
-MODELS = ("llama-3.1-8b", "llama-3.1-70b", "qwen3-8b", "mistral-7b-v0.1", "gemma-2-9b", "gemma-3-1b", "gemma-3-27b",
-          "gpt-oss-20b", "deepseek-v2-lite", "deepseek-v3", "qwen3-next-80b-a3b", "llama-4-scout", "jamba-1.5-mini",
-          "nemotron-h-8b", "granite-4.0-h-tiny")
+MODELS = (
+    "llama-3.1-8b",
+    "llama-3.1-70b",
+    "qwen3-8b",
+    "mistral-7b-v0.1",
+    "gemma-2-9b",
+    "gemma-3-1b",
+    "gemma-3-27b",
+    "gpt-oss-20b",
+    "deepseek-v2-lite",
+    "deepseek-v3",
+    "qwen3-next-80b-a3b",
+    "llama-4-scout",
+    "jamba-1.5-mini",
+    "nemotron-h-8b",
+    "granite-4.0-h-tiny",
+)
 GIB = 2**30
 #: per-rank KV budgets, bytes (1 B: nothing fits, the "No available memory" refusal; 6.51 GiB: gpt-oss-20b's figure in issue 10), plus per case the
 #: budget of exactly one request and one byte less (`one_request_bytes`)
@@ -670,8 +840,13 @@ def one_request_bytes(model, case: Case, **kw) -> int:
     vLLM's own functions: 0.33 `get_kv_cache_configs` checks the budget less the null block
     (`_pool_bytes_per_block_from_builder`) against `_max_memory_usage_bytes_from_groups`; 0.11
     `check_enough_kv_cache_memory` checks it against `max_memory_usage_bytes`."""
-    cfg = case_config(model, max_model_len=case.max_model_len, kv_cache_dtype=case.kv_cache_dtype, tp=case.tp,
-                      block_size=kw.get("block_size", 16))
+    cfg = case_config(
+        model,
+        max_model_len=case.max_model_len,
+        kv_cache_dtype=case.kv_cache_dtype,
+        tp=case.tp,
+        block_size=kw.get("block_size", 16),
+    )
     specs = layer_specs(model, cfg, case.kv_cache_dtype, case.tp)
     if KVCALC_VERSION == "0.11":
         return planning.max_memory_usage_bytes(cfg, specs.values())
@@ -679,8 +854,9 @@ def one_request_bytes(model, case: Case, **kw) -> int:
 
     builder = get_kv_cache_config_builder(cfg)
     groups = planning.get_global_kv_cache_groups(cfg, [specs])
-    return (planning._max_memory_usage_bytes_from_groups(builder, cfg, groups)
-            + planning._pool_bytes_per_block_from_builder(builder, cfg, groups))
+    return planning._max_memory_usage_bytes_from_groups(
+        builder, cfg, groups
+    ) + planning._pool_bytes_per_block_from_builder(builder, cfg, groups)
 
 
 def _options(model) -> dict:
@@ -719,9 +895,14 @@ def compare(case: Case) -> Outcome:
     model = load(case.model)
     opts = _options(model)
     try:
-        specs_ok = layer_specs(model, case_config(model, max_model_len=case.max_model_len, block_size=16,
-                                                  kv_cache_dtype=case.kv_cache_dtype, tp=case.tp),
-                               case.kv_cache_dtype, case.tp)
+        specs_ok = layer_specs(
+            model,
+            case_config(
+                model, max_model_len=case.max_model_len, block_size=16, kv_cache_dtype=case.kv_cache_dtype, tp=case.tp
+            ),
+            case.kv_cache_dtype,
+            case.tp,
+        )
     except NotImplementedError as e:
         specs_ok, why = None, str(e)
     mem = case.kv_memory_bytes
@@ -731,12 +912,25 @@ def compare(case: Case) -> Outcome:
         else:
             mem = one_request_bytes(model, case, **opts) - (1 if mem == "one-1" else 0)
     backend = MLA_BACKEND if opts else None
-    k = run_kvcalc(model, kv_memory_bytes=mem, max_model_len=case.max_model_len, tp=case.tp,
-                   kv_cache_dtype=case.kv_cache_dtype, attention_backend=backend, **opts)
+    k = run_kvcalc(
+        model,
+        kv_memory_bytes=mem,
+        max_model_len=case.max_model_len,
+        tp=case.tp,
+        kv_cache_dtype=case.kv_cache_dtype,
+        attention_backend=backend,
+        **opts,
+    )
     if specs_ok is None:
         return Outcome(case, "refused", kvcalc=k, reason=f"{why}; kvcalc: {k.refused}")
-    v = run_vllm(model, kv_memory_bytes=mem, max_model_len=case.max_model_len, tp=case.tp,
-                 kv_cache_dtype=case.kv_cache_dtype, **opts)
+    v = run_vllm(
+        model,
+        kv_memory_bytes=mem,
+        max_model_len=case.max_model_len,
+        tp=case.tp,
+        kv_cache_dtype=case.kv_cache_dtype,
+        **opts,
+    )
     if k.refused and k.num_blocks is None and v.refused is None:
         return Outcome(case, "refused", vllm=v, kvcalc=k, reason=k.refused)
     differs = []
@@ -776,8 +970,10 @@ def main() -> None:
         elif o.status == "refused":
             print(f"REFUSED  {o.case.id}: {o.reason[:200]}")
     figures_only = sum(o.status == "match" or (o.status == "mismatch" and o.differs == ("message",)) for o in outcomes)
-    print(f"vLLM {VLLM_VERSION}: {len(outcomes)} cases, {dict(counts)} in {time.time() - start:.0f} s; "
-          f"{figures_only} match in every figure (the refusal text aside)")
+    print(
+        f"vLLM {VLLM_VERSION}: {len(outcomes)} cases, {dict(counts)} in {time.time() - start:.0f} s; "
+        f"{figures_only} match in every figure (the refusal text aside)"
+    )
     for (model, differs), n in sorted(kinds.items()):
         print(f"  {model}: {', '.join(differs)} x {n}")
 

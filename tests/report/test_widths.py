@@ -55,99 +55,267 @@ def gib2(v: int) -> str:
     return f"{v / 2**30:,.2f}"
 
 
-ESTIMATE_SKIP = frozenset({
-    "queries_per_kv_head",  # shown as "(group 8)": a small int, present anyway, listed for clarity
-})
+ESTIMATE_SKIP = frozenset(
+    {
+        "queries_per_kv_head",  # shown as "(group 8)": a small int, present anyway, listed for clarity
+    }
+)
 SERVING_SHOW: dict[str, Callable[[Any], str | list[str]]] = {
     "gpu_memory_bytes": lambda v: f"{v / 2**30:,.2f}",  # "= 0.9 x 79.65 GiB"
 }
-SERVING_SKIP = frozenset({
-    "n_gpus_used",  # the layout line shows tp x pp x dp
-    "gpu_count",    # in the title "On 2 x ..."
-})
+SERVING_SKIP = frozenset(
+    {
+        "n_gpus_used",  # the layout line shows tp x pp x dp
+        "gpu_count",  # in the title "On 2 x ..."
+    }
+)
 
 PLAN_GPUS = "h100-sxm,h200,b200,mi300x,a100-80gb-sxm,l40s"  # pinned, as in tests/calc/test_plan.py
 PLAN_SHOW: dict[str, Callable[[Any], str | list[str]]] = {
-    "memory_bytes_per_gpu": gib1, "budget_bytes_per_gpu": gib1,  # "97.9/ 161.2"
-    "count": lambda v: f"{v}x",                                   # "4x b200 tp4"
+    "memory_bytes_per_gpu": gib1,
+    "budget_bytes_per_gpu": gib1,  # "97.9/ 161.2"
+    "count": lambda v: f"{v}x",  # "4x b200 tp4"
     "tp": lambda v: f"tp{v}",
-    "pp": lambda v: [f"pp{v}"] if v > 1 else [],                  # pp1 and dp1 are not written
+    "pp": lambda v: [f"pp{v}"] if v > 1 else [],  # pp1 and dp1 are not written
     "dp": lambda v: [f"dp{v}"] if v > 1 else [],
-    "nodes": lambda v: [str(v)] if v > 1 else [],                 # ", 2 nodes" (may wrap before "nodes")
-    "tpot_ms": lambda v: f"{v:,.1f}", "tokens_per_s": lambda v: f"{v:,.0f}", "ttft_s": lambda v: f"{v:,.2f}",
-    "dollars_per_hour": lambda v: f"{v:,.2f}", "dollars_per_million_tokens": lambda v: f"{v:,.2f}",
-    "max_tpot_ms": lambda v: f"{v:g}",                            # the title: "TPOT ≤ 50 ms"
+    "nodes": lambda v: [str(v)] if v > 1 else [],  # ", 2 nodes" (may wrap before "nodes")
+    "tpot_ms": lambda v: f"{v:,.1f}",
+    "tokens_per_s": lambda v: f"{v:,.0f}",
+    "ttft_s": lambda v: f"{v:,.2f}",
+    "dollars_per_hour": lambda v: f"{v:,.2f}",
+    "dollars_per_million_tokens": lambda v: f"{v:,.2f}",
+    "max_tpot_ms": lambda v: f"{v:g}",  # the title: "TPOT ≤ 50 ms"
 }
-PLAN_SKIP = frozenset({
-    "weights_bytes_per_gpu", "kv_cache_bytes_per_gpu", "headroom_bytes",  # JSON detail: the table shows used/budget
-    "price_per_gpu_hour",  # the table shows the layout's $/hour
-    "max_gpus",            # printed only when nothing fits ("within 32 GPUs")
-})
-PLAN = ["plan", "llama-3.1-70b", "-s", "32k", "--concurrency", "64", "--max-tpot-ms", "50", "--gpu", PLAN_GPUS, "--top", "5"]
+PLAN_SKIP = frozenset(
+    {
+        "weights_bytes_per_gpu",
+        "kv_cache_bytes_per_gpu",
+        "headroom_bytes",  # JSON detail: the table shows used/budget
+        "price_per_gpu_hour",  # the table shows the layout's $/hour
+        "max_gpus",  # printed only when nothing fits ("within 32 GPUs")
+    }
+)
+PLAN = [
+    "plan",
+    "llama-3.1-70b",
+    "-s",
+    "32k",
+    "--concurrency",
+    "64",
+    "--max-tpot-ms",
+    "50",
+    "--gpu",
+    PLAN_GPUS,
+    "--top",
+    "5",
+]
 
 COMMANDS = [
     Command("estimate", ["estimate", "llama-3.1-70b", "--seq-len", "8192", "--kv-dtype", "fp16"], skip=ESTIMATE_SKIP),
     Command("estimate-window", ["estimate", "gemma-3-27b", "--seq-len", "128k"], skip=ESTIMATE_SKIP),
     Command("estimate-tp", ["estimate", "deepseek-v3", "--seq-len", "32k", "--tp", "8"], skip=ESTIMATE_SKIP),
-    Command("estimate-gpu", ["estimate", "llama-3.1-70b", "-s", "32k", "--batch", "12", "--kv-dtype", "fp8", "--gpu",
-                             "h100-sxm", "--count", "2", "--weight-dtype", "fp8"],
-            show=SERVING_SHOW, skip=ESTIMATE_SKIP | SERVING_SKIP),
-    Command("estimate-gpu-engine", ["estimate", "llama-3.1-70b", "-s", "32k", "--batch", "12", "--kv-dtype", "fp8", "--gpu",
-                                    "h100-sxm", "--count", "2", "--weight-dtype", "fp8", "--engine", "vllm"],
-            show=SERVING_SHOW, skip=ESTIMATE_SKIP | SERVING_SKIP),
-    Command("estimate-engine", ["estimate", "llama-3.1-8b", "-s", "32k", "--batch", "4", "--engine", "llamacpp"],
-            skip=ESTIMATE_SKIP),
-    Command("compare", ["compare", "llama-3.1-70b"],
-            show={"kv_cache_bytes": lambda v: [f"{v:,} B", f"({v / 2**30:,.2f} GiB)"]}),
-    Command("models", ["models"], show={"n_heads": str, "n_kv_heads": str},
-            skip=frozenset({"n_layers"})),  # shown per kind in the layers column: "21 sliding + 21 full"
-    Command("gpus", ["gpus"],
-            show={"memory_bytes": lambda v: [gib1(v), f"{v / 1e9:,.1f}"],
-                  "hbm_bytes_per_s": lambda v: f"{v / 1e12:,.2f}",
-                  "bf16_flops_per_s": lambda v: f"{v / 1e12:,.0f}",
-                  "fp8_flops_per_s": lambda v: f"{v / 1e12:,.0f}",
-                  "fp4_flops_per_s": lambda v: f"{v / 1e12:,.0f}",
-                  "interconnect_bytes_per_s": lambda v: f"{v / 1e9:,.0f}"},
-            skip=frozenset({"l2_bytes"})),  # the L2 size is a field of the row, not a column
-    Command("sweep", ["sweep", "llama-3.1-70b", "--seq-len", "1k,8k,32k,128k", "--batch", "1,8,32"],
-            show={k: gib2 for k in ("weights_bytes_per_gpu", "kv_cache_bytes_per_gpu", "memory_bytes_per_gpu")},
-            skip=frozenset({"state_bytes_per_gpu",  # 0 for a model without SSM layers
-                            "max_batch"})),  # a --gpu column; without --gpu it is null anyway
-    Command("sweep-gpu", ["sweep", "llama-3.1-70b", "--gpu", "h200", "--count", "2", "--seq-len", "1k,8k,32k,128k",
-                          "--batch", "1,8,32"],
-            show={**{k: gib2 for k in ("weights_bytes_per_gpu", "kv_cache_bytes_per_gpu", "memory_bytes_per_gpu",
-                                       "budget_bytes_per_gpu")},
-                  "tpot_s": lambda v: f"{v * 1e3:,.2f}", "tokens_per_s": lambda v: f"{v:,.0f}"},
-            skip=frozenset({"state_bytes_per_gpu", "max_batch"})),  # not columns of the grid
-    Command("check", ["check", "configs/deployments/"],
-            show={"memory_bytes_per_gpu": gib1, "budget_bytes_per_gpu": gib1,
-                  "tpot_ms": lambda v: f"{v:,.1f}", "tokens_per_s": lambda v: f"{v:,.0f}",
-                  "max_tpot_ms": lambda v: f"(≤{v:g})", "min_tokens_per_s": lambda v: f"(≥{v:g})"},
-            skip=frozenset({"weights_bytes_per_gpu", "kv_cache_bytes_per_gpu",  # JSON detail; the table
-                            "exit_code", "pp", "dp",                             # shows used / budget
-                            "n_params", "headroom_bytes"})),
-    Command("check-failing", ["check", "tests/data/deployments/misses-target.yaml",
-                              "tests/data/deployments/does-not-fit.yaml"],
-            show={"memory_bytes_per_gpu": gib1, "budget_bytes_per_gpu": gib1,
-                  "tpot_ms": lambda v: f"{v:,.1f}", "tokens_per_s": lambda v: f"{v:,.0f}",
-                  "max_tpot_ms": lambda v: f"(≤{v:g})", "min_tokens_per_s": lambda v: f"(≥{v:g})"},
-            skip=frozenset({"weights_bytes_per_gpu", "kv_cache_bytes_per_gpu", "exit_code", "pp", "dp",
-                            "n_params", "headroom_bytes"}),
-            exit_code=1),
-    Command("capacity-vllm", ["capacity", "tests/data/engine-configs/qwen3-14b.yaml", "--engine", "vllm",
-                              "--kv-memory", "6.51GiB", "--max-model-len", "32768"]),
+    Command(
+        "estimate-gpu",
+        [
+            "estimate",
+            "llama-3.1-70b",
+            "-s",
+            "32k",
+            "--batch",
+            "12",
+            "--kv-dtype",
+            "fp8",
+            "--gpu",
+            "h100-sxm",
+            "--count",
+            "2",
+            "--weight-dtype",
+            "fp8",
+        ],
+        show=SERVING_SHOW,
+        skip=ESTIMATE_SKIP | SERVING_SKIP,
+    ),
+    Command(
+        "estimate-gpu-engine",
+        [
+            "estimate",
+            "llama-3.1-70b",
+            "-s",
+            "32k",
+            "--batch",
+            "12",
+            "--kv-dtype",
+            "fp8",
+            "--gpu",
+            "h100-sxm",
+            "--count",
+            "2",
+            "--weight-dtype",
+            "fp8",
+            "--engine",
+            "vllm",
+        ],
+        show=SERVING_SHOW,
+        skip=ESTIMATE_SKIP | SERVING_SKIP,
+    ),
+    Command(
+        "estimate-engine",
+        ["estimate", "llama-3.1-8b", "-s", "32k", "--batch", "4", "--engine", "llamacpp"],
+        skip=ESTIMATE_SKIP,
+    ),
+    Command(
+        "compare",
+        ["compare", "llama-3.1-70b"],
+        show={"kv_cache_bytes": lambda v: [f"{v:,} B", f"({v / 2**30:,.2f} GiB)"]},
+    ),
+    Command(
+        "models", ["models"], show={"n_heads": str, "n_kv_heads": str}, skip=frozenset({"n_layers"})
+    ),  # shown per kind in the layers column: "21 sliding + 21 full"
+    Command(
+        "gpus",
+        ["gpus"],
+        show={
+            "memory_bytes": lambda v: [gib1(v), f"{v / 1e9:,.1f}"],
+            "hbm_bytes_per_s": lambda v: f"{v / 1e12:,.2f}",
+            "bf16_flops_per_s": lambda v: f"{v / 1e12:,.0f}",
+            "fp8_flops_per_s": lambda v: f"{v / 1e12:,.0f}",
+            "fp4_flops_per_s": lambda v: f"{v / 1e12:,.0f}",
+            "interconnect_bytes_per_s": lambda v: f"{v / 1e9:,.0f}",
+        },
+        skip=frozenset({"l2_bytes"}),
+    ),  # the L2 size is a field of the row, not a column
+    Command(
+        "sweep",
+        ["sweep", "llama-3.1-70b", "--seq-len", "1k,8k,32k,128k", "--batch", "1,8,32"],
+        show={k: gib2 for k in ("weights_bytes_per_gpu", "kv_cache_bytes_per_gpu", "memory_bytes_per_gpu")},
+        skip=frozenset(
+            {
+                "state_bytes_per_gpu",  # 0 for a model without SSM layers
+                "max_batch",
+            }
+        ),
+    ),  # a --gpu column; without --gpu it is null anyway
+    Command(
+        "sweep-gpu",
+        ["sweep", "llama-3.1-70b", "--gpu", "h200", "--count", "2", "--seq-len", "1k,8k,32k,128k", "--batch", "1,8,32"],
+        show={
+            **{
+                k: gib2
+                for k in (
+                    "weights_bytes_per_gpu",
+                    "kv_cache_bytes_per_gpu",
+                    "memory_bytes_per_gpu",
+                    "budget_bytes_per_gpu",
+                )
+            },
+            "tpot_s": lambda v: f"{v * 1e3:,.2f}",
+            "tokens_per_s": lambda v: f"{v:,.0f}",
+        },
+        skip=frozenset({"state_bytes_per_gpu", "max_batch"}),
+    ),  # not columns of the grid
+    Command(
+        "check",
+        ["check", "configs/deployments/"],
+        show={
+            "memory_bytes_per_gpu": gib1,
+            "budget_bytes_per_gpu": gib1,
+            "tpot_ms": lambda v: f"{v:,.1f}",
+            "tokens_per_s": lambda v: f"{v:,.0f}",
+            "max_tpot_ms": lambda v: f"(≤{v:g})",
+            "min_tokens_per_s": lambda v: f"(≥{v:g})",
+        },
+        skip=frozenset(
+            {
+                "weights_bytes_per_gpu",
+                "kv_cache_bytes_per_gpu",  # JSON detail; the table
+                "exit_code",
+                "pp",
+                "dp",  # shows used / budget
+                "n_params",
+                "headroom_bytes",
+            }
+        ),
+    ),
+    Command(
+        "check-failing",
+        ["check", "tests/data/deployments/misses-target.yaml", "tests/data/deployments/does-not-fit.yaml"],
+        show={
+            "memory_bytes_per_gpu": gib1,
+            "budget_bytes_per_gpu": gib1,
+            "tpot_ms": lambda v: f"{v:,.1f}",
+            "tokens_per_s": lambda v: f"{v:,.0f}",
+            "max_tpot_ms": lambda v: f"(≤{v:g})",
+            "min_tokens_per_s": lambda v: f"(≥{v:g})",
+        },
+        skip=frozenset(
+            {"weights_bytes_per_gpu", "kv_cache_bytes_per_gpu", "exit_code", "pp", "dp", "n_params", "headroom_bytes"}
+        ),
+        exit_code=1,
+    ),
+    Command(
+        "capacity-vllm",
+        [
+            "capacity",
+            "tests/data/engine-configs/qwen3-14b.yaml",
+            "--engine",
+            "vllm",
+            "--kv-memory",
+            "6.51GiB",
+            "--max-model-len",
+            "32768",
+        ],
+    ),
     Command("capacity-sglang", ["capacity", "qwen3-4b", "--engine", "sglang", "--kv-memory", "10GiB"]),
-    Command("capacity-llamacpp", ["capacity", "tests/data/engine-configs/qwen2.5-coder-32b.yaml", "--engine",
-                                  "llamacpp", "--ctx-size", "32768", "--kv-dtype", "q8_0", "--tensor-split", "10,6"]),
+    Command(
+        "capacity-llamacpp",
+        [
+            "capacity",
+            "tests/data/engine-configs/qwen2.5-coder-32b.yaml",
+            "--engine",
+            "llamacpp",
+            "--ctx-size",
+            "32768",
+            "--kv-dtype",
+            "q8_0",
+            "--tensor-split",
+            "10,6",
+        ],
+    ),
     Command("plan", PLAN, show=PLAN_SHOW, skip=PLAN_SKIP),
     Command("plan-prices", [*PLAN, "--prices", "docs/example-prices.yaml"], show=PLAN_SHOW, skip=PLAN_SKIP),
-    Command("plan-nodes", ["plan", "deepseek-v3", "-s", "32k", "--concurrency", "16", "--max-tpot-ms", "100", "--gpu", "h100-sxm",
-                           "--engine", "sglang", "--top", "3"], show=PLAN_SHOW, skip=PLAN_SKIP),
-    Command("measure", ["measure", "tests/data/tiny-gqa.yaml", "--device", "cpu", "--seq-len", "64", "--steps", "3"],
-            show={"probe_bytes": gib2},  # "(sum over 0.25 GiB)"
-            skip=frozenset({"rss_delta_bytes",   # measured: differs between the text and the JSON run
-                            "layer_indices"}),  # which layers ran: the table says "2 of 2 measured"
-            needs_torch=True),
+    Command(
+        "plan-nodes",
+        [
+            "plan",
+            "deepseek-v3",
+            "-s",
+            "32k",
+            "--concurrency",
+            "16",
+            "--max-tpot-ms",
+            "100",
+            "--gpu",
+            "h100-sxm",
+            "--engine",
+            "sglang",
+            "--top",
+            "3",
+        ],
+        show=PLAN_SHOW,
+        skip=PLAN_SKIP,
+    ),
+    Command(
+        "measure",
+        ["measure", "tests/data/tiny-gqa.yaml", "--device", "cpu", "--seq-len", "64", "--steps", "3"],
+        show={"probe_bytes": gib2},  # "(sum over 0.25 GiB)"
+        skip=frozenset(
+            {
+                "rss_delta_bytes",  # measured: differs between the text and the JSON run
+                "layer_indices",
+            }
+        ),  # which layers ran: the table says "2 of 2 measured"
+        needs_torch=True,
+    ),
 ]
 
 
@@ -227,11 +395,12 @@ def test_a_cut_number_is_caught() -> None:
     # the check itself: a figure split over two lines, or only a prefix of it, does not pass
     assert whole_on_a_line("│ 1,024,000 │", "1,024,000")
     assert not whole_on_a_line("│ 1,024,00 │\n│ 0        │", "1,024,000")
-    assert not whole_on_a_line("│ 1,024,000 │", "1,024")      # a prefix of a longer figure
+    assert not whole_on_a_line("│ 1,024,000 │", "1,024")  # a prefix of a longer figure
     assert not whole_on_a_line("│ 32,76 │\n│ 8 x │", "32,768")
 
 
 # ----- the layouts, pinned at a given width --------------------------------------------------
+
 
 def render(renderable: Any, width: int) -> list[str]:
     from rich.console import Console
@@ -245,18 +414,19 @@ def test_grid_keeps_its_natural_look_when_it_fits() -> None:
     from kvcalc.report.layout import Col, grid
 
     lines = render(grid([Col("name", kind="id", justify="left"), Col("tokens")], [["a", "1,024,000"]], width=60), 60)
-    assert lines == ["┏━━━━━━┳━━━━━━━━━━━┓",
-                     "┃ name ┃    tokens ┃",
-                     "┡━━━━━━╇━━━━━━━━━━━┩",
-                     "│ a    │ 1,024,000 │",
-                     "└──────┴───────────┘"]
+    assert lines == [
+        "┏━━━━━━┳━━━━━━━━━━━┓",
+        "┃ name ┃    tokens ┃",
+        "┡━━━━━━╇━━━━━━━━━━━┩",
+        "│ a    │ 1,024,000 │",
+        "└──────┴───────────┘",
+    ]
 
 
 def test_grid_narrows_abbreviates_then_splits() -> None:
     from kvcalc.report.layout import Col, grid
 
-    cols = [Col("key", kind="id", justify="left"), Col("first figure", short="f1"),
-            Col("second figure", short="f2")]
+    cols = [Col("key", kind="id", justify="left"), Col("first figure", short="f1"), Col("second figure", short="f2")]
     rows = [["k", "123,456,789", "987,654,321"]]
     # natural: 3 + 12 + 13 content + 3 x 3 + 1 rules and padding = 38 columns
     assert render(grid(cols, rows, width=38), 38)[1] == "┃ key ┃ first figure ┃ second figure ┃"
@@ -268,7 +438,8 @@ def test_grid_narrows_abbreviates_then_splits() -> None:
         "┃ key ┃ first figure ┃      figure ┃",
         "┡━━━━━╇━━━━━━━━━━━━━━╇━━━━━━━━━━━━━┩",
         "│ k   │  123,456,789 │ 987,654,321 │",
-        "└─────┴──────────────┴─────────────┘"]
+        "└─────┴──────────────┴─────────────┘",
+    ]
     # at 30 even the abbreviated headers need 35: two tables, each led by the key column
     assert render(grid(cols, rows, width=30), 30) == [
         "┏━━━━━┳━━━━━━━━━━━━━━┓",
@@ -280,14 +451,18 @@ def test_grid_narrows_abbreviates_then_splits() -> None:
         "┃ key ┃ second figure ┃",
         "┡━━━━━╇━━━━━━━━━━━━━━━┩",
         "│ k   │   987,654,321 │",
-        "└─────┴───────────────┘"]
+        "└─────┴───────────────┘",
+    ]
 
 
 def test_grid_short_headers_and_legend_columns() -> None:
     from kvcalc.report.layout import Col, grid
 
-    cols = [Col("key", kind="id", justify="left"), Col("memory GiB", short="GiB"),
-            Col("name", kind="text", justify="left", legend=True)]
+    cols = [
+        Col("key", kind="id", justify="left"),
+        Col("memory GiB", short="GiB"),
+        Col("name", kind="text", justify="left", legend=True),
+    ]
     rows = [["h200", "140.4", "NVIDIA H200 SXM 141GB"]]
     # full headers: 4 + 6 ("memory") + 6 ("NVIDIA") + 10 = 26 > 24; short: 4 + 5 + 6 + 10 = 25 > 24;
     # the name column moved below the table: 4 + 5 + 7 = 16 <= 24, its lines wrapped at 24
@@ -299,7 +474,8 @@ def test_grid_short_headers_and_legend_columns() -> None:
         "└──────┴───────┘",
         "GiB: memory GiB",
         "h200: NVIDIA H200 SXM",
-        "141GB"]
+        "141GB",
+    ]
 
 
 def test_two_part_cells_join_when_the_column_allows() -> None:

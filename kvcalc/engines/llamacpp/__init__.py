@@ -49,14 +49,45 @@ from kvcalc.formats import StorageFormat
 from kvcalc.results import EngineResult
 from kvcalc.schema import ModelSpec
 
-__all__ = ["CURRENT_VERSION", "Context", "DEFAULT_N_BATCH", "DEFAULT_N_UBATCH", "DEFAULT_TOOL", "FLASH_ATTN",
-           "GGML_NAMES", "LlamacppOptions", "MLA_CACHES", "N_CTX_PAD", "QUANTIZED", "SWA_FULL_REF", "TOOLS",
-           "VERSION", "VERSIONS", "VERSION_MODULES", "allocate", "capacity", "check_tensor_split", "check_version",
-           "default_kv_dtype", "device_of_layers", "expanded_mla_layer", "f32", "ggml_name", "largest_ctx_size",
-           "layer_k_v_bytes_per_cell", "mib_f32", "n_ctx_train", "pad", "recurrent_r_s_values", "rules"]
+__all__ = [
+    "CURRENT_VERSION",
+    "Context",
+    "DEFAULT_N_BATCH",
+    "DEFAULT_N_UBATCH",
+    "DEFAULT_TOOL",
+    "FLASH_ATTN",
+    "GGML_NAMES",
+    "LlamacppOptions",
+    "MLA_CACHES",
+    "N_CTX_PAD",
+    "QUANTIZED",
+    "SWA_FULL_REF",
+    "TOOLS",
+    "VERSION",
+    "VERSIONS",
+    "VERSION_MODULES",
+    "allocate",
+    "capacity",
+    "check_tensor_split",
+    "check_version",
+    "default_kv_dtype",
+    "device_of_layers",
+    "expanded_mla_layer",
+    "f32",
+    "ggml_name",
+    "largest_ctx_size",
+    "layer_k_v_bytes_per_cell",
+    "mib_f32",
+    "n_ctx_train",
+    "pad",
+    "recurrent_r_s_values",
+    "rules",
+]
 
-VERSION = (f"llama.cpp {CURRENT_COMMIT} (Oct 2026, as llama-cpp-python 0.3.36 vendors it; b7000+ rules; current) "
-           "and the 2024-spring 2025 'KV self size' era (legacy)")
+VERSION = (
+    f"llama.cpp {CURRENT_COMMIT} (Oct 2026, as llama-cpp-python 0.3.36 vendors it; b7000+ rules; current) "
+    "and the 2024-spring 2025 'KV self size' era (legacy)"
+)
 
 
 def _rules(o: LlamacppOptions):
@@ -67,9 +98,17 @@ def _rules(o: LlamacppOptions):
     return rules(o.version)
 
 
-def allocate(model: ModelSpec, n_ctx: int, k: StorageFormat, v: StorageFormat, *, max_model_len: int | None = None,
-             concurrency: int | None = None, kv_memory_bytes: int | None = None,
-             options: LlamacppOptions | None = None) -> EngineResult:
+def allocate(
+    model: ModelSpec,
+    n_ctx: int,
+    k: StorageFormat,
+    v: StorageFormat,
+    *,
+    max_model_len: int | None = None,
+    concurrency: int | None = None,
+    kv_memory_bytes: int | None = None,
+    options: LlamacppOptions | None = None,
+) -> EngineResult:
     """What llama.cpp allocates for `--ctx-size n_ctx` (0: the model's training context; ollama:
     n_ctx per sequence), with the lines it logs; `options` (None: `LlamacppOptions()`) pick the
     version and the flags (`options.n_ctx` is not read here). `parallel`, `unified`, `swa_full`
@@ -79,23 +118,45 @@ def allocate(model: ModelSpec, n_ctx: int, k: StorageFormat, v: StorageFormat, *
     types llama.cpp lacks and combinations it refuses (`check_refusals`), with the option's field
     (`n_ctx`, `parallel`, `n_gpu_layers`, `k_dtype`, `v_dtype`, ...)."""
     o = options or LlamacppOptions()
-    return _rules(o).allocate(model, n_ctx, k, v, options=o, max_model_len=max_model_len, concurrency=concurrency,
-                              kv_memory_bytes=kv_memory_bytes)
+    return _rules(o).allocate(
+        model,
+        n_ctx,
+        k,
+        v,
+        options=o,
+        max_model_len=max_model_len,
+        concurrency=concurrency,
+        kv_memory_bytes=kv_memory_bytes,
+    )
 
 
-def largest_ctx_size(model: ModelSpec, kv_memory_bytes: int, k: StorageFormat, v: StorageFormat, *,
-                     options: LlamacppOptions | None = None) -> int:
+def largest_ctx_size(
+    model: ModelSpec,
+    kv_memory_bytes: int,
+    k: StorageFormat,
+    v: StorageFormat,
+    *,
+    options: LlamacppOptions | None = None,
+) -> int:
     """The largest `--ctx-size` (a multiple of 256, ollama: per sequence) whose cache and
     recurrent state fit in `kv_memory_bytes` (summed over devices); 0 when not even 256 cells fit."""
     o = options or LlamacppOptions()
     return _rules(o).largest_ctx_size(model, kv_memory_bytes, k, v, options=o)
 
 
-def capacity(model: ModelSpec, kv_memory_bytes: int, k: StorageFormat, v: StorageFormat, *,
-             max_model_len: int | None = None, concurrency: int | None = None,
-             options: LlamacppOptions | None = None) -> EngineResult:
+def capacity(
+    model: ModelSpec,
+    kv_memory_bytes: int,
+    k: StorageFormat,
+    v: StorageFormat,
+    *,
+    max_model_len: int | None = None,
+    concurrency: int | None = None,
+    options: LlamacppOptions | None = None,
+) -> EngineResult:
     """The largest `--ctx-size` (`largest_ctx_size`) and what llama.cpp allocates for it.
     Raises `KvcalcError` when not even 256 cells fit."""
     o = options or LlamacppOptions()
-    return _rules(o).capacity(model, kv_memory_bytes, k, v, options=o, max_model_len=max_model_len,
-                              concurrency=concurrency)
+    return _rules(o).capacity(
+        model, kv_memory_bytes, k, v, options=o, max_model_len=max_model_len, concurrency=concurrency
+    )

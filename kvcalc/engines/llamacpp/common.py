@@ -55,9 +55,17 @@ RECURRENT_BYTES = 4
 QUANTIZED = ("q8_0", "q4_0", "q4_1", "q5_0", "q5_1", "iq4_nl")
 
 #: kvcalc format name -> ggml type name (ggml.c type_traits), the KV types llama.cpp accepts.
-GGML_NAMES: dict[str, str] = {"fp32": "f32", "fp16": "f16", "bf16": "bf16", "q8_0": "q8_0",
-                              "q4_0": "q4_0", "q4_1": "q4_1", "q5_0": "q5_0", "q5_1": "q5_1",
-                              "iq4_nl": "iq4_nl"}
+GGML_NAMES: dict[str, str] = {
+    "fp32": "f32",
+    "fp16": "f16",
+    "bf16": "bf16",
+    "q8_0": "q8_0",
+    "q4_0": "q4_0",
+    "q4_1": "q4_1",
+    "q5_0": "q5_0",
+    "q5_1": "q5_1",
+    "iq4_nl": "iq4_nl",
+}
 
 
 def default_kv_dtype(model: ModelSpec) -> tuple[str, str]:
@@ -85,8 +93,12 @@ def ggml_name(f: StorageFormat, *, field: str = "k_dtype") -> str:
     """The ggml type name of a KV format; raises `KvcalcError` (field `field`: `k_dtype` or
     `v_dtype`) for one llama.cpp lacks."""
     if f.name not in GGML_NAMES:
-        raise KvcalcError(f"llama.cpp has no '{f.name}' KV cache type; use one of {', '.join(GGML_NAMES.values())}",
-                          field=field, value=f.name, form=MESSAGE)
+        raise KvcalcError(
+            f"llama.cpp has no '{f.name}' KV cache type; use one of {', '.join(GGML_NAMES.values())}",
+            field=field,
+            value=f.name,
+            form=MESSAGE,
+        )
     return GGML_NAMES[f.name]
 
 
@@ -101,8 +113,10 @@ def layer_k_v_bytes_per_cell(layer: LayerSpec, k: StorageFormat, v: StorageForma
         return 0, 0
     if layer.kind == "mla":
         return k.bytes_for(layer.head_dim_k, what="latent", field="k_dtype"), 0
-    return (k.bytes_for(layer.n_kv_heads * layer.head_dim_k, what="K row", field="k_dtype"),
-            v.bytes_for(layer.n_kv_heads * layer.head_dim_v, what="V row", field="v_dtype"))
+    return (
+        k.bytes_for(layer.n_kv_heads * layer.head_dim_k, what="K row", field="k_dtype"),
+        v.bytes_for(layer.n_kv_heads * layer.head_dim_v, what="V row", field="v_dtype"),
+    )
 
 
 def expanded_mla_layer(model: ModelSpec) -> LayerSpec:
@@ -114,12 +128,18 @@ def expanded_mla_layer(model: ModelSpec) -> LayerSpec:
     nope, rope, dv = model.qk_nope_head_dim, model.qk_rope_head_dim, model.v_head_dim
     missing = [f for f, v in (("qk_nope_head_dim", nope), ("v_head_dim", dv)) if v is None]
     if missing or nope is None or dv is None:
-        raise KvcalcError(f"{model.name}: the expanded MLA cache (llama.cpp before April 2025, or a GGUF without "
-                          f"key_length_mla) needs {' and '.join(missing)} in the config", field=missing[0],
-                          form=MESSAGE)
+        raise KvcalcError(
+            f"{model.name}: the expanded MLA cache (llama.cpp before April 2025, or a GGUF without "
+            f"key_length_mla) needs {' and '.join(missing)} in the config",
+            field=missing[0],
+            form=MESSAGE,
+        )
     if rope is None:  # ModelSpec refuses attention: mla without qk_rope_head_dim
-        raise KvcalcError(f"{model.name}: the expanded MLA cache needs qk_rope_head_dim in the config",
-                          field="qk_rope_head_dim", form=MESSAGE)
+        raise KvcalcError(
+            f"{model.name}: the expanded MLA cache needs qk_rope_head_dim in the config",
+            field="qk_rope_head_dim",
+            form=MESSAGE,
+        )
     return LayerSpec(kind="full", n_kv_heads=model.n_heads, head_dim_k=nope + rope, head_dim_v=dv)
 
 
@@ -154,8 +174,9 @@ def recurrent_r_s_values(model: ModelSpec, layer: LayerSpec) -> tuple[int, int]:
     return (d_conv - 1) * (d_inner + 2 * n_group * d_state), d_state * d_inner
 
 
-def device_of_layers(n_layer: int, n_gpu_layers: int | None, splits: list[float] | None,
-                     n_devices: int = 1) -> list[int]:
+def device_of_layers(
+    n_layer: int, n_gpu_layers: int | None, splits: list[float] | None, n_devices: int = 1
+) -> list[int]:
     """Device index of each layer (-1 = CPU), as `llama_model::load_tensors` assigns them.
 
     i_gpu_start = max(n_layer - ngl, 0); act = min(ngl, n_layer + 1); layer il >= i_gpu_start goes
@@ -186,10 +207,21 @@ def device_name(d: int) -> str:
     return "CPU" if d < 0 else f"CUDA{d}"
 
 
-def cache_lines(prefix: str, cells: int, n_stream: int, n_seq_max: int, layers: list[int],
-                per_cell: list[tuple[int, int]], dev: list[int], tk: str, tv: str,
-                buffers: dict[str, tuple[int, int]], *, cpu_last: bool = False,
-                size_line: bool = True) -> tuple[list[str], int, int]:
+def cache_lines(
+    prefix: str,
+    cells: int,
+    n_stream: int,
+    n_seq_max: int,
+    layers: list[int],
+    per_cell: list[tuple[int, int]],
+    dev: list[int],
+    tk: str,
+    tv: str,
+    buffers: dict[str, tuple[int, int]],
+    *,
+    cpu_last: bool = False,
+    size_line: bool = True,
+) -> tuple[list[str], int, int]:
     """Log lines of one llama_kv_cache over `layers` (indices), adding to `buffers`; (lines, K, V).
     The buffer lines by device name (`cpu_last`: the CPU's last), then (`size_line`) the
     "llama_kv_cache: size = ..." line."""
@@ -210,9 +242,11 @@ def cache_lines(prefix: str, cells: int, n_stream: int, n_seq_max: int, layers: 
         n, b = buffers.get(name, (0, 0))
         buffers[name] = (n + own[name][0], b + own[name][1])
     if size_line:
-        lines.append(f"llama_kv_cache: size = {mib_f32(k_tot + v_tot):7.2f} MiB ({cells:6d} cells, "
-                     f"{len(layers):3d} layers, {n_seq_max:2d}/{n_stream} seqs), K ({tk}): {mib_f32(k_tot):7.2f} MiB, "
-                     f"V ({tv}): {mib_f32(v_tot):7.2f} MiB")
+        lines.append(
+            f"llama_kv_cache: size = {mib_f32(k_tot + v_tot):7.2f} MiB ({cells:6d} cells, "
+            f"{len(layers):3d} layers, {n_seq_max:2d}/{n_stream} seqs), K ({tk}): {mib_f32(k_tot):7.2f} MiB, "
+            f"V ({tv}): {mib_f32(v_tot):7.2f} MiB"
+        )
     return lines, k_tot, v_tot
 
 
@@ -229,33 +263,67 @@ class Context:
     notes: tuple[str, ...] = ()
 
 
-def check_options(n_ctx: int, *, parallel: int, n_ubatch: int, n_batch: int, n_gpu_layers: int | None,
-                  n_devices: int, max_seq: int | None = None) -> None:
+def check_options(
+    n_ctx: int,
+    *,
+    parallel: int,
+    n_ubatch: int,
+    n_batch: int,
+    n_gpu_layers: int | None,
+    n_devices: int,
+    max_seq: int | None = None,
+) -> None:
     """Raise `KvcalcError` (field: the option's) for options llama.cpp refuses or kvcalc cannot
     read; `max_seq`: the most sequences llama.cpp takes (None: no limit)."""
     if n_ctx < 0:
-        raise KvcalcError(f"must be 0 (the model's training context) or a count of tokens, got {n_ctx}",
-                          field="n_ctx", value=n_ctx, form=OPTION_SAYS)
+        raise KvcalcError(
+            f"must be 0 (the model's training context) or a count of tokens, got {n_ctx}",
+            field="n_ctx",
+            value=n_ctx,
+            form=OPTION_SAYS,
+        )
     bad = [(f, x) for f, x in (("parallel", parallel), ("n_ubatch", n_ubatch)) if x <= 0]
     if bad:
-        raise KvcalcError(f"{flag('parallel')} and {flag('n_ubatch')} must be positive",
-                          field=bad[0][0], value=bad[0][1], form=MESSAGE)
+        raise KvcalcError(
+            f"{flag('parallel')} and {flag('n_ubatch')} must be positive",
+            field=bad[0][0],
+            value=bad[0][1],
+            form=MESSAGE,
+        )
     if n_batch <= 0:
-        raise KvcalcError(f"must be a positive integer, got {n_batch}", option="--batch-size", field="n_batch",
-                          value=n_batch, form=OPTION_SAYS)
+        raise KvcalcError(
+            f"must be a positive integer, got {n_batch}",
+            option="--batch-size",
+            field="n_batch",
+            value=n_batch,
+            form=OPTION_SAYS,
+        )
     if max_seq is not None and parallel > max_seq:
-        raise KvcalcError(f"llama.cpp refuses it: n_seq_max must be <= {max_seq} "
-                          "(src/llama-context.cpp, LLAMA_MAX_SEQ)", field="parallel", value=parallel)
+        raise KvcalcError(
+            f"llama.cpp refuses it: n_seq_max must be <= {max_seq} (src/llama-context.cpp, LLAMA_MAX_SEQ)",
+            field="parallel",
+            value=parallel,
+        )
     if n_gpu_layers is not None and n_gpu_layers < -1:
-        raise KvcalcError("use a count >= 0, or -1 for llama.cpp's default (all layers)", field="n_gpu_layers",
-                          value=n_gpu_layers)
+        raise KvcalcError(
+            "use a count >= 0, or -1 for llama.cpp's default (all layers)", field="n_gpu_layers", value=n_gpu_layers
+        )
     if n_devices < 1:
-        raise KvcalcError(f"must be a positive integer, got {n_devices} (for a CPU-only cache use "
-                          f"{flag('n_gpu_layers')} 0)", field="n_devices", value=n_devices, form=OPTION_SAYS)
+        raise KvcalcError(
+            f"must be a positive integer, got {n_devices} (for a CPU-only cache use {flag('n_gpu_layers')} 0)",
+            field="n_devices",
+            value=n_devices,
+            form=OPTION_SAYS,
+        )
     from kvcalc.units import check_bound  # the one set of bounds (n_ctx: llama.cpp's int32)
 
-    for field, value in (("n_ctx", n_ctx or None), ("parallel", parallel), ("n_ubatch", n_ubatch),
-                         ("n_gpu_layers", n_gpu_layers), ("n_devices", n_devices)):
+    for field, value in (
+        ("n_ctx", n_ctx or None),
+        ("parallel", parallel),
+        ("n_ubatch", n_ubatch),
+        ("n_gpu_layers", n_gpu_layers),
+        ("n_devices", n_devices),
+    ):
         check_bound(field, value)
     check_bound("n_batch", n_batch, option="--batch-size")  # an int32, as -ub (common/arg.cpp std::stoi)
 
@@ -294,11 +362,19 @@ def check_tensor_split(splits: list[float] | tuple[float, ...] | None, n_devices
     raw = list(splits)
     bad = [s for s in raw if not isinstance(s, (int, float)) or isinstance(s, bool) or not math.isfinite(s)]
     if bad:
-        raise KvcalcError(f"share {bad[0]!r} is not a finite number; give {n_devices} shares such as 63,37",
-                          field="tensor_split", value=",".join(str(s) for s in raw), form=OPTION)
+        raise KvcalcError(
+            f"share {bad[0]!r} is not a finite number; give {n_devices} shares such as 63,37",
+            field="tensor_split",
+            value=",".join(str(s) for s in raw),
+            form=OPTION,
+        )
     if len(raw) != n_devices or any(s < 0 for s in raw) or sum(raw) <= 0:
-        raise KvcalcError(f"needs {n_devices} non-negative values that do not all vanish", field="tensor_split",
-                          value=splits, form=OPTION_SAYS)
+        raise KvcalcError(
+            f"needs {n_devices} non-negative values that do not all vanish",
+            field="tensor_split",
+            value=splits,
+            form=OPTION_SAYS,
+        )
 
 
 @dataclass(frozen=True)
@@ -313,11 +389,19 @@ class Layers:
     tv: str
     pad_v_line: str | None = None
 
-    def lines(self, prefix: str, cells: int, n_stream: int, n_seq_max: int, layers: list[int],
-              buffers: dict[str, tuple[int, int]]) -> tuple[list[str], int, int]:
+    def lines(
+        self,
+        prefix: str,
+        cells: int,
+        n_stream: int,
+        n_seq_max: int,
+        layers: list[int],
+        buffers: dict[str, tuple[int, int]],
+    ) -> tuple[list[str], int, int]:
         """`cache_lines` of one cache over `layers`, after the V padding warning when there is one."""
-        lines, k_tot, v_tot = cache_lines(prefix, cells, n_stream, n_seq_max, layers, self.per_cell,
-                                          self.dev, self.tk, self.tv, buffers)
+        lines, k_tot, v_tot = cache_lines(
+            prefix, cells, n_stream, n_seq_max, layers, self.per_cell, self.dev, self.tk, self.tv, buffers
+        )
         return ([self.pad_v_line] if self.pad_v_line else []) + lines, k_tot, v_tot
 
 
@@ -341,8 +425,10 @@ def v_pad_line(model: ModelSpec, flash_attn: bool) -> str | None:
     mamba = any(layer.kind == "mamba" for layer in model.layers)
     if flash_attn or not widths or (not mamba and len(set(widths)) == 1):
         return None
-    return ("llama_kv_cache: the V embeddings have different sizes across layers and FA is not enabled - "
-            f"padding V cache to {max(widths)}")
+    return (
+        "llama_kv_cache: the V embeddings have different sizes across layers and FA is not enabled - "
+        f"padding V cache to {max(widths)}"
+    )
 
 
 def pad_v_rows(model: ModelSpec, per_cell: list[tuple[int, int]], v: StorageFormat) -> list[tuple[int, int]]:
@@ -354,8 +440,10 @@ def pad_v_rows(model: ModelSpec, per_cell: list[tuple[int, int]], v: StorageForm
     if len(set(widths)) <= 1:
         return per_cell
     row = v.bytes_for(max(widths), what="V row", field="v_dtype")
-    return [(kb, row if layer.caches_kv and layer.kind != "mla" else vb)
-            for (kb, vb), layer in zip(per_cell, model.layers, strict=True)]
+    return [
+        (kb, row if layer.caches_kv and layer.kind != "mla" else vb)
+        for (kb, vb), layer in zip(per_cell, model.layers, strict=True)
+    ]
 
 
 @dataclass
@@ -372,8 +460,9 @@ class Caches:
     buffers: dict[str, tuple[int, int]]
 
 
-def fill(c: Caches, max_model_len: int | None, concurrency: int | None, parallel: int,
-          has_kv: bool = True) -> tuple[float | None, int | None]:
+def fill(
+    c: Caches, max_model_len: int | None, concurrency: int | None, parallel: int, has_kv: bool = True
+) -> tuple[float | None, int | None]:
     """(requests of `max_model_len` the cells hold, the longest context for `concurrency`):
     one stream shares its cells (cells / L, cells // concurrency); separate streams hold one
     sequence each (streams when a stream holds L, the stream's cells when concurrency fits).
@@ -381,15 +470,15 @@ def fill(c: Caches, max_model_len: int | None, concurrency: int | None, parallel
     total_cells = c.n_seq_cells * c.n_stream
     L = max_model_len
     if not has_kv:  # no attention layer: the state does not grow with the context
-        return (float(parallel) if L else None,
-                (None if concurrency <= parallel else 0) if concurrency else None)
+        return (float(parallel) if L else None, (None if concurrency <= parallel else 0) if concurrency else None)
     conc = None
     if L:
         conc = (total_cells / L) if c.n_stream == 1 else float(c.n_stream if c.n_seq_cells >= L else 0)
     longest = None
     if concurrency:
-        longest = ((total_cells // concurrency) if c.n_stream == 1
-                   else (c.n_seq_cells if concurrency <= c.n_stream else 0))
+        longest = (
+            (total_cells // concurrency) if c.n_stream == 1 else (c.n_seq_cells if concurrency <= c.n_stream else 0)
+        )
     return conc, longest
 
 
@@ -398,6 +487,10 @@ def n_ctx_train(model: ModelSpec) -> int:
     convert_hf_to_gguf.py writes from the config's max_position_embeddings. Raises `KvcalcError`
     (field `n_ctx`) when the config states none."""
     if model.max_position_embeddings is None:
-        raise KvcalcError(f"-c 0 means the model's training context, but {model.name} states no "
-                          "max_position_embeddings; give the context", field="n_ctx", value=0)
+        raise KvcalcError(
+            f"-c 0 means the model's training context, but {model.name} states no "
+            "max_position_embeddings; give the context",
+            field="n_ctx",
+            value=0,
+        )
     return model.max_position_embeddings

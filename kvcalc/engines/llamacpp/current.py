@@ -138,18 +138,30 @@ def recurrent_lines(model: ModelSpec, dev: list[int], n_seq_max: int) -> tuple[l
         own[name] = own.get(name, 0) + rb + sb
         r_tot += rb
         s_tot += sb
-    lines = [f"llama_memory_recurrent: {name:>10} RS buffer size = {own[name] / 2**20:8.2f} MiB"
-             for name in sorted(own)]
+    lines = [
+        f"llama_memory_recurrent: {name:>10} RS buffer size = {own[name] / 2**20:8.2f} MiB" for name in sorted(own)
+    ]
     # n_rs_seq (recurrent snapshots for speculative rollback) is 0 unless a draft model asks for it
-    lines.append(f"llama_memory_recurrent: size = {mib_f32(r_tot + s_tot):7.2f} MiB ({cells:6d} cells, "
-                 f"{model.n_layers:3d} layers, {n_seq_max:2d} seqs {0:2d} rs_seq), R ({RECURRENT_TYPE}): "
-                 f"{mib_f32(r_tot):7.2f} MiB, S ({RECURRENT_TYPE}): {mib_f32(s_tot):7.2f} MiB, "
-                 f"P ({RECURRENT_TYPE}): {mib_f32(0):7.2f} MiB")
+    lines.append(
+        f"llama_memory_recurrent: size = {mib_f32(r_tot + s_tot):7.2f} MiB ({cells:6d} cells, "
+        f"{model.n_layers:3d} layers, {n_seq_max:2d} seqs {0:2d} rs_seq), R ({RECURRENT_TYPE}): "
+        f"{mib_f32(r_tot):7.2f} MiB, S ({RECURRENT_TYPE}): {mib_f32(s_tot):7.2f} MiB, "
+        f"P ({RECURRENT_TYPE}): {mib_f32(0):7.2f} MiB"
+    )
     return lines, r_tot + s_tot, []
 
 
-def current_caches(model: ModelSpec, lay: Layers, requested: int, *, parallel: int, unified: bool, iswa: bool,
-                    swa_full: bool, n_ubatch: int) -> Caches:
+def current_caches(
+    model: ModelSpec,
+    lay: Layers,
+    requested: int,
+    *,
+    parallel: int,
+    unified: bool,
+    iswa: bool,
+    swa_full: bool,
+    n_ubatch: int,
+) -> Caches:
     """llama.cpp b7000+: n_ctx = GGML_PAD(n_ctx, 256); one stream of n_ctx cells (unified) or
     n_seq_max streams of GGML_PAD(n_ctx / n_seq_max, 256); with sliding and full layers a
     non-SWA cache and an SWA cache of GGML_PAD(min(cells, n_swa x (unified ? n_seq_max : 1) +
@@ -217,16 +229,19 @@ class Current(LlamacppRules):
     swa_cache = True
     no_swa_cache_note = "(no full layers: no SWA cache)"
 
-    def context(self, *, tool: str, parallel: int | None, unified: bool | None, swa_full: bool | None,
-                flash_attn: str) -> Context:
+    def context(
+        self, *, tool: str, parallel: int | None, unified: bool | None, swa_full: bool | None, flash_attn: str
+    ) -> Context:
         """llama-server without `parallel`: 4 slots in one unified cache; with it: separate
         streams unless `unified`. llama-cli: 1 sequence, not unified. library: 1 sequence, not
         unified, `swa_full` on. `-fa` auto is on (kvcalc assumes the backend supports it)."""
         notes: list[str] = []
         if tool == "llama-server" and parallel is None:
-            notes.append(f"llama-server without -np: {SERVER_AUTO_PARALLEL} slots sharing one unified cache "
-                         "(tools/server/server.cpp: n_parallel is set to auto, using n_parallel = 4 and "
-                         "kv_unified = true)")
+            notes.append(
+                f"llama-server without -np: {SERVER_AUTO_PARALLEL} slots sharing one unified cache "
+                "(tools/server/server.cpp: n_parallel is set to auto, using n_parallel = 4 and "
+                "kv_unified = true)"
+            )
             parallel, unified = SERVER_AUTO_PARALLEL, True
         if swa_full is None:
             swa_full = tool == "library"  # llama_context_default_params: swa_full = true; common_params: false
@@ -242,9 +257,14 @@ class Current(LlamacppRules):
         DeepSeek-V4's `llama_kv_cache_dsv4` (`dsv4`)."""
         arch = NO_ARCHITECTURE.get(model.model_type or "")
         if arch is not None:
-            raise KvcalcError(f"{model.name}: llama.cpp 0c1e570 has no architecture for it: convert_hf_to_gguf.py "
-                              f"says \"Model {arch[0]} is not supported\", and a GGUF of it fails with \"unknown "
-                              f"model architecture\" ({arch[1]})", field="model", value=model.name, form=MESSAGE)
+            raise KvcalcError(
+                f"{model.name}: llama.cpp 0c1e570 has no architecture for it: convert_hf_to_gguf.py "
+                f'says "Model {arch[0]} is not supported", and a GGUF of it fails with "unknown '
+                f'model architecture" ({arch[1]})',
+                field="model",
+                value=model.name,
+                form=MESSAGE,
+            )
         if indexer_class(model) is not None:  # DeepSeek-V3.2, GLM-5, MiniMax-M3: models_2026
             check_indexer_model(model)
             return
@@ -255,10 +275,14 @@ class Current(LlamacppRules):
             refuse_unmodelled_layers(model, "llama.cpp", KDA_FEATURES)
             return
         if model.model_type == "mimo_v2_flash" and model.gguf_sliding_window is None:
-            raise KvcalcError(f"{model.name}: llama.cpp's converter writes the config's sliding_window as the GGUF's "
-                              "n_swa (conversion/mimo.py) and the config gives none, so llama.cpp's SWA cache size is "
-                              "not known; add sliding_window to the config", field="sliding_window",
-                              value=model.name, form=MESSAGE)
+            raise KvcalcError(
+                f"{model.name}: llama.cpp's converter writes the config's sliding_window as the GGUF's "
+                "n_swa (conversion/mimo.py) and the config gives none, so llama.cpp's SWA cache size is "
+                "not known; add sliding_window to the config",
+                field="sliding_window",
+                value=model.name,
+                form=MESSAGE,
+            )
         if model.model_type in PER_LAYER_GEOMETRY_MODEL_TYPES and model.index_head_dim is None:
             refuse_unmodelled_layers(model, "llama.cpp", ENGINES_MODEL_TODAY | {"kind_geometry", "kv_shared"})
             return
@@ -279,16 +303,25 @@ class Current(LlamacppRules):
         """
         func = "llama_init_from_model"
         # `model->hparams.is_mla() || model->arch == LLM_ARCH_DEEPSEEK4` (src/llama-context.cpp 3835)
-        latent = (any(layer.kind == "mla" for layer in model.layers) and self.mla_cache(model) == "latent"
-                  or is_dsv4(model))
+        latent = (
+            any(layer.kind == "mla" for layer in model.layers) and self.mla_cache(model) == "latent" or is_dsv4(model)
+        )
         if latent and tk != tv:
             held = "K = V rows as K only" if is_dsv4(model) else "the MLA latent as K, V is a view of it"
-            raise KvcalcError(f"llama.cpp refuses it: \"{func}: model does not support different K ({tk}) and V "
-                              f"({tv}) cache types\" ({model.name} caches {held}); "
-                              "give one type to -ctk and -ctv", field="v_dtype", value=tv)
+            raise KvcalcError(
+                f'llama.cpp refuses it: "{func}: model does not support different K ({tk}) and V '
+                f'({tv}) cache types" ({model.name} caches {held}); '
+                "give one type to -ctk and -ctv",
+                field="v_dtype",
+                value=tv,
+            )
         if tv in QUANTIZED and not flash_attn:
-            raise KvcalcError(f"llama.cpp refuses it: \"{func}: quantized V cache requires flash_attn to be "
-                              "enabled\"; add -fa on (or auto) or use an f16 V cache", field="v_dtype", value=tv)
+            raise KvcalcError(
+                f'llama.cpp refuses it: "{func}: quantized V cache requires flash_attn to be '
+                'enabled"; add -fa on (or auto) or use an f16 V cache',
+                field="v_dtype",
+                value=tv,
+            )
         if not flash_attn:
             return
         for which, t in (("K", tk), ("V", tv)):
@@ -296,14 +329,35 @@ class Current(LlamacppRules):
                 continue
             bad = [hs[which == "V"] for hs in self.head_sizes(model) if hs[which == "V"] % QUANT_BLOCK]
             if bad:
-                raise KvcalcError(f"llama.cpp refuses it: \"{func}: {which} cache type {t} with block size "
-                                  f"{QUANT_BLOCK} does not divide n_embd_head_{which.lower()}={bad[0]}\"; use an f16 "
-                                  f"or bf16 {which} cache for {model.name}", field=f"{which.lower()}_dtype", value=t)
+                raise KvcalcError(
+                    f'llama.cpp refuses it: "{func}: {which} cache type {t} with block size '
+                    f'{QUANT_BLOCK} does not divide n_embd_head_{which.lower()}={bad[0]}"; use an f16 '
+                    f"or bf16 {which} cache for {model.name}",
+                    field=f"{which.lower()}_dtype",
+                    value=t,
+                )
 
-    def caches(self, model: ModelSpec, lay: Layers, requested: int, ctx: Context, *, n_ubatch: int, iswa: bool,
-               flash_attn: bool) -> Caches:
-        return current_caches(model, lay, requested, parallel=ctx.parallel, unified=ctx.unified, iswa=iswa,
-                              swa_full=ctx.swa_full, n_ubatch=n_ubatch)
+    def caches(
+        self,
+        model: ModelSpec,
+        lay: Layers,
+        requested: int,
+        ctx: Context,
+        *,
+        n_ubatch: int,
+        iswa: bool,
+        flash_attn: bool,
+    ) -> Caches:
+        return current_caches(
+            model,
+            lay,
+            requested,
+            parallel=ctx.parallel,
+            unified=ctx.unified,
+            iswa=iswa,
+            swa_full=ctx.swa_full,
+            n_ubatch=n_ubatch,
+        )
 
     def own_swa_cache(self, model: ModelSpec) -> bool:
         return is_dsv4(model)  # llama_kv_cache_dsv4's raw llama_kv_cache_iswa

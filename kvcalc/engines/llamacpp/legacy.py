@@ -68,15 +68,23 @@ def refuse_legacy(model: ModelSpec) -> None:
     attn_kv_b (`llama_model::load_tensors`: "missing tensor 'blk.0.attn_kv_b.weight'")."""
     kinds = {layer.kind for layer in model.layers if layer.caches_kv}
     if kinds and any(layer.keeps_state for layer in model.layers):
-        raise KvcalcError(f"{model.name} mixes attention and recurrent (mamba / linear) layers: llama.cpp of the "
-                          "'KV self size' era has no such architecture and fails to load it (\"unknown model "
-                          "architecture\"); use --llamacpp-version current", field="llamacpp_version",
-                          value="legacy", form=MESSAGE)
+        raise KvcalcError(
+            f"{model.name} mixes attention and recurrent (mamba / linear) layers: llama.cpp of the "
+            "'KV self size' era has no such architecture and fails to load it (\"unknown model "
+            'architecture"); use --llamacpp-version current',
+            field="llamacpp_version",
+            value="legacy",
+            form=MESSAGE,
+        )
     if "mla" in kinds and getattr(model, "mla_cache", None) == "latent":
-        raise KvcalcError(f"{model.name} is a GGUF converted for the MLA latent cache (key_length_mla, attn_k_b / "
-                          "attn_v_b): llama.cpp before PR #12801 (legacy) fails to load it (\"missing tensor "
-                          "'blk.0.attn_kv_b.weight'\"); use --llamacpp-version current", field="llamacpp_version",
-                          value="legacy", form=MESSAGE)
+        raise KvcalcError(
+            f"{model.name} is a GGUF converted for the MLA latent cache (key_length_mla, attn_k_b / "
+            'attn_v_b): llama.cpp before PR #12801 (legacy) fails to load it ("missing tensor '
+            "'blk.0.attn_kv_b.weight'\"); use --llamacpp-version current",
+            field="llamacpp_version",
+            value="legacy",
+            form=MESSAGE,
+        )
 
 
 def legacy_caches(model: ModelSpec, lay: Layers, requested: int, parallel: int, flash_attn: bool) -> Caches:
@@ -96,8 +104,10 @@ def legacy_caches(model: ModelSpec, lay: Layers, requested: int, parallel: int, 
     # every MLA model kvcalc reads is llama.cpp's deepseek2 architecture (DeepSeek-V2/V3/R1, Kimi-K2)
     can_shift = int(not recurrent and not any(layer.kind == "mla" for layer in model.layers))
     tk, tv = (RECURRENT_TYPE, RECURRENT_TYPE) if recurrent else (lay.tk, lay.tv)
-    lines = [f"llama_kv_cache_init: kv_size = {cells}, offload = 1, type_k = '{tk}', type_v = '{tv}', "
-             f"n_layer = {model.n_layers}, can_shift = {can_shift}"]
+    lines = [
+        f"llama_kv_cache_init: kv_size = {cells}, offload = 1, type_k = '{tk}', type_v = '{tv}', "
+        f"n_layer = {model.n_layers}, can_shift = {can_shift}"
+    ]
     if recurrent:
         per_cell = list(lay.per_cell)
         for il in layers:
@@ -105,11 +115,25 @@ def legacy_caches(model: ModelSpec, lay: Layers, requested: int, parallel: int, 
             per_cell[il] = (r * RECURRENT_BYTES, s_values * RECURRENT_BYTES)
     else:
         per_cell = lay.per_cell
-    more, k_tot, v_tot = cache_lines("llama_kv_cache_init", cells, 1, parallel, layers, per_cell, lay.dev, tk, tv,
-                                     buffers, cpu_last=True, size_line=False)
+    more, k_tot, v_tot = cache_lines(
+        "llama_kv_cache_init",
+        cells,
+        1,
+        parallel,
+        layers,
+        per_cell,
+        lay.dev,
+        tk,
+        tv,
+        buffers,
+        cpu_last=True,
+        size_line=False,
+    )
     lines += more
-    lines.append(f"llama_init_from_model: KV self size  = {mib_f32(k_tot + v_tot):7.2f} MiB, "
-                 f"K ({tk}): {mib_f32(k_tot):7.2f} MiB, V ({tv}): {mib_f32(v_tot):7.2f} MiB")
+    lines.append(
+        f"llama_init_from_model: KV self size  = {mib_f32(k_tot + v_tot):7.2f} MiB, "
+        f"K ({tk}): {mib_f32(k_tot):7.2f} MiB, V ({tv}): {mib_f32(v_tot):7.2f} MiB"
+    )
     return Caches(lines, k_tot, v_tot, n_stream=1, n_seq_cells=cells, n_ctx=n_ctx, buffers=buffers)
 
 
@@ -122,8 +146,9 @@ class Legacy(LlamacppRules):
     swa_cache = False
     no_swa_cache_note = "(before llama.cpp PR #13194)"
 
-    def context(self, *, tool: str, parallel: int | None, unified: bool | None, swa_full: bool | None,
-                flash_attn: str) -> Context:
+    def context(
+        self, *, tool: str, parallel: int | None, unified: bool | None, swa_full: bool | None, flash_attn: str
+    ) -> Context:
         """One cache for every sequence, no SWA cache: the tool changes nothing; one sequence
         unless `parallel`."""
         return Context(1 if parallel is None else parallel, True, bool(swa_full), flash_attn != "off", ())
@@ -135,8 +160,12 @@ class Legacy(LlamacppRules):
         if not forced_off:
             return flash_on, []
         if tv in QUANTIZED:
-            raise KvcalcError(f"llama.cpp refuses it: \"{forced_off}\", then \"llama_init_from_model: V cache "
-                              "quantization requires flash_attn\"; use an f16 V cache", field="v_dtype", value=tv)
+            raise KvcalcError(
+                f'llama.cpp refuses it: "{forced_off}", then "llama_init_from_model: V cache '
+                'quantization requires flash_attn"; use an f16 V cache',
+                field="v_dtype",
+                value=tv,
+            )
         return flash_on, [forced_off.removeprefix("llama_init_from_model: ")]
 
     def check_refusals(self, model: ModelSpec, tk: str, tv: str, *, flash_attn: bool) -> None:
@@ -147,18 +176,34 @@ class Legacy(LlamacppRules):
         (`GGML_ASSERT(hparams.n_embd_head_k % ggml_blck_size(type_k) == 0)`)."""
         func = "llama_init_from_model"  # 7841fc7 logs from llama_init_from_model
         if tv in QUANTIZED and not flash_attn:
-            raise KvcalcError(f"llama.cpp refuses it: \"{func}: V cache quantization requires flash_attn\"; add -fa "
-                              "on (or auto) or use an f16 V cache", field="v_dtype", value=tv)
+            raise KvcalcError(
+                f'llama.cpp refuses it: "{func}: V cache quantization requires flash_attn"; add -fa '
+                "on (or auto) or use an f16 V cache",
+                field="v_dtype",
+                value=tv,
+            )
         for which, t in (("k", tk), ("v", tv)):
             bad = [hs[which == "v"] for hs in self.head_sizes(model) if hs[which == "v"] % QUANT_BLOCK]
             if t in QUANTIZED and bad:
-                raise KvcalcError(f"llama.cpp aborts: \"GGML_ASSERT(hparams.n_embd_head_{which} % "
-                                  f"ggml_blck_size(type_{which}) == 0) failed\" ({t} blocks of {QUANT_BLOCK} values, "
-                                  f"heads of {bad[0]}); use an f16 or bf16 {which.upper()} cache for {model.name}",
-                                  field=f"{which}_dtype", value=t)
+                raise KvcalcError(
+                    f'llama.cpp aborts: "GGML_ASSERT(hparams.n_embd_head_{which} % '
+                    f'ggml_blck_size(type_{which}) == 0) failed" ({t} blocks of {QUANT_BLOCK} values, '
+                    f"heads of {bad[0]}); use an f16 or bf16 {which.upper()} cache for {model.name}",
+                    field=f"{which}_dtype",
+                    value=t,
+                )
 
-    def caches(self, model: ModelSpec, lay: Layers, requested: int, ctx: Context, *, n_ubatch: int, iswa: bool,
-               flash_attn: bool) -> Caches:
+    def caches(
+        self,
+        model: ModelSpec,
+        lay: Layers,
+        requested: int,
+        ctx: Context,
+        *,
+        n_ubatch: int,
+        iswa: bool,
+        flash_attn: bool,
+    ) -> Caches:
         return legacy_caches(model, lay, requested, ctx.parallel, flash_attn)
 
 

@@ -28,8 +28,9 @@ _LOADED: dict[str, LlamacppRules] = {}
 def check_version(version: str) -> str:
     """`version` when it is one of `VERSIONS`; raises `KvcalcError` (field `llamacpp_version`) otherwise."""
     if version not in VERSION_MODULES:
-        raise KvcalcError(f"use one of {', '.join(VERSIONS)}, not '{version}'", field="llamacpp_version",
-                          value=version, form=OPTION)
+        raise KvcalcError(
+            f"use one of {', '.join(VERSIONS)}, not '{version}'", field="llamacpp_version", value=version, form=OPTION
+        )
     return version
 
 

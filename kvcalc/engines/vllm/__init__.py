@@ -55,14 +55,44 @@ from kvcalc.formats import StorageFormat
 from kvcalc.results import EngineResult
 from kvcalc.schema import ModelSpec
 
-__all__ = ["BLOCK_SIZES", "CURRENT_VERSION", "DEFAULT_BLOCK_SIZE", "DEFAULT_MAX_NUM_BATCHED_TOKENS", "Group",
-           "NO_MEMORY", "VERSION", "VERSIONS", "VERSION_MODULES", "VllmOptions", "blocks_per_request", "capacity",
-           "check_formats", "check_model", "check_version", "default_kv_dtype", "memory_for",
-           "page_size_bytes", "pages_per_request", "rules", "split_kv_dtype", "vllm_cache_dtype"]
+__all__ = [
+    "BLOCK_SIZES",
+    "CURRENT_VERSION",
+    "DEFAULT_BLOCK_SIZE",
+    "DEFAULT_MAX_NUM_BATCHED_TOKENS",
+    "Group",
+    "NO_MEMORY",
+    "VERSION",
+    "VERSIONS",
+    "VERSION_MODULES",
+    "VllmOptions",
+    "blocks_per_request",
+    "capacity",
+    "check_formats",
+    "check_model",
+    "check_version",
+    "default_kv_dtype",
+    "memory_for",
+    "page_size_bytes",
+    "pages_per_request",
+    "rules",
+    "split_kv_dtype",
+    "vllm_cache_dtype",
+]
 
-def capacity(model: ModelSpec, kv_memory_bytes: int, k: StorageFormat, v: StorageFormat, *, tp: int = 1,
-             max_model_len: int | None = None, concurrency: int | None = None, kv_cache_dtype: str | None = None,
-             options: VllmOptions | None = None) -> EngineResult:
+
+def capacity(
+    model: ModelSpec,
+    kv_memory_bytes: int,
+    k: StorageFormat,
+    v: StorageFormat,
+    *,
+    tp: int = 1,
+    max_model_len: int | None = None,
+    concurrency: int | None = None,
+    kv_cache_dtype: str | None = None,
+    options: VllmOptions | None = None,
+) -> EngineResult:
     """vLLM's blocks, tokens and concurrency for `kv_memory_bytes` of KV memory on each rank.
 
     `options` (None: `VllmOptions()`, the current release) picks the release (`rules`) and
@@ -75,12 +105,29 @@ def capacity(model: ModelSpec, kv_memory_bytes: int, k: StorageFormat, v: Storag
     max_model_len past the model's limit, no memory, hybrids kvcalc does not model.
     """
     o = options or VllmOptions()
-    return rules(o.version).capacity(model, kv_memory_bytes, k, v, tp=tp, max_model_len=max_model_len,
-                                     concurrency=concurrency, kv_cache_dtype=kv_cache_dtype, options=o)
+    return rules(o.version).capacity(
+        model,
+        kv_memory_bytes,
+        k,
+        v,
+        tp=tp,
+        max_model_len=max_model_len,
+        concurrency=concurrency,
+        kv_cache_dtype=kv_cache_dtype,
+        options=o,
+    )
 
 
-def memory_for(model: ModelSpec, seq_len: int, batch: int, k: StorageFormat, v: StorageFormat, *, tp: int = 1,
-               options: VllmOptions | None = None) -> int:
+def memory_for(
+    model: ModelSpec,
+    seq_len: int,
+    batch: int,
+    k: StorageFormat,
+    v: StorageFormat,
+    *,
+    tp: int = 1,
+    options: VllmOptions | None = None,
+) -> int:
     """KV memory one rank needs so that vLLM starts and fits `batch` requests of `seq_len` tokens
     (max concurrency >= batch): blocks x page x layers per group, blocks = batch x blocks per
     request (V0: cdiv(seq_len, block_size) blocks of every layer). 0.33's start-up check holds

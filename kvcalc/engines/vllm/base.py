@@ -38,8 +38,9 @@ if TYPE_CHECKING:
 def check_positive_block_size(block_size: int) -> None:
     """Raise `KvcalcError` (field `block_size`) for a block size <= 0."""
     if block_size <= 0:
-        raise KvcalcError(f"must be a positive integer, got {block_size}", field="block_size", value=block_size,
-                          form=OPTION_SAYS)
+        raise KvcalcError(
+            f"must be a positive integer, got {block_size}", field="block_size", value=block_size, form=OPTION_SAYS
+        )
 
 
 class VllmRules:
@@ -72,8 +73,11 @@ class VllmRules:
         (V1: `common.BLOCK_SIZES`, `vllm/config/cache.py` `BlockSize`)."""
         check_positive_block_size(block_size)
         if block_size not in BLOCK_SIZES:
-            raise KvcalcError(f"vLLM accepts {', '.join(map(str, BLOCK_SIZES))} (vllm/config/cache.py BlockSize)",
-                              field="block_size", value=block_size)
+            raise KvcalcError(
+                f"vLLM accepts {', '.join(map(str, BLOCK_SIZES))} (vllm/config/cache.py BlockSize)",
+                field="block_size",
+                value=block_size,
+            )
 
     def check_loadable(self, model: ModelSpec) -> None:
         """Raise `KvcalcError` (field `model`) for a model this version cannot load; none by default."""
@@ -102,22 +106,34 @@ class VllmRules:
         missing = sorted(layer_features(model) - ENGINES_MODEL_TODAY)
         if missing or model.index_head_dim is not None:
             what = "; ".join(LAYER_FEATURES[m] for m in missing) or LAYER_FEATURES["indexer"]
-            raise KvcalcError(f"{model.name}: vLLM {self.version} does not have {what} (vLLM 0.33 sizes the 2026 "
-                              "attention: --vllm-version 0.33)", field="model", value=model.name, form=MESSAGE)
+            raise KvcalcError(
+                f"{model.name}: vLLM {self.version} does not have {what} (vLLM 0.33 sizes the 2026 "
+                "attention: --vllm-version 0.33)",
+                field="model",
+                value=model.name,
+                form=MESSAGE,
+            )
         check_model(model)
 
     def check_max_model_len(self, model: ModelSpec, max_model_len: int, allow_long: bool = False) -> str | None:
         """`common.long_max_model_len` with this version's message."""
         return long_max_model_len(model, max_model_len, allow_long, self.max_model_len_tail)
 
-    def layer_formats(self, model: ModelSpec, k: StorageFormat,
-                      v: StorageFormat) -> tuple[StorageFormat, StorageFormat, str | None]:
+    def layer_formats(
+        self, model: ModelSpec, k: StorageFormat, v: StorageFormat
+    ) -> tuple[StorageFormat, StorageFormat, str | None]:
         """(K, V, note) as the model's layers cache them: `k`, `v`, None unless a version says otherwise."""
         return k, v, None
 
-    def attention_block_size(self, model: ModelSpec, block_size: int | None, backend: str | None = None,
-                             compute_capability: str | None = None, vendor: str | None = None,
-                             kv_cache_dtype: str | None = "auto") -> tuple[int, str | None]:
+    def attention_block_size(
+        self,
+        model: ModelSpec,
+        block_size: int | None,
+        backend: str | None = None,
+        compute_capability: str | None = None,
+        vendor: str | None = None,
+        kv_cache_dtype: str | None = "auto",
+    ) -> tuple[int, str | None]:
         """(block size, note): the size given, else `DEFAULT_BLOCK_SIZE` (no backend sets it)."""
         return block_size or DEFAULT_BLOCK_SIZE, None
 
@@ -126,8 +142,9 @@ class VllmRules:
         window: max_num_batched_tokens (0.11 `SlidingWindowSpec.max_memory_usage_bytes`)."""
         return max_num_batched_tokens
 
-    def kv_cache_groups(self, model: ModelSpec, hybrid_allocator: bool = True,
-                        mamba_pages: int = 1) -> tuple[list[Group], int]:
+    def kv_cache_groups(
+        self, model: ModelSpec, hybrid_allocator: bool = True, mamba_pages: int = 1
+    ) -> tuple[list[Group], int]:
         """(groups, layers per group) (`common.kv_cache_groups`)."""
         return kv_cache_groups(model, hybrid_allocator, mamba_pages)
 
@@ -147,15 +164,33 @@ class VllmRules:
         one block is held back, so one request needs per request + 1)."""
         return blocks >= per_request + 1 if self.null_block else True
 
-    def resolve(self, model: ModelSpec, k: StorageFormat, v: StorageFormat, *, tp: int,
-                options: VllmOptions, label: str | None = None) -> Resolved:
+    def resolve(
+        self,
+        model: ModelSpec,
+        k: StorageFormat,
+        v: StorageFormat,
+        *,
+        tp: int,
+        options: VllmOptions,
+        label: str | None = None,
+    ) -> Resolved:
         """The block size, page and notes for `model` (`Resolved`); `label`: the
         `--kv-cache-dtype` as given ('auto (bf16)' / None: auto). Raises `KvcalcError`."""
         raise NotImplementedError
 
-    def capacity(self, model: ModelSpec, kv_memory_bytes: int, k: StorageFormat, v: StorageFormat, *, tp: int,
-                 max_model_len: int | None, concurrency: int | None, kv_cache_dtype: str | None,
-                 options: VllmOptions) -> EngineResult:
+    def capacity(
+        self,
+        model: ModelSpec,
+        kv_memory_bytes: int,
+        k: StorageFormat,
+        v: StorageFormat,
+        *,
+        tp: int,
+        max_model_len: int | None,
+        concurrency: int | None,
+        kv_cache_dtype: str | None,
+        options: VllmOptions,
+    ) -> EngineResult:
         """`kvcalc.engines.vllm.capacity` for this version: `resolve`, the checks of the
         options and memory, max_model_len, then `_capacity`."""
         asked = (k, v)
@@ -165,27 +200,50 @@ class VllmRules:
             kv_cache_dtype = None
         n = options.max_num_batched_tokens
         if n <= 0:
-            raise KvcalcError(f"must be a positive integer, got {n}", field="max_num_batched_tokens", value=n,
-                              form=OPTION_SAYS)
+            raise KvcalcError(
+                f"must be a positive integer, got {n}", field="max_num_batched_tokens", value=n, form=OPTION_SAYS
+            )
         if kv_memory_bytes <= 0:
             raise no_memory_error(kv_memory_bytes, self.no_memory)
         L = max_model_len or model.default_context
         if L is None:
-            raise KvcalcError(f"{model.name} has no max_position_embeddings; give {flag('max_model_len')}",
-                              field="max_model_len", form=MESSAGE)
+            raise KvcalcError(
+                f"{model.name} has no max_position_embeddings; give {flag('max_model_len')}",
+                field="max_model_len",
+                form=MESSAGE,
+            )
         long_note = self.check_max_model_len(model, L, options.allow_long_max_model_len)
         if long_note:
             notes.append(f"vLLM warns: {long_note}")
         dtype_name = kv_cache_dtype or (k.name if k == v else f"{k.name}/{v.name}")
-        return self._capacity(model, kv_memory_bytes, r, max_model_len=L, concurrency=concurrency,
-                              dtype_name=dtype_name, options=options)
+        return self._capacity(
+            model, kv_memory_bytes, r, max_model_len=L, concurrency=concurrency, dtype_name=dtype_name, options=options
+        )
 
-    def _capacity(self, model: ModelSpec, kv_memory_bytes: int, r: Resolved, *, max_model_len: int,
-                  concurrency: int | None, dtype_name: str, options: VllmOptions) -> EngineResult:
+    def _capacity(
+        self,
+        model: ModelSpec,
+        kv_memory_bytes: int,
+        r: Resolved,
+        *,
+        max_model_len: int,
+        concurrency: int | None,
+        dtype_name: str,
+        options: VllmOptions,
+    ) -> EngineResult:
         raise NotImplementedError
 
-    def memory_for(self, model: ModelSpec, seq_len: int, batch: int, k: StorageFormat, v: StorageFormat, *,
-                   tp: int, options: VllmOptions) -> int:
+    def memory_for(
+        self,
+        model: ModelSpec,
+        seq_len: int,
+        batch: int,
+        k: StorageFormat,
+        v: StorageFormat,
+        *,
+        tp: int,
+        options: VllmOptions,
+    ) -> int:
         """KV memory one rank needs so that vLLM starts and fits `batch` requests of `seq_len`
         tokens: `blocks_for_batch` x page x layers per group."""
         r = self.resolve(model, k, v, tp=tp, options=options)

@@ -57,8 +57,9 @@ DEFAULT_MAX_NUM_BATCHED_TOKENS = defaults.VLLM_MAX_NUM_BATCHED_TOKENS
 BLOCK_SIZES = (1, 8, 16, 32, 64, 128, 256)
 #: vLLM's start-up error when the profiled KV memory is <= 0 (0.11 `vllm/v1/core/kv_cache_utils.py`
 #: `check_enough_kv_cache_memory`; V0 `raise_if_cache_size_invalid`).
-NO_MEMORY = ("No available memory for the cache blocks. Try increasing `gpu_memory_utilization` "
-             "when initializing the engine.")
+NO_MEMORY = (
+    "No available memory for the cache blocks. Try increasing `gpu_memory_utilization` when initializing the engine."
+)
 #: the MLA backends of AMD GPUs (`vllm/platforms/rocm.py`); TRITON_MLA runs on both vendors.
 ROCM_MLA_BACKENDS = frozenset({"ROCM_AITER_MLA"})
 #: attention backends of non-MLA models: none changes the block size kvcalc models.
@@ -117,8 +118,14 @@ def split_kv_dtype(kv_cache_dtype: str) -> tuple[str, bool]:
     return name, False
 
 
-def page_size_bytes(layer: LayerSpec, k: StorageFormat, v: StorageFormat, block_size: int, tp: int = 1,
-                    per_token_head_scales: bool = False) -> int:
+def page_size_bytes(
+    layer: LayerSpec,
+    k: StorageFormat,
+    v: StorageFormat,
+    block_size: int,
+    tp: int = 1,
+    per_token_head_scales: bool = False,
+) -> int:
     """One block of one layer on one TP rank, bytes: block_size x layer_kv_bytes_per_token,
     plus 2 x block_size x kv_heads_per_rank x 4 for per-token-head scales (not for MLA).
 
@@ -131,13 +138,16 @@ def page_size_bytes(layer: LayerSpec, k: StorageFormat, v: StorageFormat, block_
     return page
 
 
-def uniform_page(model: ModelSpec, k: StorageFormat, v: StorageFormat, block_size: int, tp: int,
-                 scales: bool) -> int:
+def uniform_page(model: ModelSpec, k: StorageFormat, v: StorageFormat, block_size: int, tp: int, scales: bool) -> int:
     """The one page size of every KV layer; raises `KvcalcError` (field `model`) when layers differ."""
     pages = {page_size_bytes(layer, k, v, block_size, tp, scales) for layer in model.layers if layer.caches_kv}
     if len(pages) != 1:  # vLLM `unify_kv_cache_spec_page_size` grows block sizes: not modelled
-        raise KvcalcError(f"{model.name}: layers have different page sizes; not modelled by the vLLM profile",
-                          field="model", value=model.name, form=MESSAGE)
+        raise KvcalcError(
+            f"{model.name}: layers have different page sizes; not modelled by the vLLM profile",
+            field="model",
+            value=model.name,
+            form=MESSAGE,
+        )
     return pages.pop()
 
 
@@ -159,8 +169,9 @@ def chunked_local(model: ModelSpec) -> bool:
     return model.model_type in CHUNKED_LOCAL_MODEL_TYPES and any(layer.kind == "sliding" for layer in model.layers)
 
 
-def kv_cache_groups(model: ModelSpec, hybrid_allocator: bool = True, mamba_pages: int = 1, *,
-                    widen: bool = False) -> tuple[list[Group], int]:
+def kv_cache_groups(
+    model: ModelSpec, hybrid_allocator: bool = True, mamba_pages: int = 1, *, widen: bool = False
+) -> tuple[list[Group], int]:
     """(groups, layers per group) as vLLM V1 builds them (`get_kv_cache_groups`).
 
     Uniform models: one group of every layer. Mixed kinds with the hybrid allocator
@@ -186,9 +197,14 @@ def kv_cache_groups(model: ModelSpec, hybrid_allocator: bool = True, mamba_pages
             kind, window = "full", None
         kinds[(kind, window)] = kinds.get((kind, window), 0) + 1
     if ("mamba", None) in kinds and not hybrid_allocator:
-        raise KvcalcError(f"{model.name} has Mamba / linear-attention layers: vLLM refuses it without the hybrid KV "
-                          "cache manager (Hybrid KV cache manager is disabled but failed to convert the KV cache "
-                          "specs to one unified type.)", field="hybrid_allocator", value=False, form=MESSAGE)
+        raise KvcalcError(
+            f"{model.name} has Mamba / linear-attention layers: vLLM refuses it without the hybrid KV "
+            "cache manager (Hybrid KV cache manager is disabled but failed to convert the KV cache "
+            "specs to one unified type.)",
+            field="hybrid_allocator",
+            value=False,
+            form=MESSAGE,
+        )
     pages = {"mamba": mamba_pages}
     if len(kinds) == 1:
         (kind, window), n = next(iter(kinds.items()))
@@ -205,8 +221,9 @@ def kv_cache_groups(model: ModelSpec, hybrid_allocator: bool = True, mamba_pages
     return groups, layers_per_group
 
 
-def pages_per_request(group: Group, max_model_len: int, block_size: int,
-                      max_num_batched_tokens: int = DEFAULT_MAX_NUM_BATCHED_TOKENS) -> int:
+def pages_per_request(
+    group: Group, max_model_len: int, block_size: int, max_num_batched_tokens: int = DEFAULT_MAX_NUM_BATCHED_TOKENS
+) -> int:
     """Pages one request of `max_model_len` tokens needs in one group (`max_num_batched_tokens`:
     the tokens in flight, `VllmRules.in_flight_tokens`).
 
@@ -227,19 +244,30 @@ def pages_per_request(group: Group, max_model_len: int, block_size: int,
     return -(-max_model_len // block_size)
 
 
-def blocks_per_request(groups: list[Group], max_model_len: int, block_size: int,
-                       max_num_batched_tokens: int = DEFAULT_MAX_NUM_BATCHED_TOKENS) -> int:
+def blocks_per_request(
+    groups: list[Group],
+    max_model_len: int,
+    block_size: int,
+    max_num_batched_tokens: int = DEFAULT_MAX_NUM_BATCHED_TOKENS,
+) -> int:
     """cdiv(sum of max_memory_usage_bytes over groups, page) = sum of pages over groups
     (`get_max_concurrency_for_kv_cache_config`; every group has the same page size)."""
     return sum(pages_per_request(g, max_model_len, block_size, max_num_batched_tokens) for g in groups)
 
 
-def needed_bytes(model: ModelSpec, groups: list[Group], max_model_len: int, block_size: int, page: int,
-                 max_num_batched_tokens: int = DEFAULT_MAX_NUM_BATCHED_TOKENS) -> int:
+def needed_bytes(
+    model: ModelSpec,
+    groups: list[Group],
+    max_model_len: int,
+    block_size: int,
+    page: int,
+    max_num_batched_tokens: int = DEFAULT_MAX_NUM_BATCHED_TOKENS,
+) -> int:
     """KV bytes one request of `max_model_len` needs, as `check_enough_kv_cache_memory` sums them:
     per real layer (no padding layers) its group's pages x page."""
-    return sum(g.n_layers * pages_per_request(g, max_model_len, block_size, max_num_batched_tokens) * page
-               for g in groups)
+    return sum(
+        g.n_layers * pages_per_request(g, max_model_len, block_size, max_num_batched_tokens) * page for g in groups
+    )
 
 
 def check_formats(model: ModelSpec, k: StorageFormat, v: StorageFormat, *, version: str = "0.11") -> None:
@@ -248,9 +276,13 @@ def check_formats(model: ModelSpec, k: StorageFormat, v: StorageFormat, *, versi
     it takes."""
     for field, f in (("k_dtype", k), ("v_dtype", v)):
         if f.block_values != 1:
-            raise KvcalcError(f"vLLM {version} has no '{f.name}' KV cache dtype; use auto, bfloat16, float16, fp8, "
-                              "fp8_e5m2, int8_per_token_head or fp8_per_token_head",
-                              field=field, value=f.name, form=MESSAGE)
+            raise KvcalcError(
+                f"vLLM {version} has no '{f.name}' KV cache dtype; use auto, bfloat16, float16, fp8, "
+                "fp8_e5m2, int8_per_token_head or fp8_per_token_head",
+                field=field,
+                value=f.name,
+                form=MESSAGE,
+            )
 
 
 def check_model(model: ModelSpec) -> None:
@@ -269,19 +301,26 @@ def long_max_model_len(model: ModelSpec, max_model_len: int, allow_long: bool, t
     limit = model.context_limit  # derived as vLLM derives it: rope scaling included
     if limit is None or max_model_len <= limit:
         return None
-    msg = (f"User-specified max_model_len ({max_model_len}) is greater than the derived max_model_len "
-           f"(max_position_embeddings={model.max_position_embeddings} or model_max_length=None in model's "
-           f"config.json).")
+    msg = (
+        f"User-specified max_model_len ({max_model_len}) is greater than the derived max_model_len "
+        f"(max_position_embeddings={model.max_position_embeddings} or model_max_length=None in model's "
+        f"config.json)."
+    )
     if allow_long:
         return f"{msg} Make sure the value is correct and within the model context size."
-    raise KvcalcError(f"vLLM refuses it: {msg}{tail} (kvcalc reads the env var, or {flag('allow_long_max_model_len')})",
-                      field="max_model_len", value=max_model_len, form=MESSAGE)
+    raise KvcalcError(
+        f"vLLM refuses it: {msg}{tail} (kvcalc reads the env var, or {flag('allow_long_max_model_len')})",
+        field="max_model_len",
+        value=max_model_len,
+        form=MESSAGE,
+    )
 
 
 def no_memory_error(kv_memory_bytes: int, message: str) -> KvcalcError:
     """vLLM's start-up failure for `kv_memory_bytes` of KV memory (field `kv_memory_bytes`)."""
-    return KvcalcError(f"vLLM would fail at start-up: {message}", field="kv_memory_bytes", value=kv_memory_bytes,
-                       form=MESSAGE)
+    return KvcalcError(
+        f"vLLM would fail at start-up: {message}", field="kv_memory_bytes", value=kv_memory_bytes, form=MESSAGE
+    )
 
 
 def longest_context(fits, model: ModelSpec, max_model_len: int) -> int | None:

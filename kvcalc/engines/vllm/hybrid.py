@@ -71,8 +71,9 @@ class MambaState:
 def _divide(n: int, tp: int, what: str) -> int:
     """vLLM `vllm/distributed/utils.py` `divide` (asserts divisibility): refused here."""
     if n % tp:
-        raise KvcalcError(f"vLLM splits the {what} ({n}) over tp ranks and {n} is not divisible by {tp}",
-                          field="tp", value=tp)
+        raise KvcalcError(
+            f"vLLM splits the {what} ({n}) over tp ranks and {n} is not divisible by {tp}", field="tp", value=tp
+        )
     return n // tp
 
 
@@ -82,8 +83,13 @@ def _missing(model: ModelSpec, fields: tuple[str, ...]) -> tuple[int, ...]:
     values: list[int | None] = [getattr(model, f) for f in fields]
     gone = [f for f, v in zip(fields, values, strict=True) if v is None]
     if gone:
-        raise KvcalcError(f"{model.name}: the vLLM profile sizes the recurrent state from {', '.join(gone)}, "
-                          "which the config does not give", field="model", value=model.name, form=MESSAGE)
+        raise KvcalcError(
+            f"{model.name}: the vLLM profile sizes the recurrent state from {', '.join(gone)}, "
+            "which the config does not give",
+            field="model",
+            value=model.name,
+            form=MESSAGE,
+        )
     return tuple(v for v in values if v is not None)
 
 
@@ -91,13 +97,24 @@ def check_linear_kind(model: ModelSpec) -> None:
     """Raise `KvcalcError` (field `model`) for linear layers vLLM does not run as Gated DeltaNet."""
     kinds = {layer.kind for layer in model.layers if layer.kind in ("mamba", "linear")}
     if kinds == {"linear"} and model.model_type not in GDN_MODEL_TYPES:
-        raise KvcalcError(f"{model.name}: kvcalc's vLLM profile knows the Gated DeltaNet state of Qwen3-Next / "
-                          f"Qwen3.5, not model type {model.model_type}'s linear attention",
-                          field="model", value=model.name, form=MESSAGE)
+        raise KvcalcError(
+            f"{model.name}: kvcalc's vLLM profile knows the Gated DeltaNet state of Qwen3-Next / "
+            f"Qwen3.5, not model type {model.model_type}'s linear attention",
+            field="model",
+            value=model.name,
+            form=MESSAGE,
+        )
 
 
-def mamba_state(model: ModelSpec, tp: int, model_dtype_bytes: int = 2, model_dtype: str = "bf16", *,
-                ssm_fp32: bool = False, kda: bool = False) -> MambaState:
+def mamba_state(
+    model: ModelSpec,
+    tp: int,
+    model_dtype_bytes: int = 2,
+    model_dtype: str = "bf16",
+    *,
+    ssm_fp32: bool = False,
+    kda: bool = False,
+) -> MambaState:
     """The state of `model`'s Mamba / linear layers on one rank (`MambaState`);
     `model_dtype_bytes` / `model_dtype`: the serving dtype; `ssm_fp32`: the SSM / recurrent state
     in float32 (a version's rule, `V1Rules.mamba_state`), else in the serving dtype.
@@ -112,35 +129,47 @@ def mamba_state(model: ModelSpec, tp: int, model_dtype_bytes: int = 2, model_dty
     kinds = {layer.kind for layer in model.layers if layer.kind in ("mamba", "linear")}
     ssm_bytes, ssm_dtype = (FP32_BYTES, "fp32") if ssm_fp32 else (model_dtype_bytes, model_dtype)
     if kinds == {"linear"}:
-        hk, hv, dk, dv, kernel = _missing(model, ("linear_num_key_heads", "linear_num_value_heads",
-                                                  "linear_key_head_dim", "linear_value_head_dim",
-                                                  "linear_conv_kernel_dim"))
+        hk, hv, dk, dv, kernel = _missing(
+            model,
+            (
+                "linear_num_key_heads",
+                "linear_num_value_heads",
+                "linear_key_head_dim",
+                "linear_value_head_dim",
+                "linear_conv_kernel_dim",
+            ),
+        )
         conv_dim = 2 * hk * dk + hv * dv
-        shapes: tuple[tuple[int, ...], ...] = ((kernel - 1,
-                                                _divide(conv_dim, tp, "Gated DeltaNet conv channels")),
-                  (_divide(hv, tp, "linear value heads"), dv, dk))
+        shapes: tuple[tuple[int, ...], ...] = (
+            (kernel - 1, _divide(conv_dim, tp, "Gated DeltaNet conv channels")),
+            (_divide(hv, tp, "linear value heads"), dv, dk),
+        )
         return MambaState("gdn", shapes, (model_dtype_bytes, ssm_bytes), ssm_dtype)
     n_groups = model.mamba_n_groups
     if n_groups is not None:
-        heads, head_dim, d_state, d_conv = _missing(model, ("mamba_n_heads", "mamba_head_dim", "mamba_d_state",
-                                                            "mamba_d_conv"))
+        heads, head_dim, d_state, d_conv = _missing(
+            model, ("mamba_n_heads", "mamba_head_dim", "mamba_d_state", "mamba_d_conv")
+        )
         groups = n_groups + (0 if n_groups % tp == 0 else tp - n_groups)
         conv_dim = heads * head_dim + 2 * groups * d_state
-        shapes = ((d_conv - 1, _divide(conv_dim, tp, "Mamba-2 conv channels")),
-                  (_divide(heads, tp, "Mamba-2 heads"), head_dim, d_state))
+        shapes = (
+            (d_conv - 1, _divide(conv_dim, tp, "Mamba-2 conv channels")),
+            (_divide(heads, tp, "Mamba-2 heads"), head_dim, d_state),
+        )
         return MambaState("mamba2", shapes, (model_dtype_bytes, ssm_bytes), ssm_dtype)
-    expand, hidden, d_state, d_conv = _missing(model, ("mamba_expand", "hidden_size", "mamba_d_state",
-                                                       "mamba_d_conv"))
+    expand, hidden, d_state, d_conv = _missing(model, ("mamba_expand", "hidden_size", "mamba_d_state", "mamba_d_conv"))
     d_inner = _divide(expand * hidden, tp, "Mamba d_inner")
     shapes = ((d_conv - 1, d_inner), (d_inner, d_state))
     return MambaState("mamba1", shapes, (model_dtype_bytes, ssm_bytes), ssm_dtype)
 
 
 def state_text(state: MambaState, model_dtype: str) -> str:
-    """"<kind> state per layer and request: conv state <dtype>, SSM state <dtype>, N B" (the
+    """ "<kind> state per layer and request: conv state <dtype>, SSM state <dtype>, N B" (the
     start of each version's `state_dtype_note`)."""
-    return (f"{STATE_KIND_NAMES[state.kind]} state per layer and request: conv state {model_dtype}, "
-            f"{'recurrent' if state.kind == 'gdn' else 'SSM'} state {state.ssm_dtype}, {state.page_size_bytes:,} B")
+    return (
+        f"{STATE_KIND_NAMES[state.kind]} state per layer and request: conv state {model_dtype}, "
+        f"{'recurrent' if state.kind == 'gdn' else 'SSM'} state {state.ssm_dtype}, {state.page_size_bytes:,} B"
+    )
 
 
 @dataclass(frozen=True)
@@ -163,8 +192,16 @@ class HybridBlocks:
     notes: tuple[str, ...]
 
 
-def unify_pages(token_page: int, state: MambaState, *, block_size: int, align: int, mamba_pages: int,
-                log_lines: list[str], notes: list[str]) -> HybridBlocks:
+def unify_pages(
+    token_page: int,
+    state: MambaState,
+    *,
+    block_size: int,
+    align: int,
+    mamba_pages: int,
+    log_lines: list[str],
+    notes: list[str],
+) -> HybridBlocks:
     """attn_block = align x cdiv(mamba_page, align x token_page); the block size is
     max(block_size, attn_block); page = block size x token_page, the Mamba page padded to it,
     with the lines vLLM logs for each step (0.11 `HybridAttentionMambaModelConfig`, 0.33
@@ -177,12 +214,22 @@ def unify_pages(token_page: int, state: MambaState, *, block_size: int, align: i
     lines = list(log_lines)
     attn_block = align * -(-mamba_page // (align * token_page))
     if block_size < attn_block:
-        lines.append(f"Setting attention block size to {attn_block} tokens to ensure that attention page size is "
-                     ">= mamba page size.")
+        lines.append(
+            f"Setting attention block size to {attn_block} tokens to ensure that attention page size is "
+            ">= mamba page size."
+        )
         block_size = attn_block
     page = block_size * token_page
     if page != mamba_page:
-        lines.append(f"Padding mamba page size by {100 * (page - mamba_page) / mamba_page:.2f}% to ensure that "
-                     "mamba page size and attention page size are exactly equal.")
-    return HybridBlocks(block_size=block_size, page_bytes=page, state=state, mamba_pages=mamba_pages,
-                        log_lines=tuple(lines), notes=tuple(notes))
+        lines.append(
+            f"Padding mamba page size by {100 * (page - mamba_page) / mamba_page:.2f}% to ensure that "
+            "mamba page size and attention page size are exactly equal."
+        )
+    return HybridBlocks(
+        block_size=block_size,
+        page_bytes=page,
+        state=state,
+        mamba_pages=mamba_pages,
+        log_lines=tuple(lines),
+        notes=tuple(notes),
+    )

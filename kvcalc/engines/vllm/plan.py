@@ -61,8 +61,9 @@ def gpu_options(options: VllmOptions, gpu: GpuSpec | None) -> VllmOptions:
 
     if gpu is None:
         return options
-    return dataclasses.replace(options, compute_capability=gpu.compute_capability,
-                               vendor=None if gpu.vendor == "other" else gpu.vendor)
+    return dataclasses.replace(
+        options, compute_capability=gpu.compute_capability, vendor=None if gpu.vendor == "other" else gpu.vendor
+    )
 
 
 @dataclass(frozen=True)
@@ -81,8 +82,16 @@ class VllmPlanKv:
     notes: tuple[str, ...] = ()
 
     @classmethod
-    def build(cls, model: ModelSpec, options: VllmOptions, gpu: GpuSpec | None, tp: int, stages: tuple[range, ...],
-              k_dtype: str, v_dtype: str) -> VllmPlanKv:
+    def build(
+        cls,
+        model: ModelSpec,
+        options: VllmOptions,
+        gpu: GpuSpec | None,
+        tp: int,
+        stages: tuple[range, ...],
+        k_dtype: str,
+        v_dtype: str,
+    ) -> VllmPlanKv:
         """Resolve once what no (seq_len, batch) changes. `options`: a `VllmOptions`, whose
         compute capability and vendor become the GPU's (`gpu_options`). Raises `KvcalcError`
         where `vllm.capacity` would, and (field `pp`) for a multi-group (hybrid or sliding +
@@ -102,9 +111,14 @@ class VllmPlanKv:
         if len(stages) == 1:
             out = ((tuple(groups), per_group),)
         elif len(groups) > 1:
-            raise KvcalcError(f"{model.name} has {len(groups)} KV cache groups: vLLM projects them onto each "
-                              "pipeline stage (kv_cache_planning._project_kv_cache_groups_to_worker), which kvcalc "
-                              "does not model", field="pp", value=len(stages), form=MESSAGE)
+            raise KvcalcError(
+                f"{model.name} has {len(groups)} KV cache groups: vLLM projects them onto each "
+                "pipeline stage (kv_cache_planning._project_kv_cache_groups_to_worker), which kvcalc "
+                "does not model",
+                field="pp",
+                value=len(stages),
+                form=MESSAGE,
+            )
         else:
             g = groups[0]
             counted = [rules.stage_layers(model, st) for st in stages]
@@ -148,8 +162,9 @@ class VllmPlanKv:
         return 0 if best is None else best
 
 
-def resolve(model: ModelSpec, options: VllmOptions, gpu: GpuSpec | None, tp: int, k_dtype: str,
-            v_dtype: str) -> VllmPlanKv:
+def resolve(
+    model: ModelSpec, options: VllmOptions, gpu: GpuSpec | None, tp: int, k_dtype: str, v_dtype: str
+) -> VllmPlanKv:
     """The model on one stage on `gpu` (what depends on the GPU, tp and formats, not on the
     pipeline split): the release's `resolve` (block size, page, notes) and `kv_cache_groups`
     (V0: one block of every layer, sliding ones full, `CacheEngine`). Raises `KvcalcError`
@@ -160,12 +175,19 @@ def resolve(model: ModelSpec, options: VllmOptions, gpu: GpuSpec | None, tp: int
     r = rules.resolve(model, k, v, tp=tp, options=o)
     in_flight = rules.in_flight_tokens(o.max_num_batched_tokens, o.async_scheduling)
     groups, per_group = rules.kv_cache_groups(model, r.hybrid_allocator, r.mamba_pages)
-    return VllmPlanKv(version=o.version, block_size=r.block_size, page_bytes=r.page,
-                      stages=((tuple(groups), per_group),), in_flight=in_flight, notes=tuple(r.notes))
+    return VllmPlanKv(
+        version=o.version,
+        block_size=r.block_size,
+        page_bytes=r.page,
+        stages=((tuple(groups), per_group),),
+        in_flight=in_flight,
+        notes=tuple(r.notes),
+    )
 
 
-def plan_kv(model: ModelSpec,
-            options: VllmOptions) -> Callable[[GpuSpec, int, tuple[range, ...], tuple[str, str]], VllmPlanKv]:
+def plan_kv(
+    model: ModelSpec, options: VllmOptions
+) -> Callable[[GpuSpec, int, tuple[range, ...], tuple[str, str]], VllmPlanKv]:
     """The callable `calc.plan.PlanSearch.engine_kv` takes: (gpu, tp, stages, (K, V)) ->
     `VllmPlanKv`, resolved once per (compute capability, vendor, tp, formats) and split once per
     pipeline split: GPUs of one architecture share it."""
@@ -191,8 +213,9 @@ def plan_kv(model: ModelSpec,
     return build
 
 
-def launch_block_size(model: ModelSpec, options: VllmOptions, gpu: GpuSpec | None,
-                      k_dtype: str | None = None) -> int | None:
+def launch_block_size(
+    model: ModelSpec, options: VllmOptions, gpu: GpuSpec | None, k_dtype: str | None = None
+) -> int | None:
     """The `--block-size` a launch line states, None where vLLM's default 16 stands.
 
     The block vLLM uses on `gpu` for a `k_dtype` cache (None: the model's dtype) is stated when
@@ -212,8 +235,9 @@ def launch_block_size(model: ModelSpec, options: VllmOptions, gpu: GpuSpec | Non
         dtype = vllm_cache_dtype(model, k, o.per_token_head_scales)
 
         def pick(size: int | None) -> int:
-            return rules.attention_block_size(model, size, o.attention_backend, o.compute_capability, o.vendor,
-                                              dtype)[0]
+            return rules.attention_block_size(model, size, o.attention_backend, o.compute_capability, o.vendor, dtype)[
+                0
+            ]
 
         own, chosen = pick(None), pick(given)
     elif given is not None:

@@ -49,10 +49,12 @@ if TYPE_CHECKING:
 
 #: 0.33's "No available memory" start-up error (`vllm/v1/core/kv_cache_planning.py`
 #: `_check_enough_kv_cache_memory`, lines 57-64): the flag's CPU clause and the guide's link.
-NO_MEMORY = ("No available memory for the cache blocks. Try increasing `gpu_memory_utilization` "
-             "when initializing the engine (this flag also controls CPU memory reservation on the CPU "
-             "backend, despite its name). "
-             "See https://docs.vllm.ai/en/latest/configuration/conserving_memory/ for more details.")
+NO_MEMORY = (
+    "No available memory for the cache blocks. Try increasing `gpu_memory_utilization` "
+    "when initializing the engine (this flag also controls CPU memory reservation on the CPU "
+    "backend, despite its name). "
+    "See https://docs.vllm.ai/en/latest/configuration/conserving_memory/ for more details."
+)
 #: 0.33's start-up messages end with a pointer to the guide (`_check_enough_kv_cache_memory`).
 SEE_GUIDE = "See https://docs.vllm.ai/en/latest/configuration/conserving_memory/ for more details."
 #: model types whose attention is built without the cache config, so `--kv-cache-dtype` does not
@@ -60,30 +62,55 @@ SEE_GUIDE = "See https://docs.vllm.ai/en/latest/configuration/conserving_memory/
 OWN_DTYPE_MODEL_TYPES = frozenset({"falcon"})
 #: model types vLLM 0.33 refuses at load (neither registry has them), and why
 UNREGISTERED_MODEL_TYPES = {
-    "minimax_m3": ("architecture MiniMaxM3ForCausalLM / model_type 'minimax_m3' is in neither vLLM 0.33's model "
-                   "registry nor its config registry (vLLM 0.33 has MiniMaxM3SparseForCausalLM, model_type "
-                   "minimax_m3_vl / minimax_m3_text)"),
-    "step3p7": ("architecture Step3p7FlashForCausalLM is not in vLLM 0.33's model registry (vLLM 0.33 has "
-                "Step3p7ForConditionalGeneration, whose text model Step3p5ForCausalLM reads num_attention_groups, "
-                "which this config does not give)"),
+    "minimax_m3": (
+        "architecture MiniMaxM3ForCausalLM / model_type 'minimax_m3' is in neither vLLM 0.33's model "
+        "registry nor its config registry (vLLM 0.33 has MiniMaxM3SparseForCausalLM, model_type "
+        "minimax_m3_vl / minimax_m3_text)"
+    ),
+    "step3p7": (
+        "architecture Step3p7FlashForCausalLM is not in vLLM 0.33's model registry (vLLM 0.33 has "
+        "Step3p7ForConditionalGeneration, whose text model Step3p5ForCausalLM reads num_attention_groups, "
+        "which this config does not give)"
+    ),
 }
 #: the refusal's tail: 0.33's `--kv-cache-dtype` list and the part kvcalc sizes
-VLLM_033_TAKES = (f"vLLM 0.33's --kv-cache-dtype takes {', '.join(VLLM_033_CACHE_DTYPES)} (vllm/config/cache.py "
-                  "CacheDType); kvcalc sizes auto, bfloat16, float16, fp8, fp8_e5m2, int8_per_token_head, "
-                  "fp8_per_token_head and nvfp4 (fp8_ds_mla as sparse MLA's fp8)")
+VLLM_033_TAKES = (
+    f"vLLM 0.33's --kv-cache-dtype takes {', '.join(VLLM_033_CACHE_DTYPES)} (vllm/config/cache.py "
+    "CacheDType); kvcalc sizes auto, bfloat16, float16, fp8, fp8_e5m2, int8_per_token_head, "
+    "fp8_per_token_head and nvfp4 (fp8_ds_mla as sparse MLA's fp8)"
+)
 #: the 2026 layer features vLLM 0.33's profile sizes (`kv_cache.LAYER_FEATURES`)
-SPEC_FEATURES = frozenset({"sinks", "k_eq_v", "kv_shared", "kind_geometry", "v_is_k", "compressed", "indexer",
-                           "partial_indexer", "linear_beside_mla"})
+SPEC_FEATURES = frozenset(
+    {
+        "sinks",
+        "k_eq_v",
+        "kv_shared",
+        "kind_geometry",
+        "v_is_k",
+        "compressed",
+        "indexer",
+        "partial_indexer",
+        "linear_beside_mla",
+    }
+)
 #: the MLA backends `--attention-backend` may name, in the order kvcalc lists them.
-MLA_BACKEND_NAMES = ("FLASHMLA", "CUTLASS_MLA", "FLASHINFER_MLA", "TRITON_MLA", "ROCM_AITER_MLA", "FLASH_ATTN_MLA",
-                     "TOKENSPEED_MLA")
+MLA_BACKEND_NAMES = (
+    "FLASHMLA",
+    "CUTLASS_MLA",
+    "FLASHINFER_MLA",
+    "TRITON_MLA",
+    "ROCM_AITER_MLA",
+    "FLASH_ATTN_MLA",
+    "TOKENSPEED_MLA",
+)
 #: model types whose SSM state 0.33 keeps in float32 (`NemotronHForCausalLMConfig`: the config's
 #: mamba_ssm_cache_dtype, float32 by default) or Qwen3.5's mamba_ssm_dtype (float32).
 FP32_SSM_MODEL_TYPES = frozenset({"nemotron_h"}) | hybrid.QWEN3_5_MODEL_TYPES
 #: where 0.33 takes the fp32 SSM state from, per model type (`FP32_SSM_MODEL_TYPES`)
 FP32_SSM_SOURCE = {"nemotron_h": "NemotronHForCausalLMConfig sets mamba_ssm_cache_dtype float32"} | {
     t: "Qwen3_5ForConditionalGenerationConfig takes the config's mamba_ssm_dtype, float32"
-    for t in hybrid.QWEN3_5_MODEL_TYPES}
+    for t in hybrid.QWEN3_5_MODEL_TYPES
+}
 #: the smallest kernel block of the attention backends hybrid models run on (FLASH_ATTN,
 #: TRITON_ATTN `MultipleOf(16)`, FLASHINFER 16): `get_supported_kernel_block_sizes`.
 KERNEL_BLOCK = 16
@@ -128,8 +155,9 @@ class Vllm033(V1Rules):
     widen_groups = True
     mla_backend_names = MLA_BACKEND_NAMES
 
-    def layer_formats(self, model: ModelSpec, k: StorageFormat,
-                      v: StorageFormat) -> tuple[StorageFormat, StorageFormat, str | None]:
+    def layer_formats(
+        self, model: ModelSpec, k: StorageFormat, v: StorageFormat
+    ) -> tuple[StorageFormat, StorageFormat, str | None]:
         """(K, V, note) as the model's layers cache them: the attention of the model types in
         `OWN_DTYPE_MODEL_TYPES` is built without the cache config, so a `--kv-cache-dtype` other
         than the model's dtype does not reach it (Falcon stays bf16 under fp8). Else `k`, `v`, None."""
@@ -140,12 +168,24 @@ class Vllm033(V1Rules):
         own = kv_format(default_kv_dtype(model)[0])
         if (k, v) == (own, own):
             return k, v, None
-        return own, own, (f"vLLM 0.33 builds {model.model_type}'s attention without the cache config: its cache "
-                          f"stays {own.name}, not {k.name if k == v else f'{k.name}/{v.name}'}")
+        return (
+            own,
+            own,
+            (
+                f"vLLM 0.33 builds {model.model_type}'s attention without the cache config: its cache "
+                f"stays {own.name}, not {k.name if k == v else f'{k.name}/{v.name}'}"
+            ),
+        )
 
-    def select_block_size(self, model: ModelSpec, block_size: int | None, name: str | None,
-                          compute_capability: str | None, vendor: str | None,
-                          kv_cache_dtype: str | None) -> tuple[int, str | None]:
+    def select_block_size(
+        self,
+        model: ModelSpec,
+        block_size: int | None,
+        name: str | None,
+        compute_capability: str | None,
+        vendor: str | None,
+        kv_cache_dtype: str | None,
+    ) -> tuple[int, str | None]:
         """`v0_33_mla.select_block_size`: the backend's choice from the GPU's priority list."""
         return v0_33_mla.select_block_size(model, block_size, name, compute_capability, vendor, kv_cache_dtype)
 
@@ -162,18 +202,29 @@ class Vllm033(V1Rules):
         """One line (`vllm/v1/core/kv_cache_utils.py` `update_kv_cache_capacity`, lines 1136-1153):
         "GPU KV cache size: N tokens, Maximum concurrency for L tokens per request: X.XXx", N and
         L with thousands separators, X with `%.2f`."""
-        return [f"GPU KV cache size: {tokens:,} tokens, "
-                f"Maximum concurrency for {max_model_len:,} tokens per request: {concurrency:.2f}x"]
+        return [
+            f"GPU KV cache size: {tokens:,} tokens, "
+            f"Maximum concurrency for {max_model_len:,} tokens per request: {concurrency:.2f}x"
+        ]
 
-    def kv_cache_tokens(self, num_blocks: int, groups: list[Group], concurrency: float, max_model_len: int,
-                        block_size: int) -> int:
+    def kv_cache_tokens(
+        self, num_blocks: int, groups: list[Group], concurrency: float, max_model_len: int, block_size: int
+    ) -> int:
         """int(max concurrency x max_model_len) (`kv_cache_utils.get_kv_cache_capacity`): the same
         as blocks x block size for one full-attention group whose L is a multiple of the block
         size; larger for sliding-window models, whose requests hold only their window."""
         return int(concurrency * max_model_len)
 
-    def request_bytes(self, model: ModelSpec, groups: list[Group], layers_per_group: int, max_model_len: int,
-                      block_size: int, page: int, in_flight: int) -> int:
+    def request_bytes(
+        self,
+        model: ModelSpec,
+        groups: list[Group],
+        layers_per_group: int,
+        max_model_len: int,
+        block_size: int,
+        page: int,
+        in_flight: int,
+    ) -> int:
         """`kv_cache_planning._max_memory_usage_bytes_from_groups`: bytes per block (page x layers
         per group, padding layers included) x the pages of all groups."""
         return page * layers_per_group * blocks_per_request(groups, max_model_len, block_size, in_flight)
@@ -182,25 +233,33 @@ class Vllm033(V1Rules):
         """`vllm/v1/core/kv_cache_planning.py` `_check_enough_kv_cache_memory`, lines 70-87:
         "model's", GiB by `format_gib`, the estimated length sentence ending in a space, the
         `gpu_memory_utilization` CPU clause, the guide's link."""
-        est = (f"Based on the available memory, the estimated maximum model length is {estimated}. "
-               if estimated > 0 else "")
-        return (f"To serve at least one request with the model's max seq len ({L}), ({format_gib(needed)} GiB KV "
-                f"cache is needed, which is larger than the available KV cache memory ({format_gib(available)} GiB). "
-                f"{est}Try increasing `gpu_memory_utilization` (which also controls CPU memory on the CPU backend) "
-                f"or decreasing `max_model_len` when initializing the engine. {SEE_GUIDE}")
+        est = (
+            f"Based on the available memory, the estimated maximum model length is {estimated}. "
+            if estimated > 0
+            else ""
+        )
+        return (
+            f"To serve at least one request with the model's max seq len ({L}), ({format_gib(needed)} GiB KV "
+            f"cache is needed, which is larger than the available KV cache memory ({format_gib(available)} GiB). "
+            f"{est}Try increasing `gpu_memory_utilization` (which also controls CPU memory on the CPU backend) "
+            f"or decreasing `max_model_len` when initializing the engine. {SEE_GUIDE}"
+        )
 
-    def mamba_state(self, model: ModelSpec, tp: int, model_dtype_bytes: int = 2,
-                    model_dtype: str = "bf16") -> hybrid.MambaState:
+    def mamba_state(
+        self, model: ModelSpec, tp: int, model_dtype_bytes: int = 2, model_dtype: str = "bf16"
+    ) -> hybrid.MambaState:
         """`hybrid.mamba_state` with the SSM state in float32 for `FP32_SSM_MODEL_TYPES`.
 
         Qwen3.5 (3 x 8,192 conv values in bf16, 32 x 128 x 128 recurrent in fp32):
         3 x 8,192 x 2 + 524,288 x 4 = 2,146,304 B."""
         hybrid.check_linear_kind(model)
-        return hybrid.mamba_state(model, tp, model_dtype_bytes, model_dtype,
-                                  ssm_fp32=model.model_type in FP32_SSM_MODEL_TYPES)
+        return hybrid.mamba_state(
+            model, tp, model_dtype_bytes, model_dtype, ssm_fp32=model.model_type in FP32_SSM_MODEL_TYPES
+        )
 
-    def state_dtype_note(self, model: ModelSpec, state: hybrid.MambaState, model_dtype: str, tp: int,
-                         model_dtype_bytes: int) -> str:
+    def state_dtype_note(
+        self, model: ModelSpec, state: hybrid.MambaState, model_dtype: str, tp: int, model_dtype_bytes: int
+    ) -> str:
         """The state's dtypes and page (`hybrid.state_text`); for a model type kept in fp32, why,
         and the page in the model's dtype (which vLLM 0.11 used), since the page (and so the
         attention block) differs: Nemotron-H-8B at tp 1, fp32 4,255,744 B (1,040-token blocks),
@@ -214,9 +273,16 @@ class Vllm033(V1Rules):
         other = hybrid.mamba_state(model, tp, model_dtype_bytes, model_dtype).page_size_bytes
         return text + f" (vLLM 0.33: {source}; 0.11 keeps it in {model_dtype}: {other:,} B)"
 
-    def hybrid_alignment(self, model: ModelSpec, state: hybrid.MambaState, *, block_size: int,
-                         prefix_caching: bool | None, compute_capability: str,
-                         vendor: str | None) -> tuple[int, int, list[str], list[str]]:
+    def hybrid_alignment(
+        self,
+        model: ModelSpec,
+        state: hybrid.MambaState,
+        *,
+        block_size: int,
+        prefix_caching: bool | None,
+        compute_capability: str,
+        vendor: str | None,
+    ) -> tuple[int, int, list[str], list[str]]:
         """`Platform._align_hybrid_block_size` (`vllm/platforms/interface.py`): alignment =
         max(`KERNEL_BLOCK`, block_size), lcm'd with the prefill-checkpoint alignment (64 for a
         FlashInfer Gated DeltaNet: `gdn_flashinfer_prefill`; never on ROCm) when prefix caching
@@ -231,8 +297,9 @@ class Vllm033(V1Rules):
         64 x cdiv(1,097,728, 131,072) = 64 x 9 = 576 tokens; on ROCm (no FlashInfer prefill, no
         checkpoint block): 16 x 34 = 544 tokens, 2 Mamba pages per request."""
         align = max(KERNEL_BLOCK, block_size)
-        backends = ("ROCM_ATTN / ROCM_AITER_FA / TRITON_ATTN" if vendor == "amd"
-                    else "FLASH_ATTN / FLASHINFER / TRITON_ATTN")
+        backends = (
+            "ROCM_ATTN / ROCM_AITER_FA / TRITON_ATTN" if vendor == "amd" else "FLASH_ATTN / FLASHINFER / TRITON_ATTN"
+        )
         notes = [f"the attention backend's smallest kernel block assumed {KERNEL_BLOCK} tokens ({backends})"]
         if not (prefix_caching is None or prefix_caching):
             return align, 1, [], notes
@@ -240,17 +307,23 @@ class Vllm033(V1Rules):
         if state.kind == "gdn" and gdn_flashinfer_prefill(model, compute_capability, vendor):
             align = lcm(align, FLASHINFER_GDN_CHECKPOINT_ALIGNMENT)
             checkpoint = 1
-            notes.append(f"Gated DeltaNet prefill on FlashInfer (compute capability {compute_capability}): "
-                         f"blocks aligned to its {FLASHINFER_GDN_CHECKPOINT_ALIGNMENT}-token checkpoints")
+            notes.append(
+                f"Gated DeltaNet prefill on FlashInfer (compute capability {compute_capability}): "
+                f"blocks aligned to its {FLASHINFER_GDN_CHECKPOINT_ALIGNMENT}-token checkpoints"
+            )
         elif state.kind == "gdn" and vendor == "amd":
-            notes.append(f"Gated DeltaNet prefill on ROCm: {ROCM_GDN_PREFILL} (vLLM's FlashInfer prefill is "
-                         "CUDA-only), neither of which keeps prefill checkpoints: no checkpoint block, no "
-                         f"{FLASHINFER_GDN_CHECKPOINT_ALIGNMENT}-token alignment")
+            notes.append(
+                f"Gated DeltaNet prefill on ROCm: {ROCM_GDN_PREFILL} (vLLM's FlashInfer prefill is "
+                "CUDA-only), neither of which keeps prefill checkpoints: no checkpoint block, no "
+                f"{FLASHINFER_GDN_CHECKPOINT_ALIGNMENT}-token alignment"
+            )
         elif state.kind == "mamba2":
             checkpoint = 1  # MambaMixer2.get_kv_cache_spec: num_prefill_checkpoint_blocks=1
         mamba_pages = 2 + checkpoint
-        notes.append(f"prefix caching on (vLLM 0.33's default for hybrid models): Mamba cache mode 'align', "
-                     f"{mamba_pages} Mamba pages per request")
+        notes.append(
+            f"prefix caching on (vLLM 0.33's default for hybrid models): Mamba cache mode 'align', "
+            f"{mamba_pages} Mamba pages per request"
+        )
         return align, mamba_pages, [], notes
 
     def hybrid_notes(self, blocks: hybrid.HybridBlocks, options: VllmOptions) -> list[str]:
@@ -274,14 +347,23 @@ class Vllm033(V1Rules):
             name = VLLM_033_FORMAT_NAMES.get(f.name)
             row = VLLM_033_CACHE_DTYPES.get(name or "")
             if row is None:
-                raise KvcalcError(f"vLLM 0.33 has no '{f.name}' KV cache dtype; {VLLM_033_TAKES}", field=field,
-                                  value=f.name, form=MESSAGE)
+                raise KvcalcError(
+                    f"vLLM 0.33 has no '{f.name}' KV cache dtype; {VLLM_033_TAKES}",
+                    field=field,
+                    value=f.name,
+                    form=MESSAGE,
+                )
             if any(layer.kind in ("mla", "hybrid") for layer in model.layers) or v0_33_specs.needs_specs(model):
                 mla = ", ".join(n for n, r in VLLM_033_CACHE_DTYPES.items() if "mla" in r.attention)
-                raise KvcalcError(f"vLLM 0.33's {name} KV cache is for full / sliding attention layers "
-                                  f"({', '.join(row.backends)}); kvcalc sizes it for models of those only, and "
-                                  f"{model.name} has MLA, hybrid or per-layer-geometry layers (vLLM 0.33's MLA "
-                                  f"backends take {mla})", field=field, value=f.name, form=MESSAGE)
+                raise KvcalcError(
+                    f"vLLM 0.33's {name} KV cache is for full / sliding attention layers "
+                    f"({', '.join(row.backends)}); kvcalc sizes it for models of those only, and "
+                    f"{model.name} has MLA, hybrid or per-layer-geometry layers (vLLM 0.33's MLA "
+                    f"backends take {mla})",
+                    field=field,
+                    value=f.name,
+                    form=MESSAGE,
+                )
 
     # ----- the 2026 models: per-layer specs (`v0_33_specs`, `planning`) ---------------------
 
@@ -292,8 +374,12 @@ class Vllm033(V1Rules):
         (`vllm/transformers_utils/config.py`) (`UNREGISTERED_MODEL_TYPES`)."""
         why = UNREGISTERED_MODEL_TYPES.get(model.model_type or "")
         if why:
-            raise KvcalcError(f"{model.name}: vLLM 0.33 refuses this config.json at load: {why}", field="model",
-                              value=model.name, form=MESSAGE)
+            raise KvcalcError(
+                f"{model.name}: vLLM 0.33 refuses this config.json at load: {why}",
+                field="model",
+                value=model.name,
+                form=MESSAGE,
+            )
 
     def check_features(self, model: ModelSpec) -> None:
         """The 2026 attention vLLM 0.33 sizes (`SPEC_FEATURES`: per-layer geometry, K = V, shared
@@ -303,8 +389,9 @@ class Vllm033(V1Rules):
             refuse_hybrid_layers(model, "vLLM")
         refuse_unmodelled_layers(model, "vLLM 0.33", SPEC_FEATURES)
 
-    def spec_resolve(self, model: ModelSpec, k: StorageFormat, v: StorageFormat, *, tp: int,
-                     options: VllmOptions, label: str | None) -> Resolved | None:
+    def spec_resolve(
+        self, model: ModelSpec, k: StorageFormat, v: StorageFormat, *, tp: int, options: VllmOptions, label: str | None
+    ) -> Resolved | None:
         """Per-layer specs (`v0_33_specs`) for a model whose layers do not share one page
         (`v0_33_specs.needs_specs`); the pool's bytes per block is `planning.bytes_per_block`
         of `planning.kv_cache_groups`. `label` names the `--kv-cache-dtype` given (None or
@@ -315,18 +402,26 @@ class Vllm033(V1Rules):
         if options.cache_dtype is not None:
             specs, note = v0_33_specs.packed_specs(model, k, options.cache_dtype, tp=tp)
             groups = planning.kv_cache_groups(specs)
-            return Resolved(k, v, specs[0].block_size, planning.bytes_per_block(groups), True, 1, [], [note],
-                            specs=specs)
+            return Resolved(
+                k, v, specs[0].block_size, planning.bytes_per_block(groups), True, 1, [], [note], specs=specs
+            )
         if not v0_33_specs.needs_specs(model):
             return None
         if options.block_size is not None:
-            raise KvcalcError(f"{model.name}: kvcalc's vLLM 0.33 profile sizes this model at the backends' own block "
-                              "sizes; --block-size is not modelled for it", field="block_size",
-                              value=options.block_size)
+            raise KvcalcError(
+                f"{model.name}: kvcalc's vLLM 0.33 profile sizes this model at the backends' own block "
+                "sizes; --block-size is not modelled for it",
+                field="block_size",
+                value=options.block_size,
+            )
         if options.per_token_head_scales:
-            raise KvcalcError(f"{model.name}: per-token-head KV scales are not modelled by kvcalc's vLLM 0.33 profile "
-                              "for per-layer geometry, sparse MLA or DeepSeek-V4", field="kv_dtype",
-                              value=label, form=MESSAGE)
+            raise KvcalcError(
+                f"{model.name}: per-token-head KV scales are not modelled by kvcalc's vLLM 0.33 profile "
+                "for per-layer geometry, sparse MLA or DeepSeek-V4",
+                field="kv_dtype",
+                value=label,
+                form=MESSAGE,
+            )
         if label is None and k == v and k.name != self.default_kv_dtype(model)[0]:
             # no label (`kvcalc estimate --kv-dtype fp8`): the format still names vLLM's dtype;
             # reading it as auto put an fp8 cache on the 16-bit sparse MLA backend (576 B rows)
@@ -341,8 +436,10 @@ class Vllm033(V1Rules):
         if v0_33_specs.is_deepseek_v4(model):
             specs, lines = v0_33_specs.deepseek_v4_specs(model, cache_dtype or "auto")
             outermost = True
-            notes.append("DeepSeek-V4 on Hopper: FlashMLA, fp8_ds_mla (584 B an entry, pages aligned to 576 B), "
-                         "KV cache layout BLHNC, packed groups")
+            notes.append(
+                "DeepSeek-V4 on Hopper: FlashMLA, fp8_ds_mla (584 B an entry, pages aligned to 576 B), "
+                "KV cache layout BLHNC, packed groups"
+            )
             block_size = v0_33_specs.DSV4_SWA_BLOCK
         elif v0_33_specs.is_kda_mla(model):
             specs, block_size, lines, note = v0_33_specs.kda_mla_specs(model, k, tp=tp)
@@ -360,8 +457,9 @@ class Vllm033(V1Rules):
             notes.append(f"GPU assumed Hopper (compute capability {ASSUMED_COMPUTE_CAPABILITY}): no GPU given")
         return Resolved(k, v, block_size, page, True, 1, lines, notes, specs=specs, block_outermost=outermost)
 
-    def _int4_hybrid(self, model: ModelSpec, k: StorageFormat, v: StorageFormat, *, tp: int,
-                     options: VllmOptions) -> Resolved:
+    def _int4_hybrid(
+        self, model: ModelSpec, k: StorageFormat, v: StorageFormat, *, tp: int, options: VllmOptions
+    ) -> Resolved:
         """`int4_per_token_head` on a hybrid attention + Mamba / Gated-DeltaNet model: the
         attention page of one token is TRITON_ATTN's packing (`customize_spec`: heads x (D_k / 2
         + D_v / 2 + 2 x 4 B scales)), which `Platform._align_hybrid_block_size` aligns the block
@@ -374,17 +472,35 @@ class Vllm033(V1Rules):
 
         attention = next(x for x in model.layers if x.kind == "full")
         if any(x.kind not in ("full", "mamba", "linear", "mlp") for x in model.layers):
-            raise KvcalcError(f"{model.name}: kvcalc's vLLM 0.33 profile sizes int4_per_token_head on hybrids of full "
-                              "attention and Mamba / linear layers only", field="kv_dtype",
-                              value="int4_per_token_head", form=MESSAGE)
+            raise KvcalcError(
+                f"{model.name}: kvcalc's vLLM 0.33 profile sizes int4_per_token_head on hybrids of full "
+                "attention and Mamba / linear layers only",
+                field="kv_dtype",
+                value="int4_per_token_head",
+                form=MESSAGE,
+            )
         token_page = kv_heads_per_rank(attention, tp) * vllm_033_head_bytes(
-            "int4_per_token_head", attention.head_dim_k, attention.head_dim_v)
-        hb = self._hybrid_blocks(model, k, v, block_size=options.block_size or 16, tp=tp, options=options,
-                                 scales=False, token_page=token_page)
-        notes = [f"int4_per_token_head: {token_page:,} B a token per attention layer (TRITON_ATTN: int4 values + "
-                 "fp32 scales per token and head)", *hb.notes, *self.hybrid_notes(hb, options)]
-        return Resolved(k, v, hb.block_size, hb.page_bytes, options.hybrid_allocator, hb.mamba_pages,
-                        list(hb.log_lines), notes)
+            "int4_per_token_head", attention.head_dim_k, attention.head_dim_v
+        )
+        hb = self._hybrid_blocks(
+            model,
+            k,
+            v,
+            block_size=options.block_size or 16,
+            tp=tp,
+            options=options,
+            scales=False,
+            token_page=token_page,
+        )
+        notes = [
+            f"int4_per_token_head: {token_page:,} B a token per attention layer (TRITON_ATTN: int4 values + "
+            "fp32 scales per token and head)",
+            *hb.notes,
+            *self.hybrid_notes(hb, options),
+        ]
+        return Resolved(
+            k, v, hb.block_size, hb.page_bytes, options.hybrid_allocator, hb.mamba_pages, list(hb.log_lines), notes
+        )
 
 
 RULES = Vllm033()

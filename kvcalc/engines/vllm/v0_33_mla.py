@@ -63,13 +63,15 @@ class MlaBackend:
 MLA_BACKENDS: dict[str, MlaBackend] = {
     "FLASH_ATTN_MLA": MlaBackend(_UNQUANTIZED, multiple_of=16, cc_majors=(9,), source="flashattn_mla.py"),
     "FLASHMLA": MlaBackend(_UNQUANTIZED + _FP8, block_sizes=(64,), cc_majors=(9, 10), source="flashmla.py"),
-    "FLASHINFER_MLA": MlaBackend(_UNQUANTIZED + _FP8, block_sizes=(32, 64), cc_majors=(10,),
-                                 source="flashinfer_mla.py"),
+    "FLASHINFER_MLA": MlaBackend(
+        _UNQUANTIZED + _FP8, block_sizes=(32, 64), cc_majors=(10,), source="flashinfer_mla.py"
+    ),
     "TOKENSPEED_MLA": MlaBackend(_FP8, block_sizes=(32, 64), cc_majors=(10,), source="tokenspeed_mla.py"),
     "CUTLASS_MLA": MlaBackend(_UNQUANTIZED + _FP8, block_sizes=(128,), cc_majors=(10,), source="cutlass_mla.py"),
     "TRITON_MLA": MlaBackend(_UNQUANTIZED + _FP8, multiple_of=16, head_sizes=(), source="triton_mla.py"),
-    "ROCM_AITER_MLA": MlaBackend(_UNQUANTIZED + _FP8 + ("fp8_e5m2",), multiple_of=1, head_sizes=(),
-                                 source="rocm_aiter_mla.py"),
+    "ROCM_AITER_MLA": MlaBackend(
+        _UNQUANTIZED + _FP8 + ("fp8_e5m2",), multiple_of=1, head_sizes=(), source="rocm_aiter_mla.py"
+    ),
 }
 
 
@@ -93,8 +95,14 @@ def mla_backend_priorities(compute_capability: str | None, vendor: str | None = 
     return ("FLASH_ATTN_MLA", "FLASHMLA", "FLASHINFER_MLA", "TRITON_MLA")
 
 
-def mla_backend_reasons(name: str, model: ModelSpec, kv_cache_dtype: str | None, block_size: int | None,
-                        compute_capability: str | None, vendor: str | None = None) -> list[str]:
+def mla_backend_reasons(
+    name: str,
+    model: ModelSpec,
+    kv_cache_dtype: str | None,
+    block_size: int | None,
+    compute_capability: str | None,
+    vendor: str | None = None,
+) -> list[str]:
     """Why vLLM 0.33 finds MLA backend `name` invalid, in its own words and order ([] = valid):
     `AttentionBackend.validate_configuration` (head size, kv cache dtype, block size, compute
     capability) then the backend's `supports_combination`: FLASH_ATTN_MLA needs FA3 on sm90
@@ -128,8 +136,10 @@ def mla_backend_reasons(name: str, model: ModelSpec, kv_cache_dtype: str | None,
     elif name == "TOKENSPEED_MLA":
         dims = tuple(d or 0 for d in (model.qk_nope_head_dim, model.qk_rope_head_dim, model.v_head_dim))
         if dims != (128, 64, 128):
-            reasons.append("tokenspeed_mla requires DeepSeek R1 MLA dimensions (qk_nope_head_dim=128, "
-                           f"qk_rope_head_dim=64, v_head_dim=128), got ({dims[0]}, {dims[1]}, {dims[2]})")
+            reasons.append(
+                "tokenspeed_mla requires DeepSeek R1 MLA dimensions (qk_nope_head_dim=128, "
+                f"qk_rope_head_dim=64, v_head_dim=128), got ({dims[0]}, {dims[1]}, {dims[2]})"
+            )
     return reasons
 
 
@@ -137,13 +147,21 @@ def _cc_words(compute_capability: str | None, vendor: str | None) -> str:
     if vendor == "amd":
         return "ROCm (VLLM_ROCM_USE_AITER unset)"
     if compute_capability is None:
-        return (f"compute capability {ASSUMED_COMPUTE_CAPABILITY} (Hopper), assumed: no NVIDIA GPU (compute "
-                "capability) or attention backend given")
+        return (
+            f"compute capability {ASSUMED_COMPUTE_CAPABILITY} (Hopper), assumed: no NVIDIA GPU (compute "
+            "capability) or attention backend given"
+        )
     return f"compute capability {compute_capability}"
 
 
-def select_block_size(model: ModelSpec, block_size: int | None, name: str | None, compute_capability: str | None,
-                vendor: str | None, kv_cache_dtype: str | None) -> tuple[int, str | None]:
+def select_block_size(
+    model: ModelSpec,
+    block_size: int | None,
+    name: str | None,
+    compute_capability: str | None,
+    vendor: str | None,
+    kv_cache_dtype: str | None,
+) -> tuple[int, str | None]:
     """(block size, note) for vLLM 0.33 (the backend's name is checked by the caller,
     `V1Rules.attention_block_size`).
 
@@ -164,16 +182,22 @@ def select_block_size(model: ModelSpec, block_size: int | None, name: str | None
     """
     if not any(layer.kind == "mla" for layer in model.layers):
         if vendor != "amd" and block_size is not None and block_size % 16:
-            raise KvcalcError(f"vLLM 0.33 finds no valid attention backend for block size {block_size} on CUDA: "
-                              "FLASH_ATTN, FLASHINFER, TRITON_ATTN and FLEX_ATTENTION take multiples of 16 "
-                              "(get_supported_kernel_block_sizes); give a multiple of 16", field="block_size",
-                              value=block_size)
+            raise KvcalcError(
+                f"vLLM 0.33 finds no valid attention backend for block size {block_size} on CUDA: "
+                "FLASH_ATTN, FLASHINFER, TRITON_ATTN and FLEX_ATTENTION take multiples of 16 "
+                "(get_supported_kernel_block_sizes); give a multiple of 16",
+                field="block_size",
+                value=block_size,
+            )
         return (block_size or DEFAULT_BLOCK_SIZE), None
     if name is not None:  # get_attn_backend_cls: the selected backend alone, refused if invalid
         reasons = mla_backend_reasons(name, model, kv_cache_dtype, block_size, compute_capability, vendor)
         if reasons:
-            raise KvcalcError(f"vLLM 0.33: Selected backend {name} is not valid for this configuration. "
-                              f"Reason: {reasons}", field="attention_backend", value=name)
+            raise KvcalcError(
+                f"vLLM 0.33: Selected backend {name} is not valid for this configuration. Reason: {reasons}",
+                field="attention_backend",
+                value=name,
+            )
         size = block_size or MLA_BACKENDS[name].preferred_block_size()
         how = f"keeps the --block-size {size} given" if block_size else f"sets block size {size}"
         return size, f"MLA attention backend {name} (the attention backend given) {how}"
@@ -185,9 +209,12 @@ def select_block_size(model: ModelSpec, block_size: int | None, name: str | None
         invalid[candidate] = reasons
     else:
         found = "; ".join(f"{n}: {', '.join(r)}" for n, r in invalid.items())
-        raise KvcalcError(f"vLLM 0.33 finds no valid MLA attention backend on {_cc_words(compute_capability, vendor)} "
-                          f"for kv_cache_dtype {kv_cache_dtype or 'auto'}, block_size {block_size}: {found}",
-                          field="block_size" if block_size else "kv_dtype", value=block_size or kv_cache_dtype)
+        raise KvcalcError(
+            f"vLLM 0.33 finds no valid MLA attention backend on {_cc_words(compute_capability, vendor)} "
+            f"for kv_cache_dtype {kv_cache_dtype or 'auto'}, block_size {block_size}: {found}",
+            field="block_size" if block_size else "kv_dtype",
+            value=block_size or kv_cache_dtype,
+        )
     where = f"vLLM 0.33's first valid MLA backend on {_cc_words(compute_capability, vendor)}"
     if invalid:
         where += "; passed over: " + "; ".join(f"{n} ({', '.join(r)})" for n, r in invalid.items())
@@ -197,7 +224,9 @@ def select_block_size(model: ModelSpec, block_size: int | None, name: str | None
     note = f"MLA attention backend {candidate} ({where}) keeps the --block-size {block_size:,} given"
     precluded = [n for n, r in invalid.items() if r == ["block_size not supported"]]
     if precluded:  # CudaPlatform.get_attn_backend_cls's warning
-        note += (f". vLLM warns: --block-size {block_size} precluded higher-priority backend(s) "
-                 f"{', '.join(precluded)}. Using {candidate} instead, which may result in reduced performance. "
-                 "Consider removing --block-size to auto-select the optimal block size.")
+        note += (
+            f". vLLM warns: --block-size {block_size} precluded higher-priority backend(s) "
+            f"{', '.join(precluded)}. Using {candidate} instead, which may result in reduced performance. "
+            "Consider removing --block-size to auto-select the optimal block size."
+        )
     return block_size, note

@@ -62,13 +62,20 @@ class V1Rules(VllmRules):
         f" To allow overriding this maximum, set the env var {ALLOW_LONG_ENV}=1. {ALLOW_LONG_ENV} must be "
         "used with extreme caution. If the model uses relative position encoding (RoPE), positions exceeding "
         "derived_max_model_len lead to nan. If the model uses absolute position encoding, positions exceeding "
-        "derived_max_model_len will cause a CUDA array out-of-bounds error.")
+        "derived_max_model_len will cause a CUDA array out-of-bounds error."
+    )
 
     # ----- what each V1 version states ---------------------------------------------------
 
-    def select_block_size(self, model: ModelSpec, block_size: int | None, name: str | None,
-                          compute_capability: str | None, vendor: str | None,
-                          kv_cache_dtype: str | None) -> tuple[int, str | None]:
+    def select_block_size(
+        self,
+        model: ModelSpec,
+        block_size: int | None,
+        name: str | None,
+        compute_capability: str | None,
+        vendor: str | None,
+        kv_cache_dtype: str | None,
+    ) -> tuple[int, str | None]:
         """(block size, note) once `attention_block_size` has checked the backend's name."""
         raise NotImplementedError
 
@@ -80,13 +87,22 @@ class V1Rules(VllmRules):
         """The start-up lines vLLM logs with the KV cache figures."""
         raise NotImplementedError
 
-    def kv_cache_tokens(self, num_blocks: int, groups: list[Group], concurrency: float, max_model_len: int,
-                        block_size: int) -> int:
+    def kv_cache_tokens(
+        self, num_blocks: int, groups: list[Group], concurrency: float, max_model_len: int, block_size: int
+    ) -> int:
         """The N of "GPU KV cache size: N tokens"."""
         raise NotImplementedError
 
-    def request_bytes(self, model: ModelSpec, groups: list[Group], layers_per_group: int, max_model_len: int,
-                      block_size: int, page: int, in_flight: int) -> int:
+    def request_bytes(
+        self,
+        model: ModelSpec,
+        groups: list[Group],
+        layers_per_group: int,
+        max_model_len: int,
+        block_size: int,
+        page: int,
+        in_flight: int,
+    ) -> int:
         """KV bytes one request of `max_model_len` needs in vLLM's start-up check."""
         raise NotImplementedError
 
@@ -98,19 +114,28 @@ class V1Rules(VllmRules):
         """The groups the start-up check counts: the ones the memory holds."""
         return groups
 
-    def mamba_state(self, model: ModelSpec, tp: int, model_dtype_bytes: int = 2,
-                    model_dtype: str = "bf16") -> hybrid.MambaState:
+    def mamba_state(
+        self, model: ModelSpec, tp: int, model_dtype_bytes: int = 2, model_dtype: str = "bf16"
+    ) -> hybrid.MambaState:
         """The state of `model`'s Mamba / linear layers on one rank (`hybrid.mamba_state`)."""
         raise NotImplementedError
 
-    def state_dtype_note(self, model: ModelSpec, state: hybrid.MambaState, model_dtype: str, tp: int,
-                         model_dtype_bytes: int) -> str:
+    def state_dtype_note(
+        self, model: ModelSpec, state: hybrid.MambaState, model_dtype: str, tp: int, model_dtype_bytes: int
+    ) -> str:
         """The note that says which dtype the state is in."""
         raise NotImplementedError
 
-    def hybrid_alignment(self, model: ModelSpec, state: hybrid.MambaState, *, block_size: int,
-                         prefix_caching: bool | None, compute_capability: str,
-                         vendor: str | None) -> tuple[int, int, list[str], list[str]]:
+    def hybrid_alignment(
+        self,
+        model: ModelSpec,
+        state: hybrid.MambaState,
+        *,
+        block_size: int,
+        prefix_caching: bool | None,
+        compute_capability: str,
+        vendor: str | None,
+    ) -> tuple[int, int, list[str], list[str]]:
         """(alignment in tokens, Mamba pages per request, log lines, notes) of a hybrid model."""
         raise NotImplementedError
 
@@ -120,8 +145,9 @@ class V1Rules(VllmRules):
 
     # ----- shared V1 arithmetic -----------------------------------------------------------
 
-    def kv_cache_groups(self, model: ModelSpec, hybrid_allocator: bool = True,
-                        mamba_pages: int = 1) -> tuple[list[Group], int]:
+    def kv_cache_groups(
+        self, model: ModelSpec, hybrid_allocator: bool = True, mamba_pages: int = 1
+    ) -> tuple[list[Group], int]:
         return kv_cache_groups(model, hybrid_allocator, mamba_pages, widen=self.widen_groups)
 
     def chunked_hybrid_allowed(self, allow: bool | None = None) -> bool:
@@ -130,9 +156,15 @@ class V1Rules(VllmRules):
         with chunked local attention ("There is a latency regression ...", `VllmConfig.__post_init__`)."""
         return self.chunked_hybrid_default if allow is None else allow
 
-    def attention_block_size(self, model: ModelSpec, block_size: int | None, backend: str | None = None,
-                             compute_capability: str | None = None, vendor: str | None = None,
-                             kv_cache_dtype: str | None = "auto") -> tuple[int, str | None]:
+    def attention_block_size(
+        self,
+        model: ModelSpec,
+        block_size: int | None,
+        backend: str | None = None,
+        compute_capability: str | None = None,
+        vendor: str | None = None,
+        kv_cache_dtype: str | None = "auto",
+    ) -> tuple[int, str | None]:
         """(block size vLLM uses, a note naming the MLA backend and why, or None) for `model`.
 
         `block_size` is the `--block-size` given (None: not given, vLLM's default);
@@ -144,26 +176,51 @@ class V1Rules(VllmRules):
         name = backend.strip().upper() if backend else None
         mla_names = self.mla_backend_names
         if name is not None and name not in mla_names and name not in OTHER_BACKENDS:
-            raise KvcalcError(f"kvcalc knows the MLA backends {', '.join(mla_names)} and {', '.join(OTHER_BACKENDS)}",
-                              field="attention_backend", value=backend)
+            raise KvcalcError(
+                f"kvcalc knows the MLA backends {', '.join(mla_names)} and {', '.join(OTHER_BACKENDS)}",
+                field="attention_backend",
+                value=backend,
+            )
         if not any(layer.kind == "mla" for layer in model.layers):
             if name in mla_names:
-                raise KvcalcError(f"{name} is an MLA backend and {model.name} has no MLA layers",
-                                  field="attention_backend", value=backend)
+                raise KvcalcError(
+                    f"{name} is an MLA backend and {model.name} has no MLA layers",
+                    field="attention_backend",
+                    value=backend,
+                )
             return self.select_block_size(model, block_size, name, compute_capability, vendor, kv_cache_dtype)
         if name in OTHER_BACKENDS:
-            raise KvcalcError(f"{model.name} uses MLA: give an MLA backend ({', '.join(mla_names)})",
-                              field="attention_backend", value=backend)
+            raise KvcalcError(
+                f"{model.name} uses MLA: give an MLA backend ({', '.join(mla_names)})",
+                field="attention_backend",
+                value=backend,
+            )
         amd = vendor == "amd"
         if name is not None and (name in ROCM_MLA_BACKENDS) != amd and name != "TRITON_MLA":
-            raise KvcalcError(f"{name} is {'a ROCm' if name in ROCM_MLA_BACKENDS else 'an NVIDIA'} backend and the "
-                              f"GPU is {'AMD' if amd else 'NVIDIA'}", field="attention_backend", value=backend)
+            raise KvcalcError(
+                f"{name} is {'a ROCm' if name in ROCM_MLA_BACKENDS else 'an NVIDIA'} backend and the "
+                f"GPU is {'AMD' if amd else 'NVIDIA'}",
+                field="attention_backend",
+                value=backend,
+            )
         return self.select_block_size(model, block_size, name, compute_capability, vendor, kv_cache_dtype)
 
-    def align_block_size(self, model: ModelSpec, attention_layer: LayerSpec, k: StorageFormat, v: StorageFormat, *,
-                         block_size: int, tp: int, prefix_caching: bool | None, compute_capability: str,
-                         model_dtype: str, model_dtype_bytes: int, vendor: str | None = None,
-                         token_page: int | None = None) -> hybrid.HybridBlocks:
+    def align_block_size(
+        self,
+        model: ModelSpec,
+        attention_layer: LayerSpec,
+        k: StorageFormat,
+        v: StorageFormat,
+        *,
+        block_size: int,
+        tp: int,
+        prefix_caching: bool | None,
+        compute_capability: str,
+        model_dtype: str,
+        model_dtype_bytes: int,
+        vendor: str | None = None,
+        token_page: int | None = None,
+    ) -> hybrid.HybridBlocks:
         """The block size, page and Mamba pages per request of a hybrid model: token page =
         `layer_kv_bytes_per_token(attention_layer)`, the state (`mamba_state`), the version's
         alignment (`hybrid_alignment`), then `hybrid.unify_pages`."""
@@ -172,13 +229,35 @@ class V1Rules(VllmRules):
         state = self.mamba_state(model, tp, model_dtype_bytes, model_dtype)
         notes = [self.state_dtype_note(model, state, model_dtype, tp, model_dtype_bytes)]
         align, mamba_pages, lines, more = self.hybrid_alignment(
-            model, state, block_size=block_size, prefix_caching=prefix_caching,
-            compute_capability=compute_capability, vendor=vendor)
-        return hybrid.unify_pages(token_page, state, block_size=block_size, align=align, mamba_pages=mamba_pages,
-                                  log_lines=lines, notes=notes + more)
+            model,
+            state,
+            block_size=block_size,
+            prefix_caching=prefix_caching,
+            compute_capability=compute_capability,
+            vendor=vendor,
+        )
+        return hybrid.unify_pages(
+            token_page,
+            state,
+            block_size=block_size,
+            align=align,
+            mamba_pages=mamba_pages,
+            log_lines=lines,
+            notes=notes + more,
+        )
 
-    def _hybrid_blocks(self, model: ModelSpec, k: StorageFormat, v: StorageFormat, *, block_size: int, tp: int,
-                       options: VllmOptions, scales: bool, token_page: int | None = None) -> hybrid.HybridBlocks:
+    def _hybrid_blocks(
+        self,
+        model: ModelSpec,
+        k: StorageFormat,
+        v: StorageFormat,
+        *,
+        block_size: int,
+        tp: int,
+        options: VllmOptions,
+        scales: bool,
+        token_page: int | None = None,
+    ) -> hybrid.HybridBlocks:
         """`align_block_size` for a model with Mamba / linear-attention layers beside full
         attention, on the options' GPU (no compute capability: Hopper assumed); refuses what
         kvcalc does not model (MLA or sliding layers beside Mamba, attention-free models,
@@ -191,8 +270,10 @@ class V1Rules(VllmRules):
             return KvcalcError(f"{model.name}: {why}", field="model", value=model.name, form=MESSAGE)
 
         if kinds & {"mla", "sliding"}:
-            raise refuse("Mamba / linear-attention layers beside MLA or sliding-window layers are not modelled by "
-                         "the vLLM profile")
+            raise refuse(
+                "Mamba / linear-attention layers beside MLA or sliding-window layers are not modelled by "
+                "the vLLM profile"
+            )
         if "full" not in kinds:
             raise refuse("an attention-free model (only Mamba layers) is not modelled by the vLLM profile")
         if scales:
@@ -200,18 +281,37 @@ class V1Rules(VllmRules):
         fmt = kv_format(self.default_kv_dtype(model)[0])
         attention = next(layer for layer in model.layers if layer.kind == "full")
         return self.align_block_size(
-            model, attention, k, v, block_size=block_size, tp=tp, prefix_caching=options.prefix_caching,
-            compute_capability=options.compute_capability or ASSUMED_COMPUTE_CAPABILITY, model_dtype=fmt.name,
-            model_dtype_bytes=fmt.block_bytes // fmt.block_values, vendor=options.vendor, token_page=token_page)
+            model,
+            attention,
+            k,
+            v,
+            block_size=block_size,
+            tp=tp,
+            prefix_caching=options.prefix_caching,
+            compute_capability=options.compute_capability or ASSUMED_COMPUTE_CAPABILITY,
+            model_dtype=fmt.name,
+            model_dtype_bytes=fmt.block_bytes // fmt.block_values,
+            vendor=options.vendor,
+            token_page=token_page,
+        )
 
-    def spec_resolve(self, model: ModelSpec, k: StorageFormat, v: StorageFormat, *, tp: int,
-                     options: VllmOptions, label: str | None) -> Resolved | None:
+    def spec_resolve(
+        self, model: ModelSpec, k: StorageFormat, v: StorageFormat, *, tp: int, options: VllmOptions, label: str | None
+    ) -> Resolved | None:
         """A `Resolved` with per-layer specs (`Resolved.specs`) for a model whose layers do not
         share one page, as the release builds them; None (the default): the one-page path."""
         return None
 
-    def resolve(self, model: ModelSpec, k: StorageFormat, v: StorageFormat, *, tp: int,
-                options: VllmOptions, label: str | None = None) -> Resolved:
+    def resolve(
+        self,
+        model: ModelSpec,
+        k: StorageFormat,
+        v: StorageFormat,
+        *,
+        tp: int,
+        options: VllmOptions,
+        label: str | None = None,
+    ) -> Resolved:
         """The checks, then: each layer's own KV dtype (`layer_formats`), the MLA backend's block
         size (`attention_block_size`), a hybrid Mamba model's unified block and page
         (`align_block_size`), the hybrid allocator vLLM leaves on (off for chunked local
@@ -226,9 +326,14 @@ class V1Rules(VllmRules):
         if dtype_note:
             notes.append(dtype_note)
         scales = options.per_token_head_scales and not dtype_note
-        block_size, block_note = self.attention_block_size(model, options.block_size, options.attention_backend,
-                                                           options.compute_capability, options.vendor,
-                                                           vllm_cache_dtype(model, k, scales))
+        block_size, block_note = self.attention_block_size(
+            model,
+            options.block_size,
+            options.attention_backend,
+            options.compute_capability,
+            options.vendor,
+            vllm_cache_dtype(model, k, scales),
+        )
         if block_note:
             notes.append(block_note)
         block_size = block_size or DEFAULT_BLOCK_SIZE
@@ -236,21 +341,34 @@ class V1Rules(VllmRules):
         if chunked_local(model) and hybrid_allocator:
             hybrid_allocator = self.chunked_hybrid_allowed(options.chunked_local_hybrid)
             if not hybrid_allocator:
-                notes.append(f"vLLM {self.version} turns the hybrid KV cache manager off for chunked local attention "
-                             "(latency regression) unless VLLM_ALLOW_CHUNKED_LOCAL_ATTN_WITH_HYBRID_KV_CACHE=1: "
-                             "chunked layers keep every token")
+                notes.append(
+                    f"vLLM {self.version} turns the hybrid KV cache manager off for chunked local attention "
+                    "(latency regression) unless VLLM_ALLOW_CHUNKED_LOCAL_ATTN_WITH_HYBRID_KV_CACHE=1: "
+                    "chunked layers keep every token"
+                )
         if any(layer.kind in ("mamba", "linear") for layer in model.layers):
             hb = self._hybrid_blocks(model, k, v, block_size=block_size, tp=tp, options=options, scales=scales)
             notes += hb.notes
             notes += self.hybrid_notes(hb, options)
-            return Resolved(k, v, hb.block_size, hb.page_bytes, hybrid_allocator, hb.mamba_pages,
-                            list(hb.log_lines), notes)
+            return Resolved(
+                k, v, hb.block_size, hb.page_bytes, hybrid_allocator, hb.mamba_pages, list(hb.log_lines), notes
+            )
         page = uniform_page(model, k, v, block_size, tp, scales)
         return Resolved(k, v, block_size, page, hybrid_allocator, notes=notes)
 
-    def _too_small_check(self, model: ModelSpec, groups: list[Group], layers_per_group: int, num_blocks: int,
-                         kv_memory_bytes: int, page: int, *, block_size: int, max_model_len: int,
-                         in_flight: int) -> list[str]:
+    def _too_small_check(
+        self,
+        model: ModelSpec,
+        groups: list[Group],
+        layers_per_group: int,
+        num_blocks: int,
+        kv_memory_bytes: int,
+        page: int,
+        *,
+        block_size: int,
+        max_model_len: int,
+        in_flight: int,
+    ) -> list[str]:
         """`check_enough_kv_cache_memory`: raise when one request of L needs more than the memory
         and not one block fits; when blocks fit, warn and return the note (else no note). With
         `null_block` the check is against the memory less one block of every group; the groups
@@ -273,8 +391,17 @@ class V1Rules(VllmRules):
         warnings.warn(f"vLLM would refuse to start: {msg}", KvcalcWarning, stacklevel=5)  # at capacity's caller
         return [f"vLLM refuses to start at this max_model_len: {msg}"]
 
-    def _spec_capacity(self, model: ModelSpec, kv_memory_bytes: int, r: Resolved, *, max_model_len: int,
-                       concurrency: int | None, dtype_name: str, in_flight: int) -> EngineResult:
+    def _spec_capacity(
+        self,
+        model: ModelSpec,
+        kv_memory_bytes: int,
+        r: Resolved,
+        *,
+        max_model_len: int,
+        concurrency: int | None,
+        dtype_name: str,
+        in_flight: int,
+    ) -> EngineResult:
         """`_capacity` over per-layer specs (`Resolved.specs`, `planning`): bytes per block = the
         widest group's pages (`_get_kv_cache_bytes_per_block`); blocks = available // that;
         a request holds the sum over groups of its pages (`blocks_per_request`); the start-up
@@ -305,29 +432,67 @@ class V1Rules(VllmRules):
         longest = None
         if concurrency:
             longest = longest_context(
-                lambda n: num_blocks >= concurrency * planning.blocks_per_request(groups, n, in_flight), model, L)
+                lambda n: num_blocks >= concurrency * planning.blocks_per_request(groups, n, in_flight), model, L
+            )
         return EngineResult(
-            engine="vllm", engine_version=self.label, kv_memory_bytes=kv_memory_bytes,
-            kv_cache_dtype=dtype_name, block_size=r.block_size, page_size_bytes=block_bytes,
-            num_gpu_blocks=num_blocks, usable_blocks=max(num_blocks - 1, 0), kv_cache_tokens=tokens,
-            engine_kv_bytes=num_blocks * block_bytes, max_model_len=L, max_concurrency=conc,
-            concurrency=concurrency, longest_context=longest, log_lines=lines, notes=notes)
+            engine="vllm",
+            engine_version=self.label,
+            kv_memory_bytes=kv_memory_bytes,
+            kv_cache_dtype=dtype_name,
+            block_size=r.block_size,
+            page_size_bytes=block_bytes,
+            num_gpu_blocks=num_blocks,
+            usable_blocks=max(num_blocks - 1, 0),
+            kv_cache_tokens=tokens,
+            engine_kv_bytes=num_blocks * block_bytes,
+            max_model_len=L,
+            max_concurrency=conc,
+            concurrency=concurrency,
+            longest_context=longest,
+            log_lines=lines,
+            notes=notes,
+        )
 
-    def _capacity(self, model: ModelSpec, kv_memory_bytes: int, r: Resolved, *, max_model_len: int,
-                  concurrency: int | None, dtype_name: str, options: VllmOptions) -> EngineResult:
+    def _capacity(
+        self,
+        model: ModelSpec,
+        kv_memory_bytes: int,
+        r: Resolved,
+        *,
+        max_model_len: int,
+        concurrency: int | None,
+        dtype_name: str,
+        options: VllmOptions,
+    ) -> EngineResult:
         """V1: blocks = available // page // layers_per_group (`get_num_blocks`); concurrency =
         blocks / `blocks_per_request`; tokens as the version logs them (`kv_cache_tokens`)."""
         L, block_size, page, notes = max_model_len, r.block_size, r.page, r.notes
         in_flight = self.in_flight_tokens(options.max_num_batched_tokens, options.async_scheduling)
         if r.specs is not None:
-            return self._spec_capacity(model, kv_memory_bytes, r, max_model_len=L, concurrency=concurrency,
-                                       dtype_name=dtype_name, in_flight=in_flight)
+            return self._spec_capacity(
+                model,
+                kv_memory_bytes,
+                r,
+                max_model_len=L,
+                concurrency=concurrency,
+                dtype_name=dtype_name,
+                in_flight=in_flight,
+            )
         # vllm/v1/worker/gpu_worker.py determine_available_memory
         lines = [*r.log_lines, self.available_memory_line(kv_memory_bytes)]
         groups, layers_per_group = self.kv_cache_groups(model, r.hybrid_allocator, r.mamba_pages)
         num_blocks = kv_memory_bytes // page // layers_per_group  # get_num_blocks
-        notes += self._too_small_check(model, groups, layers_per_group, num_blocks, kv_memory_bytes, page,
-                                       block_size=block_size, max_model_len=L, in_flight=in_flight)
+        notes += self._too_small_check(
+            model,
+            groups,
+            layers_per_group,
+            num_blocks,
+            kv_memory_bytes,
+            page,
+            block_size=block_size,
+            max_model_len=L,
+            in_flight=in_flight,
+        )
         per_req = blocks_per_request(groups, L, block_size, in_flight)
         conc = num_blocks / per_req
         tokens = self.kv_cache_tokens(num_blocks, groups, conc, L, block_size)
@@ -338,10 +503,23 @@ class V1Rules(VllmRules):
         longest = None
         if concurrency:
             longest = longest_context(
-                lambda n: num_blocks >= concurrency * blocks_per_request(groups, n, block_size, in_flight), model, L)
+                lambda n: num_blocks >= concurrency * blocks_per_request(groups, n, block_size, in_flight), model, L
+            )
         return EngineResult(
-            engine="vllm", engine_version=self.label, kv_memory_bytes=kv_memory_bytes,
-            kv_cache_dtype=dtype_name, block_size=block_size, page_size_bytes=page * layers_per_group,
-            num_gpu_blocks=num_blocks, usable_blocks=max(num_blocks - 1, 0), kv_cache_tokens=tokens,
-            engine_kv_bytes=num_blocks * page * layers_per_group, max_model_len=L, max_concurrency=conc,
-            concurrency=concurrency, longest_context=longest, log_lines=lines, notes=notes)
+            engine="vllm",
+            engine_version=self.label,
+            kv_memory_bytes=kv_memory_bytes,
+            kv_cache_dtype=dtype_name,
+            block_size=block_size,
+            page_size_bytes=page * layers_per_group,
+            num_gpu_blocks=num_blocks,
+            usable_blocks=max(num_blocks - 1, 0),
+            kv_cache_tokens=tokens,
+            engine_kv_bytes=num_blocks * page * layers_per_group,
+            max_model_len=L,
+            max_concurrency=conc,
+            concurrency=concurrency,
+            longest_context=longest,
+            log_lines=lines,
+            notes=notes,
+        )

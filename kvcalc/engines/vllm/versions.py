@@ -37,8 +37,9 @@ def check_version(version: str) -> str:
     for known in VERSIONS:
         if text == known or text.startswith(known + "."):
             return known
-    raise KvcalcError(f"kvcalc models vLLM {', '.join(VERSIONS)} (0.6: the V0 engine)", field="vllm_version",
-                      value=version)
+    raise KvcalcError(
+        f"kvcalc models vLLM {', '.join(VERSIONS)} (0.6: the V0 engine)", field="vllm_version", value=version
+    )
 
 
 def rules(version: str = CURRENT_VERSION) -> VllmRules:

@@ -57,19 +57,53 @@ from kvcalc.schema import ModelSpec
 #: num_kv_shared_layers (gemma3n: layers reuse another layer's cache), attention_chunk_size
 #: (llama4 chunked attention), global_attn_every_n_layers / attention_types / attention_window /
 #: local_attention / sliding_window_size (other window spellings), and the hybrid patterns.
-_UNSIZABLE = ("kv_lora_rank", "attn_layer_period", "full_attention_interval", "sliding_window_pattern",
-              "mamba_d_state", "ssm_state_size", "linear_num_key_heads", "interleaved_sliding_window",
-              "attention_chunk_size", "no_rope_layers", "hybrid_override_pattern", "layers_block_type",
-              "block_types", "attention_type", "attention_layers",
-              "multi_query", "multi_query_attention", "multi_query_group_num", "kv_channels",
-              "n_kv_heads", "kv_n_heads", "num_kv_groups", "num_key_value_groups", "attn_config",
-              "cross_attention_layers", "v_head_dim", "qk_rope_head_dim", "q_lora_rank",
-              "num_kv_shared_layers", "global_attn_every_n_layers", "attention_types",
-              "attention_window", "local_attention", "sliding_window_size", "block_configs",
-              "attn_type_list", "layer_block_types",
-              # state-space models (transformers MambaConfig / Mamba2Config: state_size, conv_kernel,
-              # n_groups; mamba_ssm's ssm_cfg / d_state): their layers keep a fixed state, no K and V
-              "state_size", "conv_kernel", "n_groups", "ssm_cfg", "d_state", "time_step_rank")
+_UNSIZABLE = (
+    "kv_lora_rank",
+    "attn_layer_period",
+    "full_attention_interval",
+    "sliding_window_pattern",
+    "mamba_d_state",
+    "ssm_state_size",
+    "linear_num_key_heads",
+    "interleaved_sliding_window",
+    "attention_chunk_size",
+    "no_rope_layers",
+    "hybrid_override_pattern",
+    "layers_block_type",
+    "block_types",
+    "attention_type",
+    "attention_layers",
+    "multi_query",
+    "multi_query_attention",
+    "multi_query_group_num",
+    "kv_channels",
+    "n_kv_heads",
+    "kv_n_heads",
+    "num_kv_groups",
+    "num_key_value_groups",
+    "attn_config",
+    "cross_attention_layers",
+    "v_head_dim",
+    "qk_rope_head_dim",
+    "q_lora_rank",
+    "num_kv_shared_layers",
+    "global_attn_every_n_layers",
+    "attention_types",
+    "attention_window",
+    "local_attention",
+    "sliding_window_size",
+    "block_configs",
+    "attn_type_list",
+    "layer_block_types",
+    # state-space models (transformers MambaConfig / Mamba2Config: state_size, conv_kernel,
+    # n_groups; mamba_ssm's ssm_cfg / d_state): their layers keep a fixed state, no K and V
+    "state_size",
+    "conv_kernel",
+    "n_groups",
+    "ssm_cfg",
+    "d_state",
+    "time_step_rank",
+)
 
 #: why a field in _UNSIZABLE matters, for the error line.
 _WHY = {
@@ -91,24 +125,76 @@ _WHY = {
 TRUST_PLAIN_DECODER: ContextVar[bool] = ContextVar("trust_plain_decoder", default=False)
 
 #: the config keys a plain decoder reads (`_generic`), and those that never shape the cache
-_PLAIN_READS = frozenset({
-    "num_hidden_layers", "n_layer", "num_layers", "num_attention_heads", "n_head", "num_heads", "hidden_size",
-    "n_embd", "d_model", "num_key_value_heads", "num_kv_heads", "n_head_kv", "head_dim", "max_position_embeddings",
-    "n_positions", "max_seq_len", "vocab_size", "intermediate_size", "tie_word_embeddings", "attention_bias",
-    "layer_types", "sliding_window", "use_sliding_window", "rope_scaling", "rope_parameters", "torch_dtype",
-    "dtype", "model_type", "_name_or_path", "quantization_config"})
-_NEVER_CACHE = frozenset({
-    "attention_dropout", "attn_pdrop", "resid_pdrop", "embd_pdrop", "attn_logit_softcapping",
-    "final_logit_softcapping", "_attn_implementation", "attn_implementation", "output_attentions",
-    "use_cache", "max_window_layers", "num_key_value_groups_in_kernel", "attention_multiplier",
-    "query_pre_attn_scalar", "attention_scale", "attn_scale", "use_qk_norm", "qk_layernorm", "num_beam_groups",
-    "n_group", "topk_group", "num_expert_group", "decoder_sparse_step", "rope_local_base_freq"})
+_PLAIN_READS = frozenset(
+    {
+        "num_hidden_layers",
+        "n_layer",
+        "num_layers",
+        "num_attention_heads",
+        "n_head",
+        "num_heads",
+        "hidden_size",
+        "n_embd",
+        "d_model",
+        "num_key_value_heads",
+        "num_kv_heads",
+        "n_head_kv",
+        "head_dim",
+        "max_position_embeddings",
+        "n_positions",
+        "max_seq_len",
+        "vocab_size",
+        "intermediate_size",
+        "tie_word_embeddings",
+        "attention_bias",
+        "layer_types",
+        "sliding_window",
+        "use_sliding_window",
+        "rope_scaling",
+        "rope_parameters",
+        "torch_dtype",
+        "dtype",
+        "model_type",
+        "_name_or_path",
+        "quantization_config",
+    }
+)
+_NEVER_CACHE = frozenset(
+    {
+        "attention_dropout",
+        "attn_pdrop",
+        "resid_pdrop",
+        "embd_pdrop",
+        "attn_logit_softcapping",
+        "final_logit_softcapping",
+        "_attn_implementation",
+        "attn_implementation",
+        "output_attentions",
+        "use_cache",
+        "max_window_layers",
+        "num_key_value_groups_in_kernel",
+        "attention_multiplier",
+        "query_pre_attn_scalar",
+        "attention_scale",
+        "attn_scale",
+        "use_qk_norm",
+        "qk_layernorm",
+        "num_beam_groups",
+        "n_group",
+        "topk_group",
+        "num_expert_group",
+        "decoder_sparse_step",
+        "rope_local_base_freq",
+    }
+)
 _OTHER_TOWERS = frozenset({"vision_config", "audio_config", "speech_config", "text_config", "vision_tower"})
 #: words in a config key that mean it may shape the cache: head counts and sizes, windows, latent
 #: ranks, compression, an indexer, sharing, chunking, per-layer lists, state-space and linear layers
-_CACHE_WORDS = re.compile(r"head|kv|key_value|value|window|sliding|swa|lora|rank|compress|index|shar|chunk|"
-                          r"layer_type|pattern|attn|attention|state|conv|ssm|mamba|linear|sink|global|local|"
-                          r"mla|sparse|latent|group|block_type|hybrid|nope|rope_dim|cross")
+_CACHE_WORDS = re.compile(
+    r"head|kv|key_value|value|window|sliding|swa|lora|rank|compress|index|shar|chunk|"
+    r"layer_type|pattern|attn|attention|state|conv|ssm|mamba|linear|sink|global|local|"
+    r"mla|sparse|latent|group|block_type|hybrid|nope|rope_dim|cross"
+)
 
 
 def _unconsumed_cache_fields(data: dict[str, Any]) -> list[str]:
@@ -142,36 +228,50 @@ def _generic(c: _Cfg) -> dict[str, Any]:
     cache is one the plain reading consumes; warns that it is a guess. Raises `ConfigError`
     naming the fields a plain decoder would ignore, or, with none, saying how to accept the guess."""
     if c.model_type.lower() in _STATE_SPACE_TYPES:
-        raise c.fail(f"model_type '{c.model_type}' is a state-space model: its layers keep a fixed state per "
-                     "sequence and no per-token KV cache, which kvcalc cannot size from this config; write a "
-                     "kvcalc YAML with mamba layers (see configs/models/)", field="model_type")
-    odd = [k + (f" ({_WHY[k]})" if k in _WHY else "")
-           for k in _UNSIZABLE if c.data.get(k) not in (None, False, [], {})]
+        raise c.fail(
+            f"model_type '{c.model_type}' is a state-space model: its layers keep a fixed state per "
+            "sequence and no per-token KV cache, which kvcalc cannot size from this config; write a "
+            "kvcalc YAML with mamba layers (see configs/models/)",
+            field="model_type",
+        )
+    odd = [k + (f" ({_WHY[k]})" if k in _WHY else "") for k in _UNSIZABLE if c.data.get(k) not in (None, False, [], {})]
     window = c.count("sliding_window") if c.flag("use_sliding_window", default=True) else None
     if window and c.get("layer_types") is None:
         odd.append("sliding_window (which layers slide is family-specific)")
     listed = {k.split(" ", 1)[0] for k in odd}
     odd += [k for k in _unconsumed_cache_fields(c.data) if k not in listed]
     if odd:
-        raise c.fail(f"model_type '{c.model_type}' is not one kvcalc maps, and its "
-                     f"{', '.join(odd)} cannot be sized without a mapping; write a kvcalc YAML "
-                     "(see configs/models/) or ask for the family to be added")
+        raise c.fail(
+            f"model_type '{c.model_type}' is not one kvcalc maps, and its "
+            f"{', '.join(odd)} cannot be sized without a mapping; write a kvcalc YAML "
+            "(see configs/models/) or ask for the family to be added"
+        )
     if not TRUST_PLAIN_DECODER.get():
-        raise c.fail(f"model_type '{c.model_type}' is not one kvcalc maps; every field of it that shapes the cache is "
-                     "one a plain decoder reads (every layer full attention, explicit head_dim or hidden_size / "
-                     "num_attention_heads), but that is a guess: pass --trust-plain-decoder to accept it, or write "
-                     "a kvcalc YAML (see configs/models/)", field="model_type")
-    f = _decoder(c, layer_keys=("num_hidden_layers", "n_layer", "num_layers"),
-                 head_keys=("num_attention_heads", "n_head", "num_heads"),
-                 hidden_keys=("hidden_size", "n_embd", "d_model"),
-                 kv_keys=("num_key_value_heads", "num_kv_heads", "n_head_kv"))
+        raise c.fail(
+            f"model_type '{c.model_type}' is not one kvcalc maps; every field of it that shapes the cache is "
+            "one a plain decoder reads (every layer full attention, explicit head_dim or hidden_size / "
+            "num_attention_heads), but that is a guess: pass --trust-plain-decoder to accept it, or write "
+            "a kvcalc YAML (see configs/models/)",
+            field="model_type",
+        )
+    f = _decoder(
+        c,
+        layer_keys=("num_hidden_layers", "n_layer", "num_layers"),
+        head_keys=("num_attention_heads", "n_head", "num_heads"),
+        hidden_keys=("hidden_size", "n_embd", "d_model"),
+        kv_keys=("num_key_value_heads", "num_kv_heads", "n_head_kv"),
+    )
     if f["max_position_embeddings"] is None:
         f["max_position_embeddings"] = c.count("n_positions", "max_seq_len")
     c.check_missing()
-    warnings.warn(f"{c.path or 'config'}: model_type '{c.model_type}' has no kvcalc mapping; read it "
-                  "as a plain decoder (every layer full attention, explicit head_dim or "
-                  "hidden_size / num_attention_heads): a guess, accepted by --trust-plain-decoder; check the "
-                  "result", KvcalcWarning, stacklevel=3)
+    warnings.warn(
+        f"{c.path or 'config'}: model_type '{c.model_type}' has no kvcalc mapping; read it "
+        "as a plain decoder (every layer full attention, explicit head_dim or "
+        "hidden_size / num_attention_heads): a guess, accepted by --trust-plain-decoder; check the "
+        "result",
+        KvcalcWarning,
+        stacklevel=3,
+    )
     kinds = _kinds_from_layer_types(c, f["n_layers"]) if c.get("layer_types") is not None else None
     return _set_kinds(c, f, kinds, window if kinds else None)
 
@@ -189,8 +289,11 @@ def _dtype(data: dict[str, Any], outer: dict[str, Any], model_type: str, path: s
         for key in ("torch_dtype", "dtype"):
             v = d.get(key)
             if v is not None and not isinstance(v, str):
-                raise ConfigError(f"must be a dtype name such as \"bfloat16\", got {_shown(v)}",
-                                  path=path, field=key if d is outer or data is outer else f"text_config.{key}")
+                raise ConfigError(
+                    f'must be a dtype name such as "bfloat16", got {_shown(v)}',
+                    path=path,
+                    field=key if d is outer or data is outer else f"text_config.{key}",
+                )
             if isinstance(v, str) and v != "auto":
                 try:
                     return canonical_name(v.removeprefix("torch."))
@@ -201,9 +304,12 @@ def _dtype(data: dict[str, Any], outer: dict[str, Any], model_type: str, path: s
 
         from kvcalc.errors import KvcalcWarning
 
-        warnings.warn(f"{path or 'config'}: no torch_dtype; assuming bf16, as most published checkpoints "
-                      "are (give --kv-dtype, or add dtype to the YAML, if yours differs)", KvcalcWarning,
-                      stacklevel=2)
+        warnings.warn(
+            f"{path or 'config'}: no torch_dtype; assuming bf16, as most published checkpoints "
+            "are (give --kv-dtype, or add dtype to the YAML, if yours differs)",
+            KvcalcWarning,
+            stacklevel=2,
+        )
     return DEFAULT_DTYPE.get(model_type, "bf16")
 
 
@@ -222,8 +328,14 @@ def _name(data: dict[str, Any], outer: dict[str, Any], path: str | None, model_t
 
 
 #: transformers v5 `rope_parameters` may be one dict per layer type (`ALLOWED_LAYER_TYPES`)
-_ROPE_LAYER_KEYS = ("full_attention", "sliding_attention", "chunked_attention", "linear_attention",
-                    "compressed_sparse_attention", "heavily_compressed_attention")
+_ROPE_LAYER_KEYS = (
+    "full_attention",
+    "sliding_attention",
+    "chunked_attention",
+    "linear_attention",
+    "compressed_sparse_attention",
+    "heavily_compressed_attention",
+)
 
 
 def _rope_scaling(c: _Cfg, outer: dict[str, Any]) -> dict[str, Any] | None:
@@ -247,7 +359,7 @@ def _rope_scaling(c: _Cfg, outer: dict[str, Any]) -> dict[str, Any] | None:
             break
     rope_type = chosen.get("rope_type", chosen.get("type", "default"))
     if not isinstance(rope_type, str) or not rope_type:
-        raise c.fail(f"rope_type must be a name such as \"yarn\", got {_shown(rope_type)}", key)
+        raise c.fail(f'rope_type must be a name such as "yarn", got {_shown(rope_type)}', key)
     rope_type = {"su": "longrope", "mrope": "default"}.get(rope_type, rope_type)
     factor = chosen.get("factor")
     if factor is not None and (type(factor) not in (int, float) or not 0 < factor <= 2**20):
@@ -256,12 +368,19 @@ def _rope_scaling(c: _Cfg, outer: dict[str, Any]) -> dict[str, Any] | None:
     if rope_type == "longrope" and orig is None:
         orig = c.data.get("original_max_position_embeddings", outer.get("original_max_position_embeddings"))
     if orig is not None:
-        orig = c.check_int(f"{key}.original_max_position_embeddings" if "original_max_position_embeddings" in chosen
-                           else "original_max_position_embeddings", orig)
+        orig = c.check_int(
+            f"{key}.original_max_position_embeddings"
+            if "original_max_position_embeddings" in chosen
+            else "original_max_position_embeddings",
+            orig,
+        )
     if rope_type == "default" and factor is None:
         return None
-    return {"rope_type": rope_type, "factor": None if factor is None else float(factor),
-            "original_max_position_embeddings": orig}
+    return {
+        "rope_type": rope_type,
+        "factor": None if factor is None else float(factor),
+        "original_max_position_embeddings": orig,
+    }
 
 
 def _model_type(data: dict[str, Any], path: str | None, field: str) -> str:
@@ -270,13 +389,17 @@ def _model_type(data: dict[str, Any], path: str | None, field: str) -> str:
     if v is None:
         return ""
     if not isinstance(v, str):
-        raise ConfigError(f"must be a string such as \"llama\", got {_shown(v)}", path=path, field=field)
+        raise ConfigError(f'must be a string such as "llama", got {_shown(v)}', path=path, field=field)
     return v
 
 
-def model_fields_from_hf_config(data: dict[str, Any], path: str | None = None, *,
-                                trust_plain_decoder: bool | None = None,
-                                hf_quant: dict[str, Any] | None = None) -> dict[str, Any]:
+def model_fields_from_hf_config(
+    data: dict[str, Any],
+    path: str | None = None,
+    *,
+    trust_plain_decoder: bool | None = None,
+    hf_quant: dict[str, Any] | None = None,
+) -> dict[str, Any]:
     """The `ModelSpec` fields (name and source first, only those set) for a Hugging Face
     config dict. A multimodal config's `text_config` is read as the model; its dtype and name
     fall back to the top level.
@@ -288,8 +411,9 @@ def model_fields_from_hf_config(data: dict[str, Any], path: str | None = None, *
     top_type = _model_type(data, path, "model_type")
     text = data.get("text_config")
     if text is not None and not isinstance(text, dict):
-        raise ConfigError(f"must be a JSON object (the text model's config), got {_shown(text)}",
-                          path=path, field="text_config")
+        raise ConfigError(
+            f"must be a JSON object (the text model's config), got {_shown(text)}", path=path, field="text_config"
+        )
     if text is not None:
         data = text
         model_type = _model_type(text, path, "text_config.model_type") or TEXT_MODEL_TYPES.get(top_type, top_type)
@@ -311,7 +435,7 @@ def model_fields_from_hf_config(data: dict[str, Any], path: str | None = None, *
     out: dict[str, Any] = {
         "name": _name(data, outer, path, model_type),
         "source": f"{path or '<dict>'} (HF config.json, model_type {shown_type or 'none'}"
-                  + ("; read as a plain decoder: a guess, --trust-plain-decoder)" if fn is _generic else ")"),
+        + ("; read as a plain decoder: a guess, --trust-plain-decoder)" if fn is _generic else ")"),
         "model_type": model_type or None,
         "dtype": _dtype(data, outer, model_type, path),
     }
@@ -319,16 +443,23 @@ def model_fields_from_hf_config(data: dict[str, Any], path: str | None = None, *
     if "quantization_config" in outer or "quantization_config" in data:  # the checkpoint's own weight format
         from kvcalc.load.hf.quant import read_quantization
 
-        quant = read_quantization(outer, dtype=out["dtype"], n_layers=out.get("n_layers") or 1, moe=bool(out.get("n_experts")),
-                                  path=path, hidden_size=out.get("hidden_size"))
+        quant = read_quantization(
+            outer,
+            dtype=out["dtype"],
+            n_layers=out.get("n_layers") or 1,
+            moe=bool(out.get("n_experts")),
+            path=path,
+            hidden_size=out.get("hidden_size"),
+        )
         if quant is not None:
             out.update(quant.fields())
             _check_scale_groups(out, quant, path)
     if hf_quant is not None:  # ModelOpt's hf_quant_config.json beside config.json: its formats win
         from kvcalc.load.hf.quant import read_hf_quant_config
 
-        modelopt = read_hf_quant_config(hf_quant, n_layers=out.get("n_layers") or 1, moe=bool(out.get("n_experts")),
-                                        path=path)
+        modelopt = read_hf_quant_config(
+            hf_quant, n_layers=out.get("n_layers") or 1, moe=bool(out.get("n_experts")), path=path
+        )
         if modelopt is not None:
             out.update(modelopt.fields())
             out["source"] = out["source"][:-1] + "; weight formats from hf_quant_config.json)"
@@ -350,15 +481,23 @@ def _check_scale_groups(fields: dict[str, Any], quant: Any, path: str | None) ->
     except KvcalcError as e:
         if e.field == "weight_dtype":
             what = e.message.split(" (use another", 1)[0]
-            raise ConfigError(f"{what}: this weight format comes from the checkpoint's quantization_config; check its "
-                              "group or block size",
-                              path=path, field=quant.field) from None
+            raise ConfigError(
+                f"{what}: this weight format comes from the checkpoint's quantization_config; check its "
+                "group or block size",
+                path=path,
+                field=quant.field,
+            ) from None
     except ValueError:  # pydantic's ValidationError: reported when the spec is built
         pass
 
 
-def model_from_hf_config(data: dict[str, Any], path: str | None = None, *,
-                         trust_plain_decoder: bool | None = None, hf_quant: dict[str, Any] | None = None) -> ModelSpec:
+def model_from_hf_config(
+    data: dict[str, Any],
+    path: str | None = None,
+    *,
+    trust_plain_decoder: bool | None = None,
+    hf_quant: dict[str, Any] | None = None,
+) -> ModelSpec:
     """A `ModelSpec` from a Hugging Face config.json dict (see `model_fields_from_hf_config`;
     `trust_plain_decoder`: accept an unmapped model_type read as a plain decoder, None: as the
     current load says, `TRUST_PLAIN_DECODER`).
@@ -366,8 +505,11 @@ def model_from_hf_config(data: dict[str, Any], path: str | None = None, *,
     Raises `ConfigError` (file and field named) for a missing field, an unsizable feature, an
     unmapped model_type or a value the schema refuses.
     """
-    return build(ModelSpec, model_fields_from_hf_config(data, path, trust_plain_decoder=trust_plain_decoder,
-                                                        hf_quant=hf_quant), path)
+    return build(
+        ModelSpec,
+        model_fields_from_hf_config(data, path, trust_plain_decoder=trust_plain_decoder, hf_quant=hf_quant),
+        path,
+    )
 
 
 # ----- kvcalc YAML out ---------------------------------------------------------------------

@@ -48,32 +48,45 @@ LLAMA = Family(source="configuration_llama.py", decoder=dict(max_pos=2048), wind
 
 #: mistral (`configuration_mistral.py`): sliding_window defaults to 4096 and, when set, applies to
 #: every layer (Mistral-7B-v0.1); null means none (v0.2+).
-MISTRAL = Family(source="configuration_mistral.py", decoder=dict(max_pos=4096 * 32), kinds=Kinds(rest="sliding"),
-                 window=("sliding_window", 4096))
+MISTRAL = Family(
+    source="configuration_mistral.py",
+    decoder=dict(max_pos=4096 * 32),
+    kinds=Kinds(rest="sliding"),
+    window=("sliding_window", 4096),
+)
 
 #: phi3 (`configuration_phi3.py`): like mistral, a set sliding_window applies to every layer
 #: (Phi-3-mini-4k: 2047); default null.
-PHI3 = Family(source="configuration_phi3.py", decoder=dict(max_pos=4096), kinds=Kinds(rest="sliding"),
-              window=("sliding_window", None))
+PHI3 = Family(
+    source="configuration_phi3.py",
+    decoder=dict(max_pos=4096),
+    kinds=Kinds(rest="sliding"),
+    window=("sliding_window", None),
+)
 
 #: gemma (`configuration_gemma.py`): head_dim 256, tied embeddings, 8192 context.
 GEMMA = Family(source="configuration_gemma.py", decoder=dict(head_dim=256, tie=True, max_pos=8192))
 
 #: gemma2 (`configuration_gemma2.py`): layer_types, else layer i slides when i % 2 == 0
 #: (`"sliding_attention" if bool((i + 1) % 2)`); window 4096 by default; head_dim 256; tied.
-GEMMA2 = Family(source="configuration_gemma2.py", decoder=dict(head_dim=256, tie=True, max_pos=8192),
-                kinds=Kinds(nth="full", rest="sliding", every=2), window=("sliding_window", 4096))
+GEMMA2 = Family(
+    source="configuration_gemma2.py",
+    decoder=dict(head_dim=256, tie=True, max_pos=8192),
+    kinds=Kinds(nth="full", rest="sliding", every=2),
+    window=("sliding_window", 4096),
+)
 
 #: gemma3_text (`configuration_gemma3.py` Gemma3TextConfig): layer_types, else layer i is global
 #: when (i + 1) % sliding_window_pattern == 0 (default 6: 5 local then 1 global); window 4096, 8
 #: heads, 4 KV heads, head_dim 256, vocab 262208, 131072 context, tied, by default (gemma-3-4b's
 #: text_config relies on the head defaults).
-GEMMA3_TEXT = Family(source="configuration_gemma3.py Gemma3TextConfig",
-                     decoder=dict(head_dim=256, n_heads=8, n_kv_heads=4, tie=True, max_pos=131072),
-                     counts={"vocab_size": (("vocab_size",), 262208)},
-                     kinds=Kinds(nth="full", rest="sliding", every=6,
-                                 every_keys=("sliding_window_pattern", "_sliding_window_pattern")),
-                     window=("sliding_window", 4096))
+GEMMA3_TEXT = Family(
+    source="configuration_gemma3.py Gemma3TextConfig",
+    decoder=dict(head_dim=256, n_heads=8, n_kv_heads=4, tie=True, max_pos=131072),
+    counts={"vocab_size": (("vocab_size",), 262208)},
+    kinds=Kinds(nth="full", rest="sliding", every=6, every_keys=("sliding_window_pattern", "_sliding_window_pattern")),
+    window=("sliding_window", 4096),
+)
 
 #: olmo2 (`configuration_olmo2.py`): a llama decoder (q/k norms aside), 2048 context by default,
 #: MHA unless num_key_value_heads says otherwise, no window, untied.
@@ -84,18 +97,25 @@ OLMO2 = Family(source="configuration_olmo2.py", decoder=dict(max_pos=2048))
 #: plain GELU MLP c_fc / c_proj of intermediate_size, biased projections, the window on every layer
 #: as Mistral; vLLM `starcoder2.py` likewise). Tied unless the config says otherwise
 #: (PretrainedConfig's default).
-STARCODER2 = Family(source="configuration_starcoder2.py", decoder=dict(max_pos=4096, tie=True),
-                    flags={"attention_bias": (("use_bias",), True)}, fixed={"mlp_kind": "plain"},
-                    kinds=Kinds(rest="sliding"), window=("sliding_window", 4096))
+STARCODER2 = Family(
+    source="configuration_starcoder2.py",
+    decoder=dict(max_pos=4096, tie=True),
+    flags={"attention_bias": (("use_bias",), True)},
+    fixed={"mlp_kind": "plain"},
+    kinds=Kinds(rest="sliding"),
+    window=("sliding_window", 4096),
+)
 
 #: cohere2, Command R7B (`configuration_cohere2.py`): layer_types, else layer i slides when (i + 1)
 #: % sliding_window_pattern != 0 (default 4: three sliding then one global); window 4096;
 #: embeddings tied (use_embedding_sharing); 8192 context by default.
-COHERE2 = Family(source="configuration_cohere2.py", decoder=dict(max_pos=8192, tie=True),
-                 flags={"tie_word_embeddings": (("use_embedding_sharing", "tie_word_embeddings"), True)},
-                 kinds=Kinds(nth="full", rest="sliding", every=4,
-                             every_keys=("sliding_window_pattern", "_sliding_window_pattern")),
-                 window=("sliding_window", 4096))
+COHERE2 = Family(
+    source="configuration_cohere2.py",
+    decoder=dict(max_pos=8192, tie=True),
+    flags={"tie_word_embeddings": (("use_embedding_sharing", "tie_word_embeddings"), True)},
+    kinds=Kinds(nth="full", rest="sliding", every=4, every_keys=("sliding_window_pattern", "_sliding_window_pattern")),
+    window=("sliding_window", 4096),
+)
 
 
 def _glm4_moe_experts(c: _Cfg, f: dict[str, Any]) -> dict[str, Any]:
@@ -113,32 +133,49 @@ def _glm4_moe_experts(c: _Cfg, f: dict[str, Any]) -> dict[str, Any]:
 #: moe_intermediate_size 1408, 8 per token, n_shared_experts 1, the first first_k_dense_replace (1)
 #: layers dense of intermediate_size 10944; attention_bias false by default). The MTP layers
 #: (num_nextn_predict_layers) are not in num_hidden_layers.
-GLM4_MOE = Family(source="configuration_glm4_moe.py", decoder=dict(max_pos=131072, head_dim=128, n_kv_heads=8),
-                  counts={"n_experts": (("n_routed_experts",), 128), "n_experts_per_token": (("num_experts_per_tok",), 8),
-                          "moe_intermediate_size": (("moe_intermediate_size",), 1408)},
-                  build=_glm4_moe_experts)
+GLM4_MOE = Family(
+    source="configuration_glm4_moe.py",
+    decoder=dict(max_pos=131072, head_dim=128, n_kv_heads=8),
+    counts={
+        "n_experts": (("n_routed_experts",), 128),
+        "n_experts_per_token": (("num_experts_per_tok",), 8),
+        "moe_intermediate_size": (("moe_intermediate_size",), 1408),
+    },
+    build=_glm4_moe_experts,
+)
 
 #: mixtral (`configuration_mixtral.py`): sliding_window defaults to null; every layer is sparse,
 #: and `intermediate_size` is the expert width (there is no dense MLP).
-MIXTRAL = Family(source="configuration_mixtral.py", decoder=dict(max_pos=4096 * 32),
-                 counts={"n_experts": (("num_local_experts",), 8), "n_experts_per_token": (("num_experts_per_tok",), 2)},
-                 rename={"intermediate_size": "moe_intermediate_size"}, kinds=Kinds(rest="sliding"),
-                 window=("sliding_window", None))
+MIXTRAL = Family(
+    source="configuration_mixtral.py",
+    decoder=dict(max_pos=4096 * 32),
+    counts={"n_experts": (("num_local_experts",), 8), "n_experts_per_token": (("num_experts_per_tok",), 2)},
+    rename={"intermediate_size": "moe_intermediate_size"},
+    kinds=Kinds(rest="sliding"),
+    window=("sliding_window", None),
+)
 
 #: gpt_neox (`configuration_gpt_neox.py`): MHA, plain GELU MLP, untied, QKV bias (default true),
 #: 2048 context.
-GPT_NEOX = Family(source="configuration_gpt_neox.py", decoder=dict(max_pos=2048, bias=True),
-                  fixed={"mlp_kind": "plain"})
+GPT_NEOX = Family(
+    source="configuration_gpt_neox.py", decoder=dict(max_pos=2048, bias=True), fixed={"mlp_kind": "plain"}
+)
 
 #: gpt_oss (`configuration_gpt_oss.py`): layer_types, else layer i slides when i % 2 == 0; window
 #: 128, 8 KV heads x 64 by default; every layer sparse: num_local_experts of intermediate_size
 #: (2880), experts_per_token / num_experts_per_tok (4); QKV bias; untied.
-GPT_OSS = Family(source="configuration_gpt_oss.py", decoder=dict(head_dim=64, n_kv_heads=8, max_pos=131072, bias=True),
-                 counts={"moe_intermediate_size": (("intermediate_size",), 2880),
-                         "n_experts": (("num_local_experts", "num_experts"), 128),
-                         "n_experts_per_token": (("experts_per_token", "num_experts_per_tok"), 4)},
-                 rename={"intermediate_size": "moe_intermediate_size"},
-                 kinds=Kinds(nth="full", rest="sliding", every=2), window=("sliding_window", 128))
+GPT_OSS = Family(
+    source="configuration_gpt_oss.py",
+    decoder=dict(head_dim=64, n_kv_heads=8, max_pos=131072, bias=True),
+    counts={
+        "moe_intermediate_size": (("intermediate_size",), 2880),
+        "n_experts": (("num_local_experts", "num_experts"), 128),
+        "n_experts_per_token": (("experts_per_token", "num_experts_per_tok"), 4),
+    },
+    rename={"intermediate_size": "moe_intermediate_size"},
+    kinds=Kinds(nth="full", rest="sliding", every=2),
+    window=("sliding_window", 128),
+)
 
 # ----- the families whose rules are code ---------------------------------------------------
 
@@ -149,20 +186,28 @@ def _qwen_window(c: _Cfg, f: dict[str, Any]) -> dict[str, Any]:
     return _set_kinds(c, f, kinds, window)
 
 
-def _qwen_moe(n_experts: int, per_token: int, width: int, shared: int | None = None) -> Callable[[_Cfg, dict[str, Any]], dict[str, Any]]:
+def _qwen_moe(
+    n_experts: int, per_token: int, width: int, shared: int | None = None
+) -> Callable[[_Cfg, dict[str, Any]], dict[str, Any]]:
     """`Family.build` of a Qwen MoE: `_qwen_window`, then `_qwen_experts` with these defaults."""
 
     def build(c: _Cfg, f: dict[str, Any]) -> dict[str, Any]:
-        return _qwen_experts(c, _qwen_window(c, f), n_experts=n_experts, per_token=per_token, width=width,
-                             shared=shared)
+        return _qwen_experts(
+            c, _qwen_window(c, f), n_experts=n_experts, per_token=per_token, width=width, shared=shared
+        )
 
     return build
 
 
 #: qwen2 (`configuration_qwen2.py`, `modeling_qwen2.py`): q/k/v projections always have a bias;
 #: untied by default; see `_qwen_window_kinds`.
-QWEN2 = Family(source="configuration_qwen2.py", decoder=dict(max_pos=32768, bias=True),
-               fixed={"attention_bias": True}, build=_qwen_window, set_kinds=False)
+QWEN2 = Family(
+    source="configuration_qwen2.py",
+    decoder=dict(max_pos=32768, bias=True),
+    fixed={"attention_bias": True},
+    build=_qwen_window,
+    set_kinds=False,
+)
 
 #: qwen2_moe (`configuration_qwen2_moe.py`): qwen2 attention; 60 experts of 1408, 4 per token, one
 #: shared expert of 5632 by default; `intermediate_size` is the dense MLP.
@@ -170,8 +215,9 @@ QWEN2_MOE = replace(QWEN2, source="configuration_qwen2_moe.py", build=_qwen_moe(
 
 #: qwen3 (`configuration_qwen3.py`): head_dim defaults to 128 (explicit in Qwen3-4B, where hidden
 #: 2560 / 32 heads = 80 would be wrong); attention_bias default false.
-QWEN3 = Family(source="configuration_qwen3.py", decoder=dict(max_pos=32768, head_dim=128), build=_qwen_window,
-               set_kinds=False)
+QWEN3 = Family(
+    source="configuration_qwen3.py", decoder=dict(max_pos=32768, head_dim=128), build=_qwen_window, set_kinds=False
+)
 
 #: qwen3_moe (`configuration_qwen3_moe.py`): qwen3 attention; 128 experts of 768, 8 per token, no
 #: shared expert by default.
@@ -195,8 +241,10 @@ def _exaone4(c: _Cfg) -> dict[str, Any]:
         kinds = None
     elif isinstance(pattern, str):
         if not pattern or set(pattern) - {"L", "G"}:
-            raise c.fail(f"must be a count or a string of L (local) and G (global), got {_shown(pattern)}",
-                         "sliding_window_pattern")
+            raise c.fail(
+                f"must be a count or a string of L (local) and G (global), got {_shown(pattern)}",
+                "sliding_window_pattern",
+            )
         kinds = ["sliding" if pattern[i % len(pattern)] == "L" else "full" for i in range(f["n_layers"] or 0)]
     else:
         kinds = _every_nth(c, f["n_layers"], "full", "sliding", every=4, every_keys=("sliding_window_pattern",))
@@ -222,15 +270,19 @@ def _llama4_text(c: _Cfg) -> dict[str, Any]:
         raw = c.data["layer_types"]
         if not isinstance(raw, list):
             raise c.fail("must be a non-empty list of layer kinds", "layer_types")
-        swapped = _Cfg({**c.data, "layer_types": ["sliding_attention" if k == "chunked_attention" else k
-                                                  for k in raw]}, c.path, c.model_type)
+        swapped = _Cfg(
+            {**c.data, "layer_types": ["sliding_attention" if k == "chunked_attention" else k for k in raw]},
+            c.path,
+            c.model_type,
+        )
         kinds = _kinds_from_layer_types(swapped, n)
     else:
         rope = c.get("no_rope_layers")
         if rope:
             if not isinstance(rope, list) or len(rope) != n or any(v not in (0, 1) or type(v) is bool for v in rope):
-                raise c.fail(f"must list 0 (NoPE, global) or 1 (RoPE, chunked) for each of the {n} layers",
-                             "no_rope_layers")
+                raise c.fail(
+                    f"must list 0 (NoPE, global) or 1 (RoPE, chunked) for each of the {n} layers", "no_rope_layers"
+                )
         else:
             every = c.count("no_rope_layer_interval", default=4)
             rope = [int((i + 1) % every != 0) for i in range(n)]
@@ -239,17 +291,23 @@ def _llama4_text(c: _Cfg) -> dict[str, Any]:
         kinds = ["full" if k == "sliding" else k for k in kinds]
     width = c.count("intermediate_size", default=8192)
     step = c.count("interleave_moe_layer_step", default=1)
-    f.update(intermediate_size=c.count("intermediate_size_mlp", default=16384),
-             n_experts=c.count("num_local_experts", default=16),
-             n_experts_per_token=c.count("num_experts_per_tok", default=1),
-             moe_intermediate_size=width, shared_expert_intermediate_size=width,
-             vocab_size=f["vocab_size"] or 202048)
+    f.update(
+        intermediate_size=c.count("intermediate_size_mlp", default=16384),
+        n_experts=c.count("num_local_experts", default=16),
+        n_experts_per_token=c.count("num_experts_per_tok", default=1),
+        moe_intermediate_size=width,
+        shared_expert_intermediate_size=width,
+        vocab_size=f["vocab_size"] or 202048,
+    )
     if step > 1:
         f["moe_layer_period"], f["moe_layer_offset"] = step, step - 1
     moe_layers = c.get("moe_layers")
     if moe_layers is not None and list(moe_layers) != list(range(step - 1, n, step)):
-        raise c.fail(f"lists MoE layers other than every {step}-th (interleave_moe_layer_step); kvcalc places "
-                     "experts by a period: write a kvcalc YAML", "moe_layers")
+        raise c.fail(
+            f"lists MoE layers other than every {step}-th (interleave_moe_layer_step); kvcalc places "
+            "experts by a period: write a kvcalc YAML",
+            "moe_layers",
+        )
     return _set_kinds(c, f, kinds, chunk)
 
 
@@ -317,6 +375,14 @@ FAMILIES: dict[str, Family | Callable[[_Cfg], dict[str, Any]]] = {
 #: The multimodal wrappers here keep their text model under text_config (transformers'
 #: `Llama4Config`, `Qwen3_5Config`, `Mistral3Config` (Mistral Small 3.1), `AyaVisionConfig`,
 #: `Cohere2VisionConfig`, `LlavaConfig`); a text_config that names its own model_type wins.
-TEXT_MODEL_TYPES = {"gemma3": "gemma3_text", "llama4": "llama4_text", "qwen3_5": "qwen3_5_text",
-                    "qwen3_5_moe": "qwen3_5_moe_text", "mistral3": "mistral", "aya_vision": "cohere2",
-                    "cohere2_vision": "cohere2", "llava": "llama", **TEXT_MODEL_TYPES_2026}
+TEXT_MODEL_TYPES = {
+    "gemma3": "gemma3_text",
+    "llama4": "llama4_text",
+    "qwen3_5": "qwen3_5_text",
+    "qwen3_5_moe": "qwen3_5_moe_text",
+    "mistral3": "mistral",
+    "aya_vision": "cohere2",
+    "cohere2_vision": "cohere2",
+    "llava": "llama",
+    **TEXT_MODEL_TYPES_2026,
+}

@@ -59,8 +59,11 @@ class Quantization:
 
     def fields(self) -> dict[str, Any]:
         """The `ModelSpec` fields this sets (only those not None)."""
-        return {k: v for k, v in (("weight_dtype", self.weight_dtype),
-                                  ("expert_weight_dtype", self.expert_weight_dtype)) if v is not None}
+        return {
+            k: v
+            for k, v in (("weight_dtype", self.weight_dtype), ("expert_weight_dtype", self.expert_weight_dtype))
+            if v is not None
+        }
 
 
 def _int(q: dict[str, Any], keys: tuple[str, ...], default: int | None, path: str | None) -> int | None:
@@ -94,7 +97,9 @@ def _regex_problem(regex: str) -> str | None:
         tree = sre.parse(regex)
     except (re.error, RecursionError, OverflowError) as e:
         return f"is not a regular expression ({str(e)[:80]})"
-    repeat_ops = {sre.MAX_REPEAT, sre.MIN_REPEAT} | ({sre.POSSESSIVE_REPEAT} if hasattr(sre, "POSSESSIVE_REPEAT") else set())
+    repeat_ops = {sre.MAX_REPEAT, sre.MIN_REPEAT} | (
+        {sre.POSSESSIVE_REPEAT} if hasattr(sre, "POSSESSIVE_REPEAT") else set()
+    )
     count = 0
 
     def walk(items: Any, in_repeat: bool) -> str | None:
@@ -149,8 +154,9 @@ def _unquantized_patterns(q: dict[str, Any], path: str | None) -> list[str]:
         for x in v:
             problem = _regex_problem(x[3:]) if x.startswith("re:") else None
             if problem:
-                raise ConfigError(f"{excerpt(x, 60, quote=True)} {problem}", path=path,
-                                  field=f"quantization_config.{key}")
+                raise ConfigError(
+                    f"{excerpt(x, 60, quote=True)} {problem}", path=path, field=f"quantization_config.{key}"
+                )
         out += v
     return out
 
@@ -189,31 +195,44 @@ def _fp8_format(method: str, q: dict[str, Any], path: str | None, unsized: Any) 
     block = q.get("weight_block_size")
     if block is None:
         return Quantization(method, base)
-    if (not isinstance(block, list) or len(block) != 2 or not all(isinstance(b, int) and not isinstance(b, bool)
-                                                                  and 0 < b <= 1024 for b in block)):
-        raise ConfigError(f"must be two block sizes such as [128, 128], got {block!r}", path=path,
-                          field="quantization_config.weight_block_size")
+    if (
+        not isinstance(block, list)
+        or len(block) != 2
+        or not all(isinstance(b, int) and not isinstance(b, bool) and 0 < b <= 1024 for b in block)
+    ):
+        raise ConfigError(
+            f"must be two block sizes such as [128, 128], got {block!r}",
+            path=path,
+            field="quantization_config.weight_block_size",
+        )
     if block[0] != block[1]:
         unsized(f"fp8 with a {block[0]} x {block[1]} block")
         return None
     return Quantization(method, f"{base}:b{block[0]}:fp32", field="quantization_config.weight_block_size")
 
 
-def _compressed_tensors_format(method: str, q: dict[str, Any], dtype: str, path: str | None, where: str,
-                               unsized: Any) -> Quantization | None:
+def _compressed_tensors_format(
+    method: str, q: dict[str, Any], dtype: str, path: str | None, where: str, unsized: Any
+) -> Quantization | None:
     """compressed-tensors (`config_groups`: the first group's `weights` scheme): fp8 per tensor,
     per group or per block, nvfp4, int4 / int8 with group scales (`:zp` when asymmetric)."""
     groups = q.get("config_groups")
     if not isinstance(groups, dict) or not groups:
-        raise ConfigError("must map group names to their schemes (compressed-tensors)", path=path,
-                          field="quantization_config.config_groups")
+        raise ConfigError(
+            "must map group names to their schemes (compressed-tensors)",
+            path=path,
+            field="quantization_config.config_groups",
+        )
     scheme = next(iter(groups.values()))
     w = scheme.get("weights") if isinstance(scheme, dict) else None
     if not isinstance(w, dict):
         raise ConfigError("needs a `weights` scheme", path=path, field="quantization_config.config_groups")
     if len(groups) > 1:
-        warnings.warn(f"{where}: quantization_config has {len(groups)} config_groups; kvcalc counts every "
-                      f"matrix with the first", KvcalcWarning, stacklevel=4)
+        warnings.warn(
+            f"{where}: quantization_config has {len(groups)} config_groups; kvcalc counts every matrix with the first",
+            KvcalcWarning,
+            stacklevel=4,
+        )
     bits, kind = w.get("num_bits"), w.get("type", "int")
     strategy, gsize = w.get("strategy", "tensor"), w.get("group_size")
     if kind == "float" and bits == 8:
@@ -231,24 +250,32 @@ def _compressed_tensors_format(method: str, q: dict[str, Any], dtype: str, path:
     if kind == "int" and bits in (4, 8):
         if strategy == "group" and isinstance(gsize, int) and not isinstance(gsize, bool) and gsize > 0:
             zp = "" if w.get("symmetric", True) else ":zp"
-            return Quantization(method, f"int{bits}:g{gsize}:{dtype}{zp}", packed_bits=bits if bits == 4 else None,
-                                field="quantization_config.config_groups")
+            return Quantization(
+                method,
+                f"int{bits}:g{gsize}:{dtype}{zp}",
+                packed_bits=bits if bits == 4 else None,
+                field="quantization_config.config_groups",
+            )
         if bits == 8:
             return Quantization(method, "int8")
     unsized(f"compressed-tensors {kind} {bits}-bit with strategy {strategy}")
     return None
 
 
-def _format(method: str, q: dict[str, Any], dtype: str, path: str | None,
-            hidden_size: int | None = None) -> Quantization | None:
+def _format(
+    method: str, q: dict[str, Any], dtype: str, path: str | None, hidden_size: int | None = None
+) -> Quantization | None:
     """The weight format a method stores its matrices in (None after a warning when kvcalc
     cannot size it)."""
     where = path or "config"
 
     def unsized(what: str) -> None:
-        warnings.warn(f"{where}: quantization_config {what} is not one kvcalc sizes; weights are counted in "
-                      f"{dtype} (give --weight-dtype, or point kvcalc at the checkpoint's safetensors files)",
-                      KvcalcWarning, stacklevel=4)
+        warnings.warn(
+            f"{where}: quantization_config {what} is not one kvcalc sizes; weights are counted in "
+            f"{dtype} (give --weight-dtype, or point kvcalc at the checkpoint's safetensors files)",
+            KvcalcWarning,
+            stacklevel=4,
+        )
 
     if method == "fp8":
         return _fp8_format(method, q, path, unsized)
@@ -262,20 +289,23 @@ def _format(method: str, q: dict[str, Any], dtype: str, path: str | None,
             # `gptq.py` create_weights: `group_size = input_size` when -1; `scales` and `qzeros` of
             # shape (1, output_size)): counted as groups of hidden_size, exact for the matrices that
             # read the hidden state (q, k, v, gate, up, in_proj)
-            return Quantization(method, f"int{bits}:g{hidden_size}:fp16:zp", packed_bits=bits,
-                                field="quantization_config.group_size")
+            return Quantization(
+                method, f"int{bits}:g{hidden_size}:fp16:zp", packed_bits=bits, field="quantization_config.group_size"
+            )
         if bits not in (4, 8) or group is None or group <= 0:
             unsized(f"{method} {bits}-bit with group_size {group}")
             return None
         zp = ":zp" if method == "gptq" or q.get("zero_point", True) else ""
-        return Quantization(method, f"int{bits}:g{group}:fp16{zp}", packed_bits=bits,
-                            field="quantization_config.group_size")
+        return Quantization(
+            method, f"int{bits}:g{group}:fp16{zp}", packed_bits=bits, field="quantization_config.group_size"
+        )
     if method == "bitsandbytes":
         for flag in ("load_in_4bit", "load_in_8bit", "bnb_4bit_use_double_quant"):
             # transformers' BitsAndBytesConfig.post_init: "load_in_4bit must be a boolean" (TypeError)
             if flag in q and not isinstance(q[flag], bool):
-                raise ConfigError(f"must be true or false, got {_shown(q[flag])}", path=path,
-                                  field=f"quantization_config.{flag}")
+                raise ConfigError(
+                    f"must be true or false, got {_shown(q[flag])}", path=path, field=f"quantization_config.{flag}"
+                )
         if q.get("load_in_4bit"):
             return Quantization(method, "nf4_dq" if q.get("bnb_4bit_use_double_quant") else "nf4", u8_nibbles=True)
         if q.get("load_in_8bit"):
@@ -296,8 +326,9 @@ def _format(method: str, q: dict[str, Any], dtype: str, path: str | None,
     return None
 
 
-def read_hf_quant_config(data: dict[str, Any], *, n_layers: int, moe: bool,
-                         path: str | None = None) -> Quantization | None:
+def read_hf_quant_config(
+    data: dict[str, Any], *, n_layers: int, moe: bool, path: str | None = None
+) -> Quantization | None:
     """The `Quantization` NVIDIA ModelOpt's `hf_quant_config.json` (beside config.json in its FP8 /
     NVFP4 checkpoints) states: `quantization.quant_algo` FP8 (`fp8_e4m3`, per-tensor scales) or
     NVFP4 (`nvfp4`: fp4 values, one fp8 scale per 16) for the decoder matrices, less the
@@ -312,8 +343,11 @@ def read_hf_quant_config(data: dict[str, Any], *, n_layers: int, moe: bool,
     Raises `ConfigError` (field named) for a file without a `quantization` object."""
     q = data.get("quantization")
     if not isinstance(q, dict):
-        raise ConfigError("must hold a `quantization` object (NVIDIA ModelOpt's hf_quant_config.json)", path=path,
-                          field="quantization")
+        raise ConfigError(
+            "must hold a `quantization` object (NVIDIA ModelOpt's hf_quant_config.json)",
+            path=path,
+            field="quantization",
+        )
     formats = {"FP8": "fp8_e4m3", "NVFP4": "nvfp4"}
     algo = str(q.get("quant_algo") or "").upper()
     if algo in formats:
@@ -333,14 +367,25 @@ def read_hf_quant_config(data: dict[str, Any], *, n_layers: int, moe: bool,
         if experts_only and len(algos) == 1 and next(iter(algos)) in formats and moe:
             fmt = formats[next(iter(algos))]
             return Quantization("modelopt", None, fmt, None, fmt == "nvfp4", "quantization.quantized_layers")
-    warnings.warn(f"{path or 'hf_quant_config.json'}: quant_algo {algo or '(none)'} is not one kvcalc places on the "
-                  "decoder matrices; the weights are counted as config.json says (the checkpoint's safetensors headers "
-                  "are exact)", KvcalcWarning, stacklevel=3)
+    warnings.warn(
+        f"{path or 'hf_quant_config.json'}: quant_algo {algo or '(none)'} is not one kvcalc places on the "
+        "decoder matrices; the weights are counted as config.json says (the checkpoint's safetensors headers "
+        "are exact)",
+        KvcalcWarning,
+        stacklevel=3,
+    )
     return None
 
 
-def read_quantization(config: dict[str, Any], *, dtype: str, n_layers: int, moe: bool,
-                      path: str | None = None, hidden_size: int | None = None) -> Quantization | None:
+def read_quantization(
+    config: dict[str, Any],
+    *,
+    dtype: str,
+    n_layers: int,
+    moe: bool,
+    path: str | None = None,
+    hidden_size: int | None = None,
+) -> Quantization | None:
     """The `Quantization` of a Hugging Face config dict (`quantization_config`, at the top level
     or in `text_config`), None when it has none or kvcalc cannot size its method (after a
     `KvcalcWarning`). `dtype`: the model's dtype (the unquantized parts, and compressed-tensors'
@@ -358,8 +403,11 @@ def read_quantization(config: dict[str, Any], *, dtype: str, n_layers: int, moe:
         raise ConfigError(f"must be a JSON object, got {q!r}"[:200], path=path, field="quantization_config")
     method = q.get("quant_method")
     if not isinstance(method, str):
-        raise ConfigError("needs quant_method (fp8, compressed-tensors, awq, gptq, bitsandbytes, mxfp4)",
-                          path=path, field="quantization_config.quant_method")
+        raise ConfigError(
+            "needs quant_method (fp8, compressed-tensors, awq, gptq, bitsandbytes, mxfp4)",
+            path=path,
+            field="quantization_config.quant_method",
+        )
     method = method.strip().lower()
     quant = _format(method, q, dtype, path, hidden_size)
     if quant is None:
@@ -377,7 +425,11 @@ def read_quantization(config: dict[str, Any], *, dtype: str, n_layers: int, moe:
         return Quantization(method, None, quant.weight_dtype, quant.packed_bits, quant.u8_nibbles, quant.field)
     if any(attention) or any(mlp):
         shown = ", ".join(p for p in patterns if "layers" in p or "attn" in p or "mlp" in p)
-        warnings.warn(f"{path or 'config'}: quantization_config leaves some decoder matrices unquantized "
-                      f"({shown[:120]}); kvcalc counts them in {quant.weight_dtype} (the checkpoint's safetensors "
-                      f"headers are exact)", KvcalcWarning, stacklevel=3)
+        warnings.warn(
+            f"{path or 'config'}: quantization_config leaves some decoder matrices unquantized "
+            f"({shown[:120]}); kvcalc counts them in {quant.weight_dtype} (the checkpoint's safetensors "
+            f"headers are exact)",
+            KvcalcWarning,
+            stacklevel=3,
+        )
     return quant

@@ -123,19 +123,28 @@ class _Cfg:
 
     def check_missing(self) -> None:
         if self.missing:
-            raise self.fail(f"model_type '{self.model_type}' needs {', '.join(self.missing)}, "
-                            "missing from this config.json")
+            raise self.fail(
+                f"model_type '{self.model_type}' needs {', '.join(self.missing)}, missing from this config.json"
+            )
 
 
 # ----- shared pieces ---------------------------------------------------------------------
 
 
-def _decoder(c: _Cfg, *, head_dim: int | None = None, n_kv_heads: Any = _MISSING,
-             max_pos: int | None = None, tie: bool = False, bias: bool = False,
-             n_heads: int | None = None, hidden_keys: tuple[str, ...] = ("hidden_size",),
-             layer_keys: tuple[str, ...] = ("num_hidden_layers",),
-             head_keys: tuple[str, ...] = ("num_attention_heads",),
-             kv_keys: tuple[str, ...] = ("num_key_value_heads",)) -> dict[str, Any]:
+def _decoder(
+    c: _Cfg,
+    *,
+    head_dim: int | None = None,
+    n_kv_heads: Any = _MISSING,
+    max_pos: int | None = None,
+    tie: bool = False,
+    bias: bool = False,
+    n_heads: int | None = None,
+    hidden_keys: tuple[str, ...] = ("hidden_size",),
+    layer_keys: tuple[str, ...] = ("num_hidden_layers",),
+    head_keys: tuple[str, ...] = ("num_attention_heads",),
+    kv_keys: tuple[str, ...] = ("num_key_value_heads",),
+) -> dict[str, Any]:
     """The fields every decoder shares (transformers `LlamaConfig` and its descendants):
     layers, heads, KV heads (absent -> heads), head_dim (explicit wins, else hidden // heads),
     context, vocabulary, MLP width, tied embeddings, QKV bias. Keyword arguments are the
@@ -170,9 +179,12 @@ def _kinds_from_layer_types(c: _Cfg, n_layers: int | None) -> list[str]:
     for k in raw:
         kind = LAYER_KIND_ALIASES.get(str(k).strip().lower())
         if kind is None:
-            raise c.fail(f"layer kind '{k}' is not one kvcalc can size (full_attention, "
-                         "sliding_attention, linear_attention, mamba); write a kvcalc YAML "
-                         "for this model instead", "layer_types")
+            raise c.fail(
+                f"layer kind '{k}' is not one kvcalc can size (full_attention, "
+                "sliding_attention, linear_attention, mamba); write a kvcalc YAML "
+                "for this model instead",
+                "layer_types",
+            )
         out.append(kind)
     if n_layers is not None and len(out) != n_layers:
         raise c.fail(f"lists {len(out)} layers but num_hidden_layers is {n_layers}", "layer_types")
@@ -213,12 +225,16 @@ def _moe_sparse_step(c: _Cfg, f: dict[str, Any]) -> None:
     if step > 1:
         f["moe_layer_period"], f["moe_layer_offset"] = step, step - 1
     if c.get("mlp_only_layers"):
-        raise c.fail("dense layers listed one by one cannot be expressed yet (kvcalc has "
-                     "first_dense_layers and a period); write a kvcalc YAML", "mlp_only_layers")
+        raise c.fail(
+            "dense layers listed one by one cannot be expressed yet (kvcalc has "
+            "first_dense_layers and a period); write a kvcalc YAML",
+            "mlp_only_layers",
+        )
 
 
-def _qwen_experts(c: _Cfg, f: dict[str, Any], *, n_experts: int, per_token: int, width: int,
-                  shared: int | None = None) -> dict[str, Any]:
+def _qwen_experts(
+    c: _Cfg, f: dict[str, Any], *, n_experts: int, per_token: int, width: int, shared: int | None = None
+) -> dict[str, Any]:
     """Qwen MoE experts (`configuration_qwen2_moe.py`, `configuration_qwen3_moe.py`,
     `configuration_qwen3_next.py`): num_experts of moe_intermediate_size, num_experts_per_tok
     per token, a shared expert of shared_expert_intermediate_size (read only for the families
@@ -245,8 +261,9 @@ def _qwen_window_kinds(c: _Cfg, f: dict[str, Any]) -> tuple[list[str] | None, An
     return ["sliding" if i >= start else "full" for i in range(f["n_layers"] or 0)], window
 
 
-def _every_nth(c: _Cfg, n_layers: int | None, nth: str, rest: str, *, every: int = 2,
-               every_keys: tuple[str, ...] = ()) -> list[str]:
+def _every_nth(
+    c: _Cfg, n_layers: int | None, nth: str, rest: str, *, every: int = 2, every_keys: tuple[str, ...] = ()
+) -> list[str]:
     """The config's `layer_types` when given (`_kinds_from_layer_types`); else layer i is `nth`
     when (i + 1) % every == 0 and `rest` otherwise, `every` read from the first of
     `every_keys` present (read only when there are no `layer_types`), else the default given."""
