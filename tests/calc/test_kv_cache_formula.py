@@ -6,6 +6,7 @@ survivors of a mutation run (docs/mutation.md)."""
 from __future__ import annotations
 
 import pytest
+from specs import DSV2_LITE, GEMMA3_27B, LLAMA_8B  # tests/calc/specs.py: the published configs
 
 from kvcalc.calc import kv_cache
 from kvcalc.errors import KvcalcError
@@ -14,43 +15,6 @@ from kvcalc.schema import LayerSpec, ModelSpec, Parallelism, Workload
 
 BF16, FP8, Q8 = kv_format("bf16"), kv_format("fp8"), kv_format("q8_0")
 
-# huggingface.co/meta-llama/Llama-3.1-8B/blob/main/config.json
-LLAMA_8B = ModelSpec(
-    name="llama-3.1-8b",
-    n_layers=32,
-    n_heads=32,
-    n_kv_heads=8,
-    hidden_size=4096,
-    vocab_size=128256,
-    intermediate_size=14336,
-    max_position_embeddings=131072,
-)
-# huggingface.co/google/gemma-3-27b-it config.json (text_config): 52 sliding (window 1024) + 10 full
-GEMMA3_27B = ModelSpec(
-    name="gemma-3-27b",
-    n_layers=62,
-    n_heads=32,
-    n_kv_heads=16,
-    head_dim=128,
-    hidden_size=5376,
-    intermediate_size=21504,
-    vocab_size=262208,
-    sliding_window=1024,
-    layer_pattern=["sliding"] * 5 + ["full"],
-    tie_word_embeddings=True,
-)
-# huggingface.co/deepseek-ai/DeepSeek-V2-Lite config.json: MLA latent 512 + 64
-DSV2_LITE = ModelSpec(
-    name="deepseek-v2-lite",
-    n_layers=27,
-    n_heads=16,
-    hidden_size=2048,
-    attention="mla",
-    kv_lora_rank=512,
-    qk_rope_head_dim=64,
-    qk_nope_head_dim=128,
-    v_head_dim=128,
-)
 # configs/models/jamba-1.5-mini.yaml: mamba first, attention at layers 4, 12, 20, 28
 JAMBA = ModelSpec(
     name="jamba-1.5-mini",
