@@ -145,7 +145,7 @@ from kvcalc.calc.kv_cache import (
     refuse_hybrid_layers,
     refuse_unmodelled_layers,
 )
-from kvcalc.engines import SEARCH_LIMIT_TOKENS, defaults, longest_fitting
+from kvcalc.engines import SEARCH_LIMIT_TOKENS, defaults, longest_fitting, sglang_mamba
 from kvcalc.errors import MESSAGE, OPTION_SAYS, KvcalcError
 from kvcalc.formats import StorageFormat
 from kvcalc.results import EngineResult
@@ -391,6 +391,13 @@ def pool_refusal(model: ModelSpec, version: str = "current") -> str | None:
     return None
 
 
+def uses_state_pool(model: ModelSpec) -> bool:
+    """True when SGLang 0.5.23 serves `model` with a `MambaPool` of state slots beside a
+    `HybridLinearKVPool` that kvcalc sizes (`sglang_mamba.STATE_KINDS`: Qwen3-Next / Qwen3.5's
+    Gated DeltaNet, Nemotron-H's Mamba-2, Kimi-Linear / Kimi-K3's KDA)."""
+    return any(layer.keeps_state for layer in model.layers) and sglang_mamba.state_kind(model) is not None
+
+
 def check_model(model: ModelSpec, version: str = "current", hybrid_swa_memory: bool = True) -> None:
     """Raise `KvcalcError` (field `model`) for a model whose SGLang pool kvcalc does not size
     (`pool_refusal`) or with mamba / linear-attention or hybrid layers: the profile sizes
@@ -400,6 +407,10 @@ def check_model(model: ModelSpec, version: str = "current", hybrid_swa_memory: b
         raise KvcalcError(f"{model.name}: {why}; use --engine ideal", field="model", value=model.name, form=MESSAGE)
     if uses_swa_pool(model, hybrid_swa_memory, version) and (model.model_type or "") in RULES[version].swa_ratio_types:
         refuse_unmodelled_layers(model, "SGLang", ENGINES_MODEL_TODAY | {"indexer"} | SWA_POOL_FEATURES)
+        return
+    if version == "current" and uses_state_pool(model):
+        # the MambaPool beside a HybridLinearKVPool (sglang_mamba.py); Kimi-K3: MLA layers beside KDA
+        refuse_unmodelled_layers(model, "SGLang", ENGINES_MODEL_TODAY | {"linear_beside_mla"})
         return
     if any(not layer.caches_kv for layer in model.layers):
         raise KvcalcError(
@@ -685,6 +696,19 @@ _TORCH_DTYPES = {
 }
 
 
+#: the torch dtype 0.5.23's pool logs for the fp4 / mxfp8 KV types (`mem_cache/kv_cache_dtype.py` 72-78)
+_TORCH_DTYPES_0523 = {
+    **_TORCH_DTYPES,
+    "mxfp8": "torch.float8_e4m3fn",
+    "nvfp4": "torch.float4_e2m1fn_x2",
+    "fp4_mx_block16": "torch.float4_e2m1fn_x2",
+}
+
+
+def _torch_dtype(k: StorageFormat) -> str:
+    return _TORCH_DTYPES_0523[k.name]
+
+
 def max_total_num_tokens(
     model: ModelSpec,
     kv_memory_bytes: int,
@@ -753,6 +777,26 @@ def pool_layout(
     return row, extra, notes
 
 
+def _state_pool(
+    model: ModelSpec, kv_memory_bytes: int, tp: int, version: str, mamba: sglang_mamba.MambaOptions
+) -> tuple[sglang_mamba.StateSlots | None, int]:
+    """(the state slots, the budget left for the token pool): the hybrids' `MambaPool` takes its
+    share first (`sglang_mamba.split_budget`); other models: (None, the whole budget)."""
+    if version != "current" or not uses_state_pool(model) or kv_memory_bytes <= 0:
+        return None, kv_memory_bytes
+    return sglang_mamba.plan_state(model, kv_memory_bytes, tp, mamba)
+
+
+def _kv_line_0523(n: int, k_bytes: int, v_bytes: int, k: StorageFormat, mla: bool) -> str:
+    """0.5.23's `_finalize_allocation_log` (memory_pool.py 2073-2099) for an unlabelled pool:
+    "KV Cache is allocated. dtype: torch.bfloat16, #tokens: N, K size: X GB, V size: Y GB" (MLA:
+    "KV size: X GB"), GB = 2^30."""
+    head = f"KV Cache is allocated. dtype: {_torch_dtype(k)}, #tokens: {n}"
+    if mla:
+        return f"{head}, KV size: {_gib(k_bytes + v_bytes)}"
+    return f"{head}, K size: {_gib(k_bytes)}, V size: {_gib(v_bytes)}"
+
+
 def _gib(n: int) -> str:
     return f"{n / SGLANG_GB:.2f} GB"
 
@@ -778,6 +822,7 @@ def capacity(
     hybrid_swa_memory: bool = True,
     swa_full_tokens_ratio: float = DEFAULT_SWA_FULL_TOKENS_RATIO,
     target: PoolTarget = PoolTarget(),
+    mamba: sglang_mamba.MambaOptions = sglang_mamba.DEFAULT_OPTIONS,
 ) -> EngineResult:
     """SGLang's pool for a static budget of `kv_memory_bytes` per rank: `max_total_num_tokens`,
     pages, K and V bytes and the log lines; DeepSeek-V3.2's NSA pool (page 64, the indexer
@@ -805,7 +850,8 @@ def capacity(
         lines.append("Setting page size to 64 for DeepSeek NSA.")
     L = max_model_len or model.default_context
     cell = cell_size_bytes(model, k, v, tp, version, row=row, extra_bytes=extra)
-    n = kv_memory_bytes // cell // page_size * page_size if kv_memory_bytes > 0 else 0
+    slots, budget = _state_pool(model, kv_memory_bytes, tp, version, mamba)
+    n = budget // cell // page_size * page_size if budget > 0 else 0
     ratio_pool = (
         uses_swa_pool(model, hybrid_swa_memory, version) and (model.model_type or "") in RULES[version].swa_ratio_types
     )
@@ -829,7 +875,7 @@ def capacity(
         n = 1  # the SWA pool's own check below
     if n <= 0:
         raise KvcalcError(
-            f"SGLang would fail at start-up ({max(kv_memory_bytes, 0):,} B holds no page of "
+            f"SGLang would fail at start-up ({max(budget, 0):,} B holds no page of "
             f"{cell * page_size:,} B): {NO_MEMORY}",
             field="kv_memory_bytes",
             value=kv_memory_bytes,
@@ -943,6 +989,33 @@ def capacity(
                     f"scales and a bf16 rope): the pool takes {k_bytes:,} B, "
                     f"{k_bytes - kv_memory_bytes:,} B over the budget"
                 )
+        elif slots is not None:
+            reqs, warning = sglang_mamba.max_running_requests(
+                n, L, slots.max_mamba_cache_size, disable_radix_cache=mamba.disable_radix_cache
+            )
+            k_bytes, v_bytes = pool_bytes(model, n, page_size, k, v, tp)
+            lines += [
+                *([warning] if warning else []),
+                sglang_mamba.mamba_log_line(slots.state, slots.max_mamba_cache_size),
+                _kv_line_0523(n, k_bytes, v_bytes, k, model.attention == "mla"),
+            ]
+            notes += [
+                sglang_mamba.state_note(slots.state),
+                (
+                    f"--max-mamba-cache-size {mamba.max_mamba_cache_size}: "
+                    if mamba.max_mamba_cache_size is not None
+                    else f"the budget split by --mamba-full-memory-ratio {mamba.full_memory_ratio:g}: "
+                )
+                + f"{slots.max_mamba_cache_size:,} state slots (+1 padding) take {slots.state_bytes:,} B, "
+                f"{budget:,} B left for the KV cache of the {slots.n_attention_layers} full-attention layers; "
+                f"max_running_requests {reqs:,} ({sglang_mamba.slots_per_request(mamba.disable_radix_cache)} "
+                f"state slots a request, context_len {L:,})",
+            ]
+
+            def fits(t: int, c: int) -> bool:  # noqa: F811 (the state slots cap the requests too)
+                return c <= reqs and n >= c * per_req(t)
+
+            conc = min(n / per_req(L), reqs) if L else None
         else:
             k_bytes, v_bytes = pool_bytes(model, n, page_size, k, v, tp)
             lines.append(_kv_line(n, k_bytes, v_bytes, model.attention == "mla"))
@@ -966,6 +1039,7 @@ def capacity(
         num_gpu_blocks=n // page_size,
         kv_cache_tokens=n,
         engine_kv_bytes=k_bytes + v_bytes,
+        engine_state_bytes=slots.state_bytes if slots else None,
         max_model_len=L,
         max_concurrency=conc,
         concurrency=concurrency,
@@ -996,6 +1070,16 @@ def memory_for(
     budget whose split (`swa_split`) holds batch x pages(seq_len) full-layer tokens and
     batch x pages(min(seq_len, window)) sliding-layer tokens (found by bisection)."""
     _check(model, k, v, tp, page_size, version, swa_full_tokens_ratio, hybrid_swa_memory)
+    if version == "current" and uses_state_pool(model):
+        # the state slots grow by whole requests' states as the budget grows, so the token pool
+        # left is not monotone in the budget (sglang_mamba.split_budget): no least budget by bisection
+        raise KvcalcError(
+            f"{model.name}: kvcalc does not invert SGLang 0.5.23's MambaPool split (the KV budget left beside "
+            "the state slots is not monotone in the total); size it with `capacity` and a budget",
+            field="model",
+            value=model.name,
+            form=MESSAGE,
+        )
     row, extra, _ = pool_layout(model, k, v, tp, version, target, hybrid_swa_memory)
     if is_nsa(model):
         page_size = NSA_PAGE_SIZE

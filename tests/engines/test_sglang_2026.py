@@ -226,9 +226,6 @@ def test_glm_5_before_0_5_17_refused():
             "SGLang 0.5.23 registers no Step3p7FlashForCausalLM (models/step3p7.py serves "
             "Step3p7ForConditionalGeneration",
         ),
-        ("qwen3.5-27b", sglang.MAMBA_POOL),
-        ("nemotron-3-super-120b-a12b", sglang.MAMBA_POOL),
-        ("kimi-k3", sglang.MAMBA_POOL),
     ],
 )
 def test_refused_pools(name, reason):
