@@ -70,8 +70,8 @@ page-aligned capacity (budget // (F x n_full + S x n_swa)):
 full_max_total_num_tokens = align(int(C x (F x n_full + S x n_swa) / (F x n_full + r x S x n_swa))),
 swa_max_total_num_tokens = align(int(full x r)), logged as "Use sliding window memory pool.
 full_layer_tokens=..., swa_layer_tokens=..."; each sub-pool is an `MHATokenToKVPool` (its own
-"KV Cache is allocated" line, the SWA pool first; kvcalc prints these lines for gpt-oss and
-Llama-4 under every row, `LOGGED_AS_0523`) and `SWAKVPool` logs "SWAKVPool mem usage:
+"KV Cache is allocated" line, the SWA pool first, under the `legacy` row; 0.5.23 logs the "Full"
+pool first, then the "SWA" one, below) and `SWAKVPool` logs "SWAKVPool mem usage:
 X GB, swa size: S, full size: F". (Older 0.4.10-0.5.x `set_num_token_hybrid` split
 max_total_num_tokens x num_hidden_layers by layer counts, the same when F = S, without the
 page alignment after the split.) A request of L tokens holds L full-pool tokens and, once SGLang
@@ -113,9 +113,12 @@ The 2026 families, SGLang 0.5.23 (issue 19; docs/engine-rules-2026.md):
   `SWARequestCapPoolConfigurator` (971-1046: --max-running-requests with the radix cache off)
   is not modelled. gpt-oss and Llama-4 (GptOssForCausalLM, in `SWA_SINK_ARCHS`;
   Llama4ForConditionalGeneration) take the same rule; 0.5.16 had it too (its
-  `pool_configurator.py` 301-420), with unlabelled pool lines, the SWA pool first. Known gap:
-  kvcalc prints 0.5.23's "dtype: ..." lines for Gemma-4 / MiMo only (`LOGGED_AS_0523`); plain pools
-  and gpt-oss / Llama-4 keep the older "KV Cache is allocated. #tokens: ..." form README.md pins.
+  `pool_configurator.py` 301-420), with unlabelled pool lines, the SWA pool first.
+- Log lines, 0.5.23 (`memory_pool.py` `_finalize_allocation_log`, 2073-2099; `kv_cache_dtype.py`
+  for the dtype): every pool kvcalc prints logs "KV Cache is allocated. dtype: torch.bfloat16,
+  #tokens: N, K size: X GB, V size: Y GB" (MLA and DSA: "KV size: X GB", the DSA one with its
+  index-K buffers; "Full" / "SWA" labels on the SWAKVPool's two); the `0.5.16` and `legacy` rows
+  keep the older "KV Cache is allocated. #tokens: ..." form of PR #11309's logs.
 - Plain pools, sized as before: Kimi-K2.5 (MLA), MiniMax-M2.7, Qwen3-VL (MHA), DeepSeek-V3.2 (DSA);
   GLM-5 (GlmMoeDsaForCausalLM) in the DSA pool with its index key only on the layers that do not
   skip top-k (`indexer_types` "full": `dsa_layer_skips_topk`, `configs/model_config.py` 488-520;
@@ -126,9 +129,14 @@ The 2026 families, SGLang 0.5.23 (issue 19; docs/engine-rules-2026.md):
   (`UNREGISTERED`): Step-3.7-Flash (Step3p7FlashForCausalLM; `models/step3p7.py` is the VL
   Step3p7ForConditionalGeneration) and MiniMax-M3 (MiniMaxM3ForCausalLM; `models/minimax_m3.py`
   is MiniMaxM3SparseForCausalLM): SGLang would run its Transformers backend.
-- Refused, naming the pool kvcalc does not model: DeepSeek-V4 (`DSV4PoolConfigurator`, 1067-1713)
-  and the mamba / linear-attention hybrids (Qwen3.5, Nemotron-H, Kimi-K3: `MambaPool` beside a
-  `HybridLinearKVPool`, `MAMBA_POOL`).
+- The mamba / linear-attention hybrids (Qwen3.5 / Qwen3-Next Gated DeltaNet, Nemotron-H Mamba-2,
+  Kimi-K3 / Kimi-Linear KDA beside MLA): the `MambaPool` of state slots takes its share of the
+  budget first (`--mamba-full-memory-ratio` 0.9), the `HybridLinearKVPool` of the full-attention
+  layers gets the rest; `sglang_mamba.py` has the rules and their sources; SGLang 0.5.23's own
+  code, run on a CPU, gives the same figures (tests/oracle/fixtures/sglang_0523_mamba.json).
+  Other hybrids (Jamba, Falcon-H1, Granite-4.0-H, LFM2) are refused (`MAMBA_POOL`).
+- Refused, naming the pool kvcalc does not model: DeepSeek-V4 (SGLang 0.5.23 serves it:
+  `models/deepseek_v4.py`, `DSV4PoolConfigurator`, pool_configurator.py 1067-1713).
 """
 
 from __future__ import annotations
@@ -333,16 +341,14 @@ def check_swa_ratio(ratio: float) -> None:
 SWA_POOL_FEATURES = frozenset({"kind_geometry", "sinks", "k_eq_v"})
 
 
-#: why the hybrid linear-attention families (Qwen3.5, Nemotron-H, Kimi-K3 / Kimi-Linear) are refused:
-#: 0.5.23 keeps their state in a `MambaPool` (`mem_cache/memory_pool.py` 984-1010 logs "Mamba Cache
-#: is allocated. ... max_mamba_cache_size: ...") beside a `HybridLinearKVPool` of the full-attention
-#: layers only (`DefaultPoolConfigurator.__init__`, pool_configurator.py 228-236, counts
-#: `mambaish.full_attention_layer_ids`); how the state slots share the budget
-#: (`kv_cache_configurator.py` 925-1017, `--max-mamba-cache-size`, `--mamba-full-memory-ratio`) is
-#: not modelled
+#: why the other hybrids (Jamba, Falcon-H1, Granite-4.0-H, LFM2, ...; every hybrid under the older rows)
+#: are refused: 0.5.23 keeps their state in a `MambaPool` (`mem_cache/memory_pool.py` 984-1010) beside
+#: a `HybridLinearKVPool` of the full-attention layers (`DefaultPoolConfigurator.__init__`,
+#: pool_configurator.py 228-236); kvcalc sizes it (`sglang_mamba.py`) only for the state shapes it
+#: has checked against SGLang's config classes (`sglang_mamba.STATE_KINDS`)
 MAMBA_POOL = (
-    "kvcalc does not model SGLang 0.5.23's MambaPool (the state slots, max_mamba_cache_size, and how "
-    "they share the budget with the HybridLinearKVPool of the full-attention layers)"
+    "kvcalc sizes SGLang 0.5.23's MambaPool (the state slots beside the HybridLinearKVPool of the "
+    "full-attention layers) for Qwen3.5 / Qwen3-Next, Nemotron-H and Kimi-Linear / Kimi-K3 only"
 )
 
 
@@ -351,6 +357,7 @@ MAMBA_POOL = (
 #: to its Transformers backend (`models/transformers.py` `TransformersForCausalLM`), whose pool
 #: kvcalc does not model. model type -> (architecture, what SGLang serves instead)
 UNREGISTERED = {
+    "jamba": ("JambaForCausalLM", "no model class of srt/models/ names it"),
     "step3p7": (
         "Step3p7FlashForCausalLM",
         "models/step3p7.py serves Step3p7ForConditionalGeneration, the one is_hybrid_swa_model lists",
@@ -683,11 +690,6 @@ def swa_pool_tokens(
     return full, int(full * swa_full_tokens_ratio) // page_size * page_size
 
 
-#: the models whose pool lines kvcalc prints in SGLang 0.5.23's form ("Full KV Cache is allocated.
-#: dtype: ..., #tokens: ..."; `memory_pool.py` `_finalize_allocation_log` 2073-2099); plain pools and
-#: gpt-oss / Llama-4's SWA pool still print the pre-0.5.16 form ("KV Cache is allocated. #tokens:
-#: ...") that README.md's examples pin, a known gap to 0.5.23
-LOGGED_AS_0523 = frozenset({"gemma4", "gemma4_text", "mimo_v2_flash"})
 _TORCH_DTYPES = {
     "bf16": "torch.bfloat16",
     "fp16": "torch.float16",
@@ -918,7 +920,7 @@ def capacity(
         fk, fv = _layers_pool_bytes([x for x in model.layers if x.kind != "sliding"], full + page_size, k, v, tp)
         k_bytes, v_bytes = fk + sk, fv + sv
         mem = f"SWAKVPool mem usage: {(k_bytes + v_bytes) / SGLANG_GB:.2f} GB, swa size: {swa}, full size: {full}"
-        if ratio_rule and version == "current" and (model.model_type or "") in LOGGED_AS_0523:
+        if ratio_rule and version == "current":
             # 0.5.23 memory_pool.py _finalize_allocation_log 2073-2099 ("Full" / "SWA" allocation labels);
             # swa_memory_pool.py 95-133 builds the full pool first
             dtype = _TORCH_DTYPES[k.name]
@@ -976,7 +978,11 @@ def capacity(
             latent, indexer = nsa_pool_bytes(model, n, k, page_size, row=row)
             k_bytes, v_bytes = latent + indexer, 0
             logged = latent if version == "legacy" else latent + indexer
-            lines.append(f"KV Cache is allocated. #tokens: {n}, KV size: {_gib(logged)}")
+            lines.append(
+                _kv_line_0523(n, logged, 0, k, True)
+                if version == "current"
+                else f"KV Cache is allocated. #tokens: {n}, KV size: {_gib(logged)}"
+            )
             if version == "legacy":
                 notes.append(
                     f"SGLang before PR #11309 sized tokens and logged the KV size without the indexer "
@@ -991,7 +997,7 @@ def capacity(
                 )
         elif slots is not None:
             reqs, warning = sglang_mamba.max_running_requests(
-                n, L, slots.max_mamba_cache_size, disable_radix_cache=mamba.disable_radix_cache
+                n, L or n, slots.max_mamba_cache_size, disable_radix_cache=mamba.disable_radix_cache
             )
             k_bytes, v_bytes = pool_bytes(model, n, page_size, k, v, tp)
             lines += [
@@ -1018,7 +1024,12 @@ def capacity(
             conc = min(n / per_req(L), reqs) if L else None
         else:
             k_bytes, v_bytes = pool_bytes(model, n, page_size, k, v, tp)
-            lines.append(_kv_line(n, k_bytes, v_bytes, model.attention == "mla"))
+            mla = model.attention == "mla"
+            lines.append(
+                _kv_line_0523(n, k_bytes, v_bytes, k, mla)
+                if version == "current"
+                else _kv_line(n, k_bytes, v_bytes, mla)
+            )
         if any(layer.kind == "sliding" for layer in model.layers):
             why = (
                 "--disable-hybrid-swa-memory"
@@ -1064,23 +1075,26 @@ def memory_for(
     hybrid_swa_memory: bool = True,
     swa_full_tokens_ratio: float = DEFAULT_SWA_FULL_TOKENS_RATIO,
     target: PoolTarget = PoolTarget(),
+    mamba: sglang_mamba.MambaOptions = sglang_mamba.DEFAULT_OPTIONS,
 ) -> int:
     """The static budget per rank for `batch` requests of `seq_len` tokens:
     batch x cdiv(seq_len, page) x page x cell_size (NSA: page 64). With the SWA pool, the least
     budget whose split (`swa_split`) holds batch x pages(seq_len) full-layer tokens and
     batch x pages(min(seq_len, window)) sliding-layer tokens (found by bisection)."""
     _check(model, k, v, tp, page_size, version, swa_full_tokens_ratio, hybrid_swa_memory)
-    if version == "current" and uses_state_pool(model):
-        # the state slots grow by whole requests' states as the budget grows, so the token pool
-        # left is not monotone in the budget (sglang_mamba.split_budget): no least budget by bisection
-        raise KvcalcError(
-            f"{model.name}: kvcalc does not invert SGLang 0.5.23's MambaPool split (the KV budget left beside "
-            "the state slots is not monotone in the total); size it with `capacity` and a budget",
-            field="model",
-            value=model.name,
-            form=MESSAGE,
-        )
     row, extra, _ = pool_layout(model, k, v, tp, version, target, hybrid_swa_memory)
+    if version == "current" and uses_state_pool(model):
+        # the MambaPool's slots first: the least budget whose split holds the tokens and the requests
+        return sglang_mamba.least_budget(
+            model,
+            tp=tp,
+            cell_bytes=cell_size_bytes(model, k, v, tp, version, row=row, extra_bytes=extra),
+            page_size=page_size,
+            need_tokens=batch * -(-seq_len // page_size) * page_size,
+            need_requests=batch,
+            context_len=model.default_context or seq_len,
+            options=mamba,
+        )
     if is_nsa(model):
         page_size = NSA_PAGE_SIZE
     cell = cell_size_bytes(model, k, v, tp, version, row=row, extra_bytes=extra)

@@ -366,3 +366,72 @@ def plan_state(
     )
     n_attention = sum(1 for layer in model.layers if layer.caches_kv)
     return StateSlots(state, k, n_attention), left
+
+
+def _slots_and_left(budget_bytes: int, per_req: int, options: MambaOptions) -> tuple[int, int]:
+    """`split_budget` without its checks: (max_mamba_cache_size, bytes left), each monotone in the
+    budget while the other is held (the slots by the budget; the bytes left within one slot count)."""
+    rest = budget_bytes / GIB
+    if options.max_mamba_cache_size is not None:
+        k = options.max_mamba_cache_size
+    else:
+        k = int((rest * options.full_memory_ratio / (1 + options.full_memory_ratio) * GIB - per_req) // per_req)
+    return k, int((rest - (k + 1) * per_req / GIB) * GIB)
+
+
+def least_budget(
+    model: ModelSpec,
+    *,
+    tp: int,
+    cell_bytes: int,
+    page_size: int,
+    need_tokens: int,
+    need_requests: int,
+    context_len: int,
+    options: MambaOptions = DEFAULT_OPTIONS,
+) -> int:
+    """The least static budget per rank under which SGLang 0.5.23's split leaves a token pool of
+    at least `need_tokens` and admits `need_requests` (`max_running_requests`). The tokens left are
+    not monotone in the budget (each new state slot takes a whole request's state), so the search
+    walks the slot counts: within one count K the bytes left grow with the budget, and a
+    bisection finds the least budget there; the first K that works gives the answer."""
+    check_ratio(options.full_memory_ratio)
+    per_req = mamba_state(model, tp, options.ssm_dtype).per_request_bytes
+    ratio = slots_per_request(options.disable_radix_cache)
+
+    def ok(budget: int) -> bool:
+        k, left = _slots_and_left(budget, per_req, options)
+        tokens = left // cell_bytes // page_size * page_size if left > 0 else 0
+        if k <= 0 or tokens <= 0:
+            return False
+        estimated = max(min(int(tokens / context_len * MAX_REQS_SCALE), MAX_REQS_HIGH), MAX_REQS_LOW)
+        return tokens >= need_tokens and min(estimated, tokens // 2, k // ratio) >= need_requests
+
+    def least(lo: int, hi: int) -> int:  # ok(hi); the least ok budget in (lo, hi], ok monotone there
+        while hi - lo > 1:
+            mid = (lo + hi) // 2
+            lo, hi = (lo, mid) if ok(mid) else (mid, hi)
+        return hi
+
+    def first_with_slots(k: int) -> int:  # the least budget that gives at least k slots
+        lo, hi = 0, per_req * (k + 2) * 4
+        while _slots_and_left(hi, per_req, options)[0] < k:
+            hi *= 2
+        while hi - lo > 1:
+            mid = (lo + hi) // 2
+            lo, hi = (lo, mid) if _slots_and_left(mid, per_req, options)[0] >= k else (mid, hi)
+        return hi
+
+    if options.max_mamba_cache_size is not None:
+        hi = (options.max_mamba_cache_size + 1) * per_req + (need_tokens + page_size) * cell_bytes
+        while not ok(hi):
+            hi *= 2
+        return least(0, hi)
+    r = options.full_memory_ratio
+    # a slot count K leaves at most about per_req x ((K + 2) / r + 1) bytes: start below the first K that can
+    k = max(1, ratio * need_requests, int(need_tokens * cell_bytes * r / per_req - r) - 3)
+    while True:
+        lo, hi = first_with_slots(k), first_with_slots(k + 1)
+        if ok(hi - 1):
+            return least(lo - 1, hi - 1) if not ok(lo) else lo
+        k += 1

@@ -74,7 +74,7 @@ def test_linear_attention_refused_by_model(qwen_next):
         "attention layers only (use --engine ideal)"
     )
     assert (e.field, e.value) == ("model", "qwen3-next-80b-a3b")
-    e = refusal(sglang.memory_for, qwen_next, 1000, 1, BF16, BF16)
+    e = refusal(sglang.memory_for, qwen_next, 1000, 1, BF16, BF16, version="0.5.16")
     assert (e.field, e.value) == ("model", "qwen3-next-80b-a3b")
     # vLLM unifies the pages (tests/engines/test_vllm_hybrid.py) but needs its hybrid allocator
     e = refusal(vllm.rules().kv_cache_groups, qwen_next, False)

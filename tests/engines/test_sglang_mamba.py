@@ -220,10 +220,20 @@ def test_tp_sglang_cannot_divide(name, tp, what):
     assert info.value.field == "tp"
 
 
-def test_unknown_state_refused():
-    """Falcon-H1 (attention and Mamba-2 in every layer) and Jamba are not in STATE_KINDS: refused."""
-    with pytest.raises(KvcalcError, match="does not model SGLang 0.5.23's MambaPool"):
-        sglang.capacity(model("jamba-1.5-mini"), BUDGET, BF16, BF16)
+@pytest.mark.parametrize(
+    "name, reason",
+    [
+        # SGLang 0.5.23 has no Jamba model class at all
+        ("jamba-1.5-mini", "SGLang 0.5.23 registers no JambaForCausalLM"),
+        # Falcon-H1 (attention and Mamba-2 in every layer): SGLang serves it (models/falcon_h1.py); kvcalc
+        # has not checked its state against SGLang's config class
+        ("falcon-h1-7b", "runs attention and a Mamba-2 mixer side by side in every layer"),
+    ],
+)
+def test_unknown_state_refused(name, reason):
+    with pytest.raises(KvcalcError) as info:
+        sglang.capacity(model(name), BUDGET, BF16, BF16)
+    assert reason in str(info.value)
 
 
 def test_older_rows_still_refuse():
@@ -238,3 +248,48 @@ def test_bad_ssm_dtype_and_ratio():
     with pytest.raises(KvcalcError) as info:
         sglang_mamba.split_budget(BUDGET, 1, ratio=0.0)
     assert info.value.field == "mamba_full_memory_ratio"
+
+
+def _fits(m, budget: int, seq_len: int, batch: int, fmt, tp: int) -> bool:
+    try:
+        r = sglang.capacity(m, budget, fmt, fmt, tp=tp)
+    except KvcalcError:
+        return False
+    slots = r.engine_state_bytes // sglang_mamba.mamba_state(m, tp).per_request_bytes - 1
+    reqs = sglang_mamba.max_running_requests(r.kv_cache_tokens, m.default_context, slots)[0]
+    return r.kv_cache_tokens >= batch * seq_len and reqs >= batch
+
+
+@pytest.mark.parametrize(
+    "name, seq_len, batch, fmt, tp",
+    [
+        ("qwen3.5-27b", 32_768, 1, BF16, 1),
+        ("qwen3.5-27b", 32_768, 64, FP8, 8),
+        ("kimi-k3", 131_072, 4, BF16, 8),
+        ("nemotron-3-super-120b-a12b", 65_536, 16, BF16, 8),
+    ],
+)
+def test_memory_for_is_the_least_budget(name, seq_len, batch, fmt, tp):
+    """The tokens left are not monotone in the budget (each new slot takes a whole state), so
+    the least budget is checked against the best budget of every smaller slot count: the one just
+    below the next slot (the most bytes left for that count), none of which fits."""
+    m = model(name)
+    budget = sglang.memory_for(m, seq_len, batch, fmt, fmt, tp=tp)
+    assert _fits(m, budget, seq_len, batch, fmt, tp) and not _fits(m, budget - 1, seq_len, batch, fmt, tp)
+    per_req = sglang_mamba.mamba_state(m, tp).per_request_bytes
+    slots = sglang_mamba.split_budget(budget, per_req)[0]
+    # the five slot counts below (a count spans about 2.1 states of budget at ratio 0.9), a step of 1/4 state
+    for b in range(max(per_req, budget - 12 * per_req), budget, per_req // 4):
+        k = sglang_mamba.split_budget(b, per_req)[0] if b * 0.9 / 1.9 > 2 * per_req else 0
+        if 0 < k < slots:
+            assert not _fits(m, b, seq_len, batch, fmt, tp)
+
+
+def test_memory_for_qwen3_5_one_request():
+    """Qwen3.5-27B bf16 tp 1, one request of 32,768 tokens: one request needs K // 5 >= 1 (K >= 5), but
+    the tokens need more: K = 10 is the first slot count whose bytes left hold 32,768 x 65,536 =
+    2,147,483,648 B (the state's share is 0.9 / 1.9 of the budget, so the KV share about 11 states' worth)."""
+    b = sglang.memory_for(model("qwen3.5-27b"), 32_768, 1, BF16, BF16)
+    r = sglang.capacity(model("qwen3.5-27b"), b, BF16, BF16)
+    assert r.engine_state_bytes == 11 * 153_944_064  # K = 10: the first count whose share leaves 32,768 tokens
+    assert r.kv_cache_tokens == 32_768
