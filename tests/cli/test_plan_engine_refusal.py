@@ -7,8 +7,6 @@ from __future__ import annotations
 
 import pytest
 
-from kvcalc.engines.sglang import MAMBA_POOL
-
 
 @pytest.mark.parametrize(
     "model,engine,reason,display",
