@@ -849,7 +849,8 @@ def capacity(
     nsa = is_nsa(model)
     if nsa:
         page_size = NSA_PAGE_SIZE
-        lines.append("Setting page size to 64 for DeepSeek NSA.")
+        # 0.5.23 arg_groups/model_overrides/deepseek_v2.py 170-173 (CUDA: 64 x index_kpool, 1 for these models)
+        lines.append(f"Setting page size to 64 for DeepSeek {'DSA' if version == 'current' else 'NSA'}.")
     L = max_model_len or model.default_context
     cell = cell_size_bytes(model, k, v, tp, version, row=row, extra_bytes=extra)
     slots, budget = _state_pool(model, kv_memory_bytes, tp, version, mamba)
