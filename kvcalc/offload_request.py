@@ -13,21 +13,31 @@ from kvcalc.errors import MESSAGE, KvcalcError
 
 
 def capacity_extras(
-    s: Any, req: Any, res: Any, *, hit_rate: float, link: str | None, dp: int, gpu: str | None, layout: Any
+    s: Any,
+    req: Any,
+    res: Any,
+    *,
+    hit_rate: float,
+    link: str | None,
+    dp: int,
+    gpu: Any,
+    layout: Any,
+    session_tokens: int | None = None,
 ) -> list[tuple[Any, str]]:
     """(result, title) of each part `kvcalc capacity` prints after the engine's own: the offload
     tier (`s`, an `OffloadSettings`, asks for one; llama.cpp: also --host-memory alone), the
     shared prefix (`s.shared_prefix_tokens`) and, with `gpu`, the load-or-recompute rows over
     `link` (comma list; None: every host, storage and network link). `req`: the
     `CapacityRequest`; `res`: its `EngineResult`; `layout`: the GPU plan's `memory_plan.Layout`
-    (the prefill model). Raises `KvcalcError`."""
+    (the prefill model); `session_tokens`: a session's context (None: the engine's max_model_len,
+    else its n_ctx or pool). Raises `KvcalcError`."""
     import dataclasses
 
     from kvcalc.engines.profile import get_profile
     from kvcalc.results.offload import OffloadPart, PrefixPart
 
     parts: list[tuple[Any, str]] = []
-    L = res.max_model_len or res.n_ctx or res.kv_cache_tokens
+    L = session_tokens or res.max_model_len or res.n_ctx or res.kv_cache_tokens
     prof = get_profile(req.engine)
     if s.asked or s.host_memory_bytes is not None:
         if not s.asked and req.engine != "llamacpp":  # llama.cpp: the KV of the layers -ngl leaves on the CPU
@@ -88,7 +98,7 @@ def capacity_extras(
             parts.append(
                 (
                     load_rows(pre, res, req, gpu, layout, link),
-                    f"Load the {pre.reusable_tokens:,}-token prefix or recompute it ({gpu})",
+                    f"Load the {pre.reusable_tokens:,}-token prefix or recompute it ({getattr(gpu, 'key', gpu)})",
                 )
             )
     elif link is not None:
@@ -98,20 +108,97 @@ def capacity_extras(
     return parts
 
 
-def load_rows(pre: Any, res: Any, req: Any, gpu: str, layout: Any, link: str | None) -> Any:
+def estimate_extras(s: Any, req: Any, res: Any, *, hit_rate: float, link: str | None) -> list[tuple[Any, str]]:
+    """`capacity_extras` for `kvcalc estimate --engine E` (and `kvcalc.estimate(..., offload=...)`):
+    the same offload tier, shared prefix and load-or-recompute rows, from the estimate's own
+    engine result (`res.engine`: what the engine allocates on the GPU plan, or for the batch
+    without --gpu) at its context (`req.workload.seq_len`, the session) and batch (the
+    concurrency the shared prefix's occupancy is for). `s`: an `OffloadSettings`; `req`: the
+    `EstimateRequest`; `res`: its `EstimateResult`. Raises `KvcalcError` for --engine ideal, an
+    engine that would not start on the plan, and what `capacity_extras` refuses."""
+    import dataclasses
+
+    from kvcalc.engines import canonical
+    from kvcalc.requests import CapacityRequest
+
+    asked = "the offload tier" if s.asked or s.host_memory_bytes is not None else "--shared-prefix"
+    option = "--host-memory" if asked == "the offload tier" else "--shared-prefix"
+    if canonical(req.engine) == "ideal":
+        raise KvcalcError(
+            f"{asked} is an engine's: give --engine vllm, sglang or llamacpp", option=option, form=MESSAGE
+        )
+    if res.engine is None:
+        raise KvcalcError(
+            f"{asked}: {req.engine} would not start on this plan (see the warning), so nothing is sized",
+            option=option,
+            form=MESSAGE,
+        )
+    wl, par = req.workload, req.workload.parallel
+    if par.pp > 1:
+        raise KvcalcError(
+            f"{asked} is modelled for pp 1 (one rank holds every layer)", option="--pp", value=par.pp, form=MESSAGE
+        )
+    B = -(-wl.batch // par.dp_attention)  # each attention-DP rank is an engine core (`engine_for_batch`)
+    kv = {"k_dtype": wl.k_dtype, "v_dtype": wl.v_dtype} if req.kv_given else {}
+    opts = req.engine_options
+    if res.engine.engine == "llamacpp":  # the cells the estimate sized: n_ctx = T x B, --parallel B
+        from kvcalc.engines.profile import get_profile
+
+        opts = dataclasses.replace(
+            get_profile("llamacpp").options(opts), n_ctx=wl.seq_len * B, parallel=B
+        )
+    cap = CapacityRequest.build(
+        req.model,
+        engine=req.engine,
+        kv_memory_bytes=res.engine.kv_memory_bytes,
+        tp=par.tp,
+        max_model_len=wl.seq_len,
+        concurrency=B,
+        options=opts,
+        **kv,
+    )
+    layout = None
+    if res.gpu is not None:
+        from kvcalc.calc.memory_plan import Layout
+
+        layout = dataclasses.replace(
+            req.layout if req.layout is not None else Layout(),
+            tp=par.tp,
+            pp=par.pp,
+            dp=par.dp,
+            k_dtype=wl.k_dtype,
+            v_dtype=wl.v_dtype,
+        )
+    return capacity_extras(
+        s,
+        cap,
+        res.engine,
+        hit_rate=hit_rate,
+        link=link,
+        dp=par.dp * par.dp_attention,
+        gpu=res.gpu,
+        layout=layout,
+        session_tokens=wl.seq_len,
+    )
+
+
+def load_rows(pre: Any, res: Any, req: Any, gpu: Any, layout: Any, link: str | None) -> Any:
     """(`LoadRows`) each link's time for the reusable prefix against the prefill model's marginal
-    time on `gpu` (`memory_plan.Planner.prefill` of the prompt less that of its rest)."""
+    time on `gpu` (a name or `GpuSpec`; `memory_plan.Planner.prefill` of the prompt less that of
+    its rest)."""
     from kvcalc.calc.memory_plan import Planner
     from kvcalc.engines.prefix_rules import bytes_per_token_per_rank, load_or_recompute
     from kvcalc.load.gpus import get_gpu
     from kvcalc.load.links import get_link, link_table
     from kvcalc.results.offload import LoadRows
 
+    spec = get_gpu(gpu) if isinstance(gpu, str) else gpu
+
     if link:
         links = [get_link(n) for n in link.split(",") if n.strip()]
     else:
         links = [x for x in link_table().values() if x.kind in ("host", "storage", "network")]
-    planner = Planner(req.model, get_gpu(gpu), layout)
+    planner = Planner(req.model, spec, layout)
     N = pre.prompt_tokens
     whole_s = planner.prefill(N).step_time_s
 
