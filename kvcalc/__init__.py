@@ -29,6 +29,7 @@ __version__ = "0.2.0"
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing
 if TYPE_CHECKING:
+    from kvcalc.engines.offload_rules import OffloadSettings
     from kvcalc.results import EngineResult, KvEstimate, PlanResult
     from kvcalc.schema import GpuSpec, ModelSpec
 
@@ -81,6 +82,9 @@ def estimate(
     input_len: int | str | None = None,
     output_len: int | str | None = None,
     request_rate: float | None = None,
+    offload: OffloadSettings | None = None,
+    prefix_hit_rate: float = 1.0,
+    link: str | None = None,
 ) -> KvEstimate:
     """Exact KV-cache bytes of `model` (a name, path or `ModelSpec`) for `batch` sequences of
     `seq_len` tokens (None: the model's max_position_embeddings; '32k' is read as 32,768) per
@@ -109,6 +113,14 @@ def estimate(
     (TTFT, TPOT, end to end, static-batch and continuous-batching throughput); without `seq_len`
     the memory plan holds input_len + output_len tokens, as on the command line. `options`: the engine's options object (`kvcalc.engines.profile.VllmOptions`
     ...; vLLM's compute capability and vendor come from `gpu` when the options leave them None).
+    `offload` (`kvcalc.engines.offload_rules.OffloadSettings`, with an `engine`): the tier below
+    the GPU as `kvcalc estimate --kv-offloading-size / --hicache-* / --lmcache-* --host-memory
+    --shared-prefix` sizes it, at `seq_len` tokens a session: `offload` (tokens and bytes per
+    tier per rank, host bytes per node, sessions kept warm, the engine's flags and log lines),
+    `shared_prefix` (`prefix_hit_rate`: the share of requests that find it cached) and, with
+    `gpu`, `load_or_recompute` over `link` (a comma list of `kvcalc/data/links.yaml` keys;
+    None: every host, storage and network link). A tier the host cannot hold raises
+    `KvcalcError` (option --host-memory) with the figures.
 
     Raises `KvcalcError` naming the argument for a value of the wrong type (a bool, a float or a
     str where a count goes) or past the CLI's bounds (`kvcalc.arguments`), for a plan knob
@@ -180,12 +192,28 @@ def estimate(
             **whole,
         )
     res = run_estimate(req)
-    if served["gpu"] is None and res.engine is None and req.engine == "ideal":
+    if served["gpu"] is None and res.engine is None and req.engine == "ideal" and offload is None:
         return res.kv
     from kvcalc.results.served import ServedEstimate
 
+    extra: dict[str, object] = {}
+    if offload is not None:
+        from kvcalc.engines.offload_rules import OffloadSettings
+        from kvcalc.offload_request import estimate_extras
+
+        if not isinstance(offload, OffloadSettings):
+            from kvcalc.errors import KvcalcError
+
+            raise KvcalcError(
+                f"offload takes a kvcalc.engines.offload_rules.OffloadSettings, got {type(offload).__name__}",
+                field="offload",
+                value=str(offload),
+            )
+
+        for part, _ in estimate_extras(offload, req, res, hit_rate=prefix_hit_rate, link=link):
+            extra |= dict(part)
     return ServedEstimate(
-        **dict(res.kv), serving=res.serving, engine=res.engine, fit_hint=res.fit_hint, request=res.request
+        **dict(res.kv), serving=res.serving, engine=res.engine, fit_hint=res.fit_hint, request=res.request, **extra
     )
 
 
