@@ -217,6 +217,13 @@ def estimate(
     )
 
 
+def _replace(obj: object, **changes: object) -> object:
+    """`dataclasses.replace`, imported when called (`import kvcalc` stays free)."""
+    import dataclasses
+
+    return dataclasses.replace(obj, **changes)  # type: ignore[type-var]
+
+
 def _with_gpu(engine: str, options: object, gpu: GpuSpec) -> object:
     """vLLM's options with the GPU's compute capability and vendor where they leave them None
     (as the CLI's `--gpu` gives them, `cli.options.engine_options`); other engines' as given."""
@@ -301,6 +308,8 @@ def plan(
     why_not: int | None = None,
     gpus_per_node: int | None = None,
     options: object = None,
+    offload: OffloadSettings | None = None,
+    sessions: int | None = None,
 ) -> PlanResult:
     """The layouts that serve `concurrency` sequences of `seq_len` tokens (None: the model's
     max_position_embeddings) of `model` within the targets (`max_tpot_ms` ms per output token,
@@ -312,6 +321,11 @@ def plan(
     -> dollars per GPU-hour, or a YAML file of them) give one, then the most tokens/s.
     `options`: the engine's options object (`kvcalc.engines.profile.VllmOptions(version="0.11")`);
     with vLLM each layout's KV cache on each GPU is vLLM's own blocks (`engines.vllm.plan`).
+    `offload` (an `OffloadSettings`, vLLM or SGLang): each layout's tier below the GPU, as
+    `kvcalc plan --kv-offloading-size / --hicache-* --host-memory --shared-prefix` counts it
+    (`layout.offload`, `layout.sessions_warm` over all replicas, the flags on the launch line);
+    layouts the host cannot hold, or that keep fewer than `sessions` sessions warm, are dropped
+    with a note (`offload_request.plan_with_offload`).
 
     Returns a `PlanResult` (`layouts`, each with its figures and `engine`'s launch line; when
     none qualifies, `misses` with what failed and what would fix it), as `kvcalc plan -f json`.
@@ -343,5 +357,15 @@ def plan(
     spec = load_model(model)
     from kvcalc.schema import ModelSpec
 
+    if sessions is not None and offload is None:
+        from kvcalc.errors import KvcalcError
+
+        raise KvcalcError("sessions counts an offload tier: give offload=OffloadSettings(...)", field="sessions")
     with naming_model_file(None if isinstance(model, ModelSpec) else model, spec.name):
-        return run_plan(PlanRequest.build(spec, **args, engine_options=options))
+        req = PlanRequest.build(spec, **args, engine_options=options)
+        if offload is None:
+            return run_plan(req)
+        from kvcalc.offload_request import plan_with_offload
+
+        gpn = req.search.gpus_per_node
+        return plan_with_offload(req, _replace(offload, gpus_per_node=gpn), sessions)

@@ -230,6 +230,35 @@ def settings_of(spec: Any) -> Any:
     )
 
 
+def spec_data(s: Any, engine: str) -> dict[str, Any]:
+    """The deployment YAML's `offload:` mapping (`schema_deploy.OffloadSpec`) of the settings `s`
+    (an `OffloadSettings`), the inverse of `settings_of`: each size as the engine's flag takes it,
+    `host_memory` in bytes; values at their defaults left out."""
+    from kvcalc.engines.offload_rules import OffloadSettings
+
+    plain = OffloadSettings()
+    data: dict[str, Any] = {"engine": engine}
+    for key in (
+        "kv_offloading_size",
+        "kv_offloading_backend",
+        "blocks_per_chunk",
+        "lmcache_cpu_size",
+        "lmcache_l1_size",
+        "hicache_ratio",
+        "hicache_size",
+        "hicache_host_memory_fraction",
+        "gpus_per_node",
+    ):
+        value = getattr(s, key)
+        if value != getattr(plain, key):
+            data[key] = value
+    if s.host_memory_bytes is not None:
+        data["host_memory"] = s.host_memory_bytes
+    if s.shared_prefix_tokens:
+        data["shared_prefix"] = s.shared_prefix_tokens
+    return data
+
+
 def deployment_offload(dep: Any, model: Any, gpu: Any) -> Any:
     """The `OffloadResult` of `dep.offload` on `gpu` (a `GpuSpec`). Raises `KvcalcError`: the
     host refusal (option --host-memory) or the engine's refusal of the flags."""
@@ -288,3 +317,140 @@ def check_offload(dep: Any, model: Any, gpu: Any, row: Any) -> Any:
             raise KvcalcError(e.message, field="offload", value=e.value) from None
         return row.model_copy(update={"problems": [*row.problems, f"offload: {e.message}"], "status": "does not fit"})
     return row
+
+
+def _gpu_options(engine: str, options: Any, gpu: Any) -> Any:
+    """The engine's options object on `gpu` (a `GpuSpec`): vLLM's with the GPU's compute
+    capability and vendor where they are unset (they pick the attention backend, so the block)."""
+    import dataclasses
+
+    from kvcalc.engines.profile import get_profile
+
+    opts = get_profile(engine).options(options)
+    if engine != "vllm":
+        return opts
+    vendor = None if gpu.vendor == "other" else gpu.vendor
+    return dataclasses.replace(
+        opts,
+        compute_capability=getattr(opts, "compute_capability", None) or gpu.compute_capability,
+        vendor=getattr(opts, "vendor", None) or vendor,
+    )
+
+
+def layout_offload(req: Any, layout: Any, s: Any) -> Any:
+    """The `OffloadResult` of one `kvcalc plan` layout (`PlanLayout`) for the settings `s`: the
+    engine's GPU result on the KV memory the layout leaves it (`headroom_bytes +
+    kv_cache_bytes_per_gpu`, what vLLM logs as "Available KV cache memory"), its requests of
+    the plan's context, then the engine's tier (`engines.offload_rules.offload_for`) for the
+    layout's tp and replicas. Raises `KvcalcError` (option --host-memory: the host cannot hold
+    it; others: the engine refuses the flags, or the layout is one the tier is not modelled for)."""
+    from kvcalc.engines.offload_rules import offload_for
+    from kvcalc.load.gpus import get_gpu
+    from kvcalc.requests import CapacityRequest, run_capacity
+
+    if layout.pp > 1 or layout.dp_attention > 1 or len(set(layout.devices)) > 1:
+        raise KvcalcError(
+            "the offload tier is modelled for pp 1 and one engine core per replica (no attention DP)",
+            field="offload",
+            value=layout.gpu,
+            form=MESSAGE,
+        )
+    gpu = get_gpu(layout.devices[0])
+    k, _, v = layout.kv_dtype.partition("/")
+    cap = CapacityRequest.build(
+        req.search.model,
+        engine=req.engine,
+        kv_memory_bytes=layout.headroom_bytes + layout.kv_cache_bytes_per_gpu,
+        k_dtype=k,
+        v_dtype=v or k,
+        tp=layout.tp,
+        max_model_len=layout.seq_len,
+        concurrency=-(-layout.concurrency // layout.dp),
+        options=_gpu_options(req.engine, req.options, gpu),
+    )
+    res = run_capacity(cap)
+    return offload_for(
+        cap.engine,
+        cap.model,
+        res,
+        s,
+        tp=layout.tp,
+        dp=layout.dp,
+        session_tokens=layout.seq_len,
+        k=cap.k,
+        v=cap.v,
+        options=cap.options,
+    )
+
+
+def launch_with_offload(launch: str | None, off: Any) -> str | None:
+    """`launch` (an engine's command line) with the offload tier's flags: vLLM native and SGLang
+    HiCache flags appended; LMCache's environment before the command and its connector after;
+    the LMCache server (`--lmcache-l1-size`) is its own process, started before vLLM (the
+    server's line stays in `offload.flags`)."""
+    if launch is None:
+        return None
+    if off.backend == "lmcache":
+        env = [f for f in off.flags if "=" in f and not f.startswith("vllm ")]
+        tail = [f.split("...", 1)[1].strip() for f in off.flags if f.startswith("vllm serve ...")]
+        return " ".join([*env, launch, *tail])
+    if off.backend == "lmcache-mp":
+        tail = [f.split("...", 1)[1].split("(", 1)[0].strip() for f in off.flags if f.startswith("vllm serve ...")]
+        return " ".join([launch, *tail])
+    return " ".join([launch, *off.flags])
+
+
+def plan_with_offload(req: Any, s: Any, sessions: int | None) -> Any:
+    """`kvcalc plan` with the tier below the GPU (`s`, an `OffloadSettings`) counted: every
+    qualifying layout (the best variant of each GPU and count, in the plan's order) gets its
+    tier (`layout_offload`); a layout whose tier the host cannot hold (--host-memory), or whose
+    sessions kept warm over its replicas fall short of `sessions`, is dropped, with a note; the
+    first `top` that stay are ranked 1, 2, ... with the engine's offload flags on their launch
+    line and `offload` / `sessions_warm` (sessions of the plan's context kept warm over all
+    replicas: each replica keeps its own). Raises `KvcalcError` for an engine without a tier here."""
+    import dataclasses
+
+    from kvcalc.calc.plan import search
+
+    if req.engine not in ("vllm", "sglang"):
+        raise KvcalcError(
+            f"the offload tier in plan is modelled for --engine vllm and sglang, not {req.engine} "
+            "(llama.cpp's host KV: `kvcalc capacity --engine llamacpp --no-kv-offload`)",
+            option="--engine",
+            value=req.engine,
+            form=MESSAGE,
+        )
+    top = req.search.top
+    res = search(dataclasses.replace(req.search, top=10**6))
+    kept: list[Any] = []
+    dropped: dict[str, list[str]] = {}
+    for lay in res.layouts:
+        if len(kept) == top:
+            break
+        try:
+            off = layout_offload(req, lay, s)
+        except KvcalcError as e:
+            if e.option in ("--host-memory", "--tp") or e.field == "offload":
+                dropped.setdefault(e.message, []).append(f"{lay.count} x {lay.gpu}")
+                continue
+            raise
+        warm = None if off.sessions_warm is None else off.sessions_warm * lay.dp
+        if sessions is not None and (warm or 0) < sessions:
+            why = f"keeps fewer than --sessions {sessions:,} warm"
+            dropped.setdefault(why, []).append(f"{lay.count} x {lay.gpu} ({warm or 0:,})")
+            continue
+        kept.append(
+            lay.model_copy(
+                update={
+                    "rank": len(kept) + 1,
+                    "offload": off,
+                    "sessions_warm": warm,
+                    "launch": launch_with_offload(lay.launch, off),
+                }
+            )
+        )
+    notes = [*res.notes]
+    for why, which in dropped.items():
+        shown = ", ".join(which[:4]) + (f" and {len(which) - 4} more" if len(which) > 4 else "")
+        notes.append(f"dropped {shown}: {why}")
+    return res.model_copy(update={"layouts": kept, "notes": notes})
