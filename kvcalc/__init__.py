@@ -155,6 +155,8 @@ def estimate(
     )
     served = check_arguments(gpu=gpu, engine=engine)
     whole = check_arguments(input_len=input_len, output_len=output_len, request_rate=request_rate)
+    beyond = check_arguments(offload=offload, prefix_hit_rate=prefix_hit_rate, link=link)
+    link = ",".join(beyond["link"]) if isinstance(beyond["link"], (list, tuple)) else beyond["link"]
     knobs = {k: v for k, v in knobs.items() if v is not None}
     spec = load_model(model)
     if args["seq_len"] is None and whole["input_len"] is not None and whole["output_len"] is not None:
@@ -198,19 +200,9 @@ def estimate(
 
     extra: dict[str, object] = {}
     if offload is not None:
-        from kvcalc.engines.offload_rules import OffloadSettings
         from kvcalc.offload_request import estimate_extras
 
-        if not isinstance(offload, OffloadSettings):
-            from kvcalc.errors import KvcalcError
-
-            raise KvcalcError(
-                f"offload takes a kvcalc.engines.offload_rules.OffloadSettings, got {type(offload).__name__}",
-                field="offload",
-                value=str(offload),
-            )
-
-        for part, _ in estimate_extras(offload, req, res, hit_rate=prefix_hit_rate, link=link):
+        for part, _ in estimate_extras(offload, req, res, hit_rate=beyond["prefix_hit_rate"], link=link):
             extra |= dict(part)
     return ServedEstimate(
         **dict(res.kv), serving=res.serving, engine=res.engine, fit_hint=res.fit_hint, request=res.request, **extra
@@ -354,6 +346,7 @@ def plan(
         why_not=why_not,
         gpus_per_node=gpus_per_node,
     )
+    check_arguments(offload=offload, sessions=sessions)
     spec = load_model(model)
     from kvcalc.schema import ModelSpec
 

@@ -157,8 +157,9 @@ def estimate(
     fmt: FormatOpt = "table",
 ) -> None:
     """Exact KV-cache bytes for MODEL at a context length, batch, KV dtype and TP/PP layout;
-    with --gpu, also weights, the memory plan, whether it fits, and roofline TPOT / TTFT;
-    with --engine, what it allocates, and the tier below the GPU (--kv-offloading-size,
+    with --gpu, also weights, the memory plan, whether it fits, and roofline TPOT / TTFT.
+
+    With --engine, what it allocates, and the tier below the GPU (--kv-offloading-size,
     --hicache-*, --lmcache-*, --host-memory) and a shared prefix (--shared-prefix)."""
     from kvcalc.load.models import naming_model_file
     from kvcalc.requests import EstimateRequest, resolve_seq_lens, run_estimate

@@ -346,7 +346,7 @@ def deployment_text(res: Any, layout: Any, model_arg: str, req: Any, offload: An
         "concurrency": res.concurrency,
         "gpu_memory_utilization": req.search.knobs.gpu_memory_utilization,
         "engine": res.engine,
-    }
+    } | _offload_key(offload, res.engine)
     options = recorded_options(req.options)
     if options:
         data["engine_options"] = options
@@ -355,10 +355,6 @@ def deployment_text(res: Any, layout: Any, model_arg: str, req: Any, offload: An
     }
     if targets:
         data["targets"] = targets
-    if offload is not None:  # the tier below the GPU, as the engine's flags take it (`kvcalc check` checks the host)
-        from kvcalc.offload_request import spec_data
-
-        data["offload"] = spec_data(offload, res.engine)
     dep = Deployment.model_validate(data)
     spec = req.search.model
     engine, engine_kv = engine_kv_of(dep, spec)  # as `kvcalc check` will read the file (issue 23 friction 1)
@@ -389,6 +385,16 @@ def deployment_text(res: Any, layout: Any, model_arg: str, req: Any, offload: An
             f"# target max_ttft_s {res.max_ttft_s:g} (TTFT {layout.ttft_s:.2f} s): kvcalc check does not check TTFT"
         )
     return "\n".join(head) + "\n" + yaml.safe_dump(data, sort_keys=False, width=1000)
+
+
+def _offload_key(offload: Any, engine: str) -> dict[str, Any]:
+    """{'offload': ...}: the tier below the GPU plan counted (`OffloadSettings`, or None: {}), as
+    the deployment's `offload:` writes the engine's flags (`kvcalc check` checks its host)."""
+    if offload is None:
+        return {}
+    from kvcalc.offload_request import spec_data
+
+    return {"offload": spec_data(offload, engine)}
 
 
 def _calibration(path: str | None) -> Any:
