@@ -262,7 +262,7 @@ def offload_lines(res: Any) -> list[str]:
     if not lays:
         return []
     T = lays[0].seq_len
-    lines = [f"sessions of {T:,} tokens kept warm (GPU and offload tier), host memory per node:"]
+    lines = [f"sessions of {T:,} tokens kept warm (GPU, offload tier); host per node:"]
     for lay in lays:
         o = lay.offload
         tiers = ", ".join(f"{t.tier} {t.sessions:,}" for t in o.tiers if t.sessions is not None)

@@ -115,7 +115,7 @@ def test_the_written_deployment_carries_the_tier_and_check_passes(cli, tmp_path)
 def test_table_lines(cli):
     r = cli(*BASE, "--kv-offloading-size", "1600", "--host-memory", "2TB")
     assert r.exit_code == 0, r.output
-    assert "sessions of 32,768 tokens kept warm (GPU and offload tier), host memory per node:" in r.stdout
+    assert "sessions of 32,768 tokens kept warm (GPU, offload tier); host per node:" in r.stdout
     assert "  #1: 511 (GPU 138, CPU 511); host 1,717.99 GB of 2,000.00 GB" in r.stdout
 
 
