@@ -144,9 +144,7 @@ def estimate_extras(s: Any, req: Any, res: Any, *, hit_rate: float, link: str | 
     if res.engine.engine == "llamacpp":  # the cells the estimate sized: n_ctx = T x B, --parallel B
         from kvcalc.engines.profile import get_profile
 
-        opts = dataclasses.replace(
-            get_profile("llamacpp").options(opts), n_ctx=wl.seq_len * B, parallel=B
-        )
+        opts = dataclasses.replace(get_profile("llamacpp").options(opts), n_ctx=wl.seq_len * B, parallel=B)
     cap = CapacityRequest.build(
         req.model,
         engine=req.engine,

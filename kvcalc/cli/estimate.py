@@ -261,15 +261,18 @@ def offload_parts(settings: Any, offload: KvMemoryOptions, req: Any, res: Any) -
     """(result, table) of the tier below the GPU, its log lines, the shared prefix and the
     load-or-recompute rows: `kvcalc capacity`'s parts (`offload_request.estimate_extras`) from
     the estimate's engine result at its --seq-len."""
+    from functools import partial
+
     from kvcalc.offload_request import estimate_extras
     from kvcalc.report.offload import log_text, part_table
     from kvcalc.results.offload import NoKeys
 
     parts: list[tuple[Any, Callable[[], Any]]] = []
     for part, title in estimate_extras(settings, req, res, hit_rate=offload.prefix_hit_rate, link=offload.link):
-        parts.append((part, lambda p=part, t=title: part_table(p, t)))
-        if getattr(part, "offload", None) is not None and part.offload.log_lines:
-            parts.append((NoKeys(), lambda p=part: log_text(p.offload.engine, p.offload.log_lines)))
+        parts.append((part, partial(part_table, part, title)))
+        off = getattr(part, "offload", None)
+        if off is not None and off.log_lines:
+            parts.append((NoKeys(), partial(log_text, off.engine, off.log_lines)))
     return parts
 
 

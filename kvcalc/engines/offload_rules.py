@@ -529,7 +529,6 @@ def sglang_pool_refusal(model: ModelSpec, options: Any = None) -> str | None:
     return None
 
 
-
 def sglang_hicache(
     model: ModelSpec,
     gpu: EngineResult,
