@@ -306,15 +306,30 @@ def deployment_offload(dep: Any, model: Any, gpu: Any) -> Any:
 
 def check_offload(dep: Any, model: Any, gpu: Any, row: Any) -> Any:
     """`row` (a `CheckRow`) with the offload tier's host check: a tier the host memory cannot
-    hold adds its refusal to `problems` and makes the status "does not fit". Other refusals
+    hold adds its refusal to `problems` and makes the status "does not fit"; one that fits adds
+    a note (`offload_note`: sessions kept warm, host per node, the flags). Other refusals
     (flags of another engine, sizes in the wrong unit) raise `KvcalcError` (field `offload`)."""
     try:
-        deployment_offload(dep, model, gpu)
+        off = deployment_offload(dep, model, gpu)
     except KvcalcError as e:
         if e.option != "--host-memory":
             raise KvcalcError(e.message, field="offload", value=e.value) from None
         return row.model_copy(update={"problems": [*row.problems, f"offload: {e.message}"], "status": "does not fit"})
-    return row
+    return row.model_copy(update={"notes": [*row.notes, offload_note(off, dep.dp)]})
+
+
+def offload_note(off: Any, dp: int) -> str:
+    """One line for a deployment's tier (`OffloadResult` `off`, `dp` replicas): the sessions it
+    keeps warm, the host it pins per node against --host-memory, and the flags to pass."""
+    warm = off.sessions_warm or 0
+    replicas = f" x {dp} replicas = {warm * dp:,}" if dp > 1 else ""
+    host = f"{off.host_bytes_per_node / 1e9:,.2f} GB per node"
+    if off.host_memory_bytes is not None:
+        host += f" of {off.host_memory_bytes / 1e9:,.2f} GB"
+    return (
+        f"offload ({off.backend}): {warm:,} sessions of {off.session_tokens:,} tokens kept warm{replicas}; "
+        f"host {host}; pass {' '.join(off.flags)}"
+    )
 
 
 def _gpu_options(engine: str, options: Any, gpu: Any) -> Any:
