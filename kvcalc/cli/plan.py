@@ -299,7 +299,10 @@ def show(res: Any, fmt: str) -> None:
             echo(top.launch)
     else:
         echo(plan_title(res))
-        echo(f"nothing fits and meets the targets within {res.max_gpus} GPUs; the nearest misses:")
+        if res.n_qualifying and not res.misses:  # `offload_request.plan_with_offload` dropped them all
+            echo(f"{res.n_qualifying:,} layouts meet the targets, but none with the offload tier (the notes say why):")
+        else:
+            echo(f"nothing fits and meets the targets within {res.max_gpus} GPUs; the nearest misses:")
         for m in res.misses:
             echo(f"  {m.line}")
     for n in res.notes:

@@ -84,6 +84,7 @@ def test_nothing_the_host_holds_exits_1_with_the_figures(cli):
     r = cli(*BASE, "--kv-offloading-size", "4470", "--host-memory", "3TB")
     assert r.exit_code == 1, r.output
     out = " ".join(r.stdout.split())
+    assert "layouts meet the targets, but none with the offload tier (the notes say why):" in out
     assert "dropped 8 x h200: the vllm-native tier pins 4,470.00 GiB (4,799.63 GB)" in out
     assert "lower --kv-offloading-size to at most 2793.96" in out
 
