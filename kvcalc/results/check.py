@@ -11,7 +11,7 @@ from kvcalc.schema import _Frozen  # frozen, extra="forbid": the one base of eve
 
 class CheckRow(_Frozen):
     """One checked deployment: its memory per GPU against the budget, the roofline decode at
-    its worst case (every sequence at max_seq_len), and what, if anything, fails."""
+    its worst case (every sequence at max_seq_len; the speed model `speed_model` names), and what, if anything, fails."""
 
     file: str
     name: str
@@ -41,3 +41,6 @@ class CheckRow(_Frozen):
     engine: str = "ideal"
     #: what the engine assumed, or why its arithmetic was not applied (as `kvcalc plan`'s notes)
     notes: list[str] = []
+    #: the speed model's terms TPOT and tokens/s were modelled with (`calc.speed.SpeedTerms.describe`;
+    #: "roofline": the bare roofline), as `kvcalc plan` and `kvcalc estimate` label them
+    speed_model: str = "roofline"
