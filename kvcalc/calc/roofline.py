@@ -121,19 +121,24 @@ class StepTime:
     floor_s: float = 0.0
     #: memory and compute overlap (decode: the larger counts) or add (prefill, `calc.speed`)
     overlap: bool = True
+    #: the speed model's decode attention, timed on its own roofline after the weight GEMMs
+    #: (`calc.speed.attention_time_s`; 0 for the bare roofline, where memory and compute hold it)
+    attention_time_s: float = 0.0
 
     @property
     def step_time_s(self) -> float:
-        """floor + max(memory, compute) + communication (memory + compute when they do not overlap)."""
+        """floor + max(memory, compute) + attention + communication (memory + compute when they
+        do not overlap)."""
         work = (
             max(self.memory_time_s, self.compute_time_s) if self.overlap else self.memory_time_s + self.compute_time_s
         )
-        return self.floor_s + work + self.comm_time_s
+        return self.floor_s + work + self.attention_time_s + self.comm_time_s
 
     @property
     def bound(self) -> str:
-        """'memory' or 'compute': the larger of the two roofline terms."""
-        return "memory" if self.memory_time_s >= self.compute_time_s else "compute"
+        """'memory' or 'compute': the larger of the two roofline terms (the attention, which is
+        read-bound in decode, counts on the memory side)."""
+        return "memory" if self.memory_time_s + self.attention_time_s >= self.compute_time_s else "compute"
 
 
 def step_time(

@@ -45,7 +45,7 @@ def test_estimate_whole_requests(cli) -> None:
     d = json.loads(r.output)
     # the plan holds the whole request: seq_len = 1,000 + 200
     assert d["seq_len"] == 1200 and d["input_len"] == 1000 and d["output_len"] == 200
-    assert d["speed_model"].startswith("vllm on cuda: floor 0.70 ms/step")
+    assert d["speed_model"].startswith("vllm on cuda: floor 0.44 ms/step")
     # E2E = TTFT + (O - 1) x TPOT; Little's law at the rate
     assert d["request_e2e_s"] == pytest.approx(d["request_ttft_s"] + 199 * d["request_tpot_s"])
     assert d["static_batch"] == 8 and d["batch"] == 8 and d["request_fits"] is True
@@ -181,7 +181,7 @@ def test_plan_with_calibration(cli, cal_file) -> None:
     )["layouts"][0]
     # without a calibration, plan times with the speed table (what estimate uses), not the roofline
     assert (
-        plain["speed_model"].startswith("vllm on cuda: floor 0.70 ms/step") and "calibrated" not in plain["speed_model"]
+        plain["speed_model"].startswith("vllm on cuda: floor 0.44 ms/step") and "calibrated" not in plain["speed_model"]
     )
     # the calibrated TPOT is estimate's with the same file: 8 sequences on 1 x h100-sxm tp1
     assert (top["count"], top["tp"], top["dp"]) == (1, 1, 1)
