@@ -107,9 +107,11 @@ def check(
     planner = placed.planner(gpu)
     T = dep.max_seq_len
     used = max(placed.used(T, dep.concurrency))
-    tpot_s, tok_s = placed.decode(T, dep.concurrency)
-    tpot_ms = tpot_s * 1e3
     fits = used <= planner.budget
+    tpot_ms = tok_s = None  # a deployment that does not fit gets no TPOT (issue 21 deliver 5)
+    if fits:
+        tpot_s, tok_s = placed.decode(T, dep.concurrency)
+        tpot_ms = tpot_s * 1e3
     max_concurrency = placed.max_concurrency(T)
     problems = (
         []
@@ -120,7 +122,7 @@ def check(
             f"at most {max_concurrency} sequences fit"
         ]
     )
-    missed = missed_targets(dep.targets, tpot_ms, tok_s)
+    missed = missed_targets(dep.targets, tpot_ms, tok_s) if tpot_ms is not None and tok_s is not None else []
     problems += missed
     status = "does not fit" if not fits else ("ok" if not missed else "misses target")
     t = dep.targets or Targets()

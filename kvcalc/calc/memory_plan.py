@@ -418,14 +418,15 @@ class Planner:
     def _with_alltoall(self, step: roofline.StepTime, tokens: int) -> roofline.StepTime:
         """`step` plus the expert-parallel dispatch and combine of `tokens` tokens on this rank
         (`parallel.alltoall_bytes`) over the GPU's one-direction link bandwidth (half the
-        bidirectional `interconnect_bytes_per_s`); unchanged without EP."""
+        bidirectional `interconnect_bytes_per_s`; PCIe 4.0 x16 for a row without a link,
+        `roofline.PCIE_GEN4_X16_BYTES_PER_S`); unchanged without EP."""
         ep = self.layout.ep
         if ep <= 1 or not self.moe_groups:
             return step
         n_moe = sum(cnt for cnt, *_ in self.moe_groups)
         k = self.model.n_experts_per_token or 1
         nbytes = parallel.alltoall_bytes(n_moe, tokens, k, self.hidden, ep)
-        bw = (self.gpu.interconnect_bytes_per_s or 64_000_000_000) / 2
+        bw = (self.gpu.interconnect_bytes_per_s or roofline.PCIE_GEN4_X16_BYTES_PER_S) / 2
         return dataclasses.replace(step, comm_time_s=step.comm_time_s + nbytes / bw)
 
     def prefill(self, prompt_len: int, batch: int = 1) -> roofline.StepTime:

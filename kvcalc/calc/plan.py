@@ -54,7 +54,7 @@ from typing import Any, Protocol, cast
 
 from kvcalc.calc import kv_cache
 from kvcalc.calc.memory_plan import Layout, Planner, budget_bytes
-from kvcalc.calc.request_speed import request_speed, spread_static
+from kvcalc.calc.request_speed import TOLERANCE, request_speed, spread_static
 from kvcalc.calc.roofline import StepTime
 from kvcalc.errors import KvcalcError, UncountedParamsError
 from kvcalc.results import PlanLayout, PlanMiss, PlanResult
@@ -550,7 +550,7 @@ def _whole(
     rs = request_speed(steps, I, O, 1, rq.request_rate)
     if rs.rate_sustainable and rs.rate_concurrency is not None:
         out.tpot_s, out.tokens_per_s, out.e2e_s = rs.rate_tpot_s, rs.rate_tokens_per_s, rs.rate_e2e_s
-        b = max(1, math.ceil(rs.rate_concurrency - 1e-9))  # per replica (`request_speed._at_rate`)
+        b = max(1, math.ceil(rs.rate_concurrency - TOLERANCE))  # per replica, as `request_speed._at_rate`
         if b > _cdiv(concurrency, placed.dp):  # the rate holds more than --concurrency: size for it
             out.rate_batch = b
             out.used = placed.used(seq_len, b * placed.dp)

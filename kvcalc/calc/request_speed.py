@@ -33,6 +33,9 @@ from kvcalc.calc.roofline import StepTime
 #: fixed-point iterations for the concurrency under continuous batching (it converges in a few;
 #: the bound only stops a pathological oscillation)
 MAX_ITERATIONS = 200
+#: the fixed point's relative tolerance, and the slack when L is rounded up to whole sequences
+#: (float noise must not make 3.0000000001 requests 4 sequences)
+TOLERANCE = 1e-9
 
 
 @dataclass(frozen=True, slots=True)
@@ -178,13 +181,13 @@ def _at_rate(
     ctx, cap = mean_context(input_len, output_len), planner.max_batch(input_len + output_len)
     conc, tpot, settled = rate_per_replica * ttft, 0.0, False
     for _ in range(MAX_ITERATIONS):
-        b = max(1, math.ceil(conc - 1e-9))
+        b = max(1, math.ceil(conc - TOLERANCE))
         if b > cap:
             break
         tpot = planner.decode(ctx, b).step_time_s
         new = rate_per_replica * (ttft + (output_len - 1) * tpot)
-        if abs(new - conc) <= 1e-9 * max(1.0, new):
-            conc, settled = new, math.ceil(new - 1e-9) <= cap
+        if abs(new - conc) <= TOLERANCE * max(1.0, new):
+            conc, settled = new, math.ceil(new - TOLERANCE) <= cap
             break
         conc = new
     none: dict[str, object] = dict(request_rate=rate_per_replica * dp, rate_sustainable=False)

@@ -36,6 +36,9 @@ from kvcalc.schema import GpuSpec
 
 #: bytes of one activation value moved by the TP all-reduce (bf16 / fp16 activations)
 ACTIVATION_BYTES = 2
+#: the link assumed for a GPU row that lists none: PCIe 4.0 x16, 16 GT/s x 16 lanes x 128/130
+#: encoding = 31.5 GB/s each way, quoted as 64 GB/s bidirectional (PCI-SIG PCIe 4.0 base spec)
+PCIE_GEN4_X16_BYTES_PER_S = 64_000_000_000
 
 
 def memory_time_s(bytes_read: int | float, hbm_bytes_per_s: int | float, bw_efficiency: float = 1.0) -> float:
@@ -56,7 +59,7 @@ def allreduce_time_s(nbytes: int | float, tp: int, interconnect_bytes_per_s: int
     0 when tp == 1; PCIe Gen4 x16 (64 GB/s) when the GPU lists no interconnect."""
     if tp <= 1:
         return 0.0
-    bw = (interconnect_bytes_per_s or 64_000_000_000) / 2
+    bw = (interconnect_bytes_per_s or PCIE_GEN4_X16_BYTES_PER_S) / 2
     return 2 * (tp - 1) / tp * nbytes / bw
 
 

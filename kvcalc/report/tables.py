@@ -271,8 +271,8 @@ def check_table(rows: list[Any], *, width: int | None = None):
                 (f"{r.max_seq_len:,} x", f"{r.concurrency}"),
                 (f"{r.memory_bytes_per_gpu / 2**30:,.1f} /", f"{r.budget_bytes_per_gpu / 2**30:,.1f}"),
                 f"{r.max_concurrency:,}",
-                (figure(r.tpot_ms, 1), *tgt_tpot),
-                (f"{r.tokens_per_s:,.0f}", *tgt_tok),
+                ("-" if r.tpot_ms is None else figure(r.tpot_ms, 1), *tgt_tpot),
+                ("-" if r.tokens_per_s is None else f"{r.tokens_per_s:,.0f}", *tgt_tok),
                 Text(r.status, style=style[r.status]),
             ]
         )
@@ -282,7 +282,7 @@ def check_table(rows: list[Any], *, width: int | None = None):
         cells,
         width=width,
         title="kvcalc check: memory per GPU vs gpu_memory_utilization x memory; "
-        "decode with every sequence at max_seq_len",
+        "decode with every sequence at max_seq_len (the speed model; none where it does not fit)",
     )
     return Group(t, *notes) if notes else t
 
@@ -317,8 +317,8 @@ def check_markdown(rows: list[Any], errors: list[str]) -> str:
                     f"{r.max_seq_len:,} x {r.concurrency}",
                     f"{r.memory_bytes_per_gpu / 2**30:,.2f}",
                     f"{r.budget_bytes_per_gpu / 2**30:,.2f}",
-                    figure(r.tpot_ms, 2),
-                    f"{r.tokens_per_s:,.0f}",
+                    "-" if r.tpot_ms is None else figure(r.tpot_ms, 2),
+                    "-" if r.tokens_per_s is None else f"{r.tokens_per_s:,.0f}",
                     icon[r.status],
                     "; ".join(r.problems),
                 ]

@@ -30,8 +30,9 @@ class CheckRow(_Frozen):
     headroom_bytes: int
     fits: bool
     max_concurrency: int
-    tpot_ms: float
-    tokens_per_s: float
+    #: None when the deployment does not fit (a batch that does not fit has no decode step)
+    tpot_ms: float | None
+    tokens_per_s: float | None
     max_tpot_ms: float | None
     min_tokens_per_s: float | None
     meets_targets: bool

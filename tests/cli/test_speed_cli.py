@@ -345,3 +345,46 @@ def test_plan_rate_that_no_layout_keeps_up_with(cli) -> None:
 def test_plan_whole_request_options_are_checked(cli, args, needle) -> None:
     r = cli("plan", "llama-3.1-8b", "--gpu", "h100-sxm", *args)
     assert r.exit_code == 2 and needle in r.output, r.output
+
+
+# ----- a batch that does not fit gets no TPOT, anywhere (issue 21 deliver 5) ------------------
+
+
+def test_check_of_a_deployment_that_does_not_fit_has_no_tpot(cli, tmp_path) -> None:
+    # llama-3.1-70b bf16 on one H100 (141 GB of weights in a 77 GB budget): memory verdict only,
+    # no TPOT or tokens/s, and no target verdict on figures it does not have
+    f = tmp_path / "big.yaml"
+    f.write_text(
+        "model: llama-3.1-70b\ngpu: h100-sxm\ncount: 1\nmax_seq_len: 8192\nconcurrency: 1\ntargets: {max_tpot_ms: 50}\n"
+    )
+    r = cli("check", str(f), "--format", "json")
+    assert r.exit_code == 1, r.output
+    row = json.loads(r.stdout)["deployments"][0]
+    assert row["status"] == "does not fit" and row["tpot_ms"] is None and row["tokens_per_s"] is None
+    assert not any("TPOT" in p for p in row["problems"])
+    assert row["speed_model"].startswith("ideal on cuda")  # the figures it would have are the model's
+    t = cli("check", str(f), env={"COLUMNS": "120"})
+    line = next(ln for ln in t.stdout.splitlines() if ln.startswith("│ big "))
+    cells = [c.strip() for c in line.strip("│").split("│")]
+    assert cells[5:8] == ["- (≤50)", "-", "does not fit"]
+
+
+def test_speculative_tpot_needs_a_fit(cli) -> None:
+    args = ["estimate", "llama-3.1-70b", "-s", "8k", "--gpu", "h100-sxm", "--speculative-config"]
+    spec = '{"method":"ngram","num_speculative_tokens":4}'
+    r = cli(*args, spec, "--accepted-len", "2.5", "--format", "json")
+    assert r.exit_code == 0, r.output
+    d = json.loads(r.stdout)
+    assert d["fits"] is False and d["tpot_s"] is None and d["tokens_per_s"] is None
+    # on two GPUs it fits, and the acceptance length gives a TPOT
+    ok = json.loads(cli(*args, spec, "--accepted-len", "2.5", "--tp", "2", "--format", "json").stdout)
+    assert ok["fits"] is True and ok["tpot_s"] > 0
+
+
+def test_plan_misses_that_do_not_fit_carry_no_speed(cli) -> None:
+    import kvcalc
+
+    r = kvcalc.plan("llama-3.1-70b", seq_len="8k", gpus="l40s", max_gpus=1, weight_dtypes="bf16", kv_dtypes="bf16")
+    assert not r.layouts
+    (m,) = r.misses
+    assert m.problems and all("GiB per GPU" in p for p in m.problems)  # memory only, no TPOT
