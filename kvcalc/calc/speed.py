@@ -84,10 +84,15 @@ class SpeedTerms:
         cal = f"; calibrated: {', '.join(self.calibrated)}" if self.calibrated else ""
         return (
             f"{self.engine} on {self.backend}: floor {self.step_floor_s * 1e3:.2f} ms/step, "
-            f"bw eff {self.bw_efficiency:.3g} x {weight_width(bits)}-bit weights "
-            f"{self.format_efficiency_at(bits):.3g}, FLOPs eff {self.flops_efficiency:.3g}, "
+            f"bw eff {_frac(self.bw_efficiency)} x {weight_width(bits)}-bit weights "
+            f"{_frac(self.format_efficiency_at(bits))}, FLOPs eff {_frac(self.flops_efficiency)}, "
             f"all-reduce {self.allreduce_latency_s * 1e6:.0f} us/call{cal}"
         )
+
+
+def _frac(x: float) -> str:
+    """A fraction as the label prints it: two decimals, three where the third is not 0 (0.82, 0.735)."""
+    return f"{x:.2f}" if round(x, 2) == round(x, 3) else f"{x:.3f}"
 
 
 def backend_of(vendor: str, name: str) -> str:
