@@ -5,9 +5,11 @@ rank them, and say for the nearest misses what failed, by how much, and what wou
 Pure (no I/O, no rich, no engine names): `kvcalc.requests.run_plan` loads the GPUs, resolves the
 engine's formats and rules into a `PlanSearch`, calls `search`, and adds the launch lines.
 
-Every figure comes from `memory_plan.Planner` (the memory plan, max batch, the roofline TPOT and
-TTFT), exactly as `kvcalc check` computes a deployment (`calc.check`): the fullest replica holds
-ceil(concurrency / dp) sequences, all at `seq_len`. Nothing here re-derives a byte or a second.
+Every figure comes from `memory_plan.Planner` (the memory plan, max batch, TPOT and TTFT with the
+engine's speed terms, `PlanSearch.speed`), exactly as `kvcalc check` computes a deployment
+(`calc.check`) and `kvcalc estimate` a layout: the fullest replica holds ceil(concurrency / dp)
+sequences, all at `seq_len`; or, with `PlanSearch.requests`, whole requests timed by
+`calc.request_speed` (`WholeRequests`). Nothing here re-derives a byte or a second.
 
 The search space, per GPU type (`GpuChoice`):
 
