@@ -175,9 +175,7 @@ def plan(
     fmt: Annotated[str, typer.Option("--format", "-f", help="table, json, yaml or markdown.")] = "table",
 ) -> None:
     """The GPUs, layout and engine command that serve CONCURRENCY sequences of SEQ_LEN tokens
-    (or whole requests: --input-len / --output-len, --request-rate) within the targets: fewest
-    GPUs first, then the lowest cost (--prices), then the most tokens/s. Speed is the speed
-    model of `kvcalc estimate --engine` (its terms in the output)."""
+    within the targets: fewest GPUs first, then the lowest cost (--prices), then the most tokens/s."""
     from kvcalc.load.models import load_model, naming_model_file
     from kvcalc.requests import PlanRequest, run_plan
 
