@@ -19,6 +19,7 @@ from kvcalc.calc.kv_cache import layer_kv_bytes_per_token
 from kvcalc.engines import longest_fitting
 from kvcalc.engines.vllm import hybrid, planning
 from kvcalc.engines.vllm.base import VllmRules
+from kvcalc.engines.vllm.dcp import check_dcp, with_dcp
 from kvcalc.engines.vllm.common import (
     ALLOW_LONG_ENV,
     ASSUMED_COMPUTE_CAPABILITY,
@@ -318,6 +319,7 @@ class V1Rules(VllmRules):
         attention unless `chunked_hybrid_allowed`), the page. `options.block_size` None:
         `--block-size` not given (vLLM's default, or the backend's preferred)."""
         self.check(model, k, v, tp, options.block_size)
+        check_dcp(model, tp, options.dcp, self.version)
         spec_resolved = self.spec_resolve(model, k, v, tp=tp, options=options, label=label)
         if spec_resolved is not None:
             return spec_resolved
@@ -401,6 +403,7 @@ class V1Rules(VllmRules):
         concurrency: int | None,
         dtype_name: str,
         in_flight: int,
+        dcp: int = 1,
     ) -> EngineResult:
         """`_capacity` over per-layer specs (`Resolved.specs`, `planning`): bytes per block = the
         widest group's pages (`_get_kv_cache_bytes_per_block`); blocks = available // that;
@@ -409,7 +412,7 @@ class V1Rules(VllmRules):
         block), needing bytes per block x blocks per request, with vLLM's estimated maximum
         model length (`planning.estimate_max_model_len`) in its message."""
         L, notes = max_model_len, list(r.notes)
-        groups = planning.kv_cache_groups(r.specs or [], block_outermost=r.block_outermost)
+        groups = planning.kv_cache_groups(with_dcp(r.specs or [], dcp), block_outermost=r.block_outermost)
         block_bytes = planning.bytes_per_block(groups)
         lines = [*r.log_lines, self.available_memory_line(kv_memory_bytes)]
         num_blocks = kv_memory_bytes // block_bytes
@@ -477,10 +480,12 @@ class V1Rules(VllmRules):
                 concurrency=concurrency,
                 dtype_name=dtype_name,
                 in_flight=in_flight,
+                dcp=options.dcp,
             )
         # vllm/v1/worker/gpu_worker.py determine_available_memory
         lines = [*r.log_lines, self.available_memory_line(kv_memory_bytes)]
         groups, layers_per_group = self.kv_cache_groups(model, r.hybrid_allocator, r.mamba_pages)
+        groups = with_dcp(groups, options.dcp)
         num_blocks = kv_memory_bytes // page // layers_per_group  # get_num_blocks
         notes += self._too_small_check(
             model,

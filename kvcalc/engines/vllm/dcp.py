@@ -1,0 +1,109 @@
+"""vLLM 0.33's decode context parallel (`--decode-context-parallel-size D`, `-dcp D`) in its KV
+cache sizing: which layouts vLLM accepts, and how a request's blocks are counted.
+
+What vLLM 0.33.0 does (the wheel's Python code; held against it by `tests/oracle/vllm_grid.py`):
+
+- The D ranks of a DCP group are D of the tp ranks ("DCP reuses the TP ranks when PCP is
+  disabled"): `vllm/config/parallel.py` `ParallelConfig` raises "tp_size={tp} must be divisible
+  by dcp_size={dcp}." unless tp % D == 0.
+- Each rank's pages are those of its tp rank (KV heads max(1, H_kv // tp), MLA's one latent), and
+  its memory gives num_blocks as without DCP. A request of max_model_len L needs, in a
+  `dcp_sharded` group (`AttentionSpec.dcp_sharded = True`: full attention and MLA, so DSA's
+  indexer keys too), cdiv(cdiv(L, D), block_size) blocks on each rank
+  (`v1/kv_cache_interface.py` `FullAttentionSpec.max_memory_usage_bytes`). That count drives
+  the start-up check, the estimated maximum length, the maximum concurrency and "GPU KV cache
+  size" (int(concurrency x L): the tokens the whole DCP group holds). Mamba state is not sharded.
+- GQA / MQA models (`vllm/config/model.py` `ModelConfig.verify_with_parallel_config`): tp must
+  exceed the model's KV heads; D at most tp // H_kv; the query heads per KV head divisible by D.
+  MLA models take any D dividing tp.
+- Sliding-window groups: `v1/core/single_type_kv_cache_manager.py` `SlidingWindowManager`
+  asserts "DCP not support sliding window attn now." on the first prefix-cache lookup; kvcalc
+  refuses them (as `calc/parallel.check_layout` does).
+
+Not modelled (refused, naming why): DCP on vLLM 0.11 / 0.6, hybrid Mamba / linear-attention
+models, DeepSeek-V4's compressed caches.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import TypeVar
+
+from kvcalc.errors import MESSAGE, KvcalcError
+from kvcalc.schema import ModelSpec
+
+_T = TypeVar("_T")
+
+DCP_VERSION = "0.33"
+
+
+def _refuse(message: str, dcp: int) -> KvcalcError:
+    return KvcalcError(message, field="dcp", value=dcp, form=MESSAGE)
+
+
+def check_dcp(model: ModelSpec, tp: int, dcp: int, version: str) -> None:
+    """Refuse a decode context parallel layout vLLM refuses, with vLLM 0.33's text, or one kvcalc
+    does not model. `dcp` 1: nothing to check. Raises `KvcalcError` (field `dcp`)."""
+    if dcp == 1:
+        return
+    if dcp < 1:
+        raise _refuse(f"dcp must be a positive integer, got {dcp}", dcp)
+    if version != DCP_VERSION:
+        raise _refuse(
+            f"vLLM {version}: kvcalc models decode context parallel (dcp {dcp}) for vLLM {DCP_VERSION} only",
+            dcp,
+        )
+    if tp % dcp:  # vllm/config/parallel.py ParallelConfig (pcp == 1)
+        raise _refuse(f"vLLM {version} refuses: tp_size={tp} must be divisible by dcp_size={dcp}.", dcp)
+    kinds = {layer.kind for layer in model.layers}
+    if kinds & {"mamba", "linear"}:
+        raise _refuse(
+            f"{model.name}: decode context parallel beside Mamba / linear-attention state is not modelled "
+            f"by kvcalc's vLLM {version} profile",
+            dcp,
+        )
+    if any(layer.compress_ratio for layer in model.layers):
+        raise _refuse(
+            f"{model.name}: decode context parallel over compressed caches is not modelled by kvcalc's "
+            f"vLLM {version} profile",
+            dcp,
+        )
+    if "sliding" in kinds:
+        raise _refuse(
+            f"{model.name} has sliding-window layers: vLLM {version} asserts \"DCP not support sliding "
+            'window attn now." (v1/core/single_type_kv_cache_manager.py SlidingWindowManager)',
+            dcp,
+        )
+    if "mla" in kinds:
+        return
+    kv_heads = model.resolved_n_kv_heads
+    if tp <= kv_heads:  # vllm/config/model.py verify_with_parallel_config
+        raise _refuse(
+            f"vLLM {version} refuses: Decode context parallelism for GQA/MQA requires "
+            f"`--tensor-parallel-size` ({tp}) to be greater than the model's total number of KV heads "
+            f"({kv_heads}). Increase `--tensor-parallel-size` or set `--decode-context-parallel-size 1`.",
+            dcp,
+        )
+    max_dcp = tp // kv_heads
+    if dcp > max_dcp:
+        raise _refuse(
+            f"vLLM {version} refuses: `--decode-context-parallel-size` ({dcp}) exceeds the maximum "
+            f"supported value ({max_dcp}) for `--tensor-parallel-size` ({tp}) and {kv_heads} model KV heads.",
+            dcp,
+        )
+    q_per_kv = model.n_heads // kv_heads
+    if q_per_kv % dcp:
+        raise _refuse(
+            f"vLLM {version} refuses: The model's number of query heads per KV head ({q_per_kv}) must be "
+            f"divisible by `--decode-context-parallel-size` ({dcp}) for GQA/MQA.",
+            dcp,
+        )
+
+
+def with_dcp(items: list[_T], dcp: int) -> list[_T]:
+    """`items` (`common.Group`s or `planning.LayerCache`s) with their `dcp` set, so that a request's
+    pages count cdiv(L, dcp) tokens in the full / MLA ones (`common.pages_per_request`,
+    `planning.LayerCache.max_memory_usage_pages`); the same list when dcp is 1."""
+    if dcp == 1:
+        return items
+    return [replace(x, dcp=dcp) for x in items]  # type: ignore[type-var]
