@@ -377,6 +377,8 @@ class VllmProfile(EngineProfile):
 
     @staticmethod
     def _check_033(name: str, options: VllmOptions) -> None:
+        from kvcalc.engine_dtypes import vllm_033_check_device
+
         if options.version != vllm.CURRENT_VERSION:
             raise KvcalcError(
                 f"vLLM {options.version} has no '{name}' KV cache dtype; use auto, bfloat16, "
@@ -384,6 +386,7 @@ class VllmProfile(EngineProfile):
                 field="kv_dtype",
                 value=name,
             )
+        vllm_033_check_device(name, options.compute_capability, options.vendor)
 
     def _capacity(self, model, kv_memory_bytes, k, v, *, tp, max_model_len, concurrency, options, kv_cache_dtype):
         return vllm.capacity(

@@ -318,8 +318,13 @@ def test_fp8_ds_mla_sizes_as_fp8_on_sparse_mla(name, dtype, per_token):
 
 
 def test_nvfp4_4over6_is_nvfp4_bytes():
-    # Llama-3.1-8B: 2 x 32 layers x 8 heads x (64 + 8) = 36,864 B a token, as nvfp4
-    c = vllm_formats("llama-3.1-8b", "nvfp4_4over6")
+    # Llama-3.1-8B: 2 x 32 layers x 8 heads x (64 + 8) = 36,864 B a token, as nvfp4; on the SM100
+    # family only (vLLM 0.33 flashinfer.py supports_kv_cache_dtype; refused on Hopper, below)
+    from kvcalc.engines.profile import get_profile
+
+    c = get_profile("vllm").kv_formats(
+        load_model("llama-3.1-8b"), "nvfp4_4over6", options=VllmOptions(compute_capability="10.0")
+    )
     assert c.k == NVFP4 and c.v == NVFP4
 
 
@@ -329,6 +334,9 @@ def test_nvfp4_4over6_is_nvfp4_bytes():
         ("llama-3.1-8b", "fp8_ds_mla", "sparse MLA"),
         ("deepseek-v3.2", "nvfp4_ds_mla", "SM100"),
         ("llama-3.1-8b", "fp8_inc", "Intel Gaudi"),
+        ("llama-3.1-8b", "nvfp4_4over6", "SM100 family"),
+        ("llama-3.1-8b", "octave_k3v4", "ROCm only"),
+        ("llama-3.1-8b", "ultraquant_4bit", "ROCm"),
     ],
 )
 def test_layout_dtypes_refused_with_the_reason(name, dtype, why):

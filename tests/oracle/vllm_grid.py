@@ -1,0 +1,271 @@
+"""vLLM 0.33's own KV-cache sizing over parallel layouts and every KV-cache dtype (issue 20, item 5),
+on a CPU, written to a fixture that the plain test run compares kvcalc against without vLLM.
+
+Two parts, each run in a process of its own (`--part`), since the dtype part replaces vLLM's
+current platform with `vllm_backends`' faked CUDA one:
+
+- `layouts`: attention data-parallel + expert parallel and decode context parallel. vLLM's own
+  `ParallelConfig` (its tp % dcp check) and `ModelConfig.verify_with_parallel_config` (called on
+  a stand-in model config carrying the heads, KV heads, `use_mla` and `is_moe` it reads: the
+  GQA / MQA dcp rules, "Number of experts ... when expert parallelism is enabled"), then the
+  per-rank layer specs (`vllm_harness.layer_specs`: KV heads max(1, H_kv // tp), as each DP
+  rank's engine core builds them) and the engine core's start-up with
+  `parallel_config.decode_context_parallel_size` / `data_parallel_size` /
+  `enable_expert_parallel` set: `get_global_kv_cache_groups`, `get_kv_cache_configs` (memory
+  check, estimated maximum length), `generate_scheduler_kv_cache_config`,
+  `update_kv_cache_capacity`. Each DP rank is an engine core of its own with its own requests, so
+  a given per-rank budget gives the same figures whatever the DP size (what the grid checks).
+- `dtypes`: each of vLLM 0.33's 22 `CacheDType` entries x models on compute capability 9.0 and
+  10.0: vLLM's backend selection (`vllm_backends.run_vllm`: `CudaPlatform.get_attn_backend_cls`,
+  the preferred block size) - a dtype no backend takes is refused with vLLM's text - then the
+  chosen backend's own `customize_spec` over the layer specs (`FullAttentionSpec` /
+  `MLAAttentionSpec` with `get_kv_quant_mode`), TurboQuant / UltraQuant's boundary layers
+  (`TurboQuantConfig.get_boundary_skip_layers` on the stand-in model config) and vLLM's block
+  alignment for them (`Platform._align_heterogeneous_kv_block_size`), then the same start-up
+  functions. Not vLLM's: `vllm.utils.flashinfer.has_nvidia_artifactory` answers True (a GPU
+  server fetches or caches the TRTLLM cubins; this host has no network), so FlashInfer's
+  `supports_trtllm_attention` answers per device as on such a server.
+
+Run: `PYTHONPATH=$PWD:$PWD/tests/oracle /work/oracle/venv-vllm-0.33.0/bin/python
+tests/oracle/vllm_grid.py --write` (rewrites `tests/oracle/fixtures/vllm-0.33-grid.json`);
+`--part layouts` / `--part dtypes` print one JSON record per case. kvcalc's side and the
+comparison: `vllm_grid_fixture.py` (no vLLM needed).
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from types import SimpleNamespace
+
+sys.path.insert(0, str(Path(__file__).parent))
+
+from vllm_grid_cases import dtype_cases, layout_cases  # noqa: E402
+
+FIXTURE = Path(__file__).parent / "fixtures" / "vllm-0.33-grid.json"
+GIB = 2**30
+
+
+def _value_error(e: Exception) -> str:
+    """The ValueError text inside a pydantic ValidationError (vLLM's config classes are pydantic)."""
+    errors = getattr(e, "errors", None)
+    if callable(errors):
+        ctx = errors()[0].get("ctx") or {}
+        if "error" in ctx:
+            return str(ctx["error"])
+    return str(e)
+
+
+def _start(cfg, specs: dict, mem: int, tp: int) -> dict:
+    """The engine core's KV cache start-up (vLLM 0.33) for `tp` workers with `specs` each."""
+    import re
+
+    import vllm_harness as h
+    from vllm.v1.core import kv_cache_planning as planning
+    from vllm.v1.core import kv_cache_utils
+
+    try:
+        groups = planning.get_global_kv_cache_groups(cfg, [specs] * tp)
+        configs = planning.get_kv_cache_configs(cfg, [specs] * tp, [mem] * tp, groups)
+    except ValueError as e:
+        m = h._ESTIMATED.search(str(e))
+        return {"refused": str(e), "estimated_max_len": int(m.group(1)) if m else None}
+    sched = kv_cache_utils.generate_scheduler_kv_cache_config(configs)
+    with h._LogCapture() as log:
+        kv_cache_utils.update_kv_cache_capacity(cfg, sched)
+    line = next(x for x in log.lines if x.startswith("GPU KV cache size"))
+    tokens = int(re.search(r"GPU KV cache size: ([\d,]+) tokens", line).group(1).replace(",", ""))
+    return {
+        "refused": None,
+        "num_blocks": sched.num_blocks,
+        "tokens": tokens,
+        "concurrency": cfg.cache_config.kv_cache_max_concurrency,
+        "line": line,
+        "pages": sorted({s.page_size_bytes for s in specs.values()}),
+        "block_sizes": sorted({g.kv_cache_spec.block_size for g in sched.kv_cache_groups}),
+    }
+
+
+def _standin_model_config(model, kv_heads: int):
+    from vllm.config import ModelConfig
+
+    mc = SimpleNamespace(
+        model_arch_config=SimpleNamespace(total_num_attention_heads=model.n_heads),
+        use_mla=any(layer.kind == "mla" for layer in model.layers),
+        is_moe=bool(model.n_experts),
+        multimodal_config=None,
+        get_total_num_kv_heads=lambda: kv_heads,
+    )
+    mc._verify_with_expert_parallelism = lambda: ModelConfig._verify_with_expert_parallelism(mc)
+    return mc
+
+
+def run_layout(inputs: dict) -> dict:
+    """vLLM's figures (or refusal) for one layout case (`vllm_grid_cases.layout_cases`)."""
+    import vllm_harness as h
+    from vllm.config import ModelConfig, ParallelConfig
+
+    model = h.load(inputs["model"])
+    tp, dp, ep, dcp = inputs["tp"], inputs["dp"], inputs["ep"], inputs["dcp"]
+    try:
+        pc = ParallelConfig(
+            tensor_parallel_size=tp, data_parallel_size=dp, enable_expert_parallel=ep, decode_context_parallel_size=dcp
+        )
+        ModelConfig.verify_with_parallel_config(_standin_model_config(model, model.resolved_n_kv_heads), pc)
+    except Exception as e:  # noqa: BLE001 - vLLM's config refusal, recorded as its text
+        return {"refused": _value_error(e), "stage": "config"}
+    cfg = h.case_config(
+        model,
+        max_model_len=inputs["max_model_len"],
+        block_size=inputs["block_size"],
+        kv_cache_dtype=inputs["kv_cache_dtype"],
+        tp=tp,
+    )
+    cfg.parallel_config.decode_context_parallel_size = dcp
+    cfg.parallel_config.data_parallel_size = dp
+    cfg.parallel_config.enable_expert_parallel = ep
+    specs = h.layer_specs(model, cfg, inputs["kv_cache_dtype"], tp)
+    out = _start(cfg, specs, inputs["kv_memory_bytes"], tp)
+    out["stage"] = "start-up"
+    return out
+
+
+def run_dtype(inputs: dict) -> dict:
+    """vLLM's backend, block size and figures (or refusal) for one dtype case."""
+    import torch
+    import vllm_backends as vb
+    import vllm_harness as h
+    from vllm.config.vllm import set_current_vllm_config
+    from vllm.platforms.interface import Platform
+    from vllm.utils.import_utils import resolve_obj_by_qualname  # noqa: F401  (vb imports it)
+    from vllm.utils.torch_utils import kv_cache_dtype_str_to_dtype
+    from vllm.v1 import kv_cache_interface as kvi
+
+    import vllm.utils.flashinfer as fi
+
+    # a GPU server reaches NVIDIA's artifactory for the TRTLLM cubins (or has them cached); this
+    # CPU host does not, and `supports_trtllm_attention` would answer False on every device
+    fi.has_nvidia_artifactory = lambda: True
+    name, dtype_name, cc = inputs["model"], inputs["kv_cache_dtype"], inputs["compute_capability"]
+    model = h.load(name)
+    try:
+        backend_name, block, msg = vb.run_vllm(vb.Case(cc, dtype_name, None, name))
+    except Exception as e:  # noqa: BLE001 - a config vLLM's selection raises on
+        return {"refused": f"{type(e).__name__}: {e}", "stage": "backend"}
+    if backend_name is None:
+        return {"refused": msg, "stage": "backend"}
+    with set_current_vllm_config(vb._vllm_config(model, None)):
+        path = _backend_path(vb, model, dtype_name)
+    backend = vb.resolve_obj_by_qualname(path)
+    return _size(inputs, model, backend, backend_name, block)
+
+
+def _backend_path(vb, model, dtype_name: str) -> str:
+    import torch
+
+    return vb._FakeCuda.get_attn_backend_cls(
+        None,
+        vb.AttentionSelectorConfig(
+            head_size=model.resolved_head_dim,
+            dtype=torch.bfloat16,
+            kv_cache_dtype=dtype_name,
+            block_size=None,
+            use_mla=bool(model.kv_lora_rank),
+        ),
+        num_heads=model.n_heads,
+    )
+
+
+def _size(inputs: dict, model, backend, backend_name: str, block: int) -> dict:
+    import torch
+    import vllm_harness as h
+    from vllm.config.vllm import set_current_vllm_config
+    from vllm.platforms.interface import Platform
+    from vllm.utils.torch_utils import kv_cache_dtype_str_to_dtype
+    from vllm.v1 import kv_cache_interface as kvi
+
+    dtype_name = inputs["kv_cache_dtype"]
+    mla = bool(model.kv_lora_rank)
+    cfg = h.make_vllm_config(
+        max_model_len=inputs["max_model_len"], block_size=block, kv_cache_dtype=dtype_name, model_dtype=torch.bfloat16, tp=1
+    )
+    n_layers = len(model.layers)
+    kv_heads = 1 if mla else model.resolved_n_kv_heads
+    head = model.layers[0].head_dim_k
+    cfg.model_config.get_num_kv_heads = lambda pc=None: kv_heads
+    cfg.model_config.get_head_size = lambda: head
+    cfg.model_config.is_hybrid = False
+    cfg.model_config.hf_text_config = SimpleNamespace(num_hidden_layers=n_layers)
+    skip: set[int] = set()
+    if dtype_name.startswith("turboquant_") or dtype_name == "ultraquant_4bit":  # engine/arg_utils.py 2334-2351
+        from vllm.model_executor.layers.quantization.turboquant.config import TurboQuantConfig
+
+        cfg.cache_config.kv_cache_dtype_skip_layers = TurboQuantConfig.get_boundary_skip_layers(cfg.model_config)
+        skip = {int(i) for i in cfg.cache_config.kv_cache_dtype_skip_layers}
+        Platform._align_heterogeneous_kv_block_size(cfg, backend)
+        block = cfg.cache_config.block_size
+    try:
+        dtype = kv_cache_dtype_str_to_dtype(dtype_name, cfg.model_config)
+    except Exception as e:  # noqa: BLE001
+        return {"refused": f"{type(e).__name__}: {e}", "stage": "dtype"}
+    quant = kvi.get_kv_quant_mode(dtype_name)
+    specs = {}
+    with set_current_vllm_config(cfg):
+        for i, layer in enumerate(model.layers):
+            if mla:
+                spec = kvi.MLAAttentionSpec(
+                    block_size=block,
+                    num_kv_heads=1,
+                    head_size=layer.head_dim_k,
+                    dtype=dtype,
+                    cache_dtype_str=dtype_name,
+                    kv_quant_mode=quant,
+                    max_tp_shards=1,
+                )
+            elif i in skip:
+                spec = kvi.FullAttentionSpec(block_size=block, num_kv_heads=kv_heads, head_size=head, dtype=torch.bfloat16)
+            else:
+                spec = kvi.FullAttentionSpec(
+                    block_size=block, num_kv_heads=kv_heads, head_size=head, dtype=dtype, kv_quant_mode=quant
+                )
+            if i not in skip:
+                spec = backend.customize_spec(spec)
+            specs[f"model.layers.{i}.self_attn.attn"] = spec
+    out = _start(cfg, specs, inputs["kv_memory_bytes"], 1)
+    out.update(stage="start-up", backend=backend_name, block_size=block, skip_layers=sorted(skip))
+    return out
+
+
+def main() -> None:
+    args = sys.argv[1:]
+    if "--part" in args:
+        part = args[args.index("--part") + 1]
+        import warnings
+
+        warnings.simplefilter("ignore")
+        if part == "dtypes":
+            import vllm_backends  # noqa: F401  (the faked CUDA platform, before vllm_harness)
+        run, cases = (run_layout, layout_cases()) if part == "layouts" else (run_dtype, dtype_cases())
+        for inputs in cases:
+            print("RECORD " + json.dumps({"part": part, "inputs": inputs, "vllm": run(inputs)}), flush=True)
+        return
+    records = []
+    for part in ("layouts", "dtypes"):
+        out = subprocess.run(
+            [sys.executable, __file__, "--part", part], check=True, capture_output=True, text=True
+        ).stdout
+        records += [json.loads(x[7:]) for x in out.splitlines() if x.startswith("RECORD ")]
+    import vllm
+
+    doc = {"vllm_version": vllm.__version__, "generator": "tests/oracle/vllm_grid.py", "cases": records}
+    if "--write" in args:
+        FIXTURE.write_text(json.dumps(doc, indent=1) + "\n")
+        print(f"wrote {len(records)} cases to {FIXTURE}")
+    else:
+        print(json.dumps(doc, indent=1))
+
+
+if __name__ == "__main__":
+    main()
