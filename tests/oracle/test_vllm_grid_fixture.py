@@ -33,9 +33,12 @@ def _row(case: str) -> dict:
 
 def test_fixture_covers_the_grid():
     recs = fx.records()
-    assert len(recs) == 446  # 270 layout cases, 176 dtype cases (22 dtypes x 4 models x SM90 / SM100)
-    assert sum(r["part"] == "layouts" for r in recs) == 270
+    # 270 layout cases; 176 dtype cases (22 dtypes x 4 models x SM90 / SM100); 88 for the 2026
+    # configs (22 dtypes x DeepSeek-V3.2, Qwen3.5-27B x SM90 / SM100)
+    assert len(recs) == 534
+    assert [sum(r["part"] == p for r in recs) for p in ("layouts", "dtypes", "models2026")] == [270, 176, 88]
     assert {r["inputs"]["kv_cache_dtype"] for r in recs if r["part"] == "dtypes"} == set(CACHE_DTYPES)
+    assert {r["inputs"]["kv_cache_dtype"] for r in recs if r["part"] == "models2026"} == set(CACHE_DTYPES)
     assert len(CACHE_DTYPES) == 22  # vllm/config/cache.py CacheDType (0.33.0)
     layouts = {(r["inputs"]["dp"] > 1, r["inputs"]["ep"], r["inputs"]["dcp"] > 1) for r in recs if r["part"] == "layouts"}
     assert {(True, True, False), (False, False, True), (True, True, True)} <= layouts
@@ -64,6 +67,18 @@ HAND = [
     ("deepseek-v3-tp8-dp1-dcp1-L32768-auto-16GiB", None, None, None),
     # attention DP 8 + EP: each rank its own requests, the figures of tp 1 alone
     ("deepseek-v3-tp1-dp8-ep-dcp1-L32768-auto-16GiB", None, 3_819, 244_416),
+    # DeepSeek-V3.2 on Hopper, fp8_e4m3: FLASHINFER_MLA_SPARSE_SM90 (FLASHMLA_SPARSE lists fp8, not
+    # fp8_e4m3): plain fp8 latents 64 x 576 = 36,864 beside the index keys 64 x 132 = 8,448;
+    # 61 x (36,864 + 8,448) = 2,764,032 B a block: 6,215 blocks, / cdiv(32,768, 64) x 32,768 = 397,760
+    ("deepseek-v3.2-sm9.0-fp8_e4m3", [8_448, 36_864], 6_215, 397_760),
+    # ... fp8 is stored as fp8_ds_mla on FLASHMLA_SPARSE: 64 x 656 = 41,984
+    ("deepseek-v3.2-sm9.0-fp8", [8_448, 41_984], 5_584, 357_376),
+    # Qwen3.5-27B (Gated DeltaNet hybrid), int4_per_token_head: 4 KV heads x (128 + 128 + 8) = 1,056 B
+    # a token; the block aligned to cover the 3,207,168 B state page in 64-token steps:
+    # 64 x cdiv(3,207,168, 64 x 1,056) = 3,072; page 3,072 x 1,056 = 3,244,032
+    ("qwen3.5-27b-sm9.0-int4_per_token_head", [3_244_032], 330, 540_672),
+    # turboquant_k8v4 on the hybrid, no boundary layers: 4 x (256 + 128 + 4) = 1,552 B; 64 x 33 = 2,112
+    ("qwen3.5-27b-sm9.0-turboquant_k8v4", [3_277_824], 327, 428_605),
     # GQA DCP: Llama-3.1-8B tp 16 (8 KV heads: 1 a rank), dcp 2: 16 x 1 x 512 = 8,192 B x 32 = 262,144
     # a block; 65,536 blocks; a request cdiv(16,384, 16) = 1,024: 64x, 2,097,152 tokens
     ("llama-3.1-8b-tp16-dp1-dcp2-L32768-auto-16GiB", None, 65_536, 2_097_152),
@@ -102,7 +117,11 @@ def test_fixture_refusals(case, text):
 
 
 def _params():
-    return [pytest.param(r, id=case_id(r)) for r in (fx.records() if fx.FIXTURE.exists() else [])]
+    out = []
+    for r in fx.records() if fx.FIXTURE.exists() else []:
+        why = fx.KVCALC_PENDING.get(fx.key(r)) if r["part"] != "layouts" else None
+        out.append(pytest.param(r, id=case_id(r), marks=[pytest.mark.xfail(strict=False, reason=why)] if why else []))
+    return out
 
 
 @pytest.mark.parametrize("record", _params())
@@ -113,5 +132,4 @@ def test_kvcalc_matches_vllm(record):
 
 def test_kvcalc_refuses_only_the_listed_cases():
     refused = [r for r in fx.records() if fx.compare(r)[0] == "kvcalc refuses"]
-    keys = {(r["inputs"]["model"], r["inputs"]["kv_cache_dtype"], r["inputs"]["compute_capability"]) for r in refused}
-    assert keys == fx.KVCALC_REFUSES
+    assert {fx.key(r) for r in refused} == fx.KVCALC_REFUSES

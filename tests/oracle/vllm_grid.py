@@ -25,6 +25,13 @@ current platform with `vllm_backends`' faked CUDA one:
   functions. Not vLLM's: `vllm.utils.flashinfer.has_nvidia_artifactory` answers True (a GPU
   server fetches or caches the TRTLLM cubins; this host has no network), so FlashInfer's
   `supports_trtllm_attention` answers per device as on such a server.
+- `models2026`: the same for two 2026 configs (`vllm_2026.FAMILIES`): DeepSeek-V3.2 (sparse MLA:
+  the selection with `use_sparse`, `_canonicalize_sparse_mla_kv_cache_dtype` asked with the
+  chosen backend, the indexer key cache) and Qwen3.5-27B (Gated DeltaNet hybrid: the attention
+  spec through the chosen backend's `customize_spec`, `Platform._align_hybrid_block_size` with
+  that backend), built by `vllm_2026`'s spec builders with the chosen backend in place of its
+  Hopper stand-ins; `flashinfer_mla_sparse_sm90.has_flashinfer_sm90_nope_mla` answers True (the
+  wheel requires flashinfer-python 0.7.2.post1, past the 0.6.18 it checks for).
 
 Run: `PYTHONPATH=$PWD:$PWD/tests/oracle /work/oracle/venv-vllm-0.33.0/bin/python
 tests/oracle/vllm_grid.py --write` (rewrites `tests/oracle/fixtures/vllm-0.33-grid.json`);
@@ -34,6 +41,7 @@ comparison: `vllm_grid_fixture.py` (no vLLM needed).
 
 from __future__ import annotations
 
+import functools
 import json
 import subprocess
 import sys
@@ -42,7 +50,7 @@ from types import SimpleNamespace
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from vllm_grid_cases import dtype_cases, layout_cases  # noqa: E402
+from vllm_grid_cases import PARTS, dtype_cases, layout_cases, models2026_cases  # noqa: E402
 
 FIXTURE = Path(__file__).parent / "fixtures" / "vllm-0.33-grid.json"
 GIB = 2**30
@@ -102,6 +110,18 @@ def _standin_model_config(model, kv_heads: int):
     return mc
 
 
+def _fresh_device_caches() -> None:
+    """Clear the device answers vLLM caches per process (`functools.cache` in
+    `vllm/utils/flashinfer.py`: `supports_trtllm_attention` ...): one vLLM process serves one GPU,
+    this one fakes several in turn."""
+    import vllm.utils.flashinfer as fi
+
+    for value in vars(fi).values():
+        if isinstance(value, functools._lru_cache_wrapper):
+            value.cache_clear()
+    fi.has_nvidia_artifactory = lambda: True  # see run_dtype
+
+
 def run_layout(inputs: dict) -> dict:
     """vLLM's figures (or refusal) for one layout case (`vllm_grid_cases.layout_cases`)."""
     import vllm_harness as h
@@ -143,11 +163,9 @@ def run_dtype(inputs: dict) -> dict:
     from vllm.utils.torch_utils import kv_cache_dtype_str_to_dtype
     from vllm.v1 import kv_cache_interface as kvi
 
-    import vllm.utils.flashinfer as fi
-
     # a GPU server reaches NVIDIA's artifactory for the TRTLLM cubins (or has them cached); this
     # CPU host does not, and `supports_trtllm_attention` would answer False on every device
-    fi.has_nvidia_artifactory = lambda: True
+    _fresh_device_caches()
     name, dtype_name, cc = inputs["model"], inputs["kv_cache_dtype"], inputs["compute_capability"]
     model = h.load(name)
     try:
@@ -238,6 +256,96 @@ def _size(inputs: dict, model, backend, backend_name: str, block: int) -> dict:
     return out
 
 
+def run_2026(inputs: dict) -> dict:
+    """vLLM's backend, block size and figures (or refusal) for a 2026 config (`vllm_2026.FAMILIES`:
+    DeepSeek-V3.2's sparse MLA, Qwen3.5's Gated DeltaNet hybrid) under one `--kv-cache-dtype`:
+    vLLM's backend selection with `use_sparse` for the DSA model, then `vllm_2026`'s spec builders
+    with the chosen backend in place of its Hopper stand-ins (the sparse dtype canonicalisation
+    `_canonicalize_sparse_mla_kv_cache_dtype` asked with that backend; the attention layers'
+    spec through its `customize_spec`; `Platform._align_hybrid_block_size` with it)."""
+    import torch
+    import vllm.model_executor.layers.attention.mla_attention as mla_mod
+    import vllm_2026 as v26
+    import vllm_backends as vb
+    from vllm.config.vllm import set_current_vllm_config
+    from vllm.platforms.interface import Platform
+
+    _fresh_device_caches()
+    # the wheel's flashinfer-python 0.7.2.post1 has SM90 MLA (`ckv_scale_arr`, FlashInfer >= 0.6.18);
+    # the stand-in flashinfer module has no signature to inspect
+    import vllm.v1.attention.backends.mla.flashinfer_mla_sparse_sm90 as sm90
+
+    sm90.has_flashinfer_sm90_nope_mla = lambda: True
+    family, dtype_name, cc = inputs["model"], inputs["kv_cache_dtype"], inputs["compute_capability"]
+    fam = v26.FAMILIES[family]
+    hf = v26.load_config(fam.file)
+    sparse = "index_topk" in hf
+    mla = "kv_lora_rank" in hf
+    head = hf["kv_lora_rank"] + hf["qk_rope_head_dim"] if mla else hf["head_dim"]
+    major, minor = (int(x) for x in cc.split("."))
+    vb._FakeCuda.capability = vb.DeviceCapability(major, minor)
+    vb.vllm_cuda._get_backend_priorities.cache_clear()
+    from vllm.config import CacheConfig
+
+    sel_cfg = vb.VllmConfig(cache_config=CacheConfig(block_size=None, cache_dtype=dtype_name))
+    sel_cfg.model_config = SimpleNamespace(
+        hf_text_config=SimpleNamespace(
+            qk_nope_head_dim=hf.get("qk_nope_head_dim"),
+            qk_rope_head_dim=hf.get("qk_rope_head_dim"),
+            v_head_dim=hf.get("v_head_dim"),
+            kv_lora_rank=hf.get("kv_lora_rank"),
+            num_attention_heads=hf["num_attention_heads"],
+            index_topk=hf.get("index_topk"),
+        ),
+        get_head_size=lambda: head,
+        get_num_attention_heads=lambda pc=None: hf["num_attention_heads"],
+        get_num_kv_heads=lambda pc=None: 1 if mla else hf["num_key_value_heads"],
+        max_model_len=inputs["max_model_len"],
+        dtype=torch.bfloat16,
+        use_mla=mla,
+        is_diffusion=False,
+        is_mm_prefix_lm=False,
+        rswa_window=None,
+    )
+    selector = vb.AttentionSelectorConfig(
+        head_size=head,
+        dtype=torch.bfloat16,
+        kv_cache_dtype=dtype_name,
+        block_size=None,
+        use_mla=mla,
+        use_sparse=sparse,
+    )
+    try:
+        with set_current_vllm_config(sel_cfg):
+            backend = vb.resolve_obj_by_qualname(
+                vb._FakeCuda.get_attn_backend_cls(None, selector, num_heads=hf["num_attention_heads"])
+            )
+            block = Platform._preferred_block_size_for_backends([backend], 16, sel_cfg)
+    except Exception as e:  # noqa: BLE001 - vLLM's refusal, as its text
+        return {"refused": str(e), "stage": "backend"}
+    canonicalize = mla_mod._canonicalize_sparse_mla_kv_cache_dtype
+    mla_mod._canonicalize_sparse_mla_kv_cache_dtype = lambda _stub, kv: canonicalize(backend, kv)
+    plain_spec = v26.attention_spec
+    v26.attention_spec = lambda *a, **kw: backend.customize_spec(plain_spec(*a, **kw))
+    v26._NoLayoutPreference = backend
+    case = v26.Case(family, dtype_name, inputs["max_model_len"], 1, inputs["kv_memory_bytes"])
+    try:
+        cfg = v26.case_config(fam, case)
+        cfg.cache_config.block_size = block
+        # what FlashInfer's kernel block sizes read of the model config (flashinfer.py 590-600)
+        cfg.model_config.get_num_attention_heads = lambda pc=None: hf["num_attention_heads"]
+        with set_current_vllm_config(cfg):
+            specs = fam.build(hf, cfg, dtype_name, 1)
+    except Exception as e:  # noqa: BLE001
+        return {"refused": f"{type(e).__name__}: {e}", "stage": "specs", "backend": backend.get_name()}
+    finally:
+        mla_mod._canonicalize_sparse_mla_kv_cache_dtype = canonicalize
+        v26.attention_spec = plain_spec
+    out = _start(cfg, specs, inputs["kv_memory_bytes"], 1)
+    out.update(stage="start-up", backend=backend.get_name(), block_size=min(s.block_size for s in specs.values()))
+    return out
+
+
 def main() -> None:
     args = sys.argv[1:]
     if "--part" in args:
@@ -245,14 +353,27 @@ def main() -> None:
         import warnings
 
         warnings.simplefilter("ignore")
-        if part == "dtypes":
+        if part != "layouts":
             import vllm_backends  # noqa: F401  (the faked CUDA platform, before vllm_harness)
-        run, cases = (run_layout, layout_cases()) if part == "layouts" else (run_dtype, dtype_cases())
+        if part == "models2026":
+            # DeepSeek-V3.2's indexer cache class lives in models/deepseek_v2.py, whose imports ask
+            # the CUDA kernels whether CUTLASS takes block fp8 (`w8a8_utils.py` at import): a weight
+            # question, stood in (there are no kernels here)
+            import vllm._custom_ops as ops
+
+            ops.cutlass_scaled_mm_supports_block_fp8 = lambda capability: False
+            from vllm.model_executor.models import deepseek_v2  # noqa: F401
+        run, cases = {
+            "layouts": (run_layout, layout_cases),
+            "dtypes": (run_dtype, dtype_cases),
+            "models2026": (run_2026, models2026_cases),
+        }[part]
+        cases = cases()
         for inputs in cases:
             print("RECORD " + json.dumps({"part": part, "inputs": inputs, "vllm": run(inputs)}), flush=True)
         return
     records = []
-    for part in ("layouts", "dtypes"):
+    for part in PARTS:
         out = subprocess.run(
             [sys.executable, __file__, "--part", part], check=True, capture_output=True, text=True
         ).stdout

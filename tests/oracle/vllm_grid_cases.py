@@ -72,6 +72,10 @@ MLA_MODELS = ("deepseek-v3", "deepseek-v2-lite")
 #: the dtype grid's models: GQA head 128 (Llama-3.1-8B, Qwen3-8B), MLA (DeepSeek-V2-Lite, DeepSeek-V3)
 DTYPE_MODELS = ("llama-3.1-8b", "qwen3-8b", "deepseek-v2-lite", "deepseek-v3")
 DTYPE_CCS = ("9.0", "10.0")
+#: the 2026 configs of the dtype grid (`vllm_2026.FAMILIES`): sparse MLA, Gated DeltaNet hybrid
+MODELS_2026 = ("deepseek-v3.2", "qwen3.5-27b")
+#: the parts of the grid, each run in a process of its own
+PARTS = ("layouts", "dtypes", "models2026")
 
 
 def layout_cases() -> list[dict]:
@@ -114,6 +118,22 @@ def dtype_cases() -> list[dict]:
             "max_model_len": 32_768,
         }
         for model in DTYPE_MODELS
+        for cc in DTYPE_CCS
+        for d in CACHE_DTYPES
+    ]
+
+
+def models2026_cases() -> list[dict]:
+    """The 22 dtypes x MODELS_2026 x compute capability 9.0 / 10.0, 16 GiB, max_model_len 32,768, tp 1."""
+    return [
+        {
+            "model": model,
+            "kv_cache_dtype": d,
+            "compute_capability": cc,
+            "kv_memory_bytes": 16 * GIB,
+            "max_model_len": 32_768,
+        }
+        for model in MODELS_2026
         for cc in DTYPE_CCS
         for d in CACHE_DTYPES
     ]
