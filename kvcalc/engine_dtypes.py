@@ -495,6 +495,39 @@ def vllm_033_check_device(
             )
 
 
+#: what vLLM 0.33's CUDA backend selection takes for an MLA model (`CudaPlatform.get_attn_backend_cls`
+#: over FLASH_ATTN_MLA, FLASHMLA, FLASHINFER_MLA, TRITON_MLA ... on SM90 and SM100, run by
+#: `tests/oracle/vllm_grid.py`); sparse MLA (DeepSeek-V3.2 / GLM-5) adds fp8_ds_mla (FLASHMLA_SPARSE),
+#: and nvfp4_ds_mla on the SM100 family
+VLLM_033_CUDA_MLA_DTYPES = ("auto", "float16", "bfloat16", "fp8", "fp8_e4m3")
+VLLM_033_CUDA_SPARSE_MLA_DTYPES = (*VLLM_033_CUDA_MLA_DTYPES, "fp8_ds_mla")
+
+
+def vllm_033_check_mla(
+    name: str, *, sparse: bool, compute_capability: str | None, field: str | None = "kv_dtype"
+) -> None:
+    """Refuse a `--kv-cache-dtype` no vLLM 0.33 CUDA MLA backend takes, for a model with MLA layers
+    (`sparse`: DeepSeek sparse MLA), naming what vLLM takes there (`VLLM_033_CUDA_MLA_DTYPES`,
+    `..._SPARSE_...`; nvfp4_ds_mla on SM100 for sparse MLA). The packed presets (TurboQuant,
+    Octave, UltraQuant), nvfp4 / nvfp4_4over6 and fp8_inc have no MLA backend at all. Raises
+    `KvcalcError` (field `field`)."""
+    row = vllm_033_cache_dtype(name, field=field)
+    cc = compute_capability or ASSUMED_CC
+    takes = VLLM_033_CUDA_SPARSE_MLA_DTYPES if sparse else VLLM_033_CUDA_MLA_DTYPES
+    if sparse and int(cc.split(".")[0]) == 10:
+        takes = (*takes, "nvfp4_ds_mla")
+    if row.name in takes:
+        return
+    kind = "sparse MLA" if sparse else "MLA"
+    sm100 = ", and nvfp4_ds_mla on SM100 (FLASHMLA_SPARSE)" if sparse and "nvfp4_ds_mla" not in takes else ""
+    raise _refuse(
+        row,
+        f"no {kind} attention backend takes it on CUDA compute capability {cc}; for {kind} models "
+        f"vLLM 0.33 takes {accepted(takes)}{sm100}",
+        field,
+    )
+
+
 def turboquant_slot_bytes(name: str, head_size: int) -> int:
     """Bytes of one TurboQuant K+V slot (one token, one head), vLLM 0.33
     `TurboQuantConfig.slot_size_aligned`: key = head_size (fp8 keys, k8v4) or
