@@ -16,7 +16,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
 import vllm_grid_fixture as fx  # noqa: E402
-from vllm_grid_cases import CACHE_DTYPES, case_id  # noqa: E402
+from vllm_grid_cases import CACHE_DTYPES, PARTS, case_id  # noqa: E402
 
 pytestmark = pytest.mark.skipif(not fx.FIXTURE.exists(), reason=f"{fx.FIXTURE} is absent")
 
@@ -34,11 +34,13 @@ def _row(case: str) -> dict:
 def test_fixture_covers_the_grid():
     recs = fx.records()
     # 270 layout cases; 176 dtype cases (22 dtypes x 4 models x SM90 / SM100); 88 for the 2026
-    # configs (22 dtypes x DeepSeek-V3.2, Qwen3.5-27B x SM90 / SM100)
-    assert len(recs) == 534
-    assert [sum(r["part"] == p for r in recs) for p in ("layouts", "dtypes", "models2026")] == [270, 176, 88]
+    # configs (22 dtypes x DeepSeek-V3.2, Qwen3.5-27B x SM90 / SM100); 220 dtypes under DCP
+    # (22 x 5 layouts x SM90 / SM100)
+    assert len(recs) == 754
+    assert [sum(r["part"] == p for r in recs) for p in PARTS] == [270, 176, 88, 220]
     assert {r["inputs"]["kv_cache_dtype"] for r in recs if r["part"] == "dtypes"} == set(CACHE_DTYPES)
-    assert {r["inputs"]["kv_cache_dtype"] for r in recs if r["part"] == "models2026"} == set(CACHE_DTYPES)
+    for part in ("models2026", "dcp"):
+        assert {r["inputs"]["kv_cache_dtype"] for r in recs if r["part"] == part} == set(CACHE_DTYPES)
     assert len(CACHE_DTYPES) == 22  # vllm/config/cache.py CacheDType (0.33.0)
     layouts = {(r["inputs"]["dp"] > 1, r["inputs"]["ep"], r["inputs"]["dcp"] > 1) for r in recs if r["part"] == "layouts"}
     assert {(True, True, False), (False, False, True), (True, True, True)} <= layouts
@@ -79,6 +81,14 @@ HAND = [
     ("qwen3.5-27b-sm9.0-int4_per_token_head", [3_244_032], 330, 540_672),
     # turboquant_k8v4 on the hybrid, no boundary layers: 4 x (256 + 128 + 4) = 1,552 B; 64 x 33 = 2,112
     ("qwen3.5-27b-sm9.0-turboquant_k8v4", [3_277_824], 327, 428_605),
+    # DCP x nvfp4: Llama-3.1-8B tp 16 (1 KV head a rank), dcp 2: 16 x 1 x 144 = 2,304 B x 32 =
+    # 73,728 B a block; 16 GiB // that = 233,016 blocks; a request cdiv(16,384, 16) = 1,024 blocks:
+    # int(233,016 / 1,024 x 32,768) = 7,456,512 tokens
+    ("llama-3.1-8b-tp16-dcp2-sm10.0-nvfp4", [2_304], 233_016, 7_456_512),
+    # DeepSeek-V3.2 under DCP 8 on Hopper, auto: FLASHMLA_SPARSE (FLASH_ATTN_MLA_SPARSE lacks DCP),
+    # the same bf16 pages 64 x 1,152 = 73,728 beside 8,448: 3,427 blocks; a request cdiv(4,096, 64) = 64
+    # blocks: int(3,427 / 64 x 32,768) = 1,754,624
+    ("deepseek-v3.2-tp8-dcp8-sm9.0-auto", [8_448, 73_728], 3_427, 1_754_624),
     # GQA DCP: Llama-3.1-8B tp 16 (8 KV heads: 1 a rank), dcp 2: 16 x 1 x 512 = 8,192 B x 32 = 262,144
     # a block; 65,536 blocks; a request cdiv(16,384, 16) = 1,024: 64x, 2,097,152 tokens
     ("llama-3.1-8b-tp16-dp1-dcp2-L32768-auto-16GiB", None, 65_536, 2_097_152),
@@ -110,6 +120,10 @@ def test_nvfp4_anchor_bytes_per_token():
         ("llama-3.1-8b-sm9.0-nvfp4_4over6", "No valid attention backend found"),
         ("llama-3.1-8b-sm10.0-octave_k3v4", "No valid attention backend found"),
         ("deepseek-v3-sm9.0-nvfp4", "No valid attention backend found"),
+        # under DCP: TRITON_ATTN / TURBOQUANT and Hopper's FLASH_ATTN_MLA_SPARSE lack `supports_dcp`
+        ("llama-3.1-8b-tp16-dcp2-sm9.0-int4_per_token_head", "TRITON_ATTN: [DCP not supported]"),
+        ("llama-3.1-8b-tp16-dcp2-sm9.0-turboquant_k8v4", "TURBOQUANT: [DCP not supported]"),
+        ("deepseek-v3.2-tp8-dcp8-sm9.0-float16", "FlashAttention MLA Sparse does not support DCP"),
     ],
 )
 def test_fixture_refusals(case, text):

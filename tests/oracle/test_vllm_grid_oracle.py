@@ -21,6 +21,7 @@ import pytest
 HERE = Path(__file__).parent
 sys.path.insert(0, str(HERE))
 import vllm_grid_fixture as fx  # noqa: E402
+from vllm_grid_cases import PARTS  # noqa: E402
 
 pytestmark = pytest.mark.oracle
 
@@ -44,7 +45,7 @@ _MISSING = _vllm_missing()
 def live() -> list[dict]:
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(HERE.parent.parent), str(HERE)]))
     records = []
-    for part in ("layouts", "dtypes"):
+    for part in PARTS:
         out = subprocess.run(
             [sys.executable, str(HERE / "vllm_grid.py"), "--part", part],
             check=True,

@@ -50,7 +50,14 @@ from types import SimpleNamespace
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from vllm_grid_cases import PARTS, dtype_cases, layout_cases, models2026_cases  # noqa: E402
+from vllm_grid_cases import (  # noqa: E402
+    MODELS_2026,
+    PARTS,
+    dcp_cases,
+    dtype_cases,
+    layout_cases,
+    models2026_cases,
+)
 
 FIXTURE = Path(__file__).parent / "fixtures" / "vllm-0.33-grid.json"
 GIB = 2**30
@@ -205,12 +212,14 @@ def _size(inputs: dict, model, backend, backend_name: str, block: int) -> dict:
     from vllm.v1 import kv_cache_interface as kvi
 
     dtype_name = inputs["kv_cache_dtype"]
+    tp, dcp = inputs.get("tp", 1), inputs.get("dcp", 1)
     mla = bool(model.kv_lora_rank)
     cfg = h.make_vllm_config(
-        max_model_len=inputs["max_model_len"], block_size=block, kv_cache_dtype=dtype_name, model_dtype=torch.bfloat16, tp=1
+        max_model_len=inputs["max_model_len"], block_size=block, kv_cache_dtype=dtype_name, model_dtype=torch.bfloat16, tp=tp
     )
+    cfg.parallel_config.decode_context_parallel_size = dcp
     n_layers = len(model.layers)
-    kv_heads = 1 if mla else model.resolved_n_kv_heads
+    kv_heads = 1 if mla else max(1, model.resolved_n_kv_heads // tp)
     head = model.layers[0].head_dim_k
     cfg.model_config.get_num_kv_heads = lambda pc=None: kv_heads
     cfg.model_config.get_head_size = lambda: head
@@ -251,9 +260,47 @@ def _size(inputs: dict, model, backend, backend_name: str, block: int) -> dict:
             if i not in skip:
                 spec = backend.customize_spec(spec)
             specs[f"model.layers.{i}.self_attn.attn"] = spec
-    out = _start(cfg, specs, inputs["kv_memory_bytes"], 1)
+    out = _start(cfg, specs, inputs["kv_memory_bytes"], tp)
     out.update(stage="start-up", backend=backend_name, block_size=block, skip_layers=sorted(skip))
     return out
+
+
+def run_dcp(inputs: dict) -> dict:
+    """A dtype case under decode context parallel (`inputs` tp, dcp): vLLM's backend selection with
+    `use_dcp` (each backend's `supports_dcp`, `AttentionBackend.validate_configuration`: "DCP not
+    supported"), the device set as in `run_dtype`; then `_size` with the parallel config's
+    `decode_context_parallel_size`, or, for the 2026 configs, `run_2026`."""
+    import torch
+    import vllm_backends as vb
+    import vllm_harness as h
+    from vllm.config.vllm import set_current_vllm_config
+    from vllm.platforms.interface import Platform
+
+    if inputs["model"] in MODELS_2026:
+        return run_2026(inputs)
+    _fresh_device_caches()
+    model = h.load(inputs["model"])
+    major, minor = (int(x) for x in inputs["compute_capability"].split("."))
+    vb._FakeCuda.capability = vb.DeviceCapability(major, minor)
+    vb.vllm_cuda._get_backend_priorities.cache_clear()
+    cfg = vb._vllm_config(model, None)
+    cfg.parallel_config.tensor_parallel_size = inputs["tp"]
+    cfg.parallel_config.decode_context_parallel_size = inputs["dcp"]
+    selector = vb.AttentionSelectorConfig(
+        head_size=model.resolved_head_dim,
+        dtype=torch.bfloat16,
+        kv_cache_dtype=inputs["kv_cache_dtype"],
+        block_size=None,
+        use_mla=bool(model.kv_lora_rank),
+        use_dcp=inputs["dcp"] > 1,
+    )
+    try:
+        with set_current_vllm_config(cfg):
+            backend = vb.resolve_obj_by_qualname(vb._FakeCuda.get_attn_backend_cls(None, selector, num_heads=model.n_heads))
+            block = Platform._preferred_block_size_for_backends([backend], 16, cfg)
+    except Exception as e:  # noqa: BLE001 - vLLM's refusal, as its text
+        return {"refused": str(e), "stage": "backend"}
+    return _size(inputs, model, backend, backend.get_name(), block)
 
 
 def run_2026(inputs: dict) -> dict:
@@ -307,6 +354,9 @@ def run_2026(inputs: dict) -> dict:
         is_mm_prefix_lm=False,
         rswa_window=None,
     )
+    tp, dcp = inputs.get("tp", 1), inputs.get("dcp", 1)
+    sel_cfg.parallel_config.tensor_parallel_size = tp
+    sel_cfg.parallel_config.decode_context_parallel_size = dcp
     selector = vb.AttentionSelectorConfig(
         head_size=head,
         dtype=torch.bfloat16,
@@ -314,6 +364,7 @@ def run_2026(inputs: dict) -> dict:
         block_size=None,
         use_mla=mla,
         use_sparse=sparse,
+        use_dcp=dcp > 1,
     )
     try:
         with set_current_vllm_config(sel_cfg):
@@ -328,20 +379,21 @@ def run_2026(inputs: dict) -> dict:
     plain_spec = v26.attention_spec
     v26.attention_spec = lambda *a, **kw: backend.customize_spec(plain_spec(*a, **kw))
     v26._NoLayoutPreference = backend
-    case = v26.Case(family, dtype_name, inputs["max_model_len"], 1, inputs["kv_memory_bytes"])
+    case = v26.Case(family, dtype_name, inputs["max_model_len"], tp, inputs["kv_memory_bytes"])
     try:
         cfg = v26.case_config(fam, case)
         cfg.cache_config.block_size = block
+        cfg.parallel_config.decode_context_parallel_size = dcp
         # what FlashInfer's kernel block sizes read of the model config (flashinfer.py 590-600)
         cfg.model_config.get_num_attention_heads = lambda pc=None: hf["num_attention_heads"]
         with set_current_vllm_config(cfg):
-            specs = fam.build(hf, cfg, dtype_name, 1)
+            specs = fam.build(hf, cfg, dtype_name, tp)
     except Exception as e:  # noqa: BLE001
         return {"refused": f"{type(e).__name__}: {e}", "stage": "specs", "backend": backend.get_name()}
     finally:
         mla_mod._canonicalize_sparse_mla_kv_cache_dtype = canonicalize
         v26.attention_spec = plain_spec
-    out = _start(cfg, specs, inputs["kv_memory_bytes"], 1)
+    out = _start(cfg, specs, inputs["kv_memory_bytes"], tp)
     out.update(stage="start-up", backend=backend.get_name(), block_size=min(s.block_size for s in specs.values()))
     return out
 
@@ -355,7 +407,7 @@ def main() -> None:
         warnings.simplefilter("ignore")
         if part != "layouts":
             import vllm_backends  # noqa: F401  (the faked CUDA platform, before vllm_harness)
-        if part == "models2026":
+        if part in ("models2026", "dcp"):
             # DeepSeek-V3.2's indexer cache class lives in models/deepseek_v2.py, whose imports ask
             # the CUDA kernels whether CUTLASS takes block fp8 (`w8a8_utils.py` at import): a weight
             # question, stood in (there are no kernels here)
@@ -367,6 +419,7 @@ def main() -> None:
             "layouts": (run_layout, layout_cases),
             "dtypes": (run_dtype, dtype_cases),
             "models2026": (run_2026, models2026_cases),
+            "dcp": (run_dcp, dcp_cases),
         }[part]
         cases = cases()
         for inputs in cases:

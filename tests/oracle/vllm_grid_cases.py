@@ -75,7 +75,15 @@ DTYPE_CCS = ("9.0", "10.0")
 #: the 2026 configs of the dtype grid (`vllm_2026.FAMILIES`): sparse MLA, Gated DeltaNet hybrid
 MODELS_2026 = ("deepseek-v3.2", "qwen3.5-27b")
 #: the parts of the grid, each run in a process of its own
-PARTS = ("layouts", "dtypes", "models2026")
+PARTS = ("layouts", "dtypes", "models2026", "dcp")
+#: the dcp x dtype part: (model, tp, dcp) with dcp valid for the model (GQA: tp > KV heads)
+DCP_LAYOUTS = (
+    ("llama-3.1-8b", 16, 2),
+    ("qwen3-8b", 16, 2),
+    ("deepseek-v2-lite", 4, 2),
+    ("deepseek-v3", 8, 8),
+    ("deepseek-v3.2", 8, 8),
+)
 
 
 def layout_cases() -> list[dict]:
@@ -139,6 +147,25 @@ def models2026_cases() -> list[dict]:
     ]
 
 
+def dcp_cases() -> list[dict]:
+    """Every dtype under decode context parallel: DCP_LAYOUTS x the 22 dtypes x SM90 / SM100,
+    16 GiB a rank, max_model_len 32,768."""
+    return [
+        {
+            "model": model,
+            "tp": tp,
+            "dcp": dcp,
+            "kv_cache_dtype": d,
+            "compute_capability": cc,
+            "kv_memory_bytes": 16 * GIB,
+            "max_model_len": 32_768,
+        }
+        for model, tp, dcp in DCP_LAYOUTS
+        for cc in DTYPE_CCS
+        for d in CACHE_DTYPES
+    ]
+
+
 def case_id(record: dict) -> str:
     i = record["inputs"]
     if record["part"] == "layouts":
@@ -148,4 +175,6 @@ def case_id(record: dict) -> str:
             f"{i['model']}-tp{i['tp']}-dp{i['dp']}{ep}-dcp{i['dcp']}-L{i['max_model_len']}-"
             f"{i['kv_cache_dtype']}-{mem:g}GiB"
         )
+    if record["part"] == "dcp":
+        return f"{i['model']}-tp{i['tp']}-dcp{i['dcp']}-sm{i['compute_capability']}-{i['kv_cache_dtype']}"
     return f"{i['model']}-sm{i['compute_capability']}-{i['kv_cache_dtype']}"

@@ -86,7 +86,9 @@ def kvcalc_figures(record: dict) -> dict:
     model = _model(i["model"])
     layout = record["part"] == "layouts"
     try:
-        if layout:
+        if record["part"] == "dcp":
+            opts = VllmOptions(compute_capability=i["compute_capability"], dcp=i["dcp"])
+        elif layout:
             from kvcalc.calc.parallel import check_layout
 
             ep = i["tp"] * i["dp"] if i["ep"] else 1

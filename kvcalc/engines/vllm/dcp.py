@@ -20,6 +20,13 @@ What vLLM 0.33.0 does (the wheel's Python code; held against it by `tests/oracle
   asserts "DCP not support sliding window attn now." on the first prefix-cache lookup; kvcalc
   refuses them (as `calc/parallel.check_layout` does).
 
+- The attention backend must support DCP (`AttentionBackend.validate_configuration`: "DCP not
+  supported"; each impl's `supports_dcp`): TRITON_ATTN and TURBOQUANT do not, so
+  `int4/int8/fp8_per_token_head` and the TurboQuant presets are refused under DCP; on Hopper's
+  sparse MLA FLASH_ATTN_MLA_SPARSE and FLASHINFER_MLA_SPARSE_SM90 do not, so DeepSeek-V3.2 takes
+  auto / bfloat16 (then on FLASHMLA_SPARSE, the same 16-bit pages) and fp8 / fp8_ds_mla, not
+  float16 or fp8_e4m3 (vLLM's selection, run by `tests/oracle/vllm_grid.py`).
+
 Not modelled (refused, naming why): DCP on vLLM 0.11 / 0.6, hybrid Mamba / linear-attention
 models, DeepSeek-V4's compressed caches.
 """
@@ -41,9 +48,22 @@ def _refuse(message: str, dcp: int) -> KvcalcError:
     return KvcalcError(message, field="dcp", value=dcp, form=MESSAGE)
 
 
-def check_dcp(model: ModelSpec, tp: int, dcp: int, version: str) -> None:
+#: what vLLM 0.33's CUDA backends that support DCP take (`supports_dcp`; vllm_grid oracle)
+DCP_MHA_DTYPES = ("auto", "float16", "bfloat16", "fp8", "fp8_e4m3", "fp8_e5m2", "nvfp4", "nvfp4_4over6")
+DCP_SPARSE_MLA_HOPPER_DTYPES = ("auto", "bfloat16", "fp8", "fp8_ds_mla")
+
+
+def check_dcp(
+    model: ModelSpec,
+    tp: int,
+    dcp: int,
+    version: str,
+    cache_dtype: str | None = None,
+    compute_capability: str | None = None,
+) -> None:
     """Refuse a decode context parallel layout vLLM refuses, with vLLM 0.33's text, or one kvcalc
-    does not model. `dcp` 1: nothing to check. Raises `KvcalcError` (field `dcp`)."""
+    does not model; `cache_dtype`: the `--kv-cache-dtype` given (vLLM's name; None: auto), whose
+    backend must support DCP. `dcp` 1: nothing to check. Raises `KvcalcError` (field `dcp`)."""
     if dcp == 1:
         return
     if dcp < 1:
@@ -72,6 +92,22 @@ def check_dcp(model: ModelSpec, tp: int, dcp: int, version: str) -> None:
         raise _refuse(
             f"{model.name} has sliding-window layers: vLLM {version} asserts \"DCP not support sliding "
             'window attn now." (v1/core/single_type_kv_cache_manager.py SlidingWindowManager)',
+            dcp,
+        )
+    name = cache_dtype or "auto"
+    sparse = any(layer.index_dim for layer in model.layers)
+    hopper = (compute_capability or "9.0").split(".")[0] == "9"
+    if "mla" not in kinds and name not in DCP_MHA_DTYPES:
+        raise _refuse(
+            f"vLLM {version} refuses --kv-cache-dtype {name} with decode context parallel: its backend "
+            f"(TRITON_ATTN / TURBOQUANT) does not support DCP; under DCP it takes {', '.join(DCP_MHA_DTYPES)}",
+            dcp,
+        )
+    if sparse and hopper and name not in DCP_SPARSE_MLA_HOPPER_DTYPES:
+        raise _refuse(
+            f"vLLM {version} refuses --kv-cache-dtype {name} for sparse MLA with decode context parallel "
+            "on Hopper: FLASH_ATTN_MLA_SPARSE and FLASHINFER_MLA_SPARSE_SM90 do not support DCP; it takes "
+            f"{', '.join(DCP_SPARSE_MLA_HOPPER_DTYPES)} (FLASHMLA_SPARSE)",
             dcp,
         )
     if "mla" in kinds:

@@ -319,7 +319,16 @@ class V1Rules(VllmRules):
         attention unless `chunked_hybrid_allowed`), the page. `options.block_size` None:
         `--block-size` not given (vLLM's default, or the backend's preferred)."""
         self.check(model, k, v, tp, options.block_size)
-        check_dcp(model, tp, options.dcp, self.version)
+        if options.dcp > 1:
+            scales = options.per_token_head_scales
+            cache_dtype = options.cache_dtype or (
+                f"{'fp8' if k.name.startswith('fp8') else 'int8'}_per_token_head" if scales else None
+            )
+            if cache_dtype is None and label is not None and not label.startswith("auto"):
+                from kvcalc.engine_dtypes import VLLM_033_CACHE_DTYPES, VLLM_033_FORMAT_NAMES
+
+                cache_dtype = label if label in VLLM_033_CACHE_DTYPES else VLLM_033_FORMAT_NAMES.get(k.name, label)
+            check_dcp(model, tp, options.dcp, self.version, cache_dtype, options.compute_capability)
         spec_resolved = self.spec_resolve(model, k, v, tp=tp, options=options, label=label)
         if spec_resolved is not None:
             return spec_resolved
