@@ -475,15 +475,16 @@ def vllm_033_check_device(
     row = vllm_033_cache_dtype(name, field=field)
     amd = vendor == "amd"
     cc = compute_capability or ASSUMED_CC
-    device = "ROCm" if amd else f"CUDA compute capability {cc}{'' if compute_capability else ' (assumed: no GPU given)'}"
-    if row.name.startswith("octave_") or row.name == "ultraquant_4bit":
-        if not amd:
-            raise _refuse(
-                row,
-                f"no backend on {device}: it is {row.gpus} ({accepted(row.backends)}); on NVIDIA GPUs vLLM "
-                "takes auto, float16, bfloat16, fp8, fp8_e4m3, fp8_e5m2, turboquant_*, int4/int8/fp8_per_token_head, nvfp4",
-                field,
-            )
+    device = (
+        "ROCm" if amd else f"CUDA compute capability {cc}{'' if compute_capability else ' (assumed: no GPU given)'}"
+    )
+    if (row.name.startswith("octave_") or row.name == "ultraquant_4bit") and not amd:
+        raise _refuse(
+            row,
+            f"no backend on {device}: it is {row.gpus} ({accepted(row.backends)}); on NVIDIA GPUs vLLM "
+            "takes auto, float16, bfloat16, fp8, fp8_e4m3, fp8_e5m2, turboquant_*, int4/int8/fp8_per_token_head, nvfp4",
+            field,
+        )
     if row.name == "nvfp4_4over6":
         major = int(cc.split(".")[0])
         if amd or major != 10:

@@ -42,7 +42,9 @@ def test_fixture_covers_the_grid():
     for part in ("models2026", "dcp"):
         assert {r["inputs"]["kv_cache_dtype"] for r in recs if r["part"] == part} == set(CACHE_DTYPES)
     assert len(CACHE_DTYPES) == 22  # vllm/config/cache.py CacheDType (0.33.0)
-    layouts = {(r["inputs"]["dp"] > 1, r["inputs"]["ep"], r["inputs"]["dcp"] > 1) for r in recs if r["part"] == "layouts"}
+    layouts = {
+        (r["inputs"]["dp"] > 1, r["inputs"]["ep"], r["inputs"]["dcp"] > 1) for r in recs if r["part"] == "layouts"
+    }
     assert {(True, True, False), (False, False, True), (True, True, True)} <= layouts
 
 

@@ -161,14 +161,10 @@ def run_layout(inputs: dict) -> dict:
 
 def run_dtype(inputs: dict) -> dict:
     """vLLM's backend, block size and figures (or refusal) for one dtype case."""
-    import torch
     import vllm_backends as vb
     import vllm_harness as h
     from vllm.config.vllm import set_current_vllm_config
-    from vllm.platforms.interface import Platform
     from vllm.utils.import_utils import resolve_obj_by_qualname  # noqa: F401  (vb imports it)
-    from vllm.utils.torch_utils import kv_cache_dtype_str_to_dtype
-    from vllm.v1 import kv_cache_interface as kvi
 
     # a GPU server reaches NVIDIA's artifactory for the TRTLLM cubins (or has them cached); this
     # CPU host does not, and `supports_trtllm_attention` would answer False on every device
@@ -215,7 +211,11 @@ def _size(inputs: dict, model, backend, backend_name: str, block: int) -> dict:
     tp, dcp = inputs.get("tp", 1), inputs.get("dcp", 1)
     mla = bool(model.kv_lora_rank)
     cfg = h.make_vllm_config(
-        max_model_len=inputs["max_model_len"], block_size=block, kv_cache_dtype=dtype_name, model_dtype=torch.bfloat16, tp=tp
+        max_model_len=inputs["max_model_len"],
+        block_size=block,
+        kv_cache_dtype=dtype_name,
+        model_dtype=torch.bfloat16,
+        tp=tp,
     )
     cfg.parallel_config.decode_context_parallel_size = dcp
     n_layers = len(model.layers)
@@ -252,7 +252,9 @@ def _size(inputs: dict, model, backend, backend_name: str, block: int) -> dict:
                     max_tp_shards=1,
                 )
             elif i in skip:
-                spec = kvi.FullAttentionSpec(block_size=block, num_kv_heads=kv_heads, head_size=head, dtype=torch.bfloat16)
+                spec = kvi.FullAttentionSpec(
+                    block_size=block, num_kv_heads=kv_heads, head_size=head, dtype=torch.bfloat16
+                )
             else:
                 spec = kvi.FullAttentionSpec(
                     block_size=block, num_kv_heads=kv_heads, head_size=head, dtype=dtype, kv_quant_mode=quant
@@ -296,7 +298,9 @@ def run_dcp(inputs: dict) -> dict:
     )
     try:
         with set_current_vllm_config(cfg):
-            backend = vb.resolve_obj_by_qualname(vb._FakeCuda.get_attn_backend_cls(None, selector, num_heads=model.n_heads))
+            backend = vb.resolve_obj_by_qualname(
+                vb._FakeCuda.get_attn_backend_cls(None, selector, num_heads=model.n_heads)
+            )
             block = Platform._preferred_block_size_for_backends([backend], 16, cfg)
     except Exception as e:  # noqa: BLE001 - vLLM's refusal, as its text
         return {"refused": str(e), "stage": "backend"}

@@ -94,7 +94,7 @@ def layout_cases() -> list[dict]:
     for model, tp, dp, ep, dcp in LAYOUTS:
         limit = load_model(model).context_limit
         for L in LAYOUT_LENGTHS:
-            if limit is not None and L > limit:  # vLLM refuses it at load (not this grid's subject)
+            if limit is not None and limit < L:  # vLLM refuses it at load (not this grid's subject)
                 continue
             for kv in LAYOUT_KV:
                 for mem in LAYOUT_BUDGETS:

@@ -250,7 +250,6 @@ class VllmRules:
         in_flight = self.in_flight_tokens(options.max_num_batched_tokens, options.async_scheduling)
         if r.specs is not None:  # per-layer specs: bytes per block x blocks (`planning`)
             from kvcalc.engines.vllm import planning
-
             from kvcalc.engines.vllm.dcp import with_dcp
 
             spec_groups = planning.kv_cache_groups(with_dcp(r.specs, options.dcp), block_outermost=r.block_outermost)

@@ -90,7 +90,7 @@ def check_dcp(
         )
     if "sliding" in kinds:
         raise _refuse(
-            f"{model.name} has sliding-window layers: vLLM {version} asserts \"DCP not support sliding "
+            f'{model.name} has sliding-window layers: vLLM {version} asserts "DCP not support sliding '
             'window attn now." (v1/core/single_type_kv_cache_manager.py SlidingWindowManager)',
             dcp,
         )

@@ -435,7 +435,11 @@ class Vllm033(V1Rules):
         else:
             # a vLLM name as given: fp8_e4m3 is not fp8 on sparse MLA (FLASHINFER_MLA_SPARSE_SM90)
             cache_dtype = (
-                label if label in VLLM_033_CACHE_DTYPES else VLLM_033_FORMAT_NAMES.get(k.name, k.name) if k == v else label
+                label
+                if label in VLLM_033_CACHE_DTYPES
+                else VLLM_033_FORMAT_NAMES.get(k.name, k.name)
+                if k == v
+                else label
             )
         notes: list[str] = []
         lines: list[str] = []
@@ -502,7 +506,9 @@ class Vllm033(V1Rules):
             scales=False,
             token_page=token_page,
         )
-        backend = "TURBOQUANT" if name.startswith("turboquant_") else "TRITON_ATTN: values + fp32 scales per token and head"
+        backend = (
+            "TURBOQUANT" if name.startswith("turboquant_") else "TRITON_ATTN: values + fp32 scales per token and head"
+        )
         notes = [
             f"{name}: {token_page:,} B a token per attention layer ({backend})",
             *hb.notes,

@@ -19,7 +19,6 @@ from kvcalc.calc.kv_cache import layer_kv_bytes_per_token
 from kvcalc.engines import longest_fitting
 from kvcalc.engines.vllm import hybrid, planning
 from kvcalc.engines.vllm.base import VllmRules
-from kvcalc.engines.vllm.dcp import check_dcp, with_dcp
 from kvcalc.engines.vllm.common import (
     ALLOW_LONG_ENV,
     ASSUMED_COMPUTE_CAPABILITY,
@@ -36,6 +35,7 @@ from kvcalc.engines.vllm.common import (
     uniform_page,
     vllm_cache_dtype,
 )
+from kvcalc.engines.vllm.dcp import check_dcp, with_dcp
 from kvcalc.errors import MESSAGE, KvcalcError, KvcalcWarning
 from kvcalc.formats import StorageFormat
 from kvcalc.results import EngineResult
