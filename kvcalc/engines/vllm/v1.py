@@ -35,7 +35,7 @@ from kvcalc.engines.vllm.common import (
     uniform_page,
     vllm_cache_dtype,
 )
-from kvcalc.engines.vllm.dcp import check_dcp, with_dcp
+from kvcalc.engines.vllm.dcp import check_dcp, dcp_note, with_dcp
 from kvcalc.errors import MESSAGE, KvcalcError, KvcalcWarning
 from kvcalc.formats import StorageFormat
 from kvcalc.results import EngineResult
@@ -441,6 +441,8 @@ class V1Rules(VllmRules):
         tokens = self.kv_cache_tokens(num_blocks, [], conc, L, r.block_size)
         lines += self.kv_figures_lines(tokens, L, conc)
         notes.append(planning.groups_text(groups, block_bytes))
+        if dcp > 1:
+            notes.append(dcp_note(dcp, L, r.block_size, per_req))
         longest = None
         if concurrency:
             longest = longest_context(
@@ -511,6 +513,8 @@ class V1Rules(VllmRules):
         conc = num_blocks / per_req
         tokens = self.kv_cache_tokens(num_blocks, groups, conc, L, block_size)
         lines += self.kv_figures_lines(tokens, L, conc)
+        if options.dcp > 1:
+            notes.append(dcp_note(options.dcp, L, block_size, per_req))
         padding = len(groups) * layers_per_group - sum(g.n_layers for g in groups)
         if padding:
             notes.append(f"{len(groups)} KV cache groups of {layers_per_group} layers: {padding} padding layers")
