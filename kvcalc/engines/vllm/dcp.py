@@ -143,3 +143,16 @@ def with_dcp(items: list[_T], dcp: int) -> list[_T]:
     if dcp == 1:
         return items
     return [replace(x, dcp=dcp) for x in items]  # type: ignore[type-var]
+
+
+def dcp_note(dcp: int, max_model_len: int, block_size: int, blocks_per_request: int) -> str:
+    """The per-request limit vLLM 0.33 derives under DCP, in words: each rank holds cdiv(L, dcp)
+    tokens of a request; the request's block table counts blocks of block_size x dcp tokens
+    (`AttentionSpec.max_num_blocks_per_req`: cdiv(L, block_size x dcp)); `blocks_per_request`
+    is what one request takes from a rank's pool. DeepSeek-V3 tp 8 dcp 8, L 32,768, block 64:
+    4,096 tokens a rank, 64 blocks."""
+    return (
+        f"decode context parallel {dcp} (-dcp): a request of {max_model_len:,} tokens holds "
+        f"{-(-max_model_len // dcp):,} on each rank, {blocks_per_request:,} blocks of {block_size} "
+        f"({block_size * dcp} tokens a block across the {dcp} ranks)"
+    )
