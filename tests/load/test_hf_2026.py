@@ -280,16 +280,13 @@ def test_gemma4_global_layers_have_no_v_projection():
 
 
 def test_weights_of_an_uncounted_architecture_refused():
+    # a DeepSeek-V4 config without o_groups / hc_mult: the weight shapes are not guessed
     from kvcalc.calc.weights import param_counts
     from kvcalc.errors import KvcalcError
 
-    with pytest.raises(
-        KvcalcError,
-        match="deepseek-v4-flash: DeepSeek-V4's hyper-connections, grouped output "
-        "projection, compressors and indexer are not counted by kvcalc; give "
-        "n_params",
-    ):
-        param_counts(load_model("deepseek-v4-flash"))
+    cfg = {k: v for k, v in _cfg("deepseek-ai--DeepSeek-V4-Flash").items() if k not in ("o_groups", "hc_mult")}
+    with pytest.raises(KvcalcError, match="the config gives no o_groups, hc_mult .DeepSeek-V4's weight shapes.; give n_params"):
+        param_counts(model_from_hf_config(cfg))
 
 
 def test_mtp_layers_counted_apart():
