@@ -412,7 +412,10 @@ def model_params(model: ModelSpec, tp: int = 1) -> ModelParams:
         layers.append(cache[key])
     final = d + _head_extra_params(model)
     return ModelParams(
-        layers=tuple(layers), embedding=vocab * d, lm_head=0 if model.tie_word_embeddings else vocab * d, final_norm=final
+        layers=tuple(layers),
+        embedding=vocab * d,
+        lm_head=0 if model.tie_word_embeddings else vocab * d,
+        final_norm=final,
     )
 
 
