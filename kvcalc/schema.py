@@ -374,6 +374,8 @@ class ModelSpec(_Frozen):
     # up projection (with a norm); the MLA output gate (mla_use_output_gate); block attention
     # residuals (attn_res_block_size: two norms and two hidden x 1 projections per layer)
     moe_latent_size: OptCount = None
+    # the latent MoE's RMSNorm over the latent (Kimi-K3 latent_moe_use_norm; Nemotron-3 has none)
+    moe_latent_norm: StrictBool = False
     mla_output_gate: StrictBool = False
     attention_residuals: StrictBool = False
     # which linear attention the `linear` layers run: Gated DeltaNet (Qwen3-Next) or Kimi's KDA

@@ -37,7 +37,9 @@ What is counted (the Hugging Face modelling files of each family are the source:
   loader's `mlp_kind: plain`); no layer has both a mixer and an MLP. Nemotron-H-8B: 24 Mamba-2
   layers of 109,640,064, 4 attention layers of 41,947,136 and 24 MLP layers of 176,164,864, plus
   2 x 131,072 x 4,096 embeddings and head and the final norm: 8,100,852,736 ("8B"). MoE layers
-  (Nemotron-H's `E`) are refused: the loader leaves their width unset;
+  (Nemotron-H's `E`) are `_separate_moe_params` when every MLP block is MoE (Nemotron-3-Super:
+  120,668,707,840, the card's 120B); a mix of dense and MoE blocks is refused (the loader leaves
+  the width unset);
 - linear attention (Gated DeltaNet, Qwen3-Next): in_proj_qkvz `hidden x (2 Hk Dk + 2 Hv Dv)`,
   in_proj_ba `hidden x 2 Hv`, conv1d `(2 Hk Dk + Hv Dv) x kernel`, dt_bias and A_log `Hv` each,
   gated norm `Dv`, out_proj `Hv Dv x hidden`.
@@ -343,7 +345,7 @@ def layer_params(model: ModelSpec, i: int, tp: int = 1) -> LayerParams:
         if model.moe_latent_size:  # Kimi-K3 latent MoE: down and up projections (replicated) and a norm
             expert_width = model.moe_latent_size
             linear += 2 * d * expert_width
-            other += expert_width
+            other += expert_width if model.moe_latent_norm else 0
         n = 3 if model.mlp_kind == "gated" else 2
         return LayerParams(
             linear=linear,
@@ -372,7 +374,9 @@ def _separate_block_params(model: ModelSpec, kind: str, tp: int, i: int) -> Laye
     (routed experts, or MLP layers without a width: Nemotron-H's `E` layers)."""
     (d,) = _need(model, "hidden_size")
     inter = model.intermediate_size
-    if model.n_experts or (kind == "mlp" and inter is None):
+    if kind == "mlp" and model.n_experts and is_moe_layer(model, i):
+        return _separate_moe_params(model, tp)
+    if kind == "mlp" and inter is None:
         raise KvcalcError(
             f"{model.name}: its MoE layers (Nemotron-H's 'E' blocks) are not counted by kvcalc's "
             f"parameter count; {GIVE_N_PARAMS}",
@@ -389,6 +393,34 @@ def _separate_block_params(model: ModelSpec, kind: str, tp: int, i: int) -> Laye
     else:
         linear, other = _attention_params(model, tp, i)
     return LayerParams(linear=linear, other=other + d)
+
+
+def _separate_moe_params(model: ModelSpec, tp: int) -> LayerParams:
+    """One MoE layer of a separate-block model (Nemotron-3's `E` blocks; vLLM 0.33.0
+    `nemotron_h.py` NemotronHMoE): the norm `hidden`, the router `hidden x E` and its
+    `e_score_correction_bias` `E`, the shared expert (relu2 up and down, `2 x hidden x shared`),
+    with `moe_latent_size` the latent projections fc1 / fc2 `2 x hidden x latent` (replicated, no
+    norm), and E routed experts of `2 x width x moe_inter` (width: the latent, else hidden).
+    Nemotron-3-Super (hidden 4,096, 512 experts of 2,688 in a 1,024 latent, shared 5,376): linear
+    2 x 4,096 x 5,376 + 2 x 4,096 x 1,024 = 52,428,800; other 4,096 + 2,097,152 + 512 =
+    2,101,760; an expert 2 x 1,024 x 2,688 = 5,505,024."""
+    d, n_experts, moe_inter = _need(model, "hidden_size", "n_experts", "moe_intermediate_size")
+    width = model.moe_latent_size or d
+    linear = (
+        _mlp_params(model, model.shared_expert_intermediate_size, tp) if model.shared_expert_intermediate_size else 0
+    )
+    other = d + d * n_experts + (n_experts if model.router_bias else 0)
+    if model.moe_latent_size:
+        linear += 2 * d * width
+        other += width if model.moe_latent_norm else 0
+    n = 3 if model.mlp_kind == "gated" else 2
+    return LayerParams(
+        linear=linear,
+        other=other,
+        expert_linear=n * width * _cdiv(moe_inter, tp),
+        n_experts=n_experts,
+        n_active_experts=model.n_experts_per_token or n_experts,
+    )
 
 
 def model_params(model: ModelSpec, tp: int = 1) -> ModelParams:

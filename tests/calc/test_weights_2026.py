@@ -35,7 +35,9 @@ def _hf(name: str):
 #   426,174,572,928 (0.4% under); active 25,962,473,856 with the embedding and head (2 x 200,064 x
 #   6,144 = 2,458,386,432), 23,504,087,424 without: the card's ~23B.
 # - Kimi-K3: no published parameter count was found (press reports say "over 2.5T"): 2,779,484,476,000.
+# - Nemotron-3-Super-120B-A12B: the name's 120B / 12B; kvcalc 120,668,707,840 / 12,770,237,440.
 COUNTS = {
+    "nvidia--NVIDIA-Nemotron-3-Super-120B-A12B-FP8": (120_668_707_840, 12_770_237_440),
     "deepseek-ai--DeepSeek-V4-Flash": (284_334_567_511, 13_801_959_511),
     "siblings/nvidia--DeepSeek-V4-Pro-NVFP4": (1_572_999_528_803, 49_781_408_099),
     "MiniMaxAI--MiniMax-M3": (426_174_572_928, 25_962_473_856),
@@ -45,6 +47,7 @@ BUNDLED = {
     "deepseek-v4-flash": "deepseek-ai--DeepSeek-V4-Flash",
     "minimax-m3": "MiniMaxAI--MiniMax-M3",
     "kimi-k3": "moonshotai--Kimi-K3",
+    "nemotron-3-super-120b-a12b": "nvidia--NVIDIA-Nemotron-3-Super-120B-A12B-FP8",
 }
 
 
@@ -170,7 +173,30 @@ def test_kimi_k3_experts_are_mxfp4():
     assert _hf("moonshotai--Kimi-K3").expert_weight_dtype == "mxfp4"
 
 
-@pytest.mark.parametrize("bundled", ["deepseek-v4-flash", "minimax-m3", "kimi-k3", "glm-5.2", "deepseek-v3.2"])
+def test_nemotron_3_moe_block():
+    # layer 1 (an E block; vLLM 0.33.0 nemotron_h.py NemotronHMoE): norm 4,096 + router 512 x 4,096 =
+    # 2,097,152 + e_score_correction_bias 512 -> other 2,101,760; shared expert (relu2 up and down)
+    # 2 x 4,096 x 5,376 = 44,040,192 + fc1 / fc2 latent projections 2 x 4,096 x 1,024 = 8,388,608 ->
+    # linear 52,428,800; an expert 2 x 1,024 x 2,688 = 5,505,024, 22 of 512 active
+    p = layer_params(load_model("nemotron-3-super-120b-a12b"), 1)
+    assert (p.linear, p.other) == (52_428_800, 2_101_760)
+    assert (p.expert_linear, p.n_experts, p.n_active_experts) == (5_505_024, 512, 22)
+
+
+def test_nemotron_h_mixed_dense_and_moe_blocks_still_refused():
+    from kvcalc.errors import KvcalcError
+
+    cfg = json.loads((DATA / "nvidia--NVIDIA-Nemotron-3-Super-120B-A12B-FP8.json").read_text())
+    pattern = cfg["hybrid_override_pattern"]
+    cfg["hybrid_override_pattern"] = pattern[:1] + "-" + pattern[2:]  # one dense MLP block among the E ones
+    with pytest.raises(KvcalcError, match="its MoE layers .Nemotron-H's 'E' blocks. are not counted"):
+        param_counts(model_from_hf_config(cfg))
+
+
+@pytest.mark.parametrize(
+    "bundled",
+    ["deepseek-v4-flash", "minimax-m3", "kimi-k3", "glm-5.2", "deepseek-v3.2", "nemotron-3-super-120b-a12b"],
+)
 def test_estimate_with_a_gpu(cli, bundled):
     # the weights are counted, so --gpu gives a memory plan (it used to refuse: "give n_params")
     r = cli("estimate", bundled, "--gpu", "h200", "-s", "32k")

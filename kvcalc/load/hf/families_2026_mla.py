@@ -250,6 +250,7 @@ def _kimi_linear(c: _Cfg) -> dict[str, Any]:
         f.update(
             linear_attention="kda",
             moe_latent_size=c.count("routed_expert_hidden_size"),
+            moe_latent_norm=c.flag("latent_moe_use_norm", default=True),
             mla_output_gate=c.flag("mla_use_output_gate"),
             attention_residuals=c.get("attn_res_block_size") is not None,
             router_bias=True,  # KimiMoE: e_score_correction_bias on every MoE layer
