@@ -292,7 +292,9 @@ def test_weights_of_an_uncounted_architecture_refused():
     from kvcalc.errors import KvcalcError
 
     cfg = {k: v for k, v in _cfg("deepseek-ai--DeepSeek-V4-Flash").items() if k not in ("o_groups", "hc_mult")}
-    with pytest.raises(KvcalcError, match="the config gives no o_groups, hc_mult .DeepSeek-V4's weight shapes.; give n_params"):
+    with pytest.raises(
+        KvcalcError, match="the config gives no o_groups, hc_mult .DeepSeek-V4's weight shapes.; give n_params"
+    ):
         param_counts(model_from_hf_config(cfg))
 
 
