@@ -803,7 +803,7 @@ def _finish(header: GgufHeader, c: Any, arch: str, f: dict[str, Any], *, legacy_
             f"{p}: the GGUF tensor table is empty (a vocab-only file?); weights are counted from the "
             f"architecture in {f['dtype']}",
             KvcalcWarning,
-            stacklevel=2,
+            stacklevel=3,
         )
     general = header.metadata.get("general.name")
     named = f", {excerpt(general, 60)}" if isinstance(general, str) and general.strip() else ""
@@ -824,7 +824,7 @@ def _finish(header: GgufHeader, c: Any, arch: str, f: dict[str, Any], *, legacy_
             "and layer, as `capacity --engine llamacpp` sizes it), far more than the latent other engines "
             "cache; convert it again with a current llama.cpp to get the latent cache",
             KvcalcWarning,
-            stacklevel=2,
+            stacklevel=3,
         )
     return {k: v for k, v in out.items() if v is not None}
 

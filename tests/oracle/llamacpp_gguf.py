@@ -63,6 +63,21 @@ class Geometry:
     state_widths: tuple[int, int, int] = (0, 0, 0)
     optional_tensors: Callable[[int], dict[str, tuple[int, ...]]] = lambda il: {}
     general: dict[str, Any] = field(default_factory=dict)
+    #: (K, V) values per cell of each `llama_kv_cache: size` line in order, for a case (None:
+    #: `kv_widths` for every cache); the 2026 classes make several caches of different rows
+    cache_widths: Callable[[dict], list[tuple[int, int]]] | None = None
+
+    def widths_for(self, case: dict, n_lines: int) -> list[tuple[int, int]]:
+        """(K, V) widths of the `n_lines` cache size lines llama.cpp printed for `case`."""
+        return self.cache_widths(case) if self.cache_widths else [self.kv_widths] * n_lines
+
+    def all_widths(self) -> set[int]:
+        """Every row width the oracle needs ggml_row_size of (cache rows and states)."""
+        out = {*self.kv_widths, *self.state_widths[:2]}
+        if self.cache_widths:
+            for fa in ("on", "off"):
+                out |= {w for pair in self.cache_widths({"flash_attn": fa}) for w in pair}
+        return out
 
 
 def _add_key(w: Any, key: str, value: Any) -> None:
