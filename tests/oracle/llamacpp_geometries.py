@@ -445,6 +445,14 @@ GEOMETRIES_2026: list[Geometry] = [
         },
         "zai-org/GLM-5.2 (experts shrunk; llama.cpp's default indexer layers)",
         layer_class=lambda il: "dense" if il < 3 else "moe",
+        # src/models/glm-dsa.cpp 144-148: the indexer's weights load as optional; the graph of an indexer layer needs them
+        optional_tensors=lambda il: {
+            "indexer.k_norm.weight": (128,),
+            "indexer.k_norm.bias": (128,),
+            "indexer.proj.weight": (6144, 32),
+            "indexer.attn_k.weight": (6144, 128),
+            "indexer.attn_q_b.weight": (2048, 32 * 128),
+        },
         kv_widths=(512 + 64, 0),
         cache_widths=lambda c: [(512 + 64, 0), (128, 0)],
     ),
@@ -501,6 +509,7 @@ GEOMETRIES_2026: list[Geometry] = [
         layer_class=lambda il: f"r{DSV4_FLASH_RATIOS[il]}-{'hash' if il < 3 else 'moe'}",
         kv_widths=(512, 0),
         cache_widths=lambda c: [(512, 0)] * 4 + [(128, 0)],
+        tensor_types={"ffn_gate_tid2eid.weight": "I32"},
     ),
     Geometry(
         "kimi-k3",
