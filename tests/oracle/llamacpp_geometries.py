@@ -363,7 +363,8 @@ def _mla_keys(n_embd: int, n_head: int, lora: int, q_lora: int, nope: int, rope:
 
 
 def _fa_off_v(widths: list[tuple[int, int]], case: dict) -> list[tuple[int, int]]:
-    """-fa off: V rows of n_embd_v_gqa_max (the widest V) in every cache that keeps V."""
+    """-fa off: V rows of n_embd_v_gqa_max (the model's widest V) in every cache of one hparams
+    (the iswa's two caches share the model's)."""
     if case.get("flash_attn") != "off":
         return widths
     vmax = max(v for _, v in widths)
@@ -475,7 +476,9 @@ GEOMETRIES_2026: list[Geometry] = [
         "MiniMaxAI/MiniMax-M3 (experts shrunk)",
         layer_class=lambda il: "dense" if il < 3 else "moe",
         kv_widths=(4 * 128, 4 * 128),
-        cache_widths=lambda c: _fa_off_v([(4 * 128, 4 * 128), (128, 128)], c),
+        # the indexer cache is built from its own hparams copy (one head of 128 on every layer), so -fa off pads
+        # no V row: n_embd_v_gqa_max is per cache (src/llama-kv-cache-msa.cpp 13-50)
+        cache_widths=lambda c: [(4 * 128, 4 * 128), (128, 128)],
     ),
     Geometry(
         "deepseek-v4-flash",
