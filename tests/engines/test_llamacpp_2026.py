@@ -159,7 +159,6 @@ def test_kimi_k3_mla_latent_and_kda_state():
     ]
 
 
-
 def test_kimi_k3_fa_off_warns_of_v_padding_but_keeps_no_v():
     """Kimi-K3, llama-cli -fa off: the GGUF's head_count_kv is 0 on the 69 KDA layers and 1 on the MLA
     ones (V width 1 x kv_lora_rank = 512), so llama.cpp 0c1e570 warns before the KV buffers
