@@ -696,7 +696,7 @@ def model_fields_from_gguf(header: GgufHeader) -> dict[str, Any]:
     a = ARCHITECTURES.get(arch)
     m = _Meta(header, arch)
     if arch in MODEL_TYPES_2026:
-        f26 = fields_2026(m, header, arch, MAX_LAYERS)
+        f26 = fields_2026(m, header, arch, MAX_LAYERS, _expert_fields)
         return _finish(header, c, arch, f26, legacy_mla=False)
     if m.has("ssm.group_count") and not (a is not None and (a.hybrid or a.mamba2)):
         raise m.fail(

@@ -60,6 +60,7 @@ other than 0, 4 and 128.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from kvcalc.load.hf.reader import compact_layers
@@ -361,11 +362,16 @@ _BUILDERS = {
 }
 
 
-def fields_2026(m: _Meta, header: GgufHeader, arch: str, max_layers: int) -> dict[str, Any]:
+def fields_2026(
+    m: _Meta,
+    header: GgufHeader,
+    arch: str,
+    max_layers: int,
+    expert_fields: Callable[[_Meta, GgufHeader, str, dict[str, Any], int], None],
+) -> dict[str, Any]:
     """The `ModelSpec` fields (but name, source, dtype, checkpoint) of a file of one of the
-    `MODEL_TYPES` architectures. Raises `ConfigError` naming the file and the key."""
-    from kvcalc.load.gguf import _expert_fields
-
+    `MODEL_TYPES` architectures; `expert_fields` is `kvcalc.load.gguf._expert_fields` (passed in:
+    that module imports this one). Raises `ConfigError` naming the file and the key."""
     lay = _Layers(m, header, arch, max_layers)
     heads = [h for h in _per_layer(m, "attention.head_count", lay) if h]
     f: dict[str, Any] = {
@@ -386,7 +392,7 @@ def fields_2026(m: _Meta, header: GgufHeader, arch: str, max_layers: int) -> dic
     f["vocab_size"] = vocab or getattr(tokens, "count", None) or None
     names = _names(header)
     f["tie_word_embeddings"] = "output.weight" not in names
-    _expert_fields(m, header, arch, f, lay.n)
+    expert_fields(m, header, arch, f, lay.n)
     if f.get("n_experts") and "first_dense_layers" not in f:
         lead = m.count("leading_dense_block_count", 0, minimum=0, maximum=lay.n)
         if lead:
