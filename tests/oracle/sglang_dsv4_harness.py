@@ -136,8 +136,21 @@ CONFIGS = (
     "nvidia--DeepSeek-V4-Flash-NVFP4.json",
     "siblings/nvidia--DeepSeek-V4-Pro-NVFP4.json",
 )
-#: budgets per rank: round GiB counts, odd byte counts, and ones too small for SGLang to start
-BUDGETS = (GIB // 8, GIB // 2, GIB, 3 * GIB, 20 * GIB, 57_123_456_789, 80 * GIB, 130 * GIB)
+#: budgets per rank: round GiB counts, odd byte counts, ones too small for SGLang to start, and two
+#: either side of DeepSeek-V4-Flash's SWA floor (c128 states for 2,048 requests, 21,506,293,760 B,
+#: plus 3,000 / 6,000 full tokens of 7,086.75 B: an SWA pool of 256 tokens, refused, and of 512)
+BUDGETS = (
+    GIB // 8,
+    GIB // 2,
+    GIB,
+    3 * GIB,
+    20 * GIB,
+    21_527_554_010,
+    21_548_814_260,
+    57_123_456_789,
+    80 * GIB,
+    130 * GIB,
+)
 #: (tp, attention dp): plain TP and DP-attention layouts
 LAYOUTS = ((1, 1), (4, 1), (8, 1), (8, 8))
 KV_DTYPES = ("fp8_e4m3", "bfloat16")
