@@ -841,6 +841,7 @@ def capacity(
     budget that holds no page ("Not enough memory").
     """
     _check(model, k, v, tp, page_size, version, swa_full_tokens_ratio, hybrid_swa_memory)
+    sglang_mamba.check_options(mamba)  # SGLang refuses these for any model (argparse choices)
     if version == "current" and sglang_dsv4.is_dsv4(model):
         return _dsv4_capacity(model, kv_memory_bytes, k, v, max_model_len, concurrency, swa_full_tokens_ratio)
     row, extra, layout_notes = pool_layout(model, k, v, tp, version, target, hybrid_swa_memory)
@@ -1151,6 +1152,7 @@ def memory_for(
     budget whose split (`swa_split`) holds batch x pages(seq_len) full-layer tokens and
     batch x pages(min(seq_len, window)) sliding-layer tokens (found by bisection)."""
     _check(model, k, v, tp, page_size, version, swa_full_tokens_ratio, hybrid_swa_memory)
+    sglang_mamba.check_options(mamba)  # SGLang refuses these for any model (argparse choices)
     if version == "current" and sglang_dsv4.is_dsv4(model):
         page = sglang_dsv4.PAGE_SIZE
         window = sglang_dsv4.geometry(model).window
