@@ -194,6 +194,7 @@ class VllmRules:
         """`kvcalc.engines.vllm.capacity` for this version: `resolve`, the checks of the
         options and memory, max_model_len, then `_capacity`."""
         asked = (k, v)
+        self.check_dcp(model, tp, options)
         r = self.resolve(model, k, v, tp=tp, options=options, label=kv_cache_dtype)
         k, v, notes = r.k, r.v, r.notes
         if (k, v) != asked:  # the layers cache in their own dtype: the label says what they hold
@@ -219,6 +220,27 @@ class VllmRules:
         return self._capacity(
             model, kv_memory_bytes, r, max_model_len=L, concurrency=concurrency, dtype_name=dtype_name, options=options
         )
+
+    def check_dcp(self, model: ModelSpec, tp: int, options: VllmOptions) -> None:
+        """Refuse, with `KvcalcError` (field `dcp`), a decode-context-parallel size this release
+        or model cannot take: DCP is modelled for vLLM 0.33 (the current release) only; the rest
+        as `calc.parallel.check_layout` refuses it (dcp divides tp; GQA limits; sliding-window
+        and compressed caches, which 0.33.0's managers do not shard: `SlidingWindowManager`
+        "DCP not support sliding window attn now", `ChunkedLocalAttentionManager` "DCP not
+        support chunked local attn now"; the hybrid coordinator takes "full-attention, Mamba,
+        and replicated draft groups", `v1/core/kv_cache_coordinator.py`)."""
+        if options.dcp == 1:
+            return
+        if options.version != "0.33":
+            raise KvcalcError(
+                f"decode context parallel is modelled for vLLM 0.33 (the current release), not {self.label}",
+                field="dcp",
+                value=options.dcp,
+                form=MESSAGE,
+            )
+        from kvcalc.calc.parallel import check_layout
+
+        check_layout(model, tp, dcp=options.dcp)
 
     def _capacity(
         self,
@@ -246,8 +268,10 @@ class VllmRules:
     ) -> int:
         """KV memory one rank needs so that vLLM starts and fits `batch` requests of `seq_len`
         tokens: `blocks_for_batch` x page x layers per group."""
+        self.check_dcp(model, tp, options)
         r = self.resolve(model, k, v, tp=tp, options=options)
         in_flight = self.in_flight_tokens(options.max_num_batched_tokens, options.async_scheduling)
+        seq_len = -(-seq_len // options.dcp)  # positions per rank (`FullAttentionSpec.max_memory_usage_bytes`)
         if r.specs is not None:  # per-layer specs: bytes per block x blocks (`planning`)
             from kvcalc.engines.vllm import planning
 

@@ -323,6 +323,26 @@ def no_memory_error(kv_memory_bytes: int, message: str) -> KvcalcError:
     )
 
 
+def dcp_notes(dcp: int, block_size: int, max_model_len: int, *, blocks_per_req: int) -> list[str]:
+    """The notes of a capacity under decode context parallel (none at dcp 1): the positions of a
+    request each rank holds, cdiv(L, dcp) (`FullAttentionSpec.max_memory_usage_bytes`), the blocks
+    it takes from each rank's pool, and the per-request block limit of its block table,
+    cdiv(L, block_size x dcp) blocks of block_size x dcp tokens (`AttentionSpec.max_num_blocks_per_req`,
+    `kv_cache_utils.resolve_dcp_kv_block_size`; vLLM 0.33.0 `v1/kv_cache_interface.py`)."""
+    if dcp <= 1:
+        return []
+    from kvcalc.calc.parallel import dcp_blocks_per_request, dcp_tokens
+
+    L = max_model_len
+    limit = dcp_blocks_per_request(L, block_size, dcp)
+    return [
+        f"decode context parallel {dcp}: each rank holds cdiv({L:,}, {dcp}) = {dcp_tokens(L, dcp):,} positions "
+        f"of a request in the full-attention / MLA groups (Mamba state whole); a request takes "
+        f"{blocks_per_req:,} blocks of each rank's pool; its block table's limit: cdiv({L:,}, "
+        f"{block_size} x {dcp}) = {limit:,} blocks of {block_size * dcp} tokens"
+    ]
+
+
 def longest_context(fits, model: ModelSpec, max_model_len: int) -> int | None:
     """The longest context with `fits`, searched up to the model's limit (`context_limit`: its
     max_position_embeddings with rope scaling, or a max_model_len allowed past it): the limit itself

@@ -280,14 +280,20 @@ def blocks_per_request(groups: list[CacheGroup], max_model_len: int, in_flight: 
 
 
 def estimate_max_model_len(
-    groups: list[CacheGroup], block_bytes: int, available_bytes: int, max_model_len: int, in_flight: int
+    groups: list[CacheGroup],
+    block_bytes: int,
+    available_bytes: int,
+    max_model_len: int,
+    in_flight: int,
+    dcp: int = 1,
 ) -> int:
     """`_estimate_max_model_len_from_groups`: vLLM's binary search over 1..max_model_len for the
     longest length whose bytes per block x blocks per request fit `available_bytes`; 0 when 1
-    token does not."""
+    token does not. Under `dcp` a length n needs its pages at cdiv(n, dcp) positions
+    (`FullAttentionSpec.max_memory_usage_bytes`)."""
 
     def fits(n: int) -> bool:
-        return block_bytes * blocks_per_request(groups, n, in_flight) <= available_bytes
+        return block_bytes * blocks_per_request(groups, -(-n // dcp), in_flight) <= available_bytes
 
     lo, hi = 1, max_model_len
     if not fits(lo):
