@@ -935,6 +935,7 @@ class PlanRequest(NamedTuple):
             engine=prof.name,
             launch=launch,
             engine_kv=prof.plan_engine_kv(model, opts),
+            dcp=prof.name == "vllm" and getattr(opts, "version", None) == "0.33",  # vLLM's -dcp (`calc.parallel`)
             speed=None if calibration is None else _plan_speed(prof.name, knobs, calibration),
         )
         return cls(search=search, engine=prof.name, options=opts)

@@ -166,6 +166,9 @@ class PlanSearch:
     #: down by the request layer, which reads the speed table and a calibration (None: the bare
     #: roofline of `knobs`)
     speed: Callable[[GpuSpec, int], Any] | None = None
+    #: the engine shards positions by decode context parallel (vLLM's `-dcp`): an MLA model's
+    #: TP layouts are also searched with dcp = tp (`dcp_sizes`)
+    dcp: bool = False
 
 
 # ----- the space -----------------------------------------------------------------------------
@@ -230,6 +233,24 @@ def moe_layouts(
         if dp > 1 and pp == 1 and tp * dp <= limit:
             out.append((tp, pp, dp, tp * dp, 1))
     return out
+
+
+def dcp_sizes(model: ModelSpec, tp: int, dp_attention: int = 1) -> list[int]:
+    """The decode-context-parallel sizes searched beside dcp 1 for a (tp, dp_attention) layout:
+    dcp = tp for an MLA model at tp > 1 without attention DP (its latent, copied on each of the tp
+    ranks under TP, is then split by position: 1/tp of every sequence on each rank, vLLM 0.33.0
+    `FullAttentionSpec.max_memory_usage_bytes`), where `parallel.check_layout` accepts it (no
+    sliding-window or compressed cache); none otherwise. A GQA model's DCP needs tp above its KV
+    heads (`parallel.check_gqa_dcp`), past the TP the search gives it, so it is not searched."""
+    if tp == 1 or dp_attention > 1 or model.attention != "mla":
+        return []
+    from kvcalc.calc import parallel
+
+    try:
+        parallel.check_layout(model, tp, dcp=tp)
+    except KvcalcError:
+        return []
+    return [tp]
 
 
 def layer_split(model: ModelSpec, free_bytes: list[int]) -> tuple[int, ...]:
@@ -335,6 +356,19 @@ class _Placed:
         return self.base.layout.ep
 
     @property
+    def dcp(self) -> int:
+        """Decode context parallel (`Layout.dcp`): each of the tp ranks holds 1/dcp of the positions."""
+        return self.base.layout.dcp
+
+    def positions(self, seq_len: int) -> int:
+        """The positions of one `seq_len`-token sequence one rank holds: cdiv(seq_len, dcp). The
+        engine's KV arithmetic (`ekv`) takes them as the request's length: vLLM 0.33.0 sizes a
+        `dcp_sharded` group at cdiv(max_model_len, dcp) (`FullAttentionSpec.max_memory_usage_bytes`),
+        and a Mamba group's pages do not depend on the length (sliding-window and compressed
+        caches, whose pages would, are refused under dcp by `parallel.check_layout`)."""
+        return _cdiv(seq_len, self.dcp)
+
+    @property
     def count(self) -> int:
         return self.tp * self.pp * self.dpa * self.dp
 
@@ -358,7 +392,7 @@ class _Placed:
         the exact formula's."""
         batch = _cdiv(batch, self.dpa)  # one attention-DP rank's sequences
         if self.ekv is not None:
-            return self.ekv.stage_bytes(seq_len, batch)
+            return self.ekv.stage_bytes(self.positions(seq_len), batch)
         return self.base.kv.stage_bytes(seq_len, batch)
 
     def used(self, seq_len: int, concurrency: int) -> list[int]:
@@ -369,7 +403,7 @@ class _Placed:
         if self.ekv is None:
             return self.base.stage_used_bytes(seq_len, batch)
         b = self.base
-        kv = self.ekv.stage_bytes(seq_len, _cdiv(batch, self.dpa))  # the fullest attention-DP rank's
+        kv = self.ekv.stage_bytes(self.positions(seq_len), _cdiv(batch, self.dpa))  # the fullest attention-DP rank's
         return [w + k + b.fixed_bytes for w, k in zip(b.stage_weight_bytes, kv)]
 
     def kv_free(self) -> list[int]:
@@ -410,13 +444,17 @@ class _Placed:
         """Sequences of `seq_len` tokens that fit over all replicas (with the engine's
         arithmetic: what it admits per replica, `EngineKv.max_batch`, x dp)."""
         if self.ekv is not None:
-            return self.ekv.max_batch(seq_len, self.kv_free()) * self.dpa * self.dp
+            return self.ekv.max_batch(self.positions(seq_len), self.kv_free()) * self.dpa * self.dp
         if not self.split:
             return self.planner(self.devices[0]).max_batch(seq_len) * self.dp
         return min(self.planner(g).max_batch(seq_len, stage=s) for s, g in enumerate(self.devices))
 
     def label(self) -> str:
-        moe = (f", dp-attention {self.dpa}" if self.dpa > 1 else "") + (f", ep {self.ep}" if self.ep > 1 else "")
+        moe = (
+            (f", dp-attention {self.dpa}" if self.dpa > 1 else "")
+            + (f", ep {self.ep}" if self.ep > 1 else "")
+            + (f", dcp {self.dcp}" if self.dcp > 1 else "")
+        )
         return (
             f"{self.count} x {self.choice.key if self.choice.fixed else self.devices[0].key} "
             f"(tp {self.tp}, pp {self.pp}, dp {self.dp}{moe}; KV {_kv_label(self.kv)}, "
@@ -527,11 +565,12 @@ class _Space:
         stage_layers: tuple[int, ...] | None = None,
         dpa: int = 1,
         ep: int = 1,
+        dcp: int = 1,
     ) -> Planner | None:
-        """The planner of (tp, pp, formats, split, attention DP, EP), built once; None (noted)
+        """The planner of (tp, pp, formats, split, attention DP, EP, DCP), built once; None (noted)
         when the formats do not fit the model (a block format over a head that is not a whole
         number of blocks)."""
-        key = (tp, pp, kv, weight, stage_layers, dpa, ep)
+        key = (tp, pp, kv, weight, stage_layers, dpa, ep, dcp)
         if key not in self.bases:
             lay = dataclasses.replace(
                 self.req.knobs,
@@ -544,6 +583,7 @@ class _Space:
                 stage_layers=stage_layers,
                 dp_attention=dpa,
                 ep=ep,
+                dcp=dcp,
             )
             try:
                 self.bases[key] = Planner(self.req.model, ref, lay)
@@ -573,11 +613,7 @@ class _Space:
             n = len(choice.devices)
             if req.layer_split:
                 return self._split(choice, choice.devices, kv, weight)
-            for tp, pp, dpa, ep, dp in moe_layouts(model, n, req.gpus_per_node, ref.nvlink_domain_gpus):
-                b = self.base(tp, pp, kv, weight, ref, None, dpa, ep)
-                if b is not None:
-                    out.append(self.place(choice, b, (ref,), dp, kv, weight))
-            return out
+            return self._layouts(choice, n, kv, weight)
         ns = count_list if count_list is not None else counts(req.max_gpus, req.gpus_per_node, req.layer_split)
         if ref.interconnect_bytes_per_s is None:
             # a row without a link between devices (Apple's unified memory: one device per
@@ -587,8 +623,31 @@ class _Space:
             if req.layer_split:
                 out += self._split(choice, (ref,) * n, kv, weight)
                 continue
-            for tp, pp, dpa, ep, dp in moe_layouts(model, n, req.gpus_per_node, ref.nvlink_domain_gpus):
-                b = self.base(tp, pp, kv, weight, ref, None, dpa, ep)
+            out += self._layouts(choice, n, kv, weight)
+        return out
+
+    def _layouts(self, choice: GpuChoice, n: int, kv: tuple[str, str], weight: str | None) -> list[_Placed]:
+        """The head-splitting layouts of `n` GPUs of `choice` (`moe_layouts`), and, when none of
+        them holds the workload, the same with the decode-context-parallel sizes the engine takes
+        (`dcp_sizes`, when `PlanSearch.dcp`). Only then: DCP adds traffic the roofline does not
+        charge (each decode step all-gathers the queries and reduces the partial attention outputs
+        with their log-sum-exp over the dcp ranks, vLLM 0.33.0 `v1/attention/ops/dcp.py`
+        `cp_lse_ag_out_rs`), so it is the answer for contexts too long for the GPUs any other
+        way (attention data-parallel included), not for ones that fit."""
+        req, model, ref = self.req, self.req.model, choice.devices[0]
+        out: list[_Placed] = []
+        shapes = moe_layouts(model, n, req.gpus_per_node, ref.nvlink_domain_gpus)
+        for tp, pp, dpa, ep, dp in shapes:
+            b = self.base(tp, pp, kv, weight, ref, None, dpa, ep)
+            if b is not None:
+                out.append(self.place(choice, b, (ref,), dp, kv, weight))
+        if not req.dcp or any(all(u <= cap for u, cap in zip(self.used(p), p.budgets())) for p in out):
+            return out
+        for tp, pp, dpa, ep, dp in shapes:
+            if pp > nodes_of(n, req.gpus_per_node):  # no pipeline inside a node beside DCP
+                continue
+            for dcp in dcp_sizes(model, tp, dpa):
+                b = self.base(tp, pp, kv, weight, ref, None, dpa, ep, dcp)
                 if b is not None:
                     out.append(self.place(choice, b, (ref,), dp, kv, weight))
         return out
@@ -636,7 +695,7 @@ def rank_key(count: int, dollars_per_hour: float | None, tokens_per_s: float, na
 
 
 def _names(p: _Placed) -> tuple:
-    return (p.choice.key, p.tp, p.pp, p.dp, p.kv, p.weight or "", p.dpa, p.ep)
+    return (p.choice.key, p.tp, p.pp, p.dp, p.kv, p.weight or "", p.dpa, p.ep, p.dcp)
 
 
 def nodes_of(count: int, gpus_per_node: int = GPUS_PER_NODE, domain_gpus: int | None = None) -> int:
@@ -664,7 +723,10 @@ def why(p: _Placed, moe: bool) -> str | None:
     """A short reason for an MoE model's row (None for a dense model, whose layouts differ only in
     size): `own KV, EPn` (attention data-parallel: each rank holds only its sequences' cache, the
     experts divided over EP), `KV on all N` (TP: an MLA latent copied on each of N ranks),
-    `N-stage pipe`, `N replicas`, `TPn`, `one GPU`."""
+    `N-stage pipe`, `N replicas`, `TPn`, `one GPU`; with decode context parallel `KV/N by pos`
+    (each of N ranks holds 1/N of every sequence's positions, a dense model's too)."""
+    if p.dcp > 1:
+        return f"KV/{p.dcp} by pos"
     if not moe:
         return None
     if p.dpa > 1:
@@ -776,7 +838,9 @@ def _layout(req: PlanSearch, rank: int, placed: _Placed, out: _Outcome, reason: 
     nodes = 1 if placed.choice.fixed else _cdiv(placed.count, req.gpus_per_node)
     line = None
     if req.launch is not None:
-        extra = {"dp_attention": placed.dpa, "ep": placed.ep} if placed.dpa > 1 or placed.ep > 1 else {}
+        extra: dict[str, int] = {"dp_attention": placed.dpa, "ep": placed.ep} if placed.dpa > 1 or placed.ep > 1 else {}
+        if placed.dcp > 1:
+            extra["dcp"] = placed.dcp
         line = req.launch(
             tp=placed.tp,
             pp=placed.pp,
@@ -802,6 +866,7 @@ def _layout(req: PlanSearch, rank: int, placed: _Placed, out: _Outcome, reason: 
         dp=placed.dp,
         dp_attention=placed.dpa,
         ep=placed.ep,
+        dcp=placed.dcp,
         why=reason,
         nodes=nodes,
         kv_dtype=_kv_label(placed.kv),
@@ -880,7 +945,15 @@ def _fixes(space: _Space, placed: _Placed, out: _Outcome) -> list[str]:
         if (kv, w) == (placed.kv, placed.weight):
             continue
         b = space.base(
-            placed.tp, placed.pp, kv, w, placed.devices[0], placed.base.layout.stage_layers, placed.dpa, placed.ep
+            placed.tp,
+            placed.pp,
+            kv,
+            w,
+            placed.devices[0],
+            placed.base.layout.stage_layers,
+            placed.dpa,
+            placed.ep,
+            placed.dcp,
         )
         if b is not None and evaluate(space.place(placed.choice, b, placed.devices, placed.dp, kv, w), T, C, tg).ok:
             fixes.append(f"{what} on the same {placed.count} GPU{'s' if placed.count > 1 else ''}")
@@ -924,7 +997,7 @@ def smallest_fitting(
     for p in space.placements(req.gpus[0], kv, weight):
         if best is not None and p.count > best[1].count:
             break
-        if p.dpa > 1 or p.ep > 1:  # the answer is (count, tp, pp, dp): plain layouts only
+        if p.dpa > 1 or p.ep > 1 or p.dcp > 1:  # the answer is (count, tp, pp, dp): plain layouts only
             continue
         o = evaluate(p, seq_len, concurrency, PlanTargets(), used=space.used(p))
         if o.ok:
