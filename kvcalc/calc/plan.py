@@ -606,7 +606,7 @@ class _Space:
         self, choice: GpuChoice, kv: tuple[str, str], weight: str | None, count_list: list[int] | None = None
     ) -> list[_Placed]:
         """Every layout of `choice` in these formats, fewest GPUs first."""
-        req, model = self.req, self.req.model
+        req = self.req
         ref = choice.devices[0]
         out: list[_Placed] = []
         if choice.fixed:
