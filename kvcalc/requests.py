@@ -843,8 +843,8 @@ class PlanRequest(NamedTuple):
         check_limits([concurrency], [T])
         warn_beyond_context(model, [T])
         prof = get_profile(engine)
-        refuse_engine_model(prof, model)
         opts = prof.options(engine_options)
+        refuse_engine_model(prof, model, opts)
         check_option_bounds(opts)
         prof.check_options(opts)
         knobs = knobs if knobs is not None else Layout()
@@ -956,16 +956,25 @@ def _plan_speed(engine: str, knobs: Any, calibration: Any) -> Any:
     return speed
 
 
-def refuse_engine_model(prof: Any, model: Any) -> None:
+def refuse_engine_model(prof: Any, model: Any, options: Any = None) -> None:
     """Raise `KvcalcError` (field `model`) when the engine profile `prof` refuses `model` outright
     (`EngineProfile.check_model`), as `capacity` does: no launch line is planned for an engine
-    kvcalc cannot size the model on. The message names the engines that do size it."""
+    kvcalc cannot size the model on. vLLM: the release's own refusals (`VllmRules.check_loadable`,
+    `check_features`), as `capacity --engine vllm` makes them (vLLM 0.33 sizes DeepSeek-V4's
+    compressed caches, `v0_33_specs`). The message names the engines that do size it."""
     import re
 
     from kvcalc.engines.profile import get_profile
 
     try:
-        prof.check_model(model)
+        if prof.name == "vllm" and options is not None:
+            from kvcalc.engines import vllm
+
+            rules = vllm.rules(options.version)
+            rules.check_loadable(model)
+            rules.check_features(model)
+        else:
+            prof.check_model(model)
     except KvcalcError as e:
         others = []
         for name in ("ideal", "llamacpp"):

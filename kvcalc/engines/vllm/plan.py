@@ -80,6 +80,11 @@ class VllmPlanKv:
     stages: tuple[tuple[tuple[Group, ...], int], ...]
     in_flight: int
     notes: tuple[str, ...] = ()
+    #: per-layer spec groups (`planning.CacheGroup`, a model whose layers do not share one page:
+    #: DeepSeek-V3.2 / V4, GLM-5 ...), sized as `_spec_capacity` sizes them: `page_bytes` is then
+    #: the pool's bytes per block (`planning.bytes_per_block`) and a request takes the sum over
+    #: groups of its pages (`planning.blocks_per_request`); empty: `stages`' groups
+    spec_groups: tuple = ()
 
     @classmethod
     def build(
@@ -108,6 +113,15 @@ class VllmPlanKv:
         ((groups, per_group),) = whole.stages
         rules = release(whole.version)
         out: tuple[tuple[tuple[Group, ...], int], ...]
+        if whole.spec_groups and len(stages) > 1:
+            raise KvcalcError(
+                f"{model.name}'s layers do not share one page (vLLM's per-layer KV cache groups): "
+                "vLLM projects them onto each pipeline stage (kv_cache_planning._project_kv_cache_groups_to_worker), "
+                "which kvcalc does not model",
+                field="pp",
+                value=len(stages),
+                form=MESSAGE,
+            )
         if len(stages) == 1:
             out = ((tuple(groups), per_group),)
         elif len(groups) > 1:
@@ -126,7 +140,12 @@ class VllmPlanKv:
         return dataclasses.replace(whole, stages=out)
 
     def _per_request(self, groups: tuple[Group, ...], seq_len: int) -> int:
-        """Blocks one request of `seq_len` tokens takes (V0's one full group: cdiv(seq_len, block_size))."""
+        """Blocks one request of `seq_len` tokens takes (V0's one full group: cdiv(seq_len, block_size));
+        per-layer spec groups: `planning.blocks_per_request`."""
+        if self.spec_groups:
+            from kvcalc.engines.vllm import planning
+
+            return planning.blocks_per_request(list(self.spec_groups), seq_len, self.in_flight)
         return blocks_per_request(list(groups), seq_len, self.block_size, self.in_flight)
 
     def stage_bytes(self, seq_len: int, batch: int) -> list[int]:
@@ -136,7 +155,7 @@ class VllmPlanKv:
         out = []
         rules = release(self.version)
         for groups, per_group in self.stages:
-            if not groups:
+            if not groups and not self.spec_groups:
                 out.append(0)
                 continue
             per_req = self._per_request(groups, seq_len)
@@ -151,7 +170,7 @@ class VllmPlanKv:
         best = None
         rules = release(self.version)
         for (groups, per_group), free in zip(self.stages, free_bytes):
-            if not groups:
+            if not groups and not self.spec_groups:
                 continue
             blocks = max(free, 0) // (self.page_bytes * per_group)
             per_req = self._per_request(groups, seq_len)
@@ -174,6 +193,19 @@ def resolve(
     k, v = kv_format(k_dtype), kv_format(v_dtype)
     r = rules.resolve(model, k, v, tp=tp, options=o)
     in_flight = rules.in_flight_tokens(o.max_num_batched_tokens, o.async_scheduling)
+    if r.specs is not None:  # per-layer specs (`v0_33_specs`): as `V1Rules._spec_capacity` sizes them
+        from kvcalc.engines.vllm import planning
+
+        spec_groups = planning.kv_cache_groups(r.specs, block_outermost=r.block_outermost)
+        return VllmPlanKv(
+            version=o.version,
+            block_size=r.block_size,
+            page_bytes=planning.bytes_per_block(spec_groups),
+            stages=((tuple(), 1),),
+            in_flight=in_flight,
+            notes=tuple(r.notes),
+            spec_groups=tuple(spec_groups),
+        )
     groups, per_group = rules.kv_cache_groups(model, r.hybrid_allocator, r.mamba_pages)
     return VllmPlanKv(
         version=o.version,

@@ -1,0 +1,71 @@
+"""`kvcalc plan deepseek-v4-flash` (vLLM 0.33): the first answer on H200 and on B200 is attention
+data-parallel + expert parallel inside one node, as the DeepSeek-V4 recipes launch it.
+
+- Dynamo's DeepSeek-V4-Flash recipes (ai-dynamo/dynamo `recipes/deepseek-v4/deepseek-v4-flash`):
+  "vllm-agg-b200 | vLLM | 4x B200 | DP=4 + Expert Parallel, TP=1".
+- SGLang's cookbook (docs.sglang.io/cookbook/autoregressive/DeepSeek/DeepSeek-V4): Flash is
+  "single-node serving".
+
+The KV memory is vLLM 0.33's own arithmetic for DeepSeek-V4's per-layer specs (`v0_33_specs`,
+`planning`): one pool of 1,002,240-B blocks (`_get_kv_cache_bytes_per_block`), and a request of
+32,768 tokens takes 259 + 259 + 128 + 4,099 + 2,065 = 6,810 of them over the five groups
+(`get_max_concurrency_for_kv_cache_config`), whatever the GPU or TP. The DeepSeek-V4 pin sits
+beside DeepSeek-V3's (tests/calc/test_parallel.py `test_plan_first_layout_deepseek_v3_h200_64x32k`).
+"""
+
+from __future__ import annotations
+
+import pytest
+
+import kvcalc
+from kvcalc.calc.weights import weight_bytes
+from kvcalc.errors import KvcalcError
+from kvcalc.load.models import load_model
+
+BLOCK_BYTES = 1_002_240
+PER_REQUEST_BLOCKS = 259 + 259 + 128 + 4_099 + 2_065  # = 6,810
+
+
+def _weights_counted() -> bool:
+    try:
+        weight_bytes(load_model("deepseek-v4-flash"), None, 1)
+    except KvcalcError:  # main before h-m26: "not counted by kvcalc"
+        return False
+    return True
+
+
+pytestmark = pytest.mark.skipif(
+    not _weights_counted(),
+    reason="DeepSeek-V4's weights are not counted on this branch (calc/weights.py, branch h-m26)",
+)
+
+
+@pytest.mark.parametrize(
+    "gpu,layout,launch",
+    [
+        # 8 H200: tp 2 inside 4 attention-DP ranks, EP 8; 64 / 4 = 16 sequences a rank
+        (
+            "h200",
+            (8, 2, 1, 1, 4, 8),
+            "vllm serve deepseek-ai/DeepSeek-V4-Flash --tensor-parallel-size 2 --pipeline-parallel-size 1 "
+            "--data-parallel-size 4 --enable-expert-parallel --max-model-len 32768 --kv-cache-dtype fp8 "
+            "--gpu-memory-utilization 0.9 --max-num-seqs 16",
+        ),
+        # 4 B200: the Dynamo recipe's DP=4 + EP, TP=1
+        (
+            "b200",
+            (4, 1, 1, 1, 4, 4),
+            "vllm serve deepseek-ai/DeepSeek-V4-Flash --tensor-parallel-size 1 --pipeline-parallel-size 1 "
+            "--data-parallel-size 4 --enable-expert-parallel --max-model-len 32768 --kv-cache-dtype fp8 "
+            "--gpu-memory-utilization 0.9 --max-num-seqs 16",
+        ),
+    ],
+)
+def test_first_layout_is_dp_attention_plus_ep(gpu, layout, launch):
+    r = kvcalc.plan("deepseek-v4-flash", seq_len="32k", concurrency=64, gpus=gpu, top=1)
+    top = r.layouts[0]
+    assert (top.count, top.tp, top.pp, top.dp, top.dp_attention, top.ep) == layout
+    assert top.nodes == 1 and top.why == f"own KV, EP{layout[5]}"
+    # 16 sequences on the fullest attention-DP rank, each 6,810 blocks of 1,002,240 B
+    assert top.kv_cache_bytes_per_gpu == 16 * PER_REQUEST_BLOCKS * BLOCK_BYTES == 109_204_070_400
+    assert top.launch == launch
