@@ -34,12 +34,10 @@ def _weights_counted() -> bool:
     return True
 
 
-pytestmark = pytest.mark.skipif(
+@pytest.mark.skipif(
     not _weights_counted(),
     reason="DeepSeek-V4's weights are not counted on this branch (calc/weights.py, branch h-m26)",
 )
-
-
 @pytest.mark.parametrize(
     "gpu,layout,launch",
     [
@@ -69,3 +67,15 @@ def test_first_layout_is_dp_attention_plus_ep(gpu, layout, launch):
     # 16 sequences on the fullest attention-DP rank, each 6,810 blocks of 1,002,240 B
     assert top.kv_cache_bytes_per_gpu == 16 * PER_REQUEST_BLOCKS * BLOCK_BYTES == 109_204_070_400
     assert top.launch == launch
+
+
+def test_deepseek_v32_plan_kv_is_vllms_spec_pool():
+    """DeepSeek-V3.2 (configs/models/deepseek-v3.2.yaml) on 8 H200, 64 x 32k: DP8 + EP8, and each
+    rank's KV is vLLM 0.33's per-layer spec pool (as `capacity --engine vllm` sizes it), not one
+    page per layer: FLASHMLA_SPARSE's fp8_ds_mla latent, 656 B a token, beside the indexer's
+    128 fp8 + 4 B scale = 132 B, 64-token blocks of 61 layers each: 61 x 64 x (656 + 132) =
+    3,076,352 B a block; 8 sequences x cdiv(32,768, 64) = 512 blocks each."""
+    r = kvcalc.plan("deepseek-v3.2", seq_len="32k", concurrency=64, gpus="h200", top=1)
+    top = r.layouts[0]
+    assert (top.count, top.tp, top.dp_attention, top.ep, top.kv_dtype) == (8, 1, 8, 8, "fp8_e4m3")
+    assert top.kv_cache_bytes_per_gpu == 8 * 512 * 61 * 64 * (656 + 132) == 12_600_737_792
