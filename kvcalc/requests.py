@@ -936,6 +936,7 @@ class PlanRequest(NamedTuple):
             launch=launch,
             engine_kv=prof.plan_engine_kv(model, opts),
             dcp=prof.name == "vllm" and getattr(opts, "version", None) == "0.33",  # vLLM's -dcp (`calc.parallel`)
+            speculative=speculative,
             speed=None if calibration is None else _plan_speed(prof.name, knobs, calibration),
         )
         return cls(search=search, engine=prof.name, options=opts)

@@ -169,6 +169,10 @@ class PlanSearch:
     #: the engine shards positions by decode context parallel (vLLM's `-dcp`): an MLA model's
     #: TP layouts are also searched with dcp = tp (`dcp_sizes`)
     dcp: bool = False
+    #: speculative decoding (`calc.speculative.SpecDecode`; None: none): its draft weights, draft
+    #: KV and extra state count in each layout's memory (`speculative.memory_parts`), and with the
+    #: user's acceptance length its TPOT replaces the plain step (`speculative.estimate`)
+    speculative: Any = None
 
 
 # ----- the space -----------------------------------------------------------------------------
@@ -337,6 +341,8 @@ class _Placed:
     ekv: EngineKv | None = None
     #: `PlanSearch.speed` (None: the bare roofline)
     speed: Callable[[GpuSpec, int], Any] | None = None
+    #: `PlanSearch.speculative` (None: none)
+    spec: Any = None
 
     @property
     def tp(self) -> int:
@@ -395,16 +401,32 @@ class _Placed:
             return self.ekv.stage_bytes(self.positions(seq_len), batch)
         return self.base.kv.stage_bytes(seq_len, batch)
 
+    def spec_bytes(self, seq_len: int, concurrency: int) -> int:
+        """Bytes speculative decoding adds on a GPU of the last stage, which runs the drafter
+        (`speculative.memory_parts` at the launch line's --max-model-len = seq_len, so no
+        lookahead slot past it): draft weights + draft KV + extra recurrent state; 0 without."""
+        if self.spec is None:
+            return 0
+        from kvcalc.calc import speculative
+
+        return sum(speculative.memory_parts(self.base, self.spec, seq_len, _cdiv(concurrency, self.dp), seq_len))
+
     def used(self, seq_len: int, concurrency: int) -> list[int]:
         """Each stage's bytes with the fullest replica's ceil(concurrency / dp) sequences. With
         the engine's arithmetic: weights + the engine's KV memory for that batch (its blocks hold
-        any recurrent state) + activation reserve + CUDA context."""
+        any recurrent state) + activation reserve + CUDA context. The last stage also holds what
+        speculative decoding adds (`spec_bytes`)."""
         batch = _cdiv(concurrency, self.dp)
         if self.ekv is None:
-            return self.base.stage_used_bytes(seq_len, batch)
-        b = self.base
-        kv = self.ekv.stage_bytes(self.positions(seq_len), _cdiv(batch, self.dpa))  # the fullest attention-DP rank's
-        return [w + k + b.fixed_bytes for w, k in zip(b.stage_weight_bytes, kv)]
+            out = list(self.base.stage_used_bytes(seq_len, batch))
+        else:
+            b = self.base
+            kv = self.ekv.stage_bytes(
+                self.positions(seq_len), _cdiv(batch, self.dpa)
+            )  # the fullest attention-DP rank's
+            out = [w + k + b.fixed_bytes for w, k in zip(b.stage_weight_bytes, kv)]
+        out[-1] += self.spec_bytes(seq_len, concurrency)
+        return out
 
     def kv_free(self) -> list[int]:
         """The KV memory each stage's rank leaves the engine (bytes): budget - weights -
@@ -419,6 +441,13 @@ class _Placed:
         stages of each stage's share of the bytes read (its weights and KV over all) times its
         device's whole-model roofline step (exact while decode is memory-bound)."""
         if not self.split or len({g.key for g in self.devices}) == 1:
+            if self.spec is not None and self.spec.accepted is not None:  # the user's acceptance length
+                from kvcalc.calc import speculative
+
+                est = speculative.estimate(
+                    self.planner(self.devices[0]), self.spec, seq_len, _cdiv(concurrency, self.dp)
+                )
+                return cast(float, est.tpot_s), cast(float, est.tokens_per_s)
             step, tok = self.planner(self.devices[0]).split_decode(seq_len, concurrency)
             return step.step_time_s, tok
         b = self.base
@@ -553,7 +582,9 @@ class _Space:
     ) -> _Placed:
         """A `_Placed` with the engine's arithmetic on its (first) device: engines that have
         one split heads, not layers, so a layout's devices are one GPU type."""
-        return _Placed(choice, base, devices, dp, kv, weight, self.engine(base, devices[0]), self.req.speed)
+        return _Placed(
+            choice, base, devices, dp, kv, weight, self.engine(base, devices[0]), self.req.speed, self.req.speculative
+        )
 
     def base(
         self,

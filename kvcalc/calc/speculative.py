@@ -212,7 +212,9 @@ def memory_parts(
         dp_ = Planner(
             spec.draft,
             p.gpu,
-            Layout(tp=lay.tp, k_dtype=lay.k_dtype, v_dtype=lay.v_dtype, gpu_memory_utilization=lay.gpu_memory_utilization),
+            Layout(
+                tp=lay.tp, k_dtype=lay.k_dtype, v_dtype=lay.v_dtype, gpu_memory_utilization=lay.gpu_memory_utilization
+            ),
         )
         draft_w = sum(dp_.stage_weight_bytes)
         draft_kv = max(dp_.kv.stage_bytes(slots, b))

@@ -18,6 +18,7 @@ from kvcalc.cli.options import (
     ModelArg,
     RevisionOpt,
     SeqLenOpt,
+    SpeculativeOptions,
     TrustPlainOpt,
     VllmFlags,
     auto_is_default,
@@ -138,14 +139,18 @@ def plan(
             attention_backend="vLLM attention backend (VLLM_ATTENTION_BACKEND): FLASHMLA, CUTLASS_MLA, FLASHINFER_MLA, TRITON_MLA set an MLA model's block size. Default: each planned GPU's own.",
         ),
     ] = VllmFlags(),
-    speculative_config: Annotated[
-        Optional[str],
-        typer.Option(
-            "--speculative-config",
-            "-sc",
-            help="vLLM's speculative config as JSON (method mtp, eagle, eagle3, draft_model, ngram; num_speculative_tokens; model): the launch lines carry it (vLLM --speculative-config, SGLang --speculative-algorithm ...); its memory and TPOT: `kvcalc estimate --speculative-config ... --gpu G`.",
+    speculative: Annotated[
+        SpeculativeOptions,
+        only(
+            "speculative_config",
+            "speculative_algorithm",
+            "speculative_num_steps",
+            "speculative_draft_model_path",
+            "accepted_len",
+            speculative_config="vLLM's speculative config as JSON: method (mtp, eagle, eagle3, draft_model, ngram), num_speculative_tokens, model (the draft). Each layout's memory counts the draft's weights and KV; the launch lines carry it (vLLM --speculative-config, SGLang --speculative-algorithm ...); TPOT with --accepted-len.",
+            accepted_len="Mean tokens one verify step emits (bonus token included, 1..k+1): your measured figure; with it each layout's TPOT and tokens/s are speculative decoding's.",
         ),
-    ] = None,
+    ] = SpeculativeOptions(),
     calibration: Annotated[
         Optional[str],
         typer.Option(
@@ -172,7 +177,7 @@ def plan(
     if engine_key(engine) != VllmFlags.engine:  # --block-size with --engine sglang: refused, not ignored
         refuse_typed(ctx, VLLM_PLAN_FLAGS, "--engine vllm only")
     options = engine_options(engine, (vllm,))  # each GPU's compute capability and vendor replace these
-    spec, sd = load_model(model, revision, trust_plain_decoder=trust_plain_decoder), _speculative(speculative_config)
+    spec, sd = load_model(model, revision, trust_plain_decoder=trust_plain_decoder), speculative.resolve(load_model)
     with naming_model_file(model):  # a YAML or config.json that cannot size the weights is named
         req = PlanRequest.build(
             spec,
@@ -325,13 +330,3 @@ def _calibration(path: str | None) -> Any:
     from kvcalc.load.speed import load_calibration
 
     return load_calibration(path)
-
-
-def _speculative(config: str | None) -> Any:
-    """`calc.speculative.SpecDecode` from vLLM's --speculative-config JSON (None: none)."""
-    if config is None:
-        return None
-    from kvcalc.cli.options import SpeculativeOptions
-    from kvcalc.load.models import load_model
-
-    return SpeculativeOptions(speculative_config=config).resolve(load_model)
