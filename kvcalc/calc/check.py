@@ -68,6 +68,7 @@ def check(
     file: str,
     engine_kv: Callable[..., EngineKv] | None = None,
     engine: str = "ideal",
+    speculative: object | None = None,
 ) -> CheckRow:
     """Plan and roofline one deployment: its memory per GPU against the budget (fits when
     used <= budget), the decode TPOT and total tokens/s at `max_seq_len` x `concurrency`, and
@@ -78,7 +79,8 @@ def check(
     `kvcalc plan` applies it (`calc.plan._Placed`), so a deployment that plan wrote checks to
     plan's figures (issue 23 friction 1). Where the engine's arithmetic does not cover the
     layout (it raises `KvcalcError`), the exact formula sizes it and the row's `notes` say so,
-    as plan's notes do. `engine` names the engine in the row.
+    as plan's notes do. `engine` names the engine in the row. `speculative`: the file's
+    `calc.speculative.SpecDecode` (its memory and TPOT as plan counts them, `_Placed.spec_bytes`).
 
     Raises `KvcalcError` with its `field` set: `tp` for a TP degree the engines refuse
     (`kv_cache.check_tp`), `pp` for more stages than layers, `k_dtype` / `weight_dtype` for a
@@ -99,7 +101,7 @@ def check(
         else:
             notes += list(ekv.notes)
     kv_dtypes = (lay.k_dtype or model.dtype, lay.v_dtype or model.dtype)  # `layout` sets both: the same strs
-    placed = _Placed(GpuChoice((gpu,)), base, (gpu,), dep.dp, kv_dtypes, lay.weight_dtype, ekv)
+    placed = _Placed(GpuChoice((gpu,)), base, (gpu,), dep.dp, kv_dtypes, lay.weight_dtype, ekv, spec=speculative)
     planner = placed.planner(gpu)
     T = dep.max_seq_len
     used = max(placed.used(T, dep.concurrency))

@@ -275,6 +275,7 @@ def deployment_text(res: Any, layout: Any, model_arg: str, req: Any) -> str:
     }
     # attention DP / EP (`calc.parallel`)
     data |= {"dp_attention": layout.dp_attention, "ep": layout.ep} if layout.dp_attention * layout.ep > 1 else {}
+    data |= {"dcp": layout.dcp} if layout.dcp > 1 else {}  # vLLM's -dcp
     if " + " not in layout.weight_dtype:
         data["weight_dtype"] = layout.weight_dtype
     data |= {
@@ -291,10 +292,22 @@ def deployment_text(res: Any, layout: Any, model_arg: str, req: Any) -> str:
     }
     if targets:
         data["targets"] = targets
+    sd = req.search.speculative
+    if sd is not None:  # `schema_deploy.SpeculativeSpec`, as `load.deployments.speculative_of` reads it
+        data["speculative"] = {
+            k: v
+            for k, v in (
+                ("method", sd.method),
+                ("num_speculative_tokens", sd.num_speculative_tokens),
+                ("model", sd.draft_ref),
+                ("accepted", sd.accepted),
+            )
+            if v is not None
+        }
     dep = Deployment.model_validate(data)
     spec = req.search.model
     engine, engine_kv = engine_kv_of(dep, spec)  # as `kvcalc check` will read the file (issue 23 friction 1)
-    row = check(dep, spec, get_gpu(layout.devices[0]), file="plan", engine_kv=engine_kv, engine=engine)
+    row = check(dep, spec, get_gpu(layout.devices[0]), file="plan", engine_kv=engine_kv, engine=engine, speculative=sd)
     if row.status != "ok":
         raise KvcalcError(
             f"--write-deployment: kvcalc check would not pass this layout ({'; '.join(row.problems)}); not written"
