@@ -189,3 +189,14 @@ def test_gqa_dcp_llama_70b(cli):
     assert (d["page_size_bytes"], d["num_gpu_blocks"]) == (655_360, 65_536)
     assert d["max_concurrency"] == 65_536 / 2_048 == 32.0
     assert d["kv_cache_tokens"] == 32 * 65_536
+
+
+def test_python_api_takes_dcp_in_vllm_options():
+    """`kvcalc.capacity(..., options=VllmOptions(dcp=8))` is `capacity --engine vllm --dcp 8`."""
+    import kvcalc
+    from kvcalc.engines.vllm import VllmOptions
+
+    r = kvcalc.capacity(
+        "deepseek-v3", engine="vllm", kv_memory_bytes="40GiB", max_model_len="128k", tp=8, options=VllmOptions(dcp=8)
+    )
+    assert (r.num_gpu_blocks, r.kv_cache_tokens) == (38_199, 4_889_472)
