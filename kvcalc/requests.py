@@ -444,10 +444,12 @@ def engine_for_batch(req: EstimateRequest, plan: Any = None) -> Any:
     prof.check_options(opts)
     T, B, tp = req.workload.seq_len, req.workload.batch, req.workload.parallel.tp
     par = req.workload.parallel
-    if par.dcp > 1:  # the engines' block arithmetic here holds whole sequences on each rank
+    if par.dcp > 1 and prof.name == "vllm":  # vLLM's blocks at cdiv(T, dcp) positions (`VllmOptions.dcp`)
+        opts = dataclasses.replace(opts, dcp=par.dcp)
+    elif par.dcp > 1:  # decode context parallel is vLLM's
         raise KvcalcError(
-            f"--dcp {par.dcp} with --engine {req.engine}: the engine tables size whole sequences per "
-            f"rank; kvcalc's own figure (without --engine) divides the positions by dcp",
+            f"--dcp {par.dcp} with --engine {req.engine}: decode context parallel is vLLM's (-dcp); "
+            f"kvcalc's own figure (without --engine) divides the positions by dcp",
             option="--dcp",
             value=par.dcp,
         )

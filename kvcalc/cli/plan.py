@@ -251,7 +251,6 @@ def deployment_text(res: Any, layout: Any, model_arg: str, req: Any) -> str:
     (a llama.cpp layer split that vLLM's split of the layers does not fit)."""
     import yaml
 
-    from kvcalc import __version__
     from kvcalc.calc.check import check
     from kvcalc.load.deployments import engine_kv_of, recorded_options
     from kvcalc.load.gpus import get_gpu
@@ -293,17 +292,7 @@ def deployment_text(res: Any, layout: Any, model_arg: str, req: Any) -> str:
     if targets:
         data["targets"] = targets
     sd = req.search.speculative
-    if sd is not None:  # `schema_deploy.SpeculativeSpec`, as `load.deployments.speculative_of` reads it
-        data["speculative"] = {
-            k: v
-            for k, v in (
-                ("method", sd.method),
-                ("num_speculative_tokens", sd.num_speculative_tokens),
-                ("model", sd.draft_ref),
-                ("accepted", sd.accepted),
-            )
-            if v is not None
-        }
+    data |= speculative_entry(sd)
     dep = Deployment.model_validate(data)
     spec = req.search.model
     engine, engine_kv = engine_kv_of(dep, spec)  # as `kvcalc check` will read the file (issue 23 friction 1)
@@ -312,6 +301,14 @@ def deployment_text(res: Any, layout: Any, model_arg: str, req: Any) -> str:
         raise KvcalcError(
             f"--write-deployment: kvcalc check would not pass this layout ({'; '.join(row.problems)}); not written"
         )
+    head = deployment_head(res, layout, req)
+    return "\n".join(head) + "\n" + yaml.safe_dump(data, sort_keys=False, width=1000)
+
+
+def deployment_head(res: Any, layout: Any, req: Any) -> list[str]:
+    """The comment lines above a written deployment: what wrote it, the launch line, the knobs
+    planned with that `kvcalc check` does not take, a TTFT target it does not check."""
+    from kvcalc import __version__
     from kvcalc.load.export import comment_line
 
     launch = f"# launch ({res.engine}): {comment_line(layout.launch, 2000)}" if layout.launch else None
@@ -333,7 +330,22 @@ def deployment_text(res: Any, layout: Any, model_arg: str, req: Any) -> str:
         head.append(
             f"# target max_ttft_s {res.max_ttft_s:g} (TTFT {layout.ttft_s:.2f} s): kvcalc check does not check TTFT"
         )
-    return "\n".join(head) + "\n" + yaml.safe_dump(data, sort_keys=False, width=1000)
+    return head
+
+
+def speculative_entry(sd: Any) -> dict[str, Any]:
+    """A deployment's `speculative:` (`schema_deploy.SpeculativeSpec`, as
+    `load.deployments.speculative_of` reads it) from plan's `calc.speculative.SpecDecode`; {}
+    without one."""
+    if sd is None:
+        return {}
+    pairs = (
+        ("method", sd.method),
+        ("num_speculative_tokens", sd.num_speculative_tokens),
+        ("model", sd.draft_ref),
+        ("accepted", sd.accepted),
+    )
+    return {"speculative": {k: v for k, v in pairs if v is not None}}
 
 
 def _calibration(path: str | None) -> Any:
