@@ -200,3 +200,19 @@ def test_python_api_takes_dcp_in_vllm_options():
         "deepseek-v3", engine="vllm", kv_memory_bytes="40GiB", max_model_len="128k", tp=8, options=VllmOptions(dcp=8)
     )
     assert (r.num_gpu_blocks, r.kv_cache_tokens) == (38_199, 4_889_472)
+
+
+def test_estimate_engine_vllm_takes_dcp(cli):
+    """`estimate --engine vllm --dcp 8` (was refused): vLLM's memory for 16 requests of 131,072
+    tokens at tp 8, dcp 8, fp8 (FlashMLA's 64-token blocks, 61 x 64 x 576 = 2,248,704 B a block):
+    cdiv(cdiv(131,072, 8), 64) = 256 blocks a request, 16 x 256 = 4,096 blocks =
+    9,210,691,584 B, the same bytes as kvcalc's own 16 x 16,384 x 61 x 576."""
+    r = cli(
+        "estimate", "deepseek-v3", "-s", "128k", "--batch", "16", "--tp", "8", "--dcp", "8", "--engine", "vllm",
+        "--kv-dtype", "fp8", "-f", "json",
+    )  # fmt: skip
+    assert r.exit_code == 0, r.output
+    e = json.loads(r.stdout)
+    assert (e["block_size"], e["page_size_bytes"], e["num_gpu_blocks"]) == (64, 2_248_704, 4_096)
+    assert e["kv_memory_bytes"] == 4_096 * 2_248_704 == 16 * 16_384 * 61 * 576 == 9_210_691_584
+    assert e["max_concurrency"] == 16.0
