@@ -16,7 +16,6 @@ import json
 import pytest
 
 from kvcalc.calc import speculative
-from kvcalc.calc.memory_plan import Layout, Planner
 from kvcalc.calc.speculative import SpecDecode
 from kvcalc.load.gpus import get_gpu
 from kvcalc.load.models import load_model
@@ -33,27 +32,38 @@ def plan(spec=None, engine="vllm"):
     return run_plan(req).layouts[0]
 
 
+def dp8_ep8(spec=None):
+    """Plan's DP8 + EP8 layout of 8 H200 (`calc.plan._Space.placements`), with `spec`."""
+    from kvcalc.calc.plan import _Space
+
+    req = PlanRequest.build(
+        load_model("deepseek-v3"), seq_len="32k", concurrency=64, gpus="h200", kv_dtypes="fp8", speculative=spec
+    )
+    space = _Space(req.search)
+    choice = req.search.gpus[0]
+    for kv, w in space.formats(choice):
+        for p in space.placements(choice, kv, w, [8]):
+            if (p.tp, p.dpa, p.ep) == (1, 8, 8):
+                return p
+    raise AssertionError("no DP8 + EP8 layout")
+
+
 def test_mtp_memory_counted():
-    plain, mtp = plan(), plan(SpecDecode("mtp", 2))
-    assert (mtp.count, mtp.dp_attention, mtp.ep) == (plain.count, plain.dp_attention, plain.ep) == (8, 8, 8)
-    assert mtp.memory_bytes_per_gpu - plain.memory_bytes_per_gpu == MTP_WEIGHTS + MTP_KV == 1_897_932_800
-    assert mtp.tpot_ms == plain.tpot_ms  # no acceptance length: the plain step, never an assumed one
+    plain, mtp = dp8_ep8(), dp8_ep8(SpecDecode("mtp", 2))
+    assert max(mtp.used(32_768, 64)) - max(plain.used(32_768, 64)) == MTP_WEIGHTS + MTP_KV == 1_897_932_800
+    assert mtp.decode(32_768, 64) == plain.decode(32_768, 64)  # no acceptance length: the plain step
 
 
 def test_tpot_at_the_users_acceptance_length():
     """TPOT = (verify step over k + 1 = 3 tokens + k = 2 draft steps) / 2.4
-    (`speculative.spec_tpot_s`), on the planned layout's own planner."""
+    (`speculative.spec_tpot_s`), on the layout's own planner (its speed terms)."""
     sd = SpecDecode("mtp", 2, accepted=2.4)
-    top = plan(sd)
-    p = Planner(
-        load_model("deepseek-v3"),
-        get_gpu("h200"),
-        Layout(tp=1, dp_attention=8, ep=8, k_dtype="fp8_e4m3", v_dtype="fp8_e4m3", weight_dtype="fp8_e4m3"),
-    )
-    est = speculative.estimate(p, sd, 32_768, 64)
-    assert est.tpot_s == pytest.approx((est.verify_step_s + 2 * est.draft_step_s) / 2.4)
-    assert top.tpot_ms == pytest.approx(est.tpot_s * 1e3, rel=1e-9)
-    assert top.tokens_per_s == pytest.approx(64 / est.tpot_s, rel=1e-9)
+    p = dp8_ep8(sd)
+    est = speculative.estimate(p.planner(get_gpu("h200")), sd, 32_768, 64)
+    tpot, tok_s = p.decode(32_768, 64)
+    assert tpot == pytest.approx((est.verify_step_s + 2 * est.draft_step_s) / 2.4, rel=1e-12)
+    assert tok_s == pytest.approx(64 / tpot, rel=1e-12)
+    assert plan(sd).tpot_ms < plan().tpot_ms  # the plan's first layout is timed the same way
 
 
 @pytest.mark.parametrize(

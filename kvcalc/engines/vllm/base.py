@@ -194,7 +194,6 @@ class VllmRules:
         """`kvcalc.engines.vllm.capacity` for this version: `resolve`, the checks of the
         options and memory, max_model_len, then `_capacity`."""
         asked = (k, v)
-        self.check_dcp(model, tp, options)
         r = self.resolve(model, k, v, tp=tp, options=options, label=kv_cache_dtype)
         k, v, notes = r.k, r.v, r.notes
         if (k, v) != asked:  # the layers cache in their own dtype: the label says what they hold
@@ -220,27 +219,6 @@ class VllmRules:
         return self._capacity(
             model, kv_memory_bytes, r, max_model_len=L, concurrency=concurrency, dtype_name=dtype_name, options=options
         )
-
-    def check_dcp(self, model: ModelSpec, tp: int, options: VllmOptions) -> None:
-        """Refuse, with `KvcalcError` (field `dcp`), a decode-context-parallel size this release
-        or model cannot take: DCP is modelled for vLLM 0.33 (the current release) only; the rest
-        as `calc.parallel.check_layout` refuses it (dcp divides tp; GQA limits; sliding-window
-        and compressed caches, which 0.33.0's managers do not shard: `SlidingWindowManager`
-        "DCP not support sliding window attn now", `ChunkedLocalAttentionManager` "DCP not
-        support chunked local attn now"; the hybrid coordinator takes "full-attention, Mamba,
-        and replicated draft groups", `v1/core/kv_cache_coordinator.py`)."""
-        if options.dcp == 1:
-            return
-        if options.version != "0.33":
-            raise KvcalcError(
-                f"decode context parallel is modelled for vLLM 0.33 (the current release), not {self.label}",
-                field="dcp",
-                value=options.dcp,
-                form=MESSAGE,
-            )
-        from kvcalc.calc.parallel import check_layout
-
-        check_layout(model, tp, dcp=options.dcp)
 
     def _capacity(
         self,
@@ -268,16 +246,17 @@ class VllmRules:
     ) -> int:
         """KV memory one rank needs so that vLLM starts and fits `batch` requests of `seq_len`
         tokens: `blocks_for_batch` x page x layers per group."""
-        self.check_dcp(model, tp, options)
         r = self.resolve(model, k, v, tp=tp, options=options)
         in_flight = self.in_flight_tokens(options.max_num_batched_tokens, options.async_scheduling)
-        seq_len = -(-seq_len // options.dcp)  # positions per rank (`FullAttentionSpec.max_memory_usage_bytes`)
         if r.specs is not None:  # per-layer specs: bytes per block x blocks (`planning`)
             from kvcalc.engines.vllm import planning
+            from kvcalc.engines.vllm.dcp import with_dcp
 
-            spec_groups = planning.kv_cache_groups(r.specs, block_outermost=r.block_outermost)
+            spec_groups = planning.kv_cache_groups(with_dcp(r.specs, options.dcp), block_outermost=r.block_outermost)
             per_request = planning.blocks_per_request(spec_groups, seq_len, in_flight)
             return self.blocks_for_batch(per_request, batch) * planning.bytes_per_block(spec_groups)
+        from kvcalc.engines.vllm.dcp import with_dcp
+
         groups, layers_per_group = self.kv_cache_groups(model, r.hybrid_allocator, r.mamba_pages)
-        per_req = blocks_per_request(groups, seq_len, r.block_size, in_flight)
+        per_req = blocks_per_request(with_dcp(groups, options.dcp), seq_len, r.block_size, in_flight)
         return self.blocks_for_batch(per_req, batch) * r.page * layers_per_group

@@ -156,12 +156,15 @@ class Group:
     """One vLLM KV cache group: its kind ('full' / 'sliding' / 'mla' / 'chunked' / 'mamba'), its
     window (a sliding window, or a chunked group's attention_chunk_size), how many real layers it
     holds (the rest up to the group size are padding), and, for a Mamba group, the pages one
-    request holds whatever its length (`mamba_pages`)."""
+    request holds whatever its length (`mamba_pages`). `dcp`: vLLM 0.33's decode context
+    parallel size (`-dcp`); a full / MLA group's request spans cdiv(L, dcp) tokens per rank
+    (`FullAttentionSpec.max_memory_usage_bytes`, `dcp_sharded`)."""
 
     kind: str
     window: int | None
     n_layers: int
     mamba_pages: int = 0
+    dcp: int = 1
 
 
 def chunked_local(model: ModelSpec) -> bool:
@@ -232,7 +235,10 @@ def pages_per_request(
     (`SlidingWindowSpec.max_memory_usage_bytes`: the window may straddle a block boundary);
     chunked: cdiv(min(chunk + in_flight, L), block_size) (`ChunkedLocalAttentionSpec.max_memory_usage_bytes`:
     one chunk plus the tokens in flight, no straddle page); mamba: its fixed `mamba_pages`
-    (`MambaSpec.max_memory_usage_bytes`).
+    (`MambaSpec.max_memory_usage_bytes`). Under decode context parallel (`group.dcp` > 1) a
+    full / MLA group counts cdiv(cdiv(L, dcp), block_size): vLLM 0.33 `v1/kv_cache_interface.py`
+    `FullAttentionSpec.max_memory_usage_bytes` ("max_model_len = cdiv(max_model_len,
+    dcp_world_size)" for a `dcp_sharded` spec; `MLAAttentionSpec` inherits it).
     """
     if group.kind == "mamba":
         return group.mamba_pages
@@ -241,6 +247,9 @@ def pages_per_request(
     if group.kind == "sliding" and group.window is not None:
         tokens = min(group.window - 1 + max_num_batched_tokens, max_model_len)
         return -(-tokens // block_size) + 1
+    if group.dcp > 1 and group.kind in ("full", "mla"):
+        tokens = -(-max_model_len // group.dcp)
+        return -(-tokens // block_size)
     return -(-max_model_len // block_size)
 
 
@@ -321,26 +330,6 @@ def no_memory_error(kv_memory_bytes: int, message: str) -> KvcalcError:
     return KvcalcError(
         f"vLLM would fail at start-up: {message}", field="kv_memory_bytes", value=kv_memory_bytes, form=MESSAGE
     )
-
-
-def dcp_notes(dcp: int, block_size: int, max_model_len: int, *, blocks_per_req: int) -> list[str]:
-    """The notes of a capacity under decode context parallel (none at dcp 1): the positions of a
-    request each rank holds, cdiv(L, dcp) (`FullAttentionSpec.max_memory_usage_bytes`), the blocks
-    it takes from each rank's pool, and the per-request block limit of its block table,
-    cdiv(L, block_size x dcp) blocks of block_size x dcp tokens (`AttentionSpec.max_num_blocks_per_req`,
-    `kv_cache_utils.resolve_dcp_kv_block_size`; vLLM 0.33.0 `v1/kv_cache_interface.py`)."""
-    if dcp <= 1:
-        return []
-    from kvcalc.calc.parallel import dcp_blocks_per_request, dcp_tokens
-
-    L = max_model_len
-    limit = dcp_blocks_per_request(L, block_size, dcp)
-    return [
-        f"decode context parallel {dcp}: each rank holds cdiv({L:,}, {dcp}) = {dcp_tokens(L, dcp):,} positions "
-        f"of a request in the full-attention / MLA groups (Mamba state whole); a request takes "
-        f"{blocks_per_req:,} blocks of each rank's pool; its block table's limit: cdiv({L:,}, "
-        f"{block_size} x {dcp}) = {limit:,} blocks of {block_size * dcp} tokens"
-    ]
 
 
 def longest_context(fits, model: ModelSpec, max_model_len: int) -> int | None:

@@ -41,8 +41,9 @@ class VllmOptions:
     - `cache_dtype`: a vLLM 0.33 `--kv-cache-dtype` kvcalc has no storage format for, whose
       rows the release packs itself (TurboQuant / UltraQuant / Octave presets,
       `int4_per_token_head`; set by `VllmProfile.split_kv_dtype`); None: the K / V formats say it.
-    - `dcp`: `--decode-context-parallel-size` (`-dcp`, vLLM 0.33 only): each rank holds 1/dcp of
-      every request's positions of the groups vLLM shards (`calc.parallel` says which).
+    - `dcp`: decode context parallel size (`--decode-context-parallel-size`, `-dcp`; 0.33 only):
+      each of dcp of the tp ranks holds 1/dcp of every request's positions of the full / MLA
+      caches (`kvcalc.engines.vllm.dcp`); 1: off.
 
     Raises `KvcalcError` (field `vllm_version`) for a version kvcalc does not model.
     """

@@ -69,6 +69,7 @@ class LayerCache:
     page_padded: int | None = None
     mamba_pages: int = 0
     tag: str = ""
+    dcp: int = 1
 
     @property
     def real_page_size_bytes(self) -> int:
@@ -93,11 +94,15 @@ class LayerCache:
     def max_memory_usage_pages(self, max_model_len: int, in_flight: int) -> int:
         """Pages one request of `max_model_len` holds: full / MLA cdiv(L, block_size);
         sliding cdiv(min(window - 1 + in_flight, L), block_size) + 1
-        (`SlidingWindowSpec.max_admission_blocks_per_request`); Mamba `mamba_pages`."""
+        (`SlidingWindowSpec.max_admission_blocks_per_request`); Mamba `mamba_pages`. `dcp` > 1
+        (vLLM 0.33 decode context parallel): full / MLA specs are `dcp_sharded`, cdiv(cdiv(L,
+        dcp), block_size) (`FullAttentionSpec.max_memory_usage_bytes`)."""
         if self.spec == "MambaSpec":
             return self.mamba_pages
         if self.sliding:
             return cdiv(min(self.window - 1 + in_flight, max_model_len), self.block_size) + 1  # type: ignore[operator]
+        if self.dcp > 1 and self.spec in ("FullAttentionSpec", "MLAAttentionSpec"):
+            return cdiv(cdiv(max_model_len, self.dcp), self.block_size)
         return cdiv(max_model_len, self.block_size)
 
     def uniform_type_key(self) -> tuple:
@@ -280,20 +285,14 @@ def blocks_per_request(groups: list[CacheGroup], max_model_len: int, in_flight: 
 
 
 def estimate_max_model_len(
-    groups: list[CacheGroup],
-    block_bytes: int,
-    available_bytes: int,
-    max_model_len: int,
-    in_flight: int,
-    dcp: int = 1,
+    groups: list[CacheGroup], block_bytes: int, available_bytes: int, max_model_len: int, in_flight: int
 ) -> int:
     """`_estimate_max_model_len_from_groups`: vLLM's binary search over 1..max_model_len for the
     longest length whose bytes per block x blocks per request fit `available_bytes`; 0 when 1
-    token does not. Under `dcp` a length n needs its pages at cdiv(n, dcp) positions
-    (`FullAttentionSpec.max_memory_usage_bytes`)."""
+    token does not."""
 
     def fits(n: int) -> bool:
-        return block_bytes * blocks_per_request(groups, -(-n // dcp), in_flight) <= available_bytes
+        return block_bytes * blocks_per_request(groups, n, in_flight) <= available_bytes
 
     lo, hi = 1, max_model_len
     if not fits(lo):

@@ -56,7 +56,12 @@ FP32_BYTES = 4
 #: vLLM cache dtypes the sparse MLA backends take on Hopper: 16-bit (FLASH_ATTN_MLA_SPARSE),
 #: fp8 as fp8_ds_mla (FLASHMLA_SPARSE, `_canonicalize_sparse_mla_kv_cache_dtype`).
 SPARSE_16BIT = ("auto", "bfloat16", "float16")
-SPARSE_FP8 = ("fp8", "fp8_e4m3", "fp8_ds_mla")
+SPARSE_FP8 = ("fp8", "fp8_ds_mla")
+#: ... and plain fp8 latent rows on FLASHINFER_MLA_SPARSE_SM90 (`flashinfer_mla_sparse_sm90.py`
+#: `supported_kv_cache_dtypes` auto / bfloat16 / fp8 / fp8_e4m3, kernel blocks MultipleOf(64)),
+#: which the priority order reaches for fp8_e4m3 only: FLASHMLA_SPARSE lists fp8 but not fp8_e4m3
+#: (vLLM 0.33's selection, run by `tests/oracle/vllm_grid.py`: 64 x 576 B pages)
+SPARSE_FP8_SM90 = ("fp8_e4m3",)
 #: model types whose `linear` layers vLLM 0.33 runs as Kimi Delta Attention
 #: (`vllm/models/kimi_k3/nvidia/kda.py`, `kimi_linear.py`)
 KDA_MODEL_TYPES = frozenset({"kimi_linear", "kimi_k3"})
@@ -193,11 +198,15 @@ def sparse_mla_specs(model: ModelSpec, k: StorageFormat, cache_dtype: str) -> tu
     elif cache_dtype in SPARSE_FP8:
         backend = "FLASHMLA_SPARSE (fp8 stored as fp8_ds_mla, 656 B a token)"
         latent = FP8_DS_MLA_ROW_BYTES
+    elif cache_dtype in SPARSE_FP8_SM90:
+        backend = "FLASHINFER_MLA_SPARSE_SM90 (plain fp8 latent, 1 B a value)"
+        latent = None
     else:
         raise _refuse(
             model,
             f"vLLM 0.33's sparse MLA backends on Hopper take {', '.join(SPARSE_16BIT)} "
-            f"(FLASH_ATTN_MLA_SPARSE) and {', '.join(SPARSE_FP8)} (FLASHMLA_SPARSE), not {cache_dtype}",
+            f"(FLASH_ATTN_MLA_SPARSE), {', '.join(SPARSE_FP8)} (FLASHMLA_SPARSE) and "
+            f"{', '.join(SPARSE_FP8_SM90)} (FLASHINFER_MLA_SPARSE_SM90), not {cache_dtype}",
             value=cache_dtype,
         )
     specs = []

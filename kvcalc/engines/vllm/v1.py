@@ -29,13 +29,13 @@ from kvcalc.engines.vllm.common import (
     Resolved,
     blocks_per_request,
     chunked_local,
-    dcp_notes,
     kv_cache_groups,
     longest_context,
     no_memory_error,
     uniform_page,
     vllm_cache_dtype,
 )
+from kvcalc.engines.vllm.dcp import check_dcp, dcp_note, with_dcp
 from kvcalc.errors import MESSAGE, KvcalcError, KvcalcWarning
 from kvcalc.formats import StorageFormat
 from kvcalc.results import EngineResult
@@ -319,6 +319,16 @@ class V1Rules(VllmRules):
         attention unless `chunked_hybrid_allowed`), the page. `options.block_size` None:
         `--block-size` not given (vLLM's default, or the backend's preferred)."""
         self.check(model, k, v, tp, options.block_size)
+        if options.dcp > 1:
+            scales = options.per_token_head_scales
+            cache_dtype = options.cache_dtype or (
+                f"{'fp8' if k.name.startswith('fp8') else 'int8'}_per_token_head" if scales else None
+            )
+            if cache_dtype is None and label is not None and not label.startswith("auto"):
+                from kvcalc.engine_dtypes import VLLM_033_CACHE_DTYPES, VLLM_033_FORMAT_NAMES
+
+                cache_dtype = label if label in VLLM_033_CACHE_DTYPES else VLLM_033_FORMAT_NAMES.get(k.name, label)
+            check_dcp(model, tp, options.dcp, self.version, cache_dtype, options.compute_capability)
         spec_resolved = self.spec_resolve(model, k, v, tp=tp, options=options, label=label)
         if spec_resolved is not None:
             return spec_resolved
@@ -369,21 +379,17 @@ class V1Rules(VllmRules):
         block_size: int,
         max_model_len: int,
         in_flight: int,
-        dcp: int = 1,
     ) -> list[str]:
         """`check_enough_kv_cache_memory`: raise when one request of L needs more than the memory
         and not one block fits; when blocks fit, warn and return the note (else no note). With
         `null_block` the check is against the memory less one block of every group; the groups
-        counted are `check_groups`. Under `dcp` a request of n tokens needs its groups' pages at
-        cdiv(n, dcp) positions (`FullAttentionSpec.max_memory_usage_bytes`); the message and the
-        estimated length are in whole-request tokens, as vLLM's binary search over max_model_len
-        (`kv_cache_planning.estimate_max_model_len`)."""
+        counted are `check_groups`."""
         L = max_model_len
         check = kv_memory_bytes - page * layers_per_group if self.null_block else kv_memory_bytes
         groups = self.check_groups(model, groups)
 
         def need(n: int) -> int:
-            return self.request_bytes(model, groups, layers_per_group, -(-n // dcp), block_size, page, in_flight)
+            return self.request_bytes(model, groups, layers_per_group, n, block_size, page, in_flight)
 
         if need(L) <= check:
             return []
@@ -415,17 +421,17 @@ class V1Rules(VllmRules):
         block), needing bytes per block x blocks per request, with vLLM's estimated maximum
         model length (`planning.estimate_max_model_len`) in its message."""
         L, notes = max_model_len, list(r.notes)
-        groups = planning.kv_cache_groups(r.specs or [], block_outermost=r.block_outermost)
+        groups = planning.kv_cache_groups(with_dcp(r.specs or [], dcp), block_outermost=r.block_outermost)
         block_bytes = planning.bytes_per_block(groups)
         lines = [*r.log_lines, self.available_memory_line(kv_memory_bytes)]
         num_blocks = kv_memory_bytes // block_bytes
         check = kv_memory_bytes - block_bytes if self.null_block else kv_memory_bytes
-        per_req = planning.blocks_per_request(groups, -(-L // dcp), in_flight)
+        per_req = planning.blocks_per_request(groups, L, in_flight)
         if check <= 0:
             raise no_memory_error(kv_memory_bytes, self.no_memory)
         needed = block_bytes * per_req
         if needed > check:
-            est = planning.estimate_max_model_len(groups, block_bytes, check, L, in_flight, dcp)
+            est = planning.estimate_max_model_len(groups, block_bytes, check, L, in_flight)
             msg = self.too_small(L, needed, check, est)
             if num_blocks == 0:
                 raise no_memory_error(kv_memory_bytes, msg)
@@ -435,13 +441,12 @@ class V1Rules(VllmRules):
         tokens = self.kv_cache_tokens(num_blocks, [], conc, L, r.block_size)
         lines += self.kv_figures_lines(tokens, L, conc)
         notes.append(planning.groups_text(groups, block_bytes))
-        notes += dcp_notes(dcp, r.block_size, L, blocks_per_req=per_req)
+        if dcp > 1:
+            notes.append(dcp_note(dcp, L, r.block_size, per_req))
         longest = None
         if concurrency:
             longest = longest_context(
-                lambda n: num_blocks >= concurrency * planning.blocks_per_request(groups, -(-n // dcp), in_flight),
-                model,
-                L,
+                lambda n: num_blocks >= concurrency * planning.blocks_per_request(groups, n, in_flight), model, L
             )
         return EngineResult(
             engine="vllm",
@@ -475,7 +480,7 @@ class V1Rules(VllmRules):
     ) -> EngineResult:
         """V1: blocks = available // page // layers_per_group (`get_num_blocks`); concurrency =
         blocks / `blocks_per_request`; tokens as the version logs them (`kv_cache_tokens`)."""
-        L, block_size, page, notes, dcp = max_model_len, r.block_size, r.page, r.notes, options.dcp
+        L, block_size, page, notes = max_model_len, r.block_size, r.page, r.notes
         in_flight = self.in_flight_tokens(options.max_num_batched_tokens, options.async_scheduling)
         if r.specs is not None:
             return self._spec_capacity(
@@ -491,6 +496,7 @@ class V1Rules(VllmRules):
         # vllm/v1/worker/gpu_worker.py determine_available_memory
         lines = [*r.log_lines, self.available_memory_line(kv_memory_bytes)]
         groups, layers_per_group = self.kv_cache_groups(model, r.hybrid_allocator, r.mamba_pages)
+        groups = with_dcp(groups, options.dcp)
         num_blocks = kv_memory_bytes // page // layers_per_group  # get_num_blocks
         notes += self._too_small_check(
             model,
@@ -502,22 +508,20 @@ class V1Rules(VllmRules):
             block_size=block_size,
             max_model_len=L,
             in_flight=in_flight,
-            dcp=dcp,
         )
-        per_req = blocks_per_request(groups, -(-L // dcp), block_size, in_flight)
+        per_req = blocks_per_request(groups, L, block_size, in_flight)
         conc = num_blocks / per_req
         tokens = self.kv_cache_tokens(num_blocks, groups, conc, L, block_size)
         lines += self.kv_figures_lines(tokens, L, conc)
+        if options.dcp > 1:
+            notes.append(dcp_note(options.dcp, L, block_size, per_req))
         padding = len(groups) * layers_per_group - sum(g.n_layers for g in groups)
         if padding:
             notes.append(f"{len(groups)} KV cache groups of {layers_per_group} layers: {padding} padding layers")
-        notes += dcp_notes(dcp, block_size, L, blocks_per_req=per_req)
         longest = None
         if concurrency:
             longest = longest_context(
-                lambda n: num_blocks >= concurrency * blocks_per_request(groups, -(-n // dcp), block_size, in_flight),
-                model,
-                L,
+                lambda n: num_blocks >= concurrency * blocks_per_request(groups, n, block_size, in_flight), model, L
             )
         return EngineResult(
             engine="vllm",
