@@ -41,13 +41,13 @@ def _weights_counted() -> bool:
 @pytest.mark.parametrize(
     "gpu,layout,launch",
     [
-        # 8 H200: tp 2 inside 4 attention-DP ranks, EP 8; 64 / 4 = 16 sequences a rank
+        # 8 H200: 8 attention-DP ranks, EP 8; 64 / 8 = 8 sequences a rank
         (
             "h200",
-            (8, 2, 1, 1, 4, 8),
-            "vllm serve deepseek-ai/DeepSeek-V4-Flash --tensor-parallel-size 2 --pipeline-parallel-size 1 "
-            "--data-parallel-size 4 --enable-expert-parallel --max-model-len 32768 --kv-cache-dtype fp8 "
-            "--gpu-memory-utilization 0.9 --max-num-seqs 16",
+            (8, 1, 1, 1, 8, 8),
+            "vllm serve deepseek-ai/DeepSeek-V4-Flash --tensor-parallel-size 1 --pipeline-parallel-size 1 "
+            "--data-parallel-size 8 --enable-expert-parallel --max-model-len 32768 --kv-cache-dtype fp8 "
+            "--gpu-memory-utilization 0.9 --max-num-seqs 8",
         ),
         # 4 B200: the Dynamo recipe's DP=4 + EP, TP=1
         (
@@ -64,8 +64,9 @@ def test_first_layout_is_dp_attention_plus_ep(gpu, layout, launch):
     top = r.layouts[0]
     assert (top.count, top.tp, top.pp, top.dp, top.dp_attention, top.ep) == layout
     assert top.nodes == 1 and top.why == f"own KV, EP{layout[5]}"
-    # 16 sequences on the fullest attention-DP rank, each 6,810 blocks of 1,002,240 B
-    assert top.kv_cache_bytes_per_gpu == 16 * PER_REQUEST_BLOCKS * BLOCK_BYTES == 109_204_070_400
+    # 64 / dp_attention sequences on the fullest attention-DP rank, each 6,810 blocks of 1,002,240 B
+    per_rank = 64 // layout[4]
+    assert top.kv_cache_bytes_per_gpu == per_rank * PER_REQUEST_BLOCKS * BLOCK_BYTES
     assert top.launch == launch
 
 
