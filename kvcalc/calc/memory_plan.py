@@ -93,12 +93,13 @@ class KvProfile:
     """Per-GPU KV bytes as a function of (T, B), from the engine's per-layer bytes.
 
     `stages[s]` lists (bytes per token on one rank, window or None, compressed entry bytes,
-    compress ratio) for each group of layers of stage s; stage bytes at (T, B) =
-    B x sum(bytes x min(T, window) + entry bytes x T // ratio) (`kv_cache.layer_cache_bytes`:
-    DeepSeek-V4's compressed caches are not windowed).
+    compress ratio, fixed bytes per sequence) for each group of layers of stage s; stage bytes at
+    (T, B) = B x sum(bytes x min(T, window) + entry bytes x T // ratio + fixed)
+    (`kv_cache.layer_cache_bytes`: DeepSeek-V4's compressed caches are not windowed; its
+    compressor's open windows are the fixed bytes, `kv_cache.compressor_state_bytes`).
     """
 
-    stages: tuple[tuple[tuple[int, int | None, int, int], ...], ...]
+    stages: tuple[tuple[tuple[int, int | None, int, int, int], ...], ...]
     #: decode context parallel: each rank holds ceil(T / dcp) positions (`parallel.dcp_tokens`)
     dcp: int = 1
 
@@ -117,7 +118,7 @@ class KvProfile:
         layers = model.layers
         out = []
         for st in stages if stages is not None else kv_cache.pp_stages(model.n_layers, pp):
-            groups: dict[tuple[int, int | None, int, int], int] = {}
+            groups: dict[tuple[int, int | None, int, int, int], int] = {}
             for i in st:
                 layer = layers[i]
                 if not layer.caches_kv:
@@ -129,16 +130,18 @@ class KvProfile:
                     w,
                     kv_cache.layer_entry_bytes(layer, k),
                     max(layer.compress_ratio, 1),
+                    kv_cache.compressor_state_bytes(layer),
                 )
                 groups[key] = groups.get(key, 0) + 1
-            out.append(tuple((b * n, w, e * n, r) for (b, w, e, r), n in groups.items()))
+            out.append(tuple((b * n, w, e * n, r, f * n) for (b, w, e, r, f), n in groups.items()))
         return cls(stages=tuple(out))
 
     def stage_bytes(self, seq_len: int, batch: int) -> list[int]:
         """KV bytes of each stage on one rank."""
         T = parallel.dcp_tokens(seq_len, self.dcp)
         return [
-            batch * sum(b * (T if w is None or w > T else w) + e * (T // r) for b, w, e, r in st) for st in self.stages
+            batch * sum(b * (T if w is None or w > T else w) + e * (T // r) + (f if T else 0) for b, w, e, r, f in st)
+            for st in self.stages
         ]
 
     def per_gpu_bytes(self, seq_len: int, batch: int) -> int:

@@ -314,7 +314,11 @@ class VllmProfile(EngineProfile):
             vllm.rules(options.version).check_block_size(options.block_size)
 
     def check_model(self, model: ModelSpec) -> None:
-        vllm.check_model(model)
+        # the current release's own checks: what it refuses at load, and the layers it cannot size
+        # (0.33 sizes the 2026 attention by per-layer specs; an older --vllm-version refuses them later)
+        rules = vllm.rules(vllm.CURRENT_VERSION)
+        rules.check_loadable(model)
+        rules.check_features(model)
 
     def default_kv_dtype(self, model: ModelSpec, options: VllmOptions) -> tuple[str, str]:
         return vllm.rules(options.version).default_kv_dtype(model)

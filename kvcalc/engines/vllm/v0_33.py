@@ -41,11 +41,15 @@ from kvcalc.engines.vllm import hybrid, planning, v0_33_mla, v0_33_specs
 from kvcalc.engines.vllm.common import ASSUMED_COMPUTE_CAPABILITY, Group, Resolved, blocks_per_request, default_kv_dtype
 from kvcalc.engines.vllm.v1 import V1Rules
 from kvcalc.errors import MESSAGE, KvcalcError
-from kvcalc.formats import StorageFormat
+from kvcalc.formats import StorageFormat, kv_format
 from kvcalc.schema import ModelSpec
 
 if TYPE_CHECKING:
     from kvcalc.engines.vllm.options import VllmOptions
+
+#: model types vLLM 0.33 gives an fp8 cache by default on SM10x (`model_executor/models/config.py`
+#: GlmMoeDsaForCausalLM, the architecture of model_type glm_moe_dsa)
+GLM5_FP8_ON_SM10 = frozenset({"glm_moe_dsa"})
 
 #: 0.33's "No available memory" start-up error (`vllm/v1/core/kv_cache_planning.py`
 #: `_check_enough_kv_cache_memory`, lines 57-64): the flag's CPU clause and the guide's link.
@@ -432,6 +436,8 @@ class Vllm033(V1Rules):
             cache_dtype = VLLM_033_FORMAT_NAMES.get(k.name, k.name)
         elif label is None or label.startswith("auto"):
             cache_dtype = "auto"
+        elif label.strip().lower() == "fp8_ds_mla":  # named apart: on Blackwell it picks FLASHMLA_SPARSE
+            cache_dtype = "fp8_ds_mla"
         else:
             # a vLLM name as given: fp8_e4m3 is not fp8 on sparse MLA (FLASHINFER_MLA_SPARSE_SM90)
             cache_dtype = (
@@ -444,19 +450,35 @@ class Vllm033(V1Rules):
         notes: list[str] = []
         lines: list[str] = []
         outermost = False
+        major = v0_33_specs.cc_major(options.compute_capability)
+        if major == 10 and cache_dtype == "auto" and model.model_type in GLM5_FP8_ON_SM10:
+            # vLLM 0.33.0 `model_executor/models/config.py` GlmMoeDsaForCausalLM.verify_and_update_config:
+            # auto on SM10x becomes fp8_e4m3 ("Using fp8 kv-cache for GlmMoeDsaForCausalLM on SM10x")
+            cache_dtype = "fp8_e4m3"
+            k = v = kv_format("fp8_e4m3")
+            lines.append("Using fp8 kv-cache for GlmMoeDsaForCausalLM on SM10x")
         if v0_33_specs.is_deepseek_v4(model):
-            specs, lines = v0_33_specs.deepseek_v4_specs(model, cache_dtype or "auto")
+            if major not in (9, 10):
+                raise KvcalcError(
+                    f"{model.name}: vLLM 0.33 runs DeepSeek-V4 on SM12x with FlashInfer "
+                    "(`_select_dsv4_attn_cls`), which kvcalc does not model; its FlashMLA path (9.x, 10.x) is",
+                    field="gpu",
+                    value=options.compute_capability,
+                )
+            specs, more = v0_33_specs.deepseek_v4_specs(model, cache_dtype or "auto")
+            lines += more
             outermost = True
             notes.append(
-                "DeepSeek-V4 on Hopper: FlashMLA, fp8_ds_mla (584 B an entry, pages aligned to 576 B), "
-                "KV cache layout BLHNC, packed groups"
+                f"DeepSeek-V4 on {'Blackwell' if major == 10 else 'Hopper'}: FlashMLA (vLLM 0.33 "
+                "`_select_dsv4_attn_cls`: FlashMLA on every CUDA arch but SM12x), fp8_ds_mla (584 B an entry, "
+                "pages aligned to 576 B), KV cache layout BLHNC, packed groups"
             )
             block_size = v0_33_specs.DSV4_SWA_BLOCK
         elif v0_33_specs.is_kda_mla(model):
             specs, block_size, lines, note = v0_33_specs.kda_mla_specs(model, k, tp=tp)
             notes.append(note)
         elif v0_33_specs.is_sparse_mla(model):
-            specs, note = v0_33_specs.sparse_mla_specs(model, k, cache_dtype or "auto")
+            specs, note = v0_33_specs.sparse_mla_specs(model, k, cache_dtype or "auto", major=major, tp=tp)
             notes.append(note)
             block_size = v0_33_specs.SPARSE_MLA_BLOCK_SIZE
         else:
