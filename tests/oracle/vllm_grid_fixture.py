@@ -35,19 +35,9 @@ KVCALC_REFUSES = {
     ("qwen3.5-27b", "nvfp4_ds_mla", "10.0"),
 }
 
-_SM100_SPARSE = (
-    "DeepSeek-V3.2 on SM100: vLLM 0.33 picks FLASHINFER_MLA_SPARSE (block 32; fp8 / fp8_e4m3 as plain "
-    "576 B rows) or FLASHMLA_SPARSE (nvfp4_ds_mla 352 B rows); kvcalc's profile applies Hopper's sparse "
-    "rules (Blackwell rules: helper m26, engines/vllm/v0_33*.py)"
-)
 #: cases kvcalc does not match yet, with why: their tests are xfail(strict=False); delete an entry
 #: when kvcalc matches
-KVCALC_PENDING = {
-    ("deepseek-v3.2", "float16", "10.0"): _SM100_SPARSE,
-    ("deepseek-v3.2", "fp8", "10.0"): _SM100_SPARSE,
-    ("deepseek-v3.2", "fp8_e4m3", "10.0"): _SM100_SPARSE,
-    ("deepseek-v3.2", "nvfp4_ds_mla", "10.0"): _SM100_SPARSE,
-}
+KVCALC_PENDING: dict[tuple, str] = {}
 
 
 def key(record: dict) -> tuple:
