@@ -278,7 +278,9 @@ def sparse_mla_specs(
         backend = f"FLASHMLA_SPARSE (nvfp4_ds_mla, {NVFP4_DS_MLA_ROW_BYTES} B a token)"
         latent = NVFP4_DS_MLA_ROW_BYTES
     elif cache_dtype in SPARSE_16BIT:
-        backend = "FLASH_ATTN_MLA_SPARSE"
+        # FLASH_ATTN_MLA_SPARSE "does not support DCP for now" (`flashattn_mla_sparse.py` 108-111):
+        # under DCP the next in line, FLASHMLA_SPARSE (auto / bfloat16; float16 is refused by DCP's check)
+        backend = "FLASHMLA_SPARSE" if dcp > 1 else "FLASH_ATTN_MLA_SPARSE"
         latent = None
     elif cache_dtype in SPARSE_FP8:
         backend = "FLASHMLA_SPARSE (fp8 stored as fp8_ds_mla, 656 B a token)"
