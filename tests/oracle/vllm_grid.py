@@ -362,6 +362,13 @@ def run_2026(inputs: dict) -> dict:
     )
     sel_cfg.parallel_config.tensor_parallel_size = tp
     sel_cfg.parallel_config.decode_context_parallel_size = dcp
+    if "GlmMoeDsaForCausalLM" in hf.get("architectures", ()):
+        # the model class's config hook, run by `VllmConfig.__post_init__` (`models/config.py`
+        # 89-116): auto becomes fp8_e4m3 on the SM100 family (the faked platform's capability)
+        from vllm.model_executor.models.config import GlmMoeDsaForCausalLM
+
+        GlmMoeDsaForCausalLM.verify_and_update_config(sel_cfg)
+        dtype_name = sel_cfg.cache_config.cache_dtype
     selector = vb.AttentionSelectorConfig(
         head_size=head,
         dtype=torch.bfloat16,
