@@ -25,9 +25,11 @@ current platform with `vllm_backends`' faked CUDA one:
   functions. Not vLLM's: `vllm.utils.flashinfer.has_nvidia_artifactory` answers True (a GPU
   server fetches or caches the TRTLLM cubins; this host has no network), so FlashInfer's
   `supports_trtllm_attention` answers per device as on such a server.
-- `models2026`: the same for two 2026 configs (`vllm_2026.FAMILIES`): DeepSeek-V3.2 (sparse MLA:
-  the selection with `use_sparse`, `_canonicalize_sparse_mla_kv_cache_dtype` asked with the
-  chosen backend, the indexer key cache) and Qwen3.5-27B (Gated DeltaNet hybrid: the attention
+- `models2026`: the same for three 2026 configs (`vllm_2026.FAMILIES`): DeepSeek-V3.2 and GLM-5.2
+  (sparse MLA: GLM's `GlmMoeDsaForCausalLM.verify_and_update_config`, the selection with
+  `use_sparse` and a rank's query heads, `_canonicalize_sparse_mla_kv_cache_dtype` asked with the
+  chosen backend, the block every non-SSM backend takes: the MLA backend's and the indexer
+  cache's `DeepseekV32IndexerBackend`, the indexer key cache) and Qwen3.5-27B (Gated DeltaNet hybrid: the attention
   spec through the chosen backend's `customize_spec`, `Platform._align_hybrid_block_size` with
   that backend), built by `vllm_2026`'s spec builders with the chosen backend in place of its
   Hopper stand-ins; `flashinfer_mla_sparse_sm90.has_flashinfer_sm90_nope_mla` answers True (the
