@@ -150,6 +150,8 @@ def test_sparse_mla_backend_under_dcp(dtype, cc, backend, blocks):
 
 def test_nvfp4_ds_mla_refused_off_sparse_mla_on_blackwell(cli):
     # DeepSeek-V3 (dense MLA): no SM100 MLA backend lists nvfp4_ds_mla (vLLM grid: "No valid attention backend")
-    r = cli("capacity", "deepseek-v3", "--engine", "vllm", "--gpu", "b200", "--kv-memory", MEM, "--kv-dtype", "nvfp4_ds_mla")
+    r = cli(
+        "capacity", "deepseek-v3", "--engine", "vllm", "--gpu", "b200", "--kv-memory", MEM, "--kv-dtype", "nvfp4_ds_mla"
+    )
     assert r.exit_code == 2
     assert "only for DeepSeek-V3.2 / GLM-5's sparse MLA" in " ".join(r.output.split())
