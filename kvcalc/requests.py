@@ -264,10 +264,11 @@ class EstimateRequest(NamedTuple):
         table (`EngineProfile.kv_formats`: vLLM 0.33's `turboquant_k8v4`, `fp8_per_token_head`,
         `fp8_ds_mla`, ...; a refusal names the engine version and what it accepts), into `kv`;
         otherwise against kvcalc's formats (`kv_format_names`)."""
+        from kvcalc.calc.kv_cache import check_tp
         from kvcalc.schema import Parallelism, Workload
 
-        check_positive(batch=batch, tp=tp, pp=pp, dp=dp)
-        check_gpu_total(tp, pp, dp)
+        check_positive(batch=batch, tp=tp, pp=pp, dp=dp, dp_attention=dp_attention, ep=ep, dcp=dcp)
+        check_gpu_total(tp, pp, dp * dp_attention)
         T = resolve_seq_len(model, seq_len)
         kv_given = bool(kv_dtype or k_dtype or v_dtype or quant_group_size or scale_dtype)
         choice = None
@@ -280,8 +281,7 @@ class EstimateRequest(NamedTuple):
         check_limits([batch], [T])
         if warn:
             warn_beyond_context(model, [T])
-        check_positive(dp_attention=dp_attention, ep=ep, dcp=dcp)
-        check_gpu_total(tp, pp, dp * dp_attention)
+        check_tp(model, tp)  # once, here: `kv_cache.estimate` trusts the workload's tp
         wl = Workload(
             seq_len=T,
             batch=batch,

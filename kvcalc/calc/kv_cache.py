@@ -455,12 +455,12 @@ def estimate(model: ModelSpec, workload: Workload) -> KvEstimate:
     aware and not), the fullest GPU under TP/PP, the total over every GPU, and a breakdown by
     layer kind.
 
-    Raises `KvcalcError` for a TP or PP layout the engines refuse and for formats that do not
-    fit the head size.
+    The TP degree is taken as checked (`check_tp`, called where the request is built:
+    `requests.EstimateRequest.build`). Raises `KvcalcError` for a PP layout the engines refuse
+    and for formats that do not fit the head size.
     """
     k, v = formats(workload.k_dtype, workload.v_dtype)
     par: Parallelism = workload.parallel
-    check_tp(model, par.tp)
     stages = pp_stages(model.n_layers, par.pp)
     T, B, tp = workload.seq_len, workload.batch, par.tp
     layers = model.layers
