@@ -20,7 +20,7 @@ from kvcalc.measure.cache import LayerState
 from kvcalc.measure.device import Progress, _sync, probe_bandwidth, time_call_s
 
 if TYPE_CHECKING:
-    from kvcalc.measure.runner import Allocation, Resources, MeasureSetup
+    from kvcalc.measure.runner import Allocation, MeasureSetup, Resources
 
 
 @dataclass(frozen=True)
