@@ -15,8 +15,8 @@ if TYPE_CHECKING:
     from kvcalc.json_types import JsonScalar, JsonValue
 
 #: what the machine formats render: a result model, a row dict (`SweepRow`), a list of either,
-#: or the JSON values inside them
-Dumpable = Union[BaseModel, Mapping[str, "Dumpable"], Sequence["Dumpable"], "JsonScalar"]
+#: or the JSON values inside them (`_dump` refuses anything else)
+Dumpable = Union[BaseModel, Mapping[str, object], Sequence[object], "JsonScalar"]
 
 OUTPUT_FORMATS = ("table", "json", "yaml", "csv", "markdown")
 
@@ -102,7 +102,7 @@ def flatten(obj: JsonValue, prefix: str = "") -> dict[str, JsonScalar]:
     return out
 
 
-def _dump(obj: Dumpable) -> JsonValue:
+def _dump(obj: object) -> JsonValue:
     if isinstance(obj, BaseModel):
         dumped: JsonValue = obj.model_dump(mode="json")
         return dumped
