@@ -29,6 +29,7 @@ __version__ = "0.2.0"
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing
 if TYPE_CHECKING:
+    from kvcalc.engines.offload_rules import OffloadSettings
     from kvcalc.results import EngineResult, KvEstimate, PlanResult
     from kvcalc.schema import GpuSpec, ModelSpec
 
@@ -81,6 +82,9 @@ def estimate(
     input_len: int | str | None = None,
     output_len: int | str | None = None,
     request_rate: float | None = None,
+    offload: OffloadSettings | None = None,
+    prefix_hit_rate: float = 1.0,
+    link: str | None = None,
 ) -> KvEstimate:
     """Exact KV-cache bytes of `model` (a name, path or `ModelSpec`) for `batch` sequences of
     `seq_len` tokens (None: the model's max_position_embeddings; '32k' is read as 32,768) per
@@ -109,6 +113,14 @@ def estimate(
     (TTFT, TPOT, end to end, static-batch and continuous-batching throughput); without `seq_len`
     the memory plan holds input_len + output_len tokens, as on the command line. `options`: the engine's options object (`kvcalc.engines.profile.VllmOptions`
     ...; vLLM's compute capability and vendor come from `gpu` when the options leave them None).
+    `offload` (`kvcalc.engines.offload_rules.OffloadSettings`, with an `engine`): the tier below
+    the GPU as `kvcalc estimate --kv-offloading-size / --hicache-* / --lmcache-* --host-memory
+    --shared-prefix` sizes it, at `seq_len` tokens a session: `offload` (tokens and bytes per
+    tier per rank, host bytes per node, sessions kept warm, the engine's flags and log lines),
+    `shared_prefix` (`prefix_hit_rate`: the share of requests that find it cached) and, with
+    `gpu`, `load_or_recompute` over `link` (a comma list of `kvcalc/data/links.yaml` keys;
+    None: every host, storage and network link). A tier the host cannot hold raises
+    `KvcalcError` (option --host-memory) with the figures.
 
     Raises `KvcalcError` naming the argument for a value of the wrong type (a bool, a float or a
     str where a count goes) or past the CLI's bounds (`kvcalc.arguments`), for a plan knob
@@ -143,6 +155,8 @@ def estimate(
     )
     served = check_arguments(gpu=gpu, engine=engine)
     whole = check_arguments(input_len=input_len, output_len=output_len, request_rate=request_rate)
+    beyond = check_arguments(offload=offload, prefix_hit_rate=prefix_hit_rate, link=link)
+    link = ",".join(beyond["link"]) if isinstance(beyond["link"], (list, tuple)) else beyond["link"]
     knobs = {k: v for k, v in knobs.items() if v is not None}
     spec = load_model(model)
     if args["seq_len"] is None and whole["input_len"] is not None and whole["output_len"] is not None:
@@ -180,13 +194,26 @@ def estimate(
             **whole,
         )
     res = run_estimate(req)
-    if served["gpu"] is None and res.engine is None and req.engine == "ideal":
+    if served["gpu"] is None and res.engine is None and req.engine == "ideal" and offload is None:
         return res.kv
     from kvcalc.results.served import ServedEstimate
 
+    extra: dict[str, object] = {}
+    if offload is not None:
+        from kvcalc.offload_request import estimate_extras
+
+        for part, _ in estimate_extras(offload, req, res, hit_rate=beyond["prefix_hit_rate"], link=link):
+            extra |= dict(part)
     return ServedEstimate(
-        **dict(res.kv), serving=res.serving, engine=res.engine, fit_hint=res.fit_hint, request=res.request
+        **dict(res.kv), serving=res.serving, engine=res.engine, fit_hint=res.fit_hint, request=res.request, **extra
     )
+
+
+def _replace(obj: object, **changes: object) -> object:
+    """`dataclasses.replace`, imported when called (`import kvcalc` stays free)."""
+    import dataclasses
+
+    return dataclasses.replace(obj, **changes)  # type: ignore[type-var]
 
 
 def _with_gpu(engine: str, options: object, gpu: GpuSpec) -> object:
@@ -273,6 +300,8 @@ def plan(
     why_not: int | None = None,
     gpus_per_node: int | None = None,
     options: object = None,
+    offload: OffloadSettings | None = None,
+    sessions: int | None = None,
 ) -> PlanResult:
     """The layouts that serve `concurrency` sequences of `seq_len` tokens (None: the model's
     max_position_embeddings) of `model` within the targets (`max_tpot_ms` ms per output token,
@@ -284,6 +313,11 @@ def plan(
     -> dollars per GPU-hour, or a YAML file of them) give one, then the most tokens/s.
     `options`: the engine's options object (`kvcalc.engines.profile.VllmOptions(version="0.11")`);
     with vLLM each layout's KV cache on each GPU is vLLM's own blocks (`engines.vllm.plan`).
+    `offload` (an `OffloadSettings`, vLLM or SGLang): each layout's tier below the GPU, as
+    `kvcalc plan --kv-offloading-size / --hicache-* --host-memory --shared-prefix` counts it
+    (`layout.offload`, `layout.sessions_warm` over all replicas, the flags on the launch line);
+    layouts the host cannot hold, or that keep fewer than `sessions` sessions warm, are dropped
+    with a note (`offload_request.plan_with_offload`).
 
     Returns a `PlanResult` (`layouts`, each with its figures and `engine`'s launch line; when
     none qualifies, `misses` with what failed and what would fix it), as `kvcalc plan -f json`.
@@ -312,8 +346,19 @@ def plan(
         why_not=why_not,
         gpus_per_node=gpus_per_node,
     )
+    check_arguments(offload=offload, sessions=sessions)
     spec = load_model(model)
     from kvcalc.schema import ModelSpec
 
+    if sessions is not None and offload is None:
+        from kvcalc.errors import KvcalcError
+
+        raise KvcalcError("sessions counts an offload tier: give offload=OffloadSettings(...)", field="sessions")
     with naming_model_file(None if isinstance(model, ModelSpec) else model, spec.name):
-        return run_plan(PlanRequest.build(spec, **args, engine_options=options))
+        req = PlanRequest.build(spec, **args, engine_options=options)
+        if offload is None:
+            return run_plan(req)
+        from kvcalc.offload_request import plan_with_offload
+
+        gpn = req.search.gpus_per_node
+        return plan_with_offload(req, _replace(offload, gpus_per_node=gpn), sessions)

@@ -69,6 +69,13 @@ ARGUMENTS: dict[str, str] = {
     "flops_efficiency": "fraction",
     "cuda_context_bytes": "bytes0",
     "activation_reserve_bytes": "bytes0",
+    # the tier below the GPU (issue 22): an `engines.offload_rules.OffloadSettings`, the share of
+    # requests that find a shared prefix cached, the links a prefix load is timed over, and
+    # plan's target of sessions kept warm
+    "offload": "offload",
+    "prefix_hit_rate": "fraction",
+    "link": "names",
+    "sessions": "count",
 }
 
 #: what a count counts, in the type error (`units.BOUNDS` has the unit of each bounded one)
@@ -176,6 +183,12 @@ def _check(name: str, kind: str, value: Any) -> Any:
             raise _refuse(
                 name, f"must be a dict (GPU -> dollars per GPU-hour) or a price file path, not {_shown(value)}", value
             )
+        return value
+    if kind == "offload":
+        from kvcalc.engines.offload_rules import OffloadSettings
+
+        if not isinstance(value, OffloadSettings):
+            raise _refuse(name, f"must be a kvcalc.engines.offload_rules.OffloadSettings, not {_shown(value)}", value)
         return value
     if kind == "model":
         from kvcalc.schema import ModelSpec

@@ -78,7 +78,10 @@ def pair_bytes(
             continue
         if layer.kind not in ("full", "sliding", "mla"):
             raise KvcalcError(
-                f"{model.name}: the transfer of {layer.kind} layers is not modelled (full, sliding and MLA layers are)",
+                f"{model.name}: the transfer of {layer.kind} layers is not modelled (full, sliding and MLA layers "
+                "are): vLLM 0.33's NIXL connector moves a Mamba layer's state-bearing slot as conv sub-projection "
+                "regions plus one SSM region, re-split over a TP mismatch (nixl/base_worker.py, "
+                "ssm_conv_transfer_utils.py derive_mamba_conv_split), whose per-rank bytes kvcalc does not derive",
                 field="model",
                 value=model.name,
                 form=MESSAGE,
@@ -88,7 +91,9 @@ def pair_bytes(
             row = k.bytes_for(layer.head_dim_k, what="latent", field="k_dtype")
             if layer.index_dim:
                 raise KvcalcError(
-                    f"{model.name}: the transfer of an indexer's keys is not modelled",
+                    f"{model.name}: the transfer of an indexer's keys (DSA / NSA) is not modelled: vLLM 0.33 gives "
+                    "them cache layers of their own beside the latent's (models/deepseek_v2.py: an MLAAttentionSpec "
+                    "with cache_role INDEXER), whose NIXL regions kvcalc does not derive",
                     field="model",
                     value=model.name,
                     form=MESSAGE,

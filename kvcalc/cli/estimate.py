@@ -14,6 +14,7 @@ from kvcalc.cli.options import (
     FormatOpt,
     GpuPlanOptions,
     KvFormatOptions,
+    KvMemoryOptions,
     LayoutOptions,
     ModelArg,
     ModelSourceOptions,
@@ -28,6 +29,7 @@ from kvcalc.cli.options import (
     only,
     option_groups,
     refuse_other_engines,
+    refuse_typed,
     with_help,
 )
 from kvcalc.cli.output import check_format, emit, emit_parts, handle_errors, show_result
@@ -98,6 +100,24 @@ def whole_request_options(
     return load_calibration(calibration)
 
 
+#: the tier below the GPU and a shared prefix: `kvcalc capacity`'s options (`KvMemoryOptions`), less
+#: --kv-memory (estimate sizes the KV memory from --gpu's plan, or for the batch)
+OFFLOAD_OPTIONS = tuple(n for n in KvMemoryOptions.option_names() if n != "kv_memory")
+#: the options that ask for something on their own (the rest qualify them)
+OFFLOAD_ASKING = (
+    "kv_offloading_size",
+    "lmcache_cpu_size",
+    "lmcache_l1_size",
+    "hicache_ratio",
+    "hicache_size",
+    "hicache_host_memory_fraction",
+    "hierarchical_cache",
+    "no_kv_offload",
+    "host_memory",
+    "shared_prefix",
+)
+
+
 #: --seq-len as every command declares it, taking several contexts here
 if TYPE_CHECKING:
     from pydantic import BaseModel
@@ -140,11 +160,15 @@ def estimate(
     ] = SglangFlags(),
     gpu: GpuPlanOptions = GpuPlanOptions(),
     whole: RequestOptions = RequestOptions(),
+    offload: Annotated[KvMemoryOptions, only(*OFFLOAD_OPTIONS)] = KvMemoryOptions(),
     source: ModelSourceOptions = ModelSourceOptions(),
     fmt: FormatOpt = "table",
 ) -> None:
     """Exact KV-cache bytes for MODEL at a context length, batch, KV dtype and TP/PP layout;
-    with --gpu, also weights, the memory plan, whether it fits, and roofline TPOT / TTFT."""
+    with --gpu, also weights, the memory plan, whether it fits, and roofline TPOT / TTFT.
+
+    With --engine, what it allocates, and the tier below the GPU (--kv-offloading-size,
+    --hicache-*, --lmcache-*, --host-memory) and a shared prefix (--shared-prefix)."""
     from kvcalc.load.models import naming_model_file
     from kvcalc.requests import EstimateRequest, resolve_seq_lens, run_estimate
 
@@ -167,7 +191,14 @@ def estimate(
             value=input_len,
         )
     cal = whole_request_options(gpu.gpu, input_len, output_len, request_rate, whole.calibration)
+    settings = offload_settings(ctx, offload)
     if len(lengths) > 1:
+        if settings is not None:
+            raise KvcalcError(
+                "the offload tier and --shared-prefix are for one workload: give one --seq-len (a session's context)",
+                option="--seq-len",
+                value=seq_len,
+            )
         check_format(fmt)
         refuse_other_engines(ctx, engine_name)
         return estimate_lengths(
@@ -210,7 +241,47 @@ def estimate(
     refuse_other_engines(ctx, engine_name)
     with naming_model_file(model):  # a YAML or config.json that cannot size the weights is named
         res = run_estimate(req)
-    emit_parts(estimate_parts(res), fmt)
+    parts = estimate_parts(res)
+    if settings is not None:
+        parts += offload_parts(settings, offload, req, res)
+    emit_parts(parts, fmt)
+
+
+def offload_settings(ctx: typer.Context, offload: KvMemoryOptions) -> Any:
+    """The `OffloadSettings` of the offload options, or None when none asks for anything (then
+    the options that only qualify one, --gpus-per-node, --prefix-hit-rate, --link ..., are
+    refused if typed, never ignored)."""
+    from kvcalc.cli.options import typed_options
+
+    typed = set(typed_options(ctx))
+    if not typed & set(OFFLOAD_ASKING):
+        refuse_typed(
+            ctx,
+            [n for n in OFFLOAD_OPTIONS if n not in OFFLOAD_ASKING],
+            "an offload tier (--kv-offloading-size, --lmcache-*, --hicache-*, --no-kv-offload, --host-memory) "
+            "or --shared-prefix, with --engine",
+        )
+        return None
+    return offload.settings()
+
+
+def offload_parts(settings: Any, offload: KvMemoryOptions, req: Any, res: Any) -> list[tuple[Any, Callable[[], Any]]]:
+    """(result, table) of the tier below the GPU, its log lines, the shared prefix and the
+    load-or-recompute rows: `kvcalc capacity`'s parts (`offload_request.estimate_extras`) from
+    the estimate's engine result at its --seq-len."""
+    from functools import partial
+
+    from kvcalc.offload_request import estimate_extras
+    from kvcalc.report.offload import log_text, part_table
+    from kvcalc.results.offload import NoKeys
+
+    parts: list[tuple[Any, Callable[[], Any]]] = []
+    for part, title in estimate_extras(settings, req, res, hit_rate=offload.prefix_hit_rate, link=offload.link):
+        parts.append((part, partial(part_table, part, title)))
+        off = getattr(part, "offload", None)
+        if off is not None and off.log_lines:
+            parts.append((NoKeys(), partial(log_text, off.engine, off.log_lines)))
+    return parts
 
 
 def estimate_lengths(

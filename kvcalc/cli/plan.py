@@ -15,6 +15,7 @@ import typer
 
 from kvcalc.cli.options import (
     GpuPlanOptions,
+    KvMemoryOptions,
     ModelArg,
     RevisionOpt,
     SeqLenOpt,
@@ -36,6 +37,12 @@ KNOBS = ("gpu_memory_utilization", "bw_efficiency", "flops_efficiency", "cuda_co
 #: launch line then states (`vllm.plan.launch_block_size`, `launch_flags`). SGLang's and
 #: llama.cpp's options are not taken: plan sizes those engines by the exact formula
 #: (`EngineProfile.plan_engine_kv` is None), so --page-size or --llamacpp-version would change nothing.
+#: the tier below the GPU (`kvcalc capacity`'s options, `KvMemoryOptions`): --gpus-per-node is
+#: plan's own; the KV memory is each layout's, and a prefix's load time is capacity's / estimate's
+OFFLOAD_PLAN_OPTIONS = tuple(
+    n for n in KvMemoryOptions.option_names() if n not in ("kv_memory", "gpus_per_node", "link", "prefix_hit_rate")
+)
+
 VLLM_PLAN_FLAGS = (
     "vllm_version",
     "v0",
@@ -153,6 +160,14 @@ def plan(
             help="A calibration file from `kvcalc measure --calibrate`: time the layouts with the speed model (the engine's per-step floor, all-reduce latency, format efficiency) and the file's measured figures on its GPU. Without it, the bare roofline.",
         ),
     ] = None,
+    offload: Annotated[KvMemoryOptions, only(*OFFLOAD_PLAN_OPTIONS)] = KvMemoryOptions(),
+    sessions: Annotated[
+        Optional[int],
+        typer.Option(
+            "--sessions",
+            help="Target: sessions of --seq-len tokens kept warm over the GPU and the offload tier, all replicas (needs an offload flag: --kv-offloading-size, --lmcache-*, --hicache-*).",
+        ),
+    ] = None,
     revision: RevisionOpt = None,
     trust_plain_decoder: TrustPlainOpt = False,
     fmt: Annotated[str, typer.Option("--format", "-f", help="table, json, yaml or markdown.")] = "table",
@@ -171,6 +186,7 @@ def plan(
         check_target(write_deployment, "--write-deployment", force=force)  # before any work
     if engine_key(engine) != VllmFlags.engine:  # --block-size with --engine sglang: refused, not ignored
         refuse_typed(ctx, VLLM_PLAN_FLAGS, "--engine vllm only")
+    settings = plan_offload_settings(offload, sessions, gpus_per_node)
     options = engine_options(engine, (vllm,))  # each GPU's compute capability and vendor replace these
     spec, sd = load_model(model, revision, trust_plain_decoder=trust_plain_decoder), _speculative(speculative_config)
     with naming_model_file(model):  # a YAML or config.json that cannot size the weights is named
@@ -195,9 +211,14 @@ def plan(
             calibration=_calibration(calibration),
             speculative=sd,
         )
-        res = run_plan(req)
+        if settings is None:
+            res = run_plan(req)
+        else:
+            from kvcalc.offload_request import plan_with_offload
+
+            res = plan_with_offload(req, settings, sessions)
     if write_deployment is not None and res.layouts:
-        text = deployment_text(res, res.layouts[0], model, req)
+        text = deployment_text(res, res.layouts[0], model, req, settings)
         from kvcalc.cli.output import write_atomic
 
         write_atomic(write_deployment, text, option="--write-deployment", force=force)
@@ -206,6 +227,51 @@ def plan(
         echo(f"wrote {write_deployment} (check it with: kvcalc check {write_deployment})")
     if not res.layouts:
         raise typer.Exit(1)
+
+
+def plan_offload_settings(offload: KvMemoryOptions, sessions: int | None, gpus_per_node: int) -> Any:
+    """The `OffloadSettings` plan counts (None when no tier is asked). Raises `KvcalcError` for
+    --sessions below 1 or without a tier, and for --host-memory or --shared-prefix alone (they
+    qualify a tier)."""
+    from kvcalc.engines.offload_rules import replace
+
+    s = replace(offload.settings(), gpus_per_node=gpus_per_node)
+    if sessions is not None and sessions < 1:
+        raise KvcalcError(f"must be at least 1, got {sessions}", option="--sessions", value=sessions)
+    if not s.asked:
+        for name, given in (
+            ("--sessions", sessions is not None),
+            ("--host-memory", s.host_memory_bytes is not None),
+            ("--shared-prefix", bool(s.shared_prefix_tokens)),
+        ):
+            if given:
+                raise KvcalcError(
+                    "plan counts sessions kept warm over an offload tier: give the engine's flag "
+                    "(--kv-offloading-size, --lmcache-cpu-size, --lmcache-l1-size, --enable-hierarchical-cache, "
+                    "--hicache-ratio, --hicache-size)",
+                    option=name,
+                )
+        return None
+    return s
+
+
+def offload_lines(res: Any) -> list[str]:
+    """The sessions each layout keeps warm over the GPU and the offload tier, and the host memory
+    it pins per node (a heading, then one line per layout; none without a tier)."""
+    lays = [lay for lay in res.layouts if lay.offload is not None]
+    if not lays:
+        return []
+    T = lays[0].seq_len
+    lines = [f"sessions of {T:,} tokens kept warm (GPU, offload tier); host per node:"]
+    for lay in lays:
+        o = lay.offload
+        tiers = ", ".join(f"{t.tier} {t.sessions:,}" for t in o.tiers if t.sessions is not None)
+        per = f" = {o.sessions_warm:,} x {lay.dp} replicas" if lay.dp > 1 and o.sessions_warm is not None else ""
+        host = f"{o.host_bytes_per_node / 1e9:,.2f} GB"
+        if o.host_memory_bytes is not None:
+            host += f" of {o.host_memory_bytes / 1e9:,.2f} GB"
+        lines.append(f"  #{lay.rank}: {lay.sessions_warm or 0:,}{per} ({tiers}); host {host}")
+    return lines
 
 
 def show(res: Any, fmt: str) -> None:
@@ -226,24 +292,30 @@ def show(res: Any, fmt: str) -> None:
     if res.layouts:
         echo(plan_table(res))
         top = res.layouts[0]
+        for line in offload_lines(res):
+            echo(line)
         if top.launch:
             echo(f"launch #1 ({res.engine}):")
             echo(top.launch)
     else:
         echo(plan_title(res))
-        echo(f"nothing fits and meets the targets within {res.max_gpus} GPUs; the nearest misses:")
+        if res.n_qualifying and not res.misses:  # `offload_request.plan_with_offload` dropped them all
+            echo(f"{res.n_qualifying:,} layouts meet the targets, but none with the offload tier (the notes say why):")
+        else:
+            echo(f"nothing fits and meets the targets within {res.max_gpus} GPUs; the nearest misses:")
         for m in res.misses:
             echo(f"  {m.line}")
     for n in res.notes:
         echo(f"note: {n}")
 
 
-def deployment_text(res: Any, layout: Any, model_arg: str, req: Any) -> str:
+def deployment_text(res: Any, layout: Any, model_arg: str, req: Any, offload: Any = None) -> str:
     """The top layout as a deployment YAML (`kvcalc.schema.Deployment`) with the engine and the
     options plan sized it with (`engine:`, `engine_options:`), checked with `calc.check.check`
     under that engine before it is written: `kvcalc check` passes it with plan's figures. Raises `KvcalcError` for
     a layout a deployment cannot state (devices that differ) or one the check would fail
-    (a llama.cpp layer split that vLLM's split of the layers does not fit)."""
+    (a llama.cpp layer split that vLLM's split of the layers does not fit). `offload`: the
+    `OffloadSettings` plan counted (written as the file's `offload:`)."""
     import yaml
 
     from kvcalc import __version__
@@ -277,7 +349,7 @@ def deployment_text(res: Any, layout: Any, model_arg: str, req: Any) -> str:
         "concurrency": res.concurrency,
         "gpu_memory_utilization": req.search.knobs.gpu_memory_utilization,
         "engine": res.engine,
-    }
+    } | _offload_key(offload, res.engine)
     options = recorded_options(req.options)
     if options:
         data["engine_options"] = options
@@ -316,6 +388,16 @@ def deployment_text(res: Any, layout: Any, model_arg: str, req: Any) -> str:
             f"# target max_ttft_s {res.max_ttft_s:g} (TTFT {layout.ttft_s:.2f} s): kvcalc check does not check TTFT"
         )
     return "\n".join(head) + "\n" + yaml.safe_dump(data, sort_keys=False, width=1000)
+
+
+def _offload_key(offload: Any, engine: str) -> dict[str, Any]:
+    """{'offload': ...}: the tier below the GPU plan counted (`OffloadSettings`, or None: {}), as
+    the deployment's `offload:` writes the engine's flags (`kvcalc check` checks its host)."""
+    if offload is None:
+        return {}
+    from kvcalc.offload_request import spec_data
+
+    return {"offload": spec_data(offload, engine)}
 
 
 def _calibration(path: str | None) -> Any:

@@ -385,7 +385,11 @@ def lmcache(
     model with several KV cache groups (bytes per token not one figure)."""
     if not single_group(model):
         raise KvcalcError(
-            f"{model.name} has several KV cache groups: LMCache's chunks are not modelled for it",
+            f"{model.name} has several KV cache groups (sliding-window, Mamba or indexer layers beside full "
+            "attention): LMCache 0.5.6 stores each group as its own objects (lmcache/v1/multiprocess/group_view.py "
+            "EngineGroupInfo, object_group_transfer.py: a sliding group keeps sub-chunks of its window, a Mamba "
+            "group its state), whose bytes per 256-token chunk kvcalc does not model; vLLM's native offload "
+            "(--kv-offloading-size) is modelled for these groups",
             field="model",
             value=model.name,
             form=MESSAGE,
@@ -490,6 +494,41 @@ def lmcache(
 # ----- SGLang HiCache ---------------------------------------------------------------------
 
 
+def sglang_pool_refusal(model: ModelSpec, options: Any = None) -> str | None:
+    """Why SGLang 0.5.23's HiCache host pools for `model` are not sized here, or None when its
+    device pool is one `MHATokenToKVPool` or `MLATokenToKVPool` (a sliding layer sized as full,
+    `engines.sglang.uses_swa_pool` False): the one host pool `pool_host/mha.py` / `mla.py`.
+    Not sized: the `SWAKVPool` of the architectures `is_hybrid_swa_model` lists (HiCache builds
+    a host pool per device pool, `mem_cache/hybrid_cache/hybrid_pool_assembler.py`
+    `build_hybrid_swa_stack`: --hicache-size split by the pools' device bytes,
+    `_split_hicache_size`, or one unified page envelope on some layouts); NSA's
+    (`pool_host/dsa.py`); Mamba / linear-attention state (`pool_host/mamba.py`
+    `MambaPoolHost`, beside a KV host pool in `build_hybrid_*_stack`)."""
+    from kvcalc.engines import sglang as SG
+
+    version = getattr(options, "version", None) or "current"
+    hybrid = getattr(options, "hybrid_swa_memory", True)
+    kinds = {layer.kind for layer in model.layers} - {"mlp"}
+    if SG.uses_swa_pool(model, hybrid, version):
+        return (
+            "SGLang 0.5.23 gives its sliding layers their own SWAKVPool, and HiCache then builds one host "
+            "pool per device pool (mem_cache/hybrid_cache/hybrid_pool_assembler.py build_hybrid_swa_stack: "
+            "--hicache-size split by the pools' device bytes, or one unified page envelope): not modelled; "
+            "with --disable-hybrid-swa-memory (sliding layers sized as full, one MHA pool) it is"
+        )
+    if SG.is_nsa(model):
+        return (
+            "SGLang 0.5.23's HiCache host pool for NSA (the latent and the indexer's keys, "
+            "mem_cache/pool_host/dsa.py) is not modelled"
+        )
+    if not kinds <= {"full", "sliding", "mla"}:
+        return (
+            "SGLang 0.5.23's HiCache keeps Mamba / linear-attention state in its own host pool "
+            "(mem_cache/pool_host/mamba.py MambaPoolHost, state slots beside the KV host pool): not modelled"
+        )
+    return None
+
+
 def sglang_hicache(
     model: ModelSpec,
     gpu: EngineResult,
@@ -500,22 +539,20 @@ def sglang_hicache(
     session_tokens: int,
     size_per_token: int,
     page_size: int,
+    options: Any = None,
 ) -> OffloadResult:
     """SGLang 0.5.23 HiCache host pool per rank (`pool_host/base.py`): --hicache-size G (GB,
     decimal, per rank) or --hicache-ratio R x the device pool's tokens (default 2.0); with
     neither and --host-memory given, the ratio is cut to fit --hicache-host-memory-fraction
     (default 0.8) of the host after a 10 GiB reserve (`hicache_auto_size.py`). Host bytes =
     tokens x `size_per_token`; refused in SGLang's words when they exceed the per-rank budget
-    ((host - 10 GiB) // ranks on the node). Raises `KvcalcError` for pools kvcalc does not
-    size here (sliding-window, hybrid or NSA pools)."""
-    if not single_group(model):
-        raise KvcalcError(
-            f"{model.name}: SGLang's HiCache host pool is modelled for MHA and MLA pools only "
-            "(not SWA, hybrid linear or NSA pools)",
-            field="model",
-            value=model.name,
-            form=MESSAGE,
-        )
+    ((host - 10 GiB) // ranks on the node). A model whose sliding layers SGLang sizes as full
+    ones (one `MHATokenToKVPool`: every architecture `is_hybrid_swa_model` does not list, or
+    `--disable-hybrid-swa-memory`) has the one MHA host pool (`pool_host/mha.py`), sized here.
+    Raises `KvcalcError` for the pools kvcalc does not size here (`sglang_pool_refusal`)."""
+    refusal = sglang_pool_refusal(model, options)
+    if refusal:
+        raise KvcalcError(f"{model.name}: {refusal}", field="model", value=model.name, form=MESSAGE)
     if s.hicache_ratio is not None and s.hicache_ratio <= 0:
         raise KvcalcError(
             f"--hicache-ratio must be positive, got {s.hicache_ratio:g}",
@@ -772,6 +809,7 @@ def offload_for(
             session_tokens=session_tokens,
             size_per_token=mod.cell_size_bytes(model, k, v, tp),
             page_size=getattr(options, "page_size", 1),
+            options=options,
         )
     if name == "llamacpp":
         return llamacpp_host(

@@ -70,7 +70,7 @@ def shared_prefix(
     prefix cached), and warnings (a prefix shorter than one block; tokens past the last whole
     block). Raises `KvcalcError` for engines without shared prefix storage, prefix caching turned
     off, or bad values."""
-    from kvcalc.engines.offload_rules import single_group, vllm_blocks_per_request
+    from kvcalc.engines.offload_rules import vllm_blocks_per_request
 
     _check(prefix_tokens, prompt_tokens, hit_rate)
     warnings: list[str] = []
@@ -104,9 +104,21 @@ def shared_prefix(
             else ""
         )
     elif name == "sglang":
-        if not single_group(model):
+        # one MHA / MLA pool (sliding layers sized as full ones hold every token, as a full layer):
+        # the radix tree's pages hold the prefix once; SGLang's SWA, NSA and Mamba pools are not modelled
+        from kvcalc.engines import sglang as SG
+
+        version = getattr(options, "version", None) or "current"
+        kinds = {layer.kind for layer in model.layers} - {"mlp"}
+        if (
+            SG.uses_swa_pool(model, getattr(options, "hybrid_swa_memory", True), version)
+            or SG.is_nsa(model)
+            or not kinds <= {"full", "sliding", "mla"}
+        ):
             raise KvcalcError(
-                f"{model.name}: --shared-prefix is modelled for SGLang's MHA and MLA pools only",
+                f"{model.name}: --shared-prefix is modelled for SGLang 0.5.23's one MHA or MLA pool (a sliding "
+                "layer sized as a full one included), not its SWA, NSA or Mamba pools (radix_cache.py over "
+                "mem_cache/swa_memory_pool.py, the sliding part of a prefix evicted on its own)",
                 field="model",
                 value=model.name,
                 form=MESSAGE,

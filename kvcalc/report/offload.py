@@ -31,7 +31,7 @@ def offload_table(r: Any, title: str, *, width: int | None = None) -> Any:
         ],
         width=width,
         title=title,
-        caption=f"sessions: of {r.session_tokens:,} tokens (--max-model-len)" if r.session_tokens else None,
+        caption=f"sessions: of {r.session_tokens:,} tokens each" if r.session_tokens else None,
     )
     rows: list[tuple[str, Cell, str | None]] = [
         ("engine flags", "\n".join(r.flags), None),

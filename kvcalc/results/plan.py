@@ -4,6 +4,7 @@ Frozen pydantic models, `extra="forbid"`: their JSON keys are a public contract.
 
 from __future__ import annotations
 
+from kvcalc.results.offload import OffloadResult
 from kvcalc.schema import _Frozen  # frozen, extra="forbid": the one base of every model
 
 
@@ -63,6 +64,11 @@ class PlanLayout(_Frozen):
     dp_attention: int = 1
     ep: int = 1
     why: str | None = None
+    #: the tier below the GPU (`kvcalc plan --kv-offloading-size / --hicache-* / --lmcache-*`,
+    #: `offload_request.layout_offload`), and the sessions of `seq_len` tokens it keeps warm over
+    #: all replicas (each replica keeps its own); None when no tier is asked
+    offload: OffloadResult | None = None
+    sessions_warm: int | None = None
 
 
 class PlanMiss(_Frozen):

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from kvcalc.results.engine import EngineResult
 from kvcalc.results.kv import KvEstimate
+from kvcalc.results.offload import LoadRow, OffloadResult, PrefixResult
 from kvcalc.results.serving import FitHint, RequestEstimate, ServingEstimate
 
 
@@ -18,9 +19,14 @@ class ServedEstimate(KvEstimate):
     `tpot_s`, `tokens_per_s`, `ttft_s` ...; None without a GPU), what the engine allocates for
     the batch (`engine`; None without one, or when it would not start) and, when the batch does
     not fit, the fewest GPUs that would (`fit_hint`), and with input and output lengths the
-    whole-request figures (`request`). The same objects as the CLI's JSON holds."""
+    whole-request figures (`request`). With `offload=OffloadSettings(...)`: the tier below the GPU
+    (`offload`), the shared prefix (`shared_prefix`) and the load-or-recompute rows
+    (`load_or_recompute`, with a GPU). The same objects as the CLI's JSON holds."""
 
     serving: ServingEstimate | None = None
     engine: EngineResult | None = None
     fit_hint: FitHint | None = None
     request: RequestEstimate | None = None
+    offload: OffloadResult | None = None
+    shared_prefix: PrefixResult | None = None
+    load_or_recompute: list[LoadRow] | None = None
