@@ -83,7 +83,7 @@ def estimate(
     output_len: int | str | None = None,
     request_rate: float | None = None,
     offload: OffloadSettings | None = None,
-    prefix_hit_rate: float = 1.0,
+    prefix_hit_rate: float | None = None,
     link: str | None = None,
 ) -> KvEstimate:
     """Exact KV-cache bytes of `model` (a name, path or `ModelSpec`) for `batch` sequences of
@@ -117,7 +117,7 @@ def estimate(
     the GPU as `kvcalc estimate --kv-offloading-size / --hicache-* / --lmcache-* --host-memory
     --shared-prefix` sizes it, at `seq_len` tokens a session: `offload` (tokens and bytes per
     tier per rank, host bytes per node, sessions kept warm, the engine's flags and log lines),
-    `shared_prefix` (`prefix_hit_rate`: the share of requests that find it cached) and, with
+    `shared_prefix` (`prefix_hit_rate`: the share of requests that find it cached, None: 1.0) and, with
     `gpu`, `load_or_recompute` over `link` (a comma list of `kvcalc/data/links.yaml` keys;
     None: every host, storage and network link). A tier the host cannot hold raises
     `KvcalcError` (option --host-memory) with the figures.
@@ -157,6 +157,8 @@ def estimate(
     whole = check_arguments(input_len=input_len, output_len=output_len, request_rate=request_rate)
     beyond = check_arguments(offload=offload, prefix_hit_rate=prefix_hit_rate, link=link)
     link = ",".join(beyond["link"]) if isinstance(beyond["link"], (list, tuple)) else beyond["link"]
+    if offload is None:
+        _refuse_without_offload(prefix_hit_rate=beyond["prefix_hit_rate"], link=link)
     knobs = {k: v for k, v in knobs.items() if v is not None}
     spec = load_model(model)
     if args["seq_len"] is None and whole["input_len"] is not None and whole["output_len"] is not None:
@@ -202,11 +204,33 @@ def estimate(
     if offload is not None:
         from kvcalc.offload_request import estimate_extras
 
-        for part, _ in estimate_extras(offload, req, res, hit_rate=beyond["prefix_hit_rate"], link=link):
+        for part, _ in estimate_extras(offload, req, res, hit_rate=_or(beyond["prefix_hit_rate"], 1.0), link=link):
             extra |= dict(part)
     return ServedEstimate(
         **dict(res.kv), serving=res.serving, engine=res.engine, fit_hint=res.fit_hint, request=res.request, **extra
     )
+
+
+def _or(value: float | None, default: float) -> float:
+    """`value`, or `default` where it is None."""
+    return default if value is None else value
+
+
+def _refuse_without_offload(**given: object) -> None:
+    """Refuse (KvcalcError naming the argument) a prefix or link argument given without
+    `offload`: it would be ignored, as `kvcalc estimate` refuses --prefix-hit-rate / --link
+    without a tier."""
+    from kvcalc.errors import OPTION_SAYS, KvcalcError
+
+    for name, value in given.items():
+        if value is not None:
+            raise KvcalcError(
+                "needs offload: it qualifies the tier below the GPU (an OffloadSettings with --shared-prefix or a tier)",
+                option=name,
+                field=name,
+                value=value,
+                form=OPTION_SAYS,
+            )
 
 
 def _replace(obj: object, **changes: object) -> object:

@@ -453,6 +453,82 @@ def _refuse(row: VllmCacheDType, why: str, field: str | None) -> KvcalcError:
     return KvcalcError(f"{VLLM_VERSION} --kv-cache-dtype {row.name}: {why}", field=field, value=row.name, form=MESSAGE)
 
 
+#: compute capability vLLM 0.33's profile in kvcalc assumes when no GPU is given (Hopper)
+ASSUMED_CC = "9.0"
+
+
+def vllm_033_check_device(
+    name: str, compute_capability: str | None, vendor: str | None, *, field: str | None = "kv_dtype"
+) -> None:
+    """Refuse a `--kv-cache-dtype` no vLLM 0.33 backend takes on this GPU, as vLLM's backend
+    selection does (`CudaPlatform.get_attn_backend_cls`: "No valid attention backend found ...
+    kv_cache_dtype not supported"; held against it by `tests/oracle/vllm_grid.py`):
+
+    - octave_k3v4 / octave_k3v3 / octave_k3v3_compact and ultraquant_4bit: ROCm backends only
+      (`ROCM_OCTAVE`, `ULTRAQUANT`); no CUDA backend lists them;
+    - nvfp4_4over6: FlashInfer on the SM100 family only (`v1/attention/backends/flashinfer.py`
+      `supports_kv_cache_dtype`: on SM80 / SM90 / SM120 "The slot-mapping writer has no scale
+      search", only nvfp4; on SM100 it needs TRTLLM attention, `supports_trtllm_attention`).
+
+    `compute_capability` None: Hopper assumed (`ASSUMED_CC`); `vendor` None: NVIDIA. Raises
+    `KvcalcError` naming vLLM 0.33, the device and what it accepts there."""
+    row = vllm_033_cache_dtype(name, field=field)
+    amd = vendor == "amd"
+    cc = compute_capability or ASSUMED_CC
+    device = (
+        "ROCm" if amd else f"CUDA compute capability {cc}{'' if compute_capability else ' (assumed: no GPU given)'}"
+    )
+    if (row.name.startswith("octave_") or row.name == "ultraquant_4bit") and not amd:
+        raise _refuse(
+            row,
+            f"no backend on {device}: it is {row.gpus} ({accepted(row.backends)}); on NVIDIA GPUs vLLM "
+            "takes auto, float16, bfloat16, fp8, fp8_e4m3, fp8_e5m2, turboquant_*, int4/int8/fp8_per_token_head, nvfp4",
+            field,
+        )
+    if row.name == "nvfp4_4over6":
+        major = int(cc.split(".")[0])
+        if amd or major != 10:
+            raise _refuse(
+                row,
+                f"no backend on {device}: FlashInfer takes nvfp4_4over6 on the SM100 family (B200, B300, GB200) "
+                "only; elsewhere it takes nvfp4 (flashinfer.py supports_kv_cache_dtype)",
+                field,
+            )
+
+
+#: what vLLM 0.33's CUDA backend selection takes for an MLA model (`CudaPlatform.get_attn_backend_cls`
+#: over FLASH_ATTN_MLA, FLASHMLA, FLASHINFER_MLA, TRITON_MLA ... on SM90 and SM100, run by
+#: `tests/oracle/vllm_grid.py`); sparse MLA (DeepSeek-V3.2 / GLM-5) adds fp8_ds_mla (FLASHMLA_SPARSE),
+#: and nvfp4_ds_mla on the SM100 family
+VLLM_033_CUDA_MLA_DTYPES = ("auto", "float16", "bfloat16", "fp8", "fp8_e4m3")
+VLLM_033_CUDA_SPARSE_MLA_DTYPES = (*VLLM_033_CUDA_MLA_DTYPES, "fp8_ds_mla")
+
+
+def vllm_033_check_mla(
+    name: str, *, sparse: bool, compute_capability: str | None, field: str | None = "kv_dtype"
+) -> None:
+    """Refuse a `--kv-cache-dtype` no vLLM 0.33 CUDA MLA backend takes, for a model with MLA layers
+    (`sparse`: DeepSeek sparse MLA), naming what vLLM takes there (`VLLM_033_CUDA_MLA_DTYPES`,
+    `..._SPARSE_...`; nvfp4_ds_mla on SM100 for sparse MLA). The packed presets (TurboQuant,
+    Octave, UltraQuant), nvfp4 / nvfp4_4over6 and fp8_inc have no MLA backend at all. Raises
+    `KvcalcError` (field `field`)."""
+    row = vllm_033_cache_dtype(name, field=field)
+    cc = compute_capability or ASSUMED_CC
+    takes = VLLM_033_CUDA_SPARSE_MLA_DTYPES if sparse else VLLM_033_CUDA_MLA_DTYPES
+    if sparse and int(cc.split(".")[0]) == 10:
+        takes = (*takes, "nvfp4_ds_mla")
+    if row.name in takes:
+        return
+    kind = "sparse MLA" if sparse else "MLA"
+    sm100 = ", and nvfp4_ds_mla on SM100 (FLASHMLA_SPARSE)" if sparse and "nvfp4_ds_mla" not in takes else ""
+    raise _refuse(
+        row,
+        f"no {kind} attention backend takes it on CUDA compute capability {cc}; for {kind} models "
+        f"vLLM 0.33 takes {accepted(takes)}{sm100}",
+        field,
+    )
+
+
 def turboquant_slot_bytes(name: str, head_size: int) -> int:
     """Bytes of one TurboQuant K+V slot (one token, one head), vLLM 0.33
     `TurboQuantConfig.slot_size_aligned`: key = head_size (fp8 keys, k8v4) or

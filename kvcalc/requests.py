@@ -851,6 +851,9 @@ class PlanRequest(NamedTuple):
         engine_options: Any = None,
         calibration: Any = None,
         speculative: Any = None,
+        input_len: int | None = None,
+        output_len: int | None = None,
+        request_rate: float | None = None,
     ) -> PlanRequest:
         """Check and resolve: the context (default the model's), positive counts and targets,
         the GPUs (a comma list or list of names / GPU files, `a+b` a fixed set of devices in one
@@ -858,9 +861,12 @@ class PlanRequest(NamedTuple):
         engine's defaults, `EngineProfile.plan_formats`), `prices` (a mapping or a price file),
         `engine_options` (the engine's options object, e.g. `VllmOptions(version='0.11')`; None:
         its defaults; each GPU's compute capability and vendor replace the options' own).
-        `calibration` (a `calc.speed.Calibration`): the layouts are timed with the speed model's
-        terms for the engine (its measured figures on its own GPU, the table's on the others);
-        without it, on the bare roofline of `knobs` as before.
+        The layouts are timed with the speed model's terms for the engine (`speed_terms`, as
+        `kvcalc estimate --engine E` times them): the speed table's, and with `calibration` (a
+        `calc.speed.Calibration`) its measured figures on its own GPU.
+        `input_len` / `output_len` (and `request_rate`, requests/s): time and rank on whole
+        requests (`calc.plan.WholeRequests`); the context defaults to input_len + output_len and
+        may not be shorter.
         Each format is tried on the engine's launch line first, so a format the engine lacks is
         refused before the search. The engine's own KV arithmetic per GPU
         (`EngineProfile.plan_engine_kv`: vLLM's blocks) sizes each layout where it has one.
@@ -878,7 +884,17 @@ class PlanRequest(NamedTuple):
         node = P.GPUS_PER_NODE if gpus_per_node is None else gpus_per_node
         check_positive(concurrency=concurrency, max_gpus=max_gpus, top=top, gpus_per_node=node, why_not=why_not)
         check_targets(max_tpot_ms=max_tpot_ms, min_tokens_per_s=min_tokens_per_s, max_ttft_s=max_ttft_s)
-        T = resolve_seq_len(model, seq_len)
+        whole = _whole_requests(input_len, output_len, request_rate)
+        T = resolve_seq_len(
+            model, seq_len if seq_len is not None or whole is None else whole.input_len + whole.output_len
+        )
+        if whole is not None and whole.input_len + whole.output_len > T:
+            raise KvcalcError(
+                f"--seq-len {T:,} is shorter than --input-len + --output-len "
+                f"({whole.input_len + whole.output_len:,}): leave it out or give at least that",
+                option="--seq-len",
+                value=T,
+            )
         check_limits([concurrency], [T])
         warn_beyond_context(model, [T])
         prof = get_profile(engine)
@@ -974,20 +990,50 @@ class PlanRequest(NamedTuple):
             engine=prof.name,
             launch=launch,
             engine_kv=prof.plan_engine_kv(model, opts),
-            speed=None if calibration is None else _plan_speed(prof.name, knobs, calibration),
+            speed=_plan_speed(prof.name, knobs, calibration),
+            requests=whole,
         )
         return cls(search=search, engine=prof.name, options=opts)
 
 
+def _whole_requests(input_len: int | None, output_len: int | None, request_rate: float | None) -> Any:
+    """(`calc.plan.WholeRequests`) plan's --input-len / --output-len / --request-rate, checked
+    as `estimate` checks them (`cli.estimate.whole_request_options`'s rules), or None when
+    neither length is given. Raises `KvcalcError` naming the option."""
+    import math
+
+    from kvcalc.calc.plan import WholeRequests
+
+    for name, v in (("--input-len", input_len), ("--output-len", output_len)):
+        if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < 1):
+            raise KvcalcError(f"must be an integer of at least 1, got {v}", option=name, value=v)
+    if request_rate is not None:
+        if isinstance(request_rate, bool) or not (math.isfinite(request_rate) and request_rate > 0):
+            raise KvcalcError(f"must be a number > 0, got {request_rate}", option="--request-rate", value=request_rate)
+        if input_len is None or output_len is None:
+            raise KvcalcError("needs --input-len and --output-len", option="--request-rate")
+    if input_len is None and output_len is None:
+        return None
+    if input_len is None or output_len is None:
+        missing = "--input-len" if input_len is None else "--output-len"
+        raise KvcalcError("whole requests need both --input-len and --output-len", option=missing)
+    from kvcalc.units import check_bound
+
+    check_bound("seq_len", input_len, option="--input-len")
+    check_bound("seq_len", output_len, option="--output-len")
+    return WholeRequests(input_len, output_len, request_rate)
+
+
 def _plan_speed(engine: str, knobs: Any, calibration: Any) -> Any:
     """speed(gpu, tp) -> `SpeedTerms` for `calc.plan.PlanSearch.speed`, cached: the calibration
-    on the GPU it was measured on, the speed table on the others."""
+    (None: none) on the GPU it was measured on, the speed table on the others -- the terms
+    `kvcalc estimate --engine E --gpu G --tp T` uses, so plan's TPOT equals estimate's."""
     cache: dict[tuple[str, int], Any] = {}
 
     def speed(gpu: Any, tp: int) -> Any:
         key = (gpu.key, tp)
         if key not in cache:
-            cal = calibration if calibration.gpu == gpu.key else None
+            cal = calibration if calibration is not None and calibration.gpu == gpu.key else None
             cache[key] = speed_terms(gpu, engine, tp, knobs, cal)
         return cache[key]
 

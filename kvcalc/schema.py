@@ -357,6 +357,29 @@ class ModelSpec(_Frozen):
     # why the architecture's parameters cannot be counted (a part kvcalc does not model); the
     # weights then need n_params, or a checkpoint's headers
     weights_unknown: OptStr = None
+    # weights-only parts of the 2026 architectures (no cache; `calc/weights.py` counts each):
+    # DeepSeek-V4's grouped low-rank output projection (o_groups groups of o_lora_rank), its
+    # hyper-connections (hc_mult residual streams) and hash-routed first MoE layers (a vocab x k table)
+    o_groups: OptCount = None
+    o_lora_rank: OptCount = None
+    hc_mult: OptCount = None
+    n_hash_layers: Count0 = 0
+    # the sparse-attention indexer's query heads (DeepSeek-V4 index_n_heads, MiniMax-M3 sparse_num_index_heads)
+    index_n_heads: OptCount = None
+    # a per-expert routing bias beside the router (noaux_tc e_score_correction_bias, MiniMax use_routing_bias)
+    router_bias: StrictBool = False
+    # per-head q and k RMSNorm weights of head_dim each (MiniMax-M3 qk_norm_type per_head)
+    qk_norm: StrictBool = False
+    # Kimi-K3: routed experts work in a latent width (routed_expert_hidden_size) between a down and an
+    # up projection (with a norm); the MLA output gate (mla_use_output_gate); block attention
+    # residuals (attn_res_block_size: two norms and two hidden x 1 projections per layer)
+    moe_latent_size: OptCount = None
+    # the latent MoE's RMSNorm over the latent (Kimi-K3 latent_moe_use_norm; Nemotron-3 has none)
+    moe_latent_norm: StrictBool = False
+    mla_output_gate: StrictBool = False
+    attention_residuals: StrictBool = False
+    # which linear attention the `linear` layers run: Gated DeltaNet (Qwen3-Next) or Kimi's KDA
+    linear_attention: Literal["gated_deltanet", "kda"] = "gated_deltanet"
 
     # fixed per-sequence state of mamba / linear-attention layers
     mamba_d_state: OptCount = None

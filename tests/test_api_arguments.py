@@ -208,3 +208,14 @@ def test_check_arguments_returns_what_the_builders_take():
 
 def test_load_model_refuses_what_is_not_a_reference():
     assert str(refusal(kvcalc.load_model, 3)) == "model must be a model name, a path or a ModelSpec, not int 3"
+
+
+@pytest.mark.parametrize("kwargs", [{"prefix_hit_rate": 0.5}, {"link": "pcie5-x16"}], ids=lambda k: next(iter(k)))
+def test_prefix_and_link_without_offload_are_refused_not_ignored(kwargs):
+    # They qualify the tier below the GPU (kvcalc.estimate's offload=); without it they would
+    # change nothing, so the API refuses them by name, as the CLI refuses them without a tier.
+    name = next(iter(kwargs))
+    with pytest.raises(KvcalcError) as e:
+        kvcalc.estimate("llama-3.1-8b", seq_len=1024, **kwargs)
+    assert e.value.field == name
+    assert "needs offload" in str(e.value)

@@ -10,8 +10,8 @@ Per GPU (the fullest pipeline stage of one TP rank, `memory_plan.Planner`), with
 
     fits = weights + KV + state + reserves <= floor(memory x gpu_memory_utilization)
     (KV: the file's engine's, as `kvcalc plan` sizes it, else the exact formula)
-    TPOT = the fullest replica's roofline decode step; tokens/s over every replica
-           (`Planner.split_decode`)
+    TPOT = the fullest replica's decode step (the speed model's, as `kvcalc plan` and
+           `kvcalc estimate` time it); tokens/s over every replica (`Planner.split_decode`)
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING
 
 from kvcalc.calc import kv_cache
 from kvcalc.calc.memory_plan import Layout, Planner
+from kvcalc.calc.speed import SpeedTerms
 from kvcalc.errors import KvcalcError
 from kvcalc.results import CheckRow
 from kvcalc.schema import Deployment, GpuSpec, ModelSpec, Targets
@@ -68,6 +69,7 @@ def check(
     file: str,
     engine_kv: Callable[..., EngineKv] | None = None,
     engine: str = "ideal",
+    speed: SpeedTerms | None = None,
 ) -> CheckRow:
     """Plan and roofline one deployment: its memory per GPU against the budget (fits when
     used <= budget), the decode TPOT and total tokens/s at `max_seq_len` x `concurrency`, and
@@ -78,7 +80,9 @@ def check(
     `kvcalc plan` applies it (`calc.plan._Placed`), so a deployment that plan wrote checks to
     plan's figures (issue 23 friction 1). Where the engine's arithmetic does not cover the
     layout (it raises `KvcalcError`), the exact formula sizes it and the row's `notes` say so,
-    as plan's notes do. `engine` names the engine in the row.
+    as plan's notes do. `engine` names the engine in the row. `speed`: the speed model's terms
+    for that engine on this GPU at this TP (`calc.speed`; what `kvcalc plan` and `kvcalc
+    estimate` time the layout with; None: the bare roofline).
 
     Raises `KvcalcError` with its `field` set: `tp` for a TP degree the engines refuse
     (`kv_cache.check_tp`), `pp` for more stages than layers, `k_dtype` / `weight_dtype` for a
@@ -88,7 +92,7 @@ def check(
 
     kv_cache.check_tp(model, dep.resolved_tp)
     lay = layout(dep, model)
-    base = Planner(model, gpu, dataclasses.replace(lay, dp=1))
+    base = Planner(model, gpu, dataclasses.replace(lay, dp=1, speed=speed))
     notes: list[str] = []
     ekv = None
     if engine_kv is not None:
@@ -103,9 +107,11 @@ def check(
     planner = placed.planner(gpu)
     T = dep.max_seq_len
     used = max(placed.used(T, dep.concurrency))
-    tpot_s, tok_s = placed.decode(T, dep.concurrency)
-    tpot_ms = tpot_s * 1e3
     fits = used <= planner.budget
+    tpot_ms = tok_s = None  # a deployment that does not fit gets no TPOT (issue 21 deliver 5)
+    if fits:
+        tpot_s, tok_s = placed.decode(T, dep.concurrency)
+        tpot_ms = tpot_s * 1e3
     max_concurrency = placed.max_concurrency(T)
     problems = (
         []
@@ -116,7 +122,7 @@ def check(
             f"at most {max_concurrency} sequences fit"
         ]
     )
-    missed = missed_targets(dep.targets, tpot_ms, tok_s)
+    missed = missed_targets(dep.targets, tpot_ms, tok_s) if tpot_ms is not None and tok_s is not None else []
     problems += missed
     status = "does not fit" if not fits else ("ok" if not missed else "misses target")
     t = dep.targets or Targets()
@@ -147,4 +153,5 @@ def check(
         problems=problems,
         engine=engine,
         notes=notes,
+        speed_model=speed.describe(planner.weight_bits) if speed is not None else "roofline",
     )

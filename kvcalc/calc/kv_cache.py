@@ -240,25 +240,67 @@ def compressed_entries(layer: LayerSpec, seq_len: int) -> int:
     compress_ratio), one per closed window (transformers `modeling_deepseek_v4.py`
     `DeepseekV4HCACache.store_compression_weights`: `usable = (len // compress_rate) *
     compress_rate`; the open window's fewer than compress_ratio tokens wait in the compressor's
-    buffer, a bounded working state not counted here). 0 for an uncompressed layer."""
+    state, `compressor_state_bytes`). 0 for an uncompressed layer."""
     if layer.compress_ratio <= 1 or not layer.caches_kv:
         return 0
     return seq_len // layer.compress_ratio
+
+
+#: bytes of one fp32 value of a DeepSeek-V4 compressor's state (reference `inference/model.py`
+#: Compressor: `kv_state` / `score_state` are `dtype=torch.float32`, whatever the cache's format)
+COMPRESSOR_STATE_VALUE_BYTES = 4
+
+
+def compressor_state_bytes(layer: LayerSpec) -> int:
+    """Bytes of the open (not yet compressed) windows one sequence keeps in a compressed layer:
+    DeepSeek-V4's compressor holds, per sequence, `kv_state` and `score_state` of shape
+    (coff x ratio, coff x D) in fp32, coff = 2 when the ratio is 4 (CSA's overlapping windows:
+    the previous window's first half beside the current window) else 1 (reference
+    `inference/model.py` Compressor.__init__, `torch.zeros(max_batch_size, coff * compress_ratio,
+    coff * self.head_dim, dtype=torch.float32)`; vLLM 0.33.0 `deepseek_v4/compressor.py`
+    CompressorStateCache: `state_dim = 2 * coff * head_dim` fp32 over a window of coff x ratio
+    tokens, the same bytes). A CSA layer's indexer has its own compressor over index_dim (its
+    `Indexer.compressor`, ratio 4). So, D = compressed_dim:
+
+        2 x coff r x coff D x 4 B  (+ 2 x coff r x coff index_dim x 4 B with an indexer)
+
+    DeepSeek-V4-Flash: CSA 2 x 8 x 1,024 x 4 + 2 x 8 x 256 x 4 = 65,536 + 16,384 = 81,920 B;
+    HCA 2 x 128 x 512 x 4 = 524,288 B. Fixed per sequence (it does not grow with the context);
+    0 for a layer without a compressed cache."""
+    r = layer.compress_ratio
+    if r <= 1 or not layer.caches_kv:
+        return 0
+    coff = 2 if r == 4 else 1
+    dims = layer.compressed_dim + (layer.index_dim if layer.index_dim else 0)
+    return 2 * coff * r * coff * dims * COMPRESSOR_STATE_VALUE_BYTES
 
 
 def layer_cache_bytes(
     layer: LayerSpec, seq_len: int, k: StorageFormat, v: StorageFormat, tp: int = 1, window_aware: bool = True
 ) -> int:
     """Bytes one sequence of `seq_len` tokens keeps in one layer on one TP rank: per-token
-    bytes x tokens cached (`tokens_cached`) + compressed entries x entry bytes."""
-    return layer_kv_bytes_per_token(layer, k, v, tp) * tokens_cached(layer, seq_len, window_aware) + layer_entry_bytes(
-        layer, k
-    ) * compressed_entries(layer, seq_len)
+    bytes x tokens cached (`tokens_cached`) + compressed entries x entry bytes + the compressor's
+    open windows (`compressor_state_bytes`, once a sequence has a token)."""
+    return (
+        layer_kv_bytes_per_token(layer, k, v, tp) * tokens_cached(layer, seq_len, window_aware)
+        + layer_entry_bytes(layer, k) * compressed_entries(layer, seq_len)
+        + (compressor_state_bytes(layer) if seq_len > 0 else 0)
+    )
 
 
 def tokens_cached(layer: LayerSpec, seq_len: int, window_aware: bool = True) -> int:
     """Tokens one sequence keeps in this layer: min(seq_len, window) for a sliding layer when
-    `window_aware`, else seq_len; 0 for layers without a per-token cache of their own."""
+    `window_aware`, else seq_len; 0 for layers without a per-token cache of their own.
+
+    `window` counts the positions one query attends, its own included (transformers
+    `masking_utils.sliding_window_overlay`: `kv_idx > q_idx - sliding_window`), so the newest
+    token's query needs `window` tokens held. MiMo-V2-Flash's window is 129: transformers 5.20.2
+    `configuration_mimo_v2_flash.py` sets `sliding_window = sliding_window_size + 1` ("The
+    reference SGLang implementation attends to `sliding_window_size` previous tokens plus the
+    query"), 128 previous tokens + the query. vLLM 0.33.0 (`mimo_v2.py`: `per_layer_sliding_window
+    = sliding_window_size`, 128 positions with the query) and llama.cpp (n_swa 128, the same
+    mask) attend one token fewer than the model; their figures are their own rules, the ideal
+    engine's is the model's."""
     if not layer.caches_kv:
         return 0
     if window_aware and layer.kind == "sliding" and layer.window is not None:
@@ -418,6 +460,12 @@ def formula(
             f"{len(layers)} layers x {nbytes:,} B compressed entry x {seq_len // ratio:,} entries "
             f"({seq_len:,} // {ratio}) x {batch:,} batch"
         )
+    states: dict[int, int] = {}
+    for layer in model.layers:
+        if compressor_state_bytes(layer) and seq_len > 0:
+            states[compressor_state_bytes(layer)] = states.get(compressor_state_bytes(layer), 0) + 1
+    for nbytes, n in states.items():
+        terms.append(f"{n} layers x {nbytes:,} B compressor state (fp32 open windows) x {batch:,} batch")
     if not terms:
         return "0 (no layer caches K or V)"
     total = layers_cache_bytes(model.layers, seq_len, batch, k, v, 1, window_aware)

@@ -93,12 +93,13 @@ class KvProfile:
     """Per-GPU KV bytes as a function of (T, B), from the engine's per-layer bytes.
 
     `stages[s]` lists (bytes per token on one rank, window or None, compressed entry bytes,
-    compress ratio) for each group of layers of stage s; stage bytes at (T, B) =
-    B x sum(bytes x min(T, window) + entry bytes x T // ratio) (`kv_cache.layer_cache_bytes`:
-    DeepSeek-V4's compressed caches are not windowed).
+    compress ratio, fixed bytes per sequence) for each group of layers of stage s; stage bytes at
+    (T, B) = B x sum(bytes x min(T, window) + entry bytes x T // ratio + fixed)
+    (`kv_cache.layer_cache_bytes`: DeepSeek-V4's compressed caches are not windowed; its
+    compressor's open windows are the fixed bytes, `kv_cache.compressor_state_bytes`).
     """
 
-    stages: tuple[tuple[tuple[int, int | None, int, int], ...], ...]
+    stages: tuple[tuple[tuple[int, int | None, int, int, int], ...], ...]
     #: decode context parallel: each rank holds ceil(T / dcp) positions (`parallel.dcp_tokens`)
     dcp: int = 1
 
@@ -117,7 +118,7 @@ class KvProfile:
         layers = model.layers
         out = []
         for st in stages if stages is not None else kv_cache.pp_stages(model.n_layers, pp):
-            groups: dict[tuple[int, int | None, int, int], int] = {}
+            groups: dict[tuple[int, int | None, int, int, int], int] = {}
             for i in st:
                 layer = layers[i]
                 if not layer.caches_kv:
@@ -129,16 +130,18 @@ class KvProfile:
                     w,
                     kv_cache.layer_entry_bytes(layer, k),
                     max(layer.compress_ratio, 1),
+                    kv_cache.compressor_state_bytes(layer),
                 )
                 groups[key] = groups.get(key, 0) + 1
-            out.append(tuple((b * n, w, e * n, r) for (b, w, e, r), n in groups.items()))
+            out.append(tuple((b * n, w, e * n, r, f * n) for (b, w, e, r, f), n in groups.items()))
         return cls(stages=tuple(out))
 
     def stage_bytes(self, seq_len: int, batch: int) -> list[int]:
         """KV bytes of each stage on one rank."""
         T = parallel.dcp_tokens(seq_len, self.dcp)
         return [
-            batch * sum(b * (T if w is None or w > T else w) + e * (T // r) for b, w, e, r in st) for st in self.stages
+            batch * sum(b * (T if w is None or w > T else w) + e * (T // r) + (f if T else 0) for b, w, e, r, f in st)
+            for st in self.stages
         ]
 
     def per_gpu_bytes(self, seq_len: int, batch: int) -> int:
@@ -412,20 +415,21 @@ class Planner:
         att = sum(d * (Tc if w is None or w > Tc else w) for w, d, _ in self.att_groups)
         flops = b * (self.matmul_flops_per_token + att)
         comm = roofline.tp_allreduce_bytes(self.model.n_layers, b, self.hidden)
-        step = self._step(self._weights_read(batch), kv, flops, comm, overlap=True)
+        step = self._step(self._weights_read(batch), kv, flops, comm, overlap=True, attention_flops=b * att)
         return self._with_alltoall(step, b)
 
     def _with_alltoall(self, step: roofline.StepTime, tokens: int) -> roofline.StepTime:
         """`step` plus the expert-parallel dispatch and combine of `tokens` tokens on this rank
         (`parallel.alltoall_bytes`) over the GPU's one-direction link bandwidth (half the
-        bidirectional `interconnect_bytes_per_s`); unchanged without EP."""
+        bidirectional `interconnect_bytes_per_s`; PCIe 4.0 x16 for a row without a link,
+        `roofline.PCIE_GEN4_X16_BYTES_PER_S`); unchanged without EP."""
         ep = self.layout.ep
         if ep <= 1 or not self.moe_groups:
             return step
         n_moe = sum(cnt for cnt, *_ in self.moe_groups)
         k = self.model.n_experts_per_token or 1
         nbytes = parallel.alltoall_bytes(n_moe, tokens, k, self.hidden, ep)
-        bw = (self.gpu.interconnect_bytes_per_s or 64_000_000_000) / 2
+        bw = (self.gpu.interconnect_bytes_per_s or roofline.PCIE_GEN4_X16_BYTES_PER_S) / 2
         return dataclasses.replace(step, comm_time_s=step.comm_time_s + nbytes / bw)
 
     def prefill(self, prompt_len: int, batch: int = 1) -> roofline.StepTime:
@@ -447,11 +451,20 @@ class Planner:
         return self._step(self._weights_read(B * P), kv, flops, comm, overlap=self.layout.speed is None)
 
     def _step(
-        self, weights: tuple[int, int], other_bytes: int, flops: int, comm_bytes: int, *, overlap: bool
+        self,
+        weights: tuple[int, int],
+        other_bytes: int,
+        flops: int,
+        comm_bytes: int,
+        *,
+        overlap: bool,
+        attention_flops: int | None = None,
     ) -> roofline.StepTime:
         """One step's time: the bare roofline (`roofline.step_time`) without speed terms; with
         them (`calc.speed`), the engine's floor, the weights read at their format's efficiency,
-        memory + compute added for prefill (`overlap` False) and the all-reduces' latency."""
+        memory + compute added for prefill (`overlap` False) and the all-reduces' latency. With
+        `attention_flops` (decode: `other_bytes` is the KV read), the attention is timed on its
+        own roofline after the GEMMs (`speed.attention_time_s`); the GEMMs keep the rest."""
         lay, sp = self.layout, self.layout.speed
         weight_bytes = weights[0] + weights[1]
         if sp is None:
@@ -468,6 +481,17 @@ class Planner:
         comm = roofline.allreduce_time_s(comm_bytes, lay.tp, self.gpu.interconnect_bytes_per_s)
         if lay.tp > 1:
             comm += speed_terms.allreduce_calls(self.model.n_layers) * sp.allreduce_latency_s
+        att_s, gemm_flops, read = 0.0, flops, other_bytes
+        if attention_flops is not None:
+            att_s = speed_terms.attention_time_s(
+                other_bytes,
+                attention_flops,
+                self.gpu.hbm_bytes_per_s,
+                sp.bw_efficiency,
+                self.gpu.bf16_flops_per_s,
+                sp.flops_efficiency,
+            )
+            gemm_flops, read = flops - attention_flops, 0
         return roofline.StepTime(
             bytes_read=weight_bytes + other_bytes,
             flops=flops,
@@ -475,15 +499,16 @@ class Planner:
                 [
                     (weights[0], sp.format_efficiency_at(self.weight_bits)),
                     (weights[1], sp.format_efficiency_at(self.expert_bits)),
-                    (other_bytes, 1.0),
+                    (read, 1.0),
                 ],
                 self.gpu.hbm_bytes_per_s,
                 sp.bw_efficiency,
             ),
-            compute_time_s=roofline.compute_time_s(flops, self.peak, sp.flops_efficiency),
+            compute_time_s=roofline.compute_time_s(gemm_flops, self.peak, sp.flops_efficiency),
             comm_time_s=comm,
             floor_s=sp.step_floor_s * lay.pp,
             overlap=overlap,
+            attention_time_s=att_s,
         )
 
     # ----- one point ---------------------------------------------------------------------

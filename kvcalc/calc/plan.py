@@ -5,9 +5,11 @@ rank them, and say for the nearest misses what failed, by how much, and what wou
 Pure (no I/O, no rich, no engine names): `kvcalc.requests.run_plan` loads the GPUs, resolves the
 engine's formats and rules into a `PlanSearch`, calls `search`, and adds the launch lines.
 
-Every figure comes from `memory_plan.Planner` (the memory plan, max batch, the roofline TPOT and
-TTFT), exactly as `kvcalc check` computes a deployment (`calc.check`): the fullest replica holds
-ceil(concurrency / dp) sequences, all at `seq_len`. Nothing here re-derives a byte or a second.
+Every figure comes from `memory_plan.Planner` (the memory plan, max batch, TPOT and TTFT with the
+engine's speed terms, `PlanSearch.speed`), exactly as `kvcalc check` computes a deployment
+(`calc.check`) and `kvcalc estimate` a layout: the fullest replica holds ceil(concurrency / dp)
+sequences, all at `seq_len`; or, with `PlanSearch.requests`, whole requests timed by
+`calc.request_speed` (`WholeRequests`). Nothing here re-derives a byte or a second.
 
 The search space, per GPU type (`GpuChoice`):
 
@@ -47,12 +49,15 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
+import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol, cast
 
 from kvcalc.calc import kv_cache
 from kvcalc.calc.memory_plan import Layout, Planner, budget_bytes
+from kvcalc.calc.request_speed import TOLERANCE, request_speed, spread_static
+from kvcalc.calc.roofline import StepTime
 from kvcalc.errors import KvcalcError, UncountedParamsError
 from kvcalc.results import PlanLayout, PlanMiss, PlanResult
 from kvcalc.schema import GpuSpec, ModelSpec
@@ -100,6 +105,23 @@ class PlanTargets:
     max_tpot_ms: float | None = None
     min_tokens_per_s: float | None = None
     max_ttft_s: float | None = None
+
+
+@dataclass(frozen=True)
+class WholeRequests:
+    """Requests of `input_len` prompt and `output_len` generated tokens (`--input-len` /
+    `--output-len`), and optionally `request_rate` requests/s over the layout (`--request-rate`):
+    the layouts are timed and ranked on these (`calc.request_speed`) instead of every sequence
+    at `seq_len`. Without a rate, `concurrency` requests run as static batches spread over the
+    replicas (`request_speed.spread_static`): TPOT at the mean context I + O / 2 of the fullest
+    replica's batch, output tokens/s with the prefill included, end to end = prefill + (O - 1)
+    TPOT. With a rate, continuous batching by Little's law (`request_speed.request_speed`): TPOT
+    at the average concurrency, tokens/s = rate x O, and a layout where the rate has no steady
+    state misses. TTFT is one I-token prompt's prefill either way."""
+
+    input_len: int
+    output_len: int
+    request_rate: float | None = None
 
 
 @dataclass(frozen=True)
@@ -166,6 +188,8 @@ class PlanSearch:
     #: down by the request layer, which reads the speed table and a calibration (None: the bare
     #: roofline of `knobs`)
     speed: Callable[[GpuSpec, int], Any] | None = None
+    #: whole requests to time and rank on (None: every sequence at `seq_len`)
+    requests: WholeRequests | None = None
 
 
 # ----- the space -----------------------------------------------------------------------------
@@ -284,6 +308,11 @@ class _Outcome:
     tpot_s: float | None = None
     tokens_per_s: float | None = None
     ttft_s: float | None = None
+    #: end to end of one request (`WholeRequests` only)
+    e2e_s: float | None = None
+    #: sequences the fullest replica holds at a request rate (Little's law, rounded up) when
+    #: more than ceil(concurrency / dp): what memory and the launch line's max sequences take
+    rate_batch: int | None = None
     problems: list[str] = field(default_factory=list)
     score: float = 0.0
 
@@ -316,6 +345,8 @@ class _Placed:
     ekv: EngineKv | None = None
     #: `PlanSearch.speed` (None: the bare roofline)
     speed: Callable[[GpuSpec, int], Any] | None = None
+    #: `PlanSearch.requests`
+    requests: WholeRequests | None = None
 
     @property
     def tp(self) -> int:
@@ -396,15 +427,24 @@ class _Placed:
         )
         return t, concurrency / t
 
-    def prefill(self, seq_len: int) -> float:
-        """TTFT (s) of one `seq_len`-token prompt: `Planner.prefill`; under a split over devices
-        that differ, each device's time weighted by its share of the layers."""
+    def prefill(self, seq_len: int, batch: int = 1) -> float:
+        """TTFT (s) of `batch` `seq_len`-token prompts in one pass: `Planner.prefill`; under a
+        split over devices that differ, each device's time weighted by its share of the layers."""
         if not self.split or len({g.key for g in self.devices}) == 1:
-            return self.planner(self.devices[0]).prefill(seq_len).step_time_s
+            return self.planner(self.devices[0]).prefill(seq_len, batch).step_time_s
         n = self.base.model.n_layers
         return sum(
-            len(st) / n * self.planner(g).prefill(seq_len).step_time_s for st, g in zip(self.base.stages, self.devices)
+            len(st) / n * self.planner(g).prefill(seq_len, batch).step_time_s
+            for st, g in zip(self.base.stages, self.devices)
         )
+
+    def steps(self) -> Planner | _SplitSteps:
+        """What `calc.request_speed` times whole requests on: the planner on this GPU (the one
+        `kvcalc estimate` builds for the same layout), or, under a split over devices that
+        differ, `_SplitSteps`."""
+        if not self.split or len({g.key for g in self.devices}) == 1:
+            return self.planner(self.devices[0])
+        return _SplitSteps(self)
 
     def max_concurrency(self, seq_len: int) -> int:
         """Sequences of `seq_len` tokens that fit over all replicas (with the engine's
@@ -422,6 +462,28 @@ class _Placed:
             f"(tp {self.tp}, pp {self.pp}, dp {self.dp}{moe}; KV {_kv_label(self.kv)}, "
             f"weights {self.base.weight_dtype})"
         )
+
+
+class _SplitSteps:
+    """A layer split over devices that differ, as `calc.request_speed.Steps`: each step the
+    `_Placed` figure (the stages' shares summed), the max batch what every device holds."""
+
+    def __init__(self, placed: _Placed) -> None:
+        self.placed, self.layout = placed, placed.base.layout
+
+    def prefill(self, prompt_len: int, batch: int = 1) -> StepTime:
+        return _seconds(self.placed.prefill(prompt_len, batch))
+
+    def decode(self, seq_len: int, batch: int) -> StepTime:
+        return _seconds(self.placed.decode(seq_len, batch)[0])
+
+    def max_batch(self, seq_len: int) -> int:
+        return self.placed.max_concurrency(seq_len)
+
+
+def _seconds(t: float) -> StepTime:
+    """A step of `t` seconds (for `_SplitSteps`: only its time is read)."""
+    return StepTime(bytes_read=0, flops=0, memory_time_s=t, compute_time_s=0.0, comm_time_s=0.0)
 
 
 def _kv_label(kv: tuple[str, str]) -> str:
@@ -445,8 +507,14 @@ def evaluate(
         out.score = max(u / b for u, b in zip(out.used, out.budgets))
         return out
     t = targets
-    out.tpot_s, out.tokens_per_s = placed.decode(seq_len, concurrency)
     ratios = [1.0]
+    if placed.requests is not None:
+        _whole(placed, placed.requests, seq_len, concurrency, out, ratios)
+    else:
+        out.tpot_s, out.tokens_per_s = placed.decode(seq_len, concurrency)
+    if out.tpot_s is None or out.tokens_per_s is None:  # the rate has no steady state here
+        out.score = max(ratios)
+        return out
     tpot_ms = out.tpot_s * 1e3
     if t.max_tpot_ms is not None and tpot_ms > t.max_tpot_ms:
         out.problems.append(f"TPOT {tpot_ms:,.1f} ms > {t.max_tpot_ms:g} ms")
@@ -455,12 +523,55 @@ def evaluate(
         out.problems.append(f"{out.tokens_per_s:,.0f} tokens/s < {t.min_tokens_per_s:g} tokens/s")
         ratios.append(t.min_tokens_per_s / out.tokens_per_s)
     if t.max_ttft_s is not None or with_ttft:
-        out.ttft_s = placed.prefill(seq_len)
+        if out.ttft_s is None:
+            out.ttft_s = placed.prefill(seq_len)
         if t.max_ttft_s is not None and out.ttft_s > t.max_ttft_s:
             out.problems.append(f"TTFT {out.ttft_s:,.2f} s > {t.max_ttft_s:g} s")
             ratios.append(out.ttft_s / t.max_ttft_s)
     out.score = max(ratios)
     return out
+
+
+def _whole(
+    placed: _Placed, rq: WholeRequests, seq_len: int, concurrency: int, out: _Outcome, ratios: list[float]
+) -> None:
+    """Set `out`'s TTFT, TPOT, tokens/s and end to end for whole requests (`WholeRequests`): one
+    I-token prompt's prefill; without a rate, `concurrency` requests as static batches over the
+    replicas (`request_speed.spread_static`); with one, continuous batching at the rate
+    (`request_speed.request_speed`), memory taken at the requests the rate holds in flight
+    (Little's law) where they are more than `concurrency`. A rate with no steady state is a
+    problem whose ratio is the output tokens/s the rate needs over what the replicas' largest
+    batch at I + O tokens decodes."""
+    steps = placed.steps()
+    I, O = rq.input_len, rq.output_len  # noqa: E741  (I, O: input and output tokens)
+    out.ttft_s = steps.prefill(I).step_time_s
+    if rq.request_rate is None:
+        st = spread_static(steps, I, O, concurrency)
+        out.tpot_s, out.tokens_per_s, out.e2e_s = st.tpot_s, st.tokens_per_s, st.e2e_s
+        return
+    rs = request_speed(steps, I, O, 1, rq.request_rate)
+    if rs.rate_sustainable and rs.rate_concurrency is not None:
+        out.tpot_s, out.tokens_per_s, out.e2e_s = rs.rate_tpot_s, rs.rate_tokens_per_s, rs.rate_e2e_s
+        b = max(1, math.ceil(rs.rate_concurrency - TOLERANCE))  # per replica, as `request_speed._at_rate`
+        if b > _cdiv(concurrency, placed.dp):  # the rate holds more than --concurrency: size for it
+            out.rate_batch = b
+            out.used = placed.used(seq_len, b * placed.dp)
+            if not out.fits:
+                s_ = out.worst
+                out.problems.append(
+                    f"{b:,} requests in flight per replica at {rq.request_rate:g}/s need "
+                    f"{_gib(out.used[s_])} per GPU, budget {_gib(out.budgets[s_])}"
+                )
+                ratios.append(max(u / bb for u, bb in zip(out.used, out.budgets)))
+        return
+    dp, cap = steps.layout.dp, steps.max_batch(I + O)
+    can = dp * cap / steps.decode(I + O // 2, cap).step_time_s if cap else 0.0
+    need = rq.request_rate * O
+    out.problems.append(
+        f"{rq.request_rate:g} requests/s has no steady state (needs {need:,.0f} output tokens/s, "
+        f"{cap * dp:,} sequences of {I + O:,} tokens decode at most {can:,.0f})"
+    )
+    ratios.append(need / can if can else float("inf"))
 
 
 # ----- the search ----------------------------------------------------------------------------
@@ -515,7 +626,9 @@ class _Space:
     ) -> _Placed:
         """A `_Placed` with the engine's arithmetic on its (first) device: engines that have
         one split heads, not layers, so a layout's devices are one GPU type."""
-        return _Placed(choice, base, devices, dp, kv, weight, self.engine(base, devices[0]), self.req.speed)
+        return _Placed(
+            choice, base, devices, dp, kv, weight, self.engine(base, devices[0]), self.req.speed, self.req.requests
+        )
 
     def base(
         self,
@@ -629,10 +742,14 @@ def _price(req: PlanSearch, placed: _Placed) -> float | None:
     return sum(req.prices[k] for k in keys)
 
 
-def rank_key(count: int, dollars_per_hour: float | None, tokens_per_s: float, names: tuple) -> tuple:
+def rank_key(
+    count: int, dollars_per_hour: float | None, tokens_per_s: float, names: tuple, e2e_s: float = 0.0
+) -> tuple:
     """Fewest GPUs; then the lowest $/hour where known (priced before unpriced); then the most
-    tokens/s; then the names."""
-    return (count, dollars_per_hour is None, dollars_per_hour or 0.0, -tokens_per_s, names)
+    tokens/s (whole requests: output tokens/s with the prefill, `WholeRequests`); then the
+    shortest end to end (whole requests; at a request rate every layout that keeps up makes the
+    same tokens/s); then the names."""
+    return (count, dollars_per_hour is None, dollars_per_hour or 0.0, -tokens_per_s, e2e_s, names)
 
 
 def _names(p: _Placed) -> tuple:
@@ -645,19 +762,31 @@ def nodes_of(count: int, gpus_per_node: int = GPUS_PER_NODE, domain_gpus: int | 
     return _cdiv(count, gpus_per_node)
 
 
-def moe_rank_key(p: _Placed, gpus_per_node: int, dollars_per_hour: float | None, tokens_per_s: float) -> tuple:
+def moe_rank_key(
+    p: _Placed, gpus_per_node: int, dollars_per_hour: float | None, tokens_per_s: float, e2e_s: float = 0.0
+) -> tuple:
     """How an MoE model's layouts rank: by the nodes they take (a multi-GPU MoE deployment rents
     whole 8-GPU machines), then without a pipeline inside a node before with one (a pipeline
     stage per GPU of one node leaves every GPU idle for pp - 1 of pp micro-steps at a decode
     batch the engines do not split; TP / EP over NVLink serves the same node without it), then
     counts that divide a node (1, 2, 4, 8 of 8) before those that do not, then fewest GPUs, the
-    price, the most tokens/s, the names."""
+    price, the most tokens/s, the shortest end to end (`rank_key`), the names."""
     nodes = nodes_of(p.count, gpus_per_node)
     piped = p.pp > nodes  # more stages than nodes: a pipeline inside a node
     # a part of a node that does not divide it (7 of 8 GPUs) leaves GPUs no other engine of the
     # same shape can use, and splits the experts unevenly (256 over 7: 37 on some, 36 on others)
     odd = p.count > 1 and (p.count % gpus_per_node if p.count > gpus_per_node else gpus_per_node % p.count) != 0
-    return (nodes, piped, odd, p.count, dollars_per_hour is None, dollars_per_hour or 0.0, -tokens_per_s, _names(p))
+    return (
+        nodes,
+        piped,
+        odd,
+        p.count,
+        dollars_per_hour is None,
+        dollars_per_hour or 0.0,
+        -tokens_per_s,
+        e2e_s,
+        _names(p),
+    )
 
 
 def why(p: _Placed, moe: bool) -> str | None:
@@ -701,9 +830,9 @@ def search(req: PlanSearch) -> PlanResult:
                 if out.ok:
                     price = _price(req, placed)
                     key = (
-                        moe_rank_key(placed, req.gpus_per_node, price, _fitted(out.tokens_per_s))
+                        moe_rank_key(placed, req.gpus_per_node, price, _fitted(out.tokens_per_s), out.e2e_s or 0.0)
                         if moe
-                        else rank_key(placed.count, price, _fitted(out.tokens_per_s), _names(placed))
+                        else rank_key(placed.count, price, _fitted(out.tokens_per_s), _names(placed), out.e2e_s or 0.0)
                     )
                     found.append((key, placed, out))
                 else:
@@ -750,6 +879,9 @@ def search(req: PlanSearch) -> PlanResult:
         engine=req.engine,
         seq_len=T,
         concurrency=C,
+        input_len=req.requests.input_len if req.requests else None,
+        output_len=req.requests.output_len if req.requests else None,
+        request_rate=req.requests.request_rate if req.requests else None,
         max_tpot_ms=tg.max_tpot_ms,
         min_tokens_per_s=tg.min_tokens_per_s,
         max_ttft_s=tg.max_ttft_s,
@@ -768,7 +900,8 @@ def _layout(req: PlanSearch, rank: int, placed: _Placed, out: _Outcome, reason: 
     ttft = out.ttft_s if out.ttft_s is not None else placed.prefill(T)
     s = out.worst
     b = placed.base
-    kv_stage = placed.kv_bytes(T, _cdiv(C, placed.dp))
+    batch = out.rate_batch or _cdiv(C, placed.dp)  # the fullest replica's sequences
+    kv_stage = placed.kv_bytes(T, batch)
     price = _price(req, placed)
     per_gpu = None if price is None else price / placed.count
     stages = list(b.layout.stage_layers) if b.layout.stage_layers else None
@@ -783,7 +916,7 @@ def _layout(req: PlanSearch, rank: int, placed: _Placed, out: _Outcome, reason: 
             dp=placed.dp,
             nodes=nodes,
             max_model_len=T,
-            max_num_seqs=_cdiv(C, placed.dp),
+            max_num_seqs=batch,
             **extra,
             k_dtype=placed.kv[0],
             v_dtype=placed.kv[1],
@@ -816,7 +949,9 @@ def _layout(req: PlanSearch, rank: int, placed: _Placed, out: _Outcome, reason: 
         max_concurrency=placed.max_concurrency(T),
         tpot_ms=_fitted(out.tpot_s) * 1e3,
         tokens_per_s=_fitted(out.tokens_per_s),
+        tokens_per_s_per_gpu=_fitted(out.tokens_per_s) / placed.count,
         ttft_s=ttft,
+        e2e_s=out.e2e_s,
         speed_model=(
             placed.speed(placed.devices[0], placed.tp).describe(b.weight_bits) if placed.speed else "roofline"
         ),
@@ -885,7 +1020,8 @@ def _fixes(space: _Space, placed: _Placed, out: _Outcome) -> list[str]:
         if b is not None and evaluate(space.place(placed.choice, b, placed.devices, placed.dp, kv, w), T, C, tg).ok:
             fixes.append(f"{what} on the same {placed.count} GPU{'s' if placed.count > 1 else ''}")
             break
-    t = _largest(1, T - 1, lambda x: evaluate(placed, x, C, tg).ok)
+    # whole requests need their I + O tokens: no shorter context fixes them
+    t = 0 if req.requests else _largest(1, T - 1, lambda x: evaluate(placed, x, C, tg).ok)
     if t:
         fixes.append(f"a context of at most {t:,} tokens")
     c = _largest(1, C - 1, lambda x: evaluate(placed, T, x, tg).ok)

@@ -25,13 +25,17 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
-from kvcalc.calc.memory_plan import Planner
+from kvcalc.calc.memory_plan import Layout
+from kvcalc.calc.roofline import StepTime
 
 #: fixed-point iterations for the concurrency under continuous batching (it converges in a few;
 #: the bound only stops a pathological oscillation)
 MAX_ITERATIONS = 200
+#: the fixed point's relative tolerance, and the slack when L is rounded up to whole sequences
+#: (float noise must not make 3.0000000001 requests 4 sequences)
+TOLERANCE = 1e-9
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,12 +69,63 @@ class RequestSpeed:
     rate_tokens_per_s_per_gpu: float | None = None
 
 
+class Steps(Protocol):
+    """What the arithmetic here needs of a plan: a `memory_plan.Planner`, or `calc.plan`'s
+    stand-in for a layer split over devices that differ (each step the sum of the devices')."""
+
+    layout: Layout
+
+    def prefill(self, prompt_len: int, batch: int = 1) -> StepTime: ...
+
+    def decode(self, seq_len: int, batch: int) -> StepTime: ...
+
+    def max_batch(self, seq_len: int) -> int: ...
+
+
+@dataclass(frozen=True, slots=True)
+class StaticSpread:
+    """`concurrency` requests served as static batches over the layout's dp replicas
+    (`spread_static`): the fullest replica's TPOT (s, decode at the mean context) and end to end
+    (s, its batch's prefill + O - 1 decode steps), and the total output tokens/s of all
+    replicas (prefill included)."""
+
+    batch: int
+    tpot_s: float
+    e2e_s: float
+    tokens_per_s: float
+
+
+def spread_static(steps: Steps, input_len: int, output_len: int, concurrency: int) -> StaticSpread:
+    """`concurrency` requests of `input_len` / `output_len` tokens spread over the dp replicas as
+    evenly as they go (q, r = divmod(concurrency, dp): r replicas run a static batch of q + 1,
+    dp - r of q, idle when q = 0; as `Planner.split_decode` spreads decode), each replica
+    B x O / (prefill(I, B) + (O - 1) x decode(I + O / 2, B)) output tokens/s. The fullest
+    replica's TPOT is what `kvcalc estimate --batch q+1 --input-len I --output-len O` prints
+    as the static batch's TPOT. Raises ValueError for lengths or concurrency < 1."""
+    if input_len < 1 or output_len < 1 or concurrency < 1:
+        raise ValueError("input_len, output_len and concurrency must be >= 1")
+    dp = steps.layout.dp
+    q, r = divmod(concurrency, dp)
+    full = q + 1 if r else q
+    ctx = mean_context(input_len, output_len)
+
+    def run(b: int) -> tuple[float, float]:
+        tpot = steps.decode(ctx, b).step_time_s
+        return tpot, steps.prefill(input_len, b).step_time_s + max(output_len - 1, 0) * tpot
+
+    tpot, e2e = run(full)
+    tok_s = (r if r else dp) * full * output_len / e2e
+    if r and q:
+        tok_s += (dp - r) * q * output_len / run(q)[1]
+    return StaticSpread(batch=full, tpot_s=tpot, e2e_s=e2e, tokens_per_s=tok_s)
+
+
 def mean_context(input_len: int, output_len: int) -> int:
     """Tokens cached at the mean decode step: I + O // 2."""
     return input_len + output_len // 2
 
 
-def static_run_s(planner: Planner, input_len: int, output_len: int, batch: int) -> tuple[float, float]:
+def static_run_s(planner: Steps, input_len: int, output_len: int, batch: int) -> tuple[float, float]:
     """(prefill seconds of `batch` prompts in one pass, seconds of the O - 1 decode steps of
     `batch` sequences at the mean context) for one replica."""
     pre = planner.prefill(input_len, batch).step_time_s
@@ -79,7 +134,7 @@ def static_run_s(planner: Planner, input_len: int, output_len: int, batch: int) 
 
 
 def request_speed(
-    planner: Planner, input_len: int, output_len: int, batch: int = 1, request_rate: float | None = None
+    planner: Steps, input_len: int, output_len: int, batch: int = 1, request_rate: float | None = None
 ) -> RequestSpeed:
     """The figures of `input_len` / `output_len` requests: one alone (TTFT, TPOT, E2E), a static
     batch of `batch` per replica, and, with `request_rate` (requests/s over the layout, spread
@@ -115,7 +170,7 @@ def request_speed(
 
 
 def _at_rate(
-    planner: Planner, input_len: int, output_len: int, rate_per_replica: float, ttft: float, gpus: int, dp: int
+    planner: Steps, input_len: int, output_len: int, rate_per_replica: float, ttft: float, gpus: int, dp: int
 ) -> dict[str, object]:
     """Continuous batching on one replica at `rate_per_replica` requests/s: the fixed point of
     L = lambda x (TTFT + (O - 1) x TPOT(ceil(L))), iterated from L = lambda x TTFT (TPOT grows
@@ -126,13 +181,13 @@ def _at_rate(
     ctx, cap = mean_context(input_len, output_len), planner.max_batch(input_len + output_len)
     conc, tpot, settled = rate_per_replica * ttft, 0.0, False
     for _ in range(MAX_ITERATIONS):
-        b = max(1, math.ceil(conc - 1e-9))
+        b = max(1, math.ceil(conc - TOLERANCE))
         if b > cap:
             break
         tpot = planner.decode(ctx, b).step_time_s
         new = rate_per_replica * (ttft + (output_len - 1) * tpot)
-        if abs(new - conc) <= 1e-9 * max(1.0, new):
-            conc, settled = new, math.ceil(new - 1e-9) <= cap
+        if abs(new - conc) <= TOLERANCE * max(1.0, new):
+            conc, settled = new, math.ceil(new - TOLERANCE) <= cap
             break
         conc = new
     none: dict[str, object] = dict(request_rate=rate_per_replica * dp, rate_sustainable=False)

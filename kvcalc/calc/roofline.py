@@ -36,6 +36,9 @@ from kvcalc.schema import GpuSpec
 
 #: bytes of one activation value moved by the TP all-reduce (bf16 / fp16 activations)
 ACTIVATION_BYTES = 2
+#: the link assumed for a GPU row that lists none: PCIe 4.0 x16, 16 GT/s x 16 lanes x 128/130
+#: encoding = 31.5 GB/s each way, quoted as 64 GB/s bidirectional (PCI-SIG PCIe 4.0 base spec)
+PCIE_GEN4_X16_BYTES_PER_S = 64_000_000_000
 
 
 def memory_time_s(bytes_read: int | float, hbm_bytes_per_s: int | float, bw_efficiency: float = 1.0) -> float:
@@ -56,7 +59,7 @@ def allreduce_time_s(nbytes: int | float, tp: int, interconnect_bytes_per_s: int
     0 when tp == 1; PCIe Gen4 x16 (64 GB/s) when the GPU lists no interconnect."""
     if tp <= 1:
         return 0.0
-    bw = (interconnect_bytes_per_s or 64_000_000_000) / 2
+    bw = (interconnect_bytes_per_s or PCIE_GEN4_X16_BYTES_PER_S) / 2
     return 2 * (tp - 1) / tp * nbytes / bw
 
 
@@ -121,19 +124,24 @@ class StepTime:
     floor_s: float = 0.0
     #: memory and compute overlap (decode: the larger counts) or add (prefill, `calc.speed`)
     overlap: bool = True
+    #: the speed model's decode attention, timed on its own roofline after the weight GEMMs
+    #: (`calc.speed.attention_time_s`; 0 for the bare roofline, where memory and compute hold it)
+    attention_time_s: float = 0.0
 
     @property
     def step_time_s(self) -> float:
-        """floor + max(memory, compute) + communication (memory + compute when they do not overlap)."""
+        """floor + max(memory, compute) + attention + communication (memory + compute when they
+        do not overlap)."""
         work = (
             max(self.memory_time_s, self.compute_time_s) if self.overlap else self.memory_time_s + self.compute_time_s
         )
-        return self.floor_s + work + self.comm_time_s
+        return self.floor_s + work + self.attention_time_s + self.comm_time_s
 
     @property
     def bound(self) -> str:
-        """'memory' or 'compute': the larger of the two roofline terms."""
-        return "memory" if self.memory_time_s >= self.compute_time_s else "compute"
+        """'memory' or 'compute': the larger of the two roofline terms (the attention, which is
+        read-bound in decode, counts on the memory side)."""
+        return "memory" if self.memory_time_s + self.attention_time_s >= self.compute_time_s else "compute"
 
 
 def step_time(

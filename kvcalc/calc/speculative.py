@@ -227,10 +227,18 @@ def estimate(planner: object, spec: SpecDecode, seq_len: int, batch: int) -> Spe
     dec = p.decode(T, batch)
     kv_read = sum(p.kv.stage_bytes(T, b))
     comm = roofline.tp_allreduce_bytes(model.n_layers, b * (k + 1), p.hidden)
-    verify = p._step(p._weights_read(batch * (k + 1)), kv_read, dec.flops * (k + 1), comm, overlap=True)
+    att = (dec.flops - b * p.matmul_flops_per_token) * (k + 1)  # the attention's share, as in decode
+    verify = p._step(
+        p._weights_read(batch * (k + 1)),
+        kv_read,
+        dec.flops * (k + 1),
+        comm,
+        overlap=True,
+        attention_flops=att if lay.speed is not None else None,
+    )
     verify_s = verify.step_time_s
     tpot = tok_s = None
-    if spec.accepted is not None:
+    if spec.accepted is not None and used <= p.budget:  # a batch that does not fit gets no TPOT
         tpot = spec_tpot_s(verify_s, draft_s, k, spec.accepted)
         tok_s = batch * lay.dp / tpot
     return SpeculativeEstimate(

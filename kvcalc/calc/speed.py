@@ -6,8 +6,8 @@ Measured engines are slower, for reasons each of which is one term here, its con
 one engine on one GPU gets):
 
     decode step = floor(engine, backend)
-                + max(weight_bytes / (BW x eta_bw x eta_fmt(bits)) + kv_bytes / (BW x eta_bw),
-                      flops / (peak x eta_flops(class)))
+                + max(weight_bytes / (BW x eta_bw x eta_fmt(bits)), gemm_flops / (peak x eta_flops(class)))
+                + max(kv_bytes / (BW x eta_bw), attention_flops / (bf16 peak x eta_flops(class)))
                 + allreduce_calls x latency(tp, link) + allreduce_bytes / link_BW
     prefill     = floor + bytes / (BW x eta_bw x eta_fmt) + flops / (peak x eta_flops(class))
                 + the same all-reduce terms
@@ -23,6 +23,11 @@ one engine on one GPU gets):
   of that width (8- and 4-bit kernels spend ALU time unpacking; gpt-fast's int8 / int4 rows on A100).
 - `eta_flops(class)`: the fraction of dense peak prefill GEMMs reach, by GPU class (datacenter,
   consumer, apple).
+- Decode times the weight GEMMs and the attention each on its own roofline and adds them
+  (`attention_time_s`): they are separate kernels that run one after the other in every layer,
+  so the KV read cannot hide under the GEMMs' math. At batch 1 both are read-bound and this is
+  the bare sum of bytes; at a large batch the GEMMs turn compute-bound while attention still reads
+  the whole batch's KV (TensorRT-LLM v0.9's static batches of 512 and 120 sequences).
 - Prefill adds memory and compute time rather than taking the larger: a short prompt's GEMMs are
   too small to hide the weight stream behind the math (TensorRT-LLM's 128-token TTFT rows), and a
   long one is compute-bound either way, so the sum is the crossover with one formula.
@@ -79,10 +84,15 @@ class SpeedTerms:
         cal = f"; calibrated: {', '.join(self.calibrated)}" if self.calibrated else ""
         return (
             f"{self.engine} on {self.backend}: floor {self.step_floor_s * 1e3:.2f} ms/step, "
-            f"bw eff {self.bw_efficiency:.2f} x {weight_width(bits)}-bit weights "
-            f"{self.format_efficiency_at(bits):.2f}, FLOPs eff {self.flops_efficiency:.2f}, "
+            f"bw eff {_frac(self.bw_efficiency)} x {weight_width(bits)}-bit weights "
+            f"{_frac(self.format_efficiency_at(bits))}, FLOPs eff {_frac(self.flops_efficiency)}, "
             f"all-reduce {self.allreduce_latency_s * 1e6:.0f} us/call{cal}"
         )
+
+
+def _frac(x: float) -> str:
+    """A fraction as the label prints it: two decimals, three where the third is not 0 (0.82, 0.735)."""
+    return f"{x:.2f}" if round(x, 2) == round(x, 3) else f"{x:.3f}"
 
 
 def backend_of(vendor: str, name: str) -> str:
@@ -147,6 +157,30 @@ def decode_embedding_bytes(batch: int, vocab_size: int, embedding_bytes: int) ->
         return 0
     rows = min(batch, vocab_size)
     return -(-rows * embedding_bytes // vocab_size)
+
+
+def attention_time_s(
+    kv_bytes: int | float,
+    attention_flops: int | float,
+    hbm_bytes_per_s: int | float,
+    bw_efficiency: float,
+    bf16_flops_per_s: int | float,
+    flops_efficiency: float,
+) -> float:
+    """Seconds of a decode step's attention, on its own roofline: max(KV bytes / (BW x eta_bw),
+    attention FLOPs / (bf16 peak x eta_flops)). KV bytes: the batch's cache read once,
+    (B, H_kv, T, D) per layer; FLOPs: 2 H (D_k + D_v) per cached token per sequence (in bf16:
+    a quantized KV cache is dequantized in the kernel).
+
+    Why apart from the weights: each layer runs its QKV projection, the attention kernel and its
+    output projection one after the other (vLLM `vllm/model_executor/models/llama.py`
+    `LlamaAttention.forward`: qkv_proj -> attn -> o_proj, v0.19; TensorRT-LLM v0.9's
+    `gptAttentionPlugin` generation kernel, `cpp/tensorrt_llm/kernels/decoderMaskedMultiheadAttention`),
+    and one kernel's reads cannot overlap another kernel's math on the same stream. The roofline
+    is per kernel and the step is the sum over kernels (Yuan et al. 2024, "LLM Inference
+    Unveiled: Survey and Roofline Model Insights", arXiv:2402.16363, section 3: each operator on
+    its own roofline, the layer's time their sum)."""
+    return max(kv_bytes / (hbm_bytes_per_s * bw_efficiency), attention_flops / (bf16_flops_per_s * flops_efficiency))
 
 
 def memory_time_s(parts: list[tuple[int | float, float]], hbm_bytes_per_s: int | float, bw_efficiency: float) -> float:

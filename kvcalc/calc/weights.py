@@ -37,10 +37,23 @@ What is counted (the Hugging Face modelling files of each family are the source:
   loader's `mlp_kind: plain`); no layer has both a mixer and an MLP. Nemotron-H-8B: 24 Mamba-2
   layers of 109,640,064, 4 attention layers of 41,947,136 and 24 MLP layers of 176,164,864, plus
   2 x 131,072 x 4,096 embeddings and head and the final norm: 8,100,852,736 ("8B"). MoE layers
-  (Nemotron-H's `E`) are refused: the loader leaves their width unset;
+  (Nemotron-H's `E`) are `_separate_moe_params` when every MLP block is MoE (Nemotron-3-Super:
+  120,668,707,840, the card's 120B); a mix of dense and MoE blocks is refused (the loader leaves
+  the width unset);
 - linear attention (Gated DeltaNet, Qwen3-Next): in_proj_qkvz `hidden x (2 Hk Dk + 2 Hv Dv)`,
   in_proj_ba `hidden x 2 Hv`, conv1d `(2 Hk Dk + Hv Dv) x kernel`, dt_bias and A_log `Hv` each,
   gated norm `Dv`, out_proj `Hv Dv x hidden`.
+
+- the 2026 architectures (vLLM 0.33.0 `vllm/models/*` and the reference code named at each function):
+  DeepSeek-V4's compressed MQA (`_compressed_mqa_params`: grouped output projection, compressors,
+  indexer), hyper-connections (`_hyper_connection_params`, and the head's), hash-routed layers
+  (a `vocab x k` int32 table in place of the routing bias); MiniMax-M3's indexer projections and
+  per-head q / k norms (`qk_norm`); Kimi-K3's KDA (`linear_attention: kda`), latent MoE (routed
+  experts `3 x latent x moe_inter` between a `hidden x latent` down and up projection and a norm),
+  MLA output gate and attention residuals; a routing bias (`router_bias`) where the config has one.
+  Totals against the model cards: DeepSeek-V4-Flash 284,334,567,511 (card 284B), DeepSeek-V4-Pro
+  1,572,999,528,803 (card 1.6T), MiniMax-M3 426,174,572,928 (card ~428B with its vision tower);
+  `tests/calc/test_weights_2026.py`.
 
 Not counted (each well under 0.1% of the models tested): Qwen3's per-head q/k norms, Qwen3-Next's
 attention output gate, shared-expert gates, DeepSeek-V3's router bias, Jamba's dt/B/C norms,
@@ -151,6 +164,8 @@ def _attention_params(model: ModelSpec, tp: int, i: int = 0) -> tuple[int, int]:
     sinks add one value per query head (`sink_heads`, MiMo-V2-Flash `sinks`)."""
     (d,) = _need(model, "hidden_size")
     h = _cdiv(model.n_heads, tp)
+    if model.o_lora_rank is not None:
+        return _compressed_mqa_params(model, tp, i)
     if model.attention == "mla":
         nope, rope, lora = _need(model, "qk_nope_head_dim", "qk_rope_head_dim", "kv_lora_rank")
         v = model.v_head_dim or nope
@@ -164,6 +179,8 @@ def _attention_params(model: ModelSpec, tp: int, i: int = 0) -> tuple[int, int]:
         other += lora  # kv_a_layernorm
         linear += lora * h * (nope + v)  # kv_b_proj
         linear += h * v * d  # o_proj
+        if model.mla_output_gate:  # Kimi-K3: a sigmoid gate per head over the output, hidden -> H x v
+            linear += d * h * v
         return linear, other
     layer = model.layers[i]
     dk, dv, kv = layer.head_dim_k, layer.head_dim_v, layer.n_kv_heads
@@ -171,7 +188,66 @@ def _attention_params(model: ModelSpec, tp: int, i: int = 0) -> tuple[int, int]:
     kv_width = kvr * (dk + (0 if layer.k_eq_v else dv))
     linear = d * h * dk + d * kv_width + h * dv * d
     other = (h * dk + kv_width) if model.attention_bias else 0
+    if model.qk_norm:  # one RMSNorm weight of head_dim for q and one for k, shared by the heads
+        other += 2 * dk
+    if layer.index_dim and layer.index_format == "kv":  # MiniMax-M3's indexer: index_q, index_k, their norms
+        (ih,) = _need(model, "index_n_heads")
+        ihr = max(1, ih // tp)  # sharded as the KV heads (vLLM MinimaxM3QKVParallelLinearWithIndexer)
+        linear += d * ihr * layer.index_dim + d * layer.index_dim  # index_k: one head, replicated
+        other += 2 * layer.index_dim
     return linear, other + (h if layer.sink_heads else 0)
+
+
+def _compressor_params(d: int, ratio: int, head_dim: int) -> int:
+    """One DeepSeek-V4 compressor (reference `inference/model.py` `Compressor`, vLLM 0.33.0
+    `models/deepseek_v4/compressor.py` DeepseekCompressor): with coff = 2 when ratio is 4 (CSA
+    overlaps two windows) else 1, ape `ratio x coff D`, wkv and wgate `hidden x coff D` each, norm
+    `D`. All kept unquantized (the checkpoint stores wkv / wgate in bf16): `other`."""
+    coff = 2 if ratio == 4 else 1
+    return ratio * coff * head_dim + 2 * d * coff * head_dim + head_dim
+
+
+def _compressed_mqa_params(model: ModelSpec, tp: int, i: int) -> tuple[int, int]:
+    """(linear, other) of layer `i`'s DeepSeek-V4 attention on one rank (reference
+    `inference/model.py` Attention / Indexer, vLLM 0.33.0 `models/deepseek_v4/attention.py`
+    DeepseekV4Attention / DeepseekV4Indexer), D = head_dim (512), H heads, G = o_groups:
+
+    - attn_sink `H`; wq_a `hidden x q_lora` (replicated) + q_norm `q_lora`; wq_b
+      `q_lora x H D`; wkv `hidden x D` (replicated, the one K = V head) + kv_norm `D`;
+    - grouped output: wo_a `(H D / G) x (G o_lora)`, wo_b `G o_lora x hidden`;
+    - a compressed layer (ratio > 1) adds its compressor (`_compressor_params`, D = 512);
+    - a CSA layer (ratio 4) adds the indexer: wq_b `q_lora x index_n_heads x index_head_dim`
+      (fp8, replicated), weights_proj `hidden x index_n_heads` (bf16) and its own compressor
+      over index_head_dim.
+
+    DeepSeek-V4-Flash layer 2 (ratio 4): linear 4096 x 1024 + 1024 x 32,768 + 4096 x 512 +
+    4096 x 8192 + 8192 x 4096 + 1024 x 8192 = 115,343,360; other 64 + 1024 + 512 + 8,393,216 +
+    262,144 + 2,098,304 = 10,755,264."""
+    d, q_lora, groups, o_lora = _need(model, "hidden_size", "q_lora_rank", "o_groups", "o_lora_rank")
+    layer = model.layers[i]
+    hd = layer.head_dim_k
+    h, g = _cdiv(model.n_heads, tp), _cdiv(groups, tp)
+    linear = d * q_lora + q_lora * h * hd + d * hd + (model.n_heads * hd // groups) * g * o_lora + g * o_lora * d
+    other = h + q_lora + hd
+    if layer.compress_ratio > 1:
+        other += _compressor_params(d, layer.compress_ratio, hd)
+    if layer.index_dim:
+        (ih,) = _need(model, "index_n_heads")
+        linear += q_lora * ih * layer.index_dim
+        other += d * ih + _compressor_params(d, layer.compress_ratio, layer.index_dim)
+    return linear, other
+
+
+def _hyper_connection_params(model: ModelSpec) -> int:
+    """DeepSeek-V4's hyper-connections of one layer (reference `inference/model.py` Block, vLLM
+    0.33.0 DeepseekV4DecoderLayer; fp32, kept as `other`): for the attention and the FFN each, fn
+    `(2 + m) m x m hidden`, base `(2 + m) m`, scale 3, with m = hc_mult. Flash (m 4, hidden
+    4,096): 2 x (24 x 16,384 + 24 + 3) = 786,486. 0 without hc_mult."""
+    m = model.hc_mult
+    if not m:
+        return 0
+    mix = (2 + m) * m
+    return 2 * (mix * m * (model.hidden_size or 0) + mix + 3)
 
 
 def _mlp_params(model: ModelSpec, inter: int, tp: int) -> int:
@@ -215,6 +291,15 @@ def _linear_attention_params(model: ModelSpec, tp: int) -> tuple[int, int]:
     )
     (d,) = _need(model, "hidden_size")
     hk, hv = _cdiv(n_k, tp), _cdiv(n_v, tp)
+    if model.linear_attention == "kda":
+        # Kimi-K3's KDA (vLLM 0.33.0 `models/kimi_k3/nvidia/kda.py` KimiK3DeltaAttention), P = H Dv:
+        # in_proj_qkvgfab `hidden x (4 P + Dv + H)` (q, k, v, output gate, f_a replicated, beta),
+        # f_b_proj `Dv x P`, o_proj `P x hidden`; dt_bias `P`, conv1d `3 P x kernel`, A_log `H`,
+        # o_norm `Dv`
+        p = hv * dv
+        linear = d * (4 * p + dv + hv) + dv * p + p * d
+        other = p + 3 * p * conv_kernel + hv + dv
+        return linear, other
     linear = d * (2 * hk * dk + 2 * hv * dv) + d * 2 * hv + hv * dv * d
     other = (2 * hk * dk + hv * dv) * conv_kernel + 2 * hv + dv
     return linear, other
@@ -241,18 +326,31 @@ def layer_params(model: ModelSpec, i: int, tp: int = 1) -> LayerParams:
     else:
         linear, other = _attention_params(model, tp, i)
     other += 2 * d  # input and post-attention (Falcon-H1: pre_ff) norms
+    other += _hyper_connection_params(model)
+    if model.attention_residuals:  # Kimi-K3: two norms and two hidden x 1 projections (vLLM KimiDecoderLayer)
+        other += 2 * d + 2 * d
     n_experts = model.n_experts
     if n_experts and is_moe_layer(model, i):  # is_moe_layer is False without n_experts
         moe_inter = model.moe_intermediate_size or model.intermediate_size
         if moe_inter is None:
             raise UncountedParamsError(model.name, ["moe_intermediate_size"])
         other += d * n_experts  # router (replicated)
+        if i < model.n_hash_layers:  # DeepSeek-V4 hash routing: an int32 vocab x k expert table, no bias
+            other += (model.vocab_size or 0) * (model.n_experts_per_token or n_experts)
+        elif model.router_bias:
+            other += n_experts
         if model.shared_expert_intermediate_size:
             linear += _mlp_params(model, model.shared_expert_intermediate_size, tp)
+        expert_width = d
+        if model.moe_latent_size:  # Kimi-K3 latent MoE: down and up projections (replicated) and a norm
+            expert_width = model.moe_latent_size
+            linear += 2 * d * expert_width
+            other += expert_width if model.moe_latent_norm else 0
+        n = 3 if model.mlp_kind == "gated" else 2
         return LayerParams(
             linear=linear,
             other=other,
-            expert_linear=_mlp_params(model, moe_inter, tp),
+            expert_linear=n * expert_width * _cdiv(moe_inter, tp),
             n_experts=n_experts,
             n_active_experts=model.n_experts_per_token or n_experts,
         )
@@ -276,7 +374,9 @@ def _separate_block_params(model: ModelSpec, kind: str, tp: int, i: int) -> Laye
     (routed experts, or MLP layers without a width: Nemotron-H's `E` layers)."""
     (d,) = _need(model, "hidden_size")
     inter = model.intermediate_size
-    if model.n_experts or (kind == "mlp" and inter is None):
+    if kind == "mlp" and model.n_experts and is_moe_layer(model, i):
+        return _separate_moe_params(model, tp)
+    if kind == "mlp" and inter is None:
         raise KvcalcError(
             f"{model.name}: its MoE layers (Nemotron-H's 'E' blocks) are not counted by kvcalc's "
             f"parameter count; {GIVE_N_PARAMS}",
@@ -295,6 +395,34 @@ def _separate_block_params(model: ModelSpec, kind: str, tp: int, i: int) -> Laye
     return LayerParams(linear=linear, other=other + d)
 
 
+def _separate_moe_params(model: ModelSpec, tp: int) -> LayerParams:
+    """One MoE layer of a separate-block model (Nemotron-3's `E` blocks; vLLM 0.33.0
+    `nemotron_h.py` NemotronHMoE): the norm `hidden`, the router `hidden x E` and its
+    `e_score_correction_bias` `E`, the shared expert (relu2 up and down, `2 x hidden x shared`),
+    with `moe_latent_size` the latent projections fc1 / fc2 `2 x hidden x latent` (replicated, no
+    norm), and E routed experts of `2 x width x moe_inter` (width: the latent, else hidden).
+    Nemotron-3-Super (hidden 4,096, 512 experts of 2,688 in a 1,024 latent, shared 5,376): linear
+    2 x 4,096 x 5,376 + 2 x 4,096 x 1,024 = 52,428,800; other 4,096 + 2,097,152 + 512 =
+    2,101,760; an expert 2 x 1,024 x 2,688 = 5,505,024."""
+    d, n_experts, moe_inter = _need(model, "hidden_size", "n_experts", "moe_intermediate_size")
+    width = model.moe_latent_size or d
+    linear = (
+        _mlp_params(model, model.shared_expert_intermediate_size, tp) if model.shared_expert_intermediate_size else 0
+    )
+    other = d + d * n_experts + (n_experts if model.router_bias else 0)
+    if model.moe_latent_size:
+        linear += 2 * d * width
+        other += width if model.moe_latent_norm else 0
+    n = 3 if model.mlp_kind == "gated" else 2
+    return LayerParams(
+        linear=linear,
+        other=other,
+        expert_linear=n * width * _cdiv(moe_inter, tp),
+        n_experts=n_experts,
+        n_active_experts=model.n_experts_per_token or n_experts,
+    )
+
+
 def model_params(model: ModelSpec, tp: int = 1) -> ModelParams:
     """Every parameter on one TP rank, derived from the architecture.
 
@@ -310,13 +438,27 @@ def model_params(model: ModelSpec, tp: int = 1) -> ModelParams:
     layers = []
     specs = model.layers
     for i, kind in enumerate(model.layer_kinds):
-        key = (kind, is_moe_layer(model, i), id(specs[i]))
+        key = (kind, is_moe_layer(model, i), i < model.n_hash_layers, id(specs[i]))
         if key not in cache:
             cache[key] = layer_params(model, i, tp)
         layers.append(cache[key])
+    final = d + _head_extra_params(model)
     return ModelParams(
-        layers=tuple(layers), embedding=vocab * d, lm_head=0 if model.tie_word_embeddings else vocab * d, final_norm=d
+        layers=tuple(layers),
+        embedding=vocab * d,
+        lm_head=0 if model.tie_word_embeddings else vocab * d,
+        final_norm=final,
     )
+
+
+def _head_extra_params(model: ModelSpec) -> int:
+    """Parameters beside the final norm: DeepSeek-V4's hyper-connection head (fn `m x m hidden`,
+    base `m`, scale 1; reference `Transformer.hc_head_*`), Kimi-K3's output attention residual
+    (a norm and a hidden x 1 projection, vLLM KimiLinearModel `output_attn_res_*`)."""
+    d = model.hidden_size or 0
+    m = model.hc_mult or 0
+    out = m * m * d + m + 1 if m else 0
+    return out + (2 * d if model.attention_residuals else 0)
 
 
 def can_derive(model: ModelSpec) -> bool:
@@ -528,11 +670,14 @@ def mtp_params(model: ModelSpec) -> int:
     (`modeling_deepseek.py` / vLLM `DeepSeekMultiTokenPredictorLayer`): enorm and hnorm (`hidden`
     each), eh_proj `2 hidden x hidden`, one decoder layer like the model's last, and the shared
     head's norm (`hidden`); the embedding and the LM head are the main model's (vLLM shares them;
-    a checkpoint may store copies: DeepSeek-V3's 685B = 671B + 14B counts them).
+    a checkpoint may store copies: DeepSeek-V3's 685B = 671B + 14B counts them). DeepSeek-V4's MTP
+    block (reference `inference/model.py` MTPBlock) adds its hyper-connection head; its layer is
+    counted as the model's last (its own compress ratio, 0 in the published configs, is not read).
 
     Raises `KvcalcError` when the model's layers cannot be counted."""
     if not model.n_mtp_layers:
         return 0
     d = model.hidden_size or 0
     last = layer_params(model, model.n_layers - 1)
-    return model.n_mtp_layers * (last.total + 2 * d * d + 3 * d)
+    m = model.hc_mult or 0  # DeepSeek-V4's MTPBlock has its own hyper-connection head
+    return model.n_mtp_layers * (last.total + 2 * d * d + 3 * d + (m * m * d + m + 1 if m else 0))

@@ -157,7 +157,24 @@ def plan(
         Optional[str],
         typer.Option(
             "--calibration",
-            help="A calibration file from `kvcalc measure --calibrate`: time the layouts with the speed model (the engine's per-step floor, all-reduce latency, format efficiency) and the file's measured figures on its GPU. Without it, the bare roofline.",
+            help="A calibration file from `kvcalc measure --calibrate`: its measured floor, bandwidth, FLOP/s and all-reduce latency replace the speed table's on its GPU (the table's on the others); the output names them.",
+        ),
+    ] = None,
+    input_len: Annotated[
+        Optional[int],
+        typer.Option(
+            "--input-len",
+            help="Prompt tokens per request: with --output-len, time and rank the layouts on whole requests (TTFT of the prompt, TPOT at the mean context, output tokens/s with the prefill, end to end); --seq-len defaults to their sum.",
+        ),
+    ] = None,
+    output_len: Annotated[
+        Optional[int], typer.Option("--output-len", help="Generated tokens per request (with --input-len).")
+    ] = None,
+    request_rate: Annotated[
+        Optional[float],
+        typer.Option(
+            "--request-rate",
+            help="Requests/s arriving at the layout (with --input-len / --output-len): continuous batching by Little's law instead of static batches of --concurrency; a layout that cannot keep up misses.",
         ),
     ] = None,
     offload: Annotated[KvMemoryOptions, only(*OFFLOAD_PLAN_OPTIONS)] = KvMemoryOptions(),
@@ -210,6 +227,9 @@ def plan(
             engine_options=options,
             calibration=_calibration(calibration),
             speculative=sd,
+            input_len=input_len,
+            output_len=output_len,
+            request_rate=request_rate,
         )
         if settings is None:
             res = run_plan(req)

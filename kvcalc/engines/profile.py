@@ -322,7 +322,11 @@ class VllmProfile(EngineProfile):
             vllm.rules(options.version).check_block_size(options.block_size)
 
     def check_model(self, model: ModelSpec) -> None:
-        vllm.check_model(model)
+        # the current release's own checks: what it refuses at load, and the layers it cannot size
+        # (0.33 sizes the 2026 attention by per-layer specs; an older --vllm-version refuses them later)
+        rules = vllm.rules(vllm.CURRENT_VERSION)
+        rules.check_loadable(model)
+        rules.check_features(model)
 
     def default_kv_dtype(self, model: ModelSpec, options: VllmOptions) -> tuple[str, str]:
         return vllm.rules(options.version).default_kv_dtype(model)
@@ -354,6 +358,23 @@ class VllmProfile(EngineProfile):
                 field="kv_dtype",
                 value=kv_dtype,
             )
+        name = (kv_dtype or "").strip().lower()
+        version = options.version if options is not None else vllm.CURRENT_VERSION
+        if (
+            name
+            and version == vllm.CURRENT_VERSION
+            and any(layer.kind == "mla" for layer in model.layers)
+            and not v0_33_specs.is_deepseek_v4(model)
+            and (options is None or options.vendor != "amd")
+        ):
+            from kvcalc.engine_dtypes import VLLM_033_CACHE_DTYPES, vllm_033_check_mla
+
+            if name in VLLM_033_CACHE_DTYPES:
+                vllm_033_check_mla(
+                    name,
+                    sparse=v0_33_specs.is_sparse_mla(model),
+                    compute_capability=options.compute_capability if options is not None else None,
+                )
         return super().kv_formats(model, kv_dtype, k_dtype, v_dtype, options)
 
     def unknown_kv_dtype(self, err: UnknownNameError, options: VllmOptions) -> KvcalcError:
@@ -381,11 +402,22 @@ class VllmProfile(EngineProfile):
         if row is not None and row.name in ("fp8_ds_mla", "nvfp4_4over6"):
             self._check_033(row.name, options)
             return ("fp8_e4m3" if row.name == "fp8_ds_mla" else "nvfp4"), options
-        if row is not None and row.name in ("fp8_inc", "nvfp4_ds_mla"):
+        if row is not None and row.name == "fp8_inc":  # no in-tree backend lists it (vllm_grid oracle)
             raise KvcalcError(
-                f"vLLM 0.33 has {row.name} for {row.gpus}, which kvcalc's vLLM "
-                f"profile does not model (it models CUDA Hopper backends): use "
-                f"{'fp8' if row.name == 'fp8_inc' else 'fp8 (fp8_ds_mla)'}",
+                f"vLLM 0.33 --kv-cache-dtype fp8_inc: no CUDA or ROCm backend takes it ({row.gpus}); use fp8",
+                field="kv_dtype",
+                value=row.name,
+            )
+        if row is not None and row.name == "nvfp4_ds_mla":
+            cc = options.compute_capability or "9.0"
+            where = (
+                "kvcalc's vLLM profile does not model its SM100 backends yet"
+                if cc.split(".")[0] == "10"
+                else f"vLLM 0.33 takes it on SM100 only, no backend on compute capability {cc}"
+                f"{'' if options.compute_capability else ' (assumed: no GPU given)'}"
+            )
+            raise KvcalcError(
+                f"--kv-cache-dtype nvfp4_ds_mla (DeepSeek sparse MLA, FLASHMLA_SPARSE): {where}; use fp8 (fp8_ds_mla)",
                 field="kv_dtype",
                 value=row.name,
             )
@@ -400,6 +432,8 @@ class VllmProfile(EngineProfile):
 
     @staticmethod
     def _check_033(name: str, options: VllmOptions) -> None:
+        from kvcalc.engine_dtypes import vllm_033_check_device
+
         if options.version != vllm.CURRENT_VERSION:
             raise KvcalcError(
                 f"vLLM {options.version} has no '{name}' KV cache dtype; use auto, bfloat16, "
@@ -407,6 +441,7 @@ class VllmProfile(EngineProfile):
                 field="kv_dtype",
                 value=name,
             )
+        vllm_033_check_device(name, options.compute_capability, options.vendor)
 
     def _capacity(self, model, kv_memory_bytes, k, v, *, tp, max_model_len, concurrency, options, kv_cache_dtype):
         return vllm.capacity(

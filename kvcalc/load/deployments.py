@@ -304,7 +304,10 @@ def check_deployment(path: Path, gpus: dict[str, Any] | None = None) -> CheckRow
     dep, model, gpu, lines = load_deployment(path, folder_gpus(path.parent) if gpus is None else gpus)
     engine, engine_kv = engine_kv_of(dep, model, str(path), lines)
     try:
-        row = check(dep, model, gpu, file=str(path), engine_kv=engine_kv, engine=engine)
+        from kvcalc.requests import speed_terms
+
+        speed = speed_terms(gpu, engine, dep.resolved_tp)  # plan's and estimate's terms
+        row = check(dep, model, gpu, file=str(path), engine_kv=engine_kv, engine=engine, speed=speed)
         if dep.offload is not None:  # the tier below the GPU against the host (kvcalc.offload_request)
             from kvcalc.offload_request import check_offload
 

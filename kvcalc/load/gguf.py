@@ -59,7 +59,17 @@ attention; nemotron_h: recurrent iff head_count_kv and the per-layer `.feed_forw
 both 0, attention iff head_count_kv > 0 and feed_forward_length 0, and a layer with a
 feed_forward_length (the "-" MLP layers) is in neither cache (kind `mlp`). Both converters write
 context_length 2^20 (1,048,576: no RoPE) whatever the config's max_position_embeddings, so a GGUF's
-`-c 0` is that. Other Mamba-2 models (`.ssm.group_count`: nemotron_h_moe, mamba2 ...), pure
+`-c 0` is that. Nemotron-3 (`nemotron_h_moe`: MoE layers, an MTP block appended) is read by the same
+rule and gives model_type nemotron_h. A file's last `.nextn_predict_layers` blocks are NextN / MTP
+blocks (llama.cpp `llama_hparams::n_layer()` = block_count - nextn): they are `n_mtp_layers`, not
+model layers, and a per-layer array of block_count entries is read for the model's layers.
+
+The 2026 architectures (gemma4, mimo2, deepseek32, glm-dsa, deepseek4, kimi-k3, minimax-m3,
+qwen35, qwen35moe) are read by `kvcalc.load.gguf_2026` into the ModelSpec their config.json gives
+(per-layer heads and head sizes, SWA pattern, MLA, indexer, compress ratios, shared KV, KDA and
+Gated-DeltaNet state), with the config's model_type.
+
+Other Mamba-2 models (`.ssm.group_count`: mamba2 ...), pure
 state-space models and architectures with per-layer head counts that differ between attention
 layers (OpenELM) are refused in one line: kvcalc has no model of them yet.
 
@@ -84,6 +94,8 @@ from typing import Any, overload
 
 from kvcalc.errors import ConfigError, KvcalcWarning, MissingExtraError
 from kvcalc.load.files import stat_path
+from kvcalc.load.gguf_2026 import MODEL_TYPES as MODEL_TYPES_2026
+from kvcalc.load.gguf_2026 import fields_2026
 from kvcalc.load.hf.reader import compact_layers
 from kvcalc.schema import ModelSpec
 from kvcalc.text import excerpt
@@ -329,6 +341,9 @@ class _Meta:
 
     def __init__(self, header: GgufHeader, arch: str) -> None:
         self.h, self.arch, self.path = header, arch, header.path
+        #: block_count when the file appends NextN / MTP blocks (`nextn_predict_layers`): a
+        #: per-layer array of that length is read for the model's layers, its first entries
+        self.n_all: int | None = None
 
     def key(self, name: str) -> str:
         return f"{self.arch}.{name}"
@@ -371,9 +386,9 @@ class _Meta:
                 raise self.fail(name, f"is missing; a {self.arch} model needs it")
             return default
         if isinstance(v, tuple):
-            if len(v) != n_layers:
-                raise self.fail(name, f"lists {len(v)} layers but block_count is {n_layers}")
-            return [self._int(name, x, 0, MAX_INT) for x in v]
+            if len(v) != n_layers and len(v) != (self.n_all or n_layers):
+                raise self.fail(name, f"lists {len(v)} layers but block_count is {self.n_all or n_layers}")
+            return [self._int(name, x, 0, MAX_INT) for x in v[:n_layers]]
         return [self._int(name, v, 0, MAX_INT)] * n_layers
 
 
@@ -435,7 +450,12 @@ ARCHITECTURES: dict[str, _Arch] = {
     "falcon-h1": _Arch(hybrid=True),
     "granitehybrid": _Arch(mamba2="granite"),
     "nemotron_h": _Arch(mamba2="nemotron", plain_mlp=True),
+    # Nemotron-3 (MoE layers, an MTP block appended: `conversion/nemotron.py` NemotronHModel);
+    # llama.cpp reads it as nemotron_h (`src/models/nemotron-h.cpp` load_arch_hparams)
+    "nemotron_h_moe": _Arch(mamba2="nemotron", plain_mlp=True),
 }
+#: GGUF architectures whose ModelSpec is the config model_type's (the engines key on it)
+MODEL_TYPE_OF_ARCH = {"nemotron_h_moe": "nemotron_h"}
 
 #: llama4: `hparams.n_swa = 8192` (chunked attention's chunk, whatever the file says)
 LLAMA4_CHUNK = 8192
@@ -675,6 +695,9 @@ def model_fields_from_gguf(header: GgufHeader) -> dict[str, Any]:
         )
     a = ARCHITECTURES.get(arch)
     m = _Meta(header, arch)
+    if arch in MODEL_TYPES_2026:
+        f26 = fields_2026(m, header, arch, MAX_LAYERS, _expert_fields)
+        return _finish(header, c, arch, f26, legacy_mla=False)
     if m.has("ssm.group_count") and not (a is not None and (a.hybrid or a.mamba2)):
         raise m.fail(
             "ssm.group_count",
@@ -683,11 +706,14 @@ def model_fields_from_gguf(header: GgufHeader) -> dict[str, Any]:
     if a is None:
         raise ConfigError(
             f"'{excerpt(arch, 40)}' is not a GGUF architecture kvcalc reads (it reads "
-            f"{', '.join(sorted(ARCHITECTURES))}); write a kvcalc YAML for this model",
+            f"{', '.join(sorted({*ARCHITECTURES, *MODEL_TYPES_2026}))}); write a kvcalc YAML for this model",
             path=p,
             field="general.architecture",
         )
     n_layers = m.count("block_count", maximum=MAX_LAYERS)
+    nextn = m.count("nextn_predict_layers", 0, minimum=0, maximum=n_layers - 1)
+    if nextn:  # llama_hparams::n_layer() = n_layer_all - n_layer_nextn (src/llama-hparams.cpp 348)
+        m.n_all, n_layers = n_layers, n_layers - nextn
     hidden = m.count("embedding_length")
     heads = m.per_layer("attention.head_count", n_layers)
     n_heads = _uniform(m, "attention.head_count", heads, "query head counts")
@@ -756,6 +782,16 @@ def model_fields_from_gguf(header: GgufHeader) -> dict[str, Any]:
             mamba_expand=inner // hidden,
             mamba_dt_rank=m.count("ssm.time_step_rank", None),
         )
+    if nextn:
+        f["n_mtp_layers"] = nextn
+    f["model_type"] = MODEL_TYPE_OF_ARCH.get(arch, arch)
+    return _finish(header, c, arch, f, legacy_mla=legacy_mla)
+
+
+def _finish(header: GgufHeader, c: Any, arch: str, f: dict[str, Any], *, legacy_mla: bool) -> dict[str, Any]:
+    """Name, source, dtype and the weights of the tensor table added to the architecture's fields."""
+    p = header.path
+    n_heads, n_layers = f["n_heads"], f["n_layers"]
     label = _file_type_label(header, c)
     ft = header.metadata.get("general.file_type")
     ft_name = label.split(" ")[0]
@@ -767,7 +803,7 @@ def model_fields_from_gguf(header: GgufHeader) -> dict[str, Any]:
             f"{p}: the GGUF tensor table is empty (a vocab-only file?); weights are counted from the "
             f"architecture in {f['dtype']}",
             KvcalcWarning,
-            stacklevel=2,
+            stacklevel=3,
         )
     general = header.metadata.get("general.name")
     named = f", {excerpt(general, 60)}" if isinstance(general, str) and general.strip() else ""
@@ -777,7 +813,7 @@ def model_fields_from_gguf(header: GgufHeader) -> dict[str, Any]:
     out = {
         "name": stem,
         "source": f"{p} (GGUF v{header.version}, architecture {arch}{named}, {label}{layout})",
-        "model_type": arch,
+        "model_type": f.pop("model_type"),
     }
     out.update(f)
     if legacy_mla:
@@ -788,7 +824,7 @@ def model_fields_from_gguf(header: GgufHeader) -> dict[str, Any]:
             "and layer, as `capacity --engine llamacpp` sizes it), far more than the latent other engines "
             "cache; convert it again with a current llama.cpp to get the latent cache",
             KvcalcWarning,
-            stacklevel=2,
+            stacklevel=3,
         )
     return {k: v for k, v in out.items() if v is not None}
 

@@ -305,8 +305,8 @@ def check_table(rows: Sequence[CheckRow], *, width: int | None = None) -> Render
                 (f"{r.max_seq_len:,} x", f"{r.concurrency}"),
                 (f"{r.memory_bytes_per_gpu / 2**30:,.1f} /", f"{r.budget_bytes_per_gpu / 2**30:,.1f}"),
                 f"{r.max_concurrency:,}",
-                (figure(r.tpot_ms, 1), *tgt_tpot),
-                (f"{r.tokens_per_s:,.0f}", *tgt_tok),
+                ("-" if r.tpot_ms is None else figure(r.tpot_ms, 1), *tgt_tpot),
+                ("-" if r.tokens_per_s is None else f"{r.tokens_per_s:,.0f}", *tgt_tok),
                 Text(r.status, style=style[r.status]),
             ]
         )
@@ -316,7 +316,7 @@ def check_table(rows: Sequence[CheckRow], *, width: int | None = None) -> Render
         cells,
         width=width,
         title="kvcalc check: memory per GPU vs gpu_memory_utilization x memory; "
-        "decode with every sequence at max_seq_len",
+        "decode with every sequence at max_seq_len (the speed model; none where it does not fit)",
     )
     return Group(t, *notes) if notes else t
 
@@ -351,8 +351,8 @@ def check_markdown(rows: Sequence[CheckRow], errors: list[str]) -> str:
                     f"{r.max_seq_len:,} x {r.concurrency}",
                     f"{r.memory_bytes_per_gpu / 2**30:,.2f}",
                     f"{r.budget_bytes_per_gpu / 2**30:,.2f}",
-                    figure(r.tpot_ms, 2),
-                    f"{r.tokens_per_s:,.0f}",
+                    "-" if r.tpot_ms is None else figure(r.tpot_ms, 2),
+                    "-" if r.tokens_per_s is None else f"{r.tokens_per_s:,.0f}",
                     icon[r.status],
                     "; ".join(r.problems),
                 ]
@@ -526,8 +526,13 @@ def plan_title(res: PlanResult) -> str:
         f"TTFT ≤ {res.max_ttft_s:g} s" if res.max_ttft_s is not None else "",
     ]
     tg = [t for t in tg if t]
+    work = f"{res.concurrency:,} x {res.seq_len:,} tokens"
+    if res.input_len is not None and res.request_rate is not None:
+        work = f"{res.request_rate:g} requests/s of {res.input_len:,} in / {res.output_len:,} out"
+    elif res.input_len is not None:
+        work = f"{res.concurrency:,} requests of {res.input_len:,} in / {res.output_len:,} out"
     return (
-        f"kvcalc plan: {res.model}, {res.concurrency:,} x {res.seq_len:,} tokens"
+        f"kvcalc plan: {res.model}, {work}"
         + (f", {', '.join(tg)}" if tg else "")
         + f" ({res.engine}; {res.n_qualifying:,} of "
         f"{res.points_searched:,} layouts qualify)"
@@ -548,8 +553,9 @@ def plan_table(res: PlanResult, *, width: int | None = None) -> Table | Group:
         Col("max\nseqs", short="seqs"),
         Col("TPOT\nms", short="TPOT"),
         Col("tokens\n/s", short="tok/s"),
-        Col("TTFT\ns", short="TTFT"),
     ]
+    whole = res.input_len is not None  # whole requests: TTFT over end to end in one column
+    cols.append(Col("TTFT/\nE2E s", short="TTFT/E2E") if whole else Col("TTFT\ns", short="TTFT"))
     if priced:
         cols += [Col("$/hour", short="$/h"), Col("$/M\ntokens", short="$/M")]
     cells: list[list[Cell]] = []
@@ -562,7 +568,7 @@ def plan_table(res: PlanResult, *, width: int | None = None) -> Table | Group:
             f"{r.max_concurrency:,}",
             figure(r.tpot_ms, 1),
             f"{r.tokens_per_s:,.0f}",
-            figure(r.ttft_s, 2),
+            (f"{figure(r.ttft_s, 2)}/", figure(r.e2e_s, 2)) if whole and r.e2e_s is not None else figure(r.ttft_s, 2),
         ]
         if priced:
             row += [
@@ -575,8 +581,7 @@ def plan_table(res: PlanResult, *, width: int | None = None) -> Table | Group:
         cells,
         width=width,
         title=plan_title(res),
-        caption=f"GiB = 2^30 B per GPU; TPOT and tokens/s with every sequence at {res.seq_len:,} tokens"
-        + _plan_speed_note(res),
+        caption=f"GiB = 2^30 B per GPU; {_plan_speed_basis(res)}" + _plan_speed_note(res),
     )
 
 
@@ -742,6 +747,11 @@ def request_table(r: RequestEstimate, serving: ServingEstimate, *, width: int | 
             f"{r.static_tokens_per_s:,.1f} tokens/s, {r.static_tokens_per_s_per_gpu:,.1f} per GPU",
             None,
         ),
+        (
+            f"static batch {r.static_batch:,} TPOT",
+            f"{seconds(r.static_tpot_s)} at {r.input_len + r.output_len // 2:,} tokens cached",
+            None,
+        ),
         (f"static batch {r.static_batch:,} E2E", f"{seconds(r.static_e2e_s)} (TTFT {seconds(r.static_ttft_s)})", None),
     ]
     if r.request_rate is not None:
@@ -798,7 +808,23 @@ def calibration_table(c: Calibration, gpu: GpuSpec, device: str, path: str, *, w
     return pairs_table(f"Calibration of {gpu.key} (GB = 1e9 B)", rows, width=width)
 
 
+def _plan_speed_basis(res: PlanResult) -> str:
+    """What plan's TPOT and tokens/s are of: every sequence at seq_len, or whole requests."""
+    if res.input_len is None:
+        return f"TPOT and tokens/s with every sequence at {res.seq_len:,} tokens"
+    ctx = res.input_len + (res.output_len or 0) // 2  # output_len is given with input_len
+    if res.request_rate is not None:
+        return (
+            f"whole requests at {res.request_rate:g}/s (Little's law): TPOT at the average "
+            f"concurrency and {ctx:,} tokens, tokens/s = rate x output, TTFT of one prompt, E2E"
+        )
+    return (
+        f"whole requests as static batches: TPOT at {ctx:,} tokens (the mean context), "
+        "output tokens/s with the prefill, TTFT of one prompt, E2E of the fullest batch"
+    )
+
+
 def _plan_speed_note(res: PlanResult) -> str:
-    """'; modelled: <terms>' for the top layout when the plan used the speed model (--calibration)."""
+    """'; modelled: <terms>' for the top layout when the plan used the speed model."""
     models = [r.speed_model for r in res.layouts if r.speed_model != "roofline"]
     return f"; modelled (top layout): {models[0]}" if models else ""

@@ -11,7 +11,7 @@ from kvcalc.schema import _Frozen  # frozen, extra="forbid": the one base of eve
 
 class CheckRow(_Frozen):
     """One checked deployment: its memory per GPU against the budget, the roofline decode at
-    its worst case (every sequence at max_seq_len), and what, if anything, fails."""
+    its worst case (every sequence at max_seq_len; the speed model `speed_model` names), and what, if anything, fails."""
 
     file: str
     name: str
@@ -30,8 +30,9 @@ class CheckRow(_Frozen):
     headroom_bytes: int
     fits: bool
     max_concurrency: int
-    tpot_ms: float
-    tokens_per_s: float
+    #: None when the deployment does not fit (a batch that does not fit has no decode step)
+    tpot_ms: float | None
+    tokens_per_s: float | None
     max_tpot_ms: float | None
     min_tokens_per_s: float | None
     meets_targets: bool
@@ -41,3 +42,6 @@ class CheckRow(_Frozen):
     engine: str = "ideal"
     #: what the engine assumed, or why its arithmetic was not applied (as `kvcalc plan`'s notes)
     notes: list[str] = []
+    #: the speed model's terms TPOT and tokens/s were modelled with (`calc.speed.SpeedTerms.describe`;
+    #: "roofline": the bare roofline), as `kvcalc plan` and `kvcalc estimate` label them
+    speed_model: str = "roofline"

@@ -21,7 +21,11 @@ class PlanLayout(_Frozen):
       KV memory vLLM's blocks need for the batch on that GPU and `max_concurrency` what its
       blocks admit (`engines.vllm.plan`); `headroom_bytes + kv_cache_bytes_per_gpu` is the KV
       memory the layout leaves the engine. `tpot_ms` the fullest replica's decode step,
-      `tokens_per_s` total output, `ttft_s` one `seq_len`-token prompt.
+      `tokens_per_s` total output (`tokens_per_s_per_gpu` over `count`), `ttft_s` one
+      `seq_len`-token prompt. With whole requests (`PlanResult.input_len` / `output_len`,
+      `calc.plan.WholeRequests`): TPOT at the mean context I + O / 2, tokens/s with the prefill
+      included (at a request rate: rate x O), `ttft_s` one I-token prompt, `e2e_s` one request's
+      end to end (None without whole requests).
     - Prices (None without `--prices`): `price_per_gpu_hour` (the user's figure, $),
       `dollars_per_hour` = count x price, `dollars_per_million_tokens` = dollars_per_hour /
       (tokens_per_s x 3600) x 1e6.
@@ -64,6 +68,8 @@ class PlanLayout(_Frozen):
     dp_attention: int = 1
     ep: int = 1
     why: str | None = None
+    tokens_per_s_per_gpu: float | None = None
+    e2e_s: float | None = None
     #: the tier below the GPU (`kvcalc plan --kv-offloading-size / --hicache-* / --lmcache-*`,
     #: `offload_request.layout_offload`), and the sessions of `seq_len` tokens it keeps warm over
     #: all replicas (each replica keeps its own); None when no tier is asked
@@ -109,3 +115,8 @@ class PlanResult(_Frozen):
     layouts: list[PlanLayout]
     misses: list[PlanMiss]
     notes: list[str] = []
+    #: whole requests the layouts were timed on (`calc.plan.WholeRequests`; None: every
+    #: sequence at `seq_len`)
+    input_len: int | None = None
+    output_len: int | None = None
+    request_rate: float | None = None

@@ -182,21 +182,38 @@ def test_file_type_on_a_gguf_model_says_to_drop_the_option(tmp_path):
     assert "give the .gguf file as the model to count its tensors as stored" in line
 
 
+def _nemotron_mixed(cfg: dict) -> dict:
+    p = cfg["hybrid_override_pattern"]
+    return {**cfg, "hybrid_override_pattern": p[:1] + "-" + p[2:]}  # a dense MLP block among the MoE ones
+
+
 @pytest.mark.parametrize(
-    "name",
+    ("name", "change"),
     [
-        "deepseek-ai--DeepSeek-V4-Flash.json",
-        "moonshotai--Kimi-K3.json",
-        "MiniMaxAI--MiniMax-M3.json",
-        "nvidia--NVIDIA-Nemotron-3-Super-120B-A12B-FP8.json",
+        # the published DeepSeek-V4, Kimi-K3, MiniMax-M3 and Nemotron-3 configs are counted now
+        # (tests/calc/test_weights_2026.py); what kvcalc still does not count, derived from them:
+        ("deepseek-ai--DeepSeek-V4-Flash.json", lambda c: {k: v for k, v in c.items() if k != "o_groups"}),
+        (
+            "moonshotai--Kimi-K3.json",
+            lambda c: {
+                **c,
+                "text_config": {
+                    **c["text_config"],
+                    "linear_attn_config": {**c["text_config"]["linear_attn_config"], "use_full_rank_gate": False},
+                },
+            },
+        ),
+        ("MiniMaxAI--MiniMax-M3.json", lambda c: {**c, "attention_output_gate": True}),
+        ("nvidia--NVIDIA-Nemotron-3-Super-120B-A12B-FP8.json", _nemotron_mixed),
     ],
 )
-def test_uncounted_2026_weights_say_where_n_params_goes(name):
+def test_uncounted_2026_weights_say_where_n_params_goes(name, change, tmp_path):
     """`estimate CONFIG --gpu` on a family whose weights kvcalc does not count: n_params is a
     kvcalc YAML field, so the line says how to get one (not only 'give n_params')."""
-    line = refused(
-        run_kvcalc("estimate", ROOT / "tests/data/hf-configs-2026" / name, "-s", "32k", "--gpu", "h200", "--tp", "8")
-    )
+    cfg = change(json.loads((ROOT / "tests/data/hf-configs-2026" / name).read_text()))
+    path = tmp_path / name
+    path.write_text(json.dumps(cfg))
+    line = refused(run_kvcalc("estimate", path, "-s", "32k", "--gpu", "h200", "--tp", "8"))
     assert "give n_params (and n_active_params) in a kvcalc YAML (`kvcalc import` writes one" in line
 
 
@@ -205,7 +222,8 @@ def test_deepseek_v4_with_n_params_plans_its_compressed_caches(tmp_path):
     the sliding windows only (43 x 1,024 B x 128 = 5,636,096 B) and the consistency check
     crashed ('internal error: RuntimeError: KV per GPU ...'). deepseek-ai/DeepSeek-V4-Flash
     config.json, 32,768 tokens, bf16: 43 x 1,024 x 128 + 21 x 1,156 x 8,192 (CSA entry + indexer
-    key, one per 4 tokens) + 20 x 1,024 x 256 (HCA, one per 128) = 209,747,968 B."""
+    key, one per 4 tokens) + 20 x 1,024 x 256 (HCA, one per 128) = 209,747,968 B, + the compressors'
+    fp32 open windows 21 x 81,920 + 20 x 524,288 = 12,206,080 B (`kv_cache.compressor_state_bytes`)."""
     y = tmp_path / "v4.yaml"
     assert (
         run_kvcalc("import", ROOT / "tests/data/hf-configs-2026/deepseek-ai--DeepSeek-V4-Flash.json", "-o", y).code == 0
@@ -215,8 +233,8 @@ def test_deepseek_v4_with_n_params_plans_its_compressed_caches(tmp_path):
     r = run_kvcalc("estimate", y, "-s", "32k", "--gpu", "h200", "--tp", "8", "-f", "json")
     assert r.code == 0, r.stderr
     out = json.loads(r.stdout)
-    assert out["kv_cache_bytes_per_gpu"] == 209_747_968
-    assert out["kv_cache_bytes"] == 209_747_968
+    assert out["kv_cache_bytes_per_gpu"] == 209_747_968 + 12_206_080
+    assert out["kv_cache_bytes"] == 209_747_968 + 12_206_080
 
 
 def test_whole_request_longer_than_seq_len_refused():

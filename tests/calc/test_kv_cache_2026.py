@@ -62,7 +62,10 @@ def test_shared_layers_have_no_cache():
 def test_compressed_entries_and_their_indexer():
     # 2 layers, window 8 of one 64-value K = V tensor (128 B a token); layer 0 also one 64-value entry per
     # 4 tokens with a 128-value indexer key (132 B): entry 128 + 132 = 260 B; layer 1 one per 16 tokens
-    # (128 B). 100 tokens: 2 x 8 x 128 + 25 x 260 + 6 x 128 = 2,048 + 6,500 + 768 = 9,316
+    # (128 B). 100 tokens: 2 x 8 x 128 + 25 x 260 + 6 x 128 = 2,048 + 6,500 + 768 = 9,316; plus the
+    # compressors' fp32 open windows (kv_cache.compressor_state_bytes, 2 x coff r x coff D x 4 B): layer 0
+    # (coff 2, its entry 64 and indexer 128) 2 x 8 x 2 x 192 x 4 = 24,576, layer 1 2 x 16 x 64 x 4 = 8,192
+    # -> 9,316 + 32,768 = 42,084
     m = spec(
         n_layers=2,
         n_kv_heads=1,
@@ -72,7 +75,7 @@ def test_compressed_entries_and_their_indexer():
         index_head_dim=128,
         index_layers=[1, 0],
     )
-    assert kv_cache.kv_cache_bytes(m, 100, 1, "bf16") == 9_316
+    assert kv_cache.kv_cache_bytes(m, 100, 1, "bf16") == 9_316 + 24_576 + 8_192 == 42_084
     # per token: 2 x 128 + 260 / 4 + 128 / 16 = 256 + 65 + 8 = 329
     assert kv_cache.kv_bytes_per_token(m, "bf16") == 329
     assert kv_cache.layer_features(m) == {"v_is_k", "compressed", "indexer", "partial_indexer"}
@@ -190,10 +193,11 @@ def test_ideal_capacity_of_gemma4():
 
 def test_ideal_capacity_of_deepseek_v4_counts_entries_per_ratio():
     # 50,261 B a token (43 x 1,024 + 21 x 1,156 / 4 + 20 x 1,024 / 128): 2^30 // 50,261 = 21,363 tokens;
-    # a 32,768-token request is 209,747,968 B: 2^30 / 209,747,968 = 5.119 requests
+    # a 32,768-token request is 209,747,968 B + 12,206,080 B of compressor state (21 CSA x 81,920 + 20
+    # HCA x 524,288) = 221,954,048 B: 2^30 / 221,954,048 = 4.838 requests
     r = ideal.capacity(load_model("deepseek-v4-flash"), 2**30, BF16, BF16, max_model_len=32_768)
     assert (r.kv_cache_tokens, r.page_size_bytes) == (21_363, 50_261)
-    assert r.max_concurrency == pytest.approx(1_073_741_824 / 209_747_968)
+    assert r.max_concurrency == pytest.approx(1_073_741_824 / 221_954_048)
     # the longest context 4 requests fit in: 4 x bytes(L) <= 2^30
     r4 = ideal.capacity(load_model("deepseek-v4-flash"), 2**30, BF16, BF16, concurrency=4)
     one = kv_cache.kv_cache_bytes(load_model("deepseek-v4-flash"), r4.longest_context, 1, "bf16")
@@ -248,3 +252,25 @@ def test_schema_refuses_inconsistent_2026_fields(kw, field):
     with pytest.raises(ValidationError) as e:
         spec(**kw)
     assert e.value.errors()[0]["loc"] == (field,)
+
+
+def test_mimo_v2_window_is_the_models_129():
+    # transformers 5.20.2 configuration_mimo_v2_flash.py: sliding_window = sliding_window_size (128) + 1,
+    # "attends to sliding_window_size previous tokens plus the query"; its mask keeps kv_idx > q_idx - 129:
+    # 129 positions. The ideal cache holds them: 39 SWA layers x 129 x 8 KV heads x (192 + 128) x 2 B
+    spec = load_model("mimo-v2-flash")
+    sliding = [x for x in spec.layers if x.kind == "sliding"]
+    assert {kv_cache.tokens_cached(x, 32_768) for x in sliding} == {129}
+    assert kv_cache.layers_cache_bytes(sliding, 32_768, 1, BF16, BF16) == 39 * 129 * 8 * 320 * 2 == 25_758_720
+
+
+def test_deepseek_v4_compressor_state():
+    # reference inference/model.py Compressor: kv_state + score_state (coff r, coff D) fp32 per sequence;
+    # CSA (r 4, coff 2): 2 x 8 x 1,024 x 4 = 65,536 + the indexer's compressor 2 x 8 x 256 x 4 = 16,384;
+    # HCA (r 128, coff 1): 2 x 128 x 512 x 4 = 524,288; a window-only layer none
+    layers = load_model("deepseek-v4-flash").layers
+    assert [kv_cache.compressor_state_bytes(layers[i]) for i in (0, 2, 3)] == [0, 81_920, 524_288]
+    # fixed: a 1-token and a 32k sequence hold the same state; an empty one none
+    one = kv_cache.layers_cache_bytes([layers[3]], 1, 1, BF16, BF16)
+    assert one == 1_024 + 524_288
+    assert kv_cache.layers_cache_bytes([layers[3]], 0, 1, BF16, BF16) == 0

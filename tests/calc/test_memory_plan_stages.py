@@ -50,6 +50,7 @@ def test_kv_profile_defaults_to_one_rank_and_one_stage():
     m = load_model("llama-3.1-8b")
     k, v = kv_cache.formats("bf16", None)
     prof = KvProfile.build(m, k, v)
-    # (bytes a token, window, compressed entry bytes, compress ratio): no compressed cache
-    assert prof.stages == (((131_072, None, 0, 1),),)
+    # (bytes a token, window, compressed entry bytes, compress ratio, fixed bytes a sequence): no
+    # compressed cache, no compressor state
+    assert prof.stages == (((131_072, None, 0, 1, 0),),)
     assert prof.per_gpu_bytes(1000, 2) == 2 * 1000 * 131_072

@@ -149,26 +149,33 @@ def test_layouts_the_engines_refuse(name, kw, field):
 
 def test_plan_first_layout_deepseek_v3_h200_64x32k():
     """`kvcalc plan deepseek-v3 --seq-len 32k --concurrency 64 --gpu h200` (vLLM): one node of 8
-    H200, attention data-parallel 8 + expert parallel 8, not a 7-stage pipeline on 7 GPUs.
-    Per GPU: 8 sequences' latent in fp8 (8 x 32,768 x 61 x 576 = 9,210,691,584 B; FlashMLA's
-    64-token blocks hold 32,768 exactly) and 100,817,025,024 B of weights. vLLM's --max-num-seqs
-    is per DP rank (each is an engine core with its own scheduler): 64 / 8 = 8."""
+    H200 with expert parallel 8, not a 7-stage pipeline on 7 GPUs. Of the node's layouts the
+    speed model (vLLM's terms) puts tp 2 x attention-DP 4 (36.6 ms) ahead of tp 1 x attention-DP
+    8 (37.8 ms): MLA's absorbed decode attention is compute-bound on an H200 (8 sequences x 32,768
+    tokens x 61 layers x 2 x 128 heads x (2 x 512 + 64) = 4.45e12 FLOPs / (989.4e12 x 0.674) =
+    6.7 ms per rank either way, above the latent's read, `speed.attention_time_s`), so the
+    duplicated latent of tp 2 costs nothing while its halved attention projections save more
+    weight reads than its all-reduces cost. Per GPU: 16 sequences' latent in fp8 (16 x 32,768
+    x 61 x 576 = 18,421,383,168 B; FlashMLA's 64-token blocks hold 32,768 exactly) and
+    91,846,981,632 B of weights (the tp-1 rank's 100,817,025,024 B less the 8,970,043,392 B of
+    attention, shared-expert, dense-MLP and head weights tp 2 moves to the other rank). vLLM's
+    --max-num-seqs is per DP rank (each is an engine core with its own scheduler): 64 / 4 = 16."""
     r = kvcalc.plan("deepseek-v3", seq_len="32k", concurrency=64, gpus="h200")
     top = r.layouts[0]
-    assert (top.count, top.tp, top.pp, top.dp, top.dp_attention, top.ep, top.nodes) == (8, 1, 1, 1, 8, 8, 1)
-    assert top.weights_bytes_per_gpu == 100_817_025_024
-    assert top.kv_cache_bytes_per_gpu == 8 * 32768 * 61 * 576
+    assert (top.count, top.tp, top.pp, top.dp, top.dp_attention, top.ep, top.nodes) == (8, 2, 1, 1, 4, 8, 1)
+    assert top.weights_bytes_per_gpu == 91_846_981_632
+    assert top.kv_cache_bytes_per_gpu == 16 * 32768 * 61 * 576
     assert top.why == "own KV, EP8"
     assert top.launch == (
-        "vllm serve deepseek-ai/DeepSeek-V3 --tensor-parallel-size 1 --pipeline-parallel-size 1 "
-        "--data-parallel-size 8 --enable-expert-parallel --max-model-len 32768 --kv-cache-dtype fp8 "
-        "--gpu-memory-utilization 0.9 --max-num-seqs 8 --block-size 64"
+        "vllm serve deepseek-ai/DeepSeek-V3 --tensor-parallel-size 2 --pipeline-parallel-size 1 "
+        "--data-parallel-size 4 --enable-expert-parallel --max-model-len 32768 --kv-cache-dtype fp8 "
+        "--gpu-memory-utilization 0.9 --max-num-seqs 16 --block-size 64"
     )
     assert all(lay.pp == 1 or lay.nodes > 1 for lay in r.layouts)  # no pipeline inside one node ranks
     sg = kvcalc.plan("deepseek-v3", seq_len="32k", concurrency=64, gpus="h200", engine="sglang", top=1)
     # SGLang 0.5.23 server_args.py: --tp-size the total, --dp-size attention groups, --ep-size
     assert sg.layouts[0].launch.startswith(
-        "python -m sglang.launch_server --model-path deepseek-ai/DeepSeek-V3 --tp-size 8 --dp-size 8 "
+        "python -m sglang.launch_server --model-path deepseek-ai/DeepSeek-V3 --tp-size 8 --dp-size 4 "
         "--enable-dp-attention --ep-size 8 "
     )
 

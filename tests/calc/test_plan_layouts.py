@@ -14,6 +14,7 @@ from kvcalc.calc import plan as P
 from kvcalc.calc.memory_plan import Layout, Planner
 from kvcalc.load.gpus import get_gpu
 from kvcalc.load.models import load_model
+from kvcalc.requests import speed_terms
 from kvcalc.schema import ModelSpec
 
 L40S_BUDGET = 43_475_219_251  # floor(0.9 x 48,305,799,168)
@@ -30,8 +31,9 @@ def test_llamacpp_single_device():
     used 9,517,408,256 + 1,140,850,688 + 1,259,601,920 = 11,917,860,864 B; headroom 43,475,219,251
     - 11,917,860,864 = 31,557,358,387 B; sequences of 8k: (43,475,219,251 - 9,517,408,256 -
     1,259,601,920) // (8192 x 69,632) = 32,698,209,075 // 570,425,344 = 57.
-    TPOT: (9,517,408,256 + 1,140,850,688) B / (864e9 B/s x 0.8) = 15.4199 ms; 2 / 15.4199 ms =
-    129.70 tokens/s. -c = 8192 x 2 = 16,384 cells, -np 2.
+    TPOT: the speed model of llama.cpp on CUDA (speed.yaml: a 2 ms floor, bandwidth efficiency
+    0.735, 8-bit weights x 0.82): the weights read (below) / (864e9 B/s x 0.735 x 0.82) + the KV
+    1,140,850,688 B / (864e9 x 0.735) + 2 ms. -c = 8192 x 2 = 16,384 cells, -np 2.
     """
     r = kvcalc.plan("llama-3.1-8b", seq_len="8k", concurrency=2, gpus="l40s", engine="llamacpp", top=3)
     one, two, three = r.layouts
@@ -56,9 +58,11 @@ def test_llamacpp_single_device():
     # but its 2 rows (2 x 8,192 B), and the head as llama-quantize stores it for q8_0 (Q8_0:
     # 128,256 x 4,096 x 34 / 32 = 558,170,112 B + the 8,192 B norm) instead of bf16 (+ norm)
     emb = 1_050_673_152
-    read = 9_517_408_256 - emb + 2 * 8_192 - (emb + 8_192) + 558_170_112 + 8_192 + 1_140_850_688
-    assert one.tpot_ms == pytest.approx(read / (864e9 * 0.8) * 1e3, rel=1e-9)
-    assert one.tokens_per_s == pytest.approx(2 / (read / (864e9 * 0.8)), rel=1e-9)
+    weights = 9_517_408_256 - emb + 2 * 8_192 - (emb + 8_192) + 558_170_112 + 8_192
+    step_s = 0.002 + weights / (864e9 * 0.735 * 0.82) + 1_140_850_688 / (864e9 * 0.735)
+    assert one.tpot_ms == pytest.approx(step_s * 1e3, rel=1e-9)
+    assert one.tokens_per_s == pytest.approx(2 / step_s, rel=1e-9)
+    assert one.speed_model.startswith("llamacpp on cuda: floor 2.00 ms/step")
     assert one.stage_layers is None and one.tensor_split is None
     # llama.cpp stays in one machine: counts 1..8 x 4 format pairs (f16 / q8_0 KV x checkpoint /
     # q8_0 weights) = 32 points, no 16-, 24- or 32-device layouts
@@ -66,7 +70,7 @@ def test_llamacpp_single_device():
     assert one.launch == "llama-server -m llama-3.1-8b-Q8_0.gguf -c 16384 -np 2 -ctk q8_0 -ctv q8_0 -ngl 99 -fa on"
     assert one.dollars_per_hour is None and one.price_per_gpu_hour is None and one.dollars_per_million_tokens is None
     # two equal devices: 32 layers split 16 + 16 by equal free bytes; -ts 16,17 (the output layer
-    # on the last); the same bytes read per token, so the same TPOT
+    # on the last); the same bytes read per token, and the token passes two stages: one more floor
     assert (two.count, two.devices, two.pp, two.stage_layers, two.tensor_split) == (
         2,
         ["l40s", "l40s"],
@@ -77,7 +81,7 @@ def test_llamacpp_single_device():
     assert two.launch == (
         "llama-server -m llama-3.1-8b-Q8_0.gguf -c 16384 -np 2 -ctk q8_0 -ctv q8_0 -ngl 99 -ts 16,17 -fa on"
     )
-    assert two.tpot_ms == pytest.approx(one.tpot_ms, rel=1e-9)
+    assert two.tpot_ms == pytest.approx(one.tpot_ms + 2.0, rel=1e-9)
     # three: 32 / 3 = 10.67 each -> 10, 10, 10 + the 2 left to devices 0 and 1 -> 11, 11, 10
     assert (three.count, three.stage_layers, three.tensor_split) == (3, [11, 11, 10], [11, 11, 11])
 
@@ -90,7 +94,10 @@ def test_a_fixed_set_of_two_h100s_with_a_price():
     x 32 x 2 x 4 heads x 128 x 2 B = 2,147,483,648 B; reserves at tp 2: 8192 x (2 x 4096 + 2 x
     14336 / 2) x 2 + 256 x 128,256 / 2 x 4 = 434,765,824 B + 524,288,000 B. TPOT: (8,030,527,488 +
     2,147,483,648) B / (3.35e12 x 0.8) = 3.79777 ms + all-reduce 2 x 32 x 4 x 4096 x 2 B =
-    2,097,152 B x 2 x 1/2 / 450e9 B/s (one direction of 900 GB/s) = 0.00466 ms. Price: 2 x $2.50 =
+    2,097,152 B x 2 x 1/2 / 450e9 B/s (one direction of 900 GB/s) = 0.00466 ms, on the bare roofline;
+    vLLM's speed model (speed.yaml) reads at 0.735 instead, adds its 0.44 ms floor and 2 x 32
+    all-reduces of 4.2 + 6.6 x log2(2) = 10.8 us each (GEMMs and attention both read-bound at
+    batch 4: their times add to the bytes' sum). Price: 2 x $2.50 =
     $5.00/hour, $5.00 / (tokens/s x 3600) x 1e6 per million tokens. One machine: nodes 1.
     """
     r = kvcalc.plan(
@@ -117,7 +124,12 @@ def test_a_fixed_set_of_two_h100s_with_a_price():
     assert top.memory_bytes_per_gpu == 8_030_527_488 + 2_147_483_648 + 434_765_824 + 524_288_000
     assert top.headroom_bytes == H100_BUDGET - top.memory_bytes_per_gpu
     # this rank's embedding (64,128 x 8,192 B = 525,336,576 B) is read as 4 rows of 8,192 B
-    step_s = (8_030_527_488 - 525_336_576 + 4 * 8_192 + 2_147_483_648) / (3.35e12 * 0.8) + 2_097_152 * 2 * 0.5 / 450e9
+    step_s = (
+        0.00044
+        + (8_030_527_488 - 525_336_576 + 4 * 8_192 + 2_147_483_648) / (3.35e12 * 0.735)
+        + 2_097_152 * 2 * 0.5 / 450e9
+        + 64 * 10.8e-6
+    )
     assert top.tpot_ms == pytest.approx(step_s * 1e3, rel=1e-6)
     assert (top.price_per_gpu_hour, top.dollars_per_hour) == (2.5, 5.0)
     assert top.dollars_per_million_tokens == pytest.approx(5.0 / (4 / step_s * 3600) * 1e6, rel=1e-6)
@@ -134,7 +146,8 @@ def test_a_fixed_set_of_two_h100s_with_a_price():
 def test_a_fixed_set_names_the_set_in_its_miss_and_offers_no_more_gpus():
     # TTFT of one 8k prompt cannot reach 1 microsecond: the miss names the set, and nothing fixes
     # it (no count past a fixed set, fp8 does not get there, neither does a 1-token context or 1
-    # sequence), so the line says so. TTFT = the tp-2 planner's prefill of 8,192 tokens.
+    # sequence), so the line says so. TTFT = the tp-2 planner's prefill of 8,192 tokens, with
+    # vLLM's speed terms (what `kvcalc estimate --engine vllm --tp 2` uses).
     r = kvcalc.plan(
         "llama-3.1-8b",
         seq_len="8k",
@@ -150,24 +163,30 @@ def test_a_fixed_set_names_the_set_in_its_miss_and_offers_no_more_gpus():
         Planner(
             load_model("llama-3.1-8b"),
             get_gpu("h100-sxm"),
-            Layout(tp=2, k_dtype="bf16", v_dtype="bf16", weight_dtype="bf16"),
+            Layout(
+                tp=2,
+                k_dtype="bf16",
+                v_dtype="bf16",
+                weight_dtype="bf16",
+                speed=speed_terms(get_gpu("h100-sxm"), "vllm", 2),
+            ),
         )
         .prefill(8192)
         .step_time_s
     )
-    assert m.problems == [f"TTFT {ttft:,.2f} s > 1e-06 s"] == ["TTFT 0.15 s > 1e-06 s"]
+    assert m.problems == [f"TTFT {ttft:,.2f} s > 1e-06 s"] == ["TTFT 0.12 s > 1e-06 s"]
     assert m.score == pytest.approx(ttft / 1e-6, rel=1e-12)
     assert m.fixes == []
     assert m.line == (
-        "2 x h100-sxm+h100-sxm (tp 2, pp 1, dp 1; KV bf16, weights bf16): TTFT 0.15 s > 1e-06 s; "
+        "2 x h100-sxm+h100-sxm (tp 2, pp 1, dp 1; KV bf16, weights bf16): TTFT 0.12 s > 1e-06 s; "
         "no fix within 256 GPUs, a shorter context or fewer sequences"
     )
 
 
 def test_two_target_misses_are_joined_and_the_worst_ratio_scores():
-    # llama-3.1-8b bf16 on one l40s at 8k x 8 (see test_plan.py): TPOT (16,060,522,496 + 8 x 8192
-    # x 131,072) B / (864e9 x 0.8) = 35.663 ms > 20 ms; 8 / 35.663 ms = 224.3 tokens/s < 1000.
-    # score = max(35.663 / 20 = 1.78, 1000 / 224.3 = 4.458)
+    # llama-3.1-8b bf16 on one l40s at 8k x 8 (see test_plan.py): TPOT, vLLM's speed model (a
+    # 0.44 ms floor, reads at 0.735 of 864e9 B/s), 37.603 ms > 20 ms; 8 / 37.603 ms = 212.8
+    # tokens/s < 1000. score = max(37.603 / 20 = 1.88, 1000 / 212.8 = 4.70)
     r = kvcalc.plan(
         "llama-3.1-8b",
         seq_len="8k",
@@ -182,12 +201,12 @@ def test_two_target_misses_are_joined_and_the_worst_ratio_scores():
     assert r.min_tokens_per_s == 1000 and r.max_tpot_ms == 20
     (m,) = r.misses
     # (decode reads 8 rows of the 1,050,673,152 B embedding table, not all of it)
-    step_s = (16_060_522_496 - 1_050_673_152 + 8 * 8_192 + 8 * 8192 * 131_072) / (864e9 * 0.8)
-    assert m.problems == ["TPOT 34.1 ms > 20 ms", "234 tokens/s < 1000 tokens/s"]
+    step_s = 0.00044 + (16_060_522_496 - 1_050_673_152 + 8 * 8_192 + 8 * 8192 * 131_072) / (864e9 * 0.735)
+    assert m.problems == ["TPOT 37.6 ms > 20 ms", "213 tokens/s < 1000 tokens/s"]
     assert m.score == pytest.approx(1000 / (8 / step_s), rel=1e-9)
     assert m.line.startswith(
-        "1 x l40s (tp 1, pp 1, dp 1; KV bf16, weights bf16): TPOT 34.1 ms > 20 ms; "
-        "234 tokens/s < 1000 tokens/s; fix: more GPUs: "
+        "1 x l40s (tp 1, pp 1, dp 1; KV bf16, weights bf16): TPOT 37.6 ms > 20 ms; "
+        "213 tokens/s < 1000 tokens/s; fix: more GPUs: "
     )
 
 
@@ -207,10 +226,13 @@ def test_the_result_echoes_the_request():
     assert r.source == load_model("llama-3.1-8b").source and r.source.startswith("meta-llama/Llama-3.1-8B")
     assert (r.max_tpot_ms, r.min_tokens_per_s, r.max_ttft_s) == (None, 1, 100)
     assert r.notes == [] and r.misses == [] and r.n_qualifying == 1 and r.points_searched == 1
-    # a TTFT target makes the search compute TTFT: the layout's is the planner's prefill
+    # a TTFT target makes the search compute TTFT: the layout's is the planner's prefill (vLLM's terms)
+    vllm = speed_terms(get_gpu("h100-sxm"), "vllm", 1)
     ttft = (
         Planner(
-            load_model("llama-3.1-8b"), get_gpu("h100-sxm"), Layout(k_dtype="bf16", v_dtype="bf16", weight_dtype="bf16")
+            load_model("llama-3.1-8b"),
+            get_gpu("h100-sxm"),
+            Layout(k_dtype="bf16", v_dtype="bf16", weight_dtype="bf16", speed=vllm),
         )
         .prefill(8192)
         .step_time_s
@@ -355,8 +377,9 @@ def test_a_split_over_different_devices_times_each_stage_on_its_own_device():
 
     Stage bytes (weights + KV): l40s 23,315,292,160 + 2,994,733,056 = 26,310,025,216 B;
     rtx-4090 12,953,651,200 + 1,568,669,696 = 14,522,320,896 B. Decode is memory-bound, so the
-    step is each stage's bytes over its own device's bandwidth: 26,310,025,216 / (864e9 x 0.8)
-    = 38.0643 ms + 14,522,320,896 / (1008e9 x 0.8) = 18.0089 ms = 56.0732 ms. TTFT: each device's
+    step is each stage's share of the bytes times its own device's whole-model step, which under
+    llama.cpp's speed model on CUDA (speed.yaml) is 2 stages x the 2 ms floor + the weights read
+    / (BW x 0.735 x 0.82, 8-bit weights) + the KV / (BW x 0.735). TTFT: each device's
     prefill weighted by its share of the layers, 42/64 and 22/64. Prices: $1.00 + $0.50 an hour
     (each device its own), $0.75 a GPU on average.
     """
@@ -375,12 +398,22 @@ def test_a_split_over_different_devices_times_each_stage_on_its_own_device():
     # 4 rows of 10,240 B, and the head in Q8_0 (151,936 x 5,120 x 34 / 32 = 826,531,840 B + 10,240 B
     # norm) instead of bf16: 38,547,269,632 B
     total, read = 26_310_025_216 + 14_522_320_896, 38_547_269_632
-    step_s = 26_310_025_216 / total * read / (864e9 * 0.8) + 14_522_320_896 / total * read / (1008e9 * 0.8)
+    kv = 2_994_733_056 + 1_568_669_696  # of which the KV; the rest, 33,983,866,880 B, weights
+
+    def device_step(bw: float) -> float:
+        return 2 * 0.002 + (read - kv) / (bw * 0.735 * 0.82) + kv / (bw * 0.735)
+
+    step_s = 26_310_025_216 / total * device_step(864e9) + 14_522_320_896 / total * device_step(1008e9)
     assert top.tpot_ms == pytest.approx(step_s * 1e3, rel=1e-9)
     assert top.tokens_per_s == pytest.approx(4 / step_s, rel=1e-9)
     m = load_model("qwen3-32b")
     lay = Layout(pp=2, stage_layers=(42, 22), k_dtype="q8_0", weight_dtype="q8_0")
-    pre = [Planner(m, get_gpu(g), lay).prefill(8192).step_time_s for g in ("l40s", "rtx-4090")]
+    pre = [
+        Planner(m, get_gpu(g), dataclasses.replace(lay, speed=speed_terms(get_gpu(g), "llamacpp", 1)))
+        .prefill(8192)
+        .step_time_s
+        for g in ("l40s", "rtx-4090")
+    ]
     assert top.ttft_s == pytest.approx(42 / 64 * pre[0] + 22 / 64 * pre[1], rel=1e-12)
     assert (top.dollars_per_hour, top.price_per_gpu_hour) == (1.5, 0.75)
 

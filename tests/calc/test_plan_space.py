@@ -184,8 +184,11 @@ def test_rank_key_treats_a_free_gpu_as_priced():
     k = P.rank_key
     assert k(1, 0.0, 1.0, ()) < k(1, None, 1e6, ())
     assert k(1, 0.0, 1.0, ()) < k(1, 0.5, 1e6, ())
-    assert k(2, 0.0, 5.0, ("a",)) == (2, False, 0.0, -5.0, ("a",))
-    assert k(2, None, 5.0, ("a",)) == (2, True, 0.0, -5.0, ("a",))
+    assert k(2, 0.0, 5.0, ("a",)) == (2, False, 0.0, -5.0, 0.0, ("a",))
+    assert k(2, None, 5.0, ("a",)) == (2, True, 0.0, -5.0, 0.0, ("a",))
+    # whole requests: at equal tokens/s (a request rate every layout keeps up with) the shorter
+    # end to end ranks first
+    assert k(2, None, 5.0, ("z",), e2e_s=1.0) < k(2, None, 5.0, ("a",), e2e_s=2.0)
 
 
 def test_layer_split_hands_out_three_remainders():

@@ -45,7 +45,7 @@ def test_estimate_whole_requests(cli) -> None:
     d = json.loads(r.output)
     # the plan holds the whole request: seq_len = 1,000 + 200
     assert d["seq_len"] == 1200 and d["input_len"] == 1000 and d["output_len"] == 200
-    assert d["speed_model"].startswith("vllm on cuda: floor 0.70 ms/step")
+    assert d["speed_model"].startswith("vllm on cuda: floor 0.44 ms/step")
     # E2E = TTFT + (O - 1) x TPOT; Little's law at the rate
     assert d["request_e2e_s"] == pytest.approx(d["request_ttft_s"] + 199 * d["request_tpot_s"])
     assert d["static_batch"] == 8 and d["batch"] == 8 and d["request_fits"] is True
@@ -179,4 +179,212 @@ def test_plan_with_calibration(cli, cal_file) -> None:
     plain = json.loads(
         cli("plan", "llama-3.1-8b", "-s", "8k", "--concurrency", "8", "--gpu", "h100-sxm", "--format", "json").output
     )["layouts"][0]
-    assert plain["speed_model"] == "roofline"
+    # without a calibration, plan times with the speed table (what estimate uses), not the roofline
+    assert (
+        plain["speed_model"].startswith("vllm on cuda: floor 0.44 ms/step") and "calibrated" not in plain["speed_model"]
+    )
+    # the calibrated TPOT is estimate's with the same file: 8 sequences on 1 x h100-sxm tp1
+    assert (top["count"], top["tp"], top["dp"]) == (1, 1, 1)
+    est = _estimate_json(
+        cli,
+        "llama-3.1-8b",
+        "-s",
+        "8k",
+        "--batch",
+        "8",
+        "--gpu",
+        "h100-sxm",
+        "--kv-dtype",
+        top["kv_dtype"],
+        "--weight-dtype",
+        top["weight_dtype"],
+        "--engine",
+        "vllm",
+        "--calibration",
+        str(cal_file),
+    )
+    assert top["tpot_ms"] == pytest.approx(est["tpot_s"] * 1e3, rel=1e-12)
+    t = cli("plan", "llama-3.1-8b", "-s", "8k", "--concurrency", "8", "--gpu", "h100-sxm", "--calibration", cal_file)
+    assert "calibrated: floor, bandwidth, FLOP/s" in " ".join(t.output.split())
+
+
+# ----- plan ranks on what estimate prints (issue 21 deliver 2) --------------------------------
+
+
+def _estimate_json(cli, *args: str) -> dict:
+    r = cli("estimate", *args, "--format", "json")
+    assert r.exit_code == 0, r.output
+    return json.loads(r.stdout)
+
+
+def _plan_json(cli, *args: str) -> dict:
+    r = cli("plan", *args, "--format", "json")
+    assert r.exit_code == 0, r.output
+    return json.loads(r.stdout)
+
+
+def _same_layout(top: dict) -> list[str]:
+    """estimate's flags for plan's layout `top` (vLLM, plan's default engine)."""
+    return [
+        "--gpu",
+        top["gpu"],
+        "--tp",
+        str(top["tp"]),
+        "--pp",
+        str(top["pp"]),
+        "--dp",
+        str(top["dp"]),
+        "--dp-attention",
+        str(top["dp_attention"]),
+        "--ep",
+        str(top["ep"]),
+        "--kv-dtype",
+        top["kv_dtype"],
+        "--weight-dtype",
+        top["weight_dtype"],
+        "--engine",
+        "vllm",
+    ]
+
+
+@pytest.mark.parametrize(
+    "model,seq,conc,gpu",
+    [
+        ("llama-3.1-8b", "8k", 8, "h100-sxm"),  # 1 GPU: the whole batch on one replica
+        ("llama-3.1-70b", "32k", 64, "h200"),  # tp 4: the all-reduce latency term
+        ("qwen3-30b-a3b", "16k", 24, "l40s"),  # MoE: attention DP 2 x EP 2 over PCIe
+    ],
+)
+def test_plan_tpot_is_estimates(cli, model, seq, conc, gpu) -> None:
+    # every sequence at --seq-len: plan's TPOT and TTFT for its top layout are what estimate
+    # prints for that layout at the fullest replica's batch ceil(concurrency / dp)
+    top = _plan_json(cli, model, "-s", seq, "--concurrency", str(conc), "--gpu", gpu)["layouts"][0]
+    batch = -(-conc // top["dp"])
+    est = _estimate_json(cli, model, "-s", seq, "--batch", str(batch), *_same_layout(top))
+    assert top["tpot_ms"] == pytest.approx(est["tpot_s"] * 1e3, rel=1e-12)
+    assert top["ttft_s"] == pytest.approx(est["ttft_s"], rel=1e-12)
+    assert top["speed_model"] == est["speed_model"]
+
+
+def test_plan_whole_requests_are_estimates(cli) -> None:
+    # 8 requests of 1,024 in / 256 out on h100-sxm: the context defaults to 1,280; the top layout's
+    # TPOT is the static batch's at the mean context 1,024 + 128 = 1,152, its tokens/s the static
+    # batch's output tokens/s with the prefill, its TTFT one 1,024-token prompt, its E2E the batch's
+    d = _plan_json(
+        cli, "llama-3.1-8b", "--concurrency", "8", "--input-len", "1024", "--output-len", "256", "--gpu", "h100-sxm"
+    )
+    assert (d["seq_len"], d["input_len"], d["output_len"], d["request_rate"]) == (1280, 1024, 256, None)
+    top = d["layouts"][0]
+    assert (top["count"], top["dp"]) == (1, 1)
+    est = _estimate_json(
+        cli,
+        "llama-3.1-8b",
+        "-s",
+        "1280",
+        "--batch",
+        "8",
+        "--input-len",
+        "1024",
+        "--output-len",
+        "256",
+        *_same_layout(top),
+    )
+    assert top["tpot_ms"] == pytest.approx(est["static_tpot_s"] * 1e3, rel=1e-12)
+    assert top["tokens_per_s"] == pytest.approx(est["static_tokens_per_s"], rel=1e-12)
+    assert top["tokens_per_s_per_gpu"] == pytest.approx(est["static_tokens_per_s_per_gpu"], rel=1e-12)
+    assert top["ttft_s"] == pytest.approx(est["request_ttft_s"], rel=1e-12)
+    assert top["e2e_s"] == pytest.approx(est["static_e2e_s"], rel=1e-12)
+    # static: 8 x 256 tokens over prefill(1,024, 8) + 255 TPOTs
+    assert top["tokens_per_s"] == pytest.approx(8 * 256 / top["e2e_s"], rel=1e-12)
+    t = cli(
+        "plan", "llama-3.1-8b", "--concurrency", "8", "--input-len", "1024", "--output-len", "256", "--gpu", "h100-sxm"
+    )
+    assert "8 requests of 1,024 in / 256 out" in t.stdout and "E2E" in t.stdout
+
+
+def test_plan_at_a_request_rate_is_estimates(cli) -> None:
+    # 10 requests/s of 1,024 / 256 on one h100-sxm: Little's law holds L = 10 x E2E requests in
+    # flight; plan sizes the launch line for ceil(L) and ranks on the rate's TPOT and E2E
+    args = ("--input-len", "1024", "--output-len", "256", "--request-rate", "10")
+    top = _plan_json(cli, "llama-3.1-8b", *args, "--gpu", "h100-sxm")["layouts"][0]
+    assert (top["count"], top["dp"]) == (1, 1)
+    est = _estimate_json(cli, "llama-3.1-8b", "-s", "1280", *args, *_same_layout(top))
+    assert est["rate_sustainable"] is True
+    assert top["tpot_ms"] == pytest.approx(est["rate_tpot_s"] * 1e3, rel=1e-12)
+    assert top["e2e_s"] == pytest.approx(est["rate_e2e_s"], rel=1e-12)
+    assert top["tokens_per_s"] == pytest.approx(10 * 256, rel=1e-12) == est["rate_tokens_per_s"]
+    in_flight = -(-est["rate_concurrency"] // 1)
+    assert f"--max-num-seqs {int(in_flight)} " in top["launch"]
+
+
+def test_plan_rate_that_no_layout_keeps_up_with(cli) -> None:
+    # one l40s cannot decode 1,000 requests/s x 256 tokens = 256,000 tokens/s: a miss that says so
+    r = cli(
+        "plan", "llama-3.1-8b", "--input-len", "1024", "--output-len", "256", "--request-rate", "1000",
+        "--gpu", "l40s", "--max-gpus", "1", "--format", "json",
+    )  # fmt: skip
+    assert r.exit_code == 1, r.output
+    (miss,) = json.loads(r.stdout)["misses"]
+    assert any("has no steady state (needs 256,000 output tokens/s" in p for p in miss["problems"])
+    assert miss["score"] > 1
+
+
+@pytest.mark.parametrize(
+    "args,needle",
+    [
+        (
+            ["--seq-len", "1000", "--input-len", "1024", "--output-len", "256"],
+            "shorter than --input-len + --output-len",
+        ),
+        (["--request-rate", "5"], "needs --input-len and --output-len"),
+        (["--input-len", "1024"], "need both --input-len and --output-len"),
+        (["--input-len", "0", "--output-len", "8"], "--input-len"),
+        (["--input-len", "8", "--output-len", "8", "--request-rate", "-1"], "--request-rate"),
+    ],
+)
+def test_plan_whole_request_options_are_checked(cli, args, needle) -> None:
+    r = cli("plan", "llama-3.1-8b", "--gpu", "h100-sxm", *args)
+    assert r.exit_code == 2 and needle in r.output, r.output
+
+
+# ----- a batch that does not fit gets no TPOT, anywhere (issue 21 deliver 5) ------------------
+
+
+def test_check_of_a_deployment_that_does_not_fit_has_no_tpot(cli, tmp_path) -> None:
+    # llama-3.1-70b bf16 on one H100 (141 GB of weights in a 77 GB budget): memory verdict only,
+    # no TPOT or tokens/s, and no target verdict on figures it does not have
+    f = tmp_path / "big.yaml"
+    f.write_text(
+        "model: llama-3.1-70b\ngpu: h100-sxm\ncount: 1\nmax_seq_len: 8192\nconcurrency: 1\ntargets: {max_tpot_ms: 50}\n"
+    )
+    r = cli("check", str(f), "--format", "json")
+    assert r.exit_code == 1, r.output
+    row = json.loads(r.stdout)["deployments"][0]
+    assert row["status"] == "does not fit" and row["tpot_ms"] is None and row["tokens_per_s"] is None
+    assert not any("TPOT" in p for p in row["problems"])
+    assert row["speed_model"].startswith("ideal on cuda")  # the figures it would have are the model's
+    t = cli("check", str(f), env={"COLUMNS": "120"})
+    line = next(ln for ln in t.stdout.splitlines() if ln.startswith("│ big "))
+    cells = [c.strip() for c in line.strip("│").split("│")]
+    assert cells[5:8] == ["- (≤50)", "-", "does not fit"]
+
+
+def test_speculative_tpot_needs_a_fit(cli) -> None:
+    args = ["estimate", "llama-3.1-70b", "-s", "8k", "--gpu", "h100-sxm", "--speculative-config"]
+    spec = '{"method":"ngram","num_speculative_tokens":4}'
+    r = cli(*args, spec, "--accepted-len", "2.5", "--format", "json")
+    assert r.exit_code == 0, r.output
+    d = json.loads(r.stdout)
+    assert d["fits"] is False and d["tpot_s"] is None and d["tokens_per_s"] is None
+    # on two GPUs it fits, and the acceptance length gives a TPOT
+    ok = json.loads(cli(*args, spec, "--accepted-len", "2.5", "--tp", "2", "--format", "json").stdout)
+    assert ok["fits"] is True and ok["tpot_s"] > 0
+
+
+def test_plan_misses_that_do_not_fit_carry_no_speed(cli) -> None:
+    import kvcalc
+
+    r = kvcalc.plan("llama-3.1-70b", seq_len="8k", gpus="l40s", max_gpus=1, weight_dtypes="bf16", kv_dtypes="bf16")
+    assert not r.layouts
+    (m,) = r.misses
+    assert m.problems and all("GiB per GPU" in p for p in m.problems)  # memory only, no TPOT

@@ -159,6 +159,20 @@ def test_kimi_k3_mla_latent_and_kda_state():
     ]
 
 
+def test_kimi_k3_fa_off_warns_of_v_padding_but_keeps_no_v():
+    """Kimi-K3, llama-cli -fa off: the GGUF's head_count_kv is 0 on the 69 KDA layers and 1 on the MLA
+    ones (V width 1 x kv_lora_rank = 512), so llama.cpp 0c1e570 warns before the KV buffers
+    (src/llama-kv-cache.cpp 158-161, seen in the tests/oracle grid: kimi-k3 -fa off); the latent cache
+    keeps no V, so the bytes are those of -fa on."""
+    opts = LlamacppOptions(tool="llama-cli", flash_attn="off")
+    r = llamacpp.allocate(load_model("kimi-k3"), 32_768, F16, F16, options=opts)
+    assert (r.k_bytes, r.v_bytes, r.engine_state_bytes) == (905_969_664, 0, 464_633_856)
+    assert r.log_lines[0] == (
+        "llama_kv_cache: the V embeddings have different sizes across layers and FA is not enabled - "
+        "padding V cache to 512"
+    )
+
+
 # deepseek-ai/DeepSeek-V4-Flash (configs/models/deepseek-v4-flash.yaml; llama.cpp `deepseek4`, llama_kv_cache_dsv4,
 # src/llama-kv-cache-dsv4.cpp 1210-1335): 43 sliding layers of one 512-value K = V row (1,024 B in f16), 21 with
 # compress ratio 4 (CSA + indexer), 20 with 128 (HCA); one stream per sequence (never unified).

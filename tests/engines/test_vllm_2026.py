@@ -112,12 +112,17 @@ def test_deepseek_v4_bf16_refused_with_vllms_text():
     "name, fmt, label, per_token",
     [
         # GLM-5.2 fp8 -> fp8_ds_mla: 78 latents x 656 + 21 indexers x 132 = 53,940 B a token
-        ("glm-5.2", FP8, "fp8_e4m3", 53_940),
+        ("glm-5.2", FP8, "fp8", 53_940),
         # bf16: 78 x 1,152 + 21 x 132 = 92,628
         ("glm-5.2", BF16, None, 92_628),
         # DeepSeek-V3.2: 61 x (656 + 132) = 48,068 in fp8; 61 x (1,152 + 132) = 78,324 in bf16
-        ("deepseek-v3.2", FP8, "fp8_e4m3", 48_068),
+        ("deepseek-v3.2", FP8, "fp8", 48_068),
         ("deepseek-v3.2", BF16, None, 78_324),
+        # fp8_e4m3 is not fp8 here: FLASHMLA_SPARSE does not list it, FLASHINFER_MLA_SPARSE_SM90 takes
+        # it with plain fp8 latents (vLLM 0.33's selection, tests/oracle/vllm_grid.py):
+        # DeepSeek-V3.2 61 x (576 + 132) = 43,188; GLM-5.2 78 x 576 + 21 x 132 = 47,700
+        ("deepseek-v3.2", FP8, "fp8_e4m3", 43_188),
+        ("glm-5.2", FP8, "fp8_e4m3", 47_700),
     ],
 )
 def test_sparse_mla_one_group_of_latents_and_indexer_keys(name, fmt, label, per_token):
@@ -318,8 +323,13 @@ def test_fp8_ds_mla_sizes_as_fp8_on_sparse_mla(name, dtype, per_token):
 
 
 def test_nvfp4_4over6_is_nvfp4_bytes():
-    # Llama-3.1-8B: 2 x 32 layers x 8 heads x (64 + 8) = 36,864 B a token, as nvfp4
-    c = vllm_formats("llama-3.1-8b", "nvfp4_4over6")
+    # Llama-3.1-8B: 2 x 32 layers x 8 heads x (64 + 8) = 36,864 B a token, as nvfp4; on the SM100
+    # family only (vLLM 0.33 flashinfer.py supports_kv_cache_dtype; refused on Hopper, below)
+    from kvcalc.engines.profile import get_profile
+
+    c = get_profile("vllm").kv_formats(
+        load_model("llama-3.1-8b"), "nvfp4_4over6", options=VllmOptions(compute_capability="10.0")
+    )
     assert c.k == NVFP4 and c.v == NVFP4
 
 
@@ -329,6 +339,9 @@ def test_nvfp4_4over6_is_nvfp4_bytes():
         ("llama-3.1-8b", "fp8_ds_mla", "sparse MLA"),
         ("deepseek-v3.2", "nvfp4_ds_mla", "SM100"),
         ("llama-3.1-8b", "fp8_inc", "Intel Gaudi"),
+        ("llama-3.1-8b", "nvfp4_4over6", "SM100 family"),
+        ("llama-3.1-8b", "octave_k3v4", "ROCm only"),
+        ("llama-3.1-8b", "ultraquant_4bit", "ROCm"),
     ],
 )
 def test_layout_dtypes_refused_with_the_reason(name, dtype, why):

@@ -157,6 +157,10 @@ def test_granite_4_h_tiny(tmp_path):
 
 
 def test_other_mamba2_architectures_still_refused(tmp_path):
+    """A pure Mamba-2 file (`mamba2`) is refused; nemotron_h_moe (Nemotron-3) is read as nemotron_h
+    (tests/load/test_gguf_2026.py)."""
     kv = nemotron_kv(PATTERN_8B, 4096, 32, 128, 64, 21504)
-    with pytest.raises(ConfigError, match=r"field 'nemotron_h_moe.ssm.group_count': Mamba-2 layers"):
-        model_from_gguf(write_gguf(tmp_path / "moe.gguf", "nemotron_h_moe", kv, norms(52)))
+    with pytest.raises(ConfigError, match=r"field 'mamba2.ssm.group_count': Mamba-2 layers"):
+        model_from_gguf(write_gguf(tmp_path / "m2.gguf", "mamba2", kv, norms(52)))
+    moe = model_from_gguf(write_gguf(tmp_path / "moe.gguf", "nemotron_h_moe", kv, norms(52)))
+    assert moe.model_type == "nemotron_h"

@@ -51,9 +51,13 @@ FAMILIES = {
     # per token: 43 x 1,024 + 21 x (1,024 + 132) / 4 + 20 x 1,024 / 128 = 44,032 + 6,069 + 160 = 50,261
     # 32k: 43 x 128 x 1,024 + 21 x 8,192 x 1,156 + 20 x 256 x 1,024
     #    = 5,636,096 + 198,868,992 + 5,242,880 = 209,747,968
-    "deepseek-ai--DeepSeek-V4-Flash": (50_261, 209_747_968, 0),
+    # + the compressors' fp32 open windows (reference inference/model.py Compressor kv_state and
+    #   score_state, 2 x coff r x coff D x 4 B; kv_cache.compressor_state_bytes): CSA 2 x 8 x 1,024 x 4
+    #   + its indexer's 2 x 8 x 256 x 4 = 81,920, HCA 2 x 128 x 512 x 4 = 524,288:
+    #   21 x 81,920 + 20 x 524,288 = 1,720,320 + 10,485,760 = 12,206,080 -> 221,954,048
+    "deepseek-ai--DeepSeek-V4-Flash": (50_261, 209_747_968 + 12_206_080, 0),
     # nvidia/DeepSeek-V4-Flash-NVFP4: the same attention (only the expert weights differ)
-    "nvidia--DeepSeek-V4-Flash-NVFP4": (50_261, 209_747_968, 0),
+    "nvidia--DeepSeek-V4-Flash-NVFP4": (50_261, 221_954_048, 0),
     # deepseek-ai/DeepSeek-V3.2: 61 MLA layers x (512 + 64) x 2 B + 61 indexer keys x 132 B
     # per token: 70,272 + 8,052 = 78,324; 32k: 78,324 x 32,768 = 2,566,520,832
     "deepseek-ai--DeepSeek-V3.2": (78_324, 2_566_520_832, 0),
@@ -117,7 +121,9 @@ def test_deepseek_v4_formula_names_each_part():
     assert "(K = V, once)" in f
     assert "21 layers x 1,156 B compressed entry x 8,192 entries (32,768 // 4)" in f
     assert "20 layers x 1,024 B compressed entry x 256 entries (32,768 // 128)" in f
-    assert f.endswith("= 209,747,968 B")
+    assert "21 layers x 81,920 B compressor state (fp32 open windows) x 1 batch" in f
+    assert "20 layers x 524,288 B compressor state (fp32 open windows) x 1 batch" in f
+    assert f.endswith("= 221,954,048 B")
 
 
 # ----- the bundled YAMLs ---------------------------------------------------------------------
@@ -157,8 +163,9 @@ def test_deepseek_v4_pro_follows_from_the_family_mapping():
     # per token: 61 x 1,024 + 30 x 1,156 / 4 + 31 x 1,024 / 128 = 62,464 + 8,670 + 248 = 71,382
     # 32k: 61 x 128 x 1,024 + 30 x 8,192 x 1,156 + 31 x 256 x 1,024
     #    = 7,995,392 + 284,098,560 + 8,126,464 = 300,220,416
+    # + compressor states 30 x 81,920 + 31 x 524,288 = 2,457,600 + 16,252,928 = 18,710,528 -> 318,930,944
     e = _estimate(load_model(DATA / "siblings" / "nvidia--DeepSeek-V4-Pro-NVFP4.json"))
-    assert (e.kv_bytes_per_token, e.kv_cache_bytes) == (71_382, 300_220_416)
+    assert (e.kv_bytes_per_token, e.kv_cache_bytes) == (71_382, 300_220_416 + 18_710_528)
     assert {(b.kind, b.n_layers) for b in e.breakdown} == {("sliding+c4+indexer", 30), ("sliding+c128", 31)}
 
 
@@ -280,16 +287,15 @@ def test_gemma4_global_layers_have_no_v_projection():
 
 
 def test_weights_of_an_uncounted_architecture_refused():
+    # a DeepSeek-V4 config without o_groups / hc_mult: the weight shapes are not guessed
     from kvcalc.calc.weights import param_counts
     from kvcalc.errors import KvcalcError
 
+    cfg = {k: v for k, v in _cfg("deepseek-ai--DeepSeek-V4-Flash").items() if k not in ("o_groups", "hc_mult")}
     with pytest.raises(
-        KvcalcError,
-        match="deepseek-v4-flash: DeepSeek-V4's hyper-connections, grouped output "
-        "projection, compressors and indexer are not counted by kvcalc; give "
-        "n_params",
+        KvcalcError, match="the config gives no o_groups, hc_mult .DeepSeek-V4's weight shapes.; give n_params"
     ):
-        param_counts(load_model("deepseek-v4-flash"))
+        param_counts(model_from_hf_config(cfg))
 
 
 def test_mtp_layers_counted_apart():

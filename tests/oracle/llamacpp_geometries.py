@@ -316,3 +316,274 @@ GEOMETRIES: dict[str, Geometry] = {
         ),
     ]
 }
+
+
+# ----- the 2026 architectures of llama.cpp 0c1e570 (issue 19 item 4) --------------------------------
+# Each is the KV geometry of the config in tests/data/hf-configs-2026/ as llama.cpp's converter writes
+# it (conversion/<family>.py set_gguf_parameters; tests/load/test_gguf_2026.py has the same mappings),
+# experts shrunk or left out (they size no cache), kvcalc reading the very GGUF (its gguf_2026 reader).
+# `cache_widths(case)`: (K, V) values per cell of each `llama_kv_cache: size` line, in llama.cpp's order
+# (with -fa off a V cache is transposed and every layer's V row is n_embd_v_gqa_max wide).
+
+#: google/gemma-4-26B-A4B text_config layer_types: every 6th layer full
+GEMMA4_26B_SWA = [(il + 1) % 6 != 0 for il in range(30)]
+#: XiaomiMiMo/MiMo-V2-Flash hybrid_layer_pattern (1 sliding)
+MIMO_V2_PATTERN = [0, 1, 1, 1, 1] + [0, 1, 1, 1, 1, 1] * 7 + [0]
+#: deepseek-ai/DeepSeek-V4-Flash compress_ratios (43 layers and the MTP block's 0)
+DSV4_FLASH_RATIOS = [0, 0] + [4, 128] * 20 + [4, 0]
+#: moonshotai/Kimi-K3 linear_attn_config full_attn_layers (1-based): MLA there, KDA elsewhere
+KIMI_K3_FULL = {i - 1 for i in [*range(4, 93, 4), 93]}
+#: nvidia/NVIDIA-Nemotron-3-Super-120B-A12B hybrid_override_pattern: M Mamba-2, * attention, E MoE
+NEMOTRON_3_SUPER_PATTERN = "MEMEMEM*EMEMEMEM*EMEMEMEM*EMEMEMEMEM*EMEMEMEMEM*EMEMEMEMEM*EMEMEMEMEM*EMEMEMEM*EMEMEMEME"
+
+_MOE = {  # experts shrunk: 4 of 64, 2 per token
+    "expert_count": SMALL_EXPERTS,
+    "expert_used_count": 2,
+    "expert_feed_forward_length": SMALL_FF,
+}
+
+
+def _mla_keys(n_embd: int, n_head: int, lora: int, q_lora: int, nope: int, rope: int, v: int, ctx: int) -> dict:
+    """deepseek2-style MLA as the converter writes it since PR #12801: one KV head, the latent."""
+    return {
+        "context_length": ctx,
+        "embedding_length": n_embd,
+        "feed_forward_length": SMALL_FF,
+        "attention.head_count": n_head,
+        "attention.head_count_kv": 1,
+        "attention.key_length": lora + rope,
+        "attention.value_length": lora,
+        "attention.key_length_mla": nope + rope,
+        "attention.value_length_mla": v,
+        "attention.kv_lora_rank": lora,
+        "attention.q_lora_rank": q_lora,
+        "rope.dimension_count": rope,
+        "attention.layer_norm_rms_epsilon": 1e-6,
+    }
+
+
+def _fa_off_v(widths: list[tuple[int, int]], case: dict) -> list[tuple[int, int]]:
+    """-fa off: V rows of n_embd_v_gqa_max (the model's widest V) in every cache of one hparams
+    (the iswa's two caches share the model's)."""
+    if case.get("flash_attn") != "off":
+        return widths
+    vmax = max(v for _, v in widths)
+    return [(k, vmax if v else 0) for k, v in widths]
+
+
+GEOMETRIES_2026: list[Geometry] = [
+    Geometry(
+        "gemma-4-26b-a4b",
+        "gemma4",
+        30,
+        {
+            **_attn(2816, 16, [8 if s else 2 for s in GEMMA4_26B_SWA], 512, 262144),
+            "attention.key_length_swa": 256,
+            "attention.value_length_swa": 256,
+            "rope.dimension_count_swa": 256,
+            "attention.sliding_window": 1024,
+            "attention.sliding_window_pattern": GEMMA4_26B_SWA,
+            "attention.shared_kv_layers": 0,
+            "embedding_length_per_layer_input": 0,
+        },
+        "google/gemma-4-26B-A4B (experts left out: the dense MLP only)",
+        layer_class=lambda il: "swa" if GEMMA4_26B_SWA[il] else "full",
+        kv_widths=(2 * 512, 2 * 512),
+        cache_widths=lambda c: _fa_off_v([(2 * 512, 2 * 512), (8 * 256, 8 * 256)], c),
+    ),
+    Geometry(
+        "mimo-v2-flash",
+        "mimo2",
+        48,
+        {
+            **_attn(4096, 64, [8 if p else 4 for p in MIMO_V2_PATTERN], 192, 262144, 1e-5),
+            "attention.value_length": 128,
+            "rope.dimension_count": 64,  # int(192 x partial_rotary_factor 0.334)
+            "attention.sliding_window": 128,
+            "attention.sliding_window_pattern": [bool(p) for p in MIMO_V2_PATTERN],
+            "expert_feed_forward_length": SMALL_FF,
+        },
+        "XiaomiMiMo/MiMo-V2-Flash (experts left out)",
+        layer_class=lambda il: "swa" if MIMO_V2_PATTERN[il] else "full",
+        kv_widths=(4 * 192, 4 * 128),
+        cache_widths=lambda c: _fa_off_v([(4 * 192, 4 * 128), (8 * 192, 8 * 128)], c),
+    ),
+    Geometry(
+        "deepseek-v3.2",
+        "deepseek32",
+        61,
+        {
+            **_mla_keys(7168, 128, 512, 1536, 128, 64, 128, 163840),
+            **_MOE,
+            "leading_dense_block_count": 3,
+            "expert_shared_count": 1,
+            "expert_weights_scale": 2.5,
+            "expert_gating_func": 2,  # sigmoid
+            "attention.indexer.head_count": 64,
+            "attention.indexer.key_length": 128,
+            "attention.indexer.top_k": 2048,
+            "rope.scaling.yarn_log_multiplier": 0.1,
+        },
+        "deepseek-ai/DeepSeek-V3.2 (experts shrunk)",
+        layer_class=lambda il: "dense" if il < 3 else "moe",
+        kv_widths=(512 + 64, 0),
+        cache_widths=lambda c: [(512 + 64, 0), (128, 0)],
+    ),
+    Geometry(
+        "glm-5.2",
+        "glm-dsa",
+        78,
+        {
+            **_mla_keys(6144, 64, 512, 2048, 192, 64, 256, 1048576),
+            **_MOE,
+            "leading_dense_block_count": 3,
+            "expert_shared_count": 1,
+            "expert_weights_scale": 2.5,
+            "attention.indexer.head_count": 32,
+            "attention.indexer.key_length": 128,
+            "attention.indexer.top_k": 2048,
+            # no attention.indexer.types: context 1,048,576 -> GLM_5_2_DEFAULT_INDEXER_TYPES (src/models/glm-dsa.cpp)
+        },
+        "zai-org/GLM-5.2 (experts shrunk; llama.cpp's default indexer layers)",
+        layer_class=lambda il: "dense" if il < 3 else "moe",
+        # src/models/glm-dsa.cpp 144-148: the indexer's weights load as optional; the graph of an indexer layer needs them
+        optional_tensors=lambda il: {
+            "indexer.k_norm.weight": (128,),
+            "indexer.k_norm.bias": (128,),
+            "indexer.proj.weight": (6144, 32),
+            "indexer.attn_k.weight": (6144, 128),
+            "indexer.attn_q_b.weight": (2048, 32 * 128),
+        },
+        kv_widths=(512 + 64, 0),
+        cache_widths=lambda c: [(512 + 64, 0), (128, 0)],
+    ),
+    Geometry(
+        "minimax-m3",
+        "minimax-m3",
+        60,
+        {
+            **_attn(6144, 64, 4, 128, 1048576),
+            **_MOE,
+            "leading_dense_block_count": 3,
+            "expert_shared_count": 1,
+            "expert_gating_func": 2,
+            "attention.indexer.head_count": 4,
+            "attention.indexer.key_length": 128,
+            "attention.indexer.top_k": 16,
+            "attention.indexer.block_size": 128,
+            "attention.indexer.local_blocks": 1,
+        },
+        "MiniMaxAI/MiniMax-M3 (experts shrunk)",
+        layer_class=lambda il: "dense" if il < 3 else "moe",
+        kv_widths=(4 * 128, 4 * 128),
+        # the indexer cache is built from its own hparams copy (one head of 128 on every layer), so -fa off pads
+        # no V row: n_embd_v_gqa_max is per cache (src/llama-kv-cache-msa.cpp 13-50)
+        cache_widths=lambda c: [(4 * 128, 4 * 128), (128, 128)],
+    ),
+    Geometry(
+        "deepseek-v4-flash",
+        "deepseek4",
+        43,
+        {
+            **_attn(4096, 64, 1, 512, 1048576),
+            **_MOE,
+            "rope.dimension_count": 64,
+            "attention.q_lora_rank": 1024,
+            "attention.sliding_window": 128,
+            "expert_shared_count": 1,
+            "expert_weights_scale": 1.5,
+            "expert_weights_norm": True,
+            "expert_gating_func": 4,  # sqrt(softplus): the loader refuses anything else
+            "swiglu_clamp_exp": [10.0] * 43,
+            "swiglu_clamp_shexp": [10.0] * 43,
+            "attention.indexer.head_count": 64,
+            "attention.indexer.key_length": 128,
+            "attention.indexer.top_k": 512,
+            "attention.output_group_count": 8,
+            "attention.output_lora_rank": 1024,
+            "attention.compress_rope_freq_base": 160000.0,
+            "attention.compress_ratios": DSV4_FLASH_RATIOS,
+            "hyper_connection.count": 4,
+            "hyper_connection.sinkhorn_iterations": 20,
+            "hyper_connection.epsilon": 1e-6,
+            "hash_layer_count": 3,
+        },
+        "deepseek-ai/DeepSeek-V4-Flash (experts shrunk; main model, no MTP block)",
+        layer_class=lambda il: f"r{DSV4_FLASH_RATIOS[il]}-{'hash' if il < 3 else 'moe'}",
+        kv_widths=(512, 0),
+        cache_widths=lambda c: [(512, 0)] * 4 + [(128, 0)],
+        tensor_types={"ffn_gate_tid2eid.weight": "I32"},
+    ),
+    Geometry(
+        "kimi-k3",
+        "kimi-k3",
+        93,
+        {
+            **_mla_keys(7168, 96, 512, 1536, 128, 64, 128, 1048576),
+            **_MOE,
+            "attention.head_count_kv": [1 if il in KIMI_K3_FULL else 0 for il in range(93)],
+            "leading_dense_block_count": 1,
+            "expert_shared_count": 2,
+            "expert_gating_func": 2,
+            "ssm.conv_kernel": 4,
+            "kda.head_dim": 128,
+            "attn_res.block_size": 12,
+            "activation.situ_beta": 4.0,
+            "activation.situ_linear_beta": 25.0,
+        },
+        "moonshotai/Kimi-K3 (experts shrunk)",
+        layer_class=lambda il: ("mla" if il in KIMI_K3_FULL else "kda") + ("-dense" if il < 1 else ""),
+        kv_widths=(512 + 64, 0),
+        state_widths=(3 * 3 * 96 * 128, 128 * 128 * 96, 69),
+    ),
+    Geometry(
+        "qwen3.5-27b",
+        "qwen35",
+        64,
+        {
+            **_attn(5120, 24, 4, 256, 262144),
+            "rope.dimension_count": 64,
+            "rope.dimension_sections": [11, 11, 10, 0],
+            "ssm.conv_kernel": 4,
+            "ssm.inner_size": 48 * 128,
+            "ssm.state_size": 128,
+            "ssm.time_step_rank": 48,
+            "ssm.group_count": 16,
+            "full_attention_interval": 4,
+        },
+        "Qwen/Qwen3.5-27B",
+        layer_class=lambda il: "attn" if (il + 1) % 4 == 0 else "recr",
+        optional_tensors=lambda il: (
+            {}
+            if (il + 1) % 4 == 0
+            else {"attn_qkv.weight": (5120, 2 * 16 * 128 + 6144), "attn_gate.weight": (5120, 6144)}
+        ),
+        kv_widths=(4 * 256, 4 * 256),
+        state_widths=(3 * (6144 + 2 * 16 * 128), 128 * 6144, 48),
+    ),
+    Geometry(
+        "nemotron-3-super",
+        "nemotron_h_moe",
+        88,
+        {
+            **_attn(4096, 32, [2 if ch == "*" else 0 for ch in NEMOTRON_3_SUPER_PATTERN], 128, 2**20, 1e-5),
+            **_MOE,
+            "feed_forward_length": [SMALL_FF if ch == "E" else 0 for ch in NEMOTRON_3_SUPER_PATTERN],
+            "expert_shared_feed_forward_length": SMALL_FF,
+            "attention.layer_norm_epsilon": 1e-5,
+            "ssm.conv_kernel": 4,
+            "ssm.inner_size": 128 * 64,
+            "ssm.state_size": 128,
+            "ssm.time_step_rank": 128,
+            "ssm.group_count": 8,
+        },
+        "nvidia/NVIDIA-Nemotron-3-Super-120B-A12B (experts shrunk; no MTP block)",
+        layer_class=lambda il: NEMOTRON_3_SUPER_PATTERN[il],
+        optional_tensors=lambda il: (
+            {"ssm_conv1d.bias": (8192 + 2 * 8 * 128,)} if NEMOTRON_3_SUPER_PATTERN[il] == "M" else {}
+        ),
+        kv_widths=(2 * 128, 2 * 128),
+        state_widths=(3 * (8192 + 2 * 8 * 128), 128 * 8192, 40),
+    ),
+]
+GEOMETRIES.update({g.name: g for g in GEOMETRIES_2026})

@@ -63,6 +63,24 @@ class Geometry:
     state_widths: tuple[int, int, int] = (0, 0, 0)
     optional_tensors: Callable[[int], dict[str, tuple[int, ...]]] = lambda il: {}
     general: dict[str, Any] = field(default_factory=dict)
+    #: (K, V) values per cell of each `llama_kv_cache: size` line in order, for a case (None:
+    #: `kv_widths` for every cache); the 2026 classes make several caches of different rows
+    cache_widths: Callable[[dict], list[tuple[int, int]]] | None = None
+    #: tensor name suffix -> "I32" for a tensor the graph reads as indices (DeepSeek-V4's hash
+    #: routing `ffn_gate_tid2eid`: ggml_mul_mat_id takes I32 ids); every other tensor is F32
+    tensor_types: dict[str, str] = field(default_factory=dict)
+
+    def widths_for(self, case: dict, n_lines: int) -> list[tuple[int, int]]:
+        """(K, V) widths of the `n_lines` cache size lines llama.cpp printed for `case`."""
+        return self.cache_widths(case) if self.cache_widths else [self.kv_widths] * n_lines
+
+    def all_widths(self) -> set[int]:
+        """Every row width the oracle needs ggml_row_size of (cache rows and states)."""
+        out = {*self.kv_widths, *self.state_widths[:2]}
+        if self.cache_widths:
+            for fa in ("on", "off"):
+                out |= {w for pair in self.cache_widths({"flash_attn": fa}) for w in pair}
+        return out
 
 
 def _add_key(w: Any, key: str, value: Any) -> None:
@@ -101,8 +119,13 @@ def write_gguf(path: Path, geo: Geometry, tensors: dict[str, tuple[int, ...]]) -
         for d in shape:
             n_values *= d
         n_bytes = 4 * n_values
+        i32 = geo.tensor_types.get(name.split(".", 2)[-1] if name.startswith("blk.") else name) == "I32"
         w.add_tensor_info(
-            name, tuple(reversed(shape)), np.dtype(np.float32), n_bytes, raw_dtype=GGMLQuantizationType.F32
+            name,
+            tuple(reversed(shape)),
+            np.dtype(np.int32 if i32 else np.float32),
+            n_bytes,
+            raw_dtype=GGMLQuantizationType.I32 if i32 else GGMLQuantizationType.F32,
         )
         total += -(-n_bytes // w.data_alignment) * w.data_alignment
     w.write_header_to_file(path)

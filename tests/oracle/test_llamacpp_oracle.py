@@ -58,7 +58,10 @@ LEGACY = LLAMA_CPP_PYTHON in LEGACY_RELEASES
 KVCALC_VERSION = "legacy" if LEGACY else "current"
 
 WORKER = Path(__file__).parent / "llamacpp_worker.py"
-MEMORY_LINE = re.compile(r"^(llama_kv_cache|llama_kv_cache_iswa|llama_memory_recurrent): ")
+MEMORY_LINE = re.compile(
+    r"^(llama_kv_cache|llama_kv_cache_iswa|llama_memory_recurrent|llama_kv_cache_dsa|llama_kv_cache_msa|"
+    r"llama_kv_cache_dsv4|llama_dsv4_comp_state): "
+)
 #: llama_kv_cache lines that size nothing (the Hadamard rotation of quantized caches)
 NOT_SIZES = re.compile(r"^llama_kv_cache: attn_rot_[kv] = ")
 KV_SIZE = re.compile(
@@ -68,6 +71,11 @@ KV_SIZE = re.compile(
 RS_SIZE = re.compile(
     r"^llama_memory_recurrent: size = +[\d.]+ MiB \( *(\d+) cells, +(\d+) layers, +\d+ seqs +(\d+) "
     r"rs_seq\), R \(f32\): +([\d.]+) MiB, S \(f32\): +([\d.]+) MiB"
+)
+#: llama_kv_cache_dsv4's compressor states: 2 (kv, score) f32 tensors of state x n_embd_state per layer and stream
+COMP_STATE = re.compile(
+    r"^llama_dsv4_comp_state: (\w+) ratio = \d+, state = (\d+) x (\d+), streams = (\d+), rs_seq = (\d+), "
+    r"layers = (\d+), size = +([\d.]+) MiB$"
 )
 ERROR = re.compile(r"^llama_init_from_model: (.*)$")
 #: legacy (0.3.8): `llama_kv_cache_init` lines and the context's "KV self size" line
@@ -161,6 +169,35 @@ GRID: dict[str, list[dict]] = {
         case(fa="off"),
     ],
 }
+#: the 2026 architectures (issue 19 item 4): real layer counts and widths, so small contexts (the
+#: machine's memory): padding, streams unified or not, -ub, quantized / mixed types (MLA and DSV4
+#: refuse K != V types), -fa off, the SWA cache without --swa-full (the library's default is on)
+GRID_2026 = [
+    case(n_ctx=1024),
+    case(n_ctx=1000, np=2),
+    case(n_ctx=1024, np=2, kvu=True),
+    case(n_ctx=2048, ub=256, swa_full=False),
+    case(n_ctx=1024, np=2, swa_full=False),
+    case(n_ctx=1024, fa="off"),
+    case(n_ctx=1024, ctk="q8_0", ctv="q8_0"),
+    case(n_ctx=1024, ctk="q8_0", ctv="f16"),
+]
+GRID.update(
+    {
+        name: list(GRID_2026)
+        for name in (
+            "gemma-4-26b-a4b",
+            "mimo-v2-flash",
+            "deepseek-v3.2",
+            "glm-5.2",
+            "minimax-m3",
+            "deepseek-v4-flash",
+            "kimi-k3",
+            "qwen3.5-27b",
+            "nemotron-3-super",
+        )
+    }
+)
 
 
 def lcase(fa: str = "off", **kw) -> dict:
@@ -234,7 +271,7 @@ def engine(tmp_path_factory):
             geo = GEOMETRIES[name]
             job = workdir / f"{name}.job.json"
             out = workdir / f"{name}.out.json"
-            widths = sorted({w for w in (*geo.kv_widths, *geo.state_widths[:2])})
+            widths = sorted(geo.all_widths())
             job.write_text(
                 json.dumps({"geometry": name, "workdir": str(workdir), "cases": GRID[name], "widths": widths})
             )
@@ -292,14 +329,23 @@ def mib(n_bytes: int) -> str:
     return f"{llamacpp.mib_f32(n_bytes):.2f}"
 
 
-def exact_bytes(name: str, lines: list[str], row: dict[str, dict[str, int]]) -> tuple[int, int, int]:
+def exact_bytes(name: str, c: dict, lines: list[str], row: dict[str, dict[str, int]]) -> tuple[int, int, int]:
     """(K, V, recurrent state) bytes from llama.cpp's own lines and its ggml_row_size: per cache
-    cells x streams x layers x row size; each cache's printed K and V MiB checked against them."""
+    cells x streams x layers x row size (the row of that cache: `Geometry.widths_for`); each
+    cache's printed K and V MiB checked against them. DeepSeek-V4's compressor states: 2 x state
+    x n_embd_state x streams x (1 + rs_seq) x layers x 4 B (f32)."""
     geo = GEOMETRIES[name]
-    wk, wv = geo.kv_widths
+    n_caches = sum(1 for ln in lines if KV_SIZE.match(ln))
+    widths = iter(geo.widths_for(c, n_caches))
     k_tot = v_tot = state = 0
     for ln in lines:
-        if m := KV_SIZE.match(ln):
+        if m := COMP_STATE.match(ln):
+            _, size, embd, streams, rs_seq, layers, s_mib = m.groups()
+            sb = 2 * int(size) * int(embd) * int(streams) * (1 + int(rs_seq)) * int(layers) * 4
+            assert mib(sb) == f"{float(s_mib):.2f}", ln
+            state += sb
+        elif m := KV_SIZE.match(ln):
+            wk, wv = next(widths)
             cells, layers, streams, tk, k_mib, tv, v_mib = m.groups()
             kb = int(cells) * int(streams) * int(layers) * row[tk][str(wk)]
             vb = int(cells) * int(streams) * int(layers) * row[tv][str(wv)] if wv else 0
@@ -350,7 +396,7 @@ def test_llamacpp_allocates_what_kvcalc_prints(name: str, c: dict, engine) -> No
     if LEGACY:
         assert (r.k_bytes, r.v_bytes) == legacy_exact_bytes(name, res["lines"], out["row_bytes"])
         return
-    k_bytes, v_bytes, state_bytes = exact_bytes(name, res["lines"], out["row_bytes"])
+    k_bytes, v_bytes, state_bytes = exact_bytes(name, c, res["lines"], out["row_bytes"])
     assert (r.k_bytes, r.v_bytes, r.engine_state_bytes or 0) == (k_bytes, v_bytes, state_bytes)
 
 

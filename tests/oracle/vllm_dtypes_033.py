@@ -1,5 +1,9 @@
 """vLLM 0.33's own planning for its packed KV-cache dtypes (issue 20 item 5), on a CPU.
 
+Superseded by `vllm_grid.py` (every `CacheDType` x models x SM90 / SM100 with vLLM's own backend
+selection and block alignment, in a fixture the plain test run compares); kept as the four-case
+quick check it was.
+
 For Llama-3.1-8B (32 layers, 8 KV heads of 128, bf16) and each dtype below, the per-layer specs
 as vLLM 0.33's layers build them: `Attention.get_kv_cache_spec` (`model_executor/layers/attention/
 attention.py` 611-675: a `FullAttentionSpec` of the config's block size), packed by the dtype's

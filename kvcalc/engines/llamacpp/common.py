@@ -419,10 +419,16 @@ def v_pad_line(model: ModelSpec, flash_attn: bool) -> str | None:
     layer, 0 on the Mamba layers (Jamba, Nemotron-H, Granite-4 hybrid: `convert_hf_to_gguf.py`),
     so its V width varies though its attention layers' do not (the padding adds no bytes);
     Gated-DeltaNet hybrids (Qwen3-Next, Qwen3.5) give one count for all layers and do not. Gemma-4
-    and MiMo-V2 have wider sliding layers than full ones: `pad_v_rows` gives the bytes. None when
-    there is no warning."""
+    and MiMo-V2 have wider sliding layers than full ones: `pad_v_rows` gives the bytes. Kimi-K3 /
+    Kimi-Linear (MLA beside KDA layers): the converter writes head_count_kv 0 on the KDA layers and
+    1 on the MLA ones, whose V width is 1 x kv_lora_rank (`src/models/kimi-k3.cpp`:
+    n_embd_head_v_full = n_lora_kv), so llama.cpp warns "padding V cache to 512" though the latent
+    cache keeps no V (the tests/oracle grid, -fa off). None when there is no warning."""
     widths = _v_widths(model)
     mamba = any(layer.kind == "mamba" for layer in model.layers)
+    kinds = {layer.kind for layer in model.layers}
+    if kinds == {"mla", "linear"} and model.kv_lora_rank:  # Kimi's KDA hybrid: head_count_kv 0 on the KDA layers
+        widths, mamba = [model.kv_lora_rank], True
     if flash_attn or not widths or (not mamba and len(set(widths)) == 1):
         return None
     return (

@@ -250,10 +250,13 @@ class VllmRules:
         in_flight = self.in_flight_tokens(options.max_num_batched_tokens, options.async_scheduling)
         if r.specs is not None:  # per-layer specs: bytes per block x blocks (`planning`)
             from kvcalc.engines.vllm import planning
+            from kvcalc.engines.vllm.dcp import with_dcp
 
-            spec_groups = planning.kv_cache_groups(r.specs, block_outermost=r.block_outermost)
+            spec_groups = planning.kv_cache_groups(with_dcp(r.specs, options.dcp), block_outermost=r.block_outermost)
             per_request = planning.blocks_per_request(spec_groups, seq_len, in_flight)
             return self.blocks_for_batch(per_request, batch) * planning.bytes_per_block(spec_groups)
+        from kvcalc.engines.vllm.dcp import with_dcp
+
         groups, layers_per_group = self.kv_cache_groups(model, r.hybrid_allocator, r.mamba_pages)
-        per_req = blocks_per_request(groups, seq_len, r.block_size, in_flight)
+        per_req = blocks_per_request(with_dcp(groups, options.dcp), seq_len, r.block_size, in_flight)
         return self.blocks_for_batch(per_req, batch) * r.page * layers_per_group

@@ -156,12 +156,15 @@ class Group:
     """One vLLM KV cache group: its kind ('full' / 'sliding' / 'mla' / 'chunked' / 'mamba'), its
     window (a sliding window, or a chunked group's attention_chunk_size), how many real layers it
     holds (the rest up to the group size are padding), and, for a Mamba group, the pages one
-    request holds whatever its length (`mamba_pages`)."""
+    request holds whatever its length (`mamba_pages`). `dcp`: vLLM 0.33's decode context
+    parallel size (`-dcp`); a full / MLA group's request spans cdiv(L, dcp) tokens per rank
+    (`FullAttentionSpec.max_memory_usage_bytes`, `dcp_sharded`)."""
 
     kind: str
     window: int | None
     n_layers: int
     mamba_pages: int = 0
+    dcp: int = 1
 
 
 def chunked_local(model: ModelSpec) -> bool:
@@ -232,7 +235,10 @@ def pages_per_request(
     (`SlidingWindowSpec.max_memory_usage_bytes`: the window may straddle a block boundary);
     chunked: cdiv(min(chunk + in_flight, L), block_size) (`ChunkedLocalAttentionSpec.max_memory_usage_bytes`:
     one chunk plus the tokens in flight, no straddle page); mamba: its fixed `mamba_pages`
-    (`MambaSpec.max_memory_usage_bytes`).
+    (`MambaSpec.max_memory_usage_bytes`). Under decode context parallel (`group.dcp` > 1) a
+    full / MLA group counts cdiv(cdiv(L, dcp), block_size): vLLM 0.33 `v1/kv_cache_interface.py`
+    `FullAttentionSpec.max_memory_usage_bytes` ("max_model_len = cdiv(max_model_len,
+    dcp_world_size)" for a `dcp_sharded` spec; `MLAAttentionSpec` inherits it).
     """
     if group.kind == "mamba":
         return group.mamba_pages
@@ -241,6 +247,9 @@ def pages_per_request(
     if group.kind == "sliding" and group.window is not None:
         tokens = min(group.window - 1 + max_num_batched_tokens, max_model_len)
         return -(-tokens // block_size) + 1
+    if group.dcp > 1 and group.kind in ("full", "mla"):
+        tokens = -(-max_model_len // group.dcp)
+        return -(-tokens // block_size)
     return -(-max_model_len // block_size)
 
 

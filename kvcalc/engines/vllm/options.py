@@ -41,6 +41,9 @@ class VllmOptions:
     - `cache_dtype`: a vLLM 0.33 `--kv-cache-dtype` kvcalc has no storage format for, whose
       rows the release packs itself (TurboQuant / UltraQuant / Octave presets,
       `int4_per_token_head`; set by `VllmProfile.split_kv_dtype`); None: the K / V formats say it.
+    - `dcp`: decode context parallel size (`--decode-context-parallel-size`, `-dcp`; 0.33 only):
+      each of dcp of the tp ranks holds 1/dcp of every request's positions of the full / MLA
+      caches (`kvcalc.engines.vllm.dcp`); 1: off.
 
     Raises `KvcalcError` (field `vllm_version`) for a version kvcalc does not model.
     """
@@ -59,6 +62,7 @@ class VllmOptions:
     prefix_caching: bool | None = None
     chunked_local_hybrid: bool | None = None
     cache_dtype: str | None = None
+    dcp: int = 1
 
     def __post_init__(self) -> None:
         version = check_version(self.version)

@@ -47,6 +47,7 @@ from kvcalc.engines.vllm.common import (
     vllm_cache_dtype,
 )
 from kvcalc.engines.vllm.options import VllmOptions
+from kvcalc.engines.vllm.planning import CacheGroup
 from kvcalc.engines.vllm.versions import rules as release
 from kvcalc.errors import MESSAGE, KvcalcError
 from kvcalc.formats import kv_format
@@ -80,6 +81,10 @@ class VllmPlanKv:
     stages: tuple[tuple[tuple[Group, ...], int], ...]
     in_flight: int
     notes: tuple[str, ...] = ()
+    #: the 2026 models' groups over per-layer specs (`v0_33_specs`, `planning.kv_cache_groups`):
+    #: then `page_bytes` is the pool's bytes per block (`planning.bytes_per_block`) and a request
+    #: takes `planning.blocks_per_request` blocks, as `VllmRules.memory_for` counts them
+    spec_groups: tuple[CacheGroup, ...] | None = None
 
     @classmethod
     def build(
@@ -110,6 +115,15 @@ class VllmPlanKv:
         out: tuple[tuple[tuple[Group, ...], int], ...]
         if len(stages) == 1:
             out = ((tuple(groups), per_group),)
+        elif whole.spec_groups is not None:
+            raise KvcalcError(
+                f"{model.name}: vLLM 0.33 sizes its layers by per-layer KV cache specs; their groups "
+                "projected onto pipeline stages (kv_cache_planning._project_kv_cache_groups_to_worker) "
+                "are not modelled by kvcalc",
+                field="pp",
+                value=len(stages),
+                form=MESSAGE,
+            )
         elif len(groups) > 1:
             raise KvcalcError(
                 f"{model.name} has {len(groups)} KV cache groups: vLLM projects them onto each "
@@ -126,7 +140,12 @@ class VllmPlanKv:
         return dataclasses.replace(whole, stages=out)
 
     def _per_request(self, groups: tuple[Group, ...], seq_len: int) -> int:
-        """Blocks one request of `seq_len` tokens takes (V0's one full group: cdiv(seq_len, block_size))."""
+        """Blocks one request of `seq_len` tokens takes (V0's one full group: cdiv(seq_len, block_size));
+        a spec model's: `planning.blocks_per_request` over its groups."""
+        if self.spec_groups is not None:
+            from kvcalc.engines.vllm import planning
+
+            return planning.blocks_per_request(list(self.spec_groups), seq_len, self.in_flight)
         return blocks_per_request(list(groups), seq_len, self.block_size, self.in_flight)
 
     def stage_bytes(self, seq_len: int, batch: int) -> list[int]:
@@ -136,7 +155,7 @@ class VllmPlanKv:
         out = []
         rules = release(self.version)
         for groups, per_group in self.stages:
-            if not groups:
+            if not groups and self.spec_groups is None:
                 out.append(0)
                 continue
             per_req = self._per_request(groups, seq_len)
@@ -151,7 +170,7 @@ class VllmPlanKv:
         best = None
         rules = release(self.version)
         for (groups, per_group), free in zip(self.stages, free_bytes):
-            if not groups:
+            if not groups and self.spec_groups is None:
                 continue
             blocks = max(free, 0) // (self.page_bytes * per_group)
             per_req = self._per_request(groups, seq_len)
@@ -174,6 +193,19 @@ def resolve(
     k, v = kv_format(k_dtype), kv_format(v_dtype)
     r = rules.resolve(model, k, v, tp=tp, options=o)
     in_flight = rules.in_flight_tokens(o.max_num_batched_tokens, o.async_scheduling)
+    if r.specs is not None:  # the 2026 models: per-layer specs, as `VllmRules.memory_for` counts them
+        from kvcalc.engines.vllm import planning
+
+        spec_groups = planning.kv_cache_groups(r.specs, block_outermost=r.block_outermost)
+        return VllmPlanKv(
+            version=o.version,
+            block_size=r.block_size,
+            page_bytes=planning.bytes_per_block(spec_groups),
+            stages=(((), 1),),
+            in_flight=in_flight,
+            notes=tuple(r.notes),
+            spec_groups=tuple(spec_groups),
+        )
     groups, per_group = rules.kv_cache_groups(model, r.hybrid_allocator, r.mamba_pages)
     return VllmPlanKv(
         version=o.version,

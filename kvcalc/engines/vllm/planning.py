@@ -69,6 +69,7 @@ class LayerCache:
     page_padded: int | None = None
     mamba_pages: int = 0
     tag: str = ""
+    dcp: int = 1
 
     @property
     def real_page_size_bytes(self) -> int:
@@ -93,11 +94,15 @@ class LayerCache:
     def max_memory_usage_pages(self, max_model_len: int, in_flight: int) -> int:
         """Pages one request of `max_model_len` holds: full / MLA cdiv(L, block_size);
         sliding cdiv(min(window - 1 + in_flight, L), block_size) + 1
-        (`SlidingWindowSpec.max_admission_blocks_per_request`); Mamba `mamba_pages`."""
+        (`SlidingWindowSpec.max_admission_blocks_per_request`); Mamba `mamba_pages`. `dcp` > 1
+        (vLLM 0.33 decode context parallel): full / MLA specs are `dcp_sharded`, cdiv(cdiv(L,
+        dcp), block_size) (`FullAttentionSpec.max_memory_usage_bytes`)."""
         if self.spec == "MambaSpec":
             return self.mamba_pages
         if self.sliding:
             return cdiv(min(self.window - 1 + in_flight, max_model_len), self.block_size) + 1  # type: ignore[operator]
+        if self.dcp > 1 and self.spec in ("FullAttentionSpec", "MLAAttentionSpec"):
+            return cdiv(cdiv(max_model_len, self.dcp), self.block_size)
         return cdiv(max_model_len, self.block_size)
 
     def uniform_type_key(self) -> tuple:

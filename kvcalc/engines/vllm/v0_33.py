@@ -41,11 +41,15 @@ from kvcalc.engines.vllm import hybrid, planning, v0_33_mla, v0_33_specs
 from kvcalc.engines.vllm.common import ASSUMED_COMPUTE_CAPABILITY, Group, Resolved, blocks_per_request, default_kv_dtype
 from kvcalc.engines.vllm.v1 import V1Rules
 from kvcalc.errors import MESSAGE, KvcalcError
-from kvcalc.formats import StorageFormat
+from kvcalc.formats import StorageFormat, kv_format
 from kvcalc.schema import ModelSpec
 
 if TYPE_CHECKING:
     from kvcalc.engines.vllm.options import VllmOptions
+
+#: model types vLLM 0.33 gives an fp8 cache by default on SM10x (`model_executor/models/config.py`
+#: GlmMoeDsaForCausalLM, the architecture of model_type glm_moe_dsa)
+GLM5_FP8_ON_SM10 = frozenset({"glm_moe_dsa"})
 
 #: 0.33's "No available memory" start-up error (`vllm/v1/core/kv_cache_planning.py`
 #: `_check_enough_kv_cache_memory`, lines 57-64): the flag's CPU clause and the guide's link.
@@ -397,8 +401,12 @@ class Vllm033(V1Rules):
         of `planning.kv_cache_groups`. `label` names the `--kv-cache-dtype` given (None or
         'auto (...)': auto). Hopper's backends; a `--block-size` given is refused for these
         models (the sparse MLA and DeepSeek-V4 backends fix it; kvcalc does not model the rest)."""
-        if options.cache_dtype == "int4_per_token_head" and any(x.kind in ("mamba", "linear") for x in model.layers):
-            return self._int4_hybrid(model, k, v, tp=tp, options=options)
+        hybrid = any(x.kind in ("mamba", "linear") for x in model.layers)
+        packed = options.cache_dtype or (
+            f"{'fp8' if k.name.startswith('fp8') else 'int8'}_per_token_head" if options.per_token_head_scales else None
+        )
+        if hybrid and packed is not None and (packed.startswith("turboquant_") or packed.endswith("_per_token_head")):
+            return self._packed_hybrid(model, k, v, packed, tp=tp, options=options)
         if options.cache_dtype is not None:
             specs, note = v0_33_specs.packed_specs(model, k, options.cache_dtype, tp=tp)
             groups = planning.kv_cache_groups(specs)
@@ -428,24 +436,49 @@ class Vllm033(V1Rules):
             cache_dtype = VLLM_033_FORMAT_NAMES.get(k.name, k.name)
         elif label is None or label.startswith("auto"):
             cache_dtype = "auto"
+        elif label.strip().lower() == "fp8_ds_mla":  # named apart: on Blackwell it picks FLASHMLA_SPARSE
+            cache_dtype = "fp8_ds_mla"
         else:
-            cache_dtype = VLLM_033_FORMAT_NAMES.get(k.name, k.name) if k == v else label
+            # a vLLM name as given: fp8_e4m3 is not fp8 on sparse MLA (FLASHINFER_MLA_SPARSE_SM90)
+            cache_dtype = (
+                label
+                if label in VLLM_033_CACHE_DTYPES
+                else VLLM_033_FORMAT_NAMES.get(k.name, k.name)
+                if k == v
+                else label
+            )
         notes: list[str] = []
         lines: list[str] = []
         outermost = False
+        major = v0_33_specs.cc_major(options.compute_capability)
+        if major == 10 and cache_dtype == "auto" and model.model_type in GLM5_FP8_ON_SM10:
+            # vLLM 0.33.0 `model_executor/models/config.py` GlmMoeDsaForCausalLM.verify_and_update_config:
+            # auto on SM10x becomes fp8_e4m3 ("Using fp8 kv-cache for GlmMoeDsaForCausalLM on SM10x")
+            cache_dtype = "fp8_e4m3"
+            k = v = kv_format("fp8_e4m3")
+            lines.append("Using fp8 kv-cache for GlmMoeDsaForCausalLM on SM10x")
         if v0_33_specs.is_deepseek_v4(model):
-            specs, lines = v0_33_specs.deepseek_v4_specs(model, cache_dtype or "auto")
+            if major not in (9, 10):
+                raise KvcalcError(
+                    f"{model.name}: vLLM 0.33 runs DeepSeek-V4 on SM12x with FlashInfer "
+                    "(`_select_dsv4_attn_cls`), which kvcalc does not model; its FlashMLA path (9.x, 10.x) is",
+                    field="gpu",
+                    value=options.compute_capability,
+                )
+            specs, more = v0_33_specs.deepseek_v4_specs(model, cache_dtype or "auto")
+            lines += more
             outermost = True
             notes.append(
-                "DeepSeek-V4 on Hopper: FlashMLA, fp8_ds_mla (584 B an entry, pages aligned to 576 B), "
-                "KV cache layout BLHNC, packed groups"
+                f"DeepSeek-V4 on {'Blackwell' if major == 10 else 'Hopper'}: FlashMLA (vLLM 0.33 "
+                "`_select_dsv4_attn_cls`: FlashMLA on every CUDA arch but SM12x), fp8_ds_mla (584 B an entry, "
+                "pages aligned to 576 B), KV cache layout BLHNC, packed groups"
             )
             block_size = v0_33_specs.DSV4_SWA_BLOCK
         elif v0_33_specs.is_kda_mla(model):
             specs, block_size, lines, note = v0_33_specs.kda_mla_specs(model, k, tp=tp)
             notes.append(note)
         elif v0_33_specs.is_sparse_mla(model):
-            specs, note = v0_33_specs.sparse_mla_specs(model, k, cache_dtype or "auto")
+            specs, note = v0_33_specs.sparse_mla_specs(model, k, cache_dtype or "auto", major=major, tp=tp)
             notes.append(note)
             block_size = v0_33_specs.SPARSE_MLA_BLOCK_SIZE
         else:
@@ -457,30 +490,33 @@ class Vllm033(V1Rules):
             notes.append(f"GPU assumed Hopper (compute capability {ASSUMED_COMPUTE_CAPABILITY}): no GPU given")
         return Resolved(k, v, block_size, page, True, 1, lines, notes, specs=specs, block_outermost=outermost)
 
-    def _int4_hybrid(
-        self, model: ModelSpec, k: StorageFormat, v: StorageFormat, *, tp: int, options: VllmOptions
+    def _packed_hybrid(
+        self, model: ModelSpec, k: StorageFormat, v: StorageFormat, name: str, *, tp: int, options: VllmOptions
     ) -> Resolved:
-        """`int4_per_token_head` on a hybrid attention + Mamba / Gated-DeltaNet model: the
-        attention page of one token is TRITON_ATTN's packing (`customize_spec`: heads x (D_k / 2
-        + D_v / 2 + 2 x 4 B scales)), which `Platform._align_hybrid_block_size` aligns the block
-        to (`attn_page_size_1_token = backend_cls.customize_spec(attn_spec).page_size_bytes`),
-        then the hybrid rules as for any dtype (`_hybrid_blocks`). Qwen3.5-27B, tp 1: 4 x (128 +
-        128 + 8) = 1,056 B a token; block 64 x cdiv(3,207,168, 64 x 1,056) = 3,072 tokens.
-        Read from vLLM 0.33's source (not run by the oracle: its hybrid builder has no
-        per-token-head packing)."""
+        """A packed `--kv-cache-dtype` (`int4/int8/fp8_per_token_head`, the TurboQuant presets) on
+        a hybrid attention + Mamba / Gated-DeltaNet model: the attention page of one token is
+        the backend's packing (`customize_spec`, `engine_dtypes.vllm_033_head_bytes`: TRITON_ATTN
+        heads x (values + 2 x 4 B scales), TURBOQUANT heads x its slot), which
+        `Platform._align_hybrid_block_size` aligns the block to (`attn_page_size_1_token =
+        backend_cls.customize_spec(attn_spec).page_size_bytes`), then the hybrid rules as for any
+        dtype (`_hybrid_blocks`). TurboQuant keeps no boundary layers on hybrids
+        (`TurboQuantConfig.get_boundary_skip_layers`: "boundary protection is disabled"). Qwen3.5-27B,
+        tp 1 (Gated DeltaNet page 3,207,168 B, 64-token alignment): int4 4 x (128 + 128 + 8) = 1,056
+        B a token, block 64 x cdiv(3,207,168, 64 x 1,056) = 3,072; turboquant_k8v4 4 x 388 = 1,552,
+        block 2,112; int8 4 x 520 = 2,080, block 1,600 (`tests/oracle/vllm_grid.py`, vLLM's own code)."""
         from kvcalc.engine_dtypes import vllm_033_head_bytes
 
         attention = next(x for x in model.layers if x.kind == "full")
         if any(x.kind not in ("full", "mamba", "linear", "mlp") for x in model.layers):
             raise KvcalcError(
-                f"{model.name}: kvcalc's vLLM 0.33 profile sizes int4_per_token_head on hybrids of full "
+                f"{model.name}: kvcalc's vLLM 0.33 profile sizes {name} on hybrids of full "
                 "attention and Mamba / linear layers only",
                 field="kv_dtype",
-                value="int4_per_token_head",
+                value=name,
                 form=MESSAGE,
             )
         token_page = kv_heads_per_rank(attention, tp) * vllm_033_head_bytes(
-            "int4_per_token_head", attention.head_dim_k, attention.head_dim_v
+            name, attention.head_dim_k, attention.head_dim_v
         )
         hb = self._hybrid_blocks(
             model,
@@ -492,9 +528,11 @@ class Vllm033(V1Rules):
             scales=False,
             token_page=token_page,
         )
+        backend = (
+            "TURBOQUANT" if name.startswith("turboquant_") else "TRITON_ATTN: values + fp32 scales per token and head"
+        )
         notes = [
-            f"int4_per_token_head: {token_page:,} B a token per attention layer (TRITON_ATTN: int4 values + "
-            "fp32 scales per token and head)",
+            f"{name}: {token_page:,} B a token per attention layer ({backend})",
             *hb.notes,
             *self.hybrid_notes(hb, options),
         ]

@@ -1,5 +1,7 @@
 """vLLM 0.33's per-layer KV cache specs for the models whose layers do not share one page: the
-2026 attention (issue 19), as vLLM 0.33.0's model classes build them on Hopper.
+2026 attention (issue 19), as vLLM 0.33.0's model classes build them on Hopper, and on Blackwell
+(SM10x) where its backends differ (`SM10_FP8`: DeepSeek-V3.2 / GLM-5's fp8 cache on
+FLASHINFER_MLA_SPARSE, GLM-5's fp8 default; DeepSeek-V4 keeps FlashMLA on both).
 
 Each cached layer gives one or more `planning.LayerCache` rows (vLLM's `KVCacheSpec`s); the
 groups, blocks and start-up check are `planning`'s. What each family's class builds (vLLM
@@ -56,7 +58,12 @@ FP32_BYTES = 4
 #: vLLM cache dtypes the sparse MLA backends take on Hopper: 16-bit (FLASH_ATTN_MLA_SPARSE),
 #: fp8 as fp8_ds_mla (FLASHMLA_SPARSE, `_canonicalize_sparse_mla_kv_cache_dtype`).
 SPARSE_16BIT = ("auto", "bfloat16", "float16")
-SPARSE_FP8 = ("fp8", "fp8_e4m3", "fp8_ds_mla")
+SPARSE_FP8 = ("fp8", "fp8_ds_mla")
+#: ... and plain fp8 latent rows on FLASHINFER_MLA_SPARSE_SM90 (`flashinfer_mla_sparse_sm90.py`
+#: `supported_kv_cache_dtypes` auto / bfloat16 / fp8 / fp8_e4m3, kernel blocks MultipleOf(64)),
+#: which the priority order reaches for fp8_e4m3 only: FLASHMLA_SPARSE lists fp8 but not fp8_e4m3
+#: (vLLM 0.33's selection, run by `tests/oracle/vllm_grid.py`: 64 x 576 B pages)
+SPARSE_FP8_SM90 = ("fp8_e4m3",)
 #: model types whose `linear` layers vLLM 0.33 runs as Kimi Delta Attention
 #: (`vllm/models/kimi_k3/nvidia/kda.py`, `kimi_linear.py`)
 KDA_MODEL_TYPES = frozenset({"kimi_linear", "kimi_k3"})
@@ -183,21 +190,64 @@ def deepseek_v4_specs(model: ModelSpec, cache_dtype: str) -> tuple[list[LayerCac
     return specs, ["Using DeepSeek's fp8_ds_mla KV cache format."]
 
 
-def sparse_mla_specs(model: ModelSpec, k: StorageFormat, cache_dtype: str) -> tuple[list[LayerCache], str]:
-    """(specs, note) of DeepSeek-V3.2 / GLM-5 on Hopper (module docstring): per MLA layer its
-    latent, per indexer layer its keys, block 64. Raises `KvcalcError` (field `kv_dtype`) for a
-    dtype neither sparse backend takes."""
-    if cache_dtype in SPARSE_16BIT:
+#: Blackwell (SM10x): vLLM 0.33.0 `vllm/platforms/cuda.py` `_get_backend_priorities` (use_mla,
+#: major 10): a quantized cache tries FLASHINFER_MLA_SPARSE then FLASHMLA_SPARSE; a 16-bit one
+#: FLASH_ATTN_MLA_SPARSE_FA4 first when the rank has 16 query heads or fewer, else FLASHMLA_SPARSE.
+#: FLASHINFER_MLA_SPARSE (`flashinfer_mla_sparse.py` FlashInferMLASparseTRTLLMBackend) takes auto,
+#: float16, bfloat16, fp8, fp8_e4m3, not fp8_ds_mla ("SM10 does not support fp8_ds_mla"), and only
+#: qk_nope_head_dim 128 or 192: its fp8 rows are plain fp8, 576 B a token. Its kernel block is a
+#: multiple of 32 and the indexer's (`indexer.py` DeepseekV32IndexerBackend) is 64: the block every
+#: backend takes is lcm(32, 64) = 64 (`Platform._preferred_block_size_for_backends`).
+SM10_FP8 = ("fp8", "fp8_e4m3")
+FLASHINFER_SPARSE_NOPE = (128, 192)
+FA4_MAX_HEADS = 16
+
+
+def cc_major(compute_capability: str | None) -> int:
+    """The major of a compute capability ('10.0' -> 10); None: Hopper's 9 (kvcalc's assumption
+    without --gpu, `common.ASSUMED_COMPUTE_CAPABILITY`)."""
+    return int(str(compute_capability or "9.0").split(".")[0])
+
+
+def sparse_mla_specs(
+    model: ModelSpec, k: StorageFormat, cache_dtype: str, *, major: int = 9, tp: int = 1
+) -> tuple[list[LayerCache], str]:
+    """(specs, note) of DeepSeek-V3.2 / GLM-5 (module docstring): per MLA layer its latent, per
+    indexer layer its keys, block 64. `major`: the GPU's compute capability major (9 Hopper, 10
+    Blackwell: `SM10_FP8`'s rules); `tp` gives the query heads a rank has (FA4's limit). Raises
+    `KvcalcError` (field `kv_dtype`) for a dtype no sparse backend takes, and for a GPU whose
+    sparse backends kvcalc does not model (SM12x: FLASHINFER_MLA_SPARSE_SM120)."""
+    arch = {9: "Hopper", 10: "Blackwell"}.get(major)
+    if arch is None:
+        raise _refuse(
+            model,
+            f"vLLM 0.33's sparse MLA backend on compute capability {major}.x (FLASHINFER_MLA_SPARSE_SM120 on "
+            "SM12x) is not modelled by kvcalc; its Hopper (9.x) and Blackwell (10.x) rules are",
+            field="gpu",
+            value=major,
+        )
+    if major == 10 and cache_dtype in SM10_FP8 and (model.qk_nope_head_dim or 0) in FLASHINFER_SPARSE_NOPE:
+        backend = f"FLASHINFER_MLA_SPARSE (fp8 rows of {k.bytes_for(576)} B a token)"
+        latent = None
+    elif major == 10 and cache_dtype in SPARSE_16BIT:
+        heads = -(-model.n_heads // tp)
+        backend = "FLASH_ATTN_MLA_SPARSE_FA4" if heads <= FA4_MAX_HEADS else "FLASHMLA_SPARSE"
+        latent = None
+    elif cache_dtype in SPARSE_16BIT:
         backend = "FLASH_ATTN_MLA_SPARSE"
         latent = None
     elif cache_dtype in SPARSE_FP8:
         backend = "FLASHMLA_SPARSE (fp8 stored as fp8_ds_mla, 656 B a token)"
         latent = FP8_DS_MLA_ROW_BYTES
+    elif cache_dtype in SPARSE_FP8_SM90:
+        backend = "FLASHINFER_MLA_SPARSE_SM90 (plain fp8 latent, 1 B a value)"
+        latent = None
     else:
         raise _refuse(
             model,
             f"vLLM 0.33's sparse MLA backends on Hopper take {', '.join(SPARSE_16BIT)} "
-            f"(FLASH_ATTN_MLA_SPARSE) and {', '.join(SPARSE_FP8)} (FLASHMLA_SPARSE), not {cache_dtype}",
+            f"(FLASH_ATTN_MLA_SPARSE), {', '.join(SPARSE_FP8)} (FLASHMLA_SPARSE) and "
+            f"{', '.join(SPARSE_FP8_SM90)} (FLASHINFER_MLA_SPARSE_SM90), not {cache_dtype}",
             value=cache_dtype,
         )
     specs = []
@@ -216,7 +266,7 @@ def sparse_mla_specs(model: ModelSpec, k: StorageFormat, cache_dtype: str) -> tu
                     cache="k_cache",
                 )
             )
-    return specs, f"sparse MLA attention backend {backend} on Hopper sets block size {SPARSE_MLA_BLOCK_SIZE}"
+    return specs, f"sparse MLA attention backend {backend} on {arch} sets block size {SPARSE_MLA_BLOCK_SIZE}"
 
 
 def attention_specs(

@@ -35,6 +35,7 @@ from kvcalc.engines.vllm.common import (
     uniform_page,
     vllm_cache_dtype,
 )
+from kvcalc.engines.vllm.dcp import check_dcp, dcp_note, with_dcp
 from kvcalc.errors import MESSAGE, KvcalcError, KvcalcWarning
 from kvcalc.formats import StorageFormat
 from kvcalc.results import EngineResult
@@ -318,6 +319,16 @@ class V1Rules(VllmRules):
         attention unless `chunked_hybrid_allowed`), the page. `options.block_size` None:
         `--block-size` not given (vLLM's default, or the backend's preferred)."""
         self.check(model, k, v, tp, options.block_size)
+        if options.dcp > 1:
+            scales = options.per_token_head_scales
+            cache_dtype = options.cache_dtype or (
+                f"{'fp8' if k.name.startswith('fp8') else 'int8'}_per_token_head" if scales else None
+            )
+            if cache_dtype is None and label is not None and not label.startswith("auto"):
+                from kvcalc.engine_dtypes import VLLM_033_CACHE_DTYPES, VLLM_033_FORMAT_NAMES
+
+                cache_dtype = label if label in VLLM_033_CACHE_DTYPES else VLLM_033_FORMAT_NAMES.get(k.name, label)
+            check_dcp(model, tp, options.dcp, self.version, cache_dtype, options.compute_capability)
         spec_resolved = self.spec_resolve(model, k, v, tp=tp, options=options, label=label)
         if spec_resolved is not None:
             return spec_resolved
@@ -401,6 +412,7 @@ class V1Rules(VllmRules):
         concurrency: int | None,
         dtype_name: str,
         in_flight: int,
+        dcp: int = 1,
     ) -> EngineResult:
         """`_capacity` over per-layer specs (`Resolved.specs`, `planning`): bytes per block = the
         widest group's pages (`_get_kv_cache_bytes_per_block`); blocks = available // that;
@@ -409,7 +421,7 @@ class V1Rules(VllmRules):
         block), needing bytes per block x blocks per request, with vLLM's estimated maximum
         model length (`planning.estimate_max_model_len`) in its message."""
         L, notes = max_model_len, list(r.notes)
-        groups = planning.kv_cache_groups(r.specs or [], block_outermost=r.block_outermost)
+        groups = planning.kv_cache_groups(with_dcp(r.specs or [], dcp), block_outermost=r.block_outermost)
         block_bytes = planning.bytes_per_block(groups)
         lines = [*r.log_lines, self.available_memory_line(kv_memory_bytes)]
         num_blocks = kv_memory_bytes // block_bytes
@@ -429,6 +441,8 @@ class V1Rules(VllmRules):
         tokens = self.kv_cache_tokens(num_blocks, [], conc, L, r.block_size)
         lines += self.kv_figures_lines(tokens, L, conc)
         notes.append(planning.groups_text(groups, block_bytes))
+        if dcp > 1:
+            notes.append(dcp_note(dcp, L, r.block_size, per_req))
         longest = None
         if concurrency:
             longest = longest_context(
@@ -477,10 +491,12 @@ class V1Rules(VllmRules):
                 concurrency=concurrency,
                 dtype_name=dtype_name,
                 in_flight=in_flight,
+                dcp=options.dcp,
             )
         # vllm/v1/worker/gpu_worker.py determine_available_memory
         lines = [*r.log_lines, self.available_memory_line(kv_memory_bytes)]
         groups, layers_per_group = self.kv_cache_groups(model, r.hybrid_allocator, r.mamba_pages)
+        groups = with_dcp(groups, options.dcp)
         num_blocks = kv_memory_bytes // page // layers_per_group  # get_num_blocks
         notes += self._too_small_check(
             model,
@@ -497,6 +513,8 @@ class V1Rules(VllmRules):
         conc = num_blocks / per_req
         tokens = self.kv_cache_tokens(num_blocks, groups, conc, L, block_size)
         lines += self.kv_figures_lines(tokens, L, conc)
+        if options.dcp > 1:
+            notes.append(dcp_note(options.dcp, L, block_size, per_req))
         padding = len(groups) * layers_per_group - sum(g.n_layers for g in groups)
         if padding:
             notes.append(f"{len(groups)} KV cache groups of {layers_per_group} layers: {padding} padding layers")

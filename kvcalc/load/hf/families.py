@@ -311,15 +311,16 @@ def _llama4_text(c: _Cfg) -> dict[str, Any]:
     return _set_kinds(c, f, kinds, chunk)
 
 
-def _deepseek_v32(c: _Cfg) -> dict[str, Any]:
-    """deepseek_v32, DeepSeek-V3.2(-Exp) (DeepSeek's `configuration_deepseek_v32.py` / vLLM
-    `deepseek_v2.py` with `is_v32`): DeepSeek-V3's MLA and experts plus the lightning indexer,
-    which caches one key of index_head_dim (128) per token per layer beside the latent
-    (index_n_heads query heads, index_topk tokens attended: neither changes the cache). The
-    indexer key is sized as fp8 + one fp32 scale per 128 values (`kv_cache.indexer_bytes_per_token`)."""
-    f = _deepseek(c)
-    f["index_head_dim"] = c.count("index_head_dim", default=128)
-    return f
+#: deepseek_v32, DeepSeek-V3.2(-Exp) (DeepSeek's `configuration_deepseek_v32.py` / vLLM
+#: `deepseek_v2.py` with `is_v32`): DeepSeek-V3's MLA and experts (`mla.DEEPSEEK`) plus the
+#: lightning indexer, which caches one key of index_head_dim (128) per token per layer beside the
+#: latent (index_n_heads query heads, index_topk tokens attended: neither changes the cache). The
+#: indexer key is sized as fp8 + one fp32 scale per 128 values (`kv_cache.indexer_bytes_per_token`).
+DEEPSEEK_V32 = replace(
+    _deepseek,
+    source="configuration_deepseek_v32.py",
+    counts={**_deepseek.counts, "index_head_dim": (("index_head_dim",), 128)},
+)
 
 
 #: model_type -> mapping function. Aliases: Falcon's old RW names; Kimi-K2 is DeepSeek-V3.
@@ -358,7 +359,7 @@ FAMILIES: dict[str, Family | Callable[[_Cfg], dict[str, Any]]] = {
     "glm4_moe": GLM4_MOE,
     "llama4": _llama4_text,
     "llama4_text": _llama4_text,
-    "deepseek_v32": _deepseek_v32,
+    "deepseek_v32": DEEPSEEK_V32,
     "qwen3_5": QWEN3_5_TEXT,
     "qwen3_5_text": QWEN3_5_TEXT,
     "qwen3_5_moe": QWEN3_5_MOE_TEXT,

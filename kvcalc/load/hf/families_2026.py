@@ -237,7 +237,18 @@ def _minimax_m3(c: _Cfg, f: dict[str, Any]) -> dict[str, Any]:
     if c.get("moe_layer_freq") is not None:
         _first_dense(c, f, "moe_layer_freq", (0, False))
     f["n_mtp_layers"] = c.count("num_nextn_predict_layers", default=0, minimum=0)
-    f["weights_unknown"] = "MiniMax-M3's indexer projections and per-head norms are not counted by kvcalc"
+    # the weights (vLLM 0.33.0 models/minimax_m3/nvidia/model.py MiniMaxM3SparseAttention / MiniMaxM3MoE):
+    # index_q (sparse_num_index_heads heads, as many as the KV heads) and index_k (one head) with their
+    # norms, per-head q / k norms, the routing bias
+    f.update(
+        index_n_heads=sub.count("sparse_num_index_heads") if sparse else None,
+        router_bias=c.flag("use_routing_bias"),
+        qk_norm=c.flag("use_qk_norm") and c.get("qk_norm_type") == "per_head",
+    )
+    if c.flag("use_qk_norm") and c.get("qk_norm_type") != "per_head":
+        f["weights_unknown"] = f"MiniMax-M3's qk_norm_type {_shown(c.get('qk_norm_type'))} is not counted by kvcalc"
+    if c.flag("attention_output_gate"):
+        f["weights_unknown"] = "MiniMax-M3's attention output gate is not counted by kvcalc"
     return f
 
 
@@ -254,7 +265,6 @@ MINIMAX_M3 = Family(
     ignored={
         "rotary_dim": "RoPE part of the head",
         "partial_rotary_factor": "RoPE part of the head",
-        "attention_output_gate": "a gate on the output (weights)",
         "num_mtp_modules": "MTP (weights)",
     },
 )

@@ -60,9 +60,11 @@ def _deepseek_v4(c: _Cfg, f: dict[str, Any]) -> dict[str, Any]:
       a fp32 scale per 128 (vLLM 0.33.0 `deepseek_v4/attention.py`: 128 + 4 = 132 B);
     - with neither list, transformers' default: two HCA layers, then HCA and CSA alternating.
 
-    The weights (hyper-connections, grouped output projection, compressors, hash-routed layers)
-    are not counted by kvcalc: give n_params. `expert_dtype` fp4 means MXFP4 routed experts
-    (vLLM 0.33.0 `models/deepseek_v4/quant_config.py`).
+    The weights are counted from `o_groups` / `o_lora_rank` (grouped output projection),
+    `hc_mult` (hyper-connections), `index_n_heads` and `num_hash_layers` (`calc/weights.py`
+    `_compressed_mqa_params`); a config without one of the first four has its weights refused by
+    name. `expert_dtype` fp4 means MXFP4 routed experts (vLLM 0.33.0
+    `models/deepseek_v4/quant_config.py`).
     """
     n = f["n_layers"] or 0
     rates = {"csa": 4, "hca": 128}
@@ -96,9 +98,17 @@ def _deepseek_v4(c: _Cfg, f: dict[str, Any]) -> dict[str, Any]:
         compress_ratios=ratios,
         index_head_dim=c.count("index_head_dim", default=128),
         index_layers=[int(r == rates["csa"]) for r in ratios],
-        weights_unknown="DeepSeek-V4's hyper-connections, grouped output projection, compressors and indexer "
-        "are not counted by kvcalc",
+        # the weights-only parts `calc/weights.py` counts (reference inference/model.py ModelArgs names)
+        o_groups=c.count("o_groups"),
+        o_lora_rank=c.count("o_lora_rank"),
+        hc_mult=c.count("hc_mult"),
+        index_n_heads=c.count("index_n_heads"),
+        n_hash_layers=c.count("num_hash_layers", "n_hash_layers", default=0, minimum=0),
+        router_bias=True,  # non-hash gates carry a bias (reference Gate: `self.bias` unless hash)
     )
+    missing = [k for k in ("o_groups", "o_lora_rank", "hc_mult", "index_n_heads") if f.get(k) is None]
+    if missing:
+        f["weights_unknown"] = f"the config gives no {', '.join(missing)} (DeepSeek-V4's weight shapes)"
     expert = c.get("expert_dtype")
     if expert is not None and expert not in ("fp4", "fp8"):
         raise c.fail(
@@ -132,11 +142,7 @@ DEEPSEEK_V4 = Family(
     build=_deepseek_v4,
     set_kinds=False,
     ignored={
-        "index_n_heads": "indexer query heads (no cache)",
         "index_topk": "entries each query attends",
-        "o_groups": "grouped output projection (weights)",
-        "o_lora_rank": "grouped output projection (weights)",
-        "hc_mult": "hyper-connections (weights, activations)",
         "qk_rope_head_dim": "RoPE part of the 512",
         "compress_rope_theta": "RoPE base of the compressed branches",
     },
@@ -192,9 +198,11 @@ def _kimi_linear(c: _Cfg) -> dict[str, Any]:
     a state, no per-token cache: a short convolution over q, k and v (3 x num_heads x head_dim
     channels x (short_conv_kernel_size - 1)) and a recurrent state num_heads x head_dim x
     head_dim, the Gated DeltaNet shape with as many key as value heads. Experts: num_experts of
-    moe_intermediate_size, num_experts_per_token, num_shared_experts. `routed_expert_hidden_size`
-    (Kimi-K3's latent MoE: experts work in a narrower width) is not counted: the weights are
-    refused rather than miscounted."""
+    moe_intermediate_size, num_experts_per_token, num_shared_experts. Kimi-K3
+    (`use_full_rank_gate`, vLLM 0.33.0 `models/kimi_k3/nvidia/`): the weights count its KDA
+    projections, latent MoE (`routed_expert_hidden_size`), MLA output gate
+    (`mla_use_output_gate`) and attention residuals (`attn_res_block_size`); Kimi Linear's
+    low-rank KDA gate is not counted (the weights are refused rather than miscounted)."""
     lin = c.mapping("linear_attn_config")
     renamed = {
         **c.data,
@@ -238,8 +246,19 @@ def _kimi_linear(c: _Cfg) -> dict[str, Any]:
         linear_conv_kernel_dim=kernel,
         n_mtp_layers=c.count("num_nextn_predict_layers", default=0, minimum=0),
     )
-    if c.get("routed_expert_hidden_size") is not None:
-        f["weights_unknown"] = "Kimi-K3's latent MoE (routed_expert_hidden_size) is not counted by kvcalc"
+    if lin.get("use_full_rank_gate"):  # Kimi-K3's KDA (vLLM 0.33.0 kimi_k3/nvidia/kda.py KimiK3DeltaAttention)
+        f.update(
+            linear_attention="kda",
+            moe_latent_size=c.count("routed_expert_hidden_size"),
+            moe_latent_norm=c.flag("latent_moe_use_norm", default=True),
+            mla_output_gate=c.flag("mla_use_output_gate"),
+            attention_residuals=c.get("attn_res_block_size") is not None,
+            router_bias=True,  # KimiMoE: e_score_correction_bias on every MoE layer
+        )
+        if c.get("routed_expert_hidden_size") is not None and not c.flag("latent_moe_use_norm", default=True):
+            f["weights_unknown"] = "Kimi-K3's latent MoE without its norm (latent_moe_use_norm false) is not counted"
+    elif c.get("routed_expert_hidden_size") is not None:
+        f["weights_unknown"] = "Kimi Linear's latent MoE with the low-rank KDA gate is not counted by kvcalc"
     else:
         f["weights_unknown"] = "Kimi Linear's KDA gates and output norm are not counted by kvcalc"
 

@@ -169,15 +169,17 @@ def _nemotron_h(c: _Cfg) -> dict[str, Any]:
     head_dim 128 by default. Mamba-2 (vLLM `nemotron_h.py`, `mamba2_state_shape`): mamba_num_heads
     (128) heads of mamba_head_dim (64), so d_inner = heads x head_dim; ssm_state_size (128),
     n_groups (8), conv_kernel (4). The separate MLP / MoE layers cache nothing (kind `mlp`); the
-    parameter count counts each layer as one block (`weights._separate_block_params`) and refuses
-    MoE (`E`) layers, whose intermediate_size is left unset (give n_params). The state is sized in the model's dtype (the
+    parameter count counts each layer as one block (`weights._separate_block_params`): MoE (`E`)
+    layers when every MLP block is one (Nemotron-3: n_routed_experts of moe_intermediate_size in a
+    moe_latent_size latent, a shared expert of moe_shared_expert_intermediate_size), and refuses a
+    mix of dense and MoE MLP blocks, whose width is left unset (give n_params). The state is sized in the model's dtype (the
     config's mamba_ssm_cache_dtype float32 doubles the SSM part where an engine honours it)."""
     pattern = c.get("hybrid_override_pattern")
     if pattern is not None:
         if not isinstance(pattern, str) or not pattern or set(pattern) - set(_NEMOTRON_H_KINDS):
             raise c.fail(f"must be a string of M, *, - and E, got {_shown(pattern)}", "hybrid_override_pattern")
         kinds = [_NEMOTRON_H_KINDS[ch] for ch in pattern]
-        key, moe = "hybrid_override_pattern", "E" in pattern
+        key, moe, dense_mlp = "hybrid_override_pattern", "E" in pattern, "-" in pattern
     else:
         raw = c.get("layers_block_type", "layer_types")
         if not isinstance(raw, list) or not raw or any(k not in _NEMOTRON_H_TYPES for k in raw):
@@ -187,7 +189,7 @@ def _nemotron_h(c: _Cfg) -> dict[str, Any]:
                 "hybrid_override_pattern",
             )
         kinds = [_NEMOTRON_H_TYPES[k] for k in raw]
-        key, moe = "layers_block_type", "moe" in raw
+        key, moe, dense_mlp = "layers_block_type", "moe" in raw, "mlp" in raw
     layers = c.count("num_hidden_layers")
     if layers is not None and layers != len(kinds):
         raise c.fail(f"has {len(kinds)} layers but num_hidden_layers is {layers}", key)
@@ -197,8 +199,20 @@ def _nemotron_h(c: _Cfg) -> dict[str, Any]:
     f["mlp_kind"] = "plain"  # relu2 up / down
     if moe:
         # MoE blocks (Nemotron 3): routed experts of moe_intermediate_size, not dense MLPs of
-        # intermediate_size; left unset, so the parameter count refuses rather than miscount them
+        # intermediate_size. When every MLP block is MoE (no `-`) the count is exact (vLLM 0.33.0
+        # `nemotron_h.py` NemotronHMoE, `weights._separate_moe_params`); a mix of dense and MoE MLP
+        # blocks leaves the width unset, so the parameter count refuses rather than miscount them
         f.pop("intermediate_size", None)
+        if not dense_mlp:
+            shared = c.count("moe_shared_expert_intermediate_size", minimum=0) or 0
+            f.update(
+                n_experts=c.count("n_routed_experts"),
+                n_experts_per_token=c.count("num_experts_per_tok"),
+                moe_intermediate_size=c.count("moe_intermediate_size"),
+                shared_expert_intermediate_size=shared * c.count("n_shared_experts", default=1, minimum=0) or None,
+                moe_latent_size=c.count("moe_latent_size"),
+                router_bias=True,  # NemotronHMoE: e_score_correction_bias
+            )
     f.update(
         mamba_n_groups=c.count("n_groups", "mamba_n_groups", default=8),
         mamba_n_heads=c.count("mamba_num_heads", default=128),

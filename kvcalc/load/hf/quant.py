@@ -246,7 +246,12 @@ def _compressed_tensors_format(
             return Quantization(method, f"fp8_e4m3:g{gsize}:{dtype}", field="quantization_config.config_groups")
         return Quantization(method, "fp8_e4m3")
     if kind == "float" and bits == 4:
-        return Quantization(method, "nvfp4", u8_nibbles=True)
+        # vLLM 0.33.0 compressed_tensors.py `_is_nvfp4_format` (group 16) / `_is_mxfp4` (group 32, e8m0
+        # uint8 scales, format mxfp4-pack-quantized: Kimi-K3's experts)
+        if gsize == 32:
+            return Quantization(method, "mxfp4", u8_nibbles=True)
+        if gsize in (16, None):
+            return Quantization(method, "nvfp4", u8_nibbles=True)
     if kind == "int" and bits in (4, 8):
         if strategy == "group" and isinstance(gsize, int) and not isinstance(gsize, bool) and gsize > 0:
             zp = "" if w.get("symmetric", True) else ":zp"

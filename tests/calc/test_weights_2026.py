@@ -1,0 +1,204 @@
+"""Parameter counts of the 2026 architectures kvcalc used to refuse: DeepSeek-V4 (Flash, and the
+Pro sibling it never saw), MiniMax-M3 and Kimi-K3, from their published config.json files
+(`tests/data/hf-configs-2026/`, copied from ai-dynamo/aiconfigurator) and the bundled YAMLs.
+
+The shapes are the engines' own: vLLM 0.33.0 `vllm/models/deepseek_v4/attention.py`,
+`compressor.py`, `cpu/model.py` (with DeepSeek's reference `inference/model.py`),
+`vllm/models/minimax_m3/nvidia/model.py`, `vllm/models/kimi_k3/nvidia/{model,mla,kda}.py`.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from kvcalc.calc.weights import layer_params, model_params, mtp_params, param_counts, weight_bytes
+from kvcalc.load.hf import model_from_hf_config
+from kvcalc.load.models import load_model
+
+DATA = Path(__file__).parents[1] / "data" / "hf-configs-2026"
+
+
+def _hf(name: str):
+    return model_from_hf_config(json.loads((DATA / f"{name}.json").read_text()), name)
+
+
+# (config file or bundled name, total, active). Against the model cards:
+# - DeepSeek-V4-Flash: card 284B total / 13B active. kvcalc 284,334,567,511 (0.12% over 284e9, the
+#   card rounds); active 13,801,959,511 counts the embedding and the head (2 x 129,280 x 4,096 =
+#   1,059,061,760): without them 12,742,897,751, the card's 13B rounded.
+# - DeepSeek-V4-Pro (the NVFP4 sibling, never seen when the mapping was written): card 1.6T / 49B.
+#   kvcalc 1,572,999,528,803 (1.6T to two figures, 1.7% under 1.6e12); active 49,781,408,099.
+# - MiniMax-M3: card ~428B / ~23B, counting its vision tower, which kvcalc does not (a text model):
+#   426,174,572,928 (0.4% under); active 25,962,473,856 with the embedding and head (2 x 200,064 x
+#   6,144 = 2,458,386,432), 23,504,087,424 without: the card's ~23B.
+# - Kimi-K3: no published parameter count was found (press reports say "over 2.5T"): 2,779,484,476,000.
+# - Nemotron-3-Super-120B-A12B: the name's 120B / 12B; kvcalc 120,668,707,840 / 12,770,237,440.
+COUNTS = {
+    "nvidia--NVIDIA-Nemotron-3-Super-120B-A12B-FP8": (120_668_707_840, 12_770_237_440),
+    "deepseek-ai--DeepSeek-V4-Flash": (284_334_567_511, 13_801_959_511),
+    "siblings/nvidia--DeepSeek-V4-Pro-NVFP4": (1_572_999_528_803, 49_781_408_099),
+    "MiniMaxAI--MiniMax-M3": (426_174_572_928, 25_962_473_856),
+    "moonshotai--Kimi-K3": (2_779_484_476_000, 105_364_017_760),
+}
+BUNDLED = {
+    "deepseek-v4-flash": "deepseek-ai--DeepSeek-V4-Flash",
+    "minimax-m3": "MiniMaxAI--MiniMax-M3",
+    "kimi-k3": "moonshotai--Kimi-K3",
+    "nemotron-3-super-120b-a12b": "nvidia--NVIDIA-Nemotron-3-Super-120B-A12B-FP8",
+}
+
+
+@pytest.mark.parametrize("name", sorted(COUNTS))
+def test_param_counts_from_config_json(name):
+    assert param_counts(_hf(name)) == COUNTS[name]
+
+
+@pytest.mark.parametrize("bundled", sorted(BUNDLED))
+def test_bundled_yaml_counts_as_its_config_json(bundled):
+    assert param_counts(load_model(bundled)) == COUNTS[BUNDLED[bundled]]
+
+
+# ----- DeepSeek-V4-Flash, layer by layer (hidden 4,096, 64 heads of 512, q_lora 1,024, o_groups 8 of
+# o_lora 1,024, hc_mult 4, 256 experts of 2,048 + 1 shared, vocab 129,280, 3 hash layers) -----------
+#
+# attention matrices of every layer: wq_a 4,096 x 1,024 = 4,194,304; wq_b 1,024 x 64 x 512 = 33,554,432;
+# wkv 4,096 x 512 = 2,097,152; wo_a (64 x 512 / 8) x (8 x 1,024) = 33,554,432; wo_b 8,192 x 4,096 =
+# 33,554,432: 106,954,752; + the shared expert 3 x 4,096 x 2,048 = 25,165,824 -> 132,120,576.
+# other of every layer: attn_sink 64 + q_norm 1,024 + kv_norm 512 + two norms 8,192 + hyper-connections
+# 2 x (24 x 16,384 + 24 + 3) = 786,486 + router 256 x 4,096 = 1,048,576 -> 1,844,854, and then the
+# hash table 129,280 x 6 = 775,680 (layers 0-2) or the routing bias 256 (layers 3-42).
+# compressor(ratio, D) = ape ratio x coff D + wkv, wgate 2 x 4,096 x coff D + norm D (coff 2 at ratio 4):
+# (4, 512) = 4,096 + 8,388,608 + 512 = 8,393,216; (128, 512) = 65,536 + 4,194,304 + 512 = 4,260,352;
+# (4, 128) = 1,024 + 2,097,152 + 128 = 2,098,304. The CSA indexer: wq_b 1,024 x 64 x 128 = 8,388,608
+# (a matrix), weights_proj 4,096 x 64 = 262,144.
+V4_LAYERS = {
+    0: (132_120_576, 1_844_854 + 775_680),  # sliding only, hash-routed
+    2: (132_120_576 + 8_388_608, 1_844_854 + 775_680 + 8_393_216 + 262_144 + 2_098_304),  # CSA, hash
+    3: (132_120_576, 1_844_854 + 256 + 4_260_352),  # HCA
+    4: (132_120_576 + 8_388_608, 1_844_854 + 256 + 8_393_216 + 262_144 + 2_098_304),  # CSA
+    42: (132_120_576 + 8_388_608, 1_844_854 + 256 + 8_393_216 + 262_144 + 2_098_304),  # CSA, the last
+}
+
+
+@pytest.mark.parametrize("i", sorted(V4_LAYERS))
+def test_deepseek_v4_layer(i):
+    p = layer_params(load_model("deepseek-v4-flash"), i)
+    assert (p.linear, p.other) == V4_LAYERS[i]
+    assert (p.expert_linear, p.n_experts, p.n_active_experts) == (3 * 4_096 * 2_048, 256, 6)
+
+
+def test_deepseek_v4_head_and_mtp():
+    spec = load_model("deepseek-v4-flash")
+    p = model_params(spec)
+    # embedding and head 129,280 x 4,096 each; final norm 4,096 + the hyper-connection head
+    # 4 x 16,384 + 4 + 1 = 65,541
+    assert (p.embedding, p.lm_head, p.final_norm) == (529_530_880, 529_530_880, 4_096 + 65_541)
+    # MTP: one layer like the last + e_proj, h_proj 2 x 4,096^2 + 3 norms + its hyper-connection head
+    last = layer_params(spec, 42).total
+    assert mtp_params(spec) == last + 2 * 4_096 * 4_096 + 3 * 4_096 + 65_541
+
+
+def test_deepseek_v4_weight_bytes_fp8_and_mxfp4_experts():
+    # deepseek-ai/DeepSeek-V4-Flash: quantization_config fp8 [128, 128] blocks, expert_dtype fp4 (vLLM 0.33.0
+    # deepseek_v4/quant_config.py: MXFP4 experts). Layer 3 on one rank: 132,120,576 fp8 values in
+    # 8,064 blocks of 16,384 (+ 4 B fp32 scale each) = 132,120,576 + 32,256 = 132,152,832 B, other
+    # 6,105,462 x 2 B = 12,210,924 B; an expert 25,165,824 MXFP4 values = 786,432 blocks of 32 x 17 B
+    # = 13,369,344 B.
+    w = weight_bytes(load_model("deepseek-v4-flash"))
+    assert w.layer_dense_bytes[3] == 132_120_576 + 132_120_576 // 16_384 * 4 + 6_105_462 * 2 == 144_363_756
+    assert w.layer_expert_bytes[3] == 25_165_824 // 32 * 17 == 13_369_344
+
+
+def test_deepseek_v4_nvfp4_checkpoint_experts():
+    # nvidia/DeepSeek-V4-Flash-NVFP4: quantization_config moe_quant_algo NVFP4 (vLLM 0.33.0
+    # DeepseekV4FP8Config.get_quant_method: ModelOptNvFp4FusedMoE), the rest fp8 blocks as the base
+    spec = _hf("nvidia--DeepSeek-V4-Flash-NVFP4")
+    assert (spec.weight_dtype, spec.expert_weight_dtype) == ("fp8_e4m3:b128:fp32", "nvfp4")
+    # an expert: 25,165,824 values / 16 x (8 B of fp4 + 1 fp8 scale) = 14,155,776 B
+    assert weight_bytes(spec).layer_expert_bytes[3] == 25_165_824 // 16 * 9 == 14_155_776
+
+
+# ----- MiniMax-M3 (hidden 6,144, 64 heads, 4 KV heads of 128, indexer 4 heads of 128) ------------
+
+
+def test_minimax_m3_sparse_layer():
+    # layer 3, the first sparse MoE layer: q 6,144 x 64 x 128 = 50,331,648; k and v 2 x 6,144 x 4 x 128 =
+    # 6,291,456; o 50,331,648; index_q 6,144 x 4 x 128 = 3,145,728 and index_k 6,144 x 128 = 786,432;
+    # shared expert 3 x 6,144 x 3,072 = 56,623,104 -> 167,510,016.
+    # other: q/k norms 2 x 128 + index q/k norms 2 x 128 + two norms 12,288 + router 128 x 6,144 =
+    # 786,432 + routing bias 128 -> 799,360
+    p = layer_params(load_model("minimax-m3"), 3)
+    assert (p.linear, p.other) == (167_510_016, 799_360)
+    assert (p.expert_linear, p.n_experts, p.n_active_experts) == (56_623_104, 128, 4)
+
+
+def test_minimax_m3_dense_layer_has_no_indexer():
+    # layer 0 (sparse_attention_freq 0, dense MLP of 12,288): attention 50,331,648 + 6,291,456 + 50,331,648
+    # + MLP 3 x 6,144 x 12,288 = 226,492,416 -> 333,447,168; other 256 + 12,288 = 12,544
+    p = layer_params(load_model("minimax-m3"), 0)
+    assert (p.linear, p.other, p.n_experts) == (333_447_168, 12_544, 0)
+
+
+# ----- Kimi-K3 (hidden 7,168; KDA 96 heads of 128; MLA 96 heads, q_lora 1,536, kv_lora 512 + 64 rope,
+# nope 128, v 128; 896 experts of 3,072 in a 3,584 latent, 16 active, 2 shared) --------------------
+
+
+def test_kimi_k3_kda_layer():
+    # layer 1 (KDA, MoE), P = 96 x 128 = 12,288: in_proj_qkvgfab 7,168 x (4 x 12,288 + 128 + 96) =
+    # 353,927,168; f_b_proj 128 x 12,288 = 1,572,864; o_proj 12,288 x 7,168 = 88,080,384; shared experts
+    # 3 x 7,168 x 6,144 = 132,120,576; latent down and up 2 x 7,168 x 3,584 = 51,380,224 -> 627,081,216.
+    # other: dt_bias 12,288 + conv1d 3 x 12,288 x 4 = 147,456 + A_log 96 + o_norm 128 + two norms 14,336
+    # + attention residuals 2 x 7,168 + 2 x 7,168 = 28,672 + router 896 x 7,168 = 6,422,528 + bias 896
+    # + latent norm 3,584 -> 6,629,984
+    p = layer_params(load_model("kimi-k3"), 1)
+    assert (p.linear, p.other) == (627_081_216, 6_629_984)
+    # an expert works in the latent: 3 x 3,584 x 3,072
+    assert (p.expert_linear, p.n_experts, p.n_active_experts) == (33_030_144, 896, 16)
+
+
+def test_kimi_k3_mla_layer_with_output_gate():
+    # layer 3 (MLA): q_a 7,168 x 1,536 = 11,010,048; q_b 1,536 x 96 x 192 = 28,311,552; kv_a 7,168 x 576 =
+    # 4,128,768; kv_b 512 x 96 x 256 = 12,582,912; o 96 x 128 x 7,168 = 88,080,384; gate 7,168 x 96 x 128
+    # = 88,080,384 -> 232,194,048 + shared + latent 183,500,800 = 415,694,848
+    p = layer_params(load_model("kimi-k3"), 3)
+    assert p.linear == 232_194_048 + 132_120_576 + 51_380_224 == 415_694_848
+
+
+def test_kimi_k3_experts_are_mxfp4():
+    # moonshotai/Kimi-K3 quantization_config: compressed-tensors float 4-bit, group 32, uint8 scales
+    # (format mxfp4-pack-quantized): vLLM 0.33.0 compressed_tensors.py `_is_mxfp4`, not NVFP4 (group 16)
+    assert _hf("moonshotai--Kimi-K3").expert_weight_dtype == "mxfp4"
+
+
+def test_nemotron_3_moe_block():
+    # layer 1 (an E block; vLLM 0.33.0 nemotron_h.py NemotronHMoE): norm 4,096 + router 512 x 4,096 =
+    # 2,097,152 + e_score_correction_bias 512 -> other 2,101,760; shared expert (relu2 up and down)
+    # 2 x 4,096 x 5,376 = 44,040,192 + fc1 / fc2 latent projections 2 x 4,096 x 1,024 = 8,388,608 ->
+    # linear 52,428,800; an expert 2 x 1,024 x 2,688 = 5,505,024, 22 of 512 active
+    p = layer_params(load_model("nemotron-3-super-120b-a12b"), 1)
+    assert (p.linear, p.other) == (52_428_800, 2_101_760)
+    assert (p.expert_linear, p.n_experts, p.n_active_experts) == (5_505_024, 512, 22)
+
+
+def test_nemotron_h_mixed_dense_and_moe_blocks_still_refused():
+    from kvcalc.errors import KvcalcError
+
+    cfg = json.loads((DATA / "nvidia--NVIDIA-Nemotron-3-Super-120B-A12B-FP8.json").read_text())
+    pattern = cfg["hybrid_override_pattern"]
+    cfg["hybrid_override_pattern"] = pattern[:1] + "-" + pattern[2:]  # one dense MLP block among the E ones
+    with pytest.raises(KvcalcError, match="its MoE layers .Nemotron-H's 'E' blocks. are not counted"):
+        param_counts(model_from_hf_config(cfg))
+
+
+@pytest.mark.parametrize(
+    "bundled",
+    ["deepseek-v4-flash", "minimax-m3", "kimi-k3", "glm-5.2", "deepseek-v3.2", "nemotron-3-super-120b-a12b"],
+)
+def test_estimate_with_a_gpu(cli, bundled):
+    # the weights are counted, so --gpu gives a memory plan (it used to refuse: "give n_params")
+    r = cli("estimate", bundled, "--gpu", "h200", "-s", "32k")
+    assert r.exit_code == 0, r.output
+    assert "weights per GPU" in r.output
