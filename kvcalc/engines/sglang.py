@@ -70,8 +70,8 @@ page-aligned capacity (budget // (F x n_full + S x n_swa)):
 full_max_total_num_tokens = align(int(C x (F x n_full + S x n_swa) / (F x n_full + r x S x n_swa))),
 swa_max_total_num_tokens = align(int(full x r)), logged as "Use sliding window memory pool.
 full_layer_tokens=..., swa_layer_tokens=..."; each sub-pool is an `MHATokenToKVPool` (its own
-"KV Cache is allocated" line, the SWA pool first; kvcalc prints these lines for gpt-oss and
-Llama-4 under every row, `LOGGED_AS_0523`) and `SWAKVPool` logs "SWAKVPool mem usage:
+"KV Cache is allocated" line, the SWA pool first, under the `legacy` row; 0.5.23 logs the "Full"
+pool first, then the "SWA" one, below) and `SWAKVPool` logs "SWAKVPool mem usage:
 X GB, swa size: S, full size: F". (Older 0.4.10-0.5.x `set_num_token_hybrid` split
 max_total_num_tokens x num_hidden_layers by layer counts, the same when F = S, without the
 page alignment after the split.) A request of L tokens holds L full-pool tokens and, once SGLang
@@ -113,9 +113,12 @@ The 2026 families, SGLang 0.5.23 (issue 19; docs/engine-rules-2026.md):
   `SWARequestCapPoolConfigurator` (971-1046: --max-running-requests with the radix cache off)
   is not modelled. gpt-oss and Llama-4 (GptOssForCausalLM, in `SWA_SINK_ARCHS`;
   Llama4ForConditionalGeneration) take the same rule; 0.5.16 had it too (its
-  `pool_configurator.py` 301-420), with unlabelled pool lines, the SWA pool first. Known gap:
-  kvcalc prints 0.5.23's "dtype: ..." lines for Gemma-4 / MiMo only (`LOGGED_AS_0523`); plain pools
-  and gpt-oss / Llama-4 keep the older "KV Cache is allocated. #tokens: ..." form README.md pins.
+  `pool_configurator.py` 301-420), with unlabelled pool lines, the SWA pool first.
+- Log lines, 0.5.23 (`memory_pool.py` `_finalize_allocation_log`, 2073-2099; `kv_cache_dtype.py`
+  for the dtype): every pool kvcalc prints logs "KV Cache is allocated. dtype: torch.bfloat16,
+  #tokens: N, K size: X GB, V size: Y GB" (MLA and DSA: "KV size: X GB", the DSA one with its
+  index-K buffers; "Full" / "SWA" labels on the SWAKVPool's two); the `0.5.16` and `legacy` rows
+  keep the older "KV Cache is allocated. #tokens: ..." form of PR #11309's logs.
 - Plain pools, sized as before: Kimi-K2.5 (MLA), MiniMax-M2.7, Qwen3-VL (MHA), DeepSeek-V3.2 (DSA);
   GLM-5 (GlmMoeDsaForCausalLM) in the DSA pool with its index key only on the layers that do not
   skip top-k (`indexer_types` "full": `dsa_layer_skips_topk`, `configs/model_config.py` 488-520;
@@ -126,9 +129,14 @@ The 2026 families, SGLang 0.5.23 (issue 19; docs/engine-rules-2026.md):
   (`UNREGISTERED`): Step-3.7-Flash (Step3p7FlashForCausalLM; `models/step3p7.py` is the VL
   Step3p7ForConditionalGeneration) and MiniMax-M3 (MiniMaxM3ForCausalLM; `models/minimax_m3.py`
   is MiniMaxM3SparseForCausalLM): SGLang would run its Transformers backend.
-- Refused, naming the pool kvcalc does not model: DeepSeek-V4 (`DSV4PoolConfigurator`, 1067-1713)
-  and the mamba / linear-attention hybrids (Qwen3.5, Nemotron-H, Kimi-K3: `MambaPool` beside a
-  `HybridLinearKVPool`, `MAMBA_POOL`).
+- The mamba / linear-attention hybrids (Qwen3.5 / Qwen3-Next Gated DeltaNet, Nemotron-H Mamba-2,
+  Kimi-K3 / Kimi-Linear KDA beside MLA): the `MambaPool` of state slots takes its share of the
+  budget first (`--mamba-full-memory-ratio` 0.9), the `HybridLinearKVPool` of the full-attention
+  layers gets the rest; `sglang_mamba.py` has the rules and their sources; SGLang 0.5.23's own
+  code, run on a CPU, gives the same figures (tests/oracle/fixtures/sglang_0523_mamba.json).
+  Other hybrids (Jamba, Falcon-H1, Granite-4.0-H, LFM2) are refused (`MAMBA_POOL`).
+- Refused, naming the pool kvcalc does not model: DeepSeek-V4 (SGLang 0.5.23 serves it:
+  `models/deepseek_v4.py`, `DSV4PoolConfigurator`, pool_configurator.py 1067-1713).
 """
 
 from __future__ import annotations
@@ -145,7 +153,7 @@ from kvcalc.calc.kv_cache import (
     refuse_hybrid_layers,
     refuse_unmodelled_layers,
 )
-from kvcalc.engines import SEARCH_LIMIT_TOKENS, defaults, longest_fitting
+from kvcalc.engines import SEARCH_LIMIT_TOKENS, defaults, longest_fitting, sglang_mamba
 from kvcalc.errors import MESSAGE, OPTION_SAYS, KvcalcError
 from kvcalc.formats import StorageFormat
 from kvcalc.results import EngineResult
@@ -333,16 +341,14 @@ def check_swa_ratio(ratio: float) -> None:
 SWA_POOL_FEATURES = frozenset({"kind_geometry", "sinks", "k_eq_v"})
 
 
-#: why the hybrid linear-attention families (Qwen3.5, Nemotron-H, Kimi-K3 / Kimi-Linear) are refused:
-#: 0.5.23 keeps their state in a `MambaPool` (`mem_cache/memory_pool.py` 984-1010 logs "Mamba Cache
-#: is allocated. ... max_mamba_cache_size: ...") beside a `HybridLinearKVPool` of the full-attention
-#: layers only (`DefaultPoolConfigurator.__init__`, pool_configurator.py 228-236, counts
-#: `mambaish.full_attention_layer_ids`); how the state slots share the budget
-#: (`kv_cache_configurator.py` 925-1017, `--max-mamba-cache-size`, `--mamba-full-memory-ratio`) is
-#: not modelled
+#: why the other hybrids (Jamba, Falcon-H1, Granite-4.0-H, LFM2, ...; every hybrid under the older rows)
+#: are refused: 0.5.23 keeps their state in a `MambaPool` (`mem_cache/memory_pool.py` 984-1010) beside
+#: a `HybridLinearKVPool` of the full-attention layers (`DefaultPoolConfigurator.__init__`,
+#: pool_configurator.py 228-236); kvcalc sizes it (`sglang_mamba.py`) only for the state shapes it
+#: has checked against SGLang's config classes (`sglang_mamba.STATE_KINDS`)
 MAMBA_POOL = (
-    "kvcalc does not model SGLang 0.5.23's MambaPool (the state slots, max_mamba_cache_size, and how "
-    "they share the budget with the HybridLinearKVPool of the full-attention layers)"
+    "kvcalc sizes SGLang 0.5.23's MambaPool (the state slots beside the HybridLinearKVPool of the "
+    "full-attention layers) for Qwen3.5 / Qwen3-Next, Nemotron-H and Kimi-Linear / Kimi-K3 only"
 )
 
 
@@ -351,6 +357,7 @@ MAMBA_POOL = (
 #: to its Transformers backend (`models/transformers.py` `TransformersForCausalLM`), whose pool
 #: kvcalc does not model. model type -> (architecture, what SGLang serves instead)
 UNREGISTERED = {
+    "jamba": ("JambaForCausalLM", "no model class of srt/models/ names it"),
     "step3p7": (
         "Step3p7FlashForCausalLM",
         "models/step3p7.py serves Step3p7ForConditionalGeneration, the one is_hybrid_swa_model lists",
@@ -391,6 +398,13 @@ def pool_refusal(model: ModelSpec, version: str = "current") -> str | None:
     return None
 
 
+def uses_state_pool(model: ModelSpec) -> bool:
+    """True when SGLang 0.5.23 serves `model` with a `MambaPool` of state slots beside a
+    `HybridLinearKVPool` that kvcalc sizes (`sglang_mamba.STATE_KINDS`: Qwen3-Next / Qwen3.5's
+    Gated DeltaNet, Nemotron-H's Mamba-2, Kimi-Linear / Kimi-K3's KDA)."""
+    return any(layer.keeps_state for layer in model.layers) and sglang_mamba.state_kind(model) is not None
+
+
 def check_model(model: ModelSpec, version: str = "current", hybrid_swa_memory: bool = True) -> None:
     """Raise `KvcalcError` (field `model`) for a model whose SGLang pool kvcalc does not size
     (`pool_refusal`) or with mamba / linear-attention or hybrid layers: the profile sizes
@@ -402,6 +416,10 @@ def check_model(model: ModelSpec, version: str = "current", hybrid_swa_memory: b
         )
     if uses_swa_pool(model, hybrid_swa_memory, version) and (model.model_type or "") in RULES[version].swa_ratio_types:
         refuse_unmodelled_layers(model, "SGLang", ENGINES_MODEL_TODAY | {"indexer"} | SWA_POOL_FEATURES)
+        return
+    if version == "current" and uses_state_pool(model):
+        # the MambaPool beside a HybridLinearKVPool (sglang_mamba.py); Kimi-K3: MLA layers beside KDA
+        refuse_unmodelled_layers(model, "SGLang", ENGINES_MODEL_TODAY | {"linear_beside_mla"})
         return
     if any(not layer.caches_kv for layer in model.layers):
         raise KvcalcError(
@@ -675,17 +693,25 @@ def swa_pool_tokens(
     return full, int(full * swa_full_tokens_ratio) // page_size * page_size
 
 
-#: the models whose pool lines kvcalc prints in SGLang 0.5.23's form ("Full KV Cache is allocated.
-#: dtype: ..., #tokens: ..."; `memory_pool.py` `_finalize_allocation_log` 2073-2099); plain pools and
-#: gpt-oss / Llama-4's SWA pool still print the pre-0.5.16 form ("KV Cache is allocated. #tokens:
-#: ...") that README.md's examples pin, a known gap to 0.5.23
-LOGGED_AS_0523 = frozenset({"gemma4", "gemma4_text", "mimo_v2_flash"})
 _TORCH_DTYPES = {
     "bf16": "torch.bfloat16",
     "fp16": "torch.float16",
     "fp8_e4m3": "torch.float8_e4m3fn",
     "fp8_e5m2": "torch.float8_e5m2",
 }
+
+
+#: the torch dtype 0.5.23's pool logs for the fp4 / mxfp8 KV types (`mem_cache/kv_cache_dtype.py` 72-78)
+_TORCH_DTYPES_0523 = {
+    **_TORCH_DTYPES,
+    "mxfp8": "torch.float8_e4m3fn",
+    "nvfp4": "torch.float4_e2m1fn_x2",
+    "fp4_mx_block16": "torch.float4_e2m1fn_x2",
+}
+
+
+def _torch_dtype(k: StorageFormat) -> str:
+    return _TORCH_DTYPES_0523[k.name]
 
 
 def max_total_num_tokens(
@@ -756,6 +782,26 @@ def pool_layout(
     return row, extra, notes
 
 
+def _state_pool(
+    model: ModelSpec, kv_memory_bytes: int, tp: int, version: str, mamba: sglang_mamba.MambaOptions
+) -> tuple[sglang_mamba.StateSlots | None, int]:
+    """(the state slots, the budget left for the token pool): the hybrids' `MambaPool` takes its
+    share first (`sglang_mamba.split_budget`); other models: (None, the whole budget)."""
+    if version != "current" or not uses_state_pool(model) or kv_memory_bytes <= 0:
+        return None, kv_memory_bytes
+    return sglang_mamba.plan_state(model, kv_memory_bytes, tp, mamba)
+
+
+def _kv_line_0523(n: int, k_bytes: int, v_bytes: int, k: StorageFormat, mla: bool) -> str:
+    """0.5.23's `_finalize_allocation_log` (memory_pool.py 2073-2099) for an unlabelled pool:
+    "KV Cache is allocated. dtype: torch.bfloat16, #tokens: N, K size: X GB, V size: Y GB" (MLA:
+    "KV size: X GB"), GB = 2^30."""
+    head = f"KV Cache is allocated. dtype: {_torch_dtype(k)}, #tokens: {n}"
+    if mla:
+        return f"{head}, KV size: {_gib(k_bytes + v_bytes)}"
+    return f"{head}, K size: {_gib(k_bytes)}, V size: {_gib(v_bytes)}"
+
+
 def _gib(n: int) -> str:
     return f"{n / SGLANG_GB:.2f} GB"
 
@@ -781,6 +827,7 @@ def capacity(
     hybrid_swa_memory: bool = True,
     swa_full_tokens_ratio: float = DEFAULT_SWA_FULL_TOKENS_RATIO,
     target: PoolTarget = PoolTarget(),
+    mamba: sglang_mamba.MambaOptions = sglang_mamba.DEFAULT_OPTIONS,
 ) -> EngineResult:
     """SGLang's pool for a static budget of `kv_memory_bytes` per rank: `max_total_num_tokens`,
     pages, K and V bytes and the log lines; DeepSeek-V3.2's NSA pool (page 64, the indexer
@@ -805,10 +852,12 @@ def capacity(
     nsa = is_nsa(model)
     if nsa:
         page_size = NSA_PAGE_SIZE
-        lines.append("Setting page size to 64 for DeepSeek NSA.")
+        # 0.5.23 arg_groups/model_overrides/deepseek_v2.py 170-173 (CUDA: 64 x index_kpool, 1 for these models)
+        lines.append(f"Setting page size to 64 for DeepSeek {'DSA' if version == 'current' else 'NSA'}.")
     L = max_model_len or model.default_context
     cell = cell_size_bytes(model, k, v, tp, version, row=row, extra_bytes=extra)
-    n = kv_memory_bytes // cell // page_size * page_size if kv_memory_bytes > 0 else 0
+    slots, budget = _state_pool(model, kv_memory_bytes, tp, version, mamba)
+    n = budget // cell // page_size * page_size if budget > 0 else 0
     ratio_pool = (
         uses_swa_pool(model, hybrid_swa_memory, version) and (model.model_type or "") in RULES[version].swa_ratio_types
     )
@@ -832,7 +881,7 @@ def capacity(
         n = 1  # the SWA pool's own check below
     if n <= 0:
         raise KvcalcError(
-            f"SGLang would fail at start-up ({max(kv_memory_bytes, 0):,} B holds no page of "
+            f"SGLang would fail at start-up ({max(budget, 0):,} B holds no page of "
             f"{cell * page_size:,} B): {NO_MEMORY}",
             field="kv_memory_bytes",
             value=kv_memory_bytes,
@@ -875,7 +924,7 @@ def capacity(
         fk, fv = _layers_pool_bytes([x for x in model.layers if x.kind != "sliding"], full + page_size, k, v, tp)
         k_bytes, v_bytes = fk + sk, fv + sv
         mem = f"SWAKVPool mem usage: {(k_bytes + v_bytes) / SGLANG_GB:.2f} GB, swa size: {swa}, full size: {full}"
-        if ratio_rule and version == "current" and (model.model_type or "") in LOGGED_AS_0523:
+        if ratio_rule and version == "current":
             # 0.5.23 memory_pool.py _finalize_allocation_log 2073-2099 ("Full" / "SWA" allocation labels);
             # swa_memory_pool.py 95-133 builds the full pool first
             dtype = _TORCH_DTYPES[k.name]
@@ -933,7 +982,11 @@ def capacity(
             latent, indexer = nsa_pool_bytes(model, n, k, page_size, row=row)
             k_bytes, v_bytes = latent + indexer, 0
             logged = latent if version == "legacy" else latent + indexer
-            lines.append(f"KV Cache is allocated. #tokens: {n}, KV size: {_gib(logged)}")
+            lines.append(
+                _kv_line_0523(n, logged, 0, k, True)
+                if version == "current"
+                else f"KV Cache is allocated. #tokens: {n}, KV size: {_gib(logged)}"
+            )
             if version == "legacy":
                 notes.append(
                     f"SGLang before PR #11309 sized tokens and logged the KV size without the indexer "
@@ -946,9 +999,41 @@ def capacity(
                     f"scales and a bf16 rope): the pool takes {k_bytes:,} B, "
                     f"{k_bytes - kv_memory_bytes:,} B over the budget"
                 )
+        elif slots is not None:
+            reqs, warning = sglang_mamba.max_running_requests(
+                n, L or n, slots.max_mamba_cache_size, disable_radix_cache=mamba.disable_radix_cache
+            )
+            k_bytes, v_bytes = pool_bytes(model, n, page_size, k, v, tp)
+            lines += [
+                *([warning] if warning else []),
+                sglang_mamba.mamba_log_line(slots.state, slots.max_mamba_cache_size),
+                _kv_line_0523(n, k_bytes, v_bytes, k, model.attention == "mla"),
+            ]
+            notes += [
+                sglang_mamba.state_note(slots.state),
+                (
+                    f"--max-mamba-cache-size {mamba.max_mamba_cache_size}: "
+                    if mamba.max_mamba_cache_size is not None
+                    else f"the budget split by --mamba-full-memory-ratio {mamba.full_memory_ratio:g}: "
+                )
+                + f"{slots.max_mamba_cache_size:,} state slots (+1 padding) take {slots.state_bytes:,} B, "
+                f"{budget:,} B left for the KV cache of the {slots.n_attention_layers} full-attention layers; "
+                f"max_running_requests {reqs:,} ({sglang_mamba.slots_per_request(mamba.disable_radix_cache)} "
+                f"state slots a request, context_len {L:,})",
+            ]
+
+            def fits(t: int, c: int) -> bool:  # noqa: F811 (the state slots cap the requests too)
+                return c <= reqs and n >= c * per_req(t)
+
+            conc = min(n / per_req(L), reqs) if L else None
         else:
             k_bytes, v_bytes = pool_bytes(model, n, page_size, k, v, tp)
-            lines.append(_kv_line(n, k_bytes, v_bytes, model.attention == "mla"))
+            mla = model.attention == "mla"
+            lines.append(
+                _kv_line_0523(n, k_bytes, v_bytes, k, mla)
+                if version == "current"
+                else _kv_line(n, k_bytes, v_bytes, mla)
+            )
         if any(layer.kind == "sliding" for layer in model.layers):
             why = (
                 "--disable-hybrid-swa-memory"
@@ -969,6 +1054,7 @@ def capacity(
         num_gpu_blocks=n // page_size,
         kv_cache_tokens=n,
         engine_kv_bytes=k_bytes + v_bytes,
+        engine_state_bytes=slots.state_bytes if slots else None,
         max_model_len=L,
         max_concurrency=conc,
         concurrency=concurrency,
@@ -993,6 +1079,7 @@ def memory_for(
     hybrid_swa_memory: bool = True,
     swa_full_tokens_ratio: float = DEFAULT_SWA_FULL_TOKENS_RATIO,
     target: PoolTarget = PoolTarget(),
+    mamba: sglang_mamba.MambaOptions = sglang_mamba.DEFAULT_OPTIONS,
 ) -> int:
     """The static budget per rank for `batch` requests of `seq_len` tokens:
     batch x cdiv(seq_len, page) x page x cell_size (NSA: page 64). With the SWA pool, the least
@@ -1000,6 +1087,18 @@ def memory_for(
     batch x pages(min(seq_len, window)) sliding-layer tokens (found by bisection)."""
     _check(model, k, v, tp, page_size, version, swa_full_tokens_ratio, hybrid_swa_memory)
     row, extra, _ = pool_layout(model, k, v, tp, version, target, hybrid_swa_memory)
+    if version == "current" and uses_state_pool(model):
+        # the MambaPool's slots first: the least budget whose split holds the tokens and the requests
+        return sglang_mamba.least_budget(
+            model,
+            tp=tp,
+            cell_bytes=cell_size_bytes(model, k, v, tp, version, row=row, extra_bytes=extra),
+            page_size=page_size,
+            need_tokens=batch * -(-seq_len // page_size) * page_size,
+            need_requests=batch,
+            context_len=model.default_context or seq_len,
+            options=mamba,
+        )
     if is_nsa(model):
         page_size = NSA_PAGE_SIZE
     cell = cell_size_bytes(model, k, v, tp, version, row=row, extra_bytes=extra)

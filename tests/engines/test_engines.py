@@ -292,7 +292,9 @@ def test_sglang_pool_tokens_and_logged_gib_labelled_gb():
     assert r.kv_cache_tokens == 10 * GiB // 147_456 == 72_817
     # K buffer: 36 layers x (72,817 + 1 padded slot) rows x 8 x 128 x 2 B = 5,368,725,504 B = 5.0001 GiB
     assert r.k_bytes == r.v_bytes == 36 * 72_818 * 8 * 128 * 2 == 5_368_725_504
-    assert r.log_lines == ["KV Cache is allocated. #tokens: 72817, K size: 5.00 GB, V size: 5.00 GB"]
+    assert r.log_lines == [
+        "KV Cache is allocated. dtype: torch.bfloat16, #tokens: 72817, K size: 5.00 GB, V size: 5.00 GB"
+    ]
     assert any('labelled "GB"' in n for n in r.notes)
     # --page-size 16: tokens rounded down to a page (72,816), each buffer has 16 padded rows
     p = sglang.capacity(m, 10 * GiB, BF16, BF16, page_size=16)
@@ -308,7 +310,9 @@ def test_sglang_mla_one_buffer():
     r = sglang.capacity(m, 4 * GiB, BF16, BF16)
     n = 4 * GiB // 31_104
     assert r.kv_cache_tokens == n and r.v_bytes == 0 and r.k_bytes == 27 * (n + 1) * 576 * 2
-    assert r.log_lines == [f"KV Cache is allocated. #tokens: {n}, KV size: {r.k_bytes / GiB:.2f} GB"]
+    assert r.log_lines == [
+        f"KV Cache is allocated. dtype: torch.bfloat16, #tokens: {n}, KV size: {r.k_bytes / GiB:.2f} GB"
+    ]
 
 
 # ----- llama.cpp rules ------------------------------------------------------------------------
@@ -486,7 +490,9 @@ def test_cli_capacity_ollama_and_sglang():
     )
     assert out["n_cells"] == 8192 and out["k_bytes"] == 224 * MiB
     out = run_json("capacity", str(CFG / "qwen3-4b.yaml"), "-e", "sglang", "--kv-memory", "10GiB")
-    assert out["kv_cache_tokens"] == 72_817 and out["log_lines"][0].startswith("KV Cache is allocated. #tokens: 72817")
+    assert out["kv_cache_tokens"] == 72_817 and out["log_lines"][0].startswith(
+        "KV Cache is allocated. dtype: torch.bfloat16, #tokens: 72817"
+    )
 
 
 def test_cli_estimate_engine_keys_beside_kv_keys():

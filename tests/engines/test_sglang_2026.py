@@ -226,9 +226,6 @@ def test_glm_5_before_0_5_17_refused():
             "SGLang 0.5.23 registers no Step3p7FlashForCausalLM (models/step3p7.py serves "
             "Step3p7ForConditionalGeneration",
         ),
-        ("qwen3.5-27b", sglang.MAMBA_POOL),
-        ("nemotron-3-super-120b-a12b", sglang.MAMBA_POOL),
-        ("kimi-k3", sglang.MAMBA_POOL),
     ],
 )
 def test_refused_pools(name, reason):
@@ -257,4 +254,18 @@ def test_gpt_oss_swa_pool_0_5_16_lines():
         "KV Cache is allocated. dtype: torch.bfloat16, #tokens: 194180, K size: 2.22 GB, V size: 2.22 GB",
         "KV Cache is allocated. dtype: torch.bfloat16, #tokens: 242725, K size: 2.78 GB, V size: 2.78 GB",
         "SWAKVPool mem usage: 10.00 GB, swa size: 194180, full size: 242725",
+    ]
+
+
+def test_dsa_pool_0_5_23_log_lines():
+    """DeepSeek-V3.2 fp8 TP8, 80 GiB, Hopper: 1,787,008 tokens (above). 0.5.23 logs "Setting page size to
+    64 for DeepSeek DSA." (`arg_groups/model_overrides/deepseek_v2.py` 170-173) and the DSA pool's
+    `_finalize_allocation_log` (`memory_pool.py` 2073-2099) with the dtype and one "KV size": the latent
+    61 x (1,787,008 + 64) x 656 = 71,511,473,152 B plus the index keys 61 x 27,923 pages x 64 x 132 =
+    14,389,503,744 B (27,923 = (1,787,008 + 64 + 1) // 64) = 85,900,976,896 B = 80.00 GiB."""
+    r = capacity("deepseek-v3.2")
+    assert r.k_bytes == 71_511_473_152 + 14_389_503_744
+    assert r.log_lines == [
+        "Setting page size to 64 for DeepSeek DSA.",
+        "KV Cache is allocated. dtype: torch.float8_e4m3fn, #tokens: 1787008, KV size: 80.00 GB",
     ]

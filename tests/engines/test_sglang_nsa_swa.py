@@ -113,7 +113,7 @@ def test_sparse_mla_budget_divided_by_the_allocated_row_on_hopper():
     # pool: latent 61 x (975,424 + 64) x 656 = 39,035,127,808 + indexer 15,242 pages x 64 x 132 x 61
     # = 7,854,629,376 -> 46,889,757,184 B = 43.67 GiB
     assert r.engine_kv_bytes == 46_889_757_184
-    assert r.log_lines[-1] == "KV Cache is allocated. #tokens: 975424, KV size: 43.67 GB"
+    assert r.log_lines[-1] == "KV Cache is allocated. dtype: torch.float8_e4m3fn, #tokens: 975424, KV size: 43.67 GB"
     assert not any("over the budget" in n for n in r.notes)
     assert (
         "DSA backends prefill=flashmla_kv, decode=flashmla_kv (compute capability 9.0): latent rows of 656 B a layer"
@@ -225,7 +225,7 @@ def test_nsa_page_64_whatever_page_size_and_bf16_has_no_row_gap():
     #      = 966,942,720 + 110,795,520 = 1,077,738,240 B ("1.00 GB")
     r = sglang.capacity(v32(), GiB, BF16, BF16, page_size=16, max_model_len=1000, concurrency=3)
     assert (r.kv_cache_tokens, r.block_size, r.engine_kv_bytes) == (13_696, 64, 1_077_738_240)
-    assert r.log_lines[-1] == "KV Cache is allocated. #tokens: 13696, KV size: 1.00 GB"
+    assert r.log_lines[-1] == "KV Cache is allocated. dtype: torch.bfloat16, #tokens: 13696, KV size: 1.00 GB"
     assert not any("over the budget" in n for n in r.notes)  # the bf16 row is what SGLang sized
     # a request of 1,000 tokens takes cdiv(1000, 64) x 64 = 1,024: 13,696 / 1,024 = 13.375
     assert r.max_concurrency == pytest.approx(13.375)
@@ -267,9 +267,9 @@ def test_gpt_oss_swa_pool_10_gib():
     assert r.engine_kv_bytes == 10_737_426_432
     assert r.log_lines == [
         "Use sliding window memory pool. full_layer_tokens=242725, swa_layer_tokens=194180",
-        # kvcalc's pre-0.5.16 line form (README.md pins it; 0.5.23 labels "Full" / "SWA" and adds the dtype)
-        "KV Cache is allocated. #tokens: 194180, K size: 2.22 GB, V size: 2.22 GB",
-        "KV Cache is allocated. #tokens: 242725, K size: 2.78 GB, V size: 2.78 GB",
+        # 0.5.23 memory_pool.py _finalize_allocation_log 2073-2099: the "Full" pool first, then the "SWA" one
+        "Full KV Cache is allocated. dtype: torch.bfloat16, #tokens: 242725, K size: 2.78 GB, V size: 2.78 GB",
+        "SWA KV Cache is allocated. dtype: torch.bfloat16, #tokens: 194180, K size: 2.22 GB, V size: 2.22 GB",
         "SWAKVPool mem usage: 10.00 GB, swa size: 194180, full size: 242725",
     ]
     # 131,072-token requests: full pool 242,725 / 131,072 = 1.8518; SWA pool 194,180 / 128 is larger
@@ -289,8 +289,8 @@ def test_gpt_oss_swa_pool_tp2_pages_of_16():
     assert (r.kv_cache_tokens, r.num_gpu_blocks, r.engine_kv_bytes) == (194_176, 12_136, 4_295_098_368)
     assert r.log_lines == [
         "Use sliding window memory pool. full_layer_tokens=194176, swa_layer_tokens=155328",
-        "KV Cache is allocated. #tokens: 155328, K size: 0.89 GB, V size: 0.89 GB",
-        "KV Cache is allocated. #tokens: 194176, K size: 1.11 GB, V size: 1.11 GB",
+        "Full KV Cache is allocated. dtype: torch.bfloat16, #tokens: 194176, K size: 1.11 GB, V size: 1.11 GB",
+        "SWA KV Cache is allocated. dtype: torch.bfloat16, #tokens: 155328, K size: 0.89 GB, V size: 0.89 GB",
         "SWAKVPool mem usage: 4.00 GB, swa size: 155328, full size: 194176",
     ]
 

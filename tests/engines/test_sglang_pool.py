@@ -66,7 +66,7 @@ def test_llama_8b_tp2_pages_of_16():
         longest_context=40_960,
         k_bytes=5_369_233_408,
         v_bytes=5_369_233_408,
-        log_lines=["KV Cache is allocated. #tokens: 163840, K size: 5.00 GB, V size: 5.00 GB"],
+        log_lines=["KV Cache is allocated. dtype: torch.bfloat16, #tokens: 163840, K size: 5.00 GB, V size: 5.00 GB"],
         notes=[GB_NOTE],
     )
 
@@ -94,7 +94,7 @@ def test_mla_one_latent_buffer_and_kv_size_line():
         longest_context=None,
         k_bytes=1_073_772_288,
         v_bytes=0,
-        log_lines=["KV Cache is allocated. #tokens: 34521, KV size: 1.00 GB"],
+        log_lines=["KV Cache is allocated. dtype: torch.bfloat16, #tokens: 34521, KV size: 1.00 GB"],
         notes=[GB_NOTE],
     )
 
@@ -122,7 +122,7 @@ def test_sliding_layers_sized_full_with_mixed_dtypes_and_a_given_label():
         longest_context=None,
         k_bytes=715_890_688,
         v_bytes=357_945_344,
-        log_lines=["KV Cache is allocated. #tokens: 2818, K size: 0.67 GB, V size: 0.33 GB"],
+        log_lines=["KV Cache is allocated. dtype: torch.bfloat16, #tokens: 2818, K size: 0.67 GB, V size: 0.33 GB"],
         notes=[GB_NOTE, SWA_NOTE],
     )
     # without a label, K and V names joined
@@ -170,8 +170,9 @@ def test_block_formats_and_recurrent_layers_refused(fn):
     )
     with pytest.raises(KvcalcError, match="SGLang 0.5.23 has no 'q8_0' KV cache dtype; its pool stores auto, bf16"):
         call(llama(), Q8)
-    hybrid = load_model("qwen3-next-80b-a3b")  # 36 linear-attention layers
-    with pytest.raises(KvcalcError, match="the SGLang profile models attention layers only; use --engine ideal$"):
+    # SGLang 0.5.23 sizes Qwen3-Next's MambaPool (test_sglang_mamba.py) and has no Jamba
+    hybrid = load_model("jamba-1.5-mini")
+    with pytest.raises(KvcalcError, match="SGLang 0.5.23 registers no JambaForCausalLM"):
         call(hybrid, BF16)
     with pytest.raises(KvcalcError, match="not divisible by 3"):
         sglang.memory_for(llama(), 1000, 1, BF16, BF16, tp=3)
