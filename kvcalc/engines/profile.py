@@ -358,6 +358,22 @@ class VllmProfile(EngineProfile):
                 field="kv_dtype",
                 value=kv_dtype,
             )
+        opts = self.options(options)
+        if (
+            (kv_dtype or "").strip().lower() == "nvfp4_ds_mla"
+            and opts.version == vllm.CURRENT_VERSION
+            and v0_33_specs.cc_major(opts.compute_capability) == 10
+            and (not v0_33_specs.is_sparse_mla(model) or v0_33_specs.is_deepseek_v4(model))
+        ):
+            # vLLM 0.33.0 `platforms/cuda.py` `_get_backend_priorities` (major 10): only the sparse
+            # MLA backend FLASHMLA_SPARSE lists nvfp4_ds_mla (`flashmla_sparse.py`); FlashInfer takes
+            # any "nvfp4*" name on a full-attention model as plain uint8, not modelled here
+            raise KvcalcError(
+                f"{model.name}: vLLM 0.33 stores nvfp4_ds_mla rows (352 B) only for DeepSeek-V3.2 / "
+                "GLM-5's sparse MLA (FLASHMLA_SPARSE, SM100); kvcalc does not model it for this model: use fp8",
+                field="kv_dtype",
+                value=kv_dtype,
+            )
         name = (kv_dtype or "").strip().lower()
         version = options.version if options is not None else vllm.CURRENT_VERSION
         if (
@@ -410,10 +426,13 @@ class VllmProfile(EngineProfile):
             )
         if row is not None and row.name == "nvfp4_ds_mla":
             cc = options.compute_capability or "9.0"
+            if cc.split(".")[0] == "10":
+                # FLASHMLA_SPARSE's 352 B row on SM100 (`v0_33_specs.sparse_mla_specs`); the fp8
+                # format stands for it as for fp8_ds_mla, `kv_formats` refuses it off sparse MLA
+                self._check_033(row.name, options)
+                return "fp8_e4m3", options
             where = (
-                "kvcalc's vLLM profile does not model its SM100 backends yet"
-                if cc.split(".")[0] == "10"
-                else f"vLLM 0.33 takes it on SM100 only, no backend on compute capability {cc}"
+                f"vLLM 0.33 takes it on SM100 only, no backend on compute capability {cc}"
                 f"{'' if options.compute_capability else ' (assumed: no GPU given)'}"
             )
             raise KvcalcError(
