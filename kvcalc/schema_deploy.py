@@ -118,6 +118,19 @@ class OffloadSpec(_Frozen):
     shared_prefix: ContextTokens | None = None
 
 
+class SpeculativeSpec(_Frozen):
+    """Speculative decoding as `kvcalc plan --speculative-config` wrote it
+    (`calc.speculative.SpecDecode`): vLLM's `method` and `num_speculative_tokens` (SGLang's
+    --speculative-num-steps), the draft `model` (an EAGLE head or draft model: a bundled name,
+    config file or Hub id; None for MTP and n-gram) and the user's `accepted` length (mean tokens
+    a verify step emits; None: no speculative TPOT)."""
+
+    method: Literal["mtp", "eagle", "eagle3", "draft_model", "ngram"]
+    num_speculative_tokens: Annotated[int, Field(strict=True, gt=0, le=64)]
+    model: Annotated[str, Field(min_length=1)] | None = None
+    accepted: Positive | None = None
+
+
 class Deployment(_Frozen):
     """One deployment. `tp` defaults to count / pp; dp = count / (tp x pp) replicas share the
     `concurrency` sequences of `max_seq_len` tokens: some hold ceil(concurrency / dp), the rest
@@ -152,6 +165,8 @@ class Deployment(_Frozen):
     targets: Targets | None = None
     #: the tier below the GPU (`OffloadSpec`), checked against its host memory
     offload: OffloadSpec | None = None
+    #: speculative decoding (`SpeculativeSpec`): its memory and, with `accepted`, its TPOT
+    speculative: SpeculativeSpec | None = None
 
     @field_validator("kv_dtype", "weight_dtype")
     @classmethod

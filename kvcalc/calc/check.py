@@ -69,6 +69,7 @@ def check(
     file: str,
     engine_kv: Callable[..., EngineKv] | None = None,
     engine: str = "ideal",
+    speculative: object | None = None,
     speed: SpeedTerms | None = None,
 ) -> CheckRow:
     """Plan and roofline one deployment: its memory per GPU against the budget (fits when
@@ -80,7 +81,9 @@ def check(
     `kvcalc plan` applies it (`calc.plan._Placed`), so a deployment that plan wrote checks to
     plan's figures (issue 23 friction 1). Where the engine's arithmetic does not cover the
     layout (it raises `KvcalcError`), the exact formula sizes it and the row's `notes` say so,
-    as plan's notes do. `engine` names the engine in the row. `speed`: the speed model's terms
+    as plan's notes do. `engine` names the engine in the row. `speculative`: the file's
+    `calc.speculative.SpecDecode` (its memory and TPOT as plan counts them, `_Placed.spec_bytes`).
+    `speed`: the speed model's terms
     for that engine on this GPU at this TP (`calc.speed`; what `kvcalc plan` and `kvcalc
     estimate` time the layout with; None: the bare roofline).
 
@@ -103,7 +106,7 @@ def check(
         else:
             notes += list(ekv.notes)
     kv_dtypes = (lay.k_dtype or model.dtype, lay.v_dtype or model.dtype)  # `layout` sets both: the same strs
-    placed = _Placed(GpuChoice((gpu,)), base, (gpu,), dep.dp, kv_dtypes, lay.weight_dtype, ekv)
+    placed = _Placed(GpuChoice((gpu,)), base, (gpu,), dep.dp, kv_dtypes, lay.weight_dtype, ekv, spec=speculative)
     planner = placed.planner(gpu)
     T = dep.max_seq_len
     used = max(placed.used(T, dep.concurrency))

@@ -114,6 +114,8 @@ def check_layout(model: ModelSpec, tp: int, dp_attention: int = 1, ep: int = 1, 
             value=dcp,
             form=MESSAGE,
         )
+    if dcp > 1 and model.attention != "mla":
+        check_gqa_dcp(model, tp, dcp)
     if dcp > 1 and any(layer.compress_ratio for layer in model.layers):
         raise KvcalcError(
             f"{model.name} has compressed caches (one entry per N tokens); how vLLM shards them by "
@@ -127,6 +129,28 @@ def check_layout(model: ModelSpec, tp: int, dp_attention: int = 1, ep: int = 1, 
             f"{model.name} has sliding-window layers, which vLLM 0.33.0 does not shard by "
             f"position (single_type_kv_cache_manager.py SlidingWindowManager: 'DCP not support "
             f"sliding window attn now')",
+            field="dcp",
+            value=dcp,
+            form=MESSAGE,
+        )
+
+
+def check_gqa_dcp(model: ModelSpec, tp: int, dcp: int) -> None:
+    """Refuse, with `KvcalcError` (field `dcp`), the DCP sizes vLLM 0.33.0 refuses for a model
+    without MLA (`vllm/config/model.py` `verify_with_parallel_config`): DCP reuses the TP ranks
+    that hold copies of a KV head, so tp must exceed the KV heads H_kv, dcp <= tp // H_kv, and
+    the query heads per KV head must be divisible by dcp."""
+    kv, per_kv = model.resolved_n_kv_heads, model.queries_per_kv_head
+    why = None
+    if tp <= kv:
+        why = f"tp {tp} must be greater than the model's {kv} KV heads (DCP uses the ranks that copy a KV head)"
+    elif dcp > tp // kv:
+        why = f"dcp {dcp} exceeds tp // KV heads = {tp} // {kv} = {tp // kv}"
+    elif per_kv % dcp:
+        why = f"the {per_kv} query heads per KV head must be divisible by dcp {dcp}"
+    if why:
+        raise KvcalcError(
+            f"{model.name} (GQA/MQA, no MLA): {why} (vLLM 0.33.0 vllm/config/model.py)",
             field="dcp",
             value=dcp,
             form=MESSAGE,

@@ -188,6 +188,13 @@ class PlanSearch:
     #: down by the request layer, which reads the speed table and a calibration (None: the bare
     #: roofline of `knobs`)
     speed: Callable[[GpuSpec, int], Any] | None = None
+    #: the engine shards positions by decode context parallel (vLLM's `-dcp`): an MLA model's
+    #: TP layouts are also searched with dcp = tp (`dcp_sizes`)
+    dcp: bool = False
+    #: speculative decoding (`calc.speculative.SpecDecode`; None: none): its draft weights, draft
+    #: KV and extra state count in each layout's memory (`speculative.memory_parts`), and with the
+    #: user's acceptance length its TPOT replaces the plain step (`speculative.estimate`)
+    speculative: Any = None
     #: whole requests to time and rank on (None: every sequence at `seq_len`)
     requests: WholeRequests | None = None
 
@@ -254,6 +261,24 @@ def moe_layouts(
         if dp > 1 and pp == 1 and tp * dp <= limit:
             out.append((tp, pp, dp, tp * dp, 1))
     return out
+
+
+def dcp_sizes(model: ModelSpec, tp: int, dp_attention: int = 1) -> list[int]:
+    """The decode-context-parallel sizes searched beside dcp 1 for a (tp, dp_attention) layout:
+    dcp = tp for an MLA model at tp > 1 without attention DP (its latent, copied on each of the tp
+    ranks under TP, is then split by position: 1/tp of every sequence on each rank, vLLM 0.33.0
+    `FullAttentionSpec.max_memory_usage_bytes`), where `parallel.check_layout` accepts it (no
+    sliding-window or compressed cache); none otherwise. A GQA model's DCP needs tp above its KV
+    heads (`parallel.check_gqa_dcp`), past the TP the search gives it, so it is not searched."""
+    if tp == 1 or dp_attention > 1 or model.attention != "mla":
+        return []
+    from kvcalc.calc import parallel
+
+    try:
+        parallel.check_layout(model, tp, dcp=tp)
+    except KvcalcError:
+        return []
+    return [tp]
 
 
 def layer_split(model: ModelSpec, free_bytes: list[int]) -> tuple[int, ...]:
@@ -345,6 +370,8 @@ class _Placed:
     ekv: EngineKv | None = None
     #: `PlanSearch.speed` (None: the bare roofline)
     speed: Callable[[GpuSpec, int], Any] | None = None
+    #: `PlanSearch.speculative` (None: none)
+    spec: Any = None
     #: `PlanSearch.requests`
     requests: WholeRequests | None = None
 
@@ -364,6 +391,19 @@ class _Placed:
     @property
     def ep(self) -> int:
         return self.base.layout.ep
+
+    @property
+    def dcp(self) -> int:
+        """Decode context parallel (`Layout.dcp`): each of the tp ranks holds 1/dcp of the positions."""
+        return self.base.layout.dcp
+
+    def positions(self, seq_len: int) -> int:
+        """The positions of one `seq_len`-token sequence one rank holds: cdiv(seq_len, dcp). The
+        engine's KV arithmetic (`ekv`) takes them as the request's length: vLLM 0.33.0 sizes a
+        `dcp_sharded` group at cdiv(max_model_len, dcp) (`FullAttentionSpec.max_memory_usage_bytes`),
+        and a Mamba group's pages do not depend on the length (sliding-window and compressed
+        caches, whose pages would, are refused under dcp by `parallel.check_layout`)."""
+        return _cdiv(seq_len, self.dcp)
 
     @property
     def count(self) -> int:
@@ -389,19 +429,35 @@ class _Placed:
         the exact formula's."""
         batch = _cdiv(batch, self.dpa)  # one attention-DP rank's sequences
         if self.ekv is not None:
-            return self.ekv.stage_bytes(seq_len, batch)
+            return self.ekv.stage_bytes(self.positions(seq_len), batch)
         return self.base.kv.stage_bytes(seq_len, batch)
+
+    def spec_bytes(self, seq_len: int, concurrency: int) -> int:
+        """Bytes speculative decoding adds on a GPU of the last stage, which runs the drafter
+        (`speculative.memory_parts` at the launch line's --max-model-len = seq_len, so no
+        lookahead slot past it): draft weights + draft KV + extra recurrent state; 0 without."""
+        if self.spec is None:
+            return 0
+        from kvcalc.calc import speculative
+
+        return sum(speculative.memory_parts(self.base, self.spec, seq_len, _cdiv(concurrency, self.dp), seq_len))
 
     def used(self, seq_len: int, concurrency: int) -> list[int]:
         """Each stage's bytes with the fullest replica's ceil(concurrency / dp) sequences. With
         the engine's arithmetic: weights + the engine's KV memory for that batch (its blocks hold
-        any recurrent state) + activation reserve + CUDA context."""
+        any recurrent state) + activation reserve + CUDA context. The last stage also holds what
+        speculative decoding adds (`spec_bytes`)."""
         batch = _cdiv(concurrency, self.dp)
         if self.ekv is None:
-            return self.base.stage_used_bytes(seq_len, batch)
-        b = self.base
-        kv = self.ekv.stage_bytes(seq_len, _cdiv(batch, self.dpa))  # the fullest attention-DP rank's
-        return [w + k + b.fixed_bytes for w, k in zip(b.stage_weight_bytes, kv)]
+            out = list(self.base.stage_used_bytes(seq_len, batch))
+        else:
+            b = self.base
+            kv = self.ekv.stage_bytes(
+                self.positions(seq_len), _cdiv(batch, self.dpa)
+            )  # the fullest attention-DP rank's
+            out = [w + k + b.fixed_bytes for w, k in zip(b.stage_weight_bytes, kv)]
+        out[-1] += self.spec_bytes(seq_len, concurrency)
+        return out
 
     def kv_free(self) -> list[int]:
         """The KV memory each stage's rank leaves the engine (bytes): budget - weights -
@@ -416,6 +472,15 @@ class _Placed:
         stages of each stage's share of the bytes read (its weights and KV over all) times its
         device's whole-model roofline step (exact while decode is memory-bound)."""
         if not self.split or len({g.key for g in self.devices}) == 1:
+            if self.spec is not None and self.spec.accepted is not None:  # the user's acceptance length
+                from kvcalc.calc import speculative
+
+                batch = _cdiv(concurrency, self.dp)
+                est = speculative.estimate(self.planner(self.devices[0]), self.spec, seq_len, batch)
+                # the layout fits by plan's memory test (`used`); estimate's own fit test is not asked
+                k, accepted = self.spec.num_speculative_tokens, self.spec.accepted
+                tpot = speculative.spec_tpot_s(est.verify_step_s, est.draft_step_s, k, accepted)
+                return tpot, batch * self.dp / tpot
             step, tok = self.planner(self.devices[0]).split_decode(seq_len, concurrency)
             return step.step_time_s, tok
         b = self.base
@@ -450,13 +515,17 @@ class _Placed:
         """Sequences of `seq_len` tokens that fit over all replicas (with the engine's
         arithmetic: what it admits per replica, `EngineKv.max_batch`, x dp)."""
         if self.ekv is not None:
-            return self.ekv.max_batch(seq_len, self.kv_free()) * self.dpa * self.dp
+            return self.ekv.max_batch(self.positions(seq_len), self.kv_free()) * self.dpa * self.dp
         if not self.split:
             return self.planner(self.devices[0]).max_batch(seq_len) * self.dp
         return min(self.planner(g).max_batch(seq_len, stage=s) for s, g in enumerate(self.devices))
 
     def label(self) -> str:
-        moe = (f", dp-attention {self.dpa}" if self.dpa > 1 else "") + (f", ep {self.ep}" if self.ep > 1 else "")
+        moe = (
+            (f", dp-attention {self.dpa}" if self.dpa > 1 else "")
+            + (f", ep {self.ep}" if self.ep > 1 else "")
+            + (f", dcp {self.dcp}" if self.dcp > 1 else "")
+        )
         return (
             f"{self.count} x {self.choice.key if self.choice.fixed else self.devices[0].key} "
             f"(tp {self.tp}, pp {self.pp}, dp {self.dp}{moe}; KV {_kv_label(self.kv)}, "
@@ -627,7 +696,16 @@ class _Space:
         """A `_Placed` with the engine's arithmetic on its (first) device: engines that have
         one split heads, not layers, so a layout's devices are one GPU type."""
         return _Placed(
-            choice, base, devices, dp, kv, weight, self.engine(base, devices[0]), self.req.speed, self.req.requests
+            choice,
+            base,
+            devices,
+            dp,
+            kv,
+            weight,
+            self.engine(base, devices[0]),
+            self.req.speed,
+            spec=self.req.speculative,
+            requests=self.req.requests,
         )
 
     def base(
@@ -640,11 +718,12 @@ class _Space:
         stage_layers: tuple[int, ...] | None = None,
         dpa: int = 1,
         ep: int = 1,
+        dcp: int = 1,
     ) -> Planner | None:
-        """The planner of (tp, pp, formats, split, attention DP, EP), built once; None (noted)
+        """The planner of (tp, pp, formats, split, attention DP, EP, DCP), built once; None (noted)
         when the formats do not fit the model (a block format over a head that is not a whole
         number of blocks)."""
-        key = (tp, pp, kv, weight, stage_layers, dpa, ep)
+        key = (tp, pp, kv, weight, stage_layers, dpa, ep, dcp)
         if key not in self.bases:
             lay = dataclasses.replace(
                 self.req.knobs,
@@ -657,6 +736,7 @@ class _Space:
                 stage_layers=stage_layers,
                 dp_attention=dpa,
                 ep=ep,
+                dcp=dcp,
             )
             try:
                 self.bases[key] = Planner(self.req.model, ref, lay)
@@ -679,18 +759,14 @@ class _Space:
         self, choice: GpuChoice, kv: tuple[str, str], weight: str | None, count_list: list[int] | None = None
     ) -> list[_Placed]:
         """Every layout of `choice` in these formats, fewest GPUs first."""
-        req, model = self.req, self.req.model
+        req = self.req
         ref = choice.devices[0]
         out: list[_Placed] = []
         if choice.fixed:
             n = len(choice.devices)
             if req.layer_split:
                 return self._split(choice, choice.devices, kv, weight)
-            for tp, pp, dpa, ep, dp in moe_layouts(model, n, req.gpus_per_node, ref.nvlink_domain_gpus):
-                b = self.base(tp, pp, kv, weight, ref, None, dpa, ep)
-                if b is not None:
-                    out.append(self.place(choice, b, (ref,), dp, kv, weight))
-            return out
+            return self._layouts(choice, n, kv, weight)
         ns = count_list if count_list is not None else counts(req.max_gpus, req.gpus_per_node, req.layer_split)
         if ref.interconnect_bytes_per_s is None:
             # a row without a link between devices (Apple's unified memory: one device per
@@ -700,8 +776,31 @@ class _Space:
             if req.layer_split:
                 out += self._split(choice, (ref,) * n, kv, weight)
                 continue
-            for tp, pp, dpa, ep, dp in moe_layouts(model, n, req.gpus_per_node, ref.nvlink_domain_gpus):
-                b = self.base(tp, pp, kv, weight, ref, None, dpa, ep)
+            out += self._layouts(choice, n, kv, weight)
+        return out
+
+    def _layouts(self, choice: GpuChoice, n: int, kv: tuple[str, str], weight: str | None) -> list[_Placed]:
+        """The head-splitting layouts of `n` GPUs of `choice` (`moe_layouts`), and, when none of
+        them holds the workload, the same with the decode-context-parallel sizes the engine takes
+        (`dcp_sizes`, when `PlanSearch.dcp`). Only then: DCP adds traffic the roofline does not
+        charge (each decode step all-gathers the queries and reduces the partial attention outputs
+        with their log-sum-exp over the dcp ranks, vLLM 0.33.0 `v1/attention/ops/dcp.py`
+        `cp_lse_ag_out_rs`), so it is the answer for contexts too long for the GPUs any other
+        way (attention data-parallel included), not for ones that fit."""
+        req, model, ref = self.req, self.req.model, choice.devices[0]
+        out: list[_Placed] = []
+        shapes = moe_layouts(model, n, req.gpus_per_node, ref.nvlink_domain_gpus)
+        for tp, pp, dpa, ep, dp in shapes:
+            b = self.base(tp, pp, kv, weight, ref, None, dpa, ep)
+            if b is not None:
+                out.append(self.place(choice, b, (ref,), dp, kv, weight))
+        if not req.dcp or any(all(u <= cap for u, cap in zip(self.used(p), p.budgets())) for p in out):
+            return out
+        for tp, pp, dpa, ep, dp in shapes:
+            if pp > nodes_of(n, req.gpus_per_node):  # no pipeline inside a node beside DCP
+                continue
+            for dcp in dcp_sizes(model, tp, dpa):
+                b = self.base(tp, pp, kv, weight, ref, None, dpa, ep, dcp)
                 if b is not None:
                     out.append(self.place(choice, b, (ref,), dp, kv, weight))
         return out
@@ -753,7 +852,7 @@ def rank_key(
 
 
 def _names(p: _Placed) -> tuple:
-    return (p.choice.key, p.tp, p.pp, p.dp, p.kv, p.weight or "", p.dpa, p.ep)
+    return (p.choice.key, p.tp, p.pp, p.dp, p.kv, p.weight or "", p.dpa, p.ep, p.dcp)
 
 
 def nodes_of(count: int, gpus_per_node: int = GPUS_PER_NODE, domain_gpus: int | None = None) -> int:
@@ -793,7 +892,10 @@ def why(p: _Placed, moe: bool) -> str | None:
     """A short reason for an MoE model's row (None for a dense model, whose layouts differ only in
     size): `own KV, EPn` (attention data-parallel: each rank holds only its sequences' cache, the
     experts divided over EP), `KV on all N` (TP: an MLA latent copied on each of N ranks),
-    `N-stage pipe`, `N replicas`, `TPn`, `one GPU`."""
+    `N-stage pipe`, `N replicas`, `TPn`, `one GPU`; with decode context parallel `KV/N by pos`
+    (each of N ranks holds 1/N of every sequence's positions, a dense model's too)."""
+    if p.dcp > 1:
+        return f"KV/{p.dcp} by pos"
     if not moe:
         return None
     if p.dpa > 1:
@@ -909,7 +1011,9 @@ def _layout(req: PlanSearch, rank: int, placed: _Placed, out: _Outcome, reason: 
     nodes = 1 if placed.choice.fixed else _cdiv(placed.count, req.gpus_per_node)
     line = None
     if req.launch is not None:
-        extra = {"dp_attention": placed.dpa, "ep": placed.ep} if placed.dpa > 1 or placed.ep > 1 else {}
+        extra: dict[str, int] = {"dp_attention": placed.dpa, "ep": placed.ep} if placed.dpa > 1 or placed.ep > 1 else {}
+        if placed.dcp > 1:
+            extra["dcp"] = placed.dcp
         line = req.launch(
             tp=placed.tp,
             pp=placed.pp,
@@ -935,6 +1039,7 @@ def _layout(req: PlanSearch, rank: int, placed: _Placed, out: _Outcome, reason: 
         dp=placed.dp,
         dp_attention=placed.dpa,
         ep=placed.ep,
+        dcp=placed.dcp,
         why=reason,
         nodes=nodes,
         kv_dtype=_kv_label(placed.kv),
@@ -1015,7 +1120,15 @@ def _fixes(space: _Space, placed: _Placed, out: _Outcome) -> list[str]:
         if (kv, w) == (placed.kv, placed.weight):
             continue
         b = space.base(
-            placed.tp, placed.pp, kv, w, placed.devices[0], placed.base.layout.stage_layers, placed.dpa, placed.ep
+            placed.tp,
+            placed.pp,
+            kv,
+            w,
+            placed.devices[0],
+            placed.base.layout.stage_layers,
+            placed.dpa,
+            placed.ep,
+            placed.dcp,
         )
         if b is not None and evaluate(space.place(placed.choice, b, placed.devices, placed.dp, kv, w), T, C, tg).ok:
             fixes.append(f"{what} on the same {placed.count} GPU{'s' if placed.count > 1 else ''}")
@@ -1060,7 +1173,7 @@ def smallest_fitting(
     for p in space.placements(req.gpus[0], kv, weight):
         if best is not None and p.count > best[1].count:
             break
-        if p.dpa > 1 or p.ep > 1:  # the answer is (count, tp, pp, dp): plain layouts only
+        if p.dpa > 1 or p.ep > 1 or p.dcp > 1:  # the answer is (count, tp, pp, dp): plain layouts only
             continue
         o = evaluate(p, seq_len, concurrency, PlanTargets(), used=space.used(p))
         if o.ok:

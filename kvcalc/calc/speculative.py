@@ -182,30 +182,62 @@ def spec_tpot_s(verify_step_s: float, draft_step_s: float, num_speculative_token
     return (verify_step_s + num_speculative_tokens * draft_step_s) / accepted
 
 
-def estimate(planner: object, spec: SpecDecode, seq_len: int, batch: int) -> SpeculativeEstimate:
-    """Speculative decoding on a `memory_plan.Planner`'s layout at `seq_len` tokens for `batch`
-    sequences per replica (its fullest attention-DP rank's share, `parallel.rank_batch`).
-
-    Raises `KvcalcError` as `SpecDecode.check` does, or when the draft cannot be sized."""
-    from kvcalc.calc import kv_cache, parallel, roofline
+def memory_parts(
+    planner: object, spec: SpecDecode, seq_len: int, batch: int, max_model_len: int | None = None
+) -> tuple[int, int, int, int]:
+    """(draft weights, draft KV, lookahead KV, extra recurrent state) in bytes on the fullest GPU
+    of a `memory_plan.Planner`'s layout, `batch` sequences per replica of `seq_len` tokens (the
+    fullest attention-DP rank's share, `parallel.rank_batch`). Lookahead slots are capped at
+    `max_model_len` (`kv_cache_manager.py` `allocate_slots`; None: the model's context limit), so a
+    plan at its launch line's --max-model-len reserves none past it. Draft KV: MTP's layers hold
+    ceil(slots / dcp) positions like the target's (`mtp_kv_bytes_per_token`); an EAGLE head's or a
+    draft model's at the target's tp. Raises `KvcalcError` as `SpecDecode.check` does."""
+    from kvcalc.calc import kv_cache, parallel
     from kvcalc.calc.memory_plan import Layout, Planner
 
     p: Planner = planner  # type: ignore[assignment]
     model, lay = p.model, p.layout
     spec.check(model)
+    b = parallel.rank_batch(batch, p.dpa)
+    cap = model.context_limit if max_model_len is None else max_model_len
+    slots = slots_per_sequence(seq_len, spec.lookahead_tokens, cap)
+    lookahead_kv = max(p.kv.stage_bytes(slots, b)) - max(p.kv.stage_bytes(seq_len, b))
+    draft_w = draft_kv = 0
+    if spec.method == "mtp":
+        kf, vf = kv_cache.formats(lay.k_dtype or model.dtype, lay.v_dtype)
+        draft_w = mtp_weight_bytes(model, lay.weight_dtype, lay.tp, lay.dp_attention, lay.ep)
+        per_tok = mtp_kv_bytes_per_token(model, kv_cache.layer_kv_bytes_per_token(model.layers[-1], kf, vf, lay.tp))
+        draft_kv = b * -(-slots // lay.dcp) * per_tok
+    elif spec.draft is not None:
+        dp_ = Planner(
+            spec.draft,
+            p.gpu,
+            Layout(
+                tp=lay.tp, k_dtype=lay.k_dtype, v_dtype=lay.v_dtype, gpu_memory_utilization=lay.gpu_memory_utilization
+            ),
+        )
+        draft_w = sum(dp_.stage_weight_bytes)
+        draft_kv = max(dp_.kv.stage_bytes(slots, b))
+    state = b * p.state_per_seq_per_gpu * spec.num_speculative_tokens  # k more state blocks (MambaSpec)
+    return draft_w, draft_kv, lookahead_kv, state
+
+
+def estimate(planner: object, spec: SpecDecode, seq_len: int, batch: int) -> SpeculativeEstimate:
+    """Speculative decoding on a `memory_plan.Planner`'s layout at `seq_len` tokens for `batch`
+    sequences per replica (its fullest attention-DP rank's share, `parallel.rank_batch`).
+
+    Raises `KvcalcError` as `SpecDecode.check` does, or when the draft cannot be sized."""
+    from kvcalc.calc import parallel, roofline
+    from kvcalc.calc.memory_plan import Layout, Planner
+
+    p: Planner = planner  # type: ignore[assignment]
+    model, lay = p.model, p.layout
+    draft_w, draft_kv, lookahead_kv, state = memory_parts(p, spec, seq_len, batch)
     k = spec.num_speculative_tokens
     tp, b = lay.tp, parallel.rank_batch(batch, p.dpa)
     T = seq_len
-    slots = slots_per_sequence(T, spec.lookahead_tokens, model.context_limit)
-    target_kv = max(p.kv.stage_bytes(T, b))
-    lookahead_kv = max(p.kv.stage_bytes(slots, b)) - target_kv
-    kf, vf = kv_cache.formats(lay.k_dtype or model.dtype, lay.v_dtype)
-    draft_w = draft_kv = 0
     if spec.method == "mtp":
-        draft_w = mtp_weight_bytes(model, lay.weight_dtype, tp, lay.dp_attention, lay.ep)
         active = p.matmul_flops_per_token // max(1, model.n_layers)  # one layer's FLOPs per token
-        per_tok = mtp_kv_bytes_per_token(model, kv_cache.layer_kv_bytes_per_token(model.layers[-1], kf, vf, tp))
-        draft_kv = b * -(-slots // lay.dcp) * per_tok
         # one draft step reads the MTP layer, the shared LM head and the MTP layer's cache
         draft = p._step((draft_w + p.head_read_bytes, 0), draft_kv, b * active * model.n_mtp_layers, 0, overlap=True)
         draft_s = draft.step_time_s
@@ -215,12 +247,9 @@ def estimate(planner: object, spec: SpecDecode, seq_len: int, batch: int) -> Spe
             p.gpu,
             Layout(tp=tp, k_dtype=lay.k_dtype, v_dtype=lay.v_dtype, gpu_memory_utilization=lay.gpu_memory_utilization),
         )
-        draft_w = sum(dp_.stage_weight_bytes)
-        draft_kv = max(dp_.kv.stage_bytes(slots, b))
         draft_s = dp_.decode(T, b).step_time_s
     else:  # n-gram: no model
         draft_s = 0.0
-    state = b * p.state_per_seq_per_gpu * k  # k more state blocks per sequence (MambaSpec)
     used = max(p.stage_used_bytes(T, batch)) + draft_w + draft_kv + lookahead_kv + state
     # the verify step: k + 1 tokens per sequence through the target (weights touched by all of
     # them, the cache read once, FLOPs and all-reduces x (k + 1))

@@ -194,12 +194,14 @@ def capacity(
     from_plan = check_sources(ctx, name, layout, source, kv_memory, llamacpp.ctx_size)
     spec = load_model(model, source.revision, trust_plain_decoder=source.trust_plain_decoder)
     par = moe.resolve(spec, layout.tp, layout.dp)  # attention DP / EP (`calc.parallel`)
-    if par["dcp"] > 1:
+    dcp = par["dcp"]
+    if dcp > 1 and name != "vllm":
         raise KvcalcError(
-            "--dcp: capacity figures one rank's blocks of whole sequences; `kvcalc estimate --dcp D "
-            "--gpu G` sizes decode context parallel",
+            f"--dcp is vLLM's decode context parallel (-dcp, --decode-context-parallel-size); "
+            f"--engine {name} has none modelled: give --engine vllm, or size it with "
+            "`kvcalc estimate --dcp D --gpu G`",
             option="--dcp",
-            value=par["dcp"],
+            value=dcp,
         )
     tp, dpa = par["tp"], par["dp_attention"]
     L = parse_count(requests.max_model_len, "--max-model-len") if requests.max_model_len else None
@@ -210,7 +212,7 @@ def capacity(
 
         from kvcalc.requests import plan_kv_memory
 
-        lay = dataclasses.replace(source.layout(tp), dp_attention=dpa, ep=par["ep"])
+        lay = dataclasses.replace(source.layout(tp), dp_attention=dpa, ep=par["ep"], dcp=dcp)
         mem, basis = plan_kv_memory(spec, source.gpu, lay, L, concurrency, name)
     req = CapacityRequest.build(
         spec,
@@ -222,7 +224,7 @@ def capacity(
         tp=tp,
         max_model_len=L,
         concurrency=concurrency,
-        options=engine_options(name, (vllm, sglang, llamacpp), gpu=source.gpu),
+        options=with_dcp(engine_options(name, (vllm, sglang, llamacpp), gpu=source.gpu), dcp),
     )
     res = run_capacity(req)
     if basis is not None:
@@ -231,6 +233,7 @@ def capacity(
     title = (
         f"KV capacity: {spec.name} on {name}"
         + (f", tp {tp}" if tp > 1 else "")
+        + (f", dcp {dcp}" if dcp > 1 else "")
         + (f", per attention-DP rank of {dpa} (ep {par['ep']})" if dpa > 1 else "")
         + (f", per replica of dp {par['dp']}" if par["dp"] > 1 else "")
     )
@@ -239,6 +242,17 @@ def capacity(
         emit_parts(extra, fmt)
         return
     emit_parts([(res, lambda: None), *extra], fmt)
+
+
+def with_dcp(options: Any, dcp: int) -> Any:
+    """vLLM's options with `dcp` (`VllmOptions.dcp`, `-dcp`); `options` as they are at dcp 1."""
+    if dcp == 1:
+        return options
+    import dataclasses
+
+    from kvcalc.engines.vllm import VllmOptions
+
+    return dataclasses.replace(options or VllmOptions(), dcp=dcp)
 
 
 def beyond_the_gpu(memory: KvMemoryOptions, req: Any, res: Any, *, dp: int, gpu: str | None, layout: Any) -> list:

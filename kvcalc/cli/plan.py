@@ -19,6 +19,7 @@ from kvcalc.cli.options import (
     ModelArg,
     RevisionOpt,
     SeqLenOpt,
+    SpeculativeOptions,
     TrustPlainOpt,
     VllmFlags,
     auto_is_default,
@@ -145,14 +146,18 @@ def plan(
             attention_backend="vLLM attention backend (VLLM_ATTENTION_BACKEND): FLASHMLA, CUTLASS_MLA, FLASHINFER_MLA, TRITON_MLA set an MLA model's block size. Default: each planned GPU's own.",
         ),
     ] = VllmFlags(),
-    speculative_config: Annotated[
-        Optional[str],
-        typer.Option(
-            "--speculative-config",
-            "-sc",
-            help="vLLM's speculative config as JSON (method mtp, eagle, eagle3, draft_model, ngram; num_speculative_tokens; model): the launch lines carry it (vLLM --speculative-config, SGLang --speculative-algorithm ...); its memory and TPOT: `kvcalc estimate --speculative-config ... --gpu G`.",
+    speculative: Annotated[
+        SpeculativeOptions,
+        only(
+            "speculative_config",
+            "speculative_algorithm",
+            "speculative_num_steps",
+            "speculative_draft_model_path",
+            "accepted_len",
+            speculative_config="vLLM's speculative config as JSON: method (mtp, eagle, eagle3, draft_model, ngram), num_speculative_tokens, model (the draft). Each layout's memory counts the draft's weights and KV; the launch lines carry it (vLLM --speculative-config, SGLang --speculative-algorithm ...); TPOT with --accepted-len.",
+            accepted_len="Mean tokens one verify step emits (bonus token included, 1..k+1): your measured figure; with it each layout's TPOT and tokens/s are speculative decoding's.",
         ),
-    ] = None,
+    ] = SpeculativeOptions(),
     calibration: Annotated[
         Optional[str],
         typer.Option(
@@ -205,7 +210,7 @@ def plan(
         refuse_typed(ctx, VLLM_PLAN_FLAGS, "--engine vllm only")
     settings = plan_offload_settings(offload, sessions, gpus_per_node)
     options = engine_options(engine, (vllm,))  # each GPU's compute capability and vendor replace these
-    spec, sd = load_model(model, revision, trust_plain_decoder=trust_plain_decoder), _speculative(speculative_config)
+    spec, sd = load_model(model, revision, trust_plain_decoder=trust_plain_decoder), speculative.resolve(load_model)
     with naming_model_file(model):  # a YAML or config.json that cannot size the weights is named
         req = PlanRequest.build(
             spec,
@@ -338,7 +343,6 @@ def deployment_text(res: Any, layout: Any, model_arg: str, req: Any, offload: An
     `OffloadSettings` plan counted (written as the file's `offload:`)."""
     import yaml
 
-    from kvcalc import __version__
     from kvcalc.calc.check import check
     from kvcalc.load.deployments import engine_kv_of, recorded_options
     from kvcalc.load.gpus import get_gpu
@@ -362,6 +366,7 @@ def deployment_text(res: Any, layout: Any, model_arg: str, req: Any, offload: An
     }
     # attention DP / EP (`calc.parallel`)
     data |= {"dp_attention": layout.dp_attention, "ep": layout.ep} if layout.dp_attention * layout.ep > 1 else {}
+    data |= {"dcp": layout.dcp} if layout.dcp > 1 else {}  # vLLM's -dcp
     if " + " not in layout.weight_dtype:
         data["weight_dtype"] = layout.weight_dtype
     data |= {
@@ -378,14 +383,24 @@ def deployment_text(res: Any, layout: Any, model_arg: str, req: Any, offload: An
     }
     if targets:
         data["targets"] = targets
+    sd = req.search.speculative
+    data |= speculative_entry(sd)
     dep = Deployment.model_validate(data)
     spec = req.search.model
     engine, engine_kv = engine_kv_of(dep, spec)  # as `kvcalc check` will read the file (issue 23 friction 1)
-    row = check(dep, spec, get_gpu(layout.devices[0]), file="plan", engine_kv=engine_kv, engine=engine)
+    row = check(dep, spec, get_gpu(layout.devices[0]), file="plan", engine_kv=engine_kv, engine=engine, speculative=sd)
     if row.status != "ok":
         raise KvcalcError(
             f"--write-deployment: kvcalc check would not pass this layout ({'; '.join(row.problems)}); not written"
         )
+    head = deployment_head(res, layout, req)
+    return "\n".join(head) + "\n" + yaml.safe_dump(data, sort_keys=False, width=1000)
+
+
+def deployment_head(res: Any, layout: Any, req: Any) -> list[str]:
+    """The comment lines above a written deployment: what wrote it, the launch line, the knobs
+    planned with that `kvcalc check` does not take, a TTFT target it does not check."""
+    from kvcalc import __version__
     from kvcalc.load.export import comment_line
 
     launch = f"# launch ({res.engine}): {comment_line(layout.launch, 2000)}" if layout.launch else None
@@ -407,7 +422,22 @@ def deployment_text(res: Any, layout: Any, model_arg: str, req: Any, offload: An
         head.append(
             f"# target max_ttft_s {res.max_ttft_s:g} (TTFT {layout.ttft_s:.2f} s): kvcalc check does not check TTFT"
         )
-    return "\n".join(head) + "\n" + yaml.safe_dump(data, sort_keys=False, width=1000)
+    return head
+
+
+def speculative_entry(sd: Any) -> dict[str, Any]:
+    """A deployment's `speculative:` (`schema_deploy.SpeculativeSpec`, as
+    `load.deployments.speculative_of` reads it) from plan's `calc.speculative.SpecDecode`; {}
+    without one."""
+    if sd is None:
+        return {}
+    pairs = (
+        ("method", sd.method),
+        ("num_speculative_tokens", sd.num_speculative_tokens),
+        ("model", sd.draft_ref),
+        ("accepted", sd.accepted),
+    )
+    return {"speculative": {k: v for k, v in pairs if v is not None}}
 
 
 def _offload_key(offload: Any, engine: str) -> dict[str, Any]:
@@ -427,13 +457,3 @@ def _calibration(path: str | None) -> Any:
     from kvcalc.load.speed import load_calibration
 
     return load_calibration(path)
-
-
-def _speculative(config: str | None) -> Any:
-    """`calc.speculative.SpecDecode` from vLLM's --speculative-config JSON (None: none)."""
-    if config is None:
-        return None
-    from kvcalc.cli.options import SpeculativeOptions
-    from kvcalc.load.models import load_model
-
-    return SpeculativeOptions(speculative_config=config).resolve(load_model)

@@ -81,6 +81,8 @@ class LaunchSpec:
     #: attention data-parallel ranks of one engine and the expert-parallel size (`calc.parallel`)
     dp_attention: int = 1
     ep: int = 1
+    #: vLLM's decode context parallel (`--decode-context-parallel-size`, `calc.parallel`)
+    dcp: int = 1
     #: the speculative config (`calc.speculative.SpecDecode`), None: none
     speculative: object | None = None
 
@@ -100,6 +102,8 @@ def vllm_parallel_flags(spec: LaunchSpec, gpus_per_node: int = 8) -> list[str]:
             out += ["--data-parallel-size-local", str(per_node), "--data-parallel-address", "HEAD_NODE_IP"]
     if spec.ep > 1:
         out += ["--enable-expert-parallel"]
+    if spec.dcp > 1:  # vllm/engine/arg_utils.py (0.33.0): --decode-context-parallel-size, -dcp
+        out += ["--decode-context-parallel-size", str(spec.dcp)]
     if spec.dp_attention == 1 and spec.dp == 1 and spec.nodes > 1:
         out += ["--nnodes", str(spec.nodes), "--node-rank", "0", "--master-addr", "HEAD_NODE_IP"]
     return out

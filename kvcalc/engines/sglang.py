@@ -407,7 +407,9 @@ def check_model(model: ModelSpec, version: str = "current", hybrid_swa_memory: b
     SGLang's token pool of attention layers and, for the SWA pool, two layer geometries."""
     why = pool_refusal(model, version)
     if why:
-        raise KvcalcError(f"{model.name}: {why}; use --engine ideal", field="model", value=model.name, form=MESSAGE)
+        raise KvcalcError(
+            f"{model.name}: {why}", fix="use --engine ideal", field="model", value=model.name, form=MESSAGE
+        )
     if version == "current" and sglang_dsv4.is_dsv4(model):
         sglang_dsv4.geometry(model)  # DSV4PoolConfigurator (sglang_dsv4.py): refuses what it cannot hold
         return
@@ -421,7 +423,8 @@ def check_model(model: ModelSpec, version: str = "current", hybrid_swa_memory: b
     if any(not layer.caches_kv for layer in model.layers):
         raise KvcalcError(
             f"{model.name} has mamba / linear-attention layers: {MAMBA_POOL}; the SGLang profile "
-            "models attention layers only (use --engine ideal)",
+            "models attention layers only",
+            fix="use --engine ideal",
             field="model",
             value=model.name,
             form=MESSAGE,

@@ -274,11 +274,33 @@ def engine_kv_of(
         raise ConfigError(
             e.message, path=path, field="engine_options", line=lines.get("engine_options"), value=e.value
         ) from None
+    from kvcalc.requests import refuse_engine_model
+
     try:
-        prof.check_model(model)
+        refuse_engine_model(prof, model, opts)  # the release's own refusals, as plan makes them
     except KvcalcError as e:
         raise ConfigError(e.message, path=path, field="engine", line=lines.get("engine"), value=dep.engine) from None
     return prof.name, prof.plan_engine_kv(model, opts)
+
+
+def speculative_of(dep: Deployment, model: Any, path: Path, lines: dict[str, int] | None = None) -> Any:
+    """The deployment's `speculative:` as a `calc.speculative.SpecDecode` (None without one), its
+    draft `model` loaded (a path resolved against the folder of the file at `path`), checked
+    against the model (`SpecDecode.check`). Raises `ConfigError` against `speculative`."""
+    if dep.speculative is None:
+        return None
+    from kvcalc.calc.speculative import SpecDecode
+    from kvcalc.load.models import load_model
+
+    s, lines = dep.speculative, lines or {}
+    try:
+        draft = load_model(_resolve(s.model, path.parent)) if s.model else None
+        sd = SpecDecode(s.method, s.num_speculative_tokens, s.accepted, draft, s.model)
+        sd.check(model)
+    except KvcalcError as e:
+        msg = str(e) if isinstance(e, ConfigError) else e.message
+        raise ConfigError(msg, path=str(path), field="speculative", line=lines.get("speculative")) from None
+    return sd
 
 
 def field_error(e: KvcalcError, path: Path, lines: dict[str, int]) -> ConfigError:
@@ -303,11 +325,12 @@ def check_deployment(path: Path, gpus: dict[str, Any] | None = None) -> CheckRow
 
     dep, model, gpu, lines = load_deployment(path, folder_gpus(path.parent) if gpus is None else gpus)
     engine, engine_kv = engine_kv_of(dep, model, str(path), lines)
+    sd = speculative_of(dep, model, path, lines)
     try:
         from kvcalc.requests import speed_terms
 
         speed = speed_terms(gpu, engine, dep.resolved_tp)  # plan's and estimate's terms
-        row = check(dep, model, gpu, file=str(path), engine_kv=engine_kv, engine=engine, speed=speed)
+        row = check(dep, model, gpu, file=str(path), engine_kv=engine_kv, engine=engine, speed=speed, speculative=sd)
         if dep.offload is not None:  # the tier below the GPU against the host (kvcalc.offload_request)
             from kvcalc.offload_request import check_offload
 

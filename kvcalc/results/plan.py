@@ -68,6 +68,9 @@ class PlanLayout(_Frozen):
     dp_attention: int = 1
     ep: int = 1
     why: str | None = None
+    #: decode context parallel (vLLM `-dcp`): dcp of the tp ranks each hold 1/dcp of every
+    #: sequence's positions (`calc.parallel.dcp_tokens`)
+    dcp: int = 1
     tokens_per_s_per_gpu: float | None = None
     e2e_s: float | None = None
     #: the tier below the GPU (`kvcalc plan --kv-offloading-size / --hicache-* / --lmcache-*`,

@@ -33,11 +33,11 @@ def _row(case: str) -> dict:
 
 def test_fixture_covers_the_grid():
     recs = fx.records()
-    # 270 layout cases; 176 dtype cases (22 dtypes x 4 models x SM90 / SM100); 88 for the 2026
-    # configs (22 dtypes x DeepSeek-V3.2, Qwen3.5-27B x SM90 / SM100); 220 dtypes under DCP
+    # 270 layout cases; 176 dtype cases (22 dtypes x 4 models x SM90 / SM100); 132 for the 2026
+    # configs (22 dtypes x DeepSeek-V3.2, GLM-5.2, Qwen3.5-27B x SM90 / SM100); 220 dtypes under DCP
     # (22 x 5 layouts x SM90 / SM100)
-    assert len(recs) == 754
-    assert [sum(r["part"] == p for r in recs) for p in PARTS] == [270, 176, 88, 220]
+    assert len(recs) == 798
+    assert [sum(r["part"] == p for r in recs) for p in PARTS] == [270, 176, 132, 220]
     assert {r["inputs"]["kv_cache_dtype"] for r in recs if r["part"] == "dtypes"} == set(CACHE_DTYPES)
     for part in ("models2026", "dcp"):
         assert {r["inputs"]["kv_cache_dtype"] for r in recs if r["part"] == part} == set(CACHE_DTYPES)
@@ -77,6 +77,18 @@ HAND = [
     ("deepseek-v3.2-sm9.0-fp8_e4m3", [8_448, 36_864], 6_215, 397_760),
     # ... fp8 is stored as fp8_ds_mla on FLASHMLA_SPARSE: 64 x 656 = 41,984
     ("deepseek-v3.2-sm9.0-fp8", [8_448, 41_984], 5_584, 357_376),
+    # ... on SM100, fp8: FLASHINFER_MLA_SPARSE, plain fp8 rows; its kernel block is a multiple of 32,
+    # the indexer backend's 64: block lcm(32, 64) = 64, the same 2,764,032 B a block as Hopper's
+    # fp8_e4m3: 6,215 blocks, 6,215 x 64 = 397,760 tokens
+    ("deepseek-v3.2-sm10.0-fp8", [8_448, 36_864], 6_215, 397_760),
+    # ... nvfp4_ds_mla (SM100 only): FLASHMLA_SPARSE keeps it, 352 B rows: 64 x 352 = 22,528;
+    # 61 x (22,528 + 8,448) = 1,889,536 B a block: 16 GiB // that = 9,092 blocks, x 64 = 581,888 tokens
+    ("deepseek-v3.2-sm10.0-nvfp4_ds_mla", [8_448, 22_528], 9_092, 581_888),
+    # GLM-5.2 auto on SM100: GlmMoeDsaForCausalLM makes it fp8_e4m3 (FLASHINFER_MLA_SPARSE, qk_nope 192):
+    # 78 MLA layers x 36,864 + 21 indexer layers x 8,448 = 3,052,800 B a block; 16 GiB // that =
+    # 5,627 blocks, x 64 = 360,128 tokens (Hopper auto: bf16, 78 x 73,728 + 177,408 = 5,928,192: 2,897)
+    ("glm-5.2-sm10.0-auto", [8_448, 36_864], 5_627, 360_128),
+    ("glm-5.2-sm9.0-auto", [8_448, 73_728], 2_897, 185_408),
     # Qwen3.5-27B (Gated DeltaNet hybrid), int4_per_token_head: 4 KV heads x (128 + 128 + 8) = 1,056 B
     # a token; the block aligned to cover the 3,207,168 B state page in 64-token steps:
     # 64 x cdiv(3,207,168, 64 x 1,056) = 3,072; page 3,072 x 1,056 = 3,244,032

@@ -25,9 +25,11 @@ current platform with `vllm_backends`' faked CUDA one:
   functions. Not vLLM's: `vllm.utils.flashinfer.has_nvidia_artifactory` answers True (a GPU
   server fetches or caches the TRTLLM cubins; this host has no network), so FlashInfer's
   `supports_trtllm_attention` answers per device as on such a server.
-- `models2026`: the same for two 2026 configs (`vllm_2026.FAMILIES`): DeepSeek-V3.2 (sparse MLA:
-  the selection with `use_sparse`, `_canonicalize_sparse_mla_kv_cache_dtype` asked with the
-  chosen backend, the indexer key cache) and Qwen3.5-27B (Gated DeltaNet hybrid: the attention
+- `models2026`: the same for three 2026 configs (`vllm_2026.FAMILIES`): DeepSeek-V3.2 and GLM-5.2
+  (sparse MLA: GLM's `GlmMoeDsaForCausalLM.verify_and_update_config`, the selection with
+  `use_sparse` and a rank's query heads, `_canonicalize_sparse_mla_kv_cache_dtype` asked with the
+  chosen backend, the block every non-SSM backend takes: the MLA backend's and the indexer
+  cache's `DeepseekV32IndexerBackend`, the indexer key cache) and Qwen3.5-27B (Gated DeltaNet hybrid: the attention
   spec through the chosen backend's `customize_spec`, `Platform._align_hybrid_block_size` with
   that backend), built by `vllm_2026`'s spec builders with the chosen backend in place of its
   Hopper stand-ins; `flashinfer_mla_sparse_sm90.has_flashinfer_sm90_nope_mla` answers True (the
@@ -338,6 +340,7 @@ def run_2026(inputs: dict) -> dict:
     vb.vllm_cuda._get_backend_priorities.cache_clear()
     from vllm.config import CacheConfig
 
+    tp, dcp = inputs.get("tp", 1), inputs.get("dcp", 1)
     sel_cfg = vb.VllmConfig(cache_config=CacheConfig(block_size=None, cache_dtype=dtype_name))
     sel_cfg.model_config = SimpleNamespace(
         hf_text_config=SimpleNamespace(
@@ -349,7 +352,8 @@ def run_2026(inputs: dict) -> dict:
             index_topk=hf.get("index_topk"),
         ),
         get_head_size=lambda: head,
-        get_num_attention_heads=lambda pc=None: hf["num_attention_heads"],
+        # per rank, as `ModelConfig.get_num_attention_heads(parallel_config)` (FA4's head check)
+        get_num_attention_heads=lambda pc=None: hf["num_attention_heads"] // tp,
         get_num_kv_heads=lambda pc=None: 1 if mla else hf["num_key_value_heads"],
         max_model_len=inputs["max_model_len"],
         dtype=torch.bfloat16,
@@ -358,9 +362,15 @@ def run_2026(inputs: dict) -> dict:
         is_mm_prefix_lm=False,
         rswa_window=None,
     )
-    tp, dcp = inputs.get("tp", 1), inputs.get("dcp", 1)
     sel_cfg.parallel_config.tensor_parallel_size = tp
     sel_cfg.parallel_config.decode_context_parallel_size = dcp
+    if "GlmMoeDsaForCausalLM" in hf.get("architectures", ()):
+        # the model class's config hook, run by `VllmConfig.__post_init__` (`models/config.py`
+        # 89-116): auto becomes fp8_e4m3 on the SM100 family (the faked platform's capability)
+        from vllm.model_executor.models.config import GlmMoeDsaForCausalLM
+
+        GlmMoeDsaForCausalLM.verify_and_update_config(sel_cfg)
+        dtype_name = sel_cfg.cache_config.cache_dtype
     selector = vb.AttentionSelectorConfig(
         head_size=head,
         dtype=torch.bfloat16,
@@ -372,10 +382,19 @@ def run_2026(inputs: dict) -> dict:
     )
     try:
         with set_current_vllm_config(sel_cfg):
+            # the heads of one rank: `DeepseekV2MLAAttention` hands `num_local_heads` (heads // tp)
+            # to `MLAAttention`, which asks the selector with them (mla_attention.py 514-521)
             backend = vb.resolve_obj_by_qualname(
-                vb._FakeCuda.get_attn_backend_cls(None, selector, num_heads=hf["num_attention_heads"])
+                vb._FakeCuda.get_attn_backend_cls(None, selector, num_heads=hf["num_attention_heads"] // tp)
             )
-            block = Platform._preferred_block_size_for_backends([backend], 16, sel_cfg)
+            # `Platform.update_block_size_for_backend` takes the block every non-SSM layer's backend
+            # accepts (`_find_non_ssm_backends`): a DSA model's indexer cache is such a layer
+            # (`DeepseekV32IndexerCache.get_attn_backend`, deepseek_v2.py 675), and
+            # `DeepseekV32IndexerBackend` takes 64 only on CUDA (indexer.py 285-286)
+            from vllm.v1.attention.backends.mla.indexer import DeepseekV32IndexerBackend
+
+            backends = [backend, DeepseekV32IndexerBackend] if sparse else [backend]
+            block = Platform._preferred_block_size_for_backends(backends, 16, sel_cfg)
     except Exception as e:  # noqa: BLE001 - vLLM's refusal, as its text
         return {"refused": str(e), "stage": "backend"}
     canonicalize = mla_mod._canonicalize_sparse_mla_kv_cache_dtype

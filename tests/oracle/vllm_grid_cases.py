@@ -73,7 +73,7 @@ MLA_MODELS = ("deepseek-v3", "deepseek-v2-lite")
 DTYPE_MODELS = ("llama-3.1-8b", "qwen3-8b", "deepseek-v2-lite", "deepseek-v3")
 DTYPE_CCS = ("9.0", "10.0")
 #: the 2026 configs of the dtype grid (`vllm_2026.FAMILIES`): sparse MLA, Gated DeltaNet hybrid
-MODELS_2026 = ("deepseek-v3.2", "qwen3.5-27b")
+MODELS_2026 = ("deepseek-v3.2", "glm-5.2", "qwen3.5-27b")
 #: the parts of the grid, each run in a process of its own
 PARTS = ("layouts", "dtypes", "models2026", "dcp")
 #: the dcp x dtype part: (model, tp, dcp) with dcp valid for the model (GQA: tp > KV heads)

@@ -25,6 +25,7 @@ from pathlib import Path
 
 FIXTURE = Path(__file__).parent / "fixtures" / "vllm-0.33-grid.json"
 _ESTIMATED = re.compile(r"estimated maximum model length is (\d+)")
+_SPARSE_BACKEND = re.compile(r"sparse MLA attention backend (\w+)")
 
 #: (model, dtype, compute capability) vLLM 0.33 starts with and kvcalc refuses, each with why:
 #: nvfp4_ds_mla on a non-MLA model on SM100 (vLLM's FlashInfer takes every "nvfp4*" name there and
@@ -35,19 +36,9 @@ KVCALC_REFUSES = {
     ("qwen3.5-27b", "nvfp4_ds_mla", "10.0"),
 }
 
-_SM100_SPARSE = (
-    "DeepSeek-V3.2 on SM100: vLLM 0.33 picks FLASHINFER_MLA_SPARSE (block 32; fp8 / fp8_e4m3 as plain "
-    "576 B rows) or FLASHMLA_SPARSE (nvfp4_ds_mla 352 B rows); kvcalc's profile applies Hopper's sparse "
-    "rules (Blackwell rules: helper m26, engines/vllm/v0_33*.py)"
-)
 #: cases kvcalc does not match yet, with why: their tests are xfail(strict=False); delete an entry
 #: when kvcalc matches
-KVCALC_PENDING = {
-    ("deepseek-v3.2", "float16", "10.0"): _SM100_SPARSE,
-    ("deepseek-v3.2", "fp8", "10.0"): _SM100_SPARSE,
-    ("deepseek-v3.2", "fp8_e4m3", "10.0"): _SM100_SPARSE,
-    ("deepseek-v3.2", "nvfp4_ds_mla", "10.0"): _SM100_SPARSE,
-}
+KVCALC_PENDING: dict[tuple, str] = {}
 
 
 def key(record: dict) -> tuple:
@@ -126,6 +117,8 @@ def kvcalc_figures(record: dict) -> dict:
         "tokens": r.kv_cache_tokens,
         "concurrency": r.max_concurrency,
         "block_size": r.block_size,
+        # the sparse MLA backend kvcalc names (`v0_33_specs.sparse_mla_specs`' note)
+        "backend": next((m.group(1) for n in r.notes if (m := _SPARSE_BACKEND.search(n))), None),
     }
 
 
@@ -150,4 +143,6 @@ def compare(record: dict) -> tuple[str, tuple[str, ...]]:
         differs += ("concurrency",)
     if "block_size" in v and v["block_size"] != k["block_size"]:
         differs += ("block_size",)
+    if k["backend"] is not None and v.get("backend") != k["backend"]:  # sparse MLA: the same backend
+        differs += ("backend",)
     return ("mismatch" if differs else "match"), differs

@@ -478,7 +478,9 @@ class Vllm033(V1Rules):
             specs, block_size, lines, note = v0_33_specs.kda_mla_specs(model, k, tp=tp)
             notes.append(note)
         elif v0_33_specs.is_sparse_mla(model):
-            specs, note = v0_33_specs.sparse_mla_specs(model, k, cache_dtype or "auto", major=major, tp=tp)
+            specs, note = v0_33_specs.sparse_mla_specs(
+                model, k, cache_dtype or "auto", major=major, tp=tp, dcp=options.dcp
+            )
             notes.append(note)
             block_size = v0_33_specs.SPARSE_MLA_BLOCK_SIZE
         else:

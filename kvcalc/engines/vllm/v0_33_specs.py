@@ -49,6 +49,9 @@ INDEX_SCALE_VALUES = 128
 SCALE_BYTES = 4
 #: the fp8_ds_mla latent row of DeepSeek-V3.2 / GLM-5 (`mla_attention.py`): 512 + 4 x 4 + 64 x 2
 FP8_DS_MLA_ROW_BYTES = 656
+#: ... and the nvfp4_ds_mla row (`mla_attention.py` 1386, SM100's FLASHMLA_SPARSE only):
+#: 512 / 2 B e2m1 NoPE + 512 / 16 x 1 B fp8 scales + 64 x 1 B fp8 RoPE = 256 + 32 + 64 = 352
+NVFP4_DS_MLA_ROW_BYTES = 352
 #: DeepSeek-V4's fp8_ds_mla entry (`deepseek_v4/attention.py`): 448 fp8 + 64 x 2 bf16 + 8 scale
 DSV4_ENTRY_BYTES = 584
 DSV4_ALIGNMENT = 576
@@ -201,6 +204,42 @@ def deepseek_v4_specs(model: ModelSpec, cache_dtype: str) -> tuple[list[LayerCac
 SM10_FP8 = ("fp8", "fp8_e4m3")
 FLASHINFER_SPARSE_NOPE = (128, 192)
 FA4_MAX_HEADS = 16
+#: FLASH_ATTN_MLA_SPARSE_FA4 (`flashattn_mla_sparse.py` 275-343): cache dtypes auto / bfloat16 only
+#: (float16 falls to FLASHINFER_MLA_SPARSE: FLASHMLA_SPARSE does not list it either), and the
+#: gathered query heads (a rank's heads x dcp) in (8, 16, 32, 64, 128), without 128 under DCP
+FA4_CACHE_DTYPES = ("auto", "bfloat16")
+FA4_HEADS = (8, 16, 32, 64, 128)
+FA4_HEADS_DCP = (8, 16, 32, 64)
+
+
+def sm10_16bit_backend(model: ModelSpec, cache_dtype: str, *, tp: int, dcp: int = 1) -> str:
+    """The sparse MLA backend vLLM 0.33.0 picks on SM10x for a 16-bit cache (`cache_dtype` auto,
+    bfloat16 or float16), each row 2 B a value, block 64 whichever (`platforms/cuda.py` 97-121:
+    FA4, FLASHINFER_MLA_SPARSE, FLASHMLA_SPARSE when a rank has <= 16 query heads, else
+    FLASHMLA_SPARSE, FLASHINFER_MLA_SPARSE; each backend's `supported_kv_cache_dtypes` and
+    `supports_combination`). Raises `KvcalcError` (field `kv_dtype`) where none takes it."""
+    heads = model.n_heads // tp
+    flashinfer = (model.qk_nope_head_dim or 0) in FLASHINFER_SPARSE_NOPE
+    fa4 = (
+        cache_dtype in FA4_CACHE_DTYPES
+        and (model.kv_lora_rank, model.qk_rope_head_dim) == (512, 64)
+        and heads * dcp in (FA4_HEADS_DCP if dcp > 1 else FA4_HEADS)
+    )
+    flashmla = cache_dtype in FA4_CACHE_DTYPES
+    order = (
+        [("FLASH_ATTN_MLA_SPARSE_FA4", fa4), ("FLASHINFER_MLA_SPARSE", flashinfer), ("FLASHMLA_SPARSE", flashmla)]
+        if heads <= FA4_MAX_HEADS
+        else [("FLASHMLA_SPARSE", flashmla), ("FLASHINFER_MLA_SPARSE", flashinfer)]
+    )
+    for name, ok in order:
+        if ok:
+            return name
+    raise _refuse(
+        model,
+        f"vLLM 0.33's sparse MLA backends on Blackwell take {cache_dtype} only on FLASHINFER_MLA_SPARSE "
+        f"(qk_nope_head_dim 128 or 192, this model {model.qk_nope_head_dim})",
+        value=cache_dtype,
+    )
 
 
 def cc_major(compute_capability: str | None) -> int:
@@ -210,7 +249,7 @@ def cc_major(compute_capability: str | None) -> int:
 
 
 def sparse_mla_specs(
-    model: ModelSpec, k: StorageFormat, cache_dtype: str, *, major: int = 9, tp: int = 1
+    model: ModelSpec, k: StorageFormat, cache_dtype: str, *, major: int = 9, tp: int = 1, dcp: int = 1
 ) -> tuple[list[LayerCache], str]:
     """(specs, note) of DeepSeek-V3.2 / GLM-5 (module docstring): per MLA layer its latent, per
     indexer layer its keys, block 64. `major`: the GPU's compute capability major (9 Hopper, 10
@@ -230,18 +269,33 @@ def sparse_mla_specs(
         backend = f"FLASHINFER_MLA_SPARSE (fp8 rows of {k.bytes_for(576)} B a token)"
         latent = None
     elif major == 10 and cache_dtype in SPARSE_16BIT:
-        heads = -(-model.n_heads // tp)
-        backend = "FLASH_ATTN_MLA_SPARSE_FA4" if heads <= FA4_MAX_HEADS else "FLASHMLA_SPARSE"
+        backend = sm10_16bit_backend(model, cache_dtype, tp=tp, dcp=dcp)
         latent = None
+    elif major == 10 and cache_dtype == "nvfp4_ds_mla":
+        # quantized: FLASHINFER_MLA_SPARSE first, which does not list it; FLASHMLA_SPARSE keeps the
+        # name (`_canonicalize_sparse_mla_kv_cache_dtype`, mla_attention.py 359-368), kernel block
+        # 64 on SM100 (`flashmla_sparse.py` 158-165)
+        backend = f"FLASHMLA_SPARSE (nvfp4_ds_mla, {NVFP4_DS_MLA_ROW_BYTES} B a token)"
+        latent = NVFP4_DS_MLA_ROW_BYTES
     elif cache_dtype in SPARSE_16BIT:
-        backend = "FLASH_ATTN_MLA_SPARSE"
+        # FLASH_ATTN_MLA_SPARSE "does not support DCP for now" (`flashattn_mla_sparse.py` 108-111):
+        # under DCP the next in line, FLASHMLA_SPARSE (auto / bfloat16; float16 is refused by DCP's check)
+        backend = "FLASHMLA_SPARSE" if dcp > 1 else "FLASH_ATTN_MLA_SPARSE"
         latent = None
     elif cache_dtype in SPARSE_FP8:
         backend = "FLASHMLA_SPARSE (fp8 stored as fp8_ds_mla, 656 B a token)"
         latent = FP8_DS_MLA_ROW_BYTES
-    elif cache_dtype in SPARSE_FP8_SM90:
+    elif major == 9 and cache_dtype in SPARSE_FP8_SM90:
         backend = "FLASHINFER_MLA_SPARSE_SM90 (plain fp8 latent, 1 B a value)"
         latent = None
+    elif major == 10:
+        raise _refuse(
+            model,
+            f"vLLM 0.33's sparse MLA backends on Blackwell take {', '.join(SPARSE_16BIT)}, "
+            f"{', '.join(SM10_FP8)} (FLASHINFER_MLA_SPARSE, qk_nope_head_dim 128 or 192), "
+            f"{', '.join(SPARSE_FP8)} and nvfp4_ds_mla (FLASHMLA_SPARSE), not {cache_dtype}",
+            value=cache_dtype,
+        )
     else:
         raise _refuse(
             model,

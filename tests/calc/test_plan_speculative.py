@@ -1,0 +1,96 @@
+"""`kvcalc plan --speculative-config ...`: speculative decoding in each layout's memory, its TPOT at
+the user's acceptance length, and the engine's flags on the launch lines.
+
+DeepSeek-V3 (configs/models/deepseek-v3.yaml: num_nextn_predict_layers 1, 61 MLA layers of
+512 + 64 = 576 values) on 8 H200, 64 x 32,768 tokens, fp8 KV and weights: DP8 + EP8, 8
+sequences a rank. The MTP layer on a rank (tests/calc/test_parallel.py `test_mtp_memory_and_tpot`):
+1,746,937,856 B of weights; its latent for 8 sequences of 32,768 positions: 8 x 32,768 x 576 =
+150,994,944 B. No lookahead slot past the launch line's --max-model-len 32768
+(`kv_cache_manager.py` `allocate_slots`: min(tokens + lookahead, max_model_len)).
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from kvcalc.calc import speculative
+from kvcalc.calc.speculative import SpecDecode
+from kvcalc.load.gpus import get_gpu
+from kvcalc.load.models import load_model
+from kvcalc.requests import PlanRequest, run_plan
+
+MTP_WEIGHTS = 1_746_937_856
+MTP_KV = 8 * 32_768 * 576  # = 150,994,944
+
+
+def plan(spec=None, engine="vllm"):
+    req = PlanRequest.build(
+        load_model("deepseek-v3"), seq_len="32k", concurrency=64, gpus="h200", engine=engine, top=1, speculative=spec
+    )
+    return run_plan(req).layouts[0]
+
+
+def dp8_ep8(spec=None):
+    """Plan's DP8 + EP8 layout of 8 H200 (`calc.plan._Space.placements`), with `spec`."""
+    from kvcalc.calc.plan import _Space
+
+    req = PlanRequest.build(
+        load_model("deepseek-v3"), seq_len="32k", concurrency=64, gpus="h200", kv_dtypes="fp8", speculative=spec
+    )
+    space = _Space(req.search)
+    choice = req.search.gpus[0]
+    for kv, w in space.formats(choice):
+        for p in space.placements(choice, kv, w, [8]):
+            if (p.tp, p.dpa, p.ep) == (1, 8, 8):
+                return p
+    raise AssertionError("no DP8 + EP8 layout")
+
+
+def test_mtp_memory_counted():
+    plain, mtp = dp8_ep8(), dp8_ep8(SpecDecode("mtp", 2))
+    assert max(mtp.used(32_768, 64)) - max(plain.used(32_768, 64)) == MTP_WEIGHTS + MTP_KV == 1_897_932_800
+    assert mtp.decode(32_768, 64) == plain.decode(32_768, 64)  # no acceptance length: the plain step
+
+
+def test_tpot_at_the_users_acceptance_length():
+    """TPOT = (verify step over k + 1 = 3 tokens + k = 2 draft steps) / 2.4
+    (`speculative.spec_tpot_s`), on the layout's own planner (its speed terms)."""
+    sd = SpecDecode("mtp", 2, accepted=2.4)
+    p = dp8_ep8(sd)
+    est = speculative.estimate(p.planner(get_gpu("h200")), sd, 32_768, 64)
+    tpot, tok_s = p.decode(32_768, 64)
+    assert tpot == pytest.approx((est.verify_step_s + 2 * est.draft_step_s) / 2.4, rel=1e-12)
+    assert tok_s == pytest.approx(64 / tpot, rel=1e-12)
+    assert plan(sd).tpot_ms < plan().tpot_ms  # the plan's first layout is timed the same way
+
+
+@pytest.mark.parametrize(
+    "engine,flags",
+    [
+        # vLLM 0.33.0 vllm/config/speculative.py SpeculativeConfig
+        ("vllm", """--speculative-config '{"method":"mtp","num_speculative_tokens":2}'"""),
+        # SGLang 0.5.23 server_args.py: NEXTN, a chain of k steps verifying k + 1 tokens
+        (
+            "sglang",
+            "--speculative-algorithm NEXTN --speculative-num-steps 2 --speculative-eagle-topk 1 "
+            "--speculative-num-draft-tokens 3",
+        ),
+    ],
+)
+def test_launch_lines_carry_the_config(engine, flags):
+    assert plan(SpecDecode("mtp", 2), engine).launch.endswith(flags)
+
+
+def test_cli_options_mirror_estimate(cli):
+    """`--speculative-algorithm NEXTN --speculative-num-steps 2 --accepted-len 2.4` (SGLang's
+    words) is the same plan as vLLM's `-sc '{"method":"mtp","num_speculative_tokens":2}'`."""
+    base = ["plan", "deepseek-v3", "-s", "32k", "--concurrency", "64", "--gpu", "h200", "--top", "1", "-f", "json"]
+    a = cli(*base, "-sc", '{"method":"mtp","num_speculative_tokens":2}', "--accepted-len", "2.4")
+    b = cli(*base, "--speculative-algorithm", "NEXTN", "--speculative-num-steps", "2", "--accepted-len", "2.4")
+    assert a.exit_code == 0 and b.exit_code == 0, a.output + b.output
+    la, lb = json.loads(a.stdout)["layouts"][0], json.loads(b.stdout)["layouts"][0]
+    assert la["memory_bytes_per_gpu"] == lb["memory_bytes_per_gpu"] and la["tpot_ms"] == lb["tpot_ms"]
+    r = cli(*base, "--accepted-len", "2.4")
+    assert r.exit_code == 2 and "--accepted-len needs --speculative-config" in r.output
