@@ -1345,7 +1345,7 @@ class KvMemoryOptions(OptionGroup):
         from kvcalc.engines.offload_rules import OffloadSettings
         from kvcalc.units import parse_count, parse_size
 
-        check_positive(gpus_per_node=self.gpus_per_node, blocks_per_chunk=self.blocks_per_chunk)
+        check_positive(gpus_per_node=self.gpus_per_node, offload_blocks_per_chunk=self.blocks_per_chunk)
         host = parse_size(self.host_memory, "--host-memory") if self.host_memory else None
         prefix = parse_count(self.shared_prefix, "--shared-prefix") if self.shared_prefix is not None else 0
         return OffloadSettings(

@@ -16,6 +16,7 @@ offloaded), `common/arg.cpp` (`-nkvo, --no-kv-offload`).
 from __future__ import annotations
 
 import dataclasses
+import math
 import re
 from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
@@ -70,7 +71,7 @@ class OffloadSettings:
         """True when any tier below the GPU is asked for."""
         return (
             any(
-                v not in (None, False)
+                v is not None
                 for v in (
                     self.kv_offloading_size,
                     self.lmcache_cpu_size,
@@ -553,11 +554,19 @@ def sglang_hicache(
     refusal = sglang_pool_refusal(model, options)
     if refusal:
         raise KvcalcError(f"{model.name}: {refusal}", field="model", value=model.name, form=MESSAGE)
-    if s.hicache_ratio is not None and s.hicache_ratio <= 0:
+    if s.hicache_ratio is not None and not (math.isfinite(s.hicache_ratio) and s.hicache_ratio > 0):
         raise KvcalcError(
-            f"--hicache-ratio must be positive, got {s.hicache_ratio:g}",
+            f"--hicache-ratio must be a positive number, got {s.hicache_ratio:g}",
             option="--hicache-ratio",
             value=s.hicache_ratio,
+            form=MESSAGE,
+        )
+    fraction_given = s.hicache_host_memory_fraction
+    if fraction_given is not None and not (math.isfinite(fraction_given) and 0 < fraction_given <= 1):
+        raise KvcalcError(
+            f"--hicache-host-memory-fraction must be in (0, 1], got {fraction_given:g}",
+            option="--hicache-host-memory-fraction",
+            value=fraction_given,
             form=MESSAGE,
         )
     if s.hicache_host_memory_fraction is not None and (s.hicache_ratio is not None or s.hicache_size):

@@ -420,3 +420,38 @@ def test_llamacpp_layers_left_on_the_cpu(cap):
 )
 def test_host_refusals_name_the_flag_to_lower(refused, args, words):
     assert words in refused(*args)
+
+
+# ----- bad values of the offload flags: one line, exit 2, the flag named ---------------------------------
+
+
+@pytest.mark.parametrize("ratio", ["nan", "inf", "-inf", "0"])
+def test_sglang_hicache_ratio_not_finite_is_refused(refused, ratio):
+    # nan / inf reached int() in the host-pool size: an internal error (exit 1) before
+    err = refused("llama-3.1-8b", "--engine", "sglang", "--kv-memory", "20GiB", "--hicache-ratio", ratio)
+    assert err == f"error: --hicache-ratio must be a positive number, got {ratio}"
+
+
+@pytest.mark.parametrize("host", [(), ("--host-memory", "64GiB")])
+@pytest.mark.parametrize("fraction", ["2", "0", "nan"])
+def test_sglang_hicache_host_memory_fraction_out_of_range_is_refused(refused, fraction, host):
+    # without --host-memory, 2 was taken silently (and dropped); 0 read as "no offload flag given"
+    err = refused(
+        "llama-3.1-8b", "--engine", "sglang", "--kv-memory", "20GiB", "--hicache-host-memory-fraction", fraction, *host
+    )
+    assert err == f"error: --hicache-host-memory-fraction must be in (0, 1], got {fraction}"
+
+
+def test_offload_blocks_per_chunk_refusal_names_the_flag(refused):
+    err = refused(
+        "llama-3.1-8b",
+        "--engine",
+        "vllm",
+        "--kv-memory",
+        "20GiB",
+        "--kv-offloading-size",
+        "10",
+        "--offload-blocks-per-chunk",
+        "0",
+    )
+    assert err == "error: --offload-blocks-per-chunk must be a positive integer, got 0"
