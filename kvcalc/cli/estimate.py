@@ -179,6 +179,7 @@ def estimate(
     par = moe.resolve(spec, tp, dp)  # attention DP / EP / DCP (`calc.parallel`)
     tp, dp, dpa, ep, dcp = par["tp"], par["dp"], par["dp_attention"], par["ep"], par["dcp"]
     input_len, output_len, request_rate = whole.input_len, whole.output_len, whole.request_rate
+    cal = whole_request_options(gpu.gpu, input_len, output_len, request_rate, whole.calibration)  # before their sum
     if seq_len is None and input_len is not None and output_len is not None:
         seq_len = str(input_len + output_len)  # the memory plan holds the whole request
     lengths = resolve_seq_lens(spec, seq_len)
@@ -190,7 +191,6 @@ def estimate(
             option="--input-len",
             value=input_len,
         )
-    cal = whole_request_options(gpu.gpu, input_len, output_len, request_rate, whole.calibration)
     settings = offload_settings(ctx, offload)
     if len(lengths) > 1:
         if settings is not None:
