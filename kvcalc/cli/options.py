@@ -39,7 +39,7 @@ from kvcalc.calc.defaults import (
     DEFAULT_GPU_MEMORY_UTILIZATION,
 )
 from kvcalc.engines import defaults as engine_defaults
-from kvcalc.errors import OPTION_SAYS, KvcalcError
+from kvcalc.errors import MESSAGE, OPTION_SAYS, KvcalcError
 from kvcalc.requests import check_limits, check_positive, resolve_seq_len, warn_beyond_context  # noqa: F401
 
 if TYPE_CHECKING:
@@ -1193,7 +1193,9 @@ class SpeculativeOptions(OptionGroup):
         if self.speculative_config is None and self.speculative_algorithm is None:
             if self.accepted_len is not None:
                 raise KvcalcError(
-                    "--accepted-len needs --speculative-config (or --speculative-algorithm)", option="--accepted-len"
+                    "--accepted-len needs --speculative-config (or --speculative-algorithm)",
+                    option="--accepted-len",
+                    form=MESSAGE,  # the message names the option: not `--accepted-len: --accepted-len ...`
                 )
             return None
         if self.speculative_config is not None:
@@ -1207,6 +1209,7 @@ class SpeculativeOptions(OptionGroup):
                     f"--speculative-config must be JSON with method and num_speculative_tokens ({e})",
                     option="--speculative-config",
                     value=self.speculative_config,
+                    form=MESSAGE,
                 ) from None
             ref = cfg.get("model")
         else:
@@ -1216,10 +1219,20 @@ class SpeculativeOptions(OptionGroup):
                     f"--speculative-algorithm {self.speculative_algorithm}: one of {', '.join(_FROM_SGLANG)}",
                     option="--speculative-algorithm",
                     value=self.speculative_algorithm,
+                    form=MESSAGE,
                 )
             if self.speculative_num_steps is None:
                 raise KvcalcError(
-                    "--speculative-algorithm needs --speculative-num-steps", option="--speculative-num-steps"
+                    "--speculative-algorithm needs --speculative-num-steps",
+                    option="--speculative-num-steps",
+                    form=MESSAGE,
+                )
+            if self.speculative_num_steps < 1:
+                raise KvcalcError(
+                    f"--speculative-num-steps must be at least 1, got {self.speculative_num_steps}",
+                    option="--speculative-num-steps",
+                    value=self.speculative_num_steps,
+                    form=MESSAGE,
                 )
             method, k, ref = _FROM_SGLANG[algo], self.speculative_num_steps, self.speculative_draft_model_path
         from kvcalc.calc.speculative import SpecDecode
