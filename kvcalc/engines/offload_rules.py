@@ -794,6 +794,20 @@ def offload_for(
                 option="--kv-offloading-backend",
                 form=MESSAGE,
             )
+        if s.lmcache_cpu_size is not None and s.lmcache_l1_size is not None:  # one was dropped silently
+            raise KvcalcError(
+                "--lmcache-cpu-size (LMCache inside vLLM, LMCACHE_MAX_LOCAL_CPU_SIZE) and --lmcache-l1-size "
+                "(LMCache's multi-process server, --l1-size-gb) size two different deployments: give one",
+                option="--lmcache-cpu-size",
+                form=MESSAGE,
+            )
+        if s.kv_offloading_backend == "native" and s.kv_offloading_size is not None and s.lmcache_cpu_size:
+            raise KvcalcError(
+                "--kv-offloading-size sizes vLLM's native CPU offload and --lmcache-cpu-size an LMCache tier "
+                "(each its own --kv-transfer-config): give one",
+                option="--kv-offloading-size",
+                form=MESSAGE,
+            )
         if s.kv_offloading_backend == "lmcache" or s.lmcache_cpu_size or s.lmcache_l1_size:
             if s.kv_offloading_size is not None and s.lmcache_l1_size is None and s.lmcache_cpu_size is None:
                 raise KvcalcError(

@@ -455,3 +455,22 @@ def test_offload_blocks_per_chunk_refusal_names_the_flag(refused):
         "0",
     )
     assert err == "error: --offload-blocks-per-chunk must be a positive integer, got 0"
+
+
+@pytest.mark.parametrize(
+    "flags, words",
+    [
+        # native offload was dropped silently and LMCache sized alone
+        (
+            ("--kv-offloading-size", "10", "--lmcache-cpu-size", "10"),
+            "error: --kv-offloading-size sizes vLLM's native CPU offload and --lmcache-cpu-size an LMCache tier",
+        ),
+        # --lmcache-cpu-size was dropped silently and the server sized alone
+        (
+            ("--lmcache-l1-size", "10", "--lmcache-cpu-size", "10"),
+            "error: --lmcache-cpu-size (LMCache inside vLLM, LMCACHE_MAX_LOCAL_CPU_SIZE) and --lmcache-l1-size",
+        ),
+    ],
+)
+def test_two_vllm_offload_tiers_at_once_are_refused(refused, flags, words):
+    assert refused("llama-3.1-8b", "--engine", "vllm", "--kv-memory", "20GiB", *flags).startswith(words)
