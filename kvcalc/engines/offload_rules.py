@@ -124,7 +124,7 @@ def engine_number(text: str, flag: str, unit: str, engine: str, integer: bool = 
             value=text,
             form=MESSAGE,
         )
-    if suffix and suffix != unit:
+    if suffix and suffix.lower() != unit.lower():  # '100gib' is the engine's unit, as --kv-memory reads it
         raise KvcalcError(
             f"{flag} takes a number in {unit} ({engine}'s unit), got '{text}'", option=flag, value=text, form=MESSAGE
         )

@@ -474,3 +474,12 @@ def test_offload_blocks_per_chunk_refusal_names_the_flag(refused):
 )
 def test_two_vllm_offload_tiers_at_once_are_refused(refused, flags, words):
     assert refused("llama-3.1-8b", "--engine", "vllm", "--kv-memory", "20GiB", *flags).startswith(words)
+
+
+@pytest.mark.parametrize("size", ["100gib", "100GIB"])
+def test_engine_unit_in_another_case_is_the_engine_unit(cap, size):
+    """`--kv-offloading-size 100gib` was refused as "takes a number in GiB, got '100gib'" while
+    --kv-memory 100gib reads as GiB; it is vLLM's 100 (GiB), as 100GiB is."""
+    a = cap("llama-3.1-8b", "--engine", "vllm", "--kv-memory", "20GiB", "--kv-offloading-size", size)
+    b = cap("llama-3.1-8b", "--engine", "vllm", "--kv-memory", "20GiB", "--kv-offloading-size", "100")
+    assert a == b
