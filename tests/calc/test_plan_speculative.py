@@ -94,3 +94,27 @@ def test_cli_options_mirror_estimate(cli):
     assert la["memory_bytes_per_gpu"] == lb["memory_bytes_per_gpu"] and la["tpot_ms"] == lb["tpot_ms"]
     r = cli(*base, "--accepted-len", "2.4")
     assert r.exit_code == 2 and "--accepted-len needs --speculative-config" in r.output
+
+
+@pytest.mark.parametrize(
+    "args, line",
+    [
+        (["--accepted-len", "2"], "error: --accepted-len needs --speculative-config (or --speculative-algorithm)"),
+        (["-sc", "{bad"], "error: --speculative-config must be JSON with method and num_speculative_tokens ("),
+        (
+            ["--speculative-algorithm", "FOO", "--speculative-num-steps", "2"],
+            "error: --speculative-algorithm FOO: one of NEXTN, EAGLE, EAGLE3, STANDALONE, NGRAM",
+        ),
+        (["--speculative-algorithm", "EAGLE"], "error: --speculative-algorithm needs --speculative-num-steps"),
+        # was "num_speculative_tokens must be at least 1": vLLM's JSON field, not the flag typed
+        (
+            ["--speculative-algorithm", "NEXTN", "--speculative-num-steps", "0"],
+            "error: --speculative-num-steps must be at least 1, got 0",
+        ),
+    ],
+)
+def test_speculative_refusals_say_the_option_once(cli, args, line):
+    """Each refusal is one line naming its option once (was `--accepted-len: --accepted-len needs ...`)."""
+    r = cli("plan", "deepseek-v3", "--gpu", "h200", "--engine", "sglang", *args)
+    assert r.exit_code == 2 and len(r.stderr.splitlines()) == 1, r.output
+    assert r.stderr.startswith(line), r.stderr

@@ -113,6 +113,9 @@ def test_calibration_of_another_gpu_is_refused(cli, cal_file) -> None:
         (["--input-len", "100", "--output-len", "10"], "--gpu"),
         (["-s", "8k,32k", "--input-len", "100", "--output-len", "10"], "--gpu"),  # never silently dropped
         (["--input-len", "0", "--output-len", "10", "--gpu", "h100-sxm"], "at least 1"),
+        # a negative length was summed into --seq-len first: "--seq-len must be a positive integer, got 0"
+        (["--input-len", "5", "--output-len", "-5", "--gpu", "h100-sxm"], "--output-len -5: must be at least 1"),
+        (["--input-len", "0", "--output-len", "0"], "--input-len 0: must be at least 1"),
         (["--request-rate", "1", "--gpu", "h100-sxm"], "--input-len and --output-len"),
         (["--input-len", "10", "--output-len", "10", "--request-rate", "nan", "--gpu", "h100-sxm"], "> 0"),
     ],
