@@ -262,6 +262,37 @@ def vllm_gpu_sessions(
     return max((gpu.usable_blocks or 0) - shared, 0) // (per - shared)
 
 
+def _refuse_empty_vllm_tier(
+    s: OffloadSettings, size_gib: float, cpu_bytes: int, ch: C.VllmChunks, block_bytes: int
+) -> None:
+    """Refuse a vLLM native CPU tier that holds no chunk (`cpu/spec.py`: num_chunks =
+    cpu_bytes // chunk bytes is 0): the chunk of `blocks_per_chunk` blocks is larger than the
+    whole `--kv-offloading-size`. Names the flag to change and the figures. Raises `KvcalcError`."""
+    per_block = block_bytes * ch.copies
+    if s.blocks_per_chunk > 1:
+        fit = cpu_bytes // per_block if per_block else 0
+        while fit > 0 and C.round_up(per_block * fit, C.VLLM_CHUNK_ALIGNMENT_BYTES) > cpu_bytes:
+            fit -= 1
+        fix = f"pass --offload-blocks-per-chunk {fit} or less" if fit > 0 else "raise --kv-offloading-size"
+        raise KvcalcError(
+            f"--offload-blocks-per-chunk {s.blocks_per_chunk} makes one vLLM offload chunk of "
+            f"{ch.bytes_per_chunk:,} B, more than --kv-offloading-size {_shown(size_gib)} ({cpu_bytes:,} B): "
+            f"the CPU tier would hold 0 chunks; {fix}",
+            option="--offload-blocks-per-chunk",
+            value=s.blocks_per_chunk,
+            form=MESSAGE,
+        )
+    need_gib = math.ceil(ch.bytes_per_chunk * 100 / C.GIB) / 100
+    raise KvcalcError(
+        f"--kv-offloading-size {_shown(size_gib)} ({cpu_bytes:,} B) is less than one vLLM offload chunk "
+        f"of {ch.bytes_per_chunk:,} B: the CPU tier would hold 0 chunks; pass --kv-offloading-size "
+        f"{need_gib:g} or more",
+        option="--kv-offloading-size",
+        value=s.kv_offloading_size,
+        form=MESSAGE,
+    )
+
+
 def vllm_native(
     model: ModelSpec,
     gpu: EngineResult,
@@ -300,6 +331,8 @@ def vllm_native(
     cpu_bytes = C.vllm_cpu_bytes_to_use(S)
     replicated = model.attention == "mla" and tp > 1
     ch = C.vllm_chunks(cpu_bytes, gpu.page_size_bytes or 0, tp, s.blocks_per_chunk, replicated)
+    if ch.num_chunks == 0:
+        _refuse_empty_vllm_tier(s, S, cpu_bytes, ch, gpu.page_size_bytes or 0)
     block = gpu.block_size or 0
     chunk_tokens = block * s.blocks_per_chunk
     per_request = C.vllm_chunks_per_request(groups, session_tokens, chunk_tokens)

@@ -458,6 +458,35 @@ def test_offload_blocks_per_chunk_refusal_names_the_flag(refused):
 
 
 @pytest.mark.parametrize(
+    "size, bpc, words",
+    [
+        # 2,097,152 B a block (131,072 B x 16 tokens) x 10^23 blocks: past 10 x 2^30 = 10,737,418,240 B;
+        # 10,737,418,240 // 2,097,152 = 5,120 blocks fit one chunk
+        (
+            "10",
+            "99999999999999999999999",
+            "error: --offload-blocks-per-chunk 99999999999999999999999 makes one vLLM offload chunk of "
+            "209,715,199,999,999,999,999,997,902,848 B, more than --kv-offloading-size 10 (10,737,418,240 B): "
+            "the CPU tier would hold 0 chunks; pass --offload-blocks-per-chunk 5120 or less",
+        ),
+        # int(0.001 x 2^30) = 1,073,741 B < one 2,097,152 B block; 2,097,152 / 2^30 = 0.00195 GiB -> 0.01
+        (
+            "0.001",
+            "1",
+            "error: --kv-offloading-size 0.001 (1,073,741 B) is less than one vLLM offload chunk of "
+            "2,097,152 B: the CPU tier would hold 0 chunks; pass --kv-offloading-size 0.01 or more",
+        ),
+    ],
+)
+def test_vllm_native_tier_that_holds_no_chunk_is_refused(refused, size, bpc, words):
+    err = refused(
+        "llama-3.1-8b", "--engine", "vllm", "--kv-memory", "20GiB",
+        "--kv-offloading-size", size, "--offload-blocks-per-chunk", bpc,
+    )  # fmt: skip
+    assert err == words
+
+
+@pytest.mark.parametrize(
     "flags, words",
     [
         # native offload was dropped silently and LMCache sized alone
