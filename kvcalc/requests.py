@@ -269,6 +269,11 @@ class EstimateRequest(NamedTuple):
 
         check_positive(batch=batch, tp=tp, pp=pp, dp=dp, dp_attention=dp_attention, ep=ep, dcp=dcp)
         check_gpu_total(tp, pp, dp * dp_attention)
+        if dcp > 1:  # the engine first: another engine's --dcp is refused before vLLM's DCP rules
+            from kvcalc.engines import canonical
+
+            if canonical(rest.get("engine", "ideal")) not in ("ideal", "vllm"):
+                refuse_dcp_engine(rest["engine"], dcp)
         T = resolve_seq_len(model, seq_len)
         kv_given = bool(kv_dtype or k_dtype or v_dtype or quant_group_size or scale_dtype)
         choice = None
@@ -298,6 +303,18 @@ class EstimateRequest(NamedTuple):
         check_limits([], seq_lens)
         warn_beyond_context(model, seq_lens)
         return [cls.build(model, seq_len=T, warn=False, **kwargs) for T in seq_lens]
+
+
+def refuse_dcp_engine(engine: str, dcp: int) -> None:
+    """Refuse `--dcp` with an engine other than vLLM (decode context parallel is vLLM's `-dcp`,
+    `vllm/config/parallel.py` `decode_context_parallel_size`, vLLM 0.33). Raises `KvcalcError`."""
+    raise KvcalcError(
+        f"--dcp {dcp} with --engine {engine}: decode context parallel is vLLM's (-dcp); "
+        f"kvcalc's own figure (without --engine) divides the positions by dcp",
+        option="--dcp",
+        value=dcp,
+        form=MESSAGE,  # the message names --dcp and its value: not `--dcp 2: --dcp 2 with ...`
+    )
 
 
 def engine_kv_choice(
@@ -483,13 +500,7 @@ def engine_for_batch(req: EstimateRequest, plan: Any = None) -> Any:
     if par.dcp > 1 and prof.name == "vllm":  # vLLM's blocks at cdiv(T, dcp) positions (`VllmOptions.dcp`)
         opts = dataclasses.replace(opts, dcp=par.dcp)
     elif par.dcp > 1:  # decode context parallel is vLLM's
-        raise KvcalcError(
-            f"--dcp {par.dcp} with --engine {req.engine}: decode context parallel is vLLM's (-dcp); "
-            f"kvcalc's own figure (without --engine) divides the positions by dcp",
-            option="--dcp",
-            value=par.dcp,
-            form=MESSAGE,  # the message names --dcp and its value: not `--dcp 2: --dcp 2 with ...`
-        )
+        refuse_dcp_engine(req.engine, par.dcp)
     B = -(-B // par.dp_attention)  # each attention-DP rank is an engine core with its own requests
     if req.kv is not None:  # parsed once, by the engine, when the request was built
         k, v, shown = req.kv.k, req.kv.v, req.kv.label

@@ -182,8 +182,12 @@ def test_estimate_engine_vllm_takes_dcp(cli):
     assert e["max_concurrency"] == 16.0
 
 
-def test_estimate_dcp_with_another_engine_names_dcp_once(cli):
-    """Was `--dcp 2: --dcp 2 with --engine sglang: ...`."""
-    r = cli("estimate", "deepseek-v3", "--engine", "sglang", "--tp", "8", "--dcp", "2", "--gpu", "h200")
+@pytest.mark.parametrize("engine", ["sglang", "llamacpp"])
+@pytest.mark.parametrize("model", ["deepseek-v3", "llama-3.1-8b"])
+def test_estimate_dcp_with_another_engine_names_dcp_once(cli, model, engine):
+    """Was `--dcp 2: --dcp 2 with --engine sglang: ...`; for llama-3.1-8b (8 KV heads, tp 8) it
+    was vLLM's own GQA rule (`tp 8 must be greater than the model's 8 KV heads`): the engine is
+    checked first."""
+    r = cli("estimate", model, "--engine", engine, "--tp", "8", "--dcp", "2", "--gpu", "h200")
     assert r.exit_code == 2 and len(r.stderr.splitlines()) == 1, r.output
-    assert r.stderr.startswith("error: --dcp 2 with --engine sglang: decode context parallel is vLLM's"), r.stderr
+    assert r.stderr.startswith(f"error: --dcp 2 with --engine {engine}: decode context parallel is vLLM's"), r.stderr
