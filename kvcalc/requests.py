@@ -512,7 +512,13 @@ def engine_for_batch(req: EstimateRequest, plan: Any = None) -> Any:
     mem = None
     if prof.allocates_cells:
         if tp != 1 and not prof.splits_heads:
-            raise KvcalcError(f"{prof.display_name} splits layers, not heads: use --engine {prof.name} with --tp 1")
+            raise KvcalcError(
+                f"--tp {tp}: {prof.display_name} splits layers, not heads; give --tp 1 "
+                f"(--pp {tp} splits the layers over {tp} GPUs)",
+                option="--tp",
+                value=tp,
+                form=MESSAGE,
+            )
         basis = f"n_ctx = {B} x {T:,} tokens, --parallel {B}"
     elif plan is not None:
         mem = plan.headroom_bytes + plan.kv_cache_bytes_per_gpu

@@ -207,6 +207,8 @@ def estimate(
             ) from None
     else:
         tp, pp, dp = layout.resolve()  # count = tp x pp x dp; alone it sets tp
+    if layout.count is not None and layout.tp == 1 and tp > 1:
+        refuse_count_as_tp(engine_name, layout.count, tp)
     par = moe.resolve(spec, tp, dp)  # attention DP / EP / DCP (`calc.parallel`)
     tp, dp, dpa, ep, dcp = par["tp"], par["dp"], par["dp_attention"], par["ep"], par["dcp"]
     input_len, output_len, request_rate = whole.input_len, whole.output_len, whole.request_rate
@@ -276,6 +278,27 @@ def estimate(
     if settings is not None:
         parts += offload_parts(settings, offload, req, res)
     emit_parts(parts, fmt)
+
+
+def refuse_count_as_tp(engine_name: str, count: int, tp: int) -> None:
+    """Refuse `--count N` alone (it sets tp N) for an engine that splits layers, not heads
+    (llama.cpp: `--split-mode layer`, `common/arg.cpp`), naming --count and the --pp to give
+    instead. Raises `KvcalcError`."""
+    from kvcalc.engines import canonical
+    from kvcalc.engines.profile import get_profile
+
+    if canonical(engine_name) == "ideal":
+        return
+    prof = get_profile(engine_name)
+    if prof.splits_heads:
+        return
+    raise KvcalcError(
+        f"--count {count} alone sets --tp {tp}, but {prof.display_name} splits layers, not heads: "
+        f"pass --pp {tp} (with --count {count}) to split the layers over {tp} GPUs",
+        option="--count",
+        value=count,
+        form=MESSAGE,
+    )
 
 
 def offload_settings(ctx: typer.Context, offload: KvMemoryOptions) -> Any:

@@ -62,3 +62,31 @@ def test_a_gpu_without_a_compute_capability_is_not_called_no_gpu():
         for n in notes
     ), notes
     assert json.loads(r.stdout)["block_size"] == 16
+
+
+@pytest.mark.parametrize(
+    "layout, words",
+    [
+        # --count alone sets tp (`resolve_count`); the engine already is llamacpp and --tp was never
+        # typed: was "use --engine llamacpp with --tp 1"
+        (
+            ("--count", "8"),
+            "--count 8 alone sets --tp 8, but llama.cpp splits layers, not heads: pass --pp 8 "
+            "(with --count 8) to split the layers over 8 GPUs",
+        ),
+        (
+            ("--tp", "8"),
+            "--tp 8: llama.cpp splits layers, not heads; give --tp 1 (--pp 8 splits the layers over 8 GPUs)",
+        ),
+    ],
+)
+def test_llamacpp_tp_refusal_names_what_was_typed(layout, words):
+    r = run_kvcalc("estimate", "llama-3.1-8b", "--gpu", "h200", *layout, "--engine", "llamacpp")
+    assert refused(r, layout[0]) == words
+
+
+def test_llamacpp_count_with_pp_splits_layers():
+    r = run_kvcalc(
+        "estimate", "llama-3.1-8b", "--gpu", "h200", "--count", "8", "--pp", "8", "--engine", "llamacpp", "-f", "json"
+    )
+    assert r.code == 0, r.stderr
