@@ -942,6 +942,7 @@ class PlanRequest(NamedTuple):
             raise KvcalcError("--gpu: no GPU to search")
 
         kv_default, w_default, fp8_only = prof.plan_formats(model)
+        typed_kv = {kv_format(n).name: n for n in reversed(_names(kv_dtypes, "--kv-dtype") or [])}
         kvs = tuple((kv_format(n).name,) * 2 for n in (_names(kv_dtypes, "--kv-dtype") or kv_default))
         ws = tuple(
             None if n is None else weight_format(n).name for n in (_names(weight_dtypes, "--weight-dtype") or w_default)
@@ -979,6 +980,10 @@ class PlanRequest(NamedTuple):
             except KvcalcError as e:  # plan's K and V are both its one --kv-dtype: name that, not --k-dtype
                 if e.field not in ("k_dtype", "v_dtype"):
                     raise
+                from kvcalc.engines.llamacpp.common import NoGgmlTypeError
+
+                if isinstance(e, NoGgmlTypeError):  # named as typed: fp8, not its kvcalc name fp8_e4m3
+                    raise e.named(typed_kv.get(str(e.value)), "kv_dtype") from None
                 raise KvcalcError(e.message, field="kv_dtype", value=e.value, form=e.form) from None
 
         if prices is not None and not isinstance(prices, dict):

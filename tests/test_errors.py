@@ -407,7 +407,9 @@ def test_llamacpp_options(kwargs: dict, field: str, value, text: str) -> None:
 def test_llamacpp_types_and_capacity() -> None:
     m = load_model("llama-3.1-8b")
     e = raised(llamacpp.allocate, m, 4096, FP16, kv_format("int8"))
-    assert (e.field, e.value) == ("v_dtype", "int8") and str(e).startswith("llama.cpp has no 'int8' KV cache type")
+    assert (e.field, e.value) == ("v_dtype", "int8") and str(e).startswith(
+        "--v-dtype: llama.cpp has no 'int8' KV cache type"
+    )
     # 256 cells of 32 layers x 2,048 B (K) + 2,048 B (V) = 32 MiB; 1 KiB holds none
     e = raised(llamacpp.capacity, m, 1024, FP16, FP16)
     carries(e, "kv_memory_bytes", "--kv-memory", 1024, "1,024 B does not hold even 256 cells of llama-3.1-8b's cache")

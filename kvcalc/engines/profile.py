@@ -590,6 +590,24 @@ class LlamacppProfile(EngineProfile):
             form=OPTION,
         )
 
+    def kv_formats(
+        self,
+        model: ModelSpec,
+        kv_dtype: str | None = None,
+        k_dtype: str | None = None,
+        v_dtype: str | None = None,
+        options: Any = None,
+    ) -> KvChoice:
+        """As `EngineProfile.kv_formats`; a format llama.cpp lacks is named as typed, under the
+        option that gave it (`--kv-dtype fp8`, not its kvcalc name `fp8_e4m3`)."""
+        from kvcalc.engines.llamacpp.common import NoGgmlTypeError
+
+        try:
+            return super().kv_formats(model, kv_dtype, k_dtype, v_dtype, options)
+        except NoGgmlTypeError as e:
+            own = k_dtype if e.field == "k_dtype" else v_dtype
+            raise e.named(own, str(e.field)) if own else e.named(kv_dtype, "kv_dtype") from None
+
     def check_kv_formats(self, model: ModelSpec, k: StorageFormat, v: StorageFormat, options: Any = None) -> None:
         llamacpp.ggml_name(k, field="k_dtype")  # "llama.cpp has no 'int4' KV cache type; use one of ..."
         llamacpp.ggml_name(v, field="v_dtype")

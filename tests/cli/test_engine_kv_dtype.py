@@ -107,3 +107,21 @@ def test_a_vllm_only_cache_dtype_elsewhere_points_to_engine_vllm(cli, args):
     assert r.stderr.startswith("error: --kv-dtype: 'turboquant_k8v4' is a vLLM 0.33 --kv-cache-dtype"), r.stderr
     assert "`kvcalc estimate --engine vllm`" in r.stderr
     assert cli("estimate", "llama-3.1-8b", "--engine", "vllm", "--kv-dtype", "turboquant_k8v4").exit_code == 0
+
+
+@pytest.mark.parametrize(
+    "args, name",
+    [
+        (("estimate", "llama-3.1-8b", "--engine", "llamacpp", "--kv-dtype", "nvfp4"), "nvfp4"),
+        (("plan", "llama-3.1-8b", "--engine", "llamacpp", "--gpu", "h200", "--kv-dtype", "fp8"), "fp8"),
+        (("capacity", "llama-3.1-8b", "--engine", "llamacpp", "--kv-memory", "10GiB", "--kv-dtype", "fp8"), "fp8"),
+    ],
+)
+def test_llamacpp_dtype_refusal_names_kv_dtype_as_typed(cli, args, name):
+    # was "llama.cpp has no 'nvfp4' ..." without the option, and plan's "no 'fp8_e4m3'" for the fp8 typed
+    r = cli(*args)
+    assert r.exit_code == 2
+    assert r.stderr.strip().splitlines() == [
+        f"error: --kv-dtype: llama.cpp has no '{name}' KV cache type; use one of f32, f16, bf16, q8_0, q4_0, q4_1, "
+        "q5_0, q5_1, iq4_nl"
+    ]

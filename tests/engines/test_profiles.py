@@ -134,13 +134,19 @@ def test_weight_only_format_refused_per_side(llama):
     assert (e.field, e.value) == ("v_dtype", "mxfp4")
 
 
-def test_llamacpp_kv_formats_name_the_side(llama):
-    e = refusal(LLAMACPP.kv_formats, llama, k_dtype="fp8")
-    assert (e.field, e.value) == ("k_dtype", "fp8_e4m3")
-    e = refusal(LLAMACPP.kv_formats, llama, v_dtype="fp8")
-    assert (e.field, e.value) == ("v_dtype", "fp8_e4m3")
+@pytest.mark.parametrize(
+    "typed, field, option",
+    [({"k_dtype": "fp8"}, "k_dtype", "--k-dtype"), ({"v_dtype": "fp8"}, "v_dtype", "--v-dtype"),
+     ({"kv_dtype": "fp8"}, "kv_dtype", "--kv-dtype"), ({"kv_dtype": "nvfp4"}, "kv_dtype", "--kv-dtype")],
+)  # fmt: skip
+def test_llamacpp_kv_formats_name_the_side_as_typed(llama, typed, field, option):
+    # the option that gave the format and the name typed (fp8, not kvcalc's fp8_e4m3)
+    e = refusal(LLAMACPP.kv_formats, llama, **typed)
+    name = next(iter(typed.values()))
+    assert (e.field, e.value) == (field, name)
     assert str(e) == (
-        "llama.cpp has no 'fp8_e4m3' KV cache type; use one of f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, iq4_nl"
+        f"{option}: llama.cpp has no '{name}' KV cache type; use one of f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, "
+        "q5_1, iq4_nl"
     )
 
 

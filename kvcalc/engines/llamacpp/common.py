@@ -89,16 +89,30 @@ def mib_f32(n_bytes: int) -> float:
     return f32(n_bytes) / 2**20
 
 
+class NoGgmlTypeError(KvcalcError):
+    """A KV format llama.cpp has no cache type for (`common/arg.cpp` `kv_cache_types`), named
+    as typed where the caller knows it (`named`): `--kv-dtype: llama.cpp has no 'fp8' KV cache
+    type; use one of ...`."""
+
+    def __init__(self, name: str, field: str) -> None:
+        super().__init__(
+            f"llama.cpp has no '{name}' KV cache type",
+            fix=f"use one of {', '.join(GGML_NAMES.values())}",
+            field=field,
+            value=name,
+            form=OPTION,
+        )
+
+    def named(self, name: str | None, field: str) -> NoGgmlTypeError:
+        """The same refusal for the name as the user typed it (None: this one's) under `field`."""
+        return NoGgmlTypeError(name or str(self.value), field)
+
+
 def ggml_name(f: StorageFormat, *, field: str = "k_dtype") -> str:
-    """The ggml type name of a KV format; raises `KvcalcError` (field `field`: `k_dtype` or
+    """The ggml type name of a KV format; raises `NoGgmlTypeError` (field `field`: `k_dtype` or
     `v_dtype`) for one llama.cpp lacks."""
     if f.name not in GGML_NAMES:
-        raise KvcalcError(
-            f"llama.cpp has no '{f.name}' KV cache type; use one of {', '.join(GGML_NAMES.values())}",
-            field=field,
-            value=f.name,
-            form=MESSAGE,
-        )
+        raise NoGgmlTypeError(f.name, field)
     return GGML_NAMES[f.name]
 
 
