@@ -138,6 +138,8 @@ def check(
         tp=dep.resolved_tp,
         pp=dep.pp,
         dp=dep.dp,
+        dp_attention=dep.dp_attention,
+        ep=dep.ep,
         kv_dtype=planner.kv_dtype,
         weight_dtype=planner.weight_dtype,
         max_seq_len=T,

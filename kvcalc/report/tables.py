@@ -297,11 +297,10 @@ def check_table(rows: Sequence[CheckRow], *, width: int | None = None) -> Render
     for r in rows:
         tgt_tpot = (f"(≤{r.max_tpot_ms:g})",) if r.max_tpot_ms is not None else ()
         tgt_tok = (f"(≥{r.min_tokens_per_s:g})",) if r.min_tokens_per_s is not None else ()
-        par = f"tp{r.tp}" + (f" pp{r.pp}" if r.pp > 1 else "") + (f" dp{r.dp}" if r.dp > 1 else "")
         cells.append(
             [
                 r.name,
-                f"{r.count}x {r.gpu} {par}",
+                gpus_label(r.count, r.gpu, r.tp, r.pp, r.dp, r.dp_attention, r.ep),
                 (f"{r.max_seq_len:,} x", f"{r.concurrency}"),
                 (f"{r.memory_bytes_per_gpu / 2**30:,.1f} /", f"{r.budget_bytes_per_gpu / 2**30:,.1f}"),
                 f"{r.max_concurrency:,}",
@@ -506,11 +505,19 @@ def gpus_table(rows: Sequence[GpuSpec], *, width: int | None = None) -> Table | 
     )
 
 
+def gpus_label(
+    count: int, gpu: str, tp: int, pp: int, dp: int, dp_attention: int = 1, ep: int = 1, nodes: int = 1
+) -> str:
+    """A layout's GPUs cell, as `kvcalc plan` and `kvcalc check` show it: '8x h200 tp2 dp-attn4 ep8'
+    (pp, dp, dp-attn, ep where above 1; ', N nodes' where more than one)."""
+    par = f"tp{tp}" + (f" pp{pp}" if pp > 1 else "") + (f" dp{dp}" if dp > 1 else "")
+    par += (f" dp-attn{dp_attention}" if dp_attention > 1 else "") + (f" ep{ep}" if ep > 1 else "")
+    where = f", {nodes} nodes" if nodes > 1 else ""
+    return f"{count}x {gpu} {par}{where}"
+
+
 def _plan_gpus(r: PlanLayout) -> str:
-    par = f"tp{r.tp}" + (f" pp{r.pp}" if r.pp > 1 else "") + (f" dp{r.dp}" if r.dp > 1 else "")
-    par += (f" dp-attn{r.dp_attention}" if r.dp_attention > 1 else "") + (f" ep{r.ep}" if r.ep > 1 else "")
-    where = f", {r.nodes} nodes" if r.nodes > 1 else ""
-    return f"{r.count}x {r.gpu} {par}{where}"
+    return gpus_label(r.count, r.gpu, r.tp, r.pp, r.dp, r.dp_attention, r.ep, r.nodes)
 
 
 def _plan_formats(r: PlanLayout) -> str:

@@ -38,6 +38,9 @@ class CheckRow(_Frozen):
     meets_targets: bool
     status: Literal["ok", "does not fit", "misses target"]
     problems: list[str]
+    #: attention-DP ranks and expert-parallel size of the layout (as `PlanLayout`'s)
+    dp_attention: int = 1
+    ep: int = 1
     #: the engine whose KV arithmetic sized it (the file's `engine:`; "ideal": the exact formula)
     engine: str = "ideal"
     #: what the engine assumed, or why its arithmetic was not applied (as `kvcalc plan`'s notes)

@@ -508,3 +508,20 @@ def test_check_at_80_columns_splits_into_two_tables(cli, monkeypatch) -> None:
     heads = [ln for ln in r.stdout.splitlines() if ln.startswith("┃") and "deployment" in ln]
     assert len(heads) == 2
     assert "│ llama-3.1-70b-fp8-2xh100 │" in r.stdout
+
+
+def test_check_gpus_cell_is_plans_label(cli, tmp_path) -> None:
+    # a dp-attention layout: count 8 = tp 2 x dp_attention 4; was "8x h200 tp2" (plan shows the
+    # same layout as "8x h200 tp2 dp-attn4 ep8", `report.tables.gpus_label`)
+    from kvcalc.report.tables import gpus_label
+
+    f = tmp_path / "ds3.yaml"
+    f.write_text(
+        "name: ds3\nmodel: deepseek-v3\ngpu: h200\ncount: 8\ntp: 2\ndp_attention: 4\nep: 8\n"
+        "max_seq_len: 8192\nconcurrency: 8\n"
+    )
+    r = cli("check", str(f), env={"COLUMNS": "160"})
+    assert r.exit_code == 0, r.output
+    assert "│ 8x h200 tp2 dp-attn4 ep8 │" in r.stdout
+    assert gpus_label(8, "h200", 2, 1, 1, 4, 8) == "8x h200 tp2 dp-attn4 ep8"
+    assert gpus_label(16, "h200", 8, 2, 1, nodes=2) == "16x h200 tp8 pp2, 2 nodes"
