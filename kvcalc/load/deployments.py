@@ -163,7 +163,7 @@ def load_deployment(path: Path, gpus: dict[str, Any] | None = None):
     data, lines = read_mapping(path, "deployment")
     if str(data.get("kind", "deployment")).strip().lower() == "deployment":
         data = {k: v for k, v in data.items() if k != "kind"}
-    dep = build(Deployment, data, str(path), lines)
+    dep = build(Deployment, data, str(path), lines, first_only=True)  # one line: the first bad field
     try:
         model = load_model(_resolve(dep.model, path.parent))
     except KvcalcError as e:
@@ -269,7 +269,7 @@ def engine_kv_of(
         check_option_bounds(opts)
         prof.check_options(opts)
     except ValidationError as e:
-        raise validation_error(e, wrapper, path, lines) from None
+        raise validation_error(e, wrapper, path, lines, first_only=True) from None
     except KvcalcError as e:
         raise ConfigError(
             e.message, path=path, field="engine_options", line=lines.get("engine_options"), value=e.value

@@ -566,15 +566,23 @@ def _nested_fields(model_cls: type[BaseModel], loc: tuple) -> list[str]:
 
 
 def validation_error(
-    err: ValidationError, model_cls: type[BaseModel], path: str | None, lines: dict[str, int] | None = None
+    err: ValidationError,
+    model_cls: type[BaseModel],
+    path: str | None,
+    lines: dict[str, int] | None = None,
+    *,
+    first_only: bool = False,
 ) -> ConfigError:
     """One `ConfigError` line per pydantic error, each naming file, line and field, with a
     "did you mean" hint for an unknown field (the known fields are listed once, on the first
     unknown field without a hint). At most `MAX_PROBLEMS` lines, then "and N more problems";
-    a value the user gave is echoed as a short excerpt (`kvcalc.text.excerpt`), never whole."""
+    a value the user gave is echoed as a short excerpt (`kvcalc.text.excerpt`), never whole.
+    `first_only`: the first problem in the file alone, one line (`kvcalc check`'s deployment files)."""
     lines = lines or {}
     out = []
     errors = err.errors(include_url=False)
+    if first_only:  # the first in the file (by line; a problem with no line of its own last)
+        errors = sorted(errors, key=lambda e: lines.get(str(e["loc"][0]) if e["loc"] else "", 1 << 62))[:1]
     listed_known = False
     for e in errors[:MAX_PROBLEMS]:
         loc = ".".join(excerpt(x, 40) if isinstance(x, str) else str(x) for x in e["loc"])
@@ -606,9 +614,17 @@ def validation_error(
     return ce
 
 
-def build(model_cls: type[M], data: dict[str, Any], path: str | None = None, lines: dict[str, int] | None = None) -> M:
-    """Validate `data` as `model_cls`; raises `ConfigError` naming the file, line and field."""
+def build(
+    model_cls: type[M],
+    data: dict[str, Any],
+    path: str | None = None,
+    lines: dict[str, int] | None = None,
+    *,
+    first_only: bool = False,
+) -> M:
+    """Validate `data` as `model_cls`; raises `ConfigError` naming the file, line and field
+    (`first_only`: the first problem alone, `validation_error`)."""
     try:
         return model_cls.model_validate(data)
     except ValidationError as e:
-        raise validation_error(e, model_cls, path, lines) from None
+        raise validation_error(e, model_cls, path, lines, first_only=first_only) from None

@@ -19,6 +19,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.bad_input.harness import refused, run_kvcalc
+
 REPO = Path(__file__).resolve().parents[2]
 TIMEOUT_S = 60
 
@@ -312,3 +314,18 @@ def test_fuzz_every_command_never_crashes() -> None:
         if code not in (0, 1, 2) or "internal error" in err or "Traceback" in err or exc
     ]
     assert not bad, bad[:5]
+
+
+@pytest.mark.parametrize(
+    "body, line",
+    [
+        # two bad fields: was one error line each; now the first in the file, with its line
+        ("count: 0\ntp: 0\n", "4: field 'count': Input should be greater than 0 (got 0)"),
+        ("tp: 0\ncount: 0\n", "4: field 'tp': Input should be greater than 0 (got 0)"),
+    ],
+)
+def test_check_file_with_two_bad_fields_gives_one_line(tmp_path, body, line):
+    f = tmp_path / "bad.yaml"
+    f.write_text(f"name: x\nmodel: llama-3.1-8b\ngpu: h200\n{body}max_seq_len: 8192\n")
+    r = run_kvcalc("check", str(f))
+    assert refused(r) == f"{f}:{line}"
