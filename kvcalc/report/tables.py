@@ -194,12 +194,12 @@ def serving_table(r: Any, gpu: Any, est: Any, *, width: int | None = None):
         )
     )
     rows.append(("speed model", r.speed_model, None))
-    if r.tpot_s is None:
-        rows.append(("TPOT", "none: the batch does not fit", None))
+    if r.tpot_s is None or r.tokens_per_s is None or r.ttft_s is None:
+        rows.append(("TPOT", "none: the batch does not fit (no TTFT or tokens/s either)", None))
     else:
         rows.append(("TPOT", f"{seconds(r.tpot_s)} (modelled)", None))
         rows.append(("tokens/s", f"{r.tokens_per_s_per_seq:,.1f} per sequence, {r.tokens_per_s:,.1f} in total", None))
-    rows.append(("TTFT", f"{seconds(r.ttft_s)} for a {est.seq_len:,}-token prompt ({r.prefill_bound}-bound)", None))
+        rows.append(("TTFT", f"{seconds(r.ttft_s)} for a {est.seq_len:,}-token prompt ({r.prefill_bound}-bound)", None))
     return pairs_table(f"On {r.gpu_count} x {gpu.name} ({r.gpu})", rows, width=width)
 
 
