@@ -552,11 +552,13 @@ def plan_table(res: Any, *, width: int | None = None):
 
 
 def plan_markdown(res: Any) -> str:
-    """`kvcalc plan --format markdown`: the layouts as a table (GiB = 2^30 B), the top layout's
-    launch line, and the nearest misses when nothing qualifies."""
+    """`kvcalc plan --format markdown`: the layouts as a table (GiB = 2^30 B; with an offload tier
+    a column of the sessions each keeps warm, all replicas), the top layout's launch line, and
+    the nearest misses when nothing qualifies."""
     from kvcalc.report import markdown_table
 
     lines = [f"**{plan_title(res)}**", ""]
+    warm = any(r.offload is not None for r in res.layouts)  # an offload tier asked: its sessions kept warm
     if res.layouts:
         lines.append(
             markdown_table(
@@ -572,6 +574,7 @@ def plan_markdown(res: Any) -> str:
                     "TTFT s",
                     "$/hour",
                     "$/M tokens",
+                    *(["sessions warm"] if warm else []),
                 ],
                 [
                     [
@@ -586,6 +589,7 @@ def plan_markdown(res: Any) -> str:
                         figure(r.ttft_s, 2),
                         "" if r.dollars_per_hour is None else f"{r.dollars_per_hour:,.2f}",
                         "" if r.dollars_per_million_tokens is None else f"{r.dollars_per_million_tokens:,.2f}",
+                        *([f"{r.sessions_warm:,}" if r.sessions_warm is not None else ""] if warm else []),
                     ]
                     for r in res.layouts
                 ],
