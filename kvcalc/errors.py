@@ -6,17 +6,18 @@ the CLI catches it once, prints it as one line and exits 2.
 An error carries what it is about as data, never only in its wording: `field` (the standard
 name of the field: `tp`, `pp`, `kv_dtype`, `weight_dtype`, `model`, `cuda_context_bytes`, ...),
 `option` (the CLI flag, from `OPTIONS` unless the raise site names one) and `value` (what was
-given). `message` is the bare sentence. `str(err)` is the CLI's line, rendered from that data
+given). `reason` is the bare sentence (what is wrong), `fix` what to do about it (`use --engine
+ideal`), and `message` the two joined once (`reason; fix`). `str(err)` is the CLI's line, rendered from that data
 in the error's `form` (`--tp 3: llama-3.1-70b has 64 attention heads, ...`); `kvcalc check`
 renders the same error against a deployment file as `file:line: field 'tp': <message>`.
-Nothing ever parses a message back into a field.
+Nothing ever parses a message back into a field, and no caller rewrites a message: one that
+gives a different fix builds a new error from `reason` and its own `fix`.
 """
 
 from __future__ import annotations
 
 import difflib
 from collections.abc import Iterable
-from typing import Any
 
 #: field (standard name) -> the CLI flag that sets it: the one place the calc words meet the CLI's.
 OPTIONS: dict[str, str] = {
@@ -83,8 +84,9 @@ def flag(field: str) -> str:
 class KvcalcError(Exception):
     """A problem the user can fix. `str(err)` is one line: where, what, and the fix.
 
-    `KvcalcError(message, *, option=None, field=None, value=None, form=None)`: `field` is the
-    field's standard name, `option` the CLI flag (default `OPTIONS[field]`), `value` what was
+    `KvcalcError(message, *, option=None, field=None, value=None, form=None, fix="")`: `message`
+    is what is wrong (kept as `reason`), `fix` what to do about it; `.message` is `reason; fix`
+    (or `reason` alone when there is no fix). `field` is the field's standard name, `option` the CLI flag (default `OPTIONS[field]`), `value` what was
     given; `form` (one of `FORMS`) says how the CLI line joins them: default `OPTION_VALUE`
     when a value is given (`--tp 3: ...`), else `OPTION` (`--plot: ...`); `OPTION_SAYS` when the
     message is a predicate (`--pp` + `5 exceeds the model's 4 layers`), `MESSAGE` when it names
@@ -97,12 +99,15 @@ class KvcalcError(Exception):
         *,
         option: str | None = None,
         field: str | None = None,
-        value: Any = None,
+        value: object = None,
         form: str | None = None,
+        fix: str = "",
     ) -> None:
         if form is not None and form not in FORMS:
             raise ValueError(f"form must be one of {FORMS}, got {form!r}")
-        self.message = message
+        self.reason = message
+        self.fix = fix
+        self.message = f"{message}; {fix}" if fix else message
         self.field = field if field is not None else FIELDS.get(option or "")
         self.option = option or (OPTIONS.get(self.field) if self.field else None)
         self.value = value
@@ -129,11 +134,12 @@ class ConfigError(KvcalcError):
         path: str | None = None,
         field: str | None = None,
         line: int | None = None,
-        value: Any = None,
+        value: object = None,
+        fix: str = "",
     ) -> None:
         self.path = path
         self.line = line
-        super().__init__(message, field=field, value=value, form=MESSAGE)
+        super().__init__(message, field=field, value=value, form=MESSAGE, fix=fix)
         self.option = None  # about a file's field, not a CLI flag
 
     def _render(self) -> str:

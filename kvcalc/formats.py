@@ -58,7 +58,8 @@ class StorageFormat(BaseModel):
             other = "weight format" if field == "weight_dtype" else "KV dtype"
             raise KvcalcError(
                 f"{self.name} packs {self.block_values} values per block; a {what} of {n_values} "
-                f"values is not a whole number of blocks (use another {other})",
+                "values is not a whole number of blocks",
+                fix=f"use another {other}",
                 field=field,
                 value=self.name,
                 form=MESSAGE,

@@ -13,9 +13,12 @@ trained length is a `KvcalcWarning`.
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from kvcalc.errors import MESSAGE, OPTION, OPTION_SAYS, KvcalcError
+
+if TYPE_CHECKING:
+    from kvcalc.engines.profile import KvChoice
 
 # ----- checks shared by every entry point -------------------------------------------------
 
@@ -192,7 +195,8 @@ def refuse_without_kv_layers(model: Any, what: str) -> None:
     )
     raise KvcalcError(
         f"{model.name} has no per-token KV cache (every layer is mamba / linear attention), so {what} "
-        f"does not apply; {shown} (kvcalc estimate shows it)",
+        f"does not apply; {shown}",
+        fix="kvcalc estimate shows it",
         field="model",
         value=model.name,
         form=MESSAGE,
@@ -225,6 +229,10 @@ class EstimateRequest(NamedTuple):
     request_rate: float | None = None
     #: speculative decoding (`calc.speculative.SpecDecode`; None: none), sized with --gpu
     speculative: Any = None
+    #: the KV dtype as the engine parsed it (`engines.profile.KvChoice`), with an engine and a
+    #: dtype given: its formats, label and options (vLLM's TurboQuant presets and per-token-head
+    #: scales fold into the options); None: the generic formats of `workload`
+    kv: KvChoice | None = None
 
     @classmethod
     def build(
@@ -250,18 +258,30 @@ class EstimateRequest(NamedTuple):
         """Check and resolve the values (the context defaults to the model's
         max_position_embeddings, the KV format to the model's dtype), warn for a context beyond
         the model's (unless `warn` is False), and build the `Workload`. `rest`: gpu, layout,
-        engine, engine_options."""
+        engine, engine_options.
+
+        The KV dtype is parsed once, here: with an engine (not 'ideal') against that engine's
+        table (`EngineProfile.kv_formats`: vLLM 0.33's `turboquant_k8v4`, `fp8_per_token_head`,
+        `fp8_ds_mla`, ...; a refusal names the engine version and what it accepts), into `kv`;
+        otherwise against kvcalc's formats (`kv_format_names`)."""
+        from kvcalc.calc.kv_cache import check_tp
         from kvcalc.schema import Parallelism, Workload
 
-        check_positive(batch=batch, tp=tp, pp=pp, dp=dp)
-        check_gpu_total(tp, pp, dp)
+        check_positive(batch=batch, tp=tp, pp=pp, dp=dp, dp_attention=dp_attention, ep=ep, dcp=dcp)
+        check_gpu_total(tp, pp, dp * dp_attention)
         T = resolve_seq_len(model, seq_len)
-        k, v = kv_format_names(model, kv_dtype, k_dtype, v_dtype, quant_group_size, scale_dtype)
+        kv_given = bool(kv_dtype or k_dtype or v_dtype or quant_group_size or scale_dtype)
+        choice = None
+        if kv_given and quant_group_size is None and scale_dtype is None:
+            choice = engine_kv_choice(model, rest.get("engine", "ideal"), kv_dtype, k_dtype, v_dtype, rest)
+        if choice is not None:
+            k, v = choice.k.name, choice.v.name
+        else:
+            k, v = kv_format_names(model, kv_dtype, k_dtype, v_dtype, quant_group_size, scale_dtype)
         check_limits([batch], [T])
         if warn:
             warn_beyond_context(model, [T])
-        check_positive(dp_attention=dp_attention, ep=ep, dcp=dcp)
-        check_gpu_total(tp, pp, dp * dp_attention)
+        check_tp(model, tp)  # once, here: `kv_cache.estimate` trusts the workload's tp
         wl = Workload(
             seq_len=T,
             batch=batch,
@@ -269,8 +289,7 @@ class EstimateRequest(NamedTuple):
             v_dtype=v,
             parallel=Parallelism(tp=tp, pp=pp, dp=dp, dp_attention=dp_attention, ep=ep, dcp=dcp),
         )
-        kv_given = bool(kv_dtype or k_dtype or v_dtype or quant_group_size or scale_dtype)
-        return cls(model=model, workload=wl, kv_given=kv_given, **rest)
+        return cls(model=model, workload=wl, kv_given=kv_given, kv=choice, **rest)
 
     @classmethod
     def build_lengths(cls, model: Any, seq_lens: list[int], **kwargs: Any) -> list[EstimateRequest]:
@@ -279,6 +298,23 @@ class EstimateRequest(NamedTuple):
         check_limits([], seq_lens)
         warn_beyond_context(model, seq_lens)
         return [cls.build(model, seq_len=T, warn=False, **kwargs) for T in seq_lens]
+
+
+def engine_kv_choice(
+    model: Any, engine: str, kv_dtype: str | None, k_dtype: str | None, v_dtype: str | None, rest: dict[str, Any]
+) -> KvChoice | None:
+    """The KV formats `engine` makes of the dtypes given (`EngineProfile.kv_formats`), its options
+    (`rest["engine_options"]`, None: the defaults) with what the dtype implies folded in and
+    written back to `rest`; None for the ideal engine (kvcalc's own formats)."""
+    from kvcalc.engines import canonical
+    from kvcalc.engines.profile import get_profile
+
+    if canonical(engine) == "ideal":
+        return None
+    prof = get_profile(engine)
+    choice = prof.kv_formats(model, kv_dtype, k_dtype, v_dtype, rest.get("engine_options"))
+    rest["engine_options"] = choice.options
+    return choice
 
 
 class EstimateResult(NamedTuple):
@@ -454,7 +490,9 @@ def engine_for_batch(req: EstimateRequest, plan: Any = None) -> Any:
             value=par.dcp,
         )
     B = -(-B // par.dp_attention)  # each attention-DP rank is an engine core with its own requests
-    if req.kv_given:
+    if req.kv is not None:  # parsed once, by the engine, when the request was built
+        k, v, shown = req.kv.k, req.kv.v, req.kv.label
+    elif req.kv_given:
         k, v, shown = kv_format(req.workload.k_dtype), kv_format(req.workload.v_dtype), None
     else:
         choice = prof.kv_formats(req.model, options=opts)
@@ -601,8 +639,9 @@ def run_capacity(req: CapacityRequest) -> Any:
         if req.engine == "ideal" or not state_bytes_known(req.model):
             raise
         raise KvcalcError(
-            f"{e.message}; kvcalc does not model how {req.engine} allocates a model with state "
-            "alone: --engine ideal with --kv-memory gives how many sequences' state fits",
+            e.reason,
+            fix=f"kvcalc does not model how {req.engine} allocates a model with state alone: --engine ideal "
+            "with --kv-memory gives how many sequences' state fits",
             field=e.field,
             value=e.value,
             form=e.form,
@@ -1011,8 +1050,6 @@ def refuse_engine_model(prof: Any, model: Any, options: Any = None) -> None:
     kvcalc cannot size the model on. vLLM: the release's own refusals (`VllmRules.check_loadable`,
     `check_features`), as `capacity --engine vllm` makes them (vLLM 0.33 sizes DeepSeek-V4's
     compressed caches, `v0_33_specs`). The message names the engines that do size it."""
-    import re
-
     from kvcalc.engines.profile import get_profile
 
     try:
@@ -1034,10 +1071,10 @@ def refuse_engine_model(prof: Any, model: Any, options: Any = None) -> None:
             except KvcalcError:
                 continue
             others.append(name)
-        reason = re.sub(r"(\s*\(use --engine ideal\)|; use --engine ideal)$", "", e.message)
         size = " or ".join(f"--engine {n}" for n in others)
         raise KvcalcError(
-            f"{reason}: no {prof.display_name} layout to plan; {size} size{'s' if len(others) == 1 else ''} it",
+            f"{e.reason}: no {prof.display_name} layout to plan",
+            fix=f"{size} size{'s' if len(others) == 1 else ''} it",
             field="model",
             value=model.name,
         ) from None

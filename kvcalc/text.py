@@ -16,7 +16,7 @@ use them wherever text a user file supplied reaches a terminal, a table, a CSV o
 from __future__ import annotations
 
 import re
-from typing import Any
+from collections.abc import Iterable
 
 #: the most characters of a user's value an error message echoes (then "…")
 EXCERPT_CHARS = 60
@@ -62,7 +62,7 @@ def cut(text: str, limit: int) -> str:
     return text if len(text) <= limit else text[: max(limit - 1, 0)] + ELLIPSIS
 
 
-def excerpt(value: Any, limit: int = EXCERPT_CHARS, *, quote: bool = False) -> str:
+def excerpt(value: object, limit: int = EXCERPT_CHARS, *, quote: bool = False) -> str:
     """A value as a message may echo it: `repr` for non-strings (`str` for strings, so a name
     reads as typed; `quote=True`: `repr` for strings too), newlines and other controls escaped,
     then cut to `limit` characters with an ellipsis. Only ever in a message, never a figure:
@@ -75,7 +75,7 @@ def excerpt(value: Any, limit: int = EXCERPT_CHARS, *, quote: bool = False) -> s
     return cut(escape_controls(r, keep=""), limit)
 
 
-def _bounded_repr(value: Any, limit: int, depth: int = 0) -> str:
+def _bounded_repr(value: object, limit: int, depth: int = 0) -> str:
     """`repr(value)` without building the whole of a huge or deep container: lists, tuples and
     dicts show their first items and `...`, and nothing below four levels."""
     if depth > 4 and isinstance(value, (list, tuple, dict)):
@@ -101,7 +101,7 @@ def _bounded_repr(value: Any, limit: int, depth: int = 0) -> str:
 LISTED_NUMBERS = 4
 
 
-def number_list(values: Any, most: int = LISTED_NUMBERS) -> str:
+def number_list(values: Iterable[int], most: int = LISTED_NUMBERS) -> str:
     """Whole numbers as a message lists them, with thousands separators: all of them when there
     are at most `most`, else the first `most - 1`, `...` and the last (`132,096, 133,120,
     134,144, ..., 408,576`), so a warning about 399 contexts stays one short line and no number

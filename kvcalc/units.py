@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import re
 from decimal import Decimal, Overflow, localcontext
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 from kvcalc.errors import OPTION, OPTION_SAYS, KvcalcError
 
@@ -364,7 +364,7 @@ def _unit(written: str, units: dict[str, int], suffixes: tuple[str, ...]) -> str
     return None
 
 
-def _not_a(text: Any, written: str, number: str, noun: str, kind: str) -> str:
+def _not_a(text: object, written: str, number: str, noun: str, kind: str) -> str:
     """The message for text that is not a `noun`: a bare prefix (`24G`) gets a did-you-mean."""
     bare = written.lower()
     if kind == "bytes" and number and bare in ("k", "m", "g", "t", "p", "ki", "mi", "gi", "ti", "pi"):

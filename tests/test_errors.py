@@ -139,7 +139,7 @@ def test_kv_head_not_whole_blocks() -> None:
         "k_dtype",
         "--k-dtype",
         "q4_0",
-        "q4_0 packs 32 values per block; a K head of 80 values is not a whole number of blocks (use another KV dtype)",
+        "q4_0 packs 32 values per block; a K head of 80 values is not a whole number of blocks; use another KV dtype",
     )
     e = raised(kv_cache.kv_bytes_per_token, m, "fp16", "q4_0")
     assert (e.field, e.value) == ("v_dtype", "q4_0") and "a V head of 80 values" in str(e)
@@ -154,7 +154,7 @@ def test_weight_matrices_not_whole_groups() -> None:
         "--weight-dtype",
         "int4:g48:fp16",
         "int4:g48:fp16 packs 48 values per block; a layer's weight matrices of 218103808 values is not a "
-        "whole number of blocks (use another weight format)",
+        "whole number of blocks; use another weight format",
     )
 
 

@@ -102,7 +102,7 @@ def test_bytes_for_a_partial_block_is_refused():
     with pytest.raises(
         KvcalcError,
         match="^q8_0 packs 32 values per block; a K head of 80 values is not a whole "
-        r"number of blocks \(use another KV dtype\)$",
+        r"number of blocks; use another KV dtype$",
     ):
         STORAGE_FORMATS["q8_0"].bytes_for(80, what="K head")
 

@@ -187,7 +187,7 @@ def test_bytes_for_refusal_as_data():
     e = refusal(STORAGE_FORMATS["q4_0"].bytes_for, 80, what="K head", field="k_dtype")
     assert (e.field, e.value) == ("k_dtype", "q4_0")
     assert str(e) == (
-        "q4_0 packs 32 values per block; a K head of 80 values is not a whole number of blocks (use another KV dtype)"
+        "q4_0 packs 32 values per block; a K head of 80 values is not a whole number of blocks; use another KV dtype"
     )
     assert str(refusal(STORAGE_FORMATS["q4_0"].bytes_for, 48)).startswith("q4_0 packs 32 values per block; a row of 48")
     # whole blocks: 128 values = 4 blocks x 18 B

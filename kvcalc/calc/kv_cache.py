@@ -144,7 +144,8 @@ def refuse_unmodelled_layers(model: ModelSpec, engine: str, modelled: frozenset[
         what = "; ".join(LAYER_FEATURES[m] for m in missing)
         it = "this" if len(missing) == 1 else "these"
         raise KvcalcError(
-            f"{model.name} has {what}; the {engine} profile does not model {it} yet; use --engine ideal",
+            f"{model.name} has {what}; the {engine} profile does not model {it} yet",
+            fix="use --engine ideal",
             field="model",
             value=model.name,
             form=MESSAGE,
@@ -169,8 +170,8 @@ def refuse_hybrid_layers(model: ModelSpec, engine: str) -> None:
     if any(layer.kind == "hybrid" for layer in model.layers):
         raise KvcalcError(
             f"{model.name} runs attention and a Mamba-2 mixer side by side in every layer; the {engine} "
-            "profile does not yet size the state those layers keep beside their KV cache (use --engine "
-            "ideal)",
+            "profile does not yet size the state those layers keep beside their KV cache",
+            fix="use --engine ideal",
             field="model",
             value=model.name,
             form=MESSAGE,
@@ -191,7 +192,8 @@ def refuse_indexer(model: ModelSpec, engine: str) -> None:
     if model.index_head_dim is not None:
         raise KvcalcError(
             f"{model.name} has DeepSeek-V3.2's sparse-attention indexer, whose key cache the "
-            f"{engine} profile does not model; use --engine ideal",
+            f"{engine} profile does not model",
+            fix="use --engine ideal",
             field="model",
             value=model.name,
             form=MESSAGE,
@@ -501,12 +503,12 @@ def estimate(model: ModelSpec, workload: Workload) -> KvEstimate:
     aware and not), the fullest GPU under TP/PP, the total over every GPU, and a breakdown by
     layer kind.
 
-    Raises `KvcalcError` for a TP or PP layout the engines refuse and for formats that do not
-    fit the head size.
+    The TP degree is taken as checked (`check_tp`, called where the request is built:
+    `requests.EstimateRequest.build`). Raises `KvcalcError` for a PP layout the engines refuse
+    and for formats that do not fit the head size.
     """
     k, v = formats(workload.k_dtype, workload.v_dtype)
     par: Parallelism = workload.parallel
-    check_tp(model, par.tp)
     stages = pp_stages(model.n_layers, par.pp)
     T, B, tp = workload.seq_len, workload.batch, par.tp
     layers = model.layers

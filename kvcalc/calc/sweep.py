@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TypedDict
 
 from kvcalc.calc import kv_cache
 from kvcalc.calc.memory_plan import KvProfile, Layout, Planner
@@ -43,16 +43,34 @@ def within_context(seq_lens: Sequence[int], limit: int | None) -> tuple[list[int
     return [T for T in seq_lens if limit >= T], [T for T in seq_lens if limit < T]
 
 
+class _SweepPoint(TypedDict):
+    seq_len: int
+    batch: int
+    weights_bytes_per_gpu: int
+    kv_cache_bytes_per_gpu: int
+    memory_bytes_per_gpu: int
+
+
+class SweepRow(_SweepPoint, total=False):
+    """One (seq_len, batch) point of `kvcalc sweep` (tokens, sequences, bytes per GPU); the keys
+    below are there with a GPU only (TPOT in s, None where the point does not fit)."""
+
+    budget_bytes_per_gpu: int
+    fits: bool
+    tpot_s: float | None
+    tokens_per_s: float | None
+
+
 def sweep_rows(
     req: SweepRequest, progress: Callable[[list[tuple[int, int]]], Iterable[tuple[int, int]]] | None = None
-) -> list[dict[str, Any]]:
+) -> list[SweepRow]:
     """One row per (seq_len, batch): KV and weights per GPU (bytes), and with a GPU the memory
     per GPU, the budget, fit, TPOT (s) and tokens/s (`memory_plan.Planner.point`). Without a
     GPU, memory is weights + KV only. TPOT and tokens/s are None where the point does not fit. Raises `KvcalcError` for a layout the engines refuse."""
     points = req.points
     it: Iterable[tuple[int, int]] = progress(points) if progress is not None else points
     spec, layout = req.model, req.layout
-    rows = []
+    rows: list[SweepRow] = []
     if req.gpu is not None:
         p = Planner(spec, req.gpu, layout)
         for T, B in it:

@@ -3,7 +3,7 @@ each with its own attention and KV bytes, at one context, batch and KV dtype."""
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -25,6 +25,9 @@ ModelsArg = Annotated[
         show_default=False,
     ),
 ]
+
+if TYPE_CHECKING:
+    from kvcalc.schema import ModelSpec
 
 
 @handle_errors
@@ -75,7 +78,7 @@ def compare(
     )
 
 
-def compare_models(specs: list[Any], seq_len: str | None, batch: int, kv_dtype: str | None, fmt: str) -> None:
+def compare_models(specs: list[ModelSpec], seq_len: str | None, batch: int, kv_dtype: str | None, fmt: str) -> None:
     """Several models side by side: one `KvEstimate` each (machine formats: a list of the usual
     `kvcalc estimate` objects), at one context (`requests.shared_seq_len`), batch and KV format
     (`requests.shared_kv_dtype`); the table says where the context came from."""

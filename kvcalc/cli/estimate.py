@@ -74,7 +74,7 @@ class RequestOptions(OptionGroup):
 
 def whole_request_options(
     gpu: str | None, input_len: int | None, output_len: int | None, request_rate: float | None, calibration: str | None
-) -> Any:
+) -> "Calibration | None":
     """Check the whole-request options and read --calibration (`load.speed.load_calibration`):
     the `calc.speed.Calibration`, or None. Raises `KvcalcError` naming the option."""
     import math
@@ -119,6 +119,14 @@ OFFLOAD_ASKING = (
 
 
 #: --seq-len as every command declares it, taking several contexts here
+if TYPE_CHECKING:
+    from pydantic import BaseModel
+    from rich.console import RenderableType
+
+    from kvcalc.calc.speed import Calibration
+    from kvcalc.requests import EstimateResult
+    from kvcalc.schema import ModelSpec
+
 if TYPE_CHECKING:  # the option's type for type checkers (with_help builds the annotation at run time)
     SeqLensOpt = SeqLenOpt
 else:
@@ -276,7 +284,9 @@ def offload_parts(settings: Any, offload: KvMemoryOptions, req: Any, res: Any) -
     return parts
 
 
-def estimate_lengths(spec: Any, lengths: list[int], fmt: str, *, gpu: str | None, engine: str, **kw: Any) -> None:
+def estimate_lengths(
+    spec: "ModelSpec", lengths: list[int], fmt: str, *, gpu: str | None, engine: str, **kw: Any
+) -> None:
     """Several contexts: one `KvEstimate` per length (machine formats: a list of the usual
     objects), shown as one compact table. --gpu and --engine are refused: their tables are per
     workload, and `kvcalc sweep` is the grid of contexts on a GPU."""
@@ -304,13 +314,13 @@ def estimate_lengths(spec: Any, lengths: list[int], fmt: str, *, gpu: str | None
     emit(rows, fmt, lambda: kv_lengths_table(rows))
 
 
-def estimate_parts(res: Any) -> list[tuple[Any, Callable[[], Any]]]:
+def estimate_parts(res: "EstimateResult") -> "list[tuple[BaseModel, Callable[[], RenderableType | None]]]":
     """(result model, table builder) for each part of an `EstimateResult`: the KV estimate, the
     GPU plan (with --gpu), the engine's allocation (with --engine); their keys sit side by side
     in the machine formats."""
     from kvcalc.report import tables
 
-    parts: list[tuple[Any, Callable[[], Any]]] = [(res.kv, lambda: tables.kv_table(res.kv))]
+    parts: list[tuple[BaseModel, Callable[[], RenderableType | None]]] = [(res.kv, lambda: tables.kv_table(res.kv))]
     if res.serving is not None:
         parts.append((res.serving, lambda: tables.serving_table(res.serving, res.gpu, res.kv)))
     if res.request is not None:
@@ -326,7 +336,7 @@ def estimate_parts(res: Any) -> list[tuple[Any, Callable[[], Any]]]:
     return parts
 
 
-def engine_title(res: Any) -> str:
+def engine_title(res: "EstimateResult") -> str:
     """The engine table's title: where its KV memory came from."""
     from kvcalc.engines.profile import get_profile
 

@@ -2,8 +2,13 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from kvcalc.cli.options import FormatOpt
 from kvcalc.cli.output import echo, emit, handle_errors
+
+if TYPE_CHECKING:
+    from kvcalc.report.tables import ModelRow
 
 
 @handle_errors
@@ -13,7 +18,7 @@ def models(fmt: FormatOpt = "table") -> None:
     from kvcalc.load.models import load_model_file
     from kvcalc.report import kinds_summary
 
-    rows = []
+    rows: list[ModelRow] = []
     for name, path in bundled("models").items():
         m = load_model_file(path)
         rows.append(

@@ -15,11 +15,22 @@ import stat
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, NoReturn, ParamSpec, TypeVar
 
 import typer
 
 from kvcalc.errors import KvcalcError
+
+if TYPE_CHECKING:
+    from pydantic import BaseModel
+    from rich.console import RenderableType
+
+    from kvcalc.json_types import JsonValue
+    from kvcalc.report import Dumpable
+    from kvcalc.results import EngineResult
+
+_P = ParamSpec("_P")
+_R = TypeVar("_R")
 
 #: "debug": --debug or KVCALC_DEBUG; "collector_paused": `app.main` paused the cyclic garbage
 #: collector for start-up (`resume_collector`)
@@ -49,7 +60,7 @@ def _err_console():
     return console(stderr=True, highlight=False, soft_wrap=True)
 
 
-def fail(message: str, code: int = 2) -> None:
+def fail(message: str, code: int = 2) -> NoReturn:
     """Print each line of `message` in red on stderr and exit with `code`."""
     from rich.markup import escape
 
@@ -68,7 +79,7 @@ MESSAGE_LINE_CHARS = 2000
 MESSAGE_LINES = 50
 
 
-def message_lines(message: Any) -> list[str]:
+def message_lines(message: object) -> list[str]:
     """A message as the lines kvcalc prints: split at newlines only (not at the other characters
     `str.splitlines` breaks on), every terminal control character written visibly (`\\x1b`:
     `kvcalc.text.escape_controls`), so a name from a user's file cannot drive the terminal; each
@@ -86,7 +97,7 @@ def message_lines(message: Any) -> list[str]:
     return out
 
 
-def _run_warned(fn: Callable[..., Any], args: tuple, kwargs: dict) -> Any:
+def _run_warned(fn: Callable[_P, _R], *args: _P.args, **kwargs: _P.kwargs) -> _R:
     """Call fn; print each `KvcalcWarning` it raised as one yellow `warning:` line on stderr
     (before any error line); other warnings are shown as Python would."""
     import warnings
@@ -122,15 +133,15 @@ def resume_collector() -> None:
         gc.enable()
 
 
-def handle_errors(fn: Callable[..., Any]) -> Callable[..., Any]:
+def handle_errors(fn: Callable[_P, _R | None]) -> Callable[_P, _R | None]:
     """Run a command; turn `KvcalcError` into one red line per problem and exit 2, and any
     other exception into one line and exit 1, unless --debug is set."""
 
     @functools.wraps(fn)
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
+    def wrapper(*args: _P.args, **kwargs: _P.kwargs) -> _R | None:
         resume_collector()  # paused for start-up only (`app.main`)
         try:
-            return _run_warned(fn, args, kwargs)
+            return _run_warned(fn, *args, **kwargs)
         except (typer.Exit, typer.Abort, KeyboardInterrupt, BrokenPipeError):
             raise  # a closed pipe is no error of the command: `ClosedPipeExits` ends the run
         except KvcalcError as e:
@@ -145,7 +156,7 @@ def handle_errors(fn: Callable[..., Any]) -> Callable[..., Any]:
     return wrapper
 
 
-def echo(obj: Any) -> None:
+def echo(obj: RenderableType) -> None:
     """Print a rich renderable, or plain text as is (machine formats must not be wrapped)."""
     if isinstance(obj, str):
         from kvcalc.text import escape_controls
@@ -165,15 +176,17 @@ def check_format(fmt: str) -> None:
         raise KvcalcError(f"--format: unknown format '{fmt}'; use one of {', '.join(report.OUTPUT_FORMATS)}")
 
 
-def emit(result: Any, fmt: str, table: Callable[[], Any]) -> None:
+def emit(result: Dumpable, fmt: str, table: Callable[[], RenderableType | None]) -> None:
     """Print `result` as `fmt`; `table` builds the rich table lazily."""
     from kvcalc import report
 
     check_format(fmt)
-    echo(table() if fmt == "table" else report.machine(result, fmt))
+    shown = table() if fmt == "table" else report.machine(result, fmt)
+    if shown is not None:
+        echo(shown)
 
 
-def emit_parts(parts: list[tuple[Any, Callable[[], Any]]], fmt: str) -> None:
+def emit_parts(parts: list[tuple[BaseModel, Callable[[], RenderableType | None]]], fmt: str) -> None:
     """Print several results as one: machine formats merge their keys into one object (the
     first part's keys first); the table format prints each part's table in turn."""
     from kvcalc import report
@@ -181,15 +194,17 @@ def emit_parts(parts: list[tuple[Any, Callable[[], Any]]], fmt: str) -> None:
     check_format(fmt)
     if fmt == "table":
         for _, table in parts:
-            echo(table())
+            shown = table()
+            if shown is not None:
+                echo(shown)
         return
-    merged: dict[str, Any] = {}
+    merged: dict[str, JsonValue] = {}
     for result, _ in parts:
         merged.update(result.model_dump(mode="json"))
     echo(report.machine(merged, fmt))
 
 
-def show_result(res: Any, title: str) -> str:
+def show_result(res: EngineResult, title: str) -> str:
     """Print the table, then the engine's log lines as plain text (never wrapped or cropped, so
     they diff against the engine's log); returns '' for callers that echo a result."""
     from kvcalc.report.tables import result_table

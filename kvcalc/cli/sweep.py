@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Optional
+from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
 
@@ -23,6 +23,12 @@ from kvcalc.cli.options import (
     warn_beyond_context,
 )
 from kvcalc.cli.output import check_format, echo, emit, handle_errors
+
+if TYPE_CHECKING:
+    from collections.abc import Iterable
+
+    from kvcalc.calc.memory_plan import Layout
+    from kvcalc.schema import GpuSpec, ModelSpec
 
 
 class SpeedFlags(OptionGroup):
@@ -49,7 +55,7 @@ class SpeedFlags(OptionGroup):
 PROGRESS_POINTS = 2000
 
 
-def track(points: list[tuple[int, int]]) -> Any:
+def track(points: list[tuple[int, int]]) -> Iterable[tuple[int, int]]:
     """`points`, behind rich's transient progress bar when the grid is large."""
     if len(points) <= PROGRESS_POINTS:
         return points
@@ -146,7 +152,7 @@ def sweep(
         echo(f"plot written to {plot}")
 
 
-def with_speed(layout: Any, gpu: Any, speed: SpeedFlags) -> Any:
+def with_speed(layout: Layout, gpu: GpuSpec | None, speed: SpeedFlags) -> Layout:
     """`layout` with the speed model's terms for --engine on `gpu` (`requests.speed_terms`, with
     --calibration); unchanged without a GPU, where --engine / --calibration are refused."""
     from kvcalc.engines import canonical
@@ -171,14 +177,14 @@ def with_speed(layout: Any, gpu: Any, speed: SpeedFlags) -> Any:
     return dataclasses.replace(layout, speed=speed_terms(gpu, canonical(speed.engine), layout.tp, layout, cal))
 
 
-def weight_bits(spec: Any, layout: Any) -> int:
+def weight_bits(spec: ModelSpec, layout: Layout) -> int:
     """Bits per value of the decoder weights (the speed label names their format factor)."""
     from kvcalc.calc.weights import weight_formats
 
     return weight_formats(spec, layout.weight_dtype)[0].bits
 
 
-def drop_beyond_context(spec: Any, seq_lens: list[int]) -> list[int]:
+def drop_beyond_context(spec: ModelSpec, seq_lens: list[int]) -> list[int]:
     """The contexts within `spec`'s context limit (`ModelSpec.context_limit`, `calc.sweep.within_context`); the
     dropped ones are named in one warning. Raises `KvcalcError` when none is left."""
     import warnings
@@ -209,7 +215,7 @@ def drop_beyond_context(spec: Any, seq_lens: list[int]) -> list[int]:
     return kept
 
 
-def _gpu(name: str | None) -> Any:
+def _gpu(name: str | None) -> GpuSpec | None:
     """The `GpuSpec` for --gpu, or None."""
     if name is None:
         return None

@@ -18,7 +18,7 @@ from typing import Any, ClassVar
 from kvcalc.engines import canonical, ideal, launch, llamacpp, sglang, vllm
 from kvcalc.engines.llamacpp.options import LlamacppOptions
 from kvcalc.engines.vllm.options import VllmOptions
-from kvcalc.errors import KvcalcError
+from kvcalc.errors import OPTION, KvcalcError, UnknownNameError
 from kvcalc.formats import StorageFormat, kv_format, storage_format
 from kvcalc.results import EngineResult
 from kvcalc.schema import ModelSpec
@@ -154,12 +154,20 @@ class EngineProfile:
             base = default
             if shown.lower() == "auto":
                 shown = label
-        k = storage_format(k_dtype or base, field="k_dtype" if k_dtype else "kv_dtype")
-        v = storage_format(v_dtype or base, field="v_dtype" if v_dtype else "kv_dtype")
+        try:
+            k = storage_format(k_dtype or base, field="k_dtype" if k_dtype else "kv_dtype")
+            v = storage_format(v_dtype or base, field="v_dtype" if v_dtype else "kv_dtype")
+        except UnknownNameError as e:
+            raise self.unknown_kv_dtype(e, options) from None
         self.check_kv_formats(model, k, v, options)
         if k_dtype or v_dtype:
             shown = k.name if k == v else f"{k.name}/{v.name}"
         return KvChoice(k, v, shown, options)
+
+    def unknown_kv_dtype(self, err: UnknownNameError, options: Any) -> KvcalcError:
+        """The refusal of a KV dtype name neither kvcalc nor the engine knows: `err` (kvcalc's
+        close names) for the exact formula; an engine names its version and what it accepts."""
+        return err
 
     def check_kv_formats(self, model: ModelSpec, k: StorageFormat, v: StorageFormat, options: Any = None) -> None:
         """Raise `KvcalcError` for a K or V format this engine has no cache type for: first in
@@ -385,6 +393,21 @@ class VllmProfile(EngineProfile):
                 )
         return super().kv_formats(model, kv_dtype, k_dtype, v_dtype, options)
 
+    def unknown_kv_dtype(self, err: UnknownNameError, options: VllmOptions) -> KvcalcError:
+        if options.version == vllm.CURRENT_VERSION:
+            from kvcalc.engines.vllm.v0_33 import VLLM_033_TAKES
+
+            takes = VLLM_033_TAKES
+        else:
+            takes = "use auto, bfloat16, float16, fp8, fp8_e5m2, int8_per_token_head or fp8_per_token_head"
+        return KvcalcError(
+            f"vLLM {options.version} has no '{err.name}' KV cache dtype",
+            fix=takes,
+            field=err.field,
+            value=err.name,
+            form=OPTION,
+        )
+
     def split_kv_dtype(self, text: str, options: VllmOptions) -> tuple[str, VllmOptions]:
         from kvcalc.engine_dtypes import VLLM_033_CACHE_DTYPES
 
@@ -494,6 +517,16 @@ class SglangProfile(EngineProfile):
     def check_model(self, model: ModelSpec) -> None:
         sglang.check_model(model)
 
+    def unknown_kv_dtype(self, err: UnknownNameError, options: SglangOptions) -> KvcalcError:
+        rules = sglang.RULES.get(options.version, sglang.RULES["current"])
+        return KvcalcError(
+            f"{rules.label} has no '{err.name}' KV cache dtype",
+            fix=f"its pool stores {', '.join(('auto', *rules.kv_dtypes))}",
+            field=err.field,
+            value=err.name,
+            form=OPTION,
+        )
+
     def check_kv_formats(self, model: ModelSpec, k: StorageFormat, v: StorageFormat, options: Any = None) -> None:
         sglang.check_dtypes(k, v)  # "SGLang 0.5.23 has no 'q8_0' KV cache dtype; its pool stores auto, ..."
         super().check_kv_formats(model, k, v)
@@ -547,6 +580,17 @@ class LlamacppProfile(EngineProfile):
 
     def check_model(self, model: ModelSpec) -> None:
         llamacpp.rules().check_model(model)  # the current release's (Gemma-4 sized, Step-3.7 refused)
+
+    def unknown_kv_dtype(self, err: UnknownNameError, options: LlamacppOptions) -> KvcalcError:
+        from kvcalc.engines.llamacpp.common import GGML_NAMES
+
+        return KvcalcError(
+            f"llama.cpp ({options.version}) has no '{err.name}' KV cache type",
+            fix=f"use one of {', '.join(GGML_NAMES.values())}",
+            field=err.field,
+            value=err.name,
+            form=OPTION,
+        )
 
     def check_kv_formats(self, model: ModelSpec, k: StorageFormat, v: StorageFormat, options: Any = None) -> None:
         llamacpp.ggml_name(k, field="k_dtype")  # "llama.cpp has no 'int4' KV cache type; use one of ..."

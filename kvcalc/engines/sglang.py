@@ -411,7 +411,9 @@ def check_model(model: ModelSpec, version: str = "current", hybrid_swa_memory: b
     SGLang's token pool of attention layers and, for the SWA pool, two layer geometries."""
     why = pool_refusal(model, version)
     if why:
-        raise KvcalcError(f"{model.name}: {why}; use --engine ideal", field="model", value=model.name, form=MESSAGE)
+        raise KvcalcError(
+            f"{model.name}: {why}", fix="use --engine ideal", field="model", value=model.name, form=MESSAGE
+        )
     if uses_swa_pool(model, hybrid_swa_memory, version) and (model.model_type or "") in RULES[version].swa_ratio_types:
         refuse_unmodelled_layers(model, "SGLang", ENGINES_MODEL_TODAY | {"indexer"} | SWA_POOL_FEATURES)
         return
@@ -422,7 +424,8 @@ def check_model(model: ModelSpec, version: str = "current", hybrid_swa_memory: b
     if any(not layer.caches_kv for layer in model.layers):
         raise KvcalcError(
             f"{model.name} has mamba / linear-attention layers: {MAMBA_POOL}; the SGLang profile "
-            "models attention layers only (use --engine ideal)",
+            "models attention layers only",
+            fix="use --engine ideal",
             field="model",
             value=model.name,
             form=MESSAGE,

@@ -574,12 +574,14 @@ def validation_error(
     a value the user gave is echoed as a short excerpt (`kvcalc.text.excerpt`), never whole."""
     lines = lines or {}
     out = []
-    errors = err.errors(include_url=False, include_context=False)
+    errors = err.errors(include_url=False)
     listed_known = False
     for e in errors[:MAX_PROBLEMS]:
         loc = ".".join(excerpt(x, 40) if isinstance(x, str) else str(x) for x in e["loc"])
         top = str(e["loc"][0]) if e["loc"] else None
-        msg = e["msg"].removeprefix("Value error, ")
+        # a validator's ValueError is its own sentence (`ctx["error"]`), not pydantic's "Value error, ..."
+        ctx = e.get("ctx") or {}
+        msg = str(ctx["error"]) if e["type"] == "value_error" and "error" in ctx else e["msg"]
         if e["type"] == "extra_forbidden":
             msg = "unknown field"
             name, known = str(e["loc"][-1]) if e["loc"] else "", _nested_fields(model_cls, e["loc"][:-1])
@@ -594,10 +596,7 @@ def validation_error(
         elif "input" in e and e["type"] not in ("value_error",):
             msg += f" (got {excerpt(e['input'], quote=True)})"
         msg = excerpt(msg, 2000) if len(msg) > 2000 else msg  # a safety net: a validator's own wording
-        field = loc or None
-        if field is None:  # a model-level check: name the fields it mentions
-            named = [f for f in model_cls.model_fields if f in msg]
-            field = named[0] if named else None
+        field = loc or None  # a model-level check names its field by raising `schema.field_error`
         out.append(str(ConfigError(msg, path=path, field=field, line=lines.get(top or field or ""))))
     if len(errors) > MAX_PROBLEMS:
         more = len(errors) - MAX_PROBLEMS

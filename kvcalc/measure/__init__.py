@@ -59,7 +59,7 @@ _SOURCES = {
     "free_memory_bytes": "device",
     "probe_bandwidth": "device",
     "resolve_device": "device",
-    "Plan": "sizing",
+    "Sizing": "sizing",
     "check_fits": "sizing",
     "compute_dtype_for": "sizing",
     "make_plan": "sizing",
@@ -94,7 +94,7 @@ __all__ = [  # == sorted(_SOURCES) (a test checks it); a literal, so linters see
     "LayerState",
     "MeasureRequest",
     "MeasureResult",
-    "Plan",
+    "Sizing",
     "Progress",
     "Store",
     "allocate_layer",
@@ -163,4 +163,4 @@ if TYPE_CHECKING:  # the names as static analysis sees them
     from kvcalc.measure.request import MeasureRequest
     from kvcalc.measure.result import MeasureResult
     from kvcalc.measure.runner import CPU_DEFAULT_STEPS, CUDA_BLOCK_BYTES, GPU_MIN_STEPS, run
-    from kvcalc.measure.sizing import Plan, check_fits, compute_dtype_for, make_plan, pick_layers, weight_shapes
+    from kvcalc.measure.sizing import Sizing, check_fits, compute_dtype_for, make_plan, pick_layers, weight_shapes

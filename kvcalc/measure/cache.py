@@ -20,7 +20,7 @@ import torch
 from kvcalc.calc import kv_cache
 from kvcalc.errors import KvcalcError
 from kvcalc.formats import StorageFormat
-from kvcalc.measure.sizing import Plan
+from kvcalc.measure.sizing import Sizing
 from kvcalc.schema import LayerSpec
 
 #: llama.cpp block formats this command can dequantize (q5_0/q5_1 are refused).
@@ -207,7 +207,7 @@ class LayerState:
         return out
 
 
-def allocate_layer(spec: LayerSpec, plan: Plan, device: str) -> LayerState:
+def allocate_layer(spec: LayerSpec, plan: Sizing, device: str) -> LayerState:
     """K (B, H_kv, T', D_k) and V (B, H_kv, T', D_v) with T' = tokens_cached (window length for
     a sliding layer), or an MLA latent (B, T', D_latent); empty, then filled with random values."""
     b, t = plan.batch, kv_cache.tokens_cached(spec, plan.seq_len)

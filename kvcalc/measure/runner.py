@@ -37,7 +37,7 @@ from kvcalc.measure.device import (
 )
 from kvcalc.measure.request import MeasureRequest
 from kvcalc.measure.result import MeasureResult
-from kvcalc.measure.sizing import Plan, check_fits, make_plan, pick_layers, weight_shapes
+from kvcalc.measure.sizing import Sizing, check_fits, make_plan, pick_layers, weight_shapes
 from kvcalc.measure.timing import Probe, Timing, probe, time_steps
 from kvcalc.schema import GpuSpec
 
@@ -107,7 +107,7 @@ def is_out_of_memory(e: BaseException) -> bool:
     return any(s in text for s in ("can't allocate memory", "out of memory", "not enough memory"))
 
 
-def out_of_memory_message(rp: RunPlan, e: BaseException) -> str:
+def out_of_memory_message(rp: MeasureSetup, e: BaseException) -> str:
     """One line for an allocation that failed although the fit check passed: a limit the free
     memory reading did not show (another process, a container's limit, ulimit -v)."""
     first = (str(e).strip().splitlines() or [type(e).__name__])[0][:160]
@@ -151,10 +151,10 @@ class Resources:
 
 
 @dataclass
-class RunPlan:
+class MeasureSetup:
     """What `plan` decided, before any tensor: the request, the resolved device and backend,
     the steps, the device's readings (CUDA context bytes, GPU table row, L2 bytes, free
-    memory), the sizing `Plan`, and the notes so far (later stages append theirs)."""
+    memory), the `Sizing`, and the notes so far (later stages append theirs)."""
 
     request: MeasureRequest
     device: str
@@ -166,7 +166,7 @@ class RunPlan:
     cuda_context_bytes: int | None
     l2_bytes: int
     free_bytes: int | None
-    sizing: Plan
+    sizing: Sizing
     notes: list[str] = field(default_factory=list)
 
     @property
@@ -175,7 +175,7 @@ class RunPlan:
         return cast(int, self.request.seq_len)
 
 
-def plan(request: MeasureRequest) -> RunPlan:
+def plan(request: MeasureRequest) -> MeasureSetup:
     """Resolve the device and backend, refuse unsupported options, read the device, size the
     run (`sizing.make_plan`, plus a 2 x L2 flush buffer on CUDA) and refuse it (KvcalcError,
     naming the largest --batch or --layers that fits) when it needs more than the free memory
@@ -211,17 +211,17 @@ def plan(request: MeasureRequest) -> RunPlan:
         r = _with_default_seq_len(r, device, free, notes)
     seq_len = cast(int, r.seq_len)  # given, or the default just set
 
-    def make(batch: int = r.batch, layers: int | None = r.layers) -> Plan:
+    def make(batch: int = r.batch, layers: int | None = r.layers) -> Sizing:
         p = make_plan(r.model, seq_len, batch, r.k_format, r.v_format, device, layers, r.with_weights)
         if l2:  # the L2 flush buffer (2 x L2) may be needed beside the cache
-            p = Plan(**{**p.__dict__, "workspace_bytes": p.workspace_bytes + 2 * l2})
+            p = Sizing(**{**p.__dict__, "workspace_bytes": p.workspace_bytes + 2 * l2})
         return p
 
     sizing = make()
     if free is None:
         notes.append("free memory unknown (no psutil, no /proc/meminfo): not checked before allocating")
     check_fits(sizing, free, device, make, margin_bytes=cuda_margin_bytes(total) if device == "cuda" else 0)
-    run_plan = RunPlan(
+    run_plan = MeasureSetup(
         r,
         device,
         backend,
@@ -260,7 +260,7 @@ def _with_default_seq_len(r: MeasureRequest, device: str, free: int | None, note
     return r.model_copy(update={"seq_len": T})
 
 
-def announcement(rp: RunPlan) -> Announcement:
+def announcement(rp: MeasureSetup) -> Announcement:
     """What the planned run will allocate (KV cache of the measured layers; workspace, weights
     and the L2 flush buffer beside it) and its rough time (`defaults.estimate_run_s`; on a GPU
     with a table row, at half the row's bandwidth)."""
@@ -323,7 +323,7 @@ def _read_device(device: str, notes: list[str]) -> tuple[str, GpuSpec | None, in
     return dev_name, gpu_row, ctx_bytes, l2, total
 
 
-def _plan_notes(rp: RunPlan) -> list[str]:
+def _plan_notes(rp: MeasureSetup) -> list[str]:
     """What the plan means for the numbers: the layers measured and the model scale factor,
     layers without a cache, llama.cpp blocks as raw bytes, dequantization, the backend's shape."""
     r, p, notes = rp.request, rp.sizing, []
@@ -379,7 +379,7 @@ class Allocation:
     weight_bytes: int
 
 
-def allocate(rp: RunPlan, res: Resources, progress: Progress | None) -> Allocation:
+def allocate(rp: MeasureSetup, res: Resources, progress: Progress | None) -> Allocation:
     """Allocate and fill each measured layer's cache into `res.states` (progress per layer),
     read what the allocator and the device say it cost (the one-token row buffers, allocated
     with the cache, counted apart), then the step inputs q (B, H_q, D) and x (B, hidden), and
@@ -438,7 +438,7 @@ def _cuda_deltas(
     return req_d, alloc_d, alloc_exp, dev_d, None if nvml0 is None or n1 is None else n1 - nvml0
 
 
-def _allocate_inputs_and_weights(rp: RunPlan, res: Resources) -> int:
+def _allocate_inputs_and_weights(rp: MeasureSetup, res: Resources) -> int:
     """The step inputs in the compute dtype: res.tensors['q'] (B, H_q, D_k) random queries and
     res.tensors['x'] (B, hidden) the hidden state; with --with-weights each state's weights,
     std in^-0.5 (a note says what is timed). Returns the weight bytes (0 without weights)."""
@@ -463,7 +463,7 @@ def _allocate_inputs_and_weights(rp: RunPlan, res: Resources) -> int:
 # ----- compare -----------------------------------------------------------------------------
 
 
-def compare(rp: RunPlan, bandwidth: Probe, alloc: Allocation, timing: Timing) -> MeasureResult:
+def compare(rp: MeasureSetup, bandwidth: Probe, alloc: Allocation, timing: Timing) -> MeasureResult:
     """Predicted against measured. Bytes read per step = the engine's KV bytes of the measured
     layers at each timed step's length (pos + 1, at most seq_len), averaged over the timed
     steps and rounded, plus the weight bytes; predicted step time = bytes read / bandwidth

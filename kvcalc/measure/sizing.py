@@ -17,7 +17,7 @@ from kvcalc.schema import LayerSpec, ModelSpec
 
 
 @dataclass(frozen=True)
-class Plan:
+class Sizing:
     """What will be allocated: `layer_indices` (caching layers measured), the engine's bytes
     for them (`predicted_kv_bytes`) and for the whole model (`model_kv_bytes`), and the
     workspace the steps need beside the cache (`workspace_bytes`, `weight_bytes`)."""
@@ -109,7 +109,7 @@ def make_plan(
     device: str,
     layers: int | None = None,
     with_weights: bool = False,
-) -> Plan:
+) -> Sizing:
     """The engine's bytes for the layers measured and the whole model, and the workspace:
     per step the scores and probabilities (B, H_q, T) fp32, plus, for formats that are
     dequantized, one layer's K and V in the compute dtype. Raises KvcalcError."""
@@ -137,10 +137,10 @@ def make_plan(
     wbytes = 0
     if with_weights:
         wbytes = len(idx) * sum(a * b for a, b in weight_shapes(model)) * cd.itemsize
-    return Plan(model, seq_len, batch, k_fmt, v_fmt, idx, predicted, whole, work, wbytes, cd)
+    return Sizing(model, seq_len, batch, k_fmt, v_fmt, idx, predicted, whole, work, wbytes, cd)
 
 
-def check_fits(plan: Plan, free: int | None, device: str, make: Callable[..., Plan], margin_bytes: int = 0) -> None:
+def check_fits(plan: Sizing, free: int | None, device: str, make: Callable[..., Sizing], margin_bytes: int = 0) -> None:
     """Refuse (KvcalcError) when the plan needs more than `free - margin_bytes` bytes, naming
     the largest --batch that fits, else the largest --layers at --batch 1. `make(batch=,
     layers=)` rebuilds the plan for another batch or layer count."""

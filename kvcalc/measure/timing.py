@@ -20,7 +20,7 @@ from kvcalc.measure.cache import LayerState
 from kvcalc.measure.device import Progress, _sync, probe_bandwidth, time_call_s
 
 if TYPE_CHECKING:
-    from kvcalc.measure.runner import Allocation, Resources, RunPlan
+    from kvcalc.measure.runner import Allocation, MeasureSetup, Resources
 
 
 @dataclass(frozen=True)
@@ -39,7 +39,7 @@ class Timing:
     times_s: list[float]
 
 
-def probe(rp: RunPlan, progress: Progress | None) -> Probe:
+def probe(rp: MeasureSetup, progress: Progress | None) -> Probe:
     """The device's read bandwidth (`device.probe_bandwidth`), measured first, while the
     memory the cache will take is still free; its buffer is freed before it returns."""
     n, bps = probe_bandwidth(rp.device, rp.free_bytes, progress)
@@ -55,7 +55,7 @@ def step_positions(seq_len: int, total_steps: int) -> list[int]:
     return [(seq_len - total_steps + i) if seq_len >= total_steps else i % seq_len for i in range(total_steps)]
 
 
-def time_steps(rp: RunPlan, res: Resources, alloc: Allocation, progress: Progress | None) -> Timing:
+def time_steps(rp: MeasureSetup, res: Resources, alloc: Allocation, progress: Progress | None) -> Timing:
     """Warm-up, then the timed decode steps (progress per step), each one call of
     `res.step(pos)` (or the CUDA graph's replay) timed by `device.time_call_s`. On CUDA, a
     working set under 4 x L2 gets a 2 x L2 buffer written before each step (an L2 flush)."""
@@ -84,7 +84,7 @@ def time_steps(rp: RunPlan, res: Resources, alloc: Allocation, progress: Progres
     return Timing(positions[rp.warmup :], times)
 
 
-def capture_graph(rp: RunPlan, res: Resources, step: Callable[[int], None]) -> None:
+def capture_graph(rp: MeasureSetup, res: Resources, step: Callable[[int], None]) -> None:
     """Capture one step at position seq_len - 1 into res.graph, after 3 warm-up steps on a side
     stream (lazy inits, kernel choice). The slot is a Python int inside the step: capture bakes
     it in, so every replay writes the same slot (seq_len - 1) % cache_len and reads the same
@@ -105,7 +105,7 @@ def capture_graph(rp: RunPlan, res: Resources, step: Callable[[int], None]) -> N
     )
 
 
-def make_step(rp: RunPlan, res: Resources) -> Callable[[int], None]:
+def make_step(rp: MeasureSetup, res: Resources) -> Callable[[int], None]:
     """One decode step over every measured layer at token `pos`: attention only (the random
     query res.tensors['q'] against each layer's cache), or with --with-weights whole decoder
     layers (QKV projection, attention, output projection, MLP; no norms, no RoPE) carrying the

@@ -6,10 +6,17 @@ GiB = 2^30 bytes, MiB = 2^20 bytes, and every printed size says which.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Union
 
 from pydantic import BaseModel
+
+if TYPE_CHECKING:
+    from kvcalc.json_types import JsonScalar, JsonValue
+
+#: what the machine formats render: a result model, a row dict (`SweepRow`), a list of either,
+#: or the JSON values inside them (`_dump` refuses anything else)
+Dumpable = Union[BaseModel, Mapping[str, object], Sequence[object], "JsonScalar"]
 
 OUTPUT_FORMATS = ("table", "json", "yaml", "csv", "markdown")
 
@@ -76,19 +83,18 @@ def figure(x: float, decimals: int) -> str:
     return significant(x)
 
 
-def flatten(obj: Any, prefix: str = "") -> dict[str, Any]:
+def flatten(obj: JsonValue, prefix: str = "") -> dict[str, JsonScalar]:
     """Nested dicts and lists -> one level with dotted keys (lists of dicts keyed by their
     'kind' / 'name' / 'variant' field when they have one, else by index), for csv."""
-    out: dict[str, Any] = {}
-    if isinstance(obj, BaseModel):
-        obj = obj.model_dump(mode="json")
+    out: dict[str, JsonScalar] = {}
     if isinstance(obj, dict):
         for k, v in obj.items():
             out.update(flatten(v, f"{prefix}{k}."))
     elif isinstance(obj, list) and obj and all(isinstance(x, dict) for x in obj):
         for i, x in enumerate(obj):
-            tag = x.get("kind") or x.get("name") or x.get("variant") or str(i)
-            out.update(flatten({k: v for k, v in x.items()}, f"{prefix}{tag}."))
+            if isinstance(x, dict):
+                tag = x.get("kind") or x.get("name") or x.get("variant") or str(i)
+                out.update(flatten(x, f"{prefix}{tag}."))
     else:
         import json  # here: a table never needs it
 
@@ -96,17 +102,20 @@ def flatten(obj: Any, prefix: str = "") -> dict[str, Any]:
     return out
 
 
-def _dump(obj: BaseModel | Sequence[BaseModel] | dict) -> Any:
+def _dump(obj: object) -> JsonValue:
     if isinstance(obj, BaseModel):
-        return obj.model_dump(mode="json")
-    if isinstance(obj, dict):
-        return {k: _dump(v) if isinstance(v, (BaseModel, list, dict)) else v for k, v in obj.items()}
-    if not isinstance(obj, (list, tuple)):  # a scalar inside a list (e.g. a list of str)
+        dumped: JsonValue = obj.model_dump(mode="json")
+        return dumped
+    if isinstance(obj, Mapping):
+        return {str(k): _dump(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_dump(x) for x in obj]
+    if obj is None or isinstance(obj, (str, int, float, bool)):  # a scalar (a list of str holds them)
         return obj
-    return [_dump(x) for x in obj]
+    raise TypeError(f"no machine format for {type(obj).__name__}")
 
 
-def machine(obj: BaseModel | Sequence[BaseModel] | dict, fmt: str) -> str:
+def machine(obj: Dumpable, fmt: str) -> str:
     """Render a result (or a list of rows) as json, yaml, csv or markdown text."""
     data = _dump(obj)
     if fmt == "json":
@@ -139,7 +148,7 @@ def machine(obj: BaseModel | Sequence[BaseModel] | dict, fmt: str) -> str:
     raise ValueError(f"unknown format {fmt}")
 
 
-def _safe_scalar(v: Any) -> Any:
+def _safe_scalar(v: JsonScalar) -> JsonScalar:
     """A csv / markdown value with its terminal control characters written visibly (`\\x1b`;
     newline and tab kept: the csv module quotes them), as the json output escapes them."""
     if isinstance(v, str):
@@ -149,12 +158,12 @@ def _safe_scalar(v: Any) -> Any:
     return v
 
 
-def markdown_table(header: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
+def markdown_table(header: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
     """A GitHub-flavoured markdown table; a cell's `|` is escaped, and every control character
     (a newline too: it would end the row) written visibly (`\\x0a`)."""
     from kvcalc.text import escape_controls
 
-    def cell(x: Any) -> str:
+    def cell(x: object) -> str:
         return "" if x is None else escape_controls(str(x), keep="").replace("|", "\\|")
 
     lines = ["| " + " | ".join(cell(h) for h in header) + " |", "| " + " | ".join("---" for _ in header) + " |"]

@@ -7,11 +7,16 @@ control characters escaped before any layout work.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Any, Literal, NamedTuple, Union, overload
+from collections.abc import Iterator, Sequence
+from typing import TYPE_CHECKING, Literal, NamedTuple, Union, overload
+
+if TYPE_CHECKING:
+    from rich.console import Console, ConsoleOptions, Group, RenderableType
+    from rich.table import Table
+    from rich.text import Text
 
 #: a cell: plain text, a rich Text, or a tuple of parts that may go on separate lines (each whole)
-Cell = Union[str, Any, tuple]
+Cell = Union[str, "Text", tuple[str, ...]]
 
 #: a word of a text column longer than this may fold (a URL, a long path): it is no figure
 TEXT_WORD_CAP = 24
@@ -41,7 +46,7 @@ def safe_cell(cell: Cell, limit: int = TEXT_CELL_CHARS) -> Cell:
     """A cell with `safe_text` applied to its text: a str, each part of a tuple, or a rich Text
     (rebuilt in its base style only when it needs a change)."""
     if isinstance(cell, tuple):
-        return tuple(safe_cell(c, limit) for c in cell)
+        return tuple(safe_text(c, limit) for c in cell)
     if isinstance(cell, str):
         return safe_text(cell, limit)
     plain = getattr(cell, "plain", None)
@@ -270,7 +275,7 @@ def _want(col: Col, header: str, cells: list[Cell]) -> int:
     return max(body, _header_want(header), 1)
 
 
-def _render_cell(cell: Cell, width: int | None) -> Any:
+def _render_cell(cell: Cell, width: int | None) -> str | Text:
     if isinstance(cell, tuple):
         joined = _plain(cell)
         return joined if width is None or _len(joined) <= width else "\n".join(_plain(c) for c in cell)
@@ -299,12 +304,11 @@ def _one_table(
     widths: list[int] | None,
     title: str | None,
     caption: str | None,
-    **table_kw: Any,
-) -> Any:
+) -> Table:
     from rich.table import Table
     from rich.text import Text
 
-    t = Table(title=title, title_justify="left", caption=caption, caption_justify="left", **table_kw)
+    t = Table(title=title, title_justify="left", caption=caption, caption_justify="left")
     for i, c in enumerate(cols):
         # a header wraps between words even over a column of figures that never wrap
         t.add_column(
@@ -327,18 +331,17 @@ def _fit(
     width: int,
     title: str | None,
     caption: str | None,
-    **table_kw: Any,
-) -> Any | None:
+) -> Table | None:
     """One table of these columns within `width` (natural widths when they fit, else `need`
     plus the slack), or None when even the narrowest layout is too wide."""
     cells = [[r[i] for r in rows] for i in range(len(cols))]
     want = [_want(c, headers[i], cells[i]) for i, c in enumerate(cols)]
     if _table_width(want) <= width:
-        return _one_table(cols, headers, rows, None, title, caption, **table_kw)
+        return _one_table(cols, headers, rows, None, title, caption)
     need = [_need(c, headers[i], cells[i]) for i, c in enumerate(cols)]
     if _table_width(need) > width:
         return None
-    return _one_table(cols, headers, rows, _widths(need, want, cols, width), title, caption, **table_kw)
+    return _one_table(cols, headers, rows, _widths(need, want, cols, width), title, caption)
 
 
 def _legend_text(cols: Sequence[Col]) -> str:
@@ -359,8 +362,7 @@ def grid(
     title: str | None = None,
     caption: str | None = None,
     keys: int = 1,
-    **table_kw: Any,
-) -> Any:
+) -> Table | Group:
     """A table of `rows` (one cell per column of `cols`) laid out to fit `width` columns
     (`console_width()` when None) without ever wrapping, cutting or ellipsizing a figure.
 
@@ -376,13 +378,13 @@ def grid(
     rows = [[safe_cell(c) for c in r] for r in rows]
     title, caption = safe_text(title), safe_text(caption)
     full = [c.header for c in cols]
-    t = _fit(cols, full, rows, width, title, caption, **table_kw)
+    t = _fit(cols, full, rows, width, title, caption)
     if t is not None:
         return t
     short = [c.short or c.header for c in cols]
     abbrev = _legend_text(cols)
     if abbrev:
-        t = _fit(cols, short, rows, width, title, _join_caption(caption, abbrev), **table_kw)
+        t = _fit(cols, short, rows, width, title, _join_caption(caption, abbrev))
         if t is not None:
             return t
     moved = [i for i, c in enumerate(cols) if c.legend]
@@ -392,7 +394,7 @@ def grid(
     krows = [[r[i] for i in kept] for r in rows]
     kabbrev = _legend_text(kcols)
     if moved:
-        t = _fit(kcols, [short[i] for i in kept], krows, width, title, _join_caption(caption, kabbrev), **table_kw)
+        t = _fit(kcols, [short[i] for i in kept], krows, width, title, _join_caption(caption, kabbrev))
         if t is not None:
             return Group(t, *legend_lines)
     # split: the key columns, then as many other columns as fit, table after table
@@ -415,16 +417,17 @@ def grid(
     if cur:
         groups.append(cur)
     if split_ok and len(groups) > 1:
-        tables: list[Any] = []
+        tables: list[Table] = []
         abbreviated: list[Col] = []
         for g in groups:
             idx = base + g
             gcols, grows = [kcols[j] for j in idx], [[r[j] for j in idx] for r in krows]
-            gt = _fit(gcols, [c.header for c in gcols], grows, width, None, None, **table_kw)
+            gt = _fit(gcols, [c.header for c in gcols], grows, width, None, None)
             if gt is None:  # fits with the short headers (the groups were sized with them)
-                gt = _fit(gcols, [kheaders[j] for j in idx], grows, width, None, None, **table_kw)
+                gt = _fit(gcols, [kheaders[j] for j in idx], grows, width, None, None)
                 abbreviated += [c for c in gcols if c.short and c not in abbreviated]
-            tables.append(gt)
+            if gt is not None:  # always: each group was sized to fit with the short headers
+                tables.append(gt)
         head = [Text(title)] if title else []
         tail = [Text(x) for x in (caption, _legend_text(abbreviated)) if x]
         return Group(*head, *tables, *tail, *legend_lines)
@@ -444,8 +447,7 @@ def pairs_table(
     *,
     width: int | None = None,
     label_style: str = "bold",
-    **table_kw: Any,
-) -> Any:
+) -> Table:
     """A two-column key/value table (no header) of (label, value, row style) rows, laid out for
     `width` (`console_width()` when None): values wrap between words, a unit with its figure and
     a URL after a `/` only (`wrap_value`); the label column keeps its
@@ -468,7 +470,7 @@ def pairs_table(
         room = width - _table_width([0, 0])
         lab_w = max(min(lab_want, room - val_need), min(lab_need, room // 2))
         widths = [lab_w, room - lab_w]
-    t = Table(title=title, show_header=False, title_justify="left", **table_kw)
+    t = Table(title=title, show_header=False, title_justify="left")
     t.add_column("what", style=label_style, overflow="fold", width=None if widths is None else widths[0])
     t.add_column("value", overflow="fold", width=None if widths is None else widths[1])
     for lab, v, style in rows:  # values break at spaces or after a `/`; a tuple of parts goes on one line when it fits
@@ -495,7 +497,7 @@ class WideOrRecords:
         self.rows = [[safe_text(c) for c in r] for r in rows]
         self.right, self.caption = set(right), safe_text(caption)
 
-    def wide(self) -> Any:
+    def wide(self) -> Table:
         """The one-table shape."""
         from rich.table import Table
 
@@ -506,12 +508,12 @@ class WideOrRecords:
             t.add_row(*r)
         return t
 
-    def records(self) -> list[Any]:
+    def records(self) -> list[Table | Text]:
         """The narrow shape: the title, then per row a block of (header, value) lines."""
         from rich.table import Table
         from rich.text import Text
 
-        out: list[Any] = [Text(self.title)]
+        out: list[Table | Text] = [Text(self.title)]
         for r in self.rows:
             t = Table(show_header=False)
             t.add_column("what", no_wrap=True)
@@ -523,7 +525,7 @@ class WideOrRecords:
             out.append(Text(self.caption))
         return out
 
-    def __rich_console__(self, console: Any, options: Any) -> Any:
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> Iterator[RenderableType]:
         from rich.measure import Measurement
 
         wide = self.wide()

@@ -5,10 +5,26 @@ nothing; `plot_path` checks the file name before any work, without matplotlib.""
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Sequence
+from types import ModuleType
+from typing import TYPE_CHECKING, ParamSpec, TypeVar
 
 from kvcalc.errors import OPTION, KvcalcError, MissingExtraError
+
+if TYPE_CHECKING:
+    from matplotlib.artist import Artist
+    from matplotlib.axes import Axes
+    from matplotlib.axis import Axis
+    from matplotlib.figure import Figure
+
+    from kvcalc.calc.memory_plan import Layout
+    from kvcalc.calc.sweep import SweepRow
+    from kvcalc.schema import GpuSpec, ModelSpec
+
+_P = ParamSpec("_P")
+_R = TypeVar("_R")
+#: a matplotlib colour as the colour cycle and the colour maps give it: a name, or RGBA
+Color = str | tuple[float, float, float, float]
 
 #: at most this many batches get a legend entry each; past it the lines are coloured along a
 #: colour bar of the batch size (300 entries would squeeze both panels to nothing)
@@ -87,7 +103,7 @@ def _fmt_number(v: float, short: bool = True) -> str:
     return f"{v:g}"
 
 
-def _styles(n: int, plt: Any) -> list[tuple[Any, str]]:
+def _styles(n: int, plt: ModuleType) -> list[tuple[Color, str]]:
     """(colour, line style) for n lines, all distinct: the default 10-colour cycle up to 10,
     tab20 up to 20, then viridis, with line styles cycling past 10 so neighbours differ twice."""
     if n <= 10:  # the style's colours, repeated if it has fewer than n (one line per batch size, always)
@@ -99,7 +115,7 @@ def _styles(n: int, plt: Any) -> list[tuple[Any, str]]:
     return [(c, ls[i % len(ls)]) for i, c in enumerate(cols)]
 
 
-def _log_axis(axis: Any, short: bool = True) -> None:
+def _log_axis(axis: Axis, short: bool = True) -> None:
     """Major ticks at 1, 2, 5 x 10^k labelled in plain figures; no minor labels."""
     from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 
@@ -108,13 +124,13 @@ def _log_axis(axis: Any, short: bool = True) -> None:
     axis.set_minor_formatter(NullFormatter())
 
 
-def _third_party_warnings_as_one_line(fn: Callable[..., Any]) -> Callable[..., Any]:
+def _third_party_warnings_as_one_line(fn: Callable[_P, _R]) -> Callable[_P, _R]:
     """Run `fn` with every warning matplotlib, numpy or Pillow raises caught; afterwards at most
     one `KvcalcWarning` line in kvcalc's words (the first message, how many more), never a raw
     warning with a source path. kvcalc's own warnings pass through unchanged."""
 
     @functools.wraps(fn)
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
+    def wrapper(*args: _P.args, **kwargs: _P.kwargs) -> _R:
         import warnings
 
         from kvcalc.errors import KvcalcWarning
@@ -145,8 +161,8 @@ def _third_party_warnings_as_one_line(fn: Callable[..., Any]) -> Callable[..., A
 
 
 def _plot_batches(
-    axes: list[Any], rows: list[dict[str, Any]], batches: list[int], plt: Any, fig: Any = None
-) -> list[Any]:
+    axes: list[Axes], rows: Sequence[SweepRow], batches: list[int], plt: ModuleType, fig: Figure | None = None
+) -> list[Artist]:
     """One line per batch on each panel (memory; tokens/s when there is a second panel), points
     that fit filled and those that do not hollow; returns the legend handles: one per batch up
     to `MAX_LEGEND_BATCHES`; past it the lines are coloured along viridis by log batch size,
@@ -155,7 +171,7 @@ def _plot_batches(
 
     if len(batches) > MAX_LEGEND_BATCHES:
         return _plot_many_batches(axes, rows, batches, plt, fig)
-    handles = []
+    handles: list[Artist] = []
     for (c, ls), b in zip(_styles(len(batches), plt), batches, strict=True):
         _plot_batch(axes, rows, b, color=c, ls=ls, lw=1.5, ms=5)
         handles.append(Line2D([], [], color=c, ls=ls, marker="o", ms=5, label=f"batch {b}"))
@@ -163,7 +179,7 @@ def _plot_batches(
 
 
 def _plot_batch(
-    axes: list[Any], rows: list[dict[str, Any]], batch: int, *, color: Any, ls: str, lw: float, ms: float
+    axes: list[Axes], rows: Sequence[SweepRow], batch: int, *, color: Color, ls: str, lw: float, ms: float
 ) -> None:
     """One batch's line on each panel (memory per GPU in GiB; with a GPU, total tokens/s) against
     context, the points that fit filled and the rest hollow."""
@@ -182,8 +198,8 @@ def _plot_batch(
 
 
 def _plot_many_batches(
-    axes: list[Any], rows: list[dict[str, Any]], batches: list[int], plt: Any, fig: Any
-) -> list[Any]:
+    axes: list[Axes], rows: Sequence[SweepRow], batches: list[int], plt: ModuleType, fig: Figure | None
+) -> list[Artist]:
     """More batches than `MAX_LEGEND_BATCHES`: one thin line per batch, coloured by its place on
     a log colour scale (viridis), the fitting points filled, the rest hollow; a colour bar
     labelled "batch (sequences)" stands in for the legend. Returns no legend handles."""
@@ -217,7 +233,7 @@ def _context_ticks(seqs: list[int]) -> list[int]:
     return ticks + [seqs[-1]]
 
 
-def _context_axes(axes: list[Any], seqs: list[int]) -> None:
+def _context_axes(axes: list[Axes], seqs: list[int]) -> None:
     """A log2 context axis on every panel, ticked at the swept contexts (1k, 32k, 128k), at
     most `MAX_CONTEXT_TICKS` of them (`_context_ticks`)."""
     from matplotlib.ticker import FixedLocator, FuncFormatter, NullLocator
@@ -235,20 +251,20 @@ def _context_axes(axes: list[Any], seqs: list[int]) -> None:
 
 
 def _reference_marks(
-    axes: list[Any],
-    rows: list[dict[str, Any]],
+    axes: list[Axes],
+    rows: Sequence[SweepRow],
     seqs: list[int],
     cap: int | None,
-    gpu: Any | None,
-    layout: Any,
+    gpu: GpuSpec | None,
+    layout: Layout,
     cap_name: str = "max_position_embeddings",
-) -> list[Any]:
+) -> list[Artist]:
     """The GPU's memory and the budget as horizontal lines, a 'does not fit' legend entry, and
     the contexts beyond the context limit `cap` (named `cap_name`) shaded; returns their legend entries."""
     from matplotlib.lines import Line2D
 
     ax_mem = axes[0]
-    extra: list[Any] = []
+    extra: list[Artist] = []
     if gpu is not None:
         extra.append(
             ax_mem.axhline(
@@ -279,7 +295,7 @@ def _reference_marks(
     return extra
 
 
-def _value_axes(axes: list[Any], rows: list[dict[str, Any]], gpu: Any | None, layout: Any) -> None:
+def _value_axes(axes: list[Axes], rows: Sequence[SweepRow], gpu: GpuSpec | None, layout: Layout) -> None:
     """Labels, scales and titles of the memory panel (log when the sweep runs past 3 x the GPU)
     and the throughput panel (always log)."""
     ax_mem = axes[0]
@@ -300,7 +316,7 @@ def _value_axes(axes: list[Any], rows: list[dict[str, Any]], gpu: Any | None, la
         ax_tok.set_title(f"Roofline decode (bw eff {layout.bw_efficiency:g})")
 
 
-def memory_scope(gpu: Any | None, layout: Any) -> str:
+def memory_scope(gpu: GpuSpec | None, layout: Layout) -> str:
     """What the memory panel's figures are per: " per GPU" with a GPU; without one, " per rank"
     when the layout splits the model (tp x pp > 1: each rank's share), else "" (the whole
     model, on no GPU in particular: issue 23 friction 9)."""
@@ -317,7 +333,7 @@ def _label(text: str, limit: int = 80) -> str:
     return cut(escape_controls(text[: limit * 8], keep=""), limit).replace("$", r"\$")
 
 
-def _title(spec: Any, gpu: Any | None, layout: Any, kv: str) -> str:
+def _title(spec: ModelSpec, gpu: GpuSpec | None, layout: Layout, kv: str) -> str:
     """`model on N x gpu (tp, pp, dp): weights W, KV cache K` (the layout only when not 1 x 1)."""
     from kvcalc.calc.weights import weight_format_label
 
@@ -332,7 +348,9 @@ def _title(spec: Any, gpu: Any | None, layout: Any, kv: str) -> str:
 
 
 @_third_party_warnings_as_one_line
-def render_sweep(rows: list[dict[str, Any]], spec: Any, gpu: Any | None, layout: Any, kv: str, fmt: str) -> bytes:
+def render_sweep(
+    rows: Sequence[SweepRow], spec: ModelSpec, gpu: GpuSpec | None, layout: Layout, kv: str, fmt: str
+) -> bytes:
     """Memory per GPU (GiB) and total tokens/s against context, one line per batch (distinct
     colour and style, markers in the legend as on the lines), with the GPU's memory and the
     engine's budget as horizontal lines; points that do not fit are hollow; contexts beyond the

@@ -20,15 +20,48 @@ characters written visibly, `\\x1b`; text past `TEXT_CELL_CHARS` cut with an ell
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, TypedDict
 
 from pydantic import BaseModel
 
 from kvcalc.report import figure, gib, mib, seconds, size
 from kvcalc.report.layout import Cell, Col, WideOrRecords, grid, pairs_table, safe_text
 
+if TYPE_CHECKING:
+    from rich.console import Group, RenderableType
+    from rich.table import Table
 
-def kv_table(est: Any, title: str | None = None, *, width: int | None = None):
+    from kvcalc.calc.speed import Calibration
+    from kvcalc.calc.sweep import SweepRow
+    from kvcalc.measure.result import MeasureResult
+    from kvcalc.results import (
+        CheckRow,
+        EngineResult,
+        FitHint,
+        KvEstimate,
+        PlanLayout,
+        PlanResult,
+        RequestEstimate,
+        ServingEstimate,
+    )
+    from kvcalc.schema_deploy import GpuSpec
+
+
+class ModelRow(TypedDict):
+    """One row of `kvcalc models` (its JSON output holds the same keys)."""
+
+    name: str
+    attention: str
+    n_layers: int
+    n_heads: int
+    n_kv_heads: int
+    head_dim: int
+    layers: str
+    max_position_embeddings: int | None
+    source: str | None
+
+
+def kv_table(est: KvEstimate, title: str | None = None, *, width: int | None = None) -> Table:
     """The rich table for a `KvEstimate`: inputs, the formula with numbers, bytes per token,
     the totals in B, GB and GiB, per GPU under TP/PP, and the breakdown by layer kind."""
     heads = (
@@ -81,7 +114,7 @@ def rows_table(
     *,
     width: int | None = None,
     short: dict[str, str] | None = None,
-):
+) -> Table | Group:
     """A rich table of result rows; `columns` are (field, header) pairs, `short` maps a field to
     its abbreviated header. Ints that end in `_bytes` are shown exactly and in GiB (two parts
     that may go on two lines); other numbers never wrap; strings wrap between words."""
@@ -109,7 +142,7 @@ def rows_table(
     return grid(cols, cells, width=width, title=title)
 
 
-def result_table(res: Any, title: str, *, width: int | None = None) -> Any:
+def result_table(res: EngineResult, title: str, *, width: int | None = None) -> Table:
     """The rich table of an `EngineResult` (the log lines are printed by `show_result`)."""
     rows: list[tuple[str, Cell, str | None]] = [("engine", res.engine_version, None)]
     if res.kv_memory_bytes is not None:
@@ -133,7 +166,8 @@ def result_table(res: Any, title: str, *, width: int | None = None) -> Any:
     if res.engine_state_bytes is not None:
         rows.append(("recurrent state", size(res.engine_state_bytes), None))
     if res.k_bytes is not None:
-        rows.append(("K / V", f"{res.k_bytes:,} B ({mib(res.k_bytes)}) / {res.v_bytes:,} B ({mib(res.v_bytes)})", None))
+        v_bytes = res.v_bytes or 0  # set with k_bytes (llama.cpp's K and V buffers)
+        rows.append(("K / V", f"{res.k_bytes:,} B ({mib(res.k_bytes)}) / {v_bytes:,} B ({mib(v_bytes)})", None))
     for d in res.devices or []:
         rows.append(
             (f"  {d.device}", f"{d.n_layers} layers, {d.kv_bytes:,} B ({mib(d.kv_bytes)}, {gib(d.kv_bytes)})", None)
@@ -152,7 +186,7 @@ def result_table(res: Any, title: str, *, width: int | None = None) -> Any:
     return pairs_table(title, rows, width=width)
 
 
-def serving_table(r: Any, gpu: Any, est: Any, *, width: int | None = None):
+def serving_table(r: ServingEstimate, gpu: GpuSpec, est: KvEstimate, *, width: int | None = None) -> Table:
     """The rich table of a `ServingEstimate`."""
     from rich.text import Text
 
@@ -204,8 +238,8 @@ def serving_table(r: Any, gpu: Any, est: Any, *, width: int | None = None):
 
 
 def sweep_table(
-    rows: list[dict[str, Any]], title: str, with_gpu: bool, *, width: int | None = None, speed_note: str | None = None
-):
+    rows: Sequence[SweepRow], title: str, with_gpu: bool, *, width: int | None = None, speed_note: str | None = None
+) -> Table | Group:
     """The rich table of `kvcalc sweep`: one row per (seq_len, batch); memory columns in GiB
     (2^30 B) per GPU. Split over two tables (each led by seq_len and batch) when too wide."""
     from rich.text import Text
@@ -240,7 +274,7 @@ def sweep_table(
     return grid(cols, cells, width=width, title=title, caption=caption, keys=2)
 
 
-def check_table(rows: list[Any], *, width: int | None = None):
+def check_table(rows: Sequence[CheckRow], *, width: int | None = None) -> RenderableType:
     """The rich table of `kvcalc check`, with each failing deployment's reasons after it. The
     two-figure cells ("32,768 x 12", "65.1 / 71.7", "25.6 (≤50)") go on two lines, each figure
     whole, when the column is narrower than the pair."""
@@ -287,7 +321,7 @@ def check_table(rows: list[Any], *, width: int | None = None):
     return Group(t, *notes) if notes else t
 
 
-def check_markdown(rows: list[Any], errors: list[str]) -> str:
+def check_markdown(rows: Sequence[CheckRow], errors: list[str]) -> str:
     """`kvcalc check --format markdown` (for a PR comment): one row per deployment (memory and
     budget in GiB = 2^30 B, TPOT in ms), then one line per invalid file."""
     from kvcalc.report import markdown_table
@@ -330,7 +364,7 @@ def check_markdown(rows: list[Any], errors: list[str]) -> str:
     return "\n".join(lines)
 
 
-def measure_table(r: Any, *, width: int | None = None) -> Any:
+def measure_table(r: MeasureResult, *, width: int | None = None) -> Table:
     """The rich table for a `MeasureResult`: what ran, bytes predicted against each memory
     reading, step time predicted against measured, bandwidth achieved, and the notes."""
 
@@ -412,7 +446,7 @@ def measure_table(r: Any, *, width: int | None = None) -> Any:
     return pairs_table(f"kvcalc measure: {r.model} on {r.device} ({r.device_name})", rows, width=width)
 
 
-def models_table(rows: list[dict[str, Any]], *, width: int | None = None):
+def models_table(rows: Sequence[ModelRow], *, width: int | None = None) -> Table | Group:
     """The rich table of `kvcalc models` (rows as its JSON output holds them)."""
     cols = [
         Col("name", kind="id", justify="left"),
@@ -436,7 +470,7 @@ def models_table(rows: list[dict[str, Any]], *, width: int | None = None):
     return grid(cols, cells, width=width, title="Bundled models (kvcalc estimate NAME)")
 
 
-def gpus_table(rows: list[Any], *, width: int | None = None):
+def gpus_table(rows: Sequence[GpuSpec], *, width: int | None = None) -> Table | Group:
     """The rich table of `kvcalc gpus` (`GpuSpec` rows); at narrow widths the names move below
     the table as "key: name" lines."""
     cols = [
@@ -472,19 +506,19 @@ def gpus_table(rows: list[Any], *, width: int | None = None):
     )
 
 
-def _plan_gpus(r: Any) -> str:
+def _plan_gpus(r: PlanLayout) -> str:
     par = f"tp{r.tp}" + (f" pp{r.pp}" if r.pp > 1 else "") + (f" dp{r.dp}" if r.dp > 1 else "")
     par += (f" dp-attn{r.dp_attention}" if r.dp_attention > 1 else "") + (f" ep{r.ep}" if r.ep > 1 else "")
     where = f", {r.nodes} nodes" if r.nodes > 1 else ""
     return f"{r.count}x {r.gpu} {par}{where}"
 
 
-def _plan_formats(r: Any) -> str:
+def _plan_formats(r: PlanLayout) -> str:
     short = {"fp8_e4m3": "fp8"}
     return f"{short.get(r.kv_dtype, r.kv_dtype)}/{short.get(r.weight_dtype, r.weight_dtype)}"
 
 
-def plan_title(res: Any) -> str:
+def plan_title(res: PlanResult) -> str:
     """What was asked: the model, the workload and the targets."""
     tg = [
         f"TPOT ≤ {res.max_tpot_ms:g} ms" if res.max_tpot_ms is not None else "",
@@ -505,7 +539,7 @@ def plan_title(res: Any) -> str:
     )
 
 
-def plan_table(res: Any, *, width: int | None = None):
+def plan_table(res: PlanResult, *, width: int | None = None) -> Table | Group:
     """The rich table of a `PlanResult`: one row per layout (GPUs and layout; KV / weight
     formats; memory per GPU used / budget in GiB = 2^30 B; sequences of seq_len that fit; TPOT;
     total tokens/s; TTFT; with prices $/hour and $ per million output tokens), laid out by
@@ -551,7 +585,7 @@ def plan_table(res: Any, *, width: int | None = None):
     )
 
 
-def plan_markdown(res: Any) -> str:
+def plan_markdown(res: PlanResult) -> str:
     """`kvcalc plan --format markdown`: the layouts as a table (GiB = 2^30 B; with an offload tier
     a column of the sessions each keeps warm, all replicas), the top layout's launch line, and
     the nearest misses when nothing qualifies."""
@@ -603,7 +637,7 @@ def plan_markdown(res: Any) -> str:
     return "\n".join(lines)
 
 
-def fit_hint_line(hint: Any, est: Any) -> str:
+def fit_hint_line(hint: FitHint, est: KvEstimate) -> str:
     """The line under `kvcalc estimate --gpu` when the layout does not fit: the fewest GPUs
     of that type that fit it."""
     what = f"{est.batch * est.dp} x {est.seq_len:,} tokens in {est.kv_dtype}"
@@ -622,7 +656,7 @@ def _gib_cell(n: int) -> str:
     return f"{n / 2**30:,.2f}"
 
 
-def kv_lengths_table(rows: Sequence[Any]) -> WideOrRecords:
+def kv_lengths_table(rows: Sequence[KvEstimate]) -> WideOrRecords:
     """`kvcalc estimate -s 8k,32k,...`: one row per `KvEstimate` (same model, batch, format and
     layout): seq_len, bytes per token, the KV cache in B and GiB, and per GPU (fullest GPU) when
     the layout spans more than one GPU per replica."""
@@ -642,7 +676,7 @@ def kv_lengths_table(rows: Sequence[Any]) -> WideOrRecords:
     )
 
 
-def attention_summary(e: Any) -> str:
+def attention_summary(e: KvEstimate) -> str:
     """'gqa 64q/8kv', 'mla latent 576', with ', sliding' when some layers keep a window; 'no KV
     cache (mamba state)' for a model whose layers keep only a fixed state (its 0 B are no MHA's)."""
     if not any(b.kind not in ("mamba", "linear") for b in e.breakdown):
@@ -668,7 +702,7 @@ STATE_TAGS = {"mamba": "mamba", "linear": "linear-attn", "hybrid": "mamba2"}
 STATE_UNKNOWN = "not sized"
 
 
-def compare_models_table(rows: Sequence[Any], title: str) -> WideOrRecords:
+def compare_models_table(rows: Sequence[KvEstimate], title: str) -> WideOrRecords:
     """`kvcalc compare A B ...`: one row per `KvEstimate` (same context, batch and format): the
     model, its own attention (tagged with the state its mamba / linear layers keep), bytes per
     token and the KV cache in B; where a model keeps a fixed state (`state_bytes`: per sequence x
@@ -696,7 +730,7 @@ def compare_models_table(rows: Sequence[Any], title: str) -> WideOrRecords:
     return WideOrRecords(title, headers, cells, right=headers[2:], caption=caption)
 
 
-def request_table(r: Any, serving: Any, *, width: int | None = None):
+def request_table(r: RequestEstimate, serving: ServingEstimate, *, width: int | None = None) -> Table:
     """The rich table of a `RequestEstimate` (whole requests) on the layout of `serving` (a
     `ServingEstimate`: its GPU count and speed model): every figure a model."""
     title = (
@@ -742,7 +776,7 @@ def request_table(r: Any, serving: Any, *, width: int | None = None):
     return pairs_table(title, rows, width=width)
 
 
-def calibration_table(c: Any, gpu: Any, device: str, path: str, *, width: int | None = None):
+def calibration_table(c: Calibration, gpu: GpuSpec, device: str, path: str, *, width: int | None = None) -> Table:
     """The rich table of `kvcalc measure --calibrate`: each measured figure beside the GPU
     table's peak (bandwidth, bf16 FLOP/s)."""
     rows: list[tuple[str, Cell, str | None]] = [
@@ -750,13 +784,17 @@ def calibration_table(c: Any, gpu: Any, device: str, path: str, *, width: int | 
         ("per-step floor", seconds(c.step_floor_s) if c.step_floor_s is not None else "not measured", None),
         (
             "read bandwidth",
-            f"{c.read_bytes_per_s / 1e9:,.1f} GB/s = {c.read_bytes_per_s / gpu.hbm_bytes_per_s:.2f} "
+            "not measured"
+            if c.read_bytes_per_s is None
+            else f"{c.read_bytes_per_s / 1e9:,.1f} GB/s = {c.read_bytes_per_s / gpu.hbm_bytes_per_s:.2f} "
             f"x the table's {gpu.hbm_bytes_per_s / 1e9:,.0f} GB/s",
             None,
         ),
         (
             "dense FLOP/s",
-            f"{c.flops_per_s / 1e12:,.2f} TFLOP/s = {c.flops_per_s / gpu.bf16_flops_per_s:.2f} x "
+            "not measured"
+            if c.flops_per_s is None
+            else f"{c.flops_per_s / 1e12:,.2f} TFLOP/s = {c.flops_per_s / gpu.bf16_flops_per_s:.2f} x "
             f"the table's bf16 {gpu.bf16_flops_per_s / 1e12:,.1f}",
             None,
         ),
@@ -774,11 +812,11 @@ def calibration_table(c: Any, gpu: Any, device: str, path: str, *, width: int | 
     return pairs_table(f"Calibration of {gpu.key} (GB = 1e9 B)", rows, width=width)
 
 
-def _plan_speed_basis(res: Any) -> str:
+def _plan_speed_basis(res: PlanResult) -> str:
     """What plan's TPOT and tokens/s are of: every sequence at seq_len, or whole requests."""
     if res.input_len is None:
         return f"TPOT and tokens/s with every sequence at {res.seq_len:,} tokens"
-    ctx = res.input_len + res.output_len // 2
+    ctx = res.input_len + (res.output_len or 0) // 2  # output_len is given with input_len
     if res.request_rate is not None:
         return (
             f"whole requests at {res.request_rate:g}/s (Little's law): TPOT at the average "
@@ -790,7 +828,7 @@ def _plan_speed_basis(res: Any) -> str:
     )
 
 
-def _plan_speed_note(res: Any) -> str:
+def _plan_speed_note(res: PlanResult) -> str:
     """'; modelled: <terms>' for the top layout when the plan used the speed model."""
     models = [r.speed_model for r in res.layouts if r.speed_model != "roofline"]
     return f"; modelled (top layout): {models[0]}" if models else ""

@@ -171,7 +171,7 @@ def test_capacity_of_a_model_without_a_per_token_cache_on_an_engine(tmp_path: Pa
     assert line == (
         "error: pure-mamba has no per-token KV cache (every layer is mamba / linear attention), so a "
         "capacity in tokens does not apply; its fixed state is 155,648 B per sequence, whatever the "
-        f"context (kvcalc estimate shows it); kvcalc does not model how {engine} allocates a model with "
+        f"context; kvcalc does not model how {engine} allocates a model with "
         "state alone: --engine ideal with --kv-memory gives how many sequences' state fits"
     )
 

@@ -58,20 +58,20 @@ def test_block_formats_name_the_part_and_the_field():
     with pytest.raises(KvcalcError) as e:
         K.layer_kv_bytes_per_token(odd, q8, bf16)
     assert e.value.message == (
-        "q8_0 packs 32 values per block; a K head of 80 values is not a whole number of blocks (use another KV dtype)"
+        "q8_0 packs 32 values per block; a K head of 80 values is not a whole number of blocks; use another KV dtype"
     )
     assert (e.value.field, e.value.value) == ("k_dtype", "q8_0")
     with pytest.raises(KvcalcError) as e:
         K.layer_kv_bytes_per_token(odd, bf16, q8)
     assert e.value.message == (
-        "q8_0 packs 32 values per block; a V head of 80 values is not a whole number of blocks (use another KV dtype)"
+        "q8_0 packs 32 values per block; a V head of 80 values is not a whole number of blocks; use another KV dtype"
     )
     assert (e.value.field, e.value.value) == ("v_dtype", "q8_0")
     latent = LayerSpec(kind="mla", n_kv_heads=1, head_dim_k=564, head_dim_v=0)  # 500 + 64
     with pytest.raises(KvcalcError) as e:
         K.layer_kv_bytes_per_token(latent, q8, q8)
     assert e.value.message == (
-        "q8_0 packs 32 values per block; a latent of 564 values is not a whole number of blocks (use another KV dtype)"
+        "q8_0 packs 32 values per block; a latent of 564 values is not a whole number of blocks; use another KV dtype"
     )
     assert e.value.field == "k_dtype"
 

@@ -2,7 +2,7 @@
 layer is one norm and one of a Mamba-2 mixer, an attention block or a relu2 MLP (transformers
 `modeling_nemotron_h.py` NemotronHBlock / NemotronHMamba2Mixer / NemotronHMLP; vLLM `nemotron_h.py`).
 
-Configs: nvidia/Nemotron-H-8B-Base-8K config.json (the dict of tests/load/test_hf_families_more.py)
+Configs: nvidia/Nemotron-H-8B-Base-8K config.json (the dict of tests/load/test_hf_families_served.py)
 and nvidia/NVIDIA-Nemotron-Nano-9B-v2 config.json (hidden 4,480, 56 layers: 27 Mamba-2, 25 MLP,
 4 attention, as its model card lists them). The publisher's counts: "This model has 8B of model
 parameters" (Nemotron-H-8B-Base-8K card); Nemotron-Nano-9B-v2 is sold as 9B; both are rounded to

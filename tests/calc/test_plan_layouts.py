@@ -245,7 +245,7 @@ def test_skipped_formats_are_noted():
     # is skipped, once per (KV, weights) pair, with the format's own message; fp16 KV is searched
     m = load_model("llama-3.1-8b").model_copy(update={"head_dim": 80, "name": "llama-80"})
     r = kvcalc.plan(m, seq_len="8k", concurrency=1, gpus="l40s", engine="llamacpp", kv_dtypes="q8_0,f16", max_gpus=1)
-    why = "q8_0 packs 32 values per block; a K head of 80 values is not a whole number of blocks (use another KV dtype)"
+    why = "q8_0 packs 32 values per block; a K head of 80 values is not a whole number of blocks; use another KV dtype"
     assert r.notes == [f"skipped KV q8_0, weights checkpoint: {why}", f"skipped KV q8_0, weights q8_0: {why}"]
     assert [(x.kv_dtype, x.weight_dtype) for x in r.layouts] == [("fp16", "q8_0")]
     assert r.points_searched == 2

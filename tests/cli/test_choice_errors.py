@@ -39,12 +39,12 @@ from kvcalc.load.gpus import gpu_table
         (
             ("capacity", "llama-3.1-8b", "--engine", "vllm", "--kv-memory", "10GiB", "--kv-dtype", "nope"),
             "--kv-dtype",
-            "unknown dtype 'nope'; choose one of: bf16, ",
+            "vLLM 0.33 has no 'nope' KV cache dtype; vLLM 0.33's --kv-cache-dtype takes auto, float16, ",
         ),
         (
             ("capacity", "llama-3.1-8b", "--engine", "vllm", "--kv-memory", "10GiB", "--k-dtype", "nope"),
             "--k-dtype",
-            "unknown dtype 'nope'; choose one of: bf16, ",
+            "vLLM 0.33 has no 'nope' KV cache dtype; vLLM 0.33's --kv-cache-dtype takes auto, float16, ",
         ),
         (
             ("plan", "llama-3.1-8b", "--seq-len", "8k", "--weight-dtype", "nope"),

@@ -71,7 +71,7 @@ def test_linear_attention_refused_by_model(qwen_next):
     e = refusal(sglang.capacity, qwen_next, 2**30, BF16, BF16, version="0.5.16")
     assert str(e) == (
         "qwen3-next-80b-a3b has mamba / linear-attention layers: " + sglang.MAMBA_POOL + "; the SGLang profile models "
-        "attention layers only (use --engine ideal)"
+        "attention layers only; use --engine ideal"
     )
     assert (e.field, e.value) == ("model", "qwen3-next-80b-a3b")
     e = refusal(sglang.memory_for, qwen_next, 1000, 1, BF16, BF16, version="0.5.16")

@@ -41,7 +41,7 @@ runner = CliRunner()
 #: google/gemma-3-270m: 18 layers (15 sliding of window 512, 3 full), 1 KV head x 256:
 #: K = V = 256 x 2 B = 512 B per cell per layer, 1,024 B together.
 GEMMA_270M = str(CFG / "gemma-3-270m.yaml")
-#: Qwen3.5-9B (Qwen3_5TextConfig's defaults, as tests/load/test_hf_families_more.py): 32 layers, every
+#: Qwen3.5-9B (Qwen3_5TextConfig's defaults, as tests/load/test_hf_families_served.py): 32 layers, every
 #: 4th full attention (8 full of 4 KV heads x 256, 24 Gated DeltaNet of 16 key heads and 32 value
 #: heads of 128, conv kernel 4).
 QWEN35_9B = {

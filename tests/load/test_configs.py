@@ -331,8 +331,11 @@ def test_tp_cache_at_long_context():
     ],
 )
 def test_tp_refused(name, tp):
+    # checked once, where the request is built (`kv_cache.estimate` trusts its workload)
+    from kvcalc.requests import EstimateRequest
+
     with pytest.raises(KvcalcError, match=f"--tp {tp}"):
-        _est(name, tp=tp)
+        EstimateRequest.build(load_model(name), seq_len=1, tp=tp)
 
 
 def test_pp_beyond_layers_refused():

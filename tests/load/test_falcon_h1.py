@@ -140,11 +140,11 @@ def test_engine_profiles_refuse_rather_than_drop_the_state(engine, name):
     with pytest.raises(KvcalcError) as e:
         get_profile(engine).capacity(m, 20 * 2**30, BF16, BF16, max_model_len=32768)
     assert e.value.field == "model"
-    assert e.value.message == (
+    assert e.value.reason == (
         f"{m.name} runs attention and a Mamba-2 mixer side by side in every layer; the {name} "
-        "profile does not yet size the state those layers keep beside their KV cache (use "
-        "--engine ideal)"
+        "profile does not yet size the state those layers keep beside their KV cache"
     )
+    assert e.value.fix == "use --engine ideal"
 
 
 def test_cli_estimate(cli, tmp_path):

@@ -19,11 +19,11 @@ the widths that do not size the cache shrunk (`llamacpp_gguf.SMALL_*`).
 - falcon-h1-7b (tiiuae/Falcon-H1-7B-Instruct, as tests/load/test_falcon_h1.py has it): 44 layers,
   each attention (12 heads on 2 KV heads of 128) AND a Mamba-2 mixer (d_inner 3072 = 24 heads x
   128, 1 group, d_state 256, conv 4): every layer in the KV cache and in the recurrent memory.
-- nemotron-h-8b (nvidia/Nemotron-H-8B-Base-8K, as tests/load/test_hf_families_more.py has it):
+- nemotron-h-8b (nvidia/Nemotron-H-8B-Base-8K, as tests/load/test_hf_families_served.py has it):
   52 layers of hybrid_override_pattern "M-M-M-M*-M-...": 24 Mamba-2 (d_inner 8192 = 128 heads x
   64, 8 groups, d_state 128, conv 4), 4 attention (32 heads on 8 KV heads of 128), 24 MLP layers
   in neither cache; head_count_kv and feed_forward_length per layer as the converter writes them.
-- granite-4.0-h-tiny (ibm-granite/granite-4.0-h-tiny, as tests/load/test_hf_families_more.py has
+- granite-4.0-h-tiny (ibm-granite/granite-4.0-h-tiny, as tests/load/test_hf_families_served.py has
   it): 40 layers, attention (12 heads on 4 KV heads of 128) on layers 5, 15, 25, 35, Mamba-2
   elsewhere (d_inner 3072 = 48 heads x 64, 1 group, d_state 128, conv 4); experts shrunk.
   Both converters (`conversion/granite.py` GraniteHybridModel, Nemotron-H its subclass) write

@@ -228,7 +228,7 @@ HYBRID_ARCHS = {
 
 #: published config.json files of hybrids kvcalc has no bundled config for (the HF config the
 #: stand-in carries and kvcalc reads with `model_from_hf_config`): nvidia/Nemotron-H-8B-Base-8K
-#: and ibm-granite/granite-4.0-h-tiny, as tests/load/test_hf_families_more.py holds them
+#: and ibm-granite/granite-4.0-h-tiny, as tests/load/test_hf_families_served.py holds them
 HF_CONFIGS = {
     "nemotron-h-8b": {
         "architectures": ["NemotronHForCausalLM"],

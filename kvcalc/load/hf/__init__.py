@@ -480,9 +480,8 @@ def _check_scale_groups(fields: dict[str, Any], quant: Any, path: str | None) ->
         weight_bytes(spec)
     except KvcalcError as e:
         if e.field == "weight_dtype":
-            what = e.message.split(" (use another", 1)[0]
             raise ConfigError(
-                f"{what}: this weight format comes from the checkpoint's quantization_config; check its "
+                f"{e.reason}: this weight format comes from the checkpoint's quantization_config; check its "
                 "group or block size",
                 path=path,
                 field=quant.field,
