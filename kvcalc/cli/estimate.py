@@ -156,7 +156,15 @@ def estimate(
     ] = "ideal",
     vllm: Annotated[VllmFlags, only("block_size", block_size="vLLM tokens per block (--engine vllm).")] = VllmFlags(),
     sglang: Annotated[
-        SglangFlags, only("page_size", page_size="SGLang tokens per page (--engine sglang).")
+        SglangFlags,
+        only(
+            "page_size",
+            "mamba_full_memory_ratio",
+            "max_mamba_cache_size",
+            "mamba_ssm_dtype",
+            "disable_radix_cache",
+            page_size="SGLang tokens per page (--engine sglang).",
+        ),
     ] = SglangFlags(),
     gpu: GpuPlanOptions = GpuPlanOptions(),
     whole: RequestOptions = RequestOptions(),

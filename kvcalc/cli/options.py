@@ -772,10 +772,25 @@ class SglangFlags(OptionGroup):
         Optional[str],
         typer.Option("--dsa-decode-backend", help="SGLang DSA decode backend (as --dsa-prefill-backend)."),
     ] = None
+    mamba_full_memory_ratio: Annotated[
+        float,
+        typer.Option("--mamba-full-memory-ratio", help="SGLang hybrids: state-pool memory per byte of KV memory."),
+    ] = 0.9
+    max_mamba_cache_size: Annotated[
+        Optional[int],
+        typer.Option("--max-mamba-cache-size", help="SGLang hybrids: state slots (default: from the ratio)."),
+    ] = None
+    mamba_ssm_dtype: Annotated[
+        str, typer.Option("--mamba-ssm-dtype", help="SGLang hybrids: SSM state dtype: float32, bfloat16, float16.")
+    ] = "float32"
+    disable_radix_cache: Annotated[
+        bool, typer.Option("--disable-radix-cache", help="SGLang hybrids: 1 state slot a request instead of 5.")
+    ] = False
 
     def to_options(self, compute_capability: str | None = None, vendor: str | None = None) -> "SglangOptions":
         """The engine's options, on a GPU of `compute_capability` ('9.0'; None: unknown) and `vendor`."""
         from kvcalc.engines.profile import SglangOptions
+        from kvcalc.engines.sglang_mamba import MambaOptions
 
         return SglangOptions(
             page_size=self.page_size,
@@ -786,6 +801,9 @@ class SglangFlags(OptionGroup):
             vendor=vendor,
             dsa_prefill_backend=_lower(self.dsa_prefill_backend),
             dsa_decode_backend=_lower(self.dsa_decode_backend),
+            mamba=MambaOptions(
+                self.mamba_full_memory_ratio, self.max_mamba_cache_size, self.mamba_ssm_dtype, self.disable_radix_cache
+            ),
         )
 
 

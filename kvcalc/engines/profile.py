@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from types import ModuleType
 from typing import Any, ClassVar
 
-from kvcalc.engines import canonical, ideal, launch, llamacpp, sglang, vllm
+from kvcalc.engines import canonical, ideal, launch, llamacpp, sglang, sglang_mamba, vllm
 from kvcalc.engines.llamacpp.options import LlamacppOptions
 from kvcalc.engines.vllm.options import VllmOptions
 from kvcalc.errors import OPTION, KvcalcError, UnknownNameError
@@ -43,6 +43,8 @@ class SglangOptions:
     - `compute_capability` / `vendor`: the GPU's (from `--gpu`; None: Hopper assumed), and
       `dsa_prefill_backend` / `dsa_decode_backend` (`--dsa-prefill-backend`, `--dsa-decode-backend`;
       None: SGLang's default for the GPU): they pick the sparse-MLA latent row and fp4 pool extras.
+    - `mamba`: the hybrids' state-pool options (`sglang_mamba.MambaOptions`: --mamba-full-memory-ratio,
+      --max-mamba-cache-size, --mamba-ssm-dtype, --disable-radix-cache).
     """
 
     page_size: int = sglang.DEFAULT_PAGE_SIZE
@@ -53,6 +55,7 @@ class SglangOptions:
     vendor: str | None = None
     dsa_prefill_backend: str | None = None
     dsa_decode_backend: str | None = None
+    mamba: sglang_mamba.MambaOptions = sglang_mamba.DEFAULT_OPTIONS
 
     def pool_kwargs(self) -> dict[str, Any]:
         """The keyword arguments of `sglang.capacity` / `sglang.memory_for`."""
@@ -65,6 +68,7 @@ class SglangOptions:
             "hybrid_swa_memory": self.hybrid_swa_memory,
             "swa_full_tokens_ratio": self.swa_full_tokens_ratio,
             "target": target,
+            "mamba": self.mamba,
         }
 
 
@@ -536,6 +540,7 @@ class SglangProfile(EngineProfile):
             raise KvcalcError(f"--page-size must be a positive integer, got {options.page_size}")
         sglang.check_version(options.version)
         sglang.check_swa_ratio(options.swa_full_tokens_ratio)
+        sglang_mamba.check_options(options.mamba)
 
     def _capacity(self, model, kv_memory_bytes, k, v, *, tp, max_model_len, concurrency, options, kv_cache_dtype):
         return sglang.capacity(

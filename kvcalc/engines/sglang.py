@@ -135,8 +135,10 @@ The 2026 families, SGLang 0.5.23 (issue 19; docs/engine-rules-2026.md):
   layers gets the rest; `sglang_mamba.py` has the rules and their sources; SGLang 0.5.23's own
   code, run on a CPU, gives the same figures (tests/oracle/fixtures/sglang_0523_mamba.json).
   Other hybrids (Jamba, Falcon-H1, Granite-4.0-H, LFM2) are refused (`MAMBA_POOL`).
-- Refused, naming the pool kvcalc does not model: DeepSeek-V4 (SGLang 0.5.23 serves it:
-  `models/deepseek_v4.py`, `DSV4PoolConfigurator`, pool_configurator.py 1067-1713).
+- DeepSeek-V4 (`models/deepseek_v4.py`): `DSV4PoolConfigurator` (pool_configurator.py 1067-1713)
+  sizes its SWA, c4 / c128 compressed and compressor-state pools; `sglang_dsv4.py` has the rules
+  and their sources; SGLang 0.5.23's own configurator, run on a CPU, gives the same figures
+  (tests/oracle/fixtures/sglang_0523_dsv4.json).
 """
 
 from __future__ import annotations
@@ -153,7 +155,7 @@ from kvcalc.calc.kv_cache import (
     refuse_hybrid_layers,
     refuse_unmodelled_layers,
 )
-from kvcalc.engines import SEARCH_LIMIT_TOKENS, defaults, longest_fitting, sglang_mamba
+from kvcalc.engines import SEARCH_LIMIT_TOKENS, defaults, longest_fitting, sglang_dsv4, sglang_mamba
 from kvcalc.errors import MESSAGE, OPTION_SAYS, KvcalcError
 from kvcalc.formats import StorageFormat
 from kvcalc.results import EngineResult
@@ -384,12 +386,6 @@ def pool_refusal(model: ModelSpec, version: str = "current") -> str | None:
             "(models/registry.py _normalize_archs), whose pool kvcalc does not model"
         )
     features = layer_features(model)
-    if "compressed" in features:
-        return (
-            f"kvcalc does not model {label}'s DeepSeek-V4 pool (DSV4PoolConfigurator, pool_configurator.py "
-            "1067-1713: a SWA ring, CSA / HCA compressed pools, the indexer and per-request compressor "
-            "states sized from --max-running-requests)"
-        )
     if "indexer_kv" in features:
         return (
             f"kvcalc does not model {label}'s MiniMax-M3 pool (MiniMaxSparseKVPool: dense and sparse layers "
@@ -414,6 +410,9 @@ def check_model(model: ModelSpec, version: str = "current", hybrid_swa_memory: b
         raise KvcalcError(
             f"{model.name}: {why}", fix="use --engine ideal", field="model", value=model.name, form=MESSAGE
         )
+    if version == "current" and sglang_dsv4.is_dsv4(model):
+        sglang_dsv4.geometry(model)  # DSV4PoolConfigurator (sglang_dsv4.py): refuses what it cannot hold
+        return
     if uses_swa_pool(model, hybrid_swa_memory, version) and (model.model_type or "") in RULES[version].swa_ratio_types:
         refuse_unmodelled_layers(model, "SGLang", ENGINES_MODEL_TODAY | {"indexer"} | SWA_POOL_FEATURES)
         return
@@ -456,6 +455,8 @@ def _check(
     check_tp(model, tp)
     check_version(version)
     check_model(model, version, hybrid_swa_memory)
+    if version == "current" and sglang_dsv4.is_dsv4(model):
+        sglang_dsv4.check_dtype(k, v)  # before check_dtypes: SGLang's own refusal for V4
     check_dtypes(k, v, version)
     if is_nsa(model):
         for field, f in (("k_dtype", k), ("v_dtype", v)):
@@ -843,6 +844,9 @@ def capacity(
     budget that holds no page ("Not enough memory").
     """
     _check(model, k, v, tp, page_size, version, swa_full_tokens_ratio, hybrid_swa_memory)
+    sglang_mamba.check_options(mamba)  # SGLang refuses these for any model (argparse choices)
+    if version == "current" and sglang_dsv4.is_dsv4(model):
+        return _dsv4_capacity(model, kv_memory_bytes, k, v, max_model_len, concurrency, swa_full_tokens_ratio)
     row, extra, layout_notes = pool_layout(model, k, v, tp, version, target, hybrid_swa_memory)
     notes = [
         'SGLang prints GiB values (bytes / 2^30) labelled "GB" (memory_pool.py: GB = 1024 * 1024 * 1024)',
@@ -1066,6 +1070,71 @@ def capacity(
     )
 
 
+def _dsv4_swa_ratio(swa_full_tokens_ratio: float) -> float | None:
+    """The operator's --swa-full-tokens-ratio for DeepSeek-V4, None when left at kvcalc's default
+    (SGLang's V4 override then sets 0.1: arg_groups/model_overrides/deepseek_v4.py)."""
+    return None if swa_full_tokens_ratio == DEFAULT_SWA_FULL_TOKENS_RATIO else swa_full_tokens_ratio
+
+
+def _dsv4_capacity(
+    model: ModelSpec,
+    kv_memory_bytes: int,
+    k: StorageFormat,
+    v: StorageFormat,
+    max_model_len: int | None,
+    concurrency: int | None,
+    swa_full_tokens_ratio: float,
+) -> EngineResult:
+    """SGLang 0.5.23's DeepSeek-V4 pools for a budget of `kv_memory_bytes` per rank
+    (`sglang_dsv4.pools`: `DSV4PoolConfigurator.calculate_pool_sizes`); `kv_cache_tokens` is the
+    full pool's. Requests of L tokens at once: the smaller of full / pages(L), swa / pages(min(L,
+    window)) and SGLang's request estimate (the c128 states it reserved)."""
+    p = sglang_dsv4.pools(model, kv_memory_bytes, _dsv4_swa_ratio(swa_full_tokens_ratio))
+    page = sglang_dsv4.PAGE_SIZE
+    window = sglang_dsv4.geometry(model).window
+    L = max_model_len or model.default_context
+
+    def pages(t: int) -> int:
+        return -(-t // page) * page
+
+    def fits(t: int, c: int) -> bool:
+        return c <= p.max_running_requests and p.full >= c * pages(t) and p.swa >= c * pages(min(t, window))
+
+    conc = min(p.full / pages(L), p.swa / pages(min(L, window)), p.max_running_requests) if L else None
+    longest = longest_fitting(lambda t: fits(t, concurrency), SEARCH_LIMIT_TOKENS) if concurrency else None
+    ratio = _dsv4_swa_ratio(swa_full_tokens_ratio)
+    notes = [
+        'SGLang prints GiB values (bytes / 2^30) labelled "GB" (memory_pool.py: GB = 1024 * 1024 * 1024)',
+        f"DeepSeek-V4 pools (DSV4PoolConfigurator): {p.full:,} full tokens, SWA {p.swa:,} "
+        f"(--swa-full-tokens-ratio {ratio if ratio is not None else sglang_dsv4.DEFAULT_SWA_RATIO:g}), "
+        f"c4 {p.c4:,}, c128 {p.c128:,}, c4 state {p.c4_state:,}; page 256 (the V4 override, whatever --page-size says)",
+        f"priced at {p.per_full_token:,.2f} B a full token (SWA {p.per_swa_token:,.2f} B a token), after "
+        f"{p.c128_state_bytes:,} B of c128 compressor states for SGLang's estimate of {p.max_running_requests:,} "
+        "requests; the latent is FlashMLA's V4 layout (584 B: fp8 nope, bf16 rope, scales) whatever "
+        "--kv-cache-dtype says, and every attention rank holds it whole (per rank for any tp)",
+    ]
+    return EngineResult(
+        engine="sglang",
+        engine_version=VERSIONS["current"],
+        kv_memory_bytes=kv_memory_bytes,
+        kv_cache_dtype=sglang_dsv4.KV_DTYPES[k.name],
+        block_size=page,
+        page_size_bytes=int(p.per_full_token * page),
+        num_gpu_blocks=p.full // page,
+        kv_cache_tokens=p.full,
+        engine_kv_bytes=p.priced_bytes,
+        engine_state_bytes=p.c128_state_bytes,
+        max_model_len=L,
+        max_concurrency=conc,
+        concurrency=concurrency,
+        longest_context=longest,
+        k_bytes=p.priced_bytes,
+        v_bytes=0,
+        log_lines=list(p.log_lines),
+        notes=notes,
+    )
+
+
 def memory_for(
     model: ModelSpec,
     seq_len: int,
@@ -1086,6 +1155,16 @@ def memory_for(
     budget whose split (`swa_split`) holds batch x pages(seq_len) full-layer tokens and
     batch x pages(min(seq_len, window)) sliding-layer tokens (found by bisection)."""
     _check(model, k, v, tp, page_size, version, swa_full_tokens_ratio, hybrid_swa_memory)
+    sglang_mamba.check_options(mamba)  # SGLang refuses these for any model (argparse choices)
+    if version == "current" and sglang_dsv4.is_dsv4(model):
+        page = sglang_dsv4.PAGE_SIZE
+        window = sglang_dsv4.geometry(model).window
+        return sglang_dsv4.least_budget(
+            model,
+            batch * -(-seq_len // page) * page,
+            batch * -(-min(seq_len, window) // page) * page,
+            _dsv4_swa_ratio(swa_full_tokens_ratio),
+        )
     row, extra, _ = pool_layout(model, k, v, tp, version, target, hybrid_swa_memory)
     if version == "current" and uses_state_pool(model):
         # the MambaPool's slots first: the least budget whose split holds the tokens and the requests

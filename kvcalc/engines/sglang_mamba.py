@@ -338,6 +338,29 @@ class MambaOptions:
 DEFAULT_OPTIONS = MambaOptions()
 
 
+def check_options(options: MambaOptions) -> None:
+    """Raise `KvcalcError` for options SGLang refuses, whatever the model: a ratio not above 0
+    (`check_ratio`), an SSM dtype `--mamba-ssm-dtype` does not take, a `--max-mamba-cache-size`
+    below 1."""
+    check_ratio(options.full_memory_ratio)
+    if options.ssm_dtype not in SSM_DTYPES:
+        raise KvcalcError(
+            f"must be one of {', '.join(SSM_DTYPES)}, got '{options.ssm_dtype}'",
+            field="mamba_ssm_dtype",
+            option="--mamba-ssm-dtype",
+            value=options.ssm_dtype,
+            form=OPTION_SAYS,
+        )
+    if options.max_mamba_cache_size is not None and options.max_mamba_cache_size < 1:
+        raise KvcalcError(
+            f"must be at least 1 (state slots), got {options.max_mamba_cache_size}",
+            field="max_mamba_cache_size",
+            option="--max-mamba-cache-size",
+            value=options.max_mamba_cache_size,
+            form=OPTION_SAYS,
+        )
+
+
 @dataclass(frozen=True)
 class StateSlots:
     """The `MambaPool` SGLang builds: `state` per request, `max_mamba_cache_size` slots (+1

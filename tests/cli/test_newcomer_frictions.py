@@ -47,7 +47,7 @@ def test_capacity_help_groups_its_options(cli):
         "Parallel layout": 8,
         "KV cache format": 3,
         "vLLM (--engine vllm)": 10,
-        "SGLang (--engine sglang)": 6,
+        "SGLang (--engine sglang)": 10,  # + the 4 Mamba state-pool options
         "llama.cpp (--engine llamacpp)": 14,
         "GPU and model source": 5,
     }

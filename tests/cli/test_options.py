@@ -79,6 +79,10 @@ def test_help_lists_every_option_in_its_place():
         "--accepted-len",
         "--block-size",
         "--page-size",
+        "--mamba-full-memory-ratio",
+        "--max-mamba-cache-size",
+        "--mamba-ssm-dtype",
+        "--disable-radix-cache",
         "--gpu",
         "--weight-dtype",
         "--gpu-memory-utilization",
@@ -176,6 +180,10 @@ def test_help_lists_every_option_in_its_place():
         "--swa-full-tokens-ratio",
         "--dsa-prefill-backend",
         "--dsa-decode-backend",
+        "--mamba-full-memory-ratio",
+        "--max-mamba-cache-size",
+        "--mamba-ssm-dtype",
+        "--disable-radix-cache",
         "--ctx-size",
         "--llamacpp-tool",
         "--parallel",
@@ -246,6 +254,9 @@ VALUES = {
     "swa_full_tokens_ratio": "0.5",
     "dsa_prefill_backend": "trtllm",
     "dsa_decode_backend": "trtllm",
+    "mamba_full_memory_ratio": "0.5",
+    "max_mamba_cache_size": "100",
+    "mamba_ssm_dtype": "bfloat16",
 }
 
 

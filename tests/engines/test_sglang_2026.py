@@ -216,7 +216,6 @@ def test_glm_5_before_0_5_17_refused():
 @pytest.mark.parametrize(
     "name, reason",
     [
-        ("deepseek-v4-flash", "kvcalc does not model SGLang 0.5.23's DeepSeek-V4 pool (DSV4PoolConfigurator"),
         (
             "minimax-m3",
             "SGLang 0.5.23 registers no MiniMaxM3ForCausalLM (models/minimax_m3.py serves MiniMaxM3SparseForCausalLM",
