@@ -184,31 +184,7 @@ def estimate(
     check_positive(batch=batch, tp=layout.tp, pp=layout.pp, dp=layout.dp)
     spec = source.load(model)
     gpu.refuse_without_gpu(ctx)  # GPU-only options without --gpu are refused, never ignored
-    if layout.count is not None and moe.dp_attention > 1:  # --count is every GPU: dp-attention ranks included
-        check_positive(count=layout.count)
-        if layout.count % moe.dp_attention:
-            d = moe.dp_attention
-            raise KvcalcError(
-                f"--count {layout.count} is every GPU, attention-DP ranks included: it must be a multiple of "
-                f"--dp-attention {d} (e.g. --count {d * max(1, layout.count // d)})",
-                option="--count",
-                value=layout.count,
-                form=MESSAGE,
-            )
-        try:
-            tp, pp, dp = resolve_count(layout.count // moe.dp_attention, layout.tp, layout.pp, layout.dp)
-        except KvcalcError:  # its message names count / dp-attention, not the --count typed
-            raise KvcalcError(
-                f"--count {layout.count} does not equal --tp {layout.tp} x --pp {layout.pp} x --dp {layout.dp} x "
-                f"--dp-attention {moe.dp_attention}; give a count that is a multiple of tp x pp x dp-attention",
-                option="--count",
-                value=layout.count,
-                form=MESSAGE,
-            ) from None
-    else:
-        tp, pp, dp = layout.resolve()  # count = tp x pp x dp; alone it sets tp
-    if layout.count is not None and layout.tp == 1 and tp > 1:
-        refuse_count_as_tp(engine_name, layout.count, tp)
+    tp, pp, dp = resolve_estimate_layout(layout, moe, engine_name)
     par = moe.resolve(spec, tp, dp)  # attention DP / EP / DCP (`calc.parallel`)
     tp, dp, dpa, ep, dcp = par["tp"], par["dp"], par["dp_attention"], par["ep"], par["dcp"]
     input_len, output_len, request_rate = whole.input_len, whole.output_len, whole.request_rate
@@ -278,6 +254,38 @@ def estimate(
     if settings is not None:
         parts += offload_parts(settings, offload, req, res)
     emit_parts(parts, fmt)
+
+
+def resolve_estimate_layout(layout: LayoutOptions, moe: MoeLayoutOptions, engine_name: str) -> tuple[int, int, int]:
+    """(tp, pp, dp) of estimate's layout options: --count is every GPU, attention-DP ranks
+    included; alone it sets tp, refused for an engine that splits layers (`refuse_count_as_tp`).
+    Raises `KvcalcError` naming --count."""
+    if layout.count is not None and moe.dp_attention > 1:  # --count is every GPU: dp-attention ranks included
+        check_positive(count=layout.count)
+        if layout.count % moe.dp_attention:
+            d = moe.dp_attention
+            raise KvcalcError(
+                f"--count {layout.count} is every GPU, attention-DP ranks included: it must be a multiple of "
+                f"--dp-attention {d} (e.g. --count {d * max(1, layout.count // d)})",
+                option="--count",
+                value=layout.count,
+                form=MESSAGE,
+            )
+        try:
+            tp, pp, dp = resolve_count(layout.count // moe.dp_attention, layout.tp, layout.pp, layout.dp)
+        except KvcalcError:  # its message names count / dp-attention, not the --count typed
+            raise KvcalcError(
+                f"--count {layout.count} does not equal --tp {layout.tp} x --pp {layout.pp} x --dp {layout.dp} x "
+                f"--dp-attention {moe.dp_attention}; give a count that is a multiple of tp x pp x dp-attention",
+                option="--count",
+                value=layout.count,
+                form=MESSAGE,
+            ) from None
+    else:
+        tp, pp, dp = layout.resolve()  # count = tp x pp x dp; alone it sets tp
+    if layout.count is not None and layout.tp == 1 and tp > 1:
+        refuse_count_as_tp(engine_name, layout.count, tp)
+    return tp, pp, dp
 
 
 def refuse_count_as_tp(engine_name: str, count: int, tp: int) -> None:
