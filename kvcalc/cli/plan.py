@@ -36,8 +36,9 @@ KNOBS = ("gpu_memory_utilization", "bw_efficiency", "flops_efficiency", "cuda_co
 
 #: vLLM's options that change what plan finds (`vllm.plan.plan_kv`'s blocks per GPU) and that the
 #: launch line then states (`vllm.plan.launch_block_size`, `launch_flags`). SGLang's and
-#: llama.cpp's options are not taken: plan sizes those engines by the exact formula
-#: (`EngineProfile.plan_engine_kv` is None), so --page-size or --llamacpp-version would change nothing.
+#: llama.cpp's options are not taken: plan sizes SGLang's pools at SGLang's defaults
+#: (`sglang_plan.plan_kv`) and llama.cpp by the exact formula (`EngineProfile.plan_engine_kv` is
+#: None), so --page-size or --llamacpp-version would not reach the plan.
 #: the tier below the GPU (`kvcalc capacity`'s options, `KvMemoryOptions`): --gpus-per-node is
 #: plan's own; the KV memory is each layout's, and a prefix's load time is capacity's / estimate's
 OFFLOAD_PLAN_OPTIONS = tuple(

@@ -563,6 +563,14 @@ class SglangProfile(EngineProfile):
     def memory_for(self, model, seq_len, batch, k, v, *, tp=1, options=None) -> int:
         return sglang.memory_for(model, seq_len, batch, k, v, tp=tp, **self.options(options).pool_kwargs())
 
+    def plan_engine_kv(self, model: ModelSpec, options: Any) -> Any:
+        """SGLang's pools on each GPU (`sglang_plan.plan_kv`): what `capacity --engine sglang`
+        gives on the rank's KV memory (DeepSeek-V4's pools, the hybrids' state slots and request
+        cap, the NSA / SWA pools)."""
+        from kvcalc.engines import sglang_plan
+
+        return sglang_plan.plan_kv(model, self.options(options))
+
 
 class LlamacppProfile(EngineProfile):
     """llama.cpp's cells (`kvcalc.engines.llamacpp`): sized by n_ctx, layers split over devices;

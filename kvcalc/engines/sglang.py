@@ -1149,11 +1149,17 @@ def memory_for(
     swa_full_tokens_ratio: float = DEFAULT_SWA_FULL_TOKENS_RATIO,
     target: PoolTarget = PoolTarget(),
     mamba: sglang_mamba.MambaOptions = sglang_mamba.DEFAULT_OPTIONS,
+    context_len: int | None = None,
 ) -> int:
     """The static budget per rank for `batch` requests of `seq_len` tokens:
     batch x cdiv(seq_len, page) x page x cell_size (NSA: page 64). With the SWA pool, the least
     budget whose split (`swa_split`) holds batch x pages(seq_len) full-layer tokens and
-    batch x pages(min(seq_len, window)) sliding-layer tokens (found by bisection)."""
+    batch x pages(min(seq_len, window)) sliding-layer tokens (found by bisection). DeepSeek-V4:
+    the least budget whose pools (`sglang_dsv4.pools`) hold the full and SWA tokens and whose
+    request estimate admits `batch`, as `capacity` counts them. The hybrids' state pool: the
+    least budget that also admits `batch` requests (`sglang_mamba.least_budget`), SGLang's
+    request estimate taken at `context_len` (--context-length; None: the model's context, else
+    `seq_len`)."""
     _check(model, k, v, tp, page_size, version, swa_full_tokens_ratio, hybrid_swa_memory)
     sglang_mamba.check_options(mamba)  # SGLang refuses these for any model (argparse choices)
     if version == "current" and sglang_dsv4.is_dsv4(model):
@@ -1164,6 +1170,7 @@ def memory_for(
             batch * -(-seq_len // page) * page,
             batch * -(-min(seq_len, window) // page) * page,
             _dsv4_swa_ratio(swa_full_tokens_ratio),
+            need_requests=batch,
         )
     row, extra, _ = pool_layout(model, k, v, tp, version, target, hybrid_swa_memory)
     if version == "current" and uses_state_pool(model):
@@ -1175,7 +1182,7 @@ def memory_for(
             page_size=page_size,
             need_tokens=batch * -(-seq_len // page_size) * page_size,
             need_requests=batch,
-            context_len=model.default_context or seq_len,
+            context_len=context_len or model.default_context or seq_len,
             options=mamba,
         )
     if is_nsa(model):
