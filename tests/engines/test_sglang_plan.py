@@ -24,6 +24,7 @@ import yaml
 import kvcalc
 from kvcalc.engines import sglang, sglang_plan
 from kvcalc.engines.profile import SglangOptions
+from kvcalc.engines.sglang_mamba import MambaOptions
 from kvcalc.errors import KvcalcError
 from kvcalc.formats import kv_format
 from kvcalc.load.gpus import get_gpu
@@ -123,3 +124,31 @@ def test_check_agrees_with_plan(cli, tmp_path, args):
     assert row["status"] == "ok"
     assert row["max_concurrency"] == top["max_concurrency"]
     assert row["memory_bytes_per_gpu"] == top["memory_bytes_per_gpu"]
+
+
+def test_dsv4_least_budget_admits_the_requests():
+    """3,000 short requests with --swa-full-tokens-ratio 1 (each request holds at least one
+    256-token SWA page, so at SGLang's 0.1 the SWA pool binds first): 31,875 + 3,899.25 =
+    35,774.25 B a full token; SGLang's estimate (`_resolve_max_running_requests_per_worker`)
+    int(int(budget / 35,774.25) / 1,048,576 x 512) reaches 3,000 at 3,000 x 1,048,576 / 512 =
+    6,144,000 full tokens' worth, 6,144,000 x 35,774.25 = 219,796,992,000 B; one byte less
+    admits 2,999, though the pools hold the tokens."""
+    spec = load_model("deepseek-v4-flash")
+    ekv = sglang_plan.plan_kv(spec, SglangOptions(swa_full_tokens_ratio=1.0))(
+        get_gpu("h200"), 1, (range(spec.n_layers),), FP8
+    )
+    assert ekv.stage_bytes(256, 3_000) == [219_796_992_000]
+    assert ekv.max_batch(256, [219_796_992_000]) == 3_000
+    assert ekv.max_batch(256, [219_796_992_000 - 1]) == 2_999
+
+
+def test_hybrid_estimate_at_the_launch_context_length():
+    """Qwen3.5-27B with --disable-radix-cache (1 state slot a request), 3,000 requests of 64 tokens:
+    SGLang estimates requests at the launch line's --context-length (64: the 4,096 ceiling binds,
+    not the 2,048 floor it would take at the model's 262,144), so the least KV memory for 3,000
+    is where capacity admits 3,000 and one byte less 2,999."""
+    spec = load_model("qwen3.5-27b")
+    o = SglangOptions(mamba=MambaOptions(0.9, None, "float32", True))
+    ekv = sglang_plan.plan_kv(spec, o)(get_gpu("h200"), 1, (range(spec.n_layers),), FP8)
+    (need,) = ekv.stage_bytes(64, 3_000)
+    assert (ekv.max_batch(64, [need]), ekv.max_batch(64, [need - 1])) == (3_000, 2_999)
