@@ -143,12 +143,13 @@ def test_dsv4_least_budget_admits_the_requests():
 
 
 def test_hybrid_estimate_at_the_launch_context_length():
-    """Qwen3.5-27B with --disable-radix-cache (1 state slot a request), 3,000 requests of 64 tokens:
-    SGLang estimates requests at the launch line's --context-length (64: the 4,096 ceiling binds,
-    not the 2,048 floor it would take at the model's 262,144), so the least KV memory for 3,000
-    is where capacity admits 3,000 and one byte less 2,999."""
+    """Qwen3.5-27B with --max-mamba-cache-size 3000 --disable-radix-cache (1 state slot a request),
+    3,000 requests of 64 tokens: SGLang estimates requests at the launch line's --context-length
+    (64: int(tokens / 64 x 512) is past the 4,096 ceiling; at the model's 262,144 the 192,000
+    tokens would give the 2,048 floor), so the least KV memory for 3,000 is where capacity
+    admits 3,000 and one byte less 2,999."""
     spec = load_model("qwen3.5-27b")
-    o = SglangOptions(mamba=MambaOptions(0.9, None, "float32", True))
+    o = SglangOptions(mamba=MambaOptions(0.9, 3_000, "float32", True))
     ekv = sglang_plan.plan_kv(spec, o)(get_gpu("h200"), 1, (range(spec.n_layers),), FP8)
     (need,) = ekv.stage_bytes(64, 3_000)
     assert (ekv.max_batch(64, [need]), ekv.max_batch(64, [need - 1])) == (3_000, 2_999)
