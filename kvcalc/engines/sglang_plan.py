@@ -24,7 +24,6 @@ import dataclasses
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
-
 from typing import TYPE_CHECKING, Any
 
 from kvcalc.engines import sglang

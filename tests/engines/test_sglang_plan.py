@@ -60,10 +60,16 @@ def test_plan_max_seqs_is_capacity(model, seq_len, concurrency, gpus, max_gpus, 
         cap = sglang.capacity(spec, free, k, k, tp=lay.tp, max_model_len=seq_len)
         per_rank = math.floor(cap.max_concurrency)
         assert lay.max_concurrency == per_rank * lay.dp_attention * lay.dp
-        batch = -(-(-(-concurrency // lay.dp)) // lay.dp_attention)  # the fullest attention rank's
-        assert lay.kv_cache_bytes_per_gpu == sglang.memory_for(spec, seq_len, batch, k, k, tp=lay.tp, context_len=seq_len)
+        replica = -(-concurrency // lay.dp)
+        batch = -(-replica // lay.dp_attention)  # the fullest attention rank's
+        assert lay.kv_cache_bytes_per_gpu == sglang.memory_for(
+            spec, seq_len, batch, k, k, tp=lay.tp, context_len=seq_len
+        )
         assert lay.kv_cache_bytes_per_gpu <= free
-        assert sglang.capacity(spec, lay.kv_cache_bytes_per_gpu, k, k, tp=lay.tp, max_model_len=seq_len).max_concurrency >= batch
+        assert (
+            sglang.capacity(spec, lay.kv_cache_bytes_per_gpu, k, k, tp=lay.tp, max_model_len=seq_len).max_concurrency
+            >= batch
+        )
 
 
 def _ekv(model: str, tp: int = 1):
