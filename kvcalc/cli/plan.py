@@ -331,8 +331,13 @@ def show(res: Any, fmt: str) -> None:
             echo(f"nothing fits and meets the targets within {res.max_gpus} GPUs; the nearest misses:")
         for m in res.misses:
             echo(f"  {m.line}")
-    for n in res.notes:
-        echo(f"note: {n}")
+    from kvcalc.cli.output import console
+    from kvcalc.report.layout import wrap_line
+
+    width = console().width
+    for n in res.notes:  # at the terminal's width, continuation lines indented (no figure split)
+        for i, line in enumerate(wrap_line(f"note: {n}", width - 2)):
+            echo(line if i == 0 else f"  {line}")
 
 
 def deployment_text(res: Any, layout: Any, model_arg: str, req: Any, offload: Any = None) -> str:
