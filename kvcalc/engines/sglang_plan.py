@@ -26,7 +26,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from kvcalc.engines import sglang
+from kvcalc.engines import sglang, sglang_dsv4, sglang_mamba
 from kvcalc.errors import MESSAGE, KvcalcError
 from kvcalc.formats import StorageFormat, kv_format
 from kvcalc.schema import GpuSpec, ModelSpec
@@ -105,7 +105,19 @@ def plan_kv(
                 compute_capability=gpu.compute_capability,
                 vendor=None if gpu.vendor == "other" else gpu.vendor,
             )
-            cache[key] = SglangPlanKv(model, tp, kv_format(kv[0]), kv_format(kv[1]), o.pool_kwargs())
+            k, v = kv_format(kv[0]), kv_format(kv[1])
+            pool = o.pool_kwargs()
+            sglang.capacity(model, 2**40, k, v, tp=tp, **pool)  # SGLang's refusals (tp, formats) up front
+            notes: tuple[str, ...] = ()
+            if o.version == "current" and sglang.uses_state_pool(model) and not sglang_dsv4.is_dsv4(model):
+                notes = (
+                    "SGLang splits each rank's budget between its state slots and its token pool "
+                    f"(--mamba-full-memory-ratio {o.mamba.full_memory_ratio:g}) and caps max_running_requests "
+                    f"at slots // {sglang_mamba.slots_per_request(o.mamba.disable_radix_cache)}",
+                )
+            elif o.version == "current" and sglang_dsv4.is_dsv4(model):
+                notes = ("SGLang's DeepSeek-V4 pools: c128 compressor states reserved first, then pages of 256",)
+            cache[key] = SglangPlanKv(model, tp, k, v, pool, notes)
         return cache[key]
 
     return build
