@@ -207,7 +207,7 @@ def capacity(
     L = parse_count(requests.max_model_len, "--max-model-len") if requests.max_model_len else None
     mem = parse_size(kv_memory, "--kv-memory") if kv_memory else None
     basis = None
-    if from_plan:
+    if from_plan and source.gpu is not None:  # from_plan implies --gpu (`check_sources`)
         import dataclasses
 
         from kvcalc.requests import plan_kv_memory
