@@ -29,10 +29,14 @@ __version__ = "0.2.0"
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing
 if TYPE_CHECKING:
+    from typing import TypeVar
+
     from kvcalc.engines.offload_rules import OffloadSettings
     from kvcalc.requests import EngineOptions
     from kvcalc.results import EngineResult, KvEstimate, PlanResult
     from kvcalc.schema import GpuSpec, ModelSpec
+
+    _T = TypeVar("_T")
 
 __all__ = ["__version__", "capacity", "estimate", "load_model", "plan"]
 
@@ -234,7 +238,7 @@ def _refuse_without_offload(**given: object) -> None:
             )
 
 
-def _replace(obj: object, **changes: object) -> object:
+def _replace(obj: _T, **changes: object) -> _T:
     """`dataclasses.replace`, imported when called (`import kvcalc` stays free)."""
     import dataclasses
 
