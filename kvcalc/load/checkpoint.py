@@ -245,9 +245,10 @@ def local_headers(folder: Path) -> dict[str, dict[str, Tensor]] | None:
         # JSON nested at most MAX_DEPTH levels, one line for any problem
         data, _ = parse_mapping(read_config_text(index, "index"), str(index), json_text=True)
         weight_map = data.get("weight_map")
-        if not isinstance(weight_map, dict) or not all(isinstance(v, str) for v in weight_map.values()):
+        shards = [v for v in weight_map.values() if isinstance(v, str)] if isinstance(weight_map, dict) else []
+        if not isinstance(weight_map, dict) or len(shards) != len(weight_map):
             raise ConfigError("must map tensor names to shard files", path=str(index), field="weight_map")
-        names = sorted(set(weight_map.values()))
+        names = sorted(set(shards))
         outside = next((n for n in names if not _inside(folder, n)), None)
         if outside is not None:
             raise ConfigError(
