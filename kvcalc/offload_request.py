@@ -205,9 +205,9 @@ def load_rows(
     link: str | None,
 ) -> LoadRows:
     """(`LoadRows`) each link's time for the reusable prefix against the prefill model's marginal
-    time on `gpu` (a name or `GpuSpec`; `memory_plan.Planner.prefill` of the prompt less that of
+    time on `gpu` (a name or `GpuSpec`; `memory_plan.GpuFit.prefill` of the prompt less that of
     its rest)."""
-    from kvcalc.calc.memory_plan import Planner
+    from kvcalc.calc.memory_plan import GpuFit
     from kvcalc.engines.prefix_rules import bytes_per_token_per_rank, load_or_recompute
     from kvcalc.load.gpus import get_gpu
     from kvcalc.load.links import get_link, link_table
@@ -219,7 +219,7 @@ def load_rows(
         links = [get_link(n) for n in link.split(",") if n.strip()]
     else:
         links = [x for x in link_table().values() if x.kind in ("host", "storage", "network")]
-    planner = Planner(req.model, spec) if layout is None else Planner(req.model, spec, layout)
+    planner = GpuFit(req.model, spec) if layout is None else GpuFit(req.model, spec, layout)
     N = pre.prompt_tokens
     whole_s = planner.prefill(N).step_time_s
 

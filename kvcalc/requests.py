@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Iterable
     from pathlib import Path
 
-    from kvcalc.calc.memory_plan import Layout, Planner
+    from kvcalc.calc.memory_plan import GpuFit, Layout
     from kvcalc.calc.plan import PlanSearch, WholeRequests
     from kvcalc.calc.speculative import SpecDecode
     from kvcalc.calc.speed import Calibration, SpeedTerms
@@ -401,7 +401,7 @@ def speed_terms(
     return terms
 
 
-def request_result(planner: Planner, req: EstimateRequest) -> RequestEstimate | None:
+def request_result(planner: GpuFit, req: EstimateRequest) -> RequestEstimate | None:
     """(`RequestEstimate`) the whole-request figures of `req` on `planner`, or None without
     --input-len / --output-len; None figures when the batch does not fit."""
     from kvcalc.calc.request_speed import request_speed
@@ -419,7 +419,7 @@ def request_result(planner: Planner, req: EstimateRequest) -> RequestEstimate | 
 
 
 def run_estimate(req: EstimateRequest) -> EstimateResult:
-    """KV bytes (`calc.kv_cache.estimate`), then the GPU plan (`calc.memory_plan.Planner.serving`
+    """KV bytes (`calc.kv_cache.estimate`), then the GPU plan (`calc.memory_plan.GpuFit.serving`
     at the estimate's (T, B)), then the engine's allocation (`engine_for_batch`)."""
     from kvcalc.calc import kv_cache
     from kvcalc.engines import canonical
@@ -427,7 +427,7 @@ def run_estimate(req: EstimateRequest) -> EstimateResult:
     est = kv_cache.estimate(req.model, req.workload)
     serving = gpu = request = spec_res = None
     if req.gpu is not None:
-        from kvcalc.calc.memory_plan import Layout, Planner
+        from kvcalc.calc.memory_plan import GpuFit, Layout
         from kvcalc.load.gpus import get_gpu
 
         gpu = get_gpu(req.gpu) if isinstance(req.gpu, str) else req.gpu
@@ -444,7 +444,7 @@ def run_estimate(req: EstimateRequest) -> EstimateResult:
             dcp=par.dcp,
         )
         layout = dataclasses.replace(layout, speed=speed_terms(gpu, req.engine, par.tp, layout, req.calibration))
-        planner = Planner(req.model, gpu, layout)
+        planner = GpuFit(req.model, gpu, layout)
         serving = planner.serving(est.seq_len, est.batch, est.kv_cache_bytes_per_gpu)
         request = request_result(planner, req)
         if req.speculative is not None:
@@ -627,20 +627,20 @@ def plan_kv_memory(
 ) -> tuple[int, str]:
     """(KV memory per GPU rank in bytes, where it came from) as `engine_for_batch` sizes an engine
     on a GPU plan: util x GPU memory - weights - state - activation reserve - CUDA context, i.e.
-    `headroom_bytes + kv_cache_bytes_per_gpu` of `Planner.serving` (vLLM's "Available KV cache
+    `headroom_bytes + kv_cache_bytes_per_gpu` of `GpuFit.serving` (vLLM's "Available KV cache
     memory", `vllm/v1/worker/gpu_worker.py` determine_available_memory; SGLang's static pool,
     `--mem-fraction-static`). `gpu`: a name, GPU file or `GpuSpec`; `layout`: a
     `memory_plan.Layout` (tp, weight format, utilization); the state of `concurrency` (default 1)
     sequences of `seq_len` tokens (default the model's) is set aside, as `estimate` does.
     Raises `KvcalcError` when the plan leaves nothing (the engine would fail at start-up)."""
-    from kvcalc.calc.memory_plan import Planner
+    from kvcalc.calc.memory_plan import GpuFit
     from kvcalc.engines.profile import get_profile
     from kvcalc.load.gpus import get_gpu
 
     spec = get_gpu(gpu) if isinstance(gpu, str) else gpu
     T = resolve_seq_len(model, seq_len)
     B = concurrency or 1
-    planner = Planner(model, spec, layout)
+    planner = GpuFit(model, spec, layout)
     # `concurrency` is one GPU rank's (vLLM's --max-num-seqs is per attention-DP rank): the
     # replica holds dp_attention times as many
     mem = planner.headroom_bytes(T, B * planner.dpa) + planner.kv.per_gpu_bytes(T, B)

@@ -1,6 +1,6 @@
 """`kvcalc transfer`'s one code path (beside `kvcalc.requests`): checks, the decode block size
 from the vLLM profile, the per-pair bytes of `calc.transfer`, the link time and, with a GPU,
-the prefill-to-decode GPU ratio from the roofline (`calc.memory_plan.Planner`)."""
+the prefill-to-decode GPU ratio from the roofline (`calc.memory_plan.GpuFit`)."""
 
 from __future__ import annotations
 
@@ -86,13 +86,13 @@ def run_transfer(
             form=MESSAGE,
         )
     if gpu is not None and output_tokens is not None:
-        from kvcalc.calc.memory_plan import Layout, Planner
+        from kvcalc.calc.memory_plan import GpuFit, Layout
         from kvcalc.load.gpus import get_gpu
 
         g = get_gpu(gpu)
-        pre_s = Planner(model, g, Layout(tp=prefill_tp, k_dtype=kn, v_dtype=vn)).prefill(tokens).step_time_s
+        pre_s = GpuFit(model, g, Layout(tp=prefill_tp, k_dtype=kn, v_dtype=vn)).prefill(tokens).step_time_s
         step = (
-            Planner(model, g, Layout(tp=decode_tp, k_dtype=kn, v_dtype=vn))
+            GpuFit(model, g, Layout(tp=decode_tp, k_dtype=kn, v_dtype=vn))
             .decode(tokens + output_tokens // 2, decode_batch)
             .step_time_s
         )
