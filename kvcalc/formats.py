@@ -20,7 +20,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
 
-from kvcalc.errors import MESSAGE, OPTION_SAYS, KvcalcError, UnknownNameError
+from kvcalc.errors import MESSAGE, OPTION, OPTION_SAYS, KvcalcError, UnknownNameError
 
 # field types whose core schema is given ready-made: the table below is built at every start-up
 from kvcalc.schema_types import OptInt, OptStr, PositiveInt
@@ -609,7 +609,20 @@ def kv_format(
                 if v is not None
             ]
             raise _group_options_refused(name, base, given, field, ("kv",))
-    fmt = storage_format(name, quant_group_size, scale_dtype, field=field, kinds=("kv", "both"))
+    try:
+        fmt = storage_format(name, quant_group_size, scale_dtype, field=field, kinds=("kv", "both"))
+    except UnknownNameError:
+        from kvcalc.engine_dtypes import VLLM_033_CACHE_DTYPES
+
+        if isinstance(name, str) and name.strip().lower() in VLLM_033_CACHE_DTYPES:  # not "unknown": vLLM's own
+            raise KvcalcError(
+                f"'{name}' is a vLLM 0.33 --kv-cache-dtype, sized by vLLM's rules only",
+                fix="use it with `kvcalc estimate --engine vllm` or `kvcalc capacity --engine vllm`",
+                field=field,
+                value=name,
+                form=OPTION,
+            ) from None
+        raise
     if fmt.kind == "weight":
         raise KvcalcError(
             f"{fmt.name} is a weight format, not a KV-cache format; for the cache use one of "

@@ -215,8 +215,11 @@ def load_rows(
 
     spec = get_gpu(gpu) if isinstance(gpu, str) else gpu
 
-    if link:
-        links = [get_link(n) for n in link.split(",") if n.strip()]
+    from kvcalc.requests import _names
+
+    names = _names(link, "--link")  # `nvme-gen5,,` refused as --gpu's stray comma is, not dropped
+    if names:
+        links = [get_link(n) for n in names]
     else:
         links = [x for x in link_table().values() if x.kind in ("host", "storage", "network")]
     planner = GpuFit(req.model, spec) if layout is None else GpuFit(req.model, spec, layout)

@@ -525,6 +525,7 @@ def engine_for_batch(req: EstimateRequest, plan: ServingEstimate | None = None) 
             f"kvcalc's own figure (without --engine) divides the positions by dcp",
             option="--dcp",
             value=par.dcp,
+            form=MESSAGE,  # the message names --dcp and its value: not `--dcp 2: --dcp 2 with ...`
         )
     B = -(-B // par.dp_attention)  # each attention-DP rank is an engine core with its own requests
     if req.kv is not None:  # parsed once, by the engine, when the request was built

@@ -52,8 +52,19 @@ def run_transfer(
     from kvcalc.results.offload import TransferPair, TransferResult
 
     check_limits([], [tokens])
-    for tp in (prefill_tp, decode_tp):
-        check_tp(model, tp)
+    for flag, tp in (("--prefill-tp", prefill_tp), ("--decode-tp", decode_tp)):
+        try:
+            check_tp(model, tp)
+        except KvcalcError as e:  # check_tp names --tp; here each side has its own flag
+            raise KvcalcError(e.reason, option=flag, field=e.field, value=tp, fix=e.fix) from None
+    if cached_tokens > tokens:
+        raise KvcalcError(
+            f"--decode-cached {cached_tokens:,} is more than the prompt's --tokens {tokens:,}: the decode side "
+            "holds at most the prompt; give --decode-cached at most --tokens",
+            option="--decode-cached",
+            value=cached_tokens,
+            form=MESSAGE,
+        )
     kn, vn = kv_format_names(model, kv_dtype, k_dtype, v_dtype)
     k, v = kv_format(kn), kv_format(vn)
     block = block_size or decode_block_size(model, tokens, k, v, decode_tp)

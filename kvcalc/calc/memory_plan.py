@@ -578,8 +578,8 @@ class GpuFit:
             tpot_s=tpot if fits else None,
             tokens_per_s_per_seq=1 / tpot if fits else None,
             tokens_per_s=batch * lay.dp / tpot if fits else None,
-            ttft_s=pre.step_time_s,
-            prefill_bound=pre.bound,
+            ttft_s=pre.step_time_s if fits else None,
+            prefill_bound=pre.bound if fits else None,
             speed_model=sp.describe(self.weight_bits) if sp else "roofline",
             decode_floor_s=dec.floor_s,
         )

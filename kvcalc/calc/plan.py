@@ -514,7 +514,27 @@ class _Placed:
 
     def max_concurrency(self, seq_len: int) -> int:
         """Sequences of `seq_len` tokens that fit over all replicas (with the engine's
-        arithmetic: what it admits per replica, `EngineKv.max_batch`, x dp)."""
+        arithmetic: what it admits per replica, `EngineKv.max_batch`, x dp). With speculative
+        decoding, the largest whole number n of sequences per attention-DP rank (n x dpa x dp
+        in all) at most the plain figure's whose memory (`used`: the draft's weights, its KV
+        per sequence, extra state, as `speculative.memory_parts` counts them for `kvcalc
+        estimate`) fits every stage's budget: vLLM 0.33 profiles the drafter's weights before
+        it sizes the KV pool and gives the draft's attention layers (the MTP layer's, an EAGLE
+        head's) pages of the same pool (`vllm/v1/worker/gpu_model_runner.py`
+        `get_kv_cache_spec`), so each sequence holds the target's and the draft's KV."""
+        plain = self._plain_max_concurrency(seq_len)
+        if self.spec is None or plain == 0:
+            return plain
+        unit = self.dpa * self.dp
+        budgets = self.budgets()
+
+        def fits(n: int) -> bool:
+            return all(u <= b for u, b in zip(self.used(seq_len, n * unit), budgets))
+
+        return _largest(1, plain // unit, fits) * unit
+
+    def _plain_max_concurrency(self, seq_len: int) -> int:
+        """`max_concurrency` without what speculative decoding adds."""
         if self.ekv is not None:
             return self.ekv.max_batch(self.positions(seq_len), self.kv_free()) * self.dpa * self.dp
         if not self.split:

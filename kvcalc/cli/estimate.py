@@ -30,10 +30,11 @@ from kvcalc.cli.options import (
     option_groups,
     refuse_other_engines,
     refuse_typed,
+    resolve_count,
     with_help,
 )
 from kvcalc.cli.output import check_format, emit, emit_parts, handle_errors, show_result
-from kvcalc.errors import KvcalcError
+from kvcalc.errors import MESSAGE, KvcalcError
 
 #: whole requests and calibration (issue 21): the engines' own names are --input-len / --output-len
 #: (vLLM `vllm bench serve --random-input-len`, TensorRT-LLM `--input_len`, llama-bench -p / -n)
@@ -184,10 +185,33 @@ def estimate(
     check_positive(batch=batch, tp=layout.tp, pp=layout.pp, dp=layout.dp)
     spec = source.load(model)
     gpu.refuse_without_gpu(ctx)  # GPU-only options without --gpu are refused, never ignored
-    tp, pp, dp = layout.resolve()  # count = tp x pp x dp; alone it sets tp
+    if layout.count is not None and moe.dp_attention > 1:  # --count is every GPU: dp-attention ranks included
+        check_positive(count=layout.count)
+        if layout.count % moe.dp_attention:
+            d = moe.dp_attention
+            raise KvcalcError(
+                f"--count {layout.count} is every GPU, attention-DP ranks included: it must be a multiple of "
+                f"--dp-attention {d} (e.g. --count {d * max(1, layout.count // d)})",
+                option="--count",
+                value=layout.count,
+                form=MESSAGE,
+            )
+        try:
+            tp, pp, dp = resolve_count(layout.count // moe.dp_attention, layout.tp, layout.pp, layout.dp)
+        except KvcalcError:  # its message names count / dp-attention, not the --count typed
+            raise KvcalcError(
+                f"--count {layout.count} does not equal --tp {layout.tp} x --pp {layout.pp} x --dp {layout.dp} x "
+                f"--dp-attention {moe.dp_attention}; give a count that is a multiple of tp x pp x dp-attention",
+                option="--count",
+                value=layout.count,
+                form=MESSAGE,
+            ) from None
+    else:
+        tp, pp, dp = layout.resolve()  # count = tp x pp x dp; alone it sets tp
     par = moe.resolve(spec, tp, dp)  # attention DP / EP / DCP (`calc.parallel`)
     tp, dp, dpa, ep, dcp = par["tp"], par["dp"], par["dp_attention"], par["ep"], par["dcp"]
     input_len, output_len, request_rate = whole.input_len, whole.output_len, whole.request_rate
+    cal = whole_request_options(gpu.gpu, input_len, output_len, request_rate, whole.calibration)  # before their sum
     if seq_len is None and input_len is not None and output_len is not None:
         seq_len = str(input_len + output_len)  # the memory plan holds the whole request
     lengths = resolve_seq_lens(spec, seq_len)
@@ -199,7 +223,6 @@ def estimate(
             option="--input-len",
             value=input_len,
         )
-    cal = whole_request_options(gpu.gpu, input_len, output_len, request_rate, whole.calibration)
     settings = offload_settings(ctx, offload)
     if len(lengths) > 1:
         if settings is not None:

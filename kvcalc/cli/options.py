@@ -39,7 +39,7 @@ from kvcalc.calc.defaults import (
     DEFAULT_GPU_MEMORY_UTILIZATION,
 )
 from kvcalc.engines import defaults as engine_defaults
-from kvcalc.errors import OPTION_SAYS, KvcalcError
+from kvcalc.errors import MESSAGE, OPTION_SAYS, KvcalcError
 from kvcalc.requests import check_limits, check_positive, resolve_seq_len, warn_beyond_context  # noqa: F401
 
 if TYPE_CHECKING:
@@ -1211,7 +1211,9 @@ class SpeculativeOptions(OptionGroup):
         if self.speculative_config is None and self.speculative_algorithm is None:
             if self.accepted_len is not None:
                 raise KvcalcError(
-                    "--accepted-len needs --speculative-config (or --speculative-algorithm)", option="--accepted-len"
+                    "--accepted-len needs --speculative-config (or --speculative-algorithm)",
+                    option="--accepted-len",
+                    form=MESSAGE,  # the message names the option: not `--accepted-len: --accepted-len ...`
                 )
             return None
         if self.speculative_config is not None:
@@ -1225,6 +1227,7 @@ class SpeculativeOptions(OptionGroup):
                     f"--speculative-config must be JSON with method and num_speculative_tokens ({e})",
                     option="--speculative-config",
                     value=self.speculative_config,
+                    form=MESSAGE,
                 ) from None
             ref = cfg.get("model")
         else:
@@ -1234,10 +1237,20 @@ class SpeculativeOptions(OptionGroup):
                     f"--speculative-algorithm {self.speculative_algorithm}: one of {', '.join(_FROM_SGLANG)}",
                     option="--speculative-algorithm",
                     value=self.speculative_algorithm,
+                    form=MESSAGE,
                 )
             if self.speculative_num_steps is None:
                 raise KvcalcError(
-                    "--speculative-algorithm needs --speculative-num-steps", option="--speculative-num-steps"
+                    "--speculative-algorithm needs --speculative-num-steps",
+                    option="--speculative-num-steps",
+                    form=MESSAGE,
+                )
+            if self.speculative_num_steps < 1:
+                raise KvcalcError(
+                    f"--speculative-num-steps must be at least 1, got {self.speculative_num_steps}",
+                    option="--speculative-num-steps",
+                    value=self.speculative_num_steps,
+                    form=MESSAGE,
                 )
             method, k, ref = _FROM_SGLANG[algo], self.speculative_num_steps, self.speculative_draft_model_path
         from kvcalc.calc.speculative import SpecDecode
@@ -1363,7 +1376,7 @@ class KvMemoryOptions(OptionGroup):
         from kvcalc.engines.offload_rules import OffloadSettings
         from kvcalc.units import parse_count, parse_size
 
-        check_positive(gpus_per_node=self.gpus_per_node, blocks_per_chunk=self.blocks_per_chunk)
+        check_positive(gpus_per_node=self.gpus_per_node, offload_blocks_per_chunk=self.blocks_per_chunk)
         host = parse_size(self.host_memory, "--host-memory") if self.host_memory else None
         prefix = parse_count(self.shared_prefix, "--shared-prefix") if self.shared_prefix is not None else 0
         return OffloadSettings(

@@ -288,24 +288,6 @@ def plan_offload_settings(offload: KvMemoryOptions, sessions: int | None, gpus_p
     return s
 
 
-def offload_lines(res: PlanResult) -> list[str]:
-    """The sessions each layout keeps warm over the GPU and the offload tier, and the host memory
-    it pins per node (a heading, then one line per layout; none without a tier)."""
-    lays = [(lay, lay.offload) for lay in res.layouts if lay.offload is not None]
-    if not lays:
-        return []
-    T = lays[0][0].seq_len
-    lines = [f"sessions of {T:,} tokens kept warm (GPU, offload tier); host per node:"]
-    for lay, o in lays:
-        tiers = ", ".join(f"{t.tier} {t.sessions:,}" for t in o.tiers if t.sessions is not None)
-        per = f" = {o.sessions_warm:,} x {lay.dp} replicas" if lay.dp > 1 and o.sessions_warm is not None else ""
-        host = f"{o.host_bytes_per_node / 1e9:,.2f} GB"
-        if o.host_memory_bytes is not None:
-            host += f" of {o.host_memory_bytes / 1e9:,.2f} GB"
-        lines.append(f"  #{lay.rank}: {lay.sessions_warm or 0:,}{per} ({tiers}); host {host}")
-    return lines
-
-
 def show(res: PlanResult, fmt: str) -> None:
     """Print the result: the table, the top layout's launch line (plain text: it must copy as
     one line), and the nearest misses when nothing qualifies; or a machine format."""
@@ -324,7 +306,9 @@ def show(res: PlanResult, fmt: str) -> None:
     if res.layouts:
         echo(plan_table(res))
         top = res.layouts[0]
-        for line in offload_lines(res):
+        from kvcalc.report.offload import plan_sessions_lines
+
+        for line in plan_sessions_lines(res):
             echo(line)
         if top.launch:
             echo(f"launch #1 ({res.engine}):")

@@ -101,12 +101,12 @@ def transfer(
     from kvcalc.report.offload import transfer_table
     from kvcalc.requests import check_positive
     from kvcalc.transfer_request import run_transfer
-    from kvcalc.units import parse_count
+    from kvcalc.units import check_bound, parse_count
 
     check_format(fmt)
-    check_positive(
-        tp=pair.prefill_tp, decode_tp=pair.decode_tp, block_size=pair.block_size, decode_batch=ratio.decode_batch
-    )
+    for flag, tp in (("--prefill-tp", pair.prefill_tp), ("--decode-tp", pair.decode_tp)):
+        check_bound("tp", tp, option=flag)  # the --tp bounds, each side's flag named
+    check_positive(block_size=pair.block_size, decode_batch=ratio.decode_batch)
     spec = load_model(model, revision)
     N = parse_count(tokens, "--tokens")
     out = parse_count(ratio.output_tokens, "--output-tokens") if ratio.output_tokens else None

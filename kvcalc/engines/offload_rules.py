@@ -16,6 +16,7 @@ offloaded), `common/arg.cpp` (`-nkvo, --no-kv-offload`).
 from __future__ import annotations
 
 import dataclasses
+import math
 import re
 from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
@@ -70,7 +71,7 @@ class OffloadSettings:
         """True when any tier below the GPU is asked for."""
         return (
             any(
-                v not in (None, False)
+                v is not None
                 for v in (
                     self.kv_offloading_size,
                     self.lmcache_cpu_size,
@@ -123,7 +124,7 @@ def engine_number(text: str, flag: str, unit: str, engine: str, integer: bool = 
             value=text,
             form=MESSAGE,
         )
-    if suffix and suffix != unit:
+    if suffix and suffix.lower() != unit.lower():  # '100gib' is the engine's unit, as --kv-memory reads it
         raise KvcalcError(
             f"{flag} takes a number in {unit} ({engine}'s unit), got '{text}'", option=flag, value=text, form=MESSAGE
         )
@@ -553,11 +554,19 @@ def sglang_hicache(
     refusal = sglang_pool_refusal(model, options)
     if refusal:
         raise KvcalcError(f"{model.name}: {refusal}", field="model", value=model.name, form=MESSAGE)
-    if s.hicache_ratio is not None and s.hicache_ratio <= 0:
+    if s.hicache_ratio is not None and not (math.isfinite(s.hicache_ratio) and s.hicache_ratio > 0):
         raise KvcalcError(
-            f"--hicache-ratio must be positive, got {s.hicache_ratio:g}",
+            f"--hicache-ratio must be a positive number, got {s.hicache_ratio:g}",
             option="--hicache-ratio",
             value=s.hicache_ratio,
+            form=MESSAGE,
+        )
+    fraction_given = s.hicache_host_memory_fraction
+    if fraction_given is not None and not (math.isfinite(fraction_given) and 0 < fraction_given <= 1):
+        raise KvcalcError(
+            f"--hicache-host-memory-fraction must be in (0, 1], got {fraction_given:g}",
+            option="--hicache-host-memory-fraction",
+            value=fraction_given,
             form=MESSAGE,
         )
     if s.hicache_host_memory_fraction is not None and (s.hicache_ratio is not None or s.hicache_size):
@@ -783,6 +792,20 @@ def offload_for(
             raise KvcalcError(
                 f"--kv-offloading-backend is one of {', '.join(VLLM_BACKENDS)}, got '{s.kv_offloading_backend}'",
                 option="--kv-offloading-backend",
+                form=MESSAGE,
+            )
+        if s.lmcache_cpu_size is not None and s.lmcache_l1_size is not None:  # one was dropped silently
+            raise KvcalcError(
+                "--lmcache-cpu-size (LMCache inside vLLM, LMCACHE_MAX_LOCAL_CPU_SIZE) and --lmcache-l1-size "
+                "(LMCache's multi-process server, --l1-size-gb) size two different deployments: give one",
+                option="--lmcache-cpu-size",
+                form=MESSAGE,
+            )
+        if s.kv_offloading_backend == "native" and s.kv_offloading_size is not None and s.lmcache_cpu_size:
+            raise KvcalcError(
+                "--kv-offloading-size sizes vLLM's native CPU offload and --lmcache-cpu-size an LMCache tier "
+                "(each its own --kv-transfer-config): give one",
+                option="--kv-offloading-size",
                 form=MESSAGE,
             )
         if s.kv_offloading_backend == "lmcache" or s.lmcache_cpu_size or s.lmcache_l1_size:

@@ -563,6 +563,13 @@ class SglangProfile(EngineProfile):
     def memory_for(self, model, seq_len, batch, k, v, *, tp=1, options=None) -> int:
         return sglang.memory_for(model, seq_len, batch, k, v, tp=tp, **self.options(options).pool_kwargs())
 
+    def plan_engine_kv(self, model: ModelSpec, options: Any) -> Any:
+        """SGLang's split budget and state-slot cap for a model with a `MambaPool`
+        (`sglang_plan.plan_kv`); None for the others: the exact formula sizes every layout."""
+        from kvcalc.engines import sglang_plan
+
+        return sglang_plan.plan_kv(model, self.options(options).pool_kwargs())
+
 
 class LlamacppProfile(EngineProfile):
     """llama.cpp's cells (`kvcalc.engines.llamacpp`): sized by n_ctx, layers split over devices;

@@ -3,10 +3,13 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kvcalc.report import gib, seconds, size
 from kvcalc.report.layout import Cell, Col, grid, pairs_table
+
+if TYPE_CHECKING:
+    from kvcalc.results import PlanResult
 
 
 def _rate(bytes_per_s: int) -> str:
@@ -160,3 +163,27 @@ def part_table(part: Any, title: str, *, width: int | None = None) -> Any:
     if hasattr(part, "shared_prefix"):
         return prefix_table(part.shared_prefix, title, width=width)
     return load_table(part.load_or_recompute, title, width=width)
+
+
+def plan_sessions_lines(res: PlanResult, width: int = 80) -> list[str]:
+    """`kvcalc plan`'s table output with an offload tier: the sessions each layout keeps warm over
+    the GPU and the tier (all replicas; each tier's per replica) and the host memory it pins per
+    node, as plain lines under the table (a heading, then one line per layout; none without a
+    tier). A line longer than `width` puts its host figures on a second, indented line, so no
+    number is cut at 80 columns or in a pipe."""
+    lines: list[str] = []
+    for lay in res.layouts:
+        o = lay.offload
+        if o is None:
+            continue
+        if not lines:
+            lines.append(f"sessions of {lay.seq_len:,} tokens kept warm (GPU, offload tier); host per node:")
+        tiers = ", ".join(f"{t.tier} {t.sessions:,}" for t in o.tiers if t.sessions is not None)
+        per = f" = {o.sessions_warm:,} x {lay.dp} replicas" if lay.dp > 1 and o.sessions_warm is not None else ""
+        host = f"{o.host_bytes_per_node / 1e9:,.2f} GB"
+        if o.host_memory_bytes is not None:
+            host += f" of {o.host_memory_bytes / 1e9:,.2f} GB"
+        head = f"  #{lay.rank}: {lay.sessions_warm or 0:,}{per} ({tiers})"
+        one = f"{head}; host {host}"
+        lines += [one] if len(one) <= width else [f"{head};", f"{' ' * (len(str(lay.rank)) + 5)}host {host}"]
+    return lines

@@ -228,12 +228,12 @@ def serving_table(r: ServingEstimate, gpu: GpuSpec, est: KvEstimate, *, width: i
         )
     )
     rows.append(("speed model", r.speed_model, None))
-    if r.tpot_s is None:
-        rows.append(("TPOT", "none: the batch does not fit", None))
+    if r.tpot_s is None or r.tokens_per_s is None or r.ttft_s is None:
+        rows.append(("TPOT", "none: the batch does not fit (no TTFT or tokens/s either)", None))
     else:
         rows.append(("TPOT", f"{seconds(r.tpot_s)} (modelled)", None))
         rows.append(("tokens/s", f"{r.tokens_per_s_per_seq:,.1f} per sequence, {r.tokens_per_s:,.1f} in total", None))
-    rows.append(("TTFT", f"{seconds(r.ttft_s)} for a {est.seq_len:,}-token prompt ({r.prefill_bound}-bound)", None))
+        rows.append(("TTFT", f"{seconds(r.ttft_s)} for a {est.seq_len:,}-token prompt ({r.prefill_bound}-bound)", None))
     return pairs_table(f"On {r.gpu_count} x {gpu.name} ({r.gpu})", rows, width=width)
 
 
@@ -586,11 +586,13 @@ def plan_table(res: PlanResult, *, width: int | None = None) -> Table | Group:
 
 
 def plan_markdown(res: PlanResult) -> str:
-    """`kvcalc plan --format markdown`: the layouts as a table (GiB = 2^30 B), the top layout's
-    launch line, and the nearest misses when nothing qualifies."""
+    """`kvcalc plan --format markdown`: the layouts as a table (GiB = 2^30 B; with an offload tier
+    a column of the sessions each keeps warm, all replicas), the top layout's launch line, and
+    the nearest misses when nothing qualifies."""
     from kvcalc.report import markdown_table
 
     lines = [f"**{plan_title(res)}**", ""]
+    warm = any(r.offload is not None for r in res.layouts)  # an offload tier asked: its sessions kept warm
     if res.layouts:
         lines.append(
             markdown_table(
@@ -606,6 +608,7 @@ def plan_markdown(res: PlanResult) -> str:
                     "TTFT s",
                     "$/hour",
                     "$/M tokens",
+                    *(["sessions warm"] if warm else []),
                 ],
                 [
                     [
@@ -620,6 +623,7 @@ def plan_markdown(res: PlanResult) -> str:
                         figure(r.ttft_s, 2),
                         "" if r.dollars_per_hour is None else f"{r.dollars_per_hour:,.2f}",
                         "" if r.dollars_per_million_tokens is None else f"{r.dollars_per_million_tokens:,.2f}",
+                        *([f"{r.sessions_warm:,}" if r.sessions_warm is not None else ""] if warm else []),
                     ]
                     for r in res.layouts
                 ],

@@ -49,8 +49,9 @@ class ServingEstimate(_Frozen):
     tpot_s: float | None
     tokens_per_s_per_seq: float | None
     tokens_per_s: float | None
-    ttft_s: float
-    prefill_bound: Literal["memory", "compute"]
+    #: None when the batch does not fit, as TPOT: one prompt's prefill on a layout that cannot run is no figure
+    ttft_s: float | None
+    prefill_bound: Literal["memory", "compute"] | None
     #: the speed model's terms in words (`calc.speed.SpeedTerms.describe`): every speed figure is a model
     speed_model: str = "roofline"
     decode_floor_s: float = 0.0

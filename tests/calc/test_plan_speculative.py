@@ -94,3 +94,59 @@ def test_cli_options_mirror_estimate(cli):
     assert la["memory_bytes_per_gpu"] == lb["memory_bytes_per_gpu"] and la["tpot_ms"] == lb["tpot_ms"]
     r = cli(*base, "--accepted-len", "2.4")
     assert r.exit_code == 2 and "--accepted-len needs --speculative-config" in r.output
+
+
+@pytest.mark.parametrize(
+    "args, line",
+    [
+        (["--accepted-len", "2"], "error: --accepted-len needs --speculative-config (or --speculative-algorithm)"),
+        (["-sc", "{bad"], "error: --speculative-config must be JSON with method and num_speculative_tokens ("),
+        (
+            ["--speculative-algorithm", "FOO", "--speculative-num-steps", "2"],
+            "error: --speculative-algorithm FOO: one of NEXTN, EAGLE, EAGLE3, STANDALONE, NGRAM",
+        ),
+        (["--speculative-algorithm", "EAGLE"], "error: --speculative-algorithm needs --speculative-num-steps"),
+        # was "num_speculative_tokens must be at least 1": vLLM's JSON field, not the flag typed
+        (
+            ["--speculative-algorithm", "NEXTN", "--speculative-num-steps", "0"],
+            "error: --speculative-num-steps must be at least 1, got 0",
+        ),
+    ],
+)
+def test_speculative_refusals_say_the_option_once(cli, args, line):
+    """Each refusal is one line naming its option once (was `--accepted-len: --accepted-len needs ...`)."""
+    r = cli("plan", "deepseek-v3", "--gpu", "h200", "--engine", "sglang", *args)
+    assert r.exit_code == 2 and len(r.stderr.splitlines()) == 1, r.output
+    assert r.stderr.startswith(line), r.stderr
+
+
+def test_max_seqs_count_the_draft_kv():
+    """Max seqs (`_Placed.max_concurrency`, the plan table's column) with MTP counts the MTP
+    layer's weights and latent. vLLM 0.33 on a rank: 33,366,781,542 B of KV memory
+    (`kv_free`: budget - weights - reserve); a sequence of 32,768 positions holds
+    61 x 32,768 x 576 = 1,151,336,448 B -> 33,366,781,542 // 1,151,336,448 = 28 a rank, x 8 = 224.
+    MTP: (33,366,781,542 - 1,746,937,856) // (1,151,336,448 + 32,768 x 576 = 1,170,210,816)
+    = 31,619,843,686 // 1,170,210,816 = 27 a rank, x 8 = 216."""
+    plain, mtp = dp8_ep8(), dp8_ep8(SpecDecode("mtp", 2))
+    assert plain.kv_free() == [33_366_781_542]
+    assert plain.max_concurrency(32_768) == 224
+    assert mtp.max_concurrency(32_768) == 216
+    budget = mtp.budgets()[0]
+    assert max(mtp.used(32_768, 216)) <= budget < max(mtp.used(32_768, 224))
+
+
+def test_plan_json_max_seqs_with_mtp(cli):
+    """`kvcalc plan -f json`'s first layout of 8 H200 (fp8 KV), TP2 + DP-attention 4 + EP8: a rank
+    leaves 42,705,006,182 B of KV memory; plain: // 1,151,336,448 = 37 a rank, x 4 = 148. MTP
+    (its layer at tp 2: 1,606,428,672 B of weights; latent 32,768 x 576 = 18,874,368 B a sequence):
+    (42,705,006,182 - 1,606,428,672) // 1,170,210,816 = 41,098,577,510 // 1,170,210,816 = 35,
+    x 4 = 140."""
+    base = ["plan", "deepseek-v3", "-s", "32k", "--concurrency", "64", "--gpu", "h200", "--kv-dtype", "fp8"]
+    base += ["--max-gpus", "8", "--top", "1", "-f", "json"]
+    out = []
+    for extra in ([], ["-sc", '{"method":"mtp","num_speculative_tokens":2}']):
+        r = cli(*base, *extra)
+        assert r.exit_code == 0, r.output
+        lay = json.loads(r.stdout)["layouts"][0]
+        out.append((lay["tp"], lay["dp_attention"], lay["ep"], lay["max_concurrency"]))
+    assert out == [(2, 4, 8, 148), (2, 4, 8, 140)]

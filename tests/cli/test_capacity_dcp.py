@@ -180,3 +180,10 @@ def test_estimate_engine_vllm_takes_dcp(cli):
     assert (e["block_size"], e["page_size_bytes"], e["num_gpu_blocks"]) == (64, 2_248_704, 4_096)
     assert e["kv_memory_bytes"] == 4_096 * 2_248_704 == 16 * 16_384 * 61 * 576 == 9_210_691_584
     assert e["max_concurrency"] == 16.0
+
+
+def test_estimate_dcp_with_another_engine_names_dcp_once(cli):
+    """Was `--dcp 2: --dcp 2 with --engine sglang: ...`."""
+    r = cli("estimate", "deepseek-v3", "--engine", "sglang", "--tp", "8", "--dcp", "2", "--gpu", "h200")
+    assert r.exit_code == 2 and len(r.stderr.splitlines()) == 1, r.output
+    assert r.stderr.startswith("error: --dcp 2 with --engine sglang: decode context parallel is vLLM's"), r.stderr

@@ -90,3 +90,20 @@ def test_an_unknown_dtype_names_the_engine_version_and_what_it_takes(cli, engine
     lines = r.stderr.strip().splitlines()
     assert len(lines) == 1, lines
     assert lines[0].startswith(line), lines[0]
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("estimate", "llama-3.1-8b", "--kv-dtype", "turboquant_k8v4"),  # the ideal engine
+        ("plan", "llama-3.1-8b", "--gpu", "h200", "--kv-dtype", "turboquant_k8v4"),
+        ("compare", "llama-3.1-8b", "--kv-dtype", "turboquant_k8v4"),
+    ],
+)
+def test_a_vllm_only_cache_dtype_elsewhere_points_to_engine_vllm(cli, args):
+    """Was "unknown dtype 'turboquant_k8v4'; choose one of ..." though `--engine vllm` sizes it."""
+    r = cli(*args)
+    assert r.exit_code == 2 and len(r.stderr.splitlines()) == 1, r.output
+    assert r.stderr.startswith("error: --kv-dtype: 'turboquant_k8v4' is a vLLM 0.33 --kv-cache-dtype"), r.stderr
+    assert "`kvcalc estimate --engine vllm`" in r.stderr
+    assert cli("estimate", "llama-3.1-8b", "--engine", "vllm", "--kv-dtype", "turboquant_k8v4").exit_code == 0

@@ -216,3 +216,19 @@ def test_the_python_api_gives_the_cli_figures(cli):
             engine="vllm",
             offload=OffloadSettings(kv_offloading_size="4470", host_memory_bytes=3 * 10**12),
         )
+
+
+@pytest.mark.parametrize(
+    "link, words",
+    [
+        ("nvme-gen5,,", "error: --link: 'nvme-gen5,,' has an empty item"),  # the stray comma was dropped
+        ("", "error: --link is empty"),  # was every link, as if --link were left out
+    ],
+)
+def test_link_list_with_an_empty_item_is_refused(cli, link, words):
+    r = cli(
+        "estimate", "llama-3.1-70b", "--engine", "vllm", "--tp", "8", "--gpu", "h200", "-s", "32k",
+        "--shared-prefix", "12k", "--link", link,
+    )  # fmt: skip
+    assert r.exit_code == 2 and len(r.stderr.splitlines()) == 1, r.output
+    assert r.stderr.startswith(words), r.stderr

@@ -148,3 +148,41 @@ def test_the_python_api_gives_the_cli_figures(cli):
         offload=OffloadSettings(kv_offloading_size="1600", host_memory_bytes=2 * 10**12, shared_prefix_tokens=12_288),
     )
     assert [lay.model_dump(mode="json") for lay in r.layouts] == d["layouts"]
+
+
+HICACHE_DP = (
+    "plan", "llama-3.1-70b", "-s", "32k", "--concurrency", "64", "--gpu", "h200", "--engine", "sglang",
+    "--enable-hierarchical-cache", "--host-memory", "2TB", "--sessions", "400", "--top", "3",
+)  # fmt: skip
+
+
+def test_sessions_kept_warm_whole_at_80_columns(cli):
+    """The table output's sessions lines (`report.offload.plan_sessions_lines`) carry the JSON's
+    figures whole: a layout line past 80 columns ("  #1: 562 = 281 x 2 replicas (GPU 187, host
+    281); host 1,511.84 GB of 2,000.00 GB" is 81) puts its host figures on a second line."""
+    d = json.loads(cli(*HICACHE_DP, "-f", "json").stdout)
+    r = cli(*HICACHE_DP)
+    assert r.exit_code == 0, r.output
+    lines = r.stdout.splitlines()
+    at = lines.index("sessions of 32,768 tokens kept warm (GPU, offload tier); host per node:")
+    block = lines[at + 1 : at + 1 + 2 * len(d["layouts"])]
+    assert all(len(line) <= 80 for line in block)
+    for i, lay in enumerate(d["layouts"]):
+        o = lay["offload"]
+        head, host = block[2 * i], block[2 * i + 1]
+        per = o["sessions_warm"]
+        assert head.startswith(f"  #{lay['rank']}: {lay['sessions_warm']:,} = {per:,} x {lay['dp']} replicas (GPU ")
+        assert host == f"      host {o['host_bytes_per_node'] / 1e9:,.2f} GB of 2,000.00 GB"
+    top = d["layouts"][0]
+    assert (top["dp"], top["sessions_warm"], top["offload"]["sessions_warm"]) == (2, 562, 281)
+
+
+def test_sessions_warm_column_in_markdown(cli):
+    d = json.loads(cli(*HICACHE_DP, "-f", "json").stdout)
+    md = cli(*HICACHE_DP, "-f", "markdown").stdout.splitlines()
+    head = next(line for line in md if line.startswith("| # |"))
+    assert head.endswith("| sessions warm |")
+    rows = [line for line in md if line.startswith("| 1 |") or line.startswith("| 2 |") or line.startswith("| 3 |")]
+    assert [row.rsplit("|", 2)[1].strip() for row in rows] == [f"{x['sessions_warm']:,}" for x in d["layouts"]]
+    plain = cli("plan", "llama-3.1-70b", "-s", "32k", "--concurrency", "64", "--gpu", "h200", "-f", "markdown")
+    assert "sessions warm" not in plain.stdout  # no offload tier: no column

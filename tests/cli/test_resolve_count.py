@@ -50,3 +50,31 @@ def test_count_with_tp_makes_dp_replicas_through_the_cli(cli):
     assert (d["tp"], d["pp"], d["dp"], d["n_gpus"]) == (2, 1, 4, 8)
     assert d["kv_cache_bytes_per_gpu"] == 536_870_912
     assert d["kv_cache_bytes_all_gpus"] == 4_294_967_296
+
+
+@pytest.mark.parametrize(
+    "args,layout",
+    [
+        (["--count", "8", "--dp-attention", "8", "--ep", "8"], (1, 8, 8)),  # was tp 8 x 8 ranks = 64 GPUs
+        (["--count", "16", "--tp", "2", "--dp-attention", "8", "--ep", "16"], (2, 8, 16)),
+    ],
+)
+def test_count_includes_the_attention_dp_ranks(cli, args, layout):
+    """--count is every GPU: with --dp-attention D it sets tp from count / D, as the header's GPU count says."""
+    r = cli("estimate", "deepseek-v3", "-s", "8k", "--gpu", "h200", *args, "-f", "json")
+    assert r.exit_code == 0, r.output
+    d = json.loads(r.stdout)
+    assert (d["tp"], d["dp_attention"], d["gpu_count"]) == layout
+
+
+@pytest.mark.parametrize(
+    "args,needle",
+    [
+        (["--count", "4", "--dp-attention", "8"], "--count 4 is every GPU, attention-DP ranks included"),
+        (["--count", "16", "--tp", "4", "--dp-attention", "8"], "--count 16 does not equal --tp 4 x --pp 1 x --dp 1 x"),
+    ],
+)
+def test_count_with_attention_dp_refusals(cli, args, needle):
+    r = cli("estimate", "deepseek-v3", "-s", "8k", "--gpu", "h200", *args)
+    assert r.exit_code == 2 and len(r.stderr.splitlines()) == 1, r.output
+    assert needle in r.stderr

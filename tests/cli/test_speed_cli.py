@@ -54,13 +54,24 @@ def test_estimate_whole_requests(cli) -> None:
 
 
 def test_a_batch_that_does_not_fit_gets_no_tpot(cli) -> None:
-    # llama-3.1-70b bf16 (141 GB of weights) on one H100: max batch 0, so no TPOT
+    # llama-3.1-70b bf16 (141 GB of weights) on one H100: max batch 0, so no TPOT, no TTFT, no tokens/s
     r = cli("estimate", "llama-3.1-70b", "-s", "8k", "--gpu", "h100-sxm", "--format", "json")
     d = json.loads(r.output)
     assert d["max_batch"] == 0 and d["fits"] is False
-    assert d["tpot_s"] is None and d["tokens_per_s"] is None
+    speed = ("tpot_s", "tokens_per_s", "tokens_per_s_per_seq", "ttft_s", "prefill_bound")
+    assert [d[k] for k in speed] == [None] * 5
     t = cli("estimate", "llama-3.1-70b", "-s", "8k", "--gpu", "h100-sxm")
     assert "none: the batch does not fit" in t.output and "speed model" in t.output
+    flat = " ".join(t.output.replace("│", " ").split())
+    assert "for a 8,192-token prompt" not in flat and "in total" not in flat  # no TTFT, no tokens/s row
+    # the Python API: the same None figures
+    import kvcalc
+
+    s = kvcalc.estimate("llama-3.1-70b", seq_len="8k", gpu="h100-sxm").serving
+    assert s is not None and not s.fits and [getattr(s, k) for k in speed] == [None] * 5
+    # the batch that fits (70B on 8 x H100 at tp 8) keeps every figure
+    ok = kvcalc.estimate("llama-3.1-70b", seq_len="8k", gpu="h100-sxm", tp=8).serving
+    assert ok is not None and ok.fits and None not in [getattr(ok, k) for k in speed]
 
 
 def test_speed_depends_on_the_engine(cli) -> None:
@@ -113,6 +124,9 @@ def test_calibration_of_another_gpu_is_refused(cli, cal_file) -> None:
         (["--input-len", "100", "--output-len", "10"], "--gpu"),
         (["-s", "8k,32k", "--input-len", "100", "--output-len", "10"], "--gpu"),  # never silently dropped
         (["--input-len", "0", "--output-len", "10", "--gpu", "h100-sxm"], "at least 1"),
+        # a negative length was summed into --seq-len first: "--seq-len must be a positive integer, got 0"
+        (["--input-len", "5", "--output-len", "-5", "--gpu", "h100-sxm"], "--output-len -5: must be at least 1"),
+        (["--input-len", "0", "--output-len", "0"], "--input-len 0: must be at least 1"),
         (["--request-rate", "1", "--gpu", "h100-sxm"], "--input-len and --output-len"),
         (["--input-len", "10", "--output-len", "10", "--request-rate", "nan", "--gpu", "h100-sxm"], "> 0"),
     ],

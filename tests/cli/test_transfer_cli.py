@@ -71,3 +71,24 @@ def test_transfer_ratio_and_refusals(cli):
     table = cli("transfer", "llama-3.1-70b", "--tokens", "8k", "--prefill-tp", "2", "--decode-tp", "8")
     assert table.exit_code == 0 and "81,920" in table.stdout
     assert all(len(line) <= 80 for line in table.stdout.splitlines())
+
+
+def test_transfer_tp_refusals_name_each_side_flag(cli):
+    """A bad --prefill-tp / --decode-tp is refused naming that flag (was `--tp 3: ...`)."""
+    for flag in ("--prefill-tp", "--decode-tp"):
+        for value, words in (
+            ("3", f"error: {flag} 3: llama-3.1-8b has 32 attention heads, not divisible by 3"),
+            ("0", f"error: {flag} must be a positive integer, got 0"),
+            ("999999999", f"error: {flag} 999,999,999 is beyond what kvcalc sizes"),
+        ):
+            r = cli("transfer", "llama-3.1-8b", "--tokens", "8k", flag, value)
+            assert r.exit_code == 2 and len(r.stderr.splitlines()) == 1, r.output
+            assert r.stderr.startswith(words), r.stderr
+
+
+def test_transfer_decode_cached_beyond_the_prompt_is_refused(cli):
+    """--decode-cached past --tokens was taken (capped silently); the decode side holds at most the prompt."""
+    r = cli("transfer", "llama-3.1-8b", "--tokens", "8k", "--decode-cached", "9k")
+    assert r.exit_code == 2 and len(r.stderr.splitlines()) == 1, r.output
+    assert "--decode-cached 9,216 is more than the prompt's --tokens 8,192" in r.stderr
+    assert cli("transfer", "llama-3.1-8b", "--tokens", "8k", "--decode-cached", "8k").exit_code == 0

@@ -420,3 +420,66 @@ def test_llamacpp_layers_left_on_the_cpu(cap):
 )
 def test_host_refusals_name_the_flag_to_lower(refused, args, words):
     assert words in refused(*args)
+
+
+# ----- bad values of the offload flags: one line, exit 2, the flag named ---------------------------------
+
+
+@pytest.mark.parametrize("ratio", ["nan", "inf", "-inf", "0"])
+def test_sglang_hicache_ratio_not_finite_is_refused(refused, ratio):
+    # nan / inf reached int() in the host-pool size: an internal error (exit 1) before
+    err = refused("llama-3.1-8b", "--engine", "sglang", "--kv-memory", "20GiB", "--hicache-ratio", ratio)
+    assert err == f"error: --hicache-ratio must be a positive number, got {ratio}"
+
+
+@pytest.mark.parametrize("host", [(), ("--host-memory", "64GiB")])
+@pytest.mark.parametrize("fraction", ["2", "0", "nan"])
+def test_sglang_hicache_host_memory_fraction_out_of_range_is_refused(refused, fraction, host):
+    # without --host-memory, 2 was taken silently (and dropped); 0 read as "no offload flag given"
+    err = refused(
+        "llama-3.1-8b", "--engine", "sglang", "--kv-memory", "20GiB", "--hicache-host-memory-fraction", fraction, *host
+    )
+    assert err == f"error: --hicache-host-memory-fraction must be in (0, 1], got {fraction}"
+
+
+def test_offload_blocks_per_chunk_refusal_names_the_flag(refused):
+    err = refused(
+        "llama-3.1-8b",
+        "--engine",
+        "vllm",
+        "--kv-memory",
+        "20GiB",
+        "--kv-offloading-size",
+        "10",
+        "--offload-blocks-per-chunk",
+        "0",
+    )
+    assert err == "error: --offload-blocks-per-chunk must be a positive integer, got 0"
+
+
+@pytest.mark.parametrize(
+    "flags, words",
+    [
+        # native offload was dropped silently and LMCache sized alone
+        (
+            ("--kv-offloading-size", "10", "--lmcache-cpu-size", "10"),
+            "error: --kv-offloading-size sizes vLLM's native CPU offload and --lmcache-cpu-size an LMCache tier",
+        ),
+        # --lmcache-cpu-size was dropped silently and the server sized alone
+        (
+            ("--lmcache-l1-size", "10", "--lmcache-cpu-size", "10"),
+            "error: --lmcache-cpu-size (LMCache inside vLLM, LMCACHE_MAX_LOCAL_CPU_SIZE) and --lmcache-l1-size",
+        ),
+    ],
+)
+def test_two_vllm_offload_tiers_at_once_are_refused(refused, flags, words):
+    assert refused("llama-3.1-8b", "--engine", "vllm", "--kv-memory", "20GiB", *flags).startswith(words)
+
+
+@pytest.mark.parametrize("size", ["100gib", "100GIB"])
+def test_engine_unit_in_another_case_is_the_engine_unit(cap, size):
+    """`--kv-offloading-size 100gib` was refused as "takes a number in GiB, got '100gib'" while
+    --kv-memory 100gib reads as GiB; it is vLLM's 100 (GiB), as 100GiB is."""
+    a = cap("llama-3.1-8b", "--engine", "vllm", "--kv-memory", "20GiB", "--kv-offloading-size", size)
+    b = cap("llama-3.1-8b", "--engine", "vllm", "--kv-memory", "20GiB", "--kv-offloading-size", "100")
+    assert a == b

@@ -102,6 +102,18 @@ def test_deepseek_v4_same_on_blackwell(cli):
     assert (b["page_size_bytes"], b["num_gpu_blocks"]) == (h["page_size_bytes"], h["num_gpu_blocks"])
 
 
+@pytest.mark.parametrize(
+    ("gpu", "family", "other"),
+    # b200: compute capability 10.0, h200: 9.0 (kvcalc/data GPU rows)
+    [("b200", "Blackwell", "Hopper"), ("h200", "Hopper", "Blackwell")],
+)
+def test_deepseek_v4_note_names_the_gpu_family(cli, gpu, family, other):
+    """The FlashMLA note names the family of the GPU given, never the other one."""
+    notes = " ".join(_capacity(cli, "deepseek-v4-flash", gpu, None)["notes"])
+    assert f"DeepSeek-V4 on {family}: FlashMLA" in notes
+    assert other not in notes
+
+
 def test_sm120_sparse_mla_refused():
     from kvcalc.engines import vllm
     from kvcalc.engines.vllm.options import VllmOptions
