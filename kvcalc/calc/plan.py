@@ -55,8 +55,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol, cast
 
 from kvcalc.calc import kv_cache
-from kvcalc.calc.memory_plan import GpuFit
-from kvcalc.calc.memory_plan import Layout, budget_bytes
+from kvcalc.calc.memory_plan import GpuFit, Layout, budget_bytes
 from kvcalc.calc.request_speed import TOLERANCE, request_speed, spread_static
 from kvcalc.calc.roofline import StepTime
 from kvcalc.errors import KvcalcError, UncountedParamsError
