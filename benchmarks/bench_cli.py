@@ -8,7 +8,7 @@
    the machine hits all three alike; medians and the ratios (target: within 1.2x of the floor,
    in instructions: `--instructions`).
 2. Sweep speed: 100,000 (model, seq_len, batch) points through the engine's per-layer KV bytes
-   (`plan.KvProfile`), the memory plan and the roofline (`plan.Planner.point`), on one core
+   (`plan.KvProfile`), the memory plan and the roofline (`plan.GpuFit.point`), on one core
    (target: under 1 s), planners' set-up included.
 
     python3 benchmarks/bench_cli.py [--runs 15] [--instructions]
@@ -149,7 +149,7 @@ def instructions(cmds: dict[str, list[str]], env: dict[str, str]) -> dict[str, i
 
 
 def sweep_speed() -> None:
-    from kvcalc.calc.memory_plan import Layout, Planner
+    from kvcalc.calc.memory_plan import GpuFit, Layout
     from kvcalc.load.gpus import get_gpu
     from kvcalc.load.models import load_model
 
@@ -169,7 +169,7 @@ def sweep_speed() -> None:
     acc = 0.0
     fits = 0
     for spec, gpu, lay in models:
-        p = Planner(spec, gpu, lay)
+        p = GpuFit(spec, gpu, lay)
         point = p.point
         for T in seq_lens:
             for B in batches:

@@ -10,7 +10,7 @@ and the held-out split (rows the fit never saw: other GPUs, another model, other
 Ratio = kvcalc's speed / the published speed (tokens/s; for a time, published / predicted): above
 1, kvcalc promises more than the engine delivered. The rows are tests/data/published-calibration.yaml
 (a copy of the shared fixture, 79 rows with their sources). Each row runs through the same
-`Planner` that `kvcalc estimate --gpu G --engine E` uses, with the engine's speed terms.
+`GpuFit` that `kvcalc estimate --gpu G --engine E` uses, with the engine's speed terms.
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from kvcalc.calc import request_speed, speed  # noqa: E402
-from kvcalc.calc.memory_plan import Layout, Planner  # noqa: E402
+from kvcalc.calc.memory_plan import GpuFit, Layout  # noqa: E402
 from kvcalc.load.gpus import get_gpu  # noqa: E402
 from kvcalc.load.models import load_model  # noqa: E402
 from kvcalc.load.speed import speed_table  # noqa: E402
@@ -65,7 +65,7 @@ class Case:
     """One expressible row, its planner (speed terms swapped in by `predict`) and what to compare."""
 
     row: dict[str, Any]
-    planner: Planner
+    planner: GpuFit
     gpu: Any
 
     @property
@@ -88,7 +88,7 @@ def build_cases() -> tuple[list[Case], list[str]]:
         lay = Layout(
             tp=r["tp"], weight_dtype=r["kvcalc_weight_dtype"], k_dtype=kv, v_dtype=kv, gpu_memory_utilization=1.0
         )
-        cases.append(Case(row=r, planner=Planner(model, gpu, lay), gpu=gpu))
+        cases.append(Case(row=r, planner=GpuFit(model, gpu, lay), gpu=gpu))
     return cases, skipped
 
 

@@ -29,9 +29,14 @@ __version__ = "0.2.0"
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing
 if TYPE_CHECKING:
+    from typing import TypeVar
+
     from kvcalc.engines.offload_rules import OffloadSettings
+    from kvcalc.requests import EngineOptions
     from kvcalc.results import EngineResult, KvEstimate, PlanResult
     from kvcalc.schema import GpuSpec, ModelSpec
+
+    _T = TypeVar("_T")
 
 __all__ = ["__version__", "capacity", "estimate", "load_model", "plan"]
 
@@ -78,7 +83,7 @@ def estimate(
     cuda_context_bytes: int | str | None = None,
     activation_reserve_bytes: int | str | None = None,
     engine: str = "ideal",
-    options: object = None,
+    options: EngineOptions | None = None,
     input_len: int | str | None = None,
     output_len: int | str | None = None,
     request_rate: float | None = None,
@@ -233,14 +238,14 @@ def _refuse_without_offload(**given: object) -> None:
             )
 
 
-def _replace(obj: object, **changes: object) -> object:
+def _replace(obj: _T, **changes: object) -> _T:
     """`dataclasses.replace`, imported when called (`import kvcalc` stays free)."""
     import dataclasses
 
     return dataclasses.replace(obj, **changes)  # type: ignore[type-var]
 
 
-def _with_gpu(engine: str, options: object, gpu: GpuSpec) -> object:
+def _with_gpu(engine: str, options: EngineOptions | None, gpu: GpuSpec) -> EngineOptions | None:
     """vLLM's options with the GPU's compute capability and vendor where they leave them None
     (as the CLI's `--gpu` gives them, `cli.options.engine_options`); other engines' as given."""
     import dataclasses
@@ -271,7 +276,7 @@ def capacity(
     k_dtype: str | None = None,
     v_dtype: str | None = None,
     tp: int = 1,
-    options: object = None,
+    options: EngineOptions | None = None,
 ) -> EngineResult:
     """What `engine` ('ideal', 'vllm', 'sglang', 'llamacpp') makes of `kv_memory_bytes` bytes of
     KV memory on each of `tp` GPU ranks (vLLM's "Available KV cache memory"; SGLang's static pool
@@ -323,7 +328,7 @@ def plan(
     top: int | None = None,
     why_not: int | None = None,
     gpus_per_node: int | None = None,
-    options: object = None,
+    options: EngineOptions | None = None,
     offload: OffloadSettings | None = None,
     sessions: int | None = None,
 ) -> PlanResult:

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import math
 import os
-from typing import Any
+from typing import Any, TypeGuard
 
 from kvcalc.errors import OPTION_SAYS, KvcalcError
 
@@ -82,24 +82,24 @@ ARGUMENTS: dict[str, str] = {
 _EXAMPLE = {"tokens": "8192 or '32k'", "bytes": "40 * 2**30 or '40GiB'"}
 
 
-def _shown(value: Any) -> str:
+def _shown(value: object) -> str:
     """`str '3'`, `bool True`, `float 8192.5`: the type and a short repr, for a message."""
     from kvcalc.text import excerpt
 
     return f"{type(value).__name__} {excerpt(repr(value), 60)}"
 
 
-def _refuse(name: str, words: str, value: Any) -> KvcalcError:
+def _refuse(name: str, words: str, value: object) -> KvcalcError:
     """`name <words>`: the argument is the option and the field (the API's names are the fields')."""
     return KvcalcError(words, option=name, field=name, value=value, form=OPTION_SAYS)
 
 
-def _is_int(value: Any) -> bool:
+def _is_int(value: object) -> TypeGuard[int]:
     """An int and not a bool (`True` is an int to Python, never a count to kvcalc)."""
     return isinstance(value, int) and not isinstance(value, bool)
 
 
-def check_argument(name: str, value: Any) -> Any:
+def check_argument(name: str, value: object) -> Any:  # Any: each name's own type (`ARGUMENTS`)
     """`value` as the request builders take it (a token count or size text parsed to an int),
     or raise `KvcalcError` (option `name`, the field it sets, value `value`) for a value of the
     wrong type or past its bound (`units.BOUNDS`). None passes."""
@@ -111,7 +111,7 @@ def check_argument(name: str, value: Any) -> Any:
         raise
 
 
-def _check(name: str, kind: str, value: Any) -> Any:
+def _check(name: str, kind: str, value: object) -> Any:
     from kvcalc.units import bound_of, check_bound, parse_count, parse_size
 
     if value is None:
@@ -199,7 +199,7 @@ def _check(name: str, kind: str, value: Any) -> Any:
     raise AssertionError(f"unknown argument kind {kind!r}")  # ARGUMENTS names only the kinds above
 
 
-def check_arguments(**values: Any) -> dict[str, Any]:
+def check_arguments(**values: object) -> dict[str, Any]:  # Any: keyword arguments of the builders
     """`check_argument` for each keyword, in the order given: {name: value as the builders take
     it}. Raises `KvcalcError` naming the first bad argument."""
     return {name: check_argument(name, value) for name, value in values.items()}

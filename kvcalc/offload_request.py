@@ -7,23 +7,36 @@ hold is a problem of the row, "does not fit", with the figures). Computes; print
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Union
 
 from kvcalc.errors import MESSAGE, KvcalcError
 
+if TYPE_CHECKING:
+    from kvcalc.calc.memory_plan import Layout
+    from kvcalc.engines.offload_rules import OffloadSettings
+    from kvcalc.json_types import JsonObject
+    from kvcalc.requests import CapacityRequest, EngineOptions, EstimateRequest, EstimateResult, PlanRequest
+    from kvcalc.results import CheckRow, EngineResult, PlanLayout, PlanResult, PrefixResult
+    from kvcalc.results.offload import LoadRows, OffloadPart, OffloadResult, PrefixPart
+    from kvcalc.schema import ModelSpec
+    from kvcalc.schema_deploy import Deployment, GpuSpec, OffloadSpec
+
+    #: one part `kvcalc capacity` (and `estimate --engine E`) prints after the engine's own
+    ExtraPart = Union[OffloadPart, PrefixPart, LoadRows]
+
 
 def capacity_extras(
-    s: Any,
-    req: Any,
-    res: Any,
+    s: OffloadSettings,
+    req: CapacityRequest,
+    res: EngineResult,
     *,
     hit_rate: float,
     link: str | None,
     dp: int,
-    gpu: Any,
-    layout: Any,
+    gpu: str | GpuSpec | None,
+    layout: Layout | None,
     session_tokens: int | None = None,
-) -> list[tuple[Any, str]]:
+) -> list[tuple[ExtraPart, str]]:
     """(result, title) of each part `kvcalc capacity` prints after the engine's own: the offload
     tier (`s`, an `OffloadSettings`, asks for one; llama.cpp: also --host-memory alone), the
     shared prefix (`s.shared_prefix_tokens`) and, with `gpu`, the load-or-recompute rows over
@@ -36,7 +49,7 @@ def capacity_extras(
     from kvcalc.engines.profile import get_profile
     from kvcalc.results.offload import OffloadPart, PrefixPart
 
-    parts: list[tuple[Any, str]] = []
+    parts: list[tuple[ExtraPart, str]] = []
     L = session_tokens or res.max_model_len or res.n_ctx or res.kv_cache_tokens
     prof = get_profile(req.engine)
     if s.asked or s.host_memory_bytes is not None:
@@ -48,10 +61,11 @@ def capacity_extras(
                 option="--host-memory",
                 form=MESSAGE,
             )
+        from kvcalc.engines.llamacpp.options import LlamacppOptions
         from kvcalc.engines.offload_rules import offload_for
 
         cpu_lines = None
-        if req.engine == "llamacpp":
+        if req.engine == "llamacpp" and isinstance(req.options, LlamacppOptions):  # always, once built
             on_cpu = prof.capacity(
                 req.model,
                 req.kv_memory_bytes,
@@ -108,7 +122,9 @@ def capacity_extras(
     return parts
 
 
-def estimate_extras(s: Any, req: Any, res: Any, *, hit_rate: float, link: str | None) -> list[tuple[Any, str]]:
+def estimate_extras(
+    s: OffloadSettings, req: EstimateRequest, res: EstimateResult, *, hit_rate: float, link: str | None
+) -> list[tuple[ExtraPart, str]]:
     """`capacity_extras` for `kvcalc estimate --engine E` (and `kvcalc.estimate(..., offload=...)`):
     the same offload tier, shared prefix and load-or-recompute rows, from the estimate's own
     engine result (`res.engine`: what the engine allocates on the GPU plan, or for the batch
@@ -180,11 +196,18 @@ def estimate_extras(s: Any, req: Any, res: Any, *, hit_rate: float, link: str | 
     )
 
 
-def load_rows(pre: Any, res: Any, req: Any, gpu: Any, layout: Any, link: str | None) -> Any:
+def load_rows(
+    pre: PrefixResult,
+    res: EngineResult,
+    req: CapacityRequest,
+    gpu: str | GpuSpec,
+    layout: Layout | None,
+    link: str | None,
+) -> LoadRows:
     """(`LoadRows`) each link's time for the reusable prefix against the prefill model's marginal
-    time on `gpu` (a name or `GpuSpec`; `memory_plan.Planner.prefill` of the prompt less that of
+    time on `gpu` (a name or `GpuSpec`; `memory_plan.GpuFit.prefill` of the prompt less that of
     its rest)."""
-    from kvcalc.calc.memory_plan import Planner
+    from kvcalc.calc.memory_plan import GpuFit
     from kvcalc.engines.prefix_rules import bytes_per_token_per_rank, load_or_recompute
     from kvcalc.load.gpus import get_gpu
     from kvcalc.load.links import get_link, link_table
@@ -199,7 +222,7 @@ def load_rows(pre: Any, res: Any, req: Any, gpu: Any, layout: Any, link: str | N
         links = [get_link(n) for n in names]
     else:
         links = [x for x in link_table().values() if x.kind in ("host", "storage", "network")]
-    planner = Planner(req.model, spec, layout)
+    planner = GpuFit(req.model, spec) if layout is None else GpuFit(req.model, spec, layout)
     N = pre.prompt_tokens
     whole_s = planner.prefill(N).step_time_s
 
@@ -209,11 +232,11 @@ def load_rows(pre: Any, res: Any, req: Any, gpu: Any, layout: Any, link: str | N
     return LoadRows(load_or_recompute=load_or_recompute(pre, bytes_per_token_per_rank(res), links, recompute))
 
 
-def settings_of(spec: Any) -> Any:
+def settings_of(spec: OffloadSpec) -> OffloadSettings:
     """The `OffloadSettings` of a deployment's `OffloadSpec` (sizes kept as the file gives them)."""
     from kvcalc.engines.offload_rules import OffloadSettings
 
-    def text(v: Any) -> str | None:
+    def text(v: object) -> str | None:
         return None if v is None else str(v)
 
     return OffloadSettings(
@@ -231,14 +254,14 @@ def settings_of(spec: Any) -> Any:
     )
 
 
-def spec_data(s: Any, engine: str) -> dict[str, Any]:
+def spec_data(s: OffloadSettings, engine: str) -> JsonObject:
     """The deployment YAML's `offload:` mapping (`schema_deploy.OffloadSpec`) of the settings `s`
     (an `OffloadSettings`), the inverse of `settings_of`: each size as the engine's flag takes it,
     `host_memory` in bytes; values at their defaults left out."""
     from kvcalc.engines.offload_rules import OffloadSettings
 
     plain = OffloadSettings()
-    data: dict[str, Any] = {"engine": engine}
+    data: JsonObject = {"engine": engine}
     for key in (
         "kv_offloading_size",
         "kv_offloading_backend",
@@ -260,7 +283,7 @@ def spec_data(s: Any, engine: str) -> dict[str, Any]:
     return data
 
 
-def deployment_offload(dep: Any, model: Any, gpu: Any) -> Any:
+def deployment_offload(dep: Deployment, model: ModelSpec, gpu: GpuSpec) -> OffloadResult:
     """The `OffloadResult` of `dep.offload` on `gpu` (a `GpuSpec`). Raises `KvcalcError`: the
     host refusal (option --host-memory) or the engine's refusal of the flags."""
     from kvcalc.calc.check import layout
@@ -269,6 +292,8 @@ def deployment_offload(dep: Any, model: Any, gpu: Any) -> Any:
     from kvcalc.requests import CapacityRequest, plan_kv_memory, run_capacity
 
     spec = dep.offload
+    if spec is None:  # the caller (`load.deployments`) comes here only with an offload: section
+        raise KvcalcError("the deployment has no offload: section", field="offload")
     if dep.pp > 1:
         raise KvcalcError(
             "offload: the tier is modelled for pp 1 (one rank holds every layer)", field="offload", value=dep.pp
@@ -307,7 +332,7 @@ def deployment_offload(dep: Any, model: Any, gpu: Any) -> Any:
     )
 
 
-def check_offload(dep: Any, model: Any, gpu: Any, row: Any) -> Any:
+def check_offload(dep: Deployment, model: ModelSpec, gpu: GpuSpec, row: CheckRow) -> CheckRow:
     """`row` (a `CheckRow`) with the offload tier's host check: a tier the host memory cannot
     hold adds its refusal to `problems` and makes the status "does not fit"; one that fits adds
     a note (`offload_note`: sessions kept warm, host per node, the flags). Other refusals
@@ -321,7 +346,7 @@ def check_offload(dep: Any, model: Any, gpu: Any, row: Any) -> Any:
     return row.model_copy(update={"notes": [*row.notes, offload_note(off, dep.dp)]})
 
 
-def offload_note(off: Any, dp: int) -> str:
+def offload_note(off: OffloadResult, dp: int) -> str:
     """One line for a deployment's tier (`OffloadResult` `off`, `dp` replicas): the sessions it
     keeps warm, the host it pins per node against --host-memory, and the flags to pass."""
     warm = off.sessions_warm or 0
@@ -335,7 +360,7 @@ def offload_note(off: Any, dp: int) -> str:
     )
 
 
-def _gpu_options(engine: str, options: Any, gpu: Any) -> Any:
+def _gpu_options(engine: str, options: EngineOptions | None, gpu: GpuSpec) -> EngineOptions:
     """The engine's options object on `gpu` (a `GpuSpec`): vLLM's with the GPU's compute
     capability and vendor where they are unset (they pick the attention backend, so the block)."""
     import dataclasses
@@ -353,7 +378,7 @@ def _gpu_options(engine: str, options: Any, gpu: Any) -> Any:
     )
 
 
-def layout_offload(req: Any, layout: Any, s: Any) -> Any:
+def layout_offload(req: PlanRequest, layout: PlanLayout, s: OffloadSettings) -> OffloadResult:
     """The `OffloadResult` of one `kvcalc plan` layout (`PlanLayout`) for the settings `s`: the
     engine's GPU result on the KV memory the layout leaves it (`headroom_bytes +
     kv_cache_bytes_per_gpu`, what vLLM logs as "Available KV cache memory"), its requests of
@@ -399,7 +424,7 @@ def layout_offload(req: Any, layout: Any, s: Any) -> Any:
     )
 
 
-def launch_with_offload(launch: str | None, off: Any) -> str | None:
+def launch_with_offload(launch: str | None, off: OffloadResult) -> str | None:
     """`launch` (an engine's command line) with the offload tier's flags: vLLM native and SGLang
     HiCache flags appended; LMCache's environment before the command and its connector after;
     the LMCache server (`--lmcache-l1-size`) is its own process, started before vLLM (the
@@ -416,7 +441,7 @@ def launch_with_offload(launch: str | None, off: Any) -> str | None:
     return " ".join([launch, *off.flags])
 
 
-def plan_with_offload(req: Any, s: Any, sessions: int | None) -> Any:
+def plan_with_offload(req: PlanRequest, s: OffloadSettings, sessions: int | None) -> PlanResult:
     """`kvcalc plan` with the tier below the GPU (`s`, an `OffloadSettings`) counted: every
     qualifying layout (the best variant of each GPU and count, in the plan's order) gets its
     tier (`layout_offload`); a layout whose tier the host cannot hold (--host-memory), or whose
@@ -438,7 +463,7 @@ def plan_with_offload(req: Any, s: Any, sessions: int | None) -> Any:
         )
     top = req.search.top
     res = search(dataclasses.replace(req.search, top=10**6))
-    kept: list[Any] = []
+    kept: list[PlanLayout] = []
     dropped: dict[str, list[str]] = {}
     for lay in res.layouts:
         if len(kept) == top:

@@ -13,12 +13,36 @@ trained length is a `KvcalcWarning`.
 from __future__ import annotations
 
 import dataclasses
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple, Union
 
 from kvcalc.errors import MESSAGE, OPTION, OPTION_SAYS, KvcalcError
 
 if TYPE_CHECKING:
-    from kvcalc.engines.profile import KvChoice
+    from collections.abc import Callable, Iterable
+    from pathlib import Path
+
+    from kvcalc.calc.memory_plan import GpuFit, Layout
+    from kvcalc.calc.plan import PlanSearch, WholeRequests
+    from kvcalc.calc.speculative import SpecDecode
+    from kvcalc.calc.speed import Calibration, SpeedTerms
+    from kvcalc.engines.llamacpp.options import LlamacppOptions
+    from kvcalc.engines.profile import EngineProfile, IdealOptions, KvChoice, SglangOptions
+    from kvcalc.engines.vllm.options import VllmOptions
+    from kvcalc.formats import StorageFormat
+    from kvcalc.results import (
+        EngineResult,
+        FitHint,
+        KvEstimate,
+        PlanResult,
+        RequestEstimate,
+        ServingEstimate,
+        SpeculativeEstimate,
+    )
+    from kvcalc.schema import ModelSpec, Workload
+    from kvcalc.schema_deploy import GpuSpec
+
+    #: an engine's options object (`EngineProfile.options_type`)
+    EngineOptions = Union[IdealOptions, VllmOptions, SglangOptions, LlamacppOptions]
 
 # ----- checks shared by every entry point -------------------------------------------------
 
@@ -55,7 +79,7 @@ def check_gpu_total(tp: int, pp: int, dp: int) -> None:
         )
 
 
-def resolve_seq_len(model: Any, seq_len: str | int | None) -> int:
+def resolve_seq_len(model: ModelSpec, seq_len: str | int | None) -> int:
     """`seq_len` (tokens; '32k' is parsed), or the context vLLM serves the model at by default
     (`ModelSpec.default_context`: max_position_embeddings, scaled by the config's rope_scaling as
     vLLM derives it); raises KvcalcError if neither."""
@@ -68,7 +92,7 @@ def resolve_seq_len(model: Any, seq_len: str | int | None) -> int:
     return model.default_context
 
 
-def resolve_seq_lens(model: Any, seq_len: str | int | None) -> list[int]:
+def resolve_seq_lens(model: ModelSpec, seq_len: str | int | None) -> list[int]:
     """The contexts of `seq_len` in tokens, in the order given, repeats dropped ('8k,32k,128k' ->
     [8192, 32768, 131072]; one value -> a list of one), or [max_position_embeddings]; raises
     KvcalcError for a bad item or a model without max_position_embeddings when none is given."""
@@ -79,7 +103,7 @@ def resolve_seq_lens(model: Any, seq_len: str | int | None) -> list[int]:
     return parse_counts(seq_len, "--seq-len")
 
 
-def shared_seq_len(models: list[Any], seq_len: str | int | None) -> int:
+def shared_seq_len(models: list[ModelSpec], seq_len: str | int | None) -> int:
     """One context for several models (`kvcalc compare A B ...`): `seq_len` (tokens) when given,
     else the shortest default context among them (`ModelSpec.default_context`, so every model is
     within its limit). Raises KvcalcError when none is given and no model states its maximum."""
@@ -91,7 +115,7 @@ def shared_seq_len(models: list[Any], seq_len: str | int | None) -> int:
     return min(known)
 
 
-def shared_kv_dtype(models: list[Any], kv_dtype: str | None) -> str:
+def shared_kv_dtype(models: list[ModelSpec], kv_dtype: str | None) -> str:
     """One KV format name for several models: `kv_dtype` when given, else their common dtype.
     Raises KvcalcError when the models' dtypes differ (naming each) and none is given."""
     from kvcalc.formats import kv_format
@@ -111,7 +135,7 @@ def shared_kv_dtype(models: list[Any], kv_dtype: str | None) -> str:
 
 
 def kv_format_names(
-    model: Any,
+    model: ModelSpec,
     kv_dtype: str | None,
     k_dtype: str | None,
     v_dtype: str | None,
@@ -152,7 +176,7 @@ def check_limits(batches: list[int], seq_lens: list[int]) -> None:
             check_bound(what, v)
 
 
-def warn_beyond_context(spec: Any, seq_lens: list[int]) -> list[int]:
+def warn_beyond_context(spec: ModelSpec, seq_lens: list[int]) -> list[int]:
     """Warn (one `KvcalcWarning`) when a context exceeds the model's context limit
     (`ModelSpec.context_limit`: max_position_embeddings, or as vLLM scales it by rope_scaling),
     naming the limit and how it was derived; returns the contexts beyond it."""
@@ -178,7 +202,7 @@ def warn_beyond_context(spec: Any, seq_lens: list[int]) -> list[int]:
     return beyond
 
 
-def refuse_without_kv_layers(model: Any, what: str) -> None:
+def refuse_without_kv_layers(model: ModelSpec, what: str) -> None:
     """Raise `KvcalcError` (field `model`) when no layer of `model` caches K and V (every layer
     mamba / linear attention): `what` (a capacity in tokens, a comparison of KV heads) has no
     meaning for it. The message gives its fixed state per sequence instead
@@ -214,21 +238,21 @@ class EstimateRequest(NamedTuple):
     `engine_options` (its options object; None: the defaults). `kv_given`: the KV formats were
     chosen by the user; otherwise the engine part uses the engine's own default dtype."""
 
-    model: Any
-    workload: Any
-    gpu: Any = None
-    layout: Any = None
+    model: ModelSpec
+    workload: Workload
+    gpu: str | GpuSpec | None = None
+    layout: Layout | None = None
     engine: str = "ideal"
-    engine_options: Any = None
+    engine_options: EngineOptions | None = None
     kv_given: bool = True
     #: `calc.speed.Calibration` from `--calibration FILE` (None: the table's constants)
-    calibration: Any = None
+    calibration: Calibration | None = None
     #: whole requests (`--input-len` / `--output-len`, `--request-rate`): None for none
     input_len: int | None = None
     output_len: int | None = None
     request_rate: float | None = None
     #: speculative decoding (`calc.speculative.SpecDecode`; None: none), sized with --gpu
-    speculative: Any = None
+    speculative: SpecDecode | None = None
     #: the KV dtype as the engine parsed it (`engines.profile.KvChoice`), with an engine and a
     #: dtype given: its formats, label and options (vLLM's TurboQuant presets and per-token-head
     #: scales fold into the options); None: the generic formats of `workload`
@@ -237,7 +261,7 @@ class EstimateRequest(NamedTuple):
     @classmethod
     def build(
         cls,
-        model: Any,
+        model: ModelSpec,
         *,
         seq_len: str | int | None = None,
         batch: int = 1,
@@ -297,7 +321,7 @@ class EstimateRequest(NamedTuple):
         return cls(model=model, workload=wl, kv_given=kv_given, kv=choice, **rest)
 
     @classmethod
-    def build_lengths(cls, model: Any, seq_lens: list[int], **kwargs: Any) -> list[EstimateRequest]:
+    def build_lengths(cls, model: ModelSpec, seq_lens: list[int], **kwargs: Any) -> list[EstimateRequest]:
         """One request per context of `seq_lens` (tokens), the other values as `build` takes
         them; contexts beyond the model's are named in one warning, not one per length."""
         check_limits([], seq_lens)
@@ -318,7 +342,12 @@ def refuse_dcp_engine(engine: str, dcp: int) -> None:
 
 
 def engine_kv_choice(
-    model: Any, engine: str, kv_dtype: str | None, k_dtype: str | None, v_dtype: str | None, rest: dict[str, Any]
+    model: ModelSpec,
+    engine: str,
+    kv_dtype: str | None,
+    k_dtype: str | None,
+    v_dtype: str | None,
+    rest: dict[str, Any],
 ) -> KvChoice | None:
     """The KV formats `engine` makes of the dtypes given (`EngineProfile.kv_formats`), its options
     (`rest["engine_options"]`, None: the defaults) with what the dtype implies folded in and
@@ -338,17 +367,19 @@ class EstimateResult(NamedTuple):
     """The parts of an estimate: `kv` (`KvEstimate`), `serving` (`ServingEstimate`, with a GPU)
     on `gpu` (`GpuSpec`), `engine` (`EngineResult`, with an engine; None when it would not start)."""
 
-    kv: Any
-    serving: Any = None
-    gpu: Any = None
-    engine: Any = None
-    fit_hint: Any = None
-    request: Any = None
+    kv: KvEstimate
+    serving: ServingEstimate | None = None
+    gpu: GpuSpec | None = None
+    engine: EngineResult | None = None
+    fit_hint: FitHint | None = None
+    request: RequestEstimate | None = None
     #: `SpeculativeEstimate` (with --gpu and a speculative config)
-    speculative: Any = None
+    speculative: SpeculativeEstimate | None = None
 
 
-def speed_terms(gpu: Any, engine: str, tp: int, layout: Any = None, calibration: Any = None) -> Any:
+def speed_terms(
+    gpu: GpuSpec, engine: str, tp: int, layout: Layout | None = None, calibration: Calibration | None = None
+) -> SpeedTerms:
     """(`calc.speed.SpeedTerms`) the speed model's terms for `engine` on `gpu` at `tp` ranks:
     `kvcalc/data/speed.yaml`, then the calibration's measured figures; an efficiency typed on the
     command line (`layout` knobs off their defaults) replaces the table's. Raises `KvcalcError`
@@ -387,7 +418,7 @@ def speed_terms(gpu: Any, engine: str, tp: int, layout: Any = None, calibration:
     return terms
 
 
-def request_result(planner: Any, req: EstimateRequest) -> Any:
+def request_result(planner: GpuFit, req: EstimateRequest) -> RequestEstimate | None:
     """(`RequestEstimate`) the whole-request figures of `req` on `planner`, or None without
     --input-len / --output-len; None figures when the batch does not fit."""
     from kvcalc.calc.request_speed import request_speed
@@ -405,7 +436,7 @@ def request_result(planner: Any, req: EstimateRequest) -> Any:
 
 
 def run_estimate(req: EstimateRequest) -> EstimateResult:
-    """KV bytes (`calc.kv_cache.estimate`), then the GPU plan (`calc.memory_plan.Planner.serving`
+    """KV bytes (`calc.kv_cache.estimate`), then the GPU plan (`calc.memory_plan.GpuFit.serving`
     at the estimate's (T, B)), then the engine's allocation (`engine_for_batch`)."""
     from kvcalc.calc import kv_cache
     from kvcalc.engines import canonical
@@ -413,7 +444,7 @@ def run_estimate(req: EstimateRequest) -> EstimateResult:
     est = kv_cache.estimate(req.model, req.workload)
     serving = gpu = request = spec_res = None
     if req.gpu is not None:
-        from kvcalc.calc.memory_plan import Layout, Planner
+        from kvcalc.calc.memory_plan import GpuFit, Layout
         from kvcalc.load.gpus import get_gpu
 
         gpu = get_gpu(req.gpu) if isinstance(req.gpu, str) else req.gpu
@@ -430,7 +461,7 @@ def run_estimate(req: EstimateRequest) -> EstimateResult:
             dcp=par.dcp,
         )
         layout = dataclasses.replace(layout, speed=speed_terms(gpu, req.engine, par.tp, layout, req.calibration))
-        planner = Planner(req.model, gpu, layout)
+        planner = GpuFit(req.model, gpu, layout)
         serving = planner.serving(est.seq_len, est.batch, est.kv_cache_bytes_per_gpu)
         request = request_result(planner, req)
         if req.speculative is not None:
@@ -445,7 +476,7 @@ def run_estimate(req: EstimateRequest) -> EstimateResult:
     elif req.input_len is not None or req.output_len is not None:
         raise KvcalcError("--input-len / --output-len need --gpu (a GPU from `kvcalc gpus`)", option="--input-len")
     hint = None
-    if serving is not None and not serving.fits:
+    if serving is not None and gpu is not None and not serving.fits:
         hint = fit_hint(req, gpu, layout, est)
     engine = None
     if canonical(req.engine) != "ideal":
@@ -455,14 +486,20 @@ def run_estimate(req: EstimateRequest) -> EstimateResult:
     )
 
 
-def fit_hint(req: EstimateRequest, gpu: Any, layout: Any, est: Any) -> Any:
+def fit_hint(req: EstimateRequest, gpu: GpuSpec, layout: Layout, est: KvEstimate) -> FitHint:
     """(`FitHint`) the fewest GPUs of `gpu` that fit the estimate's batch x dp sequences of its
     context in its formats (`calc.plan.smallest_fitting`, up to `FIX_SEARCH_MAX_GPUS`)."""
     from kvcalc.calc.plan import FIX_SEARCH_MAX_GPUS, smallest_fitting
     from kvcalc.results import FitHint
 
     found = smallest_fitting(
-        req.model, gpu, layout, est.seq_len, est.batch * est.dp, (layout.k_dtype, layout.v_dtype), layout.weight_dtype
+        req.model,
+        gpu,
+        layout,
+        est.seq_len,
+        est.batch * est.dp,
+        (req.workload.k_dtype, req.workload.v_dtype),  # the layout's, as `run_estimate` copied them
+        layout.weight_dtype,
     )
     text = None
     if found is not None:
@@ -475,7 +512,7 @@ def fit_hint(req: EstimateRequest, gpu: Any, layout: Any, est: Any) -> Any:
     )
 
 
-def engine_for_batch(req: EstimateRequest, plan: Any = None) -> Any:
+def engine_for_batch(req: EstimateRequest, plan: ServingEstimate | None = None) -> EngineResult | None:
     """(`EngineResult`) what `req.engine` allocates for the request's batch, or None (with a
     `KvcalcWarning`) when it would not start.
 
@@ -549,13 +586,13 @@ class CapacityRequest(NamedTuple):
     `tp` ranks; concurrency at `max_model_len` tokens (None: the model's) and the longest
     context that fits `concurrency` requests. `options`: the engine's options object."""
 
-    model: Any
+    model: ModelSpec
     engine: str
     kv_memory_bytes: int | None
-    k: Any
-    v: Any
+    k: StorageFormat
+    v: StorageFormat
     label: str
-    options: Any
+    options: EngineOptions
     tp: int = 1
     max_model_len: int | None = None
     concurrency: int | None = None
@@ -563,7 +600,7 @@ class CapacityRequest(NamedTuple):
     @classmethod
     def build(
         cls,
-        model: Any,
+        model: ModelSpec,
         *,
         engine: str = "ideal",
         kv_memory_bytes: int | None = None,
@@ -573,7 +610,7 @@ class CapacityRequest(NamedTuple):
         tp: int = 1,
         max_model_len: int | None = None,
         concurrency: int | None = None,
-        options: Any = None,
+        options: EngineOptions | None = None,
     ) -> CapacityRequest:
         """Resolve the engine (name or alias) and its KV formats: no `kv_dtype` (or 'auto') is
         the engine's default dtype (`EngineProfile.kv_formats`). Raises `KvcalcError` for an
@@ -604,24 +641,24 @@ class CapacityRequest(NamedTuple):
 
 
 def plan_kv_memory(
-    model: Any, gpu: Any, layout: Any, seq_len: int | None, concurrency: int | None, engine: str
+    model: ModelSpec, gpu: str | GpuSpec, layout: Layout, seq_len: int | None, concurrency: int | None, engine: str
 ) -> tuple[int, str]:
     """(KV memory per GPU rank in bytes, where it came from) as `engine_for_batch` sizes an engine
     on a GPU plan: util x GPU memory - weights - state - activation reserve - CUDA context, i.e.
-    `headroom_bytes + kv_cache_bytes_per_gpu` of `Planner.serving` (vLLM's "Available KV cache
+    `headroom_bytes + kv_cache_bytes_per_gpu` of `GpuFit.serving` (vLLM's "Available KV cache
     memory", `vllm/v1/worker/gpu_worker.py` determine_available_memory; SGLang's static pool,
     `--mem-fraction-static`). `gpu`: a name, GPU file or `GpuSpec`; `layout`: a
     `memory_plan.Layout` (tp, weight format, utilization); the state of `concurrency` (default 1)
     sequences of `seq_len` tokens (default the model's) is set aside, as `estimate` does.
     Raises `KvcalcError` when the plan leaves nothing (the engine would fail at start-up)."""
-    from kvcalc.calc.memory_plan import Planner
+    from kvcalc.calc.memory_plan import GpuFit
     from kvcalc.engines.profile import get_profile
     from kvcalc.load.gpus import get_gpu
 
     spec = get_gpu(gpu) if isinstance(gpu, str) else gpu
     T = resolve_seq_len(model, seq_len)
     B = concurrency or 1
-    planner = Planner(model, spec, layout)
+    planner = GpuFit(model, spec, layout)
     # `concurrency` is one GPU rank's (vLLM's --max-num-seqs is per attention-DP rank): the
     # replica holds dp_attention times as many
     mem = planner.headroom_bytes(T, B * planner.dpa) + planner.kv.per_gpu_bytes(T, B)
@@ -638,7 +675,7 @@ def plan_kv_memory(
     return mem, basis
 
 
-def run_capacity(req: CapacityRequest) -> Any:
+def run_capacity(req: CapacityRequest) -> EngineResult:
     """The engine's `EngineResult` for the request (`EngineProfile.capacity`). For an engine that
     allocates its whole context up front (llama.cpp: n_ctx cells), given the KV memory and a
     request length but neither --ctx-size nor --parallel, the answer is the requests that fit
@@ -689,14 +726,14 @@ def run_capacity(req: CapacityRequest) -> Any:
     )
 
 
-def state_bytes_known(model: Any) -> bool:
+def state_bytes_known(model: ModelSpec) -> bool:
     """Whether the config sizes the fixed per-sequence state (`kv_cache.state_bytes_per_seq`)."""
     from kvcalc.calc.kv_cache import state_bytes_per_seq
 
     return bool(state_bytes_per_seq(model))
 
 
-def state_capacity(req: CapacityRequest, state_bytes: int) -> Any:
+def state_capacity(req: CapacityRequest, state_bytes: int) -> EngineResult:
     """The exact formula's capacity of a model with no per-token KV cache (every layer mamba or
     linear attention): each sequence holds `state_bytes` of fixed state whatever its context
     (`kv_cache.state_bytes_per_seq`, in the model's dtype), so N = floor(kv_memory_bytes /
@@ -753,7 +790,7 @@ def state_capacity(req: CapacityRequest, state_bytes: int) -> Any:
     )
 
 
-def requests_that_fit(prof: Any, req: CapacityRequest) -> Any:
+def requests_that_fit(prof: EngineProfile, req: CapacityRequest) -> EngineResult | None:
     """The most requests N of `req.max_model_len` = L tokens that llama.cpp serves from
     `req.kv_memory_bytes`, by its own allocation rule: `llama-server -c N*L -np N` allocates
     N*L cells (n_ctx, padded) up front, one stream of n_ctx / N per slot, and that allocation
@@ -770,7 +807,7 @@ def requests_that_fit(prof: Any, req: CapacityRequest) -> Any:
             field="max_model_len" if L is None else "kv_memory_bytes",
         )
 
-    def alloc(n: int) -> Any:
+    def alloc(n: int) -> EngineResult:
         return prof.for_batch(req.model, L, n, req.k, req.v, tp=req.tp, options=req.options, kv_cache_dtype=req.label)
 
     refused: dict[int, str] = {}
@@ -801,7 +838,7 @@ def requests_that_fit(prof: Any, req: CapacityRequest) -> Any:
 # ----- plan -------------------------------------------------------------------------------
 
 
-def _names(value: Any, option: str) -> list[str] | None:
+def _names(value: str | Iterable[str] | None, option: str) -> list[str] | None:
     """A comma list (or a list of names) as names; None for None, an empty list or 'all'.
     Raises `KvcalcError` naming `option` for an empty item (`h100-sxm,,h200`, `h100-sxm,`, '';
     for --gpu also an empty device of `a+b`),
@@ -843,34 +880,34 @@ class PlanRequest(NamedTuple):
     tokens of a model within its targets (`search`: a `calc.plan.PlanSearch`, engine rules and
     formats resolved), launched by `engine`."""
 
-    search: Any
+    search: PlanSearch
     engine: str
     #: the engine's options object the search used (what `--write-deployment` records)
-    options: Any = None
+    options: EngineOptions | None = None
 
     @classmethod
     def build(
         cls,
-        model: Any,
+        model: ModelSpec,
         *,
         seq_len: str | int | None = None,
         concurrency: int = 1,
-        gpus: Any = None,
+        gpus: str | Iterable[str] | None = None,
         max_gpus: int | None = None,
         engine: str = "vllm",
-        kv_dtypes: Any = None,
-        weight_dtypes: Any = None,
+        kv_dtypes: str | Iterable[str] | None = None,
+        weight_dtypes: str | Iterable[str] | None = None,
         max_tpot_ms: float | None = None,
         min_tokens_per_s: float | None = None,
         max_ttft_s: float | None = None,
-        prices: Any = None,
-        knobs: Any = None,
+        prices: str | Path | dict[str, float] | None = None,
+        knobs: Layout | None = None,
         top: int | None = None,
         why_not: int | None = None,
         gpus_per_node: int | None = None,
-        engine_options: Any = None,
-        calibration: Any = None,
-        speculative: Any = None,
+        engine_options: EngineOptions | None = None,
+        calibration: Calibration | None = None,
+        speculative: SpecDecode | None = None,
         input_len: int | None = None,
         output_len: int | None = None,
         request_rate: float | None = None,
@@ -952,7 +989,7 @@ class PlanRequest(NamedTuple):
         if speculative is not None:  # carried on the launch lines (`calc.speculative.SpecDecode`)
             speculative.check(model)
 
-        def launch(gpu: Any = None, **kw: Any) -> str | None:
+        def launch(gpu: GpuSpec | None = None, **kw: Any) -> str | None:
             return prof.launch_line(
                 LaunchSpec(
                     model=model,
@@ -1023,7 +1060,7 @@ class PlanRequest(NamedTuple):
         return cls(search=search, engine=prof.name, options=opts)
 
 
-def _whole_requests(input_len: int | None, output_len: int | None, request_rate: float | None) -> Any:
+def _whole_requests(input_len: int | None, output_len: int | None, request_rate: float | None) -> WholeRequests | None:
     """(`calc.plan.WholeRequests`) plan's --input-len / --output-len / --request-rate, checked
     as `estimate` checks them (`cli.estimate.whole_request_options`'s rules), or None when
     neither length is given. Raises `KvcalcError` naming the option."""
@@ -1051,13 +1088,13 @@ def _whole_requests(input_len: int | None, output_len: int | None, request_rate:
     return WholeRequests(input_len, output_len, request_rate)
 
 
-def _plan_speed(engine: str, knobs: Any, calibration: Any) -> Any:
+def _plan_speed(engine: str, knobs: Layout, calibration: Calibration | None) -> Callable[[GpuSpec, int], SpeedTerms]:
     """speed(gpu, tp) -> `SpeedTerms` for `calc.plan.PlanSearch.speed`, cached: the calibration
     (None: none) on the GPU it was measured on, the speed table on the others -- the terms
     `kvcalc estimate --engine E --gpu G --tp T` uses, so plan's TPOT equals estimate's."""
-    cache: dict[tuple[str, int], Any] = {}
+    cache: dict[tuple[str, int], SpeedTerms] = {}
 
-    def speed(gpu: Any, tp: int) -> Any:
+    def speed(gpu: GpuSpec, tp: int) -> SpeedTerms:
         key = (gpu.key, tp)
         if key not in cache:
             cal = calibration if calibration is not None and calibration.gpu == gpu.key else None
@@ -1067,7 +1104,7 @@ def _plan_speed(engine: str, knobs: Any, calibration: Any) -> Any:
     return speed
 
 
-def refuse_engine_model(prof: Any, model: Any, options: Any = None) -> None:
+def refuse_engine_model(prof: EngineProfile, model: ModelSpec, options: EngineOptions | None = None) -> None:
     """Raise `KvcalcError` (field `model`) when the engine profile `prof` refuses `model` outright
     (`EngineProfile.check_model`), as `capacity` does: no launch line is planned for an engine
     kvcalc cannot size the model on. vLLM: the release's own refusals (`VllmRules.check_loadable`,
@@ -1076,7 +1113,9 @@ def refuse_engine_model(prof: Any, model: Any, options: Any = None) -> None:
     from kvcalc.engines.profile import get_profile
 
     try:
-        if prof.name == "vllm" and options is not None:
+        from kvcalc.engines.vllm.options import VllmOptions
+
+        if prof.name == "vllm" and isinstance(options, VllmOptions):
             from kvcalc.engines import vllm
 
             rules = vllm.rules(options.version)
@@ -1103,14 +1142,14 @@ def refuse_engine_model(prof: Any, model: Any, options: Any = None) -> None:
         ) from None
 
 
-def run_plan(req: PlanRequest) -> Any:
+def run_plan(req: PlanRequest) -> PlanResult:
     """The `PlanResult` of the request (`calc.plan.search`), launch lines filled in."""
     from kvcalc.calc.plan import search
 
     return search(req.search)
 
 
-def check_option_bounds(options: Any) -> None:
+def check_option_bounds(options: EngineOptions | None) -> None:
     """Raise `KvcalcError` for an engine option (`VllmOptions`, `SglangOptions`, `LlamacppOptions`,
     from the CLI or the Python API alike) past its upper bound in `units.BOUNDS` (n_ctx: llama.cpp's
     32-bit int; block and page sizes, tokens per step: `units.MAX_SEQ_LEN`; devices:

@@ -134,7 +134,7 @@ class SpeculativeSpec(_Frozen):
 class Deployment(_Frozen):
     """One deployment. `tp` defaults to count / pp; dp = count / (tp x pp) replicas share the
     `concurrency` sequences of `max_seq_len` tokens: some hold ceil(concurrency / dp), the rest
-    floor (`memory_plan.Planner.split_decode`). Checked by `kvcalc.calc.check.check`, with the
+    floor (`memory_plan.GpuFit.split_decode`). Checked by `kvcalc.calc.check.check`, with the
     KV arithmetic of `engine` and its `engine_options` (as `kvcalc plan` wrote them), so plan and
     check give one figure for one file."""
 

@@ -1,15 +1,21 @@
 """`kvcalc transfer`'s one code path (beside `kvcalc.requests`): checks, the decode block size
 from the vLLM profile, the per-pair bytes of `calc.transfer`, the link time and, with a GPU,
-the prefill-to-decode GPU ratio from the roofline (`calc.memory_plan.Planner`)."""
+the prefill-to-decode GPU ratio from the roofline (`calc.memory_plan.GpuFit`)."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 from kvcalc.errors import MESSAGE, KvcalcError
 
+if TYPE_CHECKING:
+    from kvcalc.formats import StorageFormat
+    from kvcalc.load.links import LinkSpec
+    from kvcalc.results.offload import TransferResult
+    from kvcalc.schema import ModelSpec
 
-def decode_block_size(model: Any, tokens: int, k: Any, v: Any, tp: int) -> int:
+
+def decode_block_size(model: ModelSpec, tokens: int, k: StorageFormat, v: StorageFormat, tp: int) -> int:
     """vLLM's block size for `model` at `tp` (`EngineProfile.capacity` on the memory one
     request needs): 16, or an MLA backend's own (64 for FLASHMLA on Hopper)."""
     from kvcalc.engines.profile import get_profile
@@ -21,23 +27,23 @@ def decode_block_size(model: Any, tokens: int, k: Any, v: Any, tp: int) -> int:
 
 
 def run_transfer(
-    model: Any,
+    model: ModelSpec,
     *,
     tokens: int,
     prefill_tp: int,
     decode_tp: int,
-    link: Any,
+    link: LinkSpec,
     block_size: int | None = None,
     kv_dtype: str | None = None,
     k_dtype: str | None = None,
     v_dtype: str | None = None,
-    gpu: Any = None,
+    gpu: str | None = None,
     output_tokens: int | None = None,
     decode_batch: int = 1,
     cached_tokens: int = 0,
-) -> Any:
+) -> TransferResult:
     """The `TransferResult` of one request of `tokens` from `prefill_tp` to `decode_tp` ranks
-    over `link` (a `LinkSpec`); the decode side already holds a prefix of `cached_tokens`. Raises `KvcalcError` for a TP the model cannot split, layers
+    over `link` (a `LinkSpec`), `gpu` a GPU name or file; the decode side already holds a prefix of `cached_tokens`. Raises `KvcalcError` for a TP the model cannot split, layers
     whose transfer is not modelled, --output-tokens without --gpu."""
     from kvcalc.calc import transfer as T
     from kvcalc.calc.kv_cache import check_tp
@@ -91,13 +97,13 @@ def run_transfer(
             form=MESSAGE,
         )
     if gpu is not None and output_tokens is not None:
-        from kvcalc.calc.memory_plan import Layout, Planner
+        from kvcalc.calc.memory_plan import GpuFit, Layout
         from kvcalc.load.gpus import get_gpu
 
         g = get_gpu(gpu)
-        pre_s = Planner(model, g, Layout(tp=prefill_tp, k_dtype=kn, v_dtype=vn)).prefill(tokens).step_time_s
+        pre_s = GpuFit(model, g, Layout(tp=prefill_tp, k_dtype=kn, v_dtype=vn)).prefill(tokens).step_time_s
         step = (
-            Planner(model, g, Layout(tp=decode_tp, k_dtype=kn, v_dtype=vn))
+            GpuFit(model, g, Layout(tp=decode_tp, k_dtype=kn, v_dtype=vn))
             .decode(tokens + output_tokens // 2, decode_batch)
             .step_time_s
         )

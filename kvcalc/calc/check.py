@@ -5,13 +5,13 @@ Pure (no I/O, no warnings, no CLI words): `kvcalc.load.deployments` reads the fi
 `check`, and reports any `KvcalcError` raised here against the YAML line of the error's `field`
 (`tp`, `pp`, `kv_dtype` / `k_dtype`, `weight_dtype`, `model`).
 
-Per GPU (the fullest pipeline stage of one TP rank, `memory_plan.Planner`), with every sequence at
+Per GPU (the fullest pipeline stage of one TP rank, `memory_plan.GpuFit`), with every sequence at
 `max_seq_len` (the worst case) and the fullest replica holding ceil(concurrency / dp) of them:
 
     fits = weights + KV + state + reserves <= floor(memory x gpu_memory_utilization)
     (KV: the file's engine's, as `kvcalc plan` sizes it, else the exact formula)
     TPOT = the fullest replica's decode step (the speed model's, as `kvcalc plan` and
-           `kvcalc estimate` time it); tokens/s over every replica (`Planner.split_decode`)
+           `kvcalc estimate` time it); tokens/s over every replica (`GpuFit.split_decode`)
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from pathlib import PurePath
 from typing import TYPE_CHECKING
 
 from kvcalc.calc import kv_cache
-from kvcalc.calc.memory_plan import Layout, Planner
+from kvcalc.calc.memory_plan import GpuFit, Layout
 from kvcalc.calc.speed import SpeedTerms
 from kvcalc.errors import KvcalcError
 from kvcalc.results import CheckRow
@@ -95,7 +95,7 @@ def check(
 
     kv_cache.check_tp(model, dep.resolved_tp)
     lay = layout(dep, model)
-    base = Planner(model, gpu, dataclasses.replace(lay, dp=1, speed=speed))
+    base = GpuFit(model, gpu, dataclasses.replace(lay, dp=1, speed=speed))
     notes: list[str] = []
     ekv = None
     if engine_kv is not None:

@@ -44,7 +44,7 @@ from kvcalc.calc.weights import (
 )
 from kvcalc.errors import MESSAGE, OPTION_SAYS, KvcalcError
 from kvcalc.formats import StorageFormat, weight_format
-from kvcalc.results import ServingEstimate  # the result `Planner.serving` returns
+from kvcalc.results import ServingEstimate  # the result `GpuFit.serving` returns
 from kvcalc.schema import GpuSpec, ModelSpec
 
 #: tokens of one prefill chunk in vLLM's profiling run (`max_num_batched_tokens`; V1 defaults to
@@ -216,7 +216,7 @@ class Layout:
             )
 
 
-class Planner:
+class GpuFit:
     """Everything about one (model, GPU, layout) that does not depend on (T, B), precomputed, so
     that each (T, B) point is a few multiplications: memory plan, capacity solves, roofline.
 
@@ -314,7 +314,7 @@ class Planner:
 
     def variant(
         self, *, gpu: GpuSpec | None = None, dp: int | None = None, speed: speed_terms.SpeedTerms | None = None
-    ) -> Planner:
+    ) -> GpuFit:
         """This plan on another GPU and / or with another number of replicas, without redoing
         what depends on neither (weights, KV profile, FLOPs): only the budget and the peak
         FLOP/s follow the GPU, and `speed` (the speed terms on that GPU) when given. What a

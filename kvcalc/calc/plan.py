@@ -5,7 +5,7 @@ rank them, and say for the nearest misses what failed, by how much, and what wou
 Pure (no I/O, no rich, no engine names): `kvcalc.requests.run_plan` loads the GPUs, resolves the
 engine's formats and rules into a `PlanSearch`, calls `search`, and adds the launch lines.
 
-Every figure comes from `memory_plan.Planner` (the memory plan, max batch, TPOT and TTFT with the
+Every figure comes from `memory_plan.GpuFit` (the memory plan, max batch, TPOT and TTFT with the
 engine's speed terms, `PlanSearch.speed`), exactly as `kvcalc check` computes a deployment
 (`calc.check`) and `kvcalc estimate` a layout: the fullest replica holds ceil(concurrency / dp)
 sequences, all at `seq_len`; or, with `PlanSearch.requests`, whole requests timed by
@@ -27,8 +27,8 @@ The search space, per GPU type (`GpuChoice`):
 - each (K, V) format x weight format the request lists; those in `fp8_only` only on GPUs with
   fp8 tensor cores (`GpuSpec.fp8_flops_per_s`).
 
-Speed: a `Planner` depends on (tp, pp, formats, stage split) only, so it is built once for all
-GPUs and counts and re-targeted per GPU / dp with `Planner.variant` (budget and peak change);
+Speed: a `GpuFit` depends on (tp, pp, formats, stage split) only, so it is built once for all
+GPUs and counts and re-targeted per GPU / dp with `GpuFit.variant` (budget and peak change);
 the memory test, which no GPU changes, is made once per (planner, batch) and compared with each
 GPU's budget before any roofline is computed.
 
@@ -55,7 +55,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol, cast
 
 from kvcalc.calc import kv_cache
-from kvcalc.calc.memory_plan import Layout, Planner, budget_bytes
+from kvcalc.calc.memory_plan import GpuFit, Layout, budget_bytes
 from kvcalc.calc.request_speed import TOLERANCE, request_speed, spread_static
 from kvcalc.calc.roofline import StepTime
 from kvcalc.errors import KvcalcError, UncountedParamsError
@@ -362,7 +362,7 @@ class _Placed:
     engine's KV arithmetic on this GPU (None: the exact formula of `base`)."""
 
     choice: GpuChoice
-    base: Planner
+    base: GpuFit
     devices: tuple[GpuSpec, ...]
     dp: int
     kv: tuple[str, str]
@@ -414,7 +414,7 @@ class _Placed:
         """The stages sit on devices that may differ (a layer split over a device tuple)."""
         return len(self.devices) > 1
 
-    def planner(self, gpu: GpuSpec) -> Planner:
+    def planner(self, gpu: GpuSpec) -> GpuFit:
         return self.base.variant(gpu=gpu, dp=self.dp, speed=self.speed(gpu, self.tp) if self.speed else None)
 
     def budgets(self) -> list[int]:
@@ -467,7 +467,7 @@ class _Placed:
         return [budget - w - b.fixed_bytes for budget, w in zip(self.budgets(), b.stage_weight_bytes)]
 
     def decode(self, seq_len: int, concurrency: int) -> tuple[float, float]:
-        """(TPOT s, total output tokens/s). One GPU type: `Planner.split_decode`. A split over
+        """(TPOT s, total output tokens/s). One GPU type: `GpuFit.split_decode`. A split over
         devices that differ: the token passes the stages in turn, so the step is the sum over
         stages of each stage's share of the bytes read (its weights and KV over all) times its
         device's whole-model roofline step (exact while decode is memory-bound)."""
@@ -493,7 +493,7 @@ class _Placed:
         return t, concurrency / t
 
     def prefill(self, seq_len: int, batch: int = 1) -> float:
-        """TTFT (s) of `batch` `seq_len`-token prompts in one pass: `Planner.prefill`; under a
+        """TTFT (s) of `batch` `seq_len`-token prompts in one pass: `GpuFit.prefill`; under a
         split over devices that differ, each device's time weighted by its share of the layers."""
         if not self.split or len({g.key for g in self.devices}) == 1:
             return self.planner(self.devices[0]).prefill(seq_len, batch).step_time_s
@@ -503,7 +503,7 @@ class _Placed:
             for st, g in zip(self.base.stages, self.devices)
         )
 
-    def steps(self) -> Planner | _SplitSteps:
+    def steps(self) -> GpuFit | _SplitSteps:
         """What `calc.request_speed` times whole requests on: the planner on this GPU (the one
         `kvcalc estimate` builds for the same layout), or, under a split over devices that
         differ, `_SplitSteps`."""
@@ -671,7 +671,7 @@ class _Space:
 
     def __init__(self, req: PlanSearch) -> None:
         self.req = req
-        self.bases: dict[tuple, Planner | None] = {}
+        self.bases: dict[tuple, GpuFit | None] = {}
         self.skipped: dict[str, str] = {}
         self.used_cache: dict[tuple[int, int, int], list[int]] = {}
         self.engine_cache: dict[tuple[str, int], EngineKv | None] = {}
@@ -683,7 +683,7 @@ class _Space:
         if gpu not in keys:
             keys.append(gpu)
 
-    def engine(self, base: Planner, gpu: GpuSpec) -> EngineKv | None:
+    def engine(self, base: GpuFit, gpu: GpuSpec) -> EngineKv | None:
         """The engine's KV arithmetic for `base` on `gpu` (`PlanSearch.engine_kv`), built once
         per (GPU, planner); None without one, or (noted) where it raises `KvcalcError`: the
         exact formula then sizes the layout."""
@@ -707,7 +707,7 @@ class _Space:
     def place(
         self,
         choice: GpuChoice,
-        base: Planner,
+        base: GpuFit,
         devices: tuple[GpuSpec, ...],
         dp: int,
         kv: tuple[str, str],
@@ -739,7 +739,7 @@ class _Space:
         dpa: int = 1,
         ep: int = 1,
         dcp: int = 1,
-    ) -> Planner | None:
+    ) -> GpuFit | None:
         """The planner of (tp, pp, formats, split, attention DP, EP, DCP), built once; None (noted)
         when the formats do not fit the model (a block format over a head that is not a whole
         number of blocks)."""
@@ -759,7 +759,7 @@ class _Space:
                 dcp=dcp,
             )
             try:
-                self.bases[key] = Planner(self.req.model, ref, lay)
+                self.bases[key] = GpuFit(self.req.model, ref, lay)
             except KvcalcError as e:
                 if e.field == "tp" or isinstance(e, UncountedParamsError):  # the same for every layout
                     raise

@@ -1,5 +1,5 @@
 """Whole requests: TTFT, TPOT, end-to-end latency and throughput for given input and output
-lengths, from a `memory_plan.Planner`'s steps (pure arithmetic, no I/O).
+lengths, from a `memory_plan.GpuFit`'s steps (pure arithmetic, no I/O).
 
 A request of I input and O output tokens costs one prefill of I tokens (its first output token
 comes out of it) and O - 1 decode steps, the cache growing from I + 1 to I + O - 1 tokens:
@@ -70,7 +70,7 @@ class RequestSpeed:
 
 
 class Steps(Protocol):
-    """What the arithmetic here needs of a plan: a `memory_plan.Planner`, or `calc.plan`'s
+    """What the arithmetic here needs of a plan: a `memory_plan.GpuFit`, or `calc.plan`'s
     stand-in for a layer split over devices that differ (each step the sum of the devices')."""
 
     layout: Layout
@@ -98,7 +98,7 @@ class StaticSpread:
 def spread_static(steps: Steps, input_len: int, output_len: int, concurrency: int) -> StaticSpread:
     """`concurrency` requests of `input_len` / `output_len` tokens spread over the dp replicas as
     evenly as they go (q, r = divmod(concurrency, dp): r replicas run a static batch of q + 1,
-    dp - r of q, idle when q = 0; as `Planner.split_decode` spreads decode), each replica
+    dp - r of q, idle when q = 0; as `GpuFit.split_decode` spreads decode), each replica
     B x O / (prefill(I, B) + (O - 1) x decode(I + O / 2, B)) output tokens/s. The fullest
     replica's TPOT is what `kvcalc estimate --batch q+1 --input-len I --output-len O` prints
     as the static batch's TPOT. Raises ValueError for lengths or concurrency < 1."""
@@ -176,7 +176,7 @@ def _at_rate(
     L = lambda x (TTFT + (O - 1) x TPOT(ceil(L))), iterated from L = lambda x TTFT (TPOT grows
     with L, so the iterates rise to the fixed point when there is one). No steady state -- all
     the `rate_*` figures None, `rate_sustainable` False -- when ceil(L) sequences no longer fit
-    at the longest context I + O (`Planner.max_batch`) or the iterates do not settle. Prefill
+    at the longest context I + O (`GpuFit.max_batch`) or the iterates do not settle. Prefill
     steps taking turns with decode steps are not modelled (their time is in TTFT only)."""
     ctx, cap = mean_context(input_len, output_len), planner.max_batch(input_len + output_len)
     conc, tpot, settled = rate_per_replica * ttft, 0.0, False

@@ -14,7 +14,7 @@ attention, which grows with P^2 (causal: token i attends to min(i, window) token
 
 This is the bare roofline. What measured engines add on top of it -- a fixed time per step by
 engine and backend, all-reduce latency, weight-format efficiency, prefill's memory + compute
-crossover -- is the speed model of `calc.speed`, applied by `memory_plan.Planner` when its
+crossover -- is the speed model of `calc.speed`, applied by `memory_plan.GpuFit` when its
 `Layout.speed` is set (docs/speed-model.md).
 
 Efficiency defaults are not 1.0:

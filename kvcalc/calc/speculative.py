@@ -186,16 +186,16 @@ def memory_parts(
     planner: object, spec: SpecDecode, seq_len: int, batch: int, max_model_len: int | None = None
 ) -> tuple[int, int, int, int]:
     """(draft weights, draft KV, lookahead KV, extra recurrent state) in bytes on the fullest GPU
-    of a `memory_plan.Planner`'s layout, `batch` sequences per replica of `seq_len` tokens (the
+    of a `memory_plan.GpuFit`'s layout, `batch` sequences per replica of `seq_len` tokens (the
     fullest attention-DP rank's share, `parallel.rank_batch`). Lookahead slots are capped at
     `max_model_len` (`kv_cache_manager.py` `allocate_slots`; None: the model's context limit), so a
     plan at its launch line's --max-model-len reserves none past it. Draft KV: MTP's layers hold
     ceil(slots / dcp) positions like the target's (`mtp_kv_bytes_per_token`); an EAGLE head's or a
     draft model's at the target's tp. Raises `KvcalcError` as `SpecDecode.check` does."""
     from kvcalc.calc import kv_cache, parallel
-    from kvcalc.calc.memory_plan import Layout, Planner
+    from kvcalc.calc.memory_plan import GpuFit, Layout
 
-    p: Planner = planner  # type: ignore[assignment]
+    p: GpuFit = planner  # type: ignore[assignment]
     model, lay = p.model, p.layout
     spec.check(model)
     b = parallel.rank_batch(batch, p.dpa)
@@ -209,7 +209,7 @@ def memory_parts(
         per_tok = mtp_kv_bytes_per_token(model, kv_cache.layer_kv_bytes_per_token(model.layers[-1], kf, vf, lay.tp))
         draft_kv = b * -(-slots // lay.dcp) * per_tok
     elif spec.draft is not None:
-        dp_ = Planner(
+        dp_ = GpuFit(
             spec.draft,
             p.gpu,
             Layout(
@@ -223,14 +223,14 @@ def memory_parts(
 
 
 def estimate(planner: object, spec: SpecDecode, seq_len: int, batch: int) -> SpeculativeEstimate:
-    """Speculative decoding on a `memory_plan.Planner`'s layout at `seq_len` tokens for `batch`
+    """Speculative decoding on a `memory_plan.GpuFit`'s layout at `seq_len` tokens for `batch`
     sequences per replica (its fullest attention-DP rank's share, `parallel.rank_batch`).
 
     Raises `KvcalcError` as `SpecDecode.check` does, or when the draft cannot be sized."""
     from kvcalc.calc import parallel, roofline
-    from kvcalc.calc.memory_plan import Layout, Planner
+    from kvcalc.calc.memory_plan import GpuFit, Layout
 
-    p: Planner = planner  # type: ignore[assignment]
+    p: GpuFit = planner  # type: ignore[assignment]
     model, lay = p.model, p.layout
     draft_w, draft_kv, lookahead_kv, state = memory_parts(p, spec, seq_len, batch)
     k = spec.num_speculative_tokens
@@ -242,7 +242,7 @@ def estimate(planner: object, spec: SpecDecode, seq_len: int, batch: int) -> Spe
         draft = p._step((draft_w + p.head_read_bytes, 0), draft_kv, b * active * model.n_mtp_layers, 0, overlap=True)
         draft_s = draft.step_time_s
     elif spec.draft is not None:
-        dp_ = Planner(
+        dp_ = GpuFit(
             spec.draft,
             p.gpu,
             Layout(tp=tp, k_dtype=lay.k_dtype, v_dtype=lay.v_dtype, gpu_memory_utilization=lay.gpu_memory_utilization),

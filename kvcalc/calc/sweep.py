@@ -1,6 +1,6 @@
 """The sweep: memory, fit, TPOT and tokens/s over a grid of (context, batch) points.
 
-Pure arithmetic on `memory_plan.Planner` (with a GPU) or `memory_plan.KvProfile` and
+Pure arithmetic on `memory_plan.GpuFit` (with a GPU) or `memory_plan.KvProfile` and
 `weights.weight_bytes` (without one); no I/O, no printing. A caller that wants a progress bar
 passes `progress`, a function that wraps the iterable of points (the CLI passes rich's `track`).
 """
@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import TypedDict
 
 from kvcalc.calc import kv_cache
-from kvcalc.calc.memory_plan import KvProfile, Layout, Planner
+from kvcalc.calc.memory_plan import GpuFit, KvProfile, Layout
 from kvcalc.calc.weights import can_derive, weight_bytes
 from kvcalc.schema import GpuSpec, ModelSpec
 
@@ -65,14 +65,14 @@ def sweep_rows(
     req: SweepRequest, progress: Callable[[list[tuple[int, int]]], Iterable[tuple[int, int]]] | None = None
 ) -> list[SweepRow]:
     """One row per (seq_len, batch): KV and weights per GPU (bytes), and with a GPU the memory
-    per GPU, the budget, fit, TPOT (s) and tokens/s (`memory_plan.Planner.point`). Without a
+    per GPU, the budget, fit, TPOT (s) and tokens/s (`memory_plan.GpuFit.point`). Without a
     GPU, memory is weights + KV only. TPOT and tokens/s are None where the point does not fit. Raises `KvcalcError` for a layout the engines refuse."""
     points = req.points
     it: Iterable[tuple[int, int]] = progress(points) if progress is not None else points
     spec, layout = req.model, req.layout
     rows: list[SweepRow] = []
     if req.gpu is not None:
-        p = Planner(spec, req.gpu, layout)
+        p = GpuFit(spec, req.gpu, layout)
         for T, B in it:
             used, fits, tpot, tok = p.point(T, B)
             rows.append(

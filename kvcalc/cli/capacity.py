@@ -207,7 +207,7 @@ def capacity(
     L = parse_count(requests.max_model_len, "--max-model-len") if requests.max_model_len else None
     mem = parse_size(kv_memory, "--kv-memory") if kv_memory else None
     basis = None
-    if from_plan:
+    if from_plan and source.gpu is not None:  # from_plan implies --gpu (`check_sources`)
         import dataclasses
 
         from kvcalc.requests import plan_kv_memory
@@ -260,14 +260,14 @@ def beyond_the_gpu(memory: KvMemoryOptions, req: Any, res: Any, *, dp: int, gpu:
     text, the shared prefix, loading it back or recomputing it (`offload_request.capacity_extras`)."""
     from kvcalc.offload_request import capacity_extras
     from kvcalc.report.offload import log_text, part_table
-    from kvcalc.results.offload import NoKeys
+    from kvcalc.results.offload import NoKeys, OffloadPart
 
     parts: list = []
     for part, title in capacity_extras(
         memory.settings(), req, res, hit_rate=memory.prefix_hit_rate, link=memory.link, dp=dp, gpu=gpu, layout=layout
     ):
         parts.append((part, lambda p=part, t=title: part_table(p, t)))
-        if getattr(part, "offload", None) is not None and part.offload.log_lines:
+        if isinstance(part, OffloadPart) and part.offload.log_lines:
             parts.append((NoKeys(), lambda p=part: log_text(p.offload.engine, p.offload.log_lines)))
     return parts
 

@@ -126,6 +126,7 @@ if TYPE_CHECKING:
 
     from kvcalc.calc.speed import Calibration
     from kvcalc.requests import EstimateResult
+    from kvcalc.results import EngineResult
     from kvcalc.schema import ModelSpec
 
 if TYPE_CHECKING:  # the option's type for type checkers (with_help builds the annotation at run time)
@@ -382,27 +383,37 @@ def estimate_parts(res: "EstimateResult") -> "list[tuple[BaseModel, Callable[[],
     in the machine formats."""
     from kvcalc.report import tables
 
-    parts: list[tuple[BaseModel, Callable[[], RenderableType | None]]] = [(res.kv, lambda: tables.kv_table(res.kv))]
-    if res.serving is not None:
-        parts.append((res.serving, lambda: tables.serving_table(res.serving, res.gpu, res.kv)))
-    if res.request is not None:
-        parts.append((res.request, lambda: tables.request_table(res.request, res.serving)))
-    if res.speculative is not None:
+    # the parts as locals: a lambda does not keep the narrowing of `res.serving is not None`
+    kv, serving, gpu, request, spec, hint, engine = (
+        res.kv,
+        res.serving,
+        res.gpu,
+        res.request,
+        res.speculative,
+        res.fit_hint,
+        res.engine,
+    )
+    parts: list[tuple[BaseModel, Callable[[], RenderableType | None]]] = [(kv, lambda: tables.kv_table(kv))]
+    if serving is not None and gpu is not None:  # a plan always comes with its GPU
+        parts.append((serving, lambda: tables.serving_table(serving, gpu, kv)))
+        if request is not None:
+            parts.append((request, lambda: tables.request_table(request, serving)))
+    if spec is not None:
         from kvcalc.report.speculative import speculative_table
 
-        parts.append((res.speculative, lambda: speculative_table(res.speculative)))
-    if res.fit_hint is not None:
-        parts.append((res.fit_hint, lambda: tables.fit_hint_line(res.fit_hint, res.kv)))
-    if res.engine is not None:
-        parts.append((res.engine, lambda: show_result(res.engine, engine_title(res))))
+        parts.append((spec, lambda: speculative_table(spec)))
+    if hint is not None:
+        parts.append((hint, lambda: tables.fit_hint_line(hint, kv)))
+    if engine is not None:
+        parts.append((engine, lambda: show_result(engine, engine_title(res, engine))))
     return parts
 
 
-def engine_title(res: "EstimateResult") -> str:
-    """The engine table's title: where its KV memory came from."""
+def engine_title(res: "EstimateResult", engine: "EngineResult") -> str:
+    """The engine table's title (of `engine`, `res.engine`): where its KV memory came from."""
     from kvcalc.engines.profile import get_profile
 
-    name, T, B = res.engine.engine, res.kv.seq_len, res.kv.batch
+    name, T, B = engine.engine, res.kv.seq_len, res.kv.batch
     if get_profile(name).allocates_cells:
         return f"{name}: what it allocates for {B} x {T:,} tokens"
     if res.serving is not None:

@@ -12,7 +12,7 @@ import os
 import sys
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Annotated, Any, Optional, TextIO
+from typing import TYPE_CHECKING, Annotated, Optional, TextIO
 
 import typer
 
@@ -79,6 +79,13 @@ ForceOpt = Annotated[bool, typer.Option("--force", help="Overwrite the --calibra
 #: when stderr is not a terminal, a progress line at most this often (seconds), the first after as long
 PIPE_EVERY_S = 5.0
 
+if TYPE_CHECKING:
+    from types import FrameType, ModuleType
+
+    from rich.progress import TaskID
+
+    from kvcalc.measure.defaults import Announcement
+
 if TYPE_CHECKING:  # the option's type for type checkers (with_help builds the annotation at run time)
     MeasureSeqLenOpt = SeqLenOpt
 else:
@@ -93,7 +100,7 @@ else:
 INTERRUPTED_EXIT = 130
 
 
-def _import_measure() -> Any:
+def _import_measure() -> ModuleType:
     """kvcalc.measure, or MissingExtraError when torch is not installed. Sets
     PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True (unless the user set it) before torch
     starts CUDA, so the allocator's memory_allocated delta is exact.
@@ -121,7 +128,7 @@ def _first_line(e: BaseException) -> str:
     return text if len(text) <= 200 else text[:199] + "…"
 
 
-def _exit_interrupted(signum: int = 0, frame: Any = None) -> None:
+def _exit_interrupted(signum: int = 0, frame: FrameType | None = None) -> None:
     """SIGINT during `measure`: one line on stderr, then exit 130 at once (`os._exit`). No
     exception is raised into the running code, so nothing can swallow the interrupt (an
     `except ImportError` around a half-imported torch, a C++ frame that aborts on a Python
@@ -149,7 +156,7 @@ class _interrupts_exit:
         if threading.current_thread() is threading.main_thread():
             self.previous = signal.signal(signal.SIGINT, _exit_interrupted)
 
-    def __exit__(self, *exc: Any) -> None:
+    def __exit__(self, *exc: object) -> None:
         import signal
 
         if self.previous is not None:
@@ -299,7 +306,7 @@ def _calibrate(
     )
 
 
-def announce_line(a: Any) -> str:
+def announce_line(a: Announcement) -> str:
     """The line printed before a run starts: what it allocates (bytes, GB and GiB) and a rough
     time. `a`: a `kvcalc.measure.defaults.Announcement`."""
     from kvcalc.report import size
@@ -313,7 +320,7 @@ def announce_line(a: Any) -> str:
     )
 
 
-def announce(a: Any) -> None:
+def announce(a: Announcement) -> None:
     """Print `announce_line(a)` on stderr (one line, never wrapped)."""
     print(announce_line(a), file=sys.stderr, flush=True)
 
@@ -340,7 +347,7 @@ class _progress:
     """A rich progress bar on stderr (transient) when stderr is a terminal, else `PipeProgress`
     lines; as a callback (task, done, total)."""
 
-    def __enter__(self) -> Any:
+    def __enter__(self) -> Callable[[str, int, int], None]:
         from rich.console import Console
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
@@ -358,7 +365,7 @@ class _progress:
             console=con,
             transient=True,
         )
-        self.tasks: dict[str, Any] = {}
+        self.tasks: dict[str, TaskID] = {}
         return self.update
 
     def update(self, name: str, done: int, total: int) -> None:
@@ -369,6 +376,6 @@ class _progress:
             self.tasks[name] = self.p.add_task(name, total=total)
         self.p.update(self.tasks[name], completed=done)
 
-    def __exit__(self, *exc: Any) -> None:
+    def __exit__(self, *exc: object) -> None:
         if self.started:
             self.p.stop()

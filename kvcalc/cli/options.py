@@ -758,9 +758,12 @@ class SglangFlags(OptionGroup):
         ),
     ] = False
     swa_full_tokens_ratio: Annotated[
-        float,
-        typer.Option("--swa-full-tokens-ratio", help="SGLang: sliding-layer pool tokens per full-layer pool token."),
-    ] = engine_defaults.SGLANG_SWA_FULL_TOKENS_RATIO
+        Optional[float],
+        typer.Option(
+            "--swa-full-tokens-ratio",
+            help="SGLang: sliding-layer pool tokens per full-layer pool token (default: 0.8; DeepSeek-V4 0.1).",
+        ),
+    ] = None
     dsa_prefill_backend: Annotated[
         Optional[str],
         typer.Option(

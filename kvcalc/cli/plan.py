@@ -9,7 +9,7 @@ the top layout as a deployment that `kvcalc check` passes.
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Optional
+from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
 
@@ -32,12 +32,21 @@ from kvcalc.cli.options import (
 from kvcalc.cli.output import check_format, echo, handle_errors
 from kvcalc.errors import KvcalcError
 
+if TYPE_CHECKING:
+    from kvcalc.calc.speculative import SpecDecode
+    from kvcalc.calc.speed import Calibration
+    from kvcalc.engines.offload_rules import OffloadSettings
+    from kvcalc.json_types import JsonObject
+    from kvcalc.requests import PlanRequest
+    from kvcalc.results import PlanLayout, PlanResult
+
 KNOBS = ("gpu_memory_utilization", "bw_efficiency", "flops_efficiency", "cuda_context", "activation_reserve")
 
 #: vLLM's options that change what plan finds (`vllm.plan.plan_kv`'s blocks per GPU) and that the
 #: launch line then states (`vllm.plan.launch_block_size`, `launch_flags`). SGLang's and
-#: llama.cpp's options are not taken: plan sizes those engines by the exact formula
-#: (`EngineProfile.plan_engine_kv` is None), so --page-size or --llamacpp-version would change nothing.
+#: llama.cpp's options are not taken: plan sizes SGLang's pools at SGLang's defaults
+#: (`sglang_plan.plan_kv`) and llama.cpp by the exact formula (`EngineProfile.plan_engine_kv` is
+#: None), so --page-size or --llamacpp-version would not reach the plan.
 #: the tier below the GPU (`kvcalc capacity`'s options, `KvMemoryOptions`): --gpus-per-node is
 #: plan's own; the KV memory is each layout's, and a prefix's load time is capacity's / estimate's
 OFFLOAD_PLAN_OPTIONS = tuple(
@@ -254,7 +263,7 @@ def plan(
         raise typer.Exit(1)
 
 
-def plan_offload_settings(offload: KvMemoryOptions, sessions: int | None, gpus_per_node: int) -> Any:
+def plan_offload_settings(offload: KvMemoryOptions, sessions: int | None, gpus_per_node: int) -> OffloadSettings | None:
     """The `OffloadSettings` plan counts (None when no tier is asked). Raises `KvcalcError` for
     --sessions below 1 or without a tier, and for --host-memory or --shared-prefix alone (they
     qualify a tier)."""
@@ -280,7 +289,7 @@ def plan_offload_settings(offload: KvMemoryOptions, sessions: int | None, gpus_p
     return s
 
 
-def show(res: Any, fmt: str) -> None:
+def show(res: PlanResult, fmt: str) -> None:
     """Print the result: the table, the top layout's launch line (plain text: it must copy as
     one line), and the nearest misses when nothing qualifies; or a machine format."""
     if fmt == "markdown":
@@ -313,11 +322,18 @@ def show(res: Any, fmt: str) -> None:
             echo(f"nothing fits and meets the targets within {res.max_gpus} GPUs; the nearest misses:")
         for m in res.misses:
             echo(f"  {m.line}")
-    for n in res.notes:
-        echo(f"note: {n}")
+    from kvcalc.cli.output import console
+    from kvcalc.report.layout import wrap_line
+
+    width = console().width
+    for n in res.notes:  # at the terminal's width, continuation lines indented (no figure split)
+        for i, line in enumerate(wrap_line(f"note: {n}", width - 2)):
+            echo(line if i == 0 else f"  {line}")
 
 
-def deployment_text(res: Any, layout: Any, model_arg: str, req: Any, offload: Any = None) -> str:
+def deployment_text(
+    res: PlanResult, layout: PlanLayout, model_arg: str, req: PlanRequest, offload: OffloadSettings | None = None
+) -> str:
     """The top layout as a deployment YAML (`kvcalc.schema.Deployment`) with the engine and the
     options plan sized it with (`engine:`, `engine_options:`), checked with `calc.check.check`
     under that engine before it is written: `kvcalc check` passes it with plan's figures. Raises `KvcalcError` for
@@ -337,7 +353,7 @@ def deployment_text(res: Any, layout: Any, model_arg: str, req: Any, offload: An
 
     p = user_path(model_arg)
     model_ref = str(p.resolve()) if p.exists() else model_arg
-    data: dict[str, Any] = {
+    data: JsonObject = {
         "name": f"{res.model}-{layout.count}x{layout.devices[0]}",
         "description": f"kvcalc plan: {res.concurrency} x {res.seq_len:,} tokens on {res.engine}",
         "model": model_ref,
@@ -357,11 +373,12 @@ def deployment_text(res: Any, layout: Any, model_arg: str, req: Any, offload: An
         "concurrency": res.concurrency,
         "gpu_memory_utilization": req.search.knobs.gpu_memory_utilization,
         "engine": res.engine,
-    } | _offload_key(offload, res.engine)
+    }
+    data |= _offload_key(offload, res.engine)
     options = recorded_options(req.options)
     if options:
         data["engine_options"] = options
-    targets = {
+    targets: JsonObject = {
         k: v for k, v in (("max_tpot_ms", res.max_tpot_ms), ("min_tokens_per_s", res.min_tokens_per_s)) if v is not None
     }
     if targets:
@@ -380,7 +397,7 @@ def deployment_text(res: Any, layout: Any, model_arg: str, req: Any, offload: An
     return "\n".join(head) + "\n" + yaml.safe_dump(data, sort_keys=False, width=1000)
 
 
-def deployment_head(res: Any, layout: Any, req: Any) -> list[str]:
+def deployment_head(res: PlanResult, layout: PlanLayout, req: PlanRequest) -> list[str]:
     """The comment lines above a written deployment: what wrote it, the launch line, the knobs
     planned with that `kvcalc check` does not take, a TTFT target it does not check."""
     from kvcalc import __version__
@@ -408,7 +425,7 @@ def deployment_head(res: Any, layout: Any, req: Any) -> list[str]:
     return head
 
 
-def speculative_entry(sd: Any) -> dict[str, Any]:
+def speculative_entry(sd: SpecDecode | None) -> JsonObject:
     """A deployment's `speculative:` (`schema_deploy.SpeculativeSpec`, as
     `load.deployments.speculative_of` reads it) from plan's `calc.speculative.SpecDecode`; {}
     without one."""
@@ -423,7 +440,7 @@ def speculative_entry(sd: Any) -> dict[str, Any]:
     return {"speculative": {k: v for k, v in pairs if v is not None}}
 
 
-def _offload_key(offload: Any, engine: str) -> dict[str, Any]:
+def _offload_key(offload: OffloadSettings | None, engine: str) -> JsonObject:
     """{'offload': ...}: the tier below the GPU plan counted (`OffloadSettings`, or None: {}), as
     the deployment's `offload:` writes the engine's flags (`kvcalc check` checks its host)."""
     if offload is None:
@@ -433,7 +450,7 @@ def _offload_key(offload: Any, engine: str) -> dict[str, Any]:
     return {"offload": spec_data(offload, engine)}
 
 
-def _calibration(path: str | None) -> Any:
+def _calibration(path: str | None) -> Calibration | None:
     """--calibration read (`load.speed.load_calibration`), or None."""
     if path is None:
         return None

@@ -39,7 +39,8 @@ class SglangOptions:
     - `version`: 'current' or 'legacy' (before PR #11309: the NSA pool sized without its
       indexer), `--sglang-version`.
     - `hybrid_swa_memory`: False is `--disable-hybrid-swa-memory` (sliding layers sized as full).
-    - `swa_full_tokens_ratio`: `--swa-full-tokens-ratio`, SWA-pool tokens per full-pool token.
+    - `swa_full_tokens_ratio`: `--swa-full-tokens-ratio`, SWA-pool tokens per full-pool token
+      (None: not given; SGLang 0.5.23 then takes 0.8, DeepSeek-V4 0.1).
     - `compute_capability` / `vendor`: the GPU's (from `--gpu`; None: Hopper assumed), and
       `dsa_prefill_backend` / `dsa_decode_backend` (`--dsa-prefill-backend`, `--dsa-decode-backend`;
       None: SGLang's default for the GPU): they pick the sparse-MLA latent row and fp4 pool extras.
@@ -50,7 +51,7 @@ class SglangOptions:
     page_size: int = sglang.DEFAULT_PAGE_SIZE
     version: str = "current"
     hybrid_swa_memory: bool = True
-    swa_full_tokens_ratio: float = sglang.DEFAULT_SWA_FULL_TOKENS_RATIO
+    swa_full_tokens_ratio: float | None = None
     compute_capability: str | None = None
     vendor: str | None = None
     dsa_prefill_backend: str | None = None
@@ -539,7 +540,8 @@ class SglangProfile(EngineProfile):
         if options.page_size <= 0:
             raise KvcalcError(f"--page-size must be a positive integer, got {options.page_size}")
         sglang.check_version(options.version)
-        sglang.check_swa_ratio(options.swa_full_tokens_ratio)
+        if options.swa_full_tokens_ratio is not None:
+            sglang.check_swa_ratio(options.swa_full_tokens_ratio)
         sglang_mamba.check_options(options.mamba)
 
     def _capacity(self, model, kv_memory_bytes, k, v, *, tp, max_model_len, concurrency, options, kv_cache_dtype):
@@ -564,11 +566,12 @@ class SglangProfile(EngineProfile):
         return sglang.memory_for(model, seq_len, batch, k, v, tp=tp, **self.options(options).pool_kwargs())
 
     def plan_engine_kv(self, model: ModelSpec, options: Any) -> Any:
-        """SGLang's split budget and state-slot cap for a model with a `MambaPool`
-        (`sglang_plan.plan_kv`); None for the others: the exact formula sizes every layout."""
+        """SGLang's pools on each GPU (`sglang_plan.plan_kv`): what `capacity --engine sglang`
+        gives on the rank's KV memory (DeepSeek-V4's pools, the hybrids' state slots and request
+        cap, the NSA / SWA pools)."""
         from kvcalc.engines import sglang_plan
 
-        return sglang_plan.plan_kv(model, self.options(options).pool_kwargs())
+        return sglang_plan.plan_kv(model, self.options(options))
 
 
 class LlamacppProfile(EngineProfile):

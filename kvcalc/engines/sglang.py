@@ -446,7 +446,7 @@ def _check(
     tp: int,
     page_size: int,
     version: str = "current",
-    swa_full_tokens_ratio: float = DEFAULT_SWA_FULL_TOKENS_RATIO,
+    swa_full_tokens_ratio: float | None = None,
     hybrid_swa_memory: bool = True,
 ) -> None:
     """The checks `capacity` and `memory_for` share: the TP degree (field `tp`), no mamba layers
@@ -471,7 +471,8 @@ def _check(
         raise KvcalcError(
             f"must be a positive integer, got {page_size}", field="page_size", value=page_size, form=OPTION_SAYS
         )
-    check_swa_ratio(swa_full_tokens_ratio)
+    if swa_full_tokens_ratio is not None:  # None: not given (SGLang's fallback, or a model override)
+        check_swa_ratio(swa_full_tokens_ratio)
 
 
 def _indexer_bytes(layer: LayerSpec) -> int:
@@ -826,7 +827,7 @@ def capacity(
     kv_cache_dtype: str | None = None,
     version: str = "current",
     hybrid_swa_memory: bool = True,
-    swa_full_tokens_ratio: float = DEFAULT_SWA_FULL_TOKENS_RATIO,
+    swa_full_tokens_ratio: float | None = None,
     target: PoolTarget = PoolTarget(),
     mamba: sglang_mamba.MambaOptions = sglang_mamba.DEFAULT_OPTIONS,
 ) -> EngineResult:
@@ -847,6 +848,7 @@ def capacity(
     sglang_mamba.check_options(mamba)  # SGLang refuses these for any model (argparse choices)
     if version == "current" and sglang_dsv4.is_dsv4(model):
         return _dsv4_capacity(model, kv_memory_bytes, k, v, max_model_len, concurrency, swa_full_tokens_ratio)
+    swa_full_tokens_ratio = _swa_ratio(swa_full_tokens_ratio)
     row, extra, layout_notes = pool_layout(model, k, v, tp, version, target, hybrid_swa_memory)
     notes = [
         'SGLang prints GiB values (bytes / 2^30) labelled "GB" (memory_pool.py: GB = 1024 * 1024 * 1024)',
@@ -1070,10 +1072,14 @@ def capacity(
     )
 
 
-def _dsv4_swa_ratio(swa_full_tokens_ratio: float) -> float | None:
-    """The operator's --swa-full-tokens-ratio for DeepSeek-V4, None when left at kvcalc's default
-    (SGLang's V4 override then sets 0.1: arg_groups/model_overrides/deepseek_v4.py)."""
-    return None if swa_full_tokens_ratio == DEFAULT_SWA_FULL_TOKENS_RATIO else swa_full_tokens_ratio
+def _swa_ratio(swa_full_tokens_ratio: float | None) -> float:
+    """--swa-full-tokens-ratio as SGLang 0.5.23 resolves it for every model but DeepSeek-V4: the
+    value given, else the field's fallback 0.8 (`arg_groups/fields/schedule.py`:
+    `swa_full_tokens_ratio` defaults to None, `Arg(fallback=0.8)`). DeepSeek-V4 takes None to
+    its override's 0.1 instead (`arg_groups/model_overrides/deepseek_v4.py`: "Setting
+    swa_full_tokens_ratio to 0.1" only while it is None), in `sglang_dsv4.pools`; an explicit
+    value, 0.8 included, is honoured."""
+    return DEFAULT_SWA_FULL_TOKENS_RATIO if swa_full_tokens_ratio is None else swa_full_tokens_ratio
 
 
 def _dsv4_capacity(
@@ -1083,13 +1089,13 @@ def _dsv4_capacity(
     v: StorageFormat,
     max_model_len: int | None,
     concurrency: int | None,
-    swa_full_tokens_ratio: float,
+    swa_full_tokens_ratio: float | None,
 ) -> EngineResult:
     """SGLang 0.5.23's DeepSeek-V4 pools for a budget of `kv_memory_bytes` per rank
     (`sglang_dsv4.pools`: `DSV4PoolConfigurator.calculate_pool_sizes`); `kv_cache_tokens` is the
     full pool's. Requests of L tokens at once: the smaller of full / pages(L), swa / pages(min(L,
     window)) and SGLang's request estimate (the c128 states it reserved)."""
-    p = sglang_dsv4.pools(model, kv_memory_bytes, _dsv4_swa_ratio(swa_full_tokens_ratio))
+    p = sglang_dsv4.pools(model, kv_memory_bytes, swa_full_tokens_ratio)
     page = sglang_dsv4.PAGE_SIZE
     window = sglang_dsv4.geometry(model).window
     L = max_model_len or model.default_context
@@ -1102,7 +1108,7 @@ def _dsv4_capacity(
 
     conc = min(p.full / pages(L), p.swa / pages(min(L, window)), p.max_running_requests) if L else None
     longest = longest_fitting(lambda t: fits(t, concurrency), SEARCH_LIMIT_TOKENS) if concurrency else None
-    ratio = _dsv4_swa_ratio(swa_full_tokens_ratio)
+    ratio = swa_full_tokens_ratio
     notes = [
         'SGLang prints GiB values (bytes / 2^30) labelled "GB" (memory_pool.py: GB = 1024 * 1024 * 1024)',
         f"DeepSeek-V4 pools (DSV4PoolConfigurator): {p.full:,} full tokens, SWA {p.swa:,} "
@@ -1146,14 +1152,20 @@ def memory_for(
     page_size: int = DEFAULT_PAGE_SIZE,
     version: str = "current",
     hybrid_swa_memory: bool = True,
-    swa_full_tokens_ratio: float = DEFAULT_SWA_FULL_TOKENS_RATIO,
+    swa_full_tokens_ratio: float | None = None,
     target: PoolTarget = PoolTarget(),
     mamba: sglang_mamba.MambaOptions = sglang_mamba.DEFAULT_OPTIONS,
+    context_len: int | None = None,
 ) -> int:
     """The static budget per rank for `batch` requests of `seq_len` tokens:
     batch x cdiv(seq_len, page) x page x cell_size (NSA: page 64). With the SWA pool, the least
     budget whose split (`swa_split`) holds batch x pages(seq_len) full-layer tokens and
-    batch x pages(min(seq_len, window)) sliding-layer tokens (found by bisection)."""
+    batch x pages(min(seq_len, window)) sliding-layer tokens (found by bisection). DeepSeek-V4:
+    the least budget whose pools (`sglang_dsv4.pools`) hold the full and SWA tokens and whose
+    request estimate admits `batch`, as `capacity` counts them. The hybrids' state pool: the
+    least budget that also admits `batch` requests (`sglang_mamba.least_budget`), SGLang's
+    request estimate taken at `context_len` (--context-length; None: the model's context, else
+    `seq_len`)."""
     _check(model, k, v, tp, page_size, version, swa_full_tokens_ratio, hybrid_swa_memory)
     sglang_mamba.check_options(mamba)  # SGLang refuses these for any model (argparse choices)
     if version == "current" and sglang_dsv4.is_dsv4(model):
@@ -1163,8 +1175,10 @@ def memory_for(
             model,
             batch * -(-seq_len // page) * page,
             batch * -(-min(seq_len, window) // page) * page,
-            _dsv4_swa_ratio(swa_full_tokens_ratio),
+            swa_full_tokens_ratio,
+            need_requests=batch,
         )
+    swa_full_tokens_ratio = _swa_ratio(swa_full_tokens_ratio)
     row, extra, _ = pool_layout(model, k, v, tp, version, target, hybrid_swa_memory)
     if version == "current" and uses_state_pool(model):
         # the MambaPool's slots first: the least budget whose split holds the tokens and the requests
@@ -1175,7 +1189,7 @@ def memory_for(
             page_size=page_size,
             need_tokens=batch * -(-seq_len // page_size) * page_size,
             need_requests=batch,
-            context_len=model.default_context or seq_len,
+            context_len=context_len or model.default_context or seq_len,
             options=mamba,
         )
     if is_nsa(model):

@@ -254,16 +254,19 @@ def pools(model: ModelSpec, budget_bytes: int, swa_ratio: float | None = None) -
     )
 
 
-def least_budget(model: ModelSpec, need_full: int, need_swa: int, swa_ratio: float | None = None) -> int:
+def least_budget(
+    model: ModelSpec, need_full: int, need_swa: int, swa_ratio: float | None = None, need_requests: int = 0
+) -> int:
     """The least budget per rank whose pools hold `need_full` full and `need_swa` SWA tokens
-    (bisection over `pools`, which is monotone in the budget)."""
+    and whose request estimate (`Pools.max_running_requests`) admits `need_requests` (bisection
+    over `pools`, which is monotone in the budget)."""
 
     def enough(budget: int) -> bool:
         try:
             p = pools(model, budget, swa_ratio)
         except KvcalcError:
             return False
-        return p.full >= need_full and p.swa >= need_swa
+        return p.full >= need_full and p.swa >= need_swa and p.max_running_requests >= need_requests
 
     hi = GIB
     while not enough(hi):

@@ -1,107 +1,123 @@
-"""`kvcalc plan --engine sglang`'s per-GPU arithmetic for the models SGLang 0.5.23 serves with a
-`MambaPool` of state slots beside its token pool (`sglang.uses_state_pool`: Qwen3-Next / Qwen3.5,
-Nemotron-H, Kimi-Linear): the static budget splits by `--mamba-full-memory-ratio` before any
-request is admitted, and `max_running_requests` is capped at max_mamba_cache_size // 5 (3 slots
-a request + 2 tracking slots of the default `extra_buffer` strategy; SGLang 0.5.23
-`python/sglang/srt/model_executor/model_runner.py` / `server_args.py`, `sglang_mamba`), so the
-exact formula's per-sequence state would admit far more sequences than SGLang does.
+"""SGLang's KV arithmetic for `kvcalc plan` and `kvcalc check` (`calc.plan.EngineKv`).
 
-- `stage_bytes(T, b)`: the least static budget per rank whose split holds b x pages(T) tokens and
-  admits b requests at --context-length T (`sglang_mamba.least_budget`; plan's launch line
-  sets --context-length T).
-- `max_batch(T, free)`: the requests of T tokens SGLang admits from `free` bytes a rank:
-  floor(min(tokens // pages(T), max_running_requests)) (`sglang.capacity`'s `max_concurrency`,
-  what `kvcalc capacity --engine sglang` reports); 0 where SGLang would not start.
+Each layout's KV bytes and max concurrency come from the same functions `kvcalc capacity
+--engine sglang` uses (`sglang.capacity`, `sglang.memory_for`), on the rank's KV memory (budget
+- weights - activation reserve - CUDA context, what `capacity --kv-memory` takes), so plan's
+"max seqs" is capacity's figure per attention rank x attention-DP ranks x replicas:
 
-Other models keep the exact formula (no `EngineKv`). One pipeline stage only: SGLang's pools of
-a stage under pp are not modelled here (the plan notes it and sizes those layouts by the exact
-formula).
+- DeepSeek-V4 (SGLang 0.5.23 `DSV4PoolConfigurator`, `sglang_dsv4.pools`): the c128
+  compressor-state reservation first, then the full / SWA / compressed pools on pages of 256;
+  requests are capped by the smaller pool and by SGLang's request estimate.
+- The mamba / linear-attention hybrids (`sglang_mamba`, SGLang 0.5.23 `MambaPool` and
+  `resolve_max_num_reqs`): the state slots take their share first, and max_running_requests is
+  capped by slots // 5 (3 + 2 tracking slots a request with the radix cache on); the context
+  length SGLang estimates requests with is the launch line's --context-length (= plan's seq_len).
+- Every other model: the token pool (`sglang.capacity`), with its NSA / SWA pools.
+
+A pipeline split (pp > 1) is refused (`KvcalcError`, field `pp`): SGLang sizes each stage's pool
+for its own layers, which kvcalc does not model; plan then keeps the exact formula and says so.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import math
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 
-from kvcalc.engines import sglang, sglang_mamba
-from kvcalc.errors import KvcalcError
+from kvcalc.engines import sglang, sglang_dsv4, sglang_mamba
+from kvcalc.errors import MESSAGE, KvcalcError
 from kvcalc.formats import StorageFormat, kv_format
 from kvcalc.schema import GpuSpec, ModelSpec
 
+if TYPE_CHECKING:
+    from kvcalc.engines.profile import SglangOptions
 
-@dataclass(frozen=True)
-class SglangStatePlanKv:
-    """SGLang's split budget for one (tp, K / V formats) of a state-pool model (module doc)."""
+
+@dataclass
+class SglangPlanKv:
+    """SGLang's pools for one layout (attention `tp`, one stage, K / V formats) on one kind of
+    GPU (`pool_kwargs`: `SglangOptions.pool_kwargs` with the GPU's compute capability and
+    vendor). `stage_bytes` and `max_batch` cache their answers: a search asks the same
+    questions for many GPU counts."""
 
     model: ModelSpec
+    tp: int
     k: StorageFormat
     v: StorageFormat
-    tp: int
-    pool: dict[str, Any]
+    pool_kwargs: dict[str, Any]
     notes: tuple[str, ...] = ()
+    _bytes: dict[tuple[int, int], int] = field(default_factory=dict, repr=False)
+    _batch: dict[tuple[int, int], int] = field(default_factory=dict, repr=False)
+
+    def capacity_batch(self, seq_len: int, kv_memory_bytes: int) -> int:
+        """Requests of `seq_len` tokens `sglang.capacity` admits at once on `kv_memory_bytes`
+        per rank: floor(max_concurrency); 0 where SGLang would not start."""
+        key = (seq_len, kv_memory_bytes)
+        if key not in self._batch:
+            try:
+                res = sglang.capacity(
+                    self.model, kv_memory_bytes, self.k, self.v, tp=self.tp, max_model_len=seq_len, **self.pool_kwargs
+                )
+            except KvcalcError:
+                self._batch[key] = 0
+            else:
+                self._batch[key] = math.floor(res.max_concurrency or 0)
+        return self._batch[key]
 
     def stage_bytes(self, seq_len: int, batch: int) -> list[int]:
-        """[the least static budget per rank for `batch` requests of `seq_len` tokens] (bytes)."""
-        if batch <= 0:
-            return [0]
-        page = self.pool["page_size"]
-        row, extra, _ = sglang.pool_layout(
-            self.model,
-            self.k,
-            self.v,
-            self.tp,
-            self.pool["version"],
-            self.pool["target"],
-            self.pool["hybrid_swa_memory"],
-        )
-        cell = sglang.cell_size_bytes(
-            self.model, self.k, self.v, self.tp, self.pool["version"], row=row, extra_bytes=extra
-        )
-        return [
-            sglang_mamba.least_budget(
-                self.model,
-                tp=self.tp,
-                cell_bytes=cell,
-                page_size=page,
-                need_tokens=batch * -(-seq_len // page) * page,
-                need_requests=batch,
-                context_len=seq_len,
+        """[the least KV memory per rank SGLang needs for `batch` requests of `seq_len` tokens]
+        (`sglang.memory_for` at --context-length `seq_len`), bytes."""
+        key = (seq_len, batch)
+        if key not in self._bytes:
+            self._bytes[key] = sglang.memory_for(
+                self.model, seq_len, max(batch, 1), self.k, self.v, tp=self.tp, context_len=seq_len, **self.pool_kwargs
             )
-        ]
+        return [self._bytes[key]]
 
     def max_batch(self, seq_len: int, free_bytes: list[int]) -> int:
-        """Requests of `seq_len` tokens SGLang admits from `free_bytes[0]` bytes (0: it would not start)."""
-        try:
-            r = sglang.capacity(
-                self.model, free_bytes[0], self.k, self.v, tp=self.tp, max_model_len=seq_len, **self.pool
-            )
-        except KvcalcError:
-            return 0
-        return int(r.max_concurrency or 0)
+        """`capacity_batch` on the one stage's `free_bytes[0]`."""
+        return self.capacity_batch(seq_len, free_bytes[0])
 
 
 def plan_kv(
-    model: ModelSpec, pool: dict[str, Any]
-) -> Callable[[GpuSpec, int, tuple[range, ...], tuple[str, str]], SglangStatePlanKv] | None:
-    """The callable `calc.plan.PlanSearch.engine_kv` takes for a state-pool model under SGLang's
-    current rules, else None (the exact formula sizes every layout)."""
-    if pool.get("version") != "current" or not sglang.uses_state_pool(model):
-        return None
+    model: ModelSpec, options: SglangOptions
+) -> Callable[[GpuSpec, int, tuple[range, ...], tuple[str, str]], SglangPlanKv]:
+    """The callable `calc.plan.PlanSearch.engine_kv` takes: (gpu, tp, stages, (K, V)) ->
+    `SglangPlanKv`, one per (compute capability, vendor, tp, formats). `options`: a
+    `profile.SglangOptions`; its compute capability and vendor become the GPU's, as `kvcalc
+    capacity --gpu` sets them. Raises `KvcalcError` (field `pp`) for more than one stage."""
+    cache: dict[tuple, SglangPlanKv] = {}
 
-    def build(gpu: GpuSpec, tp: int, stages: tuple[range, ...], kv: tuple[str, str]) -> SglangStatePlanKv:
+    def build(gpu: GpuSpec, tp: int, stages: tuple[range, ...], kv: tuple[str, str]) -> SglangPlanKv:
         if len(stages) > 1:
             raise KvcalcError(
-                "pp > 1: SGLang's state and token pools of a pipeline stage are not modelled",
+                "SGLang sizes each pipeline stage's pool for its own layers, which kvcalc does not model",
                 field="pp",
                 value=len(stages),
+                form=MESSAGE,
             )
-        k, v = kv_format(kv[0]), kv_format(kv[1])
-        sglang.capacity(model, 2**40, k, v, tp=tp, **pool)  # SGLang's refusals (tp, formats) up front
-        note = (
-            "SGLang splits each rank's budget between its state slots and its token pool "
-            "(--mamba-full-memory-ratio 0.9) and caps max_running_requests at slots // 5"
-        )
-        return SglangStatePlanKv(model, k, v, tp, pool, (note,))
+        key = (gpu.compute_capability, gpu.vendor, tp, kv)
+        if key not in cache:
+            o = dataclasses.replace(
+                options,
+                compute_capability=gpu.compute_capability,
+                vendor=None if gpu.vendor == "other" else gpu.vendor,
+            )
+            k, v = kv_format(kv[0]), kv_format(kv[1])
+            pool = o.pool_kwargs()
+            sglang.capacity(model, 2**40, k, v, tp=tp, **pool)  # SGLang's refusals (tp, formats) up front
+            notes: tuple[str, ...] = ()
+            if o.version == "current" and sglang.uses_state_pool(model) and not sglang_dsv4.is_dsv4(model):
+                notes = (
+                    "SGLang splits each rank's budget between its state slots and its token pool "
+                    f"(--mamba-full-memory-ratio {o.mamba.full_memory_ratio:g}) and caps max_running_requests "
+                    f"at slots // {sglang_mamba.slots_per_request(o.mamba.disable_radix_cache)}",
+                )
+            elif o.version == "current" and sglang_dsv4.is_dsv4(model):
+                notes = ("SGLang's DeepSeek-V4 pools: c128 compressor states reserved first, then pages of 256",)
+            cache[key] = SglangPlanKv(model, tp, k, v, pool, notes)
+        return cache[key]
 
     return build

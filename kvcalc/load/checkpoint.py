@@ -39,6 +39,7 @@ from kvcalc.schema import CheckpointWeights, ModelSpec
 from kvcalc.text import excerpt
 
 if TYPE_CHECKING:
+    from kvcalc.json_types import JsonObject
     from kvcalc.load.hf.quant import Quantization
 
 #: safetensors refuses longer headers (safetensors `src/tensor.rs`, MAX_HEADER_SIZE = 100,000,000)
@@ -245,9 +246,10 @@ def local_headers(folder: Path) -> dict[str, dict[str, Tensor]] | None:
         # JSON nested at most MAX_DEPTH levels, one line for any problem
         data, _ = parse_mapping(read_config_text(index, "index"), str(index), json_text=True)
         weight_map = data.get("weight_map")
-        if not isinstance(weight_map, dict) or not all(isinstance(v, str) for v in weight_map.values()):
+        shards = [v for v in weight_map.values() if isinstance(v, str)] if isinstance(weight_map, dict) else []
+        if not isinstance(weight_map, dict) or len(shards) != len(weight_map):
             raise ConfigError("must map tensor names to shard files", path=str(index), field="weight_map")
-        names = sorted(set(weight_map.values()))
+        names = sorted(set(shards))
         outside = next((n for n in names if not _inside(folder, n)), None)
         if outside is not None:
             raise ConfigError(
@@ -429,7 +431,7 @@ def check_projection_widths(fields: dict[str, Any], files: dict[str, dict[str, T
 
 def attach_checkpoint(
     fields: dict[str, Any],
-    config: dict[str, Any],
+    config: JsonObject,
     files: dict[str, dict[str, Tensor]] | None,
     *,
     path: str | None = None,
@@ -465,7 +467,7 @@ def attach_checkpoint(
     return out
 
 
-def load_folder(folder: Path, config: dict[str, Any]) -> ModelSpec:
+def load_folder(folder: Path, config: JsonObject) -> ModelSpec:
     """A `ModelSpec` from a checkpoint folder: its Hugging Face config.json (`config`, parsed
     by the caller), with exact weight bytes from the safetensors headers beside it when there
     are any (`local_headers`).
@@ -488,7 +490,7 @@ def hf_quant_config_path(config_path: Path) -> Path:
     return config_path.with_name(config_path.stem + ".hf_quant_config.json")
 
 
-def read_hf_quant_beside(config_path: Path) -> dict[str, Any] | None:
+def read_hf_quant_beside(config_path: Path) -> JsonObject | None:
     """The parsed `hf_quant_config.json` beside `config_path` (`hf_quant_config_path`), None when
     there is none. Raises `ConfigError` for a malformed one (the bounded reader of every config)."""
     from kvcalc.load.files import read_mapping

@@ -27,12 +27,28 @@ from __future__ import annotations
 
 from functools import cache
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from kvcalc.errors import ConfigError, KvcalcError
 from kvcalc.load.models import user_path  # `~` expanded only when it names a home
 from kvcalc.results import CheckRow
 from kvcalc.schema import Deployment  # the input model (kvcalc.schema); `kvcalc schema` finds it here too
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from pydantic import BaseModel
+
+    from kvcalc.calc.plan import EngineKv
+    from kvcalc.calc.speculative import SpecDecode
+    from kvcalc.json_types import JsonObject
+    from kvcalc.requests import EngineOptions
+    from kvcalc.schema import GpuSpec, ModelSpec
+
+    #: the GPU files beside a deployment by key (`folder_gpus`): each a GPU, or why it did not load
+    LocalGpus = dict[str, GpuSpec | KvcalcError]
+    #: `kvcalc plan`'s per-GPU KV arithmetic (`calc.plan.PlanSearch.engine_kv`)
+    EngineKvOf = Callable[[GpuSpec, int, tuple[range, ...], tuple[str, str]], EngineKv]
 
 #: an error's field -> the deployment key it is reported against: the calc's `k_dtype` /
 #: `v_dtype` are the file's `kv_dtype`.
@@ -87,7 +103,7 @@ def _kind_keys() -> dict[str, frozenset[str]]:
     }
 
 
-def file_kind(data: dict[str, Any], path: Path, lines: dict[str, int] | None = None) -> str | None:
+def file_kind(data: JsonObject, path: Path, lines: dict[str, int] | None = None) -> str | None:
     """What a config file holds: its `kind:` when given (deployment, gpu or model), else
     "deployment" when it has any deployment key (`model`, `gpu`, `max_seq_len`, ...: a file
     with a misspelt field is still a deployment, reported as such), else "gpu" for a GPU row's
@@ -111,14 +127,14 @@ def file_kind(data: dict[str, Any], path: Path, lines: dict[str, int] | None = N
     return None
 
 
-def folder_gpus(folder: Path) -> dict[str, Any]:
+def folder_gpus(folder: Path) -> LocalGpus:
     """The GPU files of `folder` by normalized key (the file's `key:`, else its stem): each a
     `GpuSpec`, or the `KvcalcError` that loading it raised (raised again when a deployment
     names it). A key defined by two files maps to an error naming both."""
     from kvcalc.load.files import read_mapping
     from kvcalc.load.gpus import gpu_from_mapping, normalize_key
 
-    out: dict[str, Any] = {}
+    out: LocalGpus = {}
     where: dict[str, Path] = {}
     for f in sorted([*folder.glob("*.yaml"), *folder.glob("*.yml")]):
         try:
@@ -152,7 +168,7 @@ def _resolve(ref: str, base: Path) -> str:
     return ref
 
 
-def load_deployment(path: Path, gpus: dict[str, Any] | None = None):
+def load_deployment(path: Path, gpus: LocalGpus | None = None) -> tuple[Deployment, ModelSpec, GpuSpec, dict[str, int]]:
     """(Deployment, ModelSpec, GpuSpec, key -> line) from one file; raises `ConfigError` naming the file, the
     line and the field (an unknown model or GPU name is reported against `model:` / `gpu:`). `gpus`: the GPU
     files beside it (`folder_gpus`), named before the bundled table; `kind: deployment` is allowed."""
@@ -186,7 +202,7 @@ DERIVED_OPTIONS = frozenset({"compute_capability", "vendor", "per_token_head_sca
 
 
 @cache
-def _options_model(options_cls: type) -> Any:
+def _options_model(options_cls: type) -> type[BaseModel]:
     """A pydantic model of the engine options a deployment may record (`options_cls`'s fields
     less `DERIVED_OPTIONS`), strict (`block_size: "32"` or `true` is no count) and closed (an
     unknown key is named, with the near one), wrapped as the file's `engine_options:` key so
@@ -210,7 +226,7 @@ def _options_model(options_cls: type) -> Any:
     return create_model("DeploymentEngineOptions", __config__=ConfigDict(extra="forbid"), engine_options=(inner, ...))
 
 
-def recorded_options(options: Any) -> dict[str, Any]:
+def recorded_options(options: EngineOptions | None) -> JsonObject:
     """The engine options (`VllmOptions`, `SglangOptions`, `LlamacppOptions`) a deployment file
     records: `version` always (the release the figures are for), every other option a
     deployment may hold where it differs from that version's default. `{}` for the exact formula."""
@@ -220,7 +236,7 @@ def recorded_options(options: Any) -> dict[str, Any]:
         return {}
     version = getattr(options, "version", None)
     plain = type(options)(**({"version": version} if version is not None else {}))  # the version's defaults
-    out: dict[str, Any] = {}
+    out: JsonObject = {}
     for f in dataclasses.fields(options):
         value = getattr(options, f.name)
         if f.name in DERIVED_OPTIONS or f.name == "v0":  # v0: the same as version '0.6'
@@ -231,8 +247,8 @@ def recorded_options(options: Any) -> dict[str, Any]:
 
 
 def engine_kv_of(
-    dep: Deployment, model: Any, path: str = "deployment", lines: dict[str, int] | None = None
-) -> tuple[str, Any]:
+    dep: Deployment, model: ModelSpec, path: str = "deployment", lines: dict[str, int] | None = None
+) -> tuple[str, EngineKvOf | None]:
     """(engine name, its per-GPU KV arithmetic or None) for a deployment: the file's `engine:`
     and `engine_options:` resolved as `kvcalc plan` resolves `--engine` and its flags
     (`EngineProfile.options`, `plan_engine_kv`), so `kvcalc check` sizes the file as plan did.
@@ -264,7 +280,9 @@ def engine_kv_of(
         raise ConfigError(e.message, path=path, field="engine", line=lines.get("engine"), value=dep.engine) from None
     wrapper = _options_model(prof.options_type)
     try:
-        given = wrapper.model_validate({"engine_options": dep.engine_options or {}}).engine_options
+        # `engine_options`: the one field of the model built at run time (`_options_model`)
+        wrapped = wrapper.model_validate({"engine_options": dep.engine_options or {}})
+        given: BaseModel = getattr(wrapped, "engine_options")  # noqa: B009  (typed: BaseModel has no such field)
         opts = prof.options(prof.options_type(**given.model_dump(exclude_unset=True)))
         check_option_bounds(opts)
         prof.check_options(opts)
@@ -283,7 +301,9 @@ def engine_kv_of(
     return prof.name, prof.plan_engine_kv(model, opts)
 
 
-def speculative_of(dep: Deployment, model: Any, path: Path, lines: dict[str, int] | None = None) -> Any:
+def speculative_of(
+    dep: Deployment, model: ModelSpec, path: Path, lines: dict[str, int] | None = None
+) -> SpecDecode | None:
     """The deployment's `speculative:` as a `calc.speculative.SpecDecode` (None without one), its
     draft `model` loaded (a path resolved against the folder of the file at `path`), checked
     against the model (`SpecDecode.check`). Raises `ConfigError` against `speculative`."""
@@ -315,7 +335,7 @@ def field_error(e: KvcalcError, path: Path, lines: dict[str, int]) -> ConfigErro
     return ConfigError(e.message, path=str(path), field=key, line=line, value=e.value)
 
 
-def check_deployment(path: Path, gpus: dict[str, Any] | None = None) -> CheckRow:
+def check_deployment(path: Path, gpus: LocalGpus | None = None) -> CheckRow:
     """Load one deployment file and check it (`kvcalc.calc.check.check`). Raises `ConfigError`
     naming the file, the line and the field when the file is invalid, including a layout or a
     format the engines refuse (reported against the key of the error's `field`). Warns
@@ -370,7 +390,7 @@ def check_paths(paths: list[str]) -> tuple[list[CheckRow], list[str]]:
     from kvcalc.load.gpus import normalize_key
 
     named = {user_path(s).resolve() for s in paths if not user_path(s).is_dir()}
-    folders: dict[Path, dict[str, Any]] = {}
+    folders: dict[Path, LocalGpus] = {}
     rows: list[CheckRow] = []
     errors: list[str] = []
     n_deployments = 0

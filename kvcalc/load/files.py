@@ -19,13 +19,18 @@ import os
 import stat
 from functools import cache
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 import yaml
 from pydantic import BaseModel, ValidationError
 
 from kvcalc.errors import ConfigError
 from kvcalc.text import excerpt
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+
+    from kvcalc.json_types import JsonObject, JsonValue
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -204,15 +209,16 @@ class _ConfigLoader(
         self._shape: dict[int, tuple[int, int]] = {}  # id(node) -> (expanded nodes, expanded depth)
         self._path: list[str] = []  # the keys and list indices down to the node being composed
 
-    def _refuse(self, problem: str, mark: Any, last: str | None = None) -> None:
+    def _refuse(self, problem: str, mark: object, last: str | None = None) -> None:
         """Raise the composer's error at `mark`, naming the key where it happens (the path of
         keys and list indices down to it, plus `last`, the node being composed): `key_path`."""
-        err = yaml.composer.ComposerError(None, None, problem, mark)
+        # `mark`: an event's start mark, PyYAML's or libyaml's (`yaml._yaml.Mark`, the same fields)
+        err = yaml.composer.ComposerError(None, None, problem, cast("yaml.Mark | None", mark))
         err.key_path = _key_path([*self._path, *([last] if last else [])])  # type: ignore[attr-defined]
         raise err
 
     @staticmethod
-    def _step(index: Any) -> str | None:
+    def _step(index: object) -> str | None:
         """The path component of a node composed at `index`: a mapping value's key, a list
         item's position; None for a key itself or the document."""
         if isinstance(index, yaml.ScalarNode):
@@ -243,10 +249,11 @@ class _ConfigLoader(
         self._shape[key] = (n, d + 1)
         return n, d + 1
 
-    def compose_node(self, parent: Any, index: Any) -> Any:
+    def compose_node(self, parent: yaml.Node | None, index: int) -> yaml.Node | None:
+        # (PyYAML's stubs say index: int; the composer passes a mapping's key node, or None, too)
         step = self._step(index)
         if self.check_event(yaml.AliasEvent):
-            event: Any = self.peek_event()  # an AliasEvent (PyYAML's stubs say Event | None)
+            event = cast("yaml.AliasEvent", self.peek_event())  # (PyYAML's stubs say Event | None)
             if event.anchor in self._open_anchors:
                 self._refuse(
                     f"the alias *{excerpt(event.anchor, 30)} refers to the node it is in", event.start_mark, step
@@ -267,11 +274,11 @@ class _ConfigLoader(
                         f"nested deeper than {MAX_DEPTH} levels once aliases are expanded", event.start_mark, step
                     )
             return super().compose_node(parent, index)
-        event = self.peek_event()
+        start = cast("yaml.Event", self.peek_event())  # one exists: check_event found none past the end
         self._depth += 1
         if self._depth > MAX_DEPTH:
-            self._refuse(f"nested deeper than {MAX_DEPTH} levels", event.start_mark, step)
-        anchor = getattr(event, "anchor", None)
+            self._refuse(f"nested deeper than {MAX_DEPTH} levels", start.start_mark, step)
+        anchor = getattr(start, "anchor", None)
         if anchor is not None:
             self._open_anchors.append(anchor)
         if step is not None:
@@ -286,7 +293,7 @@ class _ConfigLoader(
                 self._open_anchors.pop()
 
     def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict:
-        seen: dict[Any, int] = {}
+        seen: dict[object, int] = {}
         for key_node, _ in node.value:
             key = self.construct_object(key_node, deep=deep)
             try:
@@ -360,8 +367,8 @@ def _json_deep_key(text: str) -> str | None:
     return None
 
 
-def _no_duplicate_pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    out: dict[str, Any] = {}
+def _no_duplicate_pairs(pairs: list[tuple[str, JsonValue]]) -> JsonObject:
+    out: JsonObject = {}
     for k, v in pairs:
         if k in out:
             raise ValueError(f"key '{excerpt(k)}' is given twice")
@@ -369,11 +376,11 @@ def _no_duplicate_pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     return out
 
 
-def _check_data(data: Any, path: str, what: str) -> None:
+def _check_data(data: object, path: str, what: str) -> None:
     """Raise `ConfigError` when parsed `data` nests lists and mappings deeper than `MAX_DEPTH`
     or holds a string with a lone UTF-16 surrogate (JSON's `"\\ud800"`: no text can print or
     save it). Iterative, so no depth can overflow the stack; a mapping's keys are checked too."""
-    stack: list[tuple[Any, int, tuple[str, ...]]] = [(data, 1, ())]
+    stack: list[tuple[object, int, tuple[str, ...]]] = [(data, 1, ())]
     while stack:
         v, d, where = stack.pop()
         if isinstance(v, str):
@@ -467,7 +474,7 @@ def read_config_text(path: Path, kind: str = "config") -> str:
         ) from None
 
 
-def parse_mapping(text: str, path: str, *, json_text: bool = False) -> tuple[dict[str, Any], dict[str, int]]:
+def parse_mapping(text: str, path: str, *, json_text: bool = False) -> tuple[JsonObject, dict[str, int]]:
     """Parse `text` (JSON when `json_text`, else YAML) that must hold one mapping; returns
     (data, top-level key -> 1-based line). `path` names the source in errors.
 
@@ -497,7 +504,7 @@ def parse_mapping(text: str, path: str, *, json_text: bool = False) -> tuple[dic
                 lines.setdefault(s[1 : s.index('"', 1)], i)
     else:
         loader = _ConfigLoader(text)
-        docs: list[tuple[Any, Any]] = []
+        docs: list[tuple[yaml.Node | None, JsonValue]] = []
         try:
             while loader.check_node():
                 node = loader.get_node()
@@ -532,7 +539,7 @@ def parse_mapping(text: str, path: str, *, json_text: bool = False) -> tuple[dic
     return data, lines
 
 
-def read_mapping(path: Path, kind: str = "config") -> tuple[dict[str, Any], dict[str, int]]:
+def read_mapping(path: Path, kind: str = "config") -> tuple[JsonObject, dict[str, int]]:
     """Parse a YAML or JSON file that must hold one mapping; returns (data, key -> line).
     `kind` (a key of `MAX_FILE_BYTES`: model, gpu, deployment, prices, config) sets the largest
     file read (`read_config_text`).
@@ -616,7 +623,7 @@ def validation_error(
 
 def build(
     model_cls: type[M],
-    data: dict[str, Any],
+    data: Mapping[str, object],
     path: str | None = None,
     lines: dict[str, int] | None = None,
     *,

@@ -24,7 +24,12 @@ def gpu_table() -> dict[str, GpuSpec]:
     rows = data.get("gpus")
     if not isinstance(rows, dict):
         raise ConfigError("expected a mapping 'gpus:'", path=str(path))
-    return {key: build(GpuSpec, {"key": key, **row}, f"{path} (gpus.{key})") for key, row in rows.items()}
+    out = {}
+    for key, row in rows.items():
+        if not isinstance(row, dict):
+            raise ConfigError(f"expected a mapping of fields under 'gpus.{key}'", path=str(path), field=f"gpus.{key}")
+        out[key] = build(GpuSpec, {"key": key, **row}, f"{path} (gpus.{key})")
+    return out
 
 
 #: other names of a row: the system it ships in (a GB200 NVL72's GPU is the `gb200` row, an HGX

@@ -34,10 +34,18 @@ import os
 import re
 import warnings
 from pathlib import Path
-from typing import Any
+from types import ModuleType
+from typing import TYPE_CHECKING
 
 from kvcalc.errors import MESSAGE, KvcalcError, KvcalcWarning, MissingExtraError, close_names
 from kvcalc.schema import ModelSpec
+
+if TYPE_CHECKING:
+    from kvcalc.json_types import JsonObject
+    from kvcalc.load.checkpoint import Tensor
+
+    #: {shard file: {tensor name: Tensor}}: a checkpoint's safetensors headers, parsed
+    Headers = dict[str, dict[str, Tensor]]
 
 #: a Hub repo id (`huggingface_hub.utils.validate_repo_id`: letters, digits, `-`, `_`, `.`; at most
 #: 96 characters each side), optionally `@revision`
@@ -85,7 +93,7 @@ def headers_cache_path(repo_id: str, commit: str) -> Path:
     return kvcalc_cache_dir() / "safetensors" / repo_id.replace("/", "--") / f"{commit}.json"
 
 
-def save_headers(repo_id: str, commit: str, files: dict[str, dict[str, Any]]) -> None:
+def save_headers(repo_id: str, commit: str, files: dict[str, JsonObject]) -> None:
     """Keep the headers ({file: safetensors header JSON}) for offline use; a cache that cannot be
     written is skipped (the next online run fetches them again)."""
     path = headers_cache_path(repo_id, commit)
@@ -98,7 +106,7 @@ def save_headers(repo_id: str, commit: str, files: dict[str, dict[str, Any]]) ->
         pass
 
 
-def load_headers(repo_id: str, commit: str) -> dict[str, dict[str, Any]] | None:
+def load_headers(repo_id: str, commit: str) -> Headers | None:
     """{file: tensors} kept by `save_headers` for this commit, None when there are none.
 
     Raises `ConfigError` naming the cache file when it is damaged."""
@@ -120,7 +128,7 @@ def load_headers(repo_id: str, commit: str) -> dict[str, dict[str, Any]] | None:
         ) from None
 
 
-def _hf() -> Any:
+def _hf() -> ModuleType:
     try:
         import huggingface_hub
     except ImportError:
@@ -243,7 +251,7 @@ def probe_timeout_s() -> float:
         return PROBE_TIMEOUT_S
 
 
-def _probe(hf: Any, repo_id: str, revision: str | None) -> None:
+def _probe(hf: ModuleType, repo_id: str, revision: str | None) -> None:
     """One HEAD request for the repo's config.json (`get_hf_file_metadata`, the client's own call,
     with its `retry_on_errors=False` default and a `probe_timeout_s` timeout) before
     `hf_hub_download`, which, when the first request fails on the network and nothing is cached,
@@ -259,7 +267,7 @@ def _probe(hf: Any, repo_id: str, revision: str | None) -> None:
     hf.get_hf_file_metadata(hf.hf_hub_url(repo_id, "config.json", revision=revision), timeout=probe_timeout_s())
 
 
-def _cached_config(hf: Any, repo_id: str, revision: str | None) -> str | None:
+def _cached_config(hf: ModuleType, repo_id: str, revision: str | None) -> str | None:
     """The cached config.json of the revision, else None (never the network)."""
     from huggingface_hub.errors import LocalEntryNotFoundError
 
@@ -269,7 +277,7 @@ def _cached_config(hf: Any, repo_id: str, revision: str | None) -> str | None:
         return None
 
 
-def _fetch_headers(hf: Any, repo_id: str, commit: str) -> tuple[dict[str, dict[str, Any]] | None, str]:
+def _fetch_headers(hf: ModuleType, repo_id: str, commit: str) -> tuple[Headers | None, str]:
     """The shards' safetensors headers at `commit`, fetched and kept (`save_headers`), and why
     not when there are none (a repo without safetensors, a failed fetch: a warning)."""
     from huggingface_hub.errors import NotASafetensorsRepoError
@@ -286,7 +294,7 @@ def _fetch_headers(hf: Any, repo_id: str, commit: str) -> tuple[dict[str, dict[s
             stacklevel=3,
         )
         return None, "the safetensors headers could not be read"
-    raw = {
+    raw: dict[str, JsonObject] = {
         name: {
             t: {"dtype": i.dtype, "shape": list(i.shape), "data_offsets": list(i.data_offsets)}
             for t, i in fm.tensors.items()
@@ -297,13 +305,13 @@ def _fetch_headers(hf: Any, repo_id: str, commit: str) -> tuple[dict[str, dict[s
     return load_headers(repo_id, commit) or _parsed(raw), ""
 
 
-def _parsed(raw: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
+def _parsed(raw: dict[str, JsonObject]) -> Headers:
     from kvcalc.load.checkpoint import parse_header
 
     return {name: parse_header(h, name) for name, h in raw.items()}
 
 
-def _snapshot_headers(snapshot: Path) -> dict[str, dict[str, Any]] | None:
+def _snapshot_headers(snapshot: Path) -> Headers | None:
     """The headers of the safetensors files the Hub cache's snapshot folder itself holds (the
     shards its `model.safetensors.index.json` names, else every `*.safetensors`: downloaded
     with the weights by `hf download` or transformers), read as a local checkpoint folder's are
@@ -319,9 +327,7 @@ def _snapshot_headers(snapshot: Path) -> dict[str, dict[str, Any]] | None:
         return local_headers(snapshot)
 
 
-def _from_config(
-    repo_id: str, config_path: str, *, where: str, files: dict[str, Any] | None, missing: str
-) -> ModelSpec:
+def _from_config(repo_id: str, config_path: str, *, where: str, files: Headers | None, missing: str) -> ModelSpec:
     from kvcalc.load.checkpoint import attach_checkpoint
     from kvcalc.load.files import build, read_mapping
     from kvcalc.load.hf import model_fields_from_hf_config

@@ -31,7 +31,12 @@ def link_table() -> dict[str, LinkSpec]:
     rows = data.get("links")
     if not isinstance(rows, dict):
         raise ConfigError("expected a mapping 'links:'", path=str(path))
-    return {key: build(LinkSpec, {"key": key, **row}, f"{path} (links.{key})") for key, row in rows.items()}
+    out = {}
+    for key, row in rows.items():
+        if not isinstance(row, dict):
+            raise ConfigError(f"expected a mapping of fields under 'links.{key}'", path=str(path), field=f"links.{key}")
+        out[key] = build(LinkSpec, {"key": key, **row}, f"{path} (links.{key})")
+    return out
 
 
 def get_link(name: str) -> LinkSpec:

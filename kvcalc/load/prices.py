@@ -14,7 +14,7 @@ GPU file given with --gpu); each price must be a finite number >= 0 (0: hardware
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Annotated
 
@@ -32,7 +32,7 @@ class GpuPrices(RootModel[dict[str, Dollars]]):
 
 
 def check_prices(
-    prices: dict[str, float], known: Iterable[str], *, path: str | None = None, lines: dict[str, int] | None = None
+    prices: Mapping[str, object], known: Iterable[str], *, path: str | None = None, lines: dict[str, int] | None = None
 ) -> dict[str, float]:
     """Validate `prices` (GPU key -> $ per GPU-hour): every key a known GPU (`UnknownNameError`
     with close matches, or a `ConfigError` naming the file and line), every price a number >= 0.

@@ -110,7 +110,8 @@ def load_calibration(path: str | Path) -> Calibration:
     for k in data:
         if k not in known:
             raise ConfigError(f"unknown field '{k}'", path=str(p), field=k, line=lines.get(k))
-    if not isinstance(data.get("gpu"), str):
+    gpu = data.get("gpu")
+    if not isinstance(gpu, str):
         raise ConfigError("expected 'gpu: KEY' (the GPU table key it was measured as)", path=str(p), field="gpu")
     out: dict[str, Any] = {}
     for k in ("step_floor_s", "read_bytes_per_s", "flops_per_s", "allreduce_latency_s"):
@@ -134,4 +135,4 @@ def load_calibration(path: str | Path) -> Calibration:
     tp = data.get("allreduce_tp")
     if tp is not None and (isinstance(tp, bool) or not isinstance(tp, int) or tp < 2):
         raise ConfigError(f"allreduce_tp must be an integer >= 2, got {tp!r}", path=str(p), field="allreduce_tp")
-    return Calibration(gpu=data["gpu"], allreduce_tp=tp, **out)
+    return Calibration(gpu=gpu, allreduce_tp=tp, **out)

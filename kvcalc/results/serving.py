@@ -1,4 +1,4 @@
-"""`ServingEstimate`: the GPU side of `kvcalc estimate --gpu` (`memory_plan.Planner.serving`); `FitHint`: the smallest count of a GPU that fits, when it does not.
+"""`ServingEstimate`: the GPU side of `kvcalc estimate --gpu` (`memory_plan.GpuFit.serving`); `FitHint`: the smallest count of a GPU that fits, when it does not.
 
 Frozen pydantic models, `extra="forbid"`: their JSON keys are a public contract."""
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from pydantic import ValidationError
 
-from kvcalc.calc.memory_plan import Layout, Planner
+from kvcalc.calc.memory_plan import GpuFit, Layout
 from kvcalc.calc.weights import checkpoint_weight_bytes, param_counts, weight_bytes, weight_format_label, weights_source
 from kvcalc.errors import KvcalcError
 from kvcalc.schema import CheckpointWeights, GpuSpec, ModelSpec
@@ -107,7 +107,7 @@ def test_planner_reports_the_source_and_bytes():
     gpu = GpuSpec(
         key="g", name="G", memory_bytes=80 * 2**30, hbm_bytes_per_s=3 * 10**12, bf16_flops_per_s=10**15, source="test"
     )
-    planner = Planner(MODEL, gpu, Layout())
+    planner = GpuFit(MODEL, gpu, Layout())
     assert planner.weights_source == "safetensors headers of 2 files"
     assert planner.stage_weight_bytes == [7400]
 

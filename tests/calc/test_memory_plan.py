@@ -9,9 +9,9 @@ from specs import DSV2_LITE, GEMMA3_27B, LLAMA_8B  # noqa: E402  (tests/calc/spe
 from kvcalc.calc import kv_cache
 from kvcalc.calc.memory_plan import (
     DEFAULT_CUDA_CONTEXT_BYTES,
+    GpuFit,
     KvProfile,
     Layout,
-    Planner,
     activation_reserve_bytes,
     budget_bytes,
 )
@@ -43,7 +43,7 @@ def test_budget_and_fit_llama_8b() -> None:
     assert budget_bytes(H100.memory_bytes, 0.9) == 76_968_728_985
     # activation reserve: 8192 x (2 x 4096 + 2 x 14336) x 2 B + 256 x 128256 x 4 B = 735,313,920
     assert activation_reserve_bytes(LLAMA_8B) == 735_313_920
-    p = Planner(LLAMA_8B, H100)
+    p = GpuFit(LLAMA_8B, H100)
     fixed = 16_060_522_496 + 735_313_920 + DEFAULT_CUDA_CONTEXT_BYTES
     assert p.stage_used_bytes(32768, 1) == [fixed + 4_294_967_296]
     assert p.headroom_bytes(32768, 1) == 76_968_728_985 - fixed - 4_294_967_296
@@ -53,7 +53,7 @@ def test_budget_and_fit_llama_8b() -> None:
 
 
 def test_max_seq_len_is_exact() -> None:
-    p = Planner(LLAMA_8B, H100)
+    p = GpuFit(LLAMA_8B, H100)
     # batch 32: (76,968,728,985 - 17,320,124,416) // (32 x 131,072 B/token) = 14,221 tokens
     t, capped = p.max_seq_len(32)
     assert (t, capped) == (14_221, False)
@@ -64,7 +64,7 @@ def test_max_seq_len_is_exact() -> None:
 def test_max_seq_len_bends_at_the_window() -> None:
     # Gemma-3-27B: past 1024 tokens only the 10 full layers grow (10 x 2 x 16 x 128 x 2 B = 81,920
     # B/token, not the 62-layer 507,904), so a linear solve from short contexts would be 6x off.
-    p = Planner(GEMMA3_27B, H100, Layout(k_dtype="bf16"))
+    p = GpuFit(GEMMA3_27B, H100, Layout(k_dtype="bf16"))
     b = 8
     t, capped = p.max_seq_len(b, cap=10**9)
     assert not capped and t > 1024
@@ -89,10 +89,10 @@ def test_does_not_fit_and_pipeline_stages() -> None:
     llama70 = ModelSpec(
         name="l70", n_layers=80, n_heads=64, n_kv_heads=8, hidden_size=8192, vocab_size=128256, intermediate_size=28672
     )
-    p = Planner(llama70, H100)
+    p = GpuFit(llama70, H100)
     assert p.headroom_bytes(8192, 1) < 0 and p.max_batch(8192) == 0 and p.max_seq_len(1) == (0, False)
     # pp 2: each GPU holds 40 layers; the fullest stage is the last (head + final norm)
-    p2 = Planner(llama70, H100, Layout(pp=2))
+    p2 = GpuFit(llama70, H100, Layout(pp=2))
     assert p2.stage_weight_bytes[1] - p2.stage_weight_bytes[0] == 8192 * 2
     # per layer 855,654,400 params x 2 B = 1,711,308,800 B; 40 layers = 68,452,352,000 B per stage;
     # stage 0 + embedding 128,256 x 8,192 x 2 B = 2,101,346,304 -> 70,553,698,304 B;
@@ -110,13 +110,13 @@ def test_does_not_fit_and_pipeline_stages() -> None:
 
 def test_layout_checks() -> None:
     with pytest.raises(KvcalcError, match="gpu-memory-utilization"):
-        Planner(LLAMA_8B, H100, Layout(gpu_memory_utilization=1.2))
+        GpuFit(LLAMA_8B, H100, Layout(gpu_memory_utilization=1.2))
     with pytest.raises(KvcalcError, match="tp 3"):
-        Planner(LLAMA_8B, H100, Layout(tp=3))
+        GpuFit(LLAMA_8B, H100, Layout(tp=3))
 
 
 def test_serving_refuses_a_kv_mismatch() -> None:
-    p = Planner(LLAMA_8B, H100)
+    p = GpuFit(LLAMA_8B, H100)
     assert p.serving(8192, 2, 2 * 8192 * 131_072).kv_cache_bytes_per_gpu == 2_147_483_648
     with pytest.raises(RuntimeError, match="KV per GPU 2147483648 != kv_cache.estimate 1"):
         p.serving(8192, 2, 1)

@@ -10,7 +10,7 @@ import pytest
 from specs import DSV2_LITE, GEMMA3_27B, LLAMA_8B  # noqa: E402  (tests/calc/specs.py)
 
 from kvcalc.calc import roofline
-from kvcalc.calc.memory_plan import Layout, Planner, activation_reserve_bytes
+from kvcalc.calc.memory_plan import GpuFit, Layout, activation_reserve_bytes
 from kvcalc.errors import KvcalcError
 from kvcalc.load.gpus import get_gpu
 from kvcalc.schema import GpuSpec, ModelSpec
@@ -126,7 +126,7 @@ def test_activation_reserve_rounds_up_per_rank() -> None:
     r = activation_reserve_bytes(GPT2, tp=2)
     assert r == 101_229_568 and type(r) is int
     # the planner takes the reserve at its own tp
-    assert Planner(GPT2, toy_gpu(10**10), Layout(tp=2)).act_bytes == 101_229_568
+    assert GpuFit(GPT2, toy_gpu(10**10), Layout(tp=2)).act_bytes == 101_229_568
 
 
 # ----- formats, labels, the layer split --------------------------------------------------------
@@ -134,17 +134,17 @@ def test_activation_reserve_rounds_up_per_rank() -> None:
 
 def test_planner_kv_formats_label_and_bytes() -> None:
     # fp8 K, bf16 V at tp 2: 32 layers x 4 KV heads x (128 x 1 B + 128 x 2 B) = 49,152 B per token
-    p = Planner(LLAMA_8B, toy_gpu(10**11), Layout(tp=2, k_dtype="fp8", v_dtype="bf16"))
+    p = GpuFit(LLAMA_8B, toy_gpu(10**11), Layout(tp=2, k_dtype="fp8", v_dtype="bf16"))
     assert p.kv_dtype == "fp8_e4m3/bf16"  # fp8 is e4m3 (kvcalc/formats.py)
     assert p.kv.per_gpu_bytes(1000, 1) == 49_152_000
-    assert Planner(LLAMA_8B, toy_gpu(10**11)).kv_dtype == "bf16"
+    assert GpuFit(LLAMA_8B, toy_gpu(10**11)).kv_dtype == "bf16"
 
 
 def test_planner_weight_format_sets_the_peak() -> None:
     # fp8 weights on an H100 run at its fp8 peak, 1,978.9 TFLOP/s (kvcalc/data/gpus.yaml)
-    p = Planner(LLAMA_8B, get_gpu("h100-sxm"), Layout(weight_dtype="fp8"))
+    p = GpuFit(LLAMA_8B, get_gpu("h100-sxm"), Layout(weight_dtype="fp8"))
     assert p.peak == 1_978_900_000_000_000
-    assert Planner(LLAMA_8B, get_gpu("h100-sxm")).peak == 989_400_000_000_000
+    assert GpuFit(LLAMA_8B, get_gpu("h100-sxm")).peak == 989_400_000_000_000
 
 
 def test_stage_layers_and_the_fullest_stage_limits_max_batch() -> None:
@@ -152,7 +152,7 @@ def test_stage_layers_and_the_fullest_stage_limits_max_batch() -> None:
     # embedding = head = 128,256 x 4096 x 2 B = 1,050,673,152 B; final norm 8,192 B
     # stage 0: 20 x 436,224,000 + 1,050,673,152 = 9,775,153,152 B
     # stage 1: 12 x 436,224,000 + 1,050,673,152 + 8,192 = 6,285,369,344 B
-    p = Planner(LLAMA_8B, toy_gpu(20_000_000_000), Layout(pp=2, stage_layers=(20, 12), **BARE))
+    p = GpuFit(LLAMA_8B, toy_gpu(20_000_000_000), Layout(pp=2, stage_layers=(20, 12), **BARE))
     assert p.stage_weight_bytes == [9_775_153_152, 6_285_369_344]
     # KV per layer 2 x 8 x 128 x 2 B = 4096 B per token: 1000 tokens -> 81,920,000 / 49,152,000
     assert p.kv.stage_bytes(1000, 1) == [81_920_000, 49_152_000]
@@ -168,7 +168,7 @@ def test_stage_layers_and_the_fullest_stage_limits_max_batch() -> None:
 def test_hybrid_state_kv_and_max_batch_tp2_pp2() -> None:
     # Jamba state per mamba layer: d_inner 2 x 4096 = 8192; conv 8192 x 3 + SSM 8192 x 16 = 155,648
     # values; 28 mamba layers x 155,648 x 2 B = 8,716,288 B per sequence, / (tp 2 x pp 2) = 2,179,072
-    p = Planner(JAMBA, toy_gpu(40_000_000_000), Layout(tp=2, pp=2, **BARE))
+    p = GpuFit(JAMBA, toy_gpu(40_000_000_000), Layout(tp=2, pp=2, **BARE))
     assert p.state_per_seq_per_gpu == 2_179_072
     # KV: each stage (layers 0-15, 16-31) has 2 attention layers, each 8 / 2 = 4 heads x (128 + 128)
     # x 2 B = 2048 B per token: 1000 tokens -> 4,096,000 B per stage (layer 0 is mamba: skipped)
@@ -179,7 +179,7 @@ def test_hybrid_state_kv_and_max_batch_tp2_pp2() -> None:
     assert p.decode(1001, 1).flops - p.decode(1, 1).flops == 32_768 * 1000
     # tp 2 x pp 2 x dp 1
     assert p.serving(1000, 1).gpu_count == 4
-    assert Planner(JAMBA, toy_gpu(40_000_000_000), Layout(tp=2, pp=2, dp=2, **BARE)).serving(1000, 1).gpu_count == 8
+    assert GpuFit(JAMBA, toy_gpu(40_000_000_000), Layout(tp=2, pp=2, dp=2, **BARE)).serving(1000, 1).gpu_count == 8
 
 
 def test_unsized_state_and_explicit_params() -> None:
@@ -194,7 +194,7 @@ def test_unsized_state_and_explicit_params() -> None:
         layer_pattern=["mamba", "full"],
         n_params=1_000_001,
     )
-    p = Planner(m, toy_gpu(10**10), Layout(tp=2, **BARE))
+    p = GpuFit(m, toy_gpu(10**10), Layout(tp=2, **BARE))
     assert p.state_per_seq_per_gpu == 0
     assert p.matmul_flops_per_token == 1_000_002
     # no hidden_size: hidden = 8 x 64 = 512; the all-reduce of 2 x 4 layers x 1 x 512 x 2 B
@@ -207,10 +207,10 @@ def test_no_per_sequence_bytes_batch_is_unbounded() -> None:
     # two mamba layers without sizes: no KV, no countable state. n_params 1000 in bf16 -> 2000 B of
     # weights; a budget of exactly 2000 B leaves 0 free: every batch fits (2^62), 1999 B: none
     m = ModelSpec(name="ssm-only", n_layers=2, n_heads=8, head_dim=64, layer_pattern=["mamba"], n_params=1000)
-    p = Planner(m, toy_gpu(2000), Layout(**BARE))
+    p = GpuFit(m, toy_gpu(2000), Layout(**BARE))
     assert p.stage_weight_bytes == [2000]
     assert p.max_batch(100) == 2**62
-    assert Planner(m, toy_gpu(1999), Layout(**BARE)).max_batch(100) == 0
+    assert GpuFit(m, toy_gpu(1999), Layout(**BARE)).max_batch(100) == 0
 
 
 # ----- budgets that land on a byte -------------------------------------------------------------
@@ -221,19 +221,19 @@ TINY = ModelSpec(name="tiny", n_layers=2, n_heads=2, n_kv_heads=1, head_dim=4, n
 
 def test_max_seq_len_default_cap_is_2_to_the_30() -> None:
     # no max_position_embeddings: cap 2^30; memory 2000 + 32 x 2^30 fits it exactly
-    p = Planner(TINY, toy_gpu(2000 + 32 * 2**30), Layout(**BARE))
+    p = GpuFit(TINY, toy_gpu(2000 + 32 * 2**30), Layout(**BARE))
     assert p.max_seq_len(1) == (2**30, True)
 
 
 def test_max_seq_len_exact_at_one_token() -> None:
     # 2000 + 32 B: one token fits with 0 B to spare, two do not
-    p = Planner(TINY, toy_gpu(2032), Layout(**BARE))
+    p = GpuFit(TINY, toy_gpu(2032), Layout(**BARE))
     assert p.max_seq_len(1, cap=100) == (1, False)
 
 
 def test_exact_fit_in_the_search_point_and_serving() -> None:
     # 2000 + 32 x 777 = 26,864 B: 777 tokens fit with 0 B to spare
-    p = Planner(TINY, toy_gpu(26_864), Layout(**BARE))
+    p = GpuFit(TINY, toy_gpu(26_864), Layout(**BARE))
     assert p.max_seq_len(1, cap=1000) == (777, False)
     used, fits, _, _ = p.point(777, 1)
     assert (used, fits) == (26_864, True)
@@ -262,7 +262,7 @@ def test_gemma_decode_prefill_tp2_dp2_exact() -> None:
     # -> 206,449,152 x 62 = 12,799,847,424; embedding ceil(262,208 / 2) x 5376 = 704,815,104 (tied,
     # no head); final norm 5376. Matmul FLOPs per token 2 x (12,799,847,424 + 5,376) = 25,599,705,600
     lay = Layout(tp=2, dp=2, bw_efficiency=0.5, flops_efficiency=0.25)
-    p = Planner(GEMMA3_27B, toy_gpu(10**11), lay)
+    p = GpuFit(GEMMA3_27B, toy_gpu(10**11), lay)
     assert p.matmul_flops_per_token == 25_599_705_600
     # attention per cached token per layer 2 x 16 x (128 + 128) = 8192; at T = 2000 the 52 sliding
     # layers see 1024 tokens: 52 x 8192 x 1024 + 10 x 8192 x 2000 = 436,207,616 + 163,840,000
@@ -296,7 +296,7 @@ def test_gemma_decode_prefill_tp2_dp2_exact() -> None:
 
 def test_split_decode_uneven() -> None:
     # 5 sequences on 2 replicas: one holds 3, the other 2; tokens/s = 3 / t(3) + 2 / t(2)
-    p = Planner(GEMMA3_27B, toy_gpu(10**11), Layout(tp=2, dp=2))
+    p = GpuFit(GEMMA3_27B, toy_gpu(10**11), Layout(tp=2, dp=2))
     full, tok_s = p.split_decode(2000, 5)
     t3, t2 = p.decode(2000, 3).step_time_s, p.decode(2000, 2).step_time_s
     assert full.step_time_s == t3
@@ -312,7 +312,7 @@ def test_mla_attention_flops_tp2(v_head_dim: int | None) -> None:
     # per cached token per layer; prefill: 2 x 8 x (128 nope + 64 rope + 128 v) = 5,120 per pair.
     # v_head_dim omitted defaults to qk_nope_head_dim (128): the same figures.
     m = ModelSpec.model_validate({**DSV2_LITE.model_dump(), "v_head_dim": v_head_dim})
-    p = Planner(m, toy_gpu(10**11), Layout(tp=2))
+    p = GpuFit(m, toy_gpu(10**11), Layout(tp=2))
     assert p.decode(1001, 1).flops - p.decode(1, 1).flops == 27 * 17_408 * 1000
     # prefill(P) = P x matmul + 27 x 5,120 x P (P + 1) / 2: prefill(2) - 2 x prefill(1) = 27 x 5,120
     assert p.prefill(2).flops - 2 * p.prefill(1).flops == 27 * 5_120
@@ -323,7 +323,7 @@ def test_moe_experts_read_grow_with_the_batch() -> None:
     # = 8,650,752 B, 26 MoE layers. One token reads 6 experts; two read 64 (1 - (58/64)^2) = 11.4375
     # on average: 26 x 8,650,752 x 5.4375 = 1,223,000,064 B more, plus one more sequence's KV at T = 1
     # (27 layers x 576 x 2 B = 31,104 B)
-    p = Planner(DSV2_LITE, toy_gpu(10**11), Layout(tp=2))
+    p = GpuFit(DSV2_LITE, toy_gpu(10**11), Layout(tp=2))
     # + one more embedding row (hidden 2,048 x 2 B = 4,096 B): only the batch's rows are read
     assert p.decode(1, 2).bytes_read - p.decode(1, 1).bytes_read == 1_223_000_064 + 31_104 + 4_096
 
@@ -348,6 +348,6 @@ def test_max_batch_is_a_floor_division_past_2_to_the_53() -> None:
     # one token of TINY is 32 B; a budget of 2^60 B (a float-exact 2^60 x 1.0) less 2000 B of weights:
     # (2^60 - 2000) // 32 = 2^55 - 63 sequences (2000 / 32 = 62.5); a float quotient would round
     # 2^55 - 62.5 to 2^55 - 64
-    p = Planner(TINY, toy_gpu(2**60), Layout(**BARE))
+    p = GpuFit(TINY, toy_gpu(2**60), Layout(**BARE))
     assert p.budget == 2**60
     assert p.max_batch(1) == 2**55 - 63

@@ -15,7 +15,7 @@ import pytest
 import kvcalc
 from kvcalc.calc import parallel, speculative
 from kvcalc.calc.kv_cache import estimate
-from kvcalc.calc.memory_plan import Layout, Planner
+from kvcalc.calc.memory_plan import GpuFit, Layout
 from kvcalc.calc.weights import weight_bytes
 from kvcalc.errors import KvcalcError
 from kvcalc.load.gpus import get_gpu
@@ -96,8 +96,8 @@ def test_kv_room_dp8_ep8_against_tp8_on_h200(v3, h200):
     rank 33.4 GB instead of 49.7 GB: 8 x 33.37 / 49.71 = 5.4 before the rounding to whole
     sequences; the public figure depends on that run's utilization and measured activations."""
     one = 32768 * 61 * 576
-    tp8 = Planner(v3, h200, Layout(tp=8, **FP8))
-    dp8 = Planner(v3, h200, Layout(tp=1, dp_attention=8, ep=8, **FP8))
+    tp8 = GpuFit(v3, h200, Layout(tp=8, **FP8))
+    dp8 = GpuFit(v3, h200, Layout(tp=1, dp_attention=8, ep=8, **FP8))
     assert tp8.kv.stage_bytes(32768, 1) == [one] == dp8.kv.stage_bytes(32768, 1)
     assert tp8.budget - tp8.stage_weight_bytes[0] - tp8.fixed_bytes == 49_708_674_662
     assert dp8.budget - dp8.stage_weight_bytes[0] - dp8.fixed_bytes == 33_366_781_542
@@ -111,7 +111,7 @@ def test_dcp_divides_the_positions(v3, h200):
     dcp)): 64 x 4,096 x 61 x 576 = 9,210,691,584 B per GPU, 1/8 of TP8's."""
     wl = Workload(seq_len=32768, batch=64, **FP8, parallel=Parallelism(tp=8, dcp=8))
     assert estimate(v3, wl).kv_cache_bytes_per_gpu == 64 * 4096 * 61 * 576 == 9_210_691_584
-    p = Planner(v3, h200, Layout(tp=8, dcp=8, **FP8))
+    p = GpuFit(v3, h200, Layout(tp=8, dcp=8, **FP8))
     assert p.kv.per_gpu_bytes(32768, 64) == 9_210_691_584
     assert parallel.dcp_tokens(32769, 8) == 4097
 
@@ -190,7 +190,7 @@ def test_mtp_memory_and_tpot(v3, h200):
     150,999,552 B; the lookahead slot on the 61 target layers: 8 x 1 x 61 x 576 = 281,088 B
     (`kv_cache_manager.py` allocate_slots: num_lookahead_tokens = k for MTP / EAGLE).
     TPOT: (verify + 1 x draft) / 1.8 (the user's acceptance length)."""
-    p = Planner(v3, h200, Layout(tp=1, dp_attention=8, ep=8, **FP8))
+    p = GpuFit(v3, h200, Layout(tp=1, dp_attention=8, ep=8, **FP8))
     est = speculative.estimate(p, speculative.SpecDecode("mtp", 1, 1.8), 32768, 64)
     assert est.draft_weight_bytes == 1_644_134_400 + 102_760_448 + 43_008 == 1_746_937_856
     assert est.draft_kv_bytes == 8 * 32769 * 576 == 150_999_552
@@ -315,8 +315,8 @@ def test_prefill_spreads_the_experts_flops(v3, h200):
     """One prompt on one attention-DP rank: its tokens' routed-expert FLOPs (2 x 8 active x
     44,040,192 x 58 MoE layers = 40,869,298,176 per token) run on all 8 EP ranks, 1/8 here; the
     attention and dense FLOPs stay on the rank."""
-    one = Planner(v3, h200, Layout(tp=1, **FP8))
-    dp8 = Planner(v3, h200, Layout(tp=1, dp_attention=8, ep=8, **FP8))
+    one = GpuFit(v3, h200, Layout(tp=1, **FP8))
+    dp8 = GpuFit(v3, h200, Layout(tp=1, dp_attention=8, ep=8, **FP8))
     ex = 2 * 8 * EXPERT_B * MOE_LAYERS
     assert one.expert_flops_per_token == dp8.expert_flops_per_token == ex == 40_869_298_176
     P = 1024
@@ -330,7 +330,7 @@ def test_hybrid_speculative_state_blocks(h200):
     1 + 3 state blocks per sequence (`MambaSpec.num_speculative_blocks` = 3,
     `max_memory_usage_bytes` = page x (1 + 3)): 3 more per sequence, x 4 sequences =
     104,595,456 B. n-gram drafting reserves no lookahead slots and loads no draft."""
-    p = Planner(load_model("jamba-1.5-mini"), h200, Layout(tp=1))
+    p = GpuFit(load_model("jamba-1.5-mini"), h200, Layout(tp=1))
     assert p.state_per_seq_per_gpu == 28 * 311_296 == 8_716_288
     est = speculative.estimate(p, speculative.SpecDecode("ngram", 3), 8192, 4)
     assert est.state_extra_bytes == 4 * 3 * 8_716_288 == 104_595_456

@@ -1,5 +1,5 @@
 """`kvcalc.calc.plan`: the search space, the answer for real workloads, the ranking, the why-not
-lines, and the reuse of `Planner` it rests on. Every expectation is derived by hand below from
+lines, and the reuse of `GpuFit` it rests on. Every expectation is derived by hand below from
 the bundled configs (configs/models/*.yaml) and the GPU table (kvcalc/data/gpus.yaml).
 
 Shared figures (vLLM's plan, `memory_plan`):
@@ -17,7 +17,7 @@ import pytest
 
 import kvcalc
 from kvcalc.calc import plan as P
-from kvcalc.calc.memory_plan import Layout, Planner
+from kvcalc.calc.memory_plan import GpuFit, Layout
 from kvcalc.errors import KvcalcError
 from kvcalc.load.gpus import get_gpu
 from kvcalc.load.models import load_model
@@ -76,8 +76,8 @@ def test_variant_equals_a_fresh_planner():
     m = load_model("llama-3.1-70b")
     h100, b200 = get_gpu("h100-sxm"), get_gpu("b200")
     lay = Layout(tp=2, k_dtype="fp8_e4m3", weight_dtype="fp8_e4m3")
-    base = Planner(m, h100, lay)
-    fresh = Planner(m, b200, dataclasses.replace(lay, dp=3))
+    base = GpuFit(m, h100, lay)
+    fresh = GpuFit(m, b200, dataclasses.replace(lay, dp=3))
     v = base.variant(gpu=b200, dp=3)
     assert v.budget == fresh.budget == 173_039_262_105
     assert v.split_decode(32768, 64) == fresh.split_decode(32768, 64)

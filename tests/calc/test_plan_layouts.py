@@ -11,7 +11,7 @@ import pytest
 
 import kvcalc
 from kvcalc.calc import plan as P
-from kvcalc.calc.memory_plan import Layout, Planner
+from kvcalc.calc.memory_plan import GpuFit, Layout
 from kvcalc.load.gpus import get_gpu
 from kvcalc.load.models import load_model
 from kvcalc.requests import speed_terms
@@ -160,7 +160,7 @@ def test_a_fixed_set_names_the_set_in_its_miss_and_offers_no_more_gpus():
     assert r.max_ttft_s == 1e-6 and r.max_tpot_ms is None and r.min_tokens_per_s is None
     m = r.misses[0]
     ttft = (
-        Planner(
+        GpuFit(
             load_model("llama-3.1-8b"),
             get_gpu("h100-sxm"),
             Layout(
@@ -229,7 +229,7 @@ def test_the_result_echoes_the_request():
     # a TTFT target makes the search compute TTFT: the layout's is the planner's prefill (vLLM's terms)
     vllm = speed_terms(get_gpu("h100-sxm"), "vllm", 1)
     ttft = (
-        Planner(
+        GpuFit(
             load_model("llama-3.1-8b"),
             get_gpu("h100-sxm"),
             Layout(k_dtype="bf16", v_dtype="bf16", weight_dtype="bf16", speed=vllm),
@@ -409,7 +409,7 @@ def test_a_split_over_different_devices_times_each_stage_on_its_own_device():
     m = load_model("qwen3-32b")
     lay = Layout(pp=2, stage_layers=(42, 22), k_dtype="q8_0", weight_dtype="q8_0")
     pre = [
-        Planner(m, get_gpu(g), dataclasses.replace(lay, speed=speed_terms(get_gpu(g), "llamacpp", 1)))
+        GpuFit(m, get_gpu(g), dataclasses.replace(lay, speed=speed_terms(get_gpu(g), "llamacpp", 1)))
         .prefill(8192)
         .step_time_s
         for g in ("l40s", "rtx-4090")

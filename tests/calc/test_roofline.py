@@ -1,4 +1,4 @@
-"""The roofline (kvcalc/throughput.py, Planner.decode / prefill) and `kvcalc estimate --gpu` /
+"""The roofline (kvcalc/throughput.py, GpuFit.decode / prefill) and `kvcalc estimate --gpu` /
 `kvcalc sweep`: the issue's worked example, hand-derived FLOPs and all-reduce times."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import pytest
 from typer.testing import CliRunner
 
 from kvcalc.calc import roofline
-from kvcalc.calc.memory_plan import Layout, Planner
+from kvcalc.calc.memory_plan import GpuFit, Layout
 from kvcalc.cli import app
 from kvcalc.load.gpus import get_gpu
 from kvcalc.schema import ModelSpec
@@ -48,26 +48,26 @@ def test_worked_example_llama_8b_h100_32k() -> None:
     # weights 2 x 8,030,261,248 = 16,060,522,496 B; KV 2 x 32 layers x 8 heads x 128 x 2 B
     # = 131,072 B/token x 32,768 = 4,294,967,296 B; decode reads the embedding's one row, not
     # its 1,050,673,152 B table: 19,304,824,832 B / 3.35e12 B/s = 5.7626 ms
-    p = Planner(LLAMA_8B, H100, Layout(bw_efficiency=1.0))
+    p = GpuFit(LLAMA_8B, H100, Layout(bw_efficiency=1.0))
     st = p.decode(32768, 1)
     # the embedding table (128,256 x 4,096 x 2 B) is read as one row of 8,192 B
     assert st.bytes_read == 16_060_522_496 - 1_050_673_152 + 8_192 + 4_294_967_296
     assert st.memory_time_s == pytest.approx(5.7626e-3, rel=1e-4)
     assert st.bound == "memory" and st.step_time_s == st.memory_time_s
     # default bandwidth efficiency 0.8: 5.7626 / 0.8 = 7.2033 ms
-    assert Planner(LLAMA_8B, H100).decode(32768, 1).step_time_s == pytest.approx(7.2033e-3, rel=1e-4)
+    assert GpuFit(LLAMA_8B, H100).decode(32768, 1).step_time_s == pytest.approx(7.2033e-3, rel=1e-4)
 
 
 def test_decode_flops() -> None:
     # matmuls: 2 x (8,030,261,248 - 525,336,576 embedding) = 15,009,849,344 per token;
     # attention: 32 layers x 2 x 32 heads x (128 + 128) x 32,768 tokens = 17,179,869,184
-    st = Planner(LLAMA_8B, H100).decode(32768, 1)
+    st = GpuFit(LLAMA_8B, H100).decode(32768, 1)
     assert st.flops == 15_009_849_344 + 17_179_869_184
     assert st.compute_time_s == pytest.approx(st.flops / (989.4e12 * 0.5))
 
 
 def test_compute_bound_at_large_batch() -> None:
-    p = Planner(LLAMA_8B, H100, Layout(bw_efficiency=1.0, flops_efficiency=1.0))
+    p = GpuFit(LLAMA_8B, H100, Layout(bw_efficiency=1.0, flops_efficiency=1.0))
     st = p.decode(128, 4096)
     assert st.bound == "compute" and st.step_time_s == st.compute_time_s
 
@@ -80,14 +80,14 @@ def test_allreduce_term_under_tp() -> None:
     assert roofline.allreduce_time_s(20_971_520, 1, 900e9) == 0
     # 8 ranks: 2 x 7/8 = 1.75 x 20,971,520 / 450e9 = 81.55 us
     assert roofline.allreduce_time_s(20_971_520, 8, 900e9) == pytest.approx(81.555e-6, rel=1e-4)
-    st = Planner(LLAMA_70B, H100, Layout(tp=2)).decode(8192, 8)
+    st = GpuFit(LLAMA_70B, H100, Layout(tp=2)).decode(8192, 8)
     assert st.comm_time_s == pytest.approx(46.603e-6, rel=1e-4)
     assert st.step_time_s == pytest.approx(max(st.memory_time_s, st.compute_time_s) + st.comm_time_s)
 
 
 def test_efficiency_scales_time() -> None:
-    a = Planner(LLAMA_8B, H100, Layout(bw_efficiency=1.0)).decode(8192, 1).step_time_s
-    b = Planner(LLAMA_8B, H100, Layout(bw_efficiency=0.5)).decode(8192, 1).step_time_s
+    a = GpuFit(LLAMA_8B, H100, Layout(bw_efficiency=1.0)).decode(8192, 1).step_time_s
+    b = GpuFit(LLAMA_8B, H100, Layout(bw_efficiency=0.5)).decode(8192, 1).step_time_s
     assert b == pytest.approx(2 * a)
 
 
@@ -106,7 +106,7 @@ def test_attended_pairs(p: int, w: int | None, pairs: int) -> None:
 
 def test_prefill_attention_is_quadratic() -> None:
     # prefill FLOPs = 2 x non-embedding weights x P + 32 x 2 x 32 x 256 x P (P + 1) / 2
-    p = Planner(LLAMA_8B, H100)
+    p = GpuFit(LLAMA_8B, H100)
     for P in (1024, 32768):
         assert p.prefill(P).flops == 15_009_849_344 * P + 524_288 * (P * (P + 1) // 2)
     assert p.prefill(32768).bound == "compute"
@@ -133,7 +133,7 @@ def test_moe_decode_reads_active_experts_at_batch_1() -> None:
         n_experts=8,
         n_experts_per_token=2,
     )
-    p = Planner(mix, H100)
+    p = GpuFit(mix, H100)
     # less the embedding table, plus one row (32,000 x 4,096 x 2 = 262,144,000 B; a row 8,192 B)
     assert p.decode(1024, 1).bytes_read == 2 * 12_879_925_248 - 262_144_000 + 8_192 + 131_072 * 1024
     # batch 64 touches all 8 experts (8 x (1 - 0.75^64) = 8.0000): the whole 46.7B

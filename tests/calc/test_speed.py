@@ -10,7 +10,7 @@ import pytest
 import yaml
 
 from kvcalc.calc import request_speed, speed
-from kvcalc.calc.memory_plan import Layout, Planner
+from kvcalc.calc.memory_plan import GpuFit, Layout
 from kvcalc.load.gpus import get_gpu
 from kvcalc.load.models import load_model
 from kvcalc.load.speed import speed_table
@@ -24,11 +24,11 @@ ROWS = {
 def test_apple_floor_and_bandwidth_from_the_m2_max_tg128_rows() -> None:
     # llama.cpp discussion 4167, M2 Max (400 GB/s), LLaMA-2-7B tg128: f16 24.65, q8_0 41.83, q4_0
     # 65.95 tokens/s -> 40.568, 23.906, 15.163 ms per step. Bytes read per step: the decoder
-    # matrices and head as stored; kvcalc's decode bytes at 64 cached tokens (Planner.decode).
+    # matrices and head as stored; kvcalc's decode bytes at 64 cached tokens (GpuFit.decode).
     model, gpu = load_model("llama-2-7b"), get_gpu("m2-max")
     pts = []
     for fmt in ("fp16", "q8_0", "q4_0"):
-        p = Planner(model, gpu, Layout(weight_dtype=fmt))
+        p = GpuFit(model, gpu, Layout(weight_dtype=fmt))
         ms = 1 / ROWS[f"lcpp-4167-m2-max-{fmt.replace('fp16', 'f16')}-tg128"]["measured"]
         pts.append((p.decode(64, 1).bytes_read, ms))
     floor_s, s_per_byte = speed.fit_line(pts)
@@ -85,10 +85,10 @@ def test_decode_reads_embedding_rows_and_the_head_whole() -> None:
     # llama-3.1-8b bf16: weights 16,060,522,496 B, of which the embedding 1,050,673,152 B and the
     # head 1,050,673,152 B (+ 8,192 B norm). Decode at batch 1 reads everything but the embedding,
     # and one 8,192 B row of it; KV at 1 token: 131,072 B
-    p = Planner(load_model("llama-3.1-8b"), get_gpu("h100-sxm"))
+    p = GpuFit(load_model("llama-3.1-8b"), get_gpu("h100-sxm"))
     assert p.decode(1, 1).bytes_read == 16_060_522_496 - 1_050_673_152 + 8_192 + 131_072
     # tied embeddings (gemma-3-1b): the head's GEMV reads the shared matrix whole every step
-    g = Planner(load_model("gemma-3-1b"), get_gpu("h100-sxm"))
+    g = GpuFit(load_model("gemma-3-1b"), get_gpu("h100-sxm"))
     assert g.embedding_read_bytes(1) == 0 and g.head_read_bytes >= 262_144 * 1_152 * 2
 
 
@@ -97,9 +97,9 @@ def test_quantized_head_for_llama_cpp_formats() -> None:
     # llama-2-7b head 32,000 x 4,096 values: Q6_K 210 B / 256 -> 107,520,000 B; Q8_0 34 B / 32 ->
     # 139,264,000 B; each + the 8,192 B fp16 norm
     m, g = load_model("llama-2-7b"), get_gpu("m2-max")
-    assert Planner(m, g, Layout(weight_dtype="q4_0")).head_read_bytes == 107_520_000 + 8_192
-    assert Planner(m, g, Layout(weight_dtype="q8_0")).head_read_bytes == 139_264_000 + 8_192
-    assert Planner(m, g).head_read_bytes == 32_000 * 4_096 * 2 + 8_192
+    assert GpuFit(m, g, Layout(weight_dtype="q4_0")).head_read_bytes == 107_520_000 + 8_192
+    assert GpuFit(m, g, Layout(weight_dtype="q8_0")).head_read_bytes == 139_264_000 + 8_192
+    assert GpuFit(m, g).head_read_bytes == 32_000 * 4_096 * 2 + 8_192
 
 
 def terms(engine: str, gpu_key: str, tp: int = 1) -> speed.SpeedTerms:
@@ -126,7 +126,7 @@ def test_speed_depends_on_the_engine() -> None:
     assert terms("vllm", "m2-max").engine == "vllm (no floor tabled)"
     m = load_model("llama-3.1-8b")
     tpot = {
-        e: Planner(m, get_gpu("h100-sxm"), Layout(speed=terms(e, "h100-sxm"))).decode(1024, 1).step_time_s
+        e: GpuFit(m, get_gpu("h100-sxm"), Layout(speed=terms(e, "h100-sxm"))).decode(1024, 1).step_time_s
         for e in ("ideal", "vllm")
     }
     assert tpot["vllm"] - tpot["ideal"] == pytest.approx(t.step_floor_s["vllm"]["cuda"])
@@ -162,7 +162,7 @@ def test_fp4_peak_when_the_gpu_has_one() -> None:
 
 def test_whole_request_arithmetic() -> None:
     # TTFT = prefill(I); TPOT = decode(I + O // 2); E2E = TTFT + (O - 1) TPOT
-    p = Planner(load_model("llama-3.1-8b"), get_gpu("h100-sxm"), Layout(speed=terms("vllm", "h100-sxm")))
+    p = GpuFit(load_model("llama-3.1-8b"), get_gpu("h100-sxm"), Layout(speed=terms("vllm", "h100-sxm")))
     r = request_speed.request_speed(p, 1000, 200, batch=8, request_rate=2.0)
     assert r.ttft_s == p.prefill(1000).step_time_s and r.tpot_s == p.decode(1100, 1).step_time_s
     assert r.e2e_s == pytest.approx(r.ttft_s + 199 * r.tpot_s)
@@ -209,9 +209,7 @@ def test_prefill_adds_memory_and_compute_decode_overlaps_them() -> None:
     # which is near the weights' read (13.28 GB at 2.04 TB/s x 0.735 = 8.86 ms) PLUS 128 tokens'
     # matmuls (1.696 TFLOP at 312 TFLOP/s x 0.674 = 8.07 ms) plus the 1.28 ms floor = 18.2 ms, and
     # far from the larger of the two (8.86 + 1.28 = 10.1 ms)
-    p = Planner(
-        load_model("llama-2-7b"), get_gpu("a100-80gb-sxm"), Layout(speed=terms("tensorrt-llm", "a100-80gb-sxm"))
-    )
+    p = GpuFit(load_model("llama-2-7b"), get_gpu("a100-80gb-sxm"), Layout(speed=terms("tensorrt-llm", "a100-80gb-sxm")))
     pre = p.prefill(128)
     assert not pre.overlap
     assert pre.step_time_s == pytest.approx(pre.floor_s + pre.memory_time_s + pre.compute_time_s + pre.comm_time_s)
@@ -254,7 +252,7 @@ def test_decode_attention_on_its_own_roofline() -> None:
     The step is 8.88975 + 7.21170 + 4.47392 = 20.57537 ms; one max over the whole step would give
     max(5.15070 + 7.21170, 8.88975 + 0.39069) + 4.47392 = 16.83632 ms, 1.22 x too fast: the KV
     read cannot hide under the GEMMs' math, they are separate kernels (`speed.attention_time_s`)."""
-    p = Planner(
+    p = GpuFit(
         load_model("llama-2-70b"),
         get_gpu("h100-sxm"),
         Layout(tp=4, weight_dtype="fp8", k_dtype="fp8", v_dtype="fp8", speed=BARE),

@@ -174,3 +174,39 @@ def test_cli_capacity_and_refusal():
     )
     assert bad.exit_code == 2
     assert "nvfp4 is not supported for DeepseekV4ForCausalLM" in bad.output
+
+
+@pytest.mark.parametrize(
+    "flag,source,ratio,per_full_token",
+    [
+        # not given: the V4 override's 0.1 (arg_groups/model_overrides/deepseek_v4.py sets it only while
+        # the field is None); 0.1 x 31,875 + 3,899.25 = 7,086.75 B a full token
+        ((), "default", "0.1", "7086.75"),
+        # an explicit 0.8, SGLang's fallback for other models, is honoured (it was taken as unset):
+        # 0.8 x 31,875 + 3,899.25 = 29,399.25 B a full token
+        (("--swa-full-tokens-ratio", "0.8"), "explicit", "0.8", "29399.25"),
+        (("--swa-full-tokens-ratio", "0.1"), "explicit", "0.1", "7086.75"),
+    ],
+)
+def test_swa_ratio_given_or_not_cli(cli, flag, source, ratio, per_full_token):
+    import json
+
+    r = cli("capacity", "deepseek-v4-flash", "--engine", "sglang", "--kv-memory", "80GiB", *flag, "-f", "json")
+    assert r.exit_code == 0, r.output
+    lines = json.loads(r.stdout)["log_lines"]
+    assert lines[0].startswith(f"DSV4 SWA sizing: mode=ratio ({source}),")
+    assert lines[0].endswith(f"swa_full_tokens_ratio={ratio}")
+    assert f"bytes_per_full_token={per_full_token}," in lines[1]
+
+
+def test_swa_ratio_unset_is_08_for_other_models(cli):
+    """gpt-oss-20b (SWAKVPool): no --swa-full-tokens-ratio is SGLang's fallback 0.8
+    (arg_groups/fields/schedule.py `Arg(fallback=0.8)`), the same pools as an explicit 0.8."""
+    import json
+
+    def pools(*flag: str) -> list[str]:
+        r = cli("capacity", "gpt-oss-20b", "--engine", "sglang", "--kv-memory", "10GiB", *flag, "-f", "json")
+        assert r.exit_code == 0, r.output
+        return json.loads(r.stdout)["log_lines"]
+
+    assert pools() == pools("--swa-full-tokens-ratio", "0.8") != pools("--swa-full-tokens-ratio", "0.5")

@@ -27,7 +27,7 @@ import json
 import pytest
 
 from kvcalc.calc.defaults import DEFAULT_CUDA_CONTEXT_BYTES
-from kvcalc.calc.memory_plan import Layout, Planner
+from kvcalc.calc.memory_plan import GpuFit, Layout
 from kvcalc.engines import vllm
 from kvcalc.engines.profile import VllmOptions
 from kvcalc.engines.vllm.plan import VllmPlanKv
@@ -58,7 +58,7 @@ V011 = VllmOptions(version="0.11")
 def knobs_leaving(gpu: str, kv_memory_bytes: int) -> Layout:
     """Knobs under which one `gpu` with bf16 weights leaves vLLM exactly `kv_memory_bytes` of KV
     memory: the activation reserve is budget - weights - CUDA context - that."""
-    base = Planner(LITE, get_gpu(gpu), Layout(weight_dtype="bf16"))
+    base = GpuFit(LITE, get_gpu(gpu), Layout(weight_dtype="bf16"))
     act = base.budget - base.stage_weight_bytes[0] - DEFAULT_CUDA_CONTEXT_BYTES - kv_memory_bytes
     return Layout(activation_reserve_bytes=act)
 

@@ -155,12 +155,12 @@ def test_dp_replicas_count_only_real_sequences(tmp_path: Path) -> None:
 
 
 def test_dp_split_uneven() -> None:
-    from kvcalc.calc.memory_plan import Layout, Planner
+    from kvcalc.calc.memory_plan import GpuFit, Layout
     from kvcalc.load.gpus import get_gpu
     from kvcalc.load.models import load_model
 
     # 5 sequences on 4 replicas: one holds 2, three hold 1; TPOT is the fuller replica's
-    p = Planner(load_model("llama-3.1-8b"), get_gpu("h100-sxm"), Layout(dp=4))
+    p = GpuFit(load_model("llama-3.1-8b"), get_gpu("h100-sxm"), Layout(dp=4))
     t1, t2 = p.decode(8192, 1).step_time_s, p.decode(8192, 2).step_time_s
     # t(2) = (16,060,522,496 - 1,050,673,152 + 2 x 8,192 + 2 x 1,073,741,824) / 2.68e12 = 6.4020 ms
     # (the 1,050,673,152 B embedding table, 128,256 x 4,096 x 2 B, is read as B rows of 8,192 B)
