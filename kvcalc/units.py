@@ -201,7 +201,21 @@ def parse_count(text: str | int, what: str | None = "--seq-len") -> int:
 
 
 def parse_counts(text: str, what: str = "--seq-len") -> list[int]:
-    """A comma-separated list of counts: `1k,8k,32k` -> [1024, 8192, 32768]."""
+    """A comma-separated list of counts: `1k,8k,32k` -> [1024, 8192, 32768].
+
+    Raises `KvcalcError` (option `what`) for an empty item, a bad count, and for text that reads
+    as one number with digit grouping as well as a list (`8,192`, `128,256,512`: no space, every
+    item after the first three digits): kvcalc does not guess which was meant. `8192` or `8k` is
+    one count; `128, 256, 512` (a space after each comma) is a list."""
+    if re.fullmatch(r"[0-9]{1,3}(,[0-9]{3})+", str(text).strip()):
+        raise KvcalcError(
+            f"'{text}' reads as one number with digit grouping or as a list of {text.count(',') + 1}; "
+            f"write one count without commas ({str(text).replace(',', '')} or with k) or a list with a "
+            f"space after each comma ('{', '.join(str(text).split(','))}')",
+            option=what,
+            value=text,
+            form=OPTION,
+        )
     parts = str(text).split(",")
     if any(not p.strip() for p in parts):
         raise KvcalcError(

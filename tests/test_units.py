@@ -287,3 +287,16 @@ def test_cli_reserves_take_zero_and_units(cli):
     assert r.exit_code == 0, r.output
     d = json.loads(r.stdout)
     assert (d["cuda_context_bytes"], d["activation_reserve_bytes"]) == (0, 1_610_612_736)  # 1.5 x 2^30
+
+
+@pytest.mark.parametrize(
+    "text, one, listed", [("8,192", "8192", "8, 192"), ("128,256,512", "128256512", "128, 256, 512")]
+)
+def test_digit_grouping_or_list_is_refused_not_guessed(text, one, listed):
+    # '8,192' is 8,192 tokens written with a thousands separator, or the list [8, 192]: kvcalc
+    # refuses rather than guess, and names both ways to write what was meant.
+    with pytest.raises(KvcalcError) as e:
+        parse_counts(text)
+    assert one in str(e.value) and f"'{listed}'" in str(e.value)
+    assert parse_counts(listed) == [int(x) for x in listed.split(", ")]
+    assert parse_counts("8k,32k") == [8192, 32768] and parse_counts("512,1024") == [512, 1024]
