@@ -1,6 +1,8 @@
-"""SGLang 0.5.23's own sizing code, live (issue 19 item 2): `sglang_harness.py` reruns every case
-of the checked-in fixture and must give the same record (the fixture is SGLang's output, not
-edited by hand), and kvcalc's SGLang profile must give SGLang's figures.
+"""SGLang 0.5.23's own sizing code, live (issue 19 item 2): each harness reruns every case of its
+checked-in fixture and must give the same record (the fixture is SGLang's output, not edited by
+hand), and kvcalc's SGLang profile must give SGLang's figures. Two pools, one test:
+`sglang_harness.py` (the hybrids' Mamba / linear-state pool) with `sglang_fixture.py`, and
+`sglang_dsv4_harness.py` (`DSV4PoolConfigurator` on a CPU) with `sglang_dsv4_fixture.py`.
 
 Needs SGLang 0.5.23's Python code and its imports in a venv (docs/engine-oracles.md); from the
 repository root: `/work/oracle/venv-sglang-0.5.23/bin/python -m pytest -m oracle
@@ -10,41 +12,51 @@ not 0.5.23.
 
 from __future__ import annotations
 
+import importlib
 import importlib.util
 import sys
 from pathlib import Path
+from types import ModuleType
 
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
-import sglang_fixture as fx  # noqa: E402
 
 pytestmark = pytest.mark.oracle
 
+#: (harness module, fixture module) per SGLang pool the oracle covers
+POOLS = (("sglang_harness", "sglang_fixture"), ("sglang_dsv4_harness", "sglang_dsv4_fixture"))
 
-def _sglang_missing() -> str | None:
+
+def _harness(name: str) -> ModuleType | str:
+    """The harness module, or why the live run is skipped."""
     if importlib.util.find_spec("sglang") is None:
         return "sglang is not installed (docs/engine-oracles.md: its own venv, pip install --no-deps sglang==0.5.23)"
     try:
-        import sglang_harness
+        harness = importlib.import_module(name)
     except Exception as e:  # any import failure of SGLang's code is a reason to skip, given whole
         return f"sglang's pool code does not import here: {type(e).__name__}: {e}"
-    if sglang_harness.SGLANG_VERSION != "0.5.23":
-        return f"the fixture is SGLang 0.5.23's; sglang {sglang_harness.SGLANG_VERSION} is installed"
-    return None
+    if harness.SGLANG_VERSION != "0.5.23":
+        return f"the fixture is SGLang 0.5.23's; sglang {harness.SGLANG_VERSION} is installed"
+    return harness
 
 
-_MISSING = _sglang_missing()
-RECORDS = fx.records()
+CASES = []
+for _harness_name, _fixture_name in POOLS:
+    _fx = importlib.import_module(_fixture_name)
+    for _record in _fx.records():
+        CASES.append(
+            pytest.param(_harness_name, _fx, _record, id=f"{_fixture_name}-{_fx.case_id(_record['inputs'])}")
+        )
 
 
-@pytest.mark.skipif(_MISSING is not None, reason=_MISSING or "")
-@pytest.mark.parametrize("record", RECORDS, ids=[fx.case_id(r["inputs"]) for r in RECORDS])
-def test_live_sglang_is_the_fixture_and_kvcalc(record):
-    import sglang_harness
-
+@pytest.mark.parametrize("harness_name, fx, record", CASES)
+def test_live_sglang_is_the_fixture_and_kvcalc(harness_name, fx, record):
+    harness = _harness(harness_name)
+    if isinstance(harness, str):
+        pytest.skip(harness)
     case = record["inputs"]
-    live = sglang_harness.run(case["config"], **{k: v for k, v in case.items() if k != "config"})
+    live = harness.run(case["config"], **{k: v for k, v in case.items() if k != "config"})
     assert live == record["sglang"]
     want = {k: v for k, v in live.items() if k != "sglang"}
     got = fx.kvcalc_record(case)
