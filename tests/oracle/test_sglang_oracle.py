@@ -45,9 +45,7 @@ CASES = []
 for _harness_name, _fixture_name in POOLS:
     _fx = importlib.import_module(_fixture_name)
     for _record in _fx.records():
-        CASES.append(
-            pytest.param(_harness_name, _fx, _record, id=f"{_fixture_name}-{_fx.case_id(_record['inputs'])}")
-        )
+        CASES.append(pytest.param(_harness_name, _fx, _record, id=f"{_fixture_name}-{_fx.case_id(_record['inputs'])}"))
 
 
 @pytest.mark.parametrize("harness_name, fx, record", CASES)
