@@ -839,4 +839,22 @@ def model_from_gguf(path: str | Path) -> ModelSpec:
     from kvcalc.load.files import build
 
     header = read_header(path)
-    return build(ModelSpec, model_fields_from_gguf(header), header.path)
+    fields = model_fields_from_gguf(header)
+    return build(ModelSpec, fields, header.path, names=gguf_field_names(header))
+
+
+#: kvcalc field -> the GGUF metadata key it is read from, under `{arch}.` (`model_fields_from_gguf`).
+GGUF_KEYS: dict[str, str] = {
+    "n_layers": "block_count",
+    "n_heads": "attention.head_count",
+    "n_kv_heads": "attention.head_count_kv",
+    "hidden_size": "embedding_length",
+    "head_dim": "attention.key_length",
+}
+
+
+def gguf_field_names(header: GgufHeader) -> dict[str, str]:
+    """kvcalc field -> the file's metadata key (`llama.attention.head_count_kv`), so the schema's
+    errors about a GGUF's geometry name the key the file holds (`kvcalc.load.files.build`)."""
+    arch = header.metadata.get("general.architecture")
+    return {f: f"{arch}.{k}" for f, k in GGUF_KEYS.items()} if isinstance(arch, str) else {}
