@@ -200,9 +200,14 @@ class Layout:
             start += n
         return out
 
+    def __post_init__(self) -> None:
+        self.check()  # a Layout is valid once built: `GpuFit` and the searches trust it
+
     def check(self) -> None:
         """Raise `KvcalcError` (field: the knob's name) for a utilization or efficiency outside
-        (0, 1] or a negative CUDA context."""
+        (0, 1] or a negative CUDA context. Called once, when the Layout is built (the CLI's
+        `make_layout`, the Python API, a deployment, the plan's knobs); `dataclasses.replace`
+        builds, so checks, the new one."""
         for name in ("gpu_memory_utilization", "bw_efficiency", "flops_efficiency"):
             x = getattr(self, name)
             if not 0 < x <= 1:
@@ -225,7 +230,6 @@ class GpuFit:
     """
 
     def __init__(self, model: ModelSpec, gpu: GpuSpec, layout: Layout = Layout()) -> None:
-        layout.check()
         kv_cache.check_tp(model, layout.tp)
         parallel.check_layout(model, layout.tp, layout.dp_attention, layout.ep, layout.dcp)
         self.model, self.gpu, self.layout = model, gpu, layout

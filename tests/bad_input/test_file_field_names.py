@@ -92,8 +92,10 @@ def test_kvcalc_yaml_names_kvcalc_field(tmp_path):
     p = tmp_path / "m.yaml"
     p.write_text("name: m\nn_layers: 2\nn_heads: 4\nn_kv_heads: 8\nhead_dim: 8\n")
     line = refused(run_kvcalc("estimate", str(p)), f"{p}:4: field 'n_kv_heads': ")
-    assert line.endswith("n_kv_heads (8) exceeds n_heads (4); each KV head serves one or more query heads, "
-                         "so give at most 4 (are the two fields swapped?)"), line
+    assert line.endswith(
+        "n_kv_heads (8) exceeds n_heads (4); each KV head serves one or more query heads, "
+        "so give at most 4 (are the two fields swapped?)"
+    ), line
 
 
 def _gguf():
