@@ -579,8 +579,7 @@ class ModelSpec(_Frozen):
             raise field_error(
                 "ModelSpec",
                 n("head_dim"),
-                f"give {n('head_dim')}, or {n('hidden_size')} to derive it as "
-                f"{n('hidden_size')} // {n('n_heads')}",
+                f"give {n('head_dim')}, or {n('hidden_size')} to derive it as {n('hidden_size')} // {n('n_heads')}",
             )
         if self.head_dim is None and self.hidden_size is not None and self.hidden_size % heads:
             raise field_error(
