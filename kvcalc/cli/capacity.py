@@ -15,15 +15,15 @@ import typer
 from kvcalc.calc.defaults import DEFAULT_BW_EFFICIENCY, DEFAULT_FLOPS_EFFICIENCY, DEFAULT_GPU_MEMORY_UTILIZATION
 from kvcalc.cli.options import (
     EngineOpt,
+    FlagSet,
     FormatOpt,
     GpuOpt,
-    KvFormatOptions,
-    KvMemoryOptions,
-    LayoutOptions,
+    KvFormatFlags,
+    KvMemoryFlags,
+    LayoutFlags,
     LlamacppFlags,
     ModelArg,
-    MoeLayoutOptions,
-    OptionGroup,
+    MoeLayoutFlags,
     RevisionOpt,
     SglangFlags,
     TrustPlainOpt,
@@ -32,9 +32,9 @@ from kvcalc.cli.options import (
     WeightDtypeOpt,
     check_positive,
     engine_options,
+    flag_sets,
     make_layout,
     only,
-    option_groups,
     refuse_other_engines,
     refuse_typed,
     with_help,
@@ -80,7 +80,7 @@ else:
     )
 
 
-class SourceOptions(OptionGroup):
+class SourceFlags(FlagSet):
     """Where the figures come from besides the model: the GPU (--gpu: vLLM's compute capability,
     which picks the attention backend; without --kv-memory, the KV memory its plan leaves, with
     the plan's --weight-dtype and --gpu-memory-utilization) and the Hub revision of a Hub-id model."""
@@ -110,7 +110,7 @@ class SourceOptions(OptionGroup):
         )
 
 
-class RequestOptions(OptionGroup):
+class RequestFlags(FlagSet):
     """The requests a capacity figure is for: their context (--max-model-len, or --seq-len /
     --context-length as estimate and SGLang name it) and how many at once (--concurrency, vLLM's
     --max-num-seqs). `-c` is llama.cpp's --ctx-size (`LlamacppFlags`), as a pasted llama.cpp line
@@ -141,15 +141,15 @@ class RequestOptions(OptionGroup):
 
 
 @handle_errors
-@option_groups(order=("block_size", "page_size"))
+@flag_sets(order=("block_size", "page_size"))
 def capacity(
     ctx: typer.Context,
     model: ModelArg,
-    memory: KvMemoryOptions = KvMemoryOptions(),
+    memory: KvMemoryFlags = KvMemoryFlags(),
     engine: EngineOpt = "ideal",
-    requests: RequestOptions = RequestOptions(),
+    requests: RequestFlags = RequestFlags(),
     layout: Annotated[
-        LayoutOptions,
+        LayoutFlags,
         only(
             "tp",
             "pp",
@@ -157,13 +157,13 @@ def capacity(
             dp="Data-parallel replicas: each has its own KV memory and requests, so the figures are per replica (as vLLM logs them).",
             pp="Pipeline stages: 1 only (capacity figures one GPU rank holding every layer; `kvcalc estimate --pp N --gpu G` plans stages).",
         ),
-    ] = LayoutOptions(),
-    moe: MoeLayoutOptions = MoeLayoutOptions(),
-    kv: Annotated[KvFormatOptions, only("kv_dtype", "k_dtype", "v_dtype", kv_dtype=KV_DTYPE_HELP)] = KvFormatOptions(),
+    ] = LayoutFlags(),
+    moe: MoeLayoutFlags = MoeLayoutFlags(),
+    kv: Annotated[KvFormatFlags, only("kv_dtype", "k_dtype", "v_dtype", kv_dtype=KV_DTYPE_HELP)] = KvFormatFlags(),
     vllm: VllmFlags = VllmFlags(),
     sglang: SglangFlags = SglangFlags(),
     llamacpp: LlamacppFlags = LlamacppFlags(),
-    source: SourceOptions = SourceOptions(),
+    source: SourceFlags = SourceFlags(),
     fmt: FormatOpt = "table",
 ) -> None:
     """What ENGINE makes of a KV memory budget: tokens, blocks, concurrency, and its own log lines."""
@@ -255,7 +255,7 @@ def with_dcp(options: Any, dcp: int) -> Any:
     return dataclasses.replace(options or VllmOptions(), dcp=dcp)
 
 
-def beyond_the_gpu(memory: KvMemoryOptions, req: Any, res: Any, *, dp: int, gpu: str | None, layout: Any) -> list:
+def beyond_the_gpu(memory: KvMemoryFlags, req: Any, res: Any, *, dp: int, gpu: str | None, layout: Any) -> list:
     """The (result, table) parts after the engine's own: the offload tier, its log lines as plain
     text, the shared prefix, loading it back or recomputing it (`offload_request.capacity_extras`)."""
     from kvcalc.offload_request import capacity_extras
@@ -275,8 +275,8 @@ def beyond_the_gpu(memory: KvMemoryOptions, req: Any, res: Any, *, dp: int, gpu:
 def check_sources(
     ctx: typer.Context,
     name: str,
-    layout: LayoutOptions,
-    source: SourceOptions,
+    layout: LayoutFlags,
+    source: SourceFlags,
     kv_memory: str | None,
     ctx_size: str | None = None,
 ) -> bool:

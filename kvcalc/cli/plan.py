@@ -14,19 +14,19 @@ from typing import TYPE_CHECKING, Annotated, Optional
 import typer
 
 from kvcalc.cli.options import (
-    GpuPlanOptions,
-    KvMemoryOptions,
+    GpuPlanFlags,
+    KvMemoryFlags,
     ModelArg,
     RevisionOpt,
     SeqLenOpt,
-    SpeculativeOptions,
+    SpeculativeFlags,
     TrustPlainOpt,
     VllmFlags,
     auto_is_default,
     engine_key,
     engine_options,
+    flag_sets,
     only,
-    option_groups,
     refuse_typed,
 )
 from kvcalc.cli.output import check_format, echo, handle_errors
@@ -47,10 +47,10 @@ KNOBS = ("gpu_memory_utilization", "bw_efficiency", "flops_efficiency", "cuda_co
 #: llama.cpp's options are not taken: plan sizes SGLang's pools at SGLang's defaults
 #: (`sglang_plan.plan_kv`) and llama.cpp by the exact formula (`EngineProfile.plan_engine_kv` is
 #: None), so --page-size or --llamacpp-version would not reach the plan.
-#: the tier below the GPU (`kvcalc capacity`'s options, `KvMemoryOptions`): --gpus-per-node is
+#: the tier below the GPU (`kvcalc capacity`'s options, `KvMemoryFlags`): --gpus-per-node is
 #: plan's own; the KV memory is each layout's, and a prefix's load time is capacity's / estimate's
 OFFLOAD_PLAN_OPTIONS = tuple(
-    n for n in KvMemoryOptions.option_names() if n not in ("kv_memory", "gpus_per_node", "link", "prefix_hit_rate")
+    n for n in KvMemoryFlags.option_names() if n not in ("kv_memory", "gpus_per_node", "link", "prefix_hit_rate")
 )
 
 VLLM_PLAN_FLAGS = (
@@ -66,7 +66,7 @@ VLLM_PLAN_FLAGS = (
 
 
 @handle_errors
-@option_groups()
+@flag_sets()
 def plan(
     ctx: typer.Context,
     model: ModelArg,
@@ -147,7 +147,7 @@ def plan(
         ),
     ] = None,
     force: Annotated[bool, typer.Option("--force", help="Overwrite the --write-deployment file.")] = False,
-    knobs: Annotated[GpuPlanOptions, only(*KNOBS)] = GpuPlanOptions(),
+    knobs: Annotated[GpuPlanFlags, only(*KNOBS)] = GpuPlanFlags(),
     vllm: Annotated[
         VllmFlags,
         only(
@@ -156,7 +156,7 @@ def plan(
         ),
     ] = VllmFlags(),
     speculative: Annotated[
-        SpeculativeOptions,
+        SpeculativeFlags,
         only(
             "speculative_config",
             "speculative_algorithm",
@@ -166,7 +166,7 @@ def plan(
             speculative_config="vLLM's speculative config as JSON: method (mtp, eagle, eagle3, draft_model, ngram), num_speculative_tokens, model (the draft). Each layout's memory counts the draft's weights and KV; the launch lines carry it (vLLM --speculative-config, SGLang --speculative-algorithm ...); TPOT with --accepted-len.",
             accepted_len="Mean tokens one verify step emits (bonus token included, 1..k+1): your measured figure; with it each layout's TPOT and tokens/s are speculative decoding's.",
         ),
-    ] = SpeculativeOptions(),
+    ] = SpeculativeFlags(),
     calibration: Annotated[
         Optional[str],
         typer.Option(
@@ -191,7 +191,7 @@ def plan(
             help="Requests/s arriving at the layout (with --input-len / --output-len): continuous batching by Little's law instead of static batches of --concurrency; a layout that cannot keep up misses.",
         ),
     ] = None,
-    offload: Annotated[KvMemoryOptions, only(*OFFLOAD_PLAN_OPTIONS)] = KvMemoryOptions(),
+    offload: Annotated[KvMemoryFlags, only(*OFFLOAD_PLAN_OPTIONS)] = KvMemoryFlags(),
     sessions: Annotated[
         Optional[int],
         typer.Option(
@@ -263,7 +263,7 @@ def plan(
         raise typer.Exit(1)
 
 
-def plan_offload_settings(offload: KvMemoryOptions, sessions: int | None, gpus_per_node: int) -> OffloadSettings | None:
+def plan_offload_settings(offload: KvMemoryFlags, sessions: int | None, gpus_per_node: int) -> OffloadSettings | None:
     """The `OffloadSettings` plan counts (None when no tier is asked). Raises `KvcalcError` for
     --sessions below 1 or without a tier, and for --host-memory or --shared-prefix alone (they
     qualify a tier)."""
@@ -323,7 +323,7 @@ def show(res: PlanResult, fmt: str) -> None:
         for m in res.misses:
             echo(f"  {m.line}")
     from kvcalc.cli.output import console
-    from kvcalc.report.layout import wrap_line
+    from kvcalc.report.widths import wrap_line
 
     width = console().width
     for n in res.notes:  # at the terminal's width, continuation lines indented (no figure split)

@@ -8,17 +8,17 @@ import typer
 
 from kvcalc.cli.options import (
     PLAIN_KV_DTYPE_HELP,
+    FlagSet,
     FormatOpt,
-    GpuPlanOptions,
-    KvFormatOptions,
-    LayoutOptions,
+    GpuPlanFlags,
+    KvFormatFlags,
+    LayoutFlags,
     ModelArg,
-    ModelSourceOptions,
-    OptionGroup,
+    ModelSourceFlags,
     check_limits,
     check_positive,
+    flag_sets,
     only,
-    option_groups,
     resolve_count,
     warn_beyond_context,
 )
@@ -31,7 +31,7 @@ if TYPE_CHECKING:
     from kvcalc.schema import GpuSpec, ModelSpec
 
 
-class SpeedFlags(OptionGroup):
+class SpeedFlags(FlagSet):
     """The speed model's inputs: --engine (whose per-step floor applies) and --calibration."""
 
     engine: Annotated[
@@ -65,7 +65,7 @@ def track(points: list[tuple[int, int]]) -> Iterable[tuple[int, int]]:
 
 
 @handle_errors
-@option_groups(order=("gpu", "count", "tp", "pp", "kv_dtype", "weight_dtype"))
+@flag_sets(order=("gpu", "count", "tp", "pp", "kv_dtype", "weight_dtype"))
 def sweep(
     ctx: typer.Context,
     model: ModelArg,
@@ -78,9 +78,9 @@ def sweep(
             "--batch", help="Batch sizes (sequences per DP replica): 1,8,32 (not -b: llama.cpp's --batch-size)."
         ),
     ] = "1,8,32",
-    gpu: GpuPlanOptions = GpuPlanOptions(),
-    layout: Annotated[LayoutOptions, only("tp", "pp", "count")] = LayoutOptions(),
-    kv: Annotated[KvFormatOptions, only("kv_dtype", kv_dtype=PLAIN_KV_DTYPE_HELP)] = KvFormatOptions(),
+    gpu: GpuPlanFlags = GpuPlanFlags(),
+    layout: Annotated[LayoutFlags, only("tp", "pp", "count")] = LayoutFlags(),
+    kv: Annotated[KvFormatFlags, only("kv_dtype", kv_dtype=PLAIN_KV_DTYPE_HELP)] = KvFormatFlags(),
     plot: Annotated[
         Optional[str],
         typer.Option(
@@ -97,7 +97,7 @@ def sweep(
         ),
     ] = False,
     speed: SpeedFlags = SpeedFlags(),
-    source: ModelSourceOptions = ModelSourceOptions(),
+    source: ModelSourceFlags = ModelSourceFlags(),
     fmt: FormatOpt = "table",
 ) -> None:
     """Memory, fit, TPOT and tokens/s over a grid of context lengths and batch sizes."""

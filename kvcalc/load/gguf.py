@@ -807,12 +807,12 @@ def _finish(header: GgufHeader, c: Any, arch: str, f: dict[str, Any], *, legacy_
         )
     general = header.metadata.get("general.name")
     named = f", {excerpt(general, 60)}" if isinstance(general, str) and general.strip() else ""
-    layout = ", expanded MLA cache layout (no key_length_mla)" if legacy_mla else ""
+    legacy = ", expanded MLA cache: full K and V (no key_length_mla)" if legacy_mla else ""
     stem = Path(p).name
     stem = stem[:-5] if stem.lower().endswith(".gguf") and len(stem) > 5 else stem
     out = {
         "name": stem,
-        "source": f"{p} (GGUF v{header.version}, architecture {arch}{named}, {label}{layout})",
+        "source": f"{p} (GGUF v{header.version}, architecture {arch}{named}, {label}{legacy})",
         "model_type": f.pop("model_type"),
     }
     out.update(f)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from kvcalc.report import seconds, size
-from kvcalc.report.layout import Cell, pairs_table
+from kvcalc.report.widths import Cell, pairs_table
 
 
 def speculative_table(r: Any, *, width: int | None = None):
