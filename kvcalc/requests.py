@@ -325,6 +325,16 @@ class EstimateRequest(NamedTuple):
 
             check_layout(model, tp, dp_attention, ep, dcp)
         speculative = rest.get("speculative")
+        if rest.get("gpu") is None:  # both are sized on a GPU's memory plan and roofline
+            if speculative is not None:
+                raise KvcalcError(
+                    "--speculative-config needs --gpu (the draft's weights and the step times are per GPU)",
+                    option="--speculative-config",
+                )
+            if rest.get("input_len") is not None or rest.get("output_len") is not None:
+                raise KvcalcError(
+                    "--input-len / --output-len need --gpu (a GPU from `kvcalc gpus`)", option="--input-len"
+                )
         if speculative is not None:  # once, here: `calc.speculative.estimate` trusts it
             speculative.check(model)
         wl = Workload(
@@ -484,13 +494,6 @@ def run_estimate(req: EstimateRequest) -> EstimateResult:
             from kvcalc.calc import speculative as spec_calc
 
             spec_res = spec_calc.estimate(planner, req.speculative, est.seq_len, est.batch)
-    elif req.speculative is not None:
-        raise KvcalcError(
-            "--speculative-config needs --gpu (the draft's weights and the step times are per GPU)",
-            option="--speculative-config",
-        )
-    elif req.input_len is not None or req.output_len is not None:
-        raise KvcalcError("--input-len / --output-len need --gpu (a GPU from `kvcalc gpus`)", option="--input-len")
     hint = None
     if serving is not None and gpu is not None and not serving.fits:
         hint = fit_hint(req, gpu, layout, est)
