@@ -337,6 +337,8 @@ class EstimateRequest(NamedTuple):
                 )
         if speculative is not None:  # once, here: `calc.speculative.estimate` trusts it
             speculative.check(model)
+        if rest.get("layout") is not None:  # the memory plan's knobs, once: `GpuFit` trusts them
+            rest["layout"].check()
         wl = Workload(
             seq_len=T,
             batch=batch,
@@ -671,6 +673,7 @@ def plan_kv_memory(
     from kvcalc.load.gpus import get_gpu
 
     spec = get_gpu(gpu) if isinstance(gpu, str) else gpu
+    layout.check()  # `capacity --gpu`'s knobs, once: `GpuFit` trusts them
     T = resolve_seq_len(model, seq_len)
     B = concurrency or 1
     planner = GpuFit(model, spec, layout)
@@ -974,7 +977,8 @@ class PlanRequest(NamedTuple):
         refuse_engine_model(prof, model, opts)
         check_option_bounds(opts)
         prof.check_options(opts)
-        knobs = knobs if knobs is not None else Layout()  # checked when built (`Layout.__post_init__`)
+        knobs = knobs if knobs is not None else Layout()
+        knobs.check()  # once, here: the search's `GpuFit`s trust them
 
         choices, table = [], gpu_table()
         for name in _names(gpus, "--gpu") or list(table):

@@ -187,12 +187,12 @@ def test_compare_refuses_mla() -> None:
     ],
 )
 def test_layout_fractions(knob: str, flag: str) -> None:
-    e = raised(lambda: Layout(**{knob: 1.5}))
+    e = raised(Layout(**{knob: 1.5}).check)
     carries(e, knob, flag, 1.5, f"{flag} must be in (0, 1], got 1.5", "must be in (0, 1], got 1.5")
 
 
 def test_layout_cuda_context() -> None:
-    e = raised(lambda: Layout(cuda_context_bytes=-1))
+    e = raised(Layout(cuda_context_bytes=-1).check)
     carries(e, "cuda_context_bytes", "--cuda-context", -1, "--cuda-context must not be negative, got -1")
 
 

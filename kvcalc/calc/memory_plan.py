@@ -200,14 +200,12 @@ class Layout:
             start += n
         return out
 
-    def __post_init__(self) -> None:
-        self.check()  # a Layout is valid once built: `GpuFit` and the searches trust it
-
     def check(self) -> None:
         """Raise `KvcalcError` (field: the knob's name) for a utilization or efficiency outside
-        (0, 1] or a negative CUDA context. Called once, when the Layout is built (the CLI's
-        `make_layout`, the Python API, a deployment, the plan's knobs); `dataclasses.replace`
-        builds, so checks, the new one."""
+        (0, 1] or a negative CUDA context. Called once, where the request is built
+        (`requests.EstimateRequest.build`, `requests.PlanRequest.build`, `requests.plan_kv_memory`,
+        `kvcalc sweep`); a deployment's knobs are its schema's (`schema_deploy.Deployment`).
+        `GpuFit` and the searches trust the layout they are given."""
         for name in ("gpu_memory_utilization", "bw_efficiency", "flops_efficiency"):
             x = getattr(self, name)
             if not 0 < x <= 1:

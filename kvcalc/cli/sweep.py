@@ -126,6 +126,7 @@ def sweep(
     kv_name = kv_format(kv.kv_dtype or spec.dtype).name
     lay, g = gpu.layout(tp, pp, dp, kv_name, None), _gpu(gpu.gpu)
     lay = with_speed(lay, g, speed)
+    lay.check()  # the memory plan's knobs, once: `sweep_rows`' `GpuFit` trusts them
     req = SweepRequest(spec, tuple(T), tuple(B), lay, g)
     if plot is not None:  # fail on a missing extra before the work, not after
         pyplot()

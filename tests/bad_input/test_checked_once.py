@@ -76,8 +76,12 @@ def test_speculative_decoding_is_checked_once(monkeypatch):
     assert len(calls) == 1
 
 
-def test_a_layout_checks_its_knobs_when_built():
-    # a memory-plan Layout is valid once built: GpuFit never sees utilization 0
+def test_the_memory_plan_knobs_are_checked_once(monkeypatch):
+    # llama-3.1-8b on an H100 at utilization 0.8: the knobs are checked where the request is
+    # built, and GpuFit (the plan, its fit hint, its speed) trusts them
+    calls = _count(monkeypatch, memory_plan.Layout, "check")
+    kvcalc.estimate("llama-3.1-8b", seq_len=8192, gpu="h100-sxm", gpu_memory_utilization=0.8)
+    assert len(calls) == 1
     with pytest.raises(KvcalcError) as e:
-        memory_plan.Layout(gpu_memory_utilization=0)
+        kvcalc.estimate("llama-3.1-8b", seq_len=8192, gpu="h100-sxm", gpu_memory_utilization=0)
     assert e.value.field == "gpu_memory_utilization"
