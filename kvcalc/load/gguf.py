@@ -602,6 +602,17 @@ def _attention_fields(m: _Meta, a: Any, f: dict[str, Any], hidden: int, n_heads:
             mla_cache="expanded" if legacy_mla else "latent",
         )  # what llama.cpp caches for this file
     else:
+        lengths = ("attention.key_length", "attention.value_length")
+        if hidden % n_heads and not all(m.has(k) for k in lengths):
+            # llama.cpp takes n_embd / n_head whole (src/llama-model.cpp `load_hparams`: n_embd_head_k =
+            # n_embd / n_head()), a head size the file's tensors do not have: never a guess here
+            missing = next(k for k in lengths if not m.has(k))
+            raise m.fail(
+                "embedding_length",
+                f"({hidden:,}) is not divisible by {m.key('attention.head_count')} ({n_heads}) and the file "
+                f"gives no {m.key(missing)}; convert the model again with a current llama.cpp, which writes the "
+                "head size",
+            )
         k_len = m.count("attention.key_length", hidden // n_heads or None)
         v_len = m.count("attention.value_length", hidden // n_heads or None)
         if k_len is None:

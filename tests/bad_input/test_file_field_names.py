@@ -115,6 +115,13 @@ def _gguf():
             "llama.attention.head_count (32) must be divisible by llama.attention.head_count_kv (5)",
         ),
         ({"block_count": 0}, "llama.block_count", "must be from 1 to"),
+        # no key_length: the head size would be 4,001 // 32 = 125, which no tensor of the file has
+        (
+            {"embedding_length": 4001},
+            "llama.embedding_length",
+            "(4,001) is not divisible by llama.attention.head_count (32) and the file gives no "
+            "llama.attention.key_length; convert the model again",
+        ),
     ],
 )
 def test_gguf_names_its_own_key(tmp_path, change, key, says):
