@@ -126,7 +126,6 @@ def sweep(
     kv_name = kv_format(kv.kv_dtype or spec.dtype).name
     lay, g = gpu.layout(tp, pp, dp, kv_name, None), _gpu(gpu.gpu)
     lay = with_speed(lay, g, speed)
-    lay.check()  # the memory plan's knobs, once: `sweep_rows`' `GpuFit` trusts them
     req = SweepRequest(spec, tuple(T), tuple(B), lay, g)
     if plot is not None:  # fail on a missing extra before the work, not after
         pyplot()
@@ -154,11 +153,13 @@ def sweep(
 
 
 def with_speed(layout: Layout, gpu: GpuSpec | None, speed: SpeedFlags) -> Layout:
-    """`layout` with the speed model's terms for --engine on `gpu` (`requests.speed_terms`, with
-    --calibration); unchanged without a GPU, where --engine / --calibration are refused."""
+    """`layout`, its memory-plan knobs checked (`Layout.check`, once: `sweep_rows`' `GpuFit`
+    trusts them), with the speed model's terms for --engine on `gpu` (`requests.speed_terms`,
+    with --calibration); unchanged without a GPU, where --engine / --calibration are refused."""
     from kvcalc.engines import canonical
     from kvcalc.errors import KvcalcError
 
+    layout.check()
     if gpu is None:
         if speed.calibration is not None or speed.engine != "ideal":
             raise KvcalcError(
