@@ -485,7 +485,7 @@ class ModelSpec(_Frozen):
                 "index_head_dim (DeepSeek-V3.2's indexer) needs "
                 "attention: mla (or compress_ratios, or index_format: kv)",
             )
-        self._check_2026()
+        self._check_2026(file_names(info))
         if self.mla_cache is not None and self.attention != "mla":
             raise field_error("ModelSpec", "mla_cache", "mla_cache (how llama.cpp caches MLA) needs attention: mla")
         if self.attention == "mla":
@@ -590,8 +590,10 @@ class ModelSpec(_Frozen):
                 self.hidden_size,
             )
 
-    def _check_2026(self) -> None:
-        """The per-layer lists and the 2026 fields agree with the layer count and each other."""
+    def _check_2026(self, names: dict[str, str]) -> None:
+        """The per-layer lists and the 2026 fields agree with the layer count and each other; a
+        layer kind's own KV heads (`kind_geometry`) are named as the file names them (`names`:
+        `kind_geometry.full.n_kv_heads` -> Gemma-4's `num_global_key_value_heads`)."""
         for name in ("compress_ratios", "index_layers"):
             v = getattr(self, name)
             if v is not None and len(v) != self.n_layers:
@@ -623,11 +625,23 @@ class ModelSpec(_Frozen):
             if self.attention == "mla":
                 raise field_error("ModelSpec", "kind_geometry", "kind_geometry needs per-head attention, not mla")
             kv = g.n_kv_heads or self.n_kv_heads or self.n_heads
+            field = names.get(f"kind_geometry.{kind}.n_kv_heads", "kind_geometry")
+            heads = names.get("n_heads", "n_heads")
+            what = field if field != "kind_geometry" else f"the {kind} layers' n_kv_heads"
+            if kv > self.n_heads:
+                raise field_error(
+                    "ModelSpec",
+                    field,
+                    f"{what} ({kv}) exceeds {heads} ({self.n_heads}); each KV head serves one or more "
+                    f"query heads, so give at most {self.n_heads}",
+                    kv,
+                )
             if self.n_heads % kv:
                 raise field_error(
                     "ModelSpec",
-                    "kind_geometry",
-                    f"n_heads ({self.n_heads}) must be divisible by the {kind} layers' n_kv_heads ({kv})",
+                    field,
+                    f"{heads} ({self.n_heads}) must be divisible by {what} ({kv})",
+                    kv,
                 )
         for k in self.attention_sinks or []:
             if LAYER_KIND_ALIASES.get(str(k).strip().lower()) not in ("full", "sliding"):

@@ -129,3 +129,20 @@ def test_gguf_names_its_own_key(tmp_path, change, key, says):
     p = g.write_gguf(tmp_path / "m.gguf", "llama", {**g.LLAMA_8B_KV, **change}, g.tiny_layers(32) + g.ENDS)
     line = refused(run_kvcalc("estimate", str(p), "-s", "1k"), str(p), f"field '{key}': ", says)
     assert not re.search(r"\bn_kv_heads\b", line), line
+
+
+@pytest.mark.parametrize(
+    "global_kv,says",
+    [
+        (32, "text_config.num_global_key_value_heads (32) exceeds text_config.num_attention_heads (16)"),
+        (3, "text_config.num_attention_heads (16) must be divisible by text_config.num_global_key_value_heads (3)"),
+    ],
+)
+def test_gemma4_global_kv_heads_name_their_own_field(tmp_path, global_kv, says):
+    # google/gemma-4-26B-A4B config.json (tests/data): its full-attention layers take
+    # num_global_key_value_heads (2) KV heads over its 16 query heads; 32 or 3 is refused by that name
+    data = json.loads((Path(__file__).parents[1] / "data/hf-configs-2026/google--gemma-4-26B-A4B.json").read_text())
+    data["text_config"]["num_global_key_value_heads"] = global_kv
+    p = tmp_path / "config.json"
+    p.write_text(json.dumps(data))
+    refused(run_kvcalc("estimate", str(p)), str(p), "field 'text_config.num_global_key_value_heads': ", says)
