@@ -137,9 +137,7 @@ def allreduce_ranks(device: str, asked: int | None) -> int | None:
     if asked is None:
         return visible if visible is not None and visible >= 2 else None
     if asked < 2:
-        raise KvcalcError(
-            "an all-reduce needs 2 or more ranks", option="--allreduce-ranks", value=asked
-        )
+        raise KvcalcError("an all-reduce needs 2 or more ranks", option="--allreduce-ranks", value=asked)
     if visible is not None and asked > visible:
         raise KvcalcError(
             f"torch sees {visible} CUDA device(s), one rank each", option="--allreduce-ranks", value=asked
