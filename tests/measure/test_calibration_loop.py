@@ -169,3 +169,18 @@ def test_plan_uses_the_measured_figures(measured) -> None:
         assert lay["speed_model"].endswith(
             "calibrated: floor, bandwidth, FLOP/s" + (", all-reduce" if lay["tp"] > 1 else "")
         ), lay["speed_model"]
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU (torch.cuda.is_available() is False)")
+def test_gpu_calibration_file(tmp_path) -> None:
+    """On CUDA: every figure measured and read back; the all-reduce over NCCL exactly when two or
+    more GPUs are visible. No figure is held to a speed here (benchmarks/gpu_check.sh prints them)."""
+    path = tmp_path / "gpu.yaml"
+    r = _run("measure", "llama-3.1-8b", "--calibrate", path, "--gpu", GPU, "--device", "cuda", "--layers", "4")
+    assert r.exit_code == 0, r.output
+    d = yaml.safe_load(path.read_text())
+    assert d["device"].startswith(f"{torch.cuda.get_device_name()} (cuda, torch ")
+    assert d["step_floor_s"] >= 0 and d["read_bytes_per_s"] > 0 and d["flops_per_s"] > 0
+    n = torch.cuda.device_count()
+    assert (d.get("allreduce_tp"), "nccl all-reduce" in d["source"]) == ((n, True) if n > 1 else (None, False))
