@@ -121,7 +121,8 @@ class Runner:
         """(exit status or None on a timeout, stdout, stderr) of `argv` run from the repo root
         for at most min(limit_s, the time left) seconds."""
         limit = max(1.0, min(limit_s, self.left_s()))
-        self.say(f"$ {shlex.join(argv)}   (limit {limit:.0f} s)")
+        shown = ["<script>" if "\n" in a else a for a in argv]  # python -c's text: in this file
+        self.say(f"$ {shlex.join(shown)}   (limit {limit:.0f} s)")
         try:
             p = subprocess.run(
                 argv,
@@ -337,7 +338,8 @@ def finish(r: Runner, exit_status: int | None = None) -> int:
     lines = [head, ""]
     for s in r.steps:  # 80 columns: the result wraps under itself
         lead = f"{s.name:<{w}}  {s.status:<4}  {s.seconds:>4.0f} s  "
-        wrapped = textwrap.wrap(s.result, max(80 - len(lead), 30)) or [""]
+        glued = re.sub(r"(\d) (ms|us|s|GB/s|GiB|TFLOP/s)\b", "\\1\0\\2", s.result)  # a unit stays by its number
+        wrapped = [ln.replace("\0", " ") for ln in textwrap.wrap(glued, max(80 - len(lead), 30))] or [""]
         lines += [lead + wrapped[0]] + [" " * len(lead) + more for more in wrapped[1:]]
     failed = [s.name for s in r.steps if s.status == "FAIL"]
     status = exit_status if exit_status is not None else (1 if failed else 0)
