@@ -216,6 +216,6 @@ def calibration_yaml(run: CalibrationRun, gpu: str, model: str, n_layers: int) -
 def _allreduce_words(run: CalibrationRun) -> str:
     """The all-reduce part of the file's `source`: what was timed, or that it was not."""
     if run.allreduce_latency_s is None:
-        return "no all-reduce (one device; --allreduce-ranks N to time one)"
+        return "no all-reduce timed (one GPU visible, or the CPU without --allreduce-ranks)"
     what = "GPUs" if run.allreduce_backend == "nccl" else "CPU processes"
     return f"{ALLREDUCE_BYTES // 2**10} KiB {run.allreduce_backend} all-reduce over {run.allreduce_tp} {what}"
