@@ -17,7 +17,7 @@
 # at the repo root (or KVCALC_GPU_CHECK_WHEELS) when they are there (benchmarks/gpu_wheels.sh downloads them on a machine with
 # pip's index; carry .whl to the GPU box): installed with --no-index into a temporary folder.
 # Anything still missing stops the script at once, with one line naming it (exit 2).
-# Budget: 420 s for every step together (benchmarks/gpu_check_run.py), under 8 minutes.
+# Budget: 360 s for every step together (benchmarks/gpu_check_run.py), well under 8 minutes.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$(pwd)
