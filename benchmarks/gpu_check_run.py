@@ -338,7 +338,9 @@ def finish(r: Runner, exit_status: int | None = None) -> int:
     lines = [head, ""]
     for s in r.steps:  # 80 columns: the result wraps under itself
         lead = f"{s.name:<{w}}  {s.status:<4}  {s.seconds:>4.0f} s  "
-        glued = re.sub(r"(\d) (ms|us|s|GB/s|GiB|TFLOP/s)\b", "\\1\0\\2", s.result)  # a unit stays by its number
+        # a unit stays by its number, and "tp" by its count
+        glued = re.sub(r"(\d) (ms|us|s|GB/s|GiB|TFLOP/s)\b", "\\1\0\\2", s.result)
+        glued = re.sub(r"\btp (\d)", "tp\0\\1", glued)
         wrapped = [ln.replace("\0", " ") for ln in textwrap.wrap(glued, max(80 - len(lead), 30))] or [""]
         lines += [lead + wrapped[0]] + [" " * len(lead) + more for more in wrapped[1:]]
     failed = [s.name for s in r.steps if s.status == "FAIL"]
