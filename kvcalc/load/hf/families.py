@@ -1,13 +1,14 @@
 """One mapping per Hugging Face `model_type` family -> `ModelSpec` fields, and the `FAMILIES`
 table `kvcalc.load.hf` dispatches on. A family is data (`Family`: config keys -> fields with the
-transformers class's defaults, the layer-kind rule, the window, and a small `build` hook for what
-no table says, such as the Qwen window; see `kvcalc.load.hf.family`), or a function where its
-rules are mostly code (EXAONE-4's pattern string, Llama-4's chunks, and in
-`kvcalc.load.hf.families_hybrid` Jamba's periods, Nemotron-H's pattern, Granite-4.0-H and
-Falcon-H1). The pre-Llama families (Falcon, GPT-2, ChatGLM, MPT, DBRX) are in
-`kvcalc.load.hf.families_legacy`, the 2026 families in `kvcalc.load.hf.families_2026`. Each reads
-the fields its transformers configuration class reads, with that class's defaults; the rules are
-listed in `kvcalc.load.hf`'s docstring.
+transformers class's defaults, the layer-kind rule, the window; see `kvcalc.load.hf.family`) plus
+the few functions no table says, each in its slot of the reading: a `build` hook for fields (the
+Qwen window, Llama-4's MoE period) and a `layers` rule for the per-layer kinds (EXAONE-4's pattern
+string, Llama-4's chunks). The hybrids with state-space or linear-attention layers (Qwen3-Next,
+Qwen3.5, Jamba, Nemotron-H, Granite-4.0-H, Falcon-H1) are in `kvcalc.load.hf.families_hybrid`,
+the pre-Llama families (Falcon, GPT-2, ChatGLM, MPT, DBRX) in `kvcalc.load.hf.families_legacy`,
+the 2026 families in `kvcalc.load.hf.families_2026` (GLM-5 and Kimi-K3 are still functions there).
+Each reads the fields its transformers configuration class reads, with that class's defaults; the
+rules are listed in `kvcalc.load.hf`'s docstring.
 """
 
 from __future__ import annotations
@@ -18,21 +19,19 @@ from typing import Any
 
 from kvcalc.load.hf.families_2026 import FAMILIES_2026, TEXT_MODEL_TYPES_2026
 from kvcalc.load.hf.families_hybrid import (
+    FALCON_H1,
+    GRANITEMOEHYBRID,
+    JAMBA,
+    NEMOTRON_H,
     QWEN3_5_MOE_TEXT,
     QWEN3_5_TEXT,
     QWEN3_NEXT,
-    _falcon_h1,
-    _granitemoehybrid,
-    _jamba,
-    _nemotron_h,
 )
 from kvcalc.load.hf.families_legacy import CHATGLM, DBRX, FALCON, GPT2, GPT_BIGCODE, MPT
 from kvcalc.load.hf.family import Family, Kinds
 from kvcalc.load.hf.mla import DEEPSEEK as _deepseek
 from kvcalc.load.hf.reader import (
     _Cfg,
-    _decoder,
-    _every_nth,
     _kinds_from_layer_types,
     _qwen_experts,
     _qwen_window_kinds,
@@ -367,7 +366,7 @@ FAMILIES: dict[str, Family | Callable[[_Cfg], dict[str, Any]]] = {
     "deepseek_v3": _deepseek,
     "kimi_k2": _deepseek,
     "gpt_oss": GPT_OSS,
-    "jamba": _jamba,
+    "jamba": JAMBA,
     "starcoder2": STARCODER2,
     "olmo2": OLMO2,
     "cohere2": COHERE2,
@@ -380,9 +379,9 @@ FAMILIES: dict[str, Family | Callable[[_Cfg], dict[str, Any]]] = {
     "qwen3_5_text": QWEN3_5_TEXT,
     "qwen3_5_moe": QWEN3_5_MOE_TEXT,
     "qwen3_5_moe_text": QWEN3_5_MOE_TEXT,
-    "nemotron_h": _nemotron_h,
-    "granitemoehybrid": _granitemoehybrid,
-    "falcon_h1": _falcon_h1,
+    "nemotron_h": NEMOTRON_H,
+    "granitemoehybrid": GRANITEMOEHYBRID,
+    "falcon_h1": FALCON_H1,
     "qwen3_vl": QWEN3,
     "qwen3_vl_text": QWEN3,
     **FAMILIES_2026,
