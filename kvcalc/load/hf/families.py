@@ -231,7 +231,7 @@ QWEN3_MOE = replace(QWEN3, source="configuration_qwen3_moe.py", build=_qwen_moe(
 _EXAONE4_KINDS = Kinds(nth="full", rest="sliding", every=4, every_keys=("sliding_window_pattern",))
 
 
-def _exaone4_layers(c: _Cfg, f: dict[str, Any], window: Any) -> list[str] | None:
+def _exaone4_layers(c: _Cfg, f: dict[str, Any], window: int | None) -> list[str] | None:
     """`Family.layers` of EXAONE-4: `_EXAONE4_KINDS`, except that without a window (and without
     layer_types) every layer is global, and that a sliding_window_pattern written as a string of
     L (local) and G (global), as the published EXAONE-4.0-32B writes "LLLG", repeats over the
@@ -261,7 +261,7 @@ EXAONE4 = Family(
 )
 
 
-def _llama4_layers(c: _Cfg, f: dict[str, Any], chunk: Any) -> list[str]:
+def _llama4_layers(c: _Cfg, f: dict[str, Any], chunk: int | None) -> list[str]:
     """`Family.layers` of Llama 4: `layer_types` (chunked_attention / full_attention) wins; else
     `no_rope_layers[i]` is 1 for a RoPE (chunked) layer and 0 for a NoPE global layer; when absent
     or empty, layer i is global when (i + 1) % no_rope_layer_interval == 0 (4). A chunked layer

@@ -66,7 +66,7 @@ def _offset_below_period(c: _Cfg, key: str, period: int, offset: int, what: str)
         )
 
 
-def _jamba_layers(c: _Cfg, f: dict[str, Any], window: Any) -> list[str]:
+def _jamba_layers(c: _Cfg, f: dict[str, Any], window: int | None) -> list[str]:
     """`Family.layers` of Jamba: layer i is attention when i % attn_layer_period ==
     attn_layer_offset (8, 4), else Mamba-1; attention slides only when sliding_window is set."""
     period = c.count("attn_layer_period", default=8)
@@ -198,7 +198,7 @@ def _nemotron_h_counted(c: _Cfg) -> _Cfg:
     return _Cfg({**c.data, "num_hidden_layers": len(blocks)}, c.path, c.model_type)
 
 
-def _nemotron_h_layers(c: _Cfg, f: dict[str, Any], window: Any) -> list[str]:
+def _nemotron_h_layers(c: _Cfg, f: dict[str, Any], window: int | None) -> list[str]:
     """`Family.layers` of Nemotron-H: one kind per block (`_NEMOTRON_H_KINDS`)."""
     return [_NEMOTRON_H_KINDS[b] for b in _nemotron_h_blocks(c)[1]]
 
@@ -269,7 +269,7 @@ _MAMBA2_COUNTS = {
 }
 
 
-def _granite_layers(c: _Cfg, f: dict[str, Any], window: Any) -> list[str]:
+def _granite_layers(c: _Cfg, f: dict[str, Any], window: int | None) -> list[str]:
     """`Family.layers` of Granite-4.0-H: `layer_types` (or layers_block_type) lists mamba or
     attention for each layer."""
     raw = c.get("layer_types", "layers_block_type")

@@ -114,7 +114,7 @@ class Family:
     ignored: Mapping[str, str] = field(default_factory=dict)
     prepare: Callable[[_Cfg], _Cfg] | None = None
     build: Callable[[_Cfg, dict[str, Any]], dict[str, Any]] | None = None
-    layers: Callable[[_Cfg, dict[str, Any], Any], list[str] | None] | None = None
+    layers: Callable[[_Cfg, dict[str, Any], int | None], list[str] | None] | None = None
     set_kinds: bool = True  # False: `build` places the kinds itself
 
     def __call__(self, c: _Cfg) -> dict[str, Any]:
