@@ -261,6 +261,15 @@ def test_llama4_bad_no_rope_layers():
     assert e.value.field == "no_rope_layers" and "48 layers" in str(e.value)
 
 
+@pytest.mark.parametrize("moe_layers", [True, 4, {"0": 1}])
+def test_llama4_moe_layers_not_a_list_is_refused(moe_layers):
+    # true and 4 were a TypeError (list(True)) out of the reader: a crash, not a one-line refusal
+    d = {**SCOUT["text_config"], "moe_layers": moe_layers}
+    with pytest.raises(ConfigError) as e:
+        model_from_hf_config({"model_type": "llama4", "text_config": d}, "scout/config.json")
+    assert e.value.field == "moe_layers" and "must be a list of layer indices" in str(e.value)
+
+
 def test_deepseek_v32_counts_the_indexer_key():
     m = model_from_hf_config(V32, "DeepSeek-V3.2-Exp/config.json")
     assert m.attention == "mla" and m.index_head_dim == 128

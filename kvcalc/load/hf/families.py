@@ -292,7 +292,9 @@ def _llama4_moe_layers(c: _Cfg, f: dict[str, Any]) -> dict[str, Any]:
     if step > 1:
         f["moe_layer_period"], f["moe_layer_offset"] = step, step - 1
     moe_layers = c.get("moe_layers")
-    if moe_layers is not None and list(moe_layers) != list(range(step - 1, f["n_layers"] or 0, step)):
+    if moe_layers is not None and not isinstance(moe_layers, list):
+        raise c.fail(f"must be a list of layer indices, got {_shown(moe_layers)}", "moe_layers")
+    if moe_layers is not None and moe_layers != list(range(step - 1, f["n_layers"] or 0, step)):
         raise c.fail(
             f"lists MoE layers other than every {step}-th (interleave_moe_layer_step); kvcalc places "
             "experts by a period: write a kvcalc YAML",
