@@ -90,7 +90,8 @@ class EngineKv(Protocol):
       block size), shown once per note with the GPUs it applies to.
     """
 
-    notes: tuple[str, ...]
+    @property
+    def notes(self) -> tuple[str, ...]: ...
 
     def stage_bytes(self, seq_len: int, batch: int) -> list[int]: ...
 
