@@ -8,7 +8,7 @@ the largest --ctx-size that fits).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Optional
+from typing import TYPE_CHECKING, Annotated, ClassVar, Optional
 
 import typer
 
@@ -40,6 +40,17 @@ from kvcalc.cli.options import (
     with_help,
 )
 from kvcalc.cli.output import check_format, emit_parts, handle_errors, show_result
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from pydantic import BaseModel
+    from rich.console import RenderableType
+
+    from kvcalc.calc.memory_plan import Layout
+    from kvcalc.engines.profile import EngineOptions
+    from kvcalc.requests import CapacityRequest
+    from kvcalc.results import EngineResult
 
 KV_DTYPE_HELP = (
     "auto (the engine's default: the model's dtype, fp32 served as 16-bit; llama.cpp f16), bf16, fp16, "
@@ -93,7 +104,7 @@ class SourceOptions(OptionGroup):
     weight_dtype: CapacityWeightOpt = None
     gpu_memory_utilization: CapacityUtilOpt = DEFAULT_GPU_MEMORY_UTILIZATION
 
-    def layout(self, tp: int) -> Any:
+    def layout(self, tp: int) -> Layout:
         """The `memory_plan.Layout` of --gpu's plan at `tp` ranks (the other knobs: defaults)."""
         return make_layout(
             tp,
@@ -244,18 +255,21 @@ def capacity(
     emit_parts([(res, lambda: None), *extra], fmt)
 
 
-def with_dcp(options: Any, dcp: int) -> Any:
+def with_dcp(options: EngineOptions | None, dcp: int) -> EngineOptions | None:
     """vLLM's options with `dcp` (`VllmOptions.dcp`, `-dcp`); `options` as they are at dcp 1."""
     if dcp == 1:
         return options
     import dataclasses
+    from typing import cast
 
     from kvcalc.engines.vllm import VllmOptions
 
-    return dataclasses.replace(options or VllmOptions(), dcp=dcp)
+    return dataclasses.replace(cast(VllmOptions, options or VllmOptions()), dcp=dcp)  # -dcp is vLLM's
 
 
-def beyond_the_gpu(memory: KvMemoryOptions, req: Any, res: Any, *, dp: int, gpu: str | None, layout: Any) -> list:
+def beyond_the_gpu(
+    memory: KvMemoryOptions, req: CapacityRequest, res: EngineResult, *, dp: int, gpu: str | None, layout: Layout
+) -> list[tuple[BaseModel, Callable[[], RenderableType | None]]]:
     """The (result, table) parts after the engine's own: the offload tier, its log lines as plain
     text, the shared prefix, loading it back or recomputing it (`offload_request.capacity_extras`)."""
     from kvcalc.offload_request import capacity_extras

@@ -125,7 +125,8 @@ if TYPE_CHECKING:
     from rich.console import RenderableType
 
     from kvcalc.calc.speed import Calibration
-    from kvcalc.requests import EstimateResult
+    from kvcalc.engines.offload_rules import OffloadSettings
+    from kvcalc.requests import EstimateRequest, EstimateResult
     from kvcalc.results import EngineResult
     from kvcalc.schema import ModelSpec
 
@@ -310,7 +311,7 @@ def refuse_count_as_tp(engine_name: str, count: int, tp: int) -> None:
     )
 
 
-def offload_settings(ctx: typer.Context, offload: KvMemoryOptions) -> Any:
+def offload_settings(ctx: typer.Context, offload: KvMemoryOptions) -> "OffloadSettings | None":
     """The `OffloadSettings` of the offload options, or None when none asks for anything (then
     the options that only qualify one, --gpus-per-node, --prefix-hit-rate, --link ..., are
     refused if typed, never ignored)."""
@@ -328,7 +329,9 @@ def offload_settings(ctx: typer.Context, offload: KvMemoryOptions) -> Any:
     return offload.settings()
 
 
-def offload_parts(settings: Any, offload: KvMemoryOptions, req: Any, res: Any) -> list[tuple[Any, Callable[[], Any]]]:
+def offload_parts(
+    settings: "OffloadSettings", offload: KvMemoryOptions, req: "EstimateRequest", res: "EstimateResult"
+) -> "list[tuple[BaseModel, Callable[[], RenderableType | None]]]":
     """(result, table) of the tier below the GPU, its log lines, the shared prefix and the
     load-or-recompute rows: `kvcalc capacity`'s parts (`offload_request.estimate_extras`) from
     the estimate's engine result at its --seq-len."""
@@ -338,7 +341,7 @@ def offload_parts(settings: Any, offload: KvMemoryOptions, req: Any, res: Any) -
     from kvcalc.report.offload import log_text, part_table
     from kvcalc.results.offload import NoKeys
 
-    parts: list[tuple[Any, Callable[[], Any]]] = []
+    parts: list[tuple[BaseModel, Callable[[], RenderableType | None]]] = []
     for part, title in estimate_extras(settings, req, res, hit_rate=offload.prefix_hit_rate, link=offload.link):
         parts.append((part, partial(part_table, part, title)))
         off = getattr(part, "offload", None)
