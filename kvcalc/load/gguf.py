@@ -90,15 +90,19 @@ import struct
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, overload
+from typing import TYPE_CHECKING, Any, overload
 
 from kvcalc.errors import ConfigError, KvcalcWarning, MissingExtraError
+from kvcalc.load.fields import ModelFields
 from kvcalc.load.files import stat_path
 from kvcalc.load.gguf_2026 import MODEL_TYPES as MODEL_TYPES_2026
 from kvcalc.load.gguf_2026 import fields_2026
 from kvcalc.load.hf.reader import compact_layers
 from kvcalc.schema import ModelSpec
 from kvcalc.text import excerpt
+
+if TYPE_CHECKING:
+    from kvcalc.json_types import JsonObject
 
 #: at most this many dimensions per tensor (ggml GGML_MAX_DIMS).
 MAX_DIMS = 4
@@ -139,7 +143,7 @@ class GgufHeader:
 
     path: str
     version: int
-    metadata: dict[str, Any]
+    metadata: JsonObject
     tensors: tuple[TensorInfo, ...]
     data_offset: int
     file_bytes: int
@@ -265,7 +269,7 @@ def _parse(buf: Any, p: str, c: Any) -> GgufHeader:
         )
     n_tensors = cur.count("tensor count", 8 + 4 + 8 + 4 + 8)
     n_kv = cur.count("metadata key count", 8 + 4 + 1)
-    meta: dict[str, Any] = {}
+    meta: JsonObject = {}
     for _ in range(n_kv):
         key = cur.string("metadata key")
         if key in meta:
@@ -576,7 +580,7 @@ def checkpoint_from_header(header: GgufHeader, n_layers: int, label: str):
     )
 
 
-def _attention_fields(m: _Meta, a: Any, f: dict[str, Any], hidden: int, n_heads: int, n_kv: int) -> bool:
+def _attention_fields(m: _Meta, a: Any, f: ModelFields, hidden: int, n_heads: int, n_kv: int) -> bool:
     """Put the attention fields into `f`: MLA's latent (DeepSeek: `kv_lora_rank`, the rope and
     per-head sizes, which MLA cache llama.cpp keeps) or the heads' K / V sizes. Returns True for
     a DeepSeek file of the expanded layout (no `key_length_mla`: converted before llama.cpp PR
@@ -612,7 +616,7 @@ def _attention_fields(m: _Meta, a: Any, f: dict[str, Any], hidden: int, n_heads:
     return legacy_mla
 
 
-def _expert_fields(m: _Meta, header: GgufHeader, arch: str, f: dict[str, Any], n_layers: int) -> None:
+def _expert_fields(m: _Meta, header: GgufHeader, arch: str, f: ModelFields, n_layers: int) -> None:
     """Put the routed and shared experts into `f`: counts and widths from the metadata, which
     layers hold them from the tensor table (`_exps` tensors). Raises `ConfigError` naming the key."""
     n_exp = m.count("expert_count", 0, minimum=0)
@@ -644,7 +648,7 @@ def _expert_fields(m: _Meta, header: GgufHeader, arch: str, f: dict[str, Any], n
         f.update(_moe_placement(m, moe, n_layers))
 
 
-def _mamba2_fields(m: _Meta, names: set[str]) -> dict[str, Any]:
+def _mamba2_fields(m: _Meta, names: set[str]) -> ModelFields:
     """The Mamba-2 fields of a Falcon-H1, Nemotron-H or Granite-4.0-H file, as llama.cpp reads them
     (`src/models/falcon-h1.cpp`, `nemotron-h.cpp`, `granite-hybrid.cpp` load_arch_hparams /
     load_arch_tensors): ssm.inner_size = d_inner (Falcon-H1's mamba_d_ssm, Nemotron-H's
@@ -678,7 +682,7 @@ def _mamba2_kinds(rule: str, kv: list[int], ff: list[int] | None, n_layers: int)
     return ["mlp" if w else ("full" if h else "mamba") for h, w in zip(kv, widths, strict=True)]
 
 
-def model_fields_from_gguf(header: GgufHeader) -> dict[str, Any]:
+def model_fields_from_gguf(header: GgufHeader) -> ModelFields:
     """The `ModelSpec` fields of a GGUF file's header (name, source, architecture, checkpoint).
 
     Raises `ConfigError` naming the file and the key: no or an unknown `general.architecture`,
@@ -732,7 +736,7 @@ def model_fields_from_gguf(header: GgufHeader) -> dict[str, Any]:
             "is 0 for some layers, which a {arch} model does not have; "
             "kvcalc cannot tell what those layers keep".replace("{arch}", arch),
         )
-    f: dict[str, Any] = {
+    f: ModelFields = {
         "n_layers": n_layers,
         "n_heads": n_heads,
         "hidden_size": hidden,
@@ -788,7 +792,7 @@ def model_fields_from_gguf(header: GgufHeader) -> dict[str, Any]:
     return _finish(header, c, arch, f, legacy_mla=legacy_mla)
 
 
-def _finish(header: GgufHeader, c: Any, arch: str, f: dict[str, Any], *, legacy_mla: bool) -> dict[str, Any]:
+def _finish(header: GgufHeader, c: Any, arch: str, f: ModelFields, *, legacy_mla: bool) -> ModelFields:
     """Name, source, dtype and the weights of the tensor table added to the architecture's fields."""
     p = header.path
     n_heads, n_layers = f["n_heads"], f["n_layers"]

@@ -14,8 +14,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import replace
-from typing import Any
 
+from kvcalc.load.fields import ModelFields
 from kvcalc.load.hf.families_2026 import FAMILIES_2026, TEXT_MODEL_TYPES_2026
 from kvcalc.load.hf.families_hybrid import (
     QWEN3_5_MOE_TEXT,
@@ -118,7 +118,7 @@ COHERE2 = Family(
 )
 
 
-def _glm4_moe_experts(c: _Cfg, f: dict[str, Any]) -> dict[str, Any]:
+def _glm4_moe_experts(c: _Cfg, f: ModelFields) -> ModelFields:
     """GLM-4.5's experts: n_shared_experts (1) shared experts of the routed width; the first
     first_k_dense_replace (1) layers dense."""
     f["first_dense_layers"] = c.count("first_k_dense_replace", default=1, minimum=0)
@@ -180,7 +180,7 @@ GPT_OSS = Family(
 # ----- the families whose rules are code ---------------------------------------------------
 
 
-def _qwen_window(c: _Cfg, f: dict[str, Any]) -> dict[str, Any]:
+def _qwen_window(c: _Cfg, f: ModelFields) -> ModelFields:
     """`Family.build` of Qwen2 / Qwen3: the kinds and window of `_qwen_window_kinds`."""
     kinds, window = _qwen_window_kinds(c, f)
     return _set_kinds(c, f, kinds, window)
@@ -188,10 +188,10 @@ def _qwen_window(c: _Cfg, f: dict[str, Any]) -> dict[str, Any]:
 
 def _qwen_moe(
     n_experts: int, per_token: int, width: int, shared: int | None = None
-) -> Callable[[_Cfg, dict[str, Any]], dict[str, Any]]:
+) -> Callable[[_Cfg, ModelFields], ModelFields]:
     """`Family.build` of a Qwen MoE: `_qwen_window`, then `_qwen_experts` with these defaults."""
 
-    def build(c: _Cfg, f: dict[str, Any]) -> dict[str, Any]:
+    def build(c: _Cfg, f: ModelFields) -> ModelFields:
         return _qwen_experts(
             c, _qwen_window(c, f), n_experts=n_experts, per_token=per_token, width=width, shared=shared
         )
@@ -227,7 +227,7 @@ QWEN3_MOE = replace(QWEN3, source="configuration_qwen3_moe.py", build=_qwen_moe(
 # ----- issue 9 item 6: families users serve today ------------------------------------------
 
 
-def _exaone4(c: _Cfg) -> dict[str, Any]:
+def _exaone4(c: _Cfg) -> ModelFields:
     """exaone4 (`configuration_exaone4.py`): layer_types, else with a sliding_window layer i slides
     when (i + 1) % sliding_window_pattern != 0 (default 4), and with none every layer is global;
     the published EXAONE-4.0-32B writes the pattern as "LLLG" (L local, G global), read here
@@ -251,7 +251,7 @@ def _exaone4(c: _Cfg) -> dict[str, Any]:
     return _set_kinds(c, f, kinds, window)
 
 
-def _llama4_text(c: _Cfg) -> dict[str, Any]:
+def _llama4_text(c: _Cfg) -> ModelFields:
     """llama4_text, the text model of Llama 4 Scout / Maverick (`configuration_llama4.py`
     Llama4TextConfig; `modeling_llama4.py`; vLLM `llama4.py`: `use_chunked_local_attn = not nope
     and attention_chunk_size`). Layers that use RoPE attend within chunks of
@@ -324,7 +324,7 @@ DEEPSEEK_V32 = replace(
 
 
 #: model_type -> mapping function. Aliases: Falcon's old RW names; Kimi-K2 is DeepSeek-V3.
-FAMILIES: dict[str, Family | Callable[[_Cfg], dict[str, Any]]] = {
+FAMILIES: dict[str, Family | Callable[[_Cfg], ModelFields]] = {
     "llama": LLAMA,
     "mistral": MISTRAL,
     "mixtral": MIXTRAL,

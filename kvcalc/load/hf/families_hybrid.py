@@ -5,13 +5,12 @@ of the `FAMILIES` table in `kvcalc.load.hf.families`.
 
 from __future__ import annotations
 
-from typing import Any
-
+from kvcalc.load.fields import ModelFields
 from kvcalc.load.hf.family import Family, Kinds
 from kvcalc.load.hf.reader import _Cfg, _decoder, _qwen_experts, _set_kinds, _shown
 
 
-def _gated_deltanet(c: _Cfg) -> dict[str, Any]:
+def _gated_deltanet(c: _Cfg) -> ModelFields:
     """The Gated DeltaNet (linear attention) fields of Qwen3-Next and Qwen3.5, with
     transformers' `Qwen3NextConfig` defaults: 16 key heads, 32 value heads of 128, conv kernel 4."""
     return dict(
@@ -23,13 +22,13 @@ def _gated_deltanet(c: _Cfg) -> dict[str, Any]:
     )
 
 
-def _linear_layers(c: _Cfg, f: dict[str, Any]) -> dict[str, Any]:
+def _linear_layers(c: _Cfg, f: ModelFields) -> ModelFields:
     """`Family.build` of Qwen3.5: the Gated DeltaNet fields (`_gated_deltanet`)."""
     f.update(_gated_deltanet(c))
     return f
 
 
-def _qwen3_next_build(c: _Cfg, f: dict[str, Any]) -> dict[str, Any]:
+def _qwen3_next_build(c: _Cfg, f: ModelFields) -> ModelFields:
     """`Family.build` of Qwen3-Next: the Gated DeltaNet fields and the Qwen experts (512 of 512,
     10 per token, a shared expert of 512, placed by decoder_sparse_step)."""
     f.update(_gated_deltanet(c))
@@ -65,7 +64,7 @@ def _offset_below_period(c: _Cfg, key: str, period: int, offset: int, what: str)
         )
 
 
-def _jamba(c: _Cfg) -> dict[str, Any]:
+def _jamba(c: _Cfg) -> ModelFields:
     """jamba (`configuration_jamba.py`): layer i is attention when i % attn_layer_period ==
     attn_layer_offset (8, 4), else Mamba-1 (d_state 16, d_conv 4, expand 2, dt_rank "auto" =
     ceil(hidden / 16)); MoE on layers with i % expert_layer_period == expert_layer_offset (2, 1),
@@ -124,7 +123,7 @@ QWEN3_5_TEXT = Family(
 )
 
 
-def _qwen3_5_moe_build(c: _Cfg, f: dict[str, Any]) -> dict[str, Any]:
+def _qwen3_5_moe_build(c: _Cfg, f: ModelFields) -> ModelFields:
     """`Family.build` of Qwen3.5 MoE: the Gated DeltaNet fields; no dense MLP (every layer's MLP is
     the experts)."""
     f.pop("intermediate_size", None)
@@ -162,7 +161,7 @@ _NEMOTRON_H_TYPES = {
 }
 
 
-def _nemotron_h(c: _Cfg) -> dict[str, Any]:
+def _nemotron_h(c: _Cfg) -> ModelFields:
     """nemotron_h, Nemotron-H and Nemotron Nano 2 / 3 (`configuration_nemotron_h.py`): one block per
     layer, from `hybrid_override_pattern` (M Mamba-2, * attention, - MLP, E MoE) or
     `layers_block_type`; the pattern's length is the layer count. Attention: 32 heads, 8 KV heads,
@@ -224,7 +223,7 @@ def _nemotron_h(c: _Cfg) -> dict[str, Any]:
     return _set_kinds(c, f, kinds, c.count("sliding_window"))
 
 
-def _granitemoehybrid(c: _Cfg) -> dict[str, Any]:
+def _granitemoehybrid(c: _Cfg) -> ModelFields:
     """granitemoehybrid, Granite 4.0-H (`configuration_granitemoehybrid.py`): `layer_types`
     (layers_block_type) lists mamba or attention per layer; attention layers GQA (NoPE); Mamba-2
     layers of mamba_n_heads (128) heads, mamba_d_head ("auto" = mamba_expand (2) x hidden /
@@ -270,7 +269,7 @@ def _granitemoehybrid(c: _Cfg) -> dict[str, Any]:
     return _set_kinds(c, f, kinds, None)
 
 
-def _falcon_h1(c: _Cfg) -> dict[str, Any]:
+def _falcon_h1(c: _Cfg) -> ModelFields:
     """falcon_h1, Falcon-H1 (`configuration_falcon_h1.py` FalconH1Config, `modeling_falcon_h1.py`
     FalconH1DecoderLayer; vLLM `falcon_h1.py` FalconH1ParallelHybrid; llama.cpp `LLM_ARCH_FALCON_H1`):
     every layer runs attention and a Mamba-2 mixer side by side (kind `hybrid`: a KV cache AND a

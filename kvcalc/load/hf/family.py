@@ -19,6 +19,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from kvcalc.load.fields import ModelFields
 from kvcalc.load.hf.reader import _Cfg, _decoder, _every_nth, _kinds_from_layer_types, _set_kinds, _shown
 
 #: a ModelSpec field -> (config keys, the first present wins; the family's default)
@@ -101,10 +102,10 @@ class Family:
     kinds: Kinds = Kinds()
     window: tuple[str, Any] | None = None
     ignored: Mapping[str, str] = field(default_factory=dict)
-    build: Callable[[_Cfg, dict[str, Any]], dict[str, Any]] | None = None
+    build: Callable[[_Cfg, ModelFields], ModelFields] | None = None
     set_kinds: bool = True  # False: `build` places the kinds itself
 
-    def __call__(self, c: _Cfg) -> dict[str, Any]:
+    def __call__(self, c: _Cfg) -> ModelFields:
         f = _decoder(c, **self.decoder)
         for name, (keys, default) in self.counts.items():
             f[name] = c.count(*keys, default=default, minimum=0 if default == 0 else 1)

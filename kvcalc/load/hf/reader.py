@@ -8,10 +8,14 @@ themselves are listed in `kvcalc.load.hf`'s docstring.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kvcalc.errors import ConfigError
+from kvcalc.load.fields import ModelFields
 from kvcalc.schema import LAYER_KIND_ALIASES
+
+if TYPE_CHECKING:
+    from kvcalc.json_types import JsonObject
 
 _MISSING = object()
 #: the largest count a config may give (as `kvcalc.schema`'s Count).
@@ -35,7 +39,7 @@ class _Cfg:
     """A config dict with the file it came from; `need` collects missing fields so one error
     names them all."""
 
-    def __init__(self, data: dict[str, Any], path: str | None, model_type: str) -> None:
+    def __init__(self, data: JsonObject, path: str | None, model_type: str) -> None:
         self.data = data
         self.path = path
         self.model_type = model_type
@@ -112,7 +116,7 @@ class _Cfg:
             raise self.fail(f"must be true or false, got {_shown(v)}", k)
         return v
 
-    def mapping(self, key: str) -> dict[str, Any]:
+    def mapping(self, key: str) -> JsonObject:
         """Field `key` as a JSON object ({} when absent or null)."""
         v = self.data.get(key)
         if v is None:
@@ -144,12 +148,12 @@ def _decoder(
     layer_keys: tuple[str, ...] = ("num_hidden_layers",),
     head_keys: tuple[str, ...] = ("num_attention_heads",),
     kv_keys: tuple[str, ...] = ("num_key_value_heads",),
-) -> dict[str, Any]:
+) -> ModelFields:
     """The fields every decoder shares (transformers `LlamaConfig` and its descendants):
     layers, heads, KV heads (absent -> heads), head_dim (explicit wins, else hidden // heads),
     context, vocabulary, MLP width, tied embeddings, QKV bias. Keyword arguments are the
     family's transformers defaults."""
-    f: dict[str, Any] = {
+    f: ModelFields = {
         "n_layers": c.need_int(*layer_keys, maximum=_MAX_LAYERS),
         "n_heads": c.count(*head_keys, default=n_heads) if n_heads else c.need_int(*head_keys),
         "hidden_size": c.count(*hidden_keys),
@@ -191,7 +195,7 @@ def _kinds_from_layer_types(c: _Cfg, n_layers: int | None) -> list[str]:
     return out
 
 
-def _set_kinds(c: _Cfg, f: dict[str, Any], kinds: list[str] | None, window: Any) -> dict[str, Any]:
+def _set_kinds(c: _Cfg, f: ModelFields, kinds: list[str] | None, window: Any) -> ModelFields:
     """Put the per-layer kinds into `f` compactly (see `compact_layers`), with the window only
     when some layer slides. A sliding layer without a window fails."""
     if kinds is None:
@@ -217,7 +221,7 @@ def compact_layers(kinds: list[str]) -> dict[str, list[str]]:
     return {"layer_types": list(kinds)}
 
 
-def _moe_sparse_step(c: _Cfg, f: dict[str, Any]) -> None:
+def _moe_sparse_step(c: _Cfg, f: ModelFields) -> None:
     """Qwen MoE layer placement (`modeling_qwen2_moe.py` / `modeling_qwen3_moe.py`): layer i
     is sparse when i is not in `mlp_only_layers` and (i + 1) % decoder_sparse_step == 0, i.e.
     period = step, offset = step - 1."""
@@ -233,8 +237,8 @@ def _moe_sparse_step(c: _Cfg, f: dict[str, Any]) -> None:
 
 
 def _qwen_experts(
-    c: _Cfg, f: dict[str, Any], *, n_experts: int, per_token: int, width: int, shared: int | None = None
-) -> dict[str, Any]:
+    c: _Cfg, f: ModelFields, *, n_experts: int, per_token: int, width: int, shared: int | None = None
+) -> ModelFields:
     """Qwen MoE experts (`configuration_qwen2_moe.py`, `configuration_qwen3_moe.py`,
     `configuration_qwen3_next.py`): num_experts of moe_intermediate_size, num_experts_per_tok
     per token, a shared expert of shared_expert_intermediate_size (read only for the families
@@ -249,7 +253,7 @@ def _qwen_experts(
     return f
 
 
-def _qwen_window_kinds(c: _Cfg, f: dict[str, Any]) -> tuple[list[str] | None, Any]:
+def _qwen_window_kinds(c: _Cfg, f: ModelFields) -> tuple[list[str] | None, Any]:
     """Qwen2/Qwen3 sliding window (`configuration_qwen2.py`): the window is null unless
     `use_sliding_window`; then layers i >= max_window_layers slide. `layer_types` wins."""
     window = c.count("sliding_window") if c.flag("use_sliding_window", default=False) else None
