@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import replace
+from typing import cast
 
 from kvcalc.load.fields import ModelFields
 from kvcalc.load.hf.families_2026 import FAMILIES_2026, TEXT_MODEL_TYPES_2026
@@ -302,7 +303,7 @@ def _llama4_text(c: _Cfg) -> ModelFields:
     if step > 1:
         f["moe_layer_period"], f["moe_layer_offset"] = step, step - 1
     moe_layers = c.get("moe_layers")
-    if moe_layers is not None and list(moe_layers) != list(range(step - 1, n, step)):
+    if moe_layers is not None and list(cast("list[int]", moe_layers)) != list(range(step - 1, n, step)):
         raise c.fail(
             f"lists MoE layers other than every {step}-th (interleave_moe_layer_step); kvcalc places "
             "experts by a period: write a kvcalc YAML",

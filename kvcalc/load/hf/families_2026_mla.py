@@ -91,7 +91,7 @@ def _deepseek_v4(c: _Cfg, f: ModelFields) -> ModelFields:
                 f"{_shown(raw)}",
                 "compress_ratios",
             )
-        ratios = [{0: 0, 4: rates["csa"], 128: rates["hca"]}[r] for r in raw[:n]]
+        ratios = [{0: 0, 4: rates["csa"], 128: rates["hca"]}[cast(int, r)] for r in raw[:n]]
     else:
         ratios = [rates["hca"]] * min(n, 2) + [rates["csa"] if i % 2 else rates["hca"] for i in range(max(n - 2, 0))]
     f.update(

@@ -187,7 +187,7 @@ def _nemotron_h(c: _Cfg) -> ModelFields:
                 "attention, mlp or moe per layer",
                 "hybrid_override_pattern",
             )
-        kinds = [_NEMOTRON_H_TYPES[k] for k in raw]
+        kinds = [_NEMOTRON_H_TYPES[str(k)] for k in raw]  # each checked above
         key, moe, dense_mlp = "layers_block_type", "moe" in raw, "mlp" in raw
     layers = c.count("num_hidden_layers")
     if layers is not None and layers != len(kinds):

@@ -8,23 +8,25 @@ themselves are listed in `kvcalc.load.hf`'s docstring.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, TypeVar, overload
 
 from kvcalc.errors import ConfigError
 from kvcalc.load.fields import ModelFields
 from kvcalc.schema import LAYER_KIND_ALIASES
 
 if TYPE_CHECKING:
-    from kvcalc.json_types import JsonObject
+    from kvcalc.json_types import JsonObject, JsonValue
 
 _MISSING = object()
+#: a family's default for an absent field (any type the family's transformers default has)
+_D = TypeVar("_D")
 #: the largest count a config may give (as `kvcalc.schema`'s Count).
 _MAX_INT = 2**40
 #: the most layers a config may give (as `kvcalc.schema`'s LayerCount).
 _MAX_LAYERS = 100_000
 
 
-def _shown(v: Any) -> str:
+def _shown(v: object) -> str:
     """A config value as JSON writes it (32.0, NaN, Infinity, true, "8"), shortened."""
     import json
 
@@ -46,7 +48,11 @@ class _Cfg:
         self.missing: list[str] = []
         self.prefix = ""  # "attn_config." for a nested mapping: errors name the full field
 
-    def get(self, *keys: str, default: Any = None) -> Any:
+    @overload
+    def get(self, *keys: str) -> JsonValue: ...
+    @overload
+    def get(self, *keys: str, default: _D) -> JsonValue | _D: ...
+    def get(self, *keys: str, default: object = None) -> object:
         """The first of `keys` present with a non-null value, else `default`."""
         for k in keys:
             v = self.data.get(k)
@@ -54,11 +60,11 @@ class _Cfg:
                 return v
         return default
 
-    def need(self, *keys: str) -> Any:
+    def need(self, *keys: str) -> JsonValue:
         """The first of `keys` present (the HF name, then older aliases); records the first
         key as missing when none is."""
-        v = self.get(*keys, default=_MISSING)
-        if v is _MISSING:
+        k, v = self._present(keys)
+        if k is None:
             self.missing.append(keys[0])
             return None
         return v
@@ -66,14 +72,14 @@ class _Cfg:
     def fail(self, message: str, field: str | None = None) -> ConfigError:
         return ConfigError(message, path=self.path, field=self.prefix + field if field else None)
 
-    def _present(self, keys: tuple[str, ...]) -> tuple[str | None, Any]:
+    def _present(self, keys: tuple[str, ...]) -> tuple[str | None, JsonValue]:
         for k in keys:
             v = self.data.get(k)
             if v is not None:
                 return k, v
         return None, None
 
-    def check_int(self, key: str, v: Any, minimum: int = 1, maximum: int = _MAX_INT) -> int:
+    def check_int(self, key: str, v: object, minimum: int = 1, maximum: int = _MAX_INT) -> int:
         """`v` (the value of config field `key`) as a checked int: a JSON integer (not a
         boolean, a float such as 32.0, NaN, Infinity or a string such as "8"), at least
         `minimum` and at most `maximum`. Raises `ConfigError` naming the file and the field."""
@@ -85,13 +91,17 @@ class _Cfg:
             raise self.fail(f"is too large ({v}); at most {maximum:,}", key)
         return v
 
-    def count(self, *keys: str, default: Any = None, minimum: int = 1) -> Any:
+    @overload
+    def count(self, *keys: str, minimum: int = 1) -> int | None: ...
+    @overload
+    def count(self, *keys: str, default: _D, minimum: int = 1) -> int | _D: ...
+    def count(self, *keys: str, default: object = None, minimum: int = 1) -> object:
         """The first of `keys` present with a non-null value, checked by `check_int`; else
         `default` (not checked: a family's transformers default)."""
         k, v = self._present(keys)
         return default if k is None else self.check_int(k, v, minimum)
 
-    def int_or_null(self, key: str, default: Any, minimum: int = 1) -> Any:
+    def int_or_null(self, key: str, default: _D, minimum: int = 1) -> int | _D | None:
         """Field `key` checked as an int when set; `default` only when the key is absent; None
         when it is null (sliding_window: absent means the family default, null means none)."""
         if key not in self.data:
@@ -99,7 +109,7 @@ class _Cfg:
         v = self.data[key]
         return None if v is None else self.check_int(key, v, minimum)
 
-    def need_int(self, *keys: str, minimum: int = 1, maximum: int = _MAX_INT) -> Any:
+    def need_int(self, *keys: str, minimum: int = 1, maximum: int = _MAX_INT) -> int | None:
         """Like `need`, with the value checked by `check_int`."""
         k, v = self._present(keys)
         if k is None:
@@ -139,7 +149,7 @@ def _decoder(
     c: _Cfg,
     *,
     head_dim: int | None = None,
-    n_kv_heads: Any = _MISSING,
+    n_kv_heads: int | None | object = _MISSING,
     max_pos: int | None = None,
     tie: bool = False,
     bias: bool = False,
@@ -195,7 +205,7 @@ def _kinds_from_layer_types(c: _Cfg, n_layers: int | None) -> list[str]:
     return out
 
 
-def _set_kinds(c: _Cfg, f: ModelFields, kinds: list[str] | None, window: Any) -> ModelFields:
+def _set_kinds(c: _Cfg, f: ModelFields, kinds: list[str] | None, window: int | None) -> ModelFields:
     """Put the per-layer kinds into `f` compactly (see `compact_layers`), with the window only
     when some layer slides. A sliding layer without a window fails."""
     if kinds is None:
@@ -253,7 +263,7 @@ def _qwen_experts(
     return f
 
 
-def _qwen_window_kinds(c: _Cfg, f: ModelFields) -> tuple[list[str] | None, Any]:
+def _qwen_window_kinds(c: _Cfg, f: ModelFields) -> tuple[list[str] | None, int | None]:
     """Qwen2/Qwen3 sliding window (`configuration_qwen2.py`): the window is null unless
     `use_sliding_window`; then layers i >= max_window_layers slide. `layer_types` wins."""
     window = c.count("sliding_window") if c.flag("use_sliding_window", default=False) else None
