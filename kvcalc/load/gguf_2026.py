@@ -61,7 +61,8 @@ other than 0, 4 and 128.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from types import EllipsisType
+from typing import TYPE_CHECKING, overload
 
 from kvcalc.load.fields import ModelFields
 from kvcalc.load.hf.reader import compact_layers
@@ -105,7 +106,13 @@ class _Layers:
         self.nextn, self.n = nextn, self.n_all - nextn
 
 
-def _per_layer(m: _Meta, name: str, lay: _Layers, default: Any = ...) -> Any:
+@overload
+def _per_layer(m: _Meta, name: str, lay: _Layers) -> list[int]: ...
+@overload
+def _per_layer(m: _Meta, name: str, lay: _Layers, default: list[int]) -> list[int]: ...
+@overload
+def _per_layer(m: _Meta, name: str, lay: _Layers, default: None) -> list[int] | None: ...
+def _per_layer(m: _Meta, name: str, lay: _Layers, default: list[int] | None | EllipsisType = ...) -> list[int] | None:
     """`{arch}.name` for the model's layers: a number for every layer, or an array of block_count
     (or just the model's n) entries, of which the first n are read."""
     v = m.h.metadata.get(m.key(name))

@@ -38,7 +38,7 @@ import re
 import warnings
 from contextvars import ContextVar
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from kvcalc.errors import ConfigError, KvcalcError, KvcalcWarning
 from kvcalc.load.fields import ModelFields
@@ -49,6 +49,7 @@ from kvcalc.schema import ModelSpec
 
 if TYPE_CHECKING:
     from kvcalc.json_types import JsonObject
+    from kvcalc.load.hf.quant import Quantization
 
 #: fields that change the cache in ways a plain decoder cannot express: an unknown model_type
 #: carrying any of them fails rather than giving a wrong number.
@@ -472,7 +473,7 @@ def model_fields_from_hf_config(
     return {k: v for k, v in out.items() if v is not None}
 
 
-def _check_scale_groups(fields: ModelFields, quant: Any, path: str | None) -> None:
+def _check_scale_groups(fields: ModelFields, quant: Quantization, path: str | None) -> None:
     """Raise `ConfigError` naming the file and the quantization field (`quant.field`: the fp8
     `weight_block_size`, a GPTQ / AWQ `group_size`, the compressed-tensors `config_groups`) when the
     architecture's decoder matrices are not whole groups or blocks of it (a [100, 100] block over

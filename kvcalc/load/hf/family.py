@@ -23,7 +23,7 @@ from kvcalc.load.fields import ModelFields
 from kvcalc.load.hf.reader import _Cfg, _decoder, _every_nth, _kinds_from_layer_types, _set_kinds, _shown
 
 #: a ModelSpec field -> (config keys, the first present wins; the family's default)
-CountMap = Mapping[str, tuple[tuple[str, ...], Any]]
+CountMap = Mapping[str, tuple[tuple[str, ...], int | None]]
 
 
 @dataclass(frozen=True)
@@ -94,13 +94,14 @@ class Family:
     """
 
     source: str
+    # Any: `_decoder`'s keyword arguments (counts, flags, key tuples), each its own type
     decoder: Mapping[str, Any] = field(default_factory=dict)
     counts: CountMap = field(default_factory=dict)
     flags: Mapping[str, tuple[tuple[str, ...], bool]] = field(default_factory=dict)
-    fixed: Mapping[str, Any] = field(default_factory=dict)
+    fixed: Mapping[str, object] = field(default_factory=dict)
     rename: Mapping[str, str] = field(default_factory=dict)
     kinds: Kinds = Kinds()
-    window: tuple[str, Any] | None = None
+    window: tuple[str, int | None] | None = None
     ignored: Mapping[str, str] = field(default_factory=dict)
     build: Callable[[_Cfg, ModelFields], ModelFields] | None = None
     set_kinds: bool = True  # False: `build` places the kinds itself

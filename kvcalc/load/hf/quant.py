@@ -30,6 +30,7 @@ from __future__ import annotations
 import fnmatch
 import re
 import warnings
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -106,7 +107,7 @@ def _regex_problem(regex: str) -> str | None:
     )
     count = 0
 
-    def walk(items: Any, in_repeat: bool) -> str | None:
+    def walk(items: Any, in_repeat: bool) -> str | None:  # Any: sre_parse's SubPattern (untyped)
         nonlocal count
         for op, av in items:
             if op in repeat_ops:
@@ -193,7 +194,7 @@ def _left_out(patterns: list[str], n_layers: int, part: tuple[str, ...]) -> list
     return [all(any(matches(p, f"model.layers.{i}.{m}") for p in patterns) for m in part) for i in layers]
 
 
-def _fp8_format(method: str, q: JsonObject, path: str | None, unsized: Any) -> Quantization | None:
+def _fp8_format(method: str, q: JsonObject, path: str | None, unsized: Callable[[str], None]) -> Quantization | None:
     """fp8 (vLLM `fp8.py`): per-tensor scales, or `weight_block_size` blocks with fp32 scales."""
     fmt = q.get("fmt", "e4m3")
     base = "fp8_e5m2" if fmt == "e5m2" else "fp8_e4m3"
@@ -217,7 +218,7 @@ def _fp8_format(method: str, q: JsonObject, path: str | None, unsized: Any) -> Q
 
 
 def _compressed_tensors_format(
-    method: str, q: JsonObject, dtype: str, path: str | None, where: str, unsized: Any
+    method: str, q: JsonObject, dtype: str, path: str | None, where: str, unsized: Callable[[str], None]
 ) -> Quantization | None:
     """compressed-tensors (`config_groups`: the first group's `weights` scheme): fp8 per tensor,
     per group or per block, nvfp4, int4 / int8 with group scales (`:zp` when asymmetric)."""
