@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from kvcalc.errors import ConfigError, KvcalcWarning
+from kvcalc.load.fields import ModelFields
 from kvcalc.schema import CheckpointWeights, ModelSpec
 from kvcalc.text import excerpt
 
@@ -222,7 +223,8 @@ def check_data_size(header: dict[str, Any], data_start: int, file_bytes: int, wh
     `data_offsets` count from there (safetensors README, "Format"), so the file must hold at
     least data_start + the largest end offset bytes. A download cut short passes every other
     check of the header; the safetensors loader itself refuses it (`MetadataIncompleteBuffer`).
-    `header` has passed `parse_header`."""
+    `header` has passed `parse_header` (Any: a safetensors header, each entry's data_offsets
+    checked there as a pair of ints)."""
     end = max((e["data_offsets"][1] for k, e in header.items() if k != "__metadata__"), default=0)
     if data_start + end > file_bytes:
         raise ConfigError(
@@ -384,7 +386,7 @@ _LAYER_PREFIXES = (
 )
 
 
-def check_projection_widths(fields: dict[str, Any], files: dict[str, dict[str, Tensor]], where: str | None) -> None:
+def check_projection_widths(fields: ModelFields, files: dict[str, dict[str, Tensor]], where: str | None) -> None:
     """Hold each decoder layer's K and V projection widths, read from the checkpoint's tensor
     shapes, against the geometry read from config.json (`fields`, a Hugging Face config's
     `ModelSpec` fields): for a layer with a cache of its own, `self_attn.k_proj.weight` has
@@ -430,13 +432,13 @@ def check_projection_widths(fields: dict[str, Any], files: dict[str, dict[str, T
 
 
 def attach_checkpoint(
-    fields: dict[str, Any],
+    fields: ModelFields,
     config: JsonObject,
     files: dict[str, dict[str, Tensor]] | None,
     *,
     path: str | None = None,
     missing: str = "no safetensors files",
-) -> dict[str, Any]:
+) -> ModelFields:
     """`fields` (a Hugging Face config's `ModelSpec` fields) with `checkpoint` set from the
     files' headers, and the `source` saying which count is used: `...; weights from safetensors
     headers of 4 files`, or `...; weights counted from the architecture (<missing>)`."""
