@@ -277,7 +277,7 @@ class EstimateRequest(NamedTuple):
         dp_attention: int = 1,
         ep: int = 1,
         dcp: int = 1,
-        **rest: Any,
+        **rest: Any,  # Any: the request's other fields, each its own type (pydantic checks them)
     ) -> EstimateRequest:
         """Check and resolve the values (the context defaults to the model's
         max_position_embeddings, the KV format to the model's dtype), warn for a context beyond
@@ -320,7 +320,7 @@ class EstimateRequest(NamedTuple):
         )
         return cls(model=model, workload=wl, kv_given=kv_given, kv=choice, **rest)
 
-    @classmethod
+    @classmethod  # Any: `build`'s keyword arguments, forwarded
     def build_lengths(cls, model: ModelSpec, seq_lens: list[int], **kwargs: Any) -> list[EstimateRequest]:
         """One request per context of `seq_lens` (tokens), the other values as `build` takes
         them; contexts beyond the model's are named in one warning, not one per length."""
@@ -347,7 +347,7 @@ def engine_kv_choice(
     kv_dtype: str | None,
     k_dtype: str | None,
     v_dtype: str | None,
-    rest: dict[str, Any],
+    rest: dict[str, Any],  # Any: `build`'s other keyword arguments
 ) -> KvChoice | None:
     """The KV formats `engine` makes of the dtypes given (`EngineProfile.kv_formats`), its options
     (`rest["engine_options"]`, None: the defaults) with what the dtype implies folded in and
@@ -989,7 +989,7 @@ class PlanRequest(NamedTuple):
         if speculative is not None:  # carried on the launch lines (`calc.speculative.SpecDecode`)
             speculative.check(model)
 
-        def launch(gpu: GpuSpec | None = None, **kw: Any) -> str | None:
+        def launch(gpu: GpuSpec | None = None, **kw: Any) -> str | None:  # Any: LaunchSpec's fields
             return prof.launch_line(
                 LaunchSpec(
                     model=model,

@@ -350,6 +350,7 @@ def offload_parts(
     return parts
 
 
+# Any: `EstimateRequest.build_lengths`' keyword arguments, forwarded
 def estimate_lengths(
     spec: "ModelSpec", lengths: list[int], fmt: str, *, gpu: str | None, engine: str, **kw: Any
 ) -> None:
