@@ -31,7 +31,9 @@ from kvcalc.cli.options import (
     VllmFlags,
     WeightDtypeOpt,
     check_positive,
+    engine_gpu,
     engine_options,
+    gpu_object,
     make_layout,
     only,
     option_groups,
@@ -51,6 +53,8 @@ if TYPE_CHECKING:
     from kvcalc.engines.profile import EngineOptions
     from kvcalc.requests import CapacityRequest
     from kvcalc.results import EngineResult
+    from kvcalc.schema import ModelSpec
+    from kvcalc.schema_deploy import GpuSpec
 
 KV_DTYPE_HELP = (
     "auto (the engine's default: the model's dtype, fp32 served as 16-bit; llama.cpp f16), bf16, fp16, "
@@ -217,14 +221,14 @@ def capacity(
     tp, dpa = par["tp"], par["dp_attention"]
     L = parse_count(requests.max_model_len, "--max-model-len") if requests.max_model_len else None
     mem = parse_size(kv_memory, "--kv-memory") if kv_memory else None
-    basis = None
-    if from_plan and source.gpu is not None:  # from_plan implies --gpu (`check_sources`)
-        import dataclasses
-
-        from kvcalc.requests import plan_kv_memory
-
-        lay = dataclasses.replace(source.layout(tp), dp_attention=dpa, ep=par["ep"], dcp=dcp)
-        mem, basis = plan_kv_memory(spec, source.gpu, lay, L, concurrency, name)
+    # from_plan implies --gpu (`check_sources`); the GPU, once looked up, travels on as its object
+    gpu_ref, mem, basis = (
+        plan_memory(spec, source.gpu, source, par, L, concurrency, name)
+        if from_plan and source.gpu is not None
+        else (source.gpu, mem, None)
+    )
+    gpu_ref = engine_gpu(name, (vllm, sglang, llamacpp), gpu_ref)  # where the engine's options read it
+    options = with_dcp(engine_options(name, (vllm, sglang, llamacpp), gpu=gpu_ref), dcp)
     req = CapacityRequest.build(
         spec,
         engine=name,
@@ -235,12 +239,12 @@ def capacity(
         tp=tp,
         max_model_len=L,
         concurrency=concurrency,
-        options=with_dcp(engine_options(name, (vllm, sglang, llamacpp), gpu=source.gpu), dcp),
+        options=options,
     )
     res = run_capacity(req)
     if basis is not None:
         res = res.model_copy(update={"kv_memory_basis": basis})
-    extra = beyond_the_gpu(memory, req, res, dp=par["dp"], gpu=source.gpu, layout=source.layout(tp))
+    extra = beyond_the_gpu(memory, req, res, dp=par["dp"], gpu=gpu_ref, layout=source.layout(tp))
     title = (
         f"KV capacity: {spec.name} on {name}"
         + (f", tp {tp}" if tp > 1 else "")
@@ -253,6 +257,27 @@ def capacity(
         emit_parts(extra, fmt)
         return
     emit_parts([(res, lambda: None), *extra], fmt)
+
+
+def plan_memory(
+    spec: ModelSpec,
+    gpu_name: str,
+    source: SourceOptions,
+    par: dict[str, int],
+    seq_len: int | None,
+    concurrency: int | None,
+    engine: str,
+) -> tuple[GpuSpec, int, str]:
+    """(--gpu's `GpuSpec`, the KV memory its plan leaves one rank, the basis line) for the layout
+    `par` (`MoeLayoutOptions.resolve`: tp, attention DP, EP, DCP) (`requests.plan_kv_memory`)."""
+    import dataclasses
+
+    from kvcalc.requests import plan_kv_memory
+
+    lay = dataclasses.replace(source.layout(par["tp"]), dp_attention=par["dp_attention"], ep=par["ep"], dcp=par["dcp"])
+    gpu = gpu_object(gpu_name)
+    mem, basis = plan_kv_memory(spec, gpu, lay, seq_len, concurrency, engine)
+    return gpu, mem, basis
 
 
 def with_dcp(options: EngineOptions | None, dcp: int) -> EngineOptions | None:
@@ -268,7 +293,13 @@ def with_dcp(options: EngineOptions | None, dcp: int) -> EngineOptions | None:
 
 
 def beyond_the_gpu(
-    memory: KvMemoryOptions, req: CapacityRequest, res: EngineResult, *, dp: int, gpu: str | None, layout: Layout
+    memory: KvMemoryOptions,
+    req: CapacityRequest,
+    res: EngineResult,
+    *,
+    dp: int,
+    gpu: str | GpuSpec | None,
+    layout: Layout,
 ) -> list[tuple[BaseModel, Callable[[], RenderableType | None]]]:
     """The (result, table) parts after the engine's own: the offload tier, its log lines as plain
     text, the shared prefix, loading it back or recomputing it (`offload_request.capacity_extras`)."""

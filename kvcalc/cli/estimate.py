@@ -25,6 +25,7 @@ from kvcalc.cli.options import (
     SpeculativeOptions,
     VllmFlags,
     check_positive,
+    engine_gpu,
     engine_options,
     only,
     option_groups,
@@ -227,6 +228,10 @@ def estimate(
             ep=ep,
             dcp=dcp,
         )
+    # in the order the request's arguments were always read: the draft, the layout, the GPU
+    draft = speculative.resolve(source.load)
+    gpu_layout = gpu.layout() if gpu.gpu is not None else None
+    gpu_ref = engine_gpu(engine_name, (vllm, sglang), gpu.gpu)  # a GpuSpec once an engine's options read it
     req = EstimateRequest.build(
         spec,
         seq_len=lengths[0],
@@ -238,11 +243,11 @@ def estimate(
         dp_attention=dpa,
         ep=ep,
         dcp=dcp,
-        speculative=speculative.resolve(source.load),
-        gpu=gpu.gpu,
-        layout=gpu.layout() if gpu.gpu is not None else None,
+        speculative=draft,
+        gpu=gpu_ref,
+        layout=gpu_layout,
         engine=engine_name,
-        engine_options=engine_options(engine_name, (vllm, sglang), gpu=gpu.gpu),
+        engine_options=engine_options(engine_name, (vllm, sglang), gpu=gpu_ref),
         input_len=input_len,
         output_len=output_len,
         request_rate=request_rate,

@@ -48,6 +48,7 @@ if TYPE_CHECKING:  # (annotations here are evaluated: these are named as strings
     from kvcalc.engines.offload_rules import OffloadSettings
     from kvcalc.engines.profile import EngineOptions, LlamacppOptions, SglangOptions, VllmOptions
     from kvcalc.schema import ModelSpec
+    from kvcalc.schema_deploy import GpuSpec
 
 _R = TypeVar("_R")
 
@@ -990,18 +991,48 @@ def refuse_other_engines(ctx: typer.Context, engine: str) -> None:
             refuse_typed(ctx, group.option_names(), f"--engine {group.engine} only")  # type: ignore[attr-defined]
 
 
+@typing.overload
+def gpu_object(gpu: "str | GpuSpec") -> "GpuSpec": ...
+@typing.overload
+def gpu_object(gpu: None) -> None: ...
+@typing.overload
+def gpu_object(gpu: "str | GpuSpec | None") -> "GpuSpec | None": ...
+def gpu_object(gpu: "str | GpuSpec | None") -> "GpuSpec | None":
+    """`--gpu` as its `GpuSpec`: a table name or GPU file looked up (once: the object is what
+    travels on), a `GpuSpec` as it is, None kept. Raises `KvcalcError` for an unknown GPU."""
+    if gpu is None or not isinstance(gpu, str):
+        return gpu
+    from kvcalc.load.gpus import get_gpu
+
+    return get_gpu(gpu)
+
+
+def engine_gpu(
+    engine: str, groups: "Iterable[Union[VllmFlags, SglangFlags, LlamacppFlags]]", gpu: "str | GpuSpec | None"
+) -> "str | GpuSpec | None":
+    """`gpu` as its `GpuSpec` where `engine_options` reads it (vLLM's and SGLang's options take
+    its compute capability and vendor), else as given: a command looks the GPU up here, at the
+    point `engine_options` would, and hands the object to both it and the request."""
+    key = engine_key(engine)
+    if not isinstance(gpu, str) or key not in ("vllm", "sglang") or not any(g.engine == key for g in groups):
+        return gpu
+    return gpu_object(gpu)
+
+
 def engine_options(
-    engine: str, groups: "Iterable[Union[VllmFlags, SglangFlags, LlamacppFlags]]", gpu: str | None = None
+    engine: str, groups: "Iterable[Union[VllmFlags, SglangFlags, LlamacppFlags]]", gpu: "str | GpuSpec | None" = None
 ) -> "EngineOptions | None":
     """The options object of `engine` from the command's group for it (None: the engine's
-    defaults). `gpu` (a `--gpu` name or file) gives vLLM the GPU's compute capability."""
+    defaults). `gpu` (a `GpuSpec`, or a `--gpu` name or file) gives vLLM and SGLang the GPU's
+    compute capability and vendor."""
     key = engine_key(engine)
     group = next((g for g in groups if g.engine == key), None)
     if group is None:
         return None
     if isinstance(group, LlamacppFlags):
         return group.to_options()
-    return group.to_options(gpu_compute_capability(gpu), gpu_vendor(gpu))  # vLLM's, SGLang's
+    spec = gpu_object(gpu)
+    return group.to_options(gpu_compute_capability(spec), gpu_vendor(spec))  # vLLM's, SGLang's
 
 
 def _lower(text: str | None) -> str | None:
@@ -1009,14 +1040,12 @@ def _lower(text: str | None) -> str | None:
     return None if text is None else text.strip().lower()
 
 
-def gpu_vendor(gpu: str | None) -> str | None:
+def gpu_vendor(gpu: "str | GpuSpec | None") -> str | None:
     """The vendor of `--gpu` ('nvidia', 'amd'; None without a GPU or for 'other')."""
-    if gpu is None:
+    spec = gpu_object(gpu)
+    if spec is None:
         return None
-    from kvcalc.load.gpus import get_gpu
-
-    vendor = get_gpu(gpu).vendor
-    return None if vendor == "other" else vendor
+    return None if spec.vendor == "other" else spec.vendor
 
 
 def _env_flag(name: str) -> bool | None:
@@ -1029,13 +1058,10 @@ def _env_flag(name: str) -> bool | None:
     return text.strip().lower() in ("1", "true")
 
 
-def gpu_compute_capability(gpu: str | None) -> str | None:
+def gpu_compute_capability(gpu: "str | GpuSpec | None") -> str | None:
     """The compute capability of `--gpu` ('9.0'; None without a GPU or for one that names none)."""
-    if gpu is None:
-        return None
-    from kvcalc.load.gpus import get_gpu
-
-    return get_gpu(gpu).compute_capability
+    spec = gpu_object(gpu)
+    return None if spec is None else spec.compute_capability
 
 
 # ----- option checks ----------------------------------------------------------------------
