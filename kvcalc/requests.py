@@ -13,7 +13,7 @@ trained length is a `KvcalcWarning`.
 from __future__ import annotations
 
 import dataclasses
-from typing import TYPE_CHECKING, Any, NamedTuple, Union
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from kvcalc.errors import MESSAGE, OPTION, OPTION_SAYS, KvcalcError
 
@@ -25,9 +25,7 @@ if TYPE_CHECKING:
     from kvcalc.calc.plan import PlanSearch, WholeRequests
     from kvcalc.calc.speculative import SpecDecode
     from kvcalc.calc.speed import Calibration, SpeedTerms
-    from kvcalc.engines.llamacpp.options import LlamacppOptions
-    from kvcalc.engines.profile import EngineProfile, IdealOptions, KvChoice, SglangOptions
-    from kvcalc.engines.vllm.options import VllmOptions
+    from kvcalc.engines.profile import AnyProfile, EngineOptions, KvChoice
     from kvcalc.formats import StorageFormat
     from kvcalc.results import (
         EngineResult,
@@ -41,8 +39,6 @@ if TYPE_CHECKING:
     from kvcalc.schema import ModelSpec, Workload
     from kvcalc.schema_deploy import GpuSpec
 
-    #: an engine's options object (`EngineProfile.options_type`)
-    EngineOptions = Union[IdealOptions, VllmOptions, SglangOptions, LlamacppOptions]
 
 # ----- checks shared by every entry point -------------------------------------------------
 
@@ -790,7 +786,7 @@ def state_capacity(req: CapacityRequest, state_bytes: int) -> EngineResult:
     )
 
 
-def requests_that_fit(prof: EngineProfile, req: CapacityRequest) -> EngineResult | None:
+def requests_that_fit(prof: AnyProfile, req: CapacityRequest) -> EngineResult | None:
     """The most requests N of `req.max_model_len` = L tokens that llama.cpp serves from
     `req.kv_memory_bytes`, by its own allocation rule: `llama-server -c N*L -np N` allocates
     N*L cells (n_ctx, padded) up front, one stream of n_ctx / N per slot, and that allocation
@@ -1104,7 +1100,7 @@ def _plan_speed(engine: str, knobs: Layout, calibration: Calibration | None) -> 
     return speed
 
 
-def refuse_engine_model(prof: EngineProfile, model: ModelSpec, options: EngineOptions | None = None) -> None:
+def refuse_engine_model(prof: AnyProfile, model: ModelSpec, options: EngineOptions | None = None) -> None:
     """Raise `KvcalcError` (field `model`) when the engine profile `prof` refuses `model` outright
     (`EngineProfile.check_model`), as `capacity` does: no launch line is planned for an engine
     kvcalc cannot size the model on. vLLM: the release's own refusals (`VllmRules.check_loadable`,
