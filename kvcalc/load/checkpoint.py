@@ -217,14 +217,14 @@ def read_header(path: Path) -> dict[str, Tensor]:
     return tensors
 
 
+# Any: a safetensors header as json.loads gives it, checked by `parse_header` first
 def check_data_size(header: dict[str, Any], data_start: int, file_bytes: int, where: str) -> None:
     """Raise `ConfigError` naming `where` when the header places tensor data past the end of the
     file: the data begins at byte `data_start` (8 + header length) and each tensor's
     `data_offsets` count from there (safetensors README, "Format"), so the file must hold at
     least data_start + the largest end offset bytes. A download cut short passes every other
     check of the header; the safetensors loader itself refuses it (`MetadataIncompleteBuffer`).
-    `header` has passed `parse_header` (Any: a safetensors header, each entry's data_offsets
-    checked there as a pair of ints)."""
+    `header` has passed `parse_header`."""
     end = max((e["data_offsets"][1] for k, e in header.items() if k != "__metadata__"), default=0)
     if data_start + end > file_bytes:
         raise ConfigError(

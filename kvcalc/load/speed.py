@@ -34,7 +34,7 @@ def _section(data: dict[str, Any], key: str, path: Path) -> dict[str, Any]:
     return node
 
 
-def parse_speed_table(data: dict[str, Any], path: Path = SPEED_PATH) -> SpeedTable:
+def parse_speed_table(data: dict[str, Any], path: Path = SPEED_PATH) -> SpeedTable:  # Any: as `_section`
     """A `SpeedTable` from the file's mapping; raises `ConfigError` naming the entry that is
     missing or malformed (every backend, width, class and link must be present)."""
     floors = {
