@@ -310,6 +310,25 @@ def uses_swa_pool(model: ModelSpec, hybrid_swa_memory: bool = True, version: str
     )
 
 
+#: model types whose SGLang 0.5.23 window is the config's inclusive one less one: the model class's
+#: `get_attention_sliding_window_size` (`models/gemma4_mm.py` 314-315, `models/gpt_oss.py` 131-132,
+#: 1374-1375: `sliding_window - 1`, "Inclusive (HF) -> exclusive (sglang)") or, for MiMo-V2-Flash
+#: (no such method), `ModelConfig.sliding_window_size` (the config's sliding_window_size, 128, where
+#: its layers attend 129 tokens); `load_model_utils.resolve_sliding_window_size` picks between them
+EXCLUSIVE_WINDOW_TYPES = frozenset({"gemma4", "gemma4_text", "gpt_oss", "mimo_v2_flash"})
+
+
+def sglang_window(model: ModelSpec) -> int | None:
+    """The `sliding_window_size` SGLang 0.5.23 gives the pool configurator for `model` (its SWA
+    admission floor, `validate_swa_pool_size`): the tokens a sliding layer attends less one for
+    `EXCLUSIVE_WINDOW_TYPES` (Gemma-4 1,023, gpt-oss 127, MiMo-V2-Flash 128), else the window as
+    kvcalc reads it; None without sliding layers."""
+    window = next((layer.window for layer in model.layers if layer.kind == "sliding"), None)
+    if window is None:
+        return None
+    return window - 1 if (model.model_type or "") in EXCLUSIVE_WINDOW_TYPES else window
+
+
 def check_version(version: str) -> None:
     """Raise `KvcalcError` (field `sglang_version`) for a version kvcalc does not model."""
     if version not in RULES:
@@ -460,9 +479,10 @@ def _check(
     check_dtypes(k, v, version)
     if is_nsa(model):
         for field, f in (("k_dtype", k), ("v_dtype", v)):
-            if f.name not in NSA_KV_DTYPES:  # server_args.py's assertion
+            if f.name not in NSA_KV_DTYPES:  # 0.5.23 arg_groups/overrides.py 541-544 (before: server_args.py)
+                name = "DSA" if version == "current" else "NSA"
                 raise KvcalcError(
-                    f"SGLang: DeepSeek NSA only supports bf16/bfloat16 or fp8_e4m3 kv_cache_dtype, not {f.name}",
+                    f"SGLang: DeepSeek {name} only supports bf16/bfloat16 or fp8_e4m3 kv_cache_dtype, not {f.name}",
                     field=field,
                     value=f.name,
                     form=MESSAGE,
@@ -550,9 +570,9 @@ def fp4_extras(
     label = RULES[version].label
     major = _major(compute_capability) if compute_capability else None
     if k.name == "mxfp8" and major is not None and major < 10:
-        raise KvcalcError(
-            f"{label}: --kv-cache-dtype mxfp8 requires an SM100+ (Blackwell) GPU, not compute "
-            f"capability {compute_capability}",
+        raise KvcalcError(  # 0.5.23 arg_groups/kv_cache_hook.py handle_mxfp8_kv_cache_compatibility, 100-109
+            f"{label}: --kv-cache-dtype mxfp8 requires an SM100+ (Blackwell) GPU for the block-scaled "
+            f"operands used by the FA4 MXFP8 attention path (compute capability {compute_capability})",
             field="kv_dtype",
             value=k.name,
             form=MESSAGE,
@@ -875,10 +895,13 @@ def capacity(
             value=k.name,
             form=MESSAGE,
         )
-    if ratio_pool and k.name not in _TORCH_DTYPES:
+    if ratio_pool and k.name not in _TORCH_DTYPES_0523 or (ratio_pool and "fp4" in k.name):
+        # mxfp8: HybridSWAPoolConfigurator adds one scale byte per 32 values of each layer kind
+        # (pool_configurator.py 716-725), as the format does; the fp4 types: its per-token bytes
+        # take torch's element size of float4_e2m1fn_x2 (1 B a packed pair) with no scale term
         raise KvcalcError(
             f"{RULES[version].label}: kvcalc does not model the SWA pool (SWAKVPool) with a "
-            f"{k.name} KV cache; use bf16, fp16, fp8_e4m3 or fp8_e5m2",
+            f"{k.name} KV cache; use bf16, fp16, fp8_e4m3, fp8_e5m2 or mxfp8",
             field="kv_dtype",
             value=k.name,
             form=MESSAGE,
@@ -907,10 +930,11 @@ def capacity(
             full, swa = swa_pool_tokens(
                 model, kv_memory_bytes, k, v, tp, page_size, swa_full_tokens_ratio, version == "current"
             )
-            if has_full and window + page_size >= swa:  # pool_configurator.py validate_swa_pool_size, 198-216
+            floor = sglang_window(model) if version == "current" else window
+            if has_full and floor + page_size >= swa:  # pool_configurator.py validate_swa_pool_size, 198-216
                 raise KvcalcError(
                     f"SGLang would fail at start-up: SWA pool ({swa} tokens) cannot hold even one "
-                    f"request: the prefill admission floor is sliding_window_size ({window}) + "
+                    f"request: the prefill admission floor is sliding_window_size ({floor}) + "
                     f"page_size ({page_size}). Increase --swa-full-tokens-ratio or the total KV budget.",
                     field="kv_memory_bytes",
                     value=kv_memory_bytes,
@@ -933,7 +957,7 @@ def capacity(
         if ratio_rule and version == "current":
             # 0.5.23 memory_pool.py _finalize_allocation_log 2073-2099 ("Full" / "SWA" allocation labels);
             # swa_memory_pool.py 95-133 builds the full pool first
-            dtype = _TORCH_DTYPES[k.name]
+            dtype = _torch_dtype(k)
             lines += [
                 f"Use sliding window memory pool. full_layer_tokens={full}, swa_layer_tokens={swa}",
                 f"Full KV Cache is allocated. dtype: {dtype}, #tokens: {full}, K size: {_gib(fk)}, V size: {_gib(fv)}",
