@@ -35,7 +35,7 @@ def case_id(case: dict) -> str:
     )
 
 
-def kvcalc_record(case: dict, sglang_keys: set[str]) -> dict:
+def kvcalc_record(case: dict) -> dict:
     """kvcalc's figures for one case, in the fixture's terms: its refusal ("error"), or the page
     size, cell, tokens (and for the SWA pool the per-token bytes of a full / sliding layer, the two
     pools' tokens and the sliding window; for DSA the backends), as `sglang.capacity` gives them on
@@ -61,7 +61,7 @@ def kvcalc_record(case: dict, sglang_keys: set[str]) -> dict:
     except KvcalcError as e:
         return {"error": str(e)}
     out: dict = {"page_size": r.block_size, "tokens": r.kv_cache_tokens}
-    if "full_per_token" in sglang_keys:  # the SWA pool
+    if sglang.uses_swa_pool(m):  # the SWA pool (HybridSWAPoolConfigurator)
         full = next(x for x in m.layers if x.kind != "sliding")
         sliding = next(x for x in m.layers if x.kind == "sliding")
         ratio = sglang.DEFAULT_SWA_FULL_TOKENS_RATIO if case["swa_ratio"] is None else case["swa_ratio"]
@@ -76,20 +76,17 @@ def kvcalc_record(case: dict, sglang_keys: set[str]) -> dict:
         )
     else:
         out["cell"] = r.page_size_bytes // r.block_size
-    if "dsa_backends" in sglang_keys:
+    if sglang.is_nsa(m):
         out["dsa_backends"] = list(sglang.dsa_backends(m, f, target.compute_capability))
     return out
 
 
-def sglang_record(record: dict) -> dict:
-    """The fixture's record in the terms kvcalc gives: SGLang's figures less its version, its
-    configurator's name and its log lines (the split is compared through `full` / `swa`)."""
-    return {k: v for k, v in record["sglang"].items() if k not in ("sglang", "configurator", "log_lines")}
-
-
 def same(sglang_out: dict, kvcalc_out: dict) -> bool:
     """True when both refuse, kvcalc's message holding SGLang's first sentence (up to the first
-    ". "); or every figure SGLang gives is kvcalc's."""
+    ". "); or every figure SGLang gives is kvcalc's (not its configurator's name, which kvcalc
+    gives by its figures: the SWA pool's keys or not; nor its log lines, which say the split and
+    the DSA backends kvcalc is held to through `full` / `swa` and `dsa_backends`)."""
+    sglang_out = {k: v for k, v in sglang_out.items() if k not in ("configurator", "log_lines")}
     if "error" in sglang_out or "error" in kvcalc_out:
         return (
             "error" in sglang_out
