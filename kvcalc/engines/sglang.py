@@ -495,6 +495,24 @@ def _check(
         check_swa_ratio(swa_full_tokens_ratio)
 
 
+def pool_formats(
+    model: ModelSpec, k: StorageFormat, v: StorageFormat, version: str = "current"
+) -> tuple[StorageFormat, StorageFormat]:
+    """The formats SGLang's pool stores `k` / `v` in: an MLA model's `--kv-cache-dtype mxfp8` is a
+    plain fp8_e4m3 latent, no scales (SGLang 0.5.23 `pool_configurator.py` `_compute_cell_size`:
+    the MLA branch, 361-385, prices `calculate_mla_kv_cache_dim` x 1 B with no mxfp8 term, which
+    only the MHA branch has, 525-529; `kv_cache_configurator.py` 2517-2525 builds
+    `MLATokenToKVPool` for MLA and `MHATokenToKVPoolMXFP8`, the block-scaled pool, for MHA only;
+    `kv_cache_dtype.py` 72-73: mxfp8 stores torch.float8_e4m3fn). Kimi-K2.5: 61 x 576 = 35,136 B
+    a token, not 61 x 594. Every other case: (k, v) as given."""
+    from kvcalc.formats import kv_format
+
+    if version == "current" and model.attention == "mla" and not is_nsa(model):
+        fp8 = kv_format("fp8_e4m3")
+        return (fp8 if k.name == "mxfp8" else k), (fp8 if v.name == "mxfp8" else v)
+    return k, v
+
+
 def _indexer_bytes(layer: LayerSpec) -> int:
     return indexer_bytes_per_token(layer.index_dim) if layer.kind == "mla" else 0
 
@@ -866,6 +884,10 @@ def capacity(
     """
     _check(model, k, v, tp, page_size, version, swa_full_tokens_ratio, hybrid_swa_memory)
     sglang_mamba.check_options(mamba)  # SGLang refuses these for any model (argparse choices)
+    kv_cache_dtype = kv_cache_dtype or (k.name if k == v else f"{k.name}/{v.name}")
+    if (k, v) != pool_formats(model, k, v, version):
+        fp4_extras(model, k, tp, target.compute_capability, version)  # mxfp8's GPU check first
+        k, v = pool_formats(model, k, v, version)
     if version == "current" and sglang_dsv4.is_dsv4(model):
         return _dsv4_capacity(model, kv_memory_bytes, k, v, max_model_len, concurrency, swa_full_tokens_ratio)
     swa_full_tokens_ratio = _swa_ratio(swa_full_tokens_ratio)
@@ -1078,7 +1100,7 @@ def capacity(
         engine="sglang",
         engine_version=VERSIONS[version],
         kv_memory_bytes=kv_memory_bytes,
-        kv_cache_dtype=kv_cache_dtype or (k.name if k == v else f"{k.name}/{v.name}"),
+        kv_cache_dtype=kv_cache_dtype,
         block_size=page_size,
         page_size_bytes=cell * page_size,
         num_gpu_blocks=n // page_size,
@@ -1192,6 +1214,9 @@ def memory_for(
     `seq_len`)."""
     _check(model, k, v, tp, page_size, version, swa_full_tokens_ratio, hybrid_swa_memory)
     sglang_mamba.check_options(mamba)  # SGLang refuses these for any model (argparse choices)
+    if (k, v) != pool_formats(model, k, v, version):
+        fp4_extras(model, k, tp, target.compute_capability, version)  # mxfp8's GPU check first
+        k, v = pool_formats(model, k, v, version)
     if version == "current" and sglang_dsv4.is_dsv4(model):
         page = sglang_dsv4.PAGE_SIZE
         window = sglang_dsv4.geometry(model).window

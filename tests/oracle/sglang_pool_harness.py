@@ -343,7 +343,7 @@ def case_id(case: dict) -> str:
 PLAIN_DTYPES = ("bf16", "fp8_e4m3", "fp8_e5m2", "mxfp8")
 #: the fp4 types on MLA pools only: on MHA pools `_compute_cell_size` builds the fp4 quant method,
 #: which allocates its scales on the GPU (not run here)
-MLA_DTYPES = ("bf16", "fp8_e4m3", "nvfp4", "fp4_mx_block16")
+MLA_DTYPES = ("bf16", "fp8_e4m3", "fp8_e5m2", "mxfp8", "nvfp4", "fp4_mx_block16")
 DSA_DTYPES = ("bf16", "fp8_e4m3", "fp8_e5m2")  # fp8_e5m2: SGLang's DSA assertion refuses it
 CONFIGS = {
     # plain MHA / GQA (DefaultPoolConfigurator)
