@@ -106,8 +106,12 @@ The 2026 families, SGLang 0.5.23 (issue 19; docs/engine-rules-2026.md):
   swa_v_head_dim) x element bytes of a sliding one (700-714; Gemma-4's full layers 2 x 512, sliding
   8 x 256, `utils/hf_transformers/config.py` 115-148; MiMo K 192 / V 128 with 4 full, 8 sliding
   heads); cell = F x n_full + r x S x n_swa (a float, 786-803); full = int(budget // cell) // page
-  x page, swa = int(full x r) // page x page (859-916); refused when window + page >= swa
-  (`validate_swa_pool_size`, 198-216). The pools log in 0.5.23's format (`memory_pool.py`
+  x page, swa = int(full x r) // page x page (859-916); refused when sliding_window_size + page
+  >= swa (`validate_swa_pool_size`, 198-216), with SGLang's exclusive window (`sglang_window`:
+  Gemma-4 1,023, gpt-oss 127, MiMo-V2-Flash 128). mxfp8 adds one scale byte per 32 values of
+  each layer kind (716-725). An MLA model's mxfp8 is a plain fp8 latent (`pool_formats`).
+  SGLang 0.5.23's own code on a CPU gives the same figures for the MHA, MLA, DSA and SWA pools
+  (tests/oracle/fixtures/sglang_0523_pools.json, 1,334 cases). The pools log in 0.5.23's format (`memory_pool.py`
   `_finalize_allocation_log`, 2073-2099): "Full KV Cache is allocated. dtype: torch.bfloat16,
   #tokens: N, K size: X GB, V size: Y GB", then the "SWA" pool, then "SWAKVPool mem usage".
   `SWARequestCapPoolConfigurator` (971-1046: --max-running-requests with the radix cache off)
@@ -952,7 +956,7 @@ def capacity(
             full, swa = swa_pool_tokens(
                 model, kv_memory_bytes, k, v, tp, page_size, swa_full_tokens_ratio, version == "current"
             )
-            floor = sglang_window(model) if version == "current" else window
+            floor = (sglang_window(model) or 0) if version == "current" else window
             if has_full and floor + page_size >= swa:  # pool_configurator.py validate_swa_pool_size, 198-216
                 raise KvcalcError(
                     f"SGLang would fail at start-up: SWA pool ({swa} tokens) cannot hold even one "
