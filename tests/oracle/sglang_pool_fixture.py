@@ -29,16 +29,24 @@ def records() -> list[dict]:
 def case_id(case: dict) -> str:
     name = case["config"].split("--")[-1].split("/")[-1].removesuffix(".json")
     ratio = "" if case["swa_ratio"] is None else f"-r{case['swa_ratio']}"
+    alloc = "-allocated" if case["allocate"] else ""
     return (
         f"{name}-tp{case['tp']}-dp{case['dp']}-{case['kv_dtype']}-p{case['page_size']}-"
-        f"{case['arch']}-{case['budget_bytes']}{ratio}"
+        f"{case['arch']}-{case['budget_bytes']}{ratio}{alloc}"
     )
+
+
+def pool_lines(lines: list[str]) -> list[str]:
+    """The lines the allocated pools log (`memory_pool.py` `_finalize_allocation_log`,
+    `swa_memory_pool.py` "SWAKVPool mem usage")."""
+    return [line for line in lines if "KV Cache is allocated" in line or line.startswith("SWAKVPool mem usage")]
 
 
 def kvcalc_record(case: dict) -> dict:
     """kvcalc's figures for one case, in the fixture's terms: its refusal ("error"), or the page
     size, cell, tokens (and for the SWA pool the per-token bytes of a full / sliding layer, the two
-    pools' tokens and the sliding window; for DSA the backends), as `sglang.capacity` gives them on
+    pools' tokens and the sliding window; for DSA the backends; for an allocated case the K / V
+    bytes and the pools' log lines), as `sglang.capacity` gives them on
     the attention TP rank (tp / dp: `--enable-dp-attention` gives each attention rank tp / dp of the
     heads)."""
     with warnings.catch_warnings():
@@ -78,6 +86,8 @@ def kvcalc_record(case: dict) -> dict:
         out["cell"] = r.page_size_bytes // r.block_size
     if sglang.is_nsa(m):
         out["dsa_backends"] = list(sglang.dsa_backends(m, f, target.compute_capability))
+    if case["allocate"]:
+        out.update(kv_bytes=[r.k_bytes, r.v_bytes], pool_lines=pool_lines(r.log_lines))
     return out
 
 
@@ -86,6 +96,8 @@ def same(sglang_out: dict, kvcalc_out: dict) -> bool:
     ". "); or every figure SGLang gives is kvcalc's (not its configurator's name, which kvcalc
     gives by its figures: the SWA pool's keys or not; nor its log lines, which say the split and
     the DSA backends kvcalc is held to through `full` / `swa` and `dsa_backends`)."""
+    if "kv_bytes" in sglang_out:  # the allocated pools: their lines are compared too
+        sglang_out = {**sglang_out, "pool_lines": pool_lines(sglang_out["log_lines"])}
     sglang_out = {k: v for k, v in sglang_out.items() if k not in ("configurator", "log_lines")}
     if "error" in sglang_out or "error" in kvcalc_out:
         return (

@@ -61,7 +61,9 @@ from sglang.srt.configs.model_config import ModelConfig, get_dsa_index_kpool, is
 from sglang.srt.layers.cp import utils as cp_utils
 from sglang.srt.mem_cache import kv_cache_configurator as kcc
 from sglang.srt.mem_cache import kv_cache_dtype as kvd
+from sglang.srt.mem_cache import memory_pool as mp
 from sglang.srt.mem_cache import page_interleave as pi
+from sglang.srt.mem_cache import swa_memory_pool as smp
 from sglang.srt.model_executor import pool_configurator as pc
 from sglang.srt.model_executor.model_runner_components.layer_setup import resolve_layer_indices
 from sglang.srt.models.registry import _ModelRegistry
@@ -172,9 +174,13 @@ def run(
     budget_bytes: int,
     arch: str,
     swa_ratio: float | None,
+    allocate: bool = False,
 ) -> dict:
     """SGLang's figures for one launch: the configurator it picks, its cell (bytes a token; the SWA
-    pool's a float), the pool sizes `calculate_pool_sizes` returns, its log lines; or its refusal."""
+    pool's a float), the pool sizes `calculate_pool_sizes` returns, its log lines; or its refusal.
+    `allocate`: also the pools themselves, built on the CPU by `KVCacheConfigurator`'s own
+    `_build_mha_kv_pool` / `_build_mla_kv_pool` / `_build_hybrid_swa_kv_pool`: their
+    "KV Cache is allocated" lines and `get_kv_size_bytes`."""
     archs = json.loads((DATA / config_file).read_text()).get("architectures") or []
     resolved = _ModelRegistry(models=dict.fromkeys(registered_architectures()))._normalize_archs(archs)
     if archs[:1] and archs[0] not in resolved:  # models/registry.py: the Transformers backend instead
@@ -190,6 +196,8 @@ def run(
     parallel = SimpleNamespace(
         attn_tp_size=attn_tp,
         attn_dcp_size=1,
+        attn_dcp_rank=0,
+        dcp_enabled=False,
         attn_cp_size=1,
         attn_dp_size=dp,
         pp_size=1,
@@ -203,6 +211,7 @@ def run(
         max_running_requests=None,
         chunked_prefill_size=8192,
         disable_overlap_schedule=False,
+        prefill_only_disable_kv_cache=False,
     )
     memory = SimpleNamespace(
         enable_hisparse=False,
@@ -211,10 +220,10 @@ def run(
         enable_unified_cache_external_linker=False,
         enable_hierarchical_cache=False,
     )
-    disagg = SimpleNamespace(disaggregation_mode="null", disaggregation_decode_extra_slots=0)
+    disagg = SimpleNamespace(disaggregation_mode="null", disaggregation_decode_extra_slots=0, enable_pdmux=False)
     spec = SimpleNamespace(speculative_algorithm=None, speculative_num_draft_tokens=None)
     kernel = SimpleNamespace(dsa_prefill_backend=None, dsa_decode_backend=None)
-    exec_ = SimpleNamespace(kernel=kernel)
+    exec_ = SimpleNamespace(kernel=kernel, features=SimpleNamespace(enable_memory_saver=False))
     getters = {
         "get_parallel": lambda: parallel,
         "get_schedule": lambda: schedule,
@@ -225,7 +234,7 @@ def run(
     }
     patches = [
         mock.patch.object(module, name, fn)
-        for module in (pc, kcc, cp_utils, pi)
+        for module in (pc, kcc, cp_utils, pi, mp, smp)
         for name, fn in getters.items()
         if hasattr(module, name)
     ]
@@ -238,30 +247,30 @@ def run(
     ]
     lines: list[str] = []
     handler = _Grab(lines)
-    for logger in (pc.logger, ov.logger):
+    loggers = (pc.logger, ov.logger, mp.logger, smp.logger)
+    levels = [logger.level for logger in loggers]
+    for logger in loggers:
         logger.addHandler(handler)
-    levels = [pc.logger.level, ov.logger.level]
-    pc.logger.setLevel(logging.INFO)
-    ov.logger.setLevel(logging.INFO)
+        logger.setLevel(logging.INFO)
     platform = override_platform(**_platform(arch))
     platform.install()
     for p in patches:
         p.start()
     try:
-        out = _run(mc, kv_dtype, page_size, budget_bytes, dp, kernel)
+        out = _run(mc, kv_dtype, page_size, budget_bytes, dp, kernel, allocate)
     except (RuntimeError, ValueError, AssertionError) as e:  # SGLang's start-up failures
         out = {"sglang": SGLANG_VERSION, "error": str(e)}
     finally:
         for p in reversed(patches):
             p.stop()
         platform.restore()
-        for logger, level in zip((pc.logger, ov.logger), levels, strict=True):
+        for logger, level in zip(loggers, levels, strict=True):
             logger.removeHandler(handler)
             logger.setLevel(level)
     return {**out, "log_lines": lines}
 
 
-def _run(mc: ModelConfig, kv_dtype: str, page_size: int, budget_bytes: int, dp: int, kernel) -> dict:
+def _run(mc: ModelConfig, kv_dtype: str, page_size: int, budget_bytes: int, dp: int, kernel, allocate: bool) -> dict:
     _, torch_dtype = kvd.configure_kv_cache_dtype(
         server_args_kv_cache_dtype=kv_dtype,
         model=None,
@@ -309,6 +318,11 @@ def _run(mc: ModelConfig, kv_dtype: str, page_size: int, budget_bytes: int, dp: 
         is_hybrid_swa=mc.is_hybrid_swa,
         mambaish_config=None,
         device="cuda",
+        pool_page_size=page_size,  # `pool_page_size`: page x loc_space_scale (1: no DCP)
+        post_capture_kv_active=False,
+        kv_shard_rank=None,
+        is_hybrid_swa_compress=mc.is_hybrid_swa_compress,
+        draft_swa_full_capacity=False,
     )
     conf = pc.create_memory_pool_configurator(kvc)
     cfg = conf.calculate_pool_sizes(budget_bytes, page_size)
@@ -326,15 +340,46 @@ def _run(mc: ModelConfig, kv_dtype: str, page_size: int, budget_bytes: int, dp: 
             swa=cfg.swa_max_total_num_tokens,
             sliding_window_size=kvc.sliding_window_size,
         )
+    if allocate:
+        kvc.device = "cpu"
+        build = kcc.KVCacheConfigurator
+        if isinstance(conf, pc.HybridSWAPoolConfigurator):
+            pool = build._build_hybrid_swa_kv_pool(
+                kvc,
+                full_max_total_num_tokens=cfg.full_max_total_num_tokens,
+                swa_max_total_num_tokens=cfg.swa_max_total_num_tokens,
+                mha_pool_class=mp.MHATokenToKVPool,
+            )
+        elif is_deepseek_dsa(mc.hf_config):
+            kvc.loc_space_scale = 1
+            with mock.patch.object(kcc, "max_speculative_num_draft_tokens", lambda: None):
+                pool = build._build_dsa_kv_pool(
+                    kvc,
+                    max_total_num_tokens=cfg.max_total_num_tokens,
+                    max_running_requests=4096,
+                    dsa_pool_class=mp.DSATokenToKVPool,
+                )
+        elif kvc.use_mla_backend:
+            pool = build._build_mla_kv_pool(
+                kvc, max_total_num_tokens=cfg.max_total_num_tokens, mla_pool_class=mp.MLATokenToKVPool
+            )
+        else:
+            pool = build._build_mha_kv_pool(
+                kvc, max_total_num_tokens=cfg.max_total_num_tokens, mha_pool_class=mp.MHATokenToKVPool
+            )
+        size = pool.get_kv_size_bytes()
+        out["kv_bytes"] = [int(x) for x in size] if isinstance(size, tuple) else [int(size), 0]
+        del pool
     return out
 
 
 def case_id(case: dict) -> str:
     name = case["config"].split("--")[-1].split("/")[-1].removesuffix(".json")
     ratio = "" if case["swa_ratio"] is None else f"-r{case['swa_ratio']}"
+    alloc = "-allocated" if case["allocate"] else ""
     return (
         f"{name}-tp{case['tp']}-dp{case['dp']}-{case['kv_dtype']}-p{case['page_size']}-"
-        f"{case['arch']}-{case['budget_bytes']}{ratio}"
+        f"{case['arch']}-{case['budget_bytes']}{ratio}{alloc}"
     )
 
 
@@ -377,7 +422,8 @@ PAGES = (1, 64)
 def grid() -> list[dict]:
     """Every config x its layouts x its dtypes x `PAGES` x `BUDGETS`; DSA and mxfp8 on Hopper and
     Blackwell (the backends and the latent row differ; mxfp8 is refused on Hopper), the fp4 types on
-    Blackwell, the rest on Hopper; SWA models also with
+    Blackwell, the rest on Hopper; plus every served config's pools allocated on the CPU at tp 1,
+    bf16 / fp8_e4m3, a quarter GiB; SWA models also with
     --swa-full-tokens-ratio 0.1 and at 1 GiB."""
     cases = []
     for config, (kind, dtypes, layouts) in CONFIGS.items():
@@ -402,7 +448,24 @@ def grid() -> list[dict]:
             for arch in (both if kind == "dsa" or d == "mxfp8" else ("blackwell",) if "fp4" in d else ("hopper",))
             for r in ratios
         ]
-    return cases
+    # the pools themselves, allocated on the CPU (a quarter GiB): their log lines and bytes
+    cases += [
+        {
+            "config": config,
+            "tp": 1,
+            "dp": 1,
+            "kv_dtype": d,
+            "page_size": 1,
+            "budget_bytes": GIB // 4,
+            "arch": arch,
+            "swa_ratio": None,
+        }
+        for config, (kind, _, _) in CONFIGS.items()
+        if kind != "unregistered"
+        for d in ("bf16", "fp8_e4m3")
+        for arch in (("hopper", "blackwell") if kind == "dsa" else ("hopper",))
+    ]
+    return [{**case, "allocate": case["budget_bytes"] == GIB // 4} for case in cases]
 
 
 FIXTURE = Path(__file__).parent / "fixtures" / "sglang_0523_pools.json"
