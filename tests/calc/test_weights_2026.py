@@ -64,61 +64,135 @@ def test_bundled_yaml_counts_as_its_config_json(bundled):
 # ----- DeepSeek-V4-Flash, layer by layer (hidden 4,096, 64 heads of 512, q_lora 1,024, o_groups 8 of
 # o_lora 1,024, hc_mult 4, 256 experts of 2,048 + 1 shared, vocab 129,280, 3 hash layers) -----------
 #
-# attention matrices of every layer: wq_a 4,096 x 1,024 = 4,194,304; wq_b 1,024 x 64 x 512 = 33,554,432;
-# wkv 4,096 x 512 = 2,097,152; wo_a (64 x 512 / 8) x (8 x 1,024) = 33,554,432; wo_b 8,192 x 4,096 =
-# 33,554,432: 106,954,752; + the shared expert 3 x 4,096 x 2,048 = 25,165,824 -> 132,120,576.
-# other of every layer: attn_sink 64 + q_norm 1,024 + kv_norm 512 + two norms 8,192 + hyper-connections
-# 2 x (24 x 16,384 + 24 + 3) = 786,486 + router 256 x 4,096 = 1,048,576 -> 1,844,854, and then the
-# hash table 129,280 x 6 = 775,680 (layers 0-2) or the routing bias 256 (layers 3-42).
-# compressor(ratio, D) = ape ratio x coff D + wkv, wgate 2 x 4,096 x coff D + norm D (coff 2 at ratio 4):
-# (4, 512) = 4,096 + 8,388,608 + 512 = 8,393,216; (128, 512) = 65,536 + 4,194,304 + 512 = 4,260,352;
-# (4, 128) = 1,024 + 2,097,152 + 128 = 2,098,304. The CSA indexer: wq_b 1,024 x 64 x 128 = 8,388,608
-# (a matrix), weights_proj 4,096 x 64 = 262,144.
-V4_LAYERS = {
-    0: (132_120_576, 1_844_854 + 775_680),  # sliding only, hash-routed
-    2: (132_120_576 + 8_388_608, 1_844_854 + 775_680 + 8_393_216 + 262_144 + 2_098_304),  # CSA, hash
-    3: (132_120_576, 1_844_854 + 256 + 4_260_352),  # HCA
-    4: (132_120_576 + 8_388_608, 1_844_854 + 256 + 8_393_216 + 262_144 + 2_098_304),  # CSA
-    42: (132_120_576 + 8_388_608, 1_844_854 + 256 + 8_393_216 + 262_144 + 2_098_304),  # CSA, the last
+# Each part in the dtype the checkpoint stores it (DeepSeek's reference inference/model.py; vLLM 0.33.0
+# models/deepseek_v4/): linear = fp8 matrices, other = bf16, fp32, int64.
+# linear of every layer: wq_a 4,096 x 1,024 = 4,194,304; wq_b 1,024 x 64 x 512 = 33,554,432; wkv
+# 4,096 x 512 = 2,097,152; wo_a (64 x 512 / 8) x (8 x 1,024) = 33,554,432; wo_b 8,192 x 4,096 =
+# 33,554,432: 106,954,752; + the shared expert 3 x 4,096 x 2,048 = 25,165,824 -> 132,120,576; a CSA
+# layer adds the indexer's wq_b 1,024 x 64 x 128 = 8,388,608.
+# other (bf16) of every layer: q_norm 1,024 + kv_norm 512 + two norms 8,192 + router 256 x 4,096 =
+# 1,048,576 -> 1,058,304; compressor(ratio, D) = wkv, wgate 2 x 4,096 x coff D + norm D (coff 2 at
+# ratio 4): (4, 512) = 8,389,120, (128, 512) = 4,194,816, (4, 128) = 2,097,280; the CSA indexer's
+# weights_proj 4,096 x 64 = 262,144.
+# fp32 of every layer: attn_sink 64 + hyper-connections 2 x (24 x 16,384 + 24 + 3) = 786,486 ->
+# 786,550; + the gate bias 256 (layers 3-42); + each compressor's ape ratio x coff D: (4, 512) 4,096,
+# (128, 512) 65,536, (4, 128) 1,024.
+# int64: the hash table tid2eid 129,280 x 6 = 775,680 (layers 0-2).
+CSA_OTHER = 1_058_304 + 8_389_120 + 262_144 + 2_097_280  # = 11,806,848
+V4_LAYERS = {  # layer: (linear, other, fp32, int64)
+    0: (132_120_576, 1_058_304, 786_550, 775_680),  # sliding only, hash-routed
+    2: (132_120_576 + 8_388_608, CSA_OTHER, 786_550 + 4_096 + 1_024, 775_680),  # CSA, hash
+    3: (132_120_576, 1_058_304 + 4_194_816, 786_550 + 256 + 65_536, 0),  # HCA
+    4: (132_120_576 + 8_388_608, CSA_OTHER, 786_550 + 256 + 4_096 + 1_024, 0),  # CSA
+    42: (132_120_576 + 8_388_608, CSA_OTHER, 786_550 + 256 + 4_096 + 1_024, 0),  # CSA, the last
 }
 
 
 @pytest.mark.parametrize("i", sorted(V4_LAYERS))
 def test_deepseek_v4_layer(i):
     p = layer_params(load_model("deepseek-v4-flash"), i)
-    assert (p.linear, p.other) == V4_LAYERS[i]
+    assert (p.linear, p.other, p.fp32, p.int64) == V4_LAYERS[i]
     assert (p.expert_linear, p.n_experts, p.n_active_experts) == (3 * 4_096 * 2_048, 256, 6)
 
 
 def test_deepseek_v4_head_and_mtp():
     spec = load_model("deepseek-v4-flash")
     p = model_params(spec)
-    # embedding and head 129,280 x 4,096 each; final norm 4,096 + the hyper-connection head
-    # 4 x 16,384 + 4 + 1 = 65,541
-    assert (p.embedding, p.lm_head, p.final_norm) == (529_530_880, 529_530_880, 4_096 + 65_541)
+    # embedding and head 129,280 x 4,096 each; final norm 4,096 (bf16) and the fp32 hyper-connection
+    # head 4 x 16,384 + 4 + 1 = 65,541
+    assert (p.embedding, p.lm_head, p.final_norm, p.head_fp32) == (529_530_880, 529_530_880, 4_096, 65_541)
     # MTP: one layer like the last + e_proj, h_proj 2 x 4,096^2 + 3 norms + its hyper-connection head
     last = layer_params(spec, 42).total
     assert mtp_params(spec) == last + 2 * 4_096 * 4_096 + 3 * 4_096 + 65_541
 
 
-def test_deepseek_v4_weight_bytes_fp8_and_mxfp4_experts():
-    # deepseek-ai/DeepSeek-V4-Flash: quantization_config fp8 [128, 128] blocks, expert_dtype fp4 (vLLM 0.33.0
-    # deepseek_v4/quant_config.py: MXFP4 experts). Layer 3 on one rank: 132,120,576 fp8 values in
-    # 8,064 blocks of 16,384 (+ 4 B fp32 scale each) = 132,120,576 + 32,256 = 132,152,832 B, other
-    # 6,105,462 x 2 B = 12,210,924 B; an expert 25,165,824 MXFP4 values = 786,432 blocks of 32 x 17 B
-    # = 13,369,344 B.
-    w = weight_bytes(load_model("deepseek-v4-flash"))
-    assert w.layer_dense_bytes[3] == 132_120_576 + 132_120_576 // 16_384 * 4 + 6_105_462 * 2 == 144_363_756
+# ----- weight bytes of the published checkpoints, each tensor in the dtype it is stored ----------
+#
+# deepseek-ai/DeepSeek-V4-Flash (quantization_config fp8, [128, 128] blocks, expert_dtype fp4): the
+# matrices fp8 with ONE e8m0 byte per 128 x 128 block (vLLM 0.33.0 deepseek_v4/quant_config.py
+# is_scale_e8m0: "FP4 checkpoints store FP8 linear scales as e8m0fnu"; the reference Linear's scale is
+# float8_e8m0fnu), the experts MXFP4 (17 B per 32 values: 16 B of e2m1 + one e8m0 scale; the checkpoint's
+# experts.N.w1.weight is I8 [2048, 2048] beside an F8_E8M0 scale [2048, 128]), other bf16, fp32 x 4 B,
+# int64 x 8 B:
+#   fp8 132,120,576 + 8,064 scales = 132,128,640 B; a CSA layer 140,509,184 + 8,576 = 140,517,760 B
+#   layer 0, 1: 132,128,640 + 1,058,304 x 2 + 786,550 x 4 + 775,680 x 8              = 143,596,888
+#   layer 2:    140,517,760 + 11,806,848 x 2 + 791,670 x 4 + 775,680 x 8             = 173,503,576
+#   HCA (3, 5, .., 41; 20): 132,128,640 + 5,253,120 x 2 + 852,342 x 4                 = 146,044,248
+#   CSA (4, 6, .., 42; 20): 140,517,760 + 11,806,848 x 2 + 791,926 x 4               = 167,299,160
+#   experts: 256 x 25,165,824 / 32 x 17 = 256 x 13,369,344 = 3,422,552,064 per layer
+#   embedding 529,530,880 x 2 = 1,059,061,760; head (529,530,880 + 4,096) x 2 + 65,541 x 4 = 1,059,332,116
+V4_FLASH_BYTES = (
+    2 * 143_596_888
+    + 173_503_576
+    + 20 * 146_044_248
+    + 20 * 167_299_160
+    + 43 * 3_422_552_064
+    + 1_059_061_760
+    + 1_059_332_116
+)
+# nvidia/DeepSeek-V4-Flash-NVFP4 (+ its hf_quant_config.json: MIXED_PRECISION, NVFP4 routed experts
+# only; config.json's fp8 [128, 128] blocks and expert_dtype fp4, so e8m0 scales, for the rest): an
+# expert 25,165,824 / 16 x 9 = 14,155,776 B (8 B of e2m1 + one fp8 e4m3 scale per 16) + w1, w2, w3
+# each an fp32 weight_scale_2 and an fp32 input_scale, 3 x 8 = 24 B -> 14,155,800 B (vLLM 0.33.0
+# modelopt.py ModelOptNvFp4FusedMoE); everything else as DeepSeek-V4-Flash.
+V4_FLASH_NVFP4_BYTES = V4_FLASH_BYTES - 43 * 3_422_552_064 + 43 * 256 * 14_155_800
+
+
+def test_deepseek_v4_flash_weight_bytes_per_layer():
+    w = weight_bytes(_hf("deepseek-ai--DeepSeek-V4-Flash"))
+    by_kind = (w.layer_dense_bytes[0], w.layer_dense_bytes[2], w.layer_dense_bytes[3], w.layer_dense_bytes[42])
+    assert by_kind == (143_596_888, 173_503_576, 146_044_248, 167_299_160)
+    assert w.layer_dense_bytes[3] == 132_120_576 + 132_120_576 // 16_384 + 5_253_120 * 2 + 852_342 * 4
     assert w.layer_expert_bytes[3] == 25_165_824 // 32 * 17 == 13_369_344
+    assert (w.embedding_bytes, w.head_bytes) == (1_059_061_760, 1_059_332_116)
 
 
-def test_deepseek_v4_nvfp4_checkpoint_experts():
+@pytest.mark.parametrize(
+    ("source", "hf_quant", "total_bytes"),
+    [
+        ("deepseek-ai--DeepSeek-V4-Flash", False, V4_FLASH_BYTES),  # 156,015,698,140 B
+        ("nvidia--DeepSeek-V4-Flash-NVFP4", False, V4_FLASH_NVFP4_BYTES),  # 164,673,005,788 B
+        ("nvidia--DeepSeek-V4-Flash-NVFP4", True, V4_FLASH_NVFP4_BYTES),
+        ("deepseek-v4-flash", False, V4_FLASH_BYTES),  # the bundled YAML
+    ],
+)
+def test_deepseek_v4_total_weight_bytes(source, hf_quant, total_bytes):
+    if source.startswith("deepseek-v4"):
+        spec = load_model(source)
+    else:
+        quant = json.loads((DATA / f"{source}.hf_quant_config.json").read_text()) if hf_quant else None
+        spec = model_from_hf_config(json.loads((DATA / f"{source}.json").read_text()), source, hf_quant=quant)
+    assert weight_bytes(spec).total_bytes == total_bytes
+    assert (V4_FLASH_BYTES, V4_FLASH_NVFP4_BYTES) == (156_015_698_140, 164_673_005_788)
+
+
+def test_deepseek_v4_formats_from_the_configs():
+    flash = _hf("deepseek-ai--DeepSeek-V4-Flash")
+    assert (flash.weight_dtype, flash.expert_weight_dtype, flash.expert_tensor_scale_bytes) == (
+        "fp8_e4m3:b128:e8m0",
+        "mxfp4",
+        0,
+    )
     # nvidia/DeepSeek-V4-Flash-NVFP4: quantization_config moe_quant_algo NVFP4 (vLLM 0.33.0
     # DeepseekV4FP8Config.get_quant_method: ModelOptNvFp4FusedMoE), the rest fp8 blocks as the base
-    spec = _hf("nvidia--DeepSeek-V4-Flash-NVFP4")
-    assert (spec.weight_dtype, spec.expert_weight_dtype) == ("fp8_e4m3:b128:fp32", "nvfp4")
-    # an expert: 25,165,824 values / 16 x (8 B of fp4 + 1 fp8 scale) = 14,155,776 B
-    assert weight_bytes(spec).layer_expert_bytes[3] == 25_165_824 // 16 * 9 == 14_155_776
+    nvfp4 = _hf("nvidia--DeepSeek-V4-Flash-NVFP4")
+    assert (nvfp4.weight_dtype, nvfp4.expert_weight_dtype, nvfp4.expert_tensor_scale_bytes) == (
+        "fp8_e4m3:b128:e8m0",
+        "nvfp4",
+        8,
+    )
+
+
+def test_deepseek_v4_fp8_experts_keep_fp32_scales():
+    # expert_dtype fp8 (DeepSeek-V4-Flash-Base): vLLM 0.33.0 is_scale_e8m0 is false, the block scales
+    # float32 (4 B a block), and the experts fp8 as the rest
+    cfg = json.loads((DATA / "deepseek-ai--DeepSeek-V4-Flash.json").read_text())
+    cfg["expert_dtype"] = "fp8"
+    spec = model_from_hf_config(cfg)
+    assert (spec.weight_dtype, spec.expert_weight_dtype) == ("fp8_e4m3:b128:fp32", None)
+    w = weight_bytes(spec)
+    assert w.layer_dense_bytes[3] == 132_120_576 + 8_064 * 4 + 5_253_120 * 2 + 852_342 * 4
+    assert w.layer_expert_bytes[3] == 25_165_824 + 25_165_824 // 16_384 * 4
 
 
 # ----- MiniMax-M3 (hidden 6,144, 64 heads, 4 KV heads of 128, indexer 4 heads of 128) ------------
@@ -154,7 +228,8 @@ def test_kimi_k3_kda_layer():
     # + attention residuals 2 x 7,168 + 2 x 7,168 = 28,672 + router 896 x 7,168 = 6,422,528 + bias 896
     # + latent norm 3,584 -> 6,629,984
     p = layer_params(load_model("kimi-k3"), 1)
-    assert (p.linear, p.other) == (627_081_216, 6_629_984)
+    assert (p.linear + p.latent_linear, p.other) == (627_081_216, 6_629_984)
+    assert p.latent_linear == 51_380_224
     # an expert works in the latent: 3 x 3,584 x 3,072
     assert (p.expert_linear, p.n_experts, p.n_active_experts) == (33_030_144, 896, 16)
 
@@ -162,24 +237,61 @@ def test_kimi_k3_kda_layer():
 def test_kimi_k3_mla_layer_with_output_gate():
     # layer 3 (MLA): q_a 7,168 x 1,536 = 11,010,048; q_b 1,536 x 96 x 192 = 28,311,552; kv_a 7,168 x 576 =
     # 4,128,768; kv_b 512 x 96 x 256 = 12,582,912; o 96 x 128 x 7,168 = 88,080,384; gate 7,168 x 96 x 128
-    # = 88,080,384 -> 232,194,048 + shared + latent 183,500,800 = 415,694,848
+    # = 88,080,384 -> 232,194,048 + shared 132,120,576 = 364,314,624; the latent projections apart
     p = layer_params(load_model("kimi-k3"), 3)
-    assert p.linear == 232_194_048 + 132_120_576 + 51_380_224 == 415_694_848
+    assert (p.linear, p.latent_linear) == (232_194_048 + 132_120_576, 2 * 7_168 * 3_584)
 
 
-def test_kimi_k3_experts_are_mxfp4():
+def test_kimi_k3_experts_and_latent_projections_are_mxfp4():
     # moonshotai/Kimi-K3 quantization_config: compressed-tensors float 4-bit, group 32, uint8 scales
-    # (format mxfp4-pack-quantized): vLLM 0.33.0 compressed_tensors.py `_is_mxfp4`, not NVFP4 (group 16)
-    assert _hf("moonshotai--Kimi-K3").expert_weight_dtype == "mxfp4"
+    # (format mxfp4-pack-quantized): vLLM 0.33.0 compressed_tensors.py `_is_mxfp4`, not NVFP4 (group 16).
+    # Its one config group targets "Linear" (vLLM `find_matched_target`: any module class with Linear in
+    # its name) less `ignore`: re:.*self_attn.* (MLA and KDA), re:.*shared_experts.*, the dense
+    # re:.*mlp\.(gate|up|gate_up|down)_proj.*, lm_head and the vision parts. Left quantized: the routed
+    # experts and KimiMoE's block_sparse_moe.routed_expert_{down,up}_proj (ReplicatedLinear with the
+    # quant_config, vLLM 0.33.0 kimi_k3/nvidia/model.py); the router (GateLinear) and the attention
+    # residual projections are built without it.
+    spec = _hf("moonshotai--Kimi-K3")
+    assert (spec.weight_dtype, spec.expert_weight_dtype, spec.latent_weight_dtype) == (None, "mxfp4", "mxfp4")
+
+
+# moonshotai/Kimi-K3: bf16 except the MXFP4 routed experts and latent projections (17 B per 32 values):
+#   layer 0 (KDA, dense MLP 3 x 7,168 x 33,792): (1,170,243,584 + 202,976) x 2         = 2,340,893,120
+#   a KDA MoE layer (68): (575,700,992 + 6,629,984) x 2 + 51,380,224 / 32 x 17
+#                         = 1,151,401,984 + 13,259,968 + 27,295,744                     = 1,191,957,696
+#   an MLA layer (24):    (364,314,624 + 6,472,064) x 2 + 27,295,744                    =   768,869,120
+#   experts: 896 x 33,030,144 / 32 x 17 = 896 x 17,547,264 = 15,722,348,544 per MoE layer (92)
+#   embedding 1,174,405,120 x 2 = 2,348,810,240; head (1,174,405,120 + 7,168 + 2 x 7,168) x 2 = 2,348,853,248
+# The latent projections in bf16 (the old count) were 92 x (102,760,448 - 27,295,744) = 6,942,752,768 B more.
+K3_BYTES = (
+    2_340_893_120
+    + 68 * 1_191_957_696
+    + 24 * 768_869_120
+    + 92 * 15_722_348_544
+    + 2_348_810_240
+    + 2_348_853_248
+)
+
+
+@pytest.mark.parametrize("source", ["moonshotai--Kimi-K3", "kimi-k3"])
+def test_kimi_k3_total_weight_bytes(source):
+    spec = _hf(source) if source.startswith("moonshotai") else load_model(source)
+    w = weight_bytes(spec)
+    assert (w.layer_dense_bytes[0], w.layer_dense_bytes[1], w.layer_dense_bytes[3]) == (
+        2_340_893_120,
+        1_191_957_696,
+        768_869_120,
+    )
+    assert w.total_bytes == K3_BYTES == 1_553_000_604_864
 
 
 def test_nemotron_3_moe_block():
     # layer 1 (an E block; vLLM 0.33.0 nemotron_h.py NemotronHMoE): norm 4,096 + router 512 x 4,096 =
     # 2,097,152 + e_score_correction_bias 512 -> other 2,101,760; shared expert (relu2 up and down)
-    # 2 x 4,096 x 5,376 = 44,040,192 + fc1 / fc2 latent projections 2 x 4,096 x 1,024 = 8,388,608 ->
-    # linear 52,428,800; an expert 2 x 1,024 x 2,688 = 5,505,024, 22 of 512 active
+    # 2 x 4,096 x 5,376 = 44,040,192 (linear) + fc1 / fc2 latent projections 2 x 4,096 x 1,024 = 8,388,608
+    # (latent); an expert 2 x 1,024 x 2,688 = 5,505,024, 22 of 512 active
     p = layer_params(load_model("nemotron-3-super-120b-a12b"), 1)
-    assert (p.linear, p.other) == (52_428_800, 2_101_760)
+    assert (p.linear, p.latent_linear, p.other) == (44_040_192, 8_388_608, 2_101_760)
     assert (p.expert_linear, p.n_experts, p.n_active_experts) == (5_505_024, 512, 22)
 
 
