@@ -272,6 +272,31 @@ def _compressed_mqa_params(model: ModelSpec, tp: int, i: int) -> tuple[int, int,
     return linear, other, fp32
 
 
+def mtp_compression_params(model: ModelSpec) -> tuple[int, int, int]:
+    """(linear, other, fp32) that the model's last layer has and a DeepSeek-V4 MTP layer lacks: the
+    last layer's compressor and indexer (`_compressed_mqa_params`'s compressed parts), (0, 0, 0) for
+    other models. vLLM 0.33.0 `models/deepseek_v4/attention.py` DeepseekV4Attention: "MTP layer is
+    not included in the compress ratio list", so a layer past num_hidden_layers gets compress_ratio 1
+    (sliding window only; the published configs' extra compress_ratios entry, read by the reference
+    MTPBlock, is 0 too). DeepSeek-V4-Flash (last layer CSA): linear 8,388,608 (indexer wq_b), other
+    8,389,120 + 262,144 + 2,097,280 = 10,748,544, fp32 4,096 + 1,024 = 5,120."""
+    if model.o_lora_rank is None:
+        return 0, 0, 0
+    last = model.n_layers - 1
+    layer = model.layers[last]
+    if layer.compress_ratio <= 1:
+        return 0, 0, 0
+    d, q_lora = _need(model, "hidden_size", "q_lora_rank")
+    bf16, fp32 = _compressor_params(d, layer.compress_ratio, layer.head_dim_k)
+    linear = 0
+    if layer.index_dim:
+        (ih,) = _need(model, "index_n_heads")
+        linear = q_lora * ih * layer.index_dim
+        i_bf16, i_fp32 = _compressor_params(d, layer.compress_ratio, layer.index_dim)
+        bf16, fp32 = bf16 + d * ih + i_bf16, fp32 + i_fp32
+    return linear, bf16, fp32
+
+
 def _hyper_connection_params(model: ModelSpec) -> int:
     """DeepSeek-V4's hyper-connections of one layer, all fp32 (reference `inference/model.py`
     Block: `with set_dtype(torch.float32)`, hc_attn_fn / hc_ffn_fn / _base / _scale; the
@@ -504,11 +529,11 @@ def model_params(model: ModelSpec, tp: int = 1) -> ModelParams:
         embedding=vocab * d,
         lm_head=0 if model.tie_word_embeddings else vocab * d,
         final_norm=d + (2 * d if model.attention_residuals else 0),
-        head_fp32=_hc_head_params(model),
+        head_fp32=hc_head_params(model),
     )
 
 
-def _hc_head_params(model: ModelSpec) -> int:
+def hc_head_params(model: ModelSpec) -> int:
     """DeepSeek-V4's hyper-connection head beside the final norm, fp32 (reference
     `Transformer.hc_head_fn` / `_base` / `_scale` under `set_dtype(torch.float32)`): fn
     `m x m hidden`, base `m`, scale 1; Flash: 4 x 16,384 + 4 + 1 = 65,541. (Kimi-K3's output
@@ -744,12 +769,13 @@ def mtp_params(model: ModelSpec) -> int:
     head's norm (`hidden`); the embedding and the LM head are the main model's (vLLM shares them;
     a checkpoint may store copies: DeepSeek-V3's 685B = 671B + 14B counts them). DeepSeek-V4's MTP
     block (reference `inference/model.py` MTPBlock) adds its hyper-connection head; its layer is
-    counted as the model's last (its own compress ratio, 0 in the published configs, is not read).
+    the model's last without a compressor or indexer (`mtp_compression_params`: vLLM 0.33.0 builds
+    it sliding-window only).
 
     Raises `KvcalcError` when the model's layers cannot be counted."""
     if not model.n_mtp_layers:
         return 0
     d = model.hidden_size or 0
-    last = layer_params(model, model.n_layers - 1)
+    last = layer_params(model, model.n_layers - 1).total - sum(mtp_compression_params(model))
     m = model.hc_mult or 0  # DeepSeek-V4's MTPBlock has its own hyper-connection head
-    return model.n_mtp_layers * (last.total + 2 * d * d + 3 * d + (m * m * d + m + 1 if m else 0))
+    return model.n_mtp_layers * (last + 2 * d * d + 3 * d + (m * m * d + m + 1 if m else 0))

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from kvcalc.calc.speculative import mtp_weight_bytes
 from kvcalc.calc.weights import layer_params, model_params, mtp_params, param_counts, weight_bytes
 from kvcalc.load.hf import model_from_hf_config
 from kvcalc.load.models import load_model
@@ -101,9 +102,18 @@ def test_deepseek_v4_head_and_mtp():
     # embedding and head 129,280 x 4,096 each; final norm 4,096 (bf16) and the fp32 hyper-connection
     # head 4 x 16,384 + 4 + 1 = 65,541
     assert (p.embedding, p.lm_head, p.final_norm, p.head_fp32) == (529_530_880, 529_530_880, 4_096, 65_541)
-    # MTP: one layer like the last + e_proj, h_proj 2 x 4,096^2 + 3 norms + its hyper-connection head
-    last = layer_params(spec, 42).total
-    assert mtp_params(spec) == last + 2 * 4_096 * 4_096 + 3 * 4_096 + 65_541
+    # MTP: one layer like the last but sliding-window only (vLLM 0.33.0 deepseek_v4/attention.py: a layer
+    # past num_hidden_layers gets compress_ratio 1; the config's 44th compress_ratios entry is 0): linear
+    # 132,120,576 + other 1,058,304 + fp32 786,550 + 256 + experts 256 x 25,165,824 = 6,576,416,630; + e_proj,
+    # h_proj 2 x 4,096^2 + 3 norms + its hyper-connection head 65,541
+    last = layer_params(spec, 42).total - (8_388_608 + 10_748_544 + 5_120)  # no compressor, no indexer
+    assert last == 132_120_576 + 1_058_304 + 786_806 + 256 * 25_165_824 == 6_576_416_630
+    assert mtp_params(spec) == last + 2 * 4_096 * 4_096 + 3 * 4_096 + 65_541 == 6_610_048_891
+    # its bytes (tp 1): fp8 132,120,576 + 8,064 scales + bf16 1,058,304 x 2 + fp32 786,806 x 4 + experts
+    # 3,422,552,064 + e_proj / h_proj 33,554,432 + 2,048 scales + norms 3 x 4,096 x 2 + head 65,541 x 4
+    assert mtp_weight_bytes(spec, None) == (
+        132_128_640 + 2_116_608 + 3_147_224 + 3_422_552_064 + 33_556_480 + 24_576 + 262_164
+    )
 
 
 # ----- weight bytes of the published checkpoints, each tensor in the dtype it is stored ----------
@@ -314,3 +324,82 @@ def test_estimate_with_a_gpu(cli, bundled):
     r = cli("estimate", bundled, "--gpu", "h200", "-s", "32k")
     assert r.exit_code == 0, r.output
     assert "weights per GPU" in r.output
+
+
+# ----- Kimi Linear: the low-rank KDA gate (no longer refused) ------------------------------------
+#
+# The weight-shaping fields of moonshotai/Kimi-Linear-48B-A3B-Instruct's config.json (model_type
+# kimi_linear, no use_full_rank_gate): hidden 2,304, 27 layers, MLA at 1-indexed 4, 8, .., 24, 27 with 32
+# heads, no q_lora, kv_lora 512 + rope 64, nope 128, v 128; KDA 32 heads of 128, conv 4; 256 experts of
+# 1,024, 8 active, 1 shared; layer 0 dense (9,216); vocab 163,840, untied. vLLM 0.33.0 builds its KDA as
+# mamba/gdn/kimi_gdn_linear_attn.py KimiGatedDeltaNetAttention (kimi_k3/nvidia/model.py KimiDecoderLayer).
+KIMI_LINEAR = {
+    "architectures": ["KimiLinearForCausalLM"],
+    "model_type": "kimi_linear",
+    "torch_dtype": "bfloat16",
+    "hidden_size": 2304,
+    "num_hidden_layers": 27,
+    "vocab_size": 163840,
+    "tie_word_embeddings": False,
+    "num_attention_heads": 32,
+    "num_key_value_heads": 32,
+    "q_lora_rank": None,
+    "kv_lora_rank": 512,
+    "qk_nope_head_dim": 128,
+    "qk_rope_head_dim": 64,
+    "v_head_dim": 128,
+    "mla_use_nope": True,
+    "num_experts": 256,
+    "num_experts_per_token": 8,
+    "num_shared_experts": 1,
+    "moe_intermediate_size": 1024,
+    "first_k_dense_replace": 1,
+    "intermediate_size": 9216,
+    "linear_attn_config": {
+        "full_attn_layers": [4, 8, 12, 16, 20, 24, 27],
+        "kda_layers": [i for i in range(1, 28) if i not in (4, 8, 12, 16, 20, 24, 27)],
+        "head_dim": 128,
+        "num_heads": 32,
+        "short_conv_kernel_size": 4,
+    },
+}
+
+# (layer, linear, other), P = 32 x 128 = 4,096:
+# KDA: in_proj_qkvgfab 2,304 x (3 x 4,096 + 32 + 128) = 28,680,192; f_b_proj 128 x 4,096 = 524,288; g_a_proj
+#   2,304 x 128 = 294,912; g_b_proj 128 x 4,096 = 524,288; o_proj 4,096 x 2,304 = 9,437,184 -> 39,460,864;
+#   other dt_bias 4,096 + conv1d 3 x 4,096 x 4 = 49,152 + A_log 32 + o_norm 128 = 53,408, + two norms 4,608
+# MLA: q_proj 2,304 x 32 x 192 = 14,155,776; kv_a 2,304 x 576 = 1,327,104; kv_b 512 x 32 x 256 = 4,194,304;
+#   o_proj 32 x 128 x 2,304 = 9,437,184 -> 29,114,368; other kv_a norm 512 + two norms 4,608
+# MoE: shared expert 3 x 2,304 x 1,024 = 7,077,888; router 256 x 2,304 = 589,824 + bias 256; an expert
+#   3 x 2,304 x 1,024 = 7,077,888. Layer 0: dense MLP 3 x 2,304 x 9,216 = 63,700,992.
+KIMI_LINEAR_LAYERS = {
+    0: (39_460_864 + 63_700_992, 53_408 + 4_608),
+    1: (39_460_864 + 7_077_888, 53_408 + 4_608 + 589_824 + 256),
+    3: (29_114_368 + 7_077_888, 512 + 4_608 + 589_824 + 256),
+}
+
+
+@pytest.mark.parametrize("i", sorted(KIMI_LINEAR_LAYERS))
+def test_kimi_linear_low_rank_kda_layers(i):
+    spec = model_from_hf_config(KIMI_LINEAR)
+    assert spec.linear_attention == "kda_lowrank"
+    p = layer_params(spec, i)
+    assert (p.linear, p.other) == KIMI_LINEAR_LAYERS[i]
+
+
+def test_kimi_linear_param_counts():
+    # 20 KDA layers (layer 0 dense, 19 MoE) and 7 MLA, every one but layer 0 with 256 experts of 7,077,888:
+    # 103,219,872 + 19 x (47,186,848 + 1,811,939,328) + 7 x (36,787,456 + 1,811,939,328)
+    # + embedding and head 2 x 163,840 x 2,304 = 754,974,720 + final norm 2,304 = 49,122,681,728
+    # (the card's "48B": 48,367,704,704 without the embedding and head); active, 8 experts:
+    # 103,219,872 + 19 x 103,809,952 + 7 x 93,410,560 + 754,977,024 = 3,484,459,904 (card "A3B": 2.73B
+    # without the embedding and head)
+    assert param_counts(model_from_hf_config(KIMI_LINEAR)) == (49_122_681_728, 3_484_459_904)
+
+
+def test_kimi_latent_moe_without_its_norm_counted():
+    # latent_moe_use_norm false: vLLM 0.33.0 KimiMoE builds no routed_expert_norm, so each of the 92 MoE
+    # layers has 3,584 parameters fewer (it used to be refused)
+    cfg = json.loads((DATA / "moonshotai--Kimi-K3.json").read_text())
+    cfg["text_config"]["latent_moe_use_norm"] = False
+    assert param_counts(model_from_hf_config(cfg))[0] == 2_779_484_476_000 - 92 * 3_584
