@@ -47,7 +47,8 @@ What is counted (the Hugging Face modelling files of each family are the source:
 - the 2026 architectures (vLLM 0.33.0 `vllm/models/*` and the reference code named at each function):
   DeepSeek-V4's compressed MQA (`_compressed_mqa_params`: grouped output projection, compressors,
   indexer), hyper-connections (`_hyper_connection_params`, and the head's), hash-routed layers
-  (a `vocab x k` int32 table in place of the routing bias); MiniMax-M3's indexer projections and
+  (a `vocab x k` int64 table in place of the routing bias); Kimi Linear's KDA with its low-rank
+  output gate (`linear_attention: kda_lowrank`); MiniMax-M3's indexer projections and
   per-head q / k norms (`qk_norm`); Kimi-K3's KDA (`linear_attention: kda`), latent MoE (routed
   experts `3 x latent x moe_inter` between a `hidden x latent` down and up projection and a norm),
   MLA output gate and attention residuals; a routing bias (`router_bias`) where the config has one.
@@ -67,7 +68,14 @@ replicated when tp exceeds them): sharded dimensions are divided by tp, rounded 
 Weight formats: the linear (matrix) weights of the decoder layers are stored in the weight
 format; embeddings, LM head, norms, routers and the small mamba / DeltaNet vectors stay in the
 model's dtype, as fp8 and int4 (GPTQ / AWQ) checkpoints leave them (vLLM `fp8.py` and `awq.py`
-quantize `LinearBase` layers only).
+quantize `LinearBase` layers only). Each part in the dtype its checkpoint stores it: the routed
+experts in `expert_weight_dtype` (plus `expert_tensor_scale_bytes` per expert matrix: ModelOpt
+NVFP4's fp32 weight_scale_2 and input_scale), a latent MoE's down / up projections in
+`latent_weight_dtype` (Kimi-K3: MXFP4 with the experts), and the parameters an architecture keeps
+in fp32 or int64 whatever the model's dtype (`LayerParams.fp32` / `.int64`: DeepSeek-V4's sinks,
+hyper-connections, compressor ape and gate bias; its hash table) at 4 and 8 B. DeepSeek-V4-Flash:
+156,015,698,140 B; its NVFP4 checkpoint 164,673,005,788 B; Kimi-K3 1,553,000,604,864 B
+(`tests/calc/test_weights_2026.py`, `docs/models-2026.md`).
 """
 
 from __future__ import annotations
@@ -145,16 +153,12 @@ class ModelParams:
     @property
     def total(self) -> int:
         """All parameters on the rank."""
-        return (
-            sum(x.total for x in self.layers) + self.embedding + self.lm_head + self.final_norm + self.head_fp32
-        )
+        return sum(x.total for x in self.layers) + self.embedding + self.lm_head + self.final_norm + self.head_fp32
 
     @property
     def active(self) -> int:
         """Parameters one token touches (active experts only)."""
-        return (
-            sum(x.active for x in self.layers) + self.embedding + self.lm_head + self.final_norm + self.head_fp32
-        )
+        return sum(x.active for x in self.layers) + self.embedding + self.lm_head + self.final_norm + self.head_fp32
 
 
 def is_moe_layer(model: ModelSpec, i: int) -> bool:
@@ -707,6 +711,11 @@ def weight_bytes(model: ModelSpec, weight_dtype: FormatLike | None = None, tp: i
     A model loaded from a checkpoint (`model.checkpoint`: safetensors headers, GGUF tensor
     table) and no `weight_dtype` override gives the stored bytes instead
     (`checkpoint_weight_bytes`).
+
+    Per layer: `linear` in the weight format + `other` in the model's dtype + 4 B per `fp32` and
+    8 B per `int64` parameter + `latent_linear` in `latent_weight_format`; per routed expert
+    `expert_linear` in the experts' format + `expert_tensor_scale_bytes` per matrix (none under a
+    `weight_dtype` override); the head adds its fp32 parameters (`ModelParams.head_fp32`).
 
     Raises `KvcalcError` when the count cannot be made or a matrix is not a whole number of
     quantization groups.

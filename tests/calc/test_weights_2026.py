@@ -273,14 +273,7 @@ def test_kimi_k3_experts_and_latent_projections_are_mxfp4():
 #   experts: 896 x 33,030,144 / 32 x 17 = 896 x 17,547,264 = 15,722,348,544 per MoE layer (92)
 #   embedding 1,174,405,120 x 2 = 2,348,810,240; head (1,174,405,120 + 7,168 + 2 x 7,168) x 2 = 2,348,853,248
 # The latent projections in bf16 (the old count) were 92 x (102,760,448 - 27,295,744) = 6,942,752,768 B more.
-K3_BYTES = (
-    2_340_893_120
-    + 68 * 1_191_957_696
-    + 24 * 768_869_120
-    + 92 * 15_722_348_544
-    + 2_348_810_240
-    + 2_348_853_248
-)
+K3_BYTES = 2_340_893_120 + 68 * 1_191_957_696 + 24 * 768_869_120 + 92 * 15_722_348_544 + 2_348_810_240 + 2_348_853_248
 
 
 @pytest.mark.parametrize("source", ["moonshotai--Kimi-K3", "kimi-k3"])
@@ -403,3 +396,19 @@ def test_kimi_latent_moe_without_its_norm_counted():
     cfg = json.loads((DATA / "moonshotai--Kimi-K3.json").read_text())
     cfg["text_config"]["latent_moe_use_norm"] = False
     assert param_counts(model_from_hf_config(cfg))[0] == 2_779_484_476_000 - 92 * 3_584
+
+
+def test_deepseek_v4_flash_against_the_hub_size():
+    # The Hub lists deepseek-ai/DeepSeek-V4-Flash's safetensors as "Model size 158B" (featherless.ai's
+    # copy of the Hub page: "Model Size: 158B"): the Hub counts tensor ELEMENTS, so a packed fp4 expert
+    # matrix counts values / 2 (I8) + values / 32 (its F8_E8M0 scales) and an fp8 matrix values + one
+    # scale per 128 x 128 block. From kvcalc's count, with the MTP layer the checkpoint also holds:
+    spec = load_model("deepseek-v4-flash")
+    experts = 43 * 256 * 25_165_824  # 277,025,390,592 routed-expert values
+    fp8_blocks = 22 * 8_064 + 21 * 8_576  # 357,504 scales (21 CSA layers carry the indexer's wq_b)
+    main = param_counts(spec)[0] - experts + fp8_blocks + experts * 17 // 32
+    mtp_experts = 256 * 25_165_824
+    mtp = mtp_params(spec) - mtp_experts + 8_064 + 2 * 1_024 + mtp_experts * 17 // 32
+    assert main + mtp == 158_069_433_298  # 158B, as the Hub rounds it
+    # and the bytes of every stored tensor: the model's 156,015,698,140 + the MTP layer's 3,593,787,756
+    assert weight_bytes(spec).total_bytes + mtp_weight_bytes(spec, None) == 159_609_485_896

@@ -6,7 +6,7 @@ Each method as the engine that loads it reads it (vLLM `model_executor/layers/qu
 
 | `quant_method` | fields read | weight format (`kvcalc.formats`) |
 | --- | --- | --- |
-| `fp8` (`fp8.py`) | `weight_block_size` [128, 128], `fmt` | `fp8_e4m3:b128:fp32` (fp32 `weight_scale_inv` per block); none: `fp8_e4m3` (one fp32 scale per tensor, not counted) |
+| `fp8` (`fp8.py`) | `weight_block_size` [128, 128], `fmt`; DeepSeek-V4: `expert_dtype` | `fp8_e4m3:b128:fp32` (fp32 `weight_scale_inv` per block; DeepSeek-V4 with fp4 experts: `fp8_e4m3:b128:e8m0`, one e8m0 byte per block, `models/deepseek_v4/quant_config.py`); none: `fp8_e4m3` (one fp32 scale per tensor, not counted) |
 | `compressed-tensors` (`compressed_tensors.py`) | `config_groups.*.weights`: `num_bits`, `type`, `strategy`, `group_size`, `block_structure`, `symmetric`; `ignore` | float 8: `fp8_e4m3` (`:b128` block, `:g128` group); int 4/8 group G: `int4:gG:<dtype>` (+ `:zp` when asymmetric); float 4 group 16: `nvfp4`; channel / tensor strategy: the value format (per-row or per-tensor scales not counted) |
 | `awq` (`awq.py`) | `bits` / `w_bit`, `group_size` / `q_group_size`, `zero_point` | `int4:gG:fp16:zp` (fp16 `scales`, packed int32 `qzeros`) |
 | `gptq` (`gptq.py`) | `bits`, `group_size` | `int4:gG:fp16:zp` / `int8:gG:fp16:zp` (GPTQ always stores `qzeros`; the int32 `g_idx`, 4 B per input column, is not counted); `group_size: -1` (one scale and zero per output column, over all its input values): G = hidden_size, exact for the matrices that read the hidden state, while down_proj / o_proj, whose input is wider, are given K / hidden_size times their scales (Llama-3.1-8B down_proj: 14,336 scales and zeros instead of 4,096, 10,240 x 2.5 B = 25,600 B more per layer, 0.02% of it) |
@@ -19,7 +19,9 @@ dtype (kvcalc's weight count puts only decoder matrices in the weight format). T
 `modules_to_not_convert` / `ignore` / `ignored_layers` / `llm_int8_skip_modules` patterns are
 matched against module names (plain names as substrings, as transformers does; `re:` regexes as
 compressed-tensors does; `*` globs as gpt-oss writes them): attention left unquantized in a MoE
-model means only the routed experts are quantized (`expert_weight_dtype`, as gpt-oss); a pattern
+model means only the routed experts are quantized (`expert_weight_dtype`, as gpt-oss), and a
+latent MoE's down / up projections with them unless a pattern names those too
+(`latent_weight_dtype`, Kimi-K3); a pattern
 kvcalc's per-layer count cannot express (attention of a dense model, some layers only) gives a
 `KvcalcWarning` and the count keeps the quantized format; a checkpoint's safetensors headers are
 exact either way. Nothing here reads files.
