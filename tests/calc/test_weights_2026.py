@@ -412,3 +412,26 @@ def test_deepseek_v4_flash_against_the_hub_size():
     assert main + mtp == 158_069_433_298  # 158B, as the Hub rounds it
     # and the bytes of every stored tensor: the model's 156,015,698,140 + the MTP layer's 3,593,787,756
     assert weight_bytes(spec).total_bytes + mtp_weight_bytes(spec, None) == 159_609_485_896
+
+
+def test_kimi_k3_latent_projections_follow_the_ignore_list():
+    # an ignore pattern that names the latent projections leaves them in bf16 beside the MXFP4 experts
+    cfg = json.loads((DATA / "moonshotai--Kimi-K3.json").read_text())
+    cfg["text_config"]["quantization_config"]["ignore"].append("re:.*routed_expert_(down|up)_proj.*")
+    spec = model_from_hf_config(cfg)
+    assert (spec.expert_weight_dtype, spec.latent_weight_dtype) == ("mxfp4", None)
+    # each of the 92 MoE layers: 51,380,224 latent values at 2 B instead of 17 B per 32
+    assert weight_bytes(spec).total_bytes == K3_BYTES + 92 * (51_380_224 * 2 - 51_380_224 // 32 * 17)
+
+
+@pytest.mark.parametrize(
+    ("name", "block_bytes"),
+    [("fp8_e4m3:b128:e8m0", 16_385), ("fp8_e4m3:b128:ue8m0", 16_385), ("fp8_e4m3:b128:fp32", 16_388)],
+)
+def test_fp8_block_scale_dtypes(name, block_bytes):
+    # a 128 x 128 block of fp8 values and its one scale: e8m0 (float8_e8m0fnu, DeepSeek's `scale_fmt`
+    # spelling ue8m0) 1 B, fp32 4 B
+    from kvcalc.formats import weight_format
+
+    fmt = weight_format(name)
+    assert (fmt.block_values, fmt.block_bytes) == (16_384, block_bytes)

@@ -46,9 +46,10 @@ class Quantization:
 
     `weight_dtype` / `expert_weight_dtype`: kvcalc format names of the decoder matrices and the
     routed experts (None: the model's dtype); `latent_weight_dtype`: of a latent MoE's down / up
-    projections where they differ from the decoder matrices (None: as `weight_dtype`); `packed_bits`: bits of each value packed into int32
-    words (`qweight`, `qzeros`, `weight_packed`: 32 / bits values per word), None when nothing is
-    packed so; `u8_nibbles`: 4-bit values packed two per uint8 byte (mxfp4 `*_blocks`, bitsandbytes
+    projections where they differ from the decoder matrices (None: as `weight_dtype`);
+    `expert_tensor_scale_bytes`: per-tensor scales of each routed-expert matrix; `packed_bits`:
+    bits of each value packed into int32 words (`qweight`, `qzeros`, `weight_packed`: 32 / bits
+    values per word), None when nothing is packed so; `u8_nibbles`: 4-bit values packed two per uint8 byte (mxfp4 `*_blocks`, bitsandbytes
     4-bit `weight`, nvfp4 `weight_packed`); `method`: the config's `quant_method`."""
 
     method: str
@@ -60,8 +61,7 @@ class Quantization:
     #: named when the architecture's matrices are not whole groups or blocks of it
     field: str = "quantization_config"
     latent_weight_dtype: str | None = None
-    #: bytes of per-tensor scales per routed-expert matrix (`NVFP4_EXPERT_TENSOR_SCALE_BYTES`)
-    expert_tensor_scale_bytes: int = 0
+    expert_tensor_scale_bytes: int = 0  # `NVFP4_EXPERT_TENSOR_SCALE_BYTES` for ModelOpt's NVFP4 experts
 
     def fields(self) -> dict[str, Any]:
         """The `ModelSpec` fields this sets (only those not None)."""
