@@ -32,12 +32,17 @@ from __future__ import annotations
 import fnmatch
 import re
 import warnings
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kvcalc.errors import ConfigError, KvcalcWarning
+from kvcalc.load.fields import ModelFields
 from kvcalc.load.hf.reader import _shown
 from kvcalc.text import excerpt
+
+if TYPE_CHECKING:
+    from kvcalc.json_types import JsonObject
 
 
 @dataclass(frozen=True)
@@ -49,8 +54,9 @@ class Quantization:
     projections where they differ from the decoder matrices (None: as `weight_dtype`);
     `expert_tensor_scale_bytes`: per-tensor scales of each routed-expert matrix; `packed_bits`:
     bits of each value packed into int32 words (`qweight`, `qzeros`, `weight_packed`: 32 / bits
-    values per word), None when nothing is packed so; `u8_nibbles`: 4-bit values packed two per uint8 byte (mxfp4 `*_blocks`, bitsandbytes
-    4-bit `weight`, nvfp4 `weight_packed`); `method`: the config's `quant_method`."""
+    values per word), None when nothing is packed so; `u8_nibbles`: 4-bit values packed two per
+    uint8 byte (mxfp4 `*_blocks`, bitsandbytes 4-bit `weight`, nvfp4 `weight_packed`); `method`:
+    the config's `quant_method`."""
 
     method: str
     weight_dtype: str | None
@@ -63,7 +69,7 @@ class Quantization:
     latent_weight_dtype: str | None = None
     expert_tensor_scale_bytes: int = 0  # `NVFP4_EXPERT_TENSOR_SCALE_BYTES` for ModelOpt's NVFP4 experts
 
-    def fields(self) -> dict[str, Any]:
+    def fields(self) -> ModelFields:
         """The `ModelSpec` fields this sets (only those not None)."""
         return {
             k: v
@@ -76,7 +82,7 @@ class Quantization:
         } | ({"expert_tensor_scale_bytes": self.expert_tensor_scale_bytes} if self.expert_tensor_scale_bytes else {})
 
 
-def _int(q: dict[str, Any], keys: tuple[str, ...], default: int | None, path: str | None) -> int | None:
+def _int(q: JsonObject, keys: tuple[str, ...], default: int | None, path: str | None) -> int | None:
     for k in keys:
         v = q.get(k)
         if v is None:
@@ -119,7 +125,7 @@ def _regex_problem(regex: str) -> str | None:
     )
     count = 0
 
-    def walk(items: Any, in_repeat: bool) -> str | None:
+    def walk(items: Any, in_repeat: bool) -> str | None:  # Any: sre_parse's SubPattern (untyped)
         nonlocal count
         for op, av in items:
             if op in repeat_ops:
@@ -157,7 +163,7 @@ def _regex_problem(regex: str) -> str | None:
     return problem
 
 
-def _unquantized_patterns(q: dict[str, Any], path: str | None) -> list[str]:
+def _unquantized_patterns(q: JsonObject, path: str | None) -> list[str]:
     """The unquantized-module patterns of every key transformers and the engines read (see the
     module docstring). Raises `ConfigError` for a key that is not a list of strings, and for an
     `re:` pattern that does not compile or could not be matched in bounded time (`_regex_problem`)."""
@@ -166,15 +172,16 @@ def _unquantized_patterns(q: dict[str, Any], path: str | None) -> list[str]:
         v = q.get(key)
         if v is None:
             continue
-        if not isinstance(v, list) or not all(isinstance(x, str) for x in v):
+        names = [x for x in v if isinstance(x, str)] if isinstance(v, list) else []
+        if not isinstance(v, list) or len(names) != len(v):
             raise ConfigError("must be a list of module names", path=path, field=f"quantization_config.{key}")
-        for x in v:
+        for x in names:
             problem = _regex_problem(x[3:]) if x.startswith("re:") else None
             if problem:
                 raise ConfigError(
                     f"{excerpt(x, 60, quote=True)} {problem}", path=path, field=f"quantization_config.{key}"
                 )
-        out += v
+        out += names
     return out
 
 
@@ -223,7 +230,7 @@ def _latent_left_out(patterns: list[str], n_layers: int) -> list[bool]:
 
 
 def _fp8_format(
-    method: str, q: dict[str, Any], path: str | None, unsized: Any, scale: str = "fp32"
+    method: str, q: JsonObject, path: str | None, unsized: Callable[[str], None], scale: str = "fp32"
 ) -> Quantization | None:
     """fp8 (vLLM `fp8.py`): per-tensor scales, or `weight_block_size` blocks with `scale` scales
     (fp32; e8m0 for DeepSeek-V4's FP4-expert checkpoints, `_deepseek_v4_scale`)."""
@@ -248,7 +255,7 @@ def _fp8_format(
     return Quantization(method, f"{base}:b{block[0]}:{scale}", field="quantization_config.weight_block_size")
 
 
-def _deepseek_v4_scale(config: dict[str, Any]) -> str:
+def _deepseek_v4_scale(config: JsonObject) -> str:
     """The fp8 block-scale dtype of a DeepSeek-V4 checkpoint (model_type deepseek_v4): vLLM 0.33.0
     `models/deepseek_v4/quant_config.py` DeepseekV4FP8Config, which serves its `fp8` configs
     (`override_quantization_method`), creates the scales as float8_e8m0fnu (1 B a 128 x 128 block)
@@ -262,7 +269,7 @@ def _deepseek_v4_scale(config: dict[str, Any]) -> str:
 
 
 def _compressed_tensors_format(
-    method: str, q: dict[str, Any], dtype: str, path: str | None, where: str, unsized: Any
+    method: str, q: JsonObject, dtype: str, path: str | None, where: str, unsized: Callable[[str], None]
 ) -> Quantization | None:
     """compressed-tensors (`config_groups`: the first group's `weights` scheme): fp8 per tensor,
     per group or per block, nvfp4, int4 / int8 with group scales (`:zp` when asymmetric)."""
@@ -308,7 +315,7 @@ def _compressed_tensors_format(
             return Quantization(
                 method,
                 f"int{bits}:g{gsize}:{dtype}{zp}",
-                packed_bits=bits if bits == 4 else None,
+                packed_bits=4 if bits == 4 else None,
                 field="quantization_config.config_groups",
             )
         if bits == 8:
@@ -319,7 +326,7 @@ def _compressed_tensors_format(
 
 def _format(
     method: str,
-    q: dict[str, Any],
+    q: JsonObject,
     dtype: str,
     path: str | None,
     hidden_size: int | None = None,
@@ -386,9 +393,7 @@ def _format(
     return None
 
 
-def read_hf_quant_config(
-    data: dict[str, Any], *, n_layers: int, moe: bool, path: str | None = None
-) -> Quantization | None:
+def read_hf_quant_config(data: JsonObject, *, n_layers: int, moe: bool, path: str | None = None) -> Quantization | None:
     """The `Quantization` NVIDIA ModelOpt's `hf_quant_config.json` (beside config.json in its FP8 /
     NVFP4 checkpoints) states: `quantization.quant_algo` FP8 (`fp8_e4m3`, per-tensor scales) or
     NVFP4 (`nvfp4`: fp4 values, one fp8 scale per 16) for the decoder matrices, less the
@@ -412,8 +417,9 @@ def read_hf_quant_config(
     algo = str(q.get("quant_algo") or "").upper()
     if algo in formats:
         quant = Quantization("modelopt", formats[algo], u8_nibbles=algo == "NVFP4", field="quantization.quant_algo")
-        excluded = q.get("exclude_modules") or []
-        if not isinstance(excluded, list) or not all(isinstance(p, str) for p in excluded):
+        given = q.get("exclude_modules") or []
+        excluded = [p for p in given if isinstance(p, str)] if isinstance(given, list) else []
+        if not isinstance(given, list) or len(excluded) != len(given):
             raise ConfigError("must be a list of module patterns", path=path, field="quantization.exclude_modules")
         attention = _left_out(excluded, n_layers, _ATTENTION)
         mlp = _left_out(excluded, n_layers, _EXPERTS if moe else _DENSE_MLP)
@@ -446,7 +452,7 @@ def read_hf_quant_config(
 
 
 def read_quantization(
-    config: dict[str, Any],
+    config: JsonObject,
     *,
     dtype: str,
     n_layers: int,
@@ -467,8 +473,9 @@ def read_quantization(
     Raises `ConfigError` (file and field named) for a malformed `quantization_config`.
     """
     q = config.get("quantization_config")
-    if q is None and isinstance(config.get("text_config"), dict):
-        q = config["text_config"].get("quantization_config")
+    text = config.get("text_config")
+    if q is None and isinstance(text, dict):
+        q = text.get("quantization_config")
     if q is None:
         return None
     if not isinstance(q, dict):
