@@ -346,7 +346,8 @@ def plan(
     `kvcalc plan --kv-offloading-size / --hicache-* --host-memory --shared-prefix` counts it
     (`layout.offload`, `layout.sessions_warm` over all replicas, the flags on the launch line);
     layouts the host cannot hold, or that keep fewer than `sessions` sessions warm, are dropped
-    with a note (`offload_request.plan_with_offload`).
+    with a note (`offload_request.plan_with_offload`). `dcp`: vLLM's decode context parallel
+    pinned for every layout (`kvcalc plan --dcp N`; None: searched only where nothing else fits).
 
     Returns a `PlanResult` (`layouts`, each with its figures and `engine`'s launch line; when
     none qualifies, `misses` with what failed and what would fix it), as `kvcalc plan -f json`.

@@ -118,7 +118,8 @@ def test_vllm_fp8_kv_and_weights():
 
 def test_vllm_refusals_name_vllm():
     e = refusal(launch.vllm_line, spec(k_dtype="int8", v_dtype="int8"))
-    assert str(e) == "--k-dtype int8: vLLM has no int8 KV cache (auto, fp8, fp8_e5m2)"
+    # vLLM 0.33.0's names of kvcalc's formats (engine_dtypes.VLLM_033_FORMAT_NAMES)
+    assert str(e) == "--k-dtype int8: vLLM 0.33 has no int8 KV cache (auto, fp8, fp8_e5m2, float16, bfloat16, nvfp4)"
     assert (e.field, e.value) == ("k_dtype", "int8")
     e = refusal(launch.vllm_line, spec(weight_dtype="int4"))
     assert str(e) == (
