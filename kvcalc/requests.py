@@ -1047,6 +1047,7 @@ class PlanRequest(NamedTuple):
             fp8_only=fp8_only,
             gate_kv=not typed,
             kv_refused=kv_refused,
+            notes=_packed_notes(model, kvs),
             dcp_pin=dcp,
             gate_weights=not _names(weight_dtypes, "--weight-dtype"),
             targets=P.PlanTargets(max_tpot_ms, min_tokens_per_s, max_ttft_s),
@@ -1128,6 +1129,26 @@ def plan_kv_picks(
                 refused[(k, pick)] = c.message
         picks.append(pick)
     return tuple(dict.fromkeys(picks)), kv_options, refused
+
+
+def _packed_notes(model: ModelSpec, kvs: tuple[KvPick, ...]) -> tuple[str, ...]:
+    """One note per engine dtype that no kvcalc format stores and that the search's formats stand
+    in for at the model's dtype (vLLM 0.33's TurboQuant presets, `int4_per_token_head`): its
+    memory and max seqs are the engine's pages, its TPOT reads the cache at the stand-in's bytes."""
+    from kvcalc.formats import kv_format
+
+    out = []
+    for kv in kvs:
+        if not kv.engine_dtype or kv.k != model.dtype:
+            continue
+        try:
+            kv_format(kv.engine_dtype)
+        except KvcalcError:
+            out.append(
+                f"{kv.engine_dtype}: KV bytes per GPU and max seqs are the engine's packed pages; TPOT and "
+                f"tokens/s read the cache at {kv.k} (kvcalc's roofline has no format for its rows: an upper bound)"
+            )
+    return tuple(out)
 
 
 def check_plan_dcp(

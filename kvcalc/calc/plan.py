@@ -241,6 +241,8 @@ class PlanSearch:
     dcp_pin: int | None = None
     #: (GPU key, `KvPick`) -> why the engine refuses that KV dtype on that GPU
     kv_refused: dict[tuple[str, KvPick], str] = field(default_factory=dict)
+    #: what the request layer says of the formats beside the result's own notes
+    notes: tuple[str, ...] = ()
     #: speculative decoding (`calc.speculative.SpecDecode`; None: none): its draft weights, draft
     #: KV and extra state count in each layout's memory (`speculative.memory_parts`), and with the
     #: user's acceptance length its TPOT replaces the plain step (`speculative.estimate`)
@@ -1074,7 +1076,7 @@ def search(req: PlanSearch) -> PlanResult:
                     ),
                 )
             )
-    notes = [f"skipped {what}: {why}" for what, why in space.skipped.items()]
+    notes = [*req.notes, *(f"skipped {what}: {why}" for what, why in space.skipped.items())]
     notes += [f"{req.engine} on {', '.join(gpus)}: {note}" for note, gpus in space.engine_notes.items()]
     return PlanResult(
         model=req.model.name,

@@ -397,8 +397,9 @@ def deployment_text(
     data |= speculative_entry(sd)
     dep = Deployment.model_validate(data)
     spec = req.search.model
-    engine, engine_kv = engine_kv_of(dep, spec)  # as `kvcalc check` will read the file (issue 23 friction 1)
-    row = check(dep, spec, get_gpu(layout.devices[0]), file="plan", engine_kv=engine_kv, engine=engine, speculative=sd)
+    gpu = get_gpu(layout.devices[0])
+    engine, engine_kv, kv = engine_kv_of(dep, spec, gpu=gpu)  # as `kvcalc check` will read the file (issue 23 friction 1)
+    row = check(dep, spec, gpu, file="plan", engine_kv=engine_kv, engine=engine, speculative=sd, kv=kv)
     if row.status != "ok":
         raise KvcalcError(
             f"--write-deployment: kvcalc check would not pass this layout ({'; '.join(row.problems)}); not written"

@@ -28,6 +28,7 @@ if TYPE_CHECKING:
     from collections.abc import Iterable
 
     from kvcalc.calc.memory_plan import Layout
+    from kvcalc.calc.plan import EngineKv, KvPick
     from kvcalc.schema import GpuSpec, ModelSpec
 
 
@@ -123,10 +124,12 @@ def sweep(
     tp, pp, dp = resolve_count(layout.count, layout.tp, layout.pp, 1)
     spec = source.load(model)
     T = T if beyond_context else drop_beyond_context(spec, T)
-    kv_name = kv_format(kv.kv_dtype or spec.dtype).name
-    lay, g = gpu.layout(tp, pp, dp, kv_name, None), _gpu(gpu.gpu)
-    lay = with_speed(lay, g, speed)
-    req = SweepRequest(spec, tuple(T), tuple(B), lay, g)
+    g = _gpu(gpu.gpu)
+    pick = engine_kv_pick(spec, kv.kv_dtype, speed.engine, g)
+    kv_name = pick.k if pick is not None else kv_format(kv.kv_dtype or spec.dtype).name
+    lay = with_speed(gpu.layout(tp, pp, dp, kv_name, None), g, speed)
+    req = SweepRequest(spec, tuple(T), tuple(B), lay, g, engine_sweep_kv(spec, lay, g, speed.engine, pick))
+    kv_name = pick.engine_dtype or kv_name if pick is not None else kv_name
     if plot is not None:  # fail on a missing extra before the work, not after
         pyplot()
     warn_beyond_context(spec, T)
@@ -150,6 +153,53 @@ def sweep(
     emit(rows, fmt, lambda: sweep_table(rows, title, g is not None, speed_note=note))
     if plot is not None and fmt == "table":
         echo(f"plot written to {plot}")
+
+
+def engine_kv_pick(spec: ModelSpec, kv_dtype: str | None, engine: str, gpu: GpuSpec | None) -> KvPick | None:
+    """--kv-dtype as --engine parses it on --gpu (`requests.plan_kv_picks`, plan's one parse) where
+    it is the engine's own dtype and no kvcalc format (vLLM 0.33's `turboquant_k8v4`,
+    `fp8_per_token_head`, `fp8_ds_mla` ...); None for a kvcalc format, which the exact formula
+    sizes. Raises `KvcalcError` naming the engine version and what it accepts; without --gpu
+    such a dtype is refused by kvcalc's formats (its pages depend on the GPU's backend)."""
+    from kvcalc.errors import KvcalcError
+    from kvcalc.formats import kv_format
+
+    if kv_dtype is None or gpu is None:
+        return None
+    try:
+        kv_format(kv_dtype)
+        return None
+    except KvcalcError:
+        from kvcalc.engines import canonical
+
+        if canonical(engine) == "ideal":
+            raise
+    from kvcalc.calc.plan import GpuChoice
+    from kvcalc.engines.profile import get_profile
+    from kvcalc.requests import plan_kv_picks
+
+    prof = get_profile(engine)
+    picks, _, _ = plan_kv_picks(prof, spec, prof.options(), [kv_dtype], [GpuChoice((gpu,))])
+    return picks[0]
+
+
+def engine_sweep_kv(
+    spec: ModelSpec, layout: Layout, gpu: GpuSpec | None, engine: str, pick: KvPick | None
+) -> EngineKv | None:
+    """The engine's KV arithmetic for the sweep's layout on `gpu` in `pick`'s dtype
+    (`EngineProfile.plan_engine_kv`, as `kvcalc plan` sizes a layout), or None for a kvcalc format."""
+    if pick is None or gpu is None or not pick.engine_dtype:
+        return None
+    from kvcalc.calc import kv_cache
+    from kvcalc.calc.plan import GpuChoice
+    from kvcalc.engines.profile import get_profile
+    from kvcalc.requests import plan_kv_picks
+
+    prof = get_profile(engine)
+    _, kv_options, _ = plan_kv_picks(prof, spec, prof.options(), [pick.engine_dtype], [GpuChoice((gpu,))])
+    build = prof.plan_engine_kv(spec, prof.options(), kv_options)
+    stages = tuple(kv_cache.pp_stages(spec.n_layers, layout.pp))
+    return build(gpu, layout.tp, stages, pick)
 
 
 def with_speed(layout: Layout, gpu: GpuSpec | None, speed: SpeedFlags) -> Layout:
