@@ -104,7 +104,6 @@ def sweep(
     """Memory, fit, TPOT and tokens/s over a grid of context lengths and batch sizes."""
     from kvcalc.calc.sweep import SweepRequest, sweep_rows
     from kvcalc.calc.weights import weight_format_label
-    from kvcalc.formats import kv_format
     from kvcalc.load.models import naming_model_file
     from kvcalc.report.tables import sweep_table
     from kvcalc.units import parse_counts
@@ -125,11 +124,9 @@ def sweep(
     spec = source.load(model)
     T = T if beyond_context else drop_beyond_context(spec, T)
     g = _gpu(gpu.gpu)
-    pick = engine_kv_pick(spec, kv.kv_dtype, speed.engine, g)
-    kv_name = pick.k if pick is not None else kv_format(kv.kv_dtype or spec.dtype).name
-    lay = with_speed(gpu.layout(tp, pp, dp, kv_name, None), g, speed)
+    fmt_name, kv_name, pick = sweep_kv_formats(spec, kv.kv_dtype, speed.engine, g)
+    lay = with_speed(gpu.layout(tp, pp, dp, fmt_name, None), g, speed)
     req = SweepRequest(spec, tuple(T), tuple(B), lay, g, engine_sweep_kv(spec, lay, g, speed.engine, pick))
-    kv_name = pick.engine_dtype or kv_name if pick is not None else kv_name
     if plot is not None:  # fail on a missing extra before the work, not after
         pyplot()
     warn_beyond_context(spec, T)
@@ -153,6 +150,21 @@ def sweep(
     emit(rows, fmt, lambda: sweep_table(rows, title, g is not None, speed_note=note))
     if plot is not None and fmt == "table":
         echo(f"plot written to {plot}")
+
+
+def sweep_kv_formats(
+    spec: ModelSpec, kv_dtype: str | None, engine: str, gpu: GpuSpec | None
+) -> tuple[str, str, KvPick | None]:
+    """(kvcalc format of the layout, the KV dtype as the title names it, the engine's pick or
+    None) for --kv-dtype: a kvcalc format (default the model's dtype), or an engine's own dtype
+    as `engine_kv_pick` parses it."""
+    from kvcalc.formats import kv_format
+
+    pick = engine_kv_pick(spec, kv_dtype, engine, gpu)
+    if pick is None:
+        name = kv_format(kv_dtype or spec.dtype).name
+        return name, name, None
+    return pick.k, pick.engine_dtype or pick.k, pick
 
 
 def engine_kv_pick(spec: ModelSpec, kv_dtype: str | None, engine: str, gpu: GpuSpec | None) -> KvPick | None:
