@@ -119,10 +119,10 @@ def test_a_vllm_only_cache_dtype_elsewhere_points_to_engine_vllm(cli, args):
     ],
 )
 def test_llamacpp_dtype_refusal_names_kv_dtype_as_typed(cli, args, name):
-    # was "llama.cpp has no 'nvfp4' ..." without the option, and plan's "no 'fp8_e4m3'" for the fp8 typed
+    # was "llama.cpp 0c1e570 has no 'nvfp4' ..." without the option, and plan's "no 'fp8_e4m3'" for the fp8 typed
     r = cli(*args)
     assert r.exit_code == 2
     assert r.stderr.strip().splitlines() == [
-        f"error: --kv-dtype: llama.cpp has no '{name}' KV cache type; use one of f32, f16, bf16, q8_0, q4_0, q4_1, "
+        f"error: --kv-dtype: llama.cpp 0c1e570 has no '{name}' KV cache type; use one of f32, f16, bf16, q8_0, q4_0, q4_1, "
         "q5_0, q5_1, iq4_nl"
     ]

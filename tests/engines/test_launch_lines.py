@@ -282,7 +282,7 @@ def test_llamacpp_refusal_names_the_side():
     e = refusal(cpp, spec(k_dtype="fp16", v_dtype="fp8_e4m3"))
     assert (e.field, e.option, e.value) == ("v_dtype", "--v-dtype", "fp8_e4m3")
     assert str(e) == (
-        "--v-dtype: llama.cpp has no 'fp8_e4m3' KV cache type; use one of f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, "
+        "--v-dtype: llama.cpp 0c1e570 has no 'fp8_e4m3' KV cache type; use one of f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, "
         "q5_1, iq4_nl"
     )
 

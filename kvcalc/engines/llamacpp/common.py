@@ -91,12 +91,14 @@ def mib_f32(n_bytes: int) -> float:
 
 class NoGgmlTypeError(KvcalcError):
     """A KV format llama.cpp has no cache type for (`common/arg.cpp` `kv_cache_types`), named
-    as typed where the caller knows it (`named`): `--kv-dtype: llama.cpp has no 'fp8' KV cache
+    as typed where the caller knows it (`named`): `--kv-dtype: llama.cpp 0c1e570 has no 'fp8' KV cache
     type; use one of ...`."""
 
     def __init__(self, name: str, field: str) -> None:
+        from kvcalc.engines.llamacpp.current import CURRENT_COMMIT  # the release whose list this is
+
         super().__init__(
-            f"llama.cpp has no '{name}' KV cache type",
+            f"llama.cpp {CURRENT_COMMIT} has no '{name}' KV cache type",
             fix=f"use one of {', '.join(GGML_NAMES.values())}",
             field=field,
             value=name,
