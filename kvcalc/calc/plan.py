@@ -58,7 +58,7 @@ from kvcalc.calc import kv_cache
 from kvcalc.calc.memory_plan import GpuFit, Layout, budget_bytes
 from kvcalc.calc.request_speed import TOLERANCE, request_speed, spread_static
 from kvcalc.calc.roofline import StepTime
-from kvcalc.errors import KvcalcError, UncountedParamsError
+from kvcalc.errors import MESSAGE, KvcalcError, UncountedParamsError
 from kvcalc.results import PlanLayout, PlanMiss, PlanResult
 from kvcalc.schema import GpuSpec, ModelSpec
 
@@ -331,6 +331,24 @@ def dcp_sizes(model: ModelSpec, tp: int, dp_attention: int = 1) -> list[int]:
     except KvcalcError:
         return []
     return [tp]
+
+
+def _takes_dcp(model: ModelSpec, tp: int, dp_attention: int, dcp: int) -> bool:
+    """Whether a (tp, dp_attention) layout can run `--dcp dcp` (`plan --dcp`): dcp 1 always; else
+    no attention DP beside it, and the tp rules `parallel.check_layout` holds (tp a multiple of
+    dcp; GQA: tp above the KV heads, dcp <= tp // H_kv, vLLM 0.33.0 `vllm/config/model.py`). The
+    layouts that break them are left out: only the others take the pinned dcp."""
+    if dcp == 1:
+        return True
+    if dp_attention > 1 or tp % dcp:
+        return False
+    from kvcalc.calc import parallel
+
+    try:
+        parallel.check_layout(model, tp, dcp=dcp)
+    except KvcalcError:
+        return False
+    return True
 
 
 def layer_split(model: ModelSpec, free_bytes: list[int]) -> tuple[int, ...]:
@@ -893,7 +911,7 @@ class _Space:
         shapes = moe_layouts(model, n, req.gpus_per_node, ref.nvlink_domain_gpus)
         pin = req.dcp_pin
         for tp, pp, dpa, ep, dp in shapes:
-            if pin is not None and (tp % pin or (pin > 1 and dpa > 1)):  # --dcp N: tp ranks N at a time
+            if pin is not None and not _takes_dcp(model, tp, dpa, pin):
                 continue
             b = self.base(tp, pp, kv, weight, ref, None, dpa, ep, pin or 1)
             if b is not None:
@@ -1044,6 +1062,16 @@ def search(req: PlanSearch) -> PlanResult:
                     key = (out.score, placed.count, _names(placed))
                     if choice.key not in nearest or key < nearest[choice.key][0]:
                         nearest[choice.key] = (key, placed, out)
+    if points == 0 and req.dcp_pin is not None and req.dcp_pin > 1:
+        h = req.model.resolved_n_kv_heads
+        need = "" if req.model.attention == "mla" else f" and at least dcp x its {h} KV heads = {req.dcp_pin * h}"
+        raise KvcalcError(
+            f"--dcp {req.dcp_pin}: no layout within {req.max_gpus} GPUs ({req.gpus_per_node} a node) takes it: "
+            f"vLLM's tp must be a multiple of dcp{need} (vLLM 0.33.0 vllm/config/parallel.py, vllm/config/model.py)",
+            option="--dcp",
+            value=req.dcp_pin,
+            form=MESSAGE,
+        )
     found.sort(key=lambda x: x[0])
     best: list[tuple[tuple, _Placed, _Outcome]] = []
     seen: set[tuple[str, int]] = set()
