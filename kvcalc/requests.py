@@ -987,7 +987,11 @@ class PlanRequest(NamedTuple):
         if typed:
             kvs, kv_options, kv_refused = plan_kv_picks(prof, model, opts, typed, choices)
         else:
-            kvs, kv_options, kv_refused = tuple(P.KvPick(kv_format(n).name, kv_format(n).name) for n in kv_default), {}, {}
+            kvs, kv_options, kv_refused = (
+                tuple(P.KvPick(kv_format(n).name, kv_format(n).name) for n in kv_default),
+                {},
+                {},
+            )
         if dcp is not None:
             check_plan_dcp(prof, model, opts, dcp, kvs)
         ws = tuple(
@@ -1072,11 +1076,13 @@ class PlanRequest(NamedTuple):
 def gpu_engine_options(options: EngineOptions, gpu: GpuSpec) -> EngineOptions:
     """`options` with `gpu`'s compute capability and vendor where the options object has them
     (vLLM's, SGLang's: `vllm.plan.gpu_options`, as `kvcalc capacity --gpu` sets them)."""
-    if not hasattr(options, "compute_capability"):
+    from kvcalc.engines.profile import SglangOptions
+    from kvcalc.engines.vllm.options import VllmOptions
+
+    if not isinstance(options, (VllmOptions, SglangOptions)):
         return options
-    return dataclasses.replace(  # type: ignore[type-var]
-        options, compute_capability=gpu.compute_capability, vendor=None if gpu.vendor == "other" else gpu.vendor
-    )
+    vendor = None if gpu.vendor == "other" else gpu.vendor
+    return dataclasses.replace(options, compute_capability=gpu.compute_capability, vendor=vendor)
 
 
 def plan_kv_picks(

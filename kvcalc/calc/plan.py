@@ -917,7 +917,11 @@ class _Space:
             if b is not None:
                 out.append(self.place(choice, b, (ref,), dp, kv, weight))
         out = [p for p in out if self._sized(p)]
-        if pin is not None or not req.dcp or any(all(u <= cap for u, cap in zip(self.used(p), p.budgets())) for p in out):
+        if (
+            pin is not None
+            or not req.dcp
+            or any(all(u <= cap for u, cap in zip(self.used(p), p.budgets())) for p in out)
+        ):
             return out
         for tp, pp, dpa, ep, dp in shapes:
             if pp > nodes_of(n, req.gpus_per_node):  # no pipeline inside a node beside DCP

@@ -398,7 +398,9 @@ def deployment_text(
     dep = Deployment.model_validate(data)
     spec = req.search.model
     gpu = get_gpu(layout.devices[0])
-    engine, engine_kv, kv = engine_kv_of(dep, spec, gpu=gpu)  # as `kvcalc check` will read the file (issue 23 friction 1)
+    engine, engine_kv, kv = engine_kv_of(
+        dep, spec, gpu=gpu
+    )  # as `kvcalc check` will read the file (issue 23 friction 1)
     row = check(dep, spec, gpu, file="plan", engine_kv=engine_kv, engine=engine, speculative=sd, kv=kv)
     if row.status != "ok":
         raise KvcalcError(

@@ -305,7 +305,8 @@ def engine_kv_of(
         refuse_engine_model(prof, model, opts)  # the release's own refusals, as plan makes them
     except KvcalcError as e:
         raise ConfigError(e.message, path=path, field="engine", line=lines.get("engine"), value=dep.engine) from None
-    kv, kv_options = None, {}
+    kv: KvPick | None = None
+    kv_options: dict[str, EngineOptions] = {}
     if dep.kv_dtype is not None and gpu is not None and _engine_only(dep.kv_dtype):
         from kvcalc.calc.plan import GpuChoice
         from kvcalc.requests import plan_kv_picks

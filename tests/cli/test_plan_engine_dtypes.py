@@ -106,7 +106,9 @@ def test_a_dtype_one_gpu_lacks_is_planned_on_the_other():
     r = kvcalc.plan("llama-3.1-8b", seq_len="8k", concurrency=8, gpus="h200,b200", kv_dtypes="nvfp4_4over6")
     assert {lay.gpu for lay in r.layouts} == {"b200"}
     assert all(" --kv-cache-dtype nvfp4_4over6 " in lay.launch for lay in r.layouts)
-    assert any(n.startswith("skipped KV nvfp4_4over6 on h200: vLLM 0.33 --kv-cache-dtype nvfp4_4over6") for n in r.notes)
+    assert any(
+        n.startswith("skipped KV nvfp4_4over6 on h200: vLLM 0.33 --kv-cache-dtype nvfp4_4over6") for n in r.notes
+    )
 
 
 @pytest.mark.parametrize(
@@ -129,7 +131,10 @@ def test_a_dtype_one_gpu_lacks_is_planned_on_the_other():
             {"kv_dtypes": "nvfp4", "engine": "llamacpp", "gpus": "h200"},
             "llama.cpp 0c1e570 has no 'nvfp4' KV cache type; use one of f32, f16, bf16, q8_0",
         ),
-        ({"kv_dtypes": "fp9", "gpus": "h200"}, "vLLM 0.33 has no 'fp9' KV cache dtype; vLLM 0.33's --kv-cache-dtype takes"),
+        (
+            {"kv_dtypes": "fp9", "gpus": "h200"},
+            "vLLM 0.33 has no 'fp9' KV cache dtype; vLLM 0.33's --kv-cache-dtype takes",
+        ),
         # the exact formula has no TurboQuant rows
         (
             {"kv_dtypes": "turboquant_k8v4", "engine": "ideal", "gpus": "h200"},
@@ -186,7 +191,9 @@ def test_a_vllm_only_dtype_round_trips_through_check(cli, tmp_path):
     import json
 
     row = json.loads(c.stdout)["deployments"][0]
-    top = kvcalc.plan("llama-3.1-8b", seq_len="32k", concurrency=64, gpus="h200", kv_dtypes="turboquant_k8v4").layouts[0]
+    top = kvcalc.plan("llama-3.1-8b", seq_len="32k", concurrency=64, gpus="h200", kv_dtypes="turboquant_k8v4").layouts[
+        0
+    ]
     assert row["status"] == "ok" and row["max_concurrency"] == top.max_concurrency
 
 

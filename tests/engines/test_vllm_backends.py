@@ -57,9 +57,12 @@ def test_hopper_bf16_takes_flash_attn_mla_and_keeps_16():
     # V2-Lite: 16 x 1,152 x 27 = 497,664 B per block; 1 GiB // 497,664 = 2,157 blocks, 34,512 tokens
     r = cap(LITE)
     assert figures(r) == (16, 2157, 34_512) and r.page_size_bytes == 497_664
-    assert r.notes[0] == (
-        "MLA attention backend FLASH_ATTN_MLA (vLLM 0.33's first valid MLA backend on compute "
-        "capability 9.0) stores auto (bf16) latent rows (576 values, 1,152 B a token), sets block size 16"  # issue 20: the format the backend stores
+    assert (
+        r.notes[0]
+        == (
+            "MLA attention backend FLASH_ATTN_MLA (vLLM 0.33's first valid MLA backend on compute "
+            "capability 9.0) stores auto (bf16) latent rows (576 values, 1,152 B a token), sets block size 16"  # issue 20: the format the backend stores
+        )
     )
     # V3: 16 x 1,152 x 61 = 1,124,352 B; 1 GiB // 1,124,352 = 954 (954 x 1,124,352 = 1,072,631,808), 15,264 tokens
     assert figures(cap(V3)) == (16, 954, 15_264)

@@ -215,7 +215,10 @@ def select_block_size(
             )
         size = block_size or MLA_BACKENDS[name].preferred_block_size()
         how = f"keeps the --block-size {size} given" if block_size else f"sets block size {size}"
-        return size, f"MLA attention backend {name} (the attention backend given) {latent_words(model, kv_cache_dtype)}, {how}"
+        return (
+            size,
+            f"MLA attention backend {name} (the attention backend given) {latent_words(model, kv_cache_dtype)}, {how}",
+        )
     invalid: dict[str, list[str]] = {}
     for candidate in mla_backend_priorities(compute_capability, vendor):  # CudaPlatform.get_valid_backends
         reasons = mla_backend_reasons(candidate, model, kv_cache_dtype, block_size, compute_capability, vendor)
@@ -235,7 +238,10 @@ def select_block_size(
         where += "; passed over: " + "; ".join(f"{n} ({', '.join(r)})" for n, r in invalid.items())
     if block_size is None:  # Platform.update_block_size_for_backend, phase 1
         size = MLA_BACKENDS[candidate].preferred_block_size()
-        return size, f"MLA attention backend {candidate} ({where}) {latent_words(model, kv_cache_dtype)}, sets block size {size}"
+        return (
+            size,
+            f"MLA attention backend {candidate} ({where}) {latent_words(model, kv_cache_dtype)}, sets block size {size}",
+        )
     note = (
         f"MLA attention backend {candidate} ({where}) {latent_words(model, kv_cache_dtype)}, "
         f"keeps the --block-size {block_size:,} given"
