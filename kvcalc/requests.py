@@ -22,7 +22,7 @@ if TYPE_CHECKING:
     from pathlib import Path
 
     from kvcalc.calc.memory_plan import GpuFit, Layout
-    from kvcalc.calc.plan import GpuChoice, KvPick, PlanSearch, WholeRequests
+    from kvcalc.calc.plan import EngineKv, GpuChoice, KvPick, PlanSearch, WholeRequests
     from kvcalc.calc.speculative import SpecDecode
     from kvcalc.calc.speed import Calibration, SpeedTerms
     from kvcalc.engines.llamacpp.options import LlamacppOptions
@@ -1041,6 +1041,9 @@ class PlanRequest(NamedTuple):
             from kvcalc.load.prices import check_prices
 
             prices = check_prices(prices, [*table, *(g.key for c in choices for g in c.devices)])
+        engine_kv = prof.plan_engine_kv(model, opts, kv_options)
+        if typed and engine_kv is not None:
+            kv_refused = probe_kv_refusals(engine_kv, model, choices, kvs, kv_refused)
         search = P.PlanSearch(
             model=model,
             seq_len=T,
@@ -1064,7 +1067,7 @@ class PlanRequest(NamedTuple):
             why_not=why_not,
             engine=prof.name,
             launch=launch,
-            engine_kv=prof.plan_engine_kv(model, opts, kv_options),
+            engine_kv=engine_kv,
             dcp=prof.name == "vllm" and getattr(opts, "version", None) == "0.33",  # vLLM's -dcp (`calc.parallel`)
             speculative=speculative,
             speed=_plan_speed(prof.name, knobs, calibration),
@@ -1135,6 +1138,37 @@ def plan_kv_picks(
                 refused[(k, pick)] = c.message
         picks.append(pick)
     return tuple(dict.fromkeys(picks)), kv_options, refused
+
+
+def probe_kv_refusals(
+    engine_kv: Callable[..., EngineKv],
+    model: ModelSpec,
+    choices: list[GpuChoice],
+    kvs: tuple[KvPick, ...],
+    refused: dict[tuple[str, KvPick], str],
+) -> dict[tuple[str, KvPick], str]:
+    """`refused` with the (GPU key, pick) pairs whose dtype the engine's KV arithmetic refuses on
+    that GPU (an error on the KV formats, at tp 1 on one stage: SGLang 0.5.23's nvfp4 needs
+    SM100 / SM120, which its pool sizing checks, not its dtype parse), so that no layout on that
+    GPU gets a launch line the engine would refuse. Raises the engine's `KvcalcError` (field
+    `kv_dtype`) for a pick no GPU searched takes."""
+    out = dict(refused)
+    stages = (range(model.n_layers),)
+    gpus = {g.key: g for c in choices for g in c.devices}
+    for kv in kvs:
+        first = None
+        for key, g in gpus.items():
+            if (key, kv) in out:
+                continue
+            try:
+                engine_kv(g, 1, stages, kv)
+            except KvcalcError as e:
+                if e.field in ("kv_dtype", "k_dtype", "v_dtype"):
+                    out[(key, kv)] = e.message
+                    first = first or e
+        if first is not None and all((k, kv) in out for k in gpus):
+            raise KvcalcError(first.reason, fix=first.fix, field="kv_dtype", value=first.value)
+    return out
 
 
 def _packed_notes(model: ModelSpec, kvs: tuple[KvPick, ...]) -> tuple[str, ...]:

@@ -765,7 +765,8 @@ class _Space:
         (`PlanSearch.engine_kv`, given the layout's dcp where it is above 1), built once per
         (GPU, planner); None without one, or (noted) where it raises `KvcalcError`: the exact
         formula then sizes the layout -- except for an engine's own dtype (`KvPick.engine_dtype`),
-        whose pages only the engine sizes: that layout is not planned (`UNSIZED`)."""
+        whose pages only the engine sizes, and a KV dtype the engine refuses on this GPU (an error
+        on the KV formats): that layout is not planned (`unsized`)."""
         if self.req.engine_kv is None:
             return None
         key = (gpu.key, id(base))
@@ -776,9 +777,11 @@ class _Space:
                 found = self.req.engine_kv(gpu, lay.tp, tuple(base.stages), kv, **extra)
             except KvcalcError as e:
                 self.engine_cache[key] = None
-                if kv.engine_dtype:
+                if kv.engine_dtype or e.field in ("kv_dtype", "k_dtype", "v_dtype"):
+                    # the engine's own dtype, or a dtype the engine refuses on this GPU (SGLang 0.5.23's
+                    # nvfp4 before Blackwell): no launch line the engine would run
                     self.unsized.add(key)
-                    self._note(f"{e.message}: not planned with {kv.engine_dtype}", gpu.key)
+                    self._note(f"{e.message}: not planned with {_kv_label(kv)}", gpu.key)
                 else:
                     self._note(f"{e.message}: sized by the exact formula instead", gpu.key)
             else:

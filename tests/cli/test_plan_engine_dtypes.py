@@ -235,3 +235,21 @@ def test_sweep_sizes_a_vllm_only_dtype_with_vllms_blocks(cli):
 
     (row,) = json.loads(r.stdout)
     assert row["kv_cache_bytes_per_gpu"] == 32 * 32_784 * 60_288 == 63_247_417_344
+
+
+def test_sglang_fp4_types_reach_plan():
+    """SGLang 0.5.23's fp4 KV types (srt/arg_groups/fields/model.py): nvfp4 needs SM100 / SM120
+    (kv_cache_hook.handle_kv4_compatibility), so on H200 + B200 it is planned on the B200 and the
+    H200 is skipped with SGLang's words; fp4_mx_block16 runs on both. The launch lines name them."""
+    r = kvcalc.plan("llama-3.1-8b", seq_len="32k", concurrency=8, gpus="h200,b200", engine="sglang", kv_dtypes="nvfp4")
+    assert {lay.gpu for lay in r.layouts} == {"b200"}
+    assert " --kv-cache-dtype nvfp4 " in r.layouts[0].launch
+    assert any(
+        n.startswith("skipped KV nvfp4 on h200: SGLang 0.5.23: --kv-cache-dtype=nvfp4 requires") for n in r.notes
+    )
+    r = kvcalc.plan(
+        "llama-3.1-8b", seq_len="32k", concurrency=8, gpus="h200", engine="sglang", kv_dtypes="fp4_mx_block16"
+    )
+    assert " --kv-cache-dtype fp4_mx_block16 " in r.layouts[0].launch
+    with pytest.raises(KvcalcError, match="SGLang 0.5.23: --kv-cache-dtype=nvfp4 requires Blackwell SM100 or SM120"):
+        kvcalc.plan("llama-3.1-8b", seq_len="32k", concurrency=8, gpus="h200", engine="sglang", kv_dtypes="nvfp4")
