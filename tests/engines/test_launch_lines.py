@@ -290,3 +290,11 @@ def test_llamacpp_refusal_names_the_side():
 def test_launch_spec_is_frozen():
     with pytest.raises(dataclasses.FrozenInstanceError):
         spec().tp = 2  # type: ignore[misc]
+
+
+def test_llamacpp_cache_type_refusal_names_the_current_release():
+    """The refusal names the llama.cpp release whose cache-type list it gives (issue 20)."""
+    from kvcalc.engines.llamacpp.common import KV_TYPES_COMMIT
+    from kvcalc.engines.llamacpp.current import CURRENT_COMMIT
+
+    assert KV_TYPES_COMMIT == CURRENT_COMMIT == "0c1e570"
