@@ -149,7 +149,7 @@ def check(
         dp=dep.dp,
         dp_attention=dep.dp_attention,
         ep=dep.ep,
-        kv_dtype=planner.kv_dtype,
+        kv_dtype=kv.engine_dtype or planner.kv_dtype if kv is not None else planner.kv_dtype,
         weight_dtype=planner.weight_dtype,
         max_seq_len=T,
         concurrency=dep.concurrency,

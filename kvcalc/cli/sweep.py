@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Annotated, Optional
+from typing import TYPE_CHECKING, Annotated, NamedTuple, Optional
 
 import typer
 
@@ -25,7 +25,7 @@ from kvcalc.cli.options import (
 from kvcalc.cli.output import check_format, echo, emit, handle_errors
 
 if TYPE_CHECKING:
-    from collections.abc import Iterable
+    from collections.abc import Callable, Iterable
 
     from kvcalc.calc.memory_plan import Layout
     from kvcalc.calc.plan import EngineKv, KvPick
@@ -124,9 +124,9 @@ def sweep(
     spec = source.load(model)
     T = T if beyond_context else drop_beyond_context(spec, T)
     g = _gpu(gpu.gpu)
-    fmt_name, kv_name, pick = sweep_kv_formats(spec, kv.kv_dtype, speed.engine, g)
-    lay = with_speed(gpu.layout(tp, pp, dp, fmt_name, None), g, speed)
-    req = SweepRequest(spec, tuple(T), tuple(B), lay, g, engine_sweep_kv(spec, lay, g, speed.engine, pick))
+    skv = sweep_kv_formats(spec, kv.kv_dtype, speed.engine, g)
+    lay, kv_name = with_speed(gpu.layout(tp, pp, dp, skv.fmt, None), g, speed), skv.label
+    req = SweepRequest(spec, tuple(T), tuple(B), lay, g, engine_sweep_kv(spec, lay, g, skv))
     if plot is not None:  # fail on a missing extra before the work, not after
         pyplot()
     warn_beyond_context(spec, T)
@@ -152,66 +152,53 @@ def sweep(
         echo(f"plot written to {plot}")
 
 
-def sweep_kv_formats(
-    spec: ModelSpec, kv_dtype: str | None, engine: str, gpu: GpuSpec | None
-) -> tuple[str, str, KvPick | None]:
-    """(kvcalc format of the layout, the KV dtype as the title names it, the engine's pick or
-    None) for --kv-dtype: a kvcalc format (default the model's dtype), or an engine's own dtype
-    as `engine_kv_pick` parses it."""
-    from kvcalc.formats import kv_format
+class SweepKv(NamedTuple):
+    """The sweep's KV dtype: `fmt` (the kvcalc format of the layout), `label` (as the title names
+    it), and for an engine's own dtype its `pick` (`calc.plan.KvPick`) and the engine's KV
+    arithmetic built with the options it was parsed into (`engine_kv`, `EngineProfile.plan_engine_kv`)."""
 
-    pick = engine_kv_pick(spec, kv_dtype, engine, gpu)
-    if pick is None:
-        name = kv_format(kv_dtype or spec.dtype).name
-        return name, name, None
-    return pick.k, pick.engine_dtype or pick.k, pick
+    fmt: str
+    label: str
+    pick: KvPick | None = None
+    engine_kv: Callable[..., EngineKv] | None = None
 
 
-def engine_kv_pick(spec: ModelSpec, kv_dtype: str | None, engine: str, gpu: GpuSpec | None) -> KvPick | None:
-    """--kv-dtype as --engine parses it on --gpu (`requests.plan_kv_picks`, plan's one parse) where
-    it is the engine's own dtype and no kvcalc format (vLLM 0.33's `turboquant_k8v4`,
-    `fp8_per_token_head`, `fp8_ds_mla` ...); None for a kvcalc format, which the exact formula
-    sizes. Raises `KvcalcError` naming the engine version and what it accepts; without --gpu
-    such a dtype is refused by kvcalc's formats (its pages depend on the GPU's backend)."""
+def sweep_kv_formats(spec: ModelSpec, kv_dtype: str | None, engine: str, gpu: GpuSpec | None) -> SweepKv:
+    """--kv-dtype: a kvcalc format (default the model's dtype), which the exact formula sizes, or,
+    with --engine and --gpu, an engine's own dtype and no kvcalc format (vLLM 0.33's
+    `turboquant_k8v4`, `fp8_per_token_head`, `fp8_ds_mla` ...) parsed once by the engine on the GPU
+    (`requests.plan_kv_picks`, plan's parse). Raises `KvcalcError` naming the engine version and
+    what it accepts; without --gpu or an engine such a dtype is refused by kvcalc's formats."""
     from kvcalc.errors import KvcalcError
     from kvcalc.formats import kv_format
 
-    if kv_dtype is None or gpu is None:
-        return None
     try:
-        kv_format(kv_dtype)
-        return None
+        name = kv_format(kv_dtype or spec.dtype).name
+        return SweepKv(name, name)
     except KvcalcError:
         from kvcalc.engines import canonical
 
-        if canonical(engine) == "ideal":
+        if kv_dtype is None or gpu is None or canonical(engine) == "ideal":
             raise
     from kvcalc.calc.plan import GpuChoice
     from kvcalc.engines.profile import get_profile
     from kvcalc.requests import plan_kv_picks
 
     prof = get_profile(engine)
-    picks, _, _ = plan_kv_picks(prof, spec, prof.options(), [kv_dtype], [GpuChoice((gpu,))])
-    return picks[0]
+    opts = prof.options()
+    (pick,), kv_options, _ = plan_kv_picks(prof, spec, opts, [kv_dtype], [GpuChoice((gpu,))])
+    return SweepKv(pick.k, pick.engine_dtype or pick.k, pick, prof.plan_engine_kv(spec, opts, kv_options))
 
 
-def engine_sweep_kv(
-    spec: ModelSpec, layout: Layout, gpu: GpuSpec | None, engine: str, pick: KvPick | None
-) -> EngineKv | None:
-    """The engine's KV arithmetic for the sweep's layout on `gpu` in `pick`'s dtype
-    (`EngineProfile.plan_engine_kv`, as `kvcalc plan` sizes a layout), or None for a kvcalc format."""
-    if pick is None or gpu is None or not pick.engine_dtype:
+def engine_sweep_kv(spec: ModelSpec, layout: Layout, gpu: GpuSpec | None, kv: SweepKv) -> EngineKv | None:
+    """The engine's KV arithmetic for the sweep's layout on `gpu` in `kv`'s engine dtype (as
+    `kvcalc plan` sizes a layout), or None for a kvcalc format."""
+    if kv.pick is None or kv.engine_kv is None or gpu is None or not kv.pick.engine_dtype:
         return None
     from kvcalc.calc import kv_cache
-    from kvcalc.calc.plan import GpuChoice
-    from kvcalc.engines.profile import get_profile
-    from kvcalc.requests import plan_kv_picks
 
-    prof = get_profile(engine)
-    _, kv_options, _ = plan_kv_picks(prof, spec, prof.options(), [pick.engine_dtype], [GpuChoice((gpu,))])
-    build = prof.plan_engine_kv(spec, prof.options(), kv_options)
     stages = tuple(kv_cache.pp_stages(spec.n_layers, layout.pp))
-    return build(gpu, layout.tp, stages, pick)
+    return kv.engine_kv(gpu, layout.tp, stages, kv.pick)
 
 
 def with_speed(layout: Layout, gpu: GpuSpec | None, speed: SpeedFlags) -> Layout:

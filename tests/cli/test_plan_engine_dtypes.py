@@ -253,3 +253,19 @@ def test_sglang_fp4_types_reach_plan():
     assert " --kv-cache-dtype fp4_mx_block16 " in r.layouts[0].launch
     with pytest.raises(KvcalcError, match="SGLang 0.5.23: --kv-cache-dtype=nvfp4 requires Blackwell SM100 or SM120"):
         kvcalc.plan("llama-3.1-8b", seq_len="32k", concurrency=8, gpus="h200", engine="sglang", kv_dtypes="nvfp4")
+
+
+def test_check_names_the_engines_dtype(cli, tmp_path):
+    """A deployment of vLLM's own dtype checks under that name (not the bf16 its formats stand in
+    with), and without `engine:` it is refused pointing at vLLM."""
+    f = tmp_path / "tq.yaml"
+    body = "model: llama-3.1-8b\ngpu: h200\ncount: 1\nkv_dtype: turboquant_k8v4\nmax_seq_len: 32768\nconcurrency: 8\n"
+    f.write_text(body)
+    r = cli("check", str(f))
+    assert r.exit_code == 2 and "'turboquant_k8v4' is a vLLM 0.33 --kv-cache-dtype" in r.stderr
+    f.write_text(body + "engine: vllm\n")
+    r = cli("check", str(f), "-f", "json")
+    assert r.exit_code == 0, r.output
+    import json
+
+    assert json.loads(r.stdout)["deployments"][0]["kv_dtype"] == "turboquant_k8v4"
