@@ -929,8 +929,9 @@ class PlanRequest(NamedTuple):
         whole `CacheDType`, SGLang's fp4 types, llama.cpp's; a name the engine lacks is refused
         naming the engine version and what it takes), and each weight format is tried on the
         engine's launch line, so a format the engine lacks is refused before the search. `dcp`:
-        vLLM's decode context parallel pinned for every layout (`--dcp N`, `check_plan_dcp`). The engine's own KV arithmetic per GPU
-        (`EngineProfile.plan_engine_kv`: vLLM's blocks) sizes each layout where it has one.
+        vLLM's decode context parallel pinned for every layout (`--dcp N`, `check_plan_dcp`).
+        The engine's own KV arithmetic per GPU (`EngineProfile.plan_engine_kv`: vLLM's blocks, with
+        the options each of its own dtypes was parsed into) sizes each layout where it has one.
         Raises `KvcalcError`."""
         from kvcalc.calc import plan as P
         from kvcalc.calc.memory_plan import Layout
