@@ -146,7 +146,8 @@ def test_the_launch_line_states_the_forced_block_size():
     assert notes == [
         (
             "vllm on mi300x: MLA attention backend TRITON_MLA (vLLM's default MLA backend on ROCm "
-            "(VLLM_ROCM_USE_AITER unset)) keeps block size 16"
+            "(VLLM_ROCM_USE_AITER unset)) stores auto (bf16) latent rows (576 values, 1,152 B a token), "
+            "keeps block size 16"
         )
     ]
 
