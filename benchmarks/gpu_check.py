@@ -1,10 +1,11 @@
-"""The sweep behind benchmarks/gpu_check.sh: `kvcalc.measure.run` over bundled models, contexts
+"""The sweep behind benchmarks/gpu_check.sh (its last step; benchmarks/gpu_check_run.py runs it
+with the time the other steps left): `kvcalc.measure.run` over bundled models, contexts
 1k..128k and batches 1..64 on one GPU, skipping points that do not fit, and one compact table.
 
 Usage: python3 benchmarks/gpu_check.py [RESULTS_DIR]   (run from the repo root)
 KVCALC_GPU_CHECK_CPU=1: a CPU smoke mode (tests/data/tiny-gqa.yaml, short contexts, 2 steps)
 that exercises the same code path without a GPU. KVCALC_GPU_CHECK_BUDGET_S: stop starting new
-points after this many seconds (default 420, so the whole script stays under 8 minutes).
+points after this many seconds (default 420; gpu_check_run.py passes what its budget has left).
 """
 
 from __future__ import annotations

@@ -77,27 +77,12 @@ class VllmCacheDType:
     storage_format: str | None = None
 
 
-_UNQ_BACKENDS_MHA = (
-    "FLASH_ATTN",
-    "FLASHINFER",
-    "TRITON_ATTN",
-    "FLEX_ATTENTION",
-    "ROCM_ATTN",
-    "ROCM_AITER_FA",
-    "ROCM_AITER_UNIFIED_ATTN",
-    "ROCM_SEGMENTED_ATTN",
-)
+#: the MHA backends every unquantized and fp8 cache runs on, and ROCm's (each list in its file's order)
+_MHA_CORE = ("FLASH_ATTN", "FLASHINFER", "TRITON_ATTN")
+_MHA_ROCM = ("ROCM_ATTN", "ROCM_AITER_FA", "ROCM_AITER_UNIFIED_ATTN", "ROCM_SEGMENTED_ATTN")
+_UNQ_BACKENDS_MHA = (*_MHA_CORE, "FLEX_ATTENTION", *_MHA_ROCM)
 _MLA_DENSE = ("FLASH_ATTN_MLA", "FLASHMLA", "FLASHINFER_MLA", "CUTLASS_MLA", "TRITON_MLA", "ROCM_AITER_MLA")
-_FP8_MHA = (
-    "FLASH_ATTN",
-    "FLASHINFER",
-    "TRITON_ATTN",
-    "CPU_ATTN",
-    "ROCM_ATTN",
-    "ROCM_AITER_FA",
-    "ROCM_AITER_UNIFIED_ATTN",
-    "ROCM_SEGMENTED_ATTN",
-)
+_FP8_MHA = (*_MHA_CORE, "CPU_ATTN", *_MHA_ROCM)
 _FP8_MLA = ("FLASHMLA", "FLASHINFER_MLA", "TOKENSPEED_MLA", "CUTLASS_MLA", "TRITON_MLA", "ROCM_AITER_MLA")
 _FP8_SPARSE = (
     "FLASHMLA_SPARSE (as fp8_ds_mla)",
@@ -125,6 +110,66 @@ def _row(
 ) -> VllmCacheDType:
     return VllmCacheDType(name, mode, k, v, layout, attention, backends, gpus, source, **kw)  # type: ignore[arg-type]
 
+
+def _turboquant(name: str, k: int, v: int) -> VllmCacheDType:
+    """A TurboQuant preset (`TQ_PRESETS`): a packed K+V slot per head, boundary layers kept."""
+    return _row(
+        name,
+        name.upper(),
+        k,
+        v,
+        "packed_slot",
+        ("mha",),
+        ("TURBOQUANT",),
+        "CUDA, ROCm",
+        _TQ_SRC,
+        skips_boundary_layers=True,
+    )
+
+
+def _octave(name: str, k: int, v: int, block_values: int) -> VllmCacheDType:
+    """An Octave preset (`OctaveFormat`): a packed K+V slot per head with 2 B scales, ROCm only."""
+    return _row(
+        name,
+        name.upper(),
+        k,
+        v,
+        "packed_slot",
+        ("mha",),
+        ("ROCM_OCTAVE",),
+        "ROCm only",
+        _OCT_SRC,
+        block_values=block_values,
+        scale_bytes=2,
+    )
+
+
+def _per_token_head(name: str, bits: int, source: str) -> VllmCacheDType:
+    """A per-token-head preset: values plus one fp32 scale per token, head and side (inline)."""
+    return _row(
+        name, name.upper(), bits, bits, "per_token_head", ("mha", "mla"), _PTH, "CUDA, ROCm", source, scale_bytes=4
+    )
+
+
+def _nvfp4(name: str, source: str) -> VllmCacheDType:
+    """An NVFP4 layout (FlashInfer): packed fp4 values and one fp8 scale per 16."""
+    return _row(
+        name,
+        "NVFP4",
+        4,
+        4,
+        "nvfp4",
+        ("mha",),
+        ("FLASHINFER",),
+        "NVIDIA SM80-SM121 (FlashInfer)",
+        source,
+        block_values=16,
+        scale_bytes=1,
+        storage_format="nvfp4",
+    )
+
+
+_TRITON_PTH_SRC = "v1/attention/backends/triton_attn.py TritonAttentionBackend.customize_spec"
 
 #: vLLM 0.33's `CacheDType`, in its order (`vllm/config/cache.py`).
 VLLM_033_CACHE_DTYPES: dict[str, VllmCacheDType] = {
@@ -241,92 +286,13 @@ VLLM_033_CACHE_DTYPES: dict[str, VllmCacheDType] = {
             block_values=16,
             scale_bytes=1,
         ),
-        _row(
-            "turboquant_k8v4",
-            "TURBOQUANT_K8V4",
-            8,
-            4,
-            "packed_slot",
-            ("mha",),
-            ("TURBOQUANT",),
-            "CUDA, ROCm",
-            _TQ_SRC,
-            skips_boundary_layers=True,
-        ),
-        _row(
-            "turboquant_4bit_nc",
-            "TURBOQUANT_4BIT_NC",
-            4,
-            4,
-            "packed_slot",
-            ("mha",),
-            ("TURBOQUANT",),
-            "CUDA, ROCm",
-            _TQ_SRC,
-            skips_boundary_layers=True,
-        ),
-        _row(
-            "turboquant_k3v4_nc",
-            "TURBOQUANT_K3V4_NC",
-            3,
-            4,
-            "packed_slot",
-            ("mha",),
-            ("TURBOQUANT",),
-            "CUDA, ROCm",
-            _TQ_SRC,
-            skips_boundary_layers=True,
-        ),
-        _row(
-            "turboquant_3bit_nc",
-            "TURBOQUANT_3BIT_NC",
-            3,
-            3,
-            "packed_slot",
-            ("mha",),
-            ("TURBOQUANT",),
-            "CUDA, ROCm",
-            _TQ_SRC,
-            skips_boundary_layers=True,
-        ),
-        _row(
-            "octave_k3v4",
-            "OCTAVE_K3V4",
-            3,
-            4,
-            "packed_slot",
-            ("mha",),
-            ("ROCM_OCTAVE",),
-            "ROCm only",
-            _OCT_SRC,
-            block_values=64,
-            scale_bytes=2,
-        ),
-        _row(
-            "octave_k3v3",
-            "OCTAVE_K3V3",
-            3,
-            3,
-            "packed_slot",
-            ("mha",),
-            ("ROCM_OCTAVE",),
-            "ROCm only",
-            _OCT_SRC,
-            block_values=64,
-            scale_bytes=2,
-        ),
-        _row(
-            "octave_k3v3_compact",
-            "OCTAVE_K3V3_COMPACT",
-            3,
-            3,
-            "packed_slot",
-            ("mha",),
-            ("ROCM_OCTAVE",),
-            "ROCm only",
-            _OCT_SRC,
-            scale_bytes=2,
-        ),
+        _turboquant("turboquant_k8v4", 8, 4),
+        _turboquant("turboquant_4bit_nc", 4, 4),
+        _turboquant("turboquant_k3v4_nc", 3, 4),
+        _turboquant("turboquant_3bit_nc", 3, 3),
+        _octave("octave_k3v4", 3, 4, block_values=64),
+        _octave("octave_k3v3", 3, 3, block_values=64),
+        _octave("octave_k3v3_compact", 3, 3, block_values=1),
         _row(
             "ultraquant_4bit",
             "ULTRAQUANT_4BIT",
@@ -341,72 +307,17 @@ VLLM_033_CACHE_DTYPES: dict[str, VllmCacheDType] = {
             scale_bytes=1,
             skips_boundary_layers=True,
         ),
-        _row(
-            "int4_per_token_head",
-            "INT4_PER_TOKEN_HEAD",
-            4,
-            4,
-            "per_token_head",
-            ("mha", "mla"),
-            _PTH,
-            "CUDA, ROCm",
-            "v1/attention/backends/triton_attn.py TritonAttentionBackend.customize_spec; "
-            "mla_attention.py MLACommonBackend.customize_spec",
-            scale_bytes=4,
+        _per_token_head(
+            "int4_per_token_head", 4, _TRITON_PTH_SRC + "; mla_attention.py MLACommonBackend.customize_spec"
         ),
-        _row(
-            "int8_per_token_head",
-            "INT8_PER_TOKEN_HEAD",
-            8,
-            8,
-            "per_token_head",
-            ("mha", "mla"),
-            _PTH,
-            "CUDA, ROCm",
-            "v1/attention/backends/triton_attn.py TritonAttentionBackend.customize_spec",
-            scale_bytes=4,
-        ),
-        _row(
-            "fp8_per_token_head",
-            "FP8_PER_TOKEN_HEAD",
-            8,
-            8,
-            "per_token_head",
-            ("mha", "mla"),
-            _PTH,
-            "CUDA, ROCm",
-            "v1/attention/backends/triton_attn.py TritonAttentionBackend.customize_spec",
-            scale_bytes=4,
-        ),
-        _row(
+        _per_token_head("int8_per_token_head", 8, _TRITON_PTH_SRC),
+        _per_token_head("fp8_per_token_head", 8, _TRITON_PTH_SRC),
+        _nvfp4(
             "nvfp4",
-            "NVFP4",
-            4,
-            4,
-            "nvfp4",
-            ("mha",),
-            ("FLASHINFER",),
-            "NVIDIA SM80-SM121 (FlashInfer)",
             "utils/torch_utils.py nvfp4_kv_cache_full_dim; v1/attention/backends/flashinfer.py "
             "FlashInferBackend.customize_spec",
-            block_values=16,
-            scale_bytes=1,
-            storage_format="nvfp4",
         ),
-        _row(
-            "nvfp4_4over6",
-            "NVFP4",
-            4,
-            4,
-            "nvfp4",
-            ("mha",),
-            ("FLASHINFER",),
-            "NVIDIA SM80-SM121 (FlashInfer)",
-            "config/cache.py: the NVFP4 layout, max/6 or max/4 scales per 16 values; flashinfer.py",
-            block_values=16,
-            scale_bytes=1,
-            storage_format="nvfp4",
-        ),
+        _nvfp4("nvfp4_4over6", "config/cache.py: the NVFP4 layout, max/6 or max/4 scales per 16 values; flashinfer.py"),
     ]
 }
 

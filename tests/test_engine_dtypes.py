@@ -24,32 +24,10 @@ import pytest
 from kvcalc import engine_dtypes as ed
 from kvcalc.errors import KvcalcError
 from kvcalc.formats import kv_format, weight_format
+from tests.oracle.vllm_grid_cases import CACHE_DTYPES
 
-#: vllm/config/cache.py CacheDType, in its order (vllm 0.33.0)
-VLLM_033 = [
-    "auto",
-    "float16",
-    "bfloat16",
-    "fp8",
-    "fp8_e4m3",
-    "fp8_e5m2",
-    "fp8_inc",
-    "fp8_ds_mla",
-    "nvfp4_ds_mla",
-    "turboquant_k8v4",
-    "turboquant_4bit_nc",
-    "turboquant_k3v4_nc",
-    "turboquant_3bit_nc",
-    "octave_k3v4",
-    "octave_k3v3",
-    "octave_k3v3_compact",
-    "ultraquant_4bit",
-    "int4_per_token_head",
-    "int8_per_token_head",
-    "fp8_per_token_head",
-    "nvfp4",
-    "nvfp4_4over6",
-]
+#: vllm/config/cache.py CacheDType, in its order (vllm 0.33.0): the grid oracle's copy
+VLLM_033 = list(CACHE_DTYPES)
 
 
 def test_every_vllm_033_cache_dtype_has_a_row():

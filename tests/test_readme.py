@@ -27,6 +27,9 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 README = ROOT / "README.md"
+sys.path.insert(0, str(ROOT / "tools"))
+import example_gguf  # noqa: E402  (tools/example_gguf.py: the GGUF file the docs' examples read)
+
 #: the pages whose examples run: the README and every docs page but the generated CLI reference
 PAGES = [README] + sorted(p for p in (ROOT / "docs").rglob("*.md") if p.name != "cli.md")
 
@@ -128,18 +131,9 @@ def _lines(text: str) -> list[str]:
     return out
 
 
-def _llama_8b_gguf(folder: Path, name: str) -> None:
-    """A GGUF file with Llama-3.1-8B-Instruct's metadata as llama.cpp's converter writes it (file
-    type Q4_K_M) and tiny tensors (tests/load/gguf_files.py); needs the gguf package."""
-    sys.path.insert(0, str(ROOT / "tests" / "load"))
-    from gguf_files import ENDS, LLAMA_8B_KV, tiny_layers, write_gguf
-
-    write_gguf(folder / name, "llama", LLAMA_8B_KV, tiny_layers(32) + ENDS)
-
-
 #: files an example names that the repository does not hold: made before the example runs, in
-#: a temporary folder that is then its working directory
-EXAMPLE_FILES = {"Meta-Llama-3.1-8B-Instruct-Q4_K_M.gguf": _llama_8b_gguf}
+#: a temporary folder that is then its working directory, by the tool the page names
+EXAMPLE_FILES = {example_gguf.NAME: example_gguf.write_llama_8b}
 
 
 @pytest.mark.parametrize("ex", EXAMPLES, ids=lambda ex: f"{ex.page}:L{ex.line}:{ex.command[:60]}")
@@ -171,6 +165,21 @@ def test_readme_example(ex: Example, cli, monkeypatch, tmp_path):
     assert got[: len(head)] == head, f"{ex.page} line {ex.line}: output does not open as the page shows"
     assert len(got) >= len(head) + len(tail)
     assert got[len(got) - len(tail) :] == tail, f"{ex.page} line {ex.line}: output does not end as the page shows"
+
+
+def test_example_gguf_tool_prints_what_the_page_shows(tmp_path):
+    # docs/guide/models.md shows `python tools/example_gguf.py` and its output before the GGUF examples
+    pytest.importorskip("gguf", reason="the gguf package is not installed (pip install 'kvcalc[gguf]')")
+    page = ROOT / "docs" / "guide" / "models.md"
+    (shown,) = [
+        b for _, _, b in fenced_blocks(page.read_text(encoding="utf-8")) if b[:1] == ["$ python tools/example_gguf.py"]
+    ]
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "tools" / "example_gguf.py"), str(tmp_path)], capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stderr
+    assert _lines(done.stdout) == shown[1:]
+    assert (tmp_path / example_gguf.NAME).is_file()
 
 
 # ----- the measure JSON excerpt ------------------------------------------------------------------

@@ -3,6 +3,8 @@ prints now (tests/test_readme.py holds every page to its examples).
 
     python tools/refresh_examples.py [PAGE ...]     (default: every page tests/test_readme.py reads)
 
+An example that names a file the repository does not hold (`test_readme.EXAMPLE_FILES`: the GGUF
+file of `tools/example_gguf.py`) runs in a temporary folder where that file is made first.
 Only whole outputs are rewritten: an example with an elision (`...`), a pipe into `python -c`, or
 no output under it is left as it is, and so is one whose command fails. Review the diff: a changed
 figure is a changed answer.
@@ -13,6 +15,7 @@ from __future__ import annotations
 import os
 import shlex
 import sys
+import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -35,7 +38,13 @@ def refresh(page: Path) -> int:
         if " | " in ex.command or not ex.expected or any(ln.startswith("...") for ln in ex.expected):
             continue
         argv = shlex.split(ex.command)
-        r = CliRunner().invoke(app, argv[1:], env={**os.environ, "COLUMNS": str(ex.width)})
+        with tempfile.TemporaryDirectory() as tmp:  # the files an example names that the repository does not hold
+            made = [name for name in test_readme.EXAMPLE_FILES if name in ex.command]
+            for name in made:
+                test_readme.EXAMPLE_FILES[name](Path(tmp), name)
+            os.chdir(tmp if made else ROOT)
+            r = CliRunner().invoke(app, argv[1:], env={**os.environ, "COLUMNS": str(ex.width)})
+            os.chdir(ROOT)
         if r.exit_code != 0:
             print(f"{rel}:{ex.line}: exit {r.exit_code}, left as it is", file=sys.stderr)
             continue

@@ -74,6 +74,14 @@ CalGpuOpt = Annotated[
     ),
 ]
 
+AllreduceRanksOpt = Annotated[
+    Optional[int],
+    typer.Option(
+        "--allreduce-ranks",
+        help="With --calibrate: time the all-reduce over N processes: N CUDA GPUs over NCCL (default: every visible GPU when 2 or more), or with --device cpu N local processes over gloo (default: none).",
+    ),
+]
+
 ForceOpt = Annotated[bool, typer.Option("--force", help="Overwrite the --calibrate file if it exists.")]
 
 #: when stderr is not a terminal, a progress line at most this often (seconds), the first after as long
@@ -178,6 +186,7 @@ def measure(
     calibrate: CalibrateOpt = None,
     gpu: CalGpuOpt = None,
     force: ForceOpt = False,
+    allreduce_ranks: AllreduceRanksOpt = None,
     revision: RevisionOpt = None,
     trust_plain_decoder: TrustPlainOpt = False,
     fmt: FormatOpt = "table",
@@ -185,8 +194,8 @@ def measure(
     """Allocate MODEL's real KV cache with PyTorch, time decode steps, and print predicted against measured."""
     try:
         with _interrupts_exit():
-            if calibrate is not None or gpu is not None:
-                return _calibrate(model, calibrate, gpu, device, layers, force, fmt, revision)
+            if calibrate is not None or gpu is not None or allreduce_ranks is not None:
+                return _calibrate(model, calibrate, gpu, device, layers, force, fmt, revision, allreduce_ranks)
             _measure(
                 model,
                 seq_len,
@@ -266,8 +275,9 @@ def _calibrate(
     force: bool,
     fmt: str,
     revision: str | None,
+    allreduce_ranks: int | None = None,
 ) -> None:
-    """`measure --calibrate FILE --gpu KEY`: `kvcalc.measure.calibrate` on the device for MODEL's
+    """`measure --calibrate FILE --gpu KEY [--allreduce-ranks N]`: `kvcalc.measure.calibrate` on the device for MODEL's
     layer count (or --layers), written to FILE; prints the figures beside the GPU table's."""
     from kvcalc.cli.output import check_target, write_atomic
     from kvcalc.load.gpus import get_gpu
@@ -289,8 +299,9 @@ def _calibrate(
     from kvcalc.measure.device import resolve_device
 
     dev = resolve_device(device)
+    ranks = cal.allreduce_ranks(dev, allreduce_ranks)
     with _progress() as prog:
-        run = cal.calibrate(dev, n_layers, progress=prog)
+        run = cal.calibrate(dev, n_layers, progress=prog, allreduce_ranks=ranks)
     del m
     write_atomic(path, cal.calibration_yaml(run, g.key, spec.name, n_layers), option="--calibrate", force=force)
     from kvcalc.load.speed import load_calibration

@@ -810,7 +810,7 @@ def calibration_table(c: Calibration, gpu: GpuSpec, device: str, path: str, *, w
             (
                 f"{seconds(c.allreduce_latency_s)} per call at tp {c.allreduce_tp}"
                 if c.allreduce_latency_s is not None
-                else "not measured (one device visible)"
+                else "not measured (under 2 GPUs visible, no --allreduce-ranks)"
             ),
             None,
         ),

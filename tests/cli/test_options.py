@@ -43,166 +43,95 @@ def long_flags(*args: str) -> list[str]:
     return [m.group(1) for m in re.finditer(r"^  (?:-\w+, )*(--[\w-]+)", r.stdout, re.M)]
 
 
-def test_help_lists_every_option_in_its_place():
+#: the option groups several commands spread, each in its order
+KV_DTYPES = ["--kv-dtype", "--k-dtype", "--v-dtype"]
+PARALLEL = [
+    "--tp",
+    "--pp",
+    "--dp",
+    "--dp-attention",
+    "--ep",
+    "--enable-expert-parallel",
+    "--enable-dp-attention",
+    "--dcp",
+]
+SGLANG_STATE = ["--mamba-full-memory-ratio", "--max-mamba-cache-size", "--mamba-ssm-dtype", "--disable-radix-cache"]
+GPU_PLAN = [
+    "--gpu",
+    "--weight-dtype",
+    "--gpu-memory-utilization",
+    "--bw-efficiency",
+    "--flops-efficiency",
+    "--cuda-context",
+    "--activation-reserve",
+]
+#: the tier below the GPU and a shared prefix (capacity's `KvMemoryOptions`, less --kv-memory)
+OFFLOAD = [
+    "--kv-offloading-size",
+    "--kv-offloading-backend",
+    "--offload-blocks-per-chunk",
+    "--lmcache-cpu-size",
+    "--lmcache-l1-size",
+    "--hicache-ratio",
+    "--hicache-size",
+    "--hicache-host-memory-fraction",
+    "--enable-hierarchical-cache",
+    "--no-kv-offload",
+    "--host-memory",
+    "--gpus-per-node",
+    "--shared-prefix",
+    "--prefix-hit-rate",
+    "--link",
+]
+#: the options of no group, then the --format / --help every command has
+SOURCE = ["--calibration", "--revision", "--trust-plain-decoder", "--format", "--help"]
+
+
+@pytest.mark.parametrize(
+    "command, flags",
+    [
+        (
+            "estimate",
+            ["--seq-len", "--batch", "--engine", "--input-len", "--output-len", "--request-rate", *SOURCE]
+            + [*KV_DTYPES, "--quant-group-size", "--scale-dtype", *PARALLEL, "--count"]
+            + ["--speculative-config", "--speculative-algorithm", "--speculative-num-steps"]
+            + ["--speculative-draft-model-path", "--accepted-len", "--block-size", "--page-size", *SGLANG_STATE]
+            + [*GPU_PLAN, *OFFLOAD],
+        ),
+        (
+            "sweep",
+            ["--seq-len", "--batch", "--plot", "--force", "--beyond-context", "--engine", *SOURCE, *GPU_PLAN]
+            + ["--count", "--tp", "--pp", "--kv-dtype"],
+        ),
+        (
+            "capacity",
+            ["--engine", "--format", "--help", "--kv-memory", *OFFLOAD, "--max-model-len", "--concurrency"]
+            + [*PARALLEL, *KV_DTYPES]
+            # vLLM
+            + ["--block-size", "--vllm-version", "--disable-hybrid-kv-cache-manager", "--max-num-batched-tokens"]
+            + ["--async-scheduling", "--attention-backend", "--allow-long-max-model-len", "--enable-prefix-caching"]
+            + ["--vllm-v0", "--swap-space"]
+            # SGLang
+            + ["--page-size", "--sglang-version", "--disable-hybrid-swa-memory", "--swa-full-tokens-ratio"]
+            + ["--dsa-prefill-backend", "--dsa-decode-backend", *SGLANG_STATE]
+            # llama.cpp
+            + ["--ctx-size", "--llamacpp-tool", "--parallel", "--kv-unified", "--swa-full", "--flash-attn"]
+            + ["--llamacpp-version", "--n-gpu-layers", "--gpus", "--tensor-split", "--ubatch-size", "--batch-size"]
+            + [
+                "--ollama",
+                "--gpu",
+                "--revision",
+                "--trust-plain-decoder",
+                "--weight-dtype",
+                "--gpu-memory-utilization",
+            ],
+        ),
+    ],
+)
+def test_help_lists_every_option_in_its_place(command, flags):
     # the options of no group first (under "Options"), then each option group under its own
     # heading (`OptionGroup.panel`: issue 23 friction 5), in the order the command spreads them
-    assert long_flags("estimate") == [
-        "--seq-len",
-        "--batch",
-        "--engine",
-        "--input-len",
-        "--output-len",
-        "--request-rate",
-        "--calibration",
-        "--revision",
-        "--trust-plain-decoder",
-        "--format",
-        "--help",
-        "--kv-dtype",
-        "--k-dtype",
-        "--v-dtype",
-        "--quant-group-size",
-        "--scale-dtype",
-        "--tp",
-        "--pp",
-        "--dp",
-        "--dp-attention",
-        "--ep",
-        "--enable-expert-parallel",
-        "--enable-dp-attention",
-        "--dcp",
-        "--count",
-        "--speculative-config",
-        "--speculative-algorithm",
-        "--speculative-num-steps",
-        "--speculative-draft-model-path",
-        "--accepted-len",
-        "--block-size",
-        "--page-size",
-        "--mamba-full-memory-ratio",
-        "--max-mamba-cache-size",
-        "--mamba-ssm-dtype",
-        "--disable-radix-cache",
-        "--gpu",
-        "--weight-dtype",
-        "--gpu-memory-utilization",
-        "--bw-efficiency",
-        "--flops-efficiency",
-        "--cuda-context",
-        "--activation-reserve",
-        # the tier below the GPU and a shared prefix (capacity's `KvMemoryOptions`, less --kv-memory)
-        "--kv-offloading-size",
-        "--kv-offloading-backend",
-        "--offload-blocks-per-chunk",
-        "--lmcache-cpu-size",
-        "--lmcache-l1-size",
-        "--hicache-ratio",
-        "--hicache-size",
-        "--hicache-host-memory-fraction",
-        "--enable-hierarchical-cache",
-        "--no-kv-offload",
-        "--host-memory",
-        "--gpus-per-node",
-        "--shared-prefix",
-        "--prefix-hit-rate",
-        "--link",
-    ]
-    assert long_flags("sweep") == [
-        "--seq-len",
-        "--batch",
-        "--plot",
-        "--force",
-        "--beyond-context",
-        "--engine",
-        "--calibration",
-        "--revision",
-        "--trust-plain-decoder",
-        "--format",
-        "--help",
-        "--gpu",
-        "--weight-dtype",
-        "--gpu-memory-utilization",
-        "--bw-efficiency",
-        "--flops-efficiency",
-        "--cuda-context",
-        "--activation-reserve",
-        "--count",
-        "--tp",
-        "--pp",
-        "--kv-dtype",
-    ]
-    assert long_flags("capacity") == [
-        "--engine",
-        "--format",
-        "--help",
-        "--kv-memory",
-        "--kv-offloading-size",
-        "--kv-offloading-backend",
-        "--offload-blocks-per-chunk",
-        "--lmcache-cpu-size",
-        "--lmcache-l1-size",
-        "--hicache-ratio",
-        "--hicache-size",
-        "--hicache-host-memory-fraction",
-        "--enable-hierarchical-cache",
-        "--no-kv-offload",
-        "--host-memory",
-        "--gpus-per-node",
-        "--shared-prefix",
-        "--prefix-hit-rate",
-        "--link",
-        "--max-model-len",
-        "--concurrency",
-        "--tp",
-        "--pp",
-        "--dp",
-        "--dp-attention",
-        "--ep",
-        "--enable-expert-parallel",
-        "--enable-dp-attention",
-        "--dcp",
-        "--kv-dtype",
-        "--k-dtype",
-        "--v-dtype",
-        "--block-size",
-        "--vllm-version",
-        "--disable-hybrid-kv-cache-manager",
-        "--max-num-batched-tokens",
-        "--async-scheduling",
-        "--attention-backend",
-        "--allow-long-max-model-len",
-        "--enable-prefix-caching",
-        "--vllm-v0",
-        "--swap-space",
-        "--page-size",
-        "--sglang-version",
-        "--disable-hybrid-swa-memory",
-        "--swa-full-tokens-ratio",
-        "--dsa-prefill-backend",
-        "--dsa-decode-backend",
-        "--mamba-full-memory-ratio",
-        "--max-mamba-cache-size",
-        "--mamba-ssm-dtype",
-        "--disable-radix-cache",
-        "--ctx-size",
-        "--llamacpp-tool",
-        "--parallel",
-        "--kv-unified",
-        "--swa-full",
-        "--flash-attn",
-        "--llamacpp-version",
-        "--n-gpu-layers",
-        "--gpus",
-        "--tensor-split",
-        "--ubatch-size",
-        "--batch-size",
-        "--ollama",
-        "--gpu",
-        "--revision",
-        "--trust-plain-decoder",
-        "--weight-dtype",
-        "--gpu-memory-utilization",
-    ]
+    assert long_flags(command) == flags
 
 
 def test_gpu_defaults_are_the_plans_defaults():

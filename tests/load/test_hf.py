@@ -130,6 +130,16 @@ def test_jamba_mamba_state():
     assert (spec.n_experts, spec.n_experts_per_token, spec.moe_layer_period, spec.moe_layer_offset) == (16, 2, 2, 1)
 
 
+def test_jamba_attention_slides_only_with_a_window():
+    # configuration_jamba.py: a set sliding_window makes the attention layers (4, 12, 20, 28) slide.
+    # Jamba-1.5-Mini with sliding_window 4096, at 8,192 tokens: each attention layer caches 4,096
+    # tokens of 2 x 8 KV heads x 128 x 2 B = 4,096 B: 4 x 4,096 x 4,096 = 67,108,864 B
+    data = json.loads((HF / "AI21-Jamba-1.5-Mini.json").read_text())
+    spec = model_from_hf_config({**data, "sliding_window": 4096}, "AI21-Jamba-1.5-Mini/config.json")
+    assert [i for i, k in enumerate(spec.layer_kinds) if k == "sliding"] == [4, 12, 20, 28]
+    assert kv_cache.kv_cache_bytes(spec, 8192, 1, "bf16") == 67_108_864
+
+
 # ----- round trip: config.json -> YAML -> ModelSpec gives the same numbers ------------------
 
 

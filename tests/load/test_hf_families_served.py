@@ -237,6 +237,16 @@ def test_llama4_scout_chunked_layers_capped_like_a_window():
     assert load_model("llama-4-scout").layer_kinds == kinds
 
 
+def test_llama4_without_chunks_every_layer_is_global():
+    # vLLM llama4.py `use_chunked_local_attn = not nope and attention_chunk_size`: with
+    # attention_chunk_size null no layer is chunked. Scout at 131,072 tokens: 48 layers x 4,096 B
+    # (2 x 8 KV heads x 128 x 2 B) x 131,072 = 25,769,803,776 B
+    d = {**SCOUT["text_config"], "attention_chunk_size": None}
+    m = model_from_hf_config({"model_type": "llama4", "text_config": d}, "scout/config.json")
+    assert set(m.layer_kinds) == {"full"} and m.sliding_window is None
+    assert kv_cache_bytes(m, 131_072, 1, "bf16") == 25_769_803_776
+
+
 def test_llama4_maverick_moe_every_other_layer():
     # meta-llama/Llama-4-Maverick-17B-128E-Instruct: interleave_moe_layer_step 2, 128 experts
     d = {**SCOUT["text_config"], "interleave_moe_layer_step": 2, "num_local_experts": 128}
@@ -249,6 +259,15 @@ def test_llama4_bad_no_rope_layers():
     with pytest.raises(ConfigError) as e:
         model_from_hf_config({"model_type": "llama4", "text_config": d}, "scout/config.json")
     assert e.value.field == "no_rope_layers" and "48 layers" in str(e.value)
+
+
+@pytest.mark.parametrize("moe_layers", [True, 4, {"0": 1}])
+def test_llama4_moe_layers_not_a_list_is_refused(moe_layers):
+    # true and 4 were a TypeError (list(True)) out of the reader: a crash, not a one-line refusal
+    d = {**SCOUT["text_config"], "moe_layers": moe_layers}
+    with pytest.raises(ConfigError) as e:
+        model_from_hf_config({"model_type": "llama4", "text_config": d}, "scout/config.json")
+    assert e.value.field == "moe_layers" and "must be a list of layer indices" in str(e.value)
 
 
 def test_deepseek_v32_counts_the_indexer_key():

@@ -125,7 +125,7 @@ def test_gpu_sweep_skips_what_cannot_fit_and_fits_the_budget():
     # 29 points x 2 modes x 3 s overhead = 174 s, + 35 reads (5 warm-up + 30) x 2 modes at 4.8 TB/s
     est = g.estimate_s(points, 30, 2)
     assert est == pytest.approx(174 + 445116317696 * 70 / 4.8e12)
-    assert est < 420  # the sweep's budget (gpu_check.sh kills it at 480 s)
+    assert est < 360  # under the whole check's budget (gpu_check_run.py TOTAL_BUDGET_S; the sweep gets what is left)
 
 
 def test_gpu_check_survives_a_point_that_raises(monkeypatch, capsys):

@@ -376,3 +376,22 @@ def test_gpu_allocator_bytes_equal(dtype):
     assert r.measured_kv_bytes == r.predicted_kv_bytes
     assert r.allocator_requested_delta_bytes == r.predicted_kv_bytes
     assert r.allocator_allocated_delta_bytes == r.allocator_allocated_expected_bytes
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU (torch.cuda.is_available() is False)")
+@pytest.mark.parametrize("model", ["llama-3.1-8b", "deepseek-v2-lite", "gemma-3-4b"])  # GQA, MLA, sliding + global
+def test_gpu_bundled_models_bytes_equal(model):
+    """The models benchmarks/gpu_check.sh measures, two layers each: the engine's prediction is
+    the tensors' storage, what the allocator was asked for, and its 512 B-rounded total."""
+    from kvcalc.load.models import load_model
+
+    fmt = kv_format("bf16")
+    r = M.run(
+        M.MeasureRequest(
+            model=load_model(model), seq_len=4096, batch=2, k_format=fmt, v_format=fmt, device="cuda", layers=2
+        )
+    )
+    assert r.measured_kv_bytes == r.predicted_kv_bytes
+    assert r.allocator_requested_delta_bytes == r.predicted_kv_bytes
+    assert r.allocator_allocated_delta_bytes == r.allocator_allocated_expected_bytes

@@ -56,7 +56,9 @@ from __future__ import annotations
 
 import os
 import re
+import sys
 from dataclasses import dataclass, field
+from pathlib import Path
 from types import SimpleNamespace
 
 os.environ.setdefault("VLLM_TARGET_DEVICE", "cpu")  # vLLM's CPU platform: no CUDA driver needed
@@ -77,6 +79,9 @@ VLLM_VERSION = vllm.__version__
 KVCALC_VERSION = ".".join(VLLM_VERSION.split(".")[:2])
 
 from vllm.v1 import kv_cache_interface as kvi  # noqa: E402  (vLLM's modules by the version installed)
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # tests/: run as a script too
+from published_configs import GRANITE_H_TINY, NEMOTRON_H_8B  # noqa: E402
 
 if KVCALC_VERSION == "0.11":
     from vllm.v1.core import kv_cache_utils as planning
@@ -228,53 +233,8 @@ HYBRID_ARCHS = {
 
 #: published config.json files of hybrids kvcalc has no bundled config for (the HF config the
 #: stand-in carries and kvcalc reads with `model_from_hf_config`): nvidia/Nemotron-H-8B-Base-8K
-#: and ibm-granite/granite-4.0-h-tiny, as tests/load/test_hf_families_served.py holds them
-HF_CONFIGS = {
-    "nemotron-h-8b": {
-        "architectures": ["NemotronHForCausalLM"],
-        "model_type": "nemotron_h",
-        "hidden_size": 4096,
-        "hybrid_override_pattern": "M-M-M-M*-M-M-M-M-M*-M-M-M-M-M*-M-M-M-M-M*-M-M-M-M-M-",
-        "intermediate_size": 21504,
-        "max_position_embeddings": 8192,
-        "num_attention_heads": 32,
-        "num_hidden_layers": 52,
-        "num_key_value_heads": 8,
-        "head_dim": 128,
-        "mamba_num_heads": 128,
-        "mamba_head_dim": 64,
-        "ssm_state_size": 128,
-        "n_groups": 8,
-        "conv_kernel": 4,
-        "expand": 2,
-        "torch_dtype": "bfloat16",
-        "vocab_size": 131072,
-    },
-    "granite-4.0-h-tiny": {
-        "architectures": ["GraniteMoeHybridForCausalLM"],
-        "model_type": "granitemoehybrid",
-        "hidden_size": 1536,
-        "num_hidden_layers": 40,
-        "num_attention_heads": 12,
-        "num_key_value_heads": 4,
-        "layer_types": ["attention" if i in (5, 15, 25, 35) else "mamba" for i in range(40)],
-        "mamba_n_heads": 48,
-        "mamba_d_head": 64,
-        "mamba_d_state": 128,
-        "mamba_n_groups": 1,
-        "mamba_d_conv": 4,
-        "mamba_expand": 2,
-        "num_local_experts": 64,
-        "num_experts_per_tok": 6,
-        "intermediate_size": 512,
-        "shared_intermediate_size": 1024,
-        "max_position_embeddings": 131072,
-        "position_embedding_type": "nope",
-        "tie_word_embeddings": True,
-        "torch_dtype": "bfloat16",
-        "vocab_size": 100352,
-    },
-}
+#: and ibm-granite/granite-4.0-h-tiny, the one copy in tests/published_configs.py
+HF_CONFIGS = {"nemotron-h-8b": NEMOTRON_H_8B, "granite-4.0-h-tiny": GRANITE_H_TINY}
 
 
 def load(name: str):

@@ -1,13 +1,14 @@
 """One mapping per Hugging Face `model_type` family -> `ModelSpec` fields, and the `FAMILIES`
 table `kvcalc.load.hf` dispatches on. A family is data (`Family`: config keys -> fields with the
-transformers class's defaults, the layer-kind rule, the window, and a small `build` hook for what
-no table says, such as the Qwen window; see `kvcalc.load.hf.family`), or a function where its
-rules are mostly code (EXAONE-4's pattern string, Llama-4's chunks, and in
-`kvcalc.load.hf.families_hybrid` Jamba's periods, Nemotron-H's pattern, Granite-4.0-H and
-Falcon-H1). The pre-Llama families (Falcon, GPT-2, ChatGLM, MPT, DBRX) are in
-`kvcalc.load.hf.families_legacy`, the 2026 families in `kvcalc.load.hf.families_2026`. Each reads
-the fields its transformers configuration class reads, with that class's defaults; the rules are
-listed in `kvcalc.load.hf`'s docstring.
+transformers class's defaults, the layer-kind rule, the window; see `kvcalc.load.hf.family`) plus
+the few functions no table says, each in its slot of the reading: a `build` hook for fields (the
+Qwen window, Llama-4's MoE period) and a `layers` rule for the per-layer kinds (EXAONE-4's pattern
+string, Llama-4's chunks). The hybrids with state-space or linear-attention layers (Qwen3-Next,
+Qwen3.5, Jamba, Nemotron-H, Granite-4.0-H, Falcon-H1) are in `kvcalc.load.hf.families_hybrid`,
+the pre-Llama families (Falcon, GPT-2, ChatGLM, MPT, DBRX) in `kvcalc.load.hf.families_legacy`,
+the 2026 families in `kvcalc.load.hf.families_2026` (GLM-5 and Kimi-K3 are still functions there).
+Each reads the fields its transformers configuration class reads, with that class's defaults; the
+rules are listed in `kvcalc.load.hf`'s docstring.
 """
 
 from __future__ import annotations
@@ -18,21 +19,19 @@ from typing import Any
 
 from kvcalc.load.hf.families_2026 import FAMILIES_2026, TEXT_MODEL_TYPES_2026
 from kvcalc.load.hf.families_hybrid import (
+    FALCON_H1,
+    GRANITEMOEHYBRID,
+    JAMBA,
+    NEMOTRON_H,
     QWEN3_5_MOE_TEXT,
     QWEN3_5_TEXT,
     QWEN3_NEXT,
-    _falcon_h1,
-    _granitemoehybrid,
-    _jamba,
-    _nemotron_h,
 )
 from kvcalc.load.hf.families_legacy import CHATGLM, DBRX, FALCON, GPT2, GPT_BIGCODE, MPT
 from kvcalc.load.hf.family import Family, Kinds
 from kvcalc.load.hf.mla import DEEPSEEK as _deepseek
 from kvcalc.load.hf.reader import (
     _Cfg,
-    _decoder,
-    _every_nth,
     _kinds_from_layer_types,
     _qwen_experts,
     _qwen_window_kinds,
@@ -227,55 +226,49 @@ QWEN3_MOE = replace(QWEN3, source="configuration_qwen3_moe.py", build=_qwen_moe(
 # ----- issue 9 item 6: families users serve today ------------------------------------------
 
 
-def _exaone4(c: _Cfg) -> dict[str, Any]:
-    """exaone4 (`configuration_exaone4.py`): layer_types, else with a sliding_window layer i slides
-    when (i + 1) % sliding_window_pattern != 0 (default 4), and with none every layer is global;
-    the published EXAONE-4.0-32B writes the pattern as "LLLG" (L local, G global), read here
-    repeating over the layers. Untied, no bias, 131,072 context by default."""
-    f = _decoder(c, max_pos=131072)
-    window = c.int_or_null("sliding_window", 4096)
-    pattern = c.get("sliding_window_pattern", default=4)
-    if c.get("layer_types") is not None:
-        kinds = _kinds_from_layer_types(c, f["n_layers"])
-    elif window is None:
-        kinds = None
-    elif isinstance(pattern, str):
+#: EXAONE-4's default kinds: layer_types, else layer i global when (i + 1) %
+#: sliding_window_pattern == 0 (default 4: three local then one global)
+_EXAONE4_KINDS = Kinds(nth="full", rest="sliding", every=4, every_keys=("sliding_window_pattern",))
+
+
+def _exaone4_layers(c: _Cfg, f: dict[str, Any], window: int | None) -> list[str] | None:
+    """`Family.layers` of EXAONE-4: `_EXAONE4_KINDS`, except that without a window (and without
+    layer_types) every layer is global, and that a sliding_window_pattern written as a string of
+    L (local) and G (global), as the published EXAONE-4.0-32B writes "LLLG", repeats over the
+    layers."""
+    pattern = c.get("sliding_window_pattern")
+    if c.get("layer_types") is None and window is None:
+        return None
+    if c.get("layer_types") is None and isinstance(pattern, str):
         if not pattern or set(pattern) - {"L", "G"}:
             raise c.fail(
                 f"must be a count or a string of L (local) and G (global), got {_shown(pattern)}",
                 "sliding_window_pattern",
             )
-        kinds = ["sliding" if pattern[i % len(pattern)] == "L" else "full" for i in range(f["n_layers"] or 0)]
-    else:
-        kinds = _every_nth(c, f["n_layers"], "full", "sliding", every=4, every_keys=("sliding_window_pattern",))
-    return _set_kinds(c, f, kinds, window)
+        return ["sliding" if pattern[i % len(pattern)] == "L" else "full" for i in range(f["n_layers"] or 0)]
+    return _EXAONE4_KINDS.read(c, f["n_layers"])
 
 
-def _llama4_text(c: _Cfg) -> dict[str, Any]:
-    """llama4_text, the text model of Llama 4 Scout / Maverick (`configuration_llama4.py`
-    Llama4TextConfig; `modeling_llama4.py`; vLLM `llama4.py`: `use_chunked_local_attn = not nope
-    and attention_chunk_size`). Layers that use RoPE attend within chunks of
-    attention_chunk_size (8192), so they cache at most one chunk: written as a window of that
-    size. `no_rope_layers[i]` is 1 for a RoPE (chunked) layer and 0 for a NoPE global layer;
-    when absent or empty, layer i is global when (i + 1) % no_rope_layer_interval == 0 (4).
-    `layer_types` (chunked_attention / full_attention) wins. MoE on the layers i with
-    (i + 1) % interleave_moe_layer_step == 0 (1: every layer): num_local_experts (16) of
-    intermediate_size (8192), num_experts_per_tok (1), plus a shared expert of the same width;
-    the dense layers' MLP is intermediate_size_mlp (16384). Defaults: 48 layers, 40 heads, 8 KV
-    heads, head_dim 128, hidden 5120, vocab 202048, untied."""
-    f = _decoder(c, max_pos=4096 * 32, head_dim=128, n_kv_heads=8)
+#: exaone4 (`configuration_exaone4.py`): layer_types, else with a sliding_window (default 4096)
+#: layer i slides when (i + 1) % sliding_window_pattern != 0 (default 4), and with none every
+#: layer is global; the pattern may be a string of L and G (`_exaone4_layers`). Untied, no bias,
+#: 131,072 context by default.
+EXAONE4 = Family(
+    source="configuration_exaone4.py",
+    decoder=dict(max_pos=131072),
+    window=("sliding_window", 4096),
+    layers=_exaone4_layers,
+)
+
+
+def _llama4_layers(c: _Cfg, f: dict[str, Any], chunk: int | None) -> list[str]:
+    """`Family.layers` of Llama 4: `layer_types` (chunked_attention / full_attention) wins; else
+    `no_rope_layers[i]` is 1 for a RoPE (chunked) layer and 0 for a NoPE global layer; when absent
+    or empty, layer i is global when (i + 1) % no_rope_layer_interval == 0 (4). A chunked layer
+    is written as sliding (its window is the chunk); with attention_chunk_size null it is full."""
     n = f["n_layers"] or 0
-    chunk = c.int_or_null("attention_chunk_size", 8192)
     if c.get("layer_types") is not None:
-        raw = c.data["layer_types"]
-        if not isinstance(raw, list):
-            raise c.fail("must be a non-empty list of layer kinds", "layer_types")
-        swapped = _Cfg(
-            {**c.data, "layer_types": ["sliding_attention" if k == "chunked_attention" else k for k in raw]},
-            c.path,
-            c.model_type,
-        )
-        kinds = _kinds_from_layer_types(swapped, n)
+        kinds = _kinds_from_layer_types(c, n, aliases={"chunked_attention": "sliding"})
     else:
         rope = c.get("no_rope_layers")
         if rope:
@@ -289,26 +282,50 @@ def _llama4_text(c: _Cfg) -> dict[str, Any]:
         kinds = ["sliding" if r else "full" for r in rope]
     if chunk is None:
         kinds = ["full" if k == "sliding" else k for k in kinds]
-    width = c.count("intermediate_size", default=8192)
+    return kinds
+
+
+def _llama4_moe_layers(c: _Cfg, f: dict[str, Any]) -> dict[str, Any]:
+    """`Family.build` of Llama 4: experts on the layers i with (i + 1) % interleave_moe_layer_step
+    == 0 (1: every layer); a `moe_layers` list other than those is refused."""
     step = c.count("interleave_moe_layer_step", default=1)
-    f.update(
-        intermediate_size=c.count("intermediate_size_mlp", default=16384),
-        n_experts=c.count("num_local_experts", default=16),
-        n_experts_per_token=c.count("num_experts_per_tok", default=1),
-        moe_intermediate_size=width,
-        shared_expert_intermediate_size=width,
-        vocab_size=f["vocab_size"] or 202048,
-    )
     if step > 1:
         f["moe_layer_period"], f["moe_layer_offset"] = step, step - 1
     moe_layers = c.get("moe_layers")
-    if moe_layers is not None and list(moe_layers) != list(range(step - 1, n, step)):
+    if moe_layers is not None and not isinstance(moe_layers, list):
+        raise c.fail(f"must be a list of layer indices, got {_shown(moe_layers)}", "moe_layers")
+    if moe_layers is not None and moe_layers != list(range(step - 1, f["n_layers"] or 0, step)):
         raise c.fail(
             f"lists MoE layers other than every {step}-th (interleave_moe_layer_step); kvcalc places "
             "experts by a period: write a kvcalc YAML",
             "moe_layers",
         )
-    return _set_kinds(c, f, kinds, chunk)
+    return f
+
+
+#: llama4_text, the text model of Llama 4 Scout / Maverick (`configuration_llama4.py`
+#: Llama4TextConfig; `modeling_llama4.py`; vLLM `llama4.py`: `use_chunked_local_attn = not nope
+#: and attention_chunk_size`). Layers that use RoPE attend within chunks of attention_chunk_size
+#: (8192), so they cache at most one chunk: written as a window of that size (`_llama4_layers`).
+#: MoE (`_llama4_moe_layers`): num_local_experts (16) of intermediate_size (8192),
+#: num_experts_per_tok (1), plus a shared expert of the same width; the dense layers' MLP is
+#: intermediate_size_mlp (16384). Defaults: 48 layers, 40 heads, 8 KV heads, head_dim 128, hidden
+#: 5120, vocab 202048, untied.
+LLAMA4_TEXT = Family(
+    source="configuration_llama4.py Llama4TextConfig",
+    decoder=dict(max_pos=4096 * 32, head_dim=128, n_kv_heads=8),
+    counts={
+        "intermediate_size": (("intermediate_size_mlp",), 16384),
+        "n_experts": (("num_local_experts",), 16),
+        "n_experts_per_token": (("num_experts_per_tok",), 1),
+        "moe_intermediate_size": (("intermediate_size",), 8192),
+        "shared_expert_intermediate_size": (("intermediate_size",), 8192),
+        "vocab_size": (("vocab_size",), 202048),
+    },
+    build=_llama4_moe_layers,
+    window=("attention_chunk_size", 8192),
+    layers=_llama4_layers,
+)
 
 
 #: deepseek_v32, DeepSeek-V3.2(-Exp) (DeepSeek's `configuration_deepseek_v32.py` / vLLM
@@ -351,22 +368,22 @@ FAMILIES: dict[str, Family | Callable[[_Cfg], dict[str, Any]]] = {
     "deepseek_v3": _deepseek,
     "kimi_k2": _deepseek,
     "gpt_oss": GPT_OSS,
-    "jamba": _jamba,
+    "jamba": JAMBA,
     "starcoder2": STARCODER2,
     "olmo2": OLMO2,
     "cohere2": COHERE2,
-    "exaone4": _exaone4,
+    "exaone4": EXAONE4,
     "glm4_moe": GLM4_MOE,
-    "llama4": _llama4_text,
-    "llama4_text": _llama4_text,
+    "llama4": LLAMA4_TEXT,
+    "llama4_text": LLAMA4_TEXT,
     "deepseek_v32": DEEPSEEK_V32,
     "qwen3_5": QWEN3_5_TEXT,
     "qwen3_5_text": QWEN3_5_TEXT,
     "qwen3_5_moe": QWEN3_5_MOE_TEXT,
     "qwen3_5_moe_text": QWEN3_5_MOE_TEXT,
-    "nemotron_h": _nemotron_h,
-    "granitemoehybrid": _granitemoehybrid,
-    "falcon_h1": _falcon_h1,
+    "nemotron_h": NEMOTRON_H,
+    "granitemoehybrid": GRANITEMOEHYBRID,
+    "falcon_h1": FALCON_H1,
     "qwen3_vl": QWEN3,
     "qwen3_vl_text": QWEN3,
     **FAMILIES_2026,

@@ -9,6 +9,11 @@ reads an OLMo-2 config as a llama decoder with a 2,048-token default context. `F
 takes a `_Cfg` and returns the `ModelSpec` fields, so `FAMILIES` maps a model_type to a `Family` or
 (for the families whose rules are code) a function, and `kvcalc.load.hf` calls either alike.
 
+A family's rules that no table says are small functions beside it, each in its place in the
+reading: `prepare` (the config the reading starts from: Nemotron-H's pattern gives the layer
+count), `build` (fields: Jamba's "auto" dt_rank, Falcon-H1's mixer width) and `layers` (the
+per-layer kinds: EXAONE-4's "LLLG", Jamba's attention period and offset).
+
 Every key a family reads is checked by `_Cfg` (a JSON integer in range, a boolean, a list of the
 right length) before any arithmetic.
 """
@@ -35,7 +40,8 @@ class Kinds:
       (MiMo-V2-Flash `hybrid_layer_pattern`: 0 full, 1 sliding; MiniMax `attn_type_list`);
     - `every`: layer i is `nth` when (i + 1) % every == 0 and `rest` otherwise, `every` read from
       the first of `every_keys` present (gemma3: 6, so five sliding then one full);
-    - else every layer is `rest` (`full`, or `sliding` when the family's window applies to all);
+    - else every layer is `rest` (`full`, or `sliding` when the family's window applies to all, or
+      `hybrid`: attention beside a Mamba-2 mixer on every layer);
     - `last`: the kind the last layer is forced to (Gemma-4: transformers forces full_attention);
     - `first`: the kind of layers 0 .. first_n - 1 (MiMo-V2-Flash's default: layer 0 full).
     """
@@ -68,7 +74,7 @@ class Kinds:
         elif self.every is not None:
             kinds = _every_nth(c, n_layers, self.nth, self.rest, every=self.every, every_keys=self.every_keys)
         else:
-            kinds = None if self.last is None else [self.rest] * n
+            kinds = None if self.last is None and self.rest in ("full", "sliding") else [self.rest] * n
         if self.last is not None and kinds:
             kinds[-1] = self.last
         return kinds
@@ -89,7 +95,12 @@ class Family:
       window; a window of None means no layer slides;
     - `ignored`: config keys that look as if they shape the cache but that the reference code
       does not read that way, each with the reason (kept so a reader sees they were checked);
-    - `build`: the family's own rules, `build(c, fields) -> fields`, run last.
+    - `prepare`: the config the reading starts from, `prepare(c) -> _Cfg`, run first (its
+      missing fields are reported with `c`'s);
+    - `build`: the family's own rules, `build(c, fields) -> fields`, run after the tables;
+    - `layers`: the per-layer kinds by a rule no `Kinds` says, `layers(c, fields, window) ->
+      kinds` (None: every layer full, or every layer sliding when there is a window), given the
+      window read from `window`; it replaces `kinds`.
     """
 
     source: str
@@ -101,10 +112,21 @@ class Family:
     kinds: Kinds = Kinds()
     window: tuple[str, Any] | None = None
     ignored: Mapping[str, str] = field(default_factory=dict)
+    prepare: Callable[[_Cfg], _Cfg] | None = None
     build: Callable[[_Cfg, dict[str, Any]], dict[str, Any]] | None = None
+    layers: Callable[[_Cfg, dict[str, Any], int | None], list[str] | None] | None = None
     set_kinds: bool = True  # False: `build` places the kinds itself
 
     def __call__(self, c: _Cfg) -> dict[str, Any]:
+        if self.prepare is None:
+            return self._read(c)
+        prepared = self.prepare(c)
+        f = self._read(prepared)
+        if prepared is not c:
+            c.missing.extend(prepared.missing)
+        return f
+
+    def _read(self, c: _Cfg) -> dict[str, Any]:
         f = _decoder(c, **self.decoder)
         for name, (keys, default) in self.counts.items():
             f[name] = c.count(*keys, default=default, minimum=0 if default == 0 else 1)
@@ -121,6 +143,8 @@ class Family:
         if self.window is not None:
             key, default = self.window
             window = c.int_or_null(key, default)
+        if self.layers is not None:
+            return _set_kinds(c, f, self.layers(c, f, window), window)
         kinds = self.kinds.read(c, f.get("n_layers"))
         if kinds is None and self.kinds.rest == "sliding":
             kinds = None  # every layer slides: `_set_kinds` writes the window alone

@@ -8,6 +8,7 @@ themselves are listed in `kvcalc.load.hf`'s docstring.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from kvcalc.errors import ConfigError
@@ -170,14 +171,16 @@ def _decoder(
     return f
 
 
-def _kinds_from_layer_types(c: _Cfg, n_layers: int | None) -> list[str]:
-    """The config's `layer_types`, as kvcalc kinds; a kind kvcalc cannot size fails."""
+def _kinds_from_layer_types(c: _Cfg, n_layers: int | None, aliases: Mapping[str, str] | None = None) -> list[str]:
+    """The config's `layer_types`, as kvcalc kinds; a kind kvcalc cannot size fails. `aliases`:
+    the family's own names, matched exactly (Llama 4's chunked_attention: sliding)."""
     raw = c.data["layer_types"]
     if not isinstance(raw, list) or not raw:
         raise c.fail("must be a non-empty list of layer kinds", "layer_types")
     out = []
     for k in raw:
-        kind = LAYER_KIND_ALIASES.get(str(k).strip().lower())
+        kind = (aliases or {}).get(k) if isinstance(k, str) else None
+        kind = kind or LAYER_KIND_ALIASES.get(str(k).strip().lower())
         if kind is None:
             raise c.fail(
                 f"layer kind '{k}' is not one kvcalc can size (full_attention, "
@@ -189,6 +192,13 @@ def _kinds_from_layer_types(c: _Cfg, n_layers: int | None) -> list[str]:
     if n_layers is not None and len(out) != n_layers:
         raise c.fail(f"lists {len(out)} layers but num_hidden_layers is {n_layers}", "layer_types")
     return out
+
+
+def _auto(c: _Cfg, key: str, derived: int | None) -> int | None:
+    """Config field `key`, a checked count, or `derived` when it is "auto" (the default):
+    Jamba's mamba_dt_rank, Granite-4.0-H's and Falcon-H1's mamba_d_head."""
+    v = c.get(key, default="auto")
+    return derived if v == "auto" else c.check_int(key, v)
 
 
 def _set_kinds(c: _Cfg, f: dict[str, Any], kinds: list[str] | None, window: Any) -> dict[str, Any]:
