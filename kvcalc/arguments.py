@@ -111,7 +111,7 @@ def check_argument(name: str, value: object) -> Any:  # Any: each name's own typ
         raise
 
 
-def _check(name: str, kind: str, value: object) -> Any:
+def _check(name: str, kind: str, value: object) -> Any:  # Any: as check_argument
     from kvcalc.units import bound_of, check_bound, parse_count, parse_size
 
     if value is None:

@@ -13,7 +13,7 @@ trained length is a `KvcalcWarning`.
 from __future__ import annotations
 
 import dataclasses
-from typing import TYPE_CHECKING, Any, NamedTuple, Union
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from kvcalc.errors import MESSAGE, OPTION, OPTION_SAYS, KvcalcError
 
@@ -25,9 +25,7 @@ if TYPE_CHECKING:
     from kvcalc.calc.plan import EngineKv, GpuChoice, KvPick, PlanSearch, WholeRequests
     from kvcalc.calc.speculative import SpecDecode
     from kvcalc.calc.speed import Calibration, SpeedTerms
-    from kvcalc.engines.llamacpp.options import LlamacppOptions
-    from kvcalc.engines.profile import EngineProfile, IdealOptions, KvChoice, SglangOptions
-    from kvcalc.engines.vllm.options import VllmOptions
+    from kvcalc.engines.profile import AnyProfile, EngineOptions, KvChoice
     from kvcalc.formats import StorageFormat
     from kvcalc.results import (
         EngineResult,
@@ -41,8 +39,6 @@ if TYPE_CHECKING:
     from kvcalc.schema import ModelSpec, Workload
     from kvcalc.schema_deploy import GpuSpec
 
-    #: an engine's options object (`EngineProfile.options_type`)
-    EngineOptions = Union[IdealOptions, VllmOptions, SglangOptions, LlamacppOptions]
 
 # ----- checks shared by every entry point -------------------------------------------------
 
@@ -277,7 +273,7 @@ class EstimateRequest(NamedTuple):
         dp_attention: int = 1,
         ep: int = 1,
         dcp: int = 1,
-        **rest: Any,
+        **rest: Any,  # Any: the request's other fields, each its own type (pydantic checks them)
     ) -> EstimateRequest:
         """Check and resolve the values (the context defaults to the model's
         max_position_embeddings, the KV format to the model's dtype), warn for a context beyond
@@ -320,7 +316,7 @@ class EstimateRequest(NamedTuple):
         )
         return cls(model=model, workload=wl, kv_given=kv_given, kv=choice, **rest)
 
-    @classmethod
+    @classmethod  # Any: `build`'s keyword arguments, forwarded
     def build_lengths(cls, model: ModelSpec, seq_lens: list[int], **kwargs: Any) -> list[EstimateRequest]:
         """One request per context of `seq_lens` (tokens), the other values as `build` takes
         them; contexts beyond the model's are named in one warning, not one per length."""
@@ -347,7 +343,7 @@ def engine_kv_choice(
     kv_dtype: str | None,
     k_dtype: str | None,
     v_dtype: str | None,
-    rest: dict[str, Any],
+    rest: dict[str, Any],  # Any: `build`'s other keyword arguments
 ) -> KvChoice | None:
     """The KV formats `engine` makes of the dtypes given (`EngineProfile.kv_formats`), its options
     (`rest["engine_options"]`, None: the defaults) with what the dtype implies folded in and
@@ -790,7 +786,7 @@ def state_capacity(req: CapacityRequest, state_bytes: int) -> EngineResult:
     )
 
 
-def requests_that_fit(prof: EngineProfile, req: CapacityRequest) -> EngineResult | None:
+def requests_that_fit(prof: AnyProfile, req: CapacityRequest) -> EngineResult | None:
     """The most requests N of `req.max_model_len` = L tokens that llama.cpp serves from
     `req.kv_memory_bytes`, by its own allocation rule: `llama-server -c N*L -np N` allocates
     N*L cells (n_ctx, padded) up front, one stream of n_ctx / N per slot, and that allocation
@@ -1003,7 +999,7 @@ class PlanRequest(NamedTuple):
         if speculative is not None:  # carried on the launch lines (`calc.speculative.SpecDecode`)
             speculative.check(model)
 
-        def launch(gpu: GpuSpec | None = None, **kw: Any) -> str | None:
+        def launch(gpu: GpuSpec | None = None, **kw: Any) -> str | None:  # Any: LaunchSpec's fields
             return prof.launch_line(
                 LaunchSpec(
                     model=model,
@@ -1090,7 +1086,7 @@ def gpu_engine_options(options: EngineOptions, gpu: GpuSpec) -> EngineOptions:
 
 
 def plan_kv_picks(
-    prof: EngineProfile, model: ModelSpec, options: EngineOptions, names: list[str], choices: list[GpuChoice]
+    prof: AnyProfile, model: ModelSpec, options: EngineOptions, names: list[str], choices: list[GpuChoice]
 ) -> tuple[tuple[KvPick, ...], dict[str, EngineOptions], dict[tuple[str, KvPick], str]]:
     """The one parse of plan's `--kv-dtype` names: each name by the engine
     (`EngineProfile.kv_formats`, as `kvcalc capacity --engine E --kv-cache-dtype X --gpu G` parses
@@ -1193,7 +1189,7 @@ def _packed_notes(model: ModelSpec, kvs: tuple[KvPick, ...]) -> tuple[str, ...]:
 
 
 def check_plan_dcp(
-    prof: EngineProfile, model: ModelSpec, options: EngineOptions, dcp: int, kvs: tuple[KvPick, ...]
+    prof: AnyProfile, model: ModelSpec, options: EngineOptions, dcp: int, kvs: tuple[KvPick, ...]
 ) -> None:
     """Refuse `--dcp N` where no layout can take it, before the search: an engine other than vLLM
     0.33 (`refuse_dcp_engine`; plan's search over engines is vLLM's by default), and what vLLM
@@ -1269,7 +1265,7 @@ def _plan_speed(engine: str, knobs: Layout, calibration: Calibration | None) -> 
     return speed
 
 
-def refuse_engine_model(prof: EngineProfile, model: ModelSpec, options: EngineOptions | None = None) -> None:
+def refuse_engine_model(prof: AnyProfile, model: ModelSpec, options: EngineOptions | None = None) -> None:
     """Raise `KvcalcError` (field `model`) when the engine profile `prof` refuses `model` outright
     (`EngineProfile.check_model`), as `capacity` does: no launch line is planned for an engine
     kvcalc cannot size the model on. vLLM: the release's own refusals (`VllmRules.check_loadable`,

@@ -56,7 +56,7 @@ DEPLOY_NAMES = (
 )
 
 
-def __getattr__(name: str) -> Any:
+def __getattr__(name: str) -> Any:  # Any: the names above, each its own type
     """`GpuSpec`, `Deployment`, `Targets` and their field types, from `kvcalc.schema_deploy`:
     `from kvcalc.schema import GpuSpec` imports that module on first use only, so a call that
     reads no GPU or deployment (`kvcalc estimate MODEL`) never declares them."""

@@ -30,6 +30,7 @@ from kvcalc.schema import Deployment, GpuSpec, ModelSpec, Targets
 
 if TYPE_CHECKING:
     from kvcalc.calc.plan import EngineKv, KvPick
+    from kvcalc.calc.speculative import SpecDecode
 
 
 def layout(dep: Deployment, model: ModelSpec) -> Layout:
@@ -69,7 +70,7 @@ def check(
     file: str,
     engine_kv: Callable[..., EngineKv] | None = None,
     engine: str = "ideal",
-    speculative: object | None = None,
+    speculative: SpecDecode | None = None,
     speed: SpeedTerms | None = None,
     kv: KvPick | None = None,
 ) -> CheckRow:

@@ -52,7 +52,7 @@ import itertools
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Protocol, cast
+from typing import TYPE_CHECKING, Protocol, cast
 
 from kvcalc.calc import kv_cache
 from kvcalc.calc.memory_plan import GpuFit, Layout, budget_bytes
@@ -61,6 +61,10 @@ from kvcalc.calc.roofline import StepTime
 from kvcalc.errors import MESSAGE, KvcalcError, UncountedParamsError
 from kvcalc.results import PlanLayout, PlanMiss, PlanResult
 from kvcalc.schema import GpuSpec, ModelSpec
+
+if TYPE_CHECKING:
+    from kvcalc.calc.speculative import SpecDecode
+    from kvcalc.calc.speed import SpeedTerms
 
 GPUS_PER_NODE = 8
 DEFAULT_MAX_GPUS = 32
@@ -90,7 +94,8 @@ class EngineKv(Protocol):
       block size), shown once per note with the GPUs it applies to.
     """
 
-    notes: tuple[str, ...]
+    @property
+    def notes(self) -> tuple[str, ...]: ...
 
     def stage_bytes(self, seq_len: int, batch: int) -> list[int]: ...
 
@@ -232,7 +237,7 @@ class PlanSearch:
     #: the speed model's terms on a GPU at a TP (`calc.speed.SpeedTerms`): speed(gpu, tp), handed
     #: down by the request layer, which reads the speed table and a calibration (None: the bare
     #: roofline of `knobs`)
-    speed: Callable[[GpuSpec, int], Any] | None = None
+    speed: Callable[[GpuSpec, int], SpeedTerms] | None = None
     #: the engine shards positions by decode context parallel (vLLM's `-dcp`): an MLA model's
     #: TP layouts are also searched with dcp = tp (`dcp_sizes`)
     dcp: bool = False
@@ -246,7 +251,7 @@ class PlanSearch:
     #: speculative decoding (`calc.speculative.SpecDecode`; None: none): its draft weights, draft
     #: KV and extra state count in each layout's memory (`speculative.memory_parts`), and with the
     #: user's acceptance length its TPOT replaces the plain step (`speculative.estimate`)
-    speculative: Any = None
+    speculative: SpecDecode | None = None
     #: whole requests to time and rank on (None: every sequence at `seq_len`)
     requests: WholeRequests | None = None
 
@@ -439,9 +444,9 @@ class _Placed:
     weight: str | None
     ekv: EngineKv | None = None
     #: `PlanSearch.speed` (None: the bare roofline)
-    speed: Callable[[GpuSpec, int], Any] | None = None
+    speed: Callable[[GpuSpec, int], SpeedTerms] | None = None
     #: `PlanSearch.speculative` (None: none)
-    spec: Any = None
+    spec: SpecDecode | None = None
     #: `PlanSearch.requests`
     requests: WholeRequests | None = None
 

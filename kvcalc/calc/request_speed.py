@@ -150,7 +150,7 @@ def request_speed(
     pre_b, dec_b = static_run_s(planner, input_len, output_len, batch)
     static_tpot = planner.decode(ctx, batch).step_time_s
     static_tok_s = lay.dp * batch * output_len / (pre_b + dec_b)
-    out: dict[str, Any] = dict(
+    out: dict[str, Any] = dict(  # Any: `RequestSpeed`'s fields, counts and seconds
         input_len=input_len,
         output_len=output_len,
         batch=batch,

@@ -8,7 +8,7 @@ the largest --ctx-size that fits).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Optional
+from typing import TYPE_CHECKING, Annotated, ClassVar, Optional
 
 import typer
 
@@ -31,7 +31,9 @@ from kvcalc.cli.options import (
     VllmFlags,
     WeightDtypeOpt,
     check_positive,
+    engine_gpu,
     engine_options,
+    gpu_object,
     make_layout,
     only,
     option_groups,
@@ -40,6 +42,19 @@ from kvcalc.cli.options import (
     with_help,
 )
 from kvcalc.cli.output import check_format, emit_parts, handle_errors, show_result
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from pydantic import BaseModel
+    from rich.console import RenderableType
+
+    from kvcalc.calc.memory_plan import Layout
+    from kvcalc.engines.profile import EngineOptions
+    from kvcalc.requests import CapacityRequest
+    from kvcalc.results import EngineResult
+    from kvcalc.schema import ModelSpec
+    from kvcalc.schema_deploy import GpuSpec
 
 KV_DTYPE_HELP = (
     "auto (the engine's default: the model's dtype, fp32 served as 16-bit; llama.cpp f16), bf16, fp16, "
@@ -93,7 +108,7 @@ class SourceOptions(OptionGroup):
     weight_dtype: CapacityWeightOpt = None
     gpu_memory_utilization: CapacityUtilOpt = DEFAULT_GPU_MEMORY_UTILIZATION
 
-    def layout(self, tp: int) -> Any:
+    def layout(self, tp: int) -> Layout:
         """The `memory_plan.Layout` of --gpu's plan at `tp` ranks (the other knobs: defaults)."""
         return make_layout(
             tp,
@@ -206,14 +221,14 @@ def capacity(
     tp, dpa = par["tp"], par["dp_attention"]
     L = parse_count(requests.max_model_len, "--max-model-len") if requests.max_model_len else None
     mem = parse_size(kv_memory, "--kv-memory") if kv_memory else None
-    basis = None
-    if from_plan and source.gpu is not None:  # from_plan implies --gpu (`check_sources`)
-        import dataclasses
-
-        from kvcalc.requests import plan_kv_memory
-
-        lay = dataclasses.replace(source.layout(tp), dp_attention=dpa, ep=par["ep"], dcp=dcp)
-        mem, basis = plan_kv_memory(spec, source.gpu, lay, L, concurrency, name)
+    # from_plan implies --gpu (`check_sources`); the GPU, once looked up, travels on as its object
+    gpu_ref, mem, basis = (
+        plan_memory(spec, source.gpu, source, par, L, concurrency, name)
+        if from_plan and source.gpu is not None
+        else (source.gpu, mem, None)
+    )
+    gpu_ref = engine_gpu(name, (vllm, sglang, llamacpp), gpu_ref)  # where the engine's options read it
+    options = with_dcp(engine_options(name, (vllm, sglang, llamacpp), gpu=gpu_ref), dcp)
     req = CapacityRequest.build(
         spec,
         engine=name,
@@ -224,12 +239,12 @@ def capacity(
         tp=tp,
         max_model_len=L,
         concurrency=concurrency,
-        options=with_dcp(engine_options(name, (vllm, sglang, llamacpp), gpu=source.gpu), dcp),
+        options=options,
     )
     res = run_capacity(req)
     if basis is not None:
         res = res.model_copy(update={"kv_memory_basis": basis})
-    extra = beyond_the_gpu(memory, req, res, dp=par["dp"], gpu=source.gpu, layout=source.layout(tp))
+    extra = beyond_the_gpu(memory, req, res, dp=par["dp"], gpu=gpu_ref, layout=source.layout(tp))
     title = (
         f"KV capacity: {spec.name} on {name}"
         + (f", tp {tp}" if tp > 1 else "")
@@ -244,18 +259,48 @@ def capacity(
     emit_parts([(res, lambda: None), *extra], fmt)
 
 
-def with_dcp(options: Any, dcp: int) -> Any:
+def plan_memory(
+    spec: ModelSpec,
+    gpu_name: str,
+    source: SourceOptions,
+    par: dict[str, int],
+    seq_len: int | None,
+    concurrency: int | None,
+    engine: str,
+) -> tuple[GpuSpec, int, str]:
+    """(--gpu's `GpuSpec`, the KV memory its plan leaves one rank, the basis line) for the layout
+    `par` (`MoeLayoutOptions.resolve`: tp, attention DP, EP, DCP) (`requests.plan_kv_memory`)."""
+    import dataclasses
+
+    from kvcalc.requests import plan_kv_memory
+
+    lay = dataclasses.replace(source.layout(par["tp"]), dp_attention=par["dp_attention"], ep=par["ep"], dcp=par["dcp"])
+    gpu = gpu_object(gpu_name)
+    mem, basis = plan_kv_memory(spec, gpu, lay, seq_len, concurrency, engine)
+    return gpu, mem, basis
+
+
+def with_dcp(options: EngineOptions | None, dcp: int) -> EngineOptions | None:
     """vLLM's options with `dcp` (`VllmOptions.dcp`, `-dcp`); `options` as they are at dcp 1."""
     if dcp == 1:
         return options
     import dataclasses
+    from typing import cast
 
     from kvcalc.engines.vllm import VllmOptions
 
-    return dataclasses.replace(options or VllmOptions(), dcp=dcp)
+    return dataclasses.replace(cast(VllmOptions, options or VllmOptions()), dcp=dcp)  # -dcp is vLLM's
 
 
-def beyond_the_gpu(memory: KvMemoryOptions, req: Any, res: Any, *, dp: int, gpu: str | None, layout: Any) -> list:
+def beyond_the_gpu(
+    memory: KvMemoryOptions,
+    req: CapacityRequest,
+    res: EngineResult,
+    *,
+    dp: int,
+    gpu: str | GpuSpec | None,
+    layout: Layout,
+) -> list[tuple[BaseModel, Callable[[], RenderableType | None]]]:
     """The (result, table) parts after the engine's own: the offload tier, its log lines as plain
     text, the shared prefix, loading it back or recomputing it (`offload_request.capacity_extras`)."""
     from kvcalc.offload_request import capacity_extras

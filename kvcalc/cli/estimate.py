@@ -25,6 +25,7 @@ from kvcalc.cli.options import (
     SpeculativeOptions,
     VllmFlags,
     check_positive,
+    engine_gpu,
     engine_options,
     only,
     option_groups,
@@ -125,7 +126,8 @@ if TYPE_CHECKING:
     from rich.console import RenderableType
 
     from kvcalc.calc.speed import Calibration
-    from kvcalc.requests import EstimateResult
+    from kvcalc.engines.offload_rules import OffloadSettings
+    from kvcalc.requests import EstimateRequest, EstimateResult
     from kvcalc.results import EngineResult
     from kvcalc.schema import ModelSpec
 
@@ -226,6 +228,10 @@ def estimate(
             ep=ep,
             dcp=dcp,
         )
+    # in the order the request's arguments were always read: the draft, the layout, the GPU
+    draft = speculative.resolve(source.load)
+    gpu_layout = gpu.layout() if gpu.gpu is not None else None
+    gpu_ref = engine_gpu(engine_name, (vllm, sglang), gpu.gpu)  # a GpuSpec once an engine's options read it
     req = EstimateRequest.build(
         spec,
         seq_len=lengths[0],
@@ -237,11 +243,11 @@ def estimate(
         dp_attention=dpa,
         ep=ep,
         dcp=dcp,
-        speculative=speculative.resolve(source.load),
-        gpu=gpu.gpu,
-        layout=gpu.layout() if gpu.gpu is not None else None,
+        speculative=draft,
+        gpu=gpu_ref,
+        layout=gpu_layout,
         engine=engine_name,
-        engine_options=engine_options(engine_name, (vllm, sglang), gpu=gpu.gpu),
+        engine_options=engine_options(engine_name, (vllm, sglang), gpu=gpu_ref),
         input_len=input_len,
         output_len=output_len,
         request_rate=request_rate,
@@ -310,7 +316,7 @@ def refuse_count_as_tp(engine_name: str, count: int, tp: int) -> None:
     )
 
 
-def offload_settings(ctx: typer.Context, offload: KvMemoryOptions) -> Any:
+def offload_settings(ctx: typer.Context, offload: KvMemoryOptions) -> "OffloadSettings | None":
     """The `OffloadSettings` of the offload options, or None when none asks for anything (then
     the options that only qualify one, --gpus-per-node, --prefix-hit-rate, --link ..., are
     refused if typed, never ignored)."""
@@ -328,7 +334,9 @@ def offload_settings(ctx: typer.Context, offload: KvMemoryOptions) -> Any:
     return offload.settings()
 
 
-def offload_parts(settings: Any, offload: KvMemoryOptions, req: Any, res: Any) -> list[tuple[Any, Callable[[], Any]]]:
+def offload_parts(
+    settings: "OffloadSettings", offload: KvMemoryOptions, req: "EstimateRequest", res: "EstimateResult"
+) -> "list[tuple[BaseModel, Callable[[], RenderableType | None]]]":
     """(result, table) of the tier below the GPU, its log lines, the shared prefix and the
     load-or-recompute rows: `kvcalc capacity`'s parts (`offload_request.estimate_extras`) from
     the estimate's engine result at its --seq-len."""
@@ -338,7 +346,7 @@ def offload_parts(settings: Any, offload: KvMemoryOptions, req: Any, res: Any) -
     from kvcalc.report.offload import log_text, part_table
     from kvcalc.results.offload import NoKeys
 
-    parts: list[tuple[Any, Callable[[], Any]]] = []
+    parts: list[tuple[BaseModel, Callable[[], RenderableType | None]]] = []
     for part, title in estimate_extras(settings, req, res, hit_rate=offload.prefix_hit_rate, link=offload.link):
         parts.append((part, partial(part_table, part, title)))
         off = getattr(part, "offload", None)
@@ -347,6 +355,7 @@ def offload_parts(settings: Any, offload: KvMemoryOptions, req: Any, res: Any) -
     return parts
 
 
+# Any: `EstimateRequest.build_lengths`' keyword arguments, forwarded
 def estimate_lengths(
     spec: "ModelSpec", lengths: list[int], fmt: str, *, gpu: str | None, engine: str, **kw: Any
 ) -> None:

@@ -13,9 +13,14 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Iterator, MutableMapping
-from typing import Any, NamedTuple, cast
+from typing import TYPE_CHECKING, Any, NamedTuple, cast
 
 from typer.core import TyperCommand, TyperGroup
+
+if TYPE_CHECKING:  # click as typer ships it (typer 0.29: `typer._click`, as `format_commands` uses)
+    from typer._click.core import Command, Context
+    from typer._click.formatting import HelpFormatter
+    from typer.core import MarkupMode
 
 
 class LazyCommand(NamedTuple):
@@ -29,7 +34,7 @@ class LazyCommand(NamedTuple):
     target: str
     help: str
 
-    def load(self, rich_markup_mode: Any) -> Any:
+    def load(self, rich_markup_mode: MarkupMode) -> Command:
         """The click command of `target`, built as typer builds a registered command."""
         from typer.main import get_command_from_info
         from typer.models import CommandInfo
@@ -48,7 +53,7 @@ class LazyGroupCommand(TyperCommand):
     that disagree (`-kvu -no-kvu`) refused as a usage error (`output.contradicting_options`)
     where click would keep the last one, and `--help` in sections (`format_options`)."""
 
-    def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
+    def parse_args(self, ctx: Context, args: list[str]) -> list[str]:
         from kvcalc.cli.output import _UsageError, contradicting_options
 
         ctx.meta["kvcalc.args"] = tuple(args)  # for a usage error's hint (`output.usage_error_lines`)
@@ -57,7 +62,7 @@ class LazyGroupCommand(TyperCommand):
             raise _UsageError(problem, ctx=ctx)
         return super().parse_args(ctx, args)
 
-    def format_options(self, ctx: Any, formatter: Any) -> None:
+    def format_options(self, ctx: Context, formatter: HelpFormatter) -> None:
         """The options of `--help` in sections: the arguments, the options of no panel under
         "Options", then one section per `rich_help_panel` (an option group's `panel`, in the
         order the options come), as typer's rich help groups them; kvcalc's help is plain text
@@ -83,23 +88,25 @@ class LazyGroupCommand(TyperCommand):
                     formatter.write_dl(rows)
 
 
-class _Commands(MutableMapping):
+class _Commands(MutableMapping[str, "Command"]):
     """The group's `commands` mapping: the table's names first (each built on first lookup),
     then the commands added as built objects. Iterating or testing membership builds nothing."""
 
-    def __init__(self, table: tuple[LazyCommand, ...], built: MutableMapping[str, Any], rich_markup_mode: Any) -> None:
+    def __init__(
+        self, table: tuple[LazyCommand, ...], built: MutableMapping[str, Command], rich_markup_mode: MarkupMode
+    ) -> None:
         self.table = {c.name: c for c in table}
         self.built = dict(built)
         self.rich_markup_mode = rich_markup_mode
 
-    def __getitem__(self, name: str) -> Any:
+    def __getitem__(self, name: str) -> Command:
         if name not in self.built:
             if name not in self.table:
                 raise KeyError(name)
             self.built[name] = self.table[name].load(self.rich_markup_mode)
         return self.built[name]
 
-    def __setitem__(self, name: str, cmd: Any) -> None:
+    def __setitem__(self, name: str, cmd: Command) -> None:
         self.built[name] = cmd
 
     def __delitem__(self, name: str) -> None:
@@ -126,15 +133,15 @@ class LazyGroup(TyperGroup):
 
     table: tuple[LazyCommand, ...] = ()
 
-    def __init__(self, **kwargs: Any) -> None:
+    def __init__(self, **kwargs: Any) -> None:  # Any: TyperGroup's keyword arguments, forwarded
         super().__init__(**kwargs)
         self.commands = _Commands(self.table, self.commands, self.rich_markup_mode)
 
-    def list_commands(self, ctx: Any) -> list[str]:
+    def list_commands(self, ctx: Context) -> list[str]:
         """Every command name, the table's in its order, without importing any command."""
         return list(self.commands)
 
-    def format_commands(self, ctx: Any, formatter: Any) -> None:
+    def format_commands(self, ctx: Context, formatter: HelpFormatter) -> None:
         """The 'Commands:' section of `kvcalc --help`: each name with its one-line help, read
         from the table for a command not yet loaded (so listing them imports none), shortened
         to the width as click shortens a command's own help."""

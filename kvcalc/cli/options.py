@@ -26,7 +26,7 @@ import functools
 import inspect
 import typing
 from collections.abc import Callable, Iterable, Sequence
-from typing import TYPE_CHECKING, Annotated, Any, ClassVar, NamedTuple, Optional
+from typing import TYPE_CHECKING, Annotated, Any, ClassVar, NamedTuple, Optional, TypeVar, Union
 
 import typer
 
@@ -42,8 +42,15 @@ from kvcalc.engines import defaults as engine_defaults
 from kvcalc.errors import MESSAGE, OPTION_SAYS, KvcalcError
 from kvcalc.requests import check_limits, check_positive, resolve_seq_len, warn_beyond_context  # noqa: F401
 
-if TYPE_CHECKING:
-    from kvcalc.engines.profile import LlamacppOptions, SglangOptions, VllmOptions
+if TYPE_CHECKING:  # (annotations here are evaluated: these are named as strings)
+    from kvcalc.calc.memory_plan import Layout
+    from kvcalc.calc.speculative import SpecDecode
+    from kvcalc.engines.offload_rules import OffloadSettings
+    from kvcalc.engines.profile import EngineOptions, LlamacppOptions, SglangOptions, VllmOptions
+    from kvcalc.schema import ModelSpec
+    from kvcalc.schema_deploy import GpuSpec
+
+_R = TypeVar("_R")
 
 # ----- shared options ---------------------------------------------------------------------
 #
@@ -264,7 +271,7 @@ def only(*names: str, **help: str) -> Only:
     return Only(names, help)
 
 
-def with_help(alias: Any, text: str) -> Any:
+def with_help(alias: Any, text: str) -> Any:  # Any: an `Annotated` type form, as typer reads it
     """A shared single option (`SeqLenOpt`, ...) with this command's help text: its names and
     type kept, so the options stay declared once."""
     base, info = typing.get_args(alias)
@@ -277,7 +284,7 @@ def with_help(alias: Any, text: str) -> Any:
 PlainKvDtypeOpt = with_help(KvDtypeOpt, PLAIN_KV_DTYPE_HELP)
 
 
-def _is_class_var(annotation: Any) -> bool:
+def _is_class_var(annotation: object) -> bool:
     """True for `ClassVar[...]` (an object, or the text a postponed annotation leaves)."""
     if isinstance(annotation, str):
         return annotation.startswith(("ClassVar", "typing.ClassVar"))
@@ -303,7 +310,7 @@ class OptionGroup:
     #: which `lazy.LazyGroupCommand.format_options` honours in plain help too); None: "Options"
     panel: ClassVar[Optional[str]] = None
 
-    def __init_subclass__(cls, **kwargs: Any) -> None:
+    def __init_subclass__(cls, **kwargs: object) -> None:
         super().__init_subclass__(**kwargs)
         own = cls.__dict__.get("__annotations__", {})
         cls._fields = tuple(n for n, a in own.items() if not _is_class_var(a))
@@ -311,7 +318,7 @@ class OptionGroup:
         if missing:
             raise TypeError(f"{cls.__name__}: option group fields need a default: {', '.join(missing)}")
 
-    def __init__(self, **values: Any) -> None:
+    def __init__(self, **values: object) -> None:
         cls = type(self)
         unknown = [n for n in values if n not in cls._fields]
         if unknown:
@@ -319,13 +326,13 @@ class OptionGroup:
         for name in cls._fields:
             object.__setattr__(self, name, values[name] if name in values else cls.__dict__[name])
 
-    def __setattr__(self, name: str, value: Any) -> None:
+    def __setattr__(self, name: str, value: object) -> None:
         raise dataclasses.FrozenInstanceError(f"cannot assign to field '{name}'")
 
     def __delattr__(self, name: str) -> None:
         raise dataclasses.FrozenInstanceError(f"cannot delete field '{name}'")
 
-    def _values(self) -> tuple[Any, ...]:
+    def _values(self) -> tuple[object, ...]:
         return tuple(self.__dict__[n] for n in self._fields)
 
     def __eq__(self, other: object) -> bool:
@@ -339,11 +346,11 @@ class OptionGroup:
     def __repr__(self) -> str:
         return f"{type(self).__qualname__}({', '.join(f'{n}={self.__dict__[n]!r}' for n in self._fields)})"
 
-    def asdict(self) -> dict[str, Any]:
+    def asdict(self) -> dict[str, Any]:  # Any: each field's own type, passed on as keywords
         """The fields and their values, in declaration order."""
         return {n: self.__dict__[n] for n in self._fields}
 
-    def replace(self, **changes: Any) -> "OptionGroup":
+    def replace(self, **changes: object) -> "OptionGroup":
         """A copy with `changes` applied (`TypeError` for an unknown field)."""
         return type(self)(**(self.asdict() | changes))
 
@@ -377,7 +384,7 @@ class OptionGroup:
         return params
 
 
-def _group_of(annotation: Any) -> "tuple[type[OptionGroup] | None, Only | None]":
+def _group_of(annotation: object) -> "tuple[type[OptionGroup] | None, Only | None]":
     """(group class, selection) when a parameter is annotated with an option group."""
     if typing.get_origin(annotation) is Annotated:
         base, *meta = typing.get_args(annotation)
@@ -400,14 +407,14 @@ def _reorder(params: list[inspect.Parameter], order: Sequence[str]) -> list[insp
     return rest[:i] + [by_name[n] for n in order] + rest[i + 1 :]
 
 
-def option_groups(*, order: Sequence[str] = ()) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+def option_groups(*, order: Sequence[str] = ()) -> Callable[[Callable[..., _R]], Callable[..., _R]]:
     """Decorator: spread each option-group parameter of a command into the group's typer
     options (`__signature__` rewritten, so typer sees them), and call the command with one
     group object per group parameter. `order` places options that the groups would otherwise
     list elsewhere, to keep a command's `--help` order: ("gpu", "count") puts --count after --gpu.
     """
 
-    def deco(fn: Callable[..., Any]) -> Callable[..., Any]:
+    def deco(fn: Callable[..., _R]) -> Callable[..., _R]:
         hints = typing.get_type_hints(fn, include_extras=True)
         sig = inspect.signature(fn)
         params: list[inspect.Parameter] = []
@@ -424,7 +431,7 @@ def option_groups(*, order: Sequence[str] = ()) -> Callable[[Callable[..., Any]]
         params = _reorder(params, order)
 
         @functools.wraps(fn)
-        def command(*args: Any, **kwargs: Any) -> Any:
+        def command(*args: object, **kwargs: object) -> _R:
             for name, (group, names) in groups.items():
                 kwargs[name] = group(**{n: kwargs.pop(n) for n in names if n in kwargs})
             return fn(*args, **kwargs)
@@ -455,7 +462,7 @@ class ModelSourceOptions(OptionGroup):
     revision: RevisionOpt = None
     trust_plain_decoder: TrustPlainOpt = False
 
-    def load(self, model: str) -> Any:
+    def load(self, model: str) -> "ModelSpec":
         """The `ModelSpec` of MODEL (`kvcalc.load.models.load_model`) with these options."""
         from kvcalc.load.models import load_model
 
@@ -513,7 +520,7 @@ class MoeLayoutOptions(OptionGroup):
         ),
     ] = 1
 
-    def resolve(self, model: Any, tp: int, dp: int) -> dict[str, int]:
+    def resolve(self, model: "ModelSpec", tp: int, dp: int) -> dict[str, int]:
         """(tp, dp, dp_attention, ep, dcp) as kvcalc's words, from kvcalc's and the engines' flags;
         raises `KvcalcError` (the option named) where they disagree."""
         from kvcalc.errors import KvcalcError
@@ -582,7 +589,7 @@ class GpuPlanOptions(OptionGroup):
 
     def layout(
         self, tp: int = 1, pp: int = 1, dp: int = 1, k_dtype: str | None = None, v_dtype: str | None = None
-    ) -> Any:
+    ) -> "Layout":
         """A `memory_plan.Layout` with this group's knobs (sizes parsed with `units.parse_size`)."""
         return make_layout(
             tp,
@@ -984,16 +991,48 @@ def refuse_other_engines(ctx: typer.Context, engine: str) -> None:
             refuse_typed(ctx, group.option_names(), f"--engine {group.engine} only")  # type: ignore[attr-defined]
 
 
-def engine_options(engine: str, groups: Iterable[Any], gpu: str | None = None) -> Any:
+@typing.overload
+def gpu_object(gpu: "str | GpuSpec") -> "GpuSpec": ...
+@typing.overload
+def gpu_object(gpu: None) -> None: ...
+@typing.overload
+def gpu_object(gpu: "str | GpuSpec | None") -> "GpuSpec | None": ...
+def gpu_object(gpu: "str | GpuSpec | None") -> "GpuSpec | None":
+    """`--gpu` as its `GpuSpec`: a table name or GPU file looked up (once: the object is what
+    travels on), a `GpuSpec` as it is, None kept. Raises `KvcalcError` for an unknown GPU."""
+    if gpu is None or not isinstance(gpu, str):
+        return gpu
+    from kvcalc.load.gpus import get_gpu
+
+    return get_gpu(gpu)
+
+
+def engine_gpu(
+    engine: str, groups: "Iterable[Union[VllmFlags, SglangFlags, LlamacppFlags]]", gpu: "str | GpuSpec | None"
+) -> "str | GpuSpec | None":
+    """`gpu` as its `GpuSpec` where `engine_options` reads it (vLLM's and SGLang's options take
+    its compute capability and vendor), else as given: a command looks the GPU up here, at the
+    point `engine_options` would, and hands the object to both it and the request."""
+    key = engine_key(engine)
+    if not isinstance(gpu, str) or key not in ("vllm", "sglang") or not any(g.engine == key for g in groups):
+        return gpu
+    return gpu_object(gpu)
+
+
+def engine_options(
+    engine: str, groups: "Iterable[Union[VllmFlags, SglangFlags, LlamacppFlags]]", gpu: "str | GpuSpec | None" = None
+) -> "EngineOptions | None":
     """The options object of `engine` from the command's group for it (None: the engine's
-    defaults). `gpu` (a `--gpu` name or file) gives vLLM the GPU's compute capability."""
+    defaults). `gpu` (a `GpuSpec`, or a `--gpu` name or file) gives vLLM and SGLang the GPU's
+    compute capability and vendor."""
     key = engine_key(engine)
     group = next((g for g in groups if g.engine == key), None)
     if group is None:
         return None
-    if key in ("vllm", "sglang"):
-        return group.to_options(gpu_compute_capability(gpu), gpu_vendor(gpu))
-    return group.to_options()
+    if isinstance(group, LlamacppFlags):
+        return group.to_options()
+    spec = gpu_object(gpu)
+    return group.to_options(gpu_compute_capability(spec), gpu_vendor(spec))  # vLLM's, SGLang's
 
 
 def _lower(text: str | None) -> str | None:
@@ -1001,14 +1040,12 @@ def _lower(text: str | None) -> str | None:
     return None if text is None else text.strip().lower()
 
 
-def gpu_vendor(gpu: str | None) -> str | None:
+def gpu_vendor(gpu: "str | GpuSpec | None") -> str | None:
     """The vendor of `--gpu` ('nvidia', 'amd'; None without a GPU or for 'other')."""
-    if gpu is None:
+    spec = gpu_object(gpu)
+    if spec is None:
         return None
-    from kvcalc.load.gpus import get_gpu
-
-    vendor = get_gpu(gpu).vendor
-    return None if vendor == "other" else vendor
+    return None if spec.vendor == "other" else spec.vendor
 
 
 def _env_flag(name: str) -> bool | None:
@@ -1021,20 +1058,17 @@ def _env_flag(name: str) -> bool | None:
     return text.strip().lower() in ("1", "true")
 
 
-def gpu_compute_capability(gpu: str | None) -> str | None:
+def gpu_compute_capability(gpu: "str | GpuSpec | None") -> str | None:
     """The compute capability of `--gpu` ('9.0'; None without a GPU or for one that names none)."""
-    if gpu is None:
-        return None
-    from kvcalc.load.gpus import get_gpu
-
-    return get_gpu(gpu).compute_capability
+    spec = gpu_object(gpu)
+    return None if spec is None else spec.compute_capability
 
 
 # ----- option checks ----------------------------------------------------------------------
 
 
 def resolve_kv_dtypes(
-    model: Any,
+    model: "ModelSpec",
     kv_dtype: str | None,
     k_dtype: str | None,
     v_dtype: str | None,
@@ -1120,7 +1154,7 @@ def make_layout(
     flops_efficiency: float,
     cuda_context: str | None,
     activation_reserve: str | None,
-):
+) -> "Layout":
     """A `plan.Layout` from CLI options (sizes parsed with `units.parse_size`: 0, or a size
     with a unit or of at least 1 MiB)."""
     from kvcalc.calc.memory_plan import Layout
@@ -1205,7 +1239,7 @@ class SpeculativeOptions(OptionGroup):
         ),
     ] = None
 
-    def resolve(self, load: Any) -> Any:
+    def resolve(self, load: "Callable[[str], ModelSpec]") -> "SpecDecode | None":
         """A `calc.speculative.SpecDecode`, or None without a speculative option; `load(ref)`
         loads a draft's `ModelSpec`. Raises `KvcalcError` (option named) for JSON that does not
         parse or lacks a field."""
@@ -1372,7 +1406,7 @@ class KvMemoryOptions(OptionGroup):
         ),
     ] = None
 
-    def settings(self) -> Any:
+    def settings(self) -> "OffloadSettings":
         """The `engines.offload_rules.OffloadSettings` of these options (--host-memory, --shared-prefix
         parsed). Each engine size flag stays as typed: it is read in the engine's own unit
         (vLLM and LMCache GiB, SGLang GB; `engines.offload_rules.engine_number`)."""

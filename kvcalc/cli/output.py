@@ -15,7 +15,7 @@ import stat
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NoReturn, ParamSpec, TypeVar
+from typing import IO, TYPE_CHECKING, Any, NoReturn, ParamSpec, TypeVar
 
 import typer
 
@@ -23,7 +23,9 @@ from kvcalc.errors import KvcalcError
 
 if TYPE_CHECKING:
     from pydantic import BaseModel
-    from rich.console import RenderableType
+    from rich.console import Console, RenderableType
+    from typer._click.core import Command, Context  # click as typer 0.29 ships it
+    from typer._click.exceptions import UsageError
 
     from kvcalc.json_types import JsonValue
     from kvcalc.report import Dumpable
@@ -36,10 +38,10 @@ _R = TypeVar("_R")
 #: collector for start-up (`resume_collector`)
 _STATE = {"debug": bool(os.environ.get("KVCALC_DEBUG")), "collector_paused": False}
 
-_CONSOLE: list[type] = []
+_CONSOLE: list[type[Console]] = []
 
 
-def console(**kwargs: Any) -> Any:
+def console(**kwargs: Any) -> Console:  # Any: rich `Console`'s keyword arguments, forwarded
     """A rich `Console(**kwargs)` whose closed pipe raises `BrokenPipeError`, which ends the run
     as every other one does (`ClosedPipeExits`: exit `CLOSED_PIPE_EXIT`); rich's own
     `Console.on_broken_pipe` would exit 1.
@@ -342,7 +344,7 @@ def write_atomic(path: str | Path, data: str | bytes, *, option: str = "-o", for
 CLOSED_PIPE_EXIT = 128 + 13
 
 
-def reader_gone() -> None:
+def reader_gone() -> NoReturn:
     """End the run quietly because the reader of stdout (or stderr) closed the pipe:
     `silence_output`, then `SystemExit(CLOSED_PIPE_EXIT)`. kvcalc writes to no other pipe (the
     Hub client reports a broken connection as its own error), so a `BrokenPipeError` is always
@@ -388,13 +390,13 @@ class ClosedPipeExits:
     own handler would exit 1. The group's `make_context` (parsing, `--help`, `--version`) and
     `invoke` (the command) are the two calls of a run; `app.main` flushes at the end."""
 
-    def make_context(self, *args: Any, **kwargs: Any) -> Any:
+    def make_context(self, *args: Any, **kwargs: Any) -> Context:  # Any: click's arguments, forwarded
         try:
             return super().make_context(*args, **kwargs)  # type: ignore[misc]
         except BrokenPipeError:
             reader_gone()
 
-    def invoke(self, ctx: Any) -> Any:
+    def invoke(self, ctx: Context) -> object:
         try:
             return super().invoke(ctx)  # type: ignore[misc]
         except BrokenPipeError:
@@ -404,7 +406,7 @@ class ClosedPipeExits:
 # ----- click's usage errors as one line -----------------------------------------------------
 
 
-def usage_error_lines(err: Any, command_path: str | None = None) -> list[str]:
+def usage_error_lines(err: UsageError, command_path: str | None = None) -> list[str]:
     """A click `UsageError` as kvcalc prints it: one line, the problem (first letter lower
     case and no closing full stop, as kvcalc's own errors; a bad value names the option by its
     first name, not every alias), as every other kvcalc error is one line (issue 23 item 7);
@@ -413,14 +415,14 @@ def usage_error_lines(err: Any, command_path: str | None = None) -> list[str]:
     in for the error's context when click raised it without one."""
     param = getattr(err, "param", None)
     if param is not None and getattr(param, "opts", None) and getattr(err, "param_hint", None) is None:
-        err.param_hint = f"'{param.opts[0]}'"
+        setattr(err, "param_hint", f"'{param.opts[0]}'")  # noqa: B010 (a BadParameter's)
     message = " ".join(err.format_message().split())
     opt = getattr(err, "option_name", None)  # click's NoSuchOption
-    ctx: Any = getattr(err, "ctx", None)  # click's Context (typer's own copy of click), or None
+    ctx: Context | None = getattr(err, "ctx", None)  # click's Context (typer's own copy of click), or None
     if type(err).__name__ == "NoSuchOption" and opt is not None:
         typed = _typed_cluster(opt, ctx)
         hint = None if typed else count_option_hint(opt, ctx)
-        if typed:  # `sweep -ctk`: click names the -c it read first, the user typed -ctk
+        if typed and ctx is not None:  # `sweep -ctk`: click names the -c it read first, the user typed -ctk
             message = f"no such option: {typed}"
             kv = _option_of(getattr(ctx, "command", None), ("kv_dtype", "kv_dtypes"))
             if typed in ("-ctk", "-ctv") and kv:
@@ -433,7 +435,7 @@ def usage_error_lines(err: Any, command_path: str | None = None) -> list[str]:
     return [(message[:1].lower() + message[1:]).rstrip(".")]
 
 
-def _typed_cluster(opt: str, ctx: Any) -> str | None:
+def _typed_cluster(opt: str, ctx: Context | None) -> str | None:
     """The word the user typed when click reports only its first letter as the unknown short
     option (`-ctk` on a command without it: click reads `-c`, then `t`, `k`), from the command's
     arguments (`LazyGroupCommand.parse_args` keeps them in `ctx.meta`); None otherwise."""
@@ -460,7 +462,7 @@ NO_COUNT_OPTIONS = {"check": ("a deployment file's max_seq_len: field", "a deplo
 LLAMACPP_LONG_OPTIONS = {"--batch-size": ("-b", "n_batch"), "--ctx-size": ("-c", "n_ctx")}
 
 
-def _option_of(command: Any, names: tuple[str, ...]) -> str | None:
+def _option_of(command: Command | None, names: tuple[str, ...]) -> str | None:
     """How `command` (a click command) spells the first of the parameters `names` it has: its
     first long name, with its short one in brackets (`--seq-len (-s)`); None when it has none."""
     for p in getattr(command, "params", ()):
@@ -472,7 +474,7 @@ def _option_of(command: Any, names: tuple[str, ...]) -> str | None:
     return None
 
 
-def count_option_hint(opt: str, ctx: Any) -> str | None:
+def count_option_hint(opt: str, ctx: Context | None) -> str | None:
     """The hint for an option the running command lacks where the user surely meant the number
     of sequences or a context length: llama.cpp's `-b` / `-c` (`options.LLAMACPP_SHORT_OPTIONS`)
     and their long names anywhere but `capacity`, `--batch` where the count is `--concurrency`
@@ -481,9 +483,9 @@ def count_option_hint(opt: str, ctx: Any) -> str | None:
     comes from (`NO_COUNT_OPTIONS`). None for any other option: click's own message stays."""
     from kvcalc.cli.options import LLAMACPP_SHORT_OPTIONS
 
-    command: Any = getattr(ctx, "command", None)
+    command: Command | None = getattr(ctx, "command", None)
     group = command is None or hasattr(command, "commands")  # the app itself: no command yet
-    name = "kvcalc" if group else (ctx.info_name or command.name)
+    name = "kvcalc" if command is None or ctx is None or group else str(ctx.info_name or command.name)
     seqs = None if group else _option_of(command, SEQUENCES_PARAMS)
     context = None if group else _option_of(command, CONTEXT_PARAMS)
     context_from, seqs_from = NO_COUNT_OPTIONS.get(name, (None, None))
@@ -513,7 +515,7 @@ def count_option_hint(opt: str, ctx: Any) -> str | None:
     return None
 
 
-def contradicting_options(command: Any, args: list[str]) -> str | None:
+def contradicting_options(command: Command, args: list[str]) -> str | None:
     """What is wrong when the command line `args` (a command's own arguments) gives a flag and
     its negation (`-kvu -no-kvu`, `--async-scheduling --no-async-scheduling`), else None. click
     keeps the last one silently; kvcalc refuses, as it refuses `-fa off --flash-attn`, since
@@ -549,14 +551,14 @@ def contradicting_options(command: Any, args: list[str]) -> str | None:
     return None
 
 
-def _one_line(err: Any, command_path: str | None = None) -> Any:
+def _one_line(err: UsageError, command_path: str | None = None) -> UsageError:
     """`err` (a click `UsageError`) with a `show` that prints `usage_error_lines`: the problem in
     red after `error:` on stderr, then the hint. click's `NoArgsIsHelpError` (`kvcalc` with no
     command prints the help) is left as it is."""
     if type(err).__name__ == "NoArgsIsHelpError" or getattr(err, "_kvcalc_one_line", False):
         return err
 
-    def show(file: Any = None) -> None:
+    def show(file: IO[str] | None = None) -> None:
         from rich.markup import escape
 
         con = _err_console()
@@ -566,8 +568,8 @@ def _one_line(err: Any, command_path: str | None = None) -> Any:
         except BrokenPipeError:  # the reader of stderr has gone: click still exits 2
             silence_output()
 
-    err.show = show
-    err._kvcalc_one_line = True
+    setattr(err, "show", show)  # noqa: B010 (mypy: no assigning to a method)
+    setattr(err, "_kvcalc_one_line", True)  # noqa: B010
     return err
 
 
@@ -577,13 +579,13 @@ class OneLineUsageErrors:
     help to read, with click's exit code 2, wherever click raises it: the group's own options or a
     command's (`make_context` and `invoke` both re-raise it with `_one_line`'s `show`)."""
 
-    def make_context(self, *args: Any, **kwargs: Any) -> Any:
+    def make_context(self, *args: Any, **kwargs: Any) -> Context:  # Any: click's arguments, forwarded
         try:
             return super().make_context(*args, **kwargs)  # type: ignore[misc]
         except _UsageError as e:
             raise _one_line(e, getattr(self, "name", None)) from None
 
-    def invoke(self, ctx: Any) -> Any:
+    def invoke(self, ctx: Context) -> object:
         try:
             return super().invoke(ctx)  # type: ignore[misc]
         except _UsageError as e:
@@ -593,4 +595,4 @@ class OneLineUsageErrors:
 
 #: click's UsageError as typer uses it (typer 0.29 ships its own copy of click: `import click`
 #: would name another class); found from typer's public `BadParameter`, one of its subclasses.
-_UsageError: Any = next(c for c in typer.BadParameter.__mro__ if c.__name__ == "UsageError")
+_UsageError: type[UsageError] = next(c for c in typer.BadParameter.__mro__ if c.__name__ == "UsageError")

@@ -20,13 +20,17 @@ import math
 import re
 from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kvcalc.calc import offload as C
 from kvcalc.errors import MESSAGE, KvcalcError
 from kvcalc.results.engine import EngineResult
 from kvcalc.results.offload import OffloadResult, OffloadTier
 from kvcalc.schema import ModelSpec
+
+if TYPE_CHECKING:
+    from kvcalc.engines.profile import AnyProfile, EngineOptions
+    from kvcalc.formats import StorageFormat
 
 VLLM_BACKENDS = ("native", "lmcache")
 
@@ -207,7 +211,7 @@ INCLUSIVE_NOTE = (
 # ----- vLLM native ------------------------------------------------------------------------
 
 
-def vllm_groups(model: ModelSpec, options: Any) -> list[tuple[str, int | None]]:
+def vllm_groups(model: ModelSpec, options: EngineOptions | None) -> list[tuple[str, int | None]]:
     """(kind, window) of each vLLM KV cache group of `model` (the vLLM profile's own grouping,
     `vllm.rules(version).kv_cache_groups`). Raises `KvcalcError` for an indexer's group, whose
     offload chunks kvcalc does not model."""
@@ -226,7 +230,15 @@ def vllm_groups(model: ModelSpec, options: Any) -> list[tuple[str, int | None]]:
 
 
 def vllm_blocks_per_request(
-    prof: Any, model: ModelSpec, tokens: int, gpu: EngineResult, k: Any, v: Any, *, tp: int, options: Any
+    prof: AnyProfile,
+    model: ModelSpec,
+    tokens: int,
+    gpu: EngineResult,
+    k: StorageFormat,
+    v: StorageFormat,
+    *,
+    tp: int,
+    options: EngineOptions | None,
 ) -> int:
     """Blocks one request of `tokens` holds in vLLM (V1), from the profile's own sizing:
     `memory_for(tokens, batch=2)` = 2 x blocks x block bytes (`vllm.memory_for`: max(batch x
@@ -238,11 +250,11 @@ def vllm_blocks_per_request(
 def vllm_gpu_sessions(
     model: ModelSpec,
     gpu: EngineResult,
-    k: Any,
-    v: Any,
+    k: StorageFormat,
+    v: StorageFormat,
     *,
     tp: int,
-    options: Any,
+    options: EngineOptions | None,
     session_tokens: int,
     prefix_tokens: int,
 ) -> int:
@@ -301,9 +313,9 @@ def vllm_native(
     tp: int,
     dp: int,
     session_tokens: int,
-    k: Any,
-    v: Any,
-    options: Any = None,
+    k: StorageFormat,
+    v: StorageFormat,
+    options: EngineOptions | None = None,
 ) -> OffloadResult:
     """vLLM 0.33 `--kv-offloading-size S --kv-offloading-backend native`: S x 2^30 bytes for all
     ranks of one engine (`config/vllm.py`), cut into chunks of `blocks_per_chunk` blocks of every
@@ -528,7 +540,7 @@ def lmcache(
 # ----- SGLang HiCache ---------------------------------------------------------------------
 
 
-def sglang_pool_refusal(model: ModelSpec, options: Any = None) -> str | None:
+def sglang_pool_refusal(model: ModelSpec, options: EngineOptions | None = None) -> str | None:
     """Why SGLang 0.5.23's HiCache host pools for `model` are not sized here, or None when its
     device pool is one `MHATokenToKVPool` or `MLATokenToKVPool` (a sliding layer sized as full,
     `engines.sglang.uses_swa_pool` False): the one host pool `pool_host/mha.py` / `mla.py`.
@@ -573,7 +585,7 @@ def sglang_hicache(
     session_tokens: int,
     size_per_token: int,
     page_size: int,
-    options: Any = None,
+    options: EngineOptions | None = None,
 ) -> OffloadResult:
     """SGLang 0.5.23 HiCache host pool per rank (`pool_host/base.py`): --hicache-size G (GB,
     decimal, per rank) or --hicache-ratio R x the device pool's tokens (default 2.0); with
@@ -797,9 +809,9 @@ def offload_for(
     tp: int,
     dp: int,
     session_tokens: int,
-    k: Any = None,
-    v: Any = None,
-    options: Any = None,
+    k: StorageFormat,
+    v: StorageFormat,
+    options: EngineOptions | None = None,
     cpu_lines: list[str] | None = None,
 ) -> OffloadResult:
     """The offload result of engine `name` for the asked settings `s`; raises `KvcalcError`
@@ -881,6 +893,6 @@ def offload_for(
     )
 
 
-def replace(s: OffloadSettings, **changes: Any) -> OffloadSettings:
+def replace(s: OffloadSettings, **changes: Any) -> OffloadSettings:  # Any: each field's own type
     """`dataclasses.replace` for `OffloadSettings`."""
     return dataclasses.replace(s, **changes)

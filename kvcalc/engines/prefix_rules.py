@@ -17,13 +17,19 @@ and whether a cached prefix loads back faster than it recomputes.
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from kvcalc.calc import offload as C
 from kvcalc.errors import MESSAGE, KvcalcError
 from kvcalc.results.engine import EngineResult
 from kvcalc.results.offload import LoadRow, PrefixResult
 from kvcalc.schema import ModelSpec
+
+if TYPE_CHECKING:
+    from kvcalc.engines.profile import AnyProfile, EngineOptions
+    from kvcalc.formats import StorageFormat
+    from kvcalc.load.links import LinkSpec
 
 
 def _check(prefix_tokens: int, prompt_tokens: int, hit_rate: float) -> None:
@@ -51,14 +57,14 @@ def _check(prefix_tokens: int, prompt_tokens: int, hit_rate: float) -> None:
 
 
 def shared_prefix(
-    prof: Any,
+    prof: AnyProfile,
     model: ModelSpec,
     gpu: EngineResult,
-    k: Any,
-    v: Any,
+    k: StorageFormat,
+    v: StorageFormat,
     *,
     tp: int,
-    options: Any,
+    options: EngineOptions | None,
     prefix_tokens: int,
     prompt_tokens: int,
     hit_rate: float = 1.0,
@@ -185,7 +191,9 @@ def bytes_per_token_per_rank(gpu: EngineResult) -> int:
     return (gpu.page_size_bytes or 0) // (gpu.block_size or 1)
 
 
-def load_or_recompute(prefix: PrefixResult, bytes_per_token: int, links: list[Any], recompute_s: Any) -> list[LoadRow]:
+def load_or_recompute(
+    prefix: PrefixResult, bytes_per_token: int, links: list[LinkSpec], recompute_s: Callable[[int], float]
+) -> list[LoadRow]:
     """One `LoadRow` per link: the reusable prefix's bytes on one rank over the link
     (`calc.offload.load_time_s`, each rank over its own link) against `recompute_s(p)`, the
     prefill model's marginal time for the last `p` tokens of the prompt; the break-even is the

@@ -11,9 +11,10 @@ alias. Callers never branch on the engine: what differs is a profile attribute
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from dataclasses import dataclass
 from types import ModuleType
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypedDict, TypeVar, Union
 
 from kvcalc.engines import canonical, ideal, launch, llamacpp, sglang, sglang_mamba, vllm
 from kvcalc.engines.llamacpp.options import LlamacppOptions
@@ -23,12 +24,36 @@ from kvcalc.formats import StorageFormat, kv_format, storage_format
 from kvcalc.results import EngineResult
 from kvcalc.schema import ModelSpec
 
+if TYPE_CHECKING:
+    from kvcalc.calc.plan import EngineKv
+    from kvcalc.schema_deploy import GpuSpec
+
 # ----- options: one frozen dataclass per engine -------------------------------------------
 
 
 @dataclass(frozen=True)
 class IdealOptions:
     """The exact formula has no options."""
+
+
+class PoolKwargs(TypedDict):
+    """The pool keyword arguments `sglang.capacity` / `sglang.memory_for` take."""
+
+    page_size: int
+    version: str
+    hybrid_swa_memory: bool
+    swa_full_tokens_ratio: float | None
+    target: sglang.PoolTarget
+    mamba: sglang_mamba.MambaOptions
+
+
+class LaunchExtras(TypedDict, total=False):
+    """The `launch.LaunchSpec` fields an engine's launch line adds for a layout
+    (`EngineProfile.launch_extras`)."""
+
+    block_size: int | None
+    attention_backend: str | None
+    flags: tuple[str, ...]
 
 
 @dataclass(frozen=True)
@@ -58,7 +83,7 @@ class SglangOptions:
     dsa_decode_backend: str | None = None
     mamba: sglang_mamba.MambaOptions = sglang_mamba.DEFAULT_OPTIONS
 
-    def pool_kwargs(self) -> dict[str, Any]:
+    def pool_kwargs(self) -> PoolKwargs:
         """The keyword arguments of `sglang.capacity` / `sglang.memory_for`."""
         target = sglang.PoolTarget(
             self.compute_capability, self.vendor, self.dsa_prefill_backend, self.dsa_decode_backend
@@ -73,6 +98,14 @@ class SglangOptions:
         }
 
 
+#: an engine's options object (`EngineProfile.options_type`)
+EngineOptions = Union[IdealOptions, VllmOptions, SglangOptions, LlamacppOptions]
+#: one engine's options type (a profile's `options_type`)
+Opts = TypeVar("Opts", IdealOptions, VllmOptions, SglangOptions, LlamacppOptions)
+#: `calc.plan.PlanSearch.engine_kv`: (gpu, tp, stages (layer ranges), (K, V)) -> the engine's KV
+#: (vLLM's also takes a `calc.plan.KvPick` for (K, V) and `dcp=N`: `vllm.plan.plan_kv`)
+PlanEngineKv = Callable[..., "EngineKv"]
+
 # ----- the interface ----------------------------------------------------------------------
 
 
@@ -84,10 +117,10 @@ class KvChoice:
     k: StorageFormat
     v: StorageFormat
     label: str
-    options: Any
+    options: EngineOptions
 
 
-class EngineProfile:
+class EngineProfile(Generic[Opts]):
     """What every engine profile offers. Subclasses set the class attributes and implement
     `_capacity` (and, where the engine sizes from a memory budget, `memory_for`).
 
@@ -102,7 +135,7 @@ class EngineProfile:
     name: ClassVar[str]
     display_name: ClassVar[str]
     module: ClassVar[ModuleType]  # the engine's rules module (`vllm`, `sglang`, ...)
-    options_type: ClassVar[type]
+    options_type: type[Opts]
     allocates_cells: ClassVar[bool] = False
     splits_heads: ClassVar[bool] = True
     no_memory: ClassVar[str] = ""
@@ -112,7 +145,7 @@ class EngineProfile:
     def version(self) -> str:
         return self.module.VERSION
 
-    def options(self, options: Any = None) -> Any:
+    def options(self, options: object = None) -> Opts:
         """`options`, or the defaults; raises `KvcalcError` for another engine's options object."""
         if options is None:
             return self.options_type()
@@ -120,7 +153,7 @@ class EngineProfile:
             raise KvcalcError(f"--engine {self.name} takes {self.options_type.__name__}, not {type(options).__name__}")
         return options
 
-    def check_options(self, options: Any) -> None:
+    def check_options(self, options: Opts) -> None:
         """Raise `KvcalcError` for option values the engine refuses (checked before any sizing)."""
 
     def check_model(self, model: ModelSpec) -> None:
@@ -129,11 +162,11 @@ class EngineProfile:
         (vLLM: hybrid attention + Mamba-2 layers, DeepSeek-V3.2's indexer; SGLang: any mamba /
         linear-attention layer; llama.cpp: the indexer). `kvcalc plan` asks before searching."""
 
-    def default_kv_dtype(self, model: ModelSpec, options: Any) -> tuple[str, str]:
+    def default_kv_dtype(self, model: ModelSpec, options: Opts) -> tuple[str, str]:
         """(format name, label) with no KV dtype given (or 'auto'): the engine's default."""
         return self.module.default_kv_dtype(model)
 
-    def split_kv_dtype(self, text: str, options: Any) -> tuple[str, Any]:
+    def split_kv_dtype(self, text: str, options: Opts) -> tuple[str, Opts]:
         """(plain format name, options) for a KV dtype as typed; engines with dtype suffixes
         (vLLM's `_per_token_head`) fold them into the options."""
         return text, options
@@ -144,7 +177,7 @@ class EngineProfile:
         kv_dtype: str | None = None,
         k_dtype: str | None = None,
         v_dtype: str | None = None,
-        options: Any = None,
+        options: object = None,
     ) -> KvChoice:
         """The K and V formats and their label. No `kv_dtype` (or 'auto') is the engine's default
         (`default_kv_dtype`), labelled 'auto (...)'; `k_dtype` / `v_dtype` override either side.
@@ -169,12 +202,14 @@ class EngineProfile:
             shown = k.name if k == v else f"{k.name}/{v.name}"
         return KvChoice(k, v, shown, options)
 
-    def unknown_kv_dtype(self, err: UnknownNameError, options: Any) -> KvcalcError:
+    def unknown_kv_dtype(self, err: UnknownNameError, options: Opts) -> KvcalcError:
         """The refusal of a KV dtype name neither kvcalc nor the engine knows: `err` (kvcalc's
         close names) for the exact formula; an engine names its version and what it accepts."""
         return err
 
-    def check_kv_formats(self, model: ModelSpec, k: StorageFormat, v: StorageFormat, options: Any = None) -> None:
+    def check_kv_formats(
+        self, model: ModelSpec, k: StorageFormat, v: StorageFormat, options: Opts | None = None
+    ) -> None:
         """Raise `KvcalcError` for a K or V format this engine has no cache type for: first in
         the engine's own words (each engine's override), then any weight-only format
         (`formats.kv_format`: MXFP4 is no cache type of any engine)."""
@@ -191,7 +226,7 @@ class EngineProfile:
         tp: int = 1,
         max_model_len: int | None = None,
         concurrency: int | None = None,
-        options: Any = None,
+        options: object = None,
         kv_cache_dtype: str | None = None,
     ) -> EngineResult:
         """What the engine makes of `kv_memory_bytes` of KV memory per rank: tokens, blocks,
@@ -221,7 +256,7 @@ class EngineProfile:
         tp: int,
         max_model_len: int | None,
         concurrency: int | None,
-        options: Any,
+        options: Opts,
         kv_cache_dtype: str | None,
     ) -> EngineResult:
         raise NotImplementedError
@@ -235,7 +270,7 @@ class EngineProfile:
         v: StorageFormat,
         *,
         tp: int = 1,
-        options: Any = None,
+        options: object = None,
     ) -> int:
         """KV memory per rank (bytes) for `batch` requests of `seq_len` tokens."""
         raise KvcalcError(f"--engine {self.name} does not size a KV memory budget")
@@ -255,22 +290,29 @@ class EngineProfile:
         that is no program (ideal). Raises `KvcalcError` for a format the engine lacks."""
         return None
 
-    def plan_engine_kv(self, model: ModelSpec, options: Any, kv_options: dict[str, Any] | None = None) -> Any:
+    def plan_engine_kv(
+        self, model: ModelSpec, options: object, kv_options: dict[str, EngineOptions] | None = None
+    ) -> PlanEngineKv | None:
         """`kvcalc plan`'s per-GPU KV arithmetic (`calc.plan.PlanSearch.engine_kv`: (gpu, tp,
         stages, (K, V)) -> `calc.plan.EngineKv`), or None: the exact formula sizes every layout.
         `kv_options`: the options object each of the engine's own dtypes was parsed into
         (`engine_kv_dtype`), by name."""
         return None
 
-    def engine_kv_dtype(self, choice: KvChoice, options: Any) -> str | None:
+    def engine_kv_dtype(self, choice: KvChoice, options: object) -> str | None:
         """The engine's own `--kv-cache-dtype` that `kvcalc plan` carries beside a parsed
         `choice` (`calc.plan.KvPick.engine_dtype`): None where the K / V formats say it all (the
         launch line names them in the engine's words), as for every engine but vLLM."""
         return None
 
     def launch_extras(
-        self, model: ModelSpec, options: Any, gpu: Any, k_dtype: str | None = None, kv_cache_dtype: str | None = None
-    ) -> dict[str, Any]:
+        self,
+        model: ModelSpec,
+        options: object,
+        gpu: GpuSpec | None,
+        k_dtype: str | None = None,
+        kv_cache_dtype: str | None = None,
+    ) -> LaunchExtras:
         """`LaunchSpec` fields this engine's launch line states for a layout on `gpu` (a
         `GpuSpec`, or None) with KV format `k_dtype` (None: the engine's default; `kv_cache_dtype`:
         the engine's own name of it, `calc.plan.KvPick.engine_dtype`) beyond the layout's own:
@@ -286,7 +328,7 @@ class EngineProfile:
         v: StorageFormat,
         *,
         tp: int = 1,
-        options: Any = None,
+        options: object = None,
         kv_cache_dtype: str | None = None,
         kv_memory_bytes: int | None = None,
     ) -> EngineResult:
@@ -308,7 +350,7 @@ class EngineProfile:
         )
 
 
-class IdealProfile(EngineProfile):
+class IdealProfile(EngineProfile[IdealOptions]):
     """The exact formula (`kvcalc.engines.ideal`): no block, page or padding rule."""
 
     name = "ideal"
@@ -320,11 +362,11 @@ class IdealProfile(EngineProfile):
         res = ideal.capacity(model, kv_memory_bytes, k, v, tp=tp, max_model_len=max_model_len, concurrency=concurrency)
         return res if kv_cache_dtype is None else res.model_copy(update={"kv_cache_dtype": kv_cache_dtype})
 
-    def for_batch(self, *args: Any, **kwargs: Any) -> EngineResult:
+    def for_batch(self, *args: object, **kwargs: object) -> EngineResult:
         raise KvcalcError("--engine ideal is estimate's own result")
 
 
-class VllmProfile(EngineProfile):
+class VllmProfile(EngineProfile[VllmOptions]):
     """vLLM's paged cache (`kvcalc.engines.vllm`): the release is `VllmOptions.version`."""
 
     name = "vllm"
@@ -347,7 +389,9 @@ class VllmProfile(EngineProfile):
     def default_kv_dtype(self, model: ModelSpec, options: VllmOptions) -> tuple[str, str]:
         return vllm.rules(options.version).default_kv_dtype(model)
 
-    def check_kv_formats(self, model: ModelSpec, k: StorageFormat, v: StorageFormat, options: Any = None) -> None:
+    def check_kv_formats(
+        self, model: ModelSpec, k: StorageFormat, v: StorageFormat, options: VllmOptions | None = None
+    ) -> None:
         # "vLLM 0.33 has no 'q8_0' KV cache dtype; vLLM 0.33's --kv-cache-dtype takes auto, ..."
         vllm.rules(options.version if options is not None else vllm.CURRENT_VERSION).check_formats(model, k, v)
         super().check_kv_formats(model, k, v)
@@ -358,7 +402,7 @@ class VllmProfile(EngineProfile):
         kv_dtype: str | None = None,
         k_dtype: str | None = None,
         v_dtype: str | None = None,
-        options: Any = None,
+        options: object = None,
     ) -> KvChoice:
         """As `EngineProfile.kv_formats`; vLLM 0.33's `fp8_ds_mla` is refused, naming why, for a
         model without sparse MLA (DeepSeek-V3.2 / GLM-5 / DeepSeek-V4: the only layers whose
@@ -391,13 +435,12 @@ class VllmProfile(EngineProfile):
                 value=kv_dtype,
             )
         name = (kv_dtype or "").strip().lower()
-        version = options.version if options is not None else vllm.CURRENT_VERSION
-        if (
+        if (  # `opts`: the defaults (the current release, no GPU) where no options were given
             name
-            and version == vllm.CURRENT_VERSION
+            and opts.version == vllm.CURRENT_VERSION
             and any(layer.kind == "mla" for layer in model.layers)
             and not v0_33_specs.is_deepseek_v4(model)
-            and (options is None or options.vendor != "amd")
+            and opts.vendor != "amd"
         ):
             from kvcalc.engine_dtypes import VLLM_033_CACHE_DTYPES, vllm_033_check_mla
 
@@ -405,7 +448,7 @@ class VllmProfile(EngineProfile):
                 vllm_033_check_mla(
                     name,
                     sparse=v0_33_specs.is_sparse_mla(model),
-                    compute_capability=options.compute_capability if options is not None else None,
+                    compute_capability=opts.compute_capability,
                 )
         return super().kv_formats(model, kv_dtype, k_dtype, v_dtype, options)
 
@@ -495,15 +538,18 @@ class VllmProfile(EngineProfile):
         """`vllm serve ...` (`launch.vllm_line`: flags from `vllm/engine/arg_utils.py`)."""
         return launch.vllm_line(spec)
 
-    def plan_engine_kv(self, model: ModelSpec, options: Any, kv_options: dict[str, Any] | None = None) -> Any:
+    def plan_engine_kv(
+        self, model: ModelSpec, options: object, kv_options: dict[str, EngineOptions] | None = None
+    ) -> PlanEngineKv | None:
         """vLLM's blocks on each GPU (`vllm.plan.plan_kv`): the MLA backend's block size, the
         null block, a hybrid's unified page, the version's concurrency rule; each of vLLM's own
         dtypes with the options it was parsed into (`kv_options`)."""
         from kvcalc.engines.vllm import plan
 
-        return plan.plan_kv(model, self.options(options), kv_options)
+        by_dtype = {k: o for k, o in (kv_options or {}).items() if isinstance(o, VllmOptions)}
+        return plan.plan_kv(model, self.options(options), by_dtype)
 
-    def engine_kv_dtype(self, choice: KvChoice, options: Any) -> str | None:
+    def engine_kv_dtype(self, choice: KvChoice, options: object) -> str | None:
         """vLLM's `--kv-cache-dtype` as given (`choice.label`), where it is a vLLM 0.33 `CacheDType`
         entry that the K / V formats do not name alone: a name whose parse changed the options
         (TurboQuant presets, `*_per_token_head`), a layout of a kvcalc format (`fp8_ds_mla`,
@@ -521,8 +567,13 @@ class VllmProfile(EngineProfile):
         return label
 
     def launch_extras(
-        self, model: ModelSpec, options: Any, gpu: Any, k_dtype: str | None = None, kv_cache_dtype: str | None = None
-    ) -> dict[str, Any]:
+        self,
+        model: ModelSpec,
+        options: object,
+        gpu: GpuSpec | None,
+        k_dtype: str | None = None,
+        kv_cache_dtype: str | None = None,
+    ) -> LaunchExtras:
         """`--block-size` where the options give one or the MLA backend on `gpu` takes another
         than 16 for a `k_dtype` cache, `kv_cache_dtype` where vLLM's own name picks the backend
         (`vllm.plan.launch_block_size`), `--attention-backend`
@@ -541,7 +592,7 @@ class VllmProfile(EngineProfile):
         return vllm.memory_for(model, seq_len, batch, k, v, tp=tp, options=self.options(options))
 
 
-class SglangProfile(EngineProfile):
+class SglangProfile(EngineProfile[SglangOptions]):
     """SGLang's token pool (`kvcalc.engines.sglang`)."""
 
     name = "sglang"
@@ -564,7 +615,9 @@ class SglangProfile(EngineProfile):
             form=OPTION,
         )
 
-    def check_kv_formats(self, model: ModelSpec, k: StorageFormat, v: StorageFormat, options: Any = None) -> None:
+    def check_kv_formats(
+        self, model: ModelSpec, k: StorageFormat, v: StorageFormat, options: SglangOptions | None = None
+    ) -> None:
         sglang.check_dtypes(k, v)  # "SGLang 0.5.23 has no 'q8_0' KV cache dtype; its pool stores auto, ..."
         super().check_kv_formats(model, k, v)
 
@@ -597,7 +650,9 @@ class SglangProfile(EngineProfile):
     def memory_for(self, model, seq_len, batch, k, v, *, tp=1, options=None) -> int:
         return sglang.memory_for(model, seq_len, batch, k, v, tp=tp, **self.options(options).pool_kwargs())
 
-    def plan_engine_kv(self, model: ModelSpec, options: Any, kv_options: dict[str, Any] | None = None) -> Any:
+    def plan_engine_kv(
+        self, model: ModelSpec, options: object, kv_options: dict[str, EngineOptions] | None = None
+    ) -> PlanEngineKv | None:
         """SGLang's pools on each GPU (`sglang_plan.plan_kv`): what `capacity --engine sglang`
         gives on the rank's KV memory (DeepSeek-V4's pools, the hybrids' state slots and request
         cap, the NSA / SWA pools)."""
@@ -606,7 +661,7 @@ class SglangProfile(EngineProfile):
         return sglang_plan.plan_kv(model, self.options(options))
 
 
-class LlamacppProfile(EngineProfile):
+class LlamacppProfile(EngineProfile[LlamacppOptions]):
     """llama.cpp's cells (`kvcalc.engines.llamacpp`): sized by n_ctx, layers split over devices;
     the version is `LlamacppOptions.version`."""
 
@@ -638,7 +693,7 @@ class LlamacppProfile(EngineProfile):
         kv_dtype: str | None = None,
         k_dtype: str | None = None,
         v_dtype: str | None = None,
-        options: Any = None,
+        options: object = None,
     ) -> KvChoice:
         """As `EngineProfile.kv_formats`; a format llama.cpp lacks is named as typed, under the
         option that gave it (`--kv-dtype fp8`, not its kvcalc name `fp8_e4m3`)."""
@@ -650,7 +705,9 @@ class LlamacppProfile(EngineProfile):
             own = k_dtype if e.field == "k_dtype" else v_dtype
             raise e.named(own, str(e.field)) if own else e.named(kv_dtype, "kv_dtype") from None
 
-    def check_kv_formats(self, model: ModelSpec, k: StorageFormat, v: StorageFormat, options: Any = None) -> None:
+    def check_kv_formats(
+        self, model: ModelSpec, k: StorageFormat, v: StorageFormat, options: LlamacppOptions | None = None
+    ) -> None:
         llamacpp.ggml_name(k, field="k_dtype")  # "llama.cpp has no 'int4' KV cache type; use one of ..."
         llamacpp.ggml_name(v, field="v_dtype")
         super().check_kv_formats(model, k, v)
@@ -699,7 +756,7 @@ class LlamacppProfile(EngineProfile):
         k: StorageFormat,
         v: StorageFormat,
         *,
-        options: Any = None,
+        options: object = None,
         max_model_len: int | None = None,
         concurrency: int | None = None,
         kv_memory_bytes: int | None = None,
@@ -725,12 +782,16 @@ class LlamacppProfile(EngineProfile):
         return self.allocate(model, seq_len * batch, k, v, options=o, max_model_len=seq_len, concurrency=batch)
 
 
+#: a profile picked by engine name at run time. Any: each takes its own options type, which its
+#: `options` checks (the public methods take any options object; the hooks their own type)
+AnyProfile = EngineProfile[Any]
+
 #: engine name -> its profile (one instance each; profiles hold no state).
-PROFILES: dict[str, EngineProfile] = {
+PROFILES: dict[str, AnyProfile] = {
     p.name: p for p in (IdealProfile(), VllmProfile(), SglangProfile(), LlamacppProfile())
 }
 
 
-def get_profile(name: str) -> EngineProfile:
+def get_profile(name: str) -> AnyProfile:
     """The profile for engine `name` (case-insensitive, aliases resolved); raises `UnknownNameError`."""
     return PROFILES[canonical(name)]

@@ -24,7 +24,7 @@ import dataclasses
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from kvcalc.engines import sglang, sglang_dsv4, sglang_mamba
 from kvcalc.errors import MESSAGE, KvcalcError
@@ -32,7 +32,7 @@ from kvcalc.formats import StorageFormat, kv_format
 from kvcalc.schema import GpuSpec, ModelSpec
 
 if TYPE_CHECKING:
-    from kvcalc.engines.profile import SglangOptions
+    from kvcalc.engines.profile import PoolKwargs, SglangOptions
 
 
 @dataclass
@@ -46,7 +46,7 @@ class SglangPlanKv:
     tp: int
     k: StorageFormat
     v: StorageFormat
-    pool_kwargs: dict[str, Any]
+    pool_kwargs: PoolKwargs
     notes: tuple[str, ...] = ()
     _bytes: dict[tuple[int, int], int] = field(default_factory=dict, repr=False)
     _batch: dict[tuple[int, int], int] = field(default_factory=dict, repr=False)

@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from kvcalc.errors import ConfigError, KvcalcWarning
+from kvcalc.load.fields import ModelFields
 from kvcalc.schema import CheckpointWeights, ModelSpec
 from kvcalc.text import excerpt
 
@@ -216,6 +217,7 @@ def read_header(path: Path) -> dict[str, Tensor]:
     return tensors
 
 
+# Any: a safetensors header as json.loads gives it, checked by `parse_header` first
 def check_data_size(header: dict[str, Any], data_start: int, file_bytes: int, where: str) -> None:
     """Raise `ConfigError` naming `where` when the header places tensor data past the end of the
     file: the data begins at byte `data_start` (8 + header length) and each tensor's
@@ -384,7 +386,7 @@ _LAYER_PREFIXES = (
 )
 
 
-def check_projection_widths(fields: dict[str, Any], files: dict[str, dict[str, Tensor]], where: str | None) -> None:
+def check_projection_widths(fields: ModelFields, files: dict[str, dict[str, Tensor]], where: str | None) -> None:
     """Hold each decoder layer's K and V projection widths, read from the checkpoint's tensor
     shapes, against the geometry read from config.json (`fields`, a Hugging Face config's
     `ModelSpec` fields): for a layer with a cache of its own, `self_attn.k_proj.weight` has
@@ -430,13 +432,13 @@ def check_projection_widths(fields: dict[str, Any], files: dict[str, dict[str, T
 
 
 def attach_checkpoint(
-    fields: dict[str, Any],
+    fields: ModelFields,
     config: JsonObject,
     files: dict[str, dict[str, Tensor]] | None,
     *,
     path: str | None = None,
     missing: str = "no safetensors files",
-) -> dict[str, Any]:
+) -> ModelFields:
     """`fields` (a Hugging Face config's `ModelSpec` fields) with `checkpoint` set from the
     files' headers, and the `source` saying which count is used: `...; weights from safetensors
     headers of 4 files`, or `...; weights counted from the architecture (<missing>)`."""

@@ -285,7 +285,8 @@ def engine_kv_of(
         prof = get_profile(dep.engine)
     except KvcalcError as e:
         raise ConfigError(e.message, path=path, field="engine", line=lines.get("engine"), value=dep.engine) from None
-    wrapper = _options_model(prof.options_type)
+    options_type: type = prof.options_type  # a class is hashable (`_options_model` is cached)
+    wrapper = _options_model(options_type)
     try:
         # `engine_options`: the one field of the model built at run time (`_options_model`)
         wrapped = wrapper.model_validate({"engine_options": dep.engine_options or {}})

@@ -11,11 +11,14 @@ character escaped (`comment_line`). `check_round_trip` parses the text back and 
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any
+from typing import TYPE_CHECKING
 
 from kvcalc.errors import KvcalcError
 from kvcalc.load.hf.reader import compact_layers
 from kvcalc.schema import ModelSpec
+
+if TYPE_CHECKING:
+    import yaml
 
 YAML_HEADER = (
     "# Converted by `kvcalc import` from {source}.\n"
@@ -45,7 +48,7 @@ def comment_line(text: str, limit: int = COMMENT_CHARS) -> str:
 _RAW_IN_QUOTES = "\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069"
 
 
-def _represent_str(dumper: Any, value: str) -> Any:
+def _represent_str(dumper: yaml.SafeDumper, value: str) -> yaml.ScalarNode:
     """A string as PyYAML writes it, but double-quoted (where every character can be escaped)
     when it holds a control character, a line break YAML reads (NEL, U+2028, U+2029), a BOM or
     a bidirectional control: a plain or single-quoted scalar would carry those raw, and a raw
@@ -56,7 +59,7 @@ def _represent_str(dumper: Any, value: str) -> Any:
     return dumper.represent_scalar("tag:yaml.org,2002:str", value, style=style)
 
 
-def spec_to_yaml_dict(spec: ModelSpec) -> dict[str, Any]:
+def spec_to_yaml_dict(spec: ModelSpec) -> dict[str, object]:
     """The fields of `spec` that differ from the schema defaults (dtype always), name and
     source first, with the layer kinds written compactly (`compact_layers`)."""
     d = spec.model_dump(exclude_defaults=True)
@@ -70,7 +73,7 @@ def spec_to_yaml_dict(spec: ModelSpec) -> dict[str, Any]:
         if not comp and all(k == "full" for k in raw) and spec.sliding_window is not None:
             comp = {"layer_pattern": ["full"]}  # keep the window without making layers slide
         d.update(comp)
-    head: dict[str, Any] = {k: d.pop(k) for k in ("name", "source") if k in d}
+    head: dict[str, object] = {k: d.pop(k) for k in ("name", "source") if k in d}
     return {**head, **{k: d[k] for k in ModelSpec.model_fields if k in d}}
 
 

@@ -172,13 +172,13 @@ _WHAT = {
 
 #: libyaml's event parser when PyYAML was built with it (ten times the pure-Python scanner's
 #: speed on a large file); the composing, where the checks below live, stays in Python
-_Parser: Any  # a base class chosen at import: libyaml's or Python's
+_Parser: Any  # Any: a base class chosen at import, libyaml's or Python's
 try:
     from yaml.cyaml import CParser as _Parser  # type: ignore[attr-defined]  # (the stubs omit it)
 except ImportError:  # PyYAML without libyaml
     _Parser = yaml.parser.Parser
-_Reader: Any = object if _Parser is not yaml.parser.Parser else yaml.reader.Reader
-_Scanner: Any = object if _Parser is not yaml.parser.Parser else yaml.scanner.Scanner
+_Reader: Any = object if _Parser is not yaml.parser.Parser else yaml.reader.Reader  # Any: as _Parser
+_Scanner: Any = object if _Parser is not yaml.parser.Parser else yaml.scanner.Scanner  # Any: as _Parser
 
 
 class _ConfigLoader(

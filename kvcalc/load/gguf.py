@@ -90,15 +90,20 @@ import struct
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, overload
+from types import ModuleType
+from typing import TYPE_CHECKING, TypeVar, Union, cast, overload
 
 from kvcalc.errors import ConfigError, KvcalcWarning, MissingExtraError
+from kvcalc.load.fields import ModelFields
 from kvcalc.load.files import stat_path
 from kvcalc.load.gguf_2026 import MODEL_TYPES as MODEL_TYPES_2026
 from kvcalc.load.gguf_2026 import fields_2026
 from kvcalc.load.hf.reader import compact_layers
 from kvcalc.schema import ModelSpec
 from kvcalc.text import excerpt
+
+if TYPE_CHECKING:
+    pass
 
 #: at most this many dimensions per tensor (ggml GGML_MAX_DIMS).
 MAX_DIMS = 4
@@ -132,6 +137,11 @@ class StringArray:
     count: int
 
 
+#: one metadata value as the header holds it: a number, a string, an array of numbers, or an
+#: array of strings held as its length
+GgufValue = Union[int, float, bool, str, tuple[Union[int, float, bool], ...], StringArray]
+
+
 @dataclass(frozen=True)
 class GgufHeader:
     """What a GGUF file's header holds: `version`, `metadata` (key -> int, float, bool, str,
@@ -139,7 +149,7 @@ class GgufHeader:
 
     path: str
     version: int
-    metadata: dict[str, Any]
+    metadata: dict[str, GgufValue]
     tensors: tuple[TensorInfo, ...]
     data_offset: int
     file_bytes: int
@@ -158,7 +168,7 @@ class _Cursor:
     """Reads the header's fields from the mapped file, each bounds-checked: a field that runs
     past the end is a truncated file, a count that cannot fit in the bytes left a corrupt one."""
 
-    def __init__(self, buf: Any, path: str, order: str) -> None:
+    def __init__(self, buf: mmap.mmap | bytes, path: str, order: str) -> None:
         self.buf, self.path, self.order, self.pos, self.size = buf, path, order, 0, len(buf)
 
     def fail(self, what: str) -> ConfigError:
@@ -207,7 +217,7 @@ _SCALAR = {0: "B", 1: "b", 2: "H", 3: "h", 4: "I", 5: "i", 6: "f", 7: "?", 10: "
 _STRING, _ARRAY = 8, 9
 
 
-def _value(cur: _Cursor, vtype: int, key: str) -> Any:
+def _value(cur: _Cursor, vtype: int, key: str) -> GgufValue:
     if vtype in _SCALAR:
         return cur.take(_SCALAR[vtype])[0]
     if vtype == _STRING:
@@ -249,7 +259,7 @@ def read_header(path: str | Path) -> GgufHeader:
         raise ConfigError(f"cannot read: {e.strerror or e.__class__.__name__}", path=p) from None
 
 
-def _parse(buf: Any, p: str, c: Any) -> GgufHeader:
+def _parse(buf: mmap.mmap | bytes, p: str, c: ModuleType) -> GgufHeader:
     if bytes(buf[:4]) != b"GGUF":
         raise ConfigError(f"not a GGUF file: it starts with {bytes(buf[:4])!r}, not b'GGUF'", path=p)
     cur = _Cursor(buf, p, "<")
@@ -265,7 +275,7 @@ def _parse(buf: Any, p: str, c: Any) -> GgufHeader:
         )
     n_tensors = cur.count("tensor count", 8 + 4 + 8 + 4 + 8)
     n_kv = cur.count("metadata key count", 8 + 4 + 1)
-    meta: dict[str, Any] = {}
+    meta: dict[str, GgufValue] = {}
     for _ in range(n_kv):
         key = cur.string("metadata key")
         if key in meta:
@@ -332,6 +342,8 @@ def _parse(buf: Any, p: str, c: Any) -> GgufHeader:
 # ----- metadata -> ModelSpec fields -------------------------------------------------------------------
 
 _MISSING = object()
+#: the default a reader gives for an absent key
+_D = TypeVar("_D")
 
 
 class _Meta:
@@ -354,7 +366,7 @@ class _Meta:
     def fail(self, name: str, message: str) -> ConfigError:
         return ConfigError(message, path=self.path, field=self.key(name))
 
-    def _int(self, name: str, v: Any, minimum: int, maximum: int) -> int:
+    def _int(self, name: str, v: object, minimum: int, maximum: int) -> int:
         if type(v) is not int:
             shown = f"the string {excerpt(v, quote=True)}" if isinstance(v, str) else excerpt(v)
             raise self.fail(name, f"must be an integer, got {shown}")
@@ -362,7 +374,11 @@ class _Meta:
             raise self.fail(name, f"must be from {minimum} to {maximum:,}, got {v:,}")
         return v
 
-    def count(self, name: str, default: Any = _MISSING, *, minimum: int = 1, maximum: int = MAX_INT) -> Any:
+    @overload
+    def count(self, name: str, *, minimum: int = 1, maximum: int = MAX_INT) -> int: ...
+    @overload
+    def count(self, name: str, default: _D, *, minimum: int = 1, maximum: int = MAX_INT) -> int | _D: ...
+    def count(self, name: str, default: object = _MISSING, *, minimum: int = 1, maximum: int = MAX_INT) -> object:
         """The number under `{arch}.name`; `default` when absent (missing and no default: an error)."""
         v = self.h.metadata.get(self.key(name), _MISSING)
         if v is _MISSING:
@@ -377,14 +393,14 @@ class _Meta:
     def per_layer(self, name: str, n_layers: int, default: list[int]) -> list[int]: ...
     @overload
     def per_layer(self, name: str, n_layers: int, default: None) -> list[int] | None: ...
-    def per_layer(self, name: str, n_layers: int, default: Any = _MISSING) -> list[int] | None:
+    def per_layer(self, name: str, n_layers: int, default: object = _MISSING) -> list[int] | None:
         """`{arch}.name` as one number per layer: a number repeated, or an array of n_layers
         numbers (each may be 0); `default` (a list or None) when absent."""
         v = self.h.metadata.get(self.key(name), _MISSING)
         if v is _MISSING:
             if default is _MISSING:
                 raise self.fail(name, f"is missing; a {self.arch} model needs it")
-            return default
+            return cast("list[int] | None", default)  # (the overloads)
         if isinstance(v, tuple):
             if len(v) != n_layers and len(v) != (self.n_all or n_layers):
                 raise self.fail(name, f"lists {len(v)} layers but block_count is {self.n_all or n_layers}")
@@ -471,6 +487,7 @@ def _sliding(m: _Meta, a: _Arch, n_layers: int) -> tuple[list[bool], int | None]
     none = [False] * n_layers
     if a.swa_period is None:
         return none, None
+    window: int | None
     if a.chunked:  # llama4: a sliding_window of 0 in the file turns chunking off
         if m.has("attention.sliding_window") and m.count("attention.sliding_window", minimum=0) == 0:
             return none, None
@@ -515,7 +532,7 @@ def _moe_placement(m: _Meta, moe_layers: list[int], n_layers: int) -> dict[str, 
     return {}
 
 
-def _file_type_label(header: GgufHeader, c: Any) -> str:
+def _file_type_label(header: GgufHeader, c: ModuleType) -> str:
     """`general.file_type` as llama.cpp's `llama_ftype` names it without LLAMA_FTYPE_MOSTLY_ (what
     llama-quantize takes: Q4_K_M, Q8_0, BF16; ALL_F32 is F32); a flagged guess says so; without
     the key, the type holding the most bytes, marked as such."""
@@ -576,7 +593,7 @@ def checkpoint_from_header(header: GgufHeader, n_layers: int, label: str):
     )
 
 
-def _attention_fields(m: _Meta, a: Any, f: dict[str, Any], hidden: int, n_heads: int, n_kv: int) -> bool:
+def _attention_fields(m: _Meta, a: _Arch, f: ModelFields, hidden: int, n_heads: int, n_kv: int) -> bool:
     """Put the attention fields into `f`: MLA's latent (DeepSeek: `kv_lora_rank`, the rope and
     per-head sizes, which MLA cache llama.cpp keeps) or the heads' K / V sizes. Returns True for
     a DeepSeek file of the expanded layout (no `key_length_mla`: converted before llama.cpp PR
@@ -612,7 +629,7 @@ def _attention_fields(m: _Meta, a: Any, f: dict[str, Any], hidden: int, n_heads:
     return legacy_mla
 
 
-def _expert_fields(m: _Meta, header: GgufHeader, arch: str, f: dict[str, Any], n_layers: int) -> None:
+def _expert_fields(m: _Meta, header: GgufHeader, arch: str, f: ModelFields, n_layers: int) -> None:
     """Put the routed and shared experts into `f`: counts and widths from the metadata, which
     layers hold them from the tensor table (`_exps` tensors). Raises `ConfigError` naming the key."""
     n_exp = m.count("expert_count", 0, minimum=0)
@@ -644,7 +661,7 @@ def _expert_fields(m: _Meta, header: GgufHeader, arch: str, f: dict[str, Any], n
         f.update(_moe_placement(m, moe, n_layers))
 
 
-def _mamba2_fields(m: _Meta, names: set[str]) -> dict[str, Any]:
+def _mamba2_fields(m: _Meta, names: set[str]) -> ModelFields:
     """The Mamba-2 fields of a Falcon-H1, Nemotron-H or Granite-4.0-H file, as llama.cpp reads them
     (`src/models/falcon-h1.cpp`, `nemotron-h.cpp`, `granite-hybrid.cpp` load_arch_hparams /
     load_arch_tensors): ssm.inner_size = d_inner (Falcon-H1's mamba_d_ssm, Nemotron-H's
@@ -678,7 +695,7 @@ def _mamba2_kinds(rule: str, kv: list[int], ff: list[int] | None, n_layers: int)
     return ["mlp" if w else ("full" if h else "mamba") for h, w in zip(kv, widths, strict=True)]
 
 
-def model_fields_from_gguf(header: GgufHeader) -> dict[str, Any]:
+def model_fields_from_gguf(header: GgufHeader) -> ModelFields:
     """The `ModelSpec` fields of a GGUF file's header (name, source, architecture, checkpoint).
 
     Raises `ConfigError` naming the file and the key: no or an unknown `general.architecture`,
@@ -732,7 +749,7 @@ def model_fields_from_gguf(header: GgufHeader) -> dict[str, Any]:
             "is 0 for some layers, which a {arch} model does not have; "
             "kvcalc cannot tell what those layers keep".replace("{arch}", arch),
         )
-    f: dict[str, Any] = {
+    f: ModelFields = {
         "n_layers": n_layers,
         "n_heads": n_heads,
         "hidden_size": hidden,
@@ -788,7 +805,7 @@ def model_fields_from_gguf(header: GgufHeader) -> dict[str, Any]:
     return _finish(header, c, arch, f, legacy_mla=legacy_mla)
 
 
-def _finish(header: GgufHeader, c: Any, arch: str, f: dict[str, Any], *, legacy_mla: bool) -> dict[str, Any]:
+def _finish(header: GgufHeader, c: ModuleType, arch: str, f: ModelFields, *, legacy_mla: bool) -> ModelFields:
     """Name, source, dtype and the weights of the tensor table added to the architecture's fields."""
     p = header.path
     n_heads, n_layers = f["n_heads"], f["n_layers"]

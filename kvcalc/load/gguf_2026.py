@@ -61,8 +61,10 @@ other than 0, 4 and 128.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from types import EllipsisType
+from typing import TYPE_CHECKING, overload
 
+from kvcalc.load.fields import ModelFields
 from kvcalc.load.hf.reader import compact_layers
 
 if TYPE_CHECKING:
@@ -104,7 +106,13 @@ class _Layers:
         self.nextn, self.n = nextn, self.n_all - nextn
 
 
-def _per_layer(m: _Meta, name: str, lay: _Layers, default: Any = ...) -> Any:
+@overload
+def _per_layer(m: _Meta, name: str, lay: _Layers) -> list[int]: ...
+@overload
+def _per_layer(m: _Meta, name: str, lay: _Layers, default: list[int]) -> list[int]: ...
+@overload
+def _per_layer(m: _Meta, name: str, lay: _Layers, default: None) -> list[int] | None: ...
+def _per_layer(m: _Meta, name: str, lay: _Layers, default: list[int] | None | EllipsisType = ...) -> list[int] | None:
     """`{arch}.name` for the model's layers: a number for every layer, or an array of block_count
     (or just the model's n) entries, of which the first n are read."""
     v = m.h.metadata.get(m.key(name))
@@ -144,7 +152,7 @@ def _names(header: GgufHeader) -> set[str]:
     return {t.name for t in header.tensors}
 
 
-def _mla(m: _Meta) -> dict[str, Any]:
+def _mla(m: _Meta) -> ModelFields:
     """MLA's fields as `deepseek2` files carry them since llama.cpp PR #12801 (the latent cache):
     kv_lora_rank, rope.dimension_count, key_length_mla (nope + rope), value_length_mla."""
     if not m.has("attention.key_length_mla"):
@@ -168,7 +176,7 @@ def _mla(m: _Meta) -> dict[str, Any]:
     }
 
 
-def _gemma4(m: _Meta, header: GgufHeader, lay: _Layers, f: dict[str, Any]) -> None:
+def _gemma4(m: _Meta, header: GgufHeader, lay: _Layers, f: ModelFields) -> None:
     slides = _flags(m, "attention.sliding_window_pattern", lay)
     if slides is None:
         raise m.fail("attention.sliding_window_pattern", "is missing; a gemma4 model needs it")
@@ -194,7 +202,7 @@ def _gemma4(m: _Meta, header: GgufHeader, lay: _Layers, f: dict[str, Any]) -> No
     k_eq_v = bool(full_layers) and all(
         f"blk.{i}.attn_k.weight" in names and f"blk.{i}.attn_v.weight" not in names for i in full_layers
     )
-    full: dict[str, Any] = {"head_dim": k_full}
+    full: ModelFields = {"head_dim": k_full}
     if kv_full and kv_full != (kv_swa or kv_full):
         full["n_kv_heads"] = kv_full
     if k_eq_v:
@@ -216,7 +224,7 @@ def _gemma4(m: _Meta, header: GgufHeader, lay: _Layers, f: dict[str, Any]) -> No
         f["shared_expert_intermediate_size"] = f.pop("intermediate_size", None)
 
 
-def _mimo2(m: _Meta, header: GgufHeader, lay: _Layers, f: dict[str, Any]) -> None:
+def _mimo2(m: _Meta, header: GgufHeader, lay: _Layers, f: ModelFields) -> None:
     slides = _flags(m, "attention.sliding_window_pattern", lay)
     if slides is None:
         raise m.fail("attention.sliding_window_pattern", "is missing; a mimo2 model needs it")
@@ -247,7 +255,7 @@ def _mimo2(m: _Meta, header: GgufHeader, lay: _Layers, f: dict[str, Any]) -> Non
         f["attention_sinks"] = [k for k in ("sliding", "full") if k in sinks]
 
 
-def _dsa(m: _Meta, header: GgufHeader, lay: _Layers, f: dict[str, Any], glm: bool) -> None:
+def _dsa(m: _Meta, header: GgufHeader, lay: _Layers, f: ModelFields, glm: bool) -> None:
     f.update(_mla(m))
     f["index_head_dim"] = m.count("attention.indexer.key_length")
     if glm:
@@ -258,7 +266,7 @@ def _dsa(m: _Meta, header: GgufHeader, lay: _Layers, f: dict[str, Any], glm: boo
             f["index_layers"] = [int(t) for t in types]
 
 
-def _deepseek4(m: _Meta, header: GgufHeader, lay: _Layers, f: dict[str, Any]) -> None:
+def _deepseek4(m: _Meta, header: GgufHeader, lay: _Layers, f: ModelFields) -> None:
     raw = header.metadata.get(m.key("attention.compress_ratios"))
     if not isinstance(raw, tuple) or len(raw) < lay.n_all:
         raise m.fail(
@@ -290,7 +298,7 @@ def _deepseek4(m: _Meta, header: GgufHeader, lay: _Layers, f: dict[str, Any]) ->
     )
 
 
-def _kimi_k3(m: _Meta, header: GgufHeader, lay: _Layers, f: dict[str, Any]) -> None:
+def _kimi_k3(m: _Meta, header: GgufHeader, lay: _Layers, f: ModelFields) -> None:
     f.update(_mla(m))
     kv = _per_layer(m, "attention.head_count_kv", lay)
     kinds = ["full" if h else "linear" for h in kv]
@@ -305,7 +313,7 @@ def _kimi_k3(m: _Meta, header: GgufHeader, lay: _Layers, f: dict[str, Any]) -> N
     f.update(compact_layers(kinds))
 
 
-def _minimax_m3(m: _Meta, header: GgufHeader, lay: _Layers, f: dict[str, Any]) -> None:
+def _minimax_m3(m: _Meta, header: GgufHeader, lay: _Layers, f: ModelFields) -> None:
     kv = _one(m, "attention.head_count_kv", _per_layer(m, "attention.head_count_kv", lay), "KV heads")
     k_len = m.count("attention.key_length")
     if m.count("attention.value_length", k_len) != k_len:
@@ -322,7 +330,7 @@ def _minimax_m3(m: _Meta, header: GgufHeader, lay: _Layers, f: dict[str, Any]) -
     )
 
 
-def _qwen35(m: _Meta, header: GgufHeader, lay: _Layers, f: dict[str, Any]) -> None:
+def _qwen35(m: _Meta, header: GgufHeader, lay: _Layers, f: ModelFields) -> None:
     recr = _flags(m, "attention.recurrent_layers", lay)
     if recr is None:
         every = m.count("full_attention_interval", 4)
@@ -367,14 +375,14 @@ def fields_2026(
     header: GgufHeader,
     arch: str,
     max_layers: int,
-    expert_fields: Callable[[_Meta, GgufHeader, str, dict[str, Any], int], None],
-) -> dict[str, Any]:
+    expert_fields: Callable[[_Meta, GgufHeader, str, ModelFields, int], None],
+) -> ModelFields:
     """The `ModelSpec` fields (but name, source, dtype, checkpoint) of a file of one of the
     `MODEL_TYPES` architectures; `expert_fields` is `kvcalc.load.gguf._expert_fields` (passed in:
     that module imports this one). Raises `ConfigError` naming the file and the key."""
     lay = _Layers(m, header, arch, max_layers)
     heads = [h for h in _per_layer(m, "attention.head_count", lay) if h]
-    f: dict[str, Any] = {
+    f: ModelFields = {
         "model_type": MODEL_TYPES[arch],
         "n_layers": lay.n,
         "n_heads": _one(m, "attention.head_count", heads or [0], "query head counts"),

@@ -6,11 +6,14 @@ from __future__ import annotations
 from collections.abc import Mapping
 from functools import cache
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from kvcalc.errors import ConfigError, KvcalcError, UnknownNameError
 from kvcalc.load.models import user_path  # `~` expanded only when it names a home
 from kvcalc.schema import GpuSpec
+
+if TYPE_CHECKING:
+    from kvcalc.json_types import JsonObject
 
 
 @cache
@@ -53,7 +56,7 @@ def normalize_key(name: str) -> str:
     return GPU_ALIASES.get(key, key)
 
 
-def gpu_from_mapping(data: dict[str, Any], path: Path, lines: dict[str, int] | None = None) -> GpuSpec:
+def gpu_from_mapping(data: JsonObject, path: Path, lines: dict[str, int] | None = None) -> GpuSpec:
     """A `GpuSpec` from one GPU file's mapping: `key` defaults to the file's stem; an optional
     `kind: gpu` marks the file as a GPU row (for `kvcalc check` folders) and is not a field.
 

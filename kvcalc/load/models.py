@@ -6,11 +6,14 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from kvcalc.errors import OPTION_SAYS, KvcalcError, UnknownNameError
 from kvcalc.load.files import build, bundled, bundled_path, read_mapping
 from kvcalc.schema import ModelSpec
+
+if TYPE_CHECKING:
+    from kvcalc.json_types import JsonObject
 
 
 def user_path(text: str | Path) -> Path:
@@ -181,7 +184,7 @@ def load_model_file(path: Path) -> ModelSpec:
     return build(ModelSpec, data, str(path), lines)
 
 
-def is_hf_config(data: dict[str, Any]) -> bool:
+def is_hf_config(data: JsonObject) -> bool:
     """True for a Hugging Face config.json dict rather than a kvcalc model config."""
     if "name" in data and "n_layers" in data:  # kvcalc's own schema (MPT's config.json has n_layers)
         return False

@@ -16,7 +16,7 @@ SPEED_PATH = Path(__file__).parent.parent / "data" / "speed.yaml"
 CALIBRATION_KIND = "kvcalc-calibration"
 
 
-def _value(node: Any, where: str, path: Path) -> float:
+def _value(node: object, where: str, path: Path) -> float:
     """A leaf {value, source}: its value, checked to be a finite number >= 0 with a source."""
     if not isinstance(node, dict) or set(node) != {"value", "source"} or not isinstance(node["source"], str):
         raise ConfigError(f"{where}: expected {{value, source}}", path=str(path), field=where)
@@ -26,6 +26,7 @@ def _value(node: Any, where: str, path: Path) -> float:
     return float(v)
 
 
+# Any (here and below): speed.yaml's nested mappings, each value checked by `_value` as it is read
 def _section(data: dict[str, Any], key: str, path: Path) -> dict[str, Any]:
     node = data.get(key)
     if not isinstance(node, dict):
@@ -33,7 +34,7 @@ def _section(data: dict[str, Any], key: str, path: Path) -> dict[str, Any]:
     return node
 
 
-def parse_speed_table(data: dict[str, Any], path: Path = SPEED_PATH) -> SpeedTable:
+def parse_speed_table(data: dict[str, Any], path: Path = SPEED_PATH) -> SpeedTable:  # Any: as `_section`
     """A `SpeedTable` from the file's mapping; raises `ConfigError` naming the entry that is
     missing or malformed (every backend, width, class and link must be present)."""
     floors = {
@@ -113,7 +114,7 @@ def load_calibration(path: str | Path) -> Calibration:
     gpu = data.get("gpu")
     if not isinstance(gpu, str):
         raise ConfigError("expected 'gpu: KEY' (the GPU table key it was measured as)", path=str(p), field="gpu")
-    out: dict[str, Any] = {}
+    out: dict[str, Any] = {}  # Any: `Calibration`'s fields
     for k in ("step_floor_s", "read_bytes_per_s", "flops_per_s", "allreduce_latency_s"):
         v = data.get(k)
         if v is None:

@@ -121,7 +121,7 @@ __all__ = [  # == sorted(_SOURCES) (a test checks it); a literal, so linters see
 ]
 
 
-def __getattr__(name: str) -> Any:
+def __getattr__(name: str) -> Any:  # Any: a module __getattr__ hands out names of several types
     if name in _SOURCES:
         return getattr(importlib.import_module(f"{__name__}.{_SOURCES[name]}"), name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

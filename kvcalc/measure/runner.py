@@ -133,7 +133,7 @@ class Resources:
         self.device = device
         self.states: list[LayerState] = []
         self.tensors: dict[str, torch.Tensor] = {}  # 'q' (B, H_q, D), 'x' (B, hidden), 'flush'
-        self.graph: Any = None
+        self.graph: Any = None  # Any: a torch.cuda.CUDAGraph (torch is read untyped)
         self.step: Callable[[int], None] | None = None
 
     def __enter__(self) -> Resources:

@@ -3,20 +3,31 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Union
 
 from kvcalc.report import gib, seconds, size
 from kvcalc.report.layout import Cell, Col, grid, pairs_table
 
 if TYPE_CHECKING:
+    from rich.console import RenderableType
+
     from kvcalc.results import PlanResult
+    from kvcalc.results.offload import (
+        LoadRow,
+        LoadRows,
+        OffloadPart,
+        OffloadResult,
+        PrefixPart,
+        PrefixResult,
+        TransferResult,
+    )
 
 
 def _rate(bytes_per_s: int) -> str:
     return f"{bytes_per_s / 1e9:,.1f} GB/s"
 
 
-def offload_table(r: Any, title: str, *, width: int | None = None) -> Any:
+def offload_table(r: OffloadResult, title: str, *, width: int | None = None) -> RenderableType:
     """The tiers (per rank), the host bytes and check, the flags, the notes (the engine's lines:
     `log_text`)."""
     from rich.console import Group
@@ -64,7 +75,7 @@ def log_text(engine: str, lines: list[str]) -> str:
     return f"{engine} would log:\n" + "\n".join(lines) if lines else ""
 
 
-def prefix_table(p: Any, title: str, *, width: int | None = None) -> Any:
+def prefix_table(p: PrefixResult, title: str, *, width: int | None = None) -> RenderableType:
     """The shared-prefix figures and warnings."""
     u = p.unit
     rows: list[tuple[str, Cell, str | None]] = [
@@ -94,7 +105,7 @@ def prefix_table(p: Any, title: str, *, width: int | None = None) -> Any:
     return pairs_table(title, rows, width=width)
 
 
-def load_table(rows: list[Any], title: str, *, width: int | None = None) -> Any:
+def load_table(rows: list[LoadRow], title: str, *, width: int | None = None) -> RenderableType:
     """One row per link: bytes, load time, recompute time, which is faster, break-even prefix."""
     return grid(
         [
@@ -123,7 +134,7 @@ def load_table(rows: list[Any], title: str, *, width: int | None = None) -> Any:
     )
 
 
-def transfer_table(t: Any, title: str, *, width: int | None = None) -> Any:
+def transfer_table(t: TransferResult, title: str, *, width: int | None = None) -> RenderableType:
     """A prefill-to-decode transfer: totals, then bytes per rank pair."""
     from rich.console import Group
 
@@ -155,12 +166,16 @@ def transfer_table(t: Any, title: str, *, width: int | None = None) -> Any:
     return Group(pairs_table(title, rows, width=width), pairs)
 
 
-def part_table(part: Any, title: str, *, width: int | None = None) -> Any:
+def part_table(
+    part: Union[OffloadPart, PrefixPart, LoadRows], title: str, *, width: int | None = None
+) -> RenderableType:
     """The table of one part `kvcalc capacity` adds (`offload_request.capacity_extras`):
     `OffloadPart`, `PrefixPart` or `LoadRows`."""
-    if hasattr(part, "offload"):
+    from kvcalc.results.offload import OffloadPart, PrefixPart
+
+    if isinstance(part, OffloadPart):
         return offload_table(part.offload, title, width=width)
-    if hasattr(part, "shared_prefix"):
+    if isinstance(part, PrefixPart):
         return prefix_table(part.shared_prefix, title, width=width)
     return load_table(part.load_or_recompute, title, width=width)
 

@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 from kvcalc.report import seconds, size
 from kvcalc.report.layout import Cell, pairs_table
 
+if TYPE_CHECKING:
+    from kvcalc.results.speculative import SpeculativeEstimate
 
-def speculative_table(r: Any, *, width: int | None = None):
+
+def speculative_table(r: SpeculativeEstimate, *, width: int | None = None):
     """Key/value rows: the draft's weights and KV, the lookahead slots' KV, the extra state
     blocks, memory with them (bytes, GB = 1e9, GiB = 2^30), the verify and draft steps, and TPOT
     and tokens/s at the user's acceptance length (or why there are none)."""

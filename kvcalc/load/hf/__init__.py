@@ -38,13 +38,18 @@ import re
 import warnings
 from contextvars import ContextVar
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from kvcalc.errors import ConfigError, KvcalcError, KvcalcWarning
+from kvcalc.load.fields import ModelFields
 from kvcalc.load.files import build
 from kvcalc.load.hf.families import FAMILIES, TEXT_MODEL_TYPES
 from kvcalc.load.hf.reader import _Cfg, _decoder, _kinds_from_layer_types, _set_kinds, _shown
 from kvcalc.schema import ModelSpec
+
+if TYPE_CHECKING:
+    from kvcalc.json_types import JsonObject
+    from kvcalc.load.hf.quant import Quantization
 
 #: fields that change the cache in ways a plain decoder cannot express: an unknown model_type
 #: carrying any of them fails rather than giving a wrong number.
@@ -197,7 +202,7 @@ _CACHE_WORDS = re.compile(
 )
 
 
-def _unconsumed_cache_fields(data: dict[str, Any]) -> list[str]:
+def _unconsumed_cache_fields(data: JsonObject) -> list[str]:
     """The keys of `data` (a config of an unmapped model_type) that may shape the cache and that
     a plain decoder does not read: any key with a cache word in its name (`_CACHE_WORDS`) that is
     neither read (`_PLAIN_READS`) nor known not to shape the cache (`_NEVER_CACHE`), and is set
@@ -222,7 +227,7 @@ _STATE_SPACE_TYPES = ("mamba", "mamba2", "falcon_mamba")
 DEFAULT_DTYPE = {"gpt2": "fp32", "gpt_bigcode": "fp32"}
 
 
-def _generic(c: _Cfg) -> dict[str, Any]:
+def _generic(c: _Cfg) -> ModelFields:
     """An unknown model_type as a plain decoder (LlamaConfig fields, old GPT-2 names too), only
     when the user accepted the guess (`TRUST_PLAIN_DECODER`) and every field that can shape the
     cache is one the plain reading consumes; warns that it is a guess. Raises `ConfigError`
@@ -279,7 +284,7 @@ def _generic(c: _Cfg) -> dict[str, Any]:
 # ----- entry point -------------------------------------------------------------------------
 
 
-def _dtype(data: dict[str, Any], outer: dict[str, Any], model_type: str, path: str | None) -> str:
+def _dtype(data: JsonObject, outer: JsonObject, model_type: str, path: str | None) -> str:
     """`torch_dtype` or `dtype` (the text config's, else the top level's) as a kvcalc format
     name; bf16 when absent, except the families in DEFAULT_DTYPE."""
     from kvcalc.errors import UnknownNameError
@@ -313,7 +318,7 @@ def _dtype(data: dict[str, Any], outer: dict[str, Any], model_type: str, path: s
     return DEFAULT_DTYPE.get(model_type, "bf16")
 
 
-def _name(data: dict[str, Any], outer: dict[str, Any], path: str | None, model_type: str) -> str:
+def _name(data: JsonObject, outer: JsonObject, path: str | None, model_type: str) -> str:
     """`_name_or_path`'s last part, else the file's folder (for config.json) or stem; lower case."""
     for d in (outer, data):
         v = d.get("_name_or_path")
@@ -338,7 +343,7 @@ _ROPE_LAYER_KEYS = (
 )
 
 
-def _rope_scaling(c: _Cfg, outer: dict[str, Any]) -> dict[str, Any] | None:
+def _rope_scaling(c: _Cfg, outer: JsonObject) -> ModelFields | None:
     """`rope_parameters` (transformers v5) or `rope_scaling` as `RopeScaling` fields, normalised
     as vLLM's `patch_rope_parameters` does (`type` -> `rope_type`, `su` -> `longrope`, `mrope` ->
     `default`); a per-layer-type dict gives the entry that scales (vLLM assumes they agree).
@@ -362,7 +367,9 @@ def _rope_scaling(c: _Cfg, outer: dict[str, Any]) -> dict[str, Any] | None:
         raise c.fail(f'rope_type must be a name such as "yarn", got {_shown(rope_type)}', key)
     rope_type = {"su": "longrope", "mrope": "default"}.get(rope_type, rope_type)
     factor = chosen.get("factor")
-    if factor is not None and (type(factor) not in (int, float) or not 0 < factor <= 2**20):
+    if factor is not None and (
+        isinstance(factor, bool) or not isinstance(factor, (int, float)) or not 0 < factor <= 2**20
+    ):  # an int or a float (JSON's numbers), not true / false
         raise c.fail(f"factor must be a positive number such as 4.0, got {_shown(factor)}", key)
     orig = chosen.get("original_max_position_embeddings")
     if rope_type == "longrope" and orig is None:
@@ -383,7 +390,7 @@ def _rope_scaling(c: _Cfg, outer: dict[str, Any]) -> dict[str, Any] | None:
     }
 
 
-def _model_type(data: dict[str, Any], path: str | None, field: str) -> str:
+def _model_type(data: JsonObject, path: str | None, field: str) -> str:
     """`model_type` as a string ('' when absent or null); anything else is refused."""
     v = data.get("model_type")
     if v is None:
@@ -394,12 +401,12 @@ def _model_type(data: dict[str, Any], path: str | None, field: str) -> str:
 
 
 def model_fields_from_hf_config(
-    data: dict[str, Any],
+    data: JsonObject,
     path: str | None = None,
     *,
     trust_plain_decoder: bool | None = None,
-    hf_quant: dict[str, Any] | None = None,
-) -> dict[str, Any]:
+    hf_quant: JsonObject | None = None,
+) -> ModelFields:
     """The `ModelSpec` fields (name and source first, only those set) for a Hugging Face
     config dict. A multimodal config's `text_config` is read as the model; its dtype and name
     fall back to the top level.
@@ -432,7 +439,7 @@ def model_fields_from_hf_config(
     fields.setdefault("rope_scaling", _rope_scaling(c, outer))
     c.check_missing()
     shown_type = model_type if model_type == top_type or not top_type else f"{top_type} > {model_type}"
-    out: dict[str, Any] = {
+    out: ModelFields = {
         "name": _name(data, outer, path, model_type),
         "source": f"{path or '<dict>'} (HF config.json, model_type {shown_type or 'none'}"
         + ("; read as a plain decoder: a guess, --trust-plain-decoder)" if fn is _generic else ")"),
@@ -466,7 +473,7 @@ def model_fields_from_hf_config(
     return {k: v for k, v in out.items() if v is not None}
 
 
-def _check_scale_groups(fields: dict[str, Any], quant: Any, path: str | None) -> None:
+def _check_scale_groups(fields: ModelFields, quant: Quantization, path: str | None) -> None:
     """Raise `ConfigError` naming the file and the quantization field (`quant.field`: the fp8
     `weight_block_size`, a GPTQ / AWQ `group_size`, the compressed-tensors `config_groups`) when the
     architecture's decoder matrices are not whole groups or blocks of it (a [100, 100] block over
@@ -491,11 +498,11 @@ def _check_scale_groups(fields: dict[str, Any], quant: Any, path: str | None) ->
 
 
 def model_from_hf_config(
-    data: dict[str, Any],
+    data: JsonObject,
     path: str | None = None,
     *,
     trust_plain_decoder: bool | None = None,
-    hf_quant: dict[str, Any] | None = None,
+    hf_quant: JsonObject | None = None,
 ) -> ModelSpec:
     """A `ModelSpec` from a Hugging Face config.json dict (see `model_fields_from_hf_config`;
     `trust_plain_decoder`: accept an unmapped model_type read as a plain decoder, None: as the

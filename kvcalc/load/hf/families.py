@@ -15,8 +15,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import replace
-from typing import Any
 
+from kvcalc.load.fields import ModelFields
 from kvcalc.load.hf.families_2026 import FAMILIES_2026, TEXT_MODEL_TYPES_2026
 from kvcalc.load.hf.families_hybrid import (
     FALCON_H1,
@@ -117,7 +117,7 @@ COHERE2 = Family(
 )
 
 
-def _glm4_moe_experts(c: _Cfg, f: dict[str, Any]) -> dict[str, Any]:
+def _glm4_moe_experts(c: _Cfg, f: ModelFields) -> ModelFields:
     """GLM-4.5's experts: n_shared_experts (1) shared experts of the routed width; the first
     first_k_dense_replace (1) layers dense."""
     f["first_dense_layers"] = c.count("first_k_dense_replace", default=1, minimum=0)
@@ -179,7 +179,7 @@ GPT_OSS = Family(
 # ----- the families whose rules are code ---------------------------------------------------
 
 
-def _qwen_window(c: _Cfg, f: dict[str, Any]) -> dict[str, Any]:
+def _qwen_window(c: _Cfg, f: ModelFields) -> ModelFields:
     """`Family.build` of Qwen2 / Qwen3: the kinds and window of `_qwen_window_kinds`."""
     kinds, window = _qwen_window_kinds(c, f)
     return _set_kinds(c, f, kinds, window)
@@ -187,10 +187,10 @@ def _qwen_window(c: _Cfg, f: dict[str, Any]) -> dict[str, Any]:
 
 def _qwen_moe(
     n_experts: int, per_token: int, width: int, shared: int | None = None
-) -> Callable[[_Cfg, dict[str, Any]], dict[str, Any]]:
+) -> Callable[[_Cfg, ModelFields], ModelFields]:
     """`Family.build` of a Qwen MoE: `_qwen_window`, then `_qwen_experts` with these defaults."""
 
-    def build(c: _Cfg, f: dict[str, Any]) -> dict[str, Any]:
+    def build(c: _Cfg, f: ModelFields) -> ModelFields:
         return _qwen_experts(
             c, _qwen_window(c, f), n_experts=n_experts, per_token=per_token, width=width, shared=shared
         )
@@ -231,7 +231,7 @@ QWEN3_MOE = replace(QWEN3, source="configuration_qwen3_moe.py", build=_qwen_moe(
 _EXAONE4_KINDS = Kinds(nth="full", rest="sliding", every=4, every_keys=("sliding_window_pattern",))
 
 
-def _exaone4_layers(c: _Cfg, f: dict[str, Any], window: int | None) -> list[str] | None:
+def _exaone4_layers(c: _Cfg, f: ModelFields, window: int | None) -> list[str] | None:
     """`Family.layers` of EXAONE-4: `_EXAONE4_KINDS`, except that without a window (and without
     layer_types) every layer is global, and that a sliding_window_pattern written as a string of
     L (local) and G (global), as the published EXAONE-4.0-32B writes "LLLG", repeats over the
@@ -261,7 +261,7 @@ EXAONE4 = Family(
 )
 
 
-def _llama4_layers(c: _Cfg, f: dict[str, Any], chunk: int | None) -> list[str]:
+def _llama4_layers(c: _Cfg, f: ModelFields, chunk: int | None) -> list[str]:
     """`Family.layers` of Llama 4: `layer_types` (chunked_attention / full_attention) wins; else
     `no_rope_layers[i]` is 1 for a RoPE (chunked) layer and 0 for a NoPE global layer; when absent
     or empty, layer i is global when (i + 1) % no_rope_layer_interval == 0 (4). A chunked layer
@@ -285,7 +285,7 @@ def _llama4_layers(c: _Cfg, f: dict[str, Any], chunk: int | None) -> list[str]:
     return kinds
 
 
-def _llama4_moe_layers(c: _Cfg, f: dict[str, Any]) -> dict[str, Any]:
+def _llama4_moe_layers(c: _Cfg, f: ModelFields) -> ModelFields:
     """`Family.build` of Llama 4: experts on the layers i with (i + 1) % interleave_moe_layer_step
     == 0 (1: every layer); a `moe_layers` list other than those is refused."""
     step = c.count("interleave_moe_layer_step", default=1)
@@ -341,7 +341,7 @@ DEEPSEEK_V32 = replace(
 
 
 #: model_type -> mapping function. Aliases: Falcon's old RW names; Kimi-K2 is DeepSeek-V3.
-FAMILIES: dict[str, Family | Callable[[_Cfg], dict[str, Any]]] = {
+FAMILIES: dict[str, Family | Callable[[_Cfg], ModelFields]] = {
     "llama": LLAMA,
     "mistral": MISTRAL,
     "mixtral": MIXTRAL,

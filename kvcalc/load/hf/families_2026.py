@@ -13,14 +13,14 @@ compression or linear attention) are in `kvcalc.load.hf.families_2026_mla`.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
 
+from kvcalc.load.fields import ModelFields
 from kvcalc.load.hf.families_2026_mla import DEEPSEEK_V4, _first_dense, _glm_moe_dsa, _kimi_linear
 from kvcalc.load.hf.family import Family, Kinds
 from kvcalc.load.hf.reader import _Cfg, _set_kinds, _shown
 
 
-def _gemma4(c: _Cfg, f: dict[str, Any]) -> dict[str, Any]:
+def _gemma4(c: _Cfg, f: ModelFields) -> ModelFields:
     """gemma4_text (transformers `configuration_gemma4.py` Gemma4TextConfig.__post_init__,
     `modeling_gemma4.py` Gemma4TextAttention):
 
@@ -37,7 +37,7 @@ def _gemma4(c: _Cfg, f: dict[str, Any]) -> dict[str, Any]:
     """
     global_kv = c.count("num_global_key_value_heads")
     k_eq_v = c.flag("attention_k_eq_v", default=False)
-    full: dict[str, Any] = {"head_dim": c.count("global_head_dim", default=512)}
+    full: ModelFields = {"head_dim": c.count("global_head_dim", default=512)}
     if k_eq_v and global_kv is not None:
         full["n_kv_heads"] = global_kv
     if k_eq_v:
@@ -80,7 +80,7 @@ GEMMA4 = Family(
 # ----- MiMo-V2-Flash --------------------------------------------------------------------------
 
 
-def _mimo_v2(c: _Cfg, f: dict[str, Any]) -> dict[str, Any]:
+def _mimo_v2(c: _Cfg, f: ModelFields) -> ModelFields:
     """mimo_v2_flash (transformers `configuration_mimo_v2_flash.py`, `modeling_mimo_v2_flash.py`
     MiMoV2FlashAttention; vLLM 0.33.0 `mimo_v2.py` reads the swa_* keys):
 
@@ -161,7 +161,7 @@ MIMO_V2_FLASH = Family(
 # ----- MiniMax-M2 / M3 ------------------------------------------------------------------------
 
 
-def _minimax_m2(c: _Cfg, f: dict[str, Any]) -> dict[str, Any]:
+def _minimax_m2(c: _Cfg, f: ModelFields) -> ModelFields:
     """minimax_m2, MiniMax-M2 / M2.7 (transformers `configuration_minimax_m2.py`; vLLM 0.33.0
     `minimax_m2.py`): GQA on every layer (48 heads, 8 KV heads of 128 by default), experts on
     every layer: num_local_experts (256) of intermediate_size (1536, the expert width: there is
@@ -196,7 +196,7 @@ MINIMAX_M2 = Family(
 )
 
 
-def _minimax_m3(c: _Cfg, f: dict[str, Any]) -> dict[str, Any]:
+def _minimax_m3(c: _Cfg, f: ModelFields) -> ModelFields:
     """minimax_m3, MiniMax-M3 (transformers `configuration_minimax_m3_vl.py` MiniMaxM3VLTextConfig,
     `modeling_minimax_m3_vl.py` its indexer; vLLM 0.33.0 `models/minimax_m3/common/indexer.py`
     MiniMaxM3IndexerCache, "key-only: one vector per token"): GQA on every layer, and on the layers
@@ -273,7 +273,7 @@ MINIMAX_M3 = Family(
 # ----- Step-3.7 -------------------------------------------------------------------------------
 
 
-def _step3p7(c: _Cfg, f: dict[str, Any]) -> dict[str, Any]:
+def _step3p7(c: _Cfg, f: ModelFields) -> ModelFields:
     """step3p7, Step-3.7-Flash (transformers `configuration_step3p7.py` Step3p7TextConfig,
     `modeling_step3p7.py`): `layer_types` of full and sliding attention (padded with
     num_nextn_predict_layers MTP entries, cut to num_hidden_layers), sliding_window (null: none);
@@ -323,7 +323,7 @@ STEP3P7 = Family(
 
 
 #: model_type -> Family (or function) for the 2026 families; `families.FAMILIES` adds them.
-FAMILIES_2026: dict[str, Family | Callable[[_Cfg], dict[str, Any]]] = {
+FAMILIES_2026: dict[str, Family | Callable[[_Cfg], ModelFields]] = {
     "gemma4": GEMMA4,
     "gemma4_text": GEMMA4,
     "mimo_v2_flash": MIMO_V2_FLASH,

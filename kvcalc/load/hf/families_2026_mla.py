@@ -5,14 +5,15 @@ sparse attention), GLM-5 (DSA indexer) and Kimi-K3 (Kimi Linear), with the sourc
 
 from __future__ import annotations
 
-from typing import Any
+from typing import cast
 
+from kvcalc.load.fields import ModelFields
 from kvcalc.load.hf.family import Family
 from kvcalc.load.hf.mla import DEEPSEEK
 from kvcalc.load.hf.reader import _Cfg, _set_kinds, _shown, compact_layers
 
 
-def _first_dense(c: _Cfg, f: dict[str, Any], key: str, dense: tuple[object, ...]) -> None:
+def _first_dense(c: _Cfg, f: ModelFields, key: str, dense: tuple[object, ...]) -> None:
     """Experts placed by a per-layer list (`moe_layer_freq` [0, 0, 0, 1, ...], `mlp_layer_types`
     ["dense", ..., "sparse"]): kvcalc places them as `first_dense_layers` then every layer, so the
     list must be some dense layers then only sparse ones; anything else is refused by name."""
@@ -44,7 +45,7 @@ _V4_TYPES: dict[str, str] = {
 }
 
 
-def _deepseek_v4(c: _Cfg, f: dict[str, Any]) -> dict[str, Any]:
+def _deepseek_v4(c: _Cfg, f: ModelFields) -> ModelFields:
     """deepseek_v4, DeepSeek-V4-Flash / -Pro (transformers `configuration_deepseek_v4.py`
     DeepseekV4Config.__post_init__, `modeling_deepseek_v4.py` DeepseekV4HCACache /
     DeepseekV4CSACache / DeepseekV4Indexer; the paper's sections 2.3.1-2.3.2):
@@ -90,7 +91,7 @@ def _deepseek_v4(c: _Cfg, f: dict[str, Any]) -> dict[str, Any]:
                 f"{_shown(raw)}",
                 "compress_ratios",
             )
-        ratios = [{0: 0, 4: rates["csa"], 128: rates["hca"]}[r] for r in raw[:n]]
+        ratios = [{0: 0, 4: rates["csa"], 128: rates["hca"]}[cast(int, r)] for r in raw[:n]]
     else:
         ratios = [rates["hca"]] * min(n, 2) + [rates["csa"] if i % 2 else rates["hca"] for i in range(max(n - 2, 0))]
     f.update(
@@ -152,7 +153,7 @@ DEEPSEEK_V4 = Family(
 # ----- MLA + indexer / linear attention: GLM-5 (DSA), Kimi-K3 ------------------------------
 
 
-def _glm_moe_dsa(c: _Cfg) -> dict[str, Any]:
+def _glm_moe_dsa(c: _Cfg) -> ModelFields:
     """glm_moe_dsa, GLM-5 (transformers `configuration_glm_moe_dsa.py`, `modeling_glm_moe_dsa.py`
     GlmMoeDsaAttention: `self.indexer = None if skip_topk else GlmMoeDsaIndexer(...)`): DeepSeek's
     MLA (kv_lora_rank 512 + qk_rope_head_dim 64 = 576 per token; qk_nope_head_dim 192, v_head_dim
@@ -189,7 +190,7 @@ def _glm_moe_dsa(c: _Cfg) -> dict[str, Any]:
     return f
 
 
-def _kimi_linear(c: _Cfg) -> dict[str, Any]:
+def _kimi_linear(c: _Cfg) -> ModelFields:
     """kimi_linear, Kimi Linear / Kimi-K3's text model (transformers `configuration_kimi_linear.py`
     KimiLinearConfig.__post_init__, `modeling_kimi_linear.py` KimiLinearDeltaAttention): MLA layers
     (kv_lora_rank + qk_rope_head_dim cached, as DeepSeek-V3) beside KDA linear-attention layers.
@@ -224,7 +225,7 @@ def _kimi_linear(c: _Cfg) -> dict[str, Any]:
                 raise c.fail(
                     f"must list layer numbers from 1 to {n} (1-indexed), got {_shown(ids)}", f"linear_attn_config.{key}"
                 )
-            for i in ids:
+            for i in cast("list[int]", ids):  # checked above
                 slots[i - 1] = kind
         if None in slots:
             raise c.fail(

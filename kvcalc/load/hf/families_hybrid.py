@@ -6,13 +6,12 @@ the "auto" Mamba head sizes). Part of the `FAMILIES` table in `kvcalc.load.hf.fa
 
 from __future__ import annotations
 
-from typing import Any
-
+from kvcalc.load.fields import ModelFields
 from kvcalc.load.hf.family import Family, Kinds
 from kvcalc.load.hf.reader import _auto, _Cfg, _qwen_experts, _shown
 
 
-def _gated_deltanet(c: _Cfg) -> dict[str, Any]:
+def _gated_deltanet(c: _Cfg) -> ModelFields:
     """The Gated DeltaNet (linear attention) fields of Qwen3-Next and Qwen3.5, with
     transformers' `Qwen3NextConfig` defaults: 16 key heads, 32 value heads of 128, conv kernel 4."""
     return dict(
@@ -24,13 +23,13 @@ def _gated_deltanet(c: _Cfg) -> dict[str, Any]:
     )
 
 
-def _linear_layers(c: _Cfg, f: dict[str, Any]) -> dict[str, Any]:
+def _linear_layers(c: _Cfg, f: ModelFields) -> ModelFields:
     """`Family.build` of Qwen3.5: the Gated DeltaNet fields (`_gated_deltanet`)."""
     f.update(_gated_deltanet(c))
     return f
 
 
-def _qwen3_next_build(c: _Cfg, f: dict[str, Any]) -> dict[str, Any]:
+def _qwen3_next_build(c: _Cfg, f: ModelFields) -> ModelFields:
     """`Family.build` of Qwen3-Next: the Gated DeltaNet fields and the Qwen experts (512 of 512,
     10 per token, a shared expert of 512, placed by decoder_sparse_step)."""
     f.update(_gated_deltanet(c))
@@ -66,7 +65,7 @@ def _offset_below_period(c: _Cfg, key: str, period: int, offset: int, what: str)
         )
 
 
-def _jamba_layers(c: _Cfg, f: dict[str, Any], window: int | None) -> list[str]:
+def _jamba_layers(c: _Cfg, f: ModelFields, window: int | None) -> list[str]:
     """`Family.layers` of Jamba: layer i is attention when i % attn_layer_period ==
     attn_layer_offset (8, 4), else Mamba-1; attention slides only when sliding_window is set."""
     period = c.count("attn_layer_period", default=8)
@@ -76,7 +75,7 @@ def _jamba_layers(c: _Cfg, f: dict[str, Any], window: int | None) -> list[str]:
     return [attn if i % period == offset else "mamba" for i in range(f["n_layers"] or 0)]
 
 
-def _jamba_build(c: _Cfg, f: dict[str, Any]) -> dict[str, Any]:
+def _jamba_build(c: _Cfg, f: ModelFields) -> ModelFields:
     """`Family.build` of Jamba: MoE on the layers with i % expert_layer_period ==
     expert_layer_offset (2, 1), none when num_experts is 1 (Jamba's MoE only when num_experts > 1:
     one expert is a dense MLP); mamba_dt_rank "auto" is ceil(hidden / 16)."""
@@ -129,7 +128,7 @@ QWEN3_5_TEXT = Family(
 )
 
 
-def _qwen3_5_moe_build(c: _Cfg, f: dict[str, Any]) -> dict[str, Any]:
+def _qwen3_5_moe_build(c: _Cfg, f: ModelFields) -> ModelFields:
     """`Family.build` of Qwen3.5 MoE: the Gated DeltaNet fields; no dense MLP (every layer's MLP is
     the experts)."""
     f.pop("intermediate_size", None)
@@ -179,13 +178,14 @@ def _nemotron_h_blocks(c: _Cfg) -> tuple[str, list[str]]:
             raise c.fail(f"must be a string of M, *, - and E, got {_shown(pattern)}", "hybrid_override_pattern")
         return "hybrid_override_pattern", [_NEMOTRON_H_CHARS[ch] for ch in pattern]
     raw = c.get("layers_block_type", "layer_types")
-    if not isinstance(raw, list) or not raw or any(k not in _NEMOTRON_H_TYPES for k in raw):
+    known = [k for k in raw if isinstance(k, str) and k in _NEMOTRON_H_TYPES] if isinstance(raw, list) else []
+    if not isinstance(raw, list) or not raw or len(known) != len(raw):
         raise c.fail(
             "needs hybrid_override_pattern (M, *, -, E) or layers_block_type listing mamba, "
             "attention, mlp or moe per layer",
             "hybrid_override_pattern",
         )
-    return "layers_block_type", [_NEMOTRON_H_TYPES[k] for k in raw]
+    return "layers_block_type", [_NEMOTRON_H_TYPES[k] for k in known]
 
 
 def _nemotron_h_counted(c: _Cfg) -> _Cfg:
@@ -198,12 +198,12 @@ def _nemotron_h_counted(c: _Cfg) -> _Cfg:
     return _Cfg({**c.data, "num_hidden_layers": len(blocks)}, c.path, c.model_type)
 
 
-def _nemotron_h_layers(c: _Cfg, f: dict[str, Any], window: int | None) -> list[str]:
+def _nemotron_h_layers(c: _Cfg, f: ModelFields, window: int | None) -> list[str]:
     """`Family.layers` of Nemotron-H: one kind per block (`_NEMOTRON_H_KINDS`)."""
     return [_NEMOTRON_H_KINDS[b] for b in _nemotron_h_blocks(c)[1]]
 
 
-def _nemotron_h_moe(c: _Cfg, f: dict[str, Any]) -> dict[str, Any]:
+def _nemotron_h_moe(c: _Cfg, f: ModelFields) -> ModelFields:
     """`Family.build` of Nemotron-H: MoE blocks (Nemotron 3) have routed experts of
     moe_intermediate_size, not dense MLPs of intermediate_size. When every MLP block is MoE (no
     dense one) the count is exact (vLLM 0.33.0 `nemotron_h.py` NemotronHMoE,
@@ -269,7 +269,7 @@ _MAMBA2_COUNTS = {
 }
 
 
-def _granite_layers(c: _Cfg, f: dict[str, Any], window: int | None) -> list[str]:
+def _granite_layers(c: _Cfg, f: ModelFields, window: int | None) -> list[str]:
     """`Family.layers` of Granite-4.0-H: `layer_types` (or layers_block_type) lists mamba or
     attention for each layer."""
     raw = c.get("layer_types", "layers_block_type")
@@ -280,7 +280,7 @@ def _granite_layers(c: _Cfg, f: dict[str, Any], window: int | None) -> list[str]
     return ["mamba" if k == "mamba" else "full" for k in raw]
 
 
-def _granite_build(c: _Cfg, f: dict[str, Any]) -> dict[str, Any]:
+def _granite_build(c: _Cfg, f: ModelFields) -> ModelFields:
     """`Family.build` of Granite-4.0-H: mamba_d_head "auto" = mamba_expand x hidden / heads; every
     layer has an MLP: num_local_experts of intermediate_size (1024) with a shared MLP of
     shared_intermediate_size (1024), or, when num_local_experts is 0, a dense MLP of
@@ -315,7 +315,7 @@ GRANITEMOEHYBRID = Family(
 )
 
 
-def _falcon_h1_mixer(c: _Cfg, f: dict[str, Any]) -> dict[str, Any]:
+def _falcon_h1_mixer(c: _Cfg, f: ModelFields) -> ModelFields:
     """`Family.build` of Falcon-H1: num_key_value_heads null means the query heads
     (FalconH1Config.__post_init__); `attn_layer_indices` (tiiuae's early remote code: attention on
     some layers only) is refused; the mixer's width d_inner = mamba_d_ssm (default 1024; null ->

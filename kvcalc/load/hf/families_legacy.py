@@ -8,12 +8,12 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import replace
-from typing import Any
 
+from kvcalc.load.fields import ModelFields
 from kvcalc.load.hf.family import Family, Kinds
 from kvcalc.load.hf.reader import _Cfg
 
-_Build = Callable[[_Cfg, dict[str, Any]], dict[str, Any]]
+_Build = Callable[[_Cfg, ModelFields], ModelFields]
 
 #: every layer full attention: these families' code has no `layer_types` (nor a window)
 _ALL_FULL = Kinds(layer_types=False)
@@ -22,7 +22,7 @@ _ALL_FULL = Kinds(layer_types=False)
 def _width_or_4x(width_key: str) -> _Build:
     """Falcon / GPT-2: a plain GELU MLP whose width is `width_key`, by default 4 x hidden_size."""
 
-    def build(c: _Cfg, f: dict[str, Any]) -> dict[str, Any]:
+    def build(c: _Cfg, f: ModelFields) -> ModelFields:
         hidden = f["hidden_size"]
         f["intermediate_size"] = c.count(width_key, default=4 * hidden if hidden else None)
         return f
@@ -34,7 +34,7 @@ def _width_or_4x(width_key: str) -> _Build:
 _FALCON_RW = ("RefinedWeb", "RefinedWebModel")
 
 
-def _falcon_kv_heads(c: _Cfg, f: dict[str, Any]) -> dict[str, Any]:
+def _falcon_kv_heads(c: _Cfg, f: ModelFields) -> ModelFields:
     """falcon (`configuration_falcon.py`, `modeling_falcon.py` FalconAttention:
     `num_kv_heads = config.num_kv_heads if (new_decoder_architecture or not multi_query) else 1`,
     config.num_kv_heads defaulting to the query heads; multi_query defaults to true).
@@ -97,7 +97,7 @@ GPT2 = Family(
 )
 
 
-def _bigcode_kv_heads(c: _Cfg, f: dict[str, Any]) -> dict[str, Any]:
+def _bigcode_kv_heads(c: _Cfg, f: ModelFields) -> ModelFields:
     """GPTBigCodeAttention: `kv_heads = 1 if multi_query else num_heads`."""
     f = _width_or_4x("n_inner")(c, f)
     f["n_kv_heads"] = 1 if c.flag("multi_query", default=True) else f["n_heads"]
@@ -112,7 +112,7 @@ def _bigcode_kv_heads(c: _Cfg, f: dict[str, Any]) -> dict[str, Any]:
 GPT_BIGCODE = replace(GPT2, source="configuration_gpt_bigcode.py", build=_bigcode_kv_heads)
 
 
-def _chatglm_kv_heads(c: _Cfg, f: dict[str, Any]) -> dict[str, Any]:
+def _chatglm_kv_heads(c: _Cfg, f: ModelFields) -> ModelFields:
     """ChatGLM's KV heads: multi_query_group_num when multi_query_attention, else one per query
     head; a multi_query_group_num without multi_query_attention: true is refused: the model's
     code ignores it, vLLM's `get_total_num_kv_heads` does not."""
@@ -162,12 +162,12 @@ def _nested(c: _Cfg, key: str) -> _Cfg:
 
 #: MPT's and DBRX's shared key names (d_model, n_heads, n_layers, max_seq_len; no KV-head key at
 #: the top level: it is in attn_config).
-_MPT_DECODER: dict[str, Any] = dict(
+_MPT_DECODER: ModelFields = dict(
     max_pos=2048, layer_keys=("n_layers",), head_keys=("n_heads",), hidden_keys=("d_model",), kv_keys=()
 )
 
 
-def _mpt_attention(c: _Cfg, f: dict[str, Any]) -> dict[str, Any]:
+def _mpt_attention(c: _Cfg, f: ModelFields) -> ModelFields:
     """MPT's attn_config (llm-foundry / `configuration_mpt.py`) and its MLP of expansion_ratio x
     d_model; attn_type multiquery_attention and a set sliding_window_size are refused."""
     a = _nested(c, "attn_config")
@@ -213,7 +213,7 @@ MPT = Family(
 )
 
 
-def _dbrx_nested(c: _Cfg, f: dict[str, Any]) -> dict[str, Any]:
+def _dbrx_nested(c: _Cfg, f: ModelFields) -> ModelFields:
     """DBRX's attn_config.kv_n_heads (default 1) and ffn_config experts."""
     f["n_kv_heads"] = _nested(c, "attn_config").count("kv_n_heads", default=1)
     f["max_position_embeddings"] = c.count("max_seq_len", default=2048)

@@ -24,10 +24,11 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from kvcalc.load.fields import ModelFields
 from kvcalc.load.hf.reader import _Cfg, _decoder, _every_nth, _kinds_from_layer_types, _set_kinds, _shown
 
 #: a ModelSpec field -> (config keys, the first present wins; the family's default)
-CountMap = Mapping[str, tuple[tuple[str, ...], Any]]
+CountMap = Mapping[str, tuple[tuple[str, ...], int | None]]
 
 
 @dataclass(frozen=True)
@@ -104,20 +105,21 @@ class Family:
     """
 
     source: str
+    # Any: `_decoder`'s keyword arguments (counts, flags, key tuples), each its own type
     decoder: Mapping[str, Any] = field(default_factory=dict)
     counts: CountMap = field(default_factory=dict)
     flags: Mapping[str, tuple[tuple[str, ...], bool]] = field(default_factory=dict)
-    fixed: Mapping[str, Any] = field(default_factory=dict)
+    fixed: Mapping[str, object] = field(default_factory=dict)
     rename: Mapping[str, str] = field(default_factory=dict)
     kinds: Kinds = Kinds()
-    window: tuple[str, Any] | None = None
+    window: tuple[str, int | None] | None = None
     ignored: Mapping[str, str] = field(default_factory=dict)
     prepare: Callable[[_Cfg], _Cfg] | None = None
-    build: Callable[[_Cfg, dict[str, Any]], dict[str, Any]] | None = None
-    layers: Callable[[_Cfg, dict[str, Any], int | None], list[str] | None] | None = None
+    build: Callable[[_Cfg, ModelFields], ModelFields] | None = None
+    layers: Callable[[_Cfg, ModelFields, int | None], list[str] | None] | None = None
     set_kinds: bool = True  # False: `build` places the kinds itself
 
-    def __call__(self, c: _Cfg) -> dict[str, Any]:
+    def __call__(self, c: _Cfg) -> ModelFields:
         if self.prepare is None:
             return self._read(c)
         prepared = self.prepare(c)
@@ -126,7 +128,7 @@ class Family:
             c.missing.extend(prepared.missing)
         return f
 
-    def _read(self, c: _Cfg) -> dict[str, Any]:
+    def _read(self, c: _Cfg) -> ModelFields:
         f = _decoder(c, **self.decoder)
         for name, (keys, default) in self.counts.items():
             f[name] = c.count(*keys, default=default, minimum=0 if default == 0 else 1)

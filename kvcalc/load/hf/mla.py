@@ -4,13 +4,12 @@ read (a module of its own, so neither imports the other)."""
 
 from __future__ import annotations
 
-from typing import Any
-
+from kvcalc.load.fields import ModelFields
 from kvcalc.load.hf.family import Family
 from kvcalc.load.hf.reader import _Cfg
 
 
-def _deepseek_mla(c: _Cfg, f: dict[str, Any]) -> dict[str, Any]:
+def _deepseek_mla(c: _Cfg, f: ModelFields) -> ModelFields:
     """DeepSeek's rules beyond the table: a head_dim in the file is qk_rope_head_dim's alias, not the
     latent (dropped; MLA sizes its latent, not heads); n_shared_experts x moe_intermediate_size
     shared; MoE every moe_layer_freq-th layer."""

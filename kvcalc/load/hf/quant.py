@@ -30,12 +30,17 @@ from __future__ import annotations
 import fnmatch
 import re
 import warnings
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kvcalc.errors import ConfigError, KvcalcWarning
+from kvcalc.load.fields import ModelFields
 from kvcalc.load.hf.reader import _shown
 from kvcalc.text import excerpt
+
+if TYPE_CHECKING:
+    from kvcalc.json_types import JsonObject
 
 
 @dataclass(frozen=True)
@@ -57,7 +62,7 @@ class Quantization:
     #: named when the architecture's matrices are not whole groups or blocks of it
     field: str = "quantization_config"
 
-    def fields(self) -> dict[str, Any]:
+    def fields(self) -> ModelFields:
         """The `ModelSpec` fields this sets (only those not None)."""
         return {
             k: v
@@ -66,7 +71,7 @@ class Quantization:
         }
 
 
-def _int(q: dict[str, Any], keys: tuple[str, ...], default: int | None, path: str | None) -> int | None:
+def _int(q: JsonObject, keys: tuple[str, ...], default: int | None, path: str | None) -> int | None:
     for k in keys:
         v = q.get(k)
         if v is None:
@@ -102,7 +107,7 @@ def _regex_problem(regex: str) -> str | None:
     )
     count = 0
 
-    def walk(items: Any, in_repeat: bool) -> str | None:
+    def walk(items: Any, in_repeat: bool) -> str | None:  # Any: sre_parse's SubPattern (untyped)
         nonlocal count
         for op, av in items:
             if op in repeat_ops:
@@ -140,7 +145,7 @@ def _regex_problem(regex: str) -> str | None:
     return problem
 
 
-def _unquantized_patterns(q: dict[str, Any], path: str | None) -> list[str]:
+def _unquantized_patterns(q: JsonObject, path: str | None) -> list[str]:
     """The unquantized-module patterns of every key transformers and the engines read (see the
     module docstring). Raises `ConfigError` for a key that is not a list of strings, and for an
     `re:` pattern that does not compile or could not be matched in bounded time (`_regex_problem`)."""
@@ -149,15 +154,16 @@ def _unquantized_patterns(q: dict[str, Any], path: str | None) -> list[str]:
         v = q.get(key)
         if v is None:
             continue
-        if not isinstance(v, list) or not all(isinstance(x, str) for x in v):
+        names = [x for x in v if isinstance(x, str)] if isinstance(v, list) else []
+        if not isinstance(v, list) or len(names) != len(v):
             raise ConfigError("must be a list of module names", path=path, field=f"quantization_config.{key}")
-        for x in v:
+        for x in names:
             problem = _regex_problem(x[3:]) if x.startswith("re:") else None
             if problem:
                 raise ConfigError(
                     f"{excerpt(x, 60, quote=True)} {problem}", path=path, field=f"quantization_config.{key}"
                 )
-        out += v
+        out += names
     return out
 
 
@@ -188,7 +194,7 @@ def _left_out(patterns: list[str], n_layers: int, part: tuple[str, ...]) -> list
     return [all(any(matches(p, f"model.layers.{i}.{m}") for p in patterns) for m in part) for i in layers]
 
 
-def _fp8_format(method: str, q: dict[str, Any], path: str | None, unsized: Any) -> Quantization | None:
+def _fp8_format(method: str, q: JsonObject, path: str | None, unsized: Callable[[str], None]) -> Quantization | None:
     """fp8 (vLLM `fp8.py`): per-tensor scales, or `weight_block_size` blocks with fp32 scales."""
     fmt = q.get("fmt", "e4m3")
     base = "fp8_e5m2" if fmt == "e5m2" else "fp8_e4m3"
@@ -212,7 +218,7 @@ def _fp8_format(method: str, q: dict[str, Any], path: str | None, unsized: Any) 
 
 
 def _compressed_tensors_format(
-    method: str, q: dict[str, Any], dtype: str, path: str | None, where: str, unsized: Any
+    method: str, q: JsonObject, dtype: str, path: str | None, where: str, unsized: Callable[[str], None]
 ) -> Quantization | None:
     """compressed-tensors (`config_groups`: the first group's `weights` scheme): fp8 per tensor,
     per group or per block, nvfp4, int4 / int8 with group scales (`:zp` when asymmetric)."""
@@ -258,7 +264,7 @@ def _compressed_tensors_format(
             return Quantization(
                 method,
                 f"int{bits}:g{gsize}:{dtype}{zp}",
-                packed_bits=bits if bits == 4 else None,
+                packed_bits=4 if bits == 4 else None,
                 field="quantization_config.config_groups",
             )
         if bits == 8:
@@ -268,7 +274,7 @@ def _compressed_tensors_format(
 
 
 def _format(
-    method: str, q: dict[str, Any], dtype: str, path: str | None, hidden_size: int | None = None
+    method: str, q: JsonObject, dtype: str, path: str | None, hidden_size: int | None = None
 ) -> Quantization | None:
     """The weight format a method stores its matrices in (None after a warning when kvcalc
     cannot size it)."""
@@ -331,9 +337,7 @@ def _format(
     return None
 
 
-def read_hf_quant_config(
-    data: dict[str, Any], *, n_layers: int, moe: bool, path: str | None = None
-) -> Quantization | None:
+def read_hf_quant_config(data: JsonObject, *, n_layers: int, moe: bool, path: str | None = None) -> Quantization | None:
     """The `Quantization` NVIDIA ModelOpt's `hf_quant_config.json` (beside config.json in its FP8 /
     NVFP4 checkpoints) states: `quantization.quant_algo` FP8 (`fp8_e4m3`, per-tensor scales) or
     NVFP4 (`nvfp4`: fp4 values, one fp8 scale per 16) for the decoder matrices, less the
@@ -357,8 +361,9 @@ def read_hf_quant_config(
     algo = str(q.get("quant_algo") or "").upper()
     if algo in formats:
         quant = Quantization("modelopt", formats[algo], u8_nibbles=algo == "NVFP4", field="quantization.quant_algo")
-        excluded = q.get("exclude_modules") or []
-        if not isinstance(excluded, list) or not all(isinstance(p, str) for p in excluded):
+        given = q.get("exclude_modules") or []
+        excluded = [p for p in given if isinstance(p, str)] if isinstance(given, list) else []
+        if not isinstance(given, list) or len(excluded) != len(given):
             raise ConfigError("must be a list of module patterns", path=path, field="quantization.exclude_modules")
         attention = _left_out(excluded, n_layers, _ATTENTION)
         mlp = _left_out(excluded, n_layers, _EXPERTS if moe else _DENSE_MLP)
@@ -383,7 +388,7 @@ def read_hf_quant_config(
 
 
 def read_quantization(
-    config: dict[str, Any],
+    config: JsonObject,
     *,
     dtype: str,
     n_layers: int,
@@ -400,8 +405,9 @@ def read_quantization(
     Raises `ConfigError` (file and field named) for a malformed `quantization_config`.
     """
     q = config.get("quantization_config")
-    if q is None and isinstance(config.get("text_config"), dict):
-        q = config["text_config"].get("quantization_config")
+    text = config.get("text_config")
+    if q is None and isinstance(text, dict):
+        q = text.get("quantization_config")
     if q is None:
         return None
     if not isinstance(q, dict):

@@ -9,19 +9,25 @@ themselves are listed in `kvcalc.load.hf`'s docstring.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, TypeVar, overload
 
 from kvcalc.errors import ConfigError
+from kvcalc.load.fields import ModelFields
 from kvcalc.schema import LAYER_KIND_ALIASES
 
+if TYPE_CHECKING:
+    from kvcalc.json_types import JsonObject, JsonValue
+
 _MISSING = object()
+#: a family's default for an absent field (any type the family's transformers default has)
+_D = TypeVar("_D")
 #: the largest count a config may give (as `kvcalc.schema`'s Count).
 _MAX_INT = 2**40
 #: the most layers a config may give (as `kvcalc.schema`'s LayerCount).
 _MAX_LAYERS = 100_000
 
 
-def _shown(v: Any) -> str:
+def _shown(v: object) -> str:
     """A config value as JSON writes it (32.0, NaN, Infinity, true, "8"), shortened."""
     import json
 
@@ -36,14 +42,18 @@ class _Cfg:
     """A config dict with the file it came from; `need` collects missing fields so one error
     names them all."""
 
-    def __init__(self, data: dict[str, Any], path: str | None, model_type: str) -> None:
+    def __init__(self, data: JsonObject, path: str | None, model_type: str) -> None:
         self.data = data
         self.path = path
         self.model_type = model_type
         self.missing: list[str] = []
         self.prefix = ""  # "attn_config." for a nested mapping: errors name the full field
 
-    def get(self, *keys: str, default: Any = None) -> Any:
+    @overload
+    def get(self, *keys: str) -> JsonValue: ...
+    @overload
+    def get(self, *keys: str, default: _D) -> JsonValue | _D: ...
+    def get(self, *keys: str, default: object = None) -> object:
         """The first of `keys` present with a non-null value, else `default`."""
         for k in keys:
             v = self.data.get(k)
@@ -51,11 +61,11 @@ class _Cfg:
                 return v
         return default
 
-    def need(self, *keys: str) -> Any:
+    def need(self, *keys: str) -> JsonValue:
         """The first of `keys` present (the HF name, then older aliases); records the first
         key as missing when none is."""
-        v = self.get(*keys, default=_MISSING)
-        if v is _MISSING:
+        k, v = self._present(keys)
+        if k is None:
             self.missing.append(keys[0])
             return None
         return v
@@ -63,14 +73,14 @@ class _Cfg:
     def fail(self, message: str, field: str | None = None) -> ConfigError:
         return ConfigError(message, path=self.path, field=self.prefix + field if field else None)
 
-    def _present(self, keys: tuple[str, ...]) -> tuple[str | None, Any]:
+    def _present(self, keys: tuple[str, ...]) -> tuple[str | None, JsonValue]:
         for k in keys:
             v = self.data.get(k)
             if v is not None:
                 return k, v
         return None, None
 
-    def check_int(self, key: str, v: Any, minimum: int = 1, maximum: int = _MAX_INT) -> int:
+    def check_int(self, key: str, v: object, minimum: int = 1, maximum: int = _MAX_INT) -> int:
         """`v` (the value of config field `key`) as a checked int: a JSON integer (not a
         boolean, a float such as 32.0, NaN, Infinity or a string such as "8"), at least
         `minimum` and at most `maximum`. Raises `ConfigError` naming the file and the field."""
@@ -82,13 +92,17 @@ class _Cfg:
             raise self.fail(f"is too large ({v}); at most {maximum:,}", key)
         return v
 
-    def count(self, *keys: str, default: Any = None, minimum: int = 1) -> Any:
+    @overload
+    def count(self, *keys: str, minimum: int = 1) -> int | None: ...
+    @overload
+    def count(self, *keys: str, default: _D, minimum: int = 1) -> int | _D: ...
+    def count(self, *keys: str, default: object = None, minimum: int = 1) -> object:
         """The first of `keys` present with a non-null value, checked by `check_int`; else
         `default` (not checked: a family's transformers default)."""
         k, v = self._present(keys)
         return default if k is None else self.check_int(k, v, minimum)
 
-    def int_or_null(self, key: str, default: Any, minimum: int = 1) -> Any:
+    def int_or_null(self, key: str, default: _D, minimum: int = 1) -> int | _D | None:
         """Field `key` checked as an int when set; `default` only when the key is absent; None
         when it is null (sliding_window: absent means the family default, null means none)."""
         if key not in self.data:
@@ -96,7 +110,7 @@ class _Cfg:
         v = self.data[key]
         return None if v is None else self.check_int(key, v, minimum)
 
-    def need_int(self, *keys: str, minimum: int = 1, maximum: int = _MAX_INT) -> Any:
+    def need_int(self, *keys: str, minimum: int = 1, maximum: int = _MAX_INT) -> int | None:
         """Like `need`, with the value checked by `check_int`."""
         k, v = self._present(keys)
         if k is None:
@@ -113,7 +127,7 @@ class _Cfg:
             raise self.fail(f"must be true or false, got {_shown(v)}", k)
         return v
 
-    def mapping(self, key: str) -> dict[str, Any]:
+    def mapping(self, key: str) -> JsonObject:
         """Field `key` as a JSON object ({} when absent or null)."""
         v = self.data.get(key)
         if v is None:
@@ -136,7 +150,7 @@ def _decoder(
     c: _Cfg,
     *,
     head_dim: int | None = None,
-    n_kv_heads: Any = _MISSING,
+    n_kv_heads: int | None | object = _MISSING,
     max_pos: int | None = None,
     tie: bool = False,
     bias: bool = False,
@@ -145,12 +159,12 @@ def _decoder(
     layer_keys: tuple[str, ...] = ("num_hidden_layers",),
     head_keys: tuple[str, ...] = ("num_attention_heads",),
     kv_keys: tuple[str, ...] = ("num_key_value_heads",),
-) -> dict[str, Any]:
+) -> ModelFields:
     """The fields every decoder shares (transformers `LlamaConfig` and its descendants):
     layers, heads, KV heads (absent -> heads), head_dim (explicit wins, else hidden // heads),
     context, vocabulary, MLP width, tied embeddings, QKV bias. Keyword arguments are the
     family's transformers defaults."""
-    f: dict[str, Any] = {
+    f: ModelFields = {
         "n_layers": c.need_int(*layer_keys, maximum=_MAX_LAYERS),
         "n_heads": c.count(*head_keys, default=n_heads) if n_heads else c.need_int(*head_keys),
         "hidden_size": c.count(*hidden_keys),
@@ -201,7 +215,7 @@ def _auto(c: _Cfg, key: str, derived: int | None) -> int | None:
     return derived if v == "auto" else c.check_int(key, v)
 
 
-def _set_kinds(c: _Cfg, f: dict[str, Any], kinds: list[str] | None, window: Any) -> dict[str, Any]:
+def _set_kinds(c: _Cfg, f: ModelFields, kinds: list[str] | None, window: int | None) -> ModelFields:
     """Put the per-layer kinds into `f` compactly (see `compact_layers`), with the window only
     when some layer slides. A sliding layer without a window fails."""
     if kinds is None:
@@ -227,7 +241,7 @@ def compact_layers(kinds: list[str]) -> dict[str, list[str]]:
     return {"layer_types": list(kinds)}
 
 
-def _moe_sparse_step(c: _Cfg, f: dict[str, Any]) -> None:
+def _moe_sparse_step(c: _Cfg, f: ModelFields) -> None:
     """Qwen MoE layer placement (`modeling_qwen2_moe.py` / `modeling_qwen3_moe.py`): layer i
     is sparse when i is not in `mlp_only_layers` and (i + 1) % decoder_sparse_step == 0, i.e.
     period = step, offset = step - 1."""
@@ -243,8 +257,8 @@ def _moe_sparse_step(c: _Cfg, f: dict[str, Any]) -> None:
 
 
 def _qwen_experts(
-    c: _Cfg, f: dict[str, Any], *, n_experts: int, per_token: int, width: int, shared: int | None = None
-) -> dict[str, Any]:
+    c: _Cfg, f: ModelFields, *, n_experts: int, per_token: int, width: int, shared: int | None = None
+) -> ModelFields:
     """Qwen MoE experts (`configuration_qwen2_moe.py`, `configuration_qwen3_moe.py`,
     `configuration_qwen3_next.py`): num_experts of moe_intermediate_size, num_experts_per_tok
     per token, a shared expert of shared_expert_intermediate_size (read only for the families
@@ -259,7 +273,7 @@ def _qwen_experts(
     return f
 
 
-def _qwen_window_kinds(c: _Cfg, f: dict[str, Any]) -> tuple[list[str] | None, Any]:
+def _qwen_window_kinds(c: _Cfg, f: ModelFields) -> tuple[list[str] | None, int | None]:
     """Qwen2/Qwen3 sliding window (`configuration_qwen2.py`): the window is null unless
     `use_sliding_window`; then layers i >= max_window_layers slide. `layer_types` wins."""
     window = c.count("sliding_window") if c.flag("use_sliding_window", default=False) else None
