@@ -631,7 +631,7 @@ def kv_format(
         if isinstance(name, str) and name.strip().lower() in VLLM_033_CACHE_DTYPES:  # not "unknown": vLLM's own
             raise KvcalcError(
                 f"'{name}' is a vLLM 0.33 --kv-cache-dtype, sized by vLLM's rules only",
-                fix="use it with `kvcalc estimate --engine vllm` or `kvcalc capacity --engine vllm`",
+                fix="use it with --engine vllm (`kvcalc estimate`, `capacity`, `plan`, `sweep --gpu`)",
                 field=field,
                 value=name,
                 form=OPTION,
