@@ -29,7 +29,7 @@ from kvcalc.results import CheckRow
 from kvcalc.schema import Deployment, GpuSpec, ModelSpec, Targets
 
 if TYPE_CHECKING:
-    from kvcalc.calc.plan import EngineKv
+    from kvcalc.calc.plan import EngineKv, KvPick
     from kvcalc.calc.speculative import SpecDecode
 
 
@@ -72,6 +72,7 @@ def check(
     engine: str = "ideal",
     speculative: SpecDecode | None = None,
     speed: SpeedTerms | None = None,
+    kv: KvPick | None = None,
 ) -> CheckRow:
     """Plan and roofline one deployment: its memory per GPU against the budget (fits when
     used <= budget), the decode TPOT and total tokens/s at `max_seq_len` x `concurrency`, and
@@ -86,7 +87,9 @@ def check(
     `calc.speculative.SpecDecode` (its memory and TPOT as plan counts them, `_Placed.spec_bytes`).
     `speed`: the speed model's terms
     for that engine on this GPU at this TP (`calc.speed`; what `kvcalc plan` and `kvcalc
-    estimate` time the layout with; None: the bare roofline).
+    estimate` time the layout with; None: the bare roofline). `kv`: the file's `kv_dtype` as the
+    engine parsed it where it is the engine's own (`calc.plan.KvPick`: its K / V formats for the
+    memory plan, its name for `engine_kv`), as `kvcalc plan` sized it; None: the file's format.
 
     Raises `KvcalcError` with its `field` set: `tp` for a TP degree the engines refuse
     (`kv_cache.check_tp`), `pp` for more stages than layers, `k_dtype` / `weight_dtype` for a
@@ -95,18 +98,24 @@ def check(
     from kvcalc.calc.plan import GpuChoice, _Placed
 
     kv_cache.check_tp(model, dep.resolved_tp)
+    from kvcalc.calc.plan import KvPick
+
     lay = layout(dep, model)
+    if kv is not None:
+        lay = dataclasses.replace(lay, k_dtype=kv.k, v_dtype=kv.v)
     base = GpuFit(model, gpu, dataclasses.replace(lay, dp=1, speed=speed))
     notes: list[str] = []
     ekv = None
     if engine_kv is not None:
         try:
-            ekv = engine_kv(gpu, lay.tp, tuple(base.stages), (lay.k_dtype, lay.v_dtype))
+            pick = kv if kv is not None else KvPick(str(lay.k_dtype), str(lay.v_dtype))
+            extra = {"dcp": lay.dcp} if lay.dcp > 1 else {}  # vLLM's checks and backend under -dcp, as plan
+            ekv = engine_kv(gpu, lay.tp, tuple(base.stages), pick, **extra)
         except KvcalcError as e:
             notes.append(f"{e.message}: sized by the exact formula instead")
         else:
             notes += list(ekv.notes)
-    kv_dtypes = (lay.k_dtype or model.dtype, lay.v_dtype or model.dtype)  # `layout` sets both: the same strs
+    kv_dtypes = kv or KvPick(lay.k_dtype or model.dtype, lay.v_dtype or model.dtype)  # `layout` sets both
     placed = _Placed(GpuChoice((gpu,)), base, (gpu,), dep.dp, kv_dtypes, lay.weight_dtype, ekv, spec=speculative)
     planner = placed.planner(gpu)
     T = dep.max_seq_len
@@ -141,7 +150,7 @@ def check(
         dp=dep.dp,
         dp_attention=dep.dp_attention,
         ep=dep.ep,
-        kv_dtype=planner.kv_dtype,
+        kv_dtype=kv.engine_dtype or planner.kv_dtype if kv is not None else planner.kv_dtype,
         weight_dtype=planner.weight_dtype,
         max_seq_len=T,
         concurrency=dep.concurrency,
