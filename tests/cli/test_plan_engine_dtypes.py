@@ -178,23 +178,36 @@ def test_plan_dcp_pins_decode_context_parallel_and_round_trips(cli, tmp_path):
     assert row["status"] == "ok" and row["max_concurrency"] == top.max_concurrency == 345
 
 
-def test_a_vllm_only_dtype_round_trips_through_check(cli, tmp_path):
-    """`--write-deployment` with turboquant_k8v4 writes `kv_dtype: turboquant_k8v4`; `kvcalc check`
-    parses it by the file's engine (once, as plan did) and sizes it with vLLM's pages."""
-    out = tmp_path / "tq.yaml"
-    r = cli("plan", "llama-3.1-8b", "-s", "32k", "--concurrency", "64", "--gpu", "h200",
-            "--kv-dtype", "turboquant_k8v4", "--top", "1", "--write-deployment", str(out))  # fmt: skip
+@pytest.mark.parametrize(
+    ("model", "kv_dtype", "seq_len", "seqs"),
+    [
+        # vLLM's own TurboQuant preset: no kvcalc format, parsed by the file's engine
+        ("llama-3.1-8b", "turboquant_k8v4", "32k", None),
+        # fp8_e4m3 on sparse MLA on Hopper picks FLASHINFER_MLA_SPARSE_SM90 (a plain fp8 latent,
+        # 576 B a token a layer) where fp8 picks FLASHMLA_SPARSE (fp8_ds_mla, 656 B): 120 seqs
+        # against fp8's 108 on 8x H200 tp2 dp-attn4 ep8. check read the file's fp8_e4m3 as fp8
+        # and said 108 where plan said 120.
+        ("deepseek-v3.2", "fp8_e4m3", "32k", 120),
+        ("deepseek-v3.2", "fp8", "32k", 108),
+    ],
+)
+def test_a_vllm_dtype_round_trips_through_check(cli, tmp_path, model, kv_dtype, seq_len, seqs):
+    """`--write-deployment` writes the engine's own `kv_dtype`; `kvcalc check` parses it by the
+    file's engine (once, as plan did) and gives plan's max seqs for the same layout."""
+    out = tmp_path / "d.yaml"
+    r = cli("plan", model, "-s", seq_len, "--concurrency", "64", "--gpu", "h200", "--engine", "vllm",
+            "--kv-dtype", kv_dtype, "--top", "1", "--write-deployment", str(out))  # fmt: skip
     assert r.exit_code == 0, r.output
-    assert yaml.safe_load(out.read_text())["kv_dtype"] == "turboquant_k8v4"
+    assert yaml.safe_load(out.read_text())["kv_dtype"] == kv_dtype
     c = cli("check", str(out), "-f", "json")
     assert c.exit_code == 0, c.output
     import json
 
     row = json.loads(c.stdout)["deployments"][0]
-    top = kvcalc.plan("llama-3.1-8b", seq_len="32k", concurrency=64, gpus="h200", kv_dtypes="turboquant_k8v4").layouts[
-        0
-    ]
+    top = kvcalc.plan(model, seq_len=seq_len, concurrency=64, gpus="h200", engine="vllm", kv_dtypes=kv_dtype).layouts[0]
     assert row["status"] == "ok" and row["max_concurrency"] == top.max_concurrency
+    if seqs is not None:
+        assert top.max_concurrency == seqs
 
 
 @pytest.mark.parametrize(
