@@ -169,7 +169,9 @@ def test_plan_dcp_pins_decode_context_parallel_and_round_trips(cli, tmp_path):
         "--gpu-memory-utilization 0.9 --max-num-seqs 64 --block-size 64"
     )
     dep = yaml.safe_load(out.read_text())
-    assert (dep["tp"], dep["dcp"], dep["kv_dtype"], dep["engine"]) == (8, 8, "fp8_e4m3", "vllm")
+    # the file records vLLM's own name, as the launch line states it (it said fp8_e4m3, kvcalc's
+    # name, which vLLM parses as another entry: on sparse MLA another backend)
+    assert (dep["tp"], dep["dcp"], dep["kv_dtype"], dep["engine"]) == (8, 8, "fp8", "vllm")
     c = cli("check", str(out), "-f", "json")
     assert c.exit_code == 0, c.output
     import json
@@ -179,35 +181,48 @@ def test_plan_dcp_pins_decode_context_parallel_and_round_trips(cli, tmp_path):
 
 
 @pytest.mark.parametrize(
-    ("model", "kv_dtype", "seq_len", "seqs"),
+    ("engine", "model", "gpu", "seq_len", "kv_dtype", "recorded", "seqs"),
     [
         # vLLM's own TurboQuant preset: no kvcalc format, parsed by the file's engine
-        ("llama-3.1-8b", "turboquant_k8v4", "32k", None),
+        ("vllm", "llama-3.1-8b", "h200", "32k", "turboquant_k8v4", "turboquant_k8v4", None),
         # fp8_e4m3 on sparse MLA on Hopper picks FLASHINFER_MLA_SPARSE_SM90 (a plain fp8 latent,
         # 576 B a token a layer) where fp8 picks FLASHMLA_SPARSE (fp8_ds_mla, 656 B): 120 seqs
-        # against fp8's 108 on 8x H200 tp2 dp-attn4 ep8. check read the file's fp8_e4m3 as fp8
-        # and said 108 where plan said 120.
-        ("deepseek-v3.2", "fp8_e4m3", "32k", 120),
-        ("deepseek-v3.2", "fp8", "32k", 108),
+        # against fp8's 108 on 8x H200 tp2 dp-attn4 ep8 (vLLM 0.33.0 `flashmla_sparse.py`,
+        # `flashinfer_mla_sparse_sm90.py`). The file said fp8_e4m3 for both, and check read it
+        # as kvcalc's format (108) where plan said 120.
+        ("vllm", "deepseek-v3.2", "h200", "32k", "fp8_e4m3", "fp8_e4m3", 120),
+        ("vllm", "deepseek-v3.2", "h200", "32k", "fp8", "fp8", 108),
+        # no --kv-dtype / auto: plan's fp8 default is vLLM's `fp8` (the launch line's name)
+        ("vllm", "deepseek-v3.2", "h200", "32k", None, "fp8", 108),
+        ("vllm", "deepseek-v3.2", "h200", "32k", "auto", "fp8", 108),
+        ("vllm", "llama-3.1-8b", "h200", "32k", None, "fp8", 121),
+        # SGLang and llama.cpp name the format as kvcalc does
+        ("sglang", "llama-3.1-8b", "h200", "32k", "fp8", "fp8_e4m3", 121),
+        ("sglang", "deepseek-v3", "h200", "32k", None, "fp8_e4m3", 148),
+        ("llamacpp", "qwen3-32b", "l40s", "8k", "q8_0", "q8_0", 4),
     ],
 )
-def test_a_vllm_dtype_round_trips_through_check(cli, tmp_path, model, kv_dtype, seq_len, seqs):
-    """`--write-deployment` writes the engine's own `kv_dtype`; `kvcalc check` parses it by the
-    file's engine (once, as plan did) and gives plan's max seqs for the same layout."""
+def test_a_deployment_round_trips_through_check(cli, tmp_path, engine, model, gpu, seq_len, kv_dtype, recorded, seqs):
+    """`--write-deployment` writes the engine's own `kv_dtype` (`EngineProfile.recorded_kv_dtype`,
+    the launch line's name); `kvcalc check` parses it by the file's engine (plan's one parse,
+    `requests.plan_kv_picks`) and gives plan's max seqs and bytes per GPU for the same layout."""
     out = tmp_path / "d.yaml"
-    r = cli("plan", model, "-s", seq_len, "--concurrency", "64", "--gpu", "h200", "--engine", "vllm",
-            "--kv-dtype", kv_dtype, "--top", "1", "--write-deployment", str(out))  # fmt: skip
+    given = ("--kv-dtype", kv_dtype) if kv_dtype else ()
+    r = cli("plan", model, "-s", seq_len, "--concurrency", "64" if engine != "llamacpp" else "4", "--gpu", gpu,
+            "--engine", engine, *given, "--top", "1", "--write-deployment", str(out), "-f", "json")  # fmt: skip
     assert r.exit_code == 0, r.output
-    assert yaml.safe_load(out.read_text())["kv_dtype"] == kv_dtype
-    c = cli("check", str(out), "-f", "json")
-    assert c.exit_code == 0, c.output
     import json
 
+    top = json.loads(r.stdout)["layouts"][0]
+    assert yaml.safe_load(out.read_text())["kv_dtype"] == recorded
+    c = cli("check", str(out), "-f", "json")
+    assert c.exit_code == 0, c.output
     row = json.loads(c.stdout)["deployments"][0]
-    top = kvcalc.plan(model, seq_len=seq_len, concurrency=64, gpus="h200", engine="vllm", kv_dtypes=kv_dtype).layouts[0]
-    assert row["status"] == "ok" and row["max_concurrency"] == top.max_concurrency
+    assert row["status"] == "ok"
+    assert (row["max_concurrency"], row["memory_bytes_per_gpu"]) == (top["max_concurrency"], top["memory_bytes_per_gpu"])
+    assert row["kv_dtype"] == top["kv_dtype"]
     if seqs is not None:
-        assert top.max_concurrency == seqs
+        assert top["max_concurrency"] == seqs
 
 
 @pytest.mark.parametrize(
