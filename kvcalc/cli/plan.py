@@ -359,9 +359,8 @@ def deployment_text(
 
     if len(set(layout.devices)) > 1:
         raise KvcalcError(f"--write-deployment: a deployment names one GPU type, not {layout.gpu}")
-    from kvcalc.load.models import user_path
-
     from kvcalc.engines.profile import get_profile
+    from kvcalc.load.models import user_path
 
     prof = get_profile(res.engine)
     spec = req.search.model
@@ -375,7 +374,9 @@ def deployment_text(
         "count": layout.count,
         "tp": layout.tp,
         "pp": layout.pp,
-        "kv_dtype": layout.kv_dtype if layout.kv_pick is None else prof.recorded_kv_dtype(spec, req.options, layout.kv_pick),
+        "kv_dtype": layout.kv_dtype
+        if layout.kv_pick is None
+        else prof.recorded_kv_dtype(spec, req.options, layout.kv_pick),
     }
     # attention DP / EP (`calc.parallel`)
     data |= {"dp_attention": layout.dp_attention, "ep": layout.ep} if layout.dp_attention * layout.ep > 1 else {}

@@ -219,7 +219,10 @@ def test_a_deployment_round_trips_through_check(cli, tmp_path, engine, model, gp
     assert c.exit_code == 0, c.output
     row = json.loads(c.stdout)["deployments"][0]
     assert row["status"] == "ok"
-    assert (row["max_concurrency"], row["memory_bytes_per_gpu"]) == (top["max_concurrency"], top["memory_bytes_per_gpu"])
+    assert (row["max_concurrency"], row["memory_bytes_per_gpu"]) == (
+        top["max_concurrency"],
+        top["memory_bytes_per_gpu"],
+    )
     assert row["kv_dtype"] == top["kv_dtype"]
     if seqs is not None:
         assert top["max_concurrency"] == seqs
@@ -297,3 +300,32 @@ def test_check_names_the_engines_dtype(cli, tmp_path):
     import json
 
     assert json.loads(r.stdout)["deployments"][0]["kv_dtype"] == "turboquant_k8v4"
+
+
+@pytest.mark.parametrize(
+    ("kv_dtype", "seqs", "backend"),
+    [
+        # the file's spelling reaches vLLM's parse (`Deployment.kv_dtype_given`); the format name
+        # kvcalc keeps (`Deployment.kv_dtype`) is fp8_e4m3 for all three
+        ("fp8", 108, "FLASHMLA_SPARSE"),
+        (" FP8_E4M3", 120, "FLASHINFER_MLA_SPARSE_SM90"),
+        ("fp8_ds_mla", 108, "FLASHMLA_SPARSE"),
+    ],
+)
+def test_check_parses_a_hand_written_kv_dtype_as_vllm_does(cli, tmp_path, kv_dtype, seqs, backend):
+    """A hand-written DeepSeek-V3.2 file, 8x H200 tp2 dp-attn4 ep8 at 64 x 32k under vLLM 0.33:
+    `fp8` and `fp8_ds_mla` are FLASHMLA_SPARSE (656 B rows), `fp8_e4m3` FLASHINFER_MLA_SPARSE_SM90
+    (576 B), as `kvcalc plan --kv-dtype` sizes them (108 and 120 sequences, the round trip above)."""
+    out = tmp_path / "d.yaml"
+    out.write_text(
+        "model: deepseek-v3.2\ngpu: h200\ncount: 8\ntp: 2\npp: 1\ndp_attention: 4\nep: 8\n"
+        f"kv_dtype: '{kv_dtype}'\nweight_dtype: fp8_e4m3:b128:fp32\nmax_seq_len: 32768\nconcurrency: 64\n"
+        "engine: vllm\n"
+    )
+    c = cli("check", str(out), "-f", "json")
+    assert c.exit_code == 0, c.output
+    import json
+
+    row = json.loads(c.stdout)["deployments"][0]
+    assert row["max_concurrency"] == seqs
+    assert any(backend + " (" in n for n in row["notes"]), row["notes"]
