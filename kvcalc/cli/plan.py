@@ -359,8 +359,11 @@ def deployment_text(
 
     if len(set(layout.devices)) > 1:
         raise KvcalcError(f"--write-deployment: a deployment names one GPU type, not {layout.gpu}")
+    from kvcalc.engines.profile import get_profile
     from kvcalc.load.models import user_path
 
+    prof = get_profile(res.engine)
+    spec = req.search.model
     p = user_path(model_arg)
     model_ref = str(p.resolve()) if p.exists() else model_arg
     data: JsonObject = {
@@ -371,7 +374,9 @@ def deployment_text(
         "count": layout.count,
         "tp": layout.tp,
         "pp": layout.pp,
-        "kv_dtype": layout.kv_dtype,
+        "kv_dtype": layout.kv_dtype
+        if layout.kv_pick is None
+        else prof.recorded_kv_dtype(spec, req.options, layout.kv_pick),
     }
     # attention DP / EP (`calc.parallel`)
     data |= {"dp_attention": layout.dp_attention, "ep": layout.ep} if layout.dp_attention * layout.ep > 1 else {}
@@ -396,7 +401,6 @@ def deployment_text(
     sd = req.search.speculative
     data |= speculative_entry(sd)
     dep = Deployment.model_validate(data)
-    spec = req.search.model
     gpu = get_gpu(layout.devices[0])
     engine, engine_kv, kv = engine_kv_of(
         dep, spec, gpu=gpu
@@ -405,6 +409,11 @@ def deployment_text(
     if row.status != "ok":
         raise KvcalcError(
             f"--write-deployment: kvcalc check would not pass this layout ({'; '.join(row.problems)}); not written"
+        )
+    if row.max_concurrency != layout.max_concurrency:  # one parse, one KV arithmetic: never expected
+        raise KvcalcError(
+            f"--write-deployment: kvcalc check would read this file as {row.max_concurrency} sequences "
+            f"with KV {row.kv_dtype}, plan sized {layout.max_concurrency} with {layout.kv_dtype}; not written"
         )
     head = deployment_head(res, layout, req)
     return "\n".join(head) + "\n" + yaml.safe_dump(data, sort_keys=False, width=1000)
