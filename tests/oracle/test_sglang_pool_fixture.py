@@ -26,7 +26,7 @@ RECORDS = fx.records()
 
 
 def test_the_grid_is_whole():
-    assert len(RECORDS) == 1360
+    assert len(RECORDS) == 1996
     assert {r["sglang"]["sglang"] for r in RECORDS} == {"0.5.23"}
     kinds = {r["sglang"].get("configurator") for r in RECORDS}
     assert kinds == {None, "DefaultPoolConfigurator", "HybridSWAPoolConfigurator"}
