@@ -460,7 +460,6 @@ def grid() -> list[dict]:
     --swa-full-tokens-ratio 0.1 and at 1 GiB."""
     cases = []
     for config, (kind, dtypes, layouts) in CONFIGS.items():
-        both = ("hopper", "blackwell")
         ratios = (None, 0.1) if kind == "swa" else (None,)
         budgets = {"unregistered": BUDGETS[:1], "swa": SWA_BUDGETS}.get(kind, BUDGETS)
         cases += [
