@@ -94,7 +94,9 @@ with trtllm_mha and turns the SWA pool off (`server_args.py`): use --disable-hyb
   capability 10.x (native prefill and decode on trtllm_mha: one scale layout) or 12.x (FP8 prefill
   on flashinfer: a linear scale layout plus a dequant workspace of H_kv x head_dim x 2 B fp8 per
   token, once for all layers); `kv_cache_hook.py` `handle_kv4_compatibility` refuses other GPUs.
-  mxfp8: one scale byte per 32 values (= the mxfp8 format), compute capability >= 10.
+  mxfp8: one scale byte per 32 values (= the mxfp8 format), compute capability >= 10. In the SWA
+  pool (`HybridSWAPoolConfigurator`, no fp4 quant method) the fp4 types cost 1 B a value with no
+  scales and no workspace, on SM100 and SM120 alike (`swa_priced_format`, `swa_fp4_note`).
 
 The 2026 families, SGLang 0.5.23 (issue 19; docs/engine-rules-2026.md):
 
