@@ -38,6 +38,7 @@ from dataclasses import dataclass
 
 from kvcalc.errors import MESSAGE, KvcalcError
 from kvcalc.results import SpeculativeEstimate
+from kvcalc.calc.weights import mtp_unsized_reason
 from kvcalc.schema import ModelSpec
 
 #: vLLM 0.33.0 `--speculative-config` methods kvcalc sizes, and the lookahead each reserves
@@ -64,7 +65,8 @@ class SpecDecode:
 
     def check(self, model: ModelSpec) -> None:
         """Raise `KvcalcError` (field named) for a method kvcalc does not size, k < 1, an
-        acceptance length outside [1, k + 1], MTP on a model without MTP layers, or an EAGLE /
+        acceptance length outside [1, k + 1], MTP on a model without MTP layers or with an MTP
+        block kvcalc cannot size (`weights.mtp_unsized_reason`: the hybrid models'), or an EAGLE /
         draft method without the draft's spec."""
         k = self.num_speculative_tokens
         if self.method not in METHODS:
@@ -86,10 +88,16 @@ class SpecDecode:
             )
         if self.method == "mtp" and not model.n_mtp_layers:
             raise KvcalcError(
-                f"{model.name} has no MTP layers (num_nextn_predict_layers 0): MTP needs them",
+                f"{model.name} has no MTP layers (n_mtp_layers 0: its config's num_nextn_predict_layers "
+                "or mtp_num_hidden_layers is 0 or absent): MTP needs them",
                 field="speculative_method",
                 value="mtp",
                 form=MESSAGE,
+            )
+        why = mtp_unsized_reason(model) if self.method == "mtp" else None
+        if why is not None:
+            raise KvcalcError(
+                f"{why}; MTP speculative decoding cannot be planned", field="speculative_method", value="mtp", form=MESSAGE
             )
         if self.method in ("eagle", "eagle3", "draft_model") and self.draft is None:
             raise KvcalcError(
@@ -141,12 +149,16 @@ def mtp_weight_bytes(
     MTP glue, enorm + hnorm + eh_proj (2 hidden x hidden) + the head's norm, in the matrices'
     format over tp; DeepSeek-V4: less the last layer's compressor and indexer, plus the MTPBlock's
     fp32 hyper-connection head) (`weights.mtp_params`, vLLM `deepseek_mtp.py`,
-    `models/deepseek_v4/attention.py`)."""
+    `models/deepseek_v4/attention.py`). Raises `KvcalcError` for an MTP block kvcalc cannot size
+    (`weights.mtp_unsized_reason`)."""
     from kvcalc.calc import parallel
     from kvcalc.calc.weights import FP32_BYTES, hc_head_params, mtp_compression_params, weight_format, weight_formats
 
     if not model.n_mtp_layers:
         return 0
+    why = mtp_unsized_reason(model)
+    if why is not None:
+        raise KvcalcError(why, field="n_mtp_layers", value=model.n_mtp_layers, form=MESSAGE)
     wb = parallel.rank_weight_bytes(model, weight_dtype, tp, dp_attention, ep)
     d = model.hidden_size or 0
     wf, _ = weight_formats(model, weight_dtype)

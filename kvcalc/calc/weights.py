@@ -769,6 +769,36 @@ def weight_bytes(model: ModelSpec, weight_dtype: FormatLike | None = None, tp: i
     )
 
 
+#: layer kinds whose models' MTP block is not "a layer like the model's last" in vLLM 0.33.0, so
+#: kvcalc cannot size it: Qwen3-Next / Qwen3.5 (`qwen3_next_mtp.py`, `qwen3_5_mtp.py`: fc
+#: 2 hidden x hidden, pre_fc_norm_hidden / pre_fc_norm_embedding, and mtp_num_hidden_layers decoder
+#: layers built as full attention whatever the model's last layer is) and Nemotron-H
+#: (`nemotron_h_mtp.py`: the blocks of `mtp_hybrid_override_pattern`, e.g. "*E" = an attention
+#: block then a MoE block, not one layer)
+MTP_UNSIZED_KINDS = frozenset({"linear", "mamba", "hybrid", "mlp"})
+
+
+def mtp_unsized_reason(model: ModelSpec) -> str | None:
+    """Why kvcalc cannot size `model`'s MTP layers (weights and KV), or None when it can.
+
+    kvcalc models an MTP layer as vLLM 0.33.0's DeepSeek MTP layer (`deepseek_mtp.py`: the model's
+    last decoder layer plus enorm, hnorm, eh_proj and the shared head's norm; `mtp_params`). The
+    hybrid models' MTP blocks (any layer of a kind in `MTP_UNSIZED_KINDS`) are built otherwise
+    (see `MTP_UNSIZED_KINDS`), so they are refused rather than guessed."""
+    kinds = sorted({layer.kind for layer in model.layers} & MTP_UNSIZED_KINDS)
+    if not model.n_mtp_layers or not kinds:
+        return None
+    built = (
+        "qwen3_next_mtp.py / qwen3_5_mtp.py: full-attention layers behind an fc"
+        if "linear" in kinds
+        else "nemotron_h_mtp.py: the blocks of mtp_hybrid_override_pattern"
+    )
+    return (
+        f"{model.name}'s MTP block cannot be sized: with {', '.join(kinds)} layers, its MTP block is "
+        f"not a copy of its last layer (vLLM 0.33.0 {built}), which kvcalc does not count"
+    )
+
+
 def mtp_params(model: ModelSpec) -> int:
     """Parameters of the model's multi-token-prediction layers (`n_mtp_layers`, the config's
     `num_nextn_predict_layers`), whole model, not in `param_counts`: engines load them only for
@@ -781,9 +811,13 @@ def mtp_params(model: ModelSpec) -> int:
     the model's last without a compressor or indexer (`mtp_compression_params`: vLLM 0.33.0 builds
     it sliding-window only).
 
-    Raises `KvcalcError` when the model's layers cannot be counted."""
+    Raises `KvcalcError` when the model's layers cannot be counted, or its MTP block
+    (`mtp_unsized_reason`)."""
     if not model.n_mtp_layers:
         return 0
+    why = mtp_unsized_reason(model)
+    if why is not None:
+        raise KvcalcError(why, field="n_mtp_layers", value=model.n_mtp_layers, form=MESSAGE)
     d = model.hidden_size or 0
     last = layer_params(model, model.n_layers - 1).total - sum(mtp_compression_params(model))
     m = model.hc_mult or 0  # DeepSeek-V4's MTPBlock has its own hyper-connection head

@@ -131,7 +131,8 @@ def _glm4_moe_experts(c: _Cfg, f: ModelFields) -> ModelFields:
 #: 96 heads, 8 KV heads, head_dim 128, 131,072 context, vocab 151552; n_routed_experts 128 of
 #: moe_intermediate_size 1408, 8 per token, n_shared_experts 1, the first first_k_dense_replace (1)
 #: layers dense of intermediate_size 10944; attention_bias false by default). The MTP layers
-#: (num_nextn_predict_layers) are not in num_hidden_layers.
+#: (num_nextn_predict_layers, 0 when absent: vLLM 0.33.0 `vllm/config/speculative.py` gives
+#: glm4_moe_mtp n_predict = num_nextn_predict_layers) are not in num_hidden_layers.
 GLM4_MOE = Family(
     source="configuration_glm4_moe.py",
     decoder=dict(max_pos=131072, head_dim=128, n_kv_heads=8),
@@ -139,6 +140,7 @@ GLM4_MOE = Family(
         "n_experts": (("n_routed_experts",), 128),
         "n_experts_per_token": (("num_experts_per_tok",), 8),
         "moe_intermediate_size": (("moe_intermediate_size",), 1408),
+        "n_mtp_layers": (("num_nextn_predict_layers",), 0),
     },
     build=_glm4_moe_experts,
 )

@@ -43,10 +43,13 @@ _QWEN_LINEAR_KINDS = Kinds(nth="full", rest="linear", every=4, every_keys=("full
 #: qwen3_next (`configuration_qwen3_next.py`): layer_types, else every `full_attention_interval`-th
 #: layer (default 4) full attention and the rest Gated DeltaNet linear attention; full layers: 2
 #: KV heads x 256 by default; linear layers: 16 key heads and 32 value heads of 128, conv kernel 4;
-#: 512 experts of 512, 10 per token, one shared expert of 512.
+#: 512 experts of 512, 10 per token, one shared expert of 512. MTP layers: num_nextn_predict_layers
+#: (vLLM 0.33.0 `vllm/config/speculative.py` qwen3_next_mtp and `qwen3_next_mtp.py` read it), else
+#: the checkpoint's mtp_num_hidden_layers, else 0.
 QWEN3_NEXT = Family(
     source="configuration_qwen3_next.py",
     decoder=dict(max_pos=32768, head_dim=256, n_kv_heads=2),
+    counts={"n_mtp_layers": (("num_nextn_predict_layers", "mtp_num_hidden_layers"), 0)},
     kinds=_QWEN_LINEAR_KINDS,
     window=("sliding_window", None),
     build=_qwen3_next_build,
@@ -118,11 +121,16 @@ JAMBA = Family(
 #: 4096, 32 layers, 16 heads, 4 KV heads, head_dim 256, dense MLP 12288, vocab 248320, 32,768
 #: context; layer_types, else every full_attention_interval-th (4) layer full attention and the
 #: rest Gated DeltaNet: 16 key heads and 32 value heads of 128, conv kernel 4), as qwen3_next
-#: without experts.
+#: without experts. MTP layers: mtp_num_hidden_layers (0 when absent; vLLM 0.33.0
+#: `vllm/config/speculative.py` qwen3_5_mtp and `qwen3_5_mtp.py` read it).
 QWEN3_5_TEXT = Family(
     source="configuration_qwen3_5.py Qwen3_5TextConfig",
     decoder=dict(max_pos=32768, head_dim=256, n_kv_heads=4),
-    counts={"vocab_size": (("vocab_size",), 248320), "intermediate_size": (("intermediate_size",), 12288)},
+    counts={
+        "vocab_size": (("vocab_size",), 248320),
+        "intermediate_size": (("intermediate_size",), 12288),
+        "n_mtp_layers": (("mtp_num_hidden_layers",), 0),
+    },
     kinds=_QWEN_LINEAR_KINDS,
     build=_linear_layers,
 )
@@ -147,6 +155,7 @@ QWEN3_5_MOE_TEXT = Family(
         "n_experts_per_token": (("num_experts_per_tok",), 8),
         "moe_intermediate_size": (("moe_intermediate_size",), 512),
         "shared_expert_intermediate_size": (("shared_expert_intermediate_size",), 512),
+        "n_mtp_layers": (("mtp_num_hidden_layers",), 0),
     },
     kinds=_QWEN_LINEAR_KINDS,
     build=_qwen3_5_moe_build,
@@ -237,11 +246,15 @@ def _nemotron_h_moe(c: _Cfg, f: ModelFields) -> ModelFields:
 #: one (Nemotron-3: n_routed_experts of moe_intermediate_size in a moe_latent_size latent, a shared
 #: expert of moe_shared_expert_intermediate_size), and refuses a mix of dense and MoE MLP blocks,
 #: whose width is left unset (give n_params). The state is sized in the model's dtype (the config's
-#: mamba_ssm_cache_dtype float32 doubles the SSM part where an engine honours it).
+#: mamba_ssm_cache_dtype float32 doubles the SSM part where an engine honours it). MTP layers:
+#: num_nextn_predict_layers (0 when absent; vLLM 0.33.0 `vllm/config/speculative.py` makes
+#: nemotron_h nemotron_h_mtp when it is > 0; `nemotron_h_mtp.py` builds each as the blocks of
+#: mtp_hybrid_override_pattern).
 NEMOTRON_H = Family(
     source="configuration_nemotron_h.py",
     decoder=dict(max_pos=4096, head_dim=128, n_kv_heads=8),
     counts={
+        "n_mtp_layers": (("num_nextn_predict_layers",), 0),
         "mamba_n_groups": (("n_groups", "mamba_n_groups"), 8),
         "mamba_n_heads": (("mamba_num_heads",), 128),
         "mamba_head_dim": (("mamba_head_dim",), 64),

@@ -30,7 +30,9 @@ def _deepseek_mla(c: _Cfg, f: ModelFields) -> ModelFields:
 #: qk_nope_head_dim 128, v_head_dim 128 by default (q_lora_rank null = no query compression);
 #: `num_key_value_heads` is not used. Experts: n_routed_experts of moe_intermediate_size,
 #: n_shared_experts x moe_intermediate_size shared, the first first_k_dense_replace layers dense,
-#: then every moe_layer_freq-th.
+#: then every moe_layer_freq-th. MTP layers: num_nextn_predict_layers (0 when absent), the field
+#: vLLM 0.33.0 reads for deepseek_v3 / deepseek_v32 / glm_moe_dsa (`vllm/config/speculative.py`
+#: `hf_config_override`: model_type -> deepseek_mtp, n_predict = num_nextn_predict_layers).
 DEEPSEEK = Family(
     source="configuration_deepseek_v3.py",
     decoder=dict(max_pos=2048, kv_keys=()),
@@ -44,6 +46,7 @@ DEEPSEEK = Family(
         "n_experts_per_token": (("num_experts_per_tok",), None),
         "moe_intermediate_size": (("moe_intermediate_size",), None),
         "first_dense_layers": (("first_k_dense_replace",), 0),
+        "n_mtp_layers": (("num_nextn_predict_layers",), 0),
     },
     fixed={"attention": "mla"},
     build=_deepseek_mla,
