@@ -141,13 +141,24 @@ class SpecDecode:
         return out
 
 
+#: model types whose MTP eh_proj is a quantized `ReplicatedLinear` in vLLM 0.33.0 (the checkpoint's
+#: matrices' format, whole on every rank): `models/deepseek_v4/nvidia/mtp.py` (e_proj, h_proj) and
+#: `models/minimax_m3/nvidia/mtp.py` (eh_proj); the others' is an unquantized `nn.Linear`
+MTP_REPLICATED_QUANT_EH_PROJ = frozenset({"deepseek_v4", "minimax_m3"})
+
+
 def mtp_weight_bytes(
     model: ModelSpec, weight_dtype: str | None, tp: int = 1, dp_attention: int = 1, ep: int = 1
 ) -> int:
     """Bytes of the MTP layers on one GPU: n_mtp_layers x (the model's last layer as this rank
     holds it, `parallel.rank_weight_bytes`: its experts divided by EP like the target's + the
-    MTP glue, enorm + hnorm + eh_proj (2 hidden x hidden) + the head's norm, in the matrices'
-    format over tp; DeepSeek-V4: less the last layer's compressor and indexer, plus the MTPBlock's
+    MTP glue, enorm + hnorm (bf16) + eh_proj (2 hidden x hidden, whole on every rank, not split
+    by tp) + the head's norm (bf16). eh_proj is `nn.Linear(2 * hidden, hidden)`, unquantized, in
+    the model's dtype, in vLLM 0.33.0 `deepseek_mtp.py` (deepseek_v3 / deepseek_v32 /
+    glm_moe_dsa), `glm4_moe_mtp.py` and `step3p5_mtp.py` (step3p5 / step3p7); a `ReplicatedLinear`
+    with the checkpoint's quant_config (the matrices' format) for the model types in
+    `MTP_REPLICATED_QUANT_EH_PROJ` (`models/deepseek_v4/nvidia/mtp.py` e_proj + h_proj,
+    `models/minimax_m3/nvidia/mtp.py`). DeepSeek-V4: less the last layer's compressor and indexer, plus the MTPBlock's
     fp32 hyper-connection head) (`weights.mtp_params`, vLLM `deepseek_mtp.py`,
     `models/deepseek_v4/attention.py`). Raises `KvcalcError` for an MTP block kvcalc cannot size
     (`weights.mtp_unsized_reason`)."""
@@ -162,11 +173,14 @@ def mtp_weight_bytes(
     wb = parallel.rank_weight_bytes(model, weight_dtype, tp, dp_attention, ep)
     d = model.hidden_size or 0
     wf, _ = weight_formats(model, weight_dtype)
-    glue = wf.bytes_for(-(-2 * d * d // tp)) + 3 * d * 2  # eh_proj in the matrices' format; bf16 norms
+    base = weight_format(model.dtype, field=None)
+    # eh_proj (DeepSeek-V4: e_proj + h_proj) is whole on every rank: an unquantized nn.Linear in the
+    # model's dtype, or a quantized ReplicatedLinear (`MTP_REPLICATED_QUANT_EH_PROJ`); bf16 norms
+    eh = wf if model.model_type in MTP_REPLICATED_QUANT_EH_PROJ else base
+    glue = eh.bytes_for(2 * d * d) + 3 * d * 2
     glue += FP32_BYTES * hc_head_params(model)  # DeepSeek-V4's MTPBlock: its own fp32 hyper-connection head
     # DeepSeek-V4: the MTP layer has no compressor or indexer (replicated parts of the last layer)
     c_linear, c_other, c_fp32 = mtp_compression_params(model)
-    base = weight_format(model.dtype, field=None)
     less = wf.bytes_for(c_linear) + base.bytes_for(c_other) + FP32_BYTES * c_fp32
     return model.n_mtp_layers * (wb.layer_bytes(model.n_layers - 1) - less + glue)
 

@@ -184,18 +184,19 @@ def test_mtp_memory_and_tpot(v3, h200):
     """MTP (num_nextn_predict_layers 1) under DP8 + EP8, 64 x 32,768 tokens, k = 1.
 
     Weights: the MTP layer like the last decoder layer on this rank (234,848,256 B non-expert at
-    tp 1 + 32 x 44,040,192 experts = 1,644,134,400) + eh_proj 2 x 7168 x 7168 fp8 = 102,760,448
-    + 3 bf16 norms of 7168 = 43,008 -> 1,746,937,856 B.
+    tp 1 + 32 x 44,040,192 experts = 1,644,134,400) + eh_proj 2 x 7168 x 7168 bf16 = 205,520,896
+    (vLLM 0.33.0 deepseek_mtp.py: an unquantized nn.Linear in the model's dtype, whole on every
+    rank) + 3 bf16 norms of 7168 = 43,008 -> 1,849,698,304 B.
     KV: the MTP layer's latent for 8 sequences of 32,768 + 1 lookahead slot: 8 x 32,769 x 576 =
     150,999,552 B; the lookahead slot on the 61 target layers: 8 x 1 x 61 x 576 = 281,088 B
     (`kv_cache_manager.py` allocate_slots: num_lookahead_tokens = k for MTP / EAGLE).
     TPOT: (verify + 1 x draft) / 1.8 (the user's acceptance length)."""
     p = GpuFit(v3, h200, Layout(tp=1, dp_attention=8, ep=8, **FP8))
     est = speculative.estimate(p, speculative.SpecDecode("mtp", 1, 1.8), 32768, 64)
-    assert est.draft_weight_bytes == 1_644_134_400 + 102_760_448 + 43_008 == 1_746_937_856
+    assert est.draft_weight_bytes == 1_644_134_400 + 2 * 7168 * 7168 * 2 + 43_008 == 1_849_698_304
     assert est.draft_kv_bytes == 8 * 32769 * 576 == 150_999_552
     assert est.lookahead_kv_bytes == 8 * 61 * 576 == 281_088
-    assert est.memory_bytes_per_gpu == (max(p.stage_used_bytes(32768, 64)) + 1_746_937_856 + 150_999_552 + 281_088)
+    assert est.memory_bytes_per_gpu == (max(p.stage_used_bytes(32768, 64)) + 1_849_698_304 + 150_999_552 + 281_088)
     assert est.tpot_s == pytest.approx((est.verify_step_s + est.draft_step_s) / 1.8)
     assert est.vllm_config == '{"method":"mtp","num_speculative_tokens":1}'
     assert est.sglang_flags == (

@@ -4,7 +4,7 @@ the user's acceptance length, and the engine's flags on the launch lines.
 DeepSeek-V3 (configs/models/deepseek-v3.yaml: num_nextn_predict_layers 1, 61 MLA layers of
 512 + 64 = 576 values) on 8 H200, 64 x 32,768 tokens, fp8 KV and weights: DP8 + EP8, 8
 sequences a rank. The MTP layer on a rank (tests/calc/test_parallel.py `test_mtp_memory_and_tpot`):
-1,746,937,856 B of weights; its latent for 8 sequences of 32,768 positions: 8 x 32,768 x 576 =
+1,849,698,304 B of weights (eh_proj a bf16 nn.Linear, whole on every rank); its latent for 8 sequences of 32,768 positions: 8 x 32,768 x 576 =
 150,994,944 B. No lookahead slot past the launch line's --max-model-len 32768
 (`kv_cache_manager.py` `allocate_slots`: min(tokens + lookahead, max_model_len)).
 """
@@ -21,7 +21,7 @@ from kvcalc.load.gpus import get_gpu
 from kvcalc.load.models import load_model
 from kvcalc.requests import PlanRequest, run_plan
 
-MTP_WEIGHTS = 1_746_937_856
+MTP_WEIGHTS = 1_849_698_304
 MTP_KV = 8 * 32_768 * 576  # = 150,994,944
 
 
@@ -50,7 +50,7 @@ def dp8_ep8(spec=None):
 
 def test_mtp_memory_counted():
     plain, mtp = dp8_ep8(), dp8_ep8(SpecDecode("mtp", 2))
-    assert max(mtp.used(32_768, 64)) - max(plain.used(32_768, 64)) == MTP_WEIGHTS + MTP_KV == 1_897_932_800
+    assert max(mtp.used(32_768, 64)) - max(plain.used(32_768, 64)) == MTP_WEIGHTS + MTP_KV == 2_000_693_248
     assert mtp.decode(32_768, 64) == plain.decode(32_768, 64)  # no acceptance length: the plain step
 
 
@@ -125,22 +125,22 @@ def test_max_seqs_count_the_draft_kv():
     layer's weights and latent. vLLM 0.33 on a rank: 33,366,781,542 B of KV memory
     (`kv_free`: budget - weights - reserve); a sequence of 32,768 positions holds
     61 x 32,768 x 576 = 1,151,336,448 B -> 33,366,781,542 // 1,151,336,448 = 28 a rank, x 8 = 224.
-    MTP: (33,366,781,542 - 1,746,937,856) // (1,151,336,448 + 32,768 x 576 = 1,170,210,816)
-    = 31,619,843,686 // 1,170,210,816 = 27 a rank, x 8 = 216."""
+    MTP: (33,366,781,542 - 1,849,698,304) // (1,151,336,448 + 32,768 x 576 = 1,170,210,816)
+    = 31,517,083,238 // 1,170,210,816 = 26 a rank, x 8 = 208."""
     plain, mtp = dp8_ep8(), dp8_ep8(SpecDecode("mtp", 2))
     assert plain.kv_free() == [33_366_781_542]
     assert plain.max_concurrency(32_768) == 224
-    assert mtp.max_concurrency(32_768) == 216
+    assert mtp.max_concurrency(32_768) == 208
     budget = mtp.budgets()[0]
-    assert max(mtp.used(32_768, 216)) <= budget < max(mtp.used(32_768, 224))
+    assert max(mtp.used(32_768, 208)) <= budget < max(mtp.used(32_768, 216))
 
 
 def test_plan_json_max_seqs_with_mtp(cli):
     """`kvcalc plan -f json`'s first layout of 8 H200 (fp8 KV), TP2 + DP-attention 4 + EP8: a rank
     leaves 42,705,006,182 B of KV memory; plain: // 1,151,336,448 = 37 a rank, x 4 = 148. MTP
-    (its layer at tp 2: 1,606,428,672 B of weights; latent 32,768 x 576 = 18,874,368 B a sequence):
-    (42,705,006,182 - 1,606,428,672) // 1,170,210,816 = 41,098,577,510 // 1,170,210,816 = 35,
-    x 4 = 140."""
+    (its layer at tp 2: 1,741,694,976 B of weights, `mtp_weight_bytes`; latent 32,768 x 576 =
+    18,874,368 B a sequence): (42,705,006,182 - 1,741,694,976) // 1,170,210,816 =
+    40,963,311,206 // 1,170,210,816 = 35, x 4 = 140."""
     base = ["plan", "deepseek-v3", "-s", "32k", "--concurrency", "64", "--gpu", "h200", "--kv-dtype", "fp8"]
     base += ["--max-gpus", "8", "--top", "1", "-f", "json"]
     out = []
