@@ -150,3 +150,38 @@ def test_plan_json_max_seqs_with_mtp(cli):
         lay = json.loads(r.stdout)["layouts"][0]
         out.append((lay["tp"], lay["dp_attention"], lay["ep"], lay["max_concurrency"]))
     assert out == [(2, 4, 8, 148), (2, 4, 8, 140)]
+
+
+def test_deepseek_v32_mtp_memory():
+    """DeepSeek-V3.2 (configs/models/deepseek-v3.2.yaml n_mtp_layers 1, config.json
+    num_nextn_predict_layers 1) under DP8 + EP8, 64 x 32,768 tokens, k = 1, fp8 KV.
+    KV: the MTP layer caches like the last layer (vLLM 0.33.0 deepseek_mtp.py: mtp_block is a
+    DeepseekV2DecoderLayer, with the V3.2 indexer): latent 576 x 1 B + indexer key 128 x 1 B + one
+    fp32 scale = 708 B a token, for 8 sequences of 32,768 + 1 lookahead slot: 8 x 32,769 x 708 =
+    185,603,616 B. Weights: the last layer on this rank + eh_proj 2 x 7168 x 7168 bf16 =
+    205,520,896 (an unquantized nn.Linear, whole on every rank) + 3 bf16 norms of 7168 = 43,008."""
+    from kvcalc.calc import parallel
+    from kvcalc.calc.memory_plan import GpuFit, Layout
+
+    m = load_model("deepseek-v3.2")
+    p = GpuFit(m, get_gpu("h200"), Layout(tp=1, dp_attention=8, ep=8, k_dtype="fp8_e4m3", v_dtype="fp8_e4m3"))
+    est = speculative.estimate(p, SpecDecode("mtp", 1, 1.8), 32_768, 64)
+    assert est.draft_kv_bytes == 8 * 32_769 * 708 == 185_603_616
+    last = parallel.rank_weight_bytes(m, None, 1, 8, 8).layer_bytes(60)
+    assert est.draft_weight_bytes == last + 205_520_896 + 43_008
+
+
+@pytest.mark.parametrize("name", ["qwen3.5-27b", "nemotron-3-super-120b-a12b"])
+def test_unsized_mtp_block_is_never_zero(name):
+    """The hybrid models' MTP weights are refused, never counted as 0 or as the last layer."""
+    from kvcalc.calc.weights import mtp_params
+    from kvcalc.errors import KvcalcError
+
+    m = load_model(name)
+    assert m.n_mtp_layers == 1
+    with pytest.raises(KvcalcError, match="MTP block cannot be sized"):
+        mtp_params(m)
+    with pytest.raises(KvcalcError, match="MTP block cannot be sized"):
+        speculative.mtp_weight_bytes(m, None)
+    with pytest.raises(KvcalcError, match="MTP block cannot be sized"):
+        SpecDecode("mtp", 1).check(m)
