@@ -3,7 +3,9 @@ length the user states (kvcalc never assumes one).
 
 Memory, per GPU rank (vLLM 0.33.0):
 
-- MTP (`method: mtp`, DeepSeek-V3 / V4, GLM, Qwen3-Next's `num_nextn_predict_layers`): the MTP
+- MTP (`method: mtp`, DeepSeek-V3 / V3.2 / V4, GLM, Step, MiniMax-M3: `n_mtp_layers`, the config's
+  `num_nextn_predict_layers`; the hybrid models' MTP blocks, Qwen3-Next / Qwen3.5 / Nemotron-H,
+  are refused, `weights.mtp_unsized_reason`): the MTP
   layers' weights (`weights.mtp_params`: one decoder layer like the model's last, enorm, hnorm,
   eh_proj, the shared head's norm; embedding and LM head shared with the target,
   `vllm/model_executor/models/deepseek_mtp.py`), and a KV cache for each MTP layer of the same
