@@ -16,9 +16,9 @@ block_q5_1, block_iq4_nl) and `ggml/src/ggml.c` type_traits; PyTorch float8 dtyp
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, BeforeValidator, ConfigDict, PlainSerializer, ValidationInfo
 
 from kvcalc.errors import MESSAGE, OPTION, OPTION_SAYS, KvcalcError, UnknownNameError
 
@@ -572,13 +572,17 @@ def _scale_key(name: str) -> str:
     return ALIASES.get(key, key)
 
 
-def refuse_unused_kv_dtype(kv_dtype: str | None, k_dtype: str | None, v_dtype: str | None) -> None:
+def refuse_unused_kv_dtype(
+    kv_dtype: str | None, k_dtype: str | StorageFormat | None, v_dtype: str | StorageFormat | None
+) -> None:
     """Raise `KvcalcError` (field `kv_dtype`) when `kv_dtype` (K and V's format; None or 'auto':
     not given) is given beside both `k_dtype` and `v_dtype`: it would set neither side and be
     ignored (`--kv-dtype fp8 -ctk fp16 -ctv fp16`), so which one was meant is not guessed.
     One side given (`--kv-dtype fp8 -ctk fp16`: K fp16, V fp8) is a real choice and passes."""
     if kv_dtype is None or k_dtype is None or v_dtype is None or str(kv_dtype).strip().lower() == "auto":
         return
+    k_dtype = k_dtype.name if isinstance(k_dtype, StorageFormat) else k_dtype
+    v_dtype = v_dtype.name if isinstance(v_dtype, StorageFormat) else v_dtype
     raise KvcalcError(
         f"--k-dtype (-ctk) {k_dtype} and --v-dtype (-ctv) {v_dtype} set both K and V, so it would "
         "be ignored; give --kv-dtype alone, or --k-dtype and --v-dtype",
@@ -649,3 +653,19 @@ def weight_format(
             f"{fmt.name} is a KV-cache format, not a weight format", field=field, value=fmt.name, form=MESSAGE
         )
     return fmt
+
+
+def _looked_up(value: object, info: ValidationInfo) -> object:
+    """A format field's value: a `StorageFormat` as it is; a name (the Python API's text, a
+    test's) looked up here, once, its errors naming the field (`k_dtype`, `v_dtype`)."""
+    return storage_format(value, field=info.field_name) if isinstance(value, str) else value
+
+
+def _format_name(fmt: StorageFormat) -> str:
+    return fmt.name
+
+
+#: a format field of a pydantic model (`schema.Workload`): the `StorageFormat` itself, so the
+#: layers below the request builder never parse a name again; a name given as text is looked up
+#: at construction, and a dump writes the name.
+FormatField = Annotated[StorageFormat, BeforeValidator(_looked_up), PlainSerializer(_format_name, return_type=str)]

@@ -138,10 +138,23 @@ def kv_format_names(
     quant_group_size: int | None = None,
     scale_dtype: str | None = None,
 ) -> tuple[str, str]:
-    """(K format name, V format name); default the model's dtype. Group options are folded into
-    the name (`int4:g64:fp32`) so results say what was used. Raises `KvcalcError` for an unknown
-    format, a group option the format cannot take, or a `kv_dtype` that `k_dtype` and `v_dtype`
-    together override (`formats.refuse_unused_kv_dtype`)."""
+    """(K format name, V format name) of `kv_formats`: the names, for output."""
+    k, v = kv_formats(model, kv_dtype, k_dtype, v_dtype, quant_group_size, scale_dtype)
+    return k.name, v.name
+
+
+def kv_formats(
+    model: ModelSpec,
+    kv_dtype: str | None,
+    k_dtype: str | None,
+    v_dtype: str | None,
+    quant_group_size: int | None = None,
+    scale_dtype: str | None = None,
+) -> tuple[StorageFormat, StorageFormat]:
+    """(K format, V format), each parsed once, here; default the model's dtype. Group options are
+    folded into the format (its name `int4:g64:fp32`) so results say what was used. Raises
+    `KvcalcError` for an unknown format, a group option the format cannot take, or a `kv_dtype`
+    that `k_dtype` and `v_dtype` together override (`formats.refuse_unused_kv_dtype`)."""
     from kvcalc.formats import kv_format, refuse_unused_kv_dtype
 
     refuse_unused_kv_dtype(kv_dtype, k_dtype, v_dtype)
@@ -158,7 +171,7 @@ def kv_format_names(
         scale_dtype,
         field="v_dtype" if v_dtype is not None else base_field,
     )
-    return k.name, v.name
+    return k, v
 
 
 def check_limits(batches: list[int], seq_lens: list[int]) -> None:
@@ -283,7 +296,8 @@ class EstimateRequest(NamedTuple):
         The KV dtype is parsed once, here: with an engine (not 'ideal') against that engine's
         table (`EngineProfile.kv_formats`: vLLM 0.33's `turboquant_k8v4`, `fp8_per_token_head`,
         `fp8_ds_mla`, ...; a refusal names the engine version and what it accepts), into `kv`;
-        otherwise against kvcalc's formats (`kv_format_names`)."""
+        otherwise against kvcalc's formats (`kv_formats`). The `Workload` carries the
+        `StorageFormat` objects: nothing below parses a name again."""
         from kvcalc.calc.kv_cache import check_tp
         from kvcalc.schema import Parallelism, Workload
 
@@ -300,9 +314,9 @@ class EstimateRequest(NamedTuple):
         if kv_given and quant_group_size is None and scale_dtype is None:
             choice = engine_kv_choice(model, rest.get("engine", "ideal"), kv_dtype, k_dtype, v_dtype, rest)
         if choice is not None:
-            k, v = choice.k.name, choice.v.name
+            k, v = choice.k, choice.v
         else:
-            k, v = kv_format_names(model, kv_dtype, k_dtype, v_dtype, quant_group_size, scale_dtype)
+            k, v = kv_formats(model, kv_dtype, k_dtype, v_dtype, quant_group_size, scale_dtype)
         check_limits([batch], [T])
         if warn:
             warn_beyond_context(model, [T])
@@ -601,8 +615,8 @@ class CapacityRequest(NamedTuple):
         engine: str = "ideal",
         kv_memory_bytes: int | None = None,
         kv_dtype: str | None = None,
-        k_dtype: str | None = None,
-        v_dtype: str | None = None,
+        k_dtype: str | StorageFormat | None = None,
+        v_dtype: str | StorageFormat | None = None,
         tp: int = 1,
         max_model_len: int | None = None,
         concurrency: int | None = None,
@@ -975,10 +989,13 @@ class PlanRequest(NamedTuple):
             raise KvcalcError("--gpu: no GPU to search")
 
         kv_default, w_default, fp8_only = prof.plan_formats(model)
-        typed_kv = {kv_format(n).name: n for n in reversed(_names(kv_dtypes, "--kv-dtype") or [])}
-        kvs = tuple((kv_format(n).name,) * 2 for n in (_names(kv_dtypes, "--kv-dtype") or kv_default))
+        # each name parsed once, here: the search, the layouts and the launch lines hold the objects
+        typed = _names(kv_dtypes, "--kv-dtype")
+        kv_fmts = {n: kv_format(n) for n in reversed(typed or kv_default)}  # the last bad name is named, as before
+        typed_kv = {kv_fmts[n].name: n for n in reversed(typed or [])}
+        kvs = tuple((kv_fmts[n], kv_fmts[n]) for n in (typed or kv_default))
         ws = tuple(
-            None if n is None else weight_format(n).name for n in (_names(weight_dtypes, "--weight-dtype") or w_default)
+            None if n is None else weight_format(n) for n in (_names(weight_dtypes, "--weight-dtype") or w_default)
         )
         kvs, ws = tuple(dict.fromkeys(kvs)), tuple(dict.fromkeys(ws))
 

@@ -36,7 +36,9 @@ if TYPE_CHECKING:
 def layout(dep: Deployment, model: ModelSpec) -> Layout:
     """The memory plan's layout of `dep`: tp (else count // pp) x pp x dp, its weight format,
     its KV format (else the model's dtype) and its `gpu_memory_utilization`."""
-    kv = dep.kv_dtype or model.dtype
+    from kvcalc.formats import kv_format, weight_format
+
+    kv = kv_format(dep.kv_dtype, field="k_dtype") if dep.kv_dtype else model.dtype_format  # one lookup for K and V
     return Layout(
         tp=dep.resolved_tp,
         pp=dep.pp,
@@ -44,7 +46,7 @@ def layout(dep: Deployment, model: ModelSpec) -> Layout:
         dp_attention=dep.dp_attention,
         ep=dep.ep,
         dcp=dep.dcp,
-        weight_dtype=dep.weight_dtype,
+        weight_dtype=weight_format(dep.weight_dtype) if dep.weight_dtype else None,
         k_dtype=kv,
         v_dtype=kv,
         gpu_memory_utilization=dep.gpu_memory_utilization,
@@ -106,7 +108,7 @@ def check(
             notes.append(f"{e.message}: sized by the exact formula instead")
         else:
             notes += list(ekv.notes)
-    kv_dtypes = (lay.k_dtype or model.dtype, lay.v_dtype or model.dtype)  # `layout` sets both: the same strs
+    kv_dtypes = (lay.k_dtype or model.dtype_format, lay.v_dtype or model.dtype_format)  # `layout` sets both
     placed = _Placed(GpuChoice((gpu,)), base, (gpu,), dep.dp, kv_dtypes, lay.weight_dtype, ekv, spec=speculative)
     planner = placed.planner(gpu)
     T = dep.max_seq_len

@@ -59,6 +59,7 @@ from kvcalc.calc.memory_plan import GpuFit, Layout, budget_bytes
 from kvcalc.calc.request_speed import TOLERANCE, request_speed, spread_static
 from kvcalc.calc.roofline import StepTime
 from kvcalc.errors import KvcalcError, UncountedParamsError
+from kvcalc.formats import STORAGE_FORMATS, StorageFormat, kv_format, weight_format
 from kvcalc.results import PlanLayout, PlanMiss, PlanResult
 from kvcalc.schema import GpuSpec, ModelSpec
 
@@ -80,6 +81,10 @@ def _cdiv(a: int, b: int) -> int:
 
 def _gib(n: int | float) -> str:
     return f"{n / 2**30:,.1f} GiB"
+
+
+#: a layout's (K format, V format): the objects the request builder resolved, never re-parsed
+KvPair = tuple[StorageFormat, StorageFormat]
 
 
 class EngineKv(Protocol):
@@ -167,8 +172,8 @@ class PlanSearch:
     seq_len: int
     concurrency: int
     gpus: tuple[GpuChoice, ...]
-    kv_dtypes: tuple[tuple[str, str], ...]
-    weight_dtypes: tuple[str | None, ...]
+    kv_dtypes: tuple[KvPair, ...]
+    weight_dtypes: tuple[StorageFormat | None, ...]
     fp8_only: frozenset[str] = frozenset()
     gate_kv: bool = True
     gate_weights: bool = True
@@ -188,7 +193,7 @@ class PlanSearch:
     #: the engine's KV arithmetic per GPU: engine_kv(gpu, tp, stages (layer ranges), (K, V)) ->
     #: `EngineKv`, raising `KvcalcError` where it does not apply; handed down by the engine layer
     #: (None: the exact formula, `memory_plan.KvProfile`)
-    engine_kv: Callable[[GpuSpec, int, tuple[range, ...], tuple[str, str]], EngineKv] | None = None
+    engine_kv: Callable[[GpuSpec, int, tuple[range, ...], KvPair], EngineKv] | None = None
     #: the speed model's terms on a GPU at a TP (`calc.speed.SpeedTerms`): speed(gpu, tp), handed
     #: down by the request layer, which reads the speed table and a calibration (None: the bare
     #: roofline of `knobs`)
@@ -202,6 +207,16 @@ class PlanSearch:
     speculative: SpecDecode | None = None
     #: whole requests to time and rank on (None: every sequence at `seq_len`)
     requests: WholeRequests | None = None
+
+    def __post_init__(self) -> None:
+        # names given as text (a caller outside the request builder, a test) are looked up
+        # here, once each; the search itself only ever holds `StorageFormat`s
+        if any(isinstance(f, str) for pair in self.kv_dtypes for f in pair):
+            kvs = tuple((kv_format(k, field="k_dtype"), kv_format(v, field="v_dtype")) for k, v in self.kv_dtypes)
+            object.__setattr__(self, "kv_dtypes", kvs)
+        if any(isinstance(w, str) for w in self.weight_dtypes):
+            ws = tuple(None if w is None else weight_format(w) for w in self.weight_dtypes)
+            object.__setattr__(self, "weight_dtypes", ws)
 
 
 # ----- the space -----------------------------------------------------------------------------
@@ -370,8 +385,8 @@ class _Placed:
     base: GpuFit
     devices: tuple[GpuSpec, ...]
     dp: int
-    kv: tuple[str, str]
-    weight: str | None
+    kv: KvPair
+    weight: StorageFormat | None
     ekv: EngineKv | None = None
     #: `PlanSearch.speed` (None: the bare roofline)
     speed: Callable[[GpuSpec, int], SpeedTerms] | None = None
@@ -580,8 +595,9 @@ def _seconds(t: float) -> StepTime:
     return StepTime(bytes_read=0, flops=0, memory_time_s=t, compute_time_s=0.0, comm_time_s=0.0)
 
 
-def _kv_label(kv: tuple[str, str]) -> str:
-    return kv[0] if kv[0] == kv[1] else f"{kv[0]}/{kv[1]}"
+def _kv_label(kv: KvPair) -> str:
+    """The pair's names, for output: `fp8_e4m3`, or `fp8_e4m3/bf16` when K and V differ."""
+    return kv[0].name if kv[0] == kv[1] else f"{kv[0].name}/{kv[1].name}"
 
 
 def evaluate(
@@ -697,7 +713,7 @@ class _Space:
         key = (gpu.key, id(base))
         if key not in self.engine_cache:
             lay = base.layout
-            kv = (cast(str, lay.k_dtype), cast(str, lay.v_dtype))  # the search names both formats
+            kv = (cast(StorageFormat, lay.k_dtype), cast(StorageFormat, lay.v_dtype))  # the search sets both formats
             try:
                 found = self.req.engine_kv(gpu, lay.tp, tuple(base.stages), kv)
             except KvcalcError as e:
@@ -715,8 +731,8 @@ class _Space:
         base: GpuFit,
         devices: tuple[GpuSpec, ...],
         dp: int,
-        kv: tuple[str, str],
-        weight: str | None,
+        kv: KvPair,
+        weight: StorageFormat | None,
     ) -> _Placed:
         """A `_Placed` with the engine's arithmetic on its (first) device: engines that have
         one split heads, not layers, so a layout's devices are one GPU type."""
@@ -737,8 +753,8 @@ class _Space:
         self,
         tp: int,
         pp: int,
-        kv: tuple[str, str],
-        weight: str | None,
+        kv: KvPair,
+        weight: StorageFormat | None,
         ref: GpuSpec,
         stage_layers: tuple[int, ...] | None = None,
         dpa: int = 1,
@@ -769,19 +785,21 @@ class _Space:
                 if e.field == "tp" or isinstance(e, UncountedParamsError):  # the same for every layout
                     raise
                 self.bases[key] = None
-                self.skipped.setdefault(f"KV {_kv_label(kv)}, weights {weight or 'checkpoint'}", e.message)
+                self.skipped.setdefault(
+                    f"KV {_kv_label(kv)}, weights {weight.name if weight else 'checkpoint'}", e.message
+                )
         return self.bases[key]
 
-    def formats(self, choice: GpuChoice) -> list[tuple[tuple[str, str], str | None]]:
+    def formats(self, choice: GpuChoice) -> list[tuple[KvPair, StorageFormat | None]]:
         """The (KV, weight) pairs tried on `choice`: fp8-only names need fp8 on every device."""
         fp8 = all(g.fp8_flops_per_s for g in choice.devices)
         req = self.req
-        kvs = [kv for kv in req.kv_dtypes if fp8 or not req.gate_kv or not (set(kv) & req.fp8_only)]
-        ws = [w for w in req.weight_dtypes if fp8 or not req.gate_weights or w not in req.fp8_only]
+        kvs = [kv for kv in req.kv_dtypes if fp8 or not req.gate_kv or not ({f.name for f in kv} & req.fp8_only)]
+        ws = [w for w in req.weight_dtypes if fp8 or not req.gate_weights or w is None or w.name not in req.fp8_only]
         return list(itertools.product(kvs, ws))
 
     def placements(
-        self, choice: GpuChoice, kv: tuple[str, str], weight: str | None, count_list: list[int] | None = None
+        self, choice: GpuChoice, kv: KvPair, weight: StorageFormat | None, count_list: list[int] | None = None
     ) -> list[_Placed]:
         """Every layout of `choice` in these formats, fewest GPUs first."""
         req = self.req
@@ -804,7 +822,7 @@ class _Space:
             out += self._layouts(choice, n, kv, weight)
         return out
 
-    def _layouts(self, choice: GpuChoice, n: int, kv: tuple[str, str], weight: str | None) -> list[_Placed]:
+    def _layouts(self, choice: GpuChoice, n: int, kv: KvPair, weight: StorageFormat | None) -> list[_Placed]:
         """The head-splitting layouts of `n` GPUs of `choice` (`moe_layouts`), and, when none of
         them holds the workload, the same with the decode-context-parallel sizes the engine takes
         (`dcp_sizes`, when `PlanSearch.dcp`). Only then: DCP adds traffic the roofline does not
@@ -831,7 +849,7 @@ class _Space:
         return out
 
     def _split(
-        self, choice: GpuChoice, devices: tuple[GpuSpec, ...], kv: tuple[str, str], weight: str | None
+        self, choice: GpuChoice, devices: tuple[GpuSpec, ...], kv: KvPair, weight: StorageFormat | None
     ) -> list[_Placed]:
         """One layer-split layout over `devices` (tp = dp = 1, a stage per device)."""
         model = self.req.model
@@ -877,7 +895,8 @@ def rank_key(
 
 
 def _names(p: _Placed) -> tuple:
-    return (p.choice.key, p.tp, p.pp, p.dp, p.kv, p.weight or "", p.dpa, p.ep, p.dcp)
+    kv = (p.kv[0].name, p.kv[1].name)  # names: the formats themselves have no order
+    return (p.choice.key, p.tp, p.pp, p.dp, kv, p.weight.name if p.weight else "", p.dpa, p.ep, p.dcp)
 
 
 def nodes_of(count: int, gpus_per_node: int = GPUS_PER_NODE, domain_gpus: int | None = None) -> int:
@@ -1132,15 +1151,16 @@ def _fixes(space: _Space, placed: _Placed, out: _Outcome) -> list[str]:
             p = best[1]
             fixes.append(f"more GPUs: {p.count} x {p.devices[0].key} (tp {p.tp}, pp {p.pp}, dp {p.dp})")
     fp8 = all(g.fp8_flops_per_s for g in placed.choice.devices)
-    cheaper = []
+    fp8_f, q8_f = STORAGE_FORMATS["fp8_e4m3"], STORAGE_FORMATS["q8_0"]
+    cheaper: list[tuple[str, KvPair, StorageFormat | None]] = []
     if fp8 and not req.layer_split:
         cheaper = [
-            ("fp8 KV", ("fp8_e4m3", "fp8_e4m3"), placed.weight),
-            ("fp8 weights", placed.kv, "fp8_e4m3"),
-            ("fp8 KV and weights", ("fp8_e4m3", "fp8_e4m3"), "fp8_e4m3"),
+            ("fp8 KV", (fp8_f, fp8_f), placed.weight),
+            ("fp8 weights", placed.kv, fp8_f),
+            ("fp8 KV and weights", (fp8_f, fp8_f), fp8_f),
         ]
     elif req.layer_split:
-        cheaper = [("q8_0 KV", ("q8_0", "q8_0"), placed.weight), ("q8_0 weights", placed.kv, "q8_0")]
+        cheaper = [("q8_0 KV", (q8_f, q8_f), placed.weight), ("q8_0 weights", placed.kv, q8_f)]
     for what, kv, w in cheaper:
         if (kv, w) == (placed.kv, placed.weight):
             continue
@@ -1174,8 +1194,8 @@ def smallest_fitting(
     knobs: Layout,
     seq_len: int,
     concurrency: int,
-    kv: tuple[str, str],
-    weight: str | None,
+    kv: KvPair,
+    weight: StorageFormat | None,
     limit: int = FIX_SEARCH_MAX_GPUS,
     gpus_per_node: int = GPUS_PER_NODE,
 ) -> tuple[int, int, int, int] | None:

@@ -554,8 +554,9 @@ def weight_formats(model: ModelSpec, weight_dtype: FormatLike | None = None) -> 
     if weight_dtype is not None:
         wf = weight_format(weight_dtype)
         return wf, wf
-    wf = weight_format(model.weight_dtype or model.dtype)
-    return wf, weight_format(model.expert_weight_dtype) if model.expert_weight_dtype else wf
+    wf, ef = model.checkpoint_formats  # looked up once per model
+    wf = weight_format(wf)
+    return wf, weight_format(ef) if ef is not wf else wf
 
 
 def weight_format_label(model: ModelSpec, weight_dtype: FormatLike | None = None) -> str:
@@ -623,7 +624,7 @@ def weight_bytes(model: ModelSpec, weight_dtype: FormatLike | None = None, tp: i
     if model.checkpoint is not None and weight_dtype is None:
         return checkpoint_weight_bytes(model, tp)
     wf, ef = weight_formats(model, weight_dtype)
-    base = weight_format(model.dtype, field=None)  # the model's own dtype: no option sets it
+    base = weight_format(model.dtype_format, field=None)  # the model's own dtype: no option sets it
     n = model.n_layers
     if model.n_params is not None and not can_derive(model):
         total = _cdiv(model.n_params, tp)

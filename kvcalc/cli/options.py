@@ -1168,13 +1168,15 @@ def make_layout(
     act = (
         None if activation_reserve is None else parse_size(activation_reserve, "--activation-reserve", allow_zero=True)
     )
-    return Layout(
+    from kvcalc.formats import kv_format, weight_format
+
+    return Layout(  # each format parsed once, here
         tp=tp,
         pp=pp,
         dp=dp,
-        weight_dtype=weight_dtype,
-        k_dtype=k_dtype,
-        v_dtype=v_dtype,
+        weight_dtype=None if weight_dtype is None else weight_format(weight_dtype),
+        k_dtype=None if k_dtype is None else kv_format(k_dtype, field="k_dtype"),
+        v_dtype=None if v_dtype is None else kv_format(v_dtype, field="v_dtype"),
         gpu_memory_utilization=gpu_memory_utilization,
         cuda_context_bytes=ctx,
         activation_reserve_bytes=act,

@@ -40,6 +40,7 @@ import re
 from dataclasses import dataclass
 
 from kvcalc.errors import KvcalcError
+from kvcalc.formats import StorageFormat, kv_format, weight_format
 from kvcalc.schema import ModelSpec
 
 #: an `org/name` Hugging Face id at the start of a config's `source`
@@ -56,8 +57,10 @@ def model_ref(model: ModelSpec) -> str:
 @dataclass(frozen=True)
 class LaunchSpec:
     """What a launch line needs from a plan: the layout (tp x pp x dp over `nodes`), the
-    context (tokens) and concurrency (sequences per replica), the formats as kvcalc names
-    (`weight_dtype` None: the checkpoint's own), the memory fraction, and llama.cpp's split."""
+    context (tokens) and concurrency (sequences per replica), the formats as the request builder
+    resolved them (`StorageFormat`s, written by name on the line; `weight_dtype` None: the
+    checkpoint's own; a name given as text is looked up once, here), the memory fraction, and
+    llama.cpp's split."""
 
     model: ModelSpec
     tp: int
@@ -66,9 +69,9 @@ class LaunchSpec:
     nodes: int
     max_model_len: int
     max_num_seqs: int
-    k_dtype: str
-    v_dtype: str
-    weight_dtype: str | None
+    k_dtype: StorageFormat
+    v_dtype: StorageFormat
+    weight_dtype: StorageFormat | None
     gpu_memory_utilization: float
     tensor_split: tuple[int, ...] | None = None
     #: vLLM: the block size to state (`vllm.plan.launch_block_size`), the
@@ -85,6 +88,13 @@ class LaunchSpec:
     dcp: int = 1
     #: the speculative config (`calc.speculative.SpecDecode`), None: none
     speculative: object | None = None
+
+    def __post_init__(self) -> None:
+        for name in ("k_dtype", "v_dtype", "weight_dtype"):
+            value = getattr(self, name)
+            if isinstance(value, str):  # a name from outside the request builder (a test's)
+                lookup = weight_format if name == "weight_dtype" else kv_format
+                object.__setattr__(self, name, lookup(value, field=name))
 
 
 def vllm_parallel_flags(spec: LaunchSpec, gpus_per_node: int = 8) -> list[str]:
@@ -116,7 +126,7 @@ def _checkpoint_format(model: ModelSpec) -> str:
 def _quantization(spec: LaunchSpec, engine: str) -> list[str]:
     """`--quantization fp8` for fp8 weights from a checkpoint that is not fp8 already; refuse
     other weight formats (they need a checkpoint quantized offline: AWQ, GPTQ, GGUF)."""
-    w = spec.weight_dtype
+    w = spec.weight_dtype.name if spec.weight_dtype is not None else None
     if w is None or w == _checkpoint_format(spec.model):
         return []
     if w.startswith("fp8"):
@@ -135,7 +145,7 @@ def _kv_cache_dtype(spec: LaunchSpec, engine: str, fp8: str, also: tuple[str, ..
     """The engine's `--kv-cache-dtype` for the planned K / V format: `auto` for the model's own
     dtype, `fp8` spelled as the engine spells it, the formats of `also` by their own names
     (SGLang 0.5.23's mxfp8, nvfp4, fp4_mx_block16); anything else is refused, naming the list."""
-    k, v = spec.k_dtype, spec.v_dtype
+    k, v = spec.k_dtype.name, spec.v_dtype.name  # names: what the line writes and the refusals name
     if k != v:
         raise KvcalcError(f"{engine} stores K and V in one format; plan with one --kv-dtype", field="k_dtype")
     if k == spec.model.dtype or (k in ("bf16", "fp16") and spec.model.dtype == "fp32"):
@@ -238,11 +248,9 @@ def llamacpp_line(spec: LaunchSpec, ggml_name) -> str:
     placeholder for the GGUF of the planned weight format."""
     if spec.tp != 1 or spec.dp != 1:
         raise KvcalcError("llama.cpp splits layers over devices, not heads: plan it with tp 1", field="tp")
-    from kvcalc.formats import kv_format
-
     k = ggml_name(kv_format(spec.k_dtype), field="k_dtype")
     v = ggml_name(kv_format(spec.v_dtype), field="v_dtype")
-    w = spec.weight_dtype or _checkpoint_format(spec.model)
+    w = spec.weight_dtype.name if spec.weight_dtype is not None else _checkpoint_format(spec.model)
     gguf = f"{spec.model.name}-{w.upper()}.gguf"
     parts = [
         "llama-server",

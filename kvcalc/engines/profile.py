@@ -103,7 +103,7 @@ EngineOptions = Union[IdealOptions, VllmOptions, SglangOptions, LlamacppOptions]
 #: one engine's options type (a profile's `options_type`)
 Opts = TypeVar("Opts", IdealOptions, VllmOptions, SglangOptions, LlamacppOptions)
 #: `calc.plan.PlanSearch.engine_kv`: (gpu, tp, stages (layer ranges), (K, V)) -> the engine's KV
-PlanEngineKv = Callable[["GpuSpec", int, tuple[range, ...], tuple[str, str]], "EngineKv"]
+PlanEngineKv = Callable[["GpuSpec", int, tuple[range, ...], tuple[StorageFormat, StorageFormat]], "EngineKv"]
 
 # ----- the interface ----------------------------------------------------------------------
 
@@ -174,8 +174,8 @@ class EngineProfile(Generic[Opts]):
         self,
         model: ModelSpec,
         kv_dtype: str | None = None,
-        k_dtype: str | None = None,
-        v_dtype: str | None = None,
+        k_dtype: str | StorageFormat | None = None,
+        v_dtype: str | StorageFormat | None = None,
         options: object = None,
     ) -> KvChoice:
         """The K and V formats and their label. No `kv_dtype` (or 'auto') is the engine's default
@@ -295,7 +295,7 @@ class EngineProfile(Generic[Opts]):
         return None
 
     def launch_extras(
-        self, model: ModelSpec, options: object, gpu: GpuSpec | None, k_dtype: str | None = None
+        self, model: ModelSpec, options: object, gpu: GpuSpec | None, k_dtype: StorageFormat | None = None
     ) -> LaunchExtras:
         """`LaunchSpec` fields this engine's launch line states for a layout on `gpu` (a
         `GpuSpec`, or None) with KV format `k_dtype` (None: the engine's default) beyond the
@@ -383,8 +383,8 @@ class VllmProfile(EngineProfile[VllmOptions]):
         self,
         model: ModelSpec,
         kv_dtype: str | None = None,
-        k_dtype: str | None = None,
-        v_dtype: str | None = None,
+        k_dtype: str | StorageFormat | None = None,
+        v_dtype: str | StorageFormat | None = None,
         options: object = None,
     ) -> KvChoice:
         """As `EngineProfile.kv_formats`; vLLM 0.33's `fp8_ds_mla` is refused, naming why, for a
@@ -529,7 +529,7 @@ class VllmProfile(EngineProfile[VllmOptions]):
         return plan.plan_kv(model, self.options(options))
 
     def launch_extras(
-        self, model: ModelSpec, options: object, gpu: GpuSpec | None, k_dtype: str | None = None
+        self, model: ModelSpec, options: object, gpu: GpuSpec | None, k_dtype: StorageFormat | None = None
     ) -> LaunchExtras:
         """`--block-size` where the options give one or the MLA backend on `gpu` takes another
         than 16 for a `k_dtype` cache (`vllm.plan.launch_block_size`), `--attention-backend`
@@ -645,8 +645,8 @@ class LlamacppProfile(EngineProfile[LlamacppOptions]):
         self,
         model: ModelSpec,
         kv_dtype: str | None = None,
-        k_dtype: str | None = None,
-        v_dtype: str | None = None,
+        k_dtype: str | StorageFormat | None = None,
+        v_dtype: str | StorageFormat | None = None,
         options: object = None,
     ) -> KvChoice:
         """As `EngineProfile.kv_formats`; a format llama.cpp lacks is named as typed, under the
@@ -657,6 +657,8 @@ class LlamacppProfile(EngineProfile[LlamacppOptions]):
             return super().kv_formats(model, kv_dtype, k_dtype, v_dtype, options)
         except NoGgmlTypeError as e:
             own = k_dtype if e.field == "k_dtype" else v_dtype
+            if isinstance(own, StorageFormat):  # resolved by the request builder: named by its name
+                own = own.name
             raise e.named(own, str(e.field)) if own else e.named(kv_dtype, "kv_dtype") from None
 
     def check_kv_formats(

@@ -50,7 +50,7 @@ from kvcalc.engines.vllm.options import VllmOptions
 from kvcalc.engines.vllm.planning import CacheGroup
 from kvcalc.engines.vllm.versions import rules as release
 from kvcalc.errors import MESSAGE, KvcalcError
-from kvcalc.formats import kv_format
+from kvcalc.formats import StorageFormat, kv_format
 from kvcalc.schema import GpuSpec, ModelSpec
 
 
@@ -94,8 +94,8 @@ class VllmPlanKv:
         gpu: GpuSpec | None,
         tp: int,
         stages: tuple[range, ...],
-        k_dtype: str,
-        v_dtype: str,
+        k_dtype: StorageFormat,
+        v_dtype: StorageFormat,
     ) -> VllmPlanKv:
         """Resolve once what no (seq_len, batch) changes. `options`: a `VllmOptions`, whose
         compute capability and vendor become the GPU's (`gpu_options`). Raises `KvcalcError`
@@ -182,7 +182,7 @@ class VllmPlanKv:
 
 
 def resolve(
-    model: ModelSpec, options: VllmOptions, gpu: GpuSpec | None, tp: int, k_dtype: str, v_dtype: str
+    model: ModelSpec, options: VllmOptions, gpu: GpuSpec | None, tp: int, k_dtype: StorageFormat, v_dtype: StorageFormat
 ) -> VllmPlanKv:
     """The model on one stage on `gpu` (what depends on the GPU, tp and formats, not on the
     pipeline split): the release's `resolve` (block size, page, notes) and `kv_cache_groups`
@@ -219,7 +219,7 @@ def resolve(
 
 def plan_kv(
     model: ModelSpec, options: VllmOptions
-) -> Callable[[GpuSpec, int, tuple[range, ...], tuple[str, str]], VllmPlanKv]:
+) -> Callable[[GpuSpec, int, tuple[range, ...], tuple[StorageFormat, StorageFormat]], VllmPlanKv]:
     """The callable `calc.plan.PlanSearch.engine_kv` takes: (gpu, tp, stages, (K, V)) ->
     `VllmPlanKv`, resolved once per (compute capability, vendor, tp, formats) and split once per
     pipeline split: GPUs of one architecture share it."""
@@ -236,7 +236,7 @@ def plan_kv(
             raise found
         return found
 
-    def build(gpu: GpuSpec, tp: int, stages: tuple[range, ...], kv: tuple[str, str]) -> VllmPlanKv:
+    def build(gpu: GpuSpec, tp: int, stages: tuple[range, ...], kv: tuple[StorageFormat, StorageFormat]) -> VllmPlanKv:
         key = (gpu.compute_capability, gpu.vendor, tp, kv)
         whole = cached(key, lambda: resolve(model, options, gpu, tp, *kv))
         split = tuple((s.start, s.stop) for s in stages)
@@ -246,7 +246,7 @@ def plan_kv(
 
 
 def launch_block_size(
-    model: ModelSpec, options: VllmOptions, gpu: GpuSpec | None, k_dtype: str | None = None
+    model: ModelSpec, options: VllmOptions, gpu: GpuSpec | None, k_dtype: StorageFormat | None = None
 ) -> int | None:
     """The `--block-size` a launch line states, None where vLLM's default 16 stands.
 
