@@ -123,8 +123,9 @@ def sweep(
     tp, pp, dp = resolve_count(layout.count, layout.tp, layout.pp, 1)
     spec = source.load(model)
     T = T if beyond_context else drop_beyond_context(spec, T)
-    kv_name = kv_format(kv.kv_dtype or spec.dtype).name
-    lay, g = gpu.layout(tp, pp, dp, kv_name, None), _gpu(gpu.gpu)
+    kv_fmt = kv_format(kv.kv_dtype or spec.dtype_format)  # parsed once, here
+    kv_name = kv_fmt.name
+    lay, g = gpu.layout(tp, pp, dp, kv_fmt, None), _gpu(gpu.gpu)
     lay = with_speed(lay, g, speed)
     req = SweepRequest(spec, tuple(T), tuple(B), lay, g)
     if plot is not None:  # fail on a missing extra before the work, not after
