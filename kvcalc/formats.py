@@ -274,8 +274,22 @@ QUANTIZATION_METHODS: dict[str, str] = {
     "gguf": "q8_0 or q4_k (the GGUF's type; or give the .gguf file as the model)",
 }
 
-#: scale dtypes a group-quantized int format may use, with their bytes.
-SCALE_BYTES: dict[str, int] = {"fp32": 4, "fp16": 2, "bf16": 2, "fp8_e4m3": 1}
+#: scale dtypes a group-quantized int format may use, with their bytes. `e8m0` (a power-of-two
+#: exponent in one byte, torch.float8_e8m0fnu; the OCP MX scale) is a scale type only, never a
+#: value format: DeepSeek-V4's fp8 block scales (vLLM 0.33.0 `models/deepseek_v4/quant_config.py`
+#: `is_scale_e8m0`: "FP4 checkpoints store FP8 linear scales as e8m0fnu").
+SCALE_BYTES: dict[str, int] = {"fp32": 4, "fp16": 2, "bf16": 2, "fp8_e4m3": 1, "e8m0": 1}
+
+#: spellings of the scale-only type `e8m0` (DeepSeek's config writes `scale_fmt: ue8m0`)
+SCALE_ALIASES: dict[str, str] = {"ue8m0": "e8m0", "fp8_e8m0": "e8m0", "float8_e8m0fnu": "e8m0", "e8m0fnu": "e8m0"}
+
+
+def _scale_name(scale_dtype: str, field: str | None) -> str:
+    """The canonical name of a scale dtype: `e8m0` and its spellings (`SCALE_ALIASES`), else a
+    format name (`canonical_name`, which raises `UnknownNameError` naming `field`)."""
+    key = _scale_key(scale_dtype)
+    key = SCALE_ALIASES.get(key, key)
+    return key if key == "e8m0" else canonical_name(scale_dtype, field=field)
 
 
 class FileTypeMixError(KvcalcError):
@@ -454,7 +468,7 @@ def storage_format(
         if named_group is None:  # --quant-group-size 0
             raise KvcalcError(words, option="--quant-group-size", field="quant_group_size", value=g, form=OPTION_SAYS)
         raise KvcalcError(f"'{name}': the group size {words}", field=field, value=name, form=MESSAGE)
-    s_name = canonical_name(scale_dtype, field=scale_field) if scale_dtype else "fp16"
+    s_name = _scale_name(scale_dtype, scale_field) if scale_dtype else "fp16"
     if s_name not in SCALE_BYTES:
         raise UnknownNameError("scale dtype", scale_dtype or "", SCALE_BYTES, field=scale_field)
     s = SCALE_BYTES[s_name]
@@ -545,7 +559,7 @@ def _fp8_scaled(
             value=name,
             form=MESSAGE,
         )
-    s_name = canonical_name(scale_dtype, field=scale_field) if scale_dtype else "fp32"
+    s_name = _scale_name(scale_dtype, scale_field) if scale_dtype else "fp32"
     if s_name not in SCALE_BYTES:
         raise UnknownNameError("scale dtype", scale_dtype or "", SCALE_BYTES, field=scale_field)
     s = SCALE_BYTES[s_name]

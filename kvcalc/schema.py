@@ -379,8 +379,9 @@ class ModelSpec(_Frozen):
     moe_latent_norm: StrictBool = False
     mla_output_gate: StrictBool = False
     attention_residuals: StrictBool = False
-    # which linear attention the `linear` layers run: Gated DeltaNet (Qwen3-Next) or Kimi's KDA
-    linear_attention: Literal["gated_deltanet", "kda"] = "gated_deltanet"
+    # which linear attention the `linear` layers run: Gated DeltaNet (Qwen3-Next) or Kimi's KDA, with
+    # Kimi-K3's full-rank output gate (`kda`) or Kimi Linear's low-rank one (`kda_lowrank`: g_a / g_b)
+    linear_attention: Literal["gated_deltanet", "kda", "kda_lowrank"] = "gated_deltanet"
 
     # fixed per-sequence state of mamba / linear-attention layers
     mamba_d_state: OptCount = None
@@ -419,6 +420,13 @@ class ModelSpec(_Frozen):
     # routed experts when they differ (gpt-oss: MXFP4 experts, bf16 attention); --weight-dtype overrides
     weight_dtype: OptStr = None
     expert_weight_dtype: OptStr = None
+    # the latent MoE's down / up projections (Kimi-K3 routed_expert_{down,up}_proj, Nemotron-3
+    # fc1 / fc2_latent_proj) where the checkpoint stores them apart from the decoder matrices
+    # (Kimi-K3: MXFP4 with the routed experts, its attention bf16); None: as `weight_dtype`
+    latent_weight_dtype: OptStr = None
+    # bytes of per-tensor scales each routed-expert matrix stores beside its format's block scales
+    # (ModelOpt NVFP4: an fp32 weight_scale_2 and an fp32 input_scale, 8 B; 0: none counted)
+    expert_tensor_scale_bytes: Count0 = 0
     # exact stored weight bytes from the checkpoint's own headers (safetensors / GGUF), when the
     # model came from a checkpoint; None: counted from the architecture
     checkpoint: CheckpointWeights | None = None
@@ -438,7 +446,7 @@ class ModelSpec(_Frozen):
             out.append(LAYER_KIND_ALIASES[key])
         return out
 
-    @field_validator("weight_dtype", "expert_weight_dtype")
+    @field_validator("weight_dtype", "expert_weight_dtype", "latent_weight_dtype")
     @classmethod
     def _weight_dtype(cls, v: str | None) -> str | None:
         from kvcalc.formats import weight_format

@@ -152,10 +152,11 @@ def test_group_size_bounds_and_odd_int8():
 
 
 def test_scale_dtype_must_be_a_scale():
-    # q8_0 is a format but no scale dtype (SCALE_BYTES: fp32, fp16, bf16, fp8_e4m3)
+    # q8_0 is a format but no scale dtype (SCALE_BYTES: fp32, fp16, bf16, fp8_e4m3, e8m0); the closest
+    # spelling of one is offered
     e = refusal(storage_format, "int8:q8_0", field="kv_dtype")
     assert isinstance(e, UnknownNameError)
-    assert str(e) == "--kv-dtype: unknown scale dtype 'q8_0'; choose one of: bf16, fp16, fp32, fp8_e4m3"
+    assert str(e) == "--kv-dtype: unknown scale dtype 'q8_0'; did you mean 'e8m0'?"
     assert (e.field, e.value) == ("kv_dtype", "q8_0")
     # a scale dtype given on its own (--scale-dtype) is that option's error, not the format's
     e = refusal(storage_format, "int8", scale_dtype="zz", field="weight_dtype")

@@ -140,9 +140,11 @@ def mtp_weight_bytes(
     """Bytes of the MTP layers on one GPU: n_mtp_layers x (the model's last layer as this rank
     holds it, `parallel.rank_weight_bytes`: its experts divided by EP like the target's + the
     MTP glue, enorm + hnorm + eh_proj (2 hidden x hidden) + the head's norm, in the matrices'
-    format over tp) (`weights.mtp_params`, vLLM `deepseek_mtp.py`)."""
+    format over tp; DeepSeek-V4: less the last layer's compressor and indexer, plus the MTPBlock's
+    fp32 hyper-connection head) (`weights.mtp_params`, vLLM `deepseek_mtp.py`,
+    `models/deepseek_v4/attention.py`)."""
     from kvcalc.calc import parallel
-    from kvcalc.calc.weights import weight_formats
+    from kvcalc.calc.weights import FP32_BYTES, hc_head_params, mtp_compression_params, weight_format, weight_formats
 
     if not model.n_mtp_layers:
         return 0
@@ -150,7 +152,12 @@ def mtp_weight_bytes(
     d = model.hidden_size or 0
     wf, _ = weight_formats(model, weight_dtype)
     glue = wf.bytes_for(-(-2 * d * d // tp)) + 3 * d * 2  # eh_proj in the matrices' format; bf16 norms
-    return model.n_mtp_layers * (wb.layer_bytes(model.n_layers - 1) + glue)
+    glue += FP32_BYTES * hc_head_params(model)  # DeepSeek-V4's MTPBlock: its own fp32 hyper-connection head
+    # DeepSeek-V4: the MTP layer has no compressor or indexer (replicated parts of the last layer)
+    c_linear, c_other, c_fp32 = mtp_compression_params(model)
+    base = weight_format(model.dtype, field=None)
+    less = wf.bytes_for(c_linear) + base.bytes_for(c_other) + FP32_BYTES * c_fp32
+    return model.n_mtp_layers * (wb.layer_bytes(model.n_layers - 1) - less + glue)
 
 
 def mtp_kv_bytes_per_token(model: ModelSpec, layer_kv_bytes_per_token: int) -> int:

@@ -47,7 +47,8 @@ What is counted (the Hugging Face modelling files of each family are the source:
 - the 2026 architectures (vLLM 0.33.0 `vllm/models/*` and the reference code named at each function):
   DeepSeek-V4's compressed MQA (`_compressed_mqa_params`: grouped output projection, compressors,
   indexer), hyper-connections (`_hyper_connection_params`, and the head's), hash-routed layers
-  (a `vocab x k` int32 table in place of the routing bias); MiniMax-M3's indexer projections and
+  (a `vocab x k` int64 table in place of the routing bias); Kimi Linear's KDA with its low-rank
+  output gate (`linear_attention: kda_lowrank`); MiniMax-M3's indexer projections and
   per-head q / k norms (`qk_norm`); Kimi-K3's KDA (`linear_attention: kda`), latent MoE (routed
   experts `3 x latent x moe_inter` between a `hidden x latent` down and up projection and a norm),
   MLA output gate and attention residuals; a routing bias (`router_bias`) where the config has one.
@@ -67,7 +68,14 @@ replicated when tp exceeds them): sharded dimensions are divided by tp, rounded 
 Weight formats: the linear (matrix) weights of the decoder layers are stored in the weight
 format; embeddings, LM head, norms, routers and the small mamba / DeltaNet vectors stay in the
 model's dtype, as fp8 and int4 (GPTQ / AWQ) checkpoints leave them (vLLM `fp8.py` and `awq.py`
-quantize `LinearBase` layers only).
+quantize `LinearBase` layers only). Each part in the dtype its checkpoint stores it: the routed
+experts in `expert_weight_dtype` (plus `expert_tensor_scale_bytes` per expert matrix: ModelOpt
+NVFP4's fp32 weight_scale_2 and input_scale), a latent MoE's down / up projections in
+`latent_weight_dtype` (Kimi-K3: MXFP4 with the experts), and the parameters an architecture keeps
+in fp32 or int64 whatever the model's dtype (`LayerParams.fp32` / `.int64`: DeepSeek-V4's sinks,
+hyper-connections, compressor ape and gate bias; its hash table) at 4 and 8 B. DeepSeek-V4-Flash:
+156,015,698,140 B; its NVFP4 checkpoint 164,673,005,788 B; Kimi-K3 1,553,000,604,864 B
+(`tests/calc/test_weights_2026.py`, `docs/models-2026.md`).
 """
 
 from __future__ import annotations
@@ -81,6 +89,10 @@ from kvcalc.schema import ModelSpec
 
 FormatLike = str | StorageFormat
 
+#: bytes of one parameter the architecture keeps in fp32 (`LayerParams.fp32`) or int64 (`.int64`)
+FP32_BYTES = 4
+INT64_BYTES = 8
+
 
 def _cdiv(a: int, b: int) -> int:
     return -(-a // b)
@@ -88,12 +100,17 @@ def _cdiv(a: int, b: int) -> int:
 
 @dataclass(frozen=True, slots=True)
 class LayerParams:
-    """Parameters of one decoder layer on one TP rank.
+    """Parameters of one decoder layer on one TP rank, grouped by how the checkpoint stores them.
 
     `linear`: matrix weights always used (attention or mamba / DeltaNet mixer, dense MLP,
     shared expert) in the weight format; `other`: norms, router, biases and small vectors, in
-    the model dtype; `expert_linear`: one routed expert's matrices; `n_experts` routed experts,
-    `n_active_experts` of them used per token (0 and 0 for a dense layer).
+    the model dtype; `fp32`: parameters the architecture keeps in fp32 whatever the model's dtype
+    (DeepSeek-V4's hyper-connections, attention sinks, compressor position biases and routing
+    bias); `int64`: int64 entries (DeepSeek-V4's hash-routing table); `latent_linear`: the
+    latent MoE's down and up projections, always used, in the latent format
+    (`ModelSpec.latent_weight_dtype`, else the weight format); `expert_linear`: one routed
+    expert's matrices; `n_experts` routed experts, `n_active_experts` of them used per token
+    (0 and 0 for a dense layer).
     """
 
     linear: int
@@ -101,37 +118,47 @@ class LayerParams:
     expert_linear: int = 0
     n_experts: int = 0
     n_active_experts: int = 0
+    fp32: int = 0
+    int64: int = 0
+    latent_linear: int = 0
+
+    @property
+    def dense(self) -> int:
+        """Parameters every token touches: linear + other + fp32 + int64 + latent_linear."""
+        return self.linear + self.other + self.fp32 + self.int64 + self.latent_linear
 
     @property
     def total(self) -> int:
-        """linear + other + n_experts x expert_linear."""
-        return self.linear + self.other + self.n_experts * self.expert_linear
+        """dense + n_experts x expert_linear."""
+        return self.dense + self.n_experts * self.expert_linear
 
     @property
     def active(self) -> int:
-        """linear + other + n_active_experts x expert_linear (what one token touches)."""
-        return self.linear + self.other + self.n_active_experts * self.expert_linear
+        """dense + n_active_experts x expert_linear (what one token touches)."""
+        return self.dense + self.n_active_experts * self.expert_linear
 
 
 @dataclass(frozen=True, slots=True)
 class ModelParams:
     """Every parameter of a model on one TP rank: the layers, the embedding, the LM head (0
-    when tied) and the final norm."""
+    when tied), the final norm (and the model dtype's parameters beside it) and `head_fp32`, the
+    fp32 parameters beside the head (DeepSeek-V4's hyper-connection head)."""
 
     layers: tuple[LayerParams, ...]
     embedding: int
     lm_head: int
     final_norm: int
+    head_fp32: int = 0
 
     @property
     def total(self) -> int:
         """All parameters on the rank."""
-        return sum(x.total for x in self.layers) + self.embedding + self.lm_head + self.final_norm
+        return sum(x.total for x in self.layers) + self.embedding + self.lm_head + self.final_norm + self.head_fp32
 
     @property
     def active(self) -> int:
         """Parameters one token touches (active experts only)."""
-        return sum(x.active for x in self.layers) + self.embedding + self.lm_head + self.final_norm
+        return sum(x.active for x in self.layers) + self.embedding + self.lm_head + self.final_norm + self.head_fp32
 
 
 def is_moe_layer(model: ModelSpec, i: int) -> bool:
@@ -164,8 +191,9 @@ def _attention_params(model: ModelSpec, tp: int, i: int = 0) -> tuple[int, int]:
     sinks add one value per query head (`sink_heads`, MiMo-V2-Flash `sinks`)."""
     (d,) = _need(model, "hidden_size")
     h = _cdiv(model.n_heads, tp)
-    if model.o_lora_rank is not None:
-        return _compressed_mqa_params(model, tp, i)
+    if model.o_lora_rank is not None:  # DeepSeek-V4: its fp32 parameters with the model dtype's
+        linear, other, fp32 = _compressed_mqa_params(model, tp, i)
+        return linear, other + fp32
     if model.attention == "mla":
         nope, rope, lora = _need(model, "qk_nope_head_dim", "qk_rope_head_dim", "kv_lora_rank")
         v = model.v_head_dim or nope
@@ -198,51 +226,87 @@ def _attention_params(model: ModelSpec, tp: int, i: int = 0) -> tuple[int, int]:
     return linear, other + (h if layer.sink_heads else 0)
 
 
-def _compressor_params(d: int, ratio: int, head_dim: int) -> int:
-    """One DeepSeek-V4 compressor (reference `inference/model.py` `Compressor`, vLLM 0.33.0
-    `models/deepseek_v4/compressor.py` DeepseekCompressor): with coff = 2 when ratio is 4 (CSA
-    overlaps two windows) else 1, ape `ratio x coff D`, wkv and wgate `hidden x coff D` each, norm
-    `D`. All kept unquantized (the checkpoint stores wkv / wgate in bf16): `other`."""
+def _compressor_params(d: int, ratio: int, head_dim: int) -> tuple[int, int]:
+    """(bf16, fp32) parameters of one DeepSeek-V4 compressor (reference `inference/model.py`
+    `Compressor`, vLLM 0.33.0 `models/deepseek_v4/compressor.py` DeepseekCompressor): with coff =
+    2 when ratio is 4 (CSA overlaps two windows) else 1, wkv and wgate `hidden x coff D` each and
+    the norm `D` in bf16 (the reference: "wkv and wgate in the checkpoint is stored in bf16", "rmsnorm
+    in the checkpoint is stored in bf16"), and the position bias ape `ratio x coff D` in fp32
+    (reference `nn.Parameter(..., dtype=torch.float32)`; the checkpoint's `attn.compressor.ape` is
+    F32). Flash (hidden 4,096): (4, 512) = (8,389,120, 4,096); (128, 512) = (4,194,816, 65,536);
+    (4, 128) = (2,097,280, 1,024)."""
     coff = 2 if ratio == 4 else 1
-    return ratio * coff * head_dim + 2 * d * coff * head_dim + head_dim
+    return 2 * d * coff * head_dim + head_dim, ratio * coff * head_dim
 
 
-def _compressed_mqa_params(model: ModelSpec, tp: int, i: int) -> tuple[int, int]:
-    """(linear, other) of layer `i`'s DeepSeek-V4 attention on one rank (reference
+def _compressed_mqa_params(model: ModelSpec, tp: int, i: int) -> tuple[int, int, int]:
+    """(linear, other, fp32) of layer `i`'s DeepSeek-V4 attention on one rank (reference
     `inference/model.py` Attention / Indexer, vLLM 0.33.0 `models/deepseek_v4/attention.py`
-    DeepseekV4Attention / DeepseekV4Indexer), D = head_dim (512), H heads, G = o_groups:
+    DeepseekV4Attention / DeepseekV4Indexer), D = head_dim (512), H heads, G = o_groups, each
+    part in the dtype the checkpoint stores it:
 
-    - attn_sink `H`; wq_a `hidden x q_lora` (replicated) + q_norm `q_lora`; wq_b
-      `q_lora x H D`; wkv `hidden x D` (replicated, the one K = V head) + kv_norm `D`;
-    - grouped output: wo_a `(H D / G) x (G o_lora)`, wo_b `G o_lora x hidden`;
-    - a compressed layer (ratio > 1) adds its compressor (`_compressor_params`, D = 512);
-    - a CSA layer (ratio 4) adds the indexer: wq_b `q_lora x index_n_heads x index_head_dim`
-      (fp8, replicated), weights_proj `hidden x index_n_heads` (bf16) and its own compressor
-      over index_head_dim.
+    - linear (fp8 with 128 x 128 block scales): wq_a `hidden x q_lora` (replicated), wq_b
+      `q_lora x H D`, wkv `hidden x D` (replicated, the one K = V head), the grouped output wo_a
+      `(H D / G) x (G o_lora)` ("wo_a is FP8 in checkpoint") and wo_b `G o_lora x hidden`; a CSA
+      layer's indexer wq_b `q_lora x index_n_heads x index_head_dim`;
+    - other (bf16): q_norm `q_lora`, kv_norm `D`; each compressed layer's (ratio > 1) compressor
+      wkv / wgate / norm (`_compressor_params`); a CSA layer's indexer weights_proj
+      `hidden x index_n_heads` (reference `dtype=torch.bfloat16`) and its own compressor over
+      index_head_dim;
+    - fp32: attn_sink `H` (reference `dtype=torch.float32`; vLLM `make_attention_sink(...,
+      torch.float32)`) and the compressors' ape.
 
     DeepSeek-V4-Flash layer 2 (ratio 4): linear 4096 x 1024 + 1024 x 32,768 + 4096 x 512 +
-    4096 x 8192 + 8192 x 4096 + 1024 x 8192 = 115,343,360; other 64 + 1024 + 512 + 8,393,216 +
-    262,144 + 2,098,304 = 10,755,264."""
+    4096 x 8192 + 8192 x 4096 + 1024 x 8192 = 115,343,360; other 1024 + 512 + 8,389,120 +
+    262,144 + 2,097,280 = 10,750,080; fp32 64 + 4,096 + 1,024 = 5,184."""
     d, q_lora, groups, o_lora = _need(model, "hidden_size", "q_lora_rank", "o_groups", "o_lora_rank")
     layer = model.layers[i]
     hd = layer.head_dim_k
     h, g = _cdiv(model.n_heads, tp), _cdiv(groups, tp)
     linear = d * q_lora + q_lora * h * hd + d * hd + (model.n_heads * hd // groups) * g * o_lora + g * o_lora * d
-    other = h + q_lora + hd
+    other, fp32 = q_lora + hd, h
     if layer.compress_ratio > 1:
-        other += _compressor_params(d, layer.compress_ratio, hd)
+        bf16, f32 = _compressor_params(d, layer.compress_ratio, hd)
+        other, fp32 = other + bf16, fp32 + f32
     if layer.index_dim:
         (ih,) = _need(model, "index_n_heads")
         linear += q_lora * ih * layer.index_dim
-        other += d * ih + _compressor_params(d, layer.compress_ratio, layer.index_dim)
-    return linear, other
+        bf16, f32 = _compressor_params(d, layer.compress_ratio, layer.index_dim)
+        other, fp32 = other + d * ih + bf16, fp32 + f32
+    return linear, other, fp32
+
+
+def mtp_compression_params(model: ModelSpec) -> tuple[int, int, int]:
+    """(linear, other, fp32) that the model's last layer has and a DeepSeek-V4 MTP layer lacks: the
+    last layer's compressor and indexer (`_compressed_mqa_params`'s compressed parts), (0, 0, 0) for
+    other models. vLLM 0.33.0 `models/deepseek_v4/attention.py` DeepseekV4Attention: "MTP layer is
+    not included in the compress ratio list", so a layer past num_hidden_layers gets compress_ratio 1
+    (sliding window only; the published configs' extra compress_ratios entry, read by the reference
+    MTPBlock, is 0 too). DeepSeek-V4-Flash (last layer CSA): linear 8,388,608 (indexer wq_b), other
+    8,389,120 + 262,144 + 2,097,280 = 10,748,544, fp32 4,096 + 1,024 = 5,120."""
+    if model.o_lora_rank is None:
+        return 0, 0, 0
+    last = model.n_layers - 1
+    layer = model.layers[last]
+    if layer.compress_ratio <= 1:
+        return 0, 0, 0
+    d, q_lora = _need(model, "hidden_size", "q_lora_rank")
+    bf16, fp32 = _compressor_params(d, layer.compress_ratio, layer.head_dim_k)
+    linear = 0
+    if layer.index_dim:
+        (ih,) = _need(model, "index_n_heads")
+        linear = q_lora * ih * layer.index_dim
+        i_bf16, i_fp32 = _compressor_params(d, layer.compress_ratio, layer.index_dim)
+        bf16, fp32 = bf16 + d * ih + i_bf16, fp32 + i_fp32
+    return linear, bf16, fp32
 
 
 def _hyper_connection_params(model: ModelSpec) -> int:
-    """DeepSeek-V4's hyper-connections of one layer (reference `inference/model.py` Block, vLLM
-    0.33.0 DeepseekV4DecoderLayer; fp32, kept as `other`): for the attention and the FFN each, fn
-    `(2 + m) m x m hidden`, base `(2 + m) m`, scale 3, with m = hc_mult. Flash (m 4, hidden
-    4,096): 2 x (24 x 16,384 + 24 + 3) = 786,486. 0 without hc_mult."""
+    """DeepSeek-V4's hyper-connections of one layer, all fp32 (reference `inference/model.py`
+    Block: `with set_dtype(torch.float32)`, hc_attn_fn / hc_ffn_fn / _base / _scale; the
+    checkpoint's `layers.N.hc_attn_fn` is F32; vLLM 0.33.0 DeepseekV4DecoderLayer): for the
+    attention and the FFN each, fn `(2 + m) m x m hidden`, base `(2 + m) m`, scale 3, with m =
+    hc_mult. Flash (m 4, hidden 4,096): 2 x (24 x 16,384 + 24 + 3) = 786,486. 0 without hc_mult."""
     m = model.hc_mult
     if not m:
         return 0
@@ -300,6 +364,16 @@ def _linear_attention_params(model: ModelSpec, tp: int) -> tuple[int, int]:
         linear = d * (4 * p + dv + hv) + dv * p + p * d
         other = p + 3 * p * conv_kernel + hv + dv
         return linear, other
+    if model.linear_attention == "kda_lowrank":
+        # Kimi Linear's KDA with the low-rank output gate (vLLM 0.33.0
+        # `model_executor/layers/mamba/gdn/kimi_gdn_linear_attn.py` KimiGatedDeltaNetAttention without
+        # use_full_rank_gate), P = H Dv: in_proj_qkvgfab `hidden x (3 P + H + Dv)` (q, k, v, beta,
+        # f_a replicated), f_b_proj `Dv x P`, g_a_proj `hidden x Dv` (replicated), g_b_proj `Dv x P`,
+        # o_proj `P x hidden`; dt_bias `P`, conv1d `3 P x kernel`, A_log `H`, o_norm `Dv`
+        p = hv * dv
+        linear = d * (3 * p + hv + dv) + dv * p + d * dv + dv * p + p * d
+        other = p + 3 * p * conv_kernel + hv + dv
+        return linear, other
     linear = d * (2 * hk * dk + 2 * hv * dv) + d * 2 * hv + hv * dv * d
     other = (2 * hk * dk + hv * dv) * conv_kernel + 2 * hv + dv
     return linear, other
@@ -315,6 +389,7 @@ def layer_params(model: ModelSpec, i: int, tp: int = 1) -> LayerParams:
     kind = kinds[i]
     if "mlp" in kinds:  # separate blocks (Nemotron-H): one norm and one part per layer
         return _separate_block_params(model, kind, tp, i)
+    fp32 = int64 = latent = 0
     if kind == "mamba":
         linear, other = _mamba_params(model, tp)
     elif kind == "linear":
@@ -323,10 +398,12 @@ def layer_params(model: ModelSpec, i: int, tp: int = 1) -> LayerParams:
         linear, other = _attention_params(model, tp, i)
         m_linear, m_other = _mamba2_params(model, tp)
         linear, other = linear + m_linear, other + m_other
+    elif model.o_lora_rank is not None:  # DeepSeek-V4's compressed MQA, with its fp32 parameters apart
+        linear, other, fp32 = _compressed_mqa_params(model, tp, i)
     else:
         linear, other = _attention_params(model, tp, i)
     other += 2 * d  # input and post-attention (Falcon-H1: pre_ff) norms
-    other += _hyper_connection_params(model)
+    fp32 += _hyper_connection_params(model)
     if model.attention_residuals:  # Kimi-K3: two norms and two hidden x 1 projections (vLLM KimiDecoderLayer)
         other += 2 * d + 2 * d
     n_experts = model.n_experts
@@ -335,8 +412,12 @@ def layer_params(model: ModelSpec, i: int, tp: int = 1) -> LayerParams:
         if moe_inter is None:
             raise UncountedParamsError(model.name, ["moe_intermediate_size"])
         other += d * n_experts  # router (replicated)
-        if i < model.n_hash_layers:  # DeepSeek-V4 hash routing: an int32 vocab x k expert table, no bias
-            other += (model.vocab_size or 0) * (model.n_experts_per_token or n_experts)
+        if i < model.n_hash_layers:
+            # DeepSeek-V4 hash routing: a vocab x k expert table, no bias; the checkpoint stores
+            # `ffn.gate.tid2eid` as I64 (the reference declares int32; vLLM 0.33.0 holds int32)
+            int64 += (model.vocab_size or 0) * (model.n_experts_per_token or n_experts)
+        elif model.router_bias and model.o_lora_rank is not None:
+            fp32 += n_experts  # DeepSeek-V4's gate bias: fp32 (reference Gate `dtype=torch.float32`)
         elif model.router_bias:
             other += n_experts
         if model.shared_expert_intermediate_size:
@@ -344,7 +425,7 @@ def layer_params(model: ModelSpec, i: int, tp: int = 1) -> LayerParams:
         expert_width = d
         if model.moe_latent_size:  # Kimi-K3 latent MoE: down and up projections (replicated) and a norm
             expert_width = model.moe_latent_size
-            linear += 2 * d * expert_width
+            latent = 2 * d * expert_width
             other += expert_width if model.moe_latent_norm else 0
         n = 3 if model.mlp_kind == "gated" else 2
         return LayerParams(
@@ -353,9 +434,12 @@ def layer_params(model: ModelSpec, i: int, tp: int = 1) -> LayerParams:
             expert_linear=n * expert_width * _cdiv(moe_inter, tp),
             n_experts=n_experts,
             n_active_experts=model.n_experts_per_token or n_experts,
+            fp32=fp32,
+            int64=int64,
+            latent_linear=latent,
         )
     (inter,) = _need(model, "intermediate_size")
-    return LayerParams(linear=linear + _mlp_params(model, inter, tp), other=other)
+    return LayerParams(linear=linear + _mlp_params(model, inter, tp), other=other, fp32=fp32, int64=int64)
 
 
 #: the fix for a model whose weights kvcalc does not count: n_params is a kvcalc YAML field (a
@@ -410,8 +494,9 @@ def _separate_moe_params(model: ModelSpec, tp: int) -> LayerParams:
         _mlp_params(model, model.shared_expert_intermediate_size, tp) if model.shared_expert_intermediate_size else 0
     )
     other = d + d * n_experts + (n_experts if model.router_bias else 0)
+    latent = 0
     if model.moe_latent_size:
-        linear += 2 * d * width
+        latent = 2 * d * width
         other += width if model.moe_latent_norm else 0
     n = 3 if model.mlp_kind == "gated" else 2
     return LayerParams(
@@ -420,6 +505,7 @@ def _separate_moe_params(model: ModelSpec, tp: int) -> LayerParams:
         expert_linear=n * width * _cdiv(moe_inter, tp),
         n_experts=n_experts,
         n_active_experts=model.n_experts_per_token or n_experts,
+        latent_linear=latent,
     )
 
 
@@ -442,23 +528,23 @@ def model_params(model: ModelSpec, tp: int = 1) -> ModelParams:
         if key not in cache:
             cache[key] = layer_params(model, i, tp)
         layers.append(cache[key])
-    final = d + _head_extra_params(model)
     return ModelParams(
         layers=tuple(layers),
         embedding=vocab * d,
         lm_head=0 if model.tie_word_embeddings else vocab * d,
-        final_norm=final,
+        final_norm=d + (2 * d if model.attention_residuals else 0),
+        head_fp32=hc_head_params(model),
     )
 
 
-def _head_extra_params(model: ModelSpec) -> int:
-    """Parameters beside the final norm: DeepSeek-V4's hyper-connection head (fn `m x m hidden`,
-    base `m`, scale 1; reference `Transformer.hc_head_*`), Kimi-K3's output attention residual
-    (a norm and a hidden x 1 projection, vLLM KimiLinearModel `output_attn_res_*`)."""
-    d = model.hidden_size or 0
+def hc_head_params(model: ModelSpec) -> int:
+    """DeepSeek-V4's hyper-connection head beside the final norm, fp32 (reference
+    `Transformer.hc_head_fn` / `_base` / `_scale` under `set_dtype(torch.float32)`): fn
+    `m x m hidden`, base `m`, scale 1; Flash: 4 x 16,384 + 4 + 1 = 65,541. (Kimi-K3's output
+    attention residual, a norm and a hidden x 1 projection, vLLM KimiLinearModel
+    `output_attn_res_*`, is counted with the final norm in the model dtype.)"""
     m = model.hc_mult or 0
-    out = m * m * d + m + 1 if m else 0
-    return out + (2 * d if model.attention_residuals else 0)
+    return m * m * (model.hidden_size or 0) + m + 1 if m else 0
 
 
 def can_derive(model: ModelSpec) -> bool:
@@ -559,6 +645,15 @@ def weight_formats(model: ModelSpec, weight_dtype: FormatLike | None = None) -> 
     return wf, weight_format(ef) if ef is not wf else wf
 
 
+def latent_weight_format(model: ModelSpec, weight_dtype: FormatLike | None = None) -> StorageFormat:
+    """The format of the latent MoE's down / up projections: `weight_dtype` (the --weight-dtype
+    override) when given, else the config's `latent_weight_dtype` (Kimi-K3: MXFP4, quantized with
+    the routed experts by its compressed-tensors config), else the decoder matrices' format."""
+    if weight_dtype is None and model.latent_weight_dtype:
+        return weight_format(model.latent_weight_dtype)
+    return weight_formats(model, weight_dtype)[0]
+
+
 def weight_format_label(model: ModelSpec, weight_dtype: FormatLike | None = None) -> str:
     """The weight formats in words: `bf16`, or `bf16 + mxfp4 experts` when the experts differ."""
     if model.checkpoint is not None and weight_dtype is None:
@@ -618,6 +713,11 @@ def weight_bytes(model: ModelSpec, weight_dtype: FormatLike | None = None, tp: i
     table) and no `weight_dtype` override gives the stored bytes instead
     (`checkpoint_weight_bytes`).
 
+    Per layer: `linear` in the weight format + `other` in the model's dtype + 4 B per `fp32` and
+    8 B per `int64` parameter + `latent_linear` in `latent_weight_format`; per routed expert
+    `expert_linear` in the experts' format + `expert_tensor_scale_bytes` per matrix (none under a
+    `weight_dtype` override); the head adds its fp32 parameters (`ModelParams.head_fp32`).
+
     Raises `KvcalcError` when the count cannot be made or a matrix is not a whole number of
     quantization groups.
     """
@@ -642,14 +742,20 @@ def weight_bytes(model: ModelSpec, weight_dtype: FormatLike | None = None, tp: i
             tied=False,
         )
     p = model_params(model, tp)
+    lf = latent_weight_format(model, weight_dtype)
+    expert_matrices = 3 if model.mlp_kind == "gated" else 2  # each carries `expert_tensor_scale_bytes`
     cache: dict[LayerParams, tuple[int, int]] = {}
     dense_b, expert_b = [], []
     for lp in p.layers:
         if lp not in cache:
             cache[lp] = (
                 wf.bytes_for(lp.linear, what="layer's weight matrices", field="weight_dtype")
-                + base.bytes_for(lp.other),
-                ef.bytes_for(lp.expert_linear, what="expert's weight matrices", field="weight_dtype"),
+                + base.bytes_for(lp.other)
+                + FP32_BYTES * lp.fp32
+                + INT64_BYTES * lp.int64
+                + lf.bytes_for(lp.latent_linear, what="latent MoE projections", field="weight_dtype"),
+                ef.bytes_for(lp.expert_linear, what="expert's weight matrices", field="weight_dtype")
+                + (expert_matrices * model.expert_tensor_scale_bytes if lp.n_experts and weight_dtype is None else 0),
             )
         dense_b.append(cache[lp][0])
         expert_b.append(cache[lp][1])
@@ -659,7 +765,7 @@ def weight_bytes(model: ModelSpec, weight_dtype: FormatLike | None = None, tp: i
         layer_n_experts=tuple(lp.n_experts for lp in p.layers),
         layer_n_active_experts=tuple(lp.n_active_experts for lp in p.layers),
         embedding_bytes=base.bytes_for(p.embedding),
-        head_bytes=base.bytes_for(p.lm_head + p.final_norm),
+        head_bytes=base.bytes_for(p.lm_head + p.final_norm) + FP32_BYTES * p.head_fp32,
         tied=model.tie_word_embeddings,
     )
 
@@ -673,12 +779,13 @@ def mtp_params(model: ModelSpec) -> int:
     head's norm (`hidden`); the embedding and the LM head are the main model's (vLLM shares them;
     a checkpoint may store copies: DeepSeek-V3's 685B = 671B + 14B counts them). DeepSeek-V4's MTP
     block (reference `inference/model.py` MTPBlock) adds its hyper-connection head; its layer is
-    counted as the model's last (its own compress ratio, 0 in the published configs, is not read).
+    the model's last without a compressor or indexer (`mtp_compression_params`: vLLM 0.33.0 builds
+    it sliding-window only).
 
     Raises `KvcalcError` when the model's layers cannot be counted."""
     if not model.n_mtp_layers:
         return 0
     d = model.hidden_size or 0
-    last = layer_params(model, model.n_layers - 1)
+    last = layer_params(model, model.n_layers - 1).total - sum(mtp_compression_params(model))
     m = model.hc_mult or 0  # DeepSeek-V4's MTPBlock has its own hyper-connection head
-    return model.n_mtp_layers * (last.total + 2 * d * d + 3 * d + (m * m * d + m + 1 if m else 0))
+    return model.n_mtp_layers * (last + 2 * d * d + 3 * d + (m * m * d + m + 1 if m else 0))

@@ -190,19 +190,10 @@ def _nemotron_mixed(cfg: dict) -> dict:
 @pytest.mark.parametrize(
     ("name", "change"),
     [
-        # the published DeepSeek-V4, Kimi-K3, MiniMax-M3 and Nemotron-3 configs are counted now
-        # (tests/calc/test_weights_2026.py); what kvcalc still does not count, derived from them:
+        # the published DeepSeek-V4, Kimi-K3, MiniMax-M3 and Nemotron-3 configs are counted now, and
+        # Kimi Linear's low-rank KDA gate too (tests/calc/test_weights_2026.py); what kvcalc still does
+        # not count, derived from them:
         ("deepseek-ai--DeepSeek-V4-Flash.json", lambda c: {k: v for k, v in c.items() if k != "o_groups"}),
-        (
-            "moonshotai--Kimi-K3.json",
-            lambda c: {
-                **c,
-                "text_config": {
-                    **c["text_config"],
-                    "linear_attn_config": {**c["text_config"]["linear_attn_config"], "use_full_rank_gate": False},
-                },
-            },
-        ),
         ("MiniMaxAI--MiniMax-M3.json", lambda c: {**c, "attention_output_gate": True}),
         ("nvidia--NVIDIA-Nemotron-3-Super-120B-A12B-FP8.json", _nemotron_mixed),
     ],

@@ -314,9 +314,11 @@ def test_mtp_layers_counted_apart():
 
 def test_nvfp4_experts_from_hf_quant_config():
     # nvidia/DeepSeek-V4-Flash-NVFP4: hf_quant_config.json quant_algo MIXED_PRECISION, every quantized
-    # module a layer's ffn.experts in NVFP4; config.json's quantization_config (fp8) for the rest
+    # module a layer's ffn.experts in NVFP4; config.json's quantization_config (fp8, e8m0 block scales:
+    # expert_dtype fp4, vLLM 0.33.0 deepseek_v4/quant_config.py is_scale_e8m0) for the rest
     spec = load_model(DATA / "nvidia--DeepSeek-V4-Flash-NVFP4.json")
-    assert (spec.weight_dtype, spec.expert_weight_dtype) == ("fp8_e4m3:b128:fp32", "nvfp4")
+    assert (spec.weight_dtype, spec.expert_weight_dtype) == ("fp8_e4m3:b128:e8m0", "nvfp4")
+    assert spec.expert_tensor_scale_bytes == 8  # weight_scale_2 + input_scale, fp32, per expert matrix
     assert spec.source.endswith("; weight formats from hf_quant_config.json)")
     # DeepSeek's own checkpoint: expert_dtype fp4 = MXFP4 experts (vLLM 0.33.0 deepseek_v4/quant_config.py)
     assert load_model(DATA / "deepseek-ai--DeepSeek-V4-Flash.json").expert_weight_dtype == "mxfp4"

@@ -457,6 +457,7 @@ def model_fields_from_hf_config(
             moe=bool(out.get("n_experts")),
             path=path,
             hidden_size=out.get("hidden_size"),
+            latent=bool(out.get("moe_latent_size")),
         )
         if quant is not None:
             out.update(quant.fields())

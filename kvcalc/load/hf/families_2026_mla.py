@@ -199,11 +199,11 @@ def _kimi_linear(c: _Cfg) -> ModelFields:
     a state, no per-token cache: a short convolution over q, k and v (3 x num_heads x head_dim
     channels x (short_conv_kernel_size - 1)) and a recurrent state num_heads x head_dim x
     head_dim, the Gated DeltaNet shape with as many key as value heads. Experts: num_experts of
-    moe_intermediate_size, num_experts_per_token, num_shared_experts. Kimi-K3
-    (`use_full_rank_gate`, vLLM 0.33.0 `models/kimi_k3/nvidia/`): the weights count its KDA
-    projections, latent MoE (`routed_expert_hidden_size`), MLA output gate
-    (`mla_use_output_gate`) and attention residuals (`attn_res_block_size`); Kimi Linear's
-    low-rank KDA gate is not counted (the weights are refused rather than miscounted)."""
+    moe_intermediate_size, num_experts_per_token, num_shared_experts. The weights count, as vLLM
+    0.33.0's `models/kimi_k3/nvidia/model.py` builds them, the KDA projections with Kimi-K3's
+    full-rank output gate (`use_full_rank_gate`) or Kimi Linear's low-rank one (g_a / g_b), the
+    latent MoE (`routed_expert_hidden_size`, its norm per `latent_moe_use_norm`), the MLA output
+    gate (`mla_use_output_gate`) and the attention residuals (`attn_res_block_size`)."""
     lin = c.mapping("linear_attn_config")
     renamed = {
         **c.data,
@@ -247,21 +247,18 @@ def _kimi_linear(c: _Cfg) -> ModelFields:
         linear_conv_kernel_dim=kernel,
         n_mtp_layers=c.count("num_nextn_predict_layers", default=0, minimum=0),
     )
-    if lin.get("use_full_rank_gate"):  # Kimi-K3's KDA (vLLM 0.33.0 kimi_k3/nvidia/kda.py KimiK3DeltaAttention)
-        f.update(
-            linear_attention="kda",
-            moe_latent_size=c.count("routed_expert_hidden_size"),
-            moe_latent_norm=c.flag("latent_moe_use_norm", default=True),
-            mla_output_gate=c.flag("mla_use_output_gate"),
-            attention_residuals=c.get("attn_res_block_size") is not None,
-            router_bias=True,  # KimiMoE: e_score_correction_bias on every MoE layer
-        )
-        if c.get("routed_expert_hidden_size") is not None and not c.flag("latent_moe_use_norm", default=True):
-            f["weights_unknown"] = "Kimi-K3's latent MoE without its norm (latent_moe_use_norm false) is not counted"
-    elif c.get("routed_expert_hidden_size") is not None:
-        f["weights_unknown"] = "Kimi Linear's latent MoE with the low-rank KDA gate is not counted by kvcalc"
-    else:
-        f["weights_unknown"] = "Kimi Linear's KDA gates and output norm are not counted by kvcalc"
+    # the KDA's output gate: Kimi-K3's full rank (vLLM 0.33.0 kimi_k3/nvidia/kda.py KimiK3DeltaAttention),
+    # else Kimi Linear's low rank g_a / g_b (vLLM 0.33.0 mamba/gdn/kimi_gdn_linear_attn.py
+    # KimiGatedDeltaNetAttention, which kimi_k3/nvidia/model.py KimiDecoderLayer builds without it)
+    f.update(
+        linear_attention="kda" if lin.get("use_full_rank_gate") else "kda_lowrank",
+        moe_latent_size=c.count("routed_expert_hidden_size"),
+        # KimiMoE: `RMSNorm(moe_hidden_size) if latent_moe_use_norm else None`
+        moe_latent_norm=c.flag("latent_moe_use_norm", default=True),
+        mla_output_gate=c.flag("mla_use_output_gate"),
+        attention_residuals=c.get("attn_res_block_size") is not None,
+        router_bias=True,  # KimiMoE: e_score_correction_bias on every MoE layer
+    )
 
     f.pop("layer_pattern", None)
     f.pop("layer_types", None)

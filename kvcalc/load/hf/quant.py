@@ -6,7 +6,7 @@ Each method as the engine that loads it reads it (vLLM `model_executor/layers/qu
 
 | `quant_method` | fields read | weight format (`kvcalc.formats`) |
 | --- | --- | --- |
-| `fp8` (`fp8.py`) | `weight_block_size` [128, 128], `fmt` | `fp8_e4m3:b128:fp32` (fp32 `weight_scale_inv` per block); none: `fp8_e4m3` (one fp32 scale per tensor, not counted) |
+| `fp8` (`fp8.py`) | `weight_block_size` [128, 128], `fmt`; DeepSeek-V4: `expert_dtype` | `fp8_e4m3:b128:fp32` (fp32 `weight_scale_inv` per block; DeepSeek-V4 with fp4 experts: `fp8_e4m3:b128:e8m0`, one e8m0 byte per block, `models/deepseek_v4/quant_config.py`); none: `fp8_e4m3` (one fp32 scale per tensor, not counted) |
 | `compressed-tensors` (`compressed_tensors.py`) | `config_groups.*.weights`: `num_bits`, `type`, `strategy`, `group_size`, `block_structure`, `symmetric`; `ignore` | float 8: `fp8_e4m3` (`:b128` block, `:g128` group); int 4/8 group G: `int4:gG:<dtype>` (+ `:zp` when asymmetric); float 4 group 16: `nvfp4`; channel / tensor strategy: the value format (per-row or per-tensor scales not counted) |
 | `awq` (`awq.py`) | `bits` / `w_bit`, `group_size` / `q_group_size`, `zero_point` | `int4:gG:fp16:zp` (fp16 `scales`, packed int32 `qzeros`) |
 | `gptq` (`gptq.py`) | `bits`, `group_size` | `int4:gG:fp16:zp` / `int8:gG:fp16:zp` (GPTQ always stores `qzeros`; the int32 `g_idx`, 4 B per input column, is not counted); `group_size: -1` (one scale and zero per output column, over all its input values): G = hidden_size, exact for the matrices that read the hidden state, while down_proj / o_proj, whose input is wider, are given K / hidden_size times their scales (Llama-3.1-8B down_proj: 14,336 scales and zeros instead of 4,096, 10,240 x 2.5 B = 25,600 B more per layer, 0.02% of it) |
@@ -19,7 +19,9 @@ dtype (kvcalc's weight count puts only decoder matrices in the weight format). T
 `modules_to_not_convert` / `ignore` / `ignored_layers` / `llm_int8_skip_modules` patterns are
 matched against module names (plain names as substrings, as transformers does; `re:` regexes as
 compressed-tensors does; `*` globs as gpt-oss writes them): attention left unquantized in a MoE
-model means only the routed experts are quantized (`expert_weight_dtype`, as gpt-oss); a pattern
+model means only the routed experts are quantized (`expert_weight_dtype`, as gpt-oss), and a
+latent MoE's down / up projections with them unless a pattern names those too
+(`latent_weight_dtype`, Kimi-K3); a pattern
 kvcalc's per-layer count cannot express (attention of a dense model, some layers only) gives a
 `KvcalcWarning` and the count keeps the quantized format; a checkpoint's safetensors headers are
 exact either way. Nothing here reads files.
@@ -48,10 +50,13 @@ class Quantization:
     """What `quantization_config` says, for the memory plan and the header reader.
 
     `weight_dtype` / `expert_weight_dtype`: kvcalc format names of the decoder matrices and the
-    routed experts (None: the model's dtype); `packed_bits`: bits of each value packed into int32
-    words (`qweight`, `qzeros`, `weight_packed`: 32 / bits values per word), None when nothing is
-    packed so; `u8_nibbles`: 4-bit values packed two per uint8 byte (mxfp4 `*_blocks`, bitsandbytes
-    4-bit `weight`, nvfp4 `weight_packed`); `method`: the config's `quant_method`."""
+    routed experts (None: the model's dtype); `latent_weight_dtype`: of a latent MoE's down / up
+    projections where they differ from the decoder matrices (None: as `weight_dtype`);
+    `expert_tensor_scale_bytes`: per-tensor scales of each routed-expert matrix; `packed_bits`:
+    bits of each value packed into int32 words (`qweight`, `qzeros`, `weight_packed`: 32 / bits
+    values per word), None when nothing is packed so; `u8_nibbles`: 4-bit values packed two per
+    uint8 byte (mxfp4 `*_blocks`, bitsandbytes 4-bit `weight`, nvfp4 `weight_packed`); `method`:
+    the config's `quant_method`."""
 
     method: str
     weight_dtype: str | None
@@ -61,14 +66,20 @@ class Quantization:
     #: the config field that sets the group or block of the scales (`quantization_config.weight_block_size`),
     #: named when the architecture's matrices are not whole groups or blocks of it
     field: str = "quantization_config"
+    latent_weight_dtype: str | None = None
+    expert_tensor_scale_bytes: int = 0  # `NVFP4_EXPERT_TENSOR_SCALE_BYTES` for ModelOpt's NVFP4 experts
 
     def fields(self) -> ModelFields:
         """The `ModelSpec` fields this sets (only those not None)."""
         return {
             k: v
-            for k, v in (("weight_dtype", self.weight_dtype), ("expert_weight_dtype", self.expert_weight_dtype))
+            for k, v in (
+                ("weight_dtype", self.weight_dtype),
+                ("expert_weight_dtype", self.expert_weight_dtype),
+                ("latent_weight_dtype", self.latent_weight_dtype),
+            )
             if v is not None
-        }
+        } | ({"expert_tensor_scale_bytes": self.expert_tensor_scale_bytes} if self.expert_tensor_scale_bytes else {})
 
 
 def _int(q: JsonObject, keys: tuple[str, ...], default: int | None, path: str | None) -> int | None:
@@ -81,6 +92,13 @@ def _int(q: JsonObject, keys: tuple[str, ...], default: int | None, path: str | 
         return v
     return default
 
+
+#: ModelOpt's NVFP4 routed experts store, per matrix (w1, w2, w3 of each expert), beside the packed
+#: values and their fp8 scale per 16, two fp32 scalars: the global `weight_scale_2` and the static
+#: `input_scale` (the activations are NVFP4 too, `input_activations.dynamic: false`): 8 B. vLLM
+#: 0.33.0 `modelopt.py` ModelOptNvFp4FusedMoE.create_weights: w13_weight_scale_2 (E, 2) and
+#: w2_weight_scale_2 (E), w13_input_scale and w2_input_scale likewise, all torch.float32.
+NVFP4_EXPERT_TENSOR_SCALE_BYTES = 8
 
 #: the most repeats (`*`, `+`, `{m,n}`) one `re:` pattern may hold: k unbounded repeats in a row
 #: try up to n^k splits of an n-character name (`.*` x 7 over a 38-character module name: 0.3 s
@@ -186,6 +204,13 @@ def matches(pattern: str, module: str) -> bool:
 _ATTENTION = ("self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj", "self_attn.o_proj")
 _DENSE_MLP = ("mlp.gate_proj", "mlp.up_proj", "mlp.down_proj")
 _EXPERTS = ("mlp.experts.0.gate_proj", "mlp.experts.0.down_proj")
+#: a latent MoE's down and up projections, as each family's engine class names them (vLLM 0.33.0
+#: `models/kimi_k3/nvidia/model.py` KimiMoE `routed_expert_{down,up}_proj`; `nemotron_h.py`
+#: NemotronHMoE `fc1_latent_proj` / `fc2_latent_proj`)
+_LATENT = (
+    ("block_sparse_moe.routed_expert_down_proj", "block_sparse_moe.routed_expert_up_proj"),
+    ("mixer.fc1_latent_proj", "mixer.fc2_latent_proj"),
+)
 
 
 def _left_out(patterns: list[str], n_layers: int, part: tuple[str, ...]) -> list[bool]:
@@ -194,8 +219,21 @@ def _left_out(patterns: list[str], n_layers: int, part: tuple[str, ...]) -> list
     return [all(any(matches(p, f"model.layers.{i}.{m}") for p in patterns) for m in part) for i in layers]
 
 
-def _fp8_format(method: str, q: JsonObject, path: str | None, unsized: Callable[[str], None]) -> Quantization | None:
-    """fp8 (vLLM `fp8.py`): per-tensor scales, or `weight_block_size` blocks with fp32 scales."""
+def _latent_left_out(patterns: list[str], n_layers: int) -> list[bool]:
+    """For each of the first, second and last layers: are a latent MoE's down and up projections
+    unquantized (every module of one family's naming, `_LATENT`, matched by a pattern)?"""
+    layers = sorted({0, min(1, n_layers - 1), n_layers - 1})
+    return [
+        any(all(any(matches(p, f"model.layers.{i}.{m}") for p in patterns) for m in names) for names in _LATENT)
+        for i in layers
+    ]
+
+
+def _fp8_format(
+    method: str, q: JsonObject, path: str | None, unsized: Callable[[str], None], scale: str = "fp32"
+) -> Quantization | None:
+    """fp8 (vLLM `fp8.py`): per-tensor scales, or `weight_block_size` blocks with `scale` scales
+    (fp32; e8m0 for DeepSeek-V4's FP4-expert checkpoints, `_deepseek_v4_scale`)."""
     fmt = q.get("fmt", "e4m3")
     base = "fp8_e5m2" if fmt == "e5m2" else "fp8_e4m3"
     block = q.get("weight_block_size")
@@ -214,7 +252,20 @@ def _fp8_format(method: str, q: JsonObject, path: str | None, unsized: Callable[
     if block[0] != block[1]:
         unsized(f"fp8 with a {block[0]} x {block[1]} block")
         return None
-    return Quantization(method, f"{base}:b{block[0]}:fp32", field="quantization_config.weight_block_size")
+    return Quantization(method, f"{base}:b{block[0]}:{scale}", field="quantization_config.weight_block_size")
+
+
+def _deepseek_v4_scale(config: JsonObject) -> str:
+    """The fp8 block-scale dtype of a DeepSeek-V4 checkpoint (model_type deepseek_v4): vLLM 0.33.0
+    `models/deepseek_v4/quant_config.py` DeepseekV4FP8Config, which serves its `fp8` configs
+    (`override_quantization_method`), creates the scales as float8_e8m0fnu (1 B a 128 x 128 block)
+    when `is_scale_e8m0`, "FP4 checkpoints store FP8 linear scales as e8m0fnu", i.e. when the
+    config's `expert_dtype` is fp4 (its default when absent), and float32 for fp8 experts
+    (DeepSeek-V4-Flash-Base); the reference `inference/model.py` Linear stores `scale` as
+    float8_e8m0fnu. fp32 for every other model."""
+    if config.get("model_type") != "deepseek_v4":
+        return "fp32"
+    return "e8m0" if config.get("expert_dtype", "fp4") == "fp4" else "fp32"
 
 
 def _compressed_tensors_format(
@@ -274,7 +325,12 @@ def _compressed_tensors_format(
 
 
 def _format(
-    method: str, q: JsonObject, dtype: str, path: str | None, hidden_size: int | None = None
+    method: str,
+    q: JsonObject,
+    dtype: str,
+    path: str | None,
+    hidden_size: int | None = None,
+    fp8_scale: str = "fp32",
 ) -> Quantization | None:
     """The weight format a method stores its matrices in (None after a warning when kvcalc
     cannot size it)."""
@@ -289,7 +345,7 @@ def _format(
         )
 
     if method == "fp8":
-        return _fp8_format(method, q, path, unsized)
+        return _fp8_format(method, q, path, unsized, fp8_scale)
     if method == "compressed-tensors":
         return _compressed_tensors_format(method, q, dtype, path, where, unsized)
     if method in ("awq", "gptq"):
@@ -376,7 +432,15 @@ def read_hf_quant_config(data: JsonObject, *, n_layers: int, moe: bool, path: st
         experts_only = all(re.search(r"(^|\.)(ffn|mlp)\.experts$", str(k)) for k in layers)
         if experts_only and len(algos) == 1 and next(iter(algos)) in formats and moe:
             fmt = formats[next(iter(algos))]
-            return Quantization("modelopt", None, fmt, None, fmt == "nvfp4", "quantization.quantized_layers")
+            return Quantization(
+                "modelopt",
+                None,
+                fmt,
+                None,
+                fmt == "nvfp4",
+                "quantization.quantized_layers",
+                expert_tensor_scale_bytes=NVFP4_EXPERT_TENSOR_SCALE_BYTES if fmt == "nvfp4" else 0,
+            )
     warnings.warn(
         f"{path or 'hf_quant_config.json'}: quant_algo {algo or '(none)'} is not one kvcalc places on the "
         "decoder matrices; the weights are counted as config.json says (the checkpoint's safetensors headers "
@@ -395,12 +459,16 @@ def read_quantization(
     moe: bool,
     path: str | None = None,
     hidden_size: int | None = None,
+    latent: bool = False,
 ) -> Quantization | None:
     """The `Quantization` of a Hugging Face config dict (`quantization_config`, at the top level
     or in `text_config`), None when it has none or kvcalc cannot size its method (after a
     `KvcalcWarning`). `dtype`: the model's dtype (the unquantized parts, and compressed-tensors'
     scales); `moe`: the model has routed experts; `hidden_size`: the group of GPTQ's
-    `group_size: -1` (one scale and zero point per output column).
+    `group_size: -1` (one scale and zero point per output column); `latent`: the MoE has latent
+    down / up projections, quantized unless the unquantized-module patterns name them (`_LATENT`;
+    compressed-tensors targets every `Linear` its `ignore` list leaves: Kimi-K3's are MXFP4 with
+    the experts while its attention stays bf16).
 
     Raises `ConfigError` (file and field named) for a malformed `quantization_config`.
     """
@@ -420,20 +488,57 @@ def read_quantization(
             field="quantization_config.quant_method",
         )
     method = method.strip().lower()
-    quant = _format(method, q, dtype, path, hidden_size)
+    quant = _format(method, q, dtype, path, hidden_size, _deepseek_v4_scale(config))
     if quant is None:
         return None
     if moe and str(q.get("moe_quant_algo") or "").upper() == "NVFP4":
         # ModelOpt's mixed checkpoints (nvidia/DeepSeek-V4-Flash-NVFP4): `moe_quant_algo` NVFP4 for the
         # routed experts beside the method's format for the rest
-        return Quantization(method, quant.weight_dtype, "nvfp4", quant.packed_bits, quant.u8_nibbles, quant.field)
+        return Quantization(
+            method,
+            quant.weight_dtype,
+            "nvfp4",
+            quant.packed_bits,
+            quant.u8_nibbles,
+            quant.field,
+            expert_tensor_scale_bytes=NVFP4_EXPERT_TENSOR_SCALE_BYTES,
+        )
     patterns = _unquantized_patterns(q, path)
     attention = _left_out(patterns, n_layers, _ATTENTION)
     mlp = _left_out(patterns, n_layers, _EXPERTS if moe else _DENSE_MLP)
+    latent_quantized = latent and not any(_latent_left_out(patterns, n_layers))
+    # the latent projections apart from the decoder matrices: quantized beside unquantized attention
+    # (Kimi-K3), or left in the model's dtype beside quantized attention
+    latent_alone = quant.weight_dtype if latent_quantized else None
     if all(attention) and all(mlp):  # nothing of the decoder is quantized
-        return Quantization(method, None, packed_bits=quant.packed_bits, u8_nibbles=quant.u8_nibbles, field=quant.field)
+        return Quantization(
+            method,
+            None,
+            packed_bits=quant.packed_bits,
+            u8_nibbles=quant.u8_nibbles,
+            field=quant.field,
+            latent_weight_dtype=latent_alone,
+        )
     if moe and all(attention) and not any(mlp):  # gpt-oss: bf16 attention, quantized routed experts
-        return Quantization(method, None, quant.weight_dtype, quant.packed_bits, quant.u8_nibbles, quant.field)
+        return Quantization(
+            method,
+            None,
+            quant.weight_dtype,
+            quant.packed_bits,
+            quant.u8_nibbles,
+            quant.field,
+            latent_weight_dtype=latent_alone,
+        )
+    if latent and not latent_quantized:
+        quant = Quantization(
+            quant.method,
+            quant.weight_dtype,
+            quant.expert_weight_dtype,
+            quant.packed_bits,
+            quant.u8_nibbles,
+            quant.field,
+            latent_weight_dtype=dtype,
+        )
     if any(attention) or any(mlp):
         shown = ", ".join(p for p in patterns if "layers" in p or "attn" in p or "mlp" in p)
         warnings.warn(
