@@ -733,6 +733,13 @@ class ModelSpec(_Frozen):
         return wf, ef
 
     @cached_property
+    def latent_format(self) -> StorageFormat | None:
+        """`latent_weight_dtype` as a `StorageFormat` (None when not given), looked up once per model."""
+        from kvcalc.formats import storage_format
+
+        return storage_format(self.latent_weight_dtype, field="weight_dtype") if self.latent_weight_dtype else None
+
+    @cached_property
     def layers(self) -> tuple[LayerSpec, ...]:
         """The layer list (length n_layers), derived from the counts, the pattern and the 2026
         per-layer fields (`kind_geometry`, `v_is_k`, `n_kv_shared_layers`, `compress_ratios`,

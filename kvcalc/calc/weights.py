@@ -649,8 +649,8 @@ def latent_weight_format(model: ModelSpec, weight_dtype: FormatLike | None = Non
     """The format of the latent MoE's down / up projections: `weight_dtype` (the --weight-dtype
     override) when given, else the config's `latent_weight_dtype` (Kimi-K3: MXFP4, quantized with
     the routed experts by its compressed-tensors config), else the decoder matrices' format."""
-    if weight_dtype is None and model.latent_weight_dtype:
-        return weight_format(model.latent_weight_dtype)
+    if weight_dtype is None and model.latent_format is not None:
+        return weight_format(model.latent_format)  # looked up once per model
     return weight_formats(model, weight_dtype)[0]
 
 
