@@ -48,6 +48,21 @@ class StorageFormat(BaseModel):
     scale_bytes: int = 0
     kind: Literal["kv", "weight", "both"] = "both"
 
+    # A format travels as this object below the request builder; where a name is wanted (a table,
+    # JSON, a launch line) it is the name: `str(fmt)` and `f"{fmt}"` give it, a format equals its
+    # canonical name (`fmt == "fp8_e4m3"`; an alias such as "fp8" is not looked up), and it hashes
+    # as its name (names are unique: group options are part of them, `int4:g64:fp32`).
+    def __str__(self) -> str:
+        return self.name
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, str):
+            return self.name == other
+        return super().__eq__(other)
+
+    def __hash__(self) -> int:
+        return hash(self.name)
+
     def bytes_for(self, n_values: int, *, what: str = "row", field: str | None = None) -> int:
         """Exact bytes that `n_values` values take: n_values // block_values * block_bytes.
 
