@@ -597,7 +597,7 @@ def _seconds(t: float) -> StepTime:
 
 def _kv_label(kv: KvPair) -> str:
     """The pair's names, for output: `fp8_e4m3`, or `fp8_e4m3/bf16` when K and V differ."""
-    return kv[0].name if kv[0] == kv[1] else f"{kv[0].name}/{kv[1].name}"
+    return str(kv[0]) if kv[0] == kv[1] else f"{kv[0]}/{kv[1]}"
 
 
 def evaluate(
@@ -785,17 +785,15 @@ class _Space:
                 if e.field == "tp" or isinstance(e, UncountedParamsError):  # the same for every layout
                     raise
                 self.bases[key] = None
-                self.skipped.setdefault(
-                    f"KV {_kv_label(kv)}, weights {weight.name if weight else 'checkpoint'}", e.message
-                )
+                self.skipped.setdefault(f"KV {_kv_label(kv)}, weights {weight or 'checkpoint'}", e.message)
         return self.bases[key]
 
     def formats(self, choice: GpuChoice) -> list[tuple[KvPair, StorageFormat | None]]:
         """The (KV, weight) pairs tried on `choice`: fp8-only names need fp8 on every device."""
         fp8 = all(g.fp8_flops_per_s for g in choice.devices)
         req = self.req
-        kvs = [kv for kv in req.kv_dtypes if fp8 or not req.gate_kv or not ({f.name for f in kv} & req.fp8_only)]
-        ws = [w for w in req.weight_dtypes if fp8 or not req.gate_weights or w is None or w.name not in req.fp8_only]
+        kvs = [kv for kv in req.kv_dtypes if fp8 or not req.gate_kv or not (set(kv) & req.fp8_only)]
+        ws = [w for w in req.weight_dtypes if fp8 or not req.gate_weights or w not in req.fp8_only]
         return list(itertools.product(kvs, ws))
 
     def placements(
@@ -895,8 +893,8 @@ def rank_key(
 
 
 def _names(p: _Placed) -> tuple:
-    kv = (p.kv[0].name, p.kv[1].name)  # names: the formats themselves have no order
-    return (p.choice.key, p.tp, p.pp, p.dp, kv, p.weight.name if p.weight else "", p.dpa, p.ep, p.dcp)
+    kv = (str(p.kv[0]), str(p.kv[1]))  # names: the formats themselves have no order
+    return (p.choice.key, p.tp, p.pp, p.dp, kv, str(p.weight or ""), p.dpa, p.ep, p.dcp)
 
 
 def nodes_of(count: int, gpus_per_node: int = GPUS_PER_NODE, domain_gpus: int | None = None) -> int:
@@ -1215,7 +1213,7 @@ def smallest_fitting(
     )
     space = _Space(req)
     best = None
-    for p in space.placements(req.gpus[0], kv, weight):
+    for p in space.placements(req.gpus[0], req.kv_dtypes[0], req.weight_dtypes[0]):  # as the search holds them
         if best is not None and p.count > best[1].count:
             break
         if p.dpa > 1 or p.ep > 1 or p.dcp > 1:  # the answer is (count, tp, pp, dp): plain layouts only
