@@ -124,7 +124,6 @@ def sweep(
     spec = source.load(model)
     T = T if beyond_context else drop_beyond_context(spec, T)
     kv_fmt = kv_format(kv.kv_dtype or spec.dtype_format)  # parsed once, here
-    kv_name = kv_fmt.name
     lay, g = gpu.layout(tp, pp, dp, kv_fmt, None), _gpu(gpu.gpu)
     lay = with_speed(lay, g, speed)
     req = SweepRequest(spec, tuple(T), tuple(B), lay, g)
@@ -134,7 +133,7 @@ def sweep(
     with naming_model_file(model):  # a YAML or config.json that cannot size the weights is named
         rows = sweep_rows(req, progress=track if fmt == "table" else None)
     if plot is not None:
-        image = render_sweep(rows, spec, req.gpu, req.layout, kv_name, plot_path(plot))
+        image = render_sweep(rows, spec, req.gpu, req.layout, kv_fmt.name, plot_path(plot))
         write_atomic(plot, image, option="--plot", force=force)
     g = req.gpu
     par = (
@@ -142,7 +141,7 @@ def sweep(
         if g
         else (f", tp {tp}, pp {pp}" if (tp, pp) != (1, 1) else "")
     )
-    title = f"{spec.name}, KV {kv_name}, weights {weight_format_label(spec, req.layout.weight_dtype)}{par}"
+    title = f"{spec.name}, KV {kv_fmt.name}, weights {weight_format_label(spec, req.layout.weight_dtype)}{par}"
     note = (
         f"TPOT, tok/s: modelled, {req.layout.speed.describe(weight_bits(spec, req.layout))}"
         if g is not None and req.layout.speed is not None
