@@ -331,6 +331,7 @@ def plan(
     options: EngineOptions | None = None,
     offload: OffloadSettings | None = None,
     sessions: int | None = None,
+    dcp: int | None = None,
 ) -> PlanResult:
     """The layouts that serve `concurrency` sequences of `seq_len` tokens (None: the model's
     max_position_embeddings) of `model` within the targets (`max_tpot_ms` ms per output token,
@@ -346,7 +347,8 @@ def plan(
     `kvcalc plan --kv-offloading-size / --hicache-* --host-memory --shared-prefix` counts it
     (`layout.offload`, `layout.sessions_warm` over all replicas, the flags on the launch line);
     layouts the host cannot hold, or that keep fewer than `sessions` sessions warm, are dropped
-    with a note (`offload_request.plan_with_offload`).
+    with a note (`offload_request.plan_with_offload`). `dcp`: vLLM's decode context parallel
+    pinned for every layout (`kvcalc plan --dcp N`; None: searched only where nothing else fits).
 
     Returns a `PlanResult` (`layouts`, each with its figures and `engine`'s launch line; when
     none qualifies, `misses` with what failed and what would fix it), as `kvcalc plan -f json`.
@@ -375,7 +377,7 @@ def plan(
         why_not=why_not,
         gpus_per_node=gpus_per_node,
     )
-    check_arguments(offload=offload, sessions=sessions)
+    check_arguments(offload=offload, sessions=sessions, dcp=dcp)
     spec = load_model(model)
     from kvcalc.schema import ModelSpec
 
@@ -384,7 +386,7 @@ def plan(
 
         raise KvcalcError("sessions counts an offload tier: give offload=OffloadSettings(...)", field="sessions")
     with naming_model_file(None if isinstance(model, ModelSpec) else model, spec.name):
-        req = PlanRequest.build(spec, **args, engine_options=options)
+        req = PlanRequest.build(spec, **args, engine_options=options, dcp=dcp)
         if offload is None:
             return run_plan(req)
         from kvcalc.offload_request import plan_with_offload

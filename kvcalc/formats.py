@@ -63,6 +63,19 @@ class StorageFormat(BaseModel):
     def __hash__(self) -> int:
         return hash(self.name)
 
+    # ordered by name, as the names were (a plan's rank keys end in its formats)
+    def __lt__(self, other: object) -> bool:
+        return self.name < _name_of(other)
+
+    def __gt__(self, other: object) -> bool:
+        return self.name > _name_of(other)
+
+    def __le__(self, other: object) -> bool:
+        return self.name <= _name_of(other)
+
+    def __ge__(self, other: object) -> bool:
+        return self.name >= _name_of(other)
+
     def bytes_for(self, n_values: int, *, what: str = "row", field: str | None = None) -> int:
         """Exact bytes that `n_values` values take: n_values // block_values * block_bytes.
 
@@ -80,6 +93,14 @@ class StorageFormat(BaseModel):
                 form=MESSAGE,
             )
         return n_values // self.block_values * self.block_bytes
+
+
+def _name_of(other: object) -> str:
+    if isinstance(other, StorageFormat):
+        return other.name
+    if isinstance(other, str):
+        return other
+    raise TypeError(f"a StorageFormat orders against a format or a name, not {type(other).__name__}")
 
 
 def _plain(name: str, nbytes: int, torch_dtype: str, description: str) -> StorageFormat:
@@ -650,7 +671,7 @@ def kv_format(
         if isinstance(name, str) and name.strip().lower() in VLLM_033_CACHE_DTYPES:  # not "unknown": vLLM's own
             raise KvcalcError(
                 f"'{name}' is a vLLM 0.33 --kv-cache-dtype, sized by vLLM's rules only",
-                fix="use it with `kvcalc estimate --engine vllm` or `kvcalc capacity --engine vllm`",
+                fix="use it with --engine vllm (`kvcalc estimate`, `capacity`, `plan`, `sweep --gpu`)",
                 field=field,
                 value=name,
                 form=OPTION,

@@ -22,7 +22,7 @@ if TYPE_CHECKING:
     from pathlib import Path
 
     from kvcalc.calc.memory_plan import GpuFit, Layout
-    from kvcalc.calc.plan import PlanSearch, WholeRequests
+    from kvcalc.calc.plan import EngineKv, GpuChoice, KvPick, PlanSearch, WholeRequests
     from kvcalc.calc.speculative import SpecDecode
     from kvcalc.calc.speed import Calibration, SpeedTerms
     from kvcalc.engines.profile import AnyProfile, EngineOptions, KvChoice
@@ -921,6 +921,7 @@ class PlanRequest(NamedTuple):
         input_len: int | None = None,
         output_len: int | None = None,
         request_rate: float | None = None,
+        dcp: int | None = None,
     ) -> PlanRequest:
         """Check and resolve: the context (default the model's), positive counts and targets,
         the GPUs (a comma list or list of names / GPU files, `a+b` a fixed set of devices in one
@@ -934,9 +935,13 @@ class PlanRequest(NamedTuple):
         `input_len` / `output_len` (and `request_rate`, requests/s): time and rank on whole
         requests (`calc.plan.WholeRequests`); the context defaults to input_len + output_len and
         may not be shorter.
-        Each format is tried on the engine's launch line first, so a format the engine lacks is
-        refused before the search. The engine's own KV arithmetic per GPU
-        (`EngineProfile.plan_engine_kv`: vLLM's blocks) sizes each layout where it has one.
+        Each `--kv-dtype` name is parsed once, here, by the engine (`plan_kv_picks`: vLLM 0.33's
+        whole `CacheDType`, SGLang's fp4 types, llama.cpp's; a name the engine lacks is refused
+        naming the engine version and what it takes), and each weight format is tried on the
+        engine's launch line, so a format the engine lacks is refused before the search. `dcp`:
+        vLLM's decode context parallel pinned for every layout (`--dcp N`, `check_plan_dcp`).
+        The engine's own KV arithmetic per GPU (`EngineProfile.plan_engine_kv`: vLLM's blocks, with
+        the options each of its own dtypes was parsed into) sizes each layout where it has one.
         Raises `KvcalcError`."""
         from kvcalc.calc import plan as P
         from kvcalc.calc.memory_plan import Layout
@@ -989,11 +994,17 @@ class PlanRequest(NamedTuple):
             raise KvcalcError("--gpu: no GPU to search")
 
         kv_default, w_default, fp8_only = prof.plan_formats(model)
-        # each name parsed once, here: the search, the layouts and the launch lines hold the objects
         typed = _names(kv_dtypes, "--kv-dtype")
-        kv_fmts = {n: kv_format(n) for n in reversed(typed or kv_default)}  # the last bad name is named, as before
-        typed_kv = {kv_fmts[n].name: n for n in reversed(typed or [])}
-        kvs = tuple((kv_fmts[n], kv_fmts[n]) for n in (typed or kv_default))
+        if typed:
+            kvs, kv_options, kv_refused = plan_kv_picks(prof, model, opts, typed, choices)
+        else:
+            kvs, kv_options, kv_refused = (
+                tuple(P.KvPick(f, f) for f in map(kv_format, kv_default)),  # each parsed once
+                {},
+                {},
+            )
+        if dcp is not None:
+            check_plan_dcp(prof, model, opts, dcp, kvs)
         ws = tuple(
             None if n is None else weight_format(n) for n in (_names(weight_dtypes, "--weight-dtype") or w_default)
         )
@@ -1008,11 +1019,11 @@ class PlanRequest(NamedTuple):
                     model=model,
                     **kw,
                     speculative=speculative,
-                    **prof.launch_extras(model, opts, gpu, kw.get("k_dtype")),
+                    **prof.launch_extras(model, opts, gpu, kw.get("k_dtype"), kw.get("kv_cache_dtype")),
                 )
             )
 
-        for (k, v), w in ((kv, w) for kv in kvs for w in ws):  # refuse what the engine cannot run
+        for kv, w in ((kv, w) for kv in kvs for w in ws):  # refuse what the engine cannot run
             try:
                 launch(
                     tp=1,
@@ -1021,8 +1032,9 @@ class PlanRequest(NamedTuple):
                     nodes=1,
                     max_model_len=T,
                     max_num_seqs=concurrency,
-                    k_dtype=k,
-                    v_dtype=v,
+                    k_dtype=kv.k,
+                    v_dtype=kv.v,
+                    kv_cache_dtype=kv.engine_dtype,
                     weight_dtype=w,
                     gpu_memory_utilization=knobs.gpu_memory_utilization,
                     tensor_split=None,
@@ -1030,10 +1042,6 @@ class PlanRequest(NamedTuple):
             except KvcalcError as e:  # plan's K and V are both its one --kv-dtype: name that, not --k-dtype
                 if e.field not in ("k_dtype", "v_dtype"):
                     raise
-                from kvcalc.engines.llamacpp.common import NoGgmlTypeError
-
-                if isinstance(e, NoGgmlTypeError):  # named as typed: fp8, not its kvcalc name fp8_e4m3
-                    raise e.named(typed_kv.get(str(e.value)), "kv_dtype") from None
                 raise KvcalcError(e.message, field="kv_dtype", value=e.value, form=e.form) from None
 
         if prices is not None and not isinstance(prices, dict):
@@ -1044,6 +1052,9 @@ class PlanRequest(NamedTuple):
             from kvcalc.load.prices import check_prices
 
             prices = check_prices(prices, [*table, *(g.key for c in choices for g in c.devices)])
+        engine_kv = prof.plan_engine_kv(model, opts, kv_options)
+        if typed and engine_kv is not None:
+            kv_refused = probe_kv_refusals(engine_kv, model, choices, kvs, kv_refused)
         search = P.PlanSearch(
             model=model,
             seq_len=T,
@@ -1052,7 +1063,10 @@ class PlanRequest(NamedTuple):
             kv_dtypes=kvs,
             weight_dtypes=ws,
             fp8_only=fp8_only,
-            gate_kv=not _names(kv_dtypes, "--kv-dtype"),
+            gate_kv=not typed,
+            kv_refused=kv_refused,
+            notes=_packed_notes(model, kvs),
+            dcp_pin=dcp,
             gate_weights=not _names(weight_dtypes, "--weight-dtype"),
             targets=P.PlanTargets(max_tpot_ms, min_tokens_per_s, max_ttft_s),
             knobs=knobs,
@@ -1064,13 +1078,161 @@ class PlanRequest(NamedTuple):
             why_not=why_not,
             engine=prof.name,
             launch=launch,
-            engine_kv=prof.plan_engine_kv(model, opts),
+            engine_kv=engine_kv,
             dcp=prof.name == "vllm" and getattr(opts, "version", None) == "0.33",  # vLLM's -dcp (`calc.parallel`)
             speculative=speculative,
             speed=_plan_speed(prof.name, knobs, calibration),
             requests=whole,
         )
         return cls(search=search, engine=prof.name, options=opts)
+
+
+def gpu_engine_options(options: EngineOptions, gpu: GpuSpec) -> EngineOptions:
+    """`options` with `gpu`'s compute capability and vendor where the options object has them
+    (vLLM's, SGLang's: `vllm.plan.gpu_options`, as `kvcalc capacity --gpu` sets them)."""
+    from kvcalc.engines.profile import SglangOptions
+    from kvcalc.engines.vllm.options import VllmOptions
+
+    if not isinstance(options, (VllmOptions, SglangOptions)):
+        return options
+    vendor = None if gpu.vendor == "other" else gpu.vendor
+    return dataclasses.replace(options, compute_capability=gpu.compute_capability, vendor=vendor)
+
+
+def plan_kv_picks(
+    prof: AnyProfile, model: ModelSpec, options: EngineOptions, names: list[str], choices: list[GpuChoice]
+) -> tuple[tuple[KvPick, ...], dict[str, EngineOptions], dict[tuple[str, KvPick], str]]:
+    """The one parse of plan's `--kv-dtype` names: each name by the engine
+    (`EngineProfile.kv_formats`, as `kvcalc capacity --engine E --kv-cache-dtype X --gpu G` parses
+    it) on each GPU architecture searched (compute capability, vendor: vLLM 0.33 takes
+    `nvfp4_4over6` and `nvfp4_ds_mla` on SM100 only, an MLA model's dtypes per backend), or by
+    kvcalc's formats for the exact formula (`--engine ideal`). Returns the `calc.plan.KvPick`s (K,
+    V and the engine's own name where the formats do not say it, `EngineProfile.engine_kv_dtype`),
+    the options each engine name was parsed into (by name: `EngineProfile.plan_engine_kv`), and
+    the (GPU key, pick) pairs the engine refuses, with its words. Raises `KvcalcError` (field
+    `kv_dtype`) for a name refused on every GPU searched: the engine's own refusal, which names
+    its version and what it accepts."""
+    from kvcalc.calc.plan import KvPick
+    from kvcalc.formats import kv_format
+
+    picks: list[KvPick] = []
+    kv_options: dict[str, EngineOptions] = {}
+    refused: dict[tuple[str, KvPick], str] = {}
+    gpus = {g.key: g for c in choices for g in c.devices}
+    for name in names:
+        if prof.name == "ideal":
+            f = kv_format(name)  # parsed once: the pick holds the format
+            picks.append(KvPick(f, f))
+            continue
+        found: dict[str, KvChoice | KvcalcError] = {}
+        for key, g in gpus.items():
+            on_gpu = gpu_engine_options(options, g)
+            try:
+                found[key] = prof.kv_formats(model, name, options=on_gpu)
+            except KvcalcError as e:
+                found[key] = e
+        ok = [(k, c) for k, c in found.items() if not isinstance(c, KvcalcError)]
+        if not ok:  # the engine's own refusal; plan's K and V are its one --kv-dtype
+            first = next(c for c in found.values() if isinstance(c, KvcalcError))
+            if first.field == "kv_dtype":
+                raise first
+            raise KvcalcError(first.reason, fix=first.fix, field="kv_dtype", value=first.value or name)
+        key, choice = ok[0]
+        own = prof.engine_kv_dtype(choice, gpu_engine_options(options, gpus[key]))
+        pick = KvPick(choice.k, choice.v, own)  # the engine's parse, as objects
+        if own is not None:
+            kv_options[own] = dataclasses.replace(  # the GPU's fields are each layout's (`plan_kv`)
+                choice.options, **{f: getattr(options, f) for f in ("compute_capability", "vendor")}
+            )
+        for k, c in found.items():
+            if isinstance(c, KvcalcError):
+                refused[(k, pick)] = c.message
+        picks.append(pick)
+    return tuple(dict.fromkeys(picks)), kv_options, refused
+
+
+def probe_kv_refusals(
+    engine_kv: Callable[..., EngineKv],
+    model: ModelSpec,
+    choices: list[GpuChoice],
+    kvs: tuple[KvPick, ...],
+    refused: dict[tuple[str, KvPick], str],
+) -> dict[tuple[str, KvPick], str]:
+    """`refused` with the (GPU key, pick) pairs whose dtype the engine's KV arithmetic refuses on
+    that GPU (an error on the KV formats, at tp 1 on one stage: SGLang 0.5.23's nvfp4 needs
+    SM100 / SM120, which its pool sizing checks, not its dtype parse), so that no layout on that
+    GPU gets a launch line the engine would refuse. Raises the engine's `KvcalcError` (field
+    `kv_dtype`) for a pick no GPU searched takes."""
+    out = dict(refused)
+    stages = (range(model.n_layers),)
+    gpus = {g.key: g for c in choices for g in c.devices}
+    for kv in kvs:
+        first = None
+        for key, g in gpus.items():
+            if (key, kv) in out:
+                continue
+            try:
+                engine_kv(g, 1, stages, kv)
+            except KvcalcError as e:
+                if e.field in ("kv_dtype", "k_dtype", "v_dtype"):
+                    out[(key, kv)] = e.message
+                    first = first or e
+        if first is not None and all((k, kv) in out for k in gpus):
+            raise KvcalcError(first.reason, fix=first.fix, field="kv_dtype", value=first.value)
+    return out
+
+
+def _packed_notes(model: ModelSpec, kvs: tuple[KvPick, ...]) -> tuple[str, ...]:
+    """One note per engine dtype that no kvcalc format stores and that the search's formats stand
+    in for at the model's dtype (vLLM 0.33's TurboQuant presets, `int4_per_token_head`): its
+    memory and max seqs are the engine's pages, its TPOT reads the cache at the stand-in's bytes."""
+    from kvcalc.formats import kv_format
+
+    out = []
+    for kv in kvs:
+        if not kv.engine_dtype or kv.k != model.dtype:
+            continue
+        try:
+            kv_format(kv.engine_dtype)
+        except KvcalcError:
+            out.append(
+                f"{kv.engine_dtype}: KV bytes per GPU and max seqs are the engine's packed pages; TPOT and "
+                f"tokens/s read the cache at {kv.k} (kvcalc's roofline has no format for its rows: an upper bound)"
+            )
+    return tuple(out)
+
+
+def check_plan_dcp(
+    prof: AnyProfile, model: ModelSpec, options: EngineOptions, dcp: int, kvs: tuple[KvPick, ...]
+) -> None:
+    """Refuse `--dcp N` where no layout can take it, before the search: an engine other than vLLM
+    0.33 (`refuse_dcp_engine`; plan's search over engines is vLLM's by default), and what vLLM
+    refuses whatever the tp (`vllm.dcp.check_dcp_model`: the model's layers, the KV dtype's
+    backend). The tp-dependent rules (tp % N, GQA's tp > KV heads) leave out the layouts that
+    break them (`calc.plan._Space._layouts`). Raises `KvcalcError` (option `--dcp`)."""
+    from kvcalc.units import check_bound
+
+    check_bound("dcp", dcp, option="--dcp")
+    if dcp == 1:
+        return
+    version = getattr(options, "version", None)
+    if prof.name != "vllm" or version is None:
+        refuse_dcp_engine(prof.name, dcp)
+    from kvcalc.engines.vllm.dcp import check_dcp_model
+
+    for kv in kvs:
+        try:
+            check_dcp_model(model, dcp, str(version), kv.engine_dtype or _vllm_name(kv.k.name, model), any_gpu=True)
+        except KvcalcError as e:
+            raise KvcalcError(e.message, option="--dcp", value=dcp, form=MESSAGE) from None
+
+
+def _vllm_name(k: str, model: ModelSpec) -> str:
+    """vLLM's `--kv-cache-dtype` for kvcalc's format `k` (`engine_dtypes.VLLM_033_FORMAT_NAMES`;
+    the model's own dtype: auto)."""
+    from kvcalc.engine_dtypes import VLLM_033_FORMAT_NAMES
+
+    return "auto" if k == model.dtype else VLLM_033_FORMAT_NAMES.get(k, k)
 
 
 def _whole_requests(input_len: int | None, output_len: int | None, request_rate: float | None) -> WholeRequests | None:

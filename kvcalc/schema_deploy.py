@@ -179,6 +179,12 @@ class Deployment(_Frozen):
         try:
             return (kv_format if info.field_name == "kv_dtype" else weight_format)(v).name
         except KvcalcError as e:  # -> pydantic ValueError, which the loader reports against this field
+            from kvcalc.engine_dtypes import VLLM_033_CACHE_DTYPES
+
+            if info.field_name == "kv_dtype" and v.strip().lower() in VLLM_033_CACHE_DTYPES:
+                # vLLM's own dtype (turboquant_k8v4, fp8_per_token_head ...): the file's engine
+                # parses it (`load.deployments.engine_kv_of`), as `kvcalc plan` did
+                return v.strip().lower()
             raise ValueError(e.message) from None
 
     @model_validator(mode="after")

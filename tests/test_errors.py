@@ -408,7 +408,7 @@ def test_llamacpp_types_and_capacity() -> None:
     m = load_model("llama-3.1-8b")
     e = raised(llamacpp.allocate, m, 4096, FP16, kv_format("int8"))
     assert (e.field, e.value) == ("v_dtype", "int8") and str(e).startswith(
-        "--v-dtype: llama.cpp has no 'int8' KV cache type"
+        "--v-dtype: llama.cpp 0c1e570 has no 'int8' KV cache type"
     )
     # 256 cells of 32 layers x 2,048 B (K) + 2,048 B (V) = 32 MiB; 1 KiB holds none
     e = raised(llamacpp.capacity, m, 1024, FP16, FP16)

@@ -28,7 +28,7 @@ def test_unknown_kv_dtype_is_never_offered_a_weight_format():
             "vLLM 0.33 has no 'mxfp4' KV cache dtype; vLLM 0.33's --kv-cache-dtype takes auto, float16",
         ),
         ("sglang", ["--kv-memory", "10GiB"], "SGLang 0.5.23 has no 'mxfp4' KV cache dtype; its pool stores auto, bf16"),
-        ("llamacpp", ["--ctx-size", "4096"], "llama.cpp has no 'mxfp4' KV cache type; use one of f32, f16"),
+        ("llamacpp", ["--ctx-size", "4096"], "llama.cpp 0c1e570 has no 'mxfp4' KV cache type; use one of f32, f16"),
         ("ideal", ["--kv-memory", "10GiB"], "mxfp4 is a weight format, not a KV-cache format"),
     ],
 )

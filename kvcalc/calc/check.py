@@ -29,16 +29,20 @@ from kvcalc.results import CheckRow
 from kvcalc.schema import Deployment, GpuSpec, ModelSpec, Targets
 
 if TYPE_CHECKING:
-    from kvcalc.calc.plan import EngineKv
+    from kvcalc.calc.plan import EngineKv, KvPick
     from kvcalc.calc.speculative import SpecDecode
 
 
-def layout(dep: Deployment, model: ModelSpec) -> Layout:
+def layout(dep: Deployment, model: ModelSpec, pick: KvPick | None = None) -> Layout:
     """The memory plan's layout of `dep`: tp (else count // pp) x pp x dp, its weight format,
-    its KV format (else the model's dtype) and its `gpu_memory_utilization`."""
+    its KV format (`pick`'s K, as the engine parsed the file's dtype; else the file's, else the
+    model's dtype; looked up once) and its `gpu_memory_utilization`."""
     from kvcalc.formats import kv_format, weight_format
 
-    kv = kv_format(dep.kv_dtype, field="k_dtype") if dep.kv_dtype else model.dtype_format  # one lookup for K and V
+    if pick is not None:
+        k, v = pick.k, pick.v
+    else:
+        k = v = kv_format(dep.kv_dtype, field="k_dtype") if dep.kv_dtype else model.dtype_format
     return Layout(
         tp=dep.resolved_tp,
         pp=dep.pp,
@@ -47,8 +51,8 @@ def layout(dep: Deployment, model: ModelSpec) -> Layout:
         ep=dep.ep,
         dcp=dep.dcp,
         weight_dtype=weight_format(dep.weight_dtype) if dep.weight_dtype else None,
-        k_dtype=kv,
-        v_dtype=kv,
+        k_dtype=k,
+        v_dtype=v,
         gpu_memory_utilization=dep.gpu_memory_utilization,
     )
 
@@ -74,6 +78,7 @@ def check(
     engine: str = "ideal",
     speculative: SpecDecode | None = None,
     speed: SpeedTerms | None = None,
+    kv: KvPick | None = None,
 ) -> CheckRow:
     """Plan and roofline one deployment: its memory per GPU against the budget (fits when
     used <= budget), the decode TPOT and total tokens/s at `max_seq_len` x `concurrency`, and
@@ -88,7 +93,9 @@ def check(
     `calc.speculative.SpecDecode` (its memory and TPOT as plan counts them, `_Placed.spec_bytes`).
     `speed`: the speed model's terms
     for that engine on this GPU at this TP (`calc.speed`; what `kvcalc plan` and `kvcalc
-    estimate` time the layout with; None: the bare roofline).
+    estimate` time the layout with; None: the bare roofline). `kv`: the file's `kv_dtype` as the
+    engine parsed it where it is the engine's own (`calc.plan.KvPick`: its K / V formats for the
+    memory plan, its name for `engine_kv`), as `kvcalc plan` sized it; None: the file's format.
 
     Raises `KvcalcError` with its `field` set: `tp` for a TP degree the engines refuse
     (`kv_cache.check_tp`), `pp` for more stages than layers, `k_dtype` / `weight_dtype` for a
@@ -97,18 +104,24 @@ def check(
     from kvcalc.calc.plan import GpuChoice, _Placed
 
     kv_cache.check_tp(model, dep.resolved_tp)
-    lay = layout(dep, model)
+    from kvcalc.calc.plan import KvPick
+
+    lay = layout(dep, model, kv)
     base = GpuFit(model, gpu, dataclasses.replace(lay, dp=1, speed=speed))
     notes: list[str] = []
     ekv = None
     if engine_kv is not None:
         try:
-            ekv = engine_kv(gpu, lay.tp, tuple(base.stages), (lay.k_dtype, lay.v_dtype))
+            pick = (
+                kv if kv is not None else KvPick(lay.k_dtype or model.dtype_format, lay.v_dtype or model.dtype_format)
+            )
+            extra = {"dcp": lay.dcp} if lay.dcp > 1 else {}  # vLLM's checks and backend under -dcp, as plan
+            ekv = engine_kv(gpu, lay.tp, tuple(base.stages), pick, **extra)
         except KvcalcError as e:
             notes.append(f"{e.message}: sized by the exact formula instead")
         else:
             notes += list(ekv.notes)
-    kv_dtypes = (lay.k_dtype or model.dtype_format, lay.v_dtype or model.dtype_format)  # `layout` sets both
+    kv_dtypes = kv or KvPick(lay.k_dtype or model.dtype_format, lay.v_dtype or model.dtype_format)  # `layout` sets both
     placed = _Placed(GpuChoice((gpu,)), base, (gpu,), dep.dp, kv_dtypes, lay.weight_dtype, ekv, spec=speculative)
     planner = placed.planner(gpu)
     T = dep.max_seq_len
@@ -143,7 +156,7 @@ def check(
         dp=dep.dp,
         dp_attention=dep.dp_attention,
         ep=dep.ep,
-        kv_dtype=planner.kv_dtype,
+        kv_dtype=kv.engine_dtype or planner.kv_dtype if kv is not None else planner.kv_dtype,
         weight_dtype=planner.weight_dtype,
         max_seq_len=T,
         concurrency=dep.concurrency,

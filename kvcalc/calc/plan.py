@@ -58,7 +58,7 @@ from kvcalc.calc import kv_cache
 from kvcalc.calc.memory_plan import GpuFit, Layout, budget_bytes
 from kvcalc.calc.request_speed import TOLERANCE, request_speed, spread_static
 from kvcalc.calc.roofline import StepTime
-from kvcalc.errors import KvcalcError, UncountedParamsError
+from kvcalc.errors import MESSAGE, KvcalcError, UncountedParamsError
 from kvcalc.formats import STORAGE_FORMATS, StorageFormat, kv_format, weight_format
 from kvcalc.results import PlanLayout, PlanMiss, PlanResult
 from kvcalc.schema import GpuSpec, ModelSpec
@@ -83,10 +83,6 @@ def _gib(n: int | float) -> str:
     return f"{n / 2**30:,.1f} GiB"
 
 
-#: a layout's (K format, V format): the objects the request builder resolved, never re-parsed
-KvPair = tuple[StorageFormat, StorageFormat]
-
-
 class EngineKv(Protocol):
     """An engine's KV arithmetic for one layout (tp, pipeline stages, K / V formats) on one kind
     of GPU, as the engine layer builds it (`PlanSearch.engine_kv`).
@@ -105,6 +101,52 @@ class EngineKv(Protocol):
     def stage_bytes(self, seq_len: int, batch: int) -> list[int]: ...
 
     def max_batch(self, seq_len: int, free_bytes: list[int]) -> int: ...
+
+
+class KvPick(tuple[StorageFormat, StorageFormat]):
+    """One KV cache format the search tries: (`k`, `v`), kvcalc formats (what the memory plan and
+    the roofline read: the `StorageFormat`s the request builder parsed; a name given as text is
+    looked up here, once; equal to and hashed as their names), and `engine_dtype`, the engine's own `--kv-cache-dtype` where the
+    engine's parse of it says more than the two formats do (vLLM 0.33's `turboquant_k8v4`,
+    `fp8_per_token_head`, `nvfp4_4over6`, `fp8_ds_mla`: its pages are the engine's, sized by its
+    KV arithmetic, and the launch line states the name); None: `k` / `v` say it all, and the
+    pick equals the plain pair (k, v)."""
+
+    engine_dtype: str | None
+
+    def __new__(cls, k: StorageFormat | str, v: StorageFormat | str, engine_dtype: str | None = None) -> KvPick:
+        k = kv_format(k, field="k_dtype") if isinstance(k, str) else k
+        v = kv_format(v, field="v_dtype") if isinstance(v, str) else v
+        self = super().__new__(cls, (k, v))
+        self.engine_dtype = engine_dtype
+        return self
+
+    @property
+    def k(self) -> StorageFormat:
+        return self[0]
+
+    @property
+    def v(self) -> StorageFormat:
+        return self[1]
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, KvPick):
+            return tuple(self) == tuple(other) and self.engine_dtype == other.engine_dtype
+        return self.engine_dtype is None and tuple(self) == other
+
+    def __ne__(self, other: object) -> bool:
+        return not self == other
+
+    def __hash__(self) -> int:
+        return hash(tuple(self)) if self.engine_dtype is None else hash((*self, self.engine_dtype))
+
+    def __repr__(self) -> str:
+        return f"KvPick({str(self[0])!r}, {str(self[1])!r}, {self.engine_dtype!r})"
+
+
+def kv_pick(kv: tuple[StorageFormat | str, ...]) -> KvPick:
+    """`kv` ((K, V) or a `KvPick`) as a `KvPick`."""
+    return kv if isinstance(kv, KvPick) else KvPick(kv[0], kv[1])
 
 
 @dataclass(frozen=True)
@@ -158,7 +200,9 @@ class GpuChoice:
 class PlanSearch:
     """What to search (all sizes in tokens, counts in GPUs or sequences).
 
-    - `kv_dtypes`: (K format, V format) pairs; `weight_dtypes`: weight formats (None: the
+    - `kv_dtypes`: (K format, V format) pairs or `KvPick`s (the engine's own dtype with them);
+      `kv_refused`: (GPU key, `KvPick`) -> the engine's refusal of that dtype on that GPU (the
+      pair is not tried there, and the notes say why); `weight_dtypes`: weight formats (None: the
       checkpoint's own); names in `fp8_only` are tried only on GPUs with fp8 tensor cores, in
       the KV list when `gate_kv` and in the weight list when `gate_weights` (the defaults are
       gated, formats the user names are tried everywhere).
@@ -172,7 +216,7 @@ class PlanSearch:
     seq_len: int
     concurrency: int
     gpus: tuple[GpuChoice, ...]
-    kv_dtypes: tuple[KvPair, ...]
+    kv_dtypes: tuple[tuple[StorageFormat, ...], ...]
     weight_dtypes: tuple[StorageFormat | None, ...]
     fp8_only: frozenset[str] = frozenset()
     gate_kv: bool = True
@@ -193,7 +237,7 @@ class PlanSearch:
     #: the engine's KV arithmetic per GPU: engine_kv(gpu, tp, stages (layer ranges), (K, V)) ->
     #: `EngineKv`, raising `KvcalcError` where it does not apply; handed down by the engine layer
     #: (None: the exact formula, `memory_plan.KvProfile`)
-    engine_kv: Callable[[GpuSpec, int, tuple[range, ...], KvPair], EngineKv] | None = None
+    engine_kv: Callable[..., EngineKv] | None = None
     #: the speed model's terms on a GPU at a TP (`calc.speed.SpeedTerms`): speed(gpu, tp), handed
     #: down by the request layer, which reads the speed table and a calibration (None: the bare
     #: roofline of `knobs`)
@@ -201,6 +245,13 @@ class PlanSearch:
     #: the engine shards positions by decode context parallel (vLLM's `-dcp`): an MLA model's
     #: TP layouts are also searched with dcp = tp (`dcp_sizes`)
     dcp: bool = False
+    #: `--dcp N`: every layout is planned with decode context parallel N (tp a multiple of N),
+    #: not only those the search would try (`dcp`); None: not pinned
+    dcp_pin: int | None = None
+    #: (GPU key, `KvPick`) -> why the engine refuses that KV dtype on that GPU
+    kv_refused: dict[tuple[str, KvPick], str] = field(default_factory=dict)
+    #: what the request layer says of the formats beside the result's own notes
+    notes: tuple[str, ...] = ()
     #: speculative decoding (`calc.speculative.SpecDecode`; None: none): its draft weights, draft
     #: KV and extra state count in each layout's memory (`speculative.memory_parts`), and with the
     #: user's acceptance length its TPOT replaces the plain step (`speculative.estimate`)
@@ -209,11 +260,10 @@ class PlanSearch:
     requests: WholeRequests | None = None
 
     def __post_init__(self) -> None:
-        # names given as text (a caller outside the request builder, a test) are looked up
-        # here, once each; the search itself only ever holds `StorageFormat`s
+        # names given as text (a caller outside the request builder, a test) are looked up here,
+        # once each (`KvPick`); the search itself only ever holds `StorageFormat`s
         if any(isinstance(f, str) for pair in self.kv_dtypes for f in pair):
-            kvs = tuple((kv_format(k, field="k_dtype"), kv_format(v, field="v_dtype")) for k, v in self.kv_dtypes)
-            object.__setattr__(self, "kv_dtypes", kvs)
+            object.__setattr__(self, "kv_dtypes", tuple(kv_pick(kv) for kv in self.kv_dtypes))
         if any(isinstance(w, str) for w in self.weight_dtypes):
             ws = tuple(None if w is None else weight_format(w) for w in self.weight_dtypes)
             object.__setattr__(self, "weight_dtypes", ws)
@@ -301,6 +351,24 @@ def dcp_sizes(model: ModelSpec, tp: int, dp_attention: int = 1) -> list[int]:
     return [tp]
 
 
+def _takes_dcp(model: ModelSpec, tp: int, dp_attention: int, dcp: int) -> bool:
+    """Whether a (tp, dp_attention) layout can run `--dcp dcp` (`plan --dcp`): dcp 1 always; else
+    no attention DP beside it, and the tp rules `parallel.check_layout` holds (tp a multiple of
+    dcp; GQA: tp above the KV heads, dcp <= tp // H_kv, vLLM 0.33.0 `vllm/config/model.py`). The
+    layouts that break them are left out: only the others take the pinned dcp."""
+    if dcp == 1:
+        return True
+    if dp_attention > 1 or tp % dcp:
+        return False
+    from kvcalc.calc import parallel
+
+    try:
+        parallel.check_layout(model, tp, dcp=dcp)
+    except KvcalcError:
+        return False
+    return True
+
+
 def layer_split(model: ModelSpec, free_bytes: list[int]) -> tuple[int, ...]:
     """Layers per device in proportion to each device's free bytes (largest remainder, each
     device at least one layer): what llama.cpp's default `--tensor-split` (each device's free
@@ -385,7 +453,7 @@ class _Placed:
     base: GpuFit
     devices: tuple[GpuSpec, ...]
     dp: int
-    kv: KvPair
+    kv: KvPick
     weight: StorageFormat | None
     ekv: EngineKv | None = None
     #: `PlanSearch.speed` (None: the bare roofline)
@@ -595,9 +663,13 @@ def _seconds(t: float) -> StepTime:
     return StepTime(bytes_read=0, flops=0, memory_time_s=t, compute_time_s=0.0, comm_time_s=0.0)
 
 
-def _kv_label(kv: KvPair) -> str:
-    """The pair's names, for output: `fp8_e4m3`, or `fp8_e4m3/bf16` when K and V differ."""
-    return str(kv[0]) if kv[0] == kv[1] else f"{kv[0]}/{kv[1]}"
+def _kv_label(kv: tuple[StorageFormat, ...]) -> str:
+    """The KV format as plan shows it: the engine's own dtype where it has one (`KvPick`), else
+    the K format, or K/V where they differ."""
+    pick = kv_pick(kv)
+    if pick.engine_dtype:
+        return pick.engine_dtype
+    return str(pick.k) if pick.k == pick.v else f"{pick.k}/{pick.v}"
 
 
 def evaluate(
@@ -696,6 +768,8 @@ class _Space:
         self.skipped: dict[str, str] = {}
         self.used_cache: dict[tuple[int, int, int], list[int]] = {}
         self.engine_cache: dict[tuple[str, int], EngineKv | None] = {}
+        #: (GPU key, planner id) of layouts the engine cannot size in its own dtype
+        self.unsized: set[tuple[str, int]] = set()
         #: the engine's notes (and why its arithmetic was not applied) -> the GPU keys they concern
         self.engine_notes: dict[str, list[str]] = {}
 
@@ -704,21 +778,30 @@ class _Space:
         if gpu not in keys:
             keys.append(gpu)
 
-    def engine(self, base: GpuFit, gpu: GpuSpec) -> EngineKv | None:
-        """The engine's KV arithmetic for `base` on `gpu` (`PlanSearch.engine_kv`), built once
-        per (GPU, planner); None without one, or (noted) where it raises `KvcalcError`: the
-        exact formula then sizes the layout."""
+    def engine(self, base: GpuFit, gpu: GpuSpec, kv: KvPick) -> EngineKv | None:
+        """The engine's KV arithmetic for `base` on `gpu` in the formats `kv`
+        (`PlanSearch.engine_kv`, given the layout's dcp where it is above 1), built once per
+        (GPU, planner); None without one, or (noted) where it raises `KvcalcError`: the exact
+        formula then sizes the layout -- except for an engine's own dtype (`KvPick.engine_dtype`),
+        whose pages only the engine sizes, and a KV dtype the engine refuses on this GPU (an error
+        on the KV formats): that layout is not planned (`unsized`)."""
         if self.req.engine_kv is None:
             return None
         key = (gpu.key, id(base))
         if key not in self.engine_cache:
             lay = base.layout
-            kv = (cast(StorageFormat, lay.k_dtype), cast(StorageFormat, lay.v_dtype))  # the search sets both formats
+            extra = {"dcp": lay.dcp} if lay.dcp > 1 else {}
             try:
-                found = self.req.engine_kv(gpu, lay.tp, tuple(base.stages), kv)
+                found = self.req.engine_kv(gpu, lay.tp, tuple(base.stages), kv, **extra)
             except KvcalcError as e:
                 self.engine_cache[key] = None
-                self._note(f"{e.message}: sized by the exact formula instead", gpu.key)
+                if kv.engine_dtype or e.field in ("kv_dtype", "k_dtype", "v_dtype"):
+                    # the engine's own dtype, or a dtype the engine refuses on this GPU (SGLang 0.5.23's
+                    # nvfp4 before Blackwell): no launch line the engine would run
+                    self.unsized.add(key)
+                    self._note(f"{e.message}: not planned with {_kv_label(kv)}", gpu.key)
+                else:
+                    self._note(f"{e.message}: sized by the exact formula instead", gpu.key)
             else:
                 for n in found.notes:
                     self._note(n, gpu.key)
@@ -731,19 +814,20 @@ class _Space:
         base: GpuFit,
         devices: tuple[GpuSpec, ...],
         dp: int,
-        kv: KvPair,
+        kv: tuple[StorageFormat, ...],
         weight: StorageFormat | None,
     ) -> _Placed:
         """A `_Placed` with the engine's arithmetic on its (first) device: engines that have
         one split heads, not layers, so a layout's devices are one GPU type."""
+        pick = kv_pick(kv)
         return _Placed(
             choice,
             base,
             devices,
             dp,
-            kv,
+            pick,
             weight,
-            self.engine(base, devices[0]),
+            self.engine(base, devices[0], pick),
             self.req.speed,
             spec=self.req.speculative,
             requests=self.req.requests,
@@ -753,7 +837,7 @@ class _Space:
         self,
         tp: int,
         pp: int,
-        kv: KvPair,
+        kv: tuple[StorageFormat, ...],
         weight: StorageFormat | None,
         ref: GpuSpec,
         stage_layers: tuple[int, ...] | None = None,
@@ -788,16 +872,26 @@ class _Space:
                 self.skipped.setdefault(f"KV {_kv_label(kv)}, weights {weight or 'checkpoint'}", e.message)
         return self.bases[key]
 
-    def formats(self, choice: GpuChoice) -> list[tuple[KvPair, StorageFormat | None]]:
-        """The (KV, weight) pairs tried on `choice`: fp8-only names need fp8 on every device."""
+    def formats(self, choice: GpuChoice) -> list[tuple[KvPick, StorageFormat | None]]:
+        """The (KV, weight) pairs tried on `choice`: fp8-only names need fp8 on every device; a
+        KV dtype the engine refuses on a device of `choice` (`PlanSearch.kv_refused`) is skipped,
+        noted with the engine's words."""
         fp8 = all(g.fp8_flops_per_s for g in choice.devices)
         req = self.req
-        kvs = [kv for kv in req.kv_dtypes if fp8 or not req.gate_kv or not (set(kv) & req.fp8_only)]
+        kvs = []
+        for kv in map(kv_pick, req.kv_dtypes):
+            if not (fp8 or not req.gate_kv or not ({kv.k, kv.v} & req.fp8_only)):
+                continue
+            why = next((req.kv_refused[(g.key, kv)] for g in choice.devices if (g.key, kv) in req.kv_refused), None)
+            if why is not None:
+                self.skipped.setdefault(f"KV {_kv_label(kv)} on {choice.key}", why)
+                continue
+            kvs.append(kv)
         ws = [w for w in req.weight_dtypes if fp8 or not req.gate_weights or w not in req.fp8_only]
         return list(itertools.product(kvs, ws))
 
     def placements(
-        self, choice: GpuChoice, kv: KvPair, weight: StorageFormat | None, count_list: list[int] | None = None
+        self, choice: GpuChoice, kv: KvPick, weight: StorageFormat | None, count_list: list[int] | None = None
     ) -> list[_Placed]:
         """Every layout of `choice` in these formats, fewest GPUs first."""
         req = self.req
@@ -820,7 +914,12 @@ class _Space:
             out += self._layouts(choice, n, kv, weight)
         return out
 
-    def _layouts(self, choice: GpuChoice, n: int, kv: KvPair, weight: StorageFormat | None) -> list[_Placed]:
+    def _sized(self, placed: _Placed) -> bool:
+        """False for a layout in an engine's own dtype that the engine's arithmetic does not size
+        (`engine`'s `unsized`): it is left out of the plan."""
+        return (placed.devices[0].key, id(placed.base)) not in self.unsized
+
+    def _layouts(self, choice: GpuChoice, n: int, kv: KvPick, weight: StorageFormat | None) -> list[_Placed]:
         """The head-splitting layouts of `n` GPUs of `choice` (`moe_layouts`), and, when none of
         them holds the workload, the same with the decode-context-parallel sizes the engine takes
         (`dcp_sizes`, when `PlanSearch.dcp`). Only then: DCP adds traffic the roofline does not
@@ -831,11 +930,19 @@ class _Space:
         req, model, ref = self.req, self.req.model, choice.devices[0]
         out: list[_Placed] = []
         shapes = moe_layouts(model, n, req.gpus_per_node, ref.nvlink_domain_gpus)
+        pin = req.dcp_pin
         for tp, pp, dpa, ep, dp in shapes:
-            b = self.base(tp, pp, kv, weight, ref, None, dpa, ep)
+            if pin is not None and not _takes_dcp(model, tp, dpa, pin):
+                continue
+            b = self.base(tp, pp, kv, weight, ref, None, dpa, ep, pin or 1)
             if b is not None:
                 out.append(self.place(choice, b, (ref,), dp, kv, weight))
-        if not req.dcp or any(all(u <= cap for u, cap in zip(self.used(p), p.budgets())) for p in out):
+        out = [p for p in out if self._sized(p)]
+        if (
+            pin is not None
+            or not req.dcp
+            or any(all(u <= cap for u, cap in zip(self.used(p), p.budgets())) for p in out)
+        ):
             return out
         for tp, pp, dpa, ep, dp in shapes:
             if pp > nodes_of(n, req.gpus_per_node):  # no pipeline inside a node beside DCP
@@ -844,10 +951,10 @@ class _Space:
                 b = self.base(tp, pp, kv, weight, ref, None, dpa, ep, dcp)
                 if b is not None:
                     out.append(self.place(choice, b, (ref,), dp, kv, weight))
-        return out
+        return [p for p in out if self._sized(p)]
 
     def _split(
-        self, choice: GpuChoice, devices: tuple[GpuSpec, ...], kv: KvPair, weight: StorageFormat | None
+        self, choice: GpuChoice, devices: tuple[GpuSpec, ...], kv: KvPick, weight: StorageFormat | None
     ) -> list[_Placed]:
         """One layer-split layout over `devices` (tp = dp = 1, a stage per device)."""
         model = self.req.model
@@ -893,8 +1000,7 @@ def rank_key(
 
 
 def _names(p: _Placed) -> tuple:
-    kv = (str(p.kv[0]), str(p.kv[1]))  # names: the formats themselves have no order
-    return (p.choice.key, p.tp, p.pp, p.dp, kv, str(p.weight or ""), p.dpa, p.ep, p.dcp)
+    return (p.choice.key, p.tp, p.pp, p.dp, p.kv, p.weight or "", p.dpa, p.ep, p.dcp)
 
 
 def nodes_of(count: int, gpus_per_node: int = GPUS_PER_NODE, domain_gpus: int | None = None) -> int:
@@ -983,6 +1089,16 @@ def search(req: PlanSearch) -> PlanResult:
                     key = (out.score, placed.count, _names(placed))
                     if choice.key not in nearest or key < nearest[choice.key][0]:
                         nearest[choice.key] = (key, placed, out)
+    if points == 0 and req.dcp_pin is not None and req.dcp_pin > 1:
+        h = req.model.resolved_n_kv_heads
+        need = "" if req.model.attention == "mla" else f" and at least dcp x its {h} KV heads = {req.dcp_pin * h}"
+        raise KvcalcError(
+            f"--dcp {req.dcp_pin}: no layout within {req.max_gpus} GPUs ({req.gpus_per_node} a node) takes it: "
+            f"vLLM's tp must be a multiple of dcp{need} (vLLM 0.33.0 vllm/config/parallel.py, vllm/config/model.py)",
+            option="--dcp",
+            value=req.dcp_pin,
+            form=MESSAGE,
+        )
     found.sort(key=lambda x: x[0])
     best: list[tuple[tuple, _Placed, _Outcome]] = []
     seen: set[tuple[str, int]] = set()
@@ -1015,7 +1131,7 @@ def search(req: PlanSearch) -> PlanResult:
                     ),
                 )
             )
-    notes = [f"skipped {what}: {why}" for what, why in space.skipped.items()]
+    notes = [*req.notes, *(f"skipped {what}: {why}" for what, why in space.skipped.items())]
     notes += [f"{req.engine} on {', '.join(gpus)}: {note}" for note, gpus in space.engine_notes.items()]
     return PlanResult(
         model=req.model.name,
@@ -1056,7 +1172,9 @@ def _layout(req: PlanSearch, rank: int, placed: _Placed, out: _Outcome, reason: 
         extra: dict[str, int] = {"dp_attention": placed.dpa, "ep": placed.ep} if placed.dpa > 1 or placed.ep > 1 else {}
         if placed.dcp > 1:
             extra["dcp"] = placed.dcp
+        kw: dict[str, str] = {"kv_cache_dtype": placed.kv.engine_dtype} if placed.kv.engine_dtype else {}
         line = req.launch(
+            **kw,
             tp=placed.tp,
             pp=placed.pp,
             dp=placed.dp,
@@ -1064,8 +1182,8 @@ def _layout(req: PlanSearch, rank: int, placed: _Placed, out: _Outcome, reason: 
             max_model_len=T,
             max_num_seqs=batch,
             **extra,
-            k_dtype=placed.kv[0],
-            v_dtype=placed.kv[1],
+            k_dtype=placed.kv.k,
+            v_dtype=placed.kv.v,
             weight_dtype=placed.weight,
             gpu_memory_utilization=b.layout.gpu_memory_utilization,
             tensor_split=tuple(ts) if ts else None,
@@ -1150,15 +1268,15 @@ def _fixes(space: _Space, placed: _Placed, out: _Outcome) -> list[str]:
             fixes.append(f"more GPUs: {p.count} x {p.devices[0].key} (tp {p.tp}, pp {p.pp}, dp {p.dp})")
     fp8 = all(g.fp8_flops_per_s for g in placed.choice.devices)
     fp8_f, q8_f = STORAGE_FORMATS["fp8_e4m3"], STORAGE_FORMATS["q8_0"]
-    cheaper: list[tuple[str, KvPair, StorageFormat | None]] = []
+    cheaper: list[tuple[str, KvPick, StorageFormat | None]] = []
     if fp8 and not req.layer_split:
         cheaper = [
-            ("fp8 KV", (fp8_f, fp8_f), placed.weight),
+            ("fp8 KV", KvPick(fp8_f, fp8_f), placed.weight),
             ("fp8 weights", placed.kv, fp8_f),
-            ("fp8 KV and weights", (fp8_f, fp8_f), fp8_f),
+            ("fp8 KV and weights", KvPick(fp8_f, fp8_f), fp8_f),
         ]
     elif req.layer_split:
-        cheaper = [("q8_0 KV", (q8_f, q8_f), placed.weight), ("q8_0 weights", placed.kv, q8_f)]
+        cheaper = [("q8_0 KV", KvPick(q8_f, q8_f), placed.weight), ("q8_0 weights", placed.kv, q8_f)]
     for what, kv, w in cheaper:
         if (kv, w) == (placed.kv, placed.weight):
             continue
@@ -1192,8 +1310,8 @@ def smallest_fitting(
     knobs: Layout,
     seq_len: int,
     concurrency: int,
-    kv: KvPair,
-    weight: StorageFormat | None,
+    kv: tuple[StorageFormat | str, StorageFormat | str],
+    weight: StorageFormat | str | None,
     limit: int = FIX_SEARCH_MAX_GPUS,
     gpus_per_node: int = GPUS_PER_NODE,
 ) -> tuple[int, int, int, int] | None:
@@ -1205,15 +1323,15 @@ def smallest_fitting(
         seq_len=seq_len,
         concurrency=concurrency,
         gpus=(GpuChoice((gpu,)),),
-        kv_dtypes=(kv,),
-        weight_dtypes=(weight,),
+        kv_dtypes=(kv_pick(kv),),
+        weight_dtypes=(weight_format(weight) if isinstance(weight, str) else weight,),
         knobs=knobs,
         max_gpus=limit,
         gpus_per_node=gpus_per_node,
     )
     space = _Space(req)
     best = None
-    for p in space.placements(req.gpus[0], req.kv_dtypes[0], req.weight_dtypes[0]):  # as the search holds them
+    for p in space.placements(req.gpus[0], kv_pick(req.kv_dtypes[0]), req.weight_dtypes[0]):  # as the search holds them
         if best is not None and p.count > best[1].count:
             break
         if p.dpa > 1 or p.ep > 1 or p.dcp > 1:  # the answer is (count, tp, pp, dp): plain layouts only

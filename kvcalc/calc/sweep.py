@@ -9,12 +9,15 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import TypedDict
+from typing import TYPE_CHECKING, TypedDict
 
 from kvcalc.calc import kv_cache
 from kvcalc.calc.memory_plan import GpuFit, KvProfile, Layout
 from kvcalc.calc.weights import can_derive, weight_bytes
 from kvcalc.schema import GpuSpec, ModelSpec
+
+if TYPE_CHECKING:
+    from kvcalc.calc.plan import EngineKv
 
 
 @dataclass(frozen=True)
@@ -27,6 +30,11 @@ class SweepRequest:
     batches: tuple[int, ...]
     layout: Layout
     gpu: GpuSpec | None = None
+    #: the engine's KV arithmetic on `gpu` (`calc.plan.EngineKv`, the one `kvcalc plan` sizes a
+    #: layout with) for a KV dtype only the engine sizes (vLLM 0.33's TurboQuant presets,
+    #: `*_per_token_head`, `fp8_ds_mla` ...): each point's KV per GPU is the engine's memory for
+    #: its batch, `EngineKv.stage_bytes`; None: the exact formula
+    engine_kv: EngineKv | None = None
 
     @property
     def points(self) -> list[tuple[int, int]]:
@@ -75,12 +83,18 @@ def sweep_rows(
         p = GpuFit(spec, req.gpu, layout)
         for T, B in it:
             used, fits, tpot, tok = p.point(T, B)
+            kv = p.kv.per_gpu_bytes(T, B)
+            if req.engine_kv is not None:  # weights + the engine's KV memory + reserves, as plan counts it
+                stages = req.engine_kv.stage_bytes(T, B)
+                kv = max(stages)
+                used = max(w + k + p.fixed_bytes for w, k in zip(p.stage_weight_bytes, stages))
+                fits = used <= p.budget
             rows.append(
                 {
                     "seq_len": T,
                     "batch": B,
                     "weights_bytes_per_gpu": max(p.stage_weight_bytes),
-                    "kv_cache_bytes_per_gpu": p.kv.per_gpu_bytes(T, B),
+                    "kv_cache_bytes_per_gpu": kv,
                     "memory_bytes_per_gpu": used,
                     "budget_bytes_per_gpu": p.budget,
                     "fits": fits,

@@ -131,6 +131,15 @@ def plan(
             help="Weight formats to choose from, a comma list (vLLM / SGLang --quantization fp8; default: the checkpoint's, then fp8 where the GPU has it; llama.cpp q8_0).",
         ),
     ] = None,
+    dcp: Annotated[
+        Optional[int],
+        typer.Option(
+            "--dcp",
+            "--decode-context-parallel-size",
+            "-dcp",
+            help="vLLM decode context parallel for every layout: dcp of the tp ranks each hold 1/dcp of every sequence's positions (tp a multiple of dcp); the launch lines carry it. Default: tried only where nothing else fits (MLA models).",
+        ),
+    ] = None,
     prices: Annotated[
         Optional[str],
         typer.Option(
@@ -244,6 +253,7 @@ def plan(
             input_len=input_len,
             output_len=output_len,
             request_rate=request_rate,
+            dcp=dcp,
         )
         if settings is None:
             res = run_plan(req)
@@ -387,8 +397,11 @@ def deployment_text(
     data |= speculative_entry(sd)
     dep = Deployment.model_validate(data)
     spec = req.search.model
-    engine, engine_kv = engine_kv_of(dep, spec)  # as `kvcalc check` will read the file (issue 23 friction 1)
-    row = check(dep, spec, get_gpu(layout.devices[0]), file="plan", engine_kv=engine_kv, engine=engine, speculative=sd)
+    gpu = get_gpu(layout.devices[0])
+    engine, engine_kv, kv = engine_kv_of(
+        dep, spec, gpu=gpu
+    )  # as `kvcalc check` will read the file (issue 23 friction 1)
+    row = check(dep, spec, gpu, file="plan", engine_kv=engine_kv, engine=engine, speculative=sd, kv=kv)
     if row.status != "ok":
         raise KvcalcError(
             f"--write-deployment: kvcalc check would not pass this layout ({'; '.join(row.problems)}); not written"

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Annotated, Optional
+from typing import TYPE_CHECKING, Annotated, NamedTuple, Optional
 
 import typer
 
@@ -25,9 +25,10 @@ from kvcalc.cli.options import (
 from kvcalc.cli.output import check_format, echo, emit, handle_errors
 
 if TYPE_CHECKING:
-    from collections.abc import Iterable
+    from collections.abc import Callable, Iterable
 
     from kvcalc.calc.memory_plan import Layout
+    from kvcalc.calc.plan import EngineKv, KvPick
     from kvcalc.schema import GpuSpec, ModelSpec
 
 
@@ -103,7 +104,6 @@ def sweep(
     """Memory, fit, TPOT and tokens/s over a grid of context lengths and batch sizes."""
     from kvcalc.calc.sweep import SweepRequest, sweep_rows
     from kvcalc.calc.weights import weight_format_label
-    from kvcalc.formats import kv_format
     from kvcalc.load.models import naming_model_file
     from kvcalc.report.tables import sweep_table
     from kvcalc.units import parse_counts
@@ -123,17 +123,17 @@ def sweep(
     tp, pp, dp = resolve_count(layout.count, layout.tp, layout.pp, 1)
     spec = source.load(model)
     T = T if beyond_context else drop_beyond_context(spec, T)
-    kv_fmt = kv_format(kv.kv_dtype or spec.dtype_format)  # parsed once, here
-    lay, g = gpu.layout(tp, pp, dp, kv_fmt, None), _gpu(gpu.gpu)
-    lay = with_speed(lay, g, speed)
-    req = SweepRequest(spec, tuple(T), tuple(B), lay, g)
+    g = _gpu(gpu.gpu)
+    skv = sweep_kv_formats(spec, kv.kv_dtype, speed.engine, g)
+    lay, kv_name = with_speed(gpu.layout(tp, pp, dp, skv.fmt, None), g, speed), skv.label
+    req = SweepRequest(spec, tuple(T), tuple(B), lay, g, engine_sweep_kv(spec, lay, g, skv))
     if plot is not None:  # fail on a missing extra before the work, not after
         pyplot()
     warn_beyond_context(spec, T)
     with naming_model_file(model):  # a YAML or config.json that cannot size the weights is named
         rows = sweep_rows(req, progress=track if fmt == "table" else None)
     if plot is not None:
-        image = render_sweep(rows, spec, req.gpu, req.layout, kv_fmt.name, plot_path(plot))
+        image = render_sweep(rows, spec, req.gpu, req.layout, kv_name, plot_path(plot))
         write_atomic(plot, image, option="--plot", force=force)
     g = req.gpu
     par = (
@@ -141,7 +141,7 @@ def sweep(
         if g
         else (f", tp {tp}, pp {pp}" if (tp, pp) != (1, 1) else "")
     )
-    title = f"{spec.name}, KV {kv_fmt.name}, weights {weight_format_label(spec, req.layout.weight_dtype)}{par}"
+    title = f"{spec.name}, KV {kv_name}, weights {weight_format_label(spec, req.layout.weight_dtype)}{par}"
     note = (
         f"TPOT, tok/s: modelled, {req.layout.speed.describe(weight_bits(spec, req.layout))}"
         if g is not None and req.layout.speed is not None
@@ -150,6 +150,55 @@ def sweep(
     emit(rows, fmt, lambda: sweep_table(rows, title, g is not None, speed_note=note))
     if plot is not None and fmt == "table":
         echo(f"plot written to {plot}")
+
+
+class SweepKv(NamedTuple):
+    """The sweep's KV dtype: `fmt` (the kvcalc format of the layout), `label` (as the title names
+    it), and for an engine's own dtype its `pick` (`calc.plan.KvPick`) and the engine's KV
+    arithmetic built with the options it was parsed into (`engine_kv`, `EngineProfile.plan_engine_kv`)."""
+
+    fmt: str
+    label: str
+    pick: KvPick | None = None
+    engine_kv: Callable[..., EngineKv] | None = None
+
+
+def sweep_kv_formats(spec: ModelSpec, kv_dtype: str | None, engine: str, gpu: GpuSpec | None) -> SweepKv:
+    """--kv-dtype: a kvcalc format (default the model's dtype), which the exact formula sizes, or,
+    with --engine and --gpu, an engine's own dtype and no kvcalc format (vLLM 0.33's
+    `turboquant_k8v4`, `fp8_per_token_head`, `fp8_ds_mla` ...) parsed once by the engine on the GPU
+    (`requests.plan_kv_picks`, plan's parse). Raises `KvcalcError` naming the engine version and
+    what it accepts; without --gpu or an engine such a dtype is refused by kvcalc's formats."""
+    from kvcalc.errors import KvcalcError
+    from kvcalc.formats import kv_format
+
+    try:
+        name = kv_format(kv_dtype or spec.dtype).name
+        return SweepKv(name, name)
+    except KvcalcError:
+        from kvcalc.engines import canonical
+
+        if kv_dtype is None or gpu is None or canonical(engine) == "ideal":
+            raise
+    from kvcalc.calc.plan import GpuChoice
+    from kvcalc.engines.profile import get_profile
+    from kvcalc.requests import plan_kv_picks
+
+    prof = get_profile(engine)
+    opts = prof.options()
+    (pick,), kv_options, _ = plan_kv_picks(prof, spec, opts, [kv_dtype], [GpuChoice((gpu,))])
+    return SweepKv(pick.k.name, pick.engine_dtype or pick.k.name, pick, prof.plan_engine_kv(spec, opts, kv_options))
+
+
+def engine_sweep_kv(spec: ModelSpec, layout: Layout, gpu: GpuSpec | None, kv: SweepKv) -> EngineKv | None:
+    """The engine's KV arithmetic for the sweep's layout on `gpu` in `kv`'s engine dtype (as
+    `kvcalc plan` sizes a layout), or None for a kvcalc format."""
+    if kv.pick is None or kv.engine_kv is None or gpu is None or not kv.pick.engine_dtype:
+        return None
+    from kvcalc.calc import kv_cache
+
+    stages = tuple(kv_cache.pp_stages(spec.n_layers, layout.pp))
+    return kv.engine_kv(gpu, layout.tp, stages, kv.pick)
 
 
 def with_speed(layout: Layout, gpu: GpuSpec | None, speed: SpeedFlags) -> Layout:

@@ -4,8 +4,11 @@ Each flag is the engine's own current name, checked against its argument parser:
 
 - vLLM, `vllm/engine/arg_utils.py` (`EngineArgs.add_cli_args`; `vllm serve` takes the model as
   its positional argument): `--tensor-parallel-size`, `--pipeline-parallel-size`,
-  `--data-parallel-size`, `--max-model-len`, `--kv-cache-dtype` (`auto`, `fp8`, `fp8_e4m3`,
-  `fp8_e5m2`: `vllm/config/cache.py` `CacheDType`), `--gpu-memory-utilization`, `--max-num-seqs`,
+  `--data-parallel-size`, `--max-model-len`, `--kv-cache-dtype` (every entry of vLLM 0.33.0's
+  `vllm/config/cache.py` `CacheDType`: kvcalc's formats by vLLM's names, `auto`, `bfloat16`,
+  `float16`, `fp8`, `fp8_e5m2`, `nvfp4`, and vLLM's own as the plan parsed them,
+  `LaunchSpec.kv_cache_dtype`: `turboquant_k8v4`, `fp8_per_token_head`, `fp8_ds_mla` ...),
+  `--gpu-memory-utilization`, `--max-num-seqs`,
   `--quantization fp8` (fp8 weights quantized at load from a 16-bit checkpoint). Several nodes
   run one engine with the mp backend (vLLM 0.33.0 `vllm/config/parallel.py` `nnodes`,
   `node_rank`): `--nnodes N --node-rank R --master-addr HEAD`, the head's line shown; attention
@@ -39,6 +42,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from kvcalc.engine_dtypes import VLLM_033_FORMAT_NAMES
 from kvcalc.errors import KvcalcError
 from kvcalc.formats import StorageFormat, kv_format, weight_format
 from kvcalc.schema import ModelSpec
@@ -88,6 +92,10 @@ class LaunchSpec:
     dcp: int = 1
     #: the speculative config (`calc.speculative.SpecDecode`), None: none
     speculative: object | None = None
+    #: the engine's own `--kv-cache-dtype` as the request parsed it (`calc.plan.KvPick.engine_dtype`:
+    #: vLLM 0.33's `turboquant_k8v4`, `fp8_per_token_head`, `fp8_ds_mla`, ...), stated as it is;
+    #: None: the engine's name of `k_dtype`
+    kv_cache_dtype: str | None = None
 
     def __post_init__(self) -> None:
         for name in ("k_dtype", "v_dtype", "weight_dtype"):
@@ -141,10 +149,17 @@ def _quantization(spec: LaunchSpec, engine: str) -> list[str]:
     )
 
 
-def _kv_cache_dtype(spec: LaunchSpec, engine: str, fp8: str, also: tuple[str, ...] = ()) -> str:
-    """The engine's `--kv-cache-dtype` for the planned K / V format: `auto` for the model's own
-    dtype, `fp8` spelled as the engine spells it, the formats of `also` by their own names
-    (SGLang 0.5.23's mxfp8, nvfp4, fp4_mx_block16); anything else is refused, naming the list."""
+def _kv_cache_dtype(
+    spec: LaunchSpec, engine: str, fp8: str, also: tuple[str, ...] = (), names: dict[str, str] | None = None
+) -> str:
+    """The engine's `--kv-cache-dtype` for the planned K / V format: the engine's own name where
+    the plan parsed one (`LaunchSpec.kv_cache_dtype`), `auto` for the model's own dtype, `fp8`
+    spelled as the engine spells it, the formats of `also` by their own names (SGLang 0.5.23's
+    mxfp8, nvfp4, fp4_mx_block16) or by the engine's name in `names` (vLLM 0.33's nvfp4,
+    bfloat16, float16: `engine_dtypes.VLLM_033_FORMAT_NAMES`); anything else is refused,
+    naming the list."""
+    if spec.kv_cache_dtype is not None:
+        return spec.kv_cache_dtype
     k, v = spec.k_dtype.name, spec.v_dtype.name  # names: what the line writes and the refusals name
     if k != v:
         raise KvcalcError(f"{engine} stores K and V in one format; plan with one --kv-dtype", field="k_dtype")
@@ -154,8 +169,10 @@ def _kv_cache_dtype(spec: LaunchSpec, engine: str, fp8: str, also: tuple[str, ..
         return fp8
     if k == "fp8_e5m2" or k in also:
         return k
-    names = ", ".join(("auto", fp8, "fp8_e5m2", *also))
-    raise KvcalcError(f"{engine} has no {k} KV cache ({names})", field="k_dtype", value=k)
+    if names and k in names:
+        return names[k]
+    listed = ", ".join(dict.fromkeys(("auto", fp8, "fp8_e5m2", *also, *(names or {}).values())))
+    raise KvcalcError(f"{engine} has no {k} KV cache ({listed})", field="k_dtype", value=k)
 
 
 def vllm_line(spec: LaunchSpec) -> str:
@@ -181,7 +198,7 @@ def vllm_line(spec: LaunchSpec) -> str:
         "--max-model-len",
         str(spec.max_model_len),
         "--kv-cache-dtype",
-        _kv_cache_dtype(spec, "vLLM", "fp8"),
+        _kv_cache_dtype(spec, "vLLM 0.33", "fp8", names=VLLM_033_FORMAT_NAMES),
         "--gpu-memory-utilization",
         f"{spec.gpu_memory_utilization:g}",
         # each DP rank is an engine core with its own scheduler: the limit is per rank

@@ -103,7 +103,8 @@ EngineOptions = Union[IdealOptions, VllmOptions, SglangOptions, LlamacppOptions]
 #: one engine's options type (a profile's `options_type`)
 Opts = TypeVar("Opts", IdealOptions, VllmOptions, SglangOptions, LlamacppOptions)
 #: `calc.plan.PlanSearch.engine_kv`: (gpu, tp, stages (layer ranges), (K, V)) -> the engine's KV
-PlanEngineKv = Callable[["GpuSpec", int, tuple[range, ...], tuple[StorageFormat, StorageFormat]], "EngineKv"]
+#: (vLLM's also takes a `calc.plan.KvPick` for (K, V) and `dcp=N`: `vllm.plan.plan_kv`)
+PlanEngineKv = Callable[..., "EngineKv"]
 
 # ----- the interface ----------------------------------------------------------------------
 
@@ -289,17 +290,33 @@ class EngineProfile(Generic[Opts]):
         that is no program (ideal). Raises `KvcalcError` for a format the engine lacks."""
         return None
 
-    def plan_engine_kv(self, model: ModelSpec, options: object) -> PlanEngineKv | None:
+    def plan_engine_kv(
+        self, model: ModelSpec, options: object, kv_options: dict[str, EngineOptions] | None = None
+    ) -> PlanEngineKv | None:
         """`kvcalc plan`'s per-GPU KV arithmetic (`calc.plan.PlanSearch.engine_kv`: (gpu, tp,
-        stages, (K, V)) -> `calc.plan.EngineKv`), or None: the exact formula sizes every layout."""
+        stages, (K, V)) -> `calc.plan.EngineKv`), or None: the exact formula sizes every layout.
+        `kv_options`: the options object each of the engine's own dtypes was parsed into
+        (`engine_kv_dtype`), by name."""
+        return None
+
+    def engine_kv_dtype(self, choice: KvChoice, options: object) -> str | None:
+        """The engine's own `--kv-cache-dtype` that `kvcalc plan` carries beside a parsed
+        `choice` (`calc.plan.KvPick.engine_dtype`): None where the K / V formats say it all (the
+        launch line names them in the engine's words), as for every engine but vLLM."""
         return None
 
     def launch_extras(
-        self, model: ModelSpec, options: object, gpu: GpuSpec | None, k_dtype: StorageFormat | None = None
+        self,
+        model: ModelSpec,
+        options: object,
+        gpu: GpuSpec | None,
+        k_dtype: StorageFormat | str | None = None,
+        kv_cache_dtype: str | None = None,
     ) -> LaunchExtras:
         """`LaunchSpec` fields this engine's launch line states for a layout on `gpu` (a
-        `GpuSpec`, or None) with KV format `k_dtype` (None: the engine's default) beyond the
-        layout's own: none by default."""
+        `GpuSpec`, or None) with KV format `k_dtype` (None: the engine's default; `kv_cache_dtype`:
+        the engine's own name of it, `calc.plan.KvPick.engine_dtype`) beyond the layout's own:
+        none by default."""
         return {}
 
     def for_batch(
@@ -521,25 +538,52 @@ class VllmProfile(EngineProfile[VllmOptions]):
         """`vllm serve ...` (`launch.vllm_line`: flags from `vllm/engine/arg_utils.py`)."""
         return launch.vllm_line(spec)
 
-    def plan_engine_kv(self, model: ModelSpec, options: object) -> PlanEngineKv | None:
+    def plan_engine_kv(
+        self, model: ModelSpec, options: object, kv_options: dict[str, EngineOptions] | None = None
+    ) -> PlanEngineKv | None:
         """vLLM's blocks on each GPU (`vllm.plan.plan_kv`): the MLA backend's block size, the
-        null block, a hybrid's unified page, the version's concurrency rule."""
+        null block, a hybrid's unified page, the version's concurrency rule; each of vLLM's own
+        dtypes with the options it was parsed into (`kv_options`)."""
         from kvcalc.engines.vllm import plan
 
-        return plan.plan_kv(model, self.options(options))
+        by_dtype = {k: o for k, o in (kv_options or {}).items() if isinstance(o, VllmOptions)}
+        return plan.plan_kv(model, self.options(options), by_dtype)
+
+    def engine_kv_dtype(self, choice: KvChoice, options: object) -> str | None:
+        """vLLM's `--kv-cache-dtype` as given (`choice.label`), where it is a vLLM 0.33 `CacheDType`
+        entry that the K / V formats do not name alone: a name whose parse changed the options
+        (TurboQuant presets, `*_per_token_head`), a layout of a kvcalc format (`fp8_ds_mla`,
+        `nvfp4_4over6`, `nvfp4_ds_mla`) or another spelling of one (`fp8_e4m3`, which on sparse
+        MLA picks another backend than `fp8`). None for auto and for the names that are the
+        formats' own (`fp8`, `nvfp4`, `bfloat16`: `engine_dtypes.VLLM_033_FORMAT_NAMES`)."""
+        from kvcalc.engine_dtypes import VLLM_033_CACHE_DTYPES, VLLM_033_FORMAT_NAMES
+
+        label = choice.label.strip().lower()
+        if label.startswith("auto") or label not in VLLM_033_CACHE_DTYPES:
+            return None
+        plain = choice.options == options and choice.k == choice.v
+        if plain and VLLM_033_FORMAT_NAMES.get(choice.k.name) == label:
+            return None
+        return label
 
     def launch_extras(
-        self, model: ModelSpec, options: object, gpu: GpuSpec | None, k_dtype: StorageFormat | None = None
+        self,
+        model: ModelSpec,
+        options: object,
+        gpu: GpuSpec | None,
+        k_dtype: StorageFormat | str | None = None,
+        kv_cache_dtype: str | None = None,
     ) -> LaunchExtras:
         """`--block-size` where the options give one or the MLA backend on `gpu` takes another
-        than 16 for a `k_dtype` cache (`vllm.plan.launch_block_size`), `--attention-backend`
+        than 16 for a `k_dtype` cache, `kv_cache_dtype` where vLLM's own name picks the backend
+        (`vllm.plan.launch_block_size`), `--attention-backend`
         where the options name one, the other cache options that differ from vLLM's defaults
         (`vllm.plan.launch_flags`)."""
         from kvcalc.engines.vllm import plan
 
         o: VllmOptions = self.options(options)
         return {
-            "block_size": plan.launch_block_size(model, o, gpu, k_dtype),
+            "block_size": plan.launch_block_size(model, o, gpu, k_dtype, kv_cache_dtype),
             "attention_backend": o.attention_backend,
             "flags": plan.launch_flags(o),
         }
@@ -606,7 +650,9 @@ class SglangProfile(EngineProfile[SglangOptions]):
     def memory_for(self, model, seq_len, batch, k, v, *, tp=1, options=None) -> int:
         return sglang.memory_for(model, seq_len, batch, k, v, tp=tp, **self.options(options).pool_kwargs())
 
-    def plan_engine_kv(self, model: ModelSpec, options: object) -> PlanEngineKv | None:
+    def plan_engine_kv(
+        self, model: ModelSpec, options: object, kv_options: dict[str, EngineOptions] | None = None
+    ) -> PlanEngineKv | None:
         """SGLang's pools on each GPU (`sglang_plan.plan_kv`): what `capacity --engine sglang`
         gives on the rank's KV memory (DeepSeek-V4's pools, the hybrids' state slots and request
         cap, the NSA / SWA pools)."""

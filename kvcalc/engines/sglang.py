@@ -106,8 +106,12 @@ The 2026 families, SGLang 0.5.23 (issue 19; docs/engine-rules-2026.md):
   swa_v_head_dim) x element bytes of a sliding one (700-714; Gemma-4's full layers 2 x 512, sliding
   8 x 256, `utils/hf_transformers/config.py` 115-148; MiMo K 192 / V 128 with 4 full, 8 sliding
   heads); cell = F x n_full + r x S x n_swa (a float, 786-803); full = int(budget // cell) // page
-  x page, swa = int(full x r) // page x page (859-916); refused when window + page >= swa
-  (`validate_swa_pool_size`, 198-216). The pools log in 0.5.23's format (`memory_pool.py`
+  x page, swa = int(full x r) // page x page (859-916); refused when sliding_window_size + page
+  >= swa (`validate_swa_pool_size`, 198-216), with SGLang's exclusive window (`sglang_window`:
+  Gemma-4 1,023, gpt-oss 127, MiMo-V2-Flash 128). mxfp8 adds one scale byte per 32 values of
+  each layer kind (716-725). An MLA model's mxfp8 is a plain fp8 latent (`pool_formats`).
+  SGLang 0.5.23's own code on a CPU gives the same figures for the MHA, MLA, DSA and SWA pools
+  (tests/oracle/fixtures/sglang_0523_pools.json, 1,334 cases). The pools log in 0.5.23's format (`memory_pool.py`
   `_finalize_allocation_log`, 2073-2099): "Full KV Cache is allocated. dtype: torch.bfloat16,
   #tokens: N, K size: X GB, V size: Y GB", then the "SWA" pool, then "SWAKVPool mem usage".
   `SWARequestCapPoolConfigurator` (971-1046: --max-running-requests with the radix cache off)
@@ -310,6 +314,25 @@ def uses_swa_pool(model: ModelSpec, hybrid_swa_memory: bool = True, version: str
     )
 
 
+#: model types whose SGLang 0.5.23 window is the config's inclusive one less one: the model class's
+#: `get_attention_sliding_window_size` (`models/gemma4_mm.py` 314-315, `models/gpt_oss.py` 131-132,
+#: 1374-1375: `sliding_window - 1`, "Inclusive (HF) -> exclusive (sglang)") or, for MiMo-V2-Flash
+#: (no such method), `ModelConfig.sliding_window_size` (the config's sliding_window_size, 128, where
+#: its layers attend 129 tokens); `load_model_utils.resolve_sliding_window_size` picks between them
+EXCLUSIVE_WINDOW_TYPES = frozenset({"gemma4", "gemma4_text", "gpt_oss", "mimo_v2_flash"})
+
+
+def sglang_window(model: ModelSpec) -> int | None:
+    """The `sliding_window_size` SGLang 0.5.23 gives the pool configurator for `model` (its SWA
+    admission floor, `validate_swa_pool_size`): the tokens a sliding layer attends less one for
+    `EXCLUSIVE_WINDOW_TYPES` (Gemma-4 1,023, gpt-oss 127, MiMo-V2-Flash 128), else the window as
+    kvcalc reads it; None without sliding layers."""
+    window = next((layer.window for layer in model.layers if layer.kind == "sliding"), None)
+    if window is None:
+        return None
+    return window - 1 if (model.model_type or "") in EXCLUSIVE_WINDOW_TYPES else window
+
+
 def check_version(version: str) -> None:
     """Raise `KvcalcError` (field `sglang_version`) for a version kvcalc does not model."""
     if version not in RULES:
@@ -460,9 +483,10 @@ def _check(
     check_dtypes(k, v, version)
     if is_nsa(model):
         for field, f in (("k_dtype", k), ("v_dtype", v)):
-            if f.name not in NSA_KV_DTYPES:  # server_args.py's assertion
+            if f.name not in NSA_KV_DTYPES:  # 0.5.23 arg_groups/overrides.py 541-544 (before: server_args.py)
+                name = "DSA" if version == "current" else "NSA"
                 raise KvcalcError(
-                    f"SGLang: DeepSeek NSA only supports bf16/bfloat16 or fp8_e4m3 kv_cache_dtype, not {f.name}",
+                    f"SGLang: DeepSeek {name} only supports bf16/bfloat16 or fp8_e4m3 kv_cache_dtype, not {f.name}",
                     field=field,
                     value=f.name,
                     form=MESSAGE,
@@ -473,6 +497,24 @@ def _check(
         )
     if swa_full_tokens_ratio is not None:  # None: not given (SGLang's fallback, or a model override)
         check_swa_ratio(swa_full_tokens_ratio)
+
+
+def pool_formats(
+    model: ModelSpec, k: StorageFormat, v: StorageFormat, version: str = "current"
+) -> tuple[StorageFormat, StorageFormat]:
+    """The formats SGLang's pool stores `k` / `v` in: an MLA model's `--kv-cache-dtype mxfp8` is a
+    plain fp8_e4m3 latent, no scales (SGLang 0.5.23 `pool_configurator.py` `_compute_cell_size`:
+    the MLA branch, 361-385, prices `calculate_mla_kv_cache_dim` x 1 B with no mxfp8 term, which
+    only the MHA branch has, 525-529; `kv_cache_configurator.py` 2517-2525 builds
+    `MLATokenToKVPool` for MLA and `MHATokenToKVPoolMXFP8`, the block-scaled pool, for MHA only;
+    `kv_cache_dtype.py` 72-73: mxfp8 stores torch.float8_e4m3fn). Kimi-K2.5: 61 x 576 = 35,136 B
+    a token, not 61 x 594. Every other case: (k, v) as given."""
+    from kvcalc.formats import kv_format
+
+    if version == "current" and model.attention == "mla" and not is_nsa(model):
+        fp8 = kv_format("fp8_e4m3")
+        return (fp8 if k.name == "mxfp8" else k), (fp8 if v.name == "mxfp8" else v)
+    return k, v
 
 
 def _indexer_bytes(layer: LayerSpec) -> int:
@@ -550,9 +592,9 @@ def fp4_extras(
     label = RULES[version].label
     major = _major(compute_capability) if compute_capability else None
     if k.name == "mxfp8" and major is not None and major < 10:
-        raise KvcalcError(
-            f"{label}: --kv-cache-dtype mxfp8 requires an SM100+ (Blackwell) GPU, not compute "
-            f"capability {compute_capability}",
+        raise KvcalcError(  # 0.5.23 arg_groups/kv_cache_hook.py handle_mxfp8_kv_cache_compatibility, 100-109
+            f"{label}: --kv-cache-dtype mxfp8 requires an SM100+ (Blackwell) GPU for the block-scaled "
+            f"operands used by the FA4 MXFP8 attention path (compute capability {compute_capability})",
             field="kv_dtype",
             value=k.name,
             form=MESSAGE,
@@ -846,6 +888,10 @@ def capacity(
     """
     _check(model, k, v, tp, page_size, version, swa_full_tokens_ratio, hybrid_swa_memory)
     sglang_mamba.check_options(mamba)  # SGLang refuses these for any model (argparse choices)
+    kv_cache_dtype = kv_cache_dtype or (k.name if k == v else f"{k.name}/{v.name}")
+    if (k, v) != pool_formats(model, k, v, version):
+        fp4_extras(model, k, tp, target.compute_capability, version)  # mxfp8's GPU check first
+        k, v = pool_formats(model, k, v, version)
     if version == "current" and sglang_dsv4.is_dsv4(model):
         return _dsv4_capacity(model, kv_memory_bytes, k, v, max_model_len, concurrency, swa_full_tokens_ratio)
     swa_full_tokens_ratio = _swa_ratio(swa_full_tokens_ratio)
@@ -875,10 +921,13 @@ def capacity(
             value=k.name,
             form=MESSAGE,
         )
-    if ratio_pool and k.name not in _TORCH_DTYPES:
+    if ratio_pool and k.name not in _TORCH_DTYPES_0523 or (ratio_pool and "fp4" in k.name):
+        # mxfp8: HybridSWAPoolConfigurator adds one scale byte per 32 values of each layer kind
+        # (pool_configurator.py 716-725), as the format does; the fp4 types: its per-token bytes
+        # take torch's element size of float4_e2m1fn_x2 (1 B a packed pair) with no scale term
         raise KvcalcError(
             f"{RULES[version].label}: kvcalc does not model the SWA pool (SWAKVPool) with a "
-            f"{k.name} KV cache; use bf16, fp16, fp8_e4m3 or fp8_e5m2",
+            f"{k.name} KV cache; use bf16, fp16, fp8_e4m3, fp8_e5m2 or mxfp8",
             field="kv_dtype",
             value=k.name,
             form=MESSAGE,
@@ -907,10 +956,11 @@ def capacity(
             full, swa = swa_pool_tokens(
                 model, kv_memory_bytes, k, v, tp, page_size, swa_full_tokens_ratio, version == "current"
             )
-            if has_full and window + page_size >= swa:  # pool_configurator.py validate_swa_pool_size, 198-216
+            floor = (sglang_window(model) or 0) if version == "current" else window
+            if has_full and floor + page_size >= swa:  # pool_configurator.py validate_swa_pool_size, 198-216
                 raise KvcalcError(
                     f"SGLang would fail at start-up: SWA pool ({swa} tokens) cannot hold even one "
-                    f"request: the prefill admission floor is sliding_window_size ({window}) + "
+                    f"request: the prefill admission floor is sliding_window_size ({floor}) + "
                     f"page_size ({page_size}). Increase --swa-full-tokens-ratio or the total KV budget.",
                     field="kv_memory_bytes",
                     value=kv_memory_bytes,
@@ -933,7 +983,7 @@ def capacity(
         if ratio_rule and version == "current":
             # 0.5.23 memory_pool.py _finalize_allocation_log 2073-2099 ("Full" / "SWA" allocation labels);
             # swa_memory_pool.py 95-133 builds the full pool first
-            dtype = _TORCH_DTYPES[k.name]
+            dtype = _torch_dtype(k)
             lines += [
                 f"Use sliding window memory pool. full_layer_tokens={full}, swa_layer_tokens={swa}",
                 f"Full KV Cache is allocated. dtype: {dtype}, #tokens: {full}, K size: {_gib(fk)}, V size: {_gib(fv)}",
@@ -1054,7 +1104,7 @@ def capacity(
         engine="sglang",
         engine_version=VERSIONS[version],
         kv_memory_bytes=kv_memory_bytes,
-        kv_cache_dtype=kv_cache_dtype or (k.name if k == v else f"{k.name}/{v.name}"),
+        kv_cache_dtype=kv_cache_dtype,
         block_size=page_size,
         page_size_bytes=cell * page_size,
         num_gpu_blocks=n // page_size,
@@ -1168,6 +1218,9 @@ def memory_for(
     `seq_len`)."""
     _check(model, k, v, tp, page_size, version, swa_full_tokens_ratio, hybrid_swa_memory)
     sglang_mamba.check_options(mamba)  # SGLang refuses these for any model (argparse choices)
+    if (k, v) != pool_formats(model, k, v, version):
+        fp4_extras(model, k, tp, target.compute_capability, version)  # mxfp8's GPU check first
+        k, v = pool_formats(model, k, v, version)
     if version == "current" and sglang_dsv4.is_dsv4(model):
         page = sglang_dsv4.PAGE_SIZE
         window = sglang_dsv4.geometry(model).window

@@ -39,8 +39,9 @@ if TYPE_CHECKING:
 
     from pydantic import BaseModel
 
-    from kvcalc.calc.plan import EngineKv, KvPair
+    from kvcalc.calc.plan import EngineKv, KvPick
     from kvcalc.calc.speculative import SpecDecode
+    from kvcalc.formats import StorageFormat
     from kvcalc.json_types import JsonObject
     from kvcalc.requests import EngineOptions
     from kvcalc.schema import GpuSpec, ModelSpec
@@ -48,7 +49,7 @@ if TYPE_CHECKING:
     #: the GPU files beside a deployment by key (`folder_gpus`): each a GPU, or why it did not load
     LocalGpus = dict[str, GpuSpec | KvcalcError]
     #: `kvcalc plan`'s per-GPU KV arithmetic (`calc.plan.PlanSearch.engine_kv`)
-    EngineKvOf = Callable[[GpuSpec, int, tuple[range, ...], KvPair], EngineKv]
+    EngineKvOf = Callable[[GpuSpec, int, tuple[range, ...], tuple[StorageFormat, StorageFormat]], EngineKv]
 
 #: an error's field -> the deployment key it is reported against: the calc's `k_dtype` /
 #: `v_dtype` are the file's `kv_dtype`.
@@ -247,12 +248,19 @@ def recorded_options(options: EngineOptions | None) -> JsonObject:
 
 
 def engine_kv_of(
-    dep: Deployment, model: ModelSpec, path: str = "deployment", lines: dict[str, int] | None = None
-) -> tuple[str, EngineKvOf | None]:
+    dep: Deployment,
+    model: ModelSpec,
+    path: str = "deployment",
+    lines: dict[str, int] | None = None,
+    gpu: GpuSpec | None = None,
+) -> tuple[str, EngineKvOf | None, KvPick | None]:
     """(engine name, its per-GPU KV arithmetic or None) for a deployment: the file's `engine:`
     and `engine_options:` resolved as `kvcalc plan` resolves `--engine` and its flags
     (`EngineProfile.options`, `plan_engine_kv`), so `kvcalc check` sizes the file as plan did.
-    No `engine:` is the exact formula ("ideal", None).
+    No `engine:` is the exact formula ("ideal", None). The third: the file's `kv_dtype` as the
+    engine parsed it on `gpu` (`requests.plan_kv_picks`, the parse `kvcalc plan` made) where it
+    is the engine's own (vLLM's `turboquant_k8v4`, `fp8_per_token_head` ...: no kvcalc format),
+    else None.
 
     Raises `ConfigError` against `engine` (an unknown engine, or one that cannot serve the
     model) or `engine_options` (options without an engine, an unknown option, a value of the
@@ -270,7 +278,7 @@ def engine_kv_of(
                 field="engine_options",
                 line=lines.get("engine_options"),
             )
-        return "ideal", None
+        return "ideal", None, None
     from kvcalc.engines.profile import get_profile
     from kvcalc.requests import check_option_bounds
 
@@ -299,7 +307,31 @@ def engine_kv_of(
         refuse_engine_model(prof, model, opts)  # the release's own refusals, as plan makes them
     except KvcalcError as e:
         raise ConfigError(e.message, path=path, field="engine", line=lines.get("engine"), value=dep.engine) from None
-    return prof.name, prof.plan_engine_kv(model, opts)
+    kv: KvPick | None = None
+    kv_options: dict[str, EngineOptions] = {}
+    if dep.kv_dtype is not None and gpu is not None and _engine_only(dep.kv_dtype):
+        from kvcalc.calc.plan import GpuChoice
+        from kvcalc.requests import plan_kv_picks
+
+        try:
+            picks, kv_options, _ = plan_kv_picks(prof, model, opts, [dep.kv_dtype], [GpuChoice((gpu,))])
+        except KvcalcError as e:
+            raise ConfigError(
+                e.message, path=path, field="kv_dtype", line=lines.get("kv_dtype"), value=dep.kv_dtype
+            ) from None
+        kv = picks[0]
+    return prof.name, prof.plan_engine_kv(model, opts, kv_options), kv
+
+
+def _engine_only(name: str) -> bool:
+    """Whether `name` is an engine's own KV dtype, no kvcalc format (`formats.kv_format` refuses it)."""
+    from kvcalc.formats import kv_format
+
+    try:
+        kv_format(name)
+    except KvcalcError:
+        return True
+    return False
 
 
 def speculative_of(
@@ -345,13 +377,15 @@ def check_deployment(path: Path, gpus: LocalGpus | None = None) -> CheckRow:
     from kvcalc.calc.check import check
 
     dep, model, gpu, lines = load_deployment(path, folder_gpus(path.parent) if gpus is None else gpus)
-    engine, engine_kv = engine_kv_of(dep, model, str(path), lines)
+    engine, engine_kv, kv = engine_kv_of(dep, model, str(path), lines, gpu)
     sd = speculative_of(dep, model, path, lines)
     try:
         from kvcalc.requests import speed_terms
 
         speed = speed_terms(gpu, engine, dep.resolved_tp)  # plan's and estimate's terms
-        row = check(dep, model, gpu, file=str(path), engine_kv=engine_kv, engine=engine, speed=speed, speculative=sd)
+        row = check(
+            dep, model, gpu, file=str(path), engine_kv=engine_kv, engine=engine, speed=speed, speculative=sd, kv=kv
+        )
         if dep.offload is not None:  # the tier below the GPU against the host (kvcalc.offload_request)
             from kvcalc.offload_request import check_offload
 

@@ -58,7 +58,7 @@ def test_a_gpu_without_a_compute_capability_is_not_called_no_gpu():
     assert not any("no GPU or attention backend given" in n for n in notes), notes
     assert any(
         n == "MLA attention backend TRITON_MLA (vLLM 0.33's first valid MLA backend on ROCm (VLLM_ROCM_USE_AITER "
-        "unset)) sets block size 16"
+        "unset)) stores auto (bf16) latent rows (576 values, 1,152 B a token), sets block size 16"
         for n in notes
     ), notes
     assert json.loads(r.stdout)["block_size"] == 16

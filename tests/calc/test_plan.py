@@ -253,7 +253,7 @@ def test_llamacpp_on_two_unequal_gpus():
 
 
 def test_llamacpp_refuses_what_it_cannot_run():
-    with pytest.raises(KvcalcError, match="^--kv-dtype: llama.cpp has no 'fp8' KV cache type"):  # as typed
+    with pytest.raises(KvcalcError, match="^--kv-dtype: llama.cpp 0c1e570 has no 'fp8' KV cache type"):  # as typed
         kvcalc.plan("qwen3-32b", seq_len="8k", gpus="l40s", engine="llamacpp", kv_dtypes="fp8")
     with pytest.raises(KvcalcError, match="needs identical GPUs"):
         kvcalc.plan("qwen3-32b", seq_len="8k", gpus="l40s+rtx-4090", engine="vllm")

@@ -129,7 +129,9 @@ def test_start_up_check_in_whole_request_tokens(cli):
         # SlidingWindowManager: "DCP not support sliding window attn now"
         (["gemma-3-27b", "--tp", "32", "--dcp", "2"], "DCP not support sliding window"),
         # hybrid Gated DeltaNet: not modelled under DCP (engines/vllm/dcp.py)
-        (["qwen3-next-80b-a3b", "--tp", "4", "--dcp", "2"], "beside Mamba / linear-attention state is not modelled"),
+        # DeepSeek-V4: its sliding-window specs assert at start-up (vLLM 0.33.0 v1/kv_cache_interface.py
+        # SlidingWindowSpec.max_memory_usage_bytes; models/deepseek_v4/compressor.py SlidingWindowMLASpec)
+        (["deepseek-v4-flash", "--tp", "8", "--dcp", "2"], 'assert "DCP not support sliding window."'),
         # vllm/config/parallel.py: tp % dcp
         (["deepseek-v3", "--tp", "8", "--dcp", "3"], "tp_size=8 must be divisible by dcp_size=3"),
         (["deepseek-v3", "--tp", "8", "--dcp", "2", "--vllm-version", "0.11"], "for vLLM 0.33 only"),
@@ -191,3 +193,24 @@ def test_estimate_dcp_with_another_engine_names_dcp_once(cli, model, engine):
     r = cli("estimate", model, "--engine", engine, "--tp", "8", "--dcp", "2", "--gpu", "h200")
     assert r.exit_code == 2 and len(r.stderr.splitlines()) == 1, r.output
     assert r.stderr.startswith(f"error: --dcp 2 with --engine {engine}: decode context parallel is vLLM's"), r.stderr
+
+
+def test_dcp_on_a_gated_deltanet_hybrid(cli):
+    """vLLM 0.33.0 takes DCP on a Mamba / linear-attention hybrid (issue 20 item 3): the full-attention
+    group is `dcp_sharded`, the state is not ("Mamba state is replicated across DCP/PCP ranks, never
+    sharded", v1/kv_cache_interface.py MambaSpec.max_num_blocks_per_req; HybridKVCacheCoordinator:
+    "DCP with hybrid KV cache layouts only supports full-attention, Mamba, and replicated draft
+    groups"). Qwen3-Next-80B-A3B (configs/models/qwen3-next-80b-a3b.yaml: 12 full-attention and 36
+    Gated DeltaNet layers, 4 groups of 12) at tp 4, dcp 2, 20 GiB, 128k: blocks of 320 tokens
+    (the page unified with the state's), 3,932,160 B a block of the pool; 21,474,836,480 //
+    3,932,160 = 5,461 blocks. A request: the attention group cdiv(cdiv(131,072, 2), 320) =
+    cdiv(65,536, 320) = 205 blocks + 3 state groups x 3 pages (prefix caching's 'align' mode) = 214;
+    vLLM's "Maximum concurrency" 5,461 / 214 = 25.52x. Without dcp: 410 + 9 = 419, 13.03x.
+    The same rule is held against vLLM's own sizing for Qwen3.5-27B at tp 8, dcp 2 (the grid's
+    `dcp` part, tests/oracle/fixtures/vllm-0.33-grid.json)."""
+    args = ("qwen3-next-80b-a3b", "--engine", "vllm", "--tp", "4", "--kv-memory", "20GiB", "-L", "128k", "-f", "json")
+    with_dcp = json.loads(cli("capacity", *args, "--dcp", "2").stdout)
+    plain = json.loads(cli("capacity", *args).stdout)
+    assert with_dcp["num_gpu_blocks"] == plain["num_gpu_blocks"] == 5_461
+    assert with_dcp["max_concurrency"] == 5_461 / 214
+    assert plain["max_concurrency"] == 5_461 / 419

@@ -96,7 +96,8 @@ def test_an_unknown_dtype_names_the_engine_version_and_what_it_takes(cli, engine
     "args",
     [
         ("estimate", "llama-3.1-8b", "--kv-dtype", "turboquant_k8v4"),  # the ideal engine
-        ("plan", "llama-3.1-8b", "--gpu", "h200", "--kv-dtype", "turboquant_k8v4"),
+        # plan's own engine (vllm) sizes it (issue 20); the exact formula does not
+        ("plan", "llama-3.1-8b", "--gpu", "h200", "--engine", "ideal", "--kv-dtype", "turboquant_k8v4"),
         ("compare", "llama-3.1-8b", "--kv-dtype", "turboquant_k8v4"),
     ],
 )
@@ -105,7 +106,7 @@ def test_a_vllm_only_cache_dtype_elsewhere_points_to_engine_vllm(cli, args):
     r = cli(*args)
     assert r.exit_code == 2 and len(r.stderr.splitlines()) == 1, r.output
     assert r.stderr.startswith("error: --kv-dtype: 'turboquant_k8v4' is a vLLM 0.33 --kv-cache-dtype"), r.stderr
-    assert "`kvcalc estimate --engine vllm`" in r.stderr
+    assert "use it with --engine vllm (`kvcalc estimate`, `capacity`, `plan`, `sweep --gpu`)" in r.stderr
     assert cli("estimate", "llama-3.1-8b", "--engine", "vllm", "--kv-dtype", "turboquant_k8v4").exit_code == 0
 
 
@@ -118,10 +119,10 @@ def test_a_vllm_only_cache_dtype_elsewhere_points_to_engine_vllm(cli, args):
     ],
 )
 def test_llamacpp_dtype_refusal_names_kv_dtype_as_typed(cli, args, name):
-    # was "llama.cpp has no 'nvfp4' ..." without the option, and plan's "no 'fp8_e4m3'" for the fp8 typed
+    # was "llama.cpp 0c1e570 has no 'nvfp4' ..." without the option, and plan's "no 'fp8_e4m3'" for the fp8 typed
     r = cli(*args)
     assert r.exit_code == 2
     assert r.stderr.strip().splitlines() == [
-        f"error: --kv-dtype: llama.cpp has no '{name}' KV cache type; use one of f32, f16, bf16, q8_0, q4_0, q4_1, "
+        f"error: --kv-dtype: llama.cpp 0c1e570 has no '{name}' KV cache type; use one of f32, f16, bf16, q8_0, q4_0, q4_1, "
         "q5_0, q5_1, iq4_nl"
     ]

@@ -118,7 +118,8 @@ def test_vllm_fp8_kv_and_weights():
 
 def test_vllm_refusals_name_vllm():
     e = refusal(launch.vllm_line, spec(k_dtype="int8", v_dtype="int8"))
-    assert str(e) == "--k-dtype int8: vLLM has no int8 KV cache (auto, fp8, fp8_e5m2)"
+    # vLLM 0.33.0's names of kvcalc's formats (engine_dtypes.VLLM_033_FORMAT_NAMES)
+    assert str(e) == "--k-dtype int8: vLLM 0.33 has no int8 KV cache (auto, fp8, fp8_e5m2, float16, bfloat16, nvfp4)"
     assert (e.field, e.value) == ("k_dtype", "int8")
     e = refusal(launch.vllm_line, spec(weight_dtype="int4"))
     assert str(e) == (
@@ -281,7 +282,7 @@ def test_llamacpp_refusal_names_the_side():
     e = refusal(cpp, spec(k_dtype="fp16", v_dtype="fp8_e4m3"))
     assert (e.field, e.option, e.value) == ("v_dtype", "--v-dtype", "fp8_e4m3")
     assert str(e) == (
-        "--v-dtype: llama.cpp has no 'fp8_e4m3' KV cache type; use one of f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, "
+        "--v-dtype: llama.cpp 0c1e570 has no 'fp8_e4m3' KV cache type; use one of f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, "
         "q5_1, iq4_nl"
     )
 
@@ -289,3 +290,11 @@ def test_llamacpp_refusal_names_the_side():
 def test_launch_spec_is_frozen():
     with pytest.raises(dataclasses.FrozenInstanceError):
         spec().tp = 2  # type: ignore[misc]
+
+
+def test_llamacpp_cache_type_refusal_names_the_current_release():
+    """The refusal names the llama.cpp release whose cache-type list it gives (issue 20)."""
+    from kvcalc.engines.llamacpp.common import KV_TYPES_COMMIT
+    from kvcalc.engines.llamacpp.current import CURRENT_COMMIT
+
+    assert KV_TYPES_COMMIT == CURRENT_COMMIT == "0c1e570"

@@ -331,7 +331,9 @@ def test_edges_that_are_accepted():
 
 
 def test_kv_types_llama_cpp_lacks():
-    with pytest.raises(KvcalcError, match="llama.cpp has no 'fp8_e4m3' KV cache type; use one of f32, f16, bf16, q8_0"):
+    with pytest.raises(
+        KvcalcError, match="llama.cpp 0c1e570 has no 'fp8_e4m3' KV cache type; use one of f32, f16, bf16, q8_0"
+    ):
         llamacpp.allocate(load_model("llama-3.1-8b"), 4096, FP8, FP8)
 
 

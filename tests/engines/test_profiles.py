@@ -145,7 +145,7 @@ def test_llamacpp_kv_formats_name_the_side_as_typed(llama, typed, field, option)
     name = next(iter(typed.values()))
     assert (e.field, e.value) == (field, name)
     assert str(e) == (
-        f"{option}: llama.cpp has no '{name}' KV cache type; use one of f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, "
+        f"{option}: llama.cpp 0c1e570 has no '{name}' KV cache type; use one of f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, "
         "q5_1, iq4_nl"
     )
 

@@ -126,22 +126,24 @@ def test_swa_memory_for_is_the_least_budget():
 
 def test_swa_pool_too_small_for_one_request():
     """validate_swa_pool_size: Gemma-4 bf16 TP1 with 184,320,000 B: 1,000 full tokens, swa = 800
-    <= window 1,024 + page 1: SGLang raises at start-up."""
+    <= sliding_window_size 1,023 + page 1 (SGLang's exclusive window: `models/gemma4_mm.py`
+    `get_attention_sliding_window_size` = sliding_window - 1): SGLang raises at start-up."""
     with pytest.raises(
         KvcalcError,
         match=r"SWA pool \(800 tokens\) cannot hold even one request: the prefill "
-        r"admission floor is sliding_window_size \(1024\) \+ page_size \(1\)",
+        r"admission floor is sliding_window_size \(1023\) \+ page_size \(1\)",
     ):
         capacity("gemma-4-26b-a4b", 184_320_000, BF16, tp=1)
 
 
 def test_swa_pool_admission_floor_boundary():
-    """The floor is window + page = 1,025: 1,282 x 184,320 = 236,298,240 B gives 1,282 full tokens
-    and int(1,025.6) = 1,025 SWA tokens (refused: 1,025 >= 1,025); 1,283 x 184,320 = 236,482,560 B
-    gives int(1,026.4) = 1,026 (served)."""
-    with pytest.raises(KvcalcError, match=r"SWA pool \(1025 tokens\) cannot hold even one request"):
-        capacity("gemma-4-26b-a4b", 236_298_240, BF16, tp=1)
-    assert capacity("gemma-4-26b-a4b", 236_482_560, BF16, tp=1).kv_cache_tokens == 1_283
+    """The floor is sliding_window_size + page = 1,023 + 1 = 1,024 (SGLang 0.5.23's own code on
+    a CPU gives the same, tests/oracle/sglang_pool_harness.py): 1,281 x 184,320 = 236,113,920 B
+    gives 1,281 full tokens and int(1,024.8) = 1,024 SWA tokens (refused: 1,024 >= 1,024);
+    1,282 x 184,320 = 236,298,240 B gives int(1,025.6) = 1,025 (served)."""
+    with pytest.raises(KvcalcError, match=r"SWA pool \(1024 tokens\) cannot hold even one request"):
+        capacity("gemma-4-26b-a4b", 236_113_920, BF16, tp=1)
+    assert capacity("gemma-4-26b-a4b", 236_298_240, BF16, tp=1).kv_cache_tokens == 1_282
 
 
 def test_swa_pool_fp4_refused():

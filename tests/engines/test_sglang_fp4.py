@@ -92,7 +92,8 @@ def test_fp4_mla_cell():
         (
             MXFP8,
             H100,
-            "SGLang 0.5.23: --kv-cache-dtype mxfp8 requires an SM100+ (Blackwell) GPU, not compute capability 9.0",
+            "SGLang 0.5.23: --kv-cache-dtype mxfp8 requires an SM100+ (Blackwell) GPU for the block-scaled "
+            "operands used by the FA4 MXFP8 attention path (compute capability 9.0)",
         ),
     ],
 )

@@ -240,7 +240,7 @@ def test_nsa_page_64_whatever_page_size_and_bf16_has_no_row_gap():
 def test_nsa_refuses_other_kv_dtypes(fmt):
     # server_args.py: assert kv_cache_dtype in ["bfloat16", "fp8_e4m3"]
     with pytest.raises(
-        KvcalcError, match=f"DeepSeek NSA only supports bf16/bfloat16 or fp8_e4m3 kv_cache_dtype, not {fmt.name}"
+        KvcalcError, match=f"DeepSeek DSA only supports bf16/bfloat16 or fp8_e4m3 kv_cache_dtype, not {fmt.name}"
     ):
         sglang.capacity(v32(), GiB, fmt, fmt)
 
@@ -408,4 +408,4 @@ def test_cli_flags(cli, tmp_path):
     assert r.exit_code == 2 and len(r.output.strip().splitlines()) == 1
     assert "--sglang-version" in r.output and "current, 0.5.16, legacy" in r.output
     r = cli("capacity", str(p), "-m", "1GiB", "--engine", "sglang", "--kv-dtype", "fp16")
-    assert r.exit_code == 2 and "DeepSeek NSA only supports" in r.output
+    assert r.exit_code == 2 and "DeepSeek DSA only supports" in r.output  # 0.5.23 arg_groups/overrides.py 541-544

@@ -94,7 +94,9 @@ def test_fa4_only_up_to_16_heads_a_rank(cli):
     # tp 4: 32 heads a rank -> FLASHMLA_SPARSE (bf16, block 64: the same bytes)
     r = cli("capacity", "deepseek-v3.2", "--engine", "vllm", "--gpu", "b200", "--tp", "4", "--kv-memory", MEM)
     assert r.exit_code == 0, r.output
-    assert "backend FLASHMLA_SPARSE on Blackwell" in " ".join(r.output.replace("│", " ").split())
+    assert "backend FLASHMLA_SPARSE (bf16 rows of 1,152 B a token) on Blackwell" in " ".join(
+        r.output.replace("│", " ").split()
+    )
 
 
 def test_deepseek_v4_same_on_blackwell(cli):

@@ -57,9 +57,12 @@ def test_hopper_bf16_takes_flash_attn_mla_and_keeps_16():
     # V2-Lite: 16 x 1,152 x 27 = 497,664 B per block; 1 GiB // 497,664 = 2,157 blocks, 34,512 tokens
     r = cap(LITE)
     assert figures(r) == (16, 2157, 34_512) and r.page_size_bytes == 497_664
-    assert r.notes[0] == (
-        "MLA attention backend FLASH_ATTN_MLA (vLLM 0.33's first valid MLA backend on compute "
-        "capability 9.0) sets block size 16"
+    assert (
+        r.notes[0]
+        == (
+            "MLA attention backend FLASH_ATTN_MLA (vLLM 0.33's first valid MLA backend on compute "
+            "capability 9.0) stores auto (bf16) latent rows (576 values, 1,152 B a token), sets block size 16"  # issue 20: the format the backend stores
+        )
     )
     # V3: 16 x 1,152 x 61 = 1,124,352 B; 1 GiB // 1,124,352 = 954 (954 x 1,124,352 = 1,072,631,808), 15,264 tokens
     assert figures(cap(V3)) == (16, 954, 15_264)
@@ -73,7 +76,8 @@ def test_hopper_fp8_takes_flashmla_and_64():
     assert figures(r) == (64, 1078, 68_992) and r.page_size_bytes == 995_328
     assert r.notes[0] == (
         "MLA attention backend FLASHMLA (vLLM 0.33's first valid MLA backend on compute capability "
-        "9.0; passed over: FLASH_ATTN_MLA (kv_cache_dtype not supported)) sets block size 64"
+        "9.0; passed over: FLASH_ATTN_MLA (kv_cache_dtype not supported)) "
+        "stores fp8 latent rows (576 values, 576 B a token), sets block size 64"
     )
     # V3: 64 x 576 x 61 = 2,248,704 B; 1 GiB // 2,248,704 = 477 blocks, 30,528 tokens
     assert figures(cap(V3, FP8)) == (64, 477, 30_528)
@@ -88,7 +92,7 @@ def test_blackwell_takes_flashinfer_mla_and_32_for_bf16_and_fp8():
     assert figures(r) == (32, 1078, 34_496)
     assert r.notes[0] == (
         "MLA attention backend FLASHINFER_MLA (vLLM 0.33's first valid MLA backend on compute "
-        "capability 10.0) sets block size 32"
+        "capability 10.0) stores auto (bf16) latent rows (576 values, 1,152 B a token), sets block size 32"
     )
     assert figures(cap(LITE, FP8, cc=B200)) == (32, 2157, 69_024)
     # V3 bf16: 32 x 1,152 x 61 = 2,248,704 B -> 477 blocks, 15,264 tokens; fp8: 1,124,352 B -> 954, 30,528
@@ -115,7 +119,7 @@ def test_no_gpu_assumes_hopper_and_says_so():
     assert r.notes[0] == (
         "MLA attention backend FLASH_ATTN_MLA (vLLM 0.33's first valid MLA backend on compute "
         "capability 9.0 (Hopper), assumed: no NVIDIA GPU (compute capability) or attention backend "
-        "given) sets block size 16"
+        "given) stores auto (bf16) latent rows (576 values, 1,152 B a token), sets block size 16"
     )
 
 
@@ -210,7 +214,9 @@ def test_a_backend_given_is_checked_alone():
     # CUTLASS_MLA on Blackwell: its preferred block, 128: 128 x 1,152 x 27 = 3,981,312 B -> 269 blocks
     r = cap(LITE, cc=B200, attention_backend="CUTLASS_MLA")
     assert figures(r) == (128, 269, 34_432)
-    assert r.notes[0] == "MLA attention backend CUTLASS_MLA (the attention backend given) sets block size 128"
+    assert r.notes[0] == (
+        "MLA attention backend CUTLASS_MLA (the attention backend given) stores auto (bf16) latent rows (576 values, 1,152 B a token), sets block size 128"
+    )
     # TRITON_MLA on Hopper with --block-size 128: kept
     assert cap(LITE, attention_backend="TRITON_MLA", block_size=128).block_size == 128
 

@@ -146,7 +146,8 @@ def test_the_launch_line_states_the_forced_block_size():
     assert notes == [
         (
             "vllm on mi300x: MLA attention backend TRITON_MLA (vLLM's default MLA backend on ROCm "
-            "(VLLM_ROCM_USE_AITER unset)) keeps block size 16"
+            "(VLLM_ROCM_USE_AITER unset)) stores auto (bf16) latent rows (576 values, 1,152 B a token), "
+            "keeps block size 16"
         )
     ]
 
@@ -168,7 +169,8 @@ def test_the_launch_line_states_033s_block_size_only_where_it_is_not_16():
     note = plan_one("h100-sxm", 1025, 1).notes[0]
     assert note == (
         "vllm on h100-sxm: MLA attention backend FLASH_ATTN_MLA (vLLM 0.33's first valid MLA backend "
-        "on compute capability 9.0) sets block size 16"
+        "on compute capability 9.0) stores auto (bf16) latent rows (576 values, 1,152 B a token), sets block "
+        "size 16"  # issue 20: a note naming an MLA backend says which KV format it stores
     )
 
 

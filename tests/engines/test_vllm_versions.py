@@ -77,6 +77,7 @@ def test_deepseek_v2_lite_flashmla_on_hopper_uses_64_token_blocks():
     assert r.log_lines[1].startswith("GPU KV cache size: 34,496 tokens")
     assert r.notes[0] == (
         "MLA attention backend FLASHMLA (vLLM's default MLA backend on compute capability 9.0) "
+        "stores auto (bf16) latent rows (576 values, 1,152 B a token), "  # issue 20: the format it stores
         "forces block size 64, not vLLM's default 16"
     )  # no --block-size given
 
@@ -104,7 +105,8 @@ def test_mla_block_size_per_gpu_and_backend():
     assert vllm.rules("0.11").attention_block_size(m, 128, "FLASHINFER_MLA")[0] == 64
     assert vllm.rules("0.11").attention_block_size(m, 128, "TRITON_MLA", "9.0") == (
         128,
-        "MLA attention backend TRITON_MLA (the attention backend given) keeps block size 128",
+        "MLA attention backend TRITON_MLA (the attention backend given) stores auto (bf16) latent rows "
+        "(576 values, 1,152 B a token), keeps block size 128",
     )
     # non-MLA models keep their block size under any GPU; an MLA backend for them is refused
     llama = load_model("llama-3.1-8b")

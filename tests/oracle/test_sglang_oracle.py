@@ -1,8 +1,10 @@
 """SGLang 0.5.23's own sizing code, live (issue 19 item 2): each harness reruns every case of its
 checked-in fixture and must give the same record (the fixture is SGLang's output, not edited by
-hand), and kvcalc's SGLang profile must give SGLang's figures. Two pools, one test:
-`sglang_harness.py` (the hybrids' Mamba / linear-state pool) with `sglang_fixture.py`, and
-`sglang_dsv4_harness.py` (`DSV4PoolConfigurator` on a CPU) with `sglang_dsv4_fixture.py`.
+hand), and kvcalc's SGLang profile must give SGLang's figures. Three harnesses, one test:
+`sglang_harness.py` (the hybrids' Mamba / linear-state pool) with `sglang_fixture.py`,
+`sglang_dsv4_harness.py` (`DSV4PoolConfigurator` on a CPU) with `sglang_dsv4_fixture.py`, and
+`sglang_pool_harness.py` (the MHA / MLA / DSA pools and the SWA pool: `DefaultPoolConfigurator`,
+`HybridSWAPoolConfigurator`) with `sglang_pool_fixture.py`.
 
 Needs SGLang 0.5.23's Python code and its imports in a venv (docs/engine-oracles.md); from the
 repository root: `/work/oracle/venv-sglang-0.5.23/bin/python -m pytest -m oracle
@@ -25,7 +27,11 @@ sys.path.insert(0, str(Path(__file__).parent))
 pytestmark = pytest.mark.oracle
 
 #: (harness module, fixture module) per SGLang pool the oracle covers
-POOLS = (("sglang_harness", "sglang_fixture"), ("sglang_dsv4_harness", "sglang_dsv4_fixture"))
+POOLS = (
+    ("sglang_harness", "sglang_fixture"),
+    ("sglang_dsv4_harness", "sglang_dsv4_fixture"),
+    ("sglang_pool_harness", "sglang_pool_fixture"),
+)
 
 
 def _harness(name: str) -> ModuleType | str:

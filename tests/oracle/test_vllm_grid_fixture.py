@@ -34,10 +34,10 @@ def _row(case: str) -> dict:
 def test_fixture_covers_the_grid():
     recs = fx.records()
     # 270 layout cases; 176 dtype cases (22 dtypes x 4 models x SM90 / SM100); 132 for the 2026
-    # configs (22 dtypes x DeepSeek-V3.2, GLM-5.2, Qwen3.5-27B x SM90 / SM100); 220 dtypes under DCP
-    # (22 x 5 layouts x SM90 / SM100)
-    assert len(recs) == 798
-    assert [sum(r["part"] == p for r in recs) for p in PARTS] == [270, 176, 132, 220]
+    # configs (22 dtypes x DeepSeek-V3.2, GLM-5.2, Qwen3.5-27B x SM90 / SM100); 264 dtypes under DCP
+    # (22 x 6 layouts x SM90 / SM100: the sixth, Qwen3.5-27B tp 8 dcp 2, a Gated DeltaNet hybrid)
+    assert len(recs) == 842
+    assert [sum(r["part"] == p for r in recs) for p in PARTS] == [270, 176, 132, 264]
     assert {r["inputs"]["kv_cache_dtype"] for r in recs if r["part"] == "dtypes"} == set(CACHE_DTYPES)
     for part in ("models2026", "dcp"):
         assert {r["inputs"]["kv_cache_dtype"] for r in recs if r["part"] == part} == set(CACHE_DTYPES)

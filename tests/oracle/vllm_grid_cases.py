@@ -83,6 +83,9 @@ DCP_LAYOUTS = (
     ("deepseek-v2-lite", 4, 2),
     ("deepseek-v3", 8, 8),
     ("deepseek-v3.2", 8, 8),
+    # a Gated DeltaNet hybrid (4 KV heads of 24 query heads: tp 8 > 4, dcp 2 <= 8 // 4, 6 % 2 == 0):
+    # the attention group sharded by position, the state kept whole (issue 20 item 3)
+    ("qwen3.5-27b", 8, 2),
 )
 
 

@@ -89,14 +89,19 @@ def mib_f32(n_bytes: int) -> float:
     return f32(n_bytes) / 2**20
 
 
+#: the llama.cpp release whose `common/arg.cpp` `kv_cache_types` `GGML_NAMES` lists (the current
+#: rules' `current.CURRENT_COMMIT`, tests/engines/test_launch_lines.py holds them equal)
+KV_TYPES_COMMIT = "0c1e570"
+
+
 class NoGgmlTypeError(KvcalcError):
     """A KV format llama.cpp has no cache type for (`common/arg.cpp` `kv_cache_types`), named
-    as typed where the caller knows it (`named`): `--kv-dtype: llama.cpp has no 'fp8' KV cache
+    as typed where the caller knows it (`named`): `--kv-dtype: llama.cpp 0c1e570 has no 'fp8' KV cache
     type; use one of ...`."""
 
     def __init__(self, name: str, field: str) -> None:
         super().__init__(
-            f"llama.cpp has no '{name}' KV cache type",
+            f"llama.cpp {KV_TYPES_COMMIT} has no '{name}' KV cache type",
             fix=f"use one of {', '.join(GGML_NAMES.values())}",
             field=field,
             value=name,

@@ -27,8 +27,11 @@ What vLLM 0.33.0 does (the wheel's Python code; held against it by `tests/oracle
   auto / bfloat16 (then on FLASHMLA_SPARSE, the same 16-bit pages) and fp8 / fp8_ds_mla, not
   float16 or fp8_e4m3 (vLLM's selection, run by `tests/oracle/vllm_grid.py`).
 
-Not modelled (refused, naming why): DCP on vLLM 0.11 / 0.6, hybrid Mamba / linear-attention
-models, DeepSeek-V4's compressed caches.
+- Hybrid Mamba / linear-attention models: the attention groups are sharded, the state is kept
+  whole on each rank (`check_dcp_model` quotes vLLM's code). DeepSeek-V4 is refused, as vLLM
+  refuses it: its sliding-window specs assert at start-up.
+
+Not modelled (refused, naming why): DCP on vLLM 0.11 / 0.6.
 """
 
 from __future__ import annotations
@@ -68,24 +71,62 @@ def check_dcp(
         return
     if dcp < 1:
         raise _refuse(f"dcp must be a positive integer, got {dcp}", dcp)
+    _check_version(dcp, version)
+    if tp % dcp:  # vllm/config/parallel.py ParallelConfig (pcp == 1)
+        raise _refuse(f"vLLM {version} refuses: tp_size={tp} must be divisible by dcp_size={dcp}.", dcp)
+    check_dcp_model(model, dcp, version, cache_dtype, compute_capability)
+    if "mla" in {layer.kind for layer in model.layers}:
+        return
+    _check_gqa(model, tp, dcp, version)
+
+
+def _check_version(dcp: int, version: str) -> None:
     if version != DCP_VERSION:
         raise _refuse(
             f"vLLM {version}: kvcalc models decode context parallel (dcp {dcp}) for vLLM {DCP_VERSION} only",
             dcp,
         )
-    if tp % dcp:  # vllm/config/parallel.py ParallelConfig (pcp == 1)
-        raise _refuse(f"vLLM {version} refuses: tp_size={tp} must be divisible by dcp_size={dcp}.", dcp)
+
+
+def check_dcp_model(
+    model: ModelSpec,
+    dcp: int,
+    version: str,
+    cache_dtype: str | None = None,
+    compute_capability: str | None = None,
+    *,
+    any_gpu: bool = False,
+) -> None:
+    """The part of `check_dcp` no tp changes: the release, the model's layers, the KV dtype's
+    backend (`any_gpu`: leave out what depends on the GPU, Hopper's sparse MLA backends). What
+    vLLM 0.33.0 does with each kind of layer under DCP:
+
+    - full attention, MLA, DSA's indexer keys: sharded by position (`AttentionSpec.dcp_sharded`);
+    - Mamba / linear-attention state: accepted and kept whole on every rank. `MambaSpec` is not
+      `dcp_sharded` ("Mamba state is replicated across DCP/PCP ranks, never sharded",
+      `v1/kv_cache_interface.py` `MambaSpec.max_num_blocks_per_req`); the hybrid coordinator
+      takes it ("DCP with hybrid KV cache layouts only supports full-attention, Mamba, and
+      replicated draft groups", `v1/core/kv_cache_coordinator.py` `HybridKVCacheCoordinator`), its
+      manager runs with dcp 1 (`SingleTypeKVCacheManager.__init__`: "dcp_world_size if
+      kv_cache_spec.dcp_sharded else 1"), and the Mamba mixers have no attention impl for
+      `check_attention_cp_compatibility` (`v1/worker/cp_utils.py`) to refuse. Their pages count as
+      without DCP (`common.pages_per_request`, `planning.LayerCache`);
+    - sliding window (DeepSeek-V4's SWA cache and compressor state are `SlidingWindowMLASpec`,
+      `models/deepseek_v4/compressor.py`, `v1/attention/backends/mla/sparse_swa.py`): refused, as
+      vLLM does at start-up (`SlidingWindowSpec.max_memory_usage_bytes` asserts "DCP not support
+      sliding window.") and on its first prefix-cache lookup (`SlidingWindowManager`).
+
+    Raises `KvcalcError` (field `dcp`)."""
+    if dcp == 1:
+        return
+    _check_version(dcp, version)
     kinds = {layer.kind for layer in model.layers}
-    if kinds & {"mamba", "linear"}:
-        raise _refuse(
-            f"{model.name}: decode context parallel beside Mamba / linear-attention state is not modelled "
-            f"by kvcalc's vLLM {version} profile",
-            dcp,
-        )
     if any(layer.compress_ratio for layer in model.layers):
         raise _refuse(
-            f"{model.name}: decode context parallel over compressed caches is not modelled by kvcalc's "
-            f"vLLM {version} profile",
+            f"{model.name} (DeepSeek-V4's compressed and sliding-window caches): vLLM {version} refuses decode "
+            "context parallel: its sliding-window specs (SlidingWindowMLASpec, models/deepseek_v4/compressor.py) "
+            'assert "DCP not support sliding window." when the cache is sized (vLLM 0.33.0 '
+            "v1/kv_cache_interface.py SlidingWindowSpec.max_memory_usage_bytes)",
             dcp,
         )
     if "sliding" in kinds:
@@ -96,7 +137,7 @@ def check_dcp(
         )
     name = cache_dtype or "auto"
     sparse = any(layer.index_dim for layer in model.layers)
-    hopper = (compute_capability or "9.0").split(".")[0] == "9"
+    hopper = not any_gpu and (compute_capability or "9.0").split(".")[0] == "9"
     if "mla" not in kinds and name not in DCP_MHA_DTYPES:
         raise _refuse(
             f"vLLM {version} refuses --kv-cache-dtype {name} with decode context parallel: its backend "
@@ -110,8 +151,10 @@ def check_dcp(
             f"{', '.join(DCP_SPARSE_MLA_HOPPER_DTYPES)} (FLASHMLA_SPARSE)",
             dcp,
         )
-    if "mla" in kinds:
-        return
+
+
+def _check_gqa(model: ModelSpec, tp: int, dcp: int, version: str) -> None:
+    """vLLM's GQA / MQA rules under DCP (`vllm/config/model.py` verify_with_parallel_config)."""
     kv_heads = model.resolved_n_kv_heads
     if tp <= kv_heads:  # vllm/config/model.py verify_with_parallel_config
         raise _refuse(

@@ -35,7 +35,7 @@ in 0.11 FlashMLA 64 on Hopper, CUTLASS MLA 128 on Blackwell.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from kvcalc.engines.vllm.common import (
@@ -182,16 +182,23 @@ class VllmPlanKv:
 
 
 def resolve(
-    model: ModelSpec, options: VllmOptions, gpu: GpuSpec | None, tp: int, k_dtype: StorageFormat, v_dtype: StorageFormat
+    model: ModelSpec,
+    options: VllmOptions,
+    gpu: GpuSpec | None,
+    tp: int,
+    k_dtype: StorageFormat | str,
+    v_dtype: StorageFormat | str,
+    label: str | None = None,
 ) -> VllmPlanKv:
     """The model on one stage on `gpu` (what depends on the GPU, tp and formats, not on the
     pipeline split): the release's `resolve` (block size, page, notes) and `kv_cache_groups`
-    (V0: one block of every layer, sliding ones full, `CacheEngine`). Raises `KvcalcError`
-    where `vllm.capacity` would."""
+    (V0: one block of every layer, sliding ones full, `CacheEngine`). `label`: vLLM's
+    `--kv-cache-dtype` where the formats do not say it (`calc.plan.KvPick.engine_dtype`), as
+    `vllm.capacity` hands it to `resolve`. Raises `KvcalcError` where `vllm.capacity` would."""
     o = gpu_options(options, gpu)
     rules = release(o.version)
     k, v = kv_format(k_dtype), kv_format(v_dtype)
-    r = rules.resolve(model, k, v, tp=tp, options=o)
+    r = rules.resolve(model, k, v, tp=tp, options=o, label=label)
     in_flight = rules.in_flight_tokens(o.max_num_batched_tokens, o.async_scheduling)
     if r.specs is not None:  # the 2026 models: per-layer specs, as `VllmRules.memory_for` counts them
         from kvcalc.engines.vllm import planning
@@ -218,12 +225,23 @@ def resolve(
 
 
 def plan_kv(
-    model: ModelSpec, options: VllmOptions
-) -> Callable[[GpuSpec, int, tuple[range, ...], tuple[StorageFormat, StorageFormat]], VllmPlanKv]:
-    """The callable `calc.plan.PlanSearch.engine_kv` takes: (gpu, tp, stages, (K, V)) ->
-    `VllmPlanKv`, resolved once per (compute capability, vendor, tp, formats) and split once per
-    pipeline split: GPUs of one architecture share it."""
+    model: ModelSpec, options: VllmOptions, kv_options: Mapping[str, VllmOptions] | None = None
+) -> Callable[..., VllmPlanKv]:
+    """The callable `calc.plan.PlanSearch.engine_kv` takes: (gpu, tp, stages, kv, dcp=1) ->
+    `VllmPlanKv`, resolved once per (compute capability, vendor, tp, formats, dcp) and split once
+    per pipeline split: GPUs of one architecture share it.
+
+    `kv` is (K, V) or a `calc.plan.KvPick`, whose `engine_dtype` names the options object the
+    request builder parsed that dtype into (`kv_options`, by name: `VllmProfile.kv_formats` folds
+    TurboQuant presets and per-token-head scales into `cache_dtype` / `per_token_head_scales`),
+    so each layout is sized exactly as `kvcalc capacity --engine vllm --kv-cache-dtype X` sizes
+    it (`VllmRules.resolve`). `dcp` > 1: vLLM's checks under decode context parallel
+    (`dcp.check_dcp`, through `resolve`) and the backend it picks there (SM100: FA4's heads x
+    dcp); the request's tokens per rank, cdiv(L, dcp), are the caller's (`calc.plan._Placed.positions`)."""
+    import dataclasses
+
     cache: dict[tuple, VllmPlanKv | KvcalcError] = {}
+    by_dtype = dict(kv_options or {})
 
     def cached(key: tuple, make: Callable[[], VllmPlanKv]) -> VllmPlanKv:
         if key not in cache:
@@ -236,9 +254,15 @@ def plan_kv(
             raise found
         return found
 
-    def build(gpu: GpuSpec, tp: int, stages: tuple[range, ...], kv: tuple[StorageFormat, StorageFormat]) -> VllmPlanKv:
-        key = (gpu.compute_capability, gpu.vendor, tp, kv)
-        whole = cached(key, lambda: resolve(model, options, gpu, tp, *kv))
+    def build(
+        gpu: GpuSpec, tp: int, stages: tuple[range, ...], kv: tuple[StorageFormat, ...], dcp: int = 1
+    ) -> VllmPlanKv:
+        label: str | None = getattr(kv, "engine_dtype", None)  # `calc.plan.KvPick`
+        key = (gpu.compute_capability, gpu.vendor, tp, tuple(kv), label, dcp)
+        o = by_dtype.get(label, options) if label else options
+        if dcp > 1:
+            o = dataclasses.replace(o, dcp=dcp)
+        whole = cached(key, lambda: resolve(model, o, gpu, tp, kv[0], kv[1], label))
         split = tuple((s.start, s.stop) for s in stages)
         return cached((*key, split), lambda: VllmPlanKv.on_stages(model, whole, stages))
 
@@ -246,7 +270,11 @@ def plan_kv(
 
 
 def launch_block_size(
-    model: ModelSpec, options: VllmOptions, gpu: GpuSpec | None, k_dtype: StorageFormat | None = None
+    model: ModelSpec,
+    options: VllmOptions,
+    gpu: GpuSpec | None,
+    k_dtype: StorageFormat | str | None = None,
+    cache_dtype: str | None = None,
 ) -> int | None:
     """The `--block-size` a launch line states, None where vLLM's default 16 stands.
 
@@ -257,14 +285,21 @@ def launch_block_size(
     Blackwell, which moves vLLM to TRITON_MLA, is stated; 0.11: FlashMLA 64 on Hopper, CUTLASS
     MLA 128 on Blackwell whatever is given). Stating a backend's own preferred size picks the
     same backend again: the ones passed over for it were passed over without it too. A hybrid's
-    unified block is vLLM's own choice: not stated."""
+    unified block is vLLM's own choice: not stated. `cache_dtype`: vLLM's own `--kv-cache-dtype`
+    where the plan carries one (`calc.plan.KvPick.engine_dtype`: `fp8_ds_mla` picks FLASHMLA_SPARSE
+    where `fp8` picks FLASHINFER_MLA_SPARSE on Blackwell), which the backend is chosen for."""
     o = gpu_options(options, gpu)
     rules = release(o.version)
     given = o.block_size
+    if cache_dtype is not None and given is None:
+        from kvcalc.engines.vllm import v0_33_specs
+
+        if v0_33_specs.needs_specs(model):  # the per-layer backends' own block (`v0_33.spec_resolve`)
+            return None
     own = chosen = given or DEFAULT_BLOCK_SIZE
     if any(layer.kind == "mla" for layer in model.layers):
         k = kv_format(k_dtype or default_kv_dtype(model)[0])
-        dtype = vllm_cache_dtype(model, k, o.per_token_head_scales)
+        dtype = cache_dtype or vllm_cache_dtype(model, k, o.per_token_head_scales)
 
         def pick(size: int | None) -> int:
             return rules.attention_block_size(model, size, o.attention_backend, o.compute_capability, o.vendor, dtype)[

@@ -81,6 +81,9 @@ class Vllm011(V1Rules):
         `KvcalcError`, field `block_size`). Non-MLA models keep the size given, else 16."""
         if not any(layer.kind == "mla" for layer in model.layers):
             return block_size or DEFAULT_BLOCK_SIZE, None
+        from kvcalc.engines.vllm.v0_33_mla import latent_words
+
+        stores = latent_words(model, kv_cache_dtype)  # what the backend stores (issue 20)
         given = block_size
         block_size = block_size or DEFAULT_BLOCK_SIZE
         if name is None and vendor == "amd":
@@ -105,9 +108,9 @@ class Vllm011(V1Rules):
         if name == "FLASHINFER_MLA" and block_size in FLASHINFER_MLA_BLOCK_SIZES:
             forced = None
         if forced is None:
-            return block_size, f"MLA attention backend {name} ({why}) keeps block size {block_size}"
+            return block_size, f"MLA attention backend {name} ({why}) {stores}, keeps block size {block_size}"
         return forced, (
-            f"MLA attention backend {name} ({why}) forces block size {forced}"
+            f"MLA attention backend {name} ({why}) {stores}, forces block size {forced}"
             + (
                 ""
                 if block_size == forced

@@ -154,6 +154,21 @@ def _cc_words(compute_capability: str | None, vendor: str | None) -> str:
     return f"compute capability {compute_capability}"
 
 
+def latent_words(model: ModelSpec, kv_cache_dtype: str | None) -> str:
+    """What a dense MLA backend stores, in words: one latent row of kv_lora_rank + qk_rope_head_dim
+    values a token and layer (`MLAAttention.get_kv_cache_spec`: num_kv_heads 1, head_size 576 for
+    DeepSeek-V3) in the cache dtype, `auto` the model's own: DeepSeek-V3 fp8 576 x 1 = 576 B, bf16
+    576 x 2 = 1,152 B."""
+    name = (kv_cache_dtype or "auto").strip().lower()
+    one = 1 if name.startswith("fp8") else 2 if name in ("auto", "bfloat16", "float16", "bf16", "fp16") else None
+    if name == "auto":
+        name = f"auto ({model.dtype})"
+        one = 4 if model.dtype == "fp32" else 2
+    width = model.resolved_head_dim
+    size = f", {width * one:,} B a token" if one is not None else ""
+    return f"stores {name} latent rows ({width} values{size})"
+
+
 def select_block_size(
     model: ModelSpec,
     block_size: int | None,
@@ -200,7 +215,10 @@ def select_block_size(
             )
         size = block_size or MLA_BACKENDS[name].preferred_block_size()
         how = f"keeps the --block-size {size} given" if block_size else f"sets block size {size}"
-        return size, f"MLA attention backend {name} (the attention backend given) {how}"
+        return (
+            size,
+            f"MLA attention backend {name} (the attention backend given) {latent_words(model, kv_cache_dtype)}, {how}",
+        )
     invalid: dict[str, list[str]] = {}
     for candidate in mla_backend_priorities(compute_capability, vendor):  # CudaPlatform.get_valid_backends
         reasons = mla_backend_reasons(candidate, model, kv_cache_dtype, block_size, compute_capability, vendor)
@@ -220,8 +238,14 @@ def select_block_size(
         where += "; passed over: " + "; ".join(f"{n} ({', '.join(r)})" for n, r in invalid.items())
     if block_size is None:  # Platform.update_block_size_for_backend, phase 1
         size = MLA_BACKENDS[candidate].preferred_block_size()
-        return size, f"MLA attention backend {candidate} ({where}) sets block size {size}"
-    note = f"MLA attention backend {candidate} ({where}) keeps the --block-size {block_size:,} given"
+        return (
+            size,
+            f"MLA attention backend {candidate} ({where}) {latent_words(model, kv_cache_dtype)}, sets block size {size}",
+        )
+    note = (
+        f"MLA attention backend {candidate} ({where}) {latent_words(model, kv_cache_dtype)}, "
+        f"keeps the --block-size {block_size:,} given"
+    )
     precluded = [n for n, r in invalid.items() if r == ["block_size not supported"]]
     if precluded:  # CudaPlatform.get_attn_backend_cls's warning
         note += (

@@ -266,10 +266,13 @@ def sparse_mla_specs(
             value=major,
         )
     if major == 10 and cache_dtype in SM10_FP8 and (model.qk_nope_head_dim or 0) in FLASHINFER_SPARSE_NOPE:
-        backend = f"FLASHINFER_MLA_SPARSE (fp8 rows of {k.bytes_for(576)} B a token)"
+        backend = f"FLASHINFER_MLA_SPARSE (fp8 rows of {k.bytes_for(576):,} B a token)"
         latent = None
     elif major == 10 and cache_dtype in SPARSE_16BIT:
-        backend = sm10_16bit_backend(model, cache_dtype, tp=tp, dcp=dcp)
+        backend = (
+            sm10_16bit_backend(model, cache_dtype, tp=tp, dcp=dcp)
+            + f" ({k.name} rows of {k.bytes_for(576):,} B a token)"
+        )
         latent = None
     elif major == 10 and cache_dtype == "nvfp4_ds_mla":
         # quantized: FLASHINFER_MLA_SPARSE first, which does not list it; FLASHMLA_SPARSE keeps the
@@ -280,7 +283,9 @@ def sparse_mla_specs(
     elif cache_dtype in SPARSE_16BIT:
         # FLASH_ATTN_MLA_SPARSE "does not support DCP for now" (`flashattn_mla_sparse.py` 108-111):
         # under DCP the next in line, FLASHMLA_SPARSE (auto / bfloat16; float16 is refused by DCP's check)
-        backend = "FLASHMLA_SPARSE" if dcp > 1 else "FLASH_ATTN_MLA_SPARSE"
+        backend = (
+            "FLASHMLA_SPARSE" if dcp > 1 else "FLASH_ATTN_MLA_SPARSE"
+        ) + f" ({k.name} rows of {k.bytes_for(576):,} B a token)"
         latent = None
     elif cache_dtype in SPARSE_FP8:
         backend = "FLASHMLA_SPARSE (fp8 stored as fp8_ds_mla, 656 B a token)"
