@@ -158,13 +158,17 @@ def kv_formats(
     from kvcalc.formats import kv_format, refuse_unused_kv_dtype
 
     refuse_unused_kv_dtype(kv_dtype, k_dtype, v_dtype)
-    base, base_field = (kv_dtype, "kv_dtype") if kv_dtype is not None else (model.dtype, None)
+    plain = quant_group_size is None and scale_dtype is None  # the model's own format needs no parse
+    own: str | StorageFormat = model.dtype_format if plain else model.dtype
+    base, base_field = (kv_dtype, "kv_dtype") if kv_dtype is not None else (own, None)
     k = kv_format(
         k_dtype if k_dtype is not None else base,
         quant_group_size,
         scale_dtype,
         field="k_dtype" if k_dtype is not None else base_field,
     )
+    if k_dtype is None and v_dtype is None:  # one format for both: parsed once
+        return k, k
     v = kv_format(
         v_dtype if v_dtype is not None else base,
         quant_group_size,

@@ -33,12 +33,12 @@ def parses(monkeypatch) -> Counter:
 
 # (command, the most parses): what the builder parses and nothing else
 #  - estimate: the model file's dtype validator (bf16; 0 when the bundled model is already
-#    loaded), K and V in the builder (`requests.kv_formats`: the model's bf16 twice), the
-#    model's dtype once per model (`ModelSpec.dtype_format`, the weight count's) = 4
+#    loaded), the model's dtype once per model (`ModelSpec.dtype_format`: the builder's K and V,
+#    `requests.kv_formats`, and the weight count's) = 2
 #  - plan --engine vllm: the model file (<= 1), the KV list vLLM plans (fp8_e4m3 and bf16, one
 #    parse each), the weight list (fp8_e4m3: 1), the model's dtype once (1) = 5
 CASES = [
-    (["estimate", "llama-3.1-8b", "--gpu", "h100-sxm"], 4),
+    (["estimate", "llama-3.1-8b", "--gpu", "h100-sxm"], 2),
     (["plan", "llama-3.1-8b", "-s", "8k", "--concurrency", "4", "--gpu", "h100-sxm", "--engine", "vllm"], 5),
 ]
 
@@ -79,4 +79,4 @@ def test_the_python_api_still_takes_format_names(parses):
     # 32 layers x 8 KV heads x 128 x (K + V) x 1 B (fp8) = 65,536 B per token; x 8,192 tokens
     assert est.kv_cache_bytes == 32 * 8 * 128 * 2 * 8192
     assert est.kv_dtype == "fp8_e4m3"
-    assert parses["fp8"] == 2  # K and V, in the builder
+    assert parses["fp8"] == 1  # K and V, one format, in the builder
