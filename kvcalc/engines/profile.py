@@ -194,7 +194,11 @@ class EngineProfile(Generic[Opts]):
                 shown = label
         try:
             k = storage_format(k_dtype or base, field="k_dtype" if k_dtype else "kv_dtype")
-            v = storage_format(v_dtype or base, field="v_dtype" if v_dtype else "kv_dtype")
+            v = (
+                k
+                if not (k_dtype or v_dtype)
+                else storage_format(v_dtype or base, field="v_dtype" if v_dtype else "kv_dtype")
+            )
         except UnknownNameError as e:
             raise self.unknown_kv_dtype(e, options) from None
         self.check_kv_formats(model, k, v, options)
