@@ -189,8 +189,7 @@ def estimate(
         from kvcalc.load.gpus import get_gpu
 
         gpu_spec = get_gpu(served["gpu"]) if isinstance(served["gpu"], str) else served["gpu"]
-        layout = Layout(**knobs)
-        layout.check()
+        layout = Layout(**knobs)  # its knobs checked where the request is built (`EstimateRequest.build`)
         req = EstimateRequest.build(
             spec,
             **args,

@@ -307,11 +307,20 @@ class EstimateRequest(NamedTuple):
 
         check_positive(batch=batch, tp=tp, pp=pp, dp=dp, dp_attention=dp_attention, ep=ep, dcp=dcp)
         check_gpu_total(tp, pp, dp * dp_attention)
-        if dcp > 1:  # the engine first: another engine's --dcp is refused before vLLM's DCP rules
+        engine = rest.get("engine", "ideal")
+        if dcp > 1 or engine != "ideal":
             from kvcalc.engines import canonical
 
-            if canonical(rest.get("engine", "ideal")) not in ("ideal", "vllm"):
-                refuse_dcp_engine(rest["engine"], dcp)
+            if dcp > 1 and canonical(engine) not in ("ideal", "vllm"):
+                # the engine first: another engine's --dcp is refused before vLLM's DCP rules
+                refuse_dcp_engine(engine, dcp)
+            if canonical(engine) != "ideal":  # the engine's options, once (`engine_for_batch` trusts them)
+                from kvcalc.engines.profile import get_profile
+
+                prof = get_profile(engine)
+                opts = prof.options(rest.get("engine_options"))
+                check_option_bounds(opts)
+                prof.check_options(opts)
         T = resolve_seq_len(model, seq_len)
         kv_given = bool(kv_dtype or k_dtype or v_dtype or quant_group_size or scale_dtype)
         choice = None
@@ -324,7 +333,26 @@ class EstimateRequest(NamedTuple):
         check_limits([batch], [T])
         if warn:
             warn_beyond_context(model, [T])
-        check_tp(model, tp)  # once, here: `kv_cache.estimate` trusts the workload's tp
+        check_tp(model, tp)  # once, here: `kv_cache.estimate` and `GpuFit` trust the workload's layout
+        if (dp_attention, ep, dcp) != (1, 1, 1):
+            from kvcalc.calc.parallel import check_layout
+
+            check_layout(model, tp, dp_attention, ep, dcp)
+        speculative = rest.get("speculative")
+        if rest.get("gpu") is None:  # both are sized on a GPU's memory plan and roofline
+            if speculative is not None:
+                raise KvcalcError(
+                    "--speculative-config needs --gpu (the draft's weights and the step times are per GPU)",
+                    option="--speculative-config",
+                )
+            if rest.get("input_len") is not None or rest.get("output_len") is not None:
+                raise KvcalcError(
+                    "--input-len / --output-len need --gpu (a GPU from `kvcalc gpus`)", option="--input-len"
+                )
+        if speculative is not None:  # once, here: `calc.speculative.estimate` trusts it
+            speculative.check(model)
+        if rest.get("layout") is not None:  # the memory plan's knobs, once: `GpuFit` trusts them
+            rest["layout"].check()
         wl = Workload(
             seq_len=T,
             batch=batch,
@@ -482,13 +510,6 @@ def run_estimate(req: EstimateRequest) -> EstimateResult:
             from kvcalc.calc import speculative as spec_calc
 
             spec_res = spec_calc.estimate(planner, req.speculative, est.seq_len, est.batch)
-    elif req.speculative is not None:
-        raise KvcalcError(
-            "--speculative-config needs --gpu (the draft's weights and the step times are per GPU)",
-            option="--speculative-config",
-        )
-    elif req.input_len is not None or req.output_len is not None:
-        raise KvcalcError("--input-len / --output-len need --gpu (a GPU from `kvcalc gpus`)", option="--input-len")
     hint = None
     if serving is not None and gpu is not None and not serving.fits:
         hint = fit_hint(req, gpu, layout, est)
@@ -543,15 +564,11 @@ def engine_for_batch(req: EstimateRequest, plan: ServingEstimate | None = None) 
     from kvcalc.formats import kv_format
 
     prof = get_profile(req.engine)
-    opts = prof.options(req.engine_options)
-    check_option_bounds(opts)
-    prof.check_options(opts)
+    opts = prof.options(req.engine_options)  # checked where the request was built (`EstimateRequest.build`)
     T, B, tp = req.workload.seq_len, req.workload.batch, req.workload.parallel.tp
     par = req.workload.parallel
-    if par.dcp > 1 and prof.name == "vllm":  # vLLM's blocks at cdiv(T, dcp) positions (`VllmOptions.dcp`)
+    if par.dcp > 1:  # vLLM's blocks at cdiv(T, dcp) positions (`VllmOptions.dcp`); the builder refused other engines
         opts = dataclasses.replace(opts, dcp=par.dcp)
-    elif par.dcp > 1:  # decode context parallel is vLLM's
-        refuse_dcp_engine(req.engine, par.dcp)
     B = -(-B // par.dp_attention)  # each attention-DP rank is an engine core with its own requests
     if req.kv is not None:  # parsed once, by the engine, when the request was built
         k, v, shown = req.kv.k, req.kv.v, req.kv.label
@@ -670,6 +687,7 @@ def plan_kv_memory(
     from kvcalc.load.gpus import get_gpu
 
     spec = get_gpu(gpu) if isinstance(gpu, str) else gpu
+    layout.check()  # `capacity --gpu`'s knobs, once: `GpuFit` trusts them
     T = resolve_seq_len(model, seq_len)
     B = concurrency or 1
     planner = GpuFit(model, spec, layout)
@@ -979,7 +997,7 @@ class PlanRequest(NamedTuple):
         check_option_bounds(opts)
         prof.check_options(opts)
         knobs = knobs if knobs is not None else Layout()
-        knobs.check()
+        knobs.check()  # once, here: the search's `GpuFit`s trust them
 
         choices, table = [], gpu_table()
         for name in _names(gpus, "--gpu") or list(table):

@@ -16,7 +16,7 @@ compile and evaluate, some eighty times. A name not yet defined goes in quotes (
 from functools import cached_property
 from typing import Annotated, Any, Literal
 
-from pydantic import Field, PositiveInt, field_validator, model_validator
+from pydantic import Field, PositiveInt, ValidationInfo, field_validator, model_validator
 
 from kvcalc.errors import MESSAGE, KvcalcError
 from kvcalc.formats import FormatField, StorageFormat
@@ -105,6 +105,20 @@ LAYER_KIND_ALIASES: dict[str, str] = {
     "mlp": "mlp",
     "moe": "mlp",
 }
+
+
+#: the key of `model_validate(..., context=...)` under which a loader passes its file's own
+#: names of the model's fields (`{"n_kv_heads": "num_key_value_heads"}`), so an error about a
+#: value read from a file names the file's field (`kvcalc.load.files.build`'s `names`).
+FILE_NAMES = "file_names"
+
+
+def file_names(info: ValidationInfo) -> dict[str, str]:
+    """The file's names of the fields (kvcalc field -> the file's key) a loader passed in the
+    validation context (`FILE_NAMES`); {} for a kvcalc YAML or the Python API."""
+    ctx = info.context if isinstance(info.context, dict) else {}
+    names = ctx.get(FILE_NAMES)
+    return names if isinstance(names, dict) else {}
 
 
 def field_error(model: str, field: str, message: str, value: object = None) -> Exception:
@@ -467,7 +481,7 @@ class ModelSpec(_Frozen):
             raise ValueError(getattr(e, "message", str(e))) from None
 
     @model_validator(mode="after")
-    def _check(self) -> "ModelSpec":
+    def _check(self, info: ValidationInfo) -> "ModelSpec":
         if (
             self.index_head_dim is not None
             and self.attention != "mla"
@@ -480,7 +494,7 @@ class ModelSpec(_Frozen):
                 "index_head_dim (DeepSeek-V3.2's indexer) needs "
                 "attention: mla (or compress_ratios, or index_format: kv)",
             )
-        self._check_2026()
+        self._check_2026(file_names(info))
         if self.mla_cache is not None and self.attention != "mla":
             raise field_error("ModelSpec", "mla_cache", "mla_cache (how llama.cpp caches MLA) needs attention: mla")
         if self.attention == "mla":
@@ -500,17 +514,7 @@ class ModelSpec(_Frozen):
                     "model has sliding MLA layers); remove sliding_window"
                 )
         else:
-            kv = self.n_kv_heads or self.n_heads
-            if self.n_heads % kv:
-                raise ValueError(f"n_heads ({self.n_heads}) must be divisible by n_kv_heads ({kv})")
-            if self.head_dim is None and self.hidden_size is None:
-                raise field_error(
-                    "ModelSpec", "head_dim", "give head_dim, or hidden_size to derive it as hidden_size // n_heads"
-                )
-            if self.head_dim is None and self.hidden_size is not None and self.hidden_size % self.n_heads:
-                raise ValueError(
-                    f"hidden_size ({self.hidden_size}) is not divisible by n_heads ({self.n_heads}); give head_dim"
-                )
+            self._check_heads(file_names(info))
         if self.layer_pattern is not None and self.layer_types is not None:
             raise ValueError("give layer_pattern or layer_types, not both")
         if self.layer_types is not None and len(self.layer_types) != self.n_layers:
@@ -553,8 +557,52 @@ class ModelSpec(_Frozen):
             )
         return self
 
-    def _check_2026(self) -> None:
-        """The per-layer lists and the 2026 fields agree with the layer count and each other."""
+    def _check_heads(self, name: dict[str, str]) -> None:
+        """The attention geometry of a per-head model: KV heads at most the query heads and
+        dividing them, a head size given or derivable. Each error is located at, and names, the
+        field as the file it came from spells it (`name`: kvcalc field -> the file's key, from
+        `file_names`), so a config.json's error says `num_key_value_heads`, a GGUF's
+        `llama.attention.head_count_kv`, a kvcalc YAML's `n_kv_heads`."""
+
+        def n(field: str) -> str:
+            return name.get(field, field)
+
+        kv, heads = self.n_kv_heads or self.n_heads, self.n_heads
+        if kv > heads:
+            raise field_error(
+                "ModelSpec",
+                n("n_kv_heads"),
+                f"{n('n_kv_heads')} ({kv}) exceeds {n('n_heads')} ({heads}); each KV head serves one or "
+                f"more query heads, so give at most {heads} (are the two fields swapped?)",
+                kv,
+            )
+        if heads % kv:
+            raise field_error(
+                "ModelSpec",
+                n("n_kv_heads"),
+                f"{n('n_heads')} ({heads}) must be divisible by {n('n_kv_heads')} ({kv}); give a "
+                f"{n('n_kv_heads')} that divides {heads}",
+                kv,
+            )
+        if self.head_dim is None and self.hidden_size is None:
+            raise field_error(
+                "ModelSpec",
+                n("head_dim"),
+                f"give {n('head_dim')}, or {n('hidden_size')} to derive it as {n('hidden_size')} // {n('n_heads')}",
+            )
+        if self.head_dim is None and self.hidden_size is not None and self.hidden_size % heads:
+            raise field_error(
+                "ModelSpec",
+                n("hidden_size"),
+                f"{n('hidden_size')} ({self.hidden_size}) is not divisible by {n('n_heads')} ({heads}); "
+                f"give {n('head_dim')}",
+                self.hidden_size,
+            )
+
+    def _check_2026(self, names: dict[str, str]) -> None:
+        """The per-layer lists and the 2026 fields agree with the layer count and each other; a
+        layer kind's own KV heads (`kind_geometry`) are named as the file names them (`names`:
+        `kind_geometry.full.n_kv_heads` -> Gemma-4's `num_global_key_value_heads`)."""
         for name in ("compress_ratios", "index_layers"):
             v = getattr(self, name)
             if v is not None and len(v) != self.n_layers:
@@ -586,11 +634,23 @@ class ModelSpec(_Frozen):
             if self.attention == "mla":
                 raise field_error("ModelSpec", "kind_geometry", "kind_geometry needs per-head attention, not mla")
             kv = g.n_kv_heads or self.n_kv_heads or self.n_heads
+            field = names.get(f"kind_geometry.{kind}.n_kv_heads", "kind_geometry")
+            heads = names.get("n_heads", "n_heads")
+            what = field if field != "kind_geometry" else f"the {kind} layers' n_kv_heads"
+            if kv > self.n_heads:
+                raise field_error(
+                    "ModelSpec",
+                    field,
+                    f"{what} ({kv}) exceeds {heads} ({self.n_heads}); each KV head serves one or more "
+                    f"query heads, so give at most {self.n_heads}",
+                    kv,
+                )
             if self.n_heads % kv:
                 raise field_error(
                     "ModelSpec",
-                    "kind_geometry",
-                    f"n_heads ({self.n_heads}) must be divisible by the {kind} layers' n_kv_heads ({kv})",
+                    field,
+                    f"{heads} ({self.n_heads}) must be divisible by {what} ({kv})",
+                    kv,
                 )
         for k in self.attention_sinks or []:
             if LAYER_KIND_ALIASES.get(str(k).strip().lower()) not in ("full", "sliding"):

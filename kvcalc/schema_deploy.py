@@ -9,7 +9,15 @@ Annotations are objects, not text, as in `kvcalc.schema`.
 
 from typing import Annotated, Literal
 
-from pydantic import BeforeValidator, Field, WithJsonSchema, field_validator, model_validator
+from pydantic import (
+    BeforeValidator,
+    Field,
+    ModelWrapValidatorHandler,
+    PrivateAttr,
+    WithJsonSchema,
+    field_validator,
+    model_validator,
+)
 
 from kvcalc.errors import KvcalcError
 from kvcalc.schema_types import _TOKENS_SCHEMA, _Frozen, _tokens
@@ -186,6 +194,25 @@ class Deployment(_Frozen):
                 # parses it (`load.deployments.engine_kv_of`), as `kvcalc plan` did
                 return v.strip().lower()
             raise ValueError(e.message) from None
+
+    #: `kv_dtype` as the file spells it (stripped, lower case): the name the file's engine parses
+    #: (`load.deployments.engine_kv_of`), where `kv_dtype` is kvcalc's format name (vLLM 0.33's
+    #: `fp8` and `fp8_e4m3` are both fp8_e4m3, but pick other sparse MLA backends)
+    _kv_dtype_given: str | None = PrivateAttr(default=None)
+
+    @model_validator(mode="wrap")
+    @classmethod
+    def _keep_given(cls, data: object, handler: ModelWrapValidatorHandler["Deployment"]) -> "Deployment":
+        dep = handler(data)
+        given = data.get("kv_dtype") if isinstance(data, dict) else None
+        if isinstance(given, str):
+            dep._kv_dtype_given = given.strip().lower()
+        return dep
+
+    @property
+    def kv_dtype_given(self) -> str | None:
+        """`kv_dtype` as the file spells it (`_kv_dtype_given`), else `kv_dtype`."""
+        return self._kv_dtype_given or self.kv_dtype
 
     @model_validator(mode="after")
     def _layout(self) -> "Deployment":

@@ -503,9 +503,10 @@ def estimate(model: ModelSpec, workload: Workload) -> KvEstimate:
     aware and not), the fullest GPU under TP/PP, the total over every GPU, and a breakdown by
     layer kind.
 
-    The TP degree is taken as checked (`check_tp`, called where the request is built:
-    `requests.EstimateRequest.build`). Raises `KvcalcError` for a PP layout the engines refuse
-    and for formats that do not fit the head size.
+    The TP degree and the attention-DP / EP / DCP layout are taken as checked (`check_tp`,
+    `parallel.check_layout`, called where the request is built: `requests.EstimateRequest.build`).
+    Raises `KvcalcError` for a PP layout the engines refuse and for formats that do not fit the
+    head size.
     """
     k, v = formats(workload.k_dtype, workload.v_dtype)
     par: Parallelism = workload.parallel
@@ -513,12 +514,12 @@ def estimate(model: ModelSpec, workload: Workload) -> KvEstimate:
     T, B, tp = workload.seq_len, workload.batch, par.tp
     layers = model.layers
     # per GPU: the fullest attention-DP rank's ceil(B / dp_attention) sequences, each of its
-    # ceil(T / dcp) positions (`calc.parallel`; a layout kvcalc cannot place is refused there)
+    # ceil(T / dcp) positions (`calc.parallel`; the layout was checked where the request was
+    # built, `requests.EstimateRequest.build` -> `parallel.check_layout`)
     Tg, Bg = T, B
     if (par.dp_attention, par.ep, par.dcp) != (1, 1, 1):  # imported only then: estimate starts fast
         from kvcalc.calc import parallel
 
-        parallel.check_layout(model, tp, par.dp_attention, par.ep, par.dcp)
         Tg, Bg = parallel.dcp_tokens(T, par.dcp), parallel.rank_batch(B, par.dp_attention)
 
     stage_bytes = [layers_cache_bytes([layers[i] for i in st], Tg, Bg, k, v, tp) for st in stages]

@@ -211,7 +211,10 @@ class Layout:
 
     def check(self) -> None:
         """Raise `KvcalcError` (field: the knob's name) for a utilization or efficiency outside
-        (0, 1] or a negative CUDA context."""
+        (0, 1] or a negative CUDA context. Called once, where the request is built
+        (`requests.EstimateRequest.build`, `requests.PlanRequest.build`, `requests.plan_kv_memory`,
+        `kvcalc sweep`); a deployment's knobs are its schema's (`schema_deploy.Deployment`).
+        `GpuFit` and the searches trust the layout they are given."""
         for name in ("gpu_memory_utilization", "bw_efficiency", "flops_efficiency"):
             x = getattr(self, name)
             if not 0 < x <= 1:
@@ -234,7 +237,6 @@ class GpuFit:
     """
 
     def __init__(self, model: ModelSpec, gpu: GpuSpec, layout: Layout = Layout()) -> None:
-        layout.check()
         kv_cache.check_tp(model, layout.tp)
         parallel.check_layout(model, layout.tp, layout.dp_attention, layout.ep, layout.dcp)
         self.model, self.gpu, self.layout = model, gpu, layout

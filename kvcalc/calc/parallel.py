@@ -173,8 +173,8 @@ def rank_weight_bytes(
     ceil(E / ep) experts, each one a 1 / moe_tp slice (`weights.weight_bytes(model, w, moe_tp)`'s
     one-expert bytes). Equal to `weight_bytes(model, w, tp)` when dp_attention = ep = 1.
 
-    Raises `KvcalcError` as `check_layout` and `weights.weight_bytes` do."""
-    check_layout(model, tp, dp_attention, ep)
+    The layout is taken as checked (`check_layout`, by `GpuFit` or where the request was built).
+    Raises `KvcalcError` as `weights.weight_bytes` does."""
     base = weight_bytes(model, weight_dtype, tp)
     if dp_attention == 1 and ep == 1:
         return base

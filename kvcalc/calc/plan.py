@@ -1203,6 +1203,7 @@ def _layout(req: PlanSearch, rank: int, placed: _Placed, out: _Outcome, reason: 
         why=reason,
         nodes=nodes,
         kv_dtype=_kv_label(placed.kv),
+        kv_pick=(*kv_pick(placed.kv), kv_pick(placed.kv).engine_dtype),
         weight_dtype=b.weight_dtype,
         seq_len=T,
         concurrency=C,

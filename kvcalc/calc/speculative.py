@@ -184,9 +184,8 @@ def state_blocks_per_sequence(num_speculative_tokens: int, align_mode: bool = Fa
 def spec_tpot_s(verify_step_s: float, draft_step_s: float, num_speculative_tokens: int, accepted: float) -> float:
     """Time per output token: (verify step + k x draft step) / accepted (s). `verify_step_s`:
     one target step over k + 1 tokens per sequence; `draft_step_s`: one draft step;
-    `accepted`: mean tokens emitted per verify step (the user's figure, in [1, k + 1])."""
-    if accepted <= 0:
-        raise KvcalcError(f"the acceptance length must be positive, got {accepted}", field="accepted", value=accepted)
+    `accepted`: mean tokens emitted per verify step (the user's figure, in [1, k + 1], checked by
+    `SpecDecode.check`)."""
     return (verify_step_s + num_speculative_tokens * draft_step_s) / accepted
 
 
@@ -199,13 +198,13 @@ def memory_parts(
     `max_model_len` (`kv_cache_manager.py` `allocate_slots`; None: the model's context limit), so a
     plan at its launch line's --max-model-len reserves none past it. Draft KV: MTP's layers hold
     ceil(slots / dcp) positions like the target's (`mtp_kv_bytes_per_token`); an EAGLE head's or a
-    draft model's at the target's tp. Raises `KvcalcError` as `SpecDecode.check` does."""
+    draft model's at the target's tp. `spec` is taken as checked (`SpecDecode.check`, called where
+    the request is built: `requests.EstimateRequest.build`, `requests.PlanRequest.build`)."""
     from kvcalc.calc import kv_cache, parallel
     from kvcalc.calc.memory_plan import GpuFit, Layout
 
     p: GpuFit = planner  # type: ignore[assignment]
     model, lay = p.model, p.layout
-    spec.check(model)
     b = parallel.rank_batch(batch, p.dpa)
     cap = model.context_limit if max_model_len is None else max_model_len
     slots = slots_per_sequence(seq_len, spec.lookahead_tokens, cap)

@@ -15,15 +15,15 @@ import typer
 from kvcalc.calc.defaults import DEFAULT_BW_EFFICIENCY, DEFAULT_FLOPS_EFFICIENCY, DEFAULT_GPU_MEMORY_UTILIZATION
 from kvcalc.cli.options import (
     EngineOpt,
+    FlagSet,
     FormatOpt,
     GpuOpt,
-    KvFormatOptions,
-    KvMemoryOptions,
-    LayoutOptions,
+    KvFormatFlags,
+    KvMemoryFlags,
+    LayoutFlags,
     LlamacppFlags,
     ModelArg,
-    MoeLayoutOptions,
-    OptionGroup,
+    MoeLayoutFlags,
     RevisionOpt,
     SglangFlags,
     TrustPlainOpt,
@@ -33,10 +33,10 @@ from kvcalc.cli.options import (
     check_positive,
     engine_gpu,
     engine_options,
+    flag_sets,
     gpu_object,
     make_layout,
     only,
-    option_groups,
     refuse_other_engines,
     refuse_typed,
     with_help,
@@ -95,7 +95,7 @@ else:
     )
 
 
-class SourceOptions(OptionGroup):
+class SourceFlags(FlagSet):
     """Where the figures come from besides the model: the GPU (--gpu: vLLM's compute capability,
     which picks the attention backend; without --kv-memory, the KV memory its plan leaves, with
     the plan's --weight-dtype and --gpu-memory-utilization) and the Hub revision of a Hub-id model."""
@@ -125,7 +125,7 @@ class SourceOptions(OptionGroup):
         )
 
 
-class RequestOptions(OptionGroup):
+class RequestFlags(FlagSet):
     """The requests a capacity figure is for: their context (--max-model-len, or --seq-len /
     --context-length as estimate and SGLang name it) and how many at once (--concurrency, vLLM's
     --max-num-seqs). `-c` is llama.cpp's --ctx-size (`LlamacppFlags`), as a pasted llama.cpp line
@@ -156,15 +156,15 @@ class RequestOptions(OptionGroup):
 
 
 @handle_errors
-@option_groups(order=("block_size", "page_size"))
+@flag_sets(order=("block_size", "page_size"))
 def capacity(
     ctx: typer.Context,
     model: ModelArg,
-    memory: KvMemoryOptions = KvMemoryOptions(),
+    memory: KvMemoryFlags = KvMemoryFlags(),
     engine: EngineOpt = "ideal",
-    requests: RequestOptions = RequestOptions(),
+    requests: RequestFlags = RequestFlags(),
     layout: Annotated[
-        LayoutOptions,
+        LayoutFlags,
         only(
             "tp",
             "pp",
@@ -172,13 +172,13 @@ def capacity(
             dp="Data-parallel replicas: each has its own KV memory and requests, so the figures are per replica (as vLLM logs them).",
             pp="Pipeline stages: 1 only (capacity figures one GPU rank holding every layer; `kvcalc estimate --pp N --gpu G` plans stages).",
         ),
-    ] = LayoutOptions(),
-    moe: MoeLayoutOptions = MoeLayoutOptions(),
-    kv: Annotated[KvFormatOptions, only("kv_dtype", "k_dtype", "v_dtype", kv_dtype=KV_DTYPE_HELP)] = KvFormatOptions(),
+    ] = LayoutFlags(),
+    moe: MoeLayoutFlags = MoeLayoutFlags(),
+    kv: Annotated[KvFormatFlags, only("kv_dtype", "k_dtype", "v_dtype", kv_dtype=KV_DTYPE_HELP)] = KvFormatFlags(),
     vllm: VllmFlags = VllmFlags(),
     sglang: SglangFlags = SglangFlags(),
     llamacpp: LlamacppFlags = LlamacppFlags(),
-    source: SourceOptions = SourceOptions(),
+    source: SourceFlags = SourceFlags(),
     fmt: FormatOpt = "table",
 ) -> None:
     """What ENGINE makes of a KV memory budget: tokens, blocks, concurrency, and its own log lines."""
@@ -262,14 +262,14 @@ def capacity(
 def plan_memory(
     spec: ModelSpec,
     gpu_name: str,
-    source: SourceOptions,
+    source: SourceFlags,
     par: dict[str, int],
     seq_len: int | None,
     concurrency: int | None,
     engine: str,
 ) -> tuple[GpuSpec, int, str]:
     """(--gpu's `GpuSpec`, the KV memory its plan leaves one rank, the basis line) for the layout
-    `par` (`MoeLayoutOptions.resolve`: tp, attention DP, EP, DCP) (`requests.plan_kv_memory`)."""
+    `par` (`MoeLayoutFlags.resolve`: tp, attention DP, EP, DCP) (`requests.plan_kv_memory`)."""
     import dataclasses
 
     from kvcalc.requests import plan_kv_memory
@@ -293,7 +293,7 @@ def with_dcp(options: EngineOptions | None, dcp: int) -> EngineOptions | None:
 
 
 def beyond_the_gpu(
-    memory: KvMemoryOptions,
+    memory: KvMemoryFlags,
     req: CapacityRequest,
     res: EngineResult,
     *,
@@ -320,8 +320,8 @@ def beyond_the_gpu(
 def check_sources(
     ctx: typer.Context,
     name: str,
-    layout: LayoutOptions,
-    source: SourceOptions,
+    layout: LayoutFlags,
+    source: SourceFlags,
     kv_memory: str | None,
     ctx_size: str | None = None,
 ) -> bool:

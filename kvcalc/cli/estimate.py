@@ -11,24 +11,24 @@ import typer
 
 from kvcalc.cli.options import (
     BatchOpt,
+    FlagSet,
     FormatOpt,
-    GpuPlanOptions,
-    KvFormatOptions,
-    KvMemoryOptions,
-    LayoutOptions,
+    GpuPlanFlags,
+    KvFormatFlags,
+    KvMemoryFlags,
+    LayoutFlags,
     ModelArg,
-    ModelSourceOptions,
-    MoeLayoutOptions,
-    OptionGroup,
+    ModelSourceFlags,
+    MoeLayoutFlags,
     SeqLenOpt,
     SglangFlags,
-    SpeculativeOptions,
+    SpeculativeFlags,
     VllmFlags,
     check_positive,
     engine_gpu,
     engine_options,
+    flag_sets,
     only,
-    option_groups,
     refuse_other_engines,
     refuse_typed,
     resolve_count,
@@ -65,7 +65,7 @@ CalibrationOpt = Annotated[
 ]
 
 
-class RequestOptions(OptionGroup):
+class RequestFlags(FlagSet):
     """Whole requests and calibration: --input-len, --output-len, --request-rate, --calibration."""
 
     input_len: InputLenOpt = None
@@ -102,9 +102,9 @@ def whole_request_options(
     return load_calibration(calibration)
 
 
-#: the tier below the GPU and a shared prefix: `kvcalc capacity`'s options (`KvMemoryOptions`), less
+#: the tier below the GPU and a shared prefix: `kvcalc capacity`'s options (`KvMemoryFlags`), less
 #: --kv-memory (estimate sizes the KV memory from --gpu's plan, or for the batch)
-OFFLOAD_OPTIONS = tuple(n for n in KvMemoryOptions.option_names() if n != "kv_memory")
+OFFLOAD_OPTIONS = tuple(n for n in KvMemoryFlags.option_names() if n != "kv_memory")
 #: the options that ask for something on their own (the rest qualify them)
 OFFLOAD_ASKING = (
     "kv_offloading_size",
@@ -142,16 +142,16 @@ else:
 
 
 @handle_errors
-@option_groups(order=("gpu", "count"))
+@flag_sets(order=("gpu", "count"))
 def estimate(
     ctx: typer.Context,
     model: ModelArg,
     seq_len: SeqLensOpt = None,
     batch: BatchOpt = 1,
-    kv: KvFormatOptions = KvFormatOptions(),
-    layout: LayoutOptions = LayoutOptions(),
-    moe: MoeLayoutOptions = MoeLayoutOptions(),
-    speculative: SpeculativeOptions = SpeculativeOptions(),
+    kv: KvFormatFlags = KvFormatFlags(),
+    layout: LayoutFlags = LayoutFlags(),
+    moe: MoeLayoutFlags = MoeLayoutFlags(),
+    speculative: SpeculativeFlags = SpeculativeFlags(),
     engine_name: Annotated[
         str,
         typer.Option(
@@ -170,10 +170,10 @@ def estimate(
             page_size="SGLang tokens per page (--engine sglang).",
         ),
     ] = SglangFlags(),
-    gpu: GpuPlanOptions = GpuPlanOptions(),
-    whole: RequestOptions = RequestOptions(),
-    offload: Annotated[KvMemoryOptions, only(*OFFLOAD_OPTIONS)] = KvMemoryOptions(),
-    source: ModelSourceOptions = ModelSourceOptions(),
+    gpu: GpuPlanFlags = GpuPlanFlags(),
+    whole: RequestFlags = RequestFlags(),
+    offload: Annotated[KvMemoryFlags, only(*OFFLOAD_OPTIONS)] = KvMemoryFlags(),
+    source: ModelSourceFlags = ModelSourceFlags(),
     fmt: FormatOpt = "table",
 ) -> None:
     """Exact KV-cache bytes for MODEL at a context length, batch, KV dtype and TP/PP layout;
@@ -264,7 +264,7 @@ def estimate(
     emit_parts(parts, fmt)
 
 
-def resolve_estimate_layout(layout: LayoutOptions, moe: MoeLayoutOptions, engine_name: str) -> tuple[int, int, int]:
+def resolve_estimate_layout(layout: LayoutFlags, moe: MoeLayoutFlags, engine_name: str) -> tuple[int, int, int]:
     """(tp, pp, dp) of estimate's layout options: --count is every GPU, attention-DP ranks
     included; alone it sets tp, refused for an engine that splits layers (`refuse_count_as_tp`).
     Raises `KvcalcError` naming --count."""
@@ -317,7 +317,7 @@ def refuse_count_as_tp(engine_name: str, count: int, tp: int) -> None:
     )
 
 
-def offload_settings(ctx: typer.Context, offload: KvMemoryOptions) -> "OffloadSettings | None":
+def offload_settings(ctx: typer.Context, offload: KvMemoryFlags) -> "OffloadSettings | None":
     """The `OffloadSettings` of the offload options, or None when none asks for anything (then
     the options that only qualify one, --gpus-per-node, --prefix-hit-rate, --link ..., are
     refused if typed, never ignored)."""
@@ -336,7 +336,7 @@ def offload_settings(ctx: typer.Context, offload: KvMemoryOptions) -> "OffloadSe
 
 
 def offload_parts(
-    settings: "OffloadSettings", offload: KvMemoryOptions, req: "EstimateRequest", res: "EstimateResult"
+    settings: "OffloadSettings", offload: KvMemoryFlags, req: "EstimateRequest", res: "EstimateResult"
 ) -> "list[tuple[BaseModel, Callable[[], RenderableType | None]]]":
     """(result, table) of the tier below the GPU, its log lines, the shared prefix and the
     load-or-recompute rows: `kvcalc capacity`'s parts (`offload_request.estimate_extras`) from

@@ -64,7 +64,7 @@ class LazyGroupCommand(TyperCommand):
 
     def format_options(self, ctx: Context, formatter: HelpFormatter) -> None:
         """The options of `--help` in sections: the arguments, the options of no panel under
-        "Options", then one section per `rich_help_panel` (an option group's `panel`, in the
+        "Options", then one section per `rich_help_panel` (a flag set's `panel`, in the
         order the options come), as typer's rich help groups them; kvcalc's help is plain text
         (`rich_markup_mode=None`), where typer would list all of them under "Options"."""
         from gettext import gettext

@@ -1,14 +1,14 @@
-"""Options every command shares, declared once: single options as `Annotated` aliases, and option
-groups (`KvFormatOptions`, `LayoutOptions`, `GpuPlanOptions`, one group per engine) that
-`option_groups` spreads into a command's signature and hands back as one frozen object each.
+"""Flags every command shares, declared once: single flags as `Annotated` aliases, and flag
+sets (`KvFormatFlags`, `LayoutFlags`, `GpuPlanFlags`, one per engine) that
+`flag_sets` spreads into a command's signature and hands back as one frozen object each.
 Also the checks that turn options into values and refuse an option that would be ignored.
 
 A command declares a group as a parameter annotated with the group's class (all its options)
 or `Annotated[Group, only("a", "b", a="other help")]` (some of them, help text overridden):
 
     @handle_errors
-    @option_groups(order=("gpu", "count"))
-    def estimate(ctx: typer.Context, model: ModelArg, kv: KvFormatOptions = KvFormatOptions(), ...)
+    @flag_sets(order=("gpu", "count"))
+    def estimate(ctx: typer.Context, model: ModelArg, kv: KvFormatFlags = KvFormatFlags(), ...)
 
 typer reads `inspect.signature`, so the wrapper's rewritten `__signature__` lists each group's
 options in place (or in `order`); which options the user typed still comes from the click
@@ -16,7 +16,7 @@ context (`typed_options`).
 
 Start-up: every command imports this module, so declaring it must cost little. The annotations
 are objects, not strings (no `from __future__ import annotations`): typer and the groups read
-them without evaluating text. The groups are `OptionGroup`s, not dataclasses (a frozen dataclass
+them without evaluating text. The groups are `FlagSet`s, not dataclasses (a frozen dataclass
 compiles six methods when declared), and `Only` is a NamedTuple.
 """
 
@@ -255,7 +255,7 @@ PageSizeOpt = Annotated[int, typer.Option("--page-size", help="SGLang tokens per
 # --cuda-graph) are declared in `kvcalc.cli.measure`: no other command pays for them at start-up.
 
 
-# ----- option groups ----------------------------------------------------------------------
+# ----- flag sets --------------------------------------------------------------------------
 
 
 class Only(NamedTuple):
@@ -292,14 +292,14 @@ def _is_class_var(annotation: object) -> bool:
     return annotation is ClassVar or typing.get_origin(annotation) is ClassVar
 
 
-class OptionGroup:
-    """Base of an option group: a class whose fields are declared like a command's parameters
+class FlagSet:
+    """Base of a flag set (a group of flags): a class whose fields are declared like a command's parameters
     (`name: Annotated[type, typer.Option(...)] = default`, every field with its default;
     `ClassVar` annotations are no fields).
 
     An instance is an immutable value, as a frozen dataclass would be: built from keyword
     arguments (the class's defaults fill the rest; an unknown name raises `TypeError`), equal
-    and hashed by its type and values, shown as `Group(name=value, ...)`; setting or deleting a
+    and hashed by its type and values, shown as `Name(name=value, ...)`; setting or deleting a
     field raises `dataclasses.FrozenInstanceError`. `asdict()` and `replace(**changes)` stand in
     for `dataclasses.asdict` / `dataclasses.replace`. Not a dataclass: a frozen dataclass
     compiles six methods for each class when it is declared (about 0.4 ms each), and every
@@ -317,7 +317,7 @@ class OptionGroup:
         cls._fields = tuple(n for n, a in own.items() if not _is_class_var(a))
         missing = [n for n in cls._fields if n not in cls.__dict__]
         if missing:
-            raise TypeError(f"{cls.__name__}: option group fields need a default: {', '.join(missing)}")
+            raise TypeError(f"{cls.__name__}: flag set fields need a default: {', '.join(missing)}")
 
     def __init__(self, **values: object) -> None:
         cls = type(self)
@@ -351,7 +351,7 @@ class OptionGroup:
         """The fields and their values, in declaration order."""
         return {n: self.__dict__[n] for n in self._fields}
 
-    def replace(self, **changes: object) -> "OptionGroup":
+    def replace(self, **changes: object) -> "FlagSet":
         """A copy with `changes` applied (`TypeError` for an unknown field)."""
         return type(self)(**(self.asdict() | changes))
 
@@ -385,15 +385,15 @@ class OptionGroup:
         return params
 
 
-def _group_of(annotation: object) -> "tuple[type[OptionGroup] | None, Only | None]":
-    """(group class, selection) when a parameter is annotated with an option group."""
+def _flag_set_of(annotation: object) -> "tuple[type[FlagSet] | None, Only | None]":
+    """(group class, selection) when a parameter is annotated with a flag set."""
     if typing.get_origin(annotation) is Annotated:
         base, *meta = typing.get_args(annotation)
         sel = next((m for m in meta if isinstance(m, Only)), None)
-        if sel is not None and isinstance(base, type) and issubclass(base, OptionGroup):
+        if sel is not None and isinstance(base, type) and issubclass(base, FlagSet):
             return base, sel
         return None, None
-    if isinstance(annotation, type) and issubclass(annotation, OptionGroup):
+    if isinstance(annotation, type) and issubclass(annotation, FlagSet):
         return annotation, None
     return None, None
 
@@ -408,7 +408,7 @@ def _reorder(params: list[inspect.Parameter], order: Sequence[str]) -> list[insp
     return rest[:i] + [by_name[n] for n in order] + rest[i + 1 :]
 
 
-def option_groups(*, order: Sequence[str] = ()) -> Callable[[Callable[..., _R]], Callable[..., _R]]:
+def flag_sets(*, order: Sequence[str] = ()) -> Callable[[Callable[..., _R]], Callable[..., _R]]:
     """Decorator: spread each option-group parameter of a command into the group's typer
     options (`__signature__` rewritten, so typer sees them), and call the command with one
     group object per group parameter. `order` places options that the groups would otherwise
@@ -419,10 +419,10 @@ def option_groups(*, order: Sequence[str] = ()) -> Callable[[Callable[..., _R]],
         hints = typing.get_type_hints(fn, include_extras=True)
         sig = inspect.signature(fn)
         params: list[inspect.Parameter] = []
-        groups: dict[str, tuple[type[OptionGroup], tuple[str, ...]]] = {}
+        groups: dict[str, tuple[type[FlagSet], tuple[str, ...]]] = {}
         for p in sig.parameters.values():
             ann = hints.get(p.name, p.annotation)
-            group, selection = _group_of(ann)
+            group, selection = _flag_set_of(ann)
             if group is None:
                 params.append(p.replace(annotation=ann))
                 continue
@@ -444,7 +444,7 @@ def option_groups(*, order: Sequence[str] = ()) -> Callable[[Callable[..., _R]],
     return deco
 
 
-class KvFormatOptions(OptionGroup):
+class KvFormatFlags(FlagSet):
     """The KV cache's formats: --kv-dtype, --k-dtype, --v-dtype, --quant-group-size, --scale-dtype."""
 
     panel: ClassVar[Optional[str]] = "KV cache format"
@@ -456,7 +456,7 @@ class KvFormatOptions(OptionGroup):
     scale_dtype: ScaleOpt = None
 
 
-class ModelSourceOptions(OptionGroup):
+class ModelSourceFlags(FlagSet):
     """Where the model comes from and how far to trust it: --revision (a Hub id's branch, tag or
     commit) and --trust-plain-decoder (accept reading an unmapped model_type as a plain decoder)."""
 
@@ -470,7 +470,7 @@ class ModelSourceOptions(OptionGroup):
         return load_model(model, self.revision, trust_plain_decoder=self.trust_plain_decoder)
 
 
-class MoeLayoutOptions(OptionGroup):
+class MoeLayoutFlags(FlagSet):
     """Attention data-parallel, expert parallel and decode context parallel inside one engine
     (`kvcalc.calc.parallel`), under kvcalc's words and the engines' own flags. kvcalc's `--dp`
     stays whole replicas; `--dp-attention N` is N attention ranks of ONE engine whose MoE layers
@@ -556,7 +556,7 @@ class MoeLayoutOptions(OptionGroup):
         return {"tp": tp, "dp": dp, "dp_attention": dpa, "ep": ep, "dcp": self.dcp}
 
 
-class LayoutOptions(OptionGroup):
+class LayoutFlags(FlagSet):
     """The parallel layout: --tp, --pp, --dp, and --count (= tp x pp x dp)."""
 
     panel: ClassVar[Optional[str]] = "Parallel layout"
@@ -571,7 +571,7 @@ class LayoutOptions(OptionGroup):
         return resolve_count(self.count, self.tp, self.pp, self.dp)
 
 
-class GpuPlanOptions(OptionGroup):
+class GpuPlanFlags(FlagSet):
     """The GPU and the knobs of the memory plan and roofline; all but --gpu need --gpu."""
 
     panel: ClassVar[Optional[str]] = "GPU and memory plan"
@@ -624,7 +624,7 @@ FLASH_ATTN_VALUES = ("on", "off", "auto")
 LLAMACPP_TOOLS = ("llama-server", "llama-cli", "library")
 
 
-class VllmFlags(OptionGroup):
+class VllmFlags(FlagSet):
     """vLLM's options (`--engine vllm` only), turned into `VllmOptions` by `to_options`; left at
     their defaults (and VLLM_ALLOW_LONG_MAX_MODEL_LEN unset) they give `VllmOptions()` (a test
     holds the two equal)."""
@@ -749,7 +749,7 @@ class VllmFlags(OptionGroup):
         )
 
 
-class SglangFlags(OptionGroup):
+class SglangFlags(FlagSet):
     """SGLang's options (`--engine sglang` only)."""
 
     panel: ClassVar[Optional[str]] = "SGLang (--engine sglang)"
@@ -823,7 +823,7 @@ class SglangFlags(OptionGroup):
         )
 
 
-class LlamacppFlags(OptionGroup):
+class LlamacppFlags(FlagSet):
     """llama.cpp's options (`--engine llamacpp` only), turned into `LlamacppOptions`; left at
     their defaults they give `LlamacppOptions()` (a test holds the two equal)."""
 
@@ -975,8 +975,8 @@ class LlamacppFlags(OptionGroup):
         )
 
 
-#: the engine option groups, in the order their refusals are checked.
-ENGINE_FLAGS: tuple[type[OptionGroup], ...] = (VllmFlags, SglangFlags, LlamacppFlags)
+#: the engine flag sets, in the order their refusals are checked.
+ENGINE_FLAGS: tuple[type[FlagSet], ...] = (VllmFlags, SglangFlags, LlamacppFlags)
 
 
 def engine_key(engine: str) -> str:
@@ -1129,7 +1129,7 @@ def resolve_count(count: int | None, tp: int, pp: int, dp: int) -> tuple[int, in
 
 #: options that mean something only with --gpu: the GPU group's, but --gpu itself (--count is
 #: the layout's: it sets count = tp x pp x dp)
-GPU_ONLY_OPTIONS = tuple(n for n in GpuPlanOptions.option_names() if n != "gpu")
+GPU_ONLY_OPTIONS = tuple(n for n in GpuPlanFlags.option_names() if n != "gpu")
 
 
 def check_gpu_only_options(ctx: typer.Context, gpu: str | None, allowed: tuple[str, ...] = ()) -> None:
@@ -1211,7 +1211,7 @@ def _split(text: str | None) -> list[float] | None:
 _FROM_SGLANG = {"NEXTN": "mtp", "EAGLE": "eagle", "EAGLE3": "eagle3", "STANDALONE": "draft_model", "NGRAM": "ngram"}
 
 
-class SpeculativeOptions(OptionGroup):
+class SpeculativeFlags(FlagSet):
     """--speculative-config (vLLM), --speculative-algorithm / --speculative-num-steps /
     --speculative-draft-model-path (SGLang), --accepted-len (kvcalc)."""
 
@@ -1309,7 +1309,7 @@ class SpeculativeOptions(OptionGroup):
 # ----- KV memory and the tier below the GPU (`kvcalc capacity`) ---------------------------
 
 
-class KvMemoryOptions(OptionGroup):
+class KvMemoryFlags(FlagSet):
     """The memory the KV cache takes: --kv-memory on each GPU rank, the tier below the GPU with
     the host that holds it, and a prefix the requests share (see the module docstring)."""
 

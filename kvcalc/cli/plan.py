@@ -14,19 +14,19 @@ from typing import TYPE_CHECKING, Annotated, Optional
 import typer
 
 from kvcalc.cli.options import (
-    GpuPlanOptions,
-    KvMemoryOptions,
+    GpuPlanFlags,
+    KvMemoryFlags,
     ModelArg,
     RevisionOpt,
     SeqLenOpt,
-    SpeculativeOptions,
+    SpeculativeFlags,
     TrustPlainOpt,
     VllmFlags,
     auto_is_default,
     engine_key,
     engine_options,
+    flag_sets,
     only,
-    option_groups,
     refuse_typed,
 )
 from kvcalc.cli.output import check_format, echo, handle_errors
@@ -47,10 +47,10 @@ KNOBS = ("gpu_memory_utilization", "bw_efficiency", "flops_efficiency", "cuda_co
 #: llama.cpp's options are not taken: plan sizes SGLang's pools at SGLang's defaults
 #: (`sglang_plan.plan_kv`) and llama.cpp by the exact formula (`EngineProfile.plan_engine_kv` is
 #: None), so --page-size or --llamacpp-version would not reach the plan.
-#: the tier below the GPU (`kvcalc capacity`'s options, `KvMemoryOptions`): --gpus-per-node is
+#: the tier below the GPU (`kvcalc capacity`'s options, `KvMemoryFlags`): --gpus-per-node is
 #: plan's own; the KV memory is each layout's, and a prefix's load time is capacity's / estimate's
 OFFLOAD_PLAN_OPTIONS = tuple(
-    n for n in KvMemoryOptions.option_names() if n not in ("kv_memory", "gpus_per_node", "link", "prefix_hit_rate")
+    n for n in KvMemoryFlags.option_names() if n not in ("kv_memory", "gpus_per_node", "link", "prefix_hit_rate")
 )
 
 VLLM_PLAN_FLAGS = (
@@ -66,7 +66,7 @@ VLLM_PLAN_FLAGS = (
 
 
 @handle_errors
-@option_groups()
+@flag_sets()
 def plan(
     ctx: typer.Context,
     model: ModelArg,
@@ -156,7 +156,7 @@ def plan(
         ),
     ] = None,
     force: Annotated[bool, typer.Option("--force", help="Overwrite the --write-deployment file.")] = False,
-    knobs: Annotated[GpuPlanOptions, only(*KNOBS)] = GpuPlanOptions(),
+    knobs: Annotated[GpuPlanFlags, only(*KNOBS)] = GpuPlanFlags(),
     vllm: Annotated[
         VllmFlags,
         only(
@@ -165,7 +165,7 @@ def plan(
         ),
     ] = VllmFlags(),
     speculative: Annotated[
-        SpeculativeOptions,
+        SpeculativeFlags,
         only(
             "speculative_config",
             "speculative_algorithm",
@@ -175,7 +175,7 @@ def plan(
             speculative_config="vLLM's speculative config as JSON: method (mtp, eagle, eagle3, draft_model, ngram), num_speculative_tokens, model (the draft). Each layout's memory counts the draft's weights and KV; the launch lines carry it (vLLM --speculative-config, SGLang --speculative-algorithm ...); TPOT with --accepted-len.",
             accepted_len="Mean tokens one verify step emits (bonus token included, 1..k+1): your measured figure; with it each layout's TPOT and tokens/s are speculative decoding's.",
         ),
-    ] = SpeculativeOptions(),
+    ] = SpeculativeFlags(),
     calibration: Annotated[
         Optional[str],
         typer.Option(
@@ -200,7 +200,7 @@ def plan(
             help="Requests/s arriving at the layout (with --input-len / --output-len): continuous batching by Little's law instead of static batches of --concurrency; a layout that cannot keep up misses.",
         ),
     ] = None,
-    offload: Annotated[KvMemoryOptions, only(*OFFLOAD_PLAN_OPTIONS)] = KvMemoryOptions(),
+    offload: Annotated[KvMemoryFlags, only(*OFFLOAD_PLAN_OPTIONS)] = KvMemoryFlags(),
     sessions: Annotated[
         Optional[int],
         typer.Option(
@@ -273,7 +273,7 @@ def plan(
         raise typer.Exit(1)
 
 
-def plan_offload_settings(offload: KvMemoryOptions, sessions: int | None, gpus_per_node: int) -> OffloadSettings | None:
+def plan_offload_settings(offload: KvMemoryFlags, sessions: int | None, gpus_per_node: int) -> OffloadSettings | None:
     """The `OffloadSettings` plan counts (None when no tier is asked). Raises `KvcalcError` for
     --sessions below 1 or without a tier, and for --host-memory or --shared-prefix alone (they
     qualify a tier)."""
@@ -333,7 +333,7 @@ def show(res: PlanResult, fmt: str) -> None:
         for m in res.misses:
             echo(f"  {m.line}")
     from kvcalc.cli.output import console
-    from kvcalc.report.layout import wrap_line
+    from kvcalc.report.widths import wrap_line
 
     width = console().width
     for n in res.notes:  # at the terminal's width, continuation lines indented (no figure split)
@@ -359,8 +359,11 @@ def deployment_text(
 
     if len(set(layout.devices)) > 1:
         raise KvcalcError(f"--write-deployment: a deployment names one GPU type, not {layout.gpu}")
+    from kvcalc.engines.profile import get_profile
     from kvcalc.load.models import user_path
 
+    prof = get_profile(res.engine)
+    spec = req.search.model
     p = user_path(model_arg)
     model_ref = str(p.resolve()) if p.exists() else model_arg
     data: JsonObject = {
@@ -371,7 +374,9 @@ def deployment_text(
         "count": layout.count,
         "tp": layout.tp,
         "pp": layout.pp,
-        "kv_dtype": layout.kv_dtype,
+        "kv_dtype": layout.kv_dtype
+        if layout.kv_pick is None
+        else prof.recorded_kv_dtype(spec, req.options, layout.kv_pick),
     }
     # attention DP / EP (`calc.parallel`)
     data |= {"dp_attention": layout.dp_attention, "ep": layout.ep} if layout.dp_attention * layout.ep > 1 else {}
@@ -396,7 +401,6 @@ def deployment_text(
     sd = req.search.speculative
     data |= speculative_entry(sd)
     dep = Deployment.model_validate(data)
-    spec = req.search.model
     gpu = get_gpu(layout.devices[0])
     engine, engine_kv, kv = engine_kv_of(
         dep, spec, gpu=gpu
@@ -405,6 +409,11 @@ def deployment_text(
     if row.status != "ok":
         raise KvcalcError(
             f"--write-deployment: kvcalc check would not pass this layout ({'; '.join(row.problems)}); not written"
+        )
+    if row.max_concurrency != layout.max_concurrency:  # one parse, one KV arithmetic: never expected
+        raise KvcalcError(
+            f"--write-deployment: kvcalc check would read this file as {row.max_concurrency} sequences "
+            f"with KV {row.kv_dtype}, plan sized {layout.max_concurrency} with {layout.kv_dtype}; not written"
         )
     head = deployment_head(res, layout, req)
     return "\n".join(head) + "\n" + yaml.safe_dump(data, sort_keys=False, width=1000)

@@ -8,17 +8,17 @@ import typer
 
 from kvcalc.cli.options import (
     PLAIN_KV_DTYPE_HELP,
+    FlagSet,
     FormatOpt,
-    GpuPlanOptions,
-    KvFormatOptions,
-    LayoutOptions,
+    GpuPlanFlags,
+    KvFormatFlags,
+    LayoutFlags,
     ModelArg,
-    ModelSourceOptions,
-    OptionGroup,
+    ModelSourceFlags,
     check_limits,
     check_positive,
+    flag_sets,
     only,
-    option_groups,
     resolve_count,
     warn_beyond_context,
 )
@@ -33,7 +33,7 @@ if TYPE_CHECKING:
     from kvcalc.schema import GpuSpec, ModelSpec
 
 
-class SpeedFlags(OptionGroup):
+class SpeedFlags(FlagSet):
     """The speed model's inputs: --engine (whose per-step floor applies) and --calibration."""
 
     engine: Annotated[
@@ -67,7 +67,7 @@ def track(points: list[tuple[int, int]]) -> Iterable[tuple[int, int]]:
 
 
 @handle_errors
-@option_groups(order=("gpu", "count", "tp", "pp", "kv_dtype", "weight_dtype"))
+@flag_sets(order=("gpu", "count", "tp", "pp", "kv_dtype", "weight_dtype"))
 def sweep(
     ctx: typer.Context,
     model: ModelArg,
@@ -80,9 +80,9 @@ def sweep(
             "--batch", help="Batch sizes (sequences per DP replica): 1,8,32 (not -b: llama.cpp's --batch-size)."
         ),
     ] = "1,8,32",
-    gpu: GpuPlanOptions = GpuPlanOptions(),
-    layout: Annotated[LayoutOptions, only("tp", "pp", "count")] = LayoutOptions(),
-    kv: Annotated[KvFormatOptions, only("kv_dtype", kv_dtype=PLAIN_KV_DTYPE_HELP)] = KvFormatOptions(),
+    gpu: GpuPlanFlags = GpuPlanFlags(),
+    layout: Annotated[LayoutFlags, only("tp", "pp", "count")] = LayoutFlags(),
+    kv: Annotated[KvFormatFlags, only("kv_dtype", kv_dtype=PLAIN_KV_DTYPE_HELP)] = KvFormatFlags(),
     plot: Annotated[
         Optional[str],
         typer.Option(
@@ -99,7 +99,7 @@ def sweep(
         ),
     ] = False,
     speed: SpeedFlags = SpeedFlags(),
-    source: ModelSourceOptions = ModelSourceOptions(),
+    source: ModelSourceFlags = ModelSourceFlags(),
     fmt: FormatOpt = "table",
 ) -> None:
     """Memory, fit, TPOT and tokens/s over a grid of context lengths and batch sizes."""
@@ -203,11 +203,13 @@ def engine_sweep_kv(spec: ModelSpec, layout: Layout, gpu: GpuSpec | None, kv: Sw
 
 
 def with_speed(layout: Layout, gpu: GpuSpec | None, speed: SpeedFlags) -> Layout:
-    """`layout` with the speed model's terms for --engine on `gpu` (`requests.speed_terms`, with
-    --calibration); unchanged without a GPU, where --engine / --calibration are refused."""
+    """`layout`, its memory-plan knobs checked (`Layout.check`, once: `sweep_rows`' `GpuFit`
+    trusts them), with the speed model's terms for --engine on `gpu` (`requests.speed_terms`,
+    with --calibration); unchanged without a GPU, where --engine / --calibration are refused."""
     from kvcalc.engines import canonical
     from kvcalc.errors import KvcalcError
 
+    layout.check()
     if gpu is None:
         if speed.calibration is not None or speed.engine != "ideal":
             raise KvcalcError(

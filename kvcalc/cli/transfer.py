@@ -13,18 +13,18 @@ import typer
 
 from kvcalc.cli.options import (
     PLAIN_KV_DTYPE_HELP,
+    FlagSet,
     FormatOpt,
-    KvFormatOptions,
+    KvFormatFlags,
     ModelArg,
-    OptionGroup,
     RevisionOpt,
+    flag_sets,
     only,
-    option_groups,
 )
 from kvcalc.cli.output import check_format, emit, handle_errors
 
 
-class LayoutPair(OptionGroup):
+class LayoutPair(FlagSet):
     """The two layouts and what moves between them: tensor-parallel ranks on each side, the link,
     the decode side's block size and what it already holds."""
 
@@ -53,7 +53,7 @@ class LayoutPair(OptionGroup):
     ] = None  # noqa: E501
 
 
-class RatioOptions(OptionGroup):
+class RatioFlags(FlagSet):
     """The prefill:decode GPU ratio: the GPU both layouts run on, the output per request, the
     requests a decode layout runs at once."""
 
@@ -83,15 +83,15 @@ TokensOpt = Annotated[
 
 
 @handle_errors
-@option_groups()
+@flag_sets()
 def transfer(
     model: ModelArg,
     tokens: TokensOpt,
     pair: LayoutPair = LayoutPair(),
-    ratio: RatioOptions = RatioOptions(),
+    ratio: RatioFlags = RatioFlags(),
     kv: Annotated[
-        KvFormatOptions, only("kv_dtype", "k_dtype", "v_dtype", kv_dtype=PLAIN_KV_DTYPE_HELP)
-    ] = KvFormatOptions(),
+        KvFormatFlags, only("kv_dtype", "k_dtype", "v_dtype", kv_dtype=PLAIN_KV_DTYPE_HELP)
+    ] = KvFormatFlags(),
     revision: RevisionOpt = None,
     fmt: FormatOpt = "table",
 ) -> None:

@@ -303,6 +303,14 @@ class EngineProfile(Generic[Opts]):
         (`engine_kv_dtype`), by name."""
         return None
 
+    def recorded_kv_dtype(self, model: ModelSpec, options: object, pick: tuple[str, str, str | None]) -> str:
+        """The `kv_dtype` a deployment file records for a plan's KV `pick` (K, V, the engine's own
+        name or None: `calc.plan.KvPick`), the name whose parse by this engine
+        (`requests.plan_kv_picks`, as `kvcalc check` reads the file) gives `pick` back: the
+        engine's own name where it has one, else the K format (K/V where they differ)."""
+        k, v, own = pick
+        return own or (k if k == v else f"{k}/{v}")
+
     def engine_kv_dtype(self, choice: KvChoice, options: object) -> str | None:
         """The engine's own `--kv-cache-dtype` that `kvcalc plan` carries beside a parsed
         `choice` (`calc.plan.KvPick.engine_dtype`): None where the K / V formats say it all (the
@@ -552,6 +560,23 @@ class VllmProfile(EngineProfile[VllmOptions]):
 
         by_dtype = {k: o for k, o in (kv_options or {}).items() if isinstance(o, VllmOptions)}
         return plan.plan_kv(model, self.options(options), by_dtype)
+
+    def recorded_kv_dtype(self, model: ModelSpec, options: object, pick: tuple[str, str, str | None]) -> str:
+        """vLLM's own `--kv-cache-dtype` for `pick`, as the launch line states it: the name the
+        plan parsed where it kept one (`engine_kv_dtype`), else vLLM 0.33's name of the format
+        (`engine_dtypes.VLLM_033_FORMAT_NAMES`: fp8_e4m3 is `fp8`) where it is not the model's
+        default, else the format. The kvcalc name `fp8_e4m3` would not do: vLLM parses
+        `--kv-cache-dtype fp8_e4m3` as its own entry, which on DeepSeek sparse MLA on Hopper picks
+        FLASHINFER_MLA_SPARSE_SM90 (576 B rows) where `fp8` picks FLASHMLA_SPARSE (fp8_ds_mla,
+        656 B; vLLM 0.33.0 `v1/attention/backends/mla/flashmla_sparse.py`,
+        `flashinfer_mla_sparse_sm90.py`, `v0_33_specs.sparse_mla_specs`), so `kvcalc check` would
+        size another backend than plan."""
+        from kvcalc.engine_dtypes import VLLM_033_FORMAT_NAMES
+
+        k, v, own = pick
+        if own is None and k == v and k != self.default_kv_dtype(model, self.options(options))[0]:
+            return VLLM_033_FORMAT_NAMES.get(k, k)
+        return super().recorded_kv_dtype(model, options, pick)
 
     def engine_kv_dtype(self, choice: KvChoice, options: object) -> str | None:
         """vLLM's `--kv-cache-dtype` as given (`choice.label`), where it is a vLLM 0.33 `CacheDType`

@@ -94,7 +94,9 @@ with trtllm_mha and turns the SWA pool off (`server_args.py`): use --disable-hyb
   capability 10.x (native prefill and decode on trtllm_mha: one scale layout) or 12.x (FP8 prefill
   on flashinfer: a linear scale layout plus a dequant workspace of H_kv x head_dim x 2 B fp8 per
   token, once for all layers); `kv_cache_hook.py` `handle_kv4_compatibility` refuses other GPUs.
-  mxfp8: one scale byte per 32 values (= the mxfp8 format), compute capability >= 10.
+  mxfp8: one scale byte per 32 values (= the mxfp8 format), compute capability >= 10. In the SWA
+  pool (`HybridSWAPoolConfigurator`, no fp4 quant method) the fp4 types cost 1 B a value with no
+  scales and no workspace, on SM100 and SM120 alike (`swa_priced_format`, `swa_fp4_note`).
 
 The 2026 families, SGLang 0.5.23 (issue 19; docs/engine-rules-2026.md):
 
@@ -161,7 +163,7 @@ from kvcalc.calc.kv_cache import (
 )
 from kvcalc.engines import SEARCH_LIMIT_TOKENS, defaults, longest_fitting, sglang_dsv4, sglang_mamba
 from kvcalc.errors import MESSAGE, OPTION_SAYS, KvcalcError
-from kvcalc.formats import StorageFormat
+from kvcalc.formats import StorageFormat, kv_format
 from kvcalc.results import EngineResult
 from kvcalc.schema import LayerSpec, ModelSpec
 
@@ -687,6 +689,47 @@ def swa_split(
     return full, int(full * swa_full_tokens_ratio) // page_size * page_size
 
 
+#: the fp4 KV types (`--kv-cache-dtype`, 0.5.23): torch dtype float4_e2m1fn_x2, one byte a packed pair
+FP4_KV_TYPES = frozenset({"nvfp4", "fp4_mx_block16"})
+
+
+def swa_priced_format(k: StorageFormat) -> StorageFormat:
+    """The format SGLang 0.5.23's SWA pool sizing prices a `k` cache at (`pool_configurator.py`
+    `HybridSWAPoolConfigurator.__init__` 659-725): kv_size = torch._utils._element_size of the
+    pool's torch dtype times the values a token holds, scales only for mxfp8 (716-725). For the fp4
+    types the dtype is float4_e2m1fn_x2 (`mem_cache/kv_cache_dtype.py` 72-78), whose element (a
+    packed pair of e2m1 values) is 1 B, while the count is of values (H_kv x (head_dim +
+    v_head_dim), 702-714): 1 B a value and no scale term, as fp8_e4m3 (gpt-oss-20b, tp 1: 8 x (64
+    + 64) x 1 = 1,024 B a layer, not the 576 B the nvfp4 format stores). Every other format: itself."""
+    return kv_format("fp8_e4m3") if k.name in FP4_KV_TYPES else k
+
+
+def swa_fp4_note(k: StorageFormat) -> str:
+    """What SGLang 0.5.23 does with an fp4 KV cache in the SWA pool, beyond its sizing
+    (`swa_priced_format`): `mem_cache/kv_cache_configurator.py` `_build_hybrid_swa_kv_pool`
+    (2500-2549) hands `SWAKVPool` no fp4 quant method (the MHA pool gets one, 436-455), so
+    `MHATokenToKVPool` (`memory_pool.py` 2289-2291, `_create_buffers_normal` 2580-2630) allocates
+    plain float4_e2m1fn_x2 buffers of H_kv x head_dim elements with `torch.zeros`: 1 B a value, no
+    scales, as priced (no dequant workspace on SM120 either). torch.zeros of that dtype fails on
+    the CPU ("fill_cpu" not implemented, run with torch 2.14.1) and torch's CUDA fill kernel
+    (aten/src/ATen/native/cuda/FillKernel.cu) dispatches float8 but no float4 type: not run on a
+    GPU, so the note says the launch may fail there."""
+    return (
+        f"{k.name} in the SWA pool (SGLang 0.5.23): sized and allocated as plain float4_e2m1fn_x2 "
+        "tensors of head_dim elements, 1 B a value with no scales (the fp4 quant method is not "
+        "passed to SWAKVPool), twice the packed bytes; torch.zeros of that dtype is not implemented "
+        "on the CPU and its CUDA fill kernel lists no fp4 type: the launch may fail allocating the "
+        "pool (not checked on a GPU)"
+    )
+
+
+def swa_layer_bytes_per_token(layer: LayerSpec, k: StorageFormat, v: StorageFormat, tp: int = 1) -> int:
+    """Bytes a token of one layer costs in SGLang 0.5.23's SWA pool sizing (`_full_per_token` /
+    `_swa_per_token`, `pool_configurator.py` 702-725): `layer_kv_bytes_per_token` at
+    `swa_priced_format`."""
+    return layer_kv_bytes_per_token(layer, swa_priced_format(k), swa_priced_format(v), tp)
+
+
 def swa_cell_0523(
     model: ModelSpec,
     k: StorageFormat,
@@ -700,16 +743,17 @@ def swa_cell_0523(
     n_swa, with F = get_num_kv_heads(tp) x (head_dim + v_head_dim) x element bytes of a full
     layer and S = get_swa_num_kv_heads(tp) x (swa_head_dim + swa_v_head_dim) x element bytes of
     a sliding layer (700-714; each kind's own heads and head sizes: Gemma-4's full layers 2 x
-    (512 + 512), its sliding ones 8 x (256 + 256)); every layer sliding: S x n_swa. `grouped`:
+    (512 + 512), its sliding ones 8 x (256 + 256)); the fp4 types at 1 B a value with no scales
+    (`swa_priced_format`); every layer sliding: S x n_swa. `grouped`:
     0.5.23 multiplies r by (S x n_swa), 0.5.16 computes (r x S) x n_swa (the float may differ in
     its last bit)."""
     full = [layer for layer in model.layers if layer.kind != "sliding"]
     swa = [layer for layer in model.layers if layer.kind == "sliding"]
-    S = layer_kv_bytes_per_token(swa[0], k, v, tp)
+    S = swa_layer_bytes_per_token(swa[0], k, v, tp)
     if not full:
         return S * len(swa)
     if grouped:  # 0.5.23: _full_cell_bytes() + r x _swa_cell_bytes()
-        return layer_kv_bytes_per_token(full[0], k, v, tp) * len(full) + swa_full_tokens_ratio * (S * len(swa))
+        return swa_layer_bytes_per_token(full[0], k, v, tp) * len(full) + swa_full_tokens_ratio * (S * len(swa))
     # 0.5.16 (pool_configurator.py 386-394): F x n_full + r x S x n_swa, left to right
     return layer_kv_bytes_per_token(full[0], k, v, tp) * len(full) + swa_full_tokens_ratio * S * len(swa)
 
@@ -801,6 +845,9 @@ def pool_layout(
     pool's extras (`fp4_extras`). Raises `KvcalcError` for a GPU SGLang refuses the dtype on."""
     notes: list[str] = []
     extra, note = fp4_extras(model, k, tp, target.compute_capability, version)
+    if k.name in FP4_KV_TYPES and uses_swa_pool(model, hybrid_swa_memory, version):
+        # the SWA pool has no fp4 quant method: no scale layout, no dequant workspace (`swa_fp4_note`)
+        extra, note = 0, swa_fp4_note(k)
     if note:
         notes.append(note)
     if extra and uses_swa_pool(model, hybrid_swa_memory, version):
@@ -921,10 +968,10 @@ def capacity(
             value=k.name,
             form=MESSAGE,
         )
-    if ratio_pool and k.name not in _TORCH_DTYPES_0523 or (ratio_pool and "fp4" in k.name):
+    if ratio_pool and k.name not in _TORCH_DTYPES_0523:
         # mxfp8: HybridSWAPoolConfigurator adds one scale byte per 32 values of each layer kind
-        # (pool_configurator.py 716-725), as the format does; the fp4 types: its per-token bytes
-        # take torch's element size of float4_e2m1fn_x2 (1 B a packed pair) with no scale term
+        # (pool_configurator.py 716-725), as the format does; the fp4 types: priced at 1 B a
+        # value with no scale term (`swa_priced_format`)
         raise KvcalcError(
             f"{RULES[version].label}: kvcalc does not model the SWA pool (SWAKVPool) with a "
             f"{k.name} KV cache; use bf16, fp16, fp8_e4m3, fp8_e5m2 or mxfp8",
@@ -976,8 +1023,9 @@ def capacity(
                 value=kv_memory_bytes,
                 form=MESSAGE,
             )
-        sk, sv = _layers_pool_bytes(sliding, swa + page_size, k, v, tp)
-        fk, fv = _layers_pool_bytes([x for x in model.layers if x.kind != "sliding"], full + page_size, k, v, tp)
+        pk, pv = (swa_priced_format(k), swa_priced_format(v)) if ratio_rule else (k, v)  # fp4: unquantized
+        sk, sv = _layers_pool_bytes(sliding, swa + page_size, pk, pv, tp)
+        fk, fv = _layers_pool_bytes([x for x in model.layers if x.kind != "sliding"], full + page_size, pk, pv, tp)
         k_bytes, v_bytes = fk + sk, fv + sv
         mem = f"SWAKVPool mem usage: {(k_bytes + v_bytes) / SGLANG_GB:.2f} GB, swa size: {swa}, full size: {full}"
         if ratio_rule and version == "current":

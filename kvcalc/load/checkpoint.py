@@ -479,8 +479,11 @@ def load_folder(folder: Path, config: JsonObject) -> ModelSpec:
     from kvcalc.load.hf import model_fields_from_hf_config
 
     path = str(folder / "config.json")
-    fields = model_fields_from_hf_config(config, path=path, hf_quant=read_hf_quant_beside(folder / "config.json"))
-    return build(ModelSpec, attach_checkpoint(fields, config, local_headers(folder), path=path), path)
+    names: dict[str, str] = {}
+    fields = model_fields_from_hf_config(
+        config, path=path, hf_quant=read_hf_quant_beside(folder / "config.json"), names=names
+    )
+    return build(ModelSpec, attach_checkpoint(fields, config, local_headers(folder), path=path), path, names=names)
 
 
 def hf_quant_config_path(config_path: Path) -> Path:

@@ -258,9 +258,11 @@ def engine_kv_of(
     and `engine_options:` resolved as `kvcalc plan` resolves `--engine` and its flags
     (`EngineProfile.options`, `plan_engine_kv`), so `kvcalc check` sizes the file as plan did.
     No `engine:` is the exact formula ("ideal", None). The third: the file's `kv_dtype` as the
-    engine parsed it on `gpu` (`requests.plan_kv_picks`, the parse `kvcalc plan` made) where it
-    is the engine's own (vLLM's `turboquant_k8v4`, `fp8_per_token_head` ...: no kvcalc format),
-    else None.
+    engine parsed it on `gpu` (`requests.plan_kv_picks`, the one parse `kvcalc plan` makes of a
+    `--kv-dtype`), from the name as the file spells it (`Deployment.kv_dtype_given`): vLLM's own
+    names (`turboquant_k8v4`, `fp8_per_token_head` ...) and its spellings of one format that pick
+    other backends (`fp8` and `fp8_e4m3` on sparse MLA) are sized as plan sized them. None
+    without a `kv_dtype` or a GPU.
 
     Raises `ConfigError` against `engine` (an unknown engine, or one that cannot serve the
     model) or `engine_options` (options without an engine, an unknown option, a value of the
@@ -309,29 +311,18 @@ def engine_kv_of(
         raise ConfigError(e.message, path=path, field="engine", line=lines.get("engine"), value=dep.engine) from None
     kv: KvPick | None = None
     kv_options: dict[str, EngineOptions] = {}
-    if dep.kv_dtype is not None and gpu is not None and _engine_only(dep.kv_dtype):
+    if dep.kv_dtype_given is not None and gpu is not None:
         from kvcalc.calc.plan import GpuChoice
         from kvcalc.requests import plan_kv_picks
 
         try:
-            picks, kv_options, _ = plan_kv_picks(prof, model, opts, [dep.kv_dtype], [GpuChoice((gpu,))])
+            picks, kv_options, _ = plan_kv_picks(prof, model, opts, [dep.kv_dtype_given], [GpuChoice((gpu,))])
         except KvcalcError as e:
             raise ConfigError(
-                e.message, path=path, field="kv_dtype", line=lines.get("kv_dtype"), value=dep.kv_dtype
+                e.message, path=path, field="kv_dtype", line=lines.get("kv_dtype"), value=dep.kv_dtype_given
             ) from None
         kv = picks[0]
     return prof.name, prof.plan_engine_kv(model, opts, kv_options), kv
-
-
-def _engine_only(name: str) -> bool:
-    """Whether `name` is an engine's own KV dtype, no kvcalc format (`formats.kv_format` refuses it)."""
-    from kvcalc.formats import kv_format
-
-    try:
-        kv_format(name)
-    except KvcalcError:
-        return True
-    return False
 
 
 def speculative_of(

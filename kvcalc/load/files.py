@@ -628,10 +628,18 @@ def build(
     lines: dict[str, int] | None = None,
     *,
     first_only: bool = False,
+    names: Mapping[str, str] | None = None,
 ) -> M:
     """Validate `data` as `model_cls`; raises `ConfigError` naming the file, line and field
-    (`first_only`: the first problem alone, `validation_error`)."""
+    (`first_only`: the first problem alone, `validation_error`). `names` (kvcalc field -> the
+    file's own key, for a file that is not a kvcalc YAML: config.json, GGUF) reaches the
+    schema's checks as data (`kvcalc.schema.FILE_NAMES`), so their errors name the file's field."""
+    context = None
+    if names:
+        from kvcalc.schema import FILE_NAMES
+
+        context = {FILE_NAMES: dict(names)}
     try:
-        return model_cls.model_validate(data)
+        return model_cls.model_validate(data, context=context)
     except ValidationError as e:
         raise validation_error(e, model_cls, path, lines, first_only=first_only) from None

@@ -619,6 +619,17 @@ def _attention_fields(m: _Meta, a: _Arch, f: ModelFields, hidden: int, n_heads: 
             mla_cache="expanded" if legacy_mla else "latent",
         )  # what llama.cpp caches for this file
     else:
+        lengths = ("attention.key_length", "attention.value_length")
+        if hidden % n_heads and not all(m.has(k) for k in lengths):
+            # llama.cpp takes n_embd / n_head whole (src/llama-model.cpp `load_hparams`: n_embd_head_k =
+            # n_embd / n_head()), a head size the file's tensors do not have: never a guess here
+            missing = next(k for k in lengths if not m.has(k))
+            raise m.fail(
+                "embedding_length",
+                f"({hidden:,}) is not divisible by {m.key('attention.head_count')} ({n_heads}) and the file "
+                f"gives no {m.key(missing)}; convert the model again with a current llama.cpp, which writes the "
+                "head size",
+            )
         k_len = m.count("attention.key_length", hidden // n_heads or None)
         v_len = m.count("attention.value_length", hidden // n_heads or None)
         if k_len is None:
@@ -824,12 +835,12 @@ def _finish(header: GgufHeader, c: ModuleType, arch: str, f: ModelFields, *, leg
         )
     general = header.metadata.get("general.name")
     named = f", {excerpt(general, 60)}" if isinstance(general, str) and general.strip() else ""
-    layout = ", expanded MLA cache layout (no key_length_mla)" if legacy_mla else ""
+    legacy = ", expanded MLA cache: full K and V (no key_length_mla)" if legacy_mla else ""
     stem = Path(p).name
     stem = stem[:-5] if stem.lower().endswith(".gguf") and len(stem) > 5 else stem
     out = {
         "name": stem,
-        "source": f"{p} (GGUF v{header.version}, architecture {arch}{named}, {label}{layout})",
+        "source": f"{p} (GGUF v{header.version}, architecture {arch}{named}, {label}{legacy})",
         "model_type": f.pop("model_type"),
     }
     out.update(f)
@@ -856,4 +867,22 @@ def model_from_gguf(path: str | Path) -> ModelSpec:
     from kvcalc.load.files import build
 
     header = read_header(path)
-    return build(ModelSpec, model_fields_from_gguf(header), header.path)
+    fields = model_fields_from_gguf(header)
+    return build(ModelSpec, fields, header.path, names=gguf_field_names(header))
+
+
+#: kvcalc field -> the GGUF metadata key it is read from, under `{arch}.` (`model_fields_from_gguf`).
+GGUF_KEYS: dict[str, str] = {
+    "n_layers": "block_count",
+    "n_heads": "attention.head_count",
+    "n_kv_heads": "attention.head_count_kv",
+    "hidden_size": "embedding_length",
+    "head_dim": "attention.key_length",
+}
+
+
+def gguf_field_names(header: GgufHeader) -> dict[str, str]:
+    """kvcalc field -> the file's metadata key (`llama.attention.head_count_kv`), so the schema's
+    errors about a GGUF's geometry name the key the file holds (`kvcalc.load.files.build`)."""
+    arch = header.metadata.get("general.architecture")
+    return {f: f"{arch}.{k}" for f, k in GGUF_KEYS.items()} if isinstance(arch, str) else {}

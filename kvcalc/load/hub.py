@@ -335,10 +335,11 @@ def _from_config(repo_id: str, config_path: str, *, where: str, files: Headers |
     commit = Path(config_path).parent.name
     shown = f"{repo_id}/config.json"
     data, _ = read_mapping(Path(config_path), "model")
-    fields = model_fields_from_hf_config(data, path=shown)
+    names: dict[str, str] = {}
+    fields = model_fields_from_hf_config(data, path=shown, names=names)
     fields["name"] = repo_id.split("/")[-1].lower()
     fields["source"] = f"{repo_id} config.json ({where}, commit {commit[:12]})"
-    return build(ModelSpec, attach_checkpoint(fields, data, files, path=shown, missing=missing), shown)
+    return build(ModelSpec, attach_checkpoint(fields, data, files, path=shown, missing=missing), shown, names=names)
 
 
 def load_hub_model(ref: str, revision: str | None = None) -> ModelSpec:

@@ -47,7 +47,7 @@ def attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: float, back
     if backend == "flash-attn":  # GPU path, untested on CPU
         from flash_attn import flash_attn_func
 
-        out = flash_attn_func(q.unsqueeze(1), flash_layout(k), flash_layout(v), softmax_scale=scale)
+        out = flash_attn_func(q.unsqueeze(1), flash_view(k), flash_view(v), softmax_scale=scale)
         return out.squeeze(1)
     if backend == "flashinfer":  # GPU path, untested on CPU
         import flashinfer
@@ -73,7 +73,7 @@ def sdpa_gqa_native(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> bool:
     return q.dtype in (torch.float16, torch.bfloat16) and k.shape[-1] == v.shape[-1] <= 256
 
 
-def flash_layout(x: torch.Tensor) -> torch.Tensor:
+def flash_view(x: torch.Tensor) -> torch.Tensor:
     """A cache slice (B, H_kv, n, D) as the (B, n, H_kv, D) that flash-attn's flash_attn_func
     reads: a transposed view, no copy (stride(-1) stays 1, which is all flash_attn_func needs:
     flash_attn_interface.maybe_contiguous copies only when stride(-1) != 1, and mha_fwd reads

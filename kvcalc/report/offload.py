@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Union
 
 from kvcalc.report import gib, seconds, size
-from kvcalc.report.layout import Cell, Col, grid, pairs_table
+from kvcalc.report.widths import Cell, Col, grid, pairs_table
 
 if TYPE_CHECKING:
     from rich.console import RenderableType

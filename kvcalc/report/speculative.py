@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from kvcalc.report import seconds, size
-from kvcalc.report.layout import Cell, pairs_table
+from kvcalc.report.widths import Cell, pairs_table
 
 if TYPE_CHECKING:
     from kvcalc.results.speculative import SpeculativeEstimate

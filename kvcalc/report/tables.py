@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, TypedDict
 from pydantic import BaseModel
 
 from kvcalc.report import figure, gib, mib, seconds, size
-from kvcalc.report.layout import Cell, Col, WideOrRecords, grid, pairs_table, safe_text
+from kvcalc.report.widths import Cell, Col, WideOrRecords, grid, pairs_table, safe_text
 
 if TYPE_CHECKING:
     from rich.console import Group, RenderableType

@@ -4,6 +4,8 @@ Frozen pydantic models, `extra="forbid"`: their JSON keys are a public contract.
 
 from __future__ import annotations
 
+from pydantic import Field
+
 from kvcalc.results.offload import OffloadResult
 from kvcalc.schema import _Frozen  # frozen, extra="forbid": the one base of every model
 
@@ -59,6 +61,11 @@ class PlanLayout(_Frozen):
     dollars_per_hour: float | None = None
     dollars_per_million_tokens: float | None = None
     launch: str | None = None
+    #: the KV pick the layout was sized with, (K, V, the engine's own `--kv-cache-dtype` or None:
+    #: `calc.plan.KvPick`), which `kv_dtype` shows but cannot always tell apart (vLLM 0.33's `fp8`
+    #: and `fp8_e4m3` both show fp8_e4m3): what `kvcalc plan --write-deployment` records
+    #: (`EngineProfile.recorded_kv_dtype`). Not in the JSON output.
+    kv_pick: tuple[str, str, str | None] | None = Field(default=None, exclude=True, repr=False)
     #: the speed terms TPOT / TTFT / tokens/s were modelled with (`calc.speed.SpeedTerms.describe`;
     #: "roofline": the bare roofline of the efficiency knobs)
     speed_model: str = "roofline"

@@ -83,7 +83,7 @@ def test_the_cell_cap_is_far_above_every_figure_bearing_cell():
     import kvcalc
     from kvcalc.errors import KvcalcError
     from kvcalc.load.files import bundled
-    from kvcalc.report.layout import TEXT_CELL_CHARS
+    from kvcalc.report.widths import TEXT_CELL_CHARS
 
     assert TEXT_CELL_CHARS == 1000
     longest = 0

@@ -172,7 +172,7 @@ def test_tables_fit_urls_break_at_a_slash_and_units_stay(args, columns):
 
 
 def test_wrap_line_rules():
-    from kvcalc.report.layout import wrap_line
+    from kvcalc.report.widths import wrap_line
 
     # a figure keeps its unit: "2.91 GiB)" moves as one piece
     assert wrap_line("3,120,562,176 B (3.12 GB, 2.91 GiB)", 34) == ["3,120,562,176 B (3.12 GB,", "2.91 GiB)"]

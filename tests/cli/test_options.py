@@ -1,4 +1,4 @@
-"""The command layer's structure: option groups spread into signatures (`option_groups`), narrow
+"""The command layer's structure: flag sets spread into signatures (`flag_sets`), narrow
 command functions, refusals derived from the engine groups, no import cycle, short functions."""
 
 from __future__ import annotations
@@ -21,14 +21,14 @@ from kvcalc.cli import sweep as sweep_cmd
 from kvcalc.cli.options import (
     ENGINE_FLAGS,
     GPU_ONLY_OPTIONS,
-    GpuPlanOptions,
-    KvFormatOptions,
-    LayoutOptions,
+    GpuPlanFlags,
+    KvFormatFlags,
+    LayoutFlags,
     LlamacppFlags,
     SglangFlags,
     VllmFlags,
+    flag_sets,
     only,
-    option_groups,
 )
 from kvcalc.engines.profile import LlamacppOptions, SglangOptions, VllmOptions
 
@@ -65,7 +65,7 @@ GPU_PLAN = [
     "--cuda-context",
     "--activation-reserve",
 ]
-#: the tier below the GPU and a shared prefix (capacity's `KvMemoryOptions`, less --kv-memory)
+#: the tier below the GPU and a shared prefix (capacity's `KvMemoryFlags`, less --kv-memory)
 OFFLOAD = [
     "--kv-offloading-size",
     "--kv-offloading-backend",
@@ -130,14 +130,14 @@ SOURCE = ["--calibration", "--revision", "--trust-plain-decoder", "--format", "-
 )
 def test_help_lists_every_option_in_its_place(command, flags):
     # the options of no group first (under "Options"), then each option group under its own
-    # heading (`OptionGroup.panel`: issue 23 friction 5), in the order the command spreads them
+    # heading (`FlagSet.panel`: issue 23 friction 5), in the order the command spreads them
     assert long_flags(command) == flags
 
 
 def test_gpu_defaults_are_the_plans_defaults():
     # the CLI's defaults (0.9, 0.8, 0.5, 500 MiB) are memory_plan / roofline's: an untyped group
     # gives exactly `Layout()`
-    assert GpuPlanOptions().layout() == Layout()
+    assert GpuPlanFlags().layout() == Layout()
     assert Layout().cuda_context_bytes == 500 * 2**20
     text = " ".join(runner.invoke(app, ["estimate", "--help"]).stdout.split())
     assert "(vLLM default 0.9)" in text and "(default 500MiB)" in text and "[default: 0.8]" in text
@@ -155,7 +155,7 @@ def test_gpu_defaults_are_the_plans_defaults():
 def test_command_functions_take_few_parameters(fn):
     own = inspect.signature(inspect.unwrap(fn)).parameters
     # estimate: 15 with its whole-request group (issue 21) and the parallel and speculative groups (issue 20),
-    # 16 with the offload group (issue 22: capacity's `KvMemoryOptions`, less --kv-memory)
+    # 16 with the offload group (issue 22: capacity's `KvMemoryFlags`, less --kv-memory)
     assert len(own) <= 16, list(own)
     # what typer sees: every option, spread out (estimate 23, capacity 30, sweep 16 with ctx and model)
     assert len(inspect.signature(fn).parameters) > len(own)
@@ -228,19 +228,19 @@ def test_option_groups_hand_one_object_per_group():
     toy = typer.Typer(rich_markup_mode=None, add_completion=False)
 
     @toy.command()
-    @option_groups(order=("gpu", "count"))
+    @flag_sets(order=("gpu", "count"))
     def cmd(
-        layout: LayoutOptions = LayoutOptions(),
-        kv: Annotated[KvFormatOptions, only("kv_dtype", kv_dtype="K and V.")] = KvFormatOptions(),
-        gpu: Annotated[GpuPlanOptions, only("gpu")] = GpuPlanOptions(),
+        layout: LayoutFlags = LayoutFlags(),
+        kv: Annotated[KvFormatFlags, only("kv_dtype", kv_dtype="K and V.")] = KvFormatFlags(),
+        gpu: Annotated[GpuPlanFlags, only("gpu")] = GpuPlanFlags(),
         n: int = 1,
     ) -> None:
         seen.update(layout=layout, kv=kv, gpu=gpu, n=n)
 
     r = runner.invoke(toy, ["--tp", "2", "--count", "8", "--kv-dtype", "fp8", "--gpu", "h100-sxm", "--n", "3"])
     assert r.exit_code == 0, r.output
-    assert seen["layout"] == LayoutOptions(tp=2, count=8) and seen["layout"].resolve() == (2, 1, 4)
-    assert seen["kv"] == KvFormatOptions(kv_dtype="fp8") and seen["gpu"].gpu == "h100-sxm" and seen["n"] == 3
+    assert seen["layout"] == LayoutFlags(tp=2, count=8) and seen["layout"].resolve() == (2, 1, 4)
+    assert seen["kv"] == KvFormatFlags(kv_dtype="fp8") and seen["gpu"].gpu == "h100-sxm" and seen["n"] == 3
     help_text = runner.invoke(toy, ["--help"]).stdout
     assert "K and V." in help_text
     flags = re.findall(r"^  (?:-\w+, )*(--[\w-]+)", help_text, re.M)

@@ -169,7 +169,9 @@ def test_plan_dcp_pins_decode_context_parallel_and_round_trips(cli, tmp_path):
         "--gpu-memory-utilization 0.9 --max-num-seqs 64 --block-size 64"
     )
     dep = yaml.safe_load(out.read_text())
-    assert (dep["tp"], dep["dcp"], dep["kv_dtype"], dep["engine"]) == (8, 8, "fp8_e4m3", "vllm")
+    # the file records vLLM's own name, as the launch line states it (it said fp8_e4m3, kvcalc's
+    # name, which vLLM parses as another entry: on sparse MLA another backend)
+    assert (dep["tp"], dep["dcp"], dep["kv_dtype"], dep["engine"]) == (8, 8, "fp8", "vllm")
     c = cli("check", str(out), "-f", "json")
     assert c.exit_code == 0, c.output
     import json
@@ -178,23 +180,52 @@ def test_plan_dcp_pins_decode_context_parallel_and_round_trips(cli, tmp_path):
     assert row["status"] == "ok" and row["max_concurrency"] == top.max_concurrency == 345
 
 
-def test_a_vllm_only_dtype_round_trips_through_check(cli, tmp_path):
-    """`--write-deployment` with turboquant_k8v4 writes `kv_dtype: turboquant_k8v4`; `kvcalc check`
-    parses it by the file's engine (once, as plan did) and sizes it with vLLM's pages."""
-    out = tmp_path / "tq.yaml"
-    r = cli("plan", "llama-3.1-8b", "-s", "32k", "--concurrency", "64", "--gpu", "h200",
-            "--kv-dtype", "turboquant_k8v4", "--top", "1", "--write-deployment", str(out))  # fmt: skip
+@pytest.mark.parametrize(
+    ("engine", "model", "gpu", "seq_len", "kv_dtype", "recorded", "seqs"),
+    [
+        # vLLM's own TurboQuant preset: no kvcalc format, parsed by the file's engine
+        ("vllm", "llama-3.1-8b", "h200", "32k", "turboquant_k8v4", "turboquant_k8v4", None),
+        # fp8_e4m3 on sparse MLA on Hopper picks FLASHINFER_MLA_SPARSE_SM90 (a plain fp8 latent,
+        # 576 B a token a layer) where fp8 picks FLASHMLA_SPARSE (fp8_ds_mla, 656 B): 120 seqs
+        # against fp8's 108 on 8x H200 tp2 dp-attn4 ep8 (vLLM 0.33.0 `flashmla_sparse.py`,
+        # `flashinfer_mla_sparse_sm90.py`). The file said fp8_e4m3 for both, and check read it
+        # as kvcalc's format (108) where plan said 120.
+        ("vllm", "deepseek-v3.2", "h200", "32k", "fp8_e4m3", "fp8_e4m3", 120),
+        ("vllm", "deepseek-v3.2", "h200", "32k", "fp8", "fp8", 108),
+        # no --kv-dtype / auto: plan's fp8 default is vLLM's `fp8` (the launch line's name)
+        ("vllm", "deepseek-v3.2", "h200", "32k", None, "fp8", 108),
+        ("vllm", "deepseek-v3.2", "h200", "32k", "auto", "fp8", 108),
+        ("vllm", "llama-3.1-8b", "h200", "32k", None, "fp8", 121),
+        # SGLang and llama.cpp name the format as kvcalc does
+        ("sglang", "llama-3.1-8b", "h200", "32k", "fp8", "fp8_e4m3", 121),
+        ("sglang", "deepseek-v3", "h200", "32k", None, "fp8_e4m3", 148),
+        ("llamacpp", "qwen3-32b", "l40s", "8k", "q8_0", "q8_0", 4),
+    ],
+)
+def test_a_deployment_round_trips_through_check(cli, tmp_path, engine, model, gpu, seq_len, kv_dtype, recorded, seqs):
+    """`--write-deployment` writes the engine's own `kv_dtype` (`EngineProfile.recorded_kv_dtype`,
+    the launch line's name); `kvcalc check` parses it by the file's engine (plan's one parse,
+    `requests.plan_kv_picks`) and gives plan's max seqs and bytes per GPU for the same layout."""
+    out = tmp_path / "d.yaml"
+    given = ("--kv-dtype", kv_dtype) if kv_dtype else ()
+    r = cli("plan", model, "-s", seq_len, "--concurrency", "64" if engine != "llamacpp" else "4", "--gpu", gpu,
+            "--engine", engine, *given, "--top", "1", "--write-deployment", str(out), "-f", "json")  # fmt: skip
     assert r.exit_code == 0, r.output
-    assert yaml.safe_load(out.read_text())["kv_dtype"] == "turboquant_k8v4"
-    c = cli("check", str(out), "-f", "json")
-    assert c.exit_code == 0, c.output
     import json
 
+    top = json.loads(r.stdout)["layouts"][0]
+    assert yaml.safe_load(out.read_text())["kv_dtype"] == recorded
+    c = cli("check", str(out), "-f", "json")
+    assert c.exit_code == 0, c.output
     row = json.loads(c.stdout)["deployments"][0]
-    top = kvcalc.plan("llama-3.1-8b", seq_len="32k", concurrency=64, gpus="h200", kv_dtypes="turboquant_k8v4").layouts[
-        0
-    ]
-    assert row["status"] == "ok" and row["max_concurrency"] == top.max_concurrency
+    assert row["status"] == "ok"
+    assert (row["max_concurrency"], row["memory_bytes_per_gpu"]) == (
+        top["max_concurrency"],
+        top["memory_bytes_per_gpu"],
+    )
+    assert row["kv_dtype"] == top["kv_dtype"]
+    if seqs is not None:
+        assert top["max_concurrency"] == seqs
 
 
 @pytest.mark.parametrize(
@@ -269,3 +300,32 @@ def test_check_names_the_engines_dtype(cli, tmp_path):
     import json
 
     assert json.loads(r.stdout)["deployments"][0]["kv_dtype"] == "turboquant_k8v4"
+
+
+@pytest.mark.parametrize(
+    ("kv_dtype", "seqs", "backend"),
+    [
+        # the file's spelling reaches vLLM's parse (`Deployment.kv_dtype_given`); the format name
+        # kvcalc keeps (`Deployment.kv_dtype`) is fp8_e4m3 for all three
+        ("fp8", 108, "FLASHMLA_SPARSE"),
+        (" FP8_E4M3", 120, "FLASHINFER_MLA_SPARSE_SM90"),
+        ("fp8_ds_mla", 108, "FLASHMLA_SPARSE"),
+    ],
+)
+def test_check_parses_a_hand_written_kv_dtype_as_vllm_does(cli, tmp_path, kv_dtype, seqs, backend):
+    """A hand-written DeepSeek-V3.2 file, 8x H200 tp2 dp-attn4 ep8 at 64 x 32k under vLLM 0.33:
+    `fp8` and `fp8_ds_mla` are FLASHMLA_SPARSE (656 B rows), `fp8_e4m3` FLASHINFER_MLA_SPARSE_SM90
+    (576 B), as `kvcalc plan --kv-dtype` sizes them (108 and 120 sequences, the round trip above)."""
+    out = tmp_path / "d.yaml"
+    out.write_text(
+        "model: deepseek-v3.2\ngpu: h200\ncount: 8\ntp: 2\npp: 1\ndp_attention: 4\nep: 8\n"
+        f"kv_dtype: '{kv_dtype}'\nweight_dtype: fp8_e4m3:b128:fp32\nmax_seq_len: 32768\nconcurrency: 64\n"
+        "engine: vllm\n"
+    )
+    c = cli("check", str(out), "-f", "json")
+    assert c.exit_code == 0, c.output
+    import json
+
+    row = json.loads(c.stdout)["deployments"][0]
+    assert row["max_concurrency"] == seqs
+    assert any(backend + " (" in n for n in row["notes"]), row["notes"]

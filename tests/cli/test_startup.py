@@ -1,6 +1,6 @@
 """Start-up (issue 11 item 8): what `kvcalc estimate MODEL` loads and builds, read in a fresh
-interpreter (`sys.modules` after the call), and option groups that are values without dataclass
-code generation (`kvcalc.cli.options.OptionGroup`). (`AsGiven`, which built typer's per-option
+interpreter (`sys.modules` after the call), and flag sets that are values without dataclass
+code generation (`kvcalc.cli.options.FlagSet`). (`AsGiven`, which built typer's per-option
 converters only for typed values, cost 2% of start-up instructions with typer 0.29 and was
 removed: issue 23 item 4, docs/benchmarks.md.)
 The time itself is `benchmarks/bench_cli.py`'s to measure (README "Speed")."""
@@ -18,7 +18,7 @@ import pytest
 import typer
 
 from kvcalc.cli.app import COMMANDS
-from kvcalc.cli.options import OptionGroup
+from kvcalc.cli.options import FlagSet
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -79,10 +79,10 @@ def test_typed_values_go_through_typers_converter():
     assert json.loads(text)["kv_cache_bytes"] == 2_147_483_648
 
 
-# ----- OptionGroup: an immutable value, as the frozen dataclass it replaced -----------------------
+# ----- FlagSet: an immutable value, as the frozen dataclass it replaced -----------------------
 
 
-class G(OptionGroup):
+class G(FlagSet):
     """A two-option group, declared as the real ones are."""
 
     engine: ClassVar[str] = "x"
@@ -115,5 +115,5 @@ def test_group_is_an_immutable_value():
 def test_group_field_without_default_is_refused():
     with pytest.raises(TypeError, match="need a default: n"):
 
-        class Bad(OptionGroup):
+        class Bad(FlagSet):
             n: int

@@ -146,9 +146,24 @@ def test_swa_pool_admission_floor_boundary():
     assert capacity("gemma-4-26b-a4b", 236_298_240, BF16, tp=1).kv_cache_tokens == 1_282
 
 
-def test_swa_pool_fp4_refused():
-    with pytest.raises(KvcalcError, match="kvcalc does not model the SWA pool .SWAKVPool. with a fp4_mx_block16"):
-        capacity("gemma-4-26b-a4b", fmt=kv_format("fp4_mx_block16"))
+@pytest.mark.parametrize("name, gpu", [("fp4_mx_block16", "10.0"), ("nvfp4", "10.0"), ("nvfp4", "12.0")])
+def test_swa_pool_fp4_is_priced_at_one_byte_a_value(name, gpu):
+    """SGLang 0.5.23 `pool_configurator.py` `HybridSWAPoolConfigurator.__init__` 663-725: kv_size =
+    torch._utils._element_size(float4_e2m1fn_x2) = 1 B times the values a token holds, no scale
+    term (mxfp8 only); `_build_hybrid_swa_kv_pool` passes no fp4 quant method, so the pools are
+    plain 1 B elements too (no SM120 dequant workspace). Gemma-4-26B-A4B (tests/data/
+    hf-configs-2026/google--gemma-4-26B-A4B.json) TP1: full layer 2 x (512 + 512) x 1 = 2,048 B,
+    sliding 8 x (256 + 256) x 1 = 4,096 B; 5 full, 25 sliding; cell = 5 x 2,048 + 0.8 x (25 x
+    4,096) = 92,160.0; 20 GiB = 21,474,836,480 // 92,160.0 = 233,016 full tokens, int(233,016 x
+    0.8) = 186,412 SWA tokens (SGLang's own code on a CPU gives these,
+    tests/oracle/fixtures/sglang_0523_pools.json). Pools: 5 x 2,048 x 233,017 + 25 x 4,096 x
+    186,413 = 2,386,094,080 + 19,088,691,200 = 21,474,785,280 B."""
+    r = capacity(
+        "gemma-4-26b-a4b", 21_474_836_480, kv_format(name), tp=1, target=sglang.PoolTarget(compute_capability=gpu)
+    )
+    assert (r.kv_cache_tokens, r.k_bytes + r.v_bytes) == (233_016, 21_474_785_280)
+    assert "Use sliding window memory pool. full_layer_tokens=233016, swa_layer_tokens=186412" in r.log_lines
+    assert any("1 B a value with no scales" in note for note in r.notes)
 
 
 def test_disable_hybrid_swa_memory_refuses_the_two_geometries():

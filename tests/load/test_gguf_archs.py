@@ -320,7 +320,7 @@ def test_deepseek_v3_expanded_layout_warns(tmp_path):
         m = model_from_gguf(write_gguf(tmp_path / "old.gguf", "deepseek2", kv, dsv3_tensors()))
     assert (m.qk_nope_head_dim, m.v_head_dim) == (128, 128)  # 192 - 64 rope
     assert est(m).kv_bytes_per_token == 70272  # kvcalc sizes the latent; llama.cpp would cache 61 x 128 x 320 x 2
-    assert "expanded MLA cache layout" in m.source
+    assert "expanded MLA cache: full K and V" in m.source
     assert m.mla_cache == "expanded"
     # and llama.cpp (current) sizes the expanded cache for it: 61 layers x 128 heads x (192 + 128) x 2 B
     # = 4,997,120 B per cell; x 256 cells = 1,279,262,720 B

@@ -65,10 +65,10 @@ def test_sdpa_gqa_native_decision(dtype, dk, dv, cuda, native):
     assert measure_attention.sdpa_gqa_native(_t(dtype, dk, cuda), _t(dtype, dk, cuda), _t(dtype, dv, cuda)) is native
 
 
-def test_flash_layout_is_a_view_of_the_cache():
+def test_flash_view_is_a_view_of_the_cache():
     cache = torch.randn(2, 3, 10, 8)  # (B, H_kv, T, D)
     part = cache[:, :, :7, :]  # the n = 7 tokens a step reads
-    x = measure_attention.flash_layout(part)
+    x = measure_attention.flash_view(part)
     assert x.shape == (2, 7, 3, 8)  # (B, n, H_kv, D): flash_attn_func's k/v
     assert x.stride(-1) == 1  # flash_attn_func copies only when this is not 1
     assert x.data_ptr() == cache.data_ptr()  # no copy: the timing reads the cache itself

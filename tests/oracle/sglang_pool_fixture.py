@@ -9,7 +9,6 @@ import re
 import warnings
 from pathlib import Path
 
-from kvcalc.calc.kv_cache import layer_kv_bytes_per_token
 from kvcalc.engines import sglang
 from kvcalc.errors import KvcalcError
 from kvcalc.formats import kv_format
@@ -18,7 +17,7 @@ from kvcalc.load.models import load_model
 FIXTURE = Path(__file__).parent / "fixtures" / "sglang_0523_pools.json"
 DATA = Path(__file__).parents[1] / "data"
 #: the GPU of a case -> kvcalc's `PoolTarget` compute capability (`--gpu h100` / `b200`)
-ARCH_CAPABILITY = {"hopper": "9.0", "blackwell": "10.0"}
+ARCH_CAPABILITY = {"hopper": "9.0", "blackwell": "10.0", "sm120": "12.0"}
 _SWA_LINE = re.compile(r"Use sliding window memory pool\. full_layer_tokens=(\d+), swa_layer_tokens=(\d+)")
 
 
@@ -76,8 +75,8 @@ def kvcalc_record(case: dict) -> dict:
         split = next((_SWA_LINE.fullmatch(line) for line in r.log_lines if _SWA_LINE.fullmatch(line)), None)
         out.update(
             cell=sglang.swa_cell_0523(m, f, f, tp, ratio),
-            full_per_token=layer_kv_bytes_per_token(full, f, f, tp),
-            swa_per_token=layer_kv_bytes_per_token(sliding, f, f, tp),
+            full_per_token=sglang.swa_layer_bytes_per_token(full, f, f, tp),
+            swa_per_token=sglang.swa_layer_bytes_per_token(sliding, f, f, tp),
             full=int(split[1]) if split else None,
             swa=int(split[2]) if split else None,
             sliding_window_size=sglang.sglang_window(m),

@@ -59,6 +59,7 @@ from sglang.srt.arg_groups import overrides as ov
 from sglang.srt.configs import model_config as cfg_mc
 from sglang.srt.configs.model_config import ModelConfig, get_dsa_index_kpool, is_deepseek_dsa
 from sglang.srt.layers.cp import utils as cp_utils
+from sglang.srt.layers.quantization import fp4_kv_cache_quant_method as fp4q
 from sglang.srt.mem_cache import kv_cache_configurator as kcc
 from sglang.srt.mem_cache import kv_cache_dtype as kvd
 from sglang.srt.mem_cache import memory_pool as mp
@@ -74,7 +75,12 @@ SGLANG_VERSION = sglang.__version__
 DATA = Path(__file__).parents[1] / "data"
 GIB = 1 << 30
 #: the GPU a case runs on: its compute capability (the only device query SGLang's sizing makes)
-ARCHS = {"hopper": (9, 0), "blackwell": (10, 0)}
+ARCHS = {"hopper": (9, 0), "blackwell": (10, 0), "sm120": (12, 0)}
+#: the (prefill, decode) attention backends a default nvfp4 launch resolves on an MHA model
+#: (`arg_groups/kv_cache_hook.py` `_NVFP4_PREFILL_BACKEND` 25-28 and
+#: `handle_nvfp4_prefill_kv_dequant_dtype` 34-97: SM100 prefills the native layout on trtllm_mha,
+#: SM120 an fp8 dequant workspace on flashinfer; decode trtllm_mha): a resolved server argument
+NVFP4_BACKENDS = {"blackwell": ("trtllm_mha", "trtllm_mha"), "sm120": ("flashinfer", "trtllm_mha")}
 
 
 def _platform(arch: str) -> dict:
@@ -244,6 +250,14 @@ def run(
         mock.patch.object(kch, "resolving_view", lambda args: args),
         mock.patch.object(ov, "model_config_of", lambda _view: mc),
         mock.patch.object(pi, "get_kv_shard_group_info", lambda _kvc: (None, 1)),  # --enable-kv-cache-sharding off
+        # the fp4 quant method's `configure_attention_backends_from_server_args` reads the resolved
+        # backends; given here to its own `configure_attention_backends` (MHA pools only;
+        # fp4_mx_block16's cell does not depend on them)
+        mock.patch.object(
+            fp4q.KVCacheQuantMethodBase,
+            "configure_attention_backends_from_server_args",
+            lambda self, _args: self.configure_attention_backends(*NVFP4_BACKENDS.get(arch, ("triton", "triton"))),
+        ),
     ]
     lines: list[str] = []
     handler = _Grab(lines)
@@ -324,7 +338,13 @@ def _run(mc: ModelConfig, kv_dtype: str, page_size: int, budget_bytes: int, dp: 
         is_hybrid_swa_compress=mc.is_hybrid_swa_compress,
         draft_swa_full_capacity=False,
     )
+    if kv_dtype in ("nvfp4", "fp4_mx_block16") and not kvc.use_mla_backend:
+        # `_compute_cell_size` builds the fp4 quant method (NVFP4KVCacheMethod.__init__ puts its
+        # per-layer global scales on `device`): the CPU here, a device query; its
+        # `compute_cell_size` is SGLang's, unchanged
+        kvc.device = "cpu"
     conf = pc.create_memory_pool_configurator(kvc)
+    kvc.device = "cuda"
     cfg = conf.calculate_pool_sizes(budget_bytes, page_size)
     out.update(
         configurator=type(conf).__name__,
@@ -386,27 +406,29 @@ def case_id(case: dict) -> str:
 #: config file (tests/data/...) -> what the grid runs it with: the pool's kind, the KV dtypes
 #: (`--kv-cache-dtype`), the (tp, attention dp) layouts
 PLAIN_DTYPES = ("bf16", "fp8_e4m3", "fp8_e5m2", "mxfp8")
-#: the fp4 types on MLA pools only: on MHA pools `_compute_cell_size` builds the fp4 quant method,
-#: which allocates its scales on the GPU (not run here)
+#: the fp4 types too: on MHA pools `_compute_cell_size` builds the fp4 quant method (its scales
+#: put on the CPU); the SWA pool prices them by torch's element size (no quant method)
+FP4_DTYPES = ("nvfp4", "fp4_mx_block16")
+MHA_DTYPES = PLAIN_DTYPES + FP4_DTYPES
 MLA_DTYPES = ("bf16", "fp8_e4m3", "fp8_e5m2", "mxfp8", "nvfp4", "fp4_mx_block16")
 DSA_DTYPES = ("bf16", "fp8_e4m3", "fp8_e5m2")  # fp8_e5m2: SGLang's DSA assertion refuses it
 CONFIGS = {
     # plain MHA / GQA (DefaultPoolConfigurator)
-    "hf/Llama-3.1-8B.json": ("mha", PLAIN_DTYPES, ((1, 1), (8, 1), (8, 8), (16, 1))),
-    "hf-configs-2026/Qwen--Qwen3-VL-8B-Instruct.json": ("mha", PLAIN_DTYPES, ((1, 1), (4, 1), (8, 1), (8, 2))),
-    "hf-configs-2026/MiniMaxAI--MiniMax-M2.7.json": ("mha", PLAIN_DTYPES, ((1, 1), (4, 1), (8, 1), (8, 8))),
+    "hf/Llama-3.1-8B.json": ("mha", MHA_DTYPES, ((1, 1), (8, 1), (8, 8), (16, 1))),
+    "hf-configs-2026/Qwen--Qwen3-VL-8B-Instruct.json": ("mha", MHA_DTYPES, ((1, 1), (4, 1), (8, 1), (8, 2))),
+    "hf-configs-2026/MiniMaxAI--MiniMax-M2.7.json": ("mha", MHA_DTYPES, ((1, 1), (4, 1), (8, 1), (8, 8))),
     # Gemma-3: sliding layers sized like full ones (not in is_hybrid_swa_model)
-    "hf/gemma-3-1b-it.json": ("mha", PLAIN_DTYPES, ((1, 1),)),
+    "hf/gemma-3-1b-it.json": ("mha", MHA_DTYPES, ((1, 1),)),
     # MLA (DefaultPoolConfigurator, use_mla_backend)
     "hf/DeepSeek-V2-Lite-Chat.json": ("mla", MLA_DTYPES, ((1, 1), (8, 1))),
     "hf-configs-2026/moonshotai--Kimi-K2.5.json": ("mla", MLA_DTYPES, ((1, 1), (8, 1), (8, 8))),
     # sparse MLA with the indexer (DSA)
     "hf-configs-2026/deepseek-ai--DeepSeek-V3.2.json": ("dsa", DSA_DTYPES, ((1, 1), (8, 1), (8, 8))),
-    "hf-configs-2026/zai-org--GLM-5.2.json": ("dsa", DSA_DTYPES, ((1, 1), (8, 1))),
+    "hf-configs-2026/zai-org--GLM-5.2.json": ("dsa", DSA_DTYPES, ((1, 1), (8, 1), (8, 8))),
     # hybrid sliding / full (HybridSWAPoolConfigurator)
-    "hf-configs-2026/google--gemma-4-26B-A4B.json": ("swa", PLAIN_DTYPES, ((1, 1), (2, 1), (8, 1))),
-    "hf-configs-2026/XiaomiMiMo--MiMo-V2-Flash.json": ("swa", PLAIN_DTYPES, ((1, 1), (4, 1), (8, 1))),
-    "hf/gpt-oss-20b.json": ("swa", PLAIN_DTYPES, ((1, 1), (8, 1))),
+    "hf-configs-2026/google--gemma-4-26B-A4B.json": ("swa", MHA_DTYPES, ((1, 1), (2, 1), (8, 1))),
+    "hf-configs-2026/XiaomiMiMo--MiMo-V2-Flash.json": ("swa", MHA_DTYPES, ((1, 1), (4, 1), (8, 1))),
+    "hf/gpt-oss-20b.json": ("swa", MHA_DTYPES, ((1, 1), (8, 1))),
     # architectures SGLang 0.5.23 registers no model class for
     "hf-configs-2026/stepfun-ai--Step-3.7-Flash.json": ("unregistered", ("bf16",), ((1, 1),)),
     "hf-configs-2026/MiniMaxAI--MiniMax-M3.json": ("unregistered", ("bf16",), ((1, 1),)),
@@ -419,15 +441,25 @@ SWA_BUDGETS = (*BUDGETS, GIB)
 PAGES = (1, 64)
 
 
+def _archs(kind: str, kv_dtype: str) -> tuple[str, ...]:
+    """The GPUs a case runs on: DSA and mxfp8 on Hopper and Blackwell, nvfp4 on the MHA and SWA
+    pools on SM100 and SM120 (the MHA pool's scale layouts and dequant workspace differ; the SWA
+    pool has neither), the other fp4 cases on SM100, the rest on Hopper."""
+    if kind == "dsa" or kv_dtype == "mxfp8":
+        return ("hopper", "blackwell")
+    if kv_dtype == "nvfp4" and kind in ("mha", "swa"):
+        return ("blackwell", "sm120")
+    return ("blackwell",) if "fp4" in kv_dtype else ("hopper",)
+
+
 def grid() -> list[dict]:
     """Every config x its layouts x its dtypes x `PAGES` x `BUDGETS`; DSA and mxfp8 on Hopper and
     Blackwell (the backends and the latent row differ; mxfp8 is refused on Hopper), the fp4 types on
-    Blackwell, the rest on Hopper; plus every served config's pools allocated on the CPU at tp 1,
+    Blackwell (nvfp4 on the MHA and SWA pools also on SM120), the rest on Hopper; plus every served config's pools allocated on the CPU at tp 1,
     bf16 / fp8_e4m3, a quarter GiB; SWA models also with
     --swa-full-tokens-ratio 0.1 and at 1 GiB."""
     cases = []
     for config, (kind, dtypes, layouts) in CONFIGS.items():
-        both = ("hopper", "blackwell")
         ratios = (None, 0.1) if kind == "swa" else (None,)
         budgets = {"unregistered": BUDGETS[:1], "swa": SWA_BUDGETS}.get(kind, BUDGETS)
         cases += [
@@ -445,7 +477,7 @@ def grid() -> list[dict]:
             for d in dtypes
             for page in (PAGES if kind != "dsa" else (1,))
             for b in budgets
-            for arch in (both if kind == "dsa" or d == "mxfp8" else ("blackwell",) if "fp4" in d else ("hopper",))
+            for arch in _archs(kind, d)
             for r in ratios
         ]
     # the pools themselves, allocated on the CPU (a quarter GiB): their log lines and bytes

@@ -411,7 +411,7 @@ def render(renderable: Any, width: int) -> list[str]:
 
 
 def test_grid_keeps_its_natural_look_when_it_fits() -> None:
-    from kvcalc.report.layout import Col, grid
+    from kvcalc.report.widths import Col, grid
 
     lines = render(grid([Col("name", kind="id", justify="left"), Col("tokens")], [["a", "1,024,000"]], width=60), 60)
     assert lines == [
@@ -424,7 +424,7 @@ def test_grid_keeps_its_natural_look_when_it_fits() -> None:
 
 
 def test_grid_narrows_abbreviates_then_splits() -> None:
-    from kvcalc.report.layout import Col, grid
+    from kvcalc.report.widths import Col, grid
 
     cols = [Col("key", kind="id", justify="left"), Col("first figure", short="f1"), Col("second figure", short="f2")]
     rows = [["k", "123,456,789", "987,654,321"]]
@@ -456,7 +456,7 @@ def test_grid_narrows_abbreviates_then_splits() -> None:
 
 
 def test_grid_short_headers_and_legend_columns() -> None:
-    from kvcalc.report.layout import Col, grid
+    from kvcalc.report.widths import Col, grid
 
     cols = [
         Col("key", kind="id", justify="left"),
@@ -479,7 +479,7 @@ def test_grid_short_headers_and_legend_columns() -> None:
 
 
 def test_two_part_cells_join_when_the_column_allows() -> None:
-    from kvcalc.report.layout import Col, grid
+    from kvcalc.report.widths import Col, grid
 
     cols = [Col("k", kind="id"), Col("tokens x seqs")]
     rows = [["a", ("32,768 x", "16")]]
@@ -489,7 +489,7 @@ def test_two_part_cells_join_when_the_column_allows() -> None:
 
 
 def test_pairs_table_keeps_each_figure_whole() -> None:
-    from kvcalc.report.layout import pairs_table
+    from kvcalc.report.widths import pairs_table
 
     rows = [("a rather long label here", "2,684,354,560 B (2.68 GB, 2.50 GiB) and 171,798,691,840 B", None)]
     for width in (30, 40, 60):

@@ -406,10 +406,13 @@ def model_fields_from_hf_config(
     *,
     trust_plain_decoder: bool | None = None,
     hf_quant: JsonObject | None = None,
+    names: dict[str, str] | None = None,
 ) -> ModelFields:
     """The `ModelSpec` fields (name and source first, only those set) for a Hugging Face
     config dict. A multimodal config's `text_config` is read as the model; its dtype and name
-    fall back to the top level.
+    fall back to the top level. `names`, when given, is filled with the config's own key of
+    each geometry field (`{"n_kv_heads": "num_key_value_heads"}`, `text_config.` first for a
+    multimodal config), for `kvcalc.load.files.build(..., names=names)`.
 
     Raises `ConfigError` naming the file and the missing or unsizable fields; warns
     (`KvcalcWarning`) for an unknown model_type read as a plain decoder.
@@ -438,6 +441,8 @@ def model_fields_from_hf_config(
             TRUST_PLAIN_DECODER.reset(token)
     fields.setdefault("rope_scaling", _rope_scaling(c, outer))
     c.check_missing()
+    if names is not None:
+        names.update(c.file_names("text_config." if text is not None else ""))
     shown_type = model_type if model_type == top_type or not top_type else f"{top_type} > {model_type}"
     out: ModelFields = {
         "name": _name(data, outer, path, model_type),
@@ -512,11 +517,11 @@ def model_from_hf_config(
     Raises `ConfigError` (file and field named) for a missing field, an unsizable feature, an
     unmapped model_type or a value the schema refuses.
     """
-    return build(
-        ModelSpec,
-        model_fields_from_hf_config(data, path, trust_plain_decoder=trust_plain_decoder, hf_quant=hf_quant),
-        path,
+    names: dict[str, str] = {}
+    fields = model_fields_from_hf_config(
+        data, path, trust_plain_decoder=trust_plain_decoder, hf_quant=hf_quant, names=names
     )
+    return build(ModelSpec, fields, path, names=names)
 
 
 # ----- kvcalc YAML out ---------------------------------------------------------------------

@@ -40,6 +40,7 @@ def _gemma4(c: _Cfg, f: ModelFields) -> ModelFields:
     full: ModelFields = {"head_dim": c.count("global_head_dim", default=512)}
     if k_eq_v and global_kv is not None:
         full["n_kv_heads"] = global_kv
+        c.names["kind_geometry.full.n_kv_heads"] = c.prefix + "num_global_key_value_heads"
     if k_eq_v:
         full["k_eq_v"] = True
     f["kind_geometry"] = {"full": full}

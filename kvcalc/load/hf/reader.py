@@ -27,6 +27,16 @@ _MAX_INT = 2**40
 _MAX_LAYERS = 100_000
 
 
+#: transformers' usual config keys of the geometry fields (kvcalc field -> keys, in order).
+_USUAL_KEYS: dict[str, tuple[str, ...]] = {
+    "n_layers": ("num_hidden_layers", "n_layer", "num_layers", "n_layers"),
+    "n_heads": ("num_attention_heads", "n_head", "num_heads", "n_heads"),
+    "n_kv_heads": ("num_key_value_heads", "num_kv_heads", "n_head_kv", "multi_query_group_num"),
+    "hidden_size": ("hidden_size", "n_embd", "n_embed", "d_model"),
+    "head_dim": ("head_dim", "kv_channels"),
+}
+
+
 def _shown(v: object) -> str:
     """A config value as JSON writes it (32.0, NaN, Infinity, true, "8"), shortened."""
     import json
@@ -48,6 +58,9 @@ class _Cfg:
         self.model_type = model_type
         self.missing: list[str] = []
         self.prefix = ""  # "attn_config." for a nested mapping: errors name the full field
+        #: kvcalc field -> the key this config gave it under (`num_key_value_heads`), so the
+        #: schema's errors name the file's field (`file_names`)
+        self.names: dict[str, str] = {}
 
     @overload
     def get(self, *keys: str) -> JsonValue: ...
@@ -136,6 +149,18 @@ class _Cfg:
             raise self.fail(f"must be a JSON object, got {_shown(v)}", key)
         return v
 
+    def file_names(self, prefix: str = "") -> dict[str, str]:
+        """kvcalc field -> this config's key for it (`names`, each under `prefix`, e.g.
+        `text_config.`); for the geometry fields a family read without `_decoder`, the first of
+        transformers' usual keys present in the config."""
+        out = {f: prefix + k for f, k in self.names.items()}
+        for field, keys in _USUAL_KEYS.items():
+            if field not in out:
+                given = self._present(keys)[0]
+                if given is not None:
+                    out[field] = prefix + given
+        return out
+
     def check_missing(self) -> None:
         if self.missing:
             raise self.fail(
@@ -174,6 +199,16 @@ def _decoder(
         "tie_word_embeddings": c.flag("tie_word_embeddings", default=tie),
         "attention_bias": c.flag("attention_bias", default=bias),
     }
+    for field, keys in (
+        ("n_layers", layer_keys),
+        ("n_heads", head_keys),
+        ("hidden_size", hidden_keys),
+        ("n_kv_heads", kv_keys),
+        ("head_dim", ("head_dim",)),
+    ):
+        given = c._present(keys)[0]
+        if given is not None:
+            c.names[field] = c.prefix + given
     kv = c.count(*kv_keys, default=None if n_kv_heads is _MISSING else n_kv_heads)
     if kv is not None:
         f["n_kv_heads"] = kv

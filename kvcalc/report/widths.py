@@ -1,8 +1,8 @@
-"""The layout engine every kvcalc table is built on: `grid` (column tables) and `pairs_table`
+"""How every kvcalc table takes its shape at the terminal width: `grid` (column tables) and `pairs_table`
 (key/value tables) fit the terminal's width (`console_width`, which honours `COLUMNS`) by
 changing shape, never by cutting, wrapping or ellipsizing a figure; `WideOrRecords` is one
 table when it fits, else one block per row. Long text cells are cut (`safe_text`) and
-control characters escaped before any layout work.
+control characters escaped before any table is shaped.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ Cell = Union[str, "Text", tuple[str, ...]]
 TEXT_WORD_CAP = 24
 
 #: the most characters a cell, a title or a caption shows; a longer one (a 5 MB `source` from a
-#: user's file) is cut with an ellipsis before any layout work. It is text, never a figure: the
+#: user's file) is cut with an ellipsis before any table is shaped. It is text, never a figure: the
 #: longest cell kvcalc builds itself, a formula with one term per layer kind, stays far below
 #: (204 characters over every bundled model; tests/bad_input/test_output_bounds.py pins the margin).
 TEXT_CELL_CHARS = 1000
@@ -333,7 +333,7 @@ def _fit(
     caption: str | None,
 ) -> Table | None:
     """One table of these columns within `width` (natural widths when they fit, else `need`
-    plus the slack), or None when even the narrowest layout is too wide."""
+    plus the slack), or None when even the narrowest shape is too wide."""
     cells = [[r[i] for r in rows] for i in range(len(cols))]
     want = [_want(c, headers[i], cells[i]) for i, c in enumerate(cols)]
     if _table_width(want) <= width:
