@@ -1203,7 +1203,7 @@ def _layout(req: PlanSearch, rank: int, placed: _Placed, out: _Outcome, reason: 
         why=reason,
         nodes=nodes,
         kv_dtype=_kv_label(placed.kv),
-        kv_pick=(*kv_pick(placed.kv), kv_pick(placed.kv).engine_dtype),
+        kv_pick=(*map(str, kv_pick(placed.kv)), kv_pick(placed.kv).engine_dtype),  # names: the result's
         weight_dtype=b.weight_dtype,
         seq_len=T,
         concurrency=C,
