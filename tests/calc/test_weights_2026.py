@@ -479,7 +479,9 @@ def test_modelopt_fp8_scales_counted():
     assert extra == {"mamba": 16, "full": 40, "mlp": 32}
     assert w.layer_expert_bytes[1] - plain.layer_expert_bytes[1] == 2 * 8
     # the same per TP rank: the scalars are replicated, not split
-    assert weight_bytes(spec, tp=4).layer_dense_bytes[7] - weight_bytes(spec, "fp8_e4m3", tp=4).layer_dense_bytes[7] == 40
+    assert (
+        weight_bytes(spec, tp=4).layer_dense_bytes[7] - weight_bytes(spec, "fp8_e4m3", tp=4).layer_dense_bytes[7] == 40
+    )
 
 
 @pytest.mark.parametrize(

@@ -353,8 +353,11 @@ def _hf_quant(quantization: dict, name: str = "nvidia--NVIDIA-Nemotron-3-Super-1
         # attention excluded, the experts quantized (read as experts only): scales on the experts only
         ({"quant_algo": "NVFP4", "exclude_modules": ["*self_attn*"]}, (0, 8, 0)),
         (
-            {"quant_algo": "MIXED_PRECISION", "kv_cache_quant_algo": "FP8",
-             "quantized_layers": {"layers.1.mlp.experts": {"quant_algo": "FP8"}}},
+            {
+                "quant_algo": "MIXED_PRECISION",
+                "kv_cache_quant_algo": "FP8",
+                "quantized_layers": {"layers.1.mlp.experts": {"quant_algo": "FP8"}},
+            },
             (0, 8, 8),
         ),
     ],
