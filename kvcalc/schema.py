@@ -441,6 +441,13 @@ class ModelSpec(_Frozen):
     # bytes of per-tensor scales each routed-expert matrix stores beside its format's block scales
     # (ModelOpt NVFP4: an fp32 weight_scale_2 and an fp32 input_scale, 8 B; 0: none counted)
     expert_tensor_scale_bytes: Count0 = 0
+    # bytes of per-tensor scalars each quantized decoder matrix (one checkpoint module: q_proj,
+    # k_proj, in_proj ...) stores beside its values (ModelOpt FP8: fp32 weight_scale and
+    # input_scale; NVFP4: fp32 weight_scale_2 and input_scale: 8 B; 0: none counted)
+    linear_tensor_scale_bytes: Count0 = 0
+    # bytes of KV-cache scales each attention layer's checkpoint stores (ModelOpt
+    # `kv_cache_quant_algo`: fp32 k_scale and v_scale, 8 B; 0: none)
+    kv_scale_bytes: Count0 = 0
     # exact stored weight bytes from the checkpoint's own headers (safetensors / GGUF), when the
     # model came from a checkpoint; None: counted from the architecture
     checkpoint: CheckpointWeights | None = None
