@@ -38,10 +38,10 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
+from kvcalc.calc.weights import mtp_unsized_reason
 from kvcalc.errors import MESSAGE, KvcalcError
 from kvcalc.formats import StorageFormat
 from kvcalc.results import SpeculativeEstimate
-from kvcalc.calc.weights import mtp_unsized_reason
 from kvcalc.schema import ModelSpec
 
 #: vLLM 0.33.0 `--speculative-config` methods kvcalc sizes, and the lookahead each reserves
@@ -100,7 +100,10 @@ class SpecDecode:
         why = mtp_unsized_reason(model) if self.method == "mtp" else None
         if why is not None:
             raise KvcalcError(
-                f"{why}; MTP speculative decoding cannot be planned", field="speculative_method", value="mtp", form=MESSAGE
+                f"{why}; MTP speculative decoding cannot be planned",
+                field="speculative_method",
+                value="mtp",
+                form=MESSAGE,
             )
         if self.method in ("eagle", "eagle3", "draft_model") and self.draft is None:
             raise KvcalcError(
