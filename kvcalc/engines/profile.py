@@ -447,10 +447,19 @@ class VllmProfile(EngineProfile[VllmOptions]):
             and opts.vendor != "amd"
             and v0_33_specs.is_deepseek_v4(model)
         ):
-            # DeepseekV4ForCausalLM's own refusal on every CUDA GPU (`v0_33_specs.dsv4_refusal`)
-            raise KvcalcError(
-                f"{model.name}: {v0_33_specs.dsv4_refusal(lowered)}", field="kv_dtype", value=kv_dtype
+            # DeepseekV4ForCausalLM's own refusal on every CUDA GPU (`v0_33_specs.dsv4_refusal`);
+            # `--attention-backend FLASHINFER_MLA_SPARSE_DSV4` off SM120 picks the plain-row class
+            # instead (`nvidia/model.py` 556-559), whose backend does not list the dtype
+            plain_rows = (
+                opts.attention_backend or ""
+            ).upper() == "FLASHINFER_MLA_SPARSE_DSV4" and v0_33_specs.cc_major(opts.compute_capability) != 12
+            why = (
+                "vLLM 0.33's FLASHINFER_MLA_SPARSE_DSV4 backend takes auto, bfloat16, fp8, fp8_e4m3 and "
+                "fp8_ds_mla, not nvfp4_ds_mla (models/deepseek_v4/nvidia/flashinfer_sparse.py 111-117); use fp8"
+                if plain_rows
+                else v0_33_specs.dsv4_refusal(lowered)
             )
+            raise KvcalcError(f"{model.name}: {why}", field="kv_dtype", value=kv_dtype)
         if (
             lowered == "nvfp4_ds_mla"
             and opts.version == vllm.CURRENT_VERSION
