@@ -640,16 +640,17 @@ def weight_formats(model: ModelSpec, weight_dtype: FormatLike | None = None) -> 
     if weight_dtype is not None:
         wf = weight_format(weight_dtype)
         return wf, wf
-    wf = weight_format(model.weight_dtype or model.dtype)
-    return wf, weight_format(model.expert_weight_dtype) if model.expert_weight_dtype else wf
+    wf, ef = model.checkpoint_formats  # looked up once per model
+    wf = weight_format(wf)
+    return wf, weight_format(ef) if ef is not wf else wf
 
 
 def latent_weight_format(model: ModelSpec, weight_dtype: FormatLike | None = None) -> StorageFormat:
     """The format of the latent MoE's down / up projections: `weight_dtype` (the --weight-dtype
     override) when given, else the config's `latent_weight_dtype` (Kimi-K3: MXFP4, quantized with
     the routed experts by its compressed-tensors config), else the decoder matrices' format."""
-    if weight_dtype is None and model.latent_weight_dtype:
-        return weight_format(model.latent_weight_dtype)
+    if weight_dtype is None and model.latent_format is not None:
+        return weight_format(model.latent_format)  # looked up once per model
     return weight_formats(model, weight_dtype)[0]
 
 
@@ -701,6 +702,70 @@ def checkpoint_weight_bytes(model: ModelSpec, tp: int = 1) -> WeightBytes:
     )
 
 
+#: layer kinds without an attention block (no q / k / v / o, no KV scales)
+_NO_ATTENTION = ("mamba", "linear", "mlp")
+
+
+def linear_modules(model: ModelSpec, i: int) -> int | None:
+    """How many linear modules (the checkpoint's own, unfused: q_proj, k_proj and v_proj apart)
+    layer `i` stores outside its routed experts, each of which a ModelOpt FP8 / NVFP4 checkpoint
+    gives its per-tensor scalars (`ModelSpec.linear_tensor_scale_bytes`); None when kvcalc does
+    not know the module list (DeepSeek-V4's compressed MQA, linear attention, Falcon-H1's hybrid
+    layers).
+
+    Attention: q_proj (MLA: q_a_proj and q_b_proj with `q_lora_rank`), k_proj unless the layer
+    reads another's cache (`kv_source`), v_proj unless also `k_eq_v`, o_proj; MLA
+    kv_a_proj_with_mqa, kv_b_proj, o_proj, Kimi-K3's output gate; MiniMax-M3's index_q / index_k.
+    Mamba-2 in_proj, out_proj (vLLM 0.33.0 `mamba_mixer2.py`); Mamba-1 in_proj, x_proj, dt_proj,
+    out_proj. A dense MLP or shared expert: gate, up, down (2 when not gated); a latent MoE's two
+    projections (Nemotron-3 fc1 / fc2_latent_proj, built with the quant config in vLLM 0.33.0
+    `nemotron_h.py`) when they share the decoder matrices' format. The router (GateLinear) is
+    built without it: none. The layer's geometry as in `layer_params`."""
+    kind = model.layer_kinds[i]
+    separate = "mlp" in model.layer_kinds  # Nemotron-H: each layer one mixer or one MLP
+    moe = bool(model.n_experts) and is_moe_layer(model, i)
+    mlp = 3 if model.mlp_kind == "gated" else 2
+    if kind == "hybrid" or kind == "linear" or (model.o_lora_rank is not None and kind not in _NO_ATTENTION):
+        return None
+    n = 0
+    if kind == "mamba":
+        n = 2 if model.mamba_n_groups is not None else 4
+    elif kind == "mla":
+        n = (2 if model.q_lora_rank else 1) + 3 + (1 if model.mla_output_gate else 0)
+    elif kind != "mlp":
+        layer = model.layers[i]
+        kv = 0 if layer.kv_source is not None else (1 if layer.k_eq_v else 2)
+        n = 2 + kv + (2 if layer.index_dim and layer.index_format == "kv" else 0)
+    if separate and kind != "mlp":
+        return n
+    if moe:
+        n += mlp if model.shared_expert_intermediate_size else 0
+        n += 2 if model.moe_latent_size and model.latent_weight_dtype is None else 0
+    else:
+        n += mlp
+    return n
+
+
+def tensor_scale_bytes(model: ModelSpec) -> int:
+    """Bytes of the per-tensor scalars a ModelOpt checkpoint stores outside the routed experts:
+    `linear_tensor_scale_bytes` x `linear_modules` of each layer + `kv_scale_bytes` per attention
+    layer with its own k / v (vLLM 0.33.0 `modelopt.py`, `quantization/kv_cache.py`); a layer
+    whose modules kvcalc does not list adds none (documented in docs/models-2026.md). Whole model
+    (per-tensor scalars are replicated on every TP rank). Nemotron-3-Super-FP8 (40 Mamba-2, 8
+    attention, 40 latent MoE layers): 40 x 2 + 8 x 4 + 40 x (2 + 2) = 272 modules x 8 B + 8 x 8 B
+    = 2,240 B."""
+    return sum(layer_tensor_scale_bytes(model, i) for i in range(model.n_layers))
+
+
+def layer_tensor_scale_bytes(model: ModelSpec, i: int) -> int:
+    """`tensor_scale_bytes` of layer `i` alone (the same on every TP rank)."""
+    if not (model.linear_tensor_scale_bytes or model.kv_scale_bytes):
+        return 0
+    kind = model.layer_kinds[i]
+    kv = model.kv_scale_bytes if kind not in _NO_ATTENTION and model.layers[i].kv_source is None else 0
+    return model.linear_tensor_scale_bytes * (linear_modules(model, i) or 0) + kv
+
+
 def weight_bytes(model: ModelSpec, weight_dtype: FormatLike | None = None, tp: int = 1) -> WeightBytes:
     """Weight bytes on one TP rank: decoder matrices in `weight_dtype` (default the config's
     `weight_dtype`, else the model's dtype; routed experts in `expert_weight_dtype` when the
@@ -715,7 +780,9 @@ def weight_bytes(model: ModelSpec, weight_dtype: FormatLike | None = None, tp: i
     Per layer: `linear` in the weight format + `other` in the model's dtype + 4 B per `fp32` and
     8 B per `int64` parameter + `latent_linear` in `latent_weight_format`; per routed expert
     `expert_linear` in the experts' format + `expert_tensor_scale_bytes` per matrix (none under a
-    `weight_dtype` override); the head adds its fp32 parameters (`ModelParams.head_fp32`).
+    `weight_dtype` override); each layer adds its ModelOpt per-tensor scalars
+    (`layer_tensor_scale_bytes`, none under an override); the head adds its fp32 parameters
+    (`ModelParams.head_fp32`).
 
     Raises `KvcalcError` when the count cannot be made or a matrix is not a whole number of
     quantization groups.
@@ -723,7 +790,7 @@ def weight_bytes(model: ModelSpec, weight_dtype: FormatLike | None = None, tp: i
     if model.checkpoint is not None and weight_dtype is None:
         return checkpoint_weight_bytes(model, tp)
     wf, ef = weight_formats(model, weight_dtype)
-    base = weight_format(model.dtype, field=None)  # the model's own dtype: no option sets it
+    base = weight_format(model.dtype_format, field=None)  # the model's own dtype: no option sets it
     n = model.n_layers
     if model.n_params is not None and not can_derive(model):
         total = _cdiv(model.n_params, tp)
@@ -745,7 +812,7 @@ def weight_bytes(model: ModelSpec, weight_dtype: FormatLike | None = None, tp: i
     expert_matrices = 3 if model.mlp_kind == "gated" else 2  # each carries `expert_tensor_scale_bytes`
     cache: dict[LayerParams, tuple[int, int]] = {}
     dense_b, expert_b = [], []
-    for lp in p.layers:
+    for i, lp in enumerate(p.layers):
         if lp not in cache:
             cache[lp] = (
                 wf.bytes_for(lp.linear, what="layer's weight matrices", field="weight_dtype")
@@ -756,7 +823,7 @@ def weight_bytes(model: ModelSpec, weight_dtype: FormatLike | None = None, tp: i
                 ef.bytes_for(lp.expert_linear, what="expert's weight matrices", field="weight_dtype")
                 + (expert_matrices * model.expert_tensor_scale_bytes if lp.n_experts and weight_dtype is None else 0),
             )
-        dense_b.append(cache[lp][0])
+        dense_b.append(cache[lp][0] + (layer_tensor_scale_bytes(model, i) if weight_dtype is None else 0))
         expert_b.append(cache[lp][1])
     return WeightBytes(
         layer_dense_bytes=tuple(dense_b),

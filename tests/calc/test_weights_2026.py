@@ -15,7 +15,15 @@ from pathlib import Path
 import pytest
 
 from kvcalc.calc.speculative import mtp_weight_bytes
-from kvcalc.calc.weights import layer_params, model_params, mtp_params, param_counts, weight_bytes
+from kvcalc.calc.weights import (
+    layer_params,
+    linear_modules,
+    model_params,
+    mtp_params,
+    param_counts,
+    tensor_scale_bytes,
+    weight_bytes,
+)
 from kvcalc.load.hf import model_from_hf_config
 from kvcalc.load.models import load_model
 
@@ -435,3 +443,59 @@ def test_fp8_block_scale_dtypes(name, block_bytes):
 
     fmt = weight_format(name)
     assert (fmt.block_values, fmt.block_bytes) == (16_384, block_bytes)
+
+
+# ----- ModelOpt FP8 / NVFP4: the per-tensor fp32 scalars of each quantized module ---------------
+# nvidia/NVIDIA-Nemotron-3-Super-120B-A12B-FP8 (hf_quant_config.json: quant_algo FP8,
+# kv_cache_quant_algo FP8, no exclude_modules). vLLM 0.33.0 modelopt.py KFp8StaticTensor: per linear
+# module an fp32 weight_scale and input_scale (8 B; qkv fused keeps one per shard, the checkpoint
+# one per q_proj / k_proj / v_proj); ModelOptFp8MoEMethod likewise per expert matrix; kv_cache.py
+# k_scale / v_scale per attention layer (8 B).
+# Layers (pattern M E * ...): 40 Mamba-2 (in_proj, out_proj: 2 modules), 8 attention (q, k, v, o: 4,
+# plus 8 B of KV scales), 40 latent MoE (shared up / down + fc1 / fc2_latent_proj: 4; the router is
+# GateLinear, unquantized; 512 experts x up / down).
+NEMOTRON_FP8 = "nvidia--NVIDIA-Nemotron-3-Super-120B-A12B-FP8"
+NEMOTRON_FP8_SCALE_BYTES = (40 * 2 + 8 * 4 + 40 * 4) * 8 + 8 * 8 + 40 * 512 * 2 * 8  # 2,240 + 327,680
+NEMOTRON_FP8_PLAIN_BYTES = 121_829_111_808  # the fp8 values, scales uncounted (kvcalc before)
+
+
+def _with_hf_quant(name: str):
+    quant = json.loads((DATA / f"{name}.hf_quant_config.json").read_text())
+    return model_from_hf_config(json.loads((DATA / f"{name}.json").read_text()), name, hf_quant=quant)
+
+
+def test_modelopt_fp8_scales_counted():
+    spec = _with_hf_quant(NEMOTRON_FP8)
+    assert (spec.linear_tensor_scale_bytes, spec.expert_tensor_scale_bytes, spec.kv_scale_bytes) == (8, 8, 8)
+    assert tensor_scale_bytes(spec) == 272 * 8 + 8 * 8 == 2_240
+    total = weight_bytes(spec).total_bytes
+    assert total == NEMOTRON_FP8_PLAIN_BYTES + NEMOTRON_FP8_SCALE_BYTES == 121_829_441_728
+    # an explicit format is the values alone, as before
+    assert weight_bytes(spec, "fp8_e4m3").total_bytes == NEMOTRON_FP8_PLAIN_BYTES
+    # per layer: a Mamba-2 layer +16 B, an attention layer +40 B, a MoE layer's dense part +32 B
+    w, plain = weight_bytes(spec), weight_bytes(spec, "fp8_e4m3")
+    kinds = spec.layer_kinds
+    extra = {kinds[i]: w.layer_dense_bytes[i] - plain.layer_dense_bytes[i] for i in range(spec.n_layers)}
+    assert extra == {"mamba": 16, "full": 40, "mlp": 32}
+    assert w.layer_expert_bytes[1] - plain.layer_expert_bytes[1] == 2 * 8
+    # the same per TP rank: the scalars are replicated, not split
+    assert (
+        weight_bytes(spec, tp=4).layer_dense_bytes[7] - weight_bytes(spec, "fp8_e4m3", tp=4).layer_dense_bytes[7] == 40
+    )
+
+
+@pytest.mark.parametrize(
+    ("name", "layer", "modules"),
+    [
+        (NEMOTRON_FP8, 0, 2),  # Mamba-2: in_proj, out_proj
+        (NEMOTRON_FP8, 7, 4),  # attention: q, k, v, o
+        (NEMOTRON_FP8, 1, 4),  # MoE: shared up / down, fc1 / fc2_latent_proj
+        ("deepseek-ai--DeepSeek-V3.2", 0, 5 + 3),  # MLA q_a, q_b, kv_a, kv_b, o + dense gate / up / down
+        ("deepseek-ai--DeepSeek-V3.2", 3, 5 + 3),  # MLA + the shared expert's three
+        ("Qwen--Qwen3-VL-8B-Instruct", 0, 4 + 3),
+        ("moonshotai--Kimi-K3", 0, None),  # KDA: its module list is not kvcalc's
+        ("deepseek-ai--DeepSeek-V4-Flash", 0, None),  # compressed MQA: not listed
+    ],
+)
+def test_linear_modules(name, layer, modules):
+    assert linear_modules(_hf(name), layer) == modules

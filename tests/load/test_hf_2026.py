@@ -337,6 +337,41 @@ def test_fp8_checkpoint_from_hf_quant_config(tmp_path):
     assert load_model(folder).weight_dtype == "fp8_e4m3"
 
 
+def _hf_quant(quantization: dict, name: str = "nvidia--NVIDIA-Nemotron-3-Super-120B-A12B-FP8"):
+    return model_from_hf_config(_cfg(name), name, hf_quant={"quantization": quantization})
+
+
+@pytest.mark.parametrize(
+    ("quantization", "scales"),
+    [
+        # (linear_tensor_scale_bytes, expert_tensor_scale_bytes, kv_scale_bytes): vLLM 0.33.0 modelopt.py
+        # KFp8StaticTensor / KNvfp4Static / ModelOptFp8MoEMethod / ModelOptNvFp4FusedMoE, two fp32
+        # scalars per quantized module; kv_cache.py k_scale + v_scale per attention layer
+        ({"quant_algo": "FP8", "kv_cache_quant_algo": "FP8"}, (8, 8, 8)),  # the published file
+        ({"quant_algo": "FP8", "kv_cache_quant_algo": None}, (8, 8, 0)),
+        ({"quant_algo": "NVFP4"}, (8, 8, 0)),
+        # attention excluded, the experts quantized (read as experts only): scales on the experts only
+        ({"quant_algo": "NVFP4", "exclude_modules": ["*self_attn*"]}, (0, 8, 0)),
+        (
+            {
+                "quant_algo": "MIXED_PRECISION",
+                "kv_cache_quant_algo": "FP8",
+                "quantized_layers": {"layers.1.mlp.experts": {"quant_algo": "FP8"}},
+            },
+            (0, 8, 8),
+        ),
+    ],
+)
+def test_modelopt_tensor_scales(quantization, scales):
+    spec = _hf_quant(quantization)
+    assert (spec.linear_tensor_scale_bytes, spec.expert_tensor_scale_bytes, spec.kv_scale_bytes) == scales
+
+
+def test_modelopt_dense_model_has_no_expert_scales():
+    spec = _hf_quant({"quant_algo": "FP8"}, "Qwen--Qwen3-VL-8B-Instruct")
+    assert (spec.linear_tensor_scale_bytes, spec.expert_tensor_scale_bytes, spec.kv_scale_bytes) == (8, 0, 0)
+
+
 def test_hf_quant_config_without_quantization_refused(tmp_path):
     (tmp_path / "config.json").write_text((DATA / "Qwen--Qwen3-VL-8B-Instruct.json").read_text())
     (tmp_path / "hf_quant_config.json").write_text(json.dumps({"producer": {"name": "modelopt"}}))

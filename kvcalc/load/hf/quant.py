@@ -68,6 +68,8 @@ class Quantization:
     field: str = "quantization_config"
     latent_weight_dtype: str | None = None
     expert_tensor_scale_bytes: int = 0  # `NVFP4_EXPERT_TENSOR_SCALE_BYTES` for ModelOpt's NVFP4 experts
+    linear_tensor_scale_bytes: int = 0  # `MODELOPT_TENSOR_SCALE_BYTES` per ModelOpt-quantized matrix
+    kv_scale_bytes: int = 0  # `MODELOPT_KV_SCALE_BYTES` per attention layer (`kv_cache_quant_algo`)
 
     def fields(self) -> ModelFields:
         """The `ModelSpec` fields this sets (only those not None)."""
@@ -79,7 +81,15 @@ class Quantization:
                 ("latent_weight_dtype", self.latent_weight_dtype),
             )
             if v is not None
-        } | ({"expert_tensor_scale_bytes": self.expert_tensor_scale_bytes} if self.expert_tensor_scale_bytes else {})
+        } | {
+            k: v
+            for k, v in (
+                ("expert_tensor_scale_bytes", self.expert_tensor_scale_bytes),
+                ("linear_tensor_scale_bytes", self.linear_tensor_scale_bytes),
+                ("kv_scale_bytes", self.kv_scale_bytes),
+            )
+            if v
+        }
 
 
 def _int(q: JsonObject, keys: tuple[str, ...], default: int | None, path: str | None) -> int | None:
@@ -99,6 +109,20 @@ def _int(q: JsonObject, keys: tuple[str, ...], default: int | None, path: str | 
 #: 0.33.0 `modelopt.py` ModelOptNvFp4FusedMoE.create_weights: w13_weight_scale_2 (E, 2) and
 #: w2_weight_scale_2 (E), w13_input_scale and w2_input_scale likewise, all torch.float32.
 NVFP4_EXPERT_TENSOR_SCALE_BYTES = 8
+
+#: ModelOpt's FP8 and NVFP4 checkpoints store, per quantized linear module (each of q_proj, k_proj,
+#: v_proj, o_proj, in_proj, up_proj ... apart: vLLM fuses qkv / gate_up but keeps one scale per
+#: shard, `shapes.num_partitions`), two fp32 scalars: FP8 `weight_scale` and `input_scale`
+#: (per-tensor static W8A8), NVFP4 `weight_scale_2` and `input_scale` (beside the per-16 fp8
+#: `weight_scale` of the `nvfp4` format): 8 B. vLLM 0.33.0 `modelopt.py` KFp8StaticTensor /
+#: KNvfp4Static.create_weights (torch.float32, PerTensorScaleParameter); FP8 experts likewise
+#: (ModelOptFp8MoEMethod: w13_weight_scale (E, 2), w2_weight_scale (E), the input scales).
+MODELOPT_TENSOR_SCALE_BYTES = 8
+
+#: ModelOpt's `kv_cache_quant_algo` (FP8): each attention layer's checkpoint holds an fp32
+#: `k_scale` and `v_scale` (`k_proj.k_scale`, `v_proj.v_scale`; vLLM 0.33.0 `quantization/kv_cache.py`
+#: BaseKVCacheMethod loads them, ModelOptKVCacheMethod in `modelopt.py`): 8 B
+MODELOPT_KV_SCALE_BYTES = 8
 
 #: the most repeats (`*`, `+`, `{m,n}`) one `re:` pattern may hold: k unbounded repeats in a row
 #: try up to n^k splits of an n-character name (`.*` x 7 over a 38-character module name: 0.3 s
@@ -401,8 +425,11 @@ def read_hf_quant_config(data: JsonObject, *, n_layers: int, moe: bool, path: st
     with `quantized_layers` {module: {quant_algo}}: when every quantized module is a layer's
     routed experts (`layers.N.ffn.experts`, `.mlp.experts`) in one algorithm, that is the experts'
     format (nvidia/DeepSeek-V4-Flash-NVFP4: NVFP4 experts, the rest as config.json says), else
-    kvcalc cannot place it (a `KvcalcWarning`, None). `kv_cache_quant_algo` says how the
-    checkpoint's KV scales were calibrated, not the cache format an engine uses: not read here.
+    kvcalc cannot place it (a `KvcalcWarning`, None). Each quantized matrix also stores two fp32
+    scalars (`MODELOPT_TENSOR_SCALE_BYTES`: `linear_tensor_scale_bytes`, and per expert matrix
+    `expert_tensor_scale_bytes`); none for an excluded module. `kv_cache_quant_algo` says how the
+    checkpoint's KV scales were calibrated, not the cache format an engine uses: read only for the
+    fp32 `k_scale` / `v_scale` each attention layer stores (`kv_scale_bytes`).
     (vLLM 0.33.0 `model_executor/layers/quantization/modelopt.py` reads the same file.)
 
     Raises `ConfigError` (field named) for a file without a `quantization` object."""
@@ -415,8 +442,17 @@ def read_hf_quant_config(data: JsonObject, *, n_layers: int, moe: bool, path: st
         )
     formats = {"FP8": "fp8_e4m3", "NVFP4": "nvfp4"}
     algo = str(q.get("quant_algo") or "").upper()
+    kv = MODELOPT_KV_SCALE_BYTES if q.get("kv_cache_quant_algo") else 0
     if algo in formats:
-        quant = Quantization("modelopt", formats[algo], u8_nibbles=algo == "NVFP4", field="quantization.quant_algo")
+        quant = Quantization(
+            "modelopt",
+            formats[algo],
+            u8_nibbles=algo == "NVFP4",
+            field="quantization.quant_algo",
+            expert_tensor_scale_bytes=MODELOPT_TENSOR_SCALE_BYTES if moe else 0,
+            linear_tensor_scale_bytes=MODELOPT_TENSOR_SCALE_BYTES,
+            kv_scale_bytes=kv,
+        )
         given = q.get("exclude_modules") or []
         excluded = [p for p in given if isinstance(p, str)] if isinstance(given, list) else []
         if not isinstance(given, list) or len(excluded) != len(given):
@@ -424,7 +460,16 @@ def read_hf_quant_config(data: JsonObject, *, n_layers: int, moe: bool, path: st
         attention = _left_out(excluded, n_layers, _ATTENTION)
         mlp = _left_out(excluded, n_layers, _EXPERTS if moe else _DENSE_MLP)
         if moe and all(attention) and not any(mlp):
-            return Quantization("modelopt", None, quant.weight_dtype, None, quant.u8_nibbles, quant.field)
+            return Quantization(
+                "modelopt",
+                None,
+                quant.weight_dtype,
+                None,
+                quant.u8_nibbles,
+                quant.field,
+                expert_tensor_scale_bytes=MODELOPT_TENSOR_SCALE_BYTES,
+                kv_scale_bytes=kv,
+            )
         return quant
     layers = q.get("quantized_layers")
     if algo == "MIXED_PRECISION" and isinstance(layers, dict) and layers:
@@ -439,7 +484,8 @@ def read_hf_quant_config(data: JsonObject, *, n_layers: int, moe: bool, path: st
                 None,
                 fmt == "nvfp4",
                 "quantization.quantized_layers",
-                expert_tensor_scale_bytes=NVFP4_EXPERT_TENSOR_SCALE_BYTES if fmt == "nvfp4" else 0,
+                expert_tensor_scale_bytes=MODELOPT_TENSOR_SCALE_BYTES,
+                kv_scale_bytes=kv,
             )
     warnings.warn(
         f"{path or 'hf_quant_config.json'}: quant_algo {algo or '(none)'} is not one kvcalc places on the "
