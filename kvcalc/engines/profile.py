@@ -431,11 +431,44 @@ class VllmProfile(EngineProfile[VllmOptions]):
                 value=kv_dtype,
             )
         opts = self.options(options)
+        lowered = (kv_dtype or "").strip().lower()
+        is_mla = any(layer.kind == "mla" for layer in model.layers) or v0_33_specs.is_deepseek_v4(model)
+        if opts.version == vllm.CURRENT_VERSION and lowered in ("nvfp4", "nvfp4_4over6") and is_mla:
+            # vLLM 0.33.0 `config/vllm.py` 3421-3437 `validate_nvfp4_kv_cache_with_mla`: any
+            # "nvfp4*" dtype but the "_ds_mla" layouts, on a `use_mla` model (DeepSeek-V4 included:
+            # `model_arch_config_convertor.py` 294-327), at config time, before any backend
+            raise KvcalcError(
+                f"{model.name}: vLLM 0.33 refuses it: nvfp4 KV cache is not supported with MLA "
+                "(Multi-head Latent Attention) backends. Please use a different --kv-cache-dtype "
+                "(e.g., 'fp8', 'auto', or 'nvfp4_ds_mla' with a sparse MLA backend) for MLA models "
+                "such as DeepSeek. (vLLM 0.33.0 config/vllm.py validate_nvfp4_kv_cache_with_mla)",
+                field="kv_dtype",
+                value=kv_dtype,
+            )
         if (
-            (kv_dtype or "").strip().lower() == "nvfp4_ds_mla"
+            lowered == "nvfp4_ds_mla"
+            and opts.version == vllm.CURRENT_VERSION
+            and opts.vendor != "amd"
+            and v0_33_specs.is_deepseek_v4(model)
+        ):
+            # DeepseekV4ForCausalLM's own refusal on every CUDA GPU (`v0_33_specs.dsv4_refusal`);
+            # `--attention-backend FLASHINFER_MLA_SPARSE_DSV4` off SM120 picks the plain-row class
+            # instead (`nvidia/model.py` 556-559), whose backend does not list the dtype
+            plain_rows = (
+                opts.attention_backend or ""
+            ).upper() == "FLASHINFER_MLA_SPARSE_DSV4" and v0_33_specs.cc_major(opts.compute_capability) != 12
+            why = (
+                "vLLM 0.33's FLASHINFER_MLA_SPARSE_DSV4 backend takes auto, bfloat16, fp8, fp8_e4m3 and "
+                "fp8_ds_mla, not nvfp4_ds_mla (models/deepseek_v4/nvidia/flashinfer_sparse.py 111-117); use fp8"
+                if plain_rows
+                else v0_33_specs.dsv4_refusal(lowered)
+            )
+            raise KvcalcError(f"{model.name}: {why}", field="kv_dtype", value=kv_dtype)
+        if (
+            lowered == "nvfp4_ds_mla"
             and opts.version == vllm.CURRENT_VERSION
             and v0_33_specs.cc_major(opts.compute_capability) == 10
-            and (not v0_33_specs.is_sparse_mla(model) or v0_33_specs.is_deepseek_v4(model))
+            and not v0_33_specs.is_sparse_mla(model)
         ):
             # vLLM 0.33.0 `platforms/cuda.py` `_get_backend_priorities` (major 10): only the sparse
             # MLA backend FLASHMLA_SPARSE lists nvfp4_ds_mla (`flashmla_sparse.py`); FlashInfer takes

@@ -123,12 +123,19 @@ def test_fixture_blocks_are_vllms_rules(family, kv, mem, blocks, tokens, conc):
     assert (case["num_blocks"], case["gpu_kv_cache_tokens"], case["max_concurrency"]) == (blocks, tokens, conc)
 
 
-def test_fixture_deepseek_v4_bf16_refused():
-    """vLLM 0.33's FlashMLA path for DeepSeek-V4 takes only fp8 (`_resolve_dsv4_kv_cache_dtype`)."""
-    (case,) = [c for c in fx.cases("deepseek-v4-flash") if c["inputs"]["kv_cache_dtype"] == "bfloat16"]
-    assert case["refused"].startswith(
-        "ValueError: DeepseekV4 fp8_ds_mla layout only supports fp8 kv-cache, got bfloat16"
+@pytest.mark.parametrize("family", ["deepseek-v4-flash", "deepseek-v4-flash-nvfp4"])
+@pytest.mark.parametrize("kv", ["bfloat16", "nvfp4_ds_mla"])
+def test_fixture_deepseek_v4_refusals(family, kv):
+    """vLLM 0.33's FlashMLA path for DeepSeek-V4 takes only fp8 (`models/deepseek_v4/attention.py`
+    `_resolve_dsv4_kv_cache_dtype`), nvfp4_ds_mla (DeepSeek-V4.1's records) included; kvcalc
+    quotes the text whole."""
+    (case,) = [c for c in fx.cases(family) if c["inputs"]["kv_cache_dtype"] == kv]
+    want = (
+        f"DeepseekV4 fp8_ds_mla layout only supports fp8 kv-cache, got {kv}. Please set "
+        "`--kv-cache-dtype fp8` or select a backend that supports bfloat16 KV cache."
     )
+    assert case["refused"] == f"ValueError: {want}"
+    assert want in fx.kvcalc_figures(case)["refused"]
 
 
 def _params():

@@ -133,7 +133,9 @@ def test_nvfp4_anchor_bytes_per_token():
         ("llama-3.1-8b-tp1-dp4-ep-dcp1-L32768-auto-16GiB", "Number of experts in the model must be greater than 0"),
         ("llama-3.1-8b-sm9.0-nvfp4_4over6", "No valid attention backend found"),
         ("llama-3.1-8b-sm10.0-octave_k3v4", "No valid attention backend found"),
-        ("deepseek-v3-sm9.0-nvfp4", "No valid attention backend found"),
+        # `VllmConfig.validate_nvfp4_kv_cache_with_mla` (config/vllm.py 3421-3437), before any backend
+        ("deepseek-v3-sm9.0-nvfp4", "nvfp4 KV cache is not supported with MLA (Multi-head Latent Attention)"),
+        ("glm-5.2-sm10.0-nvfp4_4over6", "nvfp4 KV cache is not supported with MLA (Multi-head Latent Attention)"),
         # under DCP: TRITON_ATTN / TURBOQUANT and Hopper's FLASH_ATTN_MLA_SPARSE lack `supports_dcp`
         ("llama-3.1-8b-tp16-dcp2-sm9.0-int4_per_token_head", "TRITON_ATTN: [DCP not supported]"),
         ("llama-3.1-8b-tp16-dcp2-sm9.0-turboquant_k8v4", "TURBOQUANT: [DCP not supported]"),

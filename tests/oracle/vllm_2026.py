@@ -820,7 +820,7 @@ class Case:
 
 def grid() -> list[Case]:
     """Families x KV dtypes (auto, fp8) x lengths (up to the config's max_position_embeddings) x
-    tp x per-rank budgets, and DeepSeek-V4's bfloat16 refusal."""
+    tp x per-rank budgets, and DeepSeek-V4's bfloat16 and nvfp4_ds_mla refusals."""
     cases = []
     for name, fam in FAMILIES.items():
         limit = load_config(fam.file).get("max_position_embeddings")
@@ -833,7 +833,8 @@ def grid() -> list[Case]:
             for mem in BUDGETS
         ]
         if fam.build is specs_deepseek_v4:
-            cases.append(Case(name, "bfloat16", LENGTHS[0], 1, BUDGETS[1]))
+            # the dtypes DeepseekV4ForCausalLM refuses: bf16, and the NVFP4 layout (V4.1's records)
+            cases += [Case(name, kv, LENGTHS[0], 1, BUDGETS[1]) for kv in ("bfloat16", "nvfp4_ds_mla")]
     return cases
 
 

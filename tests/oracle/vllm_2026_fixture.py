@@ -50,7 +50,7 @@ CONFIG_FILES = {
 }
 
 #: vLLM's --kv-cache-dtype -> kvcalc's kv_dtype (None: the engine's default)
-KV_DTYPES = {"auto": None, "fp8": "fp8", "bfloat16": "bf16"}
+KV_DTYPES = {"auto": None, "fp8": "fp8", "bfloat16": "bf16", "nvfp4_ds_mla": "nvfp4_ds_mla"}
 
 #: families kvcalc's vLLM 0.33 profile does not size as vLLM does yet (issue 19): the fixture
 #: tests mark them xfail(strict=False) with this reason. Delete a family's entry when it matches.
@@ -122,9 +122,9 @@ def kvcalc_figures(case: dict) -> dict:
 def _refusal_matches(case: dict, message: str) -> bool:
     """kvcalc's refusal gives vLLM's reason: where vLLM refuses for memory, its first clause
     ("To serve at least one request with the model's max seq len (L), (X GiB KV cache is
-    needed") and, when vLLM gives one, the same estimated maximum model length; the fp8-only
-    rule where vLLM refuses DeepSeek-V4's bf16 cache; the architecture or model_type where vLLM
-    0.33 refuses the published config.json itself (`exact_config`)."""
+    needed") and, when vLLM gives one, the same estimated maximum model length; the
+    architecture or model_type where vLLM 0.33 refuses the published config.json itself
+    (`exact_config`); else vLLM's text verbatim (DeepSeek-V4's fp8-only rule for bf16 and nvfp4_ds_mla: `_resolve_dsv4_kv_cache_dtype`)."""
     want = (case.get("refused") or "").removeprefix("ValueError: ")
     if case.get("exact_config"):  # vLLM refuses the published config.json at load, before any sizing
         config = json.loads((CONFIG_DIR / CONFIG_FILES[case["inputs"]["family"]]).read_text())
@@ -137,8 +137,6 @@ def _refusal_matches(case: dict, message: str) -> bool:
         return want.split(", which is larger")[0] in message and (
             m is None or f"estimated maximum model length is {m.group(1)}" in message
         )
-    if "fp8_ds_mla layout only supports fp8" in want:
-        return "fp8" in message
     return want in message
 
 

@@ -161,6 +161,26 @@ def run_layout(inputs: dict) -> dict:
     return out
 
 
+def _config_refusal(dtype_name: str, use_mla: bool) -> dict | None:
+    """vLLM's own config-time dtype check, `VllmConfig.validate_nvfp4_kv_cache_with_mla`
+    (`vllm/config/vllm.py` 3421-3437: an "nvfp4*" dtype but the "_ds_mla" layouts on a `use_mla`
+    model), run on the case's cache dtype and `use_mla`. vLLM runs it when `VllmConfig` is built,
+    before any backend is chosen; the selection configs here are built without the model config,
+    so it is called on its own, first. None when it passes."""
+    from vllm.config.vllm import VllmConfig
+
+    check = VllmConfig.validate_nvfp4_kv_cache_with_mla
+    check = getattr(check, "wrapped", check)  # pydantic's descriptor proxy, where it is one
+    stand_in = SimpleNamespace(
+        model_config=SimpleNamespace(use_mla=use_mla), cache_config=SimpleNamespace(cache_dtype=dtype_name)
+    )
+    try:
+        check(stand_in)
+    except ValueError as e:
+        return {"refused": str(e), "stage": "config"}
+    return None
+
+
 def run_dtype(inputs: dict) -> dict:
     """vLLM's backend, block size and figures (or refusal) for one dtype case."""
     import vllm_backends as vb
@@ -173,6 +193,8 @@ def run_dtype(inputs: dict) -> dict:
     _fresh_device_caches()
     name, dtype_name, cc = inputs["model"], inputs["kv_cache_dtype"], inputs["compute_capability"]
     model = h.load(name)
+    if (refused := _config_refusal(dtype_name, bool(model.kv_lora_rank))) is not None:
+        return refused
     try:
         backend_name, block, msg = vb.run_vllm(vb.Case(cc, dtype_name, None, name))
     except Exception as e:  # noqa: BLE001 - a config vLLM's selection raises on
@@ -284,6 +306,8 @@ def run_dcp(inputs: dict) -> dict:
         return run_2026(inputs)
     _fresh_device_caches()
     model = h.load(inputs["model"])
+    if (refused := _config_refusal(inputs["kv_cache_dtype"], bool(model.kv_lora_rank))) is not None:
+        return refused
     major, minor = (int(x) for x in inputs["compute_capability"].split("."))
     vb._FakeCuda.capability = vb.DeviceCapability(major, minor)
     vb.vllm_cuda._get_backend_priorities.cache_clear()
@@ -334,6 +358,8 @@ def run_2026(inputs: dict) -> dict:
     hf = v26.load_config(fam.file)
     sparse = "index_topk" in hf
     mla = "kv_lora_rank" in hf
+    if (refused := _config_refusal(dtype_name, mla)) is not None:
+        return refused
     head = hf["kv_lora_rank"] + hf["qk_rope_head_dim"] if mla else hf["head_dim"]
     major, minor = (int(x) for x in cc.split("."))
     vb._FakeCuda.capability = vb.DeviceCapability(major, minor)

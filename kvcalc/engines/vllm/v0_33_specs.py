@@ -116,19 +116,32 @@ def _refuse(model: ModelSpec, why: str, field: str = "kv_dtype", value: object =
     return KvcalcError(f"{model.name}: {why}", field=field, value=value, form=MESSAGE)
 
 
+def dsv4_refusal(cache_dtype: str) -> str:
+    """vLLM 0.33.0's refusal of a DeepSeek-V4 (`DeepseekV4ForCausalLM`) cache dtype that is not
+    auto or fp8*, verbatim (`models/deepseek_v4/attention.py` 94-129 `_resolve_dsv4_kv_cache_dtype`,
+    raised from `DeepseekV4Attention.__init__` 345), and where it comes from. The attention
+    class `nvidia/model.py` `_select_dsv4_attn_cls` (537-569) picks without an
+    `--attention-backend` is FlashMLA (`DeepseekV4FlashMLAAttention`) on SM90 and SM100 and
+    FlashInfer's SM120 class on SM120, both `use_fp8_ds_mla_layout = True`, so every CUDA GPU
+    refuses. This covers `nvfp4_ds_mla`: DeepSeek-V4-Flash's class never reads it; the NVFP4
+    compressed records it names are `DeepseekV41ForCausalLM`'s (`models/deepseek_v41/attention.py`
+    523-536, `sparse_mla.py` 281-289), a model kvcalc does not size."""
+    return (
+        f"vLLM 0.33 refuses it: DeepseekV4 fp8_ds_mla layout only supports fp8 kv-cache, got "
+        f"{cache_dtype}. Please set `--kv-cache-dtype fp8` or select a backend that supports "
+        "bfloat16 KV cache. (vLLM 0.33.0 models/deepseek_v4/attention.py "
+        "`_resolve_dsv4_kv_cache_dtype`: DeepseekV4ForCausalLM's attention on SM90 / SM100 "
+        "(FlashMLA) and SM120 keeps the fp8_ds_mla layout; it takes auto, fp8, fp8_e4m3, "
+        "fp8_e5m2, fp8_ds_mla)"
+    )
+
+
 def deepseek_v4_specs(model: ModelSpec, cache_dtype: str) -> tuple[list[LayerCache], list[str]]:
     """(specs, config log lines) of a DeepSeek-V4 model (module docstring). `cache_dtype`:
     vLLM's `--kv-cache-dtype` name; auto and fp8* become fp8_ds_mla ("Using DeepSeek's
     fp8_ds_mla KV cache format."), anything else is refused with vLLM's text."""
     if cache_dtype not in ("auto", "fp8", "fp8_e4m3", "fp8_e5m2", "fp8_ds_mla"):
-        raise _refuse(
-            model,
-            f"vLLM 0.33 refuses it: DeepseekV4 fp8_ds_mla layout only supports fp8 kv-cache, got "
-            f"{cache_dtype}. Please set `--kv-cache-dtype fp8` or select a backend that supports "
-            f"{cache_dtype} KV cache. (FlashMLA, the Hopper backend: `_resolve_dsv4_kv_cache_dtype`; "
-            "vLLM 0.33 takes auto, fp8, fp8_e4m3, fp8_ds_mla here)",
-            value=cache_dtype,
-        )
+        raise _refuse(model, dsv4_refusal(cache_dtype), value=cache_dtype)
     specs: list[LayerCache] = []
     for x in model.layers:
         if not x.caches_kv:
