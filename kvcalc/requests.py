@@ -604,9 +604,29 @@ def engine_serving(placed: _Placed, serving: ServingEstimate, seq_len: int, batc
             "headroom_bytes": budget - used,
             "fits": fits,
             "max_batch": placed.max_concurrency(seq_len) // dp,
+            **engine_max_seq_len(placed, batch),
             **speed,
         }
     )
+
+
+def engine_max_seq_len(placed: _Placed, batch: int) -> dict[str, int | bool]:
+    """`max_seq_len` / `max_seq_len_capped` of `ServingEstimate` with the engine's pages: the
+    longest context whose `batch` sequences per replica fit every stage's budget
+    (`_Placed.used`, as plan counts memory), capped at the model's context limit
+    (`ModelSpec.context_limit`, else 2^30, as `GpuFit.max_seq_len`); binary search, exact
+    because the engine's KV bytes never shrink as the context grows."""
+    from kvcalc.calc.plan import _largest
+
+    budgets = placed.budgets()
+    hi = placed.base.model.context_limit or 2**30
+
+    def fits(seq_len: int) -> bool:
+        return all(u <= b for u, b in zip(placed.used(seq_len, batch * placed.dp), budgets))
+
+    if fits(hi):
+        return {"max_seq_len": hi, "max_seq_len_capped": True}
+    return {"max_seq_len": _largest(1, hi, fits), "max_seq_len_capped": False}
 
 
 def fit_hint(req: EstimateRequest, gpu: GpuSpec, layout: Layout, est: KvEstimate) -> FitHint:
