@@ -52,6 +52,15 @@ CASES = {
         + ["--kv-dtype", "fp8_ds_mla"],
         ("fp8_ds_mla", 3_150_184_448, 96_146_434_992, 108, None),
     ),
+    # 2b. the same at tp 8 x dp 2 on 16 x H200, 4 sequences per replica (plan's concurrency 8):
+    #    the max batch is per replica (plan's 62 = 31 x 2); the context reaches the model's 163,840.
+    "dsv32-dp2": (
+        ["deepseek-v3.2", "--engine", "vllm", "--gpu", "h200", "-s", "32k", "--batch", "4"]
+        + ["--kv-dtype", "fp8_ds_mla", "--tp", "8", "--dp", "2"],
+        ["deepseek-v3.2", "--engine", "vllm", "--gpu", "h200", "-s", "32k", "--concurrency", "8"]
+        + ["--kv-dtype", "fp8_ds_mla"],
+        ("fp8_ds_mla", 6_300_368_896, 92_291_647_856, 31, 163_840),
+    ),
     # 3. DeepSeek-V4-Flash on SGLang, 2 x B200 dp-attention 2, ep 2, the launch line plan writes.
     #    Before the fix: KV per GPU 14,997,258,240 B and max batch 380 vs SGLang's 49.84x per rank.
     "dsv4-sglang": (
