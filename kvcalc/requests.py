@@ -622,7 +622,7 @@ def engine_max_seq_len(placed: _Placed, batch: int) -> dict[str, int | bool]:
     hi = placed.base.model.context_limit or 2**30
 
     def fits(seq_len: int) -> bool:
-        return all(u <= b for u, b in zip(placed.used(seq_len, batch * placed.dp), budgets))
+        return all(u <= b for u, b in zip(placed.used(seq_len, batch * placed.dp), budgets, strict=True))
 
     if fits(hi):
         return {"max_seq_len": hi, "max_seq_len_capped": True}
