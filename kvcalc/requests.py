@@ -22,7 +22,7 @@ if TYPE_CHECKING:
     from pathlib import Path
 
     from kvcalc.calc.memory_plan import GpuFit, Layout
-    from kvcalc.calc.plan import EngineKv, GpuChoice, KvPick, PlanSearch, WholeRequests
+    from kvcalc.calc.plan import EngineKv, GpuChoice, KvPick, PlanSearch, WholeRequests, _Placed
     from kvcalc.calc.speculative import SpecDecode
     from kvcalc.calc.speed import Calibration, SpeedTerms
     from kvcalc.engines.profile import AnyProfile, EngineOptions, KvChoice
@@ -505,6 +505,11 @@ def run_estimate(req: EstimateRequest) -> EstimateResult:
         layout = dataclasses.replace(layout, speed=speed_terms(gpu, req.engine, par.tp, layout, req.calibration))
         planner = GpuFit(req.model, gpu, layout)
         serving = planner.serving(est.seq_len, est.batch, est.kv_cache_bytes_per_gpu)
+        if canonical(req.engine) != "ideal":
+            placed = engine_placed(req, gpu, planner)
+            if placed is not None:  # the engine's pages, as plan / check / capacity size them
+                serving = engine_serving(placed, serving, est.seq_len, est.batch)
+                est = est.model_copy(update={"kv_dtype": engine_kv_label(placed)})
         request = request_result(planner, req)
         if req.speculative is not None:
             from kvcalc.calc import speculative as spec_calc
@@ -519,6 +524,109 @@ def run_estimate(req: EstimateRequest) -> EstimateResult:
     return EstimateResult(
         kv=est, serving=serving, gpu=gpu, engine=engine, fit_hint=hint, request=request, speculative=spec_res
     )
+
+
+def engine_placed(req: EstimateRequest, gpu: GpuSpec, planner: GpuFit) -> _Placed | None:
+    """The estimate's layout on `gpu` with the engine's own KV arithmetic
+    (`EngineProfile.plan_engine_kv`: vLLM 0.33's blocks and pages, SGLang 0.5.23's pools), built
+    exactly as `kvcalc plan` and `kvcalc check` build it (`calc.plan._Placed`; the KV dtype as
+    the engine parsed it, with its own name, `plan_kv_picks`), so that estimate's memory plan is
+    plan's (issue 23: one code path). None where the engine has no such arithmetic or it does not
+    cover the layout (the exact formula sizes it then, as plan falls back)."""
+    from kvcalc.calc.plan import GpuChoice, KvPick, _Placed
+    from kvcalc.engines.profile import get_profile
+
+    prof = get_profile(req.engine)
+    opts = prof.options(req.engine_options)
+    par = req.workload.parallel
+    kv_options: dict[str, EngineOptions] = {}
+    if req.kv is not None:
+        own = prof.engine_kv_dtype(req.kv, gpu_engine_options(opts, gpu))
+        pick = KvPick(req.kv.k, req.kv.v, own)
+        if own is not None:  # the GPU's fields are the layout's (`plan_kv_picks`)
+            kv_options[own] = dataclasses.replace(
+                req.kv.options, **{f: getattr(opts, f) for f in ("compute_capability", "vendor")}
+            )
+    else:
+        pick = KvPick(req.workload.k_dtype, req.workload.v_dtype)
+    engine_kv = prof.plan_engine_kv(req.model, opts, kv_options)
+    if engine_kv is None:
+        return None
+    extra = {"dcp": par.dcp} if par.dcp > 1 else {}  # vLLM's checks and backend under -dcp, as plan
+    try:
+        ekv = engine_kv(gpu, par.tp, tuple(planner.stages), pick, **extra)
+    except KvcalcError:
+        return None
+    return _Placed(GpuChoice((gpu,)), planner, (gpu,), par.dp, pick, planner.layout.weight_dtype, ekv)
+
+
+def engine_kv_label(placed: _Placed) -> str:
+    """The KV dtype as plan shows it for `placed` (`calc.plan._kv_label`)."""
+    from kvcalc.calc.plan import _kv_label
+
+    return _kv_label(placed.kv)
+
+
+def engine_serving(placed: _Placed, serving: ServingEstimate, seq_len: int, batch: int) -> ServingEstimate:
+    """`serving` (the exact formula's plan) with the engine's memory figures, as `kvcalc plan`
+    reports the layout (`calc.plan._Placed`): KV bytes per GPU the engine must be left for
+    `batch` sequences per replica of `seq_len` tokens (its pages hold any recurrent state, so no
+    separate state), memory per GPU (weights + that KV + activation reserve + CUDA context), and
+    the max batch per replica, the engine's max concurrency floor (`EngineKv.max_batch` x
+    dp-attention ranks). TPOT / tokens/s are plan's too (`GpuFit.split_decode` on the same
+    formats), so they stay; a batch that no longer fits gets none."""
+    dp = placed.dp
+    kv_stage = placed.kv_bytes(seq_len, batch)
+    used_stage = placed.used(seq_len, batch * dp)
+    s = max(range(len(used_stage)), key=used_stage.__getitem__)
+    used = used_stage[s]
+    budget = serving.budget_bytes_per_gpu
+    fits = used <= budget
+    speed: dict[str, float | str | None] = {}
+    if not fits:
+        speed = dict.fromkeys(("tpot_s", "tokens_per_s_per_seq", "tokens_per_s", "ttft_s", "prefill_bound"))
+    elif serving.tpot_s is None:  # the engine's pages fit where the exact formula's did not
+        b = placed.base
+        dec, pre = b.decode(seq_len, batch), b.prefill(seq_len)
+        tpot = dec.step_time_s
+        speed = {
+            "tpot_s": tpot,
+            "tokens_per_s_per_seq": 1 / tpot,
+            "tokens_per_s": batch * dp / tpot,
+            "ttft_s": pre.step_time_s,
+            "prefill_bound": pre.bound,
+        }
+    return serving.model_copy(
+        update={
+            "kv_cache_bytes_per_gpu": kv_stage[s],
+            "state_bytes_per_gpu": 0,
+            "memory_bytes_per_gpu": used,
+            "headroom_bytes": budget - used,
+            "fits": fits,
+            "max_batch": placed.max_concurrency(seq_len) // dp,
+            **engine_max_seq_len(placed, batch),
+            **speed,
+        }
+    )
+
+
+def engine_max_seq_len(placed: _Placed, batch: int) -> dict[str, int | bool]:
+    """`max_seq_len` / `max_seq_len_capped` of `ServingEstimate` with the engine's pages: the
+    longest context whose `batch` sequences per replica fit every stage's budget
+    (`_Placed.used`, as plan counts memory), capped at the model's context limit
+    (`ModelSpec.context_limit`, else 2^30, as `GpuFit.max_seq_len`); binary search, exact
+    because the engine's KV bytes never shrink as the context grows."""
+    from kvcalc.calc.plan import _largest
+
+    budgets = placed.budgets()
+    hi = placed.base.model.context_limit or 2**30
+
+    def fits(seq_len: int) -> bool:
+        return all(u <= b for u, b in zip(placed.used(seq_len, batch * placed.dp), budgets, strict=True))
+
+    if fits(hi):
+        return {"max_seq_len": hi, "max_seq_len_capped": True}
+    return {"max_seq_len": _largest(1, hi, fits), "max_seq_len_capped": False}
 
 
 def fit_hint(req: EstimateRequest, gpu: GpuSpec, layout: Layout, est: KvEstimate) -> FitHint:
