@@ -16,9 +16,9 @@ block_q5_1, block_iq4_nl) and `ggml/src/ggml.c` type_traits; PyTorch float8 dtyp
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, BeforeValidator, ConfigDict, PlainSerializer, ValidationInfo
 
 from kvcalc.errors import MESSAGE, OPTION, OPTION_SAYS, KvcalcError, UnknownNameError
 
@@ -48,6 +48,34 @@ class StorageFormat(BaseModel):
     scale_bytes: int = 0
     kind: Literal["kv", "weight", "both"] = "both"
 
+    # A format travels as this object below the request builder; where a name is wanted (a table,
+    # JSON, a launch line) it is the name: `str(fmt)` and `f"{fmt}"` give it, a format equals its
+    # canonical name (`fmt == "fp8_e4m3"`; an alias such as "fp8" is not looked up), and it hashes
+    # as its name (names are unique: group options are part of them, `int4:g64:fp32`).
+    def __str__(self) -> str:
+        return self.name
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, str):
+            return self.name == other
+        return super().__eq__(other)
+
+    def __hash__(self) -> int:
+        return hash(self.name)
+
+    # ordered by name, as the names were (a plan's rank keys end in its formats)
+    def __lt__(self, other: object) -> bool:
+        return self.name < _name_of(other)
+
+    def __gt__(self, other: object) -> bool:
+        return self.name > _name_of(other)
+
+    def __le__(self, other: object) -> bool:
+        return self.name <= _name_of(other)
+
+    def __ge__(self, other: object) -> bool:
+        return self.name >= _name_of(other)
+
     def bytes_for(self, n_values: int, *, what: str = "row", field: str | None = None) -> int:
         """Exact bytes that `n_values` values take: n_values // block_values * block_bytes.
 
@@ -65,6 +93,14 @@ class StorageFormat(BaseModel):
                 form=MESSAGE,
             )
         return n_values // self.block_values * self.block_bytes
+
+
+def _name_of(other: object) -> str:
+    if isinstance(other, StorageFormat):
+        return other.name
+    if isinstance(other, str):
+        return other
+    raise TypeError(f"a StorageFormat orders against a format or a name, not {type(other).__name__}")
 
 
 def _plain(name: str, nbytes: int, torch_dtype: str, description: str) -> StorageFormat:
@@ -586,13 +622,17 @@ def _scale_key(name: str) -> str:
     return ALIASES.get(key, key)
 
 
-def refuse_unused_kv_dtype(kv_dtype: str | None, k_dtype: str | None, v_dtype: str | None) -> None:
+def refuse_unused_kv_dtype(
+    kv_dtype: str | None, k_dtype: str | StorageFormat | None, v_dtype: str | StorageFormat | None
+) -> None:
     """Raise `KvcalcError` (field `kv_dtype`) when `kv_dtype` (K and V's format; None or 'auto':
     not given) is given beside both `k_dtype` and `v_dtype`: it would set neither side and be
     ignored (`--kv-dtype fp8 -ctk fp16 -ctv fp16`), so which one was meant is not guessed.
     One side given (`--kv-dtype fp8 -ctk fp16`: K fp16, V fp8) is a real choice and passes."""
     if kv_dtype is None or k_dtype is None or v_dtype is None or str(kv_dtype).strip().lower() == "auto":
         return
+    k_dtype = k_dtype.name if isinstance(k_dtype, StorageFormat) else k_dtype
+    v_dtype = v_dtype.name if isinstance(v_dtype, StorageFormat) else v_dtype
     raise KvcalcError(
         f"--k-dtype (-ctk) {k_dtype} and --v-dtype (-ctv) {v_dtype} set both K and V, so it would "
         "be ignored; give --kv-dtype alone, or --k-dtype and --v-dtype",
@@ -663,3 +703,19 @@ def weight_format(
             f"{fmt.name} is a KV-cache format, not a weight format", field=field, value=fmt.name, form=MESSAGE
         )
     return fmt
+
+
+def _looked_up(value: object, info: ValidationInfo) -> object:
+    """A format field's value: a `StorageFormat` as it is; a name (the Python API's text, a
+    test's) looked up here, once, its errors naming the field (`k_dtype`, `v_dtype`)."""
+    return storage_format(value, field=info.field_name) if isinstance(value, str) else value
+
+
+def _format_name(fmt: StorageFormat) -> str:
+    return fmt.name
+
+
+#: a format field of a pydantic model (`schema.Workload`): the `StorageFormat` itself, so the
+#: layers below the request builder never parse a name again; a name given as text is looked up
+#: at construction, and a dump writes the name.
+FormatField = Annotated[StorageFormat, BeforeValidator(_looked_up), PlainSerializer(_format_name, return_type=str)]

@@ -155,7 +155,6 @@ def estimate_extras(
             f"{asked} is modelled for pp 1 (one rank holds every layer)", option="--pp", value=par.pp, form=MESSAGE
         )
     B = -(-wl.batch // par.dp_attention)  # each attention-DP rank is an engine core (`engine_for_batch`)
-    kv = {"k_dtype": wl.k_dtype, "v_dtype": wl.v_dtype} if req.kv_given else {}
     opts = req.engine_options
     if res.engine.engine == "llamacpp":  # the cells the estimate sized: n_ctx = T x B, --parallel B
         from kvcalc.engines.profile import get_profile
@@ -169,7 +168,8 @@ def estimate_extras(
         max_model_len=wl.seq_len,
         concurrency=B,
         options=opts,
-        **kv,
+        k_dtype=wl.k_dtype if req.kv_given else None,  # the formats the request builder resolved
+        v_dtype=wl.v_dtype if req.kv_given else None,
     )
     layout = None
     if res.gpu is not None:

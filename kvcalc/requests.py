@@ -162,27 +162,44 @@ def kv_format_names(
     quant_group_size: int | None = None,
     scale_dtype: str | None = None,
 ) -> tuple[str, str]:
-    """(K format name, V format name); default the model's dtype. Group options are folded into
-    the name (`int4:g64:fp32`) so results say what was used. Raises `KvcalcError` for an unknown
-    format, a group option the format cannot take, or a `kv_dtype` that `k_dtype` and `v_dtype`
-    together override (`formats.refuse_unused_kv_dtype`)."""
+    """(K format name, V format name) of `kv_formats`: the names, for output."""
+    k, v = kv_formats(model, kv_dtype, k_dtype, v_dtype, quant_group_size, scale_dtype)
+    return k.name, v.name
+
+
+def kv_formats(
+    model: ModelSpec,
+    kv_dtype: str | None,
+    k_dtype: str | None,
+    v_dtype: str | None,
+    quant_group_size: int | None = None,
+    scale_dtype: str | None = None,
+) -> tuple[StorageFormat, StorageFormat]:
+    """(K format, V format), each parsed once, here; default the model's dtype. Group options are
+    folded into the format (its name `int4:g64:fp32`) so results say what was used. Raises
+    `KvcalcError` for an unknown format, a group option the format cannot take, or a `kv_dtype`
+    that `k_dtype` and `v_dtype` together override (`formats.refuse_unused_kv_dtype`)."""
     from kvcalc.formats import kv_format, refuse_unused_kv_dtype
 
     refuse_unused_kv_dtype(kv_dtype, k_dtype, v_dtype)
-    base, base_field = (kv_dtype, "kv_dtype") if kv_dtype is not None else (model.dtype, None)
+    plain = quant_group_size is None and scale_dtype is None  # the model's own format needs no parse
+    own: str | StorageFormat = model.dtype_format if plain else model.dtype
+    base, base_field = (kv_dtype, "kv_dtype") if kv_dtype is not None else (own, None)
     k = kv_format(
         k_dtype if k_dtype is not None else base,
         quant_group_size,
         scale_dtype,
         field="k_dtype" if k_dtype is not None else base_field,
     )
+    if k_dtype is None and v_dtype is None:  # one format for both: parsed once
+        return k, k
     v = kv_format(
         v_dtype if v_dtype is not None else base,
         quant_group_size,
         scale_dtype,
         field="v_dtype" if v_dtype is not None else base_field,
     )
-    return k.name, v.name
+    return k, v
 
 
 def check_limits(batches: list[int], seq_lens: list[int]) -> None:
@@ -307,7 +324,8 @@ class EstimateRequest(NamedTuple):
         The KV dtype is parsed once, here: with an engine (not 'ideal') against that engine's
         table (`EngineProfile.kv_formats`: vLLM 0.33's `turboquant_k8v4`, `fp8_per_token_head`,
         `fp8_ds_mla`, ...; a refusal names the engine version and what it accepts), into `kv`;
-        otherwise against kvcalc's formats (`kv_format_names`)."""
+        otherwise against kvcalc's formats (`kv_formats`). The `Workload` carries the
+        `StorageFormat` objects: nothing below parses a name again."""
         from kvcalc.calc.kv_cache import check_tp
         from kvcalc.schema import Parallelism, Workload
 
@@ -333,9 +351,9 @@ class EstimateRequest(NamedTuple):
         if kv_given and quant_group_size is None and scale_dtype is None:
             choice = engine_kv_choice(model, rest.get("engine", "ideal"), kv_dtype, k_dtype, v_dtype, rest)
         if choice is not None:
-            k, v = choice.k.name, choice.v.name
+            k, v = choice.k, choice.v
         else:
-            k, v = kv_format_names(model, kv_dtype, k_dtype, v_dtype, quant_group_size, scale_dtype)
+            k, v = kv_formats(model, kv_dtype, k_dtype, v_dtype, quant_group_size, scale_dtype)
         check_limits([batch], [T])
         if warn:
             warn_beyond_context(model, [T])
@@ -642,8 +660,8 @@ class CapacityRequest(NamedTuple):
         engine: str = "ideal",
         kv_memory_bytes: int | None = None,
         kv_dtype: str | None = None,
-        k_dtype: str | None = None,
-        v_dtype: str | None = None,
+        k_dtype: str | StorageFormat | None = None,
+        v_dtype: str | StorageFormat | None = None,
         tp: int = 1,
         max_model_len: int | None = None,
         concurrency: int | None = None,
@@ -1027,14 +1045,14 @@ class PlanRequest(NamedTuple):
             kvs, kv_options, kv_refused = plan_kv_picks(prof, model, opts, typed, choices)
         else:
             kvs, kv_options, kv_refused = (
-                tuple(P.KvPick(kv_format(n).name, kv_format(n).name) for n in kv_default),
+                tuple(P.KvPick(f, f) for f in map(kv_format, kv_default)),  # each parsed once
                 {},
                 {},
             )
         if dcp is not None:
             check_plan_dcp(prof, model, opts, dcp, kvs)
         ws = tuple(
-            None if n is None else weight_format(n).name for n in (_names(weight_dtypes, "--weight-dtype") or w_default)
+            None if n is None else weight_format(n) for n in (_names(weight_dtypes, "--weight-dtype") or w_default)
         )
         kvs, ws = tuple(dict.fromkeys(kvs)), tuple(dict.fromkeys(ws))
 
@@ -1149,7 +1167,7 @@ def plan_kv_picks(
     gpus = {g.key: g for c in choices for g in c.devices}
     for name in names:
         if prof.name == "ideal":
-            f = kv_format(name).name
+            f = kv_format(name)  # parsed once: the pick holds the format
             picks.append(KvPick(f, f))
             continue
         found: dict[str, KvChoice | KvcalcError] = {}
@@ -1167,7 +1185,7 @@ def plan_kv_picks(
             raise KvcalcError(first.reason, fix=first.fix, field="kv_dtype", value=first.value or name)
         key, choice = ok[0]
         own = prof.engine_kv_dtype(choice, gpu_engine_options(options, gpus[key]))
-        pick = KvPick(choice.k.name, choice.v.name, own)
+        pick = KvPick(choice.k, choice.v, own)  # the engine's parse, as objects
         if own is not None:
             kv_options[own] = dataclasses.replace(  # the GPU's fields are each layout's (`plan_kv`)
                 choice.options, **{f: getattr(options, f) for f in ("compute_capability", "vendor")}
@@ -1250,7 +1268,7 @@ def check_plan_dcp(
 
     for kv in kvs:
         try:
-            check_dcp_model(model, dcp, str(version), kv.engine_dtype or _vllm_name(kv.k, model), any_gpu=True)
+            check_dcp_model(model, dcp, str(version), kv.engine_dtype or _vllm_name(kv.k.name, model), any_gpu=True)
         except KvcalcError as e:
             raise KvcalcError(e.message, option="--dcp", value=dcp, form=MESSAGE) from None
 

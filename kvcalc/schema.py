@@ -19,6 +19,7 @@ from typing import Annotated, Any, Literal
 from pydantic import Field, PositiveInt, ValidationInfo, field_validator, model_validator
 
 from kvcalc.errors import MESSAGE, KvcalcError
+from kvcalc.formats import FormatField, StorageFormat
 from kvcalc.schema_types import (  # noqa: F401  (the field types and the base model, shared with kvcalc.schema_deploy)
     Count,
     Count0,
@@ -784,6 +785,31 @@ class ModelSpec(_Frozen):
         return kinds
 
     @cached_property
+    def dtype_format(self) -> StorageFormat:
+        """The model's `dtype` as a `StorageFormat`, looked up once per model (the validator
+        above has checked the name)."""
+        from kvcalc.formats import storage_format
+
+        return storage_format(self.dtype, field=None)
+
+    @cached_property
+    def checkpoint_formats(self) -> tuple[StorageFormat, StorageFormat]:
+        """(decoder matrices, routed experts) as the config stores them: `weight_dtype` and
+        `expert_weight_dtype`, each defaulting to the model's dtype; looked up once per model."""
+        from kvcalc.formats import storage_format
+
+        wf = storage_format(self.weight_dtype, field="weight_dtype") if self.weight_dtype else self.dtype_format
+        ef = storage_format(self.expert_weight_dtype, field="weight_dtype") if self.expert_weight_dtype else wf
+        return wf, ef
+
+    @cached_property
+    def latent_format(self) -> StorageFormat | None:
+        """`latent_weight_dtype` as a `StorageFormat` (None when not given), looked up once per model."""
+        from kvcalc.formats import storage_format
+
+        return storage_format(self.latent_weight_dtype, field="weight_dtype") if self.latent_weight_dtype else None
+
+    @cached_property
     def layers(self) -> tuple[LayerSpec, ...]:
         """The layer list (length n_layers), derived from the counts, the pattern and the 2026
         per-layer fields (`kind_geometry`, `v_is_k`, `n_kv_shared_layers`, `compress_ratios`,
@@ -913,10 +939,11 @@ class Parallelism(_Frozen):
 
 class Workload(_Frozen):
     """What the cache must hold: `seq_len` tokens for each of `batch` sequences (per DP
-    replica), K and V in the named formats (group options as in `formats.kv_format`)."""
+    replica), K and V in these formats (`StorageFormat`s, resolved once by the request builder;
+    a name given as text is looked up at construction, group options as in `formats.kv_format`)."""
 
     seq_len: PositiveInt
     batch: PositiveInt = 1
-    k_dtype: str
-    v_dtype: str
+    k_dtype: FormatField
+    v_dtype: FormatField
     parallel: Parallelism = Parallelism()

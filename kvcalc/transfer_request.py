@@ -47,8 +47,7 @@ def run_transfer(
     whose transfer is not modelled, --output-tokens without --gpu."""
     from kvcalc.calc import transfer as T
     from kvcalc.calc.kv_cache import check_tp
-    from kvcalc.formats import kv_format
-    from kvcalc.requests import check_limits, kv_format_names
+    from kvcalc.requests import check_limits, kv_formats
     from kvcalc.results.offload import TransferPair, TransferResult
 
     check_limits([], [tokens])
@@ -65,8 +64,7 @@ def run_transfer(
             value=cached_tokens,
             form=MESSAGE,
         )
-    kn, vn = kv_format_names(model, kv_dtype, k_dtype, v_dtype)
-    k, v = kv_format(kn), kv_format(vn)
+    k, v = kv_formats(model, kv_dtype, k_dtype, v_dtype)  # parsed once, here
     block = block_size or decode_block_size(model, tokens, k, v, decode_tp)
     pairs = T.pair_bytes(
         model, tokens, k, v, prefill_tp=prefill_tp, decode_tp=decode_tp, block_size=block, cached_tokens=cached_tokens
@@ -101,9 +99,9 @@ def run_transfer(
         from kvcalc.load.gpus import get_gpu
 
         g = get_gpu(gpu)
-        pre_s = GpuFit(model, g, Layout(tp=prefill_tp, k_dtype=kn, v_dtype=vn)).prefill(tokens).step_time_s
+        pre_s = GpuFit(model, g, Layout(tp=prefill_tp, k_dtype=k, v_dtype=v)).prefill(tokens).step_time_s
         step = (
-            GpuFit(model, g, Layout(tp=decode_tp, k_dtype=kn, v_dtype=vn))
+            GpuFit(model, g, Layout(tp=decode_tp, k_dtype=k, v_dtype=v))
             .decode(tokens + output_tokens // 2, decode_batch)
             .step_time_s
         )
@@ -118,7 +116,7 @@ def run_transfer(
         tokens=tokens,
         prefill_tp=prefill_tp,
         decode_tp=decode_tp,
-        kv_dtype=kn if kn == vn else f"{kn}/{vn}",
+        kv_dtype=k.name if k.name == v.name else f"{k.name}/{v.name}",
         request_bytes=sum(b for b, _, _ in pairs.values()),
         bytes_per_decode_rank=worst,
         pairs=[

@@ -33,10 +33,16 @@ if TYPE_CHECKING:
     from kvcalc.calc.speculative import SpecDecode
 
 
-def layout(dep: Deployment, model: ModelSpec) -> Layout:
+def layout(dep: Deployment, model: ModelSpec, pick: KvPick | None = None) -> Layout:
     """The memory plan's layout of `dep`: tp (else count // pp) x pp x dp, its weight format,
-    its KV format (else the model's dtype) and its `gpu_memory_utilization`."""
-    kv = dep.kv_dtype or model.dtype
+    its KV format (`pick`'s K, as the engine parsed the file's dtype; else the file's, else the
+    model's dtype; looked up once) and its `gpu_memory_utilization`."""
+    from kvcalc.formats import kv_format, weight_format
+
+    if pick is not None:
+        k, v = pick.k, pick.v
+    else:
+        k = v = kv_format(dep.kv_dtype, field="k_dtype") if dep.kv_dtype else model.dtype_format
     return Layout(
         tp=dep.resolved_tp,
         pp=dep.pp,
@@ -44,9 +50,9 @@ def layout(dep: Deployment, model: ModelSpec) -> Layout:
         dp_attention=dep.dp_attention,
         ep=dep.ep,
         dcp=dep.dcp,
-        weight_dtype=dep.weight_dtype,
-        k_dtype=kv,
-        v_dtype=kv,
+        weight_dtype=weight_format(dep.weight_dtype) if dep.weight_dtype else None,
+        k_dtype=k,
+        v_dtype=v,
         gpu_memory_utilization=dep.gpu_memory_utilization,
     )
 
@@ -100,22 +106,22 @@ def check(
     kv_cache.check_tp(model, dep.resolved_tp)
     from kvcalc.calc.plan import KvPick
 
-    lay = layout(dep, model)
-    if kv is not None:
-        lay = dataclasses.replace(lay, k_dtype=kv.k, v_dtype=kv.v)
+    lay = layout(dep, model, kv)
     base = GpuFit(model, gpu, dataclasses.replace(lay, dp=1, speed=speed))
     notes: list[str] = []
     ekv = None
     if engine_kv is not None:
         try:
-            pick = kv if kv is not None else KvPick(str(lay.k_dtype), str(lay.v_dtype))
+            pick = (
+                kv if kv is not None else KvPick(lay.k_dtype or model.dtype_format, lay.v_dtype or model.dtype_format)
+            )
             extra = {"dcp": lay.dcp} if lay.dcp > 1 else {}  # vLLM's checks and backend under -dcp, as plan
             ekv = engine_kv(gpu, lay.tp, tuple(base.stages), pick, **extra)
         except KvcalcError as e:
             notes.append(f"{e.message}: sized by the exact formula instead")
         else:
             notes += list(ekv.notes)
-    kv_dtypes = kv or KvPick(lay.k_dtype or model.dtype, lay.v_dtype or model.dtype)  # `layout` sets both
+    kv_dtypes = kv or KvPick(lay.k_dtype or model.dtype_format, lay.v_dtype or model.dtype_format)  # `layout` sets both
     placed = _Placed(GpuChoice((gpu,)), base, (gpu,), dep.dp, kv_dtypes, lay.weight_dtype, ekv, spec=speculative)
     planner = placed.planner(gpu)
     T = dep.max_seq_len

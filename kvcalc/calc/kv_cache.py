@@ -17,7 +17,7 @@ from __future__ import annotations
 from fractions import Fraction
 
 from kvcalc.errors import MESSAGE, OPTION_SAYS, KvcalcError
-from kvcalc.formats import StorageFormat, kv_format, storage_format
+from kvcalc.formats import StorageFormat, kv_format
 from kvcalc.results import KindBreakdown, KvEstimate
 from kvcalc.schema import LayerSpec, ModelSpec, Parallelism, Workload
 
@@ -397,7 +397,7 @@ def state_bytes_per_seq(model: ModelSpec) -> int | None:
         return 0
     if any(layer.state_values == 0 for layer in fixed):
         return None
-    k = storage_format(model.dtype, field=None)  # the model's own dtype: no option sets it
+    k = model.dtype_format  # the model's own dtype: no option sets it
     return sum(k.bytes_for(layer.state_values, what="state") for layer in fixed)
 
 

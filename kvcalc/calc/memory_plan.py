@@ -43,7 +43,7 @@ from kvcalc.calc.weights import (
     weights_source,
 )
 from kvcalc.errors import MESSAGE, OPTION_SAYS, KvcalcError
-from kvcalc.formats import StorageFormat, weight_format
+from kvcalc.formats import STORAGE_FORMATS, StorageFormat, kv_format, weight_format
 from kvcalc.results import ServingEstimate  # the result `GpuFit.serving` returns
 from kvcalc.schema import GpuSpec, ModelSpec
 
@@ -157,9 +157,11 @@ class Layout:
     tp: int = 1
     pp: int = 1
     dp: int = 1
-    weight_dtype: str | None = None
-    k_dtype: str | None = None
-    v_dtype: str | None = None
+    #: the formats as objects (None: the checkpoint's weights, the model's dtype for K and V); a
+    #: name given as text (a caller's, a test's) is looked up once, when the layout is made
+    weight_dtype: StorageFormat | None = None
+    k_dtype: StorageFormat | None = None
+    v_dtype: StorageFormat | None = None
     gpu_memory_utilization: float = DEFAULT_GPU_MEMORY_UTILIZATION
     cuda_context_bytes: int = DEFAULT_CUDA_CONTEXT_BYTES
     activation_reserve_bytes: int | None = None
@@ -176,6 +178,13 @@ class Layout:
     dp_attention: int = 1
     ep: int = 1
     dcp: int = 1
+
+    def __post_init__(self) -> None:
+        for name in ("weight_dtype", "k_dtype", "v_dtype"):
+            value = getattr(self, name)
+            if isinstance(value, str):  # a name from outside the request builder: looked up here, once
+                lookup = weight_format if name == "weight_dtype" else kv_format
+                object.__setattr__(self, name, lookup(value, field=name))
 
     @property
     def n_gpus(self) -> int:
@@ -239,7 +248,7 @@ class GpuFit:
         self.expert_bits = ef.bits
         self.weight_format_name = wf.name
         self.weight_dtype = weight_format_label(model, layout.weight_dtype)
-        k, v = kv_cache.formats(layout.k_dtype or model.dtype, layout.v_dtype)
+        k, v = kv_cache.formats(layout.k_dtype or model.dtype_format, layout.v_dtype)
         self.kv_dtype = k.name if k == v else f"{k.name}/{v.name}"
         self.kv = KvProfile.build(model, k, v, tp, pp, self.stages)
         if layout.dcp > 1:
@@ -587,7 +596,9 @@ class GpuFit:
         )
 
 
-def _head_read_bytes(model: ModelSpec, wb: WeightBytes, wf: StorageFormat, weight_dtype: str | None, tp: int) -> int:
+def _head_read_bytes(
+    model: ModelSpec, wb: WeightBytes, wf: StorageFormat, weight_dtype: StorageFormat | None, tp: int
+) -> int:
     """Bytes of the output head (and final norm) on one rank, as the file holds them. With a
     llama.cpp block format given as --weight-dtype (q4_0, q4_k, q8_0, ...), `llama-quantize`
     stores output.weight in Q6_K unless the type is Q8_0 (llama.cpp `src/llama-quant.cpp`
@@ -599,7 +610,7 @@ def _head_read_bytes(model: ModelSpec, wb: WeightBytes, wf: StorageFormat, weigh
     if not ggml or not model.vocab_size or not model.hidden_size:
         return head
     values = _cdiv(model.vocab_size, tp) * model.hidden_size
-    fmt = wf if wf.name == "q8_0" else weight_format("q6_k", field=None)
+    fmt = wf if wf.name == "q8_0" else STORAGE_FORMATS["q6_k"]
     if values % fmt.block_values:
         return head
     return fmt.bytes_for(values) + (model.hidden_size * 2)  # + the final norm (bf16 / fp16)

@@ -51,6 +51,7 @@ from dataclasses import dataclass
 
 from kvcalc.calc.weights import WeightBytes, can_derive, weight_bytes
 from kvcalc.errors import MESSAGE, KvcalcError
+from kvcalc.formats import StorageFormat
 from kvcalc.schema import ModelSpec
 
 
@@ -164,7 +165,7 @@ def local_experts(n_experts: int, ep: int) -> int:
 
 
 def rank_weight_bytes(
-    model: ModelSpec, weight_dtype: str | None, tp: int, dp_attention: int = 1, ep: int = 1
+    model: ModelSpec, weight_dtype: StorageFormat | str | None, tp: int, dp_attention: int = 1, ep: int = 1
 ) -> WeightBytes:
     """Weight bytes on the fullest GPU of a (tp, dp_attention, ep) layout: every part but the
     routed experts as one TP rank of `tp` holds it (`weights.weight_bytes(model, w, tp)`: the

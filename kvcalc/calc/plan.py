@@ -59,6 +59,7 @@ from kvcalc.calc.memory_plan import GpuFit, Layout, budget_bytes
 from kvcalc.calc.request_speed import TOLERANCE, request_speed, spread_static
 from kvcalc.calc.roofline import StepTime
 from kvcalc.errors import MESSAGE, KvcalcError, UncountedParamsError
+from kvcalc.formats import STORAGE_FORMATS, StorageFormat, kv_format, weight_format
 from kvcalc.results import PlanLayout, PlanMiss, PlanResult
 from kvcalc.schema import GpuSpec, ModelSpec
 
@@ -102,9 +103,10 @@ class EngineKv(Protocol):
     def max_batch(self, seq_len: int, free_bytes: list[int]) -> int: ...
 
 
-class KvPick(tuple[str, str]):
-    """One KV cache format the search tries: (`k`, `v`), kvcalc format names (what the memory plan
-    and the roofline read), and `engine_dtype`, the engine's own `--kv-cache-dtype` where the
+class KvPick(tuple[StorageFormat, StorageFormat]):
+    """One KV cache format the search tries: (`k`, `v`), kvcalc formats (what the memory plan and
+    the roofline read: the `StorageFormat`s the request builder parsed; a name given as text is
+    looked up here, once; equal to and hashed as their names), and `engine_dtype`, the engine's own `--kv-cache-dtype` where the
     engine's parse of it says more than the two formats do (vLLM 0.33's `turboquant_k8v4`,
     `fp8_per_token_head`, `nvfp4_4over6`, `fp8_ds_mla`: its pages are the engine's, sized by its
     KV arithmetic, and the launch line states the name); None: `k` / `v` say it all, and the
@@ -112,17 +114,19 @@ class KvPick(tuple[str, str]):
 
     engine_dtype: str | None
 
-    def __new__(cls, k: str, v: str, engine_dtype: str | None = None) -> KvPick:
+    def __new__(cls, k: StorageFormat | str, v: StorageFormat | str, engine_dtype: str | None = None) -> KvPick:
+        k = kv_format(k, field="k_dtype") if isinstance(k, str) else k
+        v = kv_format(v, field="v_dtype") if isinstance(v, str) else v
         self = super().__new__(cls, (k, v))
         self.engine_dtype = engine_dtype
         return self
 
     @property
-    def k(self) -> str:
+    def k(self) -> StorageFormat:
         return self[0]
 
     @property
-    def v(self) -> str:
+    def v(self) -> StorageFormat:
         return self[1]
 
     def __eq__(self, other: object) -> bool:
@@ -137,10 +141,10 @@ class KvPick(tuple[str, str]):
         return hash(tuple(self)) if self.engine_dtype is None else hash((*self, self.engine_dtype))
 
     def __repr__(self) -> str:
-        return f"KvPick({self[0]!r}, {self[1]!r}, {self.engine_dtype!r})"
+        return f"KvPick({str(self[0])!r}, {str(self[1])!r}, {self.engine_dtype!r})"
 
 
-def kv_pick(kv: tuple[str, ...]) -> KvPick:
+def kv_pick(kv: tuple[StorageFormat | str, ...]) -> KvPick:
     """`kv` ((K, V) or a `KvPick`) as a `KvPick`."""
     return kv if isinstance(kv, KvPick) else KvPick(kv[0], kv[1])
 
@@ -212,8 +216,8 @@ class PlanSearch:
     seq_len: int
     concurrency: int
     gpus: tuple[GpuChoice, ...]
-    kv_dtypes: tuple[tuple[str, ...], ...]
-    weight_dtypes: tuple[str | None, ...]
+    kv_dtypes: tuple[tuple[StorageFormat, ...], ...]
+    weight_dtypes: tuple[StorageFormat | None, ...]
     fp8_only: frozenset[str] = frozenset()
     gate_kv: bool = True
     gate_weights: bool = True
@@ -254,6 +258,15 @@ class PlanSearch:
     speculative: SpecDecode | None = None
     #: whole requests to time and rank on (None: every sequence at `seq_len`)
     requests: WholeRequests | None = None
+
+    def __post_init__(self) -> None:
+        # names given as text (a caller outside the request builder, a test) are looked up here,
+        # once each (`KvPick`); the search itself only ever holds `StorageFormat`s
+        if any(isinstance(f, str) for pair in self.kv_dtypes for f in pair):
+            object.__setattr__(self, "kv_dtypes", tuple(kv_pick(kv) for kv in self.kv_dtypes))
+        if any(isinstance(w, str) for w in self.weight_dtypes):
+            ws = tuple(None if w is None else weight_format(w) for w in self.weight_dtypes)
+            object.__setattr__(self, "weight_dtypes", ws)
 
 
 # ----- the space -----------------------------------------------------------------------------
@@ -441,7 +454,7 @@ class _Placed:
     devices: tuple[GpuSpec, ...]
     dp: int
     kv: KvPick
-    weight: str | None
+    weight: StorageFormat | None
     ekv: EngineKv | None = None
     #: `PlanSearch.speed` (None: the bare roofline)
     speed: Callable[[GpuSpec, int], SpeedTerms] | None = None
@@ -650,13 +663,13 @@ def _seconds(t: float) -> StepTime:
     return StepTime(bytes_read=0, flops=0, memory_time_s=t, compute_time_s=0.0, comm_time_s=0.0)
 
 
-def _kv_label(kv: tuple[str, ...]) -> str:
+def _kv_label(kv: tuple[StorageFormat, ...]) -> str:
     """The KV format as plan shows it: the engine's own dtype where it has one (`KvPick`), else
     the K format, or K/V where they differ."""
     pick = kv_pick(kv)
     if pick.engine_dtype:
         return pick.engine_dtype
-    return pick.k if pick.k == pick.v else f"{pick.k}/{pick.v}"
+    return str(pick.k) if pick.k == pick.v else f"{pick.k}/{pick.v}"
 
 
 def evaluate(
@@ -801,8 +814,8 @@ class _Space:
         base: GpuFit,
         devices: tuple[GpuSpec, ...],
         dp: int,
-        kv: tuple[str, ...],
-        weight: str | None,
+        kv: tuple[StorageFormat, ...],
+        weight: StorageFormat | None,
     ) -> _Placed:
         """A `_Placed` with the engine's arithmetic on its (first) device: engines that have
         one split heads, not layers, so a layout's devices are one GPU type."""
@@ -824,8 +837,8 @@ class _Space:
         self,
         tp: int,
         pp: int,
-        kv: tuple[str, ...],
-        weight: str | None,
+        kv: tuple[StorageFormat, ...],
+        weight: StorageFormat | None,
         ref: GpuSpec,
         stage_layers: tuple[int, ...] | None = None,
         dpa: int = 1,
@@ -859,7 +872,7 @@ class _Space:
                 self.skipped.setdefault(f"KV {_kv_label(kv)}, weights {weight or 'checkpoint'}", e.message)
         return self.bases[key]
 
-    def formats(self, choice: GpuChoice) -> list[tuple[KvPick, str | None]]:
+    def formats(self, choice: GpuChoice) -> list[tuple[KvPick, StorageFormat | None]]:
         """The (KV, weight) pairs tried on `choice`: fp8-only names need fp8 on every device; a
         KV dtype the engine refuses on a device of `choice` (`PlanSearch.kv_refused`) is skipped,
         noted with the engine's words."""
@@ -878,7 +891,7 @@ class _Space:
         return list(itertools.product(kvs, ws))
 
     def placements(
-        self, choice: GpuChoice, kv: KvPick, weight: str | None, count_list: list[int] | None = None
+        self, choice: GpuChoice, kv: KvPick, weight: StorageFormat | None, count_list: list[int] | None = None
     ) -> list[_Placed]:
         """Every layout of `choice` in these formats, fewest GPUs first."""
         req = self.req
@@ -906,7 +919,7 @@ class _Space:
         (`engine`'s `unsized`): it is left out of the plan."""
         return (placed.devices[0].key, id(placed.base)) not in self.unsized
 
-    def _layouts(self, choice: GpuChoice, n: int, kv: KvPick, weight: str | None) -> list[_Placed]:
+    def _layouts(self, choice: GpuChoice, n: int, kv: KvPick, weight: StorageFormat | None) -> list[_Placed]:
         """The head-splitting layouts of `n` GPUs of `choice` (`moe_layouts`), and, when none of
         them holds the workload, the same with the decode-context-parallel sizes the engine takes
         (`dcp_sizes`, when `PlanSearch.dcp`). Only then: DCP adds traffic the roofline does not
@@ -940,7 +953,9 @@ class _Space:
                     out.append(self.place(choice, b, (ref,), dp, kv, weight))
         return [p for p in out if self._sized(p)]
 
-    def _split(self, choice: GpuChoice, devices: tuple[GpuSpec, ...], kv: KvPick, weight: str | None) -> list[_Placed]:
+    def _split(
+        self, choice: GpuChoice, devices: tuple[GpuSpec, ...], kv: KvPick, weight: StorageFormat | None
+    ) -> list[_Placed]:
         """One layer-split layout over `devices` (tp = dp = 1, a stage per device)."""
         model = self.req.model
         if len(devices) > model.n_layers:
@@ -1188,7 +1203,7 @@ def _layout(req: PlanSearch, rank: int, placed: _Placed, out: _Outcome, reason: 
         why=reason,
         nodes=nodes,
         kv_dtype=_kv_label(placed.kv),
-        kv_pick=(*kv_pick(placed.kv), kv_pick(placed.kv).engine_dtype),
+        kv_pick=(*map(str, kv_pick(placed.kv)), kv_pick(placed.kv).engine_dtype),  # names: the result's
         weight_dtype=b.weight_dtype,
         seq_len=T,
         concurrency=C,
@@ -1253,15 +1268,16 @@ def _fixes(space: _Space, placed: _Placed, out: _Outcome) -> list[str]:
             p = best[1]
             fixes.append(f"more GPUs: {p.count} x {p.devices[0].key} (tp {p.tp}, pp {p.pp}, dp {p.dp})")
     fp8 = all(g.fp8_flops_per_s for g in placed.choice.devices)
-    cheaper = []
+    fp8_f, q8_f = STORAGE_FORMATS["fp8_e4m3"], STORAGE_FORMATS["q8_0"]
+    cheaper: list[tuple[str, KvPick, StorageFormat | None]] = []
     if fp8 and not req.layer_split:
         cheaper = [
-            ("fp8 KV", KvPick("fp8_e4m3", "fp8_e4m3"), placed.weight),
-            ("fp8 weights", placed.kv, "fp8_e4m3"),
-            ("fp8 KV and weights", KvPick("fp8_e4m3", "fp8_e4m3"), "fp8_e4m3"),
+            ("fp8 KV", KvPick(fp8_f, fp8_f), placed.weight),
+            ("fp8 weights", placed.kv, fp8_f),
+            ("fp8 KV and weights", KvPick(fp8_f, fp8_f), fp8_f),
         ]
     elif req.layer_split:
-        cheaper = [("q8_0 KV", KvPick("q8_0", "q8_0"), placed.weight), ("q8_0 weights", placed.kv, "q8_0")]
+        cheaper = [("q8_0 KV", KvPick(q8_f, q8_f), placed.weight), ("q8_0 weights", placed.kv, q8_f)]
     for what, kv, w in cheaper:
         if (kv, w) == (placed.kv, placed.weight):
             continue
@@ -1295,8 +1311,8 @@ def smallest_fitting(
     knobs: Layout,
     seq_len: int,
     concurrency: int,
-    kv: tuple[str, str],
-    weight: str | None,
+    kv: tuple[StorageFormat | str, StorageFormat | str],
+    weight: StorageFormat | str | None,
     limit: int = FIX_SEARCH_MAX_GPUS,
     gpus_per_node: int = GPUS_PER_NODE,
 ) -> tuple[int, int, int, int] | None:
@@ -1308,15 +1324,15 @@ def smallest_fitting(
         seq_len=seq_len,
         concurrency=concurrency,
         gpus=(GpuChoice((gpu,)),),
-        kv_dtypes=(kv,),
-        weight_dtypes=(weight,),
+        kv_dtypes=(kv_pick(kv),),
+        weight_dtypes=(weight_format(weight) if isinstance(weight, str) else weight,),
         knobs=knobs,
         max_gpus=limit,
         gpus_per_node=gpus_per_node,
     )
     space = _Space(req)
     best = None
-    for p in space.placements(req.gpus[0], kv_pick(kv), weight):
+    for p in space.placements(req.gpus[0], kv_pick(req.kv_dtypes[0]), req.weight_dtypes[0]):  # as the search holds them
         if best is not None and p.count > best[1].count:
             break
         if p.dpa > 1 or p.ep > 1 or p.dcp > 1:  # the answer is (count, tp, pp, dp): plain layouts only

@@ -37,6 +37,7 @@ import json
 from dataclasses import dataclass
 
 from kvcalc.errors import MESSAGE, KvcalcError
+from kvcalc.formats import StorageFormat
 from kvcalc.results import SpeculativeEstimate
 from kvcalc.schema import ModelSpec
 
@@ -134,7 +135,7 @@ class SpecDecode:
 
 
 def mtp_weight_bytes(
-    model: ModelSpec, weight_dtype: str | None, tp: int = 1, dp_attention: int = 1, ep: int = 1
+    model: ModelSpec, weight_dtype: StorageFormat | str | None, tp: int = 1, dp_attention: int = 1, ep: int = 1
 ) -> int:
     """Bytes of the MTP layers on one GPU: n_mtp_layers x (the model's last layer as this rank
     holds it, `parallel.rank_weight_bytes`: its experts divided by EP like the target's + the
@@ -210,7 +211,7 @@ def memory_parts(
     lookahead_kv = max(p.kv.stage_bytes(slots, b)) - max(p.kv.stage_bytes(seq_len, b))
     draft_w = draft_kv = 0
     if spec.method == "mtp":
-        kf, vf = kv_cache.formats(lay.k_dtype or model.dtype, lay.v_dtype)
+        kf, vf = kv_cache.formats(lay.k_dtype or model.dtype_format, lay.v_dtype)
         draft_w = mtp_weight_bytes(model, lay.weight_dtype, lay.tp, lay.dp_attention, lay.ep)
         per_tok = mtp_kv_bytes_per_token(model, kv_cache.layer_kv_bytes_per_token(model.layers[-1], kf, vf, lay.tp))
         draft_kv = b * -(-slots // lay.dcp) * per_tok

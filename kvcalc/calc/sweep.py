@@ -105,7 +105,7 @@ def sweep_rows(
             )
         return rows
     kv_cache.check_tp(spec, layout.tp)
-    k, v = kv_cache.formats(layout.k_dtype or spec.dtype, layout.v_dtype)
+    k, v = kv_cache.formats(layout.k_dtype or spec.dtype_format, layout.v_dtype)
     prof = KvProfile.build(spec, k, v, layout.tp, layout.pp)
     w = 0
     if spec.n_params is not None or can_derive(spec):

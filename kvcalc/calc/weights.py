@@ -640,16 +640,17 @@ def weight_formats(model: ModelSpec, weight_dtype: FormatLike | None = None) -> 
     if weight_dtype is not None:
         wf = weight_format(weight_dtype)
         return wf, wf
-    wf = weight_format(model.weight_dtype or model.dtype)
-    return wf, weight_format(model.expert_weight_dtype) if model.expert_weight_dtype else wf
+    wf, ef = model.checkpoint_formats  # looked up once per model
+    wf = weight_format(wf)
+    return wf, weight_format(ef) if ef is not wf else wf
 
 
 def latent_weight_format(model: ModelSpec, weight_dtype: FormatLike | None = None) -> StorageFormat:
     """The format of the latent MoE's down / up projections: `weight_dtype` (the --weight-dtype
     override) when given, else the config's `latent_weight_dtype` (Kimi-K3: MXFP4, quantized with
     the routed experts by its compressed-tensors config), else the decoder matrices' format."""
-    if weight_dtype is None and model.latent_weight_dtype:
-        return weight_format(model.latent_weight_dtype)
+    if weight_dtype is None and model.latent_format is not None:
+        return weight_format(model.latent_format)  # looked up once per model
     return weight_formats(model, weight_dtype)[0]
 
 
@@ -789,7 +790,7 @@ def weight_bytes(model: ModelSpec, weight_dtype: FormatLike | None = None, tp: i
     if model.checkpoint is not None and weight_dtype is None:
         return checkpoint_weight_bytes(model, tp)
     wf, ef = weight_formats(model, weight_dtype)
-    base = weight_format(model.dtype, field=None)  # the model's own dtype: no option sets it
+    base = weight_format(model.dtype_format, field=None)  # the model's own dtype: no option sets it
     n = model.n_layers
     if model.n_params is not None and not can_derive(model):
         total = _cdiv(model.n_params, tp)

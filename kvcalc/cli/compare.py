@@ -58,8 +58,9 @@ def compare(
 
     refuse_without_kv_layers(spec, "comparing its KV heads (MHA / GQA / MQA)")
     T = resolve_seq_len(spec, seq_len)
-    dtype = kv_format(kv_dtype or spec.dtype).name
-    rows = kv_cache.compare_attention(spec, T, batch, dtype)
+    fmt_ = kv_format(kv_dtype or spec.dtype_format)  # parsed once: every variant reads the object
+    dtype = fmt_.name
+    rows = kv_cache.compare_attention(spec, T, batch, fmt_)
     title = f"{spec.name}: {spec.n_heads} query heads, {T:,} tokens x batch {batch}, {dtype}"
     emit(
         rows,

@@ -47,6 +47,7 @@ if TYPE_CHECKING:  # (annotations here are evaluated: these are named as strings
     from kvcalc.calc.speculative import SpecDecode
     from kvcalc.engines.offload_rules import OffloadSettings
     from kvcalc.engines.profile import EngineOptions, LlamacppOptions, SglangOptions, VllmOptions
+    from kvcalc.formats import StorageFormat
     from kvcalc.schema import ModelSpec
     from kvcalc.schema_deploy import GpuSpec
 
@@ -588,7 +589,12 @@ class GpuPlanFlags(FlagSet):
         check_gpu_only_options(ctx, self.gpu, allowed)
 
     def layout(
-        self, tp: int = 1, pp: int = 1, dp: int = 1, k_dtype: str | None = None, v_dtype: str | None = None
+        self,
+        tp: int = 1,
+        pp: int = 1,
+        dp: int = 1,
+        k_dtype: "str | StorageFormat | None" = None,
+        v_dtype: "str | StorageFormat | None" = None,
     ) -> "Layout":
         """A `memory_plan.Layout` with this group's knobs (sizes parsed with `units.parse_size`)."""
         return make_layout(
@@ -1147,8 +1153,8 @@ def make_layout(
     pp: int,
     dp: int,
     weight_dtype: str | None,
-    k_dtype: str | None,
-    v_dtype: str | None,
+    k_dtype: "str | StorageFormat | None",
+    v_dtype: "str | StorageFormat | None",
     gpu_memory_utilization: float,
     bw_efficiency: float,
     flops_efficiency: float,
@@ -1168,13 +1174,15 @@ def make_layout(
     act = (
         None if activation_reserve is None else parse_size(activation_reserve, "--activation-reserve", allow_zero=True)
     )
-    return Layout(
+    from kvcalc.formats import kv_format, weight_format
+
+    return Layout(  # each format parsed once, here
         tp=tp,
         pp=pp,
         dp=dp,
-        weight_dtype=weight_dtype,
-        k_dtype=k_dtype,
-        v_dtype=v_dtype,
+        weight_dtype=None if weight_dtype is None else weight_format(weight_dtype),
+        k_dtype=None if k_dtype is None else kv_format(k_dtype, field="k_dtype"),
+        v_dtype=None if v_dtype is None else kv_format(v_dtype, field="v_dtype"),
         gpu_memory_utilization=gpu_memory_utilization,
         cuda_context_bytes=ctx,
         activation_reserve_bytes=act,

@@ -29,6 +29,7 @@ if TYPE_CHECKING:
 
     from kvcalc.calc.memory_plan import Layout
     from kvcalc.calc.plan import EngineKv, KvPick
+    from kvcalc.formats import StorageFormat
     from kvcalc.schema import GpuSpec, ModelSpec
 
 
@@ -157,7 +158,7 @@ class SweepKv(NamedTuple):
     it), and for an engine's own dtype its `pick` (`calc.plan.KvPick`) and the engine's KV
     arithmetic built with the options it was parsed into (`engine_kv`, `EngineProfile.plan_engine_kv`)."""
 
-    fmt: str
+    fmt: StorageFormat
     label: str
     pick: KvPick | None = None
     engine_kv: Callable[..., EngineKv] | None = None
@@ -173,8 +174,8 @@ def sweep_kv_formats(spec: ModelSpec, kv_dtype: str | None, engine: str, gpu: Gp
     from kvcalc.formats import kv_format
 
     try:
-        name = kv_format(kv_dtype or spec.dtype).name
-        return SweepKv(name, name)
+        fmt = kv_format(kv_dtype or spec.dtype_format)  # parsed once: the layout holds the format
+        return SweepKv(fmt, fmt.name)
     except KvcalcError:
         from kvcalc.engines import canonical
 
@@ -187,7 +188,7 @@ def sweep_kv_formats(spec: ModelSpec, kv_dtype: str | None, engine: str, gpu: Gp
     prof = get_profile(engine)
     opts = prof.options()
     (pick,), kv_options, _ = plan_kv_picks(prof, spec, opts, [kv_dtype], [GpuChoice((gpu,))])
-    return SweepKv(pick.k, pick.engine_dtype or pick.k, pick, prof.plan_engine_kv(spec, opts, kv_options))
+    return SweepKv(pick.k, pick.engine_dtype or pick.k.name, pick, prof.plan_engine_kv(spec, opts, kv_options))
 
 
 def engine_sweep_kv(spec: ModelSpec, layout: Layout, gpu: GpuSpec | None, kv: SweepKv) -> EngineKv | None:

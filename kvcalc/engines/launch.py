@@ -44,6 +44,7 @@ from dataclasses import dataclass
 
 from kvcalc.engine_dtypes import VLLM_033_FORMAT_NAMES
 from kvcalc.errors import KvcalcError
+from kvcalc.formats import StorageFormat, kv_format, weight_format
 from kvcalc.schema import ModelSpec
 
 #: an `org/name` Hugging Face id at the start of a config's `source` (the bundled models' form:
@@ -82,8 +83,10 @@ def model_ref(model: ModelSpec) -> str:
 @dataclass(frozen=True)
 class LaunchSpec:
     """What a launch line needs from a plan: the layout (tp x pp x dp over `nodes`), the
-    context (tokens) and concurrency (sequences per replica), the formats as kvcalc names
-    (`weight_dtype` None: the checkpoint's own), the memory fraction, and llama.cpp's split."""
+    context (tokens) and concurrency (sequences per replica), the formats as the request builder
+    resolved them (`StorageFormat`s, written by name on the line; `weight_dtype` None: the
+    checkpoint's own; a name given as text is looked up once, here), the memory fraction, and
+    llama.cpp's split."""
 
     model: ModelSpec
     tp: int
@@ -92,9 +95,9 @@ class LaunchSpec:
     nodes: int
     max_model_len: int
     max_num_seqs: int
-    k_dtype: str
-    v_dtype: str
-    weight_dtype: str | None
+    k_dtype: StorageFormat
+    v_dtype: StorageFormat
+    weight_dtype: StorageFormat | None
     gpu_memory_utilization: float
     tensor_split: tuple[int, ...] | None = None
     #: vLLM: the block size to state (`vllm.plan.launch_block_size`), the
@@ -115,6 +118,13 @@ class LaunchSpec:
     #: vLLM 0.33's `turboquant_k8v4`, `fp8_per_token_head`, `fp8_ds_mla`, ...), stated as it is;
     #: None: the engine's name of `k_dtype`
     kv_cache_dtype: str | None = None
+
+    def __post_init__(self) -> None:
+        for name in ("k_dtype", "v_dtype", "weight_dtype"):
+            value = getattr(self, name)
+            if isinstance(value, str):  # a name from outside the request builder (a test's)
+                lookup = weight_format if name == "weight_dtype" else kv_format
+                object.__setattr__(self, name, lookup(value, field=name))
 
 
 def vllm_parallel_flags(spec: LaunchSpec, gpus_per_node: int = 8) -> list[str]:
@@ -146,7 +156,7 @@ def _checkpoint_format(model: ModelSpec) -> str:
 def _quantization(spec: LaunchSpec, engine: str) -> list[str]:
     """`--quantization fp8` for fp8 weights from a checkpoint that is not fp8 already; refuse
     other weight formats (they need a checkpoint quantized offline: AWQ, GPTQ, GGUF)."""
-    w = spec.weight_dtype
+    w = spec.weight_dtype.name if spec.weight_dtype is not None else None
     if w is None or w == _checkpoint_format(spec.model):
         return []
     if w.startswith("fp8"):
@@ -172,7 +182,7 @@ def _kv_cache_dtype(
     naming the list."""
     if spec.kv_cache_dtype is not None:
         return spec.kv_cache_dtype
-    k, v = spec.k_dtype, spec.v_dtype
+    k, v = spec.k_dtype.name, spec.v_dtype.name  # names: what the line writes and the refusals name
     if k != v:
         raise KvcalcError(f"{engine} stores K and V in one format; plan with one --kv-dtype", field="k_dtype")
     if k == spec.model.dtype or (k in ("bf16", "fp16") and spec.model.dtype == "fp32"):
@@ -277,11 +287,9 @@ def llamacpp_line(spec: LaunchSpec, ggml_name) -> str:
     placeholder for the GGUF of the planned weight format."""
     if spec.tp != 1 or spec.dp != 1:
         raise KvcalcError("llama.cpp splits layers over devices, not heads: plan it with tp 1", field="tp")
-    from kvcalc.formats import kv_format
-
     k = ggml_name(kv_format(spec.k_dtype), field="k_dtype")
     v = ggml_name(kv_format(spec.v_dtype), field="v_dtype")
-    w = spec.weight_dtype or _checkpoint_format(spec.model)
+    w = spec.weight_dtype.name if spec.weight_dtype is not None else _checkpoint_format(spec.model)
     gguf = f"{spec.model.name}-{w.upper()}.gguf"
     parts = [
         "llama-server",

@@ -175,8 +175,8 @@ class EngineProfile(Generic[Opts]):
         self,
         model: ModelSpec,
         kv_dtype: str | None = None,
-        k_dtype: str | None = None,
-        v_dtype: str | None = None,
+        k_dtype: str | StorageFormat | None = None,
+        v_dtype: str | StorageFormat | None = None,
         options: object = None,
     ) -> KvChoice:
         """The K and V formats and their label. No `kv_dtype` (or 'auto') is the engine's default
@@ -194,7 +194,11 @@ class EngineProfile(Generic[Opts]):
                 shown = label
         try:
             k = storage_format(k_dtype or base, field="k_dtype" if k_dtype else "kv_dtype")
-            v = storage_format(v_dtype or base, field="v_dtype" if v_dtype else "kv_dtype")
+            v = (
+                k
+                if not (k_dtype or v_dtype)
+                else storage_format(v_dtype or base, field="v_dtype" if v_dtype else "kv_dtype")
+            )
         except UnknownNameError as e:
             raise self.unknown_kv_dtype(e, options) from None
         self.check_kv_formats(model, k, v, options)
@@ -318,7 +322,7 @@ class EngineProfile(Generic[Opts]):
         model: ModelSpec,
         options: object,
         gpu: GpuSpec | None,
-        k_dtype: str | None = None,
+        k_dtype: StorageFormat | str | None = None,
         kv_cache_dtype: str | None = None,
     ) -> LaunchExtras:
         """`LaunchSpec` fields this engine's launch line states for a layout on `gpu` (a
@@ -408,8 +412,8 @@ class VllmProfile(EngineProfile[VllmOptions]):
         self,
         model: ModelSpec,
         kv_dtype: str | None = None,
-        k_dtype: str | None = None,
-        v_dtype: str | None = None,
+        k_dtype: str | StorageFormat | None = None,
+        v_dtype: str | StorageFormat | None = None,
         options: object = None,
     ) -> KvChoice:
         """As `EngineProfile.kv_formats`; vLLM 0.33's `fp8_ds_mla` is refused, naming why, for a
@@ -596,7 +600,7 @@ class VllmProfile(EngineProfile[VllmOptions]):
         model: ModelSpec,
         options: object,
         gpu: GpuSpec | None,
-        k_dtype: str | None = None,
+        k_dtype: StorageFormat | str | None = None,
         kv_cache_dtype: str | None = None,
     ) -> LaunchExtras:
         """`--block-size` where the options give one or the MLA backend on `gpu` takes another
@@ -716,8 +720,8 @@ class LlamacppProfile(EngineProfile[LlamacppOptions]):
         self,
         model: ModelSpec,
         kv_dtype: str | None = None,
-        k_dtype: str | None = None,
-        v_dtype: str | None = None,
+        k_dtype: str | StorageFormat | None = None,
+        v_dtype: str | StorageFormat | None = None,
         options: object = None,
     ) -> KvChoice:
         """As `EngineProfile.kv_formats`; a format llama.cpp lacks is named as typed, under the
@@ -728,6 +732,8 @@ class LlamacppProfile(EngineProfile[LlamacppOptions]):
             return super().kv_formats(model, kv_dtype, k_dtype, v_dtype, options)
         except NoGgmlTypeError as e:
             own = k_dtype if e.field == "k_dtype" else v_dtype
+            if isinstance(own, StorageFormat):  # resolved by the request builder: named by its name
+                own = own.name
             raise e.named(own, str(e.field)) if own else e.named(kv_dtype, "kv_dtype") from None
 
     def check_kv_formats(

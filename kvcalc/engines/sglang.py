@@ -244,7 +244,7 @@ def default_kv_dtype(model: ModelSpec) -> tuple[str, str]:
     checkpoints in fp16 (gemma*: bf16), `configs/model_config.py` `_get_and_verify_dtype`."""
     from kvcalc.formats import kv_format
 
-    name = kv_format(model.dtype).name
+    name = kv_format(model.dtype_format).name  # the model's format, looked up once per model
     if name == "fp32":
         name = "bf16" if (model.model_type or "").startswith("gemma") else "fp16"
         return name, f"auto ({name}: fp32 checkpoint served in {name})"

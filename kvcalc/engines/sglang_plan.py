@@ -83,14 +83,16 @@ class SglangPlanKv:
 
 def plan_kv(
     model: ModelSpec, options: SglangOptions
-) -> Callable[[GpuSpec, int, tuple[range, ...], tuple[str, str]], SglangPlanKv]:
+) -> Callable[[GpuSpec, int, tuple[range, ...], tuple[StorageFormat, StorageFormat]], SglangPlanKv]:
     """The callable `calc.plan.PlanSearch.engine_kv` takes: (gpu, tp, stages, (K, V)) ->
     `SglangPlanKv`, one per (compute capability, vendor, tp, formats). `options`: a
     `profile.SglangOptions`; its compute capability and vendor become the GPU's, as `kvcalc
     capacity --gpu` sets them. Raises `KvcalcError` (field `pp`) for more than one stage."""
     cache: dict[tuple, SglangPlanKv] = {}
 
-    def build(gpu: GpuSpec, tp: int, stages: tuple[range, ...], kv: tuple[str, str]) -> SglangPlanKv:
+    def build(
+        gpu: GpuSpec, tp: int, stages: tuple[range, ...], kv: tuple[StorageFormat, StorageFormat]
+    ) -> SglangPlanKv:
         if len(stages) > 1:
             raise KvcalcError(
                 "SGLang sizes each pipeline stage's pool for its own layers, which kvcalc does not model",

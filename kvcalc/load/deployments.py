@@ -41,6 +41,7 @@ if TYPE_CHECKING:
 
     from kvcalc.calc.plan import EngineKv, KvPick
     from kvcalc.calc.speculative import SpecDecode
+    from kvcalc.formats import StorageFormat
     from kvcalc.json_types import JsonObject
     from kvcalc.requests import EngineOptions
     from kvcalc.schema import GpuSpec, ModelSpec
@@ -48,7 +49,7 @@ if TYPE_CHECKING:
     #: the GPU files beside a deployment by key (`folder_gpus`): each a GPU, or why it did not load
     LocalGpus = dict[str, GpuSpec | KvcalcError]
     #: `kvcalc plan`'s per-GPU KV arithmetic (`calc.plan.PlanSearch.engine_kv`)
-    EngineKvOf = Callable[[GpuSpec, int, tuple[range, ...], tuple[str, str]], EngineKv]
+    EngineKvOf = Callable[[GpuSpec, int, tuple[range, ...], tuple[StorageFormat, StorageFormat]], EngineKv]
 
 #: an error's field -> the deployment key it is reported against: the calc's `k_dtype` /
 #: `v_dtype` are the file's `kv_dtype`.

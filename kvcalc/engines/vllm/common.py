@@ -91,7 +91,7 @@ def default_kv_dtype(model: ModelSpec, fp32_served_as: str = "bf16") -> tuple[st
     """
     from kvcalc.formats import kv_format
 
-    name = kv_format(model.dtype).name
+    name = kv_format(model.dtype_format).name  # the model's format, looked up once per model
     if name == "fp32":
         name = fp32_served_as
         return name, f"auto ({name}: fp32 checkpoint served in {name})"

@@ -50,7 +50,7 @@ from kvcalc.engines.vllm.options import VllmOptions
 from kvcalc.engines.vllm.planning import CacheGroup
 from kvcalc.engines.vllm.versions import rules as release
 from kvcalc.errors import MESSAGE, KvcalcError
-from kvcalc.formats import kv_format
+from kvcalc.formats import StorageFormat, kv_format
 from kvcalc.schema import GpuSpec, ModelSpec
 
 
@@ -94,8 +94,8 @@ class VllmPlanKv:
         gpu: GpuSpec | None,
         tp: int,
         stages: tuple[range, ...],
-        k_dtype: str,
-        v_dtype: str,
+        k_dtype: StorageFormat,
+        v_dtype: StorageFormat,
     ) -> VllmPlanKv:
         """Resolve once what no (seq_len, batch) changes. `options`: a `VllmOptions`, whose
         compute capability and vendor become the GPU's (`gpu_options`). Raises `KvcalcError`
@@ -186,8 +186,8 @@ def resolve(
     options: VllmOptions,
     gpu: GpuSpec | None,
     tp: int,
-    k_dtype: str,
-    v_dtype: str,
+    k_dtype: StorageFormat | str,
+    v_dtype: StorageFormat | str,
     label: str | None = None,
 ) -> VllmPlanKv:
     """The model on one stage on `gpu` (what depends on the GPU, tp and formats, not on the
@@ -254,7 +254,9 @@ def plan_kv(
             raise found
         return found
 
-    def build(gpu: GpuSpec, tp: int, stages: tuple[range, ...], kv: tuple[str, ...], dcp: int = 1) -> VllmPlanKv:
+    def build(
+        gpu: GpuSpec, tp: int, stages: tuple[range, ...], kv: tuple[StorageFormat, ...], dcp: int = 1
+    ) -> VllmPlanKv:
         label: str | None = getattr(kv, "engine_dtype", None)  # `calc.plan.KvPick`
         key = (gpu.compute_capability, gpu.vendor, tp, tuple(kv), label, dcp)
         o = by_dtype.get(label, options) if label else options
@@ -271,7 +273,7 @@ def launch_block_size(
     model: ModelSpec,
     options: VllmOptions,
     gpu: GpuSpec | None,
-    k_dtype: str | None = None,
+    k_dtype: StorageFormat | str | None = None,
     cache_dtype: str | None = None,
 ) -> int | None:
     """The `--block-size` a launch line states, None where vLLM's default 16 stands.
