@@ -40,6 +40,30 @@ if TYPE_CHECKING:
     from kvcalc.schema_deploy import GpuSpec
 
 
+# ----- the batch a flag names -------------------------------------------------------------
+
+
+def replica_batch(batch: int, dp_attention: int, engine: str) -> int:
+    """The sequences one replica (all `dp_attention` attention-DP ranks of one engine) holds,
+    from the batch flag (`--batch` / `--max-num-seqs` / `--max-running-requests`) as the engine
+    reads it:
+
+    - vLLM 0.33.0: `--max-num-seqs` is per DP rank (`vllm/config/scheduler.py`
+      `SchedulerConfig.max_num_seqs`; each DP rank is an engine core with its own scheduler), so
+      the replica holds `batch x dp_attention` (plan prints `--max-num-seqs ceil(total / dpa)`);
+      kvcalc's own `--batch` (`ideal`, llama.cpp) reads the same way.
+    - SGLang 0.5.23: `--max-running-requests` is the engine's total; each attention-DP rank
+      takes `max(1, total // attn_dp_size)` (`model_executor/pool_configurator.py`,
+      `mem_cache/kv_cache_configurator.py`), so the replica holds `batch`.
+
+    Without attention DP (`dp_attention` 1) both are the replica's. Units: sequences."""
+    from kvcalc.engines import canonical
+
+    if dp_attention == 1 or canonical(engine) == "sglang":
+        return batch
+    return batch * dp_attention
+
+
 # ----- checks shared by every entry point -------------------------------------------------
 
 

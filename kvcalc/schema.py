@@ -319,6 +319,9 @@ class ModelSpec(_Frozen):
     # identity
     name: str = Field(min_length=1)
     source: OptStr = None
+    #: what an engine loads (`vllm serve MODEL`, SGLang `--model-path`): a Hugging Face Hub id
+    #: (`org/name`) or a local checkpoint folder, as the loader knew it (`engines.launch.model_ref`)
+    model_path: OptStr = None
     model_type: OptStr = None
 
     # attention

@@ -182,7 +182,7 @@ def estimate(
     With --engine, what it allocates, and the tier below the GPU (--kv-offloading-size,
     --hicache-*, --lmcache-*, --host-memory) and a shared prefix (--shared-prefix)."""
     from kvcalc.load.models import naming_model_file
-    from kvcalc.requests import EstimateRequest, resolve_seq_lens, run_estimate
+    from kvcalc.requests import EstimateRequest, replica_batch, resolve_seq_lens, run_estimate
 
     check_positive(batch=batch, tp=layout.tp, pp=layout.pp, dp=layout.dp)
     spec = source.load(model)
@@ -190,6 +190,7 @@ def estimate(
     tp, pp, dp = resolve_estimate_layout(layout, moe, engine_name)
     par = moe.resolve(spec, tp, dp)  # attention DP / EP / DCP (`calc.parallel`)
     tp, dp, dpa, ep, dcp = par["tp"], par["dp"], par["dp_attention"], par["ep"], par["dcp"]
+    batch = replica_batch(batch, dpa, engine_name)  # vLLM's --max-num-seqs is per DP rank, SGLang's total
     input_len, output_len, request_rate = whole.input_len, whole.output_len, whole.request_rate
     cal = whole_request_options(gpu.gpu, input_len, output_len, request_rate, whole.calibration)  # before their sum
     if seq_len is None and input_len is not None and output_len is not None:

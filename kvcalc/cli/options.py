@@ -129,7 +129,7 @@ BatchOpt = Annotated[
         "--max-running-requests",
         "--parallel",
         "-np",
-        help="Sequences in the batch (per DP replica; vLLM --max-num-seqs, SGLang --max-running-requests, llama.cpp -np). Not -b: that is llama.cpp's --batch-size (prompt tokens per step, which does not change the KV cache).",
+        help="Sequences in the batch (per DP rank, attention-DP ranks too, as vLLM --max-num-seqs; SGLang's --max-running-requests is the engine's total; llama.cpp -np). Not -b: that is llama.cpp's --batch-size (prompt tokens per step, which does not change the KV cache).",
     ),
 ]
 

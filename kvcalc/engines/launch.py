@@ -47,15 +47,37 @@ from kvcalc.errors import KvcalcError
 from kvcalc.formats import StorageFormat, kv_format, weight_format
 from kvcalc.schema import ModelSpec
 
-#: an `org/name` Hugging Face id at the start of a config's `source`
-_HF_ID = re.compile(r"^([\w.-]+/[\w.-]+)(\s|$)")
+#: an `org/name` Hugging Face id at the start of a config's `source` (the bundled models' form:
+#: `meta-llama/Llama-3.1-8B config.json (huggingface.co/...)`)
+_HF_ID = re.compile(r"^([\w.-]+/[\w.-]+)(\s+config\.json\b|$)")
+
+#: the placeholder where kvcalc knows no checkpoint an engine could load (a kvcalc YAML that names
+#: none, a GGUF header): written in capitals, as `HEAD_NODE_IP`, for the user to fill in
+CHECKPOINT_PLACEHOLDER = "CHECKPOINT_DIR"
 
 
 def model_ref(model: ModelSpec) -> str:
-    """The Hugging Face id an engine loads (`org/name`, from the config's `source`), else the
-    config's name (a placeholder for the checkpoint's path)."""
+    """The model argument of a launch line (`vllm serve MODEL`, SGLang `--model-path MODEL`):
+    what the engine can load, never a name kvcalc made up. In order:
+
+    1. `model.model_path`, as the loader set it: a Hub id input's `org/name`
+       (`load.hub`); a config.json's `_name_or_path` where that is an `org/name` Hub id, else
+       the folder that holds the config.json (absolute; a checkpoint folder given is that
+       folder: `load.hf._model_path`);
+    2. the Hub id a bundled model's `source` starts with (`org/name config.json (...)`, or
+       the id alone; a file such as `dir/model.yaml` is no id);
+    3. else `CHECKPOINT_DIR`, a placeholder the user fills in (kvcalc knows no checkpoint: a
+       kvcalc YAML that names none).
+
+    vLLM 0.33.0 (`vllm/config/model.py` `ModelConfig.model`: "Name or path of the Hugging Face
+    model to use") and SGLang 0.5.23 (`server_args.py` `--model-path`: "The path of the model
+    weights. This can be a local folder or a Hugging Face repo ID") take either form."""
+    if model.model_path:
+        return model.model_path
     m = _HF_ID.match(model.source or "")
-    return m.group(1) if m else model.name
+    if m and not m.group(1).lower().endswith((".json", ".yaml", ".yml", ".gguf")):
+        return m.group(1)
+    return CHECKPOINT_PLACEHOLDER
 
 
 @dataclass(frozen=True)

@@ -73,7 +73,7 @@ def spec_to_yaml_dict(spec: ModelSpec) -> dict[str, object]:
         if not comp and all(k == "full" for k in raw) and spec.sliding_window is not None:
             comp = {"layer_pattern": ["full"]}  # keep the window without making layers slide
         d.update(comp)
-    head: dict[str, object] = {k: d.pop(k) for k in ("name", "source") if k in d}
+    head: dict[str, object] = {k: d.pop(k) for k in ("name", "source", "model_path") if k in d}
     return {**head, **{k: d[k] for k in ModelSpec.model_fields if k in d}}
 
 

@@ -339,6 +339,7 @@ def _from_config(repo_id: str, config_path: str, *, where: str, files: Headers |
     fields = model_fields_from_hf_config(data, path=shown, names=names)
     fields["name"] = repo_id.split("/")[-1].lower()
     fields["source"] = f"{repo_id} config.json ({where}, commit {commit[:12]})"
+    fields["model_path"] = repo_id
     return build(ModelSpec, attach_checkpoint(fields, data, files, path=shown, missing=missing), shown, names=names)
 
 

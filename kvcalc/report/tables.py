@@ -61,6 +61,17 @@ class ModelRow(TypedDict):
     source: str | None
 
 
+def _per_rank(batch: int, dp_attention: int) -> str:
+    """` (B / d per attention-DP rank x d)` where `d` ranks share a replica's `batch` evenly
+    (vLLM's --max-num-seqs is per rank: `requests.replica_batch`), ` (over d attention-DP
+    ranks)` where they do not; empty without attention DP."""
+    if dp_attention == 1:
+        return ""
+    if batch % dp_attention:
+        return f" (over {dp_attention} attention-DP ranks)"
+    return f" ({batch // dp_attention:,} per attention-DP rank x {dp_attention})"
+
+
 def kv_table(est: KvEstimate, title: str | None = None, *, width: int | None = None) -> Table:
     """The rich table for a `KvEstimate`: inputs, the formula with numbers, bytes per token,
     the totals in B, GB and GiB, per GPU under TP/PP, and the breakdown by layer kind."""
@@ -77,7 +88,13 @@ def kv_table(est: KvEstimate, title: str | None = None, *, width: int | None = N
         f", v_head_dim {est.v_head_dim}" if est.v_head_dim not in (0, est.head_dim) else ""
     )
     rows.append(("layers", f"{est.n_layers}, {dims}", None))
-    rows.append(("workload", f"seq_len {est.seq_len:,} tokens x batch {est.batch}, KV dtype {est.kv_dtype}", None))
+    rows.append(
+        (
+            "workload",
+            f"seq_len {est.seq_len:,} tokens x batch {est.batch}{_per_rank(est.batch, est.dp_attention)}, KV dtype {est.kv_dtype}",
+            None,
+        )
+    )
     if est.n_gpus > 1:
         moe = f" x dp-attention {est.dp_attention}" if est.dp_attention > 1 else ""
         extra = (f" (ep {est.ep})" if est.ep > 1 else "") + (f" (dcp {est.dcp})" if est.dcp > 1 else "")
@@ -214,7 +231,13 @@ def serving_table(r: ServingEstimate, gpu: GpuSpec, est: KvEstimate, *, width: i
     ]
     verdict = Text("fits", style="green") if r.fits else Text("does not fit", style="red")
     rows.append(("fits", verdict + f": headroom {r.headroom_bytes:,} B ({gib(r.headroom_bytes)})", None))
-    rows.append(("max batch", f"{r.max_batch:,} sequences of {est.seq_len:,} tokens per replica", None))
+    rows.append(
+        (
+            "max batch",
+            f"{r.max_batch:,} sequences of {est.seq_len:,} tokens per replica{_per_rank(r.max_batch, est.dp_attention)}",
+            None,
+        )
+    )
     cap = " (the model's limit)" if r.max_seq_len_capped else ""
     rows.append(("max context", f"{r.max_seq_len:,} tokens at batch {est.batch}{cap}", None))
     rows.append(

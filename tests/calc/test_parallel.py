@@ -239,17 +239,21 @@ def test_mtp_needs_mtp_layers():
 
 
 @pytest.mark.parametrize(
-    "flags,layout",
+    "flags,batch,layout",
     [
-        (["--dp", "8", "--enable-expert-parallel"], (1, 1, 8, 8, 1)),
-        (["--tp", "8", "--dp", "8", "--enable-dp-attention", "--ep", "8"], (1, 1, 8, 8, 1)),
-        (["--tp", "8", "--dcp", "8"], (8, 1, 1, 1, 8)),
+        (["--dp", "8", "--enable-expert-parallel"], "8", (1, 1, 8, 8, 1)),
+        (["--tp", "8", "--dp", "8", "--enable-dp-attention", "--ep", "8"], "8", (1, 1, 8, 8, 1)),
+        (["--tp", "8", "--dp", "8", "--enable-dp-attention", "--ep", "8", "--engine", "sglang"], "64", (1, 1, 8, 8, 1)),
+        (["--tp", "8", "--dcp", "8"], "64", (8, 1, 1, 1, 8)),
     ],
 )
-def test_estimate_takes_the_engines_flags(cli, flags, layout):
+def test_estimate_takes_the_engines_flags(cli, flags, batch, layout):
     """vLLM's `--data-parallel-size 8 --enable-expert-parallel` and SGLang's `--tp 8 --dp 8
-    --enable-dp-attention --ep-size 8` are the same layout; `-dcp 8` shards positions."""
-    r = cli("estimate", "deepseek-v3", "-s", "32k", "--batch", "64", "--kv-dtype", "fp8", *flags, "-f", "json")
+    --enable-dp-attention --ep-size 8` are the same layout; `-dcp 8` shards positions. 64
+    sequences of 32k on every GPU's 8: `--batch 8` per attention-DP rank (vLLM's --max-num-seqs,
+    kvcalc's --batch), SGLang's `--max-running-requests 64` the engine's total
+    (`requests.replica_batch`); 61 x 576 x 32,768 x 8 x 1 B = 9,210,691,584."""
+    r = cli("estimate", "deepseek-v3", "-s", "32k", "--batch", batch, "--kv-dtype", "fp8", *flags, "-f", "json")
     assert r.exit_code == 0, r.output
     import json
 

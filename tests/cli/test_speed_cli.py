@@ -271,9 +271,11 @@ def _same_layout(top: dict) -> list[str]:
 )
 def test_plan_tpot_is_estimates(cli, model, seq, conc, gpu) -> None:
     # every sequence at --seq-len: plan's TPOT and TTFT for its top layout are what estimate
-    # prints for that layout at the fullest replica's batch ceil(concurrency / dp)
+    # prints for that layout at the fullest replica's batch ceil(concurrency / dp), given per
+    # attention-DP rank as vLLM's --max-num-seqs is (qwen3-30b-a3b: 24 over 2 ranks, --batch 12)
     top = _plan_json(cli, model, "-s", seq, "--concurrency", str(conc), "--gpu", gpu)["layouts"][0]
-    batch = -(-conc // top["dp"])
+    replica = -(-conc // top["dp"])
+    batch = -(-replica // top.get("dp_attention", 1))
     est = _estimate_json(cli, model, "-s", seq, "--batch", str(batch), *_same_layout(top))
     assert top["tpot_ms"] == pytest.approx(est["tpot_s"] * 1e3, rel=1e-12)
     assert top["ttft_s"] == pytest.approx(est["ttft_s"], rel=1e-12)

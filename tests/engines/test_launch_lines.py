@@ -80,11 +80,20 @@ def test_model_ref_is_the_hf_id_at_the_start_of_source():
     assert launch.model_ref(LLAMA_8B.model_copy(update={"source": "Qwen/Qwen2.5-7B"})) == "Qwen/Qwen2.5-7B"
 
 
-def test_model_ref_falls_back_to_the_name():
-    # no source at all (`m` is None: the name, not m.group(1))
-    assert launch.model_ref(LLAMA_405B) == "llama-3.1-405b"
-    # a source that is no org/name id
-    assert launch.model_ref(LLAMA_8B.model_copy(update={"source": "a local config.json"})) == "llama-3.1-8b"
+def test_model_ref_is_the_model_path_the_loader_set():
+    # `model_path` (a Hub id input, a config.json's `_name_or_path` or its folder) wins over `source`
+    m = LLAMA_8B.model_copy(update={"model_path": "/ckpt/llama-8b"})
+    assert launch.model_ref(m) == "/ckpt/llama-8b"
+    assert launch.vllm_line(spec(model=m)).startswith("vllm serve /ckpt/llama-8b --tensor-parallel-size 1 ")
+
+
+@pytest.mark.parametrize(
+    "source",
+    [None, "a local config.json", "configs/model.yaml", "tests/x.json (HF config.json, model_type llama)"],
+)
+def test_model_ref_never_invents_a_name(source):
+    # no Hub id and no checkpoint known: the placeholder, never the config's name (llama-3.1-405b)
+    assert launch.model_ref(LLAMA_405B.model_copy(update={"source": source})) == "CHECKPOINT_DIR"
 
 
 # ----- vLLM -----------------------------------------------------------------------------------

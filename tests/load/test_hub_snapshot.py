@@ -198,3 +198,17 @@ def test_neither_a_file_nor_a_hub_id(tmp_path, ref):
 def test_a_missing_yaml_path_is_still_file_not_found(tmp_path):
     r = run(tmp_path, "estimate", "a/b/c.yaml")
     assert (r.returncode, r.stderr) == (2, "error: a/b/c.yaml: file not found\n")
+
+
+def test_hub_id_is_the_launch_lines_model(tmp_path):
+    # trial finding B: a Hub id input launches by that id (`engines.launch.model_ref`), even where
+    # the config.json's `_name_or_path` is the folder it was saved from
+    cache_repo(
+        tmp_path / "hub",
+        "acme/tiny-llama",
+        {"config.json": json.dumps({**CONFIG, "_name_or_path": "/home/someone/tiny"}).encode()},
+    )
+    r = run(tmp_path, "plan", "acme/tiny-llama", "-s", "1k", "--gpu", "h100-sxm", "--engine", "vllm", "-f", "json")
+    assert r.returncode == 0, r.stderr
+    launch = json.loads(r.stdout)["layouts"][0]["launch"]
+    assert launch.startswith("vllm serve acme/tiny-llama --tensor-parallel-size 1 "), launch

@@ -332,6 +332,28 @@ def _name(data: JsonObject, outer: JsonObject, path: str | None, model_type: str
     return model_type.lower() or "model"
 
 
+#: a Hugging Face Hub id as `_name_or_path` writes it: `org/name`, no more parts, not a path
+_HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]*[A-Za-z0-9_]$")
+
+
+def _model_path(data: JsonObject, outer: JsonObject, path: str | None) -> str | None:
+    """What an engine loads for this config.json (`ModelSpec.model_path`): its `_name_or_path`
+    where that is a Hub id (`org/name`, not a local path: `/models/x`, `./x`, `x/config.json`),
+    else the folder that holds the file (absolute: the checkpoint folder an engine reads the
+    config.json and weights from); None for a dict read without a path."""
+    for d in (outer, data):
+        v = d.get("_name_or_path")
+        if isinstance(v, str) and _HUB_ID.match(v.strip()) and not v.strip().lower().endswith(_FILE_ENDINGS):
+            return v.strip()
+    if path:
+        return str(Path(path).expanduser().resolve().parent)
+    return None
+
+
+#: the endings of a file, not a Hub repository, in `_name_or_path`
+_FILE_ENDINGS = (".json", ".yaml", ".yml", ".gguf", ".safetensors", ".bin")
+
+
 #: transformers v5 `rope_parameters` may be one dict per layer type (`ALLOWED_LAYER_TYPES`)
 _ROPE_LAYER_KEYS = (
     "full_attention",
@@ -446,6 +468,7 @@ def model_fields_from_hf_config(
     shown_type = model_type if model_type == top_type or not top_type else f"{top_type} > {model_type}"
     out: ModelFields = {
         "name": _name(data, outer, path, model_type),
+        "model_path": _model_path(data, outer, path),
         "source": f"{path or '<dict>'} (HF config.json, model_type {shown_type or 'none'}"
         + ("; read as a plain decoder: a guess, --trust-plain-decoder)" if fn is _generic else ")"),
         "model_type": model_type or None,
