@@ -114,6 +114,25 @@ def load_calibration(path: str | Path) -> Calibration:
     gpu = data.get("gpu")
     if not isinstance(gpu, str):
         raise ConfigError("expected 'gpu: KEY' (the GPU table key it was measured as)", path=str(p), field="gpu")
+    device = data.get("device")
+    if isinstance(device, str) and device.strip().upper().startswith("CPU"):
+        import warnings
+
+        from kvcalc.errors import KvcalcWarning
+
+        warnings.warn(
+            str(
+                ConfigError(
+                    f"measured on the CPU ({device.strip()}), not on the GPU {gpu}: its step floor and bandwidth are "
+                    f"the CPU's, not the GPU's; measure on the {gpu} (kvcalc measure --device cuda --calibrate ...)",
+                    path=str(p),
+                    field="device",
+                    line=lines.get("device"),
+                )
+            ),
+            KvcalcWarning,
+            stacklevel=2,
+        )
     out: dict[str, Any] = {}  # Any: `Calibration`'s fields
     for k in ("step_floor_s", "read_bytes_per_s", "flops_per_s", "allreduce_latency_s"):
         v = data.get(k)
