@@ -533,7 +533,10 @@ def parse_mapping(text: str, path: str, *, json_text: bool = False) -> tuple[Jso
         if isinstance(node, yaml.MappingNode):
             lines = {k.value: k.start_mark.line + 1 for k, _ in node.value if isinstance(k, yaml.ScalarNode)}
     if data is None:
-        raise ConfigError("is empty; it must hold a mapping of fields (name: ..., n_layers: ...)", path=p)
+        raise ConfigError(
+            "is empty; it must hold a mapping of fields (a model file: name: ..., n_layers: ...; a price file: gpu: price)",
+            path=p,
+        )
     if not isinstance(data, dict):
         raise ConfigError(f"must hold a mapping of fields, not a {type(data).__name__}", path=p)
     return data, lines

@@ -8,7 +8,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from kvcalc.errors import OPTION_SAYS, ConfigError, KvcalcError, UnknownNameError
+from kvcalc.errors import MESSAGE, OPTION_SAYS, ConfigError, KvcalcError, UnknownNameError
 from kvcalc.load.files import build, bundled, bundled_path, read_mapping
 from kvcalc.schema import ModelSpec
 
@@ -72,7 +72,23 @@ def _load_model(ref: str | Path, revision: str | None = None) -> ModelSpec:
     unknown bundled name, `KvcalcError` for a Hub id that cannot be resolved or a `revision`
     given with anything but a Hub id.
     """
+    if not isinstance(ref, (str, Path)):
+        raise KvcalcError(
+            f"model must be a name or a path (str), got {type(ref).__name__}",
+            field="model",
+            value=ref,
+            form=MESSAGE,
+            fix="give a bundled name (`kvcalc models`), a .yaml or config.json path, or a Hub id",
+        )
     ref_s = str(ref)
+    if not ref_s.strip():
+        raise KvcalcError(
+            "the model argument is empty",
+            field="model",
+            value=ref_s,
+            form=MESSAGE,
+            fix="give a bundled name (`kvcalc models`), a .yaml or config.json path, or a Hub id",
+        )
     path = user_path(ref_s)
     if "/" in ref_s and not path.exists():  # a Hub id has a '/': a bundled name never loads the Hub module
         from kvcalc.load.hub import parse_hub_id  # regex only: huggingface_hub loads on the Hub path alone

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from kvcalc.calc.speed import BACKENDS, GPU_CLASSES, LINKS, WEIGHT_WIDTHS, Calibration, SpeedTable
-from kvcalc.errors import ConfigError
+from kvcalc.errors import OPTION, ConfigError, KvcalcError
 
 SPEED_PATH = Path(__file__).parent.parent / "data" / "speed.yaml"
 #: the `kind:` a calibration file carries
@@ -88,6 +88,13 @@ def load_calibration(path: str | Path) -> Calibration:
     from kvcalc.load.models import user_path
 
     p = user_path(str(path))
+    if p.is_dir():
+        raise KvcalcError(
+            f"{p} is a folder, not a calibration file (kvcalc measure --calibrate FILE writes one)",
+            option="--calibration",
+            value=str(p),
+            form=OPTION,
+        )
     data, lines = read_mapping(p, "config")
     if data.get("kind") != CALIBRATION_KIND:
         raise ConfigError(
