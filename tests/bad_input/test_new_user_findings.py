@@ -125,3 +125,24 @@ def test_close_names_once_each() -> None:
 def test_expert_parallel_prefix_once() -> None:
     line = _one_line(_run("estimate", "llama-3.1-8b", "-ep", "--dp", "2"), "no routed experts")
     assert line.count("--enable-expert-parallel") == 1
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("plan", "llama-3.1-8b", "--concurrency", "8,192"),
+        ("plan", "llama-3.1-8b", "--concurrency=8,192"),
+        ("estimate", "llama-3.1-8b", "--batch", "8,192"),
+    ],
+)
+def test_whole_number_with_grouping(args: tuple[str, ...]) -> None:
+    line = _one_line(_run(*args), "digit grouping", "(8192)")
+    assert "Input should be" not in line
+
+
+def test_api_seq_len_grouping_refused_as_the_cli() -> None:
+    with pytest.raises(KvcalcError, match="reads as one number with digit grouping") as e:
+        kvcalc.estimate("llama-3.1-8b", seq_len="8,192")
+    assert e.value.field == "seq_len"
+    # 2 x 32 layers x 8 KV heads x 128 head_dim x 2 B = 131,072 B/token; x 8,192 = 1,073,741,824 B
+    assert kvcalc.estimate("llama-3.1-8b", seq_len="8k").kv_cache_bytes == 1_073_741_824
