@@ -146,3 +146,10 @@ def test_api_seq_len_grouping_refused_as_the_cli() -> None:
     assert e.value.field == "seq_len"
     # 2 x 32 layers x 8 KV heads x 128 head_dim x 2 B = 131,072 B/token; x 8,192 = 1,073,741,824 B
     assert kvcalc.estimate("llama-3.1-8b", seq_len="8k").kv_cache_bytes == 1_073_741_824
+
+
+def test_empty_price_file_says_what_a_price_file_holds(tmp_path) -> None:
+    p = tmp_path / "empty.yaml"
+    p.write_text("")
+    line = _one_line(_run("plan", "llama-3.1-8b", "--prices", p), "is empty", "h200: 3.5")
+    assert "n_layers" not in line
