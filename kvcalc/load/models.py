@@ -217,11 +217,14 @@ def _check_model_fields(data: JsonObject, path: Path) -> None:
         raise ConfigError(
             what, path=str(path), fix="give the config.json beside it (or its folder), or a kvcalc model YAML"
         )
-    shown = ", ".join(missing[:4]) + (f" and {len(missing) - 4} more" if len(missing) > 4 else "")
+    rest = missing[1:4]
+    also = f" (also {', '.join(rest)}{f' and {len(missing) - 4} more' if len(missing) > 4 else ''})" if rest else ""
     raise ConfigError(
-        f"not a complete kvcalc model file: missing {shown}",
+        f"required field is missing{also}",
         path=str(path),
-        fix="add them (`kvcalc import` writes a model file from a config.json), or give a Hugging Face config.json",
+        field=missing[0],
+        fix=f"add {'them' if rest else 'it'} (`kvcalc import` writes a model file from a config.json), "
+        "or give a Hugging Face config.json",
     )
 
 

@@ -42,7 +42,7 @@ def test_hf_quant_config_is_not_a_config_json() -> None:
     "name,text,words",
     [
         ("foo.json", '{"foo": 1}', ("without model_type", "config.json beside it")),
-        ("partial.yaml", "name: x\n", ("missing n_layers, n_heads",)),
+        ("partial.yaml", "name: x\n", ("field 'n_layers': required field is missing (also n_heads)",)),
     ],
 )
 def test_not_a_model_file_one_line(tmp_path, name: str, text: str, words: tuple[str, ...]) -> None:
