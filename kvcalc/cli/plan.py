@@ -228,7 +228,7 @@ def plan(
         refuse_typed(ctx, VLLM_PLAN_FLAGS, "--engine vllm only")
     settings = plan_offload_settings(offload, sessions, gpus_per_node)
     options = engine_options(engine, (vllm,))  # each GPU's compute capability and vendor replace these
-    spec, sd = load_model(model, revision, trust_plain_decoder=trust_plain_decoder), speculative.resolve(load_model, engine)
+    spec, sd = load_model(model, revision, trust_plain_decoder=trust_plain_decoder), speculative.resolve(load_model)
     with naming_model_file(model):  # a YAML or config.json that cannot size the weights is named
         req = PlanRequest.build(
             spec,
