@@ -56,7 +56,7 @@ def load_model(ref: str | ModelSpec) -> ModelSpec:
         return checked
     from kvcalc.load.models import load_model as _load
 
-    return _load(str(ref))
+    return _load(checked)
 
 
 def estimate(

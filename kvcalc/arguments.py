@@ -8,7 +8,8 @@ words (only the name differs: `batch` for `--batch`):
 - a count (`batch`, `tp`, `concurrency`, ...) is an int; a bool is not one (`True` is not 1
   sequence), nor a float or a str; its bounds are `units.BOUNDS`, checked by `units.check_bound`.
 - a token count (`seq_len`, `max_model_len`) is an int or text the CLI takes (`'32k'`,
-  `'8,192'`: `units.parse_count`), in every function alike.
+  `'8,192'`: `units.parse_count`), in every function alike; `seq_len` text is read as
+  `--seq-len` is (`units.parse_counts`), so `'8,192'` (one number, or the list 8, 192?) is refused.
 - a size (`kv_memory_bytes`) is an int of bytes or text (`'6.51GiB'`: `units.parse_size`); zero
   is refused as `--kv-memory 0` is.
 - a target (`max_tpot_ms`, ...) is a positive finite int or float, not a bool.
@@ -118,6 +119,10 @@ def _check(name: str, kind: str, value: object) -> Any:  # Any: as check_argumen
         return None
     if kind == "tokens":
         if isinstance(value, str):
+            if name == "seq_len":  # the CLI's --seq-len takes a list: '8,192' is refused there, so here
+                from kvcalc.units import parse_counts
+
+                parse_counts(value, name)
             return parse_count(value, name)
         if not _is_int(value):
             raise _refuse(name, f"must be a whole number of tokens ({_EXAMPLE[kind]}), not {_shown(value)}", value)

@@ -169,7 +169,9 @@ def close_names(name: str, choices: Iterable[str], n: int = 3) -> list[str]:
     family = [c for c in choices if key and _norm(c).startswith(key) and _norm(c) != key]
     close = difflib.get_close_matches(name.lower(), [c.lower() for c in choices], n=n, cutoff=0.5)
     out = list(family)
-    out += [c for c in close if c not in out and c.lower() not in {x.lower() for x in out}]
+    for c in close:  # each name once: `close` holds a name twice when the choices differ only in case
+        if c.lower() not in {x.lower() for x in out}:
+            out.append(c)
     return out[: max(n, len(family))]
 
 

@@ -230,7 +230,7 @@ def estimate(
             dcp=dcp,
         )
     # in the order the request's arguments were always read: the draft, the layout, the GPU
-    draft = speculative.resolve(source.load)
+    draft = speculative.resolve(source.load, engine_name)
     with naming_model_file(model):  # --weight-dtype is parsed here, once: a GGUF file type is named for the file
         gpu_layout = gpu.layout() if gpu.gpu is not None else None
     gpu_ref = engine_gpu(engine_name, (vllm, sglang), gpu.gpu)  # a GpuSpec once an engine's options read it

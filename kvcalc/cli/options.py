@@ -545,9 +545,7 @@ class MoeLayoutFlags(FlagSet):
             tp, dpa, dp = tp // dp, dp, 1
         if self.enable_expert_parallel:  # vLLM
             if not moe:
-                raise KvcalcError(
-                    "--enable-expert-parallel: the model has no routed experts", option="--enable-expert-parallel"
-                )
+                raise KvcalcError("the model has no routed experts", option="--enable-expert-parallel")
             if dpa == 1:
                 dpa, dp = dp, 1
             if ep not in (1, tp * dpa):
@@ -1247,12 +1245,37 @@ class SpeculativeFlags(FlagSet):
         ),
     ] = None
 
-    def resolve(self, load: "Callable[[str], ModelSpec]") -> "SpecDecode | None":
+    def resolve(self, load: "Callable[[str], ModelSpec]", engine: str | None = None) -> "SpecDecode | None":
         """A `calc.speculative.SpecDecode`, or None without a speculative option; `load(ref)`
         loads a draft's `ModelSpec`. Raises `KvcalcError` (option named) for JSON that does not
-        parse or lacks a field."""
+        parse or lacks a field, for SGLang's flags with `engine` vllm (or vLLM's with sglang),
+        and for both engines' flags at once."""
         from kvcalc.errors import KvcalcError
 
+        sglang_flags = [
+            f
+            for f, v in (
+                ("--speculative-algorithm", self.speculative_algorithm),
+                ("--speculative-num-steps", self.speculative_num_steps),
+                ("--speculative-draft-model-path", self.speculative_draft_model_path),
+            )
+            if v is not None
+        ]
+        key = engine_key(engine) if engine else None
+        if sglang_flags and (key == "vllm" or self.speculative_config is not None):
+            raise KvcalcError(
+                f"{sglang_flags[0]} is SGLang's flag, not vLLM's; with --engine vllm give "
+                '--speculative-config \'{"method": "mtp", "num_speculative_tokens": N}\' alone',
+                option=sglang_flags[0],
+                form=MESSAGE,
+            )
+        if self.speculative_config is not None and key == "sglang":
+            raise KvcalcError(
+                "--speculative-config is vLLM's flag, not SGLang's; with --engine sglang give "
+                "--speculative-algorithm NEXTN --speculative-num-steps N",
+                option="--speculative-config",
+                form=MESSAGE,
+            )
         if self.speculative_config is None and self.speculative_algorithm is None:
             if self.accepted_len is not None:
                 raise KvcalcError(

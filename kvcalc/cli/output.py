@@ -432,7 +432,32 @@ def usage_error_lines(err: UsageError, command_path: str | None = None) -> list[
                 )
         elif hint:  # in place of click's "(Possible options: --batch-size, ...)"
             message = f"no such option: {opt}; {hint}"
+    grouped = _grouped_int(param, ctx) if "integer" in message.lower() else None
+    if grouped is not None:
+        return [grouped]
     return [(message[:1].lower() + message[1:]).rstrip(".")]
+
+
+def _grouped_int(param: object, ctx: Context | None) -> str | None:
+    """(Called for an error about a whole number.) The line for a whole-number option typed with digit grouping (`--concurrency 8,192`),
+    worded as `--seq-len 8,192` is (`units.parse_counts`): the value with the commas left out.
+    None when the error is about anything else. The value is read back from the command's
+    arguments (`ctx.meta`, kept by `LazyGroupCommand.parse_args`)."""
+    import re
+
+    opts = getattr(param, "opts", None)
+    if not opts or ctx is None:
+        return None
+    args = list(getattr(ctx, "meta", {}).get("kvcalc.args", ()))
+    for i, token in enumerate(args):
+        value = None
+        if token in opts and i + 1 < len(args):
+            value = args[i + 1]
+        elif "=" in token and token.split("=", 1)[0] in opts:
+            value = token.split("=", 1)[1]
+        if value is not None and re.fullmatch(r"[0-9]{1,3}(,[0-9]{3})+", value.strip()):
+            return f"{opts[0]}: '{value}' has digit grouping; write the whole number without commas ({value.replace(',', '')})"
+    return None
 
 
 def _typed_cluster(opt: str, ctx: Context | None) -> str | None:

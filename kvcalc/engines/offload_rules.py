@@ -27,6 +27,7 @@ from kvcalc.errors import MESSAGE, KvcalcError
 from kvcalc.results.engine import EngineResult
 from kvcalc.results.offload import OffloadResult, OffloadTier
 from kvcalc.schema import ModelSpec
+from kvcalc.units import MAX_QUANTITY
 
 if TYPE_CHECKING:
     from kvcalc.engines.profile import AnyProfile, EngineOptions
@@ -137,6 +138,13 @@ def engine_number(text: str, flag: str, unit: str, engine: str, integer: bool = 
     if integer and value != value.to_integral_value():
         raise KvcalcError(
             f"{engine} takes {flag} as a whole number of {unit}, got {text}", option=flag, value=text, form=MESSAGE
+        )
+    if value * (C.GIB if unit == "GiB" else C.GB) > MAX_QUANTITY:
+        raise KvcalcError(
+            f"{flag} {text} ({unit}) is beyond what kvcalc sizes (at most 10^21 bytes)",
+            option=flag,
+            value=text,
+            form=MESSAGE,
         )
     return int(value) if integer else float(value)
 

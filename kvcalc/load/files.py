@@ -533,7 +533,7 @@ def parse_mapping(text: str, path: str, *, json_text: bool = False) -> tuple[Jso
         if isinstance(node, yaml.MappingNode):
             lines = {k.value: k.start_mark.line + 1 for k, _ in node.value if isinstance(k, yaml.ScalarNode)}
     if data is None:
-        raise ConfigError("is empty; it must hold a mapping of fields (name: ..., n_layers: ...)", path=p)
+        raise ConfigError(EMPTY_FILE, path=p)
     if not isinstance(data, dict):
         raise ConfigError(f"must hold a mapping of fields, not a {type(data).__name__}", path=p)
     return data, lines
@@ -548,7 +548,20 @@ def read_mapping(path: Path, kind: str = "config") -> tuple[JsonObject, dict[str
     or one that is not a mapping (`parse_mapping`).
     """
     text = read_config_text(path, kind)
-    return parse_mapping(text, str(path), json_text=path.suffix.lower() == ".json")
+    try:
+        return parse_mapping(text, str(path), json_text=path.suffix.lower() == ".json")
+    except ConfigError as e:
+        if e.reason != EMPTY_FILE or kind not in EMPTY_HINTS:
+            raise
+        raise ConfigError(f"is empty; it must hold {EMPTY_HINTS[kind]}", path=str(path)) from None
+
+
+#: `parse_mapping`'s words for a file with nothing in it, and what each kind of file must hold instead
+EMPTY_FILE = "is empty; it must hold a mapping of fields"
+EMPTY_HINTS = {
+    "model": "a mapping of fields (name: ..., n_layers: ...)",
+    "prices": "GPU keys with their price an hour (h200: 3.5)",
+}
 
 
 def _nested_fields(model_cls: type[BaseModel], loc: tuple) -> list[str]:

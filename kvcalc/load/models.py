@@ -8,7 +8,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from kvcalc.errors import OPTION_SAYS, KvcalcError, UnknownNameError
+from kvcalc.errors import MESSAGE, OPTION_SAYS, ConfigError, KvcalcError, UnknownNameError
 from kvcalc.load.files import build, bundled, bundled_path, read_mapping
 from kvcalc.schema import ModelSpec
 
@@ -72,7 +72,23 @@ def _load_model(ref: str | Path, revision: str | None = None) -> ModelSpec:
     unknown bundled name, `KvcalcError` for a Hub id that cannot be resolved or a `revision`
     given with anything but a Hub id.
     """
+    if not isinstance(ref, (str, Path)):
+        raise KvcalcError(
+            f"model must be a name or a path (str), got {type(ref).__name__}",
+            field="model",
+            value=ref,
+            form=MESSAGE,
+            fix="give a bundled name (`kvcalc models`), a .yaml or config.json path, or a Hub id",
+        )
     ref_s = str(ref)
+    if not ref_s.strip():
+        raise KvcalcError(
+            "the model argument is empty",
+            field="model",
+            value=ref_s,
+            form=MESSAGE,
+            fix="give a bundled name (`kvcalc models`), a .yaml or config.json path, or a Hub id",
+        )
     path = user_path(ref_s)
     if "/" in ref_s and not path.exists():  # a Hub id has a '/': a bundled name never loads the Hub module
         from kvcalc.load.hub import parse_hub_id  # regex only: huggingface_hub loads on the Hub path alone
@@ -181,7 +197,35 @@ def load_model_file(path: Path) -> ModelSpec:
         from kvcalc.load.hf import model_from_hf_config  # imported only for config.json input
 
         return model_from_hf_config(data, path=str(path), hf_quant=read_hf_quant_beside(path))
+    _check_model_fields(data, path)
     return build(ModelSpec, data, str(path), lines)
+
+
+def _check_model_fields(data: JsonObject, path: Path) -> None:
+    """One line, before pydantic's list, for a file that is no model config at all: an
+    hf_quant_config.json (quantization only), a JSON that is neither a Hugging Face config.json
+    nor a kvcalc model, a kvcalc YAML missing required fields (listed, first few). Raises `ConfigError`."""
+    required = [n for n, f in ModelSpec.model_fields.items() if f.is_required()]
+    missing = [n for n in required if n not in data]
+    if not missing:
+        return
+    if path.suffix.lower() == ".json" and len(missing) == len(required):
+        if "quantization" in data or path.name.endswith("hf_quant_config.json"):
+            what = "an hf_quant_config.json (the quantization only), not a Hugging Face config.json"
+        else:
+            what = "a JSON without model_type: not a Hugging Face config.json"
+        raise ConfigError(
+            what, path=str(path), fix="give the config.json beside it (or its folder), or a kvcalc model YAML"
+        )
+    rest = missing[1:4]
+    also = f" (also {', '.join(rest)}{f' and {len(missing) - 4} more' if len(missing) > 4 else ''})" if rest else ""
+    raise ConfigError(
+        f"required field is missing{also}",
+        path=str(path),
+        field=missing[0],
+        fix=f"add {'them' if rest else 'it'} (`kvcalc import` writes a model file from a config.json), "
+        "or give a Hugging Face config.json",
+    )
 
 
 def is_hf_config(data: JsonObject) -> bool:

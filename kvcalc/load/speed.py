@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from kvcalc.calc.speed import BACKENDS, GPU_CLASSES, LINKS, WEIGHT_WIDTHS, Calibration, SpeedTable
-from kvcalc.errors import ConfigError
+from kvcalc.errors import OPTION, ConfigError, KvcalcError
 
 SPEED_PATH = Path(__file__).parent.parent / "data" / "speed.yaml"
 #: the `kind:` a calibration file carries
@@ -88,6 +88,13 @@ def load_calibration(path: str | Path) -> Calibration:
     from kvcalc.load.models import user_path
 
     p = user_path(str(path))
+    if p.is_dir():
+        raise KvcalcError(
+            f"{p} is a folder, not a calibration file (kvcalc measure --calibrate FILE writes one)",
+            option="--calibration",
+            value=str(p),
+            form=OPTION,
+        )
     data, lines = read_mapping(p, "config")
     if data.get("kind") != CALIBRATION_KIND:
         raise ConfigError(
@@ -114,6 +121,25 @@ def load_calibration(path: str | Path) -> Calibration:
     gpu = data.get("gpu")
     if not isinstance(gpu, str):
         raise ConfigError("expected 'gpu: KEY' (the GPU table key it was measured as)", path=str(p), field="gpu")
+    device = data.get("device")
+    if isinstance(device, str) and device.strip().upper().startswith("CPU"):
+        import warnings
+
+        from kvcalc.errors import KvcalcWarning
+
+        warnings.warn(
+            str(
+                ConfigError(
+                    f"measured on the CPU ({device.strip()}), not on the GPU {gpu}: its step floor and bandwidth are "
+                    f"the CPU's, not the GPU's; measure on the {gpu} (kvcalc measure --device cuda --calibrate ...)",
+                    path=str(p),
+                    field="device",
+                    line=lines.get("device"),
+                )
+            ),
+            KvcalcWarning,
+            stacklevel=2,
+        )
     out: dict[str, Any] = {}  # Any: `Calibration`'s fields
     for k in ("step_floor_s", "read_bytes_per_s", "flops_per_s", "allreduce_latency_s"):
         v = data.get(k)
