@@ -46,7 +46,8 @@ CASES = {
     # 2. DeepSeek-V3.2 fp8_ds_mla, tp 2 x dp-attention 4 x ep 8 on 8 x H200: vLLM's sparse MLA
     #    FLASHMLA_SPARSE pages (656 + 132 B a token a layer), not the 576 + 132 B rows.
     "dsv32-dpattn": (
-        ["deepseek-v3.2", "--engine", "vllm", "--gpu", "h200", "-s", "32k", "--batch", "8"]
+        # --batch is per attention-DP rank (vLLM's --max-num-seqs): 2 x 4 ranks = plan's 8
+        ["deepseek-v3.2", "--engine", "vllm", "--gpu", "h200", "-s", "32k", "--batch", "2"]
         + ["--kv-dtype", "fp8_ds_mla", "--tp", "2", "--dp-attention", "4", "--ep", "8"],
         ["deepseek-v3.2", "--engine", "vllm", "--gpu", "h200", "-s", "32k", "--concurrency", "8"]
         + ["--kv-dtype", "fp8_ds_mla"],
