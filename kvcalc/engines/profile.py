@@ -465,6 +465,24 @@ class VllmProfile(EngineProfile[VllmOptions]):
             )
             raise KvcalcError(f"{model.name}: {why}", field="kv_dtype", value=kv_dtype)
         if (
+            opts.version == vllm.CURRENT_VERSION
+            and opts.vendor != "amd"
+            and v0_33_specs.is_deepseek_v4(model)
+            and (opts.attention_backend or "").upper() == "FLASHINFER_MLA_SPARSE_DSV4"
+            and v0_33_specs.cc_major(opts.compute_capability) != 12
+        ):
+            # vLLM 0.33.0 `models/deepseek_v4/nvidia/model.py` `_select_dsv4_attn_cls` 556-559: this
+            # backend off SM120 picks the plain-row class (bf16 or per-tensor fp8 rows), not the
+            # fp8_ds_mla layout kvcalc sizes (`v0_33_specs.deepseek_v4_specs`): refused, not guessed
+            raise KvcalcError(
+                f"{model.name}: --attention-backend FLASHINFER_MLA_SPARSE_DSV4 makes vLLM 0.33 store "
+                "DeepSeek-V4's plain-row cache (models/deepseek_v4/nvidia/model.py "
+                "_select_dsv4_attn_cls), which kvcalc does not size; leave --attention-backend unset "
+                "(FlashMLA's fp8_ds_mla layout)",
+                field="attention_backend",
+                value=opts.attention_backend,
+            )
+        if (
             lowered == "nvfp4_ds_mla"
             and opts.version == vllm.CURRENT_VERSION
             and v0_33_specs.cc_major(opts.compute_capability) == 10

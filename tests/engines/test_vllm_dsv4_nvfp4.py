@@ -76,6 +76,21 @@ def test_flashinfer_dsv4_backend_does_not_list_nvfp4_ds_mla(cli):
     assert "FLASHINFER_MLA_SPARSE_DSV4 backend takes auto, bfloat16, fp8, fp8_e4m3 and fp8_ds_mla" in line
 
 
+@pytest.mark.parametrize("gpu", ["b200", "h100-sxm"])  # SM100, SM90: not SM120
+def test_flashinfer_dsv4_backend_plain_rows_are_refused(cli, gpu):
+    """`--attention-backend FLASHINFER_MLA_SPARSE_DSV4` off SM120 makes vLLM 0.33.0 store plain
+    bf16 / per-tensor fp8 rows (`nvidia/model.py` `_select_dsv4_attn_cls` 556-559), not the
+    fp8_ds_mla layout kvcalc sizes: refused on the flag, never sized as FlashMLA's pages."""
+    r = cli(
+        "capacity", "deepseek-v4-flash", "--gpu", gpu, "--attention-backend", "FLASHINFER_MLA_SPARSE_DSV4", *CAPACITY
+    )
+    line = _error(r)
+    assert line.startswith("error: --attention-backend FLASHINFER_MLA_SPARSE_DSV4:")
+    assert "plain-row cache" in line and "leave --attention-backend unset" in line
+    # without the flag the same command sizes FlashMLA's fp8_ds_mla pages
+    assert cli("capacity", "deepseek-v4-flash", "--gpu", gpu, *CAPACITY).exit_code == 0
+
+
 @pytest.mark.parametrize("model", ["deepseek-v4-flash", "deepseek-v3", "deepseek-v3.2"])
 @pytest.mark.parametrize("dtype", ["nvfp4", "nvfp4_4over6"])
 @pytest.mark.parametrize("gpu", ["b200", "h100-sxm"])
