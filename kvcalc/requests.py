@@ -550,6 +550,12 @@ def run_estimate(req: EstimateRequest) -> EstimateResult:
     )
 
 
+def gpu_free_options(parsed: EngineOptions, options: EngineOptions) -> EngineOptions:
+    """`parsed` (the options an engine's KV dtype was parsed into on one GPU) with the GPU's
+    fields (compute capability, vendor) of `options`: each layout's GPU sets them (`plan_kv`)."""
+    return dataclasses.replace(parsed, **{f: getattr(options, f) for f in ("compute_capability", "vendor")})
+
+
 def engine_placed(req: EstimateRequest, gpu: GpuSpec, planner: GpuFit) -> _Placed | None:
     """The estimate's layout on `gpu` with the engine's own KV arithmetic
     (`EngineProfile.plan_engine_kv`: vLLM 0.33's blocks and pages, SGLang 0.5.23's pools), built
@@ -557,7 +563,7 @@ def engine_placed(req: EstimateRequest, gpu: GpuSpec, planner: GpuFit) -> _Place
     the engine parsed it, with its own name, `plan_kv_picks`), so that estimate's memory plan is
     plan's (issue 23: one code path). None where the engine has no such arithmetic or it does not
     cover the layout (the exact formula sizes it then, as plan falls back)."""
-    from kvcalc.calc.plan import GpuChoice, KvPick, _Placed
+    from kvcalc.calc.plan import GpuChoice, KvPick, _Placed, engine_kv_for
     from kvcalc.engines.profile import get_profile
 
     prof = get_profile(req.engine)
@@ -568,17 +574,14 @@ def engine_placed(req: EstimateRequest, gpu: GpuSpec, planner: GpuFit) -> _Place
         own = prof.engine_kv_dtype(req.kv, gpu_engine_options(opts, gpu))
         pick = KvPick(req.kv.k, req.kv.v, own)
         if own is not None:  # the GPU's fields are the layout's (`plan_kv_picks`)
-            kv_options[own] = dataclasses.replace(
-                req.kv.options, **{f: getattr(opts, f) for f in ("compute_capability", "vendor")}
-            )
+            kv_options[own] = gpu_free_options(req.kv.options, opts)
     else:
         pick = KvPick(req.workload.k_dtype, req.workload.v_dtype)
     engine_kv = prof.plan_engine_kv(req.model, opts, kv_options)
     if engine_kv is None:
         return None
-    extra = {"dcp": par.dcp} if par.dcp > 1 else {}  # vLLM's checks and backend under -dcp, as plan
     try:
-        ekv = engine_kv(gpu, par.tp, tuple(planner.stages), pick, **extra)
+        ekv = engine_kv_for(engine_kv, gpu, planner, pick)
     except KvcalcError:
         return None
     return _Placed(GpuChoice((gpu,)), planner, (gpu,), par.dp, pick, planner.layout.weight_dtype, ekv)
@@ -1295,9 +1298,7 @@ def plan_kv_picks(
         own = prof.engine_kv_dtype(choice, gpu_engine_options(options, gpus[key]))
         pick = KvPick(choice.k, choice.v, own)  # the engine's parse, as objects
         if own is not None:
-            kv_options[own] = dataclasses.replace(  # the GPU's fields are each layout's (`plan_kv`)
-                choice.options, **{f: getattr(options, f) for f in ("compute_capability", "vendor")}
-            )
+            kv_options[own] = gpu_free_options(choice.options, options)
         for k, c in found.items():
             if isinstance(c, KvcalcError):
                 refused[(k, pick)] = c.message

@@ -101,7 +101,7 @@ def check(
     (`kv_cache.check_tp`), `pp` for more stages than layers, `k_dtype` / `weight_dtype` for a
     format that does not fit the heads or matrices, `model` for a config that cannot be sized.
     """
-    from kvcalc.calc.plan import GpuChoice, _Placed
+    from kvcalc.calc.plan import GpuChoice, _Placed, engine_kv_for
 
     kv_cache.check_tp(model, dep.resolved_tp)
     from kvcalc.calc.plan import KvPick
@@ -115,8 +115,7 @@ def check(
             pick = (
                 kv if kv is not None else KvPick(lay.k_dtype or model.dtype_format, lay.v_dtype or model.dtype_format)
             )
-            extra = {"dcp": lay.dcp} if lay.dcp > 1 else {}  # vLLM's checks and backend under -dcp, as plan
-            ekv = engine_kv(gpu, lay.tp, tuple(base.stages), pick, **extra)
+            ekv = engine_kv_for(engine_kv, gpu, base, pick)
         except KvcalcError as e:
             notes.append(f"{e.message}: sized by the exact formula instead")
         else:

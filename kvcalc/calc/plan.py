@@ -144,6 +144,16 @@ class KvPick(tuple[StorageFormat, StorageFormat]):
         return f"KvPick({str(self[0])!r}, {str(self[1])!r}, {self.engine_dtype!r})"
 
 
+def engine_kv_for(engine_kv: Callable[..., EngineKv], gpu: GpuSpec, fit: GpuFit, pick: KvPick) -> EngineKv:
+    """The engine's KV arithmetic (`EngineProfile.plan_engine_kv`) for `fit`'s layout on `gpu`
+    with KV `pick`: its TP degree, pipeline stages and, above 1, its decode context parallel
+    degree (vLLM's checks and backend under -dcp). The one call plan, check and estimate make.
+    Raises `KvcalcError` where the engine refuses the layout or the dtype on this GPU."""
+    lay = fit.layout
+    extra = {"dcp": lay.dcp} if lay.dcp > 1 else {}
+    return engine_kv(gpu, lay.tp, tuple(fit.stages), pick, **extra)
+
+
 def kv_pick(kv: tuple[StorageFormat | str, ...]) -> KvPick:
     """`kv` ((K, V) or a `KvPick`) as a `KvPick`."""
     return kv if isinstance(kv, KvPick) else KvPick(kv[0], kv[1])
@@ -789,10 +799,8 @@ class _Space:
             return None
         key = (gpu.key, id(base))
         if key not in self.engine_cache:
-            lay = base.layout
-            extra = {"dcp": lay.dcp} if lay.dcp > 1 else {}
             try:
-                found = self.req.engine_kv(gpu, lay.tp, tuple(base.stages), kv, **extra)
+                found = engine_kv_for(self.req.engine_kv, gpu, base, kv)
             except KvcalcError as e:
                 self.engine_cache[key] = None
                 if kv.engine_dtype or e.field in ("kv_dtype", "k_dtype", "v_dtype"):
